@@ -1,0 +1,3 @@
+from fmcluster.cli import main
+
+raise SystemExit(main())

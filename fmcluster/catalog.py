@@ -1,0 +1,165 @@
+"""The one catalog of instance-type facts.
+
+Everything that depends on an instance type (EFA interface layout, validation, NVMe scratch
+setup, the plan report, subnet sizing) reads it from here. The figures come from EC2
+DescribeInstanceTypes (as shipped in moto's data, which a test holds this table against) and
+from the GPU vendors' peak dense tensor throughput figures (see shared/FACTS.md).
+
+Nothing here imports aws_cdk or boto3.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import cache
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU model. Throughput is peak dense tensor PFLOPS per GPU; None where not supported."""
+
+    name: str
+    memory_gib: float
+    hbm_tbps: float
+    bf16_pflops: float
+    fp8_pflops: float
+    fp4_pflops: float | None = None
+
+
+@dataclass(frozen=True)
+class NetworkCard:
+    index: int
+    bandwidth_gbps: float
+    efa: bool  # the card can carry an EFA (efa or efa-only) interface
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    vcpus: int
+    memory_gib: int
+    network_cards: tuple[NetworkCard, ...]
+    max_efa_interfaces: int = 0
+    efa_generation: int | None = None
+    gpu: Gpu | None = None
+    gpu_count: int = 0
+    nvme_disks: int = 0
+    nvme_disk_gb: int = 0
+    capacity_block: bool = False  # offered as Capacity Blocks for ML
+    hyperpod: bool = False  # offered by SageMaker HyperPod as ml.<name>
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def efa_supported(self) -> bool:
+        return self.max_efa_interfaces > 0
+
+    @property
+    def card0_efa(self) -> bool:
+        """Card 0 carries EFA exactly when every network card can (FACTS.md)."""
+        return self.efa_supported and self.max_efa_interfaces == len(self.network_cards)
+
+    @property
+    def network_gbps(self) -> float:
+        return sum(card.bandwidth_gbps for card in self.network_cards)
+
+    @property
+    def efa_gbps(self) -> float:
+        return sum(card.bandwidth_gbps for card in self.network_cards if card.efa)
+
+    @property
+    def nvme_total_gb(self) -> int:
+        return self.nvme_disks * self.nvme_disk_gb
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.gpu_count > 0
+
+
+H100 = Gpu("H100", memory_gib=80, hbm_tbps=3.35, bf16_pflops=0.9895, fp8_pflops=1.979)
+H200 = Gpu("H200", memory_gib=141, hbm_tbps=4.8, bf16_pflops=0.9895, fp8_pflops=1.979)
+B200 = Gpu("B200", memory_gib=179, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=9.0)
+B300 = Gpu("B300", memory_gib=268, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=13.5)
+
+
+def _cards(count: int, gbps: float, *, first_gbps: float | None = None, first_efa: bool = True,
+           efa: bool = True) -> tuple[NetworkCard, ...]:
+    cards = [NetworkCard(i, gbps, efa) for i in range(count)]
+    if first_gbps is not None or not first_efa:
+        cards[0] = NetworkCard(0, first_gbps if first_gbps is not None else gbps, efa and first_efa)
+    return tuple(cards)
+
+
+def _gpu_types() -> list[InstanceType]:
+    big = dict(vcpus=192, nvme_disks=8, nvme_disk_gb=3800, capacity_block=True, hyperpod=True,
+               gpu_count=8)
+    return [
+        InstanceType("p5.4xlarge", vcpus=16, memory_gib=256, network_cards=_cards(1, 100),
+                     max_efa_interfaces=1, efa_generation=2, gpu=H100, gpu_count=1,
+                     nvme_disks=1, nvme_disk_gb=3800, capacity_block=True, hyperpod=True),
+        InstanceType("p5.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
+                     max_efa_interfaces=32, efa_generation=2, gpu=H100, **big),
+        InstanceType("p5e.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
+                     max_efa_interfaces=32, efa_generation=2, gpu=H200, **big),
+        InstanceType("p5en.48xlarge", memory_gib=2048, network_cards=_cards(16, 200),
+                     max_efa_interfaces=16, efa_generation=3, gpu=H200, **big),
+        InstanceType("p6-b200.48xlarge", memory_gib=2048, network_cards=_cards(8, 400),
+                     max_efa_interfaces=8, efa_generation=4, gpu=B200, **big),
+        InstanceType("p6-b300.48xlarge", memory_gib=4096,
+                     network_cards=_cards(17, 400, first_gbps=350, first_efa=False),
+                     max_efa_interfaces=16, efa_generation=4, gpu=B300, **big),
+    ]
+
+
+# CPU families a login, controller or CPU node group commonly uses. Sizes share one shape:
+# (size, vCPUs, per-card Gbps); memory is vCPUs x the family's GiB per vCPU. The 48xlarge
+# sizes support one EFA interface.
+_CPU_SIZES = (
+    ("large", 2, 0.781), ("xlarge", 4, 1.562), ("2xlarge", 8, 3.125), ("4xlarge", 16, 6.25),
+    ("8xlarge", 32, 12.5), ("12xlarge", 48, 18.75), ("16xlarge", 64, 25.0),
+    ("24xlarge", 96, 37.5), ("48xlarge", 192, 50.0),
+)
+_CPU_FAMILIES = {"c7i": 2, "m7i": 4, "r7i": 8, "c7a": 2, "m7a": 4}  # GiB per vCPU
+_HYPERPOD_CPU_FAMILIES = ("m7i", "r7i")  # SageMaker HyperPod offers ml.m7i.* and ml.r7i.*, not ml.c7i.*
+_CPU_EXTRA_SIZES = {"c7a": (("32xlarge", 128, 50.0),), "m7a": (("32xlarge", 128, 50.0),)}
+
+
+def _cpu_types() -> list[InstanceType]:
+    types = []
+    for family, gib_per_vcpu in _CPU_FAMILIES.items():
+        for size, vcpus, gbps in _CPU_SIZES + _CPU_EXTRA_SIZES.get(family, ()):
+            efa = size == "48xlarge"
+            types.append(InstanceType(
+                f"{family}.{size}", vcpus=vcpus, memory_gib=vcpus * gib_per_vcpu,
+                network_cards=_cards(1, gbps, efa=efa), max_efa_interfaces=1 if efa else 0,
+                hyperpod=family in _HYPERPOD_CPU_FAMILIES,
+            ))
+    return types
+
+
+@cache
+def catalog() -> dict[str, InstanceType]:
+    return {t.name: t for t in _gpu_types() + _cpu_types()}
+
+
+def get(name: str) -> InstanceType | None:
+    return catalog().get(name)
+
+
+def known_names(gpu_only: bool = False) -> list[str]:
+    return [t.name for t in catalog().values() if t.is_gpu or not gpu_only]
+
+
+def describe_known() -> str:
+    """A short list of what the catalog knows, for error hints."""
+    families = sorted({t.family for t in catalog().values() if not t.is_gpu})
+    return ("GPU types: " + ", ".join(known_names(gpu_only=True))
+            + "; CPU families " + ", ".join(families) + " (large to 48xlarge)")
+
+
+def closest(name: str) -> str | None:
+    matches = difflib.get_close_matches(name, list(catalog()), n=1, cutoff=0.6)
+    return matches[0] if matches else None

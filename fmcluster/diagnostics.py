@@ -1,0 +1,88 @@
+"""Problems found in a spec, located in its file, and how they are printed.
+
+Format (one per line, on stderr)::
+
+    FILE:LINE:COL: error: dotted.field.path: message
+      hint: ...
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+Path = tuple  # a field path: keys (str) and list indices (int)
+
+
+def dotted(path: Path) -> str:
+    """('node_groups', 0, 'count') -> 'node_groups[0].count'."""
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(document)"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    message: str
+    path: Path = ()
+    hint: str | None = None
+    severity: str = "error"  # "error" | "warning"
+    file: str = "<spec>"
+    line: int = 1
+    column: int = 1
+
+    @property
+    def is_error(self) -> bool:
+        return self.severity == "error"
+
+    def format(self) -> str:
+        text = f"{self.file}:{self.line}:{self.column}: {self.severity}: {dotted(self.path)}: {self.message}"
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+    def as_dict(self) -> dict:
+        return {"file": self.file, "line": self.line, "column": self.column,
+                "severity": self.severity, "path": dotted(self.path), "message": self.message,
+                "hint": self.hint}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A rule's finding before it is placed in a file: a path, a message and a hint."""
+
+    path: Path
+    message: str
+    hint: str | None = None
+    severity: str = "error"
+    at_key: bool = False  # point at the key rather than the value
+
+
+def error(path: Path, message: str, hint: str | None = None, *, at_key: bool = False) -> Problem:
+    return Problem(tuple(path), message, hint, "error", at_key)
+
+
+def warning(path: Path, message: str, hint: str | None = None) -> Problem:
+    return Problem(tuple(path), message, hint, "warning")
+
+
+@dataclass
+class SpecInvalid(Exception):
+    """Raised by the loader when a spec has errors; carries every diagnostic found."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return "\n".join(d.format() for d in self.diagnostics)
+
+
+def sort_key(d: Diagnostic) -> tuple:
+    return (d.file, d.line, d.column, d.severity != "error", d.message)
+
+
+def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:
+    return any(d.is_error for d in diagnostics)

@@ -1,0 +1,52 @@
+"""FSx for Lustre facts: capacity and throughput grids, metadata IOPS, EFA increments, servers.
+
+Shared by validation, subnet sizing and the plan report (FSx for Lustre User Guide; CreateFileSystem API).
+"""
+
+from __future__ import annotations
+
+import math
+
+MAX_LINKS = 8  # data repository associations per file system (hard limit)
+THROUGHPUT_PER_TIB = {"PERSISTENT_2": (125, 250, 500, 1000), "PERSISTENT_1": (50, 100, 200)}
+DEFAULT_THROUGHPUT_PER_TIB = {"PERSISTENT_2": 250, "PERSISTENT_1": 200}
+SCRATCH_THROUGHPUT_PER_TIB = 200
+METADATA_IOPS_FIXED = (1500, 3000, 6000, 12000)
+METADATA_IOPS_STEP, METADATA_IOPS_MAX = 12000, 192000
+SSD_SERVER_GIB = 2400  # storage behind one file server (SSD, non-EFA)
+# EFA-enabled PERSISTENT_2: storage per file server, and so the capacity increment, by throughput tier
+EFA_SERVER_GIB = {1000: 4800, 500: 9600, 250: 19200, 125: 38400}
+LINK_DEPLOYMENT_TYPES = ("PERSISTENT_2",)
+
+
+def capacity_increment(efa: bool, throughput_per_tib: int | None) -> int:
+    return EFA_SERVER_GIB.get(throughput_per_tib or 0, SSD_SERVER_GIB) if efa else SSD_SERVER_GIB
+
+
+def capacity_ok(gib: int, efa: bool = False, throughput_per_tib: int | None = None) -> bool:
+    """SSD: 1,200 GiB or a multiple of 2,400 GiB; EFA: a multiple of the tier's increment."""
+    step = capacity_increment(efa, throughput_per_tib)
+    if efa:
+        return gib > 0 and gib % step == 0
+    return gib == 1200 or (gib > 0 and gib % step == 0)
+
+
+def metadata_iops_ok(iops: int) -> bool:
+    return iops in METADATA_IOPS_FIXED or (0 < iops <= METADATA_IOPS_MAX and iops % METADATA_IOPS_STEP == 0)
+
+
+def file_servers(gib: int, efa: bool = False, throughput_per_tib: int | None = None) -> int:
+    return max(1, math.ceil(gib / capacity_increment(efa, throughput_per_tib)))
+
+
+def addresses(gib: int, efa: bool = False, throughput_per_tib: int | None = None) -> int:
+    """Addresses a file system takes in its subnet: about one per file server, plus metadata
+    servers and room for FSx to replace servers during maintenance (a safe estimate: FSx does
+    not publish an exact figure)."""
+    return file_servers(gib, efa, throughput_per_tib) + 4
+
+
+def throughput_mbps(gib: int, deployment_type: str, throughput_per_tib: int | None) -> float:
+    """Aggregate baseline throughput: capacity in TiB x per-TiB throughput."""
+    per_tib = throughput_per_tib or SCRATCH_THROUGHPUT_PER_TIB
+    return gib / 1024 * per_tib

@@ -1,0 +1,195 @@
+"""Read a spec file into a ClusterSpec, or into located diagnostics that say what is wrong.
+
+Never raises for bad input: a missing file, a directory, bad YAML, a non-mapping document,
+wrong types, unknown keys and rule violations all come back as diagnostics.
+"""
+
+from __future__ import annotations
+
+import difflib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path as FsPath
+
+from pydantic import BaseModel, ValidationError
+
+from fmcluster import repair, yamlpos
+from fmcluster.diagnostics import Diagnostic, Problem, SpecInvalid, has_errors, sort_key
+from fmcluster.spec import ClusterSpec
+
+
+@dataclass
+class LoadResult:
+    file: str
+    spec: ClusterSpec | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.spec is not None and not has_errors(self.diagnostics)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.is_error]
+
+
+def _at(file: str, message: str, line: int = 1, column: int = 1, hint: str | None = None) -> Diagnostic:
+    return Diagnostic(message, (), hint, "error", file, line, column)
+
+
+def _read(path: FsPath, file: str) -> tuple[str | None, Diagnostic | None]:
+    if not path.exists():
+        return None, _at(file, "no such file", hint="check the path of the spec")
+    if path.is_dir():
+        return None, _at(file, "is a directory, not a spec file", hint=f"name a YAML file, such as {file}/cluster.yaml")
+    try:
+        return path.read_text(encoding="utf-8"), None
+    except UnicodeDecodeError as exc:
+        return None, _at(file, f"is not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except OSError as exc:
+        return None, _at(file, f"cannot be read: {exc.strerror}")
+
+
+def load(path: str | FsPath) -> LoadResult:
+    """Load and check one spec file: types, formats, then every rule."""
+    file = str(path)
+    text, problem = _read(FsPath(path), file)
+    if problem:
+        return LoadResult(file, diagnostics=[problem])
+    return load_text(text, file)
+
+
+def load_text(text: str, file: str = "<spec>") -> LoadResult:
+    result = LoadResult(file)
+    try:
+        doc = yamlpos.load(text, file)
+    except yamlpos.YamlSyntaxError as exc:
+        result.diagnostics.append(_at(file, exc.message, exc.line, exc.column))
+        return result
+    if doc.data is None:
+        result.diagnostics.append(_at(file, "the spec is empty",
+                                      hint="start from one of the files in examples/"))
+        return result
+    if not isinstance(doc.data, dict):
+        kind = type(doc.data).__name__
+        result.diagnostics.append(_at(file, f"the spec must be a mapping of fields, not a {kind}",
+                                      *doc.locate(()), hint="start with `name: my-cluster`"))
+        return result
+    problems = [Problem(p, "this key is given twice; YAML keeps only the last", at_key=True)
+                for p in doc.duplicates]
+    from fmcluster import rules  # registers every rule
+
+    try:
+        result.spec = ClusterSpec.model_validate(doc.data)
+    except ValidationError as exc:
+        problems += [_from_pydantic(e, doc.data) for e in exc.errors(include_url=False)]
+        # the rules still run on what is valid, so one pass reports every problem
+        problems += repair.rule_problems(doc.data, ClusterSpec.model_validate, rules.check)
+    else:
+        problems += rules.check(result.spec)
+    result.diagnostics = sorted((locate(p, doc) for p in problems), key=sort_key)
+    return result
+
+
+def load_or_raise(path: str | FsPath) -> ClusterSpec:
+    result = load(path)
+    if not result.ok:
+        raise SpecInvalid(result.diagnostics)
+    return result.spec
+
+
+def locate(problem: Problem, doc: yamlpos.Document) -> Diagnostic:
+    line, column = doc.locate(problem.path, problem.at_key)
+    return Diagnostic(problem.message, problem.path, problem.hint, problem.severity,
+                      doc.file, line, column)
+
+
+# ---- pydantic errors in words a person understands -------------------------------------
+
+_KINDS = {"string_type": "a string", "int_type": "a whole number", "bool_type": "true or false",
+          "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping of fields",
+          "float_type": "a number", "int_from_float": "a whole number"}
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, (int, float)):
+        return f"{value!r} (a number)"
+    if isinstance(value, str):
+        return f"'{value}' (a string)"
+    if value is None:
+        return "nothing (null)"
+    return f"a {'list' if isinstance(value, list) else 'mapping' if isinstance(value, dict) else type(value).__name__}"
+
+
+def _type_hint(kind: str, value: object) -> str | None:
+    if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f'quote it, so YAML keeps it a string: "{value}"'
+    if kind == "int_type" and isinstance(value, str) and value.strip().isdigit():
+        return f"write the number without quotes: {value.strip()}"
+    if kind == "bool_type" and isinstance(value, str):
+        return "write true or false, without quotes"
+    return None
+
+
+def _model_at(path: tuple) -> type[BaseModel] | None:
+    """The model class that validates the mapping at `path` (for did-you-mean hints)."""
+    model: typing.Any = ClusterSpec
+    for part in path:
+        if isinstance(part, int):
+            continue
+        info = model.model_fields.get(part) or next(
+            (f for f in model.model_fields.values() if f.alias == part), None)
+        if info is None:
+            return None
+        model = _inner_model(info.annotation)
+        if model is None:
+            return None
+    return model
+
+
+def _inner_model(annotation: typing.Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _inner_model(arg)
+        if found:
+            return found
+    return None
+
+
+def _field_names(model: type[BaseModel]) -> list[str]:
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _closest(word: str, choices: list[str]) -> str | None:
+    found = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _from_pydantic(err: dict, data: dict) -> Problem:
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    loc = tuple(p for p in err["loc"] if p != "[key]")
+    at_key = "[key]" in err["loc"]
+    last = loc[-1] if loc else ""
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1])
+        names = _field_names(model) if model else []
+        close = _closest(str(last), names)
+        hint = f"did you mean `{close}`?" if close else ("known fields: " + ", ".join(names) if names else None)
+        return Problem(loc, f"unknown field `{last}`", hint, at_key=True)
+    if kind == "missing":
+        return Problem(loc, f"required field `{last}` is missing", None)
+    if kind == "literal_error":
+        expected = ctx.get("expected", "")
+        choices = [c.strip(" '") for c in expected.replace(" or ", ", ").split(",")]
+        close = _closest(str(value), choices)
+        return Problem(loc, f"{_describe(value)} is not one of {expected}",
+                       f"did you mean '{close}'?" if close else None)
+    if kind in _KINDS:
+        return Problem(loc, f"expected {_KINDS[kind]}, got {_describe(value)}", _type_hint(kind, value),
+                       at_key=at_key)
+    if kind == "too_short" and loc == ("node_groups",):
+        return Problem(loc, "at least one node group is required")
+    return Problem(loc, err["msg"][0].lower() + err["msg"][1:], ctx.get("hint"), at_key=at_key)

@@ -1,0 +1,145 @@
+"""Node-group sizing, capacity and placement rules."""
+
+from __future__ import annotations
+
+from fmcluster.diagnostics import error
+from fmcluster.rules import rule
+
+NEEDS_RESERVATION = ("reservation", "capacity-block")
+
+
+def _groups(spec):
+    for i, group in enumerate(spec.node_groups):
+        yield ("node_groups", i), group
+
+
+@rule
+def count_or_range(spec):
+    for path, g in _groups(spec):
+        if g.count is not None and (g.min_count is not None or g.max_count is not None):
+            yield error(path + ("count",), "give either count or min_count/max_count, not both",
+                        "count fixes the size; min_count/max_count make the group elastic")
+        elif g.count is None and g.max_count is None:
+            yield error(path, "the group has no size: set count, or min_count and max_count",
+                        "such as count: 16")
+
+
+@rule
+def min_not_above_max(spec):
+    for path, g in _groups(spec):
+        if g.min_count is not None and g.max_count is not None and g.min_count > g.max_count:
+            yield error(path + ("min_count",), f"min_count {g.min_count} is above max_count {g.max_count}")
+
+
+@rule
+def group_not_empty(spec):
+    for path, g in _groups(spec):
+        if g.count == 0 or (g.count is None and g.max_count == 0):
+            yield error(path + ("count" if g.count is not None else "max_count",),
+                        "the group can never have a node", "give it at least one node")
+
+
+@rule
+def reservation_given(spec):
+    if spec.orchestrator.control_plane.hyperpod:
+        return  # HyperPod takes reserved capacity through a training plan: training_plan_given
+    for path, g in _groups(spec):
+        cap = g.capacity
+        if cap.type in NEEDS_RESERVATION and not (cap.reservation_id or cap.reservation_resource_group_arn):
+            yield error(path + ("capacity", "reservation_id"), f"capacity type {cap.type} needs a reservation_id",
+                        "the id of the reservation, such as cr-0123456789abcdef0 (aws ec2 describe-capacity-reservations)")
+
+
+@rule
+def training_plan_given(spec):
+    if not spec.orchestrator.control_plane.hyperpod:
+        return
+    for path, g in _groups(spec):
+        cap = g.capacity
+        if cap.type in NEEDS_RESERVATION and not cap.training_plan_arn:
+            yield error(path + ("capacity", "training_plan_arn"),
+                        f"SageMaker HyperPod takes {cap.type} capacity through a training plan",
+                        "set capacity.training_plan_arn (aws sagemaker list-training-plans)")
+        for field in ("reservation_id", "reservation_resource_group_arn"):
+            if getattr(cap, field):
+                yield error(path + ("capacity", field), "SageMaker HyperPod cannot target an EC2 reservation directly",
+                            "buy the capacity as a training plan and set capacity.training_plan_arn")
+
+
+@rule
+def reservation_only_where_used(spec):
+    for path, g in _groups(spec):
+        cap = g.capacity
+        for field in ("reservation_id", "reservation_resource_group_arn", "training_plan_arn"):
+            if cap.type not in NEEDS_RESERVATION and getattr(cap, field):
+                yield error(path + ("capacity", field), f"a reservation is given, but the capacity type is {cap.type}",
+                            "set capacity.type: reservation (or capacity-block), or remove the reservation")
+
+
+@rule
+def one_reservation_target(spec):
+    for path, g in _groups(spec):
+        cap = g.capacity
+        if cap.reservation_id and cap.reservation_resource_group_arn:
+            yield error(path + ("capacity", "reservation_resource_group_arn"),
+                        "give a reservation_id or a reservation_resource_group_arn, not both")
+
+
+@rule
+def capacity_block_by_id(spec):
+    for path, g in _groups(spec):
+        if (g.capacity.type == "capacity-block" and g.capacity.reservation_resource_group_arn
+                and not spec.orchestrator.control_plane.hyperpod):  # HyperPod: training_plan_given
+            yield error(path + ("capacity", "reservation_resource_group_arn"),
+                        "a Capacity Block is targeted by its reservation_id, not a resource group")
+
+
+@rule
+def capacity_block_fixed_size(spec):
+    for path, g in _groups(spec):
+        if g.capacity.type == "capacity-block" and g.count is None:
+            yield error(path + ("min_count" if g.min_count is not None else "max_count",), "a Capacity Block group has a fixed size: use count",
+                        "count: the number of instances in the block (or fewer)")
+
+
+@rule
+def capacity_block_offered(spec):
+    for path, g in _groups(spec):
+        if g.capacity.type == "capacity-block" and not g.instance.capacity_block:
+            yield error(path + ("instance_type",), f"{g.instance_type} is not offered as a Capacity Block for ML")
+
+
+@rule
+def capacity_block_not_placed(spec):
+    for path, g in _groups(spec):
+        if g.capacity.type == "capacity-block" and g.placement_group not in ("auto", "none"):
+            yield error(path + ("placement_group",),
+                        "a Capacity Block is already placed; a placement group causes insufficient-capacity errors",
+                        "use placement_group: auto (or none)")
+
+
+@rule
+def placement_group_name(spec):
+    import re
+
+    for path, g in _groups(spec):
+        pg = g.placement_group
+        if pg not in ("auto", "none") and not re.fullmatch(r"[A-Za-z0-9._-]{1,255}", pg):
+            yield error(path + ("placement_group",), f"'{pg}' is not auto, none or a placement group name")
+
+
+@rule
+def efa_supported(spec):
+    for path, g in _groups(spec):
+        if g.efa and not g.instance.efa_supported:
+            yield error(path + ("efa",), f"{g.instance_type} does not support EFA",
+                        "remove efa: true, or choose an EFA instance type such as p5.48xlarge")
+
+
+@rule
+def capacity_supported_by_control_plane(spec):
+    cp = spec.orchestrator.control_plane
+    for path, g in _groups(spec):
+        if g.capacity.type not in cp.capacity_types:
+            yield error(path + ("capacity", "type"), f"{cp.type} does not support {g.capacity.type} capacity",
+                        "supported: " + ", ".join(cp.capacity_types))

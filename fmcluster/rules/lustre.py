@@ -1,0 +1,116 @@
+"""FSx for Lustre rules: capacity and throughput grids, metadata IOPS, EFA, data repository links."""
+
+from __future__ import annotations
+
+from fmcluster import fsx
+from fmcluster.diagnostics import error
+from fmcluster.rules import rule
+
+LUSTRE = ("storage", "lustre")
+
+
+def _lustre(spec):
+    return spec.storage.lustre
+
+
+@rule
+def lustre_capacity_grid(spec):
+    fs = _lustre(spec)
+    efa = bool(fs and fs.efa and fs.deployment_type == "PERSISTENT_2")
+    if fs and not fsx.capacity_ok(fs.storage_capacity_gib, efa, fs.throughput_per_tib):
+        step = fsx.capacity_increment(efa, fs.throughput_per_tib)
+        lower = max(step, fs.storage_capacity_gib // step * step)
+        what = f"an EFA file system at {fs.throughput_per_tib} MB/s per TiB" if efa else fs.deployment_type
+        grid = f"a multiple of {step}" if efa else f"1200 or a multiple of {step}"
+        yield error(LUSTRE + ("storage_capacity_gib",),
+                    f"{fs.storage_capacity_gib} GiB is not a valid capacity for {what}",
+                    f"use {grid}, such as {lower} or {lower + step}")
+
+
+@rule
+def lustre_throughput_grid(spec):
+    fs = _lustre(spec)
+    if not fs:
+        return
+    allowed = fsx.THROUGHPUT_PER_TIB.get(fs.deployment_type)
+    path = LUSTRE + ("throughput_per_tib",)
+    if allowed is None and fs.throughput_per_tib is not None:
+        yield error(path, f"{fs.deployment_type} has a fixed throughput (200 MB/s per TiB)",
+                    "remove throughput_per_tib, or use PERSISTENT_2")
+    elif allowed and fs.throughput_per_tib not in allowed:
+        yield error(path, f"{fs.throughput_per_tib} MB/s per TiB is not offered for {fs.deployment_type}",
+                    "one of " + ", ".join(map(str, allowed)))
+
+
+@rule
+def lustre_metadata_iops(spec):
+    fs = _lustre(spec)
+    if not fs or fs.metadata_iops == "auto":
+        return
+    path = LUSTRE + ("metadata_iops",)
+    if fs.deployment_type != "PERSISTENT_2":
+        yield error(path, f"metadata IOPS are provisioned only on PERSISTENT_2, not {fs.deployment_type}",
+                    "remove metadata_iops, or use PERSISTENT_2")
+    elif not fsx.metadata_iops_ok(fs.metadata_iops):
+        yield error(path, f"{fs.metadata_iops} is not a valid metadata IOPS setting",
+                    "auto, or 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000")
+
+
+@rule
+def lustre_efa_deployment(spec):
+    fs = _lustre(spec)
+    if fs and fs.efa and fs.deployment_type != "PERSISTENT_2":
+        yield error(LUSTRE + ("efa",), f"EFA-enabled file systems must be PERSISTENT_2, not {fs.deployment_type}",
+                    "set deployment_type: PERSISTENT_2")
+
+
+@rule
+def lustre_efa_clients(spec):
+    fs = _lustre(spec)
+    if fs and fs.efa and not any(g.efa for g in spec.node_groups):
+        yield error(LUSTRE + ("efa",), "the file system uses EFA, but no node group has EFA to reach it that way",
+                    "use efa: false, or add an EFA node group")
+
+
+@rule
+def lustre_links_limit(spec):
+    fs = _lustre(spec)
+    if fs and len(fs.links) > fsx.MAX_LINKS:
+        yield error(LUSTRE + ("links",), f"{len(fs.links)} links; a file system has at most {fsx.MAX_LINKS} data repository associations",
+                    "link fewer paths, or link prefixes of one bucket under one path")
+
+
+@rule
+def lustre_links_deployment(spec):
+    fs = _lustre(spec)
+    if fs and fs.links and fs.deployment_type not in fsx.LINK_DEPLOYMENT_TYPES:
+        yield error(LUSTRE + ("links",), f"data repository associations need PERSISTENT_2, not {fs.deployment_type}",
+                    "set deployment_type: PERSISTENT_2")
+
+
+@rule
+def lustre_links_buckets_declared(spec):
+    fs = _lustre(spec)
+    declared = [b.name for b in spec.storage.buckets]
+    for i, link in enumerate(fs.links if fs else []):
+        if link.bucket not in declared:
+            hint = ("declared buckets: " + ", ".join(declared)) if declared else "declare it under storage.buckets"
+            yield error(LUSTRE + ("links", i, "bucket"), f"bucket '{link.bucket}' is not declared in storage.buckets", hint)
+
+
+def _overlaps(a: str, b: str) -> bool:
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
+@rule
+def lustre_links_distinct_paths(spec):
+    fs = _lustre(spec)
+    links = fs.links if fs else []
+    for i, link in enumerate(links):
+        for j in range(i):
+            if _overlaps(link.path, links[j].path):
+                yield error(LUSTRE + ("links", i, "path"),
+                            f"path {link.path} overlaps {links[j].path} of links[{j}]",
+                            "each link needs its own file-system directory, not nested in another")
+                break

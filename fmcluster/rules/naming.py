@@ -1,0 +1,69 @@
+"""Names: unique node groups, bucket names, tags."""
+
+from __future__ import annotations
+
+from fmcluster.diagnostics import error
+from fmcluster.rules import rule
+
+RESERVED_GROUP_NAMES = {"login", "controller", "system"}
+
+
+@rule
+def node_group_names_unique(spec):
+    seen: dict[str, int] = {}
+    for i, group in enumerate(spec.node_groups):
+        if group.name in seen:
+            yield error(("node_groups", i, "name"), f"node group name '{group.name}' is used twice",
+                        f"node_groups[{seen[group.name]}] already has it; each group names a partition")
+        seen.setdefault(group.name, i)
+
+
+@rule
+def node_group_names_not_reserved(spec):
+    for i, group in enumerate(spec.node_groups):
+        if group.name in RESERVED_GROUP_NAMES:
+            yield error(("node_groups", i, "name"), f"'{group.name}' is reserved for the control plane's own nodes",
+                        "choose another name, such as gpu or cpu")
+
+
+@rule
+def bucket_names_unique(spec):
+    seen = set()
+    for i, bucket in enumerate(spec.storage.buckets):
+        if bucket.name in seen:
+            yield error(("storage", "buckets", i, "name"), f"bucket '{bucket.name}' is declared twice")
+        seen.add(bucket.name)
+
+
+@rule
+def tags_valid(spec):
+    for key, value in spec.tags.items():
+        if key.lower().startswith("aws:"):
+            yield error(("tags", key), f"tag key '{key}' uses the reserved aws: prefix", at_key=True)
+        elif not 1 <= len(key) <= 128:
+            yield error(("tags", key), "tag keys are 1 to 128 characters", at_key=True)
+        if len(value) > 256:
+            yield error(("tags", key), "tag values are at most 256 characters")
+
+
+@rule
+def bucket_s3_names_fit(spec):
+    from fmcluster import naming
+
+    for i, bucket in enumerate(spec.storage.buckets):
+        length = naming.bucket_name_length(spec.name, bucket.name, spec.region)
+        if length > naming.S3_NAME_MAX:
+            example = naming.bucket_name(spec.name, bucket.name, spec.region, "111122223333")
+            yield error(("storage", "buckets", i, "name"),
+                        f"the S3 bucket name would be {length} characters ({example}); S3 allows {naming.S3_NAME_MAX}",
+                        "shorten the bucket name or the cluster name")
+
+
+@rule
+def bucket_s3_names_allowed(spec):
+    from fmcluster import naming
+
+    reserved = next((p for p in naming.S3_RESERVED_PREFIXES if spec.name.startswith(p)), None)
+    if reserved and spec.storage.buckets:
+        yield error(("name",), f"S3 bucket names cannot start with '{reserved}', and bucket names start with the cluster name",
+                    "choose another cluster name")

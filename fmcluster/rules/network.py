@@ -1,0 +1,57 @@
+"""Network rules: AZ IDs in the spec's region, distinct, and subnets large enough."""
+
+from __future__ import annotations
+
+from fmcluster import network_plan, regions
+from fmcluster.diagnostics import error
+from fmcluster.rules import rule
+
+
+def _az_paths(spec):
+    yield ("availability_zone_id",), spec.availability_zone_id
+    for i, az in enumerate(spec.network.extra_availability_zone_ids):
+        yield ("network", "extra_availability_zone_ids", i), az
+
+
+@rule
+def az_ids_in_region(spec):
+    prefix = regions.AZ_ID_PREFIX[spec.region]
+    for path, az in _az_paths(spec):
+        region = regions.region_of_az_id(az)
+        if region != spec.region:
+            where = f"is in {region}" if region else "belongs to no known region"
+            yield error(path, f"AZ ID '{az}' {where}, but the cluster's region is {spec.region}",
+                        f"AZ IDs of {spec.region} start with {prefix}-, such as {prefix}-az1")
+
+
+@rule
+def az_ids_distinct(spec):
+    seen = set()
+    for path, az in _az_paths(spec):
+        if az in seen:
+            yield error(path, f"AZ ID '{az}' is listed twice", "each AZ ID gets its own subnet")
+        seen.add(az)
+
+
+@rule
+def vpc_holds_subnets(spec):
+    try:
+        network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
+    except network_plan.LayoutError as exc:
+        yield error(("network", "vpc_cidr"), f"the VPC is too small for {len(spec.availability_zone_ids)} AZ IDs: {exc}",
+                    "use a larger VPC, such as a /16")
+
+
+@rule
+def gpu_subnet_holds_cluster(spec):
+    try:
+        subnets = network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
+    except network_plan.LayoutError:
+        return  # reported by vpc_holds_subnets
+    needs = network_plan.address_needs(spec)
+    need, have = network_plan.total(needs), subnets[0].usable
+    if need > have:
+        detail = "; ".join(n.what for n in needs)
+        yield error(("network", "vpc_cidr"),
+                    f"the private subnet {subnets[0].cidr} has {have} usable addresses, the cluster needs {need} ({detail})",
+                    "use a larger vpc_cidr; the GPU AZ's subnet is half of the VPC")

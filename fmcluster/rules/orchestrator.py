@@ -1,0 +1,93 @@
+"""Control-plane rules: versions, AZ count, hard size limits, what HyperPod supports."""
+
+from __future__ import annotations
+
+import re
+
+from fmcluster import controlplanes
+from fmcluster.diagnostics import error, warning
+from fmcluster.rules import rule
+
+ORCH = ("orchestrator",)
+
+
+@rule
+def version_supported(spec):
+    cp = spec.orchestrator.control_plane
+    if spec.orchestrator.version not in cp.versions:
+        yield error(ORCH + ("version",), f"{cp.version_label} {spec.orchestrator.version} is not supported by {cp.type}",
+                    "supported: " + ", ".join(cp.versions) + f" (default {cp.default_version})")
+
+
+@rule
+def enough_availability_zones(spec):
+    cp = spec.orchestrator.control_plane
+    have = len(spec.availability_zone_ids)
+    if have < cp.min_availability_zones:
+        yield error(("network", "extra_availability_zone_ids"),
+                    f"{cp.type} needs subnets in at least {cp.min_availability_zones} AZ IDs; the spec has {have}",
+                    f"add another AZ ID of {spec.region}, such as network.extra_availability_zone_ids: "
+                    f"[{_other_az(spec)}]")
+
+
+def _other_az(spec) -> str:
+    prefix, number = spec.availability_zone_id.rsplit("-az", 1)
+    return f"{prefix}-az{1 if number != '1' else 2}"
+
+
+@rule
+def pcs_size_limit(spec):
+    if spec.orchestrator.type != "pcs":
+        return
+    nodes = sum(g.max_nodes for g in spec.node_groups) + spec.orchestrator.login.count
+    largest = controlplanes.PCS_SIZES[-1]
+    if controlplanes.pcs_size_for(nodes) is None:
+        yield error(("node_groups",), f"{nodes} nodes exceed the largest PCS cluster ({largest.max_nodes} instances)",
+                    "split the capacity into two clusters")
+
+
+@rule
+def hyperpod_instance_types(spec):
+    if not spec.orchestrator.control_plane.hyperpod:
+        return
+    for i, group in enumerate(spec.node_groups):
+        if not group.instance.hyperpod:
+            yield error(("node_groups", i, "instance_type"), f"SageMaker HyperPod does not offer ml.{group.instance_type}",
+                        "choose an instance type HyperPod supports, such as p5.48xlarge")
+    login = spec.orchestrator.login
+    if login.count and not _hyperpod_type(login.instance_type):
+        yield error(ORCH + ("login", "instance_type"), f"SageMaker HyperPod does not offer ml.{login.instance_type}")
+
+
+def _hyperpod_type(name: str) -> bool:
+    from fmcluster import catalog
+
+    entry = catalog.get(name)
+    return bool(entry and entry.hyperpod)
+
+
+@rule
+def training_plan_only_on_hyperpod(spec):
+    if spec.orchestrator.control_plane.hyperpod:
+        return
+    for i, group in enumerate(spec.node_groups):
+        if group.capacity.training_plan_arn and group.capacity.type in ("reservation", "capacity-block"):
+            yield error(("node_groups", i, "capacity", "training_plan_arn"),
+                        "training plans are a SageMaker HyperPod feature",
+                        "use reservation_id with capacity type capacity-block instead")
+
+
+@rule
+def kubernetes_only_fields(spec):
+    if spec.orchestrator.control_plane.scheduler == "kubernetes":
+        return
+    if spec.orchestrator.admin_role_arn:
+        yield warning(ORCH + ("admin_role_arn",), f"admin_role_arn is used only by Kubernetes control planes, not {spec.orchestrator.type}")
+
+
+@rule
+def namespace_valid(spec):
+    ns = spec.orchestrator.namespace
+    if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", ns):
+        yield error(ORCH + ("namespace",), f"'{ns}' is not a valid Kubernetes namespace",
+                    "lower-case letters, digits and '-', at most 63")

@@ -1,0 +1,91 @@
+"""The instance catalog, held against EC2 DescribeInstanceTypes data (as moto ships it)."""
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from fmcluster import catalog
+
+GPU_TYPES = ["p5.4xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge"]
+
+
+@pytest.fixture(scope="module")
+def ec2_types():
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        names = sorted(catalog.catalog())
+        found = {}
+        for i in range(0, len(names), 100):
+            for page in ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=names[i:i + 100]):
+                found.update({t["InstanceType"]: t for t in page["InstanceTypes"]})
+        return found
+
+
+def test_every_catalog_entry_is_a_real_instance_type(ec2_types):
+    assert sorted(ec2_types) == sorted(catalog.catalog())
+
+
+@pytest.mark.parametrize("name", sorted(catalog.catalog()))
+def test_entry_matches_describe_instance_types(name, ec2_types):
+    entry, data = catalog.get(name), ec2_types[name]
+    net = data["NetworkInfo"]
+    assert entry.vcpus == data["VCpuInfo"]["DefaultVCpus"]
+    assert entry.memory_gib * 1024 == data["MemoryInfo"]["SizeInMiB"]
+    assert len(entry.network_cards) == net["MaximumNetworkCards"]
+    assert entry.max_efa_interfaces == net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)
+    gpus = data.get("GpuInfo", {}).get("Gpus", [])
+    assert entry.gpu_count == sum(g["Count"] for g in gpus)
+    if gpus:
+        assert entry.gpu.name == gpus[0]["Name"]
+        assert entry.gpu.memory_gib == pytest.approx(gpus[0]["MemoryInfo"]["SizeInMiB"] / 1024, abs=1)
+    disks = data.get("InstanceStorageInfo", {}).get("Disks", [])
+    assert entry.nvme_disks == sum(d["Count"] for d in disks)
+    assert entry.nvme_disk_gb == (disks[0]["SizeInGB"] if disks else 0)
+    assert entry.capacity_block == ("capacity-block" in data["SupportedUsageClasses"])
+
+
+@pytest.mark.parametrize("name", sorted(catalog.catalog()))
+def test_efa_cards_match_interface_types(name, ec2_types):
+    """A card carries EFA exactly when EC2 lists efa interfaces for it."""
+    entry, data = catalog.get(name), ec2_types[name]
+    if not entry.efa_supported:
+        assert not any(c.efa for c in entry.network_cards)
+        return
+    for card, raw in zip(entry.network_cards, data["NetworkInfo"]["NetworkCards"]):
+        assert card.index == raw["NetworkCardIndex"]
+        assert card.efa == ("efa" in raw["InterfaceTypes"])
+
+
+def test_card0_efa_follows_from_counts():
+    assert all(catalog.get(n).card0_efa for n in GPU_TYPES if n != "p6-b300.48xlarge")
+    assert not catalog.get("p6-b300.48xlarge").card0_efa
+
+
+@pytest.mark.parametrize("name,efa_gbps,total_gbps", [
+    ("p5.48xlarge", 3200, 3200), ("p5e.48xlarge", 3200, 3200), ("p5en.48xlarge", 3200, 3200),
+    ("p6-b200.48xlarge", 3200, 3200), ("p6-b300.48xlarge", 6400, 6750)])
+def test_network_bandwidth(name, efa_gbps, total_gbps):
+    """EFA bandwidth is what FACTS.md lists as the network; p6-b300 adds its 350 Gbps ENA card 0."""
+    entry = catalog.get(name)
+    assert entry.efa_gbps == efa_gbps
+    assert entry.network_gbps == total_gbps
+
+
+@pytest.mark.parametrize("name,bf16,fp8,fp4", [
+    ("p5.48xlarge", 0.9895, 1.979, None), ("p5en.48xlarge", 0.9895, 1.979, None),
+    ("p6-b200.48xlarge", 2.25, 4.5, 9.0), ("p6-b300.48xlarge", 2.25, 4.5, 13.5)])
+def test_peak_throughput_per_gpu(name, bf16, fp8, fp4):
+    gpu = catalog.get(name).gpu
+    assert (gpu.bf16_pflops, gpu.fp8_pflops, gpu.fp4_pflops) == (bf16, fp8, fp4)
+
+
+def test_cpu_families_cover_login_and_cpu_groups():
+    for family in ("m7i", "c7i", "r7i"):
+        assert catalog.get(f"{family}.2xlarge") and catalog.get(f"{family}.48xlarge")
+    assert not catalog.get("m7i.2xlarge").is_gpu
+
+
+def test_closest_name_and_known_list():
+    assert catalog.closest("p5.48xlarg") == "p5.48xlarge"
+    assert catalog.closest("zz") is None
+    assert "p6-b300.48xlarge" in catalog.describe_known()
