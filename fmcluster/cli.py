@@ -51,6 +51,12 @@ def cmd_schema(args) -> int:
     return EXIT_OK
 
 
+def cmd_synth(args) -> int:
+    from fmcluster import synth
+
+    return synth.synth(args.specs, args.output)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="fmcluster", description="Validate, review and synthesize GPU cluster specs for AWS.")
@@ -61,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("synth", help="synthesize the CDK cloud assembly of one or more specs")
+    p.add_argument("specs", nargs="+", metavar="SPEC")
+    p.add_argument("-o", "--output", default="cdk.out", metavar="DIR", help="assembly directory (default cdk.out)")
+    p.set_defaults(func=cmd_synth)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the spec")
     p.set_defaults(func=cmd_schema)

@@ -1,0 +1,78 @@
+"""Synthesis: the same cloud assembly from `fmcluster synth SPEC` as from `cdk synth -c spec=SPEC`.
+
+aws_cdk is imported only here, and only when a spec is valid: an invalid spec writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Iterable
+
+from fmcluster import loader
+from fmcluster.spec import ClusterSpec
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cdk_json(start: Path | None = None) -> dict:
+    """The project's cdk.json: the one in the working directory, else the repository's."""
+    for candidate in ((start or Path.cwd()) / "cdk.json", REPO_ROOT / "cdk.json"):
+        if candidate.is_file():
+            return json.loads(candidate.read_text())
+    return {}
+
+
+def app_context(config: dict) -> dict:
+    """Context the CDK CLI passes to an app from cdk.json, so in-process synthesis matches it."""
+    context = dict(config.get("context", {}))
+    context.setdefault("aws:cdk:enable-path-metadata", config.get("pathMetadata", True))
+    context.setdefault("aws:cdk:enable-asset-metadata", config.get("assetMetadata", True))
+    context.setdefault("aws:cdk:version-reporting", config.get("versionReporting", True))
+    return context
+
+
+def load_specs(paths: Iterable[str]) -> tuple[list[ClusterSpec], list]:
+    specs, diagnostics = [], []
+    for path in paths:
+        result = loader.load(path)
+        diagnostics += result.diagnostics
+        if result.ok:
+            specs.append(result.spec)
+    return specs, diagnostics
+
+
+def build_app(specs: list[ClusterSpec], outdir: str | None = None, context: dict | None = None):
+    import aws_cdk as cdk
+
+    from stacks.app import build
+
+    app = cdk.App(outdir=outdir, context=context) if outdir else cdk.App(context=context)
+    for spec in specs:
+        build(app, spec)
+    return app
+
+
+def synth(paths: list[str], outdir: str = "cdk.out") -> int:
+    """Validate every spec, then synthesize them all into `outdir`. Returns an exit code."""
+    specs, diagnostics = load_specs(paths)
+    for d in diagnostics:
+        print(d.format(), file=sys.stderr)
+    if len(specs) != len(paths):
+        return 2
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        print("error: two specs name the same cluster; stack names would clash", file=sys.stderr)
+        return 2
+    from stacks.cluster import ControlPlaneNotBuilt
+
+    try:
+        assembly = build_app(specs, outdir, app_context(cdk_json())).synth()
+    except ControlPlaneNotBuilt as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    for stack in assembly.stacks:
+        resources = len(stack.template.get("Resources", {}))
+        print(f"{stack.stack_name}: {resources} resources -> {Path(outdir) / stack.template_file}")
+    return 0

@@ -1,0 +1,17 @@
+"""The NAME-cluster stack for the spec's control plane."""
+
+from __future__ import annotations
+
+
+class ControlPlaneNotBuilt(Exception):
+    """The spec is valid, but this version of fmcluster cannot synthesize its control plane yet."""
+
+
+def cluster_stack(scope, stack_id: str, *, spec, network, storage, env):
+    kind = spec.orchestrator.type
+    if kind == "pcs":
+        from stacks.pcs import PcsClusterStack
+
+        return PcsClusterStack(scope, stack_id, spec=spec, network=network, storage=storage, env=env,
+                               description=f"fmcluster {spec.name}: Slurm on AWS PCS and GPU node groups")
+    raise ControlPlaneNotBuilt(f"orchestrator.type {kind} cannot be synthesized yet; only pcs can")

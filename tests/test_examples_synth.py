@@ -1,0 +1,104 @@
+"""Every example synthesizes to a clean cloud assembly: the expected stacks, cfn-lint clean,
+deterministic, the same through `fmcluster synth` and through the CDK CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
+CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+CLEAN_ENV.update(AWS_EC2_METADATA_DISABLED="true", JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+
+
+def fmcluster_synth(spec: str, outdir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fmcluster", "synth", spec, "-o", str(outdir)],
+                          cwd=ROOT, env=CLEAN_ENV, capture_output=True, text=True)
+
+
+def templates(outdir: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(outdir.glob("*.template.json"))}
+
+
+@pytest.fixture(scope="module", params=EXAMPLES)
+def assembly(request, tmp_path_factory):
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    result = fmcluster_synth(request.param, outdir)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    return request.param, outdir
+
+
+def test_three_stacks_named_after_the_cluster(assembly):
+    from fmcluster import loader
+
+    spec_path, outdir = assembly
+    name = loader.load(ROOT / spec_path).spec.name
+    assert sorted(templates(outdir)) == sorted(f"{name}-{s}.template.json" for s in ("cluster", "network", "storage"))
+
+
+def test_cfn_lint_clean(assembly):
+    from cfnlint.api import lint_file
+
+    _, outdir = assembly
+    for path in sorted(outdir.glob("*.template.json")):
+        errors = [m for m in lint_file(path) if m.rule.id.startswith("E")]
+        assert not errors, f"{path.name}: " + "; ".join(str(m) for m in errors)
+
+
+def test_stateful_resources_only_in_storage(assembly):
+    _, outdir = assembly
+    stateful = {"AWS::S3::Bucket", "AWS::FSx::FileSystem", "AWS::KMS::Key"}
+    for name, text in templates(outdir).items():
+        types = {r["Type"] for r in json.loads(text)["Resources"].values()}
+        if not name.endswith("-storage.template.json"):
+            assert not types & stateful, name
+
+
+def test_storage_is_retained_and_protected(assembly):
+    _, outdir = assembly
+    (storage,) = [t for n, t in templates(outdir).items() if n.endswith("-storage.template.json")]
+    for logical_id, resource in json.loads(storage)["Resources"].items():
+        if resource["Type"] in {"AWS::S3::Bucket", "AWS::FSx::FileSystem", "AWS::KMS::Key"}:
+            assert resource.get("DeletionPolicy") == "Retain", logical_id
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    props = [a["properties"] for n, a in manifest["artifacts"].items() if n.endswith("-storage")]
+    assert props[0].get("terminationProtection") is True
+
+
+def test_synthesis_is_deterministic(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert fmcluster_synth(EXAMPLES[0], first).returncode == 0
+    assert fmcluster_synth(EXAMPLES[0], second).returncode == 0
+    assert templates(first) == templates(second)
+
+
+def test_invalid_spec_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    outdir = tmp_path / "out"
+    result = fmcluster_synth(str(bad), outdir)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert not outdir.exists()
+
+
+@pytest.mark.skipif(not (ROOT / "node_modules/.bin/cdk").exists(), reason="CDK CLI not installed (make install)")
+def test_cdk_cli_synth_without_credentials_matches_fmcluster_synth(tmp_path):
+    """`cdk synth -c spec=...` needs no credentials and no lookups, and gives the same templates."""
+    env = dict(CLEAN_ENV, PATH=f"{Path(sys.executable).parent}{os.pathsep}{CLEAN_ENV['PATH']}",
+               CDK_DISABLE_VERSION_CHECK="true", CDK_DISABLE_CLI_TELEMETRY="true")
+    cli_out, own_out = tmp_path / "cli", tmp_path / "own"
+    result = subprocess.run([str(ROOT / "node_modules/.bin/cdk"), "synth", "-q", "-c", f"spec={EXAMPLES[0]}",
+                             "-o", str(cli_out)], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert not (ROOT / "cdk.context.json").exists(), "synthesis must not look anything up"
+    assert fmcluster_synth(EXAMPLES[0], own_out).returncode == 0
+    assert templates(cli_out) == templates(own_out)
