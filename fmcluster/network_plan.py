@@ -4,8 +4,11 @@ shared by validation (does it fit?), the network stack (what to build) and the p
 Layout of a VPC of prefix /p with AZ IDs [gpu_az, *extra]:
 
 - first half (/p+1): the private subnet of the GPU AZ, where every node group lives;
-- third quarter (/p+2): the private subnets of the extra AZ IDs, split evenly;
-- last quarter (/p+2): the public subnets (one per AZ ID, at most /24 each).
+- third quarter (/p+2): the private subnets of the extra AZ IDs, in fixed slots (/p+4 each,
+  /p+5 beyond four extra AZ IDs);
+- last quarter (/p+2): the public subnets, one per AZ ID in fixed slots, at most /24 each.
+
+Slots are fixed so that adding an AZ ID never changes (and so never replaces) a subnet.
 """
 
 from __future__ import annotations
@@ -42,8 +45,13 @@ class LayoutError(ValueError):
     pass
 
 
-def _split(block: ipaddress.IPv4Network, count: int, min_prefix: int = 0) -> list[ipaddress.IPv4Network]:
-    prefix = max(block.prefixlen + math.ceil(math.log2(count)) if count > 1 else block.prefixlen, min_prefix)
+def _slots(block: ipaddress.IPv4Network, count: int, min_prefix: int = 0) -> list[ipaddress.IPv4Network]:
+    """`count` subnets of fixed-size slots of `block`: 4 slots for up to 4 subnets, else 8, so
+    adding an AZ ID never resizes (and so never replaces) an existing subnet."""
+    bits = 2 if count <= 4 else 3
+    if count > 2 ** bits:
+        raise LayoutError(f"at most {2 ** bits} AZ IDs fit")
+    prefix = max(block.prefixlen + bits, min_prefix)
     if prefix > MAX_SUBNET_PREFIX:
         raise LayoutError(f"/{block.prefixlen} cannot hold {count} subnets of at least /{MAX_SUBNET_PREFIX}")
     return list(block.subnets(new_prefix=prefix))[:count]
@@ -57,9 +65,9 @@ def layout(vpc_cidr: str, az_ids: list[str]) -> list[Subnet]:
     subnets = [Subnet(az_ids[0], str(first_half), False)]
     extra = az_ids[1:]
     if extra:
-        subnets += [Subnet(az, str(net), False) for az, net in zip(extra, _split(third_quarter, len(extra)))]
+        subnets += [Subnet(az, str(net), False) for az, net in zip(extra, _slots(third_quarter, len(extra)))]
     subnets += [Subnet(az, str(net), True)
-                for az, net in zip(az_ids, _split(last_quarter, len(az_ids), PUBLIC_MIN_PREFIX))]
+                for az, net in zip(az_ids, _slots(last_quarter, len(az_ids), PUBLIC_MIN_PREFIX))]
     return subnets
 
 

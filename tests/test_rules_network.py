@@ -180,3 +180,11 @@ def test_az_id_prefixes_are_distinct():
     assert len(prefixes) == len(set(prefixes))
     for region, prefix in regions.AZ_ID_PREFIX.items():
         assert regions.region_of_az_id(f"{prefix}-az1") == region
+
+
+def test_layout_slots_do_not_move_when_an_az_is_added():
+    from fmcluster import network_plan
+
+    two = network_plan.layout("10.0.0.0/16", ["use1-az1", "use1-az2"])
+    three = network_plan.layout("10.0.0.0/16", ["use1-az1", "use1-az2", "use1-az3"])
+    assert set(two) <= set(three)

@@ -1,0 +1,57 @@
+"""The NAME-network stack: VPC with subnets placed by AZ ID, NAT egress, S3 gateway endpoint,
+flow logs, the EFA and node security groups, and cluster placement groups.
+
+Subnet CIDRs come from `fmcluster.network_plan.layout` (the same layout validation checks),
+placement from `fmcluster.placement.placement_for` (the same rule the launch templates use).
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from constructs_lib.network import (ClusterPlacementGroups, ClusterVpc, EfaSecurityGroup, NodeSecurityGroup,
+                                    VpcFlowLog)
+from fmcluster import network_plan
+from fmcluster.placement import placement_for
+from fmcluster.spec import ClusterSpec
+
+
+class NetworkStack(cdk.Stack):
+    """Attributes other stacks use: vpc_id, vpc_cidr, private_subnet_ids (in the order of
+    spec.availability_zone_ids, GPU AZ first), gpu_subnet_id, public_subnet_ids,
+    efa_security_group_id, node_security_group_id and placement_group_names (node-group name
+    -> placement group name, only for groups placed in one)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        subnets = network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
+        vpc = ClusterVpc(self, "Network", name=spec.name, cidr=spec.network.vpc_cidr,
+                         private_subnets={s.az_id: s.cidr for s in subnets if not s.public},
+                         public_subnets={s.az_id: s.cidr for s in subnets if s.public},
+                         nat_az_id=spec.availability_zone_id)
+        VpcFlowLog(self, "FlowLog", vpc_id=vpc.vpc_id, name=spec.name)
+        efa = EfaSecurityGroup(self, "EfaSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-efa")
+        nodes = NodeSecurityGroup(self, "NodeSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-nodes")
+
+        placements = {g.name: placement_for(g) for g in spec.node_groups}
+        created = ClusterPlacementGroups(self, "PlacementGroup", name_prefix=spec.name,
+                                         keys=[name for name, p in placements.items() if p.create])
+
+        self.vpc_id: str = vpc.vpc_id
+        self.vpc_cidr: str = spec.network.vpc_cidr
+        self.private_subnet_ids: list[str] = vpc.private_subnet_ids
+        self.gpu_subnet_id: str = self.private_subnet_ids[0]
+        self.public_subnet_ids: list[str] = vpc.public_subnet_ids
+        self.efa_security_group_id: str = efa.security_group_id
+        self.node_security_group_id: str = nodes.security_group_id
+        self.placement_group_names: dict[str, str] = {
+            name: created.group_names[name] if p.create else p.name for name, p in placements.items() if p.placed}
+
+        for output_id, value, what in (
+                ("VpcId", self.vpc_id, "VPC"),
+                ("PrivateSubnetIds", cdk.Fn.join(",", self.private_subnet_ids), "private subnets, GPU AZ first"),
+                ("EfaSecurityGroupId", self.efa_security_group_id, "EFA security group"),
+                ("NodeSecurityGroupId", self.node_security_group_id, "node security group")):
+            cdk.CfnOutput(self, output_id, value=value, description=f"{spec.name}: {what}",
+                          export_name=f"{self.stack_name}-{output_id}")
