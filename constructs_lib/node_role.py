@@ -1,0 +1,62 @@
+"""The IAM role and instance profile of AWS PCS compute nodes.
+
+AWS PCS accepts an instance profile whose role name starts with `AWSPCS` or whose path is
+`/aws-pcs/` (CreateComputeNodeGroup, iamInstanceProfileArn). The role and the profile take the
+path `/aws-pcs/` and leave their names to CloudFormation, so that two clusters (or two
+deployments of one) never collide on a name.
+
+Permissions, nothing account-wide:
+
+- `AmazonSSMManagedInstanceCore` (Session Manager instead of SSH keys);
+- `pcs:RegisterComputeNodeGroupInstance` on this cluster only: the Service Authorization
+  Reference gives the action the `cluster` resource type, so it can be scoped to the cluster ARN
+  (the PCS user guide's example uses "*");
+- S3 read and write on the cluster's buckets only (the bucket ARNs and their objects);
+- `kms:Decrypt` / `kms:GenerateDataKey` on the storage key, when there is one.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+PCS_PATH = "/aws-pcs/"
+BUCKET_ACTIONS = ["s3:GetBucketLocation", "s3:ListBucket", "s3:ListBucketMultipartUploads"]
+OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
+                  "s3:ListMultipartUploadParts"]
+KMS_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey"]
+
+
+def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optional[str]) -> iam.PolicyDocument:
+    statements = [iam.PolicyStatement(sid="RegisterWithPcsCluster", actions=["pcs:RegisterComputeNodeGroupInstance"],
+                                      resources=[cluster_arn])]
+    if bucket_arns:
+        statements += [
+            iam.PolicyStatement(sid="ClusterBuckets", actions=BUCKET_ACTIONS, resources=list(bucket_arns)),
+            iam.PolicyStatement(sid="ClusterBucketObjects", actions=OBJECT_ACTIONS,
+                                resources=[f"{arn}/*" for arn in bucket_arns]),
+        ]
+    if kms_key_arn:
+        statements.append(iam.PolicyStatement(sid="StorageKey", actions=KMS_ACTIONS, resources=[kms_key_arn]))
+    return iam.PolicyDocument(statements=statements)
+
+
+class NodeRole(Construct):
+    """Role (path /aws-pcs/) and instance profile for the nodes of one PCS cluster."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_arn: str, bucket_arns: Sequence[str] = (),
+                 kms_key_arn: Optional[str] = None) -> None:
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(
+            self, "Role", path=PCS_PATH, assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description="AWS PCS compute nodes: register with the cluster, use the cluster's buckets",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
+            inline_policies={"fmcluster-node": node_policy(cluster_arn, bucket_arns, kms_key_arn)})
+        self.instance_profile = iam.CfnInstanceProfile(self, "InstanceProfile", path=PCS_PATH,
+                                                       roles=[self.role.role_name])
+
+    @property
+    def instance_profile_arn(self) -> str:
+        return self.instance_profile.attr_arn

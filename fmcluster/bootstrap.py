@@ -1,0 +1,158 @@
+"""Node bootstrap: the user data of a node group, rendered from the instance catalog.
+
+Pure: no CDK, no AWS call. The shell code lives in ``fmcluster/bootstrap/*.sh`` (package data)
+and is used verbatim; what differs between node groups is a block of shell variables at the top
+of the script, each value quoted with ``shlex.quote``. Values may be CDK token strings (the file
+system's DNS name comes from another stack): quoting keeps them intact for CDK to resolve.
+
+The script (``set -euo pipefail``):
+
+1. writes the EFA / NCCL environment file ``/etc/profile.d/fmcluster-nccl.sh``;
+2. stripes the instance-store NVMe disks into one RAID 0 volume at ``/scratch`` (one disk is
+   formatted directly; none, nothing to do); the disk count comes from the catalog;
+3. mounts the FSx for Lustre file system (when there is one), with retries, and adds it to
+   ``/etc/fstab``.
+
+AWS PCS merges its own user data with the node group's, so the user data is MIME multipart
+(``multipart/mixed``) with one ``text/x-shellscript`` part.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from fmcluster import catalog
+from fmcluster.catalog import InstanceType
+
+SCRIPTS = Path(__file__).with_name("bootstrap")
+NCCL_ENV_FILE = "/etc/profile.d/fmcluster-nccl.sh"
+SCRATCH_PATH = "/scratch"
+SCRATCH_ARRAY = "/dev/md/scratch"
+SCRATCH_WAIT_SECONDS = 60  # for the instance-store disks to appear
+FSX_MOUNT_ATTEMPTS = 20
+FSX_RETRY_SECONDS = 15
+BOUNDARY = "==FMCLUSTER-BOUNDARY=="
+SCRIPT_NAME = "fmcluster-node.sh"
+
+
+@dataclass(frozen=True)
+class LustreMount:
+    """Where a node mounts the FSx for Lustre file system (values may be CDK tokens)."""
+
+    dns_name: str
+    mount_name: str
+    mount_path: str = "/fsx"
+
+    @property
+    def source(self) -> str:
+        return f"{self.dns_name}@tcp:/{self.mount_name}"
+
+
+def _instance(instance_type: str) -> InstanceType:
+    entry = catalog.get(instance_type)
+    if entry is None:
+        raise ValueError(f"unknown instance type {instance_type!r}: not in the instance catalog")
+    return entry
+
+
+def device_rdma(instance: InstanceType, efa: bool) -> bool:
+    """GPUDirect RDMA over EFA: GPU instance types with EFA generation 2 or later."""
+    return efa and instance.is_gpu and (instance.efa_generation or 0) >= 2
+
+
+def nccl_environment(instance: InstanceType, efa: bool) -> str:
+    """The content of the EFA / NCCL environment file: only well-known settings, each explained."""
+    lines = [
+        "# Written by the fmcluster node bootstrap: EFA and NCCL settings for jobs on this",
+        f"# {instance.name} node. Jobs that do not start a login shell can source this file.",
+    ]
+    if efa:
+        lines += [
+            "# libfabric: use the EFA provider for inter-node traffic (not TCP).",
+            "export FI_PROVIDER=efa",
+        ]
+    if device_rdma(instance, efa):
+        lines += [
+            "# GPUDirect RDMA: EFA reads and writes GPU memory directly (EFA generation 2 and later).",
+            "export FI_EFA_USE_DEVICE_RDMA=1",
+        ]
+    lines += [
+        "# NCCL bootstrap and socket traffic: any interface but loopback and docker bridges.",
+        "export NCCL_SOCKET_IFNAME=^lo,docker",
+    ]
+    if efa and instance.is_gpu:
+        lines += [
+            "# NCCL buffer size AWS recommends with EFA: 8 MiB.",
+            "export NCCL_BUFFSIZE=8388608",
+        ]
+    return "\n".join(lines)
+
+
+def _read(name: str) -> str:
+    """A script fragment, without its `# shellcheck shell=bash` line (only for editors on the file)."""
+    text = (SCRIPTS / name).read_text(encoding="utf-8")
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# shellcheck shell="))
+
+
+def _settings(values: dict[str, str | int]) -> str:
+    lines = ["", "# Settings of this node group, rendered by fmcluster.bootstrap."]
+    lines += [f"{name}={shlex.quote(str(value))}" for name, value in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
+                scratch_path: str = SCRATCH_PATH) -> str:
+    """The bootstrap shell script of a node of `instance_type`.
+
+    `efa`: the node has EFA interfaces (sets the EFA environment). `lustre`: the file system to
+    mount, or None. The NVMe part is left out for instance types without instance store.
+    """
+    instance = _instance(instance_type)
+    settings: dict[str, str | int] = {
+        "INSTANCE_TYPE": instance.name,
+        "NCCL_ENV_FILE": NCCL_ENV_FILE,
+        "NCCL_ENV": nccl_environment(instance, efa),
+    }
+    parts = ["nccl.sh"]
+    steps = ["write_nccl_env"]
+    if instance.nvme_disks:
+        settings.update(NVME_DISK_COUNT=instance.nvme_disks, SCRATCH_PATH=scratch_path,
+                        SCRATCH_ARRAY=SCRATCH_ARRAY, SCRATCH_WAIT_SECONDS=SCRATCH_WAIT_SECONDS)
+        parts.append("scratch.sh")
+        steps.append("setup_scratch")
+    if lustre is not None:
+        settings.update(FSX_SOURCE=lustre.source, FSX_MOUNT_PATH=lustre.mount_path,
+                        FSX_MOUNT_ATTEMPTS=FSX_MOUNT_ATTEMPTS, FSX_RETRY_SECONDS=FSX_RETRY_SECONDS)
+        parts.append("lustre.sh")
+        steps.append("mount_lustre")
+    main = ["main() {", *(f"  {step}" for step in steps), '  log "done: $INSTANCE_TYPE node set up"', "}", "",
+            'main "$@"', ""]
+    return "\n".join([_read("header.sh") + _settings(settings), *map(_read, parts), *main])
+
+
+def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDARY) -> str:
+    """A multipart/mixed document of (content type, file name, body) parts, ASCII, 7bit.
+
+    The boundary is fixed, so the same parts always give the same bytes (stable templates).
+    """
+    lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{boundary}"', ""]
+    for content_type, filename, body in parts:
+        if boundary in body:
+            raise ValueError(f"part {filename} contains the MIME boundary {boundary}")
+        if not body.isascii():
+            raise ValueError(f"part {filename} is not ASCII")
+        lines += [f"--{boundary}", f'Content-Type: {content_type}; charset="us-ascii"',
+                  "Content-Transfer-Encoding: 7bit", f'Content-Disposition: attachment; filename="{filename}"',
+                  "", body.rstrip("\n")]
+    lines += [f"--{boundary}--", ""]
+    return "\n".join(lines)
+
+
+def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
+              scratch_path: str = SCRATCH_PATH) -> str:
+    """The node group's user data: MIME multipart with the bootstrap script (not yet base64)."""
+    script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path)
+    return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])

@@ -1,0 +1,165 @@
+"""NAME-cluster for `orchestrator.type: pcs`: Slurm on AWS Parallel Computing Service.
+
+What it builds from the spec, with the network and storage stacks' outputs:
+
+- the PCS cluster (Slurm `orchestrator.version`, size from the node count, controller in the
+  GPU subnet with the node security group);
+- the node role and instance profile (path /aws-pcs/), scoped to this cluster and its buckets;
+- a `login` compute node group (`orchestrator.login`, on-demand, no EFA, no queue), and per
+  spec node group a launch template, a compute node group and a queue named after the group.
+
+Logical IDs derive from node-group names, never list positions: adding, removing or reordering
+a group leaves the others' resources alone.
+
+Inputs (duck-typed; see DESIGN.md): `network.gpu_subnet_id`, `network.node_security_group_id`,
+`network.efa_security_group_id`, `network.placement_group_names` (group name -> placement group,
+only groups that have one); `storage.bucket_arns`, `storage.kms_key_arn`,
+`storage.file_system_dns_name`, `storage.file_system_mount_name` (None without Lustre).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from constructs_lib.launch_template import CAPACITY_BLOCK_MARKET, CapacityTarget, NodeLaunchTemplate
+from constructs_lib.node_role import NodeRole
+from constructs_lib.pcs import ComputeNodeGroup, SlurmCluster, SlurmQueue
+from fmcluster import bootstrap, catalog, controlplanes
+from fmcluster.controlplanes import CAPACITY_BLOCK, RESERVATION
+from fmcluster.efa import efa_layout
+
+# The PCS-ready Deep Learning AMI (Ubuntu 24.04): NVIDIA driver, CUDA, EFA, Lustre client, PCS
+# agent and Slurm. A CloudFormation dynamic reference, resolved at deploy time (no lookup at
+# synth); cfn-lint and the CDK template validation accept it for AWS::PCS::ComputeNodeGroup AmiId.
+# CloudFormation resolves it again on every update: pin `ami_id` in the spec for a fixed image.
+PCS_AMI_PARAMETER = "/aws/service/pcs/ami/dlami-base-ubuntu2404/x86_64/latest/ami-id"
+DEFAULT_AMI = "{{resolve:ssm:" + PCS_AMI_PARAMETER + "}}"
+
+LOGIN = "login"
+LOGIN_ROOT_VOLUME_GIB = 256
+SCALE_DOWN_IDLE_SECONDS = 600
+IMDS_HOP_LIMIT = 1  # Slurm jobs run on the host network: no container hop needs the metadata service
+PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "reservation": "ONDEMAND", "capacity-block": "CAPACITY_BLOCK",
+                    "spot": "SPOT"}  # a reservation is on-demand capacity the launch template targets
+
+
+def cluster_size(spec) -> controlplanes.PcsSize:
+    """The smallest PCS size for every node the cluster can run: node groups at their maximum
+    plus the login nodes."""
+    nodes = sum(group.max_nodes for group in spec.node_groups) + spec.orchestrator.login.count
+    size = controlplanes.pcs_size_for(nodes)
+    if size is None:
+        raise ValueError(f"{nodes} nodes exceed the largest AWS PCS cluster size")
+    return size
+
+
+def capacity_target(capacity) -> CapacityTarget:
+    """The launch template's capacity settings for a spec `capacity` (on-demand and spot: none;
+    spot is the node group's purchase option, PCS launches the instances through EC2 Fleet)."""
+    if capacity.type == CAPACITY_BLOCK:
+        return CapacityTarget(market_type=CAPACITY_BLOCK_MARKET, reservation_id=capacity.reservation_id)
+    if capacity.type == RESERVATION:
+        return CapacityTarget(reservation_id=capacity.reservation_id,
+                              reservation_resource_group_arn=capacity.reservation_resource_group_arn)
+    return CapacityTarget()
+
+
+def lustre_mount(spec, storage) -> Optional[bootstrap.LustreMount]:
+    lustre = spec.storage.lustre
+    if lustre is None:
+        return None
+    if not (storage.file_system_dns_name and storage.file_system_mount_name):
+        raise ValueError("the spec has a Lustre file system, but the storage stack gives no DNS or mount name")
+    return bootstrap.LustreMount(storage.file_system_dns_name, storage.file_system_mount_name, lustre.mount_path)
+
+
+@dataclass(frozen=True)
+class NodeGroupProps:
+    """What one PCS compute node group is made of (a spec node group, or the login group)."""
+
+    name: str
+    instance_type: str
+    min_count: int
+    max_count: int
+    efa: bool
+    root_volume_gib: int
+    purchase_option: str = "ONDEMAND"
+    capacity: CapacityTarget = CapacityTarget()
+    placement_group_name: Optional[str] = None
+    ami_id: Optional[str] = None
+    queue: bool = True
+
+    @classmethod
+    def from_spec(cls, group, placement_group_name: Optional[str]) -> "NodeGroupProps":
+        return cls(name=group.name, instance_type=group.instance_type, min_count=group.min_nodes,
+                   max_count=group.max_nodes, efa=bool(group.efa), root_volume_gib=group.root_volume_gib,
+                   purchase_option=PURCHASE_OPTIONS[group.capacity.type], capacity=capacity_target(group.capacity),
+                   placement_group_name=placement_group_name, ami_id=group.ami_id)
+
+    @classmethod
+    def login(cls, login) -> "NodeGroupProps":
+        return cls(name=LOGIN, instance_type=login.instance_type, min_count=login.count, max_count=login.count,
+                   efa=False, root_volume_gib=LOGIN_ROOT_VOLUME_GIB, queue=False)
+
+
+class PcsClusterStack(cdk.Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.spec = spec
+        self.network = network
+        self.size = cluster_size(spec)
+        self.interface_mode = controlplanes.get("pcs").interface_mode
+        self.lustre = lustre_mount(spec, storage)
+        self.cluster = SlurmCluster(
+            self, "Cluster", name=spec.name, slurm_version=spec.orchestrator.version, size=self.size.name,
+            subnet_id=network.gpu_subnet_id, security_group_ids=[network.node_security_group_id],
+            scale_down_idle_seconds=SCALE_DOWN_IDLE_SECONDS)
+        buckets = storage.bucket_arns or {}
+        self.node_role = NodeRole(self, "NodeRole", cluster_arn=self.cluster.cluster_arn,
+                                  bucket_arns=[buckets[name] for name in sorted(buckets)],
+                                  kms_key_arn=storage.kms_key_arn)
+
+        self.node_groups: dict[str, ComputeNodeGroup] = {}
+        self.queues: dict[str, SlurmQueue] = {}
+        placement = network.placement_group_names or {}
+        groups = [NodeGroupProps.from_spec(g, placement.get(g.name)) for g in spec.node_groups]
+        if spec.orchestrator.login.count:
+            groups.insert(0, NodeGroupProps.login(spec.orchestrator.login))
+        for props in groups:
+            self._add_node_group(props)
+
+        cdk.CfnOutput(self, "ClusterId", value=self.cluster.cluster_id, description="AWS PCS cluster id")
+        if LOGIN in self.node_groups:
+            cdk.CfnOutput(self, "LoginNodeGroupId", value=self.node_groups[LOGIN].node_group_id,
+                          description="compute node group of the login nodes")
+        cdk.CfnOutput(self, "QueueNames", value=",".join(self.queues), description="Slurm partitions (PCS queues)")
+
+    def _add_node_group(self, props: NodeGroupProps) -> None:
+        scope = Construct(self, "Login" if props.name == LOGIN else f"NodeGroup-{props.name}")
+        instance = catalog.catalog()[props.instance_type]
+        interfaces = efa_layout(instance, self.interface_mode, props.efa)
+        uses_efa = any(i.is_efa for i in interfaces)
+        template = NodeLaunchTemplate(
+            scope, "LaunchTemplate", interfaces=interfaces, subnet_id=self.network.gpu_subnet_id,
+            security_group_ids=[self.network.node_security_group_id],
+            efa_security_group_id=self.network.efa_security_group_id if uses_efa else None,
+            root_volume_gib=props.root_volume_gib, instance_type=props.instance_type,
+            placement_group_name=props.placement_group_name, capacity=props.capacity,
+            http_put_response_hop_limit=IMDS_HOP_LIMIT,
+            tags={**self.spec.tags, "fmcluster:cluster": self.spec.name, "fmcluster:node-group": props.name},
+            user_data=bootstrap.user_data(props.instance_type, efa=uses_efa, lustre=self.lustre))
+        group = ComputeNodeGroup(
+            scope, "NodeGroup", cluster_id=self.cluster.cluster_id, name=props.name,
+            instance_type=props.instance_type, subnet_ids=[self.network.gpu_subnet_id],
+            launch_template_id=template.launch_template_id,
+            launch_template_version=template.latest_version_number,
+            instance_profile_arn=self.node_role.instance_profile_arn, min_count=props.min_count,
+            max_count=props.max_count, purchase_option=props.purchase_option, ami_id=props.ami_id or DEFAULT_AMI)
+        self.node_groups[props.name] = group
+        if props.queue:
+            self.queues[props.name] = SlurmQueue(scope, "Queue", cluster_id=self.cluster.cluster_id, name=props.name,
+                                                 node_group_ids=[group.node_group_id])
