@@ -61,8 +61,9 @@ $(NODE_STAMP): package.json package-lock.json
 	touch $@
 
 synth: install
-	npx --no cdk synth -q
-	@echo "Templates written to cdk.out/"
+	npx --no -- cdk synth -q
+	@$(VPY) -m fmcluster.synth cdk.out
+	@echo "Templates written to cdk.out/ (deploy: npx cdk deploy --all; another spec: npx cdk synth -c spec=FILE)"
 
 test: install
 	$(VPY) -m pytest -q -n auto

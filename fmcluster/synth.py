@@ -72,7 +72,33 @@ def synth(paths: list[str], outdir: str = "cdk.out") -> int:
     except ControlPlaneNotBuilt as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    for stack in assembly.stacks:
-        resources = len(stack.template.get("Resources", {}))
-        print(f"{stack.stack_name}: {resources} resources -> {Path(outdir) / stack.template_file}")
+    print(summary(Path(outdir)))
     return 0
+
+
+def summary(outdir: Path) -> str:
+    """One line per stack of a cloud assembly: resources, a count per main type, template path."""
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    lines = []
+    for artifact in manifest["artifacts"].values():
+        if artifact.get("type") != "aws:cloudformation:stack":
+            continue
+        path = outdir / artifact["properties"]["templateFile"]
+        resources = json.loads(path.read_text()).get("Resources", {})
+        kinds: dict[str, int] = {}
+        for resource in resources.values():
+            kind = resource["Type"].split("::", 1)[-1]
+            if kind in _SHOWN:
+                kinds[kind] = kinds.get(kind, 0) + 1
+        shown = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        lines.append(f"{artifact['displayName']}: {len(resources)} resources ({shown}) -> {path}")
+    return "\n".join(lines)
+
+
+_SHOWN = ("EC2::Subnet", "EC2::NatGateway", "EC2::SecurityGroup", "EC2::PlacementGroup", "EC2::LaunchTemplate",
+          "S3::Bucket", "KMS::Key", "FSx::FileSystem", "FSx::DataRepositoryAssociation", "PCS::Cluster",
+          "PCS::ComputeNodeGroup", "PCS::Queue", "SageMaker::Cluster", "EKS::Cluster", "EKS::Nodegroup")
+
+
+if __name__ == "__main__":  # `python -m fmcluster.synth cdk.out`: the summary of an assembly
+    print(summary(Path(sys.argv[1] if len(sys.argv) > 1 else "cdk.out")))

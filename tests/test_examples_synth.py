@@ -102,3 +102,12 @@ def test_cdk_cli_synth_without_credentials_matches_fmcluster_synth(tmp_path):
     assert not (ROOT / "cdk.context.json").exists(), "synthesis must not look anything up"
     assert fmcluster_synth(EXAMPLES[0], own_out).returncode == 0
     assert templates(cli_out) == templates(own_out)
+
+
+def test_summary_names_every_stack(assembly):
+    from fmcluster.synth import summary
+
+    _, outdir = assembly
+    text = summary(outdir)
+    assert len(text.splitlines()) == 3
+    assert "-cluster: " in text and "PCS::ComputeNodeGroup" in text
