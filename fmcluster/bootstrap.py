@@ -19,6 +19,7 @@ AWS PCS merges its own user data with the node group's, so the user data is MIME
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +52,7 @@ class LustreMount:
         return f"{self.dns_name}@tcp:/{self.mount_name}"
 
 
-def _instance(instance_type: str) -> InstanceType:
+def instance_entry(instance_type: str) -> InstanceType:
     entry = catalog.get(instance_type)
     if entry is None:
         raise ValueError(f"unknown instance type {instance_type!r}: not in the instance catalog")
@@ -91,15 +92,28 @@ def nccl_environment(instance: InstanceType, efa: bool) -> str:
     return "\n".join(lines)
 
 
-def _read(name: str) -> str:
+def fragment(path: Path) -> str:
     """A script fragment, without its `# shellcheck shell=bash` line (only for editors on the file)."""
-    text = (SCRIPTS / name).read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8")
     return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# shellcheck shell="))
+
+
+def _read(name: str) -> str:
+    return fragment(SCRIPTS / name)
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def _quote(value: str) -> str:
+    """shlex.quote, and quotes on a bare word too: `NAME=eval` reads like a command (SC2209)."""
+    quoted = shlex.quote(value)
+    return f"'{value}'" if quoted == value and _WORD.fullmatch(value) else quoted
 
 
 def _settings(values: dict[str, str | int]) -> str:
     lines = ["", "# Settings of this node group, rendered by fmcluster.bootstrap."]
-    lines += [f"{name}={shlex.quote(str(value))}" for name, value in values.items()]
+    lines += [f"{name}={_quote(str(value))}" for name, value in values.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -110,7 +124,7 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
     `efa`: the node has EFA interfaces (sets the EFA environment). `lustre`: the file system to
     mount, or None. The NVMe part is left out for instance types without instance store.
     """
-    instance = _instance(instance_type)
+    instance = instance_entry(instance_type)
     settings: dict[str, str | int] = {
         "INSTANCE_TYPE": instance.name,
         "NCCL_ENV_FILE": NCCL_ENV_FILE,
@@ -128,9 +142,17 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
                         FSX_MOUNT_ATTEMPTS=FSX_MOUNT_ATTEMPTS, FSX_RETRY_SECONDS=FSX_RETRY_SECONDS)
         parts.append("lustre.sh")
         steps.append("mount_lustre")
+    return compose(_read("header.sh"), settings, parts, steps)
+
+
+def compose(header: str, settings: dict[str, str | int], parts: Sequence[str], steps: Sequence[str],
+            extra: Sequence[str] = ()) -> str:
+    """A script: `header`, the settings block, the fragments `parts` (file names in SCRIPTS) and
+    `extra` (fragment texts), and a `main` that runs `steps` in order. Used for the PCS user data
+    and for the SageMaker HyperPod lifecycle scripts (fmcluster.lifecycle)."""
     main = ["main() {", *(f"  {step}" for step in steps), '  log "done: $INSTANCE_TYPE node set up"', "}", "",
             'main "$@"', ""]
-    return "\n".join([_read("header.sh") + _settings(settings), *map(_read, parts), *main])
+    return "\n".join([header + _settings(settings), *map(_read, parts), *extra, *main])
 
 
 def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDARY) -> str:
