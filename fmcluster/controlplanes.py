@@ -52,12 +52,21 @@ CONTROL_PLANES = {
     for cp in (
         ControlPlane("pcs", "slurm", ("24.05", "24.11", "25.05", "25.11"), InterfaceMode.EFA, 1,
                      CAPACITY_TYPES, False, "Slurm version"),
-        ControlPlane("hyperpod-slurm", "slurm", ("24.11",), InterfaceMode.EFA, 1,
+        # SageMaker HyperPod picks Slurm through its AMI: the Slurm AMI releases (through January
+        # 2026) ship Slurm 24.11 only ("SageMaker HyperPod AMI releases for Slurm").
+        # Reserved capacity comes from training plans (capacity.training_plan_arn); Spot is not
+        # offered for Slurm clusters. Interfaces: ClusterNetworkInterface.InterfaceType is
+        # efa | efa-only (SageMaker API Reference); efa-only takes no IP address.
+        ControlPlane("hyperpod-slurm", "slurm", ("24.11",), InterfaceMode.EFA_ONLY, 1,
                      (ON_DEMAND, RESERVATION, CAPACITY_BLOCK), True, "Slurm version"),
         ControlPlane("eks", "kubernetes", ("1.32", "1.33", "1.34", "1.35"), InterfaceMode.EFA_ONLY, 2,
                      CAPACITY_TYPES, False, "Kubernetes version", pod_addresses_per_node=32),
-        ControlPlane("hyperpod-eks", "kubernetes", ("1.32", "1.33", "1.34", "1.35"), InterfaceMode.EFA, 2,
-                     (ON_DEMAND, RESERVATION, CAPACITY_BLOCK), True, "Kubernetes version",
+        # HyperPod on EKS supports Kubernetes 1.30-1.35 ("Prerequisites for using Amazon EKS
+        # with SageMaker HyperPod"); 1.30 and 1.31 leave EKS extended support in 2026, so the
+        # range is that of the eks control plane. Spot: "Spot instances in Amazon SageMaker
+        # HyperPod" (continuous provisioning, EKS orchestrator).
+        ControlPlane("hyperpod-eks", "kubernetes", ("1.32", "1.33", "1.34", "1.35"), InterfaceMode.EFA_ONLY, 2,
+                     (ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT), True, "Kubernetes version",
                      pod_addresses_per_node=32),
     )
 }
@@ -67,3 +76,18 @@ ORCHESTRATOR_TYPES = tuple(CONTROL_PLANES)
 
 def get(type_: str) -> ControlPlane:
     return CONTROL_PLANES[type_]
+
+
+# SageMaker HyperPod hard limits (AWS::SageMaker::Cluster schema: InstanceGroups 1-100 items,
+# InstanceCount 0-6758) and naming (InstanceGroupName and ClusterName: [a-zA-Z0-9](-*[a-zA-Z0-9])*).
+HYPERPOD_MAX_INSTANCE_GROUPS = 100
+HYPERPOD_MAX_INSTANCE_COUNT = 6758
+HYPERPOD_NAME_PATTERN = r"[a-zA-Z0-9](-*[a-zA-Z0-9])*"
+
+# The Slurm controller of a hyperpod-slurm cluster, by the number of nodes it manages: slurmctld
+# is light, but its memory grows with nodes and queued jobs.
+HYPERPOD_CONTROLLER_TYPES = ((64, "m7i.2xlarge"), (512, "m7i.4xlarge"), (None, "m7i.12xlarge"))
+
+
+def hyperpod_controller_type(nodes: int) -> str:
+    return next(kind for limit, kind in HYPERPOD_CONTROLLER_TYPES if limit is None or nodes <= limit)

@@ -229,7 +229,7 @@ def test_capacity_types_the_control_plane_supports(orchestrator, kind):
     assert paths(spec) == set()
 
 
-@pytest.mark.parametrize("orchestrator", ["hyperpod-slurm", "hyperpod-eks"])
+@pytest.mark.parametrize("orchestrator", ["hyperpod-slurm"])  # HyperPod offers Spot with EKS only
 def test_spot_on_hyperpod(orchestrator):
     spec = with_(cap(type="spot"), "orchestrator.type", orchestrator)
     assert f"{G0}.capacity.type" in paths(spec)
