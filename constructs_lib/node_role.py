@@ -29,9 +29,10 @@ OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMu
 KMS_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey"]
 
 
-def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optional[str]) -> iam.PolicyDocument:
-    statements = [iam.PolicyStatement(sid="RegisterWithPcsCluster", actions=["pcs:RegisterComputeNodeGroupInstance"],
-                                      resources=[cluster_arn])]
+def storage_statements(bucket_arns: Sequence[str], kms_key_arn: Optional[str]) -> list[iam.PolicyStatement]:
+    """Read and write on the cluster's buckets (and their objects) only; the storage key when
+    there is one. Shared by the PCS node role and the SageMaker HyperPod execution role."""
+    statements = []
     if bucket_arns:
         statements += [
             iam.PolicyStatement(sid="ClusterBuckets", actions=BUCKET_ACTIONS, resources=list(bucket_arns)),
@@ -40,7 +41,13 @@ def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optio
         ]
     if kms_key_arn:
         statements.append(iam.PolicyStatement(sid="StorageKey", actions=KMS_ACTIONS, resources=[kms_key_arn]))
-    return iam.PolicyDocument(statements=statements)
+    return statements
+
+
+def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optional[str]) -> iam.PolicyDocument:
+    statements = [iam.PolicyStatement(sid="RegisterWithPcsCluster", actions=["pcs:RegisterComputeNodeGroupInstance"],
+                                      resources=[cluster_arn])]
+    return iam.PolicyDocument(statements=statements + storage_statements(bucket_arns, kms_key_arn))
 
 
 class NodeRole(Construct):

@@ -14,4 +14,9 @@ def cluster_stack(scope, stack_id: str, *, spec, network, storage, env):
 
         return PcsClusterStack(scope, stack_id, spec=spec, network=network, storage=storage, env=env,
                                description=f"fmcluster {spec.name}: Slurm on AWS PCS and GPU node groups")
-    raise ControlPlaneNotBuilt(f"orchestrator.type {kind} cannot be synthesized yet; only pcs can")
+    if kind == "hyperpod-slurm":
+        from stacks.hyperpod import HyperPodSlurmStack
+
+        return HyperPodSlurmStack(scope, stack_id, spec=spec, network=network, storage=storage, env=env,
+                                  description=f"fmcluster {spec.name}: Slurm on Amazon SageMaker HyperPod")
+    raise ControlPlaneNotBuilt(f"orchestrator.type {kind} cannot be synthesized yet")

@@ -34,7 +34,9 @@ class NetworkStack(cdk.Stack):
         efa = EfaSecurityGroup(self, "EfaSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-efa")
         nodes = NodeSecurityGroup(self, "NodeSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-nodes")
 
-        placements = {g.name: placement_for(g) for g in spec.node_groups}
+        # SageMaker HyperPod places its instances itself (no placement group in its API).
+        placements = {} if spec.orchestrator.control_plane.hyperpod else {
+            g.name: placement_for(g) for g in spec.node_groups}
         created = ClusterPlacementGroups(self, "PlacementGroup", name_prefix=spec.name,
                                          keys=[name for name, p in placements.items() if p.create])
 

@@ -104,10 +104,17 @@ def test_cdk_cli_synth_without_credentials_matches_fmcluster_synth(tmp_path):
     assert templates(cli_out) == templates(own_out)
 
 
+# The resource type that shows a control plane's compute in the summary.
+COMPUTE_TYPE = {"pcs": "PCS::ComputeNodeGroup", "hyperpod-slurm": "SageMaker::Cluster",
+                "hyperpod-eks": "SageMaker::Cluster", "eks": "EKS::Nodegroup"}
+
+
 def test_summary_names_every_stack(assembly):
+    from fmcluster import loader
     from fmcluster.synth import summary
 
-    _, outdir = assembly
+    spec_path, outdir = assembly
     text = summary(outdir)
     assert len(text.splitlines()) == 3
-    assert "-cluster: " in text and "PCS::ComputeNodeGroup" in text
+    kind = loader.load(ROOT / spec_path).spec.orchestrator.type
+    assert "-cluster: " in text and COMPUTE_TYPE[kind] in text

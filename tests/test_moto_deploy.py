@@ -19,7 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 REGION = "us-east-1"
 SKIPPED_BY_MOTO = {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation", "AWS::PCS::Cluster",
-                   "AWS::PCS::ComputeNodeGroup", "AWS::PCS::Queue", "AWS::EC2::PlacementGroup"}
+                   "AWS::PCS::ComputeNodeGroup", "AWS::PCS::Queue", "AWS::EC2::PlacementGroup",
+                   "AWS::SageMaker::Cluster"}
 EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
 
 
@@ -160,6 +161,12 @@ def test_launch_templates_carry_the_efa_layout(deployed):
     ec2 = boto3.client("ec2", region_name=region)
     cfn = boto3.client("cloudformation", region_name=region)
     stack = f"{spec.name}-cluster"
+    if controlplanes.get(spec.orchestrator.type).hyperpod:
+        # SageMaker HyperPod launches its instances itself: the cluster stack has no launch
+        # template (the instance groups are asserted in tests/test_hyperpod_stack.py).
+        assert not [r for r in templates[stack]["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
+        assert not ec2.describe_launch_templates()["LaunchTemplates"]
+        return
     physical = {r["LogicalResourceId"]: r["PhysicalResourceId"]
                 for r in cfn.list_stack_resources(StackName=stack)["StackResourceSummaries"]
                 if "LogicalResourceId" in r}
@@ -195,13 +202,29 @@ def test_buckets_encrypted(deployed):
         assert rules[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] in ("AES256", "aws:kms")
 
 
+NODE_PRINCIPALS = {"ec2.amazonaws.com", "sagemaker.amazonaws.com"}  # PCS node role, HyperPod execution role
+LIFECYCLE_PREFIX = "/fmcluster-lifecycle/"  # HyperPod lifecycle scripts in the CDK asset bucket
+
+
 def test_node_role_reaches_only_cluster_buckets(deployed):
+    """The roles the nodes assume (PCS: under /aws-pcs/; HyperPod: trusted by SageMaker) reach
+    only the cluster's buckets, and HyperPod's only its lifecycle-script folders besides."""
     import boto3
 
     spec, region, _ = deployed
     iam = boto3.client("iam", region_name=region)
-    roles = [r for r in iam.list_roles()["Roles"] if r["Path"] == "/aws-pcs/"]
-    assert roles, "the PCS node role lives under /aws-pcs/"
+
+    def principals(role):
+        document = role["AssumeRolePolicyDocument"]
+        if isinstance(document, str):
+            document = json.loads(document)
+        services = [s.get("Principal", {}).get("Service", []) for s in document["Statement"]]
+        return {name for service in services for name in ([service] if isinstance(service, str) else service)}
+
+    roles = [r for r in iam.list_roles()["Roles"] if r["Path"] == "/aws-pcs/" or principals(r) & NODE_PRINCIPALS]
+    assert roles, "the cluster stack creates the role its nodes assume"
+    if spec.orchestrator.type == "pcs":
+        assert all(r["Path"] == "/aws-pcs/" for r in roles), "the PCS node role lives under /aws-pcs/"
     for role in roles:
         for policy_name in iam.list_role_policies(RoleName=role["RoleName"])["PolicyNames"]:
             document = iam.get_role_policy(RoleName=role["RoleName"], PolicyName=policy_name)["PolicyDocument"]
@@ -212,4 +235,7 @@ def test_node_role_reaches_only_cluster_buckets(deployed):
                 if any(a.startswith("s3:") for a in actions):
                     resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
                     assert "*" not in resources
-                    assert all(spec.name in json.dumps(r) for r in resources)
+                    prefixes = statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix", [])
+                    listing_lifecycle = bool(prefixes) and all(p.startswith(LIFECYCLE_PREFIX[1:]) for p in prefixes)
+                    assert all(spec.name in json.dumps(r) or LIFECYCLE_PREFIX in json.dumps(r) or listing_lifecycle
+                               for r in resources), statement

@@ -1,0 +1,63 @@
+"""A folder of SageMaker HyperPod lifecycle scripts, published as CDK file assets.
+
+HyperPod reads lifecycle scripts from an S3 *prefix* (`LifeCycleConfig.SourceS3Uri`) and runs one
+file of it by name, so the scripts must arrive in S3 as plain files under one folder; a CDK
+directory asset would arrive as a single zip. Each file is therefore registered with the stack's
+synthesizer as a file asset whose source hash is ``PREFIX/DIGEST/NAME``: the CDK CLI publishes it
+to ``s3://<bootstrap asset bucket>/fmcluster-lifecycle/<digest>/<name>`` at deploy time, with
+the other assets. Synthesis only writes the files into the cloud assembly: no AWS call, no
+bucket, no custom resource.
+
+The digest is the content hash of the whole folder (fmcluster.lifecycle.Bundle), so a changed
+script is published under a new prefix, and the instance groups that use it get a new
+SourceS3Uri; old prefixes stay readable for nodes created from them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from fmcluster.lifecycle import Bundle
+
+PREFIX_ROOT = "fmcluster-lifecycle"
+
+
+class LifecycleScripts(Construct):
+    """Attributes: `bucket_name` (the asset bucket, a token), `prefix` (``fmcluster-lifecycle/<digest>/``),
+    `s3_uri` (the SourceS3Uri), `object_keys` (file name -> S3 key)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, bundle: Bundle) -> None:
+        super().__init__(scope, construct_id)
+        if not bundle.files:
+            raise ValueError("a lifecycle bundle needs at least one file")
+        digest = bundle.digest
+        self.prefix = f"{PREFIX_ROOT}/{digest}/"
+        stage = cdk.Stage.of(self)
+        staged = Path(stage.asset_outdir) / f"asset.{PREFIX_ROOT}.{digest}"
+        synthesizer = cdk.Stack.of(self).synthesizer
+        self.object_keys: dict[str, str] = {}
+        location = None
+        for name, text in sorted(bundle.files.items()):
+            path = staged / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                path.write_text(text, encoding="utf-8")
+            stem, _ = os.path.splitext(name)
+            location = synthesizer.add_file_asset(
+                file_name=os.path.relpath(path, stage.outdir), packaging=cdk.FileAssetPackaging.FILE,
+                source_hash=f"{self.prefix}{stem}", display_name=f"lifecycle {name} ({digest[:12]})")
+            self.object_keys[name] = location.object_key
+        self.bucket_name: str = location.bucket_name
+        self.s3_uri = f"s3://{self.bucket_name}/{self.prefix}"
+
+    def object_arns(self, partition: str = cdk.Aws.PARTITION) -> str:
+        """ARN pattern of the folder's objects (for s3:GetObject)."""
+        return f"arn:{partition}:s3:::{self.bucket_name}/{self.prefix}*"
+
+    def bucket_arn(self, partition: str = cdk.Aws.PARTITION) -> str:
+        return f"arn:{partition}:s3:::{self.bucket_name}"
+

@@ -1,0 +1,113 @@
+"""The execution role of SageMaker HyperPod instance groups, least privilege.
+
+SageMaker HyperPod documents the `AmazonSageMakerClusterInstanceRolePolicy` managed policy plus,
+for a cluster in your own VPC, ENI permissions on "*" (SageMaker Developer Guide, "AWS Identity
+and Access Management for SageMaker HyperPod"). This role grants the same capabilities, scoped:
+
+- CloudWatch Logs: create and write log groups / streams under ``/aws/sagemaker/Clusters/`` of
+  this account and region; metrics only in the ``/aws/sagemaker/Clusters`` namespace;
+- Systems Manager sessions (`ssmmessages:*Channel`: these actions have no resource type);
+- S3: read only the cluster's lifecycle-script folders (the managed policy reads every
+  ``sagemaker-*`` bucket instead), and read/write only the cluster's buckets (+ storage key);
+- EC2 for the cluster's VPC: the describe calls (they support no resource-level permissions);
+  ``CreateNetworkInterface`` only in the cluster's subnets with its security groups; deleting,
+  detaching and delegating network interfaces only for interfaces of the cluster's VPC
+  (condition ``ec2:Vpc``); tags only on network interfaces of this account and region;
+- for HyperPod on EKS, also what the VPC CNI and image pulls need (the EKS list of the same page),
+  the CNI calls limited to the cluster's VPC, and Pod Identity for this EKS cluster only.
+
+No account-wide S3, FSx or mutating EC2 permission.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from constructs_lib.node_role import storage_statements
+
+SERVICE = "sagemaker.amazonaws.com"
+LOG_GROUPS = "/aws/sagemaker/Clusters"
+SSM_ACTIONS = ["ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
+               "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel"]
+DESCRIBE_ACTIONS = ["ec2:DescribeNetworkInterfaces", "ec2:DescribeVpcs", "ec2:DescribeDhcpOptions",
+                    "ec2:DescribeSubnets", "ec2:DescribeSecurityGroups"]
+ENI_ACTIONS = ["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+               "ec2:DeleteNetworkInterfacePermission", "ec2:DetachNetworkInterface"]
+EKS_DESCRIBE_ACTIONS = ["ec2:DescribeInstances", "ec2:DescribeInstanceTypes", "ec2:DescribeTags"]
+EKS_ENI_ACTIONS = ["ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+                   "ec2:ModifyNetworkInterfaceAttribute", "ec2:AttachNetworkInterface"]
+ECR_PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+
+
+def _ec2_arn(kind: str, ident: str = "*") -> str:
+    return f"arn:{cdk.Aws.PARTITION}:ec2:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:{kind}/{ident}"
+
+
+def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key_arn: Optional[str], vpc_id: str,
+                     subnet_ids: Sequence[str], security_group_ids: Sequence[str],
+                     eks_cluster_arn: Optional[str] = None) -> iam.PolicyDocument:
+    """`lifecycle`: the LifecycleScripts folders the instance groups read."""
+    log_groups = f"arn:{cdk.Aws.PARTITION}:logs:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:log-group:{LOG_GROUPS}/*"
+    vpc_condition = {"ArnEquals": {"ec2:Vpc": _ec2_arn("vpc", vpc_id)}}
+    folders = sorted({scripts.prefix: scripts for scripts in lifecycle}.values(), key=lambda s: s.prefix)
+    statements = [
+        iam.PolicyStatement(sid="ClusterLogGroups", actions=["logs:CreateLogGroup"], resources=[log_groups]),
+        iam.PolicyStatement(sid="ClusterLogStreams",
+                            actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                            resources=[f"{log_groups}:log-stream:*"]),
+        iam.PolicyStatement(sid="ClusterMetrics", actions=["cloudwatch:PutMetricData"], resources=["*"],
+                            conditions={"StringEquals": {"cloudwatch:namespace": LOG_GROUPS}}),
+        iam.PolicyStatement(sid="SessionManager", actions=SSM_ACTIONS, resources=["*"]),
+    ]
+    if folders:
+        statements += [
+            iam.PolicyStatement(sid="LifecycleScriptsList", actions=["s3:ListBucket"],
+                                resources=sorted({f.bucket_arn() for f in folders}),
+                                conditions={"StringLike": {"s3:prefix": [p for f in folders
+                                                                         for p in (f.prefix.rstrip("/"), f"{f.prefix}*")]}}),
+            iam.PolicyStatement(sid="LifecycleScriptsRead", actions=["s3:GetObject"],
+                                resources=[f.object_arns() for f in folders]),
+        ]
+    statements += storage_statements(bucket_arns, kms_key_arn)
+    describe = DESCRIBE_ACTIONS + (EKS_DESCRIBE_ACTIONS if eks_cluster_arn else [])
+    statements += [
+        iam.PolicyStatement(sid="DescribeNetwork", actions=describe, resources=["*"]),
+        iam.PolicyStatement(sid="CreateNetworkInterfaces", actions=["ec2:CreateNetworkInterface"],
+                            resources=[_ec2_arn("network-interface")]
+                            + [_ec2_arn("subnet", s) for s in subnet_ids]
+                            + [_ec2_arn("security-group", g) for g in security_group_ids]),
+        iam.PolicyStatement(sid="ManageClusterNetworkInterfaces", actions=ENI_ACTIONS,
+                            resources=[_ec2_arn("network-interface")], conditions=vpc_condition),
+        iam.PolicyStatement(sid="TagNetworkInterfaces", actions=["ec2:CreateTags"],
+                            resources=[_ec2_arn("network-interface")]),
+    ]
+    if eks_cluster_arn:
+        statements += [
+            iam.PolicyStatement(sid="VpcCniNetworkInterfaces", actions=EKS_ENI_ACTIONS,
+                                resources=[_ec2_arn("network-interface")], conditions=vpc_condition),
+            iam.PolicyStatement(sid="VpcCniAttachToInstances", actions=["ec2:AttachNetworkInterface"],
+                                resources=[_ec2_arn("instance")]),
+            iam.PolicyStatement(sid="EcrAuthorization", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
+            iam.PolicyStatement(sid="EcrPull", actions=ECR_PULL_ACTIONS,
+                                resources=[f"arn:{cdk.Aws.PARTITION}:ecr:{cdk.Aws.REGION}:*:repository/*"]),
+            iam.PolicyStatement(sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"],
+                                resources=[eks_cluster_arn]),
+        ]
+    return iam.PolicyDocument(statements=statements)
+
+
+class HyperPodExecutionRole(Construct):
+    """The role every instance group of one HyperPod cluster assumes (trust: SageMaker)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, description: str, **policy) -> None:
+        super().__init__(scope, construct_id)
+        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal(SERVICE), description=description,
+                             inline_policies={"fmcluster-hyperpod": execution_policy(**policy)})
+
+    @property
+    def role_arn(self) -> str:
+        return self.role.role_arn

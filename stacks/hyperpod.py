@@ -1,0 +1,152 @@
+"""NAME-cluster for `orchestrator.type: hyperpod-slurm`: Slurm on Amazon SageMaker HyperPod.
+
+What it builds from the spec, with the network and storage stacks' outputs:
+
+- one lifecycle-script folder per instance group (fmcluster.lifecycle: EFA/NCCL environment,
+  NVMe scratch, hooks), published as CDK file assets (constructs_lib.hyperpod_lifecycle) and run
+  by HyperPod as the group's `OnInitComplete` script;
+- the execution role of the instance groups (constructs_lib.hyperpod_role), scoped to the
+  cluster's VPC, buckets and lifecycle folders;
+- the `AWS::SageMaker::Cluster` with the API-driven Slurm configuration (SageMaker Developer
+  Guide, "SageMaker HyperPod Slurm configuration"): `Orchestrator.Slurm.SlurmConfigStrategy:
+  Managed`, a `controller` group (SlurmConfig NodeType Controller, sized by node count), a
+  `login` group from `orchestrator.login` (NodeType Login), and per spec node group one Compute
+  group whose Slurm partition is the group's name; deep health checks (InstanceStress,
+  InstanceConnectivity) on GPU groups; automatic node recovery; the FSx for Lustre file system
+  mounted by HyperPod on every group (InstanceStorageConfigs.FsxLustreConfig at
+  `storage.lustre.mount_path`).
+
+Instance groups and their constructs are named after node groups, never list positions.
+
+Inputs (duck-typed, see DESIGN.md): `network.vpc_id`, `network.gpu_subnet_id`,
+`network.node_security_group_id`, `network.efa_security_group_id`; `storage.bucket_arns`,
+`storage.kms_key_arn`, `storage.file_system_dns_name`, `storage.file_system_mount_name`.
+
+`HyperPodGroups` holds what both HyperPod stacks share; stacks/hyperpod_eks.py builds on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Optional, Sequence
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from constructs_lib.hyperpod import (COMPUTE, CONTROLLER, DEEP_HEALTH_CHECKS, LOGIN, HyperPodCluster,
+                                     InstanceGroup)
+from constructs_lib.hyperpod_lifecycle import LifecycleScripts
+from constructs_lib.hyperpod_role import HyperPodExecutionRole
+from fmcluster import catalog, controlplanes, lifecycle
+from fmcluster.controlplanes import SPOT
+
+CONTROLLER_GROUP, LOGIN_GROUP = "controller", "login"
+SYSTEM_VOLUME_GIB = 256  # /opt/sagemaker of the controller and login nodes
+SLURM_CONFIG_STRATEGY = "Managed"  # HyperPod owns the partition-node mapping of slurm.conf, with drift detection
+
+
+def threads_per_core(instance_type: str) -> int:
+    """GPU nodes run one thread per core (the usual HPC setting for training ranks and data
+    loaders pinned to physical cores); CPU nodes keep SMT."""
+    return 1 if catalog.catalog()[instance_type].is_gpu else 2
+
+
+class HyperPodGroups(Construct):
+    """Lifecycle folders and the execution role for a set of instance groups, and the
+    `InstanceGroup`s themselves. `groups`: the instance groups without role and lifecycle
+    (`execution_role_arn` and `lifecycle_uri` are filled in here)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, groups: Sequence[InstanceGroup], efa: dict[str, bool],
+                 network, storage, subnet_ids: Sequence[str], security_group_ids: Sequence[str],
+                 eks_cluster_arn: Optional[str] = None, description: str) -> None:
+        super().__init__(scope, construct_id)
+        self.scripts: dict[str, LifecycleScripts] = {
+            g.name: LifecycleScripts(self, f"Lifecycle-{g.name}",
+                                     bundle=lifecycle.bundle(g.name, g.instance_type, efa=efa[g.name]))
+            for g in groups}
+        buckets = storage.bucket_arns or {}
+        self.role = HyperPodExecutionRole(
+            self, "ExecutionRole", description=description, lifecycle=list(self.scripts.values()),
+            bucket_arns=[buckets[name] for name in sorted(buckets)], kms_key_arn=storage.kms_key_arn,
+            vpc_id=network.vpc_id, subnet_ids=subnet_ids, security_group_ids=security_group_ids,
+            eks_cluster_arn=eks_cluster_arn)
+        self.instance_groups = [replace(g, execution_role_arn=self.role.role_arn,
+                                        lifecycle_uri=self.scripts[g.name].s3_uri) for g in groups]
+
+
+def compute_group(spec, group, *, interface_mode, kubernetes: bool = False, **extra: Any) -> InstanceGroup:
+    """The instance group of a spec node group (role and lifecycle left empty)."""
+    instance = group.instance
+    uses_efa = bool(group.efa) and instance.efa_supported
+    return InstanceGroup(
+        name=group.name, instance_type=group.instance_type, count=group.max_nodes, execution_role_arn="",
+        lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT, threads_per_core=threads_per_core(group.instance_type),
+        volume_gib=group.root_volume_gib, deep_health_checks=DEEP_HEALTH_CHECKS if instance.is_gpu else (),
+        interface_type=interface_mode.value if uses_efa else None,
+        training_plan_arn=group.capacity.training_plan_arn, spot=group.capacity.type == SPOT, image_id=group.ami_id,
+        kubernetes_labels=group.labels if kubernetes else {}, **extra)
+
+
+def slurm_orchestrator():
+    from aws_cdk import aws_sagemaker as sagemaker
+
+    return sagemaker.CfnCluster.OrchestratorProperty(
+        slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(slurm_config_strategy=SLURM_CONFIG_STRATEGY))
+
+
+def efa_groups(spec) -> dict[str, bool]:
+    return {g.name: bool(g.efa) and g.instance.efa_supported for g in spec.node_groups}
+
+
+class HyperPodSlurmStack(cdk.Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.spec = spec
+        cp = controlplanes.get("hyperpod-slurm")
+        fsx = self.fsx_lustre(spec, storage)
+        nodes = sum(g.max_nodes for g in spec.node_groups) + spec.orchestrator.login.count
+        common = dict(execution_role_arn="", lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT,
+                      volume_gib=SYSTEM_VOLUME_GIB, fsx_lustre=fsx)
+        controller_type = controlplanes.hyperpod_controller_type(nodes)
+        groups = [InstanceGroup(name=CONTROLLER_GROUP, instance_type=controller_type, count=1,
+                                threads_per_core=threads_per_core(controller_type), slurm_node_type=CONTROLLER,
+                                **common)]
+        efa = {CONTROLLER_GROUP: False}
+        login = spec.orchestrator.login
+        if login.count:
+            groups.append(InstanceGroup(name=LOGIN_GROUP, instance_type=login.instance_type, count=login.count,
+                                        threads_per_core=threads_per_core(login.instance_type),
+                                        slurm_node_type=LOGIN, **common))
+            efa[LOGIN_GROUP] = False
+        groups += [compute_group(spec, g, interface_mode=cp.interface_mode, slurm_node_type=COMPUTE,
+                                 partition=g.name, fsx_lustre=fsx) for g in spec.node_groups]
+        efa.update(efa_groups(spec))
+
+        subnets = [network.gpu_subnet_id]
+        security_groups = [network.node_security_group_id] + ([network.efa_security_group_id] if any(efa.values()) else [])
+        self.groups = HyperPodGroups(self, "InstanceGroups", groups=groups, efa=efa, network=network, storage=storage,
+                                     subnet_ids=subnets, security_group_ids=security_groups,
+                                     description=f"SageMaker HyperPod instance groups of {spec.name}")
+        self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
+                                       orchestrator=slurm_orchestrator(),
+                                       instance_groups=self.groups.instance_groups, subnet_ids=subnets,
+                                       security_group_ids=security_groups)
+
+        partitions = ",".join(g.name for g in spec.node_groups)
+        for output_id, value, description in (
+                ("ClusterArn", self.cluster.cluster_arn, "SageMaker HyperPod cluster ARN"),
+                ("ClusterName", spec.name, "aws sagemaker list-cluster-nodes --cluster-name NAME"),
+                ("ExecutionRoleArn", self.groups.role.role_arn, "execution role of the instance groups"),
+                ("Partitions", partitions, "Slurm partitions (one per node group)")):
+            cdk.CfnOutput(self, output_id, value=value, description=description)
+
+    @staticmethod
+    def fsx_lustre(spec, storage) -> Optional[dict[str, str]]:
+        """HyperPod's FsxLustreConfig for the spec's file system, or None without one."""
+        lustre = spec.storage.lustre
+        if lustre is None:
+            return None
+        if not (storage.file_system_dns_name and storage.file_system_mount_name):
+            raise ValueError("the spec has a Lustre file system, but the storage stack gives no DNS or mount name")
+        return {"dns_name": storage.file_system_dns_name, "mount_name": storage.file_system_mount_name,
+                "mount_path": lustre.mount_path}

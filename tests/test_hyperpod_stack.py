@@ -1,0 +1,349 @@
+"""NAME-cluster for SageMaker HyperPod, synthesized once per module.
+
+One CDK app holds: a hyperpod-slurm spec with every capacity HyperPod takes, GPU, CPU and
+EFA-less groups, a login group, a KMS key and a custom AMI ("main"); a small one without Lustre,
+buckets or login nodes ("bare"); examples/p6-b200-hyperpod-slurm.yaml; and the network stack of
+"main" (no placement groups on HyperPod). Network and storage outputs are stand-ins, as in
+tests/test_pcs_stack.py; tests/test_examples_synth.py synthesizes the examples with the real stacks.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fmcluster import lifecycle, loader
+from tests.specs import base_spec, to_yaml
+from tests.test_pcs_stack import EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, network, new_app, resources, storage
+
+pytestmark = pytest.mark.synth
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "p6-b200-hyperpod-slurm.yaml"
+PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
+AMI = "ami-0123456789abcdef0"
+ASSET_BUCKET = "cdk-hnb659fds-assets-${AWS::AccountId}-us-east-1"
+
+
+def main_spec() -> dict:
+    spec = base_spec(
+        name="hp-main",
+        orchestrator={"type": "hyperpod-slurm", "login": {"instance_type": "m7i.2xlarge", "count": 2}},
+        node_groups=[
+            {"name": "p5cb", "instance_type": "p5.48xlarge", "count": 16,
+             "capacity": {"type": "capacity-block", "training_plan_arn": PLAN}},
+            {"name": "b200", "instance_type": "p6-b200.48xlarge", "count": 4, "root_volume_gib": 1024,
+             "capacity": {"type": "reservation", "training_plan_arn": PLAN}},
+            {"name": "noefa", "instance_type": "p5.4xlarge", "count": 2, "efa": False, "ami_id": AMI},
+            {"name": "cpu", "instance_type": "m7i.8xlarge", "count": 4, "root_volume_gib": 200},
+        ],
+        tags={"team": "ml-platform"})
+    spec["storage"]["kms"] = True
+    return spec
+
+
+def bare_spec() -> dict:
+    spec = base_spec(name="hp-bare", orchestrator={"type": "hyperpod-slurm", "login": {"count": 0}},
+                     node_groups=[{"name": "cpu", "instance_type": "r7i.4xlarge", "count": 2}])
+    spec["storage"] = {}
+    return spec
+
+
+def _load(result):
+    assert result.ok, [d.format() for d in result.diagnostics]
+    return result.spec
+
+
+_SPECS: dict = {}
+
+
+def specs() -> dict:
+    if not _SPECS:
+        _SPECS["main"] = _load(loader.load_text(to_yaml(main_spec()), "main.yaml"))
+        _SPECS["bare"] = _load(loader.load_text(to_yaml(bare_spec()), "bare.yaml"))
+        _SPECS["example"] = _load(loader.load(EXAMPLE))
+    return _SPECS
+
+
+def build(app, spec):
+    import aws_cdk as cdk
+
+    from stacks.cluster import cluster_stack
+
+    return cluster_stack(app, f"{spec.name}-cluster", spec=spec, network=network(),
+                         storage=storage(spec, KMS_KEY if spec.storage.kms else None),
+                         env=cdk.Environment(region=spec.region))
+
+
+@pytest.fixture(scope="module")
+def assembly(tmp_path_factory):
+    """(outdir, {key: stack}): every stack of one app, synthesized once."""
+    import aws_cdk as cdk
+
+    from stacks.network import NetworkStack
+
+    outdir = tmp_path_factory.mktemp("hyperpod") / "cdk.out"
+    app = new_app(outdir)
+    stacks = {key: build(app, spec) for key, spec in specs().items()}
+    stacks["network"] = NetworkStack(app, "hp-main-network", spec=specs()["main"],
+                                     env=cdk.Environment(region="us-east-1"))
+    app.synth()
+    return outdir, stacks
+
+
+@pytest.fixture(scope="module")
+def templates(assembly):
+    outdir, stacks = assembly
+    return {key: json.loads((outdir / f"{stack.stack_name}.template.json").read_text()) for key, stack in stacks.items()}
+
+
+@pytest.fixture(scope="module")
+def main(templates):
+    return templates["main"]
+
+
+def cluster(template):
+    (props,) = resources(template, "AWS::SageMaker::Cluster").values()
+    return props
+
+
+def groups(template):
+    return {g["InstanceGroupName"]: g for g in cluster(template)["InstanceGroups"]}
+
+
+def the_role(template):
+    (role_id, role), = [(lid, r) for lid, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role"]
+    return role_id, role["Properties"]
+
+
+def statements(template):
+    (policy,) = the_role(template)[1]["Policies"]
+    return {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
+
+
+def joined(value) -> str:
+    """A Fn::Join / Fn::Sub / Ref value flattened to a readable string."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(joined(v) for v in value)
+    if "Fn::Join" in value:
+        return value["Fn::Join"][0].join(joined(v) for v in value["Fn::Join"][1])
+    if "Fn::Sub" in value:
+        return value["Fn::Sub"]
+    if "Ref" in value:
+        return "${" + value["Ref"] + "}"
+    return json.dumps(value, sort_keys=True)
+
+
+# --- instance groups, Slurm and resiliency -------------------------------------------------
+
+def test_one_cluster_with_controller_login_and_a_group_per_node_group(main):
+    assert list(groups(main)) == ["controller", "login", "p5cb", "b200", "noefa", "cpu"]
+    types = {name: g["InstanceType"] for name, g in groups(main).items()}
+    assert types == {"controller": "ml.m7i.2xlarge", "login": "ml.m7i.2xlarge", "p5cb": "ml.p5.48xlarge",
+                     "b200": "ml.p6-b200.48xlarge", "noefa": "ml.p5.4xlarge", "cpu": "ml.m7i.8xlarge"}
+    counts = {name: g["InstanceCount"] for name, g in groups(main).items()}
+    assert counts == {"controller": 1, "login": 2, "p5cb": 16, "b200": 4, "noefa": 2, "cpu": 4}
+    assert cluster(main)["ClusterName"] == "hp-main"
+
+
+def test_api_driven_slurm_configuration(main):
+    assert cluster(main)["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+    slurm = {name: g["SlurmConfig"] for name, g in groups(main).items()}
+    assert slurm["controller"] == {"NodeType": "Controller"}
+    assert slurm["login"] == {"NodeType": "Login"}
+    for name in ("p5cb", "b200", "noefa", "cpu"):
+        assert slurm[name] == {"NodeType": "Compute", "PartitionNames": [name]}
+
+
+def test_controller_sized_by_node_count(templates):
+    # hp-main manages 28 nodes + 2 login nodes; the example 18 + 1: both fit the smallest size
+    assert groups(templates["example"])["controller"]["InstanceType"] == "ml.m7i.2xlarge"
+
+
+def test_deep_health_checks_on_gpu_groups_only(main):
+    checks = {name: g.get("OnStartDeepHealthChecks") for name, g in groups(main).items()}
+    assert checks == {"controller": None, "login": None, "cpu": None,
+                      "p5cb": ["InstanceStress", "InstanceConnectivity"],
+                      "b200": ["InstanceStress", "InstanceConnectivity"],
+                      "noefa": ["InstanceStress", "InstanceConnectivity"]}
+
+
+def test_automatic_node_recovery(templates):
+    for key in ("main", "bare", "example"):
+        assert cluster(templates[key])["NodeRecovery"] == "Automatic"
+
+
+def test_threads_per_core_one_on_gpu_nodes(main):
+    assert {n: g["ThreadsPerCore"] for n, g in groups(main).items()} == {
+        "controller": 2, "login": 2, "p5cb": 1, "b200": 1, "noefa": 1, "cpu": 2}
+
+
+def test_efa_only_interfaces_on_efa_groups(main):
+    interfaces = {n: g.get("NetworkInterface") for n, g in groups(main).items()}
+    assert interfaces == {"controller": None, "login": None, "noefa": None, "cpu": None,
+                          "p5cb": {"InterfaceType": "efa-only"}, "b200": {"InterfaceType": "efa-only"}}
+
+
+def test_training_plans_on_reserved_groups_only(main):
+    plans = {n: g.get("TrainingPlanArn") for n, g in groups(main).items()}
+    assert plans == {"controller": None, "login": None, "p5cb": PLAN, "b200": PLAN, "noefa": None, "cpu": None}
+
+
+def test_custom_ami_becomes_the_image_id(main):
+    assert {n: g.get("ImageId") for n, g in groups(main).items() if g.get("ImageId")} == {"noefa": AMI}
+
+
+def test_volume_and_lustre_on_every_group(main):
+    for name, group in groups(main).items():
+        ebs, fsx = group["InstanceStorageConfigs"]
+        size = {"controller": 256, "login": 256, "b200": 1024, "cpu": 200}.get(name, 512)
+        assert ebs == {"EbsVolumeConfig": {"VolumeSizeInGB": size}}, name  # /opt/sagemaker: HyperPod sizes the root
+        assert fsx == {"FsxLustreConfig": {"DnsName": FS_DNS, "MountName": FS_MOUNT, "MountPath": "/fsx"}}, name
+
+
+def test_no_lustre_config_without_a_file_system(templates):
+    group = groups(templates["bare"])["cpu"]
+    assert group["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 512}}]
+    assert list(groups(templates["bare"])) == ["controller", "cpu"]  # login count 0: no login group
+
+
+def test_vpc_config(templates):
+    assert cluster(templates["main"])["VpcConfig"] == {"Subnets": [SUBNET], "SecurityGroupIds": [NODE_SG, EFA_SG]}
+    assert cluster(templates["bare"])["VpcConfig"] == {"Subnets": [SUBNET], "SecurityGroupIds": [NODE_SG]}
+
+
+# --- lifecycle scripts -----------------------------------------------------------------------
+
+def test_every_group_runs_its_own_lifecycle_folder(main):
+    uris = {}
+    for name, group in groups(main).items():
+        config = group["LifeCycleConfig"]
+        assert config["OnInitComplete"] == "on_init.sh" and "OnCreate" not in config
+        uris[name] = joined(config["SourceS3Uri"])
+        assert uris[name].startswith(f"s3://{ASSET_BUCKET}/fmcluster-lifecycle/") and uris[name].endswith("/")
+    assert len(set(uris.values())) == len(uris)
+
+
+def test_lifecycle_files_are_published_as_file_assets(assembly, main):
+    outdir, stacks = assembly
+    manifest = json.loads((outdir / f"{stacks['main'].stack_name}.assets.json").read_text())
+    spec = specs()["main"]
+    efa = {g.name: g.efa for g in spec.node_groups}
+    for name, group in groups(main).items():
+        instance_type = group["InstanceType"].removeprefix("ml.")
+        bundle = lifecycle.bundle(name, instance_type, efa=efa.get(name, False))
+        uri = joined(group["LifeCycleConfig"]["SourceS3Uri"])
+        assert uri.endswith(f"/fmcluster-lifecycle/{bundle.digest}/")
+        asset = manifest["files"][f"fmcluster-lifecycle/{bundle.digest}/on_init"]
+        assert asset["source"]["packaging"] == "file"
+        (destination,) = asset["destinations"].values()
+        assert destination["objectKey"] == f"fmcluster-lifecycle/{bundle.digest}/on_init.sh"
+        assert destination["bucketName"] == ASSET_BUCKET
+        assert (outdir / asset["source"]["path"]).read_text() == bundle.files["on_init.sh"]
+
+
+def test_gpu_lifecycle_script_sets_up_scratch_and_nccl(assembly):
+    outdir, _ = assembly
+    bundle = lifecycle.bundle("b200", "p6-b200.48xlarge", efa=True)
+    script = next(outdir.glob(f"asset.fmcluster-lifecycle.{bundle.digest}")) / "on_init.sh"
+    text = script.read_text()
+    assert "setup_scratch" in text and "FI_EFA_USE_DEVICE_RDMA=1" in text and "run_hooks" in text
+
+
+# --- execution role ----------------------------------------------------------------------------
+
+def test_role_trusts_sagemaker_and_every_group_uses_it(main):
+    role_id, role = the_role(main)
+    assert role["AssumeRolePolicyDocument"]["Statement"] == [
+        {"Action": "sts:AssumeRole", "Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"}}]
+    assert "ManagedPolicyArns" not in role  # the managed policy's sagemaker-* bucket read is not wanted
+    for group in groups(main).values():
+        assert group["ExecutionRole"] == {"Fn::GetAtt": [role_id, "Arn"]}
+
+
+def test_role_reads_only_the_lifecycle_folders(main):
+    st = statements(main)
+    folders = sorted({joined(g["LifeCycleConfig"]["SourceS3Uri"]).split("/", 3)[3] for g in groups(main).values()})
+    assert [joined(r) for r in st["LifecycleScriptsRead"]["Resource"]] == [
+        f"arn:${{AWS::Partition}}:s3:::{ASSET_BUCKET}/{folder}*" for folder in folders]
+    assert st["LifecycleScriptsRead"]["Action"] == "s3:GetObject"
+    assert joined(st["LifecycleScriptsList"]["Resource"]) == f"arn:${{AWS::Partition}}:s3:::{ASSET_BUCKET}"
+    assert st["LifecycleScriptsList"]["Condition"]["StringLike"]["s3:prefix"] == [
+        p for folder in folders for p in (folder.rstrip("/"), f"{folder}*")]
+
+
+def test_role_reaches_only_the_cluster_buckets_and_key(main):
+    st = statements(main)
+    buckets = sorted(f"arn:aws:s3:::hp-main-{b}-111122223333-use1" for b in ("checkpoints", "datasets"))
+    assert sorted(st["ClusterBuckets"]["Resource"]) == buckets
+    assert sorted(st["ClusterBucketObjects"]["Resource"]) == [f"{b}/*" for b in buckets]
+    assert st["StorageKey"]["Resource"] == KMS_KEY
+    for statement in st.values():
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        if any(a.startswith(("s3:", "fsx:", "kms:")) for a in actions):
+            assert statement["Resource"] != "*", statement["Sid"]
+        assert not any(a.endswith(":*") or a == "*" for a in actions), statement["Sid"]
+
+
+def test_role_network_permissions_are_scoped_to_the_cluster_vpc(main):
+    st = statements(main)
+    mutating = [s for s in st.values() if s["Resource"] == "*"]
+    assert {s["Sid"] for s in mutating} == {"ClusterMetrics", "SessionManager", "DescribeNetwork"}
+    assert all(a.startswith("ec2:Describe") for a in st["DescribeNetwork"]["Action"])
+    create = sorted(joined(r) for r in st["CreateNetworkInterfaces"]["Resource"])
+    assert create == sorted(["arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:network-interface/*",
+                      f"arn:${{AWS::Partition}}:ec2:${{AWS::Region}}:${{AWS::AccountId}}:subnet/{SUBNET}",
+                      f"arn:${{AWS::Partition}}:ec2:${{AWS::Region}}:${{AWS::AccountId}}:security-group/{NODE_SG}",
+                      f"arn:${{AWS::Partition}}:ec2:${{AWS::Region}}:${{AWS::AccountId}}:security-group/{EFA_SG}"])
+    manage = st["ManageClusterNetworkInterfaces"]
+    assert sorted(manage["Action"]) == ["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
+                                        "ec2:DeleteNetworkInterfacePermission", "ec2:DetachNetworkInterface"]
+    assert joined(manage["Condition"]["ArnEquals"]["ec2:Vpc"]).endswith(":vpc/vpc-0aaaaaaaaaaaaaaaa")
+    assert st["TagNetworkInterfaces"]["Action"] == "ec2:CreateTags"
+    assert joined(st["TagNetworkInterfaces"]["Resource"]).endswith(":${AWS::AccountId}:network-interface/*")
+    assert "VpcCniNetworkInterfaces" not in st and "EcrPull" not in st  # EKS only
+
+
+def test_role_logs_and_metrics_under_the_cluster_namespace(main):
+    st = statements(main)
+    assert joined(st["ClusterLogGroups"]["Resource"]).endswith(":log-group:/aws/sagemaker/Clusters/*")
+    assert joined(st["ClusterLogStreams"]["Resource"]).endswith(":log-group:/aws/sagemaker/Clusters/*:log-stream:*")
+    assert st["ClusterMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}}
+
+
+def test_role_without_buckets_or_key(templates):
+    st = statements(templates["bare"])
+    assert not {"ClusterBuckets", "ClusterBucketObjects", "StorageKey"} & set(st)
+
+
+# --- outputs, network, lint -------------------------------------------------------------------
+
+def test_outputs(main):
+    outputs = main["Outputs"]
+    (cluster_id,) = resources(main, "AWS::SageMaker::Cluster")
+    assert outputs["ClusterArn"]["Value"] == {"Fn::GetAtt": [cluster_id, "ClusterArn"]}
+    assert outputs["ClusterName"]["Value"] == "hp-main"
+    assert outputs["Partitions"]["Value"] == "p5cb,b200,noefa,cpu"
+
+
+def test_no_placement_groups_on_hyperpod(templates, assembly):
+    assert not resources(templates["network"], "AWS::EC2::PlacementGroup")
+    assert assembly[1]["network"].placement_group_names == {}
+
+
+def test_no_launch_templates_or_instance_profiles(main):
+    assert not resources(main, "AWS::EC2::LaunchTemplate") and not resources(main, "AWS::IAM::InstanceProfile")
+
+
+def test_cfn_lint_clean(assembly):
+    from cfnlint.api import lint_file
+
+    outdir, stacks = assembly
+    for key in ("main", "bare"):
+        path = outdir / f"{stacks[key].stack_name}.template.json"
+        errors = [m for m in lint_file(path) if m.rule.id.startswith("E")]
+        assert not errors, "; ".join(str(m) for m in errors)
