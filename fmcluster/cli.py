@@ -51,6 +51,50 @@ def cmd_schema(args) -> int:
     return EXIT_OK
 
 
+def _load_valid(path: str):
+    """The ClusterSpec of a valid spec file, or None after printing its problems on stderr.
+    Warnings are printed either way."""
+    from fmcluster import loader
+
+    result = loader.load(path)
+    _print_diagnostics(result.diagnostics)
+    if not result.ok:
+        errors = len(result.errors)
+        print(f"{path}: {errors} error{'s' if errors != 1 else ''}", file=sys.stderr)
+        return None
+    return result.spec
+
+
+def _positive_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number such as 70e9, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def cmd_plan(args) -> int:
+    from fmcluster import plan, plan_render
+
+    if args.json_schema:
+        print(json.dumps(plan.json_schema(), indent=2))
+        return EXIT_OK
+    if not args.spec:
+        print("error: plan needs a SPEC (or --json-schema)", file=sys.stderr)
+        return EXIT_INVALID
+    spec = _load_valid(args.spec)
+    if spec is None:
+        return EXIT_INVALID
+    import yaml
+
+    raw = yaml.safe_load(open(args.spec, encoding="utf-8"))
+    report = plan.build(spec, raw, args.checkpoint_params)
+    sys.stdout.write(plan_render.RENDERERS[args.format](report))
+    return EXIT_OK
+
+
 def cmd_synth(args) -> int:
     from fmcluster import synth
 
@@ -72,6 +116,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("-o", "--output", default="cdk.out", metavar="DIR", help="assembly directory (default cdk.out)")
     p.set_defaults(func=cmd_synth)
+
+    p = sub.add_parser("plan", help="what a spec builds, what it can do and what it costs")
+    p.add_argument("spec", nargs="?", metavar="SPEC")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("--checkpoint-params", type=_positive_number, metavar="N",
+                   help="model size for the checkpoint write time, such as 70e9 (default 70e9)")
+    p.add_argument("--json-schema", action="store_true", help="print the JSON Schema of --format json")
+    p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the spec")
     p.set_defaults(func=cmd_schema)

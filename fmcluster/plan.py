@@ -1,0 +1,395 @@
+"""`fmcluster plan`: what a spec will build, what it can do and what it costs, before anyone deploys.
+
+`build(spec, raw)` computes a `Plan`, a typed pydantic model: it is the `--format json` output
+(stable, versioned by `SCHEMA_VERSION`, its JSON Schema printed by `fmcluster plan --json-schema`
+and kept in docs/plan.schema.json), and what the text and markdown renderers
+(`fmcluster.plan_render`) print. Pure: no AWS call, no aws_cdk import.
+
+Figures are peak dense tensor throughput and HBM from the instance catalog, EFA from the
+interface layout the control plane gets, subnets and addresses from `network_plan`, placement
+from `placement.placement_for`, prices from the repository's price table (`prices`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from fmcluster import controlplanes, fsx, network_plan, naming, prices
+from fmcluster.efa import efa_layout
+from fmcluster.placement import placement_for
+from fmcluster.spec import ClusterSpec, NodeGroupSpec
+
+SCHEMA_VERSION = "fmcluster.plan/v1"
+DEFAULT_CHECKPOINT_PARAMS = 70e9
+# bytes per parameter of a checkpoint with mixed-precision Adam state: bf16 weights (2) + fp32
+# master weights (4) + fp32 Adam first and second moments (4 + 4)
+CHECKPOINT_BYTES_PER_PARAM = 2 + 4 + 4 + 4
+CHECKPOINT_FORMULA = ("14 bytes per parameter: bf16 weights 2 + fp32 master weights 4 + fp32 Adam moments 4 + 4; "
+                      "written at the file system's aggregate baseline throughput")
+PriceStatus = Literal["priced", "unknown", "priced-at-purchase", "usage-based"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Resources(Model):
+    """What some nodes add up to. Throughput is peak dense tensor PFLOPS; FP4 only where the GPU has it."""
+
+    instances: int
+    vcpus: int
+    gpus: int
+    bf16_pflops: float
+    fp8_pflops: float
+    fp4_pflops: Optional[float]
+    hbm_gib: float
+    hbm_tbps: float
+    efa_interfaces: int
+    efa_gbps: float
+    nvme_tb: float
+
+
+class NodeGroupPlan(Model):
+    name: str
+    instance_type: str
+    gpu: Optional[str]
+    min_count: int
+    max_count: int
+    capacity_type: str
+    reservation_id: Optional[str]
+    reservation_resource_group_arn: Optional[str]
+    training_plan_arn: Optional[str]
+    placement: str  # "new cluster placement group", "existing placement group NAME" or "none (why)"
+    efa: bool
+    interface_type: Optional[str]  # the EFA interface type the control plane uses: "efa" or "efa-only"
+    nvme_disks: int
+    root_volume_gib: int
+    per_node: Resources
+    at_max: Resources
+
+
+class Link(Model):
+    path: str
+    bucket: str
+    prefix: str
+    import_events: list[str]
+    export_events: list[str]
+
+
+class Checkpoint(Model):
+    parameters: float
+    bytes_per_parameter: int
+    gigabytes: float
+    seconds: float
+    formula: str
+
+
+class LustrePlan(Model):
+    deployment_type: str
+    storage_capacity_gib: int
+    throughput_per_tib: Optional[int]
+    throughput_gbps: float  # aggregate baseline, GB/s
+    metadata_iops: str  # "automatic", a number, or "not configurable"
+    efa: bool
+    compression: str
+    mount_path: str
+    file_servers: int
+    links: list[Link]
+    checkpoint: Checkpoint
+
+
+class BucketPlan(Model):
+    name: str
+    s3_name: str
+    versioned: bool
+
+
+class StoragePlan(Model):
+    buckets: list[BucketPlan]
+    kms: bool
+    lustre: Optional[LustrePlan]
+
+
+class SubnetPlan(Model):
+    az_id: str
+    cidr: str
+    public: bool
+    usable_addresses: int
+    gpu_subnet: bool
+
+
+class AddressNeed(Model):
+    what: str
+    addresses: int
+
+
+class NetworkPlan(Model):
+    vpc_cidr: str
+    subnets: list[SubnetPlan]
+    address_needs: list[AddressNeed]
+    addresses_needed: int
+    gpu_subnet_usable: int
+    nat_gateways: int
+
+
+class ControlPlanePlan(Model):
+    type: str
+    scheduler: str
+    version_label: str
+    version: str
+    login_instance_type: str
+    login_count: int
+    pcs_size: Optional[str]
+    endpoint_access: Optional[str]
+    admin_role_arn: Optional[str]
+
+
+class ObservabilityPlan(Model):
+    prometheus: bool
+    grafana: bool
+    alert_email: Optional[str]
+    built: bool
+    note: str
+
+
+class StackPlan(Model):
+    name: str
+    contents: str
+    termination_protection: bool
+
+
+class CostLine(Model):
+    item: str
+    status: PriceStatus
+    unit_hourly_usd: Optional[float]
+    hourly_usd_min: Optional[float]
+    hourly_usd_max: Optional[float]
+    note: Optional[str]
+
+
+class Cost(Model):
+    prices_region: str
+    spec_region: str
+    prices_as_of: str
+    currency: str
+    region_note: Optional[str]
+    lines: list[CostLine]
+    hourly_usd_min: float  # of the priced lines only
+    hourly_usd_max: float
+    daily_usd_min: float
+    daily_usd_max: float
+    complete: bool  # every line priced: nothing unknown, bought separately or usage-based
+    not_included: list[str]
+    sources: dict[str, str]
+
+
+class Plan(Model):
+    schema_version: str
+    name: str
+    region: str
+    account: Optional[str]
+    availability_zone_id: str
+    node_groups: list[NodeGroupPlan]
+    total: Resources
+    storage: StoragePlan
+    network: NetworkPlan
+    control_plane: ControlPlanePlan
+    observability: ObservabilityPlan
+    stacks: list[StackPlan]
+    cost: Cost
+    resolved_spec: dict[str, Any]
+    defaulted: list[str]  # dotted paths of the resolved spec that the file leaves to defaults
+
+
+def json_schema() -> dict[str, Any]:
+    schema = Plan.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = "https://fmcluster.dev/schema/plan-v1.json"
+    return schema
+
+
+# ---- compute -------------------------------------------------------------------------------
+
+
+def _resources(group: NodeGroupSpec, interface_mode, count: int) -> Resources:
+    it = group.instance
+    gpu, gpus = it.gpu, it.gpu_count
+    efa_on = bool(group.efa) and it.efa_supported
+    interfaces = sum(1 for i in efa_layout(it, interface_mode, efa_on) if i.is_efa)
+    return Resources(
+        instances=count, vcpus=it.vcpus * count, gpus=gpus * count,
+        bf16_pflops=round(gpus * count * gpu.bf16_pflops, 4) if gpu else 0.0,
+        fp8_pflops=round(gpus * count * gpu.fp8_pflops, 4) if gpu else 0.0,
+        fp4_pflops=round(gpus * count * gpu.fp4_pflops, 4) if gpu and gpu.fp4_pflops else None,
+        hbm_gib=gpus * count * gpu.memory_gib if gpu else 0.0,
+        hbm_tbps=round(gpus * count * gpu.hbm_tbps, 4) if gpu else 0.0,
+        efa_interfaces=interfaces * count,
+        efa_gbps=(it.efa_gbps if efa_on else 0.0) * count,
+        nvme_tb=round(it.nvme_total_gb * count / 1000, 3),
+    )
+
+
+def _sum(parts: list[Resources]) -> Resources:
+    fp4 = [p.fp4_pflops for p in parts if p.fp4_pflops is not None]
+    fields = {name: sum(getattr(p, name) for p in parts) for name in Resources.model_fields if name != "fp4_pflops"}
+    rounded = {k: round(v, 4) if isinstance(v, float) else v for k, v in fields.items()}
+    return Resources(**rounded, fp4_pflops=round(sum(fp4), 4) if fp4 else None)
+
+
+_NOT_PLACED = {"capacity-block": "a Capacity Block is placed already",
+               "reservation": "a reservation is placed where it was made"}
+
+
+def _placement(group: NodeGroupSpec) -> str:
+    placement = placement_for(group)
+    if placement.create:
+        return "new cluster placement group"
+    if placement.name:
+        return f"existing placement group {placement.name}"
+    if group.placement_group != "auto":
+        return "none (placement_group: none)"
+    return f"none ({_NOT_PLACED.get(group.capacity.type, 'no EFA')})"
+
+
+def _node_group(spec: ClusterSpec, group: NodeGroupSpec) -> NodeGroupPlan:
+    cp = spec.orchestrator.control_plane
+    it = group.instance
+    efa_on = bool(group.efa) and it.efa_supported
+    capacity = group.capacity
+    return NodeGroupPlan(
+        name=group.name, instance_type=group.instance_type, gpu=it.gpu.name if it.gpu else None,
+        min_count=group.min_nodes, max_count=group.max_nodes, capacity_type=capacity.type,
+        reservation_id=capacity.reservation_id,
+        reservation_resource_group_arn=capacity.reservation_resource_group_arn,
+        training_plan_arn=capacity.training_plan_arn, placement=_placement(group), efa=efa_on,
+        interface_type=cp.interface_mode.value if efa_on else None, nvme_disks=it.nvme_disks,
+        root_volume_gib=group.root_volume_gib,
+        per_node=_resources(group, cp.interface_mode, 1),
+        at_max=_resources(group, cp.interface_mode, group.max_nodes),
+    )
+
+
+def checkpoint(params: float, throughput_mbps: float) -> Checkpoint:
+    size = params * CHECKPOINT_BYTES_PER_PARAM
+    return Checkpoint(parameters=params, bytes_per_parameter=CHECKPOINT_BYTES_PER_PARAM,
+                      gigabytes=round(size / 1e9, 3), seconds=round(size / (throughput_mbps * 1e6), 1),
+                      formula=CHECKPOINT_FORMULA)
+
+
+def _lustre(spec: ClusterSpec, params: float) -> LustrePlan | None:
+    fs = spec.storage.lustre
+    if fs is None:
+        return None
+    if fs.deployment_type != "PERSISTENT_2":
+        metadata = "not configurable"
+    else:
+        metadata = "automatic" if fs.metadata_iops == "auto" else str(fs.metadata_iops)
+    links = [Link(path=link.path, bucket=link.bucket, prefix=link.prefix, import_events=list(link.import_),
+                  export_events=list(link.export)) for link in fs.links]
+    return LustrePlan(
+        deployment_type=fs.deployment_type, storage_capacity_gib=fs.storage_capacity_gib,
+        throughput_per_tib=fs.throughput_per_tib, throughput_gbps=round(fs.throughput_mbps / 1000, 6),
+        metadata_iops=metadata, efa=fs.efa, compression=fs.compression, mount_path=fs.mount_path,
+        file_servers=fsx.file_servers(fs.storage_capacity_gib, fs.efa, fs.throughput_per_tib), links=links,
+        checkpoint=checkpoint(params, fs.throughput_mbps),
+    )
+
+
+def _storage(spec: ClusterSpec, params: float) -> StoragePlan:
+    account = spec.account or "ACCOUNT"
+    buckets = [BucketPlan(name=b.name, s3_name=naming.bucket_name(spec.name, b.name, spec.region, account),
+                          versioned=b.versioned) for b in spec.storage.buckets]
+    return StoragePlan(buckets=buckets, kms=spec.storage.kms, lustre=_lustre(spec, params))
+
+
+def _network(spec: ClusterSpec) -> NetworkPlan:
+    subnets = network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
+    needs = network_plan.address_needs(spec)
+    gpu = subnets[0]
+    return NetworkPlan(
+        vpc_cidr=spec.network.vpc_cidr,
+        subnets=[SubnetPlan(az_id=s.az_id, cidr=s.cidr, public=s.public, usable_addresses=s.usable,
+                            gpu_subnet=s is gpu) for s in subnets],
+        address_needs=[AddressNeed(what=n.what, addresses=n.addresses) for n in needs],
+        addresses_needed=network_plan.total(needs), gpu_subnet_usable=gpu.usable, nat_gateways=1,
+    )
+
+
+def pcs_size(spec: ClusterSpec) -> str | None:
+    """The AWS PCS cluster size: the smallest that manages every node group at its maximum plus
+    the login nodes (as stacks/pcs.py sizes it)."""
+    if spec.orchestrator.type != "pcs":
+        return None
+    size = controlplanes.pcs_size_for(sum(g.max_nodes for g in spec.node_groups) + spec.orchestrator.login.count)
+    return size.name if size else None
+
+
+def _control_plane(spec: ClusterSpec) -> ControlPlanePlan:
+    orch = spec.orchestrator
+    cp = orch.control_plane
+    kubernetes = cp.scheduler == "kubernetes"
+    return ControlPlanePlan(
+        type=orch.type, scheduler=cp.scheduler, version_label=cp.version_label, version=orch.version,
+        login_instance_type=orch.login.instance_type, login_count=orch.login.count, pcs_size=pcs_size(spec),
+        endpoint_access=orch.endpoint_access if kubernetes else None,
+        admin_role_arn=orch.admin_role_arn if kubernetes else None,
+    )
+
+
+def _stacks(spec: ClusterSpec) -> list[StackPlan]:
+    cp = spec.orchestrator.control_plane
+    scheduler = "Slurm" if cp.scheduler == "slurm" else "Kubernetes"
+    return [
+        StackPlan(name=f"{spec.name}-network", termination_protection=spec.protect,
+                  contents="VPC, subnets by AZ ID, NAT gateway, S3 endpoint, flow logs, EFA and node "
+                           "security groups, placement groups"),
+        StackPlan(name=f"{spec.name}-storage", termination_protection=True,
+                  contents="S3 buckets" + (", FSx for Lustre and its links" if spec.storage.lustre else "")
+                           + (", KMS key" if spec.storage.kms else "") + " (retained)"),
+        StackPlan(name=f"{spec.name}-cluster", termination_protection=spec.protect,
+                  contents=f"{scheduler} control plane ({spec.orchestrator.type}), its node groups and "
+                           f"{'login' if cp.scheduler == 'slurm' else 'system'} nodes"),
+    ]
+
+
+def _observability(spec: ClusterSpec) -> ObservabilityPlan:
+    obs = spec.observability
+    return ObservabilityPlan(
+        prometheus=obs.prometheus, grafana=obs.grafana, alert_email=obs.alert_email, built=False,
+        note=f"not built by this version of fmcluster: no {spec.name}-observability stack yet")
+
+
+def _defaulted(resolved: Any, raw: Any, path: str = "") -> list[str]:
+    """Dotted paths of the leaves of `resolved` that `raw` (the file as written) does not give."""
+    if isinstance(resolved, dict):
+        out = []
+        for key, value in resolved.items():
+            child = f"{path}.{key}" if path else key
+            if not isinstance(raw, dict) or key not in raw:
+                out += _defaulted(value, None, child) if isinstance(value, dict) and value else [child]
+            else:
+                out += _defaulted(value, raw[key], child)
+        return out
+    if isinstance(resolved, list) and isinstance(raw, list):
+        return [p for i, item in enumerate(resolved)
+                for p in _defaulted(item, raw[i] if i < len(raw) else None, f"{path}[{i}]")]
+    return []
+
+
+def build(spec: ClusterSpec, raw: dict | None = None, checkpoint_params: float | None = None) -> Plan:
+    """The plan of a valid spec. `raw` is the spec file as written (to tell defaults apart)."""
+    from fmcluster.plan_cost import cost
+
+    params = checkpoint_params or DEFAULT_CHECKPOINT_PARAMS
+    groups = [_node_group(spec, g) for g in spec.node_groups]
+    resolved = spec.resolved()
+    return Plan(
+        schema_version=SCHEMA_VERSION, name=spec.name, region=spec.region, account=spec.account,
+        availability_zone_id=spec.availability_zone_id, node_groups=groups,
+        total=_sum([g.at_max for g in groups]), storage=_storage(spec, params), network=_network(spec),
+        control_plane=_control_plane(spec), observability=_observability(spec), stacks=_stacks(spec),
+        cost=cost(spec, prices.table(), pcs_size(spec)), resolved_spec=resolved,
+        defaulted=_defaulted(resolved, raw if raw is not None else resolved),
+    )

@@ -1,0 +1,369 @@
+"""Text and markdown renderings of a `Plan` (fmcluster.plan). Deterministic: no dates or times
+other than the price table's own date, so the output of a spec never changes between runs.
+
+Markdown fits a pull-request comment: tables, a Mermaid diagram of the cluster and the resolved
+spec in a collapsed block.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import yaml
+
+from fmcluster.plan import CostLine, NodeGroupPlan, Plan, Resources
+
+Table = list[list[str]]
+
+
+# ---- numbers -------------------------------------------------------------------------------
+
+def num(value: float, digits: int = 2) -> str:
+    """1234.5 -> '1,234.5'; whole numbers without decimals; at most `digits` decimals."""
+    text = f"{value:,.{digits}f}".rstrip("0").rstrip(".") if digits else f"{value:,.0f}"
+    return text if text != "-0" else "0"
+
+
+def usd(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    if value < 1:
+        return "$" + (f"{value:.3f}".rstrip("0").rstrip(".") if value else "0")
+    return f"${value:,.2f}"
+
+
+def gbps(value: float) -> str:
+    return f"{num(value / 1000, 2)} Tbps" if value >= 1000 else f"{num(value)} Gbps"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{num(seconds, 1)} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def params(value: float) -> str:
+    for scale, unit in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if value >= scale:
+            return f"{num(value / scale, 2)}{unit}"
+    return num(value, 0)
+
+
+def _count(low: int, high: int) -> str:
+    return str(high) if low == high else f"{low} to {high}"
+
+
+# ---- tables --------------------------------------------------------------------------------
+
+def text_table(rows: Table, indent: str = "  ") -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths))).rstrip() for row in rows]
+
+
+def md_table(rows: Table) -> list[str]:
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+    return [line(rows[0]), "|" + "|".join("---" for _ in rows[0]) + "|", *map(line, rows[1:])]
+
+
+def _gpu_cells(r: Resources, gpu: str | None) -> list[str]:
+    if not r.gpus:
+        return ["-"] * 6
+    fp4 = num(r.fp4_pflops) if r.fp4_pflops is not None else "-"
+    return [f"{r.gpus} x {gpu}" if gpu else str(r.gpus), num(r.bf16_pflops), num(r.fp8_pflops), fp4,
+            f"{num(r.hbm_gib, 0)} GiB", f"{num(r.hbm_tbps, 1)} TB/s"]
+
+
+def _efa_cell(r: Resources, kind: str | None) -> str:
+    if not r.efa_interfaces:
+        return "none"
+    if kind:
+        return f"{r.efa_interfaces} x {kind}, {gbps(r.efa_gbps)}"
+    return f"{r.efa_interfaces} interfaces, {gbps(r.efa_gbps)}"
+
+
+def compute_rows(plan: Plan) -> Table:
+    """Rows of metrics, a column per node group (per node and at its maximum) and the cluster total."""
+    header = ["", *[f"{g.name} (per node)" for g in plan.node_groups], "total at max"]
+    groups = plan.node_groups
+
+    def row(label: str, per: Callable[[NodeGroupPlan], str], total: str) -> list[str]:
+        return [label, *map(per, groups), total]
+
+    gpu_names = {g.gpu for g in groups if g.gpu}
+    total_gpu = _gpu_cells(plan.total, gpu_names.pop() if len(gpu_names) == 1 else None)
+    labels = ["GPUs", "BF16 PFLOPS", "FP8 PFLOPS", "FP4 PFLOPS", "HBM", "HBM bandwidth"]
+    rows = [header,
+            row("instances", lambda g: f"{_count(g.min_count, g.max_count)} x {g.instance_type}",
+                num(plan.total.instances, 0)),
+            row("vCPUs", lambda g: num(g.per_node.vcpus, 0), num(plan.total.vcpus, 0))]
+    for i, label in enumerate(labels):
+        rows.append(row(label, lambda g, i=i: _gpu_cells(g.per_node, g.gpu)[i], total_gpu[i]))
+    rows += [
+        row("EFA", lambda g: _efa_cell(g.per_node, g.interface_type), _efa_cell(plan.total, None)),
+        row("local NVMe", lambda g: f"{g.nvme_disks} x {num(g.per_node.nvme_tb / max(g.nvme_disks, 1), 2)} TB"
+            if g.nvme_disks else "none", f"{num(plan.total.nvme_tb, 1)} TB"),
+        row("capacity", lambda g: g.capacity_type, ""),
+        row("reservation", lambda g: g.reservation_id or g.reservation_resource_group_arn or g.training_plan_arn
+            or "-", ""),
+        row("placement", lambda g: g.placement, ""),
+        row("root volume", lambda g: f"{g.root_volume_gib} GiB gp3, encrypted", ""),
+    ]
+    return rows
+
+
+def storage_rows(plan: Plan) -> Table:
+    s = plan.storage
+    rows = [["", ""]]
+    for b in s.buckets:
+        rows.append([f"bucket {b.name}", b.s3_name + (" (versioned)" if b.versioned else "")])
+    rows.append(["KMS key", "customer-managed" if s.kms else "none (SSE-S3 and FSx-managed keys)"])
+    fs = s.lustre
+    if fs is None:
+        rows.append(["FSx for Lustre", "none"])
+        return rows
+    tier = f", {fs.throughput_per_tib} MB/s/TiB" if fs.throughput_per_tib else ""
+    rows += [
+        ["FSx for Lustre", f"{num(fs.storage_capacity_gib, 0)} GiB {fs.deployment_type}{tier}, "
+                           f"{fs.file_servers} file server{'s' if fs.file_servers != 1 else ''}, "
+                           f"mounted at {fs.mount_path}"],
+        ["throughput", f"{num(fs.throughput_gbps, 2)} GB/s aggregate baseline"],
+        ["metadata IOPS", fs.metadata_iops],
+        ["EFA", "enabled" if fs.efa else "off"],
+        ["compression", fs.compression],
+    ]
+    names = {b.name: b.s3_name for b in s.buckets}
+    for link in fs.links:
+        target = f"s3://{names[link.bucket]}" + (f"/{link.prefix}" if link.prefix else "")
+        events = [f"import {', '.join(link.import_events)}" if link.import_events else "",
+                  f"export {', '.join(link.export_events)}" if link.export_events else ""]
+        rows.append([f"link {link.path}", f"{target}: " + ("; ".join(e for e in events if e) or "no auto import/export")])
+    c = fs.checkpoint
+    rows.append(["checkpoint", f"{params(c.parameters)} parameters x {c.bytes_per_parameter} bytes = "
+                               f"{num(c.gigabytes, 1)} GB: {duration(c.seconds)} at {num(fs.throughput_gbps, 2)} GB/s"])
+    rows.append(["", c.formula])
+    return rows
+
+
+def network_rows(plan: Plan) -> tuple[Table, Table]:
+    n = plan.network
+    subnets = [["AZ ID", "subnet", "kind", "usable addresses"]]
+    for s in n.subnets:
+        kind = "public (NAT gateway)" if s.public and s.az_id == plan.availability_zone_id else (
+            "public" if s.public else "private, GPU subnet" if s.gpu_subnet else "private")
+        subnets.append([s.az_id, s.cidr, kind, num(s.usable_addresses, 0)])
+    needs = [["addresses in the GPU subnet", ""], *[[a.what, str(a.addresses)] for a in n.address_needs],
+             ["total", f"{n.addresses_needed} of {num(n.gpu_subnet_usable, 0)}"]]
+    return subnets, needs
+
+
+def cost_rows(plan: Plan) -> Table:
+    rows = [["item", "per hour", "per day", "note"]]
+    for line in plan.cost.lines:
+        rows.append([line.item, *_cost_cells(line), line.note or ""])
+    c = plan.cost
+    rows.append(["total of priced items", _range(c.hourly_usd_min, c.hourly_usd_max),
+                 _range(c.daily_usd_min, c.daily_usd_max), "" if c.complete else "plus the items not priced above"])
+    return rows
+
+
+def _range(low: float, high: float) -> str:
+    return usd(high) if low == high else f"{usd(low)} to {usd(high)}"
+
+
+def _cost_cells(line: CostLine) -> list[str]:
+    if line.status != "priced":
+        label = {"priced-at-purchase": "priced at purchase", "usage-based": "usage-based"}.get(line.status, "unknown")
+        return [label, label]
+    return [_range(line.hourly_usd_min, line.hourly_usd_max), _range(line.hourly_usd_min * 24, line.hourly_usd_max * 24)]
+
+
+def summary(plan: Plan) -> str:
+    t = plan.total
+    parts = [f"{t.instances} instances"]
+    if t.gpus:
+        parts += [f"{t.gpus} GPUs", f"{num(t.bf16_pflops)} PFLOPS BF16 / {num(t.fp8_pflops)} FP8 (dense peak)"]
+    if t.efa_gbps:
+        parts.append(f"{gbps(t.efa_gbps)} EFA")
+    if plan.storage.lustre:
+        fs = plan.storage.lustre
+        parts.append(f"{num(fs.storage_capacity_gib, 0)} GiB Lustre at {num(fs.throughput_gbps, 2)} GB/s")
+    return " · ".join(parts)
+
+
+def control_plane_line(plan: Plan) -> str:
+    cp = plan.control_plane
+    text = f"{cp.type} ({cp.version_label} {cp.version})"
+    if cp.pcs_size:
+        text += f", AWS PCS size {cp.pcs_size}"
+    if cp.endpoint_access:
+        text += f", API endpoint {cp.endpoint_access}"
+    if cp.admin_role_arn:
+        text += f", admin {cp.admin_role_arn}"
+    kind = "login" if cp.scheduler == "slurm" else "system"
+    return text + f"; {kind} nodes: {cp.login_count} x {cp.login_instance_type}"
+
+
+def observability_line(plan: Plan) -> str:
+    o = plan.observability
+    return (f"Prometheus {'on' if o.prometheus else 'off'}, Grafana {'on' if o.grafana else 'off'}, "
+            f"alerts to {o.alert_email or 'nobody'}: {o.note}")
+
+
+# ---- the resolved spec as YAML with the defaults marked ------------------------------------
+
+def _scalar(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("\n...").strip()
+
+
+def resolved_yaml(value: Any, defaulted: set[str], path: str = "", indent: str = "") -> list[str]:
+    """YAML of the resolved spec, '# default' after every value the file leaves to defaults."""
+    lines: list[str] = []
+    for key, item in value.items():
+        child = f"{path}.{key}" if path else key
+        mark = "  # default" if child in defaulted else ""
+        if isinstance(item, dict) and item:
+            lines.append(f"{indent}{key}:{mark}")
+            lines += resolved_yaml(item, defaulted, child, indent + "  ")
+        elif isinstance(item, list) and item and isinstance(item[0], dict):
+            lines.append(f"{indent}{key}:{mark}")
+            for i, entry in enumerate(item):
+                body = resolved_yaml(entry, defaulted, f"{child}[{i}]", indent + "    ")
+                lines += [f"{indent}  - {body[0].lstrip()}", *body[1:]]
+        else:
+            lines.append(f"{indent}{key}: {_scalar(item)}{mark}")
+    return lines
+
+
+# ---- text ----------------------------------------------------------------------------------
+
+def _section(title: str, body: list[str]) -> list[str]:
+    return ["", title, *body]
+
+
+def _pairs(rows: Table) -> list[str]:
+    return text_table(rows[1:])
+
+
+def render_text(plan: Plan) -> str:
+    where = f"{plan.region}, GPU capacity in AZ ID {plan.availability_zone_id}"
+    account = f"account {plan.account}" if plan.account else "any account (environment-agnostic stacks)"
+    subnets, needs = network_rows(plan)
+    c = plan.cost
+    out = [f"fmcluster plan: {plan.name} ({where}, {account})", f"  {summary(plan)}"]
+    out += _section("Compute (peak dense tensor PFLOPS; totals at each group's maximum size)",
+                    text_table(compute_rows(plan)))
+    out += _section("Storage", _pairs(storage_rows(plan)))
+    out += _section(f"Network: VPC {plan.network.vpc_cidr}, {plan.network.nat_gateways} NAT gateway",
+                    text_table(subnets) + [""] + text_table(needs))
+    out += _section("Control plane", [f"  {control_plane_line(plan)}"])
+    out += _section("Observability", [f"  {observability_line(plan)}"])
+    out += _section("Stacks", text_table([[s.name, s.contents + (" [termination protection]"
+                                                                if s.termination_protection else "")]
+                                          for s in plan.stacks]))
+    title = f"Estimated cost ({c.prices_region} list prices of {c.prices_as_of}, {c.currency})"
+    body = text_table(cost_rows(plan))
+    if c.region_note:
+        body.append(f"  note: {c.region_note}")
+    body.append("  sources: fmcluster/data/prices.json")
+    out += _section(title, body)
+    out += _section("Resolved spec ('# default': not in the file)",
+                    ["  " + line for line in resolved_yaml(plan.resolved_spec, set(plan.defaulted))])
+    return "\n".join(out) + "\n"
+
+
+# ---- markdown ------------------------------------------------------------------------------
+
+def _id(prefix: str, index: int) -> str:
+    return f"{prefix}{index}"
+
+
+def mermaid(plan: Plan) -> list[str]:
+    """A flowchart: the VPC with a box per AZ ID and its subnets; node groups, login nodes and
+    the file system in the GPU subnet; buckets and the control plane outside."""
+    lines = ["```mermaid", "flowchart LR", f'  subgraph vpc["VPC {plan.network.vpc_cidr}"]']
+    azs = list(dict.fromkeys(s.az_id for s in plan.network.subnets))
+    fs = plan.storage.lustre
+    cp = plan.control_plane
+    for a, az in enumerate(azs):
+        lines.append(f'    subgraph {_id("az", a)}["AZ ID {az}"]')
+        for s_index, s in enumerate(plan.network.subnets):
+            if s.az_id != az:
+                continue
+            if s.gpu_subnet:
+                lines.append(f'      subgraph {_id("sn", s_index)}["private {s.cidr}"]')
+                for g_index, g in enumerate(plan.node_groups):
+                    gpus = f"<br/>{g.at_max.gpus} x {g.gpu}" if g.gpu else ""
+                    lines.append(f'        {_id("ng", g_index)}["node group {g.name}<br/>'
+                                 f'{_count(g.min_count, g.max_count)} x {g.instance_type}{gpus}"]')
+                if cp.login_count:
+                    lines.append(f'        login["login nodes<br/>{cp.login_count} x {cp.login_instance_type}"]')
+                if fs:
+                    lines.append(f'        fsx[("FSx for Lustre<br/>{num(fs.storage_capacity_gib, 0)} GiB, '
+                                 f'{num(fs.throughput_gbps, 2)} GB/s")]')
+                lines.append("      end")
+            else:
+                kind = "public" if s.public else "private"
+                nat = "<br/>NAT gateway" if s.public and az == plan.availability_zone_id else ""
+                lines.append(f'      {_id("sn", s_index)}["{kind} {s.cidr}{nat}"]')
+        lines.append("    end")
+    lines.append("  end")
+    lines.append(f'  cp{{{{"{cp.type}<br/>{cp.version_label} {cp.version}"}}}}')
+    for b_index, b in enumerate(plan.storage.buckets):
+        lines.append(f'  {_id("b", b_index)}[("S3 {b.name}")]')
+    for g_index, _ in enumerate(plan.node_groups):
+        lines.append(f"  cp --> {_id('ng', g_index)}")
+        if fs:
+            lines.append(f"  {_id('ng', g_index)} -.- fsx")
+    if cp.login_count:
+        lines.append("  cp --> login")
+    if fs:
+        index = {b.name: i for i, b in enumerate(plan.storage.buckets)}
+        for link in fs.links:
+            bucket = _id("b", index[link.bucket])
+            if link.import_events and link.export_events:
+                lines.append(f'  fsx <-->|"{link.path}"| {bucket}')
+            elif link.export_events:
+                lines.append(f'  fsx -->|"{link.path}"| {bucket}')
+            else:
+                lines.append(f'  {bucket} -->|"{link.path}"| fsx')
+    lines.append("```")
+    return lines
+
+
+def render_markdown(plan: Plan) -> str:
+    c = plan.cost
+    subnets, needs = network_rows(plan)
+    account = f"account `{plan.account}`" if plan.account else "any account"
+    out = [f"### fmcluster plan: `{plan.name}`", "",
+           f"{plan.region}, GPU capacity in AZ ID `{plan.availability_zone_id}`, {account}. "
+           f"**{summary(plan)}**", "",
+           "#### Compute", "", "Peak dense tensor PFLOPS; totals at each group's maximum size.", "",
+           *md_table(compute_rows(plan)), "",
+           "#### Storage", "", *md_table([["", ""], *storage_rows(plan)[1:]]), "",
+           f"#### Network: VPC `{plan.network.vpc_cidr}`", "", *md_table(subnets), "", *md_table(needs), "",
+           "#### Control plane and observability", "", f"- {control_plane_line(plan)}",
+           f"- {observability_line(plan)}", "",
+           "#### Stacks", "", *md_table([["stack", "contents", "termination protection"],
+                                         *[[f"`{s.name}`", s.contents, "yes" if s.termination_protection else "no"]
+                                           for s in plan.stacks]]), "",
+           f"#### Estimated cost ({c.prices_region} list prices of {c.prices_as_of}, {c.currency})", "",
+           *md_table(cost_rows(plan)), ""]
+    if c.region_note:
+        out += [f"> {c.region_note}", ""]
+    out += ["Prices and their sources: `fmcluster/data/prices.json`.", "", "#### Diagram", "", *mermaid(plan), "",
+            "<details><summary>Resolved spec (every default filled in)</summary>", "", "```yaml",
+            *resolved_yaml(plan.resolved_spec, set(plan.defaulted)), "```", "", "</details>"]
+    return "\n".join(out) + "\n"
+
+
+def render_json(plan: Plan) -> str:
+    return plan.model_dump_json(indent=2) + "\n"
+
+
+RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json}

@@ -1,0 +1,230 @@
+"""fmcluster plan: the figures, the price rules, the JSON contract and the text/markdown output of
+every example against golden files (UPDATE_GOLDEN=1 rewrites them)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fmcluster import catalog, loader, plan, plan_render, prices
+from fmcluster.cli import main
+from tests.specs import base_spec, to_yaml, validated, with_
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "golden" / "plan"
+EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
+SUFFIX = {"text": "txt", "markdown": "md"}
+
+
+def plan_of(path: str, **kwargs) -> plan.Plan:
+    spec = loader.load(ROOT / path).spec
+    return plan.build(spec, yaml.safe_load((ROOT / path).read_text()), **kwargs)
+
+
+def plan_of_dict(data: dict, **kwargs) -> plan.Plan:
+    return plan.build(validated(data), data, **kwargs)
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown"])
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_golden(example, fmt, capsys):
+    """What a user sees for every example; regenerate with UPDATE_GOLDEN=1 after a deliberate change."""
+    assert main(["plan", str(ROOT / example), "--format", fmt]) == 0
+    out = capsys.readouterr().out
+    golden = GOLDEN / f"{Path(example).stem}.{SUFFIX[fmt]}"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(out)
+    assert golden.is_file(), f"no golden file {golden.relative_to(ROOT)}: run UPDATE_GOLDEN=1 pytest tests/test_plan.py"
+    assert out == golden.read_text(), f"plan of {example} changed: review, then UPDATE_GOLDEN=1 pytest tests/test_plan.py"
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_json_is_the_documented_model(example, capsys):
+    jsonschema = pytest.importorskip("jsonschema")
+    assert main(["plan", str(ROOT / example), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    jsonschema.validate(data, plan.json_schema())
+    assert plan.Plan.model_validate(data) == plan_of(example)
+    assert data["schema_version"] == "fmcluster.plan/v1"
+
+
+def test_published_plan_schema_is_current(capsys):
+    assert main(["plan", "--json-schema"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == plan.json_schema() == json.loads((ROOT / "docs/plan.schema.json").read_text()), \
+        "regenerate: fmcluster plan --json-schema > docs/plan.schema.json"
+
+
+def test_p5_figures():
+    p = plan_of("examples/p5-pcs.yaml")
+    gpu = p.node_groups[0]
+    assert (gpu.min_count, gpu.max_count, gpu.gpu) == (16, 16, "H100")
+    assert gpu.per_node.gpus == 8 and p.total.gpus == 128
+    assert p.total.bf16_pflops == pytest.approx(128 * 0.9895, abs=1e-3)
+    assert p.total.fp8_pflops == pytest.approx(128 * 1.979, abs=1e-3)
+    assert p.total.fp4_pflops is None  # H100 has no FP4
+    assert gpu.per_node.hbm_gib == 640 and gpu.per_node.hbm_tbps == pytest.approx(26.8)
+    # AWS PCS gets `efa` interfaces: one per network card, the primary among them
+    assert (gpu.interface_type, gpu.per_node.efa_interfaces, gpu.per_node.efa_gbps) == ("efa", 32, 3200)
+    assert p.total.efa_gbps == 16 * 3200
+    assert gpu.per_node.nvme_tb == pytest.approx(30.4)
+    assert gpu.placement == "none (a Capacity Block is placed already)"
+    assert gpu.reservation_id == "cr-0123456789abcdef0"
+    assert p.control_plane.pcs_size == "SMALL"
+    assert [s.name for s in p.stacks] == ["llm-pretrain-network", "llm-pretrain-storage", "llm-pretrain-cluster"]
+
+
+def test_b300_fp4_and_efa_without_card_0():
+    p = plan_of("examples/p6-b300-pcs.yaml")
+    b300 = next(g for g in p.node_groups if g.name == "b300")
+    assert b300.per_node.fp4_pflops == pytest.approx(8 * 13.5)
+    assert (b300.per_node.efa_interfaces, b300.per_node.efa_gbps) == (16, 6400)  # card 0 is ENA only
+    assert (b300.min_count, b300.max_count) == (0, 8)
+    assert b300.placement == "new cluster placement group"
+    cpu = next(g for g in p.node_groups if g.name == "cpu")
+    assert cpu.gpu is None and cpu.per_node.efa_interfaces == 0 and cpu.placement == "none (no EFA)"
+
+
+def test_efa_only_layout_of_kubernetes_nodes():
+    data = with_(base_spec(orchestrator={"type": "eks"}), "network.extra_availability_zone_ids", ["use1-az6"])
+    gpu = plan_of_dict(data).node_groups[0]
+    assert (gpu.interface_type, gpu.per_node.efa_interfaces) == ("efa-only", 32)
+
+
+def test_checkpoint_time_formula():
+    p = plan_of("examples/p5-pcs.yaml", checkpoint_params=70e9)
+    fs = p.storage.lustre
+    assert fs.throughput_gbps == pytest.approx(4800 / 1024 * 250 / 1000)
+    assert fs.checkpoint.bytes_per_parameter == 14  # bf16 2 + fp32 master 4 + Adam moments 4 + 4
+    assert fs.checkpoint.gigabytes == pytest.approx(980)
+    assert fs.checkpoint.seconds == pytest.approx(980e9 / (4800 / 1024 * 250 * 1e6), abs=0.1)
+    bigger = plan_of("examples/p5-pcs.yaml", checkpoint_params=405e9).storage.lustre.checkpoint
+    assert bigger.seconds == pytest.approx(fs.checkpoint.seconds * 405 / 70, rel=1e-3)
+
+
+def test_subnets_and_addresses_come_from_network_plan():
+    p = plan_of("examples/p5-pcs.yaml")
+    assert [(s.az_id, s.cidr, s.public) for s in p.network.subnets] == [
+        ("use1-az4", "10.0.0.0/17", False), ("use1-az4", "10.0.192.0/24", True)]
+    assert p.network.addresses_needed == sum(a.addresses for a in p.network.address_needs)
+    assert p.network.address_needs[0].what == "node group gpu: 16 x 32"
+
+
+def test_defaults_are_marked():
+    p = plan_of("examples/p5-pcs.yaml")
+    assert {"network.vpc_cidr", "node_groups[0].efa", "node_groups[0].placement_group", "protect"} <= set(p.defaulted)
+    assert "name" not in p.defaulted and "node_groups[0].count" not in p.defaulted
+    text = plan_render.render_text(p)
+    assert "    vpc_cidr: 10.0.0.0/16  # default" in text and "  name: llm-pretrain\n" in text
+
+
+# ---- cost ----------------------------------------------------------------------------------
+
+def _line(p: plan.Plan, start: str) -> plan.CostLine:
+    return next(line for line in p.cost.lines if line.item.startswith(start))
+
+
+def test_on_demand_cost_from_the_table():
+    p = plan_of_dict(base_spec())  # 2 x p5.48xlarge on demand, 4800 GiB PERSISTENT_2 at 250, us-east-1
+    table = prices.table()
+    gpu = _line(p, "node group gpu")
+    assert gpu.status == "priced" and gpu.hourly_usd_max == pytest.approx(2 * table.instance_hourly("p5.48xlarge"))
+    fsx = _line(p, "FSx for Lustre")
+    assert fsx.hourly_usd_max == pytest.approx(4800 * 0.21 / 730, abs=1e-4)
+    expected = (2 * 55.04 + table.instance_hourly("m7i.2xlarge") + 4800 * 0.21 / 730
+                + table.nat_gateway_hourly + table.public_ipv4_hourly)
+    assert p.cost.hourly_usd_max == pytest.approx(expected, abs=1e-3)
+    assert p.cost.daily_usd_max == pytest.approx(expected * 24, abs=0.01)
+    assert p.cost.region_note is None
+    assert not p.cost.complete  # PCS and usage-based items are not priced
+
+
+def test_unknown_prices_are_never_zero():
+    data = with_(base_spec(), "node_groups[0].instance_type", "p5e.48xlarge")
+    p = plan_of_dict(data)
+    line = _line(p, "node group gpu")
+    assert (line.status, line.hourly_usd_min, line.hourly_usd_max) == ("unknown", None, None)
+    assert any(item.startswith("node group gpu") for item in p.cost.not_included)
+    assert "unknown" in plan_render.render_text(p).split("node group gpu: 2 x p5e.48xlarge", 1)[1].splitlines()[0]
+
+
+def test_capacity_blocks_and_reservations_are_priced_at_purchase():
+    p = plan_of("examples/p5-pcs.yaml")
+    assert _line(p, "node group gpu").status == "priced-at-purchase"
+    odcr = _line(plan_of("examples/p5en-reservation-pcs.yaml"), "node group train")
+    assert odcr.status == "priced-at-purchase" and odcr.hourly_usd_max is None
+    assert "$63.30/h per instance, used or not" in odcr.note
+
+
+def test_spot_and_hyperpod_are_unknown():
+    spot = plan_of_dict(with_(base_spec(), "node_groups[0].capacity.type", "spot"))
+    line = _line(spot, "node group gpu")
+    assert line.status == "unknown" and "at most the On-Demand $55.04/h" in line.note
+    hyperpod = plan_of_dict(base_spec(orchestrator={"type": "hyperpod-slurm"}))
+    assert _line(hyperpod, "node group gpu").status == "unknown"
+    assert "ml.p5.48xlarge" in _line(hyperpod, "node group gpu").note
+
+
+def test_other_regions_say_whose_prices_they_are():
+    data = base_spec(region="us-west-2", availability_zone_id="usw2-az2")
+    cost = plan_of_dict(data).cost
+    assert cost.prices_region == "us-east-1" and cost.spec_region == "us-west-2"
+    assert "us-east-1 list prices" in cost.region_note and "us-west-2" in cost.region_note
+
+
+def test_kubernetes_control_plane_is_priced():
+    data = with_(base_spec(orchestrator={"type": "eks"}), "network.extra_availability_zone_ids", ["use1-az6"])
+    assert _line(plan_of_dict(data), "Amazon EKS cluster").hourly_usd_max == prices.table().eks_cluster_hourly
+
+
+def test_price_table_covers_the_catalog_and_says_where_it_comes_from():
+    table = prices.table()
+    assert table.region == "us-east-1" and table.as_of and table.currency == "USD"
+    assert set(table.ec2_on_demand_hourly) <= set(catalog.catalog())
+    assert set(catalog.catalog()) - set(table.ec2_on_demand_hourly) == {"p5e.48xlarge", "p6-b300.48xlarge"}
+    assert all(price > 0 for price in table.ec2_on_demand_hourly.values())
+    for key in ("ec2_on_demand_hourly", "fsx_lustre_gib_month", "nat_gateway_hourly", "public_ipv4_hourly",
+                "eks_cluster_hourly"):
+        assert "http" in table.sources[key]
+
+
+# ---- markdown and the command line ---------------------------------------------------------
+
+def test_markdown_has_a_mermaid_diagram_of_the_cluster():
+    p = plan_of("examples/p6-b300-pcs.yaml")
+    md = plan_render.render_markdown(p)
+    diagram = md.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    for text in ('subgraph vpc["VPC 10.0.0.0/16"]', "AZ ID use2-az1", "node group b300", "node group cpu",
+                 "FSx for Lustre", "S3 datasets", "login nodes", "pcs<br/>Slurm version 25.11", "NAT gateway"):
+        assert text in diagram
+    assert 'b0 -->|"/datasets"| fsx' in diagram  # import only: from the bucket to the file system
+    assert "<details><summary>Resolved spec" in md
+
+
+def test_invalid_spec_and_bad_options_exit_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    assert main(["plan", str(bad)]) == 2
+    assert main(["plan"]) == 2
+    with pytest.raises(SystemExit) as exc:
+        main(["plan", "examples/p5-pcs.yaml", "--checkpoint-params", "seventy"])
+    assert exc.value.code == 2
+
+
+def test_plan_imports_neither_aws_cdk_nor_boto3(tmp_path):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(to_yaml(base_spec()))
+    code = ("import sys; from fmcluster.cli import main; rc = main(['plan', sys.argv[1], '--format', 'markdown']); "
+            "heavy = [m for m in ('aws_cdk', 'jsii', 'boto3', 'botocore') if m in sys.modules]; "
+            "print('HEAVY', heavy); sys.exit(rc)")
+    result = subprocess.run([sys.executable, "-c", code, str(spec)], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY []" in result.stdout
+
