@@ -75,6 +75,21 @@ def _positive_number(text: str) -> float:
     return value
 
 
+def _window(text: str):
+    """START/END, two ISO 8601 times (UTC unless they say otherwise)."""
+    from datetime import datetime, timezone
+
+    try:
+        start, end = (datetime.fromisoformat(part.strip().replace("Z", "+00:00")) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected START/END in ISO 8601, such as 2026-12-01T00:00Z/2026-12-08T00:00Z, got {text!r}") from None
+    start, end = (t if t.tzinfo else t.replace(tzinfo=timezone.utc) for t in (start, end))
+    if end <= start:
+        raise argparse.ArgumentTypeError(f"the window ends before it starts: {text!r}")
+    return start, end
+
+
 def cmd_plan(args) -> int:
     from fmcluster import plan, plan_render
 
@@ -93,6 +108,15 @@ def cmd_plan(args) -> int:
     report = plan.build(spec, raw, args.checkpoint_params)
     sys.stdout.write(plan_render.RENDERERS[args.format](report))
     return EXIT_OK
+
+
+def cmd_preflight(args) -> int:
+    from fmcluster import preflight
+
+    spec = _load_valid(args.spec)
+    if spec is None:
+        return EXIT_INVALID
+    return preflight.main(spec, args.format, args.window)
 
 
 def cmd_synth(args) -> int:
@@ -124,6 +148,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="model size for the checkpoint write time, such as 70e9 (default 70e9)")
     p.add_argument("--json-schema", action="store_true", help="print the JSON Schema of --format json")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("preflight", help="read-only checks of the target account (needs AWS credentials)")
+    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--window", type=_window, metavar="START/END",
+                   help="ISO 8601 times the cluster must run, such as 2026-12-01T00:00Z/2026-12-08T00:00Z "
+                        "(checked against Capacity Block start and end; default: now)")
+    p.set_defaults(func=cmd_preflight)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the spec")
     p.set_defaults(func=cmd_schema)

@@ -1,0 +1,416 @@
+"""`fmcluster preflight`: read-only checks of the target account and region, in seconds, before a
+deploy that would otherwise fail after 40 minutes.
+
+Every check is one read-only call (Describe*, List*, Get*) and reports pass / warn / fail with a
+one-line reason and, where it helps, a hint. Missing credentials and invalid tokens stop the run
+with one clear message; access denied, a service absent from the region or any other AWS error
+fails that check only. This is the only module that imports boto3 / botocore.
+
+Clients come from a factory (`client(service_name)`), so tests can hand in moto-backed or
+Stubber-backed clients; no test reaches the network.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterable
+
+from botocore.exceptions import (BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError,
+                                 NoRegionError, PartialCredentialsError, ProfileNotFound)
+
+from fmcluster.controlplanes import CAPACITY_BLOCK, ON_DEMAND, RESERVATION, SPOT
+from fmcluster.spec import ClusterSpec, NodeGroupSpec
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+ClientFactory = Callable[[str], Any]
+ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException",
+                 "AuthorizationError"}
+BAD_CREDENTIALS = {"InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken", "ExpiredTokenException",
+                   "SignatureDoesNotMatch", "InvalidAccessKeyId"}
+NOT_FOUND = {"InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed",
+             "InvalidCapacityReservationId", "NotFoundException"}
+# EC2 vCPU quotas by instance class and market (Service Quotas, service code ec2)
+EC2_QUOTAS = {  # (class, market) -> (quota code, quota name)
+    ("P", ON_DEMAND): ("L-417A185B", "Running On-Demand P instances"),
+    ("P", SPOT): ("L-7212CCBC", "All P Spot Instance Requests"),
+    ("Standard", ON_DEMAND): ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"),
+    ("Standard", SPOT): ("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"),
+}
+MARKETS = {ON_DEMAND: "On-Demand", SPOT: "Spot"}
+STANDARD_FAMILIES = "acdhimrtz"
+RESERVATION_OK_STATES = {"active"}
+RESERVATION_WAIT_STATES = {"scheduled", "pending", "payment-pending", "assessing", "delayed"}
+ENDING_SOON = timedelta(hours=24)
+CONTROL_PLANE_SERVICES = {  # orchestrator.type -> (service, list call, kwargs, what)
+    "pcs": [("pcs", "list_clusters", {"maxResults": 1}, "AWS PCS")],
+    "eks": [("eks", "list_clusters", {"maxResults": 1}, "Amazon EKS")],
+    "hyperpod-slurm": [("sagemaker", "list_clusters", {"MaxResults": 1}, "SageMaker HyperPod")],
+    "hyperpod-eks": [("sagemaker", "list_clusters", {"MaxResults": 1}, "SageMaker HyperPod"),
+                     ("eks", "list_clusters", {"maxResults": 1}, "Amazon EKS")],
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # pass | warn | fail
+    reason: str
+    hint: str | None = None
+
+
+class CredentialsProblem(Exception):
+    """No usable credentials: nothing can be checked."""
+
+
+def session_clients(region: str) -> ClientFactory:
+    """Clients of the default credential chain, one per service, in the spec's region."""
+    import boto3
+    from botocore.config import Config
+
+    try:
+        session = boto3.Session(region_name=region)
+    except ProfileNotFound as exc:
+        raise CredentialsProblem(str(exc)) from None
+    config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=30)
+    cache: dict[str, Any] = {}
+
+    def client(service: str):
+        if service not in cache:
+            cache[service] = session.client(service, config=config)
+        return cache[service]
+
+    return client
+
+
+def _when(value: datetime | None) -> str:
+    return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%MZ") if value else "no end date"
+
+
+def _quota_class(instance_type: str) -> str | None:
+    letter = instance_type[0]
+    return "P" if letter == "p" else "Standard" if letter in STANDARD_FAMILIES else None
+
+
+class Preflight:
+    def __init__(self, spec: ClusterSpec, client: ClientFactory, now: datetime | None = None,
+                 window: tuple[datetime, datetime] | None = None) -> None:
+        self.spec = spec
+        self.client = client
+        self.now = now or datetime.now(timezone.utc)
+        self.window = window
+        self.hyperpod = spec.orchestrator.control_plane.hyperpod
+
+    # -- running -----------------------------------------------------------------------------
+
+    def run(self) -> list[Check]:
+        checks: list[Check] = []
+        for name, fn in (("credentials", self.identity), ("availability zones", self.zones),
+                         ("instance types", self.offerings), ("reservations", self.reservations),
+                         ("quotas", self.quotas), ("FSx for Lustre", self.lustre),
+                         ("control plane", self.control_plane)):
+            checks += self._guard(name, fn)
+        return checks
+
+    def _guard(self, name: str, fn: Callable[[], Iterable[Check]]) -> list[Check]:
+        try:
+            return list(fn())
+        except (NoCredentialsError, PartialCredentialsError) as exc:
+            raise CredentialsProblem(str(exc)) from None
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            code, message = error.get("Code", ""), error.get("Message", str(exc))
+            operation = exc.operation_name
+            if code in BAD_CREDENTIALS:
+                raise CredentialsProblem(f"{code}: {message}") from None
+            if code in ACCESS_DENIED:
+                return [Check(name, FAIL, f"access denied to {operation}",
+                              "preflight needs read-only permissions: ec2:Describe*, servicequotas:Get*, "
+                              "servicequotas:List*, fsx:Describe*, the control plane's List*, sts:GetCallerIdentity")]
+            if code in ("OptInRequired", "AuthFailure"):
+                return [Check(name, FAIL, f"{operation}: {message}",
+                              f"enable the region {self.spec.region} for the account, or check the credentials")]
+            return [Check(name, FAIL, f"{operation} failed: {code}: {message}")]
+        except EndpointConnectionError as exc:
+            return [Check(name, FAIL, f"cannot reach {exc.kwargs.get('endpoint_url', 'the endpoint')}",
+                          "check the network, or whether the service exists in the region")]
+        except NoRegionError as exc:
+            return [Check(name, FAIL, str(exc))]
+        except BotoCoreError as exc:
+            return [Check(name, FAIL, str(exc))]
+
+    # -- checks ------------------------------------------------------------------------------
+
+    def identity(self) -> Iterable[Check]:
+        me = self.client("sts").get_caller_identity()
+        account = me["Account"]
+        if self.spec.account and self.spec.account != account:
+            yield Check("credentials", FAIL, f"credentials are for account {account}, the spec names "
+                        f"{self.spec.account}", "use credentials of the spec's account (AWS_PROFILE)")
+            return
+        yield Check("credentials", PASS, f"{me['Arn']} in account {account}")
+
+    def zones(self) -> Iterable[Check]:
+        found = self.client("ec2").describe_availability_zones(AllAvailabilityZones=True)["AvailabilityZones"]
+        by_id = {z["ZoneId"]: z for z in found}
+        yield Check("region", PASS, f"{self.spec.region}: {len(found)} zones")
+        for az_id in self.spec.availability_zone_ids:
+            zone = by_id.get(az_id)
+            if zone is None:
+                yield Check(f"AZ ID {az_id}", FAIL, f"no zone {az_id} in {self.spec.region}",
+                            "zones here: " + ", ".join(sorted(by_id)))
+            elif zone.get("State", "available") != "available" or zone.get("OptInStatus") == "not-opted-in":
+                yield Check(f"AZ ID {az_id}", FAIL, f"{az_id} ({zone['ZoneName']}) is "
+                            f"{zone.get('State')}, {zone.get('OptInStatus')}", "opt in to the zone, or choose another")
+            else:
+                yield Check(f"AZ ID {az_id}", PASS, f"{az_id} is {zone['ZoneName']} in this account")
+
+    def offerings(self) -> Iterable[Check]:
+        az = self.spec.availability_zone_id
+        if self.hyperpod:
+            yield Check("instance types", WARN, "SageMaker HyperPod runs ml.* instances: EC2 offerings do not "
+                        "apply", "the SageMaker quotas below show what the account may run")
+            return
+        wanted = {g.instance_type: g for g in self.spec.node_groups}
+        login = self.spec.orchestrator.login
+        types = sorted(set(wanted) | ({login.instance_type} if login.count else set()))
+        pages = self.client("ec2").get_paginator("describe_instance_type_offerings").paginate(
+            LocationType="availability-zone-id",
+            Filters=[{"Name": "location", "Values": [az]}, {"Name": "instance-type", "Values": types}])
+        offered = {o["InstanceType"] for page in pages for o in page["InstanceTypeOfferings"]}
+        for instance_type in types:
+            group = wanted.get(instance_type)
+            if instance_type in offered:
+                yield Check(f"offering {instance_type}", PASS, f"offered in {az}")
+            elif group is not None and group.capacity.type in (CAPACITY_BLOCK, RESERVATION):
+                yield Check(f"offering {instance_type}", WARN, f"not listed as offered in {az}; node group "
+                            f"{group.name} runs on a {group.capacity.type}, checked below",
+                            "types sold only as Capacity Blocks or reservations are often not listed")
+            else:
+                yield Check(f"offering {instance_type}", FAIL, f"not offered in {az}",
+                            f"aws ec2 describe-instance-type-offerings --location-type availability-zone-id "
+                            f"--filters Name=instance-type,Values={instance_type} --region {self.spec.region}")
+
+    def reservations(self) -> Iterable[Check]:
+        for group in self.spec.node_groups:
+            capacity = group.capacity
+            if capacity.type not in (CAPACITY_BLOCK, RESERVATION):
+                continue
+            if capacity.training_plan_arn and not (capacity.reservation_id or capacity.reservation_resource_group_arn):
+                yield Check(f"reservation {group.name}", WARN, "training plans are not checked by preflight",
+                            "aws sagemaker describe-training-plan")
+                continue
+            ids = [capacity.reservation_id] if capacity.reservation_id else self._group_reservations(
+                capacity.reservation_resource_group_arn)
+            if not ids:
+                yield Check(f"reservation {group.name}", FAIL, "the resource group holds no capacity reservation",
+                            "add the reservations to the group, or name one with reservation_id")
+                continue
+            yield from self._reservation(group, ids)
+
+    def _group_reservations(self, group_arn: str) -> list[str]:
+        pages = self.client("resource-groups").get_paginator("list_group_resources").paginate(Group=group_arn)
+        arns = [r["Identifier"]["ResourceArn"] for page in pages for r in page.get("Resources", [])]
+        return [arn.rsplit("/", 1)[-1] for arn in arns if ":capacity-reservation/" in arn]
+
+    def _reservation(self, group: NodeGroupSpec, ids: list[str]) -> Iterable[Check]:
+        name = f"reservation {group.name}"
+        try:
+            found = self.client("ec2").describe_capacity_reservations(CapacityReservationIds=ids)["CapacityReservations"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in NOT_FOUND:
+                raise
+            found = []
+        if not found:
+            yield Check(name, FAIL, f"{', '.join(ids)} not found in {self.spec.region}",
+                        "check the id and that the credentials are of the account that owns the reservation")
+            return
+        for r in found:
+            yield from reservation_checks(group, r, self.spec.availability_zone_id, self.now, self.window)
+        if len(found) > 1:
+            total = sum(r["TotalInstanceCount"] for r in found)
+            status = PASS if total >= group.max_nodes else FAIL
+            yield Check(f"{name}: size", status, f"{len(found)} reservations hold {total} instances; "
+                        f"node group needs up to {group.max_nodes}")
+
+    def quotas(self) -> Iterable[Check]:
+        if self.hyperpod:
+            yield from self._hyperpod_quotas()
+            return
+        needs: dict[tuple[str, str], int] = {}
+        for instance_type, count, market in self._running():
+            cls = _quota_class(instance_type)
+            if cls:
+                needs[(cls, market)] = needs.get((cls, market), 0) + count * _vcpus(instance_type)
+        for (cls, market), vcpus in sorted(needs.items()):
+            code, title = EC2_QUOTAS[(cls, market)]
+            value = self._quota("ec2", code)
+            label = f"quota {MARKETS[market]} {cls} vCPUs"
+            if value is None:
+                yield Check(label, WARN, f"{title} ({code}) not found; {vcpus} vCPUs needed",
+                            "check it in the Service Quotas console")
+            elif value >= vcpus:
+                yield Check(label, PASS, f"{vcpus} vCPUs needed of {value:g}: {title} ({code})")
+            else:
+                yield Check(label, FAIL, f"{vcpus} vCPUs needed, the quota is {value:g}: {title} ({code}); "
+                            "instances already running count too",
+                            f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code "
+                            f"{code} --desired-value {vcpus} --region {self.spec.region}")
+
+    def _running(self) -> Iterable[tuple[str, int, str]]:
+        """(instance type, instances at most, market) of what runs outside reservations and blocks."""
+        for g in self.spec.node_groups:
+            if g.capacity.type in (ON_DEMAND, SPOT) and g.max_nodes:
+                yield g.instance_type, g.max_nodes, g.capacity.type
+        login = self.spec.orchestrator.login
+        if login.count:
+            yield login.instance_type, login.count, ON_DEMAND
+
+    def _quota(self, service: str, code: str) -> float | None:
+        quotas = self.client("service-quotas")
+        for call in (quotas.get_service_quota, quotas.get_aws_default_service_quota):
+            try:
+                return float(call(ServiceCode=service, QuotaCode=code)["Quota"]["Value"])
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != "NoSuchResourceException":
+                    raise
+        return None
+
+    def _hyperpod_quotas(self) -> Iterable[Check]:
+        pages = self.client("service-quotas").get_paginator("list_service_quotas").paginate(ServiceCode="sagemaker")
+        values = {q["QuotaName"]: q["Value"] for page in pages for q in page["Quotas"]}
+        for instance_type, count, _ in self._running_hyperpod():
+            title = f"ml.{instance_type} for cluster usage"
+            value = values.get(title)
+            if value is None:
+                yield Check(f"quota {title}", WARN, "quota not found", "check it in the Service Quotas console")
+            else:
+                status = PASS if value >= count else FAIL
+                yield Check(f"quota {title}", status, f"{count} instances needed of {value:g}",
+                            None if status == PASS else "request an increase of the SageMaker quota")
+
+    def _running_hyperpod(self) -> Iterable[tuple[str, int, str]]:
+        counts: dict[str, int] = {}
+        for g in self.spec.node_groups:
+            counts[g.instance_type] = counts.get(g.instance_type, 0) + g.max_nodes
+        login = self.spec.orchestrator.login
+        if login.count:
+            counts[login.instance_type] = counts.get(login.instance_type, 0) + login.count
+        return [(t, n, ON_DEMAND) for t, n in sorted(counts.items())]
+
+    def lustre(self) -> Iterable[Check]:
+        fs = self.spec.storage.lustre
+        if fs is None:
+            return
+        self.client("fsx").describe_file_systems(MaxResults=1)
+        kind = fs.deployment_type + (" with EFA" if fs.efa else "")
+        yield Check(f"FSx {kind}", WARN, f"FSx reachable in {self.spec.region}, but no read-only API tells whether "
+                    f"{kind} can be created in {self.spec.availability_zone_id}: only the create call does",
+                    "see 'Availability' in the FSx for Lustre User Guide; a refused create rolls back "
+                    f"{self.spec.name}-storage only")
+
+    def control_plane(self) -> Iterable[Check]:
+        for service, call, kwargs, what in CONTROL_PLANE_SERVICES[self.spec.orchestrator.type]:
+            try:
+                getattr(self.client(service), call)(**kwargs)
+            except EndpointConnectionError:
+                yield Check(what, FAIL, f"{what} is not available in {self.spec.region} (no endpoint)",
+                            "choose a region where the service runs")
+                continue
+            yield Check(what, PASS, f"{what} answers in {self.spec.region}")
+
+
+def _vcpus(instance_type: str) -> int:
+    from fmcluster import catalog
+
+    return catalog.catalog()[instance_type].vcpus
+
+
+def reservation_checks(group: NodeGroupSpec, r: dict, az_id: str, now: datetime,
+                       window: tuple[datetime, datetime] | None) -> Iterable[Check]:
+    """What one DescribeCapacityReservations entry says about a node group: state and window,
+    kind, instance type, AZ ID and size."""
+    rid, name = r["CapacityReservationId"], f"reservation {group.name}"
+    block = r.get("ReservationType") == "capacity-block"
+    start, end, state = r.get("StartDate"), r.get("EndDate"), r.get("State", "")
+    kind = "Capacity Block" if block else "On-Demand Capacity Reservation"
+    span = f"{_when(start)} to {_when(end)}" if end else f"from {_when(start)}, no end date"
+    if (group.capacity.type == CAPACITY_BLOCK) != block:
+        wanted = "capacity-block" if block else "reservation"
+        yield Check(f"{name}: kind", FAIL, f"{rid} is a {kind}, the node group says {group.capacity.type}",
+                    f"set capacity.type: {wanted}")
+    from_, until = window or (now, now)
+    covers = (start is None or start <= from_) and (end is None or end >= until)
+    planned = "the planned window" if window else "now"
+    if state in RESERVATION_OK_STATES | RESERVATION_WAIT_STATES and window and not covers:
+        yield Check(f"{name}: window", FAIL, f"{rid} runs {span}, which does not cover {planned} "
+                    f"({_when(from_)} to {_when(until)})", "buy a Capacity Block for the window, or move the window")
+    elif state in RESERVATION_OK_STATES and covers:
+        soon = end is not None and end - now < ENDING_SOON
+        yield Check(f"{name}: state", WARN if soon else PASS, f"{rid}: {state} {kind}, {span}"
+                    + (" (ends within 24 h)" if soon else ""))
+    elif state in RESERVATION_WAIT_STATES:
+        hint = None if window else "pass --window START/END to check the planned window"
+        status = PASS if window and covers else WARN
+        yield Check(f"{name}: state", status, f"{rid}: {state} {kind}, {span}", hint)
+    else:
+        yield Check(f"{name}: state", FAIL, f"{rid}: {state or 'unknown state'} {kind}, {span}",
+                    "nodes cannot launch into it: buy or create a new one")
+    if r.get("InstanceType") != group.instance_type:
+        yield Check(f"{name}: instance type", FAIL, f"{rid} is for {r.get('InstanceType')}, the node group runs "
+                    f"{group.instance_type}", "make them the same")
+    else:
+        yield Check(f"{name}: instance type", PASS, group.instance_type)
+    if r.get("AvailabilityZoneId") != az_id:
+        yield Check(f"{name}: AZ ID", FAIL, f"{rid} is in {r.get('AvailabilityZoneId')} "
+                    f"({r.get('AvailabilityZone')}), the cluster's GPU AZ ID is {az_id}",
+                    f"set availability_zone_id: {r.get('AvailabilityZoneId')}")
+    else:
+        yield Check(f"{name}: AZ ID", PASS, az_id)
+    total, available = r.get("TotalInstanceCount", 0), r.get("AvailableInstanceCount", 0)
+    if total < group.max_nodes:
+        yield Check(f"{name}: size", FAIL, f"{rid} holds {total} instances, node group {group.name} needs up to "
+                    f"{group.max_nodes}", f"set count to {total} or less, or reserve more")
+    elif available < group.max_nodes:
+        yield Check(f"{name}: size", WARN, f"{rid} holds {total}, {available} available now (others in use); "
+                    f"node group needs up to {group.max_nodes}")
+    else:
+        yield Check(f"{name}: size", PASS, f"{total} instances, {available} available; node group needs up to "
+                    f"{group.max_nodes}")
+
+
+# ---- output --------------------------------------------------------------------------------
+
+def render_text(spec: ClusterSpec, checks: list[Check]) -> str:
+    rows = [("STATUS", "CHECK", "RESULT")] + [(c.status.upper(), c.name, c.reason) for c in checks]
+    widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    lines = [f"fmcluster preflight: {spec.name} in {spec.region}"]
+    for i, (status, name, reason) in enumerate(rows):
+        lines.append(f"  {status.ljust(widths[0])}  {name.ljust(widths[1])}  {reason}".rstrip())
+        hint = checks[i - 1].hint if i else None
+        if hint:
+            lines.append(" " * (6 + widths[0] + widths[1]) + f"hint: {hint}")
+    counts = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL)}
+    lines.append(f"{len(checks)} checks: {counts[PASS]} pass, {counts[WARN]} warn, {counts[FAIL]} fail")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(spec: ClusterSpec, checks: list[Check]) -> str:
+    return json.dumps({"cluster": spec.name, "region": spec.region, "ok": not any(c.status == FAIL for c in checks),
+                       "checks": [asdict(c) for c in checks]}, indent=2) + "\n"
+
+
+def main(spec: ClusterSpec, fmt: str = "text", window: tuple[datetime, datetime] | None = None,
+         client: ClientFactory | None = None, now: datetime | None = None) -> int:
+    """Run every check and print the table. Exit code 1 when a check fails or nothing can be checked."""
+    try:
+        checks = Preflight(spec, client or session_clients(spec.region), now, window).run()
+    except CredentialsProblem as exc:
+        print(f"error: no usable AWS credentials: {exc}", file=sys.stderr)
+        print("  hint: preflight reads the target account: set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
+              "AWS_SECRET_ACCESS_KEY (aws sso login, aws configure), then run it again", file=sys.stderr)
+        return 1
+    sys.stdout.write((render_json if fmt == "json" else render_text)(spec, checks))
+    return 1 if any(c.status == FAIL for c in checks) else 0
