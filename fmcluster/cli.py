@@ -119,6 +119,15 @@ def cmd_preflight(args) -> int:
     return preflight.main(spec, args.format, args.window)
 
 
+def cmd_diff(args) -> int:
+    from fmcluster import diff
+
+    old, new = _load_valid(args.old), _load_valid(args.new)
+    if old is None or new is None:
+        return EXIT_INVALID
+    return diff.main(old, new, args.format, args.allow_data_loss, names=(args.old, args.new))
+
+
 def cmd_synth(args) -> int:
     from fmcluster import synth
 
@@ -156,6 +165,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ISO 8601 times the cluster must run, such as 2026-12-01T00:00Z/2026-12-08T00:00Z "
                         "(checked against Capacity Block start and end; default: now)")
     p.set_defaults(func=cmd_preflight)
+
+    p = sub.add_parser("diff", help="what changing a spec from OLD to NEW does to deployed resources")
+    p.add_argument("old", metavar="OLD")
+    p.add_argument("new", metavar="NEW")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--allow-data-loss", action="store_true",
+                   help="exit 0 even when a stateful resource (file system, bucket, key) is replaced or removed")
+    p.set_defaults(func=cmd_diff)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the spec")
     p.set_defaults(func=cmd_schema)

@@ -1,0 +1,86 @@
+"""CloudFormation resource schemas, as cfn-lint ships them (cfnlint/data/schemas): which properties
+of a resource type are create-only (changing them replaces the resource), whether the schema is a
+legacy one (no handlers: converted from the old resource specification, without nested
+create-only properties), and which types cfn-lint counts as stateful.
+
+Read straight from the installed package's data files, without importing cfn-lint.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+DEFAULT_REGION = "us-east-1"
+# Always stateful for fmcluster, whatever cfn-lint's list says: the file system, buckets and keys.
+STATEFUL_TYPES = ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key")
+Pointer = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Schema:
+    type: str
+    create_only: tuple[Pointer, ...]  # property paths below /properties; "*" stands for any list item
+    legacy: bool
+
+
+@cache
+def data_dir() -> Path | None:
+    spec = importlib.util.find_spec("cfnlint")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "data"
+    return path if (path / "schemas" / "providers").is_dir() else None
+
+
+def available() -> bool:
+    return data_dir() is not None
+
+
+@cache
+def _providers(region: str) -> dict[str, str]:
+    providers = data_dir() / "schemas" / "providers"
+    path = providers / f"{region}.json"
+    return json.loads((path if path.is_file() else providers / f"{DEFAULT_REGION}.json").read_text())
+
+
+@cache
+def schema(type_name: str, region: str = DEFAULT_REGION) -> Schema | None:
+    digest = _providers(region).get(type_name) or _providers(DEFAULT_REGION).get(type_name)
+    if digest is None:
+        return None
+    data = json.loads((data_dir() / "schemas" / "resources" / f"{digest}.json").read_text())
+    pointers = tuple(tuple(p.split("/")[2:]) for p in data.get("createOnlyProperties", [])
+                     if p.startswith("/properties/"))
+    return Schema(type_name, pointers, legacy="handlers" not in data)
+
+
+@cache
+def _stateful() -> frozenset[str]:
+    path = data_dir() / "AdditionalSpecs" / "StatefulResources.json"
+    listed = json.loads(path.read_text()).get("ResourceTypes", {}) if path.is_file() else {}
+    return frozenset(listed) | frozenset(STATEFUL_TYPES)
+
+
+def is_stateful(type_name: str) -> bool:
+    return type_name in _stateful()
+
+
+def values_at(value: Any, pointer: Pointer) -> list:
+    """Every value at a pointer ("*" matches each list item); [] where there is none."""
+    if not pointer:
+        return [value]
+    head, rest = pointer[0], pointer[1:]
+    if head == "*":
+        return [v for item in value for v in values_at(item, rest)] if isinstance(value, list) else []
+    if isinstance(value, dict) and head in value:
+        return values_at(value[head], rest)
+    return []
+
+
+def dotted(pointer: Pointer) -> str:
+    return ".".join("[*]" if p == "*" else p for p in pointer).replace(".[*]", "[*]")

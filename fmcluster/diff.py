@@ -1,0 +1,338 @@
+"""`fmcluster diff OLD NEW`: what changing a spec does to deployed resources.
+
+Both specs are synthesized in-process (as `fmcluster synth` does) and their templates compared
+stack by stack: resources added, updated, replaced and removed. Whether CloudFormation replaces a
+resource comes from the resource type's `createOnlyProperties` in the CloudFormation resource
+schemas that cfn-lint ships (`fmcluster.cfn_schemas`), never from a hand-written table:
+
+- a create-only property whose value changes, or a type change, replaces the resource;
+- so does a create-only property that refers (Ref, Fn::GetAtt, Fn::Sub, a cross-stack output) to
+  a resource that is itself replaced: a new subnet replaces the file system inside it;
+- legacy types (schemas without handlers, converted from the old resource specification) do not
+  list their nested create-only properties, so a change inside one of their object properties
+  *may* replace the resource, and is treated as a replacement where it matters: for stateful ones.
+
+A replaced or removed stateful resource (types cfn-lint lists as stateful, such as file systems,
+buckets and keys, and anything retained) is data loss: exit 1 unless `--allow-data-loss`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable
+
+from fmcluster import cfn_schemas
+from fmcluster.spec import ClusterSpec
+
+ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE = "add", "update", "replace", "may-replace", "remove"
+RETAINED = ("Retain", "RetainExceptOnCreate", "Snapshot")
+IGNORED_TYPES = ("AWS::CDK::Metadata",)
+COMPARED_KEYS = ("Properties", "DeletionPolicy", "UpdateReplacePolicy", "Condition")
+SHOWN_PATHS = 6
+
+
+@dataclass
+class Change:
+    stack: str
+    logical_id: str
+    type: str
+    action: str
+    paths: list[str] = field(default_factory=list)  # changed properties
+    reasons: list[str] = field(default_factory=list)  # why it is (or may be) replaced
+    stateful: bool = False
+    retained: bool = False
+
+    @property
+    def data_loss(self) -> bool:
+        return self.stateful and self.action in (REPLACE, MAY_REPLACE, REMOVE)
+
+
+@dataclass
+class StackDiff:
+    name: str
+    status: str  # added | removed | changed | unchanged
+    changes: list[Change]
+
+
+@dataclass
+class Report:
+    stacks: list[StackDiff]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def data_loss(self) -> list[Change]:
+        return [c for s in self.stacks for c in s.changes if c.data_loss]
+
+
+# ---- synthesis -----------------------------------------------------------------------------
+
+def synthesize(spec: ClusterSpec) -> dict[str, dict]:
+    """Stack name -> template of a spec, synthesized in a throwaway directory."""
+    from fmcluster.synth import app_context, build_app, cdk_json
+
+    with tempfile.TemporaryDirectory(prefix="fmcluster-diff-") as outdir:
+        assembly = build_app([spec], outdir, app_context(cdk_json())).synth()
+        return {stack.stack_name: json.loads(json.dumps(stack.template)) for stack in assembly.stacks}
+
+
+# ---- references ----------------------------------------------------------------------------
+
+def references(value: Any) -> set[tuple]:
+    """What a template value refers to: ("res", logical id) in its own stack, ("out", stack,
+    output) in another one (CDK's Fn::GetStackOutput) and ("export", name) (Fn::ImportValue)."""
+    found: set[tuple] = set()
+    if isinstance(value, list):
+        for item in value:
+            found |= references(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key == "Ref" and isinstance(item, str) and not item.startswith("AWS::"):
+                found.add(("res", item))
+            elif key == "Fn::GetAtt":
+                target = item[0] if isinstance(item, list) else str(item).split(".", 1)[0]
+                found.add(("res", target))
+            elif key == "Fn::Sub":
+                text = item[0] if isinstance(item, list) else item
+                found |= {("res", name.split(".", 1)[0]) for name in _sub_names(text) if not name.startswith("AWS::")}
+                if isinstance(item, list) and len(item) > 1:
+                    found |= references(item[1])
+            elif key == "Fn::GetStackOutput" and isinstance(item, dict):
+                found.add(("out", item.get("StackName"), item.get("OutputName")))
+            elif key == "Fn::ImportValue" and isinstance(item, str):
+                found.add(("export", item))
+            else:
+                found |= references(item)
+    return found
+
+
+def _sub_names(text: str) -> list[str]:
+    names, rest = [], text
+    while "${" in rest:
+        start = rest.index("${") + 2
+        end = rest.find("}", start)
+        if end < 0:
+            break
+        if not rest[start:].startswith("!"):
+            names.append(rest[start:end])
+        rest = rest[end + 1:]
+    return names
+
+
+class _Resolver:
+    """Which (stack, logical id) resources a reference ends at, through cross-stack outputs."""
+
+    def __init__(self, templates: dict[str, dict]) -> None:
+        self.templates = templates
+        self.exports = {out["Export"]["Name"]: (stack, name) for stack, t in templates.items()
+                        for name, out in t.get("Outputs", {}).items()
+                        if isinstance(out.get("Export", {}).get("Name"), str)}
+
+    def targets(self, stack: str, value: Any, depth: int = 0) -> set[tuple[str, str]]:
+        out: set[tuple[str, str]] = set()
+        for ref in references(value):
+            if ref[0] == "res":
+                out.add((stack, ref[1]))
+                continue
+            other, name = (ref[1], ref[2]) if ref[0] == "out" else self.exports.get(ref[1], (None, None))
+            output = self.templates.get(other or "", {}).get("Outputs", {}).get(name)
+            if output is not None and depth < 5:
+                out |= self.targets(other, output.get("Value"), depth + 1)
+        return out
+
+
+# ---- comparing templates -------------------------------------------------------------------
+
+def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
+    """Leaf paths where two JSON values differ ('LustreConfiguration.DeploymentType', 'Tags[1].Value')."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [p for key in sorted(set(old) | set(new))
+                for p in changed_paths(old.get(key), new.get(key), f"{path}.{key}" if path else key)]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [p for i, (a, b) in enumerate(zip(old, new)) for p in changed_paths(a, b, f"{path}[{i}]")]
+    return [] if old == new else [path or "(whole resource)"]
+
+
+def _stateful(resource: dict) -> tuple[bool, bool]:
+    retained = resource.get("DeletionPolicy") in RETAINED or resource.get("UpdateReplacePolicy") in RETAINED
+    return cfn_schemas.is_stateful(resource["Type"]) or retained, retained
+
+
+def _direct(stack: str, lid: str, old: dict, new: dict, region: str) -> Change | None:
+    """The change of one resource present in both templates, before references are followed."""
+    paths = [p for key in COMPARED_KEYS for p in changed_paths(old.get(key), new.get(key), key)]
+    if not paths and old["Type"] == new["Type"]:
+        return None
+    stateful, retained = _stateful(new)
+    change = Change(stack, lid, new["Type"], UPDATE, [p.removeprefix("Properties.") for p in paths],
+                    stateful=stateful, retained=retained)
+    if old["Type"] != new["Type"]:
+        change.action, change.reasons = REPLACE, [f"type changes from {old['Type']}"]
+        return change
+    schema = cfn_schemas.schema(new["Type"], region)
+    if schema is None:
+        change.action, change.reasons = MAY_REPLACE, ["no CloudFormation resource schema for this type"]
+        return change
+    props_old, props_new = old.get("Properties", {}), new.get("Properties", {})
+    create_only = [p for p in schema.create_only if cfn_schemas.values_at(props_old, p) != cfn_schemas.values_at(props_new, p)]
+    if create_only:
+        change.action = REPLACE
+        change.reasons = [f"{cfn_schemas.dotted(p)} is create-only" for p in create_only]
+    elif schema.legacy:
+        nested = [p for p in change.paths if not p.startswith(("DeletionPolicy", "UpdateReplacePolicy", "Condition"))
+                  and ("." in p or "[" in p) and not p.startswith("Tags")]
+        if nested:
+            change.action = MAY_REPLACE
+            change.reasons = [f"the {new['Type']} schema does not say whether {p} can change in place" for p in nested]
+    return change
+
+
+def compare(old: dict[str, dict], new: dict[str, dict], region: str) -> Report:
+    stacks: list[StackDiff] = []
+    changes: dict[tuple[str, str], Change] = {}
+    for name in sorted(set(old) | set(new)):
+        before = _resources(old.get(name))
+        after = _resources(new.get(name))
+        found: list[Change] = []
+        for lid in sorted(set(before) | set(after)):
+            if lid not in before:
+                found.append(Change(name, lid, after[lid]["Type"], ADD, stateful=_stateful(after[lid])[0],
+                                    retained=_stateful(after[lid])[1]))
+            elif lid not in after:
+                stateful, retained = _stateful(before[lid])
+                found.append(Change(name, lid, before[lid]["Type"], REMOVE, stateful=stateful, retained=retained))
+            else:
+                change = _direct(name, lid, before[lid], after[lid], region)
+                if change:
+                    found.append(change)
+        changes.update({(c.stack, c.logical_id): c for c in found})
+        status = "added" if name not in old else "removed" if name not in new else "changed" if found else "unchanged"
+        stacks.append(StackDiff(name, status, found))
+    _follow_references(old, new, changes, region, stacks)
+    return Report(stacks)
+
+
+def _resources(template: dict | None) -> dict[str, dict]:
+    return {lid: r for lid, r in (template or {}).get("Resources", {}).items() if r.get("Type") not in IGNORED_TYPES}
+
+
+def _follow_references(old: dict, new: dict, changes: dict, region: str, stacks: list[StackDiff]) -> None:
+    """Replace what a create-only property ties to a replaced resource, until nothing more changes."""
+    resolver = _Resolver(new)
+    by_stack = {s.name: s for s in stacks}
+    grew = True
+    while grew:
+        grew = False
+        replaced = {key for key, c in changes.items() if c.action in (REPLACE, MAY_REPLACE)}
+        for stack in set(old) & set(new):
+            before, after = _resources(old[stack]), _resources(new[stack])
+            for lid in set(before) & set(after):
+                current = changes.get((stack, lid))
+                if current and current.action in (REPLACE, MAY_REPLACE):
+                    continue
+                schema = cfn_schemas.schema(after[lid]["Type"], region)
+                if schema is None:
+                    continue
+                props = after[lid].get("Properties", {})
+                hits = [(p, t) for p in schema.create_only
+                        for t in resolver.targets(stack, cfn_schemas.values_at(props, p)) if t in replaced]
+                if not hits:
+                    continue
+                if current is None:
+                    stateful, retained = _stateful(after[lid])
+                    current = Change(stack, lid, after[lid]["Type"], REPLACE, stateful=stateful, retained=retained)
+                    changes[(stack, lid)] = current
+                    by_stack[stack].changes.append(current)
+                    by_stack[stack].status = "changed"
+                current.action = REPLACE
+                current.reasons += [f"{cfn_schemas.dotted(p)} refers to {t[1]}" + (f" in {t[0]}" if t[0] != stack else "")
+                                    + ", which is replaced" for p, t in sorted(set(hits))]
+                grew = True
+    for s in stacks:
+        s.changes.sort(key=lambda c: c.logical_id)
+
+
+# ---- output --------------------------------------------------------------------------------
+
+SYMBOLS = {ADD: "+", REMOVE: "-", UPDATE: "~", REPLACE: "!", MAY_REPLACE: "?"}
+LABELS = {ADD: "add", REMOVE: "remove", UPDATE: "update", REPLACE: "REPLACE", MAY_REPLACE: "MAY REPLACE"}
+
+
+def _loss_text(c: Change) -> str:
+    what = {REMOVE: "removed", REPLACE: "replaced by a new one (the data does not move)",
+            MAY_REPLACE: "may be replaced by a new one (the data does not move)"}[c.action]
+    if c.retained:
+        kept = ("; retained: kept in the account, outside the stack, no longer used by the cluster" if c.action == REMOVE
+                else "; the old one is retained outside the stack, no longer used by the cluster")
+    else:
+        kept = ""
+    return f"{c.stack} {c.logical_id} ({c.type}): {what}{kept}"
+
+
+def render_text(report: Report, old_name: str, new_name: str, allowed: bool) -> str:
+    lines = [f"fmcluster diff: {old_name} -> {new_name}", *[f"note: {n}" for n in report.notes]]
+    for s in report.stacks:
+        counts = {a: sum(c.action == a for c in s.changes) for a in (ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE)}
+        summary = ", ".join(f"{n} {LABELS[a].lower()}" for a, n in counts.items() if n) or "no changes"
+        note = {"added": " (new stack)", "removed": " (no longer produced: destroy it to remove its resources)"}
+        lines.append(f"stack {s.name}{note.get(s.status, '')}: {summary}")
+        whole = s.status in ("added", "removed")
+        for c in s.changes:
+            if whole and not c.data_loss:
+                continue
+            flag = " [stateful]" if c.stateful and c.action != ADD else ""
+            lines.append(f"  {SYMBOLS[c.action]} {LABELS[c.action]} {c.type} {c.logical_id}{flag}")
+            shown = c.paths[:SHOWN_PATHS] + ([f"... {len(c.paths) - SHOWN_PATHS} more"] if len(c.paths) > SHOWN_PATHS else [])
+            if shown and c.action != ADD:
+                lines.append(f"      changes: {', '.join(shown)}")
+            for reason in c.reasons:
+                lines.append(f"      because {reason}")
+    loss = report.data_loss
+    if not loss:
+        lines.append("no stateful resource is replaced or removed")
+        return "\n".join(lines) + "\n"
+    lines.append(f"DATA LOSS: {len(loss)} stateful resource{'s' if len(loss) != 1 else ''} replaced or removed:")
+    lines += [f"  {_loss_text(c)}" for c in loss]
+    lines.append("allowed by --allow-data-loss" if allowed else
+                 "refusing (exit 1): copy or back up the data first, then pass --allow-data-loss")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(report: Report, old_name: str, new_name: str, allowed: bool) -> str:
+    def change(c: Change) -> dict:
+        return {**asdict(c), "data_loss": c.data_loss}
+
+    return json.dumps({"old": old_name, "new": new_name, "allow_data_loss": allowed,
+                       "data_loss": [change(c) for c in report.data_loss],
+                       "stacks": [{"name": s.name, "status": s.status, "changes": [change(c) for c in s.changes]}
+                                  for s in report.stacks]}, indent=2) + "\n"
+
+
+def exit_code(report: Report, allowed: bool) -> int:
+    return 1 if report.data_loss and not allowed else 0
+
+
+def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss: bool = False,
+         names: Iterable[str] = ("OLD", "NEW")) -> int:
+    from stacks.cluster import ControlPlaneNotBuilt
+
+    if not cfn_schemas.available():
+        print("error: fmcluster diff needs the CloudFormation resource schemas that cfn-lint ships",
+              file=sys.stderr)
+        print("  hint: pip install cfn-lint (make install does)", file=sys.stderr)
+        return 1
+    try:
+        templates = [synthesize(old), synthesize(new)]
+    except ControlPlaneNotBuilt as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    report = compare(*templates, region=new.region)
+    if old.name != new.name:
+        report.notes.append(f"the cluster is renamed from {old.name} to {new.name}: every stack name changes, so "
+                            "CloudFormation sees new stacks and new resources; the old stacks stay until destroyed")
+    old_name, new_name = names
+    render = render_json if fmt == "json" else render_text
+    sys.stdout.write(render(report, old_name, new_name, allow_data_loss))
+    return exit_code(report, allow_data_loss)

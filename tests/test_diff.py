@@ -1,0 +1,247 @@
+"""fmcluster diff: replacements from the create-only properties of cfn-lint's resource schemas,
+followed through references, and the data-loss guard. Real spec pairs, each spec synthesized
+once for the module (synthesis takes seconds), plus small hand-made templates for the rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fmcluster import cfn_schemas, diff, loader, plan
+from fmcluster.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
+BASE = ROOT / "examples/p5-pcs.yaml"
+pytestmark = pytest.mark.synth
+
+
+def _edit(path: Path, edit) -> dict:
+    data = yaml.safe_load(BASE.read_text())
+    edit(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return data
+
+
+def _grow(d):
+    d["node_groups"][0]["count"] = 24
+
+
+def _efa(d):
+    d["storage"]["lustre"].update(efa=True, storage_capacity_gib=19200)  # EFA at 250 MB/s/TiB: 19,200 GiB steps
+
+
+def _persistent_1(d):
+    lustre = d["storage"]["lustre"]
+    lustre.update(deployment_type="PERSISTENT_1")
+    for key in ("throughput_per_tib", "links"):  # PERSISTENT_1 has its own tiers and no links
+        del lustre[key]
+
+
+def _rename(d):
+    d["name"] = "llm-pretrain2"
+
+
+EDITS = {"grow": _grow, "efa": _efa, "persistent-1": _persistent_1, "rename": _rename}
+
+
+@pytest.fixture(scope="module")
+def specs(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("specs")
+    paths = {"base": BASE}
+    for name, edit in EDITS.items():
+        paths[name] = folder / f"{name}.yaml"
+        _edit(paths[name], edit)
+        assert loader.load(paths[name]).ok, loader.load(paths[name]).diagnostics
+    return paths
+
+
+@pytest.fixture(scope="module")
+def templates():
+    """Synthesize each spec once for the whole module."""
+    cache: dict[str, dict] = {}
+    real = diff.synthesize
+
+    def synthesize(spec):
+        key = json.dumps(spec.resolved(), sort_keys=True)
+        if key not in cache:
+            cache[key] = real(spec)
+        return cache[key]
+
+    return synthesize
+
+
+@pytest.fixture
+def cached(templates, monkeypatch):
+    monkeypatch.setattr(diff, "synthesize", templates)
+    return templates
+
+
+def report(specs, templates, old: str, new: str) -> diff.Report:
+    a, b = (loader.load(specs[name]).spec for name in (old, new))
+    return diff.compare(templates(a), templates(b), region=b.region)
+
+
+def changes(r: diff.Report) -> dict[str, diff.Change]:
+    return {c.logical_id: c for s in r.stacks for c in s.changes}
+
+
+def test_growing_a_node_group_is_safe(specs, cached, capsys):
+    r = report(specs, cached, "base", "grow")
+    assert [s.status for s in r.stacks] == ["changed", "unchanged", "unchanged"]  # cluster, network, storage
+    (change,) = r.stacks[0].changes
+    assert (change.type, change.action) == ("AWS::PCS::ComputeNodeGroup", diff.UPDATE)
+    assert change.paths == ["ScalingConfiguration.MaxInstanceCount", "ScalingConfiguration.MinInstanceCount"]
+    assert not r.data_loss
+    assert main(["diff", str(specs["base"]), str(specs["grow"])]) == 0
+    out = capsys.readouterr().out
+    assert "~ update AWS::PCS::ComputeNodeGroup NodeGroupgpuNodeGroup" in out
+    assert out.rstrip().endswith("no stateful resource is replaced or removed")
+
+
+def test_efa_on_the_file_system_replaces_it(specs, cached, capsys):
+    r = report(specs, cached, "base", "efa")
+    found = changes(r)
+    fs = next(c for c in found.values() if c.type == "AWS::FSx::FileSystem")
+    assert fs.action == diff.REPLACE and fs.stateful and fs.retained
+    assert "SecurityGroupIds is create-only" in fs.reasons  # the EFA security group joins at creation
+    links = [c for c in found.values() if c.type == "AWS::FSx::DataRepositoryAssociation"]
+    assert len(links) == 2 and all(c.action == diff.REPLACE for c in links)
+    assert all(f"FileSystemId refers to {fs.logical_id}, which is replaced" in c.reasons for c in links)
+    assert fs in r.data_loss
+    assert main(["diff", str(specs["base"]), str(specs["efa"])]) == 1
+    out = capsys.readouterr().out
+    assert "! REPLACE AWS::FSx::FileSystem LustreFileSystem" in out and "DATA LOSS: 3 stateful resources" in out
+    assert "refusing (exit 1)" in out
+    assert main(["diff", str(specs["base"]), str(specs["efa"]), "--allow-data-loss"]) == 0
+    assert "allowed by --allow-data-loss" in capsys.readouterr().out
+
+
+def test_lustre_deployment_type_may_replace_it(specs, cached, capsys):
+    """AWS::FSx::FileSystem has a legacy schema (no handlers) that lists no nested create-only
+    property: a change inside LustreConfiguration may replace the file system, so it is guarded."""
+    r = report(specs, cached, "base", "persistent-1")
+    found = changes(r)
+    fs = next(c for c in found.values() if c.type == "AWS::FSx::FileSystem")
+    assert fs.action == diff.MAY_REPLACE and fs.data_loss
+    assert any("LustreConfiguration.DeploymentType can change in place" in reason for reason in fs.reasons)
+    removed = [c for c in found.values() if c.action == diff.REMOVE]
+    assert {c.type for c in removed} == {"AWS::FSx::DataRepositoryAssociation"}
+    assert main(["diff", str(specs["base"]), str(specs["persistent-1"]), "--format", "json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert {c["type"] for c in data["data_loss"]} == {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation"}
+    assert data["allow_data_loss"] is False
+
+
+def test_renaming_the_cluster_replaces_everything(specs, cached, capsys):
+    r = report(specs, cached, "base", "rename")
+    assert {s.name: s.status for s in r.stacks} == {
+        "llm-pretrain-network": "removed", "llm-pretrain-storage": "removed", "llm-pretrain-cluster": "removed",
+        "llm-pretrain2-network": "added", "llm-pretrain2-storage": "added", "llm-pretrain2-cluster": "added"}
+    lost = {c.type for c in r.data_loss}
+    assert {"AWS::S3::Bucket", "AWS::FSx::FileSystem"} <= lost
+    old_storage = next(s for s in r.stacks if s.name == "llm-pretrain-storage")
+    stateful = [c for c in old_storage.changes if c.stateful]
+    assert stateful and all(c in r.data_loss for c in stateful)
+    assert main(["diff", str(specs["base"]), str(specs["rename"])]) == 1
+    out = capsys.readouterr().out
+    assert "note: the cluster is renamed from llm-pretrain to llm-pretrain2" in out
+    assert "stack llm-pretrain-storage (no longer produced" in out and "stack llm-pretrain2-storage (new stack)" in out
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_against_itself(example, cached, capsys):
+    """No change for an unchanged spec, and the stacks are those the plan announces."""
+    from stacks.cluster import ControlPlaneNotBuilt
+
+    spec = loader.load(ROOT / example).spec
+    try:
+        built = cached(spec)
+    except ControlPlaneNotBuilt:
+        assert main(["diff", str(ROOT / example), str(ROOT / example)]) == 1
+        assert "cannot be synthesized yet" in capsys.readouterr().err
+        return
+    assert sorted(built) == sorted(s.name for s in plan.build(spec).stacks)
+    assert main(["diff", str(ROOT / example), str(ROOT / example)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(": no changes") == len(built)
+
+
+def test_invalid_spec_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    assert main(["diff", str(BASE), str(bad)]) == 2
+    assert "bad.yaml" in capsys.readouterr().err
+
+
+# ---- the rules on small templates (no synthesis) -------------------------------------------
+
+def fsx(subnet: dict, **lustre) -> dict:
+    return {"Type": "AWS::FSx::FileSystem", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
+            "Properties": {"FileSystemType": "LUSTRE", "SubnetIds": [subnet], "StorageCapacity": 1200,
+                           "LustreConfiguration": {"DeploymentType": "PERSISTENT_2", **lustre}}}
+
+
+def network(cidr: str) -> dict:
+    return {"Resources": {
+        "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}},
+        "Subnet": {"Type": "AWS::EC2::Subnet", "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": cidr}}},
+        "Outputs": {"SubnetOut": {"Value": {"Ref": "Subnet"}}}}
+
+
+CROSS = {"Fn::GetStackOutput": {"StackName": "c-network", "OutputName": "SubnetOut"}}
+
+
+def test_a_replaced_subnet_replaces_the_file_system_in_another_stack():
+    old = {"c-network": network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(CROSS)}}}
+    new = {"c-network": network("10.0.0.0/18"), "c-storage": {"Resources": {"Fs": fsx(CROSS)}}}
+    r = diff.compare(old, new, "us-east-1")
+    found = changes(r)
+    assert found["Subnet"].action == diff.REPLACE and found["Subnet"].reasons == ["CidrBlock is create-only"]
+    assert found["Fs"].action == diff.REPLACE
+    assert found["Fs"].reasons == ["SubnetIds refers to Subnet in c-network, which is replaced"]
+    assert [c.logical_id for c in r.data_loss] == ["Fs"]
+
+
+def test_in_place_and_nested_changes_of_a_legacy_type():
+    base = {"c": {"Resources": {"Fs": fsx("subnet-1", PerUnitStorageThroughput=250)}}}
+    bigger = {"c": {"Resources": {"Fs": {**fsx("subnet-1", PerUnitStorageThroughput=250)}}}}
+    bigger["c"]["Resources"]["Fs"]["Properties"]["StorageCapacity"] = 2400
+    assert changes(diff.compare(base, bigger, "us-east-1"))["Fs"].action == diff.UPDATE  # top level, not create-only
+    faster = {"c": {"Resources": {"Fs": fsx("subnet-1", PerUnitStorageThroughput=500)}}}
+    change = changes(diff.compare(base, faster, "us-east-1"))["Fs"]
+    assert change.action == diff.MAY_REPLACE and change.paths == ["LustreConfiguration.PerUnitStorageThroughput"]
+
+
+def test_type_change_unknown_type_and_removed_retained_resource():
+    old = {"c": {"Resources": {"A": {"Type": "AWS::SQS::Queue"}, "B": {"Type": "Custom::Thing", "Properties": {"X": 1}},
+                               "K": {"Type": "AWS::IAM::Role", "DeletionPolicy": "Retain", "Properties": {}}}}}
+    new = {"c": {"Resources": {"A": {"Type": "AWS::SNS::Topic"}, "B": {"Type": "Custom::Thing", "Properties": {"X": 2}}}}}
+    found = changes(diff.compare(old, new, "us-east-1"))
+    assert found["A"].action == diff.REPLACE and found["A"].reasons == ["type changes from AWS::SQS::Queue"]
+    assert found["B"].action == diff.MAY_REPLACE
+    assert found["K"].action == diff.REMOVE and found["K"].data_loss  # retained: stateful whatever its type
+
+
+def test_references_are_found_in_every_intrinsic():
+    value = {"A": {"Ref": "X"}, "B": {"Fn::GetAtt": ["Y", "Arn"]}, "C": {"Fn::GetAtt": "Z.Id"},
+             "D": {"Fn::Sub": "arn:${AWS::Partition}:s3:::${Bucket}/${Key.Arn}"}, "E": {"Ref": "AWS::Region"},
+             "F": {"Fn::GetStackOutput": {"StackName": "s", "OutputName": "o"}}, "G": {"Fn::ImportValue": "exp"}}
+    assert diff.references(value) == {("res", "X"), ("res", "Y"), ("res", "Z"), ("res", "Bucket"), ("res", "Key"),
+                                      ("out", "s", "o"), ("export", "exp")}
+
+
+def test_schemas_come_from_cfn_lint():
+    assert cfn_schemas.available()
+    fs = cfn_schemas.schema("AWS::FSx::FileSystem")
+    assert ("SecurityGroupIds",) in fs.create_only and ("SubnetIds",) in fs.create_only and fs.legacy
+    bucket = cfn_schemas.schema("AWS::S3::Bucket")
+    assert ("BucketName",) in bucket.create_only and not bucket.legacy
+    assert cfn_schemas.schema("AWS::Nothing::Here") is None
+    assert all(cfn_schemas.is_stateful(t) for t in ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key"))
+    assert not cfn_schemas.is_stateful("AWS::EC2::LaunchTemplate")
+    assert cfn_schemas.values_at({"Tags": [{"Key": "a"}, {"Key": "b"}]}, ("Tags", "*", "Key")) == ["a", "b"]
+
