@@ -245,3 +245,12 @@ def test_schemas_come_from_cfn_lint():
     assert not cfn_schemas.is_stateful("AWS::EC2::LaunchTemplate")
     assert cfn_schemas.values_at({"Tags": [{"Key": "a"}, {"Key": "b"}]}, ("Tags", "*", "Key")) == ["a", "b"]
 
+
+@pytest.mark.parametrize("new, shown", [("efa", "p5-pcs-efa.yaml     # lustre.efa: true, 19,200 GiB"),
+                                        ("grow", "p5-pcs-grow.yaml    # the gpu group grows from 16 to 24")])
+def test_readme_shows_real_diff_output(specs, cached, new, shown):
+    from tests.test_plan import readme_output
+
+    r = report(specs, cached, "base", new)
+    real = diff.render_text(r, "examples/p5-pcs.yaml", shown.split()[0], False)
+    assert readme_output(f"fmcluster diff examples/p5-pcs.yaml {shown}") == real

@@ -228,3 +228,17 @@ def test_plan_imports_neither_aws_cdk_nor_boto3(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "HEAVY []" in result.stdout
 
+
+def readme_output(command: str) -> str:
+    """What the README shows under `$ COMMAND`, up to the next prompt or the end of the block."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index(f"$ {command}\n") + len(command) + 3
+    end = min(i for i in (text.find("\n$ ", start), text.find("\n```", start)) if i >= 0)
+    return text[start:end + 1]
+
+
+def test_readme_shows_real_plan_output():
+    shown = readme_output("fmcluster plan examples/p5-pcs.yaml")
+    real = (GOLDEN / "p5-pcs.txt").read_text()
+    parts = shown.split("...\n")
+    assert len(parts) == 3 and all(part.strip("\n") in real for part in parts)

@@ -381,3 +381,12 @@ def test_json_format(capsys):
     assert report["ok"] is True and report["cluster"] == "llm-pretrain"
     assert {"name", "status", "reason", "hint"} == set(report["checks"][0])
 
+
+def test_readme_shows_real_preflight_output(capsys):
+    from tests.test_plan import readme_output
+
+    spec = loader.load(ROOT / "examples/p5en-reservation-pcs.yaml").spec
+    small = reservation(spec.node_groups[0], "usw2-az2", block=False, total=24, end=None)
+    with mock_aws():
+        assert preflight.main(spec, client=Clients(spec, [[small]]), now=NOW) == 1
+    assert readme_output("fmcluster preflight examples/p5en-reservation-pcs.yaml") == capsys.readouterr().out
