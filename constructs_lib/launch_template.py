@@ -17,7 +17,9 @@ What it sets:
   template has EFA interfaces) and `DeleteOnTermination`; no top-level `SecurityGroupIds`
   (EC2 rejects it beside network interfaces).
 - IMDSv2 only (`HttpTokens: required`), hop limit 1 by default.
-- An encrypted gp3 root volume.
+- An encrypted gp3 root volume (on `/dev/sda1`, the root device of Ubuntu AMIs, unless
+  `root_device_name` names another, such as `/dev/xvda` for Amazon Linux).
+- `ImageId` when an AMI is given (otherwise the service that launches the nodes picks it).
 - `Placement.GroupName` when a placement group is given.
 - Capacity: a Capacity Block (`InstanceMarketOptions.MarketType: capacity-block`, the
   reservation id and the instance type, which a Capacity Block template must name), or a
@@ -36,6 +38,7 @@ from constructs import Construct
 CAPACITY_BLOCK_MARKET = "capacity-block"
 ENA = "interface"  # the InterfaceType of a plain ENA interface, left out of the template
 ROOT_DEVICE = "/dev/sda1"  # the root device of Ubuntu AMIs
+AMAZON_LINUX_ROOT_DEVICE = "/dev/xvda"  # the root device of Amazon Linux (EKS AL2023) AMIs
 
 
 class InterfaceLike(Protocol):
@@ -100,7 +103,8 @@ def launch_template_data(*, interfaces: Sequence[InterfaceLike], security_group_
                          root_volume_gib: int, user_data: Optional[str] = None,
                          instance_type: Optional[str] = None, placement_group_name: Optional[str] = None,
                          capacity: CapacityTarget = CapacityTarget(), http_put_response_hop_limit: int = 1,
-                         tags: Optional[Mapping[str, str]] = None) -> dict[str, Any]:
+                         tags: Optional[Mapping[str, str]] = None, root_device_name: str = ROOT_DEVICE,
+                         image_id: Optional[str] = None) -> dict[str, Any]:
     """`LaunchTemplateData` as plain dictionaries. `user_data` is already base64 (or a token)."""
     if not interfaces:
         raise ValueError("a launch template needs at least the primary network interface")
@@ -112,9 +116,11 @@ def launch_template_data(*, interfaces: Sequence[InterfaceLike], security_group_
         "NetworkInterfaces": [_interface(i, groups, subnet_id) for i in interfaces],
         "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": http_put_response_hop_limit,
                             "HttpEndpoint": "enabled"},
-        "BlockDeviceMappings": [{"DeviceName": ROOT_DEVICE, "Ebs": {
+        "BlockDeviceMappings": [{"DeviceName": root_device_name, "Ebs": {
             "VolumeType": "gp3", "VolumeSize": root_volume_gib, "Encrypted": True, "DeleteOnTermination": True}}],
     }
+    if image_id:
+        data["ImageId"] = image_id
     if placement_group_name:
         data["Placement"] = {"GroupName": placement_group_name}
     data.update(_capacity(capacity, instance_type))
