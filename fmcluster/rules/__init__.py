@@ -27,4 +27,4 @@ def check(spec: ClusterSpec) -> list[Problem]:
     return problems
 
 
-from fmcluster.rules import capacity, hyperpod, lustre, naming, network, orchestrator  # noqa: E402,F401
+from fmcluster.rules import capacity, hyperpod, kubernetes, lustre, naming, network, orchestrator  # noqa: E402,F401

@@ -1,0 +1,328 @@
+"""What an `eks` cluster runs inside Kubernetes, as pure data: node labels and taints, the node
+configuration (AL2023 `nodeadm` NodeConfig), the pinned Helm charts and their values, the Kueue
+queues and their quota, and the Lustre volume manifests.
+
+No aws_cdk here: `stacks/eks.py` turns these into resources. Values may be CDK token strings
+(the file system's id comes from another stack); they are placed as given.
+
+Chart versions are pinned here, never resolved at synth: the kubectl provider installs them at
+deploy time. Each pin was read from the chart's own source (see the comments); bump them on
+purpose, with `helm search repo CHART --versions` (or `helm show chart oci://...`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from fmcluster.bootstrap import mime_multipart
+from fmcluster.efa import efa_layout
+
+# --- node labels and taints ---------------------------------------------------------------
+
+LABEL_PREFIX = "fmcluster.dev/"
+NODE_GROUP_LABEL = LABEL_PREFIX + "node-group"  # every node: the name of its node group
+GPU_LABEL = "nvidia.com/gpu.present"  # GPU nodes; the AL2023 NVIDIA AMI sets it too
+EFA_LABEL = "vpc.amazonaws.com/efa.present"  # nodes with EFA interfaces
+TRUE = "true"
+GPU_TAINT_KEY = "nvidia.com/gpu"  # GPU nodes are tainted NoSchedule: only pods that ask may land
+GPU_TAINT_EFFECT = "NoSchedule"
+# Label domains a node group's own labels may not use: kubelet may not set labels of the
+# kubernetes.io and k8s.io domains (NodeRestriction), and fmcluster.dev labels and the GPU and
+# EFA labels fmcluster sets itself.
+RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io", LABEL_PREFIX.rstrip("/"))
+RESERVED_LABELS = (GPU_LABEL, EFA_LABEL)
+
+SYSTEM_NODE_GROUP = "system"  # the node group of orchestrator.login: CoreDNS, Kueue, add-on controllers
+
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def label_value_valid(value: str) -> bool:
+    """A Kubernetes label value: empty, or up to 63 alphanumerics, '-', '_', '.', starting and
+    ending with an alphanumeric."""
+    return value == "" or bool(_LABEL_NAME.fullmatch(value))
+
+
+def label_key_problem(key: str) -> Optional[str]:
+    """Why `key` is not a valid Kubernetes label key (optional DNS-subdomain prefix, '/', name),
+    or None."""
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return f"the prefix '{prefix}' is not a DNS subdomain"
+    if not _LABEL_NAME.fullmatch(name):
+        return f"the name '{name}' is not 1 to 63 letters, digits, '-', '_' or '.', starting and ending alphanumeric"
+    return None
+
+
+def label_reserved(key: str) -> bool:
+    """A label key fmcluster or Kubernetes reserves (its domain, or a subdomain of it)."""
+    prefix = key.rpartition("/")[0]
+    return key in RESERVED_LABELS or any(prefix == d or prefix.endswith("." + d) for d in RESERVED_LABEL_DOMAINS)
+
+
+def efa_interfaces(group, mode) -> int:
+    """EFA devices one node of `group` has (what the EFA device plugin advertises)."""
+    return sum(1 for i in efa_layout(group.instance, mode, bool(group.efa)) if i.is_efa)
+
+
+def node_labels(group, mode) -> dict[str, str]:
+    """The Kubernetes labels of a spec node group's nodes: its own, then fmcluster's."""
+    labels = dict(group.labels)
+    labels[NODE_GROUP_LABEL] = group.name
+    if group.instance.is_gpu:
+        labels[GPU_LABEL] = TRUE
+    if efa_interfaces(group, mode):
+        labels[EFA_LABEL] = TRUE
+    return labels
+
+
+def node_taints(group) -> list[dict[str, str]]:
+    """`nvidia.com/gpu=true:NoSchedule` on GPU groups (Kubernetes spelling of the effect)."""
+    if group.instance.is_gpu:
+        return [{"key": GPU_TAINT_KEY, "value": TRUE, "effect": GPU_TAINT_EFFECT}]
+    return []
+
+
+GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}
+
+
+# --- node configuration (AL2023 nodeadm) ------------------------------------------------------
+
+NODECONFIG_MEDIA_TYPE = "application/node.eks.aws"
+NODECONFIG_FILE = "fmcluster-nodeconfig.yaml"
+
+
+@dataclass(frozen=True)
+class ClusterDetails:
+    """What `nodeadm` needs to join a cluster when EKS does not merge its own user data (a custom
+    AMI in the launch template). Values may be CDK tokens."""
+
+    name: str
+    endpoint: str
+    certificate_authority: str
+    service_cidr: str
+
+
+def node_config(*, raid0: bool, cluster: Optional[ClusterDetails] = None) -> Optional[str]:
+    """The NodeConfig document of a node group, or None when it needs none.
+
+    `raid0`: stripe the instance-store NVMe disks into one RAID 0 array that kubelet and
+    containerd use (nodeadm `instance.localStorage.strategy: RAID0`). `cluster`: the cluster's
+    connection details (custom AMIs only; with the EKS AMI types, EKS adds them itself).
+    """
+    spec: list[str] = []
+    if cluster is not None:
+        spec += ["  cluster:", f"    name: {cluster.name}", f"    apiServerEndpoint: {cluster.endpoint}",
+                 f"    certificateAuthority: {cluster.certificate_authority}", f"    cidr: {cluster.service_cidr}"]
+    if raid0:
+        spec += ["  instance:", "    localStorage:", "      strategy: RAID0"]
+    if not spec:
+        return None
+    return "\n".join(["---", "apiVersion: node.eks.aws/v1alpha1", "kind: NodeConfig", "spec:", *spec]) + "\n"
+
+
+def node_user_data(*, raid0: bool, cluster: Optional[ClusterDetails] = None) -> Optional[str]:
+    """The node group's user data: MIME multipart with the NodeConfig part (EKS merges it with
+    its own for managed node groups), or None."""
+    document = node_config(raid0=raid0, cluster=cluster)
+    if document is None:
+        return None
+    return mime_multipart([(NODECONFIG_MEDIA_TYPE, NODECONFIG_FILE, document)])
+
+
+SERVICE_CIDRS = ("10.100.0.0/16", "172.20.0.0/16")  # what EKS itself would choose from
+
+
+def service_cidr(vpc_cidr: str) -> str:
+    """The Kubernetes service CIDR: the first of EKS's two defaults that does not overlap the VPC."""
+    vpc = ipaddress.IPv4Network(vpc_cidr)
+    return next(c for c in SERVICE_CIDRS if not ipaddress.IPv4Network(c).overlaps(vpc))
+
+
+# --- Helm charts ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A Helm chart pinned to one version. `repository` is a Helm repository URL, or for an OCI
+    chart the full `oci://` reference (the kubectl provider pulls it with `helm pull`)."""
+
+    release: str
+    chart: str
+    repository: str
+    version: str
+    namespace: str
+
+
+# NVIDIA k8s-device-plugin: 0.19.3 reverted the GDRCopy/MOFED defaults of 0.19.0-0.19.2; MOFED
+# is still switched off explicitly below (it would hand /dev/infiniband to GPU pods, which is
+# the EFA device plugin's job). Source: NVIDIA/k8s-device-plugin tag v0.19.3; Amazon EKS User
+# Guide, "Install the NVIDIA Kubernetes device plugin".
+NVIDIA_DEVICE_PLUGIN = Chart("nvidia-device-plugin", "nvidia-device-plugin",
+                             "https://nvidia.github.io/k8s-device-plugin", "0.19.3", "nvidia")
+# AWS EFA device plugin. Source: aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml
+# (version v0.5.20, app v0.5.13); Amazon EKS User Guide, "Manage EFA devices on Amazon EKS".
+EFA_DEVICE_PLUGIN = Chart("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts",
+                          "v0.5.20", "kube-system")
+# Kueue, from its OCI registry. 0.18 serves kueue.x-k8s.io/v1beta2 (the API used below).
+# Source: kubernetes-sigs/kueue charts/kueue/README.md (`helm install kueue oci://...`).
+KUEUE = Chart("kueue", "kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.18.3", "kueue-system")
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+CHARTS = (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE)
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def nvidia_device_plugin_values() -> dict[str, Any]:
+    """On GPU nodes only (their label), tolerating their taint; MOFED off (see the pin)."""
+    return {"nodeSelector": {GPU_LABEL: TRUE}, "tolerations": [GPU_TOLERATION], "mofedEnabled": False}
+
+
+def efa_device_plugin_values(instance_types: list[str]) -> dict[str, Any]:
+    """On EFA nodes only, so it never crash-loops on nodes without EFA: their label, and the
+    chart's own instance-type affinity narrowed to (and so including) this cluster's EFA types
+    (the chart's built-in list may lag new types such as p6-b300)."""
+    return {"nodeSelector": {EFA_LABEL: TRUE}, "tolerations": [GPU_TOLERATION],
+            "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": sorted(set(instance_types))}}
+
+
+def kueue_values() -> dict[str, Any]:
+    """The Kueue controller on the system nodes."""
+    return {"controllerManager": {"nodeSelector": {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}}}
+
+
+# --- Kueue queues -----------------------------------------------------------------------------
+
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+COVERED_RESOURCES = ("cpu", "memory", GPU_RESOURCE, EFA_RESOURCE)
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+@dataclass(frozen=True)
+class FlavorQuota:
+    """One node group as a Kueue ResourceFlavor: its nodes' label, the toleration Kueue adds to
+    pods it admits there, and the group's capacity at its maximum size."""
+
+    name: str
+    cpu: int
+    memory_gib: int
+    gpus: int
+    efa: int
+    node_labels: dict[str, str] = field(default_factory=dict)
+    tolerations: tuple[dict[str, str], ...] = ()
+
+    def resources(self) -> list[dict[str, Any]]:
+        quota = {"cpu": self.cpu, "memory": f"{self.memory_gib}Gi", GPU_RESOURCE: self.gpus, EFA_RESOURCE: self.efa}
+        return [{"name": name, "nominalQuota": quota[name]} for name in COVERED_RESOURCES]
+
+
+def flavor_quotas(spec) -> list[FlavorQuota]:
+    """A flavor per spec node group (not the system nodes), CPU groups first: Kueue tries
+    flavors in order, so a job without GPUs lands on CPU nodes, and a GPU job, finding no GPU
+    quota there, moves on to the GPU groups."""
+    mode = spec.orchestrator.control_plane.interface_mode
+    quotas = []
+    for group in spec.node_groups:
+        nodes, instance = group.max_nodes, group.instance
+        quotas.append(FlavorQuota(
+            name=group.name, cpu=instance.vcpus * nodes, memory_gib=instance.memory_gib * nodes,
+            gpus=instance.gpu_count * nodes, efa=efa_interfaces(group, mode) * nodes,
+            node_labels={NODE_GROUP_LABEL: group.name},
+            tolerations=(GPU_TOLERATION,) if instance.is_gpu else ()))
+    return sorted(quotas, key=lambda q: q.gpus > 0)
+
+
+def total_gpus(spec) -> int:
+    """GPUs of every node group at its maximum size: the ClusterQueue's nvidia.com/gpu quota."""
+    return sum(q.gpus for q in flavor_quotas(spec))
+
+
+def queue_names(spec) -> tuple[str, str]:
+    """(ClusterQueue, LocalQueue): both named after the cluster."""
+    return spec.name, spec.name
+
+
+def kueue_manifests(spec) -> list[dict[str, Any]]:
+    """ResourceFlavors (one per node group), the ClusterQueue over all of them, and the
+    LocalQueue in orchestrator.namespace that jobs name with the kueue.x-k8s.io/queue-name label."""
+    cluster_queue, local_queue = queue_names(spec)
+    quotas = flavor_quotas(spec)
+    flavors = []
+    for q in quotas:
+        flavor_spec: dict[str, Any] = {"nodeLabels": dict(q.node_labels)}
+        if q.tolerations:
+            flavor_spec["tolerations"] = [dict(t) for t in q.tolerations]
+        flavors.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": q.name},
+                        "spec": flavor_spec})
+    queue = {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
+             "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                 "coveredResources": list(COVERED_RESOURCES),
+                 "flavors": [{"name": q.name, "resources": q.resources()} for q in quotas]}]}}
+    local = {"apiVersion": KUEUE_API, "kind": "LocalQueue",
+             "metadata": {"name": local_queue, "namespace": spec.orchestrator.namespace},
+             "spec": {"clusterQueue": cluster_queue}}
+    return [*flavors, queue, local]
+
+
+# --- namespace and Lustre volume ---------------------------------------------------------------
+
+BUILTIN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+FSX_CSI_DRIVER = "fsx.csi.aws.com"
+LUSTRE_CLAIM = "fsx-lustre"
+
+
+def namespace_manifest(namespace: str) -> Optional[dict[str, Any]]:
+    """The Namespace object, unless Kubernetes already has it."""
+    if namespace in BUILTIN_NAMESPACES:
+        return None
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+
+
+def lustre_volume_name(spec) -> str:
+    return f"{spec.name}-fsx-lustre"
+
+
+def lustre_manifests(spec, *, file_system_id: str, dns_name: str, mount_name: str) -> list[dict[str, Any]]:
+    """A static PersistentVolume of the FSx for Lustre file system (FSx CSI driver, retained:
+    deleting the claim never touches the data) and a ReadWriteMany claim bound to it in
+    orchestrator.namespace."""
+    lustre = spec.storage.lustre
+    capacity = f"{lustre.storage_capacity_gib}Gi"
+    volume = lustre_volume_name(spec)
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+          "spec": {"capacity": {"storage": capacity}, "volumeMode": "Filesystem", "accessModes": ["ReadWriteMany"],
+                   "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+                   "mountOptions": ["relatime", "flock"],
+                   "csi": {"driver": FSX_CSI_DRIVER, "volumeHandle": file_system_id,
+                           "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name}}}}
+    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+           "metadata": {"name": LUSTRE_CLAIM, "namespace": spec.orchestrator.namespace},
+           "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
+                    "resources": {"requests": {"storage": capacity}}}}
+    return [pv, pvc]
+
+
+# --- EKS add-ons ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Addon:
+    """An EKS add-on; `service_account` names the one that gets a Pod Identity role."""
+
+    name: str
+    service_account: Optional[str] = None
+    needs_nodes: bool = False  # a Deployment: becomes healthy only once nodes can run it
+
+
+POD_IDENTITY_AGENT = Addon("eks-pod-identity-agent")
+VPC_CNI = Addon("vpc-cni", service_account="aws-node")  # AmazonEKS_CNI_Policy by Pod Identity, not on the node role
+KUBE_PROXY = Addon("kube-proxy")
+COREDNS = Addon("coredns", needs_nodes=True)
+FSX_CSI = Addon("aws-fsx-csi-driver", service_account="fsx-csi-controller-sa", needs_nodes=True)
+NODE_MONITORING_AGENT = Addon("eks-node-monitoring-agent")
+ADDONS = (POD_IDENTITY_AGENT, VPC_CNI, KUBE_PROXY, COREDNS, FSX_CSI, NODE_MONITORING_AGENT)

@@ -1,0 +1,70 @@
+"""Kubernetes rules: names and labels valid in Kubernetes, system nodes and cluster access on EKS.
+
+(The AZ count and the Kubernetes version are checked for every control plane by
+`fmcluster.rules.orchestrator`.)
+"""
+
+from __future__ import annotations
+
+from fmcluster import kubernetes
+from fmcluster.diagnostics import error, warning
+from fmcluster.rules import rule
+
+
+def _on_kubernetes(spec) -> bool:
+    return spec.orchestrator.control_plane.scheduler == "kubernetes"
+
+
+@rule
+def node_group_names_are_label_values(spec):
+    """A node group's name is the value of its nodes' node-group label and names its Kueue flavor.
+    (On HyperPod EKS the stricter instance-group name rule reports it.)"""
+    if not _on_kubernetes(spec) or spec.orchestrator.control_plane.hyperpod:
+        return
+    for i, group in enumerate(spec.node_groups):
+        if not kubernetes.label_value_valid(group.name):
+            yield error(("node_groups", i, "name"), f"'{group.name}' is not a valid Kubernetes label value",
+                        "end the name with a letter or digit")
+
+
+@rule
+def node_labels_valid(spec):
+    for i, group in enumerate(spec.node_groups):
+        for key, value in group.labels.items():
+            path = ("node_groups", i, "labels", key)
+            problem = kubernetes.label_key_problem(key)
+            if problem:
+                yield error(path, f"'{key}' is not a valid Kubernetes label key: {problem}", at_key=True)
+            elif kubernetes.label_reserved(key):
+                yield error(path, f"label '{key}' is reserved", "kubelet may not set kubernetes.io and k8s.io "
+                            "labels, and fmcluster sets fmcluster.dev/ and the GPU and EFA labels itself", at_key=True)
+            if not kubernetes.label_value_valid(value):
+                yield error(path, f"'{value}' is not a valid Kubernetes label value",
+                            "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
+
+
+@rule
+def node_labels_only_on_kubernetes(spec):
+    if _on_kubernetes(spec):
+        return
+    for i, group in enumerate(spec.node_groups):
+        if group.labels:
+            yield warning(("node_groups", i, "labels"),
+                          f"labels are used only by Kubernetes control planes, not {spec.orchestrator.type}")
+
+
+@rule
+def eks_has_system_nodes(spec):
+    """CoreDNS, Kueue and the add-on controllers run on the system nodes (GPU nodes are tainted)."""
+    if spec.orchestrator.type == "eks" and spec.orchestrator.login.count < 1:
+        yield error(("orchestrator", "login", "count"), "an EKS cluster needs at least one system node",
+                    "CoreDNS, Kueue and the add-on controllers run there; 2 keep them available during a node repair")
+
+
+@rule
+def eks_admin_role(spec):
+    if spec.orchestrator.type == "eks" and not spec.orchestrator.admin_role_arn:
+        yield warning(("orchestrator",), "no admin_role_arn: nobody can reach the Kubernetes API of this cluster "
+                      "(the deploying role gets no access)",
+                      "set orchestrator.admin_role_arn to the IAM role your team assumes, such as "
+                      "arn:aws:iam::111122223333:role/MlPlatformAdmin")

@@ -1,0 +1,93 @@
+"""fmcluster.rules.kubernetes: label-valid names and labels, system nodes and access on EKS."""
+
+import pytest
+
+from fmcluster.rules import kubernetes as k8s
+from tests.specs import base_spec, findings, messages, paths, with_
+
+ROLE = "arn:aws:iam::111122223333:role/MlPlatformAdmin"
+
+
+def eks(spec=None, admin=True):
+    spec = with_(spec or base_spec(), "orchestrator.type", "eks")
+    spec = with_(spec, "network.extra_availability_zone_ids", ["use1-az1"])
+    return with_(spec, "orchestrator.admin_role_arn", ROLE) if admin else spec
+
+
+# ---- node_group_names_are_label_values ------------------------------------------------
+
+def test_group_names_ending_alphanumeric_pass():
+    spec = with_(eks(), "node_groups[0].name", "gpu-a1")
+    assert findings(k8s.node_group_names_are_label_values, spec) == []
+    assert paths(spec) == set()
+
+
+def test_group_name_ending_with_a_dash_on_eks():
+    spec = with_(eks(), "node_groups[0].name", "gpu-")
+    assert "node_groups[0].name" in paths(spec)
+    (message,) = messages(spec, "node_groups[0].name")
+    assert "'gpu-' is not a valid Kubernetes label value" in message and "end the name with a letter" in message
+
+
+def test_group_name_ending_with_a_dash_is_fine_on_pcs():
+    spec = with_(base_spec(), "node_groups[0].name", "gpu-")
+    assert findings(k8s.node_group_names_are_label_values, spec) == []
+
+
+# ---- node_labels_valid ----------------------------------------------------------------
+
+def test_valid_labels_pass():
+    spec = with_(eks(), "node_groups[0].labels", {"team": "pretraining", "example.com/tier": "gold", "empty": ""})
+    assert findings(k8s.node_labels_valid, spec) == []
+    assert paths(spec) == set()
+
+
+@pytest.mark.parametrize("key, why", [
+    ("-team", "is not a valid Kubernetes label key"),
+    ("Bad_Prefix!/team", "is not a valid Kubernetes label key"),
+    ("x" * 64, "is not a valid Kubernetes label key"),
+    ("node.kubernetes.io/gpu", "is reserved"),
+    ("k8s.io/x", "is reserved"),
+    ("fmcluster.dev/node-group", "is reserved"),
+    ("nvidia.com/gpu.present", "is reserved"),
+])
+def test_invalid_or_reserved_label_keys(key, why):
+    spec = with_(eks(), "node_groups[0].labels", {key: "a"})
+    path = f"node_groups[0].labels.{key}"
+    assert why in " ".join(messages(spec, path))
+
+
+def test_invalid_label_value():
+    spec = with_(eks(), "node_groups[0].labels", {"team": "pre training"})
+    assert "'pre training' is not a valid Kubernetes label value" in messages(spec, "node_groups[0].labels.team")[0]
+
+
+# ---- node_labels_only_on_kubernetes ---------------------------------------------------
+
+def test_labels_on_pcs_warn():
+    spec = with_(base_spec(), "node_groups[0].labels", {"team": "a"})
+    assert "used only by Kubernetes control planes, not pcs" in messages(spec, "node_groups[0].labels", "warning")[0]
+    assert findings(k8s.node_labels_only_on_kubernetes, eks(spec)) == []
+
+
+# ---- eks_has_system_nodes ---------------------------------------------------------------
+
+def test_eks_without_system_nodes():
+    spec = with_(eks(), "orchestrator.login.count", 0)
+    assert "orchestrator.login.count" in paths(spec)
+    assert "at least one system node" in messages(spec, "orchestrator.login.count")[0]
+
+
+def test_system_nodes_pass_and_pcs_needs_none():
+    assert findings(k8s.eks_has_system_nodes, eks()) == []
+    assert findings(k8s.eks_has_system_nodes, with_(base_spec(), "orchestrator.login.count", 0)) == []
+
+
+# ---- eks_admin_role ---------------------------------------------------------------------
+
+def test_eks_without_an_admin_role_warns():
+    spec = eks(admin=False)
+    assert paths(spec) == set()  # a warning, not an error
+    (message,) = messages(spec, "orchestrator", "warning")
+    assert "nobody can reach the Kubernetes API" in message and "admin_role_arn" in message
+    assert findings(k8s.eks_admin_role, eks()) == []
