@@ -14,6 +14,11 @@ def cluster_stack(scope, stack_id: str, *, spec, network, storage, env):
 
         return PcsClusterStack(scope, stack_id, spec=spec, network=network, storage=storage, env=env,
                                description=f"fmcluster {spec.name}: Slurm on AWS PCS and GPU node groups")
+    if kind == "eks":
+        from stacks.eks import EksClusterStack
+
+        return EksClusterStack(scope, stack_id, spec=spec, network=network, storage=storage, env=env,
+                               description=f"fmcluster {spec.name}: Amazon EKS and GPU node groups")
     if kind == "hyperpod-slurm":
         from stacks.hyperpod import HyperPodSlurmStack
 

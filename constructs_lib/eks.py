@@ -1,0 +1,79 @@
+"""Amazon EKS managed node groups and add-ons, as thin constructs over the L1 resources.
+
+`ManagedNodeGroup` is a `CfnNodegroup`, not the L2 `eks.Nodegroup`: the L2 derives the AMI type
+from its own list of GPU instance classes, which lacks P5 and P6, and rejects the AL2023 NVIDIA
+AMI type for them. The L1 takes the AMI type as given. Every group has a launch template (the
+EFA interfaces, IMDS, root volume and capacity live there), so no disk size or remote access
+is set on the group, and the instance type is named once: in the launch template for Capacity
+Blocks (EKS requires it there), on the group otherwise.
+
+`ClusterAddon` is a `CfnAddon`: the L2 `eks.Addon` cannot give an add-on its Pod Identity role.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
+# The taint effects of the EKS API, by their Kubernetes spelling.
+TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
+
+
+class ManagedNodeGroup(Construct):
+    """One EKS managed node group on a launch template, with node auto repair on.
+
+    `instance_type` is None when the launch template names it. `ami_type` is None when the
+    launch template names a custom AMI. `taints` use Kubernetes spelling (`NoSchedule`).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, node_role_arn: str,
+                 subnet_ids: Sequence[str], launch_template_id: str, launch_template_version: str,
+                 min_size: int, max_size: int, desired_size: Optional[int] = None,
+                 instance_type: Optional[str] = None, ami_type: Optional[str] = None,
+                 capacity_type: str = "ON_DEMAND", labels: Optional[Mapping[str, str]] = None,
+                 taints: Sequence[Mapping[str, str]] = (), tags: Optional[Mapping[str, str]] = None) -> None:
+        super().__init__(scope, construct_id)
+        if capacity_type not in CAPACITY_TYPES:
+            raise ValueError(f"capacity type {capacity_type!r} is not one of {', '.join(CAPACITY_TYPES)}")
+        desired = min_size if desired_size is None else desired_size
+        if not (0 <= min_size <= desired <= max_size and max_size >= 1):
+            raise ValueError(f"scaling {min_size}..{max_size} (desired {desired}) is not a range with a node")
+        self.resource = eks.CfnNodegroup(
+            self, "Resource", cluster_name=cluster_name, node_role=node_role_arn, subnets=list(subnet_ids),
+            ami_type=ami_type, capacity_type=capacity_type,
+            instance_types=[instance_type] if instance_type else None,
+            launch_template=eks.CfnNodegroup.LaunchTemplateSpecificationProperty(
+                id=launch_template_id, version=launch_template_version),
+            scaling_config=eks.CfnNodegroup.ScalingConfigProperty(
+                min_size=min_size, max_size=max_size, desired_size=desired),
+            labels=dict(labels) if labels else None,
+            taints=[eks.CfnNodegroup.TaintProperty(key=t["key"], value=t.get("value"),
+                                                   effect=TAINT_EFFECTS[t["effect"]]) for t in taints] or None,
+            node_repair_config=eks.CfnNodegroup.NodeRepairConfigProperty(enabled=True),
+            force_update_enabled=False,  # never evict pods past their disruption budgets
+            tags=dict(tags) if tags else None)
+
+    @property
+    def nodegroup_name(self) -> str:
+        return self.resource.attr_nodegroup_name
+
+
+class ClusterAddon(Construct):
+    """An EKS add-on, at the version EKS picks for the cluster's Kubernetes version unless one
+    is given, taking over any self-managed copy (`OVERWRITE`), with an optional Pod Identity
+    role for one service account."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, addon_name: str,
+                 version: Optional[str] = None, service_account: Optional[str] = None,
+                 role_arn: Optional[str] = None) -> None:
+        super().__init__(scope, construct_id)
+        if (service_account is None) != (role_arn is None):
+            raise ValueError("a Pod Identity association needs both a service account and a role")
+        association = eks.CfnAddon.PodIdentityAssociationProperty
+        associations = [association(role_arn=role_arn, service_account=service_account)] if service_account else None
+        self.resource = eks.CfnAddon(self, "Resource", cluster_name=cluster_name, addon_name=addon_name,
+                                     addon_version=version, resolve_conflicts="OVERWRITE",
+                                     pod_identity_associations=associations)

@@ -1,0 +1,303 @@
+"""NAME-cluster for `orchestrator.type: eks`: an Amazon EKS cluster ready for multi-node GPU
+training.
+
+What it builds from the spec, with the network and storage stacks' outputs:
+
+- the EKS cluster (`aws_eks_v2.Cluster`, Kubernetes `orchestrator.version`) on the network
+  stack's private subnets (GPU AZ and extra AZs), without Auto Mode: only managed node groups;
+  API endpoint public and private, or private only; authentication by access entries (cluster
+  admin for `orchestrator.admin_role_arn`; the deploying role gets none); every control-plane
+  log type; a kubectl provider (Lambda, kubectl v1.35 layer) that installs charts and
+  manifests at deploy time;
+- EKS add-ons at the versions EKS picks for the Kubernetes version: Pod Identity agent, VPC
+  CNI (with its own Pod Identity role), kube-proxy, CoreDNS, node monitoring agent, and the
+  FSx for Lustre CSI driver (with a Pod Identity role for this file system) when there is one;
+- one node role; a `system` managed node group from `orchestrator.login` (all private
+  subnets) and, per spec node group, a launch template with the full EFA layout (EKS
+  documents `efa-only` interfaces for managed node groups; no subnet in the template) and a
+  managed node group in the GPU subnet: AL2023 NVIDIA AMI type for GPU types, NVMe RAID 0 by
+  the AL2023 node configuration, labels, the `nvidia.com/gpu` taint on GPU groups, node auto
+  repair, and its capacity: on-demand, reservation, Capacity Block or spot;
+- Helm charts (pinned in `fmcluster.kubernetes`): the NVIDIA device plugin on GPU nodes, the
+  EFA device plugin on EFA nodes, Kueue with a ResourceFlavor per node group, a ClusterQueue
+  whose quota is the node groups' capacity and a LocalQueue in `orchestrator.namespace`;
+- the Lustre file system as a static PersistentVolume and a claim in `orchestrator.namespace`.
+
+Synthesis is pure: no chart, AMI or AZ is looked up. The imported subnets carry no AZ names
+(they are account-specific and unknown at synth); nothing here needs one, since subnets are
+always selected explicitly by id.
+
+Logical IDs derive from node-group names, never list positions.
+
+Inputs (duck-typed; see DESIGN.md): `network.vpc_id`, `network.private_subnet_ids` (GPU AZ
+first), `network.gpu_subnet_id`, `network.efa_security_group_id`,
+`network.node_security_group_id`, `network.placement_group_names`; `storage.bucket_arns`,
+`storage.kms_key_arn`, `storage.file_system_id`, `storage.file_system_dns_name`,
+`storage.file_system_mount_name` (None without Lustre).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
+from constructs import Construct
+
+from constructs_lib.eks import ClusterAddon, ManagedNodeGroup
+from constructs_lib.eks_iam import EksNodeRole, PodIdentityRole
+from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, CapacityTarget, NodeLaunchTemplate
+from fmcluster import catalog, controlplanes, kubernetes
+from fmcluster.efa import efa_layout
+from stacks.pcs import capacity_target
+
+GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
+CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
+CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK",
+                  "spot": "SPOT"}  # a reservation is on-demand capacity the launch template targets
+IMDS_HOP_LIMIT = 2  # pods reach the instance metadata service through one more hop (their network namespace)
+SYSTEM_ROOT_VOLUME_GIB = 256
+LOG_TYPES = (eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT, eks.ClusterLoggingTypes.AUTHENTICATOR,
+             eks.ClusterLoggingTypes.CONTROLLER_MANAGER, eks.ClusterLoggingTypes.SCHEDULER)
+ENDPOINT_ACCESS = {"public-and-private": eks.EndpointAccess.PUBLIC_AND_PRIVATE, "private": eks.EndpointAccess.PRIVATE}
+ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+CNI_POLICY = "AmazonEKS_CNI_Policy"
+# The FSx CSI controller, for a static volume: describe the file system, and grow it on a
+# volume expansion. It never creates or deletes file systems here.
+FSX_CSI_ACTIONS = ["fsx:DescribeFileSystems", "fsx:UpdateFileSystem"]
+
+
+def config_command(spec) -> str:
+    """How a user reaches the cluster with kubectl."""
+    command = f"aws eks update-kubeconfig --name {spec.name} --region {spec.region}"
+    if spec.orchestrator.admin_role_arn:
+        command += f" --role-arn {spec.orchestrator.admin_role_arn}"
+    return command
+
+
+@dataclass(frozen=True)
+class NodeGroupProps:
+    """What one managed node group is made of (a spec node group, or the system group)."""
+
+    name: str
+    instance_type: str
+    min_count: int
+    max_count: int
+    efa: bool
+    root_volume_gib: int
+    subnet_ids: tuple[str, ...]
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: tuple[dict[str, str], ...] = ()
+    capacity_type: str = "ON_DEMAND"
+    capacity: CapacityTarget = CapacityTarget()
+    placement_group_name: Optional[str] = None
+    ami_id: Optional[str] = None
+
+    @classmethod
+    def from_spec(cls, group, *, network, mode) -> "NodeGroupProps":
+        return cls(name=group.name, instance_type=group.instance_type, min_count=group.min_nodes,
+                   max_count=group.max_nodes, efa=bool(group.efa), root_volume_gib=group.root_volume_gib,
+                   subnet_ids=(network.gpu_subnet_id,), labels=kubernetes.node_labels(group, mode),
+                   taints=tuple(kubernetes.node_taints(group)), capacity_type=CAPACITY_TYPES[group.capacity.type],
+                   capacity=capacity_target(group.capacity),
+                   placement_group_name=(network.placement_group_names or {}).get(group.name), ami_id=group.ami_id)
+
+    @classmethod
+    def system(cls, login, *, network) -> "NodeGroupProps":
+        return cls(name=kubernetes.SYSTEM_NODE_GROUP, instance_type=login.instance_type, min_count=login.count,
+                   max_count=login.count, efa=False, root_volume_gib=SYSTEM_ROOT_VOLUME_GIB,
+                   subnet_ids=tuple(network.private_subnet_ids),
+                   labels={kubernetes.NODE_GROUP_LABEL: kubernetes.SYSTEM_NODE_GROUP})
+
+    @property
+    def instance(self) -> catalog.InstanceType:
+        return catalog.catalog()[self.instance_type]
+
+    @property
+    def ami_type(self) -> Optional[str]:
+        """The EKS AMI type; None with a custom AMI (the launch template names it)."""
+        if self.ami_id:
+            return None
+        return GPU_AMI_TYPE if self.instance.is_gpu else CPU_AMI_TYPE
+
+
+class EksClusterStack(cdk.Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.spec = spec
+        self.network = network
+        self.storage = storage
+        self.interface_mode = controlplanes.get("eks").interface_mode
+        self.service_cidr = kubernetes.service_cidr(spec.network.vpc_cidr)
+        self.cluster = self._cluster()
+        if spec.orchestrator.admin_role_arn:
+            self.cluster.grant_access("AdminAccess", spec.orchestrator.admin_role_arn, [
+                eks.AccessPolicy.from_access_policy_name(ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
+        buckets = storage.bucket_arns or {}
+        self.node_role = EksNodeRole(self, "NodeRole", bucket_arns=[buckets[name] for name in sorted(buckets)],
+                                     kms_key_arn=storage.kms_key_arn)
+
+        self.addons: dict[str, ClusterAddon] = {}
+        for addon in (kubernetes.POD_IDENTITY_AGENT, kubernetes.VPC_CNI, kubernetes.KUBE_PROXY):
+            self._add_addon(addon)
+        self.node_groups: dict[str, ManagedNodeGroup] = {}
+        self.launch_templates: dict[str, NodeLaunchTemplate] = {}
+        self._add_node_group(NodeGroupProps.system(spec.orchestrator.login, network=network), "SystemNodes")
+        for group in spec.node_groups:
+            self._add_node_group(NodeGroupProps.from_spec(group, network=network, mode=self.interface_mode),
+                                 f"NodeGroup-{group.name}")
+        for addon in (kubernetes.COREDNS, kubernetes.NODE_MONITORING_AGENT):
+            self._add_addon(addon)
+        if spec.storage.lustre:
+            self._add_addon(kubernetes.FSX_CSI, self._fsx_csi_statements())
+
+        self.charts: dict[str, eks.HelmChart] = {}
+        self.manifests: dict[str, eks.KubernetesManifest] = {}
+        self._add_device_plugins()
+        self._add_queues()
+        if spec.storage.lustre:
+            self._add_lustre_volume()
+        self._outputs()
+
+    # --- control plane ---------------------------------------------------------------------
+
+    def _cluster(self) -> eks.Cluster:
+        spec, network = self.spec, self.network
+        # The VPC has no subnet groups of its own (the subnets are selected explicitly); its AZ
+        # list is the region's, resolved by CloudFormation, and never read.
+        vpc = ec2.Vpc.from_vpc_attributes(self, "Vpc", vpc_id=network.vpc_id, availability_zones=cdk.Fn.get_azs())
+        cdk.Annotations.of(vpc).acknowledge_warning(
+            "@aws-cdk/aws-ec2:vpcAttributeIsListTokenavailabilityZones", "no subnet is selected from the VPC itself")
+        subnets = [ec2.Subnet.from_subnet_attributes(self, f"PrivateSubnet-{az}", subnet_id=subnet_id)
+                   for az, subnet_id in zip(spec.availability_zone_ids, network.private_subnet_ids)]
+        for subnet in subnets:  # routes are the network stack's business
+            cdk.Annotations.of(subnet).acknowledge_warning("@aws-cdk/aws-ec2:noSubnetRouteTableId",
+                                                           "nothing here reads the subnet's route table")
+        return eks.Cluster(
+            self, "Cluster", cluster_name=spec.name, version=eks.KubernetesVersion.of(spec.orchestrator.version),
+            vpc=vpc, vpc_subnets=[ec2.SubnetSelection(subnets=subnets)],
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP, default_capacity=0,
+            endpoint_access=ENDPOINT_ACCESS[spec.orchestrator.endpoint_access], cluster_logging=list(LOG_TYPES),
+            bootstrap_cluster_creator_admin_permissions=False, bootstrap_self_managed_addons=False,
+            service_ipv4_cidr=self.service_cidr,
+            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(self, "KubectlLayer")))
+
+    def _add_addon(self, addon: kubernetes.Addon, statements: Optional[list[iam.PolicyStatement]] = None) -> None:
+        scope = Construct(self, f"Addon-{addon.name}")
+        role_arn = None
+        if addon.service_account:
+            role = PodIdentityRole(scope, "PodIdentityRole", cluster_arn=self.cluster.cluster_arn,
+                                   description=f"EKS add-on {addon.name} ({addon.service_account}) of {self.spec.name}",
+                                   managed_policies=[CNI_POLICY] if addon is kubernetes.VPC_CNI else (),
+                                   statements=statements or ())
+            role_arn = role.role_arn
+        resource = ClusterAddon(scope, "Addon", cluster_name=self.cluster.cluster_name, addon_name=addon.name,
+                                service_account=addon.service_account, role_arn=role_arn)
+        if addon.service_account:
+            resource.node.add_dependency(self.addons[kubernetes.POD_IDENTITY_AGENT.name])
+        if addon.needs_nodes:
+            resource.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])
+        self.addons[addon.name] = resource
+
+    def _fsx_csi_statements(self) -> list[iam.PolicyStatement]:
+        file_system_arn = self.format_arn(service="fsx", resource="file-system",
+                                          resource_name=self.storage.file_system_id)
+        return [iam.PolicyStatement(sid="StaticLustreVolume", actions=FSX_CSI_ACTIONS, resources=[file_system_arn])]
+
+    # --- node groups -----------------------------------------------------------------------
+
+    def _add_node_group(self, props: NodeGroupProps, scope_id: str) -> None:
+        scope = Construct(self, scope_id)
+        interfaces = efa_layout(props.instance, self.interface_mode, props.efa)
+        uses_efa = any(i.is_efa for i in interfaces)
+        custom = None
+        if props.ami_id:
+            custom = kubernetes.ClusterDetails(self.cluster.cluster_name, self.cluster.cluster_endpoint,
+                                               self.cluster.cluster_certificate_authority_data, self.service_cidr)
+        template = NodeLaunchTemplate(
+            scope, "LaunchTemplate", interfaces=interfaces, subnet_id=None,
+            security_group_ids=[self.network.node_security_group_id, self.cluster.cluster_security_group_id],
+            efa_security_group_id=self.network.efa_security_group_id if uses_efa else None,
+            root_volume_gib=props.root_volume_gib, root_device_name=AMAZON_LINUX_ROOT_DEVICE,
+            instance_type=props.instance_type, image_id=props.ami_id,
+            placement_group_name=props.placement_group_name, capacity=props.capacity,
+            http_put_response_hop_limit=IMDS_HOP_LIMIT,
+            tags={**self.spec.tags, "fmcluster:cluster": self.spec.name, "fmcluster:node-group": props.name},
+            user_data=kubernetes.node_user_data(raid0=props.instance.nvme_disks > 0, cluster=custom))
+        in_template = props.capacity_type == "CAPACITY_BLOCK"  # EKS wants a Capacity Block's type in the template
+        group = ManagedNodeGroup(
+            scope, "NodeGroup", cluster_name=self.cluster.cluster_name, node_role_arn=self.node_role.role_arn,
+            subnet_ids=props.subnet_ids, launch_template_id=template.launch_template_id,
+            launch_template_version=template.latest_version_number, min_size=props.min_count,
+            max_size=props.max_count, instance_type=None if in_template else props.instance_type,
+            ami_type=props.ami_type, capacity_type=props.capacity_type, labels=props.labels, taints=props.taints,
+            tags={"fmcluster:node-group": props.name})
+        for name in (kubernetes.POD_IDENTITY_AGENT.name, kubernetes.VPC_CNI.name, kubernetes.KUBE_PROXY.name):
+            group.node.add_dependency(self.addons[name])
+        self.launch_templates[props.name] = template
+        self.node_groups[props.name] = group
+
+    # --- inside Kubernetes -----------------------------------------------------------------
+
+    def _add_chart(self, construct_id: str, chart: kubernetes.Chart, values: dict[str, Any],
+                   wait: bool = False) -> eks.HelmChart:
+        helm = self.cluster.add_helm_chart(
+            construct_id, chart=chart.chart, repository=chart.repository, version=chart.version,
+            release=chart.release, namespace=chart.namespace, create_namespace=True, values=values, wait=wait,
+            timeout=cdk.Duration.minutes(15) if wait else None)
+        self.charts[chart.release] = helm
+        return helm
+
+    def _add_device_plugins(self) -> None:
+        groups = self.spec.node_groups
+        if any(g.instance.is_gpu for g in groups):
+            self._add_chart("NvidiaDevicePlugin", kubernetes.NVIDIA_DEVICE_PLUGIN,
+                            kubernetes.nvidia_device_plugin_values())
+        efa_types = [g.instance_type for g in groups if kubernetes.efa_interfaces(g, self.interface_mode)]
+        if efa_types:
+            self._add_chart("EfaDevicePlugin", kubernetes.EFA_DEVICE_PLUGIN,
+                            kubernetes.efa_device_plugin_values(efa_types))
+
+    def _namespace(self) -> Optional[eks.KubernetesManifest]:
+        """The manifest of orchestrator.namespace (once), or None where Kubernetes has it already."""
+        if "Namespace" not in self.manifests:
+            document = kubernetes.namespace_manifest(self.spec.orchestrator.namespace)
+            if document is None:
+                return None
+            self.manifests["Namespace"] = self.cluster.add_manifest("Namespace", document)
+        return self.manifests["Namespace"]
+
+    def _add_manifest(self, construct_id: str, documents: list[dict[str, Any]], *after: Construct) -> None:
+        manifest = self.cluster.add_manifest(construct_id, *documents)
+        for dependency in (self._namespace(), *after):
+            if dependency is not None:
+                manifest.node.add_dependency(dependency)
+        self.manifests[construct_id] = manifest
+
+    def _add_queues(self) -> None:
+        kueue = self._add_chart("Kueue", kubernetes.KUEUE, kubernetes.kueue_values(), wait=True)
+        kueue.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])  # its controller runs there
+        self._add_manifest("KueueQueues", kubernetes.kueue_manifests(self.spec), kueue)
+
+    def _add_lustre_volume(self) -> None:
+        storage = self.storage
+        if not (storage.file_system_id and storage.file_system_dns_name and storage.file_system_mount_name):
+            raise ValueError("the spec has a Lustre file system, but the storage stack gives no id, DNS or mount name")
+        documents = kubernetes.lustre_manifests(self.spec, file_system_id=storage.file_system_id,
+                                                dns_name=storage.file_system_dns_name,
+                                                mount_name=storage.file_system_mount_name)
+        self._add_manifest("LustreVolume", documents, self.addons[kubernetes.FSX_CSI.name])
+
+    def _outputs(self) -> None:
+        spec = self.spec
+        cluster_queue, local_queue = kubernetes.queue_names(spec)
+        cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name, description="Amazon EKS cluster")
+        cdk.CfnOutput(self, "ConfigCommand", value=config_command(spec), description="kubectl access")
+        cdk.CfnOutput(self, "NodeGroupNames", description="EKS managed node groups (system first)",
+                      value=cdk.Fn.join(",", [g.nodegroup_name for g in self.node_groups.values()]))
+        cdk.CfnOutput(self, "LocalQueue", value=f"{spec.orchestrator.namespace}/{local_queue}",
+                      description=f"Kueue LocalQueue (label kueue.x-k8s.io/queue-name) of ClusterQueue {cluster_queue}")

@@ -1,0 +1,570 @@
+"""NAME-cluster for Amazon EKS, synthesized once per module.
+
+One CDK app holds three EKS cluster stacks: "main" (every capacity type, four EFA layouts, a
+CPU group on a custom AMI, a private API endpoint, a namespace of its own, an admin role and a
+KMS key), examples/p5en-eks.yaml, and "bare" (CPU only, no Lustre, no admin role, Kubernetes
+1.32, namespace `default`). Network and storage outputs are stand-ins, as in
+tests/test_pcs_stack.py; tests/test_examples_synth.py and tests/test_moto_deploy.py synthesize
+and deploy the example with the real stacks.
+"""
+
+from __future__ import annotations
+
+import email
+import functools
+import json
+import types
+from pathlib import Path
+
+import pytest
+
+from fmcluster import kubernetes, loader
+from tests.specs import base_spec, to_yaml
+from tests.test_pcs_stack import (EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, _load, launch_templates,
+                                  new_app, resources, storage)
+
+pytestmark = pytest.mark.synth
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "p5en-eks.yaml"
+SUBNET_B = "subnet-0bbbbbbbbbbbbbbbb"
+FS_ID = "fs-0123456789abcdef0"
+ADMIN = "arn:aws:iam::111122223333:role/MlPlatformAdmin"
+AMI = "ami-0123456789abcdef0"
+RG_ARN = "arn:aws:resource-groups:us-east-1:111122223333:group/b200-odcrs"
+PLACEMENT_GROUP = "eks-main-b200"
+CLUSTER_SG = {"Fn::GetAtt": ["ClusterEB0386A7", "ClusterSecurityGroupId"]}
+ADDONS = {"eks-pod-identity-agent", "vpc-cni", "kube-proxy", "coredns", "eks-node-monitoring-agent",
+          "aws-fsx-csi-driver"}
+
+
+def main_spec() -> dict:
+    spec = base_spec(
+        name="eks-main",
+        network={"extra_availability_zone_ids": ["use1-az6"]},
+        orchestrator={"type": "eks", "version": "1.34", "login": {"instance_type": "m7i.2xlarge", "count": 2},
+                      "admin_role_arn": ADMIN, "endpoint_access": "private", "namespace": "training"},
+        node_groups=[
+            {"name": "p5en", "instance_type": "p5en.48xlarge", "count": 8, "labels": {"team": "pretraining"},
+             "capacity": {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}},
+            {"name": "p5", "instance_type": "p5.48xlarge", "count": 4,
+             "capacity": {"type": "reservation", "reservation_id": "cr-0fedcba9876543210"}},
+            {"name": "b200", "instance_type": "p6-b200.48xlarge", "min_count": 0, "max_count": 2,
+             "capacity": {"type": "reservation", "reservation_resource_group_arn": RG_ARN}},
+            {"name": "b300", "instance_type": "p6-b300.48xlarge", "min_count": 0, "max_count": 6,
+             "placement_group": "none", "capacity": {"type": "spot"}},
+            {"name": "cpu", "instance_type": "c7i.8xlarge", "min_count": 1, "max_count": 10, "root_volume_gib": 200,
+             "ami_id": AMI},
+        ],
+        tags={"team": "ml-platform"})
+    spec["storage"]["kms"] = True
+    return spec
+
+
+def bare_spec() -> dict:
+    spec = base_spec(name="eks-bare", network={"extra_availability_zone_ids": ["use1-az6"]},
+                     orchestrator={"type": "eks", "version": "1.32"},
+                     node_groups=[{"name": "cpu", "instance_type": "c7i.8xlarge", "count": 3}])
+    del spec["storage"]["lustre"]
+    return spec
+
+
+@functools.cache
+def specs() -> dict:
+    """The specs of the app, loaded and checked once."""
+    return {"main": _load(loader.load_text(to_yaml(main_spec()), "main.yaml")), "example": _load(loader.load(EXAMPLE)),
+            "bare": _load(loader.load_text(to_yaml(bare_spec()), "bare.yaml"))}
+
+
+def network(placement_group_names=None):
+    return types.SimpleNamespace(
+        vpc_id="vpc-0aaaaaaaaaaaaaaaa", gpu_subnet_id=SUBNET, private_subnet_ids=[SUBNET, SUBNET_B],
+        efa_security_group_id=EFA_SG, node_security_group_id=NODE_SG,
+        placement_group_names=placement_group_names or {})
+
+
+def eks_storage(spec, kms_key_arn=None):
+    stand_in = storage(spec, kms_key_arn)
+    stand_in.file_system_id = FS_ID if spec.storage.lustre else None
+    return stand_in
+
+
+def build(app, spec, **network_props):
+    import aws_cdk as cdk
+
+    from stacks.eks import EksClusterStack
+
+    return EksClusterStack(app, f"{spec.name}-cluster", spec=spec, network=network(**network_props),
+                           storage=eks_storage(spec, KMS_KEY if spec.storage.kms else None),
+                           env=cdk.Environment(region=spec.region))
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory):
+    """(outdir, {spec key: template path}): every stack of one app, synthesized once."""
+    outdir = tmp_path_factory.mktemp("eks") / "cdk.out"
+    app = new_app(outdir)
+    placement = {"main": {"b200": PLACEMENT_GROUP}}
+    stacks = {key: build(app, spec, placement_group_names=placement.get(key)) for key, spec in specs().items()}
+    app.synth()
+    return outdir, {key: outdir / f"{stack.stack_name}.template.json" for key, stack in stacks.items()}
+
+
+@pytest.fixture(scope="module")
+def templates(synthesized):
+    return {key: json.loads(path.read_text()) for key, path in synthesized[1].items()}
+
+
+@pytest.fixture(scope="module")
+def main(templates):
+    return templates["main"]
+
+
+def one(template, type_):
+    (props,) = resources(template, type_).values()
+    return props
+
+
+def tag(props, key="fmcluster:node-group"):
+    return props["Tags"][key]
+
+
+def node_groups(template):
+    """{node-group name (from its tag): AWS::EKS::Nodegroup properties}."""
+    return {tag(props): props for props in resources(template, "AWS::EKS::Nodegroup").values()}
+
+
+def addons(template):
+    return {props["AddonName"]: props for props in resources(template, "AWS::EKS::Addon").values()}
+
+
+def charts(template):
+    return {props["Release"]: props for props in resources(template, "Custom::AWSCDK-EKS-HelmChart").values()}
+
+
+def manifest_documents(template, construct):
+    """The documents of one KubernetesManifest (by its construct id), with tokens as '<token>'."""
+    (props,) = [p for lid, p in resources(template, "Custom::AWSCDK-EKS-KubernetesResource").items()
+                if lid.startswith(f"Clustermanifest{construct}")]
+    manifest = props["Manifest"]
+    if isinstance(manifest, dict):  # Fn::Join of text and references
+        manifest = "".join(part if isinstance(part, str) else "<token>" for part in manifest["Fn::Join"][1])
+    return json.loads(manifest)
+
+
+def by_kind(documents):
+    return {(d["kind"], d["metadata"]["name"]): d for d in documents}
+
+
+def user_data_parts(data) -> list:
+    message = email.message_from_string(data["UserData"]["Fn::Base64"])
+    assert message.is_multipart()
+    return message.get_payload()
+
+
+# --- cluster -------------------------------------------------------------------------------
+
+def test_cluster_version_name_and_subnets(templates):
+    for key, version in (("main", "1.34"), ("example", "1.35"), ("bare", "1.32")):
+        cluster = one(templates[key], "AWS::EKS::Cluster")
+        assert cluster["Version"] == version
+        assert cluster["Name"] == specs()[key].name
+        assert cluster["ResourcesVpcConfig"]["SubnetIds"] == [SUBNET, SUBNET_B]  # both AZs, GPU AZ first
+
+
+def test_managed_node_groups_not_auto_mode(main):
+    cluster = one(main, "AWS::EKS::Cluster")
+    assert cluster["ComputeConfig"] == {"Enabled": False}
+    assert cluster["KubernetesNetworkConfig"]["ElasticLoadBalancing"] == {"Enabled": False}
+    assert cluster["BootstrapSelfManagedAddons"] is False  # the add-ons below are EKS add-ons
+    assert cluster["KubernetesNetworkConfig"]["ServiceIpv4Cidr"] == "10.100.0.0/16"
+
+
+def test_endpoint_access(templates):
+    private = one(templates["main"], "AWS::EKS::Cluster")["ResourcesVpcConfig"]
+    assert (private["EndpointPrivateAccess"], private["EndpointPublicAccess"]) == (True, False)
+    default = one(templates["example"], "AWS::EKS::Cluster")["ResourcesVpcConfig"]
+    assert (default["EndpointPrivateAccess"], default["EndpointPublicAccess"]) == (True, True)
+
+
+def test_control_plane_logging(main):
+    logging = one(main, "AWS::EKS::Cluster")["Logging"]["ClusterLogging"]["EnabledTypes"]
+    assert {t["Type"] for t in logging} == {"api", "audit", "authenticator", "controllerManager", "scheduler"}
+
+
+def test_access_entries(templates):
+    cluster = one(templates["main"], "AWS::EKS::Cluster")
+    assert cluster["AccessConfig"] == {"AuthenticationMode": "API", "BootstrapClusterCreatorAdminPermissions": False}
+    entries = {json.dumps(p["PrincipalArn"]): p for p in resources(templates["main"], "AWS::EKS::AccessEntry").values()}
+    admin = entries[json.dumps(ADMIN)]
+    (policy,) = admin["AccessPolicies"]
+    assert policy["AccessScope"] == {"Type": "cluster"}
+    assert policy["PolicyArn"]["Fn::Join"][1][-1].endswith(
+        ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy")
+    assert len(entries) == 2  # the admin role and the kubectl provider's role
+    bare = [p["PrincipalArn"] for p in resources(templates["bare"], "AWS::EKS::AccessEntry").values()]
+    assert len(bare) == 1 and ADMIN not in json.dumps(bare)
+
+
+# --- add-ons -----------------------------------------------------------------------------
+
+def test_eks_addons_at_the_versions_eks_picks(templates):
+    assert set(addons(templates["main"])) == ADDONS
+    assert set(addons(templates["bare"])) == ADDONS - {"aws-fsx-csi-driver"}  # no file system, no driver
+    for props in addons(templates["main"]).values():
+        assert "AddonVersion" not in props
+        assert props["ResolveConflicts"] == "OVERWRITE"
+
+
+def _role(template, role_ref):
+    return resources(template, "AWS::IAM::Role")[role_ref["Fn::GetAtt"][0]]
+
+
+def test_pod_identity_roles(main):
+    found = addons(main)
+    (cni,) = found["vpc-cni"]["PodIdentityAssociations"]
+    (fsx,) = found["aws-fsx-csi-driver"]["PodIdentityAssociations"]
+    assert (cni["ServiceAccount"], fsx["ServiceAccount"]) == ("aws-node", "fsx-csi-controller-sa")
+    for association in (cni, fsx):
+        (statement,) = _role(main, association["RoleArn"])["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+        assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+        assert statement["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": ["ClusterEB0386A7", "Arn"]}
+    cni_role = _role(main, cni["RoleArn"])
+    assert cni_role["ManagedPolicyArns"][0]["Fn::Join"][1][-1].endswith(":iam::aws:policy/AmazonEKS_CNI_Policy")
+    (policy,) = _role(main, fsx["RoleArn"])["Policies"]
+    (statement,) = policy["PolicyDocument"]["Statement"]
+    assert statement["Action"] == ["fsx:DescribeFileSystems", "fsx:UpdateFileSystem"]
+    assert statement["Resource"]["Fn::Join"][1][-1] == f":file-system/{FS_ID}"  # this file system only
+
+
+def test_addon_order(main):
+    ids = {props["AddonName"]: lid for lid, props in resources(main, "AWS::EKS::Addon").items()}
+    groups = {tag(p): lid for lid, p in resources(main, "AWS::EKS::Nodegroup").items()}
+    deps = {lid: set(r.get("DependsOn", [])) for lid, r in main["Resources"].items()}
+    for group in groups.values():  # nodes join with networking in place
+        assert {ids["vpc-cni"], ids["kube-proxy"], ids["eks-pod-identity-agent"]} <= deps[group]
+    assert ids["eks-pod-identity-agent"] in deps[ids["vpc-cni"]]
+    for needs_nodes in ("coredns", "aws-fsx-csi-driver"):  # Deployments: healthy only once nodes run them
+        assert groups["system"] in deps[ids[needs_nodes]]
+
+
+# --- node role -----------------------------------------------------------------------------
+
+def test_node_role_least_privilege(main):
+    (role,) = [r for r in resources(main, "AWS::IAM::Role").values()
+               if r["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "ec2.amazonaws.com"}]
+    managed = {arn["Fn::Join"][1][-1].rsplit("/", 1)[-1] for arn in role["ManagedPolicyArns"]}
+    assert managed == {"AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly",
+                       "AmazonSSMManagedInstanceCore"}
+    (policy,) = role["Policies"]
+    statements = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
+    arns = sorted(eks_storage(specs()["main"]).bucket_arns.values())
+    assert statements["ClusterBuckets"]["Resource"] == arns
+    assert statements["ClusterBucketObjects"]["Resource"] == [f"{arn}/*" for arn in arns]
+    assert statements["StorageKey"]["Resource"] == KMS_KEY
+    for group in node_groups(main).values():
+        assert group["NodeRole"] == {"Fn::GetAtt": [
+            next(lid for lid, r in resources(main, "AWS::IAM::Role").items() if r is role), "Arn"]}
+
+
+# --- node groups -----------------------------------------------------------------------------
+
+def test_one_managed_node_group_per_spec_group_and_system(templates):
+    assert set(node_groups(templates["main"])) == {"system", "p5en", "p5", "b200", "b300", "cpu"}
+    assert set(node_groups(templates["example"])) == {"system", "gpu", "cpu"}
+    assert len(resources(templates["main"], "AWS::EC2::LaunchTemplate")) == 6
+
+
+def test_capacity_types(main):
+    groups = node_groups(main)
+    assert {name: g["CapacityType"] for name, g in groups.items()} == {
+        "system": "ON_DEMAND", "p5en": "CAPACITY_BLOCK", "p5": "ON_DEMAND", "b200": "ON_DEMAND", "b300": "SPOT",
+        "cpu": "ON_DEMAND"}
+
+
+def test_instance_type_on_the_group_except_capacity_blocks(main):
+    groups, lts = node_groups(main), launch_templates(main)
+    assert "InstanceTypes" not in groups["p5en"] and lts["p5en"]["InstanceType"] == "p5en.48xlarge"
+    assert {n: g["InstanceTypes"] for n, g in groups.items() if n != "p5en"} == {
+        "system": ["m7i.2xlarge"], "p5": ["p5.48xlarge"], "b200": ["p6-b200.48xlarge"], "b300": ["p6-b300.48xlarge"],
+        "cpu": ["c7i.8xlarge"]}
+    assert not any("InstanceType" in lts[n] for n in groups if n != "p5en")
+
+
+def test_ami_types(main):
+    """AL2023 NVIDIA for every GPU type (P5 and P6 included); a custom AMI leaves the type out."""
+    amis = {name: g.get("AmiType") for name, g in node_groups(main).items()}
+    assert amis == {"system": "AL2023_x86_64_STANDARD", "p5en": "AL2023_x86_64_NVIDIA", "p5": "AL2023_x86_64_NVIDIA",
+                    "b200": "AL2023_x86_64_NVIDIA", "b300": "AL2023_x86_64_NVIDIA", "cpu": None}
+    assert launch_templates(main)["cpu"]["ImageId"] == AMI
+    assert not any("ImageId" in d for n, d in launch_templates(main).items() if n != "cpu")
+
+
+def test_scaling_and_subnets(main):
+    groups = node_groups(main)
+    assert {n: (g["ScalingConfig"]["MinSize"], g["ScalingConfig"]["DesiredSize"], g["ScalingConfig"]["MaxSize"])
+            for n, g in groups.items()} == {"system": (2, 2, 2), "p5en": (8, 8, 8), "p5": (4, 4, 4),
+                                            "b200": (0, 0, 2), "b300": (0, 0, 6), "cpu": (1, 1, 10)}
+    assert groups["system"]["Subnets"] == [SUBNET, SUBNET_B]  # CoreDNS and Kueue survive an AZ
+    for name in ("p5en", "p5", "b200", "b300", "cpu"):
+        assert groups[name]["Subnets"] == [SUBNET]  # with the capacity and the file system
+
+
+def test_node_auto_repair_and_launch_template_version(main):
+    lt_ids = {}
+    for lid, props in resources(main, "AWS::EC2::LaunchTemplate").items():
+        tags = {t["Key"]: t["Value"] for t in props["LaunchTemplateData"]["TagSpecifications"][0]["Tags"]}
+        lt_ids[tags["fmcluster:node-group"]] = lid
+    for name, group in node_groups(main).items():
+        assert group["NodeRepairConfig"] == {"Enabled": True}
+        assert group["LaunchTemplate"] == {"Id": {"Ref": lt_ids[name]},
+                                           "Version": {"Fn::GetAtt": [lt_ids[name], "LatestVersionNumber"]}}
+        assert "DiskSize" not in group and "RemoteAccess" not in group
+
+
+def test_labels_and_taints(templates):
+    groups = node_groups(templates["main"])
+    assert groups["p5en"]["Labels"] == {"team": "pretraining", "fmcluster.dev/node-group": "p5en",
+                                        "nvidia.com/gpu.present": "true", "vpc.amazonaws.com/efa.present": "true"}
+    assert groups["cpu"]["Labels"] == {"fmcluster.dev/node-group": "cpu"}
+    assert groups["system"]["Labels"] == {"fmcluster.dev/node-group": "system"}
+    for name in ("p5en", "p5", "b200", "b300"):
+        assert groups[name]["Taints"] == [{"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NO_SCHEDULE"}]
+    assert "Taints" not in groups["cpu"] and "Taints" not in groups["system"]
+
+
+# --- launch templates ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("group, cards", [
+    ("p5", list(range(32))),       # p5.48xlarge: 32 cards, card 0 carries EFA
+    ("p5en", list(range(16))),     # p5en.48xlarge: 16 cards
+    ("b200", list(range(8))),      # p6-b200.48xlarge: 8 cards
+    ("b300", list(range(1, 17))),  # p6-b300.48xlarge: card 0 is ENA only, cards 1-16 EFA
+])
+def test_efa_only_layout(main, group, cards):
+    """EKS documents efa-only interfaces for managed node groups: the ENA primary, then one
+    efa-only interface per EFA card (device 1 on card 0)."""
+    interfaces = launch_templates(main)[group]["NetworkInterfaces"]
+    assert interfaces[0] == {"DeviceIndex": 0, "NetworkCardIndex": 0, "Groups": [EFA_SG, NODE_SG, CLUSTER_SG],
+                             "DeleteOnTermination": True}
+    assert [(i["NetworkCardIndex"], i["DeviceIndex"]) for i in interfaces[1:]] == [
+        (c, 1 if c == 0 else 0) for c in cards]
+    assert {i["InterfaceType"] for i in interfaces[1:]} == {"efa-only"}
+
+
+def test_interfaces_have_no_subnet_and_carry_the_cluster_security_group(main):
+    for group, data in launch_templates(main).items():
+        assert "SecurityGroupIds" not in data
+        expected = [NODE_SG, CLUSTER_SG] if group in ("system", "cpu") else [EFA_SG, NODE_SG, CLUSTER_SG]
+        for interface in data["NetworkInterfaces"]:
+            assert "SubnetId" not in interface  # managed node groups take their subnets from the group
+            assert interface["Groups"] == expected
+
+
+def test_imds_hop_limit_for_pods_and_amazon_linux_root_volume(main):
+    sizes = {"system": 256, "cpu": 200}
+    for group, data in launch_templates(main).items():
+        assert data["MetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 2,
+                                           "HttpEndpoint": "enabled"}
+        assert data["BlockDeviceMappings"] == [{"DeviceName": "/dev/xvda", "Ebs": {
+            "VolumeType": "gp3", "VolumeSize": sizes.get(group, 512), "Encrypted": True, "DeleteOnTermination": True}}]
+
+
+def test_launch_template_capacity(main):
+    lts = launch_templates(main)
+    assert lts["p5en"]["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert lts["p5en"]["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}}
+    assert lts["p5"]["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-0fedcba9876543210"}}
+    assert lts["b200"]["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationResourceGroupArn": RG_ARN}}
+    for group in ("b300", "cpu", "system"):
+        assert not {"InstanceMarketOptions", "CapacityReservationSpecification"} & set(lts[group])
+    assert {g: d["Placement"] for g, d in lts.items() if "Placement" in d} == {"b200": {"GroupName": PLACEMENT_GROUP}}
+
+
+def test_nvme_raid0_through_the_node_configuration(main):
+    lts = launch_templates(main)
+    for group in ("p5en", "p5", "b200", "b300"):
+        (part,) = user_data_parts(lts[group])
+        assert part.get_content_type() == "application/node.eks.aws"
+        assert part.get_payload() == ("---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
+                                      "  instance:\n    localStorage:\n      strategy: RAID0")
+    assert "UserData" not in lts["system"]  # no instance store, EKS AMI: nothing to add
+
+
+def test_custom_ami_joins_with_the_cluster_details(main):
+    """With a custom AMI, EKS merges no user data: the NodeConfig names the cluster itself."""
+    joined = launch_templates(main)["cpu"]["UserData"]["Fn::Base64"]["Fn::Join"][1]
+    text = "".join(part if isinstance(part, str) else json.dumps(part) for part in joined)
+    assert "Content-Type: application/node.eks.aws" in text
+    assert '    name: {"Ref": "ClusterEB0386A7"}\n' in text and "    cidr: 10.100.0.0/16\n" in text
+    assert '"Fn::GetAtt": ["ClusterEB0386A7", "Endpoint"]' in text
+    assert '"Fn::GetAtt": ["ClusterEB0386A7", "CertificateAuthorityData"]' in text
+    assert "localStorage" not in text  # c7i has no instance store
+
+
+# --- charts ---------------------------------------------------------------------------------
+
+def test_chart_versions_are_pinned(templates):
+    pins = {c.release: c for c in kubernetes.CHARTS}
+    found = charts(templates["main"])
+    assert set(found) == set(pins)
+    for release, props in found.items():
+        chart = pins[release]
+        assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == (
+            chart.chart, chart.repository, chart.version, chart.namespace)
+        assert all(part.isdigit() for part in chart.version.removeprefix("v").split("."))  # exact, no range
+    assert (kubernetes.NVIDIA_DEVICE_PLUGIN.version, kubernetes.EFA_DEVICE_PLUGIN.version,
+            kubernetes.KUEUE.version) == ("0.19.3", "v0.5.20", "0.18.3")
+
+
+def test_device_plugins_only_where_their_devices_are(templates):
+    found = charts(templates["main"])
+    nvidia = json.loads(found["nvidia-device-plugin"]["Values"])
+    assert nvidia["nodeSelector"] == {"nvidia.com/gpu.present": "true"} and nvidia["mofedEnabled"] is False
+    assert nvidia["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    efa = json.loads(found["aws-efa-k8s-device-plugin"]["Values"])
+    assert efa["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
+    assert efa["supportedInstanceLabels"]["values"] == ["p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
+                                                        "p6-b300.48xlarge"]
+    assert set(charts(templates["bare"])) == {"kueue"}  # no GPU, no EFA: no device plugin
+
+
+def test_kueue_waits_for_its_controller_on_the_system_nodes(main):
+    (lid,) = [lid for lid, p in resources(main, "Custom::AWSCDK-EKS-HelmChart").items() if p["Release"] == "kueue"]
+    kueue = main["Resources"][lid]
+    assert kueue["Properties"]["Wait"] is True
+    assert json.loads(kueue["Properties"]["Values"]) == {
+        "controllerManager": {"nodeSelector": {"fmcluster.dev/node-group": "system"}}}
+    system = next(lid for lid, p in resources(main, "AWS::EKS::Nodegroup").items() if tag(p) == "system")
+    assert system in kueue["DependsOn"]
+    (queues,) = [lid for lid in resources(main, "Custom::AWSCDK-EKS-KubernetesResource")
+                 if lid.startswith("ClustermanifestKueueQueues")]
+    assert lid in main["Resources"][queues]["DependsOn"]  # the CRDs and the webhook come first
+
+
+# --- Kueue ------------------------------------------------------------------------------------
+
+def gpu_quota(cluster_queue) -> int:
+    (group,) = cluster_queue["spec"]["resourceGroups"]
+    return sum(r["nominalQuota"] for f in group["flavors"] for r in f["resources"] if r["name"] == "nvidia.com/gpu")
+
+
+def test_cluster_queue_gpu_quota_is_every_gpu_of_the_node_groups(templates):
+    # main: 8 p5en + 4 p5 + 2 b200 + 6 b300 at their maximum, 8 GPUs each; the example: 8 p5en.
+    for key, gpus in (("main", 160), ("example", 64), ("bare", 0)):
+        spec = specs()[key]
+        documents = by_kind(manifest_documents(templates[key], "KueueQueues"))
+        assert gpu_quota(documents[("ClusterQueue", spec.name)]) == gpus == kubernetes.total_gpus(spec)
+
+
+def test_flavor_per_node_group_cpu_first(main):
+    documents = by_kind(manifest_documents(main, "KueueQueues"))
+    queue = documents[("ClusterQueue", "eks-main")]["spec"]
+    (group,) = queue["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa"]
+    assert [f["name"] for f in group["flavors"]] == ["cpu", "p5en", "p5", "b200", "b300"]
+    quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
+    assert quotas["p5"] == {"cpu": 768, "memory": "8192Gi", "nvidia.com/gpu": 32, "vpc.amazonaws.com/efa": 128}
+    assert quotas["cpu"] == {"cpu": 320, "memory": "640Gi", "nvidia.com/gpu": 0, "vpc.amazonaws.com/efa": 0}
+    flavor = documents[("ResourceFlavor", "p5en")]
+    assert flavor["apiVersion"] == "kueue.x-k8s.io/v1beta2"
+    assert flavor["spec"] == {"nodeLabels": {"fmcluster.dev/node-group": "p5en"},
+                              "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+    assert documents[("ResourceFlavor", "cpu")]["spec"] == {"nodeLabels": {"fmcluster.dev/node-group": "cpu"}}
+    assert queue["namespaceSelector"] == {}
+
+
+def test_local_queue_in_the_spec_namespace(templates):
+    documents = by_kind(manifest_documents(templates["main"], "KueueQueues"))
+    local = documents[("LocalQueue", "eks-main")]
+    assert local["metadata"]["namespace"] == "training" and local["spec"] == {"clusterQueue": "eks-main"}
+    assert by_kind(manifest_documents(templates["bare"], "KueueQueues"))[("LocalQueue", "eks-bare")][
+        "metadata"]["namespace"] == "default"
+
+
+def test_namespace_created_unless_built_in(templates):
+    assert manifest_documents(templates["main"], "Namespace") == [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "training", "labels": {
+            k: "" for k in manifest_documents(templates["main"], "Namespace")[0]["metadata"]["labels"]}}}]
+    assert not [lid for lid in resources(templates["bare"], "Custom::AWSCDK-EKS-KubernetesResource")
+                if lid.startswith("ClustermanifestNamespace")]
+
+
+# --- Lustre volume --------------------------------------------------------------------------------
+
+def test_static_lustre_volume_and_claim(main):
+    documents = by_kind(manifest_documents(main, "LustreVolume"))
+    pv = documents[("PersistentVolume", "eks-main-fsx-lustre")]["spec"]
+    assert pv["csi"] == {"driver": "fsx.csi.aws.com", "volumeHandle": FS_ID,
+                         "volumeAttributes": {"dnsname": FS_DNS, "mountname": FS_MOUNT}}
+    assert pv["capacity"] == {"storage": "4800Gi"} and pv["accessModes"] == ["ReadWriteMany"]
+    assert pv["persistentVolumeReclaimPolicy"] == "Retain" and pv["storageClassName"] == ""
+    pvc = documents[("PersistentVolumeClaim", "fsx-lustre")]
+    assert pvc["metadata"]["namespace"] == "training"
+    assert pvc["spec"] == {"accessModes": ["ReadWriteMany"], "storageClassName": "",
+                           "volumeName": "eks-main-fsx-lustre",
+                           "resources": {"requests": {"storage": "4800Gi"}}}
+
+
+def test_lustre_volume_after_its_driver_and_namespace(main):
+    (lid,) = [lid for lid in resources(main, "Custom::AWSCDK-EKS-KubernetesResource")
+              if lid.startswith("ClustermanifestLustreVolume")]
+    depends = set(main["Resources"][lid]["DependsOn"])
+    fsx = next(lid for lid, p in resources(main, "AWS::EKS::Addon").items() if p["AddonName"] == "aws-fsx-csi-driver")
+    namespace = next(lid for lid in resources(main, "Custom::AWSCDK-EKS-KubernetesResource")
+                     if lid.startswith("ClustermanifestNamespace"))
+    assert {fsx, namespace} <= depends
+
+
+def test_no_lustre_volume_without_a_file_system(templates):
+    assert not [lid for lid in resources(templates["bare"], "Custom::AWSCDK-EKS-KubernetesResource")
+                if lid.startswith("ClustermanifestLustreVolume")]
+
+
+# --- the stack as a whole ----------------------------------------------------------------------
+
+def test_outputs(templates):
+    outputs = templates["example"]["Outputs"]
+    assert outputs["ConfigCommand"]["Value"] == (
+        f"aws eks update-kubeconfig --name p5en-eks --region us-east-2 --role-arn {ADMIN}")
+    assert outputs["LocalQueue"]["Value"] == "training/p5en-eks"
+    assert templates["bare"]["Outputs"]["ConfigCommand"]["Value"] == (
+        "aws eks update-kubeconfig --name eks-bare --region us-east-1")
+
+
+def test_synthesis_is_pure(synthesized):
+    """No lookup: nothing missing from the context, no cdk.context.json, no AZ list in a
+    template, and no unacknowledged warning."""
+    outdir, paths = synthesized
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    assert not manifest.get("missing")
+    assert not (ROOT / "cdk.context.json").exists() and not (outdir.parent / "cdk.context.json").exists()
+    for path in paths.values():
+        assert "Fn::GetAZs" not in path.read_text()
+    for artifact in manifest["artifacts"].values():
+        for entries in artifact.get("metadata", {}).values():
+            assert not [e for e in entries if e["type"] in ("aws:cdk:warning", "aws:cdk:error")]
+
+
+def test_logical_ids_come_from_group_names_not_positions(main):
+    import aws_cdk as cdk
+
+    data = main_spec()
+    data["node_groups"] = [{"name": "extra", "instance_type": "p5.4xlarge", "count": 1}] + data["node_groups"][::-1]
+    stack = build(new_app(), _load(loader.load_text(to_yaml(data))), placement_group_names={"b200": PLACEMENT_GROUP})
+    ids = {stack.resolve(stack.get_logical_id(c)) for c in stack.node.find_all() if isinstance(c, cdk.CfnElement)}
+    assert set(main["Resources"]) - {"CDKMetadata"} <= ids
+
+
+def test_cfn_lint_finds_no_errors(synthesized):
+    from cfnlint.api import ManualArgs, lint_file
+
+    for key, path in synthesized[1].items():
+        config = ManualArgs(regions=[specs()[key].region])
+        errors = [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})"
+                  for m in lint_file(path, config=config) if m.rule.id.startswith("E")]
+        assert errors == [], key
