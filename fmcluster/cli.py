@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from fmcluster import __version__
@@ -180,6 +181,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # pydantic looks for plugins through importlib.metadata on first use, which costs more than
+    # validating a spec; fmcluster uses none (a caller's own setting wins).
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -17,7 +17,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from fmcluster.bootstrap import mime_multipart
 from fmcluster.efa import efa_layout
 
 # --- node labels and taints ---------------------------------------------------------------
@@ -131,6 +130,8 @@ def node_user_data(*, raid0: bool, cluster: Optional[ClusterDetails] = None) -> 
     document = node_config(raid0=raid0, cluster=cluster)
     if document is None:
         return None
+    from fmcluster.bootstrap import mime_multipart  # not needed by validation: keep `validate` light
+
     return mime_multipart([(NODECONFIG_MEDIA_TYPE, NODECONFIG_FILE, document)])
 
 

@@ -13,7 +13,7 @@ from pathlib import Path as FsPath
 
 from pydantic import BaseModel, ValidationError
 
-from fmcluster import repair, yamlpos
+from fmcluster import yamlpos
 from fmcluster.diagnostics import Diagnostic, Problem, SpecInvalid, has_errors, sort_key
 from fmcluster.spec import ClusterSpec
 
@@ -84,6 +84,8 @@ def load_text(text: str, file: str = "<spec>") -> LoadResult:
     except ValidationError as exc:
         problems += [_from_pydantic(e, doc.data) for e in exc.errors(include_url=False)]
         # the rules still run on what is valid, so one pass reports every problem
+        from fmcluster import repair
+
         problems += repair.rule_problems(doc.data, ClusterSpec.model_validate, rules.check)
     else:
         problems += rules.check(result.spec)

@@ -11,7 +11,7 @@ import ipaddress
 import re
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema,
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainValidator,
                       model_validator)
 from pydantic_core import PydanticCustomError
 
@@ -126,8 +126,9 @@ def _metadata_iops(value: Any) -> int | str:
                 "auto, or 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000")
 
 
-MetadataIops = Annotated[Union[int, str], PlainValidator(_metadata_iops), WithJsonSchema(
-    {"anyOf": [{"const": "auto"}, {"type": "integer", "minimum": 1500, "maximum": 192000}]})]
+MetadataIops = Annotated[Union[int, str], PlainValidator(_metadata_iops,
+                                                         json_schema_input_type=Union[
+    Literal["auto"], Annotated[int, Field(ge=1500, le=192000)]])]
 
 
 class Model(BaseModel):
