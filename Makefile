@@ -2,7 +2,8 @@
 #
 #   make install    .venv (pinned Python deps + editable project) and node_modules (pinned CDK CLI)
 #   make synth      cdk synth (app and default spec come from cdk.json) into cdk.out/
-#   make test       pytest, in parallel (pytest-xdist)
+#   make test       pytest, in parallel (pytest-xdist); `make tools` first
+#   make tools      test tools from Debian (promtool, shellcheck) when running as root and missing
 #   make lock       regenerate requirements.txt from requirements.in in a throwaway venv
 #   make clean      remove cdk.out/ and caches; `make distclean` also removes .venv/ and node_modules/
 
@@ -41,7 +42,7 @@ export npm_config_progress ?= false
 VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: install synth test lock clean distclean
+.PHONY: install synth test tools lock clean distclean
 
 install: $(VENV_STAMP) $(NODE_STAMP)
 
@@ -65,8 +66,26 @@ synth: install
 	@$(VPY) -m fmcluster.synth cdk.out
 	@echo "Templates written to cdk.out/ (deploy: npx cdk deploy --all; another spec: npx cdk synth -c spec=FILE)"
 
-test: install
+test: install tools
 	$(VPY) -m pytest -q -n auto
+
+# Command-line tools the tests run: promtool (Debian package `prometheus`) for the alert rules,
+# shellcheck for the node scripts. Installed with apt-get only as root and only when missing;
+# otherwise the tests that need them skip locally and fail in CI (CI set).
+TOOLS := promtool:prometheus shellcheck:shellcheck
+tools:
+	@missing=""; for tool in $(TOOLS); do \
+	  command -v "$${tool%%:*}" >/dev/null 2>&1 || missing="$$missing $${tool#*:}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "make tools: installing$$missing"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null \
+	      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }; \
+	  else \
+	    echo "make tools: missing$$missing (not root: install them, or tests that need them skip, and fail in CI)" >&2; \
+	  fi; \
+	fi
 
 # Resolve requirements.in in a fresh venv and freeze the result (transitive deps
 # included; pip, setuptools, wheel and the project itself left out).
