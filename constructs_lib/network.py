@@ -100,6 +100,7 @@ class ClusterVpc(Construct):
 
         nat_subnet = next(s for s in self.public_subnets if s.az_id == nat_az_id)
         nat = nat_subnet.add_nat_gateway(depends_on=[public_default])
+        self.nat_gateway_id: str = nat.ref
 
         self.private_subnets = [
             AzSubnet(self, f"PrivateSubnet-{az}", vpc_id=vpc_id, az_id=az, cidr=subnet_cidr,

@@ -97,7 +97,8 @@ def summary(outdir: Path) -> str:
 
 _SHOWN = ("EC2::Subnet", "EC2::NatGateway", "EC2::SecurityGroup", "EC2::PlacementGroup", "EC2::LaunchTemplate",
           "S3::Bucket", "KMS::Key", "FSx::FileSystem", "FSx::DataRepositoryAssociation", "PCS::Cluster",
-          "PCS::ComputeNodeGroup", "PCS::Queue", "SageMaker::Cluster", "EKS::Cluster", "EKS::Nodegroup")
+          "PCS::ComputeNodeGroup", "PCS::Queue", "SageMaker::Cluster", "EKS::Cluster", "EKS::Nodegroup",
+          "APS::Workspace", "APS::RuleGroupsNamespace", "APS::Scraper", "Grafana::Workspace", "CloudWatch::Alarm")
 
 
 if __name__ == "__main__":  # `python -m fmcluster.synth cdk.out`: the summary of an assembly

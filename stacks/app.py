@@ -13,7 +13,8 @@ def environment(spec: ClusterSpec) -> cdk.Environment:
 
 
 def build(app: cdk.App, spec: ClusterSpec) -> dict[str, cdk.Stack]:
-    """Add the stacks of `spec` to `app`: NAME-network, NAME-storage, NAME-cluster."""
+    """Add the stacks of `spec` to `app`: NAME-network, NAME-storage, NAME-observability (when
+    observability.prometheus or grafana is on), NAME-cluster."""
     from stacks.cluster import cluster_stack
     from stacks.network import NetworkStack
     from stacks.storage import StorageStack
@@ -25,8 +26,16 @@ def build(app: cdk.App, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     storage = StorageStack(app, f"{spec.name}-storage", spec=spec, network=network, env=env,
                            termination_protection=True,
                            description=f"fmcluster {spec.name}: S3 buckets and FSx for Lustre (retained)")
+    observability = None
+    if spec.observability.prometheus or spec.observability.grafana:
+        from stacks.observability import ObservabilityStack
+
+        observability = ObservabilityStack(
+            app, f"{spec.name}-observability", spec=spec, network=network, storage=storage, env=env,
+            description=f"fmcluster {spec.name}: Prometheus, alert rules, alarms"
+                        + (", Grafana" if spec.observability.grafana else ""))
     cluster = cluster_stack(app, f"{spec.name}-cluster", spec=spec, network=network, storage=storage, env=env)
-    stacks = {s.stack_name: s for s in (network, storage, cluster) if s is not None}
+    stacks = {s.stack_name: s for s in (network, storage, observability, cluster) if s is not None}
     for stack in stacks.values():
         for key, value in tags.items():
             cdk.Tags.of(stack).add(key, value)

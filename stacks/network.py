@@ -20,7 +20,7 @@ from fmcluster.spec import ClusterSpec
 class NetworkStack(cdk.Stack):
     """Attributes other stacks use: vpc_id, vpc_cidr, private_subnet_ids (in the order of
     spec.availability_zone_ids, GPU AZ first), gpu_subnet_id, public_subnet_ids,
-    efa_security_group_id, node_security_group_id and placement_group_names (node-group name
+    nat_gateway_id, efa_security_group_id, node_security_group_id and placement_group_names (node-group name
     -> placement group name, only for groups placed in one)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, **kwargs) -> None:
@@ -45,6 +45,7 @@ class NetworkStack(cdk.Stack):
         self.private_subnet_ids: list[str] = vpc.private_subnet_ids
         self.gpu_subnet_id: str = self.private_subnet_ids[0]
         self.public_subnet_ids: list[str] = vpc.public_subnet_ids
+        self.nat_gateway_id: str = vpc.nat_gateway_id
         self.efa_security_group_id: str = efa.security_group_id
         self.node_security_group_id: str = nodes.security_group_id
         self.placement_group_names: dict[str, str] = {

@@ -36,12 +36,25 @@ def assembly(request, tmp_path_factory):
     return request.param, outdir
 
 
-def test_three_stacks_named_after_the_cluster(assembly):
+def stack_suffixes(spec) -> tuple[str, ...]:
+    """network, storage, cluster, and observability when Prometheus or Grafana is on."""
+    observability = spec.observability.prometheus or spec.observability.grafana
+    return ("cluster", "network", "storage") + (("observability",) if observability else ())
+
+
+def test_stacks_named_after_the_cluster(assembly):
     from fmcluster import loader
 
     spec_path, outdir = assembly
-    name = loader.load(ROOT / spec_path).spec.name
-    assert sorted(templates(outdir)) == sorted(f"{name}-{s}.template.json" for s in ("cluster", "network", "storage"))
+    spec = loader.load(ROOT / spec_path).spec
+    assert sorted(templates(outdir)) == sorted(f"{spec.name}-{s}.template.json" for s in stack_suffixes(spec))
+
+
+def test_every_example_has_an_observability_stack(assembly):
+    _, outdir = assembly
+    (observability,) = [t for n, t in templates(outdir).items() if n.endswith("-observability.template.json")]
+    types = {r["Type"] for r in json.loads(observability)["Resources"].values()}
+    assert {"AWS::APS::Workspace", "AWS::APS::RuleGroupsNamespace", "AWS::SNS::Topic"} <= types
 
 
 def test_cfn_lint_clean(assembly):
@@ -54,10 +67,18 @@ def test_cfn_lint_clean(assembly):
 
 
 def test_stateful_resources_only_in_storage(assembly):
+    """Buckets, file systems and keys live in NAME-storage. One exception: the key of the alert
+    topic in NAME-observability encrypts notifications in flight only (nothing at rest outlives
+    it), so it is deleted with its stack, not retained."""
     _, outdir = assembly
     stateful = {"AWS::S3::Bucket", "AWS::FSx::FileSystem", "AWS::KMS::Key"}
     for name, text in templates(outdir).items():
-        types = {r["Type"] for r in json.loads(text)["Resources"].values()}
+        resources = json.loads(text)["Resources"]
+        if name.endswith("-observability.template.json"):
+            keys = {lid: r for lid, r in resources.items() if r["Type"] == "AWS::KMS::Key"}
+            assert len(keys) == 1 and all(r.get("DeletionPolicy") == "Delete" for r in keys.values()), name
+            resources = {lid: r for lid, r in resources.items() if lid not in keys}
+        types = {r["Type"] for r in resources.values()}
         if not name.endswith("-storage.template.json"):
             assert not types & stateful, name
 
@@ -115,6 +136,7 @@ def test_summary_names_every_stack(assembly):
 
     spec_path, outdir = assembly
     text = summary(outdir)
-    assert len(text.splitlines()) == 3
-    kind = loader.load(ROOT / spec_path).spec.orchestrator.type
+    spec = loader.load(ROOT / spec_path).spec
+    assert len(text.splitlines()) == len(stack_suffixes(spec))
+    kind = spec.orchestrator.type
     assert "-cluster: " in text and COMPUTE_TYPE[kind] in text

@@ -1,0 +1,133 @@
+"""Amazon Managed Service for Prometheus: the workspace, its alert rules and alert manager, and
+the SNS topic alerts go to.
+
+- `PrometheusWorkspace`: `AWS::APS::Workspace` (encrypted at rest with an AWS-owned key), one
+  `AWS::APS::RuleGroupsNamespace` per rule file (the file's text, unchanged), and an alert
+  manager definition that routes every alert to `topic_arn` (SigV4, grouped by cluster, alert
+  and node). `remote_write_statement()` / `query_statement()`: the only IAM a writer or a
+  reader needs, scoped to this workspace.
+- `AlertTopic`: an SNS topic encrypted with its own KMS key, whose policies let only this
+  account's CloudWatch alarms and this workspace's alert manager publish; `email` subscribed.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+import aws_cdk as cdk
+from aws_cdk import aws_aps as aps
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+REMOTE_WRITE_ACTIONS = ["aps:RemoteWrite"]
+QUERY_ACTIONS = ["aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata"]
+ALERT_GROUP_BY = ["cluster", "alertname", "node"]
+TOPIC_KEY_PENDING_DAYS = 7
+
+
+def alertmanager_definition(topic_arn: str, region: str) -> str:
+    """Alert manager configuration (AMP's YAML envelope): every alert to the SNS topic."""
+    return "\n".join([
+        "alertmanager_config: |",
+        "  route:",
+        "    receiver: sns",
+        f"    group_by: [{', '.join(ALERT_GROUP_BY)}]",
+        "    group_wait: 30s",
+        "    group_interval: 5m",
+        "    repeat_interval: 4h",
+        "  receivers:",
+        "    - name: sns",
+        "      sns_configs:",
+        f"        - topic_arn: {topic_arn}",
+        "          sigv4:",
+        f"            region: {region}",
+        "          subject: '[{{ .CommonLabels.severity }}] {{ .CommonLabels.alertname }} ({{ .CommonLabels.cluster }})'",
+        "          attributes:",
+        "            severity: '{{ .CommonLabels.severity }}'",
+        "",
+    ])
+
+
+class AlertTopic(Construct):
+    """SNS topic (KMS-encrypted) for alarms and alerts; `email` subscribed when given."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, email: Optional[str] = None) -> None:
+        super().__init__(scope, construct_id)
+        account = cdk.Stack.of(self).account
+        # Notifications only: nothing is stored under this key beyond SNS's delivery retries, so
+        # it goes with the stack (after the pending window) instead of being retained.
+        self.key = kms.Key(self, "Key", description=f"fmcluster {name}: alert notifications (SNS)",
+                           enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.DESTROY,
+                           pending_window=cdk.Duration.days(TOPIC_KEY_PENDING_DAYS))
+        self.key.add_to_resource_policy(iam.PolicyStatement(
+            sid="AlarmsAndAlertManagerPublish", actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"],
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com"), iam.ServicePrincipal("aps.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": account}}))
+        self.topic = sns.Topic(self, "Topic", display_name=f"fmcluster {name} alerts", master_key=self.key,
+                               enforce_ssl=True)
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="CloudWatchAlarmsPublish", actions=["sns:Publish"], resources=[self.topic.topic_arn],
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": account}}))
+        if email:
+            sns.Subscription(self, "Email", topic=self.topic, protocol=sns.SubscriptionProtocol.EMAIL, endpoint=email)
+
+    @property
+    def topic_arn(self) -> str:
+        return self.topic.topic_arn
+
+    def allow_alert_manager(self, workspace_arn: str) -> None:
+        """Let the alert manager of one workspace (and no other) publish."""
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="AlertManagerPublish", actions=["sns:Publish", "sns:GetTopicAttributes"],
+            resources=[self.topic.topic_arn], principals=[iam.ServicePrincipal("aps.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account},
+                        "ArnEquals": {"aws:SourceArn": workspace_arn}}))
+
+
+class PrometheusWorkspace(Construct):
+    """`rules`: {namespace name: rule file text}. `topic`: the AlertTopic alerts go to."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, alias: str, rules: Mapping[str, str],
+                 topic: Optional[AlertTopic] = None, tags: Optional[Mapping[str, str]] = None) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        alert_manager = None
+        if topic is not None:
+            alert_manager = alertmanager_definition(topic.topic_arn, stack.region)
+        self.workspace = aps.CfnWorkspace(
+            self, "Workspace", alias=alias, alert_manager_definition=alert_manager,
+            tags=[cdk.CfnTag(key=k, value=v) for k, v in sorted((tags or {}).items())] or None)
+        if topic is not None:
+            topic.allow_alert_manager(self.workspace_arn)
+        self.rule_namespaces = {
+            name: aps.CfnRuleGroupsNamespace(self, f"Rules-{name}", name=name, data=text,
+                                             workspace=self.workspace_arn)
+            for name, text in sorted(rules.items())}
+
+    @property
+    def workspace_arn(self) -> str:
+        return self.workspace.attr_arn
+
+    @property
+    def workspace_id(self) -> str:
+        return self.workspace.attr_workspace_id
+
+    @property
+    def endpoint(self) -> str:
+        """The workspace's Prometheus endpoint (ends with a slash)."""
+        return self.workspace.attr_prometheus_endpoint
+
+    @property
+    def remote_write_url(self) -> str:
+        return f"{self.endpoint}api/v1/remote_write"
+
+
+def remote_write_statement(workspace_arn: str) -> iam.PolicyStatement:
+    return iam.PolicyStatement(sid="PrometheusRemoteWrite", actions=REMOTE_WRITE_ACTIONS, resources=[workspace_arn])
+
+
+def query_statement(workspace_arn: str) -> iam.PolicyStatement:
+    return iam.PolicyStatement(sid="PrometheusQuery", actions=QUERY_ACTIONS, resources=[workspace_arn])

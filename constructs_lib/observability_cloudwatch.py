@@ -1,0 +1,90 @@
+"""CloudWatch alarms for what Prometheus cannot see, and a CloudWatch dashboard of the cluster.
+
+- FSx for Lustre: free capacity below `FREE_CAPACITY_FRACTION` of the file system, and
+  throughput saturation: read + write bytes per second above `THROUGHPUT_SATURATION` of the
+  file system's aggregate throughput (capacity in TiB x throughput per TiB) for 15 minutes.
+- NAT gateway: port allocation errors (ErrorPortAllocation: the gateway ran out of source ports
+  to one destination; pulls of images, datasets or packages fail) and dropped packets.
+
+Every alarm notifies `topic_arn` (and again when it recovers).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+FREE_CAPACITY_FRACTION = 0.10
+THROUGHPUT_SATURATION = 0.90
+PERIOD = cdk.Duration.minutes(5)
+GIB = 1024 ** 3
+
+
+class ClusterAlarms(Construct):
+    """`file_system`: (id, capacity GiB, aggregate throughput MB/s) or None; `nat_gateway_id`."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, topic: sns.ITopic,
+                 file_system: Optional[tuple[str, int, float]], nat_gateway_id: Optional[str]) -> None:
+        super().__init__(scope, construct_id)
+        self.alarms: list[cw.Alarm] = []
+        self.widgets: list[cw.IWidget] = []
+        action = cw_actions.SnsAction(topic)
+        if file_system is not None:
+            self._fsx(name, *file_system)
+        if nat_gateway_id is not None:
+            self._nat(name, nat_gateway_id)
+        for alarm in self.alarms:
+            alarm.add_alarm_action(action)
+            alarm.add_ok_action(action)
+        self.dashboard = cw.Dashboard(
+            self, "Dashboard", dashboard_name=f"fmcluster-{name}",
+            widgets=[[cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24)], self.widgets])
+
+    def _fsx(self, name: str, file_system_id: str, capacity_gib: int, throughput_mbps: float) -> None:
+        def metric(metric_name: str, statistic: str, label: str) -> cw.Metric:
+            return cw.Metric(namespace="AWS/FSx", metric_name=metric_name, statistic=statistic, period=PERIOD,
+                             dimensions_map={"FileSystemId": file_system_id}, label=label)
+
+        free = metric("FreeDataStorageCapacity", "Minimum", "free bytes")
+        self.alarms.append(cw.Alarm(
+            self, "FsxFreeCapacity", metric=free, alarm_name=f"fmcluster-{name}-fsx-free-capacity",
+            alarm_description=f"FSx for Lustre of {name}: less than {FREE_CAPACITY_FRACTION:.0%} free. "
+                              "Delete scratch data, export and release files, or grow the file system.",
+            threshold=capacity_gib * GIB * FREE_CAPACITY_FRACTION, evaluation_periods=1,
+            comparison_operator=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING))
+        throughput = cw.MathExpression(
+            expression="(read + write) / PERIOD(read) / 1000000", label="MB/s",
+            using_metrics={"read": metric("DataReadBytes", "Sum", "read"),
+                           "write": metric("DataWriteBytes", "Sum", "write")}, period=PERIOD)
+        self.alarms.append(cw.Alarm(
+            self, "FsxThroughputSaturation", metric=throughput, alarm_name=f"fmcluster-{name}-fsx-throughput",
+            alarm_description=f"FSx for Lustre of {name}: above {THROUGHPUT_SATURATION:.0%} of its "
+                              f"{throughput_mbps:.0f} MB/s for 15 minutes. Jobs wait on I/O: raise throughput "
+                              "per TiB or capacity, or stagger checkpoints.",
+            threshold=round(throughput_mbps * THROUGHPUT_SATURATION, 1), evaluation_periods=3,
+            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING))
+        self.widgets += [
+            cw.GraphWidget(title="FSx free capacity (bytes)", left=[free], width=8),
+            cw.GraphWidget(title=f"FSx throughput (MB/s, of {throughput_mbps:.0f})", left=[throughput], width=8)]
+
+    def _nat(self, name: str, nat_gateway_id: str) -> None:
+        def metric(metric_name: str) -> cw.Metric:
+            return cw.Metric(namespace="AWS/NATGateway", metric_name=metric_name, statistic="Sum", period=PERIOD,
+                             dimensions_map={"NatGatewayId": nat_gateway_id})
+
+        ports = metric("ErrorPortAllocation")
+        self.alarms.append(cw.Alarm(
+            self, "NatPortAllocation", metric=ports, alarm_name=f"fmcluster-{name}-nat-port-allocation",
+            alarm_description=f"NAT gateway of {name} could not allocate source ports: connections to the "
+                              "internet fail. Use VPC endpoints (S3, ECR) or spread destinations.",
+            threshold=0, evaluation_periods=1, comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING))
+        self.widgets.append(cw.GraphWidget(title="NAT gateway errors", width=8,
+                                           left=[ports, metric("PacketsDropCount")]))

@@ -1,0 +1,97 @@
+"""Amazon Managed Grafana for one Prometheus workspace, and its dashboards from repo files.
+
+- `GrafanaWorkspace`: `AWS::Grafana::Workspace`, sign-in through IAM Identity Center (AWS_SSO),
+  customer-managed permissions: its role may only query the one Prometheus workspace (no
+  service-managed policy, no account-wide read).
+- `GrafanaProvisioner`: CloudFormation cannot create Grafana data sources or dashboards, so a
+  small custom resource does it at deploy time through the Grafana HTTP API (see
+  `handlers/grafana_provisioner`): it mints a short-lived service-account token, upserts the
+  Prometheus data source (SigV4 with the workspace role) and every dashboard (overwrite), then
+  deletes the token. Synthesis stays pure: the dashboards are JSON files of the repository,
+  passed to the handler as properties, so a changed dashboard is an update of the resource.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Mapping
+
+import aws_cdk as cdk
+from aws_cdk import aws_grafana as grafana
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from constructs_lib.observability import query_statement
+
+GRAFANA_VERSION = "10.4"
+HANDLER = Path(__file__).with_name("handlers") / "grafana_provisioner"
+RESOURCE_TYPE = "Custom::GrafanaProvisioner"
+DATA_SOURCE_UID = "fmcluster-amp"  # the uid the dashboard files reference
+PROVISIONER_ACTIONS = ["grafana:DescribeWorkspace", "grafana:ListWorkspaceServiceAccounts",
+                       "grafana:CreateWorkspaceServiceAccount", "grafana:CreateWorkspaceServiceAccountToken",
+                       "grafana:DeleteWorkspaceServiceAccountToken"]
+
+
+class GrafanaWorkspace(Construct):
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, prometheus_workspace_arn: str) -> None:
+        super().__init__(scope, construct_id)
+        account = cdk.Stack.of(self).account
+        self.role = iam.Role(
+            self, "Role", description=f"Amazon Managed Grafana {name}: query the cluster's Prometheus workspace",
+            assumed_by=iam.ServicePrincipal("grafana.amazonaws.com", conditions={
+                "StringEquals": {"aws:SourceAccount": account}}),
+            inline_policies={"query-prometheus": iam.PolicyDocument(statements=[
+                query_statement(prometheus_workspace_arn),
+                iam.PolicyStatement(sid="DescribeWorkspace", actions=["aps:DescribeWorkspace"],
+                                    resources=[prometheus_workspace_arn])])})
+        self.workspace = grafana.CfnWorkspace(
+            self, "Workspace", name=name, description=f"fmcluster {name}",
+            account_access_type="CURRENT_ACCOUNT", authentication_providers=["AWS_SSO"],
+            permission_type="CUSTOMER_MANAGED", role_arn=self.role.role_arn, grafana_version=GRAFANA_VERSION,
+            plugin_admin_enabled=False)
+
+    @property
+    def workspace_id(self) -> str:
+        return self.workspace.attr_id
+
+    @property
+    def url(self) -> str:
+        return f"https://{self.workspace.attr_endpoint}"
+
+    @property
+    def workspace_arn(self) -> str:
+        """arn:PARTITION:grafana:REGION:ACCOUNT:/workspaces/ID (the resource of the grafana: actions)."""
+        stack = cdk.Stack.of(self)
+        return f"arn:{stack.partition}:grafana:{stack.region}:{stack.account}:/workspaces/{self.workspace_id}"
+
+
+def dashboard_properties(dashboards: Mapping[str, str]) -> dict[str, str]:
+    """{file stem: dashboard JSON, compact and key-sorted} (stable bytes in the template)."""
+    return {name: json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+            for name, text in sorted(dashboards.items())}
+
+
+class GrafanaProvisioner(Construct):
+    """Data source and dashboards of `workspace`, through the Grafana HTTP API at deploy time."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, workspace: GrafanaWorkspace, prometheus_endpoint: str,
+                 dashboards: Mapping[str, str]) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
+                                  removal_policy=cdk.RemovalPolicy.DESTROY)
+        self.function = lambda_.Function(
+            self, "Handler", runtime=lambda_.Runtime.PYTHON_3_12, handler="index.handler",
+            code=lambda_.Code.from_asset(str(HANDLER)), timeout=cdk.Duration.minutes(5), memory_size=256,
+            description="provisions the Grafana data source and dashboards of fmcluster", log_group=log_group)
+        self.function.add_to_role_policy(iam.PolicyStatement(
+            sid="GrafanaServiceAccountTokens", actions=PROVISIONER_ACTIONS, resources=[workspace.workspace_arn]))
+        self.resource = cdk.CustomResource(
+            self, "Resource", service_token=self.function.function_arn, resource_type=RESOURCE_TYPE,
+            properties={"WorkspaceId": workspace.workspace_id, "GrafanaUrl": workspace.url,
+                        "PrometheusUrl": prometheus_endpoint,
+                        "Region": stack.region, "DataSourceUid": DATA_SOURCE_UID,
+                        "Dashboards": dashboard_properties(dashboards)})
