@@ -147,9 +147,7 @@ class EksClusterStack(cdk.Stack):
         self.node_groups: dict[str, ManagedNodeGroup] = {}
         self.launch_templates: dict[str, NodeLaunchTemplate] = {}
         self._add_node_group(NodeGroupProps.system(spec.orchestrator.login, network=network), "SystemNodes")
-        for group in spec.node_groups:
-            self._add_node_group(NodeGroupProps.from_spec(group, network=network, mode=self.interface_mode),
-                                 f"NodeGroup-{group.name}")
+        self._add_compute()
         for addon in (kubernetes.COREDNS, kubernetes.NODE_MONITORING_AGENT):
             self._add_addon(addon)
         if spec.storage.lustre:
@@ -209,6 +207,13 @@ class EksClusterStack(cdk.Stack):
         return [iam.PolicyStatement(sid="StaticLustreVolume", actions=FSX_CSI_ACTIONS, resources=[file_system_arn])]
 
     # --- node groups -----------------------------------------------------------------------
+
+    def _add_compute(self) -> None:
+        """The spec's node groups, as managed node groups (stacks/hyperpod_eks.py: as SageMaker
+        HyperPod instance groups instead)."""
+        for group in self.spec.node_groups:
+            self._add_node_group(NodeGroupProps.from_spec(group, network=self.network, mode=self.interface_mode),
+                                 f"NodeGroup-{group.name}")
 
     def _add_node_group(self, props: NodeGroupProps, scope_id: str) -> None:
         scope = Construct(self, scope_id)
