@@ -44,6 +44,7 @@ class InstanceGroup:
     spot: bool = False
     image_id: Optional[str] = None
     kubernetes_labels: Mapping[str, str] = field(default_factory=dict)
+    kubernetes_taints: Sequence[Mapping[str, str]] = ()  # {"key", "value", "effect"} (EKS orchestrator)
 
     def properties(self) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         C = sagemaker.CfnCluster
@@ -70,8 +71,15 @@ class InstanceGroup:
             slurm_config=slurm, training_plan_arn=self.training_plan_arn,
             capacity_requirements=C.ClusterCapacityRequirementsProperty(spot={}) if self.spot else None,
             image_id=self.image_id,
-            kubernetes_config=C.ClusterKubernetesConfigProperty(labels=dict(self.kubernetes_labels))
-            if self.kubernetes_labels else None)
+            kubernetes_config=self._kubernetes_config())
+
+    def _kubernetes_config(self) -> Optional[sagemaker.CfnCluster.ClusterKubernetesConfigProperty]:
+        if not (self.kubernetes_labels or self.kubernetes_taints):
+            return None
+        C = sagemaker.CfnCluster
+        taints = [C.ClusterKubernetesTaintProperty(key=t["key"], value=t.get("value"), effect=t["effect"])
+                  for t in self.kubernetes_taints]
+        return C.ClusterKubernetesConfigProperty(labels=dict(self.kubernetes_labels) or None, taints=taints or None)
 
 
 class HyperPodCluster(Construct):

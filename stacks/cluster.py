@@ -24,4 +24,9 @@ def cluster_stack(scope, stack_id: str, *, spec, network, storage, env):
 
         return HyperPodSlurmStack(scope, stack_id, spec=spec, network=network, storage=storage, env=env,
                                   description=f"fmcluster {spec.name}: Slurm on Amazon SageMaker HyperPod")
+    if kind == "hyperpod-eks":
+        from stacks.hyperpod_eks import HyperPodEksStack
+
+        return HyperPodEksStack(scope, stack_id, spec=spec, network=network, storage=storage, env=env,
+                                description=f"fmcluster {spec.name}: SageMaker HyperPod on Amazon EKS")
     raise ControlPlaneNotBuilt(f"orchestrator.type {kind} cannot be synthesized yet")

@@ -74,8 +74,9 @@ class HyperPodGroups(Construct):
                                         lifecycle_uri=self.scripts[g.name].s3_uri) for g in groups]
 
 
-def compute_group(spec, group, *, interface_mode, kubernetes: bool = False, **extra: Any) -> InstanceGroup:
-    """The instance group of a spec node group (role and lifecycle left empty)."""
+def compute_group(spec, group, *, interface_mode, **extra: Any) -> InstanceGroup:
+    """The instance group of a spec node group (role and lifecycle left empty); `extra`: the
+    orchestrator's own fields (Slurm node type and partition, FSx, Kubernetes labels and taints)."""
     instance = group.instance
     uses_efa = bool(group.efa) and instance.efa_supported
     return InstanceGroup(
@@ -84,7 +85,7 @@ def compute_group(spec, group, *, interface_mode, kubernetes: bool = False, **ex
         volume_gib=group.root_volume_gib, deep_health_checks=DEEP_HEALTH_CHECKS if instance.is_gpu else (),
         interface_type=interface_mode.value if uses_efa else None,
         training_plan_arn=group.capacity.training_plan_arn, spot=group.capacity.type == SPOT, image_id=group.ami_id,
-        kubernetes_labels=group.labels if kubernetes else {}, **extra)
+        **extra)
 
 
 def slurm_orchestrator():

@@ -2,8 +2,9 @@
 
 One CDK app holds: a hyperpod-slurm spec with every capacity HyperPod takes, GPU, CPU and
 EFA-less groups, a login group, a KMS key and a custom AMI ("main"); a small one without Lustre,
-buckets or login nodes ("bare"); examples/p6-b200-hyperpod-slurm.yaml; and the network stack of
-"main" (no placement groups on HyperPod). Network and storage outputs are stand-ins, as in
+buckets or login nodes ("bare"); examples/p6-b200-hyperpod-slurm.yaml ("example");
+examples/p5-hyperpod-eks.yaml ("eks": training plan and Spot groups on an EKS cluster); and the
+network stack of "main" (no placement groups on HyperPod). Network and storage outputs are stand-ins, as in
 tests/test_pcs_stack.py; tests/test_examples_synth.py synthesizes the examples with the real stacks.
 """
 
@@ -22,6 +23,7 @@ pytestmark = pytest.mark.synth
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "p6-b200-hyperpod-slurm.yaml"
+EKS_EXAMPLE = ROOT / "examples" / "p5-hyperpod-eks.yaml"
 PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
 AMI = "ami-0123456789abcdef0"
 ASSET_BUCKET = "cdk-hnb659fds-assets-${AWS::AccountId}-us-east-1"
@@ -64,6 +66,11 @@ def specs() -> dict:
         _SPECS["main"] = _load(loader.load_text(to_yaml(main_spec()), "main.yaml"))
         _SPECS["bare"] = _load(loader.load_text(to_yaml(bare_spec()), "bare.yaml"))
         _SPECS["example"] = _load(loader.load(EXAMPLE))
+        _SPECS["eks"] = _load(loader.load(EKS_EXAMPLE))
+        private = base_spec(name="hp-private", orchestrator={"type": "hyperpod-eks", "endpoint_access": "private"},
+                            network={"extra_availability_zone_ids": ["use1-az6"]})
+        del private["storage"]["lustre"]
+        _SPECS["eks-private"] = _load(loader.load_text(to_yaml(private), "private.yaml"))
     return _SPECS
 
 
@@ -114,7 +121,9 @@ def groups(template):
 
 
 def the_role(template):
-    (role_id, role), = [(lid, r) for lid, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role"]
+    """The execution role (trusted by SageMaker; an EKS stack has other roles besides)."""
+    (role_id, role), = [(lid, r) for lid, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role"
+                        and "sagemaker.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])]
     return role_id, role["Properties"]
 
 
@@ -173,7 +182,7 @@ def test_deep_health_checks_on_gpu_groups_only(main):
 
 
 def test_automatic_node_recovery(templates):
-    for key in ("main", "bare", "example"):
+    for key in ("main", "bare", "example", "eks"):
         assert cluster(templates[key])["NodeRecovery"] == "Automatic"
 
 
@@ -343,7 +352,132 @@ def test_cfn_lint_clean(assembly):
     from cfnlint.api import lint_file
 
     outdir, stacks = assembly
-    for key in ("main", "bare"):
+    for key in ("main", "bare", "eks"):
         path = outdir / f"{stacks[key].stack_name}.template.json"
         errors = [m for m in lint_file(path) if m.rule.id.startswith("E")]
         assert not errors, "; ".join(str(m) for m in errors)
+
+
+# --- hyperpod-eks ------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def eks(templates):
+    return templates["eks"]
+
+
+def logical_id(template, type_, path_part):
+    (lid,) = [lid for lid, r in template["Resources"].items()
+              if r["Type"] == type_ and path_part in r["Metadata"]["aws:cdk:path"]]
+    return lid
+
+
+def test_eks_orchestrator_is_the_stacks_eks_cluster(eks):
+    eks_cluster = logical_id(eks, "AWS::EKS::Cluster", "/Cluster/")
+    assert cluster(eks)["Orchestrator"] == {"Eks": {"ClusterArn": {"Fn::GetAtt": [eks_cluster, "Arn"]}}}
+    assert cluster(eks)["ClusterName"] == "p5-hpeks"
+
+
+def test_node_groups_are_instance_groups_not_managed_node_groups(eks):
+    assert list(groups(eks)) == ["train", "explore"]  # no controller or login group on EKS
+    nodegroups = [r["Metadata"]["aws:cdk:path"] for r in eks["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"]
+    assert nodegroups == ["p5-hpeks-cluster/SystemNodes/NodeGroup/Resource"]
+    assert {n: g["InstanceType"] for n, g in groups(eks).items()} == {"train": "ml.p5.48xlarge",
+                                                                       "explore": "ml.p5.4xlarge"}
+    for group in groups(eks).values():
+        assert "SlurmConfig" not in group
+        assert group["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+        assert group["NetworkInterface"] == {"InterfaceType": "efa-only"}
+        assert group["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 512}}]  # Lustre: the PVC
+        assert group["LifeCycleConfig"]["OnInitComplete"] == "on_init.sh"
+
+
+def test_kubernetes_labels_and_taints_of_the_eks_plane(eks):
+    from fmcluster import kubernetes
+
+    spec = specs()["eks"]
+    for group in spec.node_groups:
+        config = groups(eks)[group.name]["KubernetesConfig"]
+        assert config["Labels"] == kubernetes.node_labels(group, kubernetes_mode())
+        assert config["Taints"] == [{"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NoSchedule"}]
+    assert groups(eks)["train"]["KubernetesConfig"]["Labels"]["team"] == "pretraining"
+
+
+def kubernetes_mode():
+    from fmcluster import controlplanes
+
+    return controlplanes.get("hyperpod-eks").interface_mode
+
+
+def test_training_plan_and_spot_capacity(eks):
+    train, explore = groups(eks)["train"], groups(eks)["explore"]
+    assert train["TrainingPlanArn"].endswith(":training-plan/p5-pretrain") and "CapacityRequirements" not in train
+    assert explore["CapacityRequirements"] == {"Spot": {}} and "TrainingPlanArn" not in explore
+    assert cluster(eks)["NodeProvisioningMode"] == "Continuous"  # Spot runs with continuous provisioning
+
+
+def test_no_continuous_provisioning_without_spot(templates):
+    assert "NodeProvisioningMode" not in cluster(templates["main"])
+
+
+def test_eks_vpc_config_adds_the_cluster_security_group(eks):
+    eks_cluster = logical_id(eks, "AWS::EKS::Cluster", "/Cluster/")
+    assert cluster(eks)["VpcConfig"] == {"Subnets": [SUBNET], "SecurityGroupIds": [
+        NODE_SG, {"Fn::GetAtt": [eks_cluster, "ClusterSecurityGroupId"]}, EFA_SG]}
+
+
+def test_hyperpod_dependencies_before_the_cluster(eks):
+    from constructs_lib import hyperpod_dependencies as deps
+
+    (dep_id, dep), = [(lid, r) for lid, r in eks["Resources"].items() if r["Type"] == deps.RESOURCE_TYPE]
+    props = dep["Properties"]
+    assert props["Commit"] == deps.COMMIT and props["ArchiveUrl"].endswith(deps.COMMIT)
+    assert (props["Release"], props["Namespace"]) == ("hyperpod-dependencies", "kube-system")
+    values = json.loads(props["Values"])
+    assert values["health-monitoring-agent"] == {"region": "us-east-1"}
+    assert values["neuron-device-plugin"] == {"devicePlugin": {"enabled": False}}
+    system = logical_id(eks, "AWS::EKS::Nodegroup", "/SystemNodes/")
+    assert system in dep["DependsOn"]
+    assert any("KubectlReadyBarrier" in d for d in dep["DependsOn"])
+    (hp_id, hp), = [(lid, r) for lid, r in eks["Resources"].items() if r["Type"] == "AWS::SageMaker::Cluster"]
+    assert dep_id in hp["DependsOn"] and system in hp["DependsOn"]
+    handler = eks["Resources"][props["ServiceToken"]["Fn::GetAtt"][0]]["Properties"]
+    kubectl_role = logical_id(eks, "AWS::IAM::Role", "KubectlProvider/Handler/ServiceRole")
+    assert handler["Role"] == {"Fn::GetAtt": [kubectl_role, "Arn"]}  # the cluster-admin access entry's role
+    assert handler["Timeout"] == 900
+
+
+def test_hyperpod_chart_replaces_the_eks_device_plugins(eks):
+    charts = {r["Properties"]["Release"] for r in eks["Resources"].values()
+              if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
+    assert "kueue" in charts
+    assert not {"nvidia-device-plugin", "aws-efa-k8s-device-plugin"} & charts
+
+
+def test_eks_execution_role_adds_cni_pulls_and_pod_identity(eks):
+    st = statements(eks)
+    eks_cluster = logical_id(eks, "AWS::EKS::Cluster", "/Cluster/")
+    assert st["PodIdentity"]["Resource"] == {"Fn::GetAtt": [eks_cluster, "Arn"]}
+    assert "ArnEquals" in st["VpcCniNetworkInterfaces"]["Condition"]
+    assert st["EcrAuthorization"]["Action"] == "ecr:GetAuthorizationToken"
+    assert all(not isinstance(s["Resource"], str) or s["Sid"] in (
+        "ClusterMetrics", "SessionManager", "DescribeNetwork", "EcrAuthorization") for s in st.values())
+    assert "FsxLustreConfig" not in json.dumps(cluster(eks))
+
+
+def test_eks_outputs(eks):
+    (hp_id,) = resources(eks, "AWS::SageMaker::Cluster")
+    assert eks["Outputs"]["HyperPodClusterArn"]["Value"] == {"Fn::GetAtt": [hp_id, "ClusterArn"]}
+    assert "LocalQueue" in eks["Outputs"]  # the eks plane's Kueue queue is kept
+
+
+def test_dependencies_handler_runs_in_the_vpc_of_a_private_endpoint(templates):
+    def handler_of(template):
+        (props,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"
+                    and "HyperPodDependencies" in r["Metadata"]["aws:cdk:path"]]
+        return props
+
+    private = handler_of(templates["eks-private"])
+    assert private["VpcConfig"]["SubnetIds"] == [SUBNET, "subnet-0bbbbbbbbbbbbbbbb"]
+    eks_cluster = logical_id(templates["eks-private"], "AWS::EKS::Cluster", "/Cluster/")
+    assert private["VpcConfig"]["SecurityGroupIds"] == [{"Fn::GetAtt": [eks_cluster, "ClusterSecurityGroupId"]}]
+    assert "VpcConfig" not in handler_of(templates["eks"])

@@ -28,7 +28,7 @@ SKIPPED_BY_MOTO = {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation"
     # moto implements these, but cannot create them from an unpublished cloud assembly: Lambda
     # code and layers are assets (never uploaded here), and a custom resource would invoke them.
     "AWS::Lambda::Function", "AWS::Lambda::LayerVersion", "Custom::AWSCDK-EKS-HelmChart",
-    "Custom::AWSCDK-EKS-KubernetesResource", "Custom::GrafanaProvisioner",
+    "Custom::AWSCDK-EKS-KubernetesResource", "Custom::HyperPodDependencies", "Custom::GrafanaProvisioner",
     # moto's CloudFormation cannot create an SSM parameter without a Name (the EKS kubectl barrier).
     "AWS::SSM::Parameter",
     # moto 5.2 creates a KMS key from CloudFormation only without Tags (it reads TagKey/TagValue,
@@ -193,10 +193,14 @@ def test_launch_templates_carry_the_efa_layout(deployed):
     cfn = boto3.client("cloudformation", region_name=region)
     stack = f"{spec.name}-cluster"
     if controlplanes.get(spec.orchestrator.type).hyperpod:
-        # SageMaker HyperPod launches its instances itself: the cluster stack has no launch
-        # template (the instance groups are asserted in tests/test_hyperpod_stack.py).
-        assert not [r for r in templates[stack]["Resources"].values() if r["Type"] == "AWS::EC2::LaunchTemplate"]
-        assert not ec2.describe_launch_templates()["LaunchTemplates"]
+        # SageMaker HyperPod launches its instances itself: no node group has a launch template
+        # (hyperpod-eks keeps only its system node group's; the instance groups are asserted in
+        # tests/test_hyperpod_stack.py).
+        paths = [r["Metadata"]["aws:cdk:path"] for r in templates[stack]["Resources"].values()
+                 if r["Type"] == "AWS::EC2::LaunchTemplate"]
+        system = [f"{stack}/SystemNodes/LaunchTemplate/Resource"] if spec.orchestrator.type == "hyperpod-eks" else []
+        assert paths == system
+        assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == len(system)
         return
     physical = {r["LogicalResourceId"]: r["PhysicalResourceId"]
                 for r in cfn.list_stack_resources(StackName=stack)["StackResourceSummaries"]

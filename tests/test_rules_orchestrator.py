@@ -129,6 +129,11 @@ def test_c7i_group_on_hyperpod():
     assert "does not offer ml.c7i.8xlarge" in messages(spec, "node_groups[1].instance_type")[0]
 
 
+def test_c7i_system_nodes_on_hyperpod_eks_pass():
+    spec = with_(on("hyperpod-eks"), "orchestrator.login.instance_type", "c7i.2xlarge")
+    assert findings(orch.hyperpod_instance_types, spec) == []
+
+
 def test_c7i_login_on_hyperpod():
     spec = with_(on("hyperpod-slurm"), "orchestrator.login.instance_type", "c7i.2xlarge")
     assert "orchestrator.login.instance_type" in paths(spec)

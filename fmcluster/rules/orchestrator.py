@@ -55,7 +55,9 @@ def hyperpod_instance_types(spec):
             yield error(("node_groups", i, "instance_type"), f"SageMaker HyperPod does not offer ml.{group.instance_type}",
                         "choose an instance type HyperPod supports, such as p5.48xlarge")
     login = spec.orchestrator.login
-    if login.count and not _hyperpod_type(login.instance_type):
+    # hyperpod-slurm runs the login nodes as an instance group; on hyperpod-eks they are the
+    # system nodes, an EKS managed node group.
+    if spec.orchestrator.type == "hyperpod-slurm" and login.count and not _hyperpod_type(login.instance_type):
         yield error(ORCH + ("login", "instance_type"), f"SageMaker HyperPod does not offer ml.{login.instance_type}")
 
 

@@ -1,0 +1,70 @@
+"""The SageMaker HyperPod dependencies chart on an EKS cluster, installed at deploy time.
+
+HyperPod on EKS needs its dependencies chart (aws/sagemaker-hyperpod-cli,
+helm_chart/HyperPodHelmChart: health-monitoring agent, deep-health-check and job-auto-restart
+RBAC, training and MPI operators, NVIDIA / EFA device plugins for `ml.*` nodes) installed before
+the HyperPod cluster is created. The chart is published only as a repository folder, so the
+CDK kubectl provider's HelmChart (Helm repository, OCI or S3 asset) cannot install it; the
+handler in `handlers/hyperpod_dependencies` installs it beside the kubectl provider, with the
+provider's role (its cluster-admin access entry) and the same kubectl/helm layer, from the
+repository at a pinned commit. Nothing is fetched at synth.
+
+The pin is the commit AWS's own CloudFormation set-up installs
+(aws/sagemaker-hyperpod-cluster-setup, eks/cloudformation/helm-chart-template.yaml,
+GITHUB_REPO_REVISION); bump it on purpose.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk.lambda_layer_awscli import AwsCliLayer
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
+from constructs import Construct
+
+REPOSITORY = "aws/sagemaker-hyperpod-cli"
+COMMIT = "bb6a9f9534217c55a5806ae968e1dd8b285d4b8c"
+ARCHIVE_URL = f"https://codeload.github.com/{REPOSITORY}/tar.gz/{COMMIT}"
+RELEASE = "hyperpod-dependencies"
+NAMESPACE = "kube-system"  # the chart creates aws-hyperpod itself; its name cannot change
+HANDLER = Path(__file__).with_name("handlers") / "hyperpod_dependencies"
+RESOURCE_TYPE = "Custom::HyperPodDependencies"
+
+
+def chart_values(region: str) -> dict[str, Any]:
+    """Values over the chart's defaults: the region of the health-monitoring agent, and no
+    Neuron device plugin (no Trainium in the instance catalog)."""
+    return {"global": {"region": region}, "health-monitoring-agent": {"region": region},
+            "neuron-device-plugin": {"devicePlugin": {"enabled": False}}}
+
+
+class HyperPodDependencies(Construct):
+    """`cluster`: the aws_eks_v2 Cluster (with its kubectl provider). `subnets` and
+    `security_groups`: where the handler runs when the cluster endpoint is private (it needs
+    the API endpoint and, through NAT, GitHub and the charts' repositories)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster, values: Mapping[str, Any],
+                 subnets: Optional[Sequence[ec2.ISubnet]] = None,
+                 security_groups: Optional[Sequence[ec2.ISecurityGroup]] = None, vpc: Optional[ec2.IVpc] = None) -> None:
+        super().__init__(scope, construct_id)
+        provider = cluster.kubectl_provider
+        self.function = lambda_.Function(
+            self, "Handler", runtime=lambda_.Runtime.PYTHON_3_12, handler="index.handler",
+            code=lambda_.Code.from_asset(str(HANDLER)), timeout=cdk.Duration.minutes(15), memory_size=1024,
+            role=provider.role, layers=[KubectlV35Layer(self, "KubectlLayer"), AwsCliLayer(self, "AwsCliLayer")],
+            description=f"installs {REPOSITORY} {RELEASE} at {COMMIT[:12]}",
+            vpc=vpc, vpc_subnets=ec2.SubnetSelection(subnets=list(subnets)) if subnets else None,
+            security_groups=list(security_groups) if security_groups else None)
+        self.resource = cdk.CustomResource(
+            self, "Resource", service_token=self.function.function_arn, resource_type=RESOURCE_TYPE,
+            properties={"ClusterName": cluster.cluster_name, "ArchiveUrl": ARCHIVE_URL, "Commit": COMMIT,
+                        "Release": RELEASE, "Namespace": NAMESPACE,
+                        "Values": cdk.Stack.of(self).to_json_string(dict(values))})
+        self.resource.node.add_dependency(provider)
+        barrier = cluster.node.try_find_child("KubectlReadyBarrier")  # the provider's access entry is in place
+        if barrier is not None:
+            self.resource.node.add_dependency(barrier)

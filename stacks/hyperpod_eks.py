@@ -1,0 +1,90 @@
+"""NAME-cluster for `orchestrator.type: hyperpod-eks`: SageMaker HyperPod on Amazon EKS.
+
+The EKS part is the `eks` control plane's (stacks/eks.py): the cluster, add-ons, the `system`
+managed node group from `orchestrator.login`, Kueue and its queues, the Lustre volume; only the
+spec's node groups change. Instead of managed node groups they become SageMaker HyperPod
+instance groups of an `AWS::SageMaker::Cluster` whose orchestrator is the EKS cluster
+(`Orchestrator.Eks.ClusterArn`):
+
+- per node group: `ml.<type>`, `count`, deep health checks on GPU groups, `efa-only`
+  interfaces, training plan or Spot capacity, the lifecycle folder (EFA/NCCL environment, NVMe
+  scratch, hooks) as `OnInitComplete`, and the Kubernetes labels and taints the `eks` plane gives
+  its node groups (KubernetesConfig), so Kueue's flavors and the Lustre claim work unchanged;
+- automatic node recovery; continuous provisioning when a group runs on Spot ("Spot instances
+  in Amazon SageMaker HyperPod": Spot works with continuous provisioning);
+- the execution role (stacks/hyperpod.py, with the EKS additions: VPC CNI, image pulls, Pod
+  Identity on this cluster). HyperPod itself creates the role's access entry (the
+  AWS::SageMaker::Cluster handler holds eks:CreateAccessEntry);
+- the HyperPod dependencies chart (constructs_lib/hyperpod_dependencies.py), installed after the
+  system nodes and before the HyperPod cluster, as HyperPod requires. It brings the NVIDIA and EFA
+  device plugins for `ml.*` nodes, so the `eks` plane's own device plugins are left out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from constructs_lib.hyperpod import HyperPodCluster
+from constructs_lib.hyperpod_dependencies import HyperPodDependencies, chart_values
+from fmcluster import controlplanes, kubernetes
+from fmcluster.controlplanes import SPOT
+from stacks.eks import EksClusterStack
+from stacks.hyperpod import HyperPodGroups, compute_group, efa_groups
+
+CONTINUOUS = "Continuous"
+# The chart's EFA device plugin tolerates only its own taints; GPU nodes carry nvidia.com/gpu.
+EFA_PLUGIN_TOLERATIONS = [{"operator": "Exists"}]
+
+
+class HyperPodEksStack(EksClusterStack):
+    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, spec=spec, network=network, storage=storage, **kwargs)
+        cp = controlplanes.get("hyperpod-eks")
+        system = self.node_groups[kubernetes.SYSTEM_NODE_GROUP]
+
+        values = chart_values(self.region)
+        values["aws-efa-k8s-device-plugin"] = {"tolerations": EFA_PLUGIN_TOLERATIONS}
+        placement: dict[str, Any] = {}
+        if spec.orchestrator.endpoint_access == "private":  # the handler must reach a private API endpoint
+            placement = dict(vpc=self.cluster.vpc, security_groups=[self.cluster.cluster_security_group],
+                             subnets=[self.node.find_child(f"PrivateSubnet-{az}") for az in spec.availability_zone_ids])
+        self.hyperpod_dependencies = HyperPodDependencies(self, "HyperPodDependencies", cluster=self.cluster,
+                                                          values=values, **placement)
+        self.hyperpod_dependencies.resource.node.add_dependency(system)  # the chart's operators run there
+
+        groups = [compute_group(spec, g, interface_mode=cp.interface_mode,
+                                kubernetes_labels=kubernetes.node_labels(g, cp.interface_mode),
+                                kubernetes_taints=kubernetes.node_taints(g)) for g in spec.node_groups]
+        efa = efa_groups(spec)
+        subnets = [network.gpu_subnet_id]
+        security_groups = [network.node_security_group_id, self.cluster.cluster_security_group_id]
+        if any(efa.values()):
+            security_groups.append(network.efa_security_group_id)
+        self.instance_groups = HyperPodGroups(
+            self, "InstanceGroups", groups=groups, efa=efa, network=network, storage=storage, subnet_ids=subnets,
+            security_group_ids=security_groups, eks_cluster_arn=self.cluster.cluster_arn,
+            description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)")
+        spot = any(g.capacity.type == SPOT for g in spec.node_groups)
+        self.hyperpod = HyperPodCluster(
+            self, "HyperPod", name=spec.name, instance_groups=self.instance_groups.instance_groups,
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=self.cluster.cluster_arn)),
+            subnet_ids=subnets, security_group_ids=security_groups, node_provisioning_mode=CONTINUOUS if spot else None)
+        self.hyperpod.add_dependency(self.hyperpod_dependencies.resource, system,
+                                     *(self.addons[a.name] for a in (kubernetes.VPC_CNI, kubernetes.KUBE_PROXY,
+                                                                     kubernetes.COREDNS)))
+
+        for output_id, value, description in (
+                ("HyperPodClusterArn", self.hyperpod.cluster_arn, "SageMaker HyperPod cluster ARN"),
+                ("ExecutionRoleArn", self.instance_groups.role.role_arn, "execution role of the instance groups")):
+            cdk.CfnOutput(self, output_id, value=value, description=description)
+
+    def _add_compute(self) -> None:
+        """No managed node groups for the spec's groups: they are HyperPod instance groups."""
+
+    def _add_device_plugins(self) -> None:
+        """The HyperPod dependencies chart installs the device plugins for HyperPod nodes."""
