@@ -348,17 +348,27 @@ def _stacks(spec: ClusterSpec) -> list[StackPlan]:
         StackPlan(name=f"{spec.name}-storage", termination_protection=True,
                   contents="S3 buckets" + (", FSx for Lustre and its links" if spec.storage.lustre else "")
                            + (", KMS key" if spec.storage.kms else "") + " (retained)"),
+        *([StackPlan(name=f"{spec.name}-observability", termination_protection=spec.protect,
+                     contents="Managed Prometheus workspace, GPU-health alert rules, alert manager to SNS"
+                              + (", Managed Grafana with dashboards" if spec.observability.grafana else "")
+                              + ", CloudWatch alarms and dashboard")] if _observed(spec) else []),
         StackPlan(name=f"{spec.name}-cluster", termination_protection=spec.protect,
                   contents=f"{scheduler} control plane ({spec.orchestrator.type}), its node groups and "
                            f"{'login' if cp.scheduler == 'slurm' else 'system'} nodes"),
     ]
 
 
+def _observed(spec: ClusterSpec) -> bool:
+    """NAME-observability exists when Prometheus or Grafana is on (stacks.app.build)."""
+    return spec.observability.prometheus or spec.observability.grafana
+
+
 def _observability(spec: ClusterSpec) -> ObservabilityPlan:
     obs = spec.observability
-    return ObservabilityPlan(
-        prometheus=obs.prometheus, grafana=obs.grafana, alert_email=obs.alert_email, built=False,
-        note=f"not built by this version of fmcluster: no {spec.name}-observability stack yet")
+    note = (f"in {spec.name}-observability; node exporters and remote write are set up per control plane"
+            if _observed(spec) else "off: no Prometheus and no Grafana")
+    return ObservabilityPlan(prometheus=obs.prometheus, grafana=obs.grafana, alert_email=obs.alert_email,
+                             built=_observed(spec), note=note)
 
 
 def _defaulted(resolved: Any, raw: Any, path: str = "") -> list[str]:

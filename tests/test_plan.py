@@ -78,7 +78,8 @@ def test_p5_figures():
     assert gpu.placement == "none (a Capacity Block is placed already)"
     assert gpu.reservation_id == "cr-0123456789abcdef0"
     assert p.control_plane.pcs_size == "SMALL"
-    assert [s.name for s in p.stacks] == ["llm-pretrain-network", "llm-pretrain-storage", "llm-pretrain-cluster"]
+    assert [s.name for s in p.stacks] == ["llm-pretrain-network", "llm-pretrain-storage", "llm-pretrain-observability",
+                                          "llm-pretrain-cluster"]
 
 
 def test_b300_fp4_and_efa_without_card_0():
