@@ -173,7 +173,46 @@ EFA_DEVICE_PLUGIN = Chart("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugi
 # Source: kubernetes-sigs/kueue charts/kueue/README.md (`helm install kueue oci://...`).
 KUEUE = Chart("kueue", "kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.18.3", "kueue-system")
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
+# --- metrics collection (with observability on): exporters the AMP managed scraper reads ---
+# Release names and ports are the scrape configuration's contract
+# (fmcluster/observability/scraper.yaml keeps pods by release label and port).
+MONITORING_NAMESPACE = "monitoring"
+NODE_EXPORTER_PORT = 9100
+DCGM_EXPORTER_PORT = 9400
+EFA_EXPORTER_PORT = 9109
+# Prometheus node exporter. Source: prometheus-community/helm-charts
+# charts/prometheus-node-exporter/Chart.yaml (version 4.45.3, app 1.9.1).
+NODE_EXPORTER = Chart("node-exporter", "prometheus-node-exporter",
+                      "https://prometheus-community.github.io/helm-charts", "4.45.3", MONITORING_NAMESPACE)
+# NVIDIA DCGM exporter. Source: NVIDIA/dcgm-exporter deployment/Chart.yaml (version 4.8.3).
+DCGM_EXPORTER = Chart("dcgm-exporter", "dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts",
+                      "4.8.3", MONITORING_NAMESPACE)
+# EFA counters (node_amazonefa_*): there is no maintained EFA exporter chart. AWS's own recipe
+# (aws-samples/awsome-distributed-training 4.validation_and_observability/3.efa-node-exporter/EKS)
+# installs the node exporter chart with the EFA node exporter image (a node exporter fork with
+# the `amazonefa` collector); so does fmcluster, as a second release on EFA nodes only, with
+# only that collector, on its own port. The image is published only as `latest`
+# (public.ecr.aws/hpc-cloud/efa-node-exporter); mirror it and pin a digest for production.
+EFA_NODE_EXPORTER = Chart("efa-node-exporter", "prometheus-node-exporter",
+                          "https://prometheus-community.github.io/helm-charts", "4.45.3", MONITORING_NAMESPACE)
+EFA_NODE_EXPORTER_IMAGE = {"registry": "public.ecr.aws", "repository": "hpc-cloud/efa-node-exporter",
+                           "tag": "latest"}
 CHARTS = (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE)
+METRICS_CHARTS = (NODE_EXPORTER, DCGM_EXPORTER, EFA_NODE_EXPORTER)  # only with observability on
+# The DCGM fields the alert rules and dashboards read (fmcluster/observability), as the
+# exporter's counters CSV (field, Prometheus type, help).
+DCGM_COUNTERS = (
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Throttling duration due to power constraints (in us)."),
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Throttling duration due to thermal constraints (in us)."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
+)
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
@@ -189,6 +228,33 @@ def efa_device_plugin_values(instance_types: list[str]) -> dict[str, Any]:
     (the chart's built-in list may lag new types such as p6-b300)."""
     return {"nodeSelector": {EFA_LABEL: TRUE}, "tolerations": [GPU_TOLERATION],
             "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": sorted(set(instance_types))}}
+
+
+def node_exporter_values() -> dict[str, Any]:
+    """On every node (the chart's own `NoSchedule` toleration covers the GPU taint), host
+    network on 9100; no ServiceMonitor (the managed scraper finds the pods itself)."""
+    return {"service": {"port": NODE_EXPORTER_PORT, "targetPort": NODE_EXPORTER_PORT},
+            "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
+            "prometheus": {"monitor": {"enabled": False}}}
+
+
+def dcgm_exporter_values() -> dict[str, Any]:
+    """On GPU nodes only (their label), tolerating their taint; service on 9400; the counters
+    the rules need; no ServiceMonitor (no Prometheus operator here)."""
+    counters = "\n".join(f"{field}, {kind}, {text}" for field, kind, text in DCGM_COUNTERS) + "\n"
+    return {"nodeSelector": {GPU_LABEL: TRUE}, "tolerations": [GPU_TOLERATION],
+            "service": {"port": DCGM_EXPORTER_PORT, "address": f":{DCGM_EXPORTER_PORT}"},
+            "serviceMonitor": {"enabled": False}, "customMetrics": counters}
+
+
+def efa_node_exporter_values() -> dict[str, Any]:
+    """The EFA node exporter on EFA nodes only, tolerating the GPU taint, on 9109 (the regular
+    node exporter has 9100 on the same host network), with only the `amazonefa` collector."""
+    return {"image": dict(EFA_NODE_EXPORTER_IMAGE), "nodeSelector": {EFA_LABEL: TRUE},
+            "tolerations": [GPU_TOLERATION],
+            "service": {"port": EFA_EXPORTER_PORT, "targetPort": EFA_EXPORTER_PORT},
+            "extraArgs": ["--collector.disable-defaults", "--collector.amazonefa"],
+            "prometheus": {"monitor": {"enabled": False}}}
 
 
 def kueue_values() -> dict[str, Any]:

@@ -34,7 +34,10 @@ def build(app: cdk.App, spec: ClusterSpec) -> dict[str, cdk.Stack]:
             app, f"{spec.name}-observability", spec=spec, network=network, storage=storage, env=env,
             description=f"fmcluster {spec.name}: Prometheus, alert rules, alarms"
                         + (", Grafana" if spec.observability.grafana else ""))
-    cluster = cluster_stack(app, f"{spec.name}-cluster", spec=spec, network=network, storage=storage, env=env)
+    # The cluster stack reads the workspace ARN (an export of NAME-observability): observability
+    # is made first, and never reads from the cluster stack.
+    cluster = cluster_stack(app, f"{spec.name}-cluster", spec=spec, network=network, storage=storage, env=env,
+                            observability=observability)
     stacks = {s.stack_name: s for s in (network, storage, observability, cluster) if s is not None}
     for stack in stacks.values():
         for key, value in tags.items():

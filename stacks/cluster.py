@@ -7,7 +7,9 @@ class ControlPlaneNotBuilt(Exception):
     """The spec is valid, but this version of fmcluster cannot synthesize its control plane yet."""
 
 
-def cluster_stack(scope, stack_id: str, *, spec, network, storage, env):
+def cluster_stack(scope, stack_id: str, *, spec, network, storage, env, observability=None):
+    """`observability`: the NAME-observability stack, or None; the EKS control planes read its
+    `workspace_arn` for their managed scraper (the Slurm planes do not use it yet)."""
     kind = spec.orchestrator.type
     if kind == "pcs":
         from stacks.pcs import PcsClusterStack
@@ -18,6 +20,7 @@ def cluster_stack(scope, stack_id: str, *, spec, network, storage, env):
         from stacks.eks import EksClusterStack
 
         return EksClusterStack(scope, stack_id, spec=spec, network=network, storage=storage, env=env,
+                               observability=observability,
                                description=f"fmcluster {spec.name}: Amazon EKS and GPU node groups")
     if kind == "hyperpod-slurm":
         from stacks.hyperpod import HyperPodSlurmStack
@@ -28,5 +31,6 @@ def cluster_stack(scope, stack_id: str, *, spec, network, storage, env):
         from stacks.hyperpod_eks import HyperPodEksStack
 
         return HyperPodEksStack(scope, stack_id, spec=spec, network=network, storage=storage, env=env,
+                                observability=observability,
                                 description=f"fmcluster {spec.name}: SageMaker HyperPod on Amazon EKS")
     raise ControlPlaneNotBuilt(f"orchestrator.type {kind} cannot be synthesized yet")

@@ -21,7 +21,13 @@ What it builds from the spec, with the network and storage stacks' outputs:
 - Helm charts (pinned in `fmcluster.kubernetes`): the NVIDIA device plugin on GPU nodes, the
   EFA device plugin on EFA nodes, Kueue with a ResourceFlavor per node group, a ClusterQueue
   whose quota is the node groups' capacity and a LocalQueue in `orchestrator.namespace`;
-- the Lustre file system as a static PersistentVolume and a claim in `orchestrator.namespace`.
+- the Lustre file system as a static PersistentVolume and a claim in `orchestrator.namespace`;
+- with the observability stack (`observability.workspace_arn`): metrics collection, i.e. the
+  Prometheus node exporter (every node, 9100), the NVIDIA DCGM exporter (GPU nodes, 9400) and
+  the EFA node exporter (EFA nodes, 9109) as pinned Helm charts in `monitoring`, and an Amazon
+  Managed Service for Prometheus managed scraper (constructs_lib/observability_scraper.py) with
+  fmcluster/observability/scraper.yaml, on the cluster's private subnets and its cluster
+  security group (which every node carries), writing to the workspace.
 
 Synthesis is pure: no chart, AMI or AZ is looked up. The imported subnets carry no AZ names
 (they are account-specific and unknown at synth); nothing here needs one, since subnets are
@@ -33,7 +39,8 @@ Inputs (duck-typed; see DESIGN.md): `network.vpc_id`, `network.private_subnet_id
 first), `network.gpu_subnet_id`, `network.efa_security_group_id`,
 `network.node_security_group_id`, `network.placement_group_names`; `storage.bucket_arns`,
 `storage.kms_key_arn`, `storage.file_system_id`, `storage.file_system_dns_name`,
-`storage.file_system_mount_name` (None without Lustre).
+`storage.file_system_mount_name` (None without Lustre); `observability.workspace_arn` (or no
+observability stack: no metrics collection).
 """
 
 from __future__ import annotations
@@ -51,7 +58,9 @@ from constructs import Construct
 from constructs_lib.eks import ClusterAddon, ManagedNodeGroup
 from constructs_lib.eks_iam import EksNodeRole, PodIdentityRole
 from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, CapacityTarget, NodeLaunchTemplate
+from constructs_lib.observability_scraper import ManagedScraper
 from fmcluster import catalog, controlplanes, kubernetes
+from fmcluster import observability as observability_content
 from fmcluster.efa import efa_layout
 from stacks.pcs import capacity_target
 
@@ -126,11 +135,13 @@ class NodeGroupProps:
 
 
 class EksClusterStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, observability=None,
+                 **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.spec = spec
         self.network = network
         self.storage = storage
+        self.observability = observability
         self.interface_mode = controlplanes.get("eks").interface_mode
         self.service_cidr = kubernetes.service_cidr(spec.network.vpc_cidr)
         self.cluster = self._cluster()
@@ -159,6 +170,9 @@ class EksClusterStack(cdk.Stack):
         self._add_queues()
         if spec.storage.lustre:
             self._add_lustre_volume()
+        self.scraper: Optional[ManagedScraper] = None
+        if observability is not None:
+            self._add_metrics_collection(observability.workspace_arn)
         self._outputs()
 
     # --- control plane ---------------------------------------------------------------------
@@ -296,6 +310,19 @@ class EksClusterStack(cdk.Stack):
                                                 dns_name=storage.file_system_dns_name,
                                                 mount_name=storage.file_system_mount_name)
         self._add_manifest("LustreVolume", documents, self.addons[kubernetes.FSX_CSI.name])
+
+    def _add_metrics_collection(self, workspace_arn: str) -> None:
+        """The exporters (only where their devices are) and the managed scraper."""
+        self._add_chart("NodeExporter", kubernetes.NODE_EXPORTER, kubernetes.node_exporter_values())
+        self._add_chart("DcgmExporter", kubernetes.DCGM_EXPORTER, kubernetes.dcgm_exporter_values())
+        self._add_chart("EfaNodeExporter", kubernetes.EFA_NODE_EXPORTER, kubernetes.efa_node_exporter_values())
+        self.scraper = ManagedScraper(
+            self, "MetricsScraper", alias=self.spec.name, cluster_arn=self.cluster.cluster_arn,
+            subnet_ids=self.network.private_subnet_ids, security_group_ids=[self.cluster.cluster_security_group_id],
+            workspace_arn=workspace_arn, scrape_configuration=observability_content.scrape_configuration(self.spec.name),
+            tags={"fmcluster:cluster": self.spec.name, **self.spec.tags})
+        cdk.CfnOutput(self, "MetricsScraperArn", value=self.scraper.scraper_arn,
+                      description="Amazon Managed Service for Prometheus managed scraper")
 
     def _outputs(self) -> None:
         spec = self.spec

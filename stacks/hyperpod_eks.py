@@ -17,7 +17,10 @@ instance groups of an `AWS::SageMaker::Cluster` whose orchestrator is the EKS cl
   AWS::SageMaker::Cluster handler holds eks:CreateAccessEntry);
 - the HyperPod dependencies chart (constructs_lib/hyperpod_dependencies.py), installed after the
   system nodes and before the HyperPod cluster, as HyperPod requires. It brings the NVIDIA and EFA
-  device plugins for `ml.*` nodes, so the `eks` plane's own device plugins are left out.
+  device plugins for `ml.*` nodes, so the `eks` plane's own device plugins are left out;
+- with observability, the `eks` plane's metrics collection unchanged: the instance groups carry
+  the same GPU/EFA labels and taint and the cluster security group, so the exporters land on
+  them and the managed scraper reaches them.
 """
 
 from __future__ import annotations
@@ -41,8 +44,10 @@ EFA_PLUGIN_TOLERATIONS = [{"operator": "Exists"}]
 
 
 class HyperPodEksStack(EksClusterStack):
-    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, **kwargs: Any) -> None:
-        super().__init__(scope, construct_id, spec=spec, network=network, storage=storage, **kwargs)
+    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, observability=None,
+                 **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, spec=spec, network=network, storage=storage,
+                         observability=observability, **kwargs)
         cp = controlplanes.get("hyperpod-eks")
         system = self.node_groups[kubernetes.SYSTEM_NODE_GROUP]
 

@@ -1,5 +1,6 @@
 """Observability content kept in the repository (package data, no CDK): Prometheus alert
-rules (``rules/*.yaml``) and Grafana dashboards (``dashboards/*.json``).
+rules (``rules/*.yaml``), Grafana dashboards (``dashboards/*.json``) and the scrape
+configuration of the EKS managed scraper (``scraper.yaml``).
 
 Every series reaches the workspace with the labels ``cluster`` (the spec's name) and ``node``
 (the host name), which the node collector sets as external labels (Slurm control planes) or the
@@ -14,6 +15,8 @@ import yaml
 
 RULES_DIR = Path(__file__).with_name("rules")
 DASHBOARDS_DIR = Path(__file__).with_name("dashboards")
+SCRAPER_FILE = Path(__file__).with_name("scraper.yaml")
+CLUSTER_PLACEHOLDER = "FMCLUSTER_CLUSTER"
 RUNBOOKS_DOC = "docs/runbooks.md"
 
 
@@ -36,3 +39,8 @@ def alerts() -> list[dict]:
 
 def dashboard_files() -> list[Path]:
     return sorted(DASHBOARDS_DIR.glob("*.json"))
+
+
+def scrape_configuration(cluster: str) -> str:
+    """The managed scraper's Prometheus configuration (``scraper.yaml``) for `cluster`."""
+    return SCRAPER_FILE.read_text(encoding="utf-8").replace(CLUSTER_PLACEHOLDER, cluster)

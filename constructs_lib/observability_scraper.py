@@ -1,0 +1,44 @@
+"""The Amazon Managed Service for Prometheus managed scraper of an EKS cluster
+(`AWS::APS::Scraper`): it discovers the exporters' pods in the cluster and remote-writes what it
+scrapes to the workspace.
+
+Access to the cluster: with the cluster's authentication mode `API` or `API_AND_CONFIG_MAP`
+(fmcluster's clusters use access entries), Amazon Managed Service for Prometheus creates the
+access entry of the scraper's service-linked role (AWSServiceRoleForAmazonPrometheusScraper_*)
+itself when the scraper is created, with the read-only Kubernetes permissions a collector needs
+("Configure Amazon EKS for scraper access with access entries", AMP User Guide). No access entry
+or ClusterRole is created here: the manual `aps-collector-role` ClusterRole and the
+`aps-collector-user` binding of the same guide are for clusters on the aws-auth ConfigMap, and
+an access entry of our own for the same role would collide with AMP's.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Mapping, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_aps as aps
+from constructs import Construct
+
+
+class ManagedScraper(Construct):
+    """`AWS::APS::Scraper`: source the EKS cluster (its ARN, private subnets in at least two AZs,
+    a security group that reaches the nodes), destination the workspace, the scrape
+    configuration base64-encoded as AMP wants it. Attributes: scraper_arn, role_arn."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, alias: str, cluster_arn: str,
+                 subnet_ids: Sequence[str], security_group_ids: Sequence[str], workspace_arn: str,
+                 scrape_configuration: str, tags: Mapping[str, str]) -> None:
+        super().__init__(scope, construct_id)
+        blob = base64.b64encode(scrape_configuration.encode("utf-8")).decode("ascii")
+        self.resource = aps.CfnScraper(
+            self, "Resource", alias=alias,
+            source=aps.CfnScraper.SourceProperty(eks_configuration=aps.CfnScraper.EksConfigurationProperty(
+                cluster_arn=cluster_arn, subnet_ids=list(subnet_ids), security_group_ids=list(security_group_ids))),
+            destination=aps.CfnScraper.DestinationProperty(
+                amp_configuration=aps.CfnScraper.AmpConfigurationProperty(workspace_arn=workspace_arn)),
+            scrape_configuration=aps.CfnScraper.ScrapeConfigurationProperty(configuration_blob=blob),
+            tags=[cdk.CfnTag(key=k, value=v) for k, v in sorted(tags.items())])
+        self.scraper_arn: str = self.resource.attr_arn
+        self.role_arn: str = self.resource.attr_role_arn

@@ -1,0 +1,203 @@
+"""Metrics collection of the EKS control planes, synthesized once per module.
+
+One CDK app holds three cluster stacks built through stacks/cluster.py: examples/p5en-eks.yaml
+and examples/p5-hyperpod-eks.yaml with a stand-in observability stack (a workspace ARN), and
+the `eks` example again without one (observability off: nothing of this is built). Network and
+storage outputs are the stand-ins of tests/test_pcs_stack.py; tests/test_examples_synth.py and
+tests/test_moto_deploy.py synthesize and deploy the examples with the real stacks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fmcluster import kubernetes, loader, observability
+from tests.test_pcs_stack import KMS_KEY, network, new_app, resources, storage
+
+pytestmark = pytest.mark.synth
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = {"eks": "p5en-eks.yaml", "hyperpod-eks": "p5-hyperpod-eks.yaml"}
+WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123456789abcdef"
+CLUSTER_SG = "ClusterSecurityGroupId"
+JOBS = {"node": ("node-exporter", kubernetes.NODE_EXPORTER_PORT),
+        "dcgm": ("dcgm-exporter", kubernetes.DCGM_EXPORTER_PORT),
+        "efa": ("efa-node-exporter", kubernetes.EFA_EXPORTER_PORT)}
+METRICS_RELEASES = {c.release for c in kubernetes.METRICS_CHARTS}
+
+
+def _spec(file: str):
+    result = loader.load(ROOT / "examples" / file)
+    assert result.ok, [d.format() for d in result.diagnostics]
+    return result.spec
+
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory):
+    """{'eks' | 'hyperpod-eks' | 'off': cluster template}, from one app synthesized once."""
+    import aws_cdk as cdk
+
+    from stacks.cluster import cluster_stack
+
+    outdir = tmp_path_factory.mktemp("eks-observability") / "cdk.out"
+    app = new_app(outdir)
+    workspace = types.SimpleNamespace(workspace_arn=WORKSPACE_ARN)
+    stacks = {}
+    for key, file, obs, stack_id in (("eks", EXAMPLES["eks"], workspace, None),
+                                     ("hyperpod-eks", EXAMPLES["hyperpod-eks"], workspace, None),
+                                     ("off", EXAMPLES["eks"], None, "off-cluster")):
+        spec = _spec(file)
+        stacks[key] = cluster_stack(app, stack_id or f"{spec.name}-cluster", spec=spec, network=network(),
+                                    storage=storage(spec, KMS_KEY if spec.storage.kms else None),
+                                    env=cdk.Environment(region=spec.region), observability=obs)
+        if spec.storage.lustre:  # the EKS planes read the file system's id too
+            stacks[key].storage.file_system_id = stacks[key].storage.file_system_id or "fs-0123456789abcdef0"
+    app.synth()
+    return {key: json.loads((outdir / f"{s.stack_name}.template.json").read_text()) for key, s in stacks.items()}
+
+
+def scraper(template) -> dict:
+    (props,) = resources(template, "AWS::APS::Scraper").values()
+    return props
+
+
+def scrape_config(template) -> dict:
+    return yaml.safe_load(base64.b64decode(scraper(template)["ScrapeConfiguration"]["ConfigurationBlob"]))
+
+
+def charts(template) -> dict:
+    return {p["Release"]: p for p in resources(template, "Custom::AWSCDK-EKS-HelmChart").values()}
+
+
+def values(chart: dict) -> dict:
+    return json.loads(chart["Values"]) if isinstance(chart["Values"], str) else chart["Values"]
+
+
+KINDS = ("eks", "hyperpod-eks")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_scraper_source_is_the_cluster_on_its_private_subnets(templates, kind):
+    source = scraper(templates[kind])["Source"]["EksConfiguration"]
+    cluster_id = source["ClusterArn"]["Fn::GetAtt"][0]
+    assert source["ClusterArn"] == {"Fn::GetAtt": [cluster_id, "Arn"]}
+    assert resources(templates[kind], "AWS::EKS::Cluster")[cluster_id]
+    assert source["SubnetIds"] == network().private_subnet_ids  # two AZs, as AMP requires
+    # the cluster security group: every node (managed group or HyperPod instance group) carries it
+    assert source["SecurityGroupIds"] == [{"Fn::GetAtt": [cluster_id, CLUSTER_SG]}]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_scraper_writes_to_the_workspace(templates, kind):
+    props = scraper(templates[kind])
+    assert props["Destination"] == {"AmpConfiguration": {"WorkspaceArn": WORKSPACE_ARN}}
+    assert props["Alias"] == _spec(EXAMPLES[kind]).name
+    assert {"Key": "fmcluster:cluster", "Value": props["Alias"]} in props["Tags"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_scraper_access_by_access_entry_amp_creates(templates, kind):
+    """AMP creates the scraper's access entry itself on clusters with API authentication; an
+    access entry of ours for the same role would collide, and no aws-auth mapping exists."""
+    (cluster,) = resources(templates[kind], "AWS::EKS::Cluster").values()
+    assert cluster["AccessConfig"]["AuthenticationMode"] in ("API", "API_AND_CONFIG_MAP")
+    text = json.dumps(templates[kind])
+    assert "AmazonPrometheusScraper" not in text and "aps-collector" not in text
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_scrape_jobs_keep_the_label_contract(templates, kind):
+    config = scrape_config(templates[kind])
+    name = _spec(EXAMPLES[kind]).name
+    assert int(config["global"]["scrape_interval"].removesuffix("s")) >= 30  # AMP's minimum
+    jobs = {job["job_name"]: job for job in config["scrape_configs"]}
+    assert set(jobs) == set(JOBS)
+    for job_name, (release, port) in JOBS.items():
+        job = jobs[job_name]
+        assert job["kubernetes_sd_configs"] == [{"role": "pod",
+                                                 "namespaces": {"names": [kubernetes.MONITORING_NAMESPACE]}}]
+        keep, *labels = job["relabel_configs"]
+        assert keep == {"source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_instance",
+                                          "__meta_kubernetes_pod_container_port_number"],
+                        "regex": f"{release};{port}", "action": "keep"}
+        assert {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"} in labels
+        assert {"target_label": "cluster", "replacement": name} in labels
+
+
+def test_scrape_configuration_is_the_repository_file():
+    text = observability.scrape_configuration("c1")
+    assert observability.CLUSTER_PLACEHOLDER not in text
+    assert text == observability.SCRAPER_FILE.read_text().replace(observability.CLUSTER_PLACEHOLDER, "c1")
+
+
+def test_scrape_jobs_are_the_jobs_the_rules_expect():
+    rules = "".join(path.read_text() for path in observability.rule_files())
+    for job in JOBS:
+        assert f'job="{job}"' in rules
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_exporter_charts_pinned(templates, kind):
+    found = charts(templates[kind])
+    assert METRICS_RELEASES <= set(found)
+    for chart in kubernetes.METRICS_CHARTS:
+        props = found[chart.release]
+        assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == (
+            chart.chart, chart.repository, chart.version, kubernetes.MONITORING_NAMESPACE)
+        assert all(part.isdigit() for part in chart.version.split("."))
+    assert (kubernetes.NODE_EXPORTER.version, kubernetes.DCGM_EXPORTER.version,
+            kubernetes.EFA_NODE_EXPORTER.version) == ("4.45.3", "4.8.3", "4.45.3")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_exporters_land_where_their_devices_are(templates, kind):
+    found = charts(templates[kind])
+    node, dcgm, efa = (values(found[c.release]) for c in kubernetes.METRICS_CHARTS)
+    assert "nodeSelector" not in node  # every node, GPU nodes included
+    assert {"operator": "Exists", "effect": "NoSchedule"} in node["tolerations"]
+    assert node["service"]["port"] == 9100
+    assert dcgm["nodeSelector"] == {kubernetes.GPU_LABEL: "true"}
+    assert dcgm["tolerations"] == [kubernetes.GPU_TOLERATION]
+    assert dcgm["service"]["port"] == 9400
+    assert efa["nodeSelector"] == {kubernetes.EFA_LABEL: "true"}
+    assert efa["tolerations"] == [kubernetes.GPU_TOLERATION]
+    assert efa["service"] == {"port": 9109, "targetPort": 9109}
+    assert efa["extraArgs"] == ["--collector.disable-defaults", "--collector.amazonefa"]
+    for chart_values in (node, dcgm, efa):  # no Prometheus operator in the cluster
+        assert chart_values.get("serviceMonitor", {}).get("enabled", False) is False
+        assert chart_values.get("prometheus", {}).get("monitor", {}).get("enabled", False) is False
+
+
+def test_dcgm_exports_what_the_rules_read(templates):
+    counters = values(charts(templates["eks"])["dcgm-exporter"])["customMetrics"]
+    exported = {line.split(",")[0] for line in counters.splitlines() if line}
+    used = set()
+    for path in [*observability.rule_files(), *observability.dashboard_files()]:
+        used |= set(re.findall(r"DCGM_[A-Z0-9_]+", path.read_text()))
+    assert used and used <= exported
+
+
+def test_nodes_carry_the_labels_and_taint_the_exporters_select(templates):
+    """The GPU/EFA labels and the GPU taint are on the managed node groups (eks) and the
+    HyperPod instance groups (hyperpod-eks) alike."""
+    groups = resources(templates["eks"], "AWS::EKS::Nodegroup").values()
+    gpu = [g for g in groups if g["Labels"].get(kubernetes.GPU_LABEL) == "true"]
+    assert gpu and all(g["Labels"].get(kubernetes.EFA_LABEL) == "true" for g in gpu)
+    assert all({"Key": kubernetes.GPU_TAINT_KEY, "Value": "true", "Effect": "NO_SCHEDULE"} in g["Taints"] for g in gpu)
+    (cluster,) = resources(templates["hyperpod-eks"], "AWS::SageMaker::Cluster").values()
+    config = [g["KubernetesConfig"] for g in cluster["InstanceGroups"] if "KubernetesConfig" in g]
+    assert config and all(c["Labels"].get(kubernetes.GPU_LABEL) == "true" for c in config)
+
+
+def test_nothing_without_observability(templates):
+    off = templates["off"]
+    assert not resources(off, "AWS::APS::Scraper")
+    assert not METRICS_RELEASES & set(charts(off))
+    assert "MetricsScraperArn" not in off.get("Outputs", {})
