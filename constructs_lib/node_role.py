@@ -12,7 +12,9 @@ Permissions, nothing account-wide:
   Reference gives the action the `cluster` resource type, so it can be scoped to the cluster ARN
   (the PCS user guide's example uses "*");
 - S3 read and write on the cluster's buckets only (the bucket ARNs and their objects);
-- `kms:Decrypt` / `kms:GenerateDataKey` on the storage key, when there is one.
+- `kms:Decrypt` / `kms:GenerateDataKey` on the storage key, when there is one;
+- `aps:RemoteWrite` on the cluster's Prometheus workspace only, when observability is on (the
+  Prometheus agent of the node bootstrap).
 """
 
 from __future__ import annotations
@@ -44,23 +46,34 @@ def storage_statements(bucket_arns: Sequence[str], kms_key_arn: Optional[str]) -
     return statements
 
 
-def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optional[str]) -> iam.PolicyDocument:
+def remote_write_statements(workspace_arn: Optional[str]) -> list[iam.PolicyStatement]:
+    """`aps:RemoteWrite` on one Prometheus workspace (none without one). Shared by the PCS node
+    role and the SageMaker HyperPod execution role."""
+    if not workspace_arn:
+        return []
+    return [iam.PolicyStatement(sid="PrometheusRemoteWrite", actions=["aps:RemoteWrite"], resources=[workspace_arn])]
+
+
+def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optional[str],
+                workspace_arn: Optional[str] = None) -> iam.PolicyDocument:
     statements = [iam.PolicyStatement(sid="RegisterWithPcsCluster", actions=["pcs:RegisterComputeNodeGroupInstance"],
                                       resources=[cluster_arn])]
-    return iam.PolicyDocument(statements=statements + storage_statements(bucket_arns, kms_key_arn))
+    return iam.PolicyDocument(statements=statements + storage_statements(bucket_arns, kms_key_arn)
+                              + remote_write_statements(workspace_arn))
 
 
 class NodeRole(Construct):
     """Role (path /aws-pcs/) and instance profile for the nodes of one PCS cluster."""
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_arn: str, bucket_arns: Sequence[str] = (),
-                 kms_key_arn: Optional[str] = None) -> None:
+                 kms_key_arn: Optional[str] = None, workspace_arn: Optional[str] = None) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(
             self, "Role", path=PCS_PATH, assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="AWS PCS compute nodes: register with the cluster, use the cluster's buckets",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
-            inline_policies={"fmcluster-node": node_policy(cluster_arn, bucket_arns, kms_key_arn)})
+            inline_policies={"fmcluster-node": node_policy(cluster_arn, bucket_arns, kms_key_arn,
+                                                                           workspace_arn)})
         self.instance_profile = iam.CfnInstanceProfile(self, "InstanceProfile", path=PCS_PATH,
                                                        roles=[self.role.role_name])
 

@@ -11,7 +11,10 @@ The script (``set -euo pipefail``):
 2. stripes the instance-store NVMe disks into one RAID 0 volume at ``/scratch`` (one disk is
    formatted directly; none, nothing to do); the disk count comes from the catalog;
 3. mounts the FSx for Lustre file system (when there is one), with retries, and adds it to
-   ``/etc/fstab``.
+   ``/etc/fstab``;
+4. with observability on (`Metrics`), installs node exporter and a Prometheus agent from the
+   Ubuntu archive (``metrics.sh``) with the textfile collectors of ``bootstrap/collectors/``
+   (GPU, EFA, Slurm), remote-writing to the cluster's Prometheus workspace.
 
 AWS PCS merges its own user data with the node group's, so the user data is MIME multipart
 (``multipart/mixed``) with one ``text/x-shellscript`` part.
@@ -19,6 +22,8 @@ AWS PCS merges its own user data with the node group's, so the user data is MIME
 
 from __future__ import annotations
 
+import base64
+import gzip
 import re
 import shlex
 from dataclasses import dataclass
@@ -37,6 +42,11 @@ FSX_MOUNT_ATTEMPTS = 20
 FSX_RETRY_SECONDS = 15
 BOUNDARY = "==FMCLUSTER-BOUNDARY=="
 SCRIPT_NAME = "fmcluster-node.sh"
+COLLECTORS = SCRIPTS / "collectors"
+COLLECT_INTERVAL_SECONDS = 30
+METRICS_PATHS = {"FMCLUSTER_ETC": "/etc/fmcluster", "SYSTEMD_DIR": "/etc/systemd/system",
+                 "METRICS_LIB": "/usr/local/lib/fmcluster", "METRICS_STATE": "/var/lib/fmcluster",
+                 "NODE_EXPORTER_DEFAULTS": "/etc/default/prometheus-node-exporter"}
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,41 @@ class LustreMount:
     @property
     def source(self) -> str:
         return f"{self.dns_name}@tcp:/{self.mount_name}"
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Where a node sends its metrics (values may be CDK tokens): the cluster's name (label
+    `cluster`), the workspace's remote-write URL and region; `slurm`: this node runs the Slurm
+    collector (the login node on PCS, the controller on HyperPod)."""
+
+    cluster: str
+    remote_write_url: str
+    region: str
+    slurm: bool = False
+
+
+def collector(name: str) -> str:
+    """A textfile collector script of ``bootstrap/collectors/`` (a whole script, run on its own),
+    without its comment lines (documented in the repository), gzipped and base64-encoded:
+    EC2 user data is limited to 16 KiB, and base64 needs no shell quoting. ``metrics.sh``
+    decodes it (``base64 -d | gunzip``). Deterministic: the same script gives the same text."""
+    lines = (COLLECTORS / f"{name}.sh").read_text(encoding="utf-8").splitlines(keepends=True)
+    text = lines[0] + "".join(line for line in lines[1:] if not line.lstrip().startswith("#"))
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")
+
+
+def metrics_settings(instance: InstanceType, metrics: Metrics, *, efa: bool, lustre_path: str = "") -> dict[str, str | int]:
+    """The settings block of ``metrics.sh`` for one node group."""
+    return {
+        "CLUSTER_NAME": metrics.cluster, "REMOTE_WRITE_URL": metrics.remote_write_url,
+        "METRICS_REGION": metrics.region, "EXPECTED_GPUS": instance.gpu_count or 0,
+        "EXPECTED_LUSTRE_MOUNT": lustre_path, "COLLECT_INTERVAL_SECONDS": COLLECT_INTERVAL_SECONDS,
+        **METRICS_PATHS,
+        "GPU_COLLECTOR": collector("gpu") if instance.is_gpu else "",
+        "EFA_COLLECTOR": collector("efa") if efa else "",
+        "SLURM_COLLECTOR": collector("slurm") if metrics.slurm else "",
+    }
 
 
 def instance_entry(instance_type: str) -> InstanceType:
@@ -118,7 +163,7 @@ def _settings(values: dict[str, str | int]) -> str:
 
 
 def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
-                scratch_path: str = SCRATCH_PATH) -> str:
+                scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None) -> str:
     """The bootstrap shell script of a node of `instance_type`.
 
     `efa`: the node has EFA interfaces (sets the EFA environment). `lustre`: the file system to
@@ -142,6 +187,10 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
                         FSX_MOUNT_ATTEMPTS=FSX_MOUNT_ATTEMPTS, FSX_RETRY_SECONDS=FSX_RETRY_SECONDS)
         parts.append("lustre.sh")
         steps.append("mount_lustre")
+    if metrics is not None:
+        settings.update(metrics_settings(instance, metrics, efa=efa, lustre_path=lustre.mount_path if lustre else ""))
+        parts.append("metrics.sh")
+        steps.append("setup_metrics")
     return compose(_read("header.sh"), settings, parts, steps)
 
 
@@ -174,7 +223,7 @@ def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDA
 
 
 def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
-              scratch_path: str = SCRATCH_PATH) -> str:
+              scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None) -> str:
     """The node group's user data: MIME multipart with the bootstrap script (not yet base64)."""
-    script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path)
+    script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics)
     return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])

@@ -9,12 +9,14 @@ class ControlPlaneNotBuilt(Exception):
 
 def cluster_stack(scope, stack_id: str, *, spec, network, storage, env, observability=None):
     """`observability`: the NAME-observability stack, or None; the EKS control planes read its
-    `workspace_arn` for their managed scraper (the Slurm planes do not use it yet)."""
+    `workspace_arn` for their managed scraper, the Slurm planes `workspace_arn` and
+    `remote_write_url` for the nodes' Prometheus agent."""
     kind = spec.orchestrator.type
     if kind == "pcs":
         from stacks.pcs import PcsClusterStack
 
         return PcsClusterStack(scope, stack_id, spec=spec, network=network, storage=storage, env=env,
+                               observability=observability,
                                description=f"fmcluster {spec.name}: Slurm on AWS PCS and GPU node groups")
     if kind == "eks":
         from stacks.eks import EksClusterStack

@@ -4,7 +4,10 @@ What it builds from the spec, with the network and storage stacks' outputs:
 
 - the PCS cluster (Slurm `orchestrator.version`, size from the node count, controller in the
   GPU subnet with the node security group);
-- the node role and instance profile (path /aws-pcs/), scoped to this cluster and its buckets;
+- the node role and instance profile (path /aws-pcs/), scoped to this cluster and its buckets
+  (and `aps:RemoteWrite` on the NAME-observability workspace when there is one);
+- with NAME-observability, metrics collection in every node group's user data
+  (fmcluster/bootstrap/metrics.sh; the Slurm collector on the login nodes);
 - a `login` compute node group (`orchestrator.login`, on-demand, no EFA, no queue), and per
   spec node group a launch template, a compute node group and a queue named after the group.
 
@@ -107,9 +110,11 @@ class NodeGroupProps:
 
 
 class PcsClusterStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, observability=None,
+                 **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.spec = spec
+        self.observability = observability
         self.network = network
         self.size = cluster_size(spec)
         self.interface_mode = controlplanes.get("pcs").interface_mode
@@ -121,7 +126,8 @@ class PcsClusterStack(cdk.Stack):
         buckets = storage.bucket_arns or {}
         self.node_role = NodeRole(self, "NodeRole", cluster_arn=self.cluster.cluster_arn,
                                   bucket_arns=[buckets[name] for name in sorted(buckets)],
-                                  kms_key_arn=storage.kms_key_arn)
+                                  kms_key_arn=storage.kms_key_arn,
+                                  workspace_arn=observability.workspace_arn if observability else None)
 
         self.node_groups: dict[str, ComputeNodeGroup] = {}
         self.queues: dict[str, SlurmQueue] = {}
@@ -138,6 +144,14 @@ class PcsClusterStack(cdk.Stack):
                           description="compute node group of the login nodes")
         cdk.CfnOutput(self, "QueueNames", value=",".join(self.queues), description="Slurm partitions (PCS queues)")
 
+    def _metrics(self, props: NodeGroupProps) -> Optional[bootstrap.Metrics]:
+        """What the node group's Prometheus agent needs (None without NAME-observability); the
+        login nodes also count Slurm's node states."""
+        if self.observability is None:
+            return None
+        return bootstrap.Metrics(cluster=self.spec.name, remote_write_url=self.observability.remote_write_url,
+                                 region=self.region, slurm=props.name == LOGIN)
+
     def _add_node_group(self, props: NodeGroupProps) -> None:
         scope = Construct(self, "Login" if props.name == LOGIN else f"NodeGroup-{props.name}")
         instance = catalog.catalog()[props.instance_type]
@@ -151,7 +165,8 @@ class PcsClusterStack(cdk.Stack):
             placement_group_name=props.placement_group_name, capacity=props.capacity,
             http_put_response_hop_limit=IMDS_HOP_LIMIT,
             tags={**self.spec.tags, "fmcluster:cluster": self.spec.name, "fmcluster:node-group": props.name},
-            user_data=bootstrap.user_data(props.instance_type, efa=uses_efa, lustre=self.lustre))
+            user_data=bootstrap.user_data(props.instance_type, efa=uses_efa, lustre=self.lustre,
+                                          metrics=self._metrics(props)))
         group = ComputeNodeGroup(
             scope, "NodeGroup", cluster_id=self.cluster.cluster_id, name=props.name,
             instance_type=props.instance_type, subnet_ids=[self.network.gpu_subnet_id],

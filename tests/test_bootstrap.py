@@ -113,7 +113,7 @@ def test_unknown_instance_type():
 
 
 def test_scripts_ship_as_package_data():
-    assert {p.name for p in bootstrap.SCRIPTS.glob("*.sh")} == {"header.sh", "nccl.sh", "scratch.sh", "lustre.sh"}
+    assert {p.name for p in bootstrap.SCRIPTS.glob("*.sh")} == {"header.sh", "nccl.sh", "scratch.sh", "lustre.sh", "metrics.sh"}
 
 
 # --- MIME ---------------------------------------------------------------------------------

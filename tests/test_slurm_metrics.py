@@ -1,0 +1,176 @@
+"""Metrics collection on Slurm nodes (fmcluster/bootstrap/metrics.sh, bootstrap/collectors/):
+rendering, shellcheck, runs against stubs, and the PCS stack with and without observability."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import os
+import subprocess
+import types
+from pathlib import Path
+
+import pytest
+
+from fmcluster import bootstrap
+from tests.test_bootstrap import FSX, assert_shellcheck_clean
+
+URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
+METRICS = bootstrap.Metrics("demo", URL, "us-east-1")
+LOGIN = bootstrap.Metrics("demo", URL, "us-east-1", slurm=True)
+COLLECTORS = ("gpu", "efa", "slurm")
+
+
+def render(instance_type="p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS) -> str:
+    return bootstrap.node_script(instance_type, efa=efa, lustre=lustre, metrics=metrics)
+
+
+def test_metrics_part_only_with_observability():
+    assert "setup_metrics" in render() and "prometheus-node-exporter=" in render()
+    assert "setup_metrics" not in bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX)
+
+
+def test_settings_of_a_gpu_node():
+    script = render()
+    assert f"\nREMOTE_WRITE_URL={URL}\n" in script and "\nMETRICS_REGION='us-east-1'\n" in script
+    assert "\nEXPECTED_GPUS=8\n" in script and "\nEXPECTED_LUSTRE_MOUNT=/fsx\n" in script
+    assert "\nSLURM_COLLECTOR=''\n" in script and "\nGPU_COLLECTOR=''\n" not in script
+    assert "NODE_EXPORTER_VERSION='1.7.0-1*'" in script and "PROMETHEUS_VERSION='2.45.3+ds-2*'" in script
+    assert "--enable-feature=agent" in script
+
+
+def test_cpu_login_node_counts_slurm_only():
+    script = render("c7i.8xlarge", efa=False, lustre=None, metrics=LOGIN)
+    assert "\nGPU_COLLECTOR=''\n" in script and "\nEFA_COLLECTOR=''\n" in script
+    assert "\nEXPECTED_GPUS=0\n" in script and "\nEXPECTED_LUSTRE_MOUNT=''\n" in script
+    assert "\nSLURM_COLLECTOR=''\n" not in script
+
+
+def test_user_data_fits_ec2_limit():
+    data = bootstrap.user_data("p6-b300.48xlarge", efa=True, lustre=FSX, metrics=LOGIN)
+    assert len(data.encode()) < 16384  # EC2 user data limit (tokens here are already real values)
+
+
+def test_shellcheck_clean(tmp_path):
+    scripts = {"gpu-node": render(), "login": render("c7i.8xlarge", efa=False, lustre=None, metrics=LOGIN)}
+    scripts.update({f"collector-{n}": (bootstrap.COLLECTORS / f"{n}.sh").read_text() for n in COLLECTORS})
+    assert_shellcheck_clean(tmp_path, scripts)
+
+
+def test_collectors_decode_to_the_shipped_scripts():
+    for name in COLLECTORS:
+        text = gzip.decompress(base64.b64decode(bootstrap.collector(name))).decode()
+        assert text.startswith("#!/bin/bash\n") and "set -euo pipefail" in text
+
+
+def stub_bin(tmp_path: Path, stubs: dict[str, str]) -> dict[str, str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for command, body in stubs.items():
+        (bin_dir / command).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / command).chmod(0o755)
+    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+
+def test_setup_metrics_runs_against_stubs(tmp_path):
+    log = tmp_path / "calls"
+    env = stub_bin(tmp_path, {name: f'echo "{name} $*" >>{log}' for name in ("apt-get", "systemctl")}
+                   | {"hostname": "echo node-1", "install": 'for a in "$@"; do [[ $a == /* ]] && mkdir -p "$a"; done; exit 0'})
+    script = render(metrics=LOGIN)
+    for value in bootstrap.METRICS_PATHS.values():
+        script = script.replace(f"={value}\n", f"={tmp_path}{value}\n")
+    script = script.replace("\nmain() {", "\nwrite_nccl_env() { :; }\nsetup_scratch() { :; }\nmount_lustre() { :; }\nmain() {")
+    (tmp_path / "etc/default").mkdir(parents=True)
+    (tmp_path / "etc/systemd/system").mkdir(parents=True)
+    (tmp_path / "node.sh").write_text(script)
+    result = subprocess.run(["bash", str(tmp_path / "node.sh")], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    calls = log.read_text()
+    assert "apt-get install -y -q --no-install-recommends prometheus-node-exporter=1.7.0-1* prometheus=2.45.3+ds-2*" in calls
+    assert "systemctl disable --now prometheus.service" in calls
+    assert "fmcluster-collect-dcgm.timer" in calls and "fmcluster-exporter-slurm.service" in calls
+    config = (tmp_path / "etc/fmcluster/prometheus-agent.yml").read_text()
+    for job, port in (("node", 9100), ("dcgm", 9400), ("efa", 9109), ("slurm", 9341)):
+        assert f"job_name: {job}\n" in config and f"127.0.0.1:{port}" in config
+    assert 'node: "node-1"' in config and 'cluster: "demo"' in config and f'url: "{URL}"' in config
+    assert 'region: "us-east-1"' in config
+    prom = (tmp_path / "var/lib/fmcluster/textfile-node/fmcluster.prom").read_text()
+    assert "fmcluster_expected_gpus 8\n" in prom and 'fmcluster_expected_lustre_mount{mountpoint="/fsx"} 1' in prom
+    assert (tmp_path / "usr/local/lib/fmcluster/collect-efa").read_text().startswith("#!/bin/bash")
+    unit = (tmp_path / "etc/systemd/system/fmcluster-prometheus-agent.service").read_text()
+    assert "--enable-feature=agent" in unit
+
+
+def run_collector(tmp_path, name, stubs, **env_extra):
+    env = stub_bin(tmp_path, stubs) | {k: str(v) for k, v in env_extra.items()}
+    result = subprocess.run(["bash", str(bootstrap.COLLECTORS / f"{name}.sh")], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_efa_collector_names_match_the_rules(tmp_path):
+    counters = tmp_path / "ib/rdmap0s26/ports/1/hw_counters"
+    counters.mkdir(parents=True)
+    for name, value in (("retrans_timeout_events", 3), ("retrans_pkts", 10), ("unresponsive_remote_events", 0),
+                        ("impaired_remote_conn_events", 1)):
+        (counters / name).write_text(f"{value}\n")
+    out = run_collector(tmp_path, "efa", {}, SYSFS_INFINIBAND=tmp_path / "ib")
+    assert 'node_amazonefa_retrans_timeout_events{device="rdmap0s26",port="1"} 3' in out
+    rules = (Path(bootstrap.__file__).parent / "observability/rules/efa.yaml").read_text()
+    for metric in ("retrans_timeout_events", "retrans_pkts", "unresponsive_remote_events", "impaired_remote_conn_events"):
+        assert f"node_amazonefa_{metric}" in out and f"node_amazonefa_{metric}" in rules
+
+
+def test_slurm_collector_counts_states(tmp_path):
+    sinfo = "printf '%s\\n' 'a1 idle' 'a1 idle' 'a2 down*' 'a3 drained' 'a4 draining@' 'a5 allocated' 'a6 mixed' 'a7 fail'"
+    out = run_collector(tmp_path, "slurm", {"sinfo": sinfo})
+    for line in ("slurm_nodes_idle 1", "slurm_nodes_down 1", "slurm_nodes_drain 2", "slurm_nodes_alloc 1",
+                 "slurm_nodes_mix 1", "slurm_nodes_fail 1", "slurm_nodes_other 0"):
+        assert f"\n{line}\n" in f"\n{out}"
+
+
+def test_gpu_collector_maps_nvidia_smi(tmp_path):
+    smi = """if [[ "$1" == --query-remapped-rows* ]]; then echo '00000000:53:00.0, 1'; exit 0; fi
+echo '0, 00000000:53:00.0, GPU-a, 41, 2, 7, 310.5, Active, Not Active, Not Active'
+echo '1, 00000000:64:00.0, GPU-b, 40, 0, 0, [N/A], Not Active, Not Active, Active'"""
+    state = tmp_path / "state"
+    out = run_collector(tmp_path, "gpu", {"nvidia-smi": smi}, STATE_DIR=state, COLLECT_INTERVAL_SECONDS=30)
+    assert 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 41' in out
+    assert 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 2' in out
+    assert 'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 1' in out
+    assert 'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="1",UUID="GPU-b",pci_bus_id="00000000:64:00.0"} NaN' in out
+    assert 'DCGM_FI_DEV_THERMAL_VIOLATION{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 30000000' in out
+    assert 'DCGM_FI_DEV_POWER_VIOLATION{gpu="1",UUID="GPU-b",pci_bus_id="00000000:64:00.0"} 30000000' in out
+    out = run_collector(tmp_path, "gpu", {"nvidia-smi": smi}, STATE_DIR=state, COLLECT_INTERVAL_SECONDS=30)
+    assert 'DCGM_FI_DEV_THERMAL_VIOLATION{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 60000000' in out
+
+
+@pytest.mark.synth
+@pytest.mark.parametrize("with_observability", [True, False])
+def test_pcs_node_role_and_user_data(with_observability):
+    import aws_cdk as cdk
+
+    from stacks.pcs import PcsClusterStack
+    from tests.test_pcs_stack import network, new_app, resources, specs, storage
+
+    spec = specs()["p5-pcs"]
+    app = new_app()
+    observability = types.SimpleNamespace(
+        workspace_arn="arn:aws:aps:us-east-1:111122223333:workspace/ws-0123", remote_write_url=URL)
+    stack = PcsClusterStack(app, "obs-cluster", spec=spec, network=network(), storage=storage(spec),
+                            env=cdk.Environment(region=spec.region),
+                            observability=observability if with_observability else None)
+    template = app.synth().get_stack_by_name(stack.stack_name).template
+    roles = resources(template, "AWS::IAM::Role")
+    statements = [s for r in roles.values() for p in r.get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
+    remote = [s for s in statements if "aps:RemoteWrite" in json.dumps(s["Action"])]
+    if with_observability:
+        assert remote == [{"Sid": "PrometheusRemoteWrite", "Action": "aps:RemoteWrite", "Effect": "Allow",
+                           "Resource": observability.workspace_arn}]
+    else:
+        assert remote == []
+    for data in resources(template, "AWS::EC2::LaunchTemplate").values():
+        text = json.dumps(data["LaunchTemplateData"]["UserData"])
+        assert ("setup_metrics" in text) == with_observability
+        assert (URL in text) == with_observability
