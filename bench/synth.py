@@ -15,16 +15,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
+from common import median_seconds, report  # noqa: E402
 from fmcluster.synth import app_context, cdk_json  # noqa: E402
 ENV = dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", AWS_EC2_METADATA_DISABLED="true")
 
@@ -58,17 +57,6 @@ orchestrator: {{type: pcs}}
 node_groups:{groups}"""
 
 
-def median_seconds(cmd: list[str], runs: int) -> float:
-    """Median wall time of `cmd + [a fresh output directory]` over `runs` runs."""
-    samples = []
-    for _ in range(runs):
-        with tempfile.TemporaryDirectory() as out:
-            start = time.perf_counter()
-            subprocess.run(cmd + [out], cwd=ROOT, env=ENV, check=True, capture_output=True)
-            samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -83,10 +71,10 @@ def main() -> int:
         many.write_text(spec_with_groups(64))
         context = Path(tmp, "context.json")  # the context fmcluster synth gives its app
         context.write_text(json.dumps(app_context(cdk_json(ROOT))))
-        floor = median_seconds([py, str(app), str(context)], args.runs)
-        default = median_seconds([py, "-m", "fmcluster", "synth", default_spec, "-o"], args.runs)
-        t_one = median_seconds([py, "-m", "fmcluster", "synth", str(one), "-o"], args.runs)
-        t_many = median_seconds([py, "-m", "fmcluster", "synth", str(many), "-o"], args.runs)
+        floor = median_seconds([py, str(app), str(context)], args.runs, env=ENV, outdir=True)
+        default = median_seconds([py, "-m", "fmcluster", "synth", default_spec, "-o"], args.runs, env=ENV, outdir=True)
+        t_one = median_seconds([py, "-m", "fmcluster", "synth", str(one), "-o"], args.runs, env=ENV, outdir=True)
+        t_many = median_seconds([py, "-m", "fmcluster", "synth", str(many), "-o"], args.runs, env=ENV, outdir=True)
     figures = {
         "minimal_cdk_app_s": round(floor, 3),
         "default_example_s": round(default, 3),
@@ -97,11 +85,7 @@ def main() -> int:
         "targets": {"ratio_default_to_minimal": 1.5, "ratio_64_to_1_groups": 3.0},
     }
     figures["targets_met"] = (figures["ratio_default_to_minimal"] <= 1.5 and figures["ratio_64_to_1_groups"] <= 3.0)
-    for key, value in figures.items():
-        print(f"{key:28} {value}")
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "synth.json").write_text(json.dumps(figures, indent=2) + "\n")
+    report(figures, "synth")
     return 0
 
 

@@ -7,24 +7,15 @@ pydantic and yaml. Prints medians (and writes bench/results/validate.json).
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-
-def timed(cmd: list[str], runs: int) -> float:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True)
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+from common import median_seconds, report  # noqa: E402
 
 
 def main() -> int:
@@ -33,9 +24,9 @@ def main() -> int:
     args = parser.parse_args()
     examples = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.yaml"))
     py = sys.executable
-    floor = timed([py, "-c", "import pydantic, yaml"], args.runs)
-    one = timed([py, "-m", "fmcluster", "validate", examples[0]], args.runs)
-    every = timed([py, "-m", "fmcluster", "validate", *examples], args.runs)
+    floor = median_seconds([py, "-c", "import pydantic, yaml"], args.runs)
+    one = median_seconds([py, "-m", "fmcluster", "validate", examples[0]], args.runs)
+    every = median_seconds([py, "-m", "fmcluster", "validate", *examples], args.runs)
     start = time.perf_counter()
     from fmcluster import loader  # in-process: the cost per spec once imports are paid
 
@@ -54,11 +45,7 @@ def main() -> int:
         "in_process_first_load_s": round(warm_start - start, 4),
         "in_process_per_spec_ms": round(per_spec * 1000, 3),
     }
-    for key, value in figures.items():
-        print(f"{key:28} {value}")
-    out = ROOT / "bench" / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "validate.json").write_text(json.dumps(figures, indent=2) + "\n")
+    report(figures, "validate")
     return 0
 
 
