@@ -75,3 +75,18 @@ def test_gpu_health_covers_the_issue():
     xids = {int(x) for x in re.findall(r"== (\d+)", alerts["GpuXidDrainAndReplace"]["expr"])}
     assert xids == DRAIN_AND_REPLACE_XIDS
     assert "fmcluster_expected_gpus" in alerts["GpuMissing"]["expr"]
+
+
+RULE_TESTS = sorted((ROOT / "tests/data/rules").glob("*_test.yaml"))
+
+
+def test_there_are_rule_unit_tests():
+    assert {p.name for p in RULE_TESTS} >= {"gpu_test.yaml"}
+
+
+@pytest.mark.parametrize("path", RULE_TESTS, ids=lambda p: p.name)
+def test_promtool_rule_unit_tests(path):
+    """`promtool test rules`: the alerts fire (and stay quiet) on series labelled the way the
+    Slurm nodes' agents and the EKS managed scraper label them (tests/data/rules/)."""
+    result = subprocess.run([promtool(), "test", "rules", str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -135,16 +135,54 @@ def test_gpu_collector_maps_nvidia_smi(tmp_path):
 echo '0, 00000000:53:00.0, GPU-a, 41, 2, 7, 310.5, Active, Not Active, Not Active'
 echo '1, 00000000:64:00.0, GPU-b, 40, 0, 0, [N/A], Not Active, Not Active, Active'"""
     state = tmp_path / "state"
-    out = run_collector(tmp_path, "gpu", {"nvidia-smi": smi}, STATE_DIR=state, COLLECT_INTERVAL_SECONDS=30)
+    out = run_collector(tmp_path, "gpu", {"nvidia-smi": smi, "journalctl": "exit 1"}, STATE_DIR=state,
+                        COLLECT_INTERVAL_SECONDS=30)
     assert 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 41' in out
     assert 'DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 2' in out
     assert 'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 1' in out
     assert 'DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="1",UUID="GPU-b",pci_bus_id="00000000:64:00.0"} NaN' in out
     assert 'DCGM_FI_DEV_THERMAL_VIOLATION{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 30000000' in out
     assert 'DCGM_FI_DEV_POWER_VIOLATION{gpu="1",UUID="GPU-b",pci_bus_id="00000000:64:00.0"} 30000000' in out
-    out = run_collector(tmp_path, "gpu", {"nvidia-smi": smi}, STATE_DIR=state, COLLECT_INTERVAL_SECONDS=30)
+    out = run_collector(tmp_path, "gpu", {"nvidia-smi": smi, "journalctl": "exit 1"}, STATE_DIR=state,
+                        COLLECT_INTERVAL_SECONDS=30)
     assert 'DCGM_FI_DEV_THERMAL_VIOLATION{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 60000000' in out
 
+
+
+def test_gpu_collector_reports_the_last_xid_of_each_gpu(tmp_path):
+    """DCGM_FI_DEV_XID_ERRORS: the last XID since boot per GPU, 0 without one; the kernel log's
+    PCI address (four-digit domain, lower case) matched with nvidia-smi's (eight digits, upper case)."""
+    smi = """if [[ "$1" == --query-remapped-rows* ]]; then exit 0; fi
+echo '0, 00000000:53:00.0, GPU-a, 41, 0, 0, 300, Not Active, Not Active, Not Active'
+echo '1, 00000000:A4:00.0, GPU-b, 40, 0, 0, 300, Not Active, Not Active, Not Active'
+echo '2, 00000000:B5:00.0, GPU-c, 40, 0, 0, 300, Not Active, Not Active, Not Active'"""
+    kernel_log = "\n".join([
+        "NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.86.15",
+        "NVRM: Xid (PCI:0000:53:00): 13, pid=4242, name=python, Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0)",
+        "NVRM: Xid (PCI:0000:a4:00): 31, pid=4243, name=python, Ch 00000008, intr 00000000. MMU Fault",
+        "NVRM: Xid (PCI:0000:53:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+        "NVRM: Xid (PCI:0000:99:00): 48, pid=1, name=x, An uncorrectable double bit error",
+    ])
+    stubs = {"nvidia-smi": smi, "journalctl": f'[[ "$*" == "-k -b -o cat --no-pager" ]] || exit 3\nprintf "{kernel_log}\\n"'}
+    out = run_collector(tmp_path, "gpu", stubs, STATE_DIR=tmp_path / "state")
+    assert 'DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 79' in out
+    assert 'DCGM_FI_DEV_XID_ERRORS{gpu="1",UUID="GPU-b",pci_bus_id="00000000:A4:00.0"} 31' in out
+    assert 'DCGM_FI_DEV_XID_ERRORS{gpu="2",UUID="GPU-c",pci_bus_id="00000000:B5:00.0"} 0' in out
+    assert out.count("DCGM_FI_DEV_XID_ERRORS{") == 3
+
+
+def test_gpu_collector_without_a_kernel_log_reports_no_xid(tmp_path):
+    smi = """if [[ "$1" == --query-remapped-rows* ]]; then exit 0; fi
+echo '0, 00000000:53:00.0, GPU-a, 41, 0, 0, 300, Not Active, Not Active, Not Active'"""
+    out = run_collector(tmp_path, "gpu", {"nvidia-smi": smi, "journalctl": "exit 1"}, STATE_DIR=tmp_path / "state")
+    assert 'DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 0' in out
+    assert 'DCGM_FI_DEV_GPU_TEMP{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 41' in out
+
+
+def test_xid_rules_read_what_the_gpu_collector_writes():
+    rules = (Path(bootstrap.__file__).parent / "observability/rules/gpu.yaml").read_text()
+    collector = (bootstrap.COLLECTORS / "gpu.sh").read_text()
+    assert "DCGM_FI_DEV_XID_ERRORS" in rules and '"DCGM_FI_DEV_XID_ERRORS{$labels}' in collector
 
 @pytest.mark.synth
 @pytest.mark.parametrize("with_observability", [True, False])

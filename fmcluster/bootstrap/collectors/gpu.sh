@@ -10,7 +10,10 @@
 #   DCGM_FI_DEV_POWER_VIOLATION     by the power cap: nvidia-smi only tells whether a throttle
 #                                   reason is active now, so each run adds its interval
 #                                   (COLLECT_INTERVAL_SECONDS) while it is; kept in STATE_DIR.
-# Not covered: DCGM_FI_DEV_XID_ERRORS (XIDs are in the kernel log, not in nvidia-smi queries).
+#   DCGM_FI_DEV_XID_ERRORS          the last XID of the GPU since boot, 0 if none (DCGM's meaning):
+#                                   the driver logs XIDs to the kernel log only, as
+#                                   `NVRM: Xid (PCI:0000:53:00): 79, pid=..., ...`; the PCI
+#                                   address is matched with nvidia-smi's pci.bus_id.
 set -euo pipefail
 STATE_DIR=${STATE_DIR:-/var/lib/fmcluster/gpu-collector}
 COLLECT_INTERVAL_SECONDS=${COLLECT_INTERVAL_SECONDS:-30}
@@ -35,7 +38,22 @@ add_violation() {
   printf '%s' "$total"
 }
 
+# bus_key ADDRESS: a PCI address as domain:bus:device, lower case, with a four-digit domain:
+# nvidia-smi's 00000000:53:00.0 and the kernel log's 0000:53:00 give the same key.
+bus_key() {
+  local id=${1,,}
+  id=${id%.*}
+  printf '%04x:%s' "$((16#${id%%:*}))" "${id#*:}"
+}
+
 mkdir -p "$STATE_DIR"
+declare -A last_xid=()
+xid_line='NVRM: Xid \(PCI:([0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+)\): ([0-9]+)'
+while IFS= read -r line; do
+  if [[ "$line" =~ $xid_line ]]; then
+    last_xid[$(bus_key "${BASH_REMATCH[1]}")]=$((10#${BASH_REMATCH[2]}))
+  fi
+done < <(journalctl -k -b -o cat --no-pager | grep -F 'NVRM: Xid' || true)
 declare -A remap_failure=()
 while IFS=', ' read -r bus failure; do
   [[ -n "$bus" ]] || continue
@@ -54,6 +72,7 @@ while IFS=',' read -r index bus uuid temp dbe sbe power hw_thermal sw_thermal po
     "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{$labels} $(number "${dbe// /}")"
     "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL{$labels} $(number "${sbe// /}")"
     "DCGM_FI_DEV_POWER_USAGE{$labels} $(number "${power// /}")"
+    "DCGM_FI_DEV_XID_ERRORS{$labels} ${last_xid[$(bus_key "$bus")]:-0}"
     "DCGM_FI_DEV_ROW_REMAP_FAILURE{$labels} $(number "${remap_failure[$bus]:-}")"
     "DCGM_FI_DEV_THERMAL_VIOLATION{$labels} $(add_violation thermal "$index" "$thermal")"
     "DCGM_FI_DEV_POWER_VIOLATION{$labels} $(add_violation power "$index" "$powercap")")
