@@ -43,12 +43,23 @@ def load_specs(paths: Iterable[str]) -> tuple[list[ClusterSpec], list]:
     return specs, diagnostics
 
 
-def build_app(specs: list[ClusterSpec], outdir: str | None = None, context: dict | None = None):
+def new_app(outdir: str | None = None, context: dict | None = None):
+    """A CDK app as fmcluster makes them, for `fmcluster synth`, `cdk synth` (app.py) and tests.
+
+    CDK's built-in CloudFormation validation is off: it compiles a WebAssembly rule engine in the
+    Node process on every synth (about 5 s of CPU, more than the rest of a cluster's synthesis),
+    and cfn-lint already checks every template of every example in the test suite, with more
+    rules. `cdk synth` / `fmcluster synth` templates are the same either way."""
     import aws_cdk as cdk
 
+    kwargs = {"outdir": outdir} if outdir else {}
+    return cdk.App(context=context, builtin_cloud_formation_validation=False, **kwargs)
+
+
+def build_app(specs: list[ClusterSpec], outdir: str | None = None, context: dict | None = None):
     from stacks.app import build
 
-    app = cdk.App(outdir=outdir, context=context) if outdir else cdk.App(context=context)
+    app = new_app(outdir, context)
     for spec in specs:
         build(app, spec)
     return app
@@ -77,28 +88,30 @@ def synth(paths: list[str], outdir: str = "cdk.out") -> int:
 
 
 def summary(outdir: Path) -> str:
-    """One line per stack of a cloud assembly: resources, a count per main type, template path."""
-    manifest = json.loads((outdir / "manifest.json").read_text())
+    """One line per stack of a cloud assembly: resources, a count per main type, template path;
+    each nested stack (a node group of NAME-cluster) indented under its parent."""
+    from fmcluster import assembly
+
     lines = []
-    for artifact in manifest["artifacts"].values():
-        if artifact.get("type") != "aws:cloudformation:stack":
-            continue
-        path = outdir / artifact["properties"]["templateFile"]
-        resources = json.loads(path.read_text()).get("Resources", {})
+    for template in assembly.load(outdir).values():
+        path = template.path
+        resources = template.body.get("Resources", {})
         kinds: dict[str, int] = {}
         for resource in resources.values():
             kind = resource["Type"].split("::", 1)[-1]
             if kind in _SHOWN:
                 kinds[kind] = kinds.get(kind, 0) + 1
         shown = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-        lines.append(f"{artifact['displayName']}: {len(resources)} resources ({shown}) -> {path}")
+        indent = "  " * template.name.count("/")
+        lines.append(f"{indent}{template.name}: {len(resources)} resources ({shown}) -> {path}")
     return "\n".join(lines)
 
 
-_SHOWN = ("EC2::Subnet", "EC2::NatGateway", "EC2::SecurityGroup", "EC2::PlacementGroup", "EC2::LaunchTemplate",
-          "S3::Bucket", "KMS::Key", "FSx::FileSystem", "FSx::DataRepositoryAssociation", "PCS::Cluster",
-          "PCS::ComputeNodeGroup", "PCS::Queue", "SageMaker::Cluster", "EKS::Cluster", "EKS::Nodegroup",
-          "APS::Workspace", "APS::RuleGroupsNamespace", "APS::Scraper", "Grafana::Workspace", "CloudWatch::Alarm")
+_SHOWN = ("CloudFormation::Stack", "EC2::Subnet", "EC2::NatGateway", "EC2::SecurityGroup", "EC2::PlacementGroup",
+          "EC2::LaunchTemplate", "S3::Bucket", "KMS::Key", "FSx::FileSystem", "FSx::DataRepositoryAssociation",
+          "PCS::Cluster", "PCS::ComputeNodeGroup", "PCS::Queue", "SageMaker::Cluster", "EKS::Cluster",
+          "EKS::Nodegroup", "APS::Workspace", "APS::RuleGroupsNamespace", "APS::Scraper", "Grafana::Workspace",
+          "CloudWatch::Alarm")
 
 
 if __name__ == "__main__":  # `python -m fmcluster.synth cdk.out`: the summary of an assembly
