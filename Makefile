@@ -3,6 +3,7 @@
 #   make install    .venv (pinned Python deps + editable project) and node_modules (pinned CDK CLI)
 #   make synth      cdk synth (app and default spec come from cdk.json) into cdk.out/
 #   make test       pytest, in parallel (pytest-xdist); `make tools` first
+#   make bench      the speed targets of issue 9 (validate, synth, fresh-clone make test); BENCH=--quick skips the last
 #   make tools      test tools from Debian (promtool, shellcheck) when running as root and missing
 #   make lock       regenerate requirements.txt from requirements.in in a throwaway venv
 #   make clean      remove cdk.out/ and caches; `make distclean` also removes .venv/ and node_modules/
@@ -42,7 +43,7 @@ export npm_config_progress ?= false
 VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: install synth test tools lock clean distclean
+.PHONY: install synth test bench tools lock clean distclean
 
 install: $(VENV_STAMP) $(NODE_STAMP)
 
@@ -68,6 +69,10 @@ synth: install
 
 test: install tools
 	$(VPY) -m pytest -q -n auto
+
+# Prints every target with its figure and exits 1 when one is missed; writes bench/results/.
+bench: install
+	$(VPY) bench/run.py $(BENCH)
 
 # Command-line tools the tests run: promtool (Debian package `prometheus`) for the alert rules,
 # shellcheck for the node scripts. Installed with apt-get only as root and only when missing;

@@ -1,0 +1,60 @@
+"""How long `make test` takes on a fresh clone, the first install included.
+
+    python bench/make_test.py
+
+Clones the repository's HEAD into a temporary directory and times `make install` (a new
+.venv from requirements.txt and node_modules from package-lock.json; pip's and npm's download
+caches are used when the machine has them) and then `make test`. One run: it takes minutes.
+Target (issue 9): the two together under 10 minutes. Writes bench/results/make_test.json.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from common import report, target  # noqa: E402
+
+LIMIT_S = 600
+
+
+def timed(cmd: list[str], cwd: Path, env: dict) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.stderr.write(done.stdout[-4000:] + done.stderr[-4000:])
+        raise SystemExit(f"{' '.join(cmd)} failed with exit code {done.returncode}")
+    return time.perf_counter() - start
+
+
+def measure() -> dict:
+    # A clean environment: not this venv's PATH, so the clone makes and uses its own.
+    env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if ".venv" not in p)
+    with tempfile.TemporaryDirectory() as tmp:
+        clone = Path(tmp, "fmcluster")
+        subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True,
+                                text=True, check=True).stdout.strip()
+        install = timed(["make", "install"], clone, env)
+        test = timed(["make", "test"], clone, env)
+    return {"commit": commit, "cpus": os.cpu_count(), "make_install_s": round(install, 1),
+            "make_test_s": round(test, 1), "total_s": round(install + test, 1),
+            "targets": [target(install + test, LIMIT_S, "make install + make test on a fresh clone (seconds)")]}
+
+
+def main() -> int:
+    figures = measure()
+    report(figures, "make_test")
+    return 0 if all(t["met"] for t in figures["targets"]) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
