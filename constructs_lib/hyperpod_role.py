@@ -14,7 +14,10 @@ and Access Management for SageMaker HyperPod"). This role grants the same capabi
   detaching and delegating network interfaces only for interfaces of the cluster's VPC
   (condition ``ec2:Vpc``); tags only on network interfaces of this account and region;
 - for HyperPod on EKS, also what the VPC CNI and image pulls need (the EKS list of the same page),
-  the CNI calls limited to the cluster's VPC, and Pod Identity for this EKS cluster only.
+  the CNI calls limited to the cluster's VPC, and Pod Identity for this EKS cluster only;
+- with metrics collection (HyperPod Slurm with NAME-observability): `aps:RemoteWrite` on the
+  cluster's Prometheus workspace only, and `ssm:GetParameter` on the one parameter that holds
+  its remote-write URL.
 
 No account-wide S3, FSx or mutating EC2 permission.
 """
@@ -27,7 +30,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from constructs_lib.node_role import storage_statements
+from constructs_lib.node_role import remote_write_statements, storage_statements
 
 SERVICE = "sagemaker.amazonaws.com"
 LOG_GROUPS = "/aws/sagemaker/Clusters"
@@ -49,8 +52,11 @@ def _ec2_arn(kind: str, ident: str = "*") -> str:
 
 def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key_arn: Optional[str], vpc_id: str,
                      subnet_ids: Sequence[str], security_group_ids: Sequence[str],
-                     eks_cluster_arn: Optional[str] = None) -> iam.PolicyDocument:
-    """`lifecycle`: the LifecycleScripts folders the instance groups read."""
+                     eks_cluster_arn: Optional[str] = None, workspace_arn: Optional[str] = None,
+                     metrics_parameter_arn: Optional[str] = None) -> iam.PolicyDocument:
+    """`lifecycle`: the LifecycleScripts folders the instance groups read. `workspace_arn` and
+    `metrics_parameter_arn`: the Prometheus workspace the nodes remote-write to and the SSM
+    parameter with its URL (None: no metrics collection)."""
     log_groups = f"arn:{cdk.Aws.PARTITION}:logs:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:log-group:{LOG_GROUPS}/*"
     vpc_condition = {"ArnEquals": {"ec2:Vpc": _ec2_arn("vpc", vpc_id)}}
     folders = sorted({scripts.prefix: scripts for scripts in lifecycle}.values(), key=lambda s: s.prefix)
@@ -97,6 +103,10 @@ def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key
             iam.PolicyStatement(sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"],
                                 resources=[eks_cluster_arn]),
         ]
+    statements += remote_write_statements(workspace_arn)
+    if metrics_parameter_arn:
+        statements.append(iam.PolicyStatement(sid="MetricsParameter", actions=["ssm:GetParameter"],
+                                              resources=[metrics_parameter_arn]))
     return iam.PolicyDocument(statements=statements)
 
 

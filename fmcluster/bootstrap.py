@@ -46,7 +46,7 @@ COLLECTORS = SCRIPTS / "collectors"
 COLLECT_INTERVAL_SECONDS = 30
 METRICS_PATHS = {"FMCLUSTER_ETC": "/etc/fmcluster", "SYSTEMD_DIR": "/etc/systemd/system",
                  "METRICS_LIB": "/usr/local/lib/fmcluster", "METRICS_STATE": "/var/lib/fmcluster",
-                 "NODE_EXPORTER_DEFAULTS": "/etc/default/prometheus-node-exporter"}
+                 "NODE_EXPORTER_DEFAULTS": "/etc/default/prometheus-node-exporter", "OS_RELEASE": "/etc/os-release"}
 
 
 @dataclass(frozen=True)
@@ -79,9 +79,18 @@ def collector(name: str) -> str:
     without its comment lines (documented in the repository), gzipped and base64-encoded:
     EC2 user data is limited to 16 KiB, and base64 needs no shell quoting. ``metrics.sh``
     decodes it (``base64 -d | gunzip``). Deterministic: the same script gives the same text."""
-    lines = (COLLECTORS / f"{name}.sh").read_text(encoding="utf-8").splitlines(keepends=True)
-    text = lines[0] + "".join(line for line in lines[1:] if not line.lstrip().startswith("#"))
+    text = without_comments((COLLECTORS / f"{name}.sh").read_text(encoding="utf-8"))
     return base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")
+
+
+def without_comments(text: str) -> str:
+    """`text` without its whole-line comments (a first `#!` line and `# shellcheck` directives
+    stay): the scripts are documented in the repository, and EC2 user data is limited to 16 KiB.
+    No fragment has a here-document line that starts with `#`."""
+    lines = text.splitlines(keepends=True)
+    keep = lines[:1] if lines and lines[0].startswith("#!") else []
+    return "".join(keep + [line for line in lines[len(keep):]
+                           if not line.lstrip().startswith("#") or line.lstrip().startswith("# shellcheck ")])
 
 
 def metrics_settings(instance: InstanceType, metrics: Metrics, *, efa: bool, lustre_path: str = "") -> dict[str, str | int]:
@@ -191,17 +200,19 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
         settings.update(metrics_settings(instance, metrics, efa=efa, lustre_path=lustre.mount_path if lustre else ""))
         parts.append("metrics.sh")
         steps.append("setup_metrics")
-    return compose(_read("header.sh"), settings, parts, steps)
+    return compose(_read("header.sh"), settings, parts, steps, compact=True)
 
 
 def compose(header: str, settings: dict[str, str | int], parts: Sequence[str], steps: Sequence[str],
-            extra: Sequence[str] = ()) -> str:
+            extra: Sequence[str] = (), *, compact: bool = False) -> str:
     """A script: `header`, the settings block, the fragments `parts` (file names in SCRIPTS) and
     `extra` (fragment texts), and a `main` that runs `steps` in order. Used for the PCS user data
-    and for the SageMaker HyperPod lifecycle scripts (fmcluster.lifecycle)."""
+    (`compact`: the fragments without their comment lines, for the 16 KiB limit) and for the
+    SageMaker HyperPod lifecycle scripts (fmcluster.lifecycle; verbatim)."""
+    read = (lambda name: without_comments(_read(name))) if compact else _read
     main = ["main() {", *(f"  {step}" for step in steps), '  log "done: $INSTANCE_TYPE node set up"', "}", "",
             'main "$@"', ""]
-    return "\n".join([header + _settings(settings), *map(_read, parts), *extra, *main])
+    return "\n".join([header + _settings(settings), *map(read, parts), *extra, *main])
 
 
 def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDARY) -> str:

@@ -124,15 +124,49 @@ def node_config(*, raid0: bool, cluster: Optional[ClusterDetails] = None) -> Opt
     return "\n".join(["---", "apiVersion: node.eks.aws/v1alpha1", "kind: NodeConfig", "spec:", *spec]) + "\n"
 
 
-def node_user_data(*, raid0: bool, cluster: Optional[ClusterDetails] = None) -> Optional[str]:
+# The node's textfile metrics (with observability on): written by the node's user data (managed
+# node groups) or lifecycle hook (HyperPod), read by the node exporter chart through a hostPath
+# mount (node_exporter_values). The same directory as on the Slurm nodes (bootstrap/metrics.sh).
+TEXTFILE_DIR = "/var/lib/fmcluster/textfile-node"
+TEXTFILE_MOUNT = "/host/fmcluster-textfile"  # where the node exporter's container sees it
+EXPECTED_GPUS_SCRIPT = "fmcluster-expected-gpus.sh"
+
+
+def expected_gpus_script(gpus: int) -> str:
+    """A shell script that writes the textfile metric `fmcluster_expected_gpus` (the instance
+    catalog's GPU count of the node; the alert GpuMissing compares it with the GPUs DCGM sees).
+    The scraper adds the labels `cluster` and `node`, as on every series."""
+    return "\n".join([
+        "#!/bin/bash",
+        "# fmcluster: the GPUs of this node's instance type (fmcluster instance catalog), for the alert",
+        "# GpuMissing; the node exporter's textfile collector reads this directory.",
+        "set -euo pipefail",
+        f"install -d -m 0755 {TEXTFILE_DIR}",
+        f"cat >{TEXTFILE_DIR}/fmcluster.prom.tmp <<'PROM'",
+        "# HELP fmcluster_expected_gpus GPUs of this instance type (fmcluster instance catalog)",
+        "# TYPE fmcluster_expected_gpus gauge",
+        f"fmcluster_expected_gpus {int(gpus)}",
+        "PROM",
+        f"mv {TEXTFILE_DIR}/fmcluster.prom.tmp {TEXTFILE_DIR}/fmcluster.prom",
+        ""])
+
+
+def node_user_data(*, raid0: bool, cluster: Optional[ClusterDetails] = None,
+                   expected_gpus: Optional[int] = None) -> Optional[str]:
     """The node group's user data: MIME multipart with the NodeConfig part (EKS merges it with
-    its own for managed node groups), or None."""
+    its own for managed node groups) and, with `expected_gpus` (observability on), a shell script
+    part writing the textfile metric `fmcluster_expected_gpus`; None when there is neither."""
+    parts = []
     document = node_config(raid0=raid0, cluster=cluster)
-    if document is None:
+    if document is not None:
+        parts.append((NODECONFIG_MEDIA_TYPE, NODECONFIG_FILE, document))
+    if expected_gpus is not None:
+        parts.append(("text/x-shellscript", EXPECTED_GPUS_SCRIPT, expected_gpus_script(expected_gpus)))
+    if not parts:
         return None
     from fmcluster.bootstrap import mime_multipart  # not needed by validation: keep `validate` light
 
-    return mime_multipart([(NODECONFIG_MEDIA_TYPE, NODECONFIG_FILE, document)])
+    return mime_multipart(parts)
 
 
 SERVICE_CIDRS = ("10.100.0.0/16", "172.20.0.0/16")  # what EKS itself would choose from
@@ -232,10 +266,15 @@ def efa_device_plugin_values(instance_types: list[str]) -> dict[str, Any]:
 
 def node_exporter_values() -> dict[str, Any]:
     """On every node (the chart's own `NoSchedule` toleration covers the GPU taint), host
-    network on 9100; no ServiceMonitor (the managed scraper finds the pods itself)."""
+    network on 9100; no ServiceMonitor (the managed scraper finds the pods itself); the textfile
+    collector reads the node's TEXTFILE_DIR (fmcluster_expected_gpus), mounted read-only."""
     return {"service": {"port": NODE_EXPORTER_PORT, "targetPort": NODE_EXPORTER_PORT},
             "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
-            "prometheus": {"monitor": {"enabled": False}}}
+            "prometheus": {"monitor": {"enabled": False}},
+            "extraArgs": [f"--collector.textfile.directory={TEXTFILE_MOUNT}"],
+            "extraHostVolumeMounts": [{"name": "fmcluster-textfile", "hostPath": TEXTFILE_DIR,
+                                       "mountPath": TEXTFILE_MOUNT, "readOnly": True,
+                                       "mountPropagation": "HostToContainer"}]}
 
 
 def dcgm_exporter_values() -> dict[str, Any]:

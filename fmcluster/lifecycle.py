@@ -4,7 +4,8 @@ Pure: no CDK, no AWS call. The scripts reuse the node bootstrap fragments of
 ``fmcluster/bootstrap/*.sh`` (EFA/NCCL environment, NVMe scratch) verbatim, rendered per
 instance group from the instance catalog like the AWS PCS user data, plus
 ``fmcluster/lifecycle_scripts/hooks.sh`` (run every hook shipped in ``hooks.d/``: the exporters
-of the observability layer plug in there).
+of the observability layer plug in there: `metrics_hook`, the Slurm nodes' metrics collection of
+``bootstrap/metrics.sh`` verbatim, and on HyperPod EKS the node's expected GPU count).
 
 One instance group gets one *bundle*: its entry script ``on_init.sh`` and the hooks, published
 under one S3 prefix named after the bundle's content digest (constructs_lib.hyperpod_lifecycle),
@@ -32,6 +33,8 @@ from fmcluster import bootstrap
 SCRIPTS = Path(__file__).with_name("lifecycle_scripts")
 ENTRYPOINT = "on_init.sh"
 HOOKS_DIR = "hooks.d"
+METRICS_HOOK = "50-metrics.sh"
+EXPECTED_GPUS_HOOK = "50-expected-gpus.sh"
 HOOK_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*\.sh")
 COMMENT = """\
 # fmcluster SageMaker HyperPod lifecycle script (LifeCycleConfig.OnInitComplete), rendered by
@@ -40,12 +43,19 @@ COMMENT = """\
 """
 
 
-def _header() -> str:
+METRICS_COMMENT = """\
+# fmcluster SageMaker HyperPod lifecycle hook, rendered by fmcluster.lifecycle for one instance
+# group: metrics collection as on AWS PCS nodes (fmcluster/bootstrap/metrics.sh), remote-writing
+# to the cluster's Prometheus workspace; its URL comes from an SSM parameter at run time.
+"""
+
+
+def _header(comment: str = COMMENT) -> str:
     """The bootstrap header (strict mode, log, add_fstab) under a HyperPod comment."""
     lines = bootstrap.fragment(bootstrap.SCRIPTS / "header.sh").splitlines(keepends=True)[1:]
     while lines and lines[0].startswith("#"):
         lines.pop(0)
-    return "#!/bin/bash\n" + COMMENT + "".join(lines)
+    return "#!/bin/bash\n" + comment + "".join(lines)
 
 
 def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = bootstrap.SCRATCH_PATH) -> str:
@@ -67,6 +77,22 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
     settings["HOOKS_DIR"] = HOOKS_DIR
     steps.append("run_hooks")
     return bootstrap.compose(_header(), settings, parts, steps, extra=[bootstrap.fragment(SCRIPTS / "hooks.sh")])
+
+
+def metrics_hook(instance_type: str, metrics: bootstrap.Metrics, *, efa: bool, parameter: str,
+                 lustre_path: str = "") -> str:
+    """The `hooks.d/50-metrics.sh` of a HyperPod Slurm instance group: node exporter, the GPU
+    and EFA collectors where the devices are, the Slurm collector with `metrics.slurm` (the
+    controller), and the Prometheus agent remote-writing with SigV4, as on AWS PCS nodes
+    (bootstrap/metrics.sh and collectors/, verbatim). `metrics.remote_write_url` is not used: the
+    hook reads the URL from the SSM parameter `parameter` (a deploy-time value), in `metrics.region`."""
+    instance = bootstrap.instance_entry(instance_type)
+    settings: dict[str, str | int] = {"INSTANCE_TYPE": instance.name, "METRICS_PARAMETER": parameter}
+    settings.update(bootstrap.metrics_settings(instance, metrics, efa=efa, lustre_path=lustre_path))
+    del settings["REMOTE_WRITE_URL"]  # set by read_remote_write_url
+    return bootstrap.compose(_header(METRICS_COMMENT), settings, ["metrics.sh"],
+                             ["read_remote_write_url", "setup_metrics"],
+                             extra=[bootstrap.fragment(SCRIPTS / "remote_write.sh")])
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ def cluster_stack(scope, stack_id: str, *, spec, network, storage, env, observab
         from stacks.hyperpod import HyperPodSlurmStack
 
         return HyperPodSlurmStack(scope, stack_id, spec=spec, network=network, storage=storage, env=env,
+                                  observability=observability,
                                   description=f"fmcluster {spec.name}: Slurm on Amazon SageMaker HyperPod")
     if kind == "hyperpod-eks":
         from stacks.hyperpod_eks import HyperPodEksStack

@@ -14,7 +14,14 @@ What it builds from the spec, with the network and storage stacks' outputs:
   group whose Slurm partition is the group's name; deep health checks (InstanceStress,
   InstanceConnectivity) on GPU groups; automatic node recovery; the FSx for Lustre file system
   mounted by HyperPod on every group (InstanceStorageConfigs.FsxLustreConfig at
-  `storage.lustre.mount_path`).
+  `storage.lustre.mount_path`);
+- with the NAME-observability stack (`observability.workspace_arn`, `remote_write_url`): metrics
+  collection on every node as on AWS PCS nodes, by the lifecycle hook `hooks.d/50-metrics.sh`
+  (fmcluster.lifecycle.metrics_hook: node exporter, GPU/EFA collectors where the devices are, the
+  Slurm collector on the controller, a Prometheus agent remote-writing with SigV4); the
+  remote-write URL in the SSM parameter `/fmcluster/NAME/prometheus-remote-write-url`, which the
+  hook reads at run time; the execution role gets `aps:RemoteWrite` on that workspace and
+  `ssm:GetParameter` on that parameter only.
 
 Instance groups and their constructs are named after node groups, never list positions.
 
@@ -28,7 +35,7 @@ Inputs (duck-typed, see DESIGN.md): `network.vpc_id`, `network.gpu_subnet_id`,
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import aws_cdk as cdk
 from constructs import Construct
@@ -37,7 +44,7 @@ from constructs_lib.hyperpod import (COMPUTE, CONTROLLER, DEEP_HEALTH_CHECKS, LO
                                      InstanceGroup)
 from constructs_lib.hyperpod_lifecycle import LifecycleScripts
 from constructs_lib.hyperpod_role import HyperPodExecutionRole
-from fmcluster import catalog, controlplanes, lifecycle
+from fmcluster import bootstrap, catalog, controlplanes, lifecycle
 from fmcluster.controlplanes import SPOT
 
 CONTROLLER_GROUP, LOGIN_GROUP = "controller", "login"
@@ -54,22 +61,29 @@ def threads_per_core(instance_type: str) -> int:
 class HyperPodGroups(Construct):
     """Lifecycle folders and the execution role for a set of instance groups, and the
     `InstanceGroup`s themselves. `groups`: the instance groups without role and lifecycle
-    (`execution_role_arn` and `lifecycle_uri` are filled in here)."""
+    (`execution_role_arn` and `lifecycle_uri` are filled in here). `hooks`: per group name, the
+    lifecycle hooks (file name -> script). `workspace_arn`, `metrics_parameter_arn`: the role's
+    metrics permissions (HyperPodExecutionRole)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, groups: Sequence[InstanceGroup], efa: dict[str, bool],
                  network, storage, subnet_ids: Sequence[str], security_group_ids: Sequence[str],
-                 eks_cluster_arn: Optional[str] = None, description: str) -> None:
+                 eks_cluster_arn: Optional[str] = None, description: str,
+                 hooks: Optional[Mapping[str, Mapping[str, str]]] = None, workspace_arn: Optional[str] = None,
+                 metrics_parameter_arn: Optional[str] = None) -> None:
         super().__init__(scope, construct_id)
+        hooks = hooks or {}
         self.scripts: dict[str, LifecycleScripts] = {
             g.name: LifecycleScripts(self, f"Lifecycle-{g.name}",
-                                     bundle=lifecycle.bundle(g.name, g.instance_type, efa=efa[g.name]))
+                                     bundle=lifecycle.bundle(g.name, g.instance_type, efa=efa[g.name],
+                                                             hooks=hooks.get(g.name)))
             for g in groups}
         buckets = storage.bucket_arns or {}
         self.role = HyperPodExecutionRole(
             self, "ExecutionRole", description=description, lifecycle=list(self.scripts.values()),
             bucket_arns=[buckets[name] for name in sorted(buckets)], kms_key_arn=storage.kms_key_arn,
             vpc_id=network.vpc_id, subnet_ids=subnet_ids, security_group_ids=security_group_ids,
-            eks_cluster_arn=eks_cluster_arn)
+            eks_cluster_arn=eks_cluster_arn, workspace_arn=workspace_arn,
+            metrics_parameter_arn=metrics_parameter_arn)
         self.instance_groups = [replace(g, execution_role_arn=self.role.role_arn,
                                         lifecycle_uri=self.scripts[g.name].s3_uri) for g in groups]
 
@@ -99,8 +113,14 @@ def efa_groups(spec) -> dict[str, bool]:
     return {g.name: bool(g.efa) and g.instance.efa_supported for g in spec.node_groups}
 
 
+def metrics_parameter_name(cluster: str) -> str:
+    """The SSM parameter with the remote-write URL of the cluster's Prometheus workspace."""
+    return f"/fmcluster/{cluster}/prometheus-remote-write-url"
+
+
 class HyperPodSlurmStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, observability=None,
+                 **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.spec = spec
         cp = controlplanes.get("hyperpod-slurm")
@@ -125,9 +145,13 @@ class HyperPodSlurmStack(cdk.Stack):
 
         subnets = [network.gpu_subnet_id]
         security_groups = [network.node_security_group_id] + ([network.efa_security_group_id] if any(efa.values()) else [])
+        metrics: dict[str, Any] = {}
+        self.metrics_parameter = None
+        if observability is not None:
+            metrics = self._metrics(spec, observability, groups, efa)
         self.groups = HyperPodGroups(self, "InstanceGroups", groups=groups, efa=efa, network=network, storage=storage,
                                      subnet_ids=subnets, security_group_ids=security_groups,
-                                     description=f"SageMaker HyperPod instance groups of {spec.name}")
+                                     description=f"SageMaker HyperPod instance groups of {spec.name}", **metrics)
         self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
                                        orchestrator=slurm_orchestrator(),
                                        instance_groups=self.groups.instance_groups, subnet_ids=subnets,
@@ -140,6 +164,24 @@ class HyperPodSlurmStack(cdk.Stack):
                 ("ExecutionRoleArn", self.groups.role.role_arn, "execution role of the instance groups"),
                 ("Partitions", partitions, "Slurm partitions (one per node group)")):
             cdk.CfnOutput(self, output_id, value=value, description=description)
+
+    def _metrics(self, spec, observability, groups: Sequence[InstanceGroup], efa: dict[str, bool]) -> dict[str, Any]:
+        """The SSM parameter with the remote-write URL, and HyperPodGroups' metrics arguments:
+        every group's `50-metrics.sh` hook (the Slurm collector on the controller) and the role's
+        permissions on the workspace and the parameter."""
+        from aws_cdk import aws_ssm as ssm
+
+        self.metrics_parameter = ssm.StringParameter(
+            self, "MetricsRemoteWriteUrl", parameter_name=metrics_parameter_name(spec.name),
+            string_value=observability.remote_write_url,
+            description=f"remote-write URL of the Prometheus workspace of {spec.name} (lifecycle hook 50-metrics.sh)")
+        lustre_path = spec.storage.lustre.mount_path if spec.storage.lustre else ""
+        hooks = {g.name: {lifecycle.METRICS_HOOK: lifecycle.metrics_hook(
+            g.instance_type, bootstrap.Metrics(cluster=spec.name, remote_write_url="", region=spec.region,
+                                               slurm=g.name == CONTROLLER_GROUP),
+            efa=efa[g.name], parameter=metrics_parameter_name(spec.name), lustre_path=lustre_path)} for g in groups}
+        return {"hooks": hooks, "workspace_arn": observability.workspace_arn,
+                "metrics_parameter_arn": self.metrics_parameter.parameter_arn}
 
     @staticmethod
     def fsx_lustre(spec, storage) -> Optional[dict[str, str]]:

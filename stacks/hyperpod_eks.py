@@ -20,7 +20,8 @@ instance groups of an `AWS::SageMaker::Cluster` whose orchestrator is the EKS cl
   device plugins for `ml.*` nodes, so the `eks` plane's own device plugins are left out;
 - with observability, the `eks` plane's metrics collection unchanged: the instance groups carry
   the same GPU/EFA labels and taint and the cluster security group, so the exporters land on
-  them and the managed scraper reaches them.
+  them and the managed scraper reaches them; a lifecycle hook (`hooks.d/50-expected-gpus.sh`)
+  writes the node's `fmcluster_expected_gpus`, as the managed node groups' user data does.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from constructs import Construct
 
 from constructs_lib.hyperpod import HyperPodCluster
 from constructs_lib.hyperpod_dependencies import HyperPodDependencies, chart_values
-from fmcluster import controlplanes, kubernetes
+from fmcluster import controlplanes, kubernetes, lifecycle
 from fmcluster.controlplanes import SPOT
 from stacks.eks import EksClusterStack
 from stacks.hyperpod import HyperPodGroups, compute_group, efa_groups
@@ -69,10 +70,14 @@ class HyperPodEksStack(EksClusterStack):
         security_groups = [network.node_security_group_id, self.cluster.cluster_security_group_id]
         if any(efa.values()):
             security_groups.append(network.efa_security_group_id)
+        # With observability: the node exporter chart's textfile metric fmcluster_expected_gpus,
+        # written by a lifecycle hook (HyperPod nodes have no launch template user data).
+        hooks = {g.name: {lifecycle.EXPECTED_GPUS_HOOK: kubernetes.expected_gpus_script(g.instance.gpu_count or 0)}
+                 for g in spec.node_groups} if observability is not None else None
         self.instance_groups = HyperPodGroups(
             self, "InstanceGroups", groups=groups, efa=efa, network=network, storage=storage, subnet_ids=subnets,
             security_group_ids=security_groups, eks_cluster_arn=self.cluster.cluster_arn,
-            description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)")
+            description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)", hooks=hooks)
         spot = any(g.capacity.type == SPOT for g in spec.node_groups)
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", name=spec.name, instance_groups=self.instance_groups.instance_groups,

@@ -40,8 +40,8 @@ def _spec(file: str):
 
 
 @pytest.fixture(scope="module")
-def templates(tmp_path_factory):
-    """{'eks' | 'hyperpod-eks' | 'off': cluster template}, from one app synthesized once."""
+def assembly(tmp_path_factory):
+    """(cloud assembly directory, {'eks' | 'hyperpod-eks' | 'off': cluster stack}), synthesized once."""
     import aws_cdk as cdk
 
     from stacks.cluster import cluster_stack
@@ -60,6 +60,13 @@ def templates(tmp_path_factory):
         if spec.storage.lustre:  # the EKS planes read the file system's id too
             stacks[key].storage.file_system_id = stacks[key].storage.file_system_id or "fs-0123456789abcdef0"
     app.synth()
+    return outdir, stacks
+
+
+@pytest.fixture(scope="module")
+def templates(assembly):
+    """{'eks' | 'hyperpod-eks' | 'off': cluster template}."""
+    outdir, stacks = assembly
     return {key: json.loads((outdir / f"{s.stack_name}.template.json").read_text()) for key, s in stacks.items()}
 
 
@@ -184,10 +191,10 @@ def test_dcgm_exports_what_the_rules_read(templates):
     assert used and used <= exported
 
 
-def test_nodes_carry_the_labels_and_taint_the_exporters_select(templates):
+def test_nodes_carry_the_labels_and_taint_the_exporters_select(assembly, templates):
     """The GPU/EFA labels and the GPU taint are on the managed node groups (eks) and the
     HyperPod instance groups (hyperpod-eks) alike."""
-    groups = resources(templates["eks"], "AWS::EKS::Nodegroup").values()
+    groups = [g for t in with_nested(assembly, "eks") for g in resources(t, "AWS::EKS::Nodegroup").values()]
     gpu = [g for g in groups if g["Labels"].get(kubernetes.GPU_LABEL) == "true"]
     assert gpu and all(g["Labels"].get(kubernetes.EFA_LABEL) == "true" for g in gpu)
     assert all({"Key": kubernetes.GPU_TAINT_KEY, "Value": "true", "Effect": "NO_SCHEDULE"} in g["Taints"] for g in gpu)
@@ -201,3 +208,60 @@ def test_nothing_without_observability(templates):
     assert not resources(off, "AWS::APS::Scraper")
     assert not METRICS_RELEASES & set(charts(off))
     assert "MetricsScraperArn" not in off.get("Outputs", {})
+
+
+def test_node_exporter_reads_the_textfile_directory(templates):
+    """fmcluster_expected_gpus: the textfile the nodes write (user data; HyperPod: lifecycle hook)
+    is the directory the node exporter chart mounts and reads."""
+    for kind in KINDS:
+        node = values(charts(templates[kind])[kubernetes.NODE_EXPORTER.release])
+        assert node["extraArgs"] == [f"--collector.textfile.directory={kubernetes.TEXTFILE_MOUNT}"]
+        assert node["extraHostVolumeMounts"] == [{"name": "fmcluster-textfile", "hostPath": kubernetes.TEXTFILE_DIR,
+                                                  "mountPath": kubernetes.TEXTFILE_MOUNT, "readOnly": True,
+                                                  "mountPropagation": "HostToContainer"}]
+
+
+def with_nested(assembly, key) -> list[dict]:
+    """The template of a cluster stack and those of its nested stacks (node groups may be there)."""
+    outdir, stacks = assembly
+    parent = json.loads((outdir / f"{stacks[key].stack_name}.template.json").read_text())
+    return [parent, *(json.loads((outdir / r["Metadata"]["aws:asset:path"]).read_text())
+                      for r in parent["Resources"].values()
+                      if r["Type"] == "AWS::CloudFormation::Stack" and "aws:asset:path" in r.get("Metadata", {}))]
+
+
+def _user_data(assembly, key) -> dict[str, str]:
+    """{node group (tag): user data text} of the launch templates of a cluster stack."""
+    found = {}
+    launch_templates = [props for template in with_nested(assembly, key)
+                        for props in resources(template, "AWS::EC2::LaunchTemplate").values()]
+    for props in launch_templates:
+        data = props["LaunchTemplateData"]
+        tags = {t["Key"]: t["Value"] for spec in data.get("TagSpecifications", []) for t in spec["Tags"]}
+        text = data.get("UserData")
+        if isinstance(text, dict) and isinstance(text.get("Fn::Base64"), str):
+            text = text["Fn::Base64"]
+        elif isinstance(text, str):
+            text = base64.b64decode(text).decode()
+        found[tags.get("fmcluster:node-group", "?")] = text if isinstance(text, str) else json.dumps(text)
+    return found
+
+
+def test_managed_node_groups_write_expected_gpus_from_the_catalog(assembly):
+    spec = _spec(EXAMPLES["eks"])
+    user_data = _user_data(assembly, "eks")
+    for group in spec.node_groups:
+        text = user_data[group.name]
+        assert f"fmcluster_expected_gpus {group.instance.gpu_count}\n" in text
+        assert f'filename="{kubernetes.EXPECTED_GPUS_SCRIPT}"' in text and "text/x-shellscript" in text
+    off = _user_data(assembly, "off")
+    assert off and all("fmcluster_expected_gpus" not in text for text in off.values())
+
+
+def test_node_user_data_parts():
+    both = kubernetes.node_user_data(raid0=True, expected_gpus=8)
+    assert "kind: NodeConfig" in both and "fmcluster_expected_gpus 8\n" in both
+    only_gpus = kubernetes.node_user_data(raid0=False, expected_gpus=0)
+    assert "NodeConfig" not in only_gpus and "fmcluster_expected_gpus 0\n" in only_gpus
+    assert kubernetes.node_user_data(raid0=False) is None
+    assert "fmcluster_expected_gpus" not in kubernetes.node_user_data(raid0=True)

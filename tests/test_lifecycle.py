@@ -146,4 +146,4 @@ def test_a_failing_hook_fails_the_script(tmp_path):
 
 
 def test_scripts_ship_as_package_data():
-    assert {p.name for p in lifecycle.SCRIPTS.glob("*.sh")} == {"hooks.sh"}
+    assert {p.name for p in lifecycle.SCRIPTS.glob("*.sh")} == {"hooks.sh", "remote_write.sh"}

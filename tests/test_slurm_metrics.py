@@ -36,7 +36,8 @@ def test_settings_of_a_gpu_node():
     assert f"\nREMOTE_WRITE_URL={URL}\n" in script and "\nMETRICS_REGION='us-east-1'\n" in script
     assert "\nEXPECTED_GPUS=8\n" in script and "\nEXPECTED_LUSTRE_MOUNT=/fsx\n" in script
     assert "\nSLURM_COLLECTOR=''\n" in script and "\nGPU_COLLECTOR=''\n" not in script
-    assert "NODE_EXPORTER_VERSION='1.7.0-1*'" in script and "PROMETHEUS_VERSION='2.45.3+ds-2*'" in script
+    assert "[noble]='1.7.0-1*'" in script and "[noble]='2.45.3+ds-2*'" in script
+    assert "[jammy]='1.3.1-1*'" in script and "[jammy]='2.31.2+ds1-1*'" in script
     assert "--enable-feature=agent" in script
 
 
@@ -73,18 +74,41 @@ def stub_bin(tmp_path: Path, stubs: dict[str, str]) -> dict[str, str]:
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
 
-def test_setup_metrics_runs_against_stubs(tmp_path):
+def run_setup_metrics(tmp_path: Path, script: str, release: str = "noble") -> subprocess.CompletedProcess:
+    """Run a rendered script's setup_metrics with stub apt-get, systemctl, hostname and install,
+    its paths (METRICS_PATHS) redirected into tmp_path, /etc/os-release naming `release`."""
     log = tmp_path / "calls"
     env = stub_bin(tmp_path, {name: f'echo "{name} $*" >>{log}' for name in ("apt-get", "systemctl")}
                    | {"hostname": "echo node-1", "install": 'for a in "$@"; do [[ $a == /* ]] && mkdir -p "$a"; done; exit 0'})
-    script = render(metrics=LOGIN)
     for value in bootstrap.METRICS_PATHS.values():
         script = script.replace(f"={value}\n", f"={tmp_path}{value}\n")
-    script = script.replace("\nmain() {", "\nwrite_nccl_env() { :; }\nsetup_scratch() { :; }\nmount_lustre() { :; }\nmain() {")
-    (tmp_path / "etc/default").mkdir(parents=True)
-    (tmp_path / "etc/systemd/system").mkdir(parents=True)
+    (tmp_path / "etc/default").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "etc/systemd/system").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "etc/os-release").write_text(f'NAME="Ubuntu"\nVERSION_CODENAME={release}\n')
     (tmp_path / "node.sh").write_text(script)
-    result = subprocess.run(["bash", str(tmp_path / "node.sh")], env=env, capture_output=True, text=True)
+    return subprocess.run(["bash", str(tmp_path / "node.sh")], env=env, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("release", ["jammy", "focal"])
+def test_setup_metrics_per_ubuntu_release(tmp_path, release):
+    """jammy (SageMaker HyperPod): its own pins, Prometheus as a server (no agent mode before
+    2.32); an unpinned release fails rather than installing whatever the archive has."""
+    script = render(metrics=LOGIN).replace("\nmain() {", "\nwrite_nccl_env() { :; }\nsetup_scratch() { :; }\nmount_lustre() { :; }\nmain() {")
+    result = run_setup_metrics(tmp_path, script, release)
+    if release == "focal":
+        assert result.returncode != 0 and "no pinned packages for the Ubuntu release 'focal'" in result.stderr
+        return
+    assert result.returncode == 0, result.stderr
+    assert "prometheus-node-exporter=1.3.1-1* prometheus=2.31.2+ds1-1*" in (tmp_path / "calls").read_text()
+    unit = (tmp_path / "etc/systemd/system/fmcluster-prometheus-agent.service").read_text()
+    assert "--enable-feature=agent" not in unit and "--storage.tsdb.retention.time=2h" in unit
+
+
+def test_setup_metrics_runs_against_stubs(tmp_path):
+    log = tmp_path / "calls"
+    script = render(metrics=LOGIN)
+    script = script.replace("\nmain() {", "\nwrite_nccl_env() { :; }\nsetup_scratch() { :; }\nmount_lustre() { :; }\nmain() {")
+    result = run_setup_metrics(tmp_path, script)
     assert result.returncode == 0, result.stderr
     calls = log.read_text()
     assert "apt-get install -y -q --no-install-recommends prometheus-node-exporter=1.7.0-1* prometheus=2.45.3+ds-2*" in calls

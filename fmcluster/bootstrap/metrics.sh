@@ -3,14 +3,21 @@
 # agent that remote-writes to the cluster's Amazon Managed Service for Prometheus workspace with
 # SigV4 (the node role's aps:RemoteWrite on that workspace only).
 #
-# Everything comes from the Ubuntu 24.04 (noble) archive (universe), pinned to a version series;
-# no download from anywhere else:
-#   prometheus-node-exporter 1.7.0-1ubuntu0.3 in noble-updates/noble-security (upstream 1.7.0)
-#   prometheus               2.45.3+ds-2ubuntu0.3 (upstream 2.45.3 LTS), run as an agent
-#                            (--enable-feature=agent: scrape and remote-write, no local TSDB)
-# Raise these with the archive (apt-cache policy PACKAGE on a node shows what it offers).
-NODE_EXPORTER_VERSION='1.7.0-1*'
-PROMETHEUS_VERSION='2.45.3+ds-2*'
+# Everything comes from the Ubuntu archive (universe) of the node's release (VERSION_CODENAME of
+# OS_RELEASE), pinned to a version series; no download from anywhere else:
+#   noble (24.04, the AWS PCS AMI):
+#     prometheus-node-exporter 1.7.0-1ubuntu0.3 in noble-updates/noble-security (upstream 1.7.0)
+#     prometheus               2.45.3+ds-2ubuntu0.3 (upstream 2.45.3 LTS), run as an agent
+#                              (--enable-feature=agent: scrape and remote-write, no local TSDB)
+#   jammy (22.04, the SageMaker HyperPod AMI):
+#     prometheus-node-exporter 1.3.1-1ubuntu0.22.04 (upstream 1.3.1)
+#     prometheus               2.31.2+ds1-1ubuntu1.22.04 (upstream 2.31.2): agent mode came with
+#                              2.32, so it runs as a server keeping two hours of samples
+# Another release fails the set-up (no unpinned install). Raise these with the archive
+# (apt-cache policy PACKAGE on a node shows what it offers).
+declare -A NODE_EXPORTER_VERSIONS=([noble]='1.7.0-1*' [jammy]='1.3.1-1*')
+declare -A PROMETHEUS_VERSIONS=([noble]='2.45.3+ds-2*' [jammy]='2.31.2+ds1-1*')
+declare -A PROMETHEUS_AGENT_MODE=([noble]=yes [jammy]=no)
 
 # Scrape jobs (the alert rules' `job` label), each a node exporter on localhost: `node` is the
 # packaged one (9100, every collector); `dcgm` (9400), `efa` (9109) and `slurm` (9341) serve only
@@ -92,15 +99,24 @@ YAML
 }
 
 setup_metrics() {
-  local node
+  local node release storage
   node=$(hostname -s)
+  release=$(sed -n 's/^VERSION_CODENAME=//p' "$OS_RELEASE" | tr -d '"')
+  if [[ -z "${PROMETHEUS_VERSIONS[${release:-none}]:-}" ]]; then
+    log "metrics: no pinned packages for the Ubuntu release '$release' (pinned: ${!PROMETHEUS_VERSIONS[*]})"
+    return 1
+  fi
+  storage="--enable-feature=agent --storage.agent.path=$METRICS_STATE/prometheus-agent"
+  if [[ "${PROMETHEUS_AGENT_MODE[$release]}" != yes ]]; then
+    storage="--storage.tsdb.path=$METRICS_STATE/prometheus-agent --storage.tsdb.retention.time=2h"
+  fi
   METRICS_UNITS=(prometheus-node-exporter.service fmcluster-prometheus-agent.service)
   METRICS_JOBS=(node)
-  log "installing prometheus-node-exporter $NODE_EXPORTER_VERSION and prometheus $PROMETHEUS_VERSION (agent)"
+  log "installing prometheus-node-exporter ${NODE_EXPORTER_VERSIONS[$release]} and prometheus ${PROMETHEUS_VERSIONS[$release]} ($release)"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  apt-get install -y -q --no-install-recommends "prometheus-node-exporter=$NODE_EXPORTER_VERSION" \
-    "prometheus=$PROMETHEUS_VERSION"
+  apt-get install -y -q --no-install-recommends "prometheus-node-exporter=${NODE_EXPORTER_VERSIONS[$release]}" \
+    "prometheus=${PROMETHEUS_VERSIONS[$release]}"
   # The packaged server is not used: the agent below runs with its own unit and configuration.
   systemctl disable --now prometheus.service
   install -d -m 0755 "$FMCLUSTER_ETC" "$METRICS_STATE" "$METRICS_STATE/textfile-node"
@@ -132,7 +148,7 @@ Wants=network-online.target
 
 [Service]
 User=prometheus
-ExecStart=/usr/bin/prometheus --enable-feature=agent --config.file=$FMCLUSTER_ETC/prometheus-agent.yml --storage.agent.path=$METRICS_STATE/prometheus-agent --web.listen-address=127.0.0.1:9090
+ExecStart=/usr/bin/prometheus --config.file=$FMCLUSTER_ETC/prometheus-agent.yml $storage --web.listen-address=127.0.0.1:9090
 Restart=always
 
 [Install]

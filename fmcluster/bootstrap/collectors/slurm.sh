@@ -5,6 +5,11 @@
 # slurm_nodes_STATE, the names of the Slurm exporter the slurm alert rules use (down, fail,
 # drain, alloc, idle, mix, comp, other).
 set -euo pipefail
+# Slurm's commands are not on a systemd unit's PATH: SageMaker HyperPod has them in /opt/slurm/bin,
+# AWS PCS in /opt/aws/pcs/scheduler/slurm-VERSION/bin.
+for dir in /opt/slurm/bin /opt/aws/pcs/scheduler/slurm-*/bin; do
+  if [[ -x "$dir/sinfo" ]]; then PATH="$PATH:$dir"; fi
+done
 
 declare -A count=([alloc]=0 [comp]=0 [down]=0 [drain]=0 [fail]=0 [idle]=0 [mix]=0 [other]=0)
 while read -r node state; do
