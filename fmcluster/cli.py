@@ -180,10 +180,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    # pydantic looks for plugins through importlib.metadata on first use, which costs more than
-    # validating a spec; fmcluster uses none (a caller's own setting wins).
+PLUGINS_OFF = ("__all__", "1", "true")  # the PYDANTIC_DISABLE_PLUGINS values that turn every plugin off
+
+
+def no_pydantic_plugins() -> None:
+    """Turn pydantic's plugins off: fmcluster uses none (a caller's own setting wins).
+
+    pydantic looks for plugins through importlib.metadata when the first model is built; with
+    plugins off its loader returns none, but importing it still imports importlib.metadata, the
+    biggest single cost of `fmcluster validate` after pydantic itself. So, with plugins off and
+    the loader not yet imported, an equivalent one that finds no plugins takes its place
+    (tests/test_cli.py holds it to pydantic's own behaviour)."""
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    name = "pydantic.plugin._loader"
+    if os.environ["PYDANTIC_DISABLE_PLUGINS"] in PLUGINS_OFF and name not in sys.modules:
+        import types
+
+        loader = types.ModuleType(name, "fmcluster: no pydantic plugins (PYDANTIC_DISABLE_PLUGINS is set)")
+        loader.get_plugins = lambda: ()
+        sys.modules[name] = loader
+
+
+def main(argv: list[str] | None = None) -> int:
+    no_pydantic_plugins()
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -90,6 +90,37 @@ def test_validate_does_not_import_aws_cdk_or_boto3():
     assert "HEAVY []" in result.stdout
 
 
+def test_validate_does_not_look_for_pydantic_plugins():
+    """With plugins off, `validate` never imports importlib.metadata (pydantic's plugin lookup)."""
+    code = ("import sys; from fmcluster.cli import main; rc = main(['validate', *sys.argv[1:]]); "
+            "print('METADATA', 'importlib.metadata' in sys.modules); sys.exit(rc)")
+    result = subprocess.run([sys.executable, "-c", code, *EXAMPLES], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "METADATA False" in result.stdout
+
+
+def test_plugin_loader_stand_in_behaves_as_pydantics(monkeypatch):
+    """The stand-in `fmcluster.cli.no_pydantic_plugins` puts in place of pydantic's plugin loader
+    finds no plugins, as pydantic's own loader does with PYDANTIC_DISABLE_PLUGINS set; and pydantic
+    still takes `get_plugins` from that module (else the stand-in would silently stop applying)."""
+    import importlib.util
+    import inspect
+
+    import pydantic.plugin._schema_validator as schema_validator
+
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    spec = importlib.util.spec_from_file_location("real_loader", Path(schema_validator.__file__).with_name("_loader.py"))
+    real = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(real)
+    monkeypatch.delitem(sys.modules, "pydantic.plugin._loader", raising=False)
+    from fmcluster.cli import no_pydantic_plugins
+
+    no_pydantic_plugins()
+    stand_in = sys.modules["pydantic.plugin._loader"]
+    assert tuple(stand_in.get_plugins()) == tuple(real.get_plugins()) == ()
+    assert "from ._loader import get_plugins" in inspect.getsource(schema_validator)
+
+
 def test_schema_is_json_schema_of_the_spec(capsys):
     assert main(["schema"]) == 0
     schema = json.loads(capsys.readouterr().out)

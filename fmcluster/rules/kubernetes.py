@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-from fmcluster import kubernetes
 from fmcluster.diagnostics import error, warning
 from fmcluster.rules import rule
 
@@ -21,6 +20,8 @@ def node_group_names_are_label_values(spec):
     (On HyperPod EKS the stricter instance-group name rule reports it.)"""
     if not _on_kubernetes(spec) or spec.orchestrator.control_plane.hyperpod:
         return
+    from fmcluster import kubernetes  # only for Kubernetes specs: `validate` of a Slurm spec stays light
+
     for i, group in enumerate(spec.node_groups):
         if not kubernetes.label_value_valid(group.name):
             yield error(("node_groups", i, "name"), f"'{group.name}' is not a valid Kubernetes label value",
@@ -29,6 +30,10 @@ def node_group_names_are_label_values(spec):
 
 @rule
 def node_labels_valid(spec):
+    if not any(group.labels for group in spec.node_groups):
+        return
+    from fmcluster import kubernetes  # see node_group_names_are_label_values
+
     for i, group in enumerate(spec.node_groups):
         for key, value in group.labels.items():
             path = ("node_groups", i, "labels", key)
