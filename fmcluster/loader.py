@@ -37,9 +37,9 @@ def _at(file: str, message: str, line: int = 1, column: int = 1, hint: str | Non
     return Diagnostic(message, (), hint, "error", file, line, column)
 
 
-def _read(path: FsPath, file: str) -> tuple[str | None, Diagnostic | None]:
+def _read(path: FsPath, file: str, what: str = "spec") -> tuple[str | None, Diagnostic | None]:
     if not path.exists():
-        return None, _at(file, "no such file", hint="check the path of the spec")
+        return None, _at(file, "no such file", hint=f"check the path of the {what}")
     if path.is_dir():
         return None, _at(file, "is a directory, not a spec file", hint=f"name a YAML file, such as {file}/cluster.yaml")
     try:
@@ -59,30 +59,53 @@ def load(path: str | FsPath) -> LoadResult:
     return load_text(text, file)
 
 
-def load_text(text: str, file: str = "<spec>") -> LoadResult:
-    result = LoadResult(file)
+def read_mapping(path: str | FsPath, what: str, example: str, first_key: str
+                 ) -> tuple[yamlpos.Document | None, list[Diagnostic]]:
+    """A YAML file whose document is a mapping, with positions, or the diagnostic that says why
+    not. `what` names the kind of file in messages ("spec", "pipeline file")."""
+    file = str(path)
+    text, problem = _read(FsPath(path), file, what)
+    if problem:
+        return None, [problem]
+    return parse_mapping(text, file, what, example, first_key)
+
+
+def parse_mapping(text: str, file: str, what: str = "spec", example: str = "one of the files in examples/",
+                  first_key: str = "name: my-cluster") -> tuple[yamlpos.Document | None, list[Diagnostic]]:
     try:
         doc = yamlpos.load(text, file)
     except yamlpos.YamlSyntaxError as exc:
-        result.diagnostics.append(_at(file, exc.message, exc.line, exc.column))
-        return result
+        return None, [_at(file, exc.message, exc.line, exc.column)]
     if doc.data is None:
-        result.diagnostics.append(_at(file, "the spec is empty",
-                                      hint="start from one of the files in examples/"))
-        return result
+        return None, [_at(file, f"the {what} is empty", hint=f"start from {example}")]
     if not isinstance(doc.data, dict):
         kind = type(doc.data).__name__
-        result.diagnostics.append(_at(file, f"the spec must be a mapping of fields, not a {kind}",
-                                      *doc.locate(()), hint="start with `name: my-cluster`"))
+        return None, [_at(file, f"the {what} must be a mapping of fields, not a {kind}",
+                          *doc.locate(()), hint=f"start with `{first_key}`")]
+    return doc, []
+
+
+def duplicate_keys(doc: yamlpos.Document) -> list[Problem]:
+    return [Problem(p, "this key is given twice; YAML keeps only the last", at_key=True) for p in doc.duplicates]
+
+
+def model_problems(exc: ValidationError, data: dict, root: type[BaseModel] = ClusterSpec) -> list[Problem]:
+    """pydantic's errors for a document validated as `root`, as located-ready problems."""
+    return [_from_pydantic(e, data, root) for e in exc.errors(include_url=False)]
+
+
+def load_text(text: str, file: str = "<spec>") -> LoadResult:
+    result = LoadResult(file)
+    doc, result.diagnostics = parse_mapping(text, file)
+    if doc is None:
         return result
-    problems = [Problem(p, "this key is given twice; YAML keeps only the last", at_key=True)
-                for p in doc.duplicates]
+    problems = duplicate_keys(doc)
     from fmcluster import rules  # registers every rule
 
     try:
         result.spec = ClusterSpec.model_validate(doc.data)
     except ValidationError as exc:
-        problems += [_from_pydantic(e, doc.data) for e in exc.errors(include_url=False)]
+        problems += model_problems(exc, doc.data)
         # the rules still run on what is valid, so one pass reports every problem
         from fmcluster import repair
 
@@ -135,9 +158,9 @@ def _type_hint(kind: str, value: object) -> str | None:
     return None
 
 
-def _model_at(path: tuple) -> type[BaseModel] | None:
+def _model_at(path: tuple, root: type[BaseModel] = ClusterSpec) -> type[BaseModel] | None:
     """The model class that validates the mapping at `path` (for did-you-mean hints)."""
-    model: typing.Any = ClusterSpec
+    model: typing.Any = root
     for part in path:
         if isinstance(part, int):
             continue
@@ -170,13 +193,13 @@ def _closest(word: str, choices: list[str]) -> str | None:
     return found[0] if found else None
 
 
-def _from_pydantic(err: dict, data: dict) -> Problem:
+def _from_pydantic(err: dict, data: dict, root: type[BaseModel] = ClusterSpec) -> Problem:
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
     loc = tuple(p for p in err["loc"] if p != "[key]")
     at_key = "[key]" in err["loc"]
     last = loc[-1] if loc else ""
     if kind == "extra_forbidden":
-        model = _model_at(loc[:-1])
+        model = _model_at(loc[:-1], root)
         names = _field_names(model) if model else []
         close = _closest(str(last), names)
         hint = f"did you mean `{close}`?" if close else ("known fields: " + ", ".join(names) if names else None)

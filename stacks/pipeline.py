@@ -1,0 +1,137 @@
+"""NAME-pipeline: the GitOps pipeline (CDK Pipelines) that deploys the clusters of a pipeline file.
+
+Source: a CodeConnections connection to the repository and branch, cloned in full (the diff step
+reads old specs from git history). Synth: `make test`, then `cdk synth -c pipeline=FILE` of this
+app. Then the pipeline updates itself (self-mutation), and deploys one Stage per cluster, in the
+pipeline file's waves. Each cluster's stage runs, in order:
+
+1. `Diff`: diff-deployed.sh compares the spec with the spec as last deployed (`git show` of the
+   COMMIT:PATH recorded in SSM) through `fmcluster diff`, which exits 1 on data loss and so
+   stops the pipeline before anything is deployed;
+2. `Approve`: a manual approval, for clusters marked `protected: true`;
+3. the cluster's stacks, the same stacks and stack names as `cdk deploy -c spec=SPEC` makes;
+4. `Record`: record-deployed.sh writes COMMIT:PATH to `/fmcluster/NAME/deployed-spec`.
+
+The two CodeBuild steps of a cluster may read (Diff) or write (Record) that one parameter only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_iam as iam
+from aws_cdk import pipelines
+from constructs import Construct
+
+from fmcluster.pipeline import Deployment, Pipeline, deployed_parameter
+from fmcluster.spec import ClusterSpec
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+STEPS = "fmcluster/pipeline_steps"  # the step scripts, run from the clone of the repository
+# What the Makefile exports for quiet CDK and jsii runs (Node 20 is what the build image runs).
+QUIET = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_DISABLE_VERSION_CHECK": "true",
+         "CDK_DISABLE_CLI_TELEMETRY": "true"}
+# aws/codebuild/standard:7.0 has both; the Makefile needs Python 3.11+ and Node 20+.
+RUNTIMES = {"python": "3.12", "nodejs": "20"}
+
+
+def cdk_cli_version() -> str:
+    """The CDK CLI the repository pins (package.json): the self-mutation and asset steps use it too."""
+    package = json.loads((REPO_ROOT / "package.json").read_text())
+    return package["devDependencies"]["aws-cdk"]
+
+
+def synth_commands(pipeline_file: str) -> list[str]:
+    """The synth step: the whole test suite, then the cloud assembly of this pipeline app."""
+    return ["make test",
+            f'PATH="$PWD/.venv/bin:$PATH" npx --no -- cdk synth -q -c pipeline={pipeline_file}']
+
+
+def diff_commands(deployment: Deployment) -> list[str]:
+    flag = " --allow-data-loss" if deployment.allow_data_loss else ""
+    return [f"bash {STEPS}/diff-deployed.sh {deployed_parameter(deployment.name)} {deployment.path}{flag}"]
+
+
+def record_commands(deployment: Deployment) -> list[str]:
+    return [f"bash {STEPS}/record-deployed.sh {deployed_parameter(deployment.name)} {deployment.path}"]
+
+
+class ClusterStage(cdk.Stage):
+    """One cluster: the stacks `stacks/app.py build()` makes for its spec, in a Stage."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        from stacks.app import build
+
+        self.stacks = build(self, spec)
+
+
+class PipelineStack(cdk.Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        config = pipeline.config
+        self.source = pipelines.CodePipelineSource.connection(
+            config.source.repository, config.source.branch, connection_arn=config.source.connection_arn,
+            code_build_clone_output=True)  # a full clone: the diff step reads old specs from history
+        synth = pipelines.ShellStep("Synth", input=self.source, env=QUIET,
+                                    commands=synth_commands(pipeline.file))
+        cross_account = any(self._account(d) != config.account for d in pipeline.deployments)
+        self.pipeline = pipelines.CodePipeline(
+            self, "Pipeline", pipeline_name=config.name, synth=synth,
+            cross_account_keys=cross_account, enable_key_rotation=cross_account or None,
+            cli_version=cdk_cli_version(),
+            code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0),
+                partial_build_spec=codebuild.BuildSpec.from_object(
+                    {"phases": {"install": {"runtime-versions": RUNTIMES}}})),
+            # the test suite synthesizes every example: give it room
+            synth_code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(compute_type=codebuild.ComputeType.LARGE)))
+        self.stages: dict[str, ClusterStage] = {}
+        for wave_name, deployments in pipeline.waves:
+            wave = self.pipeline.add_wave(wave_name)
+            for deployment in deployments:
+                stage = ClusterStage(self, deployment.name, spec=deployment.spec, env=cdk.Environment(
+                    account=self._account(deployment), region=deployment.spec.region))
+                self.stages[deployment.name] = stage
+                pre: list[pipelines.Step] = [self._diff_step(deployment)]
+                if deployment.protected:
+                    pre.append(pipelines.ManualApprovalStep(
+                        "Approve", comment=f"Deploy {deployment.name} ({deployment.path}) to "
+                                           f"{self._account(deployment)}/{deployment.spec.region}? "
+                                           "The Diff step's log says what changes."))
+                wave.add_stage(stage, pre=pipelines.Step.sequence(pre), post=[self._record_step(deployment)])
+
+    def _account(self, deployment: Deployment) -> str:
+        return deployment.spec.account or self.account
+
+    def _parameter_arn(self, deployment: Deployment) -> str:
+        return self.format_arn(service="ssm", resource="parameter",
+                               resource_name=deployed_parameter(deployment.name).lstrip("/"))
+
+    def _diff_step(self, deployment: Deployment) -> pipelines.CodeBuildStep:
+        return pipelines.CodeBuildStep(
+            "Diff", input=self.source, env=QUIET, install_commands=["make install"],
+            commands=diff_commands(deployment),
+            role_policy_statements=[iam.PolicyStatement(
+                actions=["ssm:GetParameter"], resources=[self._parameter_arn(deployment)])])
+
+    def _record_step(self, deployment: Deployment) -> pipelines.CodeBuildStep:
+        return pipelines.CodeBuildStep(
+            "Record", input=self.source, commands=record_commands(deployment),
+            role_policy_statements=[iam.PolicyStatement(
+                actions=["ssm:PutParameter"], resources=[self._parameter_arn(deployment)])])
+
+
+def pipeline_stack(app: cdk.App, pipeline: Pipeline) -> PipelineStack:
+    """NAME-pipeline, in the account and region the pipeline file names."""
+    config = pipeline.config
+    return PipelineStack(app, f"{config.name}-pipeline", pipeline=pipeline,
+                         env=cdk.Environment(account=config.account, region=config.region),
+                         description=f"fmcluster GitOps pipeline {config.name}: deploys "
+                                     + ", ".join(d.name for d in pipeline.deployments)
+                                     + f" from {config.source.repository}@{config.source.branch}")

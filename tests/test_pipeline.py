@@ -1,0 +1,600 @@
+"""The GitOps pipeline: the pipeline file (validated with located errors), the NAME-pipeline stack
+synthesized once from examples/pipeline/pipeline.yaml (source, synth, waves, approvals, the diff
+and record steps and their roles, cfn-lint), the step scripts run against stubs, and the GitHub
+Actions alternative (workflow and OIDC role)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fmcluster import pipeline
+from tests.test_bootstrap import assert_shellcheck_clean
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = "examples/pipeline/pipeline.yaml"
+WORKFLOW = ROOT / "examples/github-actions/deploy.yml"
+OIDC_ROLE = ROOT / "examples/github-actions/oidc-role.yaml"
+STEPS = ROOT / "fmcluster/pipeline_steps"
+CONNECTION = "arn:aws:codeconnections:us-east-1:111122223333:connection/0123abcd-4567-89ef-0123-456789abcdef"
+
+GOOD = f"""\
+name: gpu-clusters
+account: "111122223333"
+region: us-east-1
+source:
+  connection_arn: {CONNECTION}
+  repository: my-org/gpu-clusters
+waves:
+  - name: staging
+    clusters:
+      - spec: examples/p5en-reservation-pcs.yaml
+  - name: production
+    clusters:
+      - spec: examples/p5-pcs.yaml
+        protected: true
+"""
+
+
+def load(tmp_path: Path, text: str) -> pipeline.PipelineLoad:
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(text)
+    return pipeline.load(path, root=ROOT)
+
+
+def errors(result: pipeline.PipelineLoad) -> list[str]:
+    return [d.format() for d in result.diagnostics if d.is_error]
+
+
+# ---- the pipeline file -----------------------------------------------------------------------
+
+def test_example_pipeline_file_is_valid():
+    result = pipeline.load(ROOT / EXAMPLE, root=ROOT)
+    assert result.ok, [d.format() for d in result.diagnostics]
+    assert result.pipeline.file == EXAMPLE
+    assert [(name, [(d.path, d.name, d.protected) for d in wave]) for name, wave in result.pipeline.waves] == [
+        ("staging", [("examples/p5en-reservation-pcs.yaml", "p5en-train", False)]),
+        ("production", [("examples/p5-pcs.yaml", "llm-pretrain", True),
+                        ("examples/p6-b300-pcs.yaml", "b300-research", True)])]
+
+
+def test_defaults(tmp_path):
+    result = load(tmp_path, GOOD)
+    assert result.ok, errors(result)
+    config = result.pipeline.config
+    assert config.source.branch == "main"
+    assert [d.allow_data_loss for d in result.pipeline.deployments] == [False, False]
+
+
+@pytest.mark.parametrize("change, located", [
+    # a typo in a key: pointed at the key, with the field it was meant to be
+    (("  repository: my-org/gpu-clusters\n", "  repository: my-org/gpu-clusters\n  brnach: main\n"),
+     r":7:3: error: source.brnach: unknown field `brnach`\n  hint: did you mean `branch`\?"),
+    ((f"connection_arn: {CONNECTION}", "connection_arn: arn:aws:codestar:us-east-1:1:x"),
+     r":5:19: error: source.connection_arn: 'arn:aws:codestar:us-east-1:1:x' is not a valid "
+     r"CodeConnections connection ARN"),
+    (('account: "111122223333"', "account: 111122223333"),
+     r":2:10: error: account: expected a string, got 111122223333 \(a number\)\n  hint: quote it"),
+    (("region: us-east-1\n", ""), r":1:1: error: region: required field `region` is missing"),
+    (("repository: my-org/gpu-clusters", "repository: gpu-clusters"),
+     r":6:15: error: source.repository: 'gpu-clusters' is not a valid repository\n  hint: owner/name"),
+    (("examples/p5-pcs.yaml", "examples/missing.yaml"),
+     r":13:15: error: waves\[1\].clusters\[0\].spec: no spec file examples/missing.yaml in the repository"),
+    (("examples/p5-pcs.yaml", "../examples/p5-pcs.yaml"),
+     r":13:15: error: waves\[1\].clusters\[0\].spec: '../examples/p5-pcs.yaml' leaves the repository"),
+    (("examples/p5-pcs.yaml", "examples/p5en-reservation-pcs.yaml"),
+     r":13:15: error: waves\[1\].clusters\[0\].spec: examples/p5en-reservation-pcs.yaml is listed twice\n"
+     r"  hint: it is already at waves\[0\].clusters\[0\]"),
+    (("- name: production", "- name: staging"), r":11:11: error: waves\[1\].name: wave `staging` is named twice"),
+    (("        protected: true", "        protected: yes please"),
+     r":14:20: error: waves\[1\].clusters\[0\].protected: expected true or false"),
+])
+def test_errors_are_located(tmp_path, change, located):
+    old, new = change
+    assert old in GOOD
+    result = load(tmp_path, GOOD.replace(old, new, 1))
+    assert not result.ok
+    assert any(re.search(located, e) for e in errors(result)), errors(result)
+    assert all(e.startswith(str(tmp_path / "pipeline.yaml")) for e in errors(result))
+
+
+def test_no_waves(tmp_path):
+    result = load(tmp_path, GOOD.split("waves:")[0] + "waves: []\n")
+    assert any(":7:8: error: waves: " in e for e in errors(result)), errors(result)
+
+
+def test_two_specs_of_one_cluster_clash(tmp_path):
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    shutil.copy(ROOT / "examples/p5-pcs.yaml", tmp_path / "examples/copy.yaml")
+    (tmp_path / "pipeline.yaml").write_text(GOOD.replace(
+        "        protected: true\n", "        protected: true\n      - spec: examples/copy.yaml\n"))
+    result = pipeline.load(tmp_path / "pipeline.yaml", root=tmp_path)
+    assert any(":15:15: error: waves[1].clusters[1].spec: cluster `llm-pretrain` is already deployed by "
+               "waves[1].clusters[0]" in e for e in errors(result)), errors(result)
+
+
+def with_edited_spec(tmp_path: Path, old: str, new: str) -> pipeline.PipelineLoad:
+    """GOOD in a repository of its own, whose production spec (edited.yaml) is examples/p5-pcs.yaml
+    with `old` replaced by `new`."""
+    (tmp_path / "edited.yaml").write_text((ROOT / "examples/p5-pcs.yaml").read_text().replace(old, new))
+    shutil.copy(ROOT / "examples/p5en-reservation-pcs.yaml", tmp_path / "staging.yaml")
+    (tmp_path / "pipeline.yaml").write_text(GOOD.replace("examples/p5-pcs.yaml", "edited.yaml")
+                                            .replace("examples/p5en-reservation-pcs.yaml", "staging.yaml"))
+    return pipeline.load(tmp_path / "pipeline.yaml", root=tmp_path)
+
+
+def test_an_invalid_spec_is_reported_in_its_own_file_and_at_its_entry(tmp_path):
+    found = errors(with_edited_spec(tmp_path, "instance_type: p5.48xlarge", "instance_type: p5.48xlarg"))
+    assert any(e.startswith("edited.yaml:") and "unknown instance type 'p5.48xlarg'" in e for e in found), found
+    assert any(":13:15: error: waves[1].clusters[0].spec: edited.yaml is not a valid spec (1 error)" in e
+               for e in found), found
+
+
+def test_a_spec_in_another_account_is_a_warning_with_the_bootstrap_command(tmp_path):
+    result = with_edited_spec(tmp_path, "region: us-east-1\n", 'region: us-east-1\naccount: "444455556666"\n')
+    assert result.ok, errors(result)
+    (warning,) = [d for d in result.diagnostics if not d.is_error]
+    assert "--trust 111122223333" in warning.hint and "aws://444455556666/us-east-1" in warning.hint
+
+
+@pytest.mark.parametrize("text, message", [("", "the pipeline file is empty"),
+                                           ("- a list\n", "the pipeline file must be a mapping"),
+                                           ("name: [\n", "")])
+def test_not_a_pipeline_file(tmp_path, text, message):
+    result = load(tmp_path, text)
+    assert not result.ok and result.pipeline is None
+    assert message in result.diagnostics[0].message
+
+
+def test_command_line_check(tmp_path):
+    ok = subprocess.run([sys.executable, "-m", "fmcluster.pipeline", EXAMPLE], cwd=ROOT,
+                        capture_output=True, text=True)
+    assert (ok.returncode, ok.stdout) == (0, f"{EXAMPLE}: ok\n"), ok.stderr
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(GOOD.replace("branch", "x").replace("staging", "Staging"))
+    bad = subprocess.run([sys.executable, "-m", "fmcluster.pipeline", str(path)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert f"{path}:8:11: error: waves[0].name: 'Staging' is not a valid name" in bad.stderr
+
+
+def test_cdk_app_refuses_an_invalid_pipeline_file(tmp_path):
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(GOOD.replace("us-east-1\nsource", "us-east-1a\nsource"))
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"pipeline": str(path)}),
+           "CDK_OUTDIR": str(tmp_path / "out"), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert f"{path}:3:9: error: region: 'us-east-1a' is an Availability Zone name" in result.stderr
+    assert "Traceback" not in result.stderr and not list(tmp_path.glob("out/*.template.json"))
+
+
+# ---- the pipeline stack ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def assembly(tmp_path_factory):
+    """examples/pipeline/pipeline.yaml synthesized once, in-process, with the CLI's context."""
+    import aws_cdk as cdk
+
+    from fmcluster.synth import app_context, cdk_json
+    from stacks.pipeline import pipeline_stack
+
+    loaded = pipeline.load(ROOT / EXAMPLE, root=ROOT)
+    assert loaded.ok
+    outdir = tmp_path_factory.mktemp("pipeline.out")
+    app = cdk.App(outdir=str(outdir), context=app_context(cdk_json(ROOT)))
+    pipeline_stack(app, loaded.pipeline)
+    return loaded.pipeline, outdir, app.synth()
+
+
+@pytest.fixture(scope="module")
+def template(assembly):
+    _, outdir, _ = assembly
+    return json.loads((outdir / "gpu-clusters-pipeline.template.json").read_text())
+
+
+def resources(template, kind):
+    return {lid: r for lid, r in template["Resources"].items() if r["Type"] == kind}
+
+
+@pytest.fixture(scope="module")
+def code_pipeline(template):
+    (found,) = resources(template, "AWS::CodePipeline::Pipeline").values()
+    return found["Properties"]
+
+
+def actions(code_pipeline, stage):
+    (found,) = [s for s in code_pipeline["Stages"] if s["Name"] == stage]
+    return found["Actions"]
+
+
+def buildspec(template, action) -> dict:
+    project = template["Resources"][action["Configuration"]["ProjectName"]["Ref"]]
+    return json.loads(project["Properties"]["Source"]["BuildSpec"])
+
+
+def commands(spec: dict) -> list[str]:
+    return [c for phase in ("install", "build") for c in spec["phases"].get(phase, {}).get("commands", [])]
+
+
+def test_pipeline_stack_in_the_pipeline_files_account_and_region(assembly):
+    _, _, cloud = assembly
+    stack = cloud.get_stack_by_name("gpu-clusters-pipeline")
+    assert (stack.environment.account, stack.environment.region) == ("111122223333", "us-east-1")
+
+
+def test_code_pipeline_named_after_the_file(code_pipeline):
+    assert code_pipeline["Name"] == "gpu-clusters"
+    assert code_pipeline["PipelineType"] == "V2"
+
+
+def test_source_is_the_connection_cloned_in_full(code_pipeline):
+    (source,) = actions(code_pipeline, "Source")
+    assert source["ActionTypeId"]["Provider"] == "CodeStarSourceConnection"
+    assert source["Configuration"] == {
+        "ConnectionArn": CONNECTION, "FullRepositoryId": "my-org/gpu-clusters", "BranchName": "main",
+        "OutputArtifactFormat": "CODEBUILD_CLONE_REF"}
+
+
+def test_synth_runs_the_tests_then_synthesizes_this_pipeline(template, code_pipeline):
+    (synth,) = actions(code_pipeline, "Build")
+    spec = buildspec(template, synth)
+    assert commands(spec) == [
+        "make test",
+        'PATH="$PWD/.venv/bin:$PATH" npx --no -- cdk synth -q -c pipeline=examples/pipeline/pipeline.yaml']
+    assert spec["artifacts"]["base-directory"] == "cdk.out"
+    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "20"}
+    project = template["Resources"][synth["Configuration"]["ProjectName"]["Ref"]]["Properties"]
+    assert project["Environment"]["Image"] == "aws/codebuild/standard:7.0"
+
+
+def test_self_mutating_with_the_pinned_cdk_cli(template, code_pipeline):
+    (mutate,) = actions(code_pipeline, "UpdatePipeline")
+    installs = " ".join(commands(buildspec(template, mutate)))
+    version = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+    assert f"npm install -g aws-cdk@{version}" in installs
+
+
+# CDK Pipelines names a wave of one stage after that stage: the staging wave is `p5en-train`.
+STAGING = "p5en-train"
+
+
+def test_waves_in_the_files_order(code_pipeline):
+    names = [s["Name"] for s in code_pipeline["Stages"] if s["Name"] != "Assets"]  # Assets: when files need publishing
+    assert names == ["Source", "Build", "UpdatePipeline", STAGING, "production"]
+
+
+def cluster_actions(code_pipeline, wave, cluster, many):
+    """Actions of one cluster's stage, by name without the cluster prefix (a wave of one stage
+    has no prefix), in run order."""
+    prefix = f"{cluster}." if many else ""
+    found = [a for a in actions(code_pipeline, wave) if many is False or a["Name"].startswith(prefix)]
+    return [(a["Name"][len(prefix):], a["ActionTypeId"]["Provider"], a["RunOrder"])
+            for a in sorted(found, key=lambda a: a["RunOrder"])]
+
+
+def deploy_order():
+    return [(f"{s}.{step}", "CloudFormation") for s in ("network", "storage", "observability", "cluster")
+            for step in ("Prepare", "Deploy")]
+
+
+def test_one_stage_per_cluster_diff_first_record_last(code_pipeline):
+    staging = cluster_actions(code_pipeline, STAGING, "p5en-train", False)
+    assert [(n, p) for n, p, _ in staging] == [("Diff", "CodeBuild"), *deploy_order(),
+                                              ("Record", "CodeBuild")]
+    assert [o for *_, o in staging] == list(range(1, len(staging) + 1))  # one after the other
+
+
+def test_manual_approval_only_before_protected_clusters(code_pipeline):
+    assert not [a for a in actions(code_pipeline, STAGING) if a["ActionTypeId"]["Provider"] == "Manual"]
+    for cluster in ("llm-pretrain", "b300-research"):
+        found = cluster_actions(code_pipeline, "production", cluster, True)
+        assert [(n, p) for n, p, _ in found] == [("Diff", "CodeBuild"), ("Approve", "Manual"),
+                                                 *deploy_order(), ("Record", "CodeBuild")]
+        orders = [o for *_, o in found]
+        assert orders == sorted(set(orders))  # diff, then approval, then deploy: never in parallel
+    approvals = [a for a in actions(code_pipeline, "production") if a["ActionTypeId"]["Provider"] == "Manual"]
+    assert "llm-pretrain (examples/p5-pcs.yaml) to 111122223333/us-east-1" in approvals[0]["Configuration"]["CustomData"]
+
+
+def test_stages_deploy_the_same_stacks_as_cdk_deploy_of_the_spec(assembly, code_pipeline):
+    plan, _, cloud = assembly
+    for deployment in plan.deployments:
+        stage = cloud.get_nested_assembly(f"assembly-gpu-clusters-pipeline-{deployment.name}")
+        stacks = {s.stack_name: s for s in stage.stacks}
+        assert sorted(stacks) == sorted(f"{deployment.name}-{k}" for k in
+                                        ("network", "storage", "observability", "cluster"))
+        for stack in stacks.values():
+            assert stack.environment.account == (deployment.spec.account or "111122223333")
+            assert stack.environment.region == deployment.spec.region
+        cluster = stacks[f"{deployment.name}-cluster"].template["Resources"]
+        assert any(r["Type"] == "AWS::PCS::Cluster" for r in cluster.values())
+    deployed = {a["Configuration"]["StackName"] for s in code_pipeline["Stages"] for a in s["Actions"]
+                if a["ActionTypeId"]["Provider"] == "CloudFormation"}
+    assert "llm-pretrain-storage" in deployed and not any(n.startswith("gpu-clusters") for n in deployed)
+
+
+def step_policy(template, code_pipeline, wave, name) -> list[dict]:
+    (action,) = [a for a in actions(code_pipeline, wave) if a["Name"] == name]
+    role = template["Resources"][action["Configuration"]["ProjectName"]["Ref"]]["Properties"]["ServiceRole"]
+    role_id = role["Fn::GetAtt"][0]
+    (policy,) = [p for p in resources(template, "AWS::IAM::Policy").values()
+                 if {"Ref": role_id} in p["Properties"]["Roles"]]
+    return policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+def parameter_arn(cluster):
+    return f"arn:aws:ssm:us-east-1:111122223333:parameter/fmcluster/{cluster}/deployed-spec"
+
+
+def ssm_statements(statements):
+    return [s for s in statements if any(str(a).startswith("ssm:") for a in
+                                         (s["Action"] if isinstance(s["Action"], list) else [s["Action"]]))]
+
+
+@pytest.mark.parametrize("wave, action, cluster, path, verb", [
+    (STAGING, "Diff", "p5en-train", "examples/p5en-reservation-pcs.yaml", "ssm:GetParameter"),
+    ("production", "llm-pretrain.Diff", "llm-pretrain", "examples/p5-pcs.yaml", "ssm:GetParameter"),
+    (STAGING, "Record", "p5en-train", "examples/p5en-reservation-pcs.yaml", "ssm:PutParameter"),
+    ("production", "b300-research.Record", "b300-research", "examples/p6-b300-pcs.yaml", "ssm:PutParameter"),
+])
+def test_diff_and_record_steps_and_their_least_privilege_roles(template, code_pipeline, wave, action, cluster,
+                                                                 path, verb):
+    (found,) = [a for a in actions(code_pipeline, wave) if a["Name"] == action]
+    run = commands(buildspec(template, found))
+    parameter = f"/fmcluster/{cluster}/deployed-spec"
+    if verb == "ssm:GetParameter":
+        assert run == ["make install", f"bash fmcluster/pipeline_steps/diff-deployed.sh {parameter} {path}"]
+    else:
+        assert run == [f"bash fmcluster/pipeline_steps/record-deployed.sh {parameter} {path}"]
+    statements = step_policy(template, code_pipeline, wave, action)
+    assert ssm_statements(statements) == [{"Action": verb, "Effect": "Allow", "Resource": parameter_arn(cluster)}]
+    for statement in statements:  # the rest: logs, reports, artifacts, the connection; no wildcard resource
+        assert statement["Resource"] != "*"
+        assert not any(a in ("*", "ssm:*") for a in
+                       (statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]))
+
+
+def test_allow_data_loss_reaches_the_diff_step():
+    from stacks.pipeline import diff_commands
+
+    result = pipeline.load(ROOT / EXAMPLE, root=ROOT)
+    deployment = result.pipeline.deployments[0]
+    allowed = pipeline.Deployment(deployment.path, deployment.spec, allow_data_loss=True)
+    assert diff_commands(allowed)[0].endswith(f"{deployment.path} --allow-data-loss")
+
+
+def test_cfn_lint_clean(assembly):
+    from cfnlint.api import lint_file
+
+    _, outdir, _ = assembly
+    templates = sorted(outdir.glob("*.template.json"))
+    assert len(templates) == 3  # the pipeline, and its replication buckets in us-east-2 and us-west-2
+    for path in templates:
+        found = [m for m in lint_file(path) if m.rule.id.startswith("E")]
+        assert not found, f"{path.name}: " + "; ".join(str(m) for m in found)
+
+
+# ---- the step scripts ---------------------------------------------------------------------------
+
+def test_step_scripts_are_shellcheck_clean(tmp_path):
+    assert_shellcheck_clean(tmp_path, {p.stem: p.read_text() for p in STEPS.glob("*.sh")})
+
+
+AWS_STUB = """#!/bin/bash
+echo "aws $*" >> "$LOG"
+case "$2" in
+  get-parameter)
+    if [ -n "${FAIL:-}" ]; then echo "An error occurred (AccessDeniedException) when calling the GetParameter operation" >&2; exit 254; fi
+    if [ -z "${DEPLOYED:-}" ]; then echo "An error occurred (ParameterNotFound) when calling the GetParameter operation: " >&2; exit 254; fi
+    echo "$DEPLOYED" ;;
+esac
+"""
+FMCLUSTER_STUB = """#!/bin/bash
+echo "fmcluster $*" >> "$LOG"
+cp "$2" "$LOG.old"
+exit "${DIFF_STATUS:-0}"
+"""
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A git repository with two commits of a spec, a stub `aws` on PATH and a stub fmcluster."""
+    work = tmp_path / "repo"
+    (work / "examples").mkdir(parents=True)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("aws", AWS_STUB), ("fmcluster", FMCLUSTER_STUB)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "LOG": str(tmp_path / "log"), "HOME": str(tmp_path),
+           "FMCLUSTER": str(bin_dir / "fmcluster"), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e"}
+    git = lambda *args: subprocess.run(["git", *args], cwd=work, env=env, check=True,  # noqa: E731
+                                       capture_output=True, text=True).stdout.strip()
+    git("init", "-q")
+    commits = []
+    for version in ("first", "second"):
+        (work / "examples/c.yaml").write_text(f"name: {version}\n")
+        git("add", ".")
+        git("commit", "-q", "-m", version)
+        commits.append(git("rev-parse", "HEAD"))
+    return work, env, commits
+
+
+def step(repo, script, *args, **extra):
+    work, env, _ = repo
+    return subprocess.run(["bash", str(STEPS / script), *args], cwd=work, env={**env, **extra},
+                          capture_output=True, text=True)
+
+
+def log(repo) -> str:
+    path = Path(repo[1]["LOG"])
+    return path.read_text() if path.exists() else ""
+
+
+def test_diff_step_passes_on_first_deploy(repo):
+    result = step(repo, "diff-deployed.sh", "/fmcluster/c/deployed-spec", "examples/c.yaml")
+    assert result.returncode == 0, result.stderr
+    assert "first deploy" in result.stdout
+    assert log(repo) == "aws ssm get-parameter --name /fmcluster/c/deployed-spec --query Parameter.Value --output text\n"
+
+
+@pytest.mark.parametrize("status", [0, 1, 2])
+def test_diff_step_compares_with_the_spec_as_last_deployed(repo, status):
+    _, _, (first, _) = repo
+    result = step(repo, "diff-deployed.sh", "/fmcluster/c/deployed-spec", "examples/c.yaml",
+                  DEPLOYED=f"{first}:examples/c.yaml", DIFF_STATUS=str(status))
+    assert result.returncode == status  # 1 (data loss) or 2 (invalid) stops the pipeline
+    calls = log(repo).splitlines()
+    assert re.fullmatch(rf"fmcluster diff /\S+/{first[:12]}/examples/c\.yaml examples/c\.yaml", calls[-1])
+    assert Path(repo[1]["LOG"] + ".old").read_text() == "name: first\n"
+
+
+def test_diff_step_passes_allow_data_loss_on(repo):
+    _, _, (first, _) = repo
+    step(repo, "diff-deployed.sh", "/p", "examples/c.yaml", "--allow-data-loss", DEPLOYED=f"{first}:examples/c.yaml")
+    assert log(repo).splitlines()[-1].endswith("examples/c.yaml --allow-data-loss")
+
+
+def test_diff_step_reads_a_renamed_spec_from_its_old_path(repo):
+    work, env, (_, second) = repo
+    subprocess.run(["git", "mv", "examples/c.yaml", "examples/renamed.yaml"], cwd=work, env=env, check=True)
+    result = step(repo, "diff-deployed.sh", "/p", "examples/renamed.yaml", DEPLOYED=f"{second}:examples/c.yaml")
+    assert result.returncode == 0, result.stderr
+    assert Path(repo[1]["LOG"] + ".old").read_text() == "name: second\n"
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"FAIL": "1"}, "cannot read /p"),  # no silent pass when the parameter cannot be read
+    ({"DEPLOYED": "0123456789abcdef0123456789abcdef01234567:examples/c.yaml"}, "is not in this clone"),
+])
+def test_diff_step_fails_when_it_cannot_compare(repo, extra, message):
+    result = step(repo, "diff-deployed.sh", "/p", "examples/c.yaml", **extra)
+    assert result.returncode == 1 and message in result.stderr
+    assert "fmcluster diff" not in log(repo)
+
+
+def test_record_step_writes_commit_and_path(repo):
+    _, _, (_, second) = repo
+    result = step(repo, "record-deployed.sh", "/fmcluster/c/deployed-spec", "examples/c.yaml")
+    assert result.returncode == 0, result.stderr
+    assert log(repo) == ("aws ssm put-parameter --name /fmcluster/c/deployed-spec --type String --overwrite "
+                         f"--value {second}:examples/c.yaml\n")
+
+
+# ---- GitHub Actions -----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def workflow():
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def run_lines(job) -> str:
+    return "\n".join(s.get("run", "") for s in job["steps"])
+
+
+def uses(job) -> list[str]:
+    return [s["uses"] for s in job["steps"] if "uses" in s]
+
+
+def test_workflow_triggers_and_jobs(workflow):
+    triggers = workflow[True]  # YAML 1.1 reads the key `on` as true
+    assert triggers == {"pull_request": {"branches": ["main"]}, "push": {"branches": ["main"]}}
+    assert workflow["permissions"] == {"contents": "read"}
+    assert workflow["jobs"]["review"]["if"] == "github.event_name == 'pull_request'"
+    assert workflow["jobs"]["deploy"]["if"] == "github.event_name == 'push'"
+
+
+def test_only_the_deploy_job_gets_an_oidc_token(workflow):
+    review, deploy = workflow["jobs"]["review"], workflow["jobs"]["deploy"]
+    assert deploy["permissions"] == {"contents": "read", "id-token": "write"}
+    assert "id-token" not in review["permissions"]
+    (credentials,) = [s for s in deploy["steps"] if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@")]
+    assert set(credentials["with"]) == {"role-to-assume", "aws-region"}  # no stored keys
+    assert not [s for s in review["steps"] if "configure-aws-credentials" in s.get("uses", "")]
+
+
+def test_actions_pinned_to_versions(workflow):
+    for job in workflow["jobs"].values():
+        for action in uses(job):
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+\.\d+\.\d+", action), action
+
+
+def test_review_job_validates_synthesizes_diffs_and_publishes_the_plan(workflow):
+    review = workflow["jobs"]["review"]
+    script = run_lines(review)
+    for command in ('make test', '.venv/bin/fmcluster validate "$SPEC"', '.venv/bin/fmcluster synth "$SPEC"',
+                    '.venv/bin/fmcluster diff "$RUNNER_TEMP/base.yaml" "$SPEC"',
+                    '.venv/bin/fmcluster plan "$SPEC" --format markdown > plan.md',
+                    'gh pr comment "$PR" --body-file plan.md'):
+        assert command in script, command
+    (upload,) = [s for s in review["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert "plan.md" in upload["with"]["path"]
+    assert review["permissions"]["pull-requests"] == "write"
+
+
+def test_deploy_job_diffs_then_deploys_then_records(workflow):
+    script = run_lines(workflow["jobs"]["deploy"])
+    order = ["make test", "diff-deployed.sh", 'cdk deploy -c spec="$SPEC" --all', "record-deployed.sh"]
+    assert [script.index(c) for c in order] == sorted(script.index(c) for c in order)
+    assert workflow["env"]["SPEC"] == "examples/p5-pcs.yaml"
+    assert workflow["env"]["CLUSTER"] == pipeline.loader.load(ROOT / "examples/p5-pcs.yaml").spec.name
+
+
+def test_workflow_uses_the_commands_the_readme_documents(workflow):
+    readme = (ROOT / "README.md").read_text()
+    for command in ("make test", "fmcluster validate", "fmcluster synth", "fmcluster plan", "--format markdown",
+                    "fmcluster diff", "cdk deploy -c spec=", "examples/github-actions/deploy.yml",
+                    "examples/github-actions/oidc-role.yaml"):
+        assert command in readme, command
+    assert "make tools" in run_lines(workflow["jobs"]["review"])  # promtool and shellcheck: CI=true needs them
+
+
+def test_actionlint(tmp_path):
+    binary = shutil.which("actionlint")
+    if not binary:
+        pytest.skip("actionlint is not installed (its PyPI wrapper downloads the binary from GitHub at install)")
+    result = subprocess.run([binary, "-no-color", str(WORKFLOW)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_oidc_role_is_cfn_lint_clean_and_scoped_to_repository_and_branch():
+    from cfnlint.api import lint_file
+
+    found = [m for m in lint_file(OIDC_ROLE) if m.rule.id[0] in "EW"]
+    assert not found, "; ".join(str(m) for m in found)
+    from cfnlint.decode import decode
+
+    template, problems = decode(str(OIDC_ROLE))
+    assert not problems
+    role = template["Resources"]["DeployRole"]["Properties"]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == "sts:AssumeRoleWithWebIdentity"
+    assert set(trust["Condition"]) == {"StringEquals"}  # no StringLike wildcards
+    conditions = trust["Condition"]["StringEquals"]
+    assert conditions["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
+    assert conditions["token.actions.githubusercontent.com:sub"] == {"Fn::Sub": "repo:${Repository}:ref:refs/heads/${Branch}"}
+    actions_allowed = {a for s in role["Policies"][0]["PolicyDocument"]["Statement"]
+                       for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
+    assert actions_allowed == {"sts:AssumeRole", "ssm:GetParameter", "ssm:PutParameter"}
+
+
+# ---- the README ---------------------------------------------------------------------------------
+
+def test_readme_section_and_its_pipeline_file_example():
+    readme = (ROOT / "README.md").read_text()
+    assert "## Deploying with GitOps" in readme
+    section = readme.split("## Deploying with GitOps", 1)[1].split("\n## ", 1)[0]
+    assert f"-c pipeline={EXAMPLE}" in section
+    (block,) = re.findall(r"```yaml\n(.*?)```", section, re.S)[:1]
+    config = pipeline.PipelineSpec.model_validate(yaml.safe_load(block))  # the documented format parses
+    assert config.waves[-1].clusters[0].protected
