@@ -27,7 +27,8 @@ def cluster_stack(scope, stack_id: str, *, spec, network, storage, observability
     if kind == "hyperpod-slurm":
         from stacks.hyperpod import HyperPodSlurmStack
 
-        return HyperPodSlurmStack(scope, stack_id, spec=spec, network=network, storage=storage, **props,
+        return HyperPodSlurmStack(scope, stack_id, spec=spec, network=network, storage=storage,
+                                  observability=observability, **props,
                                   description=f"fmcluster {spec.name}: Slurm on Amazon SageMaker HyperPod")
     if kind == "hyperpod-eks":
         from stacks.hyperpod_eks import HyperPodEksStack
