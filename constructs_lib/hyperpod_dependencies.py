@@ -53,7 +53,7 @@ class HyperPodDependencies(Construct):
         super().__init__(scope, construct_id)
         provider = cluster.kubectl_provider
         self.function = lambda_.Function(
-            self, "Handler", runtime=lambda_.Runtime.PYTHON_3_12, handler="index.handler",
+            self, "Handler", runtime=lambda_.Runtime.PYTHON_3_14, handler="index.handler",
             code=lambda_.Code.from_asset(str(HANDLER)), timeout=cdk.Duration.minutes(15), memory_size=1024,
             role=provider.role, layers=[KubectlV35Layer(self, "KubectlLayer"), AwsCliLayer(self, "AwsCliLayer")],
             description=f"installs {REPOSITORY} {RELEASE} at {COMMIT[:12]}",

@@ -84,7 +84,7 @@ class GrafanaProvisioner(Construct):
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
                                   removal_policy=cdk.RemovalPolicy.DESTROY)
         self.function = lambda_.Function(
-            self, "Handler", runtime=lambda_.Runtime.PYTHON_3_12, handler="index.handler",
+            self, "Handler", runtime=lambda_.Runtime.PYTHON_3_14, handler="index.handler",
             code=lambda_.Code.from_asset(str(HANDLER)), timeout=cdk.Duration.minutes(5), memory_size=256,
             description="provisions the Grafana data source and dashboards of fmcluster", log_group=log_group)
         self.function.add_to_role_policy(iam.PolicyStatement(

@@ -49,4 +49,8 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
             cdk.Tags.of(stack).add(key, value)
         if spec.protect:
             stack.termination_protection = True
+    from stacks import nag
+
+    if nag.requested(app):  # cdk synth -c nag=true: cdk-nag AwsSolutions, suppressions in stacks/nag.py
+        nag.apply(stacks.values())
     return stacks

@@ -1,0 +1,355 @@
+"""Security (issue 8), on every template of every example, nested stacks included, and on one
+variant that turns on what no example does (storage.kms and Grafana):
+
+- cdk-nag AwsSolutions leaves no unsuppressed error or warning (stacks/nag.py), run the way a
+  user runs it (`-c nag=true` through stacks/app.py build());
+- the IAM walk (fmcluster/security.py): no wildcard resource outside the allow-list, every S3
+  permission on the cluster's own buckets;
+- encryption and hardening: buckets, file system, EBS root volumes, topics, logs; IMDSv2; no
+  ingress from anywhere; Session Manager login; VPC flow logs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fmcluster import loader, naming, security
+from fmcluster.spec import ClusterSpec
+from stacks import nag
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
+VARIANT = "examples/p5-hyperpod-eks.yaml+kms+grafana"
+CASES = EXAMPLES + [VARIANT]
+SSM_CORE = ":iam::aws:policy/AmazonSSMManagedInstanceCore"
+ANYWHERE = {"0.0.0.0/0", "::/0"}
+
+
+def load(case: str) -> ClusterSpec:
+    path, _, edits = case.partition("+")
+    if not edits:
+        return loader.load(ROOT / path).spec
+    data = yaml.safe_load((ROOT / path).read_text())
+    data["storage"]["kms"] = True
+    data.setdefault("observability", {})["grafana"] = True
+    result = loader.load_text(yaml.safe_dump(data, sort_keys=False), case)
+    assert result.ok, [d.format() for d in result.diagnostics]
+    return result.spec
+
+
+@dataclass
+class Synth:
+    case: str
+    spec: ClusterSpec
+    stacks: list  # the top-level cdk.Stack objects
+    templates: dict[str, dict]  # file name -> template, *.nested.template.json included
+    acknowledged: set[str]  # finding ids acknowledged by a suppression
+
+
+_USED: dict[str, set[int]] = {}  # case -> ids of the suppressions it used (for the staleness test)
+
+
+@pytest.fixture(scope="module", params=CASES)
+def synth(request, tmp_path_factory) -> Synth:
+    import aws_cdk as cdk
+
+    from fmcluster.synth import app_context, build_app, cdk_json
+
+    spec = load(request.param)
+    outdir = tmp_path_factory.mktemp("security")
+    app = build_app([spec], str(outdir), {**app_context(cdk_json(ROOT)), nag.CONTEXT_KEY: "true"})
+    app.synth()
+    stacks = [c for c in app.node.children if isinstance(c, cdk.Stack)]
+    acknowledged = {re.sub(r"^annotation::", "", key, flags=re.I): path
+                    for c in app.node.find_all() for m in c.node.metadata
+                    if m.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+                    for key in (m.data or {}) for path in [c.node.path] if nag.PACK in key}
+    _USED[request.param] = {id(s) for rule, path in acknowledged.items()
+                            for s in [nag.suppression_for(rule, path)] if s}
+    templates = {p.name: json.loads(p.read_text()) for p in sorted(outdir.glob("*.template.json"))}
+    return Synth(request.param, spec, stacks, templates, set(acknowledged))
+
+
+def resources(synth: Synth, kind: str):
+    """(template name, logical id, resource) of every resource of one type, in every template."""
+    for name, template in synth.templates.items():
+        for lid, resource in template.get("Resources", {}).items():
+            if resource["Type"] == kind:
+                yield name, lid, resource
+
+
+# --- cdk-nag --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("level", ["error", "warning"])
+def test_nag_leaves_no_unsuppressed_finding(synth, level):
+    from aws_cdk.assertions import Annotations, Match
+
+    messages = []
+    for stack in synth.stacks:
+        found = getattr(Annotations.from_stack(stack), f"find_{level}")("*", Match.string_like_regexp("^AwsSolutions-"))
+        messages += [f"{m.id}: {m.entry.data}" for m in found]
+    assert not messages, "\n".join(messages)
+
+
+def test_nag_ran_and_acknowledged_the_suppressed_findings(synth):
+    """Every example has intended findings (at least the SSM or S3 ones): proof that the checks ran."""
+    assert synth.acknowledged
+
+
+def test_nested_stacks_are_checked(synth):
+    """The pack walks the construct tree, nested stacks included: a finding there is matched by path."""
+    assert nag.suppression_for(
+        nag.SUPPRESSIONS[1].rule, "x-cluster/NodeGroup-gpu.NestedStack/NodeGroup-gpu/NodeRole/Role/Resource")
+    assert nag.suppression_for(nag.SUPPRESSIONS[1].rule, "pipeline/Stage/x-cluster/NodeRole/Role/Resource")
+
+
+def test_every_suppression_is_used():
+    """A suppression no example needs any more is stale: remove it. (Needs every case of the module
+    in this process; under pytest-xdist a worker may see only some.)"""
+    if set(_USED) != set(CASES):
+        pytest.skip("not every case was synthesized in this process")
+    used = set().union(*_USED.values())
+    assert [s.rule for s in nag.SUPPRESSIONS if id(s) not in used] == []
+
+
+@pytest.mark.parametrize("suppression", nag.SUPPRESSIONS, ids=lambda s: s.rule[:60])
+def test_suppression_names_rule_and_reason(suppression):
+    assert re.fullmatch(r"AwsSolutions-[A-Z]+[0-9]+(\[.+\])?", suppression.rule)
+    assert suppression.paths and all(p.startswith("*") and p.endswith(("/Resource", "/*")) for p in suppression.paths)
+    reason = suppression.reason
+    assert len(reason) >= 60 and not re.search(r"\b(TODO|FIXME|n/a|ok)\b", reason, re.I), reason
+
+
+def test_suppression_patterns():
+    s = nag.Suppression("AwsSolutions-IAM5[Resource::arn:aws:s3:::{*}/*]", ("*/NodeRole/*",), "x" * 60)
+    assert s.matches("AwsSolutions-IAM5[Resource::arn:aws:s3:::my-bucket/*]", "a-cluster/NodeRole/Role/Resource")
+    assert not s.matches("AwsSolutions-IAM5[Resource::arn:aws:s3:::*/*/*]", "a-cluster/NodeRole/Role/Resource")
+    assert not s.matches("AwsSolutions-IAM5[Resource::arn:aws:s3:::b/*]", "a-cluster/Other/Role/Resource")
+    literal = nag.Suppression("AwsSolutions-IAM5[Resource::*]", ("*",), "x" * 60)
+    assert literal.matches("AwsSolutions-IAM5[Resource::*]", "a")
+    assert not literal.matches("AwsSolutions-IAM5[Resource::arn:aws:s3:::b]", "a")
+
+
+def test_nag_is_asked_for_by_context():
+    import aws_cdk as cdk
+
+    assert nag.requested(cdk.App(context={"nag": "true"}))
+    assert nag.requested(cdk.App(context={"nag": True}))
+    assert not nag.requested(cdk.App())
+
+
+# --- IAM walk -------------------------------------------------------------------------------------
+
+def test_iam_walk(synth):
+    found = [f"{name}: {p}" for name, template in synth.templates.items() for p in security.problems(template)]
+    assert not found, "\n".join(found)
+
+
+def test_iam_walk_sees_nested_templates(synth):
+    """Nested stacks' templates are in the assembly as *.nested.template.json and walked like the others."""
+    nested = [n for n in synth.templates if n.endswith(".nested.template.json")]
+    for name in nested:
+        assert "Resources" in synth.templates[name]
+
+
+def test_s3_permissions_only_on_the_clusters_buckets(synth):
+    """Every S3 permission (node roles, HyperPod execution role, bucket policies) names one of the
+    cluster's buckets, or the cluster's lifecycle-script folders of the CDK asset bucket (objects
+    under fmcluster-lifecycle/, or a listing limited to those prefixes by s3:prefix)."""
+    spec = synth.spec
+    buckets = {naming.bucket_name(spec.name, b.name, spec.region, "${AWS::AccountId}") for b in spec.storage.buckets}
+    assets = r"cdk-[a-z0-9]+-assets-\$\{AWS::AccountId\}-" + re.escape(spec.region)
+    lifecycle = re.compile(assets + r"/fmcluster-lifecycle/.+")
+    wrong = []
+    for name, template in synth.templates.items():
+        own = {f"${{{lid}.Arn}}" for lid, r in template["Resources"].items() if r["Type"] == "AWS::S3::Bucket"}
+        for policy in security.policies(template):
+            for statement in security.statements(policy):
+                actions = security._listed(statement.get("Action", []))
+                if not any(str(a).startswith("s3:") for a in actions) or statement.get("Effect") != "Allow":
+                    continue
+                for value in security._listed(statement.get("Resource", [])):
+                    for resource in security.render(value):
+                        bucket = resource.removeprefix("arn:${AWS::Partition}:s3:::")
+                        if resource.split("/")[0] in own or bucket.split("/")[0] in buckets or lifecycle.fullmatch(bucket):
+                            continue
+                        prefixes = security._listed(statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix", []))
+                        if re.fullmatch(assets, bucket) and actions == ["s3:ListBucket"] and prefixes \
+                                and all(p.startswith("fmcluster-lifecycle/") for p in prefixes):
+                            continue
+                        wrong.append(f"{name} {policy.logical_id}: {actions} on {resource}")
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("entry", security.ALLOWED_WILDCARDS, ids=lambda e: e.actions[0])
+def test_allow_list_entries_name_actions_and_reason(entry):
+    assert entry.actions and all(re.fullmatch(r"[a-z0-9-]+:[A-Za-z*]+", a) for a in entry.actions)
+    assert entry.actions != ("*",) and not any(a.endswith(":*") for a in entry.actions)
+    assert len(entry.reason) >= 60
+
+
+def _template(statement: dict, kind: str = "AWS::IAM::Policy") -> dict:
+    prop = "KeyPolicy" if kind == "AWS::KMS::Key" else "PolicyDocument"
+    return {"Resources": {"P": {"Type": kind, "Properties": {prop: {"Statement": [statement]}}}}}
+
+
+@pytest.mark.parametrize("statement", [
+    {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"},
+    {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::*/*"},
+    {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::*"]]}},
+    {"Effect": "Allow", "Action": "fsx:DeleteFileSystem", "Resource": "arn:aws:fsx:us-east-1:111122223333:file-system/*"},
+    {"Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:TerminateInstances"], "Resource": "*"},
+    {"Effect": "Allow", "Action": "ec2:DeleteNetworkInterface", "Resource": f"{security.EC2_ARN}:network-interface/*"},
+    {"Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*"},
+    {"Effect": "Allow", "Action": "ecr:BatchGetImage", "Resource": "arn:aws:ecr:*:*:repository/*"},
+    {"Effect": "Allow", "Action": "s3:*", "Resource": "arn:aws:s3:::my-bucket"},
+    {"Effect": "Allow", "NotAction": "iam:*", "Resource": "arn:aws:s3:::my-bucket"},
+    {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"},
+], ids=lambda s: json.dumps(s)[:70])
+def test_iam_walk_rejects(statement):
+    assert security.problems(_template(statement))
+
+
+@pytest.mark.parametrize("statement,kind", [
+    ({"Effect": "Allow", "Action": "ec2:DescribeSubnets", "Resource": "*"}, "AWS::IAM::Policy"),
+    ({"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::my-bucket/*"}, "AWS::IAM::Policy"),
+    ({"Effect": "Allow", "Action": "lambda:InvokeFunction",
+      "Resource": {"Fn::Join": ["", [{"Fn::GetAtt": ["Fn", "Arn"]}, ":*"]]}}, "AWS::IAM::Policy"),
+    ({"Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
+      "Condition": {"StringEquals": {"cloudwatch:namespace": "N"}}}, "AWS::IAM::Policy"),
+    ({"Effect": "Deny", "Action": "s3:*", "Principal": {"AWS": "*"}, "Resource": "*"}, "AWS::S3::BucketPolicy"),
+    ({"Effect": "Allow", "Action": "kms:*", "Resource": "*", "Principal": {"AWS": {"Fn::Join": ["", [
+        "arn:", {"Ref": "AWS::Partition"}, ":iam::", {"Ref": "AWS::AccountId"}, ":root"]]}}}, "AWS::KMS::Key"),
+    ({"Effect": "Allow", "Action": "kms:Decrypt", "Resource": "*", "Principal": {"AWS": "*"},
+      "Condition": {"StringEquals": {"kms:CallerAccount": "111122223333"}}}, "AWS::KMS::Key"),
+], ids=lambda s: json.dumps(s)[:70] if isinstance(s, dict) else s)
+def test_iam_walk_accepts(statement, kind):
+    assert security.problems(_template(statement, kind)) == []
+
+
+def test_fsx_key_statement_is_pinned(synth):
+    """The key policy statement for FSx's S3-access role (storage.kms with linked buckets): only
+    through S3 in this region, only this account's FSx S3-access roles, only objects of the linked buckets."""
+    if not synth.spec.storage.kms:
+        pytest.skip("no storage.kms")
+    (key,) = [r for name, _, r in resources(synth, "AWS::KMS::Key") if "-storage" in name]
+    (statement,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "FSxLinkedBucketsThroughS3"]
+    condition = statement["Condition"]
+    assert set(condition["StringEquals"]) == {"kms:CallerAccount", "kms:ViaService", "kms:EncryptionContext:aws:s3:arn"}
+    (principal_arn,) = security.render(condition["ArnLike"]["aws:PrincipalArn"])
+    assert principal_arn == ("arn:${AWS::Partition}:iam::${AWS::AccountId}:role/aws-service-role/"
+                             "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_fs-*")
+    assert not any(a.endswith("*") for a in statement["Action"])
+
+
+# --- encryption and hardening ---------------------------------------------------------------------
+
+def test_buckets_encrypted_and_private(synth):
+    found = list(resources(synth, "AWS::S3::Bucket"))
+    assert found
+    for name, lid, bucket in found:
+        props = bucket["Properties"]
+        (rule,) = props["BucketEncryption"]["ServerSideEncryptionConfiguration"]
+        sse = rule["ServerSideEncryptionByDefault"]
+        if synth.spec.storage.kms:
+            assert sse["SSEAlgorithm"] == "aws:kms" and "Fn::GetAtt" in sse["KMSMasterKeyID"], (name, lid)
+            assert rule["BucketKeyEnabled"] is True
+        else:
+            assert sse == {"SSEAlgorithm": "AES256"}, (name, lid)
+        assert props["PublicAccessBlockConfiguration"] == {
+            "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True}
+
+
+def test_buckets_deny_requests_without_tls(synth):
+    for name, lid, _ in resources(synth, "AWS::S3::Bucket"):
+        policies = [p for _, _, p in resources(synth, "AWS::S3::BucketPolicy") if p["Properties"]["Bucket"] == {"Ref": lid}]
+        statements = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
+        assert any(s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
+                   for s in statements), (name, lid)
+
+
+def test_file_systems_encrypted_with_the_storage_key(synth):
+    """FSx for Lustre always encrypts at rest (persistent: a KMS key, the account's FSx key by
+    default; scratch: keys FSx manages). With storage.kms, persistent file systems use the storage key."""
+    for name, lid, fs in resources(synth, "AWS::FSx::FileSystem"):
+        props = fs["Properties"]
+        persistent = props["LustreConfiguration"]["DeploymentType"].startswith("PERSISTENT")
+        if synth.spec.storage.kms and persistent:
+            assert props["KmsKeyId"] == {"Ref": next(k for _, k, _ in resources(synth, "AWS::KMS::Key")
+                                                      if k.startswith("Key"))}, (name, lid)
+        else:
+            assert "KmsKeyId" not in props, (name, lid)
+
+
+def test_launch_template_volumes_encrypted(synth):
+    for name, lid, template in resources(synth, "AWS::EC2::LaunchTemplate"):
+        mappings = [m for m in template["Properties"]["LaunchTemplateData"].get("BlockDeviceMappings", []) if "Ebs" in m]
+        assert mappings, f"{name} {lid}: no root volume mapping (encryption would depend on the account default)"
+        assert all(m["Ebs"].get("Encrypted") is True for m in mappings), (name, lid)
+
+
+def test_imdsv2_required(synth):
+    for name, lid, template in resources(synth, "AWS::EC2::LaunchTemplate"):
+        options = template["Properties"]["LaunchTemplateData"].get("MetadataOptions", {})
+        assert options.get("HttpTokens") == "required", (name, lid)
+    for name, lid, instance in resources(synth, "AWS::EC2::Instance"):
+        raise AssertionError(f"{name} {lid}: an instance outside a launch template")
+
+
+def test_no_ingress_from_anywhere(synth):
+    rules = [(n, lid, rule) for n, lid, group in resources(synth, "AWS::EC2::SecurityGroup")
+             for rule in group["Properties"].get("SecurityGroupIngress", [])]
+    rules += [(n, lid, r["Properties"]) for n, lid, r in resources(synth, "AWS::EC2::SecurityGroupIngress")]
+    for name, lid, rule in rules:
+        assert rule.get("CidrIp") not in ANYWHERE and rule.get("CidrIpv6") not in ANYWHERE, (name, lid, rule)
+
+
+def _trusts(role: dict, service: str) -> bool:
+    statements = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    return any(service in security._listed((s.get("Principal") or {}).get("Service", [])) for s in statements)
+
+
+def test_login_through_session_manager(synth):
+    """Instances (PCS and EKS nodes) get AmazonSSMManagedInstanceCore; HyperPod instances get the
+    Session Manager channels in their execution role. No key pair anywhere."""
+    checked = 0
+    for name, lid, role in resources(synth, "AWS::IAM::Role"):
+        if _trusts(role, "ec2.amazonaws.com"):
+            arns = [a for value in role["Properties"].get("ManagedPolicyArns", []) for a in security.render(value)]
+            assert any(a.endswith(SSM_CORE) for a in arns), (name, lid)
+            checked += 1
+        elif _trusts(role, "sagemaker.amazonaws.com"):
+            actions = {a for p in role["Properties"].get("Policies", []) for s in p["PolicyDocument"]["Statement"]
+                       for a in security._listed(s["Action"])}
+            assert {"ssmmessages:CreateControlChannel", "ssmmessages:OpenDataChannel"} <= actions, (name, lid)
+            checked += 1
+    assert checked
+    for name, lid, template in resources(synth, "AWS::EC2::LaunchTemplate"):
+        assert "KeyName" not in template["Properties"]["LaunchTemplateData"], (name, lid)
+
+
+def test_vpc_flow_logs(synth):
+    vpcs = [lid for _, lid, _ in resources(synth, "AWS::EC2::VPC")]
+    assert vpcs
+    logged = {log["Properties"]["ResourceId"]["Ref"] for _, _, log in resources(synth, "AWS::EC2::FlowLog")
+              if log["Properties"]["TrafficType"] == "ALL"}
+    assert set(vpcs) <= logged
+
+
+def test_log_groups_retained_for_a_bounded_time(synth):
+    """CloudWatch Logs encrypts every log group at rest (service-managed keys); a customer key is
+    not used: the flow-log group lives in NAME-network, which NAME-storage (the key's stack)
+    depends on. What the test holds: every log group has a retention."""
+    for name, lid, group in resources(synth, "AWS::Logs::LogGroup"):
+        assert group["Properties"].get("RetentionInDays"), (name, lid)
+
+
+def test_topics_encrypted(synth):
+    for name, lid, topic in resources(synth, "AWS::SNS::Topic"):
+        assert topic["Properties"].get("KmsMasterKeyId"), (name, lid)
