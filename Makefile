@@ -67,8 +67,10 @@ synth: install
 	@$(VPY) -m fmcluster.synth cdk.out
 	@echo "Templates written to cdk.out/ (deploy: npx cdk deploy --all; another spec: npx cdk synth -c spec=FILE)"
 
+# --dist loadscope: each test module runs whole on one worker, so a module's synthesized
+# assembly (a module-scoped fixture) is made once, not once per worker that runs its tests.
 test: install tools
-	$(VPY) -m pytest -q -n auto
+	$(VPY) -m pytest -q -n auto --dist loadscope
 
 # Prints every target with its figure and exits 1 when one is missed; writes bench/results/.
 bench: install
