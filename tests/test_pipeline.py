@@ -249,7 +249,7 @@ def test_synth_runs_the_tests_then_synthesizes_this_pipeline(template, code_pipe
     spec = buildspec(template, synth)
     assert commands(spec) == [
         "make test",
-        'PATH="$PWD/.venv/bin:$PATH" npx --no -- cdk synth -q -c pipeline=examples/pipeline/pipeline.yaml']
+        'PATH="$PWD/.venv/bin:$PATH" npx --no -- cdk synth -q -c nag=true -c pipeline=examples/pipeline/pipeline.yaml']
     assert spec["artifacts"]["base-directory"] == "cdk.out"
     assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "20"}
     project = template["Resources"][synth["Configuration"]["ProjectName"]["Ref"]]["Properties"]
