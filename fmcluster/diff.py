@@ -1,7 +1,10 @@
 """`fmcluster diff OLD NEW`: what changing a spec does to deployed resources.
 
 Both specs are synthesized in-process (as `fmcluster synth` does) and their templates compared
-stack by stack: resources added, updated, replaced and removed. Whether CloudFormation replaces a
+stack by stack: resources added, updated, replaced and removed. Nested stacks (a node group of
+NAME-cluster each) are compared as stacks of their own, named `PARENT/ID`
+(`llm-pretrain-cluster/NodeGroup-gpu`); a reference to a parameter of a nested stack is followed
+to what its parent passes. Whether CloudFormation replaces a
 resource comes from the resource type's `createOnlyProperties` in the CloudFormation resource
 schemas that cfn-lint ships (`fmcluster.cfn_schemas`), never from a hand-written table:
 
@@ -24,7 +27,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
-from fmcluster import cfn_schemas
+from fmcluster import assembly, cfn_schemas
 from fmcluster.spec import ClusterSpec
 
 ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE = "add", "update", "replace", "may-replace", "remove"
@@ -70,12 +73,13 @@ class Report:
 # ---- synthesis -----------------------------------------------------------------------------
 
 def synthesize(spec: ClusterSpec) -> dict[str, dict]:
-    """Stack name -> template of a spec, synthesized in a throwaway directory."""
+    """Stack name -> template of a spec (nested stacks as `PARENT/ID`), synthesized in a
+    throwaway directory."""
     from fmcluster.synth import app_context, build_app, cdk_json
 
     with tempfile.TemporaryDirectory(prefix="fmcluster-diff-") as outdir:
-        assembly = build_app([spec], outdir, app_context(cdk_json())).synth()
-        return {stack.stack_name: json.loads(json.dumps(stack.template)) for stack in assembly.stacks}
+        build_app([spec], outdir, app_context(cdk_json())).synth()
+        return assembly.templates(outdir)
 
 
 # ---- references ----------------------------------------------------------------------------
@@ -132,7 +136,13 @@ class _Resolver:
 
     def targets(self, stack: str, value: Any, depth: int = 0) -> set[tuple[str, str]]:
         out: set[tuple[str, str]] = set()
+        parameters = self.templates.get(stack, {}).get("Parameters", {})
         for ref in references(value):
+            if ref[0] == "res" and ref[1] in parameters and "/" in stack:  # a nested stack's parameter
+                passed = assembly.parameter_value(self.templates, stack, ref[1])
+                if passed is not None and depth < 5:
+                    out |= self.targets(stack.rsplit("/", 1)[0], passed, depth + 1)
+                continue
             if ref[0] == "res":
                 out.add((stack, ref[1]))
                 continue
@@ -157,6 +167,8 @@ def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
 
 def _stateful(resource: dict) -> tuple[bool, bool]:
     retained = resource.get("DeletionPolicy") in RETAINED or resource.get("UpdateReplacePolicy") in RETAINED
+    if resource["Type"] == assembly.NESTED_STACK and not retained:
+        return False, False  # cfn-lint counts nested stacks as stateful; their resources are compared themselves
     return cfn_schemas.is_stateful(resource["Type"]) or retained, retained
 
 
@@ -277,6 +289,8 @@ def render_text(report: Report, old_name: str, new_name: str, allowed: bool) -> 
         counts = {a: sum(c.action == a for c in s.changes) for a in (ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE)}
         summary = ", ".join(f"{n} {LABELS[a].lower()}" for a, n in counts.items() if n) or "no changes"
         note = {"added": " (new stack)", "removed": " (no longer produced: destroy it to remove its resources)"}
+        if "/" in s.name:  # a nested stack comes and goes with its parent's AWS::CloudFormation::Stack
+            note = {"added": " (new nested stack)", "removed": " (nested stack: deleted with its resources)"}
         lines.append(f"stack {s.name}{note.get(s.status, '')}: {summary}")
         whole = s.status in ("added", "removed")
         for c in s.changes:

@@ -344,7 +344,7 @@ def _stacks(spec: ClusterSpec) -> list[StackPlan]:
     return [
         StackPlan(name=f"{spec.name}-network", termination_protection=spec.protect,
                   contents="VPC, subnets by AZ ID, NAT gateway, S3 endpoint, flow logs, EFA and node "
-                           "security groups, placement groups"),
+                           "security groups"),
         StackPlan(name=f"{spec.name}-storage", termination_protection=True,
                   contents="S3 buckets" + (", FSx for Lustre and its links" if spec.storage.lustre else "")
                            + (", KMS key" if spec.storage.kms else "") + " (retained)"),
@@ -353,9 +353,16 @@ def _stacks(spec: ClusterSpec) -> list[StackPlan]:
                               + (", Managed Grafana with dashboards" if spec.observability.grafana else "")
                               + ", CloudWatch alarms and dashboard")] if _observed(spec) else []),
         StackPlan(name=f"{spec.name}-cluster", termination_protection=spec.protect,
-                  contents=f"{scheduler} control plane ({spec.orchestrator.type}), its node groups and "
-                           f"{'login' if cp.scheduler == 'slurm' else 'system'} nodes"),
+                  contents=f"{scheduler} control plane ({spec.orchestrator.type}), its node groups"
+                           + (" (a nested stack each, with its placement group)" if _nested_node_groups(spec) else "")
+                           + f" and {'login' if cp.scheduler == 'slurm' else 'system'} nodes"),
     ]
+
+
+def _nested_node_groups(spec: ClusterSpec) -> bool:
+    """PCS and EKS keep each node group in a nested stack of NAME-cluster (stacks/node_groups.py);
+    HyperPod's instance groups are properties of its one cluster resource."""
+    return not spec.orchestrator.control_plane.hyperpod
 
 
 def _observed(spec: ClusterSpec) -> bool:

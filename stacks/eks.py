@@ -13,9 +13,10 @@ What it builds from the spec, with the network and storage stacks' outputs:
   CNI (with its own Pod Identity role), kube-proxy, CoreDNS, node monitoring agent, and the
   FSx for Lustre CSI driver (with a Pod Identity role for this file system) when there is one;
 - one node role; a `system` managed node group from `orchestrator.login` (all private
-  subnets) and, per spec node group, a launch template with the full EFA layout (EKS
-  documents `efa-only` interfaces for managed node groups; no subnet in the template) and a
-  managed node group in the GPU subnet: AL2023 NVIDIA AMI type for GPU types, NVMe RAID 0 by
+  subnets) in this stack and, per spec node group, a nested stack (stacks/node_groups.py) with
+  a cluster placement group when `placement_group` makes one, a launch template with the
+  full EFA layout (EKS documents `efa-only` interfaces for managed node groups; no subnet in
+  the template) and a managed node group in the GPU subnet: AL2023 NVIDIA AMI type for GPU types, NVMe RAID 0 by
   the AL2023 node configuration, labels, the `nvidia.com/gpu` taint on GPU groups, node auto
   repair, and its capacity: on-demand, reservation, Capacity Block or spot;
 - Helm charts (pinned in `fmcluster.kubernetes`): the NVIDIA device plugin on GPU nodes, the
@@ -37,7 +38,7 @@ Logical IDs derive from node-group names, never list positions.
 
 Inputs (duck-typed; see DESIGN.md): `network.vpc_id`, `network.private_subnet_ids` (GPU AZ
 first), `network.gpu_subnet_id`, `network.efa_security_group_id`,
-`network.node_security_group_id`, `network.placement_group_names`; `storage.bucket_arns`,
+`network.node_security_group_id`; `storage.bucket_arns`,
 `storage.kms_key_arn`, `storage.file_system_id`, `storage.file_system_dns_name`,
 `storage.file_system_mount_name` (None without Lustre); `observability.workspace_arn` (or no
 observability stack: no metrics collection).
@@ -57,12 +58,12 @@ from constructs import Construct
 
 from constructs_lib.eks import ClusterAddon, ManagedNodeGroup
 from constructs_lib.eks_iam import EksNodeRole, PodIdentityRole
-from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, CapacityTarget, NodeLaunchTemplate
+from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, NodeLaunchTemplate
 from constructs_lib.observability_scraper import ManagedScraper
-from fmcluster import catalog, controlplanes, kubernetes
+from fmcluster import controlplanes, kubernetes
 from fmcluster import observability as observability_content
 from fmcluster.efa import efa_layout
-from stacks.pcs import capacity_target
+from stacks import node_groups
 
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
@@ -88,32 +89,20 @@ def config_command(spec) -> str:
     return command
 
 
-@dataclass(frozen=True)
-class NodeGroupProps:
+@dataclass(frozen=True, kw_only=True)
+class NodeGroupProps(node_groups.NodeGroupProps):
     """What one managed node group is made of (a spec node group, or the system group)."""
 
-    name: str
-    instance_type: str
-    min_count: int
-    max_count: int
-    efa: bool
-    root_volume_gib: int
     subnet_ids: tuple[str, ...]
     labels: dict[str, str] = field(default_factory=dict)
     taints: tuple[dict[str, str], ...] = ()
     capacity_type: str = "ON_DEMAND"
-    capacity: CapacityTarget = CapacityTarget()
-    placement_group_name: Optional[str] = None
-    ami_id: Optional[str] = None
 
     @classmethod
     def from_spec(cls, group, *, network, mode) -> "NodeGroupProps":
-        return cls(name=group.name, instance_type=group.instance_type, min_count=group.min_nodes,
-                   max_count=group.max_nodes, efa=bool(group.efa), root_volume_gib=group.root_volume_gib,
-                   subnet_ids=(network.gpu_subnet_id,), labels=kubernetes.node_labels(group, mode),
-                   taints=tuple(kubernetes.node_taints(group)), capacity_type=CAPACITY_TYPES[group.capacity.type],
-                   capacity=capacity_target(group.capacity),
-                   placement_group_name=(network.placement_group_names or {}).get(group.name), ami_id=group.ami_id)
+        return cls(**cls.spec_fields(group), subnet_ids=(network.gpu_subnet_id,),
+                   labels=kubernetes.node_labels(group, mode), taints=tuple(kubernetes.node_taints(group)),
+                   capacity_type=CAPACITY_TYPES[group.capacity.type])
 
     @classmethod
     def system(cls, login, *, network) -> "NodeGroupProps":
@@ -121,10 +110,6 @@ class NodeGroupProps:
                    max_count=login.count, efa=False, root_volume_gib=SYSTEM_ROOT_VOLUME_GIB,
                    subnet_ids=tuple(network.private_subnet_ids),
                    labels={kubernetes.NODE_GROUP_LABEL: kubernetes.SYSTEM_NODE_GROUP})
-
-    @property
-    def instance(self) -> catalog.InstanceType:
-        return catalog.catalog()[self.instance_type]
 
     @property
     def ami_type(self) -> Optional[str]:
@@ -157,7 +142,8 @@ class EksClusterStack(cdk.Stack):
             self._add_addon(addon)
         self.node_groups: dict[str, ManagedNodeGroup] = {}
         self.launch_templates: dict[str, NodeLaunchTemplate] = {}
-        self._add_node_group(NodeGroupProps.system(spec.orchestrator.login, network=network), "SystemNodes")
+        self._add_node_group(NodeGroupProps.system(spec.orchestrator.login, network=network),
+                             Construct(self, "SystemNodes"))
         self._add_compute()
         for addon in (kubernetes.COREDNS, kubernetes.NODE_MONITORING_AGENT):
             self._add_addon(addon)
@@ -227,10 +213,9 @@ class EksClusterStack(cdk.Stack):
         HyperPod instance groups instead)."""
         for group in self.spec.node_groups:
             self._add_node_group(NodeGroupProps.from_spec(group, network=self.network, mode=self.interface_mode),
-                                 f"NodeGroup-{group.name}")
+                                 node_groups.node_group_stack(self, group.name, cluster_name=self.spec.name))
 
-    def _add_node_group(self, props: NodeGroupProps, scope_id: str) -> None:
-        scope = Construct(self, scope_id)
+    def _add_node_group(self, props: NodeGroupProps, scope: Construct) -> None:
         interfaces = efa_layout(props.instance, self.interface_mode, props.efa)
         uses_efa = any(i.is_efa for i in interfaces)
         custom = None
@@ -243,8 +228,8 @@ class EksClusterStack(cdk.Stack):
             efa_security_group_id=self.network.efa_security_group_id if uses_efa else None,
             root_volume_gib=props.root_volume_gib, root_device_name=AMAZON_LINUX_ROOT_DEVICE,
             instance_type=props.instance_type, image_id=props.ami_id,
-            placement_group_name=props.placement_group_name, capacity=props.capacity,
-            http_put_response_hop_limit=IMDS_HOP_LIMIT,
+            placement_group_name=node_groups.placement_group_name(scope, props, cluster_name=self.spec.name),
+            capacity=props.capacity, http_put_response_hop_limit=IMDS_HOP_LIMIT,
             tags={**self.spec.tags, "fmcluster:cluster": self.spec.name, "fmcluster:node-group": props.name},
             user_data=kubernetes.node_user_data(
                 raid0=props.instance.nvme_disks > 0, cluster=custom,

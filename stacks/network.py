@@ -1,8 +1,10 @@
 """The NAME-network stack: VPC with subnets placed by AZ ID, NAT egress, S3 gateway endpoint,
-flow logs, the EFA and node security groups, and cluster placement groups.
+flow logs, the EFA and node security groups.
 
-Subnet CIDRs come from `fmcluster.network_plan.layout` (the same layout validation checks),
-placement from `fmcluster.placement.placement_for` (the same rule the launch templates use).
+Subnet CIDRs come from `fmcluster.network_plan.layout` (the same layout validation checks).
+Cluster placement groups are not here: each belongs to its node group and lives in the node
+group's nested stack of NAME-cluster (stacks/node_groups.py), so adding or removing a group
+never changes this stack, and its outputs do not grow with the number of groups.
 """
 
 from __future__ import annotations
@@ -10,18 +12,15 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
-from constructs_lib.network import (ClusterPlacementGroups, ClusterVpc, EfaSecurityGroup, NodeSecurityGroup,
-                                    VpcFlowLog)
+from constructs_lib.network import ClusterVpc, EfaSecurityGroup, NodeSecurityGroup, VpcFlowLog
 from fmcluster import network_plan
-from fmcluster.placement import placement_for
 from fmcluster.spec import ClusterSpec
 
 
 class NetworkStack(cdk.Stack):
     """Attributes other stacks use: vpc_id, vpc_cidr, private_subnet_ids (in the order of
     spec.availability_zone_ids, GPU AZ first), gpu_subnet_id, public_subnet_ids,
-    nat_gateway_id, efa_security_group_id, node_security_group_id and placement_group_names (node-group name
-    -> placement group name, only for groups placed in one)."""
+    nat_gateway_id, efa_security_group_id and node_security_group_id."""
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -34,12 +33,6 @@ class NetworkStack(cdk.Stack):
         efa = EfaSecurityGroup(self, "EfaSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-efa")
         nodes = NodeSecurityGroup(self, "NodeSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-nodes")
 
-        # SageMaker HyperPod places its instances itself (no placement group in its API).
-        placements = {} if spec.orchestrator.control_plane.hyperpod else {
-            g.name: placement_for(g) for g in spec.node_groups}
-        created = ClusterPlacementGroups(self, "PlacementGroup", name_prefix=spec.name,
-                                         keys=[name for name, p in placements.items() if p.create])
-
         self.vpc_id: str = vpc.vpc_id
         self.vpc_cidr: str = spec.network.vpc_cidr
         self.private_subnet_ids: list[str] = vpc.private_subnet_ids
@@ -48,8 +41,6 @@ class NetworkStack(cdk.Stack):
         self.nat_gateway_id: str = vpc.nat_gateway_id
         self.efa_security_group_id: str = efa.security_group_id
         self.node_security_group_id: str = nodes.security_group_id
-        self.placement_group_names: dict[str, str] = {
-            name: created.group_names[name] if p.create else p.name for name, p in placements.items() if p.placed}
 
         for output_id, value, what in (
                 ("VpcId", self.vpc_id, "VPC"),

@@ -8,15 +8,16 @@ What it builds from the spec, with the network and storage stacks' outputs:
   (and `aps:RemoteWrite` on the NAME-observability workspace when there is one);
 - with NAME-observability, metrics collection in every node group's user data
   (fmcluster/bootstrap/metrics.sh; the Slurm collector on the login nodes);
-- a `login` compute node group (`orchestrator.login`, on-demand, no EFA, no queue), and per
-  spec node group a launch template, a compute node group and a queue named after the group.
+- a `login` compute node group (`orchestrator.login`, on-demand, no EFA, no queue) in this
+  stack, beside the cluster it belongs to; and per spec node group a nested stack
+  (stacks/node_groups.py) with its launch template, compute node group, queue named after the
+  group, and its cluster placement group when `placement_group` makes one.
 
 Logical IDs derive from node-group names, never list positions: adding, removing or reordering
-a group leaves the others' resources alone.
+a group leaves the others' resources and nested stacks alone.
 
 Inputs (duck-typed; see DESIGN.md): `network.gpu_subnet_id`, `network.node_security_group_id`,
-`network.efa_security_group_id`, `network.placement_group_names` (group name -> placement group,
-only groups that have one); `storage.bucket_arns`, `storage.kms_key_arn`,
+`network.efa_security_group_id`; `storage.bucket_arns`, `storage.kms_key_arn`,
 `storage.file_system_dns_name`, `storage.file_system_mount_name` (None without Lustre).
 """
 
@@ -28,12 +29,12 @@ from typing import Any, Optional
 import aws_cdk as cdk
 from constructs import Construct
 
-from constructs_lib.launch_template import CAPACITY_BLOCK_MARKET, CapacityTarget, NodeLaunchTemplate
+from constructs_lib.launch_template import NodeLaunchTemplate
 from constructs_lib.node_role import NodeRole
 from constructs_lib.pcs import ComputeNodeGroup, SlurmCluster, SlurmQueue
-from fmcluster import bootstrap, catalog, controlplanes
-from fmcluster.controlplanes import CAPACITY_BLOCK, RESERVATION
+from fmcluster import bootstrap, controlplanes
 from fmcluster.efa import efa_layout
+from stacks import node_groups
 
 # The PCS-ready Deep Learning AMI (Ubuntu 24.04): NVIDIA driver, CUDA, EFA, Lustre client, PCS
 # agent and Slurm. A CloudFormation dynamic reference, resolved at deploy time (no lookup at
@@ -60,17 +61,6 @@ def cluster_size(spec) -> controlplanes.PcsSize:
     return size
 
 
-def capacity_target(capacity) -> CapacityTarget:
-    """The launch template's capacity settings for a spec `capacity` (on-demand and spot: none;
-    spot is the node group's purchase option, PCS launches the instances through EC2 Fleet)."""
-    if capacity.type == CAPACITY_BLOCK:
-        return CapacityTarget(market_type=CAPACITY_BLOCK_MARKET, reservation_id=capacity.reservation_id)
-    if capacity.type == RESERVATION:
-        return CapacityTarget(reservation_id=capacity.reservation_id,
-                              reservation_resource_group_arn=capacity.reservation_resource_group_arn)
-    return CapacityTarget()
-
-
 def lustre_mount(spec, storage) -> Optional[bootstrap.LustreMount]:
     lustre = spec.storage.lustre
     if lustre is None:
@@ -80,28 +70,16 @@ def lustre_mount(spec, storage) -> Optional[bootstrap.LustreMount]:
     return bootstrap.LustreMount(storage.file_system_dns_name, storage.file_system_mount_name, lustre.mount_path)
 
 
-@dataclass(frozen=True)
-class NodeGroupProps:
+@dataclass(frozen=True, kw_only=True)
+class NodeGroupProps(node_groups.NodeGroupProps):
     """What one PCS compute node group is made of (a spec node group, or the login group)."""
 
-    name: str
-    instance_type: str
-    min_count: int
-    max_count: int
-    efa: bool
-    root_volume_gib: int
     purchase_option: str = "ONDEMAND"
-    capacity: CapacityTarget = CapacityTarget()
-    placement_group_name: Optional[str] = None
-    ami_id: Optional[str] = None
     queue: bool = True
 
     @classmethod
-    def from_spec(cls, group, placement_group_name: Optional[str]) -> "NodeGroupProps":
-        return cls(name=group.name, instance_type=group.instance_type, min_count=group.min_nodes,
-                   max_count=group.max_nodes, efa=bool(group.efa), root_volume_gib=group.root_volume_gib,
-                   purchase_option=PURCHASE_OPTIONS[group.capacity.type], capacity=capacity_target(group.capacity),
-                   placement_group_name=placement_group_name, ami_id=group.ami_id)
+    def from_spec(cls, group) -> "NodeGroupProps":
+        return cls(**cls.spec_fields(group), purchase_option=PURCHASE_OPTIONS[group.capacity.type])
 
     @classmethod
     def login(cls, login) -> "NodeGroupProps":
@@ -131,12 +109,11 @@ class PcsClusterStack(cdk.Stack):
 
         self.node_groups: dict[str, ComputeNodeGroup] = {}
         self.queues: dict[str, SlurmQueue] = {}
-        placement = network.placement_group_names or {}
-        groups = [NodeGroupProps.from_spec(g, placement.get(g.name)) for g in spec.node_groups]
         if spec.orchestrator.login.count:
-            groups.insert(0, NodeGroupProps.login(spec.orchestrator.login))
-        for props in groups:
-            self._add_node_group(props)
+            self._add_node_group(NodeGroupProps.login(spec.orchestrator.login), Construct(self, "Login"))
+        for group in spec.node_groups:
+            self._add_node_group(NodeGroupProps.from_spec(group),
+                                 node_groups.node_group_stack(self, group.name, cluster_name=spec.name))
 
         cdk.CfnOutput(self, "ClusterId", value=self.cluster.cluster_id, description="AWS PCS cluster id")
         if LOGIN in self.node_groups:
@@ -152,18 +129,16 @@ class PcsClusterStack(cdk.Stack):
         return bootstrap.Metrics(cluster=self.spec.name, remote_write_url=self.observability.remote_write_url,
                                  region=self.region, slurm=props.name == LOGIN)
 
-    def _add_node_group(self, props: NodeGroupProps) -> None:
-        scope = Construct(self, "Login" if props.name == LOGIN else f"NodeGroup-{props.name}")
-        instance = catalog.catalog()[props.instance_type]
-        interfaces = efa_layout(instance, self.interface_mode, props.efa)
+    def _add_node_group(self, props: NodeGroupProps, scope: Construct) -> None:
+        interfaces = efa_layout(props.instance, self.interface_mode, props.efa)
         uses_efa = any(i.is_efa for i in interfaces)
         template = NodeLaunchTemplate(
             scope, "LaunchTemplate", interfaces=interfaces, subnet_id=self.network.gpu_subnet_id,
             security_group_ids=[self.network.node_security_group_id],
             efa_security_group_id=self.network.efa_security_group_id if uses_efa else None,
             root_volume_gib=props.root_volume_gib, instance_type=props.instance_type,
-            placement_group_name=props.placement_group_name, capacity=props.capacity,
-            http_put_response_hop_limit=IMDS_HOP_LIMIT,
+            placement_group_name=node_groups.placement_group_name(scope, props, cluster_name=self.spec.name),
+            capacity=props.capacity, http_put_response_hop_limit=IMDS_HOP_LIMIT,
             tags={**self.spec.tags, "fmcluster:cluster": self.spec.name, "fmcluster:node-group": props.name},
             user_data=bootstrap.user_data(props.instance_type, efa=uses_efa, lustre=self.lustre,
                                           metrics=self._metrics(props)))

@@ -5,7 +5,8 @@ CPU group on a custom AMI, a private API endpoint, a namespace of its own, an ad
 KMS key), examples/p5en-eks.yaml, and "bare" (CPU only, no Lustre, no admin role, Kubernetes
 1.32, namespace `default`). Network and storage outputs are stand-ins, as in
 tests/test_pcs_stack.py; tests/test_examples_synth.py and tests/test_moto_deploy.py synthesize
-and deploy the example with the real stacks.
+and deploy the example with the real stacks. Each spec node group is a nested stack; the
+assertions read the cluster stack with its nested stacks inlined (tests/nested.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster import kubernetes, loader
+from tests.nested import flatten, nested_templates
 from tests.specs import base_spec, to_yaml
 from tests.test_pcs_stack import (EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, _load, launch_templates,
                                   new_app, resources, storage)
@@ -50,6 +52,7 @@ def main_spec() -> dict:
             {"name": "p5", "instance_type": "p5.48xlarge", "count": 4,
              "capacity": {"type": "reservation", "reservation_id": "cr-0fedcba9876543210"}},
             {"name": "b200", "instance_type": "p6-b200.48xlarge", "min_count": 0, "max_count": 2,
+             "placement_group": PLACEMENT_GROUP,
              "capacity": {"type": "reservation", "reservation_resource_group_arn": RG_ARN}},
             {"name": "b300", "instance_type": "p6-b300.48xlarge", "min_count": 0, "max_count": 6,
              "placement_group": "none", "capacity": {"type": "spot"}},
@@ -76,11 +79,10 @@ def specs() -> dict:
             "bare": _load(loader.load_text(to_yaml(bare_spec()), "bare.yaml"))}
 
 
-def network(placement_group_names=None):
+def network():
     return types.SimpleNamespace(
         vpc_id="vpc-0aaaaaaaaaaaaaaaa", gpu_subnet_id=SUBNET, private_subnet_ids=[SUBNET, SUBNET_B],
-        efa_security_group_id=EFA_SG, node_security_group_id=NODE_SG,
-        placement_group_names=placement_group_names or {})
+        efa_security_group_id=EFA_SG, node_security_group_id=NODE_SG)
 
 
 def eks_storage(spec, kms_key_arn=None):
@@ -89,12 +91,12 @@ def eks_storage(spec, kms_key_arn=None):
     return stand_in
 
 
-def build(app, spec, **network_props):
+def build(app, spec):
     import aws_cdk as cdk
 
     from stacks.eks import EksClusterStack
 
-    return EksClusterStack(app, f"{spec.name}-cluster", spec=spec, network=network(**network_props),
+    return EksClusterStack(app, f"{spec.name}-cluster", spec=spec, network=network(),
                            storage=eks_storage(spec, KMS_KEY if spec.storage.kms else None),
                            env=cdk.Environment(region=spec.region))
 
@@ -104,15 +106,31 @@ def synthesized(tmp_path_factory):
     """(outdir, {spec key: template path}): every stack of one app, synthesized once."""
     outdir = tmp_path_factory.mktemp("eks") / "cdk.out"
     app = new_app(outdir)
-    placement = {"main": {"b200": PLACEMENT_GROUP}}
-    stacks = {key: build(app, spec, placement_group_names=placement.get(key)) for key, spec in specs().items()}
+    stacks = {key: build(app, spec) for key, spec in specs().items()}
     app.synth()
     return outdir, {key: outdir / f"{stack.stack_name}.template.json" for key, stack in stacks.items()}
 
 
 @pytest.fixture(scope="module")
 def templates(synthesized):
-    return {key: json.loads(path.read_text()) for key, path in synthesized[1].items()}
+    """{spec key: the cluster template with its node groups' nested stacks inlined (and the
+    AWS::CloudFormation::Stack resources kept: they carry the node groups' DependsOn)}."""
+    return {key: flatten(path.parent, path.name.removesuffix(".template.json"), keep_nested_stacks=True)
+            for key, path in synthesized[1].items()}
+
+
+def every_template(synthesized):
+    """(spec key, path) of every template: the cluster stacks and their nested stacks."""
+    for key, path in synthesized[1].items():
+        yield key, path
+        for nested in nested_templates(path.parent, path.name.removesuffix(".template.json")).values():
+            yield key, nested.path
+
+
+def nested_stack_ids(template) -> dict[str, str]:
+    """{node-group name: logical id of its AWS::CloudFormation::Stack in the cluster stack}."""
+    return {r["Metadata"]["aws:cdk:path"].split("/")[1].removesuffix(".NestedStack").removeprefix("NodeGroup-"): lid
+            for lid, r in template["Resources"].items() if r["Type"] == "AWS::CloudFormation::Stack"}
 
 
 @pytest.fixture(scope="module")
@@ -242,7 +260,10 @@ def test_addon_order(main):
     ids = {props["AddonName"]: lid for lid, props in resources(main, "AWS::EKS::Addon").items()}
     groups = {tag(p): lid for lid, p in resources(main, "AWS::EKS::Nodegroup").items()}
     deps = {lid: set(r.get("DependsOn", [])) for lid, r in main["Resources"].items()}
-    for group in groups.values():  # nodes join with networking in place
+    # A spec group's nested stack waits for the add-ons; the system group, in the cluster stack, itself.
+    waiting = {**{name: groups[name] for name in ("system",)}, **nested_stack_ids(main)}
+    assert set(waiting) == set(groups)
+    for group in waiting.values():  # nodes join with networking in place
         assert {ids["vpc-cni"], ids["kube-proxy"], ids["eks-pod-identity-agent"]} <= deps[group]
     assert ids["eks-pod-identity-agent"] in deps[ids["vpc-cni"]]
     for needs_nodes in ("coredns", "aws-fsx-csi-driver"):  # Deployments: healthy only once nodes run them
@@ -543,7 +564,7 @@ def test_synthesis_is_pure(synthesized):
     manifest = json.loads((outdir / "manifest.json").read_text())
     assert not manifest.get("missing")
     assert not (ROOT / "cdk.context.json").exists() and not (outdir.parent / "cdk.context.json").exists()
-    for path in paths.values():
+    for _, path in every_template(synthesized):
         assert "Fn::GetAZs" not in path.read_text()
     for artifact in manifest["artifacts"].values():
         for entries in artifact.get("metadata", {}).values():
@@ -555,15 +576,16 @@ def test_logical_ids_come_from_group_names_not_positions(main):
 
     data = main_spec()
     data["node_groups"] = [{"name": "extra", "instance_type": "p5.4xlarge", "count": 1}] + data["node_groups"][::-1]
-    stack = build(new_app(), _load(loader.load_text(to_yaml(data))), placement_group_names={"b200": PLACEMENT_GROUP})
-    ids = {stack.resolve(stack.get_logical_id(c)) for c in stack.node.find_all() if isinstance(c, cdk.CfnElement)}
+    stack = build(new_app(), _load(loader.load_text(to_yaml(data))))
+    ids = {cdk.Stack.of(c).resolve(cdk.Stack.of(c).get_logical_id(c))
+           for c in stack.node.find_all() if isinstance(c, cdk.CfnElement)}
     assert set(main["Resources"]) - {"CDKMetadata"} <= ids
 
 
 def test_cfn_lint_finds_no_errors(synthesized):
     from cfnlint.api import ManualArgs, lint_file
 
-    for key, path in synthesized[1].items():
+    for key, path in every_template(synthesized):
         config = ManualArgs(regions=[specs()[key].region])
         errors = [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})"
                   for m in lint_file(path, config=config) if m.rule.id.startswith("E")]

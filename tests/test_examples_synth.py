@@ -24,7 +24,13 @@ def fmcluster_synth(spec: str, outdir: Path) -> subprocess.CompletedProcess:
 
 
 def templates(outdir: Path) -> dict[str, str]:
+    """Every template file of the assembly, the nested stacks' (*.nested.template.json) included."""
     return {p.name: p.read_text() for p in sorted(outdir.glob("*.template.json"))}
+
+
+def stack_templates(outdir: Path) -> dict[str, str]:
+    """The templates of the stacks themselves, without nested ones."""
+    return {n: t for n, t in templates(outdir).items() if not n.endswith(".nested.template.json")}
 
 
 @pytest.fixture(scope="module", params=EXAMPLES)
@@ -47,7 +53,22 @@ def test_stacks_named_after_the_cluster(assembly):
 
     spec_path, outdir = assembly
     spec = loader.load(ROOT / spec_path).spec
-    assert sorted(templates(outdir)) == sorted(f"{spec.name}-{s}.template.json" for s in stack_suffixes(spec))
+    assert sorted(stack_templates(outdir)) == sorted(f"{spec.name}-{s}.template.json" for s in stack_suffixes(spec))
+
+
+def test_one_nested_stack_per_node_group_on_pcs_and_eks(assembly):
+    """PCS and EKS keep each node group in a nested stack of NAME-cluster (HyperPod's groups are
+    properties of its one cluster resource); cfn-lint and the other checks read them too."""
+    from fmcluster import assembly as cloud_assembly
+    from fmcluster import loader
+
+    spec_path, outdir = assembly
+    spec = loader.load(ROOT / spec_path).spec
+    nested = sorted(n for n, t in cloud_assembly.load(outdir).items() if t.nested)
+    expected = [] if spec.orchestrator.control_plane.hyperpod else [f"{spec.name}-cluster/NodeGroup-{g.name}"
+                                                                   for g in spec.node_groups]
+    assert nested == sorted(expected)
+    assert len(templates(outdir)) == len(stack_templates(outdir)) + len(nested)
 
 
 def test_every_example_has_an_observability_stack(assembly):
@@ -137,6 +158,7 @@ def test_summary_names_every_stack(assembly):
     spec_path, outdir = assembly
     text = summary(outdir)
     spec = loader.load(ROOT / spec_path).spec
-    assert len(text.splitlines()) == len(stack_suffixes(spec))
+    top = [line for line in text.splitlines() if not line.startswith(" ")]  # nested stacks are indented
+    assert len(top) == len(stack_suffixes(spec))
     kind = spec.orchestrator.type
     assert "-cluster: " in text and COMPUTE_TYPE[kind] in text

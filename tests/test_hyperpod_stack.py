@@ -339,9 +339,9 @@ def test_outputs(main):
     assert outputs["Partitions"]["Value"] == "p5cb,b200,noefa,cpu"
 
 
-def test_no_placement_groups_on_hyperpod(templates, assembly):
+def test_no_placement_groups_on_hyperpod(templates):
     assert not resources(templates["network"], "AWS::EC2::PlacementGroup")
-    assert assembly[1]["network"].placement_group_names == {}
+    assert not resources(templates["main"], "AWS::EC2::PlacementGroup")
 
 
 def test_no_launch_templates_or_instance_profiles(main):

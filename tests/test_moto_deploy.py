@@ -8,6 +8,11 @@ asset that is never published here, and the custom resources would invoke them. 
 deploying, `for_moto` leaves those resources out, drops exactly the outputs that read them and
 replaces the imports of the exports it dropped with a placeholder: everything else is deployed
 as synthesized. What is skipped is checked on the templates by the CDK-assertion tests instead.
+
+NAME-cluster keeps each node group in a nested stack (an AWS::CloudFormation::Stack whose
+TemplateURL names a file asset): as `cdk deploy` would, the nested templates are published to
+the (moto) S3 bucket and key the TemplateURL names, and moto's CloudFormation creates the nested
+stacks from there with the parameters the parent passes.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
+from urllib.parse import urlparse
 
 import pytest
 
@@ -39,6 +45,7 @@ SKIPPED_BY_MOTO = {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation"
     "AWS::CloudWatch::Alarm"}
 EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
 STACK_ORDER = ("network", "storage", "observability", "cluster")  # as CloudFormation must create them
+ASSET_BUCKET_PREFIX = "cdk-hnb659fds-assets-"  # the CDK bootstrap bucket, where nested templates are published
 
 
 def _refs(value) -> set[str]:
@@ -109,6 +116,35 @@ def for_moto(template: dict, outputs: dict[tuple[str, str], str]) -> dict:
     return template
 
 
+def _template_url(value, account: str, region: str) -> str:
+    """A TemplateURL as CloudFormation resolves it (CDK's Fn::Join of the asset bucket and key)."""
+    if isinstance(value, str):
+        return value.replace("${AWS::AccountId}", account).replace("${AWS::Region}", region)
+    if set(value) == {"Fn::Join"}:
+        return value["Fn::Join"][0].join(_template_url(part, account, region) for part in value["Fn::Join"][1])
+    if set(value) == {"Fn::Sub"}:
+        return _template_url(value["Fn::Sub"], account, region)
+    pseudo = {"AWS::URLSuffix": "amazonaws.com", "AWS::Region": region, "AWS::AccountId": account}
+    return pseudo[value["Ref"]]
+
+
+def publish_nested(s3, parent: str, loaded: dict, outputs: dict[tuple[str, str], str], account: str,
+                   region: str) -> None:
+    """Upload the nested templates of `parent` (prepared for moto) where their TemplateURL points."""
+    for child in loaded.values():
+        if child.parent != parent:
+            continue
+        url = urlparse(_template_url(loaded[parent].body["Resources"][child.logical_id]["Properties"]["TemplateURL"],
+                                     account, region))
+        bucket, key = url.path.lstrip("/").split("/", 1)
+        if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+            where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+            s3.create_bucket(Bucket=bucket, **where)
+        body = json.dumps(for_moto(json.loads(json.dumps(child.body)), outputs))
+        s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
+        publish_nested(s3, child.name, loaded, outputs, account, region)
+
+
 def record_outputs(stack: dict, outputs: dict[tuple[str, str], str]) -> None:
     for output in stack.get("Outputs", []):
         outputs[(stack["StackName"], output["OutputKey"])] = output["OutputValue"]
@@ -122,12 +158,14 @@ def deployed(request, tmp_path_factory, monkeypatch_module):
     import boto3
     from moto import mock_aws
 
-    from fmcluster import loader
+    from fmcluster import assembly, loader
     from fmcluster.synth import app_context, build_app, cdk_json
 
     spec = loader.load(ROOT / request.param).spec
-    assembly = build_app([spec], str(tmp_path_factory.mktemp("cdk.out")), app_context(cdk_json(ROOT))).synth()
-    templates = {s.stack_name: s.template for s in assembly.stacks}
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    build_app([spec], str(outdir), app_context(cdk_json(ROOT))).synth()
+    loaded = assembly.load(outdir)
+    templates = {name: t.body for name, t in loaded.items()}  # nested stacks as PARENT/ID
     for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
                        ("AWS_SESSION_TOKEN", "testing"), ("AWS_DEFAULT_REGION", REGION)):
         monkeypatch_module.setenv(var, value)
@@ -137,11 +175,14 @@ def deployed(request, tmp_path_factory, monkeypatch_module):
         boto3.client("ssm", region_name=region).put_parameter(
             Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
         cfn = boto3.client("cloudformation", region_name=region)
+        s3 = boto3.client("s3", region_name=region)
+        account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
         outputs: dict[tuple[str, str], str] = {}
         for suffix in STACK_ORDER:
             name = f"{spec.name}-{suffix}"
             if name not in templates:
                 continue
+            publish_nested(s3, name, loaded, outputs, account, region)
             body = json.dumps(for_moto(json.loads(json.dumps(templates[name])), outputs))
             cfn.create_stack(StackName=name, TemplateBody=body, Capabilities=["CAPABILITY_IAM"])
             stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
@@ -161,9 +202,27 @@ def test_all_stacks_created(deployed):
     import boto3
 
     spec, region, templates = deployed
-    stacks = boto3.client("cloudformation", region_name=region).describe_stacks()["Stacks"]
-    assert {s["StackName"] for s in stacks} == {f"{spec.name}-{x}" for x in STACK_ORDER} & set(templates)
+    cfn = boto3.client("cloudformation", region_name=region)
+    stacks = cfn.describe_stacks()["Stacks"]
+    top = {f"{spec.name}-{x}" for x in STACK_ORDER} & set(templates)
+    nested = {nested_stack_name(cfn, templates, name) for name in templates if "/" in name}
+    assert {s["StackName"] for s in stacks} == top | nested  # moto lists nested stacks beside the others
     assert all(s["StackStatus"] == "CREATE_COMPLETE" for s in stacks)
+
+
+def nested_stack_name(cfn, templates: dict, name: str) -> str:
+    """The physical name of nested stack `PARENT/ID`, from its parent's stack resources."""
+    parent, child_id = name.rsplit("/", 1)
+    from fmcluster.assembly import nested_id
+
+    (logical_id,) = [lid for lid, r in templates[parent]["Resources"].items()
+                     if r["Type"] == "AWS::CloudFormation::Stack" and nested_id(lid, r) == child_id]
+    return physical_ids(cfn, parent)[logical_id]
+
+
+def physical_ids(cfn, stack: str) -> dict[str, str]:
+    return {r["LogicalResourceId"]: r["PhysicalResourceId"]
+            for r in cfn.list_stack_resources(StackName=stack)["StackResourceSummaries"] if "LogicalResourceId" in r}
 
 
 def test_vpc_and_subnets(deployed):
@@ -202,15 +261,15 @@ def test_launch_templates_carry_the_efa_layout(deployed):
         assert paths == system
         assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == len(system)
         return
-    physical = {r["LogicalResourceId"]: r["PhysicalResourceId"]
-                for r in cfn.list_stack_resources(StackName=stack)["StackResourceSummaries"]
-                if "LogicalResourceId" in r}
     groups = {sg["GroupId"] for sg in ec2.describe_security_groups()["SecurityGroups"]}
     mode = controlplanes.get(spec.orchestrator.type).interface_mode
     for group in spec.node_groups:
-        (logical_id,) = [lid for lid, r in templates[stack]["Resources"].items()
+        # Each node group is a nested stack of its own: its launch template is read back from it.
+        nested = f"{stack}/NodeGroup-{group.name}"
+        (logical_id,) = [lid for lid, r in templates[nested]["Resources"].items()
                          if r["Type"] == "AWS::EC2::LaunchTemplate"
-                         and r["Metadata"]["aws:cdk:path"] == f"{stack}/NodeGroup-{group.name}/LaunchTemplate/Resource"]
+                         and r["Metadata"]["aws:cdk:path"].endswith(f"/NodeGroup-{group.name}/LaunchTemplate/Resource")]
+        physical = physical_ids(cfn, nested_stack_name(cfn, templates, nested))
         (version,) = ec2.describe_launch_template_versions(
             LaunchTemplateId=physical[logical_id])["LaunchTemplateVersions"]
         data = version["LaunchTemplateData"]
@@ -225,6 +284,7 @@ def test_launch_templates_carry_the_efa_layout(deployed):
             stubs = {g for g in interface["Groups"] if g.startswith("moto-skipped-")}
             assert stubs <= ({"moto-skipped-" + lid for lid, r in templates[stack]["Resources"].items()
                               if r["Type"] == "AWS::EKS::Cluster"})
+            # (inside the nested stack, the parent passes that placeholder as a parameter)
             assert set(interface["Groups"]) - stubs and set(interface["Groups"]) - stubs <= groups
         assert data["MetadataOptions"]["HttpTokens"] == "required"
 
@@ -234,7 +294,8 @@ def test_buckets_encrypted(deployed):
 
     spec, region, _ = deployed
     s3 = boto3.client("s3", region_name=region)
-    names = [b["Name"] for b in s3.list_buckets()["Buckets"]]
+    # (the CDK asset bucket holds the nested templates published for the deploy)
+    names = [b["Name"] for b in s3.list_buckets()["Buckets"] if not b["Name"].startswith(ASSET_BUCKET_PREFIX)]
     assert len(names) == len(spec.storage.buckets)
     for name in names:
         assert name.startswith(f"{spec.name}-")

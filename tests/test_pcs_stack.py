@@ -4,6 +4,9 @@ One CDK app (with cdk.json's context, as `cdk synth` runs it) holds three cluste
 that exercises every capacity type and four EFA layouts (MEDIUM), examples/p5-pcs.yaml (SMALL)
 and a 1,000-node CPU cluster without Lustre (LARGE), with stand-ins for the network and storage
 stacks' outputs. tests/test_examples_synth.py synthesizes every example with the real stacks.
+
+Each spec node group is a nested stack of its own (stacks/node_groups.py); the assertions read
+the cluster stack with its nested stacks inlined (tests/nested.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster import loader
+from tests.nested import flatten, nested_templates
 from tests.specs import base_spec, to_yaml
 
 pytestmark = pytest.mark.synth
@@ -41,12 +45,12 @@ def main_spec() -> dict:
         node_groups=[
             {"name": "p5cb", "instance_type": "p5.48xlarge", "count": 16,
              "capacity": {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}},
-            {"name": "p5en", "instance_type": "p5en.48xlarge", "count": 8, "placement_group": "auto",
+            {"name": "p5en", "instance_type": "p5en.48xlarge", "count": 8, "placement_group": PLACEMENT_GROUP,
              "capacity": {"type": "reservation", "reservation_id": "cr-0fedcba9876543210"}},
             {"name": "b200", "instance_type": "p6-b200.48xlarge", "min_count": 0, "max_count": 8,
              "placement_group": "none", "capacity": {"type": "reservation", "reservation_resource_group_arn": RG_ARN}},
             {"name": "b300", "instance_type": "p6-b300.48xlarge", "min_count": 0, "max_count": 6,
-             "placement_group": "none", "capacity": {"type": "spot"}},
+             "placement_group": "auto", "capacity": {"type": "spot"}},  # spot + EFA: a new placement group
             {"name": "cpu", "instance_type": "c7i.8xlarge", "min_count": 2, "max_count": 60, "root_volume_gib": 200,
              "ami_id": "ami-0123456789abcdef0"},
         ],
@@ -67,11 +71,10 @@ def _load(result):
     return result.spec
 
 
-def network(placement_group_names=None):
+def network():
     return types.SimpleNamespace(
         vpc_id="vpc-0aaaaaaaaaaaaaaaa", gpu_subnet_id=SUBNET, private_subnet_ids=[SUBNET, "subnet-0bbbbbbbbbbbbbbbb"],
-        efa_security_group_id=EFA_SG, node_security_group_id=NODE_SG,
-        placement_group_names=placement_group_names or {})
+        efa_security_group_id=EFA_SG, node_security_group_id=NODE_SG)
 
 
 def storage(spec, kms_key_arn=None):
@@ -83,12 +86,12 @@ def storage(spec, kms_key_arn=None):
         file_system_mount_name=FS_MOUNT if lustre else None)
 
 
-def build(app, spec, **network_props):
+def build(app, spec):
     import aws_cdk as cdk
 
     from stacks.pcs import PcsClusterStack
 
-    return PcsClusterStack(app, f"{spec.name}-cluster", spec=spec, network=network(**network_props),
+    return PcsClusterStack(app, f"{spec.name}-cluster", spec=spec, network=network(),
                            storage=storage(spec, KMS_KEY if spec.storage.kms else None),
                            env=cdk.Environment(region=spec.region))
 
@@ -104,7 +107,7 @@ def new_app(outdir: Path | None = None):
 
 def synth_main(outdir: Path):
     app = new_app(outdir)
-    stack = build(app, specs()["main"], placement_group_names={"p5en": PLACEMENT_GROUP})
+    stack = build(app, specs()["main"])
     app.synth()
     return stack
 
@@ -126,15 +129,27 @@ def synthesized(tmp_path_factory):
     """{spec key: (stack name, template)}: every stack of one app, synthesized once."""
     outdir = tmp_path_factory.mktemp("pcs") / "cdk.out"
     app = new_app(outdir)
-    stacks = {"main": build(app, specs()["main"], placement_group_names={"p5en": PLACEMENT_GROUP})}
-    stacks.update({key: build(app, spec) for key, spec in specs().items() if key != "main"})
+    stacks = {key: build(app, spec) for key, spec in specs().items()}
     app.synth()
     return {key: (outdir / f"{stack.stack_name}.template.json") for key, stack in stacks.items()}
 
 
+def stack_name(path: Path) -> str:
+    return path.name.removesuffix(".template.json")
+
+
 @pytest.fixture(scope="module")
 def templates(synthesized):
-    return {key: json.loads(path.read_text()) for key, path in synthesized.items()}
+    """{spec key: the cluster template with its node groups' nested stacks inlined}."""
+    return {key: flatten(path.parent, stack_name(path)) for key, path in synthesized.items()}
+
+
+def every_template(synthesized):
+    """(spec key, path) of every template: the cluster stacks and their nested stacks."""
+    for key, path in synthesized.items():
+        yield key, path
+        for nested in nested_templates(path.parent, stack_name(path)).values():
+            yield key, nested.path
 
 
 @pytest.fixture(scope="module")
@@ -279,9 +294,29 @@ def test_on_demand_groups_target_nothing(main):
         assert node_groups(main)[group]["PurchaseOption"] == "ONDEMAND"
 
 
-def test_placement_group_only_where_the_network_gives_one(main):
+def test_placement_groups_from_the_spec(main):
+    """auto: a new cluster placement group for spot and on-demand EFA groups, in the group's own
+    nested stack; a name: that existing group; none, Capacity Blocks, reservations, no EFA: none."""
+    (pg_id, pg), = resources(main, "AWS::EC2::PlacementGroup").items()
+    assert pg == {"Strategy": "cluster", "Tags": [{"Key": "Name", "Value": "pcs-main-b300"}]}
     placed = {g: d["Placement"] for g, d in launch_templates(main).items() if "Placement" in d}
-    assert placed == {"p5en": {"GroupName": PLACEMENT_GROUP}}
+    assert placed == {"p5en": {"GroupName": PLACEMENT_GROUP}, "b300": {"GroupName": {"Ref": pg_id}}}
+
+
+def test_one_nested_stack_per_spec_node_group(synthesized):
+    """The login group stays in the cluster stack; each spec group's resources are in its own."""
+    path = synthesized["main"]
+    nested = nested_templates(path.parent, stack_name(path))
+    assert set(nested) == {f"pcs-main-cluster/NodeGroup-{g}" for g in ("p5cb", "p5en", "b200", "b300", "cpu")}
+    for name, template in nested.items():
+        group = name.rsplit("-", 1)[1]
+        types_ = sorted(r["Type"] for lid, r in template.body["Resources"].items() if lid != "CDKMetadata")
+        expected = ["AWS::EC2::LaunchTemplate", "AWS::PCS::ComputeNodeGroup", "AWS::PCS::Queue"]
+        assert types_ == sorted(expected + (["AWS::EC2::PlacementGroup"] if group == "b300" else [])), name
+        assert all(lid.startswith(f"NodeGroup{group}") for lid in template.body["Resources"] if lid != "CDKMetadata")
+    parent = json.loads(path.read_text())["Resources"]
+    assert {r["Type"] for r in parent.values()} >= {"AWS::PCS::Cluster", "AWS::EC2::LaunchTemplate"}  # login
+    assert sum(r["Type"] == "AWS::CloudFormation::Stack" for r in parent.values()) == 5
 
 
 # --- PCS cluster, node groups, queues -------------------------------------------------------
@@ -450,15 +485,16 @@ def test_logical_ids_come_from_group_names_not_positions(main):
 
     data = main_spec()
     data["node_groups"] = [{"name": "extra", "instance_type": "p5.4xlarge", "count": 1}] + data["node_groups"][::-1]
-    stack = build(new_app(), _load(loader.load_text(to_yaml(data))), placement_group_names={"p5en": PLACEMENT_GROUP})
-    ids = {stack.resolve(stack.get_logical_id(c)) for c in stack.node.find_all() if isinstance(c, cdk.CfnElement)}
+    stack = build(new_app(), _load(loader.load_text(to_yaml(data))))
+    ids = {cdk.Stack.of(c).resolve(cdk.Stack.of(c).get_logical_id(c))
+           for c in stack.node.find_all() if isinstance(c, cdk.CfnElement)}
     assert set(main["Resources"]) - {"CDKMetadata"} <= ids  # CDKMetadata is added at synthesis
 
 
 def test_cfn_lint_finds_no_errors(synthesized):
     from cfnlint.api import ManualArgs, lint_file
 
-    for key, path in synthesized.items():
+    for key, path in every_template(synthesized):
         config = ManualArgs(regions=[specs()[key].region])
         errors = [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})"
                   for m in lint_file(path, config=config) if m.rule.id.startswith("E")]
@@ -466,7 +502,7 @@ def test_cfn_lint_finds_no_errors(synthesized):
 
 
 def test_launch_templates_stay_well_under_the_template_limit(synthesized):
-    assert max(path.stat().st_size for path in synthesized.values()) < 500_000
+    assert max(path.stat().st_size for _, path in every_template(synthesized)) < 500_000
 
 
 def test_two_synths_are_byte_identical(synthesized, tmp_path):

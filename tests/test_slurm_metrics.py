@@ -223,7 +223,12 @@ def test_pcs_node_role_and_user_data(with_observability):
     stack = PcsClusterStack(app, "obs-cluster", spec=spec, network=network(), storage=storage(spec),
                             env=cdk.Environment(region=spec.region),
                             observability=observability if with_observability else None)
-    template = app.synth().get_stack_by_name(stack.stack_name).template
+    from tests.nested import flatten
+
+    # The node groups' launch templates are in their nested stacks: read the stack with them inlined.
+    template = flatten(Path(app.synth().directory), stack.stack_name)
+    assert len(resources(template, "AWS::EC2::LaunchTemplate")) == len(spec.node_groups) + bool(
+        spec.orchestrator.login.count)
     roles = resources(template, "AWS::IAM::Role")
     statements = [s for r in roles.values() for p in r.get("Policies", []) for s in p["PolicyDocument"]["Statement"]]
     remote = [s for s in statements if "aps:RemoteWrite" in json.dumps(s["Action"])]
