@@ -4,9 +4,10 @@
 
 Each figure is the median of N round-robin runs in fresh processes, same venv, same cdk.json
 context:
-- floor: a minimal CDK app (one stack, one S3 bucket) made by `fmcluster.synth.new_app`, so with
-  the same App settings as fmcluster's own synthesis (CDK's built-in CloudFormation validation
-  off; cfn-lint checks fmcluster's templates in the tests);
+- floor: a minimal CDK app (one stack, one S3 bucket) with the same context and App settings as
+  fmcluster's own synthesis (CDK's built-in CloudFormation validation off, as in
+  `fmcluster.synth.new_app`; cfn-lint checks fmcluster's templates in the tests), importing
+  nothing of fmcluster;
 - for reference, the same minimal app with CDK's default App settings (validation on);
 - `fmcluster synth` of the default example (cdk.json's spec);
 - `fmcluster synth` of a spec with 1 and with 64 p5.48xlarge node groups.
@@ -27,18 +28,18 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from common import medians, report, target  # noqa: E402
+from fmcluster.synth import APP_SETTINGS, app_context, cdk_json  # noqa: E402
 
+# The floor imports nothing of fmcluster's. Its context (cdk.json's, as `fmcluster synth` gives
+# its app) and App settings (fmcluster.synth.APP_SETTINGS, or none: CDK's defaults) come from a
+# JSON file.
 MINIMAL_APP = """
-import sys
-from aws_cdk import Stack, aws_s3 as s3
-from fmcluster.synth import app_context, cdk_json, new_app
-context = app_context(cdk_json())
-if sys.argv[1] == "cdk-defaults":
-    import aws_cdk as cdk
-    app = cdk.App(outdir=sys.argv[2], context=context)
-else:
-    app = new_app(sys.argv[2], context)
-s3.Bucket(Stack(app, "floor"), "Bucket")
+import json, sys
+import aws_cdk as cdk
+from aws_cdk import aws_s3 as s3
+given = json.load(open(sys.argv[1]))
+app = cdk.App(outdir=sys.argv[2], context=given["context"], **given["settings"])
+s3.Bucket(cdk.Stack(app, "floor"), "Bucket")
 app.synth()
 """
 
@@ -70,9 +71,13 @@ def measure(runs: int) -> dict:
         one, many = Path(tmp, "one.yaml"), Path(tmp, "many.yaml")
         one.write_text(spec_with_groups(1))
         many.write_text(spec_with_groups(64))
+        context = app_context(cdk_json(ROOT))
+        same, defaults = Path(tmp, "fmcluster-settings.json"), Path(tmp, "cdk-defaults.json")
+        same.write_text(json.dumps({"context": context, "settings": APP_SETTINGS}))
+        defaults.write_text(json.dumps({"context": context, "settings": {}}))
         synth = [py, "-m", "fmcluster", "synth"]
-        times = medians({"floor": [py, str(app), "fmcluster"],
-                         "floor_cdk_defaults": [py, str(app), "cdk-defaults"],
+        times = medians({"floor": [py, str(app), str(same)],
+                         "floor_cdk_defaults": [py, str(app), str(defaults)],
                          "default": synth + [default_spec, "-o"],
                          "one": synth + [str(one), "-o"],
                          "many": synth + [str(many), "-o"]}, runs, outdir=True)

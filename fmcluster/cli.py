@@ -5,7 +5,6 @@ commands that need them."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -40,12 +39,16 @@ def cmd_validate(args) -> int:
         if not result.ok:
             status = EXIT_INVALID
     if args.format == "json":
+        import json
+
         print(json.dumps(report, indent=2))
         status = EXIT_OK if all(r["ok"] for r in report) else EXIT_INVALID
     return status
 
 
 def cmd_schema(args) -> int:
+    import json
+
     from fmcluster.spec import json_schema
 
     print(json.dumps(json_schema(), indent=2, sort_keys=False))
@@ -95,6 +98,8 @@ def cmd_plan(args) -> int:
     from fmcluster import plan, plan_render
 
     if args.json_schema:
+        import json
+
         print(json.dumps(plan.json_schema(), indent=2))
         return EXIT_OK
     if not args.spec:
@@ -135,23 +140,19 @@ def cmd_synth(args) -> int:
     return synth.synth(args.specs, args.output)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fmcluster", description="Validate, review and synthesize GPU cluster specs for AWS.")
-    parser.add_argument("--version", action="version", version=f"fmcluster {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    p = sub.add_parser("validate", help="check spec files; print ok or located errors")
+def _validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("synth", help="synthesize the CDK cloud assembly of one or more specs")
+
+def _synth_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("-o", "--output", default="cdk.out", metavar="DIR", help="assembly directory (default cdk.out)")
     p.set_defaults(func=cmd_synth)
 
-    p = sub.add_parser("plan", help="what a spec builds, what it can do and what it costs")
+
+def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", nargs="?", metavar="SPEC")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--checkpoint-params", type=_positive_number, metavar="N",
@@ -159,7 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json-schema", action="store_true", help="print the JSON Schema of --format json")
     p.set_defaults(func=cmd_plan)
 
-    p = sub.add_parser("preflight", help="read-only checks of the target account (needs AWS credentials)")
+
+def _preflight_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--window", type=_window, metavar="START/END",
@@ -167,7 +169,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(checked against Capacity Block start and end; default: now)")
     p.set_defaults(func=cmd_preflight)
 
-    p = sub.add_parser("diff", help="what changing a spec from OLD to NEW does to deployed resources")
+
+def _diff_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("old", metavar="OLD")
     p.add_argument("new", metavar="NEW")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -175,8 +178,57 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 0 even when a stateful resource (file system, bucket, key) is replaced or removed")
     p.set_defaults(func=cmd_diff)
 
-    p = sub.add_parser("schema", help="print the JSON Schema of the spec")
+
+def _schema_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_schema)
+
+
+# name -> (help, the function that adds its arguments)
+COMMANDS = {
+    "validate": ("check spec files; print ok or located errors", _validate_args),
+    "synth": ("synthesize the CDK cloud assembly of one or more specs", _synth_args),
+    "plan": ("what a spec builds, what it can do and what it costs", _plan_args),
+    "preflight": ("read-only checks of the target account (needs AWS credentials)", _preflight_args),
+    "diff": ("what changing a spec from OLD to NEW does to deployed resources", _diff_args),
+    "schema": ("print the JSON Schema of the spec", _schema_args),
+}
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """argparse's formatter, told the terminal width up front: argparse makes a formatter for
+    every argument it adds and, without a width, imports shutil (and with it zlib, bz2 and lzma)
+    to ask for it, a cost `fmcluster validate` would pay on every run for help it never prints."""
+
+    def __init__(self, prog: str, **kwargs) -> None:
+        kwargs.setdefault("width", _terminal_columns() - 2)  # the margin argparse itself leaves
+        super().__init__(prog, **kwargs)
+
+
+def _terminal_columns() -> int:
+    """COLUMNS, else the width of the terminal on stdout, else 80 (as shutil.get_terminal_size)."""
+    try:
+        return int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        pass
+    try:
+        return os.get_terminal_size(sys.__stdout__.fileno()).columns
+    except (AttributeError, ValueError, OSError):
+        return 80
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command line. Given the arguments, only the named command's parser is built (the
+    others cost time and are not needed); without a known command, all of them, for the help
+    and the error that lists them."""
+    parser = argparse.ArgumentParser(
+        prog="fmcluster", description="Validate, review and synthesize GPU cluster specs for AWS.",
+        formatter_class=_HelpFormatter)
+    parser.add_argument("--version", action="version", version=f"fmcluster {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    wanted = argv[0] if argv and argv[0] in COMMANDS else None
+    for name, (help_text, add_arguments) in COMMANDS.items():
+        if wanted in (None, name):
+            add_arguments(sub.add_parser(name, help=help_text, formatter_class=_HelpFormatter))
     return parser
 
 
@@ -203,7 +255,8 @@ def no_pydantic_plugins() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     no_pydantic_plugins()
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(argv).parse_args(argv)
     try:
         return args.func(args)
     except BrokenPipeError:  # `fmcluster schema | head`

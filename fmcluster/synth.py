@@ -43,6 +43,9 @@ def load_specs(paths: Iterable[str]) -> tuple[list[ClusterSpec], list]:
     return specs, diagnostics
 
 
+APP_SETTINGS = {"builtin_cloud_formation_validation": False}  # cdk.App props of every fmcluster app
+
+
 def new_app(outdir: str | None = None, context: dict | None = None):
     """A CDK app as fmcluster makes them, for `fmcluster synth`, `cdk synth` (app.py) and tests.
 
@@ -53,7 +56,7 @@ def new_app(outdir: str | None = None, context: dict | None = None):
     import aws_cdk as cdk
 
     kwargs = {"outdir": outdir} if outdir else {}
-    return cdk.App(context=context, builtin_cloud_formation_validation=False, **kwargs)
+    return cdk.App(context=context, **APP_SETTINGS, **kwargs)
 
 
 def build_app(specs: list[ClusterSpec], outdir: str | None = None, context: dict | None = None):
