@@ -43,7 +43,7 @@ export npm_config_progress ?= false
 VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: install synth test bench tools lock clean distclean
+.PHONY: install synth test bench bytecode tools lock clean distclean
 
 install: $(VENV_STAMP) $(NODE_STAMP)
 
@@ -69,12 +69,19 @@ synth: install
 
 # --dist loadscope: each test module runs whole on one worker, so a module's synthesized
 # assembly (a module-scoped fixture) is made once, not once per worker that runs its tests.
-test: install tools
+test: install tools bytecode
 	$(VPY) -m pytest -q -n auto --dist loadscope
 
 # Prints every target with its figure and exits 1 when one is missed; writes bench/results/.
-bench: install
+bench: install bytecode
 	$(VPY) bench/run.py $(BENCH)
+
+# The project's own bytecode, as pip writes it for installed packages. Where
+# PYTHONDONTWRITEBYTECODE is set (CI machines often set it), Python would otherwise compile
+# every fmcluster module again in each process: each CLI run, each synth, each test worker.
+# Quick when up to date (it compares timestamps).
+bytecode: install
+	@$(VPY) -m compileall -q app.py fmcluster stacks constructs_lib >/dev/null
 
 # Command-line tools the tests run: promtool (Debian package `prometheus`) for the alert rules,
 # shellcheck for the node scripts. Installed with apt-get only as root and only when missing;
