@@ -6,7 +6,7 @@ account facts for `fmcluster preflight`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fmcluster.efa import InterfaceMode
 
@@ -14,8 +14,7 @@ ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT = "on-demand", "reservation", "capa
 CAPACITY_TYPES = (ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT)
 
 
-@dataclass(frozen=True)
-class PcsSize:
+class PcsSize(NamedTuple):
     name: str
     max_nodes: int
     max_jobs: int
@@ -30,8 +29,7 @@ def pcs_size_for(nodes: int) -> PcsSize | None:
     return next((size for size in PCS_SIZES if nodes <= size.max_nodes), None)
 
 
-@dataclass(frozen=True)
-class ControlPlane:
+class ControlPlane(NamedTuple):
     type: str
     scheduler: str  # "slurm" or "kubernetes"
     versions: tuple[str, ...]  # supported, oldest first; the last is the default

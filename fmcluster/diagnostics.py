@@ -9,7 +9,7 @@ Format (one per line, on stderr)::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 Path = tuple  # a field path: keys (str) and list indices (int)
 
@@ -25,8 +25,7 @@ def dotted(path: Path) -> str:
     return out or "(document)"
 
 
-@dataclass(frozen=True)
-class Diagnostic:
+class Diagnostic(NamedTuple):
     message: str
     path: Path = ()
     hint: str | None = None
@@ -51,8 +50,7 @@ class Diagnostic:
                 "hint": self.hint}
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     """A rule's finding before it is placed in a file: a path, a message and a hint."""
 
     path: Path

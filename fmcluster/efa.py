@@ -15,7 +15,7 @@ an ``efa`` interface.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fmcluster.catalog import InstanceType
 
@@ -25,8 +25,7 @@ class InterfaceMode(str, enum.Enum):
     EFA = "efa"  # efa (EFA with ENA) interfaces only, one address each
 
 
-@dataclass(frozen=True)
-class Interface:
+class Interface(NamedTuple):
     network_card_index: int
     device_index: int
     interface_type: str  # "interface" (ENA), "efa" or "efa-only"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fmcluster import fsx
 from fmcluster.efa import addresses_per_node
@@ -26,8 +26,7 @@ PUBLIC_MIN_PREFIX = 24  # public subnets hold only NAT gateways and load balance
 CONTROL_PLANE_HEADROOM = 16  # control-plane ENIs (PCS, EKS), VPC endpoints, rolling replacements
 
 
-@dataclass(frozen=True)
-class Subnet:
+class Subnet(NamedTuple):
     az_id: str
     cidr: str
     public: bool
@@ -71,8 +70,7 @@ def layout(vpc_cidr: str, az_ids: list[str]) -> list[Subnet]:
     return subnets
 
 
-@dataclass(frozen=True)
-class AddressNeed:
+class AddressNeed(NamedTuple):
     what: str
     addresses: int
 

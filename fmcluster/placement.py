@@ -13,7 +13,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from fmcluster.controlplanes import ON_DEMAND, SPOT
 
@@ -21,8 +21,7 @@ AUTO, NONE = "auto", "none"
 PLACED_BY_AUTO = (ON_DEMAND, SPOT)  # capacity types that `auto` puts in a new placement group
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):
     create: bool  # the network stack creates a cluster placement group for the node group
     name: str | None = None  # an existing group's name (never set when create is true)
 
