@@ -6,7 +6,6 @@ wrong types, unknown keys and rule violations all come back as diagnostics.
 
 from __future__ import annotations
 
-import difflib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
@@ -189,6 +188,8 @@ def _field_names(model: type[BaseModel]) -> list[str]:
 
 
 def _closest(word: str, choices: list[str]) -> str | None:
+    import difflib  # only for a spec with errors
+
     found = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return found[0] if found else None
 

@@ -23,14 +23,15 @@ AZ_ID_PREFIX = {
     "us-east-1": "use1", "us-east-2": "use2", "us-west-1": "usw1", "us-west-2": "usw2",
 }
 
-AZ_ID_RE = re.compile(r"^([a-z]{2,5}[0-9])-az([0-9]{1,2})$")
-AZ_NAME_RE = re.compile(r"^([a-z]{2}(-gov)?-[a-z]+-[0-9])([a-z])$")
-REGION_RE = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$")
+# Patterns for re.match, which compiles each on first use (most runs need one at most).
+AZ_ID = r"^([a-z]{2,5}[0-9])-az([0-9]{1,2})$"
+AZ_NAME = r"^([a-z]{2}(-gov)?-[a-z]+-[0-9])([a-z])$"
+REGION = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
 
 
 def region_of_az_id(az_id: str) -> str | None:
     """The region an AZ ID belongs to, or None when its prefix is unknown."""
-    match = AZ_ID_RE.match(az_id)
+    match = re.match(AZ_ID, az_id)
     if not match:
         return None
     prefix = match.group(1)

@@ -38,9 +38,9 @@ def _pattern(kind: str, regex: str, what: str, hint: str | None = None):
 
 
 def _az_id(value: str) -> str:
-    if regions.AZ_ID_RE.match(value):
+    if re.match(regions.AZ_ID, value):
         return value
-    name = regions.AZ_NAME_RE.match(value)
+    name = re.match(regions.AZ_NAME, value)
     if name:
         example = regions.example_az_id(name.group(1))
         raise _fail("az_id", f"'{value}' looks like an Availability Zone name, not an AZ ID",
@@ -53,7 +53,7 @@ def _az_id(value: str) -> str:
 def _region(value: str) -> str:
     if value in regions.AZ_ID_PREFIX:
         return value
-    if regions.AZ_NAME_RE.match(value):
+    if re.match(regions.AZ_NAME, value):
         raise _fail("region", f"'{value}' is an Availability Zone name, not a region",
                     f"a region has no zone letter: {value[:-1]}")
     raise _fail("region", f"'{value}' is not an AWS region fmcluster knows",

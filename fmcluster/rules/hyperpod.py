@@ -15,9 +15,6 @@ from fmcluster.diagnostics import error
 from fmcluster.placement import AUTO, NONE
 from fmcluster.rules import rule
 
-NAME = re.compile(controlplanes.HYPERPOD_NAME_PATTERN)
-
-
 def _hyperpod(spec) -> bool:
     return spec.orchestrator.control_plane.hyperpod
 
@@ -64,11 +61,11 @@ def hyperpod_names(spec):
     so no trailing '-'."""
     if not _hyperpod(spec):
         return
-    if not NAME.fullmatch(spec.name):
+    if not re.fullmatch(controlplanes.HYPERPOD_NAME_PATTERN, spec.name):
         yield error(("name",), f"'{spec.name}' is not a valid SageMaker HyperPod cluster name",
                     "letters and digits, with '-' only between them (no trailing '-')")
     for i, group in enumerate(spec.node_groups):
-        if not NAME.fullmatch(group.name):
+        if not re.fullmatch(controlplanes.HYPERPOD_NAME_PATTERN, group.name):
             yield error(("node_groups", i, "name"), f"'{group.name}' is not a valid SageMaker HyperPod instance group name",
                         "letters and digits, with '-' only between them (no trailing '-')")
 
