@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster.cli import main
+from fmcluster.cli import build_parser, main, plain_validate
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.yaml"))
@@ -79,6 +79,18 @@ def test_missing_file_and_directory(target):
 def test_bad_command_line_exits_2():
     assert run("validate").returncode == 2
     assert run("frobnicate").returncode == 2
+
+
+@pytest.mark.parametrize("argv", [["validate", "a.yaml"], ["validate", "a.yaml", "dir/b.yaml", ""]])
+def test_plain_validate_reads_what_argparse_reads(argv):
+    assert vars(plain_validate(argv)) == vars(build_parser(argv).parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", [[], ["validate"], ["validate", "-h"], ["validate", "--format", "json", "a.yaml"],
+                                  ["validate", "a.yaml", "--format=json"], ["validate", "--", "a.yaml"],
+                                  ["validate", "-"], ["plan", "a.yaml"], ["--version"]])
+def test_plain_validate_leaves_every_other_command_line_to_argparse(argv):
+    assert plain_validate(argv) is None
 
 
 def test_validate_does_not_import_aws_cdk_or_boto3():
