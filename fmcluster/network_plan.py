@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+from itertools import islice
 from typing import NamedTuple
 
 from fmcluster import fsx
@@ -53,7 +54,7 @@ def _slots(block: ipaddress.IPv4Network, count: int, min_prefix: int = 0) -> lis
     prefix = max(block.prefixlen + bits, min_prefix)
     if prefix > MAX_SUBNET_PREFIX:
         raise LayoutError(f"/{block.prefixlen} cannot hold {count} subnets of at least /{MAX_SUBNET_PREFIX}")
-    return list(block.subnets(new_prefix=prefix))[:count]
+    return list(islice(block.subnets(new_prefix=prefix), count))  # not all 64 /24s of a /18
 
 
 def layout(vpc_cidr: str, az_ids: list[str]) -> list[Subnet]:
