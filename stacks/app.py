@@ -6,6 +6,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.spec import ClusterSpec
+from stacks.tagging import cluster_tags
 
 
 def environment(spec: ClusterSpec) -> cdk.Environment:
@@ -23,7 +24,7 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     from stacks.storage import StorageStack
 
     env = environment(spec)
-    tags = {"fmcluster:cluster": spec.name, **spec.tags}
+    tags = cluster_tags(spec)
     network = NetworkStack(app, f"{spec.name}-network", spec=spec, env=env, stack_name=f"{spec.name}-network",
                            description=f"fmcluster {spec.name}: VPC, subnets by AZ ID, EFA security group")
     storage = StorageStack(app, f"{spec.name}-storage", spec=spec, network=network, env=env,
