@@ -8,7 +8,6 @@ Format (one per line, on stderr)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple
 
 Path = tuple  # a field path: keys (str) and list indices (int)
@@ -68,11 +67,11 @@ def warning(path: Path, message: str, hint: str | None = None) -> Problem:
     return Problem(tuple(path), message, hint, "warning")
 
 
-@dataclass
 class SpecInvalid(Exception):
     """Raised by the loader when a spec has errors; carries every diagnostic found."""
 
-    diagnostics: list[Diagnostic] = field(default_factory=list)
+    def __init__(self, diagnostics: list[Diagnostic] | None = None) -> None:
+        self.diagnostics = diagnostics if diagnostics is not None else []
 
     def __str__(self) -> str:
         return "\n".join(d.format() for d in self.diagnostics)

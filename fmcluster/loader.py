@@ -7,7 +7,6 @@ wrong types, unknown keys and rule violations all come back as diagnostics.
 from __future__ import annotations
 
 import typing
-from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 
 from pydantic import BaseModel, ValidationError
@@ -17,11 +16,10 @@ from fmcluster.diagnostics import Diagnostic, Problem, SpecInvalid, has_errors, 
 from fmcluster.spec import ClusterSpec
 
 
-@dataclass
 class LoadResult:
-    file: str
-    spec: ClusterSpec | None = None
-    diagnostics: list[Diagnostic] = field(default_factory=list)
+    def __init__(self, file: str, spec: ClusterSpec | None = None, diagnostics: list[Diagnostic] | None = None):
+        self.file, self.spec = file, spec
+        self.diagnostics: list[Diagnostic] = diagnostics if diagnostics is not None else []
 
     @property
     def ok(self) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -15,15 +14,18 @@ except AttributeError:  # pragma: no cover - pure-Python PyYAML
 Mark = tuple[int, int]  # 1-based line, column
 
 
-@dataclass
 class Document:
-    """A loaded YAML document: its data, and the position of each path's key and value."""
+    """A loaded YAML document: its data, and the position of each path's key and value.
 
-    data: Any
-    file: str
-    values: dict[tuple, Mark] = field(default_factory=dict)
-    keys: dict[tuple, Mark] = field(default_factory=dict)
-    duplicates: list[tuple] = field(default_factory=list)  # paths of keys given twice
+    A plain class rather than a dataclass, as are `loader.LoadResult` and
+    `diagnostics.SpecInvalid`: a dataclass costs about half a millisecond to define, paid by
+    every `fmcluster validate`."""
+
+    def __init__(self, data: Any, file: str) -> None:
+        self.data, self.file = data, file
+        self.values: dict[tuple, Mark] = {}
+        self.keys: dict[tuple, Mark] = {}
+        self.duplicates: list[tuple] = []  # paths of keys given twice
 
     def locate(self, path: tuple, at_key: bool = False) -> Mark:
         """Position of a path, or of its nearest ancestor present in the file."""
