@@ -270,7 +270,10 @@ def no_pydantic_plugins() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run a command line; without `argv`, that of this process (the `fmcluster` program and
+    `python -m fmcluster`), which then ends when this returns."""
     no_pydantic_plugins()
+    whole_process = argv is None
     argv = sys.argv[1:] if argv is None else argv
     args = plain_validate(argv) or build_parser(argv).parse_args(argv)
     try:
@@ -279,6 +282,22 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
+    finally:
+        if whole_process and args.command == "validate":
+            _leave_the_heap_to_exit()
+
+
+def _leave_the_heap_to_exit() -> None:
+    """Exclude every object alive now from garbage collection. As it shuts down, Python collects
+    garbage, and once it has dropped the modules that is the whole heap, pydantic's schemas and
+    validators included: tearing it down object by object took about 30 ms of a 380 ms
+    `fmcluster validate`, more than the run itself. Those objects are left to the end of the
+    process instead (atexit handlers, flushing stdout and stderr and freeing by reference count
+    happen as before). For validate only: it holds nothing else that needs finalizing (no jsii
+    kernel, no AWS client, no file open for writing)."""
+    import gc
+
+    gc.freeze()
 
 
 if __name__ == "__main__":

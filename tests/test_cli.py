@@ -1,5 +1,6 @@
 """The command line: exit codes, output format, no tracebacks, no CDK import for validate."""
 
+import gc
 import json
 import subprocess
 import sys
@@ -91,6 +92,15 @@ def test_plain_validate_reads_what_argparse_reads(argv):
                                   ["validate", "-"], ["plan", "a.yaml"], ["--version"]])
 def test_plain_validate_leaves_every_other_command_line_to_argparse(argv):
     assert plain_validate(argv) is None
+
+
+def test_only_the_validate_process_leaves_its_heap_to_exit():
+    """main() called with arguments (in-process) keeps garbage collection as it is; the program
+    (main() without arguments) exempts its heap from it only at the end, and still prints all."""
+    assert main(["validate", str(ROOT / EXAMPLES[0])]) == 0
+    assert gc.get_freeze_count() == 0
+    result = run("validate", *EXAMPLES)
+    assert result.returncode == 0 and result.stdout.count(": ok") == len(EXAMPLES)
 
 
 def test_validate_does_not_import_aws_cdk_or_boto3():
