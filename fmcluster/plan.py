@@ -61,11 +61,12 @@ class NodeGroupPlan(Model):
     reservation_id: Optional[str]
     reservation_resource_group_arn: Optional[str]
     training_plan_arn: Optional[str]
-    placement: str  # "new cluster placement group", "existing placement group NAME" or "none (why)"
+    placement: str  # "new cluster placement group", "existing placement group NAME", "none (why)" or HyperPod's
     efa: bool
     interface_type: Optional[str]  # the EFA interface type the control plane uses: "efa" or "efa-only"
     nvme_disks: int
     root_volume_gib: int
+    volume: str  # what root_volume_gib sizes: the root volume, or HyperPod's volume at /opt/sagemaker
     per_node: Resources
     at_max: Resources
 
@@ -242,7 +243,9 @@ _NOT_PLACED = {"capacity-block": "a Capacity Block is placed already",
                "reservation": "a reservation is placed where it was made"}
 
 
-def _placement(group: NodeGroupSpec) -> str:
+def _placement(group: NodeGroupSpec, hyperpod: bool) -> str:
+    if hyperpod:
+        return "by SageMaker HyperPod"
     placement = placement_for(group)
     if placement.create:
         return "new cluster placement group"
@@ -251,6 +254,14 @@ def _placement(group: NodeGroupSpec) -> str:
     if group.placement_group != "auto":
         return "none (placement_group: none)"
     return f"none ({_NOT_PLACED.get(group.capacity.type, 'no EFA')})"
+
+
+def _volume(gib: int, hyperpod: bool) -> str:
+    """HyperPod sizes its own root volume; `root_volume_gib` is the EBS volume it mounts at
+    /opt/sagemaker (ClusterEbsVolumeConfig), encrypted with an AWS-owned key."""
+    if hyperpod:
+        return f"{gib} GiB at /opt/sagemaker, encrypted"
+    return f"{gib} GiB gp3 root volume, encrypted"
 
 
 def _node_group(spec: ClusterSpec, group: NodeGroupSpec) -> NodeGroupPlan:
@@ -263,9 +274,9 @@ def _node_group(spec: ClusterSpec, group: NodeGroupSpec) -> NodeGroupPlan:
         min_count=group.min_nodes, max_count=group.max_nodes, capacity_type=capacity.type,
         reservation_id=capacity.reservation_id,
         reservation_resource_group_arn=capacity.reservation_resource_group_arn,
-        training_plan_arn=capacity.training_plan_arn, placement=_placement(group), efa=efa_on,
+        training_plan_arn=capacity.training_plan_arn, placement=_placement(group, cp.hyperpod), efa=efa_on,
         interface_type=cp.interface_mode.value if efa_on else None, nvme_disks=it.nvme_disks,
-        root_volume_gib=group.root_volume_gib,
+        root_volume_gib=group.root_volume_gib, volume=_volume(group.root_volume_gib, cp.hyperpod),
         per_node=_resources(group, cp.interface_mode, 1),
         at_max=_resources(group, cp.interface_mode, group.max_nodes),
     )

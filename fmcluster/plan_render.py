@@ -112,7 +112,7 @@ def compute_rows(plan: Plan) -> Table:
         row("reservation", lambda g: g.reservation_id or g.reservation_resource_group_arn or g.training_plan_arn
             or "-", ""),
         row("placement", lambda g: g.placement, ""),
-        row("root volume", lambda g: f"{g.root_volume_gib} GiB gp3, encrypted", ""),
+        row("volume", lambda g: g.volume, ""),
     ]
     return rows
 
