@@ -79,9 +79,9 @@ bench: install bytecode
 # The project's own bytecode, as pip writes it for installed packages. Where
 # PYTHONDONTWRITEBYTECODE is set (CI machines often set it), Python would otherwise compile
 # every fmcluster module again in each process: each CLI run, each synth, each test worker.
-# Quick when up to date (it compares timestamps).
+# Quick when up to date (it compares timestamps). Not the Lambda handlers: they are assets.
 bytecode: install
-	@$(VPY) -m compileall -q app.py fmcluster stacks constructs_lib >/dev/null
+	@$(VPY) -m compileall -q -x '/handlers/' app.py fmcluster stacks constructs_lib >/dev/null
 
 # Command-line tools the tests run: promtool (Debian package `prometheus`) for the alert rules,
 # shellcheck for the node scripts. Installed with apt-get only as root and only when missing;

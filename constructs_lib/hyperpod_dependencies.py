@@ -26,6 +26,8 @@ from aws_cdk.lambda_layer_awscli import AwsCliLayer
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
+from constructs_lib.lambda_code import handler_code
+
 REPOSITORY = "aws/sagemaker-hyperpod-cli"
 COMMIT = "bb6a9f9534217c55a5806ae968e1dd8b285d4b8c"
 ARCHIVE_URL = f"https://codeload.github.com/{REPOSITORY}/tar.gz/{COMMIT}"
@@ -54,7 +56,7 @@ class HyperPodDependencies(Construct):
         provider = cluster.kubectl_provider
         self.function = lambda_.Function(
             self, "Handler", runtime=lambda_.Runtime.PYTHON_3_14, handler="index.handler",
-            code=lambda_.Code.from_asset(str(HANDLER)), timeout=cdk.Duration.minutes(15), memory_size=1024,
+            code=handler_code(HANDLER), timeout=cdk.Duration.minutes(15), memory_size=1024,
             role=provider.role, layers=[KubectlV35Layer(self, "KubectlLayer"), AwsCliLayer(self, "AwsCliLayer")],
             description=f"installs {REPOSITORY} {RELEASE} at {COMMIT[:12]}",
             vpc=vpc, vpc_subnets=ec2.SubnetSelection(subnets=list(subnets)) if subnets else None,

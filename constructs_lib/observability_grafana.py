@@ -25,6 +25,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from constructs_lib import cfn
+from constructs_lib.lambda_code import handler_code
 from constructs_lib.observability import query_statement
 
 GRAFANA_VERSION = "10.4"
@@ -86,7 +87,7 @@ class GrafanaProvisioner(Construct):
                                   removal_policy=cdk.RemovalPolicy.DESTROY)
         self.function = lambda_.Function(
             self, "Handler", runtime=lambda_.Runtime.PYTHON_3_14, handler="index.handler",
-            code=lambda_.Code.from_asset(str(HANDLER)), timeout=cdk.Duration.minutes(5), memory_size=256,
+            code=handler_code(HANDLER), timeout=cdk.Duration.minutes(5), memory_size=256,
             description="provisions the Grafana data source and dashboards of fmcluster", log_group=log_group)
         self.function.add_to_role_policy(iam.PolicyStatement(
             sid="GrafanaServiceAccountTokens", actions=PROVISIONER_ACTIONS, resources=[workspace.workspace_arn]))
