@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import importlib
+
 
 class ControlPlaneNotBuilt(Exception):
     """The spec is valid, but this version of fmcluster cannot synthesize its control plane yet."""
+
+
+# orchestrator.type -> (module, stack class, what the stack holds). Modules are imported only for
+# the control plane a spec names (each pulls in its own aws-cdk-lib modules).
+STACKS = {
+    "pcs": ("stacks.pcs", "PcsClusterStack", "Slurm on AWS PCS and GPU node groups"),
+    "eks": ("stacks.eks", "EksClusterStack", "Amazon EKS and GPU node groups"),
+    "hyperpod-slurm": ("stacks.hyperpod", "HyperPodSlurmStack", "Slurm on Amazon SageMaker HyperPod"),
+    "hyperpod-eks": ("stacks.hyperpod_eks", "HyperPodEksStack", "SageMaker HyperPod on Amazon EKS"),
+}
 
 
 def cluster_stack(scope, stack_id: str, *, spec, network, storage, observability=None, **props):
@@ -12,28 +24,9 @@ def cluster_stack(scope, stack_id: str, *, spec, network, storage, observability
     `workspace_arn` for their managed scraper, the Slurm planes `workspace_arn` and
     `remote_write_url` for the nodes' Prometheus agent. `props`: stack properties (env, stack_name)."""
     kind = spec.orchestrator.type
-    if kind == "pcs":
-        from stacks.pcs import PcsClusterStack
-
-        return PcsClusterStack(scope, stack_id, spec=spec, network=network, storage=storage,
-                               observability=observability, **props,
-                               description=f"fmcluster {spec.name}: Slurm on AWS PCS and GPU node groups")
-    if kind == "eks":
-        from stacks.eks import EksClusterStack
-
-        return EksClusterStack(scope, stack_id, spec=spec, network=network, storage=storage,
-                               observability=observability, **props,
-                               description=f"fmcluster {spec.name}: Amazon EKS and GPU node groups")
-    if kind == "hyperpod-slurm":
-        from stacks.hyperpod import HyperPodSlurmStack
-
-        return HyperPodSlurmStack(scope, stack_id, spec=spec, network=network, storage=storage,
-                                  observability=observability, **props,
-                                  description=f"fmcluster {spec.name}: Slurm on Amazon SageMaker HyperPod")
-    if kind == "hyperpod-eks":
-        from stacks.hyperpod_eks import HyperPodEksStack
-
-        return HyperPodEksStack(scope, stack_id, spec=spec, network=network, storage=storage,
-                                observability=observability, **props,
-                                description=f"fmcluster {spec.name}: SageMaker HyperPod on Amazon EKS")
-    raise ControlPlaneNotBuilt(f"orchestrator.type {kind} cannot be synthesized yet")
+    if kind not in STACKS:
+        raise ControlPlaneNotBuilt(f"orchestrator.type {kind} cannot be synthesized yet")
+    module, class_name, holds = STACKS[kind]
+    stack_class = getattr(importlib.import_module(module), class_name)
+    return stack_class(scope, stack_id, spec=spec, network=network, storage=storage, observability=observability,
+                       **props, description=f"fmcluster {spec.name}: {holds}")
