@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from fmcluster import kubernetes, loader, observability
-from tests.test_pcs_stack import KMS_KEY, network, new_app, resources, storage
+from tests.test_pcs_stack import cluster, network, new_app, resources
 
 pytestmark = pytest.mark.synth
 
@@ -42,10 +42,6 @@ def _spec(file: str):
 @pytest.fixture(scope="module")
 def assembly(tmp_path_factory):
     """(cloud assembly directory, {'eks' | 'hyperpod-eks' | 'off': cluster stack}), synthesized once."""
-    import aws_cdk as cdk
-
-    from stacks.cluster import cluster_stack
-
     outdir = tmp_path_factory.mktemp("eks-observability") / "cdk.out"
     app = new_app(outdir)
     workspace = types.SimpleNamespace(workspace_arn=WORKSPACE_ARN)
@@ -54,11 +50,7 @@ def assembly(tmp_path_factory):
                                      ("hyperpod-eks", EXAMPLES["hyperpod-eks"], workspace, None),
                                      ("off", EXAMPLES["eks"], None, "off-cluster")):
         spec = _spec(file)
-        stacks[key] = cluster_stack(app, stack_id or f"{spec.name}-cluster", spec=spec, network=network(),
-                                    storage=storage(spec, KMS_KEY if spec.storage.kms else None),
-                                    env=cdk.Environment(region=spec.region), observability=obs)
-        if spec.storage.lustre:  # the EKS planes read the file system's id too
-            stacks[key].storage.file_system_id = stacks[key].storage.file_system_id or "fs-0123456789abcdef0"
+        stacks[key] = cluster(app, spec, stack_id=stack_id, observability=obs)
     app.synth()
     return outdir, stacks
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import email
 import functools
 import json
-import types
 from pathlib import Path
 
 import pytest
@@ -22,8 +21,8 @@ import pytest
 from fmcluster import kubernetes, loader
 from tests.nested import flatten, nested_templates
 from tests.specs import base_spec, to_yaml
-from tests.test_pcs_stack import (EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, _load, launch_templates,
-                                  new_app, resources, storage)
+from tests.test_pcs_stack import (EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, _load, cluster,
+                                  launch_templates, new_app, resources, storage)
 
 pytestmark = pytest.mark.synth
 
@@ -79,26 +78,8 @@ def specs() -> dict:
             "bare": _load(loader.load_text(to_yaml(bare_spec()), "bare.yaml"))}
 
 
-def network():
-    return types.SimpleNamespace(
-        vpc_id="vpc-0aaaaaaaaaaaaaaaa", gpu_subnet_id=SUBNET, private_subnet_ids=[SUBNET, SUBNET_B],
-        efa_security_group_id=EFA_SG, node_security_group_id=NODE_SG)
-
-
-def eks_storage(spec, kms_key_arn=None):
-    stand_in = storage(spec, kms_key_arn)
-    stand_in.file_system_id = FS_ID if spec.storage.lustre else None
-    return stand_in
-
-
 def build(app, spec):
-    import aws_cdk as cdk
-
-    from stacks.eks import EksClusterStack
-
-    return EksClusterStack(app, f"{spec.name}-cluster", spec=spec, network=network(),
-                           storage=eks_storage(spec, KMS_KEY if spec.storage.kms else None),
-                           env=cdk.Environment(region=spec.region))
+    return cluster(app, spec)
 
 
 @pytest.fixture(scope="module")
@@ -280,7 +261,7 @@ def test_node_role_least_privilege(main):
                        "AmazonSSMManagedInstanceCore"}
     (policy,) = role["Policies"]
     statements = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
-    arns = sorted(eks_storage(specs()["main"]).bucket_arns.values())
+    arns = sorted(storage(specs()["main"]).bucket_arns.values())
     assert statements["ClusterBuckets"]["Resource"] == arns
     assert statements["ClusterBucketObjects"]["Resource"] == [f"{arn}/*" for arn in arns]
     assert statements["StorageKey"]["Resource"] == KMS_KEY

@@ -20,7 +20,7 @@ from fmcluster import bootstrap, catalog, kubernetes, lifecycle
 from stacks.hyperpod import CONTROLLER_GROUP, metrics_parameter_name
 from tests.test_bootstrap import assert_shellcheck_clean
 from tests.test_hyperpod_stack import groups, joined, specs, statements
-from tests.test_pcs_stack import KMS_KEY, network, new_app, resources, storage
+from tests.test_pcs_stack import cluster, new_app, resources
 from tests.test_slurm_metrics import run_setup_metrics
 
 URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
@@ -97,18 +97,12 @@ def test_expected_gpus_hook_writes_the_textfile(tmp_path):
 @pytest.fixture(scope="module")
 def templates(tmp_path_factory):
     """({'slurm' | 'slurm-off' | 'eks': template}, assembly dir)."""
-    import aws_cdk as cdk
-
-    from stacks.cluster import cluster_stack
-
     outdir = tmp_path_factory.mktemp("hyperpod-observability") / "cdk.out"
     app = new_app(outdir)
     stacks = {}
     for key, spec, obs in (("slurm", specs()["example"], OBSERVABILITY), ("slurm-off", specs()["example"], None),
                            ("eks", specs()["eks"], OBSERVABILITY)):
-        stacks[key] = cluster_stack(app, f"{key}-cluster", spec=spec, network=network(),
-                                    storage=storage(spec, KMS_KEY if spec.storage.kms else None),
-                                    env=cdk.Environment(region=spec.region), observability=obs)
+        stacks[key] = cluster(app, spec, stack_id=f"{key}-cluster", observability=obs)
     app.synth()
     return {key: json.loads((outdir / f"{s.stack_name}.template.json").read_text()) for key, s in stacks.items()}, outdir
 

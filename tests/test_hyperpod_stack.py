@@ -17,7 +17,8 @@ import pytest
 
 from fmcluster import lifecycle, loader
 from tests.specs import base_spec, to_yaml
-from tests.test_pcs_stack import EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, network, new_app, resources, storage
+from tests.test_pcs_stack import EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, new_app, resources
+from tests.test_pcs_stack import cluster as cluster_stack
 
 pytestmark = pytest.mark.synth
 
@@ -75,13 +76,7 @@ def specs() -> dict:
 
 
 def build(app, spec):
-    import aws_cdk as cdk
-
-    from stacks.cluster import cluster_stack
-
-    return cluster_stack(app, f"{spec.name}-cluster", spec=spec, network=network(),
-                         storage=storage(spec, KMS_KEY if spec.storage.kms else None),
-                         env=cdk.Environment(region=spec.region))
+    return cluster_stack(app, spec)
 
 
 @pytest.fixture(scope="module")

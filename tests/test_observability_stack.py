@@ -44,11 +44,11 @@ def specs() -> dict:
 def synthesized(tmp_path_factory):
     import aws_cdk as cdk
 
-    from fmcluster.synth import app_context, cdk_json
     from stacks.observability import ObservabilityStack
+    from tests.test_pcs_stack import new_app
 
     outdir = tmp_path_factory.mktemp("observability") / "cdk.out"
-    app = cdk.App(outdir=str(outdir), context=app_context(cdk_json(ROOT)))
+    app = new_app(outdir)
     stacks = {}
     for key, spec in specs().items():
         storage = types.SimpleNamespace(file_system_id=FS_ID if spec.storage.lustre else None)

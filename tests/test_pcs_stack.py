@@ -86,23 +86,28 @@ def storage(spec, kms_key_arn=None):
         file_system_mount_name=FS_MOUNT if lustre else None)
 
 
-def build(app, spec):
+def cluster(app, spec, *, stack_id: str | None = None, observability=None):
+    """NAME-cluster of `spec` for its control plane (stacks.cluster.cluster_stack, as the app
+    builds it) on the stand-in network and storage; shared by the control planes' test modules."""
     import aws_cdk as cdk
 
-    from stacks.pcs import PcsClusterStack
+    from stacks.cluster import cluster_stack
 
-    return PcsClusterStack(app, f"{spec.name}-cluster", spec=spec, network=network(),
-                           storage=storage(spec, KMS_KEY if spec.storage.kms else None),
-                           env=cdk.Environment(region=spec.region))
+    return cluster_stack(app, stack_id or f"{spec.name}-cluster", spec=spec, network=network(),
+                         storage=storage(spec, KMS_KEY if spec.storage.kms else None),
+                         env=cdk.Environment(region=spec.region), observability=observability)
+
+
+def build(app, spec):
+    return cluster(app, spec)
 
 
 def new_app(outdir: Path | None = None):
-    import aws_cdk as cdk
-
+    """An app as fmcluster makes them (fmcluster.synth.new_app), with cdk.json's context."""
     from fmcluster.synth import app_context, cdk_json
+    from fmcluster.synth import new_app as fmcluster_app
 
-    context = app_context(cdk_json(ROOT))
-    return cdk.App(outdir=str(outdir), context=context) if outdir else cdk.App(context=context)
+    return fmcluster_app(str(outdir) if outdir else None, app_context(cdk_json(ROOT)))
 
 
 def synth_main(outdir: Path):

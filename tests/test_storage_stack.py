@@ -94,11 +94,11 @@ def synthesize(spec: ClusterSpec, outdir: Path, *, moto: bool = False) -> Synth:
     bootstrap-version rule (it reads an SSM parameter that moto does not have)."""
     import aws_cdk as cdk
 
-    from fmcluster.synth import app_context, cdk_json
     from stacks.app import environment
     from stacks.storage import StorageStack
+    from tests.test_pcs_stack import new_app
 
-    app = cdk.App(outdir=str(outdir), context=app_context(cdk_json()))
+    app = new_app(outdir)
     synthesizer = cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False) if moto else None
     stack = StorageStack(app, f"{spec.name}-storage", spec=spec, network=network_stand_in(),
                          env=environment(spec), synthesizer=synthesizer, termination_protection=True)
