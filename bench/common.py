@@ -61,3 +61,8 @@ def report(figures: dict, name: str) -> None:
     print(json.dumps(figures, indent=2))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(figures, indent=2) + "\n")
+
+
+def exit_code(targets: list[dict]) -> int:
+    """A benchmark script's exit code: 0 when every target is met, else 1."""
+    return 0 if all(t["met"] for t in targets) else 1

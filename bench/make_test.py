@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from common import report, target  # noqa: E402
+from common import exit_code, report, target  # noqa: E402
 
 LIMIT_S = 600
 
@@ -53,7 +53,7 @@ def measure() -> dict:
 def main() -> int:
     figures = measure()
     report(figures, "make_test")
-    return 0 if all(t["met"] for t in figures["targets"]) else 1
+    return exit_code(figures["targets"])
 
 
 if __name__ == "__main__":

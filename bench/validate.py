@@ -18,9 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from common import medians, report, target  # noqa: E402
+from common import exit_code, medians, report, target  # noqa: E402
 
 LIMIT = 2.0
+RUNS = 21
 
 
 def measure(runs: int) -> dict:
@@ -50,10 +51,10 @@ def measure(runs: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--runs", type=int, default=RUNS)
     figures = measure(parser.parse_args().runs)
     report(figures, "validate")
-    return 0 if all(t["met"] for t in figures["targets"]) else 1
+    return exit_code(figures["targets"])
 
 
 if __name__ == "__main__":
