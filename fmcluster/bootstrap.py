@@ -1,23 +1,37 @@
-"""Node bootstrap: the user data of a node group, rendered from the instance catalog.
+"""Node bootstrap: the boot-time program of a node group, rendered from the instance catalog.
 
-Pure: no CDK, no AWS call. The shell code lives in ``fmcluster/bootstrap/*.sh`` (package data)
-and is used verbatim; what differs between node groups is a block of shell variables at the top
-of the script, each value quoted with ``shlex.quote``. Values may be CDK token strings (the file
-system's DNS name comes from another stack): quoting keeps them intact for CDK to resolve.
+Pure: no CDK, no AWS call. The shell code lives in ``fmcluster/bootstrap/*.sh`` (fragments:
+functions, package data) and ``fmcluster/bootstrap/programs/*.sh`` (whole programs the node keeps
+and runs again: the readiness check, the LNet-over-EFA set-up), used verbatim; what differs
+between node groups is a block of shell variables at the top of the script, each value quoted
+with ``shlex.quote``. Values may be CDK token strings (the file system's DNS name comes from
+another stack): quoting keeps them intact for CDK to resolve.
 
-The script (``set -euo pipefail``):
+The AWS PCS user data (`node_script`, `set -euo pipefail`, each step run by `step`: a failed step
+is logged and the next one still runs, and the script exits non-zero at the end):
 
 1. writes the EFA / NCCL environment file ``/etc/profile.d/fmcluster-nccl.sh``;
-2. stripes the instance-store NVMe disks into one RAID 0 volume at ``/scratch`` (one disk is
-   formatted directly; none, nothing to do); the disk count comes from the catalog;
-3. mounts the FSx for Lustre file system (when there is one), with retries, and adds it to
-   ``/etc/fstab``;
+2. keeps unattended upgrades from restarting slurmd or the NVIDIA / EFA services and from
+   upgrading the packages running jobs depend on (``protect.sh``);
+3. installs the readiness check (``programs/node-ready.sh``) and the slurmd drop-in that runs it
+   before slurmd starts (``gate-slurmd.sh``): from here on a node that is not ready (GPUs
+   missing, a file system not mounted, LNet without EFA) never takes a job, whatever fails later;
 4. with observability on (`Metrics`), installs node exporter and a Prometheus agent from the
-   Ubuntu archive (``metrics.sh``) with the textfile collectors of ``bootstrap/collectors/``
-   (GPU, EFA, Slurm), remote-writing to the cluster's Prometheus workspace.
+   Ubuntu archive (``metrics.sh``, apt with the dpkg lock waited for, ``apt.sh``) with the
+   textfile collectors of ``bootstrap/collectors/`` (GPU, EFA, Slurm), remote-writing to the
+   cluster's Prometheus workspace: before anything that can fail for a node-specific reason, so
+   that a broken node is seen;
+5. stripes the instance-store NVMe disks at ``/scratch``, or bind-mounts the Deep Learning AMI's
+   own instance-store mount there, ordered after its unit on every boot (``scratch.sh``);
+6. with an EFA-enabled file system on an EFA node group, configures LNet over EFA
+   (``lnet.sh``, ``programs/lnet-efa.sh``, a unit that does it again on every boot);
+7. mounts the FSx for Lustre file system (when there is one), with retries, and adds it to
+   ``/etc/fstab``;
+8. runs the readiness check once and logs its verdict.
 
 AWS PCS merges its own user data with the node group's, so the user data is MIME multipart
-(``multipart/mixed``) with one ``text/x-shellscript`` part.
+(``multipart/mixed``) with one ``text/x-shellscript`` part. The Amazon EKS and SageMaker HyperPod
+node scripts (fmcluster.kubernetes, fmcluster.lifecycle) are composed from the same fragments.
 """
 
 from __future__ import annotations
@@ -28,34 +42,50 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from fmcluster import catalog
 from fmcluster.catalog import InstanceType
 
 SCRIPTS = Path(__file__).with_name("bootstrap")
+PROGRAMS = SCRIPTS / "programs"
+COLLECTORS = SCRIPTS / "collectors"
 NCCL_ENV_FILE = "/etc/profile.d/fmcluster-nccl.sh"
 SCRATCH_PATH = "/scratch"
 SCRATCH_ARRAY = "/dev/md/scratch"
 SCRATCH_WAIT_SECONDS = 60  # for the instance-store disks to appear
+DLAMI_NVME_UNIT = "dlami-nvme.service"  # the Deep Learning AMIs' own instance-store set-up
+DLAMI_NVME_PATH = "/opt/dlami/nvme"
+DLAMI_WAIT_SECONDS = 120  # for that unit to finish
 FSX_MOUNT_ATTEMPTS = 20
 FSX_RETRY_SECONDS = 15
+FSX_MOUNT_OPTIONS = "defaults,relatime,flock,_netdev"
+LNET_EFA_UNIT = "fmcluster-lnet-efa.service"
+APT_LOCK_TIMEOUT_SECONDS = 300  # DPkg::Lock::Timeout of each apt-get
+APT_ATTEMPTS = 5
+APT_RETRY_SECONDS = 30
+READY_WAIT_SECONDS = 120  # how long the readiness check waits for late GPUs and mounts
+SLURMD_RETRY_SECONDS = 30  # a slurmd held back by the readiness check is tried again this often
+FMCLUSTER_LIB = "/usr/local/lib/fmcluster"
+FMCLUSTER_ETC = "/etc/fmcluster"
+TEXTFILE_DIR = "/var/lib/fmcluster/textfile-node"  # the node exporter's textfile collector reads it
 BOUNDARY = "==FMCLUSTER-BOUNDARY=="
 SCRIPT_NAME = "fmcluster-node.sh"
-COLLECTORS = SCRIPTS / "collectors"
 COLLECT_INTERVAL_SECONDS = 30
-METRICS_PATHS = {"FMCLUSTER_ETC": "/etc/fmcluster", "SYSTEMD_DIR": "/etc/systemd/system",
-                 "METRICS_LIB": "/usr/local/lib/fmcluster", "METRICS_STATE": "/var/lib/fmcluster",
+METRICS_PATHS = {"FMCLUSTER_ETC": FMCLUSTER_ETC, "SYSTEMD_DIR": "/etc/systemd/system",
+                 "METRICS_LIB": FMCLUSTER_LIB, "METRICS_STATE": "/var/lib/fmcluster",
                  "NODE_EXPORTER_DEFAULTS": "/etc/default/prometheus-node-exporter", "OS_RELEASE": "/etc/os-release"}
 
 
 @dataclass(frozen=True)
 class LustreMount:
-    """Where a node mounts the FSx for Lustre file system (values may be CDK tokens)."""
+    """Where a node mounts the FSx for Lustre file system (values may be CDK tokens); `efa`: the
+    file system is EFA-enabled (its clients with EFA configure LNet over EFA)."""
 
     dns_name: str
     mount_name: str
     mount_path: str = "/fsx"
+    efa: bool = False
 
     @property
     def source(self) -> str:
@@ -74,13 +104,20 @@ class Metrics:
     slurm: bool = False
 
 
-def collector(name: str) -> str:
-    """A textfile collector script of ``bootstrap/collectors/`` (a whole script, run on its own),
-    without its comment lines (documented in the repository), gzipped and base64-encoded:
-    EC2 user data is limited to 16 KiB, and base64 needs no shell quoting. ``metrics.sh``
-    decodes it (``base64 -d | gunzip``). Deterministic: the same script gives the same text."""
-    text = without_comments((COLLECTORS / f"{name}.sh").read_text(encoding="utf-8"))
-    return base64.b64encode(gzip.compress(text.encode("utf-8"), mtime=0)).decode("ascii")
+EMBED_END = "FMCLUSTER_PROGRAM_END"
+COLLECTOR_FILES = {"dcgm": "gpu.sh", "efa": "efa.sh", "slurm": "slurm.sh"}  # scrape job -> collector
+
+
+def embed(name: str, path: Path) -> str:
+    """A whole script the node keeps and runs on its own (a collector, a program) as a fragment:
+    the shell function `program_NAME`, which prints the script (without its comment lines, but
+    with its `#!` line: they are documented in the repository). The fragments write it to a file
+    with `program_NAME >FILE`."""
+    text = without_comments(path.read_text(encoding="utf-8"))
+    if EMBED_END in text.splitlines():
+        raise ValueError(f"{path.name} has a line {EMBED_END}, which ends its here-document")
+    return (f"# {path.relative_to(SCRIPTS.parent)}, embedded by fmcluster.bootstrap.embed.\n"
+            f"program_{name}() {{\n  cat <<'{EMBED_END}'\n{text.rstrip()}\n{EMBED_END}\n}}\n")
 
 
 def without_comments(text: str) -> str:
@@ -99,11 +136,18 @@ def metrics_settings(instance: InstanceType, metrics: Metrics, *, efa: bool, lus
         "CLUSTER_NAME": metrics.cluster, "REMOTE_WRITE_URL": metrics.remote_write_url,
         "METRICS_REGION": metrics.region, "EXPECTED_GPUS": instance.gpu_count or 0,
         "EXPECTED_LUSTRE_MOUNT": lustre_path, "COLLECT_INTERVAL_SECONDS": COLLECT_INTERVAL_SECONDS,
-        **METRICS_PATHS,
-        "GPU_COLLECTOR": collector("gpu") if instance.is_gpu else "",
-        "EFA_COLLECTOR": collector("efa") if efa else "",
-        "SLURM_COLLECTOR": collector("slurm") if metrics.slurm else "",
+        **METRICS_PATHS, **APT_SETTINGS, "METRICS_COLLECTORS": " ".join(metrics_collectors(instance, metrics, efa=efa)),
     }
+
+
+def metrics_collectors(instance: InstanceType, metrics: Metrics, *, efa: bool) -> list[str]:
+    """The textfile collectors (scrape jobs) of a node: GPU where there are GPUs, EFA where there
+    is EFA, Slurm where `metrics.slurm`."""
+    return [job for job, wanted in (("dcgm", instance.is_gpu), ("efa", efa), ("slurm", metrics.slurm)) if wanted]
+
+
+APT_SETTINGS: dict[str, str | int] = {"APT_LOCK_TIMEOUT_SECONDS": APT_LOCK_TIMEOUT_SECONDS,
+                                      "APT_ATTEMPTS": APT_ATTEMPTS, "APT_RETRY_SECONDS": APT_RETRY_SECONDS}
 
 
 def instance_entry(instance_type: str) -> InstanceType:
@@ -116,6 +160,12 @@ def instance_entry(instance_type: str) -> InstanceType:
 def device_rdma(instance: InstanceType, efa: bool) -> bool:
     """GPUDirect RDMA over EFA: GPU instance types with EFA generation 2 or later."""
     return efa and instance.is_gpu and (instance.efa_generation or 0) >= 2
+
+
+def lnet_efa_interfaces(instance: InstanceType, *, efa: bool, lustre_efa: bool) -> int:
+    """EFA devices LNet configures on this node: the catalog's number where the node has EFA and
+    the file system is EFA-enabled; 0 (LNet over TCP only) otherwise."""
+    return instance.lnet_efa_interfaces if efa and lustre_efa else 0
 
 
 def nccl_environment(instance: InstanceType, efa: bool) -> str:
@@ -152,8 +202,9 @@ def fragment(path: Path) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# shellcheck shell="))
 
 
-def _read(name: str) -> str:
-    return fragment(SCRIPTS / name)
+def _read(part: str | Path) -> str:
+    """A fragment: a file name in SCRIPTS, or a path (fmcluster.lifecycle's own fragments)."""
+    return fragment(part if isinstance(part, Path) else SCRIPTS / part)
 
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -165,54 +216,150 @@ def _quote(value: str) -> str:
     return f"'{value}'" if quoted == value and _WORD.fullmatch(value) else quoted
 
 
-def _settings(values: dict[str, str | int]) -> str:
+def _settings(values: Mapping[str, str | int]) -> str:
     lines = ["", "# Settings of this node group, rendered by fmcluster.bootstrap."]
     lines += [f"{name}={_quote(str(value))}" for name, value in values.items()]
     return "\n".join(lines) + "\n"
 
 
+class NodeProgram:
+    """A node script being assembled: settings, fragments (file names in SCRIPTS, or paths) and
+    the steps `main` runs in order. `add` appends a fragment with its steps and settings; a fragment or
+    setting added twice counts once (the same value)."""
+
+    def __init__(self, instance: InstanceType, **settings: str | int) -> None:
+        self.instance = instance
+        self.settings: dict[str, str | int] = {"INSTANCE_TYPE": instance.name, **settings}
+        self.parts: list[str | Path] = ["common.sh"]
+        self.steps: list[str] = []
+        self.programs: dict[str, Path] = {}  # embedded whole scripts: name -> file
+
+    def add(self, part: str | Path, *steps: str, **settings: str | int) -> "NodeProgram":
+        if part not in self.parts:
+            self.parts.append(part)
+        self.steps += steps
+        for name, value in settings.items():
+            if self.settings.get(name, value) != value:
+                raise ValueError(f"setting {name} given two values: {self.settings[name]!r} and {value!r}")
+            self.settings[name] = value
+        return self
+
+    def nccl(self, efa: bool) -> "NodeProgram":
+        return self.add("nccl.sh", "write_nccl_env", NCCL_ENV_FILE=NCCL_ENV_FILE,
+                        NCCL_ENV=nccl_environment(self.instance, efa))
+
+    def protect(self) -> "NodeProgram":
+        return self.add("protect.sh", "protect_running_jobs")
+
+    def readiness(self, *, mounts: Sequence[str], lnet_efa: bool) -> "NodeProgram":
+        """The readiness check and its settings (no gate: the caller adds one)."""
+        self.programs["node_ready"] = PROGRAMS / "node-ready.sh"
+        return self.add("ready.sh", "install_node_ready", FMCLUSTER_LIB=FMCLUSTER_LIB, FMCLUSTER_ETC=FMCLUSTER_ETC,
+                        EXPECTED_GPUS=self.instance.gpu_count or 0, REQUIRED_MOUNTS=" ".join(mounts),
+                        LNET_EFA=int(lnet_efa), READY_WAIT_SECONDS=READY_WAIT_SECONDS, TEXTFILE_DIR=TEXTFILE_DIR)
+
+    def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":
+        return self.add("scratch.sh", "setup_scratch", NVME_DISK_COUNT=self.instance.nvme_disks, SCRATCH_PATH=path,
+                        SCRATCH_ARRAY=SCRATCH_ARRAY, SCRATCH_WAIT_SECONDS=SCRATCH_WAIT_SECONDS,
+                        DLAMI_NVME_UNIT=DLAMI_NVME_UNIT, DLAMI_NVME_PATH=DLAMI_NVME_PATH,
+                        DLAMI_WAIT_SECONDS=DLAMI_WAIT_SECONDS)
+
+    def lnet(self, interfaces: int) -> "NodeProgram":
+        self.programs["lnet_efa"] = PROGRAMS / "lnet-efa.sh"
+        return self.add("lnet.sh", "setup_lnet_efa", FMCLUSTER_LIB=FMCLUSTER_LIB, LNET_EFA_INTERFACES=interfaces)
+
+    def lustre(self, mount: LustreMount, *, lnet: bool) -> "NodeProgram":
+        options = FSX_MOUNT_OPTIONS + (f",x-systemd.requires={LNET_EFA_UNIT}" if lnet else "")
+        return self.add("lustre.sh", "mount_lustre", FSX_SOURCE=mount.source, FSX_MOUNT_PATH=mount.mount_path,
+                        FSX_MOUNT_OPTIONS=options, FSX_MOUNT_ATTEMPTS=FSX_MOUNT_ATTEMPTS,
+                        FSX_RETRY_SECONDS=FSX_RETRY_SECONDS)
+
+    def metrics(self, metrics: Metrics, *, efa: bool, lustre_path: str = "", step: str = "setup_metrics") -> "NodeProgram":
+        """Metrics collection (metrics.sh), run by the step `step` (a function calling setup_metrics)."""
+        self.add("apt.sh")
+        for job in metrics_collectors(self.instance, metrics, efa=efa):
+            self.programs[f"collect_{job}"] = COLLECTORS / COLLECTOR_FILES[job]
+        return self.add("metrics.sh", step,
+                        **metrics_settings(self.instance, metrics, efa=efa, lustre_path=lustre_path))
+
+    def render(self, header: str, *, extra: Sequence[str] = (), compact: bool = False) -> str:
+        embedded = [embed(name, path) for name, path in self.programs.items()]
+        return compose(header, self.settings, self.parts, self.steps, [*embedded, *extra], compact=compact)
+
+
+def header(comment: str | None = None) -> str:
+    """The bootstrap header (strict mode, ROOT, log, add_fstab, step, finish), under `comment`
+    instead of its own (the AWS PCS one) when given."""
+    text = _read("header.sh")
+    if comment is None:
+        return text
+    lines = text.splitlines(keepends=True)[1:]
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return "#!/bin/bash\n" + comment + "".join(lines)
+
+
 def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
-                scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None) -> str:
-    """The bootstrap shell script of a node of `instance_type`.
+                scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True) -> str:
+    """The AWS PCS bootstrap script of a node of `instance_type` (module docstring).
 
     `efa`: the node has EFA interfaces (sets the EFA environment). `lustre`: the file system to
     mount, or None. The NVMe part is left out for instance types without instance store.
+    `compact`: the fragments without their comment lines (the user data's 16 KiB limit).
     """
     instance = instance_entry(instance_type)
-    settings: dict[str, str | int] = {
-        "INSTANCE_TYPE": instance.name,
-        "NCCL_ENV_FILE": NCCL_ENV_FILE,
-        "NCCL_ENV": nccl_environment(instance, efa),
-    }
-    parts = ["nccl.sh"]
-    steps = ["write_nccl_env"]
-    if instance.nvme_disks:
-        settings.update(NVME_DISK_COUNT=instance.nvme_disks, SCRATCH_PATH=scratch_path,
-                        SCRATCH_ARRAY=SCRATCH_ARRAY, SCRATCH_WAIT_SECONDS=SCRATCH_WAIT_SECONDS)
-        parts.append("scratch.sh")
-        steps.append("setup_scratch")
-    if lustre is not None:
-        settings.update(FSX_SOURCE=lustre.source, FSX_MOUNT_PATH=lustre.mount_path,
-                        FSX_MOUNT_ATTEMPTS=FSX_MOUNT_ATTEMPTS, FSX_RETRY_SECONDS=FSX_RETRY_SECONDS)
-        parts.append("lustre.sh")
-        steps.append("mount_lustre")
+    lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=bool(lustre and lustre.efa))
+    mounts = ([lustre.mount_path] if lustre else []) + ([scratch_path] if instance.nvme_disks else [])
+    program = NodeProgram(instance).readiness(mounts=mounts, lnet_efa=lnet > 0)
+    program.add("gate-slurmd.sh", "gate_slurmd", SLURMD_RETRY_SECONDS=SLURMD_RETRY_SECONDS)
+    program.protect().nccl(efa)
     if metrics is not None:
-        settings.update(metrics_settings(instance, metrics, efa=efa, lustre_path=lustre.mount_path if lustre else ""))
-        parts.append("metrics.sh")
-        steps.append("setup_metrics")
-    return compose(_read("header.sh"), settings, parts, steps, compact=True)
+        program.metrics(metrics, efa=efa, lustre_path=lustre.mount_path if lustre else "")
+    if instance.nvme_disks:
+        program.scratch(scratch_path)
+    if lnet:
+        program.lnet(lnet)
+    if lustre is not None:
+        program.lustre(lustre, lnet=lnet > 0)
+    program.steps.append("check_node_ready")
+    return program.render(header(), compact=compact)
 
 
-def compose(header: str, settings: dict[str, str | int], parts: Sequence[str], steps: Sequence[str],
+BODY_FILE = f"{FMCLUSTER_LIB}/bootstrap.sh"  # where a compact script keeps its decoded body
+BODY_LOADER = f"""
+# The program itself (bootstrap fragments and main), without comments, gzip and base64: EC2 user
+# data is limited to 16 KiB. The node keeps it decoded in {BODY_FILE}.
+install -d -m 0755 "$ROOT{FMCLUSTER_LIB}"
+printf '%s' "$FMCLUSTER_BOOTSTRAP" | base64 -d | gunzip >"$ROOT{BODY_FILE}"
+# shellcheck source=/dev/null
+source "$ROOT{BODY_FILE}"
+"""
+
+
+def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str | Path], steps: Sequence[str],
             extra: Sequence[str] = (), *, compact: bool = False) -> str:
-    """A script: `header`, the settings block, the fragments `parts` (file names in SCRIPTS) and
-    `extra` (fragment texts), and a `main` that runs `steps` in order. Used for the PCS user data
-    (`compact`: the fragments without their comment lines, for the 16 KiB limit) and for the
-    SageMaker HyperPod lifecycle scripts (fmcluster.lifecycle; verbatim)."""
-    read = (lambda name: without_comments(_read(name))) if compact else _read
-    main = ["main() {", *(f"  {step}" for step in steps), '  log "done: $INSTANCE_TYPE node set up"', "}", "",
-            'main "$@"', ""]
-    return "\n".join([header + _settings(settings), *map(read, parts), *extra, *main])
+    """A script: `header`, the settings block, and the body: the fragments `parts` (file names in
+    SCRIPTS) and `extra` (fragment texts), and a `main` that runs each of `steps` with `step` (a
+    failure is recorded and the next step runs), then `finish` (exit 1 when a step failed).
+
+    `compact` (the PCS and EKS user data, limited to 16 KiB): the body without its comment lines,
+    gzip and base64 in the setting FMCLUSTER_BOOTSTRAP, which the script decodes to BODY_FILE and
+    sources. Otherwise (the SageMaker HyperPod lifecycle scripts, fmcluster.lifecycle; tests) the
+    body verbatim. Both run the same code."""
+    main = ["main() {", *(f"  step {step}" for step in steps), "  finish", "}", "", 'main "$@"', ""]
+    if not compact:
+        return "\n".join([header + _settings(settings), *map(_read, parts), *extra, *main])
+    body = "\n".join([*(without_comments(_read(name)) for name in parts), *extra, *main])
+    packed = base64.b64encode(gzip.compress(body.encode("utf-8"), mtime=0)).decode("ascii")
+    return header + _settings({**settings, "FMCLUSTER_BOOTSTRAP": packed}) + BODY_LOADER
+
+
+def unpack(script: str) -> str:
+    """The body of a `compact` script (for reading and tests): what the node writes to BODY_FILE."""
+    packed = re.search(r"^FMCLUSTER_BOOTSTRAP=(\S+)$", script, re.MULTILINE)
+    if packed is None:
+        raise ValueError("not a compact fmcluster node script: no FMCLUSTER_BOOTSTRAP")
+    return gzip.decompress(base64.b64decode(packed.group(1))).decode("utf-8")
 
 
 def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDARY) -> str:

@@ -48,6 +48,11 @@ class InstanceType(NamedTuple):
     nvme_disk_gb: int = 0
     capacity_block: bool = False  # offered as Capacity Blocks for ML
     hyperpod: bool = False  # offered by SageMaker HyperPod as ml.<name>
+    # EFA devices LNet uses to reach an EFA-enabled FSx for Lustre file system (the Amazon EKS
+    # User Guide, "Optimize Amazon FSx for Lustre performance on nodes (EFA)", as the FSx guide's
+    # client set-up does: 8 of the 32 on p5.48xlarge and p5e.48xlarge, one per PCIe switch; 2 on
+    # other types with several EFA devices, 1 with one). 0: no EFA.
+    lnet_efa_interfaces: int = 0
 
     @property
     def family(self) -> str:
@@ -95,15 +100,16 @@ def _cards(count: int, gbps: float, *, first_gbps: float | None = None, first_ef
 
 def _gpu_types() -> list[InstanceType]:
     big = dict(vcpus=192, nvme_disks=8, nvme_disk_gb=3800, capacity_block=True, hyperpod=True,
-               gpu_count=8)
+               gpu_count=8, lnet_efa_interfaces=2)
+    per_pcie_switch = {**big, "lnet_efa_interfaces": 8}
     return [
         InstanceType("p5.4xlarge", vcpus=16, memory_gib=256, network_cards=_cards(1, 100),
                      max_efa_interfaces=1, efa_generation=2, gpu=H100, gpu_count=1,
-                     nvme_disks=1, nvme_disk_gb=3800, capacity_block=True, hyperpod=True),
+                     nvme_disks=1, nvme_disk_gb=3800, capacity_block=True, hyperpod=True, lnet_efa_interfaces=1),
         InstanceType("p5.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
-                     max_efa_interfaces=32, efa_generation=2, gpu=H100, **big),
+                     max_efa_interfaces=32, efa_generation=2, gpu=H100, **per_pcie_switch),
         InstanceType("p5e.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
-                     max_efa_interfaces=32, efa_generation=2, gpu=H200, **big),
+                     max_efa_interfaces=32, efa_generation=2, gpu=H200, **per_pcie_switch),
         InstanceType("p5en.48xlarge", memory_gib=2048, network_cards=_cards(16, 200),
                      max_efa_interfaces=16, efa_generation=3, gpu=H200, **big),
         InstanceType("p6-b200.48xlarge", memory_gib=2048, network_cards=_cards(8, 400),
@@ -135,6 +141,7 @@ def _cpu_types() -> list[InstanceType]:
             types.append(InstanceType(
                 f"{family}.{size}", vcpus=vcpus, memory_gib=vcpus * gib_per_vcpu,
                 network_cards=_cards(1, gbps, efa=efa), max_efa_interfaces=1 if efa else 0,
+                lnet_efa_interfaces=1 if efa else 0,
                 hyperpod=family in _HYPERPOD_CPU_FAMILIES,
             ))
     return types

@@ -130,42 +130,79 @@ def node_config(*, raid0: bool, cluster: Optional[ClusterDetails] = None) -> Opt
 TEXTFILE_DIR = "/var/lib/fmcluster/textfile-node"
 TEXTFILE_MOUNT = "/host/fmcluster-textfile"  # where the node exporter's container sees it
 EXPECTED_GPUS_SCRIPT = "fmcluster-expected-gpus.sh"
+NODE_SCRIPT = "fmcluster-node.sh"
+# A node whose readiness check fails at boot (GPUs missing, LNet without EFA) registers with this
+# taint (bootstrap/gate-kubelet.sh): no job lands there; the exporters tolerate it.
+NOT_READY_TAINT = LABEL_PREFIX + "not-ready"
+NOT_READY_TOLERATION = {"key": NOT_READY_TAINT, "operator": "Exists", "effect": "NoSchedule"}
+EXPECTED_GPUS_COMMENT = """\
+# fmcluster: the GPUs of this node's instance type (fmcluster instance catalog), for the alert
+# GpuMissing; the node exporter's textfile collector reads this directory.
+"""
+NODE_SCRIPT_COMMENT = """\
+# fmcluster Amazon EKS node script (AL2023), rendered by fmcluster.kubernetes for one node group.
+# It runs from cloud-init before nodeadm starts kubelet; its output is in
+# /var/log/cloud-init-output.log.
+"""
 
 
-def expected_gpus_script(gpus: int) -> str:
-    """A shell script that writes the textfile metric `fmcluster_expected_gpus` (the instance
-    catalog's GPU count of the node; the alert GpuMissing compares it with the GPUs DCGM sees).
-    The scraper adds the labels `cluster` and `node`, as on every series."""
-    return "\n".join([
-        "#!/bin/bash",
-        "# fmcluster: the GPUs of this node's instance type (fmcluster instance catalog), for the alert",
-        "# GpuMissing; the node exporter's textfile collector reads this directory.",
-        "set -euo pipefail",
-        f"install -d -m 0755 {TEXTFILE_DIR}",
-        f"cat >{TEXTFILE_DIR}/fmcluster.prom.tmp <<'PROM'",
-        "# HELP fmcluster_expected_gpus GPUs of this instance type (fmcluster instance catalog)",
-        "# TYPE fmcluster_expected_gpus gauge",
-        f"fmcluster_expected_gpus {int(gpus)}",
-        "PROM",
-        f"mv {TEXTFILE_DIR}/fmcluster.prom.tmp {TEXTFILE_DIR}/fmcluster.prom",
-        ""])
+def expected_gpus_script(instance) -> str:
+    """A shell script that writes the textfile metric `fmcluster_expected_gpus` of a node of
+    `instance` (bootstrap/textfile.sh; the HyperPod EKS hook)."""
+    from fmcluster import bootstrap  # not needed by validation: keep `validate` light
+
+    program = bootstrap.NodeProgram(instance)
+    program.add("textfile.sh", "write_expected_gpus", EXPECTED_GPUS=instance.gpu_count or 0,
+                TEXTFILE_DIR=TEXTFILE_DIR)
+    return program.render(bootstrap.header(EXPECTED_GPUS_COMMENT))
 
 
-def node_user_data(*, raid0: bool, cluster: Optional[ClusterDetails] = None,
-                   expected_gpus: Optional[int] = None) -> Optional[str]:
+def taint_flag(taints) -> str:
+    """Taints as kubelet's --register-with-taints value (KEY=VALUE:EFFECT, comma-separated)."""
+    return ",".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints)
+
+
+def node_script(instance, *, taints=(), lnet_efa: bool = False, efa: bool = False,
+                observability: bool = False, compact: bool = True) -> Optional[str]:
+    """The shell part of a managed node group's user data (bootstrap fragments), or None when the
+    node needs none: `observability`, the textfile metric fmcluster_expected_gpus; `lnet_efa`
+    (an EFA-enabled file system) on an EFA node, LNet over EFA for the FSx CSI driver's mounts;
+    on GPU nodes (and LNet ones) the readiness check, whose failure registers the node with the
+    NOT_READY_TAINT besides the group's `taints` (bootstrap/gate-kubelet.sh)."""
+    from fmcluster import bootstrap
+
+    lnet = bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
+    program = bootstrap.NodeProgram(instance)
+    if observability:
+        program.add("textfile.sh", "write_expected_gpus", EXPECTED_GPUS=instance.gpu_count or 0,
+                    TEXTFILE_DIR=TEXTFILE_DIR)
+    if lnet:
+        program.lnet(lnet)
+    if instance.is_gpu or lnet:
+        program.readiness(mounts=(), lnet_efa=lnet > 0)
+        program.add("gate-kubelet.sh", "gate_kubelet", REGISTER_TAINTS=taint_flag(taints),
+                    NOT_READY_TAINT=NOT_READY_TAINT)
+    if not program.steps:
+        return None
+    return program.render(bootstrap.header(NODE_SCRIPT_COMMENT), compact=compact)
+
+
+def node_user_data(instance, *, raid0: bool, cluster: Optional[ClusterDetails] = None, taints=(),
+                   lnet_efa: bool = False, efa: bool = False, observability: bool = False) -> Optional[str]:
     """The node group's user data: MIME multipart with the NodeConfig part (EKS merges it with
-    its own for managed node groups) and, with `expected_gpus` (observability on), a shell script
-    part writing the textfile metric `fmcluster_expected_gpus`; None when there is neither."""
+    its own for managed node groups) and the node script (`node_script`); None when there is
+    neither."""
+    from fmcluster.bootstrap import mime_multipart  # not needed by validation: keep `validate` light
+
     parts = []
     document = node_config(raid0=raid0, cluster=cluster)
     if document is not None:
         parts.append((NODECONFIG_MEDIA_TYPE, NODECONFIG_FILE, document))
-    if expected_gpus is not None:
-        parts.append(("text/x-shellscript", EXPECTED_GPUS_SCRIPT, expected_gpus_script(expected_gpus)))
+    script = node_script(instance, taints=taints, lnet_efa=lnet_efa, efa=efa, observability=observability)
+    if script is not None:
+        parts.append(("text/x-shellscript", NODE_SCRIPT, script))
     if not parts:
         return None
-    from fmcluster.bootstrap import mime_multipart  # not needed by validation: keep `validate` light
-
     return mime_multipart(parts)
 
 
@@ -252,8 +289,10 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 def nvidia_device_plugin_values() -> dict[str, Any]:
-    """On GPU nodes only (their label), tolerating their taint; MOFED off (see the pin)."""
-    return {"nodeSelector": {GPU_LABEL: TRUE}, "tolerations": [GPU_TOLERATION], "mofedEnabled": False}
+    """On GPU nodes only (their label), tolerating their taint and the not-ready one (a node
+    held back shows the GPUs it has); MOFED off (see the pin)."""
+    return {"nodeSelector": {GPU_LABEL: TRUE}, "tolerations": [GPU_TOLERATION, NOT_READY_TOLERATION],
+            "mofedEnabled": False}
 
 
 def efa_device_plugin_values(instance_types: list[str]) -> dict[str, Any]:
@@ -278,10 +317,11 @@ def node_exporter_values() -> dict[str, Any]:
 
 
 def dcgm_exporter_values() -> dict[str, Any]:
-    """On GPU nodes only (their label), tolerating their taint; service on 9400; the counters
-    the rules need; no ServiceMonitor (no Prometheus operator here)."""
+    """On GPU nodes only (their label), tolerating their taint and the not-ready one (the GPUs of a
+    node held back still report); service on 9400; the counters the rules need; no ServiceMonitor
+    (no Prometheus operator here)."""
     counters = "\n".join(f"{field}, {kind}, {text}" for field, kind, text in DCGM_COUNTERS) + "\n"
-    return {"nodeSelector": {GPU_LABEL: TRUE}, "tolerations": [GPU_TOLERATION],
+    return {"nodeSelector": {GPU_LABEL: TRUE}, "tolerations": [GPU_TOLERATION, NOT_READY_TOLERATION],
             "service": {"port": DCGM_EXPORTER_PORT, "address": f":{DCGM_EXPORTER_PORT}"},
             "serviceMonitor": {"enabled": False}, "customMetrics": counters}
 

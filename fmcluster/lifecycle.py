@@ -15,9 +15,19 @@ HyperPod runs the entry script as its ``LifeCycleConfig.OnInitComplete`` script:
 runs on the node after the AMI-based initialization is complete" (SageMaker API Reference,
 ClusterLifeCycleConfig). HyperPod itself configures Slurm (API-driven SlurmConfig) or joins the
 node to EKS, and mounts the FSx for Lustre file system (InstanceStorageConfigs.FsxLustreConfig,
-Slurm); the script does not redo any of that. The file system's DNS and mount names are
-deploy-time values of NAME-storage, which a file asset cannot carry, so the Lustre mount is the
-cluster's FsxLustreConfig and not ``lustre.sh``.
+Slurm; over EFA where the file system has it, with the execution role's
+fsx:DescribeFileSystems); the script does not redo any of that. The file system's DNS and mount
+names are deploy-time values of NAME-storage, which a file asset cannot carry, so the Lustre mount
+is the cluster's FsxLustreConfig and not ``lustre.sh``.
+
+What `entry_script` does, in order, each step run by `step` (fmcluster/bootstrap/common.sh): keep
+unattended upgrades from restarting Slurm or the NVIDIA / EFA services (``protect.sh``); write
+the EFA/NCCL environment; run the hooks (metrics first: a hook in OPTIONAL_HOOKS that fails is
+only a warning, any other fails the script, and a failing lifecycle script fails the node, or the
+whole cluster's creation); on HyperPod EKS with an EFA-enabled file system, configure LNet over
+EFA for the FSx CSI driver's mounts (``lnet.sh``); set up the NVMe scratch; and on Slurm compute
+groups, run the readiness check (GPUs, the file system, /scratch) and drain a node that is not
+ready with the reasons (``gate-drain.sh``) instead of failing the cluster.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Optional
 
 from fmcluster import bootstrap
 
@@ -35,6 +45,8 @@ ENTRYPOINT = "on_init.sh"
 HOOKS_DIR = "hooks.d"
 METRICS_HOOK = "50-metrics.sh"
 EXPECTED_GPUS_HOOK = "50-expected-gpus.sh"
+# Hooks whose failure leaves the node working (without metrics) and so must not fail it.
+OPTIONAL_HOOKS = (METRICS_HOOK, EXPECTED_GPUS_HOOK)
 HOOK_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*\.sh")
 COMMENT = """\
 # fmcluster SageMaker HyperPod lifecycle script (LifeCycleConfig.OnInitComplete), rendered by
@@ -50,33 +62,32 @@ METRICS_COMMENT = """\
 """
 
 
-def _header(comment: str = COMMENT) -> str:
-    """The bootstrap header (strict mode, log, add_fstab) under a HyperPod comment."""
-    lines = bootstrap.fragment(bootstrap.SCRIPTS / "header.sh").splitlines(keepends=True)[1:]
-    while lines and lines[0].startswith("#"):
-        lines.pop(0)
-    return "#!/bin/bash\n" + comment + "".join(lines)
+@dataclass(frozen=True)
+class NodeChecks:
+    """What an instance group's node must have before it takes jobs (HyperPod Slurm compute
+    groups; a node that fails is drained with the reasons): `mounts`, the file system's mount
+    point (HyperPod's FsxLustreConfig) besides /scratch."""
+
+    mounts: tuple[str, ...] = ()
 
 
-def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = bootstrap.SCRATCH_PATH) -> str:
-    """The `on_init.sh` of an instance group: EFA/NCCL environment, NVMe scratch (instance types
-    with instance store), then the hooks."""
+def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = bootstrap.SCRATCH_PATH,
+                 checks: Optional[NodeChecks] = None, lnet_efa: bool = False) -> str:
+    """The `on_init.sh` of an instance group (module docstring). `checks`: drain the node unless
+    it is ready (Slurm compute groups). `lnet_efa`: configure LNet over EFA for an EFA-enabled file
+    system mounted by the node's pods (HyperPod EKS; EFA groups only)."""
     instance = bootstrap.instance_entry(instance_type)
-    settings: dict[str, str | int] = {
-        "NODE_GROUP": group,
-        "INSTANCE_TYPE": instance.name,
-        "NCCL_ENV_FILE": bootstrap.NCCL_ENV_FILE,
-        "NCCL_ENV": bootstrap.nccl_environment(instance, efa),
-    }
-    parts, steps = ["nccl.sh"], ["write_nccl_env"]
+    program = bootstrap.NodeProgram(instance, NODE_GROUP=group).protect().nccl(efa)
+    program.add(SCRIPTS / "hooks.sh", "run_hooks", HOOKS_DIR=HOOKS_DIR, OPTIONAL_HOOKS=" ".join(OPTIONAL_HOOKS))
+    lnet = bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
+    if lnet:
+        program.lnet(lnet)
     if instance.nvme_disks:
-        settings.update(NVME_DISK_COUNT=instance.nvme_disks, SCRATCH_PATH=scratch_path,
-                        SCRATCH_ARRAY=bootstrap.SCRATCH_ARRAY, SCRATCH_WAIT_SECONDS=bootstrap.SCRATCH_WAIT_SECONDS)
-        parts.append("scratch.sh")
-        steps.append("setup_scratch")
-    settings["HOOKS_DIR"] = HOOKS_DIR
-    steps.append("run_hooks")
-    return bootstrap.compose(_header(), settings, parts, steps, extra=[bootstrap.fragment(SCRIPTS / "hooks.sh")])
+        program.scratch(scratch_path)
+    if checks is not None:
+        mounts = [*checks.mounts, *([scratch_path] if instance.nvme_disks else [])]
+        program.readiness(mounts=mounts, lnet_efa=False).add("gate-drain.sh", "gate_drain")
+    return program.render(bootstrap.header(COMMENT))
 
 
 def metrics_hook(instance_type: str, metrics: bootstrap.Metrics, *, efa: bool, parameter: str,
@@ -87,12 +98,11 @@ def metrics_hook(instance_type: str, metrics: bootstrap.Metrics, *, efa: bool, p
     (bootstrap/metrics.sh and collectors/, verbatim). `metrics.remote_write_url` is not used: the
     hook reads the URL from the SSM parameter `parameter` (a deploy-time value), in `metrics.region`."""
     instance = bootstrap.instance_entry(instance_type)
-    settings: dict[str, str | int] = {"INSTANCE_TYPE": instance.name, "METRICS_PARAMETER": parameter}
-    settings.update(bootstrap.metrics_settings(instance, metrics, efa=efa, lustre_path=lustre_path))
-    del settings["REMOTE_WRITE_URL"]  # set by read_remote_write_url
-    return bootstrap.compose(_header(METRICS_COMMENT), settings, ["metrics.sh"],
-                             ["read_remote_write_url", "setup_metrics"],
-                             extra=[bootstrap.fragment(SCRIPTS / "remote_write.sh")])
+    program = bootstrap.NodeProgram(instance, METRICS_PARAMETER=parameter)
+    program.add(SCRIPTS / "remote_write.sh")
+    program.metrics(metrics, efa=efa, lustre_path=lustre_path, step="setup_metrics_from_parameter")
+    del program.settings["REMOTE_WRITE_URL"]  # set by read_remote_write_url
+    return program.render(bootstrap.header(METRICS_COMMENT))
 
 
 @dataclass(frozen=True)
@@ -110,10 +120,11 @@ class Bundle:
         return h.hexdigest()
 
 
-def bundle(group: str, instance_type: str, *, efa: bool, hooks: Mapping[str, str] | None = None) -> Bundle:
-    """The lifecycle folder of an instance group: the entry script and the hooks (file name ->
-    script text, run in name order; names like ``50-exporters.sh``)."""
-    files = {ENTRYPOINT: entry_script(group, instance_type, efa=efa)}
+def bundle(group: str, instance_type: str, *, efa: bool, hooks: Mapping[str, str] | None = None,
+           checks: Optional[NodeChecks] = None, lnet_efa: bool = False) -> Bundle:
+    """The lifecycle folder of an instance group: the entry script (`entry_script`) and the hooks
+    (file name -> script text, run in name order; names like ``50-exporters.sh``)."""
+    files = {ENTRYPOINT: entry_script(group, instance_type, efa=efa, checks=checks, lnet_efa=lnet_efa)}
     for name, text in sorted((hooks or {}).items()):
         if not HOOK_NAME.fullmatch(name):
             raise ValueError(f"hook name {name!r} is not a plain *.sh file name")

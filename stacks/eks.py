@@ -234,8 +234,9 @@ class EksClusterStack(cdk.Stack):
             capacity=props.capacity, http_put_response_hop_limit=IMDS_HOP_LIMIT,
             tags={**self.spec.tags, "fmcluster:cluster": self.spec.name, "fmcluster:node-group": props.name},
             user_data=kubernetes.node_user_data(
-                raid0=props.instance.nvme_disks > 0, cluster=custom,
-                expected_gpus=(props.instance.gpu_count or 0) if self.observability is not None else None))
+                props.instance, raid0=props.instance.nvme_disks > 0, cluster=custom, taints=props.taints,
+                efa=uses_efa, lnet_efa=bool(self.spec.storage.lustre and self.spec.storage.lustre.efa),
+                observability=self.observability is not None))
         in_template = props.capacity_type == "CAPACITY_BLOCK"  # EKS wants a Capacity Block's type in the template
         group = ManagedNodeGroup(
             scope, "NodeGroup", cluster_name=self.cluster.cluster_name, node_role_arn=self.node_role.role_arn,

@@ -2,8 +2,9 @@
 
 What it builds from the spec, with the network and storage stacks' outputs:
 
-- one lifecycle-script folder per instance group (fmcluster.lifecycle: EFA/NCCL environment,
-  NVMe scratch, hooks), published as CDK file assets (constructs_lib.hyperpod_lifecycle) and run
+- one lifecycle-script folder per instance group (fmcluster.lifecycle: unattended upgrades that
+  restart nothing, EFA/NCCL environment, hooks, NVMe scratch, and on compute groups the readiness
+  check that drains a node without its GPUs, file system or scratch), published as CDK file assets (constructs_lib.hyperpod_lifecycle) and run
   by HyperPod as the group's `OnInitComplete` script;
 - the execution role of the instance groups (constructs_lib.hyperpod_role), scoped to the
   cluster's VPC, buckets and lifecycle folders;
@@ -62,20 +63,25 @@ class HyperPodGroups(Construct):
     """Lifecycle folders and the execution role for a set of instance groups, and the
     `InstanceGroup`s themselves. `groups`: the instance groups without role and lifecycle
     (`execution_role_arn` and `lifecycle_uri` are filled in here). `hooks`: per group name, the
-    lifecycle hooks (file name -> script). `workspace_arn`, `metrics_parameter_arn`: the role's
-    metrics permissions (HyperPodExecutionRole)."""
+    lifecycle hooks (file name -> script). `checks`: per group name, the readiness checks whose
+    failure drains a node (Slurm compute groups). `lnet_efa`: per group name, configure LNet over
+    EFA on its nodes (fmcluster.lifecycle.entry_script). `workspace_arn`, `metrics_parameter_arn`:
+    the role's metrics permissions (HyperPodExecutionRole)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, groups: Sequence[InstanceGroup], efa: dict[str, bool],
                  network, storage, subnet_ids: Sequence[str], security_group_ids: Sequence[str],
                  eks_cluster_arn: Optional[str] = None, description: str,
                  hooks: Optional[Mapping[str, Mapping[str, str]]] = None, workspace_arn: Optional[str] = None,
-                 metrics_parameter_arn: Optional[str] = None) -> None:
+                 metrics_parameter_arn: Optional[str] = None,
+                 checks: Optional[Mapping[str, lifecycle.NodeChecks]] = None,
+                 lnet_efa: Optional[Mapping[str, bool]] = None) -> None:
         super().__init__(scope, construct_id)
-        hooks = hooks or {}
+        hooks, checks, lnet_efa = hooks or {}, checks or {}, lnet_efa or {}
         self.scripts: dict[str, LifecycleScripts] = {
             g.name: LifecycleScripts(self, f"Lifecycle-{g.name}",
                                      bundle=lifecycle.bundle(g.name, g.instance_type, efa=efa[g.name],
-                                                             hooks=hooks.get(g.name)))
+                                                             hooks=hooks.get(g.name), checks=checks.get(g.name),
+                                                             lnet_efa=lnet_efa.get(g.name, False)))
             for g in groups}
         buckets = storage.bucket_arns or {}
         self.role = HyperPodExecutionRole(
@@ -149,9 +155,12 @@ class HyperPodSlurmStack(cdk.Stack):
         self.metrics_parameter = None
         if observability is not None:
             metrics = self._metrics(spec, observability, groups, efa)
+        # Compute nodes that are not ready (GPUs missing, the file system not mounted) are drained.
+        checks = lifecycle.NodeChecks(mounts=(spec.storage.lustre.mount_path,) if spec.storage.lustre else ())
         self.groups = HyperPodGroups(self, "InstanceGroups", groups=groups, efa=efa, network=network, storage=storage,
                                      subnet_ids=subnets, security_group_ids=security_groups,
-                                     description=f"SageMaker HyperPod instance groups of {spec.name}", **metrics)
+                                     description=f"SageMaker HyperPod instance groups of {spec.name}",
+                                     checks={g.name: checks for g in spec.node_groups}, **metrics)
         self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
                                        orchestrator=slurm_orchestrator(),
                                        instance_groups=self.groups.instance_groups, subnet_ids=subnets,

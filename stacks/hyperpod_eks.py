@@ -72,12 +72,16 @@ class HyperPodEksStack(EksClusterStack):
             security_groups.append(network.efa_security_group_id)
         # With observability: the node exporter chart's textfile metric fmcluster_expected_gpus,
         # written by a lifecycle hook (HyperPod nodes have no launch template user data).
-        hooks = {g.name: {lifecycle.EXPECTED_GPUS_HOOK: kubernetes.expected_gpus_script(g.instance.gpu_count or 0)}
+        hooks = {g.name: {lifecycle.EXPECTED_GPUS_HOOK: kubernetes.expected_gpus_script(g.instance)}
                  for g in spec.node_groups} if observability is not None else None
+        # An EFA-enabled file system: the FSx CSI driver mounts it on the node, so the node
+        # configures LNet over EFA first (lifecycle.entry_script).
+        lnet_efa = bool(spec.storage.lustre and spec.storage.lustre.efa)
         self.instance_groups = HyperPodGroups(
             self, "InstanceGroups", groups=groups, efa=efa, network=network, storage=storage, subnet_ids=subnets,
             security_group_ids=security_groups, eks_cluster_arn=self.cluster.cluster_arn,
-            description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)", hooks=hooks)
+            description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)", hooks=hooks,
+            lnet_efa={g.name: lnet_efa for g in spec.node_groups})
         spot = any(g.capacity.type == SPOT for g in spec.node_groups)
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", name=spec.name, instance_groups=self.instance_groups.instance_groups,

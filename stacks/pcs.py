@@ -68,7 +68,8 @@ def lustre_mount(spec, storage) -> Optional[bootstrap.LustreMount]:
         return None
     if not (storage.file_system_dns_name and storage.file_system_mount_name):
         raise ValueError("the spec has a Lustre file system, but the storage stack gives no DNS or mount name")
-    return bootstrap.LustreMount(storage.file_system_dns_name, storage.file_system_mount_name, lustre.mount_path)
+    return bootstrap.LustreMount(storage.file_system_dns_name, storage.file_system_mount_name, lustre.mount_path,
+                                 efa=lustre.efa)
 
 
 @dataclass(frozen=True, kw_only=True)

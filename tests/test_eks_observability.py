@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fmcluster import kubernetes, loader, observability
+from fmcluster import bootstrap, catalog, kubernetes, loader, observability
+from tests.sandbox import Sandbox, Scenario, template_text, user_data_parts
 from tests.test_pcs_stack import cluster, network, new_app, resources
 
 pytestmark = pytest.mark.synth
@@ -163,7 +164,7 @@ def test_exporters_land_where_their_devices_are(templates, kind):
     assert {"operator": "Exists", "effect": "NoSchedule"} in node["tolerations"]
     assert node["service"]["port"] == 9100
     assert dcgm["nodeSelector"] == {kubernetes.GPU_LABEL: "true"}
-    assert dcgm["tolerations"] == [kubernetes.GPU_TOLERATION]
+    assert dcgm["tolerations"] == [kubernetes.GPU_TOLERATION, kubernetes.NOT_READY_TOLERATION]  # a held-back node reports
     assert dcgm["service"]["port"] == 9400
     assert efa["nodeSelector"] == {kubernetes.EFA_LABEL: "true"}
     assert efa["tolerations"] == [kubernetes.GPU_TOLERATION]
@@ -230,30 +231,40 @@ def _user_data(assembly, key) -> dict[str, str]:
     for props in launch_templates:
         data = props["LaunchTemplateData"]
         tags = {t["Key"]: t["Value"] for spec in data.get("TagSpecifications", []) for t in spec["Tags"]}
-        text = data.get("UserData")
-        if isinstance(text, dict) and isinstance(text.get("Fn::Base64"), str):
-            text = text["Fn::Base64"]
-        elif isinstance(text, str):
-            text = base64.b64decode(text).decode()
-        found[tags.get("fmcluster:node-group", "?")] = text if isinstance(text, str) else json.dumps(text)
+        if "UserData" in data:
+            found[tags.get("fmcluster:node-group", "?")] = template_text(data["UserData"])
     return found
 
 
-def test_managed_node_groups_write_expected_gpus_from_the_catalog(assembly):
+def test_managed_node_groups_write_expected_gpus_from_the_catalog(assembly, tmp_path):
+    """Each node group's user data, as the template has it, run on a sandboxed AL2023 node: the
+    textfile holds the catalog's GPU count."""
     spec = _spec(EXAMPLES["eks"])
     user_data = _user_data(assembly, "eks")
     for group in spec.node_groups:
-        text = user_data[group.name]
-        assert f"fmcluster_expected_gpus {group.instance.gpu_count}\n" in text
-        assert f'filename="{kubernetes.EXPECTED_GPUS_SCRIPT}"' in text and "text/x-shellscript" in text
+        content_type, script = user_data_parts(user_data[group.name])[kubernetes.NODE_SCRIPT]
+        assert content_type == "text/x-shellscript"
+        instance = group.instance
+        node = Sandbox(tmp_path / group.name, Scenario(os_release="amzn2023", slurmd=False, gpus=instance.gpu_count,
+                                                       efa_devices=instance.max_efa_interfaces))
+        result = node.run(script)
+        assert result.returncode == 0, result.stderr
+        prom = node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom")
+        assert prom.splitlines()[-1] == f"fmcluster_expected_gpus {instance.gpu_count}"
     off = _user_data(assembly, "off")
-    assert off and all("fmcluster_expected_gpus" not in text for text in off.values())
+    for text in off.values():
+        scripts = [body for name, (_, body) in user_data_parts(text).items() if name == kubernetes.NODE_SCRIPT]
+        assert all("write_expected_gpus" not in bootstrap.unpack(body) for body in scripts)
 
 
 def test_node_user_data_parts():
-    both = kubernetes.node_user_data(raid0=True, expected_gpus=8)
-    assert "kind: NodeConfig" in both and "fmcluster_expected_gpus 8\n" in both
-    only_gpus = kubernetes.node_user_data(raid0=False, expected_gpus=0)
-    assert "NodeConfig" not in only_gpus and "fmcluster_expected_gpus 0\n" in only_gpus
-    assert kubernetes.node_user_data(raid0=False) is None
-    assert "fmcluster_expected_gpus" not in kubernetes.node_user_data(raid0=True)
+    p5 = catalog.get("p5.48xlarge")
+    both = user_data_parts(kubernetes.node_user_data(p5, raid0=True, observability=True))
+    assert set(both) == {kubernetes.NODECONFIG_FILE, kubernetes.NODE_SCRIPT}
+    assert "kind: NodeConfig" in both[kubernetes.NODECONFIG_FILE][1]
+    cpu = catalog.get("m7i.2xlarge")
+    assert kubernetes.node_user_data(cpu, raid0=False) is None  # no GPU, no metrics, no LNet: nothing to do
+    only_script = user_data_parts(kubernetes.node_user_data(cpu, raid0=False, observability=True))
+    assert set(only_script) == {kubernetes.NODE_SCRIPT}
+    gpu_only = user_data_parts(kubernetes.node_user_data(p5, raid0=False))  # the readiness check
+    assert "gate_kubelet" in bootstrap.unpack(gpu_only[kubernetes.NODE_SCRIPT][1])

@@ -390,7 +390,8 @@ def test_launch_template_capacity(main):
 def test_nvme_raid0_through_the_node_configuration(main):
     lts = launch_templates(main)
     for group in ("p5en", "p5", "b200", "b300"):
-        (part,) = user_data_parts(lts[group])
+        part, *others = user_data_parts(lts[group])  # and the node script (GPU readiness)
+        assert [o.get_filename() for o in others] == [kubernetes.NODE_SCRIPT]
         assert part.get_content_type() == "application/node.eks.aws"
         assert part.get_payload() == ("---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
                                       "  instance:\n    localStorage:\n      strategy: RAID0")
@@ -427,7 +428,8 @@ def test_device_plugins_only_where_their_devices_are(templates):
     found = charts(templates["main"])
     nvidia = json.loads(found["nvidia-device-plugin"]["Values"])
     assert nvidia["nodeSelector"] == {"nvidia.com/gpu.present": "true"} and nvidia["mofedEnabled"] is False
-    assert nvidia["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert nvidia["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                                     kubernetes.NOT_READY_TOLERATION]
     efa = json.loads(found["aws-efa-k8s-device-plugin"]["Values"])
     assert efa["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
     assert efa["supportedInstanceLabels"]["values"] == ["p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",

@@ -87,6 +87,34 @@ def test_cfn_lint_clean(assembly):
         assert not errors, f"{path.name}: " + "; ".join(str(m) for m in errors)
 
 
+def test_every_node_script_runs_on_a_healthy_node(assembly, tmp_path):
+    """Every node script of the example as the node gets it (launch template user data, HyperPod
+    lifecycle folders: tests/node_scripts.py) runs on a sandboxed healthy node of its instance
+    type (tests/sandbox.py): it succeeds, and the node is ready (slurmd may start, no not-ready
+    taint, no drain)."""
+    from fmcluster import bootstrap, loader
+    from tests.node_scripts import describe, node_scripts, scenario
+    from tests.sandbox import Sandbox
+
+    spec_path, outdir = assembly
+    spec = loader.load(ROOT / spec_path).spec
+    scripts = node_scripts(outdir, spec)
+    assert {s.group for s in scripts} >= {g.name for g in spec.node_groups}
+    for i, node_script in enumerate(scripts):
+        node = Sandbox(tmp_path / str(i), scenario(node_script))
+        if node_script.plane == "hyperpod-slurm" and spec.storage.lustre:  # HyperPod mounts it first
+            (node.root / spec.storage.lustre.mount_path.lstrip("/")).mkdir(parents=True)
+            node.run(f"mount -t lustre fs@tcp:/x {spec.storage.lustre.mount_path}", name="hyperpod-mount.sh")
+        result = node.run(node_script.script, name=f"lifecycle/{node_script.name}",
+                          files={f"lifecycle/{n}": text for n, text in node_script.files.items()})
+        assert result.returncode == 0, describe(node_script) + result.stderr
+        assert not node.calls("scontrol") and not node.exists("/etc/eks/nodeadm.d/90-fmcluster-not-ready.yaml")
+        if node.exists(f"{bootstrap.TEXTFILE_DIR}/fmcluster-ready.prom"):
+            assert node.file(f"{bootstrap.TEXTFILE_DIR}/fmcluster-ready.prom").endswith(" 1\n"), describe(node_script)
+        if node_script.plane == "pcs":
+            assert node.run("systemctl start slurmd.service", name="start.sh").returncode == 0
+
+
 def test_stateful_resources_only_in_storage(assembly):
     """Buckets, file systems and keys live in NAME-storage. One exception: the key of the alert
     topic in NAME-observability encrypts notifications in flight only (nothing at rest outlives

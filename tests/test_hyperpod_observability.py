@@ -15,13 +15,14 @@ import types
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fmcluster import bootstrap, catalog, kubernetes, lifecycle
 from stacks.hyperpod import CONTROLLER_GROUP, metrics_parameter_name
 from tests.test_bootstrap import assert_shellcheck_clean
 from tests.test_hyperpod_stack import groups, joined, specs, statements
 from tests.test_pcs_stack import cluster, new_app, resources
-from tests.test_slurm_metrics import run_setup_metrics
+from tests.sandbox import Sandbox, Scenario
 
 URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
 WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123"
@@ -36,20 +37,21 @@ def hook(instance_type="p5.48xlarge", *, efa=True, slurm=False, lustre_path="/fs
 
 # --- the hook, rendered and run ------------------------------------------------------------------
 
+def settings(script: str) -> str:
+    return script.split("# Settings of this node group", 1)[1].split("\n\n", 1)[0]
+
+
 def test_hook_settings_of_a_gpu_node():
-    script = hook()
-    assert f"\nMETRICS_PARAMETER={PARAMETER}\n" in script and "\nMETRICS_REGION='us-east-1'\n" in script
-    assert "\nEXPECTED_GPUS=8\n" in script and "\nEXPECTED_LUSTRE_MOUNT=/fsx\n" in script
-    assert "\nGPU_COLLECTOR=''\n" not in script and "\nEFA_COLLECTOR=''\n" not in script
-    assert "\nSLURM_COLLECTOR=''\n" in script
-    assert "REMOTE_WRITE_URL=" not in script.split("# Settings of this node group", 1)[1].split("\n\n", 1)[0]
-    assert "  read_remote_write_url\n  setup_metrics\n" in script
+    values = settings(hook())
+    assert f"\nMETRICS_PARAMETER={PARAMETER}\n" in values and "\nMETRICS_REGION='us-east-1'\n" in values
+    assert "\nEXPECTED_GPUS=8\n" in values and "\nEXPECTED_LUSTRE_MOUNT=/fsx\n" in values
+    assert "\nMETRICS_COLLECTORS='dcgm efa'" in values
+    assert "REMOTE_WRITE_URL=" not in values
 
 
 def test_hook_of_the_controller_counts_slurm():
-    script = hook("m7i.2xlarge", efa=False, slurm=True, lustre_path="")
-    assert "\nSLURM_COLLECTOR=''\n" not in script and "\nGPU_COLLECTOR=''\n" in script
-    assert "\nEXPECTED_GPUS=0\n" in script
+    values = settings(hook("m7i.2xlarge", efa=False, slurm=True, lustre_path=""))
+    assert "\nMETRICS_COLLECTORS='slurm'" in values and "\nEXPECTED_GPUS=0\n" in values
 
 
 def test_hook_reuses_metrics_sh_verbatim():
@@ -58,38 +60,38 @@ def test_hook_reuses_metrics_sh_verbatim():
 
 def test_hooks_shellcheck_clean(tmp_path):
     assert_shellcheck_clean(tmp_path, {"gpu": hook(), "controller": hook("m7i.2xlarge", efa=False, slurm=True),
-                                       "expected-gpus": kubernetes.expected_gpus_script(8)})
+                                       "expected-gpus": kubernetes.expected_gpus_script(catalog.get("p5.48xlarge"))})
+
+
+def run_hook(tmp_path, script: str, **scenario) -> tuple[Sandbox, subprocess.CompletedProcess]:
+    node = Sandbox(tmp_path, Scenario(os_release="jammy", slurmd=False, **scenario))
+    return node, node.run(script, name=f"hooks.d/{lifecycle.METRICS_HOOK}")
 
 
 def test_hook_reads_the_url_from_the_parameter_and_sets_up_metrics(tmp_path):
-    aws = (f'[[ "$*" == "ssm get-parameter --region us-east-1 --name {PARAMETER} --query Parameter.Value '
-           f'--output text" ]] || exit 3\necho {URL}')
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin/aws").write_text(f"#!/bin/bash\n{aws}\n")
-    (tmp_path / "bin/aws").chmod(0o755)
-    result = run_setup_metrics(tmp_path, hook(slurm=True), "jammy")
+    node, result = run_hook(tmp_path, hook(slurm=True), ssm_value=URL)
     assert result.returncode == 0, result.stderr
-    config = (tmp_path / "etc/fmcluster/prometheus-agent.yml").read_text()
-    assert f'url: "{URL}"' in config and 'cluster: "demo"' in config and 'node: "node-1"' in config
-    for job in ("node", "dcgm", "efa", "slurm"):
-        assert f"job_name: {job}\n" in config
-    prom = (tmp_path / "var/lib/fmcluster/textfile-node/fmcluster.prom").read_text()
+    assert node.lines("aws") == [f"aws ssm get-parameter --region us-east-1 --name {PARAMETER} "
+                                 "--query Parameter.Value --output text"]
+    config = yaml.safe_load(node.file("/etc/fmcluster/prometheus-agent.yml"))
+    assert config["remote_write"][0]["url"] == URL
+    assert config["global"]["external_labels"] == {"cluster": "demo", "node": "ip-10-1-0-42"}
+    assert [job["job_name"] for job in config["scrape_configs"]] == ["node", "dcgm", "efa", "slurm"]
+    prom = node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom")
     assert "fmcluster_expected_gpus 8\n" in prom
 
 
 def test_hook_fails_without_a_url(tmp_path):
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "bin/aws").write_text("#!/bin/bash\necho None\n")
-    (tmp_path / "bin/aws").chmod(0o755)
-    result = run_setup_metrics(tmp_path, hook())
+    node, result = run_hook(tmp_path, hook(), ssm_value="None")
     assert result.returncode != 0 and f"{PARAMETER} holds no remote-write URL" in result.stderr
-    assert not (tmp_path / "calls").exists()  # nothing installed
+    assert not node.calls("apt-get")  # nothing installed
 
 
 def test_expected_gpus_hook_writes_the_textfile(tmp_path):
-    script = kubernetes.expected_gpus_script(8).replace(kubernetes.TEXTFILE_DIR, str(tmp_path / "textfile"))
-    subprocess.run(["bash", "-c", script], check=True)
-    assert (tmp_path / "textfile/fmcluster.prom").read_text().splitlines()[-1] == "fmcluster_expected_gpus 8"
+    node = Sandbox(tmp_path, Scenario(os_release="amzn2023", slurmd=False))
+    result = node.run(kubernetes.expected_gpus_script(catalog.get("p5.48xlarge")))
+    assert result.returncode == 0, result.stderr
+    assert node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 8"
 
 
 # --- the stacks ----------------------------------------------------------------------------------
@@ -146,11 +148,13 @@ def test_every_group_runs_the_metrics_hook(templates):
     for name, group in groups(template).items():
         files = lifecycle_files(outdir, group)
         script = files[f"{lifecycle.HOOKS_DIR}/{lifecycle.METRICS_HOOK}"]
-        assert f"\nMETRICS_PARAMETER={metrics_parameter_name(spec.name)}\n" in script
-        assert ("\nSLURM_COLLECTOR=''\n" not in script) == (name == CONTROLLER_GROUP)
-        assert ("\nGPU_COLLECTOR=''\n" not in script) == (name in gpu_groups)
+        values = settings(script)
+        assert f"\nMETRICS_PARAMETER={metrics_parameter_name(spec.name)}\n" in values
+        collectors = values.split("\nMETRICS_COLLECTORS=", 1)[1].split("\n", 1)[0].strip("'").split()
+        assert ("slurm" in collectors) == (name == CONTROLLER_GROUP)
+        assert ("dcgm" in collectors) == (name in gpu_groups)
         expected = catalog.get(group["InstanceType"].removeprefix("ml.")).gpu_count or 0
-        assert f"\nEXPECTED_GPUS={expected}\n" in script
+        assert f"\nEXPECTED_GPUS={expected}\n" in values
 
 
 @pytest.mark.synth
@@ -170,6 +174,6 @@ def test_hyperpod_eks_groups_write_expected_gpus(templates):
     for name, group in groups(template).items():
         files = lifecycle_files(outdir, group)
         assert files[f"{lifecycle.HOOKS_DIR}/{lifecycle.EXPECTED_GPUS_HOOK}"] == \
-            kubernetes.expected_gpus_script(by_name[name].instance.gpu_count or 0)
+            kubernetes.expected_gpus_script(by_name[name].instance)
     # the managed scraper needs no URL on the nodes
     assert all("Name" not in p for p in resources(template, "AWS::SSM::Parameter").values())

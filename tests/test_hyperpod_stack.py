@@ -237,9 +237,11 @@ def test_lifecycle_files_are_published_as_file_assets(assembly, main):
     manifest = json.loads((outdir / f"{stacks['main'].stack_name}.assets.json").read_text())
     spec = specs()["main"]
     efa = {g.name: g.efa for g in spec.node_groups}
+    checks = lifecycle.NodeChecks(mounts=(spec.storage.lustre.mount_path,) if spec.storage.lustre else ())
     for name, group in groups(main).items():
         instance_type = group["InstanceType"].removeprefix("ml.")
-        bundle = lifecycle.bundle(name, instance_type, efa=efa.get(name, False))
+        bundle = lifecycle.bundle(name, instance_type, efa=efa.get(name, False),
+                                  checks=checks if name in efa else None)  # compute groups only
         uri = joined(group["LifeCycleConfig"]["SourceS3Uri"])
         assert uri.endswith(f"/fmcluster-lifecycle/{bundle.digest}/")
         asset = manifest["files"][f"fmcluster-lifecycle/{bundle.digest}/on_init"]
@@ -250,12 +252,26 @@ def test_lifecycle_files_are_published_as_file_assets(assembly, main):
         assert (outdir / asset["source"]["path"]).read_text() == bundle.files["on_init.sh"]
 
 
-def test_gpu_lifecycle_script_sets_up_scratch_and_nccl(assembly):
+def test_gpu_lifecycle_script_sets_up_scratch_and_nccl(assembly, main, tmp_path):
+    """The b200 group's on_init.sh as published, run on a sandboxed HyperPod node: scratch on the
+    instance store, the EFA environment, HyperPod's /fsx checked."""
+    from fmcluster import bootstrap
+    from tests.sandbox import Sandbox, Scenario
+
     outdir, _ = assembly
-    bundle = lifecycle.bundle("b200", "p6-b200.48xlarge", efa=True)
-    script = next(outdir.glob(f"asset.fmcluster-lifecycle.{bundle.digest}")) / "on_init.sh"
-    text = script.read_text()
-    assert "setup_scratch" in text and "FI_EFA_USE_DEVICE_RDMA=1" in text and "run_hooks" in text
+    folder = lifecycle_folder(outdir, groups(main)["b200"])
+    node = Sandbox(tmp_path, Scenario(os_release="jammy", slurmd=False, dlami_nvme=0))
+    (node.root / "fsx").mkdir()
+    node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
+    result = node.run((folder / "on_init.sh").read_text(), name="lifecycle/on_init.sh")
+    assert result.returncode == 0, result.stderr
+    assert node.mounts()["/scratch"].backing == "instance-store" and not node.calls("scontrol")
+    assert "FI_EFA_USE_DEVICE_RDMA=1" in node.file(bootstrap.NCCL_ENV_FILE)
+
+
+def lifecycle_folder(outdir, group) -> Path:
+    digest = joined(group["LifeCycleConfig"]["SourceS3Uri"]).rstrip("/").rsplit("/", 1)[1]
+    return outdir / f"asset.fmcluster-lifecycle.{digest}"
 
 
 # --- execution role ----------------------------------------------------------------------------

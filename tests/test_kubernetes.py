@@ -4,7 +4,7 @@ import email
 
 import pytest
 
-from fmcluster import kubernetes
+from fmcluster import catalog, kubernetes
 from fmcluster.efa import InterfaceMode
 from tests.specs import base_spec, validated, with_
 
@@ -54,11 +54,12 @@ def test_gpu_group_without_efa_and_cpu_group():
 
 
 def test_node_user_data_raid0():
-    text = kubernetes.node_user_data(raid0=True)
+    cpu = catalog.get("m7i.2xlarge")  # no GPU to check, no metrics: the NodeConfig alone
+    text = kubernetes.node_user_data(cpu, raid0=True)
     (part,) = email.message_from_string(text).get_payload()
     assert part.get_content_type() == "application/node.eks.aws"
     assert "localStorage:\n      strategy: RAID0" in part.get_payload()
-    assert kubernetes.node_user_data(raid0=False) is None
+    assert kubernetes.node_user_data(cpu, raid0=False) is None
 
 
 def test_node_config_with_cluster_details():

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster import loader
+from fmcluster import bootstrap, loader
 from tests.nested import flatten, nested_templates
 from tests.specs import base_spec, to_yaml
 
@@ -462,12 +462,21 @@ def test_kms_only_with_a_storage_key(main, templates):
 
 # --- user data ----------------------------------------------------------------------------
 
-def test_user_data_mounts_the_file_system(main):
+def test_user_data_mounts_the_file_system(main, tmp_path):
+    """Each launch template's user data, run on a sandboxed node of its type (tests/sandbox.py),
+    mounts the storage stack's file system at mount_path."""
+    from fmcluster import catalog
+    from tests.sandbox import Sandbox, Scenario
+
+    types = {g["name"]: g["instance_type"] for g in main_spec()["node_groups"]}
     for group, data in launch_templates(main).items():
-        script = user_data_script(data)
-        assert f"FSX_SOURCE={FS_DNS}@tcp:/{FS_MOUNT}\n" in script, group
-        assert "FSX_MOUNT_PATH=/fsx\n" in script
-        assert "mount -t lustre -o relatime,flock" in script
+        instance = catalog.get(types.get(group, "m7i.2xlarge"))
+        node = Sandbox(tmp_path / group, Scenario(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks,
+                                                  efa_devices=instance.max_efa_interfaces))
+        result = node.run(user_data_script(data))
+        assert result.returncode == 0, (group, result.stderr)
+        fsx = node.mounts()["/fsx"]
+        assert (fsx.fstype, fsx.source) == ("lustre", f"{FS_DNS}@tcp:/{FS_MOUNT}"), group
 
 
 def test_user_data_per_instance_type(main):
@@ -475,7 +484,7 @@ def test_user_data_per_instance_type(main):
     p5 = user_data_script(lts["p5cb"])
     assert "NVME_DISK_COUNT=8\n" in p5 and "export FI_PROVIDER=efa" in p5 and "FI_EFA_USE_DEVICE_RDMA=1" in p5
     cpu = user_data_script(lts["cpu"])
-    assert "setup_scratch" not in cpu and "FI_PROVIDER" not in cpu
+    assert "setup_scratch" not in bootstrap.unpack(cpu) and "FI_PROVIDER" not in cpu
 
 
 def test_user_data_without_lustre(templates):

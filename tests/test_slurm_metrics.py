@@ -3,8 +3,7 @@ rendering, shellcheck, runs against stubs, and the PCS stack with and without ob
 
 from __future__ import annotations
 
-import base64
-import gzip
+import email
 import json
 import os
 import subprocess
@@ -22,47 +21,44 @@ LOGIN = bootstrap.Metrics("demo", URL, "us-east-1", slurm=True)
 COLLECTORS = ("gpu", "efa", "slurm")
 
 
-def render(instance_type="p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS) -> str:
-    return bootstrap.node_script(instance_type, efa=efa, lustre=lustre, metrics=metrics)
+def render(instance_type="p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS, compact=False) -> str:
+    return bootstrap.node_script(instance_type, efa=efa, lustre=lustre, metrics=metrics, compact=compact)
+
+
+def settings(script: str) -> str:
+    return script.split("# Settings of this node group", 1)[1].split("\n\n", 1)[0]
 
 
 def test_metrics_part_only_with_observability():
-    assert "setup_metrics" in render() and "prometheus-node-exporter=" in render()
-    assert "setup_metrics" not in bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX)
+    assert "setup_metrics" in render()
+    assert "setup_metrics" not in bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, compact=False)
 
 
 def test_settings_of_a_gpu_node():
-    script = render()
-    assert f"\nREMOTE_WRITE_URL={URL}\n" in script and "\nMETRICS_REGION='us-east-1'\n" in script
-    assert "\nEXPECTED_GPUS=8\n" in script and "\nEXPECTED_LUSTRE_MOUNT=/fsx\n" in script
-    assert "\nSLURM_COLLECTOR=''\n" in script and "\nGPU_COLLECTOR=''\n" not in script
-    assert "[noble]='1.7.0-1*'" in script and "[noble]='2.45.3+ds-2*'" in script
-    assert "[jammy]='1.3.1-1*'" in script and "[jammy]='2.31.2+ds1-1*'" in script
-    assert "--enable-feature=agent" in script
+    values = settings(render())
+    assert f"\nREMOTE_WRITE_URL={URL}\n" in values and "\nMETRICS_REGION='us-east-1'\n" in values
+    assert "\nEXPECTED_GPUS=8\n" in values and "\nEXPECTED_LUSTRE_MOUNT=/fsx\n" in values
+    assert "\nMETRICS_COLLECTORS='dcgm efa'\n" in values
 
 
 def test_cpu_login_node_counts_slurm_only():
-    script = render("c7i.8xlarge", efa=False, lustre=None, metrics=LOGIN)
-    assert "\nGPU_COLLECTOR=''\n" in script and "\nEFA_COLLECTOR=''\n" in script
-    assert "\nEXPECTED_GPUS=0\n" in script and "\nEXPECTED_LUSTRE_MOUNT=''\n" in script
-    assert "\nSLURM_COLLECTOR=''\n" not in script
+    values = settings(render("c7i.8xlarge", efa=False, lustre=None, metrics=LOGIN))
+    assert "\nMETRICS_COLLECTORS='slurm'" in values and "\nEXPECTED_GPUS=0\n" in values
+    assert "\nEXPECTED_LUSTRE_MOUNT=''\n" in values
 
 
-def test_user_data_fits_ec2_limit():
-    data = bootstrap.user_data("p6-b300.48xlarge", efa=True, lustre=FSX, metrics=LOGIN)
-    assert len(data.encode()) < 16384  # EC2 user data limit (tokens here are already real values)
+def test_collectors_are_embedded_as_shipped():
+    """Each collector the node gets is the repository's script (comments left out), as a function
+    the metrics set-up writes to a file; the node runs those files (tests/test_boot_path.py)."""
+    script = render(metrics=LOGIN)
+    for job, file in bootstrap.COLLECTOR_FILES.items():
+        assert bootstrap.embed(f"collect_{job}", bootstrap.COLLECTORS / file) in script
+    assert "program_collect_slurm" not in render()
 
 
 def test_shellcheck_clean(tmp_path):
-    scripts = {"gpu-node": render(), "login": render("c7i.8xlarge", efa=False, lustre=None, metrics=LOGIN)}
-    scripts.update({f"collector-{n}": (bootstrap.COLLECTORS / f"{n}.sh").read_text() for n in COLLECTORS})
-    assert_shellcheck_clean(tmp_path, scripts)
-
-
-def test_collectors_decode_to_the_shipped_scripts():
-    for name in COLLECTORS:
-        text = gzip.decompress(base64.b64decode(bootstrap.collector(name))).decode()
-        assert text.startswith("#!/bin/bash\n") and "set -euo pipefail" in text
+    assert_shellcheck_clean(tmp_path, {f"collector-{n}": (bootstrap.COLLECTORS / f"{n}.sh").read_text()
+                                       for n in COLLECTORS})
 
 
 def stub_bin(tmp_path: Path, stubs: dict[str, str]) -> dict[str, str]:
@@ -72,58 +68,6 @@ def stub_bin(tmp_path: Path, stubs: dict[str, str]) -> dict[str, str]:
         (bin_dir / command).write_text(f"#!/bin/bash\n{body}\n")
         (bin_dir / command).chmod(0o755)
     return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-
-
-def run_setup_metrics(tmp_path: Path, script: str, release: str = "noble") -> subprocess.CompletedProcess:
-    """Run a rendered script's setup_metrics with stub apt-get, systemctl, hostname and install,
-    its paths (METRICS_PATHS) redirected into tmp_path, /etc/os-release naming `release`."""
-    log = tmp_path / "calls"
-    env = stub_bin(tmp_path, {name: f'echo "{name} $*" >>{log}' for name in ("apt-get", "systemctl")}
-                   | {"hostname": "echo node-1", "install": 'for a in "$@"; do [[ $a == /* ]] && mkdir -p "$a"; done; exit 0'})
-    for value in bootstrap.METRICS_PATHS.values():
-        script = script.replace(f"={value}\n", f"={tmp_path}{value}\n")
-    (tmp_path / "etc/default").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "etc/systemd/system").mkdir(parents=True, exist_ok=True)
-    (tmp_path / "etc/os-release").write_text(f'NAME="Ubuntu"\nVERSION_CODENAME={release}\n')
-    (tmp_path / "node.sh").write_text(script)
-    return subprocess.run(["bash", str(tmp_path / "node.sh")], env=env, capture_output=True, text=True)
-
-
-@pytest.mark.parametrize("release", ["jammy", "focal"])
-def test_setup_metrics_per_ubuntu_release(tmp_path, release):
-    """jammy (SageMaker HyperPod): its own pins, Prometheus as a server (no agent mode before
-    2.32); an unpinned release fails rather than installing whatever the archive has."""
-    script = render(metrics=LOGIN).replace("\nmain() {", "\nwrite_nccl_env() { :; }\nsetup_scratch() { :; }\nmount_lustre() { :; }\nmain() {")
-    result = run_setup_metrics(tmp_path, script, release)
-    if release == "focal":
-        assert result.returncode != 0 and "no pinned packages for the Ubuntu release 'focal'" in result.stderr
-        return
-    assert result.returncode == 0, result.stderr
-    assert "prometheus-node-exporter=1.3.1-1* prometheus=2.31.2+ds1-1*" in (tmp_path / "calls").read_text()
-    unit = (tmp_path / "etc/systemd/system/fmcluster-prometheus-agent.service").read_text()
-    assert "--enable-feature=agent" not in unit and "--storage.tsdb.retention.time=2h" in unit
-
-
-def test_setup_metrics_runs_against_stubs(tmp_path):
-    log = tmp_path / "calls"
-    script = render(metrics=LOGIN)
-    script = script.replace("\nmain() {", "\nwrite_nccl_env() { :; }\nsetup_scratch() { :; }\nmount_lustre() { :; }\nmain() {")
-    result = run_setup_metrics(tmp_path, script)
-    assert result.returncode == 0, result.stderr
-    calls = log.read_text()
-    assert "apt-get install -y -q --no-install-recommends prometheus-node-exporter=1.7.0-1* prometheus=2.45.3+ds-2*" in calls
-    assert "systemctl disable --now prometheus.service" in calls
-    assert "fmcluster-collect-dcgm.timer" in calls and "fmcluster-exporter-slurm.service" in calls
-    config = (tmp_path / "etc/fmcluster/prometheus-agent.yml").read_text()
-    for job, port in (("node", 9100), ("dcgm", 9400), ("efa", 9109), ("slurm", 9341)):
-        assert f"job_name: {job}\n" in config and f"127.0.0.1:{port}" in config
-    assert 'node: "node-1"' in config and 'cluster: "demo"' in config and f'url: "{URL}"' in config
-    assert 'region: "us-east-1"' in config
-    prom = (tmp_path / "var/lib/fmcluster/textfile-node/fmcluster.prom").read_text()
-    assert "fmcluster_expected_gpus 8\n" in prom and 'fmcluster_expected_lustre_mount{mountpoint="/fsx"} 1' in prom
-    assert (tmp_path / "usr/local/lib/fmcluster/collect-efa").read_text().startswith("#!/bin/bash")
-    unit = (tmp_path / "etc/systemd/system/fmcluster-prometheus-agent.service").read_text()
-    assert "--enable-feature=agent" in unit
 
 
 def run_collector(tmp_path, name, stubs, **env_extra):
@@ -238,6 +182,9 @@ def test_pcs_node_role_and_user_data(with_observability):
     else:
         assert remote == []
     for data in resources(template, "AWS::EC2::LaunchTemplate").values():
-        text = json.dumps(data["LaunchTemplateData"]["UserData"])
-        assert ("setup_metrics" in text) == with_observability
+        parts = data["LaunchTemplateData"]["UserData"]["Fn::Base64"]
+        text = "".join(p if isinstance(p, str) else "TOKEN" for p in (parts["Fn::Join"][1] if isinstance(parts, dict)
+                                                                     else [parts]))
+        script = email.message_from_string(text).get_payload()[0].get_payload()
+        assert ("setup_metrics" in bootstrap.unpack(script)) == with_observability
         assert (URL in text) == with_observability

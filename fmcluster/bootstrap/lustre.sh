@@ -1,10 +1,13 @@
 # shellcheck shell=bash
 # Mount the FSx for Lustre file system FSX_SOURCE (DNS_NAME@tcp:/MOUNT_NAME) at FSX_MOUNT_PATH,
-# retrying while the network and the file system come up, and keep it in /etc/fstab.
+# retrying while the network and the file system come up, and keep it in /etc/fstab. The source
+# names the file system's management server over TCP even where LNet has EFA: the client learns
+# the servers' EFA addresses by discovery and sends bulk data over EFA (FSX_MOUNT_OPTIONS then
+# require fmcluster-lnet-efa.service, so that a reboot configures LNet before it mounts).
 
 mount_lustre() {
-  install -d -m 0755 "$FSX_MOUNT_PATH"
-  add_fstab "$FSX_SOURCE" "$FSX_MOUNT_PATH" lustre "defaults,relatime,flock,_netdev"
+  install -d -m 0755 "$ROOT$FSX_MOUNT_PATH"
+  add_fstab "$FSX_SOURCE" "$FSX_MOUNT_PATH" lustre "$FSX_MOUNT_OPTIONS"
   local attempt
   for ((attempt = 1; attempt <= FSX_MOUNT_ATTEMPTS; attempt++)); do
     if mountpoint -q "$FSX_MOUNT_PATH"; then

@@ -24,14 +24,15 @@ declare -A PROMETHEUS_AGENT_MODE=([noble]=yes [jammy]=no)
 # a textfile directory that a collector script refreshes every COLLECT_INTERVAL_SECONDS.
 declare -A METRICS_PORTS=([node]=9100 [dcgm]=9400 [efa]=9109 [slurm]=9341)
 
-# write_collector NAME SCRIPT: a collector script (gzip, base64: fmcluster.bootstrap.collector),
-# its textfile exporter and its timer.
+# write_collector NAME: the collector script of job NAME (the function program_collect_NAME, its
+# text embedded by fmcluster.bootstrap from bootstrap/collectors/), its textfile exporter and
+# its timer.
 write_collector() {
-  local name=$1 script=$2 dir="$METRICS_STATE/textfile-$1"
-  install -d -m 0755 "$METRICS_LIB" "$dir"
-  printf '%s' "$script" | base64 -d | gunzip >"$METRICS_LIB/collect-$name"
-  chmod 0755 "$METRICS_LIB/collect-$name"
-  cat >"$SYSTEMD_DIR/fmcluster-collect-$name.service" <<UNIT
+  local name=$1 dir="$METRICS_STATE/textfile-$1"
+  install -d -m 0755 "$ROOT$METRICS_LIB" "$ROOT$dir"
+  "program_collect_$name" >"$ROOT$METRICS_LIB/collect-$name"
+  chmod 0755 "$ROOT$METRICS_LIB/collect-$name"
+  cat >"$ROOT$SYSTEMD_DIR/fmcluster-collect-$name.service" <<UNIT
 [Unit]
 Description=fmcluster $name metrics (textfile collector)
 
@@ -40,7 +41,7 @@ Type=oneshot
 Environment=STATE_DIR=$METRICS_STATE/state-$name COLLECT_INTERVAL_SECONDS=$COLLECT_INTERVAL_SECONDS
 ExecStart=/bin/sh -c '$METRICS_LIB/collect-$name >$dir/$name.prom.tmp && mv $dir/$name.prom.tmp $dir/$name.prom'
 UNIT
-  cat >"$SYSTEMD_DIR/fmcluster-collect-$name.timer" <<UNIT
+  cat >"$ROOT$SYSTEMD_DIR/fmcluster-collect-$name.timer" <<UNIT
 [Unit]
 Description=fmcluster $name metrics every ${COLLECT_INTERVAL_SECONDS}s
 
@@ -52,7 +53,7 @@ AccuracySec=1s
 [Install]
 WantedBy=timers.target
 UNIT
-  cat >"$SYSTEMD_DIR/fmcluster-exporter-$name.service" <<UNIT
+  cat >"$ROOT$SYSTEMD_DIR/fmcluster-exporter-$name.service" <<UNIT
 [Unit]
 Description=fmcluster $name metrics exporter (node exporter, textfile collector only)
 After=network-online.target
@@ -101,7 +102,7 @@ YAML
 setup_metrics() {
   local node release storage
   node=$(hostname -s)
-  release=$(sed -n 's/^VERSION_CODENAME=//p' "$OS_RELEASE" | tr -d '"')
+  release=$(sed -n 's/^VERSION_CODENAME=//p' "$ROOT$OS_RELEASE" | tr -d '"')
   if [[ -z "${PROMETHEUS_VERSIONS[${release:-none}]:-}" ]]; then
     log "metrics: no pinned packages for the Ubuntu release '$release' (pinned: ${!PROMETHEUS_VERSIONS[*]})"
     return 1
@@ -113,14 +114,13 @@ setup_metrics() {
   METRICS_UNITS=(prometheus-node-exporter.service fmcluster-prometheus-agent.service)
   METRICS_JOBS=(node)
   log "installing prometheus-node-exporter ${NODE_EXPORTER_VERSIONS[$release]} and prometheus ${PROMETHEUS_VERSIONS[$release]} ($release)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q
-  apt-get install -y -q --no-install-recommends "prometheus-node-exporter=${NODE_EXPORTER_VERSIONS[$release]}" \
+  apt_get update -q
+  apt_get install -y -q --no-install-recommends "prometheus-node-exporter=${NODE_EXPORTER_VERSIONS[$release]}" \
     "prometheus=${PROMETHEUS_VERSIONS[$release]}"
   # The packaged server is not used: the agent below runs with its own unit and configuration.
   systemctl disable --now prometheus.service
-  install -d -m 0755 "$FMCLUSTER_ETC" "$METRICS_STATE" "$METRICS_STATE/textfile-node"
-  install -d -m 0750 -o prometheus -g prometheus "$METRICS_STATE/prometheus-agent"
+  install -d -m 0755 "$ROOT$FMCLUSTER_ETC" "$ROOT$METRICS_STATE" "$ROOT$METRICS_STATE/textfile-node"
+  install -d -m 0750 -o prometheus -g prometheus "$ROOT$METRICS_STATE/prometheus-agent"
 
   # Textfile metrics of the packaged node exporter (job node).
   {
@@ -131,16 +131,17 @@ setup_metrics() {
       printf '# TYPE fmcluster_expected_lustre_mount gauge\n'
       printf 'fmcluster_expected_lustre_mount{mountpoint="%s"} 1\n' "$EXPECTED_LUSTRE_MOUNT"
     fi
-  } >"$METRICS_STATE/textfile-node/fmcluster.prom"
+  } >"$ROOT$METRICS_STATE/textfile-node/fmcluster.prom"
   printf 'ARGS="--web.listen-address=127.0.0.1:%s --collector.textfile.directory=%s"\n' \
-    "${METRICS_PORTS[node]}" "$METRICS_STATE/textfile-node" >"$NODE_EXPORTER_DEFAULTS"
+    "${METRICS_PORTS[node]}" "$METRICS_STATE/textfile-node" >"$ROOT$NODE_EXPORTER_DEFAULTS"
 
-  if [[ -n "$GPU_COLLECTOR" ]]; then write_collector dcgm "$GPU_COLLECTOR"; fi
-  if [[ -n "$EFA_COLLECTOR" ]]; then write_collector efa "$EFA_COLLECTOR"; fi
-  if [[ -n "$SLURM_COLLECTOR" ]]; then write_collector slurm "$SLURM_COLLECTOR"; fi
+  local job
+  for job in $METRICS_COLLECTORS; do
+    write_collector "$job"
+  done
 
-  prometheus_agent_config "$node" >"$FMCLUSTER_ETC/prometheus-agent.yml"
-  cat >"$SYSTEMD_DIR/fmcluster-prometheus-agent.service" <<UNIT
+  prometheus_agent_config "$node" >"$ROOT$FMCLUSTER_ETC/prometheus-agent.yml"
+  cat >"$ROOT$SYSTEMD_DIR/fmcluster-prometheus-agent.service" <<UNIT
 [Unit]
 Description=fmcluster Prometheus agent: remote-write to Amazon Managed Service for Prometheus
 After=network-online.target

@@ -3,7 +3,8 @@
 # the instance catalog by fmcluster.bootstrap.nccl_environment.
 
 write_nccl_env() {
-  printf '%s\n' "$NCCL_ENV" >"$NCCL_ENV_FILE"
-  chmod 0644 "$NCCL_ENV_FILE"
+  install -d -m 0755 "$ROOT${NCCL_ENV_FILE%/*}"
+  printf '%s\n' "$NCCL_ENV" >"$ROOT$NCCL_ENV_FILE"
+  chmod 0644 "$ROOT$NCCL_ENV_FILE"
   log "wrote $NCCL_ENV_FILE"
 }

@@ -12,3 +12,9 @@ read_remote_write_url() {
     return 1
   fi
 }
+
+# setup_metrics_from_parameter: the URL, then metrics (one step: steps run in subshells).
+setup_metrics_from_parameter() {
+  read_remote_write_url
+  setup_metrics
+}

@@ -1,0 +1,90 @@
+#!/bin/bash
+# fmcluster: is this node ready to take jobs? Written by the node bootstrap to
+# /usr/local/lib/fmcluster/node-ready; its settings are /etc/fmcluster/node-ready.env
+# (rendered per node group from the instance catalog and the spec):
+#   EXPECTED_GPUS       GPUs the instance type has (0: no GPU check)
+#   REQUIRED_MOUNTS     mount points that must be mounted (the file system, /scratch), space-separated;
+#                       one that is missing but in /etc/fstab is mounted again
+#   LNET_EFA            1: LNet must have EFA interfaces (an EFA-enabled file system)
+#   READY_WAIT_SECONDS  how long to wait for the node to become ready (GPUs and mounts can come
+#                       up late at boot), checking every 5 seconds
+#   TEXTFILE_DIR        where to write the textfile metric fmcluster_node_ready (1 ready, 0 not,
+#                       with the reasons in the label `reason`)
+# Exit status 0 when ready; 1 when not, with one line per reason on standard output, each
+# "SLUG TEXT" (SLUG: a Kubernetes label value such as gpus-7-of-8).
+#
+# On AWS PCS it is slurmd's ExecStartPre (slurmd never starts on a node that is not ready); on
+# Amazon EKS the node's user data runs it before kubelet registers the node, which is then
+# tainted fmcluster.dev/not-ready; on SageMaker HyperPod Slurm a node that is not ready is
+# drained with the reasons.
+set -uo pipefail
+ROOT=${FMCLUSTER_ROOT:-}
+# shellcheck source=/dev/null
+source "$ROOT${NODE_READY_ENV:-/etc/fmcluster/node-ready.env}"
+INTERVAL=5
+
+REASONS=()
+
+check() {
+  REASONS=()
+  local gpus mount efa
+  if ((EXPECTED_GPUS > 0)); then
+    gpus=$({ nvidia-smi -L 2>/dev/null || true; } | grep -c '^GPU ' || true)
+    if ((gpus < EXPECTED_GPUS)); then
+      REASONS+=("gpus-$gpus-of-$EXPECTED_GPUS $gpus of $EXPECTED_GPUS GPUs visible")
+    fi
+  fi
+  for mount in $REQUIRED_MOUNTS; do
+    if ! mountpoint -q "$mount" && awk -v m="$mount" '$2 == m { found = 1 } END { exit !found }' "$ROOT/etc/fstab" 2>/dev/null; then
+      mount "$mount" >/dev/null 2>&1 || true
+    fi
+    if ! mountpoint -q "$mount"; then
+      REASONS+=("mount${mount//\//-} $mount is not mounted")
+    fi
+  done
+  if ((LNET_EFA)); then
+    efa=$({ lnetctl net show --net efa 2>/dev/null || true; } | grep -c '@efa' || true)
+    if ((efa == 0)); then
+      REASONS+=("lnet-efa LNet has no EFA interface: the file system would be read over TCP")
+    fi
+  fi
+}
+
+write_metric() {
+  local ready=$1 reason=$2 dir="$ROOT$TEXTFILE_DIR"
+  mkdir -p "$dir"
+  {
+    printf '# HELP fmcluster_node_ready 1 when the node may take jobs (fmcluster node-ready), 0 with the reasons\n'
+    printf '# TYPE fmcluster_node_ready gauge\n'
+    printf 'fmcluster_node_ready{reason="%s"} %s\n' "$reason" "$ready"
+  } >"$dir/fmcluster-ready.prom.tmp"
+  mv "$dir/fmcluster-ready.prom.tmp" "$dir/fmcluster-ready.prom"
+}
+
+main() {
+  local waited=0 line texts=()
+  while :; do
+    check
+    if ((${#REASONS[@]} == 0 || waited >= READY_WAIT_SECONDS)); then
+      break
+    fi
+    sleep "$INTERVAL"
+    waited=$((waited + INTERVAL))
+  done
+  if ((${#REASONS[@]} == 0)); then
+    write_metric 1 ""
+    printf 'fmcluster-node-ready: ready\n' >&2
+    return 0
+  fi
+  for line in "${REASONS[@]}"; do
+    printf '%s\n' "$line"
+    texts+=("${line#* }")
+  done
+  local joined
+  joined=$(printf '%s; ' "${texts[@]}")
+  write_metric 0 "${joined%; }"
+  printf 'fmcluster-node-ready: not ready: %s\n' "${joined%; }" >&2
+  return 1
+}
+
+main "$@"

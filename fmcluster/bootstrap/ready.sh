@@ -1,0 +1,33 @@
+# shellcheck shell=bash
+# The readiness check (bootstrap/programs/node-ready.sh, embedded as program_node_ready) and
+# its settings: every GPU of the instance type visible (EXPECTED_GPUS), REQUIRED_MOUNTS mounted,
+# LNet over EFA where the file system uses it (LNET_EFA). The control plane's gate (gate-*.sh)
+# decides what a node that is not ready does: it never takes a job.
+
+install_node_ready() {
+  install -d -m 0755 "$ROOT$FMCLUSTER_LIB" "$ROOT$FMCLUSTER_ETC"
+  program_node_ready >"$ROOT$FMCLUSTER_LIB/node-ready"
+  chmod 0755 "$ROOT$FMCLUSTER_LIB/node-ready"
+  {
+    printf '# fmcluster node-ready settings (fmcluster.bootstrap), for %s nodes\n' "$INSTANCE_TYPE"
+    printf 'EXPECTED_GPUS=%s\n' "$EXPECTED_GPUS"
+    printf 'REQUIRED_MOUNTS=%q\n' "$REQUIRED_MOUNTS"
+    printf 'LNET_EFA=%s\n' "$LNET_EFA"
+    printf 'READY_WAIT_SECONDS=%s\n' "$READY_WAIT_SECONDS"
+    printf 'TEXTFILE_DIR=%q\n' "$TEXTFILE_DIR"
+  } >"$ROOT$FMCLUSTER_ETC/node-ready.env"
+}
+
+# node_ready: run the check now; its reasons (one "SLUG TEXT" a line) in NOT_READY.
+NOT_READY=()
+node_ready() {
+  local out rc=0
+  out=$("$ROOT$FMCLUSTER_LIB/node-ready") || rc=$?
+  mapfile -t NOT_READY < <(printf '%s' "$out")
+  if ((rc == 0)); then
+    log "node ready: $INSTANCE_TYPE, every check passed"
+  else
+    log "node NOT ready: ${NOT_READY[*]#* }"
+  fi
+  return "$rc"
+}

@@ -1,0 +1,522 @@
+"""The boot path, tested by running it: every node script as a real process in a sandboxed node
+(tests/sandbox.py) whose operating-system commands are recording fakes, scenario by scenario.
+
+The AWS PCS user data (fmcluster.bootstrap.node_script, as compact as on a node: its body gzip
+and base64, decoded by the script itself), the Amazon EKS user data's shell part
+(fmcluster.kubernetes.node_script) and the SageMaker HyperPod lifecycle folders
+(fmcluster.lifecycle: on_init.sh and its hooks). The assertions read what the node did (the
+recorded commands and their order, its mounts, the files written, the units that came up after
+a reboot), never the script text.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from fmcluster import bootstrap, catalog, kubernetes, lifecycle
+from fmcluster.bootstrap import LustreMount, Metrics
+from tests.sandbox import Sandbox, Scenario, mount_unit_name
+
+FSX = LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
+EFA_FSX = LustreMount(FSX.dns_name, FSX.mount_name, "/fsx", efa=True)
+URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
+METRICS = Metrics("demo", URL, "us-east-1")
+GPU_TYPES = [t for t in catalog.known_names(gpu_only=True)]
+SLURMD_DROPIN = "/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf"
+READY_METRIC = f"{bootstrap.TEXTFILE_DIR}/fmcluster-ready.prom"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+
+
+def world(instance_type: str, **changes) -> Scenario:
+    """The node of an instance type as the catalog describes it, changed by `changes`."""
+    instance = catalog.get(instance_type)
+    return Scenario(**{"gpus": instance.gpu_count, "nvme_disks": instance.nvme_disks,
+                       "efa_devices": instance.max_efa_interfaces, **changes})
+
+
+def pcs(instance_type="p5.48xlarge", *, efa=True, lustre=FSX, metrics=METRICS) -> str:
+    return bootstrap.node_script(instance_type, efa=efa, lustre=lustre, metrics=metrics)
+
+
+def boot(tmp_path, instance_type="p5.48xlarge", scenario=None, **render):
+    node = Sandbox(tmp_path, scenario or world(instance_type))
+    result = node.run(pcs(instance_type, **render))
+    return node, result
+
+
+def index(lines: list[str], prefix: str) -> int:
+    """Where the first recorded command starting with `prefix` is."""
+    return next(i for i, line in enumerate(lines) if line.startswith(prefix))
+
+
+def ready_metric(node: Sandbox) -> str:
+    return node.file(READY_METRIC).splitlines()[-1]
+
+
+# --- the happy path, every GPU type ---------------------------------------------------------------
+
+@pytest.mark.parametrize("instance_type", GPU_TYPES)
+def test_happy_path(tmp_path, instance_type):
+    node, result = boot(tmp_path, instance_type)
+    assert result.returncode == 0, result.stderr
+    instance = catalog.get(instance_type)
+    mounts = node.mounts()
+    assert mounts["/scratch"].backing == "instance-store"
+    assert mounts["/fsx"].fstype == "lustre" and mounts["/fsx"].source == FSX.source
+    assert mounts["/fsx"].extra == "lnet=tcp"  # the file system has no EFA: LNet is left alone
+    assert not node.calls("lnetctl")
+    if instance.nvme_disks > 1:
+        (create,) = node.lines("mdadm")
+        assert create.startswith(f"mdadm --create /dev/md/scratch --level=0 --raid-devices={instance.nvme_disks} --run")
+        assert "--force" not in create
+    else:
+        assert not node.calls("mdadm")
+    nccl = node.file(bootstrap.NCCL_ENV_FILE)
+    assert "export FI_PROVIDER=efa" in nccl and "export FI_EFA_USE_DEVICE_RDMA=1" in nccl
+    assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
+    assert f"node ready: {instance_type}" in result.stderr
+
+
+def test_steps_in_order(tmp_path):
+    """The readiness gate before anything that can fail, unattended upgrades restrained before
+    the first apt-get, metrics before the node-specific steps (disks, file system), the
+    readiness check last."""
+    node, result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = node.lines()
+    gate = index(lines, "install -d -m 0755 /etc/systemd/system/slurmd.service.d")
+    protect = index(lines, "install -d -m 0755 /etc/needrestart/conf.d")
+    apt = index(lines, "apt-get")
+    scratch = index(lines, "mdadm --create")
+    fsx = index(lines, "mount -t lustre")
+    assert gate < protect < apt < scratch < fsx < index(lines[fsx:], "nvidia-smi -L") + fsx
+    assert node.exists(SLURMD_DROPIN) and node.exists(f"{bootstrap.FMCLUSTER_LIB}/node-ready")
+
+
+def test_the_node_keeps_its_bootstrap_program(tmp_path):
+    """The compact user data decodes its body to BODY_FILE and runs it: what the node keeps is
+    what was rendered, and the verbatim (readable) script is the same program."""
+    node, result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert node.file(bootstrap.BODY_FILE) == bootstrap.unpack(pcs())
+    verbatim = bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS, compact=False)
+    assert "FMCLUSTER_BOOTSTRAP" not in verbatim
+    other = Sandbox(tmp_path / "verbatim", world("p5.48xlarge"))
+    assert other.run(verbatim).returncode == 0
+    loader = f"install -d -m 0755 {bootstrap.FMCLUSTER_LIB}"  # where the compact script unpacks its body
+    assert node.lines()[0] == loader and other.lines() == node.lines()[1:]
+
+
+def test_user_data_fits_the_ec2_limit():
+    longest = bootstrap.user_data("p6-b300.48xlarge", efa=True, lustre=LustreMount(
+        "fs-0123456789abcdef0.fsx.ap-southeast-2.amazonaws.com", "abcdefgh", "/fsx", efa=True),
+        metrics=Metrics("a" * 32, URL.replace("ws-0123", "ws-" + "0" * 32), "ap-southeast-2", slurm=True))
+    assert len(longest.encode()) < 16 * 1024
+
+
+# --- the instance store ---------------------------------------------------------------------------
+
+def test_disks_that_appear_late_are_waited_for(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", disks_at=20))
+    assert result.returncode == 0, result.stderr
+    (create,) = node.calls("mdadm")
+    assert create.clock >= 20 and create.args[5:] == tuple(f"/dev/nvme{i}n1" for i in range(1, 9))
+    assert node.mounts()["/scratch"].backing == "instance-store"
+
+
+def test_disks_that_never_appear_leave_the_node_not_ready(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", disks_at=10_000))
+    assert result.returncode == 1
+    assert "no instance-store NVMe disk found" in result.stderr
+    assert "/scratch" not in node.mounts()
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="/scratch is not mounted"} 0'
+    assert node.run("systemctl start slurmd.service", name="start.sh").returncode != 0
+    assert node.unit_state("slurmd.service") == "failed"
+
+
+def test_dlami_instance_store_is_bound_and_never_rebuilt(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dlami_nvme=0))
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("mdadm") and not node.calls("mkfs.ext4")
+    scratch = node.mounts()["/scratch"]
+    assert scratch.source == bootstrap.DLAMI_NVME_PATH and scratch.backing == "instance-store"
+    assert ["/opt/dlami/nvme", "/scratch", "none", "bind,nofail,x-systemd.requires=dlami-nvme.service", "0", "0"] in node.fstab()
+
+
+def test_dlami_unit_still_running_is_waited_for(tmp_path):
+    """The unit is still setting the disks up when the script starts: the script waits for it
+    instead of racing it with an array of its own."""
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dlami_nvme=30))
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("mdadm")
+    polls = [c for c in node.calls("systemctl") if c.args[:1] == ("show",)]
+    assert len(polls) > 1 and polls[-1].clock >= 30
+    assert node.mounts()["/scratch"].source == bootstrap.DLAMI_NVME_PATH
+
+
+def test_without_instance_store_there_is_no_scratch(tmp_path):
+    node, result = boot(tmp_path, "m7i.2xlarge", efa=False)
+    assert result.returncode == 0, result.stderr
+    assert "/scratch" not in node.mounts() and not node.calls("lsblk") and not node.calls("mdadm")
+    assert "REQUIRED_MOUNTS=/fsx" in node.file(f"{bootstrap.FMCLUSTER_ETC}/node-ready.env")
+    assert "FI_PROVIDER" not in node.file(bootstrap.NCCL_ENV_FILE)
+
+
+# --- a reboot replays what the first boot left ----------------------------------------------------
+
+@pytest.mark.parametrize("dlami", [None, 0])
+def test_reboot_gives_the_same_scratch_on_the_same_disks(tmp_path, dlami):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dlami_nvme=dlami))
+    assert result.returncode == 0, result.stderr
+    first = node.mounts()["/scratch"]
+    after = node.reboot()
+    assert not after.failed, after
+    scratch = node.mounts()["/scratch"]
+    assert scratch.backing == "instance-store" and scratch.source == first.source
+    if dlami is not None:
+        assert after.order.index("dlami-nvme.service") < after.order.index("scratch.mount")
+    assert not node.calls("mdadm") and not node.calls("mkfs.ext4")  # nothing rebuilt or reformatted
+    assert "slurmd.service" in after.started and node.mounts()["/fsx"].fstype == "lustre"
+
+
+def test_the_boot_simulation_catches_a_bind_that_races_the_ami(tmp_path):
+    """The bind line the scripts used to write (no dependency on dlami-nvme.service): after a
+    reboot /scratch is the empty directory on the root volume. The simulation must see that, or
+    the test above proves nothing."""
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dlami_nvme=0))
+    assert result.returncode == 0, result.stderr
+    fstab = node.file("/etc/fstab").replace(",x-systemd.requires=dlami-nvme.service", "")
+    (node.root / "etc/fstab").write_text(fstab)
+    node.reboot()
+    assert node.mounts()["/scratch"].backing == "root"
+
+
+def test_reboot_configures_lnet_before_mounting(tmp_path):
+    node, result = boot(tmp_path, lustre=EFA_FSX)
+    assert result.returncode == 0, result.stderr
+    after = node.reboot()
+    assert after.order.index(bootstrap.LNET_EFA_UNIT) < after.order.index(mount_unit_name("/fsx"))
+    assert node.mounts()["/fsx"].extra == "lnet=efa" and "slurmd.service" in after.started
+
+
+def test_reboot_with_a_gpu_lost_keeps_slurmd_down(tmp_path):
+    node, result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    node.set_scenario(gpus=7)
+    after = node.reboot()
+    assert "slurmd.service" in after.failed
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="7 of 8 GPUs visible"} 0'
+
+
+# --- apt and the dpkg lock ------------------------------------------------------------------------
+
+def test_apt_waits_for_the_dpkg_lock_and_retries(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dpkg_lock_until=100))
+    assert result.returncode == 0, result.stderr
+    apt = node.calls("apt-get")
+    updates = [c for c in apt if "update" in c.args]
+    assert len(updates) > 1 and all("DPkg::Lock::Timeout=300" in c.args for c in apt)
+    assert [c for c in node.calls("sleep") if c.args == (str(bootstrap.APT_RETRY_SECONDS),)]
+    assert "fmcluster-prometheus-agent.service" in node.enabled()
+
+
+def test_a_lock_that_is_never_released_fails_metrics_only(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dpkg_lock_until=100_000))
+    assert result.returncode == 1 and "setup_metrics failed" in result.stderr
+    assert len([c for c in node.calls("apt-get") if "update" in c.args]) == bootstrap.APT_ATTEMPTS
+    assert node.mounts()["/fsx"].fstype == "lustre" and ready_metric(node).endswith(" 1")
+
+
+# --- the file system ------------------------------------------------------------------------------
+
+def test_lustre_mount_retries_until_it_works(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", lustre_mount_fails=3))
+    assert result.returncode == 0, result.stderr
+    attempts = [c for c in node.calls("mount") if c.args[:2] == ("-t", "lustre")]
+    assert len(attempts) == 4
+    assert node.fstab().count([FSX.source, "/fsx", "lustre", bootstrap.FSX_MOUNT_OPTIONS, "0", "0"]) == 1
+
+
+def test_lustre_that_never_mounts_keeps_slurmd_down_with_metrics_up(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", lustre_mount_fails=-1))
+    assert result.returncode == 1 and "mount_lustre failed" in result.stderr
+    lines = node.lines()
+    assert index(lines, "systemctl enable prometheus-node-exporter.service") < index(lines, "mount -t lustre")
+    attempts = [c for c in node.calls("mount") if c.args[:2] == ("-t", "lustre")]
+    assert len(attempts) == bootstrap.FSX_MOUNT_ATTEMPTS
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="/fsx is not mounted"} 0'
+    start = node.run("systemctl start slurmd.service", name="start.sh")
+    assert start.returncode != 0 and node.unit_state("slurmd.service") == "failed"
+    dropin = node.file(SLURMD_DROPIN)
+    assert f"ExecStartPre={bootstrap.FMCLUSTER_LIB}/node-ready" in dropin and "Restart=on-failure" in dropin
+
+
+def test_efa_file_system_gets_lnet_over_efa(tmp_path):
+    node, result = boot(tmp_path, lustre=EFA_FSX)
+    assert result.returncode == 0, result.stderr
+    efa = [c.args for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")]
+    devices = [f"rdmap{10 + i}s0" for i in range(0, 32, 4)]  # 8 of 32, one per PCIe switch
+    assert [a[5] for a in efa] == devices and all(a[-2:] == ("--peer-credits", "32") for a in efa)
+    lines = node.lines()
+    assert index(lines, "modprobe kefalnd ipif_name=ens32") < index(lines, "lnetctl net add --net efa")
+    assert index(lines, "lnetctl udsp add --src efa --priority 0") < index(lines, "mount -t lustre")
+    assert node.mounts()["/fsx"].extra == "lnet=efa"
+    assert bootstrap.LNET_EFA_UNIT in node.enabled()
+    (fsx,) = [line for line in node.fstab() if line[1] == "/fsx"]
+    assert f"x-systemd.requires={bootstrap.LNET_EFA_UNIT}" in fsx[3].split(",")
+    assert "LNET_EFA=1" in node.file(f"{bootstrap.FMCLUSTER_ETC}/node-ready.env")
+
+
+@pytest.mark.parametrize("instance_type, devices", [("p5en.48xlarge", 16), ("p6-b200.48xlarge", 8),
+                                                    ("p6-b300.48xlarge", 16), ("p5.4xlarge", 1)])
+def test_lnet_interfaces_follow_the_catalog(tmp_path, instance_type, devices):
+    node, result = boot(tmp_path, instance_type, lustre=EFA_FSX)
+    assert result.returncode == 0, result.stderr
+    efa = [c.args[5] for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")]
+    wanted = catalog.get(instance_type).lnet_efa_interfaces
+    assert efa == [f"rdmap{10 + i * devices // wanted}s0" for i in range(wanted)]
+
+
+def test_efa_file_system_on_a_node_group_without_efa_stays_on_tcp(tmp_path):
+    node, result = boot(tmp_path, efa=False, lustre=EFA_FSX)
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("lnetctl") and node.mounts()["/fsx"].extra == "lnet=tcp"
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"efa_driver": "2.10.0"}, "older than 2.12.1"),
+    ({"lustre_client": False}, "no Lustre client with the EFA LNet driver"),
+    ({"efa_devices": 0}, "no EFA device"),
+])
+def test_lnet_that_cannot_use_efa_leaves_the_node_not_ready(tmp_path, change, reason):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", **change), lustre=EFA_FSX)
+    assert result.returncode == 1 and reason in result.stderr and "setup_lnet_efa failed" in result.stderr
+    assert ready_metric(node) == ('fmcluster_node_ready{reason="LNet has no EFA interface: the file system would be '
+                                  'read over TCP"} 0')
+
+
+# --- the GPUs and observability -------------------------------------------------------------------
+
+def test_a_missing_gpu_keeps_slurmd_down(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", gpus=7))
+    assert result.returncode == 1 and "check_node_ready failed" in result.stderr
+    assert "node NOT ready: 7 of 8 GPUs visible" in result.stderr
+    checks = [c for c in node.calls("nvidia-smi")]
+    assert checks[-1].clock - checks[0].clock >= bootstrap.READY_WAIT_SECONDS  # waited for a late GPU
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="7 of 8 GPUs visible"} 0'
+    assert node.run("systemctl start slurmd.service", name="start.sh").returncode != 0
+    node.set_scenario(gpus=8)  # the GPU is back (a driver reload): slurmd's next try starts it
+    assert node.run("systemctl start slurmd.service", name="start.sh").returncode == 0
+
+
+def test_observability_off_installs_nothing(tmp_path):
+    node, result = boot(tmp_path, metrics=None)
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("apt-get") and "prometheus-node-exporter.service" not in node.enabled()
+    assert ready_metric(node).endswith(" 1")  # the readiness metric is written all the same
+
+
+def test_metrics_set_up_with_the_pinned_packages(tmp_path):
+    node, result = boot(tmp_path, metrics=Metrics("demo", URL, "us-east-1", slurm=True))
+    assert result.returncode == 0, result.stderr
+    assert ("apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "
+            "prometheus-node-exporter=1.7.0-1* prometheus=2.45.3+ds-2*") in node.lines("apt-get")
+    assert "systemctl disable --now prometheus.service" in node.lines("systemctl")
+    config = yaml.safe_load(node.file(f"{bootstrap.FMCLUSTER_ETC}/prometheus-agent.yml"))
+    assert [j["job_name"] for j in config["scrape_configs"]] == ["node", "dcgm", "efa", "slurm"]
+    assert config["remote_write"] == [{"url": URL, "sigv4": {"region": "us-east-1"}}]
+    assert config["global"]["external_labels"] == {"cluster": "demo", "node": "ip-10-1-0-42"}
+    prom = node.file(f"{bootstrap.TEXTFILE_DIR}/fmcluster.prom")
+    assert "fmcluster_expected_gpus 8\n" in prom and 'fmcluster_expected_lustre_mount{mountpoint="/fsx"} 1' in prom
+    for job in ("dcgm", "efa", "slurm"):
+        assert node.file(f"{bootstrap.FMCLUSTER_LIB}/collect-{job}").startswith("#!/bin/bash")
+        assert f"fmcluster-collect-{job}.timer" in node.enabled()
+
+
+@pytest.mark.parametrize("release", ["jammy", "focal"])
+def test_metrics_per_ubuntu_release(tmp_path, release):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", os_release=release))
+    if release == "focal":
+        assert result.returncode == 1 and "no pinned packages for the Ubuntu release 'focal'" in result.stderr
+        assert not node.calls("apt-get")
+        return
+    assert result.returncode == 0, result.stderr
+    assert any("prometheus-node-exporter=1.3.1-1* prometheus=2.31.2+ds1-1*" in line for line in node.lines("apt-get"))
+    unit = node.file("/etc/systemd/system/fmcluster-prometheus-agent.service")
+    assert "--enable-feature=agent" not in unit and "--storage.tsdb.retention.time=2h" in unit
+
+
+# --- package upgrades -----------------------------------------------------------------------------
+
+def test_unattended_upgrades_restart_nothing_and_leave_the_gpu_stack_alone(tmp_path):
+    node, result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    needrestart = node.file("/etc/needrestart/conf.d/50-fmcluster.conf")
+    assert "$nrconf{restart} = 'l';" in needrestart
+    for service in ("slurm", "nvidia", "dcgm", "efa"):
+        assert f"$nrconf{{override_rc}}{{qr(^{service})}} = 0;" in needrestart
+    blacklist = node.file("/etc/apt/apt.conf.d/51fmcluster-unattended-upgrades")
+    for package in ("nvidia-", "libnvidia-", "cuda-", "libnccl", "efa", "libfabric", "lustre-", "linux-"):
+        assert f'"{package}";' in blacklist
+
+
+def test_no_apt_no_unattended_upgrade_settings(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", os_release="amzn2023"), metrics=None)
+    assert result.returncode == 0, result.stderr
+    assert not node.exists("/etc/needrestart/conf.d/50-fmcluster.conf")
+
+
+# --- Amazon EKS: the user data's shell part -------------------------------------------------------
+
+def eks(instance_type="p5en.48xlarge", *, lnet_efa=False, efa=True, observability=True, taints=(GPU_TAINT,)) -> str:
+    return kubernetes.node_script(catalog.get(instance_type), taints=taints, lnet_efa=lnet_efa, efa=efa,
+                                  observability=observability)
+
+
+def eks_node(tmp_path, instance_type="p5en.48xlarge", **changes) -> Sandbox:
+    return Sandbox(tmp_path, world(instance_type, os_release="amzn2023", slurmd=False, **changes))
+
+
+NOT_READY = "/etc/eks/nodeadm.d/90-fmcluster-not-ready.yaml"
+
+
+def test_eks_gpu_node_ready_registers_as_usual(tmp_path):
+    node = eks_node(tmp_path)
+    result = node.run(eks())
+    assert result.returncode == 0, result.stderr
+    assert not node.exists(NOT_READY)
+    assert node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 8"
+    assert ready_metric(node).endswith(" 1")
+
+
+def test_eks_gpu_missing_registers_with_the_not_ready_taint(tmp_path):
+    node = eks_node(tmp_path, gpus=6)
+    result = node.run(eks())
+    assert result.returncode == 0, result.stderr
+    config = yaml.safe_load(node.file(NOT_READY))
+    assert config["kind"] == "NodeConfig" and config["apiVersion"] == "node.eks.aws/v1alpha1"
+    (flag,) = config["spec"]["kubelet"]["flags"]
+    # kubelet keeps only the last --register-with-taints: the group's own taint is repeated.
+    assert flag == f"--register-with-taints=nvidia.com/gpu=true:NoSchedule,{kubernetes.NOT_READY_TAINT}=gpus-6-of-8:NoSchedule"
+    value = flag.rsplit("=", 1)[1].split(":")[0]
+    assert kubernetes.label_value_valid(value)
+
+
+def test_eks_efa_file_system_installs_the_client_and_configures_lnet(tmp_path):
+    node = eks_node(tmp_path, lustre_client=False)
+    result = node.run(eks(lnet_efa=True))
+    assert result.returncode == 0, result.stderr
+    assert node.lines("dnf") == ["dnf install -y -q lustre-client"]
+    efa = [c.args[5] for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")]
+    assert efa == ["rdmap10s0", "rdmap18s0"]  # 2 of the 16 EFA devices of p5en.48xlarge
+    assert bootstrap.LNET_EFA_UNIT in node.enabled() and not node.exists(NOT_READY)
+
+
+def test_eks_lnet_failure_taints_the_node(tmp_path):
+    node = eks_node(tmp_path, lustre_client=False, dnf_lustre=False)
+    result = node.run(eks(lnet_efa=True))
+    assert result.returncode == 1 and "setup_lnet_efa failed" in result.stderr
+    (flag,) = yaml.safe_load(node.file(NOT_READY))["spec"]["kubelet"]["flags"]
+    assert flag.endswith(f",{kubernetes.NOT_READY_TAINT}=lnet-efa:NoSchedule")
+
+
+def test_eks_cpu_group_needs_no_script_without_observability():
+    assert eks("m7i.2xlarge", efa=False, observability=False, taints=()) is None
+
+
+def test_eks_cpu_group_writes_its_expected_gpus(tmp_path):
+    node = eks_node(tmp_path, "m7i.2xlarge")
+    result = node.run(eks("m7i.2xlarge", efa=False, taints=()))
+    assert result.returncode == 0, result.stderr
+    assert node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 0"
+    assert not node.calls("nvidia-smi")
+
+
+# --- SageMaker HyperPod: lifecycle folders --------------------------------------------------------
+
+def hyperpod_folder(group="train", instance_type="p6-b200.48xlarge", *, efa=True, checks=lifecycle.NodeChecks(("/fsx",)),
+                    metrics=True, lnet_efa=False, hooks=None) -> lifecycle.Bundle:
+    if hooks is None and metrics:
+        hooks = {lifecycle.METRICS_HOOK: lifecycle.metrics_hook(
+            instance_type, Metrics("demo", "", "us-east-1"), efa=efa, parameter="/fmcluster/demo/url",
+            lustre_path="/fsx")}
+    return lifecycle.bundle(group, instance_type, efa=efa, hooks=hooks, checks=checks, lnet_efa=lnet_efa)
+
+
+def run_folder(tmp_path, bundle: lifecycle.Bundle, scenario: Scenario, *, fsx_mounted=True):
+    node = Sandbox(tmp_path, scenario)
+    if fsx_mounted:  # HyperPod mounted the file system (FsxLustreConfig) before OnInitComplete
+        (node.root / "fsx").mkdir()
+        node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
+    files = {f"lifecycle/{name}": text for name, text in bundle.files.items() if name != lifecycle.ENTRYPOINT}
+    result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}", files=files)
+    return node, result
+
+
+def hyperpod_world(instance_type="p6-b200.48xlarge", **changes) -> Scenario:
+    return world(instance_type, os_release="jammy", dlami_nvme=0, slurmd=False, **changes)
+
+
+def test_hyperpod_compute_node_ready(tmp_path):
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world())
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("scontrol")
+    lines = node.lines()
+    assert index(lines, "install -d -m 0755 /etc/needrestart/conf.d") < index(lines, "aws ssm get-parameter")
+    assert index(lines, "apt-get") < index(lines, "systemctl cat dlami-nvme.service")  # metrics first
+    assert node.mounts()["/scratch"].source == bootstrap.DLAMI_NVME_PATH
+    assert "fmcluster-prometheus-agent.service" in node.enabled()
+
+
+def test_hyperpod_compute_node_missing_a_gpu_is_drained_not_failed(tmp_path):
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(gpus=7))
+    assert result.returncode == 0, result.stderr
+    (drain,) = node.lines("scontrol")
+    assert drain == "scontrol update nodename=ip-10-1-0-42 state=drain reason=fmcluster node-ready: 7 of 8 GPUs visible"
+
+
+def test_hyperpod_compute_node_without_its_file_system_is_drained(tmp_path):
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(), fsx_mounted=False)
+    assert result.returncode == 0, result.stderr
+    (drain,) = node.calls("scontrol")
+    assert drain.args[-1] == "reason=fmcluster node-ready: /fsx is not mounted"
+
+
+def test_hyperpod_metrics_failure_does_not_fail_the_node(tmp_path):
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(apt_fails=True))
+    assert result.returncode == 0, result.stderr
+    assert f"warning: optional hook {lifecycle.METRICS_HOOK} failed" in result.stderr
+    assert node.mounts()["/scratch"].backing == "instance-store" and not node.calls("scontrol")
+
+
+def test_hyperpod_metrics_wait_for_the_dpkg_lock(tmp_path):
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(dpkg_lock_until=90))
+    assert result.returncode == 0, result.stderr
+    assert "fmcluster-prometheus-agent.service" in node.enabled()
+    assert any("prometheus=2.31.2+ds1-1*" in line for line in node.lines("apt-get"))
+
+
+def test_hyperpod_required_hook_failure_fails_the_script(tmp_path):
+    folder = hyperpod_folder(hooks={"10-site.sh": "exit 3\n", "20-after.sh": "true\n"})
+    node, result = run_folder(tmp_path, folder, hyperpod_world())
+    assert result.returncode == 1 and "hook 10-site.sh failed" in result.stderr
+    assert node.mounts()["/scratch"].backing == "instance-store"  # the other steps still ran
+
+
+def test_hyperpod_controller_has_no_readiness_drain(tmp_path):
+    folder = hyperpod_folder("controller", "m7i.2xlarge", efa=False, checks=None, hooks={})
+    node, result = run_folder(tmp_path, folder, world("m7i.2xlarge", os_release="jammy", slurmd=False))
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("nvidia-smi") and not node.calls("scontrol")
+
+
+def test_hyperpod_eks_efa_file_system_configures_lnet(tmp_path):
+    folder = hyperpod_folder(checks=None, metrics=False, lnet_efa=True, hooks={})
+    node, result = run_folder(tmp_path, folder, world("p6-b200.48xlarge", os_release="amzn2023", slurmd=False,
+                                                      lustre_client=False), fsx_mounted=False)
+    assert result.returncode == 0, result.stderr
+    assert node.lines("dnf") == ["dnf install -y -q lustre-client"]
+    assert [c.args[5] for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")] == [
+        "rdmap10s0", "rdmap14s0"]
+    assert bootstrap.LNET_EFA_UNIT in node.enabled()
