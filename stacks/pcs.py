@@ -47,7 +47,11 @@ DEFAULT_AMI = "{{resolve:ssm:" + PCS_AMI_PARAMETER + "}}"
 LOGIN = "login"
 LOGIN_ROOT_VOLUME_GIB = 256
 SCALE_DOWN_IDLE_SECONDS = 600
-IMDS_HOP_LIMIT = 1  # Slurm jobs run on the host network: no container hop needs the metadata service
+# A job in a container with bridge networking (Docker, Enroot/Pyxis with a network namespace) is one
+# hop further from the instance metadata service than the host: with a hop limit of 1 it cannot
+# get the node role's credentials (e.g. to read checkpoints from S3). 2 is the least that lets it;
+# AWS's reference PCS launch templates use 4.
+IMDS_HOP_LIMIT = 2
 PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "reservation": "ONDEMAND", "capacity-block": "CAPACITY_BLOCK",
                     "spot": "SPOT"}  # a reservation is on-demand capacity the launch template targets
 

@@ -239,9 +239,11 @@ def test_login_and_cpu_groups_have_one_ena_interface(main):
              "DeleteOnTermination": True}]
 
 
-def test_imdsv2_only(main):
+def test_imdsv2_only_and_reachable_from_containers(main):
+    """Hop limit 2: a job in a container with bridge networking is one hop further from the
+    metadata service than the host, and still gets the node role's credentials."""
     for data in launch_templates(main).values():
-        assert data["MetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 1,
+        assert data["MetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 2,
                                            "HttpEndpoint": "enabled"}
 
 
