@@ -24,7 +24,7 @@ import fnmatch
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 EC2_ARN = "arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}"
 
@@ -121,15 +121,19 @@ class Problem:
         return f"{self.logical_id} ({self.policy}): {self.message}"
 
 
-def render(value: Any) -> list[str]:
+def render(value: Any, resolve: Optional[Callable[[str, Any], Optional[list[str]]]] = None) -> list[str]:
     """Every string a template value can take: Ref -> ${Name}, GetAtt -> ${Logical.Attr},
-    Fn::Join concatenated, Fn::If both branches, other intrinsics -> ${Fn::Name}."""
+    Fn::Join concatenated, Fn::If both branches, other intrinsics -> ${Fn::Name}. `resolve(fn, arg)`,
+    where given, renders an intrinsic first (None: as above)."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, list):
-        return [s for item in value for s in render(item)]
+        return [s for item in value for s in render(item, resolve)]
     if isinstance(value, dict) and len(value) == 1:
         (fn, arg), = value.items()
+        resolved = resolve(fn, arg) if resolve else None
+        if resolved is not None:
+            return resolved
         if fn == "Ref":
             return [f"${{{arg}}}"]
         if fn == "Fn::GetAtt":
@@ -137,12 +141,12 @@ def render(value: Any) -> list[str]:
         if fn == "Fn::Join":
             out = [""]
             for part in arg[1]:
-                out = [o + p for o in out for p in render(part)]
+                out = [o + p for o in out for p in render(part, resolve)]
             return out
         if fn == "Fn::Sub":
             return [arg if isinstance(arg, str) else arg[0]]
         if fn == "Fn::If":
-            return render(arg[1]) + render(arg[2])
+            return render(arg[1], resolve) + render(arg[2], resolve)
         return [f"${{{fn}}}"]
     return [json.dumps(value, sort_keys=True)]
 

@@ -5,6 +5,8 @@ variant that turns on what no example does (storage.kms and Grafana):
   user runs it (`-c nag=true` through stacks/app.py build());
 - the IAM walk (fmcluster/security.py): no wildcard resource outside the allow-list, every S3
   permission on the cluster's own buckets;
+- the resource-type linter (fmcluster/iam_lint.py): every action in the Service Authorization
+  Reference, every required resource type named, `*` for actions without resource types;
 - encryption and hardening: buckets, file system, EBS root volumes, topics, logs; IMDSv2; no
   ingress from anywhere; Session Manager login; VPC flow logs.
 """
@@ -19,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fmcluster import loader, naming, security
+from fmcluster import iam_lint, loader, naming, security
 from fmcluster.spec import ClusterSpec
 from stacks import nag
 
@@ -248,6 +250,112 @@ def test_fsx_key_statement_is_pinned(synth):
     assert principal_arn == ("arn:${AWS::Partition}:iam::${AWS::AccountId}:role/aws-service-role/"
                              "s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_fs-*")
     assert not any(a.endswith("*") for a in statement["Action"])
+
+
+# --- resource types (fmcluster/iam_lint.py) -------------------------------------------------------
+
+def _identity(*statements: dict, extra: dict | None = None) -> dict:
+    """A template with one AWS::IAM::Policy of `statements` for role R (and `extra` resources)."""
+    return {"Resources": {**(extra or {}), "P": {"Type": "AWS::IAM::Policy", "Properties": {
+        "PolicyName": "p", "Roles": [{"Ref": "R"}], "PolicyDocument": {"Statement": list(statements)}}}}}
+
+
+def _allow(action, resource, **more) -> dict:
+    return {"Effect": "Allow", "Action": action, "Resource": resource, **more}
+
+
+ENI = f"{security.EC2_ARN}:network-interface/*"
+INSTANCE = f"{security.EC2_ARN}:instance/*"
+JOIN_OBJECTS = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::my-bucket/*"]]}
+
+
+@pytest.mark.parametrize("statements,message", [
+    ([_allow("ec2:DetachNetworkInterface", ENI)], "needs a resource of type instance*"),
+    ([_allow("ec2:AttachNetworkInterface", INSTANCE)], "needs a resource of type network-interface*"),
+    ([_allow("fsx:DescribeFileSystems", "arn:aws:fsx:us-east-1:111122223333:file-system/fs-0123456789abcdef0")],
+     "has no resource types"),
+    ([_allow("cloudwatch:PutMetricData", "arn:aws:cloudwatch:us-east-1:111122223333:*")], "has no resource types"),
+    ([_allow("ec2:DescribeSubnet", "*")], "no such action"),
+    ([_allow("ec2:Descirbe*", "*")], "no such action"),
+    ([_allow("ec3:DescribeSubnets", "*")], "no service 'ec3'"),
+    ([_allow("s3:GetObject", "arn:aws:s3:::my-bucket")], "one of its types (accesspointobject, object)"),
+    ([_allow("s3:ListBucket", JOIN_OBJECTS)], "one of its types (accesspoint, bucket)"),  # the bucket, not objects
+    ([_allow("kms:Decrypt", {"Fn::ImportValue": "StorageKeyArn"})], "needs a resource of type key*"),  # of no type
+    ([_allow("logs:PutLogEvents", "arn:aws:logs:us-east-1:111122223333:log-group:/aws/x")], "log-stream*"),
+], ids=lambda v: json.dumps(v)[:70] if isinstance(v, list) else None)
+def test_resource_type_linter_rejects(statements, message):
+    found = iam_lint.findings(_identity(*statements))
+    assert any(message in f.message for f in found), [str(f) for f in found]
+
+
+def test_resource_type_linter_rejects_typos_in_every_policy():
+    """Trust, key and resource policies: no resource-type rule, but the actions must exist."""
+    trust = {"Resources": {"R": {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": {
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRol"}]}}}}}
+    key = _template({"Effect": "Allow", "Action": "kms:Decrpyt", "Resource": "*", "Principal": {"AWS": "*"}},
+                    "AWS::KMS::Key")
+    for template in (trust, key):
+        assert [f.action for f in iam_lint.findings(template)] in (["sts:AssumeRol"], ["kms:Decrpyt"])
+
+
+def test_resource_type_linter_judges_a_role_by_all_its_statements():
+    """IAM authorizes each resource of a request on its own: the interface may come from one
+    statement (with a condition only interfaces have) and the instance from another, even in two
+    policies of the role; but not from a policy of another role."""
+    vpc = {"ArnEquals": {"ec2:Vpc": f"{security.EC2_ARN}:vpc/vpc-1"}}
+    split = _identity(_allow("ec2:DetachNetworkInterface", ENI, Condition=vpc),
+                      _allow("ec2:DetachNetworkInterface", INSTANCE))
+    assert iam_lint.findings(split) == []
+    other = _identity(_allow("ec2:DetachNetworkInterface", ENI, Condition=vpc))
+    other["Resources"]["Q"] = {"Type": "AWS::IAM::Role", "Properties": {"Policies": [{
+        "PolicyName": "q", "PolicyDocument": {"Statement": [_allow("ec2:DetachNetworkInterface", INSTANCE)]}}]}}
+    assert {f.logical_id for f in iam_lint.findings(other)} == {"${R}", "Q"}
+
+
+@pytest.mark.parametrize("statement,extra", [
+    (_allow("ec2:CreateNetworkInterface", [ENI, f"{security.EC2_ARN}:subnet/subnet-1"]), None),
+    (_allow(["ec2:DetachNetworkInterface", "fsx:DescribeFileSystems"], "*"), None),
+    (_allow(["ec2:Describe*", "s3:List*"], "arn:aws:s3:::my-bucket"), None),  # a pattern: what of it applies
+    (_allow(["s3:GetObject", "s3:PutObject"], JOIN_OBJECTS), None),
+    (_allow("kms:Decrypt", {"Fn::GetAtt": ["Key", "Arn"]}), {"Key": {"Type": "AWS::KMS::Key"}}),
+    (_allow(["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"], {"Fn::GetAtt": ["Logs", "Arn"]}),
+     {"Logs": {"Type": "AWS::Logs::LogGroup"}}),  # a log group's Arn ends in :* (KNOWN_GAPS)
+    (_allow("ssm:GetParameter", {"Fn::Join": ["", [f"arn:{iam_lint.PARTITION}:ssm:{iam_lint.REGION}:{iam_lint.ACCOUNT}"
+                                                   ":parameter", {"Ref": "Parameter"}]]}), None),
+], ids=lambda v: json.dumps(v)[:70] if v else "")
+def test_resource_type_linter_accepts(statement, extra):
+    assert [str(f) for f in iam_lint.findings(_identity(statement, extra=extra))] == []
+
+
+def test_resource_type_linter_follows_stack_outputs():
+    """An Fn::GetStackOutput is what the other stack's output is (the storage key of NAME-storage)."""
+    storage = {"Resources": {"Key": {"Type": "AWS::KMS::Key"}, "B": {"Type": "AWS::S3::Bucket"}},
+               "Outputs": {"KeyArn": {"Value": {"Fn::GetAtt": ["Key", "Arn"]}},
+                           "BucketArn": {"Value": {"Fn::GetAtt": ["B", "Arn"]}}}}
+    def output(name: str) -> dict:
+        return {"Fn::GetStackOutput": {"StackName": "x-storage", "OutputName": name, "Region": "us-east-1"}}
+    cluster = _identity(_allow("kms:Decrypt", output("KeyArn")), _allow("kms:Encrypt", output("BucketArn")))
+    found = iam_lint.findings(cluster, {"x-storage": storage})
+    assert [f.action for f in found] == ["kms:Encrypt"]  # a bucket is no key
+    assert [f.action for f in iam_lint.findings(cluster)] == ["kms:Decrypt", "kms:Encrypt"]  # unknown stack
+
+
+@pytest.mark.parametrize("resource,arn_format,expected", [
+    ("*", "arn:${Partition}:ec2:${Region}:${Account}:instance/${InstanceId}", True),
+    (INSTANCE, "arn:${Partition}:ec2:${Region}:${Account}:instance/${InstanceId}", True),
+    (ENI, "arn:${Partition}:ec2:${Region}:${Account}:instance/${InstanceId}", False),
+    ("arn:aws:ec2:*:*:*", "arn:${Partition}:ec2:${Region}:${Account}:instance/${InstanceId}", True),
+    ("arn:aws:s3:::b-${AWS::AccountId}-use1", "arn:${Partition}:s3:::${BucketName}/${ObjectName}", False),
+    ("arn:aws:s3:::b/*", "arn:${Partition}:s3:::${BucketName}", False),
+    ("arn:aws:s3:::b/a/c.json", "arn:${Partition}:s3:::${BucketName}/${ObjectName}", True),
+    ("arn:aws:logs:us-east-1:1:log-group:/aws/x/*", "arn:${Partition}:logs:${Region}:${Account}:log-group:"
+     "${LogGroupName}:log-stream:${LogStreamName}", True),
+    ("arn:aws:logs:us-east-1:1:log-group:/a:log-stream:*", "arn:${Partition}:logs:${Region}:${Account}:log-group:"
+     "${LogGroupName}", False),
+    ("${Fn::GetStackOutput}", "arn:${Partition}:kms:${Region}:${Account}:key/${KeyId}", False),
+])
+def test_arn_matching(resource, arn_format, expected):
+    assert iam_lint.matches(resource, arn_format) is expected
 
 
 # --- encryption and hardening ---------------------------------------------------------------------
