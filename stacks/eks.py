@@ -78,8 +78,11 @@ ENDPOINT_ACCESS = {"public-and-private": eks.EndpointAccess.PUBLIC_AND_PRIVATE, 
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 CNI_POLICY = "AmazonEKS_CNI_Policy"
 # The FSx CSI controller, for a static volume: describe the file system, and grow it on a
-# volume expansion. It never creates or deletes file systems here.
-FSX_CSI_ACTIONS = ["fsx:DescribeFileSystems", "fsx:UpdateFileSystem"]
+# volume expansion (this file system only). It never creates or deletes file systems here.
+# fsx:DescribeFileSystems has no resource types (Service Authorization Reference): only
+# "Resource": "*" allows it, a file-system ARN would leave it denied.
+FSX_CSI_DESCRIBE = "fsx:DescribeFileSystems"
+FSX_CSI_ACTIONS = ["fsx:UpdateFileSystem"]
 
 
 def config_command(spec) -> str:
@@ -205,7 +208,8 @@ class EksClusterStack(cdk.Stack):
     def _fsx_csi_statements(self) -> list[iam.PolicyStatement]:
         file_system_arn = self.format_arn(service="fsx", resource="file-system",
                                           resource_name=self.storage.file_system_id)
-        return [iam.PolicyStatement(sid="StaticLustreVolume", actions=FSX_CSI_ACTIONS, resources=[file_system_arn])]
+        return [iam.PolicyStatement(sid="DescribeFileSystems", actions=[FSX_CSI_DESCRIBE], resources=["*"]),
+                iam.PolicyStatement(sid="StaticLustreVolume", actions=FSX_CSI_ACTIONS, resources=[file_system_arn])]
 
     # --- node groups -----------------------------------------------------------------------
 

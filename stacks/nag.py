@@ -120,6 +120,11 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "cloudwatch:PutMetricData limited to the /aws/sagemaker/Clusters namespace by condition. "
         "Each is on the allow-list of the IAM walk (fmcluster/security.py)."),
     Suppression(
+        _iam5("*"), ("*/Addon-aws-fsx-csi-driver/PodIdentityRole/Role/Resource",),
+        "fsx:DescribeFileSystems only, which has no resource types (Service Authorization Reference): "
+        "a file-system ARN would leave the CSI driver's describe call denied. Read-only; the update call "
+        "is on the cluster's file system only."),
+    Suppression(
         _iam5("arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:network-interface/*"), EXECUTION_ROLES,
         "HyperPod creates and manages interfaces in the cluster's VPC: their ids are unknown at synth; "
         "creation also names the cluster's subnets and security groups, and deleting, detaching and the "

@@ -232,9 +232,11 @@ def test_pod_identity_roles(main):
     cni_role = _role(main, cni["RoleArn"])
     assert cni_role["ManagedPolicyArns"][0]["Fn::Join"][1][-1].endswith(":iam::aws:policy/AmazonEKS_CNI_Policy")
     (policy,) = _role(main, fsx["RoleArn"])["Policies"]
-    (statement,) = policy["PolicyDocument"]["Statement"]
-    assert statement["Action"] == ["fsx:DescribeFileSystems", "fsx:UpdateFileSystem"]
-    assert statement["Resource"]["Fn::Join"][1][-1] == f":file-system/{FS_ID}"  # this file system only
+    describe, update = policy["PolicyDocument"]["Statement"]
+    # DescribeFileSystems has no resource types (Service Authorization Reference): "*" or denied
+    assert (describe["Action"], describe["Resource"]) == ("fsx:DescribeFileSystems", "*")
+    assert update["Action"] == "fsx:UpdateFileSystem"
+    assert update["Resource"]["Fn::Join"][1][-1] == f":file-system/{FS_ID}"  # this file system only
 
 
 def test_addon_order(main):
