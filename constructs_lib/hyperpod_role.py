@@ -13,6 +13,12 @@ and Access Management for SageMaker HyperPod"). This role grants the same capabi
   ``CreateNetworkInterface`` only in the cluster's subnets with its security groups; deleting,
   detaching and delegating network interfaces only for interfaces of the cluster's VPC
   (condition ``ec2:Vpc``); tags only on network interfaces of this account and region;
+- the instance side of detaching (and, on EKS, attaching) those interfaces: the Service
+  Authorization Reference gives ec2:DetachNetworkInterface and ec2:AttachNetworkInterface two
+  required resource types, the interface and the instance, and IAM authorizes each. HyperPod's
+  instances run in an account SageMaker owns (the cluster's interfaces are this account's, shared
+  by CreateNetworkInterfacePermission), so the instances are any account's in this region; the
+  instance has no ec2:Vpc key, hence its own statement without that condition;
 - for HyperPod on EKS, also what the VPC CNI and image pulls need (the EKS list of the same page),
   the CNI calls limited to the cluster's VPC, and Pod Identity for this EKS cluster only;
 - with metrics collection (HyperPod Slurm with NAME-observability): `aps:RemoteWrite` on the
@@ -46,8 +52,8 @@ EKS_ENI_ACTIONS = ["ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddress
 ECR_PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
 
 
-def _ec2_arn(kind: str, ident: str = "*") -> str:
-    return f"arn:{cdk.Aws.PARTITION}:ec2:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:{kind}/{ident}"
+def _ec2_arn(kind: str, ident: str = "*", account: str = cdk.Aws.ACCOUNT_ID) -> str:
+    return f"arn:{cdk.Aws.PARTITION}:ec2:{cdk.Aws.REGION}:{account}:{kind}/{ident}"
 
 
 def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key_arn: Optional[str], vpc_id: str,
@@ -90,13 +96,14 @@ def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key
                             resources=[_ec2_arn("network-interface")], conditions=vpc_condition),
         iam.PolicyStatement(sid="TagNetworkInterfaces", actions=["ec2:CreateTags"],
                             resources=[_ec2_arn("network-interface")]),
+        iam.PolicyStatement(sid="InterfacesOnClusterInstances",
+                            actions=["ec2:DetachNetworkInterface"] + (["ec2:AttachNetworkInterface"] if eks_cluster_arn else []),
+                            resources=[_ec2_arn("instance", account="*")]),
     ]
     if eks_cluster_arn:
         statements += [
             iam.PolicyStatement(sid="VpcCniNetworkInterfaces", actions=EKS_ENI_ACTIONS,
                                 resources=[_ec2_arn("network-interface")], conditions=vpc_condition),
-            iam.PolicyStatement(sid="VpcCniAttachToInstances", actions=["ec2:AttachNetworkInterface"],
-                                resources=[_ec2_arn("instance")]),
             iam.PolicyStatement(sid="EcrAuthorization", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
             iam.PolicyStatement(sid="EcrPull", actions=ECR_PULL_ACTIONS,
                                 resources=[f"arn:{cdk.Aws.PARTITION}:ecr:{cdk.Aws.REGION}:*:repository/*"]),

@@ -77,9 +77,12 @@ ALLOWED_WILDCARDS: tuple[Allowed, ...] = (
     Allowed(("ec2:CreateTags",), f"{EC2_ARN}:network-interface/*",
             "HyperPod tags the interfaces it creates (SageMaker Developer Guide, HyperPod IAM: "
             "network-interface/*); only network interfaces, only in this account and region."),
-    Allowed(("ec2:AttachNetworkInterface",), f"{EC2_ARN}:instance/*",
-            "The VPC CNI (HyperPod EKS) attaches interfaces to the node's own instance, unknown at synth; "
-            "the call also needs the interface side, which is limited to the cluster's VPC (ec2:Vpc)."),
+    Allowed(("ec2:DetachNetworkInterface", "ec2:AttachNetworkInterface"),
+            "arn:${AWS::Partition}:ec2:${AWS::Region}:*:instance/*",
+            "The instance side of detaching (HyperPod) and attaching (VPC CNI on HyperPod EKS) the cluster's "
+            "interfaces: both actions require the instance resource type too (Service Authorization Reference), "
+            "and HyperPod's instances belong to an account SageMaker owns, unknown at synth; the interface side "
+            "of the same calls is limited to the cluster's VPC (ec2:Vpc)."),
     Allowed(("ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"),
             "arn:${AWS::Partition}:ecr:${AWS::Region}:*:repository/*",
             "Read-only image pulls of the EKS add-ons and HyperPod agents, which live in AWS-owned "

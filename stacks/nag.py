@@ -130,9 +130,11 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "creation also names the cluster's subnets and security groups, and deleting, detaching and the "
         "CNI calls require the interface to be in the cluster's VPC (condition ec2:Vpc)."),
     Suppression(
-        _iam5("arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:instance/*"), EXECUTION_ROLES,
-        "ec2:AttachNetworkInterface (VPC CNI on HyperPod EKS) to the node's own instance, unknown at "
-        "synth; the interface side of the same call is limited to the cluster's VPC."),
+        _iam5("arn:<AWS::Partition>:ec2:<AWS::Region>:*:instance/*"), EXECUTION_ROLES,
+        "The instance side of ec2:DetachNetworkInterface (and, VPC CNI on HyperPod EKS, "
+        "ec2:AttachNetworkInterface), which require the instance resource type too: HyperPod's "
+        "instances belong to an account SageMaker owns, unknown at synth; the interface side of the "
+        "same calls is limited to the cluster's VPC (ec2:Vpc)."),
     Suppression(
         _iam5("arn:<AWS::Partition>:ecr:<AWS::Region>:*:repository/*"), EXECUTION_ROLES,
         "Image pulls (read-only) of the EKS add-ons and HyperPod agents, which live in AWS-owned "

@@ -323,6 +323,10 @@ def test_role_network_permissions_are_scoped_to_the_cluster_vpc(main):
     assert sorted(manage["Action"]) == ["ec2:CreateNetworkInterfacePermission", "ec2:DeleteNetworkInterface",
                                         "ec2:DeleteNetworkInterfacePermission", "ec2:DetachNetworkInterface"]
     assert joined(manage["Condition"]["ArnEquals"]["ec2:Vpc"]).endswith(":vpc/vpc-0aaaaaaaaaaaaaaaa")
+    # DetachNetworkInterface requires the instance too (SAR); HyperPod's instances are SageMaker's
+    assert st["InterfacesOnClusterInstances"]["Action"] == "ec2:DetachNetworkInterface"
+    assert joined(st["InterfacesOnClusterInstances"]["Resource"]) == "arn:${AWS::Partition}:ec2:${AWS::Region}:*:instance/*"
+    assert "Condition" not in st["InterfacesOnClusterInstances"]  # instances have no ec2:Vpc key
     assert st["TagNetworkInterfaces"]["Action"] == "ec2:CreateTags"
     assert joined(st["TagNetworkInterfaces"]["Resource"]).endswith(":${AWS::AccountId}:network-interface/*")
     assert "VpcCniNetworkInterfaces" not in st and "EcrPull" not in st  # EKS only
@@ -469,6 +473,8 @@ def test_eks_execution_role_adds_cni_pulls_and_pod_identity(eks):
     eks_cluster = logical_id(eks, "AWS::EKS::Cluster", "/Cluster/")
     assert st["PodIdentity"]["Resource"] == {"Fn::GetAtt": [eks_cluster, "Arn"]}
     assert "ArnEquals" in st["VpcCniNetworkInterfaces"]["Condition"]
+    assert sorted(st["InterfacesOnClusterInstances"]["Action"]) == ["ec2:AttachNetworkInterface",
+                                                                    "ec2:DetachNetworkInterface"]
     assert st["EcrAuthorization"]["Action"] == "ecr:GetAuthorizationToken"
     assert all(not isinstance(s["Resource"], str) or s["Sid"] in (
         "ClusterMetrics", "SessionManager", "DescribeNetwork", "EcrAuthorization") for s in st.values())
