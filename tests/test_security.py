@@ -254,6 +254,38 @@ def test_fsx_key_statement_is_pinned(synth):
 
 # --- resource types (fmcluster/iam_lint.py) -------------------------------------------------------
 
+_GAPS_USED: dict[str, set] = {}  # case -> the KNOWN_GAPS entries it needs (for the staleness test)
+
+
+def stacks_of(templates: dict[str, dict]) -> dict[str, dict]:
+    """Stack name -> template, for Fn::GetStackOutput (a top-level template is NAME.template.json)."""
+    return {name.removesuffix(".template.json"): t for name, t in templates.items()
+            if not name.endswith(".nested.template.json")}
+
+
+def test_resource_types(synth):
+    """Every identity policy, as the node calls it: each action exists, each required resource type
+    is named, actions without resource types on "*" (see fmcluster/iam_lint.py)."""
+    stacks = stacks_of(synth.templates)
+    found = [f"{name}: {f}" for name, template in synth.templates.items() for f in iam_lint.findings(template, stacks)]
+    _GAPS_USED[synth.case] = iam_lint.used_gaps(synth.templates, stacks)
+    assert not found, "\n".join(found)
+
+
+def test_every_known_gap_is_used():
+    """A KNOWN_GAPS entry that no example needs any more is stale: remove it. (Needs every case of
+    the module in this process, as test_every_suppression_is_used.)"""
+    if set(_GAPS_USED) != set(CASES):
+        pytest.skip("not every case was synthesized in this process")
+    used = set().union(*_GAPS_USED.values())
+    assert [g for g in iam_lint.KNOWN_GAPS if g not in used] == []
+
+
+@pytest.mark.parametrize("gap", iam_lint.KNOWN_GAPS, ids=lambda g: type(g).__name__)
+def test_known_gaps_give_a_reason(gap):
+    assert len(gap.reason) >= 80 and re.search(r"(Reference|Guide|CloudFormation)", gap.reason), gap.reason
+
+
 def _identity(*statements: dict, extra: dict | None = None) -> dict:
     """A template with one AWS::IAM::Policy of `statements` for role R (and `extra` resources)."""
     return {"Resources": {**(extra or {}), "P": {"Type": "AWS::IAM::Policy", "Properties": {
