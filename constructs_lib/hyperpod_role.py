@@ -19,6 +19,11 @@ and Access Management for SageMaker HyperPod"). This role grants the same capabi
   instances run in an account SageMaker owns (the cluster's interfaces are this account's, shared
   by CreateNetworkInterfacePermission), so the instances are any account's in this region; the
   instance has no ec2:Vpc key, hence its own statement without that condition;
+- with an EFA-enabled file system mounted by HyperPod (FsxLustreConfig), `fsx:DescribeFileSystems`:
+  the EFA set-up of the managed FSx mount reads the file system (AWS's reference execution role
+  grants it; without it the set-up is skipped and Lustre falls back to TCP). The Service
+  Authorization Reference gives the action no resource types, so "*" is as tight as IAM allows;
+  it is read-only;
 - for HyperPod on EKS, also what the VPC CNI and image pulls need (the EKS list of the same page),
   the CNI calls limited to the cluster's VPC, and Pod Identity for this EKS cluster only;
 - with metrics collection (HyperPod Slurm with NAME-observability): `aps:RemoteWrite` on the
@@ -59,10 +64,11 @@ def _ec2_arn(kind: str, ident: str = "*", account: str = cdk.Aws.ACCOUNT_ID) -> 
 def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key_arn: Optional[str], vpc_id: str,
                      subnet_ids: Sequence[str], security_group_ids: Sequence[str],
                      eks_cluster_arn: Optional[str] = None, workspace_arn: Optional[str] = None,
-                     metrics_parameter_arn: Optional[str] = None) -> iam.PolicyDocument:
+                     metrics_parameter_arn: Optional[str] = None, efa_file_system: bool = False) -> iam.PolicyDocument:
     """`lifecycle`: the LifecycleScripts folders the instance groups read. `workspace_arn` and
     `metrics_parameter_arn`: the Prometheus workspace the nodes remote-write to and the SSM
-    parameter with its URL (None: no metrics collection)."""
+    parameter with its URL (None: no metrics collection). `efa_file_system`: HyperPod mounts an
+    EFA-enabled FSx for Lustre file system (its EFA set-up describes the file system)."""
     log_groups = f"arn:{cdk.Aws.PARTITION}:logs:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:log-group:{LOG_GROUPS}/*"
     vpc_condition = {"ArnEquals": {"ec2:Vpc": _ec2_arn("vpc", vpc_id)}}
     folders = sorted({scripts.prefix: scripts for scripts in lifecycle}.values(), key=lambda s: s.prefix)
@@ -96,6 +102,8 @@ def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key
                             resources=[_ec2_arn("network-interface")], conditions=vpc_condition),
         iam.PolicyStatement(sid="TagNetworkInterfaces", actions=["ec2:CreateTags"],
                             resources=[_ec2_arn("network-interface")]),
+        *([iam.PolicyStatement(sid="FsxEfaSetup", actions=["fsx:DescribeFileSystems"], resources=["*"])]
+          if efa_file_system else []),
         iam.PolicyStatement(sid="InterfacesOnClusterInstances",
                             actions=["ec2:DetachNetworkInterface"] + (["ec2:AttachNetworkInterface"] if eks_cluster_arn else []),
                             resources=[_ec2_arn("instance", account="*")]),

@@ -57,8 +57,8 @@ ALLOWED_WILDCARDS: tuple[Allowed, ...] = (
     Allowed(("ecr:GetAuthorizationToken",), "*",
             "The registry login token for image pulls (HyperPod EKS). " + NO_RESOURCE_TYPES),
     Allowed(("fsx:DescribeFileSystems",), "*",
-            "The FSx CSI driver (EKS) reads its static volume's file system. " + NO_RESOURCE_TYPES
-            + " Read-only."),
+            "The FSx CSI driver (EKS) reads its static volume's file system; HyperPod's FSx mount reads an "
+            "EFA-enabled file system for its EFA set-up. " + NO_RESOURCE_TYPES + " Read-only."),
     Allowed(("cloudwatch:PutMetricData",), "*",
             "HyperPod node metrics. " + NO_RESOURCE_TYPES + " Limited to one namespace by the "
             "cloudwatch:namespace condition (CloudWatch User Guide, 'Using condition keys to limit "

@@ -15,7 +15,9 @@ What it builds from the spec, with the network and storage stacks' outputs:
   group whose Slurm partition is the group's name; deep health checks (InstanceStress,
   InstanceConnectivity) on GPU groups; automatic node recovery; the FSx for Lustre file system
   mounted by HyperPod on every group (InstanceStorageConfigs.FsxLustreConfig at
-  `storage.lustre.mount_path`);
+  `storage.lustre.mount_path`); for an EFA-enabled file system (`storage.lustre.efa`) the execution
+  role may call `fsx:DescribeFileSystems`, which the mount's EFA set-up needs (else Lustre runs
+  over TCP);
 - with the NAME-observability stack (`observability.workspace_arn`, `remote_write_url`): metrics
   collection on every node as on AWS PCS nodes, by the lifecycle hook `hooks.d/50-metrics.sh`
   (fmcluster.lifecycle.metrics_hook: node exporter, GPU/EFA collectors where the devices are, the
@@ -66,7 +68,8 @@ class HyperPodGroups(Construct):
     lifecycle hooks (file name -> script). `checks`: per group name, the readiness checks whose
     failure drains a node (Slurm compute groups). `lnet_efa`: per group name, configure LNet over
     EFA on its nodes (fmcluster.lifecycle.entry_script). `workspace_arn`, `metrics_parameter_arn`:
-    the role's metrics permissions (HyperPodExecutionRole)."""
+    the role's metrics permissions (HyperPodExecutionRole). `efa_file_system`: the groups mount an
+    EFA-enabled file system through HyperPod (the role may describe file systems)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, groups: Sequence[InstanceGroup], efa: dict[str, bool],
                  network, storage, subnet_ids: Sequence[str], security_group_ids: Sequence[str],
@@ -74,7 +77,7 @@ class HyperPodGroups(Construct):
                  hooks: Optional[Mapping[str, Mapping[str, str]]] = None, workspace_arn: Optional[str] = None,
                  metrics_parameter_arn: Optional[str] = None,
                  checks: Optional[Mapping[str, lifecycle.NodeChecks]] = None,
-                 lnet_efa: Optional[Mapping[str, bool]] = None) -> None:
+                 lnet_efa: Optional[Mapping[str, bool]] = None, efa_file_system: bool = False) -> None:
         super().__init__(scope, construct_id)
         hooks, checks, lnet_efa = hooks or {}, checks or {}, lnet_efa or {}
         self.scripts: dict[str, LifecycleScripts] = {
@@ -89,7 +92,7 @@ class HyperPodGroups(Construct):
             bucket_arns=[buckets[name] for name in sorted(buckets)], kms_key_arn=storage.kms_key_arn,
             vpc_id=network.vpc_id, subnet_ids=subnet_ids, security_group_ids=security_group_ids,
             eks_cluster_arn=eks_cluster_arn, workspace_arn=workspace_arn,
-            metrics_parameter_arn=metrics_parameter_arn)
+            metrics_parameter_arn=metrics_parameter_arn, efa_file_system=efa_file_system)
         self.instance_groups = [replace(g, execution_role_arn=self.role.role_arn,
                                         lifecycle_uri=self.scripts[g.name].s3_uri) for g in groups]
 
@@ -160,7 +163,8 @@ class HyperPodSlurmStack(cdk.Stack):
         self.groups = HyperPodGroups(self, "InstanceGroups", groups=groups, efa=efa, network=network, storage=storage,
                                      subnet_ids=subnets, security_group_ids=security_groups,
                                      description=f"SageMaker HyperPod instance groups of {spec.name}",
-                                     checks={g.name: checks for g in spec.node_groups}, **metrics)
+                                     checks={g.name: checks for g in spec.node_groups},
+                                     efa_file_system=bool(fsx and spec.storage.lustre.efa), **metrics)
         self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
                                        orchestrator=slurm_orchestrator(),
                                        instance_groups=self.groups.instance_groups, subnet_ids=subnets,

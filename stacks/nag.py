@@ -116,9 +116,10 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
     Suppression(
         _iam5("*"), EXECUTION_ROLES,
         "Only actions that support no resource-level permissions (Service Authorization Reference): "
-        "ec2:Describe*, ssmmessages channels (Session Manager), ecr:GetAuthorizationToken, and "
-        "cloudwatch:PutMetricData limited to the /aws/sagemaker/Clusters namespace by condition. "
-        "Each is on the allow-list of the IAM walk (fmcluster/security.py)."),
+        "ec2:Describe*, ssmmessages channels (Session Manager), ecr:GetAuthorizationToken, "
+        "fsx:DescribeFileSystems (EFA set-up of the FSx mount), and cloudwatch:PutMetricData limited to "
+        "the /aws/sagemaker/Clusters namespace by condition. Each is on the allow-list of the IAM walk "
+        "(fmcluster/security.py)."),
     Suppression(
         _iam5("*"), ("*/Addon-aws-fsx-csi-driver/PodIdentityRole/Role/Resource",),
         "fsx:DescribeFileSystems only, which has no resource types (Service Authorization Reference): "

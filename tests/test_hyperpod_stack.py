@@ -339,6 +339,18 @@ def test_role_logs_and_metrics_under_the_cluster_namespace(main):
     assert st["ClusterMetrics"]["Condition"] == {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}}
 
 
+def test_role_describes_file_systems_for_an_efa_file_system(templates):
+    """HyperPod's FSx mount sets up EFA for an EFA-enabled file system only when the execution role
+    may call fsx:DescribeFileSystems (AWS's reference role grants it); the action has no resource
+    types (Service Authorization Reference), so "*"."""
+    assert specs()["example"].storage.lustre.efa and not specs()["main"].storage.lustre.efa
+    describe = statements(templates["example"])["FsxEfaSetup"]
+    assert (describe["Action"], describe["Resource"]) == ("fsx:DescribeFileSystems", "*")
+    for key in ("main", "bare"):
+        assert "FsxEfaSetup" not in statements(templates[key])
+        assert not any("fsx:" in json.dumps(s["Action"]) for s in statements(templates[key]).values())
+
+
 def test_role_without_buckets_or_key(templates):
     st = statements(templates["bare"])
     assert not {"ClusterBuckets", "ClusterBucketObjects", "StorageKey"} & set(st)
