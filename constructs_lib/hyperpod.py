@@ -2,6 +2,15 @@
 
 Knows nothing of the spec: the stacks (stacks/hyperpod.py) translate node groups into
 `InstanceGroup`s (a few per cluster, so typed L1 structs cost little).
+
+EBS volumes: HyperPod encrypts each instance's root volume, and the secondary volume it mounts at
+/opt/sagemaker, with an AWS owned key unless an instance group names a customer managed key
+(`volume_kms_key_id`: one EbsVolumeConfig with RootVolume true for the root volume, and the key on
+the secondary volume's). SageMaker Developer Guide, "Customer managed AWS KMS key encryption for
+SageMaker HyperPod": only clusters in the continuous node provisioning mode (CONTINUOUS) take such a
+key; the key of an instance group cannot be changed later; the execution role needs
+kms:CreateGrant and kms:DescribeKey on it (constructs_lib/hyperpod_role.py), and the key policy must
+not require an encryption context (HyperPod passes none).
 """
 
 from __future__ import annotations
@@ -20,6 +29,7 @@ DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
 # region are account facts for `fmcluster preflight`.
 REGIONAL_TYPE_RULE = "CloudFormation-Validate::E3644"
 NODE_RECOVERY = "Automatic"
+CONTINUOUS = "Continuous"  # NodeProvisioningMode: partial capacity, retries; required for customer managed keys
 CONTROLLER, LOGIN, COMPUTE = "Controller", "Login", "Compute"
 
 
@@ -35,6 +45,7 @@ class InstanceGroup:
     on_init_complete: str
     threads_per_core: int = 2
     volume_gib: Optional[int] = None  # the secondary EBS volume HyperPod mounts at /opt/sagemaker
+    volume_kms_key_id: Optional[str] = None  # customer managed key of the root and secondary volumes
     deep_health_checks: Sequence[str] = ()
     interface_type: Optional[str] = None  # "efa" or "efa-only" for EFA groups
     slurm_node_type: Optional[str] = None  # Controller | Login | Compute (Slurm orchestrator)
@@ -49,9 +60,12 @@ class InstanceGroup:
     def properties(self) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         C = sagemaker.CfnCluster
         storage = []
+        if self.volume_kms_key_id:
+            storage.append(C.ClusterInstanceStorageConfigProperty(ebs_volume_config=C.ClusterEbsVolumeConfigProperty(
+                root_volume=True, volume_kms_key_id=self.volume_kms_key_id)))
         if self.volume_gib:
-            storage.append(C.ClusterInstanceStorageConfigProperty(
-                ebs_volume_config=C.ClusterEbsVolumeConfigProperty(volume_size_in_gb=self.volume_gib)))
+            storage.append(C.ClusterInstanceStorageConfigProperty(ebs_volume_config=C.ClusterEbsVolumeConfigProperty(
+                volume_size_in_gb=self.volume_gib, volume_kms_key_id=self.volume_kms_key_id)))
         if self.fsx_lustre:
             storage.append(C.ClusterInstanceStorageConfigProperty(
                 fsx_lustre_config=C.ClusterFsxLustreConfigProperty(**self.fsx_lustre)))

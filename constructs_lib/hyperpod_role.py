@@ -9,6 +9,13 @@ and Access Management for SageMaker HyperPod"). This role grants the same capabi
 - Systems Manager sessions (`ssmmessages:*Channel`: these actions have no resource type);
 - S3: read only the cluster's lifecycle-script folders (the managed policy reads every
   ``sagemaker-*`` bucket instead), and read/write only the cluster's buckets (+ storage key);
+- with a customer managed key for the instances' EBS volumes (`volume_key_arn`), what the SageMaker
+  Developer Guide ("Customer managed AWS KMS key encryption for SageMaker HyperPod") asks of the
+  execution role: kms:CreateGrant, by which HyperPod lets EBS use the key when it creates, scales,
+  adds or patches nodes, and kms:DescribeKey; on that key only, only through SageMaker
+  (kms:ViaService), the grants only for AWS resources (kms:GrantIsForAWSResource), as the guide's
+  key policy conditions them. The key policy of constructs_lib.buckets.RetainedKey lets IAM
+  policies of the account grant its use, so this policy is what allows it;
 - EC2 for the cluster's VPC: the describe calls (they support no resource-level permissions);
   ``CreateNetworkInterface`` only in the cluster's subnets with its security groups; deleting,
   detaching and delegating network interfaces only for interfaces of the cluster's VPC
@@ -64,11 +71,13 @@ def _ec2_arn(kind: str, ident: str = "*", account: str = cdk.Aws.ACCOUNT_ID) -> 
 def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key_arn: Optional[str], vpc_id: str,
                      subnet_ids: Sequence[str], security_group_ids: Sequence[str],
                      eks_cluster_arn: Optional[str] = None, workspace_arn: Optional[str] = None,
-                     metrics_parameter_arn: Optional[str] = None, efa_file_system: bool = False) -> iam.PolicyDocument:
+                     metrics_parameter_arn: Optional[str] = None, efa_file_system: bool = False,
+                     volume_key_arn: Optional[str] = None) -> iam.PolicyDocument:
     """`lifecycle`: the LifecycleScripts folders the instance groups read. `workspace_arn` and
     `metrics_parameter_arn`: the Prometheus workspace the nodes remote-write to and the SSM
     parameter with its URL (None: no metrics collection). `efa_file_system`: HyperPod mounts an
-    EFA-enabled FSx for Lustre file system (its EFA set-up describes the file system)."""
+    EFA-enabled FSx for Lustre file system (its EFA set-up describes the file system).
+    `volume_key_arn`: the customer managed key of the instance groups' EBS volumes, if any."""
     log_groups = f"arn:{cdk.Aws.PARTITION}:logs:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:log-group:{LOG_GROUPS}/*"
     vpc_condition = {"ArnEquals": {"ec2:Vpc": _ec2_arn("vpc", vpc_id)}}
     folders = sorted({scripts.prefix: scripts for scripts in lifecycle}.values(), key=lambda s: s.prefix)
@@ -90,7 +99,7 @@ def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key
             iam.PolicyStatement(sid="LifecycleScriptsRead", actions=["s3:GetObject"],
                                 resources=[f.object_arns() for f in folders]),
         ]
-    statements += storage_statements(bucket_arns, kms_key_arn)
+    statements += storage_statements(bucket_arns, kms_key_arn) + volume_key_statements(volume_key_arn)
     describe = DESCRIBE_ACTIONS + (EKS_DESCRIBE_ACTIONS if eks_cluster_arn else [])
     statements += [
         iam.PolicyStatement(sid="DescribeNetwork", actions=describe, resources=["*"]),
@@ -123,6 +132,21 @@ def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key
         statements.append(iam.PolicyStatement(sid="MetricsParameter", actions=["ssm:GetParameter"],
                                               resources=[metrics_parameter_arn]))
     return iam.PolicyDocument(statements=statements)
+
+
+def volume_key_statements(key_arn: Optional[str]) -> list[iam.PolicyStatement]:
+    """What HyperPod needs of the execution role to encrypt EBS volumes with `key_arn` (none without
+    one): kms:CreateGrant for AWS resources and kms:DescribeKey, through SageMaker only."""
+    if not key_arn:
+        return []
+    through_sagemaker = {"kms:ViaService": f"sagemaker.{cdk.Aws.REGION}.amazonaws.com"}
+    return [
+        iam.PolicyStatement(sid="VolumeKeyGrants", actions=["kms:CreateGrant"], resources=[key_arn],
+                            conditions={"StringEquals": through_sagemaker,
+                                        "Bool": {"kms:GrantIsForAWSResource": "true"}}),
+        iam.PolicyStatement(sid="VolumeKeyDescribe", actions=["kms:DescribeKey"], resources=[key_arn],
+                            conditions={"StringEquals": through_sagemaker}),
+    ]
 
 
 class HyperPodExecutionRole(Construct):

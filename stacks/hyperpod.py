@@ -10,7 +10,8 @@ What it builds from the spec, with the network and storage stacks' outputs:
   cluster's VPC, buckets and lifecycle folders;
 - the `AWS::SageMaker::Cluster` with the API-driven Slurm configuration (SageMaker Developer
   Guide, "SageMaker HyperPod Slurm configuration"): `Orchestrator.Slurm.SlurmConfigStrategy:
-  Managed`, a `controller` group (SlurmConfig NodeType Controller, sized by node count), a
+  Managed` (none with `storage.kms`: see below), a `controller` group (SlurmConfig NodeType
+  Controller, sized by node count), a
   `login` group from `orchestrator.login` (NodeType Login), and per spec node group one Compute
   group whose Slurm partition is the group's name; deep health checks (InstanceStress,
   InstanceConnectivity) on GPU groups; automatic node recovery; the FSx for Lustre file system
@@ -18,6 +19,10 @@ What it builds from the spec, with the network and storage stacks' outputs:
   `storage.lustre.mount_path`); for an EFA-enabled file system (`storage.lustre.efa`) the execution
   role may call `fsx:DescribeFileSystems`, which the mount's EFA set-up needs (else Lustre runs
   over TCP);
+- with `storage.kms`, the storage key (NAME-storage's) encrypts every instance's root volume and
+  its /opt/sagemaker volume (constructs_lib/hyperpod.py), and the execution role may create grants
+  on it through SageMaker; HyperPod takes a customer managed key only in continuous node
+  provisioning (NodeProvisioningMode Continuous), which takes no SlurmConfigStrategy;
 - with the NAME-observability stack (`observability.workspace_arn`, `remote_write_url`): metrics
   collection on every node as on AWS PCS nodes, by the lifecycle hook `hooks.d/50-metrics.sh`
   (fmcluster.lifecycle.metrics_hook: node exporter, GPU/EFA collectors where the devices are, the
@@ -43,8 +48,8 @@ from typing import Any, Mapping, Optional, Sequence
 import aws_cdk as cdk
 from constructs import Construct
 
-from constructs_lib.hyperpod import (COMPUTE, CONTROLLER, DEEP_HEALTH_CHECKS, LOGIN, HyperPodCluster,
-                                     InstanceGroup)
+from constructs_lib.hyperpod import (COMPUTE, CONTINUOUS, CONTROLLER, DEEP_HEALTH_CHECKS, LOGIN,
+                                     HyperPodCluster, InstanceGroup)
 from constructs_lib.hyperpod_lifecycle import LifecycleScripts
 from constructs_lib.hyperpod_role import HyperPodExecutionRole
 from fmcluster import bootstrap, catalog, controlplanes, lifecycle
@@ -92,9 +97,11 @@ class HyperPodGroups(Construct):
             bucket_arns=[buckets[name] for name in sorted(buckets)], kms_key_arn=storage.kms_key_arn,
             vpc_id=network.vpc_id, subnet_ids=subnet_ids, security_group_ids=security_group_ids,
             eks_cluster_arn=eks_cluster_arn, workspace_arn=workspace_arn,
-            metrics_parameter_arn=metrics_parameter_arn, efa_file_system=efa_file_system)
+            metrics_parameter_arn=metrics_parameter_arn, efa_file_system=efa_file_system,
+            volume_key_arn=storage.kms_key_arn)
         self.instance_groups = [replace(g, execution_role_arn=self.role.role_arn,
-                                        lifecycle_uri=self.scripts[g.name].s3_uri) for g in groups]
+                                        lifecycle_uri=self.scripts[g.name].s3_uri,
+                                        volume_kms_key_id=storage.kms_key_arn) for g in groups]
 
 
 def compute_group(spec, group, *, interface_mode, **extra: Any) -> InstanceGroup:
@@ -111,11 +118,22 @@ def compute_group(spec, group, *, interface_mode, **extra: Any) -> InstanceGroup
         **extra)
 
 
-def slurm_orchestrator():
+def provisioning_mode(spec) -> Optional[str]:
+    """Continuous node provisioning where the spec needs it: a storage key for the instances' volumes
+    (HyperPod takes a customer managed key only in that mode), or Spot groups on EKS (stacks/hyperpod_eks.py)."""
+    return CONTINUOUS if spec.storage.kms else None
+
+
+def slurm_orchestrator(mode: Optional[str] = None):
+    """The Slurm orchestrator: `Managed` slurm.conf partitions, except in continuous provisioning,
+    which takes no SlurmConfigStrategy (SageMaker Developer Guide, "Continuous provisioning for
+    enhanced cluster operations with Slurm": any value is an API error; it merges partitions into
+    slurm.conf, without drift detection)."""
     from aws_cdk import aws_sagemaker as sagemaker
 
+    strategy = None if mode == CONTINUOUS else SLURM_CONFIG_STRATEGY
     return sagemaker.CfnCluster.OrchestratorProperty(
-        slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(slurm_config_strategy=SLURM_CONFIG_STRATEGY))
+        slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(slurm_config_strategy=strategy))
 
 
 def efa_groups(spec) -> dict[str, bool]:
@@ -165,10 +183,11 @@ class HyperPodSlurmStack(cdk.Stack):
                                      description=f"SageMaker HyperPod instance groups of {spec.name}",
                                      checks={g.name: checks for g in spec.node_groups},
                                      efa_file_system=bool(fsx and spec.storage.lustre.efa), **metrics)
+        mode = provisioning_mode(spec)
         self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
-                                       orchestrator=slurm_orchestrator(),
+                                       orchestrator=slurm_orchestrator(mode),
                                        instance_groups=self.groups.instance_groups, subnet_ids=subnets,
-                                       security_group_ids=security_groups)
+                                       security_group_ids=security_groups, node_provisioning_mode=mode)
 
         partitions = ",".join(g.name for g in spec.node_groups)
         for output_id, value, description in (

@@ -11,7 +11,8 @@ instance groups of an `AWS::SageMaker::Cluster` whose orchestrator is the EKS cl
   scratch, hooks) as `OnInitComplete`, and the Kubernetes labels and taints the `eks` plane gives
   its node groups (KubernetesConfig), so Kueue's flavors and the Lustre claim work unchanged;
 - automatic node recovery; continuous provisioning when a group runs on Spot ("Spot instances
-  in Amazon SageMaker HyperPod": Spot works with continuous provisioning);
+  in Amazon SageMaker HyperPod": Spot works with continuous provisioning) or with `storage.kms`
+  (the storage key encrypts the instances' volumes, as on hyperpod-slurm);
 - the execution role (stacks/hyperpod.py, with the EKS additions: VPC CNI, image pulls, Pod
   Identity on this cluster). HyperPod itself creates the role's access entry (the
   AWS::SageMaker::Cluster handler holds eks:CreateAccessEntry);
@@ -32,14 +33,13 @@ import aws_cdk as cdk
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from constructs_lib.hyperpod import HyperPodCluster
+from constructs_lib.hyperpod import CONTINUOUS, HyperPodCluster
 from constructs_lib.hyperpod_dependencies import HyperPodDependencies, chart_values
 from fmcluster import controlplanes, kubernetes, lifecycle
 from fmcluster.controlplanes import SPOT
 from stacks.eks import EksClusterStack
-from stacks.hyperpod import HyperPodGroups, compute_group, efa_groups
+from stacks.hyperpod import HyperPodGroups, compute_group, efa_groups, provisioning_mode
 
-CONTINUOUS = "Continuous"
 # The chart's EFA device plugin tolerates only its own taints; GPU nodes carry nvidia.com/gpu.
 EFA_PLUGIN_TOLERATIONS = [{"operator": "Exists"}]
 
@@ -83,11 +83,12 @@ class HyperPodEksStack(EksClusterStack):
             description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)", hooks=hooks,
             lnet_efa={g.name: lnet_efa for g in spec.node_groups})
         spot = any(g.capacity.type == SPOT for g in spec.node_groups)
+        mode = CONTINUOUS if spot else provisioning_mode(spec)
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", name=spec.name, instance_groups=self.instance_groups.instance_groups,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=self.cluster.cluster_arn)),
-            subnet_ids=subnets, security_group_ids=security_groups, node_provisioning_mode=CONTINUOUS if spot else None)
+            subnet_ids=subnets, security_group_ids=security_groups, node_provisioning_mode=mode)
         self.hyperpod.add_dependency(self.hyperpod_dependencies.resource, system,
                                      *(self.addons[a.name] for a in (kubernetes.VPC_CNI, kubernetes.KUBE_PROXY,
                                                                      kubernetes.COREDNS)))

@@ -154,8 +154,11 @@ def test_one_cluster_with_controller_login_and_a_group_per_node_group(main):
     assert cluster(main)["ClusterName"] == "hp-main"
 
 
-def test_api_driven_slurm_configuration(main):
-    assert cluster(main)["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+def test_api_driven_slurm_configuration(main, templates):
+    assert cluster(templates["example"])["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
+    assert "NodeProvisioningMode" not in cluster(templates["example"])
+    # storage.kms: continuous provisioning (for the volume key), which takes no SlurmConfigStrategy
+    assert cluster(main)["Orchestrator"] == {"Slurm": {}}
     slurm = {name: g["SlurmConfig"] for name, g in groups(main).items()}
     assert slurm["controller"] == {"NodeType": "Controller"}
     assert slurm["login"] == {"NodeType": "Login"}
@@ -201,12 +204,40 @@ def test_custom_ami_becomes_the_image_id(main):
     assert {n: g.get("ImageId") for n, g in groups(main).items() if g.get("ImageId")} == {"noefa": AMI}
 
 
-def test_volume_and_lustre_on_every_group(main):
-    for name, group in groups(main).items():
+def test_volume_and_lustre_on_every_group(templates):
+    for name, group in groups(templates["example"]).items():
         ebs, fsx = group["InstanceStorageConfigs"]
-        size = {"controller": 256, "login": 256, "b200": 1024, "cpu": 200}.get(name, 512)
+        size = {"controller": 256, "login": 256}.get(name, 512)
         assert ebs == {"EbsVolumeConfig": {"VolumeSizeInGB": size}}, name  # /opt/sagemaker: HyperPod sizes the root
+        assert fsx["FsxLustreConfig"]["MountPath"] == "/fsx", name
+
+
+def test_storage_key_encrypts_every_volume(main):
+    """storage.kms: the storage key on the root volume (RootVolume, no size: HyperPod sizes it) and on
+    the /opt/sagemaker volume of every group, in continuous provisioning (SageMaker Developer Guide,
+    "Customer managed AWS KMS key encryption for SageMaker HyperPod")."""
+    assert cluster(main)["NodeProvisioningMode"] == "Continuous"
+    for name, group in groups(main).items():
+        root, ebs, fsx = group["InstanceStorageConfigs"]
+        size = {"controller": 256, "login": 256, "b200": 1024, "cpu": 200}.get(name, 512)
+        assert root == {"EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": KMS_KEY}}, name
+        assert ebs == {"EbsVolumeConfig": {"VolumeSizeInGB": size, "VolumeKmsKeyId": KMS_KEY}}, name
         assert fsx == {"FsxLustreConfig": {"DnsName": FS_DNS, "MountName": FS_MOUNT, "MountPath": "/fsx"}}, name
+
+
+def test_execution_role_may_grant_the_volume_key_to_ebs_through_sagemaker(main, templates):
+    """What the guide asks of the execution role: kms:CreateGrant and kms:DescribeKey on the key;
+    scoped as its key policy example is (through SageMaker; grants for AWS resources only)."""
+    st = statements(main)
+    via = {"kms:ViaService": {"Fn::Join": ["", ["sagemaker.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]}}
+    assert st["VolumeKeyGrants"] == {"Sid": "VolumeKeyGrants", "Effect": "Allow", "Action": "kms:CreateGrant",
+                                     "Resource": KMS_KEY, "Condition": {
+                                         "StringEquals": via, "Bool": {"kms:GrantIsForAWSResource": "true"}}}
+    assert st["VolumeKeyDescribe"] == {"Sid": "VolumeKeyDescribe", "Effect": "Allow", "Action": "kms:DescribeKey",
+                                       "Resource": KMS_KEY, "Condition": {"StringEquals": via}}
+    for key in ("example", "bare"):  # no storage key: AWS owned keys, no KMS permission, no provisioning mode
+        assert not {"VolumeKeyGrants", "VolumeKeyDescribe", "StorageKey"} & set(statements(templates[key]))
+        assert "VolumeKmsKeyId" not in json.dumps(cluster(templates[key]))
 
 
 def test_no_lustre_config_without_a_file_system(templates):
@@ -442,8 +473,10 @@ def test_training_plan_and_spot_capacity(eks):
     assert cluster(eks)["NodeProvisioningMode"] == "Continuous"  # Spot runs with continuous provisioning
 
 
-def test_no_continuous_provisioning_without_spot(templates):
-    assert "NodeProvisioningMode" not in cluster(templates["main"])
+def test_no_continuous_provisioning_without_spot_or_a_storage_key(templates):
+    assert not specs()["example"].storage.kms and not specs()["bare"].storage.kms
+    for key in ("example", "bare"):
+        assert "NodeProvisioningMode" not in cluster(templates[key])
 
 
 def test_eks_vpc_config_adds_the_cluster_security_group(eks):

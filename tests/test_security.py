@@ -1,5 +1,5 @@
-"""Security (issue 8), on every template of every example, nested stacks included, and on one
-variant that turns on what no example does (storage.kms and Grafana):
+"""Security (issue 8), on every template of every example, nested stacks included, and on two
+variants that turn on what no example does (storage.kms and Grafana, on both HyperPod planes):
 
 - cdk-nag AwsSolutions leaves no unsuppressed error or warning (stacks/nag.py), run the way a
   user runs it (`-c nag=true` through stacks/app.py build());
@@ -27,8 +27,8 @@ from stacks import nag
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
-VARIANT = "examples/p5-hyperpod-eks.yaml+kms+grafana"
-CASES = EXAMPLES + [VARIANT]
+VARIANTS = ["examples/p5-hyperpod-eks.yaml+kms+grafana", "examples/p6-b200-hyperpod-slurm.yaml+kms+grafana"]
+CASES = EXAMPLES + VARIANTS
 SSM_CORE = ":iam::aws:policy/AmazonSSMManagedInstanceCore"
 ANYWHERE = {"0.0.0.0/0", "::/0"}
 
@@ -434,6 +434,56 @@ def test_file_systems_encrypted_with_the_storage_key(synth):
                                                       if k.startswith("Key"))}, (name, lid)
         else:
             assert "KmsKeyId" not in props, (name, lid)
+
+
+def test_hyperpod_volumes_encrypted_with_the_storage_key(synth):
+    """With storage.kms, the root and /opt/sagemaker volumes of every HyperPod instance group use the
+    storage key of NAME-storage (otherwise HyperPod uses an AWS owned key), in continuous provisioning,
+    and the execution role may create grants on that key through SageMaker (SageMaker Developer
+    Guide, "Customer managed AWS KMS key encryption for SageMaker HyperPod")."""
+    clusters = list(resources(synth, "AWS::SageMaker::Cluster"))
+    storage = synth.templates[f"{synth.spec.name}-storage.template.json"]
+    key_arns = [lid for lid, r in storage["Resources"].items() if r["Type"] == "AWS::KMS::Key"]
+    for name, lid, hyperpod in clusters:
+        props = hyperpod["Properties"]
+        configs = [c["EbsVolumeConfig"] for g in props["InstanceGroups"] for c in g.get("InstanceStorageConfigs", [])
+                   if "EbsVolumeConfig" in c]
+        if not synth.spec.storage.kms:
+            assert not any("VolumeKmsKeyId" in c for c in configs), (name, lid)
+            continue
+        assert props["NodeProvisioningMode"] == "Continuous", (name, lid)
+        for group in props["InstanceGroups"]:
+            ebs = [c["EbsVolumeConfig"] for c in group["InstanceStorageConfigs"] if "EbsVolumeConfig" in c]
+            assert [c.get("RootVolume", False) for c in ebs] == [True, False], group["InstanceGroupName"]
+            for config in ebs:
+                output = config["VolumeKmsKeyId"]["Fn::GetStackOutput"]
+                assert output["StackName"] == f"{synth.spec.name}-storage"
+                assert storage["Outputs"][output["OutputName"]]["Value"] == {"Fn::GetAtt": [key_arns[0], "Arn"]}
+        template = synth.templates[name]
+        role = template["Resources"][props["InstanceGroups"][0]["ExecutionRole"]["Fn::GetAtt"][0]]
+        grants = [s for p in role["Properties"]["Policies"] for s in p["PolicyDocument"]["Statement"]
+                  if s["Action"] == "kms:CreateGrant"]
+        assert [g["Resource"] for g in grants] == [props["InstanceGroups"][0]["InstanceStorageConfigs"][0]
+                                                   ["EbsVolumeConfig"]["VolumeKmsKeyId"]]
+        assert grants[0]["Condition"]["Bool"] == {"kms:GrantIsForAWSResource": "true"}
+
+
+def test_storage_key_policy_lets_iam_grant_its_use(synth):
+    """The storage key's policy delegates to IAM (the account root may do everything, so the roles'
+    IAM policies grant its use: the nodes', and the HyperPod execution role's grants for EBS) and
+    denies nothing: HyperPod passes no encryption context, so a policy that required one would stop it."""
+    from aws_cdk.assertions import Match, Template
+
+    if not synth.spec.storage.kms:
+        return
+    storage = Template.from_json(synth.templates[f"{synth.spec.name}-storage.template.json"])
+    storage.has_resource_properties("AWS::KMS::Key", {"KeyPolicy": {"Statement": Match.array_with([
+        Match.object_like({"Action": "kms:*", "Effect": "Allow", "Resource": "*"})])}})
+    (key,) = storage.find_resources("AWS::KMS::Key").values()
+    statements = key["Properties"]["KeyPolicy"]["Statement"]
+    (admin,) = [s for s in statements if s["Action"] == "kms:*"]
+    assert [p.split(":", 4)[-1] for p in security.render(admin["Principal"]["AWS"])] == ["${AWS::AccountId}:root"]
+    assert "Condition" not in admin and all(s["Effect"] == "Allow" for s in statements)
 
 
 def test_launch_template_volumes_encrypted(synth):
