@@ -105,6 +105,23 @@ class PipelineStack(cdk.Stack):
                                            f"{self._account(deployment)}/{deployment.spec.region}? "
                                            "The Diff step's log says what changes."))
                 wave.add_stage(stage, pre=pipelines.Step.sequence(pre), post=[self._record_step(deployment)])
+        self._grant_codeconnections(config.source.connection_arn)
+
+    def _grant_codeconnections(self, connection_arn: str) -> None:
+        """codeconnections:UseConnection on a connection whose ARN has the new service prefix, for every
+        role CDK Pipelines gives codestar-connections:UseConnection (the source action, and the
+        CodeBuild projects that clone the repository). Since CodeStar Connections became
+        CodeConnections, "IAM policies with the codestar-connections service prefix will not work for
+        resources with the new service prefix" (Developer Tools console User Guide, troubleshooting
+        connections), and the connections made since July 2024 have it; CDK grants the old one only."""
+        if ":codeconnections:" not in connection_arn:
+            return
+        self.pipeline.build_pipeline()
+        grant = iam.PolicyStatement(actions=["codeconnections:UseConnection"], resources=[connection_arn])
+        for policy in (c for c in self.node.find_all() if isinstance(c, iam.Policy)):
+            statements = self.resolve(policy.document).get("Statement", [])
+            if any("codestar-connections:UseConnection" in iam_actions(s) for s in statements):
+                policy.add_statements(grant)
 
     def _account(self, deployment: Deployment) -> str:
         return deployment.spec.account or self.account
@@ -125,6 +142,11 @@ class PipelineStack(cdk.Stack):
             "Record", input=self.source, commands=record_commands(deployment),
             role_policy_statements=[iam.PolicyStatement(
                 actions=["ssm:PutParameter"], resources=[self._parameter_arn(deployment)])])
+
+
+def iam_actions(statement: dict) -> list[str]:
+    actions = statement.get("Action", [])
+    return actions if isinstance(actions, list) else [actions]
 
 
 def pipeline_stack(app: cdk.App, pipeline: Pipeline) -> PipelineStack:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fmcluster import pipeline
+from fmcluster import iam_lint, pipeline
 from tests.test_bootstrap import assert_shellcheck_clean
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -372,6 +372,28 @@ def test_allow_data_loss_reaches_the_diff_step():
     assert diff_commands(allowed)[0].endswith(f"{deployment.path} --allow-data-loss")
 
 
+def test_resource_types_of_every_policy(assembly):
+    """The resource-type linter (fmcluster/iam_lint.py) on every template of the pipeline's assembly,
+    the clusters' stages included. The one finding it leaves is CDK Pipelines' own statement
+    codestar-connections:UseConnection on the connection, in each role that uses it: the example's
+    connection has the new codeconnections ARN, which IAM policies of the old prefix do not reach
+    (Developer Tools console User Guide, troubleshooting connections). stacks/pipeline.py gives each
+    of those roles codeconnections:UseConnection on it."""
+    _, outdir, cloud = assembly
+    stacks = {s.stack_name: s.template for s in cloud.stacks_recursively}
+    templates = list(stacks.values()) + [json.loads(p.read_text()) for p in outdir.rglob("*.nested.template.json")]
+    found = [f for t in templates for f in iam_lint.findings(t, stacks)]
+    assert found and {(f.action, f.message.split(";")[0]) for f in found} == {
+        ("codestar-connections:UseConnection", "needs a resource of type Connection* (SAR)")}
+    pipeline_template = stacks["gpu-clusters-pipeline"]
+    for finding in found:
+        role = finding.logical_id.strip("${}")
+        granted = [s for r in pipeline_template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
+                   and {"Ref": role} in r["Properties"]["Roles"] for s in r["Properties"]["PolicyDocument"]["Statement"]]
+        assert any("codeconnections:UseConnection" in json.dumps(s["Action"]) and s["Resource"] == CONNECTION
+                   for s in granted), role
+
+
 def test_cfn_lint_clean(assembly):
     from cfnlint.api import lint_file
 
@@ -606,6 +628,7 @@ def test_oidc_role_is_cfn_lint_clean_and_scoped_to_repository_and_branch():
     actions_allowed = {a for s in role["Policies"][0]["PolicyDocument"]["Statement"]
                        for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
     assert actions_allowed == {"sts:AssumeRole", "ssm:GetParameter", "ssm:PutParameter"}
+    assert iam_lint.findings(json.loads(json.dumps(template))) == []  # every call allowed as granted
 
 
 # ---- the README ---------------------------------------------------------------------------------
