@@ -12,6 +12,9 @@ bucket (`arn:aws:s3:::BUCKET/*`) or versions of a named function (`FUNCTION_ARN:
 wildcards. In a KMS key policy `"Resource": "*"` means the key itself and is not checked; a
 resource policy that allows everyone (`"Principal": "*"`) must pin the caller with a condition.
 
+Whether IAM allows each granted call at all (resource types, actions without resource-level
+permissions, typos) is the resource-type linter's question: fmcluster/iam_lint.py.
+
 To allow a new wildcard: add an Allowed entry with the exact actions, the resource as the walk
 renders it (`${AWS::Region}` for a Ref, `${Logical.Attr}` for a GetAtt; `{*}` matches any
 characters but `/`), and a reason that says why no narrower resource is possible (the Service

