@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 from fmcluster import security
 
 PARTITION, REGION, ACCOUNT = "${AWS::Partition}", "${AWS::Region}", "${AWS::AccountId}"
+IDENTITY_POLICIES = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy") + security.INLINE_POLICIES
 
 
 def _regional(service: str, resource: str) -> str:
@@ -295,9 +296,6 @@ def findings(template: dict, stacks: Optional[Mapping[str, dict]] = None,
             found += [Finding(grant.policy.logical_id, grant.policy.name, grant.sid, name, m)
                       for m in _scoped_without_types(name, grant.resources, gaps)]
     return found + _missing_types(grants, gaps)
-
-
-IDENTITY_POLICIES = ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy") + security.INLINE_POLICIES
 
 
 def _unknown(pattern: str) -> Optional[str]:
