@@ -1,14 +1,13 @@
 """CloudFormation resources as `cdk.CfnResource` with CloudFormation's own property names.
 
-The network, file-system, bucket and observability constructs are made of these. Made through
-the typed classes of `aws_cdk.aws_ec2`, `aws_fsx`, `aws_s3`, `aws_sns` and `aws_cloudwatch`,
-they would import those modules (the ec2 one alone, the biggest of aws-cdk-lib, about half a
-second in Python, and a first-use load in the Node process) in every synthesis, for a few
-resource types each. As plain resources, their properties read as in the
+The network and file-system constructs use only L1 resources. Made through the typed classes of
+`aws_cdk.aws_ec2` and `aws_cdk.aws_fsx`, they would import those modules, the biggest of
+aws-cdk-lib (about half a second in Python, and a first-use load in the Node process) in every
+synthesis, for a dozen resource types. As plain resources, their properties read as in the
 CloudFormation reference; cfn-lint checks them on every template of every example
 (tests/test_examples_synth.py). The same choice as constructs_lib/launch_template.py.
 
-What the typed classes did that a plain resource must be told:
+Two things the typed classes did that a plain resource must be told:
 
 - Property keys are written in alphabetical order at every level, as the typed classes write
   them, so a template is byte for byte the one they made (a nested stack's template hash is in
@@ -27,8 +26,8 @@ which the Node process loads on first use (about 0.15 s of every synthesis).
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
+import re
 from typing import Any, Mapping, Optional
 
 import aws_cdk as cdk

@@ -1,8 +1,8 @@
 """The tags of every resource of a cluster: `fmcluster:cluster` and the spec's `tags`.
 
 stacks/app.py applies them to each stack with `cdk.Tags.of`, which reaches the typed resources;
-the stacks give them to the constructs made of plain `cdk.CfnResource`s (constructs_lib/cfn.py:
-network, placement groups, buckets, file system, alert topic), which `cdk.Tags.of` does not reach.
+the network and storage stacks, made of plain `cdk.CfnResource`s (constructs_lib/cfn.py) that
+`cdk.Tags.of` does not reach, give them to their constructs.
 """
 
 from __future__ import annotations
