@@ -63,6 +63,12 @@ LAMBDA_SERVICE_ROLES = ("*/Handler/ServiceRole/Resource",)  # fmcluster's custom
 
 SUPPRESSIONS: tuple[Suppression, ...] = (
     Suppression(
+        f"{PACK}-S1", ("*-storage/Bucket-*/Resource",),
+        "Server access logs are off on the dataset and checkpoint buckets: FSx imports and exports and "
+        "training jobs make millions of requests, each would be a best-effort log record in another "
+        "bucket; request auditing belongs to CloudTrail S3 data events, set up account- or "
+        "organization-wide. The buckets are private, TLS-only, encrypted and retained."),
+    Suppression(
         _iam4("AmazonSSMManagedInstanceCore"), NODE_ROLES,
         "Login is through SSM Session Manager (no SSH key, no open port): AWS's policy for the SSM "
         "agent (ssm:UpdateInstanceInformation, ssmmessages, ec2messages and a few reads); it grants "

@@ -50,8 +50,7 @@ class StorageStack(cdk.Stack):
         for spec_bucket in storage.buckets:
             name = naming.bucket_name(spec.name, spec_bucket.name, spec.region, cdk.Aws.ACCOUNT_ID)
             bucket = SecureBucket(self, f"Bucket-{spec_bucket.name}", bucket_name=name,
-                                  versioned=spec_bucket.versioned, encryption_key=key,
-                                  tags=cluster_tags(spec))
+                                  versioned=spec_bucket.versioned, encryption_key=key)
             cdk.CfnOutput(bucket, "Name", value=bucket.bucket_name,
                           description=f"S3 bucket '{spec_bucket.name}'")
             self.buckets[spec_bucket.name] = bucket
