@@ -15,25 +15,15 @@ Two things the typed classes did that a plain resource must be told:
 - `cdk.Tags.of(scope).add(...)` tags only typed resources. A plain resource carries its tags in
   its properties (`tags`): the cluster's tags (stacks/tagging.py) over its Name tag, in the
   order CDK's tag manager writes them.
-- Where a plain resource stands in for a higher-level construct (an `sns.Topic`, a `kms.Key`),
-  it goes at the path that construct gave its resource, ID/Resource (`l2_resource`): the same
-  logical ID, and the same construct path for cdk-nag's suppressions (stacks/nag.py).
-
-ARNs are written out with `partition(scope)` rather than asked of the stack (`Stack.format_arn`,
-`Stack.partition`): for a stack with a concrete region, CDK answers from its region database,
-which the Node process loads on first use (about 0.15 s of every synthesis).
 """
 
 from __future__ import annotations
 
 from functools import lru_cache
-import re
 from typing import Any, Mapping, Optional
 
 import aws_cdk as cdk
 from constructs import Construct
-
-from fmcluster import regions
 
 
 def compact(value: Any) -> Any:
@@ -54,20 +44,6 @@ def resource(scope: Construct, construct_id: str, resource_type: str, properties
     if retain:
         made.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
     return made
-
-
-def l2_resource(scope: Construct, construct_id: str, resource_type: str, properties: Mapping[str, Any],
-                **kwargs: Any) -> cdk.CfnResource:
-    """`resource` at `construct_id/Resource`, where a typed construct of that id puts its resource."""
-    return resource(Construct(scope, construct_id), "Resource", resource_type, properties, **kwargs)
-
-
-def partition(scope: Construct) -> str:
-    """The partition of the scope's stack as `Stack.partition` gives it (with the feature flag
-    @aws-cdk/core:enablePartitionLiterals of cdk.json): a literal for a concrete region,
-    `AWS::Partition` for a region known only at deployment."""
-    region = cdk.Stack.of(scope).region
-    return regions.partition(region) if re.match(regions.REGION, region) else cdk.Aws.PARTITION
 
 
 def attribute(made: cdk.CfnResource, name: str) -> str:

@@ -145,8 +145,8 @@ class VpcFlowLog(Construct):
             actions=["sts:AssumeRole"], principals=[iam.ServicePrincipal("vpc-flow-logs.amazonaws.com")],
             conditions={
                 "StringEquals": {"aws:SourceAccount": stack.account},
-                "ArnLike": {"aws:SourceArn": f"arn:{cfn.partition(self)}:ec2:{stack.region}:{stack.account}"
-                                             ":vpc-flow-log/*"},
+                "ArnLike": {"aws:SourceArn": stack.format_arn(service="ec2", resource="vpc-flow-log",
+                                                              resource_name="*")},
             })])
         write = iam.PolicyDocument(statements=[iam.PolicyStatement(
             actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],

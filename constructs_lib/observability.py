@@ -8,8 +8,6 @@ the SNS topic alerts go to.
   reader needs, scoped to this workspace.
 - `AlertTopic`: an SNS topic encrypted with its own KMS key, whose policies let only this
   account's CloudWatch alarms and this workspace's alert manager publish; `email` subscribed.
-  Plain `CfnResource`s (constructs_lib/cfn.py): `aws_cdk.aws_sns` and `aws_cdk.aws_kms`, with
-  the modules they bring along, are not loaded for one topic and one key.
 """
 
 from __future__ import annotations
@@ -19,9 +17,9 @@ from typing import Mapping, Optional
 import aws_cdk as cdk
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
 from constructs import Construct
-
-from constructs_lib import cfn
 
 REMOTE_WRITE_ACTIONS = ["aps:RemoteWrite"]
 QUERY_ACTIONS = ["aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata"]
@@ -52,72 +50,41 @@ def alertmanager_definition(topic_arn: str, region: str) -> str:
     ])
 
 
-def _policy(statements: list[dict]) -> dict:
-    return {"Version": "2012-10-17", "Statement": statements}
-
-
-def _allow_services(sid: str, actions: list[str], services: list[str], resource, conditions: dict) -> dict:
-    """A policy statement as IAM's `PolicyStatement` renders it (one action or principal: a string)."""
-    return {"Sid": sid, "Effect": "Allow", "Action": actions[0] if len(actions) == 1 else sorted(actions),
-            "Principal": {"Service": services[0] if len(services) == 1 else sorted(services)},
-            "Resource": resource, "Condition": conditions}
-
-
 class AlertTopic(Construct):
-    """SNS topic (KMS-encrypted) for alarms and alerts; `email` subscribed when given. `tags`:
-    the cluster's tags, on the key and the topic.
+    """SNS topic (KMS-encrypted) for alarms and alerts; `email` subscribed when given."""
 
-    Plain resources at the paths an `sns.Topic` and a `kms.Key` give theirs (constructs_lib/cfn.py),
-    with the policies those constructs write: the key's grants the account root all of KMS (as
-    every CDK key policy does, so IAM policies can grant its use), the topic's denies publishing
-    without TLS (`enforce_ssl`)."""
-
-    def __init__(self, scope: Construct, construct_id: str, *, name: str, email: Optional[str] = None,
-                 tags: Optional[Mapping[str, str]] = None) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, email: Optional[str] = None) -> None:
         super().__init__(scope, construct_id)
         account = cdk.Stack.of(self).account
-        self._account = account
-        publishers = {"StringEquals": {"aws:SourceAccount": account}}
         # Notifications only: nothing is stored under this key beyond SNS's delivery retries, so
         # it goes with the stack (after the pending window) instead of being retained.
-        self.key = cfn.l2_resource(self, "Key", "AWS::KMS::Key", {
-            "Description": f"fmcluster {name}: alert notifications (SNS)",
-            "EnableKeyRotation": True,
-            "PendingWindowInDays": TOPIC_KEY_PENDING_DAYS,
-            "KeyPolicy": _policy([
-                {"Effect": "Allow", "Action": "kms:*", "Resource": "*",
-                 "Principal": {"AWS": f"arn:{cfn.partition(self)}:iam::{account}:root"}},
-                _allow_services("AlarmsAndAlertManagerPublish", ["kms:Decrypt", "kms:GenerateDataKey*"],
-                                ["cloudwatch.amazonaws.com", "aps.amazonaws.com"], "*", publishers)]),
-            "Tags": cfn.tags(tags or {})})
-        self.key.apply_removal_policy(cdk.RemovalPolicy.DESTROY)
-        topic = Construct(self, "Topic")
-        self.topic = cfn.resource(topic, "Resource", "AWS::SNS::Topic", {
-            "DisplayName": f"fmcluster {name} alerts", "KmsMasterKeyId": cfn.attribute(self.key, "Arn"),
-            "Tags": cfn.tags(tags or {})})
-        self._statements = [
-            {"Sid": "AllowPublishThroughSSLOnly", "Effect": "Deny", "Action": "sns:Publish", "Principal": "*",
-             "Resource": self.topic_arn, "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
-            _allow_services("CloudWatchAlarmsPublish", ["sns:Publish"], ["cloudwatch.amazonaws.com"],
-                            self.topic_arn, publishers)]
-        self.policy = cfn.l2_resource(topic, "Policy", "AWS::SNS::TopicPolicy", {
-            "Topics": [self.topic_arn], "PolicyDocument": _policy(self._statements)})
+        self.key = kms.Key(self, "Key", description=f"fmcluster {name}: alert notifications (SNS)",
+                           enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.DESTROY,
+                           pending_window=cdk.Duration.days(TOPIC_KEY_PENDING_DAYS))
+        self.key.add_to_resource_policy(iam.PolicyStatement(
+            sid="AlarmsAndAlertManagerPublish", actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"],
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com"), iam.ServicePrincipal("aps.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": account}}))
+        self.topic = sns.Topic(self, "Topic", display_name=f"fmcluster {name} alerts", master_key=self.key,
+                               enforce_ssl=True)
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="CloudWatchAlarmsPublish", actions=["sns:Publish"], resources=[self.topic.topic_arn],
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": account}}))
         if email:
-            cfn.l2_resource(self, "Email", "AWS::SNS::Subscription",
-                            {"TopicArn": self.topic_arn, "Protocol": "email", "Endpoint": email})
+            sns.Subscription(self, "Email", topic=self.topic, protocol=sns.SubscriptionProtocol.EMAIL, endpoint=email)
 
     @property
     def topic_arn(self) -> str:
-        return self.topic.ref
+        return self.topic.topic_arn
 
     def allow_alert_manager(self, workspace_arn: str) -> None:
         """Let the alert manager of one workspace (and no other) publish."""
-        self._statements.append(_allow_services(
-            "AlertManagerPublish", ["sns:Publish", "sns:GetTopicAttributes"], ["aps.amazonaws.com"],
-            self.topic_arn, {"StringEquals": {"aws:SourceAccount": self._account},
-                             "ArnEquals": {"aws:SourceArn": workspace_arn}}))
-        # A resource's properties are given when it is made: the statements replace the policy's.
-        self.policy.add_property_override("PolicyDocument.Statement", cfn.compact(self._statements))
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="AlertManagerPublish", actions=["sns:Publish", "sns:GetTopicAttributes"],
+            resources=[self.topic.topic_arn], principals=[iam.ServicePrincipal("aps.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account},
+                        "ArnEquals": {"aws:SourceArn": workspace_arn}}))
 
 
 class PrometheusWorkspace(Construct):

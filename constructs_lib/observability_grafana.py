@@ -24,7 +24,6 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from constructs_lib import cfn
 from constructs_lib.lambda_code import handler_code
 from constructs_lib.observability import query_statement
 
@@ -67,7 +66,7 @@ class GrafanaWorkspace(Construct):
     def workspace_arn(self) -> str:
         """arn:PARTITION:grafana:REGION:ACCOUNT:/workspaces/ID (the resource of the grafana: actions)."""
         stack = cdk.Stack.of(self)
-        return f"arn:{cfn.partition(self)}:grafana:{stack.region}:{stack.account}:/workspaces/{self.workspace_id}"
+        return f"arn:{stack.partition}:grafana:{stack.region}:{stack.account}:/workspaces/{self.workspace_id}"
 
 
 def dashboard_properties(dashboards: Mapping[str, str]) -> dict[str, str]:

@@ -38,15 +38,5 @@ def region_of_az_id(az_id: str) -> str | None:
     return next((region for region, p in AZ_ID_PREFIX.items() if p == prefix), None)
 
 
-# Regions outside the commercial partition, by name prefix.
-PARTITION_OF_PREFIX = (("cn-", "aws-cn"), ("us-gov-", "aws-us-gov"))
-
-
-def partition(region: str) -> str:
-    """The partition of a region (the second field of an ARN): aws-cn for China, aws-us-gov for
-    GovCloud, aws for every other (every region of AZ_ID_PREFIX)."""
-    return next((name for prefix, name in PARTITION_OF_PREFIX if region.startswith(prefix)), "aws")
-
-
 def example_az_id(region: str | None) -> str:
     return f"{AZ_ID_PREFIX.get(region or '', 'use1')}-az1"

@@ -41,10 +41,9 @@ class ObservabilityStack(cdk.Stack):
                  **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         obs = spec.observability
-        tags = cluster_tags(spec)  # on typed and plain resources alike (stacks/tagging.py)
-        self.topic = AlertTopic(self, "Alerts", name=spec.name, email=obs.alert_email, tags=tags)
+        self.topic = AlertTopic(self, "Alerts", name=spec.name, email=obs.alert_email)
         self.prometheus = PrometheusWorkspace(self, "Prometheus", alias=spec.name, rules=rule_namespaces(spec.name),
-                                              topic=self.topic, tags=tags)
+                                              topic=self.topic, tags=cluster_tags(spec))
         self.workspace_arn: str = self.prometheus.workspace_arn
         self.workspace_id: str = self.prometheus.workspace_id
         self.remote_write_url: str = self.prometheus.remote_write_url
@@ -57,9 +56,8 @@ class ObservabilityStack(cdk.Stack):
         file_system = None
         if lustre is not None and storage.file_system_id:
             file_system = (storage.file_system_id, lustre.storage_capacity_gib, lustre.throughput_mbps)
-        self.alarms = ClusterAlarms(self, "Alarms", name=spec.name, topic_arn=self.alert_topic_arn,
-                                    file_system=file_system, nat_gateway_id=getattr(network, "nat_gateway_id", None),
-                                    tags=tags)
+        self.alarms = ClusterAlarms(self, "Alarms", name=spec.name, topic=self.topic.topic, file_system=file_system,
+                                    nat_gateway_id=getattr(network, "nat_gateway_id", None))
 
         for output_id, value, what in (
                 ("PrometheusWorkspaceId", self.workspace_id, "Amazon Managed Service for Prometheus workspace"),

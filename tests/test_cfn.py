@@ -50,22 +50,3 @@ def test_compact_drops_none_and_orders_keys():
     assert cfn.compact({"b": 1, "a": None, "c": [{"z": None, "y": {"k": 2, "j": None}}]}) == {
         "b": 1, "c": [{"y": {"k": 2}}]}
     assert list(cfn.compact({"b": 1, "a": 2})) == ["a", "b"]
-
-
-@pytest.mark.parametrize("region", ["us-east-1", "eu-west-1", "cn-north-1", "us-gov-west-1", None])
-def test_partition_as_the_stack_gives_it(region):
-    """`cfn.partition` is what `Stack.partition` answers (from CDK's region database) under the
-    enablePartitionLiterals flag of cdk.json: a literal for a concrete region, else AWS::Partition."""
-    app = cdk.App(context={"@aws-cdk/core:enablePartitionLiterals": True})
-    stack = cdk.Stack(app, "Partition", env=cdk.Environment(region=region) if region else None)
-    assert stack.resolve(cfn.partition(stack)) == stack.resolve(stack.partition)
-
-
-def test_l2_resource_takes_the_path_of_a_typed_construct():
-    """At ID/Resource, the construct path (and so the logical ID) a typed construct of that ID
-    gives its resource."""
-    app = cdk.App()
-    stack = cdk.Stack(app, "Paths")
-    typed = logs.LogGroup(stack, "Typed")
-    plain = cfn.l2_resource(stack, "Plain", "AWS::Logs::LogGroup", {})
-    assert plain.node.path == typed.node.default_child.node.path.replace("Typed", "Plain") == "Paths/Plain/Resource"

@@ -553,21 +553,3 @@ def test_log_groups_retained_for_a_bounded_time(synth):
 def test_topics_encrypted(synth):
     for name, lid, topic in resources(synth, "AWS::SNS::Topic"):
         assert topic["Properties"].get("KmsMasterKeyId"), (name, lid)
-
-
-def test_topics_take_messages_over_tls_only(synth):
-    """What cdk-nag's SNS3 checks, on the plain resources it does not inspect (it looks at typed
-    CfnTopicPolicy objects only): every topic's policy denies sns:Publish without TLS."""
-    topics = {lid for _, lid, _ in resources(synth, "AWS::SNS::Topic")}
-    denied = {topic["Ref"] for _, _, policy in resources(synth, "AWS::SNS::TopicPolicy")
-              for statement in policy["Properties"]["PolicyDocument"]["Statement"]
-              if statement["Effect"] == "Deny" and statement["Principal"] == "*"
-              and statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-              for topic in policy["Properties"]["Topics"]}
-    assert topics <= denied
-
-
-def test_keys_rotate(synth):
-    """cdk-nag's KMS5, on every customer-managed key (plain resources included)."""
-    for name, lid, key in resources(synth, "AWS::KMS::Key"):
-        assert key["Properties"].get("EnableKeyRotation") is True, (name, lid)
