@@ -1,9 +1,7 @@
 """An FSx for Lustre file system, its security group, and its links to S3 (data repository associations).
 
-An L1 `AWS::FSx::FileSystem` is used because the L2 `LustreFileSystem` cannot set EFA or the
-metadata configuration; as every resource here, a plain `cdk.CfnResource` with CloudFormation's
-property names (constructs_lib/cfn.py). Plain props only: this module knows nothing of the
-cluster spec.
+The L1 `CfnFileSystem` is used because the L2 `LustreFileSystem` cannot set EFA or the metadata
+configuration. Plain props only: this module knows nothing of the cluster spec.
 
 FSx creates the service-linked roles it needs itself: AWSServiceRoleForAmazonFSx when the file
 system is created, and one AWSServiceRoleForFSxS3Access_<fs-id> per file system when its first
@@ -14,14 +12,14 @@ fails in any account where the role exists already, and the S3 one is named afte
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
-
-from constructs_lib import cfn
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # TCP, between clients and file servers, and among servers
 FILE_SYSTEM_TYPE_VERSION = "2.15"  # required for EFA; the newest client line for AL2023 and Ubuntu 22.04+
@@ -63,8 +61,7 @@ class LustreFileSystem(Construct):
     `metadata_iops` None means FSx sizes metadata IOPS itself (AUTOMATIC, PERSISTENT_2 only).
     The file system, its security group and the group's self-referencing rules are retained when
     the stack is deleted or the file system replaced; the rules that name the client group are not,
-    so that the clients' stack can still be deleted. `tags`: the cluster's tags, on the file
-    system, its security group and its links (over the Name tag `name`).
+    so that the clients' stack can still be deleted.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc_id: str, subnet_id: str,
@@ -72,17 +69,16 @@ class LustreFileSystem(Construct):
                  throughput_per_tib: int | None = None, compression: str = "LZ4",
                  metadata_iops: int | None = None, efa_security_group_id: str | None = None,
                  kms_key_id: str | None = None, name: str | None = None,
-                 backup_retention_days: int = BACKUP_RETENTION_DAYS, tags: Mapping[str, str]) -> None:
+                 backup_retention_days: int = BACKUP_RETENTION_DAYS) -> None:
         super().__init__(scope, construct_id)
-        self.cluster_tags = tags
-        name_tags = cfn.tags(self.cluster_tags, name)
-        self.security_group = cfn.resource(self, "SecurityGroup", "AWS::EC2::SecurityGroup", {
-            "VpcId": vpc_id, "Tags": name_tags,
-            "GroupDescription": "FSx for Lustre file servers: TCP 988 and 1018-1023 from clients and each other",
-            "SecurityGroupEgress": [{"IpProtocol": "-1", "CidrIp": "0.0.0.0/0", "Description": "all outbound"}],
-        }, retain=True)
-        self.security_group_id: str = cfn.attribute(self.security_group, "GroupId")
-        self._allow_lustre_from("Servers", self.security_group_id, "file servers", retain=True)
+        tags = [cdk.CfnTag(key="Name", value=name)] if name else None
+        self.security_group = ec2.CfnSecurityGroup(
+            self, "SecurityGroup", vpc_id=vpc_id, tags=tags,
+            group_description="FSx for Lustre file servers: TCP 988 and 1018-1023 from clients and each other",
+            security_group_egress=[ec2.CfnSecurityGroup.EgressProperty(
+                ip_protocol="-1", cidr_ip="0.0.0.0/0", description="all outbound")])
+        self.security_group.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        self._allow_lustre_from("Servers", self.security_group.attr_group_id, "file servers", retain=True)
         self._allow_lustre_from("Clients", client_security_group_id, "cluster nodes", retain=False)
 
         persistent = deployment_type in PERSISTENT
@@ -90,74 +86,86 @@ class LustreFileSystem(Construct):
             cdk.Annotations.of(self).add_warning_v2(
                 "fmcluster:lustre-scratch-kms",
                 f"{deployment_type} file systems are always encrypted with a key FSx manages; the KMS key is not used")
-        security_groups = [self.security_group_id]
+        security_groups = [self.security_group.attr_group_id]
         if efa_security_group_id:
             security_groups.append(efa_security_group_id)
-        self.file_system = cfn.resource(self, "FileSystem", "AWS::FSx::FileSystem", {
-            "FileSystemType": "LUSTRE",
-            "FileSystemTypeVersion": FILE_SYSTEM_TYPE_VERSION,
-            "StorageType": "SSD",
-            "StorageCapacity": storage_capacity_gib,
-            "SubnetIds": [subnet_id],
-            "SecurityGroupIds": security_groups,
-            "KmsKeyId": kms_key_id if persistent else None,
-            "LustreConfiguration": self._configuration(
+        self.file_system = fsx.CfnFileSystem(
+            self, "FileSystem",
+            file_system_type="LUSTRE",
+            file_system_type_version=FILE_SYSTEM_TYPE_VERSION,
+            storage_type="SSD",
+            storage_capacity=storage_capacity_gib,
+            subnet_ids=[subnet_id],
+            security_group_ids=security_groups,
+            kms_key_id=kms_key_id if persistent else None,
+            lustre_configuration=self._configuration(
                 deployment_type, throughput_per_tib, compression, metadata_iops,
                 efa=bool(efa_security_group_id), backup_retention_days=backup_retention_days if persistent else None),
-            "Tags": name_tags,
-        }, retain=True)
+            tags=tags,
+        )
+        self.file_system.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
         self.file_system_id: str = self.file_system.ref
-        self.dns_name: str = cfn.attribute(self.file_system, "DNSName")
-        self.mount_name: str = cfn.attribute(self.file_system, "LustreMountName")
+        self.dns_name: str = self.file_system.attr_dns_name
+        self.mount_name: str = self.file_system.attr_lustre_mount_name
+        self.security_group_id: str = self.security_group.attr_group_id
 
     @staticmethod
     def _configuration(deployment_type: str, throughput_per_tib: int | None, compression: str,
-                       metadata_iops: int | None, *, efa: bool, backup_retention_days: int | None) -> dict[str, Any]:
+                       metadata_iops: int | None, *, efa: bool, backup_retention_days: int | None):
         metadata = None
         if deployment_type == "PERSISTENT_2":
-            metadata = ({"Mode": "AUTOMATIC"} if metadata_iops is None
-                        else {"Mode": "USER_PROVISIONED", "Iops": metadata_iops})
+            metadata = (fsx.CfnFileSystem.MetadataConfigurationProperty(mode="AUTOMATIC") if metadata_iops is None
+                        else fsx.CfnFileSystem.MetadataConfigurationProperty(mode="USER_PROVISIONED",
+                                                                             iops=metadata_iops))
         backups = {}
         if backup_retention_days is not None:
-            backups = {"AutomaticBackupRetentionDays": backup_retention_days}
+            backups = {"automatic_backup_retention_days": backup_retention_days}
             if backup_retention_days:
-                backups["DailyAutomaticBackupStartTime"] = DAILY_BACKUP_START
-        return {
-            "DeploymentType": deployment_type,
+                backups["daily_automatic_backup_start_time"] = DAILY_BACKUP_START
+        return fsx.CfnFileSystem.LustreConfigurationProperty(
+            deployment_type=deployment_type,
             # SCRATCH_2 has a fixed baseline (200 MB/s per TiB) and accepts no setting
-            "PerUnitStorageThroughput": throughput_per_tib if deployment_type in PERSISTENT else None,
-            "DataCompressionType": compression,
-            "MetadataConfiguration": metadata,
-            "EfaEnabled": True if efa else None,
-            "WeeklyMaintenanceStartTime": WEEKLY_MAINTENANCE_START,
+            per_unit_storage_throughput=throughput_per_tib if deployment_type in PERSISTENT else None,
+            data_compression_type=compression,
+            metadata_configuration=metadata,
+            efa_enabled=True if efa else None,
+            weekly_maintenance_start_time=WEEKLY_MAINTENANCE_START,
             # import and export errors of the S3 links go to CloudWatch Logs (/aws/fsx/lustre)
-            "LogConfiguration": {"Level": "WARN_ERROR"},
+            log_configuration=fsx.CfnFileSystem.LogConfigurationProperty(level="WARN_ERROR"),
             **backups,
-        }
+        )
 
     def _allow_lustre_from(self, construct_id: str, source_group_id: str, who: str, *, retain: bool) -> None:
         for low, high in LUSTRE_PORTS:
             ports = str(low) if low == high else f"{low}-{high}"
-            cfn.resource(self, f"{construct_id}{ports}", "AWS::EC2::SecurityGroupIngress", {
-                "GroupId": self.security_group_id, "IpProtocol": "tcp", "FromPort": low, "ToPort": high,
-                "SourceSecurityGroupId": source_group_id, "Description": f"Lustre TCP {ports} from {who}",
-            }, retain=retain)
+            rule = ec2.CfnSecurityGroupIngress(
+                self, f"{construct_id}{ports}", group_id=self.security_group.attr_group_id,
+                ip_protocol="tcp", from_port=low, to_port=high, source_security_group_id=source_group_id,
+                description=f"Lustre TCP {ports} from {who}")
+            if retain:
+                rule.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
 
     def link(self, *, file_system_path: str, bucket_name: str, prefix: str = "",
-             import_events: Sequence[str] = (), export_events: Sequence[str] = ()) -> cdk.CfnResource:
+             import_events: Sequence[str] = (), export_events: Sequence[str] = ()) -> fsx.CfnDataRepositoryAssociation:
         """Link `file_system_path` to an S3 bucket (and prefix): a data repository association,
         retained like the file system. Events: NEW, CHANGED, DELETED; an empty list leaves that
         direction off. With import events the existing objects' metadata is imported at creation."""
-        s3 = {"AutoImportPolicy": {"Events": list(import_events)} if import_events else None,
-              "AutoExportPolicy": {"Events": list(export_events)} if export_events else None}
-        return cfn.resource(self, link_id(file_system_path), "AWS::FSx::DataRepositoryAssociation", {
-            "FileSystemId": self.file_system_id,
-            "FileSystemPath": file_system_path,
-            "DataRepositoryPath": data_repository_path(bucket_name, prefix),
-            "BatchImportMetaDataOnCreate": True if import_events else None,
-            "S3": s3 if (import_events or export_events) else None,
-            "Tags": cfn.tags(self.cluster_tags),
-        }, retain=True)
+        auto_import = (fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(events=list(import_events))
+                       if import_events else None)
+        auto_export = (fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=list(export_events))
+                       if export_events else None)
+        association = fsx.CfnDataRepositoryAssociation(
+            self, link_id(file_system_path),
+            file_system_id=self.file_system_id,
+            file_system_path=file_system_path,
+            data_repository_path=data_repository_path(bucket_name, prefix),
+            batch_import_meta_data_on_create=True if import_events else None,
+            s3=fsx.CfnDataRepositoryAssociation.S3Property(auto_import_policy=auto_import,
+                                                          auto_export_policy=auto_export)
+            if (auto_import or auto_export) else None,
+        )
+        association.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        return association
 
 
 def allow_fsx_s3_access(key: kms.Key, bucket_arns: Sequence[str]) -> None:

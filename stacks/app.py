@@ -6,7 +6,6 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.spec import ClusterSpec
-from stacks.tagging import cluster_tags
 
 
 def environment(spec: ClusterSpec) -> cdk.Environment:
@@ -24,7 +23,7 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     from stacks.storage import StorageStack
 
     env = environment(spec)
-    tags = cluster_tags(spec)
+    tags = {"fmcluster:cluster": spec.name, **spec.tags}
     network = NetworkStack(app, f"{spec.name}-network", spec=spec, env=env, stack_name=f"{spec.name}-network",
                            description=f"fmcluster {spec.name}: VPC, subnets by AZ ID, EFA security group")
     storage = StorageStack(app, f"{spec.name}-storage", spec=spec, network=network, env=env,

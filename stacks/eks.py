@@ -64,7 +64,6 @@ from fmcluster import controlplanes, kubernetes
 from fmcluster import observability as observability_content
 from fmcluster.efa import efa_layout
 from stacks import node_groups
-from stacks.tagging import cluster_tags
 
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
@@ -233,8 +232,7 @@ class EksClusterStack(cdk.Stack):
             efa_security_group_id=self.network.efa_security_group_id if uses_efa else None,
             root_volume_gib=props.root_volume_gib, root_device_name=AMAZON_LINUX_ROOT_DEVICE,
             instance_type=props.instance_type, image_id=props.ami_id,
-            placement_group_name=node_groups.placement_group_name(scope, props, cluster_name=self.spec.name,
-                                                              cluster_tags=cluster_tags(self.spec)),
+            placement_group_name=node_groups.placement_group_name(scope, props, cluster_name=self.spec.name),
             capacity=props.capacity, http_put_response_hop_limit=IMDS_HOP_LIMIT,
             tags={**self.spec.tags, "fmcluster:cluster": self.spec.name, "fmcluster:node-group": props.name},
             user_data=kubernetes.node_user_data(
@@ -314,7 +312,7 @@ class EksClusterStack(cdk.Stack):
             self, "MetricsScraper", alias=self.spec.name, cluster_arn=self.cluster.cluster_arn,
             subnet_ids=self.network.private_subnet_ids, security_group_ids=[self.cluster.cluster_security_group_id],
             workspace_arn=workspace_arn, scrape_configuration=observability_content.scrape_configuration(self.spec.name),
-            tags=cluster_tags(self.spec))
+            tags={"fmcluster:cluster": self.spec.name, **self.spec.tags})
         cdk.CfnOutput(self, "MetricsScraperArn", value=self.scraper.scraper_arn,
                       description="Amazon Managed Service for Prometheus managed scraper")
 

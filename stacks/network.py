@@ -15,7 +15,6 @@ from constructs import Construct
 from constructs_lib.network import ClusterVpc, EfaSecurityGroup, NodeSecurityGroup, VpcFlowLog
 from fmcluster import network_plan
 from fmcluster.spec import ClusterSpec
-from stacks.tagging import cluster_tags
 
 
 class NetworkStack(cdk.Stack):
@@ -26,14 +25,13 @@ class NetworkStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         subnets = network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
-        tags = cluster_tags(spec)
         vpc = ClusterVpc(self, "Network", name=spec.name, cidr=spec.network.vpc_cidr,
                          private_subnets={s.az_id: s.cidr for s in subnets if not s.public},
                          public_subnets={s.az_id: s.cidr for s in subnets if s.public},
-                         nat_az_id=spec.availability_zone_id, tags=tags)
-        VpcFlowLog(self, "FlowLog", vpc_id=vpc.vpc_id, name=spec.name, tags=tags)
-        efa = EfaSecurityGroup(self, "EfaSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-efa", tags=tags)
-        nodes = NodeSecurityGroup(self, "NodeSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-nodes", tags=tags)
+                         nat_az_id=spec.availability_zone_id)
+        VpcFlowLog(self, "FlowLog", vpc_id=vpc.vpc_id, name=spec.name)
+        efa = EfaSecurityGroup(self, "EfaSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-efa")
+        nodes = NodeSecurityGroup(self, "NodeSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-nodes")
 
         self.vpc_id: str = vpc.vpc_id
         self.vpc_cidr: str = spec.network.vpc_cidr

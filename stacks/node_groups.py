@@ -17,7 +17,7 @@ so that it needs none, deletes it with the group; no stack exports a name per gr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, Optional
+from typing import Optional
 
 import aws_cdk as cdk
 from constructs import Construct
@@ -80,11 +80,10 @@ def node_group_stack(scope: Construct, name: str, *, cluster_name: str) -> Const
     return Construct(nested, node_group_id(name))
 
 
-def placement_group_name(scope: Construct, props: NodeGroupProps, *, cluster_name: str,
-                         cluster_tags: Mapping[str, str]) -> Optional[str]:
+def placement_group_name(scope: Construct, props: NodeGroupProps, *, cluster_name: str) -> Optional[str]:
     """The placement group of a node group's launch template: a new cluster placement group in
-    `scope` (tagged with `cluster_tags`), an existing group's name, or None."""
+    `scope`, an existing group's name, or None."""
     if props.placement.create:
-        return ClusterPlacementGroups(scope, "PlacementGroup", keys=[props.name], name_prefix=cluster_name,
-                                      tags=cluster_tags).group_names[props.name]
+        return ClusterPlacementGroups(scope, "PlacementGroup", keys=[props.name],
+                                      name_prefix=cluster_name).group_names[props.name]
     return props.placement.name

@@ -21,7 +21,6 @@ from constructs_lib.observability import AlertTopic, PrometheusWorkspace
 from constructs_lib.observability_cloudwatch import ClusterAlarms
 from fmcluster import observability
 from fmcluster.spec import ClusterSpec
-from stacks.tagging import cluster_tags
 
 
 def wanted(spec: ClusterSpec) -> bool:
@@ -43,7 +42,7 @@ class ObservabilityStack(cdk.Stack):
         obs = spec.observability
         self.topic = AlertTopic(self, "Alerts", name=spec.name, email=obs.alert_email)
         self.prometheus = PrometheusWorkspace(self, "Prometheus", alias=spec.name, rules=rule_namespaces(spec.name),
-                                              topic=self.topic, tags=cluster_tags(spec))
+                                              topic=self.topic, tags={"fmcluster:cluster": spec.name, **spec.tags})
         self.workspace_arn: str = self.prometheus.workspace_arn
         self.workspace_id: str = self.prometheus.workspace_id
         self.remote_write_url: str = self.prometheus.remote_write_url

@@ -35,7 +35,6 @@ from constructs_lib.pcs import ComputeNodeGroup, SlurmCluster, SlurmQueue
 from fmcluster import bootstrap, controlplanes
 from fmcluster.efa import efa_layout
 from stacks import node_groups
-from stacks.tagging import cluster_tags
 
 # The PCS-ready Deep Learning AMI (Ubuntu 24.04): NVIDIA driver, CUDA, EFA, Lustre client, PCS
 # agent and Slurm. A CloudFormation dynamic reference, resolved at deploy time (no lookup at
@@ -143,8 +142,7 @@ class PcsClusterStack(cdk.Stack):
             security_group_ids=[self.network.node_security_group_id],
             efa_security_group_id=self.network.efa_security_group_id if uses_efa else None,
             root_volume_gib=props.root_volume_gib, instance_type=props.instance_type,
-            placement_group_name=node_groups.placement_group_name(scope, props, cluster_name=self.spec.name,
-                                                              cluster_tags=cluster_tags(self.spec)),
+            placement_group_name=node_groups.placement_group_name(scope, props, cluster_name=self.spec.name),
             capacity=props.capacity, http_put_response_hop_limit=IMDS_HOP_LIMIT,
             tags={**self.spec.tags, "fmcluster:cluster": self.spec.name, "fmcluster:node-group": props.name},
             user_data=bootstrap.user_data(props.instance_type, efa=uses_efa, lustre=self.lustre,

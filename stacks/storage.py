@@ -14,7 +14,6 @@ from constructs_lib.buckets import RetainedKey, SecureBucket
 from constructs_lib.lustre import LustreFileSystem, allow_fsx_s3_access
 from fmcluster import naming
 from fmcluster.spec import ClusterSpec, LustreSpec
-from stacks.tagging import cluster_tags
 
 
 class StorageStack(cdk.Stack):
@@ -79,7 +78,6 @@ class StorageStack(cdk.Stack):
             efa_security_group_id=network.efa_security_group_id if fs.efa else None,
             kms_key_id=key.key_id if key else None,
             name=f"{spec.name}-lustre",
-            tags=cluster_tags(spec),
         )
         for link in fs.links:
             lustre.link(file_system_path=link.path, bucket_name=self.buckets[link.bucket].bucket_name,

@@ -190,16 +190,3 @@ def test_summary_names_every_stack(assembly):
     assert len(top) == len(stack_suffixes(spec))
     kind = spec.orchestrator.type
     assert "-cluster: " in text and COMPUTE_TYPE[kind] in text
-
-
-@pytest.mark.synth
-def test_pcs_synth_does_not_import_ec2_or_fsx(tmp_path):
-    """The default example's synthesis makes its network and file system of plain CfnResources
-    (constructs_lib/cfn.py): aws_cdk.aws_ec2 and aws_cdk.aws_fsx, the biggest modules of
-    aws-cdk-lib, are never imported."""
-    code = ("import sys; from fmcluster.cli import main; rc = main(['synth', '-o', sys.argv[2], sys.argv[1]]); "
-            "print('LOADED', [m for m in ('aws_cdk.aws_ec2', 'aws_cdk.aws_fsx') if m in sys.modules]); sys.exit(rc)")
-    result = subprocess.run([sys.executable, "-c", code, "examples/p5-pcs.yaml", str(tmp_path / "cdk.out")],
-                            cwd=ROOT, env=CLEAN_ENV, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert "LOADED []" in result.stdout

@@ -139,9 +139,8 @@ def group_id(lid: str) -> dict:
     return {"Fn::GetAtt": [lid, "GroupId"]}
 
 
-def tags(cluster: str, name: str) -> list[dict]:
-    """The Tags of a resource of cluster `cluster` (no spec tags) named `name`, in CDK's order."""
-    return [{"Key": "fmcluster:cluster", "Value": cluster}, {"Key": "Name", "Value": name}]
+def name_tag(value: str) -> list[dict]:
+    return [{"Key": "Name", "Value": value}]
 
 
 # ---- subnets and attributes -----------------------------------------------------------------
@@ -154,7 +153,7 @@ def test_subnets_are_placed_by_az_id_with_the_planned_cidrs(eks):
         kind = "public" if subnet.public else "private"
         eks.template.has_resource_properties("AWS::EC2::Subnet", {
             "AvailabilityZoneId": subnet.az_id, "CidrBlock": subnet.cidr,
-            "Tags": tags(EKS.name, f"{EKS.name}-{kind}-{subnet.az_id}")})
+            "Tags": name_tag(f"{EKS.name}-{kind}-{subnet.az_id}")})
     assert all("AvailabilityZone" not in p for p in props(eks.json, "AWS::EC2::Subnet"))  # AZ names differ per account
     eks.template.has_resource_properties("AWS::EC2::VPC", {
         "CidrBlock": "10.0.0.0/16", "EnableDnsSupport": True, "EnableDnsHostnames": True})

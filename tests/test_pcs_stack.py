@@ -305,9 +305,7 @@ def test_placement_groups_from_the_spec(main):
     """auto: a new cluster placement group for spot and on-demand EFA groups, in the group's own
     nested stack; a name: that existing group; none, Capacity Blocks, reservations, no EFA: none."""
     (pg_id, pg), = resources(main, "AWS::EC2::PlacementGroup").items()
-    assert pg == {"Strategy": "cluster", "Tags": [{"Key": "fmcluster:cluster", "Value": "pcs-main"},
-                                                  {"Key": "Name", "Value": "pcs-main-b300"},
-                                                  {"Key": "team", "Value": "ml-platform"}]}
+    assert pg == {"Strategy": "cluster", "Tags": [{"Key": "Name", "Value": "pcs-main-b300"}]}
     placed = {g: d["Placement"] for g, d in launch_templates(main).items() if "Placement" in d}
     assert placed == {"p5en": {"GroupName": PLACEMENT_GROUP}, "b300": {"GroupName": {"Ref": pg_id}}}
 
