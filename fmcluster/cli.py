@@ -137,7 +137,11 @@ def cmd_diff(args) -> int:
     old, new = _load_valid(args.old), _load_valid(args.new)
     if old is None or new is None:
         return EXIT_INVALID
-    return diff.main(old, new, args.format, args.allow_data_loss, names=(args.old, args.new))
+    from fmcluster import synth
+
+    path = {id(old): args.old, id(new): args.new}
+    return diff.main(old, new, args.format, args.allow_data_loss, names=(args.old, args.new),
+                     synthesize=lambda spec: synth.templates(path[id(spec)]))
 
 
 def cmd_synth(args) -> int:

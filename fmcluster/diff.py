@@ -1,7 +1,8 @@
 """`fmcluster diff OLD NEW`: what changing a spec does to deployed resources.
 
-Both specs are synthesized in-process (as `fmcluster synth` does) and their templates compared
-stack by stack: resources added, updated, replaced and removed. Nested stacks (a node group of
+Both specs are synthesized by a synthesizer handed to `main` (the command line's runs the CDK
+app, as `fmcluster synth` does: fmcluster.synth.templates) and their templates compared stack by
+stack: resources added, updated, replaced and removed. Nested stacks (a node group of
 NAME-cluster each) are compared as stacks of their own, named `PARENT/ID`
 (`llm-pretrain-cluster/NodeGroup-gpu`); a reference to a parameter of a nested stack is followed
 to what its parent passes. Whether CloudFormation replaces a
@@ -23,9 +24,8 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from fmcluster import assembly, cfn_schemas
 from fmcluster.spec import ClusterSpec
@@ -68,18 +68,6 @@ class Report:
     @property
     def data_loss(self) -> list[Change]:
         return [c for s in self.stacks for c in s.changes if c.data_loss]
-
-
-# ---- synthesis -----------------------------------------------------------------------------
-
-def synthesize(spec: ClusterSpec) -> dict[str, dict]:
-    """Stack name -> template of a spec (nested stacks as `PARENT/ID`), synthesized in a
-    throwaway directory."""
-    from fmcluster.synth import app_context, build_app, cdk_json
-
-    with tempfile.TemporaryDirectory(prefix="fmcluster-diff-") as outdir:
-        build_app([spec], outdir, app_context(cdk_json())).synth()
-        return assembly.templates(outdir)
 
 
 # ---- references ----------------------------------------------------------------------------
@@ -328,9 +316,14 @@ def exit_code(report: Report, allowed: bool) -> int:
     return 1 if report.data_loss and not allowed else 0
 
 
+Synthesizer = Callable[[ClusterSpec], Mapping[str, dict]]  # spec -> stack name -> template
+
+
 def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss: bool = False,
-         names: Iterable[str] = ("OLD", "NEW")) -> int:
-    from stacks.cluster import ControlPlaneNotBuilt
+         names: Iterable[str] = ("OLD", "NEW"), *, synthesize: Synthesizer) -> int:
+    """`fmcluster diff`. `synthesize` gives a spec's templates (the command line's runs the CDK
+    app: fmcluster.synth.templates); it is handed in, so that nothing here imports the CDK side."""
+    from fmcluster.synth import SynthesisFailed
 
     if not cfn_schemas.available():
         print("error: fmcluster diff needs the CloudFormation resource schemas that cfn-lint ships",
@@ -339,9 +332,8 @@ def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss:
         return 1
     try:
         templates = [synthesize(old), synthesize(new)]
-    except ControlPlaneNotBuilt as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    except SynthesisFailed as exc:  # the app said why on stderr
+        return exc.code
     report = compare(*templates, region=new.region)
     if old.name != new.name:
         report.notes.append(f"the cluster is renamed from {old.name} to {new.name}: every stack name changes, so "

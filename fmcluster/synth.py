@@ -1,19 +1,29 @@
-"""Synthesis: the same cloud assembly from `fmcluster synth SPEC` as from `cdk synth -c spec=SPEC`.
+"""Synthesis from the command line: `fmcluster synth SPEC...` runs the CDK app.
 
-aws_cdk is imported only here, and only when a spec is valid: an invalid spec writes nothing.
+The CDK app is the CDK side's (stacks/synthesis.py: what app.py, and so `cdk synth`, runs).
+`fmcluster synth` runs it as the CDK CLI runs an app, a process whose environment names the
+output directory (CDK_OUTDIR) and the context (CDK_CONTEXT_JSON: cdk.json's, as the CLI passes
+it, and the specs), so both commands give the same assembly through the same checks; then it
+prints a summary of the assembly. Pure: nothing here imports aws_cdk.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable, Mapping, Optional
 
 from fmcluster import loader
+from fmcluster.diagnostics import Diagnostic
 from fmcluster.spec import ClusterSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+APP_MODULE = "stacks.synthesis"  # the CDK app (stacks/synthesis.py), run as a program
 
 
 def cdk_json(start: Path | None = None) -> dict:
@@ -25,7 +35,7 @@ def cdk_json(start: Path | None = None) -> dict:
 
 
 def app_context(config: dict) -> dict:
-    """Context the CDK CLI passes to an app from cdk.json, so in-process synthesis matches it."""
+    """Context the CDK CLI passes to an app from cdk.json, so a synthesis outside the CLI matches it."""
     context = dict(config.get("context", {}))
     context.setdefault("aws:cdk:enable-path-metadata", config.get("pathMetadata", True))
     context.setdefault("aws:cdk:enable-asset-metadata", config.get("assetMetadata", True))
@@ -33,61 +43,77 @@ def app_context(config: dict) -> dict:
     return context
 
 
-def load_specs(paths: Iterable[str]) -> tuple[list[ClusterSpec], list]:
+_NAME_LINE = re.compile(r"^name:[ \t]*", re.MULTILINE)
+
+
+def _name_at(file: str) -> tuple[int, int]:
+    """Line and column of a spec file's top-level `name:` value (1, 1 where there is none)."""
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except OSError:
+        return 1, 1
+    match = _NAME_LINE.search(text)
+    if match is None:
+        return 1, 1
+    return text.count("\n", 0, match.start()) + 1, match.end() - match.start() + 1
+
+
+def load_specs(paths: Iterable[str]) -> tuple[Optional[list[ClusterSpec]], list[Diagnostic]]:
+    """Every spec validated, and no two naming the same cluster (their stacks would clash): the
+    specs, or None when one fails; the diagnostics of all of them in either case."""
+    paths = list(paths)
     specs, diagnostics = [], []
     for path in paths:
         result = loader.load(path)
         diagnostics += result.diagnostics
         if result.ok:
             specs.append(result.spec)
+    if len(specs) != len(paths):
+        return None, diagnostics
+    seen: dict[str, str] = {}
+    for path, spec in zip(paths, specs):
+        if spec.name in seen:
+            line, column = _name_at(path)
+            diagnostics.append(Diagnostic(
+                f"cluster {spec.name!r} is named by {seen[spec.name]} too: their stacks would clash", ("name",),
+                "give each cluster its own name", "error", path, line, column))
+        seen.setdefault(spec.name, path)
+    if any(d.is_error for d in diagnostics):
+        return None, diagnostics
     return specs, diagnostics
 
 
-APP_SETTINGS = {"builtin_cloud_formation_validation": False}  # cdk.App props of every fmcluster app
-
-
-def new_app(outdir: str | None = None, context: dict | None = None):
-    """A CDK app as fmcluster makes them, for `fmcluster synth`, `cdk synth` (app.py) and tests.
-
-    CDK's built-in CloudFormation validation is off: it compiles a WebAssembly rule engine in the
-    Node process on every synth (about 5 s of CPU, more than the rest of a cluster's synthesis),
-    and cfn-lint already checks every template of every example in the test suite, with more
-    rules. `cdk synth` / `fmcluster synth` templates are the same either way."""
-    import aws_cdk as cdk
-
-    kwargs = {"outdir": outdir} if outdir else {}
-    return cdk.App(context=context, **APP_SETTINGS, **kwargs)
-
-
-def build_app(specs: list[ClusterSpec], outdir: str | None = None, context: dict | None = None):
-    from stacks.app import build
-
-    app = new_app(outdir, context)
-    for spec in specs:
-        build(app, spec)
-    return app
+def run_app(context: Mapping[str, Any], outdir: str) -> int:
+    """Run the CDK app with cdk.json's context and `context`, into `outdir`: its exit code."""
+    env = {**os.environ, "CDK_OUTDIR": str(outdir),
+           "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json()), **context})}
+    return subprocess.run([sys.executable, "-m", APP_MODULE], env=env).returncode
 
 
 def synth(paths: list[str], outdir: str = "cdk.out") -> int:
-    """Validate every spec, then synthesize them all into `outdir`. Returns an exit code."""
-    specs, diagnostics = load_specs(paths)
-    for d in diagnostics:
-        print(d.format(), file=sys.stderr)
-    if len(specs) != len(paths):
-        return 2
-    names = [s.name for s in specs]
-    if len(set(names)) != len(names):
-        print("error: two specs name the same cluster; stack names would clash", file=sys.stderr)
-        return 2
-    from stacks.cluster import ControlPlaneNotBuilt
+    """`fmcluster synth`: the app for every spec into `outdir`, then the summary. Exit code."""
+    code = run_app({"spec": ",".join(paths)}, outdir)
+    if code == 0:
+        print(summary(Path(outdir)))
+    return code
 
-    try:
-        assembly = build_app(specs, outdir, app_context(cdk_json())).synth()
-    except ControlPlaneNotBuilt as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    print(summary(Path(outdir)))
-    return 0
+
+class SynthesisFailed(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(f"the CDK app exited with {code}")
+        self.code = code
+
+
+def templates(path: str) -> dict[str, dict]:
+    """Stack name -> template of the spec file `path` (nested stacks as `PARENT/ID`), synthesized
+    by the app in a throwaway directory: what `fmcluster diff` hands to fmcluster.diff."""
+    from fmcluster import assembly
+
+    with tempfile.TemporaryDirectory(prefix="fmcluster-synth-") as outdir:
+        code = run_app({"spec": path}, outdir)
+        if code != 0:
+            raise SynthesisFailed(code)
+        return assembly.templates(outdir)
 
 
 def summary(outdir: Path) -> str:

@@ -5,10 +5,6 @@ from __future__ import annotations
 import importlib
 
 
-class ControlPlaneNotBuilt(Exception):
-    """The spec is valid, but this version of fmcluster cannot synthesize its control plane yet."""
-
-
 # orchestrator.type -> (module, stack class, what the stack holds). Modules are imported only for
 # the control plane a spec names (each pulls in its own aws-cdk-lib modules).
 STACKS = {
@@ -23,10 +19,7 @@ def cluster_stack(scope, stack_id: str, *, spec, network, storage, observability
     """`observability`: the NAME-observability stack, or None; the EKS control planes read its
     `workspace_arn` for their managed scraper, the Slurm planes `workspace_arn` and
     `remote_write_url` for the nodes' Prometheus agent. `props`: stack properties (env, stack_name)."""
-    kind = spec.orchestrator.type
-    if kind not in STACKS:
-        raise ControlPlaneNotBuilt(f"orchestrator.type {kind} cannot be synthesized yet")
-    module, class_name, holds = STACKS[kind]
+    module, class_name, holds = STACKS[spec.orchestrator.type]
     stack_class = getattr(importlib.import_module(module), class_name)
     return stack_class(scope, stack_id, spec=spec, network=network, storage=storage, observability=observability,
                        **props, description=f"fmcluster {spec.name}: {holds}")

@@ -5,6 +5,7 @@ once for the module (synthesis takes seconds), plus small hand-made templates fo
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -59,25 +60,37 @@ def specs(tmp_path_factory) -> dict[str, Path]:
     return paths
 
 
+def in_process(spec) -> dict[str, dict]:
+    """The CDK app's templates of a spec, synthesized in this process (stacks.synthesis.build_app)."""
+    from fmcluster import assembly
+    from fmcluster.synth import app_context, cdk_json
+    from stacks.synthesis import build_app
+
+    with tempfile.TemporaryDirectory(prefix="fmcluster-diff-test-") as outdir:
+        build_app([spec], outdir, app_context(cdk_json(ROOT))).synth()
+        return assembly.templates(outdir)
+
+
 @pytest.fixture(scope="module")
-def templates():
-    """Synthesize each spec once for the whole module."""
+def cached():
+    """A synthesizer for diff.main that synthesizes each spec once for the whole module."""
     cache: dict[str, dict] = {}
-    real = diff.synthesize
 
     def synthesize(spec):
         key = json.dumps(spec.resolved(), sort_keys=True)
         if key not in cache:
-            cache[key] = real(spec)
+            cache[key] = in_process(spec)
         return cache[key]
 
     return synthesize
 
 
-@pytest.fixture
-def cached(templates, monkeypatch):
-    monkeypatch.setattr(diff, "synthesize", templates)
-    return templates
+def run_diff(synthesize, old, new, *flags: str) -> int:
+    """`fmcluster diff OLD NEW FLAGS` with `synthesize` handed in (the command line hands in
+    fmcluster.synth.templates, which runs the CDK app: test_the_command_line_runs_the_app)."""
+    a, b = (loader.load(path).spec for path in (old, new))
+    fmt = flags[flags.index("--format") + 1] if "--format" in flags else "text"
+    return diff.main(a, b, fmt, "--allow-data-loss" in flags, names=(str(old), str(new)), synthesize=synthesize)
 
 
 def report(specs, templates, old: str, new: str) -> diff.Report:
@@ -104,7 +117,7 @@ def test_growing_a_node_group_is_safe(specs, cached, capsys):
     assert (nested.type, nested.action, nested.stateful) == ("AWS::CloudFormation::Stack", diff.UPDATE, False)
     assert [p.split(".")[0] for p in nested.paths] == ["TemplateURL"]  # the nested template's new asset
     assert not r.data_loss
-    assert main(["diff", str(specs["base"]), str(specs["grow"])]) == 0
+    assert run_diff(cached, specs["base"], specs["grow"]) == 0
     out = capsys.readouterr().out
     assert "~ update AWS::PCS::ComputeNodeGroup NodeGroupgpuNodeGroup" in out
     assert out.rstrip().endswith("no stateful resource is replaced or removed")
@@ -120,11 +133,11 @@ def test_efa_on_the_file_system_replaces_it(specs, cached, capsys):
     assert len(links) == 2 and all(c.action == diff.REPLACE for c in links)
     assert all(f"FileSystemId refers to {fs.logical_id}, which is replaced" in c.reasons for c in links)
     assert fs in r.data_loss
-    assert main(["diff", str(specs["base"]), str(specs["efa"])]) == 1
+    assert run_diff(cached, specs["base"], specs["efa"]) == 1
     out = capsys.readouterr().out
     assert "! REPLACE AWS::FSx::FileSystem LustreFileSystem" in out and "DATA LOSS: 3 stateful resources" in out
     assert "refusing (exit 1)" in out
-    assert main(["diff", str(specs["base"]), str(specs["efa"]), "--allow-data-loss"]) == 0
+    assert run_diff(cached, specs["base"], specs["efa"], "--allow-data-loss") == 0
     assert "allowed by --allow-data-loss" in capsys.readouterr().out
 
 
@@ -138,7 +151,7 @@ def test_lustre_deployment_type_may_replace_it(specs, cached, capsys):
     assert any("LustreConfiguration.DeploymentType can change in place" in reason for reason in fs.reasons)
     removed = [c for c in found.values() if c.action == diff.REMOVE]
     assert {c.type for c in removed} == {"AWS::FSx::DataRepositoryAssociation"}
-    assert main(["diff", str(specs["base"]), str(specs["persistent-1"]), "--format", "json"]) == 1
+    assert run_diff(cached, specs["base"], specs["persistent-1"], "--format", "json") == 1
     data = json.loads(capsys.readouterr().out)
     assert {c["type"] for c in data["data_loss"]} == {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation"}
     assert data["allow_data_loss"] is False
@@ -154,7 +167,7 @@ def test_renaming_the_cluster_replaces_everything(specs, cached, capsys):
     old_storage = next(s for s in r.stacks if s.name == "llm-pretrain-storage")
     stateful = [c for c in old_storage.changes if c.stateful]
     assert stateful and all(c in r.data_loss for c in stateful)
-    assert main(["diff", str(specs["base"]), str(specs["rename"])]) == 1
+    assert run_diff(cached, specs["base"], specs["rename"]) == 1
     out = capsys.readouterr().out
     assert "note: the cluster is renamed from llm-pretrain to llm-pretrain2" in out
     assert "stack llm-pretrain-storage (no longer produced" in out and "stack llm-pretrain2-storage (new stack)" in out
@@ -163,17 +176,10 @@ def test_renaming_the_cluster_replaces_everything(specs, cached, capsys):
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_every_example_against_itself(example, cached, capsys):
     """No change for an unchanged spec, and the stacks are those the plan announces."""
-    from stacks.cluster import ControlPlaneNotBuilt
-
     spec = loader.load(ROOT / example).spec
-    try:
-        built = cached(spec)
-    except ControlPlaneNotBuilt:
-        assert main(["diff", str(ROOT / example), str(ROOT / example)]) == 1
-        assert "cannot be synthesized yet" in capsys.readouterr().err
-        return
+    built = cached(spec)
     assert sorted(n for n in built if "/" not in n) == sorted(s.name for s in plan.build(spec).stacks)
-    assert main(["diff", str(ROOT / example), str(ROOT / example)]) == 0
+    assert run_diff(cached, str(ROOT / example), str(ROOT / example)) == 0
     out = capsys.readouterr().out
     assert out.count(": no changes") == len(built)
 
@@ -183,6 +189,14 @@ def test_invalid_spec_exits_2(tmp_path, capsys):
     bad.write_text("name: x\n")
     assert main(["diff", str(BASE), str(bad)]) == 2
     assert "bad.yaml" in capsys.readouterr().err
+
+
+def test_the_command_line_runs_the_app(specs, capfd):
+    """`fmcluster diff` synthesizes both specs by running the CDK app (fmcluster.synth.templates):
+    the same program `cdk synth` runs."""
+    assert main(["diff", str(specs["base"]), str(specs["grow"])]) == 0
+    out = capfd.readouterr().out
+    assert "~ update AWS::PCS::ComputeNodeGroup NodeGroupgpuNodeGroup" in out
 
 
 # ---- the rules on small templates (no synthesis) -------------------------------------------

@@ -174,6 +174,28 @@ def test_cdk_cli_synth_without_credentials_matches_fmcluster_synth(tmp_path):
     assert templates(cli_out) == templates(own_out)
 
 
+def test_both_entry_paths_refuse_two_clusters_of_one_name(tmp_path):
+    """`cdk synth -c spec=A,B` and `fmcluster synth A B` run the same program (stacks/synthesis.py)
+    with the same checks: two specs of one cluster name are a located error, exit 2, no traceback,
+    nothing written."""
+    copy = tmp_path / "copy.yaml"
+    copy.write_text((ROOT / EXAMPLES[0]).read_text())
+    own = subprocess.run([sys.executable, "-m", "fmcluster", "synth", EXAMPLES[0], str(copy), "-o",
+                          str(tmp_path / "own")], cwd=ROOT, env=CLEAN_ENV, capture_output=True, text=True)
+    assert own.returncode == 2 and "Traceback" not in own.stderr
+    (line,) = [l for l in own.stderr.splitlines() if "would clash" in l]
+    assert line.startswith(f"{copy}:") and ": error: name: cluster " in line
+    assert not (tmp_path / "own").exists()
+    if not (ROOT / "node_modules/.bin/cdk").exists():
+        pytest.skip("CDK CLI not installed (make install)")
+    env = dict(CLEAN_ENV, PATH=f"{Path(sys.executable).parent}{os.pathsep}{CLEAN_ENV['PATH']}",
+               CDK_DISABLE_VERSION_CHECK="true", CDK_DISABLE_CLI_TELEMETRY="true")
+    cli = subprocess.run([str(ROOT / "node_modules/.bin/cdk"), "synth", "-q", "-c", f"spec={EXAMPLES[0]},{copy}",
+                          "-o", str(tmp_path / "cli")], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert cli.returncode != 0 and "Traceback" not in cli.stderr and "jsii" not in cli.stderr.lower()
+    assert line in cli.stderr
+
+
 # The resource type that shows a control plane's compute in the summary.
 COMPUTE_TYPE = {"pcs": "PCS::ComputeNodeGroup", "hyperpod-slurm": "SageMaker::Cluster",
                 "hyperpod-eks": "SageMaker::Cluster", "eks": "EKS::Nodegroup"}

@@ -7,7 +7,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_lambda as lambda_
 
 from constructs_lib.lambda_code import handler_code
-from fmcluster.synth import new_app
+from stacks.synthesis import new_app
 
 
 def _asset_hashes(handler: Path, outdir: Path) -> list[str]:

@@ -48,7 +48,8 @@ node_groups:{body}"""
 
 
 def synthesize(text: str, outdir: Path) -> dict[str, assembly.Template]:
-    from fmcluster.synth import app_context, build_app, cdk_json
+    from fmcluster.synth import app_context, cdk_json
+    from stacks.synthesis import build_app
 
     result = loader.load_text(text, "limits.yaml")
     assert result.ok, [d.format() for d in result.diagnostics]

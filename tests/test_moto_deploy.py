@@ -159,7 +159,8 @@ def deployed(request, tmp_path_factory, monkeypatch_module):
     from moto import mock_aws
 
     from fmcluster import assembly, loader
-    from fmcluster.synth import app_context, build_app, cdk_json
+    from fmcluster.synth import app_context, cdk_json
+    from stacks.synthesis import build_app
 
     spec = loader.load(ROOT / request.param).spec
     outdir = tmp_path_factory.mktemp("cdk.out")

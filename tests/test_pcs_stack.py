@@ -103,9 +103,9 @@ def build(app, spec):
 
 
 def new_app(outdir: Path | None = None):
-    """An app as fmcluster makes them (fmcluster.synth.new_app), with cdk.json's context."""
+    """An app as fmcluster makes them (stacks.synthesis.new_app), with cdk.json's context."""
     from fmcluster.synth import app_context, cdk_json
-    from fmcluster.synth import new_app as fmcluster_app
+    from stacks.synthesis import new_app as fmcluster_app
 
     return fmcluster_app(str(outdir) if outdir else None, app_context(cdk_json(ROOT)))
 

@@ -61,7 +61,8 @@ _USED: dict[str, set[int]] = {}  # case -> ids of the suppressions it used (for 
 def synth(request, tmp_path_factory) -> Synth:
     import aws_cdk as cdk
 
-    from fmcluster.synth import app_context, build_app, cdk_json
+    from fmcluster.synth import app_context, cdk_json
+    from stacks.synthesis import build_app
 
     spec = load(request.param)
     outdir = tmp_path_factory.mktemp("security")
