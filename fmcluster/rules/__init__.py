@@ -1,23 +1,18 @@
 """Rules that relate several fields of a valid-typed spec. One rule, one function.
 
 A rule takes a ClusterSpec and yields Problems (path, message, hint); the loader places them
-in the file. Every rule module registers its rules with @rule on import.
+in the file. Every rule module registers its rules with @rule (fmcluster.rules.registry) on
+import; this package imports them all.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
-
 from fmcluster.diagnostics import Problem
+from fmcluster.rules import capacity, hyperpod, kubernetes, lustre, naming, network, orchestrator  # noqa: F401
+from fmcluster.rules.registry import RULES, Rule, rule
 from fmcluster.spec import ClusterSpec
 
-Rule = Callable[[ClusterSpec], Iterable[Problem]]
-RULES: list[Rule] = []
-
-
-def rule(fn: Rule) -> Rule:
-    RULES.append(fn)
-    return fn
+__all__ = ["RULES", "Rule", "check", "rule"]
 
 
 def check(spec: ClusterSpec) -> list[Problem]:
@@ -25,6 +20,3 @@ def check(spec: ClusterSpec) -> list[Problem]:
     for fn in RULES:
         problems.extend(fn(spec))
     return problems
-
-
-from fmcluster.rules import capacity, hyperpod, kubernetes, lustre, naming, network, orchestrator  # noqa: E402,F401

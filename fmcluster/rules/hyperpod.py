@@ -13,7 +13,7 @@ from fmcluster import controlplanes
 from fmcluster.controlplanes import HYPERPOD_MAX_INSTANCE_COUNT, HYPERPOD_MAX_INSTANCE_GROUPS
 from fmcluster.diagnostics import error
 from fmcluster.placement import AUTO, NONE
-from fmcluster.rules import rule
+from fmcluster.rules.registry import rule
 
 def _hyperpod(spec) -> bool:
     return spec.orchestrator.control_plane.hyperpod

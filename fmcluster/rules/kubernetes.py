@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from fmcluster.diagnostics import error, warning
-from fmcluster.rules import rule
+from fmcluster.rules.registry import rule
 
 
 def _on_kubernetes(spec) -> bool:

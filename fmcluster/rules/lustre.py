@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fmcluster import fsx
 from fmcluster.diagnostics import error
-from fmcluster.rules import rule
+from fmcluster.rules.registry import rule
 
 LUSTRE = ("storage", "lustre")
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fmcluster.diagnostics import error
-from fmcluster.rules import rule
+from fmcluster.rules.registry import rule
 
 RESERVED_GROUP_NAMES = {"login", "controller", "system"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fmcluster import network_plan, regions
 from fmcluster.diagnostics import error
-from fmcluster.rules import rule
+from fmcluster.rules.registry import rule
 
 
 def _az_paths(spec):

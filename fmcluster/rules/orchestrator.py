@@ -6,7 +6,7 @@ import re
 
 from fmcluster import controlplanes
 from fmcluster.diagnostics import error, warning
-from fmcluster.rules import rule
+from fmcluster.rules.registry import rule
 
 ORCH = ("orchestrator",)
 
