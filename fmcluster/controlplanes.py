@@ -24,6 +24,13 @@ class PcsSize(NamedTuple):
 PCS_SIZES = (PcsSize("SMALL", 32, 256), PcsSize("MEDIUM", 512, 8192), PcsSize("LARGE", 2048, 16384))
 
 
+def managed_nodes(spec) -> int:
+    """Every node a cluster's control plane manages: the node groups at their maximum and the
+    login nodes (what sizes an AWS PCS cluster and a HyperPod Slurm controller). One function for
+    the rules, the model (fmcluster.model) and so the plan and the stacks."""
+    return sum(g.max_nodes for g in spec.node_groups) + spec.orchestrator.login.count
+
+
 def pcs_size_for(nodes: int) -> PcsSize | None:
     """The smallest PCS cluster size that manages `nodes` instances (login nodes included)."""
     return next((size for size in PCS_SIZES if nodes <= size.max_nodes), None)

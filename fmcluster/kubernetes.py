@@ -17,7 +17,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from fmcluster.efa import efa_layout
 
 # --- node labels and taints ---------------------------------------------------------------
 
@@ -63,27 +62,8 @@ def label_reserved(key: str) -> bool:
     return key in RESERVED_LABELS or any(prefix == d or prefix.endswith("." + d) for d in RESERVED_LABEL_DOMAINS)
 
 
-def efa_interfaces(group, mode) -> int:
-    """EFA devices one node of `group` has (what the EFA device plugin advertises)."""
-    return sum(1 for i in efa_layout(group.instance, mode, bool(group.efa)) if i.is_efa)
-
-
-def node_labels(group, mode) -> dict[str, str]:
-    """The Kubernetes labels of a spec node group's nodes: its own, then fmcluster's."""
-    labels = dict(group.labels)
-    labels[NODE_GROUP_LABEL] = group.name
-    if group.instance.is_gpu:
-        labels[GPU_LABEL] = TRUE
-    if efa_interfaces(group, mode):
-        labels[EFA_LABEL] = TRUE
-    return labels
-
-
-def node_taints(group) -> list[dict[str, str]]:
-    """`nvidia.com/gpu=true:NoSchedule` on GPU groups (Kubernetes spelling of the effect)."""
-    if group.instance.is_gpu:
-        return [{"key": GPU_TAINT_KEY, "value": TRUE, "effect": GPU_TAINT_EFFECT}]
-    return []
+# The labels and taints of each node group are derived once, in fmcluster.model (NodeGroup.labels
+# and .taints), from the names above.
 
 
 GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAINT_EFFECT}
@@ -367,25 +347,24 @@ class FlavorQuota:
         return [{"name": name, "nominalQuota": quota[name]} for name in COVERED_RESOURCES]
 
 
-def flavor_quotas(spec) -> list[FlavorQuota]:
-    """A flavor per spec node group (not the system nodes), CPU groups first: Kueue tries
-    flavors in order, so a job without GPUs lands on CPU nodes, and a GPU job, finding no GPU
-    quota there, moves on to the GPU groups."""
-    mode = spec.orchestrator.control_plane.interface_mode
+def flavor_quotas(model) -> list[FlavorQuota]:
+    """A flavor per spec node group of the model (fmcluster.model; not the system nodes), CPU
+    groups first: Kueue tries flavors in order, so a job without GPUs lands on CPU nodes, and a
+    GPU job, finding no GPU quota there, moves on to the GPU groups."""
     quotas = []
-    for group in spec.node_groups:
-        nodes, instance = group.max_nodes, group.instance
+    for group in model.node_groups:
+        nodes, instance = group.max_count, group.instance
         quotas.append(FlavorQuota(
             name=group.name, cpu=instance.vcpus * nodes, memory_gib=instance.memory_gib * nodes,
-            gpus=instance.gpu_count * nodes, efa=efa_interfaces(group, mode) * nodes,
+            gpus=instance.gpu_count * nodes, efa=group.efa_interfaces * nodes,
             node_labels={NODE_GROUP_LABEL: group.name},
             tolerations=(GPU_TOLERATION,) if instance.is_gpu else ()))
     return sorted(quotas, key=lambda q: q.gpus > 0)
 
 
-def total_gpus(spec) -> int:
+def total_gpus(model) -> int:
     """GPUs of every node group at its maximum size: the ClusterQueue's nvidia.com/gpu quota."""
-    return sum(q.gpus for q in flavor_quotas(spec))
+    return sum(q.gpus for q in flavor_quotas(model))
 
 
 def queue_names(spec) -> tuple[str, str]:
@@ -393,11 +372,12 @@ def queue_names(spec) -> tuple[str, str]:
     return spec.name, spec.name
 
 
-def kueue_manifests(spec) -> list[dict[str, Any]]:
-    """ResourceFlavors (one per node group), the ClusterQueue over all of them, and the
-    LocalQueue in orchestrator.namespace that jobs name with the kueue.x-k8s.io/queue-name label."""
+def kueue_manifests(model) -> list[dict[str, Any]]:
+    """ResourceFlavors (one per node group of the model), the ClusterQueue over all of them, and
+    the LocalQueue in orchestrator.namespace that jobs name with the kueue.x-k8s.io/queue-name label."""
+    spec = model.spec
     cluster_queue, local_queue = queue_names(spec)
-    quotas = flavor_quotas(spec)
+    quotas = flavor_quotas(model)
     flavors = []
     for q in quotas:
         flavor_spec: dict[str, Any] = {"nodeLabels": dict(q.node_labels)}

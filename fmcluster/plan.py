@@ -5,9 +5,10 @@
 and kept in docs/plan.schema.json), and what the text and markdown renderers
 (`fmcluster.plan_render`) print. Pure: no AWS call, no aws_cdk import.
 
-Figures are peak dense tensor throughput and HBM from the instance catalog, EFA from the
-interface layout the control plane gets, subnets and addresses from `network_plan`, placement
-from `placement.placement_for`, prices from the repository's price table (`prices`).
+Every derived fact comes from the resolved model (`fmcluster.model.resolve`: EFA interfaces,
+placement, sizes, stacks), the figures from the instance catalog (peak dense tensor throughput,
+HBM), subnets and addresses from `network_plan`, prices from the repository's price table
+(`prices`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
-from fmcluster import controlplanes, fsx, network_plan, naming, prices
-from fmcluster.efa import efa_layout
-from fmcluster.placement import placement_for
+from fmcluster import fsx, model, naming, network_plan, prices
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
 SCHEMA_VERSION = "fmcluster.plan/v1"
@@ -214,11 +213,9 @@ def json_schema() -> dict[str, Any]:
 # ---- compute -------------------------------------------------------------------------------
 
 
-def _resources(group: NodeGroupSpec, interface_mode, count: int) -> Resources:
+def _resources(group: model.NodeGroup, count: int) -> Resources:
     it = group.instance
     gpu, gpus = it.gpu, it.gpu_count
-    efa_on = bool(group.efa) and it.efa_supported
-    interfaces = sum(1 for i in efa_layout(it, interface_mode, efa_on) if i.is_efa)
     return Resources(
         instances=count, vcpus=it.vcpus * count, gpus=gpus * count,
         bf16_pflops=round(gpus * count * gpu.bf16_pflops, 4) if gpu else 0.0,
@@ -226,8 +223,8 @@ def _resources(group: NodeGroupSpec, interface_mode, count: int) -> Resources:
         fp4_pflops=round(gpus * count * gpu.fp4_pflops, 4) if gpu and gpu.fp4_pflops else None,
         hbm_gib=gpus * count * gpu.memory_gib if gpu else 0.0,
         hbm_tbps=round(gpus * count * gpu.hbm_tbps, 4) if gpu else 0.0,
-        efa_interfaces=interfaces * count,
-        efa_gbps=(it.efa_gbps if efa_on else 0.0) * count,
+        efa_interfaces=group.efa_interfaces * count,
+        efa_gbps=(it.efa_gbps if group.efa else 0.0) * count,
         nvme_tb=round(it.nvme_total_gb * count / 1000, 3),
     )
 
@@ -243,42 +240,40 @@ _NOT_PLACED = {"capacity-block": "a Capacity Block is placed already",
                "reservation": "a reservation is placed where it was made"}
 
 
-def _placement(group: NodeGroupSpec, hyperpod: bool) -> str:
+def _placement(group: model.NodeGroup, spec_group: NodeGroupSpec, hyperpod: bool) -> str:
     if hyperpod:
         return "by SageMaker HyperPod"
-    placement = placement_for(group)
+    placement = group.placement
     if placement.create:
         return "new cluster placement group"
     if placement.name:
         return f"existing placement group {placement.name}"
-    if group.placement_group != "auto":
+    if spec_group.placement_group != "auto":
         return "none (placement_group: none)"
     return f"none ({_NOT_PLACED.get(group.capacity.type, 'no EFA')})"
 
 
 def _volume(gib: int, hyperpod: bool) -> str:
     """HyperPod sizes its own root volume; `root_volume_gib` is the EBS volume it mounts at
-    /opt/sagemaker (ClusterEbsVolumeConfig), encrypted with an AWS-owned key."""
+    /opt/sagemaker (ClusterEbsVolumeConfig)."""
     if hyperpod:
         return f"{gib} GiB at /opt/sagemaker, encrypted"
     return f"{gib} GiB gp3 root volume, encrypted"
 
 
-def _node_group(spec: ClusterSpec, group: NodeGroupSpec) -> NodeGroupPlan:
-    cp = spec.orchestrator.control_plane
+def _node_group(m: model.ClusterModel, group: model.NodeGroup, spec_group: NodeGroupSpec) -> NodeGroupPlan:
+    cp = m.control_plane
     it = group.instance
-    efa_on = bool(group.efa) and it.efa_supported
     capacity = group.capacity
     return NodeGroupPlan(
         name=group.name, instance_type=group.instance_type, gpu=it.gpu.name if it.gpu else None,
-        min_count=group.min_nodes, max_count=group.max_nodes, capacity_type=capacity.type,
+        min_count=group.min_count, max_count=group.max_count, capacity_type=capacity.type,
         reservation_id=capacity.reservation_id,
         reservation_resource_group_arn=capacity.reservation_resource_group_arn,
-        training_plan_arn=capacity.training_plan_arn, placement=_placement(group, cp.hyperpod), efa=efa_on,
-        interface_type=cp.interface_mode.value if efa_on else None, nvme_disks=it.nvme_disks,
+        training_plan_arn=capacity.training_plan_arn, placement=_placement(group, spec_group, cp.hyperpod),
+        efa=group.efa, interface_type=cp.interface_mode.value if group.efa else None, nvme_disks=it.nvme_disks,
         root_volume_gib=group.root_volume_gib, volume=_volume(group.root_volume_gib, cp.hyperpod),
-        per_node=_resources(group, cp.interface_mode, 1),
-        at_max=_resources(group, cp.interface_mode, group.max_nodes),
+        per_node=_resources(group, 1), at_max=_resources(group, group.max_count),
     )
 
 
@@ -328,65 +323,30 @@ def _network(spec: ClusterSpec) -> NetworkPlan:
     )
 
 
-def pcs_size(spec: ClusterSpec) -> str | None:
-    """The AWS PCS cluster size: the smallest that manages every node group at its maximum plus
-    the login nodes (as stacks/pcs.py sizes it)."""
-    if spec.orchestrator.type != "pcs":
-        return None
-    size = controlplanes.pcs_size_for(sum(g.max_nodes for g in spec.node_groups) + spec.orchestrator.login.count)
-    return size.name if size else None
-
-
-def _control_plane(spec: ClusterSpec) -> ControlPlanePlan:
-    orch = spec.orchestrator
-    cp = orch.control_plane
+def _control_plane(m: model.ClusterModel) -> ControlPlanePlan:
+    orch = m.spec.orchestrator
+    cp = m.control_plane
     kubernetes = cp.scheduler == "kubernetes"
     return ControlPlanePlan(
         type=orch.type, scheduler=cp.scheduler, version_label=cp.version_label, version=orch.version,
-        login_instance_type=orch.login.instance_type, login_count=orch.login.count, pcs_size=pcs_size(spec),
+        login_instance_type=orch.login.instance_type, login_count=orch.login.count,
+        pcs_size=m.pcs_size.name if m.pcs_size else None,
         endpoint_access=orch.endpoint_access if kubernetes else None,
         admin_role_arn=orch.admin_role_arn if kubernetes else None,
     )
 
 
-def _stacks(spec: ClusterSpec) -> list[StackPlan]:
-    cp = spec.orchestrator.control_plane
-    scheduler = "Slurm" if cp.scheduler == "slurm" else "Kubernetes"
-    return [
-        StackPlan(name=f"{spec.name}-network", termination_protection=spec.protect,
-                  contents="VPC, subnets by AZ ID, NAT gateway, S3 endpoint, flow logs, EFA and node "
-                           "security groups"),
-        StackPlan(name=f"{spec.name}-storage", termination_protection=True,
-                  contents="S3 buckets" + (", FSx for Lustre and its links" if spec.storage.lustre else "")
-                           + (", KMS key" if spec.storage.kms else "") + " (retained)"),
-        *([StackPlan(name=f"{spec.name}-observability", termination_protection=spec.protect,
-                     contents="Managed Prometheus workspace, GPU-health alert rules, alert manager to SNS"
-                              + (", Managed Grafana with dashboards" if spec.observability.grafana else "")
-                              + ", CloudWatch alarms and dashboard")] if _observed(spec) else []),
-        StackPlan(name=f"{spec.name}-cluster", termination_protection=spec.protect,
-                  contents=f"{scheduler} control plane ({spec.orchestrator.type}), its node groups"
-                           + (" (a nested stack each, with its placement group)" if _nested_node_groups(spec) else "")
-                           + f" and {'login' if cp.scheduler == 'slurm' else 'system'} nodes"),
-    ]
+def _stacks(m: model.ClusterModel) -> list[StackPlan]:
+    return [StackPlan(name=s.name, contents=s.contents, termination_protection=s.termination_protection)
+            for s in m.stacks]
 
 
-def _nested_node_groups(spec: ClusterSpec) -> bool:
-    """PCS and EKS keep each node group in a nested stack of NAME-cluster (stacks/node_groups.py);
-    HyperPod's instance groups are properties of its one cluster resource."""
-    return not spec.orchestrator.control_plane.hyperpod
-
-
-def _observed(spec: ClusterSpec) -> bool:
-    """NAME-observability exists when Prometheus or Grafana is on (stacks.app.build)."""
-    return spec.observability.prometheus or spec.observability.grafana
-
-
-def _observability(spec: ClusterSpec) -> ObservabilityPlan:
-    obs = spec.observability
-    note = (f"in {spec.name}-observability; node exporters and remote write are set up per control plane"
-            if _observed(spec) else "off: no Prometheus and no Grafana")
+def _observability(m: model.ClusterModel) -> ObservabilityPlan:
+    obs = m.spec.observability
+    note = (f"in {m.name}-observability; node exporters and remote write are set up per control plane"
+            if m.observed else "off: no Prometheus and no Grafana")
     return ObservabilityPlan(prometheus=obs.prometheus, grafana=obs.grafana, alert_email=obs.alert_email,
-                             built=_observed(spec), note=note)
+                             built=m.observed, note=note)
 
 
 def _defaulted(resolved: Any, raw: Any, path: str = "") -> list[str]:
@@ -407,17 +367,19 @@ def _defaulted(resolved: Any, raw: Any, path: str = "") -> list[str]:
 
 
 def build(spec: ClusterSpec, raw: dict | None = None, checkpoint_params: float | None = None) -> Plan:
-    """The plan of a valid spec. `raw` is the spec file as written (to tell defaults apart)."""
+    """The plan of a valid spec, from its resolved model (fmcluster.model). `raw` is the spec
+    file as written (to tell defaults apart)."""
     from fmcluster.plan_cost import cost
 
+    m = model.resolve(spec)
     params = checkpoint_params or DEFAULT_CHECKPOINT_PARAMS
-    groups = [_node_group(spec, g) for g in spec.node_groups]
+    groups = [_node_group(m, g, s) for g, s in zip(m.node_groups, spec.node_groups)]
     resolved = spec.resolved()
     return Plan(
         schema_version=SCHEMA_VERSION, name=spec.name, region=spec.region, account=spec.account,
         availability_zone_id=spec.availability_zone_id, node_groups=groups,
         total=_sum([g.at_max for g in groups]), storage=_storage(spec, params), network=_network(spec),
-        control_plane=_control_plane(spec), observability=_observability(spec), stacks=_stacks(spec),
-        cost=cost(spec, prices.table(), pcs_size(spec)), resolved_spec=resolved,
+        control_plane=_control_plane(m), observability=_observability(m), stacks=_stacks(m),
+        cost=cost(m, prices.table()), resolved_spec=resolved,
         defaulted=_defaulted(resolved, raw if raw is not None else resolved),
     )

@@ -9,10 +9,10 @@ zero, and totals add only priced lines while naming what they leave out.
 
 from __future__ import annotations
 
+from fmcluster import model
 from fmcluster.controlplanes import CAPACITY_BLOCK, RESERVATION, SPOT
 from fmcluster.plan import Cost, CostLine
 from fmcluster.prices import PriceTable
-from fmcluster.spec import ClusterSpec
 
 HOURS_PER_DAY = 24
 
@@ -49,14 +49,18 @@ def _instances(item: str, instance_type: str, low: int, high: int, capacity: str
     return _line(what, "priced", unit, low, high)
 
 
-def _lines(spec: ClusterSpec, table: PriceTable, pcs_size: str | None) -> list[CostLine]:
-    cp = spec.orchestrator.control_plane
-    lines = [_instances(f"node group {g.name}", g.instance_type, g.min_nodes, g.max_nodes, g.capacity.type,
-                        cp.hyperpod, table) for g in spec.node_groups]
-    login = spec.orchestrator.login
-    if login.count:
-        lines.append(_instances("login nodes", login.instance_type, login.count, login.count, "on-demand",
-                                cp.hyperpod, table))
+# How the plan names the control plane's own groups (fmcluster.model roles).
+OWN_GROUPS = {model.LOGIN: "login nodes", model.SYSTEM: "system nodes", model.CONTROLLER: "Slurm controller"}
+
+
+def _lines(m: model.ClusterModel, table: PriceTable) -> list[CostLine]:
+    spec, cp = m.spec, m.control_plane
+    lines = [_instances(f"node group {g.name}", g.instance_type, g.min_count, g.max_count, g.capacity.type,
+                        cp.hyperpod, table) for g in m.node_groups]
+    for own in (m.login, m.controller):
+        if own is not None:
+            lines.append(_instances(OWN_GROUPS[own.role], own.instance_type, own.min_count, own.max_count,
+                                    own.capacity.type, cp.hyperpod, table))
     fs = spec.storage.lustre
     if fs:
         what = f"FSx for Lustre: {fs.storage_capacity_gib} GiB {fs.deployment_type}" + (
@@ -70,16 +74,17 @@ def _lines(spec: ClusterSpec, table: PriceTable, pcs_size: str | None) -> list[C
     lines.append(_line("public IPv4 address of the NAT gateway: 1", "priced", table.public_ipv4_hourly))
     if cp.scheduler == "kubernetes":
         lines.append(_line("Amazon EKS cluster: 1", "priced", table.eks_cluster_hourly))
-    if spec.orchestrator.type == "pcs":
-        lines.append(_line(f"AWS PCS cluster ({pcs_size or 'size unknown'}) and node management", "unknown",
+    if m.pcs_size is not None:
+        lines.append(_line(f"AWS PCS cluster ({m.pcs_size.name}) and node management", "unknown",
                            note="AWS PCS prices are not in the price table"))
     lines.append(_line("S3 storage and requests, NAT data processing, data transfer, logs", "usage-based",
                        note="billed by use: not estimated"))
     return lines
 
 
-def cost(spec: ClusterSpec, table: PriceTable, pcs_size: str | None) -> Cost:
-    lines = _lines(spec, table, pcs_size)
+def cost(m: model.ClusterModel, table: PriceTable) -> Cost:
+    spec = m.spec
+    lines = _lines(m, table)
     priced = [line for line in lines if line.status == "priced"]
     low = round(sum(line.hourly_usd_min for line in priced), 4)
     high = round(sum(line.hourly_usd_max for line in priced), 4)

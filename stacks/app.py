@@ -1,10 +1,12 @@
-"""Compose the stacks of one cluster spec into a CDK app."""
+"""Compose the stacks of one cluster into a CDK app: the model's stacks (fmcluster.model), in
+dependency order."""
 
 from __future__ import annotations
 
 import aws_cdk as cdk
 from constructs import Construct
 
+from fmcluster import model as cluster_model
 from fmcluster.spec import ClusterSpec
 
 
@@ -14,41 +16,40 @@ def environment(spec: ClusterSpec) -> cdk.Environment:
 
 
 def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
-    """Add the stacks of `spec` to `app` (an App, or a Stage of the GitOps pipeline): NAME-network,
-    NAME-storage, NAME-observability (when observability.prometheus or grafana is on), NAME-cluster.
-    Stack names are given explicitly, so that inside a Stage they are the same as in an App (a
-    Stage would otherwise prefix them with its own name)."""
+    """Add the stacks of `spec` to `app` (an App, or a Stage of the GitOps pipeline): those of its
+    model (NAME-network, NAME-storage, NAME-observability when it is observed, NAME-cluster),
+    with the model's names, descriptions, termination protection and tags. Stack names are given
+    explicitly, so that inside a Stage they are the same as in an App (a Stage would otherwise
+    prefix them with its own name)."""
     from stacks.cluster import cluster_stack
     from stacks.network import NetworkStack
     from stacks.storage import StorageStack
 
+    m = cluster_model.resolve(spec)
     env = environment(spec)
-    tags = {"fmcluster:cluster": spec.name, **spec.tags}
-    network = NetworkStack(app, f"{spec.name}-network", spec=spec, env=env, stack_name=f"{spec.name}-network",
-                           description=f"fmcluster {spec.name}: VPC, subnets by AZ ID, EFA security group")
-    storage = StorageStack(app, f"{spec.name}-storage", spec=spec, network=network, env=env,
-                           stack_name=f"{spec.name}-storage",
-                           termination_protection=True,
-                           description=f"fmcluster {spec.name}: S3 buckets and FSx for Lustre (retained)")
+
+    def props(key: str) -> dict:
+        stack = m.stack(key)
+        assert stack is not None
+        return dict(env=env, stack_name=stack.name, description=stack.description,
+                    termination_protection=stack.termination_protection)
+
+    network = NetworkStack(app, m.stack("network").name, model=m, **props("network"))
+    storage = StorageStack(app, m.stack("storage").name, model=m, network=network, **props("storage"))
     observability = None
-    if spec.observability.prometheus or spec.observability.grafana:
+    if m.observed:
         from stacks.observability import ObservabilityStack
 
-        observability = ObservabilityStack(
-            app, f"{spec.name}-observability", spec=spec, network=network, storage=storage, env=env,
-            stack_name=f"{spec.name}-observability",
-            description=f"fmcluster {spec.name}: Prometheus, alert rules, alarms"
-                        + (", Grafana" if spec.observability.grafana else ""))
+        observability = ObservabilityStack(app, m.stack("observability").name, model=m, network=network,
+                                           storage=storage, **props("observability"))
     # The cluster stack reads the workspace ARN (an export of NAME-observability): observability
     # is made first, and never reads from the cluster stack.
-    cluster = cluster_stack(app, f"{spec.name}-cluster", spec=spec, network=network, storage=storage, env=env,
-                            stack_name=f"{spec.name}-cluster", observability=observability)
+    cluster = cluster_stack(app, m.stack("cluster").name, model=m, network=network, storage=storage,
+                            observability=observability, **props("cluster"))
     stacks = {s.stack_name: s for s in (network, storage, observability, cluster) if s is not None}
     for stack in stacks.values():
-        for key, value in tags.items():
+        for key, value in m.tags.items():
             cdk.Tags.of(stack).add(key, value)
-        if spec.protect:
-            stack.termination_protection = True
     from stacks import nag
 
     if nag.requested(app):  # cdk synth -c nag=true: cdk-nag AwsSolutions, suppressions in stacks/nag.py

@@ -46,7 +46,6 @@ observability stack: no metrics collection).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import aws_cdk as cdk
@@ -60,9 +59,9 @@ from constructs_lib.eks import ClusterAddon, ManagedNodeGroup
 from constructs_lib.eks_iam import EksNodeRole, PodIdentityRole
 from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, NodeLaunchTemplate
 from constructs_lib.observability_scraper import ManagedScraper
-from fmcluster import controlplanes, kubernetes
+from fmcluster import kubernetes
 from fmcluster import observability as observability_content
-from fmcluster.efa import efa_layout
+from fmcluster.model import SYSTEM, ClusterModel, NodeGroup
 from stacks import node_groups
 
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
@@ -70,7 +69,6 @@ CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK",
                   "spot": "SPOT"}  # a reservation is on-demand capacity the launch template targets
 IMDS_HOP_LIMIT = 2  # pods reach the instance metadata service through one more hop (their network namespace)
-SYSTEM_ROOT_VOLUME_GIB = 256
 LOG_TYPES = (eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT, eks.ClusterLoggingTypes.AUTHENTICATOR,
              eks.ClusterLoggingTypes.CONTROLLER_MANAGER, eks.ClusterLoggingTypes.SCHEDULER)
 ENDPOINT_ACCESS = {"public-and-private": eks.EndpointAccess.PUBLIC_AND_PRIVATE, "private": eks.EndpointAccess.PRIVATE}
@@ -92,45 +90,23 @@ def config_command(spec) -> str:
     return command
 
 
-@dataclass(frozen=True, kw_only=True)
-class NodeGroupProps(node_groups.NodeGroupProps):
-    """What one managed node group is made of (a spec node group, or the system group)."""
-
-    subnet_ids: tuple[str, ...]
-    labels: dict[str, str] = field(default_factory=dict)
-    taints: tuple[dict[str, str], ...] = ()
-    capacity_type: str = "ON_DEMAND"
-
-    @classmethod
-    def from_spec(cls, group, *, network, mode) -> "NodeGroupProps":
-        return cls(**cls.spec_fields(group), subnet_ids=(network.gpu_subnet_id,),
-                   labels=kubernetes.node_labels(group, mode), taints=tuple(kubernetes.node_taints(group)),
-                   capacity_type=CAPACITY_TYPES[group.capacity.type])
-
-    @classmethod
-    def system(cls, login, *, network) -> "NodeGroupProps":
-        return cls(name=kubernetes.SYSTEM_NODE_GROUP, instance_type=login.instance_type, min_count=login.count,
-                   max_count=login.count, efa=False, root_volume_gib=SYSTEM_ROOT_VOLUME_GIB,
-                   subnet_ids=tuple(network.private_subnet_ids),
-                   labels={kubernetes.NODE_GROUP_LABEL: kubernetes.SYSTEM_NODE_GROUP})
-
-    @property
-    def ami_type(self) -> Optional[str]:
-        """The EKS AMI type; None with a custom AMI (the launch template names it)."""
-        if self.ami_id:
-            return None
-        return GPU_AMI_TYPE if self.instance.is_gpu else CPU_AMI_TYPE
+def ami_type(group: NodeGroup) -> Optional[str]:
+    """The EKS AMI type of a node group; None with a custom AMI (the launch template names it)."""
+    if group.ami_id:
+        return None
+    return GPU_AMI_TYPE if group.instance.is_gpu else CPU_AMI_TYPE
 
 
 class EksClusterStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, observability=None,
-                 **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, storage,
+                 observability=None, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        spec = model.spec
+        self.model = model
         self.spec = spec
         self.network = network
         self.storage = storage
         self.observability = observability
-        self.interface_mode = controlplanes.get("eks").interface_mode
         self.service_cidr = kubernetes.service_cidr(spec.network.vpc_cidr)
         self.cluster = self._cluster()
         if spec.orchestrator.admin_role_arn:
@@ -145,8 +121,9 @@ class EksClusterStack(cdk.Stack):
             self._add_addon(addon)
         self.node_groups: dict[str, ManagedNodeGroup] = {}
         self.launch_templates: dict[str, NodeLaunchTemplate] = {}
-        self._add_node_group(NodeGroupProps.system(spec.orchestrator.login, network=network),
-                             Construct(self, "SystemNodes"))
+        if model.login is None:
+            raise ValueError("an EKS cluster needs its system nodes (orchestrator.login.count of 1 or more)")
+        self._add_node_group(model.login, Construct(self, "SystemNodes"))
         self._add_compute()
         for addon in (kubernetes.COREDNS, kubernetes.NODE_MONITORING_AGENT):
             self._add_addon(addon)
@@ -215,42 +192,40 @@ class EksClusterStack(cdk.Stack):
     def _add_compute(self) -> None:
         """The spec's node groups, as managed node groups (stacks/hyperpod_eks.py: as SageMaker
         HyperPod instance groups instead)."""
-        for group in self.spec.node_groups:
-            self._add_node_group(NodeGroupProps.from_spec(group, network=self.network, mode=self.interface_mode),
-                                 node_groups.node_group_stack(self, group.name, cluster_name=self.spec.name))
+        for group in self.model.node_groups:
+            self._add_node_group(group, node_groups.node_group_stack(self, group.name, cluster_name=self.spec.name))
 
-    def _add_node_group(self, props: NodeGroupProps, scope: Construct) -> None:
-        interfaces = efa_layout(props.instance, self.interface_mode, props.efa)
-        uses_efa = any(i.is_efa for i in interfaces)
+    def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
         custom = None
-        if props.ami_id:
+        if group.ami_id:
             custom = kubernetes.ClusterDetails(self.cluster.cluster_name, self.cluster.cluster_endpoint,
                                                self.cluster.cluster_certificate_authority_data, self.service_cidr)
         template = NodeLaunchTemplate(
-            scope, "LaunchTemplate", interfaces=interfaces, subnet_id=None,
+            scope, "LaunchTemplate", interfaces=group.interfaces, subnet_id=None,
             security_group_ids=[self.network.node_security_group_id, self.cluster.cluster_security_group_id],
-            efa_security_group_id=self.network.efa_security_group_id if uses_efa else None,
-            root_volume_gib=props.root_volume_gib, root_device_name=AMAZON_LINUX_ROOT_DEVICE,
-            instance_type=props.instance_type, image_id=props.ami_id,
-            placement_group_name=node_groups.placement_group_name(scope, props, cluster_name=self.spec.name),
-            capacity=props.capacity, http_put_response_hop_limit=IMDS_HOP_LIMIT,
-            tags={**self.spec.tags, "fmcluster:cluster": self.spec.name, "fmcluster:node-group": props.name},
+            efa_security_group_id=self.network.efa_security_group_id if group.efa else None,
+            root_volume_gib=group.root_volume_gib, root_device_name=AMAZON_LINUX_ROOT_DEVICE,
+            instance_type=group.instance_type, image_id=group.ami_id,
+            placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.spec.name),
+            capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
+            tags=self.model.instance_tags(group),
             user_data=kubernetes.node_user_data(
-                props.instance, raid0=props.instance.nvme_disks > 0, cluster=custom, taints=props.taints,
-                efa=uses_efa, lnet_efa=bool(self.spec.storage.lustre and self.spec.storage.lustre.efa),
-                observability=self.observability is not None))
-        in_template = props.capacity_type == "CAPACITY_BLOCK"  # EKS wants a Capacity Block's type in the template
-        group = ManagedNodeGroup(
+                group.instance, raid0=group.instance.nvme_disks > 0, cluster=custom, taints=group.taints,
+                efa=group.efa, lnet_efa=self.model.lustre_efa, observability=self.observability is not None))
+        capacity_type = CAPACITY_TYPES[group.capacity.type]
+        in_template = capacity_type == "CAPACITY_BLOCK"  # EKS wants a Capacity Block's type in the template
+        subnets = tuple(self.network.private_subnet_ids) if group.role == SYSTEM else (self.network.gpu_subnet_id,)
+        made = ManagedNodeGroup(
             scope, "NodeGroup", cluster_name=self.cluster.cluster_name, node_role_arn=self.node_role.role_arn,
-            subnet_ids=props.subnet_ids, launch_template_id=template.launch_template_id,
-            launch_template_version=template.latest_version_number, min_size=props.min_count,
-            max_size=props.max_count, instance_type=None if in_template else props.instance_type,
-            ami_type=props.ami_type, capacity_type=props.capacity_type, labels=props.labels, taints=props.taints,
-            tags={"fmcluster:node-group": props.name})
+            subnet_ids=subnets, launch_template_id=template.launch_template_id,
+            launch_template_version=template.latest_version_number, min_size=group.min_count,
+            max_size=group.max_count, instance_type=None if in_template else group.instance_type,
+            ami_type=ami_type(group), capacity_type=capacity_type, labels=dict(group.labels),
+            taints=[dict(t) for t in group.taints], tags={"fmcluster:node-group": group.name})
         for name in (kubernetes.POD_IDENTITY_AGENT.name, kubernetes.VPC_CNI.name, kubernetes.KUBE_PROXY.name):
-            group.node.add_dependency(self.addons[name])
-        self.launch_templates[props.name] = template
-        self.node_groups[props.name] = group
+            made.node.add_dependency(self.addons[name])
+        self.launch_templates[group.name] = template
+        self.node_groups[group.name] = made
 
     # --- inside Kubernetes -----------------------------------------------------------------
 
@@ -264,11 +239,11 @@ class EksClusterStack(cdk.Stack):
         return helm
 
     def _add_device_plugins(self) -> None:
-        groups = self.spec.node_groups
+        groups = self.model.node_groups
         if any(g.instance.is_gpu for g in groups):
             self._add_chart("NvidiaDevicePlugin", kubernetes.NVIDIA_DEVICE_PLUGIN,
                             kubernetes.nvidia_device_plugin_values())
-        efa_types = [g.instance_type for g in groups if kubernetes.efa_interfaces(g, self.interface_mode)]
+        efa_types = [g.instance_type for g in groups if g.efa_interfaces]
         if efa_types:
             self._add_chart("EfaDevicePlugin", kubernetes.EFA_DEVICE_PLUGIN,
                             kubernetes.efa_device_plugin_values(efa_types))
@@ -292,7 +267,7 @@ class EksClusterStack(cdk.Stack):
     def _add_queues(self) -> None:
         kueue = self._add_chart("Kueue", kubernetes.KUEUE, kubernetes.kueue_values(), wait=True)
         kueue.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])  # its controller runs there
-        self._add_manifest("KueueQueues", kubernetes.kueue_manifests(self.spec), kueue)
+        self._add_manifest("KueueQueues", kubernetes.kueue_manifests(self.model), kueue)
 
     def _add_lustre_volume(self) -> None:
         storage = self.storage
@@ -312,7 +287,7 @@ class EksClusterStack(cdk.Stack):
             self, "MetricsScraper", alias=self.spec.name, cluster_arn=self.cluster.cluster_arn,
             subnet_ids=self.network.private_subnet_ids, security_group_ids=[self.cluster.cluster_security_group_id],
             workspace_arn=workspace_arn, scrape_configuration=observability_content.scrape_configuration(self.spec.name),
-            tags={"fmcluster:cluster": self.spec.name, **self.spec.tags})
+            tags=dict(self.model.tags))
         cdk.CfnOutput(self, "MetricsScraperArn", value=self.scraper.scraper_arn,
                       description="Amazon Managed Service for Prometheus managed scraper")
 

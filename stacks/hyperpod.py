@@ -52,11 +52,16 @@ from constructs_lib.hyperpod import (COMPUTE, CONTINUOUS, CONTROLLER, DEEP_HEALT
                                      HyperPodCluster, InstanceGroup)
 from constructs_lib.hyperpod_lifecycle import LifecycleScripts
 from constructs_lib.hyperpod_role import HyperPodExecutionRole
-from fmcluster import bootstrap, catalog, controlplanes, lifecycle
+from fmcluster import bootstrap, catalog, lifecycle
 from fmcluster.controlplanes import SPOT
+from fmcluster.model import COMPUTE as COMPUTE_ROLE
+from fmcluster.model import CONTROLLER as CONTROLLER_ROLE
+from fmcluster.model import LOGIN as LOGIN_ROLE
+from fmcluster.model import ClusterModel, NodeGroup
 
-CONTROLLER_GROUP, LOGIN_GROUP = "controller", "login"
-SYSTEM_VOLUME_GIB = 256  # /opt/sagemaker of the controller and login nodes
+# The Slurm node type of each of the model's groups (fmcluster.model roles).
+SLURM_NODE_TYPES = {CONTROLLER_ROLE: CONTROLLER, LOGIN_ROLE: LOGIN, COMPUTE_ROLE: COMPUTE}
+CONTROLLER_GROUP = CONTROLLER_ROLE  # the controller group's name
 SLURM_CONFIG_STRATEGY = "Managed"  # HyperPod owns the partition-node mapping of slurm.conf, with drift detection
 
 
@@ -104,16 +109,15 @@ class HyperPodGroups(Construct):
                                         volume_kms_key_id=storage.kms_key_arn) for g in groups]
 
 
-def compute_group(spec, group, *, interface_mode, **extra: Any) -> InstanceGroup:
+def compute_group(m: ClusterModel, group: NodeGroup, **extra: Any) -> InstanceGroup:
     """The instance group of a spec node group (role and lifecycle left empty); `extra`: the
     orchestrator's own fields (Slurm node type and partition, FSx, Kubernetes labels and taints)."""
     instance = group.instance
-    uses_efa = bool(group.efa) and instance.efa_supported
     return InstanceGroup(
-        name=group.name, instance_type=group.instance_type, count=group.max_nodes, execution_role_arn="",
+        name=group.name, instance_type=group.instance_type, count=group.max_count, execution_role_arn="",
         lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT, threads_per_core=threads_per_core(group.instance_type),
         volume_gib=group.root_volume_gib, deep_health_checks=DEEP_HEALTH_CHECKS if instance.is_gpu else (),
-        interface_type=interface_mode.value if uses_efa else None,
+        interface_type=m.control_plane.interface_mode.value if group.efa else None,
         training_plan_arn=group.capacity.training_plan_arn, spot=group.capacity.type == SPOT, image_id=group.ami_id,
         **extra)
 
@@ -136,39 +140,26 @@ def slurm_orchestrator(mode: Optional[str] = None):
         slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(slurm_config_strategy=strategy))
 
 
-def efa_groups(spec) -> dict[str, bool]:
-    return {g.name: bool(g.efa) and g.instance.efa_supported for g in spec.node_groups}
-
-
 def metrics_parameter_name(cluster: str) -> str:
     """The SSM parameter with the remote-write URL of the cluster's Prometheus workspace."""
     return f"/fmcluster/{cluster}/prometheus-remote-write-url"
 
 
 class HyperPodSlurmStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, observability=None,
-                 **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, storage,
+                 observability=None, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.spec = spec
-        cp = controlplanes.get("hyperpod-slurm")
+        spec = model.spec
+        self.model = model
         fsx = self.fsx_lustre(spec, storage)
-        nodes = sum(g.max_nodes for g in spec.node_groups) + spec.orchestrator.login.count
-        common = dict(execution_role_arn="", lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT,
-                      volume_gib=SYSTEM_VOLUME_GIB, fsx_lustre=fsx)
-        controller_type = controlplanes.hyperpod_controller_type(nodes)
-        groups = [InstanceGroup(name=CONTROLLER_GROUP, instance_type=controller_type, count=1,
-                                threads_per_core=threads_per_core(controller_type), slurm_node_type=CONTROLLER,
-                                **common)]
-        efa = {CONTROLLER_GROUP: False}
-        login = spec.orchestrator.login
-        if login.count:
-            groups.append(InstanceGroup(name=LOGIN_GROUP, instance_type=login.instance_type, count=login.count,
-                                        threads_per_core=threads_per_core(login.instance_type),
-                                        slurm_node_type=LOGIN, **common))
-            efa[LOGIN_GROUP] = False
-        groups += [compute_group(spec, g, interface_mode=cp.interface_mode, slurm_node_type=COMPUTE,
-                                 partition=g.name, fsx_lustre=fsx) for g in spec.node_groups]
-        efa.update(efa_groups(spec))
+        common = dict(execution_role_arn="", lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT, fsx_lustre=fsx)
+        own = [g for g in (model.controller, model.login) if g is not None]  # the controller, the login nodes
+        groups = [InstanceGroup(name=g.name, instance_type=g.instance_type, count=g.max_count,
+                                threads_per_core=threads_per_core(g.instance_type), volume_gib=g.root_volume_gib,
+                                slurm_node_type=SLURM_NODE_TYPES[g.role], **common) for g in own]
+        groups += [compute_group(model, g, slurm_node_type=COMPUTE, partition=g.name, fsx_lustre=fsx)
+                   for g in model.node_groups]
+        efa = {g.name: g.efa for g in model.all_groups}
 
         subnets = [network.gpu_subnet_id]
         security_groups = [network.node_security_group_id] + ([network.efa_security_group_id] if any(efa.values()) else [])
@@ -181,15 +172,15 @@ class HyperPodSlurmStack(cdk.Stack):
         self.groups = HyperPodGroups(self, "InstanceGroups", groups=groups, efa=efa, network=network, storage=storage,
                                      subnet_ids=subnets, security_group_ids=security_groups,
                                      description=f"SageMaker HyperPod instance groups of {spec.name}",
-                                     checks={g.name: checks for g in spec.node_groups},
-                                     efa_file_system=bool(fsx and spec.storage.lustre.efa), **metrics)
+                                     checks={g.name: checks for g in model.node_groups},
+                                     efa_file_system=bool(fsx) and model.lustre_efa, **metrics)
         mode = provisioning_mode(spec)
         self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
                                        orchestrator=slurm_orchestrator(mode),
                                        instance_groups=self.groups.instance_groups, subnet_ids=subnets,
                                        security_group_ids=security_groups, node_provisioning_mode=mode)
 
-        partitions = ",".join(g.name for g in spec.node_groups)
+        partitions = ",".join(g.name for g in model.node_groups)
         for output_id, value, description in (
                 ("ClusterArn", self.cluster.cluster_arn, "SageMaker HyperPod cluster ARN"),
                 ("ClusterName", spec.name, "aws sagemaker list-cluster-nodes --cluster-name NAME"),
@@ -210,7 +201,7 @@ class HyperPodSlurmStack(cdk.Stack):
         lustre_path = spec.storage.lustre.mount_path if spec.storage.lustre else ""
         hooks = {g.name: {lifecycle.METRICS_HOOK: lifecycle.metrics_hook(
             g.instance_type, bootstrap.Metrics(cluster=spec.name, remote_write_url="", region=spec.region,
-                                               slurm=g.name == CONTROLLER_GROUP),
+                                               slurm=g.slurm_node_type == CONTROLLER),
             efa=efa[g.name], parameter=metrics_parameter_name(spec.name), lustre_path=lustre_path)} for g in groups}
         return {"hooks": hooks, "workspace_arn": observability.workspace_arn,
                 "metrics_parameter_arn": self.metrics_parameter.parameter_arn}

@@ -35,21 +35,22 @@ from constructs import Construct
 
 from constructs_lib.hyperpod import CONTINUOUS, HyperPodCluster
 from constructs_lib.hyperpod_dependencies import HyperPodDependencies, chart_values
-from fmcluster import controlplanes, kubernetes, lifecycle
+from fmcluster import kubernetes, lifecycle
 from fmcluster.controlplanes import SPOT
+from fmcluster.model import ClusterModel
 from stacks.eks import EksClusterStack
-from stacks.hyperpod import HyperPodGroups, compute_group, efa_groups, provisioning_mode
+from stacks.hyperpod import HyperPodGroups, compute_group, provisioning_mode
 
 # The chart's EFA device plugin tolerates only its own taints; GPU nodes carry nvidia.com/gpu.
 EFA_PLUGIN_TOLERATIONS = [{"operator": "Exists"}]
 
 
 class HyperPodEksStack(EksClusterStack):
-    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, observability=None,
-                 **kwargs: Any) -> None:
-        super().__init__(scope, construct_id, spec=spec, network=network, storage=storage,
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, storage,
+                 observability=None, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, model=model, network=network, storage=storage,
                          observability=observability, **kwargs)
-        cp = controlplanes.get("hyperpod-eks")
+        spec = model.spec
         system = self.node_groups[kubernetes.SYSTEM_NODE_GROUP]
 
         values = chart_values(self.region)
@@ -62,10 +63,9 @@ class HyperPodEksStack(EksClusterStack):
                                                           values=values, **placement)
         self.hyperpod_dependencies.resource.node.add_dependency(system)  # the chart's operators run there
 
-        groups = [compute_group(spec, g, interface_mode=cp.interface_mode,
-                                kubernetes_labels=kubernetes.node_labels(g, cp.interface_mode),
-                                kubernetes_taints=kubernetes.node_taints(g)) for g in spec.node_groups]
-        efa = efa_groups(spec)
+        groups = [compute_group(model, g, kubernetes_labels=dict(g.labels), kubernetes_taints=[dict(t) for t in g.taints])
+                  for g in model.node_groups]
+        efa = model.efa_groups
         subnets = [network.gpu_subnet_id]
         security_groups = [network.node_security_group_id, self.cluster.cluster_security_group_id]
         if any(efa.values()):
@@ -73,16 +73,15 @@ class HyperPodEksStack(EksClusterStack):
         # With observability: the node exporter chart's textfile metric fmcluster_expected_gpus,
         # written by a lifecycle hook (HyperPod nodes have no launch template user data).
         hooks = {g.name: {lifecycle.EXPECTED_GPUS_HOOK: kubernetes.expected_gpus_script(g.instance)}
-                 for g in spec.node_groups} if observability is not None else None
+                 for g in model.node_groups} if observability is not None else None
         # An EFA-enabled file system: the FSx CSI driver mounts it on the node, so the node
         # configures LNet over EFA first (lifecycle.entry_script).
-        lnet_efa = bool(spec.storage.lustre and spec.storage.lustre.efa)
         self.instance_groups = HyperPodGroups(
             self, "InstanceGroups", groups=groups, efa=efa, network=network, storage=storage, subnet_ids=subnets,
             security_group_ids=security_groups, eks_cluster_arn=self.cluster.cluster_arn,
             description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)", hooks=hooks,
-            lnet_efa={g.name: lnet_efa for g in spec.node_groups})
-        spot = any(g.capacity.type == SPOT for g in spec.node_groups)
+            lnet_efa={g.name: model.lustre_efa for g in model.node_groups})
+        spot = any(g.capacity.type == SPOT for g in model.node_groups)
         mode = CONTINUOUS if spot else provisioning_mode(spec)
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", name=spec.name, instance_groups=self.instance_groups.instance_groups,

@@ -1,7 +1,7 @@
 """The NAME-network stack: VPC with subnets placed by AZ ID, NAT egress, S3 gateway endpoint,
 flow logs, the EFA and node security groups.
 
-Subnet CIDRs come from `fmcluster.network_plan.layout` (the same layout validation checks).
+Subnet CIDRs are the model's (`fmcluster.network_plan.layout`, the layout validation checks).
 Cluster placement groups are not here: each belongs to its node group and lives in the node
 group's nested stack of NAME-cluster (stacks/node_groups.py), so adding or removing a group
 never changes this stack, and its outputs do not grow with the number of groups.
@@ -13,8 +13,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from constructs_lib.network import ClusterVpc, EfaSecurityGroup, NodeSecurityGroup, VpcFlowLog
-from fmcluster import network_plan
-from fmcluster.spec import ClusterSpec
+from fmcluster.model import ClusterModel
 
 
 class NetworkStack(cdk.Stack):
@@ -22,9 +21,9 @@ class NetworkStack(cdk.Stack):
     spec.availability_zone_ids, GPU AZ first), gpu_subnet_id, public_subnet_ids,
     nat_gateway_id, efa_security_group_id and node_security_group_id."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        subnets = network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
+        spec, subnets = model.spec, model.subnets
         vpc = ClusterVpc(self, "Network", name=spec.name, cidr=spec.network.vpc_cidr,
                          private_subnets={s.az_id: s.cidr for s in subnets if not s.public},
                          public_subnets={s.az_id: s.cidr for s in subnets if s.public},

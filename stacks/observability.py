@@ -20,11 +20,7 @@ from constructs import Construct
 from constructs_lib.observability import AlertTopic, PrometheusWorkspace
 from constructs_lib.observability_cloudwatch import ClusterAlarms
 from fmcluster import observability
-from fmcluster.spec import ClusterSpec
-
-
-def wanted(spec: ClusterSpec) -> bool:
-    return spec.observability.prometheus or spec.observability.grafana
+from fmcluster.model import ClusterModel
 
 
 def rule_namespaces(cluster: str) -> dict[str, str]:
@@ -36,20 +32,21 @@ class ObservabilityStack(cdk.Stack):
     """Attributes: workspace_arn, workspace_id, remote_write_url, alert_topic_arn, grafana_url
     (None without Grafana)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, network, storage,
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, storage,
                  **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        spec = model.spec
         obs = spec.observability
         self.topic = AlertTopic(self, "Alerts", name=spec.name, email=obs.alert_email)
         self.prometheus = PrometheusWorkspace(self, "Prometheus", alias=spec.name, rules=rule_namespaces(spec.name),
-                                              topic=self.topic, tags={"fmcluster:cluster": spec.name, **spec.tags})
+                                              topic=self.topic, tags=dict(model.tags))
         self.workspace_arn: str = self.prometheus.workspace_arn
         self.workspace_id: str = self.prometheus.workspace_id
         self.remote_write_url: str = self.prometheus.remote_write_url
         self.alert_topic_arn: str = self.topic.topic_arn
         self.grafana_url: Optional[str] = None
         if obs.grafana:
-            self._grafana(spec)
+            self._grafana(spec.name)
 
         lustre = spec.storage.lustre
         file_system = None
@@ -67,13 +64,13 @@ class ObservabilityStack(cdk.Stack):
                  f"{self.region}#dashboards/dashboard/fmcluster-{spec.name}", "CloudWatch dashboard")):
             cdk.CfnOutput(self, output_id, value=value, description=f"{spec.name}: {what}")
 
-    def _grafana(self, spec: ClusterSpec) -> None:
+    def _grafana(self, name: str) -> None:
         from constructs_lib.observability_grafana import GrafanaProvisioner, GrafanaWorkspace
 
-        self.grafana = GrafanaWorkspace(self, "Grafana", name=spec.name, prometheus_workspace_arn=self.workspace_arn)
+        self.grafana = GrafanaWorkspace(self, "Grafana", name=name, prometheus_workspace_arn=self.workspace_arn)
         dashboards = {path.stem: path.read_text(encoding="utf-8") for path in observability.dashboard_files()}
         self.provisioner = GrafanaProvisioner(self, "GrafanaProvisioner", workspace=self.grafana,
                                               prometheus_endpoint=self.prometheus.endpoint, dashboards=dashboards)
         self.grafana_url = self.grafana.url
         cdk.CfnOutput(self, "GrafanaUrl", value=self.grafana_url,
-                      description=f"{spec.name}: Amazon Managed Grafana (sign in with IAM Identity Center)")
+                      description=f"{name}: Amazon Managed Grafana (sign in with IAM Identity Center)")

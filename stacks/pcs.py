@@ -1,6 +1,6 @@
 """NAME-cluster for `orchestrator.type: pcs`: Slurm on AWS Parallel Computing Service.
 
-What it builds from the spec, with the network and storage stacks' outputs:
+What it builds from the model (fmcluster.model), with the network and storage stacks' outputs:
 
 - the PCS cluster (Slurm `orchestrator.version`, size from the node count, controller in the
   GPU subnet with the node security group);
@@ -23,7 +23,6 @@ Inputs (duck-typed; see DESIGN.md): `network.gpu_subnet_id`, `network.node_secur
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import aws_cdk as cdk
@@ -32,8 +31,8 @@ from constructs import Construct
 from constructs_lib.launch_template import NodeLaunchTemplate
 from constructs_lib.node_role import NodeRole
 from constructs_lib.pcs import ComputeNodeGroup, SlurmCluster, SlurmQueue
-from fmcluster import bootstrap, controlplanes
-from fmcluster.efa import efa_layout
+from fmcluster import bootstrap
+from fmcluster.model import COMPUTE, LOGIN, ClusterModel, NodeGroup
 from stacks import node_groups
 
 # The PCS-ready Deep Learning AMI (Ubuntu 24.04): NVIDIA driver, CUDA, EFA, Lustre client, PCS
@@ -43,8 +42,6 @@ from stacks import node_groups
 PCS_AMI_PARAMETER = "/aws/service/pcs/ami/dlami-base-ubuntu2404/x86_64/latest/ami-id"
 DEFAULT_AMI = "{{resolve:ssm:" + PCS_AMI_PARAMETER + "}}"
 
-LOGIN = "login"
-LOGIN_ROOT_VOLUME_GIB = 256
 SCALE_DOWN_IDLE_SECONDS = 600
 # A job in a container with bridge networking (Docker, Enroot/Pyxis with a network namespace) is one
 # hop further from the instance metadata service than the host: with a hop limit of 1 it cannot
@@ -53,16 +50,6 @@ SCALE_DOWN_IDLE_SECONDS = 600
 IMDS_HOP_LIMIT = 2
 PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "reservation": "ONDEMAND", "capacity-block": "CAPACITY_BLOCK",
                     "spot": "SPOT"}  # a reservation is on-demand capacity the launch template targets
-
-
-def cluster_size(spec) -> controlplanes.PcsSize:
-    """The smallest PCS size for every node the cluster can run: node groups at their maximum
-    plus the login nodes."""
-    nodes = sum(group.max_nodes for group in spec.node_groups) + spec.orchestrator.login.count
-    size = controlplanes.pcs_size_for(nodes)
-    if size is None:
-        raise ValueError(f"{nodes} nodes exceed the largest AWS PCS cluster size")
-    return size
 
 
 def lustre_mount(spec, storage) -> Optional[bootstrap.LustreMount]:
@@ -75,32 +62,17 @@ def lustre_mount(spec, storage) -> Optional[bootstrap.LustreMount]:
                                  efa=lustre.efa)
 
 
-@dataclass(frozen=True, kw_only=True)
-class NodeGroupProps(node_groups.NodeGroupProps):
-    """What one PCS compute node group is made of (a spec node group, or the login group)."""
-
-    purchase_option: str = "ONDEMAND"
-    queue: bool = True
-
-    @classmethod
-    def from_spec(cls, group) -> "NodeGroupProps":
-        return cls(**cls.spec_fields(group), purchase_option=PURCHASE_OPTIONS[group.capacity.type])
-
-    @classmethod
-    def login(cls, login) -> "NodeGroupProps":
-        return cls(name=LOGIN, instance_type=login.instance_type, min_count=login.count, max_count=login.count,
-                   efa=False, root_volume_gib=LOGIN_ROOT_VOLUME_GIB, queue=False)
-
-
 class PcsClusterStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, spec, network, storage, observability=None,
-                 **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, storage,
+                 observability=None, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.spec = spec
+        spec = model.spec
+        self.model = model
         self.observability = observability
         self.network = network
-        self.size = cluster_size(spec)
-        self.interface_mode = controlplanes.get("pcs").interface_mode
+        if model.pcs_size is None:
+            raise ValueError(f"{model.total_nodes} nodes exceed the largest AWS PCS cluster size")
+        self.size = model.pcs_size
         self.lustre = lustre_mount(spec, storage)
         self.cluster = SlurmCluster(
             self, "Cluster", name=spec.name, slurm_version=spec.orchestrator.version, size=self.size.name,
@@ -114,47 +86,45 @@ class PcsClusterStack(cdk.Stack):
 
         self.node_groups: dict[str, ComputeNodeGroup] = {}
         self.queues: dict[str, SlurmQueue] = {}
-        if spec.orchestrator.login.count:
-            self._add_node_group(NodeGroupProps.login(spec.orchestrator.login), Construct(self, "Login"))
-        for group in spec.node_groups:
-            self._add_node_group(NodeGroupProps.from_spec(group),
-                                 node_groups.node_group_stack(self, group.name, cluster_name=spec.name))
+        if model.login is not None:
+            self._add_node_group(model.login, Construct(self, "Login"))
+        for group in model.node_groups:
+            self._add_node_group(group, node_groups.node_group_stack(self, group.name, cluster_name=spec.name))
 
         cdk.CfnOutput(self, "ClusterId", value=self.cluster.cluster_id, description="AWS PCS cluster id")
-        if LOGIN in self.node_groups:
-            cdk.CfnOutput(self, "LoginNodeGroupId", value=self.node_groups[LOGIN].node_group_id,
+        if model.login is not None:
+            cdk.CfnOutput(self, "LoginNodeGroupId", value=self.node_groups[model.login.name].node_group_id,
                           description="compute node group of the login nodes")
         cdk.CfnOutput(self, "QueueNames", value=",".join(self.queues), description="Slurm partitions (PCS queues)")
 
-    def _metrics(self, props: NodeGroupProps) -> Optional[bootstrap.Metrics]:
+    def _metrics(self, group: NodeGroup) -> Optional[bootstrap.Metrics]:
         """What the node group's Prometheus agent needs (None without NAME-observability); the
         login nodes also count Slurm's node states."""
         if self.observability is None:
             return None
-        return bootstrap.Metrics(cluster=self.spec.name, remote_write_url=self.observability.remote_write_url,
-                                 region=self.region, slurm=props.name == LOGIN)
+        return bootstrap.Metrics(cluster=self.model.name, remote_write_url=self.observability.remote_write_url,
+                                 region=self.region, slurm=group.role == LOGIN)
 
-    def _add_node_group(self, props: NodeGroupProps, scope: Construct) -> None:
-        interfaces = efa_layout(props.instance, self.interface_mode, props.efa)
-        uses_efa = any(i.is_efa for i in interfaces)
+    def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
         template = NodeLaunchTemplate(
-            scope, "LaunchTemplate", interfaces=interfaces, subnet_id=self.network.gpu_subnet_id,
+            scope, "LaunchTemplate", interfaces=group.interfaces, subnet_id=self.network.gpu_subnet_id,
             security_group_ids=[self.network.node_security_group_id],
-            efa_security_group_id=self.network.efa_security_group_id if uses_efa else None,
-            root_volume_gib=props.root_volume_gib, instance_type=props.instance_type,
-            placement_group_name=node_groups.placement_group_name(scope, props, cluster_name=self.spec.name),
-            capacity=props.capacity, http_put_response_hop_limit=IMDS_HOP_LIMIT,
-            tags={**self.spec.tags, "fmcluster:cluster": self.spec.name, "fmcluster:node-group": props.name},
-            user_data=bootstrap.user_data(props.instance_type, efa=uses_efa, lustre=self.lustre,
-                                          metrics=self._metrics(props)))
-        group = ComputeNodeGroup(
-            scope, "NodeGroup", cluster_id=self.cluster.cluster_id, name=props.name,
-            instance_type=props.instance_type, subnet_ids=[self.network.gpu_subnet_id],
+            efa_security_group_id=self.network.efa_security_group_id if group.efa else None,
+            root_volume_gib=group.root_volume_gib, instance_type=group.instance_type,
+            placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.model.name),
+            capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
+            tags=self.model.instance_tags(group),
+            user_data=bootstrap.user_data(group.instance_type, efa=group.efa, lustre=self.lustre,
+                                          metrics=self._metrics(group)))
+        made = ComputeNodeGroup(
+            scope, "NodeGroup", cluster_id=self.cluster.cluster_id, name=group.name,
+            instance_type=group.instance_type, subnet_ids=[self.network.gpu_subnet_id],
             launch_template_id=template.launch_template_id,
             launch_template_version=template.latest_version_number,
-            instance_profile_arn=self.node_role.instance_profile_arn, min_count=props.min_count,
-            max_count=props.max_count, purchase_option=props.purchase_option, ami_id=props.ami_id or DEFAULT_AMI)
-        self.node_groups[props.name] = group
-        if props.queue:
-            self.queues[props.name] = SlurmQueue(scope, "Queue", cluster_id=self.cluster.cluster_id, name=props.name,
-                                                 node_group_ids=[group.node_group_id])
+            instance_profile_arn=self.node_role.instance_profile_arn, min_count=group.min_count,
+            max_count=group.max_count, purchase_option=PURCHASE_OPTIONS[group.capacity.type],
+            ami_id=group.ami_id or DEFAULT_AMI)
+        self.node_groups[group.name] = made
+        if group.role == COMPUTE:  # a queue (Slurm partition) per spec node group, none for the login nodes
+            self.queues[group.name] = SlurmQueue(scope, "Queue", cluster_id=self.cluster.cluster_id, name=group.name,
+                                                 node_group_ids=[made.node_group_id])

@@ -1,7 +1,7 @@
 """The NAME-storage stack: the cluster's S3 buckets, its FSx for Lustre file system and the links
 between them (data repository associations), and the KMS key when the spec asks for one.
 
-Everything stateful here is retained when the stack is deleted (app.py also turns on termination
+Everything stateful here is retained when the stack is deleted (the model turns on termination
 protection), so NAME-cluster can be torn down and rebuilt freely.
 """
 
@@ -13,6 +13,7 @@ from constructs import Construct
 from constructs_lib.buckets import RetainedKey, SecureBucket
 from constructs_lib.lustre import LustreFileSystem, allow_fsx_s3_access
 from fmcluster import naming
+from fmcluster.model import ClusterModel
 from fmcluster.spec import ClusterSpec, LustreSpec
 
 
@@ -32,8 +33,9 @@ class StorageStack(cdk.Stack):
                                   None without storage.lustre
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, network, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        spec = model.spec
         storage = spec.storage
         key = None
         self.kms_key_arn: str | None = None

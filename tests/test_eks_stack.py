@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster import kubernetes, loader
+from fmcluster.model import resolve
 from tests.nested import flatten, nested_templates
 from tests.specs import base_spec, to_yaml
 from tests.test_pcs_stack import (EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, _load, cluster,
@@ -464,7 +465,7 @@ def test_cluster_queue_gpu_quota_is_every_gpu_of_the_node_groups(templates):
     for key, gpus in (("main", 160), ("example", 64), ("bare", 0)):
         spec = specs()[key]
         documents = by_kind(manifest_documents(templates[key], "KueueQueues"))
-        assert gpu_quota(documents[("ClusterQueue", spec.name)]) == gpus == kubernetes.total_gpus(spec)
+        assert gpu_quota(documents[("ClusterQueue", spec.name)]) == gpus == kubernetes.total_gpus(resolve(spec))
 
 
 def test_flavor_per_node_group_cpu_first(main):

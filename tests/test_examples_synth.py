@@ -115,6 +115,83 @@ def test_every_node_script_runs_on_a_healthy_node(assembly, tmp_path):
             assert node.run("systemctl start slurmd.service", name="start.sh").returncode == 0
 
 
+def _by_type(outdir: Path, kind: str) -> list[dict]:
+    from fmcluster import assembly as cloud_assembly
+
+    return [r["Properties"] for t in cloud_assembly.load(outdir).values()
+            for r in t.body.get("Resources", {}).values() if r["Type"] == kind]
+
+
+def _launch_templates(outdir: Path) -> dict[str, dict]:
+    found = {}
+    for props in _by_type(outdir, "AWS::EC2::LaunchTemplate"):
+        data = props["LaunchTemplateData"]
+        tags = {t["Key"]: t["Value"] for s in data.get("TagSpecifications", []) for t in s["Tags"]}
+        found[tags["fmcluster:node-group"]] = data
+    return found
+
+
+def test_plan_and_templates_are_the_model(assembly):
+    """The plan's figures and the synthesized templates say what the resolved model says
+    (fmcluster.model): the stacks and their protection, each group's size, EFA interfaces,
+    placement, labels and taints, the PCS cluster size, the HyperPod controller."""
+    from constructs_lib.eks import TAINT_EFFECTS
+    from fmcluster import loader, plan
+    from fmcluster.model import resolve
+
+    spec_path, outdir = assembly
+    spec = loader.load(ROOT / spec_path).spec
+    m, report = resolve(spec), plan.build(spec)
+    manifest = json.loads((outdir / "manifest.json").read_text())["artifacts"]
+    protection = {name: a.get("properties", {}).get("terminationProtection", False) for name, a in manifest.items()
+                  if a["type"] == "aws:cloudformation:stack"}
+    assert {s.name: s.termination_protection for s in m.stacks} == protection
+    assert [(s.name, s.termination_protection) for s in report.stacks] == [(s.name, s.termination_protection)
+                                                                          for s in m.stacks]
+    for planned, group in zip(report.node_groups, m.node_groups, strict=True):
+        assert (planned.name, planned.min_count, planned.max_count, planned.efa) == (
+            group.name, group.min_count, group.max_count, group.efa)
+        assert planned.per_node.efa_interfaces == group.efa_interfaces
+        assert planned.at_max.gpus == group.gpus * group.max_count
+    assert report.control_plane.pcs_size == (m.pcs_size.name if m.pcs_size else None)
+    assert report.total.instances == sum(g.max_count for g in m.node_groups)
+
+    if m.control_plane.hyperpod:
+        (cluster,) = _by_type(outdir, "AWS::SageMaker::Cluster")
+        instance_groups = {g["InstanceGroupName"]: g for g in cluster["InstanceGroups"]}
+        for group in m.node_groups:
+            made = instance_groups.pop(group.name)
+            assert made["InstanceType"] == f"ml.{group.instance_type}" and made["InstanceCount"] == group.max_count
+            assert ("NetworkInterface" in made) == group.efa
+            if m.control_plane.scheduler == "kubernetes":
+                assert made["KubernetesConfig"]["Labels"] == dict(group.labels)
+        own = {g.name: g.instance_type for g in (m.controller, m.login) if g is not None and g.role != "system"}
+        assert {name: g["InstanceType"].removeprefix("ml.") for name, g in instance_groups.items()} == own
+    templates_of = _launch_templates(outdir)
+    if m.control_plane.type == "pcs":
+        (cluster,) = _by_type(outdir, "AWS::PCS::Cluster")
+        assert cluster["Size"] == m.pcs_size.name
+        scaling = {g["Name"]: g["ScalingConfiguration"] for g in _by_type(outdir, "AWS::PCS::ComputeNodeGroup")}
+        assert scaling == {g.name: {"MinInstanceCount": g.min_count, "MaxInstanceCount": g.max_count}
+                           for g in m.all_groups}
+    if m.control_plane.type == "eks":
+        groups = {g["Tags"]["fmcluster:node-group"]: g for g in _by_type(outdir, "AWS::EKS::Nodegroup")}
+        for group in m.all_groups:
+            made = groups[group.name]
+            assert (made["ScalingConfig"]["MinSize"], made["ScalingConfig"]["MaxSize"]) == (group.min_count,
+                                                                                            group.max_count)
+            assert made.get("Labels", {}) == dict(group.labels)
+            assert made.get("Taints", []) == [{"Key": t["key"], "Value": t["value"], "Effect": TAINT_EFFECTS[t["effect"]]}
+                                              for t in group.taints]
+    if not m.control_plane.hyperpod:
+        placement_groups = len(_by_type(outdir, "AWS::EC2::PlacementGroup"))
+        assert placement_groups == sum(g.placement.create for g in m.node_groups)
+        for group in m.all_groups:
+            interfaces = templates_of[group.name]["NetworkInterfaces"]
+            assert [(i["NetworkCardIndex"], i["DeviceIndex"], i.get("InterfaceType", "interface"))
+                    for i in interfaces] == [tuple(i) for i in group.interfaces]
+
+
 def test_stateful_resources_only_in_storage(assembly):
     """Buckets, file systems and keys live in NAME-storage. One exception: the key of the alert
     topic in NAME-observability encrypts notifications in flight only (nothing at rest outlives

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from fmcluster.model import resolve
 from fmcluster import lifecycle, loader
 from tests.specs import base_spec, to_yaml
 from tests.test_pcs_stack import EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, new_app, resources
@@ -89,7 +90,7 @@ def assembly(tmp_path_factory):
     outdir = tmp_path_factory.mktemp("hyperpod") / "cdk.out"
     app = new_app(outdir)
     stacks = {key: build(app, spec) for key, spec in specs().items()}
-    stacks["network"] = NetworkStack(app, "hp-main-network", spec=specs()["main"],
+    stacks["network"] = NetworkStack(app, "hp-main-network", model=resolve(specs()["main"]),
                                      env=cdk.Environment(region="us-east-1"))
     app.synth()
     return outdir, stacks
@@ -452,10 +453,9 @@ def test_node_groups_are_instance_groups_not_managed_node_groups(eks):
 def test_kubernetes_labels_and_taints_of_the_eks_plane(eks):
     from fmcluster import kubernetes
 
-    spec = specs()["eks"]
-    for group in spec.node_groups:
+    for group in resolve(specs()["eks"]).node_groups:
         config = groups(eks)[group.name]["KubernetesConfig"]
-        assert config["Labels"] == kubernetes.node_labels(group, kubernetes_mode())
+        assert config["Labels"] == dict(group.labels)
         assert config["Taints"] == [{"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NoSchedule"}]
     assert groups(eks)["train"]["KubernetesConfig"]["Labels"]["team"] == "pretraining"
 

@@ -5,6 +5,7 @@ import email
 import pytest
 
 from fmcluster import catalog, kubernetes
+from fmcluster.model import resolve
 from fmcluster.efa import InterfaceMode
 from tests.specs import base_spec, validated, with_
 
@@ -35,24 +36,6 @@ def test_label_keys(key, ok):
     assert (kubernetes.label_key_problem(key) is None) is ok
 
 
-def test_gpu_efa_group_labels_and_taint():
-    g = group("p5.48xlarge", labels={"team": "a"})
-    assert kubernetes.node_labels(g, EKS) == {
-        "team": "a", "fmcluster.dev/node-group": "g", "nvidia.com/gpu.present": "true",
-        "vpc.amazonaws.com/efa.present": "true"}
-    assert kubernetes.node_taints(g) == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
-    assert kubernetes.efa_interfaces(g, EKS) == 32
-
-
-def test_gpu_group_without_efa_and_cpu_group():
-    assert kubernetes.node_labels(group("p5.48xlarge", efa=False), EKS) == {
-        "fmcluster.dev/node-group": "g", "nvidia.com/gpu.present": "true"}
-    cpu = group("c7i.8xlarge")
-    assert kubernetes.node_labels(cpu, EKS) == {"fmcluster.dev/node-group": "g"}
-    assert kubernetes.node_taints(cpu) == []
-    assert kubernetes.efa_interfaces(group("c7i.48xlarge"), EKS) == 1  # a CPU type with one EFA
-
-
 def test_node_user_data_raid0():
     cpu = catalog.get("m7i.2xlarge")  # no GPU to check, no metrics: the NodeConfig alone
     text = kubernetes.node_user_data(cpu, raid0=True)
@@ -77,8 +60,8 @@ def test_service_cidr_never_overlaps_the_vpc(vpc, service):
 
 
 def test_flavor_quotas_and_total_gpus():
-    model = eks_spec([{"name": "gpu", "instance_type": "p5en.48xlarge", "min_count": 0, "max_count": 4},
-                      {"name": "cpu", "instance_type": "m7i.4xlarge", "count": 3}])
+    model = resolve(eks_spec([{"name": "gpu", "instance_type": "p5en.48xlarge", "min_count": 0, "max_count": 4},
+                              {"name": "cpu", "instance_type": "m7i.4xlarge", "count": 3}]))
     quotas = kubernetes.flavor_quotas(model)
     assert [q.name for q in quotas] == ["cpu", "gpu"]  # CPU first
     gpu = quotas[1]

@@ -18,6 +18,7 @@ import pytest
 import aws_cdk as cdk
 from aws_cdk.assertions import Match, Template
 
+from fmcluster.model import resolve
 from fmcluster import loader, network_plan
 from stacks.app import environment
 from stacks.network import NetworkStack
@@ -90,7 +91,7 @@ VARIANTS = {  # stack id -> spec; ids differ, cluster names (and so every Name t
 
 def synth(outdir: Path, specs: dict) -> SimpleNamespace:
     app = cdk.App(outdir=str(outdir), builtin_cloud_formation_validation=False)
-    stacks = {sid: NetworkStack(app, sid, spec=spec, env=environment(spec)) for sid, spec in specs.items()}
+    stacks = {sid: NetworkStack(app, sid, model=resolve(spec), env=environment(spec)) for sid, spec in specs.items()}
     assembly = app.synth()
     files = {sid: Path(assembly.get_stack_by_name(s.stack_name).template_full_path) for sid, s in stacks.items()}
     templates = {sid: json.loads(f.read_text()) for sid, f in files.items()}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from fmcluster.model import resolve
 from fmcluster import loader, observability
 from tests.specs import base_spec, to_yaml
 
@@ -52,7 +53,7 @@ def synthesized(tmp_path_factory):
     stacks = {}
     for key, spec in specs().items():
         storage = types.SimpleNamespace(file_system_id=FS_ID if spec.storage.lustre else None)
-        stacks[key] = (spec, ObservabilityStack(app, f"{spec.name}-observability", spec=spec,
+        stacks[key] = (spec, ObservabilityStack(app, f"{spec.name}-observability", model=resolve(spec),
                                                 network=types.SimpleNamespace(nat_gateway_id=NAT), storage=storage,
                                                 env=cdk.Environment(region=spec.region)))
     app.synth()

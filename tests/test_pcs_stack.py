@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from fmcluster.model import resolve
 from fmcluster import bootstrap, loader
 from tests.nested import flatten, nested_templates
 from tests.specs import base_spec, to_yaml
@@ -93,7 +94,7 @@ def cluster(app, spec, *, stack_id: str | None = None, observability=None):
 
     from stacks.cluster import cluster_stack
 
-    return cluster_stack(app, stack_id or f"{spec.name}-cluster", spec=spec, network=network(),
+    return cluster_stack(app, stack_id or f"{spec.name}-cluster", model=resolve(spec), network=network(),
                          storage=storage(spec, KMS_KEY if spec.storage.kms else None),
                          env=cdk.Environment(region=spec.region), observability=observability)
 
@@ -335,13 +336,9 @@ def test_cluster_size_from_node_count(templates, key, size):
 
 
 def test_cluster_size_counts_maximum_nodes_and_login():
-    from stacks.pcs import cluster_size
-
-    loaded = specs()
-    counts = {key: sum(g.max_nodes for g in loaded[key].node_groups) + loaded[key].orchestrator.login.count
-              for key in ("p5-pcs", "main", "large")}
-    assert counts == {"p5-pcs": 17, "main": 100, "large": 1000}
-    assert [cluster_size(loaded[key]).name for key in counts] == ["SMALL", "MEDIUM", "LARGE"]
+    loaded = {key: resolve(specs()[key]) for key in ("p5-pcs", "main", "large")}
+    assert {key: m.total_nodes for key, m in loaded.items()} == {"p5-pcs": 17, "main": 100, "large": 1000}
+    assert [m.pcs_size.name for m in loaded.values()] == ["SMALL", "MEDIUM", "LARGE"]
 
 
 def test_cluster_scheduler_and_networking(main):

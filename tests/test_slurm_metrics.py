@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fmcluster.model import resolve
 from fmcluster import bootstrap
 from tests.test_bootstrap import FSX, assert_shellcheck_clean
 
@@ -164,7 +165,7 @@ def test_pcs_node_role_and_user_data(with_observability):
     app = new_app()
     observability = types.SimpleNamespace(
         workspace_arn="arn:aws:aps:us-east-1:111122223333:workspace/ws-0123", remote_write_url=URL)
-    stack = PcsClusterStack(app, "obs-cluster", spec=spec, network=network(), storage=storage(spec),
+    stack = PcsClusterStack(app, "obs-cluster", model=resolve(spec), network=network(), storage=storage(spec),
                             env=cdk.Environment(region=spec.region),
                             observability=observability if with_observability else None)
     from tests.nested import flatten

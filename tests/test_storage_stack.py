@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
+from fmcluster.model import resolve
 from fmcluster import loader
 from fmcluster.spec import ClusterSpec
 
@@ -100,7 +101,7 @@ def synthesize(spec: ClusterSpec, outdir: Path, *, moto: bool = False) -> Synth:
 
     app = new_app(outdir)
     synthesizer = cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False) if moto else None
-    stack = StorageStack(app, f"{spec.name}-storage", spec=spec, network=network_stand_in(),
+    stack = StorageStack(app, f"{spec.name}-storage", model=resolve(spec), network=network_stand_in(),
                          env=environment(spec), synthesizer=synthesizer, termination_protection=True)
     artifact = app.synth().get_stack_by_name(stack.stack_name)
     return Synth(stack, outdir / artifact.template_file)

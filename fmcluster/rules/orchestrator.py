@@ -39,7 +39,7 @@ def _other_az(spec) -> str:
 def pcs_size_limit(spec):
     if spec.orchestrator.type != "pcs":
         return
-    nodes = sum(g.max_nodes for g in spec.node_groups) + spec.orchestrator.login.count
+    nodes = controlplanes.managed_nodes(spec)
     largest = controlplanes.PCS_SIZES[-1]
     if controlplanes.pcs_size_for(nodes) is None:
         yield error(("node_groups",), f"{nodes} nodes exceed the largest PCS cluster ({largest.max_nodes} instances)",
