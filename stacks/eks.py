@@ -36,7 +36,7 @@ always selected explicitly by id.
 
 Logical IDs derive from node-group names, never list positions.
 
-Inputs (duck-typed; see DESIGN.md): `network.vpc_id`, `network.private_subnet_ids` (GPU AZ
+Inputs (stacks/refs.py): `network.vpc_id`, `network.private_subnet_ids` (GPU AZ
 first), `network.gpu_subnet_id`, `network.efa_security_group_id`,
 `network.node_security_group_id`; `storage.bucket_arns`,
 `storage.kms_key_arn`, `storage.file_system_id`, `storage.file_system_dns_name`,
@@ -63,6 +63,7 @@ from fmcluster import kubernetes
 from fmcluster import observability as observability_content
 from fmcluster.model import SYSTEM, ClusterModel, NodeGroup
 from stacks import node_groups
+from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
 CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
@@ -98,8 +99,8 @@ def ami_type(group: NodeGroup) -> Optional[str]:
 
 
 class EksClusterStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, storage,
-                 observability=None, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         spec = model.spec
         self.model = model

@@ -33,7 +33,7 @@ What it builds from the spec, with the network and storage stacks' outputs:
 
 Instance groups and their constructs are named after node groups, never list positions.
 
-Inputs (duck-typed, see DESIGN.md): `network.vpc_id`, `network.gpu_subnet_id`,
+Inputs (stacks/refs.py): `network.vpc_id`, `network.gpu_subnet_id`,
 `network.node_security_group_id`, `network.efa_security_group_id`; `storage.bucket_arns`,
 `storage.kms_key_arn`, `storage.file_system_dns_name`, `storage.file_system_mount_name`.
 
@@ -58,6 +58,7 @@ from fmcluster.model import COMPUTE as COMPUTE_ROLE
 from fmcluster.model import CONTROLLER as CONTROLLER_ROLE
 from fmcluster.model import LOGIN as LOGIN_ROLE
 from fmcluster.model import ClusterModel, NodeGroup
+from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The Slurm node type of each of the model's groups (fmcluster.model roles).
 SLURM_NODE_TYPES = {CONTROLLER_ROLE: CONTROLLER, LOGIN_ROLE: LOGIN, COMPUTE_ROLE: COMPUTE}
@@ -82,7 +83,8 @@ class HyperPodGroups(Construct):
     EFA-enabled file system through HyperPod (the role may describe file systems)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, groups: Sequence[InstanceGroup], efa: dict[str, bool],
-                 network, storage, subnet_ids: Sequence[str], security_group_ids: Sequence[str],
+                 network: NetworkRefs, storage: StorageRefs, subnet_ids: Sequence[str],
+                 security_group_ids: Sequence[str],
                  eks_cluster_arn: Optional[str] = None, description: str,
                  hooks: Optional[Mapping[str, Mapping[str, str]]] = None, workspace_arn: Optional[str] = None,
                  metrics_parameter_arn: Optional[str] = None,
@@ -146,8 +148,8 @@ def metrics_parameter_name(cluster: str) -> str:
 
 
 class HyperPodSlurmStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, storage,
-                 observability=None, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         spec = model.spec
         self.model = model

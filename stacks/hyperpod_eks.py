@@ -27,7 +27,7 @@ instance groups of an `AWS::SageMaker::Cluster` whose orchestrator is the EKS cl
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_sagemaker as sagemaker
@@ -40,14 +40,15 @@ from fmcluster.controlplanes import SPOT
 from fmcluster.model import ClusterModel
 from stacks.eks import EksClusterStack
 from stacks.hyperpod import HyperPodGroups, compute_group, provisioning_mode
+from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The chart's EFA device plugin tolerates only its own taints; GPU nodes carry nvidia.com/gpu.
 EFA_PLUGIN_TOLERATIONS = [{"operator": "Exists"}]
 
 
 class HyperPodEksStack(EksClusterStack):
-    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, storage,
-                 observability=None, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, model=model, network=network, storage=storage,
                          observability=observability, **kwargs)
         spec = model.spec

@@ -7,7 +7,7 @@ source is the Prometheus workspace, so Grafana brings the workspace with it). It
 NAME-cluster, whose collectors remote-write to the workspace (`workspace_arn`,
 `remote_write_url`) with the node role's `aps:RemoteWrite` on this workspace only.
 
-Inputs (duck-typed): `network.nat_gateway_id`; `storage.file_system_id` (None without Lustre).
+Inputs (stacks/refs.py): `network.nat_gateway_id`; `storage.file_system_id` (None without Lustre).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from constructs_lib.observability import AlertTopic, PrometheusWorkspace
 from constructs_lib.observability_cloudwatch import ClusterAlarms
 from fmcluster import observability
 from fmcluster.model import ClusterModel
+from stacks.refs import NetworkRefs, StorageRefs
 
 
 def rule_namespaces(cluster: str) -> dict[str, str]:
@@ -32,8 +33,8 @@ class ObservabilityStack(cdk.Stack):
     """Attributes: workspace_arn, workspace_id, remote_write_url, alert_topic_arn, grafana_url
     (None without Grafana)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, storage,
-                 **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 storage: StorageRefs, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         spec = model.spec
         obs = spec.observability

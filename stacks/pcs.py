@@ -16,7 +16,7 @@ What it builds from the model (fmcluster.model), with the network and storage st
 Logical IDs derive from node-group names, never list positions: adding, removing or reordering
 a group leaves the others' resources and nested stacks alone.
 
-Inputs (duck-typed; see DESIGN.md): `network.gpu_subnet_id`, `network.node_security_group_id`,
+Inputs (stacks/refs.py): `network.gpu_subnet_id`, `network.node_security_group_id`,
 `network.efa_security_group_id`; `storage.bucket_arns`, `storage.kms_key_arn`,
 `storage.file_system_dns_name`, `storage.file_system_mount_name` (None without Lustre).
 """
@@ -34,6 +34,7 @@ from constructs_lib.pcs import ComputeNodeGroup, SlurmCluster, SlurmQueue
 from fmcluster import bootstrap
 from fmcluster.model import COMPUTE, LOGIN, ClusterModel, NodeGroup
 from stacks import node_groups
+from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The PCS-ready Deep Learning AMI (Ubuntu 24.04): NVIDIA driver, CUDA, EFA, Lustre client, PCS
 # agent and Slurm. A CloudFormation dynamic reference, resolved at deploy time (no lookup at
@@ -63,8 +64,8 @@ def lustre_mount(spec, storage) -> Optional[bootstrap.LustreMount]:
 
 
 class PcsClusterStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, storage,
-                 observability=None, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         spec = model.spec
         self.model = model

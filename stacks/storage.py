@@ -15,6 +15,7 @@ from constructs_lib.lustre import LustreFileSystem, allow_fsx_s3_access
 from fmcluster import naming
 from fmcluster.model import ClusterModel
 from fmcluster.spec import ClusterSpec, LustreSpec
+from stacks.refs import NetworkRefs
 
 
 class StorageStack(cdk.Stack):
@@ -33,7 +34,7 @@ class StorageStack(cdk.Stack):
                                   None without storage.lustre
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs, **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         spec = model.spec
         storage = spec.storage
@@ -66,7 +67,7 @@ class StorageStack(cdk.Stack):
         if storage.lustre:
             self._lustre(spec, storage.lustre, network, key)
 
-    def _lustre(self, spec: ClusterSpec, fs: LustreSpec, network, key) -> None:
+    def _lustre(self, spec: ClusterSpec, fs: LustreSpec, network: NetworkRefs, key) -> None:
         lustre = LustreFileSystem(
             self, "Lustre",
             vpc_id=network.vpc_id,
