@@ -34,7 +34,8 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 # environment override them. (No Node end-of-life banner to silence: the pinned Node is supported.)
 #  - the CLI's "newer version available" check (only made when stdout is a terminal).
 export CDK_DISABLE_VERSION_CHECK ?= true
-#  - the CLI's anonymous usage telemetry ("true" or "1"). Notices are off in cdk.json ("notices": false).
+#  - the CLI's anonymous usage telemetry ("true" or "1"); cdk.json turns it off as well
+#    ("cli-telemetry": false), for runs outside make. Notices are off in cdk.json ("notices": false).
 export CDK_DISABLE_CLI_TELEMETRY ?= true
 #  - no AWS credentials are needed to synth or test: do not let the AWS SDKs probe the
 #    EC2 instance metadata service for them.

@@ -48,8 +48,7 @@ def cdk_cli_version() -> str:
 
 def synth_commands(pipeline_file: str) -> list[str]:
     """The synth step: the whole test suite, then the cloud assembly of this pipeline app."""
-    return ["make test",
-            f'PATH="$PWD/.venv/bin:$PATH" npx --no -- cdk synth -q -c nag=true -c pipeline={pipeline_file}']
+    return ["make test", f"npx --no -- cdk synth -q -c nag=true -c pipeline={pipeline_file}"]
 
 
 def diff_commands(deployment: Deployment) -> list[str]:

@@ -248,8 +248,7 @@ def test_synth_runs_the_tests_then_synthesizes_this_pipeline(template, code_pipe
     (synth,) = actions(code_pipeline, "Build")
     spec = buildspec(template, synth)
     assert commands(spec) == [
-        "make test",
-        'PATH="$PWD/.venv/bin:$PATH" npx --no -- cdk synth -q -c nag=true -c pipeline=examples/pipeline/pipeline.yaml']
+        "make test", "npx --no -- cdk synth -q -c nag=true -c pipeline=examples/pipeline/pipeline.yaml"]
     assert spec["artifacts"]["base-directory"] == "cdk.out"
     # the Node.js LTS of .nvmrc (and of package.json's pinned `node`), which standard:7.0 offers
     assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "24"}
