@@ -78,6 +78,7 @@ $(NODE_STAMP): package.json package-lock.json .nvmrc
 	@PATH="$(SYSTEM_PATH)"; command -v npm >/dev/null 2>&1 || { \
 	  echo "make install: npm not found. Install Node.js $(NODE_MAJOR) LTS with npm (nvm: \`nvm install\`, which reads .nvmrc), then run make install again." >&2; \
 	  exit 1; }
+	@echo "npm ci --no-audit --no-fund --loglevel=error"; \
 	PATH="$(SYSTEM_PATH)" npm ci --no-audit --no-fund --loglevel=error || { \
 	  echo "make install: npm ci failed. With Node.js $(NODE_MAJOR) LTS and its npm first on PATH (nvm: \`nvm install\`, which reads .nvmrc), run make install again." >&2; \
 	  exit 1; }
