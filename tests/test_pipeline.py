@@ -170,7 +170,7 @@ def test_cdk_app_refuses_an_invalid_pipeline_file(tmp_path):
     path = tmp_path / "pipeline.yaml"
     path.write_text(GOOD.replace("us-east-1\nsource", "us-east-1a\nsource"))
     env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"pipeline": str(path)}),
-           "CDK_OUTDIR": str(tmp_path / "out"), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+           "CDK_OUTDIR": str(tmp_path / "out")}
     result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 2, result.stderr
     assert f"{path}:3:9: error: region: 'us-east-1a' is an Availability Zone name" in result.stderr
@@ -248,10 +248,11 @@ def test_synth_runs_the_tests_then_synthesizes_this_pipeline(template, code_pipe
     (synth,) = actions(code_pipeline, "Build")
     spec = buildspec(template, synth)
     assert commands(spec) == [
-        "make test",
-        'PATH="$PWD/.venv/bin:$PATH" npx --no -- cdk synth -q -c nag=true -c pipeline=examples/pipeline/pipeline.yaml']
+        "make test", "npx --no -- cdk synth -q -c nag=true -c pipeline=examples/pipeline/pipeline.yaml"]
     assert spec["artifacts"]["base-directory"] == "cdk.out"
-    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "20"}
+    # the Node.js LTS of .nvmrc (and of package.json's pinned `node`), which standard:7.0 offers
+    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "24"}
+    assert (ROOT / ".nvmrc").read_text().strip() == "24"
     project = template["Resources"][synth["Configuration"]["ProjectName"]["Ref"]]["Properties"]
     assert project["Environment"]["Image"] == "aws/codebuild/standard:7.0"
 
@@ -549,6 +550,24 @@ def test_actions_pinned_to_versions(workflow):
     for job in workflow["jobs"].values():
         for action in uses(job):
             assert re.fullmatch(r"[\w.-]+/[\w.-]+@v\d+\.\d+\.\d+", action), action
+
+
+# The first major version of each action that runs on Node 24 (`runs.using: node24` in its
+# action.yml); the majors before run on Node 20, which is past end of life.
+NODE24_MAJOR = {"actions/checkout": 5, "actions/setup-python": 6, "actions/setup-node": 5,
+                "actions/upload-artifact": 6, "aws-actions/configure-aws-credentials": 6}
+
+
+def test_workflow_runs_on_the_node_lts_of_nvmrc(workflow):
+    """setup-node installs the Node.js that .nvmrc names (the major of package.json's pinned `node`),
+    and every action runs on Node 24 itself."""
+    for job in workflow["jobs"].values():
+        (setup,) = [s for s in job["steps"] if s.get("uses", "").startswith("actions/setup-node@")]
+        assert setup["with"]["node-version-file"] == ".nvmrc" and "node-version" not in setup["with"]
+        for action in uses(job):
+            name, version = action.split("@")
+            assert int(version.lstrip("v").split(".")[0]) >= NODE24_MAJOR[name], action
+    assert "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION" not in WORKFLOW.read_text()
 
 
 def test_review_job_validates_synthesizes_diffs_and_publishes_the_plan(workflow):
