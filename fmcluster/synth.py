@@ -83,10 +83,16 @@ def load_specs(paths: Iterable[str]) -> tuple[Optional[list[ClusterSpec]], list[
     return specs, diagnostics
 
 
+PROJECT_NODE = REPO_ROOT / "node_modules" / ".bin" / "node"  # the pinned Node.js LTS (package.json)
+
+
 def run_app(context: Mapping[str, Any], outdir: str) -> int:
-    """Run the CDK app with cdk.json's context and `context`, into `outdir`: its exit code."""
+    """Run the CDK app with cdk.json's context and `context`, into `outdir`: its exit code. jsii
+    runs on the project's pinned Node.js (JSII_NODE) unless the caller names one."""
     env = {**os.environ, "CDK_OUTDIR": str(outdir),
            "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json()), **context})}
+    if "JSII_NODE" not in env and PROJECT_NODE.exists():
+        env["JSII_NODE"] = str(PROJECT_NODE)
     return subprocess.run([sys.executable, "-m", APP_MODULE], env=env).returncode
 
 
