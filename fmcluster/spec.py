@@ -51,13 +51,20 @@ def _az_id(value: str) -> str:
 
 
 def _region(value: str) -> str:
-    if value in regions.AZ_ID_PREFIX:
+    if regions.is_supported(value):
         return value
+    if value in regions.region_names():
+        raise _fail("region", f"fmcluster cannot name the Availability Zone IDs of region '{value}' "
+                              f"(partition {regions.partition(value)})",
+                    "its name does not follow AWS's rule for AZ ID prefixes (us-east-1: use1); add the "
+                    "prefix that `aws ec2 describe-availability-zones` shows as ZoneId to "
+                    "fmcluster.regions.AZ_ID_PREFIX_EXCEPTIONS")
     if re.match(regions.AZ_NAME, value):
         raise _fail("region", f"'{value}' is an Availability Zone name, not a region",
                     f"a region has no zone letter: {value[:-1]}")
+    supported = [r for r in regions.region_names() if regions.is_supported(r)]
     raise _fail("region", f"'{value}' is not an AWS region fmcluster knows",
-                "known regions: " + ", ".join(sorted(regions.AZ_ID_PREFIX)))
+                "known regions (botocore's list: a newer botocore knows newer regions): " + ", ".join(supported))
 
 
 def _cidr(value: str) -> str:
