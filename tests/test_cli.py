@@ -115,10 +115,23 @@ def test_schema_is_json_schema_of_the_spec(capsys):
     assert "throughput_per_tib" in schema["$defs"]["LustreSpec"]["properties"]
 
 
+def test_schema_describes_every_field(capsys):
+    """Each model and each field carries its documentation (`Field(description=...)`), which
+    editors show from the schema."""
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    models = {"ClusterSpec": schema, **schema["$defs"]}
+    undocumented = [name for name, model in models.items() if not model.get("description")]
+    undocumented += [f"{name}.{field}" for name, model in models.items()
+                     for field, prop in model.get("properties", {}).items() if not prop.get("description")]
+    assert undocumented == []
+
+
 def test_published_schema_file_is_current(capsys):
     """docs/cluster-spec.schema.json (used by editors) matches `fmcluster schema`."""
     main(["schema"])
-    assert json.loads(capsys.readouterr().out) == json.loads((ROOT / "docs/cluster-spec.schema.json").read_text())
+    assert json.loads(capsys.readouterr().out) == json.loads((ROOT / "docs/cluster-spec.schema.json").read_text()), \
+        "regenerate it: python -m fmcluster schema > docs/cluster-spec.schema.json"
 
 
 def test_examples_validate_against_published_schema():
