@@ -19,8 +19,6 @@ from pydantic_core import PydanticCustomError
 
 from fmcluster import catalog, controlplanes, fsx, regions
 
-SPEC_VERSION = "v1"
-
 
 def _fail(kind: str, message: str, hint: str | None = None) -> PydanticCustomError:
     return PydanticCustomError(kind, message, {"hint": hint} if hint else None)
