@@ -1,9 +1,10 @@
-"""`make bench`: every speed target of issue 9, measured in one run on this machine.
+"""`make bench`: every speed target (issues 9 and 14), measured in one run on this machine.
 
     python bench/run.py [--quick]
 
 Runs bench/validate.py, bench/synth.py and (unless --quick) bench/make_test.py, prints each
-target with its measured value and whether it is met, and writes bench/results/summary.json.
+target with its measured value and whether it is met, writes bench/results/summary.json and
+puts the table of figures in the README (after --quick, with the last full run's `make test`).
 Exits 1 when a target is missed: the benchmark is the speed gate (the tests assert no timings).
 """
 
@@ -13,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +25,7 @@ import make_test  # noqa: E402
 import synth  # noqa: E402
 import table  # noqa: E402
 import validate  # noqa: E402
-from common import RESULTS, exit_code, report  # noqa: E402
+from common import RESULTS, ROOT, exit_code, report  # noqa: E402
 
 
 def main() -> int:
@@ -37,12 +39,14 @@ def main() -> int:
     for name, figures in parts.items():
         report(figures, name)
     targets = [t for figures in parts.values() for t in figures["targets"]]
-    summary = {"when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), "machine": platform.machine(),
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    summary = {"when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), "commit": commit,
+               "machine": platform.machine(),
                "cpus": os.cpu_count(), "python": platform.python_version(), "targets": targets,
                "all_targets_met": exit_code(targets) == 0}
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if not args.quick:  # a full run: the README quotes these figures
-        table.write()
+    table.write()  # the README quotes these figures (after --quick, make test's are the last full run's)
     print()
     for t in targets:
         print(f"{'met ' if t['met'] else 'MISS'}  {t['measured']:>7} <= {t['limit']:<5} {t['what']}")

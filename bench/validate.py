@@ -1,10 +1,17 @@
-"""How long `fmcluster validate` takes, against the floor of importing pydantic and yaml.
+"""How long `fmcluster validate` takes, and the floor of importing pydantic and yaml.
 
     python bench/validate.py [--runs N]
 
-Target (issue 9): validating an example takes at most 2x `python -c "import pydantic, yaml"`.
-Also shows validating every example in one process, and the in-process cost per spec once the
-imports are paid. Writes bench/results/validate.json.
+Target (issue 14, replacing issue 9's "at most 2x `python -c "import pydantic, yaml"`"): validate
+stays well under the time of a human keystroke, in ordinary Python (argparse for every command,
+pydantic as it comes, no work skipped at exit). The limit, LIMIT_S, is on the wall-time median of
+`fmcluster validate` of one example in fresh processes. Why 0.5 s: keystrokes come 0.2 to 0.3 s
+apart at 40 to 60 words a minute, and importing pydantic and yaml alone takes 0.1 to 0.2 s on
+the machines measured here, so the floor already spends most of one keystroke; half a second is
+still well inside the one second within which a response keeps a person's flow (Nielsen's limits:
+0.1 s feels instant, 1 s keeps the flow), and leaves room for a loaded machine. The ratio to the
+import floor is kept as a figure, not a target. Also shows validating every example in one process,
+and the in-process cost per spec once the imports are paid. Writes bench/results/validate.json.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from common import exit_code, medians, report, target  # noqa: E402
 
-LIMIT = 2.0
+LIMIT_S = 0.5
 RUNS = 21
 
 
@@ -44,8 +51,8 @@ def measure(runs: int) -> dict:
         "validate_one_example": times["one"] | {"spec": examples[0]},
         "validate_every_example": times["every"] | {"specs": len(examples)},
         "in_process_per_spec_ms": round(per_spec * 1000, 3),
-        "targets": [target(times["one"]["wall_s"] / times["floor"]["wall_s"], LIMIT,
-                           "fmcluster validate / import pydantic, yaml (wall, medians)")],
+        "over_import_floor": round(times["one"]["wall_s"] / times["floor"]["wall_s"], 2),
+        "targets": [target(times["one"]["wall_s"], LIMIT_S, "fmcluster validate of an example (seconds, wall median)")],
     }
 
 

@@ -1,17 +1,13 @@
 """The `fmcluster` command line. Exit codes: 0 success, 1 a check or guard failed, 2 the spec
 or the command line is invalid. Heavy modules (aws_cdk, boto3) are imported only by the
-commands that need them, and argparse only when the command line is more than `validate SPEC...`."""
+commands that need them."""
 
 from __future__ import annotations
 
-import os
+import argparse
 import sys
-from typing import TYPE_CHECKING
 
 from fmcluster import __version__
-
-if TYPE_CHECKING:
-    import argparse
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_INVALID = 0, 1, 2
 
@@ -73,8 +69,6 @@ def _load_valid(path: str):
 
 
 def _positive_number(text: str) -> float:
-    import argparse  # already imported: argparse calls this
-
     try:
         value = float(text)
     except ValueError:
@@ -86,7 +80,6 @@ def _positive_number(text: str) -> float:
 
 def _window(text: str):
     """START/END, two ISO 8601 times (UTC unless they say otherwise)."""
-    import argparse  # already imported: argparse calls this
     from datetime import datetime, timezone
 
     try:
@@ -204,104 +197,26 @@ COMMANDS = {
 }
 
 
-def _terminal_columns() -> int:
-    """COLUMNS, else the width of the terminal on stdout, else 80 (as shutil.get_terminal_size)."""
-    try:
-        return int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        pass
-    try:
-        return os.get_terminal_size(sys.__stdout__.fileno()).columns
-    except (AttributeError, ValueError, OSError):
-        return 80
-
-
-def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
-    """The command line. Given the arguments, only the named command's parser is built (the
-    others cost time and are not needed); without a known command, all of them, for the help
-    and the error that lists them."""
-    import argparse
-    import functools
-
-    # argparse's formatter, told the terminal width up front: argparse makes a formatter for
-    # every argument it adds and, without a width, imports shutil (and with it zlib, bz2 and
-    # lzma) to ask for it, a cost paid on every run for help that is rarely printed.
-    help_formatter = functools.partial(argparse.HelpFormatter, width=_terminal_columns() - 2)  # argparse's margin
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fmcluster", description="Validate, review and synthesize GPU cluster specs for AWS.",
-        formatter_class=help_formatter)
+        prog="fmcluster", description="Validate, review and synthesize GPU cluster specs for AWS.")
     parser.add_argument("--version", action="version", version=f"fmcluster {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    wanted = argv[0] if argv and argv[0] in COMMANDS else None
     for name, (help_text, add_arguments) in COMMANDS.items():
-        if wanted in (None, name):
-            add_arguments(sub.add_parser(name, help=help_text, formatter_class=help_formatter))
+        add_arguments(sub.add_parser(name, help=help_text))
     return parser
-
-
-def plain_validate(argv: list[str]):
-    """The arguments of `validate SPEC...` with no option (as an editor or a pre-commit hook
-    runs it), read without argparse: importing argparse (with gettext and locale) and building
-    its parser take about 8 ms, a sixth of what `fmcluster validate` costs beyond pydantic. None
-    for any other command line, which argparse reads (options, help and errors alike)."""
-    specs = argv[1:]
-    if argv[:1] != ["validate"] or not specs or any(arg.startswith("-") for arg in specs):
-        return None
-    import types
-
-    return types.SimpleNamespace(command="validate", specs=specs, format="text", func=cmd_validate)
-
-
-PLUGINS_OFF = ("__all__", "1", "true")  # the PYDANTIC_DISABLE_PLUGINS values that turn every plugin off
-
-
-def no_pydantic_plugins() -> None:
-    """Turn pydantic's plugins off: fmcluster uses none (a caller's own setting wins).
-
-    pydantic looks for plugins through importlib.metadata when the first model is built; with
-    plugins off its loader returns none, but importing it still imports importlib.metadata, the
-    biggest single cost of `fmcluster validate` after pydantic itself. So, with plugins off and
-    the loader not yet imported, an equivalent one that finds no plugins takes its place
-    (tests/test_cli.py holds it to pydantic's own behaviour)."""
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-    name = "pydantic.plugin._loader"
-    if os.environ["PYDANTIC_DISABLE_PLUGINS"] in PLUGINS_OFF and name not in sys.modules:
-        import types
-
-        loader = types.ModuleType(name, "fmcluster: no pydantic plugins (PYDANTIC_DISABLE_PLUGINS is set)")
-        loader.get_plugins = lambda: ()
-        sys.modules[name] = loader
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run a command line; without `argv`, that of this process (the `fmcluster` program and
-    `python -m fmcluster`), which then ends when this returns."""
-    no_pydantic_plugins()
-    whole_process = argv is None
-    argv = sys.argv[1:] if argv is None else argv
-    args = plain_validate(argv) or build_parser(argv).parse_args(argv)
+    `python -m fmcluster`)."""
+    args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except BrokenPipeError:  # `fmcluster schema | head`
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
-    finally:
-        if whole_process and args.command == "validate":
-            _leave_the_heap_to_exit()
-
-
-def _leave_the_heap_to_exit() -> None:
-    """Exclude every object alive now from garbage collection. As it shuts down, Python collects
-    garbage, and once it has dropped the modules that is the whole heap, pydantic's schemas and
-    validators included: tearing it down object by object took about 30 ms of a 380 ms
-    `fmcluster validate`, more than the run itself. Those objects are left to the end of the
-    process instead (atexit handlers, flushing stdout and stderr and freeing by reference count
-    happen as before). For validate only: it holds nothing else that needs finalizing (no jsii
-    kernel, no AWS client, no file open for writing)."""
-    import gc
-
-    gc.freeze()
 
 
 if __name__ == "__main__":

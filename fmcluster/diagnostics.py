@@ -67,16 +67,6 @@ def warning(path: Path, message: str, hint: str | None = None) -> Problem:
     return Problem(tuple(path), message, hint, "warning")
 
 
-class SpecInvalid(Exception):
-    """Raised by the loader when a spec has errors; carries every diagnostic found."""
-
-    def __init__(self, diagnostics: list[Diagnostic] | None = None) -> None:
-        self.diagnostics = diagnostics if diagnostics is not None else []
-
-    def __str__(self) -> str:
-        return "\n".join(d.format() for d in self.diagnostics)
-
-
 def sort_key(d: Diagnostic) -> tuple:
     return (d.file, d.line, d.column, d.severity != "error", d.message)
 

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+import yaml
 
 # --- node labels and taints ---------------------------------------------------------------
 
@@ -93,15 +94,17 @@ def node_config(*, raid0: bool, cluster: Optional[ClusterDetails] = None) -> Opt
     containerd use (nodeadm `instance.localStorage.strategy: RAID0`). `cluster`: the cluster's
     connection details (custom AMIs only; with the EKS AMI types, EKS adds them itself).
     """
-    spec: list[str] = []
+    spec: dict[str, Any] = {}
     if cluster is not None:
-        spec += ["  cluster:", f"    name: {cluster.name}", f"    apiServerEndpoint: {cluster.endpoint}",
-                 f"    certificateAuthority: {cluster.certificate_authority}", f"    cidr: {cluster.service_cidr}"]
+        spec["cluster"] = {"name": cluster.name, "apiServerEndpoint": cluster.endpoint,
+                           "certificateAuthority": cluster.certificate_authority, "cidr": cluster.service_cidr}
     if raid0:
-        spec += ["  instance:", "    localStorage:", "      strategy: RAID0"]
+        spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
     if not spec:
         return None
-    return "\n".join(["---", "apiVersion: node.eks.aws/v1alpha1", "kind: NodeConfig", "spec:", *spec]) + "\n"
+    document = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
+    # block style in this key order, one line per value however long (a CA certificate is)
+    return yaml.safe_dump(document, explicit_start=True, sort_keys=False, width=float("inf"))
 
 
 # The node's textfile metrics (with observability on): written by the node's user data (managed

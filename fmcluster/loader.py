@@ -12,7 +12,7 @@ from pathlib import Path as FsPath
 from pydantic import BaseModel, ValidationError
 
 from fmcluster import yamlpos
-from fmcluster.diagnostics import Diagnostic, Problem, SpecInvalid, has_errors, sort_key
+from fmcluster.diagnostics import Diagnostic, Problem, has_errors, sort_key
 from fmcluster.spec import ClusterSpec
 
 
@@ -111,13 +111,6 @@ def load_text(text: str, file: str = "<spec>") -> LoadResult:
         problems += rules.check(result.spec)
     result.diagnostics = sorted((locate(p, doc) for p in problems), key=sort_key)
     return result
-
-
-def load_or_raise(path: str | FsPath) -> ClusterSpec:
-    result = load(path)
-    if not result.ok:
-        raise SpecInvalid(result.diagnostics)
-    return result.spec
 
 
 def locate(problem: Problem, doc: yamlpos.Document) -> Diagnostic:

@@ -12,7 +12,7 @@ S3_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")  # S3 rejects bucket
 def bucket_name(cluster: str, bucket: str, region: str, account: str) -> str:
     """`{cluster}-{bucket}-{account}-{region code}`: unique per account and region, so two
     clusters (or one cluster in two regions) never clash. `account` may be a CDK token."""
-    return f"{cluster}-{bucket}-{account}-{regions.AZ_ID_PREFIX[region]}"
+    return f"{cluster}-{bucket}-{account}-{regions.az_id_prefix(region)}"
 
 
 def bucket_name_length(cluster: str, bucket: str, region: str) -> int:

@@ -25,11 +25,6 @@ class Placement(NamedTuple):
     create: bool  # the network stack creates a cluster placement group for the node group
     name: str | None = None  # an existing group's name (never set when create is true)
 
-    @property
-    def placed(self) -> bool:
-        """The node group's instances go into a placement group (a new or an existing one)."""
-        return self.create or self.name is not None
-
 
 def placement_for(group) -> Placement:
     """The placement of a node group (a `NodeGroupSpec`, or anything with `placement_group`,

@@ -1,4 +1,15 @@
-"""Regions and the prefix of their Availability Zone IDs (use1-az4 is in us-east-1).
+"""Regions, their partitions, and the prefix of their Availability Zone IDs (use1-az4 is in us-east-1).
+
+The regions and partitions are botocore's: the partitions file its clients resolve endpoints
+with (botocore/data/partitions.json, what `botocore.loaders.Loader().load_data("partitions")`
+returns), read straight from the installed package without importing botocore, whose loader
+alone takes about 0.1 s to import (urllib3, http.client): `fmcluster validate` stays light.
+tests/test_regions.py holds this reading to botocore's own.
+
+The prefix of a region's AZ IDs is not in botocore's data. AWS names it after the region:
+the area code, the initials of the direction and the number (us-east-1: use1, ap-northeast-1:
+apne1, cn-northwest-1: cnnw1); AZ_ID_PREFIX_EXCEPTIONS holds the regions that are named otherwise.
+A region of any other shape (us-iso-east-1, eusc-de-east-1) has no prefix fmcluster can name.
 
 AZ IDs name the same physical zone in every account, unlike AZ names (us-east-1a), which are
 shuffled per account; capacity reservations and Capacity Blocks are bound to an AZ ID.
@@ -6,37 +17,101 @@ shuffled per account; capacity reservations and Capacity Blocks are bound to an 
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import re
-
-AZ_ID_PREFIX = {
-    "af-south-1": "afs1", "ap-east-1": "ape1", "ap-east-2": "ape2",
-    "ap-northeast-1": "apne1", "ap-northeast-2": "apne2", "ap-northeast-3": "apne3",
-    "ap-south-1": "aps1", "ap-south-2": "aps2",
-    "ap-southeast-1": "apse1", "ap-southeast-2": "apse2", "ap-southeast-3": "apse3",
-    "ap-southeast-4": "apse4", "ap-southeast-5": "apse5", "ap-southeast-6": "apse6", "ap-southeast-7": "apse7",
-    "ca-central-1": "cac1", "ca-west-1": "caw1",
-    "eu-central-1": "euc1", "eu-central-2": "euc2", "eu-north-1": "eun1",
-    "eu-south-1": "eus1", "eu-south-2": "eus2",
-    "eu-west-1": "euw1", "eu-west-2": "euw2", "eu-west-3": "euw3",
-    "il-central-1": "ilc1", "me-central-1": "mec1", "me-south-1": "mes1",
-    "mx-central-1": "mxc1", "sa-east-1": "sae1",
-    "us-east-1": "use1", "us-east-2": "use2", "us-west-1": "usw1", "us-west-2": "usw2",
-}
+from functools import cache
+from pathlib import Path
+from typing import NamedTuple
 
 # Patterns for re.match, which compiles each on first use (most runs need one at most).
 AZ_ID = r"^([a-z]{2,5}[0-9])-az([0-9]{1,2})$"
 AZ_NAME = r"^([a-z]{2}(-gov)?-[a-z]+-[0-9])([a-z])$"
 REGION = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
 
+# AWS's naming rule for AZ ID prefixes (prefix_by_rule).
+AZ_ID_RULE = r"([a-z]{2})-(north|south|east|west|central|northeast|northwest|southeast|southwest)-([0-9]+)"
+DIRECTION_INITIALS = {"north": "n", "south": "s", "east": "e", "west": "w", "central": "c",
+                      "northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw"}
+# Regions whose AZ IDs do not follow the rule (AWS GovCloud (US): usgw1-az1, usge1-az1).
+AZ_ID_PREFIX_EXCEPTIONS = {"us-gov-east-1": "usge1", "us-gov-west-1": "usgw1"}
 
-def region_of_az_id(az_id: str) -> str | None:
-    """The region an AZ ID belongs to, or None when its prefix is unknown."""
-    match = re.match(AZ_ID, az_id)
+
+class Partition(NamedTuple):
+    name: str  # the second field of an ARN: aws, aws-cn, aws-us-gov, ...
+    region_regex: str  # the shape of its region names, including those not in `regions` yet
+    regions: tuple[str, ...]
+
+
+@cache
+def botocore_data(name: str) -> dict:
+    """One of botocore's data files (botocore/data/NAME.json, or .json.gz as botocore may ship it)."""
+    spec = importlib.util.find_spec("botocore")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("botocore is not installed (it comes with boto3, a dependency of fmcluster)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / f"{name}.json"
+    if path.is_file():
+        return json.loads(path.read_bytes())
+    import gzip  # only for a compressed file
+
+    with gzip.open(path.with_name(f"{name}.json.gz")) as compressed:
+        return json.load(compressed)
+
+
+@cache
+def partitions() -> tuple[Partition, ...]:
+    """botocore's partitions, in its order (the first, aws, is the default). Each partition's
+    pseudo-regions (aws-global, aws-cn-global, ...) are left out: they are not region names."""
+    return tuple(Partition(p["id"], p["regionRegex"], tuple(r for r in p["regions"] if re.match(p["regionRegex"], r)))
+                 for p in botocore_data("partitions")["partitions"])
+
+
+@cache
+def region_names() -> tuple[str, ...]:
+    """Every region botocore knows, sorted."""
+    return tuple(sorted(r for p in partitions() for r in p.regions))
+
+
+def partition(region: str) -> str:
+    """The partition of a region, as botocore resolves it: the partition that lists it, else the
+    first whose region names it matches, else the first partition (aws), as botocore's endpoint
+    rules default."""
+    listed = next((p.name for p in partitions() if region in p.regions), None)
+    return listed or next((p.name for p in partitions() if re.match(p.region_regex, region)), partitions()[0].name)
+
+
+def prefix_by_rule(region: str) -> str | None:
+    """The prefix AWS's naming rule gives a region's AZ IDs: AREA-DIRECTION-N gives AREA, the
+    initials of DIRECTION and N; None for a name of another shape."""
+    match = re.fullmatch(AZ_ID_RULE, region)
     if not match:
         return None
-    prefix = match.group(1)
-    return next((region for region, p in AZ_ID_PREFIX.items() if p == prefix), None)
+    area, direction, number = match.groups()
+    return area + DIRECTION_INITIALS[direction] + number
+
+
+def az_id_prefix(region: str) -> str | None:
+    """The prefix of the region's AZ IDs (its exception, else the rule's), or None where neither
+    names it. Not checked against botocore's regions: see `is_supported`."""
+    return AZ_ID_PREFIX_EXCEPTIONS.get(region) or prefix_by_rule(region)
+
+
+def is_supported(region: str) -> bool:
+    """A region botocore knows whose AZ IDs fmcluster can name."""
+    return region in region_names() and az_id_prefix(region) is not None
+
+
+@cache
+def _region_of_prefix() -> dict[str, str]:
+    return {az_id_prefix(r): r for r in region_names() if az_id_prefix(r)}
+
+
+def region_of_az_id(az_id: str) -> str | None:
+    """The region an AZ ID belongs to, or None when its prefix is no supported region's."""
+    match = re.match(AZ_ID, az_id)
+    return _region_of_prefix().get(match.group(1)) if match else None
 
 
 def example_az_id(region: str | None) -> str:
-    return f"{AZ_ID_PREFIX.get(region or '', 'use1')}-az1"
+    """An AZ ID of the region, for hints and stand-ins; of us-east-1 where the region is not supported."""
+    return f"{az_id_prefix(region) if region and is_supported(region) else 'use1'}-az1"

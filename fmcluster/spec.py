@@ -19,8 +19,6 @@ from pydantic_core import PydanticCustomError
 
 from fmcluster import catalog, controlplanes, fsx, regions
 
-SPEC_VERSION = "v1"
-
 
 def _fail(kind: str, message: str, hint: str | None = None) -> PydanticCustomError:
     return PydanticCustomError(kind, message, {"hint": hint} if hint else None)
@@ -51,13 +49,20 @@ def _az_id(value: str) -> str:
 
 
 def _region(value: str) -> str:
-    if value in regions.AZ_ID_PREFIX:
+    if regions.is_supported(value):
         return value
+    if value in regions.region_names():
+        raise _fail("region", f"fmcluster cannot name the Availability Zone IDs of region '{value}' "
+                              f"(partition {regions.partition(value)})",
+                    "its name does not follow AWS's rule for AZ ID prefixes (us-east-1: use1); add the "
+                    "prefix that `aws ec2 describe-availability-zones` shows as ZoneId to "
+                    "fmcluster.regions.AZ_ID_PREFIX_EXCEPTIONS")
     if re.match(regions.AZ_NAME, value):
         raise _fail("region", f"'{value}' is an Availability Zone name, not a region",
                     f"a region has no zone letter: {value[:-1]}")
+    supported = [r for r in regions.region_names() if regions.is_supported(r)]
     raise _fail("region", f"'{value}' is not an AWS region fmcluster knows",
-                "known regions: " + ", ".join(sorted(regions.AZ_ID_PREFIX)))
+                "known regions (botocore's list: a newer botocore knows newer regions): " + ", ".join(supported))
 
 
 def _cidr(value: str) -> str:
@@ -138,34 +143,54 @@ class Model(BaseModel):
 
 
 class NetworkSpec(Model):
-    vpc_cidr: Cidr = "10.0.0.0/16"
-    extra_availability_zone_ids: list[AzId] = []
+    """The VPC: a private subnet per AZ ID, a public subnet and NAT gateway for egress."""
+
+    vpc_cidr: Cidr = Field(default="10.0.0.0/16", description=(
+        "IPv4 CIDR block of the VPC, /16 to /24; the GPU AZ's private subnet is its first half"))
+    extra_availability_zone_ids: list[AzId] = Field(default=[], description=(
+        "more AZ IDs, each with its own subnet, for control planes that need two (eks, hyperpod-eks)"))
 
 
 class BucketSpec(Model):
-    name: BucketName
-    versioned: bool = False
+    """An S3 bucket of the cluster, in NAME-storage (retained when the stack is deleted)."""
+
+    name: BucketName = Field(description=(
+        "short name; the S3 name is NAME-BUCKET-ACCOUNT-REGIONCODE (REGIONCODE: the region's AZ ID prefix)"))
+    versioned: bool = Field(default=False, description="S3 versioning")
 
 
 class LustreLink(Model):
     """A data repository association: a file-system path linked to an S3 bucket (and prefix)."""
 
-    bucket: str
-    path: AbsPath
-    prefix: str = ""  # S3 key prefix inside the bucket
-    import_: list[S3Event] = Field(default=[], alias="import")
-    export: list[S3Event] = []
+    bucket: str = Field(description="a bucket of storage.buckets, by name")
+    path: AbsPath = Field(description=(
+        "the file-system path linked to the bucket, such as /datasets: distinct, not nested in another link's"))
+    prefix: str = Field(default="", description="S3 key prefix inside the bucket ('' for the whole bucket)")
+    import_: list[S3Event] = Field(default=[], alias="import", description=(
+        "S3 events imported into the file system automatically: NEW, CHANGED, DELETED"))
+    export: list[S3Event] = Field(default=[], description=(
+        "file-system events exported to the bucket automatically: NEW, CHANGED, DELETED"))
 
 
 class LustreSpec(Model):
-    storage_capacity_gib: int = Field(default=4800, gt=0)
-    deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"] = "PERSISTENT_2"
-    throughput_per_tib: Optional[int] = None  # resolved: 250 (PERSISTENT_2), 200 (PERSISTENT_1)
-    compression: Literal["LZ4", "NONE"] = "LZ4"
-    metadata_iops: MetadataIops = "auto"
-    efa: bool = False
-    mount_path: AbsPath = "/fsx"
-    links: list[LustreLink] = []
+    """An FSx for Lustre file system in NAME-storage, linked to the buckets by data repository
+    associations."""
+
+    storage_capacity_gib: int = Field(default=4800, gt=0, description=(
+        "storage capacity in GiB, which can only grow: 1200 or a multiple of 2400; EFA file systems: a multiple "
+        "of 4800 (1000 MB/s/TiB), 9600 (500), 19200 (250) or 38400 (125)"))
+    deployment_type: Literal["PERSISTENT_2", "PERSISTENT_1", "SCRATCH_2"] = Field(
+        default="PERSISTENT_2", description="PERSISTENT_2 (SSD), PERSISTENT_1 or SCRATCH_2")
+    throughput_per_tib: Optional[int] = Field(default=None, description=(
+        "throughput in MB/s per TiB of storage: PERSISTENT_2 125, 250, 500 or 1000 (default 250); "
+        "PERSISTENT_1 50, 100 or 200 (default 200); SCRATCH_2 fixed"))
+    compression: Literal["LZ4", "NONE"] = Field(default="LZ4", description="data compression: LZ4 or NONE")
+    metadata_iops: MetadataIops = Field(default="auto", description=(
+        "PERSISTENT_2 only: auto, or 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000"))
+    efa: bool = Field(default=False, description=(
+        "an EFA-enabled file system: PERSISTENT_2 only, needs an EFA node group, set at creation"))
+    mount_path: AbsPath = Field(default="/fsx", description="where the nodes mount the file system")
+    links: list[LustreLink] = Field(default=[], description="data repository associations, at most 8")
 
     @model_validator(mode="after")
     def _resolve_throughput(self) -> "LustreSpec":
@@ -180,23 +205,37 @@ class LustreSpec(Model):
 
 
 class StorageSpec(Model):
-    buckets: list[BucketSpec] = []
-    lustre: Optional[LustreSpec] = None
-    kms: bool = False  # a customer-managed KMS key in NAME-storage for buckets and file system
+    """What holds data, in NAME-storage: retained and protected, so compute can be rebuilt freely."""
+
+    buckets: list[BucketSpec] = Field(default=[], description="S3 buckets (datasets, checkpoints, ...)")
+    lustre: Optional[LustreSpec] = Field(default=None, description="an FSx for Lustre file system (none by default)")
+    kms: bool = Field(default=False, description=(
+        "a customer-managed KMS key in NAME-storage for the buckets and the file system"))
 
 
 class LoginSpec(Model):
-    instance_type: InstanceTypeName = "m7i.2xlarge"
-    count: int = Field(default=1, ge=0, le=16)
+    """Login nodes (Slurm) or system nodes (Kubernetes)."""
+
+    instance_type: InstanceTypeName = Field(default="m7i.2xlarge", description="a type of the instance catalog")
+    count: int = Field(default=1, ge=0, le=16, description="how many, 0 to 16")
 
 
 class OrchestratorSpec(Model):
-    type: Literal["pcs", "hyperpod-slurm", "eks", "hyperpod-eks"]
-    version: Optional[Version] = None  # resolved to the control plane's newest supported
-    login: LoginSpec = LoginSpec()
-    admin_role_arn: Optional[RoleArn] = None  # EKS: cluster-admin access entry
-    endpoint_access: Literal["public-and-private", "private"] = "public-and-private"
-    namespace: str = "default"  # EKS: where the Lustre PersistentVolumeClaim lives
+    """The control plane."""
+
+    type: Literal["pcs", "hyperpod-slurm", "eks", "hyperpod-eks"] = Field(description=(
+        "pcs (AWS Parallel Computing Service, Slurm), hyperpod-slurm (SageMaker HyperPod, Slurm), "
+        "eks (Amazon EKS) or hyperpod-eks (SageMaker HyperPod on EKS)"))
+    version: Optional[Version] = Field(default=None, description=(
+        "Slurm version (pcs, hyperpod-slurm) or Kubernetes version (eks, hyperpod-eks), quoted, such as "
+        "\"25.05\"; default: the newest the control plane supports"))
+    login: LoginSpec = Field(default=LoginSpec(), description="login nodes (Slurm) or system nodes (Kubernetes)")
+    admin_role_arn: Optional[RoleArn] = Field(default=None, description=(
+        "Kubernetes: an IAM role given cluster-admin access (an access entry)"))
+    endpoint_access: Literal["public-and-private", "private"] = Field(
+        default="public-and-private", description="Kubernetes: access to the API endpoint")
+    namespace: str = Field(default="default", description=(
+        "Kubernetes: the namespace of the Lustre PersistentVolumeClaim and the Kueue LocalQueue"))
 
     @model_validator(mode="after")
     def _resolve_version(self) -> "OrchestratorSpec":
@@ -210,24 +249,40 @@ class OrchestratorSpec(Model):
 
 
 class CapacitySpec(Model):
-    type: Literal["on-demand", "reservation", "capacity-block", "spot"] = "on-demand"
-    reservation_id: Optional[ReservationId] = None
-    reservation_resource_group_arn: Optional[ResourceGroupArn] = None
-    training_plan_arn: Optional[TrainingPlanArn] = None  # HyperPod: capacity from a training plan
+    """How a node group's instances are bought."""
+
+    type: Literal["on-demand", "reservation", "capacity-block", "spot"] = Field(default="on-demand", description=(
+        "on-demand, reservation (an On-Demand Capacity Reservation), capacity-block (a Capacity Block for ML) "
+        "or spot"))
+    reservation_id: Optional[ReservationId] = Field(default=None, description=(
+        "cr-... of an On-Demand Capacity Reservation or Capacity Block"))
+    reservation_resource_group_arn: Optional[ResourceGroupArn] = Field(default=None, description=(
+        "a resource group of capacity reservations, instead of one reservation_id"))
+    training_plan_arn: Optional[TrainingPlanArn] = Field(default=None, description=(
+        "HyperPod: reserved capacity from a SageMaker training plan"))
 
 
 class NodeGroupSpec(Model):
-    name: GroupName
-    instance_type: InstanceTypeName
-    count: Optional[int] = Field(default=None, ge=0)
-    min_count: Optional[int] = Field(default=None, ge=0)
-    max_count: Optional[int] = Field(default=None, ge=0)
-    capacity: CapacitySpec = CapacitySpec()
-    placement_group: str = "auto"  # auto | none | NAME of an existing group
-    efa: Optional[bool] = None  # resolved: true where the instance type supports EFA
-    root_volume_gib: int = Field(default=512, ge=32, le=16384)
-    ami_id: Optional[AmiId] = None  # default: the control plane's published image
-    labels: dict[str, str] = {}
+    """A group of instances of one type: a Slurm partition or a Kubernetes node group, each in a
+    nested stack of NAME-cluster with its launch template."""
+
+    name: GroupName = Field(description=(
+        "[a-z][a-z0-9-]*, at most 25: the Slurm partition or Kubernetes node-group label"))
+    instance_type: InstanceTypeName = Field(description="a type of the instance catalog, such as p5.48xlarge")
+    count: Optional[int] = Field(default=None, ge=0, description=(
+        "fixed size; or min_count / max_count for an elastic group"))
+    min_count: Optional[int] = Field(default=None, ge=0, description="elastic group: the fewest instances")
+    max_count: Optional[int] = Field(default=None, ge=0, description="elastic group: the most instances")
+    capacity: CapacitySpec = Field(default=CapacitySpec(), description="how the instances are bought")
+    placement_group: str = Field(default="auto", description=(
+        "auto (a cluster placement group for on-demand and spot EFA groups; none for Capacity Blocks and "
+        "reservations, which are placed already), none, or the name of an existing group"))
+    efa: Optional[bool] = Field(default=None, description=(
+        "use EFA on this group; default: true where the instance type supports EFA"))
+    root_volume_gib: int = Field(default=512, ge=32, le=16384, description="encrypted gp3 root volume, in GiB")
+    ami_id: Optional[AmiId] = Field(default=None, description=(
+        "an image instead of the control plane's published one"))
+    labels: dict[str, str] = Field(default={}, description="Kubernetes node labels")
 
     @model_validator(mode="after")
     def _resolve_efa(self) -> "NodeGroupSpec":
@@ -252,25 +307,40 @@ class NodeGroupSpec(Model):
 
 
 class ObservabilitySpec(Model):
-    prometheus: bool = True
-    grafana: bool = False
-    alert_email: Optional[Email] = None
+    """Metrics, dashboards and alerts, in NAME-observability."""
+
+    prometheus: bool = Field(default=True, description=(
+        "an Amazon Managed Service for Prometheus workspace with the GPU-health alert rules"))
+    grafana: bool = Field(default=False, description=(
+        "an Amazon Managed Grafana workspace with fmcluster's dashboards (sign-in through IAM Identity Center)"))
+    alert_email: Optional[Email] = Field(default=None, description=(
+        "who is paged by the alerts: an e-mail subscription of the alert topic (confirm it after the first deploy)"))
 
 
 class ClusterSpec(Model):
+    """One GPU cluster for foundation-model training and inference: its network, storage,
+    control plane, node groups and observability."""
+
     model_config = ConfigDict(title="fmcluster cluster spec (v1)")
 
-    name: Name
-    region: Region
-    account: Optional[Account] = None
-    availability_zone_id: AzId
-    network: NetworkSpec = NetworkSpec()
-    storage: StorageSpec = StorageSpec()
-    orchestrator: OrchestratorSpec
-    node_groups: list[NodeGroupSpec] = Field(min_length=1)
-    observability: ObservabilitySpec = ObservabilitySpec()
-    tags: dict[str, str] = {}
-    protect: bool = False  # termination protection on every stack, not only NAME-storage
+    name: Name = Field(description=(
+        "[a-z][a-z0-9-]*, at most 32; prefixes every stack (NAME-network, NAME-storage, NAME-cluster, "
+        "NAME-observability) and bucket"))
+    region: Region = Field(description=(
+        "AWS region, such as us-east-1: one of botocore's regions whose AZ IDs fmcluster can name"))
+    account: Optional[Account] = Field(default=None, description=(
+        "12-digit AWS account id, quoted; without it the stacks are environment-agnostic"))
+    availability_zone_id: AzId = Field(description=(
+        "AZ ID of the GPU capacity, such as use1-az4, not an AZ name: names differ between accounts, "
+        "reservations are bound to the ID"))
+    network: NetworkSpec = Field(default=NetworkSpec(), description="the VPC")
+    storage: StorageSpec = Field(default=StorageSpec(), description="S3 buckets and an FSx for Lustre file system")
+    orchestrator: OrchestratorSpec = Field(description="the control plane")
+    node_groups: list[NodeGroupSpec] = Field(min_length=1, description="the node groups, at least one")
+    observability: ObservabilitySpec = Field(default=ObservabilitySpec(), description="metrics, dashboards and alerts")
+    tags: dict[str, str] = Field(default={}, description="tags on every resource")
+    protect: bool = Field(default=False, description=(
+        "termination protection on every stack, not only NAME-storage (which always has it)"))
 
     @property
     def availability_zone_ids(self) -> list[str]:

@@ -17,9 +17,8 @@ Mark = tuple[int, int]  # 1-based line, column
 class Document:
     """A loaded YAML document: its data, and the position of each path's key and value.
 
-    A plain class rather than a dataclass, as are `loader.LoadResult` and
-    `diagnostics.SpecInvalid`: a dataclass costs about half a millisecond to define, paid by
-    every `fmcluster validate`."""
+    A plain class rather than a dataclass, as is `loader.LoadResult`: a dataclass costs about
+    half a millisecond to define, paid by every `fmcluster validate`."""
 
     def __init__(self, data: Any, file: str) -> None:
         self.data, self.file = data, file

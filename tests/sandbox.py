@@ -196,11 +196,6 @@ class Sandbox:
         return subprocess.run(self._command(["bash", str(path), *args]), env=self.env(env),
                               capture_output=True, text=True, timeout=120)
 
-    def execute(self, node_path: str, *args: str) -> subprocess.CompletedProcess:
-        """Run a program the script left on the node (its node path, e.g. /usr/local/lib/fmcluster/node-ready)."""
-        return subprocess.run(self._command([str(self.root) + node_path, *args]), env=self.env(),
-                              capture_output=True, text=True, timeout=120)
-
     def set_scenario(self, **changes) -> None:
         """Change how the node behaves from now on (e.g. a GPU lost before a reboot)."""
         from dataclasses import replace

@@ -460,12 +460,6 @@ def test_kubernetes_labels_and_taints_of_the_eks_plane(eks):
     assert groups(eks)["train"]["KubernetesConfig"]["Labels"]["team"] == "pretraining"
 
 
-def kubernetes_mode():
-    from fmcluster import controlplanes
-
-    return controlplanes.get("hyperpod-eks").interface_mode
-
-
 def test_training_plan_and_spot_capacity(eks):
     train, explore = groups(eks)["train"], groups(eks)["explore"]
     assert train["TrainingPlanArn"].endswith(":training-plan/p5-pretrain") and "CapacityRequirements" not in train

@@ -167,14 +167,6 @@ def test_not_utf8(tmp_path):
     assert "UTF-8" in d.message
 
 
-def test_load_or_raise(tmp_path):
-    f = tmp_path / "s.yaml"
-    f.write_text(GOOD.replace("count: 2", "count: x"))
-    with pytest.raises(loader.SpecInvalid) as exc:
-        loader.load_or_raise(f)
-    assert "node_groups[0].count" in str(exc.value)
-
-
 def test_dot_segments_in_paths_are_rejected():
     text = GOOD + "storage:\n  lustre:\n    mount_path: /fsx/../etc\n"
     assert "storage.lustre.mount_path" in where(load(text))

@@ -32,15 +32,10 @@ def test_auto_creates_none_without_efa():
 
 
 def test_none_creates_none():
-    assert not placement_for(group(placement_group="none")).placed
+    assert placement_for(group(placement_group="none")) == Placement(create=False)
 
 
 @pytest.mark.parametrize("capacity", ["on-demand", "reservation"])
 def test_a_name_is_an_existing_group(capacity):
     placement = placement_for(group(capacity, placement_group="my-pg"))
     assert placement == Placement(create=False, name="my-pg")
-    assert placement.placed
-
-
-def test_created_groups_are_placed():
-    assert placement_for(group()).placed

@@ -150,7 +150,7 @@ def test_address_needs_list_every_consumer():
     assert "FSx for Lustre" in whats and "control plane and endpoints" in whats
 
 
-# ---- the AZ ID / region table ---------------------------------------------------------
+# ---- the examples' AZ IDs (tests/test_regions.py: the AZ ID prefixes) ------------------
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_examples_az_ids_resolve_to_their_region(example):
@@ -161,25 +161,6 @@ def test_examples_az_ids_resolve_to_their_region(example):
 
 def test_examples_exist():
     assert len(EXAMPLES) >= 3
-
-
-@pytest.mark.parametrize("az, region", [("use1-az4", "us-east-1"), ("usw2-az2", "us-west-2"),
-                                        ("use2-az1", "us-east-2"), ("euw1-az3", "eu-west-1"),
-                                        ("apne1-az4", "ap-northeast-1"), ("apse2-az1", "ap-southeast-2")])
-def test_region_of_az_id(az, region):
-    assert regions.region_of_az_id(az) == region
-
-
-@pytest.mark.parametrize("az", ["use1-az", "us-east-1a", "zzz1-az1", ""])
-def test_region_of_unknown_az_id(az):
-    assert regions.region_of_az_id(az) is None
-
-
-def test_az_id_prefixes_are_distinct():
-    prefixes = list(regions.AZ_ID_PREFIX.values())
-    assert len(prefixes) == len(set(prefixes))
-    for region, prefix in regions.AZ_ID_PREFIX.items():
-        assert regions.region_of_az_id(f"{prefix}-az1") == region
 
 
 def test_layout_slots_do_not_move_when_an_az_is_added():

@@ -15,7 +15,7 @@ def _az_paths(spec):
 
 @rule
 def az_ids_in_region(spec):
-    prefix = regions.AZ_ID_PREFIX[spec.region]
+    prefix = regions.az_id_prefix(spec.region)
     for path, az in _az_paths(spec):
         region = regions.region_of_az_id(az)
         if region != spec.region:
