@@ -11,7 +11,8 @@ context:
 - for reference, the same minimal app with CDK's default App settings (validation on);
 - `fmcluster synth` of the default example (cdk.json's spec);
 - `fmcluster synth` of a spec with 1 and with 64 p5.48xlarge node groups.
-Targets (issue 9): default example <= 1.5x floor; 64 groups <= 3x 1 group.
+Targets: default example <= 2x floor (issue 14: typed CDK resources, which cdk-nag can see, may
+cost that much); 64 groups <= 3x 1 group (issue 9).
 Writes bench/results/synth.json.
 """
 
@@ -93,7 +94,7 @@ def measure(runs: int) -> dict:
         "one_node_group": times["one"],
         "sixty_four_node_groups": times["many"],
         "targets": [
-            target(wall["default"] / wall["floor"], 1.5, "fmcluster synth default example / minimal CDK app (wall)"),
+            target(wall["default"] / wall["floor"], 2.0, "fmcluster synth default example / minimal CDK app (wall)"),
             target(wall["many"] / wall["one"], 3.0, "64 node groups / 1 node group (wall)"),
         ],
         "for_reference": {"default_example_over_minimal_app_with_cdk_defaults":

@@ -16,11 +16,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
-from fmcluster import loader
 from fmcluster.diagnostics import Diagnostic
-from fmcluster.spec import ClusterSpec
+
+if TYPE_CHECKING:
+    from fmcluster.spec import ClusterSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 APP_MODULE = "stacks.synthesis"  # the CDK app (stacks/synthesis.py), run as a program
@@ -58,9 +59,11 @@ def _name_at(file: str) -> tuple[int, int]:
     return text.count("\n", 0, match.start()) + 1, match.end() - match.start() + 1
 
 
-def load_specs(paths: Iterable[str]) -> tuple[Optional[list[ClusterSpec]], list[Diagnostic]]:
+def load_specs(paths: Iterable[str]) -> tuple[Optional[list["ClusterSpec"]], list[Diagnostic]]:
     """Every spec validated, and no two naming the same cluster (their stacks would clash): the
     specs, or None when one fails; the diagnostics of all of them in either case."""
+    from fmcluster import loader  # the app's: `fmcluster synth` itself validates nothing (the app does)
+
     paths = list(paths)
     specs, diagnostics = [], []
     for path in paths:
