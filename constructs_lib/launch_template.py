@@ -13,9 +13,9 @@ What it sets:
 
 - `NetworkInterfaces`: one per interface of the layout (`fmcluster.efa.efa_layout`), with its
   network card and device index, `InterfaceType` for EFA interfaces (ENA interfaces leave it
-  out), `SubnetId` when a subnet is given, the security groups in each interface's `Groups` (the EFA group first where the
-  template has EFA interfaces) and `DeleteOnTermination`; no top-level `SecurityGroupIds`
-  (EC2 rejects it beside network interfaces).
+  out), `SubnetId` when a subnet is given, the security groups in each interface's `Groups`
+  (the EFA group first where the template has EFA interfaces) and `DeleteOnTermination`; no
+  top-level `SecurityGroupIds` (EC2 rejects it beside network interfaces).
 - IMDSv2 only (`HttpTokens: required`), hop limit 1 by default.
 - An encrypted gp3 root volume, deleted with the instance (on `/dev/sda1`, the root device of Ubuntu AMIs, unless
   `root_device_name` names another, such as `/dev/xvda` for Amazon Linux).
