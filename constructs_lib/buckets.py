@@ -22,7 +22,19 @@ class SecureBucket(s3.Bucket):
     that reading millions of objects does not mean millions of KMS requests); all public access
     blocked; a bucket policy that denies any request not made over TLS 1.2 or later; ACLs off
     (bucket owner enforced); versioning as asked; retained when its stack is deleted or the
-    bucket is replaced, and never emptied by CDK.
+    bucket is replaced, and never emptied by CDK. Incomplete multipart uploads are aborted after
+    7 days (`ABORT_INCOMPLETE_UPLOADS_AFTER`).
+
+    Props:
+        bucket_name: the bucket's name (`BucketName`): at most 63 lowercase letters, digits, dots
+            and hyphens, starting and ending with a letter or digit, under S3's bucket naming rules.
+            @default required
+        versioned: keep every version of every object (`VersioningConfiguration: Enabled`).
+            @default False
+        encryption_key: the KMS key of SSE-KMS, with an S3 Bucket Key.
+            @default None: SSE-S3 (S3-managed keys)
+
+    Attributes: those of `s3.Bucket` (`bucket_name`, `bucket_arn`, ...).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, bucket_name: str, versioned: bool = False,
@@ -51,7 +63,17 @@ class SecureBucket(s3.Bucket):
 class RetainedKey(kms.Key):
     """A customer-managed symmetric KMS key with yearly automatic rotation, retained when its
     stack is deleted (data it encrypted outlives the stack). The key policy is CDK's default:
-    the account administers the key and IAM policies grant its use."""
+    the account administers the key and IAM policies grant its use.
+
+    Props:
+        alias: the key's alias (`AliasName`: ``alias/`` followed by letters, digits and ``:/_-``;
+            at most 256 characters in all).
+            @default required
+        description: the key's description (at most 8,192 characters).
+            @default required
+
+    Attributes: those of `kms.Key` (`key_arn`, `key_id`, ...).
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, alias: str, description: str) -> None:
         super().__init__(scope, construct_id, alias=alias, description=description,

@@ -27,6 +27,47 @@ class ManagedNodeGroup(Construct):
 
     `instance_type` is None when the launch template names it. `ami_type` is None when the
     launch template names a custom AMI. `taints` use Kubernetes spelling (`NoSchedule`).
+    Updates never force pods out past their disruption budgets (`ForceUpdateEnabled: false`).
+    The capacity type, AMI type, instance types, role and subnets cannot change without
+    replacing the group.
+
+    Props:
+        cluster_name: the EKS cluster's name.
+            @default required
+        node_role_arn: ARN of the nodes' IAM role (`EksNodeRole.role_arn`).
+            @default required
+        subnet_ids: the subnets of the group's Auto Scaling group.
+            @default required
+        launch_template_id: the launch template (``lt-...``).
+            @default required
+        launch_template_version: the launch template's version (a number, as a string).
+            @default required
+        min_size: the fewest nodes (`ScalingConfig.MinSize`: at least 0).
+            @default required
+        max_size: the most nodes (`MaxSize`: at least 1, and at least `desired_size`).
+            @default required
+        desired_size: the nodes to start with (`DesiredSize`: from `min_size` to `max_size`).
+            @default `min_size`
+        instance_type: the group's instance type, such as ``p5.48xlarge``; None where the launch
+            template names it (Capacity Blocks).
+            @default None
+        ami_type: the EKS AMI type (`AmiType`), such as ``AL2023_x86_64_NVIDIA``; None where the
+            launch template names a custom AMI (EKS fails the group if both are set).
+            @default None
+        capacity_type: ``ON_DEMAND``, ``SPOT`` or ``CAPACITY_BLOCK`` (`CapacityType`).
+            @default ``ON_DEMAND``
+        labels: Kubernetes labels of the nodes, key -> value.
+            @default None: none
+        taints: Kubernetes taints of the nodes, each with keys ``key`` (1 to 317 characters),
+            ``value`` (optional, at most 63) and ``effect`` (``NoSchedule``, ``PreferNoSchedule``
+            or ``NoExecute``).
+            @default ``()``: none
+        tags: tags of the node group (they do not propagate to its instances), key -> value.
+            @default None: none
+
+    Attributes:
+        resource: the `eks.CfnNodegroup`.
+        nodegroup_name: the node group's name (assigned by CloudFormation).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, node_role_arn: str,
@@ -64,7 +105,25 @@ class ManagedNodeGroup(Construct):
 class ClusterAddon(Construct):
     """An EKS add-on, at the version EKS picks for the cluster's Kubernetes version unless one
     is given, taking over any self-managed copy (`OVERWRITE`), with an optional Pod Identity
-    role for one service account."""
+    role for one service account.
+
+    Props:
+        cluster_name: the EKS cluster's name.
+            @default required
+        addon_name: the add-on's name, such as ``vpc-cni`` (changing it replaces the add-on).
+            @default required
+        version: the add-on's version (`AddonVersion`, as EKS lists it for the add-on).
+            @default None: the version EKS picks for the cluster
+        service_account: the Kubernetes service account of the Pod Identity association; needs
+            `role_arn`.
+            @default None: no Pod Identity association
+        role_arn: ARN of the IAM role of that service account (`PodIdentityRole.role_arn`); needs
+            `service_account`.
+            @default None
+
+    Attributes:
+        resource: the `eks.CfnAddon`.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, addon_name: str,
                  version: Optional[str] = None, service_account: Optional[str] = None,

@@ -29,7 +29,18 @@ POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 
 
 class EksNodeRole(Construct):
-    """The role of every managed node group of one cluster (EKS creates the instance profiles)."""
+    """The role of every managed node group of one cluster (EKS creates the instance profiles).
+
+    Props:
+        bucket_arns: ARNs of the cluster's S3 buckets (read and write on them and their objects).
+            @default ``()``: no bucket
+        kms_key_arn: ARN of the buckets' KMS key (kms:Decrypt, kms:GenerateDataKey).
+            @default None: no storage key
+
+    Attributes:
+        role: the `iam.Role` (trust: EC2).
+        role_arn: the role's ARN (each node group's `NodeRole`).
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, bucket_arns: Sequence[str] = (),
                  kms_key_arn: Optional[str] = None) -> None:
@@ -48,7 +59,23 @@ class EksNodeRole(Construct):
 
 class PodIdentityRole(Construct):
     """A role for the pods of one service account, through EKS Pod Identity: AWS managed
-    policies by name and/or inline statements."""
+    policies by name and/or inline statements (one inline policy, ``fmcluster``).
+
+    Props:
+        cluster_arn: ARN of the EKS cluster whose pods may assume the role (the trust's
+            ``aws:SourceArn``).
+            @default required
+        description: the role's description (IAM: at most 1,000 characters).
+            @default required
+        managed_policies: names of AWS managed policies to attach, such as ``AmazonEKS_CNI_Policy``.
+            @default ``()``: none
+        statements: statements of the inline policy.
+            @default ``()``: no inline policy
+
+    Attributes:
+        role: the `iam.Role`.
+        role_arn: the role's ARN (an add-on's Pod Identity `RoleArn`).
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_arn: str, description: str,
                  managed_policies: Sequence[str] = (), statements: Sequence[iam.PolicyStatement] = ()) -> None:

@@ -35,7 +35,69 @@ CONTROLLER, LOGIN, COMPUTE = "Controller", "Login", "Compute"
 
 @dataclass(frozen=True)
 class InstanceGroup:
-    """One HyperPod instance group. `instance_type` without the ``ml.`` prefix."""
+    """One HyperPod instance group (an `InstanceGroups` entry of `AWS::SageMaker::Cluster`).
+
+    Limits are those of the resource schema (cfn-lint's copy of `AWS::SageMaker::Cluster`).
+
+    Props:
+        name: the group's name (`InstanceGroupName`): 1 to 63 letters, digits and hyphens,
+            starting and ending with a letter or digit; unique in the cluster.
+            @default required
+        instance_type: the EC2 instance type without the ``ml.`` prefix (``p5.48xlarge``
+            becomes ``ml.p5.48xlarge``); one of the schema's `InstanceType` values.
+            @default required
+        count: the number of instances (`InstanceCount`): 0 to 6,758.
+            @default required
+        execution_role_arn: ARN of the role the instances assume (`ExecutionRole`, 20 to 2,048
+            characters; `HyperPodExecutionRole.role_arn`).
+            @default required
+        lifecycle_uri: the S3 folder of the lifecycle scripts (`LifeCycleConfig.SourceS3Uri`,
+            ``s3://BUCKET/PREFIX/``, at most 1,024 characters; `LifecycleScripts.s3_uri`).
+            @default required
+        on_init_complete: file name, in that folder, of the script HyperPod runs after it has set
+            up the instance (`LifeCycleConfig.OnInitComplete`, 1 to 128 characters).
+            @default required
+        threads_per_core: 1 turns simultaneous multithreading off, 2 leaves it on, on types that
+            support it (`ThreadsPerCore`: 1 or 2).
+            @default 2
+        volume_gib: size of the secondary EBS volume HyperPod mounts at /opt/sagemaker
+            (`EbsVolumeConfig.VolumeSizeInGB`: 1 to 16,384; the schema says gigabytes, GB).
+            @default None: no secondary volume
+        volume_kms_key_id: customer managed KMS key of the root and secondary volumes
+            (`VolumeKmsKeyId`, at most 2,048 characters); only in the Continuous node provisioning
+            mode, and never changed later (module docstring).
+            @default None: an AWS owned key
+        deep_health_checks: deep health checks run when the group is created or updated
+            (`OnStartDeepHealthChecks`: ``InstanceStress`` and/or ``InstanceConnectivity``).
+            @default ``()``: none
+        interface_type: the instances' network interfaces (`NetworkInterface.InterfaceType`):
+            ``efa`` or ``efa-only``.
+            @default None: no EFA interfaces set
+        slurm_node_type: the group's Slurm role (`SlurmConfig.NodeType`): ``Controller``,
+            ``Login`` or ``Compute``; Slurm orchestrator only.
+            @default None: no Slurm configuration
+        partition: the Slurm partition of a Compute group (`SlurmConfig.PartitionNames`, one at
+            most; letters, digits and hyphens, at most 1,024 characters).
+            @default None
+        fsx_lustre: the FSx for Lustre file system HyperPod mounts (`FsxLustreConfig`), keys
+            ``dns_name`` (16 to 275 characters), ``mount_name`` (1 to 8) and ``mount_path``
+            (an absolute path, 1 to 1,024 characters).
+            @default None: no file system mounted by HyperPod
+        training_plan_arn: ARN of the SageMaker training plan whose capacity the group uses
+            (`TrainingPlanArn`, 50 to 2,048 characters).
+            @default None
+        spot: run on Spot capacity (`CapacityRequirements.Spot`).
+            @default False: on-demand
+        image_id: the AMI (`ImageId`): ``ami-`` and 8 to 17 hex digits, or ``default``.
+            @default None: HyperPod's AMI
+        kubernetes_labels: Kubernetes labels of the group's nodes (`KubernetesConfig.Labels`);
+            EKS orchestrator only.
+            @default empty: none
+        kubernetes_taints: Kubernetes taints of the group's nodes (`KubernetesConfig.Taints`, at
+            most 50), each with keys ``key`` (1 to 317 characters), ``value`` (optional, 1 to 63)
+            and ``effect`` (``NoSchedule``, ``PreferNoSchedule`` or ``NoExecute``); EKS orchestrator only.
+            @default ``()``: none
+    """
 
     name: str
     instance_type: str
@@ -97,8 +159,30 @@ class InstanceGroup:
 
 
 class HyperPodCluster(Construct):
-    """`orchestrator`: a CfnCluster.OrchestratorProperty (slurm or eks). Attributes:
-    `cluster_arn`, `cluster_name`, `resource` (the CfnCluster)."""
+    """A SageMaker HyperPod cluster with automatic node recovery (`NodeRecovery: Automatic`).
+
+    Props:
+        name: the cluster's name (`ClusterName`): 1 to 63 letters, digits and hyphens, starting
+            and ending with a letter or digit.
+            @default required
+        orchestrator: the orchestrator (`Orchestrator`): Slurm (`slurm`) or an EKS cluster
+            (`eks` with its cluster ARN).
+            @default required
+        instance_groups: the instance groups (1 to 100, names unique).
+            @default required
+        subnet_ids: the subnets of the instances' interfaces (`VpcConfig.Subnets`: 1 to 16).
+            @default required
+        security_group_ids: their security groups (`VpcConfig.SecurityGroupIds`: 1 to 5).
+            @default required
+        node_provisioning_mode: ``Continuous`` (`NodeProvisioningMode`: partial capacity and
+            retries; needed for customer managed volume keys), the only value the schema takes.
+            @default None: HyperPod's standard provisioning
+
+    Attributes:
+        resource: the `CfnCluster`.
+        cluster_arn: the cluster's ARN.
+        cluster_name: the cluster's name (as given).
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, orchestrator: sagemaker.CfnCluster.OrchestratorProperty,
                  instance_groups: Sequence[InstanceGroup], subnet_ids: Sequence[str],

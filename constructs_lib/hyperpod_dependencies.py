@@ -21,6 +21,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.lambda_layer_awscli import AwsCliLayer
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
@@ -45,11 +46,31 @@ def chart_values(region: str) -> dict[str, Any]:
 
 
 class HyperPodDependencies(Construct):
-    """`cluster`: the aws_eks_v2 Cluster (with its kubectl provider). `subnets` and
-    `security_groups`: where the handler runs when the cluster endpoint is private (it needs
-    the API endpoint and, through NAT, GitHub and the charts' repositories)."""
+    """The HyperPod dependencies chart, installed at deploy time by a custom resource
+    (`Custom::HyperPodDependencies`) whose handler runs with the cluster's kubectl provider role.
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster, values: Mapping[str, Any],
+    Props:
+        cluster: the aws_eks_v2 cluster, with a kubectl provider (its role and its layer's
+            kubectl and helm install the chart; a `KubectlReadyBarrier` child, where there is
+            one, is waited for).
+            @default required
+        values: Helm values over the chart's defaults (`chart_values` gives the region's and the
+            Neuron plugin's), passed to the handler as JSON.
+            @default required
+        subnets: the subnets the handler runs in, when the cluster's API endpoint is private (it
+            needs the endpoint and, through NAT, GitHub and the charts' repositories); needs `vpc`.
+            @default None: the VPC's default subnets when `vpc` is given
+        security_groups: the handler's security groups in the VPC.
+            @default None: with `vpc`, CDK creates a security group for the function
+        vpc: the VPC the handler runs in (required for `subnets`).
+            @default None: the handler runs outside any VPC
+
+    Attributes:
+        function: the handler (`lambda_.Function`: Python 3.14, 15 minutes, 1,024 MB).
+        resource: the custom resource (`cdk.CustomResource`).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, values: Mapping[str, Any],
                  subnets: Optional[Sequence[ec2.ISubnet]] = None,
                  security_groups: Optional[Sequence[ec2.ISecurityGroup]] = None, vpc: Optional[ec2.IVpc] = None) -> None:
         super().__init__(scope, construct_id)

@@ -17,20 +17,45 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping, Protocol
 
 import aws_cdk as cdk
 from constructs import Construct
 
-from fmcluster.lifecycle import Bundle
-
 PREFIX_ROOT = "fmcluster-lifecycle"
 
 
-class LifecycleScripts(Construct):
-    """Attributes: `bucket_name` (the asset bucket, a token), `prefix` (``fmcluster-lifecycle/<digest>/``),
-    `s3_uri` (the SourceS3Uri), `object_keys` (file name -> S3 key)."""
+class ScriptBundle(Protocol):
+    """The files of one lifecycle folder (`fmcluster.lifecycle.Bundle` is one).
 
-    def __init__(self, scope: Construct, construct_id: str, *, bundle: Bundle) -> None:
+    Members: `files` (relative path -> the file's text) and `digest` (a content hash of the
+    names and texts, hex: it names the folder in S3).
+    """
+
+    @property
+    def files(self) -> Mapping[str, str]: ...
+
+    @property
+    def digest(self) -> str: ...
+
+
+class LifecycleScripts(Construct):
+    """One lifecycle folder, published by the CDK CLI as file assets under one S3 prefix.
+
+    Props:
+        bundle: the folder's files (at least one) and their digest. HyperPod runs one of them by
+            name (`LifeCycleConfig.OnInitComplete` or `OnCreate`: 1 to 128 characters).
+            @default required
+
+    Attributes:
+        bucket_name: the stack synthesizer's asset bucket (a token).
+        prefix: the folder's key prefix, ``fmcluster-lifecycle/<digest>/``.
+        s3_uri: ``s3://<bucket>/<prefix>``, the instance groups' `LifeCycleConfig.SourceS3Uri`
+            (CloudFormation: at most 1,024 characters).
+        object_keys: file name -> the S3 key it is published under.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, bundle: ScriptBundle) -> None:
         super().__init__(scope, construct_id)
         if not bundle.files:
             raise ValueError("a lifecycle bundle needs at least one file")

@@ -42,7 +42,8 @@ No account-wide S3, FSx or mutating EC2 permission.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import Optional, Protocol, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -68,19 +69,76 @@ def _ec2_arn(kind: str, ident: str = "*", account: str = cdk.Aws.ACCOUNT_ID) -> 
     return f"arn:{cdk.Aws.PARTITION}:ec2:{cdk.Aws.REGION}:{account}:{kind}/{ident}"
 
 
-def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key_arn: Optional[str], vpc_id: str,
-                     subnet_ids: Sequence[str], security_group_ids: Sequence[str],
-                     eks_cluster_arn: Optional[str] = None, workspace_arn: Optional[str] = None,
-                     metrics_parameter_arn: Optional[str] = None, efa_file_system: bool = False,
-                     volume_key_arn: Optional[str] = None) -> iam.PolicyDocument:
-    """`lifecycle`: the LifecycleScripts folders the instance groups read. `workspace_arn` and
-    `metrics_parameter_arn`: the Prometheus workspace the nodes remote-write to and the SSM
-    parameter with its URL (None: no metrics collection). `efa_file_system`: HyperPod mounts an
-    EFA-enabled FSx for Lustre file system (its EFA set-up describes the file system).
-    `volume_key_arn`: the customer managed key of the instance groups' EBS volumes, if any."""
+class LifecycleFolder(Protocol):
+    """A folder of lifecycle scripts in S3 that instance groups read
+    (`constructs_lib.hyperpod_lifecycle.LifecycleScripts` is one).
+
+    Members: `prefix` (the folder's key prefix, ending in a slash), `bucket_arn()` (the ARN of
+    its bucket) and `object_arns()` (the ARN pattern of its objects, for s3:GetObject).
+    """
+
+    @property
+    def prefix(self) -> str: ...
+
+    def bucket_arn(self) -> str: ...
+
+    def object_arns(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class ExecutionPolicyProps:
+    """What the execution role's policy (`execution_policy`) grants, one prop each.
+
+    Props:
+        lifecycle: the lifecycle-script folders the instance groups read (s3:ListBucket on their
+            prefixes, s3:GetObject on their objects); a folder named twice counts once.
+            @default required
+        bucket_arns: ARNs of the cluster's S3 buckets (read and write on them and their objects).
+            @default required
+        kms_key_arn: ARN of the KMS key of those buckets (kms:Decrypt, kms:GenerateDataKey);
+            None without a storage key.
+            @default required
+        vpc_id: the cluster's VPC (``vpc-...``): the network-interface actions are conditioned on
+            it (``ec2:Vpc``).
+            @default required
+        subnet_ids: the cluster's subnets, where HyperPod may create network interfaces.
+            @default required
+        security_group_ids: the security groups those network interfaces may carry.
+            @default required
+        eks_cluster_arn: ARN of the EKS cluster of HyperPod on EKS: adds what the VPC CNI, image
+            pulls and EKS Pod Identity need.
+            @default None: a Slurm cluster
+        workspace_arn: ARN of the Prometheus workspace the nodes remote-write to (aps:RemoteWrite).
+            @default None: no metrics collection
+        metrics_parameter_arn: ARN of the SSM parameter that holds the remote-write URL
+            (ssm:GetParameter).
+            @default None
+        efa_file_system: HyperPod mounts an EFA-enabled FSx for Lustre file system (its EFA set-up
+            calls fsx:DescribeFileSystems).
+            @default False
+        volume_key_arn: ARN of the customer managed KMS key of the instance groups' EBS volumes
+            (kms:CreateGrant and kms:DescribeKey through SageMaker).
+            @default None: volumes encrypted with an AWS owned key
+    """
+
+    lifecycle: Sequence[LifecycleFolder]
+    bucket_arns: Sequence[str]
+    kms_key_arn: Optional[str]
+    vpc_id: str
+    subnet_ids: Sequence[str]
+    security_group_ids: Sequence[str]
+    eks_cluster_arn: Optional[str] = None
+    workspace_arn: Optional[str] = None
+    metrics_parameter_arn: Optional[str] = None
+    efa_file_system: bool = False
+    volume_key_arn: Optional[str] = None
+
+
+def execution_policy(props: ExecutionPolicyProps) -> iam.PolicyDocument:
+    """The execution role's inline policy (this module's docstring says what and why)."""
     log_groups = f"arn:{cdk.Aws.PARTITION}:logs:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:log-group:{LOG_GROUPS}/*"
-    vpc_condition = {"ArnEquals": {"ec2:Vpc": _ec2_arn("vpc", vpc_id)}}
-    folders = sorted({scripts.prefix: scripts for scripts in lifecycle}.values(), key=lambda s: s.prefix)
+    vpc_condition = {"ArnEquals": {"ec2:Vpc": _ec2_arn("vpc", props.vpc_id)}}
+    folders = sorted({scripts.prefix: scripts for scripts in props.lifecycle}.values(), key=lambda s: s.prefix)
     statements = [
         iam.PolicyStatement(sid="ClusterLogGroups", actions=["logs:CreateLogGroup"], resources=[log_groups]),
         iam.PolicyStatement(sid="ClusterLogStreams",
@@ -99,25 +157,27 @@ def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key
             iam.PolicyStatement(sid="LifecycleScriptsRead", actions=["s3:GetObject"],
                                 resources=[f.object_arns() for f in folders]),
         ]
-    statements += storage_statements(bucket_arns, kms_key_arn) + volume_key_statements(volume_key_arn)
-    describe = DESCRIBE_ACTIONS + (EKS_DESCRIBE_ACTIONS if eks_cluster_arn else [])
+    statements += (storage_statements(props.bucket_arns, props.kms_key_arn)
+                   + volume_key_statements(props.volume_key_arn))
+    eks = bool(props.eks_cluster_arn)
+    describe = DESCRIBE_ACTIONS + (EKS_DESCRIBE_ACTIONS if eks else [])
     statements += [
         iam.PolicyStatement(sid="DescribeNetwork", actions=describe, resources=["*"]),
         iam.PolicyStatement(sid="CreateNetworkInterfaces", actions=["ec2:CreateNetworkInterface"],
                             resources=[_ec2_arn("network-interface")]
-                            + [_ec2_arn("subnet", s) for s in subnet_ids]
-                            + [_ec2_arn("security-group", g) for g in security_group_ids]),
+                            + [_ec2_arn("subnet", s) for s in props.subnet_ids]
+                            + [_ec2_arn("security-group", g) for g in props.security_group_ids]),
         iam.PolicyStatement(sid="ManageClusterNetworkInterfaces", actions=ENI_ACTIONS,
                             resources=[_ec2_arn("network-interface")], conditions=vpc_condition),
         iam.PolicyStatement(sid="TagNetworkInterfaces", actions=["ec2:CreateTags"],
                             resources=[_ec2_arn("network-interface")]),
         *([iam.PolicyStatement(sid="FsxEfaSetup", actions=["fsx:DescribeFileSystems"], resources=["*"])]
-          if efa_file_system else []),
+          if props.efa_file_system else []),
         iam.PolicyStatement(sid="InterfacesOnClusterInstances",
-                            actions=["ec2:DetachNetworkInterface"] + (["ec2:AttachNetworkInterface"] if eks_cluster_arn else []),
+                            actions=["ec2:DetachNetworkInterface"] + (["ec2:AttachNetworkInterface"] if eks else []),
                             resources=[_ec2_arn("instance", account="*")]),
     ]
-    if eks_cluster_arn:
+    if eks:
         statements += [
             iam.PolicyStatement(sid="VpcCniNetworkInterfaces", actions=EKS_ENI_ACTIONS,
                                 resources=[_ec2_arn("network-interface")], conditions=vpc_condition),
@@ -125,12 +185,12 @@ def execution_policy(*, lifecycle: Sequence, bucket_arns: Sequence[str], kms_key
             iam.PolicyStatement(sid="EcrPull", actions=ECR_PULL_ACTIONS,
                                 resources=[f"arn:{cdk.Aws.PARTITION}:ecr:{cdk.Aws.REGION}:*:repository/*"]),
             iam.PolicyStatement(sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"],
-                                resources=[eks_cluster_arn]),
+                                resources=[props.eks_cluster_arn]),
         ]
-    statements += remote_write_statements(workspace_arn)
-    if metrics_parameter_arn:
+    statements += remote_write_statements(props.workspace_arn)
+    if props.metrics_parameter_arn:
         statements.append(iam.PolicyStatement(sid="MetricsParameter", actions=["ssm:GetParameter"],
-                                              resources=[metrics_parameter_arn]))
+                                              resources=[props.metrics_parameter_arn]))
     return iam.PolicyDocument(statements=statements)
 
 
@@ -150,12 +210,25 @@ def volume_key_statements(key_arn: Optional[str]) -> list[iam.PolicyStatement]:
 
 
 class HyperPodExecutionRole(Construct):
-    """The role every instance group of one HyperPod cluster assumes (trust: SageMaker)."""
+    """The role every instance group of one HyperPod cluster assumes (trust: SageMaker), with one
+    inline policy, ``fmcluster-hyperpod`` (`execution_policy`).
 
-    def __init__(self, scope: Construct, construct_id: str, *, description: str, **policy) -> None:
+    Props:
+        description: the role's description (IAM: at most 1,000 characters).
+            @default required
+        policy: what the role may do (`ExecutionPolicyProps`).
+            @default required
+
+    Attributes:
+        role: the `iam.Role`.
+        role_arn: the role's ARN (each instance group's `ExecutionRole`).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, description: str,
+                 policy: ExecutionPolicyProps) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal(SERVICE), description=description,
-                             inline_policies={"fmcluster-hyperpod": execution_policy(**policy)})
+                             inline_policies={"fmcluster-hyperpod": execution_policy(policy)})
 
     @property
     def role_arn(self) -> str:

@@ -13,11 +13,11 @@ What it sets:
 
 - `NetworkInterfaces`: one per interface of the layout (`fmcluster.efa.efa_layout`), with its
   network card and device index, `InterfaceType` for EFA interfaces (ENA interfaces leave it
-  out), the security groups in each interface's `Groups` (the EFA group first where the
-  template has EFA interfaces) and `DeleteOnTermination`; no top-level `SecurityGroupIds`
-  (EC2 rejects it beside network interfaces).
+  out), `SubnetId` when a subnet is given, the security groups in each interface's `Groups`
+  (the EFA group first where the template has EFA interfaces) and `DeleteOnTermination`; no
+  top-level `SecurityGroupIds` (EC2 rejects it beside network interfaces).
 - IMDSv2 only (`HttpTokens: required`), hop limit 1 by default.
-- An encrypted gp3 root volume (on `/dev/sda1`, the root device of Ubuntu AMIs, unless
+- An encrypted gp3 root volume, deleted with the instance (on `/dev/sda1`, the root device of Ubuntu AMIs, unless
   `root_device_name` names another, such as `/dev/xvda` for Amazon Linux).
 - `ImageId` when an AMI is given (otherwise the service that launches the nodes picks it).
 - `Placement.GroupName` when a placement group is given.
@@ -42,7 +42,13 @@ AMAZON_LINUX_ROOT_DEVICE = "/dev/xvda"  # the root device of Amazon Linux (EKS A
 
 
 class InterfaceLike(Protocol):
-    """One network interface of a layout (`fmcluster.efa.Interface` is one)."""
+    """One network interface of a layout (`fmcluster.efa.Interface` is one).
+
+    Members: `network_card_index` (the network card, 0 for the primary interface),
+    `device_index` (the attachment's device index on that card, 0 for the primary interface) and
+    `interface_type` (``interface`` for ENA, ``efa`` or ``efa-only``: the values EC2 accepts for a
+    launch template's `InterfaceType`).
+    """
 
     network_card_index: int
     device_index: int
@@ -51,9 +57,29 @@ class InterfaceLike(Protocol):
 
 @dataclass(frozen=True)
 class CapacityTarget:
-    """Where the instances' capacity comes from; the default (nothing) is on-demand or spot."""
+    """Where the instances' capacity comes from; the default (nothing) is on-demand or spot.
 
-    market_type: Optional[str] = None  # "capacity-block" for a Capacity Block for ML
+    At most one of `reservation_id` and `reservation_resource_group_arn`; a Capacity Block needs
+    `reservation_id` (instance Capacity Blocks cannot be targeted through a resource group).
+
+    Props:
+        market_type: `InstanceMarketOptions.MarketType` of the template: ``capacity-block`` for a
+            Capacity Block for ML, the only market type this construct writes (EC2 also knows
+            ``on-demand``, ``spot`` and ``interruptible-capacity-reservation``; spot is the
+            purchase option of the node group, not of its template).
+            @default None: no market options (on-demand or spot)
+        reservation_id: the capacity reservation (ODCR or Capacity Block) the instances must run
+            in, `CapacityReservationTarget.CapacityReservationId` (``cr-`` and 17 hex digits in
+            AWS's examples; EC2 documents no pattern).
+            @default None
+        reservation_resource_group_arn: a resource group of capacity reservations the instances
+            may run in, with On-Demand backfill beyond it
+            (`CapacityReservationTarget.CapacityReservationResourceGroupArn`,
+            ``arn:PARTITION:resource-groups:REGION:ACCOUNT:group/NAME``).
+            @default None
+    """
+
+    market_type: Optional[str] = None
     reservation_id: Optional[str] = None
     reservation_resource_group_arn: Optional[str] = None
 
@@ -62,6 +88,66 @@ class CapacityTarget:
             raise ValueError("target a capacity reservation by id or by resource group ARN, not both")
         if self.market_type == CAPACITY_BLOCK_MARKET and not self.reservation_id:
             raise ValueError("a Capacity Block needs its reservation id")
+
+
+@dataclass(frozen=True)
+class LaunchTemplateProps:
+    """The props of a `NodeLaunchTemplate` (and of `launch_template_data`).
+
+    Props:
+        interfaces: the network interfaces, primary first (`NetworkInterfaces`: one entry each,
+            with its `NetworkCardIndex` and `DeviceIndex`); at least one. An instance type takes
+            as many as its network cards allow (the instance catalog's EFA layout).
+            @default required
+        security_group_ids: security groups of every interface (each interface's `Groups`),
+            after the EFA group.
+            @default required
+        root_volume_gib: size of the encrypted gp3 root volume, in GiB (EBS gp3: 1 to 65,536 GiB).
+            @default required
+        efa_security_group_id: the EFA security group, first in every interface's `Groups`;
+            needed when an interface is ``efa`` or ``efa-only``, unused otherwise.
+            @default None
+        subnet_id: the subnet of every interface (`SubnetId`); None leaves the subnet to the
+            service that launches the nodes (EKS managed node groups take their subnets
+            on the node group).
+            @default None
+        user_data: the user data, as plain text: base64-encoded here (`Fn::Base64`). EC2 limits
+            user data to 16 KB; AWS PCS wants MIME multi-part, since it merges its own part.
+            @default None: no user data
+        instance_type: the instance type (`InstanceType`), such as ``p5.48xlarge``: written only
+            for a Capacity Block, whose template must name it (the services take the instance
+            type from the node group otherwise); required with a Capacity Block.
+            @default None
+        placement_group_name: name of the placement group of the instances (`Placement.GroupName`).
+            @default None: no placement group
+        capacity: the capacity reservation or Capacity Block to launch into.
+            @default ``CapacityTarget()``: on-demand or spot, no reservation
+        http_put_response_hop_limit: IMDSv2 PUT response hop limit (`MetadataOptions`): 1 to 64
+            hops (EC2's range); a pod or container in its own network namespace is one hop further.
+            @default 1
+        tags: tags of the instances and their volumes (`TagSpecifications` for ``instance`` and
+            ``volume``), key -> value (keys 1 to 128, values 0 to 256 characters).
+            @default None: no tags
+        root_device_name: device name of the root volume: the AMI's root device
+            (``/dev/sda1`` on Ubuntu, ``/dev/xvda`` on Amazon Linux).
+            @default ``/dev/sda1`` (`ROOT_DEVICE`)
+        image_id: the AMI (`ImageId`): ``ami-...`` or ``resolve:ssm:PARAMETER``.
+            @default None: the service that launches the nodes picks the AMI
+    """
+
+    interfaces: Sequence[InterfaceLike]
+    security_group_ids: Sequence[str]
+    root_volume_gib: int
+    efa_security_group_id: Optional[str] = None
+    subnet_id: Optional[str] = None
+    user_data: Optional[str] = None
+    instance_type: Optional[str] = None
+    placement_group_name: Optional[str] = None
+    capacity: CapacityTarget = CapacityTarget()
+    http_put_response_hop_limit: int = 1
+    tags: Optional[Mapping[str, str]] = None
+    root_device_name: str = ROOT_DEVICE
+    image_id: Optional[str] = None
 
 
 def _interface(interface: InterfaceLike, groups: list[str], subnet_id: Optional[str]) -> dict[str, Any]:
@@ -98,49 +184,51 @@ def _tags(tags: Mapping[str, str]) -> list[dict[str, Any]]:
     return [{"ResourceType": kind, "Tags": tag_list} for kind in ("instance", "volume")]
 
 
-def launch_template_data(*, interfaces: Sequence[InterfaceLike], security_group_ids: Sequence[str],
-                         efa_security_group_id: Optional[str] = None, subnet_id: Optional[str] = None,
-                         root_volume_gib: int, user_data: Optional[str] = None,
-                         instance_type: Optional[str] = None, placement_group_name: Optional[str] = None,
-                         capacity: CapacityTarget = CapacityTarget(), http_put_response_hop_limit: int = 1,
-                         tags: Optional[Mapping[str, str]] = None, root_device_name: str = ROOT_DEVICE,
-                         image_id: Optional[str] = None) -> dict[str, Any]:
-    """`LaunchTemplateData` as plain dictionaries. `user_data` is already base64 (or a token)."""
-    if not interfaces:
+def launch_template_data(props: LaunchTemplateProps) -> dict[str, Any]:
+    """`LaunchTemplateData` as plain dictionaries, with the CloudFormation property names."""
+    if not props.interfaces:
         raise ValueError("a launch template needs at least the primary network interface")
-    uses_efa = any(i.interface_type != ENA for i in interfaces)
-    if uses_efa and not efa_security_group_id:
+    uses_efa = any(i.interface_type != ENA for i in props.interfaces)
+    if uses_efa and not props.efa_security_group_id:
         raise ValueError("EFA interfaces need the EFA security group")
-    groups = ([efa_security_group_id] if uses_efa else []) + list(security_group_ids)
+    groups = ([props.efa_security_group_id] if uses_efa else []) + list(props.security_group_ids)
     data: dict[str, Any] = {
-        "NetworkInterfaces": [_interface(i, groups, subnet_id) for i in interfaces],
-        "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": http_put_response_hop_limit,
+        "NetworkInterfaces": [_interface(i, groups, props.subnet_id) for i in props.interfaces],
+        "MetadataOptions": {"HttpTokens": "required", "HttpPutResponseHopLimit": props.http_put_response_hop_limit,
                             "HttpEndpoint": "enabled"},
-        "BlockDeviceMappings": [{"DeviceName": root_device_name, "Ebs": {
-            "VolumeType": "gp3", "VolumeSize": root_volume_gib, "Encrypted": True, "DeleteOnTermination": True}}],
+        "BlockDeviceMappings": [{"DeviceName": props.root_device_name, "Ebs": {
+            "VolumeType": "gp3", "VolumeSize": props.root_volume_gib, "Encrypted": True,
+            "DeleteOnTermination": True}}],
     }
-    if image_id:
-        data["ImageId"] = image_id
-    if placement_group_name:
-        data["Placement"] = {"GroupName": placement_group_name}
-    data.update(_capacity(capacity, instance_type))
-    if tags:
-        data["TagSpecifications"] = _tags(tags)
-    if user_data is not None:
-        data["UserData"] = user_data
+    if props.image_id:
+        data["ImageId"] = props.image_id
+    if props.placement_group_name:
+        data["Placement"] = {"GroupName": props.placement_group_name}
+    data.update(_capacity(props.capacity, props.instance_type))
+    if props.tags:
+        data["TagSpecifications"] = _tags(props.tags)
+    if props.user_data is not None:
+        data["UserData"] = cdk.Fn.base64(props.user_data)
     return data
 
 
 class NodeLaunchTemplate(Construct):
-    """An `AWS::EC2::LaunchTemplate` for one node group; props as in `launch_template_data`,
-    with `user_data` as plain text (it is base64-encoded here)."""
+    """An `AWS::EC2::LaunchTemplate` for one node group (what it sets: this module's docstring).
 
-    def __init__(self, scope: Construct, construct_id: str, *, user_data: Optional[str] = None,
-                 **props: Any) -> None:
+    Props:
+        props: the template's settings, one prop each (`LaunchTemplateProps`).
+            @default required
+
+    Attributes:
+        resource: the `AWS::EC2::LaunchTemplate` (a `CfnResource`).
+        launch_template_id: the template's id (``lt-...``, its `Ref`).
+        latest_version_number: the template's latest version (`LatestVersionNumber`), as a string.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, props: LaunchTemplateProps) -> None:
         super().__init__(scope, construct_id)
-        encoded = cdk.Fn.base64(user_data) if user_data is not None else None
         self.resource = cdk.CfnResource(self, "Resource", type="AWS::EC2::LaunchTemplate", properties={
-            "LaunchTemplateData": launch_template_data(user_data=encoded, **props)})
+            "LaunchTemplateData": launch_template_data(props)})
 
     @property
     def launch_template_id(self) -> str:

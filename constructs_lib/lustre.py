@@ -62,6 +62,62 @@ class LustreFileSystem(Construct):
     The file system, its security group and the group's self-referencing rules are retained when
     the stack is deleted or the file system replaced; the rules that name the client group are not,
     so that the clients' stack can still be deleted.
+
+    Always set: SSD storage, Lustre `FILE_SYSTEM_TYPE_VERSION` (2.15), weekly maintenance on
+    Sunday at 05:00 UTC, import and export errors logged (`WARN_ERROR`), and, on persistent
+    types, daily automatic backups at 02:00 UTC (none with `backup_retention_days` 0). Capacity and throughput grids: the FSx for
+    Lustre User Guide and CreateFileSystem, as `fmcluster.fsx` and docs/research-notes.md
+    (section 4) record them.
+
+    Props:
+        vpc_id: the VPC of the file system's security group.
+            @default required
+        subnet_id: the one subnet of the file system (a Lustre file system lives in one subnet and
+            AZ; changing it replaces the file system).
+            @default required
+        client_security_group_id: the clients' security group, allowed in on TCP 988 and 1018-1023.
+            @default required
+        storage_capacity_gib: storage capacity, in GiB (at least 1,200). SSD: 1,200, 2,400 or a
+            multiple of 2,400 GiB (SCRATCH_1: 1,200, 2,400, then increments of 3,600 GiB);
+            EFA-enabled PERSISTENT_2: a multiple of 4,800, 9,600, 19,200 or 38,400 GiB at 1,000,
+            500, 250 or 125 MB/s per TiB.
+            @default required
+        deployment_type: ``PERSISTENT_2``, ``PERSISTENT_1``, ``SCRATCH_2`` or ``SCRATCH_1``
+            (`LustreConfiguration.DeploymentType`). Metadata IOPS and EFA need PERSISTENT_2
+            (and fmcluster's rules link S3 to PERSISTENT_2 only); backups and the KMS key need a
+            persistent type.
+            @default required
+        throughput_per_tib: throughput per TiB of storage, in MB/s per TiB
+            (`PerUnitStorageThroughput`): PERSISTENT_2 125, 250, 500 or 1,000; PERSISTENT_1 (SSD)
+            50, 100 or 200; required with a persistent type. Not written for scratch types
+            (SCRATCH_2 has a fixed baseline of 200 MB/s per TiB).
+            @default None
+        compression: ``LZ4`` or ``NONE`` (`DataCompressionType`).
+            @default ``LZ4``
+        metadata_iops: provisioned metadata IOPS of a PERSISTENT_2 file system (`USER_PROVISIONED`):
+            1,500, 3,000, 6,000, 12,000, or a multiple of 12,000 up to 192,000; ignored by other
+            deployment types.
+            @default None: ``AUTOMATIC`` on PERSISTENT_2 (FSx scales them with the capacity)
+        efa_security_group_id: the EFA security group (all traffic to and from itself): the file
+            system is EFA-enabled (`EfaEnabled`, set at creation only) and carries that group too.
+            @default None: not EFA-enabled
+        kms_key_id: the KMS key of the data at rest, on persistent types (`KmsKeyId`: changing it
+            replaces the file system); scratch types always use a key FSx manages, and a key
+            given for them only adds a warning.
+            @default None: the FSx-managed key
+        name: the `Name` tag of the file system and its security group.
+            @default None: no `Name` tag
+        backup_retention_days: days daily automatic backups are kept, on persistent types
+            (`AutomaticBackupRetentionDays`: 0 turns them off, at most 90).
+            @default 7 (`BACKUP_RETENTION_DAYS`)
+
+    Attributes:
+        security_group: the file servers' `ec2.CfnSecurityGroup` (retained).
+        security_group_id: its id.
+        file_system: the `fsx.CfnFileSystem` (retained).
+        file_system_id: the file system's id (``fs-...``).
+        dns_name: the file system's DNS name (clients mount ``DNS@tcp:/MOUNT``).
+        mount_name: the file system's Lustre mount name.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc_id: str, subnet_id: str,
@@ -149,7 +205,11 @@ class LustreFileSystem(Construct):
              import_events: Sequence[str] = (), export_events: Sequence[str] = ()) -> fsx.CfnDataRepositoryAssociation:
         """Link `file_system_path` to an S3 bucket (and prefix): a data repository association,
         retained like the file system. Events: NEW, CHANGED, DELETED; an empty list leaves that
-        direction off. With import events the existing objects' metadata is imported at creation."""
+        direction off. With import events the existing objects' metadata is imported at creation.
+
+        Limits: at most 8 associations per file system (`fmcluster.fsx.MAX_LINKS`);
+        `file_system_path` 1 to 4,096 characters, one bucket per directory; the S3
+        path (``s3://BUCKET/PREFIX/``) 3 to 4,357 characters."""
         auto_import = (fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(events=list(import_events))
                        if import_events else None)
         auto_export = (fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=list(export_events))

@@ -35,7 +35,32 @@ def name_tag(name: str) -> list[cdk.CfnTag]:
 
 class AzSubnet(Construct):
     """One subnet placed by AZ ID (`AvailabilityZoneId`, the same physical zone in every
-    account), associated with a route table: the given one, or a new one of its own."""
+    account), associated with a route table: the given one, or a new one of its own. Instances
+    launched in it get no public IPv4 address (`MapPublicIpOnLaunch: false`).
+
+    Props:
+        vpc_id: the VPC of the subnet (``vpc-...``).
+            @default required
+        az_id: the AZ ID of the subnet, such as ``use1-az4`` (AZ IDs differ by Region and are not
+            contiguous: docs/research-notes.md, section 5).
+            @default required
+        cidr: the subnet's IPv4 range, inside the VPC's (AWS reserves 5 addresses of each
+            subnet; the smallest subnet is a /28: `fmcluster.network_plan`).
+            @default required
+        name: the subnet's `Name` tag (and its own route table's): at most 256 characters.
+            @default required
+        route_table_id: the route table to associate (``rtb-...``).
+            @default None: a new route table of the subnet's own
+
+    Attributes:
+        vpc_id: the VPC id, as given.
+        az_id: the AZ ID, as given.
+        name: the name, as given.
+        subnet: the `ec2.CfnSubnet`.
+        subnet_id: the subnet's id.
+        route_table_id: the id of the subnet's route table (given or its own).
+        association: the `ec2.CfnSubnetRouteTableAssociation`.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc_id: str, az_id: str, cidr: str,
                  name: str, route_table_id: str | None = None) -> None:
@@ -53,10 +78,12 @@ class AzSubnet(Construct):
     def subnet_id(self) -> str:
         return self.subnet.ref
 
-    def add_default_route(self, **target: str) -> ec2.CfnRoute:
-        """0.0.0.0/0 to a target, such as nat_gateway_id=... or gateway_id=..."""
+    def add_default_route(self, *, nat_gateway_id: str | None = None, gateway_id: str | None = None) -> ec2.CfnRoute:
+        """0.0.0.0/0 to one target: a NAT gateway (``nat-...``) or an internet gateway (``igw-...``)."""
+        if (nat_gateway_id is None) == (gateway_id is None):
+            raise ValueError("a default route goes to one target: a NAT gateway or an internet gateway")
         return ec2.CfnRoute(self, "DefaultRoute", route_table_id=self.route_table_id,
-                            destination_cidr_block=ANYWHERE, **target)
+                            destination_cidr_block=ANYWHERE, nat_gateway_id=nat_gateway_id, gateway_id=gateway_id)
 
     def add_nat_gateway(self, *, depends_on: Iterable[cdk.CfnResource] = ()) -> ec2.CfnNatGateway:
         """A public NAT gateway with its Elastic IP in this (public) subnet."""
@@ -75,6 +102,34 @@ class ClusterVpc(Construct):
     gateway endpoint on the private route tables.
 
     `private_subnets` and `public_subnets` map AZ ID -> CIDR; subnet ids keep that order.
+    DNS resolution and DNS hostnames are on. The S3 endpoint's service name takes the stack's
+    region (a literal with an explicit environment, else a token).
+
+    Props:
+        name: prefix of the `Name` tags (``NAME-vpc``, ``NAME-igw``, ``NAME-public``,
+            ``NAME-public-AZID``, ``NAME-private-AZID``, ...; a tag value holds at most 256 characters).
+            @default required
+        cidr: the VPC's IPv4 range (`CidrBlock`), such as ``10.0.0.0/16``.
+            @default required
+        private_subnets: AZ ID -> CIDR of the private subnets (each with its own route table, its
+            default route through the NAT gateway, and the S3 endpoint).
+            @default required
+        public_subnets: AZ ID -> CIDR of the public subnets (one route table, default route
+            through the internet gateway).
+            @default required
+        nat_az_id: the AZ ID whose public subnet holds the NAT gateway; must be a key of
+            `public_subnets`.
+            @default required
+
+    Attributes:
+        vpc: the `ec2.CfnVPC`.
+        vpc_id: the VPC's id.
+        public_subnets: the public `AzSubnet`s, in the order given.
+        private_subnets: the private `AzSubnet`s, in the order given.
+        public_subnet_ids: the public subnets' ids, in that order.
+        private_subnet_ids: the private subnets' ids, in that order.
+        nat_gateway_id: the NAT gateway's id.
+        s3_endpoint: the S3 gateway endpoint (`ec2.CfnVPCEndpoint`).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, cidr: str,
@@ -130,7 +185,24 @@ class ClusterVpc(Construct):
 class VpcFlowLog(Construct):
     """Flow logs of every interface in a VPC (accepted and rejected traffic) to a CloudWatch log
     group that is retained when the stack is deleted, delivered by a role that may only write
-    to that log group."""
+    to that log group (trust: VPC Flow Logs of this account only).
+
+    Props:
+        vpc_id: the VPC whose traffic is logged (``vpc-...``).
+            @default required
+        name: the VPC's name, in the role's description and the flow log's `Name` tag
+            (``NAME-flow-log``).
+            @default required
+        retention_days: how long the log group keeps the records, in days: one of 1, 3, 5, 7, 14,
+            30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288 or 3653
+            (`AWS::Logs::LogGroup` RetentionInDays).
+            @default 365
+
+    Attributes:
+        log_group: the `logs.CfnLogGroup` (retained).
+        role: the delivery role (`iam.CfnRole`).
+        flow_log: the `ec2.CfnFlowLog`.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc_id: str, name: str,
                  retention_days: int = 365) -> None:
@@ -163,7 +235,27 @@ class SelfReferencingSecurityGroup(Construct):
     anywhere or egress only to its own members (`egress_anywhere=False`).
 
     The self rules are separate resources (SecurityGroupIngress/Egress with the group's own id
-    as source and destination), since an inline rule cannot name its own group."""
+    as source and destination), since an inline rule cannot name its own group.
+
+    Props:
+        vpc_id: the VPC of the group (``vpc-...``).
+            @default required
+        name: the group's `Name` tag (at most 256 characters).
+            @default required
+        description: the group's description (`GroupDescription`: at most 255 characters of
+            letters, digits, spaces and ``._-:/()#,@[]+=&;{}!$*``; changing it replaces the group).
+            @default required
+        egress_anywhere: allow all outbound traffic; False allows outbound traffic to members only
+            (the default allow-all egress rule of a new group is replaced by one that matches nothing).
+            @default required
+
+    Attributes:
+        group: the `ec2.CfnSecurityGroup`.
+        security_group_id: the group's id (``sg-...``).
+        self_ingress: the rule that allows all traffic from members (`ec2.CfnSecurityGroupIngress`).
+        self_egress: the rule that allows all traffic to members (`ec2.CfnSecurityGroupEgress`),
+            None with egress to anywhere.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc_id: str, name: str, description: str,
                  egress_anywhere: bool) -> None:
@@ -191,7 +283,16 @@ class SelfReferencingSecurityGroup(Construct):
 class EfaSecurityGroup(SelfReferencingSecurityGroup):
     """The EFA security group: all traffic from and to itself, and nothing else. EFA needs the
     self egress rule even where another rule allows egress to anywhere; outbound traffic of the
-    nodes goes through their node security group."""
+    nodes goes through their node security group.
+
+    Props:
+        vpc_id: the VPC of the group: the nodes' and the EFA-enabled file system's.
+            @default required
+        name: the group's `Name` tag, such as ``CLUSTER-efa`` (at most 256 characters).
+            @default required
+
+    Attributes: those of `SelfReferencingSecurityGroup` (`self_egress` is always set).
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc_id: str, name: str) -> None:
         super().__init__(scope, construct_id, vpc_id=vpc_id, name=name, egress_anywhere=False,
@@ -200,7 +301,16 @@ class EfaSecurityGroup(SelfReferencingSecurityGroup):
 
 class NodeSecurityGroup(SelfReferencingSecurityGroup):
     """The security group of every node and of the control plane: all traffic from its own
-    members, egress to anywhere, and no inbound traffic from outside the group."""
+    members, egress to anywhere, and no inbound traffic from outside the group.
+
+    Props:
+        vpc_id: the cluster's VPC.
+            @default required
+        name: the group's `Name` tag, such as ``CLUSTER-nodes`` (at most 256 characters).
+            @default required
+
+    Attributes: those of `SelfReferencingSecurityGroup` (`self_egress` is None).
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc_id: str, name: str) -> None:
         super().__init__(scope, construct_id, vpc_id=vpc_id, name=name, egress_anywhere=True,
@@ -208,7 +318,18 @@ class NodeSecurityGroup(SelfReferencingSecurityGroup):
 
 
 class ClusterPlacementGroups(Construct):
-    """One cluster placement group per key; `group_names` maps key -> placement group name (a token)."""
+    """One cluster placement group (`Strategy: cluster`) per key, named by CloudFormation.
+
+    Props:
+        keys: one key per placement group: its construct id (so a key must stay stable for its
+            group to stay) and the end of its `Name` tag.
+            @default required
+        name_prefix: start of the groups' `Name` tags (``PREFIX-KEY``, at most 256 characters).
+            @default required
+
+    Attributes:
+        group_names: key -> the placement group's name (a token: its `Ref`).
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, keys: Iterable[str], name_prefix: str) -> None:
         super().__init__(scope, construct_id)

@@ -63,7 +63,26 @@ def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optio
 
 
 class NodeRole(Construct):
-    """Role (path /aws-pcs/) and instance profile for the nodes of one PCS cluster."""
+    """Role (path /aws-pcs/) and instance profile for the nodes of one PCS cluster (trust: EC2);
+    its permissions are this module's docstring's, in one inline policy, ``fmcluster-node``.
+
+    Props:
+        cluster_arn: ARN of the PCS cluster the nodes register with
+            (pcs:RegisterComputeNodeGroupInstance on it only).
+            @default required
+        bucket_arns: ARNs of the cluster's S3 buckets (read and write on them and their objects).
+            @default ``()``: no bucket
+        kms_key_arn: ARN of the buckets' KMS key (kms:Decrypt, kms:GenerateDataKey).
+            @default None: no storage key
+        workspace_arn: ARN of the Prometheus workspace the nodes remote-write to (aps:RemoteWrite).
+            @default None: no metrics collection
+
+    Attributes:
+        role: the `iam.Role`.
+        instance_profile: the `iam.CfnInstanceProfile`.
+        instance_profile_arn: the instance profile's ARN (the compute node groups'
+            `IamInstanceProfileArn`).
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_arn: str, bucket_arns: Sequence[str] = (),
                  kms_key_arn: Optional[str] = None, workspace_arn: Optional[str] = None) -> None:

@@ -2,9 +2,9 @@
 the SNS topic alerts go to.
 
 - `PrometheusWorkspace`: `AWS::APS::Workspace` (encrypted at rest with an AWS-owned key), one
-  `AWS::APS::RuleGroupsNamespace` per rule file (the file's text, unchanged), and an alert
-  manager definition that routes every alert to `topic_arn` (SigV4, grouped by cluster, alert
-  and node). `remote_write_statement()` / `query_statement()`: the only IAM a writer or a
+  `AWS::APS::RuleGroupsNamespace` per rule file (the file's text, unchanged), and, with a
+  `topic`, an alert manager definition that routes every alert to it (SigV4, grouped by cluster,
+  alert and node). `remote_write_statement()` / `query_statement()`: the only IAM a writer or a
   reader needs, scoped to this workspace.
 - `AlertTopic`: an SNS topic encrypted with its own KMS key, whose policies let only this
   account's CloudWatch alarms and this workspace's alert manager publish; `email` subscribed.
@@ -12,7 +12,7 @@ the SNS topic alerts go to.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Protocol
 
 import aws_cdk as cdk
 from aws_cdk import aws_aps as aps
@@ -50,8 +50,38 @@ def alertmanager_definition(topic_arn: str, region: str) -> str:
     ])
 
 
+class AlertDestination(Protocol):
+    """Where a workspace's alert manager sends alerts (`AlertTopic` is one).
+
+    Members: `topic_arn` (the SNS topic's ARN) and `allow_alert_manager(workspace_arn)` (lets
+    that workspace's alert manager, and no other, publish to it).
+    """
+
+    @property
+    def topic_arn(self) -> str: ...
+
+    def allow_alert_manager(self, workspace_arn: str) -> None: ...
+
+
 class AlertTopic(Construct):
-    """SNS topic (KMS-encrypted) for alarms and alerts; `email` subscribed when given."""
+    """SNS topic (KMS-encrypted) for alarms and alerts; `email` subscribed when given.
+
+    The topic requires TLS (`enforce_ssl`); its key rotates yearly and is deleted with the stack,
+    after a pending window of `TOPIC_KEY_PENDING_DAYS` days (KMS: 7 to 30).
+
+    Props:
+        name: the cluster's name, in the topic's display name (``fmcluster NAME alerts``: SNS
+            allows at most 100 characters) and the key's description.
+            @default required
+        email: an address subscribed to the topic (SNS protocol ``email``).
+            @default None: no subscription
+
+    Attributes:
+        key: the topic's KMS key (`kms.Key`), usable by CloudWatch and Amazon Managed Service for
+            Prometheus of this account.
+        topic: the `sns.Topic`.
+        topic_arn: the topic's ARN.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, email: Optional[str] = None) -> None:
         super().__init__(scope, construct_id)
@@ -88,10 +118,30 @@ class AlertTopic(Construct):
 
 
 class PrometheusWorkspace(Construct):
-    """`rules`: {namespace name: rule file text}. `topic`: the AlertTopic alerts go to."""
+    """An Amazon Managed Service for Prometheus workspace with its alert rules and alert manager.
+
+    Props:
+        alias: the workspace's alias (`Alias`: at most 100 characters).
+            @default required
+        rules: rule groups namespace name (1 to 64 characters) -> the text of a Prometheus rule
+            file, one `AWS::APS::RuleGroupsNamespace` each.
+            @default required
+        topic: where the alert manager sends every alert.
+            @default None: no alert manager definition
+        tags: tags of the workspace, key -> value.
+            @default None: no tags
+
+    Attributes:
+        workspace: the `aps.CfnWorkspace`.
+        rule_namespaces: namespace name -> its `aps.CfnRuleGroupsNamespace`.
+        workspace_arn: the workspace's ARN.
+        workspace_id: the workspace's id.
+        endpoint: the workspace's Prometheus endpoint (ends with a slash).
+        remote_write_url: the endpoint's ``api/v1/remote_write`` URL.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, alias: str, rules: Mapping[str, str],
-                 topic: Optional[AlertTopic] = None, tags: Optional[Mapping[str, str]] = None) -> None:
+                 topic: Optional[AlertDestination] = None, tags: Optional[Mapping[str, str]] = None) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         alert_manager = None

@@ -4,13 +4,15 @@
   throughput saturation: read + write bytes per second above `THROUGHPUT_SATURATION` of the
   file system's aggregate throughput (capacity in TiB x throughput per TiB) for 15 minutes.
 - NAT gateway: port allocation errors (ErrorPortAllocation: the gateway ran out of source ports
-  to one destination; pulls of images, datasets or packages fail) and dropped packets.
+  to one destination; pulls of images, datasets or packages fail); its dropped packets are
+  graphed beside them on the dashboard, without an alarm.
 
-Every alarm notifies `topic_arn` (and again when it recovers).
+Every alarm notifies `topic` (and again when it recovers).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 import aws_cdk as cdk
@@ -25,17 +27,57 @@ PERIOD = cdk.Duration.minutes(5)
 GIB = 1024 ** 3
 
 
+@dataclass(frozen=True)
+class AlarmedFileSystem:
+    """The FSx for Lustre file system whose capacity and throughput `ClusterAlarms` watches.
+
+    Props:
+        file_system_id: the file system's id (``fs-...``), the `FileSystemId` dimension of its
+            AWS/FSx metrics.
+            @default required
+        capacity_gib: its storage capacity, in GiB (the free-capacity threshold is
+            `FREE_CAPACITY_FRACTION` of it).
+            @default required
+        throughput_mbps: its aggregate throughput, in MB/s (capacity in TiB x throughput per
+            TiB; the saturation threshold is `THROUGHPUT_SATURATION` of it).
+            @default required
+    """
+
+    file_system_id: str
+    capacity_gib: int
+    throughput_mbps: float
+
+
 class ClusterAlarms(Construct):
-    """`file_system`: (id, capacity GiB, aggregate throughput MB/s) or None; `nat_gateway_id`."""
+    """The cluster's CloudWatch alarms (this module's docstring) and a dashboard of them.
+
+    Props:
+        name: the cluster's name, in the alarm names (``fmcluster-NAME-fsx-free-capacity``, ...;
+            CloudWatch: at most 255 characters) and the dashboard name (``fmcluster-NAME``,
+            1 to 255 characters).
+            @default required
+        topic: the SNS topic every alarm notifies, in ALARM and again in OK.
+            @default required
+        file_system: the FSx for Lustre file system to watch; None adds no FSx alarms.
+            @default required
+        nat_gateway_id: the NAT gateway to watch (``nat-...``, the `NatGatewayId` dimension);
+            None adds no NAT alarms.
+            @default required
+
+    Attributes:
+        alarms: the alarms (`cw.Alarm`), FSx first.
+        widgets: the dashboard's metric graphs.
+        dashboard: the CloudWatch dashboard: the alarms' states, then the graphs.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, topic: sns.ITopic,
-                 file_system: Optional[tuple[str, int, float]], nat_gateway_id: Optional[str]) -> None:
+                 file_system: Optional[AlarmedFileSystem], nat_gateway_id: Optional[str]) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cw.Alarm] = []
         self.widgets: list[cw.IWidget] = []
         action = cw_actions.SnsAction(topic)
         if file_system is not None:
-            self._fsx(name, *file_system)
+            self._fsx(name, file_system.file_system_id, file_system.capacity_gib, file_system.throughput_mbps)
         if nat_gateway_id is not None:
             self._nat(name, nat_gateway_id)
         for alarm in self.alarms:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Protocol
 
 import aws_cdk as cdk
 from aws_cdk import aws_grafana as grafana
@@ -37,6 +37,25 @@ PROVISIONER_ACTIONS = ["grafana:DescribeWorkspace", "grafana:ListWorkspaceServic
 
 
 class GrafanaWorkspace(Construct):
+    """An Amazon Managed Grafana workspace of this account (Grafana `GRAFANA_VERSION`, sign-in
+    through IAM Identity Center, plugin administration off) and its role.
+
+    Props:
+        name: the workspace's name (`Name`: 1 to 255 of letters, digits and ``-._~``), also in
+            its description (``fmcluster NAME``) and its role's.
+            @default required
+        prometheus_workspace_arn: ARN of the Prometheus workspace the role may query (and
+            describe): the only data source it can read.
+            @default required
+
+    Attributes:
+        role: the workspace's `iam.Role` (trust: Grafana, this account only).
+        workspace: the `grafana.CfnWorkspace`.
+        workspace_id: the workspace's id (``g-`` and 10 hex digits).
+        url: ``https://`` and the workspace's endpoint.
+        workspace_arn: the workspace's ARN (the resource of the grafana: actions).
+    """
+
     def __init__(self, scope: Construct, construct_id: str, *, name: str, prometheus_workspace_arn: str) -> None:
         super().__init__(scope, construct_id)
         account = cdk.Stack.of(self).account
@@ -75,11 +94,46 @@ def dashboard_properties(dashboards: Mapping[str, str]) -> dict[str, str]:
             for name, text in sorted(dashboards.items())}
 
 
-class GrafanaProvisioner(Construct):
-    """Data source and dashboards of `workspace`, through the Grafana HTTP API at deploy time."""
+class GrafanaWorkspaceRef(Protocol):
+    """The Grafana workspace a `GrafanaProvisioner` provisions (`GrafanaWorkspace` is one).
 
-    def __init__(self, scope: Construct, construct_id: str, *, workspace: GrafanaWorkspace, prometheus_endpoint: str,
-                 dashboards: Mapping[str, str]) -> None:
+    Members: `workspace_id`, `url` (``https://`` and its endpoint) and `workspace_arn` (the
+    resource the handler's grafana: actions are scoped to).
+    """
+
+    @property
+    def workspace_id(self) -> str: ...
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def workspace_arn(self) -> str: ...
+
+
+class GrafanaProvisioner(Construct):
+    """Data source and dashboards of `workspace`, through the Grafana HTTP API at deploy time.
+
+    The handler (Python 3.14, 5 minutes, 256 MB, logs kept one month) may only mint and delete
+    service-account tokens of this one workspace.
+
+    Props:
+        workspace: the Grafana workspace to provision.
+            @default required
+        prometheus_endpoint: the Prometheus workspace's endpoint (with its trailing slash), the
+            URL of the data source (uid `DATA_SOURCE_UID`, SigV4).
+            @default required
+        dashboards: dashboard name (the file's stem) -> the dashboard's JSON text; written
+            compact and key-sorted into the custom resource's properties.
+            @default required
+
+    Attributes:
+        function: the handler (`lambda_.Function`).
+        resource: the custom resource (`Custom::GrafanaProvisioner`).
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, workspace: GrafanaWorkspaceRef,
+                 prometheus_endpoint: str, dashboards: Mapping[str, str]) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH,

@@ -25,7 +25,32 @@ from constructs import Construct
 class ManagedScraper(Construct):
     """`AWS::APS::Scraper`: source the EKS cluster (its ARN, private subnets in at least two AZs,
     a security group that reaches the nodes), destination the workspace, the scrape
-    configuration base64-encoded as AMP wants it. Attributes: scraper_arn, role_arn."""
+    configuration base64-encoded as AMP wants it.
+
+    Props:
+        alias: the scraper's alias (`Alias`: 1 to 100 characters, letters, digits and ``-._``,
+            starting with a letter or digit).
+            @default required
+        cluster_arn: ARN of the EKS cluster to scrape.
+            @default required
+        subnet_ids: the subnets the scraper reaches the cluster from (``subnet-...``).
+            @default required
+        security_group_ids: the scraper's security groups (``sg-...``), which must reach the
+            exporters' pods.
+            @default required
+        workspace_arn: ARN of the Prometheus workspace the scraper writes to.
+            @default required
+        scrape_configuration: the Prometheus-compatible scrape configuration, as text (YAML);
+            base64-encoded here (`ScrapeConfiguration.ConfigurationBlob`).
+            @default required
+        tags: tags of the scraper, key -> value.
+            @default required
+
+    Attributes:
+        resource: the `aps.CfnScraper`.
+        scraper_arn: the scraper's ARN.
+        role_arn: ARN of the scraper's service-linked role (its EKS access entry).
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, alias: str, cluster_arn: str,
                  subnet_ids: Sequence[str], security_group_ids: Sequence[str], workspace_arn: str,

@@ -20,6 +20,29 @@ class SlurmCluster(Construct):
     """An AWS PCS cluster running Slurm. PCS takes one subnet for its controller's interface.
 
     Slurm accounting stays off (PCS default `NONE`): it needs slurmdbd and costs an hourly fee.
+    The cluster's name, networking and size cannot change without replacing it.
+
+    Props:
+        name: the cluster's name (`Name`; the resource schema gives it no pattern or length).
+            @default required
+        slurm_version: the Slurm version (`Scheduler.Version`): 24.05, 24.11, 25.05 or 25.11
+            (the versions fmcluster offers, `fmcluster.controlplanes`; the PCS API also lists 23.11).
+            @default required
+        size: ``SMALL`` (up to 32 compute nodes and 256 jobs), ``MEDIUM`` (512 and 8,192) or
+            ``LARGE`` (2,048 and 16,384).
+            @default required
+        subnet_id: the subnet of the controller's interface (PCS takes exactly one).
+            @default required
+        security_group_ids: the controller interface's security groups (``sg-...``).
+            @default required
+        scale_down_idle_seconds: how long a node stays idle before PCS scales it down, in seconds
+            (`ScaleDownIdleTimeInSeconds`: at least 1).
+            @default 600
+
+    Attributes:
+        resource: the `pcs.CfnCluster`.
+        cluster_id: the cluster's id.
+        cluster_arn: the cluster's ARN.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, slurm_version: str, size: str,
@@ -45,7 +68,39 @@ class SlurmCluster(Construct):
 
 
 class ComputeNodeGroup(Construct):
-    """A PCS compute node group of one instance type, launched from a custom launch template."""
+    """A PCS compute node group of one instance type, launched from a custom launch template.
+
+    Props:
+        cluster_id: the PCS cluster's id.
+            @default required
+        name: the node group's name (`Name`; no pattern or length in the resource schema).
+            @default required
+        instance_type: the EC2 instance type (`InstanceConfigs`), such as ``p5.48xlarge``.
+            @default required
+        subnet_ids: the subnets of the instances, in the cluster's VPC.
+            @default required
+        launch_template_id: the launch template (``lt-...``).
+            @default required
+        launch_template_version: the launch template's version (a number, as a string).
+            @default required
+        instance_profile_arn: the instances' instance profile; its role needs
+            pcs:RegisterComputeNodeGroupInstance and a name starting with ``AWSPCS`` or the path
+            ``/aws-pcs/`` (`NodeRole.instance_profile_arn`).
+            @default required
+        min_count: the fewest instances (`MinInstanceCount`: at least 0).
+            @default required
+        max_count: the most instances (`MaxInstanceCount`: at least `min_count`; for a Capacity
+            Block, at most its size).
+            @default required
+        purchase_option: ``ONDEMAND``, ``SPOT`` or ``CAPACITY_BLOCK`` (`PurchaseOption`).
+            @default ``ONDEMAND``
+        ami_id: the AMI (`AmiId`: ``ami-`` and lowercase letters or digits).
+            @default None: the launch template's AMI
+
+    Attributes:
+        resource: the `pcs.CfnComputeNodeGroup`.
+        node_group_id: the node group's id.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_id: str, name: str, instance_type: str,
                  subnet_ids: Sequence[str], launch_template_id: str, launch_template_version: str,
@@ -71,7 +126,20 @@ class ComputeNodeGroup(Construct):
 
 
 class SlurmQueue(Construct):
-    """A PCS queue (a Slurm partition) over compute node groups."""
+    """A PCS queue (a Slurm partition) over compute node groups.
+
+    Props:
+        cluster_id: the PCS cluster's id.
+            @default required
+        name: the queue's name, the Slurm partition's (`Name`; no pattern or length in the
+            resource schema).
+            @default required
+        node_group_ids: ids of the compute node groups the queue sends jobs to.
+            @default required
+
+    Attributes:
+        resource: the `pcs.CfnQueue`.
+    """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_id: str, name: str,
                  node_group_ids: Sequence[str]) -> None:

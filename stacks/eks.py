@@ -57,7 +57,7 @@ from constructs import Construct
 
 from constructs_lib.eks import ClusterAddon, ManagedNodeGroup
 from constructs_lib.eks_iam import EksNodeRole, PodIdentityRole
-from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, NodeLaunchTemplate
+from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, LaunchTemplateProps, NodeLaunchTemplate
 from constructs_lib.observability_scraper import ManagedScraper
 from fmcluster import kubernetes
 from fmcluster import observability as observability_content
@@ -201,8 +201,8 @@ class EksClusterStack(cdk.Stack):
         if group.ami_id:
             custom = kubernetes.ClusterDetails(self.cluster.cluster_name, self.cluster.cluster_endpoint,
                                                self.cluster.cluster_certificate_authority_data, self.service_cidr)
-        template = NodeLaunchTemplate(
-            scope, "LaunchTemplate", interfaces=group.interfaces, subnet_id=None,
+        template = NodeLaunchTemplate(scope, "LaunchTemplate", props=LaunchTemplateProps(
+            interfaces=group.interfaces, subnet_id=None,
             security_group_ids=[self.network.node_security_group_id, self.cluster.cluster_security_group_id],
             efa_security_group_id=self.network.efa_security_group_id if group.efa else None,
             root_volume_gib=group.root_volume_gib, root_device_name=AMAZON_LINUX_ROOT_DEVICE,
@@ -212,7 +212,7 @@ class EksClusterStack(cdk.Stack):
             tags=self.model.instance_tags(group),
             user_data=kubernetes.node_user_data(
                 group.instance, raid0=group.instance.nvme_disks > 0, cluster=custom, taints=group.taints,
-                efa=group.efa, lnet_efa=self.model.lustre_efa, observability=self.observability is not None))
+                efa=group.efa, lnet_efa=self.model.lustre_efa, observability=self.observability is not None)))
         capacity_type = CAPACITY_TYPES[group.capacity.type]
         in_template = capacity_type == "CAPACITY_BLOCK"  # EKS wants a Capacity Block's type in the template
         subnets = tuple(self.network.private_subnet_ids) if group.role == SYSTEM else (self.network.gpu_subnet_id,)

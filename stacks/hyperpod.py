@@ -51,7 +51,7 @@ from constructs import Construct
 from constructs_lib.hyperpod import (COMPUTE, CONTINUOUS, CONTROLLER, DEEP_HEALTH_CHECKS, LOGIN,
                                      HyperPodCluster, InstanceGroup)
 from constructs_lib.hyperpod_lifecycle import LifecycleScripts
-from constructs_lib.hyperpod_role import HyperPodExecutionRole
+from constructs_lib.hyperpod_role import ExecutionPolicyProps, HyperPodExecutionRole
 from fmcluster import bootstrap, catalog, lifecycle
 from fmcluster.controlplanes import SPOT
 from fmcluster.model import COMPUTE as COMPUTE_ROLE
@@ -99,13 +99,13 @@ class HyperPodGroups(Construct):
                                                              lnet_efa=lnet_efa.get(g.name, False)))
             for g in groups}
         buckets = storage.bucket_arns or {}
-        self.role = HyperPodExecutionRole(
-            self, "ExecutionRole", description=description, lifecycle=list(self.scripts.values()),
+        self.role = HyperPodExecutionRole(self, "ExecutionRole", description=description, policy=ExecutionPolicyProps(
+            lifecycle=list(self.scripts.values()),
             bucket_arns=[buckets[name] for name in sorted(buckets)], kms_key_arn=storage.kms_key_arn,
             vpc_id=network.vpc_id, subnet_ids=subnet_ids, security_group_ids=security_group_ids,
             eks_cluster_arn=eks_cluster_arn, workspace_arn=workspace_arn,
             metrics_parameter_arn=metrics_parameter_arn, efa_file_system=efa_file_system,
-            volume_key_arn=storage.kms_key_arn)
+            volume_key_arn=storage.kms_key_arn))
         self.instance_groups = [replace(g, execution_role_arn=self.role.role_arn,
                                         lifecycle_uri=self.scripts[g.name].s3_uri,
                                         volume_kms_key_id=storage.kms_key_arn) for g in groups]

@@ -18,7 +18,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from constructs_lib.observability import AlertTopic, PrometheusWorkspace
-from constructs_lib.observability_cloudwatch import ClusterAlarms
+from constructs_lib.observability_cloudwatch import AlarmedFileSystem, ClusterAlarms
 from fmcluster import observability
 from fmcluster.model import ClusterModel
 from stacks.refs import NetworkRefs, StorageRefs
@@ -52,7 +52,7 @@ class ObservabilityStack(cdk.Stack):
         lustre = spec.storage.lustre
         file_system = None
         if lustre is not None and storage.file_system_id:
-            file_system = (storage.file_system_id, lustre.storage_capacity_gib, lustre.throughput_mbps)
+            file_system = AlarmedFileSystem(storage.file_system_id, lustre.storage_capacity_gib, lustre.throughput_mbps)
         self.alarms = ClusterAlarms(self, "Alarms", name=spec.name, topic=self.topic.topic, file_system=file_system,
                                     nat_gateway_id=getattr(network, "nat_gateway_id", None))
 

@@ -28,7 +28,7 @@ from typing import Any, Optional
 import aws_cdk as cdk
 from constructs import Construct
 
-from constructs_lib.launch_template import NodeLaunchTemplate
+from constructs_lib.launch_template import LaunchTemplateProps, NodeLaunchTemplate
 from constructs_lib.node_role import NodeRole
 from constructs_lib.pcs import ComputeNodeGroup, SlurmCluster, SlurmQueue
 from fmcluster import bootstrap
@@ -107,8 +107,8 @@ class PcsClusterStack(cdk.Stack):
                                  region=self.region, slurm=group.role == LOGIN)
 
     def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
-        template = NodeLaunchTemplate(
-            scope, "LaunchTemplate", interfaces=group.interfaces, subnet_id=self.network.gpu_subnet_id,
+        template = NodeLaunchTemplate(scope, "LaunchTemplate", props=LaunchTemplateProps(
+            interfaces=group.interfaces, subnet_id=self.network.gpu_subnet_id,
             security_group_ids=[self.network.node_security_group_id],
             efa_security_group_id=self.network.efa_security_group_id if group.efa else None,
             root_volume_gib=group.root_volume_gib, instance_type=group.instance_type,
@@ -116,7 +116,7 @@ class PcsClusterStack(cdk.Stack):
             capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
             tags=self.model.instance_tags(group),
             user_data=bootstrap.user_data(group.instance_type, efa=group.efa, lustre=self.lustre,
-                                          metrics=self._metrics(group)))
+                                          metrics=self._metrics(group))))
         made = ComputeNodeGroup(
             scope, "NodeGroup", cluster_id=self.cluster.cluster_id, name=group.name,
             instance_type=group.instance_type, subnet_ids=[self.network.gpu_subnet_id],
