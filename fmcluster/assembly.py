@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional
 
 NESTED_STACK = "AWS::CloudFormation::Stack"
 NESTED_SUFFIX = ".NestedStack"
@@ -23,7 +23,7 @@ NESTED_SUFFIX = ".NestedStack"
 class Template:
     name: str  # the stack name, or PARENT/ID for a nested stack
     path: Path
-    body: dict
+    body: dict[str, Any]  # the template, as parsed JSON
     parent: Optional[str] = None  # the parent's name, for a nested stack
     logical_id: Optional[str] = None  # of the AWS::CloudFormation::Stack resource in the parent
 
@@ -43,16 +43,16 @@ def _object_key(template_url: Any) -> Optional[str]:
     return None
 
 
-def nested_id(logical_id: str, resource: dict) -> str:
+def nested_id(logical_id: str, resource: dict[str, Any]) -> str:
     """The construct id of a nested stack resource (`NodeGroup-gpu`), else its logical id."""
-    path = resource.get("Metadata", {}).get("aws:cdk:path", "")
+    path: str = resource.get("Metadata", {}).get("aws:cdk:path", "")
     parts = path.split("/")
     if len(parts) >= 2 and parts[-2].endswith(NESTED_SUFFIX):
         return parts[-2].removesuffix(NESTED_SUFFIX)
     return logical_id
 
 
-def _asset_files(outdir: Path, manifest: dict, artifact_id: str) -> dict[str, Path]:
+def _asset_files(outdir: Path, manifest: dict[str, Any], artifact_id: str) -> dict[str, Path]:
     """Object key -> local file of the file assets of one stack's asset manifest."""
     deps = manifest["artifacts"][artifact_id].get("dependencies", [])
     files: dict[str, Path] = {}
@@ -100,12 +100,12 @@ def load(outdir: Path | str) -> dict[str, Template]:
     return out
 
 
-def templates(outdir: Path | str) -> dict[str, dict]:
+def templates(outdir: Path | str) -> dict[str, dict[str, Any]]:
     """Name -> template body, nested stacks (`PARENT/ID`) included."""
     return {name: t.body for name, t in load(outdir).items()}
 
 
-def parameter_value(all_templates: dict[str, dict], name: str, parameter: str) -> Any:
+def parameter_value(all_templates: Mapping[str, Mapping[str, Any]], name: str, parameter: str) -> Any:
     """The value the parent of nested stack `name` passes to its `parameter` (None if not nested
     or not passed)."""
     if "/" not in name:

@@ -11,7 +11,7 @@ Nothing here imports aws_cdk or boto3.
 from __future__ import annotations
 
 from functools import cache
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 # The records here and in the other modules `fmcluster validate` imports are NamedTuples, not
 # frozen dataclasses: as immutable and hashable, with the same attributes, but about 1 ms cheaper
@@ -30,7 +30,9 @@ class Gpu(NamedTuple):
 
 
 class NetworkCard(NamedTuple):
-    index: int  # the card's number (in place of tuple.index, which nothing calls on a card)
+    # the card's number, in place of tuple.index, which nothing calls on a card (mypy reports the
+    # override of a tuple method: python/mypy#8599)
+    index: int  # type: ignore[assignment]
     bandwidth_gbps: float
     efa: bool  # the card can carry an EFA (efa or efa-only) interface
 
@@ -98,10 +100,25 @@ def _cards(count: int, gbps: float, *, first_gbps: float | None = None, first_ef
     return tuple(cards)
 
 
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class _Shared(TypedDict):
+        """What the 8-GPU 48xlarge types share (keywords of InstanceType)."""
+
+        vcpus: int
+        nvme_disks: int
+        nvme_disk_gb: int
+        capacity_block: bool
+        hyperpod: bool
+        gpu_count: int
+        lnet_efa_interfaces: int
+
+
 def _gpu_types() -> list[InstanceType]:
-    big = dict(vcpus=192, nvme_disks=8, nvme_disk_gb=3800, capacity_block=True, hyperpod=True,
-               gpu_count=8, lnet_efa_interfaces=2)
-    per_pcie_switch = {**big, "lnet_efa_interfaces": 8}
+    big: _Shared = {"vcpus": 192, "nvme_disks": 8, "nvme_disk_gb": 3800, "capacity_block": True, "hyperpod": True,
+                    "gpu_count": 8, "lnet_efa_interfaces": 2}
+    per_pcie_switch: _Shared = {**big, "lnet_efa_interfaces": 8}
     return [
         InstanceType("p5.4xlarge", vcpus=16, memory_gib=256, network_cards=_cards(1, 100),
                      max_efa_interfaces=1, efa_generation=2, gpu=H100, gpu_count=1,

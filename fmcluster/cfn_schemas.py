@@ -41,11 +41,20 @@ def available() -> bool:
     return data_dir() is not None
 
 
+def _data_dir() -> Path:
+    """data_dir(), where the caller has checked that cfn-lint is there (available())."""
+    path = data_dir()
+    if path is None:
+        raise RuntimeError("cfn-lint's CloudFormation resource schemas are not installed (pip install cfn-lint)")
+    return path
+
+
 @cache
 def _providers(region: str) -> dict[str, str]:
-    providers = data_dir() / "schemas" / "providers"
+    providers = _data_dir() / "schemas" / "providers"
     path = providers / f"{region}.json"
-    return json.loads((path if path.is_file() else providers / f"{DEFAULT_REGION}.json").read_text())
+    digests: dict[str, str] = json.loads((path if path.is_file() else providers / f"{DEFAULT_REGION}.json").read_text())
+    return digests
 
 
 @cache
@@ -53,7 +62,7 @@ def schema(type_name: str, region: str = DEFAULT_REGION) -> Schema | None:
     digest = _providers(region).get(type_name) or _providers(DEFAULT_REGION).get(type_name)
     if digest is None:
         return None
-    data = json.loads((data_dir() / "schemas" / "resources" / f"{digest}.json").read_text())
+    data = json.loads((_data_dir() / "schemas" / "resources" / f"{digest}.json").read_text())
     pointers = tuple(tuple(p.split("/")[2:]) for p in data.get("createOnlyProperties", [])
                      if p.startswith("/properties/"))
     return Schema(type_name, pointers, legacy="handlers" not in data)
@@ -61,7 +70,7 @@ def schema(type_name: str, region: str = DEFAULT_REGION) -> Schema | None:
 
 @cache
 def _stateful() -> frozenset[str]:
-    path = data_dir() / "AdditionalSpecs" / "StatefulResources.json"
+    path = _data_dir() / "AdditionalSpecs" / "StatefulResources.json"
     listed = json.loads(path.read_text()).get("ResourceTypes", {}) if path.is_file() else {}
     return frozenset(listed) | frozenset(STATEFUL_TYPES)
 
@@ -70,7 +79,7 @@ def is_stateful(type_name: str) -> bool:
     return type_name in _stateful()
 
 
-def values_at(value: Any, pointer: Pointer) -> list:
+def values_at(value: Any, pointer: Pointer) -> list[Any]:
     """Every value at a pointer ("*" matches each list item); [] where there is none."""
     if not pointer:
         return [value]

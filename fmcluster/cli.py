@@ -6,23 +6,38 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Callable, Iterable, TextIO
 
 from fmcluster import __version__
+
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import TypedDict
+
+    from fmcluster.diagnostics import Diagnostic, DiagnosticDict
+    from fmcluster.spec import ClusterSpec
+
+    class FileReport(TypedDict):
+        """One spec file in `fmcluster validate --format json`."""
+
+        file: str
+        ok: bool
+        diagnostics: list[DiagnosticDict]
 
 EXIT_OK, EXIT_CHECK_FAILED, EXIT_INVALID = 0, 1, 2
 
 
-def _print_diagnostics(diagnostics, stream=None) -> None:
+def _print_diagnostics(diagnostics: Iterable[Diagnostic], stream: TextIO | None = None) -> None:
     stream = stream or sys.stderr
     for d in diagnostics:
         print(d.format(), file=stream)
 
 
-def cmd_validate(args) -> int:
+def cmd_validate(args: argparse.Namespace) -> int:
     from fmcluster import loader
 
     status = EXIT_OK
-    report = []
+    report: list[FileReport] = []
     for path in args.specs:
         result = loader.load(path)
         if args.format == "json":
@@ -45,7 +60,7 @@ def cmd_validate(args) -> int:
     return status
 
 
-def cmd_schema(args) -> int:
+def cmd_schema(args: argparse.Namespace) -> int:
     import json
 
     from fmcluster.spec import json_schema
@@ -54,7 +69,7 @@ def cmd_schema(args) -> int:
     return EXIT_OK
 
 
-def _load_valid(path: str):
+def _load_valid(path: str) -> ClusterSpec | None:
     """The ClusterSpec of a valid spec file, or None after printing its problems on stderr.
     Warnings are printed either way."""
     from fmcluster import loader
@@ -78,7 +93,7 @@ def _positive_number(text: str) -> float:
     return value
 
 
-def _window(text: str):
+def _window(text: str) -> tuple[datetime, datetime]:
     """START/END, two ISO 8601 times (UTC unless they say otherwise)."""
     from datetime import datetime, timezone
 
@@ -93,7 +108,7 @@ def _window(text: str):
     return start, end
 
 
-def cmd_plan(args) -> int:
+def cmd_plan(args: argparse.Namespace) -> int:
     from fmcluster import plan, plan_render
 
     if args.json_schema:
@@ -115,7 +130,7 @@ def cmd_plan(args) -> int:
     return EXIT_OK
 
 
-def cmd_preflight(args) -> int:
+def cmd_preflight(args: argparse.Namespace) -> int:
     from fmcluster import preflight
 
     spec = _load_valid(args.spec)
@@ -124,7 +139,7 @@ def cmd_preflight(args) -> int:
     return preflight.main(spec, args.format, args.window)
 
 
-def cmd_diff(args) -> int:
+def cmd_diff(args: argparse.Namespace) -> int:
     from fmcluster import diff
 
     old, new = _load_valid(args.old), _load_valid(args.new)
@@ -132,12 +147,12 @@ def cmd_diff(args) -> int:
         return EXIT_INVALID
     from fmcluster import synth
 
-    path = {id(old): args.old, id(new): args.new}
+    path: dict[int, str] = {id(old): args.old, id(new): args.new}
     return diff.main(old, new, args.format, args.allow_data_loss, names=(args.old, args.new),
                      synthesize=lambda spec: synth.templates(path[id(spec)]))
 
 
-def cmd_synth(args) -> int:
+def cmd_synth(args: argparse.Namespace) -> int:
     from fmcluster import synth
 
     return synth.synth(args.specs, args.output)
@@ -211,8 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run a command line; without `argv`, that of this process (the `fmcluster` program and
     `python -m fmcluster`)."""
     args = build_parser().parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = args.func  # set_defaults(func=...) of each command
     try:
-        return args.func(args)
+        return command(args)
     except BrokenPipeError:  # `fmcluster schema | head`
         return EXIT_OK
     except KeyboardInterrupt:

@@ -6,9 +6,12 @@ account facts for `fmcluster preflight`.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from fmcluster.efa import InterfaceMode
+
+if TYPE_CHECKING:
+    from fmcluster.spec import ClusterSpec
 
 ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT = "on-demand", "reservation", "capacity-block", "spot"
 CAPACITY_TYPES = (ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT)
@@ -24,7 +27,7 @@ class PcsSize(NamedTuple):
 PCS_SIZES = (PcsSize("SMALL", 32, 256), PcsSize("MEDIUM", 512, 8192), PcsSize("LARGE", 2048, 16384))
 
 
-def managed_nodes(spec) -> int:
+def managed_nodes(spec: ClusterSpec) -> int:
     """Every node a cluster's control plane manages: the node groups at their maximum and the
     login nodes (what sizes an AWS PCS cluster and a HyperPod Slurm controller). One function for
     the rules, the model (fmcluster.model) and so the plan and the stacks."""

@@ -8,9 +8,23 @@ Format (one per line, on stderr)::
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from typing import TYPE_CHECKING, Iterable, NamedTuple
 
-Path = tuple  # a field path: keys (str) and list indices (int)
+Path = tuple[str | int, ...]  # a field path: keys (str) and list indices (int)
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class DiagnosticDict(TypedDict):
+        """A diagnostic as `fmcluster validate --format json` prints it."""
+
+        file: str
+        line: int
+        column: int
+        severity: str
+        path: str
+        message: str
+        hint: str | None
 
 
 def dotted(path: Path) -> str:
@@ -43,7 +57,7 @@ class Diagnostic(NamedTuple):
             text += f"\n  hint: {self.hint}"
         return text
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> DiagnosticDict:
         return {"file": self.file, "line": self.line, "column": self.column,
                 "severity": self.severity, "path": dotted(self.path), "message": self.message,
                 "hint": self.hint}
@@ -67,7 +81,7 @@ def warning(path: Path, message: str, hint: str | None = None) -> Problem:
     return Problem(tuple(path), message, hint, "warning")
 
 
-def sort_key(d: Diagnostic) -> tuple:
+def sort_key(d: Diagnostic) -> tuple[str, int, int, bool, str]:
     return (d.file, d.line, d.column, d.severity != "error", d.message)
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Literal, Mapping
 
 from fmcluster import assembly, cfn_schemas
 from fmcluster.spec import ClusterSpec
@@ -35,6 +35,10 @@ RETAINED = ("Retain", "RetainExceptOnCreate", "Snapshot")
 IGNORED_TYPES = ("AWS::CDK::Metadata",)
 COMPARED_KEYS = ("Properties", "DeletionPolicy", "UpdateReplacePolicy", "Condition")
 SHOWN_PATHS = 6
+TemplateBody = Mapping[str, Any]  # a CloudFormation template, as parsed JSON
+Templates = Mapping[str, TemplateBody]  # stack name (PARENT/ID for a nested stack) -> template
+# ("res", logical id) in its own stack, ("out", stack, output) in another, ("export", name)
+Reference = tuple[Literal["res"], str] | tuple[Literal["out"], Any, Any] | tuple[Literal["export"], str]
 
 
 @dataclass
@@ -72,10 +76,10 @@ class Report:
 
 # ---- references ----------------------------------------------------------------------------
 
-def references(value: Any) -> set[tuple]:
+def references(value: Any) -> set[Reference]:
     """What a template value refers to: ("res", logical id) in its own stack, ("out", stack,
     output) in another one (CDK's Fn::GetStackOutput) and ("export", name) (Fn::ImportValue)."""
-    found: set[tuple] = set()
+    found: set[Reference] = set()
     if isinstance(value, list):
         for item in value:
             found |= references(item)
@@ -101,7 +105,8 @@ def references(value: Any) -> set[tuple]:
 
 
 def _sub_names(text: str) -> list[str]:
-    names, rest = [], text
+    names: list[str] = []
+    rest = text
     while "${" in rest:
         start = rest.index("${") + 2
         end = rest.find("}", start)
@@ -116,7 +121,7 @@ def _sub_names(text: str) -> list[str]:
 class _Resolver:
     """Which (stack, logical id) resources a reference ends at, through cross-stack outputs."""
 
-    def __init__(self, templates: dict[str, dict]) -> None:
+    def __init__(self, templates: Templates) -> None:
         self.templates = templates
         self.exports = {out["Export"]["Name"]: (stack, name) for stack, t in templates.items()
                         for name, out in t.get("Outputs", {}).items()
@@ -136,7 +141,7 @@ class _Resolver:
                 continue
             other, name = (ref[1], ref[2]) if ref[0] == "out" else self.exports.get(ref[1], (None, None))
             output = self.templates.get(other or "", {}).get("Outputs", {}).get(name)
-            if output is not None and depth < 5:
+            if output is not None and other is not None and depth < 5:
                 out |= self.targets(other, output.get("Value"), depth + 1)
         return out
 
@@ -153,14 +158,14 @@ def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
     return [] if old == new else [path or "(whole resource)"]
 
 
-def _stateful(resource: dict) -> tuple[bool, bool]:
+def _stateful(resource: Mapping[str, Any]) -> tuple[bool, bool]:
     retained = resource.get("DeletionPolicy") in RETAINED or resource.get("UpdateReplacePolicy") in RETAINED
     if resource["Type"] == assembly.NESTED_STACK and not retained:
         return False, False  # cfn-lint counts nested stacks as stateful; their resources are compared themselves
     return cfn_schemas.is_stateful(resource["Type"]) or retained, retained
 
 
-def _direct(stack: str, lid: str, old: dict, new: dict, region: str) -> Change | None:
+def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any], region: str) -> Change | None:
     """The change of one resource present in both templates, before references are followed."""
     paths = [p for key in COMPARED_KEYS for p in changed_paths(old.get(key), new.get(key), key)]
     if not paths and old["Type"] == new["Type"]:
@@ -189,7 +194,7 @@ def _direct(stack: str, lid: str, old: dict, new: dict, region: str) -> Change |
     return change
 
 
-def compare(old: dict[str, dict], new: dict[str, dict], region: str) -> Report:
+def compare(old: Templates, new: Templates, region: str) -> Report:
     stacks: list[StackDiff] = []
     changes: dict[tuple[str, str], Change] = {}
     for name in sorted(set(old) | set(new)):
@@ -214,11 +219,12 @@ def compare(old: dict[str, dict], new: dict[str, dict], region: str) -> Report:
     return Report(stacks)
 
 
-def _resources(template: dict | None) -> dict[str, dict]:
+def _resources(template: TemplateBody | None) -> dict[str, dict[str, Any]]:
     return {lid: r for lid, r in (template or {}).get("Resources", {}).items() if r.get("Type") not in IGNORED_TYPES}
 
 
-def _follow_references(old: dict, new: dict, changes: dict, region: str, stacks: list[StackDiff]) -> None:
+def _follow_references(old: Templates, new: Templates, changes: dict[tuple[str, str], Change], region: str,
+                       stacks: list[StackDiff]) -> None:
     """Replace what a create-only property ties to a replaced resource, until nothing more changes."""
     resolver = _Resolver(new)
     by_stack = {s.name: s for s in stacks}
@@ -303,7 +309,7 @@ def render_text(report: Report, old_name: str, new_name: str, allowed: bool) -> 
 
 
 def render_json(report: Report, old_name: str, new_name: str, allowed: bool) -> str:
-    def change(c: Change) -> dict:
+    def change(c: Change) -> dict[str, Any]:
         return {**asdict(c), "data_loss": c.data_loss}
 
     return json.dumps({"old": old_name, "new": new_name, "allow_data_loss": allowed,
@@ -316,7 +322,7 @@ def exit_code(report: Report, allowed: bool) -> int:
     return 1 if report.data_loss and not allowed else 0
 
 
-Synthesizer = Callable[[ClusterSpec], Mapping[str, dict]]  # spec -> stack name -> template
+Synthesizer = Callable[[ClusterSpec], Templates]  # spec -> stack name -> template
 
 
 def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss: bool = False,
@@ -331,10 +337,10 @@ def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss:
         print("  hint: pip install cfn-lint (make install does)", file=sys.stderr)
         return 1
     try:
-        templates = [synthesize(old), synthesize(new)]
+        old_templates, new_templates = synthesize(old), synthesize(new)
     except SynthesisFailed as exc:  # the app said why on stderr
         return exc.code
-    report = compare(*templates, region=new.region)
+    report = compare(old_templates, new_templates, region=new.region)
     if old.name != new.name:
         report.notes.append(f"the cluster is renamed from {old.name} to {new.name}: every stack name changes, so "
                             "CloudFormation sees new stacks and new resources; the old stacks stay until destroyed")

@@ -182,10 +182,13 @@ class _Star:
     cls: str
 
 
-def _items(text: str, classes: Mapping[str, str], wildcards: bool) -> tuple:
+_Item = Union[str, _Star]  # a literal character, or a star
+
+
+def _items(text: str, classes: Mapping[str, str], wildcards: bool) -> tuple[_Item, ...]:
     """`text` as pattern items: `${...}` tokens become stars of their class; with `wildcards`,
     IAM's `*` and `?` become stars of any character."""
-    items: list = []
+    items: list[_Item] = []
     position = 0
     for match in _TOKEN.finditer(text):
         items += _literal(text[position:match.start()], wildcards)
@@ -194,7 +197,7 @@ def _items(text: str, classes: Mapping[str, str], wildcards: bool) -> tuple:
     return tuple(items + _literal(text[position:], wildcards))
 
 
-def _literal(text: str, wildcards: bool) -> list:
+def _literal(text: str, wildcards: bool) -> list[_Item]:
     return [_Star(ANY) if wildcards and c in "*?" else c for c in text]
 
 
@@ -212,15 +215,15 @@ def matches(resource: str, arn_format: str) -> bool:
         be left out of the common string: both stars match it without.)"""
         if i == len(a) and j == len(b):
             return True
-        star_a = i < len(a) and isinstance(a[i], _Star)
-        star_b = j < len(b) and isinstance(b[j], _Star)
-        if (star_a and meet(i + 1, j)) or (star_b and meet(i, j + 1)):
+        x = a[i] if i < len(a) else None  # None: past the end
+        y = b[j] if j < len(b) else None
+        if (isinstance(x, _Star) and meet(i + 1, j)) or (isinstance(y, _Star) and meet(i, j + 1)):
             return True
-        if star_a and j < len(b) and not star_b:
-            return _CLASSES[a[i].cls](b[j]) and meet(i, j + 1)
-        if star_b and i < len(a) and not star_a:
-            return _CLASSES[b[j].cls](a[i]) and meet(i + 1, j)
-        return not (star_a or star_b) and i < len(a) and j < len(b) and a[i] == b[j] and meet(i + 1, j + 1)
+        if isinstance(x, _Star) and isinstance(y, str):
+            return _CLASSES[x.cls](y) and meet(i, j + 1)
+        if isinstance(y, _Star) and isinstance(x, str):
+            return _CLASSES[y.cls](x) and meet(i + 1, j)
+        return isinstance(x, str) and x == y and meet(i + 1, j + 1)
 
     return meet(0, 0)
 
@@ -235,7 +238,8 @@ def typed(resources: Sequence[str], record: Action, resource_type: str, gaps: Se
 
 # --- rendering the Resources of a template --------------------------------------------------------
 
-def resolver(template: dict, stacks: Mapping[str, dict]) -> Callable[[str, Any], Optional[list[str]]]:
+def resolver(template: Mapping[str, Any], stacks: Mapping[str, Mapping[str, Any]]
+             ) -> Callable[[str, Any], Optional[list[str]]]:
     """For security.render: a Ref or Fn::GetAtt of a resource of `template` that returns an ARN ->
     that ARN (ARN_OF); an Fn::GetStackOutput of a stack in `stacks` (stack name -> template) -> the
     output's value, rendered in that stack."""
@@ -269,7 +273,7 @@ class _Grant:
     resources: tuple[str, ...]  # rendered
 
 
-def findings(template: dict, stacks: Optional[Mapping[str, dict]] = None,
+def findings(template: Mapping[str, Any], stacks: Optional[Mapping[str, Mapping[str, Any]]] = None,
              gaps: Sequence[Gap] = KNOWN_GAPS) -> list[Finding]:
     """What the linter reports in one template (see the module docstring). `stacks`: the stacks of
     the assembly by stack name, for Fn::GetStackOutput."""
@@ -309,7 +313,7 @@ def _unknown(pattern: str) -> Optional[str]:
     return None
 
 
-def _principals(policy: security.Policy, template: dict) -> tuple[str, ...]:
+def _principals(policy: security.Policy, template: Mapping[str, Any]) -> tuple[str, ...]:
     """Who a policy applies to: the role (user, group) of an inline policy; the Roles, Users and
     Groups of a policy resource, as rendered; a managed policy also the roles that list it."""
     if policy.type in security.INLINE_POLICIES:
@@ -338,7 +342,7 @@ def _missing_types(grants: Sequence[_Grant], gaps: Sequence[Gap]) -> list[Findin
         for principal in grant.principals:
             for name in grant.actions:
                 by_action.setdefault((principal, name), []).append(grant)
-    found = []
+    found: list[Finding] = []
     for (principal, name), granting in sorted(by_action.items()):
         record = action(name)
         resources = sorted({r for g in granting for r in g.resources})
@@ -362,7 +366,8 @@ def _gap(name: str, gaps: Sequence[Gap]) -> bool:
     return any(isinstance(g, ActionGap) and g.action == name for g in gaps)
 
 
-def used_gaps(templates: Mapping[str, dict], stacks: Optional[Mapping[str, dict]] = None) -> set[Gap]:
+def used_gaps(templates: Mapping[str, Mapping[str, Any]], stacks: Optional[Mapping[str, Mapping[str, Any]]] = None
+              ) -> set[Gap]:
     """The KNOWN_GAPS entries these templates need: those without which the linter reports more."""
     def report(gaps: Sequence[Gap]) -> set[str]:
         return {str(f) for t in templates.values() for f in findings(t, stacks, gaps)}

@@ -15,9 +15,14 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 import yaml
+
+if TYPE_CHECKING:
+    from fmcluster.catalog import InstanceType
+    from fmcluster.model import ClusterModel
+    from fmcluster.spec import ClusterSpec
 
 # --- node labels and taints ---------------------------------------------------------------
 
@@ -129,7 +134,7 @@ NODE_SCRIPT_COMMENT = """\
 """
 
 
-def expected_gpus_script(instance) -> str:
+def expected_gpus_script(instance: InstanceType) -> str:
     """A shell script that writes the textfile metric `fmcluster_expected_gpus` of a node of
     `instance` (bootstrap/textfile.sh; the HyperPod EKS hook)."""
     from fmcluster import bootstrap  # not needed by validation: keep `validate` light
@@ -140,13 +145,13 @@ def expected_gpus_script(instance) -> str:
     return program.render(bootstrap.header(EXPECTED_GPUS_COMMENT))
 
 
-def taint_flag(taints) -> str:
+def taint_flag(taints: Iterable[Mapping[str, str]]) -> str:
     """Taints as kubelet's --register-with-taints value (KEY=VALUE:EFFECT, comma-separated)."""
     return ",".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints)
 
 
-def node_script(instance, *, taints=(), lnet_efa: bool = False, efa: bool = False,
-                observability: bool = False, compact: bool = True) -> Optional[str]:
+def node_script(instance: InstanceType, *, taints: Iterable[Mapping[str, str]] = (), lnet_efa: bool = False,
+                efa: bool = False, observability: bool = False, compact: bool = True) -> Optional[str]:
     """The shell part of a managed node group's user data (bootstrap fragments), or None when the
     node needs none: `observability`, the textfile metric fmcluster_expected_gpus; `lnet_efa`
     (an EFA-enabled file system) on an EFA node, LNet over EFA for the FSx CSI driver's mounts;
@@ -170,14 +175,15 @@ def node_script(instance, *, taints=(), lnet_efa: bool = False, efa: bool = Fals
     return program.render(bootstrap.header(NODE_SCRIPT_COMMENT), compact=compact)
 
 
-def node_user_data(instance, *, raid0: bool, cluster: Optional[ClusterDetails] = None, taints=(),
-                   lnet_efa: bool = False, efa: bool = False, observability: bool = False) -> Optional[str]:
+def node_user_data(instance: InstanceType, *, raid0: bool, cluster: Optional[ClusterDetails] = None,
+                   taints: Iterable[Mapping[str, str]] = (), lnet_efa: bool = False, efa: bool = False,
+                   observability: bool = False) -> Optional[str]:
     """The node group's user data: MIME multipart with the NodeConfig part (EKS merges it with
     its own for managed node groups) and the node script (`node_script`); None when there is
     neither."""
     from fmcluster.bootstrap import mime_multipart  # not needed by validation: keep `validate` light
 
-    parts = []
+    parts: list[tuple[str, str, str]] = []  # (media type, file name, content)
     document = node_config(raid0=raid0, cluster=cluster)
     if document is not None:
         parts.append((NODECONFIG_MEDIA_TYPE, NODECONFIG_FILE, document))
@@ -350,11 +356,11 @@ class FlavorQuota:
         return [{"name": name, "nominalQuota": quota[name]} for name in COVERED_RESOURCES]
 
 
-def flavor_quotas(model) -> list[FlavorQuota]:
+def flavor_quotas(model: ClusterModel) -> list[FlavorQuota]:
     """A flavor per spec node group of the model (fmcluster.model; not the system nodes), CPU
     groups first: Kueue tries flavors in order, so a job without GPUs lands on CPU nodes, and a
     GPU job, finding no GPU quota there, moves on to the GPU groups."""
-    quotas = []
+    quotas: list[FlavorQuota] = []
     for group in model.node_groups:
         nodes, instance = group.max_count, group.instance
         quotas.append(FlavorQuota(
@@ -365,23 +371,23 @@ def flavor_quotas(model) -> list[FlavorQuota]:
     return sorted(quotas, key=lambda q: q.gpus > 0)
 
 
-def total_gpus(model) -> int:
+def total_gpus(model: ClusterModel) -> int:
     """GPUs of every node group at its maximum size: the ClusterQueue's nvidia.com/gpu quota."""
     return sum(q.gpus for q in flavor_quotas(model))
 
 
-def queue_names(spec) -> tuple[str, str]:
+def queue_names(spec: ClusterSpec) -> tuple[str, str]:
     """(ClusterQueue, LocalQueue): both named after the cluster."""
     return spec.name, spec.name
 
 
-def kueue_manifests(model) -> list[dict[str, Any]]:
+def kueue_manifests(model: ClusterModel) -> list[dict[str, Any]]:
     """ResourceFlavors (one per node group of the model), the ClusterQueue over all of them, and
     the LocalQueue in orchestrator.namespace that jobs name with the kueue.x-k8s.io/queue-name label."""
     spec = model.spec
     cluster_queue, local_queue = queue_names(spec)
     quotas = flavor_quotas(model)
-    flavors = []
+    flavors: list[dict[str, Any]] = []
     for q in quotas:
         flavor_spec: dict[str, Any] = {"nodeLabels": dict(q.node_labels)}
         if q.tolerations:
@@ -412,15 +418,18 @@ def namespace_manifest(namespace: str) -> Optional[dict[str, Any]]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
 
 
-def lustre_volume_name(spec) -> str:
+def lustre_volume_name(spec: ClusterSpec) -> str:
     return f"{spec.name}-fsx-lustre"
 
 
-def lustre_manifests(spec, *, file_system_id: str, dns_name: str, mount_name: str) -> list[dict[str, Any]]:
+def lustre_manifests(spec: ClusterSpec, *, file_system_id: str, dns_name: str, mount_name: str
+                     ) -> list[dict[str, Any]]:
     """A static PersistentVolume of the FSx for Lustre file system (FSx CSI driver, retained:
     deleting the claim never touches the data) and a ReadWriteMany claim bound to it in
     orchestrator.namespace."""
     lustre = spec.storage.lustre
+    if lustre is None:
+        raise ValueError(f"{spec.name} has no Lustre file system (storage.lustre)")
     capacity = f"{lustre.storage_capacity_gib}Gi"
     volume = lustre_volume_name(spec)
     pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},

@@ -12,8 +12,11 @@ from pathlib import Path as FsPath
 from pydantic import BaseModel, ValidationError
 
 from fmcluster import yamlpos
-from fmcluster.diagnostics import Diagnostic, Problem, has_errors, sort_key
+from fmcluster.diagnostics import Diagnostic, Path, Problem, has_errors, sort_key
 from fmcluster.spec import ClusterSpec
+
+if typing.TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 
 class LoadResult:
@@ -34,25 +37,26 @@ def _at(file: str, message: str, line: int = 1, column: int = 1, hint: str | Non
     return Diagnostic(message, (), hint, "error", file, line, column)
 
 
-def _read(path: FsPath, file: str, what: str = "spec") -> tuple[str | None, Diagnostic | None]:
+def _read(path: FsPath, file: str, what: str = "spec") -> str | Diagnostic:
+    """The file's text, or the diagnostic that says why it cannot be read."""
     if not path.exists():
-        return None, _at(file, "no such file", hint=f"check the path of the {what}")
+        return _at(file, "no such file", hint=f"check the path of the {what}")
     if path.is_dir():
-        return None, _at(file, "is a directory, not a spec file", hint=f"name a YAML file, such as {file}/cluster.yaml")
+        return _at(file, "is a directory, not a spec file", hint=f"name a YAML file, such as {file}/cluster.yaml")
     try:
-        return path.read_text(encoding="utf-8"), None
+        return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        return None, _at(file, f"is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return _at(file, f"is not UTF-8 text ({exc.reason} at byte {exc.start})")
     except OSError as exc:
-        return None, _at(file, f"cannot be read: {exc.strerror}")
+        return _at(file, f"cannot be read: {exc.strerror}")
 
 
 def load(path: str | FsPath) -> LoadResult:
     """Load and check one spec file: types, formats, then every rule."""
     file = str(path)
-    text, problem = _read(FsPath(path), file)
-    if problem:
-        return LoadResult(file, diagnostics=[problem])
+    text = _read(FsPath(path), file)
+    if isinstance(text, Diagnostic):
+        return LoadResult(file, diagnostics=[text])
     return load_text(text, file)
 
 
@@ -61,9 +65,9 @@ def read_mapping(path: str | FsPath, what: str, example: str, first_key: str
     """A YAML file whose document is a mapping, with positions, or the diagnostic that says why
     not. `what` names the kind of file in messages ("spec", "pipeline file")."""
     file = str(path)
-    text, problem = _read(FsPath(path), file, what)
-    if problem:
-        return None, [problem]
+    text = _read(FsPath(path), file, what)
+    if isinstance(text, Diagnostic):
+        return None, [text]
     return parse_mapping(text, file, what, example, first_key)
 
 
@@ -86,7 +90,8 @@ def duplicate_keys(doc: yamlpos.Document) -> list[Problem]:
     return [Problem(p, "this key is given twice; YAML keeps only the last", at_key=True) for p in doc.duplicates]
 
 
-def model_problems(exc: ValidationError, data: dict, root: type[BaseModel] = ClusterSpec) -> list[Problem]:
+def model_problems(exc: ValidationError, data: dict[str, typing.Any],
+                   root: type[BaseModel] = ClusterSpec) -> list[Problem]:
     """pydantic's errors for a document validated as `root`, as located-ready problems."""
     return [_from_pydantic(e, data, root) for e in exc.errors(include_url=False)]
 
@@ -148,9 +153,9 @@ def _type_hint(kind: str, value: object) -> str | None:
     return None
 
 
-def _model_at(path: tuple, root: type[BaseModel] = ClusterSpec) -> type[BaseModel] | None:
+def _model_at(path: Path, root: type[BaseModel] = ClusterSpec) -> type[BaseModel] | None:
     """The model class that validates the mapping at `path` (for did-you-mean hints)."""
-    model: typing.Any = root
+    model = root
     for part in path:
         if isinstance(part, int):
             continue
@@ -158,9 +163,10 @@ def _model_at(path: tuple, root: type[BaseModel] = ClusterSpec) -> type[BaseMode
             (f for f in model.model_fields.values() if f.alias == part), None)
         if info is None:
             return None
-        model = _inner_model(info.annotation)
-        if model is None:
+        inner = _inner_model(info.annotation)
+        if inner is None:
             return None
+        model = inner
     return model
 
 
@@ -185,7 +191,7 @@ def _closest(word: str, choices: list[str]) -> str | None:
     return found[0] if found else None
 
 
-def _from_pydantic(err: dict, data: dict, root: type[BaseModel] = ClusterSpec) -> Problem:
+def _from_pydantic(err: ErrorDetails, data: dict[str, typing.Any], root: type[BaseModel] = ClusterSpec) -> Problem:
     kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
     loc = tuple(p for p in err["loc"] if p != "[key]")
     at_key = "[key]" in err["loc"]

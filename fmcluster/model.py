@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping, Optional
+from typing import TYPE_CHECKING, Mapping, Optional
 
 from fmcluster import bootstrap, controlplanes, kubernetes, network_plan
 from fmcluster.catalog import InstanceType
@@ -23,6 +23,14 @@ from fmcluster.controlplanes import ControlPlane, PcsSize
 from fmcluster.efa import Interface, efa_layout
 from fmcluster.placement import Placement, placement_for
 from fmcluster.spec import CapacitySpec, ClusterSpec, NodeGroupSpec
+
+if TYPE_CHECKING:
+    from typing import TypedDict, Unpack
+
+    class _OwnExtra(TypedDict, total=False):
+        """What a control plane's own group may set besides `_own`'s arguments."""
+
+        labels: Mapping[str, str]
 
 COMPUTE, LOGIN, SYSTEM, CONTROLLER = "compute", "login", "system", "controller"
 PCS_LOGIN_ROOT_VOLUME_GIB = 256  # the PCS login nodes' root volume
@@ -151,7 +159,8 @@ def _node_group(spec: ClusterSpec, group: NodeGroupSpec, cp: ControlPlane, lustr
     return NodeGroup(**{**made.__dict__, "labels": MappingProxyType(labels), "taints": taints})
 
 
-def _own(name: str, role: str, instance_type: str, count: int, root_volume_gib: int, **extra) -> NodeGroup:
+def _own(name: str, role: str, instance_type: str, count: int, root_volume_gib: int,
+         **extra: Unpack[_OwnExtra]) -> NodeGroup:
     from fmcluster.catalog import catalog
 
     instance = catalog()[instance_type]

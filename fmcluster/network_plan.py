@@ -16,10 +16,13 @@ from __future__ import annotations
 import ipaddress
 import math
 from itertools import islice
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from fmcluster import fsx
 from fmcluster.efa import addresses_per_node
+
+if TYPE_CHECKING:
+    from fmcluster.spec import ClusterSpec
 
 AWS_RESERVED_PER_SUBNET = 5  # network, router, DNS, future use, broadcast
 MAX_SUBNET_PREFIX = 28  # the smallest subnet AWS allows
@@ -38,7 +41,7 @@ class Subnet(NamedTuple):
 
     @property
     def usable(self) -> int:
-        return 2 ** (32 - self.prefix) - AWS_RESERVED_PER_SUBNET
+        return (1 << (32 - self.prefix)) - AWS_RESERVED_PER_SUBNET  # 2 ** (32 - prefix) addresses
 
 
 class LayoutError(ValueError):
@@ -80,15 +83,15 @@ def total(needs: list[AddressNeed]) -> int:
     return sum(n.addresses for n in needs)
 
 
-def address_needs(spec) -> list[AddressNeed]:
+def address_needs(spec: ClusterSpec) -> list[AddressNeed]:
     """What takes an address in the GPU AZ's private subnet: each node's interfaces that take
     one (efa-only interfaces take none), pods on Kubernetes nodes, login/system nodes, the
     Lustre file system and control-plane headroom."""
 
     cp = spec.orchestrator.control_plane
-    needs = []
+    needs: list[AddressNeed] = []
     for group in spec.node_groups:
-        per_node = addresses_per_node(group.instance, cp.interface_mode, group.efa) + cp.pod_addresses_per_node
+        per_node = addresses_per_node(group.instance, cp.interface_mode, bool(group.efa)) + cp.pod_addresses_per_node
         needs.append(AddressNeed(f"node group {group.name}: {group.max_nodes} x {per_node}",
                                  group.max_nodes * per_node))
     login = spec.orchestrator.login

@@ -37,7 +37,7 @@ from typing import Annotated, Optional
 from pydantic import Field, ValidationError
 
 from fmcluster import loader
-from fmcluster.diagnostics import Diagnostic, Problem, dotted, error, has_errors, sort_key, warning
+from fmcluster.diagnostics import Diagnostic, Path as FieldPath, Problem, dotted, error, has_errors, sort_key, warning
 from fmcluster.spec import Account, ClusterSpec, Model, Name, Region, _pattern
 
 EXAMPLE = "examples/pipeline/pipeline.yaml"
@@ -155,19 +155,20 @@ def _relative(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _load_specs(config: PipelineSpec, root: Path):
+def _load_specs(config: PipelineSpec, root: Path
+                ) -> tuple[list[tuple[str, list[Deployment]]], list[Problem], list[Diagnostic]]:
     problems: list[Problem] = []
     diagnostics: list[Diagnostic] = []
     waves: list[tuple[str, list[Deployment]]] = []
     seen_waves: dict[str, int] = {}
-    seen_paths: dict[str, tuple] = {}
-    seen_names: dict[str, tuple] = {}
+    seen_paths: dict[str, FieldPath] = {}
+    seen_names: dict[str, FieldPath] = {}
     for w, wave in enumerate(config.waves):
         if wave.name in seen_waves:
             problems.append(error(("waves", w, "name"), f"wave `{wave.name}` is named twice",
                                   f"waves[{seen_waves[wave.name]}] has the same name"))
         seen_waves.setdefault(wave.name, w)
-        deployments = []
+        deployments: list[Deployment] = []
         for c, entry in enumerate(wave.clusters):
             at = ("waves", w, "clusters", c, "spec")
             if ".." in PurePosixPath(entry.spec).parts:
@@ -186,7 +187,7 @@ def _load_specs(config: PipelineSpec, root: Path):
                 continue
             loaded = loader.load(spec_file)
             diagnostics += [_renamed(d, entry.spec) for d in loaded.diagnostics]
-            if not loaded.ok:
+            if not loaded.ok or loaded.spec is None:  # ok: a spec without errors
                 count = len(loaded.errors)
                 problems.append(error(at, f"{entry.spec} is not a valid spec ({count} error{'s' * (count != 1)})",
                                       f"fmcluster validate {entry.spec}"))
@@ -209,7 +210,7 @@ def _load_specs(config: PipelineSpec, root: Path):
     return waves, problems, diagnostics
 
 
-def _dotted(path: tuple) -> str:
+def _dotted(path: FieldPath) -> str:
     """The entry of a spec path: waves[0].clusters[1]."""
     return dotted(path[:-1])
 

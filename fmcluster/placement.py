@@ -13,9 +13,26 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from fmcluster.controlplanes import ON_DEMAND, SPOT
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class _Capacity(Protocol):
+        @property
+        def type(self) -> str: ...
+
+    class Placeable(Protocol):
+        """What placement_for reads of a node group (a NodeGroupSpec has it)."""
+
+        @property
+        def placement_group(self) -> str: ...
+        @property
+        def efa(self) -> bool | None: ...
+        @property
+        def capacity(self) -> _Capacity: ...
 
 AUTO, NONE = "auto", "none"
 PLACED_BY_AUTO = (ON_DEMAND, SPOT)  # capacity types that `auto` puts in a new placement group
@@ -26,7 +43,7 @@ class Placement(NamedTuple):
     name: str | None = None  # an existing group's name (never set when create is true)
 
 
-def placement_for(group) -> Placement:
+def placement_for(group: Placeable) -> Placement:
     """The placement of a node group (a `NodeGroupSpec`, or anything with `placement_group`,
     `efa` and `capacity.type`)."""
     choice = group.placement_group

@@ -13,7 +13,7 @@ HBM), subnets and addresses from `network_plan`, prices from the repository's pr
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Any, Iterable, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
@@ -230,10 +230,18 @@ def _resources(group: model.NodeGroup, count: int) -> Resources:
 
 
 def _sum(parts: list[Resources]) -> Resources:
+    def total(values: Iterable[float]) -> float:
+        return round(sum(values), 4)
+
     fp4 = [p.fp4_pflops for p in parts if p.fp4_pflops is not None]
-    fields = {name: sum(getattr(p, name) for p in parts) for name in Resources.model_fields if name != "fp4_pflops"}
-    rounded = {k: round(v, 4) if isinstance(v, float) else v for k, v in fields.items()}
-    return Resources(**rounded, fp4_pflops=round(sum(fp4), 4) if fp4 else None)
+    return Resources(
+        instances=sum(p.instances for p in parts), vcpus=sum(p.vcpus for p in parts),
+        gpus=sum(p.gpus for p in parts), bf16_pflops=total(p.bf16_pflops for p in parts),
+        fp8_pflops=total(p.fp8_pflops for p in parts), fp4_pflops=round(sum(fp4), 4) if fp4 else None,
+        hbm_gib=total(p.hbm_gib for p in parts), hbm_tbps=total(p.hbm_tbps for p in parts),
+        efa_interfaces=sum(p.efa_interfaces for p in parts), efa_gbps=total(p.efa_gbps for p in parts),
+        nvme_tb=total(p.nvme_tb for p in parts),
+    )
 
 
 _NOT_PLACED = {"capacity-block": "a Capacity Block is placed already",
@@ -327,6 +335,8 @@ def _control_plane(m: model.ClusterModel) -> ControlPlanePlan:
     orch = m.spec.orchestrator
     cp = m.control_plane
     kubernetes = cp.scheduler == "kubernetes"
+    if orch.version is None:  # OrchestratorSpec resolves it when the spec is validated
+        raise ValueError("orchestrator.version is not resolved: the plan is of a validated spec")
     return ControlPlanePlan(
         type=orch.type, scheduler=cp.scheduler, version_label=cp.version_label, version=orch.version,
         login_instance_type=orch.login.instance_type, login_count=orch.login.count,
@@ -352,7 +362,7 @@ def _observability(m: model.ClusterModel) -> ObservabilityPlan:
 def _defaulted(resolved: Any, raw: Any, path: str = "") -> list[str]:
     """Dotted paths of the leaves of `resolved` that `raw` (the file as written) does not give."""
     if isinstance(resolved, dict):
-        out = []
+        out: list[str] = []
         for key, value in resolved.items():
             child = f"{path}.{key}" if path else key
             if not isinstance(raw, dict) or key not in raw:
@@ -366,7 +376,7 @@ def _defaulted(resolved: Any, raw: Any, path: str = "") -> list[str]:
     return []
 
 
-def build(spec: ClusterSpec, raw: dict | None = None, checkpoint_params: float | None = None) -> Plan:
+def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_params: float | None = None) -> Plan:
     """The plan of a valid spec, from its resolved model (fmcluster.model). `raw` is the spec
     file as written (to tell defaults apart)."""
     from fmcluster.plan_cost import cost

@@ -11,18 +11,17 @@ from __future__ import annotations
 
 from fmcluster import model
 from fmcluster.controlplanes import CAPACITY_BLOCK, RESERVATION, SPOT
-from fmcluster.plan import Cost, CostLine
+from fmcluster.plan import Cost, CostLine, PriceStatus
 from fmcluster.prices import PriceTable
 
 HOURS_PER_DAY = 24
 
 
-def _line(item: str, status: str, unit: float | None = None, low: int = 1, high: int = 1,
+def _line(item: str, status: PriceStatus, unit: float | None = None, low: int = 1, high: int = 1,
           note: str | None = None) -> CostLine:
-    priced = status == "priced" and unit is not None
+    hourly = (round(unit * low, 4), round(unit * high, 4)) if status == "priced" and unit is not None else (None, None)
     return CostLine(item=item, status=status if unit is not None or status != "priced" else "unknown",
-                    unit_hourly_usd=unit, hourly_usd_min=round(unit * low, 4) if priced else None,
-                    hourly_usd_max=round(unit * high, 4) if priced else None, note=note)
+                    unit_hourly_usd=unit, hourly_usd_min=hourly[0], hourly_usd_max=hourly[1], note=note)
 
 
 def _count(low: int, high: int) -> str:
@@ -85,9 +84,9 @@ def _lines(m: model.ClusterModel, table: PriceTable) -> list[CostLine]:
 def cost(m: model.ClusterModel, table: PriceTable) -> Cost:
     spec = m.spec
     lines = _lines(m, table)
-    priced = [line for line in lines if line.status == "priced"]
-    low = round(sum(line.hourly_usd_min for line in priced), 4)
-    high = round(sum(line.hourly_usd_max for line in priced), 4)
+    priced = [line for line in lines if line.status == "priced"]  # each with its hourly figures (_line)
+    low = round(sum(line.hourly_usd_min or 0.0 for line in priced), 4)
+    high = round(sum(line.hourly_usd_max or 0.0 for line in priced), 4)
     region_note = None
     if spec.region != table.region:
         region_note = (f"prices are {table.region} list prices: the table has none for {spec.region}, "

@@ -103,7 +103,10 @@ def compute_rows(plan: Plan) -> Table:
                 num(plan.total.instances, 0)),
             row("vCPUs", lambda g: num(g.per_node.vcpus, 0), num(plan.total.vcpus, 0))]
     for i, label in enumerate(labels):
-        rows.append(row(label, lambda g, i=i: _gpu_cells(g.per_node, g.gpu)[i], total_gpu[i]))
+        def gpu_cell(g: NodeGroupPlan, i: int = i) -> str:
+            return _gpu_cells(g.per_node, g.gpu)[i]
+
+        rows.append(row(label, gpu_cell, total_gpu[i]))
     rows += [
         row("EFA", lambda g: _efa_cell(g.per_node, g.interface_type), _efa_cell(plan.total, None)),
         row("local NVMe", lambda g: f"{g.nvme_disks} x {num(g.per_node.nvme_tb / max(g.nvme_disks, 1), 2)} TB"
@@ -177,10 +180,11 @@ def _range(low: float, high: float) -> str:
 
 
 def _cost_cells(line: CostLine) -> list[str]:
-    if line.status != "priced":
+    low, high = line.hourly_usd_min, line.hourly_usd_max
+    if line.status != "priced" or low is None or high is None:  # a priced line has both (plan_cost)
         label = {"priced-at-purchase": "priced at purchase", "usage-based": "usage-based"}.get(line.status, "unknown")
         return [label, label]
-    return [_range(line.hourly_usd_min, line.hourly_usd_max), _range(line.hourly_usd_min * 24, line.hourly_usd_max * 24)]
+    return [_range(low, high), _range(low * 24, high * 24)]
 
 
 def summary(plan: Plan) -> str:

@@ -16,7 +16,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Literal, Required, TypedDict
 
 from botocore.exceptions import (BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError,
                                  NoRegionError, PartialCredentialsError, ProfileNotFound)
@@ -25,7 +25,10 @@ from fmcluster.controlplanes import CAPACITY_BLOCK, ON_DEMAND, RESERVATION, SPOT
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
-ClientFactory = Callable[[str], Any]
+# The services preflight calls (boto3's service names).
+ServiceName = Literal["sts", "ec2", "resource-groups", "service-quotas", "fsx", "pcs", "eks", "sagemaker"]
+# A client of each service, by name: boto3's, or moto-backed and Stubber-backed ones in the tests.
+ClientFactory = Callable[[ServiceName], Any]
 ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException",
                  "AuthorizationError"}
 BAD_CREDENTIALS = {"InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken", "ExpiredTokenException",
@@ -44,13 +47,29 @@ STANDARD_FAMILIES = "acdhimrtz"
 RESERVATION_OK_STATES = {"active"}
 RESERVATION_WAIT_STATES = {"scheduled", "pending", "payment-pending", "assessing", "delayed"}
 ENDING_SOON = timedelta(hours=24)
-CONTROL_PLANE_SERVICES = {  # orchestrator.type -> (service, list call, kwargs, what)
+CONTROL_PLANE_SERVICES: dict[str, list[tuple[ServiceName, str, dict[str, int], str]]] = {
+    # orchestrator.type -> (service, list call, kwargs, what)
     "pcs": [("pcs", "list_clusters", {"maxResults": 1}, "AWS PCS")],
     "eks": [("eks", "list_clusters", {"maxResults": 1}, "Amazon EKS")],
     "hyperpod-slurm": [("sagemaker", "list_clusters", {"MaxResults": 1}, "SageMaker HyperPod")],
     "hyperpod-eks": [("sagemaker", "list_clusters", {"MaxResults": 1}, "SageMaker HyperPod"),
                      ("eks", "list_clusters", {"maxResults": 1}, "Amazon EKS")],
 }
+
+
+class CapacityReservation(TypedDict, total=False):
+    """What preflight reads of an entry of DescribeCapacityReservations."""
+
+    CapacityReservationId: Required[str]
+    ReservationType: str  # "default" or "capacity-block"
+    StartDate: datetime
+    EndDate: datetime
+    State: str
+    InstanceType: str
+    AvailabilityZone: str
+    AvailabilityZoneId: str
+    TotalInstanceCount: int
+    AvailableInstanceCount: int
 
 
 @dataclass(frozen=True)
@@ -77,7 +96,7 @@ def session_clients(region: str) -> ClientFactory:
     config = Config(retries={"max_attempts": 3, "mode": "standard"}, connect_timeout=5, read_timeout=30)
     cache: dict[str, Any] = {}
 
-    def client(service: str):
+    def client(service: ServiceName) -> Any:
         if service not in cache:
             cache[service] = session.client(service, config=config)
         return cache[service]
@@ -202,8 +221,12 @@ class Preflight:
                 yield Check(f"reservation {group.name}", WARN, "training plans are not checked by preflight",
                             "aws sagemaker describe-training-plan")
                 continue
-            ids = [capacity.reservation_id] if capacity.reservation_id else self._group_reservations(
-                capacity.reservation_resource_group_arn)
+            if capacity.reservation_id:
+                ids = [capacity.reservation_id]
+            elif capacity.reservation_resource_group_arn:
+                ids = self._group_reservations(capacity.reservation_resource_group_arn)
+            else:
+                continue  # names no reservation: the rule reservation_given reports it
             if not ids:
                 yield Check(f"reservation {group.name}", FAIL, "the resource group holds no capacity reservation",
                             "add the reservations to the group, or name one with reservation_id")
@@ -328,7 +351,7 @@ def _vcpus(instance_type: str) -> int:
     return catalog.catalog()[instance_type].vcpus
 
 
-def reservation_checks(group: NodeGroupSpec, r: dict, az_id: str, now: datetime,
+def reservation_checks(group: NodeGroupSpec, r: CapacityReservation, az_id: str, now: datetime,
                        window: tuple[datetime, datetime] | None) -> Iterable[Check]:
     """What one DescribeCapacityReservations entry says about a node group: state and window,
     kind, instance type, AZ ID and size."""

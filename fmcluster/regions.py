@@ -22,7 +22,7 @@ import json
 import re
 from functools import cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # Patterns for re.match, which compiles each on first use (most runs need one at most).
 AZ_ID = r"^([a-z]{2,5}[0-9])-az([0-9]{1,2})$"
@@ -44,18 +44,21 @@ class Partition(NamedTuple):
 
 
 @cache
-def botocore_data(name: str) -> dict:
+def botocore_data(name: str) -> dict[str, Any]:
     """One of botocore's data files (botocore/data/NAME.json, or .json.gz as botocore may ship it)."""
     spec = importlib.util.find_spec("botocore")
     if spec is None or not spec.submodule_search_locations:
         raise RuntimeError("botocore is not installed (it comes with boto3, a dependency of fmcluster)")
     path = Path(list(spec.submodule_search_locations)[0]) / "data" / f"{name}.json"
+    data: dict[str, Any]
     if path.is_file():
-        return json.loads(path.read_bytes())
+        data = json.loads(path.read_bytes())
+        return data
     import gzip  # only for a compressed file
 
     with gzip.open(path.with_name(f"{name}.json.gz")) as compressed:
-        return json.load(compressed)
+        data = json.load(compressed)
+        return data
 
 
 @cache
@@ -103,7 +106,7 @@ def is_supported(region: str) -> bool:
 
 @cache
 def _region_of_prefix() -> dict[str, str]:
-    return {az_id_prefix(r): r for r in region_names() if az_id_prefix(r)}
+    return {prefix: r for r in region_names() if (prefix := az_id_prefix(r))}
 
 
 def region_of_az_id(az_id: str) -> str | None:

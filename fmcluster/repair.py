@@ -10,15 +10,19 @@ that was repaired are dropped, since they would only echo the type error.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from fmcluster import regions
-from fmcluster.diagnostics import Problem
+from fmcluster.diagnostics import Path, Problem
 
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
+M = TypeVar("M")  # the model that `validate` makes
 MAX_ROUNDS = 8
 # Required top-level fields whose wrong value can be stood in for: findings about the field
 # itself are dropped (touches_repair), the rest of the spec is still checked.
-PLACEHOLDERS = {
+PLACEHOLDERS: dict[str, Callable[[Any], str]] = {
     "name": lambda data: "repaired-spec",
     "availability_zone_id": lambda data: regions.example_az_id(_unwrap(data).get("region")),
 }
@@ -47,9 +51,10 @@ def _unwrap(data: Any) -> Any:
     return data
 
 
-def _original(wrapped: Any, path: tuple) -> tuple:
+def _original(wrapped: Any, path: Path) -> Path:
     """Map a path in the repaired document to the original document's indices."""
-    out, node = [], wrapped
+    out: list[str | int] = []
+    node = wrapped
     for part in path:
         if isinstance(node, list) and isinstance(part, int) and part < len(node):
             out.append(node[part].index)
@@ -63,7 +68,7 @@ def _original(wrapped: Any, path: tuple) -> tuple:
     return tuple(out)
 
 
-def _remove(wrapped: Any, path: tuple) -> tuple | None:
+def _remove(wrapped: Any, path: Path) -> Path | None:
     """Remove the value at `path`; returns the original path removed, or None."""
     if not path:
         return None
@@ -86,15 +91,15 @@ def _remove(wrapped: Any, path: tuple) -> tuple | None:
     return None
 
 
-def repaired(data: dict, validate) -> tuple[Any, Any, list[tuple]] | None:
+def repaired(data: dict[str, Any], validate: Callable[[Any], M]) -> tuple[M, Any, list[Path]] | None:
     """(model, wrapped document, original paths removed), or None if no valid model remains."""
     wrapped = _wrap(copy.deepcopy(data))
-    removed: list[tuple] = []
+    removed: list[Path] = []
     for _ in range(MAX_ROUNDS):
         try:
             return validate(_unwrap(wrapped)), wrapped, removed
         except Exception as exc:  # pydantic.ValidationError
-            errors = getattr(exc, "errors", None)
+            errors: Callable[..., list[ErrorDetails]] | None = getattr(exc, "errors", None)
             if errors is None:
                 raise
             progress = False
@@ -102,7 +107,7 @@ def repaired(data: dict, validate) -> tuple[Any, Any, list[tuple]] | None:
                 loc = tuple(p for p in err["loc"] if p != "[key]")
                 target = loc[:-1] if err["type"] == "missing" else loc
                 if not target:
-                    if loc and loc[0] in PLACEHOLDERS and (loc[0],) in removed:
+                    if loc and isinstance(loc[0], str) and loc[0] in PLACEHOLDERS and (loc[0],) in removed:
                         wrapped[loc[0]] = PLACEHOLDERS[loc[0]](wrapped)
                         progress = True
                         continue
@@ -117,7 +122,7 @@ def repaired(data: dict, validate) -> tuple[Any, Any, list[tuple]] | None:
     return None
 
 
-def touches_repair(path: tuple, removed: list[tuple]) -> bool:
+def touches_repair(path: Path, removed: list[Path]) -> bool:
     """True when a rule finding at `path` lies in (or contains) an object that was repaired."""
     for gone in removed:
         if gone[: len(path)] == path:  # the finding is about something that holds the repair
@@ -129,13 +134,14 @@ def touches_repair(path: tuple, removed: list[tuple]) -> bool:
     return False
 
 
-def rule_problems(data: dict, validate, check) -> list[Problem]:
+def rule_problems(data: dict[str, Any], validate: Callable[[Any], M],
+                  check: Callable[[M], Iterable[Problem]]) -> list[Problem]:
     """Run the rules on a repaired copy of `data`; findings mapped to original positions."""
     result = repaired(data, validate)
     if result is None:
         return []
     model, wrapped, removed = result
-    problems = []
+    problems: list[Problem] = []
     for p in check(model):
         path = _original(wrapped, p.path)
         if not touches_repair(path, removed):

@@ -27,7 +27,7 @@ import fnmatch
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
 EC2_ARN = "arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}"
 
@@ -113,7 +113,7 @@ class Policy:
     logical_id: str
     type: str  # the resource type
     name: str  # the policy name, the property, or AssumeRolePolicyDocument
-    document: dict
+    document: dict[str, Any]  # the policy document, as parsed JSON
 
     @property
     def key_policy(self) -> bool:
@@ -177,7 +177,7 @@ def is_wildcard(resource: str) -> bool:
     return rest == "*" or re.fullmatch(r"[A-Za-z0-9_.-]+[/:]\*", rest) is not None
 
 
-def policies(template: dict) -> Iterator[Policy]:
+def policies(template: Mapping[str, Any]) -> Iterator[Policy]:
     """Every policy document of a template: identity policies (inline or not), trust policies,
     resource policies (buckets, topics, queues, log groups) and key policies."""
     for lid, resource in sorted(template.get("Resources", {}).items()):
@@ -192,20 +192,21 @@ def policies(template: dict) -> Iterator[Policy]:
             yield Policy(lid, kind, "AssumeRolePolicyDocument", _document(props["AssumeRolePolicyDocument"]))
 
 
-def _document(document: Any) -> dict:
-    return json.loads(document) if isinstance(document, str) else document
+def _document(document: Any) -> dict[str, Any]:
+    parsed: dict[str, Any] = json.loads(document) if isinstance(document, str) else document
+    return parsed
 
 
-def statements(policy: Policy) -> list[dict]:
+def statements(policy: Policy) -> list[dict[str, Any]]:
     statement = policy.document.get("Statement", [])
     return statement if isinstance(statement, list) else [statement]
 
 
-def _listed(value: Any) -> list:
+def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _condition_keys(statement: dict) -> set[str]:
+def _condition_keys(statement: Mapping[str, Any]) -> set[str]:
     return {key.lower() for block in (statement.get("Condition") or {}).values() for key in block}
 
 
@@ -215,9 +216,9 @@ def _everyone(principal: Any) -> bool:
     return isinstance(principal, dict) and "*" in _listed(principal.get("AWS", []))
 
 
-def problems(template: dict) -> list[Problem]:
+def problems(template: Mapping[str, Any]) -> list[Problem]:
     """What the walk rejects in one template (see the module docstring)."""
-    found = []
+    found: list[Problem] = []
     for policy in policies(template):
         for statement in statements(policy):
             if statement.get("Effect") != "Allow":
@@ -226,7 +227,7 @@ def problems(template: dict) -> list[Problem]:
     return found
 
 
-def _statement_problems(policy: Policy, statement: dict) -> Iterator[str]:
+def _statement_problems(policy: Policy, statement: Mapping[str, Any]) -> Iterator[str]:
     sid = statement.get("Sid", "")
     if "NotAction" in statement or "NotResource" in statement:
         yield f"{sid}: NotAction / NotResource in an Allow statement"
@@ -250,7 +251,7 @@ def _statement_problems(policy: Policy, statement: dict) -> Iterator[str]:
                 yield f"{sid}: {action} on {resource} (not on the allow-list of fmcluster/security.py)"
 
 
-def _key_admin(policy: Policy, statement: dict) -> bool:
+def _key_admin(policy: Policy, statement: Mapping[str, Any]) -> bool:
     """CDK's default key policy: the account (root) administers the key, IAM policies grant its use."""
     if not policy.key_policy or _listed(statement.get("Action")) != ["kms:*"]:
         return False

@@ -24,7 +24,7 @@ def _fail(kind: str, message: str, hint: str | None = None) -> PydanticCustomErr
     return PydanticCustomError(kind, message, {"hint": hint} if hint else None)
 
 
-def _pattern(kind: str, regex: str, what: str, hint: str | None = None):
+def _pattern(kind: str, regex: str, what: str, hint: str | None = None) -> AfterValidator:
     # re compiles (and caches) the pattern on first use: most specs use few of these formats,
     # and compiling them all on import would cost every `fmcluster validate` run
     def check(value: str) -> str:
@@ -127,7 +127,7 @@ S3Event = Literal["NEW", "CHANGED", "DELETED"]
 
 
 def _metadata_iops(value: Any) -> int | str:
-    if value == "auto" or (isinstance(value, int) and not isinstance(value, bool)):
+    if (isinstance(value, str) and value == "auto") or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     raise _fail("metadata_iops", f"expected 'auto' or a number of IOPS, got {value!r}",
                 "auto, or 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000")

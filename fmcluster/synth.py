@@ -27,15 +27,16 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 APP_MODULE = "stacks.synthesis"  # the CDK app (stacks/synthesis.py), run as a program
 
 
-def cdk_json(start: Path | None = None) -> dict:
+def cdk_json(start: Path | None = None) -> dict[str, Any]:
     """The project's cdk.json: the one in the working directory, else the repository's."""
     for candidate in ((start or Path.cwd()) / "cdk.json", REPO_ROOT / "cdk.json"):
         if candidate.is_file():
-            return json.loads(candidate.read_text())
+            config: dict[str, Any] = json.loads(candidate.read_text())
+            return config
     return {}
 
 
-def app_context(config: dict) -> dict:
+def app_context(config: Mapping[str, Any]) -> dict[str, Any]:
     """Context the CDK CLI passes to an app from cdk.json, so a synthesis outside the CLI matches it."""
     context = dict(config.get("context", {}))
     context.setdefault("aws:cdk:enable-path-metadata", config.get("pathMetadata", True))
@@ -65,11 +66,12 @@ def load_specs(paths: Iterable[str]) -> tuple[Optional[list["ClusterSpec"]], lis
     from fmcluster import loader  # the app's: `fmcluster synth` itself validates nothing (the app does)
 
     paths = list(paths)
-    specs, diagnostics = [], []
+    specs: list[ClusterSpec] = []
+    diagnostics: list[Diagnostic] = []
     for path in paths:
         result = loader.load(path)
         diagnostics += result.diagnostics
-        if result.ok:
+        if result.ok and result.spec is not None:  # ok: a spec without errors
             specs.append(result.spec)
     if len(specs) != len(paths):
         return None, diagnostics
@@ -113,7 +115,7 @@ class SynthesisFailed(Exception):
         self.code = code
 
 
-def templates(path: str) -> dict[str, dict]:
+def templates(path: str) -> dict[str, dict[str, Any]]:
     """Stack name -> template of the spec file `path` (nested stacks as `PARENT/ID`), synthesized
     by the app in a throwaway directory: what `fmcluster diff` hands to fmcluster.diff."""
     from fmcluster import assembly
@@ -130,7 +132,7 @@ def summary(outdir: Path) -> str:
     each nested stack (a node group of NAME-cluster) indented under its parent."""
     from fmcluster import assembly
 
-    lines = []
+    lines: list[str] = []
     for template in assembly.load(outdir).values():
         path = template.path
         resources = template.body.get("Resources", {})

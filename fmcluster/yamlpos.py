@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+if TYPE_CHECKING:
+    from fmcluster.diagnostics import Path
+
+_Loader: type[yaml.CSafeLoader | yaml.SafeLoader]
 try:  # the C parser is several times faster; PyYAML wheels ship it
     _Loader = yaml.CSafeLoader
 except AttributeError:  # pragma: no cover - pure-Python PyYAML
@@ -22,11 +26,11 @@ class Document:
 
     def __init__(self, data: Any, file: str) -> None:
         self.data, self.file = data, file
-        self.values: dict[tuple, Mark] = {}
-        self.keys: dict[tuple, Mark] = {}
-        self.duplicates: list[tuple] = []  # paths of keys given twice
+        self.values: dict[Path, Mark] = {}
+        self.keys: dict[Path, Mark] = {}
+        self.duplicates: list[Path] = []  # paths of keys given twice
 
-    def locate(self, path: tuple, at_key: bool = False) -> Mark:
+    def locate(self, path: Path, at_key: bool = False) -> Mark:
         """Position of a path, or of its nearest ancestor present in the file."""
         path = tuple(path)
         while True:
@@ -51,10 +55,10 @@ def _mark(node: yaml.Node) -> Mark:
     return (node.start_mark.line + 1, node.start_mark.column + 1)
 
 
-def _index(doc: Document, node: yaml.Node, data: Any, path: tuple) -> None:
+def _index(doc: Document, node: yaml.Node, data: Any, path: Path) -> None:
     doc.values[path] = _mark(node)
     if isinstance(node, yaml.MappingNode) and isinstance(data, dict):
-        seen: set = set()
+        seen: set[str] = set()
         for key_node, value_node in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue

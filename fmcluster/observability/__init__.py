@@ -10,6 +10,7 @@ managed scraper's relabelling adds (EKS). The rules group and join on them.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -28,9 +29,9 @@ def rule_file_text(path: Path) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def alerts() -> list[dict]:
+def alerts() -> list[dict[str, Any]]:
     """Every alerting rule of every rule file, in file and group order."""
-    out = []
+    out: list[dict[str, Any]] = []
     for path in rule_files():
         for group in yaml.safe_load(rule_file_text(path))["groups"]:
             out += [rule for rule in group["rules"] if "alert" in rule]

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
-from fmcluster.diagnostics import error
+from typing import Iterator
+
+from fmcluster.diagnostics import Path, Problem, error
 from fmcluster.rules.registry import rule
+from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
 NEEDS_RESERVATION = ("reservation", "capacity-block")
 
 
-def _groups(spec):
+def _groups(spec: ClusterSpec) -> Iterator[tuple[Path, NodeGroupSpec]]:
     for i, group in enumerate(spec.node_groups):
         yield ("node_groups", i), group
 
 
 @rule
-def count_or_range(spec):
+def count_or_range(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         if g.count is not None and (g.min_count is not None or g.max_count is not None):
             yield error(path + ("count",), "give either count or min_count/max_count, not both",
@@ -25,14 +28,14 @@ def count_or_range(spec):
 
 
 @rule
-def min_not_above_max(spec):
+def min_not_above_max(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         if g.min_count is not None and g.max_count is not None and g.min_count > g.max_count:
             yield error(path + ("min_count",), f"min_count {g.min_count} is above max_count {g.max_count}")
 
 
 @rule
-def group_not_empty(spec):
+def group_not_empty(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         if g.count == 0 or (g.count is None and g.max_count == 0):
             yield error(path + ("count" if g.count is not None else "max_count",),
@@ -40,7 +43,7 @@ def group_not_empty(spec):
 
 
 @rule
-def reservation_given(spec):
+def reservation_given(spec: ClusterSpec) -> Iterator[Problem]:
     if spec.orchestrator.control_plane.hyperpod:
         return  # HyperPod takes reserved capacity through a training plan: training_plan_given
     for path, g in _groups(spec):
@@ -51,7 +54,7 @@ def reservation_given(spec):
 
 
 @rule
-def training_plan_given(spec):
+def training_plan_given(spec: ClusterSpec) -> Iterator[Problem]:
     if not spec.orchestrator.control_plane.hyperpod:
         return
     for path, g in _groups(spec):
@@ -67,7 +70,7 @@ def training_plan_given(spec):
 
 
 @rule
-def reservation_only_where_used(spec):
+def reservation_only_where_used(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         cap = g.capacity
         for field in ("reservation_id", "reservation_resource_group_arn", "training_plan_arn"):
@@ -77,7 +80,7 @@ def reservation_only_where_used(spec):
 
 
 @rule
-def one_reservation_target(spec):
+def one_reservation_target(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         cap = g.capacity
         if cap.reservation_id and cap.reservation_resource_group_arn:
@@ -86,7 +89,7 @@ def one_reservation_target(spec):
 
 
 @rule
-def capacity_block_by_id(spec):
+def capacity_block_by_id(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         if (g.capacity.type == "capacity-block" and g.capacity.reservation_resource_group_arn
                 and not spec.orchestrator.control_plane.hyperpod):  # HyperPod: training_plan_given
@@ -95,7 +98,7 @@ def capacity_block_by_id(spec):
 
 
 @rule
-def capacity_block_fixed_size(spec):
+def capacity_block_fixed_size(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         if g.capacity.type == "capacity-block" and g.count is None:
             yield error(path + ("min_count" if g.min_count is not None else "max_count",), "a Capacity Block group has a fixed size: use count",
@@ -103,14 +106,14 @@ def capacity_block_fixed_size(spec):
 
 
 @rule
-def capacity_block_offered(spec):
+def capacity_block_offered(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         if g.capacity.type == "capacity-block" and not g.instance.capacity_block:
             yield error(path + ("instance_type",), f"{g.instance_type} is not offered as a Capacity Block for ML")
 
 
 @rule
-def capacity_block_not_placed(spec):
+def capacity_block_not_placed(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         if g.capacity.type == "capacity-block" and g.placement_group not in ("auto", "none"):
             yield error(path + ("placement_group",),
@@ -119,7 +122,7 @@ def capacity_block_not_placed(spec):
 
 
 @rule
-def placement_group_name(spec):
+def placement_group_name(spec: ClusterSpec) -> Iterator[Problem]:
     import re
 
     for path, g in _groups(spec):
@@ -129,7 +132,7 @@ def placement_group_name(spec):
 
 
 @rule
-def efa_supported(spec):
+def efa_supported(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         if g.efa and not g.instance.efa_supported:
             yield error(path + ("efa",), f"{g.instance_type} does not support EFA",
@@ -137,7 +140,7 @@ def efa_supported(spec):
 
 
 @rule
-def capacity_supported_by_control_plane(spec):
+def capacity_supported_by_control_plane(spec: ClusterSpec) -> Iterator[Problem]:
     cp = spec.orchestrator.control_plane
     for path, g in _groups(spec):
         if g.capacity.type not in cp.capacity_types:

@@ -8,19 +8,22 @@ capacity.training_plan_given); the rules here are HyperPod's own.
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 from fmcluster import controlplanes
 from fmcluster.controlplanes import HYPERPOD_MAX_INSTANCE_COUNT, HYPERPOD_MAX_INSTANCE_GROUPS
-from fmcluster.diagnostics import error
+from fmcluster.diagnostics import Problem, error
 from fmcluster.placement import AUTO, NONE
 from fmcluster.rules.registry import rule
+from fmcluster.spec import ClusterSpec
 
-def _hyperpod(spec) -> bool:
+
+def _hyperpod(spec: ClusterSpec) -> bool:
     return spec.orchestrator.control_plane.hyperpod
 
 
 @rule
-def hyperpod_fixed_size(spec):
+def hyperpod_fixed_size(spec: ClusterSpec) -> Iterator[Problem]:
     """HyperPod instance groups run InstanceCount instances; they do not scale between bounds."""
     if not _hyperpod(spec):
         return
@@ -32,7 +35,7 @@ def hyperpod_fixed_size(spec):
 
 
 @rule
-def hyperpod_instance_count(spec):
+def hyperpod_instance_count(spec: ClusterSpec) -> Iterator[Problem]:
     if not _hyperpod(spec):
         return
     for i, group in enumerate(spec.node_groups):
@@ -43,7 +46,7 @@ def hyperpod_instance_count(spec):
 
 
 @rule
-def hyperpod_instance_group_limit(spec):
+def hyperpod_instance_group_limit(spec: ClusterSpec) -> Iterator[Problem]:
     if not _hyperpod(spec):
         return
     # hyperpod-slurm adds a controller group and a login group; the system nodes of hyperpod-eks
@@ -56,7 +59,7 @@ def hyperpod_instance_group_limit(spec):
 
 
 @rule
-def hyperpod_names(spec):
+def hyperpod_names(spec: ClusterSpec) -> Iterator[Problem]:
     """ClusterName and InstanceGroupName (and Slurm partition names): [a-zA-Z0-9](-*[a-zA-Z0-9])*,
     so no trailing '-'."""
     if not _hyperpod(spec):
@@ -71,7 +74,7 @@ def hyperpod_names(spec):
 
 
 @rule
-def hyperpod_placement_group(spec):
+def hyperpod_placement_group(spec: ClusterSpec) -> Iterator[Problem]:
     """HyperPod places its instances itself: an existing placement group cannot be named."""
     if not _hyperpod(spec):
         return

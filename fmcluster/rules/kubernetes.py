@@ -6,16 +6,19 @@
 
 from __future__ import annotations
 
-from fmcluster.diagnostics import error, warning
+from typing import Iterator
+
+from fmcluster.diagnostics import Problem, error, warning
 from fmcluster.rules.registry import rule
+from fmcluster.spec import ClusterSpec
 
 
-def _on_kubernetes(spec) -> bool:
+def _on_kubernetes(spec: ClusterSpec) -> bool:
     return spec.orchestrator.control_plane.scheduler == "kubernetes"
 
 
 @rule
-def node_group_names_are_label_values(spec):
+def node_group_names_are_label_values(spec: ClusterSpec) -> Iterator[Problem]:
     """A node group's name is the value of its nodes' node-group label and names its Kueue flavor.
     (On HyperPod EKS the stricter instance-group name rule reports it.)"""
     if not _on_kubernetes(spec) or spec.orchestrator.control_plane.hyperpod:
@@ -29,7 +32,7 @@ def node_group_names_are_label_values(spec):
 
 
 @rule
-def node_labels_valid(spec):
+def node_labels_valid(spec: ClusterSpec) -> Iterator[Problem]:
     if not any(group.labels for group in spec.node_groups):
         return
     from fmcluster import kubernetes  # see node_group_names_are_label_values
@@ -49,7 +52,7 @@ def node_labels_valid(spec):
 
 
 @rule
-def node_labels_only_on_kubernetes(spec):
+def node_labels_only_on_kubernetes(spec: ClusterSpec) -> Iterator[Problem]:
     if _on_kubernetes(spec):
         return
     for i, group in enumerate(spec.node_groups):
@@ -59,7 +62,7 @@ def node_labels_only_on_kubernetes(spec):
 
 
 @rule
-def eks_has_system_nodes(spec):
+def eks_has_system_nodes(spec: ClusterSpec) -> Iterator[Problem]:
     """CoreDNS, Kueue and the add-on controllers run on the system nodes (GPU nodes are tainted)."""
     if spec.orchestrator.type == "eks" and spec.orchestrator.login.count < 1:
         yield error(("orchestrator", "login", "count"), "an EKS cluster needs at least one system node",
@@ -67,7 +70,7 @@ def eks_has_system_nodes(spec):
 
 
 @rule
-def eks_admin_role(spec):
+def eks_admin_role(spec: ClusterSpec) -> Iterator[Problem]:
     if spec.orchestrator.type == "eks" and not spec.orchestrator.admin_role_arn:
         yield warning(("orchestrator",), "no admin_role_arn: nobody can reach the Kubernetes API of this cluster "
                       "(the deploying role gets no access)",

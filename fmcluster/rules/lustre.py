@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Iterator
+
 from fmcluster import fsx
-from fmcluster.diagnostics import error
+from fmcluster.diagnostics import Problem, error
 from fmcluster.rules.registry import rule
+from fmcluster.spec import ClusterSpec, LustreSpec
 
 LUSTRE = ("storage", "lustre")
 
 
-def _lustre(spec):
+def _lustre(spec: ClusterSpec) -> LustreSpec | None:
     return spec.storage.lustre
 
 
 @rule
-def lustre_capacity_grid(spec):
+def lustre_capacity_grid(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     efa = bool(fs and fs.efa and fs.deployment_type == "PERSISTENT_2")
     if fs and not fsx.capacity_ok(fs.storage_capacity_gib, efa, fs.throughput_per_tib):
@@ -28,7 +31,7 @@ def lustre_capacity_grid(spec):
 
 
 @rule
-def lustre_throughput_grid(spec):
+def lustre_throughput_grid(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     if not fs:
         return
@@ -43,7 +46,7 @@ def lustre_throughput_grid(spec):
 
 
 @rule
-def lustre_metadata_iops(spec):
+def lustre_metadata_iops(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     if not fs or fs.metadata_iops == "auto":
         return
@@ -51,13 +54,13 @@ def lustre_metadata_iops(spec):
     if fs.deployment_type != "PERSISTENT_2":
         yield error(path, f"metadata IOPS are provisioned only on PERSISTENT_2, not {fs.deployment_type}",
                     "remove metadata_iops, or use PERSISTENT_2")
-    elif not fsx.metadata_iops_ok(fs.metadata_iops):
+    elif not (isinstance(fs.metadata_iops, int) and fsx.metadata_iops_ok(fs.metadata_iops)):  # not auto: an int
         yield error(path, f"{fs.metadata_iops} is not a valid metadata IOPS setting",
                     "auto, or 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000")
 
 
 @rule
-def lustre_efa_deployment(spec):
+def lustre_efa_deployment(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     if fs and fs.efa and fs.deployment_type != "PERSISTENT_2":
         yield error(LUSTRE + ("efa",), f"EFA-enabled file systems must be PERSISTENT_2, not {fs.deployment_type}",
@@ -65,7 +68,7 @@ def lustre_efa_deployment(spec):
 
 
 @rule
-def lustre_efa_clients(spec):
+def lustre_efa_clients(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     if fs and fs.efa and not any(g.efa for g in spec.node_groups):
         yield error(LUSTRE + ("efa",), "the file system uses EFA, but no node group has EFA to reach it that way",
@@ -73,7 +76,7 @@ def lustre_efa_clients(spec):
 
 
 @rule
-def lustre_links_limit(spec):
+def lustre_links_limit(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     if fs and len(fs.links) > fsx.MAX_LINKS:
         yield error(LUSTRE + ("links",), f"{len(fs.links)} links; a file system has at most {fsx.MAX_LINKS} data repository associations",
@@ -81,7 +84,7 @@ def lustre_links_limit(spec):
 
 
 @rule
-def lustre_links_deployment(spec):
+def lustre_links_deployment(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     if fs and fs.links and fs.deployment_type not in fsx.LINK_DEPLOYMENT_TYPES:
         yield error(LUSTRE + ("links",), f"data repository associations need PERSISTENT_2, not {fs.deployment_type}",
@@ -89,7 +92,7 @@ def lustre_links_deployment(spec):
 
 
 @rule
-def lustre_links_buckets_declared(spec):
+def lustre_links_buckets_declared(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     declared = [b.name for b in spec.storage.buckets]
     for i, link in enumerate(fs.links if fs else []):
@@ -104,7 +107,7 @@ def _overlaps(a: str, b: str) -> bool:
 
 
 @rule
-def lustre_links_distinct_paths(spec):
+def lustre_links_distinct_paths(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     links = fs.links if fs else []
     for i, link in enumerate(links):

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from fmcluster.diagnostics import error
+from typing import Iterator
+
+from fmcluster.diagnostics import Problem, error
 from fmcluster.rules.registry import rule
+from fmcluster.spec import ClusterSpec
 
 RESERVED_GROUP_NAMES = {"login", "controller", "system"}
 
 
 @rule
-def node_group_names_unique(spec):
+def node_group_names_unique(spec: ClusterSpec) -> Iterator[Problem]:
     seen: dict[str, int] = {}
     for i, group in enumerate(spec.node_groups):
         if group.name in seen:
@@ -19,7 +22,7 @@ def node_group_names_unique(spec):
 
 
 @rule
-def node_group_names_not_reserved(spec):
+def node_group_names_not_reserved(spec: ClusterSpec) -> Iterator[Problem]:
     for i, group in enumerate(spec.node_groups):
         if group.name in RESERVED_GROUP_NAMES:
             yield error(("node_groups", i, "name"), f"'{group.name}' is reserved for the control plane's own nodes",
@@ -27,7 +30,7 @@ def node_group_names_not_reserved(spec):
 
 
 @rule
-def bucket_names_unique(spec):
+def bucket_names_unique(spec: ClusterSpec) -> Iterator[Problem]:
     seen = set()
     for i, bucket in enumerate(spec.storage.buckets):
         if bucket.name in seen:
@@ -36,7 +39,7 @@ def bucket_names_unique(spec):
 
 
 @rule
-def tags_valid(spec):
+def tags_valid(spec: ClusterSpec) -> Iterator[Problem]:
     for key, value in spec.tags.items():
         if key.lower().startswith("aws:"):
             yield error(("tags", key), f"tag key '{key}' uses the reserved aws: prefix", at_key=True)
@@ -47,7 +50,7 @@ def tags_valid(spec):
 
 
 @rule
-def bucket_s3_names_fit(spec):
+def bucket_s3_names_fit(spec: ClusterSpec) -> Iterator[Problem]:
     from fmcluster import naming
 
     for i, bucket in enumerate(spec.storage.buckets):
@@ -60,7 +63,7 @@ def bucket_s3_names_fit(spec):
 
 
 @rule
-def bucket_s3_names_allowed(spec):
+def bucket_s3_names_allowed(spec: ClusterSpec) -> Iterator[Problem]:
     from fmcluster import naming
 
     reserved = next((p for p in naming.S3_RESERVED_PREFIXES if spec.name.startswith(p)), None)

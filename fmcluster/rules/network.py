@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Iterator
+
 from fmcluster import network_plan, regions
-from fmcluster.diagnostics import error
+from fmcluster.diagnostics import Path, Problem, error
 from fmcluster.rules.registry import rule
+from fmcluster.spec import ClusterSpec
 
 
-def _az_paths(spec):
+def _az_paths(spec: ClusterSpec) -> Iterator[tuple[Path, str]]:
     yield ("availability_zone_id",), spec.availability_zone_id
     for i, az in enumerate(spec.network.extra_availability_zone_ids):
         yield ("network", "extra_availability_zone_ids", i), az
 
 
 @rule
-def az_ids_in_region(spec):
+def az_ids_in_region(spec: ClusterSpec) -> Iterator[Problem]:
     prefix = regions.az_id_prefix(spec.region)
     for path, az in _az_paths(spec):
         region = regions.region_of_az_id(az)
@@ -25,7 +28,7 @@ def az_ids_in_region(spec):
 
 
 @rule
-def az_ids_distinct(spec):
+def az_ids_distinct(spec: ClusterSpec) -> Iterator[Problem]:
     seen = set()
     for path, az in _az_paths(spec):
         if az in seen:
@@ -34,7 +37,7 @@ def az_ids_distinct(spec):
 
 
 @rule
-def vpc_holds_subnets(spec):
+def vpc_holds_subnets(spec: ClusterSpec) -> Iterator[Problem]:
     try:
         network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
     except network_plan.LayoutError as exc:
@@ -43,7 +46,7 @@ def vpc_holds_subnets(spec):
 
 
 @rule
-def gpu_subnet_holds_cluster(spec):
+def gpu_subnet_holds_cluster(spec: ClusterSpec) -> Iterator[Problem]:
     try:
         subnets = network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
     except network_plan.LayoutError:

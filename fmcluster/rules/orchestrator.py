@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import re
+from typing import Iterator
 
 from fmcluster import controlplanes
-from fmcluster.diagnostics import error, warning
+from fmcluster.diagnostics import Problem, error, warning
 from fmcluster.rules.registry import rule
+from fmcluster.spec import ClusterSpec
 
 ORCH = ("orchestrator",)
 
 
 @rule
-def version_supported(spec):
+def version_supported(spec: ClusterSpec) -> Iterator[Problem]:
     cp = spec.orchestrator.control_plane
     if spec.orchestrator.version not in cp.versions:
         yield error(ORCH + ("version",), f"{cp.version_label} {spec.orchestrator.version} is not supported by {cp.type}",
@@ -20,7 +22,7 @@ def version_supported(spec):
 
 
 @rule
-def enough_availability_zones(spec):
+def enough_availability_zones(spec: ClusterSpec) -> Iterator[Problem]:
     cp = spec.orchestrator.control_plane
     have = len(spec.availability_zone_ids)
     if have < cp.min_availability_zones:
@@ -30,13 +32,13 @@ def enough_availability_zones(spec):
                     f"[{_other_az(spec)}]")
 
 
-def _other_az(spec) -> str:
+def _other_az(spec: ClusterSpec) -> str:
     prefix, number = spec.availability_zone_id.rsplit("-az", 1)
     return f"{prefix}-az{1 if number != '1' else 2}"
 
 
 @rule
-def pcs_size_limit(spec):
+def pcs_size_limit(spec: ClusterSpec) -> Iterator[Problem]:
     if spec.orchestrator.type != "pcs":
         return
     nodes = controlplanes.managed_nodes(spec)
@@ -47,7 +49,7 @@ def pcs_size_limit(spec):
 
 
 @rule
-def hyperpod_instance_types(spec):
+def hyperpod_instance_types(spec: ClusterSpec) -> Iterator[Problem]:
     if not spec.orchestrator.control_plane.hyperpod:
         return
     for i, group in enumerate(spec.node_groups):
@@ -69,7 +71,7 @@ def _hyperpod_type(name: str) -> bool:
 
 
 @rule
-def training_plan_only_on_hyperpod(spec):
+def training_plan_only_on_hyperpod(spec: ClusterSpec) -> Iterator[Problem]:
     if spec.orchestrator.control_plane.hyperpod:
         return
     for i, group in enumerate(spec.node_groups):
@@ -80,7 +82,7 @@ def training_plan_only_on_hyperpod(spec):
 
 
 @rule
-def kubernetes_only_fields(spec):
+def kubernetes_only_fields(spec: ClusterSpec) -> Iterator[Problem]:
     if spec.orchestrator.control_plane.scheduler == "kubernetes":
         return
     if spec.orchestrator.admin_role_arn:
@@ -88,7 +90,7 @@ def kubernetes_only_fields(spec):
 
 
 @rule
-def namespace_valid(spec):
+def namespace_valid(spec: ClusterSpec) -> Iterator[Problem]:
     ns = spec.orchestrator.namespace
     if not re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", ns):
         yield error(ORCH + ("namespace",), f"'{ns}' is not a valid Kubernetes namespace",
