@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from common import exit_code, medians, report, target  # noqa: E402
+
 from fmcluster.synth import app_context, cdk_json  # noqa: E402
 from stacks.synthesis import APP_SETTINGS  # noqa: E402
 

@@ -154,7 +154,7 @@ def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
         return [p for key in sorted(set(old) | set(new))
                 for p in changed_paths(old.get(key), new.get(key), f"{path}.{key}" if path else key)]
     if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [p for i, (a, b) in enumerate(zip(old, new)) for p in changed_paths(a, b, f"{path}[{i}]")]
+        return [p for i, (a, b) in enumerate(zip(old, new, strict=True)) for p in changed_paths(a, b, f"{path}[{i}]")]
     return [] if old == new else [path or "(whole resource)"]
 
 

@@ -14,7 +14,6 @@ Slots are fixed so that adding an AZ ID never changes (and so never replaces) a 
 from __future__ import annotations
 
 import ipaddress
-import math
 from itertools import islice
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -68,9 +67,9 @@ def layout(vpc_cidr: str, az_ids: list[str]) -> list[Subnet]:
     subnets = [Subnet(az_ids[0], str(first_half), False)]
     extra = az_ids[1:]
     if extra:
-        subnets += [Subnet(az, str(net), False) for az, net in zip(extra, _slots(third_quarter, len(extra)))]
+        subnets += [Subnet(az, str(net), False) for az, net in zip(extra, _slots(third_quarter, len(extra)), strict=True)]
     subnets += [Subnet(az, str(net), True)
-                for az, net in zip(az_ids, _slots(last_quarter, len(az_ids), PUBLIC_MIN_PREFIX))]
+                for az, net in zip(az_ids, _slots(last_quarter, len(az_ids), PUBLIC_MIN_PREFIX), strict=True)]
     return subnets
 
 

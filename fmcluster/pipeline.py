@@ -37,7 +37,8 @@ from typing import Annotated, Optional
 from pydantic import Field, ValidationError
 
 from fmcluster import loader
-from fmcluster.diagnostics import Diagnostic, Path as FieldPath, Problem, dotted, error, has_errors, sort_key, warning
+from fmcluster.diagnostics import Diagnostic, Problem, dotted, error, has_errors, sort_key, warning
+from fmcluster.diagnostics import Path as FieldPath
 from fmcluster.spec import Account, ClusterSpec, Model, Name, Region, _pattern
 
 EXAMPLE = "examples/pipeline/pipeline.yaml"

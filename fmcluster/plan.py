@@ -383,7 +383,7 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
 
     m = model.resolve(spec)
     params = checkpoint_params or DEFAULT_CHECKPOINT_PARAMS
-    groups = [_node_group(m, g, s) for g, s in zip(m.node_groups, spec.node_groups)]
+    groups = [_node_group(m, g, s) for g, s in zip(m.node_groups, spec.node_groups, strict=True)]
     resolved = spec.resolved()
     return Plan(
         schema_version=SCHEMA_VERSION, name=spec.name, region=spec.region, account=spec.account,

@@ -61,7 +61,7 @@ def _count(low: int, high: int) -> str:
 
 def text_table(rows: Table, indent: str = "  ") -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths))).rstrip() for row in rows]
+    return [(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))).rstrip() for row in rows]
 
 
 def md_table(rows: Table) -> list[str]:

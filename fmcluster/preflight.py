@@ -18,8 +18,15 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Literal, Required, TypedDict
 
-from botocore.exceptions import (BotoCoreError, ClientError, EndpointConnectionError, NoCredentialsError,
-                                 NoRegionError, PartialCredentialsError, ProfileNotFound)
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    NoRegionError,
+    PartialCredentialsError,
+    ProfileNotFound,
+)
 
 from fmcluster.controlplanes import CAPACITY_BLOCK, ON_DEMAND, RESERVATION, SPOT
 from fmcluster.spec import ClusterSpec, NodeGroupSpec

@@ -13,8 +13,7 @@ import ipaddress
 import re
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PlainValidator,
-                      model_validator)
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, model_validator
 from pydantic_core import PydanticCustomError
 
 from fmcluster import catalog, controlplanes, fsx, regions

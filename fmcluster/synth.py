@@ -76,7 +76,7 @@ def load_specs(paths: Iterable[str]) -> tuple[Optional[list["ClusterSpec"]], lis
     if len(specs) != len(paths):
         return None, diagnostics
     seen: dict[str, str] = {}
-    for path, spec in zip(paths, specs):
+    for path, spec in zip(paths, specs, strict=True):
         if spec.name in seen:
             line, column = _name_at(path)
             diagnostics.append(Diagnostic(

@@ -72,7 +72,9 @@ def _index(doc: Document, node: yaml.Node, data: Any, path: Path) -> None:
             doc.keys[path + (key,)] = _mark(key_node)
             _index(doc, value_node, data[key], path + (key,))
     elif isinstance(node, yaml.SequenceNode) and isinstance(data, list):
-        for i, (item_node, item) in enumerate(zip(node.value, data)):
+        # a sequence node and the list constructed from it have the same length; not strict, so
+        # that positions are indexed as far as they go whatever a constructor made of the node
+        for i, (item_node, item) in enumerate(zip(node.value, data, strict=False)):
             _index(doc, item_node, item, path + (i,))
 
 

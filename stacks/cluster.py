@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 
-
 # orchestrator.type -> (module, stack class). Modules are imported only for the control plane a
 # spec names (each pulls in its own aws-cdk-lib modules).
 STACKS = {

@@ -152,7 +152,7 @@ class EksClusterStack(cdk.Stack):
         cdk.Annotations.of(vpc).acknowledge_warning(
             "@aws-cdk/aws-ec2:vpcAttributeIsListTokenavailabilityZones", "no subnet is selected from the VPC itself")
         subnets = [ec2.Subnet.from_subnet_attributes(self, f"PrivateSubnet-{az}", subnet_id=subnet_id)
-                   for az, subnet_id in zip(spec.availability_zone_ids, network.private_subnet_ids)]
+                   for az, subnet_id in zip(spec.availability_zone_ids, network.private_subnet_ids, strict=True)]
         for subnet in subnets:  # routes are the network stack's business
             cdk.Annotations.of(subnet).acknowledge_warning("@aws-cdk/aws-ec2:noSubnetRouteTableId",
                                                            "nothing here reads the subnet's route table")

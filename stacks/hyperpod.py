@@ -48,8 +48,15 @@ from typing import Any, Mapping, Optional, Sequence
 import aws_cdk as cdk
 from constructs import Construct
 
-from constructs_lib.hyperpod import (COMPUTE, CONTINUOUS, CONTROLLER, DEEP_HEALTH_CHECKS, LOGIN,
-                                     HyperPodCluster, InstanceGroup)
+from constructs_lib.hyperpod import (
+    COMPUTE,
+    CONTINUOUS,
+    CONTROLLER,
+    DEEP_HEALTH_CHECKS,
+    LOGIN,
+    HyperPodCluster,
+    InstanceGroup,
+)
 from constructs_lib.hyperpod_lifecycle import LifecycleScripts
 from constructs_lib.hyperpod_role import ExecutionPolicyProps, HyperPodExecutionRole
 from fmcluster import bootstrap, catalog, lifecycle

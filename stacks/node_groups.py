@@ -26,6 +26,7 @@ from constructs_lib.network import ClusterPlacementGroups
 from fmcluster.controlplanes import CAPACITY_BLOCK, RESERVATION
 from fmcluster.model import NodeGroup
 
+
 def capacity_target(capacity) -> CapacityTarget:
     """The launch template's capacity settings for a node group's `capacity` (on-demand and spot:
     none; spot is the node group's purchase or capacity type)."""

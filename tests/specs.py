@@ -4,6 +4,7 @@ diagnostics for a dict. Not a test module."""
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 from typing import Any
 
@@ -58,7 +59,7 @@ def _parts(path: str) -> list[str | int]:
 
 def _parent(root: Any, parts: list[str | int], create: bool) -> Any:
     node = root
-    for part, following in zip(parts[:-1], parts[1:]):
+    for part, following in itertools.pairwise(parts):
         if isinstance(part, str) and part not in node:
             if not create:
                 raise KeyError(part)

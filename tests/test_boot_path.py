@@ -435,7 +435,10 @@ def test_eks_cpu_group_writes_its_expected_gpus(tmp_path):
 
 # --- SageMaker HyperPod: lifecycle folders --------------------------------------------------------
 
-def hyperpod_folder(group="train", instance_type="p6-b200.48xlarge", *, efa=True, checks=lifecycle.NodeChecks(("/fsx",)),
+FSX_CHECKS = lifecycle.NodeChecks(("/fsx",))
+
+
+def hyperpod_folder(group="train", instance_type="p6-b200.48xlarge", *, efa=True, checks=FSX_CHECKS,
                     metrics=True, lnet_efa=False, hooks=None) -> lifecycle.Bundle:
     if hooks is None and metrics:
         hooks = {lifecycle.METRICS_HOOK: lifecycle.metrics_hook(

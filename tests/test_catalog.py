@@ -51,7 +51,7 @@ def test_efa_cards_match_interface_types(name, ec2_types):
     if not entry.efa_supported:
         assert not any(c.efa for c in entry.network_cards)
         return
-    for card, raw in zip(entry.network_cards, data["NetworkInfo"]["NetworkCards"]):
+    for card, raw in zip(entry.network_cards, data["NetworkInfo"]["NetworkCards"], strict=True):
         assert card.index == raw["NetworkCardIndex"]
         assert card.efa == ("efa" in raw["InterfaceTypes"])
 

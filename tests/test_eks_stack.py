@@ -22,8 +22,20 @@ from fmcluster import kubernetes, loader
 from fmcluster.model import resolve
 from tests.nested import flatten, nested_templates
 from tests.specs import base_spec, to_yaml
-from tests.test_pcs_stack import (EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, _load, cluster,
-                                  launch_templates, new_app, resources, storage)
+from tests.test_pcs_stack import (
+    EFA_SG,
+    FS_DNS,
+    FS_MOUNT,
+    KMS_KEY,
+    NODE_SG,
+    SUBNET,
+    _load,
+    cluster,
+    launch_templates,
+    new_app,
+    resources,
+    storage,
+)
 
 pytestmark = pytest.mark.synth
 

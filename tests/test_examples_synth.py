@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -260,7 +259,7 @@ def test_both_entry_paths_refuse_two_clusters_of_one_name(tmp_path):
     own = subprocess.run([sys.executable, "-m", "fmcluster", "synth", EXAMPLES[0], str(copy), "-o",
                           str(tmp_path / "own")], cwd=ROOT, env=CLEAN_ENV, capture_output=True, text=True)
     assert own.returncode == 2 and "Traceback" not in own.stderr
-    (line,) = [l for l in own.stderr.splitlines() if "would clash" in l]
+    (line,) = [text for text in own.stderr.splitlines() if "would clash" in text]
     assert line.startswith(f"{copy}:") and ": error: name: cluster " in line
     assert not (tmp_path / "own").exists()
     if not (ROOT / "node_modules/.bin/cdk").exists():

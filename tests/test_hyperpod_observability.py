@@ -19,10 +19,10 @@ import yaml
 
 from fmcluster import bootstrap, catalog, kubernetes, lifecycle
 from stacks.hyperpod import CONTROLLER_GROUP, metrics_parameter_name
+from tests.sandbox import Sandbox, Scenario
 from tests.test_bootstrap import assert_shellcheck_clean
 from tests.test_hyperpod_stack import groups, joined, specs, statements
 from tests.test_pcs_stack import cluster, new_app, resources
-from tests.sandbox import Sandbox, Scenario
 
 URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
 WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123"

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster.model import resolve
 from fmcluster import lifecycle, loader
+from fmcluster.model import resolve
 from tests.specs import base_spec, to_yaml
 from tests.test_pcs_stack import EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, new_app, resources
 from tests.test_pcs_stack import cluster as cluster_stack
@@ -451,7 +451,6 @@ def test_node_groups_are_instance_groups_not_managed_node_groups(eks):
 
 
 def test_kubernetes_labels_and_taints_of_the_eks_plane(eks):
-    from fmcluster import kubernetes
 
     for group in resolve(specs()["eks"]).node_groups:
         config = groups(eks)[group.name]["KubernetesConfig"]

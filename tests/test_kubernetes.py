@@ -5,8 +5,8 @@ import email
 import pytest
 
 from fmcluster import catalog, kubernetes
-from fmcluster.model import resolve
 from fmcluster.efa import InterfaceMode
+from fmcluster.model import resolve
 from tests.specs import base_spec, validated, with_
 
 EKS = InterfaceMode.EFA_ONLY

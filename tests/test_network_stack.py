@@ -12,14 +12,13 @@ import json
 from pathlib import Path
 from types import SimpleNamespace
 
+import aws_cdk as cdk
 import boto3
 import pytest
-
-import aws_cdk as cdk
 from aws_cdk.assertions import Match, Template
 
-from fmcluster.model import resolve
 from fmcluster import loader, network_plan
+from fmcluster.model import resolve
 from stacks.app import environment
 from stacks.network import NetworkStack
 

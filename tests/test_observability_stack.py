@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster.model import resolve
 from fmcluster import loader, observability
+from fmcluster.model import resolve
 from tests.specs import base_spec, to_yaml
 
 pytestmark = pytest.mark.synth

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster.model import resolve
 from fmcluster import bootstrap, loader
+from fmcluster.model import resolve
 from tests.nested import flatten, nested_templates
 from tests.specs import base_spec, to_yaml
 

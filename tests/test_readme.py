@@ -52,7 +52,7 @@ class Command(NamedTuple):
 
 def sections() -> dict[str, str]:
     parts = re.split(r"^#{2,3} (.+)\n", README, flags=re.M)
-    return {title: body for title, body in zip(parts[1::2], parts[2::2])}
+    return {title: body for title, body in zip(parts[1::2], parts[2::2], strict=True)}
 
 
 def blocks(text: str) -> list[list[Command]]:

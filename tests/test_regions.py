@@ -76,7 +76,7 @@ def test_supported_regions_have_distinct_prefixes():
     supported = [r for r in regions.region_names() if regions.is_supported(r)]
     prefixes = [regions.az_id_prefix(r) for r in supported]
     assert len(prefixes) == len(set(prefixes))
-    for region, prefix in zip(supported, prefixes):
+    for region, prefix in zip(supported, prefixes, strict=True):
         assert regions.region_of_az_id(f"{prefix}-az1") == region
 
 

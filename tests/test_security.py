@@ -499,7 +499,7 @@ def test_imdsv2_required(synth):
     for name, lid, template in resources(synth, "AWS::EC2::LaunchTemplate"):
         options = template["Properties"]["LaunchTemplateData"].get("MetadataOptions", {})
         assert options.get("HttpTokens") == "required", (name, lid)
-    for name, lid, instance in resources(synth, "AWS::EC2::Instance"):
+    for name, lid, _instance in resources(synth, "AWS::EC2::Instance"):
         raise AssertionError(f"{name} {lid}: an instance outside a launch template")
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster.model import resolve
 from fmcluster import bootstrap
+from fmcluster.model import resolve
 from tests.test_bootstrap import FSX, assert_shellcheck_clean
 
 URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"

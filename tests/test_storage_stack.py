@@ -17,8 +17,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from fmcluster.model import resolve
 from fmcluster import loader
+from fmcluster.model import resolve
 from fmcluster.spec import ClusterSpec
 
 pytestmark = pytest.mark.synth
