@@ -184,7 +184,8 @@ class HyperPodCluster(Construct):
         cluster_name: the cluster's name (as given).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, name: str, orchestrator: sagemaker.CfnCluster.OrchestratorProperty,
+    def __init__(self, scope: Construct, construct_id: str, *, name: str,
+                 orchestrator: sagemaker.CfnCluster.OrchestratorProperty,
                  instance_groups: Sequence[InstanceGroup], subnet_ids: Sequence[str],
                  security_group_ids: Sequence[str], node_provisioning_mode: Optional[str] = None) -> None:
         super().__init__(scope, construct_id)

@@ -72,7 +72,8 @@ class HyperPodDependencies(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.ICluster, values: Mapping[str, Any],
                  subnets: Optional[Sequence[ec2.ISubnet]] = None,
-                 security_groups: Optional[Sequence[ec2.ISecurityGroup]] = None, vpc: Optional[ec2.IVpc] = None) -> None:
+                 security_groups: Optional[Sequence[ec2.ISecurityGroup]] = None,
+                 vpc: Optional[ec2.IVpc] = None) -> None:
         super().__init__(scope, construct_id)
         provider = cluster.kubectl_provider
         self.function = lambda_.Function(

@@ -152,8 +152,8 @@ def execution_policy(props: ExecutionPolicyProps) -> iam.PolicyDocument:
         statements += [
             iam.PolicyStatement(sid="LifecycleScriptsList", actions=["s3:ListBucket"],
                                 resources=sorted({f.bucket_arn() for f in folders}),
-                                conditions={"StringLike": {"s3:prefix": [p for f in folders
-                                                                         for p in (f.prefix.rstrip("/"), f"{f.prefix}*")]}}),
+                                conditions={"StringLike": {"s3:prefix": [
+                                    p for f in folders for p in (f.prefix.rstrip("/"), f"{f.prefix}*")]}}),
             iam.PolicyStatement(sid="LifecycleScriptsRead", actions=["s3:GetObject"],
                                 resources=[f.object_arns() for f in folders]),
         ]

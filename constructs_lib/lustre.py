@@ -65,9 +65,9 @@ class LustreFileSystem(Construct):
 
     Always set: SSD storage, Lustre `FILE_SYSTEM_TYPE_VERSION` (2.15), weekly maintenance on
     Sunday at 05:00 UTC, import and export errors logged (`WARN_ERROR`), and, on persistent
-    types, daily automatic backups at 02:00 UTC (none with `backup_retention_days` 0). Capacity and throughput grids: the FSx for
-    Lustre User Guide and CreateFileSystem, as `fmcluster.fsx` and docs/research-notes.md
-    (section 4) record them.
+    types, daily automatic backups at 02:00 UTC (none with `backup_retention_days` 0). Capacity
+    and throughput grids: the FSx for Lustre User Guide and CreateFileSystem, as `fmcluster.fsx`
+    and docs/research-notes.md (section 4) record them.
 
     Props:
         vpc_id: the VPC of the file system's security group.

@@ -12,9 +12,10 @@ the SNS topic alerts go to.
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Protocol
+from typing import Any, Mapping, Optional, Protocol
 
 import aws_cdk as cdk
+import yaml
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -27,27 +28,39 @@ ALERT_GROUP_BY = ["cluster", "alertname", "node"]
 TOPIC_KEY_PENDING_DAYS = 7
 
 
+class _Block(str):
+    """A string YAML writes as a literal block (`|`), as AMP's envelope shows it."""
+
+
+class _EnvelopeDumper(yaml.SafeDumper):
+    pass
+
+
+_EnvelopeDumper.add_representer(
+    _Block, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", str(text), style="|"))
+
+
+def alertmanager_config(topic_arn: str, region: str) -> dict[str, Any]:
+    """Alertmanager's configuration: every alert to the SNS topic (SigV4 in the workspace's region),
+    grouped by cluster, alert and node."""
+    return {
+        "route": {"receiver": "sns", "group_by": ALERT_GROUP_BY, "group_wait": "30s",
+                  "group_interval": "5m", "repeat_interval": "4h"},
+        "receivers": [{"name": "sns", "sns_configs": [{
+            "topic_arn": topic_arn,
+            "sigv4": {"region": region},
+            "subject": "[{{ .CommonLabels.severity }}] {{ .CommonLabels.alertname }} ({{ .CommonLabels.cluster }})",
+            "attributes": {"severity": "{{ .CommonLabels.severity }}"},
+        }]}],
+    }
+
+
 def alertmanager_definition(topic_arn: str, region: str) -> str:
-    """Alert manager configuration (AMP's YAML envelope): every alert to the SNS topic."""
-    return "\n".join([
-        "alertmanager_config: |",
-        "  route:",
-        "    receiver: sns",
-        f"    group_by: [{', '.join(ALERT_GROUP_BY)}]",
-        "    group_wait: 30s",
-        "    group_interval: 5m",
-        "    repeat_interval: 4h",
-        "  receivers:",
-        "    - name: sns",
-        "      sns_configs:",
-        f"        - topic_arn: {topic_arn}",
-        "          sigv4:",
-        f"            region: {region}",
-        "          subject: '[{{ .CommonLabels.severity }}] {{ .CommonLabels.alertname }} ({{ .CommonLabels.cluster }})'",
-        "          attributes:",
-        "            severity: '{{ .CommonLabels.severity }}'",
-        "",
-    ])
+    """The alert manager definition AMP takes: its YAML envelope (`alertmanager_config: |`) around
+    `alertmanager_config`'s YAML."""
+    config = yaml.safe_dump(alertmanager_config(topic_arn, region), sort_keys=False, width=1 << 16)
+    return yaml.dump({"alertmanager_config": _Block(config)}, Dumper=_EnvelopeDumper, sort_keys=False,
+                     width=1 << 16)
 
 
 class AlertDestination(Protocol):

@@ -130,7 +130,8 @@ def without_comments(text: str) -> str:
                            if not line.lstrip().startswith("#") or line.lstrip().startswith("# shellcheck ")])
 
 
-def metrics_settings(instance: InstanceType, metrics: Metrics, *, efa: bool, lustre_path: str = "") -> dict[str, str | int]:
+def metrics_settings(instance: InstanceType, metrics: Metrics, *, efa: bool,
+                     lustre_path: str = "") -> dict[str, str | int]:
     """The settings block of ``metrics.sh`` for one node group."""
     return {
         "CLUSTER_NAME": metrics.cluster, "REMOTE_WRITE_URL": metrics.remote_write_url,
@@ -274,7 +275,8 @@ class NodeProgram:
                         FSX_MOUNT_OPTIONS=options, FSX_MOUNT_ATTEMPTS=FSX_MOUNT_ATTEMPTS,
                         FSX_RETRY_SECONDS=FSX_RETRY_SECONDS)
 
-    def metrics(self, metrics: Metrics, *, efa: bool, lustre_path: str = "", step: str = "setup_metrics") -> "NodeProgram":
+    def metrics(self, metrics: Metrics, *, efa: bool, lustre_path: str = "",
+                step: str = "setup_metrics") -> "NodeProgram":
         """Metrics collection (metrics.sh), run by the step `step` (a function calling setup_metrics)."""
         self.add("apt.sh")
         for job in metrics_collectors(self.instance, metrics, efa=efa):

@@ -181,7 +181,8 @@ def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any]
         change.action, change.reasons = MAY_REPLACE, ["no CloudFormation resource schema for this type"]
         return change
     props_old, props_new = old.get("Properties", {}), new.get("Properties", {})
-    create_only = [p for p in schema.create_only if cfn_schemas.values_at(props_old, p) != cfn_schemas.values_at(props_new, p)]
+    create_only = [p for p in schema.create_only
+                   if cfn_schemas.values_at(props_old, p) != cfn_schemas.values_at(props_new, p)]
     if create_only:
         change.action = REPLACE
         change.reasons = [f"{cfn_schemas.dotted(p)} is create-only" for p in create_only]
@@ -253,8 +254,9 @@ def _follow_references(old: Templates, new: Templates, changes: dict[tuple[str, 
                     by_stack[stack].changes.append(current)
                     by_stack[stack].status = "changed"
                 current.action = REPLACE
-                current.reasons += [f"{cfn_schemas.dotted(p)} refers to {t[1]}" + (f" in {t[0]}" if t[0] != stack else "")
-                                    + ", which is replaced" for p, t in sorted(set(hits))]
+                current.reasons += [f"{cfn_schemas.dotted(p)} refers to {t[1]}"
+                                    + (f" in {t[0]}" if t[0] != stack else "") + ", which is replaced"
+                                    for p, t in sorted(set(hits))]
                 grew = True
     for s in stacks:
         s.changes.sort(key=lambda c: c.logical_id)
@@ -270,8 +272,8 @@ def _loss_text(c: Change) -> str:
     what = {REMOVE: "removed", REPLACE: "replaced by a new one (the data does not move)",
             MAY_REPLACE: "may be replaced by a new one (the data does not move)"}[c.action]
     if c.retained:
-        kept = ("; retained: kept in the account, outside the stack, no longer used by the cluster" if c.action == REMOVE
-                else "; the old one is retained outside the stack, no longer used by the cluster")
+        kept = ("; retained: kept in the account, outside the stack, no longer used by the cluster"
+                if c.action == REMOVE else "; the old one is retained outside the stack, no longer used by the cluster")
     else:
         kept = ""
     return f"{c.stack} {c.logical_id} ({c.type}): {what}{kept}"
@@ -292,7 +294,8 @@ def render_text(report: Report, old_name: str, new_name: str, allowed: bool) -> 
                 continue
             flag = " [stateful]" if c.stateful and c.action != ADD else ""
             lines.append(f"  {SYMBOLS[c.action]} {LABELS[c.action]} {c.type} {c.logical_id}{flag}")
-            shown = c.paths[:SHOWN_PATHS] + ([f"... {len(c.paths) - SHOWN_PATHS} more"] if len(c.paths) > SHOWN_PATHS else [])
+            more = [f"... {len(c.paths) - SHOWN_PATHS} more"] if len(c.paths) > SHOWN_PATHS else []
+            shown = c.paths[:SHOWN_PATHS] + more
             if shown and c.action != ADD:
                 lines.append(f"      changes: {', '.join(shown)}")
             for reason in c.reasons:

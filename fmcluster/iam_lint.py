@@ -232,7 +232,8 @@ def typed(resources: Sequence[str], record: Action, resource_type: str, gaps: Se
     """Is one of `resources` of `resource_type` (its SAR format, or an ArnForm of KNOWN_GAPS)?"""
     service = record.name.split(":", 1)[0]
     formats = [record.formats[resource_type]] if resource_type in record.formats else []
-    formats += [g.arn for g in gaps if isinstance(g, ArnForm) and (g.service, g.resource_type) == (service, resource_type)]
+    formats += [g.arn for g in gaps
+                if isinstance(g, ArnForm) and (g.service, g.resource_type) == (service, resource_type)]
     return any(matches(r, f) for r in resources for f in formats)
 
 

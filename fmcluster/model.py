@@ -145,7 +145,8 @@ def _node_group(spec: ClusterSpec, group: NodeGroupSpec, cp: ControlPlane, lustr
         name=group.name, role=COMPUTE, instance=instance, min_count=group.min_nodes, max_count=group.max_nodes,
         capacity=group.capacity, efa=efa, interfaces=interfaces,
         placement=NO_PLACEMENT if cp.hyperpod else placement_for(group), root_volume_gib=group.root_volume_gib,
-        ami_id=group.ami_id, lnet_efa_interfaces=bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lustre_efa))
+        ami_id=group.ami_id,
+        lnet_efa_interfaces=bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lustre_efa))
     if cp.scheduler != "kubernetes":
         return made
     labels = dict(group.labels)

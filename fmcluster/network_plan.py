@@ -67,7 +67,8 @@ def layout(vpc_cidr: str, az_ids: list[str]) -> list[Subnet]:
     subnets = [Subnet(az_ids[0], str(first_half), False)]
     extra = az_ids[1:]
     if extra:
-        subnets += [Subnet(az, str(net), False) for az, net in zip(extra, _slots(third_quarter, len(extra)), strict=True)]
+        subnets += [Subnet(az, str(net), False)
+                    for az, net in zip(extra, _slots(third_quarter, len(extra)), strict=True)]
     subnets += [Subnet(az, str(net), True)
                 for az, net in zip(az_ids, _slots(last_quarter, len(az_ids), PUBLIC_MIN_PREFIX), strict=True)]
     return subnets

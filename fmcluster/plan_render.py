@@ -145,7 +145,8 @@ def storage_rows(plan: Plan) -> Table:
         target = f"s3://{names[link.bucket]}" + (f"/{link.prefix}" if link.prefix else "")
         events = [f"import {', '.join(link.import_events)}" if link.import_events else "",
                   f"export {', '.join(link.export_events)}" if link.export_events else ""]
-        rows.append([f"link {link.path}", f"{target}: " + ("; ".join(e for e in events if e) or "no auto import/export")])
+        automatic = "; ".join(e for e in events if e) or "no auto import/export"
+        rows.append([f"link {link.path}", f"{target}: {automatic}"])
     c = fs.checkpoint
     rows.append(["checkpoint", f"{params(c.parameters)} parameters x {c.bytes_per_parameter} bytes = "
                                f"{num(c.gigabytes, 1)} GB: {duration(c.seconds)} at {num(fs.throughput_gbps, 2)} GB/s"])

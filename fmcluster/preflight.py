@@ -248,7 +248,8 @@ class Preflight:
     def _reservation(self, group: NodeGroupSpec, ids: list[str]) -> Iterable[Check]:
         name = f"reservation {group.name}"
         try:
-            found = self.client("ec2").describe_capacity_reservations(CapacityReservationIds=ids)["CapacityReservations"]
+            ec2 = self.client("ec2")
+            found = ec2.describe_capacity_reservations(CapacityReservationIds=ids)["CapacityReservations"]
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") not in NOT_FOUND:
                 raise

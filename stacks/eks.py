@@ -287,7 +287,8 @@ class EksClusterStack(cdk.Stack):
         self.scraper = ManagedScraper(
             self, "MetricsScraper", alias=self.spec.name, cluster_arn=self.cluster.cluster_arn,
             subnet_ids=self.network.private_subnet_ids, security_group_ids=[self.cluster.cluster_security_group_id],
-            workspace_arn=workspace_arn, scrape_configuration=observability_content.scrape_configuration(self.spec.name),
+            workspace_arn=workspace_arn,
+            scrape_configuration=observability_content.scrape_configuration(self.spec.name),
             tags=dict(self.model.tags))
         cdk.CfnOutput(self, "MetricsScraperArn", value=self.scraper.scraper_arn,
                       description="Amazon Managed Service for Prometheus managed scraper")

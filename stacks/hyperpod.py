@@ -4,8 +4,9 @@ What it builds from the spec, with the network and storage stacks' outputs:
 
 - one lifecycle-script folder per instance group (fmcluster.lifecycle: unattended upgrades that
   restart nothing, EFA/NCCL environment, hooks, NVMe scratch, and on compute groups the readiness
-  check that drains a node without its GPUs, file system or scratch), published as CDK file assets (constructs_lib.hyperpod_lifecycle) and run
-  by HyperPod as the group's `OnInitComplete` script;
+  check that drains a node without its GPUs, file system or scratch), published as CDK file
+  assets (constructs_lib.hyperpod_lifecycle) and run by HyperPod as the group's `OnInitComplete`
+  script;
 - the execution role of the instance groups (constructs_lib.hyperpod_role), scoped to the
   cluster's VPC, buckets and lifecycle folders;
 - the `AWS::SageMaker::Cluster` with the API-driven Slurm configuration (SageMaker Developer
@@ -171,7 +172,9 @@ class HyperPodSlurmStack(cdk.Stack):
         efa = {g.name: g.efa for g in model.all_groups}
 
         subnets = [network.gpu_subnet_id]
-        security_groups = [network.node_security_group_id] + ([network.efa_security_group_id] if any(efa.values()) else [])
+        security_groups = [network.node_security_group_id]
+        if any(efa.values()):
+            security_groups.append(network.efa_security_group_id)
         metrics: dict[str, Any] = {}
         self.metrics_parameter = None
         if observability is not None:

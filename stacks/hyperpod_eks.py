@@ -64,7 +64,8 @@ class HyperPodEksStack(EksClusterStack):
                                                           values=values, **placement)
         self.hyperpod_dependencies.resource.node.add_dependency(system)  # the chart's operators run there
 
-        groups = [compute_group(model, g, kubernetes_labels=dict(g.labels), kubernetes_taints=[dict(t) for t in g.taints])
+        groups = [compute_group(model, g, kubernetes_labels=dict(g.labels),
+                                kubernetes_taints=[dict(t) for t in g.taints])
                   for g in model.node_groups]
         efa = model.efa_groups
         subnets = [network.gpu_subnet_id]

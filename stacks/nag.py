@@ -14,8 +14,9 @@ All suppressions live here, matched by construct path pattern rather than set in
 constructs, so that they keep working when a construct moves (into a nested stack, a Stage of the
 pipeline, ...). A path pattern is a construct path where `*` matches any characters, `/` included.
 A rule may name one finding of a rule that reports several (`AwsSolutions-IAM5[Resource::...]`);
-there `*` is literal (findings contain it) and `{*}` matches any characters but `/`. Each entry says why the finding is intended; the IAM walk of the tests
-(fmcluster/security.py) holds the wildcard resources to a stricter allow-list of its own.
+there `*` is literal (findings contain it) and `{*}` matches any characters but `/`. Each entry
+says why the finding is intended; the IAM walk of the tests (fmcluster/security.py) holds the
+wildcard resources to a stricter allow-list of its own.
 """
 
 from __future__ import annotations
@@ -116,7 +117,8 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "Objects of the cluster's own buckets (names from fmcluster.naming: cluster, bucket, account, "
         "region); object keys are the training data and checkpoints, unknown at synth."),
     Suppression(
-        _iam5("arn:<AWS::Partition>:s3:::cdk-{*}-assets-<AWS::AccountId>-{*}/fmcluster-lifecycle/{*}/*"), EXECUTION_ROLES,
+        _iam5("arn:<AWS::Partition>:s3:::cdk-{*}-assets-<AWS::AccountId>-{*}/fmcluster-lifecycle/{*}/*"),
+        EXECUTION_ROLES,
         "s3:GetObject on the cluster's lifecycle-script folders only (content-addressed asset prefixes "
         "in the CDK asset bucket)."),
     Suppression(

@@ -34,7 +34,8 @@ class StorageStack(cdk.Stack):
                                   None without storage.lustre
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 **kwargs) -> None:
         super().__init__(scope, construct_id, **kwargs)
         spec = model.spec
         storage = spec.storage

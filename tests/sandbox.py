@@ -234,7 +234,8 @@ class Sandbox:
 
     def fstab(self) -> list[list[str]]:
         """/etc/fstab's entries (fields), comments left out."""
-        return [line.split() for line in self.file("/etc/fstab").splitlines() if line.strip() and not line.startswith("#")]
+        return [line.split() for line in self.file("/etc/fstab").splitlines()
+                if line.strip() and not line.startswith("#")]
 
     def unit_state(self, unit: str) -> str:
         path = self.state / "units" / unit

@@ -141,7 +141,8 @@ def test_dlami_instance_store_is_bound_and_never_rebuilt(tmp_path):
     assert not node.calls("mdadm") and not node.calls("mkfs.ext4")
     scratch = node.mounts()["/scratch"]
     assert scratch.source == bootstrap.DLAMI_NVME_PATH and scratch.backing == "instance-store"
-    assert ["/opt/dlami/nvme", "/scratch", "none", "bind,nofail,x-systemd.requires=dlami-nvme.service", "0", "0"] in node.fstab()
+    bind = ["/opt/dlami/nvme", "/scratch", "none", "bind,nofail,x-systemd.requires=dlami-nvme.service", "0", "0"]
+    assert bind in node.fstab()
 
 
 def test_dlami_unit_still_running_is_waited_for(tmp_path):
@@ -398,7 +399,8 @@ def test_eks_gpu_missing_registers_with_the_not_ready_taint(tmp_path):
     assert config["kind"] == "NodeConfig" and config["apiVersion"] == "node.eks.aws/v1alpha1"
     (flag,) = config["spec"]["kubelet"]["flags"]
     # kubelet keeps only the last --register-with-taints: the group's own taint is repeated.
-    assert flag == f"--register-with-taints=nvidia.com/gpu=true:NoSchedule,{kubernetes.NOT_READY_TAINT}=gpus-6-of-8:NoSchedule"
+    assert flag == ("--register-with-taints=nvidia.com/gpu=true:NoSchedule,"
+                    f"{kubernetes.NOT_READY_TAINT}=gpus-6-of-8:NoSchedule")
     value = flag.rsplit("=", 1)[1].split(":")[0]
     assert kubernetes.label_value_valid(value)
 

@@ -54,7 +54,8 @@ def main_steps(script: str) -> list[str]:
 
 @pytest.mark.parametrize("name, steps", [
     ("p5-efa-lustre", ["install_node_ready", "gate_slurmd", "protect_running_jobs", "write_nccl_env",
-                       "setup_metrics", "setup_scratch", "setup_lnet_efa", "mount_lustre", "check_node_ready", "finish"]),
+                       "setup_metrics", "setup_scratch", "setup_lnet_efa", "mount_lustre", "check_node_ready",
+                       "finish"]),
     ("p5-lustre", ["install_node_ready", "gate_slurmd", "protect_running_jobs", "write_nccl_env", "setup_metrics",
                    "setup_scratch", "mount_lustre", "check_node_ready", "finish"]),
     ("p5-no-lustre", ["install_node_ready", "gate_slurmd", "protect_running_jobs", "write_nccl_env", "setup_scratch",
@@ -208,6 +209,7 @@ def assert_shellcheck_clean(tmp_path: Path, scripts: dict[str, str]) -> None:
 
 def test_rendered_scripts_are_shellcheck_clean(tmp_path):
     scripts = {name: render(name, compact=False) for name in VARIANTS}
-    scripts["loader"] = "#!/bin/bash\nROOT=\nFMCLUSTER_BOOTSTRAP=H4sI\n" + bootstrap.BODY_LOADER  # around the packed body
+    # the loader, around the packed body
+    scripts["loader"] = "#!/bin/bash\nROOT=\nFMCLUSTER_BOOTSTRAP=H4sI\n" + bootstrap.BODY_LOADER
     scripts.update({f"program-{p.stem}": p.read_text() for p in bootstrap.PROGRAMS.glob("*.sh")})
     assert_shellcheck_clean(tmp_path, scripts)

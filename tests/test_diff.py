@@ -276,7 +276,8 @@ def test_in_place_and_nested_changes_of_a_legacy_type():
 def test_type_change_unknown_type_and_removed_retained_resource():
     old = {"c": {"Resources": {"A": {"Type": "AWS::SQS::Queue"}, "B": {"Type": "Custom::Thing", "Properties": {"X": 1}},
                                "K": {"Type": "AWS::IAM::Role", "DeletionPolicy": "Retain", "Properties": {}}}}}
-    new = {"c": {"Resources": {"A": {"Type": "AWS::SNS::Topic"}, "B": {"Type": "Custom::Thing", "Properties": {"X": 2}}}}}
+    new = {"c": {"Resources": {"A": {"Type": "AWS::SNS::Topic"},
+                               "B": {"Type": "Custom::Thing", "Properties": {"X": 2}}}}}
     found = changes(diff.compare(old, new, "us-east-1"))
     assert found["A"].action == diff.REPLACE and found["A"].reasons == ["type changes from AWS::SQS::Queue"]
     assert found["B"].action == diff.MAY_REPLACE

@@ -164,7 +164,8 @@ def test_exporters_land_where_their_devices_are(templates, kind):
     assert {"operator": "Exists", "effect": "NoSchedule"} in node["tolerations"]
     assert node["service"]["port"] == 9100
     assert dcgm["nodeSelector"] == {kubernetes.GPU_LABEL: "true"}
-    assert dcgm["tolerations"] == [kubernetes.GPU_TOLERATION, kubernetes.NOT_READY_TOLERATION]  # a held-back node reports
+    # a held-back node reports
+    assert dcgm["tolerations"] == [kubernetes.GPU_TOLERATION, kubernetes.NOT_READY_TOLERATION]
     assert dcgm["service"]["port"] == 9400
     assert efa["nodeSelector"] == {kubernetes.EFA_LABEL: "true"}
     assert efa["tolerations"] == [kubernetes.GPU_TOLERATION]

@@ -180,8 +180,8 @@ def test_plan_and_templates_are_the_model(assembly):
             assert (made["ScalingConfig"]["MinSize"], made["ScalingConfig"]["MaxSize"]) == (group.min_count,
                                                                                             group.max_count)
             assert made.get("Labels", {}) == dict(group.labels)
-            assert made.get("Taints", []) == [{"Key": t["key"], "Value": t["value"], "Effect": TAINT_EFFECTS[t["effect"]]}
-                                              for t in group.taints]
+            assert made.get("Taints", []) == [
+                {"Key": t["key"], "Value": t["value"], "Effect": TAINT_EFFECTS[t["effect"]]} for t in group.taints]
     if not m.control_plane.hyperpod:
         placement_groups = len(_by_type(outdir, "AWS::EC2::PlacementGroup"))
         assert placement_groups == sum(g.placement.create for g in m.node_groups)

@@ -106,7 +106,8 @@ def templates(tmp_path_factory):
                            ("eks", specs()["eks"], OBSERVABILITY)):
         stacks[key] = cluster(app, spec, stack_id=f"{key}-cluster", observability=obs)
     app.synth()
-    return {key: json.loads((outdir / f"{s.stack_name}.template.json").read_text()) for key, s in stacks.items()}, outdir
+    templates = {key: json.loads((outdir / f"{s.stack_name}.template.json").read_text()) for key, s in stacks.items()}
+    return templates, outdir
 
 
 

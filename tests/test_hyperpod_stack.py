@@ -99,7 +99,8 @@ def assembly(tmp_path_factory):
 @pytest.fixture(scope="module")
 def templates(assembly):
     outdir, stacks = assembly
-    return {key: json.loads((outdir / f"{stack.stack_name}.template.json").read_text()) for key, stack in stacks.items()}
+    return {key: json.loads((outdir / f"{stack.stack_name}.template.json").read_text())
+            for key, stack in stacks.items()}
 
 
 @pytest.fixture(scope="module")
@@ -357,7 +358,8 @@ def test_role_network_permissions_are_scoped_to_the_cluster_vpc(main):
     assert joined(manage["Condition"]["ArnEquals"]["ec2:Vpc"]).endswith(":vpc/vpc-0aaaaaaaaaaaaaaaa")
     # DetachNetworkInterface requires the instance too (SAR); HyperPod's instances are SageMaker's
     assert st["InterfacesOnClusterInstances"]["Action"] == "ec2:DetachNetworkInterface"
-    assert joined(st["InterfacesOnClusterInstances"]["Resource"]) == "arn:${AWS::Partition}:ec2:${AWS::Region}:*:instance/*"
+    instances = "arn:${AWS::Partition}:ec2:${AWS::Region}:*:instance/*"
+    assert joined(st["InterfacesOnClusterInstances"]["Resource"]) == instances
     assert "Condition" not in st["InterfacesOnClusterInstances"]  # instances have no ec2:Vpc key
     assert st["TagNetworkInterfaces"]["Action"] == "ec2:CreateTags"
     assert joined(st["TagNetworkInterfaces"]["Resource"]).endswith(":${AWS::AccountId}:network-interface/*")
@@ -438,7 +440,8 @@ def test_eks_orchestrator_is_the_stacks_eks_cluster(eks):
 
 def test_node_groups_are_instance_groups_not_managed_node_groups(eks):
     assert list(groups(eks)) == ["train", "explore"]  # no controller or login group on EKS
-    nodegroups = [r["Metadata"]["aws:cdk:path"] for r in eks["Resources"].values() if r["Type"] == "AWS::EKS::Nodegroup"]
+    nodegroups = [r["Metadata"]["aws:cdk:path"] for r in eks["Resources"].values()
+                  if r["Type"] == "AWS::EKS::Nodegroup"]
     assert nodegroups == ["p5-hpeks-cluster/SystemNodes/NodeGroup/Resource"]
     assert {n: g["InstanceType"] for n, g in groups(eks).items()} == {"train": "ml.p5.48xlarge",
                                                                        "explore": "ml.p5.4xlarge"}

@@ -51,7 +51,8 @@ def test_steps_of_each_group(name, expected):
 
 def test_gpu_script_header_and_settings():
     script = render("b200")
-    assert script.startswith("#!/bin/bash\n# fmcluster SageMaker HyperPod lifecycle script (LifeCycleConfig.OnInitComplete)")
+    assert script.startswith("#!/bin/bash\n"
+                             "# fmcluster SageMaker HyperPod lifecycle script (LifeCycleConfig.OnInitComplete)")
     assert "AWS PCS" not in script  # the bootstrap header's PCS comment is replaced
     values = settings(script)
     assert "\nNODE_GROUP='train'\n" in values and "\nINSTANCE_TYPE=p6-b200.48xlarge\n" in values

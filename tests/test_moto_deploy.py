@@ -233,9 +233,11 @@ def test_vpc_and_subnets(deployed):
 
     spec, region, _ = deployed
     ec2 = boto3.client("ec2", region_name=region)
-    vpcs = [v for v in ec2.describe_vpcs()["Vpcs"] if v["CidrBlock"] == spec.network.vpc_cidr and not v.get("IsDefault")]
+    vpcs = [v for v in ec2.describe_vpcs()["Vpcs"]
+            if v["CidrBlock"] == spec.network.vpc_cidr and not v.get("IsDefault")]
     assert len(vpcs) == 1
-    cidrs = {s["CidrBlock"] for s in ec2.describe_subnets(Filters=[{"Name": "vpc-id", "Values": [vpcs[0]["VpcId"]]}])["Subnets"]}
+    in_vpc = [{"Name": "vpc-id", "Values": [vpcs[0]["VpcId"]]}]
+    cidrs = {s["CidrBlock"] for s in ec2.describe_subnets(Filters=in_vpc)["Subnets"]}
     expected = {s.cidr for s in network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)}
     assert cidrs == expected  # moto ignores AvailabilityZoneId: placement by AZ ID is asserted on the template
 
@@ -335,7 +337,8 @@ def test_node_role_reaches_only_cluster_buckets(deployed):
             for statement in document["Statement"]:
                 actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
                 if any(a.startswith("s3:") for a in actions):
-                    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+                    resource = statement["Resource"]
+                    resources = resource if isinstance(resource, list) else [resource]
                     assert "*" not in resources
                     prefixes = statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix", [])
                     listing_lifecycle = bool(prefixes) and all(p.startswith(LIFECYCLE_PREFIX[1:]) for p in prefixes)

@@ -10,6 +10,7 @@ import types
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fmcluster import loader, observability
 from fmcluster.model import resolve
@@ -77,6 +78,15 @@ def flat(value) -> str:
     return json.dumps(value)
 
 
+def joined(value) -> str:
+    """A string property as CloudFormation makes it: Fn::Join's parts, each Ref as `<Ref ID>`."""
+    if isinstance(value, str):
+        return value
+    (function, (separator, parts)), = value.items()
+    assert function == "Fn::Join"
+    return separator.join(p if isinstance(p, str) else f"<Ref {p['Ref']}>" for p in parts)
+
+
 @pytest.mark.parametrize("kind", CONTROL_PLANES)
 def test_workspace_and_one_rule_namespace_per_file(synthesized, kind):
     spec, template = synthesized[kind]
@@ -96,8 +106,15 @@ def test_alert_manager_routes_to_the_encrypted_topic(synthesized, kind):
     (topic_id, topic), = resources(template, "AWS::SNS::Topic").items()
     (key_id,) = resources(template, "AWS::KMS::Key")
     assert topic["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
-    definition = flat(one(template, "AWS::APS::Workspace")["AlertManagerDefinition"])
-    assert "sns_configs" in definition and "sigv4" in definition and topic_id in definition
+    envelope = yaml.safe_load(joined(one(template, "AWS::APS::Workspace")["AlertManagerDefinition"]))
+    config = yaml.safe_load(envelope["alertmanager_config"])
+    assert config["route"]["receiver"] == "sns"
+    assert config["route"]["group_by"] == ["cluster", "alertname", "node"]
+    (receiver,) = config["receivers"]
+    (sns,) = receiver["sns_configs"]
+    assert receiver["name"] == "sns"
+    assert sns["topic_arn"] == f"<Ref {topic_id}>" and sns["sigv4"] == {"region": spec.region}
+    assert sns["attributes"] == {"severity": "{{ .CommonLabels.severity }}"}
     subscriptions = resources(template, "AWS::SNS::Subscription").values()
     email = spec.observability.alert_email
     assert [(s["Protocol"], s["Endpoint"]) for s in subscriptions] == ([("email", email)] if email else [])
@@ -120,7 +137,8 @@ def test_cloudwatch_alarms_for_fsx_and_nat(synthesized, kind):
     lustre = spec.storage.lustre
     free = alarms[f"fmcluster-{spec.name}-fsx-free-capacity"]
     metric = free["Metrics"][0]["MetricStat"]["Metric"]
-    assert metric["MetricName"] == "FreeDataStorageCapacity" and metric["Dimensions"] == [{"Name": "FileSystemId", "Value": FS_ID}]
+    assert metric["MetricName"] == "FreeDataStorageCapacity"
+    assert metric["Dimensions"] == [{"Name": "FileSystemId", "Value": FS_ID}]
     assert free["Threshold"] == lustre.storage_capacity_gib * 1024 ** 3 * 0.1
     throughput = alarms[f"fmcluster-{spec.name}-fsx-throughput"]
     assert throughput["Threshold"] == round(lustre.throughput_mbps * 0.9, 1)
@@ -159,12 +177,14 @@ def test_grafana_signs_in_with_identity_center_and_queries_only_this_workspace(s
 
 def test_dashboards_provisioned_from_repository_files(synthesized):
     _, template = synthesized["grafana"]
-    (provisioner,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "Custom::GrafanaProvisioner"]
+    (provisioner,) = [r["Properties"] for r in template["Resources"].values()
+                      if r["Type"] == "Custom::GrafanaProvisioner"]
     files = {p.stem: json.loads(p.read_text()) for p in observability.dashboard_files()}
     assert set(files) == {"gpu-health", "efa", "node", "scheduler"}
     assert {k: json.loads(v) for k, v in provisioner["Dashboards"].items()} == files
     assert provisioner["DataSourceUid"] == "fmcluster-amp"
-    assert all(d["panels"] and all(p["datasource"]["uid"] == "fmcluster-amp" for p in d["panels"]) for d in files.values())
+    assert all(d["panels"] and all(p["datasource"]["uid"] == "fmcluster-amp" for p in d["panels"])
+               for d in files.values())
     (policy,) = [p for p in resources(template, "AWS::IAM::Policy").values()]
     for statement in policy["PolicyDocument"]["Statement"]:
         assert statement["Resource"] != "*"

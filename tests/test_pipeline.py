@@ -303,7 +303,8 @@ def test_manual_approval_only_before_protected_clusters(code_pipeline):
         orders = [o for *_, o in found]
         assert orders == sorted(set(orders))  # diff, then approval, then deploy: never in parallel
     approvals = [a for a in actions(code_pipeline, "production") if a["ActionTypeId"]["Provider"] == "Manual"]
-    assert "llm-pretrain (examples/p5-pcs.yaml) to 111122223333/us-east-1" in approvals[0]["Configuration"]["CustomData"]
+    custom_data = approvals[0]["Configuration"]["CustomData"]
+    assert "llm-pretrain (examples/p5-pcs.yaml) to 111122223333/us-east-1" in custom_data
 
 
 def test_stages_deploy_the_same_stacks_as_cdk_deploy_of_the_spec(assembly, code_pipeline):
@@ -389,8 +390,9 @@ def test_resource_types_of_every_policy(assembly):
     pipeline_template = stacks["gpu-clusters-pipeline"]
     for finding in found:
         role = finding.logical_id.strip("${}")
-        granted = [s for r in pipeline_template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
-                   and {"Ref": role} in r["Properties"]["Roles"] for s in r["Properties"]["PolicyDocument"]["Statement"]]
+        granted = [s for r in pipeline_template["Resources"].values()
+                   if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"]["Roles"]
+                   for s in r["Properties"]["PolicyDocument"]["Statement"]]
         assert any("codeconnections:UseConnection" in json.dumps(s["Action"]) and s["Resource"] == CONNECTION
                    for s in granted), role
 
@@ -416,8 +418,12 @@ AWS_STUB = """#!/bin/bash
 echo "aws $*" >> "$LOG"
 case "$2" in
   get-parameter)
-    if [ -n "${FAIL:-}" ]; then echo "An error occurred (AccessDeniedException) when calling the GetParameter operation" >&2; exit 254; fi
-    if [ -z "${DEPLOYED:-}" ]; then echo "An error occurred (ParameterNotFound) when calling the GetParameter operation: " >&2; exit 254; fi
+    if [ -n "${FAIL:-}" ]; then
+      echo "An error occurred (AccessDeniedException) when calling the GetParameter operation" >&2; exit 254
+    fi
+    if [ -z "${DEPLOYED:-}" ]; then
+      echo "An error occurred (ParameterNotFound) when calling the GetParameter operation: " >&2; exit 254
+    fi
     echo "$DEPLOYED" ;;
 esac
 """
@@ -468,7 +474,8 @@ def test_diff_step_passes_on_first_deploy(repo):
     result = step(repo, "diff-deployed.sh", "/fmcluster/c/deployed-spec", "examples/c.yaml")
     assert result.returncode == 0, result.stderr
     assert "first deploy" in result.stdout
-    assert log(repo) == "aws ssm get-parameter --name /fmcluster/c/deployed-spec --query Parameter.Value --output text\n"
+    assert log(repo) == ("aws ssm get-parameter --name /fmcluster/c/deployed-spec "
+                         "--query Parameter.Value --output text\n")
 
 
 @pytest.mark.parametrize("status", [0, 1, 2])
@@ -541,7 +548,8 @@ def test_only_the_deploy_job_gets_an_oidc_token(workflow):
     review, deploy = workflow["jobs"]["review"], workflow["jobs"]["deploy"]
     assert deploy["permissions"] == {"contents": "read", "id-token": "write"}
     assert "id-token" not in review["permissions"]
-    (credentials,) = [s for s in deploy["steps"] if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@")]
+    (credentials,) = [s for s in deploy["steps"]
+                      if s.get("uses", "").startswith("aws-actions/configure-aws-credentials@")]
     assert set(credentials["with"]) == {"role-to-assume", "aws-region"}  # no stored keys
     assert not [s for s in review["steps"] if "configure-aws-credentials" in s.get("uses", "")]
 
@@ -643,7 +651,8 @@ def test_oidc_role_is_cfn_lint_clean_and_scoped_to_repository_and_branch():
     assert set(trust["Condition"]) == {"StringEquals"}  # no StringLike wildcards
     conditions = trust["Condition"]["StringEquals"]
     assert conditions["token.actions.githubusercontent.com:aud"] == "sts.amazonaws.com"
-    assert conditions["token.actions.githubusercontent.com:sub"] == {"Fn::Sub": "repo:${Repository}:ref:refs/heads/${Branch}"}
+    branch = {"Fn::Sub": "repo:${Repository}:ref:refs/heads/${Branch}"}
+    assert conditions["token.actions.githubusercontent.com:sub"] == branch
     actions_allowed = {a for s in role["Policies"][0]["PolicyDocument"]["Statement"]
                        for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
     assert actions_allowed == {"sts:AssumeRole", "ssm:GetParameter", "ssm:PutParameter"}

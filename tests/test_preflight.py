@@ -242,7 +242,8 @@ def test_reservations_of_a_resource_group_are_added_up():
     group = spec.node_groups[0]  # 2 x p5.48xlarge
     groups, groups_stub = stubbed("resource-groups", spec.region)
     groups_stub.add_response("list_group_resources", {"Resources": [
-        {"Identifier": {"ResourceArn": f"arn:aws:ec2:us-east-1:111122223333:capacity-reservation/cr-0000000000000000{i}",
+        {"Identifier": {"ResourceArn": "arn:aws:ec2:us-east-1:111122223333:capacity-reservation/"
+                                       f"cr-0000000000000000{i}",
                         "ResourceType": "AWS::EC2::CapacityReservation"}} for i in (1, 2)]}, {"Group": arn})
     ec2, ec2_stub = stubbed("ec2", spec.region)
     ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [

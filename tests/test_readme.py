@@ -1,10 +1,11 @@
 """The README's commands work as written, in a fresh shell, outside make.
 
 The command blocks (```console, `$ ` prompts) of the sections in RUN are run as scripts (but the
-commands that need AWS, NEEDS_AWS), one bash per block with a clean environment (no venv or node_modules on PATH, no CDK or AWS variables but
-AWS_EC2_METADATA_DISABLED), in a copy of the repository as a fresh clone has it. The copy shares
-this checkout's .venv and node_modules (links), dated so that `make install` there has nothing
-to do: what is tested is the commands, not a second installation (.ci/run installs from scratch).
+commands that need AWS, NEEDS_AWS), one bash per block with a clean environment (no venv or
+node_modules on PATH, no CDK or AWS variables but AWS_EC2_METADATA_DISABLED), in a copy of the
+repository as a fresh clone has it. The copy shares this checkout's .venv and node_modules (links),
+dated so that `make install` there has nothing to do: what is tested is the commands, not a
+second installation (.ci/run installs from scratch).
 Output the README shows under a command must be in what it prints (`...` skips lines).
 
 Every other command of the README is either checked by the test named in CHECKED or needs an AWS

@@ -24,7 +24,8 @@ def test_fixed_size_group_passes(type_):
 
 
 @pytest.mark.parametrize("type_", HYPERPOD)
-@pytest.mark.parametrize("bounds, field", [({"min_count": 0, "max_count": 4}, "min_count"), ({"max_count": 4}, "max_count")])
+@pytest.mark.parametrize("bounds, field", [({"min_count": 0, "max_count": 4}, "min_count"),
+                                           ({"max_count": 4}, "max_count")])
 def test_elastic_group_on_hyperpod(type_, bounds, field):
     group = {"name": "gpu", "instance_type": "p5.48xlarge", **bounds}
     spec = with_(on(type_), "node_groups", [group])

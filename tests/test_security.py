@@ -180,9 +180,11 @@ def test_s3_permissions_only_on_the_clusters_buckets(synth):
                 for value in security._listed(statement.get("Resource", [])):
                     for resource in security.render(value):
                         bucket = resource.removeprefix("arn:${AWS::Partition}:s3:::")
-                        if resource.split("/")[0] in own or bucket.split("/")[0] in buckets or lifecycle.fullmatch(bucket):
+                        if (resource.split("/")[0] in own or bucket.split("/")[0] in buckets
+                                or lifecycle.fullmatch(bucket)):
                             continue
-                        prefixes = security._listed(statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix", []))
+                        like = statement.get("Condition", {}).get("StringLike", {})
+                        prefixes = security._listed(like.get("s3:prefix", []))
                         if re.fullmatch(assets, bucket) and actions == ["s3:ListBucket"] and prefixes \
                                 and all(p.startswith("fmcluster-lifecycle/") for p in prefixes):
                             continue
@@ -205,8 +207,10 @@ def _template(statement: dict, kind: str = "AWS::IAM::Policy") -> dict:
 @pytest.mark.parametrize("statement", [
     {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"},
     {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::*/*"},
-    {"Effect": "Allow", "Action": "s3:ListBucket", "Resource": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::*"]]}},
-    {"Effect": "Allow", "Action": "fsx:DeleteFileSystem", "Resource": "arn:aws:fsx:us-east-1:111122223333:file-system/*"},
+    {"Effect": "Allow", "Action": "s3:ListBucket",
+     "Resource": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::*"]]}},
+    {"Effect": "Allow", "Action": "fsx:DeleteFileSystem",
+     "Resource": "arn:aws:fsx:us-east-1:111122223333:file-system/*"},
     {"Effect": "Allow", "Action": ["ec2:DescribeInstances", "ec2:TerminateInstances"], "Resource": "*"},
     {"Effect": "Allow", "Action": "ec2:DeleteNetworkInterface", "Resource": f"{security.EC2_ARN}:network-interface/*"},
     {"Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*"},
@@ -244,7 +248,8 @@ def test_fsx_key_statement_is_pinned(synth):
         assert keys == []
         return
     (key,) = keys
-    (statement,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "FSxLinkedBucketsThroughS3"]
+    (statement,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"]
+                    if s.get("Sid") == "FSxLinkedBucketsThroughS3"]
     condition = statement["Condition"]
     assert set(condition["StringEquals"]) == {"kms:CallerAccount", "kms:ViaService", "kms:EncryptionContext:aws:s3:arn"}
     (principal_arn,) = security.render(condition["ArnLike"]["aws:PrincipalArn"])
@@ -332,7 +337,8 @@ def test_resource_type_linter_rejects(statements, message):
 def test_resource_type_linter_rejects_typos_in_every_policy():
     """Trust, key and resource policies: no resource-type rule, but the actions must exist."""
     trust = {"Resources": {"R": {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": {
-        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRol"}]}}}}}
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+                       "Action": "sts:AssumeRol"}]}}}}}
     key = _template({"Effect": "Allow", "Action": "kms:Decrpyt", "Resource": "*", "Principal": {"AWS": "*"}},
                     "AWS::KMS::Key")
     for template in (trust, key):
@@ -419,9 +425,11 @@ def test_buckets_encrypted_and_private(synth):
 
 def test_buckets_deny_requests_without_tls(synth):
     for name, lid, _ in resources(synth, "AWS::S3::Bucket"):
-        policies = [p for _, _, p in resources(synth, "AWS::S3::BucketPolicy") if p["Properties"]["Bucket"] == {"Ref": lid}]
+        policies = [p for _, _, p in resources(synth, "AWS::S3::BucketPolicy")
+                    if p["Properties"]["Bucket"] == {"Ref": lid}]
         statements = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
-        assert any(s["Effect"] == "Deny" and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
+        assert any(s["Effect"] == "Deny"
+                   and s.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false"
                    for s in statements), (name, lid)
 
 
@@ -490,7 +498,8 @@ def test_storage_key_policy_lets_iam_grant_its_use(synth):
 
 def test_launch_template_volumes_encrypted(synth):
     for name, lid, template in resources(synth, "AWS::EC2::LaunchTemplate"):
-        mappings = [m for m in template["Properties"]["LaunchTemplateData"].get("BlockDeviceMappings", []) if "Ebs" in m]
+        mappings = [m for m in template["Properties"]["LaunchTemplateData"].get("BlockDeviceMappings", [])
+                    if "Ebs" in m]
         assert mappings, f"{name} {lid}: no root volume mapping (encryption would depend on the account default)"
         assert all(m["Ebs"].get("Encrypted") is True for m in mappings), (name, lid)
 

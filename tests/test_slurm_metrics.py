@@ -87,12 +87,14 @@ def test_efa_collector_names_match_the_rules(tmp_path):
     out = run_collector(tmp_path, "efa", {}, SYSFS_INFINIBAND=tmp_path / "ib")
     assert 'node_amazonefa_retrans_timeout_events{device="rdmap0s26",port="1"} 3' in out
     rules = (Path(bootstrap.__file__).parent / "observability/rules/efa.yaml").read_text()
-    for metric in ("retrans_timeout_events", "retrans_pkts", "unresponsive_remote_events", "impaired_remote_conn_events"):
+    for metric in ("retrans_timeout_events", "retrans_pkts", "unresponsive_remote_events",
+                   "impaired_remote_conn_events"):
         assert f"node_amazonefa_{metric}" in out and f"node_amazonefa_{metric}" in rules
 
 
 def test_slurm_collector_counts_states(tmp_path):
-    sinfo = "printf '%s\\n' 'a1 idle' 'a1 idle' 'a2 down*' 'a3 drained' 'a4 draining@' 'a5 allocated' 'a6 mixed' 'a7 fail'"
+    sinfo = ("printf '%s\\n' 'a1 idle' 'a1 idle' 'a2 down*' 'a3 drained' 'a4 draining@' 'a5 allocated' "
+             "'a6 mixed' 'a7 fail'")
     out = run_collector(tmp_path, "slurm", {"sinfo": sinfo})
     for line in ("slurm_nodes_idle 1", "slurm_nodes_down 1", "slurm_nodes_drain 2", "slurm_nodes_alloc 1",
                  "slurm_nodes_mix 1", "slurm_nodes_fail 1", "slurm_nodes_other 0"):
@@ -132,7 +134,8 @@ echo '2, 00000000:B5:00.0, GPU-c, 40, 0, 0, 300, Not Active, Not Active, Not Act
         "NVRM: Xid (PCI:0000:53:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
         "NVRM: Xid (PCI:0000:99:00): 48, pid=1, name=x, An uncorrectable double bit error",
     ])
-    stubs = {"nvidia-smi": smi, "journalctl": f'[[ "$*" == "-k -b -o cat --no-pager" ]] || exit 3\nprintf "{kernel_log}\\n"'}
+    journalctl = f'[[ "$*" == "-k -b -o cat --no-pager" ]] || exit 3\nprintf "{kernel_log}\\n"'
+    stubs = {"nvidia-smi": smi, "journalctl": journalctl}
     out = run_collector(tmp_path, "gpu", stubs, STATE_DIR=tmp_path / "state")
     assert 'DCGM_FI_DEV_XID_ERRORS{gpu="0",UUID="GPU-a",pci_bus_id="00000000:53:00.0"} 79' in out
     assert 'DCGM_FI_DEV_XID_ERRORS{gpu="1",UUID="GPU-b",pci_bus_id="00000000:A4:00.0"} 31' in out

@@ -257,9 +257,11 @@ def test_p5en_file_system_uses_efa(p5en):
 
 def test_lustre_security_group_ports(p5):
     sg = lustre_sg(p5)
-    rules = sorted((r["Properties"]["FromPort"], r["Properties"]["ToPort"], json.dumps(r["Properties"]["SourceSecurityGroupId"]))
+    rules = sorted((r["Properties"]["FromPort"], r["Properties"]["ToPort"],
+                    json.dumps(r["Properties"]["SourceSecurityGroupId"]))
                    for r in p5.resources("AWS::EC2::SecurityGroupIngress").values()
-                   if r["Properties"]["GroupId"] == {"Fn::GetAtt": [sg, "GroupId"]} and r["Properties"]["IpProtocol"] == "tcp")
+                   if r["Properties"]["GroupId"] == {"Fn::GetAtt": [sg, "GroupId"]}
+                   and r["Properties"]["IpProtocol"] == "tcp")
     itself = json.dumps({"Fn::GetAtt": [sg, "GroupId"]})
     assert rules == sorted([(988, 988, itself), (988, 988, json.dumps(NODE_SG)),
                             (1018, 1023, itself), (1018, 1023, json.dumps(NODE_SG))])
@@ -315,7 +317,8 @@ def test_outputs(p5):
     assert outputs["FileSystemDnsName"]["Value"] == {"Fn::GetAtt": [fs_id, "DNSName"]}
     assert outputs["FileSystemMountName"]["Value"] == {"Fn::GetAtt": [fs_id, "LustreMountName"]}
     assert outputs["LustreSecurityGroupId"]["Value"] == {"Fn::GetAtt": [lustre_sg(p5), "GroupId"]}
-    bucket_outputs = sorted(o["Value"]["Ref"] for o in outputs.values() if "Ref" in o["Value"] and o["Value"]["Ref"] != fs_id)
+    bucket_outputs = sorted(o["Value"]["Ref"] for o in outputs.values()
+                            if "Ref" in o["Value"] and o["Value"]["Ref"] != fs_id)
     assert bucket_outputs == sorted(p5.resources("AWS::S3::Bucket"))
 
 
@@ -363,7 +366,8 @@ def test_kms_encrypts_buckets_and_file_system(kms):
 
 def test_kms_key_lets_fsx_reach_linked_buckets_through_s3(kms):
     (key,) = kms.resources("AWS::KMS::Key").values()
-    (statement,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == "FSxLinkedBucketsThroughS3"]
+    (statement,) = [s for s in key["Properties"]["KeyPolicy"]["Statement"]
+                    if s.get("Sid") == "FSxLinkedBucketsThroughS3"]
     assert statement["Effect"] == "Allow" and statement["Principal"] == {"AWS": "*"}
     assert "kms:CreateGrant" not in statement["Action"] and "kms:GenerateDataKey" in statement["Action"]
     equals = statement["Condition"]["StringEquals"]

@@ -50,7 +50,8 @@ def reservation_given(spec: ClusterSpec) -> Iterator[Problem]:
         cap = g.capacity
         if cap.type in NEEDS_RESERVATION and not (cap.reservation_id or cap.reservation_resource_group_arn):
             yield error(path + ("capacity", "reservation_id"), f"capacity type {cap.type} needs a reservation_id",
-                        "the id of the reservation, such as cr-0123456789abcdef0 (aws ec2 describe-capacity-reservations)")
+                        "the id of the reservation, such as cr-0123456789abcdef0 "
+                        "(aws ec2 describe-capacity-reservations)")
 
 
 @rule
@@ -101,7 +102,8 @@ def capacity_block_by_id(spec: ClusterSpec) -> Iterator[Problem]:
 def capacity_block_fixed_size(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         if g.capacity.type == "capacity-block" and g.count is None:
-            yield error(path + ("min_count" if g.min_count is not None else "max_count",), "a Capacity Block group has a fixed size: use count",
+            field = "min_count" if g.min_count is not None else "max_count"
+            yield error(path + (field,), "a Capacity Block group has a fixed size: use count",
                         "count: the number of instances in the block (or fewer)")
 
 

@@ -54,7 +54,8 @@ def hyperpod_instance_group_limit(spec: ClusterSpec) -> Iterator[Problem]:
     own = 1 + bool(spec.orchestrator.login.count) if spec.orchestrator.control_plane.scheduler == "slurm" else 0
     groups = len(spec.node_groups) + own
     if groups > HYPERPOD_MAX_INSTANCE_GROUPS:
-        yield error(("node_groups",), f"{groups} instance groups exceed SageMaker HyperPod's {HYPERPOD_MAX_INSTANCE_GROUPS}",
+        yield error(("node_groups",),
+                    f"{groups} instance groups exceed SageMaker HyperPod's {HYPERPOD_MAX_INSTANCE_GROUPS}",
                     "merge node groups of the same instance type")
 
 
@@ -69,7 +70,8 @@ def hyperpod_names(spec: ClusterSpec) -> Iterator[Problem]:
                     "letters and digits, with '-' only between them (no trailing '-')")
     for i, group in enumerate(spec.node_groups):
         if not re.fullmatch(controlplanes.HYPERPOD_NAME_PATTERN, group.name):
-            yield error(("node_groups", i, "name"), f"'{group.name}' is not a valid SageMaker HyperPod instance group name",
+            yield error(("node_groups", i, "name"),
+                        f"'{group.name}' is not a valid SageMaker HyperPod instance group name",
                         "letters and digits, with '-' only between them (no trailing '-')")
 
 

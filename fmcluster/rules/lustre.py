@@ -79,7 +79,8 @@ def lustre_efa_clients(spec: ClusterSpec) -> Iterator[Problem]:
 def lustre_links_limit(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     if fs and len(fs.links) > fsx.MAX_LINKS:
-        yield error(LUSTRE + ("links",), f"{len(fs.links)} links; a file system has at most {fsx.MAX_LINKS} data repository associations",
+        yield error(LUSTRE + ("links",),
+                    f"{len(fs.links)} links; a file system has at most {fsx.MAX_LINKS} data repository associations",
                     "link fewer paths, or link prefixes of one bucket under one path")
 
 
@@ -98,7 +99,8 @@ def lustre_links_buckets_declared(spec: ClusterSpec) -> Iterator[Problem]:
     for i, link in enumerate(fs.links if fs else []):
         if link.bucket not in declared:
             hint = ("declared buckets: " + ", ".join(declared)) if declared else "declare it under storage.buckets"
-            yield error(LUSTRE + ("links", i, "bucket"), f"bucket '{link.bucket}' is not declared in storage.buckets", hint)
+            yield error(LUSTRE + ("links", i, "bucket"),
+                        f"bucket '{link.bucket}' is not declared in storage.buckets", hint)
 
 
 def _overlaps(a: str, b: str) -> bool:

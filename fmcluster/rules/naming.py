@@ -68,5 +68,6 @@ def bucket_s3_names_allowed(spec: ClusterSpec) -> Iterator[Problem]:
 
     reserved = next((p for p in naming.S3_RESERVED_PREFIXES if spec.name.startswith(p)), None)
     if reserved and spec.storage.buckets:
-        yield error(("name",), f"S3 bucket names cannot start with '{reserved}', and bucket names start with the cluster name",
+        yield error(("name",),
+                    f"S3 bucket names cannot start with '{reserved}', and bucket names start with the cluster name",
                     "choose another cluster name")

@@ -41,7 +41,8 @@ def vpc_holds_subnets(spec: ClusterSpec) -> Iterator[Problem]:
     try:
         network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
     except network_plan.LayoutError as exc:
-        yield error(("network", "vpc_cidr"), f"the VPC is too small for {len(spec.availability_zone_ids)} AZ IDs: {exc}",
+        yield error(("network", "vpc_cidr"),
+                    f"the VPC is too small for {len(spec.availability_zone_ids)} AZ IDs: {exc}",
                     "use a larger VPC, such as a /16")
 
 
@@ -56,5 +57,6 @@ def gpu_subnet_holds_cluster(spec: ClusterSpec) -> Iterator[Problem]:
     if need > have:
         detail = "; ".join(n.what for n in needs)
         yield error(("network", "vpc_cidr"),
-                    f"the private subnet {subnets[0].cidr} has {have} usable addresses, the cluster needs {need} ({detail})",
+                    f"the private subnet {subnets[0].cidr} has {have} usable addresses, "
+                    f"the cluster needs {need} ({detail})",
                     "use a larger vpc_cidr; the GPU AZ's subnet is half of the VPC")

@@ -17,7 +17,8 @@ ORCH = ("orchestrator",)
 def version_supported(spec: ClusterSpec) -> Iterator[Problem]:
     cp = spec.orchestrator.control_plane
     if spec.orchestrator.version not in cp.versions:
-        yield error(ORCH + ("version",), f"{cp.version_label} {spec.orchestrator.version} is not supported by {cp.type}",
+        yield error(ORCH + ("version",),
+                    f"{cp.version_label} {spec.orchestrator.version} is not supported by {cp.type}",
                     "supported: " + ", ".join(cp.versions) + f" (default {cp.default_version})")
 
 
@@ -54,7 +55,8 @@ def hyperpod_instance_types(spec: ClusterSpec) -> Iterator[Problem]:
         return
     for i, group in enumerate(spec.node_groups):
         if not group.instance.hyperpod:
-            yield error(("node_groups", i, "instance_type"), f"SageMaker HyperPod does not offer ml.{group.instance_type}",
+            yield error(("node_groups", i, "instance_type"),
+                        f"SageMaker HyperPod does not offer ml.{group.instance_type}",
                         "choose an instance type HyperPod supports, such as p5.48xlarge")
     login = spec.orchestrator.login
     # hyperpod-slurm runs the login nodes as an instance group; on hyperpod-eks they are the
@@ -86,7 +88,8 @@ def kubernetes_only_fields(spec: ClusterSpec) -> Iterator[Problem]:
     if spec.orchestrator.control_plane.scheduler == "kubernetes":
         return
     if spec.orchestrator.admin_role_arn:
-        yield warning(ORCH + ("admin_role_arn",), f"admin_role_arn is used only by Kubernetes control planes, not {spec.orchestrator.type}")
+        yield warning(ORCH + ("admin_role_arn",),
+                      f"admin_role_arn is used only by Kubernetes control planes, not {spec.orchestrator.type}")
 
 
 @rule

@@ -88,7 +88,8 @@ def create_or_update(props: dict) -> None:
 def respond(event: dict, status: str, reason: str = "") -> None:
     body = json.dumps({
         "Status": status, "Reason": reason[:1000] or status,
-        "PhysicalResourceId": event.get("PhysicalResourceId") or f"grafana-{event['ResourceProperties']['WorkspaceId']}",
+        "PhysicalResourceId": (event.get("PhysicalResourceId")
+                               or f"grafana-{event['ResourceProperties']['WorkspaceId']}"),
         "StackId": event["StackId"], "RequestId": event["RequestId"], "LogicalResourceId": event["LogicalResourceId"],
     }).encode()
     request = urllib.request.Request(event["ResponseURL"], data=body, method="PUT",
