@@ -208,6 +208,42 @@ def test_stateful_resources_only_in_storage(assembly):
             assert not types & stateful, name
 
 
+def _constructs(outdir: Path) -> dict[str, str]:
+    """{construct path: the class it is (tree.json's constructInfo.fqn)} of the whole assembly."""
+    found: dict[str, str] = {}
+
+    def walk(node: dict) -> None:
+        found[node["path"]] = node.get("constructInfo", {}).get("fqn", "")
+        for child in node.get("children", {}).values():
+            walk(child)
+
+    walk(json.loads((outdir / "tree.json").read_text())["tree"])
+    return found
+
+
+def test_every_aws_resource_is_a_typed_cdk_class(assembly):
+    """cdk-nag's rules (and aspects in general) see a resource only as its typed class: every
+    AWS:: resource of every template, the nested stacks' included, is made by the L1 class of
+    its type (`aws_ec2.CfnLaunchTemplate`, ...), never by a plain `CfnResource` of fmcluster's.
+    (CDK's own L2 classes make a few plain ones, such as the EKS cluster's kubectl barrier
+    parameter: those are under an aws-cdk-lib construct.)"""
+    _, outdir = assembly
+    constructs = _constructs(outdir)
+    plain = []
+    for name, text in templates(outdir).items():
+        for logical_id, resource in json.loads(text)["Resources"].items():
+            kind = resource["Type"]
+            if not kind.startswith("AWS::") or kind == "AWS::CDK::Metadata":
+                continue
+            path = resource["Metadata"]["aws:cdk:path"]
+            fqn = constructs[path]
+            if fqn == "aws-cdk-lib.CfnResource" and constructs[path.rsplit("/", 1)[0]].startswith("aws-cdk-lib."):
+                continue
+            if not fqn.startswith("aws-cdk-lib.") or not fqn.endswith(".Cfn" + kind.split("::")[-1]):
+                plain.append(f"{name} {logical_id}: {kind} made by {fqn or 'an unknown class'}")
+    assert not plain, "\n".join(plain)
+
+
 def test_storage_is_retained_and_protected(assembly):
     _, outdir = assembly
     (storage,) = [t for n, t in templates(outdir).items() if n.endswith("-storage.template.json")]
