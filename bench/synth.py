@@ -10,7 +10,8 @@ context:
   nothing of fmcluster;
 - for reference, the same minimal app with CDK's default App settings (validation on);
 - `fmcluster synth` of the default example (cdk.json's spec);
-- `fmcluster synth` of a spec with 1 and with 64 p5.48xlarge node groups.
+- `fmcluster synth` of an EKS spec with 1 and with 64 p5.48xlarge node groups (64: the most a
+  Kubernetes plane takes, one Kueue flavor each; AWS PCS takes 10 compute node groups).
 Targets: default example <= 2x floor (issue 14: typed CDK resources, which cdk-nag can see, may
 cost that much); 64 groups <= 3x 1 group (issue 9).
 Writes bench/results/synth.json.
@@ -58,12 +59,13 @@ def spec_with_groups(count: int) -> str:
     return f"""name: bench{count}
 region: us-east-1
 availability_zone_id: use1-az4
+network: {{extra_availability_zone_ids: [use1-az6]}}
 storage:
   buckets: [{{name: datasets}}]
   lustre:
     storage_capacity_gib: 4800
     links: [{{bucket: datasets, path: /datasets, import: [NEW]}}]
-orchestrator: {{type: pcs}}
+orchestrator: {{type: eks, admin_role_arn: "arn:aws:iam::111122223333:role/Admin"}}
 node_groups:{groups}"""
 
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from typing import TypedDict
 
     from fmcluster.diagnostics import Diagnostic, DiagnosticDict
+    from fmcluster.loader import LoadResult
     from fmcluster.spec import ClusterSpec
 
     class FileReport(TypedDict):
@@ -74,7 +75,11 @@ def _load_valid(path: str) -> ClusterSpec | None:
     Warnings are printed either way."""
     from fmcluster import loader
 
-    result = loader.load(path)
+    return _valid(path, loader.load(path))
+
+
+def _valid(path: str, result: LoadResult) -> ClusterSpec | None:
+    """The spec of a load result, or None after printing its problems; warnings either way."""
     _print_diagnostics(result.diagnostics)
     if not result.ok:
         errors = len(result.errors)
@@ -119,13 +124,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not args.spec:
         print("error: plan needs a SPEC (or --json-schema)", file=sys.stderr)
         return EXIT_INVALID
-    spec = _load_valid(args.spec)
+    from fmcluster import loader
+
+    result = loader.load(args.spec)
+    spec = _valid(args.spec, result)
     if spec is None:
         return EXIT_INVALID
-    import yaml
-
-    raw = yaml.safe_load(open(args.spec, encoding="utf-8"))
-    report = plan.build(spec, raw, args.checkpoint_params)
+    report = plan.build(spec, result.data, args.checkpoint_params)
     sys.stdout.write(plan_render.RENDERERS[args.format](report))
     return EXIT_OK
 

@@ -27,6 +27,22 @@ class PcsSize(NamedTuple):
 PCS_SIZES = (PcsSize("SMALL", 32, 256), PcsSize("MEDIUM", 512, 8192), PcsSize("LARGE", 2048, 16384))
 
 
+# AWS PCS internal quotas, not adjustable (PCS User Guide, "Quotas"): compute node groups (the
+# login group is one) and queues per cluster. Name lengths and patterns: botocore's PCS model
+# (ClusterName 3-40, ComputeNodeGroupName and QueueName 3-25, a letter first, letters, digits
+# and '-'); fmcluster's own names are narrower (fmcluster.spec), so only the minimum can bite.
+PCS_MAX_COMPUTE_NODE_GROUPS = 10
+PCS_MAX_QUEUES = 10
+PCS_NAME_MIN = 3
+
+# Slurm reads PartitionName=DEFAULT (any case) as the defaults of the partitions after it, not as
+# a partition (slurm.conf(5)); a node group named so would have no partition of its own.
+SLURM_RESERVED_PARTITION_NAMES = ("default",)
+
+# Kueue: a ClusterQueue resource group takes at most 64 flavors (fmcluster makes one per node group).
+KUEUE_MAX_FLAVORS = 64
+
+
 def managed_nodes(spec: ClusterSpec) -> int:
     """Every node a cluster's control plane manages: the node groups at their maximum and the
     login nodes (what sizes an AWS PCS cluster and a HyperPod Slurm controller). One function for
@@ -91,6 +107,10 @@ def get(type_: str) -> ControlPlane:
 HYPERPOD_MAX_INSTANCE_GROUPS = 100
 HYPERPOD_MAX_INSTANCE_COUNT = 6758
 HYPERPOD_NAME_PATTERN = r"[a-zA-Z0-9](-*[a-zA-Z0-9])*"
+
+# Where SageMaker HyperPod mounts an instance's secondary volume (ClusterEbsVolumeConfig) and its
+# instance-store NVMe disks: no other file system may be mounted there.
+HYPERPOD_VOLUME_PATH = "/opt/sagemaker"
 
 # The Slurm controller of a hyperpod-slurm cluster, by the number of nodes it manages: slurmctld
 # is light, but its memory grows with nodes and queued jobs.

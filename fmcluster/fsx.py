@@ -16,7 +16,10 @@ METADATA_IOPS_STEP, METADATA_IOPS_MAX = 12000, 192000
 SSD_SERVER_GIB = 2400  # storage behind one file server (SSD, non-EFA)
 # EFA-enabled PERSISTENT_2: storage per file server, and so the capacity increment, by throughput tier
 EFA_SERVER_GIB = {1000: 4800, 500: 9600, 250: 19200, 125: 38400}
-LINK_DEPLOYMENT_TYPES = ("PERSISTENT_2",)
+# Data repository associations exist on every Lustre 2.12 and 2.15 file system except SCRATCH_1
+# (FSx API Reference, CreateDataRepositoryAssociation): on every deployment type the spec offers,
+# since fmcluster makes 2.15 file systems. Each needs its own file-system path (not nested in
+# another's; `/` only as the one link) and its own S3 bucket or prefix.
 
 
 def capacity_increment(efa: bool, throughput_per_tib: int | None) -> int:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping, Optional
 
-from fmcluster import bootstrap, controlplanes, kubernetes, network_plan
+from fmcluster import bootstrap, controlplanes, kubernetes, naming, network_plan
 from fmcluster.catalog import InstanceType
 from fmcluster.controlplanes import ControlPlane, PcsSize
 from fmcluster.efa import Interface, efa_layout
@@ -130,7 +130,7 @@ class ClusterModel:
 
     def instance_tags(self, group: NodeGroup) -> dict[str, str]:
         """The tags a node group's instances and volumes carry (its launch template's)."""
-        return {**self.spec.tags, "fmcluster:cluster": self.name, "fmcluster:node-group": group.name}
+        return {**self.spec.tags, naming.CLUSTER_TAG: self.name, naming.NODE_GROUP_TAG: group.name}
 
     @property
     def efa_groups(self) -> dict[str, bool]:
@@ -226,5 +226,5 @@ def resolve(spec: ClusterSpec) -> ClusterModel:
         login=_login(spec, cp), controller=_controller(cp, nodes), total_nodes=nodes,
         pcs_size=controlplanes.pcs_size_for(nodes) if cp.type == "pcs" else None,
         subnets=tuple(network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)),
-        tags=MappingProxyType({"fmcluster:cluster": spec.name, **spec.tags}),
+        tags=MappingProxyType({naming.CLUSTER_TAG: spec.name, **spec.tags}),
         stacks=_stacks(spec, cp, observed), observed=observed, lustre_efa=lustre_efa)

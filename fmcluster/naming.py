@@ -8,6 +8,33 @@ S3_NAME_MAX = 63
 ACCOUNT_ID_LENGTH = 12
 S3_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")  # S3 rejects bucket names starting so
 
+# Tags. fmcluster puts its own on every resource (the cluster, and on a node group's instances
+# and volumes the group) and a Name on most; the spec's `tags` come on top. EC2 and most services
+# take at most 50 user tags on a resource (tags with the aws: prefix, AWS's own, do not count);
+# keys 1 to 128 characters, values 0 to 256, of Unicode letters, digits, spaces and _ . : / = + - @
+# ("Tag your Amazon EC2 resources": tag restrictions).
+CLUSTER_TAG = "fmcluster:cluster"
+NODE_GROUP_TAG = "fmcluster:node-group"
+NAME_TAG = "Name"
+OWN_TAGS = (NAME_TAG, CLUSTER_TAG, NODE_GROUP_TAG)
+MAX_TAGS = 50
+TAG_KEY_MAX, TAG_VALUE_MAX = 128, 256
+RESERVED_TAG_PREFIXES = ("aws:", "fmcluster:")  # AWS's own, and fmcluster's (any case)
+TAG_PUNCTUATION = "_.:/=+-@"
+
+
+def tag_text_problem(text: str) -> str | None:
+    """Why `text` cannot be a tag key or value, or None: each character must be a letter, a
+    digit, a space or one of _ . : / = + - @."""
+    import unicodedata
+
+    for char in text:
+        if char in TAG_PUNCTUATION or char == " " or unicodedata.category(char)[0] in "LN" \
+                or unicodedata.category(char) == "Zs":
+            continue
+        return f"{ascii(char)} is not allowed"
+    return None
+
 
 def bucket_name(cluster: str, bucket: str, region: str, account: str) -> str:
     """`{cluster}-{bucket}-{account}-{region code}`: unique per account and region, so two

@@ -145,5 +145,5 @@ def rule_problems(data: dict[str, Any], validate: Callable[[Any], M],
     for p in check(model):
         path = _original(wrapped, p.path)
         if not touches_repair(path, removed):
-            problems.append(Problem(path, p.message, p.hint, p.severity, p.at_key))
+            problems.append(p._replace(path=path))
     return problems

@@ -20,7 +20,11 @@ from fmcluster import catalog, controlplanes, fsx, regions
 
 
 def _fail(kind: str, message: str, hint: str | None = None) -> PydanticCustomError:
-    return PydanticCustomError(kind, message, {"hint": hint} if hint else None)
+    """A format error; its rule id (README, "What validate checks") is the kind, with '-'."""
+    context = {"rule": kind.replace("_", "-")}
+    if hint:
+        context["hint"] = hint
+    return PydanticCustomError(kind, message, context)
 
 
 def _pattern(kind: str, regex: str, what: str, hint: str | None = None) -> AfterValidator:
@@ -93,6 +97,19 @@ def _mount_path(value: str) -> str:
     return value.rstrip("/") or value
 
 
+def _link_path(value: str) -> str:
+    # a data repository association may link the file system's root, `/`, as its only link
+    return value if value == "/" else _mount_path(value)
+
+
+def _s3_prefix(value: str) -> str:
+    if any(ord(c) < 0x20 or c in "\x7f\x85\u2028\u2029" for c in value):
+        raise _fail("prefix", "an S3 prefix cannot hold control characters or line breaks")
+    if len(value.encode("utf-8")) > 1024:
+        raise _fail("prefix", f"an S3 prefix is at most 1024 bytes (the longest S3 key), not {len(value.encode())}")
+    return value
+
+
 Name = Annotated[str, _pattern("name", r"[a-z][a-z0-9-]{0,31}", "name",
                                "lower-case letters, digits and '-', starting with a letter, at most 32")]
 GroupName = Annotated[str, _pattern("name", r"[a-z][a-z0-9-]{0,24}", "node group name",
@@ -106,6 +123,8 @@ Region = Annotated[str, AfterValidator(_region)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 InstanceTypeName = Annotated[str, AfterValidator(_instance_type)]
 AbsPath = Annotated[str, AfterValidator(_mount_path)]
+LinkPath = Annotated[str, AfterValidator(_link_path)]
+S3Prefix = Annotated[str, AfterValidator(_s3_prefix)]
 Account = Annotated[str, _pattern("account", r"[0-9]{12}", "AWS account id",
                                   "twelve digits, quoted: account: \"111122223333\"")]
 ReservationId = Annotated[str, _pattern("reservation_id", r"cr-[0-9a-f]{17}", "capacity reservation id",
@@ -162,9 +181,11 @@ class LustreLink(Model):
     """A data repository association: a file-system path linked to an S3 bucket (and prefix)."""
 
     bucket: str = Field(description="a bucket of storage.buckets, by name")
-    path: AbsPath = Field(description=(
-        "the file-system path linked to the bucket, such as /datasets: distinct, not nested in another link's"))
-    prefix: str = Field(default="", description="S3 key prefix inside the bucket ('' for the whole bucket)")
+    path: LinkPath = Field(description=(
+        "the file-system path linked to the bucket, such as /datasets: distinct, not nested in another link's; "
+        "/ (the whole file system) only as the one link"))
+    prefix: S3Prefix = Field(default="", description=(
+        "S3 key prefix inside the bucket ('' for the whole bucket); each link a distinct bucket and prefix"))
     import_: list[S3Event] = Field(default=[], alias="import", description=(
         "S3 events imported into the file system automatically: NEW, CHANGED, DELETED"))
     export: list[S3Event] = Field(default=[], description=(
@@ -316,6 +337,32 @@ class ObservabilitySpec(Model):
         "who is paged by the alerts: an e-mail subscription of the alert topic (confirm it after the first deploy)"))
 
 
+def _reason(value: str) -> str:
+    if not value.strip():
+        raise _fail("reason", "the reason is blank", "say why the team accepts the risk, for reviewers")
+    if any(ord(c) < 0x20 for c in value):
+        raise _fail("reason", "the reason is one line, without control characters")
+    return value
+
+
+RuleId = Annotated[str, _pattern("rule_id", r"[a-z][a-z0-9-]{0,63}", "rule id",
+                                 "as printed in brackets after the warning, such as eks-admin-role")]
+Reason = Annotated[str, Field(max_length=500), AfterValidator(_reason)]
+
+
+class AcceptedWarning(Model):
+    """A warning the team accepts on purpose: `validate` reports it as `accepted`, with the
+    reason, instead of as a warning. Only warnings can be accepted, never errors."""
+
+    rule: RuleId = Field(description=(
+        "the id of a check that reports warnings, as printed in brackets after the warning (README, "
+        "What validate checks)"))
+    reason: Reason = Field(description="why the risk is accepted, in a line (shown with the finding, for reviewers)")
+    path: Optional[str] = Field(default=None, description=(
+        "only the finding at this dotted path, such as node_groups[1].placement_group; default: every finding "
+        "of the check"))
+
+
 class ClusterSpec(Model):
     """One GPU cluster for foundation-model training and inference: its network, storage,
     control plane, node groups and observability."""
@@ -340,6 +387,8 @@ class ClusterSpec(Model):
     tags: dict[str, str] = Field(default={}, description="tags on every resource")
     protect: bool = Field(default=False, description=(
         "termination protection on every stack, not only NAME-storage (which always has it)"))
+    accepted_warnings: list[AcceptedWarning] = Field(default=[], description=(
+        "warnings the team accepts on purpose, each with its check's id and a reason"))
 
     @property
     def availability_zone_ids(self) -> list[str]:

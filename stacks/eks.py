@@ -59,7 +59,7 @@ from constructs_lib.eks import ClusterAddon, ManagedNodeGroup
 from constructs_lib.eks_iam import EksNodeRole, PodIdentityRole
 from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, LaunchTemplateProps, NodeLaunchTemplate
 from constructs_lib.observability_scraper import ManagedScraper
-from fmcluster import kubernetes
+from fmcluster import kubernetes, naming
 from fmcluster import observability as observability_content
 from fmcluster.model import SYSTEM, ClusterModel, NodeGroup
 from stacks import node_groups
@@ -222,7 +222,7 @@ class EksClusterStack(cdk.Stack):
             launch_template_version=template.latest_version_number, min_size=group.min_count,
             max_size=group.max_count, instance_type=None if in_template else group.instance_type,
             ami_type=ami_type(group), capacity_type=capacity_type, labels=dict(group.labels),
-            taints=[dict(t) for t in group.taints], tags={"fmcluster:node-group": group.name})
+            taints=[dict(t) for t in group.taints], tags={naming.NODE_GROUP_TAG: group.name})
         for name in (kubernetes.POD_IDENTITY_AGENT.name, kubernetes.VPC_CNI.name, kubernetes.KUBE_PROXY.name):
             made.node.add_dependency(self.addons[name])
         self.launch_templates[group.name] = template

@@ -16,8 +16,8 @@ located errors and no traceback.
 
 from __future__ import annotations
 
-import contextlib
 import os
+import shutil
 import sys
 from typing import Any, Mapping, Optional, Sequence
 
@@ -73,10 +73,12 @@ def main() -> int:
     """Synthesize what the context asks for (module docstring). Returns the exit code."""
     outdir = os.environ.get("CDK_OUTDIR")
     fresh = bool(outdir) and not os.path.exists(str(outdir))
-    code = _main()
-    if code != 0 and fresh:  # the App made the output directory: an invalid spec writes nothing
-        with contextlib.suppress(OSError):
-            os.rmdir(str(outdir))
+    code = 1
+    try:
+        code = _main()
+    finally:
+        if code != 0 and fresh:  # the App made the output directory: a failed synthesis leaves nothing
+            shutil.rmtree(str(outdir), ignore_errors=True)
     return code
 
 

@@ -3,11 +3,13 @@
 CloudFormation rejects a template over 1 MB (the body given through S3), over 500 resources,
 200 outputs or 200 parameters. One p5.48xlarge launch template with its user data is tens of KB,
 so NAME-cluster keeps each spec node group in a nested stack of its own (stacks/node_groups.py).
-Here 64 node groups of p5.48xlarge (on-demand, so each also gets a cluster placement group, with
-observability on, so each also carries the metrics set-up) are synthesized for PCS and EKS, and
-SageMaker HyperPod at its own maximum of 100 instance groups (its groups are properties of one
-AWS::SageMaker::Cluster); every template of the cloud assembly, nested ones included, must stay
-within the limits. Each assembly is synthesized once for the module.
+Here each control plane gets as many node groups of p5.48xlarge as it takes (on-demand, so each
+also gets a cluster placement group, with observability on, so each also carries the metrics
+set-up): AWS PCS 9 (10 compute node groups, the login group one of them), EKS 64 (Kueue's flavors
+per resource group, one per node group), HyperPod Slurm 98 (100 instance groups with the
+controller and login groups; properties of one AWS::SageMaker::Cluster), HyperPod EKS 64 (Kueue
+again). Every template of the cloud assembly, nested ones included, must stay within the limits.
+Each assembly is synthesized once for the module.
 """
 
 from __future__ import annotations
@@ -18,15 +20,17 @@ from pathlib import Path
 import pytest
 
 from fmcluster import assembly, loader
-from fmcluster.controlplanes import HYPERPOD_MAX_INSTANCE_GROUPS
+from fmcluster.controlplanes import HYPERPOD_MAX_INSTANCE_GROUPS, KUEUE_MAX_FLAVORS, PCS_MAX_COMPUTE_NODE_GROUPS
 
 pytestmark = pytest.mark.synth
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_BYTES, MAX_RESOURCES, MAX_OUTPUTS, MAX_PARAMETERS = 1_000_000, 500, 200, 200
-GROUPS = 64
-# hyperpod-slurm's controller and login groups count against HyperPod's 100 instance groups.
-HYPERPOD_GROUPS = {"hyperpod-slurm": HYPERPOD_MAX_INSTANCE_GROUPS - 2, "hyperpod-eks": HYPERPOD_MAX_INSTANCE_GROUPS}
+# The most node groups each control plane takes (module docstring); the login group of PCS and the
+# controller and login groups of hyperpod-slurm count against its limit.
+MAX_GROUPS = {"pcs": PCS_MAX_COMPUTE_NODE_GROUPS - 1, "eks": KUEUE_MAX_FLAVORS,
+              "hyperpod-slurm": HYPERPOD_MAX_INSTANCE_GROUPS - 2,
+              "hyperpod-eks": min(HYPERPOD_MAX_INSTANCE_GROUPS, KUEUE_MAX_FLAVORS)}
 
 
 def spec_text(kind: str, groups: int, *, protect: bool = False, names: list[str] | None = None) -> str:
@@ -67,7 +71,7 @@ def measure(template: assembly.Template) -> dict[str, int]:
 def many(request, tmp_path_factory):
     """(kind, node groups, {template name: Template}) of one spec at the most node groups tested."""
     kind = request.param
-    groups = HYPERPOD_GROUPS.get(kind, GROUPS)
+    groups = MAX_GROUPS[kind]
     return kind, groups, synthesize(spec_text(kind, groups), tmp_path_factory.mktemp(kind) / "cdk.out")
 
 
@@ -105,7 +109,9 @@ def test_one_nested_stack_per_node_group(many):
         (cluster,) = [r for r in templates[f"lim-{kind}-cluster"].body["Resources"].values()
                       if r["Type"] == "AWS::SageMaker::Cluster"]
         own = 2 if kind == "hyperpod-slurm" else 0  # controller and login
-        assert len(cluster["Properties"]["InstanceGroups"]) == groups + own == HYPERPOD_MAX_INSTANCE_GROUPS
+        assert len(cluster["Properties"]["InstanceGroups"]) == groups + own
+        if kind == "hyperpod-slurm":
+            assert groups + own == HYPERPOD_MAX_INSTANCE_GROUPS
 
 
 def test_storage_alone_is_termination_protected_by_default(many):

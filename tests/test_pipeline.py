@@ -51,7 +51,8 @@ def load(tmp_path: Path, text: str) -> pipeline.PipelineLoad:
 
 
 def errors(result: pipeline.PipelineLoad) -> list[str]:
-    return [d.format() for d in result.diagnostics if d.is_error]
+    """The errors as printed, without the check's id and the line of the file under each."""
+    return [d._replace(source=None, rule="").format() for d in result.diagnostics if d.is_error]
 
 
 # ---- the pipeline file -----------------------------------------------------------------------

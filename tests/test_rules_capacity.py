@@ -181,10 +181,12 @@ def test_capacity_block_with_auto_placement_passes(pg):
     assert paths(spec) == set()
 
 
-def test_capacity_block_with_a_named_placement_group():
+def test_capacity_block_with_a_named_placement_group_is_a_warning():
+    """EC2 accepts it; the block is placed already, so the group only risks capacity errors."""
     spec = with_(cap(type="capacity-block", reservation_id=CR), f"{G0}.placement_group", "my-pg")
-    assert f"{G0}.placement_group" in paths(spec)
-    assert "already placed" in messages(spec, f"{G0}.placement_group")[0]
+    assert paths(spec) == set()
+    assert f"{G0}.placement_group" in paths(spec, severity="warning")
+    assert "placed already" in messages(spec, f"{G0}.placement_group", severity="warning")[0]
 
 
 # ---- placement_group_name -------------------------------------------------------------
@@ -274,3 +276,18 @@ def test_hyperpod_cannot_target_an_ec2_reservation(field, value):
     spec = hyperpod(type="reservation", training_plan_arn=PLAN, **{field: value})
     assert f"{G0}.capacity.{field}" in paths(spec)
     assert "cannot target an EC2 reservation" in messages(spec, f"{G0}.capacity.{field}")[0]
+
+
+# ---- min_count = max_count = N is a fixed size (issue 15) ----------------------------------
+
+def test_capacity_block_with_min_equal_to_max_is_a_fixed_size():
+    spec = without(cap(type="capacity-block", reservation_id=CR), f"{G0}.count")
+    spec = with_(with_(spec, f"{G0}.min_count", 4), f"{G0}.max_count", 4)
+    assert findings(capacity.capacity_block_fixed_size, spec) == []
+    assert paths(spec) == set()
+
+
+def test_capacity_block_with_a_range_is_still_refused():
+    spec = without(cap(type="capacity-block", reservation_id=CR), f"{G0}.count")
+    spec = with_(with_(spec, f"{G0}.min_count", 2), f"{G0}.max_count", 4)
+    assert f"{G0}.min_count" in paths(spec)

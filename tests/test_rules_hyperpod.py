@@ -34,6 +34,14 @@ def test_elastic_group_on_hyperpod(type_, bounds, field):
     assert "fixed size: use count" in message and "count: 4" in message
 
 
+@pytest.mark.parametrize("type_", HYPERPOD)
+def test_min_count_equal_to_max_count_is_a_fixed_size(type_):
+    group = {"name": "gpu", "instance_type": "p5.48xlarge", "min_count": 4, "max_count": 4}
+    spec = with_(on(type_), "node_groups", [group])
+    assert findings(hyperpod.hyperpod_fixed_size, spec) == []
+    assert paths(spec) == set()
+
+
 def test_elastic_group_on_pcs_is_fine():
     spec = with_(base_spec(), "node_groups", [{"name": "gpu", "instance_type": "p5.48xlarge", "max_count": 4}])
     assert findings(hyperpod.hyperpod_fixed_size, spec) == []

@@ -91,3 +91,30 @@ def test_eks_without_an_admin_role_warns():
     (message,) = messages(spec, "orchestrator", "warning")
     assert "nobody can reach the Kubernetes API" in message and "admin_role_arn" in message
     assert findings(k8s.eks_admin_role, eks()) == []
+
+
+# ---- kueue_flavor_limit, system nodes on HyperPod EKS (issue 15) ----------------------------
+
+def many(n, spec):
+    return with_(spec, "node_groups", [{"name": f"cpu{i:02d}", "instance_type": "c7i.8xlarge", "count": 1}
+                                       for i in range(n)])
+
+
+def test_sixty_four_flavors_pass():
+    spec = many(64, eks())
+    assert findings(k8s.kueue_flavor_limit, spec) == []
+    assert paths(spec) == set()
+
+
+@pytest.mark.parametrize("kind", ["eks", "hyperpod-eks"])
+def test_sixty_five_node_groups_exceed_kueues_flavors(kind):
+    spec = with_(many(65, eks()), "orchestrator.type", kind)
+    assert "node_groups[64]" in paths(spec)
+    assert "at most 64 flavors" in messages(spec, "node_groups[64]")[0]
+
+
+def test_hyperpod_eks_needs_a_system_node():
+    """Without one, validate passed and synthesis failed with a traceback."""
+    spec = with_(with_(eks(), "orchestrator.type", "hyperpod-eks"), "orchestrator.login.count", 0)
+    (message,) = messages(spec, "orchestrator.login.count")
+    assert "a HyperPod EKS cluster needs at least one system node" in message

@@ -18,7 +18,7 @@ def fs(**fields):
 
 
 def scratch(**fields):
-    """A SCRATCH_2 file system (no links: those need PERSISTENT_2)."""
+    """A SCRATCH_2 file system without links."""
     return without(fs(deployment_type="SCRATCH_2", **fields), f"{FS}.links")
 
 
@@ -26,8 +26,9 @@ def test_no_file_system_passes_every_lustre_rule():
     spec = without(base_spec(), FS)
     for fn in (lustre.lustre_capacity_grid, lustre.lustre_throughput_grid, lustre.lustre_metadata_iops,
                lustre.lustre_efa_deployment, lustre.lustre_efa_clients, lustre.lustre_links_limit,
-               lustre.lustre_links_deployment, lustre.lustre_links_buckets_declared,
-               lustre.lustre_links_distinct_paths):
+               lustre.lustre_links_buckets_declared, lustre.lustre_links_distinct_paths,
+               lustre.lustre_links_distinct_repositories, lustre.lustre_link_events_distinct,
+               lustre.lustre_mount_path_free):
         assert findings(fn, spec) == [], fn.__name__
     assert paths(spec) == set()
 
@@ -175,19 +176,14 @@ def test_more_than_eight_links():
     assert f"at most {fsx.MAX_LINKS}" in messages(spec, f"{FS}.links")[0]
 
 
-# ---- lustre_links_deployment ----------------------------------------------------------
+# ---- links on every deployment type offered (FSx: every Lustre 2.12/2.15 file system but SCRATCH_1)
 
 @pytest.mark.parametrize("deployment", ["PERSISTENT_1", "SCRATCH_2"])
-def test_links_need_persistent_2(deployment):
-    spec = fs(deployment_type=deployment)
-    assert f"{FS}.links" in paths(spec)
-    assert f"need PERSISTENT_2, not {deployment}" in messages(spec, f"{FS}.links")[0]
-
-
-@pytest.mark.parametrize("deployment", ["PERSISTENT_1", "SCRATCH_2"])
-def test_no_links_pass_on_any_deployment(deployment):
-    spec = scratch() if deployment == "SCRATCH_2" else without(fs(deployment_type=deployment), f"{FS}.links")
-    assert findings(lustre.lustre_links_deployment, spec) == []
+def test_links_pass_on_every_deployment_type_offered(deployment):
+    spec = fs(deployment_type=deployment, throughput_per_tib=200 if deployment == "PERSISTENT_1" else None)
+    if deployment == "SCRATCH_2":
+        spec = without(spec, f"{FS}.throughput_per_tib")
+    assert spec["storage"]["lustre"]["links"]
     assert paths(spec) == set()
 
 
@@ -228,3 +224,82 @@ def test_overlapping_link_paths(a, b):
     assert f"{FS}.links[0].path" not in paths(spec)
     assert "overlaps" in messages(spec, f"{FS}.links[1].path")[0]
     assert "links[0]" in messages(spec, f"{FS}.links[1].path")[0]
+
+
+# ---- lustre_mount_path_free (issue 15) --------------------------------------------------
+
+@pytest.mark.parametrize("path", ["/fsx", "/lustre", "/mnt/fsx", "/opt/fsx", "/home/shared", "/data/fsx"])
+def test_mount_paths_of_their_own_pass(path):
+    spec = fs(mount_path=path)
+    assert findings(lustre.lustre_mount_path_free, spec) == []
+    assert paths(spec) == set()
+
+
+@pytest.mark.parametrize("path,word", [
+    ("/usr", "system directory"), ("/usr/local", "under /usr"), ("/etc", "system directory"),
+    ("/var", "system directory"), ("/var/lib/fsx", "under /var"), ("/boot", "system"), ("/proc", "system"),
+    ("/sys", "system"), ("/dev", "system"), ("/tmp", "system"), ("/opt", "system"), ("/home", "/fsx/home"),
+    ("/root", "system"), ("/run/fsx", "under /run"),
+    ("/scratch", "instance-store NVMe"), ("/scratch/fsx", "overlaps /scratch"),
+    ("/opt/dlami/nvme", "Deep Learning AMI"), ("/opt/dlami", "overlaps /opt/dlami/nvme"),
+])
+def test_mount_paths_over_what_the_node_uses_are_refused(path, word):
+    spec = fs(mount_path=path)
+    (message,) = messages(spec, f"{FS}.mount_path")
+    assert word in message
+
+
+def test_opt_sagemaker_is_hyperpods_own():
+    spec = with_(fs(mount_path="/opt/sagemaker"), "orchestrator.type", "hyperpod-slurm")
+    assert "SageMaker HyperPod's volume" in messages(spec, f"{FS}.mount_path")[0]
+    assert findings(lustre.lustre_mount_path_free, fs(mount_path="/opt/sagemaker")) == []  # PCS: free
+
+
+def test_root_is_not_a_mount_path():
+    assert f"{FS}.mount_path" in paths(fs(mount_path="/"))
+
+
+# ---- links: "/", distinct repositories, distinct events (issue 15) ------------------------------
+
+def one_link(**fields):
+    return fs(links=[{"bucket": "datasets", **fields}])
+
+
+def test_the_whole_file_system_as_the_one_link_passes():
+    spec = one_link(path="/", **{"import": ["NEW"]})
+    assert paths(spec) == set()
+
+
+def test_the_whole_file_system_with_other_links_is_refused():
+    spec = fs(links=[{"bucket": "datasets", "path": "/"}, {"bucket": "checkpoints", "path": "/checkpoints"}])
+    (message,) = messages(spec, f"{FS}.links[0].path")
+    assert "must be its only link" in message
+    assert f"{FS}.links[1].path" not in paths(spec)  # not also reported as overlapping "/"
+
+
+@pytest.mark.parametrize("first,second", [("", ""), ("raw", "raw"), ("raw/", "/raw"), ("a/b", "a/b/")])
+def test_the_same_bucket_and_prefix_twice_is_refused(first, second):
+    spec = fs(links=[{"bucket": "datasets", "path": "/a", "prefix": first},
+                     {"bucket": "datasets", "path": "/b", "prefix": second}])
+    field = "prefix" if second else "bucket"
+    (message,) = messages(spec, f"{FS}.links[1].{field}")
+    assert "is linked already, by links[0]" in message
+
+
+def test_distinct_prefixes_of_one_bucket_pass():
+    spec = fs(links=[{"bucket": "datasets", "path": "/a", "prefix": "raw"},
+                     {"bucket": "datasets", "path": "/b", "prefix": "tokenized"}])
+    assert findings(lustre.lustre_links_distinct_repositories, spec) == []
+    assert paths(spec) == set()
+
+
+@pytest.mark.parametrize("field", ["import", "export"])
+def test_an_event_listed_twice_is_refused_at_the_second(field):
+    spec = one_link(path="/d", **{field: ["NEW", "CHANGED", "NEW"]})
+    assert paths(spec) == {f"{FS}.links[0].{field}[2]"}
+
+
+@pytest.mark.parametrize("prefix,word", [("a\nb", "control characters"), ("p" * 1025, "at most 1024 bytes")])
+def test_bad_prefixes(prefix, word):
+    spec = one_link(path="/d", prefix=prefix)
+    assert any(word in m for m in messages(spec, f"{FS}.links[0].prefix"))

@@ -3,7 +3,7 @@
 import pytest
 
 from fmcluster.rules import naming
-from tests.specs import base_spec, findings, messages, paths, with_
+from tests.specs import base_spec, findings, messages, paths, problems, with_
 
 CPU_GROUP = {"name": "cpu", "instance_type": "c7i.8xlarge", "count": 2}
 
@@ -123,3 +123,52 @@ def test_reserved_s3_prefix_in_cluster_name():
 
     assert "name" in paths(base_spec(name="xn--demo"))
     assert "name" not in paths(base_spec(name="demo"))
+
+
+# ---- tags_valid: EC2's tag restrictions (issue 15) ---------------------------------------
+
+def tagged(tags):
+    return with_(base_spec(), "tags", tags)
+
+
+def test_forty_seven_tags_pass_with_fmclusters_three():
+    spec = tagged({f"k{i}": "v" for i in range(47)})
+    assert findings(naming.tags_valid, spec) == []
+    assert paths(spec) == set()
+
+
+def test_forty_eight_tags_are_too_many():
+    spec = tagged({f"k{i}": "v" for i in range(48)})
+    (message,) = messages(spec, "tags")
+    assert "at most 50" in message and "Name, fmcluster:cluster, fmcluster:node-group" in message
+
+
+@pytest.mark.parametrize("key", ["Project", "cost center", "team:ml/platform", "a=b+c-d@e_f.g", "プロジェクト",
+                                 "k" * 128])
+def test_tag_keys_ec2_takes_pass(key):
+    spec = tagged({key: "v"})
+    assert findings(naming.tags_valid, spec) == []
+
+
+@pytest.mark.parametrize("key,word", [
+    ("aws:team", "aws: prefix"), ("AWS:team", "aws: prefix"), ("fmcluster:cluster", "fmcluster: prefix"),
+    ("FMCluster:x", "fmcluster: prefix"), ("Name", "its own Name tag"), ("k" * 129, "1 to 128"),
+    ("a\nb", "is not allowed"), ("a#b", "is not allowed"), ("a,b", "is not allowed"), ("a\x00b", "is not allowed"),
+])
+def test_bad_tag_keys_are_reported_at_the_key(key, word):
+    spec = tagged({key: "v"})
+    found = [d for d in problems(spec) if d.rule == "tags-valid"]
+    assert len(found) == 1 and word in found[0].message
+    assert found[0].path == ("tags", key)
+
+
+@pytest.mark.parametrize("value,word", [("v" * 257, "at most 256"), ("a;b", "is not allowed"),
+                                        ("x\ny", "is not allowed")])
+def test_bad_tag_values(value, word):
+    spec = tagged({"team": value})
+    assert any(word in m for m in messages(spec, "tags.team"))
+
+
+@pytest.mark.parametrize("value", ["", "ml platform", "v" * 256, "a:b/c=d+e-f@g_h.i"])
+def test_tag_values_ec2_takes_pass(value):
+    assert findings(naming.tags_valid, tagged({"team": value})) == []

@@ -81,7 +81,7 @@ def test_kubernetes_control_planes_need_a_second_az_id(type_):
 # ---- pcs_size_limit -------------------------------------------------------------------
 
 def three_groups(a, b, c, login=1):
-    spec = with_(base_spec(), "node_groups", [cpu_group("a", a), cpu_group("b", b), cpu_group("c", c)])
+    spec = with_(base_spec(), "node_groups", [cpu_group("cpu-a", a), cpu_group("cpu-b", b), cpu_group("cpu-c", c)])
     return with_(spec, "orchestrator.login.count", login)
 
 

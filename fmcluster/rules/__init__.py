@@ -8,15 +8,25 @@ import; this package imports them all.
 from __future__ import annotations
 
 from fmcluster.diagnostics import Problem
-from fmcluster.rules import capacity, hyperpod, kubernetes, lustre, naming, network, orchestrator  # noqa: F401
-from fmcluster.rules.registry import RULES, Rule, rule
+from fmcluster.rules import (  # noqa: F401
+    capacity,
+    hyperpod,
+    kubernetes,
+    lustre,
+    naming,
+    network,
+    orchestrator,
+    slurm,
+)
+from fmcluster.rules.registry import RULES, WARNING_RULES, Rule, rule, rule_id, run
 from fmcluster.spec import ClusterSpec
 
-__all__ = ["RULES", "Rule", "check", "rule"]
+__all__ = ["RULES", "WARNING_RULES", "Rule", "check", "rule", "rule_id"]
 
 
 def check(spec: ClusterSpec) -> list[Problem]:
+    """Every rule's findings, each with its rule's id."""
     problems: list[Problem] = []
     for fn in RULES:
-        problems.extend(fn(spec))
+        problems.extend(run(fn, spec))
     return problems

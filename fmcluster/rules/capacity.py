@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from fmcluster.diagnostics import Path, Problem, error
+from fmcluster.diagnostics import Path, Problem, error, warning
 from fmcluster.rules.registry import rule
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
@@ -100,11 +100,13 @@ def capacity_block_by_id(spec: ClusterSpec) -> Iterator[Problem]:
 
 @rule
 def capacity_block_fixed_size(spec: ClusterSpec) -> Iterator[Problem]:
+    """A Capacity Block runs a fixed number of instances: `count: N`, or `min_count` and
+    `max_count` both N, which says the same."""
     for path, g in _groups(spec):
-        if g.capacity.type == "capacity-block" and g.count is None:
+        if g.capacity.type == "capacity-block" and g.count is None and g.min_count != g.max_count:
             field = "min_count" if g.min_count is not None else "max_count"
             yield error(path + (field,), "a Capacity Block group has a fixed size: use count",
-                        "count: the number of instances in the block (or fewer)")
+                        "count: the number of instances in the block (or fewer); or min_count equal to max_count")
 
 
 @rule
@@ -114,13 +116,17 @@ def capacity_block_offered(spec: ClusterSpec) -> Iterator[Problem]:
             yield error(path + ("instance_type",), f"{g.instance_type} is not offered as a Capacity Block for ML")
 
 
-@rule
+@rule(warns=True)
 def capacity_block_not_placed(spec: ClusterSpec) -> Iterator[Problem]:
+    """EC2 launches into a Capacity Block with a placement group (legal), but the block is placed
+    already: a cluster placement group adds nothing and can cause insufficient-capacity errors
+    (EC2 User Guide, Capacity Blocks). A warning, not an error."""
     for path, g in _groups(spec):
         if g.capacity.type == "capacity-block" and g.placement_group not in ("auto", "none"):
-            yield error(path + ("placement_group",),
-                        "a Capacity Block is already placed; a placement group causes insufficient-capacity errors",
-                        "use placement_group: auto (or none)")
+            yield warning(path + ("placement_group",),
+                          f"a Capacity Block is placed already: placement group '{g.placement_group}' adds nothing "
+                          "and can cause insufficient-capacity errors at launch",
+                          "use placement_group: auto (no group for a Capacity Block), or accept this warning")
 
 
 @rule

@@ -28,7 +28,7 @@ def hyperpod_fixed_size(spec: ClusterSpec) -> Iterator[Problem]:
     if not _hyperpod(spec):
         return
     for i, group in enumerate(spec.node_groups):
-        if group.count is None:
+        if group.count is None and group.min_count != group.max_count:  # min_count = max_count = N is count: N
             field = "min_count" if group.min_count is not None else "max_count"
             yield error(("node_groups", i, field), "a SageMaker HyperPod instance group has a fixed size: use count",
                         f"count: {group.max_nodes} (HyperPod keeps InstanceCount instances running)")
@@ -39,8 +39,8 @@ def hyperpod_instance_count(spec: ClusterSpec) -> Iterator[Problem]:
     if not _hyperpod(spec):
         return
     for i, group in enumerate(spec.node_groups):
-        if group.count is not None and group.count > HYPERPOD_MAX_INSTANCE_COUNT:
-            yield error(("node_groups", i, "count"),
+        if group.max_nodes > HYPERPOD_MAX_INSTANCE_COUNT:
+            yield error(("node_groups", i, "count" if group.count is not None else "max_count"),
                         f"a SageMaker HyperPod instance group holds at most {HYPERPOD_MAX_INSTANCE_COUNT} instances",
                         "split the group in two")
 

@@ -51,7 +51,7 @@ def node_labels_valid(spec: ClusterSpec) -> Iterator[Problem]:
                             "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
 
 
-@rule
+@rule(warns=True)
 def node_labels_only_on_kubernetes(spec: ClusterSpec) -> Iterator[Problem]:
     if _on_kubernetes(spec):
         return
@@ -63,16 +63,30 @@ def node_labels_only_on_kubernetes(spec: ClusterSpec) -> Iterator[Problem]:
 
 @rule
 def eks_has_system_nodes(spec: ClusterSpec) -> Iterator[Problem]:
-    """CoreDNS, Kueue and the add-on controllers run on the system nodes (GPU nodes are tainted)."""
-    if spec.orchestrator.type == "eks" and spec.orchestrator.login.count < 1:
-        yield error(("orchestrator", "login", "count"), "an EKS cluster needs at least one system node",
+    """CoreDNS, Kueue and the add-on controllers run on the system nodes (GPU nodes are tainted),
+    on EKS and on HyperPod EKS alike (its system nodes are an EKS managed node group)."""
+    if _on_kubernetes(spec) and spec.orchestrator.login.count < 1:
+        what = "a HyperPod EKS" if spec.orchestrator.control_plane.hyperpod else "an EKS"
+        yield error(("orchestrator", "login", "count"), f"{what} cluster needs at least one system node",
                     "CoreDNS, Kueue and the add-on controllers run there; 2 keep them available during a node repair")
 
 
-@rule
+@rule(warns=True)
 def eks_admin_role(spec: ClusterSpec) -> Iterator[Problem]:
     if spec.orchestrator.type == "eks" and not spec.orchestrator.admin_role_arn:
         yield warning(("orchestrator",), "no admin_role_arn: nobody can reach the Kubernetes API of this cluster "
                       "(the deploying role gets no access)",
                       "set orchestrator.admin_role_arn to the IAM role your team assumes, such as "
                       "arn:aws:iam::111122223333:role/MlPlatformAdmin")
+
+
+@rule
+def kueue_flavor_limit(spec: ClusterSpec) -> Iterator[Problem]:
+    """Each node group is a Kueue ResourceFlavor in the cluster queue's one resource group."""
+    from fmcluster.controlplanes import KUEUE_MAX_FLAVORS
+
+    if _on_kubernetes(spec) and len(spec.node_groups) > KUEUE_MAX_FLAVORS:
+        yield error(("node_groups", KUEUE_MAX_FLAVORS),
+                    f"{len(spec.node_groups)} node groups; Kueue takes at most {KUEUE_MAX_FLAVORS} flavors in a "
+                    "cluster queue's resource group, and each node group is one",
+                    "merge node groups of one instance type")

@@ -85,14 +85,6 @@ def lustre_links_limit(spec: ClusterSpec) -> Iterator[Problem]:
 
 
 @rule
-def lustre_links_deployment(spec: ClusterSpec) -> Iterator[Problem]:
-    fs = _lustre(spec)
-    if fs and fs.links and fs.deployment_type not in fsx.LINK_DEPLOYMENT_TYPES:
-        yield error(LUSTRE + ("links",), f"data repository associations need PERSISTENT_2, not {fs.deployment_type}",
-                    "set deployment_type: PERSISTENT_2")
-
-
-@rule
 def lustre_links_buckets_declared(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     declared = [b.name for b in spec.storage.buckets]
@@ -113,9 +105,80 @@ def lustre_links_distinct_paths(spec: ClusterSpec) -> Iterator[Problem]:
     fs = _lustre(spec)
     links = fs.links if fs else []
     for i, link in enumerate(links):
+        if link.path == "/":
+            if len(links) > 1:
+                yield error(LUSTRE + ("links", i, "path"),
+                            f"a link of the whole file system (/) must be its only link; there are {len(links)}",
+                            "link each bucket or prefix under a directory of its own, such as /datasets")
+            continue
         for j in range(i):
-            if _overlaps(link.path, links[j].path):
+            if links[j].path != "/" and _overlaps(link.path, links[j].path):
                 yield error(LUSTRE + ("links", i, "path"),
                             f"path {link.path} overlaps {links[j].path} of links[{j}]",
                             "each link needs its own file-system directory, not nested in another")
                 break
+
+
+@rule
+def lustre_links_distinct_repositories(spec: ClusterSpec) -> Iterator[Problem]:
+    """Each association needs its own S3 bucket or prefix (prefixes compared as FSx writes them,
+    without leading or trailing '/')."""
+    fs = _lustre(spec)
+    seen: dict[tuple[str, str], int] = {}
+    for i, link in enumerate(fs.links if fs else []):
+        key = (link.bucket, link.prefix.strip("/"))
+        if key in seen:
+            where = f"prefix '{key[1]}' of bucket {link.bucket}" if key[1] else f"the whole bucket {link.bucket}"
+            yield error(LUSTRE + ("links", i, "prefix" if link.prefix else "bucket"),
+                        f"{where} is linked already, by links[{seen[key]}]",
+                        "link it once; each association needs its own bucket or prefix")
+        seen.setdefault(key, i)
+
+
+@rule
+def lustre_link_events_distinct(spec: ClusterSpec) -> Iterator[Problem]:
+    fs = _lustre(spec)
+    for i, link in enumerate(fs.links if fs else []):
+        for field, events in (("import", link.import_), ("export", link.export)):
+            for j, event in enumerate(events):
+                if event in events[:j]:
+                    yield error(LUSTRE + ("links", i, field, j), f"event {event} is listed twice",
+                                "list each of NEW, CHANGED and DELETED at most once")
+
+
+# Where the file system must not be mounted: system directories (a mount there hides what the OS,
+# the AMI or the login user keep there), and the mount points of fmcluster and the AMI.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
+                "/run", "/sbin", "/snap", "/sys", "/usr", "/var")  # nor anything under them
+SYSTEM_DIRECTORIES = ("/", "/home", "/media", "/mnt", "/opt", "/srv", "/tmp")  # these exactly
+
+
+def _mount_points(spec: ClusterSpec) -> list[tuple[str, str]]:
+    from fmcluster import bootstrap, controlplanes
+
+    points = [(bootstrap.SCRATCH_PATH, "fmcluster's instance-store NVMe volume"),
+              (bootstrap.DLAMI_NVME_PATH, "the Deep Learning AMI's NVMe mount")]
+    if spec.orchestrator.control_plane.hyperpod:
+        points.append((controlplanes.HYPERPOD_VOLUME_PATH, "SageMaker HyperPod's volume"))
+    return points
+
+
+@rule
+def lustre_mount_path_free(spec: ClusterSpec) -> Iterator[Problem]:
+    fs = _lustre(spec)
+    if not fs:
+        return
+    path, where = fs.mount_path, LUSTRE + ("mount_path",)
+    hint = "mount it at a directory of its own, such as /fsx"
+    tree = next((t for t in SYSTEM_TREES if path == t or path.startswith(t + "/")), None)
+    if tree or path in SYSTEM_DIRECTORIES:
+        yield error(where, f"{path} is a system directory" + (f" (under {tree})" if tree and tree != path else "")
+                    + ": a file system mounted there hides what the system keeps in it",
+                    hint + ("; shared home directories can live under it, such as /fsx/home" if path == "/home"
+                            else ""))
+        return
+    for point, what in _mount_points(spec):
+        if _overlaps(path, point):
+            yield error(where, f"{path} {'is' if path == point else 'overlaps'} {point}, where {what} is mounted",
+                        hint)
+            return

@@ -40,13 +40,35 @@ def bucket_names_unique(spec: ClusterSpec) -> Iterator[Problem]:
 
 @rule
 def tags_valid(spec: ClusterSpec) -> Iterator[Problem]:
+    """Tag keys and values as EC2 takes them (fmcluster.naming), no reserved prefix or key, and
+    no more than a resource can carry with fmcluster's own tags."""
+    from fmcluster import naming
+
+    room = naming.MAX_TAGS - len(naming.OWN_TAGS)
+    if len(spec.tags) > room:
+        yield error(("tags",), f"{len(spec.tags)} tags; a resource takes at most {naming.MAX_TAGS}, and fmcluster "
+                    f"puts {len(naming.OWN_TAGS)} of its own on each ({', '.join(naming.OWN_TAGS)})",
+                    f"keep at most {room} tags")
     for key, value in spec.tags.items():
-        if key.lower().startswith("aws:"):
-            yield error(("tags", key), f"tag key '{key}' uses the reserved aws: prefix", at_key=True)
-        elif not 1 <= len(key) <= 128:
-            yield error(("tags", key), "tag keys are 1 to 128 characters", at_key=True)
-        if len(value) > 256:
-            yield error(("tags", key), "tag values are at most 256 characters")
+        path = ("tags", key)
+        reserved = next((p for p in naming.RESERVED_TAG_PREFIXES if key.lower().startswith(p)), None)
+        key_problem = naming.tag_text_problem(key)
+        if reserved:
+            owner = "AWS" if reserved == "aws:" else "fmcluster's own tags"
+            yield error(path, f"tag key '{key}' uses the {reserved} prefix, reserved for {owner}", at_key=True)
+        elif key == naming.NAME_TAG:
+            yield error(path, "fmcluster names each resource with its own Name tag (such as CLUSTER-vpc)",
+                        "use another key, such as Project", at_key=True)
+        elif not 1 <= len(key) <= naming.TAG_KEY_MAX:
+            yield error(path, f"tag keys are 1 to {naming.TAG_KEY_MAX} characters, not {len(key)}", at_key=True)
+        elif key_problem:
+            yield error(path, f"tag key '{key}': {key_problem}",
+                        "letters, digits, spaces and _ . : / = + - @", at_key=True)
+        value_problem = naming.tag_text_problem(value)
+        if len(value) > naming.TAG_VALUE_MAX:
+            yield error(path, f"tag values are at most {naming.TAG_VALUE_MAX} characters, not {len(value)}")
+        elif value_problem:
+            yield error(path, f"tag value '{value}': {value_problem}", "letters, digits, spaces and _ . : / = + - @")
 
 
 @rule

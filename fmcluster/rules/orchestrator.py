@@ -83,7 +83,7 @@ def training_plan_only_on_hyperpod(spec: ClusterSpec) -> Iterator[Problem]:
                         "use reservation_id with capacity type capacity-block instead")
 
 
-@rule
+@rule(warns=True)
 def kubernetes_only_fields(spec: ClusterSpec) -> Iterator[Problem]:
     if spec.orchestrator.control_plane.scheduler == "kubernetes":
         return
