@@ -55,6 +55,7 @@ class InstanceType(NamedTuple):
     # client set-up does: 8 of the 32 on p5.48xlarge and p5e.48xlarge, one per PCIe switch; 2 on
     # other types with several EFA devices, 1 with one). 0: no EFA.
     lnet_efa_interfaces: int = 0
+    architecture: str = "x86_64"  # of its processors, as DescribeImages names an AMI's (x86_64, arm64)
 
     @property
     def family(self) -> str:

@@ -3,8 +3,11 @@ deploy that would otherwise fail after 40 minutes.
 
 Every check is one read-only call (Describe*, List*, Get*) and reports pass / warn / fail with a
 one-line reason and, where it helps, a hint. Missing credentials and invalid tokens stop the run
-with one clear message; access denied, a service absent from the region or any other AWS error
-fails that check only. This is the only module that imports boto3 / botocore.
+with one clear message (JSON with --format json); whatever else an endpoint answers (access
+denied, throttling, a 5xx, a body that does not parse, a connection that fails, an answer without
+the fields asked for) fails that check alone, with a hint, and the others still run. Capacity
+drawn from one reservation or resource group is summed over every node group that draws on it.
+This is the only module that imports boto3 / botocore.
 
 Clients come from a factory (`client(service_name)`), so tests can hand in moto-backed or
 Stubber-backed clients; no test reaches the network.
@@ -16,17 +19,19 @@ import json
 import sys
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from typing import Any, Callable, Iterable, Literal, Required, TypedDict
 
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    EndpointConnectionError,
+    ConnectionError,
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
     ProfileNotFound,
 )
+from botocore.parsers import ResponseParserError
 
 from fmcluster.controlplanes import CAPACITY_BLOCK, ON_DEMAND, RESERVATION, SPOT
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
@@ -42,6 +47,12 @@ BAD_CREDENTIALS = {"InvalidClientTokenId", "UnrecognizedClientException", "Expir
                    "SignatureDoesNotMatch", "InvalidAccessKeyId"}
 NOT_FOUND = {"InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed",
              "InvalidCapacityReservationId", "NotFoundException"}
+THROTTLED = {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException",
+             "RequestThrottled", "SlowDown"}
+PLACEMENT_GROUP_NOT_FOUND = {"InvalidPlacementGroup.Unknown", "InvalidGroup.NotFound"}
+AMI_NOT_FOUND = {"InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidAMIID.Unavailable"}
+# What a parseable answer without the fields asked for raises in the checks' own code.
+UNEXPECTED_ANSWER = (KeyError, IndexError, TypeError, ValueError, AttributeError)
 # EC2 vCPU quotas by instance class and market (Service Quotas, service code ec2)
 EC2_QUOTAS = {  # (class, market) -> (quota code, quota name)
     ("P", ON_DEMAND): ("L-417A185B", "Running On-Demand P instances"),
@@ -54,13 +65,13 @@ STANDARD_FAMILIES = "acdhimrtz"
 RESERVATION_OK_STATES = {"active"}
 RESERVATION_WAIT_STATES = {"scheduled", "pending", "payment-pending", "assessing", "delayed"}
 ENDING_SOON = timedelta(hours=24)
-CONTROL_PLANE_SERVICES: dict[str, list[tuple[ServiceName, str, dict[str, int], str]]] = {
-    # orchestrator.type -> (service, list call, kwargs, what)
-    "pcs": [("pcs", "list_clusters", {"maxResults": 1}, "AWS PCS")],
-    "eks": [("eks", "list_clusters", {"maxResults": 1}, "Amazon EKS")],
-    "hyperpod-slurm": [("sagemaker", "list_clusters", {"MaxResults": 1}, "SageMaker HyperPod")],
-    "hyperpod-eks": [("sagemaker", "list_clusters", {"MaxResults": 1}, "SageMaker HyperPod"),
-                     ("eks", "list_clusters", {"maxResults": 1}, "Amazon EKS")],
+CONTROL_PLANE_SERVICES: dict[str, list[tuple[ServiceName, str, dict[str, int], str, str]]] = {
+    # orchestrator.type -> (service, list call, kwargs, the list its answer holds, what)
+    "pcs": [("pcs", "list_clusters", {"maxResults": 1}, "clusters", "AWS PCS")],
+    "eks": [("eks", "list_clusters", {"maxResults": 1}, "clusters", "Amazon EKS")],
+    "hyperpod-slurm": [("sagemaker", "list_clusters", {"MaxResults": 1}, "ClusterSummaries", "SageMaker HyperPod")],
+    "hyperpod-eks": [("sagemaker", "list_clusters", {"MaxResults": 1}, "ClusterSummaries", "SageMaker HyperPod"),
+                     ("eks", "list_clusters", {"maxResults": 1}, "clusters", "Amazon EKS")],
 }
 
 
@@ -135,37 +146,61 @@ class Preflight:
         checks: list[Check] = []
         for name, fn in (("credentials", self.identity), ("availability zones", self.zones),
                          ("instance types", self.offerings), ("reservations", self.reservations),
+                         ("placement groups", self.placement_groups), ("AMIs", self.images),
                          ("quotas", self.quotas), ("FSx for Lustre", self.lustre),
                          ("control plane", self.control_plane)):
             checks += self._guard(name, fn)
         return checks
 
     def _guard(self, name: str, fn: Callable[[], Iterable[Check]]) -> list[Check]:
+        """The checks `fn` yields, or one FAIL row named `name` for whatever stopped it (the
+        credentials aside, which stop the run)."""
         try:
             return list(fn())
         except (NoCredentialsError, PartialCredentialsError) as exc:
             raise CredentialsProblem(str(exc)) from None
         except ClientError as exc:
-            error = exc.response.get("Error", {})
-            code, message = error.get("Code", ""), error.get("Message", str(exc))
-            operation = exc.operation_name
-            if code in BAD_CREDENTIALS:
-                raise CredentialsProblem(f"{code}: {message}") from None
-            if code in ACCESS_DENIED:
-                return [Check(name, FAIL, f"access denied to {operation}",
-                              "preflight needs read-only permissions: ec2:Describe*, servicequotas:Get*, "
-                              "servicequotas:List*, fsx:Describe*, the control plane's List*, sts:GetCallerIdentity")]
-            if code in ("OptInRequired", "AuthFailure"):
-                return [Check(name, FAIL, f"{operation}: {message}",
-                              f"enable the region {self.spec.region} for the account, or check the credentials")]
-            return [Check(name, FAIL, f"{operation} failed: {code}: {message}")]
-        except EndpointConnectionError as exc:
-            return [Check(name, FAIL, f"cannot reach {exc.kwargs.get('endpoint_url', 'the endpoint')}",
-                          "check the network, or whether the service exists in the region")]
+            return [self._client_error(name, exc)]
+        except ConnectionError as exc:  # the endpoint could not be reached: DNS, proxy, connect or read timeout
+            endpoint = getattr(exc, "kwargs", {}).get("endpoint_url") or "the endpoint"
+            return [Check(name, FAIL, f"cannot reach {endpoint}: {exc}",
+                          "check the network (a proxy, a VPC endpoint, DNS) from where preflight runs, then run it "
+                          "again")]
+        except ResponseParserError:
+            return [Check(name, FAIL, "the endpoint's answer could not be read (not an AWS API response)",
+                          "check AWS_ENDPOINT_URL and proxies: something other than AWS answered")]
         except NoRegionError as exc:
             return [Check(name, FAIL, str(exc))]
         except BotoCoreError as exc:
             return [Check(name, FAIL, str(exc))]
+        except UNEXPECTED_ANSWER as exc:
+            return [Check(name, FAIL, f"the endpoint's answer lacks what the check reads ({type(exc).__name__}: "
+                                      f"{exc})", "check AWS_ENDPOINT_URL and proxies: something other than AWS "
+                                                 "may have answered")]
+
+    def _client_error(self, name: str, exc: ClientError) -> Check:
+        error = exc.response.get("Error", {})
+        code, message = str(error.get("Code", "")), str(error.get("Message", exc))
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+        operation = exc.operation_name
+        if code in BAD_CREDENTIALS:
+            raise CredentialsProblem(f"{code}: {message}") from None
+        if code in ACCESS_DENIED:
+            return Check(name, FAIL, f"access denied to {operation}",
+                         "preflight needs read-only permissions: ec2:Describe*, servicequotas:Get*, "
+                         "servicequotas:List*, "
+                         "fsx:Describe*, resource-groups:ListGroupResources, the control plane's List*, "
+                         "sts:GetCallerIdentity")
+        if code in ("OptInRequired", "AuthFailure"):
+            return Check(name, FAIL, f"{operation}: {message}",
+                         f"enable the region {self.spec.region} for the account, or check the credentials")
+        if code in THROTTLED:
+            return Check(name, FAIL, f"{operation} was throttled ({code}) after retries",
+                         "run preflight again in a minute; other tools may be calling the same API")
+        if status >= 500:
+            return Check(name, FAIL, f"{operation} failed on the AWS side: HTTP {status} {code}".rstrip(),
+                         "run preflight again; if it persists, see the AWS Health Dashboard")
+        return Check(name, FAIL, f"{operation} failed: {code}: {message}")
 
     # -- checks ------------------------------------------------------------------------------
 
@@ -220,6 +255,10 @@ class Preflight:
                             f"--filters Name=instance-type,Values={instance_type} --region {self.spec.region}")
 
     def reservations(self) -> Iterable[Check]:
+        """Each reservation or resource group the node groups draw on, once: its kind, state,
+        instance type and AZ ID for each group, and its size against what every group drawing on
+        it needs together."""
+        targets: dict[str, list[NodeGroupSpec]] = {}
         for group in self.spec.node_groups:
             capacity = group.capacity
             if capacity.type not in (CAPACITY_BLOCK, RESERVATION):
@@ -228,43 +267,108 @@ class Preflight:
                 yield Check(f"reservation {group.name}", WARN, "training plans are not checked by preflight",
                             "aws sagemaker describe-training-plan")
                 continue
-            if capacity.reservation_id:
-                ids = [capacity.reservation_id]
-            elif capacity.reservation_resource_group_arn:
-                ids = self._group_reservations(capacity.reservation_resource_group_arn)
-            else:
-                continue  # names no reservation: the rule reservation_given reports it
+            target = capacity.reservation_id or capacity.reservation_resource_group_arn
+            if target:  # else it names no reservation: the rule reservation_given reports it
+                targets.setdefault(target, []).append(group)
+        for target, groups in targets.items():
+            name = "reservation " + ", ".join(g.name for g in groups)
+            yield from self._guard(name, partial(self._target, target, groups, name))
+
+    def _target(self, target: str, groups: list[NodeGroupSpec], name: str) -> Iterable[Check]:
+        if target.startswith("arn:"):
+            ids = self._group_reservations(target)
             if not ids:
-                yield Check(f"reservation {group.name}", FAIL, "the resource group holds no capacity reservation",
+                yield Check(name, FAIL, "the resource group holds no capacity reservation",
                             "add the reservations to the group, or name one with reservation_id")
-                continue
-            yield from self._reservation(group, ids)
+                return
+        else:
+            ids = [target]
+        found = self._ec2_found("describe_capacity_reservations", "CapacityReservations", NOT_FOUND,
+                                CapacityReservationIds=ids)
+        if not found:
+            yield Check(name, FAIL, f"{', '.join(ids)} not found in {self.spec.region}",
+                        "check the id and that the credentials are of the account that owns the reservation")
+            return
+        for group in groups:
+            for r in found:
+                yield from reservation_checks(group, r, self.spec.availability_zone_id, self.now, self.window)
+        yield size_check(name, groups, found)
+
+    def _ec2_found(self, call: str, key: str, not_found: set[str], **kwargs: Any) -> list[Any]:
+        """The list an EC2 Describe call answers, or [] where it says that what was asked for
+        does not exist (an error code of `not_found`)."""
+        try:
+            found: list[Any] = getattr(self.client("ec2"), call)(**kwargs)[key]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in not_found:
+                raise
+            return []
+        return found
 
     def _group_reservations(self, group_arn: str) -> list[str]:
         pages = self.client("resource-groups").get_paginator("list_group_resources").paginate(Group=group_arn)
         arns = [r["Identifier"]["ResourceArn"] for page in pages for r in page.get("Resources", [])]
         return [arn.rsplit("/", 1)[-1] for arn in arns if ":capacity-reservation/" in arn]
 
-    def _reservation(self, group: NodeGroupSpec, ids: list[str]) -> Iterable[Check]:
-        name = f"reservation {group.name}"
-        try:
-            ec2 = self.client("ec2")
-            found = ec2.describe_capacity_reservations(CapacityReservationIds=ids)["CapacityReservations"]
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") not in NOT_FOUND:
-                raise
-            found = []
+    def placement_groups(self) -> Iterable[Check]:
+        """Each existing placement group a node group names: it exists, and is a cluster group."""
+        if self.hyperpod:
+            return  # HyperPod places its instances itself (the rule hyperpod_placement_group)
+        for group in self.spec.node_groups:
+            if group.placement_group not in ("auto", "none"):
+                name = f"placement group {group.placement_group}"
+                yield from self._guard(name, partial(self._placement_group, group))
+
+    def _placement_group(self, group: NodeGroupSpec) -> Iterable[Check]:
+        name = f"placement group {group.placement_group}"
+        found = self._ec2_found("describe_placement_groups", "PlacementGroups", PLACEMENT_GROUP_NOT_FOUND,
+                                GroupNames=[group.placement_group])
         if not found:
-            yield Check(name, FAIL, f"{', '.join(ids)} not found in {self.spec.region}",
-                        "check the id and that the credentials are of the account that owns the reservation")
+            yield Check(name, FAIL, f"no placement group {group.placement_group} in {self.spec.region}; node group "
+                        f"{group.name} names it", "create it (aws ec2 create-placement-group --strategy cluster), "
+                        "or use placement_group: auto")
             return
-        for r in found:
-            yield from reservation_checks(group, r, self.spec.availability_zone_id, self.now, self.window)
-        if len(found) > 1:
-            total = sum(r["TotalInstanceCount"] for r in found)
-            status = PASS if total >= group.max_nodes else FAIL
-            yield Check(f"{name}: size", status, f"{len(found)} reservations hold {total} instances; "
-                        f"node group needs up to {group.max_nodes}")
+        pg = found[0]
+        if pg.get("State", "available") != "available":
+            yield Check(name, FAIL, f"{group.placement_group} is {pg.get('State')}", "use an available group")
+        elif pg.get("Strategy") != "cluster":
+            yield Check(name, WARN, f"{group.placement_group} is a {pg.get('Strategy')} placement group: EFA "
+                        "traffic is fastest in a cluster placement group", "use a cluster placement group")
+        else:
+            yield Check(name, PASS, f"cluster placement group, {pg.get('State', 'available')}")
+
+    def images(self) -> Iterable[Check]:
+        """Each AMI a node group names: it exists and is available, is built for the instance
+        type's architecture, and its root snapshot fits in the root volume."""
+        for group in self.spec.node_groups:
+            if group.ami_id:
+                yield from self._guard(f"AMI {group.ami_id}", partial(self._image, group))
+
+    def _image(self, group: NodeGroupSpec) -> Iterable[Check]:
+        ami, name = group.ami_id, f"AMI {group.ami_id}"
+        found = self._ec2_found("describe_images", "Images", AMI_NOT_FOUND, ImageIds=[ami])
+        if not found:
+            yield Check(name, FAIL, f"{ami} not found in {self.spec.region} (or not shared with the account)",
+                        "AMIs are regional: copy it to the region (aws ec2 copy-image), or share it")
+            return
+        image = found[0]
+        if image.get("State", "available") != "available":
+            yield Check(name, FAIL, f"{ami} is {image.get('State')}", "wait until it is available, or use another")
+            return
+        wanted = group.instance.architecture
+        if image.get("Architecture") != wanted:
+            yield Check(name, FAIL, f"{ami} is built for {image.get('Architecture')}; {group.instance_type} "
+                        f"(node group {group.name}) runs {wanted}", f"use an {wanted} image")
+            return
+        root: dict[str, Any] = next((m for m in image.get("BlockDeviceMappings", [])
+                     if m.get("DeviceName") == image.get("RootDeviceName")), {})
+        snapshot_gib = root.get("Ebs", {}).get("VolumeSize")
+        if snapshot_gib is not None and snapshot_gib > group.root_volume_gib:
+            yield Check(name, FAIL, f"{ami}'s root snapshot is {snapshot_gib} GiB; root_volume_gib of node group "
+                        f"{group.name} is {group.root_volume_gib}", f"set root_volume_gib to {snapshot_gib} or more")
+            return
+        size = f", root snapshot {snapshot_gib} GiB" if snapshot_gib is not None else ""
+        yield Check(name, PASS, f"{image.get('Name', ami)}: available, {wanted}{size}")
 
     def quotas(self) -> Iterable[Check]:
         if self.hyperpod:
@@ -276,19 +380,22 @@ class Preflight:
             if cls:
                 needs[(cls, market)] = needs.get((cls, market), 0) + count * _vcpus(instance_type)
         for (cls, market), vcpus in sorted(needs.items()):
-            code, title = EC2_QUOTAS[(cls, market)]
-            value = self._quota("ec2", code)
             label = f"quota {MARKETS[market]} {cls} vCPUs"
-            if value is None:
-                yield Check(label, WARN, f"{title} ({code}) not found; {vcpus} vCPUs needed",
-                            "check it in the Service Quotas console")
-            elif value >= vcpus:
-                yield Check(label, PASS, f"{vcpus} vCPUs needed of {value:g}: {title} ({code})")
-            else:
-                yield Check(label, FAIL, f"{vcpus} vCPUs needed, the quota is {value:g}: {title} ({code}); "
-                            "instances already running count too",
-                            f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code "
-                            f"{code} --desired-value {vcpus} --region {self.spec.region}")
+            yield from self._guard(label, partial(self._ec2_quota, (cls, market), vcpus, label))
+
+    def _ec2_quota(self, key: tuple[str, str], vcpus: int, label: str) -> Iterable[Check]:
+        code, title = EC2_QUOTAS[key]
+        value = self._quota("ec2", code)
+        if value is None:
+            yield Check(label, WARN, f"{title} ({code}) not found; {vcpus} vCPUs needed",
+                        "check it in the Service Quotas console")
+        elif value >= vcpus:
+            yield Check(label, PASS, f"{vcpus} vCPUs needed of {value:g}: {title} ({code})")
+        else:
+            yield Check(label, FAIL, f"{vcpus} vCPUs needed, the quota is {value:g}: {title} ({code}); "
+                        "instances already running count too",
+                        f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code "
+                        f"{code} --desired-value {vcpus} --region {self.spec.region}")
 
     def _running(self) -> Iterable[tuple[str, int, str]]:
         """(instance type, instances at most, market) of what runs outside reservations and blocks."""
@@ -335,7 +442,8 @@ class Preflight:
         fs = self.spec.storage.lustre
         if fs is None:
             return
-        self.client("fsx").describe_file_systems(MaxResults=1)
+        if "FileSystems" not in self.client("fsx").describe_file_systems(MaxResults=1):
+            raise KeyError("FileSystems")  # parsed, but not FSx's answer
         kind = fs.deployment_type + (" with EFA" if fs.efa else "")
         yield Check(f"FSx {kind}", WARN, f"FSx reachable in {self.spec.region}, but no read-only API tells whether "
                     f"{kind} can be created in {self.spec.availability_zone_id}: only the create call does",
@@ -343,14 +451,34 @@ class Preflight:
                     f"{self.spec.name}-storage only")
 
     def control_plane(self) -> Iterable[Check]:
-        for service, call, kwargs, what in CONTROL_PLANE_SERVICES[self.spec.orchestrator.type]:
-            try:
-                getattr(self.client(service), call)(**kwargs)
-            except EndpointConnectionError:
-                yield Check(what, FAIL, f"{what} is not available in {self.spec.region} (no endpoint)",
+        for service, call, kwargs, key, what in CONTROL_PLANE_SERVICES[self.spec.orchestrator.type]:
+            if offered_in(service, self.spec.region) is False:
+                yield Check(what, FAIL, f"{what} is not offered in {self.spec.region} (botocore's endpoint data)",
                             "choose a region where the service runs")
                 continue
-            yield Check(what, PASS, f"{what} answers in {self.spec.region}")
+            yield from self._guard(what, partial(self._answers, service, call, kwargs, key, what))
+
+    def _answers(self, service: ServiceName, call: str, kwargs: dict[str, int], key: str, what: str
+                 ) -> Iterable[Check]:
+        answer = getattr(self.client(service), call)(**kwargs)
+        if key not in answer:  # parsed, but not the service's answer
+            raise KeyError(key)
+        yield Check(what, PASS, f"{what} answers in {self.spec.region}")
+
+
+def offered_in(service: str, region: str) -> bool | None:
+    """Whether botocore's endpoint data lists `service` in `region`. None where the data cannot
+    say: it lists no region for the service (services that ship only endpoint rules, such as AWS
+    PCS), or does not list the region for EC2 either (a region newer than its endpoint list)."""
+    import botocore.session
+
+    from fmcluster import regions
+
+    session, partition = botocore.session.get_session(), regions.partition(region)
+    listed = session.get_available_regions(service, partition_name=partition)
+    if not listed or region not in session.get_available_regions("ec2", partition_name=partition):
+        return None
+    return region in listed
 
 
 def _vcpus(instance_type: str) -> int:
@@ -362,7 +490,7 @@ def _vcpus(instance_type: str) -> int:
 def reservation_checks(group: NodeGroupSpec, r: CapacityReservation, az_id: str, now: datetime,
                        window: tuple[datetime, datetime] | None) -> Iterable[Check]:
     """What one DescribeCapacityReservations entry says about a node group: state and window,
-    kind, instance type, AZ ID and size."""
+    kind, instance type and AZ ID (its size: size_check, over every group drawing on it)."""
     rid, name = r["CapacityReservationId"], f"reservation {group.name}"
     block = r.get("ReservationType") == "capacity-block"
     start, end, state = r.get("StartDate"), r.get("EndDate"), r.get("State", "")
@@ -400,16 +528,25 @@ def reservation_checks(group: NodeGroupSpec, r: CapacityReservation, az_id: str,
                     f"set availability_zone_id: {r.get('AvailabilityZoneId')}")
     else:
         yield Check(f"{name}: AZ ID", PASS, az_id)
-    total, available = r.get("TotalInstanceCount", 0), r.get("AvailableInstanceCount", 0)
-    if total < group.max_nodes:
-        yield Check(f"{name}: size", FAIL, f"{rid} holds {total} instances, node group {group.name} needs up to "
-                    f"{group.max_nodes}", f"set count to {total} or less, or reserve more")
-    elif available < group.max_nodes:
-        yield Check(f"{name}: size", WARN, f"{rid} holds {total}, {available} available now (others in use); "
-                    f"node group needs up to {group.max_nodes}")
-    else:
-        yield Check(f"{name}: size", PASS, f"{total} instances, {available} available; node group needs up to "
-                    f"{group.max_nodes}")
+
+
+def size_check(name: str, groups: list[NodeGroupSpec], found: list[CapacityReservation]) -> Check:
+    """The reservations of one target (a reservation, or the reservations of a resource group)
+    against what every node group drawing on it needs at most, together."""
+    need = sum(g.max_nodes for g in groups)
+    total = sum(r.get("TotalInstanceCount", 0) for r in found)
+    available = sum(r.get("AvailableInstanceCount", 0) for r in found)
+    held = found[0]["CapacityReservationId"] if len(found) == 1 else f"{len(found)} reservations"
+    needs = (f"node group {groups[0].name} needs up to {need}" if len(groups) == 1 else
+             "node groups " + ", ".join(f"{g.name} ({g.max_nodes})" for g in groups) + f" need up to {need} together")
+    if total < need:
+        return Check(f"{name}: size", FAIL, f"{held} hold{'s' if len(found) == 1 else ''} {total} instances; {needs}",
+                     "size the node groups to what the reservation holds, or reserve more")
+    if available < need:
+        return Check(f"{name}: size", WARN, f"{held} hold{'s' if len(found) == 1 else ''} {total}, {available} "
+                     f"available now (others in use); {needs}")
+    return Check(f"{name}: size", PASS, f"{held} hold{'s' if len(found) == 1 else ''} {total} instances, {available} "
+                 f"available; {needs}")
 
 
 # ---- output --------------------------------------------------------------------------------
@@ -439,9 +576,14 @@ def main(spec: ClusterSpec, fmt: str = "text", window: tuple[datetime, datetime]
     try:
         checks = Preflight(spec, client or session_clients(spec.region), now, window).run()
     except CredentialsProblem as exc:
-        print(f"error: no usable AWS credentials: {exc}", file=sys.stderr)
-        print("  hint: preflight reads the target account: set AWS_PROFILE or AWS_ACCESS_KEY_ID/"
-              "AWS_SECRET_ACCESS_KEY (aws sso login, aws configure), then run it again", file=sys.stderr)
+        error = f"no usable AWS credentials: {exc}"
+        hint = ("preflight reads the target account: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
+                "(aws sso login, aws configure), then run it again")
+        print(f"error: {error}", file=sys.stderr)
+        print(f"  hint: {hint}", file=sys.stderr)
+        if fmt == "json":  # a pipeline reading stdout gets JSON whatever happened
+            sys.stdout.write(json.dumps({"cluster": spec.name, "region": spec.region, "ok": False, "error": error,
+                                         "hint": hint, "checks": []}, indent=2) + "\n")
         return 1
     sys.stdout.write((render_json if fmt == "json" else render_text)(spec, checks))
     return 1 if any(c.status == FAIL for c in checks) else 0

@@ -17,7 +17,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from fmcluster import loader, preflight
-from fmcluster.preflight import FAIL, PASS, WARN, Preflight, reservation_checks
+from fmcluster.preflight import FAIL, PASS, WARN, Preflight, reservation_checks, size_check
 from tests.specs import base_spec, validated, with_
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,7 +74,13 @@ class Clients:
         ec2_stub, self.reservations = stubbed("ec2", region)
         for response in reservations:
             self.reservations.add_response("describe_capacity_reservations", {"CapacityReservations": response})
-        self.ec2 = Split(boto3.client("ec2", region_name=region), ec2_stub)
+        # moto lacks DescribePlacementGroups: an available cluster group for each one the spec names
+        named = [g.placement_group for g in spec.node_groups if g.placement_group not in ("auto", "none")]
+        for name in named if not spec.orchestrator.control_plane.hyperpod else ():
+            self.reservations.add_response("describe_placement_groups", {"PlacementGroups": [
+                {"GroupName": name, "State": "available", "Strategy": "cluster"}]}, {"GroupNames": [name]})
+        self.ec2 = Split(boto3.client("ec2", region_name=region), ec2_stub,
+                         ("describe_capacity_reservations", "describe_placement_groups"))
         self.quotas, self.quota_stub = stubbed("service-quotas", region)
         if spec.orchestrator.control_plane.hyperpod:
             self.quota_stub.add_response("list_service_quotas", {"Quotas": [
@@ -180,7 +186,8 @@ def statuses(checks) -> dict[str, str]:
 def test_active_block_covering_now_passes():
     group = cb_group()
     checks = list(reservation_checks(group, reservation(group), "use1-az4", NOW, None))
-    assert statuses(checks) == {"state": PASS, "instance type": PASS, "AZ ID": PASS, "size": PASS}
+    assert statuses(checks) == {"state": PASS, "instance type": PASS, "AZ ID": PASS}
+    assert size_check("reservation gpu", [group], [reservation(group)]).status == PASS
 
 
 def test_future_block_warns_without_a_window_and_is_checked_against_one():
@@ -216,13 +223,14 @@ def test_wrong_type_az_size_and_kind_fail():
     assert checks["kind"].status == FAIL and "set capacity.type: reservation" in checks["kind"].hint
     assert checks["instance type"].status == FAIL and "p5en.48xlarge" in checks["instance type"].reason
     assert checks["AZ ID"].status == FAIL and checks["AZ ID"].hint == "set availability_zone_id: use1-az6"
-    assert checks["size"].status == FAIL and "holds 8 instances" in checks["size"].reason
+    size = size_check("reservation gpu", [group], [r])
+    assert size.status == FAIL and "holds 8 instances; node group gpu needs up to 16" in size.reason
 
 
 def test_instances_in_use_warn():
     group = cb_group()
     r = reservation(group, available=10)
-    assert statuses(reservation_checks(group, r, "use1-az4", NOW, None))["size"] == WARN
+    assert size_check("reservation gpu", [group], [r]).status == WARN
 
 
 def test_reservation_not_found_fails():
@@ -250,10 +258,8 @@ def test_reservations_of_a_resource_group_are_added_up():
         reservation(group, block=False, total=1, rid=f"cr-0000000000000000{i}", end=None) for i in (1, 2)]},
         {"CapacityReservationIds": ["cr-00000000000000001", "cr-00000000000000002"]})
     checks = list(Preflight(spec, {"resource-groups": groups, "ec2": ec2}.get, NOW).reservations())
-    total = by_name(checks, "reservation gpu: size")
-    assert total.status == FAIL and "holds 1 instances" in total.reason  # each one alone is too small
-    summed = [c for c in checks if "2 reservations hold 2 instances" in c.reason]
-    assert summed and summed[0].status == PASS
+    sizes = [c for c in checks if c.name.endswith(": size")]  # each alone is too small: judged on the total
+    assert len(sizes) == 1 and sizes[0].status == PASS and "2 reservations hold 2 instances" in sizes[0].reason
 
 
 # ---- quotas --------------------------------------------------------------------------------
@@ -318,7 +324,7 @@ def test_access_denied_fails_that_check_only(capsys):
     assert "ec2:Describe*" in out and "PASS    credentials" in out
 
 
-def test_service_missing_from_the_region_fails():
+def test_an_unreachable_endpoint_is_cannot_reach_not_a_missing_service():
     spec = validated(base_spec())
     pcs = boto3.client("pcs", region_name=spec.region)
 
@@ -326,9 +332,25 @@ def test_service_missing_from_the_region_fails():
         raise EndpointConnectionError(endpoint_url="https://pcs.us-east-1.amazonaws.com/")
 
     pcs.meta.events.register("before-send.pcs.ListClusters", unreachable)
-    checks = list(Preflight(spec, lambda service: pcs, NOW).control_plane())
-    assert checks == [preflight.Check("AWS PCS", FAIL, "AWS PCS is not available in us-east-1 (no endpoint)",
-                                      "choose a region where the service runs")]
+    (check,) = Preflight(spec, lambda service: pcs, NOW).control_plane()
+    assert check.status == FAIL and check.reason.startswith("cannot reach https://pcs.us-east-1.amazonaws.com/")
+    assert "check the network" in check.hint
+
+
+def test_a_service_botocore_does_not_list_in_the_region_fails_without_a_call(monkeypatch):
+    spec = validated(base_spec(orchestrator={"type": "hyperpod-slurm"}))
+    monkeypatch.setattr(preflight, "offered_in", lambda service, region: False)
+    (check,) = Preflight(spec, lambda service: pytest.fail("no call"), NOW).control_plane()
+    assert check == preflight.Check("SageMaker HyperPod", FAIL, "SageMaker HyperPod is not offered in us-east-1 "
+                                    "(botocore's endpoint data)", "choose a region where the service runs")
+
+
+@pytest.mark.parametrize("service,region,offered", [
+    ("sagemaker", "us-east-1", True), ("sagemaker", "us-iso-west-1", False),
+    ("pcs", "us-east-1", None),  # PCS ships endpoint rules only: the data cannot say
+])
+def test_offered_in_reads_botocores_endpoint_data(service, region, offered):
+    assert preflight.offered_in(service, region) is offered
 
 
 def test_hyperpod_uses_sagemaker_quotas_and_list_clusters():
@@ -391,3 +413,208 @@ def test_readme_shows_real_preflight_output(capsys):
     with mock_aws():
         assert preflight.main(spec, client=Clients(spec, [[small]]), now=NOW) == 1
     assert readme_output("fmcluster preflight examples/p5en-reservation-pcs.yaml") == capsys.readouterr().out
+
+
+# ---- sums over node groups; placement groups and AMIs (issue 15) ----------------------------
+
+def two_groups_on(capacity, counts=(16, 8)):
+    spec = with_(base_spec(), "node_groups", [
+        {"name": f"gpu{i}", "instance_type": "p5.48xlarge", "count": n, "capacity": capacity}
+        for i, n in enumerate(counts)])
+    return validated(spec)
+
+
+def test_groups_drawing_on_one_reservation_are_summed():
+    """16 + 8 from an 8-instance reservation: each group alone would be checked against 8."""
+    spec = two_groups_on({"type": "reservation", "reservation_id": "cr-0123456789abcdef0"})
+    ec2, stub = stubbed("ec2", spec.region)
+    stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
+        reservation(spec.node_groups[0], block=False, total=8, end=None)]},
+        {"CapacityReservationIds": ["cr-0123456789abcdef0"]})  # one call for both groups
+    checks = list(Preflight(spec, lambda service: ec2, NOW).reservations())
+    (size,) = [c for c in checks if c.name.endswith(": size")]
+    assert size.name == "reservation gpu0, gpu1: size" and size.status == FAIL
+    assert "holds 8 instances; node groups gpu0 (16), gpu1 (8) need up to 24 together" in size.reason
+    stub.assert_no_pending_responses()
+
+
+RIDS = ("cr-00000000000000001", "cr-00000000000000002")
+
+
+def test_a_resource_group_is_judged_on_its_total():
+    """Two 8-instance reservations backing a 16-node group: one PASS, not two FAILs."""
+    arn = "arn:aws:resource-groups:us-east-1:111122223333:group/p5"
+    spec = two_groups_on({"type": "reservation", "reservation_resource_group_arn": arn}, counts=(16,))
+    groups, groups_stub = stubbed("resource-groups", spec.region)
+    groups_stub.add_response("list_group_resources", {"Resources": [
+        {"Identifier": {"ResourceArn": f"arn:aws:ec2:us-east-1:111122223333:capacity-reservation/{rid}",
+                        "ResourceType": "AWS::EC2::CapacityReservation"}} for rid in RIDS]}, {"Group": arn})
+    ec2, ec2_stub = stubbed("ec2", spec.region)
+    ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
+        reservation(spec.node_groups[0], block=False, total=8, rid=rid, end=None)
+        for rid in RIDS]})
+    checks = list(Preflight(spec, {"resource-groups": groups, "ec2": ec2}.get, NOW).reservations())
+    assert not [c for c in checks if c.status == FAIL], checks
+    (size,) = [c for c in checks if c.name.endswith(": size")]
+    assert size.status == PASS and "2 reservations hold 16 instances" in size.reason
+
+
+def with_pg(name="train-cpg"):
+    return validated(with_(base_spec(), "node_groups[0].placement_group", name))
+
+
+@pytest.mark.parametrize("answer,status,word", [
+    ({"PlacementGroups": [{"GroupName": "train-cpg", "State": "available", "Strategy": "cluster"}]}, PASS, "cluster"),
+    ({"PlacementGroups": [{"GroupName": "train-cpg", "State": "available", "Strategy": "spread"}]}, WARN, "spread"),
+    ({"PlacementGroups": [{"GroupName": "train-cpg", "State": "deleting", "Strategy": "cluster"}]}, FAIL, "deleting"),
+    ({"PlacementGroups": []}, FAIL, "no placement group train-cpg"),
+])
+def test_a_named_placement_group_must_exist_and_be_a_cluster_group(answer, status, word):
+    spec = with_pg()
+    ec2, stub = stubbed("ec2", spec.region)
+    stub.add_response("describe_placement_groups", answer, {"GroupNames": ["train-cpg"]})
+    (check,) = Preflight(spec, lambda service: ec2, NOW).placement_groups()
+    assert check.status == status and word in check.reason
+
+
+def test_an_unknown_placement_group_error_is_a_fail_row():
+    spec = with_pg()
+    ec2, stub = stubbed("ec2", spec.region)
+    stub.add_client_error("describe_placement_groups", "InvalidPlacementGroup.Unknown", "unknown")
+    (check,) = Preflight(spec, lambda service: ec2, NOW).placement_groups()
+    assert check.status == FAIL and "no placement group train-cpg in us-east-1" in check.reason
+
+
+def image(arch="x86_64", root_gib=100, state="available"):
+    return {"Images": [{"ImageId": "ami-0123456789abcdef0", "Name": "my-dlami", "State": state,
+                        "Architecture": arch, "RootDeviceName": "/dev/sda1",
+                        "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": root_gib}}]}]}
+
+
+@pytest.mark.parametrize("answer,status,word", [
+    (image(), PASS, "my-dlami: available, x86_64, root snapshot 100 GiB"),
+    (image(arch="arm64"), FAIL, "built for arm64; p5.48xlarge (node group gpu) runs x86_64"),
+    (image(root_gib=1024), FAIL, "root snapshot is 1024 GiB; root_volume_gib of node group gpu is 512"),
+    (image(state="pending"), FAIL, "is pending"),
+    ({"Images": []}, FAIL, "not found in us-east-1"),
+])
+def test_a_named_ami_must_exist_match_the_architecture_and_fit_the_root_volume(answer, status, word):
+    spec = validated(with_(base_spec(), "node_groups[0].ami_id", "ami-0123456789abcdef0"))
+    ec2, stub = stubbed("ec2", spec.region)
+    stub.add_response("describe_images", answer, {"ImageIds": ["ami-0123456789abcdef0"]})
+    (check,) = Preflight(spec, lambda service: ec2, NOW).images()
+    assert check.status == status and word in check.reason, check
+
+
+# ---- whatever the endpoint answers: a FAIL row with a hint, never a traceback (issue 15) -------
+
+@pytest.mark.parametrize("code,status,word", [
+    ("Throttling", 400, "was throttled"), ("RequestLimitExceeded", 503, "was throttled"),
+    ("InternalError", 500, "failed on the AWS side: HTTP 500"), ("ServiceUnavailable", 503, "HTTP 503"),
+])
+def test_throttling_and_server_errors_fail_that_check_only(code, status, word):
+    spec = validated(base_spec())
+    with mock_aws():
+        clients = Clients(spec)
+        ec2, stub = stubbed("ec2", spec.region)
+        stub.add_client_error("describe_availability_zones", code, "try later", http_status_code=status)
+        clients.ec2 = Split(clients.ec2.base, ec2, ("describe_availability_zones",))
+        checks = Preflight(spec, clients, NOW).run()
+    failed = by_name(checks, "availability zones")
+    assert failed.status == FAIL and word in failed.reason and failed.hint
+    assert by_name(checks, "credentials").status == PASS and by_name(checks, "AWS PCS").status == PASS
+
+
+def test_an_answer_without_the_fields_asked_for_is_a_fail_row():
+    spec = validated(base_spec())
+    ec2, stub = stubbed("ec2", spec.region)
+    stub.add_response("describe_availability_zones", {})  # valid for the model, but no AvailabilityZones
+    checks = Preflight(spec, lambda service: ec2, NOW)._guard("availability zones", Preflight(
+        spec, lambda service: ec2, NOW).zones)
+    (check,) = checks
+    assert check.status == FAIL and "lacks what the check reads" in check.reason
+
+
+class Garbage:
+    """An HTTP server on the loopback that answers every request with `status` and `body`."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(outer.status)
+                self.send_header("Content-Length", str(len(outer.body)))
+                self.end_headers()
+                self.wfile.write(outer.body)
+
+            def log_message(self, *args):
+                pass
+
+        self.status, self.body = status, body
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def client(self, service: str, region: str):
+        from botocore.config import Config
+
+        return boto3.client(service, region_name=region, endpoint_url=self.url,
+                            config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=5))
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.mark.parametrize("status,body,word", [
+    (200, b"\x00\xffnot xml at all", "could not be read"),
+    (200, b"<html><body>captive portal</body></html>", "lacks what the check reads"),  # XML, not AWS's
+    (500, b"oops", "HTTP 500"),
+    (502, b"<html>bad gateway</html>", "HTTP 502"),
+])
+def test_a_server_that_answers_garbage_gives_fail_rows_and_json(status, body, word, capsys):
+    spec = validated(base_spec())
+    server = Garbage(status, body)
+    try:
+        rc = preflight.main(spec, "json", client=lambda service: server.client(service, spec.region), now=NOW)
+    finally:
+        server.close()
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 1 and report["ok"] is False
+    assert report["checks"] and not [c for c in report["checks"] if c["status"] == PASS], report["checks"]
+    assert any(word in c["reason"] for c in report["checks"]), report["checks"]
+
+
+def test_a_closed_port_is_cannot_reach():
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    from botocore.config import Config
+
+    spec = validated(base_spec())
+    client = boto3.client("sts", region_name=spec.region, endpoint_url=f"http://127.0.0.1:{port}",
+                          config=Config(retries={"max_attempts": 1}, connect_timeout=1))
+    (check,) = Preflight(spec, lambda service: client, NOW)._guard("credentials", Preflight(
+        spec, lambda service: client, NOW).identity)
+    assert check.status == FAIL and check.reason.startswith(f"cannot reach http://127.0.0.1:{port}")
+
+
+def test_no_credentials_in_json_is_json(tmp_path):
+    import json
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE=str(tmp_path / "none"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"))
+    result = subprocess.run([sys.executable, "-m", "fmcluster", "preflight", "examples/p5-pcs.yaml", "--format",
+                             "json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["checks"] == [] and "no usable AWS credentials" in report["error"]
