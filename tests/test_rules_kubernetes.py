@@ -118,3 +118,11 @@ def test_hyperpod_eks_needs_a_system_node():
     spec = with_(with_(eks(), "orchestrator.type", "hyperpod-eks"), "orchestrator.login.count", 0)
     (message,) = messages(spec, "orchestrator.login.count")
     assert "a HyperPod EKS cluster needs at least one system node" in message
+
+
+def test_eks_label_keys_of_63_characters_pass_and_64_do_not():
+    ok, long = "example.com/" + "k" * 51, "example.com/" + "k" * 52
+    assert findings(k8s.eks_label_keys_fit, with_(eks(), "node_groups[0].labels", {ok: "v"})) == []
+    spec = with_(eks(), "node_groups[0].labels", {long: "v"})
+    assert f"node_groups[0].labels.{long}" in paths(spec)
+    assert "at most 63 characters, prefix included" in messages(spec, f"node_groups[0].labels.{long}")[0]

@@ -51,6 +51,23 @@ def node_labels_valid(spec: ClusterSpec) -> Iterator[Problem]:
                             "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit")
 
 
+EKS_LABEL_KEY_MAX = 63  # the EKS API's labelKey: 1 to 63 characters, its prefix included (botocore's model)
+
+
+@rule
+def eks_label_keys_fit(spec: ClusterSpec) -> Iterator[Problem]:
+    """An EKS managed node group takes label keys of at most 63 characters with the prefix,
+    where Kubernetes allows a 253-character prefix."""
+    if spec.orchestrator.type != "eks":
+        return
+    for i, group in enumerate(spec.node_groups):
+        for key in group.labels:
+            if len(key) > EKS_LABEL_KEY_MAX:
+                yield error(("node_groups", i, "labels", key),
+                            f"EKS takes label keys of at most {EKS_LABEL_KEY_MAX} characters, prefix included; "
+                            f"this one has {len(key)}", "shorten the prefix or the name", at_key=True)
+
+
 @rule(warns=True)
 def node_labels_only_on_kubernetes(spec: ClusterSpec) -> Iterator[Problem]:
     if _on_kubernetes(spec):
