@@ -73,12 +73,13 @@ class LifecycleFolder(Protocol):
     """A folder of lifecycle scripts in S3 that instance groups read
     (`constructs_lib.hyperpod_lifecycle.LifecycleScripts` is one).
 
-    Members: `prefix` (the folder's key prefix, ending in a slash), `bucket_arn()` (the ARN of
-    its bucket) and `object_arns()` (the ARN pattern of its objects, for s3:GetObject).
+    Members: `scope_prefix` (the key prefix of every folder of the cluster, ending in a slash),
+    `bucket_arn()` (the ARN of its bucket) and `object_arns()` (the ARN pattern of the objects
+    under the scope prefix, for s3:GetObject).
     """
 
     @property
-    def prefix(self) -> str: ...
+    def scope_prefix(self) -> str: ...
 
     def bucket_arn(self) -> str: ...
 
@@ -90,8 +91,9 @@ class ExecutionPolicyProps:
     """What the execution role's policy (`execution_policy`) grants, one prop each.
 
     Props:
-        lifecycle: the lifecycle-script folders the instance groups read (s3:ListBucket on their
-            prefixes, s3:GetObject on their objects); a folder named twice counts once.
+        lifecycle: the lifecycle-script folders the instance groups read: one grant per scope
+            prefix (s3:ListBucket limited to it, s3:GetObject on its objects), so the policy does
+            not grow with the instance groups.
             @default required
         bucket_arns: ARNs of the cluster's S3 buckets (read and write on them and their objects).
             @default required
@@ -138,7 +140,10 @@ def execution_policy(props: ExecutionPolicyProps) -> iam.PolicyDocument:
     """The execution role's inline policy (this module's docstring says what and why)."""
     log_groups = f"arn:{cdk.Aws.PARTITION}:logs:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:log-group:{LOG_GROUPS}/*"
     vpc_condition = {"ArnEquals": {"ec2:Vpc": _ec2_arn("vpc", props.vpc_id)}}
-    folders = sorted({scripts.prefix: scripts for scripts in props.lifecycle}.values(), key=lambda s: s.prefix)
+    # one grant per scope prefix: a cluster's folders share it and the stack's asset bucket (whose
+    # name is a new token on each folder, so it cannot be compared here)
+    folders = sorted({scripts.scope_prefix: scripts for scripts in props.lifecycle}.values(),
+                     key=lambda s: s.scope_prefix)
     statements = [
         iam.PolicyStatement(sid="ClusterLogGroups", actions=["logs:CreateLogGroup"], resources=[log_groups]),
         iam.PolicyStatement(sid="ClusterLogStreams",
@@ -153,7 +158,7 @@ def execution_policy(props: ExecutionPolicyProps) -> iam.PolicyDocument:
             iam.PolicyStatement(sid="LifecycleScriptsList", actions=["s3:ListBucket"],
                                 resources=sorted({f.bucket_arn() for f in folders}),
                                 conditions={"StringLike": {"s3:prefix": [
-                                    p for f in folders for p in (f.prefix.rstrip("/"), f"{f.prefix}*")]}}),
+                                    p for f in folders for p in (f.scope_prefix.rstrip("/"), f"{f.scope_prefix}*")]}}),
             iam.PolicyStatement(sid="LifecycleScriptsRead", actions=["s3:GetObject"],
                                 resources=[f.object_arns() for f in folders]),
         ]

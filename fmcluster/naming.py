@@ -19,6 +19,11 @@ NAME_TAG = "Name"
 OWN_TAGS = (NAME_TAG, CLUSTER_TAG, NODE_GROUP_TAG)
 MAX_TAGS = 50
 TAG_KEY_MAX, TAG_VALUE_MAX = 128, 256
+# Buckets per cluster: each bucket is two ARNs in the inline policies of the node role (and of
+# HyperPod's execution role), which IAM caps at 10,240 characters per role; about 110 characters a
+# bucket, on HyperPod's execution role of about 5,100 without buckets. 32 keeps every control plane
+# under the cap with headroom (tests/test_limits.py measures each role at 32).
+MAX_BUCKETS = 32
 RESERVED_TAG_PREFIXES = ("aws:", "fmcluster:")  # AWS's own, and fmcluster's (any case)
 TAG_PUNCTUATION = "_.:/=+-@"
 

@@ -160,6 +160,50 @@ def render(value: Any, resolve: Optional[Callable[[str, Any], Optional[list[str]
     return [json.dumps(value, sort_keys=True)]
 
 
+# IAM's size quotas, in characters without whitespace (IAM User Guide, "IAM and AWS STS quotas"):
+# every inline policy of a role together, and the trust policy (its default, raisable to 4,096).
+INLINE_POLICIES_MAX = 10_240
+TRUST_POLICY_MAX = 2_048
+# What a token of a template stands for once deployed, at its longest: a pseudo parameter, or a
+# reference to a resource (an ARN, a name or an id).
+TOKEN_LENGTHS = {"AWS::Partition": len("aws-us-gov"), "AWS::AccountId": 12, "AWS::Region": len("ap-southeast-5"),
+                 "AWS::URLSuffix": len("amazonaws.com.cn"), "AWS::StackName": 128}
+OTHER_TOKEN_LENGTH = 100
+
+
+def deployed_size(document: Any) -> int:
+    """The characters IAM counts in a policy document once deployed (no whitespace), with every
+    token at the longest it can be (TOKEN_LENGTHS)."""
+
+    def resolved(value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1 and next(iter(value)).startswith(("Ref", "Fn::")):
+            text = render(value)[0]
+            return re.sub(r"\$\{([^}]*)\}", lambda m: "x" * TOKEN_LENGTHS.get(m.group(1), OTHER_TOKEN_LENGTH), text)
+        if isinstance(value, dict):
+            return {k: resolved(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [resolved(v) for v in value]
+        return value
+
+    return len(re.sub(r"\s", "", json.dumps(resolved(document), separators=(",", ":"))))
+
+
+def policy_sizes(template: Mapping[str, Any]) -> dict[tuple[str, str], int]:
+    """(role, "inline" | "trust") -> deployed size, for every role of a template: its inline
+    policies and the AWS::IAM::Policy resources attached to it, together; and its trust policy."""
+    sizes: dict[tuple[str, str], int] = {}
+    resources = template.get("Resources", {})
+    for policy in policies(template):
+        if policy.type == "AWS::IAM::Role":
+            kind = "trust" if policy.name == "AssumeRolePolicyDocument" else "inline"
+            sizes[(policy.logical_id, kind)] = sizes.get((policy.logical_id, kind), 0) + deployed_size(policy.document)
+        elif policy.type == "AWS::IAM::Policy":
+            for role in resources[policy.logical_id].get("Properties", {}).get("Roles", []):
+                name = str(role.get("Ref")) if isinstance(role, dict) else str(role)
+                sizes[(name, "inline")] = sizes.get((name, "inline"), 0) + deployed_size(policy.document)
+    return sizes
+
+
 def is_wildcard(resource: str) -> bool:
     """`*`, any account or region, every resource of a type, or an S3 bucket-name wildcard."""
     if resource == "*":

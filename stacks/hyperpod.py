@@ -82,16 +82,17 @@ def threads_per_core(instance_type: str) -> int:
 
 class HyperPodGroups(Construct):
     """Lifecycle folders and the execution role for a set of instance groups, and the
-    `InstanceGroup`s themselves. `groups`: the instance groups without role and lifecycle
-    (`execution_role_arn` and `lifecycle_uri` are filled in here). `hooks`: per group name, the
+    `InstanceGroup`s themselves. `cluster_name`: the folders are under its prefix. `groups`: the
+    instance groups without role and lifecycle (`execution_role_arn` and `lifecycle_uri` are
+    filled in here). `hooks`: per group name, the
     lifecycle hooks (file name -> script). `checks`: per group name, the readiness checks whose
     failure drains a node (Slurm compute groups). `lnet_efa`: per group name, configure LNet over
     EFA on its nodes (fmcluster.lifecycle.entry_script). `workspace_arn`, `metrics_parameter_arn`:
     the role's metrics permissions (HyperPodExecutionRole). `efa_file_system`: the groups mount an
     EFA-enabled file system through HyperPod (the role may describe file systems)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, groups: Sequence[InstanceGroup], efa: dict[str, bool],
-                 network: NetworkRefs, storage: StorageRefs, subnet_ids: Sequence[str],
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, groups: Sequence[InstanceGroup],
+                 efa: dict[str, bool], network: NetworkRefs, storage: StorageRefs, subnet_ids: Sequence[str],
                  security_group_ids: Sequence[str],
                  eks_cluster_arn: Optional[str] = None, description: str,
                  hooks: Optional[Mapping[str, Mapping[str, str]]] = None, workspace_arn: Optional[str] = None,
@@ -101,7 +102,7 @@ class HyperPodGroups(Construct):
         super().__init__(scope, construct_id)
         hooks, checks, lnet_efa = hooks or {}, checks or {}, lnet_efa or {}
         self.scripts: dict[str, LifecycleScripts] = {
-            g.name: LifecycleScripts(self, f"Lifecycle-{g.name}",
+            g.name: LifecycleScripts(self, f"Lifecycle-{g.name}", cluster=cluster_name,
                                      bundle=lifecycle.bundle(g.name, g.instance_type, efa=efa[g.name],
                                                              hooks=hooks.get(g.name), checks=checks.get(g.name),
                                                              lnet_efa=lnet_efa.get(g.name, False)))
@@ -181,7 +182,8 @@ class HyperPodSlurmStack(cdk.Stack):
             metrics = self._metrics(spec, observability, groups, efa)
         # Compute nodes that are not ready (GPUs missing, the file system not mounted) are drained.
         checks = lifecycle.NodeChecks(mounts=(spec.storage.lustre.mount_path,) if spec.storage.lustre else ())
-        self.groups = HyperPodGroups(self, "InstanceGroups", groups=groups, efa=efa, network=network, storage=storage,
+        self.groups = HyperPodGroups(self, "InstanceGroups", cluster_name=spec.name, groups=groups, efa=efa,
+                                     network=network, storage=storage,
                                      subnet_ids=subnets, security_group_ids=security_groups,
                                      description=f"SageMaker HyperPod instance groups of {spec.name}",
                                      checks={g.name: checks for g in model.node_groups},

@@ -79,7 +79,8 @@ class HyperPodEksStack(EksClusterStack):
         # An EFA-enabled file system: the FSx CSI driver mounts it on the node, so the node
         # configures LNet over EFA first (lifecycle.entry_script).
         self.instance_groups = HyperPodGroups(
-            self, "InstanceGroups", groups=groups, efa=efa, network=network, storage=storage, subnet_ids=subnets,
+            self, "InstanceGroups", cluster_name=spec.name, groups=groups, efa=efa, network=network, storage=storage,
+            subnet_ids=subnets,
             security_group_ids=security_groups, eks_cluster_arn=self.cluster.cluster_arn,
             description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)", hooks=hooks,
             lnet_efa={g.name: model.lustre_efa for g in model.node_groups})

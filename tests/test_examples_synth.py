@@ -77,6 +77,19 @@ def test_every_example_has_an_observability_stack(assembly):
     assert {"AWS::APS::Workspace", "AWS::APS::RuleGroupsNamespace", "AWS::SNS::Topic"} <= types
 
 
+def test_every_role_policy_fits_iams_quotas(assembly):
+    """Inline policies of each role together, and its trust policy, within IAM's size quotas
+    once deployed (tokens at their longest); tests/test_limits.py checks the same at each control
+    plane's most node groups and buckets."""
+    from fmcluster import security
+
+    _, outdir = assembly
+    for path in sorted(outdir.glob("*.template.json")):
+        for (role, kind), size in security.policy_sizes(json.loads(path.read_text())).items():
+            limit = security.INLINE_POLICIES_MAX if kind == "inline" else security.TRUST_POLICY_MAX
+            assert size <= limit, (path.name, role, kind, size)
+
+
 def test_cfn_lint_clean(assembly):
     from cfnlint.api import lint_file
 
@@ -269,6 +282,25 @@ def test_invalid_spec_writes_nothing(tmp_path):
     result = fmcluster_synth(str(bad), outdir)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
+    assert not outdir.exists()
+
+
+def test_a_synthesis_that_fails_leaves_nothing_in_a_new_output_directory(tmp_path, monkeypatch):
+    """Whatever stops it (here an exception in the app), a failed synthesis removes the output
+    directory it made: `-o` never holds half an assembly."""
+    from stacks import synthesis
+
+    outdir = tmp_path / "out"
+
+    def half_done() -> int:
+        outdir.mkdir()
+        (outdir / "partial.template.json").write_text("{}")
+        raise RuntimeError("stopped half-way")
+
+    monkeypatch.setenv("CDK_OUTDIR", str(outdir))
+    monkeypatch.setattr(synthesis, "_main", half_done)
+    with pytest.raises(RuntimeError):
+        synthesis.main()
     assert not outdir.exists()
 
 

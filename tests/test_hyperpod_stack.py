@@ -276,11 +276,11 @@ def test_lifecycle_files_are_published_as_file_assets(assembly, main):
         bundle = lifecycle.bundle(name, instance_type, efa=efa.get(name, False),
                                   checks=checks if name in efa else None)  # compute groups only
         uri = joined(group["LifeCycleConfig"]["SourceS3Uri"])
-        assert uri.endswith(f"/fmcluster-lifecycle/{bundle.digest}/")
-        asset = manifest["files"][f"fmcluster-lifecycle/{bundle.digest}/on_init"]
+        assert uri.endswith(f"/fmcluster-lifecycle/{spec.name}/{bundle.digest}/")
+        asset = manifest["files"][f"fmcluster-lifecycle/{spec.name}/{bundle.digest}/on_init"]
         assert asset["source"]["packaging"] == "file"
         (destination,) = asset["destinations"].values()
-        assert destination["objectKey"] == f"fmcluster-lifecycle/{bundle.digest}/on_init.sh"
+        assert destination["objectKey"] == f"fmcluster-lifecycle/{spec.name}/{bundle.digest}/on_init.sh"
         assert destination["bucketName"] == ASSET_BUCKET
         assert (outdir / asset["source"]["path"]).read_text() == bundle.files["on_init.sh"]
 
@@ -318,15 +318,18 @@ def test_role_trusts_sagemaker_and_every_group_uses_it(main):
         assert group["ExecutionRole"] == {"Fn::GetAtt": [role_id, "Arn"]}
 
 
-def test_role_reads_only_the_lifecycle_folders(main):
+def test_role_reads_only_the_clusters_lifecycle_folders(main):
+    """One grant for every folder of the cluster (its prefix), so the policy does not grow with
+    the instance groups; nothing of another cluster's."""
     st = statements(main)
     folders = sorted({joined(g["LifeCycleConfig"]["SourceS3Uri"]).split("/", 3)[3] for g in groups(main).values()})
-    assert [joined(r) for r in st["LifecycleScriptsRead"]["Resource"]] == [
-        f"arn:${{AWS::Partition}}:s3:::{ASSET_BUCKET}/{folder}*" for folder in folders]
+    assert len(folders) > 1 and all(f.startswith("fmcluster-lifecycle/hp-main/") for f in folders)
+    assert joined(st["LifecycleScriptsRead"]["Resource"]) == \
+        f"arn:${{AWS::Partition}}:s3:::{ASSET_BUCKET}/fmcluster-lifecycle/hp-main/*"
     assert st["LifecycleScriptsRead"]["Action"] == "s3:GetObject"
     assert joined(st["LifecycleScriptsList"]["Resource"]) == f"arn:${{AWS::Partition}}:s3:::{ASSET_BUCKET}"
     assert st["LifecycleScriptsList"]["Condition"]["StringLike"]["s3:prefix"] == [
-        p for folder in folders for p in (folder.rstrip("/"), f"{folder}*")]
+        "fmcluster-lifecycle/hp-main", "fmcluster-lifecycle/hp-main/*"]
 
 
 def test_role_reaches_only_the_cluster_buckets_and_key(main):

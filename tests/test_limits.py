@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster import assembly, loader
+from fmcluster import assembly, loader, naming, security
 from fmcluster.controlplanes import HYPERPOD_MAX_INSTANCE_GROUPS, KUEUE_MAX_FLAVORS, PCS_MAX_COMPUTE_NODE_GROUPS
 
 pytestmark = pytest.mark.synth
@@ -33,16 +33,22 @@ MAX_GROUPS = {"pcs": PCS_MAX_COMPUTE_NODE_GROUPS - 1, "eks": KUEUE_MAX_FLAVORS,
               "hyperpod-eks": min(HYPERPOD_MAX_INSTANCE_GROUPS, KUEUE_MAX_FLAVORS)}
 
 
+# The most buckets a cluster takes: each is named in the node role's (and HyperPod's execution
+# role's) inline policies, which must stay within IAM's size quota.
+BUCKETS = ["datasets", "checkpoints"] + [f"b{i:02d}" for i in range(naming.MAX_BUCKETS - 2)]
+
+
 def spec_text(kind: str, groups: int, *, protect: bool = False, names: list[str] | None = None) -> str:
     names = names or [f"gpu{i:03d}" for i in range(groups)]
     body = "".join(f"\n  - name: {name}\n    instance_type: p5.48xlarge\n    count: 1\n" for name in names)
     extra = "network: {extra_availability_zone_ids: [use1-az6]}\n" if "eks" in kind else ""
+    buckets = ", ".join("{name: " + name + "}" for name in BUCKETS)
     return f"""name: lim-{kind}
 region: us-east-1
 availability_zone_id: use1-az4
 protect: {str(protect).lower()}
 {extra}storage:
-  buckets: [{{name: datasets}}, {{name: checkpoints}}]
+  buckets: [{buckets}]
   lustre:
     storage_capacity_gib: 4800
     links: [{{bucket: datasets, path: /datasets, import: [NEW]}}]
@@ -88,12 +94,14 @@ def test_every_template_within_cloudformation_limits(many):
 
 def test_with_margin_to_grow(many):
     """Not only within the limits: the parent and network templates would take several times the
-    node groups, and no template grows by an output or parameter per group."""
+    node groups, and no template grows by an output or parameter per group (the storage stack has
+    an output per bucket, at most naming.MAX_BUCKETS)."""
     kind, groups, templates = many
     sizes = {name: measure(t) for name, t in templates.items()}
     for name, size in sizes.items():
+        per_bucket = len(BUCKETS) if name.endswith("-storage") else 0
         assert size["bytes"] < MAX_BYTES / 2, (name, size)
-        assert size["outputs"] < 25 and size["parameters"] < 25, (name, size)
+        assert size["outputs"] < 25 + per_bucket and size["parameters"] < 25, (name, size)
     if kind in ("pcs", "eks"):
         cluster = sizes[f"lim-{kind}-cluster"]
         assert cluster["resources"] < MAX_RESOURCES / 4 and cluster["bytes"] < MAX_BYTES / 4, cluster
@@ -156,3 +164,16 @@ def test_protect_true_protects_every_stack(grown):
         protected = {a["displayName"] for a in manifest["artifacts"].values()
                      if a.get("type") == "aws:cloudformation:stack" and a["properties"].get("terminationProtection")}
         assert protected == expected
+
+
+def test_every_role_policy_fits_iams_quotas(many):
+    """At the most node groups and buckets a control plane takes, every role's inline policies
+    together, and its trust policy, fit IAM's quotas once deployed (tokens at their longest)."""
+    kind, _, templates = many
+    sizes = {(name, role, what): size for name, t in templates.items()
+             for (role, what), size in security.policy_sizes(t.body).items()}
+    print(f"\n{kind}: largest inline {max(v for k, v in sizes.items() if k[2] == 'inline')}, "
+          f"trust {max(v for k, v in sizes.items() if k[2] == 'trust')}")
+    for (name, role, what), size in sizes.items():
+        limit = security.INLINE_POLICIES_MAX if what == "inline" else security.TRUST_POLICY_MAX
+        assert size <= limit, (name, role, what, size)

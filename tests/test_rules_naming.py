@@ -172,3 +172,16 @@ def test_bad_tag_values(value, word):
 @pytest.mark.parametrize("value", ["", "ml platform", "v" * 256, "a:b/c=d+e-f@g_h.i"])
 def test_tag_values_ec2_takes_pass(value):
     assert findings(naming.tags_valid, tagged({"team": value})) == []
+
+
+# ---- buckets_limit ----------------------------------------------------------------------
+
+def test_thirty_two_buckets_pass_and_thirty_three_do_not():
+    from fmcluster import naming as names
+
+    buckets = [{"name": f"b{i:02d}"} for i in range(names.MAX_BUCKETS)]
+    spec = with_(with_(base_spec(), "storage.buckets", buckets), "storage.lustre.links", [])
+    assert findings(naming.buckets_limit, spec) == []
+    spec = with_(spec, "storage.buckets", buckets + [{"name": "one-more"}])
+    assert f"storage.buckets[{names.MAX_BUCKETS}]" in paths(spec)
+    assert "10,240 characters" in messages(spec, f"storage.buckets[{names.MAX_BUCKETS}]")[0]

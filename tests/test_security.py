@@ -563,3 +563,30 @@ def test_log_groups_retained_for_a_bounded_time(synth):
 def test_topics_encrypted(synth):
     for name, lid, topic in resources(synth, "AWS::SNS::Topic"):
         assert topic["Properties"].get("KmsMasterKeyId"), (name, lid)
+
+
+# ---- IAM policy sizes (issue 15) --------------------------------------------------------------
+
+def test_deployed_size_counts_tokens_at_their_longest_and_no_whitespace():
+    from fmcluster import security as sec
+
+    document = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:GetObject",
+                "Resource": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::b/*"]]}}]}
+    resolved = ('{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"s3:GetObject",'
+                '"Resource":"arn:' + "x" * len("aws-us-gov") + ':s3:::b/*"}]}')
+    assert sec.deployed_size(document) == len(resolved)
+    other = {"Statement": [{"Resource": {"Fn::GetAtt": ["Bucket", "Arn"]}}]}
+    assert sec.deployed_size(other) == len('{"Statement":[{"Resource":""}]}') + sec.OTHER_TOKEN_LENGTH
+
+
+def test_policy_sizes_add_up_a_roles_inline_policies_and_attached_policies():
+    from fmcluster import security as sec
+
+    doc = {"Statement": [{"Effect": "Allow", "Action": "s3:ListBucket", "Resource": "*"}]}
+    template = {"Resources": {
+        "Role": {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": doc,
+                                                          "Policies": [{"PolicyName": "a", "PolicyDocument": doc}]}},
+        "Extra": {"Type": "AWS::IAM::Policy", "Properties": {"PolicyDocument": doc, "Roles": [{"Ref": "Role"}]}}}}
+    sizes = sec.policy_sizes(template)
+    assert sizes[("Role", "inline")] == 2 * sec.deployed_size(doc)
+    assert sizes[("Role", "trust")] == sec.deployed_size(doc)

@@ -30,6 +30,17 @@ def node_group_names_not_reserved(spec: ClusterSpec) -> Iterator[Problem]:
 
 
 @rule
+def buckets_limit(spec: ClusterSpec) -> Iterator[Problem]:
+    from fmcluster import naming
+
+    if len(spec.storage.buckets) > naming.MAX_BUCKETS:
+        yield error(("storage", "buckets", naming.MAX_BUCKETS),
+                    f"{len(spec.storage.buckets)} buckets; a cluster has at most {naming.MAX_BUCKETS}: each is named "
+                    "in the node role's policies, which IAM caps at 10,240 characters",
+                    "share a bucket between datasets with prefixes (storage.lustre.links take a prefix each)")
+
+
+@rule
 def bucket_names_unique(spec: ClusterSpec) -> Iterator[Problem]:
     seen = set()
     for i, bucket in enumerate(spec.storage.buckets):
