@@ -12,7 +12,8 @@ S3_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")  # S3 rejects bucket
 # and volumes the group) and a Name on most; the spec's `tags` come on top. EC2 and most services
 # take at most 50 user tags on a resource (tags with the aws: prefix, AWS's own, do not count);
 # keys 1 to 128 characters, values 0 to 256, of Unicode letters, digits, spaces and _ . : / = + - @
-# ("Tag your Amazon EC2 resources": tag restrictions).
+# ("Tag your Amazon EC2 resources": tag restrictions). The spec's tags go on every resource, so the
+# strictest type decides: CloudWatch alarms and dashboards take values of 1 character at least.
 CLUSTER_TAG = "fmcluster:cluster"
 NODE_GROUP_TAG = "fmcluster:node-group"
 NAME_TAG = "Name"

@@ -14,7 +14,9 @@ directory, a FIFO, a device, binary garbage, an empty or a huge file). All of th
   column inside the file, followed only by the spec's line with a caret and a hint or reason.
 
 The mutations that validate and touch the control plane, and a sample of the others, are then
-synthesized: a spec `validate` accepts must synthesize.
+synthesized (a few also linted): a spec `validate` accepts must synthesize, into templates
+cfn-lint finds no error in. `FMCLUSTER_FUZZ_LINT=1` synthesizes and lints every accepted mutation
+(about 270, some 20 minutes).
 """
 
 from __future__ import annotations
@@ -264,25 +266,49 @@ def test_merge_keys_and_a_byte_order_mark_are_fine(run, corpus):
                                                         if line.startswith(str(path))])
 
 
+def accepted_mutations(corpus: dict[Path, str], run: subprocess.CompletedProcess[str]) -> list[str]:
+    return sorted(str(p) for p in corpus if f"{p}: ok" in run.stdout and re.search(r"-[vs]\d{4}", p.name))
+
+
+def synthesize_and_lint(files: list[str], lint: list[str], corpus: dict[Path, str], tmp_path: Path) -> None:
+    from cfnlint.api import lint_file
+
+    from fmcluster.synth import app_context, cdk_json
+    from stacks.synthesis import build_app
+
+    context = app_context(cdk_json(ROOT))
+    for i, file in enumerate(files):
+        result = loader.load(file)
+        assert result.ok, file
+        build_app([result.spec], str(tmp_path / f"out{i}"), context).synth()
+        written = sorted((tmp_path / f"out{i}").glob("*.template.json"))
+        assert written, corpus[Path(file)]
+        for template in written if file in lint else ():
+            errors = [str(m) for m in lint_file(template) if m.rule.id.startswith("E")]
+            assert not errors, (corpus[Path(file)], template.name, errors[:3])
+
+
 @pytest.mark.synth
 def test_what_validates_synthesizes(corpus, run, tmp_path):
     """A spec that validate accepts must synthesize (issue 15: hyperpod-eks with login.count 0 did
     not): every accepted mutation that changes the control plane or its own nodes, and a fixed
-    sample of the other accepted ones."""
-    from fmcluster.synth import app_context, cdk_json
-    from stacks.synthesis import build_app
-
-    accepted = sorted(str(p) for p in corpus if f"{p}: ok" in run.stdout and re.search(r"-[vs]\d{4}", p.name))
+    sample of the other accepted ones; a few of them are linted too (cfn-lint takes seconds per
+    assembly: test_every_accepted_mutation_lints_clean lints them all, on demand)."""
+    accepted = accepted_mutations(corpus, run)
     planes = [f for f in accepted if "orchestrator." in corpus[Path(f)]]
     others = [f for f in accepted if f not in planes]
     sample = planes + random.Random(15).sample(others, min(8, len(others)))
     assert len(planes) >= 6, planes  # the plane switches and login counts that validate
-    context = app_context(cdk_json(ROOT))
-    for i, file in enumerate(sample):
-        result = loader.load(file)
-        assert result.ok, file
-        build_app([result.spec], str(tmp_path / f"out{i}"), context).synth()
-        assert list((tmp_path / f"out{i}").glob("*.template.json")), corpus[Path(file)]
+    synthesize_and_lint(sample, random.Random(16).sample(sample, 4), corpus, tmp_path)
+
+
+@pytest.mark.skipif(os.environ.get("FMCLUSTER_FUZZ_LINT") != "1",
+                    reason="about 20 minutes: set FMCLUSTER_FUZZ_LINT=1 to run it")
+def test_every_accepted_mutation_lints_clean(corpus, run, tmp_path):
+    """Every accepted mutation synthesized and linted: templates cfn-lint finds no error in (how an
+    empty tag value, which CloudWatch alarms refuse, was found)."""
+    accepted = accepted_mutations(corpus, run)
+    synthesize_and_lint(accepted, accepted, corpus, tmp_path)
 
 
 def test_what_validates_plans(corpus, run):

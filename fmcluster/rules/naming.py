@@ -76,7 +76,10 @@ def tags_valid(spec: ClusterSpec) -> Iterator[Problem]:
             yield error(path, f"tag key '{key}': {key_problem}",
                         "letters, digits, spaces and _ . : / = + - @", at_key=True)
         value_problem = naming.tag_text_problem(value)
-        if len(value) > naming.TAG_VALUE_MAX:
+        if not value:
+            yield error(path, "an empty tag value: CloudWatch alarms and dashboards take none, and the spec's tags "
+                        "go on every resource", "give it a value, such as the team's name")
+        elif len(value) > naming.TAG_VALUE_MAX:
             yield error(path, f"tag values are at most {naming.TAG_VALUE_MAX} characters, not {len(value)}")
         elif value_problem:
             yield error(path, f"tag value '{value}': {value_problem}", "letters, digits, spaces and _ . : / = + - @")
