@@ -57,12 +57,20 @@ def _providers(region: str) -> dict[str, str]:
     return digests
 
 
-@cache
-def schema(type_name: str, region: str = DEFAULT_REGION) -> Schema | None:
+def document(type_name: str, region: str = DEFAULT_REGION) -> dict[str, Any] | None:
+    """The resource schema of a type, as cfn-lint ships it (parsed JSON), or None."""
     digest = _providers(region).get(type_name) or _providers(DEFAULT_REGION).get(type_name)
     if digest is None:
         return None
-    data = json.loads((_data_dir() / "schemas" / "resources" / f"{digest}.json").read_text())
+    data: dict[str, Any] = json.loads((_data_dir() / "schemas" / "resources" / f"{digest}.json").read_text())
+    return data
+
+
+@cache
+def schema(type_name: str, region: str = DEFAULT_REGION) -> Schema | None:
+    data = document(type_name, region)
+    if data is None:
+        return None
     pointers = tuple(tuple(p.split("/")[2:]) for p in data.get("createOnlyProperties", [])
                      if p.startswith("/properties/"))
     return Schema(type_name, pointers, legacy="handlers" not in data)

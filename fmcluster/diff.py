@@ -15,6 +15,11 @@ schemas that cfn-lint ships (`fmcluster.cfn_schemas`), never from a hand-written
 - legacy types (schemas without handlers, converted from the old resource specification) do not
   list their nested create-only properties, so a change inside one of their object properties
   *may* replace the resource, and is treated as a replacement where it matters: for stateful ones.
+  AWS::FSx::FileSystem is one: there, what FSx's UpdateFileSystem takes (fmcluster.fsx.lustre_updatable,
+  from botocore's model) changes in place, and any other LustreConfiguration change replaces the
+  file system;
+- a lower StorageCapacity of a file system is an update FSx refuses (Lustre storage only grows):
+  the deploy fails and rolls back, so it is refused (exit 1) whatever --allow-data-loss says.
 
 A replaced or removed stateful resource (types cfn-lint lists as stateful, such as file systems,
 buckets and keys, and anything retained) is data loss: exit 1 unless `--allow-data-loss`.
@@ -31,6 +36,8 @@ from fmcluster import assembly, cfn_schemas
 from fmcluster.spec import ClusterSpec
 
 ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE = "add", "update", "replace", "may-replace", "remove"
+FAILS = "fails"  # an update CloudFormation attempts and the service refuses: the stack rolls back
+FILE_SYSTEM = "AWS::FSx::FileSystem"
 RETAINED = ("Retain", "RetainExceptOnCreate", "Snapshot")
 IGNORED_TYPES = ("AWS::CDK::Metadata",)
 COMPARED_KEYS = ("Properties", "DeletionPolicy", "UpdateReplacePolicy", "Condition")
@@ -56,6 +63,10 @@ class Change:
     def data_loss(self) -> bool:
         return self.stateful and self.action in (REPLACE, MAY_REPLACE, REMOVE)
 
+    @property
+    def fails(self) -> bool:
+        return self.action == FAILS
+
 
 @dataclass
 class StackDiff:
@@ -72,6 +83,10 @@ class Report:
     @property
     def data_loss(self) -> list[Change]:
         return [c for s in self.stacks for c in s.changes if c.data_loss]
+
+    @property
+    def failing(self) -> list[Change]:
+        return [c for s in self.stacks for c in s.changes if c.fails]
 
 
 # ---- references ----------------------------------------------------------------------------
@@ -186,6 +201,8 @@ def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any]
     if create_only:
         change.action = REPLACE
         change.reasons = [f"{cfn_schemas.dotted(p)} is create-only" for p in create_only]
+    elif new["Type"] == FILE_SYSTEM:
+        _file_system(change, props_old, props_new)
     elif schema.legacy:
         nested = [p for p in change.paths if not p.startswith(("DeletionPolicy", "UpdateReplacePolicy", "Condition"))
                   and ("." in p or "[" in p) and not p.startswith("Tags")]
@@ -193,6 +210,24 @@ def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any]
             change.action = MAY_REPLACE
             change.reasons = [f"the {new['Type']} schema does not say whether {p} can change in place" for p in nested]
     return change
+
+
+def _file_system(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """An FSx for Lustre file system: in place, replaced, or an update that fails (module docstring)."""
+    from fmcluster import fsx
+
+    lustre = [p for p in change.paths if p.startswith("LustreConfiguration.")]
+    fixed = sorted({p.split(".")[1].split("[")[0] for p in lustre} - fsx.lustre_updatable())
+    if fixed:
+        change.action = REPLACE
+        change.reasons = [f"LustreConfiguration.{name} is set at creation (FSx's UpdateFileSystem does not take it)"
+                          for name in fixed]
+        return
+    before, after = old.get("StorageCapacity"), new.get("StorageCapacity")
+    if isinstance(before, int) and isinstance(after, int) and after < before:
+        change.action = FAILS
+        change.reasons = [f"StorageCapacity goes down from {before} to {after} GiB: FSx for Lustre storage only "
+                          "grows, so FSx refuses the update and CloudFormation rolls the stack back"]
 
 
 def compare(old: Templates, new: Templates, region: str) -> Report:
@@ -264,8 +299,9 @@ def _follow_references(old: Templates, new: Templates, changes: dict[tuple[str, 
 
 # ---- output --------------------------------------------------------------------------------
 
-SYMBOLS = {ADD: "+", REMOVE: "-", UPDATE: "~", REPLACE: "!", MAY_REPLACE: "?"}
-LABELS = {ADD: "add", REMOVE: "remove", UPDATE: "update", REPLACE: "REPLACE", MAY_REPLACE: "MAY REPLACE"}
+SYMBOLS = {ADD: "+", REMOVE: "-", UPDATE: "~", REPLACE: "!", MAY_REPLACE: "?", FAILS: "x"}
+LABELS = {ADD: "add", REMOVE: "remove", UPDATE: "update", REPLACE: "REPLACE", MAY_REPLACE: "MAY REPLACE",
+          FAILS: "UPDATE FAILS"}
 
 
 def _loss_text(c: Change) -> str:
@@ -282,7 +318,7 @@ def _loss_text(c: Change) -> str:
 def render_text(report: Report, old_name: str, new_name: str, allowed: bool) -> str:
     lines = [f"fmcluster diff: {old_name} -> {new_name}", *[f"note: {n}" for n in report.notes]]
     for s in report.stacks:
-        counts = {a: sum(c.action == a for c in s.changes) for a in (ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE)}
+        counts = {a: sum(c.action == a for c in s.changes) for a in (ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE, FAILS)}
         summary = ", ".join(f"{n} {LABELS[a].lower()}" for a, n in counts.items() if n) or "no changes"
         note = {"added": " (new stack)", "removed": " (no longer produced: destroy it to remove its resources)"}
         if "/" in s.name:  # a nested stack comes and goes with its parent's AWS::CloudFormation::Stack
@@ -300,6 +336,11 @@ def render_text(report: Report, old_name: str, new_name: str, allowed: bool) -> 
                 lines.append(f"      changes: {', '.join(shown)}")
             for reason in c.reasons:
                 lines.append(f"      because {reason}")
+    failing = report.failing
+    if failing:
+        lines.append(f"UPDATE FAILS: {len(failing)} change{'s' if len(failing) != 1 else ''} that the service refuses:")
+        lines += [f"  {c.stack} {c.logical_id} ({c.type}): {'; '.join(c.reasons)}" for c in failing]
+        lines.append("refusing (exit 1): no switch allows it; undo the change")
     loss = report.data_loss
     if not loss:
         lines.append("no stateful resource is replaced or removed")
@@ -313,19 +354,25 @@ def render_text(report: Report, old_name: str, new_name: str, allowed: bool) -> 
 
 def render_json(report: Report, old_name: str, new_name: str, allowed: bool) -> str:
     def change(c: Change) -> dict[str, Any]:
-        return {**asdict(c), "data_loss": c.data_loss}
+        return {**asdict(c), "data_loss": c.data_loss, "fails": c.fails}
 
     return json.dumps({"old": old_name, "new": new_name, "allow_data_loss": allowed,
                        "data_loss": [change(c) for c in report.data_loss],
+                       "fails": [change(c) for c in report.failing], "notes": report.notes,
                        "stacks": [{"name": s.name, "status": s.status, "changes": [change(c) for c in s.changes]}
                                   for s in report.stacks]}, indent=2) + "\n"
 
 
 def exit_code(report: Report, allowed: bool) -> int:
-    return 1 if report.data_loss and not allowed else 0
+    """1 for an update the service refuses (whatever is allowed), or for data loss not allowed."""
+    return 1 if report.failing or (report.data_loss and not allowed) else 0
 
 
 Synthesizer = Callable[[ClusterSpec], Templates]  # spec -> stack name -> template
+
+
+def _where(spec: ClusterSpec) -> str:
+    return f"{spec.region}, account {spec.account or 'of the credentials'}"
 
 
 def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss: bool = False,
@@ -343,7 +390,14 @@ def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss:
         old_templates, new_templates = synthesize(old), synthesize(new)
     except SynthesisFailed as exc:  # the app said why on stderr
         return exc.code
-    report = compare(old_templates, new_templates, region=new.region)
+    moved = (old.region, old.account) != (new.region, new.account)
+    # another region or account is a new set of stacks there, not an update of these: nothing of
+    # the old deployment is compared with (or replaced by) the new one
+    report = compare({} if moved else old_templates, new_templates, region=new.region)
+    if moved:
+        report.notes.append(f"the cluster moves from {_where(old)} to {_where(new)}: CloudFormation deploys new "
+                            "stacks there, with new, empty file systems and buckets; the old stacks and their data "
+                            "stay where they are until destroyed (copy the data across first)")
     if old.name != new.name:
         report.notes.append(f"the cluster is renamed from {old.name} to {new.name}: every stack name changes, so "
                             "CloudFormation sees new stacks and new resources; the old stacks stay until destroyed")

@@ -6,6 +6,7 @@ Shared by validation, subnet sizing and the plan report (FSx for Lustre User Gui
 from __future__ import annotations
 
 import math
+from functools import cache
 
 MAX_LINKS = 8  # data repository associations per file system (hard limit)
 THROUGHPUT_PER_TIB = {"PERSISTENT_2": (125, 250, 500, 1000), "PERSISTENT_1": (50, 100, 200)}
@@ -53,3 +54,18 @@ def throughput_mbps(gib: int, deployment_type: str, throughput_per_tib: int | No
     """Aggregate baseline throughput: capacity in TiB x per-TiB throughput."""
     per_tib = throughput_per_tib or SCRATCH_THROUGHPUT_PER_TIB
     return gib / 1024 * per_tib
+
+
+@cache
+def lustre_updatable() -> frozenset[str]:
+    """The LustreConfiguration properties of an existing file system that FSx changes in place:
+    the members of UpdateFileSystemLustreConfiguration in botocore's FSx model (the UpdateFileSystem
+    API; CloudFormation updates AWS::FSx::FileSystem through it). Every other LustreConfiguration
+    property (DeploymentType, EfaEnabled, DriveCacheType, ImportPath, ...) is set at creation only:
+    changing it replaces the file system. StorageCapacity only grows (UpdateFileSystem increases it)."""
+    import botocore.session  # only `fmcluster diff` asks: validate never loads botocore
+    from botocore.model import StructureShape
+
+    shape = botocore.session.get_session().get_service_model("fsx").shape_for("UpdateFileSystemLustreConfiguration")
+    assert isinstance(shape, StructureShape)  # a structure in every botocore release that has it
+    return frozenset(shape.members)

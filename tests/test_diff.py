@@ -141,14 +141,14 @@ def test_efa_on_the_file_system_replaces_it(specs, cached, capsys):
     assert "allowed by --allow-data-loss" in capsys.readouterr().out
 
 
-def test_lustre_deployment_type_may_replace_it(specs, cached, capsys):
+def test_lustre_deployment_type_replaces_it(specs, cached, capsys):
     """AWS::FSx::FileSystem has a legacy schema (no handlers) that lists no nested create-only
-    property: a change inside LustreConfiguration may replace the file system, so it is guarded."""
+    property; FSx's UpdateFileSystem does not take DeploymentType, so the file system is replaced."""
     r = report(specs, cached, "base", "persistent-1")
     found = changes(r)
     fs = next(c for c in found.values() if c.type == "AWS::FSx::FileSystem")
-    assert fs.action == diff.MAY_REPLACE and fs.data_loss
-    assert any("LustreConfiguration.DeploymentType can change in place" in reason for reason in fs.reasons)
+    assert fs.action == diff.REPLACE and fs.data_loss
+    assert any("LustreConfiguration.DeploymentType is set at creation" in reason for reason in fs.reasons)
     removed = [c for c in found.values() if c.action == diff.REMOVE]
     assert {c.type for c in removed} == {"AWS::FSx::DataRepositoryAssociation"}
     assert run_diff(cached, specs["base"], specs["persistent-1"], "--format", "json") == 1
@@ -269,8 +269,55 @@ def test_in_place_and_nested_changes_of_a_legacy_type():
     bigger["c"]["Resources"]["Fs"]["Properties"]["StorageCapacity"] = 2400
     assert changes(diff.compare(base, bigger, "us-east-1"))["Fs"].action == diff.UPDATE  # top level, not create-only
     faster = {"c": {"Resources": {"Fs": fsx("subnet-1", PerUnitStorageThroughput=500)}}}
-    change = changes(diff.compare(base, faster, "us-east-1"))["Fs"]
-    assert change.action == diff.MAY_REPLACE and change.paths == ["LustreConfiguration.PerUnitStorageThroughput"]
+    change = changes(diff.compare(base, faster, "us-east-1"))["Fs"]  # UpdateFileSystem takes it
+    assert change.action == diff.UPDATE and change.paths == ["LustreConfiguration.PerUnitStorageThroughput"]
+
+
+# What each LustreConfiguration property of the resource schema does when it changes: in place
+# where FSx's UpdateFileSystem takes it (botocore's UpdateFileSystemLustreConfiguration), else the
+# file system is replaced (set at creation: CreateFileSystemLustreConfiguration only).
+LUSTRE_VERDICTS = {
+    "AutoImportPolicy": diff.UPDATE, "AutomaticBackupRetentionDays": diff.UPDATE,
+    "DailyAutomaticBackupStartTime": diff.UPDATE, "DataCompressionType": diff.UPDATE,
+    "DataReadCacheConfiguration": diff.UPDATE, "LogConfiguration": diff.UPDATE,
+    "MetadataConfiguration": diff.UPDATE, "PerUnitStorageThroughput": diff.UPDATE,
+    "ThroughputCapacity": diff.UPDATE, "WeeklyMaintenanceStartTime": diff.UPDATE,
+    "CopyTagsToBackups": diff.REPLACE, "DeploymentType": diff.REPLACE, "DriveCacheType": diff.REPLACE,
+    "EfaEnabled": diff.REPLACE, "ExportPath": diff.REPLACE, "ImportPath": diff.REPLACE,
+    "ImportedFileChunkSize": diff.REPLACE,
+}
+
+
+def test_the_verdict_table_covers_every_lustre_property_of_the_schema():
+    from fmcluster import cfn_schemas
+
+    schema = cfn_schemas.document("AWS::FSx::FileSystem")
+    assert schema is not None
+    assert set(LUSTRE_VERDICTS) == set(schema["definitions"]["LustreConfiguration"]["properties"])
+
+
+@pytest.mark.parametrize("prop", sorted(LUSTRE_VERDICTS))
+def test_each_lustre_property_change_has_its_verdict(prop):
+    old = {"c": {"Resources": {"Fs": fsx("subnet-1", **{prop: "old"})}}}
+    new = {"c": {"Resources": {"Fs": fsx("subnet-1", **{prop: "new"})}}}
+    change = changes(diff.compare(old, new, "us-east-1"))["Fs"]
+    assert change.action == LUSTRE_VERDICTS[prop], change.reasons
+    assert change.data_loss == (LUSTRE_VERDICTS[prop] == diff.REPLACE)
+
+
+def test_a_smaller_file_system_is_an_update_that_fails_and_is_refused_whatever_is_allowed():
+    old = {"c": {"Resources": {"Fs": fsx("subnet-1")}}}
+    new = {"c": {"Resources": {"Fs": fsx("subnet-1")}}}
+    old["c"]["Resources"]["Fs"]["Properties"]["StorageCapacity"] = 4800
+    new["c"]["Resources"]["Fs"]["Properties"]["StorageCapacity"] = 2400
+    r = diff.compare(old, new, "us-east-1")
+    change = changes(r)["Fs"]
+    assert change.action == diff.FAILS and not change.data_loss
+    assert "only grows" in change.reasons[0]
+    assert diff.exit_code(r, allowed=True) == 1 and diff.exit_code(r, allowed=False) == 1
+    text = diff.render_text(r, "old", "new", True)
+    assert "x UPDATE FAILS AWS::FSx::FileSystem Fs" in text and "no switch allows it" in text
+    assert json.loads(diff.render_json(r, "old", "new", True))["fails"][0]["logical_id"] == "Fs"
 
 
 def test_type_change_unknown_type_and_removed_retained_resource():
@@ -312,3 +359,19 @@ def test_readme_shows_real_diff_output(specs, cached, new, shown):
     r = report(specs, cached, "base", new)
     real = diff.render_text(r, "examples/p5-pcs.yaml", shown.split()[0], False)
     assert readme_output(f"fmcluster diff examples/p5-pcs.yaml {shown}") == real
+
+
+@pytest.mark.parametrize("field, value", [("region", "us-west-2"), ("account", "444455556666")])
+def test_another_region_or_account_is_a_new_set_of_stacks(field, value, capsys):
+    from tests.specs import base_spec, validated, with_
+
+    old = validated(with_(base_spec(), "account", "111122223333"))
+    moved = with_(with_(base_spec(), "account", "111122223333"), field, value)
+    if field == "region":
+        moved = with_(moved, "availability_zone_id", "usw2-az1")
+    new = validated(moved)
+    templates = {"c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
+    assert diff.main(old, new, "json", synthesize=lambda spec: templates) == 0  # nothing replaced here
+    report = json.loads(capsys.readouterr().out)
+    assert report["data_loss"] == [] and report["stacks"][0]["status"] == "added"
+    assert "CloudFormation deploys new stacks there" in report["notes"][0]
