@@ -163,6 +163,21 @@ def cmd_synth(args: argparse.Namespace) -> int:
     return synth.synth(args.specs, args.output)
 
 
+def cmd_stack_policy(args: argparse.Namespace) -> int:
+    import json
+
+    from fmcluster import stack_policy
+
+    print(json.dumps(stack_policy.lifting() if args.lift else stack_policy.protecting(), indent=2))
+    return EXIT_OK
+
+
+def _stack_policy_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--lift", action="store_true",
+                   help="print the policy that allows every update instead (to lift the protection on purpose)")
+    p.set_defaults(func=cmd_stack_policy)
+
+
 def _validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -214,6 +229,8 @@ COMMANDS = {
     "preflight": ("read-only checks of the target account (needs AWS credentials)", _preflight_args),
     "diff": ("what changing a spec from OLD to NEW does to deployed resources", _diff_args),
     "schema": ("print the JSON Schema of the spec", _schema_args),
+    "stack-policy": ("print the stack policy of NAME-storage: no replacing or deleting its stateful resources",
+                     _stack_policy_args),
 }
 
 

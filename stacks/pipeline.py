@@ -10,9 +10,14 @@ pipeline file's waves. Each cluster's stage runs, in order:
    stops the pipeline before anything is deployed;
 2. `Approve`: a manual approval, for clusters marked `protected: true`;
 3. the cluster's stacks, the same stacks and stack names as `cdk deploy -c spec=SPEC` makes;
-4. `Record`: record-deployed.sh writes COMMIT:PATH to `/fmcluster/NAME/deployed-spec`.
+4. `Record`: record-deployed.sh writes COMMIT:PATH to `/fmcluster/NAME/deployed-spec`, and
+   protect-storage.sh sets the stack policy of NAME-storage (fmcluster.stack_policy: no update
+   replaces or deletes its stateful resources). For a merge that allows data loss, the Diff step
+   lifts that policy after the diff, and Record sets it again.
 
-The two CodeBuild steps of a cluster may read (Diff) or write (Record) that one parameter only.
+The two CodeBuild steps of a cluster may read (Diff) or write (Record) that one parameter only,
+and set the stack policy of that one storage stack. They run in the pipeline's account: for a
+cluster deployed to another account the stack policy is not set by the pipeline (README).
 """
 
 from __future__ import annotations
@@ -51,13 +56,20 @@ def synth_commands(pipeline_file: str) -> list[str]:
     return ["make test", f"npx --no -- cdk synth -q -c nag=true -c pipeline={pipeline_file}"]
 
 
-def diff_commands(deployment: Deployment) -> list[str]:
+def storage_stack(deployment: Deployment) -> str:
+    return f"{deployment.name}-storage"
+
+
+def diff_commands(deployment: Deployment, protect: bool = True) -> list[str]:
     flag = " --allow-data-loss" if deployment.allow_data_loss else ""
-    return [f"bash {STEPS}/diff-deployed.sh {deployed_parameter(deployment.name)} {deployment.path}{flag}"]
+    lift = [f"bash {STEPS}/protect-storage.sh {storage_stack(deployment)} --lift"] \
+        if protect and deployment.allow_data_loss else []
+    return [f"bash {STEPS}/diff-deployed.sh {deployed_parameter(deployment.name)} {deployment.path}{flag}", *lift]
 
 
-def record_commands(deployment: Deployment) -> list[str]:
-    return [f"bash {STEPS}/record-deployed.sh {deployed_parameter(deployment.name)} {deployment.path}"]
+def record_commands(deployment: Deployment, protect: bool = True) -> list[str]:
+    record = [f"bash {STEPS}/record-deployed.sh {deployed_parameter(deployment.name)} {deployment.path}"]
+    return record + ([f"bash {STEPS}/protect-storage.sh {storage_stack(deployment)}"] if protect else [])
 
 
 class ClusterStage(cdk.Stage):
@@ -130,18 +142,34 @@ class PipelineStack(cdk.Stack):
         return self.format_arn(service="ssm", resource="parameter",
                                resource_name=deployed_parameter(deployment.name).lstrip("/"))
 
+    def _protects(self, deployment: Deployment) -> bool:
+        """The steps run in the pipeline's account: they set the stack policy of clusters there."""
+        return self._account(deployment) == self.account
+
+    def _stack_policy_statement(self, deployment: Deployment) -> iam.PolicyStatement:
+        return iam.PolicyStatement(
+            actions=["cloudformation:DescribeStacks", "cloudformation:SetStackPolicy"],
+            resources=[self.format_arn(service="cloudformation", resource="stack",
+                                       region=deployment.spec.region,
+                                       resource_name=f"{storage_stack(deployment)}/*")])
+
     def _diff_step(self, deployment: Deployment) -> pipelines.CodeBuildStep:
+        protect = self._protects(deployment)
+        statements = [iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[self._parameter_arn(deployment)])]
+        if protect and deployment.allow_data_loss:
+            statements.append(self._stack_policy_statement(deployment))
         return pipelines.CodeBuildStep(
             "Diff", input=self.source, env=QUIET, install_commands=["make install"],
-            commands=diff_commands(deployment),
-            role_policy_statements=[iam.PolicyStatement(
-                actions=["ssm:GetParameter"], resources=[self._parameter_arn(deployment)])])
+            commands=diff_commands(deployment, protect), role_policy_statements=statements)
 
     def _record_step(self, deployment: Deployment) -> pipelines.CodeBuildStep:
+        protect = self._protects(deployment)
+        statements = [iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[self._parameter_arn(deployment)])]
+        if protect:
+            statements.append(self._stack_policy_statement(deployment))
         return pipelines.CodeBuildStep(
-            "Record", input=self.source, commands=record_commands(deployment),
-            role_policy_statements=[iam.PolicyStatement(
-                actions=["ssm:PutParameter"], resources=[self._parameter_arn(deployment)])])
+            "Record", input=self.source, env=QUIET, install_commands=["make install"] if protect else [],
+            commands=record_commands(deployment, protect), role_policy_statements=statements)
 
 
 def iam_actions(statement: dict) -> list[str]:

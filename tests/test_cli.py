@@ -149,3 +149,16 @@ def test_readme_shows_real_validate_output():
     assert result.returncode == 2
     readme = (ROOT / "README.md").read_text()
     assert "$ fmcluster validate tests/data/bad-spec.yaml\n" + result.stderr in readme
+
+
+@pytest.mark.parametrize("flags, policy", [([], "protecting"), (["--lift"], "lifting")])
+def test_stack_policy_prints_the_storage_stacks_policy(flags, policy, capsys):
+    from fmcluster import stack_policy
+
+    assert main(["stack-policy", *flags]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == getattr(stack_policy, policy)()
+    if policy == "protecting":
+        (deny,) = [s for s in printed["Statement"] if s["Effect"] == "Deny"]
+        assert deny["Action"] == ["Update:Replace", "Update:Delete"]
+        assert "AWS::FSx::FileSystem" in deny["Condition"]["StringEquals"]["ResourceType"]

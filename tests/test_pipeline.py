@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fmcluster import iam_lint, pipeline
+from fmcluster import iam_lint, loader, pipeline
 from tests.test_bootstrap import assert_shellcheck_clean
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -356,10 +356,19 @@ def test_diff_and_record_steps_and_their_least_privilege_roles(template, code_pi
     parameter = f"/fmcluster/{cluster}/deployed-spec"
     if verb == "ssm:GetParameter":
         assert run == ["make install", f"bash fmcluster/pipeline_steps/diff-deployed.sh {parameter} {path}"]
-    else:
-        assert run == [f"bash fmcluster/pipeline_steps/record-deployed.sh {parameter} {path}"]
+    else:  # the same account as the pipeline: Record sets the storage stack's policy too
+        assert run == ["make install", f"bash fmcluster/pipeline_steps/record-deployed.sh {parameter} {path}",
+                       f"bash fmcluster/pipeline_steps/protect-storage.sh {cluster}-storage"]
     statements = step_policy(template, code_pipeline, wave, action)
     assert ssm_statements(statements) == [{"Action": verb, "Effect": "Allow", "Resource": parameter_arn(cluster)}]
+    stack_policy = [s for s in statements if "cloudformation:SetStackPolicy" in s["Action"]]
+    if verb == "ssm:PutParameter":  # only that one stack's policy
+        (statement,) = stack_policy
+        assert statement["Action"] == ["cloudformation:DescribeStacks", "cloudformation:SetStackPolicy"]
+        region = loader.load(ROOT / path).spec.region
+        assert statement["Resource"] == f"arn:aws:cloudformation:{region}:111122223333:stack/{cluster}-storage/*"
+    else:
+        assert stack_policy == []  # lifted only for a merge that allows data loss
     for statement in statements:  # the rest: logs, reports, artifacts, the connection; no wildcard resource
         assert statement["Resource"] != "*"
         assert not any(a in ("*", "ssm:*") for a in
@@ -373,6 +382,11 @@ def test_allow_data_loss_reaches_the_diff_step():
     deployment = result.pipeline.deployments[0]
     allowed = pipeline.Deployment(deployment.path, deployment.spec, allow_data_loss=True)
     assert diff_commands(allowed)[0].endswith(f"{deployment.path} --allow-data-loss")
+    # and lifts the storage stack's policy for that deploy (Record sets it again)
+    lift = f"bash fmcluster/pipeline_steps/protect-storage.sh {deployment.name}-storage --lift"
+    assert diff_commands(allowed)[1] == lift
+    assert diff_commands(deployment) == diff_commands(deployment)[:1]
+    assert diff_commands(allowed, protect=False) == diff_commands(allowed)[:1]  # another account
 
 
 def test_resource_types_of_every_policy(assembly):
@@ -426,6 +440,14 @@ case "$2" in
       echo "An error occurred (ParameterNotFound) when calling the GetParameter operation: " >&2; exit 254
     fi
     echo "$DEPLOYED" ;;
+  describe-stacks)
+    if [ -n "${NO_STACK:-}" ]; then
+      echo "An error occurred (ValidationError) when calling DescribeStacks: Stack with id $4 does not exist" >&2
+      exit 254
+    fi
+    if [ -n "${FAIL:-}" ]; then
+      echo "An error occurred (AccessDenied) when calling the DescribeStacks operation" >&2; exit 254
+    fi ;;
 esac
 """
 FMCLUSTER_STUB = """#!/bin/bash
@@ -520,6 +542,50 @@ def test_record_step_writes_commit_and_path(repo):
     assert result.returncode == 0, result.stderr
     assert log(repo) == ("aws ssm put-parameter --name /fmcluster/c/deployed-spec --type String --overwrite "
                          f"--value {second}:examples/c.yaml\n")
+
+
+REAL_FMCLUSTER = str(ROOT / ".venv" / "bin" / "fmcluster")
+
+
+@pytest.mark.parametrize("flag, policy", [((), "protecting"), (("--lift",), "lifting")])
+def test_protect_step_sets_the_storage_stack_policy(repo, flag, policy):
+    from fmcluster import stack_policy
+
+    result = step(repo, "protect-storage.sh", "c-storage", *flag, FMCLUSTER=REAL_FMCLUSTER)
+    assert result.returncode == 0, result.stderr
+    calls = log(repo).splitlines()
+    assert calls[0] == "aws cloudformation describe-stacks --stack-name c-storage --query Stacks[0].StackName " \
+                       "--output text"
+    prefix = "aws cloudformation set-stack-policy --stack-name c-storage --stack-policy-body "
+    assert calls[1].startswith(prefix)
+    body = json.loads(calls[1].removeprefix(prefix) + "\n".join(calls[2:]))  # the JSON spans lines
+    assert body == getattr(stack_policy, policy)()
+
+
+def test_protect_step_on_a_stack_not_deployed_yet_passes_and_fails_on_other_errors(repo):
+    result = step(repo, "protect-storage.sh", "c-storage", "--lift", FMCLUSTER=REAL_FMCLUSTER, NO_STACK="1")
+    assert result.returncode == 0 and "no such stack yet" in result.stdout
+    result = step(repo, "protect-storage.sh", "c-storage", FMCLUSTER=REAL_FMCLUSTER, FAIL="1")
+    assert result.returncode == 1 and "cannot read the stack" in result.stderr
+    assert "set-stack-policy" not in log(repo)
+
+
+def test_the_stack_policy_guards_every_stateful_type_of_a_storage_stack(assembly):
+    """Every stateful resource type the storage stacks of the pipeline's clusters hold (cfn-lint's
+    list, and fmcluster's: file system, buckets, key) is one the policy denies replacing or
+    deleting, and so is the file system's security group. Retained ingress rules are not: a new
+    rule holds no data (`fmcluster diff` still reports it, retained resources being its guard)."""
+    from fmcluster import cfn_schemas, stack_policy
+
+    guarded = stack_policy.protecting()["Statement"][1]["Condition"]["StringEquals"]["ResourceType"]
+    _, outdir, _ = assembly
+    storage = list(outdir.rglob("*storage*.template.json"))  # artifact ids: the stage path, then NAME-storage
+    assert len(storage) == 3
+    for path in storage:
+        for resource in json.loads(path.read_text())["Resources"].values():
+            if cfn_schemas.is_stateful(resource["Type"]) or resource["Type"] == "AWS::EC2::SecurityGroup":
+                assert resource["Type"] in guarded, (path.name, resource["Type"])
+    assert set(guarded) >= {"AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key"}
 
 
 # ---- GitHub Actions -----------------------------------------------------------------------------
