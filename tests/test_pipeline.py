@@ -660,7 +660,8 @@ def test_review_job_validates_synthesizes_diffs_and_publishes_the_plan(workflow)
 
 def test_deploy_job_diffs_then_deploys_then_records(workflow):
     script = run_lines(workflow["jobs"]["deploy"])
-    order = ["make test", "diff-deployed.sh", 'cdk deploy -c spec="$SPEC" --all', "record-deployed.sh"]
+    order = ["make test", "diff-deployed.sh", 'cdk deploy -c spec="$SPEC" --all', "record-deployed.sh",
+             'protect-storage.sh "$CLUSTER-storage"']
     assert [script.index(c) for c in order] == sorted(script.index(c) for c in order)
     assert workflow["env"]["SPEC"] == "examples/p5-pcs.yaml"
     assert workflow["env"]["CLUSTER"] == pipeline.loader.load(ROOT / "examples/p5-pcs.yaml").spec.name
@@ -722,7 +723,8 @@ def test_oidc_role_is_cfn_lint_clean_and_scoped_to_repository_and_branch():
     assert conditions["token.actions.githubusercontent.com:sub"] == branch
     actions_allowed = {a for s in role["Policies"][0]["PolicyDocument"]["Statement"]
                        for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
-    assert actions_allowed == {"sts:AssumeRole", "ssm:GetParameter", "ssm:PutParameter"}
+    assert actions_allowed == {"sts:AssumeRole", "ssm:GetParameter", "ssm:PutParameter",
+                               "cloudformation:DescribeStacks", "cloudformation:SetStackPolicy"}
     assert iam_lint.findings(json.loads(json.dumps(template))) == []  # every call allowed as granted
 
 
