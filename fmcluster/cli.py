@@ -147,6 +147,21 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     from fmcluster import diff
 
+    if args.deployed:
+        if len(args.specs) != 1:
+            print("error: diff --deployed takes one SPEC: fmcluster diff --deployed SPEC", file=sys.stderr)
+            return EXIT_INVALID
+        spec = _load_valid(args.specs[0])
+        if spec is None:
+            return EXIT_INVALID
+        from fmcluster import deployed, synth
+
+        return diff.main_deployed(spec, args.format, args.allow_data_loss, name=args.specs[0],
+                                  synthesize=lambda s: synth.templates(args.specs[0]), read=deployed.read)
+    if len(args.specs) != 2:
+        print("error: diff takes OLD and NEW (or --deployed SPEC)", file=sys.stderr)
+        return EXIT_INVALID
+    args.old, args.new = args.specs
     old, new = _load_valid(args.old), _load_valid(args.new)
     if old is None or new is None:
         return EXIT_INVALID
@@ -209,8 +224,10 @@ def _preflight_args(p: argparse.ArgumentParser) -> None:
 
 
 def _diff_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("old", metavar="OLD")
-    p.add_argument("new", metavar="NEW")
+    p.usage = "fmcluster diff [-h] [--format {text,json}] [--allow-data-loss] (OLD NEW | --deployed SPEC)"
+    p.add_argument("specs", nargs="+", metavar="SPEC", help="OLD and NEW, or with --deployed one SPEC")
+    p.add_argument("--deployed", action="store_true",
+                   help="compare SPEC with its cluster's stacks as deployed (reads CloudFormation, read-only)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--allow-data-loss", action="store_true",
                    help="exit 0 even when a stateful resource (file system, bucket, key) is replaced or removed")
@@ -227,7 +244,8 @@ COMMANDS = {
     "synth": ("synthesize the CDK cloud assembly of one or more specs", _synth_args),
     "plan": ("what a spec builds, what it can do and what it costs", _plan_args),
     "preflight": ("read-only checks of the target account (needs AWS credentials)", _preflight_args),
-    "diff": ("what changing a spec from OLD to NEW does to deployed resources", _diff_args),
+    "diff": ("what changing a spec from OLD to NEW (or deploying SPEC over its deployed stacks) does to "
+             "deployed resources", _diff_args),
     "schema": ("print the JSON Schema of the spec", _schema_args),
     "stack-policy": ("print the stack policy of NAME-storage: no replacing or deleting its stateful resources",
                      _stack_policy_args),

@@ -375,16 +375,53 @@ def _where(spec: ClusterSpec) -> str:
     return f"{spec.region}, account {spec.account or 'of the credentials'}"
 
 
+def _schemas_missing() -> bool:
+    if cfn_schemas.available():
+        return False
+    print("error: fmcluster diff needs the CloudFormation resource schemas that cfn-lint ships", file=sys.stderr)
+    print("  hint: pip install cfn-lint (make install does)", file=sys.stderr)
+    return True
+
+
+Reader = Callable[[Iterable[str], str], Templates]  # stack names, region -> deployed templates
+
+
+def main_deployed(spec: ClusterSpec, fmt: str = "text", allow_data_loss: bool = False, name: str = "SPEC", *,
+                  synthesize: Synthesizer, read: Reader) -> int:
+    """`fmcluster diff --deployed SPEC`: the deployed stacks of the spec's cluster (read by `read`,
+    fmcluster.deployed.read on the command line) against the spec as this code synthesizes it."""
+    from fmcluster.deployed import NotReadable
+    from fmcluster.synth import SynthesisFailed
+
+    if _schemas_missing():
+        return 1
+    try:
+        new_templates = synthesize(spec)
+    except SynthesisFailed as exc:
+        return exc.code
+    try:
+        deployed = read(list(new_templates), spec.region)
+    except NotReadable as exc:
+        print(f"error: cannot read the deployed stacks of {spec.name} in {spec.region}: {exc}", file=sys.stderr)
+        print("  hint: it reads the account with the default credentials (cloudformation:GetTemplate and "
+              "DescribeStackResource); set AWS_PROFILE, or compare two specs instead: fmcluster diff OLD NEW",
+              file=sys.stderr)
+        return 1
+    report = compare(deployed, new_templates, region=spec.region)
+    if not deployed:
+        report.notes.append(f"no stack of {spec.name} is deployed in {spec.region}: everything is new")
+    render = render_json if fmt == "json" else render_text
+    sys.stdout.write(render(report, f"deployed {spec.name} ({spec.region})", name, allow_data_loss))
+    return exit_code(report, allow_data_loss)
+
+
 def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss: bool = False,
          names: Iterable[str] = ("OLD", "NEW"), *, synthesize: Synthesizer) -> int:
     """`fmcluster diff`. `synthesize` gives a spec's templates (the command line's runs the CDK
     app: fmcluster.synth.templates); it is handed in, so that nothing here imports the CDK side."""
     from fmcluster.synth import SynthesisFailed
 
-    if not cfn_schemas.available():
-        print("error: fmcluster diff needs the CloudFormation resource schemas that cfn-lint ships",
-              file=sys.stderr)
-        print("  hint: pip install cfn-lint (make install does)", file=sys.stderr)
+    if _schemas_missing():
         return 1
     try:
         old_templates, new_templates = synthesize(old), synthesize(new)
