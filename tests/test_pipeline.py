@@ -545,6 +545,41 @@ def test_record_step_writes_commit_and_path(repo):
 
 
 REAL_FMCLUSTER = str(ROOT / ".venv" / "bin" / "fmcluster")
+REVIEW_STUB = """#!/bin/bash
+case "$1 $*" in
+  diff*) echo "stack c-storage: 1 replace"; exit "${DIFF_STATUS:-0}" ;;
+  *json*) if grep -q first "$2"; then echo '{"cost": {"hourly_usd_max": 10.5}}'
+          else echo '{"cost": {"hourly_usd_max": 21.0}}'; fi ;;
+  *markdown*) echo "# fmcluster plan: c" ;;
+esac
+"""
+
+
+@pytest.mark.parametrize("status", [0, 1])
+def test_review_comment_shows_the_change_and_the_cost_above_the_plan_and_keeps_the_verdict(repo, status, tmp_path):
+    _, _, (first, _) = repo
+    stub = tmp_path / "review-fmcluster"
+    stub.write_text(REVIEW_STUB)
+    stub.chmod(0o755)
+    result = step(repo, "review-comment.sh", first, "examples/c.yaml", str(tmp_path / "status"),
+                  FMCLUSTER=str(stub), PYTHON=sys.executable, DIFF_STATUS=str(status))
+    assert result.returncode == 0, result.stderr  # the comment is written whatever the guard says
+    comment = result.stdout
+    assert comment.startswith("<!-- fmcluster-review -->\n")  # the marker the post step updates by
+    assert comment.index("stack c-storage: 1 replace") < comment.index("# fmcluster plan: c")
+    assert "$10.5 before, $21.0 after" in comment
+    assert ("The guard fails (exit 1)" in comment) == bool(status)
+    assert (tmp_path / "status").read_text().strip() == str(status)
+
+
+def test_review_comment_of_a_new_spec(repo, tmp_path):
+    stub = tmp_path / "review-fmcluster"
+    stub.write_text(REVIEW_STUB)
+    stub.chmod(0o755)
+    result = step(repo, "review-comment.sh", "0" * 40, "examples/c.yaml", str(tmp_path / "status"),
+                  FMCLUSTER=str(stub), PYTHON=sys.executable)
+    assert "is new on this branch" in result.stdout and "# fmcluster plan: c" in result.stdout
+    assert (tmp_path / "status").read_text().strip() == "0"
 
 
 @pytest.mark.parametrize("flag, policy", [((), "protecting"), (("--lift",), "lifting")])
@@ -649,13 +684,17 @@ def test_review_job_validates_synthesizes_diffs_and_publishes_the_plan(workflow)
     review = workflow["jobs"]["review"]
     script = run_lines(review)
     for command in ('make test', '.venv/bin/fmcluster validate "$SPEC"', '.venv/bin/fmcluster synth "$SPEC"',
-                    '.venv/bin/fmcluster diff "$RUNNER_TEMP/base.yaml" "$SPEC"',
-                    '.venv/bin/fmcluster plan "$SPEC" --format markdown > plan.md',
-                    'gh pr comment "$PR" --body-file plan.md'):
+                    'review-comment.sh "origin/$BASE" "$SPEC" "$RUNNER_TEMP/diff-status" > plan.md',
+                    'gh pr comment "$PR" --body-file plan.md', '-X PATCH', 'startswith("<!-- fmcluster-review -->")',
+                    'exit "$(cat "$RUNNER_TEMP/diff-status")"'):
         assert command in script, command
     (upload,) = [s for s in review["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert "plan.md" in upload["with"]["path"]
     assert review["permissions"]["pull-requests"] == "write"
+    # posted even when the guard fails; the job fails after that, in its last step
+    post = next(s for s in review["steps"] if s.get("name", "").startswith("Post the plan"))
+    assert post["if"].startswith("always()") and upload["if"] == "always()"
+    assert review["steps"][-1]["run"] == 'exit "$(cat "$RUNNER_TEMP/diff-status")"'
 
 
 def test_deploy_job_diffs_then_deploys_then_records(workflow):
