@@ -121,6 +121,18 @@ class AlertTopic(Construct):
     def topic_arn(self) -> str:
         return self.topic.topic_arn
 
+    def allow_events(self, rule_arn: str) -> None:
+        """Let one EventBridge rule (and no other) publish, through the topic's key."""
+        account = cdk.Stack.of(self).account
+        self.key.add_to_resource_policy(iam.PolicyStatement(
+            sid="EventsPublish", actions=["kms:Decrypt", "kms:GenerateDataKey*"], resources=["*"],
+            principals=[iam.ServicePrincipal("events.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": account}, "ArnEquals": {"aws:SourceArn": rule_arn}}))
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="EventsPublish", actions=["sns:Publish"], resources=[self.topic.topic_arn],
+            principals=[iam.ServicePrincipal("events.amazonaws.com")],
+            conditions={"StringEquals": {"aws:SourceAccount": account}, "ArnEquals": {"aws:SourceArn": rule_arn}}))
+
     def allow_alert_manager(self, workspace_arn: str) -> None:
         """Let the alert manager of one workspace (and no other) publish."""
         self.topic.add_to_resource_policy(iam.PolicyStatement(
@@ -194,3 +206,53 @@ def remote_write_statement(workspace_arn: str) -> iam.PolicyStatement:
 
 def query_statement(workspace_arn: str) -> iam.PolicyStatement:
     return iam.PolicyStatement(sid="PrometheusQuery", actions=QUERY_ACTIONS, resources=[workspace_arn])
+
+
+# EC2's events of a Capacity Block (EC2 User Guide, "Monitor Capacity Blocks using EventBridge"): when
+# it starts, and 40 minutes before it ends (its instances are terminated from 30 minutes before the
+# end). The guide writes the detail types both with and without "Reservation".
+CAPACITY_BLOCK_EVENTS = ("Capacity Block Delivered", "Capacity Block Reservation Delivered",
+                         "Capacity Block Expiration Warning", "Capacity Block Reservation Expiration Warning")
+
+
+class CapacityBlockEvents(Construct):
+    """An EventBridge rule that sends EC2's events of the cluster's Capacity Blocks (started; 40
+    minutes to the end) to the alert topic, as one readable line each.
+
+    Props:
+        name: the cluster's name, in the rule's description and the message.
+            @default required
+        reservation_ids: the Capacity Blocks (``cr-...``) whose events are sent; at least one.
+            @default required
+        topic: the alert topic (`AlertTopic`): it is let publish for this rule only.
+            @default required
+
+    Attributes:
+        rule: the `events.CfnRule`, named ``fmcluster-NAME-capacity-blocks`` (at most 64
+            characters): the topic's policies name its ARN as a string, since a reference to the
+            rule would make the key, the topic and the rule depend on each other.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, reservation_ids: list[str],
+                 topic: AlertTopic) -> None:
+        super().__init__(scope, construct_id)
+        from aws_cdk import aws_events as events
+
+        if not reservation_ids:
+            raise ValueError("CapacityBlockEvents needs at least one Capacity Block")
+        message = (f'"fmcluster {name}: <type> for Capacity Block <id> (ends <end>). Its instances are '
+                   'terminated from 30 minutes before its end: checkpoint and drain before."')
+        rule_name = f"fmcluster-{name}-capacity-blocks"
+        self.rule = events.CfnRule(
+            self, "Rule", name=rule_name,
+            description=f"fmcluster {name}: Capacity Block start and expiration warnings to the alerts",
+            event_pattern={"source": ["aws.ec2"], "detail-type": list(CAPACITY_BLOCK_EVENTS),
+                           "detail": {"capacity-reservation-id": sorted(set(reservation_ids))}},
+            state="ENABLED",
+            targets=[events.CfnRule.TargetProperty(
+                id="AlertTopic", arn=topic.topic_arn,
+                input_transformer=events.CfnRule.InputTransformerProperty(
+                    input_paths_map={"type": "$.detail-type", "id": "$.detail.capacity-reservation-id",
+                                     "end": "$.detail.end-date"},
+                    input_template=message))])
+        topic.allow_events(f"arn:{cdk.Aws.PARTITION}:events:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:rule/{rule_name}")

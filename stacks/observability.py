@@ -17,7 +17,7 @@ from typing import Any, Optional
 import aws_cdk as cdk
 from constructs import Construct
 
-from constructs_lib.observability import AlertTopic, PrometheusWorkspace
+from constructs_lib.observability import AlertTopic, CapacityBlockEvents, PrometheusWorkspace
 from constructs_lib.observability_cloudwatch import AlarmedFileSystem, ClusterAlarms
 from fmcluster import observability
 from fmcluster.model import ClusterModel
@@ -55,6 +55,10 @@ class ObservabilityStack(cdk.Stack):
             file_system = AlarmedFileSystem(storage.file_system_id, lustre.storage_capacity_gib, lustre.throughput_mbps)
         self.alarms = ClusterAlarms(self, "Alarms", name=spec.name, topic=self.topic.topic, file_system=file_system,
                                     nat_gateway_id=getattr(network, "nat_gateway_id", None))
+        blocks = [g.capacity.reservation_id for g in model.node_groups
+                  if g.capacity.type == "capacity-block" and g.capacity.reservation_id]
+        if blocks:  # EC2 says when each block starts and when its instances are about to go
+            CapacityBlockEvents(self, "CapacityBlocks", name=spec.name, reservation_ids=blocks, topic=self.topic)
 
         for output_id, value, what in (
                 ("PrometheusWorkspaceId", self.workspace_id, "Amazon Managed Service for Prometheus workspace"),

@@ -201,3 +201,36 @@ def test_no_lustre_no_fsx_alarms(synthesized):
 def test_gpu_dashboard_prefers_sm_active():
     text = (observability.DASHBOARDS_DIR / "gpu-health.json").read_text()
     assert "DCGM_FI_PROF_SM_ACTIVE" in text and "DCGM_FI_DEV_GPU_UTIL" not in text
+
+
+# ---- Capacity Block events (issue 16) -----------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["pcs", "eks"])
+def test_capacity_block_start_and_expiration_warnings_go_to_the_alert_topic(synthesized, kind):
+    spec, template = synthesized[kind]
+    blocks = sorted({g.capacity.reservation_id for g in spec.node_groups if g.capacity.type == "capacity-block"})
+    (rule_id, rule), = [(lid, r["Properties"]) for lid, r in template["Resources"].items()
+                        if r["Type"] == "AWS::Events::Rule"]
+    assert rule["EventPattern"]["source"] == ["aws.ec2"]
+    assert "Capacity Block Expiration Warning" in rule["EventPattern"]["detail-type"]
+    assert rule["EventPattern"]["detail"]["capacity-reservation-id"] == blocks
+    (target,) = rule["Targets"]
+    (topic_id,) = resources(template, "AWS::SNS::Topic")
+    assert target["Arn"] == {"Ref": topic_id}
+    assert "terminated from 30 minutes before its end" in target["InputTransformer"]["InputTemplate"]
+    # only this rule may publish, and use the topic's key
+    assert rule["Name"] == f"fmcluster-{spec.name}-capacity-blocks"
+    source = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"}, ":",
+                                {"Ref": "AWS::AccountId"}, f":rule/fmcluster-{spec.name}-capacity-blocks"]]}
+    topic_statements = one(template, "AWS::SNS::TopicPolicy")["PolicyDocument"]["Statement"]
+    (publish,) = [s for s in topic_statements if s.get("Sid") == "EventsPublish"]
+    assert publish["Principal"] == {"Service": "events.amazonaws.com"}
+    assert publish["Condition"]["ArnEquals"]["aws:SourceArn"] == source
+    key_statements = one(template, "AWS::KMS::Key")["KeyPolicy"]["Statement"]
+    (key,) = [s for s in key_statements if s.get("Sid") == "EventsPublish"]
+    assert key["Condition"]["ArnEquals"]["aws:SourceArn"] == source
+
+
+def test_no_capacity_block_no_rule(synthesized):
+    _, template = synthesized["grafana"]  # on-demand
+    assert resources(template, "AWS::Events::Rule") == {}
