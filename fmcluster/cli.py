@@ -161,14 +161,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if len(args.specs) != 2:
         print("error: diff takes OLD and NEW (or --deployed SPEC)", file=sys.stderr)
         return EXIT_INVALID
-    args.old, args.new = args.specs
-    old, new = _load_valid(args.old), _load_valid(args.new)
+    old_path, new_path = args.specs
+    old, new = _load_valid(old_path), _load_valid(new_path)
     if old is None or new is None:
         return EXIT_INVALID
     from fmcluster import synth
 
-    path: dict[int, str] = {id(old): args.old, id(new): args.new}
-    return diff.main(old, new, args.format, args.allow_data_loss, names=(args.old, args.new),
+    path: dict[int, str] = {id(old): old_path, id(new): new_path}
+    return diff.main(old, new, args.format, args.allow_data_loss, names=(old_path, new_path),
                      synthesize=lambda spec: synth.templates(path[id(spec)]))
 
 

@@ -375,6 +375,13 @@ def _where(spec: ClusterSpec) -> str:
     return f"{spec.region}, account {spec.account or 'of the credentials'}"
 
 
+def _print(report: Report, fmt: str, old_name: str, new_name: str, allowed: bool) -> int:
+    """Print the report (text or JSON) and return the exit code."""
+    render = render_json if fmt == "json" else render_text
+    sys.stdout.write(render(report, old_name, new_name, allowed))
+    return exit_code(report, allowed)
+
+
 def _schemas_missing() -> bool:
     if cfn_schemas.available():
         return False
@@ -410,9 +417,7 @@ def main_deployed(spec: ClusterSpec, fmt: str = "text", allow_data_loss: bool = 
     report = compare(deployed, new_templates, region=spec.region)
     if not deployed:
         report.notes.append(f"no stack of {spec.name} is deployed in {spec.region}: everything is new")
-    render = render_json if fmt == "json" else render_text
-    sys.stdout.write(render(report, f"deployed {spec.name} ({spec.region})", name, allow_data_loss))
-    return exit_code(report, allow_data_loss)
+    return _print(report, fmt, f"deployed {spec.name} ({spec.region})", name, allow_data_loss)
 
 
 def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss: bool = False,
@@ -439,6 +444,4 @@ def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss:
         report.notes.append(f"the cluster is renamed from {old.name} to {new.name}: every stack name changes, so "
                             "CloudFormation sees new stacks and new resources; the old stacks stay until destroyed")
     old_name, new_name = names
-    render = render_json if fmt == "json" else render_text
-    sys.stdout.write(render(report, old_name, new_name, allow_data_loss))
-    return exit_code(report, allow_data_loss)
+    return _print(report, fmt, old_name, new_name, allow_data_loss)

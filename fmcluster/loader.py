@@ -47,10 +47,8 @@ def _at(file: str, message: str, line: int = 1, column: int = 1, hint: str | Non
     return Diagnostic(message, (), hint, "error", file, line, column, rule, source)
 
 
-
 def _line(text: str, line: int) -> str | None:
-    lines = yamlpos.lines(text)
-    return lines[line - 1] if 0 < line <= len(lines) else None
+    return yamlpos.line_of(yamlpos.lines(text), line)
 
 
 MAX_SPEC_BYTES = 1 << 20  # 1 MiB: a spec of 64 node groups is about 5 KiB

@@ -7,6 +7,11 @@ from fmcluster import regions
 S3_NAME_MAX = 63
 ACCOUNT_ID_LENGTH = 12
 S3_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")  # S3 rejects bucket names starting so
+# Buckets per cluster: each bucket is two ARNs in the inline policies of the node role (and of
+# HyperPod's execution role), which IAM caps at 10,240 characters per role; about 110 characters a
+# bucket, on HyperPod's execution role of about 5,100 without buckets. 32 keeps every control plane
+# under the cap with headroom (tests/test_limits.py measures each role at 32).
+MAX_BUCKETS = 32
 
 # Tags. fmcluster puts its own on every resource (the cluster, and on a node group's instances
 # and volumes the group) and a Name on most; the spec's `tags` come on top. EC2 and most services
@@ -20,11 +25,6 @@ NAME_TAG = "Name"
 OWN_TAGS = (NAME_TAG, CLUSTER_TAG, NODE_GROUP_TAG)
 MAX_TAGS = 50
 TAG_KEY_MAX, TAG_VALUE_MAX = 128, 256
-# Buckets per cluster: each bucket is two ARNs in the inline policies of the node role (and of
-# HyperPod's execution role), which IAM caps at 10,240 characters per role; about 110 characters a
-# bucket, on HyperPod's execution role of about 5,100 without buckets. 32 keeps every control plane
-# under the cap with headroom (tests/test_limits.py measures each role at 32).
-MAX_BUCKETS = 32
 RESERVED_TAG_PREFIXES = ("aws:", "fmcluster:")  # AWS's own, and fmcluster's (any case)
 TAG_PUNCTUATION = "_.:/=+-@"
 
@@ -35,10 +35,9 @@ def tag_text_problem(text: str) -> str | None:
     import unicodedata
 
     for char in text:
-        if char in TAG_PUNCTUATION or char == " " or unicodedata.category(char)[0] in "LN" \
-                or unicodedata.category(char) == "Zs":
-            continue
-        return f"{ascii(char)} is not allowed"
+        category = unicodedata.category(char)
+        if char not in TAG_PUNCTUATION and category[0] not in "LN" and category != "Zs":  # Zs: spaces
+            return f"{ascii(char)} is not allowed"
     return None
 
 

@@ -34,6 +34,7 @@ from botocore.exceptions import (
 from botocore.parsers import ResponseParserError
 
 from fmcluster.controlplanes import CAPACITY_BLOCK, ON_DEMAND, RESERVATION, SPOT
+from fmcluster.placement import AUTO, NONE
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -188,9 +189,8 @@ class Preflight:
         if code in ACCESS_DENIED:
             return Check(name, FAIL, f"access denied to {operation}",
                          "preflight needs read-only permissions: ec2:Describe*, servicequotas:Get*, "
-                         "servicequotas:List*, "
-                         "fsx:Describe*, resource-groups:ListGroupResources, the control plane's List*, "
-                         "sts:GetCallerIdentity")
+                         "servicequotas:List*, fsx:Describe*, resource-groups:ListGroupResources, "
+                         "the control plane's List*, sts:GetCallerIdentity")
         if code in ("OptInRequired", "AuthFailure"):
             return Check(name, FAIL, f"{operation}: {message}",
                          f"enable the region {self.spec.region} for the account, or check the credentials")
@@ -315,12 +315,11 @@ class Preflight:
         if self.hyperpod:
             return  # HyperPod places its instances itself (the rule hyperpod_placement_group)
         for group in self.spec.node_groups:
-            if group.placement_group not in ("auto", "none"):
+            if group.placement_group not in (AUTO, NONE):
                 name = f"placement group {group.placement_group}"
-                yield from self._guard(name, partial(self._placement_group, group))
+                yield from self._guard(name, partial(self._placement_group, group, name))
 
-    def _placement_group(self, group: NodeGroupSpec) -> Iterable[Check]:
-        name = f"placement group {group.placement_group}"
+    def _placement_group(self, group: NodeGroupSpec, name: str) -> Iterable[Check]:
         found = self._ec2_found("describe_placement_groups", "PlacementGroups", PLACEMENT_GROUP_NOT_FOUND,
                                 GroupNames=[group.placement_group])
         if not found:
@@ -342,10 +341,10 @@ class Preflight:
         type's architecture, and its root snapshot fits in the root volume."""
         for group in self.spec.node_groups:
             if group.ami_id:
-                yield from self._guard(f"AMI {group.ami_id}", partial(self._image, group))
+                name = f"AMI {group.ami_id}"
+                yield from self._guard(name, partial(self._image, group, group.ami_id, name))
 
-    def _image(self, group: NodeGroupSpec) -> Iterable[Check]:
-        ami, name = group.ami_id, f"AMI {group.ami_id}"
+    def _image(self, group: NodeGroupSpec, ami: str, name: str) -> Iterable[Check]:
         found = self._ec2_found("describe_images", "Images", AMI_NOT_FOUND, ImageIds=[ami])
         if not found:
             yield Check(name, FAIL, f"{ami} not found in {self.spec.region} (or not shared with the account)",

@@ -195,12 +195,15 @@ def policy_sizes(template: Mapping[str, Any]) -> dict[tuple[str, str], int]:
     resources = template.get("Resources", {})
     for policy in policies(template):
         if policy.type == "AWS::IAM::Role":
-            kind = "trust" if policy.name == "AssumeRolePolicyDocument" else "inline"
-            sizes[(policy.logical_id, kind)] = sizes.get((policy.logical_id, kind), 0) + deployed_size(policy.document)
+            owners = [(policy.logical_id, "trust" if policy.name == "AssumeRolePolicyDocument" else "inline")]
         elif policy.type == "AWS::IAM::Policy":
-            for role in resources[policy.logical_id].get("Properties", {}).get("Roles", []):
-                name = str(role.get("Ref")) if isinstance(role, dict) else str(role)
-                sizes[(name, "inline")] = sizes.get((name, "inline"), 0) + deployed_size(policy.document)
+            roles = resources[policy.logical_id].get("Properties", {}).get("Roles", [])
+            owners = [(str(r.get("Ref")) if isinstance(r, dict) else str(r), "inline") for r in roles]
+        else:
+            continue
+        size = deployed_size(policy.document)
+        for owner in owners:
+            sizes[owner] = sizes.get(owner, 0) + size
     return sizes
 
 

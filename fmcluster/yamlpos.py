@@ -49,7 +49,7 @@ class Document:
         """The text of a 1-based line of the file, or None past its end."""
         if self._lines is None:
             self._lines = lines(self._text)
-        return self._lines[number - 1] if 0 < number <= len(self._lines) else None
+        return line_of(self._lines, number)
 
     def locate(self, path: Path, at_key: bool = False) -> Mark:
         """Position of a path's value (or key); for a path the file does not have (a missing
@@ -75,6 +75,11 @@ def lines(text: str) -> list[str]:
     import re
 
     return re.split(r"\r\n|[\r\n\x85\u2028\u2029]", text)
+
+
+def line_of(text_lines: list[str], number: int) -> str | None:
+    """Line `number` (1-based) of `lines(text)`, or None past its end."""
+    return text_lines[number - 1] if 0 < number <= len(text_lines) else None
 
 
 class YamlSyntaxError(Exception):
