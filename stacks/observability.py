@@ -20,6 +20,7 @@ from constructs import Construct
 from constructs_lib.observability import AlertTopic, CapacityBlockEvents, PrometheusWorkspace
 from constructs_lib.observability_cloudwatch import AlarmedFileSystem, ClusterAlarms
 from fmcluster import observability
+from fmcluster.controlplanes import CAPACITY_BLOCK
 from fmcluster.model import ClusterModel
 from stacks.refs import NetworkRefs, StorageRefs
 
@@ -56,7 +57,7 @@ class ObservabilityStack(cdk.Stack):
         self.alarms = ClusterAlarms(self, "Alarms", name=spec.name, topic=self.topic.topic, file_system=file_system,
                                     nat_gateway_id=getattr(network, "nat_gateway_id", None))
         blocks = [g.capacity.reservation_id for g in model.node_groups
-                  if g.capacity.type == "capacity-block" and g.capacity.reservation_id]
+                  if g.capacity.type == CAPACITY_BLOCK and g.capacity.reservation_id]
         if blocks:  # EC2 says when each block starts and when its instances are about to go
             CapacityBlockEvents(self, "CapacityBlocks", name=spec.name, reservation_ids=blocks, topic=self.topic)
 

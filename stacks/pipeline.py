@@ -32,6 +32,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 from constructs import Construct
 
+from fmcluster.model import STORAGE, resolve
 from fmcluster.pipeline import Deployment, Pipeline, deployed_parameter
 from fmcluster.spec import ClusterSpec
 
@@ -57,7 +58,10 @@ def synth_commands(pipeline_file: str) -> list[str]:
 
 
 def storage_stack(deployment: Deployment) -> str:
-    return f"{deployment.name}-storage"
+    """NAME-storage, as the cluster's model names it (the stage deploys the same stacks)."""
+    storage = resolve(deployment.spec).stack(STORAGE)
+    assert storage is not None  # every cluster has its storage stack
+    return storage.name
 
 
 def diff_commands(deployment: Deployment, protect: bool = True) -> list[str]:
