@@ -19,7 +19,14 @@ schemas that cfn-lint ships (`fmcluster.cfn_schemas`), never from a hand-written
   from botocore's model) changes in place, and any other LustreConfiguration change replaces the
   file system;
 - a lower StorageCapacity of a file system is an update FSx refuses (Lustre storage only grows):
-  the deploy fails and rolls back, so it is refused (exit 1) whatever --allow-data-loss says.
+  the deploy fails and rolls back, so it is refused (exit 1) whatever --allow-data-loss says;
+- so is a change of an export another stack imports (its value, or the resource it names being
+  replaced, or its removal): CloudFormation refuses to change an export in use, and the producer's
+  update rolls back. fmcluster's network stack exports the ids that other stacks' create-only
+  properties hold (stacks/network.py), so a new subnet never slides under a running file system;
+- a cross-stack reference is compared by what it names, not how: a weak reference
+  (Fn::GetStackOutput) and an import (Fn::ImportValue) of the same producer value are the same
+  value (the upgrade of a deployed cluster from the one to the other replaces nothing).
 
 A replaced or removed stateful resource (types cfn-lint lists as stateful, such as file systems,
 buckets and keys, and anything retained) is data loss: exit 1 unless `--allow-data-loss`.
@@ -133,14 +140,52 @@ def _sub_names(text: str) -> list[str]:
     return names
 
 
+def exports(templates: Templates) -> dict[str, tuple[str, str]]:
+    """Export name -> (producer stack, output name), for exports named by a plain string."""
+    return {out["Export"]["Name"]: (stack, name) for stack, t in templates.items()
+            for name, out in t.get("Outputs", {}).items()
+            if isinstance(out.get("Export", {}).get("Name"), str)}
+
+
+def imports(templates: Templates) -> dict[str, list[str]]:
+    """Export name -> the stacks that import it (Fn::ImportValue of a plain string)."""
+    found: dict[str, list[str]] = {}
+    for stack, template in templates.items():
+        for ref in references(template.get("Resources", {})) | references(template.get("Outputs", {})):
+            if ref[0] == "export":
+                found.setdefault(ref[1], []).append(stack)
+    return {name: sorted(set(stacks)) for name, stacks in found.items()}
+
+
+def canonical(value: Any, templates: Templates, produced: Mapping[str, tuple[str, str]] | None = None) -> Any:
+    """`value` with each cross-stack reference (Fn::GetStackOutput, Fn::ImportValue) replaced by
+    what it names: {"fmcluster:output": [producer stack, the output's Value there]}. Two ways of
+    referring to the same producer value compare equal; one the templates cannot resolve stays."""
+    produced = exports(templates) if produced is None else produced
+    if isinstance(value, list):
+        return [canonical(v, templates, produced) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        (key, arg), = value.items()
+        target: tuple[Any, Any] | None = None
+        if key == "Fn::GetStackOutput" and isinstance(arg, dict):
+            target = (arg.get("StackName"), arg.get("OutputName"))
+        elif key == "Fn::ImportValue" and isinstance(arg, str):
+            target = produced.get(arg)
+        if target is not None:
+            output = templates.get(str(target[0]), {}).get("Outputs", {}).get(target[1])
+            if output is not None:
+                return {"fmcluster:output": [target[0], output.get("Value")]}
+    return {k: canonical(v, templates, produced) for k, v in value.items()}
+
+
 class _Resolver:
     """Which (stack, logical id) resources a reference ends at, through cross-stack outputs."""
 
     def __init__(self, templates: Templates) -> None:
         self.templates = templates
-        self.exports = {out["Export"]["Name"]: (stack, name) for stack, t in templates.items()
-                        for name, out in t.get("Outputs", {}).items()
-                        if isinstance(out.get("Export", {}).get("Name"), str)}
+        self.exports = exports(templates)
 
     def targets(self, stack: str, value: Any, depth: int = 0) -> set[tuple[str, str]]:
         out: set[tuple[str, str]] = set()
@@ -173,6 +218,12 @@ def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
     return [] if old == new else [path or "(whole resource)"]
 
 
+def _shown(paths: list[str]) -> list[str]:
+    """Paths as a reader knows them: a change inside a cross-stack value ('SubnetIds[0]', not
+    'SubnetIds[0].fmcluster:output[1].Ref'), each once, in order."""
+    return list(dict.fromkeys(p.split(".fmcluster:output", 1)[0] for p in paths))
+
+
 def _stateful(resource: Mapping[str, Any]) -> tuple[bool, bool]:
     retained = resource.get("DeletionPolicy") in RETAINED or resource.get("UpdateReplacePolicy") in RETAINED
     if resource["Type"] == assembly.NESTED_STACK and not retained:
@@ -181,8 +232,9 @@ def _stateful(resource: Mapping[str, Any]) -> tuple[bool, bool]:
 
 
 def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any], region: str) -> Change | None:
-    """The change of one resource present in both templates, before references are followed."""
-    paths = [p for key in COMPARED_KEYS for p in changed_paths(old.get(key), new.get(key), key)]
+    """The change of one resource present in both templates, before references are followed
+    (cross-stack references in both already `canonical`)."""
+    paths = _shown([p for key in COMPARED_KEYS for p in changed_paths(old.get(key), new.get(key), key)])
     if not paths and old["Type"] == new["Type"]:
         return None
     stateful, retained = _stateful(new)
@@ -232,6 +284,7 @@ def _file_system(change: Change, old: Mapping[str, Any], new: Mapping[str, Any])
 
 def compare(old: Templates, new: Templates, region: str) -> Report:
     stacks: list[StackDiff] = []
+    produced_old, produced_new = exports(old), exports(new)
     changes: dict[tuple[str, str], Change] = {}
     for name in sorted(set(old) | set(new)):
         before = _resources(old.get(name))
@@ -245,14 +298,63 @@ def compare(old: Templates, new: Templates, region: str) -> Report:
                 stateful, retained = _stateful(before[lid])
                 found.append(Change(name, lid, before[lid]["Type"], REMOVE, stateful=stateful, retained=retained))
             else:
-                change = _direct(name, lid, before[lid], after[lid], region)
+                change = _direct(name, lid, canonical(before[lid], old, produced_old),
+                                 canonical(after[lid], new, produced_new), region)
                 if change:
                     found.append(change)
         changes.update({(c.stack, c.logical_id): c for c in found})
         status = "added" if name not in old else "removed" if name not in new else "changed" if found else "unchanged"
         stacks.append(StackDiff(name, status, found))
     _follow_references(old, new, changes, region, stacks)
+    _exports_in_use(old, new, changes, stacks)
     return Report(stacks)
+
+
+def _exports_in_use(old: Templates, new: Templates, changes: dict[tuple[str, str], Change],
+                    stacks: list[StackDiff]) -> None:
+    """An export that another stack imports (as deployed: `old`) cannot change or go while it does:
+    CloudFormation fails the producer's update ("cannot update export ... as it is in use") and
+    rolls it back. The producer's resource that would change it is marked FAILS."""
+    produced_old, produced_new = exports(old), exports(new)
+    by_stack = {s.name: s for s in stacks}
+    replaced = {key for key, c in changes.items() if c.action in (REPLACE, MAY_REPLACE)}
+    resolver = _Resolver(new)
+    for name, consumers in sorted(imports(old).items()):
+        if name not in produced_old:
+            continue
+        stack, output = produced_old[name]
+        consumers = [c for c in consumers if c != stack]
+        if not consumers or stack not in new:
+            continue  # a stack that goes away is destroyed after its consumers (cdk destroy)
+        before = old[stack]["Outputs"][output].get("Value")
+        where = produced_new.get(name)
+        culprits: list[tuple[str, str]] = []
+        if where is None:
+            why = f"the export {name} goes away"
+        else:
+            after = new[where[0]]["Outputs"][where[1]].get("Value")
+            culprits = sorted(t for t in resolver.targets(where[0], after) if t in replaced)
+            if culprits:
+                why = f"the export {name} names {culprits[0][1]}, which is replaced (a new id)"
+            elif canonical(before, old, produced_old) != canonical(after, new, produced_new):
+                why = f"the value of the export {name} changes"
+            else:
+                continue
+        reason = (f"{why}, and {', '.join(consumers)} import{'s' if len(consumers) == 1 else ''} it: "
+                  "CloudFormation refuses to change an export in use, and the update rolls back (to make "
+                  "the change on purpose, back up the data and destroy the importing stacks first)")
+        for target in culprits or [(stack, output)]:
+            change = changes.get(target)
+            if change is None:  # the output itself changes, no resource of it: the stack's update fails
+                change = Change(stack, f"Outputs.{output}", "AWS::CloudFormation::Output", FAILS)
+                changes[target] = change
+                by_stack[stack].changes.append(change)
+                by_stack[stack].status = "changed"
+            change.action = FAILS
+            if reason not in change.reasons:
+                change.reasons.append(reason)
+    for s in stacks:
+        s.changes.sort(key=lambda c: c.logical_id)
 
 
 def _resources(template: TemplateBody | None) -> dict[str, dict[str, Any]]:

@@ -1,6 +1,9 @@
 """The NAME-network stack: VPC with subnets placed by AZ ID, NAT egress, S3 gateway endpoint,
 flow logs, the EFA and node security groups.
 
+The VPC, private subnet and security group ids reach the other stacks as exports, which
+CloudFormation protects (below); everything else of this stack as weak references.
+
 Subnet CIDRs are the model's (`fmcluster.network_plan.layout`, the layout validation checks).
 Cluster placement groups are not here: each belongs to its node group and lives in the node
 group's nested stack of NAME-cluster (stacks/node_groups.py), so adding or removing a group
@@ -32,6 +35,19 @@ class NetworkStack(cdk.Stack):
         efa = EfaSecurityGroup(self, "EfaSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-efa")
         nodes = NodeSecurityGroup(self, "NodeSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-nodes")
 
+        # Create-only properties of the other stacks hold these ids (FSx SubnetIds and
+        # SecurityGroupIds, PCS Networking, SageMaker VpcConfig, EKS node group Subnets, security
+        # groups' VpcId): references to them are exports (Fn::ImportValue), which CloudFormation
+        # does not let change or vanish while another stack imports them. A weak reference
+        # (Fn::GetStackOutput) would let a replaced subnet slide under a running file system.
+        # Each is exported whether or not a stack uses it today, so that a consumer that stops
+        # using one (another control plane, no file system) never leaves this stack unable to
+        # remove an export still imported (CDK deploys this stack first).
+        protected = (vpc.vpc, *(s.subnet for s in vpc.private_subnets), efa.group, nodes.group)
+        for resource in protected:
+            cdk.CrossStackReferences.of(resource).produce(cdk.ReferenceStrength.STRONG)
+        for value in (vpc.vpc_id, *vpc.private_subnet_ids, efa.security_group_id, nodes.security_group_id):
+            self.export_value(value)
         self.vpc_id: str = vpc.vpc_id
         self.vpc_cidr: str = spec.network.vpc_cidr
         self.private_subnet_ids: list[str] = vpc.private_subnet_ids

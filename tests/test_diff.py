@@ -46,7 +46,11 @@ def _rename(d):
     d["name"] = "llm-pretrain2"
 
 
-EDITS = {"grow": _grow, "efa": _efa, "persistent-1": _persistent_1, "rename": _rename}
+def _move(d):
+    d["availability_zone_id"] = "use1-az6"
+
+
+EDITS = {"grow": _grow, "efa": _efa, "persistent-1": _persistent_1, "rename": _rename, "move": _move}
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +177,18 @@ def test_renaming_the_cluster_replaces_everything(specs, cached, capsys):
     assert "stack llm-pretrain-storage (no longer produced" in out and "stack llm-pretrain2-storage (new stack)" in out
 
 
+def test_moving_the_gpu_zone_fails_at_the_network_whatever_is_allowed(specs, cached, capsys):
+    """The subnets' ids are exports the file system, the PCS cluster and the node groups import:
+    CloudFormation refuses the network's update, so no new subnet slides under the file system."""
+    assert run_diff(cached, specs["base"], specs["move"], "--allow-data-loss") == 1
+    out = capsys.readouterr().out
+    fails = out.split("UPDATE FAILS: ", 1)[1]
+    assert fails.startswith("1 change that the service refuses:\n  llm-pretrain-network Outputs.ExportsOutputRef")
+    assert "goes away, and llm-pretrain-cluster, llm-pretrain-cluster/NodeGroup-gpu, llm-pretrain-storage import it" \
+        in fails
+    assert "changes: SubnetIds[0]\n" in out  # the file system's, shown as a reader knows it
+
+
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_every_example_against_itself(example, cached, capsys):
     """No change for an unchanged spec, and the stacks are those the plan announces."""
@@ -226,6 +242,64 @@ def test_a_replaced_subnet_replaces_the_file_system_in_another_stack():
     assert found["Fs"].action == diff.REPLACE
     assert found["Fs"].reasons == ["SubnetIds refers to Subnet in c-network, which is replaced"]
     assert [c.logical_id for c in r.data_loss] == ["Fs"]
+
+
+def exporting_network(cidr: str, export: bool = True) -> dict:
+    template = network(cidr)
+    if export:
+        template["Outputs"]["SubnetExport"] = {"Value": {"Ref": "Subnet"}, "Export": {"Name": "c-network:Subnet"}}
+    return template
+
+
+IMPORT = {"Fn::ImportValue": "c-network:Subnet"}
+
+
+def test_a_weak_reference_and_an_import_of_the_same_value_are_the_same_value():
+    """The upgrade of a deployed cluster from Fn::GetStackOutput to Fn::ImportValue replaces nothing."""
+    old = {"c-network": network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(CROSS)}}}
+    new = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(IMPORT)}}}
+    r = diff.compare(old, new, "us-east-1")
+    assert changes(r) == {} and diff.exit_code(r, allowed=False) == 0
+    # an import of another value is a change of the create-only SubnetIds
+    other = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(
+        {"Fn::ImportValue": "c-network:Other"})}}}
+    other["c-network"]["Outputs"]["Other"] = {"Value": {"Ref": "Vpc"}, "Export": {"Name": "c-network:Other"}}
+    assert changes(diff.compare(new, other, "us-east-1"))["Fs"].action == diff.REPLACE
+
+
+def test_a_replaced_subnet_that_is_imported_fails_the_update_instead():
+    """An export in use cannot change: the network's update fails and rolls back, whatever is
+    allowed; the file system is never reached."""
+    old = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(IMPORT)}}}
+    new = {"c-network": exporting_network("10.0.0.0/18"), "c-storage": {"Resources": {"Fs": fsx(IMPORT)}}}
+    r = diff.compare(old, new, "us-east-1")
+    subnet = changes(r)["Subnet"]
+    assert subnet.action == diff.FAILS
+    assert subnet.reasons[-1] == ("the export c-network:Subnet names Subnet, which is replaced (a new id), and "
+                                  "c-storage imports it: CloudFormation refuses to change an export in use, "
+                                  "and the update rolls back (to make the change on purpose, back up the data "
+                                  "and destroy the importing stacks first)")
+    assert diff.exit_code(r, allowed=True) == 1
+    assert "x UPDATE FAILS AWS::EC2::Subnet Subnet" in diff.render_text(r, "old", "new", True)
+
+
+@pytest.mark.parametrize("change", ["value", "removed"])
+def test_an_export_in_use_that_changes_or_goes_fails(change):
+    old = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(IMPORT)}}}
+    new = {"c-network": exporting_network("10.0.0.0/17", export=change != "removed"),
+           "c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
+    if change == "value":
+        new["c-network"]["Outputs"]["SubnetExport"]["Value"] = {"Ref": "Vpc"}
+    r = diff.compare(old, new, "us-east-1")
+    found = changes(r)
+    output = found["Outputs.SubnetExport"]
+    assert output.action == diff.FAILS and output.stack == "c-network"
+    assert output.reasons[0].startswith({"value": "the value of the export c-network:Subnet changes",
+                                         "removed": "the export c-network:Subnet goes away"}[change])
+    assert diff.exit_code(r, allowed=True) == 1
+    # not imported by anyone (as deployed): nothing refuses it
+    unused = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
+    assert not diff.compare(unused, new, "us-east-1").failing
 
 
 def nested_cluster(cluster_name: str, launch_template_name: str) -> dict[str, dict]:

@@ -221,6 +221,32 @@ def test_stateful_resources_only_in_storage(assembly):
             assert not types & stateful, name
 
 
+def test_create_only_properties_hold_only_references_cloudformation_protects(assembly):
+    """A create-only property (from the resource schema) that names another stack's resource does
+    it through an export (Fn::ImportValue): CloudFormation refuses to change or remove an export
+    in use, so a replaced subnet or security group never slides under a running file system, PCS
+    cluster or HyperPod cluster. A weak Fn::GetStackOutput would not stop it."""
+    from fmcluster import assembly as cloud_assembly
+    from fmcluster import cfn_schemas, diff
+
+    _, outdir = assembly
+    every = cloud_assembly.templates(outdir)
+    weak, imported = [], 0
+    for stack, template in every.items():
+        for lid, resource in template.get("Resources", {}).items():
+            schema = cfn_schemas.schema(resource["Type"])
+            for pointer in schema.create_only if schema else ():
+                for value in cfn_schemas.values_at(resource.get("Properties", {}), pointer):
+                    kinds = {ref[0] for ref in diff.references(value)}
+                    imported += "export" in kinds
+                    if "out" in kinds:
+                        weak.append(f"{stack} {lid} {cfn_schemas.dotted(pointer)}")
+    assert not weak
+    assert imported  # the check sees them: every cluster's file system and security groups import the network's
+    exported = diff.exports(every)
+    assert all(name in exported for name in diff.imports(every))
+
+
 def _constructs(outdir: Path) -> dict[str, str]:
     """{construct path: the class it is (tree.json's constructInfo.fqn)} of the whole assembly."""
     found: dict[str, str] = {}

@@ -270,6 +270,25 @@ def test_placement_groups_are_not_in_the_network_stack(eks, p5):
         assert len(built.json.get("Outputs", {})) < 20
 
 
+def test_the_ids_other_stacks_hold_are_always_exported(eks, synthesized):
+    """The VPC, every private subnet and both security groups are exports (which CloudFormation
+    will not let change while imported), in this stack alone, with no consumer: a stack that stops
+    importing one never leaves this stack unable to remove it."""
+    outputs = eks.json["Outputs"]
+    exported = {json.dumps(o["Value"], sort_keys=True) for o in outputs.values() if "Export" in o}
+    subnets = [lid for lid, r in resources(eks.json, "AWS::EC2::Subnet").items()
+               if not r["Properties"]["MapPublicIpOnLaunch"] and "Private" in lid]
+    assert len(subnets) == 2
+    wanted = [{"Ref": lid} for lid in [*resources(eks.json, "AWS::EC2::VPC"), *subnets]]
+    wanted += [{"Fn::GetAtt": [lid, "GroupId"]} for lid in resources(eks.json, "AWS::EC2::SecurityGroup")]
+    assert len(wanted) == 5
+    assert all(json.dumps(w, sort_keys=True) in exported for w in wanted)
+    # an AZ more is an export more, and none of the old ones changes
+    more = synthesized.templates["eks-az-network"]["Outputs"]
+    old = {k: v["Value"] for k, v in outputs.items() if k.startswith("ExportsOutput")}
+    assert all(more[k]["Value"] == value for k, value in old.items()) and len(more) > len(outputs)
+
+
 # ---- stable logical IDs, determinism --------------------------------------------------------
 
 def test_adding_a_node_group_leaves_the_network_stack_alone(synthesized):
