@@ -187,6 +187,37 @@ def cmd_stack_policy(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_change_set(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from fmcluster import change_set
+
+    try:
+        client = change_set.client_for(args.region, args.role_arn)
+    except (BotoCoreError, ClientError) as exc:  # no credentials or region, a role that cannot be assumed
+        print(f"error: cannot read CloudFormation: {exc}", file=sys.stderr)
+        print("  hint: it reads with the default credentials (AWS_PROFILE); --role-arn is assumed with them",
+              file=sys.stderr)
+        return EXIT_CHECK_FAILED
+    return change_set.main(args.stack, args.name, client=client, fmt=args.format,
+                           allow_data_loss=args.allow_data_loss, delete=args.delete, wait_s=args.wait)
+
+
+def _change_set_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("stack", metavar="STACK", help="the stack, such as llm-pretrain-storage")
+    p.add_argument("name", metavar="CHANGE_SET", help="the change set (the pipeline's is PipelineChange)")
+    p.add_argument("--region", help="the stack's region (default: that of the credentials)")
+    p.add_argument("--role-arn", metavar="ARN",
+                   help="a role to assume first, such as the CDK deploy role of the stack's account")
+    p.add_argument("--allow-data-loss", action="store_true",
+                   help="exit 0 even when a stateful resource (file system, bucket, key) is replaced or removed")
+    p.add_argument("--delete", action="store_true", help="delete the change set after judging it")
+    p.add_argument("--wait", type=_positive_number, default=600, metavar="SECONDS",
+                   help="how long to wait for a change set still being created (default 600)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_change_set)
+
+
 def _stack_policy_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lift", action="store_true",
                    help="print the policy that allows every update instead (to lift the protection on purpose)")
@@ -249,6 +280,8 @@ COMMANDS = {
     "schema": ("print the JSON Schema of the spec", _schema_args),
     "stack-policy": ("print the stack policy of NAME-storage: no replacing or deleting its stateful resources",
                      _stack_policy_args),
+    "change-set": ("judge a CloudFormation change set before it is executed: exit 1 if it replaces or removes "
+                   "a stateful resource (reads CloudFormation, read-only)", _change_set_args),
 }
 
 

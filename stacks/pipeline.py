@@ -9,11 +9,17 @@ pipeline file's waves. Each cluster's stage runs, in order:
    COMMIT:PATH recorded in SSM) through `fmcluster diff`, which exits 1 on data loss and so
    stops the pipeline before anything is deployed;
 2. `Approve`: a manual approval, for clusters marked `protected: true`;
-3. the cluster's stacks, the same stacks and stack names as `cdk deploy -c spec=SPEC` makes;
+3. the cluster's stacks, the same stacks and stack names as `cdk deploy -c spec=SPEC` makes,
+   each as Prepare (create a change set) then Deploy (execute it); between NAME-storage's two,
+   `Guard` (guard-change-set.sh, `fmcluster change-set`) judges the change set CloudFormation is
+   about to execute and stops the pipeline when it replaces or removes a stateful resource: a
+   change that comes from this code, not from the spec, is caught there;
 4. `Record`: record-deployed.sh writes COMMIT:PATH to `/fmcluster/NAME/deployed-spec`, and
    protect-storage.sh sets the stack policy of NAME-storage (fmcluster.stack_policy: no update
-   replaces or deletes its stateful resources). For a merge that allows data loss, the Diff step
-   lifts that policy after the diff, and Record sets it again.
+   replaces or deletes its stateful resources). For a deploy that is allowed to lose data (the
+   commit's `Allow-Data-Loss: NAME` trailer, allowance.sh; or the pipeline file's standing
+   `allow_data_loss`), Diff and Guard pass it on, the Diff step lifts that policy after the diff,
+   and Record sets it again.
 
 The two CodeBuild steps of a cluster may read (Diff) or write (Record) that one parameter only,
 and set the stack policy of that one storage stack. They run in the pipeline's account: for a
@@ -38,6 +44,7 @@ from fmcluster.spec import ClusterSpec
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STEPS = "fmcluster/pipeline_steps"  # the step scripts, run from the clone of the repository
+CHANGE_SET = "PipelineChange"  # the change set CDK Pipelines' Prepare action creates (and Deploy executes)
 # What the Makefile exports for quiet CDK runs.
 QUIET = {"CDK_DISABLE_VERSION_CHECK": "true", "CDK_DISABLE_CLI_TELEMETRY": "true"}
 # aws/codebuild/standard:7.0 has both (its runtimes: Node.js 18, 20, 22 and 24). The Makefile needs
@@ -64,11 +71,30 @@ def storage_stack(deployment: Deployment) -> str:
     return storage.name
 
 
+def allowance(deployment: Deployment) -> str:
+    """The shell words that set $allow to --allow-data-loss when this deploy may lose data: the
+    commit's `Allow-Data-Loss: NAME` trailer (per merge), or the pipeline file's standing
+    `allow_data_loss: true` (kept working)."""
+    standing = " --allow-data-loss" if deployment.allow_data_loss else ""
+    return f"allow=$(bash {STEPS}/allowance.sh {deployment.name}{standing})"
+
+
 def diff_commands(deployment: Deployment, protect: bool = True) -> list[str]:
-    flag = " --allow-data-loss" if deployment.allow_data_loss else ""
-    lift = [f"bash {STEPS}/protect-storage.sh {storage_stack(deployment)} --lift"] \
-        if protect and deployment.allow_data_loss else []
-    return [f"bash {STEPS}/diff-deployed.sh {deployed_parameter(deployment.name)} {deployment.path}{flag}", *lift]
+    """Diff against the spec as last deployed; when data loss is allowed for this deploy, lift the
+    storage stack's policy (Record sets it again)."""
+    lift = (f" && if [ -n \"$allow\" ]; then bash {STEPS}/protect-storage.sh {storage_stack(deployment)} --lift; fi"
+            if protect else "")
+    return [f"{allowance(deployment)} && bash {STEPS}/diff-deployed.sh {deployed_parameter(deployment.name)} "
+            f"{deployment.path} $allow{lift}"]
+
+
+def change_set_commands(deployment: Deployment, role_arn: str | None) -> list[str]:
+    """Between the Prepare and Deploy actions of NAME-storage: judge the change set CDK Pipelines
+    made (PipelineChange) and stop before it is executed when it would lose data."""
+    standing = " --allow-data-loss" if deployment.allow_data_loss else ""
+    role = f" --role-arn {role_arn}" if role_arn else ""
+    return [f"bash {STEPS}/guard-change-set.sh {deployment.name} {storage_stack(deployment)} {CHANGE_SET}"
+            f"{standing} --region {deployment.spec.region}{role}"]
 
 
 def record_commands(deployment: Deployment, protect: bool = True) -> list[str]:
@@ -120,7 +146,10 @@ class PipelineStack(cdk.Stack):
                         "Approve", comment=f"Deploy {deployment.name} ({deployment.path}) to "
                                            f"{self._account(deployment)}/{deployment.spec.region}? "
                                            "The Diff step's log says what changes."))
-                wave.add_stage(stage, pre=pipelines.Step.sequence(pre), post=[self._record_step(deployment)])
+                storage = stage.stacks[storage_stack(deployment)]
+                guard = pipelines.StackSteps(stack=storage, change_set=[self._change_set_step(deployment)])
+                wave.add_stage(stage, pre=pipelines.Step.sequence(pre), post=[self._record_step(deployment)],
+                               stack_steps=[guard])
         self._grant_codeconnections(config.source.connection_arn)
 
     def _grant_codeconnections(self, connection_arn: str) -> None:
@@ -160,11 +189,34 @@ class PipelineStack(cdk.Stack):
     def _diff_step(self, deployment: Deployment) -> pipelines.CodeBuildStep:
         protect = self._protects(deployment)
         statements = [iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[self._parameter_arn(deployment)])]
-        if protect and deployment.allow_data_loss:
+        if protect:  # to lift it for a deploy allowed to lose data (known only at run time: the trailer)
             statements.append(self._stack_policy_statement(deployment))
         return pipelines.CodeBuildStep(
             "Diff", input=self.source, env=QUIET, install_commands=["make install"],
             commands=diff_commands(deployment, protect), role_policy_statements=statements)
+
+    def _deploy_role_arn(self, deployment: Deployment) -> str:
+        """The CDK bootstrap deploy role of the cluster's account and region (it trusts the pipeline's
+        account: `cdk bootstrap --trust`), which may read change sets there."""
+        account, region = self._account(deployment), deployment.spec.region
+        return (f"arn:{self.partition}:iam::{account}:role/"
+                f"cdk-{cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER}-deploy-role-{account}-{region}")
+
+    def _change_set_step(self, deployment: Deployment) -> pipelines.CodeBuildStep:
+        """Guard: between NAME-storage's Prepare and Deploy, the change set judged (change_set_commands).
+        In the pipeline's account it reads the change set itself (cloudformation:DescribeChangeSet on
+        that one stack); in another account it assumes that account's CDK deploy role."""
+        role = None if self._protects(deployment) else self._deploy_role_arn(deployment)
+        if role is None:
+            statement = iam.PolicyStatement(
+                actions=["cloudformation:DescribeChangeSet"],
+                resources=[self.format_arn(service="cloudformation", resource="stack", region=deployment.spec.region,
+                                           resource_name=f"{storage_stack(deployment)}/*")])
+        else:
+            statement = iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[role])
+        return pipelines.CodeBuildStep(
+            "Guard", input=self.source, env=QUIET, install_commands=["make install"],
+            commands=change_set_commands(deployment, role), role_policy_statements=[statement])
 
     def _record_step(self, deployment: Deployment) -> pipelines.CodeBuildStep:
         protect = self._protects(deployment)

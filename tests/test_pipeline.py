@@ -284,8 +284,12 @@ def cluster_actions(code_pipeline, wave, cluster, many):
 
 
 def deploy_order():
-    return [(f"{s}.{step}", "CloudFormation") for s in ("network", "storage", "observability", "cluster")
-            for step in ("Prepare", "Deploy")]
+    """Each stack's Prepare (create the change set) and Deploy (execute it); the storage stack's
+    change set is judged by Guard in between."""
+    order = [(f"{s}.{step}", "CloudFormation") for s in ("network", "storage", "observability", "cluster")
+             for step in ("Prepare", "Deploy")]
+    order.insert(order.index(("storage.Deploy", "CloudFormation")), ("storage.Guard", "CodeBuild"))
+    return order
 
 
 def test_one_stage_per_cluster_diff_first_record_last(code_pipeline):
@@ -354,39 +358,95 @@ def test_diff_and_record_steps_and_their_least_privilege_roles(template, code_pi
     (found,) = [a for a in actions(code_pipeline, wave) if a["Name"] == action]
     run = commands(buildspec(template, found))
     parameter = f"/fmcluster/{cluster}/deployed-spec"
-    if verb == "ssm:GetParameter":
-        assert run == ["make install", f"bash fmcluster/pipeline_steps/diff-deployed.sh {parameter} {path}"]
+    steps = "fmcluster/pipeline_steps"
+    if verb == "ssm:GetParameter":  # with the per-merge allowance, which lifts the stack policy too
+        assert run == ["make install", f"allow=$(bash {steps}/allowance.sh {cluster}) && bash {steps}/diff-deployed.sh "
+                                       f"{parameter} {path} $allow && if [ -n \"$allow\" ]; then bash "
+                                       f"{steps}/protect-storage.sh {cluster}-storage --lift; fi"]
     else:  # the same account as the pipeline: Record sets the storage stack's policy too
         assert run == ["make install", f"bash fmcluster/pipeline_steps/record-deployed.sh {parameter} {path}",
                        f"bash fmcluster/pipeline_steps/protect-storage.sh {cluster}-storage"]
     statements = step_policy(template, code_pipeline, wave, action)
     assert ssm_statements(statements) == [{"Action": verb, "Effect": "Allow", "Resource": parameter_arn(cluster)}]
     stack_policy = [s for s in statements if "cloudformation:SetStackPolicy" in s["Action"]]
-    if verb == "ssm:PutParameter":  # only that one stack's policy
-        (statement,) = stack_policy
-        assert statement["Action"] == ["cloudformation:DescribeStacks", "cloudformation:SetStackPolicy"]
-        region = loader.load(ROOT / path).spec.region
-        assert statement["Resource"] == f"arn:aws:cloudformation:{region}:111122223333:stack/{cluster}-storage/*"
-    else:
-        assert stack_policy == []  # lifted only for a merge that allows data loss
+    (statement,) = stack_policy  # only that one stack's policy: Record sets it, Diff may lift it
+    assert statement["Action"] == ["cloudformation:DescribeStacks", "cloudformation:SetStackPolicy"]
+    region = loader.load(ROOT / path).spec.region
+    assert statement["Resource"] == f"arn:aws:cloudformation:{region}:111122223333:stack/{cluster}-storage/*"
     for statement in statements:  # the rest: logs, reports, artifacts, the connection; no wildcard resource
         assert statement["Resource"] != "*"
         assert not any(a in ("*", "ssm:*") for a in
                        (statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]))
 
 
-def test_allow_data_loss_reaches_the_diff_step():
-    from stacks.pipeline import diff_commands
+def test_allow_data_loss_reaches_the_diff_and_guard_steps():
+    """The pipeline file's standing allow_data_loss is passed to allowance.sh (which also reads the
+    per-merge trailer); the guard gets it too; in another account nothing lifts the stack policy."""
+    from stacks.pipeline import change_set_commands, diff_commands
 
     result = pipeline.load(ROOT / EXAMPLE, root=ROOT)
     deployment = result.pipeline.deployments[0]
     allowed = pipeline.Deployment(deployment.path, deployment.spec, allow_data_loss=True)
-    assert diff_commands(allowed)[0].endswith(f"{deployment.path} --allow-data-loss")
-    # and lifts the storage stack's policy for that deploy (Record sets it again)
-    lift = f"bash fmcluster/pipeline_steps/protect-storage.sh {deployment.name}-storage --lift"
-    assert diff_commands(allowed)[1] == lift
-    assert diff_commands(deployment) == diff_commands(deployment)[:1]
-    assert diff_commands(allowed, protect=False) == diff_commands(allowed)[:1]  # another account
+    steps = "fmcluster/pipeline_steps"
+    assert diff_commands(allowed)[0].startswith(f"allow=$(bash {steps}/allowance.sh {deployment.name} "
+                                                "--allow-data-loss) && ")
+    assert diff_commands(deployment)[0].startswith(f"allow=$(bash {steps}/allowance.sh {deployment.name}) && ")
+    assert "protect-storage.sh" not in diff_commands(allowed, protect=False)[0]  # another account
+    guard = f"bash {steps}/guard-change-set.sh {deployment.name} {deployment.name}-storage PipelineChange"
+    assert change_set_commands(deployment, None) == [f"{guard} --region {deployment.spec.region}"]
+    role = "arn:aws:iam::444455556666:role/cdk-hnb659fds-deploy-role-444455556666-us-west-2"
+    assert change_set_commands(allowed, role) == [
+        f"{guard} --allow-data-loss --region {deployment.spec.region} --role-arn {role}"]
+
+
+def test_guard_step_judges_the_storage_change_set_with_a_least_privilege_role(template, code_pipeline):
+    for wave, name, cluster in ((STAGING, "storage.Guard", "p5en-train"),
+                                ("production", "llm-pretrain.storage.Guard", "llm-pretrain")):
+        (found,) = [a for a in actions(code_pipeline, wave) if a["Name"] == name]
+        spec = next(d.spec for d in pipeline.load(ROOT / EXAMPLE, root=ROOT).pipeline.deployments
+                    if d.name == cluster)
+        assert commands(buildspec(template, found)) == [
+            "make install", f"bash fmcluster/pipeline_steps/guard-change-set.sh {cluster} {cluster}-storage "
+                            f"PipelineChange --region {spec.region}"]
+        statements = step_policy(template, code_pipeline, wave, name)
+        (describe,) = [s for s in statements if "cloudformation:DescribeChangeSet" in str(s["Action"])]
+        assert describe == {"Action": "cloudformation:DescribeChangeSet", "Effect": "Allow",
+                            "Resource": f"arn:aws:cloudformation:{spec.region}:111122223333:stack/{cluster}-storage/*"}
+        assert not [s for s in statements if "sts:AssumeRole" in str(s["Action"])]
+
+
+def test_guard_step_in_another_account_assumes_its_cdk_deploy_role(tmp_path):
+    import aws_cdk as cdk
+
+    from fmcluster.synth import app_context, cdk_json
+    from stacks.pipeline import pipeline_stack
+
+    text = (ROOT / EXAMPLE).read_text().replace("      - spec: examples/p5en-reservation-pcs.yaml",
+                                                "      - spec: other.yaml")
+    spec = (ROOT / "examples/p5en-reservation-pcs.yaml").read_text().replace(
+        "region: us-west-2", 'region: us-west-2\naccount: "444455556666"')
+    assert 'account: "444455556666"' in spec
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "other.yaml").write_text(spec)
+    for name in ("p5-pcs.yaml", "p6-b300-pcs.yaml"):
+        (tmp_path / "examples" / name).write_text((ROOT / "examples" / name).read_text())
+    (tmp_path / "pipeline.yaml").write_text(text)
+    loaded = pipeline.load(tmp_path / "pipeline.yaml", root=tmp_path)
+    assert loaded.ok, loaded.diagnostics
+    app = cdk.App(outdir=str(tmp_path / "out"), context=app_context(cdk_json(ROOT)))
+    pipeline_stack(app, loaded.pipeline)
+    app.synth()
+    built = json.loads((tmp_path / "out/gpu-clusters-pipeline.template.json").read_text())
+    (stages,) = resources(built, "AWS::CodePipeline::Pipeline").values()
+    (guard,) = [a for a in actions(stages["Properties"], STAGING) if a["Name"] == "storage.Guard"]
+    role = "arn:aws:iam::444455556666:role/cdk-hnb659fds-deploy-role-444455556666-us-west-2"
+    assert commands(buildspec(built, guard))[-1] == (
+        "bash fmcluster/pipeline_steps/guard-change-set.sh p5en-train p5en-train-storage PipelineChange "
+        f"--region us-west-2 --role-arn {role}")
+    statements = step_policy(built, stages["Properties"], STAGING, "storage.Guard")
+    (assume,) = [s for s in statements if "sts:AssumeRole" in str(s["Action"])]
+    assert assume == {"Action": "sts:AssumeRole", "Effect": "Allow", "Resource": role}
+    assert not [s for s in statements if "cloudformation:DescribeChangeSet" in str(s["Action"])]
 
 
 def test_resource_types_of_every_policy(assembly):
@@ -582,6 +642,47 @@ def test_review_comment_of_a_new_spec(repo, tmp_path):
     assert (tmp_path / "status").read_text().strip() == "0"
 
 
+def commit(repo, message: str) -> None:
+    work, env, _ = repo
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", message], cwd=work, env=env, check=True)
+
+
+@pytest.mark.parametrize("message, allowed", [
+    ("Move the file system\n\nAllow-Data-Loss: c", True),
+    ("Two clusters\n\nAllow-Data-Loss: other, c", True),
+    ("Squashed\n\nSigned-off-by: t <t@e>\nAllow-Data-Loss: c\nCo-authored-by: u <u@e>", True),
+    ("Another cluster\n\nAllow-Data-Loss: c-2", False),
+    ("Only in the body: Allow-Data-Loss: c, not a trailer\n\nmore text", False),
+    ("Nothing said", False),
+])
+def test_allowance_is_the_trailer_of_the_commit_being_deployed(repo, message, allowed):
+    commit(repo, message)
+    result = step(repo, "allowance.sh", "c")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ("--allow-data-loss\n" if allowed else "")
+    if allowed:
+        assert "allowed for this deploy by the trailer" in result.stderr
+    # the next merge is guarded again
+    commit(repo, "The next change")
+    assert step(repo, "allowance.sh", "c").stdout == ""
+
+
+def test_allowance_passes_on_the_pipeline_files_standing_switch(repo):
+    result = step(repo, "allowance.sh", "c", "--allow-data-loss")
+    assert result.stdout == "--allow-data-loss\n" and "allow_data_loss: true" in result.stderr
+
+
+@pytest.mark.parametrize("message, standing, flag", [
+    ("Nothing said", (), ""), ("Allowed\n\nAllow-Data-Loss: c", (), " --allow-data-loss"),
+    ("Nothing said", ("--allow-data-loss",), " --allow-data-loss")])
+def test_guard_step_runs_fmcluster_change_set_with_the_allowance(repo, message, standing, flag):
+    commit(repo, message)
+    result = step(repo, "guard-change-set.sh", "c", "c-storage", "PipelineChange", *standing,
+                  "--region", "us-east-1", DIFF_STATUS="1")
+    assert result.returncode == 1  # fmcluster change-set's status
+    assert log(repo).splitlines()[-1] == f"fmcluster change-set c-storage PipelineChange{flag} --region us-east-1"
+
+
 @pytest.mark.parametrize("flag, policy", [((), "protecting"), (("--lift",), "lifting")])
 def test_protect_step_sets_the_storage_stack_policy(repo, flag, policy):
     from fmcluster import stack_policy
@@ -698,9 +799,14 @@ def test_review_job_validates_synthesizes_diffs_and_publishes_the_plan(workflow)
 
 
 def test_deploy_job_diffs_then_deploys_then_records(workflow):
-    script = run_lines(workflow["jobs"]["deploy"])
-    order = ["make test", "diff-deployed.sh", 'cdk deploy -c spec="$SPEC" --all', "record-deployed.sh",
-             'protect-storage.sh "$CLUSTER-storage"']
+    script = run_lines(workflow["jobs"]["deploy"]) + "\n"
+    order = ["make test", "allowance.sh", "diff-deployed.sh", 'protect-storage.sh "$CLUSTER-storage" --lift',
+             'cdk deploy -c spec="$SPEC" "$CLUSTER-network" --exclusively',
+             'cdk deploy -c spec="$SPEC" "$CLUSTER-storage" --exclusively --require-approval never '
+             '--method=prepare-change-set --change-set-name fmcluster-guard',
+             'guard-change-set.sh "$CLUSTER" "$CLUSTER-storage" fmcluster-guard ${ALLOW:+"$ALLOW"} '
+             '--region "$AWS_REGION" --delete',
+             'cdk deploy -c spec="$SPEC" --all', "record-deployed.sh", 'protect-storage.sh "$CLUSTER-storage"\n']
     assert [script.index(c) for c in order] == sorted(script.index(c) for c in order)
     assert workflow["env"]["SPEC"] == "examples/p5-pcs.yaml"
     assert workflow["env"]["CLUSTER"] == pipeline.loader.load(ROOT / "examples/p5-pcs.yaml").spec.name
@@ -763,7 +869,8 @@ def test_oidc_role_is_cfn_lint_clean_and_scoped_to_repository_and_branch():
     actions_allowed = {a for s in role["Policies"][0]["PolicyDocument"]["Statement"]
                        for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
     assert actions_allowed == {"sts:AssumeRole", "ssm:GetParameter", "ssm:PutParameter",
-                               "cloudformation:DescribeStacks", "cloudformation:SetStackPolicy"}
+                               "cloudformation:DescribeStacks", "cloudformation:SetStackPolicy",
+                               "cloudformation:DescribeChangeSet", "cloudformation:DeleteChangeSet"}
     assert iam_lint.findings(json.loads(json.dumps(template))) == []  # every call allowed as granted
 
 
