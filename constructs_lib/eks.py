@@ -68,6 +68,7 @@ class ManagedNodeGroup(Construct):
     Attributes:
         resource: the `eks.CfnNodegroup`.
         nodegroup_name: the node group's name (assigned by CloudFormation).
+        nodegroup_arn: the node group's ARN.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, node_role_arn: str,
@@ -100,6 +101,10 @@ class ManagedNodeGroup(Construct):
     @property
     def nodegroup_name(self) -> str:
         return self.resource.attr_nodegroup_name
+
+    @property
+    def nodegroup_arn(self) -> str:
+        return self.resource.attr_arn
 
 
 class ClusterAddon(Construct):

@@ -130,9 +130,36 @@ def cmd_plan(args: argparse.Namespace) -> int:
     spec = _valid(args.spec, result)
     if spec is None:
         return EXIT_INVALID
-    report = plan.build(spec, result.data, args.checkpoint_params)
+    reservations = _preflight_reservations(args.preflight, spec.name) if args.preflight else []
+    if reservations is None:
+        return EXIT_INVALID
+    report = plan.build(spec, result.data, args.checkpoint_params, reservations)
     sys.stdout.write(plan_render.RENDERERS[args.format](report))
     return EXIT_OK
+
+
+def _preflight_reservations(path: str, cluster: str) -> list[dict[str, object]] | None:
+    """The "reservations" of `fmcluster preflight SPEC --format json` saved in `path`; None
+    (after saying why) when the file is not such a report of this cluster."""
+    import json
+
+    try:
+        report = json.loads(open(path, encoding="utf-8").read())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        print(f"error: {path}: cannot read a preflight report: {exc}", file=sys.stderr)
+        print(f"  hint: fmcluster preflight SPEC --format json > {path}", file=sys.stderr)
+        return None
+    found = report.get("reservations") if isinstance(report, dict) else None
+    if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
+        print(f"error: {path}: not a report of fmcluster preflight --format json (no \"reservations\" list)",
+              file=sys.stderr)
+        print(f"  hint: fmcluster preflight SPEC --format json > {path}", file=sys.stderr)
+        return None
+    if report.get("cluster") != cluster:
+        print(f"error: {path}: a preflight report of cluster {report.get('cluster')!r}, not of {cluster!r}",
+              file=sys.stderr)
+        return None
+    return found
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
@@ -242,6 +269,9 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint-params", type=_positive_number, metavar="N",
                    help="model size for the checkpoint write time, such as 70e9 (default 70e9)")
     p.add_argument("--json-schema", action="store_true", help="print the JSON Schema of --format json")
+    p.add_argument("--preflight", metavar="REPORT",
+                   help="a saved `fmcluster preflight SPEC --format json`: show the windows of the reservations "
+                        "and Capacity Blocks it read")
     p.set_defaults(func=cmd_plan)
 
 

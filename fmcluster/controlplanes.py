@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from fmcluster.spec import ClusterSpec
 
 ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT = "on-demand", "reservation", "capacity-block", "spot"
+# EKS managed node groups on a Capacity Block go to 0 this long before the block ends: EC2 warns 40
+# minutes before and terminates from 30 minutes before (EC2 User Guide, Capacity Blocks; EC2 Auto
+# Scaling: "scale in to zero more than 30 minutes before the end time")
+CAPACITY_BLOCK_DRAIN_MINUTES = 45
 CAPACITY_TYPES = (ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT)
 
 

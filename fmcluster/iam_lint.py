@@ -60,6 +60,7 @@ ARN_OF: dict[tuple[str, str], str] = {
     ("AWS::APS::Workspace", "Arn"): _regional("aps", "workspace/${Id}"),
     ("AWS::CodeBuild::Project", "Arn"): _regional("codebuild", "project/${Name}"),
     ("AWS::EKS::Cluster", "Arn"): _regional("eks", "cluster/${Name}"),
+    ("AWS::EKS::Nodegroup", "Arn"): _regional("eks", "nodegroup/${ClusterName}/${NodegroupName}/${UUID}"),
     ("AWS::IAM::Role", "Arn"): f"arn:{PARTITION}:iam::{ACCOUNT}:role/${{Name}}",
     ("AWS::KMS::Key", "Arn"): _regional("kms", "key/${Id}"),
     ("AWS::Lambda::Function", "Arn"): _regional("lambda", "function:${Name}"),

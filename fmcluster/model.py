@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Mapping, Optional
 
 from fmcluster import bootstrap, controlplanes, kubernetes, naming, network_plan
 from fmcluster.catalog import InstanceType
-from fmcluster.controlplanes import ControlPlane, PcsSize
+from fmcluster.controlplanes import CAPACITY_BLOCK, ControlPlane, PcsSize
 from fmcluster.efa import Interface, efa_layout
 from fmcluster.placement import Placement, placement_for
 from fmcluster.spec import CapacitySpec, ClusterSpec, NodeGroupSpec
@@ -60,6 +60,9 @@ class NodeGroup:
     labels: Mapping[str, str] = field(default_factory=dict)  # Kubernetes labels (eks, hyperpod-eks)
     taints: tuple[Mapping[str, str], ...] = ()  # Kubernetes taints
     lnet_efa_interfaces: int = 0  # LNet's EFA devices for an EFA-enabled file system (0: TCP)
+    # Created with no node and kept at max_count while its Capacity Block is active, at 0 before
+    # and near its end (EKS managed node groups on a Capacity Block: constructs_lib/capacity_blocks.py)
+    follows_block: bool = False
 
     @property
     def instance_type(self) -> str:
@@ -73,6 +76,12 @@ class NodeGroup:
     @property
     def gpus(self) -> int:
         return self.instance.gpu_count
+
+    @property
+    def created_size(self) -> int:
+        """The nodes it is created with (and its floor): 0 for a group that follows its Capacity
+        Block (it is scaled to max_count while the block is active), else min_count."""
+        return 0 if self.follows_block else self.min_count
 
 
 @dataclass(frozen=True)
@@ -146,7 +155,8 @@ def _node_group(spec: ClusterSpec, group: NodeGroupSpec, cp: ControlPlane, lustr
         capacity=group.capacity, efa=efa, interfaces=interfaces,
         placement=NO_PLACEMENT if cp.hyperpod else placement_for(group), root_volume_gib=group.root_volume_gib,
         ami_id=group.ami_id,
-        lnet_efa_interfaces=bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lustre_efa))
+        lnet_efa_interfaces=bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lustre_efa),
+        follows_block=cp.type == "eks" and group.capacity.type == CAPACITY_BLOCK)
     if cp.scheduler != "kubernetes":
         return made
     labels = dict(group.labels)

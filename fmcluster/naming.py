@@ -49,3 +49,9 @@ def bucket_name(cluster: str, bucket: str, region: str, account: str) -> str:
 
 def bucket_name_length(cluster: str, bucket: str, region: str) -> int:
     return len(bucket_name(cluster, bucket, region, "0" * ACCOUNT_ID_LENGTH))
+
+
+def hold_parameter(cluster: str, node_group: str) -> str:
+    """The SSM parameter whose existence holds a Capacity Block node group's scaling (an operator
+    upgrading an EKS managed node group on a Capacity Block keeps it at 0: README)."""
+    return f"/fmcluster/{cluster}/node-groups/{node_group}/hold"

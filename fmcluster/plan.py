@@ -13,11 +13,12 @@ HBM), subnets and addresses from `network_plan`, prices from the repository's pr
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal, Optional
+from typing import Any, Iterable, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict
 
 from fmcluster import fsx, model, naming, network_plan, prices
+from fmcluster.controlplanes import CAPACITY_BLOCK_DRAIN_MINUTES
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
 SCHEMA_VERSION = "fmcluster.plan/v1"
@@ -68,6 +69,10 @@ class NodeGroupPlan(Model):
     volume: str  # what root_volume_gib sizes: the root volume, or HyperPod's volume at /opt/sagemaker
     per_node: Resources
     at_max: Resources
+    # how the node count follows a Capacity Block (EKS managed node groups on one), else None
+    scaling: Optional[str] = None
+    # the Capacity Block's or reservation's window, as `fmcluster preflight` read it (plan --preflight)
+    window: Optional[str] = None
 
 
 class Link(Model):
@@ -269,7 +274,25 @@ def _volume(gib: int, hyperpod: bool) -> str:
     return f"{gib} GiB gp3 root volume, encrypted"
 
 
-def _node_group(m: model.ClusterModel, group: model.NodeGroup, spec_group: NodeGroupSpec) -> NodeGroupPlan:
+def _scaling(group: model.NodeGroup) -> Optional[str]:
+    """How a node group's count follows its Capacity Block (the node group's CapacityBlockScaler:
+    README, "Capacity Blocks"), or None where its counts are all there is."""
+    if not group.follows_block:
+        return None
+    return f"{group.max_count} while the block is active, else 0 ({CAPACITY_BLOCK_DRAIN_MINUTES} min before end)"
+
+
+def _window(group: model.NodeGroup, read: Mapping[str, Any]) -> Optional[str]:
+    found = read.get(group.capacity.reservation_id or "")
+    if not found:
+        return None
+    span = f"{found.get('start') or '?'} to {found['end']}" if found.get("end") else \
+        f"from {found.get('start') or '?'}, no end date"
+    return f"{span} ({found.get('state') or 'unknown state'}, {found.get('instances', '?')} instances)"
+
+
+def _node_group(m: model.ClusterModel, group: model.NodeGroup, spec_group: NodeGroupSpec,
+                read: Mapping[str, Any]) -> NodeGroupPlan:
     cp = m.control_plane
     it = group.instance
     capacity = group.capacity
@@ -282,6 +305,7 @@ def _node_group(m: model.ClusterModel, group: model.NodeGroup, spec_group: NodeG
         efa=group.efa, interface_type=cp.interface_mode.value if group.efa else None, nvme_disks=it.nvme_disks,
         root_volume_gib=group.root_volume_gib, volume=_volume(group.root_volume_gib, cp.hyperpod),
         per_node=_resources(group, 1), at_max=_resources(group, group.max_count),
+        scaling=_scaling(group), window=_window(group, read),
     )
 
 
@@ -376,14 +400,17 @@ def _defaulted(resolved: Any, raw: Any, path: str = "") -> list[str]:
     return []
 
 
-def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_params: float | None = None) -> Plan:
+def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_params: float | None = None,
+          reservations: Iterable[Mapping[str, Any]] = ()) -> Plan:
     """The plan of a valid spec, from its resolved model (fmcluster.model). `raw` is the spec
-    file as written (to tell defaults apart)."""
+    file as written (to tell defaults apart); `reservations` what `fmcluster preflight` read of
+    its reservations and Capacity Blocks (its JSON's "reservations"), for their windows."""
     from fmcluster.plan_cost import cost
 
     m = model.resolve(spec)
     params = checkpoint_params or DEFAULT_CHECKPOINT_PARAMS
-    groups = [_node_group(m, g, s) for g, s in zip(m.node_groups, spec.node_groups, strict=True)]
+    read = {str(r.get("id")): r for r in reservations}
+    groups = [_node_group(m, g, s, read) for g, s in zip(m.node_groups, spec.node_groups, strict=True)]
     resolved = spec.resolved()
     return Plan(
         schema_version=SCHEMA_VERSION, name=spec.name, region=spec.region, account=spec.account,

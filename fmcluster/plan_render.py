@@ -117,6 +117,10 @@ def compute_rows(plan: Plan) -> Table:
         row("placement", lambda g: g.placement, ""),
         row("volume", lambda g: g.volume, ""),
     ]
+    if any(g.window for g in groups):  # plan --preflight: as preflight read the reservations
+        rows.append(row("window", lambda g: g.window or "-", ""))
+    if any(g.scaling for g in groups):
+        rows.append(row("scaling", lambda g: g.scaling or "fixed by its counts", ""))
     return rows
 
 

@@ -20,7 +20,7 @@ import sys
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from functools import partial
-from typing import Any, Callable, Iterable, Literal, Required, TypedDict
+from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Required, TypedDict
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -140,6 +140,7 @@ class Preflight:
         self.now = now or datetime.now(timezone.utc)
         self.window = window
         self.hyperpod = spec.orchestrator.control_plane.hyperpod
+        self.read: dict[str, ReadReservation] = {}  # what DescribeCapacityReservations said, by id
 
     # -- running -----------------------------------------------------------------------------
 
@@ -289,6 +290,8 @@ class Preflight:
             yield Check(name, FAIL, f"{', '.join(ids)} not found in {self.spec.region}",
                         "check the id and that the credentials are of the account that owns the reservation")
             return
+        for r in found:
+            self.read[r["CapacityReservationId"]] = read_reservation(r)
         for group in groups:
             for r in found:
                 yield from reservation_checks(group, r, self.spec.availability_zone_id, self.now, self.window)
@@ -486,6 +489,29 @@ def _vcpus(instance_type: str) -> int:
     return catalog.catalog()[instance_type].vcpus
 
 
+class ReadReservation(TypedDict):
+    """A reservation as preflight read it, in `--format json`'s "reservations" (`fmcluster plan
+    --preflight FILE` shows the Capacity Blocks' windows from it)."""
+
+    id: str
+    kind: str  # "capacity-block" or "reservation"
+    state: str
+    instance_type: str
+    instances: int
+    start: Optional[str]  # ISO 8601, UTC
+    end: Optional[str]  # None: no end date
+
+
+def read_reservation(r: CapacityReservation) -> ReadReservation:
+    def iso(value: Optional[datetime]) -> Optional[str]:
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ") if value else None
+
+    return {"id": r["CapacityReservationId"],
+            "kind": "capacity-block" if r.get("ReservationType") == "capacity-block" else "reservation",
+            "state": r.get("State", ""), "instance_type": r.get("InstanceType", ""),
+            "instances": r.get("TotalInstanceCount", 0), "start": iso(r.get("StartDate")), "end": iso(r.get("EndDate"))}
+
+
 def reservation_checks(group: NodeGroupSpec, r: CapacityReservation, az_id: str, now: datetime,
                        window: tuple[datetime, datetime] | None) -> Iterable[Check]:
     """What one DescribeCapacityReservations entry says about a node group: state and window,
@@ -564,16 +590,19 @@ def render_text(spec: ClusterSpec, checks: list[Check]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(spec: ClusterSpec, checks: list[Check]) -> str:
+def render_json(spec: ClusterSpec, checks: list[Check], read: Mapping[str, ReadReservation] | None = None) -> str:
+    read = read or {}
     return json.dumps({"cluster": spec.name, "region": spec.region, "ok": not any(c.status == FAIL for c in checks),
-                       "checks": [asdict(c) for c in checks]}, indent=2) + "\n"
+                       "checks": [asdict(c) for c in checks],
+                       "reservations": [read[k] for k in sorted(read)]}, indent=2) + "\n"
 
 
 def main(spec: ClusterSpec, fmt: str = "text", window: tuple[datetime, datetime] | None = None,
          client: ClientFactory | None = None, now: datetime | None = None) -> int:
     """Run every check and print the table. Exit code 1 when a check fails or nothing can be checked."""
     try:
-        checks = Preflight(spec, client or session_clients(spec.region), now, window).run()
+        run = Preflight(spec, client or session_clients(spec.region), now, window)
+        checks = run.run()
     except CredentialsProblem as exc:
         error = f"no usable AWS credentials: {exc}"
         hint = ("preflight reads the target account: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
@@ -582,7 +611,7 @@ def main(spec: ClusterSpec, fmt: str = "text", window: tuple[datetime, datetime]
         print(f"  hint: {hint}", file=sys.stderr)
         if fmt == "json":  # a pipeline reading stdout gets JSON whatever happened
             sys.stdout.write(json.dumps({"cluster": spec.name, "region": spec.region, "ok": False, "error": error,
-                                         "hint": hint, "checks": []}, indent=2) + "\n")
+                                         "hint": hint, "checks": [], "reservations": []}, indent=2) + "\n")
         return 1
-    sys.stdout.write((render_json if fmt == "json" else render_text)(spec, checks))
+    sys.stdout.write(render_json(spec, checks, run.read) if fmt == "json" else render_text(spec, checks))
     return 1 if any(c.status == FAIL for c in checks) else 0

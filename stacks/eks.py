@@ -18,7 +18,9 @@ What it builds from the spec, with the network and storage stacks' outputs:
   full EFA layout (EKS documents `efa-only` interfaces for managed node groups; no subnet in
   the template) and a managed node group in the GPU subnet: AL2023 NVIDIA AMI type for GPU types, NVMe RAID 0 by
   the AL2023 node configuration, labels, the `nvidia.com/gpu` taint on GPU groups, node auto
-  repair, and its capacity: on-demand, reservation, Capacity Block or spot;
+  repair, and its capacity: on-demand, reservation, Capacity Block or spot (a Capacity Block
+  group is created with no node, and its CapacityBlockScaler keeps it at the block's size while
+  the block is active: constructs_lib/capacity_blocks.py);
 - Helm charts (pinned in `fmcluster.kubernetes`): the NVIDIA device plugin on GPU nodes, the
   EFA device plugin on EFA nodes, Kueue with a ResourceFlavor per node group, a ClusterQueue
   whose quota is the node groups' capacity and a LocalQueue in `orchestrator.namespace`;
@@ -55,12 +57,14 @@ from aws_cdk import aws_iam as iam
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
+from constructs_lib.capacity_blocks import CapacityBlockScaler
 from constructs_lib.eks import ClusterAddon, ManagedNodeGroup
 from constructs_lib.eks_iam import EksNodeRole, PodIdentityRole
 from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, LaunchTemplateProps, NodeLaunchTemplate
 from constructs_lib.observability_scraper import ManagedScraper
 from fmcluster import kubernetes, naming
 from fmcluster import observability as observability_content
+from fmcluster.controlplanes import CAPACITY_BLOCK_DRAIN_MINUTES
 from fmcluster.model import SYSTEM, ClusterModel, NodeGroup
 from stacks import node_groups
 from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
@@ -219,12 +223,21 @@ class EksClusterStack(cdk.Stack):
         made = ManagedNodeGroup(
             scope, "NodeGroup", cluster_name=self.cluster.cluster_name, node_role_arn=self.node_role.role_arn,
             subnet_ids=subnets, launch_template_id=template.launch_template_id,
-            launch_template_version=template.latest_version_number, min_size=group.min_count,
+            launch_template_version=template.latest_version_number,
+            # on a Capacity Block: no node until the block is active (CapacityBlockScaler below)
+            min_size=group.created_size,
             max_size=group.max_count, instance_type=None if in_template else group.instance_type,
             ami_type=ami_type(group), capacity_type=capacity_type, labels=dict(group.labels),
             taints=[dict(t) for t in group.taints], tags={naming.NODE_GROUP_TAG: group.name})
         for name in (kubernetes.POD_IDENTITY_AGENT.name, kubernetes.VPC_CNI.name, kubernetes.KUBE_PROXY.name):
             made.node.add_dependency(self.addons[name])
+        if group.follows_block:
+            CapacityBlockScaler(
+                scope, "CapacityBlockScaler", cluster_name=self.cluster.cluster_name,
+                nodegroup_name=made.nodegroup_name, nodegroup_arn=made.nodegroup_arn,
+                reservation_id=str(group.capacity.reservation_id), size=group.max_count,
+                hold_parameter=naming.hold_parameter(self.spec.name, group.name),
+                drain_minutes=CAPACITY_BLOCK_DRAIN_MINUTES)
         self.launch_templates[group.name] = template
         self.node_groups[group.name] = made
 

@@ -129,6 +129,11 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "the /aws/sagemaker/Clusters namespace by condition. Each is on the allow-list of the IAM walk "
         "(fmcluster/security.py)."),
     Suppression(
+        _iam5("*"), ("*/CapacityBlockScaler/Handler/ServiceRole/DefaultPolicy/Resource",),
+        "ec2:DescribeCapacityReservations only, which has no resource types (Service Authorization "
+        "Reference): the Capacity Block scaler reads its block's state and end. It may scale its one node "
+        "group and read its one hold parameter, each by ARN."),
+    Suppression(
         _iam5("*"), ("*/Addon-aws-fsx-csi-driver/PodIdentityRole/Role/Resource",),
         "fsx:DescribeFileSystems only, which has no resource types (Service Authorization Reference): "
         "a file-system ARN would leave the CSI driver's describe call denied. Read-only; the update call "

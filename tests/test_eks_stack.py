@@ -321,11 +321,39 @@ def test_ami_types(main):
 def test_scaling_and_subnets(main):
     groups = node_groups(main)
     assert {n: (g["ScalingConfig"]["MinSize"], g["ScalingConfig"]["DesiredSize"], g["ScalingConfig"]["MaxSize"])
-            for n, g in groups.items()} == {"system": (2, 2, 2), "p5en": (8, 8, 8), "p5": (4, 4, 4),
+            for n, g in groups.items()} == {"system": (2, 2, 2), "p5en": (0, 0, 8), "p5": (4, 4, 4),
                                             "b200": (0, 0, 2), "b300": (0, 0, 6), "cpu": (1, 1, 10)}
     assert groups["system"]["Subnets"] == [SUBNET, SUBNET_B]  # CoreDNS and Kueue survive an AZ
     for name in ("p5en", "p5", "b200", "b300", "cpu"):
         assert groups[name]["Subnets"] == [SUBNET]  # with the capacity and the file system
+
+
+def test_a_capacity_block_group_is_scaled_by_its_block(main):
+    """EKS's pattern for managed node groups on a Capacity Block: created with no node (a launch
+    into a block that has not started fails), then kept at the block's size while it is active by
+    a function that EC2's block events and a 5-minute schedule run. Only that group has one."""
+    functions = {lid: f for lid, f in resources(main, "AWS::Lambda::Function").items() if "CapacityBlockScaler" in lid}
+    (lid, function), = functions.items()
+    assert lid.startswith("NodeGroupp5enCapacityBlockScaler")
+    (nodegroup,) = [n for n, g in resources(main, "AWS::EKS::Nodegroup").items() if tag(g) == "p5en"]
+    assert function["Environment"]["Variables"] == {
+        "CLUSTER": {"Ref": "ClusterEB0386A7"}, "NODEGROUP": {"Fn::GetAtt": [nodegroup, "NodegroupName"]},
+        "RESERVATION": "cr-0123456789abcdef0", "SIZE": "8",
+        "HOLD_PARAMETER": "/fmcluster/eks-main/node-groups/p5en/hold", "DRAIN_MINUTES": "45"}
+    assert function["Runtime"] == "python3.14" and function["Timeout"] == 60
+    role = function["Role"]["Fn::GetAtt"][0]
+    (policy,) = [p for p in resources(main, "AWS::IAM::Policy").values() if {"Ref": role} in p["Roles"]]
+    statements = {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
+    assert statements["ScaleTheNodeGroup"]["Resource"] == {"Fn::GetAtt": [nodegroup, "Arn"]}
+    assert statements["ReadCapacityBlocks"] == {"Sid": "ReadCapacityBlocks", "Effect": "Allow", "Resource": "*",
+                                                "Action": "ec2:DescribeCapacityReservations"}
+    assert "parameter/fmcluster/eks-main/node-groups/p5en/hold" in json.dumps(statements["ReadTheHold"]["Resource"])
+    rules = [r for lid, r in resources(main, "AWS::Events::Rule").items() if "CapacityBlockScaler" in lid]
+    assert sorted(r.get("ScheduleExpression", "pattern") for r in rules) == ["pattern", "rate(5 minutes)"]
+    (pattern,) = [r["EventPattern"] for r in rules if "EventPattern" in r]
+    assert pattern["detail"] == {"capacity-reservation-id": ["cr-0123456789abcdef0"]}
+    assert "Capacity Block Delivered" in pattern["detail-type"]
+    assert all(r["Targets"][0]["Arn"] == {"Fn::GetAtt": [lid, "Arn"]} for r in rules)
 
 
 def test_node_auto_repair_and_launch_template_version(main):

@@ -190,8 +190,10 @@ def test_plan_and_templates_are_the_model(assembly):
         groups = {g["Tags"]["fmcluster:node-group"]: g for g in _by_type(outdir, "AWS::EKS::Nodegroup")}
         for group in m.all_groups:
             made = groups[group.name]
-            assert (made["ScalingConfig"]["MinSize"], made["ScalingConfig"]["MaxSize"]) == (group.min_count,
-                                                                                            group.max_count)
+            scaling = made["ScalingConfig"]
+            assert (scaling["MinSize"], scaling["DesiredSize"], scaling["MaxSize"]) == (
+                group.created_size, group.created_size, group.max_count)
+            assert group.follows_block == (group.capacity.type == "capacity-block")
             assert made.get("Labels", {}) == dict(group.labels)
             assert made.get("Taints", []) == [
                 {"Key": t["key"], "Value": t["value"], "Effect": TAINT_EFFECTS[t["effect"]]} for t in group.taints]

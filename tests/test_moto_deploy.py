@@ -34,6 +34,8 @@ SKIPPED_BY_MOTO = {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation"
     # moto implements these, but cannot create them from an unpublished cloud assembly: Lambda
     # code and layers are assets (never uploaded here), and a custom resource would invoke them.
     "AWS::Lambda::Function", "AWS::Lambda::LayerVersion", "Custom::AWSCDK-EKS-HelmChart",
+    # (and so the permission that lets EventBridge invoke such a function: moto looks the function up)
+    "AWS::Lambda::Permission",
     "Custom::AWSCDK-EKS-KubernetesResource", "Custom::HyperPodDependencies", "Custom::GrafanaProvisioner",
     # moto's CloudFormation cannot create an SSM parameter without a Name (the EKS kubectl barrier).
     "AWS::SSM::Parameter",
@@ -83,12 +85,13 @@ def _resolve_cross_stack(value, outputs: dict[tuple[str, str], str]):
 
 def _stub_skipped(value, skipped: set[str], arn: bool = False):
     """Replace a Ref or Fn::GetAtt of a resource moto skips by a placeholder string (shaped as an
-    ARN in the Resource of an IAM policy statement, which moto checks)."""
+    ARN in the Resource of an IAM policy statement and the Arn of an EventBridge target, which moto
+    checks)."""
     if isinstance(value, dict):
         if value.keys() in ({"Ref"}, {"Fn::GetAtt"}) and _refs(value) & skipped:
             stub = "moto-skipped-" + "-".join(sorted(_refs(value)))
             return f"arn:aws:moto:::{stub}" if arn else stub
-        return {k: _stub_skipped(v, skipped, arn or k == "Resource") for k, v in value.items()}
+        return {k: _stub_skipped(v, skipped, arn or k in ("Resource", "Arn")) for k, v in value.items()}
     if isinstance(value, list):
         return [_stub_skipped(v, skipped, arn) for v in value]
     return value
@@ -344,3 +347,21 @@ def test_node_role_reaches_only_cluster_buckets(deployed):
                     listing_lifecycle = bool(prefixes) and all(p.startswith(LIFECYCLE_PREFIX[1:]) for p in prefixes)
                     assert all(spec.name in json.dumps(r) or LIFECYCLE_PREFIX in json.dumps(r) or listing_lifecycle
                                for r in resources), statement
+
+
+def test_capacity_block_groups_get_their_scaler_rules(deployed):
+    """An EKS node group on a Capacity Block: EventBridge (moto) holds the rules that run its
+    scaler, on the block's events and every 5 minutes; no other plane or group has them."""
+    import boto3
+
+    spec, region, _ = deployed
+    rules = boto3.client("events", region_name=region).list_rules()["Rules"]
+    scalers = [r for r in rules if "CapacityBlockScaler" in r["Name"]]
+    blocks = [g for g in spec.node_groups if g.capacity.type == "capacity-block"]
+    if spec.orchestrator.type != "eks":
+        assert scalers == []
+        return
+    assert len(scalers) == 2 * len(blocks) and blocks
+    assert sorted(r.get("ScheduleExpression", "pattern") for r in scalers) == ["pattern", "rate(5 minutes)"]
+    (pattern,) = [json.loads(r["EventPattern"]) for r in scalers if "EventPattern" in r]
+    assert pattern["detail"] == {"capacity-reservation-id": [blocks[0].capacity.reservation_id]}

@@ -618,3 +618,48 @@ def test_no_credentials_in_json_is_json(tmp_path):
     assert result.returncode == 1 and "Traceback" not in result.stderr
     report = json.loads(result.stdout)
     assert report["ok"] is False and report["checks"] == [] and "no usable AWS credentials" in report["error"]
+
+
+# ---- what preflight read, for the plan --------------------------------------------------------
+
+def test_json_says_what_it_read_and_the_plan_shows_the_block_window(tmp_path, capsys):
+    """`fmcluster preflight SPEC --format json > REPORT` keeps each reservation's window;
+    `fmcluster plan SPEC --preflight REPORT` shows it beside the node group."""
+    import json
+
+    from fmcluster.cli import main as cli
+
+    example = ROOT / "examples/p5en-eks.yaml"
+    spec = loader.load(example).spec
+    with mock_aws():
+        preflight.main(spec, "json", client=Clients(spec, matching_reservations(spec)), now=NOW)
+    report = capsys.readouterr().out
+    read = json.loads(report)["reservations"]
+    assert read == [{"id": "cr-0123456789abcdef0", "kind": "capacity-block", "state": "active",
+                     "instance_type": "p5en.48xlarge", "instances": 8, "start": "2026-11-30T12:00:00Z",
+                     "end": "2026-12-07T12:00:00Z"}]
+    saved = tmp_path / "preflight.json"
+    saved.write_text(report)
+    assert cli(["plan", str(example), "--preflight", str(saved)]) == 0
+    out = capsys.readouterr().out
+    assert "  window         2026-11-30T12:00:00Z to 2026-12-07T12:00:00Z (active, 8 instances)  -" in out
+    assert "  scaling        8 while the block is active, else 0 (45 min before end)" in out
+    assert cli(["plan", str(example), "--preflight", str(saved), "--format", "json"]) == 0
+    groups = json.loads(capsys.readouterr().out)["node_groups"]
+    assert groups[0]["window"].startswith("2026-11-30T12:00:00Z to") and groups[1]["window"] is None
+
+
+@pytest.mark.parametrize("text, message", [
+    ("not json", "cannot read a preflight report"),
+    ('{"cluster": "p5en-eks"}', 'no "reservations" list'),
+    ('{"cluster": "other", "reservations": []}', "a preflight report of cluster 'other', not of 'p5en-eks'"),
+])
+def test_plan_refuses_a_file_that_is_not_this_clusters_preflight_report(tmp_path, capsys, text, message):
+    from fmcluster.cli import main as cli
+
+    saved = tmp_path / "report.json"
+    saved.write_text(text)
+    assert cli(["plan", str(ROOT / "examples/p5en-eks.yaml"), "--preflight", str(saved)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert cli(["plan", str(ROOT / "examples/p5en-eks.yaml"), "--preflight", str(tmp_path / "missing")]) == 2

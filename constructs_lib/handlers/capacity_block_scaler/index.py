@@ -1,0 +1,73 @@
+"""Keeps an EKS managed node group on a Capacity Block at the block's size while the block is
+active, and at 0 otherwise (constructs_lib/capacity_blocks.py).
+
+EKS's documentation for managed node groups on Capacity Blocks: create the group with a desired
+size of 0 before the block is active, scale it up when the block becomes active, and keep it at 0
+while the group is upgraded; EC2 Auto Scaling's: scale in to zero more than 30 minutes before the
+block's end (EC2 terminates what is left from 30 minutes before the end, and warns 40 minutes
+before). Run by EventBridge on the block's events (delivered, expiration warning) and every few
+minutes (a deploy during an active block, a missed event), it reconciles:
+
+- wanted = SIZE while the block is `active` and ends more than DRAIN_MINUTES from now, else 0;
+- nothing is changed while the hold parameter exists (an operator upgrading the group: README);
+- the node group's scaling is updated only when its desired size differs, with minSize 0.
+
+Environment: CLUSTER, NODEGROUP, RESERVATION (cr-...), SIZE, HOLD_PARAMETER, DRAIN_MINUTES.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timedelta, timezone
+from typing import Any, Optional
+
+
+def wanted_size(reservation: dict[str, Any], size: int, now: datetime, drain: timedelta) -> tuple[int, str]:
+    """The desired size for the block as DescribeCapacityReservations describes it, and why."""
+    state, end = reservation.get("State", "unknown"), reservation.get("EndDate")
+    if state != "active":
+        return 0, f"the Capacity Block is {state}"
+    if end is not None and end - now <= drain:
+        return 0, f"the Capacity Block ends at {end:%Y-%m-%d %H:%MZ}: drained {int(drain.total_seconds() // 60)} " \
+                  "minutes before"
+    return size, "the Capacity Block is active" + (f" until {end:%Y-%m-%d %H:%MZ}" if end else "")
+
+
+def _held(ssm: Any, name: str) -> Optional[str]:
+    try:
+        return ssm.get_parameter(Name=name)["Parameter"]["Value"]
+    except ssm.exceptions.ParameterNotFound:
+        return None
+
+
+def reconcile(ec2: Any, eks: Any, ssm: Any, env: dict[str, str], now: datetime) -> dict[str, Any]:
+    cluster, nodegroup, reservation = env["CLUSTER"], env["NODEGROUP"], env["RESERVATION"]
+    size, drain = int(env["SIZE"]), timedelta(minutes=int(env["DRAIN_MINUTES"]))
+    result: dict[str, Any] = {"cluster": cluster, "nodegroup": nodegroup, "reservation": reservation}
+    hold = _held(ssm, env["HOLD_PARAMETER"])
+    if hold is not None:
+        return {**result, "action": "none", "why": f"held by {env['HOLD_PARAMETER']}: {hold}"}
+    found = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation])["CapacityReservations"]
+    wanted, why = wanted_size(found[0] if found else {"State": "not found"}, size, now, drain)
+    scaling = eks.describe_nodegroup(clusterName=cluster, nodegroupName=nodegroup)["nodegroup"]["scalingConfig"]
+    result.update(desired=scaling.get("desiredSize"), wanted=wanted, why=why)
+    if scaling.get("desiredSize") == wanted:
+        return {**result, "action": "none"}
+    try:
+        eks.update_nodegroup_config(clusterName=cluster, nodegroupName=nodegroup,
+                                    scalingConfig={"minSize": 0, "maxSize": size, "desiredSize": wanted})
+    except eks.exceptions.ResourceInUseException as exc:  # an update in progress: the next run retries
+        return {**result, "action": "retry", "error": str(exc)}
+    return {**result, "action": "scaled"}
+
+
+def handler(event: dict[str, Any], context: Any, clients: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    if clients is None:
+        import boto3
+
+        clients = {name: boto3.client(name) for name in ("ec2", "eks", "ssm")}
+    result = reconcile(clients["ec2"], clients["eks"], clients["ssm"], dict(os.environ), datetime.now(timezone.utc))
+    result["trigger"] = event.get("detail-type", "schedule")
+    print(json.dumps(result, default=str))
+    return result
