@@ -39,12 +39,13 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Literal, Mapping
 
-from fmcluster import assembly, cfn_schemas
+from fmcluster import assembly, cfn_schemas, naming
 from fmcluster.spec import ClusterSpec
 
 ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE = "add", "update", "replace", "may-replace", "remove"
 FAILS = "fails"  # an update CloudFormation attempts and the service refuses: the stack rolls back
 FILE_SYSTEM = "AWS::FSx::FileSystem"
+NODEGROUP = "AWS::EKS::Nodegroup"
 RETAINED = ("Retain", "RetainExceptOnCreate", "Snapshot")
 IGNORED_TYPES = ("AWS::CDK::Metadata",)
 COMPARED_KEYS = ("Properties", "DeletionPolicy", "UpdateReplacePolicy", "Condition")
@@ -307,7 +308,27 @@ def compare(old: Templates, new: Templates, region: str) -> Report:
         stacks.append(StackDiff(name, status, found))
     _follow_references(old, new, changes, region, stacks)
     _exports_in_use(old, new, changes, stacks)
-    return Report(stacks)
+    return Report(stacks, _block_updates(new, stacks))
+
+
+def _block_updates(new: Templates, stacks: list[StackDiff]) -> list[str]:
+    """A note for each EKS managed node group on a Capacity Block that the change updates (its
+    launch template version, AMI release, labels...): EKS asks for such a group to be at desired
+    size 0 while it is updated, since a rolling update needs capacity the block does not have."""
+    notes = []
+    for s in stacks:
+        for c in s.changes:
+            resource = _resources(new.get(s.name)).get(c.logical_id, {})
+            props = resource.get("Properties", {})
+            if (c.type == NODEGROUP and c.action in (UPDATE, REPLACE) and props.get("CapacityType") == "CAPACITY_BLOCK"
+                    and any(not p.startswith("ScalingConfig") for p in c.paths)):
+                tags = props.get("Tags") or {}
+                group, cluster = tags.get(naming.NODE_GROUP_TAG, c.logical_id), tags.get(naming.CLUSTER_TAG, "NAME")
+                notes.append(f"node group {group} is on a Capacity Block and this change updates it ({s.name} "
+                             f"{c.logical_id}): EKS wants it at desired size 0 for the update, so hold its scaler "
+                             f"({naming.hold_parameter(cluster, group)}) and scale it to 0 before deploying, and "
+                             "delete the hold after (README, Capacity Blocks)")
+    return notes
 
 
 def _exports_in_use(old: Templates, new: Templates, changes: dict[tuple[str, str], Change],

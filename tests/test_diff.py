@@ -449,3 +449,30 @@ def test_another_region_or_account_is_a_new_set_of_stacks(field, value, capsys):
     report = json.loads(capsys.readouterr().out)
     assert report["data_loss"] == [] and report["stacks"][0]["status"] == "added"
     assert "CloudFormation deploys new stacks there" in report["notes"][0]
+
+
+def _block_group(version: str) -> dict:
+    return {"Type": "AWS::EKS::Nodegroup", "Properties": {
+        "ClusterName": "c", "NodeRole": "arn:aws:iam::111122223333:role/n", "Subnets": ["subnet-1"],
+        "CapacityType": "CAPACITY_BLOCK", "ScalingConfig": {"MinSize": 0, "DesiredSize": 0, "MaxSize": 8},
+        "LaunchTemplate": {"Id": "lt-1", "Version": version},
+        "Tags": {"fmcluster:cluster": "c", "fmcluster:node-group": "gpu"}}}
+
+
+def test_an_update_of_a_capacity_block_node_group_says_to_hold_and_scale_it_to_zero():
+    old = {"c-cluster/NodeGroup-gpu": {"Resources": {"Group": _block_group("1")}}}
+    new = {"c-cluster/NodeGroup-gpu": {"Resources": {"Group": _block_group("2")}}}
+    r = diff.compare(old, new, "us-east-1")
+    assert r.notes == ["node group gpu is on a Capacity Block and this change updates it (c-cluster/NodeGroup-gpu "
+                       "Group): EKS wants it at desired size 0 for the update, so hold its scaler "
+                       "(/fmcluster/c/node-groups/gpu/hold) and scale it to 0 before deploying, and delete the "
+                       "hold after (README, Capacity Blocks)"]
+    assert diff.exit_code(r, allowed=False) == 0  # advice, not a refusal
+    assert diff.render_text(r, "old", "new", False).splitlines()[1].startswith("note: node group gpu")
+    # an on-demand group, or no change of the group: no note
+    on_demand = {k: {"Resources": {"Group": {**g["Resources"]["Group"], "Properties": {
+        **g["Resources"]["Group"]["Properties"], "CapacityType": "ON_DEMAND"}}}} for k, g in new.items()}
+    assert diff.compare({k: {"Resources": {"Group": {**on_demand[k]["Resources"]["Group"], "Properties": {
+        **on_demand[k]["Resources"]["Group"]["Properties"], "LaunchTemplate": {"Id": "lt-1", "Version": "1"}}}}}
+        for k in on_demand}, on_demand, "us-east-1").notes == []
+    assert diff.compare(new, new, "us-east-1").notes == []
