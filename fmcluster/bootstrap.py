@@ -159,8 +159,8 @@ def instance_entry(instance_type: str) -> InstanceType:
 
 
 def device_rdma(instance: InstanceType, efa: bool) -> bool:
-    """GPUDirect RDMA over EFA: GPU instance types with EFA generation 2 or later."""
-    return efa and instance.is_gpu and (instance.efa_generation or 0) >= 2
+    """GPUDirect RDMA over EFA: on the GPU instance types whose EFA has it (the catalog's device_rdma)."""
+    return efa and instance.is_gpu and instance.device_rdma
 
 
 def lnet_efa_interfaces(instance: InstanceType, *, efa: bool, lustre_efa: bool) -> int:
@@ -182,7 +182,7 @@ def nccl_environment(instance: InstanceType, efa: bool) -> str:
         ]
     if device_rdma(instance, efa):
         lines += [
-            "# GPUDirect RDMA: EFA reads and writes GPU memory directly (EFA generation 2 and later).",
+            f"# GPUDirect RDMA: EFA reads and writes GPU memory directly on {instance.name}.",
             "export FI_EFA_USE_DEVICE_RDMA=1",
         ]
     lines += [
@@ -305,11 +305,13 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True) -> str:
     """The AWS PCS bootstrap script of a node of `instance_type` (module docstring).
 
-    `efa`: the node has EFA interfaces (sets the EFA environment). `lustre`: the file system to
-    mount, or None. The NVMe part is left out for instance types without instance store.
-    `compact`: the fragments without their comment lines (the user data's 16 KiB limit).
+    `efa`: the node has EFA interfaces (sets the EFA environment; never on a type without EFA).
+    `lustre`: the file system to mount, or None. The NVMe part is left out for instance types
+    without instance store. `compact`: the fragments without their comment lines (the user data's
+    16 KiB limit).
     """
     instance = instance_entry(instance_type)
+    efa = efa and instance.efa_supported
     lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=bool(lustre and lustre.efa))
     mounts = ([lustre.mount_path] if lustre else []) + ([scratch_path] if instance.nvme_disks else [])
     program = NodeProgram(instance).readiness(mounts=mounts, lnet_efa=lnet > 0)

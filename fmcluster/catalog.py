@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, NamedTuple
 
 
 class Gpu(NamedTuple):
-    """One GPU model. Throughput is peak dense tensor PFLOPS per GPU; None where not supported."""
+    """One GPU model. Throughput is peak dense tensor PFLOPS per GPU; None where not supported.
+    `hbm_tbps` is its memory bandwidth (GDDR6 on the L40S)."""
 
     name: str
     memory_gib: float
     hbm_tbps: float
     bf16_pflops: float
-    fp8_pflops: float
+    fp8_pflops: float | None
     fp4_pflops: float | None = None
 
 
@@ -56,6 +57,10 @@ class InstanceType(NamedTuple):
     # other types with several EFA devices, 1 with one). 0: no EFA.
     lnet_efa_interfaces: int = 0
     architecture: str = "x86_64"  # of its processors, as DescribeImages names an AMI's (x86_64, arm64)
+    # GPUDirect RDMA over EFA (FI_EFA_USE_DEVICE_RDMA=1): EFA reads and writes GPU memory directly.
+    # p4d/p4de (EFA generation 1 with RDMA read: AWS's SageMaker SDK, SM_EFA_RDMA_INSTANCES) and the
+    # generation-2-and-later P5 and P6 types; not the L40S types.
+    device_rdma: bool = False
 
     @property
     def family(self) -> str:
@@ -91,6 +96,13 @@ H100 = Gpu("H100", memory_gib=80, hbm_tbps=3.35, bf16_pflops=0.9895, fp8_pflops=
 H200 = Gpu("H200", memory_gib=141, hbm_tbps=4.8, bf16_pflops=0.9895, fp8_pflops=1.979)
 B200 = Gpu("B200", memory_gib=179, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=9.0)
 B300 = Gpu("B300", memory_gib=268, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=13.5)
+# NVIDIA A100 datasheet (SXM4): BF16 tensor 312 TFLOPS dense (624 with sparsity), no FP8; HBM2 at
+# 1,555 GB/s (40 GB) and HBM2e at 2,039 GB/s (80 GB). Memory as EC2 reports it (moto's data).
+A100_40 = Gpu("A100", memory_gib=40, hbm_tbps=1.555, bf16_pflops=0.312, fp8_pflops=None)
+A100_80 = Gpu("A100", memory_gib=80, hbm_tbps=2.039, bf16_pflops=0.312, fp8_pflops=None)
+# NVIDIA L40S datasheet: BF16 tensor 362.05 TFLOPS dense (733 with sparsity), FP8 733 dense (1,466
+# with sparsity), 48 GB GDDR6 at 864 GB/s; EC2 reports 45,776 MiB.
+L40S = Gpu("L40S", memory_gib=44.7, hbm_tbps=0.864, bf16_pflops=0.36205, fp8_pflops=0.733)
 
 
 def _cards(count: int, gbps: float, *, first_gbps: float | None = None, first_efa: bool = True,
@@ -114,16 +126,18 @@ if TYPE_CHECKING:
         hyperpod: bool
         gpu_count: int
         lnet_efa_interfaces: int
+        device_rdma: bool
 
 
 def _gpu_types() -> list[InstanceType]:
     big: _Shared = {"vcpus": 192, "nvme_disks": 8, "nvme_disk_gb": 3800, "capacity_block": True, "hyperpod": True,
-                    "gpu_count": 8, "lnet_efa_interfaces": 2}
+                    "gpu_count": 8, "lnet_efa_interfaces": 2, "device_rdma": True}
     per_pcie_switch: _Shared = {**big, "lnet_efa_interfaces": 8}
     return [
         InstanceType("p5.4xlarge", vcpus=16, memory_gib=256, network_cards=_cards(1, 100),
                      max_efa_interfaces=1, efa_generation=2, gpu=H100, gpu_count=1,
-                     nvme_disks=1, nvme_disk_gb=3800, capacity_block=True, hyperpod=True, lnet_efa_interfaces=1),
+                     nvme_disks=1, nvme_disk_gb=3800, capacity_block=True, hyperpod=True, lnet_efa_interfaces=1,
+                     device_rdma=True),
         InstanceType("p5.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
                      max_efa_interfaces=32, efa_generation=2, gpu=H100, **per_pcie_switch),
         InstanceType("p5e.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
@@ -135,7 +149,31 @@ def _gpu_types() -> list[InstanceType]:
         InstanceType("p6-b300.48xlarge", memory_gib=4096,
                      network_cards=_cards(17, 400, first_gbps=350, first_efa=False),
                      max_efa_interfaces=16, efa_generation=4, gpu=B300, **big),
+        # A100: 4 x 100 Gbps cards, each with EFA (generation 1), 8 x 1,000 GB NVMe
+        *(InstanceType(name, vcpus=96, memory_gib=1152, network_cards=_cards(4, 100), max_efa_interfaces=4,
+                       efa_generation=1, gpu=gpu, gpu_count=8, nvme_disks=8, nvme_disk_gb=1000,
+                       capacity_block=True, hyperpod=True, lnet_efa_interfaces=2, device_rdma=True)
+          for name, gpu in (("p4d.24xlarge", A100_40), ("p4de.24xlarge", A100_80))),
+        *_g6e_types(),
     ]
+
+
+# g6e (L40S), inference: (size, vCPUs, GiB, GPUs, network cards, Gbps per card (peak), EFA
+# interfaces, NVMe disks, GB per disk), as DescribeInstanceTypes gives them (moto's data). EFA on
+# 8xlarge and up; no Capacity Blocks; SageMaker HyperPod offers every size (ml.g6e.*).
+_G6E = (
+    ("xlarge", 4, 32, 1, 1, 20.0, 0, 1, 250), ("2xlarge", 8, 64, 1, 1, 20.0, 0, 1, 450),
+    ("4xlarge", 16, 128, 1, 1, 20.0, 0, 1, 600), ("8xlarge", 32, 256, 1, 1, 25.0, 1, 2, 450),
+    ("12xlarge", 48, 384, 4, 1, 100.0, 1, 2, 1900), ("16xlarge", 64, 512, 1, 1, 35.0, 1, 2, 950),
+    ("24xlarge", 96, 768, 4, 2, 200.0, 2, 2, 1900), ("48xlarge", 192, 1536, 8, 4, 400.0, 4, 4, 1900),
+)
+
+
+def _g6e_types() -> list[InstanceType]:
+    return [InstanceType(f"g6e.{size}", vcpus=vcpus, memory_gib=gib, network_cards=_cards(cards, gbps, efa=efa > 0),
+                         max_efa_interfaces=efa, gpu=L40S, gpu_count=gpus, nvme_disks=disks, nvme_disk_gb=disk_gb,
+                         hyperpod=True, lnet_efa_interfaces=min(efa, 2))
+            for size, vcpus, gib, gpus, cards, gbps, efa, disks, disk_gb in _G6E]
 
 
 # CPU families a login, controller or CPU node group commonly uses. Sizes share one shape:

@@ -36,13 +36,14 @@ class Model(BaseModel):
 
 
 class Resources(Model):
-    """What some nodes add up to. Throughput is peak dense tensor PFLOPS; FP4 only where the GPU has it."""
+    """What some nodes add up to. Throughput is peak dense tensor PFLOPS; FP8 and FP4 only where the
+    GPU has them (None: none of these GPUs has it; a total counts the GPUs that have it)."""
 
     instances: int
     vcpus: int
     gpus: int
     bf16_pflops: float
-    fp8_pflops: float
+    fp8_pflops: Optional[float]
     fp4_pflops: Optional[float]
     hbm_gib: float
     hbm_tbps: float
@@ -224,7 +225,7 @@ def _resources(group: model.NodeGroup, count: int) -> Resources:
     return Resources(
         instances=count, vcpus=it.vcpus * count, gpus=gpus * count,
         bf16_pflops=round(gpus * count * gpu.bf16_pflops, 4) if gpu else 0.0,
-        fp8_pflops=round(gpus * count * gpu.fp8_pflops, 4) if gpu else 0.0,
+        fp8_pflops=(round(gpus * count * gpu.fp8_pflops, 4) if gpu.fp8_pflops is not None else None) if gpu else 0.0,
         fp4_pflops=round(gpus * count * gpu.fp4_pflops, 4) if gpu and gpu.fp4_pflops else None,
         hbm_gib=gpus * count * gpu.memory_gib if gpu else 0.0,
         hbm_tbps=round(gpus * count * gpu.hbm_tbps, 4) if gpu else 0.0,
@@ -239,10 +240,11 @@ def _sum(parts: list[Resources]) -> Resources:
         return round(sum(values), 4)
 
     fp4 = [p.fp4_pflops for p in parts if p.fp4_pflops is not None]
+    fp8 = [p.fp8_pflops for p in parts if p.fp8_pflops is not None]
     return Resources(
         instances=sum(p.instances for p in parts), vcpus=sum(p.vcpus for p in parts),
         gpus=sum(p.gpus for p in parts), bf16_pflops=total(p.bf16_pflops for p in parts),
-        fp8_pflops=total(p.fp8_pflops for p in parts), fp4_pflops=round(sum(fp4), 4) if fp4 else None,
+        fp8_pflops=round(sum(fp8), 4) if fp8 else None, fp4_pflops=round(sum(fp4), 4) if fp4 else None,
         hbm_gib=total(p.hbm_gib for p in parts), hbm_tbps=total(p.hbm_tbps for p in parts),
         efa_interfaces=sum(p.efa_interfaces for p in parts), efa_gbps=total(p.efa_gbps for p in parts),
         nvme_tb=total(p.nvme_tb for p in parts),

@@ -74,8 +74,9 @@ def md_table(rows: Table) -> list[str]:
 def _gpu_cells(r: Resources, gpu: str | None) -> list[str]:
     if not r.gpus:
         return ["-"] * 6
+    fp8 = num(r.fp8_pflops) if r.fp8_pflops is not None else "-"
     fp4 = num(r.fp4_pflops) if r.fp4_pflops is not None else "-"
-    return [f"{r.gpus} x {gpu}" if gpu else str(r.gpus), num(r.bf16_pflops), num(r.fp8_pflops), fp4,
+    return [f"{r.gpus} x {gpu}" if gpu else str(r.gpus), num(r.bf16_pflops), fp8, fp4,
             f"{num(r.hbm_gib, 0)} GiB", f"{num(r.hbm_tbps, 1)} TB/s"]
 
 
@@ -196,7 +197,8 @@ def summary(plan: Plan) -> str:
     t = plan.total
     parts = [f"{t.instances} instances"]
     if t.gpus:
-        parts += [f"{t.gpus} GPUs", f"{num(t.bf16_pflops)} PFLOPS BF16 / {num(t.fp8_pflops)} FP8 (dense peak)"]
+        fp8 = f" / {num(t.fp8_pflops)} FP8" if t.fp8_pflops is not None else ""
+        parts += [f"{t.gpus} GPUs", f"{num(t.bf16_pflops)} PFLOPS BF16{fp8} (dense peak)"]
     if t.efa_gbps:
         parts.append(f"{gbps(t.efa_gbps)} EFA")
     if plan.storage.lustre:

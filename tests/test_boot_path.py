@@ -73,7 +73,8 @@ def test_happy_path(tmp_path, instance_type):
     else:
         assert not node.calls("mdadm")
     nccl = node.file(bootstrap.NCCL_ENV_FILE)
-    assert "export FI_PROVIDER=efa" in nccl and "export FI_EFA_USE_DEVICE_RDMA=1" in nccl
+    assert ("export FI_PROVIDER=efa" in nccl) == instance.efa_supported  # g6e below 8xlarge: no EFA
+    assert ("export FI_EFA_USE_DEVICE_RDMA=1" in nccl) == instance.device_rdma  # not on the L40S types
     assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
     assert f"node ready: {instance_type}" in result.stderr
 

@@ -71,9 +71,30 @@ def test_network_bandwidth(name, efa_gbps, total_gbps):
     assert entry.network_gbps == total_gbps
 
 
+@pytest.mark.parametrize("name,efa_gbps,total_gbps", [
+    ("p4d.24xlarge", 400, 400), ("p4de.24xlarge", 400, 400), ("g6e.48xlarge", 1600, 1600),
+    ("g6e.24xlarge", 400, 400), ("g6e.12xlarge", 100, 100), ("g6e.8xlarge", 25, 25), ("g6e.xlarge", 0, 20)])
+def test_network_bandwidth_of_a100_and_l40s_types(name, efa_gbps, total_gbps, ec2_types):
+    """Per-card peak bandwidth as DescribeInstanceTypes gives it (moto's data)."""
+    entry = catalog.get(name)
+    assert (entry.efa_gbps, entry.network_gbps) == (efa_gbps, total_gbps)
+    cards = ec2_types[name]["NetworkInfo"]["NetworkCards"]
+    assert [c.bandwidth_gbps for c in entry.network_cards] == [c["PeakBandwidthInGbps"] for c in cards]
+
+
+def test_gpudirect_rdma_where_the_efa_has_it():
+    """FI_EFA_USE_DEVICE_RDMA=1 on p4d/p4de (EFA generation 1 with RDMA read) and the P5 and P6
+    types; not on the L40S types, whose EFA carries NCCL without it."""
+    rdma = {n for n in catalog.known_names(gpu_only=True) if catalog.get(n).device_rdma}
+    assert rdma == set(GPU_TYPES) | {"p4d.24xlarge", "p4de.24xlarge"}
+    assert all(catalog.get(n).efa_supported for n in rdma)
+
+
 @pytest.mark.parametrize("name,bf16,fp8,fp4", [
     ("p5.48xlarge", 0.9895, 1.979, None), ("p5en.48xlarge", 0.9895, 1.979, None),
-    ("p6-b200.48xlarge", 2.25, 4.5, 9.0), ("p6-b300.48xlarge", 2.25, 4.5, 13.5)])
+    ("p6-b200.48xlarge", 2.25, 4.5, 9.0), ("p6-b300.48xlarge", 2.25, 4.5, 13.5),
+    ("p4d.24xlarge", 0.312, None, None), ("p4de.24xlarge", 0.312, None, None),
+    ("g6e.48xlarge", 0.36205, 0.733, None)])
 def test_peak_throughput_per_gpu(name, bf16, fp8, fp4):
     gpu = catalog.get(name).gpu
     assert (gpu.bf16_pflops, gpu.fp8_pflops, gpu.fp4_pflops) == (bf16, fp8, fp4)

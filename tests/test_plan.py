@@ -202,7 +202,10 @@ def test_price_table_covers_the_catalog_and_says_where_it_comes_from():
     table = prices.table()
     assert table.region == "us-east-1" and table.as_of and table.currency == "USD"
     assert set(table.ec2_on_demand_hourly) <= set(catalog.catalog())
-    assert set(catalog.catalog()) - set(table.ec2_on_demand_hourly) == {"p5e.48xlarge", "p6-b300.48xlarge"}
+    # unpriced (unknown, never zero): no list price taken for these yet
+    unpriced = {"p5e.48xlarge", "p6-b300.48xlarge", "p4d.24xlarge", "p4de.24xlarge"}
+    unpriced |= {n for n in catalog.catalog() if n.startswith("g6e.")}
+    assert set(catalog.catalog()) - set(table.ec2_on_demand_hourly) == unpriced
     assert all(price > 0 for price in table.ec2_on_demand_hourly.values())
     for key in ("ec2_on_demand_hourly", "fsx_lustre_gib_month", "nat_gateway_hourly", "public_ipv4_hourly",
                 "eks_cluster_hourly"):
@@ -256,3 +259,20 @@ def test_readme_shows_real_plan_output():
     real = (GOLDEN / "p5-pcs.txt").read_text()
     parts = shown.split("...\n")
     assert len(parts) == 3 and all(part.strip("\n") in real for part in parts)
+
+
+def test_a100_and_l40s_groups_have_no_fp8_or_fp4_where_the_gpu_has_none():
+    """A100 has no FP8: its cells say '-', and a total counts the GPUs that have it."""
+    p = plan_of_dict(base_spec(node_groups=[
+        {"name": "a100", "instance_type": "p4d.24xlarge", "count": 2},
+        {"name": "l40s", "instance_type": "g6e.48xlarge", "count": 1}]))
+    a100, l40s = p.node_groups
+    assert (a100.per_node.bf16_pflops, a100.per_node.fp8_pflops, a100.per_node.fp4_pflops) == (2.496, None, None)
+    assert (l40s.per_node.fp8_pflops, l40s.gpu) == (5.864, "L40S")
+    assert p.total.fp8_pflops == 5.864 and p.total.bf16_pflops == round(2 * 2.496 + 2.8964, 4)
+    text = plan_render.RENDERERS["text"](p)
+    fp8_row = next(line for line in text.splitlines() if line.strip().startswith("FP8 PFLOPS"))
+    assert fp8_row.split()[2:] == ["-", "5.86", "5.86"]
+    only_a100 = plan_of_dict(base_spec(node_groups=[{"name": "a100", "instance_type": "p4de.24xlarge", "count": 1}]))
+    assert only_a100.total.fp8_pflops is None
+    assert "PFLOPS BF16 (dense peak)" in plan_render.summary(only_a100)
