@@ -19,6 +19,20 @@ ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT = "on-demand", "reservation", "capa
 # Scaling: "scale in to zero more than 30 minutes before the end time")
 CAPACITY_BLOCK_DRAIN_MINUTES = 45
 CAPACITY_TYPES = (ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT)
+ARCHITECTURES = ("x86_64", "arm64")  # as the catalog and DescribeImages name them
+
+
+def pcs_ami_parameter(architecture: str) -> str:
+    """The SSM parameter of the PCS-ready DLAMI (Ubuntu 24.04) for an architecture (PCS User Guide,
+    "Using PCS-ready DLAMI with AWS PCS": published for x86_64 and arm64)."""
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"no PCS-ready DLAMI for {architecture!r}")
+    return f"/aws/service/pcs/ami/dlami-base-ubuntu2404/{architecture}/latest/ami-id"
+
+
+# EKS AMI types (botocore's EKS AMITypes): AL2023, NVIDIA for GPU nodes, by architecture
+EKS_AMI_TYPES = {("x86_64", True): "AL2023_x86_64_NVIDIA", ("x86_64", False): "AL2023_x86_64_STANDARD",
+                 ("arm64", True): "AL2023_ARM_64_NVIDIA", ("arm64", False): "AL2023_ARM_64_STANDARD"}
 
 
 class PcsSize(NamedTuple):

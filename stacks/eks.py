@@ -64,13 +64,13 @@ from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, LaunchTempl
 from constructs_lib.observability_scraper import ManagedScraper
 from fmcluster import kubernetes, naming
 from fmcluster import observability as observability_content
-from fmcluster.controlplanes import CAPACITY_BLOCK_DRAIN_MINUTES
+from fmcluster.controlplanes import CAPACITY_BLOCK_DRAIN_MINUTES, EKS_AMI_TYPES
 from fmcluster.model import SYSTEM, ClusterModel, NodeGroup
 from stacks import node_groups
 from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
-GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
-CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
+GPU_AMI_TYPE = EKS_AMI_TYPES[("x86_64", True)]
+CPU_AMI_TYPE = EKS_AMI_TYPES[("x86_64", False)]
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK",
                   "spot": "SPOT"}  # a reservation is on-demand capacity the launch template targets
 IMDS_HOP_LIMIT = 2  # pods reach the instance metadata service through one more hop (their network namespace)
@@ -99,7 +99,7 @@ def ami_type(group: NodeGroup) -> Optional[str]:
     """The EKS AMI type of a node group; None with a custom AMI (the launch template names it)."""
     if group.ami_id:
         return None
-    return GPU_AMI_TYPE if group.instance.is_gpu else CPU_AMI_TYPE
+    return EKS_AMI_TYPES[(group.instance.architecture, group.instance.is_gpu)]
 
 
 class EksClusterStack(cdk.Stack):

@@ -32,6 +32,7 @@ from constructs_lib.launch_template import LaunchTemplateProps, NodeLaunchTempla
 from constructs_lib.node_role import NodeRole
 from constructs_lib.pcs import ComputeNodeGroup, SlurmCluster, SlurmQueue
 from fmcluster import bootstrap
+from fmcluster.controlplanes import pcs_ami_parameter
 from fmcluster.model import COMPUTE, LOGIN, ClusterModel, NodeGroup
 from stacks import node_groups
 from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
@@ -40,8 +41,15 @@ from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 # agent and Slurm. A CloudFormation dynamic reference, resolved at deploy time (no lookup at
 # synth); cfn-lint and the CDK template validation accept it for AWS::PCS::ComputeNodeGroup AmiId.
 # CloudFormation resolves it again on every update: pin `ami_id` in the spec for a fixed image.
-PCS_AMI_PARAMETER = "/aws/service/pcs/ami/dlami-base-ubuntu2404/x86_64/latest/ami-id"
-DEFAULT_AMI = "{{resolve:ssm:" + PCS_AMI_PARAMETER + "}}"
+PCS_AMI_PARAMETER = pcs_ami_parameter("x86_64")  # (kept for the tests and readers of the x86_64 default)
+
+
+def default_ami(architecture: str) -> str:
+    """The PCS-ready DLAMI of the architecture, resolved by CloudFormation at deploy time."""
+    return "{{resolve:ssm:" + pcs_ami_parameter(architecture) + "}}"
+
+
+DEFAULT_AMI = default_ami("x86_64")
 
 SCALE_DOWN_IDLE_SECONDS = 600
 # A job in a container with bridge networking (Docker, Enroot/Pyxis with a network namespace) is one
@@ -124,7 +132,7 @@ class PcsClusterStack(cdk.Stack):
             launch_template_version=template.latest_version_number,
             instance_profile_arn=self.node_role.instance_profile_arn, min_count=group.min_count,
             max_count=group.max_count, purchase_option=PURCHASE_OPTIONS[group.capacity.type],
-            ami_id=group.ami_id or DEFAULT_AMI)
+            ami_id=group.ami_id or default_ami(group.instance.architecture))
         self.node_groups[group.name] = made
         if group.role == COMPUTE:  # a queue (Slurm partition) per spec node group, none for the login nodes
             self.queues[group.name] = SlurmQueue(scope, "Queue", cluster_id=self.cluster.cluster_id, name=group.name,

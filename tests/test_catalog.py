@@ -110,3 +110,33 @@ def test_closest_name_and_known_list():
     assert catalog.closest("p5.48xlarg") == "p5.48xlarge"
     assert catalog.closest("zz") is None
     assert "p6-b300.48xlarge" in catalog.describe_known()
+
+
+def test_every_architecture_has_its_amis_on_pcs_and_eks():
+    """The PCS-ready DLAMI and the EKS AL2023 AMI types per architecture (UltraServers' Grace CPUs
+    are arm64): each catalog entry's architecture is one the control planes have AMIs for."""
+    from fmcluster import controlplanes
+
+    assert {t.architecture for t in catalog.catalog().values()} <= set(controlplanes.ARCHITECTURES)
+    assert controlplanes.pcs_ami_parameter("arm64") == "/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id"
+    assert controlplanes.EKS_AMI_TYPES[("arm64", True)] == "AL2023_ARM_64_NVIDIA"
+    import botocore.session
+
+    ami_types = botocore.session.get_session().get_service_model("eks").shape_for("AMITypes").enum
+    assert set(controlplanes.EKS_AMI_TYPES.values()) <= set(ami_types)
+    with pytest.raises(ValueError):
+        controlplanes.pcs_ami_parameter("riscv64")
+
+
+def test_a_node_groups_ami_follows_its_architecture():
+    import dataclasses
+
+    from fmcluster import model
+    from stacks.eks import ami_type
+    from stacks.pcs import default_ami
+    from tests.specs import base_spec, validated
+
+    group = model.resolve(validated(base_spec())).node_groups[0]
+    arm = dataclasses.replace(group, instance=group.instance._replace(architecture="arm64"))
+    assert ami_type(group) == "AL2023_x86_64_NVIDIA" and ami_type(arm) == "AL2023_ARM_64_NVIDIA"
+    assert default_ami("arm64") == "{{resolve:ssm:/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id}}"
