@@ -4,7 +4,8 @@
 through FMCLUSTER_ROOT) with the paths the scripts touch, and a bin/ of recording fakes
 (tests/sandbox_fakes.sh) for every operating-system command they call (mdadm, mkfs.ext4, mount,
 mountpoint, lsblk, blkid, systemctl, apt-get, dnf, lnetctl, modprobe, modinfo, ip, nvidia-smi,
-scontrol, aws, hostname, install, sleep, ...). The fakes model the node: its disks, mounts, units,
+scontrol, aws, hostname, install, sleep, curl for the instance metadata service, mknod, pkill,
+timeout, logger, ...). The fakes model the node: its disks, mounts, units,
 LNet, GPUs, the dpkg lock and a virtual clock, as the `Scenario` says. `run(script)` runs a script
 with bash; `calls()`, `mounts()`, `file()` read what it did. `reboot()` boots the node again from
 what the first boot left on disk (/etc/fstab, enabled units and drop-ins) in the order systemd
@@ -30,7 +31,7 @@ from typing import Iterable, Optional
 FAKES = Path(__file__).with_name("sandbox_fakes.sh")
 COMMANDS = ("sleep", "mountpoint", "mount", "umount", "lsblk", "blkid", "mdadm", "mkfs.ext4", "systemctl",
             "apt-get", "dnf", "modinfo", "modprobe", "lnetctl", "ip", "nvidia-smi", "hostname", "scontrol", "aws",
-            "install", "chown", "_tick")
+            "install", "chown", "curl", "mknod", "pkill", "timeout", "logger", "_tick")
 US = "\x1f"
 
 
@@ -53,6 +54,13 @@ class Scenario:
     efa_driver: str = "2.13.0"  # modinfo -F version efa ("" for none)
     slurmd: bool = True  # the AMI has slurmd.service (AWS PCS)
     ssm_value: str = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/remote_write"
+    instance_type: str = "p5.48xlarge"  # what the instance metadata service (IMDSv2, curl) says
+    imds: bool = True  # the instance metadata service answers
+    imex: bool = False  # the AMI has nvidia-imex.service, enabled (NVIDIA's IMEX packages)
+    imex_channels_major: Optional[int] = 234  # nvidia-caps-imex-channels in /proc/devices; None: no driver
+    imex_start_fails: bool = False
+    # what `scontrol show node` says of the job's nodes: (NodeName, NodeAddr)
+    slurm_nodes: tuple[tuple[str, str], ...] = (("gpu-1", "10.1.0.11"), ("gpu-2", "10.1.0.12"))
 
     def shell(self) -> str:
         values = {"GPUS": self.gpus, "GPU_MODEL": self.gpu_model, "NVME_DISKS": self.nvme_disks,
@@ -60,7 +68,9 @@ class Scenario:
                   "DPKG_LOCK_UNTIL": self.dpkg_lock_until, "APT_FAILS": int(self.apt_fails),
                   "LUSTRE_MOUNT_FAILS": self.lustre_mount_fails, "LUSTRE_CLIENT": int(self.lustre_client),
                   "DNF_LUSTRE": int(self.dnf_lustre), "EFA_DRIVER": self.efa_driver, "SLURMD": int(self.slurmd),
-                  "SSM_VALUE": self.ssm_value}
+                  "SSM_VALUE": self.ssm_value, "INSTANCE_TYPE": self.instance_type, "IMDS": int(self.imds),
+                  "IMEX": int(self.imex), "IMEX_START_FAILS": int(self.imex_start_fails),
+                  "SLURM_NODES": " ".join(f"{n}={a}" for n, a in self.slurm_nodes)}
         return "".join(f"{k}='{v}'\n" for k, v in values.items())
 
 
@@ -148,6 +158,11 @@ class Sandbox:
             (self.root / "etc/apt/apt.conf.d").mkdir(parents=True)
         for i in range(scenario.efa_devices):
             (self.root / f"sys/class/infiniband/rdmap{i + 10}s0").mkdir()
+        devices = "Character devices:\n  1 mem\n195 nvidia\n"
+        if scenario.imex_channels_major is not None:
+            devices += f"{scenario.imex_channels_major} nvidia-caps-imex-channels\n"
+        (self.root / "proc").mkdir()
+        (self.root / "proc/devices").write_text(devices)
         if scenario.dlami_nvme is not None:
             (self.root / "opt/dlami/nvme").mkdir(parents=True)  # the AMI's mount point, empty until mounted
         (self.state / "scenario.sh").write_text(scenario.shell())

@@ -277,6 +277,7 @@ unit_exists() {
   case "$1" in
     dlami-nvme.service) [[ "$DLAMI_NVME" != none ]] ;;
     slurmd.service) ((SLURMD)) ;;
+    nvidia-imex.service) ((IMEX)) ;;
     *) return 1 ;;
   esac
 }
@@ -315,6 +316,11 @@ start_unit() {
       if [[ "$DLAMI_NVME" != none ]]; then
         ev_dlami
         return 0
+      fi ;;
+    nvidia-imex.service)
+      if ((IMEX_START_FAILS)) || ! ((IMEX)); then
+        echo failed >"$STATE/units/$unit"
+        return 1
       fi ;;
   esac
   while IFS= read -r line; do
@@ -366,7 +372,16 @@ fake_systemctl() {
           [[ "$unit" == --now ]] || start_unit "$unit" || return 1
         done
       fi ;;
-    disable | stop | daemon-reload) return 0 ;;
+    is-enabled)
+      local unit=${*: -1}
+      grep -qxF "$unit" "$STATE/enabled" || { [[ "$unit" == nvidia-imex.service ]] && ((IMEX)); } ;;
+    stop)
+      local unit
+      for unit in "$@"; do
+        [[ -e "$STATE/units/$unit" ]] && echo inactive >"$STATE/units/$unit"
+      done
+      return 0 ;;
+    disable | daemon-reload) return 0 ;;
     *) die "verb $verb not faked" ;;
   esac
 }
@@ -484,7 +499,45 @@ fake_hostname() {
   printf 'ip-10-1-0-42\n'
 }
 
-fake_scontrol() { record "$@"; }
+# scontrol -ao show node LIST: one line per node of the scenario's SLURM_NODES (NAME=ADDR ...).
+fake_scontrol() {
+  record "$@"
+  if [[ "$*" == "-ao show node "* ]]; then
+    local pair
+    for pair in $SLURM_NODES; do
+      printf 'NodeName=%s Arch=aarch64 CoresPerSocket=72 NodeAddr=%s NodeHostName=%s State=ALLOCATED\n' \
+        "${pair%%=*}" "${pair#*=}" "${pair%%=*}"
+    done
+  fi
+}
+
+# curl: the instance metadata service (IMDSv2): a token for the PUT, then the instance type.
+fake_curl() {
+  record "$@"
+  ((IMDS)) || FAKE_RC=7 die "curl: (7) Failed to connect to 169.254.169.254 port 80"
+  case "$*" in
+    *"-X PUT"*latest/api/token*) printf 'AQAEA-token' ;;
+    *meta-data/instance-type*) printf '%s' "$INSTANCE_TYPE" ;;
+    *) FAKE_RC=22 die "curl: (22) The requested URL returned error: 404" ;;
+  esac
+}
+
+# mknod PATH c MAJOR MINOR: a plain file stands for the device node (no privileges needed).
+fake_mknod() {
+  record "$@"
+  [[ "$1" == "$ROOTDIR"/* ]] || die "mknod outside the sandbox: $1"
+  : >"$1"
+}
+
+fake_pkill() { record "$@"; return 1; }  # no such process left
+fake_logger() { record "$@"; }
+
+# timeout SECONDS COMMAND...: runs the command (the fakes never take real time).
+fake_timeout() {
+  record "$@"
+  shift
+  "$@"
+}
 
 fake_aws() {
   record "$@"

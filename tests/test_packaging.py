@@ -231,7 +231,7 @@ def test_the_wheel_ships_the_package_data(built):
         for pattern in patterns:
             expected |= {p.relative_to(source).as_posix() for p in (source / folder).glob(pattern) if p.is_file()}
     assert {"fmcluster/bootstrap/common.sh", "fmcluster/data/prices.json", "fmcluster/lifecycle_scripts/hooks.sh",
-            "fmcluster/observability/scraper.yaml"} <= expected
+            "fmcluster/observability/scraper.yaml", "fmcluster/slurm/imex-prolog.sh"} <= expected
     assert any(fnmatch.fnmatch(p, "fmcluster/bootstrap/collectors/*.sh") for p in expected)
     assert any(fnmatch.fnmatch(p, "fmcluster/bootstrap/programs/*.sh") for p in expected)
     assert any(fnmatch.fnmatch(p, "constructs_lib/handlers/*/index.py") for p in expected)
