@@ -21,9 +21,10 @@ pipeline file's waves. Each cluster's stage runs, in order:
    `allow_data_loss`), Diff and Guard pass it on, the Diff step lifts that policy after the diff,
    and Record sets it again.
 
-The two CodeBuild steps of a cluster may read (Diff) or write (Record) that one parameter only,
-and set the stack policy of that one storage stack. They run in the pipeline's account: for a
-cluster deployed to another account the stack policy is not set by the pipeline (README).
+Diff and Record may read (Diff) or write (Record) that one parameter only, and set the stack
+policy of that one storage stack; Guard may read that stack's change sets only. They run in the
+pipeline's account: for a cluster deployed to another account the stack policy is not set by the
+pipeline (README), and Guard reads the change set through that account's CDK deploy role.
 """
 
 from __future__ import annotations
