@@ -804,8 +804,11 @@ def test_deploy_job_diffs_then_deploys_then_records(workflow):
              'cdk deploy -c spec="$SPEC" "$CLUSTER-network" --exclusively',
              'cdk deploy -c spec="$SPEC" "$CLUSTER-storage" --exclusively --require-approval never '
              '--method=prepare-change-set --change-set-name fmcluster-guard',
-             'guard-change-set.sh "$CLUSTER" "$CLUSTER-storage" fmcluster-guard ${ALLOW:+"$ALLOW"} '
-             '--region "$AWS_REGION" --delete',
+             'guard-change-set.sh "$CLUSTER" "$CLUSTER-storage" fmcluster-guard \\\n  ${ALLOW:+"$ALLOW"} '
+             '--region "$AWS_REGION" --format json > "$RUNNER_TEMP/verdict.json"',
+             # the judged change set itself is executed (an empty one dropped), then the rest
+             '--method=execute-change-set --change-set-name fmcluster-guard',
+             'aws cloudformation delete-change-set --stack-name "$CLUSTER-storage" --change-set-name fmcluster-guard',
              'cdk deploy -c spec="$SPEC" --all', "record-deployed.sh", 'protect-storage.sh "$CLUSTER-storage"\n']
     assert [script.index(c) for c in order] == sorted(script.index(c) for c in order)
     assert workflow["env"]["SPEC"] == "examples/p5-pcs.yaml"
