@@ -184,9 +184,9 @@ def canonical(value: Any, templates: Templates, produced: Mapping[str, tuple[str
 class _Resolver:
     """Which (stack, logical id) resources a reference ends at, through cross-stack outputs."""
 
-    def __init__(self, templates: Templates) -> None:
+    def __init__(self, templates: Templates, produced: Mapping[str, tuple[str, str]] | None = None) -> None:
         self.templates = templates
-        self.exports = exports(templates)
+        self.exports = exports(templates) if produced is None else produced
 
     def targets(self, stack: str, value: Any, depth: int = 0) -> set[tuple[str, str]]:
         out: set[tuple[str, str]] = set()
@@ -306,8 +306,9 @@ def compare(old: Templates, new: Templates, region: str) -> Report:
         changes.update({(c.stack, c.logical_id): c for c in found})
         status = "added" if name not in old else "removed" if name not in new else "changed" if found else "unchanged"
         stacks.append(StackDiff(name, status, found))
-    _follow_references(old, new, changes, region, stacks)
-    _exports_in_use(old, new, changes, stacks)
+    resolver = _Resolver(new, produced_new)
+    _follow_references(old, new, changes, region, stacks, resolver)
+    _exports_in_use(old, new, changes, stacks, resolver, produced_old)
     return Report(stacks, _block_updates(new, stacks))
 
 
@@ -317,9 +318,9 @@ def _block_updates(new: Templates, stacks: list[StackDiff]) -> list[str]:
     size 0 while it is updated, since a rolling update needs capacity the block does not have."""
     notes = []
     for s in stacks:
+        resources = _resources(new.get(s.name))
         for c in s.changes:
-            resource = _resources(new.get(s.name)).get(c.logical_id, {})
-            props = resource.get("Properties", {})
+            props = resources.get(c.logical_id, {}).get("Properties", {})
             if (c.type == NODEGROUP and c.action in (UPDATE, REPLACE) and props.get("CapacityType") == "CAPACITY_BLOCK"
                     and any(not p.startswith("ScalingConfig") for p in c.paths)):
                 tags = props.get("Tags") or {}
@@ -332,14 +333,13 @@ def _block_updates(new: Templates, stacks: list[StackDiff]) -> list[str]:
 
 
 def _exports_in_use(old: Templates, new: Templates, changes: dict[tuple[str, str], Change],
-                    stacks: list[StackDiff]) -> None:
+                    stacks: list[StackDiff], resolver: _Resolver, produced_old: Mapping[str, tuple[str, str]]) -> None:
     """An export that another stack imports (as deployed: `old`) cannot change or go while it does:
     CloudFormation fails the producer's update ("cannot update export ... as it is in use") and
     rolls it back. The producer's resource that would change it is marked FAILS."""
-    produced_old, produced_new = exports(old), exports(new)
+    produced_new = resolver.exports
     by_stack = {s.name: s for s in stacks}
     replaced = {key for key, c in changes.items() if c.action in (REPLACE, MAY_REPLACE)}
-    resolver = _Resolver(new)
     for name, consumers in sorted(imports(old).items()):
         if name not in produced_old:
             continue
@@ -383,9 +383,9 @@ def _resources(template: TemplateBody | None) -> dict[str, dict[str, Any]]:
 
 
 def _follow_references(old: Templates, new: Templates, changes: dict[tuple[str, str], Change], region: str,
-                       stacks: list[StackDiff]) -> None:
-    """Replace what a create-only property ties to a replaced resource, until nothing more changes."""
-    resolver = _Resolver(new)
+                       stacks: list[StackDiff], resolver: _Resolver) -> None:
+    """Replace what a create-only property ties to a replaced resource, until nothing more changes
+    (`resolver` follows references through the new templates)."""
     by_stack = {s.name: s for s in stacks}
     grew = True
     while grew:

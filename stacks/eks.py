@@ -69,8 +69,6 @@ from fmcluster.model import SYSTEM, ClusterModel, NodeGroup
 from stacks import node_groups
 from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
-GPU_AMI_TYPE = EKS_AMI_TYPES[("x86_64", True)]
-CPU_AMI_TYPE = EKS_AMI_TYPES[("x86_64", False)]
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK",
                   "spot": "SPOT"}  # a reservation is on-demand capacity the launch template targets
 IMDS_HOP_LIMIT = 2  # pods reach the instance metadata service through one more hop (their network namespace)

@@ -43,11 +43,11 @@ class NetworkStack(cdk.Stack):
         # Each is exported whether or not a stack uses it today, so that a consumer that stops
         # using one (another control plane, no file system) never leaves this stack unable to
         # remove an export still imported (CDK deploys this stack first).
-        protected = (vpc.vpc, *(s.subnet for s in vpc.private_subnets), efa.group, nodes.group)
-        for resource in protected:
+        protected = [(vpc.vpc, vpc.vpc_id), *((s.subnet, s.subnet_id) for s in vpc.private_subnets),
+                     (efa.group, efa.security_group_id), (nodes.group, nodes.security_group_id)]
+        for resource, resource_id in protected:
             cdk.CrossStackReferences.of(resource).produce(cdk.ReferenceStrength.STRONG)
-        for value in (vpc.vpc_id, *vpc.private_subnet_ids, efa.security_group_id, nodes.security_group_id):
-            self.export_value(value)
+            self.export_value(resource_id)
         self.vpc_id: str = vpc.vpc_id
         self.vpc_cidr: str = spec.network.vpc_cidr
         self.private_subnet_ids: list[str] = vpc.private_subnet_ids

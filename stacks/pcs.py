@@ -37,19 +37,15 @@ from fmcluster.model import COMPUTE, LOGIN, ClusterModel, NodeGroup
 from stacks import node_groups
 from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
-# The PCS-ready Deep Learning AMI (Ubuntu 24.04): NVIDIA driver, CUDA, EFA, Lustre client, PCS
-# agent and Slurm. A CloudFormation dynamic reference, resolved at deploy time (no lookup at
-# synth); cfn-lint and the CDK template validation accept it for AWS::PCS::ComputeNodeGroup AmiId.
-# CloudFormation resolves it again on every update: pin `ami_id` in the spec for a fixed image.
-PCS_AMI_PARAMETER = pcs_ami_parameter("x86_64")  # (kept for the tests and readers of the x86_64 default)
-
 
 def default_ami(architecture: str) -> str:
-    """The PCS-ready DLAMI of the architecture, resolved by CloudFormation at deploy time."""
+    """The PCS-ready Deep Learning AMI (Ubuntu 24.04: NVIDIA driver, CUDA, EFA, Lustre client, PCS
+    agent and Slurm) of the architecture. A CloudFormation dynamic reference, resolved at deploy
+    time (no lookup at synth); cfn-lint and the CDK template validation accept it for
+    AWS::PCS::ComputeNodeGroup AmiId. CloudFormation resolves it again on every update: pin
+    `ami_id` in the spec for a fixed image."""
     return "{{resolve:ssm:" + pcs_ami_parameter(architecture) + "}}"
 
-
-DEFAULT_AMI = default_ami("x86_64")
 
 SCALE_DOWN_IDLE_SECONDS = 600
 # A job in a container with bridge networking (Docker, Enroot/Pyxis with a network namespace) is one

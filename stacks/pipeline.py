@@ -72,12 +72,15 @@ def storage_stack(deployment: Deployment) -> str:
     return storage.name
 
 
+def _standing(deployment: Deployment) -> str:
+    """The pipeline file's standing `allow_data_loss: true` (kept working), as a flag of the steps."""
+    return " --allow-data-loss" if deployment.allow_data_loss else ""
+
+
 def allowance(deployment: Deployment) -> str:
     """The shell words that set $allow to --allow-data-loss when this deploy may lose data: the
-    commit's `Allow-Data-Loss: NAME` trailer (per merge), or the pipeline file's standing
-    `allow_data_loss: true` (kept working)."""
-    standing = " --allow-data-loss" if deployment.allow_data_loss else ""
-    return f"allow=$(bash {STEPS}/allowance.sh {deployment.name}{standing})"
+    commit's `Allow-Data-Loss: NAME` trailer (per merge), or the pipeline file's standing switch."""
+    return f"allow=$(bash {STEPS}/allowance.sh {deployment.name}{_standing(deployment)})"
 
 
 def diff_commands(deployment: Deployment, protect: bool = True) -> list[str]:
@@ -92,10 +95,9 @@ def diff_commands(deployment: Deployment, protect: bool = True) -> list[str]:
 def change_set_commands(deployment: Deployment, role_arn: str | None) -> list[str]:
     """Between the Prepare and Deploy actions of NAME-storage: judge the change set CDK Pipelines
     made (PipelineChange) and stop before it is executed when it would lose data."""
-    standing = " --allow-data-loss" if deployment.allow_data_loss else ""
     role = f" --role-arn {role_arn}" if role_arn else ""
     return [f"bash {STEPS}/guard-change-set.sh {deployment.name} {storage_stack(deployment)} {CHANGE_SET}"
-            f"{standing} --region {deployment.spec.region}{role}"]
+            f"{_standing(deployment)} --region {deployment.spec.region}{role}"]
 
 
 def record_commands(deployment: Deployment, protect: bool = True) -> list[str]:
