@@ -28,6 +28,9 @@ class Gpu(NamedTuple):
     bf16_pflops: float
     fp8_pflops: float | None
     fp4_pflops: float | None = None
+    # NVLink bandwidth per GPU, GB/s both directions together (NVIDIA's datasheet figure); None:
+    # no NVLink (PCIe only)
+    nvlink_gbps: float | None = None
 
 
 class NetworkCard(NamedTuple):
@@ -61,6 +64,13 @@ class InstanceType(NamedTuple):
     # p4d/p4de (EFA generation 1 with RDMA read: AWS's SageMaker SDK, SM_EFA_RDMA_INSTANCES) and the
     # generation-2-and-later P5 and P6 types; not the L40S types.
     device_rdma: bool = False
+    # The network cards that get an EFA interface where AWS recommends a layout other than "one
+    # per EFA card" (p6e-gb200: one card of each pair that shares a physical NIC and a GPU); ()
+    # for every EFA card, up to max_efa_interfaces
+    efa_cards: tuple[int, ...] = ()
+    # The UltraServers the type is sold in (an NVLink domain of several instances each); () for a
+    # type whose NVLink domain is the instance
+    ultraservers: tuple[str, ...] = ()
 
     @property
     def family(self) -> str:
@@ -80,8 +90,14 @@ class InstanceType(NamedTuple):
         return sum(card.bandwidth_gbps for card in self.network_cards)
 
     @property
+    def efa_layout_cards(self) -> tuple[NetworkCard, ...]:
+        """The cards an EFA layout uses: the recommended ones, else every EFA card up to the maximum."""
+        cards = [c for c in self.network_cards if c.efa and (not self.efa_cards or c.index in self.efa_cards)]
+        return tuple(cards[: self.max_efa_interfaces])
+
+    @property
     def efa_gbps(self) -> float:
-        return sum(card.bandwidth_gbps for card in self.network_cards if card.efa)
+        return sum(card.bandwidth_gbps for card in self.efa_layout_cards)
 
     @property
     def nvme_total_gb(self) -> int:
@@ -91,15 +107,28 @@ class InstanceType(NamedTuple):
     def is_gpu(self) -> bool:
         return self.gpu_count > 0
 
+    @property
+    def ultraserver(self) -> bool:
+        return bool(self.ultraservers)
 
-H100 = Gpu("H100", memory_gib=80, hbm_tbps=3.35, bf16_pflops=0.9895, fp8_pflops=1.979)
-H200 = Gpu("H200", memory_gib=141, hbm_tbps=4.8, bf16_pflops=0.9895, fp8_pflops=1.979)
-B200 = Gpu("B200", memory_gib=179, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=9.0)
-B300 = Gpu("B300", memory_gib=268, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=13.5)
+
+# NVLink per GPU (NVIDIA datasheets): NVLink 3 (A100 SXM4) 600 GB/s, NVLink 4 (H100/H200 SXM) 900 GB/s,
+# NVLink 5 (Blackwell) 1,800 GB/s; the L40S has none.
+H100 = Gpu("H100", memory_gib=80, hbm_tbps=3.35, bf16_pflops=0.9895, fp8_pflops=1.979, nvlink_gbps=900)
+H200 = Gpu("H200", memory_gib=141, hbm_tbps=4.8, bf16_pflops=0.9895, fp8_pflops=1.979, nvlink_gbps=900)
+B200 = Gpu("B200", memory_gib=179, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=9.0, nvlink_gbps=1800)
+B300 = Gpu("B300", memory_gib=268, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=13.5,
+           nvlink_gbps=1800)
+# The Blackwell GPU of a GB200 superchip: 185 GiB (EC2 instance-type specifications, p6e-gb200);
+# dense BF16 2.5, FP8 5 and FP4 10 PFLOPS, derived from NVIDIA's GB200 NVL72 rack figures (360,
+# 720 and 1,440 PFLOPS with sparsity, for 72 GPUs) halved for dense; HBM3e 8 TB/s; NVLink 5. Not
+# in moto's data (docs/research-notes.md 9a, 9e).
+GB200 = Gpu("GB200", memory_gib=185, hbm_tbps=8.0, bf16_pflops=2.5, fp8_pflops=5.0, fp4_pflops=10.0,
+            nvlink_gbps=1800)
 # NVIDIA A100 datasheet (SXM4): BF16 tensor 312 TFLOPS dense (624 with sparsity), no FP8; HBM2 at
 # 1,555 GB/s (40 GB) and HBM2e at 2,039 GB/s (80 GB). Memory as EC2 reports it (moto's data).
-A100_40 = Gpu("A100", memory_gib=40, hbm_tbps=1.555, bf16_pflops=0.312, fp8_pflops=None)
-A100_80 = Gpu("A100", memory_gib=80, hbm_tbps=2.039, bf16_pflops=0.312, fp8_pflops=None)
+A100_40 = Gpu("A100", memory_gib=40, hbm_tbps=1.555, bf16_pflops=0.312, fp8_pflops=None, nvlink_gbps=600)
+A100_80 = Gpu("A100", memory_gib=80, hbm_tbps=2.039, bf16_pflops=0.312, fp8_pflops=None, nvlink_gbps=600)
 # NVIDIA L40S datasheet: BF16 tensor 362.05 TFLOPS dense (733 with sparsity), FP8 733 dense (1,466
 # with sparsity), 48 GB GDDR6 at 864 GB/s; EC2 reports 45,776 MiB.
 L40S = Gpu("L40S", memory_gib=44.7, hbm_tbps=0.864, bf16_pflops=0.36205, fp8_pflops=0.733)
@@ -155,7 +184,43 @@ def _gpu_types() -> list[InstanceType]:
                        capacity_block=True, hyperpod=True, lnet_efa_interfaces=2, device_rdma=True)
           for name, gpu in (("p4d.24xlarge", A100_40), ("p4de.24xlarge", A100_80))),
         *_g6e_types(),
+        _p6e_gb200(),
     ]
+
+
+class UltraServer(NamedTuple):
+    """An UltraServer: instances of one type in one NVLink domain, sold as UltraServer Capacity
+    Blocks (EC2 User Guide, Capacity Blocks; the EKS User Guide, "Use P6e-GB200 UltraServers")."""
+
+    name: str  # as DescribeCapacityBlocks' UltraserverType and the Capacity Block offerings name it
+    instance_type: str
+    instances: int
+
+    @property
+    def gpus(self) -> int:
+        return self.instances * catalog()[self.instance_type].gpu_count
+
+
+ULTRASERVERS = {u.name: u for u in (UltraServer("u-p6e-gb200x36", "p6e-gb200.36xlarge", 9),
+                                      UltraServer("u-p6e-gb200x72", "p6e-gb200.36xlarge", 18))}
+
+
+def _p6e_gb200() -> InstanceType:
+    """p6e-gb200.36xlarge, the instance of the P6e-GB200 UltraServers. Not in moto's data yet
+    (tests/test_catalog.py holds it to moto's as soon as moto has it): every figure is from the EC2
+    documentation. The instance-type specifications: 144 vCPUs, 960 GiB, 4 x GB200 at 185 GiB,
+    NVIDIA Grace (arm64), 3 x 7,500 GB NVMe, Capacity Blocks. The EC2 User Guide, "EFA configuration
+    for P6e-GB200 instances": 17 network cards; card 0 ENA only, 100 Gbps; cards 1, 3, ..., 15
+    EFA-only at 400 Gbps; cards 2, 4, ..., 16 ENA or EFA at 200 Gbps; pairs [1, 2] ... [15, 16]
+    share a 400 Gbps NIC and pairs [1, 3], [5, 7], [9, 11], [13, 15] a GPU, so AWS recommends one
+    EFA-only interface per GPU, on cards 1, 5, 9 and 13 (4 x 400 = 1,600 Gbps of EFA).
+    MaximumEfaInterfaces is not published: 16, the cards that can carry EFA. SageMaker HyperPod
+    offers ml.p6e-gb200.36xlarge. FSx for Lustre's EFA client set-up does not list it: LNet uses TCP."""
+    cards = (NetworkCard(0, 100, False),) + tuple(NetworkCard(i, 400 if i % 2 else 200, True) for i in range(1, 17))
+    return InstanceType("p6e-gb200.36xlarge", vcpus=144, memory_gib=960, network_cards=cards, max_efa_interfaces=16,
+                        efa_generation=4, gpu=GB200, gpu_count=4, nvme_disks=3, nvme_disk_gb=7500,
+                        capacity_block=True, hyperpod=True, architecture="arm64", device_rdma=True,
+                        efa_cards=(1, 5, 9, 13), ultraservers=("u-p6e-gb200x36", "u-p6e-gb200x72"))
 
 
 # g6e (L40S), inference: (size, vCPUs, GiB, GPUs, network cards, Gbps per card (peak), EFA

@@ -4,7 +4,8 @@ The EC2 rule (EC2 User Guide, "Maximize network bandwidth on ... multiple networ
 
 - the primary interface is network card 0, device 0, and is never EFA-only;
 - if card 0 supports EFA, an EFA interface goes on card 0, device 1;
-- every further EFA-capable card k gets an EFA interface on device 0.
+- every further EFA-capable card k gets an EFA interface on device 0;
+- where AWS recommends fewer (p6e-gb200: one card per GPU, `InstanceType.efa_cards`), only those.
 
 ``efa-only`` interfaces take no IP address. Some control planes document only ``efa``
 interfaces (EFA with ENA, one IP address each); `InterfaceMode.EFA` gives that layout: the
@@ -47,7 +48,7 @@ def efa_layout(instance: InstanceType, mode: InterfaceMode = InterfaceMode.EFA_O
     """
     if not (efa and instance.efa_supported):
         return (Interface(0, 0, "interface"),)
-    efa_cards = [card for card in instance.network_cards if card.efa][: instance.max_efa_interfaces]
+    efa_cards = instance.efa_layout_cards
     card0_efa = bool(efa_cards) and efa_cards[0].index == 0
     if mode is InterfaceMode.EFA:
         primary = Interface(0, 0, "efa" if card0_efa else "interface")

@@ -204,6 +204,7 @@ def test_price_table_covers_the_catalog_and_says_where_it_comes_from():
     assert set(table.ec2_on_demand_hourly) <= set(catalog.catalog())
     # unpriced (unknown, never zero): no list price taken for these yet
     unpriced = {"p5e.48xlarge", "p6-b300.48xlarge", "p4d.24xlarge", "p4de.24xlarge"}
+    unpriced.add("p6e-gb200.36xlarge")  # sold only as UltraServer Capacity Blocks: no On-Demand price
     unpriced |= {n for n in catalog.catalog() if n.startswith("g6e.")}
     assert set(catalog.catalog()) - set(table.ec2_on_demand_hourly) == unpriced
     assert all(price > 0 for price in table.ec2_on_demand_hourly.values())
