@@ -27,6 +27,10 @@ from typing import Any, NamedTuple
 # Patterns for re.match, which compiles each on first use (most runs need one at most).
 AZ_ID = r"^([a-z]{2,5}[0-9])-az([0-9]{1,2})$"
 AZ_NAME = r"^([a-z]{2}(-gov)?-[a-z]+-[0-9])([a-z])$"
+# A Local Zone's ID: the region's prefix, the zone group's location code and number, the zone
+# (use1-dfw2-az1 is the Dallas Local Zone us-east-1-dfw-2a: DescribeAvailabilityZones, ZoneType
+# local-zone; AWS::EC2::Subnet's AvailabilityZoneId takes it)
+LOCAL_ZONE_ID = r"^([a-z]{2,5}[0-9])-([a-z]{3}[0-9]{1,2})-az([0-9]{1,2})$"
 REGION = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
 
 # AWS's naming rule for AZ ID prefixes (prefix_by_rule).
@@ -110,9 +114,14 @@ def _region_of_prefix() -> dict[str, str]:
 
 
 def region_of_az_id(az_id: str) -> str | None:
-    """The region an AZ ID belongs to, or None when its prefix is no supported region's."""
-    match = re.match(AZ_ID, az_id)
+    """The region an AZ ID (or Local Zone ID) belongs to, or None when its prefix is no supported region's."""
+    match = re.match(AZ_ID, az_id) or re.match(LOCAL_ZONE_ID, az_id)
     return _region_of_prefix().get(match.group(1)) if match else None
+
+
+def is_local_zone(az_id: str) -> bool:
+    """An ID of a Local Zone (use1-dfw2-az1), not of an Availability Zone (use1-az4)."""
+    return re.match(LOCAL_ZONE_ID, az_id) is not None
 
 
 def example_az_id(region: str | None) -> str:

@@ -39,7 +39,7 @@ def _pattern(kind: str, regex: str, what: str, hint: str | None = None) -> After
 
 
 def _az_id(value: str) -> str:
-    if re.match(regions.AZ_ID, value):
+    if re.match(regions.AZ_ID, value) or re.match(regions.LOCAL_ZONE_ID, value):
         return value
     name = re.match(regions.AZ_NAME, value)
     if name:
@@ -48,7 +48,7 @@ def _az_id(value: str) -> str:
                     f"use the AZ ID, such as {example}: AZ names differ between accounts, "
                     "AZ IDs do not (aws ec2 describe-availability-zones shows both)")
     raise _fail("az_id", f"'{value}' is not an Availability Zone ID",
-                "AZ IDs look like use1-az4")
+                "AZ IDs look like use1-az4; Local Zone IDs like use1-dfw2-az1")
 
 
 def _region(value: str) -> str:
@@ -89,6 +89,13 @@ def _instance_type(value: str) -> str:
                 hint + catalog.describe_known())
 
 
+def _ultraserver_type(value: str) -> str:
+    if value in catalog.ULTRASERVERS:
+        return value
+    raise _fail("ultraserver_type", f"unknown UltraServer type '{value}'",
+                "UltraServer types: " + ", ".join(catalog.ULTRASERVERS))
+
+
 def _mount_path(value: str) -> str:
     parts = value.strip("/").split("/")
     if not re.fullmatch(r"/[A-Za-z0-9._/-]*", value) or "//" in value or value == "/" or \
@@ -122,6 +129,7 @@ AzId = Annotated[str, AfterValidator(_az_id)]
 Region = Annotated[str, AfterValidator(_region)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
 InstanceTypeName = Annotated[str, AfterValidator(_instance_type)]
+UltraServerType = Annotated[str, AfterValidator(_ultraserver_type)]
 AbsPath = Annotated[str, AfterValidator(_mount_path)]
 LinkPath = Annotated[str, AfterValidator(_link_path)]
 S3Prefix = Annotated[str, AfterValidator(_s3_prefix)]
@@ -166,7 +174,8 @@ class NetworkSpec(Model):
     vpc_cidr: Cidr = Field(default="10.0.0.0/16", description=(
         "IPv4 CIDR block of the VPC, /16 to /24; the GPU AZ's private subnet is its first half"))
     extra_availability_zone_ids: list[AzId] = Field(default=[], description=(
-        "more AZ IDs, each with its own subnet, for control planes that need two (eks, hyperpod-eks)"))
+        "more AZ IDs, each with its own subnet, for control planes that need two (eks, hyperpod-eks); "
+        "Availability Zones of the region, not Local Zones"))
 
 
 class BucketSpec(Model):
@@ -280,6 +289,10 @@ class CapacitySpec(Model):
         "a resource group of capacity reservations, instead of one reservation_id"))
     training_plan_arn: Optional[TrainingPlanArn] = Field(default=None, description=(
         "HyperPod: reserved capacity from a SageMaker training plan"))
+    ultraserver_type: Optional[UltraServerType] = Field(default=None, description=(
+        "an UltraServer Capacity Block (or HyperPod training plan): its UltraServer type, such as u-p6e-gb200x72"))
+    ultraserver_count: int = Field(default=1, ge=1, description=(
+        "how many UltraServers the block holds; the group's count is at most this many UltraServers' instances"))
 
 
 class NodeGroupSpec(Model):
@@ -378,7 +391,8 @@ class ClusterSpec(Model):
         "12-digit AWS account id, quoted; without it the stacks are environment-agnostic"))
     availability_zone_id: AzId = Field(description=(
         "AZ ID of the GPU capacity, such as use1-az4, not an AZ name: names differ between accounts, "
-        "reservations are bound to the ID"))
+        "reservations are bound to the ID; or a Local Zone ID (use1-dfw2-az1), with the control plane in "
+        "the extra AZ IDs"))
     network: NetworkSpec = Field(default=NetworkSpec(), description="the VPC")
     storage: StorageSpec = Field(default=StorageSpec(), description="S3 buckets and an FSx for Lustre file system")
     orchestrator: OrchestratorSpec = Field(description="the control plane")
@@ -393,6 +407,17 @@ class ClusterSpec(Model):
     @property
     def availability_zone_ids(self) -> list[str]:
         return [self.availability_zone_id, *self.network.extra_availability_zone_ids]
+
+    @property
+    def local_zone(self) -> bool:
+        """The GPU nodes are in a Local Zone: the control plane, NAT gateway and public subnets are
+        in the extra (regular) AZ IDs."""
+        return regions.is_local_zone(self.availability_zone_id)
+
+    @property
+    def region_zone_ids(self) -> list[str]:
+        """The cluster's AZ IDs that are Availability Zones of the region (not Local Zones)."""
+        return [az for az in self.availability_zone_ids if not regions.is_local_zone(az)]
 
     def resolved(self) -> dict[str, Any]:
         """The spec with every default filled in, as a plain mapping (what `plan` shows)."""

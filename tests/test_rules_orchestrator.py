@@ -73,7 +73,7 @@ def test_kubernetes_control_planes_need_a_second_az_id(type_):
     spec = with_(base_spec(), "orchestrator.type", type_)
     assert "network.extra_availability_zone_ids" in paths(spec)
     (message,) = messages(spec, "network.extra_availability_zone_ids")
-    assert "at least 2 AZ IDs; the spec has 1" in message
+    assert "at least 2 Availability Zones of us-east-1; the spec has 1" in message
     assert "[use1-az1]" in message  # the hint suggests an AZ ID of the region
     assert findings(orch.enough_availability_zones, on(type_)) == []
 

@@ -17,6 +17,7 @@ from fmcluster.rules import (  # noqa: F401
     network,
     orchestrator,
     slurm,
+    ultraserver,
 )
 from fmcluster.rules.registry import RULES, WARNING_RULES, Rule, rule, rule_id, run
 from fmcluster.spec import ClusterSpec

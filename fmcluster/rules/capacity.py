@@ -92,10 +92,13 @@ def one_reservation_target(spec: ClusterSpec) -> Iterator[Problem]:
 @rule
 def capacity_block_by_id(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
+        # UltraServer Capacity Blocks may be targeted by a resource group of their reservations
+        # (EC2 User Guide, "Use Capacity Blocks with a resource group"); HyperPod: training_plan_given
         if (g.capacity.type == "capacity-block" and g.capacity.reservation_resource_group_arn
-                and not spec.orchestrator.control_plane.hyperpod):  # HyperPod: training_plan_given
+                and not g.capacity.ultraserver_type and not spec.orchestrator.control_plane.hyperpod):
             yield error(path + ("capacity", "reservation_resource_group_arn"),
-                        "a Capacity Block is targeted by its reservation_id, not a resource group")
+                        "a Capacity Block is targeted by its reservation_id, not a resource group",
+                        "only UltraServer Capacity Blocks (capacity.ultraserver_type) take a resource group")
 
 
 @rule

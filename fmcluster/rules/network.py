@@ -23,8 +23,33 @@ def az_ids_in_region(spec: ClusterSpec) -> Iterator[Problem]:
         region = regions.region_of_az_id(az)
         if region != spec.region:
             where = f"is in {region}" if region else "belongs to no known region"
-            yield error(path, f"AZ ID '{az}' {where}, but the cluster's region is {spec.region}",
+            yield error(path, f"{'Local Zone' if regions.is_local_zone(az) else 'AZ'} ID '{az}' {where}, "
+                              f"but the cluster's region is {spec.region}",
                         f"AZ IDs of {spec.region} start with {prefix}-, such as {prefix}-az1")
+
+
+@rule
+def extra_zones_in_region(spec: ClusterSpec) -> Iterator[Problem]:
+    """Only the GPU nodes may sit in a Local Zone: the extra AZ IDs hold the control plane, the
+    NAT gateway and the public subnets, which need Availability Zones of the region."""
+    for i, az in enumerate(spec.network.extra_availability_zone_ids):
+        if regions.is_local_zone(az):
+            yield error(("network", "extra_availability_zone_ids", i),
+                        f"'{az}' is a Local Zone: extra AZ IDs are Availability Zones of {spec.region}",
+                        "a Local Zone goes in availability_zone_id, where the GPU nodes are")
+
+
+@rule
+def local_zone_control_plane(spec: ClusterSpec) -> Iterator[Problem]:
+    """AWS PCS and Amazon EKS keep their control plane in the region and launch nodes into a
+    Local Zone subnet; SageMaker HyperPod documents no Local Zone support (AWS's Local Zone samples
+    for it are drafts), so fmcluster does not build one there."""
+    if spec.local_zone and spec.orchestrator.control_plane.hyperpod:
+        yield error(("availability_zone_id",),
+                    f"fmcluster builds {spec.orchestrator.type} clusters in Availability Zones only, not in the "
+                    f"Local Zone {spec.availability_zone_id}",
+                    "use orchestrator type pcs or eks for GPU nodes in a Local Zone, or the AZ ID of the "
+                    "training plan's Availability Zone")
 
 
 @rule

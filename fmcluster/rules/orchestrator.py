@@ -24,18 +24,25 @@ def version_supported(spec: ClusterSpec) -> Iterator[Problem]:
 
 @rule
 def enough_availability_zones(spec: ClusterSpec) -> Iterator[Problem]:
+    """The control plane's subnets are in Availability Zones of the region: a Local Zone does not
+    count (PCS and EKS refuse Local Zone subnets for the cluster itself)."""
     cp = spec.orchestrator.control_plane
-    have = len(spec.availability_zone_ids)
+    have = len(spec.region_zone_ids)
     if have < cp.min_availability_zones:
+        where = " (the Local Zone of the GPU nodes does not count)" if spec.local_zone else ""
         yield error(("network", "extra_availability_zone_ids"),
-                    f"{cp.type} needs subnets in at least {cp.min_availability_zones} AZ IDs; the spec has {have}",
-                    f"add another AZ ID of {spec.region}, such as network.extra_availability_zone_ids: "
+                    f"{cp.type} needs subnets in at least {cp.min_availability_zones} Availability Zones of "
+                    f"{spec.region}; the spec has {have}{where}",
+                    f"add an AZ ID of {spec.region}, such as network.extra_availability_zone_ids: "
                     f"[{_other_az(spec)}]")
 
 
 def _other_az(spec: ClusterSpec) -> str:
-    prefix, number = spec.availability_zone_id.rsplit("-az", 1)
-    return f"{prefix}-az{1 if number != '1' else 2}"
+    from fmcluster import regions
+
+    taken = set(spec.availability_zone_ids)
+    prefix = regions.az_id_prefix(spec.region)
+    return next(az for n in range(1, 8) if (az := f"{prefix}-az{n}") not in taken)
 
 
 @rule
