@@ -97,8 +97,9 @@ class AzSubnet(Construct):
 
 
 class ClusterVpc(Construct):
-    """A VPC with one private and one public subnet per AZ ID, an internet gateway, one NAT
-    gateway (in `nat_az_id`'s public subnet) for every private subnet's egress, and an S3
+    """A VPC with one private subnet per AZ ID (or Local Zone ID) and a public one per AZ ID of
+    `public_subnets`, an internet gateway, one NAT gateway
+    (in `nat_az_id`'s public subnet) for every private subnet's egress, and an S3
     gateway endpoint on the private route tables.
 
     `private_subnets` and `public_subnets` map AZ ID -> CIDR; subnet ids keep that order.

@@ -6,7 +6,9 @@ Layout of a VPC of prefix /p with AZ IDs [gpu_az, *extra]:
 - first half (/p+1): the private subnet of the GPU AZ, where every node group lives;
 - third quarter (/p+2): the private subnets of the extra AZ IDs, in fixed slots (/p+4 each,
   /p+5 beyond four extra AZ IDs);
-- last quarter (/p+2): the public subnets, one per AZ ID in fixed slots, at most /24 each.
+- last quarter (/p+2): the public subnets, one per AZ ID in fixed slots, at most /24 each; none
+  in a Local Zone (the GPU zone may be one: its private subnet reaches the NAT gateway of the
+  first Availability Zone of the region, and the control plane's subnets are the region's).
 
 Slots are fixed so that adding an AZ ID never changes (and so never replaces) a subnet.
 """
@@ -17,7 +19,7 @@ import ipaddress
 from itertools import islice
 from typing import TYPE_CHECKING, NamedTuple
 
-from fmcluster import fsx
+from fmcluster import fsx, regions
 from fmcluster.efa import addresses_per_node
 
 if TYPE_CHECKING:
@@ -70,7 +72,8 @@ def layout(vpc_cidr: str, az_ids: list[str]) -> list[Subnet]:
         subnets += [Subnet(az, str(net), False)
                     for az, net in zip(extra, _slots(third_quarter, len(extra)), strict=True)]
     subnets += [Subnet(az, str(net), True)
-                for az, net in zip(az_ids, _slots(last_quarter, len(az_ids), PUBLIC_MIN_PREFIX), strict=True)]
+                for az, net in zip(az_ids, _slots(last_quarter, len(az_ids), PUBLIC_MIN_PREFIX), strict=True)
+                if not regions.is_local_zone(az)]
     return subnets
 
 

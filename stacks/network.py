@@ -21,7 +21,8 @@ from fmcluster.model import ClusterModel
 
 class NetworkStack(cdk.Stack):
     """Attributes other stacks use: vpc_id, vpc_cidr, private_subnet_ids (in the order of
-    spec.availability_zone_ids, GPU AZ first), gpu_subnet_id, public_subnet_ids,
+    spec.availability_zone_ids, GPU AZ first), gpu_subnet_id, region_subnet_ids (those in the
+    region's Availability Zones: all but a Local Zone's), public_subnet_ids,
     nat_gateway_id, efa_security_group_id and node_security_group_id."""
 
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, **kwargs) -> None:
@@ -30,7 +31,7 @@ class NetworkStack(cdk.Stack):
         vpc = ClusterVpc(self, "Network", name=spec.name, cidr=spec.network.vpc_cidr,
                          private_subnets={s.az_id: s.cidr for s in subnets if not s.public},
                          public_subnets={s.az_id: s.cidr for s in subnets if s.public},
-                         nat_az_id=spec.availability_zone_id)
+                         nat_az_id=spec.region_zone_ids[0])
         VpcFlowLog(self, "FlowLog", vpc_id=vpc.vpc_id, name=spec.name)
         efa = EfaSecurityGroup(self, "EfaSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-efa")
         nodes = NodeSecurityGroup(self, "NodeSecurityGroup", vpc_id=vpc.vpc_id, name=f"{spec.name}-nodes")
@@ -52,6 +53,8 @@ class NetworkStack(cdk.Stack):
         self.vpc_cidr: str = spec.network.vpc_cidr
         self.private_subnet_ids: list[str] = vpc.private_subnet_ids
         self.gpu_subnet_id: str = self.private_subnet_ids[0]
+        self.region_subnet_ids: list[str] = [s.subnet_id for s in vpc.private_subnets
+                                             if s.az_id in spec.region_zone_ids]
         self.public_subnet_ids: list[str] = vpc.public_subnet_ids
         self.nat_gateway_id: str = vpc.nat_gateway_id
         self.efa_security_group_id: str = efa.security_group_id

@@ -81,7 +81,9 @@ class PcsClusterStack(cdk.Stack):
         self.lustre = lustre_mount(spec, storage)
         self.cluster = SlurmCluster(
             self, "Cluster", name=spec.name, slurm_version=spec.orchestrator.version, size=self.size.name,
-            subnet_id=network.gpu_subnet_id, security_group_ids=[network.node_security_group_id],
+            # the region's first subnet: PCS refuses a Local Zone's for the cluster (its Networking);
+            # the GPU subnet in every other case
+            subnet_id=network.region_subnet_ids[0], security_group_ids=[network.node_security_group_id],
             scale_down_idle_seconds=SCALE_DOWN_IDLE_SECONDS)
         buckets = storage.bucket_arns or {}
         self.node_role = NodeRole(self, "NodeRole", cluster_arn=self.cluster.cluster_arn,

@@ -17,6 +17,10 @@ class NetworkRefs(Protocol):
     vpc_cidr: str
     private_subnet_ids: Sequence[str]  # in the order of the spec's AZ IDs: the GPU AZ first
     gpu_subnet_id: str  # the first private subnet, in the GPU capacity's AZ ID
+    # the private subnets in Availability Zones of the region, in the spec's order: all of them,
+    # unless the GPU zone is a Local Zone (the control planes' own subnets: PCS and EKS refuse a
+    # Local Zone's)
+    region_subnet_ids: Sequence[str]
     efa_security_group_id: str  # all traffic to and from itself (EFA)
     node_security_group_id: str  # the nodes' own (Lustre clients, control-plane traffic)
     nat_gateway_id: str  # the NAT gateway (its port-allocation alarm)

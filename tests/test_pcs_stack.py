@@ -75,6 +75,7 @@ def _load(result):
 def network():
     return types.SimpleNamespace(
         vpc_id="vpc-0aaaaaaaaaaaaaaaa", gpu_subnet_id=SUBNET, private_subnet_ids=[SUBNET, "subnet-0bbbbbbbbbbbbbbbb"],
+        region_subnet_ids=[SUBNET, "subnet-0bbbbbbbbbbbbbbbb"],
         efa_security_group_id=EFA_SG, node_security_group_id=NODE_SG)
 
 

@@ -35,8 +35,8 @@ RETAINED = ("AWS::S3::Bucket", "AWS::KMS::Key", "AWS::FSx::FileSystem", "AWS::FS
 def network_stand_in() -> SimpleNamespace:
     """What NAME-network exposes, as plain ids (the storage stack only passes them through)."""
     return SimpleNamespace(vpc_id=VPC, vpc_cidr="10.0.0.0/16", gpu_subnet_id=GPU_SUBNET,
-                           private_subnet_ids=[GPU_SUBNET], efa_security_group_id=EFA_SG,
-                           node_security_group_id=NODE_SG)
+                           private_subnet_ids=[GPU_SUBNET], region_subnet_ids=[GPU_SUBNET],
+                           efa_security_group_id=EFA_SG, node_security_group_id=NODE_SG)
 
 
 def spec_of(example: str, edit=None) -> ClusterSpec:
