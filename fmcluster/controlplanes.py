@@ -18,6 +18,9 @@ ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT = "on-demand", "reservation", "capa
 # minutes before and terminates from 30 minutes before (EC2 User Guide, Capacity Blocks; EC2 Auto
 # Scaling: "scale in to zero more than 30 minutes before the end time")
 CAPACITY_BLOCK_DRAIN_MINUTES = 45
+# P6e-GB200 UltraServer Capacity Blocks terminate their instances from 60 minutes before the end
+# (EC2 User Guide, Capacity Blocks), not 30
+ULTRASERVER_BLOCK_TERMINATION_MINUTES = 60
 CAPACITY_TYPES = (ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT)
 ARCHITECTURES = ("x86_64", "arm64")  # as the catalog and DescribeImages name them
 

@@ -7,7 +7,12 @@ with one clear message (JSON with --format json); whatever else an endpoint answ
 denied, throttling, a 5xx, a body that does not parse, a connection that fails, an answer without
 the fields asked for) fails that check alone, with a hint, and the others still run. Capacity
 drawn from one reservation or resource group is summed over every node group that draws on it.
+An UltraServer group's reservations are read further: their Capacity Block (DescribeCapacityBlocks:
+UltraServer type, AZ ID, state) and its accelerator interconnect (DescribeCapacityBlockStatus).
 This is the only module that imports boto3 / botocore.
+
+The permissions it needs are read-only: PERMISSIONS (ec2:Describe* takes in
+ec2:DescribeCapacityBlocks and ec2:DescribeCapacityBlockStatus, the UltraServer blocks' calls).
 
 Clients come from a factory (`client(service_name)`), so tests can hand in moto-backed or
 Stubber-backed clients; no test reaches the network.
@@ -33,7 +38,7 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
-from fmcluster.controlplanes import CAPACITY_BLOCK, ON_DEMAND, RESERVATION, SPOT
+from fmcluster.controlplanes import CAPACITY_BLOCK, ON_DEMAND, RESERVATION, SPOT, ULTRASERVER_BLOCK_TERMINATION_MINUTES
 from fmcluster.placement import AUTO, NONE
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
@@ -42,6 +47,11 @@ PASS, WARN, FAIL = "pass", "warn", "fail"
 ServiceName = Literal["sts", "ec2", "resource-groups", "service-quotas", "fsx", "pcs", "eks", "sagemaker"]
 # A client of each service, by name: boto3's, or moto-backed and Stubber-backed ones in the tests.
 ClientFactory = Callable[[ServiceName], Any]
+# What preflight calls, as IAM actions (the hint of an access denied)
+PERMISSIONS = ("ec2:Describe*", "servicequotas:Get*", "servicequotas:List*", "fsx:Describe*",
+               "resource-groups:ListGroupResources", "the control plane's List*", "sts:GetCallerIdentity")
+# The calls of an UltraServer group's Capacity Block, in ec2:Describe* (named in their access-denied hint)
+ULTRASERVER_CALLS = ("DescribeCapacityBlocks", "DescribeCapacityBlockStatus")
 ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException",
                  "AuthorizationError"}
 BAD_CREDENTIALS = {"InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken", "ExpiredTokenException",
@@ -65,6 +75,10 @@ MARKETS = {ON_DEMAND: "On-Demand", SPOT: "Spot"}
 STANDARD_FAMILIES = "acdhimrtz"
 RESERVATION_OK_STATES = {"active"}
 RESERVATION_WAIT_STATES = {"scheduled", "pending", "payment-pending", "assessing", "delayed"}
+# CapacityBlock.State (botocore's CapacityBlockResourceState): the rest (expired, unavailable,
+# cancelled, failed, payment-failed) take no instances
+BLOCK_OK_STATES = {"active"}
+BLOCK_WAIT_STATES = {"scheduled", "payment-pending"}
 ENDING_SOON = timedelta(hours=24)
 CONTROL_PLANE_SERVICES: dict[str, list[tuple[ServiceName, str, dict[str, int], str, str]]] = {
     # orchestrator.type -> (service, list call, kwargs, the list its answer holds, what)
@@ -89,6 +103,20 @@ class CapacityReservation(TypedDict, total=False):
     AvailabilityZoneId: str
     TotalInstanceCount: int
     AvailableInstanceCount: int
+    CapacityBlockId: str  # the Capacity Block a capacity-block reservation belongs to
+
+
+class CapacityBlock(TypedDict, total=False):
+    """What preflight reads of an entry of DescribeCapacityBlocks (botocore's CapacityBlock)."""
+
+    CapacityBlockId: Required[str]
+    UltraserverType: str  # absent for a block of instances
+    AvailabilityZone: str
+    AvailabilityZoneId: str
+    CapacityReservationIds: list[str]
+    StartDate: datetime
+    EndDate: datetime
+    State: str
 
 
 @dataclass(frozen=True)
@@ -188,10 +216,13 @@ class Preflight:
         if code in BAD_CREDENTIALS:
             raise CredentialsProblem(f"{code}: {message}") from None
         if code in ACCESS_DENIED:
+            if operation in ULTRASERVER_CALLS:
+                return Check(name, FAIL, f"access denied to {operation}",
+                             f"allow ec2:{operation} (read-only, in ec2:Describe*): preflight reads an UltraServer "
+                             "group's Capacity Block with ec2:DescribeCapacityBlocks and "
+                             "ec2:DescribeCapacityBlockStatus")
             return Check(name, FAIL, f"access denied to {operation}",
-                         "preflight needs read-only permissions: ec2:Describe*, servicequotas:Get*, "
-                         "servicequotas:List*, fsx:Describe*, resource-groups:ListGroupResources, "
-                         "the control plane's List*, sts:GetCallerIdentity")
+                         "preflight needs read-only permissions: " + ", ".join(PERMISSIONS))
         if code in ("OptInRequired", "AuthFailure"):
             return Check(name, FAIL, f"{operation}: {message}",
                          f"enable the region {self.spec.region} for the account, or check the credentials")
@@ -224,8 +255,18 @@ class Preflight:
                 yield Check(f"AZ ID {az_id}", FAIL, f"no zone {az_id} in {self.spec.region}",
                             "zones here: " + ", ".join(sorted(by_id)))
             elif zone.get("State", "available") != "available" or zone.get("OptInStatus") == "not-opted-in":
+                local = zone.get("ZoneType") == "local-zone"
+                hint = (f"aws ec2 modify-availability-zone-group --group-name {zone['GroupName']} --opt-in-status "
+                        f"opted-in --region {self.spec.region}"
+                        if local and zone.get("OptInStatus") == "not-opted-in" and zone.get("GroupName")
+                        else "opt in to the zone, or choose another")
                 yield Check(f"AZ ID {az_id}", FAIL, f"{az_id} ({zone['ZoneName']}) is "
-                            f"{zone.get('State')}, {zone.get('OptInStatus')}", "opt in to the zone, or choose another")
+                            f"{'a Local Zone, ' if local else ''}{zone.get('State')}, {zone.get('OptInStatus')}", hint)
+            elif zone.get("ZoneType") == "local-zone":
+                parent = zone.get("ParentZoneId")
+                of = f", its parent zone {parent} ({zone.get('ParentZoneName')})" if parent else ""
+                yield Check(f"AZ ID {az_id}", PASS, f"{az_id} is {zone['ZoneName']} in this account: a Local Zone"
+                            f"{of}, opted in")
             else:
                 yield Check(f"AZ ID {az_id}", PASS, f"{az_id} is {zone['ZoneName']} in this account")
 
@@ -296,6 +337,62 @@ class Preflight:
             for r in found:
                 yield from reservation_checks(group, r, self.spec.availability_zone_id, self.now, self.window)
         yield size_check(name, groups, found)
+        ultraserver_groups = [g for g in groups if g.capacity.ultraserver_type]
+        if ultraserver_groups:
+            yield from self._guard(f"{name}: UltraServer block",
+                                   partial(self._ultraserver_blocks, ultraserver_groups, found, name))
+
+    def _ultraserver_blocks(self, groups: list[NodeGroupSpec], found: list[CapacityReservation], name: str
+                            ) -> Iterable[Check]:
+        """The Capacity Blocks of an UltraServer group's reservations: each is an UltraServer block
+        of the group's UltraServer type, in the cluster's zone, in a state that takes instances;
+        then their accelerator interconnect. DescribeCapacityBlocks says nothing of how many
+        UltraServers a block holds, so neither does preflight (the size check counts instances)."""
+        loose = [r["CapacityReservationId"] for r in found if not r.get("CapacityBlockId")]
+        if loose:
+            wanted = groups[0].capacity.ultraserver_type
+            yield Check(f"{name}: UltraServer block", FAIL, f"{', '.join(loose)} {'is' if len(loose) == 1 else 'are'} "
+                        "not an UltraServer Capacity Block (no CapacityBlockId)",
+                        f"buy a {wanted} block: aws ec2 describe-capacity-block-offerings --ultraserver-type {wanted} "
+                        f"--ultraserver-count {groups[0].capacity.ultraserver_count} --capacity-duration-hours HOURS "
+                        f"--region {self.spec.region}")
+        ids = sorted({r["CapacityBlockId"] for r in found if r.get("CapacityBlockId")})
+        if not ids:
+            return
+        # one call, as for the reservations: a spec names a few blocks
+        answer = self.client("ec2").describe_capacity_blocks(CapacityBlockIds=ids)
+        blocks: dict[str, CapacityBlock] = {b["CapacityBlockId"]: b for b in answer["CapacityBlocks"]}
+        for block_id in ids:
+            block = blocks.get(block_id)
+            if block is None:
+                yield Check(f"{name}: UltraServer block", FAIL, f"DescribeCapacityBlocks does not list {block_id}",
+                            "check that the credentials are of the account that owns the block")
+                continue
+            for group in groups:
+                yield from block_checks(group, block, self.spec.availability_zone_id, self.now, self.window)
+        if blocks:
+            yield from self._guard(f"{name}: interconnect", partial(self._interconnect, blocks, name))
+
+    def _interconnect(self, blocks: Mapping[str, CapacityBlock], name: str) -> Iterable[Check]:
+        answer = self.client("ec2").describe_capacity_block_status(CapacityBlockIds=sorted(blocks))
+        statuses = {s["CapacityBlockId"]: s for s in answer["CapacityBlockStatuses"]}
+        for block_id, block in sorted(blocks.items()):
+            status = statuses.get(block_id, {}).get("InterconnectStatus")
+            command = (f"aws ec2 describe-capacity-block-status --capacity-block-ids {block_id} "
+                       f"--region {self.spec.region}")
+            if status == "ok":
+                yield Check(f"{name}: interconnect", PASS, f"{block_id}: accelerator interconnect ok")
+            elif status == "impaired":
+                yield Check(f"{name}: interconnect", WARN, f"{block_id}: accelerator interconnect impaired: NVLink "
+                            "traffic between the UltraServer's instances may fail or slow down",
+                            f"{command}; if it stays impaired, open an AWS Support case")
+            elif block.get("State") not in BLOCK_OK_STATES:
+                yield Check(f"{name}: interconnect", WARN, f"{block_id}: accelerator interconnect "
+                            f"{status or 'not reported'} ({block.get('State') or 'unknown state'} block)",
+                            f"EC2 reports it once the block is active: {command}")
+            else:
+                yield Check(f"{name}: interconnect", WARN, f"{block_id}: accelerator interconnect "
+                            f"{status or 'not reported'}", f"run preflight again in a few minutes, or {command}")
 
     def _ec2_found(self, call: str, key: str, not_found: set[str], **kwargs: Any) -> list[Any]:
         """The list an EC2 Describe call answers, or [] where it says that what was asked for
@@ -553,6 +650,48 @@ def reservation_checks(group: NodeGroupSpec, r: CapacityReservation, az_id: str,
                     f"set availability_zone_id: {r.get('AvailabilityZoneId')}")
     else:
         yield Check(f"{name}: AZ ID", PASS, az_id)
+
+
+def block_checks(group: NodeGroupSpec, block: CapacityBlock, az_id: str, now: datetime,
+                 window: tuple[datetime, datetime] | None) -> Iterable[Check]:
+    """What one DescribeCapacityBlocks entry says about an UltraServer node group: its UltraServer
+    type, AZ ID and state (EC2 terminates an UltraServer block's instances from
+    ULTRASERVER_BLOCK_TERMINATION_MINUTES before its end)."""
+    from fmcluster import catalog
+
+    bid, name, wanted = block["CapacityBlockId"], f"reservation {group.name}", group.capacity.ultraserver_type
+    kind = block.get("UltraserverType")
+    if kind == wanted:
+        yield Check(f"{name}: UltraServer type", PASS, f"{bid}: {kind}")
+    else:
+        server = catalog.ULTRASERVERS.get(kind or "")
+        hint = (f"set capacity.ultraserver_type: {kind}" if server and server.instance_type == group.instance_type
+                else f"target a {wanted} UltraServer Capacity Block")
+        yield Check(f"{name}: UltraServer type", FAIL, f"{bid} is a block of "
+                    f"{kind + ' UltraServers' if kind else 'instances, not of UltraServers'}; node group "
+                    f"{group.name} says {wanted}", hint)
+    if block.get("AvailabilityZoneId") != az_id:
+        yield Check(f"{name}: block AZ ID", FAIL, f"{bid} is in {block.get('AvailabilityZoneId')} "
+                    f"({block.get('AvailabilityZone')}), the cluster's GPU AZ ID is {az_id}",
+                    f"set availability_zone_id: {block.get('AvailabilityZoneId')}")
+    else:
+        yield Check(f"{name}: block AZ ID", PASS, f"{bid}: {az_id}")
+    start, end, state = block.get("StartDate"), block.get("EndDate"), block.get("State", "")
+    span = f"{_when(start)} to {_when(end)}"
+    minutes = ULTRASERVER_BLOCK_TERMINATION_MINUTES
+    drain = (f"; EC2 terminates its instances from {_when(end - timedelta(minutes=minutes))} ({minutes} minutes "
+             "before the end)" if end else "")
+    from_, until = window or (now, now)
+    covers = (start is None or start <= from_) and (end is None or end >= until)
+    if state in BLOCK_OK_STATES:
+        yield Check(f"{name}: block state", PASS, f"{bid}: {state} UltraServer Capacity Block, {span}{drain}")
+    elif state in BLOCK_WAIT_STATES:
+        yield Check(f"{name}: block state", PASS if window and covers else WARN,
+                    f"{bid}: {state} UltraServer Capacity Block, {span}{drain}",
+                    None if window else "pass --window START/END to check the planned window")
+    else:
+        yield Check(f"{name}: block state", FAIL, f"{bid}: {state or 'unknown state'} UltraServer Capacity Block, "
+                    f"{span}", "nodes cannot launch into it: buy a new UltraServer Capacity Block")
 
 
 def size_check(name: str, groups: list[NodeGroupSpec], found: list[CapacityReservation]) -> Check:

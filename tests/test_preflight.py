@@ -53,14 +53,15 @@ def stubbed(service: str, region: str):
 
 
 def reservation(spec_group, az_id="use1-az4", *, block=True, state="active", start=NOW - timedelta(days=1),
-                end=NOW + timedelta(days=6), total=None, available=None, instance_type=None, rid=None) -> dict:
+                end=NOW + timedelta(days=6), total=None, available=None, instance_type=None, rid=None,
+                block_id=None) -> dict:
     total = spec_group.max_nodes if total is None else total
     found = {"CapacityReservationId": rid or spec_group.capacity.reservation_id or "cr-0123456789abcdef0",
             "InstanceType": instance_type or spec_group.instance_type, "AvailabilityZoneId": az_id,
             "AvailabilityZone": "us-east-1d", "TotalInstanceCount": total,
             "AvailableInstanceCount": total if available is None else available, "State": state,
             "StartDate": start, "EndDate": end, "ReservationType": "capacity-block" if block else "default",
-            "InstancePlatform": "Linux/UNIX"}
+            "InstancePlatform": "Linux/UNIX", "CapacityBlockId": block_id}
     return {key: value for key, value in found.items() if value is not None}
 
 
@@ -81,6 +82,16 @@ class Clients:
                 {"GroupName": name, "State": "available", "Strategy": "cluster"}]}, {"GroupNames": [name]})
         self.ec2 = Split(boto3.client("ec2", region_name=region), ec2_stub,
                          ("describe_capacity_reservations", "describe_placement_groups"))
+        # moto lacks DescribeCapacityBlocks and DescribeCapacityBlockStatus: for each UltraServer
+        # group on a reservation, its block (matching the spec) with a healthy interconnect
+        blocks_stub, self.blocks = stubbed("ec2", region)
+        for g in spec.node_groups:
+            if g.capacity.ultraserver_type and g.capacity.reservation_id:
+                self.blocks.add_response("describe_capacity_blocks", {"CapacityBlocks": [ultraserver_block(
+                    g.capacity.ultraserver_type, spec.availability_zone_id)]})
+                self.blocks.add_response("describe_capacity_block_status", {"CapacityBlockStatuses": [
+                    {"CapacityBlockId": BLOCK_ID, "InterconnectStatus": "ok"}]})
+        self.ec2 = Split(self.ec2, blocks_stub, ("describe_capacity_blocks", "describe_capacity_block_status"))
         self.quotas, self.quota_stub = stubbed("service-quotas", region)
         if spec.orchestrator.control_plane.hyperpod:
             self.quota_stub.add_response("list_service_quotas", {"Quotas": [
@@ -111,8 +122,21 @@ def by_name(checks, name):
     return found[0]
 
 
+BLOCK_ID = "cb-0123456789abcdef0"
+
+
+def ultraserver_block(kind, az_id, *, block_id=BLOCK_ID, state="active", start=NOW - timedelta(days=1),
+                      end=NOW + timedelta(days=6), rids=("cr-0123456789abcdef0",)) -> dict:
+    """An entry of DescribeCapacityBlocks (botocore's CapacityBlock); kind None: a block of instances."""
+    found = {"CapacityBlockId": block_id, "UltraserverType": kind, "AvailabilityZoneId": az_id,
+             "AvailabilityZone": "us-east-1-dfw-2a", "CapacityReservationIds": list(rids), "StartDate": start,
+             "EndDate": end, "State": state}
+    return {key: value for key, value in found.items() if value is not None}
+
+
 def matching_reservations(spec) -> list[list[dict]]:
-    return [[reservation(g, spec.availability_zone_id, block=g.capacity.type == "capacity-block")]
+    return [[reservation(g, spec.availability_zone_id, block=g.capacity.type == "capacity-block",
+                         block_id=BLOCK_ID if g.capacity.ultraserver_type else None)]
             for g in spec.node_groups if g.capacity.reservation_id]
 
 
