@@ -90,6 +90,10 @@ class CapacityTarget:
             raise ValueError("a Capacity Block needs its reservation id")
 
 
+# cfn-lint's "instance type offered in the region" (its data: the region's Availability Zones' offerings)
+LOCAL_ZONE_LINT_RULE = "E3628"
+
+
 @dataclass(frozen=True)
 class LaunchTemplateProps:
     """The props of a `NodeLaunchTemplate` (and of `launch_template_data`).
@@ -133,6 +137,11 @@ class LaunchTemplateProps:
             @default ``/dev/sda1`` (`ROOT_DEVICE`)
         image_id: the AMI (`ImageId`): ``ami-...`` or ``resolve:ssm:PARAMETER``.
             @default None: the service that launches the nodes picks the AMI
+        local_zone: the nodes launch in a Local Zone: cfn-lint's check of the instance type
+            against the region's offerings (E3628, data of the region's Availability Zones) does
+            not apply and is switched off on the template (`Metadata.cfn-lint`); `fmcluster
+            preflight` checks the zone's offerings.
+            @default False
     """
 
     interfaces: Sequence[InterfaceLike]
@@ -148,6 +157,7 @@ class LaunchTemplateProps:
     tags: Optional[Mapping[str, str]] = None
     root_device_name: str = ROOT_DEVICE
     image_id: Optional[str] = None
+    local_zone: bool = False
 
 
 def _interface(interface: InterfaceLike, groups: list[str], subnet_id: Optional[str]) -> dict[str, Any]:
@@ -242,6 +252,8 @@ class NodeLaunchTemplate(Construct):
         interfaces = network_interfaces(props)
         self.resource = ec2.CfnLaunchTemplate(self, "Resource", launch_template_data=launch_template_data(props))
         self.resource.add_property_override("LaunchTemplateData.NetworkInterfaces", interfaces)
+        if props.local_zone:
+            self.resource.add_metadata("cfn-lint", {"config": {"ignore_checks": [LOCAL_ZONE_LINT_RULE]}})
 
     @property
     def launch_template_id(self) -> str:

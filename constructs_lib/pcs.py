@@ -7,7 +7,7 @@ launch templates' interface lists).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from aws_cdk import aws_pcs as pcs
 from constructs import Construct
@@ -38,6 +38,9 @@ class SlurmCluster(Construct):
         scale_down_idle_seconds: how long a node stays idle before PCS scales it down, in seconds
             (`ScaleDownIdleTimeInSeconds`: at least 1).
             @default 600
+        slurm_settings: custom Slurm settings of the cluster, name -> value (`SlurmCustomSettings`:
+            PCS takes a subset of slurm.conf's, such as ``Prolog`` and ``PrologFlags``), in order.
+            @default none
 
     Attributes:
         resource: the `pcs.CfnCluster`.
@@ -46,7 +49,8 @@ class SlurmCluster(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, slurm_version: str, size: str,
-                 subnet_id: str, security_group_ids: Sequence[str], scale_down_idle_seconds: int = 600) -> None:
+                 subnet_id: str, security_group_ids: Sequence[str], scale_down_idle_seconds: int = 600,
+                 slurm_settings: Optional[Mapping[str, str]] = None) -> None:
         super().__init__(scope, construct_id)
         if size not in SIZES:
             raise ValueError(f"PCS cluster size {size!r} is not one of {', '.join(SIZES)}")
@@ -56,7 +60,9 @@ class SlurmCluster(Construct):
             networking=pcs.CfnCluster.NetworkingProperty(subnet_ids=[subnet_id],
                                                          security_group_ids=list(security_group_ids)),
             slurm_configuration=pcs.CfnCluster.SlurmConfigurationProperty(
-                scale_down_idle_time_in_seconds=scale_down_idle_seconds))
+                scale_down_idle_time_in_seconds=scale_down_idle_seconds,
+                slurm_custom_settings=[pcs.CfnCluster.SlurmCustomSettingProperty(parameter_name=k, parameter_value=v)
+                                       for k, v in (slurm_settings or {}).items()] or None))
 
     @property
     def cluster_id(self) -> str:
@@ -136,16 +142,23 @@ class SlurmQueue(Construct):
             @default required
         node_group_ids: ids of the compute node groups the queue sends jobs to.
             @default required
+        slurm_settings: custom Slurm settings of the partition, name -> value (`SlurmCustomSettings`
+            of the queue: PCS takes a subset, such as ``OverSubscribe``).
+            @default none
 
     Attributes:
         resource: the `pcs.CfnQueue`.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_id: str, name: str,
-                 node_group_ids: Sequence[str]) -> None:
+                 node_group_ids: Sequence[str], slurm_settings: Optional[Mapping[str, str]] = None) -> None:
         super().__init__(scope, construct_id)
+        settings = [pcs.CfnQueue.SlurmCustomSettingProperty(parameter_name=k, parameter_value=v)
+                    for k, v in (slurm_settings or {}).items()]
         self.resource = pcs.CfnQueue(
             self, "Resource", cluster_id=cluster_id, name=name,
             compute_node_group_configurations=[
                 pcs.CfnQueue.ComputeNodeGroupConfigurationProperty(compute_node_group_id=group_id)
-                for group_id in node_group_ids])
+                for group_id in node_group_ids],
+            slurm_configuration=pcs.CfnQueue.SlurmConfigurationProperty(slurm_custom_settings=settings)
+            if settings else None)

@@ -48,6 +48,7 @@ from fmcluster import catalog
 from fmcluster.catalog import InstanceType
 
 SCRIPTS = Path(__file__).with_name("bootstrap")
+SLURM_SCRIPTS = Path(__file__).with_name("slurm")
 PROGRAMS = SCRIPTS / "programs"
 COLLECTORS = SCRIPTS / "collectors"
 NCCL_ENV_FILE = "/etc/profile.d/fmcluster-nccl.sh"
@@ -68,6 +69,11 @@ READY_WAIT_SECONDS = 120  # how long the readiness check waits for late GPUs and
 SLURMD_RETRY_SECONDS = 30  # a slurmd held back by the readiness check is tried again this often
 FMCLUSTER_LIB = "/usr/local/lib/fmcluster"
 FMCLUSTER_ETC = "/etc/fmcluster"
+# The IMEX Slurm prolog on every compute node of a cluster with UltraServer node groups, and the
+# cluster's Slurm settings that run it on each node of an allocation before the job starts (the
+# AWS PCS User Guide, "Configure UltraServer instances": Prolog, PrologFlags=Alloc,NoHold)
+IMEX_PROLOG = f"{FMCLUSTER_LIB}/imex-prolog"
+IMEX_PROLOG_SETTINGS = {"Prolog": IMEX_PROLOG, "PrologFlags": "Alloc,NoHold"}
 TEXTFILE_DIR = "/var/lib/fmcluster/textfile-node"  # the node exporter's textfile collector reads it
 BOUNDARY = "==FMCLUSTER-BOUNDARY=="
 SCRIPT_NAME = "fmcluster-node.sh"
@@ -259,6 +265,11 @@ class NodeProgram:
                         EXPECTED_GPUS=self.instance.gpu_count or 0, REQUIRED_MOUNTS=" ".join(mounts),
                         LNET_EFA=int(lnet_efa), READY_WAIT_SECONDS=READY_WAIT_SECONDS, TEXTFILE_DIR=TEXTFILE_DIR)
 
+    def slurm_prolog(self) -> "NodeProgram":
+        """The IMEX Slurm prolog (fmcluster/slurm/imex-prolog.sh) at IMEX_PROLOG, before slurmd may start."""
+        self.programs["imex_prolog"] = SLURM_SCRIPTS / "imex-prolog.sh"
+        return self.add("prolog.sh", "install_slurm_prolog", IMEX_PROLOG=IMEX_PROLOG)
+
     def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":
         return self.add("scratch.sh", "setup_scratch", NVME_DISK_COUNT=self.instance.nvme_disks, SCRATCH_PATH=path,
                         SCRATCH_ARRAY=SCRATCH_ARRAY, SCRATCH_WAIT_SECONDS=SCRATCH_WAIT_SECONDS,
@@ -302,19 +313,25 @@ def header(comment: str | None = None) -> str:
 
 
 def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
-                scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True) -> str:
+                scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True,
+                slurm_prolog: bool = False) -> str:
     """The AWS PCS bootstrap script of a node of `instance_type` (module docstring).
 
     `efa`: the node has EFA interfaces (sets the EFA environment; never on a type without EFA).
     `lustre`: the file system to mount, or None. The NVMe part is left out for instance types
     without instance store. `compact`: the fragments without their comment lines (the user data's
-    16 KiB limit).
+    16 KiB limit). `slurm_prolog`: install the cluster's Slurm prolog (the IMEX prolog of a cluster
+    with UltraServer node groups: slurmd runs it on every compute node, so every node needs it,
+    and a node without it is not ready).
     """
     instance = instance_entry(instance_type)
     efa = efa and instance.efa_supported
     lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=bool(lustre and lustre.efa))
     mounts = ([lustre.mount_path] if lustre else []) + ([scratch_path] if instance.nvme_disks else [])
-    program = NodeProgram(instance).readiness(mounts=mounts, lnet_efa=lnet > 0)
+    program = NodeProgram(instance)
+    if slurm_prolog:
+        program.slurm_prolog()
+    program.readiness(mounts=mounts, lnet_efa=lnet > 0)
     program.add("gate-slurmd.sh", "gate_slurmd", SLURMD_RETRY_SECONDS=SLURMD_RETRY_SECONDS)
     program.protect().nccl(efa)
     if metrics is not None:
@@ -385,7 +402,8 @@ def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDA
 
 
 def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
-              scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None) -> str:
+              scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False) -> str:
     """The node group's user data: MIME multipart with the bootstrap script (not yet base64)."""
-    script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics)
+    script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
+                         slurm_prolog=slurm_prolog)
     return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])

@@ -21,6 +21,9 @@ CAPACITY_BLOCK_DRAIN_MINUTES = 45
 # P6e-GB200 UltraServer Capacity Blocks terminate their instances from 60 minutes before the end
 # (EC2 User Guide, Capacity Blocks), not 30
 ULTRASERVER_BLOCK_TERMINATION_MINUTES = 60
+# The Slurm partition of an UltraServer node group: whole nodes per job (slurm.conf(5)
+# OverSubscribe=EXCLUSIVE; AWS PCS takes OverSubscribe as a queue setting)
+ULTRASERVER_PARTITION_SETTINGS = {"OverSubscribe": "EXCLUSIVE"}
 CAPACITY_TYPES = (ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT)
 ARCHITECTURES = ("x86_64", "arm64")  # as the catalog and DescribeImages name them
 

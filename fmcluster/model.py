@@ -78,6 +78,18 @@ class NodeGroup:
         return self.instance.gpu_count
 
     @property
+    def ultraserver(self) -> bool:
+        """Its instances are UltraServer nodes (NVLink across instances, IMEX per job)."""
+        return self.instance.ultraserver
+
+    @property
+    def partition_settings(self) -> Mapping[str, str]:
+        """Slurm settings of its partition: UltraServer partitions are exclusive, so that every
+        job gets whole nodes and its own IMEX domain (the AWS PCS User Guide: UltraServer jobs
+        run --exclusive, in queues of their own)."""
+        return MappingProxyType(dict(controlplanes.ULTRASERVER_PARTITION_SETTINGS) if self.ultraserver else {})
+
+    @property
     def created_size(self) -> int:
         """The nodes it is created with (and its floor): 0 for a group that follows its Capacity
         Block (it is scaled to max_count while the block is active), else min_count."""
@@ -142,8 +154,26 @@ class ClusterModel:
         return {**self.spec.tags, naming.CLUSTER_TAG: self.name, naming.NODE_GROUP_TAG: group.name}
 
     @property
+    def imex_prolog(self) -> bool:
+        """Slurm runs the IMEX prolog: a Slurm cluster with an UltraServer node group (installed on
+        every compute node, since Prolog is cluster-wide)."""
+        return self.control_plane.scheduler == "slurm" and any(g.ultraserver for g in self.node_groups)
+
+    @property
+    def slurm_settings(self) -> Mapping[str, str]:
+        """The cluster's custom Slurm settings (the IMEX prolog's, where it runs)."""
+        return MappingProxyType(dict(bootstrap.IMEX_PROLOG_SETTINGS) if self.imex_prolog else {})
+
+    @property
     def efa_groups(self) -> dict[str, bool]:
         return {g.name: g.efa for g in self.node_groups}
+
+    @property
+    def ultraserver_groups(self) -> tuple[NodeGroup, ...]:
+        """The spec's node groups of UltraServer instances (P6e-GB200: NVLink across instances).
+        On Kubernetes they bring the NVIDIA DRA driver (ComputeDomains), GPU feature discovery (the
+        nvidia.com/gpu.clique label) and the Kueue Topology of their flavors."""
+        return tuple(g for g in self.node_groups if g.instance.ultraserver)
 
 
 def _node_group(spec: ClusterSpec, group: NodeGroupSpec, cp: ControlPlane, lustre_efa: bool) -> NodeGroup:

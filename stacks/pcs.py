@@ -3,7 +3,10 @@
 What it builds from the model (fmcluster.model), with the network and storage stacks' outputs:
 
 - the PCS cluster (Slurm `orchestrator.version`, size from the node count, controller in the
-  GPU subnet with the node security group);
+  GPU subnet with the node security group, or the region's first subnet when the GPU nodes are in
+  a Local Zone); with UltraServer node groups, the IMEX prolog as its Prolog (PrologFlags
+  Alloc,NoHold: `model.slurm_settings`), installed on every compute node, and exclusive partitions
+  for the UltraServer groups (PCS selects the block topology for them itself);
 - the node role and instance profile (path /aws-pcs/), scoped to this cluster and its buckets
   (and `aps:RemoteWrite` on the NAME-observability workspace when there is one);
 - with NAME-observability, metrics collection in every node group's user data
@@ -16,7 +19,8 @@ What it builds from the model (fmcluster.model), with the network and storage st
 Logical IDs derive from node-group names, never list positions: adding, removing or reordering
 a group leaves the others' resources and nested stacks alone.
 
-Inputs (stacks/refs.py): `network.gpu_subnet_id`, `network.node_security_group_id`,
+Inputs (stacks/refs.py): `network.gpu_subnet_id`, `network.region_subnet_ids` (the cluster's and
+the login nodes' subnet: the region's first), `network.node_security_group_id`,
 `network.efa_security_group_id`; `storage.bucket_arns`, `storage.kms_key_arn`,
 `storage.file_system_dns_name`, `storage.file_system_mount_name` (None without Lustre).
 """
@@ -84,7 +88,7 @@ class PcsClusterStack(cdk.Stack):
             # the region's first subnet: PCS refuses a Local Zone's for the cluster (its Networking);
             # the GPU subnet in every other case
             subnet_id=network.region_subnet_ids[0], security_group_ids=[network.node_security_group_id],
-            scale_down_idle_seconds=SCALE_DOWN_IDLE_SECONDS)
+            scale_down_idle_seconds=SCALE_DOWN_IDLE_SECONDS, slurm_settings=model.slurm_settings)
         buckets = storage.bucket_arns or {}
         self.node_role = NodeRole(self, "NodeRole", cluster_arn=self.cluster.cluster_arn,
                                   bucket_arns=[buckets[name] for name in sorted(buckets)],
@@ -113,19 +117,23 @@ class PcsClusterStack(cdk.Stack):
                                  region=self.region, slurm=group.role == LOGIN)
 
     def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
+        # compute nodes in the GPU subnet; login nodes in the region's first (the same subnet
+        # unless the GPU nodes are in a Local Zone)
+        subnet_id = self.network.gpu_subnet_id if group.role == COMPUTE else self.network.region_subnet_ids[0]
         template = NodeLaunchTemplate(scope, "LaunchTemplate", props=LaunchTemplateProps(
-            interfaces=group.interfaces, subnet_id=self.network.gpu_subnet_id,
+            interfaces=group.interfaces, subnet_id=subnet_id,
             security_group_ids=[self.network.node_security_group_id],
             efa_security_group_id=self.network.efa_security_group_id if group.efa else None,
             root_volume_gib=group.root_volume_gib, instance_type=group.instance_type,
             placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.model.name),
             capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
-            tags=self.model.instance_tags(group),
+            tags=self.model.instance_tags(group), local_zone=group.role == COMPUTE and self.model.spec.local_zone,
             user_data=bootstrap.user_data(group.instance_type, efa=group.efa, lustre=self.lustre,
-                                          metrics=self._metrics(group))))
+                                          metrics=self._metrics(group),
+                                          slurm_prolog=self.model.imex_prolog and group.role == COMPUTE)))
         made = ComputeNodeGroup(
             scope, "NodeGroup", cluster_id=self.cluster.cluster_id, name=group.name,
-            instance_type=group.instance_type, subnet_ids=[self.network.gpu_subnet_id],
+            instance_type=group.instance_type, subnet_ids=[subnet_id],
             launch_template_id=template.launch_template_id,
             launch_template_version=template.latest_version_number,
             instance_profile_arn=self.node_role.instance_profile_arn, min_count=group.min_count,
@@ -134,4 +142,5 @@ class PcsClusterStack(cdk.Stack):
         self.node_groups[group.name] = made
         if group.role == COMPUTE:  # a queue (Slurm partition) per spec node group, none for the login nodes
             self.queues[group.name] = SlurmQueue(scope, "Queue", cluster_id=self.cluster.cluster_id, name=group.name,
-                                                 node_group_ids=[made.node_group_id])
+                                                 node_group_ids=[made.node_group_id],
+                                                 slurm_settings=group.partition_settings)
