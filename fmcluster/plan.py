@@ -7,7 +7,8 @@ and kept in docs/plan.schema.json), and what the text and markdown renderers
 
 Every derived fact comes from the resolved model (`fmcluster.model.resolve`: EFA interfaces,
 placement, sizes, stacks), the figures from the instance catalog (peak dense tensor throughput,
-HBM), subnets and addresses from `network_plan`, prices from the repository's price table
+GPU memory, NVLink; an UltraServer group's NVLink domain is its UltraServer, any other GPU's its
+instance), subnets and addresses from `network_plan`, prices from the repository's price table
 (`prices`).
 """
 
@@ -15,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Literal, Mapping, Optional
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
-from fmcluster import fsx, model, naming, network_plan, prices
+from fmcluster import catalog, fsx, model, naming, network_plan, prices
 from fmcluster.controlplanes import CAPACITY_BLOCK_DRAIN_MINUTES
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
@@ -29,6 +30,8 @@ CHECKPOINT_BYTES_PER_PARAM = 2 + 4 + 4 + 4
 CHECKPOINT_FORMULA = ("14 bytes per parameter: bf16 weights 2 + fp32 master weights 4 + fp32 Adam moments 4 + 4; "
                       "written at the file system's aggregate baseline throughput")
 PriceStatus = Literal["priced", "unknown", "priced-at-purchase", "usage-based"]
+# The kind of GPU memory, where it is not HBM (catalog.Gpu: `hbm_tbps` is GDDR6 on the L40S)
+GPU_MEMORY = {"L40S": "GDDR6"}
 
 
 class Model(BaseModel):
@@ -37,7 +40,10 @@ class Model(BaseModel):
 
 class Resources(Model):
     """What some nodes add up to. Throughput is peak dense tensor PFLOPS; FP8 and FP4 only where the
-    GPU has them (None: none of these GPUs has it; a total counts the GPUs that have it)."""
+    GPU has them (None: none of these GPUs has it; a total counts the GPUs that have it). `hbm_gib`
+    and `hbm_tbps` are the GPUs' memory and its bandwidth, HBM or (L40S) GDDR6: the group's
+    `gpu_memory` says which. `nvlink_tbps`: the GPUs' NVLink bandwidth added up (GPUs x NVLink per
+    GPU, TB/s both directions; 0 without NVLink)."""
 
     instances: int
     vcpus: int
@@ -50,6 +56,26 @@ class Resources(Model):
     efa_interfaces: int
     efa_gbps: float
     nvme_tb: float
+    nvlink_tbps: float
+
+
+class NvlinkDomain(Model):
+    """A node group's NVLink domain: the GPUs that reach one another over NVLink. An UltraServer's
+    instances where the group runs on an UltraServer Capacity Block (u-p6e-gb200x72: 18 instances,
+    72 GPUs), else one instance. The counts are at the group's maximum, its instances filling each
+    UltraServer before the next."""
+
+    ultraserver_type: Optional[str] = Field(description="the UltraServer type; null: the domain is one instance")
+    instances: int = Field(description="instances in one domain")
+    gpus: int = Field(description="GPUs in one domain")
+    nvlink_gbps_per_gpu: float = Field(description="NVLink bandwidth per GPU, GB/s, both directions")
+    domain_nvlink_tbps: float = Field(description="the domain's aggregate NVLink bandwidth, TB/s: gpus x per GPU")
+    ultraservers: Optional[int] = Field(description=(
+        "the UltraServers of the Capacity Block (capacity.ultraserver_count); null: not an UltraServer group"))
+    domains: int = Field(description="the domains the group spans at its maximum, a partial last one included")
+    whole_domains: int = Field(description="of those, the domains all of whose instances the group runs")
+    partial_domain_instances: int = Field(description=(
+        "the group's instances in its last domain where that one is not whole; 0: every domain whole"))
 
 
 class NodeGroupPlan(Model):
@@ -70,6 +96,9 @@ class NodeGroupPlan(Model):
     volume: str  # what root_volume_gib sizes: the root volume, or HyperPod's volume at /opt/sagemaker
     per_node: Resources
     at_max: Resources
+    gpu_memory: Optional[str] = None  # the kind of GPU memory: HBM, or GDDR6 (L40S); None: no GPU
+    # None: no NVLink (a CPU group, or an L40S group: its GPUs are on PCIe)
+    nvlink_domain: Optional[NvlinkDomain] = None
     # how the node count follows a Capacity Block (EKS managed node groups on one), else None
     scaling: Optional[str] = None
     # the Capacity Block's or reservation's window, as `fmcluster preflight` read it (plan --preflight)
@@ -124,6 +153,7 @@ class SubnetPlan(Model):
     public: bool
     usable_addresses: int
     gpu_subnet: bool
+    nat_gateway: bool  # the NAT gateway's: the public subnet of the region's first AZ ID (not a Local Zone)
 
 
 class AddressNeed(Model):
@@ -199,6 +229,8 @@ class Plan(Model):
     availability_zone_id: str
     node_groups: list[NodeGroupPlan]
     total: Resources
+    nvlink_domains: int  # the NVLink domains of all node groups at their maximum (each group's `domains`)
+    largest_nvlink_domain_gpus: int  # the GPUs of the largest of them; 0: no NVLink
     storage: StoragePlan
     network: NetworkPlan
     control_plane: ControlPlanePlan
@@ -232,6 +264,7 @@ def _resources(group: model.NodeGroup, count: int) -> Resources:
         efa_interfaces=group.efa_interfaces * count,
         efa_gbps=(it.efa_gbps if group.efa else 0.0) * count,
         nvme_tb=round(it.nvme_total_gb * count / 1000, 3),
+        nvlink_tbps=round(gpus * count * gpu.nvlink_gbps / 1000, 4) if gpu and gpu.nvlink_gbps else 0.0,
     )
 
 
@@ -247,7 +280,26 @@ def _sum(parts: list[Resources]) -> Resources:
         fp8_pflops=round(sum(fp8), 4) if fp8 else None, fp4_pflops=round(sum(fp4), 4) if fp4 else None,
         hbm_gib=total(p.hbm_gib for p in parts), hbm_tbps=total(p.hbm_tbps for p in parts),
         efa_interfaces=sum(p.efa_interfaces for p in parts), efa_gbps=total(p.efa_gbps for p in parts),
-        nvme_tb=total(p.nvme_tb for p in parts),
+        nvme_tb=total(p.nvme_tb for p in parts), nvlink_tbps=total(p.nvlink_tbps for p in parts),
+    )
+
+
+def _nvlink_domain(group: model.NodeGroup) -> Optional[NvlinkDomain]:
+    """The group's NVLink domain: its UltraServer (capacity.ultraserver_type), else one instance;
+    None without NVLink."""
+    it, gpu = group.instance, group.instance.gpu
+    if gpu is None or gpu.nvlink_gbps is None:
+        return None
+    kind = group.capacity.ultraserver_type
+    server = catalog.ULTRASERVERS[kind] if kind else None
+    per = server.instances if server else 1
+    gpus = per * it.gpu_count
+    whole, partial = divmod(group.max_count, per)
+    return NvlinkDomain(
+        ultraserver_type=server.name if server else None, instances=per, gpus=gpus,
+        nvlink_gbps_per_gpu=gpu.nvlink_gbps, domain_nvlink_tbps=round(gpus * gpu.nvlink_gbps / 1000, 4),
+        ultraservers=group.capacity.ultraserver_count if server else None,
+        domains=whole + (1 if partial else 0), whole_domains=whole, partial_domain_instances=partial,
     )
 
 
@@ -307,6 +359,7 @@ def _node_group(m: model.ClusterModel, group: model.NodeGroup, spec_group: NodeG
         efa=group.efa, interface_type=cp.interface_mode.value if group.efa else None, nvme_disks=it.nvme_disks,
         root_volume_gib=group.root_volume_gib, volume=_volume(group.root_volume_gib, cp.hyperpod),
         per_node=_resources(group, 1), at_max=_resources(group, group.max_count),
+        gpu_memory=GPU_MEMORY.get(it.gpu.name, "HBM") if it.gpu else None, nvlink_domain=_nvlink_domain(group),
         scaling=_scaling(group), window=_window(group, read),
     )
 
@@ -348,10 +401,12 @@ def _network(spec: ClusterSpec) -> NetworkPlan:
     subnets = network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
     needs = network_plan.address_needs(spec)
     gpu = subnets[0]
+    nat_az = spec.region_zone_ids[0]
     return NetworkPlan(
         vpc_cidr=spec.network.vpc_cidr,
         subnets=[SubnetPlan(az_id=s.az_id, cidr=s.cidr, public=s.public, usable_addresses=s.usable,
-                            gpu_subnet=s is gpu) for s in subnets],
+                            gpu_subnet=s is gpu, nat_gateway=s.public and s.az_id == nat_az)
+                 for s in subnets],
         address_needs=[AddressNeed(what=n.what, addresses=n.addresses) for n in needs],
         addresses_needed=network_plan.total(needs), gpu_subnet_usable=gpu.usable, nat_gateways=1,
     )
@@ -414,10 +469,13 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
     read = {str(r.get("id")): r for r in reservations}
     groups = [_node_group(m, g, s, read) for g, s in zip(m.node_groups, spec.node_groups, strict=True)]
     resolved = spec.resolved()
+    domains = [g.nvlink_domain for g in groups if g.nvlink_domain]
     return Plan(
         schema_version=SCHEMA_VERSION, name=spec.name, region=spec.region, account=spec.account,
         availability_zone_id=spec.availability_zone_id, node_groups=groups,
-        total=_sum([g.at_max for g in groups]), storage=_storage(spec, params), network=_network(spec),
+        total=_sum([g.at_max for g in groups]), nvlink_domains=sum(d.domains for d in domains),
+        largest_nvlink_domain_gpus=max((d.gpus for d in domains if d.domains), default=0),
+        storage=_storage(spec, params), network=_network(spec),
         control_plane=_control_plane(m), observability=_observability(m), stacks=_stacks(m),
         cost=cost(m, prices.table()), resolved_spec=resolved,
         defaulted=_defaulted(resolved, raw if raw is not None else resolved),

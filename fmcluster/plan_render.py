@@ -36,6 +36,11 @@ def gbps(value: float) -> str:
     return f"{num(value / 1000, 2)} Tbps" if value >= 1000 else f"{num(value)} Gbps"
 
 
+def gbytes(value: float) -> str:
+    """GB/s (bytes: NVLink), as NVIDIA's datasheets give it: '1,800 GB/s'."""
+    return f"{num(value, 0)} GB/s"
+
+
 def duration(seconds: float) -> str:
     if seconds < 60:
         return f"{num(seconds, 1)} s"
@@ -71,13 +76,40 @@ def md_table(rows: Table) -> list[str]:
     return [line(rows[0]), "|" + "|".join("---" for _ in rows[0]) + "|", *map(line, rows[1:])]
 
 
-def _gpu_cells(r: Resources, gpu: str | None) -> list[str]:
+def _gpu_cells(r: Resources, gpu: str | None, memory: str | None) -> list[str]:
     if not r.gpus:
         return ["-"] * 6
     fp8 = num(r.fp8_pflops) if r.fp8_pflops is not None else "-"
     fp4 = num(r.fp4_pflops) if r.fp4_pflops is not None else "-"
     return [f"{r.gpus} x {gpu}" if gpu else str(r.gpus), num(r.bf16_pflops), fp8, fp4,
-            f"{num(r.hbm_gib, 0)} GiB", f"{num(r.hbm_tbps, 1)} TB/s"]
+            f"{num(r.hbm_gib, 0)} GiB" + (f" {memory}" if memory else ""), f"{num(r.hbm_tbps, 1)} TB/s"]
+
+
+def nvlink_domain_cell(g: NodeGroupPlan) -> str:
+    """What one NVLink domain of the group is: 'u-p6e-gb200x72: 18 instances, 72 GPUs, ...'."""
+    d = g.nvlink_domain
+    if d is None:
+        return "none (PCIe)" if g.gpu else "-"
+    what = f"{d.ultraserver_type}: {d.instances} instances" if d.ultraserver_type else "1 instance"
+    return f"{what}, {d.gpus} GPUs, {gbytes(d.nvlink_gbps_per_gpu)} per GPU, {num(d.domain_nvlink_tbps, 1)} TB/s"
+
+
+def nvlink_domains_cell(g: NodeGroupPlan) -> str:
+    """How many domains the group spans at its maximum: '16', '2 x u-p6e-gb200x36',
+    '1 x u-p6e-gb200x72: 1 with 17 of 18 instances'."""
+    d = g.nvlink_domain
+    if d is None:
+        return "-"
+    if d.ultraserver_type is None:
+        return num(d.domains, 0)
+    servers = d.ultraservers or d.domains
+    parts = [f"{d.whole_domains} whole"] if d.whole_domains else []
+    if d.partial_domain_instances:
+        parts.append(f"1 with {d.partial_domain_instances} of {d.instances} instances")
+    if servers > d.domains:
+        parts.append(f"{servers - d.domains} unused")
+    text = f"{servers} x {d.ultraserver_type}"
+    return text if parts == [f"{servers} whole"] else f"{text}: {', '.join(parts)}"
 
 
 def _efa_cell(r: Resources, kind: str | None) -> str:
@@ -97,18 +129,25 @@ def compute_rows(plan: Plan) -> Table:
         return [label, *map(per, groups), total]
 
     gpu_names = {g.gpu for g in groups if g.gpu}
-    total_gpu = _gpu_cells(plan.total, gpu_names.pop() if len(gpu_names) == 1 else None)
-    labels = ["GPUs", "BF16 PFLOPS", "FP8 PFLOPS", "FP4 PFLOPS", "HBM", "HBM bandwidth"]
+    memories = {g.gpu_memory for g in groups if g.gpu_memory}
+    total_gpu = _gpu_cells(plan.total, gpu_names.pop() if len(gpu_names) == 1 else None,
+                           memories.pop() if len(memories) == 1 else None)
+    labels = ["GPUs", "BF16 PFLOPS", "FP8 PFLOPS", "FP4 PFLOPS", "GPU memory", "GPU memory bandwidth"]
     rows = [header,
             row("instances", lambda g: f"{_count(g.min_count, g.max_count)} x {g.instance_type}",
                 num(plan.total.instances, 0)),
             row("vCPUs", lambda g: num(g.per_node.vcpus, 0), num(plan.total.vcpus, 0))]
     for i, label in enumerate(labels):
         def gpu_cell(g: NodeGroupPlan, i: int = i) -> str:
-            return _gpu_cells(g.per_node, g.gpu)[i]
+            return _gpu_cells(g.per_node, g.gpu, g.gpu_memory)[i]
 
         rows.append(row(label, gpu_cell, total_gpu[i]))
+    largest = plan.largest_nvlink_domain_gpus
     rows += [
+        row("NVLink domain", nvlink_domain_cell, f"largest {largest} GPUs" if largest else "none"),
+        row("NVLink domains", nvlink_domains_cell, num(plan.nvlink_domains, 0)),
+        row("NVLink bandwidth", lambda g: f"{num(g.per_node.nvlink_tbps, 1)} TB/s" if g.nvlink_domain else "-",
+            f"{num(plan.total.nvlink_tbps, 1)} TB/s" if plan.total.nvlink_tbps else "-"),
         row("EFA", lambda g: _efa_cell(g.per_node, g.interface_type), _efa_cell(plan.total, None)),
         row("local NVMe", lambda g: f"{g.nvme_disks} x {num(g.per_node.nvme_tb / max(g.nvme_disks, 1), 2)} TB"
             if g.nvme_disks else "none", f"{num(plan.total.nvme_tb, 1)} TB"),
@@ -163,7 +202,7 @@ def network_rows(plan: Plan) -> tuple[Table, Table]:
     n = plan.network
     subnets = [["AZ ID", "subnet", "kind", "usable addresses"]]
     for s in n.subnets:
-        kind = "public (NAT gateway)" if s.public and s.az_id == plan.availability_zone_id else (
+        kind = "public (NAT gateway)" if s.nat_gateway else (
             "public" if s.public else "private, GPU subnet" if s.gpu_subnet else "private")
         subnets.append([s.az_id, s.cidr, kind, num(s.usable_addresses, 0)])
     needs = [["addresses in the GPU subnet", ""], *[[a.what, str(a.addresses)] for a in n.address_needs],
@@ -199,6 +238,11 @@ def summary(plan: Plan) -> str:
     if t.gpus:
         fp8 = f" / {num(t.fp8_pflops)} FP8" if t.fp8_pflops is not None else ""
         parts += [f"{t.gpus} GPUs", f"{num(t.bf16_pflops)} PFLOPS BF16{fp8} (dense peak)"]
+    if plan.nvlink_domains:
+        n, largest = plan.nvlink_domains, plan.largest_nvlink_domain_gpus
+        sizes = {g.nvlink_domain.gpus for g in plan.node_groups if g.nvlink_domain and g.nvlink_domain.domains}
+        noun = "NVLink domain" if n == 1 else "NVLink domains"
+        parts.append(f"{n} {noun} of {largest} GPUs" if len(sizes) == 1 else f"{n} {noun} (largest {largest} GPUs)")
     if t.efa_gbps:
         parts.append(f"{gbps(t.efa_gbps)} EFA")
     if plan.storage.lustre:
@@ -294,9 +338,38 @@ def _id(prefix: str, index: int) -> str:
     return f"{prefix}{index}"
 
 
+def _group_node(g: NodeGroupPlan, node: str, indent: str) -> list[str]:
+    """A node group in the diagram: a node, its NVLink domain in its label; an UltraServer group
+    a box of its UltraServers, one node per NVLink domain."""
+    label = f"node group {g.name}<br/>{_count(g.min_count, g.max_count)} x {g.instance_type}"
+    if g.gpu:
+        label += f"<br/>{g.at_max.gpus} x {g.gpu}"
+    d = g.nvlink_domain
+    if d is None or d.ultraserver_type is None:
+        if d is not None:
+            label += f"<br/>NVLink domain: 1 instance, {d.gpus} GPUs"
+        elif g.gpu:
+            label += "<br/>no NVLink (PCIe)"
+        return [f'{indent}{node}["{label}"]']
+    lines = [f'{indent}subgraph {node}["{label}"]']
+    nvlink = f"NVLink {gbytes(d.nvlink_gbps_per_gpu)} per GPU"
+    for n in range(1, (d.ultraservers or d.domains) + 1):
+        if n <= d.whole_domains:
+            what = f"{d.instances} x {g.instance_type}, {d.gpus} GPUs, {nvlink}"
+        elif n == d.whole_domains + 1 and d.partial_domain_instances:
+            used = d.partial_domain_instances
+            what = (f"{used} of {d.instances} x {g.instance_type}, {used * g.per_node.gpus} of {d.gpus} GPUs, "
+                    f"{nvlink}")
+        else:
+            what = f"unused ({d.instances} x {g.instance_type})"
+        lines.append(f'{indent}  {node}u{n}["{d.ultraserver_type} #{n}: {what}"]')
+    return [*lines, f"{indent}end"]
+
+
 def mermaid(plan: Plan) -> list[str]:
-    """A flowchart: the VPC with a box per AZ ID and its subnets; node groups, login nodes and
-    the file system in the GPU subnet; buckets and the control plane outside."""
+    """A flowchart: the VPC with a box per AZ ID and its subnets; node groups (an UltraServer
+    group as a box of its NVLink domains), login nodes and the file system in the GPU subnet;
+    buckets and the control plane outside."""
     lines = ["```mermaid", "flowchart LR", f'  subgraph vpc["VPC {plan.network.vpc_cidr}"]']
     azs = list(dict.fromkeys(s.az_id for s in plan.network.subnets))
     fs = plan.storage.lustre
@@ -309,9 +382,7 @@ def mermaid(plan: Plan) -> list[str]:
             if s.gpu_subnet:
                 lines.append(f'      subgraph {_id("sn", s_index)}["private {s.cidr}"]')
                 for g_index, g in enumerate(plan.node_groups):
-                    gpus = f"<br/>{g.at_max.gpus} x {g.gpu}" if g.gpu else ""
-                    lines.append(f'        {_id("ng", g_index)}["node group {g.name}<br/>'
-                                 f'{_count(g.min_count, g.max_count)} x {g.instance_type}{gpus}"]')
+                    lines += _group_node(g, _id("ng", g_index), "        ")
                 if cp.login_count:
                     lines.append(f'        login["login nodes<br/>{cp.login_count} x {cp.login_instance_type}"]')
                 if fs:
@@ -320,7 +391,7 @@ def mermaid(plan: Plan) -> list[str]:
                 lines.append("      end")
             else:
                 kind = "public" if s.public else "private"
-                nat = "<br/>NAT gateway" if s.public and az == plan.availability_zone_id else ""
+                nat = "<br/>NAT gateway" if s.nat_gateway else ""
                 lines.append(f'      {_id("sn", s_index)}["{kind} {s.cidr}{nat}"]')
         lines.append("    end")
     lines.append("  end")

@@ -15,6 +15,7 @@ import yaml
 from fmcluster import catalog, loader, plan, plan_render, prices
 from fmcluster.cli import main
 from tests.specs import base_spec, to_yaml, validated, with_
+from tests.test_rules_ultraserver import gb200
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden" / "plan"
@@ -277,3 +278,129 @@ def test_a100_and_l40s_groups_have_no_fp8_or_fp4_where_the_gpu_has_none():
     only_a100 = plan_of_dict(base_spec(node_groups=[{"name": "a100", "instance_type": "p4de.24xlarge", "count": 1}]))
     assert only_a100.total.fp8_pflops is None
     assert "PFLOPS BF16 (dense peak)" in plan_render.summary(only_a100)
+
+
+# ---- NVLink domains ------------------------------------------------------------------------
+
+def _gb200(count=18, **capacity):
+    return plan_of_dict(gb200(count=count, **capacity))
+
+
+def _row(text: str, label: str) -> str:
+    """A row of the text compute table, its label cut off."""
+    line = next(line for line in text.splitlines() if line.startswith(f"  {label}  "))
+    return line[len(label) + 2:].strip()
+
+
+def test_an_ultraserver_group_is_one_nvlink_domain_of_72_gpus(capsys, tmp_path):
+    p = _gb200()
+    (group,) = p.node_groups
+    d = group.nvlink_domain
+    assert (d.ultraserver_type, d.instances, d.gpus, d.nvlink_gbps_per_gpu) == ("u-p6e-gb200x72", 18, 72, 1800)
+    assert d.domain_nvlink_tbps == pytest.approx(129.6)
+    assert (d.ultraservers, d.domains, d.whole_domains, d.partial_domain_instances) == (1, 1, 1, 0)
+    assert (p.nvlink_domains, p.largest_nvlink_domain_gpus) == (1, 72)
+    assert group.per_node.nvlink_tbps == pytest.approx(7.2) and p.total.nvlink_tbps == pytest.approx(129.6)
+
+    text = plan_render.render_text(p)
+    assert _row(text, "NVLink domain").startswith(
+        "u-p6e-gb200x72: 18 instances, 72 GPUs, 1,800 GB/s per GPU, 129.6 TB/s  largest 72 GPUs")
+    assert _row(text, "NVLink domains").split() == ["1", "x", "u-p6e-gb200x72", "1"]
+    assert _row(text, "NVLink bandwidth").split() == ["7.2", "TB/s", "129.6", "TB/s"]
+    assert "· 1 NVLink domain of 72 GPUs ·" in text.splitlines()[1]
+
+    md = plan_render.render_markdown(p)
+    assert "| NVLink domain | u-p6e-gb200x72: 18 instances, 72 GPUs, 1,800 GB/s per GPU, 129.6 TB/s | " \
+           "largest 72 GPUs |" in md
+    diagram = md.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    assert 'subgraph ng0["node group gb200<br/>18 x p6e-gb200.36xlarge<br/>72 x GB200"]' in diagram
+    assert ('ng0u1["u-p6e-gb200x72 #1: 18 x p6e-gb200.36xlarge, 72 GPUs, NVLink 1,800 GB/s per GPU"]'
+            in diagram)
+    assert "ng0u2" not in diagram and "cp --> ng0" in diagram  # one box per UltraServer, not 18 nodes
+    # the GPU nodes in the Dallas Local Zone, the NAT gateway in the region's first AZ ID
+    assert 'sn2["public 10.0.193.0/24<br/>NAT gateway"]' in diagram
+    assert "  use1-az4       10.0.193.0/24  public (NAT gateway)" in text
+
+    spec = tmp_path / "gb200.yaml"
+    spec.write_text(to_yaml(gb200()))
+    assert main(["plan", str(spec), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["node_groups"][0]["nvlink_domain"] == {
+        "ultraserver_type": "u-p6e-gb200x72", "instances": 18, "gpus": 72, "nvlink_gbps_per_gpu": 1800.0,
+        "domain_nvlink_tbps": 129.6, "ultraservers": 1, "domains": 1, "whole_domains": 1,
+        "partial_domain_instances": 0}
+    assert (data["nvlink_domains"], data["largest_nvlink_domain_gpus"]) == (1, 72)
+    assert data["total"]["nvlink_tbps"] == 129.6 and data["node_groups"][0]["gpu_memory"] == "HBM"
+    pytest.importorskip("jsonschema").validate(data, plan.json_schema())
+
+
+def test_a_partial_ultraserver_is_one_partial_domain():
+    p = _gb200(count=17)
+    d = p.node_groups[0].nvlink_domain
+    assert (d.instances, d.gpus, d.domains, d.whole_domains, d.partial_domain_instances) == (18, 72, 1, 0, 17)
+    assert p.total.nvlink_tbps == pytest.approx(17 * 4 * 1.8)
+    text = plan_render.render_text(p)
+    assert _row(text, "NVLink domains").startswith("1 x u-p6e-gb200x72: 1 with 17 of 18 instances")
+    diagram = plan_render.render_markdown(p).split("```mermaid\n", 1)[1]
+    assert ('ng0u1["u-p6e-gb200x72 #1: 17 of 18 x p6e-gb200.36xlarge, 68 of 72 GPUs, NVLink 1,800 GB/s per GPU"]'
+            in diagram)
+
+
+def test_two_small_ultraservers_are_two_domains_of_9():
+    p = _gb200(ultraserver_type="u-p6e-gb200x36", ultraserver_count=2)
+    d = p.node_groups[0].nvlink_domain
+    assert (d.ultraserver_type, d.instances, d.gpus, d.ultraservers, d.domains, d.whole_domains) == (
+        "u-p6e-gb200x36", 9, 36, 2, 2, 2)
+    assert d.domain_nvlink_tbps == pytest.approx(64.8) and p.total.nvlink_tbps == pytest.approx(129.6)
+    assert (p.nvlink_domains, p.largest_nvlink_domain_gpus) == (2, 36)
+    text = plan_render.render_text(p)
+    assert _row(text, "NVLink domain").startswith("u-p6e-gb200x36: 9 instances, 36 GPUs, 1,800 GB/s per GPU, 64.8 TB/s")
+    assert _row(text, "NVLink domains").split() == ["2", "x", "u-p6e-gb200x36", "2"]
+    assert "· 2 NVLink domains of 36 GPUs ·" in text
+    diagram = plan_render.render_markdown(p).split("```mermaid\n", 1)[1]
+    for n in (1, 2):
+        assert f'ng0u{n}["u-p6e-gb200x36 #{n}: 9 x p6e-gb200.36xlarge, 36 GPUs, NVLink 1,800 GB/s per GPU"]' in diagram
+    # fewer instances than the UltraServers hold (a warning): a partial domain, or one left unused
+    ten = _gb200(count=10, ultraserver_type="u-p6e-gb200x36", ultraserver_count=2)
+    assert _row(plan_render.render_text(ten), "NVLink domains").startswith(
+        "2 x u-p6e-gb200x36: 1 whole, 1 with 1 of 9 instances")
+    nine = _gb200(count=9, ultraserver_type="u-p6e-gb200x36", ultraserver_count=2)
+    assert (nine.nvlink_domains, nine.node_groups[0].nvlink_domain.ultraservers) == (1, 2)
+    assert 'ng0u2["u-p6e-gb200x36 #2: unused (9 x p6e-gb200.36xlarge)"]' in plan_render.render_markdown(nine)
+
+
+def test_an_instance_is_the_nvlink_domain_of_other_gpus():
+    p = plan_of("examples/p5-pcs.yaml")  # 16 x p5.48xlarge
+    gpu = p.node_groups[0]
+    d = gpu.nvlink_domain
+    assert (d.ultraserver_type, d.instances, d.gpus, d.nvlink_gbps_per_gpu, d.ultraservers) == (None, 1, 8, 900, None)
+    assert d.domain_nvlink_tbps == pytest.approx(7.2) and (d.domains, d.partial_domain_instances) == (16, 0)
+    assert (p.nvlink_domains, p.largest_nvlink_domain_gpus) == (16, 8)
+    assert p.total.nvlink_tbps == pytest.approx(16 * 7.2)
+    text = plan_render.render_text(p)
+    assert _row(text, "NVLink domain").startswith("1 instance, 8 GPUs, 900 GB/s per GPU, 7.2 TB/s")
+    assert _row(text, "NVLink domains").split() == ["16", "16"]
+    assert "· 16 NVLink domains of 8 GPUs ·" in text
+    assert "<br/>128 x H100<br/>NVLink domain: 1 instance, 8 GPUs\"]" in plan_render.render_markdown(p)
+
+
+def test_l40s_has_no_nvlink_and_gddr6_memory():
+    """The L40S is on PCIe (no NVLink domain) and its memory is GDDR6, not HBM."""
+    p = plan_of_dict(base_spec(node_groups=[
+        {"name": "l40s", "instance_type": "g6e.48xlarge", "count": 2},
+        {"name": "cpu", "instance_type": "c7i.8xlarge", "count": 1}]))
+    l40s, cpu = p.node_groups
+    assert (l40s.nvlink_domain, l40s.gpu_memory, l40s.per_node.nvlink_tbps) == (None, "GDDR6", 0)
+    assert (cpu.nvlink_domain, cpu.gpu_memory) == (None, None)
+    assert (p.nvlink_domains, p.largest_nvlink_domain_gpus, p.total.nvlink_tbps) == (0, 0, 0)
+    text = plan_render.render_text(p)
+    assert _row(text, "NVLink domain").split("  ")[0] == "none (PCIe)"
+    assert _row(text, "GPU memory").split()[:3] == ["358", "GiB", "GDDR6"]
+    assert _row(text, "GPU memory bandwidth").split()[:2] == ["6.9", "TB/s"]
+    assert "HBM" not in text.split("Storage")[0] and "NVLink domains of" not in text
+    assert "<br/>16 x L40S<br/>no NVLink (PCIe)\"]" in plan_render.render_markdown(p)
+    mixed = plan_of_dict(base_spec(node_groups=[
+        {"name": "h100", "instance_type": "p5.48xlarge", "count": 1},
+        {"name": "l40s", "instance_type": "g6e.48xlarge", "count": 1}]))
+    memory = _row(plan_render.render_text(mixed), "GPU memory")
+    assert memory.split("  ")[0] == "640 GiB HBM" and memory.endswith("998 GiB")  # no one kind in the total
