@@ -131,3 +131,10 @@ def test_hyperpod_is_not_built_in_a_local_zone(type_):
                  "orchestrator.type", type_)
     assert findings(network.local_zone_control_plane, spec)
     assert any("Availability Zones only" in m for m in messages(spec, "availability_zone_id"))
+
+
+def test_hyperpod_slurm_ultraserver_groups_are_not_built_yet():
+    spec = gb200(orchestrator_type="hyperpod-slurm", version="24.11", az="use1-az4", extra=(),
+                 reservation_id=None, training_plan_arn="arn:aws:sagemaker:us-east-1:111122223333:training-plan/gb200")
+    (message,) = messages(spec, f"{G0}.instance_type")
+    assert "not build UltraServer groups" in message and "pcs" in message

@@ -1,6 +1,7 @@
 """UltraServer rules: P6e-GB200 nodes come as whole UltraServers (one NVLink domain of 9 or 18
 instances), bought as UltraServer Capacity Blocks (HyperPod: training plans), and only on control
-planes that can keep a job inside one domain.
+planes that can keep a job inside one domain (AWS PCS, Amazon EKS, HyperPod on EKS; not yet
+HyperPod Slurm, whose slurm.conf HyperPod manages: the IMEX prolog has no place there).
 
 Facts (docs/research-notes.md 9c, 9d): UltraServer Capacity Blocks are the only way to buy
 p6e-gb200 (EC2 User Guide, Capacity Blocks); they are placed already and take no cluster placement
@@ -111,8 +112,14 @@ def ultraserver_control_plane(spec: ClusterSpec) -> Iterator[Problem]:
     cp = spec.orchestrator.control_plane
     oldest = ULTRASERVER_MIN_VERSION.get(cp.type)
     version = spec.orchestrator.version or cp.default_version
-    for g in spec.node_groups:
+    for i, g in enumerate(spec.node_groups):
         if not g.instance.ultraserver:
+            continue
+        if cp.type == "hyperpod-slurm":
+            yield error(("node_groups", i, "instance_type"),
+                        f"fmcluster does not build UltraServer groups ({g.instance_type}) on hyperpod-slurm yet",
+                        "HyperPod sets the block topology itself, but per-job IMEX needs a Slurm prolog in the "
+                        "slurm.conf HyperPod manages: use orchestrator type pcs (or hyperpod-eks)")
             continue
         if oldest and _version(version) < _version(oldest):
             yield error(("orchestrator", "version"),
