@@ -278,21 +278,25 @@ class Preflight:
             return
         wanted = {g.instance_type: g for g in self.spec.node_groups}
         login = self.spec.orchestrator.login
-        types = sorted(set(wanted) | ({login.instance_type} if login.count else set()))
+        # where each type runs: the node groups' in the GPU zone; the login (system) nodes' in the
+        # region's first AZ ID, which is the GPU zone unless that is a Local Zone
+        places = sorted({(t, az) for t in wanted} | ({(login.instance_type, self.spec.region_zone_ids[0])}
+                                                      if login.count else set()))
         pages = self.client("ec2").get_paginator("describe_instance_type_offerings").paginate(
             LocationType="availability-zone-id",
-            Filters=[{"Name": "location", "Values": [az]}, {"Name": "instance-type", "Values": types}])
-        offered = {o["InstanceType"] for page in pages for o in page["InstanceTypeOfferings"]}
-        for instance_type in types:
-            group = wanted.get(instance_type)
-            if instance_type in offered:
-                yield Check(f"offering {instance_type}", PASS, f"offered in {az}")
+            Filters=[{"Name": "location", "Values": sorted({zone for _, zone in places})},
+                     {"Name": "instance-type", "Values": sorted({t for t, _ in places})}])
+        offered = {(o["InstanceType"], o.get("Location")) for page in pages for o in page["InstanceTypeOfferings"]}
+        for instance_type, zone in places:
+            group = wanted.get(instance_type) if zone == az else None
+            if (instance_type, zone) in offered:
+                yield Check(f"offering {instance_type}", PASS, f"offered in {zone}")
             elif group is not None and group.capacity.type in (CAPACITY_BLOCK, RESERVATION):
-                yield Check(f"offering {instance_type}", WARN, f"not listed as offered in {az}; node group "
+                yield Check(f"offering {instance_type}", WARN, f"not listed as offered in {zone}; node group "
                             f"{group.name} runs on a {group.capacity.type}, checked below",
                             "types sold only as Capacity Blocks or reservations are often not listed")
             else:
-                yield Check(f"offering {instance_type}", FAIL, f"not offered in {az}",
+                yield Check(f"offering {instance_type}", FAIL, f"not offered in {zone}",
                             f"aws ec2 describe-instance-type-offerings --location-type availability-zone-id "
                             f"--filters Name=instance-type,Values={instance_type} --region {self.spec.region}")
 

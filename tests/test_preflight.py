@@ -666,8 +666,9 @@ def test_json_says_what_it_read_and_the_plan_shows_the_block_window(tmp_path, ca
     saved.write_text(report)
     assert cli(["plan", str(example), "--preflight", str(saved)]) == 0
     out = capsys.readouterr().out
-    assert "  window         2026-11-30T12:00:00Z to 2026-12-07T12:00:00Z (active, 8 instances)  -" in out
-    assert "  scaling        8 while the block is active, else 0 (45 min before end)" in out
+    rows = {" ".join(line.split()[:1]): " ".join(line.split()[1:]) for line in out.splitlines()}  # label: value
+    assert rows["window"].startswith("2026-11-30T12:00:00Z to 2026-12-07T12:00:00Z (active, 8 instances) -")
+    assert rows["scaling"].startswith("8 while the block is active, else 0 (45 min before end)")
     assert cli(["plan", str(example), "--preflight", str(saved), "--format", "json"]) == 0
     groups = json.loads(capsys.readouterr().out)["node_groups"]
     assert groups[0]["window"].startswith("2026-11-30T12:00:00Z to") and groups[1]["window"] is None

@@ -278,14 +278,18 @@ def test_offerings_are_asked_for_the_local_zone_id(offered, status):
     availability-zone-id, the Local Zone ID) and answers as EC2 would."""
     spec = spec_of()
     ec2, stub = stubbed("ec2", spec.region)
-    types = ["m7i.2xlarge", "p6e-gb200.36xlarge"]  # the login nodes run in the GPU zone too
+    types = ["m7i.2xlarge", "p6e-gb200.36xlarge"]
+    # the login nodes run in the region's AZ ID (use1-az4), the GPU nodes in the Local Zone
     stub.add_response("describe_instance_type_offerings", {"InstanceTypeOfferings": [
-        {"InstanceType": t, "LocationType": "availability-zone-id", "Location": DALLAS}
-        for t in types if offered or t.startswith("m7i")]},
+        {"InstanceType": "m7i.2xlarge", "LocationType": "availability-zone-id", "Location": "use1-az4"}] + (
+        [{"InstanceType": "p6e-gb200.36xlarge", "LocationType": "availability-zone-id", "Location": DALLAS}]
+        if offered else [])},
         {"LocationType": "availability-zone-id",
-         "Filters": [{"Name": "location", "Values": [DALLAS]}, {"Name": "instance-type", "Values": types}]})
+         "Filters": [{"Name": "location", "Values": sorted([DALLAS, "use1-az4"])},
+                     {"Name": "instance-type", "Values": types}]})
     checks = list(Preflight(spec, lambda service: ec2, NOW).offerings())
     stub.assert_no_pending_responses()
+    assert by_name(checks, "offering m7i.2xlarge").reason == "offered in use1-az4"
     check = by_name(checks, "offering p6e-gb200.36xlarge")
     assert check.status == status
     assert check.reason == (f"offered in {DALLAS}" if offered else
