@@ -21,6 +21,8 @@ CAPACITY_BLOCK_DRAIN_MINUTES = 45
 # P6e-GB200 UltraServer Capacity Blocks terminate their instances from 60 minutes before the end
 # (EC2 User Guide, Capacity Blocks), not 30
 ULTRASERVER_BLOCK_TERMINATION_MINUTES = 60
+# and their EKS node groups go to 0 this long before the end (the same 15 minutes of margin)
+ULTRASERVER_BLOCK_DRAIN_MINUTES = 75
 # The Slurm partition of an UltraServer node group: whole nodes per job (slurm.conf(5)
 # OverSubscribe=EXCLUSIVE; AWS PCS takes OverSubscribe as a queue setting)
 ULTRASERVER_PARTITION_SETTINGS = {"OverSubscribe": "EXCLUSIVE"}

@@ -83,6 +83,13 @@ class NodeGroup:
         return self.instance.ultraserver
 
     @property
+    def drain_minutes(self) -> int:
+        """How long before its Capacity Block ends a group that follows the block goes to 0: EC2
+        terminates the instances from 30 minutes before the end, or 60 for an UltraServer block."""
+        return (controlplanes.ULTRASERVER_BLOCK_DRAIN_MINUTES if self.ultraserver
+                else controlplanes.CAPACITY_BLOCK_DRAIN_MINUTES)
+
+    @property
     def partition_settings(self) -> Mapping[str, str]:
         """Slurm settings of its partition: UltraServer partitions are exclusive, so that every
         job gets whole nodes and its own IMEX domain (the AWS PCS User Guide: UltraServer jobs
@@ -173,7 +180,7 @@ class ClusterModel:
         """The spec's node groups of UltraServer instances (P6e-GB200: NVLink across instances).
         On Kubernetes they bring the NVIDIA DRA driver (ComputeDomains), GPU feature discovery (the
         nvidia.com/gpu.clique label) and the Kueue Topology of their flavors."""
-        return tuple(g for g in self.node_groups if g.instance.ultraserver)
+        return tuple(g for g in self.node_groups if g.ultraserver)
 
 
 def _node_group(spec: ClusterSpec, group: NodeGroupSpec, cp: ControlPlane, lustre_efa: bool) -> NodeGroup:

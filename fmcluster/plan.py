@@ -19,7 +19,6 @@ from typing import Any, Iterable, Literal, Mapping, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from fmcluster import catalog, fsx, model, naming, network_plan, prices
-from fmcluster.controlplanes import CAPACITY_BLOCK_DRAIN_MINUTES
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
 SCHEMA_VERSION = "fmcluster.plan/v1"
@@ -333,7 +332,7 @@ def _scaling(group: model.NodeGroup) -> Optional[str]:
     README, "Capacity Blocks"), or None where its counts are all there is."""
     if not group.follows_block:
         return None
-    return f"{group.max_count} while the block is active, else 0 ({CAPACITY_BLOCK_DRAIN_MINUTES} min before end)"
+    return f"{group.max_count} while the block is active, else 0 ({group.drain_minutes} min before end)"
 
 
 def _window(group: model.NodeGroup, read: Mapping[str, Any]) -> Optional[str]:
