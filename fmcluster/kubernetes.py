@@ -1,6 +1,7 @@
 """What an `eks` cluster runs inside Kubernetes, as pure data: node labels and taints, the node
 configuration (AL2023 `nodeadm` NodeConfig), the pinned Helm charts and their values, the Kueue
-queues and their quota, and the Lustre volume manifests.
+queues and their quota, the NVLink domains of UltraServer groups (Kueue Topology, the DRA driver's
+ComputeDomain), and the Lustre volume manifests.
 
 No aws_cdk here: `stacks/eks.py` turns these into resources. Values may be CDK token strings
 (the file system's id comes from another stack); they are placed as given.
@@ -257,8 +258,29 @@ EFA_NODE_EXPORTER = Chart("efa-node-exporter", "prometheus-node-exporter",
                           "https://prometheus-community.github.io/helm-charts", "4.45.3", MONITORING_NAMESPACE)
 EFA_NODE_EXPORTER_IMAGE = {"registry": "public.ecr.aws", "repository": "hpc-cloud/efa-node-exporter",
                            "tag": "latest"}
+# --- UltraServers (P6e-GB200): only with an UltraServer node group (ClusterModel.ultraserver_groups) ---
+# The NVIDIA DRA driver for GPUs, for its ComputeDomains only (an IMEX domain that follows each
+# job across the nodes of one NVLink domain); the NVIDIA device plugin still allocates the GPUs.
+# Version, repository and the two `resources` values: the Amazon EKS User Guide, "Use P6e-GB200
+# UltraServers with Amazon EKS" (Install NVIDIA DRA driver); the chart at NVIDIA/k8s-dra-driver-gpu
+# tag v25.8.0 (deployments/helm/nvidia-dra-driver-gpu/Chart.yaml: version 25.8.0, kubeVersion
+# >=1.32; resource.nvidia.com/v1beta1 ComputeDomain CRD in crds/).
+DRA_DRIVER = Chart("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", "https://helm.ngc.nvidia.com/nvidia", "25.8.0",
+                   "nvidia-dra-driver-gpu")
+# NVIDIA GPU feature discovery (GFD), which labels each node with its NVLink domain
+# (NVLINK_CLIQUE_LABEL = <GPU fabric cluster UUID>.<clique id>, from NVML: k8s-device-plugin v0.19.3
+# internal/lm/imex.go) through Node Feature Discovery (NFD: GFD writes the label to the node's
+# features.d, the NFD worker reads it, the NFD master sets it). The DRA driver does not set it
+# (v25.8.0 reads the clique id from NVML itself); the EKS User Guide page above names GFD for it.
+# GFD and NFD come with the device plugin's own chart (gfd.enabled; NFD 0.17.3 is its dependency,
+# condition nfd.enabled,gfd.enabled): a second release of the pinned chart with the device plugin
+# off, so the same release serves EKS and HyperPod EKS (HyperPod's dependencies chart brings its
+# own device plugin, 0.16.1, whose GFD has no clique label: it came in 0.17.0).
+GPU_FEATURE_DISCOVERY = Chart("gpu-feature-discovery", NVIDIA_DEVICE_PLUGIN.chart, NVIDIA_DEVICE_PLUGIN.repository,
+                              NVIDIA_DEVICE_PLUGIN.version, NVIDIA_DEVICE_PLUGIN.namespace)
 CHARTS = (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE)
 METRICS_CHARTS = (NODE_EXPORTER, DCGM_EXPORTER, EFA_NODE_EXPORTER)  # only with observability on
+ULTRASERVER_CHARTS = (DRA_DRIVER, GPU_FEATURE_DISCOVERY)  # only with an UltraServer node group
 # The DCGM fields the alert rules and dashboards read (fmcluster/observability), as the
 # exporter's counters CSV (field, Prometheus type, help).
 DCGM_COUNTERS = (
@@ -330,6 +352,47 @@ def kueue_values() -> dict[str, Any]:
     return {"controllerManager": {"nodeSelector": {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}}}
 
 
+def node_group_affinity(groups: Iterable[str]) -> dict[str, Any]:
+    """A pod affinity (core/v1 Affinity) to the nodes of the named node groups (their
+    NODE_GROUP_LABEL). As a chart value it replaces the chart's default nodeSelectorTerms (Helm
+    merges maps, but replaces lists)."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": NODE_GROUP_LABEL, "operator": "In", "values": sorted(set(groups))}]}]}}}
+
+
+def dra_driver_values(groups: Iterable[str]) -> dict[str, Any]:
+    """The DRA driver with ComputeDomains only (`resources.gpus.enabled: false`: its GPU plugin is
+    experimental, the chart refuses it without gpuResourcesEnabledOverride); its controller on the
+    system nodes, its kubelet plugin on the UltraServer node groups `groups`, tolerating their GPU
+    taint. Keys from the chart's values.yaml at NVIDIA/k8s-dra-driver-gpu v25.8.0: `resources.gpus`,
+    `resources.computeDomains`; `controller.affinity` (its default requires
+    node-role.kubernetes.io/control-plane, which EKS nodes never carry: replaced here);
+    `kubeletPlugin.affinity` (default: NVIDIA PCI devices or nvidia.com/gpu.present) and
+    `kubeletPlugin.tolerations` (default none: the GPU taint would keep it off every GPU node)."""
+    return {"resources": {"gpus": {"enabled": False}, "computeDomains": {"enabled": True}},
+            "controller": {"affinity": node_group_affinity([SYSTEM_NODE_GROUP])},
+            "kubeletPlugin": {"affinity": node_group_affinity(groups), "tolerations": [GPU_TOLERATION]}}
+
+
+def gpu_feature_discovery_values(groups: Iterable[str]) -> dict[str, Any]:
+    """GFD and the NFD worker on the UltraServer node groups `groups` only, tolerating their GPU
+    taint; the NFD master and garbage collector on the system nodes; no device plugin (the
+    NVIDIA_DEVICE_PLUGIN release, or HyperPod's, has it). Keys from the chart's values.yaml at
+    NVIDIA/k8s-device-plugin v0.19.3: `devicePlugin.enabled`, `gfd.enabled`, `affinity` and
+    `tolerations` (shared by its DaemonSets: default affinity any NVIDIA node, tolerations
+    CriticalAddonsOnly and nvidia.com/gpu), `nfd.worker.tolerations` (default nvidia.com/gpu=present
+    only, not fmcluster's nvidia.com/gpu=true: replaced); and from the NFD chart it depends on
+    (kubernetes-sigs/node-feature-discovery v0.17.3 deployment/helm/node-feature-discovery/values.yaml):
+    `worker.affinity`, `master.nodeSelector`, `gc.nodeSelector`. The parent chart's
+    `nfd.master.config.extraLabelNs: [nvidia.com]` (which lets NFD set GFD's nvidia.com labels)
+    is kept: Helm merges the maps."""
+    affinity, system = node_group_affinity(groups), {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}
+    return {"devicePlugin": {"enabled": False}, "gfd": {"enabled": True},
+            "affinity": affinity, "tolerations": [GPU_TOLERATION],
+            "nfd": {"worker": {"affinity": affinity, "tolerations": [GPU_TOLERATION]},
+                    "master": {"nodeSelector": dict(system)}, "gc": {"nodeSelector": dict(system)}}}
+
+
 # --- Kueue queues -----------------------------------------------------------------------------
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -350,6 +413,7 @@ class FlavorQuota:
     efa: int
     node_labels: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, str], ...] = ()
+    topology: Optional[str] = None  # the Kueue Topology of its nodes (UltraServer groups: NVLINK_TOPOLOGY)
 
     def resources(self) -> list[dict[str, Any]]:
         quota = {"cpu": self.cpu, "memory": f"{self.memory_gib}Gi", GPU_RESOURCE: self.gpus, EFA_RESOURCE: self.efa}
@@ -361,13 +425,15 @@ def flavor_quotas(model: ClusterModel) -> list[FlavorQuota]:
     groups first: Kueue tries flavors in order, so a job without GPUs lands on CPU nodes, and a
     GPU job, finding no GPU quota there, moves on to the GPU groups."""
     quotas: list[FlavorQuota] = []
+    ultraservers = {g.name for g in model.ultraserver_groups}
     for group in model.node_groups:
         nodes, instance = group.max_count, group.instance
         quotas.append(FlavorQuota(
             name=group.name, cpu=instance.vcpus * nodes, memory_gib=instance.memory_gib * nodes,
             gpus=instance.gpu_count * nodes, efa=group.efa_interfaces * nodes,
             node_labels={NODE_GROUP_LABEL: group.name},
-            tolerations=(GPU_TOLERATION,) if instance.is_gpu else ()))
+            tolerations=(GPU_TOLERATION,) if instance.is_gpu else (),
+            topology=NVLINK_TOPOLOGY if group.name in ultraservers else None))
     return sorted(quotas, key=lambda q: q.gpus > 0)
 
 
@@ -381,17 +447,65 @@ def queue_names(spec: ClusterSpec) -> tuple[str, str]:
     return spec.name, spec.name
 
 
+# --- NVLink domains: Kueue topology-aware scheduling and ComputeDomains -----------------------
+
+NVLINK_CLIQUE_LABEL = "nvidia.com/gpu.clique"  # one value per NVLink domain (GFD: GPU_FEATURE_DISCOVERY)
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+# The Kueue Topology of the UltraServer flavors: NVLink domain, then node. Kueue 0.18 serves
+# Topology as v1beta1 and v1beta2 (KUEUE_API; kubernetes-sigs/kueue v0.18.3
+# config/components/crd/bases/kueue.x-k8s.io_topologies.yaml: levels 1 to 16 nodeLabels, unique,
+# kubernetes.io/hostname only last); topology-aware scheduling is on by default (beta since 0.14).
+# A job asks for one domain with the pod template annotation
+# kueue.x-k8s.io/podset-required-topology: nvidia.com/gpu.clique.
+NVLINK_TOPOLOGY = "nvlink-domain"
+NVLINK_TOPOLOGY_LEVELS = (NVLINK_CLIQUE_LABEL, HOSTNAME_LABEL)
+
+
+def topology_manifest() -> dict[str, Any]:
+    """The Kueue Topology NVLINK_TOPOLOGY (cluster-scoped)."""
+    return {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": {"name": NVLINK_TOPOLOGY},
+            "spec": {"levels": [{"nodeLabel": label} for label in NVLINK_TOPOLOGY_LEVELS]}}
+
+
+# The DRA driver's ComputeDomain (NVIDIA/k8s-dra-driver-gpu v25.8.0
+# deployments/helm/nvidia-dra-driver-gpu/crds/resource.nvidia.com_computedomains.yaml: namespaced;
+# spec.numNodes and spec.channel.resourceClaimTemplate.name required; spec immutable).
+COMPUTE_DOMAIN_API = "resource.nvidia.com/v1beta1"
+
+
+def compute_domain_manifest(name: str, *, namespace: str, num_nodes: int = 0,
+                            claim_template: Optional[str] = None) -> dict[str, Any]:
+    """A ComputeDomain for one job (the EKS User Guide: one per job): the driver makes the
+    ResourceClaimTemplate `claim_template` (default NAME-channel) that the job's pods claim
+    (`spec.resourceClaims[].resourceClaimTemplateName`), and runs an IMEX daemon on each node they
+    land on. `num_nodes`: 0 lets the domain grow with the job (DRA driver 25.8.0, feature gate
+    IMEXDaemonsWithDNSNames on by default: the count only sets when the status reads Ready)."""
+    claim = claim_template or f"{name}-channel"
+    for value in (name, claim):
+        if len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
+            raise ValueError(f"'{value}' is not a Kubernetes object name (a DNS subdomain)")
+    if num_nodes < 0:
+        raise ValueError(f"numNodes must be 0 or more, not {num_nodes}")
+    return {"apiVersion": COMPUTE_DOMAIN_API, "kind": "ComputeDomain",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"numNodes": num_nodes, "channel": {"resourceClaimTemplate": {"name": claim}}}}
+
+
 def kueue_manifests(model: ClusterModel) -> list[dict[str, Any]]:
     """ResourceFlavors (one per node group of the model), the ClusterQueue over all of them, and
-    the LocalQueue in orchestrator.namespace that jobs name with the kueue.x-k8s.io/queue-name label."""
+    the LocalQueue in orchestrator.namespace that jobs name with the kueue.x-k8s.io/queue-name label;
+    with an UltraServer node group, the Topology of its flavor first."""
     spec = model.spec
     cluster_queue, local_queue = queue_names(spec)
     quotas = flavor_quotas(model)
+    topologies = [topology_manifest()] if model.ultraserver_groups else []
     flavors: list[dict[str, Any]] = []
     for q in quotas:
         flavor_spec: dict[str, Any] = {"nodeLabels": dict(q.node_labels)}
         if q.tolerations:
             flavor_spec["tolerations"] = [dict(t) for t in q.tolerations]
+        if q.topology:
+            flavor_spec["topologyName"] = q.topology
         flavors.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": q.name},
                         "spec": flavor_spec})
     queue = {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
@@ -401,7 +515,7 @@ def kueue_manifests(model: ClusterModel) -> list[dict[str, Any]]:
     local = {"apiVersion": KUEUE_API, "kind": "LocalQueue",
              "metadata": {"name": local_queue, "namespace": spec.orchestrator.namespace},
              "spec": {"clusterQueue": cluster_queue}}
-    return [*flavors, queue, local]
+    return [*topologies, *flavors, queue, local]
 
 
 # --- namespace and Lustre volume ---------------------------------------------------------------

@@ -4,7 +4,9 @@ training.
 What it builds from the spec, with the network and storage stacks' outputs:
 
 - the EKS cluster (`aws_eks_v2.Cluster`, Kubernetes `orchestrator.version`) on the network
-  stack's private subnets (GPU AZ and extra AZs), without Auto Mode: only managed node groups;
+  stack's private subnets in the region's Availability Zones (GPU AZ and extra AZs; without the
+  GPU zone when it is a Local Zone: EKS runs its control plane in the region only), without Auto
+  Mode: only managed node groups;
   API endpoint public and private, or private only; authentication by access entries (cluster
   admin for `orchestrator.admin_role_arn`; the deploying role gets none); every control-plane
   log type; a kubectl provider (Lambda, kubectl v1.35 layer) that installs charts and
@@ -12,24 +14,29 @@ What it builds from the spec, with the network and storage stacks' outputs:
 - EKS add-ons at the versions EKS picks for the Kubernetes version: Pod Identity agent, VPC
   CNI (with its own Pod Identity role), kube-proxy, CoreDNS, node monitoring agent, and the
   FSx for Lustre CSI driver (with a Pod Identity role for this file system) when there is one;
-- one node role; a `system` managed node group from `orchestrator.login` (all private
-  subnets) in this stack and, per spec node group, a nested stack (stacks/node_groups.py) with
+- one node role; a `system` managed node group from `orchestrator.login` (the cluster's own
+  subnets, in the region) in this stack and, per spec node group, a nested stack (stacks/node_groups.py) with
   a cluster placement group when `placement_group` makes one, a launch template with the
   full EFA layout (EKS documents `efa-only` interfaces for managed node groups; no subnet in
   the template) and a managed node group in the GPU subnet: AL2023 NVIDIA AMI type for GPU types, NVMe RAID 0 by
   the AL2023 node configuration, labels, the `nvidia.com/gpu` taint on GPU groups, node auto
   repair, and its capacity: on-demand, reservation, Capacity Block or spot (a Capacity Block
   group is created with no node, and its CapacityBlockScaler keeps it at the block's size while
-  the block is active: constructs_lib/capacity_blocks.py);
+  the block is active: constructs_lib/capacity_blocks.py); the GPU subnet may be a Local Zone's;
 - Helm charts (pinned in `fmcluster.kubernetes`): the NVIDIA device plugin on GPU nodes, the
   EFA device plugin on EFA nodes, Kueue with a ResourceFlavor per node group, a ClusterQueue
   whose quota is the node groups' capacity and a LocalQueue in `orchestrator.namespace`;
+- with an UltraServer node group (P6e-GB200, `ClusterModel.ultraserver_groups`; here and on
+  HyperPod EKS): the NVIDIA DRA driver with ComputeDomains (its kubelet plugin on the UltraServer
+  nodes), GPU feature discovery with Node Feature Discovery, which label each UltraServer node with
+  its NVLink domain (`nvidia.com/gpu.clique`), and a Kueue Topology of NVLink domain then node
+  that the UltraServer groups' flavors name (`topologyName`), so a job can ask for one domain;
 - the Lustre file system as a static PersistentVolume and a claim in `orchestrator.namespace`;
 - with the observability stack (`observability.workspace_arn`): metrics collection, i.e. the
   Prometheus node exporter (every node, 9100), the NVIDIA DCGM exporter (GPU nodes, 9400) and
   the EFA node exporter (EFA nodes, 9109) as pinned Helm charts in `monitoring`, and an Amazon
   Managed Service for Prometheus managed scraper (constructs_lib/observability_scraper.py) with
-  fmcluster/observability/scraper.yaml, on the cluster's private subnets and its cluster
+  fmcluster/observability/scraper.yaml, on the cluster's own subnets and its cluster
   security group (which every node carries), writing to the workspace.
 
 Synthesis is pure: no chart, AMI or AZ is looked up. The imported subnets carry no AZ names
@@ -38,8 +45,9 @@ always selected explicitly by id.
 
 Logical IDs derive from node-group names, never list positions.
 
-Inputs (stacks/refs.py): `network.vpc_id`, `network.private_subnet_ids` (GPU AZ
-first), `network.gpu_subnet_id`, `network.efa_security_group_id`,
+Inputs (stacks/refs.py): `network.vpc_id`, `network.region_subnet_ids` (the private
+subnets in the region's AZs, GPU AZ first unless it is a Local Zone; all of them without one),
+`network.gpu_subnet_id`, `network.efa_security_group_id`,
 `network.node_security_group_id`; `storage.bucket_arns`,
 `storage.kms_key_arn`, `storage.file_system_id`, `storage.file_system_dns_name`,
 `storage.file_system_mount_name` (None without Lustre); `observability.workspace_arn` (or no
@@ -65,7 +73,7 @@ from constructs_lib.observability_scraper import ManagedScraper
 from fmcluster import kubernetes, naming
 from fmcluster import observability as observability_content
 from fmcluster.controlplanes import CAPACITY_BLOCK_DRAIN_MINUTES, EKS_AMI_TYPES
-from fmcluster.model import SYSTEM, ClusterModel, NodeGroup
+from fmcluster.model import COMPUTE, SYSTEM, ClusterModel, NodeGroup
 from stacks import node_groups
 from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
@@ -136,6 +144,8 @@ class EksClusterStack(cdk.Stack):
         self.charts: dict[str, eks.HelmChart] = {}
         self.manifests: dict[str, eks.KubernetesManifest] = {}
         self._add_device_plugins()
+        if model.ultraserver_groups:
+            self._add_nvlink_domains()
         self._add_queues()
         if spec.storage.lustre:
             self._add_lustre_volume()
@@ -153,14 +163,16 @@ class EksClusterStack(cdk.Stack):
         vpc = ec2.Vpc.from_vpc_attributes(self, "Vpc", vpc_id=network.vpc_id, availability_zones=cdk.Fn.get_azs())
         cdk.Annotations.of(vpc).acknowledge_warning(
             "@aws-cdk/aws-ec2:vpcAttributeIsListTokenavailabilityZones", "no subnet is selected from the VPC itself")
-        subnets = [ec2.Subnet.from_subnet_attributes(self, f"PrivateSubnet-{az}", subnet_id=subnet_id)
-                   for az, subnet_id in zip(spec.availability_zone_ids, network.private_subnet_ids, strict=True)]
-        for subnet in subnets:  # routes are the network stack's business
+        # The region's subnets only (network.region_subnet_ids: all of them unless the GPU zone
+        # is a Local Zone), named by their AZ IDs
+        self.cluster_subnets = [ec2.Subnet.from_subnet_attributes(self, f"PrivateSubnet-{az}", subnet_id=subnet_id)
+                                for az, subnet_id in zip(spec.region_zone_ids, network.region_subnet_ids, strict=True)]
+        for subnet in self.cluster_subnets:  # routes are the network stack's business
             cdk.Annotations.of(subnet).acknowledge_warning("@aws-cdk/aws-ec2:noSubnetRouteTableId",
                                                            "nothing here reads the subnet's route table")
         return eks.Cluster(
             self, "Cluster", cluster_name=spec.name, version=eks.KubernetesVersion.of(spec.orchestrator.version),
-            vpc=vpc, vpc_subnets=[ec2.SubnetSelection(subnets=subnets)],
+            vpc=vpc, vpc_subnets=[ec2.SubnetSelection(subnets=self.cluster_subnets)],
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP, default_capacity=0,
             endpoint_access=ENDPOINT_ACCESS[spec.orchestrator.endpoint_access], cluster_logging=list(LOG_TYPES),
             bootstrap_cluster_creator_admin_permissions=False, bootstrap_self_managed_addons=False,
@@ -211,13 +223,13 @@ class EksClusterStack(cdk.Stack):
             instance_type=group.instance_type, image_id=group.ami_id,
             placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.spec.name),
             capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
-            tags=self.model.instance_tags(group),
+            tags=self.model.instance_tags(group), local_zone=group.role == COMPUTE and self.spec.local_zone,
             user_data=kubernetes.node_user_data(
                 group.instance, raid0=group.instance.nvme_disks > 0, cluster=custom, taints=group.taints,
                 efa=group.efa, lnet_efa=self.model.lustre_efa, observability=self.observability is not None)))
         capacity_type = CAPACITY_TYPES[group.capacity.type]
         in_template = capacity_type == "CAPACITY_BLOCK"  # EKS wants a Capacity Block's type in the template
-        subnets = tuple(self.network.private_subnet_ids) if group.role == SYSTEM else (self.network.gpu_subnet_id,)
+        subnets = tuple(self.network.region_subnet_ids) if group.role == SYSTEM else (self.network.gpu_subnet_id,)
         made = ManagedNodeGroup(
             scope, "NodeGroup", cluster_name=self.cluster.cluster_name, node_role_arn=self.node_role.role_arn,
             subnet_ids=subnets, launch_template_id=template.launch_template_id,
@@ -260,6 +272,14 @@ class EksClusterStack(cdk.Stack):
             self._add_chart("EfaDevicePlugin", kubernetes.EFA_DEVICE_PLUGIN,
                             kubernetes.efa_device_plugin_values(efa_types))
 
+    def _add_nvlink_domains(self) -> None:
+        """The UltraServer node groups' NVLink domains: the DRA driver's ComputeDomains and GFD's
+        nvidia.com/gpu.clique label (the Topology is in the Kueue manifests)."""
+        groups = [g.name for g in self.model.ultraserver_groups]
+        self._add_chart("NvidiaDraDriver", kubernetes.DRA_DRIVER, kubernetes.dra_driver_values(groups))
+        self._add_chart("GpuFeatureDiscovery", kubernetes.GPU_FEATURE_DISCOVERY,
+                        kubernetes.gpu_feature_discovery_values(groups))
+
     def _namespace(self) -> Optional[eks.KubernetesManifest]:
         """The manifest of orchestrator.namespace (once), or None where Kubernetes has it already."""
         if "Namespace" not in self.manifests:
@@ -297,7 +317,7 @@ class EksClusterStack(cdk.Stack):
         self._add_chart("EfaNodeExporter", kubernetes.EFA_NODE_EXPORTER, kubernetes.efa_node_exporter_values())
         self.scraper = ManagedScraper(
             self, "MetricsScraper", alias=self.spec.name, cluster_arn=self.cluster.cluster_arn,
-            subnet_ids=self.network.private_subnet_ids, security_group_ids=[self.cluster.cluster_security_group_id],
+            subnet_ids=self.network.region_subnet_ids, security_group_ids=[self.cluster.cluster_security_group_id],
             workspace_arn=workspace_arn,
             scrape_configuration=observability_content.scrape_configuration(self.spec.name),
             tags=dict(self.model.tags))

@@ -1,7 +1,8 @@
 """NAME-cluster for `orchestrator.type: hyperpod-eks`: SageMaker HyperPod on Amazon EKS.
 
 The EKS part is the `eks` control plane's (stacks/eks.py): the cluster, add-ons, the `system`
-managed node group from `orchestrator.login`, Kueue and its queues, the Lustre volume; only the
+managed node group from `orchestrator.login`, Kueue and its queues, the Lustre volume, and with
+UltraServer groups the DRA driver, GPU feature discovery and the NVLink-domain Topology; only the
 spec's node groups change. Instead of managed node groups they become SageMaker HyperPod
 instance groups of an `AWS::SageMaker::Cluster` whose orchestrator is the EKS cluster
 (`Orchestrator.Eks.ClusterArn`):
@@ -59,7 +60,7 @@ class HyperPodEksStack(EksClusterStack):
         placement: dict[str, Any] = {}
         if spec.orchestrator.endpoint_access == "private":  # the handler must reach a private API endpoint
             placement = dict(vpc=self.cluster.vpc, security_groups=[self.cluster.cluster_security_group],
-                             subnets=[self.node.find_child(f"PrivateSubnet-{az}") for az in spec.availability_zone_ids])
+                             subnets=self.cluster_subnets)
         self.hyperpod_dependencies = HyperPodDependencies(self, "HyperPodDependencies", cluster=self.cluster,
                                                           values=values, **placement)
         self.hyperpod_dependencies.resource.node.add_dependency(system)  # the chart's operators run there

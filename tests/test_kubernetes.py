@@ -8,6 +8,7 @@ from fmcluster import catalog, kubernetes
 from fmcluster.efa import InterfaceMode
 from fmcluster.model import resolve
 from tests.specs import base_spec, validated, with_
+from tests.test_rules_ultraserver import gb200
 
 EKS = InterfaceMode.EFA_ONLY
 
@@ -78,6 +79,70 @@ def test_namespace_manifest_only_for_new_namespaces():
 
 
 def test_chart_pins_are_exact_versions():
-    for chart in kubernetes.CHARTS:
+    for chart in kubernetes.CHARTS + kubernetes.METRICS_CHARTS + kubernetes.ULTRASERVER_CHARTS:
         assert all(part.isdigit() for part in chart.version.removeprefix("v").split(".")), chart
     assert kubernetes.KUEUE.repository.startswith("oci://")
+
+
+# --- UltraServers ------------------------------------------------------------------------------
+
+def gb200_model():
+    return resolve(validated(gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6"))))
+
+
+def test_ultraserver_groups_of_the_model():
+    assert [g.name for g in gb200_model().ultraserver_groups] == ["gb200"]
+    assert resolve(eks_spec([{"name": "gpu", "instance_type": "p5en.48xlarge", "count": 2}])).ultraserver_groups == ()
+
+
+def test_only_ultraserver_flavors_name_the_nvlink_topology():
+    spec = gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6"))
+    spec = with_(spec, "node_groups[1]", {"name": "cpu", "instance_type": "m7i.4xlarge", "count": 2})
+    model = resolve(validated(spec))
+    assert {q.name: q.topology for q in kubernetes.flavor_quotas(model)} == {"cpu": None, "gb200": "nvlink-domain"}
+    documents = kubernetes.kueue_manifests(model)
+    assert documents[0] == kubernetes.topology_manifest()
+    flavors = {d["metadata"]["name"]: d["spec"] for d in documents if d["kind"] == "ResourceFlavor"}
+    assert "topologyName" not in flavors["cpu"] and flavors["gb200"]["topologyName"] == "nvlink-domain"
+
+
+def test_topology_levels_nvlink_domain_then_node():
+    document = kubernetes.topology_manifest()
+    assert document["apiVersion"] == kubernetes.KUEUE_API == "kueue.x-k8s.io/v1beta2"
+    assert [level["nodeLabel"] for level in document["spec"]["levels"]] == [
+        "nvidia.com/gpu.clique", "kubernetes.io/hostname"]
+
+
+def test_compute_domain_per_job():
+    """resource.nvidia.com/v1beta1 ComputeDomain (NVIDIA/k8s-dra-driver-gpu v25.8.0 CRD): namespaced,
+    spec.numNodes and spec.channel.resourceClaimTemplate.name required."""
+    document = kubernetes.compute_domain_manifest("nccl-gb200", namespace="training")
+    assert document == {"apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+                        "metadata": {"name": "nccl-gb200", "namespace": "training"},
+                        "spec": {"numNodes": 0, "channel": {"resourceClaimTemplate": {"name": "nccl-gb200-channel"}}}}
+    sized = kubernetes.compute_domain_manifest("job", namespace="default", num_nodes=18, claim_template="job-imex")
+    assert sized["spec"] == {"numNodes": 18, "channel": {"resourceClaimTemplate": {"name": "job-imex"}}}
+    assert isinstance(sized["spec"]["numNodes"], int)  # the CRD's type: integer
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"name": "Job_1"}, "not a Kubernetes object name"),
+    ({"name": "job", "claim_template": "x" * 254}, "not a Kubernetes object name"),
+    ({"name": "job", "num_nodes": -1}, "0 or more"),
+])
+def test_compute_domain_refuses_what_kubernetes_would(args, message):
+    with pytest.raises(ValueError, match=message):
+        kubernetes.compute_domain_manifest(namespace="training", **args)
+
+
+def test_ultraserver_chart_values_reach_only_the_ultraserver_nodes():
+    dra = kubernetes.dra_driver_values(["b", "a", "a"])
+    assert dra["kubeletPlugin"]["affinity"] == kubernetes.node_group_affinity(["a", "b"])
+    terms = dra["kubeletPlugin"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": kubernetes.NODE_GROUP_LABEL, "operator": "In",
+                                            "values": ["a", "b"]}]}]
+    assert dra["kubeletPlugin"]["tolerations"] == [kubernetes.GPU_TOLERATION]
+    gfd = kubernetes.gpu_feature_discovery_values(["a"])
+    assert gfd["nfd"]["worker"]["tolerations"] == [kubernetes.GPU_TOLERATION]
+    assert kubernetes.GPU_FEATURE_DISCOVERY.version == kubernetes.NVIDIA_DEVICE_PLUGIN.version
