@@ -18,7 +18,7 @@ from typing import Any, Iterable, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fmcluster import catalog, fsx, model, naming, network_plan, prices
+from fmcluster import catalog, fsx, model, naming, network_plan, prices, regions
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
 SCHEMA_VERSION = "fmcluster.plan/v1"
@@ -153,6 +153,7 @@ class SubnetPlan(Model):
     usable_addresses: int
     gpu_subnet: bool
     nat_gateway: bool  # the NAT gateway's: the public subnet of the region's first AZ ID (not a Local Zone)
+    local_zone: bool = False  # in a Local Zone (the GPU subnet only)
 
 
 class AddressNeed(Model):
@@ -404,7 +405,8 @@ def _network(spec: ClusterSpec) -> NetworkPlan:
     return NetworkPlan(
         vpc_cidr=spec.network.vpc_cidr,
         subnets=[SubnetPlan(az_id=s.az_id, cidr=s.cidr, public=s.public, usable_addresses=s.usable,
-                            gpu_subnet=s is gpu, nat_gateway=s.public and s.az_id == nat_az)
+                            gpu_subnet=s is gpu, nat_gateway=s.public and s.az_id == nat_az,
+                            local_zone=regions.is_local_zone(s.az_id))
                  for s in subnets],
         address_needs=[AddressNeed(what=n.what, addresses=n.addresses) for n in needs],
         addresses_needed=network_plan.total(needs), gpu_subnet_usable=gpu.usable, nat_gateways=1,

@@ -203,7 +203,8 @@ def network_rows(plan: Plan) -> tuple[Table, Table]:
     subnets = [["AZ ID", "subnet", "kind", "usable addresses"]]
     for s in n.subnets:
         kind = "public (NAT gateway)" if s.nat_gateway else (
-            "public" if s.public else "private, GPU subnet" if s.gpu_subnet else "private")
+            "public" if s.public else "private, GPU subnet" if s.gpu_subnet else "private") + (
+            ", Local Zone" if s.local_zone else "")
         subnets.append([s.az_id, s.cidr, kind, num(s.usable_addresses, 0)])
     needs = [["addresses in the GPU subnet", ""], *[[a.what, str(a.addresses)] for a in n.address_needs],
              ["total", f"{n.addresses_needed} of {num(n.gpu_subnet_usable, 0)}"]]

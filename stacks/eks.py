@@ -72,7 +72,7 @@ from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, LaunchTempl
 from constructs_lib.observability_scraper import ManagedScraper
 from fmcluster import kubernetes, naming
 from fmcluster import observability as observability_content
-from fmcluster.controlplanes import CAPACITY_BLOCK_DRAIN_MINUTES, EKS_AMI_TYPES
+from fmcluster.controlplanes import EKS_AMI_TYPES
 from fmcluster.model import COMPUTE, SYSTEM, ClusterModel, NodeGroup
 from stacks import node_groups
 from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
@@ -247,7 +247,7 @@ class EksClusterStack(cdk.Stack):
                 nodegroup_name=made.nodegroup_name, nodegroup_arn=made.nodegroup_arn,
                 reservation_id=str(group.capacity.reservation_id), size=group.max_count,
                 hold_parameter=naming.hold_parameter(self.spec.name, group.name),
-                drain_minutes=CAPACITY_BLOCK_DRAIN_MINUTES)
+                drain_minutes=group.drain_minutes)
         self.launch_templates[group.name] = template
         self.node_groups[group.name] = made
 

@@ -790,3 +790,12 @@ def test_cfn_lint_finds_no_errors(synthesized):
         errors = [f"{m.rule.id} {m.message} ({'/'.join(map(str, m.path))})"
                   for m in lint_file(path, config=config) if m.rule.id.startswith("E") and not _known_gap(m)]
         assert errors == [], key
+
+
+def test_an_ultraserver_group_drains_before_ec2_empties_its_block(templates):
+    """EC2 terminates the instances of a P6e-GB200 UltraServer block from 60 minutes before its
+    end (30 for instance blocks): the group goes to 0 at 75 (the model's drain_minutes)."""
+    (function,) = [f for lid, f in resources(templates["gb200"], "AWS::Lambda::Function").items()
+                   if "CapacityBlockScaler" in lid]
+    assert function["Environment"]["Variables"]["DRAIN_MINUTES"] == "75"
+    assert function["Environment"]["Variables"]["SIZE"] == "18"

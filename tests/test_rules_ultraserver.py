@@ -138,3 +138,11 @@ def test_hyperpod_slurm_ultraserver_groups_are_not_built_yet():
                  reservation_id=None, training_plan_arn="arn:aws:sagemaker:us-east-1:111122223333:training-plan/gb200")
     (message,) = messages(spec, f"{G0}.instance_type")
     assert "not build UltraServer groups" in message and "pcs" in message
+
+
+def test_eks_follows_an_ultraserver_block_by_its_reservation_id():
+    spec = gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6"),
+                 reservation_id=None, reservation_resource_group_arn=RG)
+    (message,) = messages(spec, f"{G0}.capacity.reservation_resource_group_arn")
+    assert "follows its block by the block's reservation_id" in message
+    assert paths(gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6"))) == set()

@@ -94,11 +94,17 @@ def capacity_block_by_id(spec: ClusterSpec) -> Iterator[Problem]:
     for path, g in _groups(spec):
         # UltraServer Capacity Blocks may be targeted by a resource group of their reservations
         # (EC2 User Guide, "Use Capacity Blocks with a resource group"); HyperPod: training_plan_given
-        if (g.capacity.type == "capacity-block" and g.capacity.reservation_resource_group_arn
-                and not g.capacity.ultraserver_type and not spec.orchestrator.control_plane.hyperpod):
+        cp = spec.orchestrator.control_plane
+        if g.capacity.type != "capacity-block" or not g.capacity.reservation_resource_group_arn or cp.hyperpod:
+            continue
+        if not g.capacity.ultraserver_type:
             yield error(path + ("capacity", "reservation_resource_group_arn"),
                         "a Capacity Block is targeted by its reservation_id, not a resource group",
                         "only UltraServer Capacity Blocks (capacity.ultraserver_type) take a resource group")
+        elif cp.type == "eks":  # the node group follows its block's state, read by reservation id
+            yield error(path + ("capacity", "reservation_resource_group_arn"),
+                        "on EKS a Capacity Block node group follows its block by the block's reservation_id",
+                        "give the UltraServer block's reservation_id (aws ec2 describe-capacity-blocks)")
 
 
 @rule
