@@ -219,8 +219,8 @@ def _own(name: str, role: str, instance_type: str, count: int, root_volume_gib: 
 
 def _login(spec: ClusterSpec, cp: ControlPlane) -> Optional[NodeGroup]:
     """The control plane's own nodes from `orchestrator.login`: the EKS system nodes (every
-    private subnet; also on HyperPod EKS), the PCS or HyperPod Slurm login nodes (no queue, no
-    EFA); None with `count: 0`."""
+    private subnet of the region's AZs; also on HyperPod EKS), the PCS or HyperPod Slurm login
+    nodes (no queue, no EFA); None with `count: 0`."""
     login = spec.orchestrator.login
     if not login.count:
         return None

@@ -136,10 +136,10 @@ def test_unknown_instance_type():
 def test_scripts_ship_as_package_data():
     assert {p.name for p in bootstrap.SCRIPTS.glob("*.sh")} == {
         "header.sh", "common.sh", "nccl.sh", "protect.sh", "apt.sh", "ready.sh", "gate-slurmd.sh", "gate-kubelet.sh",
-        "gate-drain.sh", "scratch.sh", "lnet.sh", "lustre.sh", "metrics.sh", "textfile.sh"}
+        "gate-drain.sh", "scratch.sh", "lnet.sh", "lustre.sh", "metrics.sh", "textfile.sh", "prolog.sh"}
     assert {p.name for p in bootstrap.PROGRAMS.glob("*.sh")} == {"node-ready.sh", "lnet-efa.sh"}
     pyproject = (Path(bootstrap.__file__).parent.parent / "pyproject.toml").read_text()
-    for pattern in ("bootstrap/*.sh", "bootstrap/collectors/*.sh", "bootstrap/programs/*.sh"):
+    for pattern in ("bootstrap/*.sh", "bootstrap/collectors/*.sh", "bootstrap/programs/*.sh", "slurm/*.sh"):
         assert f'"{pattern}"' in pyproject
 
 
