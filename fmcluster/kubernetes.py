@@ -227,9 +227,12 @@ class Chart:
 NVIDIA_DEVICE_PLUGIN = Chart("nvidia-device-plugin", "nvidia-device-plugin",
                              "https://nvidia.github.io/k8s-device-plugin", "0.19.3", "nvidia")
 # AWS EFA device plugin. Source: aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml
-# (version v0.5.20, app v0.5.13); Amazon EKS User Guide, "Manage EFA devices on Amazon EKS".
+# (version v0.5.30, app v0.5.20, 2026-07-21; its values changed only the image tag and the
+# instance-type list since v0.5.20); Amazon EKS User Guide, "Manage EFA devices on Amazon EKS" and
+# "Use P6e-GB200 UltraServers with Amazon EKS" (the device plugin 0.5.14 or later for p6e-gb200:
+# chart v0.5.20 carried app v0.5.13).
 EFA_DEVICE_PLUGIN = Chart("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts",
-                          "v0.5.20", "kube-system")
+                          "v0.5.30", "kube-system")
 # Kueue, from its OCI registry. 0.18 serves kueue.x-k8s.io/v1beta2 (the API used below).
 # Source: kubernetes-sigs/kueue charts/kueue/README.md (`helm install kueue oci://...`).
 KUEUE = Chart("kueue", "kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.18.3", "kueue-system")
@@ -425,7 +428,6 @@ def flavor_quotas(model: ClusterModel) -> list[FlavorQuota]:
     groups first: Kueue tries flavors in order, so a job without GPUs lands on CPU nodes, and a
     GPU job, finding no GPU quota there, moves on to the GPU groups."""
     quotas: list[FlavorQuota] = []
-    ultraservers = {g.name for g in model.ultraserver_groups}
     for group in model.node_groups:
         nodes, instance = group.max_count, group.instance
         quotas.append(FlavorQuota(
@@ -433,7 +435,7 @@ def flavor_quotas(model: ClusterModel) -> list[FlavorQuota]:
             gpus=instance.gpu_count * nodes, efa=group.efa_interfaces * nodes,
             node_labels={NODE_GROUP_LABEL: group.name},
             tolerations=(GPU_TOLERATION,) if instance.is_gpu else (),
-            topology=NVLINK_TOPOLOGY if group.name in ultraservers else None))
+            topology=NVLINK_TOPOLOGY if group.ultraserver else None))
     return sorted(quotas, key=lambda q: q.gpus > 0)
 
 

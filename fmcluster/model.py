@@ -164,7 +164,7 @@ class ClusterModel:
     def imex_prolog(self) -> bool:
         """Slurm runs the IMEX prolog: a Slurm cluster with an UltraServer node group (installed on
         every compute node, since Prolog is cluster-wide)."""
-        return self.control_plane.scheduler == "slurm" and any(g.ultraserver for g in self.node_groups)
+        return self.control_plane.scheduler == "slurm" and bool(self.ultraserver_groups)
 
     @property
     def slurm_settings(self) -> Mapping[str, str]:

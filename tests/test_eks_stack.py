@@ -507,7 +507,7 @@ def test_chart_versions_are_pinned(templates):
             chart.chart, chart.repository, chart.version, chart.namespace)
         assert all(part.isdigit() for part in chart.version.removeprefix("v").split("."))  # exact, no range
     assert (kubernetes.NVIDIA_DEVICE_PLUGIN.version, kubernetes.EFA_DEVICE_PLUGIN.version,
-            kubernetes.KUEUE.version) == ("0.19.3", "v0.5.20", "0.18.3")
+            kubernetes.KUEUE.version) == ("0.19.3", "v0.5.30", "0.18.3")
 
 
 def test_device_plugins_only_where_their_devices_are(templates):
