@@ -230,6 +230,45 @@ def cmd_change_set(args: argparse.Namespace) -> int:
                            allow_data_loss=args.allow_data_loss, delete=args.delete, wait_s=args.wait)
 
 
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from fmcluster import jobs
+    from fmcluster.model import resolve
+
+    spec = _load_valid(args.spec)
+    if spec is None:
+        return EXIT_INVALID
+    model = resolve(spec)
+    if model.control_plane.type not in jobs.SLURM_PLANES:
+        print(f"fmcluster jobs: acceptance jobs for {model.control_plane.type} are not written yet "
+              "(Slurm control planes: pcs, hyperpod-slurm)", file=sys.stderr)
+        return EXIT_INVALID
+    out = Path(args.output)
+    written = []
+    try:
+        for kit_file in jobs.kit(model):
+            path = out / kit_file.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(kit_file.content, encoding="utf-8")
+            path.chmod(0o755 if kit_file.executable else 0o644)
+            written.append(kit_file.path)
+    except OSError as exc:
+        print(f"fmcluster jobs: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_INVALID
+    groups = sorted({p.split("/", 1)[0] for p in written if "/" in p})
+    print(f"{out}: {len(written)} files, acceptance jobs of node groups {', '.join(groups)} "
+          f"(see {out / 'README.md'})")
+    return EXIT_OK
+
+
+def _jobs_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("-o", "--output", default="acceptance", metavar="DIR",
+                   help="the kit's directory (default acceptance); existing kit files are replaced")
+    p.set_defaults(func=cmd_jobs)
+
+
 def _change_set_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("stack", metavar="STACK", help="the stack, such as llm-pretrain-storage")
     p.add_argument("name", metavar="CHANGE_SET", help="the change set (the pipeline's is PipelineChange)")
@@ -308,6 +347,8 @@ COMMANDS = {
     "diff": ("what changing a spec from OLD to NEW (or deploying SPEC over its deployed stacks) does to "
              "deployed resources", _diff_args),
     "schema": ("print the JSON Schema of the spec", _schema_args),
+    "jobs": ("write the cluster's acceptance jobs (NCCL, DCGM, file-system throughput, a PyTorch smoke test)",
+             _jobs_args),
     "stack-policy": ("print the stack policy of NAME-storage: no replacing or deleting its stateful resources",
                      _stack_policy_args),
     "change-set": ("judge a CloudFormation change set before it is executed: exit 1 if it replaces or removes "
