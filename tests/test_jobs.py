@@ -127,3 +127,11 @@ def test_regroup_keeps_each_nodes_lines_together(tmp_path):
     assert result.stdout == ("==> fmcluster node=ip-10-0-0-1 group=gpu test=dcgm <==\na1\na2\n"
                              "==> fmcluster node=ip-10-0-0-2 group=gpu test=dcgm <==\nb1\nb2\n"
                              "==> fmcluster node=all group=gpu test=dcgm <==\nstray line\n")
+
+
+def test_readme_shows_real_jobs_output(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli(["jobs", str(ROOT / "examples/p5-pcs.yaml"), "-o", "acceptance"]) == 0
+    printed = capsys.readouterr().out
+    readme = (ROOT / "README.md").read_text()
+    assert f"$ fmcluster jobs examples/p5-pcs.yaml -o acceptance\n{printed}```" in readme

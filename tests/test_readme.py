@@ -41,6 +41,7 @@ CHECKED = {
         "tests/test_preflight.py::test_readme_shows_real_preflight_output",
     "fmcluster diff examples/p5-pcs.yaml p5-pcs-efa.yaml": "tests/test_diff.py::test_readme_shows_real_diff_output",
     "fmcluster diff examples/p5-pcs.yaml p5-pcs-grow.yaml": "tests/test_diff.py::test_readme_shows_real_diff_output",
+    "fmcluster jobs examples/p5-pcs.yaml -o acceptance": "tests/test_jobs.py::test_readme_shows_real_jobs_output",
 }
 NEEDS_AWS = re.compile(r"(GROUP=\$\()?(aws|kubectl|sinfo|sbatch|srun)\b")
 BANNERS = re.compile(r"end-of-life|not supported anymore|Traceback", re.I)
