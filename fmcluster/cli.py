@@ -262,6 +262,33 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    from fmcluster import verdicts
+    from fmcluster.model import resolve
+
+    spec = _load_valid(args.spec)
+    if spec is None:
+        return EXIT_INVALID
+    files: dict[str, str] = {}
+    for path in args.results:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                files[path] = handle.read(64 * 1024 * 1024)
+        except OSError as exc:
+            print(f"fmcluster verify: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_INVALID
+    report = verdicts.judge_results(resolve(spec), files)
+    print(verdicts.render_json(report) if args.format == "json" else verdicts.render_text(report), end="")
+    return EXIT_CHECK_FAILED if report.verdict.value == "FAIL" else EXIT_OK
+
+
+def _verify_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("results", nargs="+", metavar="RESULTS", help="the kit's result files (results/*)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_verify)
+
+
 def _jobs_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC")
     p.add_argument("-o", "--output", default="acceptance", metavar="DIR",
@@ -349,6 +376,8 @@ COMMANDS = {
     "schema": ("print the JSON Schema of the spec", _schema_args),
     "jobs": ("write the cluster's acceptance jobs (NCCL, DCGM, file-system throughput, a PyTorch smoke test)",
              _jobs_args),
+    "verify": ("judge the acceptance kit's results against the cluster's figures: PASS, WARN or FAIL per "
+               "group and node; exit 1 on a FAIL", _verify_args),
     "stack-policy": ("print the stack policy of NAME-storage: no replacing or deleting its stateful resources",
                      _stack_policy_args),
     "change-set": ("judge a CloudFormation change set before it is executed: exit 1 if it replaces or removes "

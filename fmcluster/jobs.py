@@ -125,7 +125,7 @@ def nccl_sbatch(model: ClusterModel, group: NodeGroup) -> str:
               "  wait",
               '  for host in "${HOSTS[@]}"; do',
               '    echo "==> fmcluster node=$host group=$GROUP test=nccl-$op-node <=="',
-              '    cat "$tmp/$host.$op"',
+              '    awk 1 "$tmp/$host.$op"  # with its last newline, before the next marker',
               "  done",
               "  # across every node of the group",
               '  if (( ${#HOSTS[@]} > 1 )); then',

@@ -857,6 +857,7 @@ def parse_smoke(text: str) -> SmokeResult:
 # files of the kit: markers, detection
 
 _MARKER = re.compile(r"^==> fmcluster node=(\S+) group=(\S+) test=(\S+) <==\s*$")
+_GLUED_MARKER = re.compile(r"([^\n])(==> fmcluster node=\S+ group=\S+ test=\S+ <==)")
 
 
 @dataclass(frozen=True)
@@ -871,6 +872,8 @@ def split_by_node(text: str) -> tuple[NodePart, ...]:
     """The parts of a kit's output file, at the markers `==> fmcluster node=HOST group=GROUP test=TEST
     <==` (fmcluster.jobs.MARKER). Text before the first marker is a part of its own (host, group and
     test None) where it is not blank; a file without markers is one such part."""
+    # a marker glued to the end of an output without its last newline starts a line of its own
+    text = _GLUED_MARKER.sub(r"\1\n\2", text)
     parts: list[NodePart] = []
     head: Optional[tuple[str, str, str]] = None
     body: list[str] = []
