@@ -27,7 +27,11 @@ is logged and the next one still runs, and the script exits non-zero at the end)
    (``lnet.sh``, ``programs/lnet-efa.sh``, a unit that does it again on every boot);
 7. mounts the FSx for Lustre file system (when there is one), with retries, and adds it to
    ``/etc/fstab``;
-8. runs the readiness check once and logs its verdict.
+8. on GPU and login nodes (`containers`), installs Enroot and Pyxis and configures them
+   (``containers.sh``: the pinned .debs checked against their SHA-256, Pyxis built from its
+   pinned commit against the cluster's Slurm; Enroot's files on /scratch, its image cache on the
+   file system), which the readiness check then requires;
+9. runs the readiness check once and logs its verdict.
 
 AWS PCS merges its own user data with the node group's, so the user data is MIME multipart
 (``multipart/mixed``) with one ``text/x-shellscript`` part. The Amazon EKS and SageMaker HyperPod
@@ -42,7 +46,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 from fmcluster import catalog
 from fmcluster.catalog import InstanceType
@@ -78,6 +82,47 @@ TEXTFILE_DIR = "/var/lib/fmcluster/textfile-node"  # the node exporter's textfil
 BOUNDARY = "==FMCLUSTER-BOUNDARY=="
 SCRIPT_NAME = "fmcluster-node.sh"
 COLLECT_INTERVAL_SECONDS = 30
+
+# --- Containers on Slurm: Enroot and Pyxis (issue 18; docs/research-notes.md section 10) -----------
+# Enroot, NVIDIA's release .debs (github.com/NVIDIA/enroot, doc/installation.md: the standard
+# flavor, `enroot` and `enroot+caps`, named by dpkg's architecture). 4.1.2 is the latest release
+# (tag v4.1.2, commit bd51f53b6fa954805ae3e1985c5dc7594ff66d05, 2026-03-23); AWS's PCS reference
+# installs 3.5.0 (awslabs/awsome-distributed-ai architectures/aws-pcs/assets/scripts/install-enroot-pyxis.sh).
+ENROOT_VERSION = "4.1.2"
+ENROOT_RELEASE_URL = f"https://github.com/NVIDIA/enroot/releases/download/v{ENROOT_VERSION}"
+# The SHA-256 of each .deb, by dpkg architecture (the catalog's x86_64 is amd64). None: NOT
+# RECORDED. No source this project can read (git history, registries, docs) carries the release
+# assets' digests and this workspace cannot download them, so they wait for someone who can:
+# `sha256sum enroot_4.1.2-1_amd64.deb ...` of the four files, or the digests GitHub shows on the
+# release page. Until an architecture's are all set, its nodes get no container runtime
+# (container_runtime_pinned; a node never installs a download it cannot verify).
+ENROOT_DEBS: dict[str, dict[str, str | None]] = {
+    arch: {f"enroot_{ENROOT_VERSION}-1_{arch}.deb": None, f"enroot+caps_{ENROOT_VERSION}-1_{arch}.deb": None}
+    for arch in ("amd64", "arm64")
+}
+DEB_ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}  # the catalog's names -> dpkg's
+# Pyxis (github.com/NVIDIA/pyxis): no prebuilt packages; a SPANK plugin compiled against the
+# spank.h of the Slurm release it is loaded by ("Incompatible plugin version" otherwise), so the
+# node builds it from the pinned tag, checked against its commit. v0.24.0 is the latest release
+# (2026-05-11); AWS's references build v0.20.0 (PCS) and v0.19.0 (HyperPod).
+PYXIS_REPOSITORY = "https://github.com/NVIDIA/pyxis.git"
+PYXIS_TAG = "v0.24.0"
+PYXIS_COMMIT = "107519944221822ea1dace4db8e7234b2eaa4cd5"
+# What the build and Enroot need from the Ubuntu archive (the .debs' own dependencies come along).
+CONTAINER_PACKAGES = "git build-essential squashfuse fuse-overlayfs pigz"
+CONTAINERS_STATE = "/var/lib/fmcluster/containers"  # downloads, the Pyxis source and its stamp
+DOWNLOAD_ATTEMPTS = 5
+DOWNLOAD_RETRY_SECONDS = 15
+# Where Slurm is: AWS PCS installs each Slurm release it offers under its own prefix and includes
+# /etc/aws/pcs/scheduler/slurm-VERSION/plugstack.conf.d/ itself (PCS User Guide, "Install SPANK
+# plugins", "Configure SPANK plugins"); SageMaker HyperPod keeps Slurm under /opt/slurm, whose
+# plugstack.conf the script makes include its plugstack.conf.d.
+PCS_SLURM_PREFIX = "/opt/aws/pcs/scheduler/slurm-{version}"
+PCS_SLURM_ETC = "/etc/aws/pcs/scheduler/slurm-{version}"
+HYPERPOD_SLURM_PREFIX = "/opt/slurm"
+FALLBACK_SCRATCH = "/tmp"  # Enroot's node-local paths on a type without instance store
+ENROOT_LOCAL_DIRS = ("runtime", "data", "tmp")  # under ENROOT_LOCAL, each mode 1777
+
 METRICS_PATHS = {"FMCLUSTER_ETC": FMCLUSTER_ETC, "SYSTEMD_DIR": "/etc/systemd/system",
                  "METRICS_LIB": FMCLUSTER_LIB, "METRICS_STATE": "/var/lib/fmcluster",
                  "NODE_EXPORTER_DEFAULTS": "/etc/default/prometheus-node-exporter", "OS_RELEASE": "/etc/os-release"}
@@ -108,6 +153,57 @@ class Metrics:
     remote_write_url: str
     region: str
     slurm: bool = False
+
+
+@dataclass(frozen=True)
+class Containers:
+    """Enroot and Pyxis on a Slurm node (``containers.sh``). `slurm_prefix`: the node's Slurm
+    (spank.h under include/; Pyxis goes to lib/slurm/); `plugstack_dir`: the directory of SPANK
+    configuration Slurm includes; `plugstack_conf`: the plugstack.conf that must include it ("" where
+    the scheduler's own does: AWS PCS); `slurm_bin`: Slurm's commands, put on slurmd's PATH for
+    Enroot's Slurm PMI hook ("" to leave it); `restart_slurmd`: restart a running slurmd after the
+    install (HyperPod, where slurmd runs before the lifecycle script); `shared_path`: the shared
+    file system's mount point, for the image cache ("" none: the cache is node-local)."""
+
+    slurm_prefix: str
+    plugstack_dir: str
+    plugstack_conf: str = ""
+    slurm_bin: str = ""
+    restart_slurmd: bool = False
+    shared_path: str = ""
+
+    @classmethod
+    def pcs(cls, slurm_version: str, shared_path: str = "") -> "Containers":
+        prefix = PCS_SLURM_PREFIX.format(version=slurm_version)
+        return cls(prefix, PCS_SLURM_ETC.format(version=slurm_version) + "/plugstack.conf.d",
+                   slurm_bin=f"{prefix}/bin", shared_path=shared_path)
+
+    @classmethod
+    def hyperpod(cls, shared_path: str = "") -> "Containers":
+        etc = f"{HYPERPOD_SLURM_PREFIX}/etc"
+        return cls(HYPERPOD_SLURM_PREFIX, f"{etc}/plugstack.conf.d", plugstack_conf=f"{etc}/plugstack.conf",
+                   restart_slurmd=True, shared_path=shared_path)
+
+    @property
+    def plugin(self) -> str:
+        return f"{self.slurm_prefix}/lib/slurm/spank_pyxis.so"
+
+
+def container_runtime_pinned(instance: InstanceType) -> bool:
+    """Whether every Enroot .deb of the instance type's architecture has its SHA-256 recorded."""
+    debs = ENROOT_DEBS.get(DEB_ARCHITECTURES.get(instance.architecture, ""), {})
+    return bool(debs) and all(debs.values())
+
+
+def enroot_paths(instance: InstanceType, containers: Containers,
+                 scratch_path: str = SCRATCH_PATH) -> dict[str, str]:
+    """Enroot's directories: runtime, data and temporary files node-local (the instance store at
+    `scratch_path`, or FALLBACK_SCRATCH without one), the image cache on the shared file system
+    when there is one. Per user where Enroot writes per user (a shared cache's layers are the first
+    importer's, mode 0640: awsome-distributed-ai's install-enroot-pyxis.sh); the roots 1777."""
+    local = f"{scratch_path if instance.nvme_disks else FALLBACK_SCRATCH}/enroot"
+    cache = f"{containers.shared_path}/enroot/cache" if containers.shared_path else f"{local}/cache"
+    return {"ENROOT_LOCAL": local, "ENROOT_CACHE_ROOT": cache}
 
 
 EMBED_END = "FMCLUSTER_PROGRAM_END"
@@ -258,12 +354,45 @@ class NodeProgram:
     def protect(self) -> "NodeProgram":
         return self.add("protect.sh", "protect_running_jobs")
 
-    def readiness(self, *, mounts: Sequence[str], lnet_efa: bool) -> "NodeProgram":
-        """The readiness check and its settings (no gate: the caller adds one)."""
+    def readiness(self, *, mounts: Sequence[str], lnet_efa: bool, containers: Optional[Containers] = None,
+                  scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
+        """The readiness check and its settings (no gate: the caller adds one); with `containers`,
+        the container runtime is checked too (NodeProgram.containers installs it)."""
         self.programs["node_ready"] = PROGRAMS / "node-ready.sh"
+        runtime = dict.fromkeys(("READY_ENROOT_VERSION", "READY_PYXIS_PLUGIN", "READY_PYXIS_CONF",
+                                 "READY_ENROOT_DIRS"), "")
+        if containers is not None:
+            paths = enroot_paths(self.instance, containers, scratch_path)
+            runtime = {"READY_ENROOT_VERSION": ENROOT_VERSION, "READY_PYXIS_PLUGIN": containers.plugin,
+                       "READY_PYXIS_CONF": f"{containers.plugstack_dir}/pyxis.conf",
+                       "READY_ENROOT_DIRS": " ".join([*(f"{paths['ENROOT_LOCAL']}/{d}" for d in ENROOT_LOCAL_DIRS),
+                                                      paths["ENROOT_CACHE_ROOT"]])}
         return self.add("ready.sh", "install_node_ready", FMCLUSTER_LIB=FMCLUSTER_LIB, FMCLUSTER_ETC=FMCLUSTER_ETC,
                         EXPECTED_GPUS=self.instance.gpu_count or 0, REQUIRED_MOUNTS=" ".join(mounts),
-                        LNET_EFA=int(lnet_efa), READY_WAIT_SECONDS=READY_WAIT_SECONDS, TEXTFILE_DIR=TEXTFILE_DIR)
+                        LNET_EFA=int(lnet_efa), READY_WAIT_SECONDS=READY_WAIT_SECONDS, TEXTFILE_DIR=TEXTFILE_DIR,
+                        **runtime)
+
+    def containers(self, containers: Containers, scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
+        """Enroot (the pinned .debs, each checked against its SHA-256) and Pyxis (built from the
+        pinned commit against the node's Slurm), configured (containers.sh): after /scratch and the
+        file system are mounted. Refused for an architecture whose .debs have no recorded digest."""
+        arch = DEB_ARCHITECTURES.get(self.instance.architecture, "")
+        if not container_runtime_pinned(self.instance):
+            raise ValueError(f"no SHA-256 recorded for the Enroot {ENROOT_VERSION} .debs of {arch or '?'} "
+                             "(fmcluster.bootstrap.ENROOT_DEBS)")
+        debs = " ".join(f"{name}={digest}" for name, digest in ENROOT_DEBS[arch].items())
+        self.add("apt.sh", **APT_SETTINGS)
+        return self.add("containers.sh", "setup_containers", ENROOT_VERSION=ENROOT_VERSION,
+                        ENROOT_RELEASE_URL=ENROOT_RELEASE_URL, ENROOT_DEBS=debs, DEB_ARCH=arch,
+                        PYXIS_REPOSITORY=PYXIS_REPOSITORY, PYXIS_TAG=PYXIS_TAG, PYXIS_COMMIT=PYXIS_COMMIT,
+                        CONTAINER_PACKAGES=CONTAINER_PACKAGES, CONTAINERS_STATE=CONTAINERS_STATE,
+                        DOWNLOAD_ATTEMPTS=DOWNLOAD_ATTEMPTS, DOWNLOAD_RETRY_SECONDS=DOWNLOAD_RETRY_SECONDS,
+                        SLURM_PREFIX=containers.slurm_prefix,
+                        PLUGSTACK_DIR=containers.plugstack_dir, PLUGSTACK_CONF=containers.plugstack_conf,
+                        SLURM_BIN=containers.slurm_bin, RESTART_SLURMD=int(containers.restart_slurmd),
+                        CONTAINER_MOUNTS=" ".join(([containers.shared_path] if containers.shared_path else [])
+                                                  + ([scratch_path] if self.instance.nvme_disks else [])),
+                        **enroot_paths(self.instance, containers, scratch_path))
 
     def slurm_prolog(self) -> "NodeProgram":
         """The IMEX Slurm prolog (fmcluster/slurm/imex-prolog.sh) at IMEX_PROLOG, before slurmd may start."""
@@ -314,7 +443,7 @@ def header(comment: str | None = None) -> str:
 
 def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True,
-                slurm_prolog: bool = False) -> str:
+                slurm_prolog: bool = False, containers: bool = False, slurm_version: str = "") -> str:
     """The AWS PCS bootstrap script of a node of `instance_type` (module docstring).
 
     `efa`: the node has EFA interfaces (sets the EFA environment; never on a type without EFA).
@@ -322,16 +451,24 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
     without instance store. `compact`: the fragments without their comment lines (the user data's
     16 KiB limit). `slurm_prolog`: install the cluster's Slurm prolog (the IMEX prolog of a cluster
     with UltraServer node groups: slurmd runs it on every compute node, so every node needs it,
-    and a node without it is not ready).
+    and a node without it is not ready). `containers`: Enroot and Pyxis (built against the cluster's
+    `slurm_version`), the image cache on `lustre`, and a node without them is not ready; only where
+    the .debs of the type's architecture have recorded digests (container_runtime_pinned), else
+    the node gets none.
     """
     instance = instance_entry(instance_type)
     efa = efa and instance.efa_supported
     lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=bool(lustre and lustre.efa))
     mounts = ([lustre.mount_path] if lustre else []) + ([scratch_path] if instance.nvme_disks else [])
+    runtime = None
+    if containers and container_runtime_pinned(instance):
+        if not slurm_version:
+            raise ValueError("containers: the cluster's Slurm version is needed (Pyxis is built against it)")
+        runtime = Containers.pcs(slurm_version, lustre.mount_path if lustre else "")
     program = NodeProgram(instance)
     if slurm_prolog:
         program.slurm_prolog()
-    program.readiness(mounts=mounts, lnet_efa=lnet > 0)
+    program.readiness(mounts=mounts, lnet_efa=lnet > 0, containers=runtime, scratch_path=scratch_path)
     program.add("gate-slurmd.sh", "gate_slurmd", SLURMD_RETRY_SECONDS=SLURMD_RETRY_SECONDS)
     program.protect().nccl(efa)
     if metrics is not None:
@@ -342,6 +479,8 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
         program.lnet(lnet)
     if lustre is not None:
         program.lustre(lustre, lnet=lnet > 0)
+    if runtime is not None:
+        program.containers(runtime, scratch_path)
     program.steps.append("check_node_ready")
     return program.render(header(), compact=compact)
 
@@ -365,14 +504,28 @@ def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str 
 
     `compact` (the PCS and EKS user data, limited to 16 KiB): the body without its comment lines,
     gzip and base64 in the setting FMCLUSTER_BOOTSTRAP, which the script decodes to BODY_FILE and
-    sources. Otherwise (the SageMaker HyperPod lifecycle scripts, fmcluster.lifecycle; tests) the
-    body verbatim. Both run the same code."""
+    sources; the settings go into the body too (first), except INSTANCE_TYPE and those whose
+    value holds a CDK token (`plain_setting`: CDK resolves tokens in the template's text, never
+    inside the packed body). Otherwise (the SageMaker HyperPod lifecycle scripts,
+    fmcluster.lifecycle; tests) the body verbatim. Both run the same code."""
     main = ["main() {", *(f"  step {step}" for step in steps), "  finish", "}", "", 'main "$@"', ""]
     if not compact:
         return "\n".join([header + _settings(settings), *map(_read, parts), *extra, *main])
-    body = "\n".join([*(without_comments(_read(name)) for name in parts), *extra, *main])
+    plain = {name: value for name, value in settings.items() if plain_setting(name, value)}
+    inner = {name: value for name, value in settings.items() if name not in plain}
+    body = "\n".join([_settings(inner).lstrip("\n").split("\n", 1)[1],
+                      *(without_comments(_read(name)) for name in parts), *extra, *main])
     packed = base64.b64encode(gzip.compress(body.encode("utf-8"), mtime=0)).decode("ascii")
-    return header + _settings({**settings, "FMCLUSTER_BOOTSTRAP": packed}) + BODY_LOADER
+    return header + _settings({**plain, "FMCLUSTER_BOOTSTRAP": packed}) + BODY_LOADER
+
+
+TOKEN_MARK = re.compile(r"[$#]\{Token\[")  # how CDK writes a string or list token into a string
+
+
+def plain_setting(name: str, value: str | int) -> bool:
+    """Whether a compact script keeps the setting in its plain settings block: the instance type
+    (for whoever reads the user data), and any value with a CDK token in it."""
+    return name == "INSTANCE_TYPE" or bool(TOKEN_MARK.search(str(value)))
 
 
 def unpack(script: str) -> str:
@@ -402,8 +555,9 @@ def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDA
 
 
 def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
-              scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False) -> str:
+              scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
+              containers: bool = False, slurm_version: str = "") -> str:
     """The node group's user data: MIME multipart with the bootstrap script (not yet base64)."""
     script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
-                         slurm_prolog=slurm_prolog)
+                         slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version)
     return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])

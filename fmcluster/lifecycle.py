@@ -25,9 +25,10 @@ unattended upgrades from restarting Slurm or the NVIDIA / EFA services (``protec
 the EFA/NCCL environment; run the hooks (metrics first: a hook in OPTIONAL_HOOKS that fails is
 only a warning, any other fails the script, and a failing lifecycle script fails the node, or the
 whole cluster's creation); on HyperPod EKS with an EFA-enabled file system, configure LNet over
-EFA for the FSx CSI driver's mounts (``lnet.sh``); set up the NVMe scratch; and on Slurm compute
-groups, run the readiness check (GPUs, the file system, /scratch) and drain a node that is not
-ready with the reasons (``gate-drain.sh``) instead of failing the cluster.
+EFA for the FSx CSI driver's mounts (``lnet.sh``); set up the NVMe scratch; on Slurm GPU compute
+groups, install Enroot and Pyxis (``containers.sh``, NodeChecks.containers); and on Slurm compute
+groups, run the readiness check (GPUs, the file system, /scratch, the container runtime) and
+drain a node that is not ready with the reasons (``gate-drain.sh``) instead of failing the cluster.
 """
 
 from __future__ import annotations
@@ -66,9 +67,13 @@ METRICS_COMMENT = """\
 class NodeChecks:
     """What an instance group's node must have before it takes jobs (HyperPod Slurm compute
     groups; a node that fails is drained with the reasons): `mounts`, the file system's mount
-    point (HyperPod's FsxLustreConfig) besides /scratch."""
+    point (HyperPod's FsxLustreConfig) besides /scratch; `containers`: on GPU nodes, Enroot and
+    Pyxis (bootstrap/containers.sh, against HyperPod's /opt/slurm), the image cache on the file
+    system (the first of `mounts`), a node without them drained; only where the Enroot .debs of
+    the type's architecture have recorded digests (bootstrap.container_runtime_pinned)."""
 
     mounts: tuple[str, ...] = ()
+    containers: bool = False
 
 
 def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = bootstrap.SCRATCH_PATH,
@@ -85,8 +90,13 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
     if instance.nvme_disks:
         program.scratch(scratch_path)
     if checks is not None:
+        runtime = None
+        if checks.containers and instance.is_gpu and bootstrap.container_runtime_pinned(instance):
+            runtime = bootstrap.Containers.hyperpod(checks.mounts[0] if checks.mounts else "")
+            program.containers(runtime, scratch_path)
         mounts = [*checks.mounts, *([scratch_path] if instance.nvme_disks else [])]
-        program.readiness(mounts=mounts, lnet_efa=False).add("gate-drain.sh", "gate_drain")
+        program.readiness(mounts=mounts, lnet_efa=False, containers=runtime, scratch_path=scratch_path)
+        program.add("gate-drain.sh", "gate_drain")
     return program.render(bootstrap.header(COMMENT))
 
 

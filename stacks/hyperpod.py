@@ -181,7 +181,7 @@ class HyperPodSlurmStack(cdk.Stack):
         if observability is not None:
             metrics = self._metrics(spec, observability, groups, efa)
         # Compute nodes that are not ready (GPUs missing, the file system not mounted) are drained.
-        checks = lifecycle.NodeChecks(mounts=(spec.storage.lustre.mount_path,) if spec.storage.lustre else ())
+        checks = lifecycle.NodeChecks((spec.storage.lustre.mount_path,) if spec.storage.lustre else (), containers=True)
         self.groups = HyperPodGroups(self, "InstanceGroups", cluster_name=spec.name, groups=groups, efa=efa,
                                      network=network, storage=storage,
                                      subnet_ids=subnets, security_group_ids=security_groups,

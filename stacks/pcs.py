@@ -130,7 +130,9 @@ class PcsClusterStack(cdk.Stack):
             tags=self.model.instance_tags(group), local_zone=group.role == COMPUTE and self.model.spec.local_zone,
             user_data=bootstrap.user_data(group.instance_type, efa=group.efa, lustre=self.lustre,
                                           metrics=self._metrics(group),
-                                          slurm_prolog=self.model.imex_prolog and group.role == COMPUTE)))
+                                          slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
+                                          containers=group.role == LOGIN or group.instance.is_gpu,
+                                          slurm_version=self.model.spec.orchestrator.version)))
         made = ComputeNodeGroup(
             scope, "NodeGroup", cluster_id=self.cluster.cluster_id, name=group.name,
             instance_type=group.instance_type, subnet_ids=[subnet_id],

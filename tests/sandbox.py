@@ -4,13 +4,13 @@
 through FMCLUSTER_ROOT) with the paths the scripts touch, and a bin/ of recording fakes
 (tests/sandbox_fakes.sh) for every operating-system command they call (mdadm, mkfs.ext4, mount,
 mountpoint, lsblk, blkid, systemctl, apt-get, dnf, lnetctl, modprobe, modinfo, ip, nvidia-smi,
-scontrol, aws, hostname, install, sleep, curl for the instance metadata service, mknod, pkill,
-timeout, logger, ...). The fakes model the node: its disks, mounts, units,
-LNet, GPUs, the dpkg lock and a virtual clock, as the `Scenario` says. `run(script)` runs a script
-with bash; `calls()`, `mounts()`, `file()` read what it did. `reboot()` boots the node again from
-what the first boot left on disk (/etc/fstab, enabled units and drop-ins) in the order systemd
-would use, resolving every ordering the units leave open against the scripts (mounts as early as
-they may go), and reports which units came up.
+scontrol, aws, hostname, install, sleep, curl for the instance metadata service and downloads,
+mknod, pkill, timeout, logger, dpkg, enroot, git, make, nvidia-container-cli, ...). The fakes
+model the node: its disks, mounts, units, LNet, GPUs, the dpkg lock and a virtual clock, as the
+`Scenario` says. `run(script)` runs a script with bash; `calls()`, `mounts()`, `file()` read what
+it did. `reboot()` boots the node again from what the first boot left on disk (/etc/fstab,
+enabled units and drop-ins) in the order systemd would use, resolving every ordering the units
+leave open against the scripts (mounts as early as they may go), and reports which units came up.
 
 Where the kernel allows it (a user and mount namespace, `unshare -rm`), every run sees the host's
 file system read-only apart from the sandbox, so a script that writes outside ROOT fails instead
@@ -28,10 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
+from fmcluster.bootstrap import PYXIS_COMMIT
+
 FAKES = Path(__file__).with_name("sandbox_fakes.sh")
 COMMANDS = ("sleep", "mountpoint", "mount", "umount", "lsblk", "blkid", "mdadm", "mkfs.ext4", "systemctl",
             "apt-get", "dnf", "modinfo", "modprobe", "lnetctl", "ip", "nvidia-smi", "hostname", "scontrol", "aws",
-            "install", "chown", "curl", "mknod", "pkill", "timeout", "logger", "_tick")
+            "install", "chown", "curl", "mknod", "pkill", "timeout", "logger", "dpkg", "enroot", "git", "make",
+            "nvidia-container-cli", "_tick")
+# The Slurm installations whose spank.h a node has (Pyxis is built against one): AWS PCS's, by
+# release, and SageMaker HyperPod's.
+SLURM_PREFIXES = tuple(f"/opt/aws/pcs/scheduler/slurm-{v}" for v in ("24.11", "25.05", "25.11")) + ("/opt/slurm",)
 US = "\x1f"
 
 
@@ -61,6 +67,11 @@ class Scenario:
     imex_start_fails: bool = False
     # what `scontrol show node` says of the job's nodes: (NodeName, NodeAddr)
     slurm_nodes: tuple[tuple[str, str], ...] = (("gpu-1", "10.1.0.11"), ("gpu-2", "10.1.0.12"))
+    deb_arch: str = "amd64"  # dpkg --print-architecture
+    download_fails: int = 0  # downloads (curl -o, git clone) that fail before one succeeds
+    git_commit: str = ""  # the HEAD a clone checks out ("": the pinned Pyxis commit)
+    slurm_headers: bool = True  # the Slurm installations of SLURM_PREFIXES have spank.h
+    nvidia_container_cli: bool = True  # the AMI's NVIDIA Container Toolkit
 
     def shell(self) -> str:
         values = {"GPUS": self.gpus, "GPU_MODEL": self.gpu_model, "NVME_DISKS": self.nvme_disks,
@@ -70,7 +81,9 @@ class Scenario:
                   "DNF_LUSTRE": int(self.dnf_lustre), "EFA_DRIVER": self.efa_driver, "SLURMD": int(self.slurmd),
                   "SSM_VALUE": self.ssm_value, "INSTANCE_TYPE": self.instance_type, "IMDS": int(self.imds),
                   "IMEX": int(self.imex), "IMEX_START_FAILS": int(self.imex_start_fails),
-                  "SLURM_NODES": " ".join(f"{n}={a}" for n, a in self.slurm_nodes)}
+                  "SLURM_NODES": " ".join(f"{n}={a}" for n, a in self.slurm_nodes),
+                  "DEB_ARCH": self.deb_arch, "DOWNLOAD_FAILS": self.download_fails,
+                  "GIT_COMMIT": self.git_commit or PYXIS_COMMIT}
         return "".join(f"{k}='{v}'\n" for k, v in values.items())
 
 
@@ -179,8 +192,16 @@ class Sandbox:
         shutil.copyfile(FAKES, fakes)
         fakes.chmod(0o755)
         for command in COMMANDS:
-            if command != "dnf" or scenario.os_release == "amzn2023":  # dnf only on Amazon Linux
-                (self.bin / command).symlink_to(fakes)
+            if command == "dnf" and scenario.os_release != "amzn2023":  # dnf only on Amazon Linux
+                continue
+            if command == "nvidia-container-cli" and not scenario.nvidia_container_cli:
+                continue
+            (self.bin / command).symlink_to(fakes)
+        if scenario.slurm_headers:
+            for prefix in SLURM_PREFIXES:
+                (self.root / prefix.lstrip("/") / "include/slurm").mkdir(parents=True)
+                (self.root / prefix.lstrip("/") / "include/slurm/spank.h").write_text("/* spank.h */\n")
+        (self.state / "downloads").mkdir()
         self._tick()
 
     # --- running ---------------------------------------------------------------------------
@@ -210,6 +231,11 @@ class Sandbox:
             (self.dir / relative).write_text(text)
         return subprocess.run(self._command(["bash", str(path), *args]), env=self.env(env),
                               capture_output=True, text=True, timeout=120)
+
+    def serve(self, files: dict[str, bytes]) -> None:
+        """What the fake downloads answer: file name (a URL's last part) -> content."""
+        for name, content in files.items():
+            (self.state / "downloads" / name).write_bytes(content)
 
     def set_scenario(self, **changes) -> None:
         """Change how the node behaves from now on (e.g. a GPU lost before a reboot)."""

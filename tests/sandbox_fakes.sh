@@ -418,10 +418,73 @@ fake_apt-get() {
         prometheus-node-exporter) echo prometheus-node-exporter.service >>"$STATE/package-units" ;;
         prometheus) echo prometheus.service >>"$STATE/package-units" ;;
       esac
+      if [[ "$package" == /*.deb ]]; then  # a downloaded package: it must be there
+        [[ -e "$ROOTDIR$package" ]] || FAKE_RC=100 die "E: Unsupported file $package given on commandline"
+        local name=${package##*/}
+        if [[ "$name" == enroot_*.deb ]]; then  # enroot_VERSION-1_ARCH.deb
+          name=${name#enroot_}
+          printf '%s\n' "${name%%-*}" >"$STATE/enroot-version"
+        fi
+      fi
     done
   fi
   return 0
 }
+
+fake_dpkg() {
+  record "$@"
+  [[ "$1" == --print-architecture ]] || die "dpkg $1 not faked"
+  printf '%s\n' "$DEB_ARCH"
+}
+
+# enroot version: what the installed package says (state/enroot-version), else no such command.
+fake_enroot() {
+  record "$@"
+  [[ -e "$STATE/enroot-version" ]] || FAKE_RC=127 die "enroot: command not found"
+  [[ "$1" == version ]] && cat "$STATE/enroot-version"
+  return 0
+}
+
+# git clone ... --branch TAG URL DIR: a checkout whose HEAD is GIT_COMMIT; git -C DIR rev-parse HEAD.
+fake_git() {
+  record "$@"
+  if [[ "$1" == clone ]]; then
+    local failed
+    failed=$(cat "$STATE/clone-failures" 2>/dev/null || echo 0)
+    if ((failed < DOWNLOAD_FAILS)); then
+      echo $((failed + 1)) >"$STATE/clone-failures"
+      FAKE_RC=128 die "fatal: unable to access 'https://github.com/': Could not resolve host"
+    fi
+    local dir=${*: -1}
+    [[ "$dir" == "$FAKE_SANDBOX"/* ]] || die "clone outside the sandbox: $dir"
+    mkdir -p "$dir"
+    printf '%s\n' "$GIT_COMMIT" >"$dir/.fake-head"
+  elif [[ "$1 $3 $4" == "-C rev-parse HEAD" ]]; then
+    cat "$2/.fake-head"
+  else
+    die "git $* not faked"
+  fi
+}
+
+# make -C DIR [install DESTDIR=D libdir=L]: the install puts the plugin at D/L/slurm/spank_pyxis.so.
+fake_make() {
+  record "$@"
+  local arg destdir="" libdir="" install=0
+  for arg in "$@"; do
+    case "$arg" in
+      install) install=1 ;;
+      DESTDIR=*) destdir=${arg#DESTDIR=} ;;
+      libdir=*) libdir=${arg#libdir=} ;;
+    esac
+  done
+  if ((install)); then
+    [[ "$destdir" == "$FAKE_SANDBOX"/* ]] || die "make install outside the sandbox: DESTDIR=$destdir"
+    mkdir -p "$destdir$libdir/slurm"
+    : >"$destdir$libdir/slurm/spank_pyxis.so"
+  fi
+}
+
+fake_nvidia-container-cli() { record "$@"; }
 
 fake_dnf() {
   record "$@"
@@ -511,9 +574,33 @@ fake_scontrol() {
   fi
 }
 
-# curl: the instance metadata service (IMDSv2): a token for the PUT, then the instance type.
+# curl -o FILE URL: a download, answered from state/downloads/NAME (NAME: the URL's last part;
+# the test puts the release files there), the first DOWNLOAD_FAILS attempts failing. Otherwise the
+# instance metadata service (IMDSv2): a token for the PUT, then the instance type.
 fake_curl() {
   record "$@"
+  local out="" url="" arg
+  local -a args=("$@")
+  local i
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    arg=${args[i]}
+    if [[ "$arg" == -o ]]; then
+      out=${args[i + 1]}
+    elif [[ "$arg" == https://* ]]; then
+      url=$arg
+    fi
+  done
+  if [[ -n "$out" && -n "$url" ]]; then
+    local failed
+    failed=$(cat "$STATE/download-failures" 2>/dev/null || echo 0)
+    if ((failed < DOWNLOAD_FAILS)); then
+      echo $((failed + 1)) >"$STATE/download-failures"
+      FAKE_RC=56 die "curl: (56) Recv failure: Connection reset by peer"
+    fi
+    [[ -e "$STATE/downloads/${url##*/}" ]] || FAKE_RC=22 die "curl: (22) The requested URL returned error: 404"
+    cp "$STATE/downloads/${url##*/}" "$out"
+    return 0
+  fi
   ((IMDS)) || FAKE_RC=7 die "curl: (7) Failed to connect to 169.254.169.254 port 80"
   case "$*" in
     *"-X PUT"*latest/api/token*) printf 'AQAEA-token' ;;

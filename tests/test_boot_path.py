@@ -11,12 +11,14 @@ a reboot), never the script text.
 
 from __future__ import annotations
 
+import hashlib
+
 import pytest
 import yaml
 
 from fmcluster import bootstrap, catalog, kubernetes, lifecycle
 from fmcluster.bootstrap import LustreMount, Metrics
-from tests.sandbox import Sandbox, Scenario, mount_unit_name
+from tests.sandbox import Sandbox, Scenario, mount_unit_name, user_data_parts
 
 FSX = LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
 EFA_FSX = LustreMount(FSX.dns_name, FSX.mount_name, "/fsx", efa=True)
@@ -452,6 +454,7 @@ def hyperpod_folder(group="train", instance_type="p6-b200.48xlarge", *, efa=True
 
 def run_folder(tmp_path, bundle: lifecycle.Bundle, scenario: Scenario, *, fsx_mounted=True):
     node = Sandbox(tmp_path, scenario)
+    node.serve({name: content for files in fake_debs().values() for name, content in files.items()})
     if fsx_mounted:  # HyperPod mounted the file system (FsxLustreConfig) before OnInitComplete
         (node.root / "fsx").mkdir()
         node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
@@ -526,3 +529,229 @@ def test_hyperpod_eks_efa_file_system_configures_lnet(tmp_path):
     assert [c.args[5] for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")] == [
         "rdmap10s0", "rdmap14s0"]
     assert bootstrap.LNET_EFA_UNIT in node.enabled()
+
+
+# --- containers on Slurm: Enroot and Pyxis --------------------------------------------------------
+
+def fake_debs() -> dict[str, dict[str, bytes]]:
+    """Stand-ins for the Enroot release .debs, by dpkg architecture (their digests are pinned by
+    the `pinned` fixture: the real ones are not recorded, bootstrap.ENROOT_DEBS)."""
+    return {arch: {name: f"fake {name}\n".encode() for name in names} for arch, names in bootstrap.ENROOT_DEBS.items()}
+
+
+@pytest.fixture
+def pinned(monkeypatch):
+    """The Enroot .debs pinned to the stand-ins' SHA-256."""
+    digests = {arch: {name: hashlib.sha256(content).hexdigest() for name, content in files.items()}
+               for arch, files in fake_debs().items()}
+    monkeypatch.setattr(bootstrap, "ENROOT_DEBS", digests)
+    return digests
+
+
+PCS_SLURM = "25.05"
+PCS_PREFIX = f"/opt/aws/pcs/scheduler/slurm-{PCS_SLURM}"
+PCS_PLUGSTACK = f"/etc/aws/pcs/scheduler/slurm-{PCS_SLURM}/plugstack.conf.d/pyxis.conf"
+
+
+def container_node(tmp_path, instance_type="p5.48xlarge", *, lustre=FSX, **changes):
+    instance = catalog.get(instance_type)
+    node = Sandbox(tmp_path, world(instance_type, deb_arch=bootstrap.DEB_ARCHITECTURES[instance.architecture],
+                                   **changes))
+    node.serve({name: content for files in fake_debs().values() for name, content in files.items()})
+    script = bootstrap.node_script(instance_type, efa=instance.efa_supported, lustre=lustre, metrics=None,
+                                   containers=True, slurm_version=PCS_SLURM)
+    return node, script
+
+
+def sandbox_user_data_script(text: str) -> str:
+    ((_, script),) = user_data_parts(text).values()
+    return script
+
+
+def enroot_conf(node: Sandbox) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in node.file("/etc/enroot/enroot.conf").splitlines()
+                if line and not line.startswith("#"))
+
+
+def downloads(node: Sandbox) -> list[str]:
+    return [c.args[-1].rsplit("/", 1)[1] for c in node.calls("curl") if "-o" in c.args]
+
+
+@pytest.mark.parametrize("instance_type, arch", [("p5.48xlarge", "amd64"), ("p6e-gb200.36xlarge", "arm64")])
+def test_containers_happy_path(tmp_path, pinned, instance_type, arch):
+    node, script = container_node(tmp_path, instance_type)
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert downloads(node) == [f"enroot_{bootstrap.ENROOT_VERSION}-1_{arch}.deb",
+                               f"enroot+caps_{bootstrap.ENROOT_VERSION}-1_{arch}.deb"]
+    url = [c.args[-1] for c in node.calls("curl") if "-o" in c.args][0]
+    assert url.startswith(f"https://github.com/NVIDIA/enroot/releases/download/v{bootstrap.ENROOT_VERSION}/")
+    (install,) = [line for line in node.lines("apt-get") if " install " in line]
+    assert f"{bootstrap.CONTAINERS_STATE}/enroot_{bootstrap.ENROOT_VERSION}-1_{arch}.deb" in install
+    assert "DPkg::Lock::Timeout=300" in install and "build-essential" in install
+    clone = node.lines("git")[0]
+    assert clone.endswith(f"--branch {bootstrap.PYXIS_TAG} {bootstrap.PYXIS_REPOSITORY} "
+                          f"{node.dir}/root{bootstrap.CONTAINERS_STATE}/pyxis".replace(str(node.root), ""))
+    build = node.lines("make")
+    assert build[0].endswith(f"CPPFLAGS=-I{PCS_PREFIX}/include")
+    assert f"libdir={PCS_PREFIX}/lib" in build[1]
+    plugin = f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so"
+    assert node.exists(plugin) and node.file(PCS_PLUGSTACK) == f"required {plugin}\n"
+    # srun's PMI hook runs scontrol under slurmd: the cluster's Slurm on its PATH
+    assert node.file("/etc/default/slurmd").startswith(f"PATH={PCS_PREFIX}/bin:")
+    assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
+    lines = node.lines()
+    assert index(lines, "mount -t lustre") < index(lines, "dpkg --print-architecture")  # after the mounts
+
+
+def test_containers_enroot_conf_scratch_and_shared_cache(tmp_path, pinned):
+    node, script = container_node(tmp_path)
+    assert node.run(script).returncode == 0
+    conf = enroot_conf(node)
+    assert conf["ENROOT_RUNTIME_PATH"] == "/scratch/enroot/runtime/user-$(id -u)"
+    assert conf["ENROOT_DATA_PATH"] == "/scratch/enroot/data/user-$(id -u)"
+    assert conf["ENROOT_TEMP_PATH"] == "/scratch/enroot/tmp"
+    assert conf["ENROOT_CACHE_PATH"] == "/fsx/enroot/cache/user-$(id -u)"
+    for directory in ("/scratch/enroot/runtime", "/scratch/enroot/data", "/scratch/enroot/tmp", "/fsx/enroot/cache"):
+        assert (node.root / directory.lstrip("/")).stat().st_mode & 0o7777 == 0o1777, directory
+    hooks = node.root / "etc/enroot/hooks.d"
+    assert sorted(p.name for p in hooks.iterdir()) == ["50-slurm-pmi.sh", "50-slurm-pytorch.sh"]
+
+
+def test_containers_without_instance_store_or_file_system(tmp_path, pinned):
+    """A type without instance store (a login node's) keeps Enroot's files in /tmp; without a
+    file system the image cache is node-local too."""
+    assert catalog.get("m7i.2xlarge").nvme_disks == 0
+    node, script = container_node(tmp_path, "m7i.2xlarge", lustre=None)
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    conf = enroot_conf(node)
+    assert conf["ENROOT_DATA_PATH"] == "/tmp/enroot/data/user-$(id -u)"
+    assert conf["ENROOT_RUNTIME_PATH"] == "/tmp/enroot/runtime/user-$(id -u)"
+    assert conf["ENROOT_CACHE_PATH"] == "/tmp/enroot/cache/user-$(id -u)"
+    assert not node.calls("nvidia-container-cli") and ready_metric(node).endswith(" 1")
+
+
+def test_containers_bad_checksum_leaves_the_node_not_ready(tmp_path, pinned):
+    node, script = container_node(tmp_path)
+    name = f"enroot+caps_{bootstrap.ENROOT_VERSION}-1_amd64.deb"
+    node.serve({name: b"tampered\n"})
+    result = node.run(script)
+    assert result.returncode == 1 and "setup_containers failed" in result.stderr
+    assert f"{name} does not have the pinned SHA-256" in result.stderr
+    assert not [line for line in node.lines("apt-get") if ".deb" in line]  # nothing unverified installed
+    assert not node.exists(f"{bootstrap.CONTAINERS_STATE}/{name}")
+    assert ready_metric(node) == ('fmcluster_node_ready{reason="Enroot 4.1.2 is not installed; '
+                                  'the Pyxis plugin is not installed"} 0')
+    assert node.run("systemctl start slurmd.service", name="start.sh").returncode != 0
+    assert node.unit_state("slurmd.service") == "failed"
+
+
+def test_containers_downloads_retry(tmp_path, pinned):
+    node, script = container_node(tmp_path, download_fails=2)
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert len(downloads(node)) == 4 and len([c for c in node.calls("git") if c.args[0] == "clone"]) == 3
+    assert [c for c in node.calls("sleep") if c.args == (str(bootstrap.DOWNLOAD_RETRY_SECONDS),)]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"git_commit": "0" * 40}, "not the pinned"),
+    ({"slurm_headers": False}, "no Slurm headers"),
+])
+def test_containers_pyxis_that_cannot_be_built_leaves_the_node_not_ready(tmp_path, pinned, change, message):
+    node, script = container_node(tmp_path, **change)
+    result = node.run(script)
+    assert result.returncode == 1 and message in result.stderr
+    assert not node.calls("make") and not node.exists(PCS_PLUGSTACK)
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0'
+
+
+def test_containers_gpu_node_without_the_container_toolkit_is_not_ready(tmp_path, pinned):
+    node, script = container_node(tmp_path, nvidia_container_cli=False)
+    assert node.run(script).returncode == 1
+    assert ready_metric(node) == ('fmcluster_node_ready{reason="nvidia-container-cli is missing: containers '
+                                  'would see no GPU"} 0')
+
+
+def test_containers_wait_for_the_dpkg_lock(tmp_path, pinned):
+    node, script = container_node(tmp_path, dpkg_lock_until=100)
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert node.exists(f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so")
+
+
+def test_containers_rerun_leaves_an_installed_node_alone(tmp_path, pinned):
+    node, script = container_node(tmp_path)
+    assert node.run(script).returncode == 0
+    first = node.file("/etc/enroot/enroot.conf"), node.file(PCS_PLUGSTACK), node.file("/etc/default/slurmd")
+    (node.state / "calls").write_text("")
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert "ready; image cache" in result.stderr
+    assert not downloads(node) and not node.calls("apt-get") and not node.calls("git") and not node.calls("make")
+    assert (node.file("/etc/enroot/enroot.conf"), node.file(PCS_PLUGSTACK), node.file("/etc/default/slurmd")) == first
+
+
+def test_containers_reboot_keeps_slurmd_gated_on_the_runtime(tmp_path, pinned):
+    node, script = container_node(tmp_path)
+    assert node.run(script).returncode == 0
+    (node.root / PCS_PLUGSTACK.lstrip("/")).unlink()  # someone removed the plugin's configuration
+    after = node.reboot()
+    assert "slurmd.service" in after.failed
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0'
+
+
+def test_containers_need_recorded_digests(monkeypatch):
+    """Without the .debs' SHA-256 a node gets no container runtime (never an unverified download)."""
+    monkeypatch.setattr(bootstrap, "ENROOT_DEBS", {"amd64": dict.fromkeys(bootstrap.ENROOT_DEBS["amd64"])})
+    script = bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, containers=True, slurm_version=PCS_SLURM)
+    assert "setup_containers" not in bootstrap.unpack(script)
+    program = bootstrap.NodeProgram(catalog.get("p5.48xlarge"))
+    with pytest.raises(ValueError, match="no SHA-256 recorded"):
+        program.containers(bootstrap.Containers.pcs(PCS_SLURM))
+
+
+@pytest.mark.xfail(strict=True, reason="the Enroot .debs' SHA-256 are not recorded yet (bootstrap.ENROOT_DEBS): "
+                   "until they are, no node gets a container runtime; record them and remove this mark")
+def test_the_enroot_digests_are_recorded():
+    assert all(digest and len(digest) == 64 for debs in bootstrap.ENROOT_DEBS.values() for digest in debs.values())
+
+
+@pytest.mark.parametrize("instance_type, login", [(t, False) for t in GPU_TYPES] + [("m7i.2xlarge", True)])
+def test_user_data_with_containers_fits_the_ec2_limit(pinned, instance_type, login):
+    """Every PCS node that gets the container runtime (the GPU compute groups, with the IMEX
+    prolog, and the login nodes, with the Slurm collector), with the longest values."""
+    fsx = LustreMount("fs-0123456789abcdef0.fsx.ap-southeast-2.amazonaws.com", "abcdefgh", "/fsx", efa=True)
+    metrics = Metrics("a" * 32, URL.replace("ws-0123", "ws-" + "0" * 32), "ap-southeast-2", slurm=login)
+    text = bootstrap.user_data(instance_type, efa=True, lustre=fsx, metrics=metrics, slurm_prolog=not login,
+                               containers=True, slurm_version="25.11")
+    assert "setup_containers" in bootstrap.unpack(sandbox_user_data_script(text))
+    assert len(text.encode()) < 16 * 1024
+
+
+def test_hyperpod_gpu_node_gets_containers(tmp_path, pinned):
+    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
+    folder = hyperpod_folder(checks=checks)
+    node, result = run_folder(tmp_path, folder, hyperpod_world(deb_arch="amd64"), fsx_mounted=True)
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("scontrol")  # ready: not drained
+    assert downloads(node) == [f"enroot_{bootstrap.ENROOT_VERSION}-1_amd64.deb",
+                               f"enroot+caps_{bootstrap.ENROOT_VERSION}-1_amd64.deb"]
+    assert any("CPPFLAGS=-I/opt/slurm/include" in line for line in node.lines("make"))
+    assert node.file("/opt/slurm/etc/plugstack.conf.d/pyxis.conf") == "required /opt/slurm/lib/slurm/spank_pyxis.so\n"
+    assert "include /opt/slurm/etc/plugstack.conf.d/*.conf" in node.file("/opt/slurm/etc/plugstack.conf").splitlines()
+    conf = enroot_conf(node)
+    assert conf["ENROOT_CACHE_PATH"] == "/fsx/enroot/cache/user-$(id -u)"
+    assert conf["ENROOT_DATA_PATH"] == "/scratch/enroot/data/user-$(id -u)"
+    lines = node.lines()
+    assert index(lines, "systemctl cat dlami-nvme.service") < index(lines, "dpkg --print-architecture")
+
+
+def test_hyperpod_gpu_node_with_a_bad_download_is_drained(tmp_path, pinned):
+    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
+    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), hyperpod_world(download_fails=100))
+    assert result.returncode == 1 and "setup_containers failed" in result.stderr
+    (drain,) = node.calls("scontrol")
+    assert drain.args[-1] == ("reason=fmcluster node-ready: Enroot 4.1.2 is not installed; "
+                              "the Pyxis plugin is not installed")

@@ -99,13 +99,23 @@ def test_values_are_shell_quoted():
     """A hostile or token value stays one shell word: no command substitution, no split."""
     token = "${Token[TOKEN.123]}"
     script = bootstrap.node_script("c7i.8xlarge", efa=False,
-                                   lustre=LustreMount(token, "x'; rm -rf / #", "/mnt/my fsx"))
+                                   lustre=LustreMount(token, "x'; rm -rf / #", "/mnt/my fsx"), compact=False)
     settings = _settings(script)
     assert "FSX_SOURCE='${Token[TOKEN.123]}@tcp:/x'\"'\"'; rm -rf / #'" in settings
     assert "FSX_MOUNT_PATH='/mnt/my fsx'" in settings
     out = subprocess.run(["bash", "-c", settings + '\nprintf "%s|%s" "$FSX_SOURCE" "$FSX_MOUNT_PATH"'],
                          capture_output=True, text=True, check=True).stdout
     assert out == f"{token}@tcp:/x'; rm -rf / #|/mnt/my fsx"
+
+
+def test_compact_settings_without_tokens_are_packed():
+    """A compact script keeps only the instance type and the token settings plain; the others
+    are the body's first lines, quoted the same."""
+    token = "${Token[TOKEN.5]}"
+    script = bootstrap.node_script("c7i.8xlarge", efa=False, lustre=LustreMount(token, "abc", "/mnt/my fsx"))
+    plain = [line.split("=", 1)[0] for line in _settings(script).splitlines()[1:]]
+    assert plain == ["INSTANCE_TYPE", "FSX_SOURCE", "FMCLUSTER_BOOTSTRAP"]
+    assert "\nFSX_MOUNT_PATH='/mnt/my fsx'\n" in bootstrap.unpack(script)
 
 
 def test_tokens_stay_in_the_plain_settings():
@@ -136,7 +146,8 @@ def test_unknown_instance_type():
 def test_scripts_ship_as_package_data():
     assert {p.name for p in bootstrap.SCRIPTS.glob("*.sh")} == {
         "header.sh", "common.sh", "nccl.sh", "protect.sh", "apt.sh", "ready.sh", "gate-slurmd.sh", "gate-kubelet.sh",
-        "gate-drain.sh", "scratch.sh", "lnet.sh", "lustre.sh", "metrics.sh", "textfile.sh", "prolog.sh"}
+        "gate-drain.sh", "scratch.sh", "lnet.sh", "lustre.sh", "metrics.sh", "textfile.sh", "prolog.sh",
+        "containers.sh"}
     assert {p.name for p in bootstrap.PROGRAMS.glob("*.sh")} == {"node-ready.sh", "lnet-efa.sh"}
     pyproject = (Path(bootstrap.__file__).parent.parent / "pyproject.toml").read_text()
     for pattern in ("bootstrap/*.sh", "bootstrap/collectors/*.sh", "bootstrap/programs/*.sh", "slurm/*.sh"):
@@ -212,4 +223,19 @@ def test_rendered_scripts_are_shellcheck_clean(tmp_path):
     # the loader, around the packed body
     scripts["loader"] = "#!/bin/bash\nROOT=\nFMCLUSTER_BOOTSTRAP=H4sI\n" + bootstrap.BODY_LOADER
     scripts.update({f"program-{p.stem}": p.read_text() for p in bootstrap.PROGRAMS.glob("*.sh")})
+    assert_shellcheck_clean(tmp_path, scripts)
+
+
+def test_container_runtime_scripts_are_shellcheck_clean(tmp_path, monkeypatch):
+    """The PCS script and the HyperPod lifecycle script with Enroot and Pyxis (digests pinned
+    to stand-ins: the real ones are not recorded, bootstrap.ENROOT_DEBS)."""
+    from fmcluster import lifecycle
+
+    monkeypatch.setattr(bootstrap, "ENROOT_DEBS", {arch: dict.fromkeys(debs, "0" * 64)
+                                                   for arch, debs in bootstrap.ENROOT_DEBS.items()})
+    scripts = {"pcs-containers": bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS,
+                                                       compact=False, containers=True, slurm_version="25.05"),
+               "hyperpod-containers": lifecycle.entry_script("gpu", "p6e-gb200.36xlarge", efa=True,
+                                                             checks=lifecycle.NodeChecks(("/fsx",), containers=True))}
+    assert all("setup_containers" in text for text in scripts.values())
     assert_shellcheck_clean(tmp_path, scripts)

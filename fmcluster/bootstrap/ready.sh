@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # The readiness check (bootstrap/programs/node-ready.sh, embedded as program_node_ready) and
 # its settings: every GPU of the instance type visible (EXPECTED_GPUS), REQUIRED_MOUNTS mounted,
-# LNet over EFA where the file system uses it (LNET_EFA). The control plane's gate (gate-*.sh)
+# LNet over EFA where the file system uses it (LNET_EFA), the container runtime where the node has
+# one (READY_ENROOT_VERSION and the Pyxis plugin, containers.sh; empty: none). The control plane's gate (gate-*.sh)
 # decides what a node that is not ready does: it never takes a job.
 
 install_node_ready() {
@@ -15,6 +16,10 @@ install_node_ready() {
     printf 'LNET_EFA=%s\n' "$LNET_EFA"
     printf 'READY_WAIT_SECONDS=%s\n' "$READY_WAIT_SECONDS"
     printf 'TEXTFILE_DIR=%q\n' "$TEXTFILE_DIR"
+    printf 'ENROOT_VERSION=%q\n' "$READY_ENROOT_VERSION"
+    printf 'PYXIS_PLUGIN=%q\n' "$READY_PYXIS_PLUGIN"
+    printf 'PYXIS_CONF=%q\n' "$READY_PYXIS_CONF"
+    printf 'ENROOT_DIRS=%q\n' "$READY_ENROOT_DIRS"
   } >"$ROOT$FMCLUSTER_ETC/node-ready.env"
 }
 

@@ -10,6 +10,10 @@
 #                       up late at boot), checking every 5 seconds
 #   TEXTFILE_DIR        where to write the textfile metric fmcluster_node_ready (1 ready, 0 not,
 #                       with the reasons in the label `reason`)
+#   ENROOT_VERSION      the Enroot `enroot version` must print ("" or unset: no container runtime
+#                       check); then also PYXIS_PLUGIN must exist, PYXIS_CONF load it, GPU nodes
+#                       have nvidia-container-cli (Enroot's GPU hook), and ENROOT_DIRS exist (made
+#                       again, mode 1777, once every mount is up: a stop and start empties /scratch)
 # Exit status 0 when ready; 1 when not, with one line per reason on standard output, each
 # "SLUG TEXT" (SLUG: a Kubernetes label value such as gpus-7-of-8).
 #
@@ -42,12 +46,37 @@ check() {
       REASONS+=("mount${mount//\//-} $mount is not mounted")
     fi
   done
+  if [[ -n "${ENROOT_VERSION:-}" ]]; then
+    check_containers
+  fi
   if ((LNET_EFA)); then
     efa=$({ lnetctl net show --net efa 2>/dev/null || true; } | grep -c '@efa' || true)
     if ((efa == 0)); then
       REASONS+=("lnet-efa LNet has no EFA interface: the file system would be read over TCP")
     fi
   fi
+}
+
+check_containers() {
+  local dir
+  if [[ "$({ enroot version 2>/dev/null || true; })" != "$ENROOT_VERSION" ]]; then
+    REASONS+=("containers-enroot Enroot $ENROOT_VERSION is not installed")
+  fi
+  if [[ ! -e "$ROOT$PYXIS_PLUGIN" ]] || ! grep -qxF "required $PYXIS_PLUGIN" "$ROOT$PYXIS_CONF" 2>/dev/null; then
+    REASONS+=("containers-pyxis the Pyxis plugin is not installed")
+  fi
+  if ((EXPECTED_GPUS > 0)) && ! command -v nvidia-container-cli >/dev/null; then
+    REASONS+=("containers-gpu nvidia-container-cli is missing: containers would see no GPU")
+  fi
+  for dir in $ENROOT_DIRS; do
+    if [[ ! -d "$ROOT$dir" && ${#REASONS[@]} -eq 0 ]]; then
+      mkdir -p "$ROOT$dir" && chmod 1777 "$ROOT$dir"
+    fi
+    if [[ ! -d "$ROOT$dir" ]]; then
+      REASONS+=("containers-dirs $dir is missing")
+      break
+    fi
+  done
 }
 
 write_metric() {
