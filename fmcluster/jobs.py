@@ -93,6 +93,7 @@ def _header(model: ClusterModel, group: NodeGroup, test: str, hours: int) -> lis
             f"#SBATCH --partition={group.name}",
             f"#SBATCH --nodes={group.max_count}",
             "#SBATCH --exclusive",
+            "#SBATCH --wait-all-nodes=1",
             f"#SBATCH --time={hours:02d}:00:00",
             f"#SBATCH --output={RESULTS}/%x-%j.out",
             "set -uo pipefail",
@@ -112,7 +113,9 @@ def nccl_sbatch(model: ClusterModel, group: NodeGroup) -> str:
     lines = _header(model, group, "nccl", 2)
     lines.insert(7, f"#SBATCH --ntasks-per-node={gpus}")
     lines += _image_lines()
-    lines += [f"NCCL_TESTS=${{NCCL_TESTS:-{NCCL_TESTS_DIR}}}",
+    lines += ["# NCCL names its network and libfabric provider at INFO: how `fmcluster verify` sees EFA in use",
+              "export NCCL_DEBUG=INFO",
+              f"NCCL_TESTS=${{NCCL_TESTS:-{NCCL_TESTS_DIR}}}",
               'mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
               'tmp=$(mktemp -d)',
               f"for op in {' '.join(expected.NCCL_OPERATIONS)}; do",

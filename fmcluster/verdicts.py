@@ -5,7 +5,8 @@ node: PASS, WARN or FAIL, with the slow nodes named. Pure: no AWS call.
 - NCCL (`nccl-OP-node`, each node; `nccl-OP-nodes`, all nodes): busbw at the largest message, the
   better of in-place and out-of-place. A run that is truncated (no summary lines) or has wrong
   values FAILs; across nodes of an EFA group, a run whose NCCL did not use EFA (the libfabric
-  provider `efa`, where the output names one; a `Socket` network) FAILs: it measured TCP.
+  provider `efa`, where the output names one; a `Socket` network) FAILs: it measured TCP; one
+  whose output does not say (no NCCL_DEBUG=INFO lines) is at best a WARN.
 - fio (`fio-fsx`, `fio-scratch`): write and read bandwidth; on the file system the sum over the
   nodes against its aggregate baseline; /scratch, with no figure, each node against the group's
   median.
@@ -85,7 +86,12 @@ def _nccl(group: NodeGroup, test: str, node: str, text: str, figure: expected.Ex
         return Row(group.name, test, node, Verdict.FAIL, result.busbw, figure.pass_at, figure.warn_at, "GB/s",
                    f"NCCL did not use EFA (network {result.network or '?'}, provider {result.ofi_provider or '?'})",
                    source)
-    return _judged(group.name, test, node, result.busbw, figure, source)
+    row = _judged(group.name, test, node, result.busbw, figure, source)
+    if across and group.efa and not expected.one_nvlink_domain(group) and not (result.ofi_provider or result.network):
+        if row.verdict is Verdict.PASS:
+            return Row(row.group, row.test, row.node, Verdict.WARN, row.measured, row.pass_at, row.warn_at, row.unit,
+                       "the output does not say whether NCCL used EFA (run with NCCL_DEBUG=INFO)", source)
+    return row
 
 
 class _FioPoint(NamedTuple):

@@ -23,6 +23,10 @@ P4D_SOCKET = (DATA / "nccl-all_reduce-2x-p4d-eks-efa.txt").read_text()
 DCGM_FAIL = (DATA / "dcgm-diag-r3-8x-h100-fail.txt").read_text()
 DCGM_PASS = (DATA / "dcgm-diag-r2-virtualclient.json").read_text()
 FIO = (DATA / "fio-write-virtualclient-fio-3.26.json").read_text()
+# the p5 run as NCCL_DEBUG=INFO shows it, with the p4d fixture's real lines naming EFA before it
+EFA_LINES = "".join(line + "\n" for line in P4D_SOCKET.splitlines()[:60]
+                    if "NET/OFI Selected Provider is efa" in line or "Using network AWS Libfabric" in line)
+P5_NCCL_INFO = EFA_LINES + P5_NCCL
 
 
 def marked(*parts: tuple[str, str, str]) -> str:
@@ -47,10 +51,17 @@ def rows(report, test, node=None):
 
 
 def test_a_fast_run_across_nodes_passes_against_the_efa_figure(model):
-    report = verdicts.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", P5_NCCL))})
+    assert EFA_LINES
+    report = verdicts.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", P5_NCCL_INFO))})
     (row,) = rows(report, "nccl-all_reduce-nodes")
     assert row.verdict is Verdict.PASS and row.measured == pytest.approx(483.35)
     assert (row.pass_at, row.warn_at, row.unit) == (340, 240, "GB/s")
+
+
+def test_a_run_that_does_not_say_it_used_efa_is_at_best_a_warning(model):
+    report = verdicts.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", P5_NCCL))})
+    (row,) = rows(report, "nccl-all_reduce-nodes")
+    assert row.verdict is Verdict.WARN and "NCCL_DEBUG=INFO" in row.note
 
 
 def test_a_truncated_run_fails(model):
@@ -109,7 +120,7 @@ def test_tests_not_run_and_foreign_files_are_warnings(model):
 
 def test_the_command_exits_1_on_a_fail_and_prints_json(tmp_path, capsys):
     passing = tmp_path / "gpu-nccl-1.out"
-    passing.write_text(marked(("all", "nccl-all_reduce-nodes", P5_NCCL)))
+    passing.write_text(marked(("all", "nccl-all_reduce-nodes", P5_NCCL_INFO)))
     assert cli(["verify", SPEC, str(passing)]) == 0
     text = capsys.readouterr().out
     assert "PASS     gpu    nccl-all_reduce-nodes" in text and text.rstrip().endswith("fail)")
