@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 class Gpu(NamedTuple):
     """One GPU model. Throughput is peak dense tensor PFLOPS per GPU; None where not supported.
-    `hbm_tbps` is its memory bandwidth (GDDR6 on the L40S)."""
+    `hbm_tbps` is its memory bandwidth, of the memory `memory_type` names (GDDR6 on the L40S)."""
 
     name: str
     memory_gib: float
@@ -31,6 +31,7 @@ class Gpu(NamedTuple):
     # NVLink bandwidth per GPU, GB/s both directions together (NVIDIA's datasheet figure); None:
     # no NVLink (PCIe only)
     nvlink_gbps: float | None = None
+    memory_type: str = "HBM"  # the kind of GPU memory: HBM, or GDDR6
 
 
 class NetworkCard(NamedTuple):
@@ -131,7 +132,7 @@ A100_40 = Gpu("A100", memory_gib=40, hbm_tbps=1.555, bf16_pflops=0.312, fp8_pflo
 A100_80 = Gpu("A100", memory_gib=80, hbm_tbps=2.039, bf16_pflops=0.312, fp8_pflops=None, nvlink_gbps=600)
 # NVIDIA L40S datasheet: BF16 tensor 362.05 TFLOPS dense (733 with sparsity), FP8 733 dense (1,466
 # with sparsity), 48 GB GDDR6 at 864 GB/s; EC2 reports 45,776 MiB.
-L40S = Gpu("L40S", memory_gib=44.7, hbm_tbps=0.864, bf16_pflops=0.36205, fp8_pflops=0.733)
+L40S = Gpu("L40S", memory_gib=44.7, hbm_tbps=0.864, bf16_pflops=0.36205, fp8_pflops=0.733, memory_type="GDDR6")
 
 
 def _cards(count: int, gbps: float, *, first_gbps: float | None = None, first_efa: bool = True,

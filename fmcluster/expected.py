@@ -70,18 +70,10 @@ def nvlink_per_direction(group: NodeGroup) -> Optional[float]:
     return gpu.nvlink_gbps / 2 if gpu is not None and gpu.nvlink_gbps else None
 
 
-def one_nvlink_domain(group: NodeGroup) -> bool:
-    """Every node of the group is in one NVLink domain: one UltraServer holds them all."""
-    from fmcluster import catalog
-
-    kind = group.capacity.ultraserver_type
-    return bool(kind and group.ultraserver and group.max_count <= catalog.ULTRASERVERS[kind].instances)
-
-
 def nccl_across_nodes(group: NodeGroup, operation: str) -> Expected:
     test = f"nccl-{operation}-nodes"
     metric = "busbw at the largest size, all nodes"
-    if one_nvlink_domain(group):
+    if group.one_nvlink_domain:
         return Expected(test, metric, "GB/s", nvlink_per_direction(group),
                         f"NVLink per GPU and direction of {group.instance_type} (one UltraServer: the collective "
                         "stays on NVLink)", *INSIDE_NODE_RATIOS, ratio_basis="fmcluster's floor (module docstring)")

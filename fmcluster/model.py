@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping, Optional
 
 from fmcluster import bootstrap, controlplanes, kubernetes, naming, network_plan
-from fmcluster.catalog import InstanceType
+from fmcluster.catalog import ULTRASERVERS, InstanceType, UltraServer
 from fmcluster.controlplanes import CAPACITY_BLOCK, ControlPlane, PcsSize
 from fmcluster.efa import Interface, efa_layout
 from fmcluster.placement import Placement, placement_for
@@ -63,6 +63,9 @@ class NodeGroup:
     # Created with no node and kept at max_count while its Capacity Block is active, at 0 before
     # and near its end (EKS managed node groups on a Capacity Block: constructs_lib/capacity_blocks.py)
     follows_block: bool = False
+    # Its nodes run in a Local Zone (the spec's groups where the GPU zone is one; the control
+    # plane's own groups run in the region's first AZ ID)
+    local_zone: bool = False
 
     @property
     def instance_type(self) -> str:
@@ -81,6 +84,19 @@ class NodeGroup:
     def ultraserver(self) -> bool:
         """Its instances are UltraServer nodes (NVLink across instances, IMEX per job)."""
         return self.instance.ultraserver
+
+    @property
+    def nvlink_domain(self) -> Optional[UltraServer]:
+        """The UltraServer that is one NVLink domain of the group (capacity.ultraserver_type); None:
+        each instance is its own."""
+        kind = self.capacity.ultraserver_type
+        return ULTRASERVERS[kind] if kind else None
+
+    @property
+    def one_nvlink_domain(self) -> bool:
+        """Every node of the group fits in one NVLink domain: one UltraServer holds them all."""
+        server = self.nvlink_domain
+        return server is not None and self.ultraserver and self.max_count <= server.instances
 
     @property
     def drain_minutes(self) -> int:
@@ -193,7 +209,7 @@ def _node_group(spec: ClusterSpec, group: NodeGroupSpec, cp: ControlPlane, lustr
         placement=NO_PLACEMENT if cp.hyperpod else placement_for(group), root_volume_gib=group.root_volume_gib,
         ami_id=group.ami_id,
         lnet_efa_interfaces=bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lustre_efa),
-        follows_block=cp.type == "eks" and group.capacity.type == CAPACITY_BLOCK)
+        follows_block=cp.type == "eks" and group.capacity.type == CAPACITY_BLOCK, local_zone=spec.local_zone)
     if cp.scheduler != "kubernetes":
         return made
     labels = dict(group.labels)

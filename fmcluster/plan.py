@@ -18,7 +18,7 @@ from typing import Any, Iterable, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fmcluster import catalog, fsx, model, naming, network_plan, prices, regions
+from fmcluster import fsx, model, naming, network_plan, prices, regions
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
 SCHEMA_VERSION = "fmcluster.plan/v1"
@@ -29,8 +29,6 @@ CHECKPOINT_BYTES_PER_PARAM = 2 + 4 + 4 + 4
 CHECKPOINT_FORMULA = ("14 bytes per parameter: bf16 weights 2 + fp32 master weights 4 + fp32 Adam moments 4 + 4; "
                       "written at the file system's aggregate baseline throughput")
 PriceStatus = Literal["priced", "unknown", "priced-at-purchase", "usage-based"]
-# The kind of GPU memory, where it is not HBM (catalog.Gpu: `hbm_tbps` is GDDR6 on the L40S)
-GPU_MEMORY = {"L40S": "GDDR6"}
 
 
 class Model(BaseModel):
@@ -290,8 +288,7 @@ def _nvlink_domain(group: model.NodeGroup) -> Optional[NvlinkDomain]:
     it, gpu = group.instance, group.instance.gpu
     if gpu is None or gpu.nvlink_gbps is None:
         return None
-    kind = group.capacity.ultraserver_type
-    server = catalog.ULTRASERVERS[kind] if kind else None
+    server = group.nvlink_domain
     per = server.instances if server else 1
     gpus = per * it.gpu_count
     whole, partial = divmod(group.max_count, per)
@@ -359,7 +356,7 @@ def _node_group(m: model.ClusterModel, group: model.NodeGroup, spec_group: NodeG
         efa=group.efa, interface_type=cp.interface_mode.value if group.efa else None, nvme_disks=it.nvme_disks,
         root_volume_gib=group.root_volume_gib, volume=_volume(group.root_volume_gib, cp.hyperpod),
         per_node=_resources(group, 1), at_max=_resources(group, group.max_count),
-        gpu_memory=GPU_MEMORY.get(it.gpu.name, "HBM") if it.gpu else None, nvlink_domain=_nvlink_domain(group),
+        gpu_memory=it.gpu.memory_type if it.gpu else None, nvlink_domain=_nvlink_domain(group),
         scaling=_scaling(group), window=_window(group, read),
     )
 

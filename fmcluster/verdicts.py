@@ -80,17 +80,16 @@ def _nccl(group: NodeGroup, test: str, node: str, text: str, figure: expected.Ex
     if result.wrong:
         return Row(group.name, test, node, Verdict.FAIL, result.busbw, figure.pass_at, figure.warn_at, "GB/s",
                    f"{result.wrong} wrong values", source)
-    across = test.endswith("-nodes")
-    if across and group.efa and not expected.one_nvlink_domain(group) and (
-            (result.ofi_provider and result.ofi_provider != "efa") or result.network == "Socket"):
+    # across the nodes of an EFA group that is not one NVLink domain, NCCL must have used EFA
+    over_efa = test.endswith("-nodes") and group.efa and not group.one_nvlink_domain
+    if over_efa and ((result.ofi_provider and result.ofi_provider != "efa") or result.network == "Socket"):
         return Row(group.name, test, node, Verdict.FAIL, result.busbw, figure.pass_at, figure.warn_at, "GB/s",
                    f"NCCL did not use EFA (network {result.network or '?'}, provider {result.ofi_provider or '?'})",
                    source)
     row = _judged(group.name, test, node, result.busbw, figure, source)
-    if across and group.efa and not expected.one_nvlink_domain(group) and not (result.ofi_provider or result.network):
-        if row.verdict is Verdict.PASS:
-            return Row(row.group, row.test, row.node, Verdict.WARN, row.measured, row.pass_at, row.warn_at, row.unit,
-                       "the output does not say whether NCCL used EFA (run with NCCL_DEBUG=INFO)", source)
+    if over_efa and not (result.ofi_provider or result.network) and row.verdict is Verdict.PASS:
+        return Row(row.group, row.test, row.node, Verdict.WARN, row.measured, row.pass_at, row.warn_at, row.unit,
+                   "the output does not say whether NCCL used EFA (run with NCCL_DEBUG=INFO)", source)
     return row
 
 

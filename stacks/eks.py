@@ -73,7 +73,7 @@ from constructs_lib.observability_scraper import ManagedScraper
 from fmcluster import kubernetes, naming
 from fmcluster import observability as observability_content
 from fmcluster.controlplanes import EKS_AMI_TYPES
-from fmcluster.model import COMPUTE, SYSTEM, ClusterModel, NodeGroup
+from fmcluster.model import SYSTEM, ClusterModel, NodeGroup
 from stacks import node_groups
 from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
@@ -223,7 +223,7 @@ class EksClusterStack(cdk.Stack):
             instance_type=group.instance_type, image_id=group.ami_id,
             placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.spec.name),
             capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
-            tags=self.model.instance_tags(group), local_zone=group.role == COMPUTE and self.spec.local_zone,
+            tags=self.model.instance_tags(group), local_zone=group.local_zone,
             user_data=kubernetes.node_user_data(
                 group.instance, raid0=group.instance.nvme_disks > 0, cluster=custom, taints=group.taints,
                 efa=group.efa, lnet_efa=self.model.lustre_efa, observability=self.observability is not None)))

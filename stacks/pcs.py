@@ -127,7 +127,7 @@ class PcsClusterStack(cdk.Stack):
             root_volume_gib=group.root_volume_gib, instance_type=group.instance_type,
             placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.model.name),
             capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
-            tags=self.model.instance_tags(group), local_zone=group.role == COMPUTE and self.model.spec.local_zone,
+            tags=self.model.instance_tags(group), local_zone=group.local_zone,
             user_data=bootstrap.user_data(group.instance_type, efa=group.efa, lustre=self.lustre,
                                           metrics=self._metrics(group),
                                           slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
