@@ -146,3 +146,10 @@ def test_eks_follows_an_ultraserver_block_by_its_reservation_id():
     (message,) = messages(spec, f"{G0}.capacity.reservation_resource_group_arn")
     assert "follows its block by the block's reservation_id" in message
     assert paths(gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6"))) == set()
+
+
+def test_an_ultraserver_type_needs_a_capacity_block():
+    spec = with_(gb200(), f"{G0}.capacity", {"type": "on-demand", "ultraserver_type": "u-p6e-gb200x72"})
+    assert findings(ultraserver.ultraserver_type_matches, spec)
+    assert any("the capacity type is on-demand" in m for m in messages(spec, f"{G0}.capacity.ultraserver_type"))
+    assert findings(ultraserver.ultraserver_type_matches, gb200()) == []
