@@ -282,6 +282,27 @@ DRA_DRIVER = Chart("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", "https://he
 GPU_FEATURE_DISCOVERY = Chart("gpu-feature-discovery", NVIDIA_DEVICE_PLUGIN.chart, NVIDIA_DEVICE_PLUGIN.repository,
                               NVIDIA_DEVICE_PLUGIN.version, NVIDIA_DEVICE_PLUGIN.namespace)
 CHARTS = (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE)
+# --- jobs and serving: the operators the acceptance and serving kits (fmcluster.jobs) run on ---
+# The MPI operator (MPIJob: nccl-tests across nodes) and the Kubeflow training operator
+# (PyTorchJob: the torchrun smoke test). HyperPod on EKS installs both with its dependencies chart
+# (aws/sagemaker-hyperpod-cli helm_chart/HyperPodHelmChart: sub-charts charts/mpi-operator, image
+# mpioperator/mpi-operator 0.5, and charts/training-operators, image kubeflow/training-operator
+# v1-855e096, its MPIJob scheme off so the two never both claim mpijobs.kubeflow.org); fmcluster
+# installs the same two sub-charts, from the same pinned commit, on `eks` clusters, so a kit runs the
+# same on both. Kueue 0.18.3 integrates both kinds by default (charts/kueue/values.yaml
+# integrations.frameworks: kubeflow.org/mpijob, kubeflow.org/pytorchjob, batch/job,
+# leaderworkerset.x-k8s.io/leaderworkerset) and waits for a CRD installed after it
+# (pkg/controller/jobframework/setup.go waitForAPI).
+MPIJOB_API = "kubeflow.org/v2beta1"
+PYTORCHJOB_API = "kubeflow.org/v1"
+OPERATOR_SUBCHARTS = ("mpi-operator", "training-operators")  # under helm_chart/HyperPodHelmChart/charts
+# LeaderWorkerSet (multi-node serving: one leader and its workers per replica), from its OCI
+# registry. Source: kubernetes-sigs/lws tag v0.10.0 (site/content/en/docs/installation/_index.md:
+# `helm install lws oci://registry.k8s.io/lws/charts/lws --version=0.10.0 --namespace lws-system`;
+# hack/push-chart.sh publishes the chart with the image tag of its version; CRD
+# leaderworkerset.x-k8s.io/v1 in charts/lws/crds).
+LWS = Chart("lws", "lws", "oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system")
+LWS_API = "leaderworkerset.x-k8s.io/v1"
 METRICS_CHARTS = (NODE_EXPORTER, DCGM_EXPORTER, EFA_NODE_EXPORTER)  # only with observability on
 ULTRASERVER_CHARTS = (DRA_DRIVER, GPU_FEATURE_DISCOVERY)  # only with an UltraServer node group
 # The DCGM fields the alert rules and dashboards read (fmcluster/observability), as the
