@@ -46,7 +46,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, NamedTuple, Optional, Sequence
 
 from fmcluster import catalog
 from fmcluster.catalog import InstanceType
@@ -271,31 +271,40 @@ def lnet_efa_interfaces(instance: InstanceType, *, efa: bool, lustre_efa: bool) 
     return instance.lnet_efa_interfaces if efa and lustre_efa else 0
 
 
+class NcclSetting(NamedTuple):
+    """One variable of a node's EFA / NCCL environment, with why it is set."""
+
+    name: str
+    value: str
+    why: str
+
+
+def nccl_settings(instance: InstanceType, efa: bool) -> tuple[NcclSetting, ...]:
+    """The EFA / NCCL environment of jobs on a node of `instance`: only well-known settings, each
+    explained. The node bootstrap writes them to NCCL_ENV_FILE (nccl_environment); the
+    Kubernetes acceptance and serving kits set them on their containers."""
+    settings = []
+    if efa:
+        settings.append(NcclSetting("FI_PROVIDER", "efa",
+                                    "libfabric: use the EFA provider for inter-node traffic (not TCP)."))
+    if device_rdma(instance, efa):
+        settings.append(NcclSetting("FI_EFA_USE_DEVICE_RDMA", "1",
+                                    f"GPUDirect RDMA: EFA reads and writes GPU memory directly on {instance.name}."))
+    settings.append(NcclSetting("NCCL_SOCKET_IFNAME", "^lo,docker",
+                                "NCCL bootstrap and socket traffic: any interface but loopback and docker bridges."))
+    if efa and instance.is_gpu:
+        settings.append(NcclSetting("NCCL_BUFFSIZE", "8388608", "NCCL buffer size AWS recommends with EFA: 8 MiB."))
+    return tuple(settings)
+
+
 def nccl_environment(instance: InstanceType, efa: bool) -> str:
-    """The content of the EFA / NCCL environment file: only well-known settings, each explained."""
+    """The content of the EFA / NCCL environment file (nccl_settings, each with its reason)."""
     lines = [
         "# Written by the fmcluster node bootstrap: EFA and NCCL settings for jobs on this",
         f"# {instance.name} node. Jobs that do not start a login shell can source this file.",
     ]
-    if efa:
-        lines += [
-            "# libfabric: use the EFA provider for inter-node traffic (not TCP).",
-            "export FI_PROVIDER=efa",
-        ]
-    if device_rdma(instance, efa):
-        lines += [
-            f"# GPUDirect RDMA: EFA reads and writes GPU memory directly on {instance.name}.",
-            "export FI_EFA_USE_DEVICE_RDMA=1",
-        ]
-    lines += [
-        "# NCCL bootstrap and socket traffic: any interface but loopback and docker bridges.",
-        "export NCCL_SOCKET_IFNAME=^lo,docker",
-    ]
-    if efa and instance.is_gpu:
-        lines += [
-            "# NCCL buffer size AWS recommends with EFA: 8 MiB.",
-            "export NCCL_BUFFSIZE=8388608",
-        ]
+    for setting in nccl_settings(instance, efa):
+        lines += [f"# {setting.why}", f"export {setting.name}={setting.value}"]
     return "\n".join(lines)
 
 
