@@ -240,10 +240,6 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if spec is None:
         return EXIT_INVALID
     model = resolve(spec)
-    if model.control_plane.type not in jobs.SLURM_PLANES:
-        print(f"fmcluster jobs: acceptance jobs for {model.control_plane.type} are not written yet "
-              "(Slurm control planes: pcs, hyperpod-slurm)", file=sys.stderr)
-        return EXIT_INVALID
     out = Path(args.output)
     written = []
     try:

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 # the team: docker/README.md); the PyTorch smoke test: NVIDIA's PyTorch container (multi-arch:
 # x86_64 and arm64), pinned. Enroot image URIs name the registry with '#'.
 NCCL_TESTS_DIR = "/opt/nccl-tests/build"  # where the reference image installs nccl-tests' binaries
-PYTORCH_IMAGE = "nvcr.io#nvidia/pytorch:25.01-py3"  # NGC PyTorch 25.01: CUDA 12.8, Blackwell and Grace
+PYTORCH_IMAGE_REF = "nvcr.io/nvidia/pytorch:25.01-py3"  # NGC PyTorch 25.01: CUDA 12.8, Blackwell and Grace
+PYTORCH_IMAGE = PYTORCH_IMAGE_REF.replace("/", "#", 1)  # as Enroot names it
 SMOKE_STEPS = 20
 RESULTS = "results"
 MARKER = "==> fmcluster node={node} group={group} test={test} <=="
@@ -259,8 +260,26 @@ if __name__ == "__main__":
 '''
 
 
+def figures_table(model: ClusterModel) -> list[str]:
+    """The README's table of what each job of each group is judged against (fmcluster.expected)."""
+    lines = ["| Group | Nodes | Job | Judged against |", "|---|---|---|---|"]
+    figures = expected.expectations(model)
+    for group in expected.gpu_groups(model):
+        for test, figure in figures[group.name].items():
+            against = (f"{figure.pass_at:g} {figure.unit} (PASS), {figure.warn_at:g} (WARN): {figure.basis}"
+                       if figure.peak is not None else figure.basis)
+            lines.append(f"| {group.name} | {group.max_count} | {test} | {against} |")
+    return lines
+
+
+def expected_json(model: ClusterModel) -> KitFile:
+    """expected.json: every group's expected figures, as `fmcluster verify` judges them."""
+    return KitFile("expected.json", json.dumps(
+        {g: {t: e.as_dict() for t, e in tests.items()} for g, tests in expected.expectations(model).items()},
+        indent=2) + "\n")
+
+
 def readme(model: ClusterModel) -> str:
-    groups = expected.gpu_groups(model)
     mount = model.spec.storage.lustre.mount_path if model.spec.storage.lustre else "a shared directory"
     lines = [f"# Acceptance kit of {model.name} ({model.control_plane.type})", "",
              f"Written by `fmcluster jobs`. Copy this directory to {mount} (the jobs write `results/` next to",
@@ -268,13 +287,7 @@ def readme(model: ClusterModel) -> str:
              "", "```", "export IMAGE=docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com#fmcluster/acceptance:TAG",
              "./submit-all.sh", "```", "",
              "and when the jobs are done, where fmcluster is installed: `fmcluster verify SPEC results/*`.", "",
-             "| Group | Nodes | Job | Judged against |", "|---|---|---|---|"]
-    figures = expected.expectations(model)
-    for group in groups:
-        for test, figure in figures[group.name].items():
-            against = (f"{figure.pass_at:g} {figure.unit} (PASS), {figure.warn_at:g} (WARN): {figure.basis}"
-                       if figure.peak is not None else figure.basis)
-            lines.append(f"| {group.name} | {group.max_count} | {test} | {against} |")
+             *figures_table(model)]
     return "\n".join(lines) + "\n"
 
 
@@ -289,10 +302,7 @@ def submit_all(model: ClusterModel) -> str:
 
 def slurm_kit(model: ClusterModel) -> list[KitFile]:
     files = [KitFile("README.md", readme(model)), KitFile("submit-all.sh", submit_all(model), True),
-             KitFile("smoke.py", SMOKE_PY),
-             KitFile("expected.json", json.dumps(
-                 {g: {t: e.as_dict() for t, e in tests.items()} for g, tests in expected.expectations(model).items()},
-                 indent=2) + "\n")]
+             KitFile("smoke.py", SMOKE_PY), expected_json(model)]
     for group in expected.gpu_groups(model):
         for test, render in (("nccl", nccl_sbatch), ("dcgm", dcgm_sbatch), ("fio", fio_sbatch),
                              ("smoke", smoke_sbatch)):
@@ -301,8 +311,10 @@ def slurm_kit(model: ClusterModel) -> list[KitFile]:
 
 
 def kit(model: ClusterModel) -> list[KitFile]:
-    """The acceptance kit of a cluster; Slurm control planes only, for now."""
-    if model.control_plane.type not in SLURM_PLANES:
-        raise NotImplementedError(f"acceptance jobs for {model.control_plane.type} are not written yet: "
-                                  "fmcluster jobs writes Slurm kits (pcs, hyperpod-slurm)")
-    return slurm_kit(model)
+    """The acceptance kit of a cluster, in the native form of its control plane: sbatch scripts for
+    Slurm (pcs, hyperpod-slurm), Kueue-admitted manifests for Kubernetes (fmcluster.jobs_kubernetes)."""
+    if model.control_plane.type in SLURM_PLANES:
+        return slurm_kit(model)
+    from fmcluster import jobs_kubernetes
+
+    return jobs_kubernetes.kubernetes_kit(model)

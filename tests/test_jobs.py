@@ -1,6 +1,7 @@
 """`fmcluster jobs`: the acceptance kit of every Slurm example, its scripts shellchecked, their
 #SBATCH options held to the model, the expected figures to fmcluster.expected, and the script
-parts that run on the login node (the regrouping of per-node output) run for real."""
+parts that run on the login node (the regrouping of per-node output) run for real. The
+Kubernetes kits: tests/test_jobs_kubernetes.py."""
 
 from __future__ import annotations
 
@@ -101,11 +102,6 @@ def test_expected_figures_come_from_the_catalog():
     gb200 = expected.expectations(model_of("examples/p6e-gb200-pcs.yaml"))["gb200"]
     assert gb200["nccl-all_reduce-nodes"].peak == 900  # one UltraServer: NVLink, not EFA
     assert "one UltraServer" in gb200["nccl-all_reduce-nodes"].basis
-
-
-def test_kubernetes_kits_are_refused_plainly(capsys):
-    assert cli(["jobs", "examples/p5en-eks.yaml", "-o", "/nonexistent/never"]) == 2
-    assert "not written yet" in capsys.readouterr().err
 
 
 def test_an_unwritable_directory_is_an_error_not_a_traceback(tmp_path, capsys):
