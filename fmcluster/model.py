@@ -5,7 +5,8 @@ derived from a validated spec once.
 group its instance facts, whether it has EFA and its interface layout, capacity, placement,
 scaling, volume, Kubernetes labels and taints, LNet's EFA interfaces; the control plane's
 sizes (the PCS cluster size, the HyperPod controller); the cluster's tags; the stacks that exist
-and their protection. The plan prints these facts, the stacks map them onto constructs, and a
+and their protection; the served model's placement (`serving`: tensor x pipeline parallel,
+replicas). The plan prints these facts, the stacks map them onto constructs, and a
 test holds the synthesized templates of every example to the same model
 (tests/test_examples_synth.py). Settings that need no derivation (bucket names, alert e-mail,
 file-system settings) are read from `model.spec`.
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping, Optional
 
-from fmcluster import bootstrap, controlplanes, kubernetes, naming, network_plan
+from fmcluster import bootstrap, controlplanes, inference, kubernetes, naming, network_plan
 from fmcluster.catalog import ULTRASERVERS, InstanceType, UltraServer
 from fmcluster.controlplanes import CAPACITY_BLOCK, ControlPlane, PcsSize
 from fmcluster.efa import Interface, efa_layout
@@ -152,6 +153,9 @@ class ClusterModel:
     stacks: tuple[Stack, ...]
     observed: bool  # NAME-observability exists (Prometheus or Grafana on)
     lustre_efa: bool  # the file system is EFA-enabled
+    # the spec's `serving` section resolved: the served model, its group and its placement (TP x PP,
+    # replicas; fmcluster.inference); None without one
+    serving: Optional[inference.Serving] = None
 
     @property
     def name(self) -> str:
@@ -276,6 +280,20 @@ def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool) -> tuple[Stack,
     return tuple(stacks)
 
 
+def _serving(spec: ClusterSpec, groups: tuple[NodeGroup, ...]) -> Optional[inference.Serving]:
+    """The served model placed on its group (fmcluster.inference.place, as the rules placed it)."""
+    serving = spec.serving
+    if serving is None:
+        return None
+    group = next(g for g in groups if g.name == serving.node_group)
+    model = serving.model
+    placed = inference.place(group.instance, group.max_count, model.parameters_billions, model.dtype,
+                             serving.gpu_memory_utilization)
+    return inference.Serving(name=model.name, path=model.path, group=group.name, engine=serving.engine,
+                             image=serving.image, max_model_len=serving.max_model_len, placement=placed,
+                             replicas=serving.replicas or placed.replicas_fit)
+
+
 def resolve(spec: ClusterSpec) -> ClusterModel:
     """The model of a valid spec (module docstring)."""
     cp = spec.orchestrator.control_plane
@@ -283,11 +301,12 @@ def resolve(spec: ClusterSpec) -> ClusterModel:
     lustre_efa = bool(lustre and lustre.efa)
     nodes = controlplanes.managed_nodes(spec)
     observed = spec.observability.prometheus or spec.observability.grafana
+    groups = tuple(_node_group(spec, g, cp, lustre_efa) for g in spec.node_groups)
     return ClusterModel(
-        spec=spec, control_plane=cp,
-        node_groups=tuple(_node_group(spec, g, cp, lustre_efa) for g in spec.node_groups),
+        spec=spec, control_plane=cp, node_groups=groups,
         login=_login(spec, cp), controller=_controller(cp, nodes), total_nodes=nodes,
         pcs_size=controlplanes.pcs_size_for(nodes) if cp.type == "pcs" else None,
         subnets=tuple(network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)),
         tags=MappingProxyType({naming.CLUSTER_TAG: spec.name, **spec.tags}),
-        stacks=_stacks(spec, cp, observed), observed=observed, lustre_efa=lustre_efa)
+        stacks=_stacks(spec, cp, observed), observed=observed, lustre_efa=lustre_efa,
+        serving=_serving(spec, groups))

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Literal, Mapping, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fmcluster import fsx, model, naming, network_plan, prices, regions
+from fmcluster import fsx, inference, model, naming, network_plan, prices, regions
 from fmcluster.spec import ClusterSpec, NodeGroupSpec
 
 SCHEMA_VERSION = "fmcluster.plan/v1"
@@ -75,6 +75,45 @@ class NvlinkDomain(Model):
         "the group's instances in its last domain where that one is not whole; 0: every domain whole"))
 
 
+class ServingFit(Model):
+    """How a model of one size is served on a node group with vLLM (fmcluster.inference): a replica
+    is `tensor_parallel` GPUs of a node times `pipeline_parallel` nodes; it fits where its weights
+    leave at least the KV-cache floor of the replica's GPU memory within vLLM's share of it."""
+
+    model: str = Field(description="the standard size and data type (such as '70B bf16'), or the served model's name")
+    parameters_billions: float
+    dtype: str
+    weights_gib: float = Field(description="parameters x bytes per parameter, GiB")
+    fits: bool = Field(description="a replica fits in the group at its maximum size")
+    tensor_parallel: int = Field(description="GPUs of a node per replica (vLLM --tensor-parallel-size)")
+    pipeline_parallel: int = Field(description=(
+        "nodes per replica (vLLM --pipeline-parallel-size); where it does not fit, the nodes it would need"))
+    gpus_per_replica: int
+    kv_cache_gib: float = Field(description=(
+        "per replica: what vLLM's share of its GPU memory keeps beside the weights, for the KV cache and activations"))
+    replicas_fit: int = Field(description="replicas the group holds at its maximum size")
+    served: bool = Field(default=False, description="the model of the spec's serving section")
+    replicas_served: Optional[int] = Field(default=None, description="the served model: the replicas served")
+
+
+class ServingPlan(Model):
+    """The spec's `serving` section: the model served, where and how (its placement is the served row of
+    its node group's `serving` table)."""
+
+    name: str
+    path: str
+    node_group: str
+    engine: str
+    image: str
+    gpu_memory_utilization: float
+    max_model_len: Optional[int]
+    tensor_parallel: int
+    pipeline_parallel: int
+    replicas: int
+    units: int = Field(description="units of pipeline_parallel nodes the replicas take (Slurm jobs, LWS groups)")
+    port: int
+
+
 class NodeGroupPlan(Model):
     name: str
     instance_type: str
@@ -100,6 +139,9 @@ class NodeGroupPlan(Model):
     scaling: Optional[str] = None
     # the Capacity Block's or reservation's window, as `fmcluster preflight` read it (plan --preflight)
     window: Optional[str] = None
+    # GPU groups: how many replicas of models of standard sizes (and of the served model) fit; None
+    # for a CPU group
+    serving: Optional[list[ServingFit]] = None
 
 
 class Link(Model):
@@ -237,6 +279,11 @@ class Plan(Model):
     cost: Cost
     resolved_spec: dict[str, Any]
     defaulted: list[str]  # dotted paths of the resolved spec that the file leaves to defaults
+    # the serving rule's figures: vLLM's share of GPU memory the standard sizes are placed at, and
+    # fmcluster's KV-cache floor (fmcluster.inference)
+    serving_gpu_memory_utilization: float = inference.GPU_MEMORY_UTILIZATION
+    serving_kv_cache_floor: float = inference.KV_CACHE_RESERVE
+    serving: Optional[ServingPlan] = None  # the spec's serving section; None without one
 
 
 def json_schema() -> dict[str, Any]:
@@ -342,6 +389,37 @@ def _window(group: model.NodeGroup, read: Mapping[str, Any]) -> Optional[str]:
     return f"{span} ({found.get('state') or 'unknown state'}, {found.get('instances', '?')} instances)"
 
 
+def _fit(label: str, placed: inference.ServingPlacement) -> ServingFit:
+    return ServingFit(
+        model=label, parameters_billions=placed.parameters_billions, dtype=placed.dtype,
+        weights_gib=round(placed.weights_gib, 1), fits=placed.fits, tensor_parallel=placed.tensor_parallel,
+        pipeline_parallel=placed.pipeline_parallel, gpus_per_replica=placed.gpus_per_replica,
+        kv_cache_gib=round(placed.kv_cache_gib, 1), replicas_fit=placed.replicas_fit)
+
+
+def _serving_fits(m: model.ClusterModel, group: model.NodeGroup) -> Optional[list[ServingFit]]:
+    """The standard sizes (inference.STANDARD_MODELS) on a GPU group, then the served model on its own."""
+    if not group.instance.is_gpu:
+        return None
+    fits = [_fit(f"{params:g}B {dtype}", inference.place(group.instance, group.max_count, params, dtype))
+            for params, dtype in inference.STANDARD_MODELS]
+    served = m.serving
+    if served is not None and served.group == group.name:
+        fits.append(_fit(served.name, served.placement).model_copy(
+            update={"served": True, "replicas_served": served.replicas}))
+    return fits
+
+
+def _served(m: model.ClusterModel) -> Optional[ServingPlan]:
+    s = m.serving
+    if s is None:
+        return None
+    return ServingPlan(name=s.name, path=s.path, node_group=s.group, engine=s.engine, image=s.image,
+                       gpu_memory_utilization=s.gpu_memory_utilization, max_model_len=s.max_model_len,
+                       tensor_parallel=s.tensor_parallel, pipeline_parallel=s.pipeline_parallel, replicas=s.replicas,
+                       units=s.units, port=inference.PORT)
+
+
 def _node_group(m: model.ClusterModel, group: model.NodeGroup, spec_group: NodeGroupSpec,
                 read: Mapping[str, Any]) -> NodeGroupPlan:
     cp = m.control_plane
@@ -357,7 +435,7 @@ def _node_group(m: model.ClusterModel, group: model.NodeGroup, spec_group: NodeG
         root_volume_gib=group.root_volume_gib, volume=_volume(group.root_volume_gib, cp.hyperpod),
         per_node=_resources(group, 1), at_max=_resources(group, group.max_count),
         gpu_memory=it.gpu.memory_type if it.gpu else None, nvlink_domain=_nvlink_domain(group),
-        scaling=_scaling(group), window=_window(group, read),
+        scaling=_scaling(group), window=_window(group, read), serving=_serving_fits(m, group),
     )
 
 
@@ -476,5 +554,5 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
         storage=_storage(spec, params), network=_network(spec),
         control_plane=_control_plane(m), observability=_observability(m), stacks=_stacks(m),
         cost=cost(m, prices.table()), resolved_spec=resolved,
-        defaulted=_defaulted(resolved, raw if raw is not None else resolved),
+        defaulted=_defaulted(resolved, raw if raw is not None else resolved), serving=_served(m),
     )

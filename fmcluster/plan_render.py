@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import yaml
 
-from fmcluster.plan import CostLine, NodeGroupPlan, Plan, Resources
+from fmcluster.plan import CostLine, NodeGroupPlan, Plan, Resources, ServingFit
 
 Table = list[list[str]]
 
@@ -198,6 +198,49 @@ def storage_rows(plan: Plan) -> Table:
     return rows
 
 
+def serving_note(plan: Plan) -> str:
+    """The rule the serving tables follow, in a line."""
+    share, floor = plan.serving_gpu_memory_utilization, plan.serving_kv_cache_floor
+    return (f"vLLM at --gpu-memory-utilization {share:g}; a replica fits where its weights leave at least "
+            f"{floor:.0%} of its GPU memory (fmcluster's KV-cache floor): weights <= {share - floor:.0%} of it")
+
+
+def serving_group_line(g: NodeGroupPlan) -> str:
+    gpu = g.gpu or "GPU"
+    memory = num(g.per_node.hbm_gib / max(g.per_node.gpus, 1), 1)
+    return f"{g.name}: {_count(g.min_count, g.max_count)} x {g.instance_type}, {g.per_node.gpus} x {gpu} " \
+           f"of {memory} GiB a node"
+
+
+def _parallel_cell(f: ServingFit, max_count: int) -> str:
+    if f.fits:
+        return f"{f.tensor_parallel} x {f.pipeline_parallel}"
+    return f"needs {f.pipeline_parallel} nodes of {max_count}"
+
+
+def serving_rows(g: NodeGroupPlan) -> Table:
+    """The group's serving table: each standard size (and the served model) with its TP x PP,
+    GPUs per replica, KV-cache room per replica and the replicas that fit."""
+    rows = [["model", "weights", "TP x PP", "GPUs per replica", "KV cache per replica", "replicas"]]
+    for f in g.serving or []:
+        replicas = str(f.replicas_fit) if not f.served else f"{f.replicas_served} served of {f.replicas_fit}"
+        rows.append([f"{f.model} (served)" if f.served else f.model, f"{num(f.weights_gib, 1)} GiB",
+                     _parallel_cell(f, g.max_count), str(f.gpus_per_replica) if f.fits else "-",
+                     f"{num(f.kv_cache_gib, 1)} GiB" if f.fits else "-", replicas])
+    return rows
+
+
+def served_line(plan: Plan) -> str:
+    s = plan.serving
+    if s is None:
+        return ""
+    context = f", --max-model-len {s.max_model_len}" if s.max_model_len else ""
+    return (f"serving {s.name} from {s.path} on {s.node_group}: {s.replicas} replicas of {s.tensor_parallel} x "
+            f"{s.pipeline_parallel} GPUs (tensor x pipeline parallel) in {s.units} unit"
+            f"{'s' if s.units != 1 else ''} of {s.pipeline_parallel} node{'s' if s.pipeline_parallel != 1 else ''}, "
+            f"{s.engine} {s.image} on port {s.port}{context}")
+
+
 def network_rows(plan: Plan) -> tuple[Table, Table]:
     n = plan.network
     subnets = [["AZ ID", "subnet", "kind", "usable addresses"]]
@@ -315,6 +358,12 @@ def render_text(plan: Plan) -> str:
     out += _section("Compute (peak dense tensor PFLOPS; totals at each group's maximum size)",
                     text_table(compute_rows(plan)))
     out += _section("Storage", _pairs(storage_rows(plan)))
+    serving = [g for g in plan.node_groups if g.serving]
+    if serving:
+        body = [f"  {serving_note(plan)}"] + ([f"  {served_line(plan)}"] if plan.serving else [])
+        for g in serving:
+            body += [f"  {serving_group_line(g)}", *text_table(serving_rows(g), indent="    ")]
+        out += _section("Serving (replicas that fit at each group's maximum size)", body)
     out += _section(f"Network: VPC {plan.network.vpc_cidr}, {plan.network.nat_gateways} NAT gateway",
                     text_table(subnets) + [""] + text_table(needs))
     out += _section("Control plane", [f"  {control_plane_line(plan)}"])
@@ -419,6 +468,18 @@ def mermaid(plan: Plan) -> list[str]:
     return lines
 
 
+def _serving_markdown(plan: Plan) -> list[str]:
+    groups = [g for g in plan.node_groups if g.serving]
+    if not groups:
+        return []
+    out = ["#### Serving", "", f"Replicas that fit at each group's maximum size; {serving_note(plan)}.", ""]
+    if plan.serving:
+        out += [f"**{served_line(plan)}**", ""]
+    for g in groups:
+        out += [f"`{serving_group_line(g)}`", "", *md_table(serving_rows(g)), ""]
+    return out
+
+
 def render_markdown(plan: Plan) -> str:
     c = plan.cost
     subnets, needs = network_rows(plan)
@@ -429,6 +490,7 @@ def render_markdown(plan: Plan) -> str:
            "#### Compute", "", "Peak dense tensor PFLOPS; totals at each group's maximum size.", "",
            *md_table(compute_rows(plan)), "",
            "#### Storage", "", *md_table([["", ""], *storage_rows(plan)[1:]]), "",
+           *_serving_markdown(plan),
            f"#### Network: VPC `{plan.network.vpc_cidr}`", "", *md_table(subnets), "", *md_table(needs), "",
            "#### Control plane and observability", "", f"- {control_plane_line(plan)}",
            f"- {observability_line(plan)}", "",

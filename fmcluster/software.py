@@ -109,3 +109,20 @@ IMAGE_ARGS = {
     "CUDA_ARCHS_ARM64": " ".join(CUDA_ARCHITECTURES["arm64"]),
 }
 # ==================================== end of the reference container image =========================
+
+# =================================================================================================
+# Serving (fmcluster/inference.py, fmcluster/serving.py; the spec's `serving` section)
+#
+# vLLM's OpenAI-compatible server image, the default of serving.image. vLLM publishes one image per
+# release on Docker Hub as vllm/vllm-openai:vX.Y.Z (vLLM docs, "Using Docker": "vLLM offers an
+# official Docker image for deployment ... vllm/vllm-openai"). 0.33.0 is the newest vLLM release on
+# PyPI (`pip index versions vllm`, 2026-11); the image tag follows it. Not verified here: the tag's
+# digest and its platforms (Docker Hub cannot be read from this workplace), so pin the digest
+# (vllm/vllm-openai@sha256:...) in serving.image before production, and check that the release
+# has an arm64 image before serving on p6e-gb200. The image carries no EFA libfabric or
+# aws-ofi-nccl: across nodes (pipeline parallel) NCCL falls back to sockets unless the image is
+# built on with the EFA installer as docker/Dockerfile does.
+# =================================================================================================
+VLLM_VERSION = "0.33.0"
+VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
+# ==================================== end of serving ==============================================

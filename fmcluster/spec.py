@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, model_validator
 from pydantic_core import PydanticCustomError
 
-from fmcluster import catalog, controlplanes, fsx, regions
+from fmcluster import catalog, controlplanes, fsx, regions, software
 
 
 def _fail(kind: str, message: str, hint: str | None = None) -> PydanticCustomError:
@@ -350,6 +350,49 @@ class ObservabilitySpec(Model):
         "who is paged by the alerts: an e-mail subscription of the alert topic (confirm it after the first deploy)"))
 
 
+ServedModelName = Annotated[str, _pattern("name", r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}", "served model name",
+                                          "letters, digits and '.', '_', ':', '/', '-', at most 128, such as "
+                                          "Llama-3.1-70B-Instruct: the name clients ask the API for")]
+ImageRef = Annotated[str, _pattern("name", r"[A-Za-z0-9][A-Za-z0-9._/:@#+-]{0,254}", "container image",
+                                   "a registry reference, such as vllm/vllm-openai:v0.33.0 (no spaces or quotes)")]
+
+
+class ServedModelSpec(Model):
+    """The model a `serving` section serves: its weights on the shared file system and their size."""
+
+    name: ServedModelName = Field(description=(
+        "the name it is served as (vLLM --served-model-name), such as Llama-3.1-70B-Instruct"))
+    path: AbsPath = Field(description=(
+        "the directory of its weights (a Hugging Face checkpoint) on the FSx for Lustre file system, under "
+        "storage.lustre.mount_path, such as /fsx/models/Llama-3.1-70B-Instruct"))
+    parameters_billions: float = Field(gt=0, le=100000, description=(
+        "its parameter count in billions, such as 70: with the dtype, the size of its weights"))
+    dtype: Literal["bf16", "fp16", "fp8", "fp4"] = Field(default="bf16", description=(
+        "the weights' data type: bf16 or fp16 (2 bytes a parameter), fp8 (1), fp4 (0.5: on GPUs with FP4 "
+        "only, B200, B300, GB200)"))
+
+
+class ServingSpec(Model):
+    """Inference on the cluster: one model served by vLLM on a GPU node group, in replicas of
+    tensor-parallel x pipeline-parallel GPUs that `fmcluster plan` shows and `fmcluster jobs` writes
+    the jobs of."""
+
+    model: ServedModelSpec = Field(description="the model: its name, weights, size and data type")
+    node_group: str = Field(description="the GPU node group it is served on, by name")
+    replicas: Optional[int] = Field(default=None, ge=1, description=(
+        "how many replicas to serve; default: as many as fit in the group at its maximum size"))
+    engine: Literal["vllm"] = Field(default="vllm", description="the serving engine: vllm")
+    image: ImageRef = Field(default=software.VLLM_IMAGE, description=(
+        "the engine's container image (Enroot/Pyxis on Slurm, the pods' on Kubernetes); default: the vLLM "
+        "release fmcluster.software pins"))
+    gpu_memory_utilization: float = Field(default=0.9, ge=0.5, le=0.98, description=(
+        "the share of each GPU's memory vLLM takes (--gpu-memory-utilization, passed explicitly): the "
+        "weights, the KV cache and activations; weights must leave at least 10% of the GPUs' memory"))
+    max_model_len: Optional[int] = Field(default=None, ge=128, description=(
+        "the longest context in tokens (vLLM --max-model-len); default: the model's own, which vLLM "
+        "refuses to start with when the KV cache cannot hold one sequence of it"))
+
+
 def _reason(value: str) -> str:
     if not value.strip():
         raise _fail("reason", "the reason is blank", "say why the team accepts the risk, for reviewers")
@@ -401,6 +444,8 @@ class ClusterSpec(Model):
     tags: dict[str, str] = Field(default={}, description="tags on every resource")
     protect: bool = Field(default=False, description=(
         "termination protection on every stack, not only NAME-storage (which always has it)"))
+    serving: Optional[ServingSpec] = Field(default=None, description=(
+        "a model served on a GPU node group (none by default)"))
     accepted_warnings: list[AcceptedWarning] = Field(default=[], description=(
         "warnings the team accepts on purpose, each with its check's id and a reason"))
 

@@ -16,6 +16,7 @@ from fmcluster.rules import (  # noqa: F401
     naming,
     network,
     orchestrator,
+    serving,
     slurm,
     ultraserver,
 )

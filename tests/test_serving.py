@@ -1,0 +1,263 @@
+"""Serving: how a model of a given size is placed on a node group (fmcluster.inference), the spec's
+`serving` section and its rules at their field paths, the resolved ClusterModel.serving, and the plan's
+serving tables with and without the section."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from fmcluster import catalog, inference, plan, plan_render, software
+from fmcluster.model import resolve
+from fmcluster.rules import serving as rules
+from tests.specs import base_spec, findings, messages, paths, validated, with_, without
+
+P5 = catalog.catalog()["p5.48xlarge"]
+LLAMA_70B = {"name": "meta-llama/Llama-3.1-70B-Instruct", "path": "/fsx/models/Llama-3.1-70B-Instruct",
+             "parameters_billions": 70}
+
+
+def served(params: float = 70, dtype: str = "bf16", nodes: int = 2, instance_type: str = "p5.48xlarge",
+           **section) -> dict:
+    """The base spec (PCS, Lustre at /fsx) serving a model of `params` billions on its group `gpu`."""
+    spec = with_(base_spec(), "node_groups[0].count", nodes)
+    spec = with_(spec, "node_groups[0].instance_type", instance_type)
+    model = {**LLAMA_70B, "parameters_billions": params, "dtype": dtype}
+    return with_(spec, "serving", {"node_group": "gpu", "model": model, **section})
+
+
+def model_of(spec: dict):
+    return resolve(validated(spec))
+
+
+# ---- the placement ---------------------------------------------------------------------------
+
+def test_70b_bf16_on_p5_takes_four_h100s():
+    """140 GB (130.4 GiB) of weights: 2 x 80 GiB leave 128 GiB for weights (80% of 160), too little;
+    4 x 80 GiB leave 256 GiB: TP 4, two replicas to a node, 157.6 GiB left for the KV cache."""
+    p = inference.place(P5, 2, 70, "bf16")
+    assert round(p.weights_gib, 1) == 130.4
+    assert (p.tensor_parallel, p.pipeline_parallel, p.gpus_per_replica) == (4, 1, 4)
+    assert (p.replicas_per_unit, p.replicas_fit) == (2, 4)
+    assert round(p.kv_cache_gib, 1) == round(0.9 * 320 - p.weights_gib, 1) == 157.6
+    assert not inference._fits(p.weights_gib, 2, 80, 0.9)
+
+
+def test_405b_bf16_on_p5_needs_two_nodes():
+    """754 GiB: one node's 8 x 80 GiB leave 512 GiB for weights; two nodes 1,024: TP 8 x PP 2."""
+    p = inference.place(P5, 4, 405, "bf16")
+    assert (p.tensor_parallel, p.pipeline_parallel, p.gpus_per_replica) == (8, 2, 16)
+    assert (p.replicas_per_unit, p.replicas_fit, p.units(2)) == (1, 2, 2)
+    alone = inference.place(P5, 1, 405, "bf16")
+    assert not alone.fits and alone.pipeline_parallel == 2 and alone.replicas_fit == 0
+
+
+def test_8b_fits_one_gpu_with_a_replica_per_gpu():
+    p = inference.place(P5, 3, 8, "bf16")
+    assert (p.tensor_parallel, p.pipeline_parallel, p.replicas_fit) == (1, 1, 24)
+    assert p.units(24) == 3 and p.units(9) == 2
+
+
+@pytest.mark.parametrize("instance_type, params, dtype, tp, pp", [
+    ("p5.48xlarge", 70, "fp8", 2, 1),  # 65.2 GiB: just over one H100's 64 GiB
+    ("p5.48xlarge", 405, "fp8", 8, 1),
+    ("p5e.48xlarge", 70, "bf16", 2, 1),  # H200 141 GiB
+    ("p5e.48xlarge", 405, "bf16", 8, 1),
+    ("p6-b200.48xlarge", 70, "bf16", 1, 1),  # B200 179 GiB: 143 GiB for weights
+    ("p6-b200.48xlarge", 405, "fp4", 2, 1),  # 188.6 GiB of FP4 weights
+    ("p5.4xlarge", 70, "fp8", 1, 2),  # one GPU a node: pipeline parallel across two nodes
+    ("g6e.12xlarge", 70, "bf16", 4, 1),  # 4 x L40S (44.7 GiB): 143 GiB for weights
+    ("p6e-gb200.36xlarge", 405, "bf16", 4, 2),
+])
+def test_tensor_parallel_inside_a_node_pipeline_parallel_across(instance_type, params, dtype, tp, pp):
+    p = inference.place(catalog.catalog()[instance_type], 4, params, dtype)
+    assert (p.tensor_parallel, p.pipeline_parallel) == (tp, pp)
+
+
+@pytest.mark.parametrize("instance_type", [t for t in catalog.known_names(gpu_only=True)])
+@pytest.mark.parametrize("params, dtype", inference.STANDARD_MODELS)
+def test_the_placement_is_the_smallest_that_leaves_the_kv_cache_floor(instance_type, params, dtype):
+    """The rule itself, on every GPU type: weights <= (0.9 - 0.1) x the replica's GPU memory, a
+    power-of-two TP dividing the node's GPUs, and no smaller layout would do."""
+    it = catalog.catalog()[instance_type]
+    p = inference.place(it, 64, params, dtype)
+    assert p.fits and p.gpus_per_node % p.tensor_parallel == 0
+    assert p.tensor_parallel & (p.tensor_parallel - 1) == 0 or p.tensor_parallel == it.gpu_count
+    assert p.weights_gib <= 0.8 * p.replica_memory_gib
+    assert p.kv_cache_gib >= p.reserve_gib - 1e-9
+    smaller = p.tensor_parallel // 2 if p.pipeline_parallel == 1 else it.gpu_count * (p.pipeline_parallel - 1)
+    if smaller:
+        assert p.weights_gib > 0.8 * smaller * it.gpu.memory_gib
+    assert p.pipeline_parallel == 1 or p.tensor_parallel == it.gpu_count
+
+
+def test_a_cpu_group_places_nothing():
+    p = inference.place(catalog.catalog()["c7i.8xlarge"], 4, 8, "bf16")
+    assert (p.fits, p.tensor_parallel, p.replicas_fit, p.units(1)) == (False, 0, 0, 0)
+
+
+def test_the_share_vllm_takes_is_the_spec_s():
+    tight = inference.place(P5, 2, 70, "bf16", gpu_memory_utilization=0.5)  # 40% of 4 x 80 GiB: 128 < 130.4
+    assert (tight.tensor_parallel, tight.gpu_memory_utilization) == (8, 0.5)
+    model = model_of(served(70, gpu_memory_utilization=0.5))
+    assert model.serving.tensor_parallel == 8
+
+
+# ---- the spec --------------------------------------------------------------------------------
+
+def test_serving_is_absent_by_default_and_shown_as_such():
+    spec = validated(base_spec())
+    assert spec.serving is None and spec.resolved()["serving"] is None
+    assert resolve(spec).serving is None
+
+
+def test_the_section_s_defaults():
+    section = validated(served()).serving
+    assert (section.engine, section.image, section.replicas, section.model.dtype) == (
+        "vllm", software.VLLM_IMAGE, None, "bf16")
+    assert section.gpu_memory_utilization == inference.GPU_MEMORY_UTILIZATION == 0.9
+    assert re.fullmatch(r"vllm/vllm-openai:v\d+\.\d+\.\d+", software.VLLM_IMAGE)
+
+
+def test_a_valid_serving_section_has_no_findings():
+    assert paths(served()) == set()
+
+
+@pytest.mark.parametrize("path, value", [
+    ("serving.model.revision", "main"), ("serving.port", 8080), ("serving.engine", "sglang"),
+    ("serving.model.dtype", "int4"), ("serving.model.name", "two words"), ("serving.model.path", "models/x"),
+    ("serving.model.parameters_billions", 0), ("serving.replicas", 0), ("serving.gpu_memory_utilization", 1.0),
+    ("serving.image", "vllm/vllm-openai:v1 ; rm -rf /"),
+])
+def test_malformed_fields_are_errors_at_their_path(path, value):
+    found = paths(with_(served(), path, value))
+    assert path in found or path.rsplit(".", 1)[0] in found, found
+
+
+def test_the_model_is_required():
+    assert "serving.model" in paths(without(served(), "serving.model"))
+
+
+# ---- the rules -------------------------------------------------------------------------------
+
+def test_serving_node_group_exists():
+    spec = with_(served(), "serving.node_group", "gpus")
+    (message,) = messages(spec, "serving.node_group")
+    assert "there is no node group 'gpus'" in message and "| a GPU node group of node_groups: gpu" in message
+    assert findings(rules.serving_node_group, served()) == []
+
+
+def test_serving_node_group_has_gpus():
+    spec = with_(served(), "node_groups[1]", {"name": "cpu", "instance_type": "c7i.8xlarge", "count": 2})
+    spec = with_(spec, "serving.node_group", "cpu")
+    (message,) = messages(spec, "serving.node_group")
+    assert "'cpu' (c7i.8xlarge) has no GPUs" in message and "gpu" in message.split("|")[1]
+
+
+def test_serving_needs_a_file_system():
+    spec = without(served(), "storage.lustre")
+    (message,) = messages(spec, "serving.model.path")
+    assert "FSx for Lustre, and the cluster has none" in message
+    assert findings(rules.serving_file_system, served()) == []
+
+
+@pytest.mark.parametrize("path", ["/data/models/x", "/fsx", "/fsxmodels/x"])
+def test_serving_model_path_is_under_the_mount_path(path):
+    spec = with_(served(), "serving.model.path", path)
+    (message,) = messages(spec, "serving.model.path")
+    assert f"{path} is not under the file system's mount path /fsx" in message
+    assert "/fsx/models/Llama-3.1-70B-Instruct" in message  # the hint
+
+
+def test_serving_model_path_follows_the_mount_path():
+    spec = with_(with_(served(), "storage.lustre.mount_path", "/lustre"), "serving.model.path", "/lustre/m/70b")
+    assert findings(rules.serving_model_path, spec) == []
+    assert "serving.model.path" in paths(with_(spec, "serving.model.path", "/fsx/m/70b"))
+
+
+def test_serving_dtype_supported_fp4_only_on_gpus_with_fp4():
+    (message,) = messages(served(dtype="fp4"), "serving.model.dtype")
+    assert "H100 GPUs have no FP4" in message and "B200" in message
+    assert paths(served(405, "fp4", instance_type="p6-b200.48xlarge")) == set()
+    assert paths(served(8, "fp8", instance_type="p4d.24xlarge")) == set()  # FP8 weights run on A100 (weight-only)
+
+
+def test_serving_model_fits_in_the_group():
+    spec = served(405, nodes=1)
+    (message,) = messages(spec, "serving.model.parameters_billions")
+    assert "405B parameters in bf16 are 754.4 GiB" in message and "needs 2 x p5.48xlarge" in message
+    assert "has at most 1" in message and "grow the group to 2 nodes" in message
+    assert findings(rules.serving_model_fits, served(405, nodes=2)) == []
+
+
+def test_serving_model_fits_counts_the_elastic_maximum():
+    spec = with_(without(served(405), "node_groups[0].count"), "node_groups[0].min_count", 0)
+    assert findings(rules.serving_model_fits, with_(spec, "node_groups[0].max_count", 2)) == []
+    assert findings(rules.serving_model_fits, with_(spec, "node_groups[0].max_count", 1))
+
+
+def test_serving_replicas_fit():
+    spec = served(70, replicas=5)  # 2 x p5: 4 replicas of TP 4
+    (message,) = messages(spec, "serving.replicas")
+    assert "5 replicas asked for, 4 fit" in message and "4 x 1 GPUs" in message and "replicas: 4" in message
+    assert findings(rules.serving_replicas_fit, served(70, replicas=4)) == []
+
+
+def test_rules_that_cannot_place_stay_quiet():
+    """A missing group is one finding, not four."""
+    spec = with_(served(405, replicas=9, nodes=1), "serving.node_group", "nope")
+    assert paths(spec) == {"serving.node_group"}
+
+
+# ---- the model -------------------------------------------------------------------------------
+
+def test_the_model_resolves_the_placement_once():
+    s = model_of(served(70)).serving
+    assert (s.name, s.path, s.group, s.engine, s.image) == (
+        LLAMA_70B["name"], LLAMA_70B["path"], "gpu", "vllm", software.VLLM_IMAGE)
+    assert (s.tensor_parallel, s.pipeline_parallel, s.replicas, s.units) == (4, 1, 4, 2)
+    assert s.placement == inference.place(P5, 2, 70, "bf16")
+    assert model_of(served(70, replicas=3)).serving.replicas == 3
+
+
+# ---- the plan --------------------------------------------------------------------------------
+
+def _plan(spec: dict) -> plan.Plan:
+    return plan.build(validated(spec), spec)
+
+
+def test_the_plan_shows_the_standard_sizes_on_every_gpu_group():
+    spec = with_(base_spec(), "node_groups[1]", {"name": "cpu", "instance_type": "c7i.8xlarge", "count": 2})
+    p = _plan(spec)
+    gpu, cpu = p.node_groups
+    assert cpu.serving is None and p.serving is None
+    assert [f.model for f in gpu.serving] == ["8B bf16", "8B fp8", "70B bf16", "70B fp8", "405B bf16", "405B fp8"]
+    big = gpu.serving[4]
+    assert (big.tensor_parallel, big.pipeline_parallel, big.replicas_fit, big.fits) == (8, 2, 1, True)
+    text = plan_render.render_text(p)
+    assert "Serving (replicas that fit at each group's maximum size)" in text
+    assert re.search(r"^    70B bf16 +130\.4 GiB +4 x 1 +4 +157\.6 GiB +4$", text, re.MULTILINE)
+
+
+def test_a_model_that_does_not_fit_says_what_it_needs():
+    p = _plan(with_(base_spec(), "node_groups[0].count", 1))
+    row = plan_render.serving_rows(p.node_groups[0])[5]  # 405B bf16 on one p5
+    assert row == ["405B bf16", "754.4 GiB", "needs 2 nodes of 1", "-", "-", "0"]
+
+
+def test_the_plan_marks_the_served_model():
+    p = _plan(served(70, replicas=3))
+    rows = p.node_groups[0].serving
+    assert [f.served for f in rows] == [False] * 6 + [True]
+    mine = rows[-1]
+    assert (mine.model, mine.tensor_parallel, mine.replicas_fit, mine.replicas_served) == (LLAMA_70B["name"], 4, 4, 3)
+    assert (p.serving.node_group, p.serving.replicas, p.serving.units, p.serving.port) == ("gpu", 3, 2, 8000)
+    text = plan_render.render_text(p)
+    assert f"{LLAMA_70B['name']} (served)" in text and "3 served of 4" in text
+    assert f"serving {LLAMA_70B['name']} from {LLAMA_70B['path']} on gpu: 3 replicas of 4 x 1 GPUs" in text
+    markdown = plan_render.render_markdown(p)
+    assert "#### Serving" in markdown and f"| {LLAMA_70B['name']} (served) | 130.4 GiB | 4 x 1 |" in markdown
+    again = plan.Plan.model_validate(json.loads(plan_render.render_json(p)))
+    assert again == p and "serving.replicas" not in p.defaulted and "serving.engine" in p.defaulted
