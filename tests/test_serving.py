@@ -1,19 +1,28 @@
 """Serving: how a model of a given size is placed on a node group (fmcluster.inference), the spec's
-`serving` section and its rules at their field paths, the resolved ClusterModel.serving, and the plan's
-serving tables with and without the section."""
+`serving` section and its rules at their field paths, the resolved ClusterModel.serving, the plan's
+serving tables with and without the section, and the serving jobs (fmcluster.serving): the sbatch
+script shellchecked and its #SBATCH options held to the model, the LeaderWorkerSet and Service."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from fmcluster import catalog, inference, plan, plan_render, software
+from fmcluster import bootstrap, catalog, inference, kubernetes, plan, plan_render, serving, software
 from fmcluster.model import resolve
 from fmcluster.rules import serving as rules
 from tests.specs import base_spec, findings, messages, paths, validated, with_, without
+from tests.test_rules_ultraserver import gb200
 
+ROOT = Path(__file__).resolve().parent.parent
+SHELLCHECK = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or shutil.which("shellcheck")
+LWS_CRD = ROOT / "tests" / "data" / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets_v1.json"
 P5 = catalog.catalog()["p5.48xlarge"]
 LLAMA_70B = {"name": "meta-llama/Llama-3.1-70B-Instruct", "path": "/fsx/models/Llama-3.1-70B-Instruct",
              "parameters_billions": 70}
@@ -103,6 +112,7 @@ def test_the_share_vllm_takes_is_the_spec_s():
     assert (tight.tensor_parallel, tight.gpu_memory_utilization) == (8, 0.5)
     model = model_of(served(70, gpu_memory_utilization=0.5))
     assert model.serving.tensor_parallel == 8
+    assert "--gpu-memory-utilization 0.5 " in serving.slurm_serve_sbatch(model)
 
 
 # ---- the spec --------------------------------------------------------------------------------
@@ -261,3 +271,175 @@ def test_the_plan_marks_the_served_model():
     assert "#### Serving" in markdown and f"| {LLAMA_70B['name']} (served) | 130.4 GiB | 4 x 1 |" in markdown
     again = plan.Plan.model_validate(json.loads(plan_render.render_json(p)))
     assert again == p and "serving.replicas" not in p.defaulted and "serving.engine" in p.defaulted
+
+
+# ---- the Slurm job ---------------------------------------------------------------------------
+
+def sbatch_options(text: str) -> dict[str, str]:
+    return dict(re.findall(r"^#SBATCH --([a-z-]+)(?:=(\S+))?$", text, re.MULTILINE))
+
+
+def shellcheck(tmp_path: Path, **scripts: str) -> None:
+    files = []
+    for name, text in scripts.items():
+        (tmp_path / name).write_text(text if text.startswith("#!") else "#!/bin/bash\n" + text + "\n")
+        files.append(str(tmp_path / name))
+    result = subprocess.run([SHELLCHECK, "--shell=bash", *files], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout
+
+
+@pytest.mark.parametrize("params, nodes", [(405, 4), (8, 3), (70, 2)])
+def test_the_sbatch_passes_shellcheck_and_follows_the_model(tmp_path, params, nodes):
+    model = model_of(served(params, nodes=nodes))
+    s = model.serving
+    text = serving.slurm_serve_sbatch(model)
+    inner = serving._ray_head(s, "2", serving.HEAD_ADDR) if s.pipeline_parallel > 1 else serving._side_by_side(s)
+    shellcheck(tmp_path, **{"serve.sbatch": text, "inner.sh": inner, "worker.sh": serving._ray_worker(
+        serving.HEAD_ADDR)})
+    options = sbatch_options(text)
+    assert options["partition"] == "gpu" and options["nodes"] == str(s.pipeline_parallel)
+    assert "exclusive" in options and options["array"] == f"0-{s.units - 1}"
+    assert options["output"] == "results/%x-%A_%a.out"
+    assert f"--tensor-parallel-size {s.tensor_parallel} --pipeline-parallel-size {s.pipeline_parallel}" in text
+    assert f"--served-model-name {s.name} " in text and "--gpu-memory-utilization 0.9 " in text
+    assert f"source {bootstrap.NCCL_ENV_FILE}" in text
+    assert 'mounts="$MODEL_PATH:$MODEL_PATH:ro"' in text and f"MODEL_PATH={s.path}" in text
+    assert '--container-image="$IMAGE" --container-mounts="$mounts"' in text
+    assert f'IMAGE="${{IMAGE:-{software.VLLM_IMAGE}}}"' in text
+    assert 'echo "fmcluster-serve ready model=' in text
+    assert f"deadline=$(( SECONDS + {serving.startup_seconds(model)} ))" in text
+    ray = "ray start --head" in text
+    assert ray == (s.pipeline_parallel > 1) == ("--distributed-executor-backend ray" in text)
+
+
+def test_replicas_of_one_node_share_it(tmp_path):
+    model = model_of(served(8, nodes=3, replicas=20))  # 8 a node: tasks of 8, 8 and 4
+    text = serving.slurm_serve_sbatch(model)
+    assert sbatch_options(text)["array"] == "0-2"
+    assert "count=$(( 20 - SLURM_ARRAY_TASK_ID * 8 ))" in text and "(( count > 8 )) && count=8" in text
+    assert "--port $(( PORT + i ))" in text and "export COUNT=$count PORT=8000" in text
+
+
+def test_the_side_by_side_replicas_take_their_own_gpus(tmp_path):
+    """Run the in-container loop with a fake vllm: two replicas of TP 4 get GPUs 0-3 and 4-7."""
+    s = model_of(served(70)).serving
+    (tmp_path / "vllm").write_text('#!/bin/bash\necho "$CUDA_VISIBLE_DEVICES ${*: -1}"\n')
+    (tmp_path / "vllm").chmod(0o755)
+    out = subprocess.run(["bash", "-c", serving._side_by_side(s)], capture_output=True, text=True, check=True,
+                         env={"PATH": f"{tmp_path}:/usr/bin:/bin", "COUNT": "2", "PORT": "8000"}).stdout
+    assert sorted(out.split("\n")[:2]) == ["0,1,2,3 8000", "4,5,6,7 8001"]
+
+
+def test_startup_allows_for_every_replica_reading_its_weights():
+    model = model_of(served(405, nodes=4))  # 2 x 754 GiB at 1.17 GB/s (4,800 GiB at 250 MB/s/TiB)
+    read = 2 * 754.37 * 2**30 / (model.spec.storage.lustre.throughput_mbps * 1e6)
+    assert serving.startup_seconds(model) == serving.STARTUP_FLOOR_S + -(-read // 60) * 60
+
+
+def test_no_serving_section_no_serving_job():
+    with pytest.raises(ValueError, match="no serving section"):
+        serving.slurm_serve_sbatch(model_of(base_spec()))
+
+
+# ---- the Kubernetes manifests ----------------------------------------------------------------
+
+def _eks(spec: dict) -> dict:
+    spec = with_(spec, "orchestrator", {"type": "eks", "admin_role_arn": "arn:aws:iam::111122223333:role/admin"})
+    return with_(spec, "network.extra_availability_zone_ids", ["use1-az6"])
+
+
+def manifests(spec: dict) -> list[dict]:
+    return serving.kubernetes_serve_manifests(model_of(spec), namespace="ml", queue="llm", claim="fsx-lustre")
+
+
+def _pod(template: dict) -> tuple[dict, dict]:
+    pod = template["spec"]
+    (container,) = pod["containers"]
+    return pod, container
+
+
+def test_a_multi_node_replica_is_a_leader_and_its_workers():
+    spec = _eks(served(405, nodes=4))
+    assert paths(spec) == set()
+    lws, service = manifests(spec)
+    assert (lws["apiVersion"], lws["kind"]) == (kubernetes.LWS_API, "LeaderWorkerSet")
+    assert lws["metadata"] == {"name": "test-cluster-serve", "namespace": "ml",
+                               "labels": {kubernetes.QUEUE_NAME_LABEL: "llm"}}
+    assert len(lws["metadata"]["name"]) <= 39  # Kueue's limit for a LeaderWorkerSet's name
+    spec_ = lws["spec"]
+    assert spec_["replicas"] == 2
+    template = spec_["leaderWorkerTemplate"]
+    assert (template["size"], template["restartPolicy"]) == (2, "RecreateGroupOnPodRestart")
+    group = model_of(spec).group("gpu")
+    for role in ("leaderTemplate", "workerTemplate"):
+        pod, container = _pod(template[role])
+        assert pod["nodeSelector"] == {kubernetes.NODE_GROUP_LABEL: "gpu"}
+        assert pod["tolerations"] == [kubernetes.GPU_TOLERATION]
+        assert container["resources"]["limits"] == {kubernetes.GPU_RESOURCE: 8, kubernetes.EFA_RESOURCE: 32}
+        assert group.efa_interfaces == 32
+        assert {"name": "weights", "persistentVolumeClaim": {"claimName": "fsx-lustre", "readOnly": True}} \
+            in pod["volumes"]
+        assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
+        assert {"name": "weights", "mountPath": "/fsx", "readOnly": True} in container["volumeMounts"]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert {s.name: s.value for s in bootstrap.nccl_settings(group.instance, True)}.items() <= env.items()
+        assert env["FI_EFA_USE_HUGE_PAGE"] == "0" and env["HF_HUB_OFFLINE"] == "1"
+    _, leader = _pod(template["leaderTemplate"])
+    _, worker = _pod(template["workerTemplate"])
+    script = leader["command"][2]
+    assert "-ge $(LWS_GROUP_SIZE) ]" in script and "--pipeline-parallel-size 2" in script
+    assert '--address="$(LWS_LEADER_ADDRESS)":6379' in worker["command"][2]
+    assert leader["readinessProbe"]["httpGet"] == {"path": "/health", "port": 8000}
+    startup = leader["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= serving.startup_seconds(model_of(spec))
+    assert "readinessProbe" not in worker and "ports" not in worker
+    assert service["spec"] == {
+        "type": "ClusterIP", "selector": {serving.LWS_NAME_LABEL: "test-cluster-serve",
+                                          serving.LWS_WORKER_INDEX_LABEL: "0"},
+        "ports": [{"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"}]}
+    assert service["metadata"]["name"] != lws["metadata"]["name"]  # LWS's own headless Service has that name
+
+
+def test_replicas_of_one_node_are_pods_of_their_gpus_only():
+    lws, _ = manifests(_eks(served(70)))
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 1 and "leaderTemplate" not in template and lws["spec"]["replicas"] == 4
+    pod, container = _pod(template["workerTemplate"])
+    assert container["resources"]["limits"] == {kubernetes.GPU_RESOURCE: 4}  # two pods to a node, no EFA
+    assert "FI_PROVIDER" not in {e["name"] for e in container["env"]}
+    assert container["command"][2].startswith("exec vllm serve /fsx/models/Llama-3.1-70B-Instruct ")
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+
+
+def test_the_container_scripts_pass_shellcheck(tmp_path):
+    lws, _ = manifests(_eks(served(405, nodes=4)))
+    template = lws["spec"]["leaderWorkerTemplate"]
+    scripts = {f"{role}.sh": _pod(template[role])[1]["command"][2] for role in ("leaderTemplate", "workerTemplate")}
+    # Kubernetes expands $(VAR) from the container's environment before bash runs the script
+    shellcheck(tmp_path, **{name: text.replace("$(LWS_GROUP_SIZE)", "2").replace("$(LWS_LEADER_ADDRESS)", "leader")
+                            for name, text in scripts.items()})
+
+
+def test_ultraserver_replicas_stay_in_one_nvlink_domain():
+    spec = with_(gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6")), "serving",
+                 {"node_group": "gb200", "model": {**LLAMA_70B, "parameters_billions": 405}})
+    spec = with_(spec, "storage", base_spec()["storage"])
+    assert paths(spec) == set()
+    lws, _ = manifests(spec)
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 2  # 4 x GB200 a node: TP 4 x PP 2
+    for role in ("leaderTemplate", "workerTemplate"):
+        assert template[role]["metadata"]["annotations"] == {
+            serving.REQUIRED_TOPOLOGY_ANNOTATION: kubernetes.NVLINK_CLIQUE_LABEL,
+            serving.PODSET_GROUP_ANNOTATION: "test-cluster-serve"}
+    plain, _ = manifests(_eks(served(405, nodes=4)))
+    assert "metadata" not in plain["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+
+
+@pytest.mark.skipif(not LWS_CRD.is_file(), reason=f"no LeaderWorkerSet CRD schema yet ({LWS_CRD.name})")
+@pytest.mark.parametrize("params, nodes", [(405, 4), (70, 2)])
+def test_the_leaderworkerset_is_valid_against_its_crd(params, nodes):
+    from tests.test_crd_schemas import validate
+
+    lws, _ = manifests(_eks(served(params, nodes=nodes)))
+    validate(lws)
