@@ -33,9 +33,22 @@ def archive(files: dict[str, str]) -> bytes:
 
 
 ROOT = f"sagemaker-hyperpod-cli-{deps.COMMIT}"
+MPI = deps.subchart_path("mpi-operator")
+TRAINING = deps.subchart_path("training-operators")
 REPO = archive({f"{ROOT}/{handler.CHART_PATH}/Chart.yaml": "name: hyperpod-helm-chart\n",
                 f"{ROOT}/{handler.CHART_PATH}/values.yaml": "{}\n",
+                f"{ROOT}/{MPI}/Chart.yaml": "name: mpi-operator\n",
+                f"{ROOT}/{TRAINING}/Chart.yaml": "name: training-operators\n",
+                f"{ROOT}/{TRAINING}-old/Chart.yaml": "a sibling with the same prefix: not extracted\n",
                 f"{ROOT}/README.md": "not extracted\n"})
+# kubectl get deployments --all-namespaces: the training operator's (Helm's annotations of the
+# release training-operators in kube-system, the object in kubeflow) and one of another release
+DEPLOYMENTS = {"items": [
+    {"metadata": {"namespace": "kubeflow", "name": "training-operators", "annotations": {
+        "meta.helm.sh/release-name": "training-operators", "meta.helm.sh/release-namespace": "kube-system"}}},
+    {"metadata": {"namespace": "kube-system", "name": "coredns"}},
+    {"metadata": {"namespace": "kube-system", "name": "mpi-operator", "annotations": {
+        "meta.helm.sh/release-name": "mpi-operator", "meta.helm.sh/release-namespace": "kube-system"}}}]}
 
 
 class Recorder:
@@ -44,6 +57,7 @@ class Recorder:
         self.responses: list[dict] = []
         self.fail_on = fail_on
         self.values = None
+        self.deployments = DEPLOYMENTS
 
     def run(self, command, env, capture_output, text):
         self.commands.append(command)
@@ -52,7 +66,8 @@ class Recorder:
             assert handler.os.path.isfile(handler.os.path.join(command[4], "Chart.yaml"))
             assert env["PATH"].startswith("/opt/kubectl:/opt/helm:/opt/awscli:")
         failed = self.fail_on is not None and self.fail_on in " ".join(command)
-        return type("Result", (), {"returncode": 1 if failed else 0, "stdout": "",
+        stdout = json.dumps(self.deployments) if command[:3] == ["kubectl", "get", "deployments"] else ""
+        return type("Result", (), {"returncode": 1 if failed else 0, "stdout": stdout,
                                    "stderr": "Error: release: not found" if failed else ""})()
 
     def urlopen(self, request, timeout):
@@ -80,8 +95,9 @@ def recorder(monkeypatch):
     return rec
 
 
-def event(kind: str) -> dict:
-    return {"RequestType": kind, "ResourceProperties": PROPS, "ResponseURL": "https://cloudformation-response",
+def event(kind: str, **props: str) -> dict:
+    return {"RequestType": kind, "ResourceProperties": {**PROPS, **props},
+            "ResponseURL": "https://cloudformation-response",
             "StackId": "stack", "RequestId": "req", "LogicalResourceId": "Deps"}
 
 
@@ -128,3 +144,85 @@ def test_the_archive_must_name_the_pinned_commit():
 def test_the_pin_is_a_full_commit_id():
     assert len(deps.COMMIT) == 40 and int(deps.COMMIT, 16) >= 0
     assert deps.ARCHIVE_URL.endswith(deps.COMMIT)
+
+
+# --- ChartPath and NodeSelector: the operators' sub-charts on `eks` ------------------------------
+
+def test_the_default_chart_is_the_constructs(recorder):
+    assert handler.CHART_PATH == deps.CHART_PATH == "helm_chart/HyperPodHelmChart"
+    assert deps.subchart_path("mpi-operator") == "helm_chart/HyperPodHelmChart/charts/mpi-operator"
+
+
+def test_a_sub_chart_is_installed_from_its_own_folder(recorder, monkeypatch, tmp_path):
+    extracted = []
+    fetch = handler.fetch_chart
+    monkeypatch.setattr(handler, "fetch_chart", lambda *args: extracted.append(args) or fetch(*args))
+    handler.handler(event("Create", ChartPath=MPI, Release="mpi-operator", Values="{}"), None)
+    ((url, commit, _, path),) = extracted
+    assert (url, commit, path) == (deps.ARCHIVE_URL, deps.COMMIT, MPI)
+    build, install = recorder.commands[1], recorder.commands[2]
+    assert build[3].endswith(f"{ROOT}/{MPI}") and install[4] == build[3]
+    assert install[3] == "mpi-operator" and install[install.index("--timeout") + 1] == handler.TIMEOUT
+    assert not [c for c in recorder.commands if c[0] == "kubectl"]  # no NodeSelector: nothing placed
+    (response,) = recorder.responses
+    assert response["Status"] == "SUCCESS" and response["PhysicalResourceId"] == "mpi-operator"
+
+
+def test_only_the_sub_chart_folder_is_extracted(tmp_path, recorder):
+    chart = handler.fetch_chart(deps.ARCHIVE_URL, deps.COMMIT, str(tmp_path), TRAINING)
+    assert chart == str(tmp_path / ROOT / TRAINING) and (tmp_path / ROOT / TRAINING / "Chart.yaml").is_file()
+    assert sorted(p.relative_to(tmp_path / ROOT).as_posix() for p in (tmp_path / ROOT).rglob("*") if p.is_file()) == [
+        f"{TRAINING}/Chart.yaml"]
+
+
+def test_a_missing_chart_folder_fails(tmp_path, recorder):
+    with pytest.raises(ValueError, match="not found in the archive"):
+        handler.fetch_chart(deps.ARCHIVE_URL, deps.COMMIT, str(tmp_path), "helm_chart/HyperPodHelmChart/charts/none")
+
+
+@pytest.mark.parametrize("path", [
+    "../etc", "helm_chart/../../etc", "helm_chart/HyperPodHelmChart/charts/..", "/etc", "/", "", ".",
+    "./helm_chart/HyperPodHelmChart", "helm_chart//HyperPodHelmChart", "helm_chart/HyperPodHelmChart/",
+    "helm_chart\\..\\etc"])
+def test_the_chart_path_stays_inside_the_archive(path):
+    with pytest.raises(ValueError, match="not a folder inside the archive"):
+        handler.checked_chart_path(path)
+
+
+def test_a_chart_path_outside_the_archive_fails_before_any_download(recorder):
+    handler.handler(event("Create", ChartPath="helm_chart/../../etc"), None)
+    assert [c[:2] for c in recorder.commands] == [["aws", "eks"]]  # no helm
+    (response,) = recorder.responses
+    assert response["Status"] == "FAILED" and "not a folder inside the archive" in response["Reason"]
+
+
+def test_an_empty_chart_path_is_the_dependencies_chart(recorder):
+    handler.handler(event("Create", ChartPath=""), None)
+    install = recorder.commands[-1]
+    assert install[4].endswith(f"{ROOT}/{handler.CHART_PATH}")
+
+
+def test_a_node_selector_places_the_releases_deployments(recorder):
+    selector = {"fmcluster.dev/node-group": "system"}
+    handler.handler(event("Create", ChartPath=TRAINING, Release="training-operators", Values="{}",
+                          NodeSelector=json.dumps(selector)), None)
+    install = next(c for c in recorder.commands if c[:2] == ["helm", "upgrade"])
+    assert install[install.index("--timeout") + 1] == handler.PLACED_TIMEOUT  # then the rollout, in 15 minutes
+    kubectl = [c for c in recorder.commands if c[0] == "kubectl"]
+    assert kubectl[0][:5] == ["kubectl", "get", "deployments", "--all-namespaces", "--output"]
+    patch, rollout = kubectl[1], kubectl[2]
+    assert patch[:8] == ["kubectl", "patch", "deployment", "training-operators", "--namespace", "kubeflow",
+                         "--type", "merge"]
+    assert json.loads(patch[patch.index("--patch") + 1]) == {"spec": {"template": {"spec": {"nodeSelector": selector}}}}
+    assert rollout[:5] == ["kubectl", "rollout", "status", "deployment/training-operators", "--namespace"]
+    assert len(kubectl) == 3  # only the release's own Deployment (not coredns, not mpi-operator's)
+    (response,) = recorder.responses
+    assert response["Status"] == "SUCCESS"
+
+
+def test_a_node_selector_without_a_deployment_fails(recorder):
+    recorder.deployments = {"items": []}
+    handler.handler(event("Create", ChartPath=TRAINING, Release="training-operators",
+                          NodeSelector='{"fmcluster.dev/node-group": "system"}'), None)
+    (response,) = recorder.responses
+    assert response["Status"] == "FAILED" and "has no Deployment" in response["Reason"]
