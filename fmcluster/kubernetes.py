@@ -281,7 +281,6 @@ DRA_DRIVER = Chart("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", "https://he
 # own device plugin, 0.16.1, whose GFD has no clique label: it came in 0.17.0).
 GPU_FEATURE_DISCOVERY = Chart("gpu-feature-discovery", NVIDIA_DEVICE_PLUGIN.chart, NVIDIA_DEVICE_PLUGIN.repository,
                               NVIDIA_DEVICE_PLUGIN.version, NVIDIA_DEVICE_PLUGIN.namespace)
-CHARTS = (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE)
 # --- jobs and serving: the operators the acceptance and serving kits (fmcluster.jobs) run on ---
 # The MPI operator (MPIJob: nccl-tests across nodes) and the Kubeflow training operator
 # (PyTorchJob: the torchrun smoke test). HyperPod on EKS installs both with its dependencies chart
@@ -303,6 +302,20 @@ OPERATOR_SUBCHARTS = ("mpi-operator", "training-operators")  # under helm_chart/
 # leaderworkerset.x-k8s.io/v1 in charts/lws/crds).
 LWS = Chart("lws", "lws", "oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system")
 LWS_API = "leaderworkerset.x-k8s.io/v1"
+# The charts every Kubernetes plane may get from the kubectl provider (the device plugins only on
+# `eks` and only where their devices are; Kueue and LWS everywhere, HyperPod EKS included).
+CHARTS = (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE, LWS)
+# On `eks`, each operator sub-chart is a release of its own (stacks/eks.py, with the handler of
+# constructs_lib/hyperpod_dependencies.py), named after the sub-chart so that its templates' full
+# names are the chart's (Deployment mpi-operator, training-operators). The release namespace is
+# kube-system, as HyperPod's: neither sub-chart can own a namespace of its own, since each creates one
+# itself (mpi-operator's templates/rbac.yaml a Namespace mpi-operator, always, its Deployment in the
+# release namespace; training-operators' a Namespace kubeflow when createNamespace, the default, and
+# every object of it in kubeflow), and the handler creates no release namespace. Values and
+# templates read from a mirror of aws/sagemaker-hyperpod-cli: git log shows both sub-charts
+# unchanged from f365f57 (2024-09-09, where that history starts) to its HEAD 011ca92 (2026-06-22);
+# the pinned commit itself is not in that history, so they are taken to be the same there.
+OPERATORS_NAMESPACE = "kube-system"
 METRICS_CHARTS = (NODE_EXPORTER, DCGM_EXPORTER, EFA_NODE_EXPORTER)  # only with observability on
 ULTRASERVER_CHARTS = (DRA_DRIVER, GPU_FEATURE_DISCOVERY)  # only with an UltraServer node group
 # The DCGM fields the alert rules and dashboards read (fmcluster/observability), as the
@@ -415,6 +428,46 @@ def gpu_feature_discovery_values(groups: Iterable[str]) -> dict[str, Any]:
             "affinity": affinity, "tolerations": [GPU_TOLERATION],
             "nfd": {"worker": {"affinity": affinity, "tolerations": [GPU_TOLERATION]},
                     "master": {"nodeSelector": dict(system)}, "gc": {"nodeSelector": dict(system)}}}
+
+
+def system_node_selector() -> dict[str, str]:
+    """A nodeSelector for the system nodes (the `system` node group's NODE_GROUP_LABEL)."""
+    return {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}
+
+
+@dataclass(frozen=True)
+class Operator:
+    """An OPERATOR_SUBCHARTS sub-chart as a release of its own on `eks`: its Helm `values` over the
+    chart's defaults, and `node_selector`, where the chart has no value that places its controller,
+    which the installer sets on the release's Deployments after the install."""
+
+    subchart: str
+    release: str
+    namespace: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+    node_selector: Optional[Mapping[str, str]] = None
+
+
+def operators() -> tuple[Operator, ...]:
+    """The MPI operator and the training operator, their controllers on the system nodes. Keys from
+    the sub-charts' values.yaml and templates (aws/sagemaker-hyperpod-cli
+    helm_chart/HyperPodHelmChart/charts, see OPERATORS_NAMESPACE): mpi-operator's
+    `mpiOperator.nodeSelector` (its default tolerations, HyperPod's node-health taint, are kept);
+    training-operators has no placement value (values.yaml: image, createNamespace, schemes; its
+    Deployment template sets no nodeSelector, affinity or tolerations), so its defaults stay (the
+    schemes without mpijob, which the MPI operator serves) and the installer places it."""
+    return (Operator("mpi-operator", "mpi-operator", OPERATORS_NAMESPACE,
+                     values={"mpiOperator": {"nodeSelector": system_node_selector()}}),
+            Operator("training-operators", "training-operators", OPERATORS_NAMESPACE,
+                     node_selector=system_node_selector()))
+
+
+def lws_values() -> dict[str, Any]:
+    """The LWS controller manager on the system nodes (charts/lws/values.yaml at kubernetes-sigs/lws
+    v0.10.0: `nodeSelector`; no toleration needed there). `image.manager` is left alone: the source
+    values.yaml says `tag: main` (pullPolicy Always), but hack/push-chart.sh publishes the chart with
+    the tag of its version (v0.10.0, IfNotPresent), which `helm install --version 0.10.0` gets."""
+    return {"nodeSelector": system_node_selector()}
 
 
 # --- Kueue queues -----------------------------------------------------------------------------

@@ -26,6 +26,14 @@ What it builds from the spec, with the network and storage stacks' outputs:
 - Helm charts (pinned in `fmcluster.kubernetes`): the NVIDIA device plugin on GPU nodes, the
   EFA device plugin on EFA nodes, Kueue with a ResourceFlavor per node group, a ClusterQueue
   whose quota is the node groups' capacity and a LocalQueue in `orchestrator.namespace`;
+  LeaderWorkerSet (leaderworkerset.x-k8s.io/v1, multi-node serving; here and on HyperPod EKS),
+  its controller on the system nodes;
+- the job operators the acceptance kits submit through Kueue: the MPI operator (MPIJob
+  kubeflow.org/v2beta1) and the Kubeflow training operator (PyTorchJob kubeflow.org/v1), the two
+  sub-charts of the HyperPod dependencies chart at its pinned commit (constructs_lib/
+  hyperpod_dependencies.py, one handler for both releases, in the cluster's VPC with a private
+  API endpoint), so that `eks` runs the operators HyperPod EKS gets from that chart; their
+  controllers on the system nodes;
 - with an UltraServer node group (P6e-GB200, `ClusterModel.ultraserver_groups`; here and on
   HyperPod EKS): the NVIDIA DRA driver with ComputeDomains (its kubelet plugin on the UltraServer
   nodes), GPU feature discovery with Node Feature Discovery, which label each UltraServer node with
@@ -68,6 +76,7 @@ from constructs import Construct
 from constructs_lib.capacity_blocks import CapacityBlockScaler
 from constructs_lib.eks import ClusterAddon, ManagedNodeGroup
 from constructs_lib.eks_iam import EksNodeRole, PodIdentityRole
+from constructs_lib.hyperpod_dependencies import HyperPodChart, subchart_path
 from constructs_lib.launch_template import AMAZON_LINUX_ROOT_DEVICE, LaunchTemplateProps, NodeLaunchTemplate
 from constructs_lib.observability_scraper import ManagedScraper
 from fmcluster import kubernetes, naming
@@ -147,6 +156,9 @@ class EksClusterStack(cdk.Stack):
         if model.ultraserver_groups:
             self._add_nvlink_domains()
         self._add_queues()
+        self._add_leader_worker_set()
+        self.operators: dict[str, HyperPodChart] = {}
+        self._add_operators()
         if spec.storage.lustre:
             self._add_lustre_volume()
         self.scraper: Optional[ManagedScraper] = None
@@ -300,6 +312,36 @@ class EksClusterStack(cdk.Stack):
         kueue = self._add_chart("Kueue", kubernetes.KUEUE, kubernetes.kueue_values(), wait=True)
         kueue.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])  # its controller runs there
         self._add_manifest("KueueQueues", kubernetes.kueue_manifests(self.model), kueue)
+
+    def _add_leader_worker_set(self) -> None:
+        """LWS, waited for (its webhook serves before the stack is done), after the system nodes
+        its controller runs on."""
+        lws = self._add_chart("LeaderWorkerSet", kubernetes.LWS, kubernetes.lws_values(), wait=True)
+        lws.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])
+
+    def handler_placement(self) -> dict[str, Any]:
+        """Where a custom-resource handler that talks to the API server runs: in the cluster's VPC,
+        subnets and cluster security group when the endpoint is private; else outside any VPC."""
+        if self.spec.orchestrator.endpoint_access != "private":
+            return {}
+        return dict(vpc=self.cluster.vpc, security_groups=[self.cluster.cluster_security_group],
+                    subnets=self.cluster_subnets)
+
+    def _add_operators(self) -> None:
+        """The MPI and training operators' sub-charts, each a release (one handler for both), after
+        the system nodes their controllers run on (stacks/hyperpod_eks.py: HyperPod's dependencies
+        chart has them)."""
+        system = self.node_groups[kubernetes.SYSTEM_NODE_GROUP]
+        scope, function = Construct(self, "Operators"), None
+        for operator in kubernetes.operators():
+            chart = HyperPodChart(
+                scope, operator.release, cluster=self.cluster, release=operator.release, namespace=operator.namespace,
+                values=operator.values, chart_path=subchart_path(operator.subchart),
+                node_selector=operator.node_selector, function=function,
+                **(self.handler_placement() if function is None else {}))
+            chart.resource.node.add_dependency(system)
+            function = chart.function
+            self.operators[operator.release] = chart
 
     def _add_lustre_volume(self) -> None:
         storage = self.storage

@@ -1,9 +1,9 @@
 """NAME-cluster for `orchestrator.type: hyperpod-eks`: SageMaker HyperPod on Amazon EKS.
 
 The EKS part is the `eks` control plane's (stacks/eks.py): the cluster, add-ons, the `system`
-managed node group from `orchestrator.login`, Kueue and its queues, the Lustre volume, and with
-UltraServer groups the DRA driver, GPU feature discovery and the NVLink-domain Topology; only the
-spec's node groups change. Instead of managed node groups they become SageMaker HyperPod
+managed node group from `orchestrator.login`, Kueue and its queues, LeaderWorkerSet, the Lustre
+volume, and with UltraServer groups the DRA driver, GPU feature discovery and the NVLink-domain
+Topology; only the spec's node groups change. Instead of managed node groups they become SageMaker HyperPod
 instance groups of an `AWS::SageMaker::Cluster` whose orchestrator is the EKS cluster
 (`Orchestrator.Eks.ClusterArn`):
 
@@ -19,7 +19,8 @@ instance groups of an `AWS::SageMaker::Cluster` whose orchestrator is the EKS cl
   AWS::SageMaker::Cluster handler holds eks:CreateAccessEntry);
 - the HyperPod dependencies chart (constructs_lib/hyperpod_dependencies.py), installed after the
   system nodes and before the HyperPod cluster, as HyperPod requires. It brings the NVIDIA and EFA
-  device plugins for `ml.*` nodes, so the `eks` plane's own device plugins are left out;
+  device plugins for `ml.*` nodes and the MPI and training operators, so the `eks` plane's own
+  device plugins and operator releases are left out (LeaderWorkerSet is kept);
 - with observability, the `eks` plane's metrics collection unchanged: the instance groups carry
   the same GPU/EFA labels and taint and the cluster security group, so the exporters land on
   them and the managed scraper reaches them; a lifecycle hook (`hooks.d/50-expected-gpus.sh`)
@@ -57,12 +58,8 @@ class HyperPodEksStack(EksClusterStack):
 
         values = chart_values(self.region)
         values["aws-efa-k8s-device-plugin"] = {"tolerations": EFA_PLUGIN_TOLERATIONS}
-        placement: dict[str, Any] = {}
-        if spec.orchestrator.endpoint_access == "private":  # the handler must reach a private API endpoint
-            placement = dict(vpc=self.cluster.vpc, security_groups=[self.cluster.cluster_security_group],
-                             subnets=self.cluster_subnets)
         self.hyperpod_dependencies = HyperPodDependencies(self, "HyperPodDependencies", cluster=self.cluster,
-                                                          values=values, **placement)
+                                                          values=values, **self.handler_placement())
         self.hyperpod_dependencies.resource.node.add_dependency(system)  # the chart's operators run there
 
         groups = [compute_group(model, g, kubernetes_labels=dict(g.labels),
@@ -106,3 +103,7 @@ class HyperPodEksStack(EksClusterStack):
 
     def _add_device_plugins(self) -> None:
         """The HyperPod dependencies chart installs the device plugins for HyperPod nodes."""
+
+    def _add_operators(self) -> None:
+        """The HyperPod dependencies chart installs the MPI and training operators (the sub-charts
+        the `eks` plane installs on its own), so they are not installed twice."""

@@ -507,7 +507,7 @@ def test_chart_versions_are_pinned(templates):
             chart.chart, chart.repository, chart.version, chart.namespace)
         assert all(part.isdigit() for part in chart.version.removeprefix("v").split("."))  # exact, no range
     assert (kubernetes.NVIDIA_DEVICE_PLUGIN.version, kubernetes.EFA_DEVICE_PLUGIN.version,
-            kubernetes.KUEUE.version) == ("0.19.3", "v0.5.30", "0.18.3")
+            kubernetes.KUEUE.version, kubernetes.LWS.version) == ("0.19.3", "v0.5.30", "0.18.3", "0.10.0")
 
 
 def test_device_plugins_only_where_their_devices_are(templates):
@@ -520,7 +520,7 @@ def test_device_plugins_only_where_their_devices_are(templates):
     assert efa["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
     assert efa["supportedInstanceLabels"]["values"] == ["p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
                                                         "p6-b300.48xlarge"]
-    assert set(charts(templates["bare"])) == {"kueue"}  # no GPU, no EFA: no device plugin
+    assert set(charts(templates["bare"])) == {"kueue", "lws"}  # no GPU, no EFA: no device plugin
 
 
 def test_kueue_waits_for_its_controller_on_the_system_nodes(main):
@@ -534,6 +534,101 @@ def test_kueue_waits_for_its_controller_on_the_system_nodes(main):
     (queues,) = [lid for lid in resources(main, "Custom::AWSCDK-EKS-KubernetesResource")
                  if lid.startswith("ClustermanifestKueueQueues")]
     assert lid in main["Resources"][queues]["DependsOn"]  # the CRDs and the webhook come first
+
+
+# --- jobs and serving: LeaderWorkerSet and the operators ---------------------------------------
+
+SYSTEM_SELECTOR = {"fmcluster.dev/node-group": "system"}
+EKS_KEYS = ("main", "example", "bare", "gb200")
+
+
+def system_node_group(template) -> str:
+    return next(lid for lid, p in resources(template, "AWS::EKS::Nodegroup").items() if tag(p) == "system")
+
+
+@pytest.mark.parametrize("key", EKS_KEYS + ("gb200-hyperpod",))
+def test_leader_worker_set_on_every_kubernetes_plane(templates, key):
+    """The pinned OCI chart in lws-system (kubernetes-sigs/lws v0.10.0's installation guide), its
+    controller manager on the system nodes, waited for after them; the image is the published
+    chart's own (no image value)."""
+    template = templates[key]
+    (lid,) = [lid for lid, p in resources(template, "Custom::AWSCDK-EKS-HelmChart").items() if p["Release"] == "lws"]
+    lws = template["Resources"][lid]
+    props = lws["Properties"]
+    assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"], props["CreateNamespace"]) == (
+        "lws", "oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system", True)
+    assert json.loads(props["Values"]) == {"nodeSelector": SYSTEM_SELECTOR}
+    assert props["Wait"] is True
+    assert system_node_group(template) in lws["DependsOn"]
+
+
+def operator_installs(template) -> dict[str, dict]:
+    """{release: the Custom::HyperPodDependencies resource} of the operators (not HyperPod's chart)."""
+    from constructs_lib import hyperpod_dependencies as deps
+
+    return {r["Properties"]["Release"]: r for r in template["Resources"].values()
+            if r["Type"] == deps.RESOURCE_TYPE and r["Properties"]["Release"] != deps.RELEASE}
+
+
+@pytest.mark.parametrize("key", EKS_KEYS)
+def test_eks_gets_the_operators_of_the_hyperpod_chart_at_its_pin(templates, key):
+    """The MPI operator and the training operator: the two sub-charts of HyperPod's dependencies
+    chart at the same pinned commit, each a release in kube-system (each sub-chart makes its own
+    namespace), their controllers on the system nodes (the MPI operator by its
+    mpiOperator.nodeSelector; the training operator's chart has no such value: the handler's
+    NodeSelector), after the system nodes and the kubectl provider's access."""
+    from constructs_lib import hyperpod_dependencies as deps
+
+    template = templates[key]
+    found = operator_installs(template)
+    assert sorted(found) == ["mpi-operator", "training-operators"]
+    system = system_node_group(template)
+    for release, resource in found.items():
+        props = resource["Properties"]
+        assert props["ChartPath"] == f"helm_chart/HyperPodHelmChart/charts/{release}"
+        assert (props["Commit"], props["ArchiveUrl"], props["Namespace"]) == (deps.COMMIT, deps.ARCHIVE_URL,
+                                                                               "kube-system")
+        assert system in resource["DependsOn"] and any("KubectlReadyBarrier" in d for d in resource["DependsOn"])
+    mpi, training = found["mpi-operator"]["Properties"], found["training-operators"]["Properties"]
+    assert json.loads(mpi["Values"]) == {"mpiOperator": {"nodeSelector": SYSTEM_SELECTOR}} and "NodeSelector" not in mpi
+    assert json.loads(training["Values"]) == {}  # createNamespace and the schemes without mpijob: the defaults
+    assert json.loads(training["NodeSelector"]) == SYSTEM_SELECTOR
+    assert tuple(kubernetes.OPERATOR_SUBCHARTS) == tuple(found)
+
+
+def test_one_handler_installs_both_operators_with_the_kubectl_role(main):
+    tokens = {json.dumps(r["Properties"]["ServiceToken"]) for r in operator_installs(main).values()}
+    (token,) = tokens
+    functions = [lid for lid, r in main["Resources"].items() if r["Type"] == "AWS::Lambda::Function"
+                 and "/Operators/" in r["Metadata"]["aws:cdk:path"]]
+    assert functions == [json.loads(token)["Fn::GetAtt"][0]]
+    handler = main["Resources"][functions[0]]["Properties"]
+    kubectl_role = next(lid for lid, r in main["Resources"].items() if r["Type"] == "AWS::IAM::Role"
+                        and "KubectlProvider/Handler/ServiceRole" in r["Metadata"]["aws:cdk:path"])
+    assert handler["Role"] == {"Fn::GetAtt": [kubectl_role, "Arn"]} and handler["Timeout"] == 900
+
+
+def test_the_operators_handler_reaches_a_private_endpoint_from_the_vpc(templates):
+    """As HyperPod's dependencies handler: in the cluster's subnets and security group with a
+    private API endpoint ("main"), outside any VPC with a public one ("example")."""
+    def handler_of(template):
+        (props,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::Lambda::Function"
+                    and "/Operators/" in r["Metadata"]["aws:cdk:path"]]
+        return props
+
+    assert handler_of(templates["main"])["VpcConfig"] == {"SubnetIds": [SUBNET, SUBNET_B],
+                                                          "SecurityGroupIds": [CLUSTER_SG]}
+    assert "VpcConfig" not in handler_of(templates["example"])
+
+
+def test_hyperpod_eks_does_not_install_the_operators_twice(templates):
+    """Its dependencies chart has them (and no ChartPath: the whole chart)."""
+    from constructs_lib import hyperpod_dependencies as deps
+
+    template = templates["gb200-hyperpod"]
+    assert operator_installs(template) == {}
+    (props,) = resources(template, deps.RESOURCE_TYPE).values()
+    assert props["Release"] == deps.RELEASE and "ChartPath" not in props and "NodeSelector" not in props
 
 
 # --- UltraServers ----------------------------------------------------------------------------
@@ -582,7 +677,7 @@ def test_device_plugins_beside_the_ultraserver_charts(templates):
     assert set(charts(templates["gb200"])) == {c.release for c in kubernetes.CHARTS} | ULTRASERVER_RELEASES | {
         c.release for c in kubernetes.METRICS_CHARTS}
     # HyperPod's dependencies chart brings the device plugins
-    assert set(charts(templates["gb200-hyperpod"])) == {"kueue"} | ULTRASERVER_RELEASES
+    assert set(charts(templates["gb200-hyperpod"])) == {"kueue", "lws"} | ULTRASERVER_RELEASES
 
 
 @pytest.mark.parametrize("key", ["main", "example", "bare"])

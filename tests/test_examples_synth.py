@@ -99,6 +99,34 @@ def test_cfn_lint_clean(assembly):
         assert not errors, f"{path.name}: " + "; ".join(str(m) for m in errors)
 
 
+def test_every_kubernetes_example_runs_the_kits_operators(assembly):
+    """The kits' MPIJob, PyTorchJob and LeaderWorkerSet have their operators: LWS's pinned chart on
+    both planes; on `eks` the MPI and training operator sub-charts of HyperPod's dependencies chart
+    at its pin, on `hyperpod-eks` that whole chart only (it has them)."""
+    from constructs_lib import hyperpod_dependencies as deps
+    from fmcluster import kubernetes, loader
+
+    spec_path, outdir = assembly
+    spec = loader.load(ROOT / spec_path).spec
+    (cluster,) = [json.loads(t)["Resources"] for n, t in stack_templates(outdir).items()
+                  if n == f"{spec.name}-cluster.template.json"]
+    charts = {r["Properties"]["Release"]: r["Properties"] for r in cluster.values()
+              if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
+    if spec.orchestrator.control_plane.scheduler != "kubernetes":  # a Slurm plane: none of it
+        assert not charts and not [r for r in cluster.values() if r["Type"] == deps.RESOURCE_TYPE]
+        return
+    lws = charts[kubernetes.LWS.release]
+    assert (lws["Repository"], lws["Version"], lws["Namespace"]) == (
+        kubernetes.LWS.repository, kubernetes.LWS.version, kubernetes.LWS.namespace)
+    installs = {r["Properties"]["Release"]: r["Properties"].get("ChartPath") for r in cluster.values()
+                if r["Type"] == deps.RESOURCE_TYPE}
+    if spec.orchestrator.control_plane.hyperpod:
+        assert installs == {deps.RELEASE: None}
+    else:
+        assert installs == {s: deps.subchart_path(s) for s in kubernetes.OPERATOR_SUBCHARTS}
+    assert {r["Properties"]["Commit"] for r in cluster.values() if r["Type"] == deps.RESOURCE_TYPE} == {deps.COMMIT}
+
+
 def test_every_node_script_runs_on_a_healthy_node(assembly, tmp_path):
     """Every node script of the example as the node gets it (launch template user data, HyperPod
     lifecycle folders: tests/node_scripts.py) runs on a sandboxed healthy node of its instance

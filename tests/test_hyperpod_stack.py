@@ -508,8 +508,34 @@ def test_hyperpod_dependencies_before_the_cluster(eks):
 def test_hyperpod_chart_replaces_the_eks_device_plugins(eks):
     charts = {r["Properties"]["Release"] for r in eks["Resources"].values()
               if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"}
-    assert "kueue" in charts
+    assert {"kueue", "lws"} <= charts
     assert not {"nvidia-device-plugin", "aws-efa-k8s-device-plugin"} & charts
+
+
+@pytest.mark.parametrize("key", ["eks", "eks-private"])
+def test_hyperpod_chart_brings_the_operators_once(templates, key):
+    """The MPI and training operators come with the dependencies chart (its whole folder: no
+    ChartPath), so the `eks` plane's operator releases are left out."""
+    from constructs_lib import hyperpod_dependencies as deps
+
+    (props,) = resources(templates[key], deps.RESOURCE_TYPE).values()
+    assert (props["Release"], props["Namespace"]) == (deps.RELEASE, deps.NAMESPACE)
+    assert "ChartPath" not in props and "NodeSelector" not in props
+    assert not [r for r in templates[key]["Resources"].values() if "/Operators/" in r["Metadata"]["aws:cdk:path"]]
+
+
+def test_leader_worker_set_on_hyperpod_eks(eks):
+    """LWS is not in HyperPod's chart: the pinned OCI chart, on the system nodes, after them."""
+    from fmcluster import kubernetes
+
+    (lid, lws), = [(lid, r) for lid, r in eks["Resources"].items()
+                   if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Release"] == "lws"]
+    props = lws["Properties"]
+    chart = kubernetes.LWS
+    assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == (
+        chart.chart, chart.repository, chart.version, chart.namespace)
+    assert json.loads(props["Values"]) == {"nodeSelector": {"fmcluster.dev/node-group": "system"}}
+    assert logical_id(eks, "AWS::EKS::Nodegroup", "/SystemNodes/") in lws["DependsOn"]
 
 
 def test_eks_execution_role_adds_cni_pulls_and_pod_identity(eks):

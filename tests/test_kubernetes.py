@@ -82,6 +82,22 @@ def test_chart_pins_are_exact_versions():
     for chart in kubernetes.CHARTS + kubernetes.METRICS_CHARTS + kubernetes.ULTRASERVER_CHARTS:
         assert all(part.isdigit() for part in chart.version.removeprefix("v").split(".")), chart
     assert kubernetes.KUEUE.repository.startswith("oci://")
+    assert kubernetes.LWS in kubernetes.CHARTS and kubernetes.LWS.repository.startswith("oci://")
+
+
+def test_the_operators_and_lws_run_on_the_system_nodes():
+    """Each operator sub-chart a release of its own in kube-system (each sub-chart makes its own
+    namespace); the MPI operator placed by its chart's value, the training operator (no such value)
+    by the installer's node selector; LWS by its chart's nodeSelector, its image the chart's own."""
+    system = {"fmcluster.dev/node-group": "system"}
+    mpi, training = kubernetes.operators()
+    assert (mpi.subchart, training.subchart) == kubernetes.OPERATOR_SUBCHARTS
+    assert (mpi.release, mpi.namespace, training.release, training.namespace) == (
+        "mpi-operator", "kube-system", "training-operators", "kube-system")
+    assert mpi.values == {"mpiOperator": {"nodeSelector": system}} and mpi.node_selector is None
+    assert training.values == {} and training.node_selector == system
+    assert kubernetes.lws_values() == {"nodeSelector": system}
+    assert kubernetes.operators()[0].values is not mpi.values  # fresh values each time
 
 
 # --- UltraServers ------------------------------------------------------------------------------
