@@ -307,6 +307,10 @@ def slurm_kit(model: ClusterModel) -> list[KitFile]:
         for test, render in (("nccl", nccl_sbatch), ("dcgm", dcgm_sbatch), ("fio", fio_sbatch),
                              ("smoke", smoke_sbatch)):
             files.append(KitFile(f"{group.name}/{test}.sbatch", render(model, group), True))
+    if model.serving is not None:  # the spec's model, served on its group (fmcluster.serving)
+        from fmcluster import serving
+
+        files.append(KitFile(f"{model.serving.group}/serve.sbatch", serving.slurm_serve_sbatch(model), True))
     return files
 
 

@@ -440,6 +440,15 @@ def kubernetes_kit(model: ClusterModel) -> list[KitFile]:
             job = documents[-1]
             pods = group.max_count + (1 if job["kind"] == "MPIJob" else 0)
             jobs.append((path, f"{job['kind']} {job['metadata']['name']} {pods}"))
+    if model.serving is not None:  # the spec's model, served on its group (fmcluster.serving); not in submit-all
+        from fmcluster import serving
+
+        _, queue = kubernetes.queue_names(model.spec)
+        served = serving.kubernetes_serve_manifests(model, namespace=model.spec.orchestrator.namespace,
+                                                    queue=queue, claim=kubernetes.LUSTRE_CLAIM)
+        files.append(KitFile(f"{model.serving.group}/serve.yaml", dump(served, (
+            f"fmcluster serving of {model.serving.name} on node group {model.serving.group} of cluster {model.name}:\n"
+            "a LeaderWorkerSet and its Service. `kubectl apply -f` it (it is not an acceptance job)."))))
     files[:0] = [
         KitFile("README.md", readme(model)),
         KitFile("kit.yaml", dump([kit_config_map(model)], "The scripts of the acceptance jobs, mounted at /kit.")),

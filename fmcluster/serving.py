@@ -52,7 +52,6 @@ REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 PODSET_GROUP_ANNOTATION = "kueue.x-k8s.io/podset-group-name"
 # libfabric's EFA provider uses huge pages; a container that asks for none gets a hugetlb limit of
 # 0 and a SIGBUS on touching one (libfabric fi_efa(7): FI_EFA_USE_HUGE_PAGE).
-NO_HUGE_PAGES = ("FI_EFA_USE_HUGE_PAGE", "0")
 CONTAINER_MOUNTS_FLAGS = "ro"
 HEAD_ADDR = '"$HEAD_ADDR"'  # the Ray head's address in the Slurm containers (exported by the batch script)
 LWS_LEADER = '"$(LWS_LEADER_ADDRESS)"'  # the leader's address in an LWS pod (Kubernetes expands it)
@@ -219,9 +218,11 @@ def slurm_serve_sbatch(model: ClusterModel) -> str:
 def environment(group: NodeGroup, *, efa: bool) -> list[dict[str, str]]:
     """Container env: the node bootstrap's EFA / NCCL settings (bootstrap.nccl_settings; EFA's only
     for pods that ask for the EFA interfaces), no huge pages with EFA, no hub."""
+    from fmcluster.jobs_kubernetes import NO_HUGE_PAGES
+
     settings = [(s.name, s.value) for s in bootstrap.nccl_settings(group.instance, efa)]
     if efa:
-        settings.append(NO_HUGE_PAGES)
+        settings.append((NO_HUGE_PAGES.name, NO_HUGE_PAGES.value))
     settings.append(("HF_HUB_OFFLINE", "1"))
     return [{"name": name, "value": value} for name, value in settings]
 

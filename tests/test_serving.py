@@ -443,3 +443,38 @@ def test_the_leaderworkerset_is_valid_against_its_crd(params, nodes):
 
     lws, _ = manifests(_eks(served(params, nodes=nodes)))
     validate(lws)
+
+
+# ---- in the kits that `fmcluster jobs` writes --------------------------------------------------
+
+@pytest.mark.parametrize("kubernetes_plane", [False, True])
+def test_fmcluster_jobs_writes_the_serving_job_beside_the_acceptance_kit(tmp_path, kubernetes_plane):
+    """With a serving section, the kit carries the serving job of the spec's group: serve.sbatch on
+    Slurm, serve.yaml (a LeaderWorkerSet and its Service, validated against Kubernetes' and the
+    LWS CRD's schemas) on Kubernetes; the acceptance jobs are the same as without it."""
+    import kubernetes_validate
+    import yaml
+
+    from fmcluster import jobs
+    from tests.test_crd_schemas import validate as validate_custom
+
+    spec = served(70, nodes=2)
+    if kubernetes_plane:
+        spec = _eks(spec)
+    model = model_of(spec)
+    files = {f.path: f for f in jobs.kit(model)}
+    plain = {f.path for f in jobs.kit(model_of(without(spec, "serving")))}
+    if kubernetes_plane:
+        assert set(files) - plain == {"gpu/serve.yaml"}
+        documents = list(yaml.safe_load_all(files["gpu/serve.yaml"].content))
+        lws, service = documents
+        assert lws["metadata"]["namespace"] == model.spec.orchestrator.namespace
+        assert lws["metadata"]["labels"][kubernetes.QUEUE_NAME_LABEL] == kubernetes.queue_names(model.spec)[1]
+        kubernetes_validate.validate(service, f"{model.spec.orchestrator.version}.0", strict=True)
+        if LWS_CRD.exists():
+            validate_custom(lws)
+        assert "serve" not in files["submit-all.sh"].content
+    else:
+        assert set(files) - plain == {"gpu/serve.sbatch"}
+        assert files["gpu/serve.sbatch"].executable
+        assert sbatch_options(files["gpu/serve.sbatch"].content)["partition"] == "gpu"
