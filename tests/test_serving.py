@@ -215,6 +215,18 @@ def test_serving_replicas_fit():
     assert findings(rules.serving_replicas_fit, served(70, replicas=4)) == []
 
 
+def test_serving_image_efa_warns_of_a_replica_across_nodes_in_vllms_own_image():
+    """405B in bf16 takes two p5 nodes: in the upstream image, NCCL between them would not use EFA."""
+    spec = served(405, nodes=2)
+    (message,) = messages(spec, "serving.image", "warning")
+    assert "spans 2 nodes of 'gpu'" in message and "TCP sockets" in message
+    assert "docker/Dockerfile.serving" in message
+    assert findings(rules.serving_image_efa, served(70, nodes=2)) == []  # one node a replica
+    own = served(405, nodes=2, image="123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:0.33.0")
+    assert findings(rules.serving_image_efa, own) == []
+    assert findings(rules.serving_image_efa, with_(spec, "node_groups[0].efa", False)) == []
+
+
 def test_rules_that_cannot_place_stay_quiet():
     """A missing group is one finding, not four."""
     spec = with_(served(405, replicas=9, nodes=1), "serving.node_group", "nope")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Iterator, Optional
 
-from fmcluster import inference
-from fmcluster.diagnostics import Problem, error
+from fmcluster import inference, software
+from fmcluster.diagnostics import Problem, error, warning
 from fmcluster.rules.registry import rule
 from fmcluster.spec import ClusterSpec, NodeGroupSpec, ServingSpec
 
@@ -112,3 +112,20 @@ def serving_replicas_fit(spec: ClusterSpec) -> Iterator[Problem]:
                     f"{placed.tensor_parallel} x {placed.pipeline_parallel} GPUs (tensor x pipeline parallel) of "
                     f"{placed.nodes} x {placed.instance_type}",
                     f"replicas: {placed.replicas_fit} or fewer (or leave it out: as many as fit)")
+
+
+@rule(warns=True)
+def serving_image_efa(spec: ClusterSpec) -> Iterator[Problem]:
+    """A replica across nodes of an EFA group, in vLLM's own image: that image has no EFA libfabric
+    and no aws-ofi-nccl (fmcluster.software), so NCCL between the nodes of a replica runs over TCP
+    sockets: it works, slowly. docker/Dockerfile.serving builds vLLM's image with them."""
+    placed = _placement(spec)
+    serving, group = _group(spec)
+    if placed is None or serving is None or group is None or not placed.fits:
+        return
+    if placed.pipeline_parallel > 1 and group.efa and serving.image == software.VLLM_IMAGE:
+        yield warning(SERVING + ("image",),
+                      f"a replica spans {placed.pipeline_parallel} nodes of '{group.name}', and {serving.image} has "
+                      "no EFA libfabric or aws-ofi-nccl: NCCL between its nodes would run over TCP sockets, not EFA",
+                      "build docker/Dockerfile.serving (vLLM's image with the EFA installer) and set "
+                      "serving.image to it")
