@@ -142,9 +142,16 @@ mpi=(mpirun --allow-run-as-root --prefix MPI_PREFIX --bind-to none -x NCCL_DEBUG
 for var in "${vars[@]}"; do mpi+=(-x "$var"); done
 # the operator's hostfile: one worker a line, "HOST slots=N"; it names it in the launcher's environment
 mapfile -t hosts < <(awk '{print $1}' "${OMPI_MCA_orte_default_hostfile:-/etc/mpi/hostfile}")
+# every worker answers over ssh (its sshd may still be starting) before anything is measured;
+# one that never does fails the launcher, which the operator restarts
 declare -A node
 for host in "${hosts[@]}"; do
-  node[$host]=$("${mpi[@]}" -H "$host:1" -np 1 cat NODE_NAME_FILE 2>/dev/null || echo "$host")
+  for (( try = 1; try <= ${WORKER_WAIT_TRIES:-30}; try++ )); do
+    node[$host]=$("${mpi[@]}" -H "$host:1" -np 1 cat NODE_NAME_FILE 2>/dev/null) && [[ -n ${node[$host]} ]] && break
+    node[$host]=""
+    sleep "${WORKER_WAIT_SECONDS:-10}"
+  done
+  [[ -n ${node[$host]} ]] || { echo "worker $host does not answer over ssh" >&2; exit 1; }
 done
 tmp=$(mktemp -d)
 for op in OPERATIONS; do

@@ -258,6 +258,25 @@ def test_the_nccl_launcher_marks_each_nodes_output_for_verify(tmp_path):
     assert set(marked) <= judged
 
 
+def test_the_nccl_launcher_fails_when_a_worker_never_answers(tmp_path):
+    """A worker whose sshd never answers fails the launcher (the operator restarts it) rather than
+    a job that succeeds with nothing measured."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake(bin_dir, "mpirun", 'for a; do [[ $a == *worker-1*:1 ]] && exit 255; done\necho ip-node\n')
+    _fake(bin_dir, "sleep", "exit 0\n")
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("w-worker-0.w.ns.svc slots=8\nw-worker-1.w.ns.svc slots=8\n")
+    script = tmp_path / "nccl.sh"
+    script.write_text(jobs_kubernetes.NCCL_SH)
+    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60, env={
+        "PATH": f"{bin_dir}:/usr/bin:/bin", "GROUP": "gpu", "GPUS": "8", "SIZE": "16G",
+        "OMPI_MCA_orte_default_hostfile": str(hostfile), "WORKER_WAIT_TRIES": "3"})
+    assert result.returncode == 1
+    assert "worker w-worker-1.w.ns.svc does not answer over ssh" in result.stderr
+    assert "==> fmcluster" not in result.stdout
+
+
 def test_collect_waits_and_writes_each_jobs_logs(tmp_path):
     """collect.sh with a fake kubectl: it polls each job until a final condition, then writes the
     logs of the job's output pods (by their labels) to results/JOB.out."""
