@@ -3,7 +3,7 @@
 Pure data: nothing here imports more than the standard library, and nothing here is read at synth
 time to build a cluster. Each part of the project that pins software keeps its own delimited
 section below; the research behind the choices is docs/research-notes.md (section 11 for the
-reference image).
+reference image, 11f for the serving image).
 """
 
 from __future__ import annotations
@@ -120,9 +120,20 @@ IMAGE_ARGS = {
 # digest and its platforms (Docker Hub cannot be read from this workplace), so pin the digest
 # (vllm/vllm-openai@sha256:...) in serving.image before production, and check that the release
 # has an arm64 image before serving on p6e-gb200. The image carries no EFA libfabric or
-# aws-ofi-nccl: across nodes (pipeline parallel) NCCL falls back to sockets unless the image is
-# built on with the EFA installer as docker/Dockerfile does.
+# aws-ofi-nccl: across nodes (pipeline parallel, Ray) NCCL falls back to TCP sockets. The recipe
+# SERVING_DOCKERFILE builds on it with the EFA installer as docker/Dockerfile does (the same
+# EFA_INSTALLER_VERSION and bundled AWS_OFI_NCCL_VERSION), and selects the plugin for the NCCL of
+# vLLM's PyTorch wheels; its ARG defaults are SERVING_IMAGE_ARGS (tests/test_serving_image.py), and
+# docker/README.md ("The serving image") says how to build it and point serving.image at it. Like
+# the reference image, fmcluster never builds it: the same digest and arm64 checks apply to its base.
 # =================================================================================================
 VLLM_VERSION = "0.33.0"
 VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
+SERVING_DOCKERFILE = "docker/Dockerfile.serving"  # relative to the repository root
+# The serving Dockerfile's ARG defaults, by ARG name (BuildKit's TARGETARCH is not one).
+SERVING_IMAGE_ARGS = {
+    "VLLM_IMAGE": VLLM_IMAGE,
+    "EFA_INSTALLER_VERSION": EFA_INSTALLER_VERSION,
+    "AWS_OFI_NCCL_VERSION": AWS_OFI_NCCL_VERSION,
+}
 # ==================================== end of serving ==============================================

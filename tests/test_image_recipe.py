@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 import pytest
 
@@ -70,23 +70,38 @@ def assignments(arguments: str) -> dict[str, str]:
 
 
 def arg_defaults(instructions: list[Instruction]) -> dict[str, str | None]:
-    """ARG name -> its default (None: declared without one)."""
+    """ARG name -> its default (None: declared without one). An ARG of the global scope (before
+    FROM) may be declared again, without a default, inside the stage that uses it."""
     found: dict[str, str | None] = {}
+    global_scope: set[str] = set()
+    seen_from = False
     for ins in instructions:
+        seen_from = seen_from or ins.keyword == "FROM"
         if ins.keyword == "ARG":
             (word,) = shlex.split(ins.arguments, posix=True)
             name, equals, value = word.partition("=")
-            assert name not in found, f"ARG {name} declared twice"
+            if name in found:
+                assert name in global_scope and seen_from and not equals, f"ARG {name} declared twice"
+                global_scope.discard(name)  # once in the stage
+                continue
             found[name] = value if equals else None
+            if not seen_from:
+                global_scope.add(name)
     return found
 
 
-def divergences(text: str) -> dict[str, tuple[str | None, str | None]]:
-    """ARG -> (the Dockerfile's default, software.py's value) wherever they differ."""
+def divergences(text: str, expected: Mapping[str, str] = software.IMAGE_ARGS
+                ) -> dict[str, tuple[str | None, str | None]]:
+    """ARG -> (the Dockerfile's default, software.py's value in `expected`) wherever they differ."""
     defaults = {k: v for k, v in arg_defaults(parse(text)).items() if k not in PLATFORM_ARGS}
-    names = defaults.keys() | software.IMAGE_ARGS.keys()
-    return {n: (defaults.get(n), software.IMAGE_ARGS.get(n)) for n in sorted(names)
-            if defaults.get(n) != software.IMAGE_ARGS.get(n)}
+    names = defaults.keys() | expected.keys()
+    return {n: (defaults.get(n), expected.get(n)) for n in sorted(names) if defaults.get(n) != expected.get(n)}
+
+
+def unused_args(instructions: list[Instruction], names: Iterable[str]) -> list[str]:
+    """The ARGs of `names` that no instruction but their ARG uses."""
+    body = " ".join(i.arguments for i in instructions if i.keyword != "ARG")
+    return [n for n in names if f"${{{n}}}" not in body]
 
 
 def environment(instructions: list[Instruction]) -> dict[str, str]:
@@ -128,6 +143,14 @@ def test_the_parser_joins_continuations_and_skips_comments():
     assert environment(parsed) == {"X": "1", "Y": "two words"}
 
 
+def test_a_global_arg_may_be_declared_again_in_its_stage_only_without_a_default():
+    assert arg_defaults(parse("ARG A=1\nFROM x\nARG A\nARG B\n")) == {"A": "1", "B": None}
+    for text in ("ARG A=1\nFROM x\nARG A=2\n", "ARG A=1\nARG A\nFROM x\n", "FROM x\nARG A\nARG A\n",
+                 "ARG A=1\nFROM x\nARG A\nARG A\n"):
+        with pytest.raises(AssertionError, match="declared twice"):
+            arg_defaults(parse(text))
+
+
 def test_every_arg_has_the_default_software_py_chooses(instructions):
     defaults = arg_defaults(instructions)
     assert {n for n, v in defaults.items() if v is None} == PLATFORM_ARGS, "every other ARG has a default"
@@ -147,9 +170,7 @@ def test_a_default_that_differs_from_software_py_is_found():
 
 
 def test_every_version_arg_is_used(instructions):
-    body = " ".join(i.arguments for i in instructions if i.keyword != "ARG")
-    for name in software.IMAGE_ARGS:
-        assert f"${{{name}}}" in body, f"ARG {name} is declared but not used"
+    assert not unused_args(instructions, software.IMAGE_ARGS), "declared but not used"
 
 
 def test_software_py_imports_only_the_standard_library():
@@ -196,9 +217,10 @@ def test_cuda_13_runs_on_the_oldest_driver_of_fmclusters_amis():
 
 # ---- both architectures ------------------------------------------------------------------------------
 
-def test_both_architectures_are_handled(instructions):
-    """Architecture-specific words appear only in RUN steps that branch on TARGETARCH (or the base
-    image's architecture), and every such branch has an amd64 and an arm64 case and refuses others."""
+def architecture_branches(instructions: list[Instruction], arch_args: Iterable[str] = ()) -> int:
+    """How many RUN steps branch on the architecture. Architecture-specific words appear only in
+    them (and in the ARGs `arch_args`), and each branches on TARGETARCH (or the base image's
+    architecture), has an amd64 and an arm64 case and refuses others."""
     branching = 0
     for ins in instructions:
         if ins.keyword == "LABEL" or not ARCH_TOKENS.search(ins.arguments):
@@ -206,14 +228,18 @@ def test_both_architectures_are_handled(instructions):
         assert ins.keyword in ("RUN", "ARG"), f"line {ins.line}: {ins.keyword} names an architecture"
         if ins.keyword == "ARG":
             name = shlex.split(ins.arguments)[0].split("=")[0]
-            assert name in ("CUDA_ARCHS_AMD64", "CUDA_ARCHS_ARM64"), f"line {ins.line}"
+            assert name in arch_args, f"line {ins.line}"
             continue
         assert 'arch="${TARGETARCH:-$(dpkg --print-architecture)}"' in ins.arguments, f"line {ins.line}"
         assert re.search(r"\bamd64\)", ins.arguments) and re.search(r"\barm64\)", ins.arguments), f"line {ins.line}"
         assert re.search(r"\*\) echo .*exit 1", ins.arguments), f"line {ins.line}: no refusal of other architectures"
         branching += 1
-    assert branching >= 2
     assert "TARGETARCH" in arg_defaults(instructions)
+    return branching
+
+
+def test_both_architectures_are_handled(instructions):
+    assert architecture_branches(instructions, ("CUDA_ARCHS_AMD64", "CUDA_ARCHS_ARM64")) >= 2
 
 
 def test_the_image_platforms_are_the_catalogs_architectures():
@@ -239,19 +265,33 @@ def test_the_cuda_architectures_are_those_of_the_catalogs_gpus():
 
 # ---- the EFA user space, NCCL and nccl-tests -------------------------------------------------------
 
-def test_the_efa_installer_runs_as_the_ec2_user_guide_runs_it_in_a_container(instructions):
+def efa_installer_step(instructions: list[Instruction]) -> str:
+    """The one RUN step that installs the EFA installer, held to the EC2 User Guide's way in a
+    container (and the full install on an nvidia/cuda-based image), its signature checked."""
     (install,) = [i.arguments for i in instructions if i.keyword == "RUN" and "efa_installer.sh" in i.arguments]
-    for flag in ("-y", "--skip-kmod", "--skip-limit-conf", "--no-verify"):
+    for flag in ("-y", "--skip-kmod", "--skip-limit-conf", "--no-verify", "--disable-ngc", "--disable-build-ngc"):
         assert re.search(rf"efa_installer\.sh[^&]*\s{re.escape(flag)}(\s|$)", install), flag
     assert "aws-efa-installer-${EFA_INSTALLER_VERSION}.tar.gz" in install
     assert "gpg --batch --verify" in install, "the installer's signature is checked"
+    assert install.index("gpg --batch --verify") < install.index("tar -xf"), "checked before it is unpacked"
     assert "--minimal" not in install, "the image needs libfabric and aws-ofi-nccl (EKS hosts have neither)"
+    return install
 
 
-def test_aws_ofi_nccl_is_the_installers_bundled_copy_and_is_checked(instructions):
+def test_the_efa_installer_runs_as_the_ec2_user_guide_runs_it_in_a_container(instructions):
+    efa_installer_step(instructions)
+
+
+def check_bundled_aws_ofi_nccl(instructions: list[Instruction]) -> None:
+    """The plugin is the EFA installer's copy (not built), its version and its library checked."""
     runs = " ".join(i.arguments for i in instructions if i.keyword == "RUN")
     assert "aws-ofi-nccl.git" not in runs, "not built separately: the EFA installer's copy"
     assert 'grep -qF " ${AWS_OFI_NCCL_VERSION}"' in runs
+    assert "ls /opt/amazon/ofi-nccl/lib/libnccl-net" in runs, "the plugin's library is where NCCL looks"
+
+
+def test_aws_ofi_nccl_is_the_installers_bundled_copy_and_is_checked(instructions):
+    check_bundled_aws_ofi_nccl(instructions)
 
 
 def test_nccl_and_nccl_tests_are_built_from_their_tags_with_mpi(instructions):
@@ -274,11 +314,12 @@ def test_the_library_path_puts_the_built_nccl_first(instructions):
     assert "/opt/amazon/openmpi/bin" in env["PATH"].split(":")
 
 
-def test_the_nccl_environment_is_the_node_bootstraps(instructions):
-    """The FI_/NCCL_ settings of the image are exactly those fmcluster's bootstrap writes on every
-    EFA GPU node (fmcluster.bootstrap.nccl_environment), with its values: none contradicts a node's
-    file, and the per-instance-type ones (FI_EFA_USE_DEVICE_RDMA) stay with the node."""
-    image = {k: v for k, v in environment(instructions).items() if k.startswith(("FI_", "NCCL_"))}
+def image_nccl_environment(instructions: list[Instruction], own: Iterable[str] = ()) -> dict[str, str]:
+    """The image's FI_/NCCL_ settings but the names in `own` (the image's own, no node's), held to
+    those fmcluster's bootstrap writes on every EFA GPU node (fmcluster.bootstrap.nccl_environment),
+    with its values: none contradicts a node's file, and the per-instance-type ones
+    (FI_EFA_USE_DEVICE_RDMA) stay with the node."""
+    image = {k: v for k, v in environment(instructions).items() if k.startswith(("FI_", "NCCL_")) and k not in own}
     types = efa_gpu_types()
     assert types
     nodes = [exported(bootstrap.nccl_environment(t, efa=True)) for t in types]
@@ -288,6 +329,11 @@ def test_the_nccl_environment_is_the_node_bootstraps(instructions):
     assert image["FI_PROVIDER"] == "efa"
     assert "FI_EFA_USE_DEVICE_RDMA" not in image
     assert any("FI_EFA_USE_DEVICE_RDMA" in n for n in nodes), "some node types set it themselves"
+    return image
+
+
+def test_the_nccl_environment_is_the_node_bootstraps(instructions):
+    image_nccl_environment(instructions)
 
 
 # ---- hadolint, and the README ----------------------------------------------------------------------
@@ -299,10 +345,15 @@ def hadolint() -> str:
     return found
 
 
-def test_hadolint_finds_nothing():
-    result = subprocess.run([hadolint(), "--no-color", "--failure-threshold", "style", str(DOCKERFILE)],
+def hadolint_findings(path: Path) -> str:
+    """What hadolint finds in a Dockerfile at any level down to style ('' when nothing)."""
+    result = subprocess.run([hadolint(), "--no-color", "--failure-threshold", "style", str(path)],
                             capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    return "" if result.returncode == 0 else (result.stdout + result.stderr or f"hadolint exit {result.returncode}")
+
+
+def test_hadolint_finds_nothing():
+    assert hadolint_findings(DOCKERFILE) == ""
 
 
 def test_hadolint_can_fail(tmp_path):
