@@ -118,7 +118,7 @@ def serving_replicas_fit(spec: ClusterSpec) -> Iterator[Problem]:
 def serving_image_efa(spec: ClusterSpec) -> Iterator[Problem]:
     """A replica across nodes of an EFA group, in vLLM's own image: that image has no EFA libfabric
     and no aws-ofi-nccl (fmcluster.software), so NCCL between the nodes of a replica runs over TCP
-    sockets: it works, slowly. docker/Dockerfile.serving builds vLLM's image with them."""
+    sockets: it works, slowly. software.SERVING_DOCKERFILE builds vLLM's image with them."""
     placed = _placement(spec)
     serving, group = _group(spec)
     if placed is None or serving is None or group is None or not placed.fits:
@@ -127,5 +127,5 @@ def serving_image_efa(spec: ClusterSpec) -> Iterator[Problem]:
         yield warning(SERVING + ("image",),
                       f"a replica spans {placed.pipeline_parallel} nodes of '{group.name}', and {serving.image} has "
                       "no EFA libfabric or aws-ofi-nccl: NCCL between its nodes would run over TCP sockets, not EFA",
-                      "build docker/Dockerfile.serving (vLLM's image with the EFA installer) and set "
+                      f"build {software.SERVING_DOCKERFILE} (vLLM's image with the EFA installer) and set "
                       "serving.image to it")
