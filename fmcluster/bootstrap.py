@@ -28,9 +28,9 @@ is logged and the next one still runs, and the script exits non-zero at the end)
 7. mounts the FSx for Lustre file system (when there is one), with retries, and adds it to
    ``/etc/fstab``;
 8. on GPU and login nodes (`containers`), installs Enroot and Pyxis and configures them
-   (``containers.sh``: the pinned .debs checked against their SHA-256, Pyxis built from its
-   pinned commit against the cluster's Slurm; Enroot's files on /scratch, its image cache on the
-   file system), which the readiness check then requires;
+   (``containers.sh``: each built from its pinned tag checked against its commit, Pyxis against
+   the cluster's Slurm; Enroot's files on /scratch, its image cache on the file system), which
+   the readiness check then requires;
 9. runs the readiness check once and logs its verdict.
 
 AWS PCS merges its own user data with the node group's, so the user data is MIME multipart
@@ -84,23 +84,33 @@ SCRIPT_NAME = "fmcluster-node.sh"
 COLLECT_INTERVAL_SECONDS = 30
 
 # --- Containers on Slurm: Enroot and Pyxis (issue 18; docs/research-notes.md section 10) -----------
-# Enroot, NVIDIA's release .debs (github.com/NVIDIA/enroot, doc/installation.md: the standard
-# flavor, `enroot` and `enroot+caps`, named by dpkg's architecture). 4.1.2 is the latest release
-# (tag v4.1.2, commit bd51f53b6fa954805ae3e1985c5dc7594ff66d05, 2026-03-23); AWS's PCS reference
+# Enroot (github.com/NVIDIA/enroot), built on the node from its pinned tag, checked against its
+# commit, as Pyxis is (doc/installation.md, "From source": `git clone --recurse-submodules`,
+# `make install`, `make setcap`). 4.1.2 is the latest release (2026-03-23); AWS's PCS reference
 # installs 3.5.0 (awslabs/awsome-distributed-ai architectures/aws-pcs/assets/scripts/install-enroot-pyxis.sh).
-ENROOT_VERSION = "4.1.2"
-ENROOT_RELEASE_URL = f"https://github.com/NVIDIA/enroot/releases/download/v{ENROOT_VERSION}"
-# The SHA-256 of each .deb, by dpkg architecture (the catalog's x86_64 is amd64). None: NOT
-# RECORDED. No source this project can read (git history, registries, docs) carries the release
-# assets' digests and this workspace cannot download them, so they wait for someone who can:
-# `sha256sum enroot_4.1.2-1_amd64.deb ...` of the four files, or the digests GitHub shows on the
-# release page. Until an architecture's are all set, its nodes get no container runtime
-# (container_runtime_pinned; a node never installs a download it cannot verify).
-ENROOT_DEBS: dict[str, dict[str, str | None]] = {
-    arch: {f"enroot_{ENROOT_VERSION}-1_{arch}.deb": None, f"enroot+caps_{ENROOT_VERSION}-1_{arch}.deb": None}
-    for arch in ("amd64", "arm64")
+# NVIDIA's release .debs would do as well, but their SHA-256 are in no source this project can
+# read, and a node never installs a download it cannot verify; a git commit is a digest of the
+# whole tree, its submodules' commits included.
+ENROOT_VERSION = "4.1.2"  # what `enroot version` prints (its Makefile's VERSION at the tag)
+ENROOT_REPOSITORY = "https://github.com/NVIDIA/enroot.git"
+ENROOT_TAG = f"v{ENROOT_VERSION}"  # containers.sh clones v$ENROOT_VERSION
+ENROOT_COMMIT = "bd51f53b6fa954805ae3e1985c5dc7594ff66d05"
+# The submodules at ENROOT_COMMIT, path -> commit, in path order (`git submodule status`'s): the
+# gitlinks of its tree, which git checks out by object id (the build compiles Enroot's helpers
+# statically against musl). Their URLs (.gitmodules): makeself https://github.com/megastep/makeself.git,
+# musl git://git.musl-libc.org/musl (the git protocol, TCP 9418: the node security group's egress
+# allows it), linux-headers https://github.com/sabotage-linux/kernel-headers.git; deps/Makefile
+# names their releases (makeself 2.4.5, musl 1.2.5, linux-headers 4.19.88-1).
+ENROOT_SUBMODULES = {
+    "deps/linux-headers": "c79004ad7f82165c86396b11bc6958ee53febb63",
+    "deps/makeself": "5742be6410bfad2c619fb1e98bf795e8fa0913c7",
+    "deps/musl": "0784374d561435f7c787a555aeab8ede699ed298",
 }
-DEB_ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}  # the catalog's names -> dpkg's
+# containers.sh installs it where NVIDIA's .debs do (pkg/deb/rules): `make install prefix=/usr
+# sysconfdir=/etc` (/usr/bin/enroot, /etc/enroot/enroot.conf, /usr/share/enroot/hooks.d), `make
+# setcap` (the enroot+caps flavor: users import and convert images), and its AppArmor profile
+# at /etc/apparmor.d/enroot, loaded (the .deb's dh_apparmor: Ubuntu 24.04 lets Enroot create user
+# namespaces only with it).
 # Pyxis (github.com/NVIDIA/pyxis): no prebuilt packages; a SPANK plugin compiled against the
 # spank.h of the Slurm release it is loaded by ("Incompatible plugin version" otherwise), so the
 # node builds it from the pinned tag, checked against its commit. v0.24.0 is the latest release
@@ -108,9 +118,14 @@ DEB_ARCHITECTURES = {"x86_64": "amd64", "arm64": "arm64"}  # the catalog's names
 PYXIS_REPOSITORY = "https://github.com/NVIDIA/pyxis.git"
 PYXIS_TAG = "v0.24.0"
 PYXIS_COMMIT = "107519944221822ea1dace4db8e7234b2eaa4cd5"
-# What the build and Enroot need from the Ubuntu archive (the .debs' own dependencies come along).
-CONTAINER_PACKAGES = "git build-essential squashfuse fuse-overlayfs pigz"
-CONTAINERS_STATE = "/var/lib/fmcluster/containers"  # downloads, the Pyxis source and its stamp
+# What the node needs from the Ubuntu archive: to build Enroot and Pyxis (doc/installation.md's
+# Debian build dependencies; build-essential for gcc and make), and Enroot's runtime dependencies
+# (doc/installation.md, and zstd from the .deb's Depends), with the optional ones (pigz,
+# squashfuse, fuse-overlayfs; libnvidia-container-tools is the AMI's, node-ready requires it).
+CONTAINER_BUILD_PACKAGES = "git build-essential libcap2-bin libtool automake libmd-dev"
+ENROOT_RUNTIME_PACKAGES = "curl gawk jq squashfs-tools parallel zstd pigz squashfuse fuse-overlayfs"
+CONTAINER_PACKAGES = f"{CONTAINER_BUILD_PACKAGES} {ENROOT_RUNTIME_PACKAGES}"
+CONTAINERS_STATE = "/var/lib/fmcluster/containers"  # the Enroot and Pyxis sources and their stamps
 DOWNLOAD_ATTEMPTS = 5
 DOWNLOAD_RETRY_SECONDS = 15
 # Where Slurm is: AWS PCS installs each Slurm release it offers under its own prefix and includes
@@ -187,12 +202,6 @@ class Containers:
     @property
     def plugin(self) -> str:
         return f"{self.slurm_prefix}/lib/slurm/spank_pyxis.so"
-
-
-def container_runtime_pinned(instance: InstanceType) -> bool:
-    """Whether every Enroot .deb of the instance type's architecture has its SHA-256 recorded."""
-    debs = ENROOT_DEBS.get(DEB_ARCHITECTURES.get(instance.architecture, ""), {})
-    return bool(debs) and all(debs.values())
 
 
 def enroot_paths(instance: InstanceType, containers: Containers,
@@ -382,17 +391,13 @@ class NodeProgram:
                         **runtime)
 
     def containers(self, containers: Containers, scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
-        """Enroot (the pinned .debs, each checked against its SHA-256) and Pyxis (built from the
-        pinned commit against the node's Slurm), configured (containers.sh): after /scratch and the
-        file system are mounted. Refused for an architecture whose .debs have no recorded digest."""
-        arch = DEB_ARCHITECTURES.get(self.instance.architecture, "")
-        if not container_runtime_pinned(self.instance):
-            raise ValueError(f"no SHA-256 recorded for the Enroot {ENROOT_VERSION} .debs of {arch or '?'} "
-                             "(fmcluster.bootstrap.ENROOT_DEBS)")
-        debs = " ".join(f"{name}={digest}" for name, digest in ENROOT_DEBS[arch].items())
+        """Enroot and Pyxis, each built from its pinned tag checked against its commit (Enroot's
+        submodules against theirs), Pyxis against the node's Slurm, and configured
+        (containers.sh): after /scratch and the file system are mounted."""
         self.add("apt.sh", **APT_SETTINGS)
         return self.add("containers.sh", "setup_containers", ENROOT_VERSION=ENROOT_VERSION,
-                        ENROOT_RELEASE_URL=ENROOT_RELEASE_URL, ENROOT_DEBS=debs, DEB_ARCH=arch,
+                        ENROOT_REPOSITORY=ENROOT_REPOSITORY, ENROOT_COMMIT=ENROOT_COMMIT,
+                        ENROOT_SUBMODULES=" ".join(ENROOT_SUBMODULES.values()),
                         PYXIS_REPOSITORY=PYXIS_REPOSITORY, PYXIS_TAG=PYXIS_TAG, PYXIS_COMMIT=PYXIS_COMMIT,
                         CONTAINER_PACKAGES=CONTAINER_PACKAGES, CONTAINERS_STATE=CONTAINERS_STATE,
                         DOWNLOAD_ATTEMPTS=DOWNLOAD_ATTEMPTS, DOWNLOAD_RETRY_SECONDS=DOWNLOAD_RETRY_SECONDS,
@@ -461,16 +466,14 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
     16 KiB limit). `slurm_prolog`: install the cluster's Slurm prolog (the IMEX prolog of a cluster
     with UltraServer node groups: slurmd runs it on every compute node, so every node needs it,
     and a node without it is not ready). `containers`: Enroot and Pyxis (built against the cluster's
-    `slurm_version`), the image cache on `lustre`, and a node without them is not ready; only where
-    the .debs of the type's architecture have recorded digests (container_runtime_pinned), else
-    the node gets none.
+    `slurm_version`), the image cache on `lustre`, and a node without them is not ready.
     """
     instance = instance_entry(instance_type)
     efa = efa and instance.efa_supported
     lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=bool(lustre and lustre.efa))
     mounts = ([lustre.mount_path] if lustre else []) + ([scratch_path] if instance.nvme_disks else [])
     runtime = None
-    if containers and container_runtime_pinned(instance):
+    if containers:
         if not slurm_version:
             raise ValueError("containers: the cluster's Slurm version is needed (Pyxis is built against it)")
         runtime = Containers.pcs(slurm_version, lustre.mount_path if lustre else "")

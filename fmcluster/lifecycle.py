@@ -69,8 +69,7 @@ class NodeChecks:
     groups; a node that fails is drained with the reasons): `mounts`, the file system's mount
     point (HyperPod's FsxLustreConfig) besides /scratch; `containers`: on GPU nodes, Enroot and
     Pyxis (bootstrap/containers.sh, against HyperPod's /opt/slurm), the image cache on the file
-    system (the first of `mounts`), a node without them drained; only where the Enroot .debs of
-    the type's architecture have recorded digests (bootstrap.container_runtime_pinned)."""
+    system (the first of `mounts`), a node without them drained."""
 
     mounts: tuple[str, ...] = ()
     containers: bool = False
@@ -91,7 +90,7 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
         program.scratch(scratch_path)
     if checks is not None:
         runtime = None
-        if checks.containers and instance.is_gpu and bootstrap.container_runtime_pinned(instance):
+        if checks.containers and instance.is_gpu:
             runtime = bootstrap.Containers.hyperpod(checks.mounts[0] if checks.mounts else "")
             program.containers(runtime, scratch_path)
         mounts = [*checks.mounts, *([scratch_path] if instance.nvme_disks else [])]

@@ -5,7 +5,8 @@ through FMCLUSTER_ROOT) with the paths the scripts touch, and a bin/ of recordin
 (tests/sandbox_fakes.sh) for every operating-system command they call (mdadm, mkfs.ext4, mount,
 mountpoint, lsblk, blkid, systemctl, apt-get, dnf, lnetctl, modprobe, modinfo, ip, nvidia-smi,
 scontrol, aws, hostname, install, sleep, curl for the instance metadata service and downloads,
-mknod, pkill, timeout, logger, dpkg, enroot, git, make, nvidia-container-cli, ...). The fakes
+mknod, pkill, timeout, logger, enroot, git, make, aa-enabled, apparmor_parser, nvidia-container-cli,
+...). The fakes
 model the node: its disks, mounts, units, LNet, GPUs, the dpkg lock and a virtual clock, as the
 `Scenario` says. `run(script)` runs a script with bash; `calls()`, `mounts()`, `file()` read what
 it did. `reboot()` boots the node again from what the first boot left on disk (/etc/fstab,
@@ -28,16 +29,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
-from fmcluster.bootstrap import PYXIS_COMMIT
+from fmcluster import bootstrap
 
 FAKES = Path(__file__).with_name("sandbox_fakes.sh")
 COMMANDS = ("sleep", "mountpoint", "mount", "umount", "lsblk", "blkid", "mdadm", "mkfs.ext4", "systemctl",
             "apt-get", "dnf", "modinfo", "modprobe", "lnetctl", "ip", "nvidia-smi", "hostname", "scontrol", "aws",
-            "install", "chown", "curl", "mknod", "pkill", "timeout", "logger", "dpkg", "enroot", "git", "make",
-            "nvidia-container-cli", "_tick")
+            "install", "chown", "curl", "mknod", "pkill", "timeout", "logger", "enroot", "git", "make",
+            "aa-enabled", "apparmor_parser", "nvidia-container-cli", "_tick")
 # The Slurm installations whose spank.h a node has (Pyxis is built against one): AWS PCS's, by
 # release, and SageMaker HyperPod's.
 SLURM_PREFIXES = tuple(f"/opt/aws/pcs/scheduler/slurm-{v}" for v in ("24.11", "25.05", "25.11")) + ("/opt/slurm",)
+# The repositories a clone can reach: URL -> (the commit its tags check out, its submodules
+# path -> commit), as upstream has them (the pins of fmcluster.bootstrap).
+GIT_REPOSITORIES = {bootstrap.ENROOT_REPOSITORY: (bootstrap.ENROOT_COMMIT, bootstrap.ENROOT_SUBMODULES),
+                    bootstrap.PYXIS_REPOSITORY: (bootstrap.PYXIS_COMMIT, {})}
 US = "\x1f"
 
 
@@ -67,9 +72,12 @@ class Scenario:
     imex_start_fails: bool = False
     # what `scontrol show node` says of the job's nodes: (NodeName, NodeAddr)
     slurm_nodes: tuple[tuple[str, str], ...] = (("gpu-1", "10.1.0.11"), ("gpu-2", "10.1.0.12"))
-    deb_arch: str = "amd64"  # dpkg --print-architecture
     download_fails: int = 0  # downloads (curl -o, git clone) that fail before one succeeds
-    git_commit: str = ""  # the HEAD a clone checks out ("": the pinned Pyxis commit)
+    # what a repository's clone checks out, changed from GIT_REPOSITORIES: (URL, HEAD) pairs, and
+    # (URL, "PATH=COMMIT ...") for its submodules
+    git_heads: tuple[tuple[str, str], ...] = ()
+    git_submodules: tuple[tuple[str, str], ...] = ()
+    apparmor: bool = True  # AppArmor is on (aa-enabled)
     slurm_headers: bool = True  # the Slurm installations of SLURM_PREFIXES have spank.h
     nvidia_container_cli: bool = True  # the AMI's NVIDIA Container Toolkit
 
@@ -82,9 +90,16 @@ class Scenario:
                   "SSM_VALUE": self.ssm_value, "INSTANCE_TYPE": self.instance_type, "IMDS": int(self.imds),
                   "IMEX": int(self.imex), "IMEX_START_FAILS": int(self.imex_start_fails),
                   "SLURM_NODES": " ".join(f"{n}={a}" for n, a in self.slurm_nodes),
-                  "DEB_ARCH": self.deb_arch, "DOWNLOAD_FAILS": self.download_fails,
-                  "GIT_COMMIT": self.git_commit or PYXIS_COMMIT}
+                  "DOWNLOAD_FAILS": self.download_fails, "GIT_REPOSITORIES": self.git_repositories(),
+                  "APPARMOR": int(self.apparmor)}
         return "".join(f"{k}='{v}'\n" for k, v in values.items())
+
+    def git_repositories(self) -> str:
+        """GIT_REPOSITORIES changed by git_heads and git_submodules, a line each: "URL HEAD PATH=COMMIT..."."""
+        heads, submodules = dict(self.git_heads), dict(self.git_submodules)
+        return "\n".join(" ".join([url, heads.get(url, head), submodules.get(url, " ".join(
+            f"{path}={commit}" for path, commit in pinned.items()))]).rstrip()
+            for url, (head, pinned) in GIT_REPOSITORIES.items())
 
 
 @dataclass(frozen=True)

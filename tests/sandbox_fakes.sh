@@ -431,13 +431,8 @@ fake_apt-get() {
   return 0
 }
 
-fake_dpkg() {
-  record "$@"
-  [[ "$1" == --print-architecture ]] || die "dpkg $1 not faked"
-  printf '%s\n' "$DEB_ARCH"
-}
-
-# enroot version: what the installed package says (state/enroot-version), else no such command.
+# enroot version: what `make install` of Enroot's checkout installed (state/enroot-version), else
+# no such command.
 fake_enroot() {
   record "$@"
   [[ -e "$STATE/enroot-version" ]] || FAKE_RC=127 die "enroot: command not found"
@@ -445,43 +440,116 @@ fake_enroot() {
   return 0
 }
 
-# git clone ... --branch TAG URL DIR: a checkout whose HEAD is GIT_COMMIT; git -C DIR rev-parse HEAD.
+# git clone [-q] [--depth N] [--recurse-submodules] --branch TAG URL DIR: a checkout of a
+# repository of GIT_REPOSITORIES ("URL HEAD PATH=COMMIT..." lines) whose HEAD is HEAD, its
+# submodules checked out at their commits with --recurse-submodules (else not initialized);
+# git -C DIR rev-parse HEAD; git -C DIR submodule status (git's format: " COMMIT PATH (DESCRIBE)",
+# "-COMMIT PATH" for a submodule not checked out).
 fake_git() {
   record "$@"
   if [[ "$1" == clone ]]; then
-    local failed
+    local dir=${*: -1} url=${*: -2:1} tag="" state=- arg previous="" line module failed
+    local -a repository=()
+    [[ "$dir" == "$FAKE_SANDBOX"/* ]] || die "clone outside the sandbox: $dir"
+    [[ ! -e "$dir" ]] || FAKE_RC=128 die "fatal: destination path '$dir' already exists and is not an empty directory."
+    for arg in "$@"; do
+      [[ "$previous" == --branch ]] && tag=$arg
+      [[ "$arg" == --recurse-submodules ]] && state=" "
+      previous=$arg
+    done
     failed=$(cat "$STATE/clone-failures" 2>/dev/null || echo 0)
     if ((failed < DOWNLOAD_FAILS)); then
       echo $((failed + 1)) >"$STATE/clone-failures"
+      if [[ "$state" == " " ]]; then  # the repository came, a submodule did not: git leaves the checkout
+        mkdir -p "$dir"
+        FAKE_RC=128 die "fatal: clone of 'git://git.musl-libc.org/musl' into submodule path 'deps/musl' failed"
+      fi
       FAKE_RC=128 die "fatal: unable to access 'https://github.com/': Could not resolve host"
     fi
-    local dir=${*: -1}
-    [[ "$dir" == "$FAKE_SANDBOX"/* ]] || die "clone outside the sandbox: $dir"
+    [[ -n "$tag" ]] || die "git clone without --branch: not faked"
+    while read -r line; do
+      [[ "${line%% *}" == "$url" ]] && read -r -a repository <<<"$line"
+    done <<<"$GIT_REPOSITORIES"
+    ((${#repository[@]})) || FAKE_RC=128 die "remote: Repository not found. fatal: repository '$url' not found"
     mkdir -p "$dir"
-    printf '%s\n' "$GIT_COMMIT" >"$dir/.fake-head"
+    printf '%s\n' "$url" >"$dir/.fake-url"
+    printf '%s\n' "$tag" >"$dir/.fake-tag"
+    printf '%s\n' "${repository[1]}" >"$dir/.fake-head"
+    : >"$dir/.fake-submodules"
+    for module in "${repository[@]:2}"; do
+      if [[ "$state" == " " ]]; then
+        printf ' %s %s (fake-tag)\n' "${module#*=}" "${module%%=*}"
+      else
+        printf -- '-%s %s\n' "${module#*=}" "${module%%=*}"
+      fi >>"$dir/.fake-submodules"
+    done
   elif [[ "$1 $3 $4" == "-C rev-parse HEAD" ]]; then
     cat "$2/.fake-head"
+  elif [[ "$1 $3 $4" == "-C submodule status" ]]; then
+    cat "$2/.fake-submodules"
   else
     die "git $* not faked"
   fi
 }
 
-# make -C DIR [install DESTDIR=D libdir=L]: the install puts the plugin at D/L/slurm/spank_pyxis.so.
+# make -C DIR [TARGET] [VARIABLE=VALUE...], in a checkout of the fake git. Enroot's: install puts
+# enroot and its helpers under DESTDIR/prefix/bin, enroot.conf (Enroot's default) and hooks under
+# DESTDIR/sysconfdir/enroot, the extra hooks and the AppArmor profile under
+# DESTDIR/prefix/share/enroot, and `enroot version` then prints the tag's version; setcap needs
+# the installed helpers. Pyxis's: install puts the plugin at DESTDIR/libdir/slurm/spank_pyxis.so.
 fake_make() {
   record "$@"
-  local arg destdir="" libdir="" install=0
+  local arg dir="" target="" destdir="" libdir="" prefix=/usr/local sysconfdir="" previous=""
   for arg in "$@"; do
     case "$arg" in
-      install) install=1 ;;
       DESTDIR=*) destdir=${arg#DESTDIR=} ;;
       libdir=*) libdir=${arg#libdir=} ;;
+      prefix=*) prefix=${arg#prefix=} ;;
+      sysconfdir=*) sysconfdir=${arg#sysconfdir=} ;;
+      -C) ;;
+      *=*) ;;
+      *) if [[ "$previous" == -C ]]; then dir=$arg; else target=$arg; fi ;;
     esac
+    previous=$arg
   done
-  if ((install)); then
-    [[ "$destdir" == "$FAKE_SANDBOX"/* ]] || die "make install outside the sandbox: DESTDIR=$destdir"
-    mkdir -p "$destdir$libdir/slurm"
-    : >"$destdir$libdir/slurm/spank_pyxis.so"
-  fi
+  [[ -e "$dir/.fake-url" ]] || die "make: *** $dir: not a checkout"
+  [[ -z "$target" || "$destdir" == "$FAKE_SANDBOX"/* ]] || die "make $target outside the sandbox: DESTDIR=$destdir"
+  sysconfdir=${sysconfdir:-$prefix/etc}
+  case "$(cat "$dir/.fake-url") $target" in
+    *enroot.git\ install)
+      mkdir -p "$destdir$prefix/bin" "$destdir$sysconfdir/enroot/hooks.d" "$destdir$prefix/share/enroot/hooks.d"
+      : >"$destdir$prefix/bin/enroot"
+      : >"$destdir$prefix/bin/enroot-mksquashovlfs"
+      : >"$destdir$prefix/bin/enroot-aufs2ovlfs"
+      echo "#ENROOT_RUNTIME_PATH \${XDG_RUNTIME_DIR}/enroot" >"$destdir$sysconfdir/enroot/enroot.conf"
+      : >"$destdir$sysconfdir/enroot/hooks.d/98-nvidia.sh"
+      : >"$destdir$prefix/share/enroot/hooks.d/50-slurm-pmi.sh"
+      : >"$destdir$prefix/share/enroot/hooks.d/50-slurm-pytorch.sh"
+      printf 'abi <abi/4.0>,\n' >"$destdir$prefix/share/enroot/apparmor.profile"
+      local tag
+      tag=$(cat "$dir/.fake-tag")
+      printf '%s\n' "${tag#v}" >"$STATE/enroot-version" ;;
+    *enroot.git\ setcap)
+      [[ -e "$destdir$prefix/bin/enroot-mksquashovlfs" ]] ||
+        die "Failed to set capabilities on file '$prefix/bin/enroot-mksquashovlfs' (No such file or directory)"
+      echo "$prefix/bin/enroot-mksquashovlfs $prefix/bin/enroot-aufs2ovlfs" >"$STATE/enroot-caps" ;;
+    *pyxis.git\ install)
+      mkdir -p "$destdir$libdir/slurm"
+      : >"$destdir$libdir/slurm/spank_pyxis.so" ;;
+    *\ ) ;;
+    *) die "make $target not faked for $(cat "$dir/.fake-url")" ;;
+  esac
+}
+
+# aa-enabled -q: whether AppArmor is on (APPARMOR); apparmor_parser: loads a profile.
+fake_aa-enabled() {
+  record "$@"
+  ((APPARMOR))
+}
+
+fake_apparmor_parser() {
+  record "$@"
+  [[ -e "$ROOTDIR${*: -1}" ]] || FAKE_RC=1 die "File ${*: -1} not found, skipping..."
 }
 
 fake_nvidia-container-cli() { record "$@"; }

@@ -11,7 +11,9 @@ a reboot), never the script text.
 
 from __future__ import annotations
 
-import hashlib
+import re
+import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -454,7 +456,6 @@ def hyperpod_folder(group="train", instance_type="p6-b200.48xlarge", *, efa=True
 
 def run_folder(tmp_path, bundle: lifecycle.Bundle, scenario: Scenario, *, fsx_mounted=True):
     node = Sandbox(tmp_path, scenario)
-    node.serve({name: content for files in fake_debs().values() for name, content in files.items()})
     if fsx_mounted:  # HyperPod mounted the file system (FsxLustreConfig) before OnInitComplete
         (node.root / "fsx").mkdir()
         node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
@@ -533,31 +534,18 @@ def test_hyperpod_eks_efa_file_system_configures_lnet(tmp_path):
 
 # --- containers on Slurm: Enroot and Pyxis --------------------------------------------------------
 
-def fake_debs() -> dict[str, dict[str, bytes]]:
-    """Stand-ins for the Enroot release .debs, by dpkg architecture (their digests are pinned by
-    the `pinned` fixture: the real ones are not recorded, bootstrap.ENROOT_DEBS)."""
-    return {arch: {name: f"fake {name}\n".encode() for name in names} for arch, names in bootstrap.ENROOT_DEBS.items()}
-
-
-@pytest.fixture
-def pinned(monkeypatch):
-    """The Enroot .debs pinned to the stand-ins' SHA-256."""
-    digests = {arch: {name: hashlib.sha256(content).hexdigest() for name, content in files.items()}
-               for arch, files in fake_debs().items()}
-    monkeypatch.setattr(bootstrap, "ENROOT_DEBS", digests)
-    return digests
-
-
 PCS_SLURM = "25.05"
 PCS_PREFIX = f"/opt/aws/pcs/scheduler/slurm-{PCS_SLURM}"
 PCS_PLUGSTACK = f"/etc/aws/pcs/scheduler/slurm-{PCS_SLURM}/plugstack.conf.d/pyxis.conf"
+ENROOT_SRC = f"{bootstrap.CONTAINERS_STATE}/enroot"
+PYXIS_SRC = f"{bootstrap.CONTAINERS_STATE}/pyxis"
+ENROOT_STAMP = f"{bootstrap.CONTAINERS_STATE}/enroot.stamp"
+MIRROR = Path("/work/.mirror/NVIDIA+enroot/repo")  # a git snapshot of github.com/NVIDIA/enroot, where there is one
 
 
 def container_node(tmp_path, instance_type="p5.48xlarge", *, lustre=FSX, **changes):
     instance = catalog.get(instance_type)
-    node = Sandbox(tmp_path, world(instance_type, deb_arch=bootstrap.DEB_ARCHITECTURES[instance.architecture],
-                                   **changes))
-    node.serve({name: content for files in fake_debs().values() for name, content in files.items()})
+    node = Sandbox(tmp_path, world(instance_type, **changes))
     script = bootstrap.node_script(instance_type, efa=instance.efa_supported, lustre=lustre, metrics=None,
                                    containers=True, slurm_version=PCS_SLURM)
     return node, script
@@ -573,26 +561,51 @@ def enroot_conf(node: Sandbox) -> dict[str, str]:
                 if line and not line.startswith("#"))
 
 
-def downloads(node: Sandbox) -> list[str]:
-    return [c.args[-1].rsplit("/", 1)[1] for c in node.calls("curl") if "-o" in c.args]
+def node_path(node: Sandbox, line: str) -> str:
+    """A recorded command line with the sandbox root taken out: the paths as on a node."""
+    return line.replace(str(node.root), "")
 
 
-@pytest.mark.parametrize("instance_type, arch", [("p5.48xlarge", "amd64"), ("p6e-gb200.36xlarge", "arm64")])
-def test_containers_happy_path(tmp_path, pinned, instance_type, arch):
+def clones(node: Sandbox) -> list[str]:
+    return [node_path(node, c.line) for c in node.calls("git") if c.args[0] == "clone"]
+
+
+def makes(node: Sandbox, src: str) -> list[str]:
+    """The make commands run in the checkout `src` (a path on the node)."""
+    return [line for line in map(lambda c: node_path(node, c.line), node.calls("make")) if f"-C {src} " in line + " "]
+
+
+def other_commits(commits: dict[str, str], path: str) -> str:
+    """The pinned submodules with `path` at another commit, as "PATH=COMMIT ..."."""
+    return " ".join(f"{p}={'f' * 40 if p == path else c}" for p, c in commits.items())
+
+
+@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "p6e-gb200.36xlarge"])  # x86_64, arm64: the same build
+def test_containers_happy_path(tmp_path, instance_type):
     node, script = container_node(tmp_path, instance_type)
     result = node.run(script)
     assert result.returncode == 0, result.stderr
-    assert downloads(node) == [f"enroot_{bootstrap.ENROOT_VERSION}-1_{arch}.deb",
-                               f"enroot+caps_{bootstrap.ENROOT_VERSION}-1_{arch}.deb"]
-    url = [c.args[-1] for c in node.calls("curl") if "-o" in c.args][0]
-    assert url.startswith(f"https://github.com/NVIDIA/enroot/releases/download/v{bootstrap.ENROOT_VERSION}/")
+    assert not [c for c in node.calls("curl") if "-o" in c.args]  # nothing downloaded but the clones
     (install,) = [line for line in node.lines("apt-get") if " install " in line]
-    assert f"{bootstrap.CONTAINERS_STATE}/enroot_{bootstrap.ENROOT_VERSION}-1_{arch}.deb" in install
-    assert "DPkg::Lock::Timeout=300" in install and "build-essential" in install
-    clone = node.lines("git")[0]
-    assert clone.endswith(f"--branch {bootstrap.PYXIS_TAG} {bootstrap.PYXIS_REPOSITORY} "
-                          f"{node.dir}/root{bootstrap.CONTAINERS_STATE}/pyxis".replace(str(node.root), ""))
-    build = node.lines("make")
+    assert install.endswith(" " + bootstrap.CONTAINER_PACKAGES) and "DPkg::Lock::Timeout=300" in install
+    assert {"git", "build-essential", "libcap2-bin", "libtool", "automake", "libmd-dev",  # doc/installation.md
+            "curl", "gawk", "jq", "squashfs-tools", "parallel"} <= set(bootstrap.CONTAINER_PACKAGES.split())
+    assert clones(node) == [
+        f"git clone -q --depth 1 --recurse-submodules --branch v{bootstrap.ENROOT_VERSION} "
+        f"{bootstrap.ENROOT_REPOSITORY} {ENROOT_SRC}",
+        f"git clone -q --depth 1 --recurse-submodules --branch {bootstrap.PYXIS_TAG} "
+        f"{bootstrap.PYXIS_REPOSITORY} {PYXIS_SRC}"]
+    # Enroot: checked against its commit and its submodules' before anything is built
+    checks = [node_path(node, line) for line in node.lines("git") if not line.startswith("git clone")]
+    assert checks[:2] == [f"git -C {ENROOT_SRC} rev-parse HEAD", f"git -C {ENROOT_SRC} submodule status"]
+    assert makes(node, ENROOT_SRC) == [f"make -C {ENROOT_SRC} install prefix=/usr sysconfdir=/etc DESTDIR=",
+                                       f"make -C {ENROOT_SRC} setcap prefix=/usr sysconfdir=/etc DESTDIR="]
+    assert node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n"
+    assert node.exists("/usr/bin/enroot") and (node.state / "enroot-caps").exists()  # the enroot+caps flavor
+    assert node.file("/etc/apparmor.d/enroot") == node.file("/usr/share/enroot/apparmor.profile")
+    assert node.lines("apparmor_parser") == ["apparmor_parser -r -T -W /etc/apparmor.d/enroot"]
+    # Pyxis: built against the cluster's Slurm
+    build = makes(node, PYXIS_SRC)
     assert build[0].endswith(f"CPPFLAGS=-I{PCS_PREFIX}/include")
     assert f"libdir={PCS_PREFIX}/lib" in build[1]
     plugin = f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so"
@@ -600,14 +613,17 @@ def test_containers_happy_path(tmp_path, pinned, instance_type, arch):
     # srun's PMI hook runs scontrol under slurmd: the cluster's Slurm on its PATH
     assert node.file("/etc/default/slurmd").startswith(f"PATH={PCS_PREFIX}/bin:")
     assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
-    lines = node.lines()
-    assert index(lines, "mount -t lustre") < index(lines, "dpkg --print-architecture")  # after the mounts
+    lines = [node_path(node, line) for line in node.lines()]
+    fsx, packages = index(lines, "mount -t lustre"), lines.index(install)
+    enroot, setcap = (index(lines, f"make -C {ENROOT_SRC} {target}") for target in ("install", "setcap"))
+    assert fsx < packages < index(lines, "git clone") < enroot < setcap < index(lines, "apparmor_parser") < index(
+        lines, f"make -C {PYXIS_SRC}")
 
 
-def test_containers_enroot_conf_scratch_and_shared_cache(tmp_path, pinned):
+def test_containers_enroot_conf_scratch_and_shared_cache(tmp_path):
     node, script = container_node(tmp_path)
     assert node.run(script).returncode == 0
-    conf = enroot_conf(node)
+    conf = enroot_conf(node)  # fmcluster's, not the default `make install` wrote
     assert conf["ENROOT_RUNTIME_PATH"] == "/scratch/enroot/runtime/user-$(id -u)"
     assert conf["ENROOT_DATA_PATH"] == "/scratch/enroot/data/user-$(id -u)"
     assert conf["ENROOT_TEMP_PATH"] == "/scratch/enroot/tmp"
@@ -615,10 +631,11 @@ def test_containers_enroot_conf_scratch_and_shared_cache(tmp_path, pinned):
     for directory in ("/scratch/enroot/runtime", "/scratch/enroot/data", "/scratch/enroot/tmp", "/fsx/enroot/cache"):
         assert (node.root / directory.lstrip("/")).stat().st_mode & 0o7777 == 0o1777, directory
     hooks = node.root / "etc/enroot/hooks.d"
-    assert sorted(p.name for p in hooks.iterdir()) == ["50-slurm-pmi.sh", "50-slurm-pytorch.sh"]
+    assert sorted(p.name for p in hooks.iterdir()) == ["50-slurm-pmi.sh", "50-slurm-pytorch.sh", "98-nvidia.sh"]
+    assert (hooks / "50-slurm-pmi.sh").readlink() == Path("/usr/share/enroot/hooks.d/50-slurm-pmi.sh")
 
 
-def test_containers_without_instance_store_or_file_system(tmp_path, pinned):
+def test_containers_without_instance_store_or_file_system(tmp_path):
     """A type without instance store (a login node's) keeps Enroot's files in /tmp; without a
     file system the image cache is node-local too."""
     assert catalog.get("m7i.2xlarge").nvme_disks == 0
@@ -632,56 +649,86 @@ def test_containers_without_instance_store_or_file_system(tmp_path, pinned):
     assert not node.calls("nvidia-container-cli") and ready_metric(node).endswith(" 1")
 
 
-def test_containers_bad_checksum_leaves_the_node_not_ready(tmp_path, pinned):
-    node, script = container_node(tmp_path)
-    name = f"enroot+caps_{bootstrap.ENROOT_VERSION}-1_amd64.deb"
-    node.serve({name: b"tampered\n"})
-    result = node.run(script)
+def assert_enroot_refused(node: Sandbox, result, message: str) -> None:
+    """Enroot's checkout was refused: nothing built or installed, the node not ready, slurmd down."""
     assert result.returncode == 1 and "setup_containers failed" in result.stderr
-    assert f"{name} does not have the pinned SHA-256" in result.stderr
-    assert not [line for line in node.lines("apt-get") if ".deb" in line]  # nothing unverified installed
-    assert not node.exists(f"{bootstrap.CONTAINERS_STATE}/{name}")
+    assert message in result.stderr
+    assert not node.calls("make") and not node.exists(ENROOT_STAMP) and not node.exists("/usr/bin/enroot")
+    assert not node.exists("/etc/apparmor.d/enroot")
     assert ready_metric(node) == ('fmcluster_node_ready{reason="Enroot 4.1.2 is not installed; '
                                   'the Pyxis plugin is not installed"} 0')
     assert node.run("systemctl start slurmd.service", name="start.sh").returncode != 0
     assert node.unit_state("slurmd.service") == "failed"
 
 
-def test_containers_downloads_retry(tmp_path, pinned):
+def test_containers_enroot_at_another_commit_is_refused(tmp_path):
+    """The tag moved (or the repository is not NVIDIA's): the checkout is not built."""
+    node, script = container_node(tmp_path, git_heads=((bootstrap.ENROOT_REPOSITORY, "0" * 40),))
+    result = node.run(script)
+    submodules = " ".join(bootstrap.ENROOT_SUBMODULES.values())
+    assert_enroot_refused(node, result, f"enroot v4.1.2 is {'0' * 40} {submodules}, "
+                                        f"not the pinned {bootstrap.ENROOT_COMMIT} {submodules}: not built")
+
+
+@pytest.mark.parametrize("submodules", [
+    other_commits(bootstrap.ENROOT_SUBMODULES, "deps/musl"),  # a submodule at another commit
+    other_commits(bootstrap.ENROOT_SUBMODULES, "deps/linux-headers"),
+    " ".join(f"{p}={c}" for p, c in list(bootstrap.ENROOT_SUBMODULES.items())[:2]),  # one missing
+    " ".join([*(f"{p}={c}" for p, c in bootstrap.ENROOT_SUBMODULES.items()), "deps/extra=" + "1" * 40]),  # one more
+])
+def test_containers_enroot_submodules_are_verified(tmp_path, submodules):
+    node, script = container_node(tmp_path, git_submodules=((bootstrap.ENROOT_REPOSITORY, submodules),))
+    result = node.run(script)
+    assert_enroot_refused(node, result, f"not the pinned {bootstrap.ENROOT_COMMIT} "
+                                        f"{' '.join(bootstrap.ENROOT_SUBMODULES.values())}: not built")
+
+
+def test_containers_clones_retry(tmp_path):
+    """Two failed clones of Enroot (a submodule that did not come, leaving the checkout behind),
+    then one that works: each try starts afresh."""
     node, script = container_node(tmp_path, download_fails=2)
     result = node.run(script)
     assert result.returncode == 0, result.stderr
-    assert len(downloads(node)) == 4 and len([c for c in node.calls("git") if c.args[0] == "clone"]) == 3
+    assert [line.rsplit("/", 1)[1] for line in clones(node)] == ["enroot", "enroot", "enroot", "pyxis"]
+    assert "git_clone failed (attempt 2 of 5)" in result.stderr
     assert [c for c in node.calls("sleep") if c.args == (str(bootstrap.DOWNLOAD_RETRY_SECONDS),)]
+    assert node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n" and ready_metric(node).endswith(" 1")
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"git_commit": "0" * 40}, "not the pinned"),
+    ({"git_heads": ((bootstrap.PYXIS_REPOSITORY, "0" * 40),)}, f"pyxis v0.24.0 is {'0' * 40}, not the pinned"),
     ({"slurm_headers": False}, "no Slurm headers"),
 ])
-def test_containers_pyxis_that_cannot_be_built_leaves_the_node_not_ready(tmp_path, pinned, change, message):
+def test_containers_pyxis_that_cannot_be_built_leaves_the_node_not_ready(tmp_path, change, message):
     node, script = container_node(tmp_path, **change)
     result = node.run(script)
     assert result.returncode == 1 and message in result.stderr
-    assert not node.calls("make") and not node.exists(PCS_PLUGSTACK)
+    assert not makes(node, PYXIS_SRC) and not node.exists(PCS_PLUGSTACK)
     assert ready_metric(node) == 'fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0'
 
 
-def test_containers_gpu_node_without_the_container_toolkit_is_not_ready(tmp_path, pinned):
+def test_containers_gpu_node_without_the_container_toolkit_is_not_ready(tmp_path):
     node, script = container_node(tmp_path, nvidia_container_cli=False)
     assert node.run(script).returncode == 1
     assert ready_metric(node) == ('fmcluster_node_ready{reason="nvidia-container-cli is missing: containers '
                                   'would see no GPU"} 0')
 
 
-def test_containers_wait_for_the_dpkg_lock(tmp_path, pinned):
+def test_containers_wait_for_the_dpkg_lock(tmp_path):
     node, script = container_node(tmp_path, dpkg_lock_until=100)
     result = node.run(script)
     assert result.returncode == 0, result.stderr
-    assert node.exists(f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so")
+    assert node.exists(f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so") and node.exists("/usr/bin/enroot")
 
 
-def test_containers_rerun_leaves_an_installed_node_alone(tmp_path, pinned):
+def test_containers_without_apparmor_install_its_profile_only(tmp_path):
+    node, script = container_node(tmp_path, apparmor=False)
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert node.exists("/etc/apparmor.d/enroot") and not node.calls("apparmor_parser")
+
+
+def test_containers_rerun_leaves_an_installed_node_alone(tmp_path):
     node, script = container_node(tmp_path)
     assert node.run(script).returncode == 0
     first = node.file("/etc/enroot/enroot.conf"), node.file(PCS_PLUGSTACK), node.file("/etc/default/slurmd")
@@ -689,11 +736,25 @@ def test_containers_rerun_leaves_an_installed_node_alone(tmp_path, pinned):
     result = node.run(script)
     assert result.returncode == 0, result.stderr
     assert "ready; image cache" in result.stderr
-    assert not downloads(node) and not node.calls("apt-get") and not node.calls("git") and not node.calls("make")
+    assert not node.calls("apt-get") and not node.calls("git") and not node.calls("make")  # no second build
     assert (node.file("/etc/enroot/enroot.conf"), node.file(PCS_PLUGSTACK), node.file("/etc/default/slurmd")) == first
 
 
-def test_containers_reboot_keeps_slurmd_gated_on_the_runtime(tmp_path, pinned):
+def test_containers_another_enroot_build_is_rebuilt(tmp_path):
+    """Enroot 4.1.2 that this node did not build from the pinned commit (its stamp names another)
+    is built again; Pyxis, stamped with its pin, is left alone."""
+    node, script = container_node(tmp_path)
+    assert node.run(script).returncode == 0
+    (node.root / ENROOT_STAMP.lstrip("/")).write_text("0" * 40 + "\n")
+    (node.state / "calls").write_text("")
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert [line.rsplit("/", 1)[1] for line in clones(node)] == ["enroot"]
+    assert len(makes(node, ENROOT_SRC)) == 2 and not makes(node, PYXIS_SRC)
+    assert node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n"
+
+
+def test_containers_reboot_keeps_slurmd_gated_on_the_runtime(tmp_path):
     node, script = container_node(tmp_path)
     assert node.run(script).returncode == 0
     (node.root / PCS_PLUGSTACK.lstrip("/")).unlink()  # someone removed the plugin's configuration
@@ -702,24 +763,35 @@ def test_containers_reboot_keeps_slurmd_gated_on_the_runtime(tmp_path, pinned):
     assert ready_metric(node) == 'fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0'
 
 
-def test_containers_need_recorded_digests(monkeypatch):
-    """Without the .debs' SHA-256 a node gets no container runtime (never an unverified download)."""
-    monkeypatch.setattr(bootstrap, "ENROOT_DEBS", {"amd64": dict.fromkeys(bootstrap.ENROOT_DEBS["amd64"])})
-    script = bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, containers=True, slurm_version=PCS_SLURM)
-    assert "setup_containers" not in bootstrap.unpack(script)
-    program = bootstrap.NodeProgram(catalog.get("p5.48xlarge"))
-    with pytest.raises(ValueError, match="no SHA-256 recorded"):
-        program.containers(bootstrap.Containers.pcs(PCS_SLURM))
-
-
-@pytest.mark.xfail(strict=True, reason="the Enroot .debs' SHA-256 are not recorded yet (bootstrap.ENROOT_DEBS): "
-                   "until they are, no node gets a container runtime; record them and remove this mark")
-def test_the_enroot_digests_are_recorded():
-    assert all(digest and len(digest) == 64 for debs in bootstrap.ENROOT_DEBS.values() for digest in debs.values())
+def test_the_container_runtime_pins_are_recorded():
+    """Enroot's and Pyxis's commits, and Enroot's submodules' commits in `git submodule status`'s
+    (path) order; where a snapshot of NVIDIA/enroot is at hand, they are the tag's."""
+    commit = re.compile(r"[0-9a-f]{40}")
+    assert all(commit.fullmatch(c) for c in (bootstrap.ENROOT_COMMIT, bootstrap.PYXIS_COMMIT,
+                                             *bootstrap.ENROOT_SUBMODULES.values()))
+    assert list(bootstrap.ENROOT_SUBMODULES) == sorted(bootstrap.ENROOT_SUBMODULES) == [
+        "deps/linux-headers", "deps/makeself", "deps/musl"]
+    assert bootstrap.ENROOT_TAG == f"v{bootstrap.ENROOT_VERSION}"
+    body = bootstrap.unpack(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, containers=True,
+                                                  slurm_version=PCS_SLURM))
+    assert f"ENROOT_COMMIT='{bootstrap.ENROOT_COMMIT}'" in body.splitlines()
+    assert f"ENROOT_SUBMODULES='{' '.join(bootstrap.ENROOT_SUBMODULES.values())}'" in body.splitlines()
+    if not MIRROR.is_dir():
+        pytest.skip(f"no snapshot of NVIDIA/enroot at {MIRROR}")
+    git = ["git", "-C", str(MIRROR)]
+    assert subprocess.run([*git, "rev-parse", f"{bootstrap.ENROOT_TAG}^{{commit}}"], capture_output=True, text=True,
+                          check=True).stdout.strip() == bootstrap.ENROOT_COMMIT
+    tree = subprocess.run([*git, "ls-tree", bootstrap.ENROOT_COMMIT, "deps/"], capture_output=True, text=True,
+                          check=True).stdout
+    gitlinks = {line.split("\t")[1]: line.split()[2] for line in tree.splitlines() if line.startswith("160000 commit")}
+    assert gitlinks == bootstrap.ENROOT_SUBMODULES
+    makefile = subprocess.run([*git, "show", f"{bootstrap.ENROOT_COMMIT}:Makefile"], capture_output=True, text=True,
+                              check=True).stdout
+    assert re.search(rf"^VERSION\s*:= {re.escape(bootstrap.ENROOT_VERSION)}$", makefile, re.MULTILINE)
 
 
 @pytest.mark.parametrize("instance_type, login", [(t, False) for t in GPU_TYPES] + [("m7i.2xlarge", True)])
-def test_user_data_with_containers_fits_the_ec2_limit(pinned, instance_type, login):
+def test_user_data_with_containers_fits_the_ec2_limit(instance_type, login):
     """Every PCS node that gets the container runtime (the GPU compute groups, with the IMEX
     prolog, and the login nodes, with the Slurm collector), with the longest values."""
     fsx = LustreMount("fs-0123456789abcdef0.fsx.ap-southeast-2.amazonaws.com", "abcdefgh", "/fsx", efa=True)
@@ -730,14 +802,15 @@ def test_user_data_with_containers_fits_the_ec2_limit(pinned, instance_type, log
     assert len(text.encode()) < 16 * 1024
 
 
-def test_hyperpod_gpu_node_gets_containers(tmp_path, pinned):
+def test_hyperpod_gpu_node_gets_containers(tmp_path):
     checks = lifecycle.NodeChecks(("/fsx",), containers=True)
     folder = hyperpod_folder(checks=checks)
-    node, result = run_folder(tmp_path, folder, hyperpod_world(deb_arch="amd64"), fsx_mounted=True)
+    node, result = run_folder(tmp_path, folder, hyperpod_world(), fsx_mounted=True)
     assert result.returncode == 0, result.stderr
     assert not node.calls("scontrol")  # ready: not drained
-    assert downloads(node) == [f"enroot_{bootstrap.ENROOT_VERSION}-1_amd64.deb",
-                               f"enroot+caps_{bootstrap.ENROOT_VERSION}-1_amd64.deb"]
+    repositories = [line.rsplit(" ", 2)[1] for line in clones(node)]
+    assert repositories == [bootstrap.ENROOT_REPOSITORY, bootstrap.PYXIS_REPOSITORY]
+    assert len(makes(node, ENROOT_SRC)) == 2 and node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n"
     assert any("CPPFLAGS=-I/opt/slurm/include" in line for line in node.lines("make"))
     assert node.file("/opt/slurm/etc/plugstack.conf.d/pyxis.conf") == "required /opt/slurm/lib/slurm/spank_pyxis.so\n"
     assert "include /opt/slurm/etc/plugstack.conf.d/*.conf" in node.file("/opt/slurm/etc/plugstack.conf").splitlines()
@@ -745,13 +818,23 @@ def test_hyperpod_gpu_node_gets_containers(tmp_path, pinned):
     assert conf["ENROOT_CACHE_PATH"] == "/fsx/enroot/cache/user-$(id -u)"
     assert conf["ENROOT_DATA_PATH"] == "/scratch/enroot/data/user-$(id -u)"
     lines = node.lines()
-    assert index(lines, "systemctl cat dlami-nvme.service") < index(lines, "dpkg --print-architecture")
+    assert index(lines, "systemctl cat dlami-nvme.service") < index(lines, "git clone")
 
 
-def test_hyperpod_gpu_node_with_a_bad_download_is_drained(tmp_path, pinned):
+def test_hyperpod_gpu_node_whose_clones_fail_is_drained(tmp_path):
     checks = lifecycle.NodeChecks(("/fsx",), containers=True)
     node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), hyperpod_world(download_fails=100))
     assert result.returncode == 1 and "setup_containers failed" in result.stderr
+    assert len(clones(node)) == bootstrap.DOWNLOAD_ATTEMPTS and not node.calls("make")
     (drain,) = node.calls("scontrol")
     assert drain.args[-1] == ("reason=fmcluster node-ready: Enroot 4.1.2 is not installed; "
                               "the Pyxis plugin is not installed")
+
+
+def test_hyperpod_gpu_node_with_a_wrong_enroot_commit_is_drained(tmp_path):
+    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
+    world = hyperpod_world(git_heads=((bootstrap.ENROOT_REPOSITORY, "0" * 40),))
+    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), world)
+    assert result.returncode == 1 and "not the pinned" in result.stderr and not node.calls("make")
+    (drain,) = node.calls("scontrol")
+    assert "Enroot 4.1.2 is not installed" in drain.args[-1]

@@ -226,13 +226,10 @@ def test_rendered_scripts_are_shellcheck_clean(tmp_path):
     assert_shellcheck_clean(tmp_path, scripts)
 
 
-def test_container_runtime_scripts_are_shellcheck_clean(tmp_path, monkeypatch):
-    """The PCS script and the HyperPod lifecycle script with Enroot and Pyxis (digests pinned
-    to stand-ins: the real ones are not recorded, bootstrap.ENROOT_DEBS)."""
+def test_container_runtime_scripts_are_shellcheck_clean(tmp_path):
+    """The PCS script and the HyperPod lifecycle script with Enroot and Pyxis."""
     from fmcluster import lifecycle
 
-    monkeypatch.setattr(bootstrap, "ENROOT_DEBS", {arch: dict.fromkeys(debs, "0" * 64)
-                                                   for arch, debs in bootstrap.ENROOT_DEBS.items()})
     scripts = {"pcs-containers": bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS,
                                                        compact=False, containers=True, slurm_version="25.05"),
                "hyperpod-containers": lifecycle.entry_script("gpu", "p6e-gb200.36xlarge", efa=True,

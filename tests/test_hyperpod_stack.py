@@ -270,7 +270,8 @@ def test_lifecycle_files_are_published_as_file_assets(assembly, main):
     manifest = json.loads((outdir / f"{stacks['main'].stack_name}.assets.json").read_text())
     spec = specs()["main"]
     efa = {g.name: g.efa for g in spec.node_groups}
-    checks = lifecycle.NodeChecks(mounts=(spec.storage.lustre.mount_path,) if spec.storage.lustre else ())
+    checks = lifecycle.NodeChecks(mounts=(spec.storage.lustre.mount_path,) if spec.storage.lustre else (),
+                                  containers=True)  # the GPU compute groups get Enroot and Pyxis
     for name, group in groups(main).items():
         instance_type = group["InstanceType"].removeprefix("ml.")
         bundle = lifecycle.bundle(name, instance_type, efa=efa.get(name, False),
@@ -287,7 +288,7 @@ def test_lifecycle_files_are_published_as_file_assets(assembly, main):
 
 def test_gpu_lifecycle_script_sets_up_scratch_and_nccl(assembly, main, tmp_path):
     """The b200 group's on_init.sh as published, run on a sandboxed HyperPod node: scratch on the
-    instance store, the EFA environment, HyperPod's /fsx checked."""
+    instance store, the EFA environment, HyperPod's /fsx checked, Enroot and Pyxis built."""
     from fmcluster import bootstrap
     from tests.sandbox import Sandbox, Scenario
 
@@ -300,6 +301,8 @@ def test_gpu_lifecycle_script_sets_up_scratch_and_nccl(assembly, main, tmp_path)
     assert result.returncode == 0, result.stderr
     assert node.mounts()["/scratch"].backing == "instance-store" and not node.calls("scontrol")
     assert "FI_EFA_USE_DEVICE_RDMA=1" in node.file(bootstrap.NCCL_ENV_FILE)
+    assert node.file(f"{bootstrap.CONTAINERS_STATE}/enroot.stamp") == bootstrap.ENROOT_COMMIT + "\n"  # containers
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
 
 
 def lifecycle_folder(outdir, group) -> Path:
