@@ -86,8 +86,7 @@ def _metadata(model: ClusterModel, name: str, test: str, *, queued: bool = True)
 
 
 def _placement(group: NodeGroup) -> dict[str, Any]:
-    return {"nodeSelector": {kubernetes.NODE_GROUP_LABEL: group.name},
-            "tolerations": [dict(kubernetes.GPU_TOLERATION)]}
+    return kubernetes.flavor_placement(group)
 
 
 def _kit_volume() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -124,7 +123,7 @@ def _claim(group: NodeGroup, name: str, pod: dict[str, Any], container: dict[str
 def _template(group: NodeGroup, pod: dict[str, Any]) -> dict[str, Any]:
     """A pod template; inside one NVLink domain (Kueue topology) where the group fits in one."""
     if group.ultraserver and group.one_nvlink_domain:
-        return {"metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology":
+        return {"metadata": {"annotations": {kubernetes.REQUIRED_TOPOLOGY_ANNOTATION:
                                              kubernetes.NVLINK_CLIQUE_LABEL}}, "spec": pod}
     return {"spec": pod}
 

@@ -22,7 +22,7 @@ import yaml
 
 if TYPE_CHECKING:
     from fmcluster.catalog import InstanceType
-    from fmcluster.model import ClusterModel
+    from fmcluster.model import ClusterModel, NodeGroup
     from fmcluster.spec import ClusterSpec
 
 # --- node labels and taints ---------------------------------------------------------------
@@ -507,10 +507,25 @@ def flavor_quotas(model: ClusterModel) -> list[FlavorQuota]:
         quotas.append(FlavorQuota(
             name=group.name, cpu=instance.vcpus * nodes, memory_gib=instance.memory_gib * nodes,
             gpus=instance.gpu_count * nodes, efa=group.efa_interfaces * nodes,
-            node_labels={NODE_GROUP_LABEL: group.name},
-            tolerations=(GPU_TOLERATION,) if instance.is_gpu else (),
+            node_labels=flavor_labels(group), tolerations=flavor_tolerations(group),
             topology=NVLINK_TOPOLOGY if group.ultraserver else None))
     return sorted(quotas, key=lambda q: q.gpus > 0)
+
+
+def flavor_labels(group: NodeGroup) -> dict[str, str]:
+    """The node labels of a group's ResourceFlavor: its own group label."""
+    return {NODE_GROUP_LABEL: group.name}
+
+
+def flavor_tolerations(group: NodeGroup) -> tuple[dict[str, str], ...]:
+    """The tolerations of a group's ResourceFlavor: the GPU taint's, on GPU groups."""
+    return (GPU_TOLERATION,) if group.instance.is_gpu else ()
+
+
+def flavor_placement(group: NodeGroup) -> dict[str, Any]:
+    """A pod spec's nodeSelector and tolerations for the nodes of `group`, as its ResourceFlavor
+    has them (so Kueue assigns the pod set that flavor and no other)."""
+    return {"nodeSelector": flavor_labels(group), "tolerations": [dict(t) for t in flavor_tolerations(group)]}
 
 
 def total_gpus(model: ClusterModel) -> int:
@@ -534,6 +549,7 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 # A job asks for one domain with the pod template annotation
 # kueue.x-k8s.io/podset-required-topology: nvidia.com/gpu.clique.
 NVLINK_TOPOLOGY = "nvlink-domain"
+REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"  # on a pod template
 NVLINK_TOPOLOGY_LEVELS = (NVLINK_CLIQUE_LABEL, HOSTNAME_LABEL)
 
 

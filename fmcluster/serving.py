@@ -48,10 +48,7 @@ LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 # Kueue topology-aware scheduling of a LeaderWorkerSet (kubernetes-sigs/kueue v0.18.3
 # site/content/en/docs/tasks/run/leaderworkerset.md): both templates carry the required topology
 # and one pod-set group name, so a leader and its workers land in one domain.
-REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"
 PODSET_GROUP_ANNOTATION = "kueue.x-k8s.io/podset-group-name"
-# libfabric's EFA provider uses huge pages; a container that asks for none gets a hugetlb limit of
-# 0 and a SIGBUS on touching one (libfabric fi_efa(7): FI_EFA_USE_HUGE_PAGE).
 CONTAINER_MOUNTS_FLAGS = "ro"
 HEAD_ADDR = '"$HEAD_ADDR"'  # the Ray head's address in the Slurm containers (exported by the batch script)
 LWS_LEADER = '"$(LWS_LEADER_ADDRESS)"'  # the leader's address in an LWS pod (Kubernetes expands it)
@@ -253,8 +250,7 @@ def _serve_probes(container: dict[str, Any], startup: int) -> dict[str, Any]:
 
 def _template(group: NodeGroup, container: dict[str, Any], claim: str, annotations: dict[str, str]
               ) -> dict[str, Any]:
-    pod = {"nodeSelector": {kubernetes.NODE_GROUP_LABEL: group.name},
-           "tolerations": [dict(kubernetes.GPU_TOLERATION)], "containers": [container],
+    pod = {**kubernetes.flavor_placement(group), "containers": [container],
            "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
                        {"name": "dshm", "emptyDir": {"medium": "Memory"}}]}
     return {"metadata": {"annotations": dict(annotations)}, "spec": pod} if annotations else {"spec": pod}
@@ -265,7 +261,7 @@ def _annotations(model: ClusterModel, group: NodeGroup, pp: int) -> dict[str, st
     domain = group.nvlink_domain
     if not group.ultraserver or domain is None or pp > domain.instances:
         return {}
-    annotations = {REQUIRED_TOPOLOGY_ANNOTATION: kubernetes.NVLINK_CLIQUE_LABEL}
+    annotations = {kubernetes.REQUIRED_TOPOLOGY_ANNOTATION: kubernetes.NVLINK_CLIQUE_LABEL}
     if pp > 1:
         annotations[PODSET_GROUP_ANNOTATION] = serving_name(model)
     return annotations

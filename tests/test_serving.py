@@ -442,7 +442,7 @@ def test_ultraserver_replicas_stay_in_one_nvlink_domain():
     assert template["size"] == 2  # 4 x GB200 a node: TP 4 x PP 2
     for role in ("leaderTemplate", "workerTemplate"):
         assert template[role]["metadata"]["annotations"] == {
-            serving.REQUIRED_TOPOLOGY_ANNOTATION: kubernetes.NVLINK_CLIQUE_LABEL,
+            kubernetes.REQUIRED_TOPOLOGY_ANNOTATION: kubernetes.NVLINK_CLIQUE_LABEL,
             serving.PODSET_GROUP_ANNOTATION: "test-cluster-serve"}
     plain, _ = manifests(_eks(served(405, nodes=4)))
     assert "metadata" not in plain["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
