@@ -370,7 +370,9 @@ COMMANDS = {
     "diff": ("what changing a spec from OLD to NEW (or deploying SPEC over its deployed stacks) does to "
              "deployed resources", _diff_args),
     "schema": ("print the JSON Schema of the spec", _schema_args),
-    "jobs": ("write the cluster's acceptance jobs (NCCL, DCGM, file-system throughput, a PyTorch smoke test)",
+    "jobs": ("write the cluster's acceptance jobs (NCCL, DCGM, file-system throughput, a PyTorch smoke test: "
+             "sbatch scripts on Slurm, Kueue-admitted manifests on Kubernetes) and the serving job of its serving "
+             "section",
              _jobs_args),
     "verify": ("judge the acceptance kit's results against the cluster's figures: PASS, WARN or FAIL per "
                "group and node; exit 1 on a FAIL", _verify_args),
