@@ -26,7 +26,7 @@ the jobs; `collect.sh` waits for each and writes its pods' logs to `results/`.
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
@@ -69,11 +69,13 @@ def _name(group: NodeGroup, test: str) -> str:
     return f"{group.name}-{test}"
 
 
-def environment(group: NodeGroup) -> list[dict[str, str]]:
+def environment(group: NodeGroup, *, efa: Optional[bool] = None) -> list[dict[str, str]]:
     """The node bootstrap's EFA / NCCL settings (bootstrap.nccl_settings) as container env, and no
-    huge pages (NO_HUGE_PAGES) where EFA is used."""
-    settings = list(bootstrap.nccl_settings(group.instance, group.efa))
-    if group.efa:
+    huge pages (NO_HUGE_PAGES) where EFA is used; `efa`: whether the pod uses it (default: the
+    group's)."""
+    efa = group.efa if efa is None else efa
+    settings = list(bootstrap.nccl_settings(group.instance, efa))
+    if efa:
         settings.append(NO_HUGE_PAGES)
     return [{"name": s.name, "value": s.value} for s in settings]
 
@@ -94,7 +96,8 @@ def _kit_volume() -> tuple[dict[str, Any], dict[str, Any]]:
             {"name": "kit", "mountPath": KIT_MOUNT, "readOnly": True})
 
 
-def _shm() -> tuple[dict[str, Any], dict[str, Any]]:
+def shm() -> tuple[dict[str, Any], dict[str, Any]]:
+    """/dev/shm in memory (NCCL's and PyTorch's shared memory): the volume and its mount."""
     return ({"name": "dshm", "emptyDir": {"medium": "Memory"}}, {"name": "dshm", "mountPath": "/dev/shm"})
 
 
@@ -222,7 +225,7 @@ def nccl_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]
     name = _name(group, "nccl")
     env = environment(group)
     kit_volume, kit_mount = _kit_volume()
-    shm_volume, shm_mount = _shm()
+    shm_volume, shm_mount = shm()
     launcher_env = [{"name": "GROUP", "value": group.name}, {"name": "GPUS", "value": str(group.gpus)},
                     {"name": "SIZE", "value": largest_message(group)},
                     {"name": "NCCL_VARS", "value": " ".join(e["name"] for e in env)}, *env]
@@ -310,7 +313,7 @@ def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any
 
     name = _name(group, "smoke")
     kit_volume, kit_mount = _kit_volume()
-    shm_volume, shm_mount = _shm()
+    shm_volume, shm_mount = shm()
 
     def replica(count: int) -> dict[str, Any]:
         # the training operator sets torchrun's PET_* variables (nodes, rank, rendezvous); the

@@ -386,7 +386,7 @@ def efa_node_exporter_values() -> dict[str, Any]:
 
 def kueue_values() -> dict[str, Any]:
     """The Kueue controller on the system nodes."""
-    return {"controllerManager": {"nodeSelector": {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}}}
+    return {"controllerManager": {"nodeSelector": system_node_selector()}}
 
 
 def node_group_affinity(groups: Iterable[str]) -> dict[str, Any]:
@@ -423,7 +423,7 @@ def gpu_feature_discovery_values(groups: Iterable[str]) -> dict[str, Any]:
     `worker.affinity`, `master.nodeSelector`, `gc.nodeSelector`. The parent chart's
     `nfd.master.config.extraLabelNs: [nvidia.com]` (which lets NFD set GFD's nvidia.com labels)
     is kept: Helm merges the maps."""
-    affinity, system = node_group_affinity(groups), {NODE_GROUP_LABEL: SYSTEM_NODE_GROUP}
+    affinity, system = node_group_affinity(groups), system_node_selector()
     return {"devicePlugin": {"enabled": False}, "gfd": {"enabled": True},
             "affinity": affinity, "tolerations": [GPU_TOLERATION],
             "nfd": {"worker": {"affinity": affinity, "tolerations": [GPU_TOLERATION]},
@@ -456,10 +456,9 @@ def operators() -> tuple[Operator, ...]:
     training-operators has no placement value (values.yaml: image, createNamespace, schemes; its
     Deployment template sets no nodeSelector, affinity or tolerations), so its defaults stay (the
     schemes without mpijob, which the MPI operator serves) and the installer places it."""
-    return (Operator("mpi-operator", "mpi-operator", OPERATORS_NAMESPACE,
-                     values={"mpiOperator": {"nodeSelector": system_node_selector()}}),
-            Operator("training-operators", "training-operators", OPERATORS_NAMESPACE,
-                     node_selector=system_node_selector()))
+    mpi, training = OPERATOR_SUBCHARTS
+    return (Operator(mpi, mpi, OPERATORS_NAMESPACE, values={"mpiOperator": {"nodeSelector": system_node_selector()}}),
+            Operator(training, training, OPERATORS_NAMESPACE, node_selector=system_node_selector()))
 
 
 def lws_values() -> dict[str, Any]:

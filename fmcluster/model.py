@@ -246,7 +246,7 @@ def _login(spec: ClusterSpec, cp: ControlPlane) -> Optional[NodeGroup]:
         return None
     if cp.scheduler == "kubernetes":
         return _own(kubernetes.SYSTEM_NODE_GROUP, SYSTEM, login.instance_type, login.count, SYSTEM_ROOT_VOLUME_GIB,
-                    labels=MappingProxyType({kubernetes.NODE_GROUP_LABEL: kubernetes.SYSTEM_NODE_GROUP}))
+                    labels=MappingProxyType(kubernetes.system_node_selector()))
     volume = HYPERPOD_SYSTEM_VOLUME_GIB if cp.hyperpod else PCS_LOGIN_ROOT_VOLUME_GIB
     return _own(LOGIN, LOGIN, login.instance_type, login.count, volume)
 

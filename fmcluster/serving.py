@@ -28,7 +28,7 @@ import math
 import shlex
 from typing import TYPE_CHECKING, Any
 
-from fmcluster import bootstrap, inference, kubernetes
+from fmcluster import bootstrap, inference, jobs_kubernetes, kubernetes
 
 if TYPE_CHECKING:
     from fmcluster.inference import Serving
@@ -215,13 +215,7 @@ def slurm_serve_sbatch(model: ClusterModel) -> str:
 def environment(group: NodeGroup, *, efa: bool) -> list[dict[str, str]]:
     """Container env: the node bootstrap's EFA / NCCL settings (bootstrap.nccl_settings; EFA's only
     for pods that ask for the EFA interfaces), no huge pages with EFA, no hub."""
-    from fmcluster.jobs_kubernetes import NO_HUGE_PAGES
-
-    settings = [(s.name, s.value) for s in bootstrap.nccl_settings(group.instance, efa)]
-    if efa:
-        settings.append((NO_HUGE_PAGES.name, NO_HUGE_PAGES.value))
-    settings.append(("HF_HUB_OFFLINE", "1"))
-    return [{"name": name, "value": value} for name, value in settings]
+    return [*jobs_kubernetes.environment(group, efa=efa), {"name": "HF_HUB_OFFLINE", "value": "1"}]
 
 
 def _probe(period: int, failures: int) -> dict[str, Any]:
@@ -236,8 +230,7 @@ def _container(name: str, image: str, script: str, group: NodeGroup, *, gpus: in
         limits[kubernetes.EFA_RESOURCE] = group.efa_interfaces
     return {"name": name, "image": image, "command": ["bash", "-c", script],
             "env": environment(group, efa=efa), "resources": {"limits": limits},
-            "volumeMounts": [{"name": "weights", "mountPath": mount, "readOnly": True},
-                             {"name": "dshm", "mountPath": "/dev/shm"}]}
+            "volumeMounts": [{"name": "weights", "mountPath": mount, "readOnly": True}, jobs_kubernetes.shm()[1]]}
 
 
 def _serve_probes(container: dict[str, Any], startup: int) -> dict[str, Any]:
@@ -252,7 +245,7 @@ def _template(group: NodeGroup, container: dict[str, Any], claim: str, annotatio
               ) -> dict[str, Any]:
     pod = {**kubernetes.flavor_placement(group), "containers": [container],
            "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
-                       {"name": "dshm", "emptyDir": {"medium": "Memory"}}]}
+                       jobs_kubernetes.shm()[0]]}
     return {"metadata": {"annotations": dict(annotations)}, "spec": pod} if annotations else {"spec": pod}
 
 
