@@ -41,7 +41,7 @@ node scripts (fmcluster.kubernetes, fmcluster.lifecycle) are composed from the s
 from __future__ import annotations
 
 import base64
-import gzip
+import lzma
 import re
 import shlex
 from dataclasses import dataclass
@@ -219,16 +219,16 @@ EMBED_END = "FMCLUSTER_PROGRAM_END"
 COLLECTOR_FILES = {"dcgm": "gpu.sh", "efa": "efa.sh", "slurm": "slurm.sh"}  # scrape job -> collector
 
 
-def embed(name: str, path: Path) -> str:
+def embed(name: str, path: Path, *, note: bool = True) -> str:
     """A whole script the node keeps and runs on its own (a collector, a program) as a fragment:
     the shell function `program_NAME`, which prints the script (without its comment lines, but
     with its `#!` line: they are documented in the repository). The fragments write it to a file
-    with `program_NAME >FILE`."""
+    with `program_NAME >FILE`. `note`: a comment line before it names the file it came from."""
     text = without_comments(path.read_text(encoding="utf-8"))
     if EMBED_END in text.splitlines():
         raise ValueError(f"{path.name} has a line {EMBED_END}, which ends its here-document")
-    return (f"# {path.relative_to(SCRIPTS.parent)}, embedded by fmcluster.bootstrap.embed.\n"
-            f"program_{name}() {{\n  cat <<'{EMBED_END}'\n{text.rstrip()}\n{EMBED_END}\n}}\n")
+    source = f"# {path.relative_to(SCRIPTS.parent)}, embedded by fmcluster.bootstrap.embed.\n" if note else ""
+    return source + f"program_{name}() {{\n  cat <<'{EMBED_END}'\n{text.rstrip()}\n{EMBED_END}\n}}\n"
 
 
 def without_comments(text: str) -> str:
@@ -338,7 +338,7 @@ def _quote(value: str) -> str:
 
 
 def _settings(values: Mapping[str, str | int]) -> str:
-    lines = ["", "# Settings of this node group, rendered by fmcluster.bootstrap."]
+    lines = ["", "# Settings of this node group."]
     lines += [f"{name}={_quote(str(value))}" for name, value in values.items()]
     return "\n".join(lines) + "\n"
 
@@ -439,7 +439,7 @@ class NodeProgram:
                         **metrics_settings(self.instance, metrics, efa=efa, lustre_path=lustre_path))
 
     def render(self, header: str, *, extra: Sequence[str] = (), compact: bool = False) -> str:
-        embedded = [embed(name, path) for name, path in self.programs.items()]
+        embedded = [embed(name, path, note=not compact) for name, path in self.programs.items()]
         return compose(header, self.settings, self.parts, self.steps, [*embedded, *extra], compact=compact)
 
 
@@ -498,14 +498,25 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
 
 
 BODY_FILE = f"{FMCLUSTER_LIB}/bootstrap.sh"  # where a compact script keeps its decoded body
+# A compact script's body is xz-compressed and base85-encoded (a quarter larger than its bytes,
+# against base64's third): EC2 user data is limited to 16 KiB. python3 decodes it: cloud-init,
+# which runs user data, is a Python 3 program, so every node that runs the script has python3 and
+# its standard library (base64, lzma). The alphabet of base85 (Python's b85encode, RFC 1924) has no
+# quote or backslash, so the value stands in single quotes.
+BODY_DECODER = "import base64,lzma,sys;sys.stdout.buffer.write(lzma.decompress(base64.b85decode(sys.stdin.read())))"
 BODY_LOADER = f"""
-# The program itself (bootstrap fragments and main), without comments, gzip and base64: EC2 user
-# data is limited to 16 KiB. The node keeps it decoded in {BODY_FILE}.
+# The program, xz and base85 (fmcluster.bootstrap.pack), kept in {BODY_FILE}.
 install -d -m 0755 "$ROOT{FMCLUSTER_LIB}"
-printf '%s' "$FMCLUSTER_BOOTSTRAP" | base64 -d | gunzip >"$ROOT{BODY_FILE}"
+printf '%s' "$FMCLUSTER_BOOTSTRAP" | python3 -c '{BODY_DECODER}' >"$ROOT{BODY_FILE}"
 # shellcheck source=/dev/null
 source "$ROOT{BODY_FILE}"
 """
+
+
+def pack(body: str) -> str:
+    """`body` as a compact script carries it: xz (no mtime or name in the stream, so the same body
+    gives the same bytes), then base85."""
+    return base64.b85encode(lzma.compress(body.encode("utf-8"), preset=9 | lzma.PRESET_EXTREME)).decode("ascii")
 
 
 def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str | Path], steps: Sequence[str],
@@ -514,9 +525,9 @@ def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str 
     SCRIPTS) and `extra` (fragment texts), and a `main` that runs each of `steps` with `step` (a
     failure is recorded and the next step runs), then `finish` (exit 1 when a step failed).
 
-    `compact` (the PCS and EKS user data, limited to 16 KiB): the body without its comment lines,
-    gzip and base64 in the setting FMCLUSTER_BOOTSTRAP, which the script decodes to BODY_FILE and
-    sources; the settings go into the body too (first), except INSTANCE_TYPE and those whose
+    `compact` (the PCS and EKS user data, limited to 16 KiB): the header and the body without their
+    comment lines, the body packed (`pack`: xz, base85) in the setting FMCLUSTER_BOOTSTRAP, which
+    the script decodes to BODY_FILE and sources; the settings go into the body too (first), except INSTANCE_TYPE and those whose
     value holds a CDK token (`plain_setting`: CDK resolves tokens in the template's text, never
     inside the packed body). Otherwise (the SageMaker HyperPod lifecycle scripts,
     fmcluster.lifecycle; tests) the body verbatim. Both run the same code."""
@@ -527,8 +538,7 @@ def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str 
     inner = {name: value for name, value in settings.items() if name not in plain}
     body = "\n".join([_settings(inner).lstrip("\n").split("\n", 1)[1],
                       *(without_comments(_read(name)) for name in parts), *extra, *main])
-    packed = base64.b64encode(gzip.compress(body.encode("utf-8"), mtime=0)).decode("ascii")
-    return header + _settings({**plain, "FMCLUSTER_BOOTSTRAP": packed}) + BODY_LOADER
+    return without_comments(header) + _settings({**plain, "FMCLUSTER_BOOTSTRAP": pack(body)}) + BODY_LOADER
 
 
 TOKEN_MARK = re.compile(r"[$#]\{Token\[")  # how CDK writes a string or list token into a string
@@ -542,10 +552,10 @@ def plain_setting(name: str, value: str | int) -> bool:
 
 def unpack(script: str) -> str:
     """The body of a `compact` script (for reading and tests): what the node writes to BODY_FILE."""
-    packed = re.search(r"^FMCLUSTER_BOOTSTRAP=(\S+)$", script, re.MULTILINE)
+    packed = re.search(r"^FMCLUSTER_BOOTSTRAP='?([^'\s]+)'?$", script, re.MULTILINE)
     if packed is None:
         raise ValueError("not a compact fmcluster node script: no FMCLUSTER_BOOTSTRAP")
-    return gzip.decompress(base64.b64decode(packed.group(1))).decode("utf-8")
+    return lzma.decompress(base64.b85decode(packed.group(1))).decode("utf-8")
 
 
 def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDARY) -> str:

@@ -1,8 +1,8 @@
 """The boot path, tested by running it: every node script as a real process in a sandboxed node
 (tests/sandbox.py) whose operating-system commands are recording fakes, scenario by scenario.
 
-The AWS PCS user data (fmcluster.bootstrap.node_script, as compact as on a node: its body gzip
-and base64, decoded by the script itself), the Amazon EKS user data's shell part
+The AWS PCS user data (fmcluster.bootstrap.node_script, as compact as on a node: its body xz
+and base85, decoded by the script itself), the Amazon EKS user data's shell part
 (fmcluster.kubernetes.node_script) and the SageMaker HyperPod lifecycle folders
 (fmcluster.lifecycle: on_init.sh and its hooks). The assertions read what the node did (the
 recorded commands and their order, its mounts, the files written, the units that came up after
@@ -21,6 +21,7 @@ import yaml
 from fmcluster import bootstrap, catalog, kubernetes, lifecycle
 from fmcluster.bootstrap import LustreMount, Metrics
 from tests.sandbox import Sandbox, Scenario, mount_unit_name, user_data_parts
+from tests.user_data_size import USER_DATA_BUDGET, longest_region, with_longest_values
 
 FSX = LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
 EFA_FSX = LustreMount(FSX.dns_name, FSX.mount_name, "/fsx", efa=True)
@@ -113,11 +114,26 @@ def test_the_node_keeps_its_bootstrap_program(tmp_path):
     assert node.lines()[0] == loader and other.lines() == node.lines()[1:]
 
 
+# Deploy-time values as the stacks pass them (CDK tokens: they stay outside the packed body), each
+# measured at its longest (tests/user_data_size.py).
+TOKENS = {"DNSName": "${Token[TOKEN.1]}", "LustreMountName": "${Token[TOKEN.2]}",
+          "PrometheusEndpoint": "${Token[TOKEN.3]}"}
+TOKEN_FSX = LustreMount(TOKENS["DNSName"], TOKENS["LustreMountName"], "/fsx", efa=True)
+
+
+def longest_user_data(instance_type: str, *, login: bool = False) -> str:
+    """The PCS user data of the largest kind of node of `instance_type`: EFA, LNet over EFA, the
+    IMEX prolog (GPU nodes), metrics (the Slurm collector on login nodes), containers, the
+    longest cluster name and Slurm version, every deploy-time value at its longest."""
+    metrics = Metrics("c" * 32, TOKENS["PrometheusEndpoint"] + "api/v1/remote_write", longest_region(),
+                      slurm=login)  # the longest cluster name the spec accepts
+    text = bootstrap.user_data(instance_type, efa=True, lustre=TOKEN_FSX, metrics=metrics, slurm_prolog=not login,
+                               containers=True, slurm_version="25.11")
+    return with_longest_values(text, TOKENS)
+
+
 def test_user_data_fits_the_ec2_limit():
-    longest = bootstrap.user_data("p6-b300.48xlarge", efa=True, lustre=LustreMount(
-        "fs-0123456789abcdef0.fsx.ap-southeast-2.amazonaws.com", "abcdefgh", "/fsx", efa=True),
-        metrics=Metrics("a" * 32, URL.replace("ws-0123", "ws-" + "0" * 32), "ap-southeast-2", slurm=True))
-    assert len(longest.encode()) < 16 * 1024
+    assert len(longest_user_data("p6-b300.48xlarge").encode()) < 16 * 1024
 
 
 # --- the instance store ---------------------------------------------------------------------------
@@ -791,15 +807,14 @@ def test_the_container_runtime_pins_are_recorded():
 
 
 @pytest.mark.parametrize("instance_type, login", [(t, False) for t in GPU_TYPES] + [("m7i.2xlarge", True)])
-def test_user_data_with_containers_fits_the_ec2_limit(instance_type, login):
+def test_user_data_keeps_room_for_pcs_under_the_ec2_limit(instance_type, login):
     """Every PCS node that gets the container runtime (the GPU compute groups, with the IMEX
-    prolog, and the login nodes, with the Slurm collector), with the longest values."""
-    fsx = LustreMount("fs-0123456789abcdef0.fsx.ap-southeast-2.amazonaws.com", "abcdefgh", "/fsx", efa=True)
-    metrics = Metrics("a" * 32, URL.replace("ws-0123", "ws-" + "0" * 32), "ap-southeast-2", slurm=login)
-    text = bootstrap.user_data(instance_type, efa=True, lustre=fsx, metrics=metrics, slurm_prolog=not login,
-                               containers=True, slurm_version="25.11")
+    prolog, and the login nodes, with the Slurm collector), with the longest values any region and
+    id can have: at or below USER_DATA_BUDGET (14 KiB), the rest of EC2's 16 KiB left to the part
+    AWS PCS merges in."""
+    text = longest_user_data(instance_type, login=login)
     assert "setup_containers" in bootstrap.unpack(sandbox_user_data_script(text))
-    assert len(text.encode()) < 16 * 1024
+    assert len(text.encode()) <= USER_DATA_BUDGET, len(text.encode())
 
 
 def test_hyperpod_gpu_node_gets_containers(tmp_path):

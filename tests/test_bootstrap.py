@@ -3,7 +3,7 @@ running them (tests/test_boot_path.py); here: what they are made of, their quoti
 wrapping, their size and shellcheck.
 
 shellcheck runs on every rendered variant (the verbatim form: the compact one is the same body,
-gzip and base64) and on every fragment and program. Where shellcheck is missing the test is
+xz and base85) and on every fragment and program. Where shellcheck is missing the test is
 skipped locally, and fails in CI (CI=true), so that a CI image without it cannot pass silently.
 """
 

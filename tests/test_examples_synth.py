@@ -90,6 +90,21 @@ def test_every_role_policy_fits_iams_quotas(assembly):
             assert size <= limit, (path.name, role, kind, size)
 
 
+def test_every_user_data_keeps_room_under_the_ec2_limit(assembly):
+    """Each launch template's user data, deployed with every value CloudFormation fills in at the
+    longest any region and id can have (tests/user_data_size.py; a value it does not know fails),
+    at or below USER_DATA_BUDGET: AWS PCS and EKS merge their own part into it, under EC2's 16 KiB."""
+    from tests.user_data_size import USER_DATA_BUDGET, deployed_size
+
+    _, outdir = assembly
+    for path in sorted(outdir.glob("*.template.json")):
+        for lid, resource in json.loads(path.read_text())["Resources"].items():
+            user_data = resource["Properties"].get("LaunchTemplateData", {}).get("UserData") \
+                if resource["Type"] == "AWS::EC2::LaunchTemplate" else None
+            if user_data is not None:
+                assert deployed_size(user_data) <= USER_DATA_BUDGET, (path.name, lid, deployed_size(user_data))
+
+
 def test_cfn_lint_clean(assembly):
     from cfnlint.api import lint_file
 
