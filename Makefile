@@ -5,7 +5,7 @@
 #   make synth      cdk synth (app and default spec come from cdk.json) into cdk.out/
 #   make test       pytest, in parallel (pytest-xdist); `make tools` first
 #   make bench      the speed targets of issue 9 (validate, synth, fresh-clone make test); BENCH=--quick skips the last
-#   make tools      test tools from Debian (promtool, shellcheck) when running as root and missing
+#   make tools      test tools from Debian (promtool, shellcheck, Slurm, munge, gcc, fio, ...) as root when missing
 #   make lock       regenerate requirements.txt (pins and hashes) from pyproject.toml with uv; LOCK_ARGS=--upgrade
 #   make clean      remove cdk.out/ and caches; `make distclean` also removes .venv/ and node_modules/
 
@@ -119,13 +119,20 @@ bench: install bytecode
 bytecode: install
 	@$(VPY) -m compileall -q -x '/handlers/' app.py fmcluster stacks constructs_lib >/dev/null
 
-# Command-line tools the tests run: promtool (Debian package `prometheus`) for the alert rules,
-# shellcheck for the node scripts. Installed with apt-get only as root and only when missing;
-# otherwise the tests that need them skip locally and fail in CI (CI set).
-TOOLS := promtool:prometheus shellcheck:shellcheck
+# Programs the tests run for real (Debian's packages), each as CHECK:PACKAGE, CHECK a command on
+# PATH or an absolute path: promtool (prometheus) for the alert rules, shellcheck for the node
+# scripts, a real Slurm on localhost (slurmctld, slurmd, the client commands, munge, and
+# libslurm-dev's spank.h, which SPANK plugins are built against) for the kits, the prologs and the
+# Slurm collector, gcc and make for the builds of the node scripts, git, fio for the file-system
+# job, systemd-analyze for the units the node scripts write. Installed with apt-get only as root
+# and only when missing; otherwise the tests that need them skip locally and fail in CI (CI set).
+TOOLS := promtool:prometheus shellcheck:shellcheck slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client \
+  munged:munge /usr/include/slurm/spank.h:libslurm-dev gcc:gcc git:git fio:fio systemd-analyze:systemd
 tools:
 	@missing=""; for tool in $(TOOLS); do \
-	  command -v "$${tool%%:*}" >/dev/null 2>&1 || missing="$$missing $${tool#*:}"; \
+	  check=$${tool%%:*}; \
+	  if [ "$${check#/}" != "$$check" ]; then [ -e "$$check" ]; else command -v "$$check" >/dev/null 2>&1; fi \
+	    || missing="$$missing $${tool#*:}"; \
 	done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
