@@ -1,0 +1,2 @@
+def FullyShardedDataParallel(module):
+    return module

@@ -1,0 +1,2 @@
+def mse_loss(output, target):
+    return output
