@@ -865,3 +865,103 @@ def test_hyperpod_gpu_node_with_a_wrong_enroot_commit_is_drained(tmp_path):
     assert result.returncode == 1 and "not the pinned" in result.stderr and not node.calls("make")
     (drain,) = node.calls("scontrol")
     assert "Enroot 4.1.2 is not installed" in drain.args[-1]
+
+
+# --- Pyxis' build line, with the real make and gcc ----------------------------------------------
+
+def pyxis_checkout(node: Sandbox) -> Path:
+    """A clone of the Pyxis stand-in at its tag (the real git, through the sandbox's insteadOf)."""
+    src = node.root / "src/pyxis"
+    result = node.run(f"git clone -q --branch {bootstrap.PYXIS_TAG} {bootstrap.PYXIS_REPOSITORY} {src}", name="c.sh")
+    assert result.returncode == 0, result.stderr
+    return src
+
+
+def test_pyxis_build_line_needs_cppflags_in_the_environment(tmp_path):
+    """containers.sh's Pyxis build, run as the node runs it (real make and gcc, spank.h from
+    libslurm-dev under the Slurm prefix), compiles and installs the plugin; the old form, CPPFLAGS
+    on make's command line, replaces the Makefile's own (-D_GNU_SOURCE, -DPYXIS_VERSION) and fails
+    as it did on a real node."""
+    node = Sandbox(tmp_path, world("p5.48xlarge"))
+    src = pyxis_checkout(node)
+    old = node.run(f'make -C {src} CPPFLAGS="-I$FMCLUSTER_ROOT{PCS_PREFIX}/include"', name="old.sh")
+    assert old.returncode != 0
+    assert "'PYXIS_VERSION' undeclared" in old.stderr.replace("‘", "'").replace("’", "'")
+    assert "'CLONE_NEWUSER' undeclared" in old.stderr.replace("‘", "'").replace("’", "'")
+    # containers.sh's own build_pyxis, on that checkout
+    fragment = (Path(bootstrap.SCRIPTS) / "containers.sh").read_text()
+    script = "\n".join(["set -euo pipefail", "ROOT=$FMCLUSTER_ROOT", 'log() { echo "$*" >&2; }', fragment,
+                        f"SLURM_PREFIX={PCS_PREFIX} CONTAINERS_STATE=/src PYXIS_COMMIT=x PYXIS_TAG=x PYXIS_REPOSITORY=x",
+                        "clone() { :; }  # the checkout is there", "build_pyxis"])
+    new = node.run(script, name="new.sh")
+    assert new.returncode == 0, new.stderr
+    plugin = node.root / PCS_PREFIX.lstrip("/") / "lib/slurm/spank_pyxis.so"
+    assert plugin.read_bytes().startswith(b"\x7fELF")
+    assert b"0.24.0" in plugin.read_bytes()  # PYXIS_VERSION, from the Makefile's CPPFLAGS
+
+
+def test_pyxis_plugin_built_by_the_node_script_is_a_spank_plugin(tmp_path):
+    """The plugin a node script built: loadable, a SPANK plugin named pyxis for the Slurm release
+    of the headers it was built against (what slurmd checks before it loads it: "Incompatible
+    plugin version" otherwise), with the --container-image option. Loading it in a running
+    slurmd is not done here."""
+    import ctypes
+
+    node, script = container_node(tmp_path)
+    assert node.run(script).returncode == 0
+    plugin = ctypes.CDLL(str(node.root / PCS_PREFIX.lstrip("/") / "lib/slurm/spank_pyxis.so"))
+    name = (ctypes.c_char * 6).in_dll(plugin, "plugin_name").value
+    assert name == b"pyxis"
+    header = (Path("/usr/include/slurm/slurm_version.h")).read_text()
+    number = int(re.search(r"#define SLURM_VERSION_NUMBER (0x[0-9a-fA-F]+)", header).group(1), 16)
+    assert ctypes.c_uint.in_dll(plugin, "plugin_version").value == number
+    option = ctypes.c_char_p.from_address(ctypes.addressof(ctypes.c_void_p.in_dll(plugin, "spank_options")))
+    assert option.value == b"container-image"
+
+
+# --- SageMaker HyperPod: Pyxis where configless slurmd reads it ----------------------------------
+
+def test_hyperpod_controller_registers_pyxis_by_name_and_reconfigures(tmp_path):
+    """The controller group builds the runtime too, includes pyxis.conf by name in the
+    plugstack.conf slurmctld sends to every configless slurmd (dropping a wildcard include), and
+    runs scontrol reconfigure so that running slurmd get it."""
+    runtime = lifecycle.SlurmRuntime(controller=True, shared_path="/fsx")
+    bundle = lifecycle.bundle("controller", "m7i.2xlarge", efa=False, runtime=runtime)
+    node = Sandbox(tmp_path, hyperpod_world("m7i.2xlarge", slurmd_plugstack=None))
+    (node.root / "fsx").mkdir()
+    node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
+    (node.root / "opt/slurm/etc").mkdir(parents=True)
+    (node.root / "opt/slurm/etc/plugstack.conf").write_text("include /opt/slurm/etc/plugstack.conf.d/*.conf\n")
+    (node.state / "units/slurmctld.service").write_text("active\n")
+    result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}")
+    assert result.returncode == 0, result.stderr
+    assert node.file("/opt/slurm/etc/plugstack.conf") == CONTROLLER_PLUGSTACK
+    assert node.file("/opt/slurm/etc/plugstack.conf.d/pyxis.conf") == "required /opt/slurm/lib/slurm/spank_pyxis.so\n"
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
+    assert node.lines("scontrol") == ["scontrol reconfigure"]
+    lines = node.lines()
+    assert index(lines, "make -C") < index(lines, "scontrol reconfigure")
+
+
+def test_hyperpod_login_node_gets_the_runtime_without_reconfiguring(tmp_path):
+    bundle = lifecycle.bundle("login", "m7i.2xlarge", efa=False, runtime=lifecycle.SlurmRuntime(shared_path=""))
+    node = Sandbox(tmp_path, hyperpod_world("m7i.2xlarge", slurmd_plugstack=None))
+    result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}")
+    assert result.returncode == 0, result.stderr
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so") and not node.calls("scontrol")
+    assert node.file("/opt/slurm/etc/plugstack.conf") == CONTROLLER_PLUGSTACK
+
+
+@pytest.mark.parametrize("controller_plugstack", [None, "include /opt/slurm/etc/plugstack.conf.d/*.conf\n", ""])
+def test_hyperpod_gpu_node_whose_slurmd_does_not_load_pyxis_is_drained(tmp_path, controller_plugstack):
+    """Pyxis installed on the node, but the plugstack.conf configless slurmd got from the
+    controller (conf-cache) does not include pyxis.conf by name: --container-image would be an
+    unknown option, so the node is drained."""
+    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
+    world_ = hyperpod_world(slurmd_plugstack=controller_plugstack)
+    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), world_)
+    assert result.returncode == 0, result.stderr
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
+    (drain,) = node.calls("scontrol")
+    assert drain.args[-1] == ("reason=fmcluster node-ready: slurmd's plugstack.conf does not load Pyxis: "
+                              "the controller's must include /opt/slurm/etc/plugstack.conf.d/pyxis.conf")

@@ -88,8 +88,8 @@ build_pyxis() {
     return 1
   fi
   clone pyxis "$PYXIS_TAG" "$PYXIS_REPOSITORY" "$PYXIS_COMMIT"
-  CPPFLAGS="-I$SLURM_PREFIX/include" make -C "$src"
-  CPPFLAGS="-I$SLURM_PREFIX/include" make -C "$src" install DESTDIR="$ROOT" prefix=/usr/local libdir="$SLURM_PREFIX/lib"
+  CPPFLAGS="-I$ROOT$SLURM_PREFIX/include" make -C "$src"
+  CPPFLAGS="-I$ROOT$SLURM_PREFIX/include" make -C "$src" install DESTDIR="$ROOT" prefix=/usr/local libdir="$SLURM_PREFIX/lib"
   echo "$PYXIS_COMMIT $SLURM_PREFIX" >"$ROOT$CONTAINERS_STATE/pyxis.stamp"
 }
 
