@@ -204,7 +204,8 @@ class Containers:
     def hyperpod(cls, shared_path: str = "") -> "Containers":
         etc = f"{HYPERPOD_SLURM_PREFIX}/etc"
         return cls(HYPERPOD_SLURM_PREFIX, f"{etc}/plugstack.conf.d", plugstack_conf=f"{etc}/plugstack.conf",
-                   slurmd_plugstack=f"{HYPERPOD_CONF_CACHE}/plugstack.conf", restart_slurmd=True, shared_path=shared_path)
+                   slurmd_plugstack=f"{HYPERPOD_CONF_CACHE}/plugstack.conf", restart_slurmd=True,
+                   shared_path=shared_path)
 
     @property
     def plugin(self) -> str:

@@ -188,7 +188,8 @@ class HyperPodSlurmStack(cdk.Stack):
         # Enroot and Pyxis on the controller (which registers Pyxis for every configless slurmd) and
         # the login nodes too, as AWS's HyperPod reference installs them.
         shared = spec.storage.lustre.mount_path if spec.storage.lustre else ""
-        runtime = {g.name: lifecycle.SlurmRuntime(controller=g.role == CONTROLLER_ROLE, shared_path=shared) for g in own}
+        runtime = {g.name: lifecycle.SlurmRuntime(controller=g.role == CONTROLLER_ROLE, shared_path=shared)
+                   for g in own}
         self.groups = HyperPodGroups(self, "InstanceGroups", cluster_name=spec.name, groups=groups, efa=efa,
                                      network=network, storage=storage,
                                      subnet_ids=subnets, security_group_ids=security_groups,

@@ -276,8 +276,19 @@ def gitconfig(upstream: Path) -> str:
 
 
 def with_pins(script: str, upstream: Upstream) -> str:
-    """A rendered (not compact) node script whose pin settings name the stand-ins' commits."""
-    from fmcluster.bootstrap import _quote
+    """A rendered node script whose pin settings name the stand-ins' commits (a compact one's in
+    its packed body, packed again)."""
+    import base64
+    import gzip
+    import re
+
+    from fmcluster.bootstrap import _quote, unpack
+
+    if re.search(r"^FMCLUSTER_BOOTSTRAP=", script, re.MULTILINE):
+        body = with_pins(unpack(script), upstream)
+        packed = base64.b64encode(gzip.compress(body.encode("utf-8"), mtime=0)).decode("ascii")
+        return re.sub(r"^FMCLUSTER_BOOTSTRAP=\S+$", lambda _: f"FMCLUSTER_BOOTSTRAP={packed}", script,
+                      flags=re.MULTILINE)
 
     values = {"ENROOT_COMMIT": upstream.enroot_commit, "PYXIS_COMMIT": upstream.pyxis_commit,
               "ENROOT_SUBMODULES": " ".join(upstream.enroot_submodules.values())}

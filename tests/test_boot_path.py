@@ -891,7 +891,8 @@ def test_pyxis_build_line_needs_cppflags_in_the_environment(tmp_path):
     # containers.sh's own build_pyxis, on that checkout
     fragment = (Path(bootstrap.SCRIPTS) / "containers.sh").read_text()
     script = "\n".join(["set -euo pipefail", "ROOT=$FMCLUSTER_ROOT", 'log() { echo "$*" >&2; }', fragment,
-                        f"SLURM_PREFIX={PCS_PREFIX} CONTAINERS_STATE=/src PYXIS_COMMIT=x PYXIS_TAG=x PYXIS_REPOSITORY=x",
+                        f"SLURM_PREFIX={PCS_PREFIX} CONTAINERS_STATE=/src",
+                        "PYXIS_COMMIT=x PYXIS_TAG=x PYXIS_REPOSITORY=x",
                         "clone() { :; }  # the checkout is there", "build_pyxis"])
     new = node.run(script, name="new.sh")
     assert new.returncode == 0, new.stderr
