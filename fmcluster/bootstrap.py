@@ -130,11 +130,15 @@ DOWNLOAD_ATTEMPTS = 5
 DOWNLOAD_RETRY_SECONDS = 15
 # Where Slurm is: AWS PCS installs each Slurm release it offers under its own prefix and includes
 # /etc/aws/pcs/scheduler/slurm-VERSION/plugstack.conf.d/ itself (PCS User Guide, "Install SPANK
-# plugins", "Configure SPANK plugins"); SageMaker HyperPod keeps Slurm under /opt/slurm, whose
-# plugstack.conf the script makes include its plugstack.conf.d.
+# plugins", "Configure SPANK plugins"); SageMaker HyperPod keeps Slurm under /opt/slurm, and its
+# slurmd runs configless: it reads the plugstack.conf that slurmctld sends (cached in
+# HYPERPOD_CONF_CACHE), so the controller's plugstack.conf includes the plugin's configuration by
+# name (a wildcard include breaks configless; lifecycle_scripts/plugstack.sh), and each node
+# keeps that included file, and the plugin, itself (an absolute include is read on the node).
 PCS_SLURM_PREFIX = "/opt/aws/pcs/scheduler/slurm-{version}"
 PCS_SLURM_ETC = "/etc/aws/pcs/scheduler/slurm-{version}"
 HYPERPOD_SLURM_PREFIX = "/opt/slurm"
+HYPERPOD_CONF_CACHE = "/var/spool/slurmd/conf-cache"  # slurmd's copy of the controller's configuration
 FALLBACK_SCRATCH = "/tmp"  # Enroot's node-local paths on a type without instance store
 ENROOT_LOCAL_DIRS = ("runtime", "data", "tmp")  # under ENROOT_LOCAL, each mode 1777
 
@@ -175,7 +179,9 @@ class Containers:
     """Enroot and Pyxis on a Slurm node (``containers.sh``). `slurm_prefix`: the node's Slurm
     (spank.h under include/; Pyxis goes to lib/slurm/); `plugstack_dir`: the directory of SPANK
     configuration Slurm includes; `plugstack_conf`: the plugstack.conf that must include it ("" where
-    the scheduler's own does: AWS PCS); `slurm_bin`: Slurm's commands, put on slurmd's PATH for
+    the scheduler's own does: AWS PCS; lifecycle_scripts/plugstack.sh writes it); `slurmd_plugstack`: the
+    plugstack.conf slurmd really reads, which must include PLUGSTACK_DIR/pyxis.conf by name ("": it
+    is the scheduler's, which includes PLUGSTACK_DIR); `slurm_bin`: Slurm's commands, put on slurmd's PATH for
     Enroot's Slurm PMI hook ("" to leave it); `restart_slurmd`: restart a running slurmd after the
     install (HyperPod, where slurmd runs before the lifecycle script); `shared_path`: the shared
     file system's mount point, for the image cache ("" none: the cache is node-local)."""
@@ -183,6 +189,7 @@ class Containers:
     slurm_prefix: str
     plugstack_dir: str
     plugstack_conf: str = ""
+    slurmd_plugstack: str = ""
     slurm_bin: str = ""
     restart_slurmd: bool = False
     shared_path: str = ""
@@ -197,11 +204,16 @@ class Containers:
     def hyperpod(cls, shared_path: str = "") -> "Containers":
         etc = f"{HYPERPOD_SLURM_PREFIX}/etc"
         return cls(HYPERPOD_SLURM_PREFIX, f"{etc}/plugstack.conf.d", plugstack_conf=f"{etc}/plugstack.conf",
-                   restart_slurmd=True, shared_path=shared_path)
+                   slurmd_plugstack=f"{HYPERPOD_CONF_CACHE}/plugstack.conf", restart_slurmd=True,
+                   shared_path=shared_path)
 
     @property
     def plugin(self) -> str:
         return f"{self.slurm_prefix}/lib/slurm/spank_pyxis.so"
+
+    @property
+    def pyxis_conf(self) -> str:
+        return f"{self.plugstack_dir}/pyxis.conf"
 
 
 def enroot_paths(instance: InstanceType, containers: Containers,
@@ -378,11 +390,11 @@ class NodeProgram:
         the container runtime is checked too (NodeProgram.containers installs it)."""
         self.programs["node_ready"] = PROGRAMS / "node-ready.sh"
         runtime = dict.fromkeys(("READY_ENROOT_VERSION", "READY_PYXIS_PLUGIN", "READY_PYXIS_CONF",
-                                 "READY_ENROOT_DIRS"), "")
+                                 "READY_PLUGSTACK", "READY_ENROOT_DIRS"), "")
         if containers is not None:
             paths = enroot_paths(self.instance, containers, scratch_path)
             runtime = {"READY_ENROOT_VERSION": ENROOT_VERSION, "READY_PYXIS_PLUGIN": containers.plugin,
-                       "READY_PYXIS_CONF": f"{containers.plugstack_dir}/pyxis.conf",
+                       "READY_PYXIS_CONF": containers.pyxis_conf, "READY_PLUGSTACK": containers.slurmd_plugstack,
                        "READY_ENROOT_DIRS": " ".join([*(f"{paths['ENROOT_LOCAL']}/{d}" for d in ENROOT_LOCAL_DIRS),
                                                       paths["ENROOT_CACHE_ROOT"]])}
         return self.add("ready.sh", "install_node_ready", FMCLUSTER_LIB=FMCLUSTER_LIB, FMCLUSTER_ETC=FMCLUSTER_ETC,
@@ -402,7 +414,7 @@ class NodeProgram:
                         CONTAINER_PACKAGES=CONTAINER_PACKAGES, CONTAINERS_STATE=CONTAINERS_STATE,
                         DOWNLOAD_ATTEMPTS=DOWNLOAD_ATTEMPTS, DOWNLOAD_RETRY_SECONDS=DOWNLOAD_RETRY_SECONDS,
                         SLURM_PREFIX=containers.slurm_prefix,
-                        PLUGSTACK_DIR=containers.plugstack_dir, PLUGSTACK_CONF=containers.plugstack_conf,
+                        PLUGSTACK_DIR=containers.plugstack_dir,
                         SLURM_BIN=containers.slurm_bin, RESTART_SLURMD=int(containers.restart_slurmd),
                         CONTAINER_MOUNTS=" ".join(([containers.shared_path] if containers.shared_path else [])
                                                   + ([scratch_path] if self.instance.nvme_disks else [])),

@@ -26,7 +26,9 @@ the EFA/NCCL environment; run the hooks (metrics first: a hook in OPTIONAL_HOOKS
 only a warning, any other fails the script, and a failing lifecycle script fails the node, or the
 whole cluster's creation); on HyperPod EKS with an EFA-enabled file system, configure LNet over
 EFA for the FSx CSI driver's mounts (``lnet.sh``); set up the NVMe scratch; on Slurm GPU compute
-groups, install Enroot and Pyxis (``containers.sh``, NodeChecks.containers); and on Slurm compute
+groups, and on the controller and login groups (SlurmRuntime), install Enroot and Pyxis
+(``containers.sh``, NodeChecks.containers) and register Pyxis by name in the controller's
+plugstack.conf, which configless slurmd reads (``lifecycle_scripts/plugstack.sh``); and on Slurm compute
 groups, run the readiness check (GPUs, the file system, /scratch, the container runtime) and
 drain a node that is not ready with the reasons (``gate-drain.sh``) instead of failing the cluster.
 """
@@ -75,11 +77,25 @@ class NodeChecks:
     containers: bool = False
 
 
+@dataclass(frozen=True)
+class SlurmRuntime:
+    """Enroot and Pyxis on a HyperPod Slurm group without readiness checks: the controller
+    (`controller`: it registers Pyxis in the plugstack.conf slurmctld sends to every configless
+    slurmd, and reconfigures) and the login nodes (srun and sbatch load Pyxis there), as AWS's
+    HyperPod reference installs them on every group. `shared_path`: the file system's mount
+    point, for Enroot's image cache ("" none)."""
+
+    controller: bool = False
+    shared_path: str = ""
+
+
 def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = bootstrap.SCRATCH_PATH,
-                 checks: Optional[NodeChecks] = None, lnet_efa: bool = False) -> str:
+                 checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
+                 runtime: Optional[SlurmRuntime] = None) -> str:
     """The `on_init.sh` of an instance group (module docstring). `checks`: drain the node unless
     it is ready (Slurm compute groups). `lnet_efa`: configure LNet over EFA for an EFA-enabled file
-    system mounted by the node's pods (HyperPod EKS; EFA groups only)."""
+    system mounted by the node's pods (HyperPod EKS; EFA groups only). `runtime`: Enroot and Pyxis
+    on a controller or login group (SlurmRuntime)."""
     instance = bootstrap.instance_entry(instance_type)
     program = bootstrap.NodeProgram(instance, NODE_GROUP=group).protect().nccl(efa)
     program.add(SCRIPTS / "hooks.sh", "run_hooks", HOOKS_DIR=HOOKS_DIR, OPTIONAL_HOOKS=" ".join(OPTIONAL_HOOKS))
@@ -88,15 +104,27 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
         program.lnet(lnet)
     if instance.nvme_disks:
         program.scratch(scratch_path)
+    if runtime is not None:
+        slurm_runtime(program, bootstrap.Containers.hyperpod(runtime.shared_path), scratch_path,
+                      controller=runtime.controller)
     if checks is not None:
-        runtime = None
+        containers = None
         if checks.containers and instance.is_gpu:
-            runtime = bootstrap.Containers.hyperpod(checks.mounts[0] if checks.mounts else "")
-            program.containers(runtime, scratch_path)
+            containers = bootstrap.Containers.hyperpod(checks.mounts[0] if checks.mounts else "")
+            slurm_runtime(program, containers, scratch_path, controller=False)
         mounts = [*checks.mounts, *([scratch_path] if instance.nvme_disks else [])]
-        program.readiness(mounts=mounts, lnet_efa=False, containers=runtime, scratch_path=scratch_path)
+        program.readiness(mounts=mounts, lnet_efa=False, containers=containers, scratch_path=scratch_path)
         program.add("gate-drain.sh", "gate_drain")
     return program.render(bootstrap.header(COMMENT))
+
+
+def slurm_runtime(program: bootstrap.NodeProgram, containers: bootstrap.Containers, scratch_path: str, *,
+                  controller: bool) -> None:
+    """Enroot and Pyxis (containers.sh), then Pyxis registered in the controller's plugstack.conf
+    by name (lifecycle_scripts/plugstack.sh; `controller`: and slurmctld reconfigured)."""
+    program.containers(containers, scratch_path)
+    program.add(SCRIPTS / "plugstack.sh", "register_pyxis", PLUGSTACK_CONF=containers.plugstack_conf,
+                SLURM_CONTROLLER=int(controller))
 
 
 def metrics_hook(instance_type: str, metrics: bootstrap.Metrics, *, efa: bool, parameter: str,
@@ -130,10 +158,12 @@ class Bundle:
 
 
 def bundle(group: str, instance_type: str, *, efa: bool, hooks: Mapping[str, str] | None = None,
-           checks: Optional[NodeChecks] = None, lnet_efa: bool = False) -> Bundle:
+           checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
+           runtime: Optional[SlurmRuntime] = None) -> Bundle:
     """The lifecycle folder of an instance group: the entry script (`entry_script`) and the hooks
     (file name -> script text, run in name order; names like ``50-exporters.sh``)."""
-    files = {ENTRYPOINT: entry_script(group, instance_type, efa=efa, checks=checks, lnet_efa=lnet_efa)}
+    files = {ENTRYPOINT: entry_script(group, instance_type, efa=efa, checks=checks, lnet_efa=lnet_efa,
+                                      runtime=runtime)}
     for name, text in sorted((hooks or {}).items()):
         if not HOOK_NAME.fullmatch(name):
             raise ValueError(f"hook name {name!r} is not a plain *.sh file name")

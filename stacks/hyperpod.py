@@ -86,7 +86,8 @@ class HyperPodGroups(Construct):
     instance groups without role and lifecycle (`execution_role_arn` and `lifecycle_uri` are
     filled in here). `hooks`: per group name, the
     lifecycle hooks (file name -> script). `checks`: per group name, the readiness checks whose
-    failure drains a node (Slurm compute groups). `lnet_efa`: per group name, configure LNet over
+    failure drains a node (Slurm compute groups). `runtime`: per group name, Enroot and Pyxis on a Slurm
+    controller or login group (lifecycle.SlurmRuntime). `lnet_efa`: per group name, configure LNet over
     EFA on its nodes (fmcluster.lifecycle.entry_script). `workspace_arn`, `metrics_parameter_arn`:
     the role's metrics permissions (HyperPodExecutionRole). `efa_file_system`: the groups mount an
     EFA-enabled file system through HyperPod (the role may describe file systems)."""
@@ -98,14 +99,16 @@ class HyperPodGroups(Construct):
                  hooks: Optional[Mapping[str, Mapping[str, str]]] = None, workspace_arn: Optional[str] = None,
                  metrics_parameter_arn: Optional[str] = None,
                  checks: Optional[Mapping[str, lifecycle.NodeChecks]] = None,
-                 lnet_efa: Optional[Mapping[str, bool]] = None, efa_file_system: bool = False) -> None:
+                 lnet_efa: Optional[Mapping[str, bool]] = None, efa_file_system: bool = False,
+                 runtime: Optional[Mapping[str, lifecycle.SlurmRuntime]] = None) -> None:
         super().__init__(scope, construct_id)
-        hooks, checks, lnet_efa = hooks or {}, checks or {}, lnet_efa or {}
+        hooks, checks, lnet_efa, runtime = hooks or {}, checks or {}, lnet_efa or {}, runtime or {}
         self.scripts: dict[str, LifecycleScripts] = {
             g.name: LifecycleScripts(self, f"Lifecycle-{g.name}", cluster=cluster_name,
                                      bundle=lifecycle.bundle(g.name, g.instance_type, efa=efa[g.name],
                                                              hooks=hooks.get(g.name), checks=checks.get(g.name),
-                                                             lnet_efa=lnet_efa.get(g.name, False)))
+                                                             lnet_efa=lnet_efa.get(g.name, False),
+                                                             runtime=runtime.get(g.name)))
             for g in groups}
         buckets = storage.bucket_arns or {}
         self.role = HyperPodExecutionRole(self, "ExecutionRole", description=description, policy=ExecutionPolicyProps(
@@ -182,12 +185,17 @@ class HyperPodSlurmStack(cdk.Stack):
             metrics = self._metrics(spec, observability, groups, efa)
         # Compute nodes that are not ready (GPUs missing, the file system not mounted) are drained.
         checks = lifecycle.NodeChecks((spec.storage.lustre.mount_path,) if spec.storage.lustre else (), containers=True)
+        # Enroot and Pyxis on the controller (which registers Pyxis for every configless slurmd) and
+        # the login nodes too, as AWS's HyperPod reference installs them.
+        shared = spec.storage.lustre.mount_path if spec.storage.lustre else ""
+        runtime = {g.name: lifecycle.SlurmRuntime(controller=g.role == CONTROLLER_ROLE, shared_path=shared)
+                   for g in own}
         self.groups = HyperPodGroups(self, "InstanceGroups", cluster_name=spec.name, groups=groups, efa=efa,
                                      network=network, storage=storage,
                                      subnet_ids=subnets, security_group_ids=security_groups,
                                      description=f"SageMaker HyperPod instance groups of {spec.name}",
                                      checks={g.name: checks for g in model.node_groups},
-                                     efa_file_system=bool(fsx) and model.lustre_efa, **metrics)
+                                     efa_file_system=bool(fsx) and model.lustre_efa, runtime=runtime, **metrics)
         mode = provisioning_mode(spec)
         self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
                                        orchestrator=slurm_orchestrator(mode),

@@ -5,7 +5,7 @@ through FMCLUSTER_ROOT) with the paths the scripts touch, and a bin/ of recordin
 (tests/sandbox_fakes.sh) for every operating-system command they call (mdadm, mkfs.ext4, mount,
 mountpoint, lsblk, blkid, systemctl, apt-get, dnf, lnetctl, modprobe, modinfo, ip, nvidia-smi,
 scontrol, aws, hostname, install, sleep, curl for the instance metadata service and downloads,
-mknod, pkill, timeout, logger, enroot, git, make, aa-enabled, apparmor_parser, nvidia-container-cli,
+mknod, pkill, timeout, logger, enroot, setcap, aa-enabled, apparmor_parser, nvidia-container-cli,
 ...). The fakes
 model the node: its disks, mounts, units, LNet, GPUs, the dpkg lock and a virtual clock, as the
 `Scenario` says. `run(script)` runs a script with bash; `calls()`, `mounts()`, `file()` read what
@@ -16,6 +16,13 @@ leave open against the scripts (mounts as early as they may go), and reports whi
 Where the kernel allows it (a user and mount namespace, `unshare -rm`), every run sees the host's
 file system read-only apart from the sandbox, so a script that writes outside ROOT fails instead
 of changing the test machine.
+
+git, make and gcc are the real programs: `git` and `make` in bin/ only record the call and run
+/usr/bin/git and /usr/bin/make. The repositories the scripts clone are the stand-ins of
+tests/standins.py, copied into the sandbox (state/upstream) and reached through git's own
+`url.<base>.insteadOf` (state/gitconfig, GIT_CONFIG_GLOBAL); a test renders its script with
+the stand-ins' commits as the pins. Pyxis is compiled by real gcc against Debian's libslurm-dev
+headers (SLURM_HEADERS), linked under each Slurm prefix's include/.
 """
 
 from __future__ import annotations
@@ -30,19 +37,19 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from fmcluster import bootstrap
+from tests import standins
 
 FAKES = Path(__file__).with_name("sandbox_fakes.sh")
 COMMANDS = ("sleep", "mountpoint", "mount", "umount", "lsblk", "blkid", "mdadm", "mkfs.ext4", "systemctl",
             "apt-get", "dnf", "modinfo", "modprobe", "lnetctl", "ip", "nvidia-smi", "hostname", "scontrol", "aws",
             "install", "chown", "curl", "mknod", "pkill", "timeout", "logger", "enroot", "git", "make",
-            "aa-enabled", "apparmor_parser", "nvidia-container-cli", "_tick")
+            "setcap", "aa-enabled", "apparmor_parser", "nvidia-container-cli", "_tick")
 # The Slurm installations whose spank.h a node has (Pyxis is built against one): AWS PCS's, by
 # release, and SageMaker HyperPod's.
 SLURM_PREFIXES = tuple(f"/opt/aws/pcs/scheduler/slurm-{v}" for v in ("24.11", "25.05", "25.11")) + ("/opt/slurm",)
-# The repositories a clone can reach: URL -> (the commit its tags check out, its submodules
-# path -> commit), as upstream has them (the pins of fmcluster.bootstrap).
-GIT_REPOSITORIES = {bootstrap.ENROOT_REPOSITORY: (bootstrap.ENROOT_COMMIT, bootstrap.ENROOT_SUBMODULES),
-                    bootstrap.PYXIS_REPOSITORY: (bootstrap.PYXIS_COMMIT, {})}
+# The Slurm headers Pyxis is built against: Debian's libslurm-dev (slurm/spank.h), linked into
+# each installation of SLURM_PREFIXES.
+SLURM_HEADERS = Path("/usr/include/slurm")
 US = "\x1f"
 
 
@@ -72,14 +79,20 @@ class Scenario:
     imex_start_fails: bool = False
     # what `scontrol show node` says of the job's nodes: (NodeName, NodeAddr)
     slurm_nodes: tuple[tuple[str, str], ...] = (("gpu-1", "10.1.0.11"), ("gpu-2", "10.1.0.12"))
-    download_fails: int = 0  # downloads (curl -o, git clone) that fail before one succeeds
-    # what a repository's clone checks out, changed from GIT_REPOSITORIES: (URL, HEAD) pairs, and
-    # (URL, "PATH=COMMIT ...") for its submodules
-    git_heads: tuple[tuple[str, str], ...] = ()
-    git_submodules: tuple[tuple[str, str], ...] = ()
+    # downloads that fail before one succeeds: curl -o, and git clones (the musl repository,
+    # reached over git://, is not there for that many clones: the real git fails)
+    download_fails: int = 0
+    # the upstream repositories (tests/standins.py, reached by the real git): those whose tag was
+    # moved to another commit ("enroot", "pyxis"), and Enroot's submodules changed at its tag:
+    # (PATH, "other") at another commit, (PATH, "missing"), ("deps/extra", "extra") one more
+    git_moved_tags: tuple[str, ...] = ()
+    enroot_submodules: tuple[tuple[str, str], ...] = ()
     apparmor: bool = True  # AppArmor is on (aa-enabled)
     slurm_headers: bool = True  # the Slurm installations of SLURM_PREFIXES have spank.h
     nvidia_container_cli: bool = True  # the AMI's NVIDIA Container Toolkit
+    # SageMaker HyperPod: the plugstack.conf slurmctld sent to this configless slurmd (its
+    # conf-cache), None: none yet
+    slurmd_plugstack: Optional[str] = None
 
     def shell(self) -> str:
         values = {"GPUS": self.gpus, "GPU_MODEL": self.gpu_model, "NVME_DISKS": self.nvme_disks,
@@ -90,16 +103,8 @@ class Scenario:
                   "SSM_VALUE": self.ssm_value, "INSTANCE_TYPE": self.instance_type, "IMDS": int(self.imds),
                   "IMEX": int(self.imex), "IMEX_START_FAILS": int(self.imex_start_fails),
                   "SLURM_NODES": " ".join(f"{n}={a}" for n, a in self.slurm_nodes),
-                  "DOWNLOAD_FAILS": self.download_fails, "GIT_REPOSITORIES": self.git_repositories(),
-                  "APPARMOR": int(self.apparmor)}
+                  "DOWNLOAD_FAILS": self.download_fails, "APPARMOR": int(self.apparmor)}
         return "".join(f"{k}='{v}'\n" for k, v in values.items())
-
-    def git_repositories(self) -> str:
-        """GIT_REPOSITORIES changed by git_heads and git_submodules, a line each: "URL HEAD PATH=COMMIT..."."""
-        heads, submodules = dict(self.git_heads), dict(self.git_submodules)
-        return "\n".join(" ".join([url, heads.get(url, head), submodules.get(url, " ".join(
-            f"{path}={commit}" for path, commit in pinned.items()))]).rstrip()
-            for url, (head, pinned) in GIT_REPOSITORIES.items())
 
 
 @dataclass(frozen=True)
@@ -214,17 +219,53 @@ class Sandbox:
             (self.bin / command).symlink_to(fakes)
         if scenario.slurm_headers:
             for prefix in SLURM_PREFIXES:
-                (self.root / prefix.lstrip("/") / "include/slurm").mkdir(parents=True)
-                (self.root / prefix.lstrip("/") / "include/slurm/spank.h").write_text("/* spank.h */\n")
+                (self.root / prefix.lstrip("/") / "include").mkdir(parents=True)
+                (self.root / prefix.lstrip("/") / "include/slurm").symlink_to(SLURM_HEADERS)
+        self.upstream = self._upstream(scenario)
+        (self.state / "tmp").mkdir()
+        if scenario.slurmd_plugstack is not None:
+            (self.root / "var/spool/slurmd/conf-cache").mkdir(parents=True)
+            (self.root / "var/spool/slurmd/conf-cache/plugstack.conf").write_text(scenario.slurmd_plugstack)
         (self.state / "downloads").mkdir()
         self._tick()
+
+    def _upstream(self, scenario: Scenario) -> standins.Upstream:
+        """The stand-in upstream repositories (a copy, changed as `scenario` says), and the git
+        configuration that maps the node script's URLs to them."""
+        upstream = standins.upstream_copy(self.state / "upstream")
+        enroot = upstream.directory / "enroot.git"
+        tag = f"v{bootstrap.ENROOT_VERSION}"
+        if scenario.enroot_submodules:
+            gitlinks, urls = dict(upstream.enroot_submodules), {}
+            for path, change in scenario.enroot_submodules:
+                if change == "other":
+                    gitlinks[path] = upstream.other_submodule_commits[path]
+                elif change == "missing":
+                    del gitlinks[path]
+                else:  # one more, from the makeself repository
+                    gitlinks[path] = upstream.enroot_submodules["deps/makeself"]
+                    urls[path] = standins.ENROOT_SUBMODULE_URLS["deps/makeself"][0]
+            standins.move_tag(enroot, tag, standins.set_gitlinks(enroot, gitlinks, "other submodules", urls))
+        for name in scenario.git_moved_tags:
+            repo = upstream.directory / f"{name}.git"
+            standins.git(repo, "commit", "-q", "--allow-empty", "-m", "not the pinned commit")
+            other = standins.git(repo, "rev-parse", "HEAD")
+            standins.move_tag(repo, tag if name == "enroot" else bootstrap.PYXIS_TAG, other)
+        (self.state / "gitconfig").write_text(standins.gitconfig(upstream.directory))
+        return upstream
+
+    def git_head(self, name: str) -> str:
+        """The commit the tag of the stand-in `name` ("enroot", "pyxis") checks out now."""
+        tag = f"v{bootstrap.ENROOT_VERSION}" if name == "enroot" else bootstrap.PYXIS_TAG
+        return standins.git(self.upstream.directory / f"{name}.git", "rev-parse", f"{tag}^{{commit}}")
 
     # --- running ---------------------------------------------------------------------------
 
     def env(self, extra: Optional[dict[str, str]] = None) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("FMCLUSTER_", "FAKE_"))}
         return {**base, "PATH": f"{self.bin}:/usr/bin:/bin:/usr/sbin:/sbin", "FMCLUSTER_ROOT": str(self.root),
-                "FAKE_SANDBOX": str(self.dir), **(extra or {})}
+                "FAKE_SANDBOX": str(self.dir), "GIT_CONFIG_GLOBAL": str(self.state / "gitconfig"),
+                "GIT_CONFIG_NOSYSTEM": "1", "TMPDIR": str(self.state / "tmp"), **(extra or {})}
 
     def _command(self, argv: list[str]) -> list[str]:
         if namespace_isolation():

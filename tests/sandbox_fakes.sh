@@ -431,114 +431,58 @@ fake_apt-get() {
   return 0
 }
 
-# enroot version: what `make install` of Enroot's checkout installed (state/enroot-version), else
-# no such command.
+# enroot: the Enroot `make install` put in ROOT/usr/bin (the stand-in of tests/standins.py: it
+# prints its version), else the one a downloaded .deb installed (state/enroot-version), else none.
 fake_enroot() {
   record "$@"
+  [[ -x "$ROOTDIR/usr/bin/enroot" ]] && exec "$ROOTDIR/usr/bin/enroot" "$@"
   [[ -e "$STATE/enroot-version" ]] || FAKE_RC=127 die "enroot: command not found"
   [[ "$1" == version ]] && cat "$STATE/enroot-version"
   return 0
 }
 
-# git clone [-q] [--depth N] [--recurse-submodules] --branch TAG URL DIR: a checkout of a
-# repository of GIT_REPOSITORIES ("URL HEAD PATH=COMMIT..." lines) whose HEAD is HEAD, its
-# submodules checked out at their commits with --recurse-submodules (else not initialized);
-# git -C DIR rev-parse HEAD; git -C DIR submodule status (git's format: " COMMIT PATH (DESCRIBE)",
-# "-COMMIT PATH" for a submodule not checked out).
+# git: the real git, recorded. The repositories are the stand-ins in state/upstream, reached
+# through state/gitconfig's insteadOf (tests/sandbox.py). The world around it: the first
+# DOWNLOAD_FAILS clones find the musl repository (git://git.musl-libc.org, TCP 9418) unreachable,
+# so the real git clones the repository, fails on that submodule and leaves the checkout.
 fake_git() {
   record "$@"
+  local upstream="$STATE/upstream" clones
   if [[ "$1" == clone ]]; then
-    local dir=${*: -1} url=${*: -2:1} tag="" state=- arg previous="" line module failed
-    local -a repository=()
-    [[ "$dir" == "$FAKE_SANDBOX"/* ]] || die "clone outside the sandbox: $dir"
-    [[ ! -e "$dir" ]] || FAKE_RC=128 die "fatal: destination path '$dir' already exists and is not an empty directory."
-    for arg in "$@"; do
-      [[ "$previous" == --branch ]] && tag=$arg
-      [[ "$arg" == --recurse-submodules ]] && state=" "
-      previous=$arg
-    done
-    failed=$(cat "$STATE/clone-failures" 2>/dev/null || echo 0)
-    if ((failed < DOWNLOAD_FAILS)); then
-      echo $((failed + 1)) >"$STATE/clone-failures"
-      if [[ "$state" == " " ]]; then  # the repository came, a submodule did not: git leaves the checkout
-        mkdir -p "$dir"
-        FAKE_RC=128 die "fatal: clone of 'git://git.musl-libc.org/musl' into submodule path 'deps/musl' failed"
-      fi
-      FAKE_RC=128 die "fatal: unable to access 'https://github.com/': Could not resolve host"
+    [[ "${*: -1}" == "$FAKE_SANDBOX"/* ]] || die "clone outside the sandbox: ${*: -1}"
+    clones=$(($(cat "$STATE/clones" 2>/dev/null || echo 0) + 1))
+    echo "$clones" >"$STATE/clones"
+    if ((clones <= DOWNLOAD_FAILS)); then
+      [[ -e "$upstream/musl.git" ]] && mv "$upstream/musl.git" "$upstream/musl.unreachable"
+    elif [[ -e "$upstream/musl.unreachable" ]]; then
+      mv "$upstream/musl.unreachable" "$upstream/musl.git"
     fi
-    [[ -n "$tag" ]] || die "git clone without --branch: not faked"
-    while read -r line; do
-      [[ "${line%% *}" == "$url" ]] && read -r -a repository <<<"$line"
-    done <<<"$GIT_REPOSITORIES"
-    ((${#repository[@]})) || FAKE_RC=128 die "remote: Repository not found. fatal: repository '$url' not found"
-    mkdir -p "$dir"
-    printf '%s\n' "$url" >"$dir/.fake-url"
-    printf '%s\n' "$tag" >"$dir/.fake-tag"
-    printf '%s\n' "${repository[1]}" >"$dir/.fake-head"
-    : >"$dir/.fake-submodules"
-    for module in "${repository[@]:2}"; do
-      if [[ "$state" == " " ]]; then
-        printf ' %s %s (fake-tag)\n' "${module#*=}" "${module%%=*}"
-      else
-        printf -- '-%s %s\n' "${module#*=}" "${module%%=*}"
-      fi >>"$dir/.fake-submodules"
-    done
-  elif [[ "$1 $3 $4" == "-C rev-parse HEAD" ]]; then
-    cat "$2/.fake-head"
-  elif [[ "$1 $3 $4" == "-C submodule status" ]]; then
-    cat "$2/.fake-submodules"
-  else
-    die "git $* not faked"
   fi
+  exec /usr/bin/git "$@"
 }
 
-# make -C DIR [TARGET] [VARIABLE=VALUE...], in a checkout of the fake git. Enroot's: install puts
-# enroot and its helpers under DESTDIR/prefix/bin, enroot.conf (Enroot's default) and hooks under
-# DESTDIR/sysconfdir/enroot, the extra hooks and the AppArmor profile under
-# DESTDIR/prefix/share/enroot, and `enroot version` then prints the tag's version; setcap needs
-# the installed helpers. Pyxis's: install puts the plugin at DESTDIR/libdir/slurm/spank_pyxis.so.
+# make: the real make, recorded; in a directory of the sandbox, installing into it.
 fake_make() {
   record "$@"
-  local arg dir="" target="" destdir="" libdir="" prefix=/usr/local sysconfdir="" previous=""
+  local arg previous=""
   for arg in "$@"; do
-    case "$arg" in
-      DESTDIR=*) destdir=${arg#DESTDIR=} ;;
-      libdir=*) libdir=${arg#libdir=} ;;
-      prefix=*) prefix=${arg#prefix=} ;;
-      sysconfdir=*) sysconfdir=${arg#sysconfdir=} ;;
-      -C) ;;
-      *=*) ;;
-      *) if [[ "$previous" == -C ]]; then dir=$arg; else target=$arg; fi ;;
-    esac
+    if [[ "$previous" == -C && "$arg" != "$FAKE_SANDBOX"/* ]]; then
+      die "make in a directory outside the sandbox: $arg"
+    fi
+    if [[ "$arg" == DESTDIR=* && "${arg#DESTDIR=}" != "$FAKE_SANDBOX"/* ]]; then
+      die "make outside the sandbox: $arg"
+    fi
     previous=$arg
   done
-  [[ -e "$dir/.fake-url" ]] || die "make: *** $dir: not a checkout"
-  [[ -z "$target" || "$destdir" == "$FAKE_SANDBOX"/* ]] || die "make $target outside the sandbox: DESTDIR=$destdir"
-  sysconfdir=${sysconfdir:-$prefix/etc}
-  case "$(cat "$dir/.fake-url") $target" in
-    *enroot.git\ install)
-      mkdir -p "$destdir$prefix/bin" "$destdir$sysconfdir/enroot/hooks.d" "$destdir$prefix/share/enroot/hooks.d"
-      : >"$destdir$prefix/bin/enroot"
-      : >"$destdir$prefix/bin/enroot-mksquashovlfs"
-      : >"$destdir$prefix/bin/enroot-aufs2ovlfs"
-      echo "#ENROOT_RUNTIME_PATH \${XDG_RUNTIME_DIR}/enroot" >"$destdir$sysconfdir/enroot/enroot.conf"
-      : >"$destdir$sysconfdir/enroot/hooks.d/98-nvidia.sh"
-      : >"$destdir$prefix/share/enroot/hooks.d/50-slurm-pmi.sh"
-      : >"$destdir$prefix/share/enroot/hooks.d/50-slurm-pytorch.sh"
-      printf 'abi <abi/4.0>,\n' >"$destdir$prefix/share/enroot/apparmor.profile"
-      local tag
-      tag=$(cat "$dir/.fake-tag")
-      printf '%s\n' "${tag#v}" >"$STATE/enroot-version" ;;
-    *enroot.git\ setcap)
-      [[ -e "$destdir$prefix/bin/enroot-mksquashovlfs" ]] ||
-        die "Failed to set capabilities on file '$prefix/bin/enroot-mksquashovlfs' (No such file or directory)"
-      echo "$prefix/bin/enroot-mksquashovlfs $prefix/bin/enroot-aufs2ovlfs" >"$STATE/enroot-caps" ;;
-    *pyxis.git\ install)
-      mkdir -p "$destdir$libdir/slurm"
-      : >"$destdir$libdir/slurm/spank_pyxis.so" ;;
-    *\ ) ;;
-    *) die "make $target not faked for $(cat "$dir/.fake-url")" ;;
-  esac
+  exec /usr/bin/make "$@"
+}
+
+# setcap CAPS FILE (Enroot's `make setcap`): file capabilities need privileges a test does not
+# have; the file must exist, and state/enroot-caps records what was set.
+fake_setcap() {
+  record "$@"
+  [[ -e "$2" ]] || die "Failed to set capabilities on file '$2' (No such file or directory)"
+  echo "$1 ${2#"$ROOTDIR"}" >>"$STATE/enroot-caps"
 }
 
 # aa-enabled -q: whether AppArmor is on (APPARMOR); apparmor_parser: loads a profile.

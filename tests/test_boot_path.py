@@ -4,7 +4,11 @@
 The AWS PCS user data (fmcluster.bootstrap.node_script, as compact as on a node: its body xz
 and base85, decoded by the script itself), the Amazon EKS user data's shell part
 (fmcluster.kubernetes.node_script) and the SageMaker HyperPod lifecycle folders
-(fmcluster.lifecycle: on_init.sh and its hooks). The assertions read what the node did (the
+(fmcluster.lifecycle: on_init.sh and its hooks). git, make and gcc are the real ones: the
+container runtime is cloned from local stand-ins of its upstream repositories (tests/standins.py)
+and really built, so every test renders its scripts with the stand-ins' commits as the pins
+(`standin_pins`; the real pins are checked against upstream by
+test_the_container_runtime_pins_are_recorded). The assertions read what the node did (the
 recorded commands and their order, its mounts, the files written, the units that came up after
 a reboot), never the script text.
 """
@@ -20,6 +24,7 @@ import yaml
 
 from fmcluster import bootstrap, catalog, kubernetes, lifecycle
 from fmcluster.bootstrap import LustreMount, Metrics
+from tests import standins
 from tests.sandbox import Sandbox, Scenario, mount_unit_name, user_data_parts
 from tests.user_data_size import USER_DATA_BUDGET, longest_region, with_longest_values
 
@@ -31,6 +36,16 @@ GPU_TYPES = [t for t in catalog.known_names(gpu_only=True)]
 SLURMD_DROPIN = "/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf"
 READY_METRIC = f"{bootstrap.TEXTFILE_DIR}/fmcluster-ready.prom"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+REAL_PINS = {name: getattr(bootstrap, name) for name in ("ENROOT_COMMIT", "ENROOT_SUBMODULES", "PYXIS_COMMIT")}
+
+
+@pytest.fixture(autouse=True)
+def standin_pins(request, monkeypatch):
+    """The scripts rendered here pin the stand-ins' commits (bootstrap's own settings), except in
+    tests marked real_pins."""
+    if request.node.get_closest_marker("real_pins") is None:
+        for name, value in standins.pristine().pins().items():
+            monkeypatch.setattr(bootstrap, name, value)
 
 
 def world(instance_type: str, **changes) -> Scenario:
@@ -480,8 +495,13 @@ def run_folder(tmp_path, bundle: lifecycle.Bundle, scenario: Scenario, *, fsx_mo
     return node, result
 
 
+# The plugstack.conf HyperPod's controller sends to configless slurmd once it registered Pyxis.
+CONTROLLER_PLUGSTACK = "include /opt/slurm/etc/plugstack.conf.d/pyxis.conf\n"
+
+
 def hyperpod_world(instance_type="p6-b200.48xlarge", **changes) -> Scenario:
-    return world(instance_type, os_release="jammy", dlami_nvme=0, slurmd=False, **changes)
+    return world(instance_type, os_release="jammy", dlami_nvme=0, slurmd=False,
+                 **{"slurmd_plugstack": CONTROLLER_PLUGSTACK, **changes})
 
 
 def test_hyperpod_compute_node_ready(tmp_path):
@@ -617,15 +637,18 @@ def test_containers_happy_path(tmp_path, instance_type):
     assert makes(node, ENROOT_SRC) == [f"make -C {ENROOT_SRC} install prefix=/usr sysconfdir=/etc DESTDIR=",
                                        f"make -C {ENROOT_SRC} setcap prefix=/usr sysconfdir=/etc DESTDIR="]
     assert node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n"
-    assert node.exists("/usr/bin/enroot") and (node.state / "enroot-caps").exists()  # the enroot+caps flavor
+    assert node.run("enroot version", name="v.sh").stdout == bootstrap.ENROOT_VERSION + "\n"
+    assert (node.state / "enroot-caps").read_text() == (  # the enroot+caps flavor
+        "cap_sys_admin+pe /usr/bin/enroot-mksquashovlfs\ncap_sys_admin,cap_mknod+pe /usr/bin/enroot-aufs2ovlfs\n")
     assert node.file("/etc/apparmor.d/enroot") == node.file("/usr/share/enroot/apparmor.profile")
     assert node.lines("apparmor_parser") == ["apparmor_parser -r -T -W /etc/apparmor.d/enroot"]
     # Pyxis: built against the cluster's Slurm
     build = makes(node, PYXIS_SRC)
-    assert build[0].endswith(f"CPPFLAGS=-I{PCS_PREFIX}/include")
-    assert f"libdir={PCS_PREFIX}/lib" in build[1]
+    assert build == [f"make -C {PYXIS_SRC}", f"make -C {PYXIS_SRC} install DESTDIR= prefix=/usr/local "
+                                              f"libdir={PCS_PREFIX}/lib"]  # CPPFLAGS in the environment
     plugin = f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so"
     assert node.exists(plugin) and node.file(PCS_PLUGSTACK) == f"required {plugin}\n"
+    assert (node.root / plugin.lstrip("/")).read_bytes().startswith(b"\x7fELF")  # compiled by gcc
     # srun's PMI hook runs scontrol under slurmd: the cluster's Slurm on its PATH
     assert node.file("/etc/default/slurmd").startswith(f"PATH={PCS_PREFIX}/bin:")
     assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
@@ -679,21 +702,23 @@ def assert_enroot_refused(node: Sandbox, result, message: str) -> None:
 
 def test_containers_enroot_at_another_commit_is_refused(tmp_path):
     """The tag moved (or the repository is not NVIDIA's): the checkout is not built."""
-    node, script = container_node(tmp_path, git_heads=((bootstrap.ENROOT_REPOSITORY, "0" * 40),))
+    node, script = container_node(tmp_path, git_moved_tags=("enroot",))
     result = node.run(script)
     submodules = " ".join(bootstrap.ENROOT_SUBMODULES.values())
-    assert_enroot_refused(node, result, f"enroot v4.1.2 is {'0' * 40} {submodules}, "
+    assert node.git_head("enroot") != bootstrap.ENROOT_COMMIT
+    assert_enroot_refused(node, result, f"enroot v4.1.2 is {node.git_head('enroot')} {submodules}, "
                                         f"not the pinned {bootstrap.ENROOT_COMMIT} {submodules}: not built")
 
 
 @pytest.mark.parametrize("submodules", [
-    other_commits(bootstrap.ENROOT_SUBMODULES, "deps/musl"),  # a submodule at another commit
-    other_commits(bootstrap.ENROOT_SUBMODULES, "deps/linux-headers"),
-    " ".join(f"{p}={c}" for p, c in list(bootstrap.ENROOT_SUBMODULES.items())[:2]),  # one missing
-    " ".join([*(f"{p}={c}" for p, c in bootstrap.ENROOT_SUBMODULES.items()), "deps/extra=" + "1" * 40]),  # one more
+    (("deps/musl", "other"),),  # a submodule at another commit
+    (("deps/linux-headers", "other"),),
+    (("deps/musl", "missing"),),  # one missing
+    (("deps/extra", "extra"),),  # one more
 ])
 def test_containers_enroot_submodules_are_verified(tmp_path, submodules):
-    node, script = container_node(tmp_path, git_submodules=((bootstrap.ENROOT_REPOSITORY, submodules),))
+    """The tag's commit has other submodules (the real git clones them; the check refuses)."""
+    node, script = container_node(tmp_path, enroot_submodules=submodules)
     result = node.run(script)
     assert_enroot_refused(node, result, f"not the pinned {bootstrap.ENROOT_COMMIT} "
                                         f"{' '.join(bootstrap.ENROOT_SUBMODULES.values())}: not built")
@@ -712,7 +737,7 @@ def test_containers_clones_retry(tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"git_heads": ((bootstrap.PYXIS_REPOSITORY, "0" * 40),)}, f"pyxis v0.24.0 is {'0' * 40}, not the pinned"),
+    ({"git_moved_tags": ("pyxis",)}, "pyxis v0.24.0 is "),
     ({"slurm_headers": False}, "no Slurm headers"),
 ])
 def test_containers_pyxis_that_cannot_be_built_leaves_the_node_not_ready(tmp_path, change, message):
@@ -779,6 +804,7 @@ def test_containers_reboot_keeps_slurmd_gated_on_the_runtime(tmp_path):
     assert ready_metric(node) == 'fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0'
 
 
+@pytest.mark.real_pins
 def test_the_container_runtime_pins_are_recorded():
     """Enroot's and Pyxis's commits, and Enroot's submodules' commits in `git submodule status`'s
     (path) order; where a snapshot of NVIDIA/enroot is at hand, they are the tag's."""
@@ -826,9 +852,10 @@ def test_hyperpod_gpu_node_gets_containers(tmp_path):
     repositories = [line.rsplit(" ", 2)[1] for line in clones(node)]
     assert repositories == [bootstrap.ENROOT_REPOSITORY, bootstrap.PYXIS_REPOSITORY]
     assert len(makes(node, ENROOT_SRC)) == 2 and node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n"
-    assert any("CPPFLAGS=-I/opt/slurm/include" in line for line in node.lines("make"))
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")  # compiled against /opt/slurm/include
     assert node.file("/opt/slurm/etc/plugstack.conf.d/pyxis.conf") == "required /opt/slurm/lib/slurm/spank_pyxis.so\n"
-    assert "include /opt/slurm/etc/plugstack.conf.d/*.conf" in node.file("/opt/slurm/etc/plugstack.conf").splitlines()
+    # by name, never a wildcard (configless Slurm); what slurmd reads is the controller's
+    assert node.file("/opt/slurm/etc/plugstack.conf") == CONTROLLER_PLUGSTACK
     conf = enroot_conf(node)
     assert conf["ENROOT_CACHE_PATH"] == "/fsx/enroot/cache/user-$(id -u)"
     assert conf["ENROOT_DATA_PATH"] == "/scratch/enroot/data/user-$(id -u)"
@@ -848,8 +875,109 @@ def test_hyperpod_gpu_node_whose_clones_fail_is_drained(tmp_path):
 
 def test_hyperpod_gpu_node_with_a_wrong_enroot_commit_is_drained(tmp_path):
     checks = lifecycle.NodeChecks(("/fsx",), containers=True)
-    world = hyperpod_world(git_heads=((bootstrap.ENROOT_REPOSITORY, "0" * 40),))
+    world = hyperpod_world(git_moved_tags=("enroot",))
     node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), world)
     assert result.returncode == 1 and "not the pinned" in result.stderr and not node.calls("make")
     (drain,) = node.calls("scontrol")
     assert "Enroot 4.1.2 is not installed" in drain.args[-1]
+
+
+# --- Pyxis' build line, with the real make and gcc ----------------------------------------------
+
+def pyxis_checkout(node: Sandbox) -> Path:
+    """A clone of the Pyxis stand-in at its tag (the real git, through the sandbox's insteadOf)."""
+    src = node.root / "src/pyxis"
+    result = node.run(f"git clone -q --branch {bootstrap.PYXIS_TAG} {bootstrap.PYXIS_REPOSITORY} {src}", name="c.sh")
+    assert result.returncode == 0, result.stderr
+    return src
+
+
+def test_pyxis_build_line_needs_cppflags_in_the_environment(tmp_path):
+    """containers.sh's Pyxis build, run as the node runs it (real make and gcc, spank.h from
+    libslurm-dev under the Slurm prefix), compiles and installs the plugin; the old form, CPPFLAGS
+    on make's command line, replaces the Makefile's own (-D_GNU_SOURCE, -DPYXIS_VERSION) and fails
+    as it did on a real node."""
+    node = Sandbox(tmp_path, world("p5.48xlarge"))
+    src = pyxis_checkout(node)
+    old = node.run(f'make -C {src} CPPFLAGS="-I$FMCLUSTER_ROOT{PCS_PREFIX}/include"', name="old.sh")
+    assert old.returncode != 0
+    assert "'PYXIS_VERSION' undeclared" in old.stderr.replace("‘", "'").replace("’", "'")
+    assert "'CLONE_NEWUSER' undeclared" in old.stderr.replace("‘", "'").replace("’", "'")
+    # containers.sh's own build_pyxis, on that checkout
+    fragment = (Path(bootstrap.SCRIPTS) / "containers.sh").read_text()
+    script = "\n".join(["set -euo pipefail", "ROOT=$FMCLUSTER_ROOT", 'log() { echo "$*" >&2; }', fragment,
+                        f"SLURM_PREFIX={PCS_PREFIX} CONTAINERS_STATE=/src",
+                        "PYXIS_COMMIT=x PYXIS_TAG=x PYXIS_REPOSITORY=x",
+                        "clone() { :; }  # the checkout is there", "build_pyxis"])
+    new = node.run(script, name="new.sh")
+    assert new.returncode == 0, new.stderr
+    plugin = node.root / PCS_PREFIX.lstrip("/") / "lib/slurm/spank_pyxis.so"
+    assert plugin.read_bytes().startswith(b"\x7fELF")
+    assert b"0.24.0" in plugin.read_bytes()  # PYXIS_VERSION, from the Makefile's CPPFLAGS
+
+
+def test_pyxis_plugin_built_by_the_node_script_is_a_spank_plugin(tmp_path):
+    """The plugin a node script built: loadable, a SPANK plugin named pyxis for the Slurm release
+    of the headers it was built against (what slurmd checks before it loads it: "Incompatible
+    plugin version" otherwise), with the --container-image option. Loading it in a running
+    slurmd is not done here."""
+    import ctypes
+
+    node, script = container_node(tmp_path)
+    assert node.run(script).returncode == 0
+    plugin = ctypes.CDLL(str(node.root / PCS_PREFIX.lstrip("/") / "lib/slurm/spank_pyxis.so"))
+    name = (ctypes.c_char * 6).in_dll(plugin, "plugin_name").value
+    assert name == b"pyxis"
+    header = (Path("/usr/include/slurm/slurm_version.h")).read_text()
+    number = int(re.search(r"#define SLURM_VERSION_NUMBER (0x[0-9a-fA-F]+)", header).group(1), 16)
+    assert ctypes.c_uint.in_dll(plugin, "plugin_version").value == number
+    option = ctypes.c_char_p.from_address(ctypes.addressof(ctypes.c_void_p.in_dll(plugin, "spank_options")))
+    assert option.value == b"container-image"
+
+
+# --- SageMaker HyperPod: Pyxis where configless slurmd reads it ----------------------------------
+
+def test_hyperpod_controller_registers_pyxis_by_name_and_reconfigures(tmp_path):
+    """The controller group builds the runtime too, includes pyxis.conf by name in the
+    plugstack.conf slurmctld sends to every configless slurmd (dropping a wildcard include), and
+    runs scontrol reconfigure so that running slurmd get it."""
+    runtime = lifecycle.SlurmRuntime(controller=True, shared_path="/fsx")
+    bundle = lifecycle.bundle("controller", "m7i.2xlarge", efa=False, runtime=runtime)
+    node = Sandbox(tmp_path, hyperpod_world("m7i.2xlarge", slurmd_plugstack=None))
+    (node.root / "fsx").mkdir()
+    node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
+    (node.root / "opt/slurm/etc").mkdir(parents=True)
+    (node.root / "opt/slurm/etc/plugstack.conf").write_text("include /opt/slurm/etc/plugstack.conf.d/*.conf\n")
+    (node.state / "units/slurmctld.service").write_text("active\n")
+    result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}")
+    assert result.returncode == 0, result.stderr
+    assert node.file("/opt/slurm/etc/plugstack.conf") == CONTROLLER_PLUGSTACK
+    assert node.file("/opt/slurm/etc/plugstack.conf.d/pyxis.conf") == "required /opt/slurm/lib/slurm/spank_pyxis.so\n"
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
+    assert node.lines("scontrol") == ["scontrol reconfigure"]
+    lines = node.lines()
+    assert index(lines, "make -C") < index(lines, "scontrol reconfigure")
+
+
+def test_hyperpod_login_node_gets_the_runtime_without_reconfiguring(tmp_path):
+    bundle = lifecycle.bundle("login", "m7i.2xlarge", efa=False, runtime=lifecycle.SlurmRuntime(shared_path=""))
+    node = Sandbox(tmp_path, hyperpod_world("m7i.2xlarge", slurmd_plugstack=None))
+    result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}")
+    assert result.returncode == 0, result.stderr
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so") and not node.calls("scontrol")
+    assert node.file("/opt/slurm/etc/plugstack.conf") == CONTROLLER_PLUGSTACK
+
+
+@pytest.mark.parametrize("controller_plugstack", [None, "include /opt/slurm/etc/plugstack.conf.d/*.conf\n", ""])
+def test_hyperpod_gpu_node_whose_slurmd_does_not_load_pyxis_is_drained(tmp_path, controller_plugstack):
+    """Pyxis installed on the node, but the plugstack.conf configless slurmd got from the
+    controller (conf-cache) does not include pyxis.conf by name: --container-image would be an
+    unknown option, so the node is drained."""
+    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
+    world_ = hyperpod_world(slurmd_plugstack=controller_plugstack)
+    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), world_)
+    assert result.returncode == 0, result.stderr
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
+    (drain,) = node.calls("scontrol")
+    assert drain.args[-1] == ("reason=fmcluster node-ready: slurmd's plugstack.conf does not load Pyxis: "
+                              "the controller's must include /opt/slurm/etc/plugstack.conf.d/pyxis.conf")

@@ -274,8 +274,10 @@ def test_lifecycle_files_are_published_as_file_assets(assembly, main):
                                   containers=True)  # the GPU compute groups get Enroot and Pyxis
     for name, group in groups(main).items():
         instance_type = group["InstanceType"].removeprefix("ml.")
+        runtime = None if name in efa else lifecycle.SlurmRuntime(  # the controller and login groups
+            controller=name == "controller", shared_path=spec.storage.lustre.mount_path if spec.storage.lustre else "")
         bundle = lifecycle.bundle(name, instance_type, efa=efa.get(name, False),
-                                  checks=checks if name in efa else None)  # compute groups only
+                                  checks=checks if name in efa else None, runtime=runtime)  # compute groups only
         uri = joined(group["LifeCycleConfig"]["SourceS3Uri"])
         assert uri.endswith(f"/fmcluster-lifecycle/{spec.name}/{bundle.digest}/")
         asset = manifest["files"][f"fmcluster-lifecycle/{spec.name}/{bundle.digest}/on_init"]
@@ -290,18 +292,22 @@ def test_gpu_lifecycle_script_sets_up_scratch_and_nccl(assembly, main, tmp_path)
     """The b200 group's on_init.sh as published, run on a sandboxed HyperPod node: scratch on the
     instance store, the EFA environment, HyperPod's /fsx checked, Enroot and Pyxis built."""
     from fmcluster import bootstrap
+    from tests import standins
     from tests.sandbox import Sandbox, Scenario
 
     outdir, _ = assembly
     folder = lifecycle_folder(outdir, groups(main)["b200"])
-    node = Sandbox(tmp_path, Scenario(os_release="jammy", slurmd=False, dlami_nvme=0))
+    node = Sandbox(tmp_path, Scenario(os_release="jammy", slurmd=False, dlami_nvme=0,
+                                      slurmd_plugstack="include /opt/slurm/etc/plugstack.conf.d/pyxis.conf\n"))
     (node.root / "fsx").mkdir()
     node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
-    result = node.run((folder / "on_init.sh").read_text(), name="lifecycle/on_init.sh")
+    # as published, but pinned to the stand-ins of Enroot and Pyxis the sandbox's git clones
+    script = standins.with_pins((folder / "on_init.sh").read_text(), node.upstream)
+    result = node.run(script, name="lifecycle/on_init.sh")
     assert result.returncode == 0, result.stderr
     assert node.mounts()["/scratch"].backing == "instance-store" and not node.calls("scontrol")
     assert "FI_EFA_USE_DEVICE_RDMA=1" in node.file(bootstrap.NCCL_ENV_FILE)
-    assert node.file(f"{bootstrap.CONTAINERS_STATE}/enroot.stamp") == bootstrap.ENROOT_COMMIT + "\n"  # containers
+    assert node.file(f"{bootstrap.CONTAINERS_STATE}/enroot.stamp") == node.upstream.enroot_commit + "\n"
     assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
 
 

@@ -16,6 +16,7 @@ from tests.test_bootstrap import assert_shellcheck_clean
 
 VARIANTS = {  # name: (group, instance type, efa, checks, lnet_efa)
     "b200": ("train", "p6-b200.48xlarge", True, lifecycle.NodeChecks(("/fsx",)), False),
+    "b200-containers": ("train", "p6-b200.48xlarge", True, lifecycle.NodeChecks(("/fsx",), containers=True), False),
     "p5-no-efa": ("eval", "p5.48xlarge", False, lifecycle.NodeChecks(()), False),
     "p5-4xl": ("small", "p5.4xlarge", True, None, False),
     "b300-eks-efa-lustre": ("b300", "p6-b300.48xlarge", True, None, True),
@@ -23,7 +24,14 @@ VARIANTS = {  # name: (group, instance type, efa, checks, lnet_efa)
 }
 
 
+RUNTIME = {"controller-containers": ("controller", lifecycle.SlurmRuntime(controller=True, shared_path="/fsx")),
+           "login-containers": ("login", lifecycle.SlurmRuntime())}
+
+
 def render(name: str) -> str:
+    if name in RUNTIME:
+        group, runtime = RUNTIME[name]
+        return lifecycle.entry_script(group, "m7i.2xlarge", efa=False, runtime=runtime)
     group, instance_type, efa, checks, lnet_efa = VARIANTS[name]
     return lifecycle.entry_script(group, instance_type, efa=efa, checks=checks, lnet_efa=lnet_efa)
 
@@ -44,6 +52,10 @@ def steps(script: str) -> list[str]:
     ("b300-eks-efa-lustre", ["protect_running_jobs", "write_nccl_env", "run_hooks", "setup_lnet_efa",
                              "setup_scratch", "finish"]),
     ("controller", ["protect_running_jobs", "write_nccl_env", "run_hooks", "finish"]),
+    ("controller-containers", ["protect_running_jobs", "write_nccl_env", "run_hooks", "setup_containers",
+                               "register_pyxis", "finish"]),
+    ("b200-containers", ["protect_running_jobs", "write_nccl_env", "run_hooks", "setup_scratch", "setup_containers",
+                         "register_pyxis", "install_node_ready", "gate_drain", "finish"]),
 ])
 def test_steps_of_each_group(name, expected):
     assert steps(render(name)) == expected
@@ -82,7 +94,7 @@ def test_rendered_script_parses(name, tmp_path):
 
 
 def test_rendered_scripts_are_shellcheck_clean(tmp_path):
-    assert_shellcheck_clean(tmp_path, {name: render(name) for name in VARIANTS})
+    assert_shellcheck_clean(tmp_path, {name: render(name) for name in [*VARIANTS, *RUNTIME]})
 
 
 # --- bundles -------------------------------------------------------------------------------
@@ -109,4 +121,15 @@ def test_hook_names_are_plain_script_names(name):
 
 
 def test_scripts_ship_as_package_data():
-    assert {p.name for p in lifecycle.SCRIPTS.glob("*.sh")} == {"hooks.sh", "remote_write.sh"}
+    assert {p.name for p in lifecycle.SCRIPTS.glob("*.sh")} == {"hooks.sh", "plugstack.sh", "remote_write.sh"}
+
+
+def test_hyperpod_node_ready_reads_what_configless_slurmd_reads():
+    """On HyperPod the readiness check looks at the plugstack.conf slurmd got from the controller
+    (its conf-cache), not the node's own; the controller alone reconfigures slurmctld."""
+    compute = settings(render("b200-containers"))
+    assert f"\nREADY_PLUGSTACK={bootstrap.HYPERPOD_CONF_CACHE}/plugstack.conf\n" in compute
+    assert "\nREADY_PYXIS_CONF=/opt/slurm/etc/plugstack.conf.d/pyxis.conf\n" in compute
+    assert "\nSLURM_CONTROLLER=0\n" in compute
+    assert "\nSLURM_CONTROLLER=1\n" in settings(render("controller-containers")) + "\n"
+    assert "\nSLURM_CONTROLLER=0\n" in settings(render("login-containers")) + "\n"

@@ -465,6 +465,7 @@ def test_user_data_mounts_the_file_system(main, tmp_path):
     mounts the storage stack's file system at mount_path; the GPU groups and the login nodes build
     Enroot and Pyxis (the CPU group does not)."""
     from fmcluster import catalog
+    from tests import standins
     from tests.sandbox import Sandbox, Scenario
 
     stamps = [f"{bootstrap.CONTAINERS_STATE}/{name}.stamp" for name in ("enroot", "pyxis")]
@@ -474,7 +475,7 @@ def test_user_data_mounts_the_file_system(main, tmp_path):
         instance = catalog.get(types.get(group, "m7i.2xlarge"))
         node = Sandbox(tmp_path / group, Scenario(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks,
                                                   efa_devices=instance.max_efa_interfaces))
-        result = node.run(user_data_script(data))
+        result = node.run(standins.with_pins(user_data_script(data), node.upstream))  # the stand-ins' commits
         assert result.returncode == 0, (group, result.stderr)
         fsx = node.mounts()["/fsx"]
         assert (fsx.fstype, fsx.source) == ("lustre", f"{FS_DNS}@tcp:/{FS_MOUNT}"), group

@@ -15,8 +15,8 @@
 # The build and runtime dependencies, CONTAINER_PACKAGES, come from apt_get (the dpkg lock
 # waited for). Pyxis: no packages exist, and the plugin must be built against the spank.h of the
 # Slurm that loads it, so it is built against SLURM_PREFIX/include into SLURM_PREFIX/lib/slurm
-# (PYXIS_PLUGIN); PLUGSTACK_DIR/pyxis.conf loads it (`required`), and PLUGSTACK_CONF, when set,
-# includes PLUGSTACK_DIR. Each build leaves a stamp with its commit in CONTAINERS_STATE: a node
+# (PYXIS_PLUGIN); PLUGSTACK_DIR/pyxis.conf loads it (`required`; AWS PCS includes PLUGSTACK_DIR
+# itself, SageMaker HyperPod's controller includes it by name: lifecycle_scripts/plugstack.sh). Each build leaves a stamp with its commit in CONTAINERS_STATE: a node
 # that has the pinned builds already (a second run) clones and builds nothing.
 #
 # /etc/enroot/enroot.conf: runtime, data and temporary files under ENROOT_LOCAL (the instance
@@ -77,6 +77,10 @@ build_enroot() {
 }
 
 # build_pyxis: the pinned commit, built against this node's Slurm, installed next to its plugins.
+# The include path goes in the environment: Pyxis' Makefile extends CPPFLAGS (`CPPFLAGS :=
+# -D_GNU_SOURCE ... -DPYXIS_VERSION=... $(CPPFLAGS)`), which a CPPFLAGS on make's command line
+# would replace. prefix, libdir and DESTDIR are its `?=` variables (the plugin in
+# DESTDIR/libdir/slurm, its own pyxis.conf in DESTDIR/prefix/share/pyxis, not used).
 build_pyxis() {
   local src="$ROOT$CONTAINERS_STATE/pyxis"
   if [[ ! -e "$ROOT$SLURM_PREFIX/include/slurm/spank.h" ]]; then
@@ -84,8 +88,8 @@ build_pyxis() {
     return 1
   fi
   clone pyxis "$PYXIS_TAG" "$PYXIS_REPOSITORY" "$PYXIS_COMMIT"
-  make -C "$src" CPPFLAGS="-I$SLURM_PREFIX/include"
-  make -C "$src" install DESTDIR="$ROOT" prefix=/usr/local libdir="$SLURM_PREFIX/lib"
+  CPPFLAGS="-I$ROOT$SLURM_PREFIX/include" make -C "$src"
+  CPPFLAGS="-I$ROOT$SLURM_PREFIX/include" make -C "$src" install DESTDIR="$ROOT" prefix=/usr/local libdir="$SLURM_PREFIX/lib"
   echo "$PYXIS_COMMIT $SLURM_PREFIX" >"$ROOT$CONTAINERS_STATE/pyxis.stamp"
 }
 
@@ -108,12 +112,9 @@ write_enroot_conf() {
 }
 
 write_plugstack() {
-  local include="include $PLUGSTACK_DIR/*.conf" defaults="$ROOT/etc/default/slurmd"
+  local defaults="$ROOT/etc/default/slurmd"
   install -d -m 0755 "$ROOT$PLUGSTACK_DIR" "$ROOT/etc/default"
   echo "required $SLURM_PREFIX/lib/slurm/spank_pyxis.so" >"$ROOT$PLUGSTACK_DIR/pyxis.conf"
-  if [[ -n "$PLUGSTACK_CONF" ]] && ! grep -qxF "$include" "$ROOT$PLUGSTACK_CONF" 2>/dev/null; then
-    echo "$include" >>"$ROOT$PLUGSTACK_CONF"
-  fi
   if [[ -n "$SLURM_BIN" ]]; then
     touch "$defaults"
     sed -i '/# fmcluster$/d' "$defaults"

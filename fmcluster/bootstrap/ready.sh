@@ -19,6 +19,7 @@ install_node_ready() {
     printf 'ENROOT_VERSION=%q\n' "$READY_ENROOT_VERSION"
     printf 'PYXIS_PLUGIN=%q\n' "$READY_PYXIS_PLUGIN"
     printf 'PYXIS_CONF=%q\n' "$READY_PYXIS_CONF"
+    printf 'SLURMD_PLUGSTACK=%q\n' "$READY_PLUGSTACK"
     printf 'ENROOT_DIRS=%q\n' "$READY_ENROOT_DIRS"
   } >"$ROOT$FMCLUSTER_ETC/node-ready.env"
 }

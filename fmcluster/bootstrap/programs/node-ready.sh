@@ -14,6 +14,9 @@
 #                       check); then also PYXIS_PLUGIN must exist, PYXIS_CONF load it, GPU nodes
 #                       have nvidia-container-cli (Enroot's GPU hook), and ENROOT_DIRS exist (made
 #                       again, mode 1777, once every mount is up: a stop and start empties /scratch)
+#   SLURMD_PLUGSTACK    the plugstack.conf slurmd really reads, when it is not the node's own
+#                       ("": none): SageMaker HyperPod's slurmd runs configless, from the controller's
+#                       files cached in /var/spool/slurmd/conf-cache; it must include PYXIS_CONF by name
 # Exit status 0 when ready; 1 when not, with one line per reason on standard output, each
 # "SLUG TEXT" (SLUG: a Kubernetes label value such as gpus-7-of-8).
 #
@@ -64,6 +67,9 @@ check_containers() {
   fi
   if [[ ! -e "$ROOT$PYXIS_PLUGIN" ]] || ! grep -qxF "required $PYXIS_PLUGIN" "$ROOT$PYXIS_CONF" 2>/dev/null; then
     REASONS+=("containers-pyxis the Pyxis plugin is not installed")
+  fi
+  if [[ -n "${SLURMD_PLUGSTACK:-}" ]] && ! grep -qxF "include $PYXIS_CONF" "$ROOT$SLURMD_PLUGSTACK" 2>/dev/null; then
+    REASONS+=("containers-plugstack slurmd's plugstack.conf does not load Pyxis: the controller's must include $PYXIS_CONF")
   fi
   if ((EXPECTED_GPUS > 0)) && ! command -v nvidia-container-cli >/dev/null; then
     REASONS+=("containers-gpu nvidia-container-cli is missing: containers would see no GPU")
