@@ -14,6 +14,8 @@
 #                       check); then also PYXIS_PLUGIN must exist, PYXIS_CONF load it, GPU nodes
 #                       have nvidia-container-cli (Enroot's GPU hook), and ENROOT_DIRS exist (made
 #                       again, mode 1777, once every mount is up: a stop and start empties /scratch)
+#   IMEX                1: nvidia-imex.service must be enabled (UltraServer Slurm nodes: the IMEX
+#                       prolog restarts it for each job; missing or not enabled, every job fails)
 # Exit status 0 when ready; 1 when not, with one line per reason on standard output, each
 # "SLUG TEXT" (SLUG: a Kubernetes label value such as gpus-7-of-8).
 #
@@ -48,6 +50,9 @@ check() {
   done
   if [[ -n "${ENROOT_VERSION:-}" ]]; then
     check_containers
+  fi
+  if ((${IMEX:-0})) && ! systemctl is-enabled --quiet nvidia-imex.service; then
+    REASONS+=("imex nvidia-imex.service is missing or not enabled")
   fi
   if ((LNET_EFA)); then
     efa=$({ lnetctl net show --net efa 2>/dev/null || true; } | grep -c '@efa' || true)
