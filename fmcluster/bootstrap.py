@@ -223,7 +223,8 @@ def imex_prolog(slurm_bin: str, **settings: str) -> str:
     if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
         raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
     for name, value in {"SLURM_BIN": slurm_bin, **settings}.items():
-        text, count = re.subn(rf"^{name}=.*$", lambda _: f"{name}={value}", text, count=1, flags=re.MULTILINE)
+        line = f"{name}={value}".replace("\\", "\\\\")  # a replacement template: only backslashes are special
+        text, count = re.subn(rf"^{name}=.*$", line, text, count=1, flags=re.MULTILINE)
         if count != 1:
             raise ValueError(f"the IMEX prolog has no setting {name}")
     return text
