@@ -227,16 +227,37 @@ def enroot_paths(instance: InstanceType, containers: Containers,
     return {"ENROOT_LOCAL": local, "ENROOT_CACHE_ROOT": cache}
 
 
+def imex_prolog(slurm_bin: str, **settings: str) -> str:
+    """The IMEX Slurm prolog (fmcluster/slurm/imex-prolog.sh) for nodes whose Slurm commands are in
+    `slurm_bin` (Slurm gives a prolog no PATH): its settings lines SLURM_BIN, and any of `settings`
+    (ROOT, IMEX_WAIT_SECONDS: tests), replaced. Values go in as written (shell words)."""
+    text = (SLURM_SCRIPTS / "imex-prolog.sh").read_text(encoding="utf-8")
+    if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
+        raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
+    for name, value in {"SLURM_BIN": slurm_bin, **settings}.items():
+        line = f"{name}={value}".replace("\\", "\\\\")  # a replacement template: only backslashes are special
+        text, count = re.subn(rf"^{name}=.*$", line, text, count=1, flags=re.MULTILINE)
+        if count != 1:
+            raise ValueError(f"the IMEX prolog has no setting {name}")
+    return text
+
+
+def slurm_bin(slurm_version: str) -> str:
+    """Slurm's commands on an AWS PCS node of the cluster's Slurm version."""
+    return PCS_SLURM_PREFIX.format(version=slurm_version) + "/bin"
+
+
 EMBED_END = "FMCLUSTER_PROGRAM_END"
 COLLECTOR_FILES = {"dcgm": "gpu.sh", "efa": "efa.sh", "slurm": "slurm.sh"}  # scrape job -> collector
 
 
-def embed(name: str, path: Path, *, note: bool = True) -> str:
+def embed(name: str, path: Path, text: str | None = None, *, note: bool = True) -> str:
     """A whole script the node keeps and runs on its own (a collector, a program) as a fragment:
     the shell function `program_NAME`, which prints the script (without its comment lines, but
     with its `#!` line: they are documented in the repository). The fragments write it to a file
-    with `program_NAME >FILE`. `note`: a comment line before it names the file it came from."""
-    text = without_comments(path.read_text(encoding="utf-8"))
+    with `program_NAME >FILE`. `text`: the script as rendered (default: the file as it is). `note`:
+    a comment line before it names the file it came from."""
+    text = without_comments(path.read_text(encoding="utf-8") if text is None else text)
     if EMBED_END in text.splitlines():
         raise ValueError(f"{path.name} has a line {EMBED_END}, which ends its here-document")
     source = f"# {path.relative_to(SCRIPTS.parent)}, embedded by fmcluster.bootstrap.embed.\n" if note else ""
@@ -366,6 +387,7 @@ class NodeProgram:
         self.parts: list[str | Path] = ["common.sh"]
         self.steps: list[str] = []
         self.programs: dict[str, Path] = {}  # embedded whole scripts: name -> file
+        self.rendered: dict[str, str] = {}  # name -> the program's text where rendered (settings in it)
 
     def add(self, part: str | Path, *steps: str, **settings: str | int) -> "NodeProgram":
         if part not in self.parts:
@@ -385,9 +407,10 @@ class NodeProgram:
         return self.add("protect.sh", "protect_running_jobs")
 
     def readiness(self, *, mounts: Sequence[str], lnet_efa: bool, containers: Optional[Containers] = None,
-                  scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
+                  scratch_path: str = SCRATCH_PATH, imex: bool = False) -> "NodeProgram":
         """The readiness check and its settings (no gate: the caller adds one); with `containers`,
-        the container runtime is checked too (NodeProgram.containers installs it)."""
+        the container runtime is checked too (NodeProgram.containers installs it); with `imex`,
+        nvidia-imex.service must be enabled (NodeProgram.slurm_prolog enables it)."""
         self.programs["node_ready"] = PROGRAMS / "node-ready.sh"
         runtime = dict.fromkeys(("READY_ENROOT_VERSION", "READY_PYXIS_PLUGIN", "READY_PYXIS_CONF",
                                  "READY_PLUGSTACK", "READY_ENROOT_DIRS"), "")
@@ -400,7 +423,7 @@ class NodeProgram:
         return self.add("ready.sh", "install_node_ready", FMCLUSTER_LIB=FMCLUSTER_LIB, FMCLUSTER_ETC=FMCLUSTER_ETC,
                         EXPECTED_GPUS=self.instance.gpu_count or 0, REQUIRED_MOUNTS=" ".join(mounts),
                         LNET_EFA=int(lnet_efa), READY_WAIT_SECONDS=READY_WAIT_SECONDS, TEXTFILE_DIR=TEXTFILE_DIR,
-                        **runtime)
+                        READY_IMEX=int(imex), **runtime)
 
     def containers(self, containers: Containers, scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
         """Enroot and Pyxis, each built from its pinned tag checked against its commit (Enroot's
@@ -420,10 +443,17 @@ class NodeProgram:
                                                   + ([scratch_path] if self.instance.nvme_disks else [])),
                         **enroot_paths(self.instance, containers, scratch_path))
 
-    def slurm_prolog(self) -> "NodeProgram":
-        """The IMEX Slurm prolog (fmcluster/slurm/imex-prolog.sh) at IMEX_PROLOG, before slurmd may start."""
+    def slurm_prolog(self, slurm_bin: str) -> "NodeProgram":
+        """The cluster's Slurm prolog at IMEX_PROLOG, before slurmd may start: on an UltraServer
+        instance the IMEX prolog (fmcluster/slurm/imex-prolog.sh, with Slurm's commands in
+        `slurm_bin`), and nvidia-imex.service enabled; on any other, one that does nothing
+        (no-imex-prolog.sh: Prolog= is cluster-wide, and a node without it drains)."""
+        if not self.instance.ultraserver:
+            self.programs["imex_prolog"] = SLURM_SCRIPTS / "no-imex-prolog.sh"
+            return self.add("prolog.sh", "install_slurm_prolog", IMEX_PROLOG=IMEX_PROLOG)
         self.programs["imex_prolog"] = SLURM_SCRIPTS / "imex-prolog.sh"
-        return self.add("prolog.sh", "install_slurm_prolog", IMEX_PROLOG=IMEX_PROLOG)
+        self.rendered["imex_prolog"] = imex_prolog(slurm_bin)
+        return self.add("prolog.sh", "install_slurm_prolog", "enable_imex", IMEX_PROLOG=IMEX_PROLOG)
 
     def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":
         return self.add("scratch.sh", "setup_scratch", NVME_DISK_COUNT=self.instance.nvme_disks, SCRATCH_PATH=path,
@@ -451,7 +481,8 @@ class NodeProgram:
                         **metrics_settings(self.instance, metrics, efa=efa, lustre_path=lustre_path))
 
     def render(self, header: str, *, extra: Sequence[str] = (), compact: bool = False) -> str:
-        embedded = [embed(name, path, note=not compact) for name, path in self.programs.items()]
+        embedded = [embed(name, path, self.rendered.get(name), note=not compact)
+                    for name, path in self.programs.items()]
         return compose(header, self.settings, self.parts, self.steps, [*embedded, *extra], compact=compact)
 
 
@@ -477,7 +508,9 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
     without instance store. `compact`: the fragments without their comment lines (the user data's
     16 KiB limit). `slurm_prolog`: install the cluster's Slurm prolog (the IMEX prolog of a cluster
     with UltraServer node groups: slurmd runs it on every compute node, so every node needs it,
-    and a node without it is not ready). `containers`: Enroot and Pyxis (built against the cluster's
+    and a node without it is not ready; on an UltraServer type it calls Slurm's commands in the
+    `slurm_version`'s directory, and nvidia-imex.service must be enabled for the node to be ready;
+    on any other type it does nothing). `containers`: Enroot and Pyxis (built against the cluster's
     `slurm_version`), the image cache on `lustre`, and a node without them is not ready.
     """
     instance = instance_entry(instance_type)
@@ -489,10 +522,13 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
         if not slurm_version:
             raise ValueError("containers: the cluster's Slurm version is needed (Pyxis is built against it)")
         runtime = Containers.pcs(slurm_version, lustre.mount_path if lustre else "")
+    imex = slurm_prolog and instance.ultraserver
+    if imex and not slurm_version:
+        raise ValueError("the IMEX prolog: the cluster's Slurm version is needed (its commands' directory)")
     program = NodeProgram(instance)
     if slurm_prolog:
-        program.slurm_prolog()
-    program.readiness(mounts=mounts, lnet_efa=lnet > 0, containers=runtime, scratch_path=scratch_path)
+        program.slurm_prolog(slurm_bin(slurm_version) if imex else "")
+    program.readiness(mounts=mounts, lnet_efa=lnet > 0, containers=runtime, scratch_path=scratch_path, imex=imex)
     program.add("gate-slurmd.sh", "gate_slurmd", SLURMD_RETRY_SECONDS=SLURMD_RETRY_SECONDS)
     program.protect().nccl(efa)
     if metrics is not None:

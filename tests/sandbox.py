@@ -6,7 +6,7 @@ through FMCLUSTER_ROOT) with the paths the scripts touch, and a bin/ of recordin
 mountpoint, lsblk, blkid, systemctl, apt-get, dnf, lnetctl, modprobe, modinfo, ip, nvidia-smi,
 scontrol, aws, hostname, install, sleep, curl for the instance metadata service and downloads,
 mknod, pkill, timeout, logger, enroot, setcap, aa-enabled, apparmor_parser, nvidia-container-cli,
-...). The fakes
+nvidia-imex-ctl, ...). The fakes
 model the node: its disks, mounts, units, LNet, GPUs, the dpkg lock and a virtual clock, as the
 `Scenario` says. `run(script)` runs a script with bash; `calls()`, `mounts()`, `file()` read what
 it did. `reboot()` boots the node again from what the first boot left on disk (/etc/fstab,
@@ -43,7 +43,7 @@ FAKES = Path(__file__).with_name("sandbox_fakes.sh")
 COMMANDS = ("sleep", "mountpoint", "mount", "umount", "lsblk", "blkid", "mdadm", "mkfs.ext4", "systemctl",
             "apt-get", "dnf", "modinfo", "modprobe", "lnetctl", "ip", "nvidia-smi", "hostname", "scontrol", "aws",
             "install", "chown", "curl", "mknod", "pkill", "timeout", "logger", "enroot", "git", "make",
-            "setcap", "aa-enabled", "apparmor_parser", "nvidia-container-cli", "_tick")
+            "setcap", "aa-enabled", "apparmor_parser", "nvidia-container-cli", "nvidia-imex-ctl", "_tick")
 # The Slurm installations whose spank.h a node has (Pyxis is built against one): AWS PCS's, by
 # release, and SageMaker HyperPod's.
 SLURM_PREFIXES = tuple(f"/opt/aws/pcs/scheduler/slurm-{v}" for v in ("24.11", "25.05", "25.11")) + ("/opt/slurm",)
@@ -77,6 +77,7 @@ class Scenario:
     imex: bool = False  # the AMI has nvidia-imex.service, enabled (NVIDIA's IMEX packages)
     imex_channels_major: Optional[int] = 234  # nvidia-caps-imex-channels in /proc/devices; None: no driver
     imex_start_fails: bool = False
+    imex_up_at: Optional[int] = 0  # when nvidia-imex-ctl -N says "Domain State: UP" (virtual time); None: never
     # what `scontrol show node` says of the job's nodes: (NodeName, NodeAddr)
     slurm_nodes: tuple[tuple[str, str], ...] = (("gpu-1", "10.1.0.11"), ("gpu-2", "10.1.0.12"))
     # downloads that fail before one succeeds: curl -o, and git clones (the musl repository,
@@ -102,6 +103,7 @@ class Scenario:
                   "DNF_LUSTRE": int(self.dnf_lustre), "EFA_DRIVER": self.efa_driver, "SLURMD": int(self.slurmd),
                   "SSM_VALUE": self.ssm_value, "INSTANCE_TYPE": self.instance_type, "IMDS": int(self.imds),
                   "IMEX": int(self.imex), "IMEX_START_FAILS": int(self.imex_start_fails),
+                  "IMEX_UP_AT": "never" if self.imex_up_at is None else self.imex_up_at,
                   "SLURM_NODES": " ".join(f"{n}={a}" for n, a in self.slurm_nodes),
                   "DOWNLOAD_FAILS": self.download_fails, "APPARMOR": int(self.apparmor)}
         return "".join(f"{k}='{v}'\n" for k, v in values.items())

@@ -629,6 +629,27 @@ fake_mknod() {
 }
 
 fake_pkill() { record "$@"; return 1; }  # no such process left
+
+# nvidia-imex-ctl -N: the IMEX domain's status as NVIDIA's tool prints it (the AWS PCS User Guide's
+# example: a line per node of nodes_config.cfg, then "Domain State: UP" once every node is READY
+# and connected): UP from the virtual time IMEX_UP_AT on, while nvidia-imex.service is active;
+# no daemon, no answer.
+fake_nvidia-imex-ctl() {
+  record "$@"
+  [[ "$(unit_state nvidia-imex.service)" == active ]] || die "Connection refused: is nvidia-imex running?"
+  local state=DOWN node=READY address i=0
+  if [[ "$IMEX_UP_AT" != never ]] && (($(now) >= IMEX_UP_AT)); then
+    state=UP
+  else
+    node=WAITING_FOR_PEERS
+  fi
+  printf 'Nodes:\n'
+  while read -r address; do
+    printf 'Node #%-3s - %-15s - %-20s - Version: 570.172\n' "$i" "$address" "$node"
+    i=$((i + 1))
+  done <"$ROOTDIR/etc/nvidia-imex/nodes_config.cfg"
+  printf '\nDomain State: %s\n' "$state"
+}
 fake_logger() { record "$@"; }
 
 # timeout SECONDS COMMAND...: runs the command (the fakes never take real time).

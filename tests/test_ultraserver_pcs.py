@@ -119,9 +119,9 @@ def test_the_model_says_it_once():
 
 # --- the prolog on the node ----------------------------------------------------------------
 
-def gb200_node(tmp_path):
-    node = Sandbox(tmp_path, Scenario(gpus=4, nvme_disks=3, efa_devices=4))
-    script = bootstrap.node_script("p6e-gb200.36xlarge", efa=True, slurm_prolog=True)
+def gb200_node(tmp_path, **scenario):
+    node = Sandbox(tmp_path, Scenario(gpus=4, nvme_disks=3, efa_devices=4, **{"imex": True, **scenario}))
+    script = bootstrap.node_script("p6e-gb200.36xlarge", efa=True, slurm_prolog=True, slurm_version="25.05")
     return node, node.run(script)
 
 
@@ -141,6 +141,46 @@ def test_a_node_without_its_prolog_never_starts_slurmd(tmp_path):
     assert node.run(f"rm -f $FMCLUSTER_ROOT{bootstrap.IMEX_PROLOG}", name="rm.sh").returncode == 0
     started = node.run("systemctl start slurmd.service", name="start.sh")
     assert started.returncode != 0 and "slurmd.service failed" in started.stderr
+
+
+def test_the_gb200_prolog_calls_slurm_by_the_clusters_path(tmp_path):
+    node, result = gb200_node(tmp_path)
+    assert result.returncode == 0, result.stderr
+    prolog = node.file(bootstrap.IMEX_PROLOG)
+    assert "\nSLURM_BIN=/opt/aws/pcs/scheduler/slurm-25.05/bin\n" in prolog and "nvidia-imex-ctl -N" in prolog
+    with pytest.raises(ValueError, match="Slurm version"):
+        bootstrap.node_script("p6e-gb200.36xlarge", efa=True, slurm_prolog=True)
+
+
+def test_the_boot_enables_nvidia_imex_and_node_ready_requires_it(tmp_path):
+    """Enabled (the PCS prerequisite), not started: the prolog starts it with each job's nodes."""
+    node, result = gb200_node(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "systemctl enable nvidia-imex.service" in node.lines("systemctl")
+    assert not any(line.startswith(("systemctl start nvidia-imex", "systemctl enable --now nvidia-imex"))
+                   for line in node.lines("systemctl"))
+    assert "IMEX=1" in node.file("/etc/fmcluster/node-ready.env").splitlines()
+
+
+def test_a_gb200_node_without_nvidia_imex_is_not_ready(tmp_path):
+    node, result = gb200_node(tmp_path, imex=False)  # the AMI lacks NVIDIA's IMEX packages
+    assert result.returncode == 1
+    assert "imex nvidia-imex.service is missing or not enabled" in node.run(
+        f'"$FMCLUSTER_ROOT{bootstrap.FMCLUSTER_LIB}/node-ready"', name="ready.sh").stdout
+    started = node.run("systemctl start slurmd.service", name="start.sh")
+    assert started.returncode != 0  # slurmd's gate: the node never takes a job
+
+
+def test_other_nodes_of_the_cluster_get_a_prolog_that_does_nothing(tmp_path):
+    """Prolog= is cluster-wide: a p5 node of a cluster with UltraServers needs one too; it neither
+    checks IMEX at boot nor carries the IMEX prolog (the user data's 16 KiB)."""
+    node = Sandbox(tmp_path, Scenario(gpus=8, nvme_disks=8, efa_devices=32))
+    script = bootstrap.node_script("p5.48xlarge", efa=True, slurm_prolog=True, slurm_version="25.05")
+    assert node.run(script).returncode == 0
+    assert node.file(bootstrap.IMEX_PROLOG) == "#!/bin/sh\nexit 0\n"
+    assert node.run(f'"$FMCLUSTER_ROOT{bootstrap.IMEX_PROLOG}"', name="p.sh", env={"SLURM_JOB_ID": "1"}).returncode == 0
+    assert "IMEX=0" in node.file("/etc/fmcluster/node-ready.env").splitlines()
+    assert not any("nvidia-imex" in line for line in node.lines("systemctl"))
 
 
 def test_clusters_without_ultraservers_install_no_prolog(tmp_path):

@@ -2,7 +2,8 @@
 # The readiness check (bootstrap/programs/node-ready.sh, embedded as program_node_ready) and
 # its settings: every GPU of the instance type visible (EXPECTED_GPUS), REQUIRED_MOUNTS mounted,
 # LNet over EFA where the file system uses it (LNET_EFA), the container runtime where the node has
-# one (READY_ENROOT_VERSION and the Pyxis plugin, containers.sh; empty: none). The control plane's gate (gate-*.sh)
+# one (READY_ENROOT_VERSION and the Pyxis plugin, containers.sh; empty: none), nvidia-imex.service
+# enabled on UltraServer Slurm nodes (READY_IMEX, prolog.sh). The control plane's gate (gate-*.sh)
 # decides what a node that is not ready does: it never takes a job.
 
 install_node_ready() {
@@ -21,6 +22,7 @@ install_node_ready() {
     printf 'PYXIS_CONF=%q\n' "$READY_PYXIS_CONF"
     printf 'SLURMD_PLUGSTACK=%q\n' "$READY_PLUGSTACK"
     printf 'ENROOT_DIRS=%q\n' "$READY_ENROOT_DIRS"
+    printf 'IMEX=%s\n' "$READY_IMEX"
   } >"$ROOT$FMCLUSTER_ETC/node-ready.env"
 }
 

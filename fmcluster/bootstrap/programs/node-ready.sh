@@ -17,6 +17,8 @@
 #   SLURMD_PLUGSTACK    the plugstack.conf slurmd really reads, when it is not the node's own
 #                       ("": none): SageMaker HyperPod's slurmd runs configless, from the controller's
 #                       files cached in /var/spool/slurmd/conf-cache; it must include PYXIS_CONF by name
+#   IMEX                1: nvidia-imex.service must be enabled (UltraServer Slurm nodes: the IMEX
+#                       prolog restarts it for each job; missing or not enabled, every job fails)
 # Exit status 0 when ready; 1 when not, with one line per reason on standard output, each
 # "SLUG TEXT" (SLUG: a Kubernetes label value such as gpus-7-of-8).
 #
@@ -51,6 +53,9 @@ check() {
   done
   if [[ -n "${ENROOT_VERSION:-}" ]]; then
     check_containers
+  fi
+  if ((${IMEX:-0})) && ! systemctl is-enabled --quiet nvidia-imex.service; then
+    REASONS+=("imex nvidia-imex.service is missing or not enabled")
   fi
   if ((LNET_EFA)); then
     efa=$({ lnetctl net show --net efa 2>/dev/null || true; } | grep -c '@efa' || true)
