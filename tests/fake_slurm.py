@@ -1,7 +1,8 @@
 """Stand-ins for Slurm's job-side commands, to RUN the kit's batch scripts (fmcluster.jobs,
 fmcluster.serving) on this machine: `srun` runs each task of a step here, one per node of the
 step (`--nodes`, `--nodelist`, `--exclude` over the job's hosts), with `--label`'s "N: " prefix,
-and ignores the options that need a cluster (Pyxis' --container-*, --mpi, --cpu-bind); `hostname`
+and ignores the options that need a cluster (Pyxis' --container-*, --mpi, --cpu-bind) but can
+print Pyxis' own progress lines (FAKE_PYXIS=1); `hostname`
 answers each task's node name; `scontrol show hostnames|node` answers from the job's hosts. The
 scripts' own programs (fio, vllm, ray, curl, ...) are real where Debian has them, else the test
 adds its own stand-ins (`extra`). A real localhost Slurm (tests/slurm_cluster.py) can run the
@@ -16,13 +17,14 @@ from pathlib import Path
 
 SRUN = r'''#!/bin/bash
 # stand-in srun: each task of the step runs here, as one of the job's hosts (FAKE_HOSTS)
-label=0 nodes= nodelist= exclude=
+label=0 nodes= nodelist= exclude= image=
 while [[ $# -gt 0 && $1 == -* ]]; do
   case $1 in
     --label | -l) label=1 ;;
     --nodes=*) nodes=${1#*=} ;;
     --nodelist=*) nodelist=${1#*=} ;;
     --exclude=*) exclude=${1#*=} ;;
+    --container-image=*) image=${1#*=} ;;
     *) ;;  # --container-image, --container-mounts, --ntasks..., --mpi, --cpu-bind: no container here
   esac
   shift
@@ -35,6 +37,12 @@ if [[ -n "$nodelist" ]]; then
 else
   for h in "${all[@]}"; do [[ ",$exclude," == *",$h,"* ]] || hosts+=("$h"); done
   [[ -n "$nodes" ]] && hosts=("${hosts[@]:0:$nodes}")
+fi
+# Pyxis (FAKE_PYXIS=1): slurmstepd prints its progress lines outside the tasks' output, unlabelled
+# (pyxis_slurmstepd.c: "importing" only for a step of one task, "imported" for every task)
+if [[ -n "$image" && "${FAKE_PYXIS:-0}" == 1 ]]; then
+  (( ${#hosts[@]} == 1 )) && echo "pyxis: importing docker image: $image" >&2
+  for _ in "${hosts[@]}"; do echo "pyxis: imported docker image: $image" >&2; done
 fi
 pids=()
 for i in "${!hosts[@]}"; do
