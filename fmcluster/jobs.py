@@ -358,8 +358,18 @@ def readme(model: ClusterModel) -> str:
              "it, from every node), build and push the reference image (docker/README.md), then on a login node:",
              "", "```", "export IMAGE=docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com#fmcluster/acceptance:TAG",
              "./submit-all.sh", "```", "",
-             "and when the jobs are done, where fmcluster is installed: `fmcluster verify SPEC results/*`.", "",
-             *figures_table(model)]
+             f"and when the jobs are done, where fmcluster is installed: `fmcluster verify SPEC {RESULTS}/*`.", ""]
+    if model.serving is not None:
+        from fmcluster import serving
+
+        group = model.serving.group
+        lines += [f"The serving job (not an acceptance job: `submit-all.sh` leaves it out) serves {model.serving.name} "
+                  f"on {group}", f"in `{model.serving.image}`, or the image in `{serving.IMAGE_VARIABLE}` (the "
+                  "acceptance jobs' `IMAGE` is not used: it has no vLLM):", "", "```",
+                  f"mkdir -p {serving.RESULTS} && sbatch {group}/serve.sbatch", "```", "",
+                  f"Its output, with each server's URL once it is ready, is in `{serving.RESULTS}/`, apart from "
+                  f"`{RESULTS}/`,", "which holds only what `fmcluster verify` judges.", ""]
+    lines += figures_table(model)
     return "\n".join(lines) + "\n"
 
 

@@ -29,7 +29,7 @@ while [[ $# -gt 0 && $1 == -* ]]; do
   esac
   shift
 done
-printf '%s\n' "srun nodelist=$nodelist exclude=$exclude nodes=$nodes $*" >>"$FAKE_SLURM_DIR/srun.log"
+printf '%s\n' "srun image=$image nodelist=$nodelist exclude=$exclude nodes=$nodes $*" >>"$FAKE_SLURM_DIR/srun.log"
 read -r -a all <<<"$FAKE_HOSTS"
 hosts=()
 if [[ -n "$nodelist" ]]; then
@@ -96,26 +96,28 @@ def job_environment(root: Path, hosts: list[str], bin_dir: Path, **extra: str) -
 def run_batch(script: str, root: Path, hosts: list[str], *, extra: dict[str, str] | None = None,
               env: dict[str, str] | None = None, timeout: float = 120,
               signal_after: float | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a batch script as its first node would (stdout and stderr together, as in the job's
-    output file); with `signal_after`, SIGTERM its whole process group that many seconds in, as
-    scancel and the time limit do. Whatever is left is killed at the end."""
+    """Run a batch script as its first node would, stdout and stderr into one output file (as
+    sbatch's --output); with `signal_after`, SIGTERM its whole process group that many seconds in,
+    as scancel and the time limit do. When the script ends, whatever it left running is killed (as
+    Slurm ends the job's steps)."""
     path = root / "job.sbatch"
     path.write_text(script)
     bin_dir = stand_ins(root, extra)
-    proc = subprocess.Popen(["bash", str(path)], cwd=root, env=job_environment(root, hosts, bin_dir, **(env or {})),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    output = root / "job.out"
+    with output.open("w") as out:
+        proc = subprocess.Popen(["bash", str(path)], cwd=root, env=job_environment(root, hosts, bin_dir, **(env or {})),
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         if signal_after is not None:
             try:
-                out, _ = proc.communicate(timeout=signal_after)
+                proc.wait(timeout=signal_after)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGTERM)
-                out, _ = proc.communicate(timeout=timeout)
-        else:
-            out, _ = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, "")
+        proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, output.read_text(), "")
