@@ -68,7 +68,9 @@ case "$1 $2" in
   "show hostnames") printf '%s\n' "${all[@]}" ;;
   "show node")
     for i in "${!all[@]}"; do
-      [[ "${all[$i]}" == "$3" ]] && echo "NodeName=$3 Arch=x86_64 CoresPerSocket=48"$'\n'"   NodeAddr=10.0.0.$((i + 1)) NodeHostName=$3 Version=22.05.8"
+      [[ "${all[$i]}" == "$3" ]] || continue
+      echo "NodeName=$3 Arch=x86_64 CoresPerSocket=48"
+      echo "   NodeAddr=10.0.0.$((i + 1)) NodeHostName=$3 Version=22.05.8"
     done ;;
   *) echo "scontrol stand-in: $*" >&2; exit 1 ;;
 esac

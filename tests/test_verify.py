@@ -504,9 +504,10 @@ def test_results_are_frozen():
 def test_pyxis_progress_lines_are_not_parts():
     """Pyxis' own lines (NVIDIA/pyxis pyxis_slurmstepd.c, slurm_spank_log), unlabelled or with
     srun --label's prefix, before a marker or inside a part, are left out; its failures stay."""
-    pyxis = ("pyxis: importing docker image: docker://111122223333.dkr.ecr.us-east-1.amazonaws.com#fmcluster/acceptance:1\n"
-             "pyxis: imported docker image: docker://111122223333.dkr.ecr.us-east-1.amazonaws.com#fmcluster/acceptance:1\n")
-    text = (pyxis + marked("gpu-1", "gpu", "dcgm", "a\n 0: pyxis: imported docker image: nvcr.io#nvidia/pytorch:25.01-py3\nb\n")
+    image = "docker://111122223333.dkr.ecr.us-east-1.amazonaws.com#fmcluster/acceptance:1"
+    pyxis = f"pyxis: importing docker image: {image}\npyxis: imported docker image: {image}\n"
+    labelled = " 0: pyxis: imported docker image: nvcr.io#nvidia/pytorch:25.01-py3\n"
+    text = (pyxis + marked("gpu-1", "gpu", "dcgm", "a\n" + labelled + "b\n")
             + pyxis + marked("gpu-2", "gpu", "dcgm", "pyxis: failed to import docker image: x\n"))
     parts = verify.split_by_node(text)
     assert [(p.host, p.text) for p in parts] == [("gpu-1", "a\nb\n"),
