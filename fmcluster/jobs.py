@@ -24,6 +24,8 @@ shared file system), one file per job (`GROUP-TEST-JOBID.out`); per-node parts a
 from __future__ import annotations
 
 import json
+import math
+import shlex
 from typing import TYPE_CHECKING, NamedTuple
 
 from fmcluster import bootstrap, expected
@@ -57,12 +59,55 @@ def largest_message(group: NodeGroup) -> str:
 
 
 def fio_size_gib(model: ClusterModel, group: NodeGroup) -> int:
-    """GiB each node writes to the shared file system: together a quarter of its capacity, at
-    most 64 GiB a node, at least 1."""
+    """GiB each node writes to the shared file system in the Kubernetes kit (fmcluster.jobs_kubernetes):
+    together a quarter of its capacity, at most 64 GiB a node, at least 1."""
     lustre = model.spec.storage.lustre
     if lustre is None:
         return 0
     return max(1, min(64, lustre.storage_capacity_gib // 4 // max(group.max_count, 1)))
+
+
+# fio on Slurm (fio_sbatch). fio's --size is per job: each of the FIO_JOBS jobs of a node writes
+# its own file of that size. The read pass reads the files the write pass wrote (the same job
+# name, directory, size and job count, so fio lays out nothing new), and the files are deleted
+# at the end, also when the job fails or is cancelled.
+FIO_JOBS = 8  # fio --numjobs: files written (then read) at once on each node
+FIO_FRACTION = 0.10  # all nodes and jobs of a run together write at most this share of the capacity
+FIO_MAX_JOB_MIB = 8 * 1024  # and each fio job at most 8 GiB (64 GiB a node)
+GIB = 2 ** 30
+
+
+class FioTarget(NamedTuple):
+    test: str  # fio-fsx or fio-scratch
+    path: str  # the file system's mount
+    capacity_gib: float  # the file system's capacity: the whole Lustre file system, or one node's instance store
+    writers: int  # the nodes that write to that capacity at once: every node of the group, or the node itself
+    job_mib: int  # fio --size: MiB each fio job writes
+
+    @property
+    def written_gib(self) -> float:
+        """What one run writes to that capacity, all its nodes and jobs together."""
+        return self.writers * FIO_JOBS * self.job_mib / 1024
+
+
+def _fio_job_mib(capacity_gib: float, writers: int) -> int:
+    return max(1, min(FIO_MAX_JOB_MIB, math.floor(capacity_gib * 1024 * FIO_FRACTION / (writers * FIO_JOBS))))
+
+
+def fio_targets(model: ClusterModel, group: NodeGroup) -> list[FioTarget]:
+    """Where fio_sbatch measures, and how much: the shared file system (every node of the group at
+    once) and the node's instance store at /scratch (the catalog's NVMe disks of the instance type,
+    each node its own); each run writes at most FIO_FRACTION of the capacity, FIO_MAX_JOB_MIB a job."""
+    targets = []
+    lustre = model.spec.storage.lustre
+    if lustre is not None:
+        nodes = max(group.max_count, 1)
+        targets.append(FioTarget("fio-fsx", lustre.mount_path, float(lustre.storage_capacity_gib), nodes,
+                                 _fio_job_mib(lustre.storage_capacity_gib, nodes)))
+    if group.instance.nvme_disks:
+        capacity = group.instance.nvme_total_gb * 1e9 / GIB
+        targets.append(FioTarget("fio-scratch", bootstrap.SCRATCH_PATH, capacity, 1, _fio_job_mib(capacity, 1)))
+    return targets
 
 
 _REGROUP = r'''# regroup TEST: the `srun --label` output on stdin, each task's lines together under its node's
@@ -75,6 +120,7 @@ regroup() {
       if (line ~ /^fmcluster-host /) { host[id] = substr(line, 16); next }
       text[id] = text[id] line "\n"; seen[id] = 1; next
     }
+    /^pyxis: (importing|imported) docker image: / { next }  # the progress lines of Pyxis
     { other = other $0 "\n" }
     END {
       for (i = 0; i <= last; i++) if (i in seen || i in host)
@@ -153,31 +199,57 @@ def dcgm_sbatch(model: ClusterModel, group: NodeGroup) -> str:
     return "\n".join(lines)
 
 
+# fio on one node (in the container), with the job's directory of one file system, MiB a job and
+# the job count as $1 $2 $3: write then read the same files (the same job name, size and count:
+# fio lays out nothing new for the read pass), the read pass only after a complete write, and the
+# node's files deleted on any exit (a failure, or the SIGTERM of scancel / the time limit).
+FIO_NODE = """host=$(hostname); echo "fmcluster-host $host"
+dir="$1/$host"
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 143' TERM INT HUP
+mkdir -p "$dir" || exit 1
+for rw in write read; do
+  fio --name=fmcluster --directory="$dir" --rw="$rw" --bs=1M --size="$2M" --numjobs="$3" \\
+    --ioengine=libaio --direct=1 --group_reporting --output-format=json &
+  wait "$!" || { echo "fio $rw failed on $host: $?"; exit 1; }
+done"""
+
+
 def fio_sbatch(model: ClusterModel, group: NodeGroup) -> str:
     lines = _header(model, group, "fio", 1)
     lines.insert(7, "#SBATCH --ntasks-per-node=1")
     lines += _image_lines()[:1]
     lines += [_REGROUP]
-    targets = []
-    lustre = model.spec.storage.lustre
-    if lustre is not None:
-        targets.append(("fio-fsx", lustre.mount_path, fio_size_gib(model, group)))
-    if group.instance.nvme_disks:
-        targets.append(("fio-scratch", bootstrap.SCRATCH_PATH, 32))
-    mounts = ",".join(f"{path}:{path}" for _, path, _ in targets)
-    for test, path, gib in targets:
-        lines += [f"# {test}: {gib} GiB a node, written then read, direct I/O, every node at once",
-                  "# shellcheck disable=SC2016  # expanded on each node",
-                  f'srun --label --ntasks-per-node=1 --container-image="$IMAGE" --container-mounts={mounts} '
-                  "bash -c '",
-                  '  host=$(hostname); echo "fmcluster-host $host"',
-                  f'  dir={path}/fmcluster-fio/$host; mkdir -p "$dir"',
-                  f'  for rw in write read; do fio --name="$rw" --directory="$dir" --rw="$rw" --bs=1M '
-                  f'--size={gib}G --numjobs=8 --ioengine=libaio --direct=1 --group_reporting '
-                  "--output-format=json; done",
-                  f"  rm -rf \"$dir\"' | regroup {test}"]
+    targets = fio_targets(model, group)
     if not targets:
-        lines.append("echo 'no file system and no instance store on this group: nothing to measure'")
+        lines += ["echo 'no file system and no instance store on this group: nothing to measure'", ""]
+        return "\n".join(lines)
+    mounts = ",".join(f"{t.path}:{t.path}" for t in targets)
+    lines += [f"FIO_JOBS={FIO_JOBS}",
+              "# shellcheck disable=SC2016  # expanded on each node",
+              f"FIO_NODE={shlex.quote(FIO_NODE)}",
+              "# what is left of a run (a node killed mid-run) is deleted when the job ends, however it ends:",
+              "# the shared file system's whole job directory, and this node's part of /scratch",
+              "cleanup=()",
+              "remove() {  # remove DIR...: each job directory, and fmcluster-fio above it once empty",
+              '  local dir; for dir; do rm -rf "$dir"; rmdir "${dir%/*}" 2>/dev/null; done',
+              "  return 0",
+              "}",
+              "trap 'remove \"${cleanup[@]}\"' EXIT",
+              "trap 'exit 143' TERM INT HUP",
+              "# fio_run TEST MOUNT MIB: fio on every node at once, MIB a job, FIO_JOBS jobs a node",
+              "fio_run() {",
+              '  local dir="$2/fmcluster-fio/$SLURM_JOB_ID"',
+              '  cleanup+=("$dir")',
+              f'  srun --label --ntasks-per-node=1 --container-image="$IMAGE" --container-mounts={mounts} \\',
+              '    bash -c "$FIO_NODE" fio "$dir" "$3" "$FIO_JOBS" | regroup "$1"',
+              '  remove "$dir"',
+              "}"]
+    for t in targets:
+        scope = f"all {t.writers} nodes together" if t.test == "fio-fsx" else "each node on its own disks"
+        lines += [f"# {t.test}: {t.job_mib} MiB x {FIO_JOBS} jobs a node, {t.written_gib:.1f} GiB written by {scope} "
+                  f"({t.written_gib / t.capacity_gib:.1%} of {t.capacity_gib:.0f} GiB), then read back; direct I/O",
+                  f"fio_run {t.test} {t.path} {t.job_mib}"]
     lines.append("")
     return "\n".join(lines)
 
@@ -286,8 +358,18 @@ def readme(model: ClusterModel) -> str:
              "it, from every node), build and push the reference image (docker/README.md), then on a login node:",
              "", "```", "export IMAGE=docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com#fmcluster/acceptance:TAG",
              "./submit-all.sh", "```", "",
-             "and when the jobs are done, where fmcluster is installed: `fmcluster verify SPEC results/*`.", "",
-             *figures_table(model)]
+             f"and when the jobs are done, where fmcluster is installed: `fmcluster verify SPEC {RESULTS}/*`.", ""]
+    if model.serving is not None:
+        from fmcluster import serving
+
+        group = model.serving.group
+        lines += [f"The serving job (not an acceptance job: `submit-all.sh` leaves it out) serves {model.serving.name} "
+                  f"on {group}", f"in `{model.serving.image}`, or the image in `{serving.IMAGE_VARIABLE}` (the "
+                  "acceptance jobs' `IMAGE` is not used: it has no vLLM):", "", "```",
+                  f"mkdir -p {serving.RESULTS} && sbatch {group}/serve.sbatch", "```", "",
+                  f"Its output, with each server's URL once it is ready, is in `{serving.RESULTS}/`, apart from "
+                  f"`{RESULTS}/`,", "which holds only what `fmcluster verify` judges.", ""]
+    lines += figures_table(model)
     return "\n".join(lines) + "\n"
 
 

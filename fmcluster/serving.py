@@ -8,8 +8,11 @@ in the replicas and the tensor x pipeline parallel layout the model resolved
   first node and Ray workers on the others, then `vllm serve` on the head, as vLLM documents
   multi-node serving (docs.vllm.ai, "Parallelism and Scaling"; examples/online_serving/
   multi-node-serving.sh). The containers run through Enroot and Pyxis (`srun --container-image`)
-  with the weights' directory mounted read-only and the node's EFA / NCCL environment; the job
-  waits for /health of each server and prints `fmcluster-serve ready ...` lines.
+  with the weights' directory mounted read-only and the node's EFA / NCCL environment, in the
+  image of SERVE_IMAGE (default the section's image; never the acceptance kit's IMAGE); the job
+  waits for /health of each server and prints `fmcluster-serve ready ...` lines into serving/
+  (not the kit's results/). Each step (the Ray head, its workers, a node's side-by-side replicas)
+  is tracked on its own: one that ends fails the job at once with a `fmcluster-serve failed` line.
 - Kubernetes (`kubernetes_serve_manifests`): a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1,
   LWS 0.10.0, fmcluster.kubernetes.LWS) of `replicas` groups of PP pods, admitted by Kueue (the
   queue label on the LeaderWorkerSet), and a ClusterIP Service on port 8000 in front of the
@@ -35,7 +38,12 @@ if TYPE_CHECKING:
     from fmcluster.model import ClusterModel, NodeGroup
 
 RAY_PORT = 6379  # Ray's default GCS port (`ray start --head`)
-RESULTS = "results"
+# The serving job's outputs: a directory of their own, so that the acceptance kit's results/
+# (`fmcluster verify SPEC results/*`) holds only what verify judges.
+RESULTS = "serving"
+# The image variable of the serving job: not the acceptance kit's IMAGE, which the kit's README
+# has the operator export (the acceptance image has neither vLLM nor Ray).
+IMAGE_VARIABLE = "SERVE_IMAGE"
 # Before the weights are read: the container starts, Ray forms, vLLM profiles memory and captures
 # CUDA graphs. fmcluster's allowance, not a measured figure.
 STARTUP_FLOOR_S = 900
@@ -116,46 +124,80 @@ def _side_by_side(serving: Serving) -> str:
     and port (PORT, PORT + 1, ...)."""
     tp = serving.tensor_parallel
     return "\n".join([
+        "pids=()",
         "for (( i = 0; i < COUNT; i++ )); do",
         f"  first=$(( i * {tp} ))",
         f"  CUDA_VISIBLE_DEVICES=$(seq -s, \"$first\" $(( first + {tp - 1} ))) \\",
         "    vllm serve " + " ".join(vllm_arguments(serving, "$(( PORT + i ))")) + " &",
+        "  pids+=(\"$!\")",
         "done",
-        "wait"])
+        "# the step ends as soon as any replica does, so that the batch script sees it",
+        "wait -n; rc=$?",
+        "echo \"a vLLM server exited (status $rc): stopping this node's replicas\" >&2",
+        "kill \"${pids[@]}\" 2>/dev/null; wait",
+        "exit $(( rc ? rc : 1 ))"])
 
 
 # --- Slurm ------------------------------------------------------------------------------------
 
-def _health_wait(timeout: int, name: str) -> list[str]:
-    """Bash: wait for /health on every "ADDR:PORT" of `servers`, while the job's steps live."""
+_STEPS = r'''# step NAME COMMAND...: a step in the background; $state/NAME holds its exit status once it ends
+state=$(mktemp -d)
+trap 'rm -rf "$state"' EXIT
+step() {
+  local name=$1; shift
+  { "$@"; echo "$?" >"$state/$name"; } &
+}
+# ended NAME...: the first of these steps that has ended, with its status ("" while all run)
+ended() {
+  local name
+  for name; do [[ -e "$state/$name" ]] && { echo "$name status=$(<"$state/$name")"; return; }; done
+  return 0
+}'''
+
+
+def _health_wait(timeout: int, name: str, steps: list[str]) -> list[str]:
+    """Bash: wait for /health on every server ("ADDR:PORT" of `servers`), each while the steps it
+    runs in (`server_steps`, names of `step`) all live: a step that ends fails the job at once.
+    Once all are ready, the job lasts while every step does."""
     return [f"deadline=$(( SECONDS + {timeout} ))",
-            'for server in "${servers[@]}"; do',
+            f"probe={PROBE_PERIOD_S}",
+            'for i in "${!servers[@]}"; do',
+            '  server=${servers[$i]}',
             '  until curl -sf -o /dev/null "http://$server/health"; do',
-            '    if ! kill -0 "${steps[@]}" 2>/dev/null; then',
-            '      echo "fmcluster-serve failed reason=server-exited server=$server"; exit 1',
+            "    # shellcheck disable=SC2086  # a list of step names",
+            "    gone=$(ended ${server_steps[$i]})",
+            '    if [[ -n "$gone" ]]; then',
+            '      echo "fmcluster-serve failed reason=server-exited server=$server step=$gone"; exit 1',
             "    fi",
             "    if (( SECONDS > deadline )); then",
             f'      echo "fmcluster-serve failed reason=not-ready-after-{timeout}s server=$server"; exit 1',
             "    fi",
-            "    sleep 10",
+            '    sleep "$probe"',
             "  done",
             f'  echo "fmcluster-serve ready model={name} url=http://$server/v1"',
             "done",
-            'wait "${steps[@]}"']
+            "wait -n  # serving until a step ends",
+            f'echo "fmcluster-serve stopped reason=server-exited step=$(ended {" ".join(steps)})"',
+            "exit 1"]
 
 
 def slurm_serve_sbatch(model: ClusterModel) -> str:
-    """The batch script that serves the spec's model on its group's partition (module docstring)."""
+    """The batch script that serves the spec's model on its group's partition (module docstring).
+    Every step is tracked on its own (`step`, `ended`): the Ray head, its workers, or a node's
+    side-by-side replicas (whose step ends as soon as one of them does)."""
     serving, group = _serving(model)
     tp, pp, placed = serving.tensor_parallel, serving.pipeline_parallel, serving.placement
     units, per_unit, timeout = serving.units, placed.replicas_per_unit, startup_seconds(model)
+    image = f'--container-image="${IMAGE_VARIABLE}"'
     lines = [
         "#!/bin/bash",
         f"# fmcluster serving job of cluster {model.name}: {serving.name} on node group {group.name} "
         f"({group.max_count} x {group.instance_type}),",
         f"# {serving.replicas} replicas of {tp} x {pp} GPUs (tensor x pipeline parallel), {per_unit} per task "
-        f"of {pp} node{'s' if pp > 1 else ''}. `sbatch serve.sbatch`",
-        "# from a directory on the shared file system; each server's URL is in results/ once it is ready.",
+        f"of {pp} node{'s' if pp > 1 else ''}.",
+        f"# `mkdir -p {RESULTS} && sbatch {group.name}/serve.sbatch` from the kit's directory on the shared file "
+        f"system; each server's URL is in {RESULTS}/",
+        f"# once it is ready. The image: {IMAGE_VARIABLE} (default {serving.image}; not the acceptance jobs' IMAGE).",
         f"#SBATCH --job-name={group.name}-serve",
         f"#SBATCH --partition={group.name}",
         f"#SBATCH --nodes={pp}",
@@ -165,7 +207,7 @@ def slurm_serve_sbatch(model: ClusterModel) -> str:
         f"#SBATCH --array=0-{units - 1}",
         f"#SBATCH --output={RESULTS}/%x-%A_%a.out",
         "set -uo pipefail",
-        f'IMAGE="${{IMAGE:-{serving.image}}}"',
+        f'{IMAGE_VARIABLE}="${{{IMAGE_VARIABLE}:-{serving.image}}}"',
         f"MODEL_PATH={shlex.quote(serving.path)}",
         'mkdir -p "$SLURM_SUBMIT_DIR/' + RESULTS + '"',
         "# the EFA / NCCL environment of the node (fmcluster's bootstrap); Pyxis passes it into the container",
@@ -177,7 +219,8 @@ def slurm_serve_sbatch(model: ClusterModel) -> str:
         "# the head's address as Slurm knows it (NodeAddr), which the other nodes reach",
         "addr=$(scontrol show node \"$head\" | awk -F'NodeAddr=' 'NF > 1 {split($2, a, \" \"); print a[1]; exit}')",
         'addr="${addr:-$head}"',
-        "servers=() steps=()",
+        _STEPS,
+        "servers=() server_steps=()",
     ]
     if pp == 1:
         lines += [
@@ -186,27 +229,26 @@ def slurm_serve_sbatch(model: ClusterModel) -> str:
             f"(( count > {per_unit} )) && count={per_unit}",
             f"export COUNT=$count PORT={inference.PORT}",
             "# shellcheck disable=SC2016  # expanded in the container",
-            'srun --nodes=1 --ntasks=1 --container-image="$IMAGE" --container-mounts="$mounts" \\',
-            f"  bash -c {shlex.quote(_side_by_side(serving))} &",
-            'steps+=("$!")',
-            'for (( i = 0; i < count; i++ )); do servers+=("$addr:$(( PORT + i ))"); done',
+            f'step node srun --nodes=1 --ntasks=1 {image} --container-mounts="$mounts" \\',
+            f"  bash -c {shlex.quote(_side_by_side(serving))}",
+            'for (( i = 0; i < count; i++ )); do servers+=("$addr:$(( PORT + i ))") server_steps+=(node); done',
         ]
     else:
         lines += [
             "export HEAD_ADDR=\"$addr\"",
             f"# the Ray head, then vllm serve, on the first node; a Ray worker on each of the other {pp - 1}",
             "# shellcheck disable=SC2016  # expanded in the container",
-            'srun --nodes=1 --ntasks=1 --nodelist="$head" --container-image="$IMAGE" --container-mounts="$mounts" \\',
-            f"  bash -c {shlex.quote(_ray_head(serving, str(pp), HEAD_ADDR))} &",
-            'steps+=("$!")',
+            f'step head srun --nodes=1 --ntasks=1 --nodelist="$head" {image} --container-mounts="$mounts" \\',
+            f"  bash -c {shlex.quote(_ray_head(serving, str(pp), HEAD_ADDR))}",
             "# shellcheck disable=SC2016  # expanded in the container",
-            f'srun --nodes={pp - 1} --ntasks={pp - 1} --ntasks-per-node=1 --exclude="$head" '
-            '--container-image="$IMAGE" --container-mounts="$mounts" \\',
-            f"  bash -c {shlex.quote(_ray_worker(HEAD_ADDR))} &",
-            'steps+=("$!") servers+=("$addr:' + str(inference.PORT) + '")',
+            f'step workers srun --nodes={pp - 1} --ntasks={pp - 1} --ntasks-per-node=1 --kill-on-bad-exit=1 '
+            f'--exclude="$head" {image} --container-mounts="$mounts" \\',
+            f"  bash -c {shlex.quote(_ray_worker(HEAD_ADDR))}",
+            'servers+=("$addr:' + str(inference.PORT) + '") server_steps+=("head workers")',
         ]
     lines += [f"# loading the weights: up to {timeout} s (STARTUP_FLOOR_S and every replica's weights at the "
-              "file system's baseline)", *_health_wait(timeout, serving.name), ""]
+              "file system's baseline)",
+              *_health_wait(timeout, serving.name, ["node"] if pp == 1 else ["head", "workers"]), ""]
     return "\n".join(lines)
 
 

@@ -858,6 +858,11 @@ def parse_smoke(text: str) -> SmokeResult:
 
 _MARKER = re.compile(r"^==> fmcluster node=(\S+) group=(\S+) test=(\S+) <==\s*$")
 _GLUED_MARKER = re.compile(r"([^\n])(==> fmcluster node=\S+ group=\S+ test=\S+ <==)")
+# Pyxis' progress lines (NVIDIA/pyxis pyxis_slurmstepd.c: slurm_spank_log "pyxis: importing docker
+# image: %s" and "pyxis: imported docker image: %s"), which slurmstepd prints outside the step's own
+# output, so they land anywhere in the job's file, with or without srun --label's "N: ": not a
+# result's lines. (Its failures, "pyxis: failed to import docker image" and the like, stay.)
+_PYXIS_PROGRESS = re.compile(r"^(?:\s*\d+: )?pyxis: import(?:ing|ed) docker image: \S+\s*$")
 
 
 @dataclass(frozen=True)
@@ -871,7 +876,8 @@ class NodePart:
 def split_by_node(text: str) -> tuple[NodePart, ...]:
     """The parts of a kit's output file, at the markers `==> fmcluster node=HOST group=GROUP test=TEST
     <==` (fmcluster.jobs.MARKER). Text before the first marker is a part of its own (host, group and
-    test None) where it is not blank; a file without markers is one such part."""
+    test None) where it is not blank; a file without markers is one such part. Pyxis' progress
+    lines (_PYXIS_PROGRESS) are left out wherever they are."""
     # a marker glued to the end of an output without its last newline starts a line of its own
     text = _GLUED_MARKER.sub(r"\1\n\2", text)
     parts: list[NodePart] = []
@@ -886,6 +892,8 @@ def split_by_node(text: str) -> tuple[NodePart, ...]:
             parts.append(NodePart(None, None, None, chunk))
 
     for line in text.splitlines(keepends=True):
+        if _PYXIS_PROGRESS.match(line):
+            continue
         match = _MARKER.match(line.rstrip("\r\n"))
         if match:
             close()

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster import expected, jobs, loader
+from fmcluster import expected, jobs, loader, verify
 from fmcluster.cli import main as cli
 from fmcluster.model import resolve
+from tests import fake_slurm
 
 ROOT = Path(__file__).resolve().parent.parent
 SLURM_EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml")
@@ -131,3 +132,118 @@ def test_readme_shows_real_jobs_output(tmp_path, capsys, monkeypatch):
     printed = capsys.readouterr().out
     readme = (ROOT / "README.md").read_text()
     assert f"$ fmcluster jobs examples/p5-pcs.yaml -o acceptance\n{printed}```" in readme
+
+
+# ---------------------------------------------------------------------------------------------
+# fio.sbatch, run: stand-ins for srun / hostname (tests/fake_slurm.py), fio real where installed
+
+FIO = shutil.which("fio")
+FIO_RECORDER = r'''#!/bin/bash
+# stand-in fio: records its arguments, writes nothing, prints a small JSON report
+printf '%s\n' "$FAKE_HOSTNAME $*" >>"$FAKE_SLURM_DIR/fio.log"
+echo '{"fio version": "fio-3.33", "jobs": [{"jobname": "fmcluster", "groupid": 0, "error": 0,
+  "read": {"bw_bytes": 1000000}, "write": {"bw_bytes": 1000000}}]}'
+'''
+# the real fio, and after each run the files of its directory (inode, size, name) in a file of its own
+FIO_WATCHER = r'''#!/bin/bash
+FIO_BIN "$@"; rc=$?
+for a in "$@"; do case $a in --directory=*) d=${a#*=} ;; --rw=*) rw=${a#*=} ;; esac; done
+log=$(mktemp "$FAKE_SLURM_DIR/fio-run.XXXXXX")
+{ echo "$rw $d"; find "$d" -type f -printf '%i %s %f\n' | sort; } >"$log"
+exit "$rc"
+'''
+
+
+def fio_args(line: str) -> dict[str, str]:
+    return dict(re.findall(r"--([a-z_]+)=(\S+)", line))
+
+
+def relocated(script: str, model, group, root: Path, mib: int | None = None) -> str:
+    """The script with each `fio_run TEST MOUNT MIB` line on a directory of `root` (and `mib`)."""
+    for target in jobs.fio_targets(model, group):
+        line = f"fio_run {target.test} {target.path} {target.job_mib}"
+        assert script.count(f"\n{line}\n") == 1, line
+        (root / target.test).mkdir()
+        script = script.replace(line, f"fio_run {target.test} {root / target.test} {mib or target.job_mib}")
+    return script
+
+
+@pytest.mark.parametrize("example", SLURM_EXAMPLES)
+def test_fio_writes_a_small_share_of_each_file_system_and_reads_the_same_files(example, tmp_path):
+    """Every fio command line the job runs, on every node: fio's --size is per job, so a node writes
+    size x numjobs; on the shared file system all nodes write at once. Together at most
+    FIO_FRACTION (10%) of the capacity (the Lustre file system's; the instance store of the node
+    type, from the catalog), at most FIO_MAX_JOB_MIB a job; the read pass the write pass's files."""
+    model = model_of(example)
+    for group in expected.gpu_groups(model):
+        root = tmp_path / group.name
+        root.mkdir()
+        hosts = [f"{group.name}-{i}" for i in range(1, group.max_count + 1)]
+        script = relocated(jobs.fio_sbatch(model, group), model, group, root)
+        result = fake_slurm.run_batch(script, root, hosts, extra={"fio": FIO_RECORDER}, env={"IMAGE": "docker://x"})
+        assert result.returncode == 0, result.stdout
+        calls = [(line.split(" ", 1)[0], fio_args(line)) for line in (root / "fio.log").read_text().splitlines()]
+        lustre = model.spec.storage.lustre
+        capacities = {"fio-fsx": (lustre.storage_capacity_gib if lustre else 0, len(hosts)),
+                      "fio-scratch": (group.instance.nvme_total_gb * 1e9 / 2 ** 30, 1)}
+        for test, (capacity, sharing) in capacities.items():
+            runs = [(host, a) for host, a in calls if f"/{test}/" in a["directory"]]
+            if not capacity:
+                assert not runs
+                continue
+            writes = [a for _, a in runs if a["rw"] == "write"]
+            reads = [a for _, a in runs if a["rw"] == "read"]
+            assert sorted(h for h, a in runs if a["rw"] == "write") == sorted(hosts)  # every node, once
+            # the read pass: the same files as the write pass (name, directory, size, job count)
+            same = ("name", "directory", "size", "numjobs")
+            assert sorted(tuple(a[k] for k in same) for a in reads) == sorted(tuple(a[k] for k in same) for a in writes)
+            per_node = [int(a["size"].removesuffix("M")) * int(a["numjobs"]) / 1024 for a in writes]
+            assert all(int(a["size"].removesuffix("M")) <= jobs.FIO_MAX_JOB_MIB for a in writes)
+            # on the shared file system all nodes at once; on /scratch each node its own disks
+            written = sum(per_node) if sharing > 1 else max(per_node)
+            assert 0 < written <= jobs.FIO_FRACTION * capacity, (test, written, capacity)
+        assert not list(root.glob("fio-*/fmcluster-fio")), "the job's files are left behind"
+
+
+@pytest.mark.skipif(FIO is None, reason="fio is not installed (apt-get install fio)")
+def test_fio_real_runs_read_back_what_they_wrote_and_delete_it(tmp_path):
+    """The job's fio command lines, run for real at 2 MiB a job on two 'nodes': the read pass
+    finds the write pass's files (the same inodes, no new file laid out), and nothing is left."""
+    model = model_of("examples/p5-pcs.yaml")
+    group = model.node_groups[0]
+    script = relocated(jobs.fio_sbatch(model, group), model, group, tmp_path, mib=2)
+    watcher = FIO_WATCHER.replace("FIO_BIN", FIO)
+    result = fake_slurm.run_batch(script, tmp_path, ["gpu-1", "gpu-2"], extra={"fio": watcher},
+                                  env={"IMAGE": "docker://x"})
+    assert result.returncode == 0, result.stdout
+    runs: dict[tuple[str, str], list[str]] = {}
+    for log in tmp_path.glob("fio-run.*"):
+        head, *files = log.read_text().splitlines()
+        rw, directory = head.split(" ", 1)
+        runs[(rw, directory)] = files
+    directories = {d for _, d in runs}
+    assert len(directories) == 4  # fio-fsx and fio-scratch, each node
+    for directory in directories:
+        written = runs[("write", directory)]
+        assert len(written) == jobs.FIO_JOBS and all(f.split()[1] == str(2 * 2 ** 20) for f in written)
+        assert runs[("read", directory)] == written, directory  # the same files, nothing laid out
+    report = verify.split_by_node(result.stdout)
+    assert sorted((p.host, p.test) for p in report) == sorted(
+        (h, t) for h in ("gpu-1", "gpu-2") for t in ("fio-fsx", "fio-scratch"))
+    assert all(verify.parse_fio(p.text).complete and verify.parse_fio(p.text).read_bw > 0 for p in report)
+    assert not list(tmp_path.glob("fio-*/*")), "the job's files are left behind"
+
+
+def test_fio_cancelled_mid_run_deletes_its_files(tmp_path):
+    """scancel / the time limit: SIGTERM to every process of the job while fio writes; each node's
+    files and the job's directory are deleted all the same."""
+    model = model_of("examples/p5-pcs.yaml")
+    group = model.node_groups[0]
+    script = relocated(jobs.fio_sbatch(model, group), model, group, tmp_path, mib=1)
+    slow = ('#!/bin/bash\nfor a in "$@"; do case $a in --directory=*) d=${a#*=} ;; esac; done\n'
+            'touch "$d/fmcluster.0.0"; echo started >>"$FAKE_SLURM_DIR/started"; sleep 60\n')
+    result = fake_slurm.run_batch(script, tmp_path, ["gpu-1", "gpu-2"], extra={"fio": slow},
+                                  env={"IMAGE": "docker://x"}, signal_after=3, timeout=30)
+    assert (tmp_path / "started").read_text().count("started") == 2
+    assert result.returncode != 0
+    assert not list(tmp_path.glob("fio-*/*")), sorted(map(str, tmp_path.glob("fio-*/**/*")))

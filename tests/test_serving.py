@@ -17,6 +17,7 @@ import pytest
 from fmcluster import bootstrap, catalog, inference, kubernetes, plan, plan_render, serving, software
 from fmcluster.model import resolve
 from fmcluster.rules import serving as rules
+from tests import fake_slurm
 from tests.specs import base_spec, findings, messages, paths, validated, with_, without
 from tests.test_rules_ultraserver import gb200
 
@@ -311,13 +312,13 @@ def test_the_sbatch_passes_shellcheck_and_follows_the_model(tmp_path, params, no
     options = sbatch_options(text)
     assert options["partition"] == "gpu" and options["nodes"] == str(s.pipeline_parallel)
     assert "exclusive" in options and options["array"] == f"0-{s.units - 1}"
-    assert options["output"] == "results/%x-%A_%a.out"
+    assert options["output"] == "serving/%x-%A_%a.out"  # not the kit's results/, which verify reads
     assert f"--tensor-parallel-size {s.tensor_parallel} --pipeline-parallel-size {s.pipeline_parallel}" in text
     assert f"--served-model-name {s.name} " in text and "--gpu-memory-utilization 0.9 " in text
     assert f"source {bootstrap.NCCL_ENV_FILE}" in text
     assert 'mounts="$MODEL_PATH:$MODEL_PATH:ro"' in text and f"MODEL_PATH={s.path}" in text
-    assert '--container-image="$IMAGE" --container-mounts="$mounts"' in text
-    assert f'IMAGE="${{IMAGE:-{software.VLLM_IMAGE}}}"' in text
+    assert '--container-image="$SERVE_IMAGE" --container-mounts="$mounts"' in text
+    assert f'SERVE_IMAGE="${{SERVE_IMAGE:-{software.VLLM_IMAGE}}}"' in text
     assert 'echo "fmcluster-serve ready model=' in text
     assert f"deadline=$(( SECONDS + {serving.startup_seconds(model)} ))" in text
     ray = "ray start --head" in text
@@ -335,11 +336,12 @@ def test_replicas_of_one_node_share_it(tmp_path):
 def test_the_side_by_side_replicas_take_their_own_gpus(tmp_path):
     """Run the in-container loop with a fake vllm: two replicas of TP 4 get GPUs 0-3 and 4-7."""
     s = model_of(served(70)).serving
-    (tmp_path / "vllm").write_text('#!/bin/bash\necho "$CUDA_VISIBLE_DEVICES ${*: -1}"\n')
+    (tmp_path / "vllm").write_text('#!/bin/bash\necho "$CUDA_VISIBLE_DEVICES ${*: -1}"\nsleep 1\n')
     (tmp_path / "vllm").chmod(0o755)
-    out = subprocess.run(["bash", "-c", serving._side_by_side(s)], capture_output=True, text=True, check=True,
-                         env={"PATH": f"{tmp_path}:/usr/bin:/bin", "COUNT": "2", "PORT": "8000"}).stdout
-    assert sorted(out.split("\n")[:2]) == ["0,1,2,3 8000", "4,5,6,7 8001"]
+    run = subprocess.run(["bash", "-c", serving._side_by_side(s)], capture_output=True, text=True,
+                         env={"PATH": f"{tmp_path}:/usr/bin:/bin", "COUNT": "2", "PORT": "8000"})
+    assert sorted(run.stdout.split("\n")[:2]) == ["0,1,2,3 8000", "4,5,6,7 8001"]
+    assert run.returncode == 1  # a server that exits ends the step (even with status 0)
 
 
 def test_startup_allows_for_every_replica_reading_its_weights():
@@ -490,3 +492,100 @@ def test_fmcluster_jobs_writes_the_serving_job_beside_the_acceptance_kit(tmp_pat
         assert set(files) - plain == {"gpu/serve.sbatch"}
         assert files["gpu/serve.sbatch"].executable
         assert sbatch_options(files["gpu/serve.sbatch"].content)["partition"] == "gpu"
+
+
+# ---- the Slurm job, run: stand-ins for srun / scontrol / hostname (tests/fake_slurm.py), and for
+# vLLM, Ray and the health probe (GPU software and the network). A server is "up" once its
+# stand-in has written $FAKE_SLURM_DIR/up/PORT; VLLM_FAIL_PORT's server exits with status 1.
+
+FAKE_VLLM = r'''#!/bin/bash
+port=${*: -1}
+for (( i = 1; i <= $#; i++ )); do [[ "${!i}" == --port ]] && { j=$((i + 1)); port=${!j}; }; done
+echo "vllm $FAKE_HOSTNAME:$port $CUDA_VISIBLE_DEVICES" >>"$FAKE_SLURM_DIR/vllm.log"
+if [[ "$port" == "${VLLM_FAIL_PORT:-none}" ]]; then sleep 1; echo "RuntimeError: CUDA error" >&2; exit 1; fi
+mkdir -p "$FAKE_SLURM_DIR/up"; touch "$FAKE_SLURM_DIR/up/$port"
+exec sleep "${VLLM_STOP_AFTER:-300}"
+'''
+FAKE_CURL = r'''#!/bin/bash
+url=${*: -1}; port=${url##*:}; port=${port%%/*}
+[[ -e "$FAKE_SLURM_DIR/up/$port" ]] || exit 7
+'''
+FAKE_RAY = r'''#!/bin/bash
+echo "ray $FAKE_HOSTNAME $*" >>"$FAKE_SLURM_DIR/ray.log"
+[[ " $* " == *" --block "* ]] && exec sleep 300
+exit 0
+'''
+FAKE_PYTHON3 = '#!/bin/bash\necho "${RAY_NODES:-2}"\n'  # the head's count of live Ray nodes
+
+
+def run_serve(model, tmp_path, *, timeout=60, signal_after=None, **env):
+    script = serving.slurm_serve_sbatch(model).replace("\nprobe=10\n", "\nprobe=1\n")
+    hosts = [f"gpu-{i}" for i in range(1, model.serving.pipeline_parallel + 1)]
+    extra = {"vllm": FAKE_VLLM, "curl": FAKE_CURL, "ray": FAKE_RAY, "python3": FAKE_PYTHON3}
+    return fake_slurm.run_batch(script, tmp_path, hosts, extra=extra, timeout=timeout, signal_after=signal_after,
+                                env={"IMAGE": "docker://acceptance-image", **env})
+
+
+def srun_images(tmp_path):
+    return {m for m in re.findall(r"image=(\S*)", (tmp_path / "srun.log").read_text())}
+
+
+def test_vllm_dying_on_the_ray_head_fails_the_job_at_once(tmp_path):
+    """A replica across two nodes: vLLM exits on the Ray head while the Ray worker step lives on.
+    The job says so and ends within seconds, not at the startup deadline (39 minutes here)."""
+    model = model_of(served(405, nodes=4))
+    assert model.serving.pipeline_parallel == 2 and serving.startup_seconds(model) > 1800
+    result = run_serve(model, tmp_path, VLLM_FAIL_PORT="8000")
+    assert result.returncode == 1, result.stdout
+    assert "fmcluster-serve failed reason=server-exited server=10.0.0.1:8000 step=head status=1" in result.stdout
+
+
+def test_a_replica_across_nodes_is_ready_and_runs_in_the_serving_image(tmp_path):
+    """The same replica healthy: one ready line on the head's address; every step in the serving
+    image, never the acceptance kit's IMAGE that the caller's environment has."""
+    model = model_of(served(405, nodes=4))
+    result = run_serve(model, tmp_path, signal_after=4)
+    assert ("fmcluster-serve ready model=meta-llama/Llama-3.1-70B-Instruct url=http://10.0.0.1:8000/v1"
+            in result.stdout), result.stdout
+    assert "failed" not in result.stdout
+    assert srun_images(tmp_path) == {software.VLLM_IMAGE}
+    ray = (tmp_path / "ray.log").read_text()
+    assert "ray gpu-1 start --head --port=6379 --node-ip-address=10.0.0.1" in ray
+    assert "ray gpu-2 start --address=10.0.0.1:6379 --block" in ray
+
+
+def test_one_of_the_side_by_side_replicas_dying_fails_the_job(tmp_path):
+    """Two replicas of TP 4 on one node: the second's vLLM exits; the first is reported ready, the
+    second failed, at once."""
+    model = model_of(served(70))
+    result = run_serve(model, tmp_path, VLLM_FAIL_PORT="8001", SERVE_IMAGE="docker://mirror#vllm/vllm-openai:1")
+    assert result.returncode == 1, result.stdout
+    lines = [line for line in result.stdout.splitlines() if line.startswith("fmcluster-serve")]
+    assert lines == ["fmcluster-serve ready model=meta-llama/Llama-3.1-70B-Instruct url=http://10.0.0.1:8000/v1",
+                     "fmcluster-serve failed reason=server-exited server=10.0.0.1:8001 step=node status=1"]
+    assert srun_images(tmp_path) == {"docker://mirror#vllm/vllm-openai:1"}
+    assert (tmp_path / "serving").is_dir()
+
+
+def test_a_server_that_stops_after_ready_ends_the_job(tmp_path):
+    """Once ready, the job lasts while its steps do: the server stopping ends it, and says so."""
+    result = run_serve(model_of(served(405, nodes=4)), tmp_path, VLLM_STOP_AFTER="2")
+    assert result.returncode == 1 and "fmcluster-serve ready" in result.stdout
+    assert "fmcluster-serve stopped reason=server-exited step=head status=0" in result.stdout
+
+
+def test_the_kit_readme_tells_the_serving_job_apart(tmp_path):
+    """The kit of a spec with a serving section: its README has the acceptance jobs' IMAGE exported
+    and says the serving job takes SERVE_IMAGE and writes to serving/, not results/; the serving
+    script never reads IMAGE."""
+    from fmcluster import jobs
+
+    model = model_of(served(70))
+    files = {f.path: f.content for f in jobs.kit(model)}
+    readme, script = files["README.md"], files["gpu/serve.sbatch"]
+    assert "export IMAGE=" in readme and "fmcluster verify SPEC results/*" in readme
+    assert f"`{software.VLLM_IMAGE}`, or the image in `SERVE_IMAGE`" in readme
+    assert "mkdir -p serving && sbatch gpu/serve.sbatch" in readme and "`serving/`" in readme
+    assert not re.search(r"\$\{?IMAGE\b", script) and "serve.sbatch" not in files["submit-all.sh"]
+    assert all(f"{jobs.RESULTS}/" in sbatch_options(text)["output"] for path, text in files.items()
+               if path.endswith(".sbatch") and not path.endswith("serve.sbatch"))

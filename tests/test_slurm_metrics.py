@@ -95,10 +95,37 @@ def test_efa_collector_names_match_the_rules(tmp_path):
 def test_slurm_collector_counts_states(tmp_path):
     sinfo = ("printf '%s\\n' 'a1 idle' 'a1 idle' 'a2 down*' 'a3 drained' 'a4 draining@' 'a5 allocated' "
              "'a6 mixed' 'a7 fail'")
-    out = run_collector(tmp_path, "slurm", {"sinfo": sinfo})
+    out = run_collector(tmp_path, "slurm", {"sinfo": sinfo}, STATE_DIR=tmp_path / "state")
+    assert "\nslurm_scrape_success 1\n" in out
     for line in ("slurm_nodes_idle 1", "slurm_nodes_down 1", "slurm_nodes_drain 2", "slurm_nodes_alloc 1",
                  "slurm_nodes_mix 1", "slurm_nodes_fail 1", "slurm_nodes_other 0"):
         assert f"\n{line}\n" in f"\n{out}"
+
+
+SLURMCTLD_DOWN = ('echo "slurm_load_node error: Unable to contact slurm controller (connect failure)" >&2\n'
+                  "exit 1")
+
+
+def test_slurm_collector_keeps_the_last_good_counts_when_slurmctld_does_not_answer(tmp_path):
+    """sinfo fails (slurmctld down): never zeros that clear SlurmNodesDown / SlurmNodesDrained,
+    but the last good counts and slurm_scrape_success 0 (SlurmScrapeFailing); the first run
+    without a good one writes only the 0. The textfile is written either way (exit 0)."""
+    state = tmp_path / "state"
+    out = run_collector(tmp_path, "slurm", {"sinfo": SLURMCTLD_DOWN}, STATE_DIR=state)
+    assert "slurm_nodes_" not in out and "\nslurm_scrape_success 0\n" in out
+    good = run_collector(tmp_path, "slurm", {"sinfo": "printf '%s\\n' 'a1 down*' 'a2 drained' 'a3 idle'"},
+                         STATE_DIR=state)
+    assert "\nslurm_nodes_down 1\n" in good and "\nslurm_nodes_drain 1\n" in good
+    out = run_collector(tmp_path, "slurm", {"sinfo": SLURMCTLD_DOWN}, STATE_DIR=state)
+    assert out == good.replace("\nslurm_scrape_success 1\n", "\nslurm_scrape_success 0\n")
+    assert parse_textfile(out)["slurm_scrape_success"] == 0.0  # well-formed exposition
+
+
+def parse_textfile(text: str) -> dict[str, float]:
+    """The samples of a textfile, as Prometheus' text parser reads them (promtool check metrics)."""
+    result = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    assert "error" not in result.stdout + result.stderr, result.stdout + result.stderr
+    return {line.split()[0]: float(line.split()[-1]) for line in text.splitlines() if line and line[0] != "#"}
 
 
 def test_gpu_collector_maps_nvidia_smi(tmp_path):

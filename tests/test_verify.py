@@ -499,3 +499,39 @@ def test_results_are_frozen():
     result = verify.parse_fio(read(FIO_WRITE))
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.read_bw = 1.0  # type: ignore[misc]
+
+
+def test_pyxis_progress_lines_are_not_parts():
+    """Pyxis' own lines (NVIDIA/pyxis pyxis_slurmstepd.c, slurm_spank_log), unlabelled or with
+    srun --label's prefix, before a marker or inside a part, are left out; its failures stay."""
+    image = "docker://111122223333.dkr.ecr.us-east-1.amazonaws.com#fmcluster/acceptance:1"
+    pyxis = f"pyxis: importing docker image: {image}\npyxis: imported docker image: {image}\n"
+    labelled = " 0: pyxis: imported docker image: nvcr.io#nvidia/pytorch:25.01-py3\n"
+    text = (pyxis + marked("gpu-1", "gpu", "dcgm", "a\n" + labelled + "b\n")
+            + pyxis + marked("gpu-2", "gpu", "dcgm", "pyxis: failed to import docker image: x\n"))
+    parts = verify.split_by_node(text)
+    assert [(p.host, p.text) for p in parts] == [("gpu-1", "a\nb\n"),
+                                                 ("gpu-2", "pyxis: failed to import docker image: x\n")]
+
+
+def test_a_healthy_fio_job_with_pyxis_lines_passes(tmp_path):
+    """fio.sbatch of the p5 kit, run with stand-ins for srun (printing Pyxis' lines as slurmstepd
+    does) and fio (a fast report): every row PASS, none 'not a result'."""
+    from fmcluster import expected, jobs, loader, verdicts
+    from fmcluster.model import resolve
+    from tests import fake_slurm
+    from tests.test_jobs import relocated
+
+    model = resolve(loader.load(Path(__file__).resolve().parent.parent / "examples/p5-pcs.yaml").spec)
+    group = expected.gpu_groups(model)[0]
+    fio = ('#!/bin/bash\necho \'{"fio version": "fio-3.33", "jobs": [{"jobname": "fmcluster", "groupid": 0, '
+           '"error": 0, "read": {"bw_bytes": 2e11}, "write": {"bw_bytes": 2e11}}]}\'\n')
+    hosts = [f"gpu-{i}" for i in range(1, group.max_count + 1)]
+    result = fake_slurm.run_batch(relocated(jobs.fio_sbatch(model, group), model, group, tmp_path), tmp_path, hosts,
+                                  extra={"fio": fio}, env={"IMAGE": "docker://x#fmcluster/acceptance:1",
+                                                           "FAKE_PYXIS": "1"})
+    assert result.returncode == 0 and "pyxis: imported docker image: docker://x" in result.stdout
+    rows = [r for r in verdicts.judge_results(model, {"results/gpu-fio-4242.out": result.stdout}).rows
+            if r.note != "no result: not run"]  # the other jobs
+    assert rows and all(r.verdict is Verdict.PASS for r in rows), [r for r in rows if r.verdict is not Verdict.PASS]
+    assert {r.test for r in rows} == {"fio-fsx-write", "fio-fsx-read", "fio-scratch-write", "fio-scratch-read"}
