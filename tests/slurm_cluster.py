@@ -53,7 +53,7 @@ import stat
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 import pytest
 
@@ -111,12 +111,13 @@ class SlurmCluster:
     `gres`: each node's Gres (e.g. "gpu:8": stand-in device files, GresTypes=gpu); `extra`: more
     slurm.conf lines (Prolog=..., PrologFlags=...); `partitions`: name -> node names (default: one
     partition `debug` of every node); `hide`: paths slurmd must not see; `binds`: host path -> the
-    file slurmd sees there instead (stand-ins for what a GPU node has, e.g. /usr/bin/systemctl)."""
+    file slurmd sees there instead (stand-ins for what a GPU node has, e.g. /usr/bin/systemctl);
+    `node_binds(NODE)`: more of them, for one node's slurmd only (a node's own /scratch)."""
 
     def __init__(self, directory: Path, nodes: int = 1, *, cpus: int = 2, gres: str = "",
                  extra: Sequence[str] = (), partitions: Optional[dict[str, Sequence[str]]] = None,
                  hide: Sequence[str] = (), binds: Optional[Mapping[str, str]] = None,
-                 name: str = "fmtest") -> None:
+                 node_binds: Optional[Callable[[str], Mapping[str, str]]] = None, name: str = "fmtest") -> None:
         require_slurm()
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -124,6 +125,7 @@ class SlurmCluster:
         self.addresses = {n: f"127.0.0.{11 + i}" for i, n in enumerate(self.names)}
         self.cpus, self.gres, self.extra, self.hide, self.cluster = cpus, gres, list(extra), list(hide), name
         self.binds = dict(binds or {})
+        self.node_binds = node_binds
         self.partitions = partitions or {"debug": self.names}
         self.conf = self.dir / "slurm.conf"
         self.socket = self.dir / "munge" / "munge.socket"
@@ -199,7 +201,7 @@ class SlurmCluster:
 
     def _slurmd_argv(self, node: str) -> list[str]:
         argv = [find("slurmd"), "-D", "-N", node, "-f", str(self.conf)]
-        binds = dict(self.binds)
+        binds = {**self.binds, **(self.node_binds(node) if self.node_binds else {})}
         if self.hide:
             empty = self.dir / "hidden"
             empty.touch()

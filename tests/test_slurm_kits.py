@@ -1,0 +1,178 @@
+"""The Slurm kits on a real Slurm (issue 24): `fmcluster jobs` of a Slurm example, its every batch
+script checked by `sbatch --test-only`, then submitted for real with the kit's own submit-all.sh
+on a localhost cluster of as many nodes as the group has (tests/slurm_cluster.py: Debian's
+slurmctld and slurmd), and what the jobs wrote judged by `fmcluster verify`, which must PASS.
+
+Real: Slurm (scheduling, srun steps across the nodes, --label, --exclusive, the batch
+environment), the scripts, fio (files laid out, written and read back, direct I/O), Python. Stand-ins,
+only for what a test machine lacks: the GPU tools (tests/gpu_standins: nccl-tests' binaries, dcgmi,
+torchrun with a torch stand-in under the kit's real smoke.py, hostname answering the Slurm node
+name, since every slurmd shares one machine), Pyxis (tests/pyxis_standin: its options registered,
+its import lines printed, the task run on the host), and the nodes' /fsx and /scratch (directories
+of the test, bound over those paths in slurmd's own mount namespace). fio runs for real at a
+thousandth of the sizes the kit asks for (tests/gpu_standins/fio, which records what was asked).
+
+What Debian's Slurm 22.05 leaves unverified against AWS PCS's 24.11+: `--segment` and
+topology/block (not in 22.05; the kits do not use them), and PCS's own slurm.conf (only the
+partitions and the options the kits need are configured here).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fmcluster import loader, model as cluster_model
+from tests.slurm_cluster import SlurmCluster, find, require_slurm
+
+ROOT = Path(__file__).resolve().parent.parent
+STANDINS = ROOT / "tests" / "gpu_standins"
+PYXIS_STANDIN = ROOT / "tests" / "pyxis_standin" / "spank_pyxis_standin.c"
+# The kit's mount points on a node (the example's mount_path, SCRATCH_PATH), and /kit, where the smoke
+# job mounts the kit's directory inside its container (--container-mounts=$SLURM_SUBMIT_DIR:/kit):
+# with the tasks on the host, the test binds the kit there for every node instead.
+NODE_PATHS = ("/fsx", "/scratch", "/kit")
+FIO_SCALE = 1024  # fio writes a thousandth of what the kit asks (tests/gpu_standins/fio)
+
+
+@pytest.fixture(scope="module")
+def pyxis_standin(tmp_path_factory) -> Path:
+    """The Pyxis stand-in, built with the real gcc against Debian's spank.h."""
+    require_slurm()
+    if shutil.which("gcc") is None or not Path("/usr/include/slurm/spank.h").exists():
+        message = "the Pyxis stand-in needs gcc and libslurm-dev (make tools)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    out = tmp_path_factory.mktemp("pyxis") / "spank_pyxis.so"
+    subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-o", str(out),
+                    str(PYXIS_STANDIN)], check=True, capture_output=True, text=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def node_paths():
+    """NODE_PATHS exist as mount points (empty; created when missing and removed after), so
+    each slurmd can bind the test's directories over them in its own namespace."""
+    made = [path for path in NODE_PATHS if not os.path.exists(path)]
+    for path in made:
+        os.mkdir(path)
+    yield
+    for path in made:
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+def kit(spec_path: Path, out: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "fmcluster", "jobs", str(spec_path), "-o", str(out)],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def run_kit(tmp_path: Path, example: str, pyxis: Path, *, env: dict[str, str] | None = None):
+    """The example's kit run on a localhost cluster of its first GPU group: (cluster model, the
+    kit directory, the Pyxis stand-in's record, what was asked of fio). The cluster is stopped."""
+    spec = loader.load(ROOT / "examples" / example).spec
+    resolved = cluster_model.resolve(spec)
+    group = next(g for g in resolved.node_groups if g.instance.gpu_count)
+    kit_dir = tmp_path / "kit"
+    kit(ROOT / "examples" / example, kit_dir)
+    fsx = tmp_path / "fsx"
+    fsx.mkdir()
+
+    def node_scratch(node: str) -> dict[str, str]:
+        """Each node its own /scratch (its instance store), where PMIx keeps its per-step directories
+        too: several slurmd on one host would otherwise share /tmp/spmix_appdir_UID_JOB.STEP."""
+        scratch = tmp_path / "scratch" / node
+        (scratch / "pmix").mkdir(parents=True, exist_ok=True)
+        return {"/scratch": str(scratch)}
+
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "mpi.conf").write_text("PMIxCliTmpDirBase=/scratch/pmix\n")
+    record, fio_record = tmp_path / "pyxis.record", tmp_path / "fio.record"
+    (tmp_path / "plugstack.conf").write_text(f"required {pyxis} record={record}\n")
+    count = group.max_count
+    gpus = group.instance.gpu_count
+    cluster = SlurmCluster(tmp_path / "slurm", count, cpus=max(gpus, 2), gres=f"gpu:{gpus}",
+                           extra=[f"PlugStackConfig={tmp_path}/plugstack.conf", "SlurmdParameters=config_overrides",
+                                  "MpiDefault=none"],
+                           partitions={group.name: [f"node{i + 1}" for i in range(count)]},
+                           binds={"/fsx": str(fsx), "/kit": str(kit_dir)}, node_binds=node_scratch)
+    environment = {**cluster.env, "PATH": f"{STANDINS}:{os.environ['PATH']}", "STANDIN_FIO_RECORD": str(fio_record),
+                   "STANDIN_FIO_SCALE": str(FIO_SCALE), "IMAGE": "docker://registry.example#fmcluster/acceptance:1",
+                   "PYTHONDONTWRITEBYTECODE": "1", "NCCL_TESTS": str(STANDINS), **(env or {})}
+    with cluster:
+        for script in sorted(kit_dir.glob("*/*.sbatch")):
+            checked = subprocess.run([find("sbatch"), "--test-only", script.relative_to(kit_dir).as_posix()],
+                                     cwd=kit_dir, env=environment, capture_output=True, text=True, timeout=30)
+            assert checked.returncode == 0 and "to start at" in checked.stderr, (script.name, checked.stderr)
+        submitted = subprocess.run(["bash", "submit-all.sh"], cwd=kit_dir, env=environment, capture_output=True,
+                                   text=True, timeout=60)
+        assert submitted.returncode == 0, submitted.stderr
+        jobs = [line.split()[-1] for line in submitted.stdout.splitlines() if line.startswith("Submitted batch job")]
+        assert jobs
+        for job in jobs:
+            state = cluster.wait_job(job, timeout=300)
+            assert state["JobState"] == "COMPLETED", (state, cluster.logs())
+    return resolved, group, kit_dir, record, fio_record
+
+
+def verify(example: str, kit_dir: Path) -> subprocess.CompletedProcess:
+    results = sorted(str(p) for p in (kit_dir / "results").glob("*"))
+    return subprocess.run([sys.executable, "-m", "fmcluster", "verify", str(ROOT / "examples" / example), *results,
+                           "--format", "json"], cwd=ROOT, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def p5_kit(tmp_path_factory, pyxis_standin, node_paths):
+    """The p5 PCS example's kit (16 x p5.48xlarge) run at full node count."""
+    return run_kit(tmp_path_factory.mktemp("p5"), "p5-pcs.yaml", pyxis_standin,
+                   env={"STANDIN_BUSBW_NODE": "420", "STANDIN_BUSBW_NODES": "380"})
+
+
+def test_every_job_of_the_kit_completes_and_verify_passes(p5_kit):
+    """Every job completed on 16 nodes; verify judged every test of every node, and nothing failed:
+    NCCL inside each node and across all, DCGM, fio on /fsx and /scratch, the smoke test."""
+    resolved, group, kit_dir, _, _ = p5_kit
+    result = verify("p5-pcs.yaml", kit_dir)
+    assert result.returncode == 0, result.stdout[-4000:]
+    text = result.stdout
+    assert '"verdict": "FAIL"' not in text and "not a result" not in text
+    tests = {test for test in ("nccl-all_reduce-node", "nccl-all_reduce-nodes", "nccl-all_gather-nodes",
+                               "nccl-reduce_scatter-nodes", "dcgm", "fio-fsx-write", "smoke")
+             if f'"test": "{test}"' in text}
+    assert len(tests) == 7, tests
+
+
+def test_every_container_step_asked_for_the_kits_images(p5_kit):
+    """What Pyxis was asked, task by task: the acceptance image everywhere but the smoke test's
+    PyTorch image, on every node."""
+    _, group, _, record, _ = p5_kit
+    lines = [line.split("\t") for line in record.read_text().splitlines()]
+    images = {fields[2] for fields in lines}
+    assert images == {"image=docker://registry.example#fmcluster/acceptance:1", "image=nvcr.io#nvidia/pytorch:25.01-py3"}
+    assert {fields[1] for fields in lines} == {f"node{i + 1}" for i in range(group.max_count)}
+
+
+def test_fio_wrote_within_the_file_system_and_left_nothing(p5_kit, tmp_path):
+    """fio was asked, all nodes and jobs together, for at most a tenth of the file system on /fsx
+    (FACTS: --size is per job), read back what it wrote, and left nothing on /fsx or /scratch."""
+    resolved, group, kit_dir, _, fio_record = p5_kit
+    asked = [dict(field.split("=", 1) for field in line.split("\t")[1:]) for line in fio_record.read_text().splitlines()]
+    fsx = [a for a in asked if a["--directory"].startswith("/fsx/")]
+    assert {a["--rw"] for a in fsx} == {"write", "read"}
+    written = sum(int(a["--size"].rstrip("MG")) * (1024 if a["--size"].endswith("G") else 1) * int(a["--numjobs"])
+                  for a in fsx if a["--rw"] == "write")  # MiB, every node
+    capacity = loader.load(ROOT / "examples" / "p5-pcs.yaml").spec.storage.lustre.storage_capacity_gib * 1024
+    assert written <= capacity / 10, (written, capacity)
+    base = kit_dir.parent
+    assert not any((base / "fsx").rglob("*")), sorted((base / "fsx").rglob("*"))
+    assert not [p for p in (base / "scratch").rglob("*") if p.is_file()]
