@@ -143,7 +143,8 @@ def test_without_ultraservers_the_queue_and_kueue_stay_as_they_were():
     queue = next(d for d in kubernetes.kueue_manifests(model) if d["kind"] == "ClusterQueue")
     assert queue["spec"]["resourceGroups"][0]["coveredResources"] == list(kubernetes.COVERED_RESOURCES)
     assert kubernetes.kueue_configuration(model) is None
-    assert kubernetes.kueue_values(model) == {"controllerManager": {"nodeSelector": {"fmcluster.dev/node-group": "system"}}}
+    assert kubernetes.kueue_values(model) == {
+        "controllerManager": {"nodeSelector": {"fmcluster.dev/node-group": "system"}}}
 
 
 def test_kueue_maps_the_compute_domain_channel_class():
