@@ -109,18 +109,24 @@ def _accelerators(group: NodeGroup) -> dict[str, Any]:
     return {"limits": limits}
 
 
-def _domain(group: NodeGroup, name: str) -> list[dict[str, Any]]:
-    """The ComputeDomain of a job on an UltraServer group (none elsewhere)."""
+CHANNEL_CLAIM = "imex-channel"  # a pod's name for its claim of the job's IMEX channel
+
+
+def compute_domain(group: NodeGroup, name: str, *, namespace: str = "") -> list[dict[str, Any]]:
+    """The ComputeDomain `name` of a job on an UltraServer group (none elsewhere); it grows with the
+    job (numNodes 0). The kit's manifests() sets the namespace; the serving kit gives its own."""
     if not group.ultraserver:
         return []
-    return [kubernetes.compute_domain_manifest(name, namespace="", num_nodes=0)]
+    return [kubernetes.compute_domain_manifest(name, namespace=namespace, num_nodes=0)]
 
 
-def _claim(group: NodeGroup, name: str, pod: dict[str, Any], container: dict[str, Any]) -> None:
-    """An UltraServer pod claims its job's IMEX channel."""
+def claim_channel(group: NodeGroup, name: str, pod: dict[str, Any], container: dict[str, Any]) -> None:
+    """An UltraServer pod claims the IMEX channel of its job's ComputeDomain `name` (the template
+    the driver makes for it; Kueue charges kubernetes.IMEX_CHANNEL_RESOURCE for it, one a pod)."""
     if group.ultraserver:
-        pod["resourceClaims"] = [{"name": "imex-channel", "resourceClaimTemplateName": f"{name}-channel"}]
-        container["resources"]["claims"] = [{"name": "imex-channel"}]
+        pod["resourceClaims"] = [{"name": CHANNEL_CLAIM,
+                                  "resourceClaimTemplateName": kubernetes.channel_claim_template(name)}]
+        container["resources"]["claims"] = [{"name": CHANNEL_CLAIM}]
 
 
 def _template(group: NodeGroup, pod: dict[str, Any]) -> dict[str, Any]:
@@ -242,7 +248,7 @@ def nccl_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]
         "command": ["bash", "-c", f'printf %s "$NODE_NAME" >{NODE_NAME_FILE} && exec /usr/sbin/sshd -De'],
         "env": [dict(NODE_NAME_ENV), *env], "resources": _accelerators(group), "volumeMounts": [shm_mount]}
     worker = {**_placement(group), "containers": [worker_container], "volumes": [shm_volume]}
-    _claim(group, name, worker, worker_container)
+    claim_channel(group, name, worker, worker_container)
     mpijob = {
         "apiVersion": kubernetes.MPIJOB_API, "kind": "MPIJob", "metadata": _metadata(model, name, "nccl"),
         "spec": {"slotsPerWorker": group.gpus, "mpiImplementation": "OpenMPI",
@@ -250,7 +256,7 @@ def nccl_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]
                  "mpiReplicaSpecs": {
                      "Launcher": {"replicas": 1, "template": {"spec": launcher}},
                      "Worker": {"replicas": group.max_count, "template": _template(group, worker)}}}}
-    return [*_domain(group, name), mpijob]
+    return [*compute_domain(group, name), mpijob]
 
 
 def _per_node_job(model: ClusterModel, group: NodeGroup, test: str, container: dict[str, Any],
@@ -324,7 +330,7 @@ def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any
                      "env": environment(group), "resources": _accelerators(group),
                      "volumeMounts": [kit_mount, shm_mount]}
         pod = {**_placement(group), "containers": [container], "volumes": [kit_volume, shm_volume]}
-        _claim(group, name, pod, container)
+        claim_channel(group, name, pod, container)
         return {"replicas": count, "restartPolicy": "Never", "template": _template(group, pod)}
 
     specs = {"Master": replica(1)}
@@ -333,7 +339,7 @@ def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any
     job = {"apiVersion": kubernetes.PYTORCHJOB_API, "kind": "PyTorchJob", "metadata": _metadata(model, name, "smoke"),
            "spec": {"nprocPerNode": str(group.gpus), "runPolicy": {"backoffLimit": 0, "activeDeadlineSeconds": 3600},
                     "pytorchReplicaSpecs": specs}}
-    return [*_domain(group, name), job]
+    return [*compute_domain(group, name), job]
 
 
 RENDERERS = {"dcgm": dcgm_manifests, "nccl": nccl_manifests, "fio": fio_manifests, "smoke": smoke_manifests}
@@ -457,7 +463,8 @@ def kubernetes_kit(model: ClusterModel) -> list[KitFile]:
                                                     queue=queue, claim=kubernetes.LUSTRE_CLAIM)
         files.append(KitFile(f"{model.serving.group}/serve.yaml", dump(served, (
             f"fmcluster serving of {model.serving.name} on node group {model.serving.group} of cluster {model.name}:\n"
-            "a LeaderWorkerSet and its Service. `kubectl apply -f` it (it is not an acceptance job)."))))
+            "a LeaderWorkerSet and its Service (and, across UltraServer nodes, the ComputeDomain of its IMEX\n"
+            "channel). `kubectl apply -f` it (it is not an acceptance job)."))))
     files[:0] = [
         KitFile("README.md", readme(model)),
         KitFile("kit.yaml", dump([kit_config_map(model)], "The scripts of the acceptance jobs, mounted at /kit.")),

@@ -17,7 +17,8 @@ in the replicas and the tensor x pipeline parallel layout the model resolved
   LWS 0.10.0, fmcluster.kubernetes.LWS) of `replicas` groups of PP pods, admitted by Kueue (the
   queue label on the LeaderWorkerSet), and a ClusterIP Service on port 8000 in front of the
   leaders. A group of one pod asks for TP GPUs (several share a node); a group of several pods
-  asks for whole nodes (all GPUs and EFA interfaces) and runs Ray as on Slurm.
+  asks for whole nodes (all GPUs and EFA interfaces) and runs Ray as on Slurm; on an UltraServer
+  group its pods claim the IMEX channel of the set's ComputeDomain (`kubernetes_serve_manifests`).
 
 Both give vLLM fmcluster's --gpu-memory-utilization (the share the placement was computed with),
 the weights' path (read from the Lustre file system, never from a hub: HF_HUB_OFFLINE) and the
@@ -283,11 +284,15 @@ def _serve_probes(container: dict[str, Any], startup: int) -> dict[str, Any]:
     return container
 
 
-def _template(group: NodeGroup, container: dict[str, Any], claim: str, annotations: dict[str, str]
-              ) -> dict[str, Any]:
+def _template(group: NodeGroup, container: dict[str, Any], claim: str, annotations: dict[str, str],
+              domain: str | None = None) -> dict[str, Any]:
+    """A pod template; its pod claims the IMEX channel of the ComputeDomain `domain` where given
+    (jobs_kubernetes.claim_channel)."""
     pod = {**kubernetes.flavor_placement(group), "containers": [container],
            "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
                        jobs_kubernetes.shm()[0]]}
+    if domain is not None:
+        jobs_kubernetes.claim_channel(group, domain, pod, container)
     return {"metadata": {"annotations": dict(annotations)}, "spec": pod} if annotations else {"spec": pod}
 
 
@@ -306,7 +311,18 @@ def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: st
                                ) -> list[dict[str, Any]]:
     """The LeaderWorkerSet and the Service that serve the spec's model (module docstring), in
     `namespace`, admitted through the Kueue LocalQueue `queue`, the weights read from the Lustre
-    PersistentVolumeClaim `claim` (mounted read-only at the file system's mount path)."""
+    PersistentVolumeClaim `claim` (mounted read-only at the file system's mount path).
+
+    On an UltraServer group, a replica of several nodes (PP > 1) has an IMEX channel in every pod:
+    NCCL checks Multi-Node NVLink when a communicator spans more than one node (NVIDIA/nccl
+    src/init.cc, NCCL_MNNVL_ENABLE's default 2) and fails without a channel in the container
+    (src/mnnvl.cc: "MNNVL ... is available but not working ... Check the IMEX channel
+    configuration"). So the set has one ComputeDomain, first, which every pod of every replica
+    claims, as the acceptance kit's jobs do (jobs_kubernetes.compute_domain, claim_channel; NVIDIA's
+    DRA driver: one ComputeDomain a workload, its daemons following the pods, a domain a clique).
+    A replica of one node (PP 1) gets none: its communicators never leave the node, so NCCL does not
+    check MNNVL, and the driver gives a node's channel to one pod at a time, which replicas sharing
+    a node could not all have."""
     serving, group = _serving(model)
     lustre = model.spec.storage.lustre
     if lustre is None:
@@ -314,6 +330,8 @@ def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: st
     name, pp, mount = serving_name(model), serving.pipeline_parallel, lustre.mount_path
     startup, annotations = startup_seconds(model), _annotations(model, group, pp)
     template: dict[str, Any] = {"size": pp, "restartPolicy": "RecreateGroupOnPodRestart"}
+    domains = jobs_kubernetes.compute_domain(group, name, namespace=namespace) if pp > 1 else []
+    domain = name if domains else None
     if pp == 1:
         serve = "exec vllm serve " + " ".join(vllm_arguments(serving, str(inference.PORT)))
         container = _container("vllm", serving.image, serve, group, gpus=serving.tensor_parallel, efa=False,
@@ -326,8 +344,8 @@ def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: st
                             gpus=group.gpus, efa=efa, mount=mount)
         worker = _container("vllm-worker", serving.image, _ray_worker(LWS_LEADER), group,
                             gpus=group.gpus, efa=efa, mount=mount)
-        template["leaderTemplate"] = _template(group, _serve_probes(leader, startup), claim, annotations)
-        template["workerTemplate"] = _template(group, worker, claim, annotations)
+        template["leaderTemplate"] = _template(group, _serve_probes(leader, startup), claim, annotations, domain)
+        template["workerTemplate"] = _template(group, worker, claim, annotations, domain)
     lws = {"apiVersion": kubernetes.LWS_API, "kind": "LeaderWorkerSet",
            "metadata": {"name": name, "namespace": namespace, "labels": {kubernetes.QUEUE_NAME_LABEL: queue}},
            "spec": {"replicas": serving.replicas, "leaderWorkerTemplate": template}}
@@ -335,4 +353,4 @@ def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: st
                "spec": {"type": "ClusterIP", "selector": {LWS_NAME_LABEL: name, LWS_WORKER_INDEX_LABEL: "0"},
                         "ports": [{"name": "http", "port": inference.PORT, "targetPort": inference.PORT,
                                    "protocol": "TCP"}]}}
-    return [lws, service]
+    return [*domains, lws, service]

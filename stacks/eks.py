@@ -309,7 +309,7 @@ class EksClusterStack(cdk.Stack):
         self.manifests[construct_id] = manifest
 
     def _add_queues(self) -> None:
-        kueue = self._add_chart("Kueue", kubernetes.KUEUE, kubernetes.kueue_values(), wait=True)
+        kueue = self._add_chart("Kueue", kubernetes.KUEUE, kubernetes.kueue_values(self.model), wait=True)
         kueue.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])  # its controller runs there
         self._add_manifest("KueueQueues", kubernetes.kueue_manifests(self.model), kueue)
 

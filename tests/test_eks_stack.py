@@ -21,6 +21,7 @@ import types
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fmcluster import kubernetes, loader
 from fmcluster.model import resolve
@@ -722,6 +723,33 @@ def test_kueue_topology_keeps_a_workload_in_one_nvlink_domain(templates, key):
     assert len(flavor["nodeLabels"]) >= 1  # "at least one nodeLabel is required when topology is set"
     assert flavor["tolerations"] == [GPU_TOLERATION]
     assert [d["kind"] for d in rest].count("Topology") == 0
+
+
+@pytest.mark.parametrize("key", ULTRA)
+def test_kueue_maps_the_ultraserver_jobs_imex_channel_and_gives_it_quota(templates, key):
+    """Kueue 0.18.3 (KueueDRAIntegration on) admits a pod claiming a ComputeDomain's channel only
+    with its DeviceClass mapped: the chart gets its Configuration with the mapping, and the
+    ClusterQueue covers the mapped resource, one a node of the UltraServer group."""
+    template = templates[key]
+    (lid,) = [lid for lid, p in resources(template, "Custom::AWSCDK-EKS-HelmChart").items()
+              if p["Release"] == "kueue"]
+    values = json.loads(template["Resources"][lid]["Properties"]["Values"])
+    configuration = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    assert configuration["resources"]["deviceClassMappings"] == [
+        {"name": "fmcluster.dev/imex-channel", "deviceClassNames": ["compute-domain-default-channel.nvidia.com"]}]
+    documents = by_kind(manifest_documents(template, "KueueQueues"))
+    queue = next(d for (kind, _), d in documents.items() if kind == "ClusterQueue")
+    (group,) = queue["spec"]["resourceGroups"]
+    assert "fmcluster.dev/imex-channel" in group["coveredResources"]
+    quota = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
+    assert quota["gb200"]["fmcluster.dev/imex-channel"] == 18
+
+
+@pytest.mark.parametrize("key", ["main", "example", "bare"])
+def test_kueue_keeps_its_charts_configuration_without_ultraservers(templates, key):
+    (lid,) = [lid for lid, p in resources(templates[key], "Custom::AWSCDK-EKS-HelmChart").items()
+              if p["Release"] == "kueue"]
+    assert "managerConfig" not in json.loads(templates[key]["Resources"][lid]["Properties"]["Values"])
 
 
 # --- a Local Zone ------------------------------------------------------------------------------

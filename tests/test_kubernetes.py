@@ -3,6 +3,7 @@
 import email
 
 import pytest
+import yaml
 
 from fmcluster import catalog, kubernetes
 from fmcluster.efa import InterfaceMode
@@ -120,6 +121,46 @@ def test_only_ultraserver_flavors_name_the_nvlink_topology():
     assert documents[0] == kubernetes.topology_manifest()
     flavors = {d["metadata"]["name"]: d["spec"] for d in documents if d["kind"] == "ResourceFlavor"}
     assert "topologyName" not in flavors["cpu"] and flavors["gb200"]["topologyName"] == "nvlink-domain"
+
+
+def test_ultraserver_flavors_offer_an_imex_channel_a_node():
+    """With an UltraServer group, the ClusterQueue covers the ComputeDomain channel's logical resource:
+    one a node on the UltraServer flavor (the DRA driver's one channel a node), 0 elsewhere."""
+    spec = gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6"))
+    spec = with_(spec, "node_groups[1]", {"name": "cpu", "instance_type": "m7i.4xlarge", "count": 2})
+    model = resolve(validated(spec))
+    queue = next(d for d in kubernetes.kueue_manifests(model) if d["kind"] == "ClusterQueue")
+    (group,) = queue["spec"]["resourceGroups"]
+    assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa",
+                                         "fmcluster.dev/imex-channel"]
+    quotas = {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]}
+    assert quotas["gb200"]["fmcluster.dev/imex-channel"] == model.group("gb200").max_count
+    assert quotas["cpu"]["fmcluster.dev/imex-channel"] == 0
+
+
+def test_without_ultraservers_the_queue_and_kueue_stay_as_they_were():
+    model = resolve(eks_spec([{"name": "gpu", "instance_type": "p5en.48xlarge", "count": 2}]))
+    queue = next(d for d in kubernetes.kueue_manifests(model) if d["kind"] == "ClusterQueue")
+    assert queue["spec"]["resourceGroups"][0]["coveredResources"] == list(kubernetes.COVERED_RESOURCES)
+    assert kubernetes.kueue_configuration(model) is None
+    assert kubernetes.kueue_values(model) == {
+        "controllerManager": {"nodeSelector": {"fmcluster.dev/node-group": "system"}}}
+
+
+def test_kueue_maps_the_compute_domain_channel_class():
+    """Kueue 0.18.3's chart takes its Configuration whole, as a YAML string: the chart's default,
+    with the ComputeDomain channel class mapped (resources.deviceClassMappings)."""
+    model = gb200_model()
+    values = kubernetes.kueue_values(model)
+    configuration = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    assert configuration == kubernetes.kueue_configuration(model)
+    assert configuration["resources"] == {"deviceClassMappings": [
+        {"name": "fmcluster.dev/imex-channel", "deviceClassNames": ["compute-domain-default-channel.nvidia.com"]}]}
+    assert {k: v for k, v in configuration.items() if k != "resources"} == kubernetes.kueue_chart_configuration()
+    # the kinds the kits use stay integrated
+    assert {"batch/job", "kubeflow.org/mpijob", "kubeflow.org/pytorchjob",
+            "leaderworkerset.x-k8s.io/leaderworkerset"} <= set(configuration["integrations"]["frameworks"])
+    assert values["controllerManager"] == {"nodeSelector": kubernetes.system_node_selector()}
 
 
 def test_topology_levels_nvlink_domain_then_node():

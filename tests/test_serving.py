@@ -434,12 +434,16 @@ def test_the_container_scripts_pass_shellcheck(tmp_path):
                             for name, text in scripts.items()})
 
 
-def test_ultraserver_replicas_stay_in_one_nvlink_domain():
+def gb200_served(params: float) -> dict:
     spec = with_(gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6")), "serving",
-                 {"node_group": "gb200", "model": {**LLAMA_70B, "parameters_billions": 405}})
-    spec = with_(spec, "storage", base_spec()["storage"])
+                 {"node_group": "gb200", "model": {**LLAMA_70B, "parameters_billions": params}})
+    return with_(spec, "storage", base_spec()["storage"])
+
+
+def test_ultraserver_replicas_stay_in_one_nvlink_domain():
+    spec = gb200_served(405)
     assert paths(spec) == set()
-    lws, _ = manifests(spec)
+    _, lws, _ = manifests(spec)
     template = lws["spec"]["leaderWorkerTemplate"]
     assert template["size"] == 2  # 4 x GB200 a node: TP 4 x PP 2
     for role in ("leaderTemplate", "workerTemplate"):
@@ -448,6 +452,61 @@ def test_ultraserver_replicas_stay_in_one_nvlink_domain():
             serving.PODSET_GROUP_ANNOTATION: "test-cluster-serve"}
     plain, _ = manifests(_eks(served(405, nodes=4)))
     assert "metadata" not in plain["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+
+
+def test_ultraserver_replicas_across_nodes_claim_one_compute_domains_channel():
+    """PP 2 on GB200 (4 GPUs a node): NCCL's communicators span two nodes of one NVLink domain, so
+    it checks MNNVL and needs an IMEX channel in every container (NVIDIA/nccl src/init.cc,
+    src/mnnvl.cc). One ComputeDomain for the set, first (the driver makes its claim template
+    before the pods need it), claimed by the leader and the worker of every replica, through the
+    acceptance kit's own functions."""
+    from tests.test_crd_schemas import validate
+
+    spec = gb200_served(405)
+    domain, lws, service = manifests(spec)
+    assert domain == kubernetes.compute_domain_manifest("test-cluster-serve", namespace="ml")
+    validate(domain)
+    validate(lws)
+    template = lws["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 2
+    for role in ("leaderTemplate", "workerTemplate"):
+        pod, container = _pod(template[role])
+        assert pod["resourceClaims"] == [{"name": "imex-channel",
+                                          "resourceClaimTemplateName": "test-cluster-serve-channel"}]
+        assert container["resources"]["claims"] == [{"name": "imex-channel"}]
+        assert domain["spec"]["channel"]["resourceClaimTemplate"]["name"] == pod["resourceClaims"][0][
+            "resourceClaimTemplateName"]
+        # whole nodes: one pod a node, as the driver's one channel a node allows
+        assert container["resources"]["limits"][kubernetes.GPU_RESOURCE] == 4
+        assert "NCCL_MNNVL_ENABLE" not in {e["name"] for e in container["env"]}
+    assert service["kind"] == "Service"
+
+
+def test_kueue_admits_the_ultraserver_serving_claims():
+    """Kueue charges the set one IMEX channel a pod (its DeviceClass mapped), within the flavor's
+    quota of one a node (tests/test_jobs_kubernetes.py dra_charge)."""
+    from tests.test_jobs_kubernetes import dra_charge, flavor_quota
+
+    spec = gb200_served(405)
+    model = model_of(spec)
+    documents = manifests(spec)
+    lws = documents[1]["spec"]
+    pods = lws["replicas"] * lws["leaderWorkerTemplate"]["size"]
+    charge = dra_charge(model, documents)
+    assert charge == {kubernetes.IMEX_CHANNEL_RESOURCE: pods}
+    assert pods <= flavor_quota(model, "gb200")[kubernetes.IMEX_CHANNEL_RESOURCE] == model.group("gb200").max_count
+
+
+def test_ultraserver_replicas_of_one_node_claim_no_channel():
+    """PP 1: the replica's communicators stay on its node, NCCL does not check MNNVL (nNodes 1), and
+    replicas that share a node could not all hold the node's one channel: no ComputeDomain, no claim."""
+    spec = gb200_served(8)
+    assert paths(spec) == set()
+    documents = manifests(spec)
+    assert [d["kind"] for d in documents] == ["LeaderWorkerSet", "Service"]
+    pod, container = _pod(documents[0]["spec"]["leaderWorkerTemplate"]["workerTemplate"])
+    assert documents[0]["spec"]["leaderWorkerTemplate"]["size"] == 1
+    assert "resourceClaims" not in pod and "claims" not in container["resources"]
 
 
 @pytest.mark.skipif(not LWS_CRD.is_file(), reason=f"no LeaderWorkerSet CRD schema yet ({LWS_CRD.name})")
