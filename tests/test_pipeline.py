@@ -913,7 +913,8 @@ def test_asset_roles_start_no_codebuild_project(template, code_pipeline):
     assert not action_roles & {json.dumps({"Fn::GetAtt": [role, "Arn"]}) for role in roles}
     for role_arn in action_roles:
         role = json.loads(role_arn)["Fn::GetAtt"][0]
-        starts = [s for r in resources(template, "AWS::IAM::Policy").values() if {"Ref": role} in r["Properties"]["Roles"]
+        starts = [s for r in resources(template, "AWS::IAM::Policy").values()
+                  if {"Ref": role} in r["Properties"]["Roles"]
                   for s in r["Properties"]["PolicyDocument"]["Statement"] if "codebuild:StartBuild" in json.dumps(s)]
         assert starts and all(s["Resource"] != "*" for s in starts)
 
