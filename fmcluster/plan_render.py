@@ -302,6 +302,9 @@ def control_plane_line(plan: Plan) -> str:
         text += f", AWS PCS size {cp.pcs_size}"
     if cp.endpoint_access:
         text += f", API endpoint {cp.endpoint_access}"
+    if cp.public_access_cidrs:
+        everyone = any(c.endswith("/0") for c in cp.public_access_cidrs)
+        text += " (public from " + ("anywhere, 0.0.0.0/0" if everyone else ", ".join(cp.public_access_cidrs)) + ")"
     if cp.admin_role_arn:
         text += f", admin {cp.admin_role_arn}"
     kind = "login" if cp.scheduler == "slurm" else "system"

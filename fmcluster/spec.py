@@ -80,6 +80,16 @@ def _cidr(value: str) -> str:
     return value
 
 
+def _access_cidr(value: str) -> str:
+    """An IPv4 CIDR block of any size (a source of traffic, not a VPC's range)."""
+    try:
+        ipaddress.IPv4Network(value, strict=True)
+    except ValueError as exc:
+        raise _fail("cidr", f"'{value}' is not an IPv4 CIDR block ({exc})",
+                    "write the network address and prefix, such as 203.0.113.0/24 (one address: /32)") from None
+    return value
+
+
 def _instance_type(value: str) -> str:
     if catalog.get(value):
         return value
@@ -128,6 +138,7 @@ BucketName = Annotated[str, _pattern("name", r"[a-z0-9][a-z0-9-]{0,19}", "bucket
 AzId = Annotated[str, AfterValidator(_az_id)]
 Region = Annotated[str, AfterValidator(_region)]
 Cidr = Annotated[str, AfterValidator(_cidr)]
+AccessCidr = Annotated[str, AfterValidator(_access_cidr)]
 InstanceTypeName = Annotated[str, AfterValidator(_instance_type)]
 UltraServerType = Annotated[str, AfterValidator(_ultraserver_type)]
 AbsPath = Annotated[str, AfterValidator(_mount_path)]
@@ -249,6 +260,9 @@ class LoginSpec(Model):
     count: int = Field(default=1, ge=0, le=16, description="how many, 0 to 16")
 
 
+EVERYONE = "0.0.0.0/0"  # every IPv4 address: the default of the public API endpoint (EKS's, CDK's)
+
+
 class OrchestratorSpec(Model):
     """The control plane."""
 
@@ -262,7 +276,12 @@ class OrchestratorSpec(Model):
     admin_role_arn: Optional[RoleArn] = Field(default=None, description=(
         "Kubernetes: an IAM role given cluster-admin access (an access entry)"))
     endpoint_access: Literal["public-and-private", "private"] = Field(
-        default="public-and-private", description="Kubernetes: access to the API endpoint")
+        default="public-and-private", description=(
+            "Kubernetes: access to the API endpoint: public-and-private (from the VPC, and from the internet "
+            "addresses of public_access_cidrs) or private (from the VPC only)"))
+    public_access_cidrs: list[AccessCidr] = Field(default=[EVERYONE], min_length=1, description=(
+        "Kubernetes, endpoint_access public-and-private: the IPv4 CIDR blocks that may reach the public API "
+        "endpoint, such as your office's or VPN's; default everyone (0.0.0.0/0, which validate warns of)"))
     namespace: str = Field(default="default", description=(
         "Kubernetes: the namespace of the Lustre PersistentVolumeClaim and the Kueue LocalQueue"))
 

@@ -7,7 +7,9 @@ What it builds from the spec, with the network and storage stacks' outputs:
   stack's private subnets in the region's Availability Zones (GPU AZ and extra AZs; without the
   GPU zone when it is a Local Zone: EKS runs its control plane in the region only), without Auto
   Mode: only managed node groups;
-  API endpoint public and private, or private only; authentication by access entries (cluster
+  API endpoint public (from `orchestrator.public_access_cidrs` only) and private, or private
+  only; with `storage.kms`, Kubernetes secrets envelope-encrypted with the storage key (the
+  cluster role may use it); authentication by access entries (cluster
   admin for `orchestrator.admin_role_arn`; the deploying role gets none); every control-plane
   log type; a kubectl provider (Lambda, kubectl v1.35 layer) that installs charts and
   manifests at deploy time;
@@ -70,6 +72,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
@@ -83,6 +86,7 @@ from fmcluster import kubernetes, naming
 from fmcluster import observability as observability_content
 from fmcluster.controlplanes import EKS_AMI_TYPES
 from fmcluster.model import SYSTEM, ClusterModel, NodeGroup
+from fmcluster.spec import EVERYONE, OrchestratorSpec
 from stacks import node_groups
 from stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
@@ -92,6 +96,8 @@ IMDS_HOP_LIMIT = 2  # pods reach the instance metadata service through one more 
 LOG_TYPES = (eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT, eks.ClusterLoggingTypes.AUTHENTICATOR,
              eks.ClusterLoggingTypes.CONTROLLER_MANAGER, eks.ClusterLoggingTypes.SCHEDULER)
 ENDPOINT_ACCESS = {"public-and-private": eks.EndpointAccess.PUBLIC_AND_PRIVATE, "private": eks.EndpointAccess.PRIVATE}
+# What the cluster role does with the key of secrets encryption (storage.kms)
+SECRETS_KEY_ACTIONS = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ListGrants"]
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 CNI_POLICY = "AmazonEKS_CNI_Policy"
 # The FSx CSI controller, for a static volume: describe the file system, and grow it on a
@@ -100,6 +106,15 @@ CNI_POLICY = "AmazonEKS_CNI_Policy"
 # "Resource": "*" allows it, a file-system ARN would leave it denied.
 FSX_CSI_DESCRIBE = "fsx:DescribeFileSystems"
 FSX_CSI_ACTIONS = ["fsx:UpdateFileSystem"]
+
+
+def endpoint_access(orchestrator: OrchestratorSpec) -> eks.EndpointAccess:
+    """The API endpoint: private, or public and private with the public side open to
+    `public_access_cidrs` only (everyone, the default: no PublicAccessCidrs in the template)."""
+    access = ENDPOINT_ACCESS[orchestrator.endpoint_access]
+    if orchestrator.endpoint_access == "private" or orchestrator.public_access_cidrs == [EVERYONE]:
+        return access
+    return access.only_from(*orchestrator.public_access_cidrs)
 
 
 def config_command(spec) -> str:
@@ -182,14 +197,29 @@ class EksClusterStack(cdk.Stack):
         for subnet in self.cluster_subnets:  # routes are the network stack's business
             cdk.Annotations.of(subnet).acknowledge_warning("@aws-cdk/aws-ec2:noSubnetRouteTableId",
                                                            "nothing here reads the subnet's route table")
-        return eks.Cluster(
+        # With storage.kms: Kubernetes secrets envelope-encrypted with the storage key (imported by
+        # ARN: its policy is CDK's default, so the account's IAM policies grant its use).
+        key = kms.Key.from_key_arn(self, "StorageKey", self.storage.kms_key_arn) if self.storage.kms_key_arn else None
+        cluster = eks.Cluster(
             self, "Cluster", cluster_name=spec.name, version=eks.KubernetesVersion.of(spec.orchestrator.version),
             vpc=vpc, vpc_subnets=[ec2.SubnetSelection(subnets=self.cluster_subnets)],
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP, default_capacity=0,
-            endpoint_access=ENDPOINT_ACCESS[spec.orchestrator.endpoint_access], cluster_logging=list(LOG_TYPES),
+            endpoint_access=endpoint_access(spec.orchestrator), cluster_logging=list(LOG_TYPES),
             bootstrap_cluster_creator_admin_permissions=False, bootstrap_self_managed_addons=False,
-            service_ipv4_cidr=self.service_cidr,
+            service_ipv4_cidr=self.service_cidr, secrets_encryption_key=key,
             kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(self, "KubectlLayer")))
+        if key is not None:
+            self._grant_secrets_key(cluster, key)
+        return cluster
+
+    def _grant_secrets_key(self, cluster: eks.Cluster, key: kms.IKey) -> None:
+        """aws_eks_v2 sets the cluster's encryptionConfig but grants nothing on the key. EKS uses the
+        key as the cluster role (the deploying role, CloudFormation's, creates the grant EKS makes
+        on it at creation): the role may encrypt, decrypt, describe the key and list its grants
+        (the Amazon EKS User Guide's policy for secrets encryption). The cluster waits for it."""
+        policy = iam.Policy(self, "SecretsKeyPolicy", roles=[cluster.role], statements=[iam.PolicyStatement(
+            sid="KubernetesSecretsEncryption", actions=SECRETS_KEY_ACTIONS, resources=[key.key_arn])])
+        cluster.node.default_child.node.add_dependency(policy)
 
     def _add_addon(self, addon: kubernetes.Addon, statements: Optional[list[iam.PolicyStatement]] = None) -> None:
         scope = Construct(self, f"Addon-{addon.name}")

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_codebuild as codebuild
 from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
@@ -52,6 +53,12 @@ QUIET = {"CDK_DISABLE_VERSION_CHECK": "true", "CDK_DISABLE_CLI_TELEMETRY": "true
 # Python 3.11+, and Node.js only to run npm: it runs the Node LTS pinned in package.json itself;
 # the image's Node is of the same major version (.nvmrc), for the CDK CLI steps of CDK Pipelines.
 RUNTIMES = {"python": "3.12", "nodejs": (REPO_ROOT / ".nvmrc").read_text().strip()}
+
+
+# cdk-assets, the asset publishing steps' tool (CDK Pipelines installs it with `npm install -g
+# cdk-assets@VERSION` on every run; "latest" by default). The newest release, 4.7.3, is built on
+# @aws-cdk/cdk-assets-lib 1.5, the library the pinned CDK CLI (package.json) publishes assets with.
+CDK_ASSETS_VERSION = "4.7.3"
 
 
 def cdk_cli_version() -> str:
@@ -128,7 +135,7 @@ class PipelineStack(cdk.Stack):
         self.pipeline = pipelines.CodePipeline(
             self, "Pipeline", pipeline_name=config.name, synth=synth,
             cross_account_keys=cross_account, enable_key_rotation=cross_account or None,
-            cli_version=cdk_cli_version(),
+            cli_version=cdk_cli_version(), cdk_assets_cli_version=CDK_ASSETS_VERSION,
             code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0),
                 partial_build_spec=codebuild.BuildSpec.from_object(
@@ -153,7 +160,26 @@ class PipelineStack(cdk.Stack):
                 guard = pipelines.StackSteps(stack=storage, change_set=[self._change_set_step(deployment)])
                 wave.add_stage(stage, pre=pipelines.Step.sequence(pre), post=[self._record_step(deployment)],
                                stack_steps=[guard])
+        self.pipeline.build_pipeline()
         self._grant_codeconnections(config.source.connection_arn)
+        self._scope_asset_roles()
+
+    def _scope_asset_roles(self) -> None:
+        """The asset publishing roles (Pipeline/Assets/FileRole, DockerRole) without the statement
+        CDK Pipelines gives them up front: codebuild:StartBuild, StopBuild and BatchGetBuilds on
+        every project of the account ("Resource": "*"). The role is the asset projects' own service
+        role; what runs there (cdk-assets publish) starts no build, and CodePipeline starts the asset
+        projects through another role, the CodeBuild action role, which has those actions on each
+        project. CDK offers no option for it: the escape hatch of the typed L1 (the policy's
+        CfnPolicy) takes the policy document as resolved, less that statement."""
+        assets = self.pipeline.node.try_find_child("Assets")
+        for role in (c for c in (assets.node.children if assets else []) if isinstance(c, iam.Role)):
+            policy = role.node.try_find_child("DefaultPolicy")
+            if not isinstance(policy, iam.Policy):
+                continue
+            cfn = policy.node.default_child
+            assert isinstance(cfn, iam.CfnPolicy)
+            cfn.policy_document = _WithoutStatement(policy, ASSET_ROLE_CODEBUILD)
 
     def _grant_codeconnections(self, connection_arn: str) -> None:
         """codeconnections:UseConnection on a connection whose ARN has the new service prefix, for every
@@ -164,7 +190,6 @@ class PipelineStack(cdk.Stack):
         connections), and the connections made since July 2024 have it; CDK grants the old one only."""
         if ":codeconnections:" not in connection_arn:
             return
-        self.pipeline.build_pipeline()
         grant = iam.PolicyStatement(actions=["codeconnections:UseConnection"], resources=[connection_arn])
         for policy in (c for c in self.node.find_all() if isinstance(c, iam.Policy)):
             statements = self.resolve(policy.document).get("Statement", [])
@@ -229,6 +254,31 @@ class PipelineStack(cdk.Stack):
         return pipelines.CodeBuildStep(
             "Record", input=self.source, env=QUIET, install_commands=["make install"] if protect else [],
             commands=record_commands(deployment, protect), role_policy_statements=statements)
+
+
+# What CDK Pipelines' asset role (AssetSingletonRole) allows on "*" (the statement removed above)
+ASSET_ROLE_CODEBUILD = {"codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild"}
+
+
+@jsii.implements(cdk.IResolvable)
+class _WithoutStatement:
+    """A policy's document, resolved when the template is written, less its statement that allows
+    exactly `actions` on "*"."""
+
+    def __init__(self, policy: iam.Policy, actions: set[str]) -> None:
+        self.policy = policy
+        self.actions = actions
+        self.creation_stack: list[str] = []
+        self.type_hint = None
+
+    def resolve(self, context: cdk.IResolveContext) -> Any:
+        resolved = context.resolve(self.policy.document)
+        resolved["Statement"] = [s for s in resolved.get("Statement", [])
+                                 if not (set(iam_actions(s)) == self.actions and s.get("Resource") == "*")]
+        return resolved
+
+    def to_string(self) -> str:
+        return cdk.Token.as_string(self)
 
 
 def iam_actions(statement: dict) -> list[str]:

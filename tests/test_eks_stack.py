@@ -239,8 +239,35 @@ def test_managed_node_groups_not_auto_mode(main):
 def test_endpoint_access(templates):
     private = one(templates["main"], "AWS::EKS::Cluster")["ResourcesVpcConfig"]
     assert (private["EndpointPrivateAccess"], private["EndpointPublicAccess"]) == (True, False)
-    default = one(templates["example"], "AWS::EKS::Cluster")["ResourcesVpcConfig"]
+    assert "PublicAccessCidrs" not in private
+    example = one(templates["example"], "AWS::EKS::Cluster")["ResourcesVpcConfig"]
+    assert (example["EndpointPrivateAccess"], example["EndpointPublicAccess"]) == (True, True)
+    assert example["PublicAccessCidrs"] == specs()["example"].orchestrator.public_access_cidrs == ["203.0.113.0/24"]
+    default = one(templates["bare"], "AWS::EKS::Cluster")["ResourcesVpcConfig"]  # public to everyone
     assert (default["EndpointPrivateAccess"], default["EndpointPublicAccess"]) == (True, True)
+    assert "PublicAccessCidrs" not in default  # EKS's default: 0.0.0.0/0
+
+
+def test_secrets_encrypted_with_the_storage_key(templates):
+    """storage.kms: Kubernetes secrets envelope-encrypted with the storage key, which the cluster
+    role may use (aws_eks_v2 grants nothing on it); the cluster is created after that grant."""
+    from stacks.eks import SECRETS_KEY_ACTIONS
+
+    main = templates["main"]
+    (lid, cluster), = [(lid, r) for lid, r in main["Resources"].items() if r["Type"] == "AWS::EKS::Cluster"]
+    assert cluster["Properties"]["EncryptionConfig"] == [{"Provider": {"KeyArn": KMS_KEY}, "Resources": ["secrets"]}]
+    role = cluster["Properties"]["RoleArn"]["Fn::GetAtt"][0]
+    (policy_id,) = [pid for pid, r in main["Resources"].items() if r["Type"] == "AWS::IAM::Policy"
+                    and {"Ref": role} in r["Properties"]["Roles"]
+                    and any(s.get("Sid") == "KubernetesSecretsEncryption"
+                            for s in r["Properties"]["PolicyDocument"]["Statement"])]
+    (statement,) = [s for s in main["Resources"][policy_id]["Properties"]["PolicyDocument"]["Statement"]
+                    if s.get("Sid") == "KubernetesSecretsEncryption"]
+    assert statement == {"Sid": "KubernetesSecretsEncryption", "Effect": "Allow", "Action": SECRETS_KEY_ACTIONS,
+                         "Resource": KMS_KEY}
+    assert policy_id in cluster["DependsOn"]
+    for key in ("bare", "example", "gb200", "gb200-hyperpod"):  # no storage key: EKS's own encryption
+        assert "EncryptionConfig" not in one(templates[key], "AWS::EKS::Cluster")
 
 
 def test_control_plane_logging(main):

@@ -887,3 +887,43 @@ def test_readme_section_and_its_pipeline_file_example():
     (block,) = re.findall(r"```yaml\n(.*?)```", section, re.S)[:1]
     config = pipeline.PipelineSpec.model_validate(yaml.safe_load(block))  # the documented format parses
     assert config.waves[-1].clusters[0].protected
+
+
+# ---- the asset publishing steps -----------------------------------------------------------------
+
+def asset_roles(template) -> dict[str, list[dict]]:
+    """Role logical id -> the statements of its policies, for CDK Pipelines' asset roles."""
+    roles = [lid for lid, r in resources(template, "AWS::IAM::Role").items() if lid.startswith("PipelineAssets")]
+    return {role: [s for r in resources(template, "AWS::IAM::Policy").values()
+                   if {"Ref": role} in r["Properties"]["Roles"]
+                   for s in r["Properties"]["PolicyDocument"]["Statement"]] for role in roles}
+
+
+def test_asset_roles_start_no_codebuild_project(template, code_pipeline):
+    """CDK Pipelines gives its asset role codebuild:StartBuild/StopBuild/BatchGetBuilds on every
+    project of the account; stacks/pipeline.py takes it out (the asset builds start none, and
+    CodePipeline starts them through the CodeBuild action role, on each project only)."""
+    roles = asset_roles(template)
+    assert roles  # the example's node groups' nested stacks are file assets
+    for role, statements in roles.items():
+        assert not [s for s in statements if "codebuild:StartBuild" in json.dumps(s["Action"])], role
+        assert all(s["Resource"] != "*" for s in statements), role
+    (assets,) = [s for s in code_pipeline["Stages"] if s["Name"] == "Assets"]
+    action_roles = {json.dumps(a["RoleArn"]) for a in assets["Actions"]}
+    assert not action_roles & {json.dumps({"Fn::GetAtt": [role, "Arn"]}) for role in roles}
+    for role_arn in action_roles:
+        role = json.loads(role_arn)["Fn::GetAtt"][0]
+        starts = [s for r in resources(template, "AWS::IAM::Policy").values()
+                  if {"Ref": role} in r["Properties"]["Roles"]
+                  for s in r["Properties"]["PolicyDocument"]["Statement"] if "codebuild:StartBuild" in json.dumps(s)]
+        assert starts and all(s["Resource"] != "*" for s in starts)
+
+
+def test_asset_steps_install_the_pinned_cdk_assets(template, code_pipeline):
+    from stacks.pipeline import CDK_ASSETS_VERSION
+
+    (assets,) = [s for s in code_pipeline["Stages"] if s["Name"] == "Assets"]
+    for action in assets["Actions"]:
+        installs = commands(buildspec(template, action))
+        assert f"npm install -g cdk-assets@{CDK_ASSETS_VERSION}" in installs
+        assert not [c for c in installs if "@latest" in c or c.endswith("cdk-assets")]

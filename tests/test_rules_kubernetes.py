@@ -88,7 +88,7 @@ def test_system_nodes_pass_and_pcs_needs_none():
 def test_eks_without_an_admin_role_warns():
     spec = eks(admin=False)
     assert paths(spec) == set()  # a warning, not an error
-    (message,) = messages(spec, "orchestrator", "warning")
+    (message,) = [m for m in messages(spec, "orchestrator", "warning") if "0.0.0.0/0" not in m]  # api-endpoint-open
     assert "nobody can reach the Kubernetes API" in message and "admin_role_arn" in message
     assert findings(k8s.eks_admin_role, eks()) == []
 
@@ -126,3 +126,47 @@ def test_eks_label_keys_of_63_characters_pass_and_64_do_not():
     spec = with_(eks(), "node_groups[0].labels", {long: "v"})
     assert f"node_groups[0].labels.{long}" in paths(spec)
     assert "at most 63 characters, prefix included" in messages(spec, f"node_groups[0].labels.{long}")[0]
+
+
+# ---- api_endpoint_open, public_access_cidrs ------------------------------------------------
+
+def test_api_endpoint_public_to_everyone_warns():
+    (message,) = [m for m in messages(eks(), "orchestrator", "warning") if "0.0.0.0/0" in m]
+    assert "public to the whole internet" in message and "public_access_cidrs" in message
+    assert len(findings(k8s.api_endpoint_open, eks())) == 1
+    spec = with_(eks(), "orchestrator.public_access_cidrs", ["203.0.113.0/24", "0.0.0.0/0"])
+    (message,) = messages(spec, "orchestrator.public_access_cidrs[1]", "warning")
+    assert "0.0.0.0/0" in message
+    hyperpod = with_(eks(), "orchestrator.type", "hyperpod-eks")
+    assert len(findings(k8s.api_endpoint_open, hyperpod)) == 1
+
+
+@pytest.mark.parametrize("change", [("orchestrator.public_access_cidrs", ["203.0.113.0/24", "198.51.100.7/32"]),
+                                    ("orchestrator.endpoint_access", "private")])
+def test_api_endpoint_limited_or_private_passes(change):
+    spec = with_(eks(), *change)
+    assert findings(k8s.api_endpoint_open, spec) == []
+    assert paths(spec) == set()
+
+
+def test_api_endpoint_rule_is_for_kubernetes_only():
+    assert findings(k8s.api_endpoint_open, base_spec()) == []
+
+
+@pytest.mark.parametrize("cidr", ["203.0.113.1/24", "10.0.0.0/33", "example.com", "::/0"])
+def test_public_access_cidrs_must_be_ipv4_blocks(cidr):
+    spec = with_(eks(), "orchestrator.public_access_cidrs", [cidr])
+    assert "orchestrator.public_access_cidrs[0]" in paths(spec)
+
+
+def test_public_access_cidrs_where_they_do_nothing_warn():
+    from fmcluster.rules import orchestrator
+
+    private = with_(with_(eks(), "orchestrator.endpoint_access", "private"),
+                    "orchestrator.public_access_cidrs", ["203.0.113.0/24"])
+    (message,) = messages(private, "orchestrator.public_access_cidrs", "warning")
+    assert "only with endpoint_access public-and-private" in message
+    slurm = with_(base_spec(), "orchestrator.public_access_cidrs", ["203.0.113.0/24"])
+    (message,) = messages(slurm, "orchestrator.public_access_cidrs", "warning")
+    assert "used only by Kubernetes control planes" in message
+    assert len(findings(orchestrator.kubernetes_only_fields, slurm)) == 1

@@ -184,6 +184,7 @@ def test_reservation_id_on_hyperpod():
 @pytest.mark.parametrize("type_", ["eks", "hyperpod-eks"])
 def test_admin_role_on_kubernetes_passes(type_):
     spec = with_(on(type_), "orchestrator.admin_role_arn", ROLE)
+    spec = with_(spec, "orchestrator.public_access_cidrs", ["203.0.113.0/24"])  # not api-endpoint-open
     assert findings(orch.kubernetes_only_fields, spec) == []
     assert problems(spec) == []
 

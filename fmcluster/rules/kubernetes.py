@@ -97,6 +97,25 @@ def eks_admin_role(spec: ClusterSpec) -> Iterator[Problem]:
                       "arn:aws:iam::111122223333:role/MlPlatformAdmin")
 
 
+@rule(warns=True)
+def api_endpoint_open(spec: ClusterSpec) -> Iterator[Problem]:
+    """The EKS API endpoint (eks and hyperpod-eks) public to every address: anyone on the internet
+    can knock on the API server (it still authenticates every request)."""
+    import ipaddress
+
+    orch = spec.orchestrator
+    if not _on_kubernetes(spec) or orch.endpoint_access == "private":
+        return
+    for i, cidr in enumerate(orch.public_access_cidrs):
+        if ipaddress.IPv4Network(cidr).prefixlen == 0:
+            where = ("orchestrator", "public_access_cidrs", i) if "public_access_cidrs" in orch.model_fields_set \
+                else ("orchestrator",)
+            yield warning(where, "the Kubernetes API endpoint is public to the whole internet (0.0.0.0/0)",
+                          "list the addresses that need it in orchestrator.public_access_cidrs (your office's or "
+                          "VPN's, such as 203.0.113.0/24), or set orchestrator.endpoint_access: private")
+            return
+
+
 @rule
 def kueue_flavor_limit(spec: ClusterSpec) -> Iterator[Problem]:
     """Each node group is a Kueue ResourceFlavor in the cluster queue's one resource group."""

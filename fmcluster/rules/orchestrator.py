@@ -92,11 +92,20 @@ def training_plan_only_on_hyperpod(spec: ClusterSpec) -> Iterator[Problem]:
 
 @rule(warns=True)
 def kubernetes_only_fields(spec: ClusterSpec) -> Iterator[Problem]:
-    if spec.orchestrator.control_plane.scheduler == "kubernetes":
+    orch = spec.orchestrator
+    cidrs = "public_access_cidrs" in orch.model_fields_set
+    if orch.control_plane.scheduler == "kubernetes":
+        if cidrs and orch.endpoint_access == "private":
+            yield warning(ORCH + ("public_access_cidrs",),
+                          "public_access_cidrs is used only with endpoint_access public-and-private: a private "
+                          "endpoint is reached from the VPC only", "remove it, or make the endpoint public-and-private")
         return
-    if spec.orchestrator.admin_role_arn:
+    if orch.admin_role_arn:
         yield warning(ORCH + ("admin_role_arn",),
-                      f"admin_role_arn is used only by Kubernetes control planes, not {spec.orchestrator.type}")
+                      f"admin_role_arn is used only by Kubernetes control planes, not {orch.type}")
+    if cidrs:
+        yield warning(ORCH + ("public_access_cidrs",),
+                      f"public_access_cidrs is used only by Kubernetes control planes, not {orch.type}")
 
 
 @rule
