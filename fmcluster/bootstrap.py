@@ -555,7 +555,7 @@ BODY_DECODER = "import base64,lzma,sys;sys.stdout.buffer.write(lzma.decompress(b
 BODY_LOADER = f"""
 # The program, xz and base85 (fmcluster.bootstrap.pack), kept in {BODY_FILE}.
 install -d -m 0755 "$ROOT{FMCLUSTER_LIB}"
-printf '%s' "$FMCLUSTER_BOOTSTRAP" | python3 -c '{BODY_DECODER}' >"$ROOT{BODY_FILE}"
+printf '%s' "$FMCLUSTER_BOOTSTRAP" | /usr/bin/python3 -c '{BODY_DECODER}' >"$ROOT{BODY_FILE}"
 # shellcheck source=/dev/null
 source "$ROOT{BODY_FILE}"
 """

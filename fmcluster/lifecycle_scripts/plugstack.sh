@@ -25,13 +25,45 @@ register_pyxis() {
     return 1
   fi
   touch "$conf"
-  sed -i "\\#^include $PLUGSTACK_DIR/\\*#d" "$conf"
+  explicit_includes "$conf"
   grep -qxF "$include" "$conf" || echo "$include" >>"$conf"
   if ((SLURM_CONTROLLER)) && systemctl is-active --quiet slurmctld.service; then
     if ! PATH=$PATH:$SLURM_PREFIX/bin scontrol reconfigure; then
       log "warning: scontrol reconfigure failed; restarting slurmctld"
       systemctl restart slurmctld.service
     fi
+    resume_plugstack_drained
   fi
   log "Pyxis registered in $PLUGSTACK_CONF ($include)"
+}
+
+# explicit_includes CONF: each wildcard include of CONF replaced by an include of every file it
+# matches now, the wildcard kept as a comment (as AWS's slurm_fix_plugstackconf.sh does): slurmd
+# expands a wildcard itself, so dropping it would drop the other plugins it loads.
+explicit_includes() {
+  local line file
+  while IFS= read -r line; do
+    for file in $ROOT${line#include }; do
+      [[ -e "$file" ]] || continue
+      file="include ${file#"$ROOT"}"
+      grep -qxF "$file" "$1" || echo "$file" >>"$1"
+    done
+    sed -i "\\#^${line//\*/\\*}\$#s/^/# fmcluster: explicit includes below: /" "$1"
+  done < <(grep -E '^include [^ ]*[*?[]' "$1")
+}
+
+# resume_plugstack_drained: the compute nodes that checked slurmd's plugstack.conf before this
+# controller registered Pyxis were drained for that alone (node-ready's containers-plugstack
+# reason); the reconfigure has now sent them the new file, so they are resumed. A node drained for
+# anything else as well stays drained.
+resume_plugstack_drained() {
+  local node reason
+  PATH=$PATH:$SLURM_PREFIX/bin scontrol -o show nodes 2>/dev/null |
+    sed -n 's/^NodeName=\([^ ]*\) .*Reason=\(.*\) \[.*$/\1\t\2/p' |
+    while IFS=$'\t' read -r node reason; do
+      if [[ "$reason" == "fmcluster node-ready: slurmd's plugstack.conf does not load Pyxis"* && "$reason" != *";"* ]]; then
+        PATH=$PATH:$SLURM_PREFIX/bin scontrol update nodename="$node" state=resume &&
+          log "resumed $node: slurmd now has the plugstack.conf that loads Pyxis"
+      fi
+    done
 }

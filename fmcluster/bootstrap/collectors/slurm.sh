@@ -22,7 +22,7 @@ success() {
   printf '# TYPE slurm_scrape_success gauge\nslurm_scrape_success %s\n' "$1"
 }
 
-if ! listing=$(sinfo -h -N -o '%N %T' 2>/dev/null); then
+if ! listing=$(timeout 30 sinfo -h -N -o '%N %T' 2>/dev/null); then  # a hung slurmctld is a failed scrape
   echo "sinfo failed: keeping the last good counts" >&2
   if [[ -r "$last" ]]; then cat "$last"; fi
   success 0
