@@ -575,7 +575,8 @@ def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str 
 
     `compact` (the PCS and EKS user data, limited to 16 KiB): the header and the body without their
     comment lines, the body packed (`pack`: xz, base85) in the setting FMCLUSTER_BOOTSTRAP, which
-    the script decodes to BODY_FILE and sources; the settings go into the body too (first), except INSTANCE_TYPE and those whose
+    the script decodes to BODY_FILE and sources; the settings go into the body too (first), except
+    INSTANCE_TYPE and those whose
     value holds a CDK token (`plain_setting`: CDK resolves tokens in the template's text, never
     inside the packed body). Otherwise (the SageMaker HyperPod lifecycle scripts,
     fmcluster.lifecycle; tests) the body verbatim. Both run the same code."""

@@ -19,7 +19,6 @@ partitions and the options the kits need are configured here).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -28,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster import loader, model as cluster_model
+from fmcluster import loader
+from fmcluster import model as cluster_model
 from tests.slurm_cluster import SlurmCluster, find, require_slurm
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +158,8 @@ def test_every_container_step_asked_for_the_kits_images(p5_kit):
     _, group, _, record, _ = p5_kit
     lines = [line.split("\t") for line in record.read_text().splitlines()]
     images = {fields[2] for fields in lines}
-    assert images == {"image=docker://registry.example#fmcluster/acceptance:1", "image=nvcr.io#nvidia/pytorch:25.01-py3"}
+    assert images == {"image=docker://registry.example#fmcluster/acceptance:1",
+                      "image=nvcr.io#nvidia/pytorch:25.01-py3"}
     assert {fields[1] for fields in lines} == {f"node{i + 1}" for i in range(group.max_count)}
 
 
@@ -166,7 +167,8 @@ def test_fio_wrote_within_the_file_system_and_left_nothing(p5_kit, tmp_path):
     """fio was asked, all nodes and jobs together, for at most a tenth of the file system on /fsx
     (FACTS: --size is per job), read back what it wrote, and left nothing on /fsx or /scratch."""
     resolved, group, kit_dir, _, fio_record = p5_kit
-    asked = [dict(field.split("=", 1) for field in line.split("\t")[1:]) for line in fio_record.read_text().splitlines()]
+    asked = [dict(field.split("=", 1) for field in line.split("\t")[1:])
+             for line in fio_record.read_text().splitlines()]
     fsx = [a for a in asked if a["--directory"].startswith("/fsx/")]
     assert {a["--rw"] for a in fsx} == {"write", "read"}
     written = sum(int(a["--size"].rstrip("MG")) * (1024 if a["--size"].endswith("G") else 1) * int(a["--numjobs"])
