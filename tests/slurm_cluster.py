@@ -44,6 +44,7 @@ Starting takes well under a second here (munged, slurmctld, two slurmd, all idle
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shlex
 import shutil
@@ -51,6 +52,7 @@ import signal
 import socket
 import stat
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Sequence
@@ -60,6 +62,7 @@ import pytest
 COMMANDS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "squeue")
 START_TIMEOUT = 30.0  # seconds for munged, slurmctld and every slurmd to be up and the nodes idle
 COMMAND_TIMEOUT = 20.0  # seconds for one client command
+START_LOCK = Path(tempfile.gettempdir()) / "fmcluster-tests-slurm-start.lock"  # SlurmCluster.start
 
 
 def find(command: str) -> Optional[str]:
@@ -128,7 +131,10 @@ class SlurmCluster:
         self.node_binds = node_binds
         self.partitions = partitions or {"debug": self.names}
         self.conf = self.dir / "slurm.conf"
-        self.socket = self.dir / "munge" / "munge.socket"
+        # Unix sockets (munged's, slurmstepd's in the spool directory) take paths of at most 108
+        # bytes, which a test's tmp_path can pass: they live in a short directory of their own.
+        self.sockets = Path(tempfile.mkdtemp(prefix="fmslurm-"))
+        self.socket = self.sockets / "munge.socket"
         self.processes: list[subprocess.Popen] = []
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.env.pop("SLURM_JOB_ID", None)
@@ -137,16 +143,18 @@ class SlurmCluster:
 
     def write_config(self) -> None:
         ctld_port, *node_ports = free_ports(1 + len(self.names))
-        for sub in ("state", "log", "munge", *(f"spool/{n}" for n in self.names)):
+        for sub in ("state", "log", "munge"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        for node in self.names:
+            (self.sockets / "spool" / node).mkdir(parents=True, exist_ok=True)
         gres_type = self.gres.split(":")[0] if self.gres else ""
         lines = [
             f"ClusterName={self.cluster}", "SlurmctldHost=localhost", f"SlurmctldPort={ctld_port}",
             "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={self.socket}",
             "SlurmUser=root", "SlurmdUser=root",
-            f"StateSaveLocation={self.dir}/state", f"SlurmdSpoolDir={self.dir}/spool/%n",
+            f"StateSaveLocation={self.dir}/state", f"SlurmdSpoolDir={self.sockets}/spool/%n",
             f"SlurmctldPidFile={self.dir}/slurmctld.pid", f"SlurmctldLogFile={self.dir}/log/slurmctld.log",
-            f"SlurmdPidFile={self.dir}/spool/slurmd-%n.pid", f"SlurmdLogFile={self.dir}/log/slurmd-%n.log",
+            f"SlurmdPidFile={self.sockets}/spool/slurmd-%n.pid", f"SlurmdLogFile={self.dir}/log/slurmd-%n.log",
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none",
             "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none",
@@ -214,18 +222,24 @@ class SlurmCluster:
                 *argv]
 
     def start(self) -> "SlurmCluster":
+        """Start the cluster. Clusters of test processes that run side by side (pytest-xdist) start
+        one at a time, under START_LOCK: the ports free_ports picks stay free only until the daemons
+        bind them, and two clusters on one port would take each other's messages (munge then
+        refuses the other cluster's credentials)."""
         began = time.monotonic()
-        self.write_config()
-        try:
-            self._start_munged()
-            self._spawn([find("slurmctld"), "-D", "-i", "-f", str(self.conf)], "slurmctld.out")
-            self._until(lambda: self.run("scontrol", "ping", check=False).returncode == 0, "slurmctld to answer")
-            for node in self.names:
-                self._spawn(self._slurmd_argv(node), f"slurmd-{node}.out")
-            self._until(self._all_idle, "every node idle in sinfo")
-        except BaseException:
-            self.stop()
-            raise
+        with open(START_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.write_config()
+            try:
+                self._start_munged()
+                self._spawn([find("slurmctld"), "-D", "-i", "-f", str(self.conf)], "slurmctld.out")
+                self._until(lambda: self.run("scontrol", "ping", check=False).returncode == 0, "slurmctld to answer")
+                for node in self.names:
+                    self._spawn(self._slurmd_argv(node), f"slurmd-{node}.out")
+                self._until(self._all_idle, "every node idle in sinfo")
+            except BaseException:
+                self.stop()
+                raise
         self.start_seconds = time.monotonic() - began
         return self
 
@@ -265,6 +279,7 @@ class SlurmCluster:
                     pass
                 process.wait(timeout=5)
         self.processes.clear()
+        shutil.rmtree(self.sockets, ignore_errors=True)
 
     def __enter__(self) -> "SlurmCluster":
         return self.start()
