@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fmcluster import assembly, catalog, kubernetes
+from fmcluster import assembly, bootstrap, catalog, kubernetes
 from tests.sandbox import Scenario, template_text, user_data_parts
 
 
@@ -63,11 +63,15 @@ def node_scripts(outdir: Path, spec) -> list[NodeScript]:
 
 def scenario(node: NodeScript) -> Scenario:
     instance = catalog.get(node.instance_type)
-    common = dict(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks, efa_devices=instance.max_efa_interfaces)
+    # an UltraServer node's AMI has NVIDIA's IMEX packages (nvidia-imex.service)
+    common = dict(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks, efa_devices=instance.max_efa_interfaces,
+                  imex=instance.ultraserver)
     if node.plane == "pcs":
         return Scenario(**common)  # Ubuntu 24.04 (the PCS DLAMI), slurmd started by PCS
     if node.plane == "hyperpod-slurm":
-        return Scenario(**common, os_release="jammy", slurmd=False, dlami_nvme=0)
+        # slurmd's configless copy of the controller's plugstack.conf, once the controller registered Pyxis
+        plugstack = f"include {bootstrap.Containers.hyperpod().pyxis_conf}\n"
+        return Scenario(**common, os_release="jammy", slurmd=False, dlami_nvme=0, slurmd_plugstack=plugstack)
     return Scenario(**common, os_release="amzn2023", slurmd=False)  # eks, hyperpod-eks: AL2023
 
 

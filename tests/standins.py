@@ -278,15 +278,12 @@ def gitconfig(upstream: Path) -> str:
 def with_pins(script: str, upstream: Upstream) -> str:
     """A rendered node script whose pin settings name the stand-ins' commits (a compact one's in
     its packed body, packed again)."""
-    import base64
-    import gzip
     import re
 
-    from fmcluster.bootstrap import _quote, unpack
+    from fmcluster.bootstrap import _quote, pack, unpack
 
     if re.search(r"^FMCLUSTER_BOOTSTRAP=", script, re.MULTILINE):
-        body = with_pins(unpack(script), upstream)
-        packed = base64.b64encode(gzip.compress(body.encode("utf-8"), mtime=0)).decode("ascii")
+        packed = _quote(pack(with_pins(unpack(script), upstream)))
         return re.sub(r"^FMCLUSTER_BOOTSTRAP=\S+$", lambda _: f"FMCLUSTER_BOOTSTRAP={packed}", script,
                       flags=re.MULTILINE)
 

@@ -937,27 +937,28 @@ def test_pyxis_plugin_built_by_the_node_script_is_a_spank_plugin(tmp_path):
 
 # --- SageMaker HyperPod: Pyxis where configless slurmd reads it ----------------------------------
 
-@pytest.mark.xfail(
-    reason="issue 24, open: fails since the real-git/make harness, the IMEX prolog and the HyperPod "
-           "registration were merged in one session; to be fixed next session", strict=False)
 def test_hyperpod_controller_registers_pyxis_by_name_and_reconfigures(tmp_path):
     """The controller group builds the runtime too, includes pyxis.conf by name in the
-    plugstack.conf slurmctld sends to every configless slurmd (dropping a wildcard include), and
-    runs scontrol reconfigure so that running slurmd get it."""
+    plugstack.conf slurmctld sends to every configless slurmd (a wildcard include becomes explicit
+    includes of what it matches, kept as a comment: the other plugins still load), and runs
+    scontrol reconfigure so that running slurmd get it, then looks for nodes drained before it."""
     runtime = lifecycle.SlurmRuntime(controller=True, shared_path="/fsx")
     bundle = lifecycle.bundle("controller", "m7i.2xlarge", efa=False, runtime=runtime)
     node = Sandbox(tmp_path, hyperpod_world("m7i.2xlarge", slurmd_plugstack=None))
     (node.root / "fsx").mkdir()
     node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
-    (node.root / "opt/slurm/etc").mkdir(parents=True)
+    (node.root / "opt/slurm/etc/plugstack.conf.d").mkdir(parents=True)
+    (node.root / "opt/slurm/etc/plugstack.conf.d/other.conf").write_text("optional /opt/other.so\n")
     (node.root / "opt/slurm/etc/plugstack.conf").write_text("include /opt/slurm/etc/plugstack.conf.d/*.conf\n")
     (node.state / "units/slurmctld.service").write_text("active\n")
     result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}")
     assert result.returncode == 0, result.stderr
-    assert node.file("/opt/slurm/etc/plugstack.conf") == CONTROLLER_PLUGSTACK
+    assert node.file("/opt/slurm/etc/plugstack.conf").splitlines() == [
+        "# fmcluster: explicit includes below: include /opt/slurm/etc/plugstack.conf.d/*.conf",
+        "include /opt/slurm/etc/plugstack.conf.d/other.conf", CONTROLLER_PLUGSTACK.strip()]
     assert node.file("/opt/slurm/etc/plugstack.conf.d/pyxis.conf") == "required /opt/slurm/lib/slurm/spank_pyxis.so\n"
     assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
-    assert node.lines("scontrol") == ["scontrol reconfigure"]
+    assert node.lines("scontrol") == ["scontrol reconfigure", "scontrol -o show nodes"]
     lines = node.lines()
     assert index(lines, "make -C") < index(lines, "scontrol reconfigure")
 

@@ -142,15 +142,13 @@ def test_every_kubernetes_example_runs_the_kits_operators(assembly):
     assert {r["Properties"]["Commit"] for r in cluster.values() if r["Type"] == deps.RESOURCE_TYPE} == {deps.COMMIT}
 
 
-@pytest.mark.xfail(
-    reason="issue 24, open: fails since the real-git/make harness, the IMEX prolog and the HyperPod "
-           "registration were merged in one session; to be fixed next session", strict=False)
 def test_every_node_script_runs_on_a_healthy_node(assembly, tmp_path):
     """Every node script of the example as the node gets it (launch template user data, HyperPod
     lifecycle folders: tests/node_scripts.py) runs on a sandboxed healthy node of its instance
     type (tests/sandbox.py): it succeeds, and the node is ready (slurmd may start, no not-ready
     taint, no drain)."""
     from fmcluster import bootstrap, loader
+    from tests import standins
     from tests.node_scripts import describe, node_scripts, scenario
     from tests.sandbox import Sandbox
 
@@ -163,8 +161,10 @@ def test_every_node_script_runs_on_a_healthy_node(assembly, tmp_path):
         if node_script.plane == "hyperpod-slurm" and spec.storage.lustre:  # HyperPod mounts it first
             (node.root / spec.storage.lustre.mount_path.lstrip("/")).mkdir(parents=True)
             node.run(f"mount -t lustre fs@tcp:/x {spec.storage.lustre.mount_path}", name="hyperpod-mount.sh")
-        result = node.run(node_script.script, name=f"lifecycle/{node_script.name}",
-                          files={f"lifecycle/{n}": text for n, text in node_script.files.items()})
+        # the scripts as published, with the stand-in repositories' commits as their pins (tests/standins.py)
+        result = node.run(standins.with_pins(node_script.script, node.upstream), name=f"lifecycle/{node_script.name}",
+                          files={f"lifecycle/{n}": standins.with_pins(text, node.upstream)
+                                 for n, text in node_script.files.items()})
         assert result.returncode == 0, describe(node_script) + result.stderr
         assert not node.calls("scontrol") and not node.exists("/etc/eks/nodeadm.d/90-fmcluster-not-ready.yaml")
         if node.exists(f"{bootstrap.TEXTFILE_DIR}/fmcluster-ready.prom"):

@@ -189,9 +189,6 @@ def test_a_prolog_without_its_own_path_drains_the_nodes(imex, tmp_path):
     assert "scontrol lists no NodeAddr" in gb200.file("node1", "/var/log/fmcluster-imex-prolog.log")
 
 
-@pytest.mark.xfail(
-    reason="issue 24, open: fails since the real-git/make harness, the IMEX prolog and the HyperPod "
-           "registration were merged in one session; to be fixed next session", strict=False)
 def test_an_exclusive_job_runs_on_its_imex_domain(imex, tmp_path):
     cluster, gb200 = imex(bootstrap.imex_prolog)
     out = tmp_path / "job.out"
@@ -207,9 +204,6 @@ def test_an_exclusive_job_runs_on_its_imex_domain(imex, tmp_path):
     assert set(cluster.node_states().values()) == {"idle"}
 
 
-@pytest.mark.xfail(
-    reason="issue 24, open: fails since the real-git/make harness, the IMEX prolog and the HyperPod "
-           "registration were merged in one session; to be fixed next session", strict=False)
 def test_a_job_that_is_not_exclusive_leaves_imex_alone(imex, tmp_path):
     cluster, gb200 = imex(bootstrap.imex_prolog, nodes=1)
     out = tmp_path / "shared.out"

@@ -460,9 +460,6 @@ def test_kms_only_with_a_storage_key(main, templates):
 
 # --- user data ----------------------------------------------------------------------------
 
-@pytest.mark.xfail(
-    reason="issue 24, open: fails since the real-git/make harness, the IMEX prolog and the HyperPod "
-           "registration were merged in one session; to be fixed next session", strict=False)
 def test_user_data_mounts_the_file_system(main, tmp_path):
     """Each launch template's user data, run on a sandboxed node of its type (tests/sandbox.py),
     mounts the storage stack's file system at mount_path; the GPU groups and the login nodes build
