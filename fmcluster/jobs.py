@@ -120,7 +120,6 @@ regroup() {
       if (line ~ /^fmcluster-host /) { host[id] = substr(line, 16); next }
       text[id] = text[id] line "\n"; seen[id] = 1; next
     }
-    /^pyxis: (importing|imported) docker image: / { next }  # the progress lines of Pyxis
     { other = other $0 "\n" }
     END {
       for (i = 0; i <= last; i++) if (i in seen || i in host)

@@ -2,7 +2,7 @@
 fmcluster.serving) on this machine: `srun` runs each task of a step here, one per node of the
 step (`--nodes`, `--nodelist`, `--exclude` over the job's hosts), with `--label`'s "N: " prefix,
 and ignores the options that need a cluster (Pyxis' --container-*, --mpi, --cpu-bind) but can
-print Pyxis' own progress lines (FAKE_PYXIS=1); `hostname`
+print Pyxis' own progress lines on each task's stderr (FAKE_PYXIS=1); `hostname`
 answers each task's node name; `scontrol show hostnames|node` answers from the job's hosts. The
 scripts' own programs (fio, vllm, ray, curl, ...) are real where Debian has them, else the test
 adds its own stand-ins (`extra`). A real localhost Slurm (tests/slurm_cluster.py) can run the
@@ -38,18 +38,23 @@ else
   for h in "${all[@]}"; do [[ ",$exclude," == *",$h,"* ]] || hosts+=("$h"); done
   [[ -n "$nodes" ]] && hosts=("${hosts[@]:0:$nodes}")
 fi
-# Pyxis (FAKE_PYXIS=1): slurmstepd prints its progress lines outside the tasks' output, unlabelled
-# (pyxis_slurmstepd.c: "importing" only for a step of one task, "imported" for every task)
-if [[ -n "$image" && "${FAKE_PYXIS:-0}" == 1 ]]; then
-  (( ${#hosts[@]} == 1 )) && echo "pyxis: importing docker image: $image" >&2
-  for _ in "${hosts[@]}"; do echo "pyxis: imported docker image: $image" >&2; done
-fi
+# Pyxis (FAKE_PYXIS=1): each node's slurmstepd prints its progress lines on the task's stderr before
+# the task starts (pyxis_slurmstepd.c, slurm_spank_user_init: "importing" only for a step of one
+# task, "imported" always), so srun --label prefixes them as the task's own lines (seen on a real
+# Slurm with the tests' Pyxis stand-in, tests/test_slurm_kits.py)
+task() {
+  if [[ -n "$image" && "${FAKE_PYXIS:-0}" == 1 ]]; then
+    (( ${#hosts[@]} == 1 )) && echo "pyxis: importing docker image: $image" >&2
+    echo "pyxis: imported docker image: $image" >&2
+  fi
+  "$@"
+}
 pids=()
 for i in "${!hosts[@]}"; do
   if (( label )); then
-    (FAKE_HOSTNAME=${hosts[$i]} "$@" 2>&1 | sed -u "s/^/$i: /") &
+    (FAKE_HOSTNAME=${hosts[$i]} task "$@" 2>&1 | sed -u "s/^/$i: /") &
   else
-    FAKE_HOSTNAME=${hosts[$i]} "$@" &
+    FAKE_HOSTNAME=${hosts[$i]} task "$@" &
   fi
   pids+=("$!")
 done

@@ -6,8 +6,9 @@
  * runs at all; Pyxis itself needs Enroot and images, which a test machine has not. This plugin is our
  * own code: it registers the same options as Pyxis v0.24.0 (their names and whether each takes an
  * argument, as NVIDIA/pyxis args.c has them), prints the lines Pyxis prints into a step's output when
- * it imports an image (`pyxis: importing docker image: IMAGE` and `pyxis: imported docker image:
- * IMAGE`, with slurm_spank_log from slurmstepd, as pyxis_slurmstepd.c does), and records what each
+ * it imports an image (`pyxis: importing docker image: IMAGE` for a step of one task, and `pyxis:
+ * imported docker image: IMAGE`, with slurm_spank_log from slurm_spank_user_init in slurmstepd, as
+ * pyxis_slurmstepd.c does), and records what each
  * task asked for, one line a task, to the file named by the plugstack argument `record=PATH`:
  *
  *     JOBID.STEPID<TAB>NODE<TAB>image=IMAGE<TAB>mounts=MOUNTS<TAB>workdir=PATH<TAB>env=NAMES
@@ -82,7 +83,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     (void)av;
     if (!spank_remote(sp) || values[IMAGE] == NULL)
         return ESPANK_SUCCESS;
-    slurm_spank_log("pyxis: importing docker image: %s", values[IMAGE]);
+    uint32_t tasks = 0;  /* as Pyxis: "importing" only for a step of one task, or the batch step (0) */
+    spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &tasks);
+    if (tasks <= 1)
+        slurm_spank_log("pyxis: importing docker image: %s", values[IMAGE]);
     slurm_spank_log("pyxis: imported docker image: %s", values[IMAGE]);
     if (record[0] == '\0')
         return ESPANK_SUCCESS;
