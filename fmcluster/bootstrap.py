@@ -196,9 +196,9 @@ class Containers:
 
     @classmethod
     def pcs(cls, slurm_version: str, shared_path: str = "") -> "Containers":
-        prefix = PCS_SLURM_PREFIX.format(version=slurm_version)
-        return cls(prefix, PCS_SLURM_ETC.format(version=slurm_version) + "/plugstack.conf.d",
-                   slurm_bin=f"{prefix}/bin", shared_path=shared_path)
+        return cls(PCS_SLURM_PREFIX.format(version=slurm_version),
+                   PCS_SLURM_ETC.format(version=slurm_version) + "/plugstack.conf.d",
+                   slurm_bin=slurm_bin(slurm_version), shared_path=shared_path)
 
     @classmethod
     def hyperpod(cls, shared_path: str = "") -> "Containers":
@@ -576,9 +576,8 @@ def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str 
     `compact` (the PCS and EKS user data, limited to 16 KiB): the header and the body without their
     comment lines, the body packed (`pack`: xz, base85) in the setting FMCLUSTER_BOOTSTRAP, which
     the script decodes to BODY_FILE and sources; the settings go into the body too (first), except
-    INSTANCE_TYPE and those whose
-    value holds a CDK token (`plain_setting`: CDK resolves tokens in the template's text, never
-    inside the packed body). Otherwise (the SageMaker HyperPod lifecycle scripts,
+    INSTANCE_TYPE and those whose value holds a CDK token (`plain_setting`: CDK resolves tokens in
+    the template's text, never inside the packed body). Otherwise (the SageMaker HyperPod lifecycle scripts,
     fmcluster.lifecycle; tests) the body verbatim. Both run the same code."""
     main = ["main() {", *(f"  step {step}" for step in steps), "  finish", "}", "", 'main "$@"', ""]
     if not compact:

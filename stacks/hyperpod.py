@@ -187,7 +187,7 @@ class HyperPodSlurmStack(cdk.Stack):
         checks = lifecycle.NodeChecks((spec.storage.lustre.mount_path,) if spec.storage.lustre else (), containers=True)
         # Enroot and Pyxis on the controller (which registers Pyxis for every configless slurmd) and
         # the login nodes too, as AWS's HyperPod reference installs them.
-        shared = spec.storage.lustre.mount_path if spec.storage.lustre else ""
+        shared = checks.mounts[0] if checks.mounts else ""
         runtime = {g.name: lifecycle.SlurmRuntime(controller=g.role == CONTROLLER_ROLE, shared_path=shared)
                    for g in own}
         self.groups = HyperPodGroups(self, "InstanceGroups", cluster_name=spec.name, groups=groups, efa=efa,

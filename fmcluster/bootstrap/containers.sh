@@ -16,8 +16,9 @@
 # waited for). Pyxis: no packages exist, and the plugin must be built against the spank.h of the
 # Slurm that loads it, so it is built against SLURM_PREFIX/include into SLURM_PREFIX/lib/slurm
 # (PYXIS_PLUGIN); PLUGSTACK_DIR/pyxis.conf loads it (`required`; AWS PCS includes PLUGSTACK_DIR
-# itself, SageMaker HyperPod's controller includes it by name: lifecycle_scripts/plugstack.sh). Each build leaves a stamp with its commit in CONTAINERS_STATE: a node
-# that has the pinned builds already (a second run) clones and builds nothing.
+# itself, SageMaker HyperPod's controller includes it by name: lifecycle_scripts/plugstack.sh).
+# Each build leaves a stamp with its commit in CONTAINERS_STATE: a node that has the pinned builds
+# already (a second run) clones and builds nothing.
 #
 # /etc/enroot/enroot.conf: runtime, data and temporary files under ENROOT_LOCAL (the instance
 # store, or /tmp without one), the image cache under ENROOT_CACHE_ROOT (the shared file system
