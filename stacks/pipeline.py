@@ -56,8 +56,11 @@ RUNTIMES = {"python": "3.12", "nodejs": (REPO_ROOT / ".nvmrc").read_text().strip
 
 
 # cdk-assets, the asset publishing steps' tool (CDK Pipelines installs it with `npm install -g
-# cdk-assets@VERSION` on every run; "latest" by default). The newest release, 4.7.3, is built on
-# @aws-cdk/cdk-assets-lib 1.5, the library the pinned CDK CLI (package.json) publishes assets with.
+# cdk-assets@VERSION` on every run; "latest" by default), pinned so that a run installs what was
+# reviewed. 4.7.3 is the newest release (npm's latest, 2026-12). Known problem, not solved here: it
+# reads asset manifests of cloud-assembly schema 54 at most, and aws-cdk-lib 2.275 writes 55
+# ("Cloud assembly schema version mismatch"), so the asset steps fail until a cdk-assets release
+# on schema 55 exists; `latest` installs the same release today.
 CDK_ASSETS_VERSION = "4.7.3"
 
 

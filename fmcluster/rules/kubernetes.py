@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Iterator
 
 from fmcluster.diagnostics import Problem, error, warning
@@ -101,8 +102,6 @@ def eks_admin_role(spec: ClusterSpec) -> Iterator[Problem]:
 def api_endpoint_open(spec: ClusterSpec) -> Iterator[Problem]:
     """The EKS API endpoint (eks and hyperpod-eks) public to every address: anyone on the internet
     can knock on the API server (it still authenticates every request)."""
-    import ipaddress
-
     orch = spec.orchestrator
     if not _on_kubernetes(spec) or orch.endpoint_access == "private":
         return
