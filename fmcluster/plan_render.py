@@ -12,6 +12,7 @@ from typing import Any, Callable
 import yaml
 
 from fmcluster.plan import CostLine, NodeGroupPlan, Plan, Resources, ServingFit
+from fmcluster.spec import is_everyone
 
 Table = list[list[str]]
 
@@ -303,7 +304,7 @@ def control_plane_line(plan: Plan) -> str:
     if cp.endpoint_access:
         text += f", API endpoint {cp.endpoint_access}"
     if cp.public_access_cidrs:
-        everyone = any(c.endswith("/0") for c in cp.public_access_cidrs)
+        everyone = any(is_everyone(c) for c in cp.public_access_cidrs)
         text += " (public from " + ("anywhere, 0.0.0.0/0" if everyone else ", ".join(cp.public_access_cidrs)) + ")"
     if cp.admin_role_arn:
         text += f", admin {cp.admin_role_arn}"

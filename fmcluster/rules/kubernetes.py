@@ -6,12 +6,11 @@
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Iterator
 
 from fmcluster.diagnostics import Problem, error, warning
 from fmcluster.rules.registry import rule
-from fmcluster.spec import ClusterSpec
+from fmcluster.spec import ClusterSpec, is_everyone
 
 
 def _on_kubernetes(spec: ClusterSpec) -> bool:
@@ -106,7 +105,7 @@ def api_endpoint_open(spec: ClusterSpec) -> Iterator[Problem]:
     if not _on_kubernetes(spec) or orch.endpoint_access == "private":
         return
     for i, cidr in enumerate(orch.public_access_cidrs):
-        if ipaddress.IPv4Network(cidr).prefixlen == 0:
+        if is_everyone(cidr):
             where = ("orchestrator", "public_access_cidrs", i) if "public_access_cidrs" in orch.model_fields_set \
                 else ("orchestrator",)
             yield warning(where, "the Kubernetes API endpoint is public to the whole internet (0.0.0.0/0)",

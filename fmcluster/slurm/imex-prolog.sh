@@ -11,7 +11,8 @@
 #   2. /etc/nvidia-imex/nodes_config.cfg lists the job's nodes (their NodeAddr), and only them:
 #      an IMEX domain is the job's nodes, never the whole UltraServer;
 #   3. nvidia-imex is restarted to read it;
-#   4. the prolog waits, at most IMEX_WAIT_SECONDS, for the domain to be UP (below).
+#   4. the prolog waits for the domain to be UP (below): IMEX_WAIT_SECONDS of pauses between
+#      polls at most, each poll bounded to 10 s.
 # Jobs that are not exclusive: nothing (exit 0). A failure exits 1: Slurm drains the node with the
 # reason "Prolog error" and requeues the job, rather than run it without NVLink between nodes.
 #
