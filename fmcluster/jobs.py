@@ -58,19 +58,10 @@ def largest_message(group: NodeGroup) -> str:
     return "16G" if gpu is not None and gpu.memory_gib >= 80 else "8G"
 
 
-def fio_size_gib(model: ClusterModel, group: NodeGroup) -> int:
-    """GiB each node writes to the shared file system in the Kubernetes kit (fmcluster.jobs_kubernetes):
-    together a quarter of its capacity, at most 64 GiB a node, at least 1."""
-    lustre = model.spec.storage.lustre
-    if lustre is None:
-        return 0
-    return max(1, min(64, lustre.storage_capacity_gib // 4 // max(group.max_count, 1)))
-
-
-# fio on Slurm (fio_sbatch). fio's --size is per job: each of the FIO_JOBS jobs of a node writes
-# its own file of that size. The read pass reads the files the write pass wrote (the same job
-# name, directory, size and job count, so fio lays out nothing new), and the files are deleted
-# at the end, also when the job fails or is cancelled.
+# fio (fio_sbatch; the Kubernetes kit's fio.sh, fmcluster.jobs_kubernetes). fio's --size is per
+# job: each of the FIO_JOBS jobs of a node writes its own file of that size. The read pass reads
+# the files the write pass wrote (the same job name, directory, size and job count, so fio lays
+# out nothing new), and the files are deleted at the end, also when the job fails or is cancelled.
 FIO_JOBS = 8  # fio --numjobs: files written (then read) at once on each node
 FIO_FRACTION = 0.10  # all nodes and jobs of a run together write at most this share of the capacity
 FIO_MAX_JOB_MIB = 8 * 1024  # and each fio job at most 8 GiB (64 GiB a node)
@@ -89,9 +80,16 @@ class FioTarget(NamedTuple):
         """What one run writes to that capacity, all its nodes and jobs together."""
         return self.writers * FIO_JOBS * self.job_mib / 1024
 
+    @classmethod
+    def sized(cls, test: str, path: str, capacity_gib: float, writers: int) -> "FioTarget":
+        """A target whose runs write at most FIO_FRACTION of `capacity_gib`, FIO_MAX_JOB_MIB a job."""
+        mib = math.floor(capacity_gib * 1024 * FIO_FRACTION / (writers * FIO_JOBS))
+        return cls(test, path, float(capacity_gib), writers, max(1, min(FIO_MAX_JOB_MIB, mib)))
 
-def _fio_job_mib(capacity_gib: float, writers: int) -> int:
-    return max(1, min(FIO_MAX_JOB_MIB, math.floor(capacity_gib * 1024 * FIO_FRACTION / (writers * FIO_JOBS))))
+
+def instance_store_gib(group: NodeGroup) -> float:
+    """A node's instance store (the catalog's NVMe disks together), GiB."""
+    return group.instance.nvme_total_gb * 1e9 / GIB
 
 
 def fio_targets(model: ClusterModel, group: NodeGroup) -> list[FioTarget]:
@@ -101,12 +99,10 @@ def fio_targets(model: ClusterModel, group: NodeGroup) -> list[FioTarget]:
     targets = []
     lustre = model.spec.storage.lustre
     if lustre is not None:
-        nodes = max(group.max_count, 1)
-        targets.append(FioTarget("fio-fsx", lustre.mount_path, float(lustre.storage_capacity_gib), nodes,
-                                 _fio_job_mib(lustre.storage_capacity_gib, nodes)))
+        targets.append(FioTarget.sized("fio-fsx", lustre.mount_path, lustre.storage_capacity_gib,
+                                       max(group.max_count, 1)))
     if group.instance.nvme_disks:
-        capacity = group.instance.nvme_total_gb * 1e9 / GIB
-        targets.append(FioTarget("fio-scratch", bootstrap.SCRATCH_PATH, capacity, 1, _fio_job_mib(capacity, 1)))
+        targets.append(FioTarget.sized("fio-scratch", bootstrap.SCRATCH_PATH, instance_store_gib(group), 1))
     return targets
 
 

@@ -33,7 +33,7 @@ import yaml
 from fmcluster import bootstrap, expected, kubernetes
 
 if TYPE_CHECKING:
-    from fmcluster.jobs import KitFile
+    from fmcluster.jobs import FioTarget, KitFile
     from fmcluster.model import ClusterModel, NodeGroup
 
 KUBERNETES_PLANES = ("eks", "hyperpod-eks")
@@ -193,19 +193,32 @@ dcgmi diag -r 2 -j 2>&1 || true
 '''
 
 FIO_SH = r'''#!/bin/bash
-# fmcluster acceptance: fio write then read (direct I/O, 1 MiB blocks, 8 jobs) on each TARGET
-# (test:directory:GiB, space-separated), this pod's node's share. Environment: GROUP, NODE_NAME, TARGETS.
+# fmcluster acceptance: fio on each TARGET (test:directory:MiB, space-separated), this pod's node's
+# share: FIO_JOBS jobs of MiB each (fio's --size is per job), written, then the same files read back
+# (the same job name, size and count: fio lays out nothing new), the read pass only after a complete
+# write; the node's files deleted after each target and on any exit (a failure, the pod's SIGTERM),
+# and fmcluster-fio above them once it is empty. Environment: GROUP, NODE_NAME, TARGETS, FIO_JOBS.
 set -uo pipefail
+dir=""
+remove() {
+  if [[ -n "$dir" ]]; then rm -rf "$dir"; rmdir "${dir%/*}" 2>/dev/null; fi
+  dir=""
+}
+trap remove EXIT
+trap 'exit 143' TERM INT HUP
 for target in ${TARGETS:?}; do
-  IFS=: read -r test directory gib <<<"$target"
+  IFS=: read -r test directory mib <<<"$target"
   echo "==> fmcluster node=${NODE_NAME:?} group=${GROUP:?} test=$test <=="
   dir="$directory/fmcluster-fio/$NODE_NAME"
-  mkdir -p "$dir"
+  mkdir -p "$dir" || exit 1
   for rw in write read; do
-    fio --name="$rw" --directory="$dir" --rw="$rw" --bs=1M --size="${gib}G" --numjobs=8 --ioengine=libaio \
-      --direct=1 --group_reporting --output-format=json 2>&1
+    if ! fio --name=fmcluster --directory="$dir" --rw="$rw" --bs=1M --size="${mib}M" --numjobs="${FIO_JOBS:?}" \
+      --ioengine=libaio --direct=1 --group_reporting --output-format=json 2>&1; then
+      echo "fio $rw failed on $NODE_NAME"
+      break
+    fi
   done
-  rm -rf "$dir"
+  remove
 done
 '''
 
@@ -284,34 +297,48 @@ def dcgm_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]
     return [_per_node_job(model, group, "dcgm", container, [kit_volume], 1)]
 
 
-def fio_targets(model: ClusterModel, group: NodeGroup) -> list[tuple[str, str, int, dict[str, Any]]]:
-    """(test, directory, GiB a node, volume) of each place the fio job measures."""
-    from fmcluster.jobs import fio_size_gib
+# The pod's /scratch on eks: an emptyDir on the node's root volume, at most this size (a pod that
+# writes more is evicted); on hyperpod-eks the node's instance store (hostPath /scratch).
+SCRATCH_EMPTY_DIR_GIB = 64
+
+
+def fio_targets(model: ClusterModel, group: NodeGroup) -> list[tuple[FioTarget, dict[str, Any]]]:
+    """Each place the fio job measures (jobs.FioTarget: at most a tenth of its capacity written, as
+    on Slurm), with the pod's volume there."""
+    from fmcluster.jobs import FioTarget, instance_store_gib
 
     targets = []
     lustre = model.spec.storage.lustre
     if lustre is not None:
-        targets.append(("fio-fsx", lustre.mount_path, fio_size_gib(model, group),
+        targets.append((FioTarget.sized("fio-fsx", lustre.mount_path, lustre.storage_capacity_gib,
+                                        max(group.max_count, 1)),
                         {"name": "fsx", "persistentVolumeClaim": {"claimName": kubernetes.LUSTRE_CLAIM}}))
     if group.instance.nvme_disks:
-        scratch: dict[str, Any] = (
-            {"name": "scratch", "hostPath": {"path": bootstrap.SCRATCH_PATH, "type": "Directory"}}
-            if model.control_plane.type == "hyperpod-eks" else {"name": "scratch", "emptyDir": {"sizeLimit": "64Gi"}})
-        targets.append(("fio-scratch", bootstrap.SCRATCH_PATH, 32, scratch))
+        if model.control_plane.type == "hyperpod-eks":
+            scratch: dict[str, Any] = {"name": "scratch", "hostPath": {"path": bootstrap.SCRATCH_PATH,
+                                                                       "type": "Directory"}}
+            capacity = instance_store_gib(group)
+        else:
+            scratch = {"name": "scratch", "emptyDir": {"sizeLimit": f"{SCRATCH_EMPTY_DIR_GIB}Gi"}}
+            capacity = SCRATCH_EMPTY_DIR_GIB
+        targets.append((FioTarget.sized("fio-scratch", bootstrap.SCRATCH_PATH, capacity, 1), scratch))
     return targets
 
 
 def fio_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
+    from fmcluster.jobs import FIO_JOBS
+
     kit_volume, kit_mount = _kit_volume()
     targets = fio_targets(model, group)
     container = {"name": "fio", "image": IMAGE_PLACEHOLDER, "command": ["bash", f"{KIT_MOUNT}/fio.sh"],
                  "env": [{"name": "GROUP", "value": group.name}, dict(NODE_NAME_ENV),
-                         {"name": "TARGETS", "value": " ".join(f"{t}:{d}:{g}" for t, d, g, _ in targets)}],
+                         {"name": "TARGETS", "value": " ".join(f"{t.test}:{t.path}:{t.job_mib}" for t, _ in targets)},
+                         {"name": "FIO_JOBS", "value": str(FIO_JOBS)}],
                  "resources": {"requests": {"cpu": "8", "memory": "8Gi"}},
-                 "volumeMounts": [kit_mount, *({"name": v["name"], "mountPath": d} for _, d, _, v in targets)]}
+                 "volumeMounts": [kit_mount, *({"name": v["name"], "mountPath": t.path} for t, v in targets)]}
     if not targets:
         return []
-    return [_per_node_job(model, group, "fio", container, [kit_volume, *(v for *_, v in targets)], 1)]
+    return [_per_node_job(model, group, "fio", container, [kit_volume, *(v for _, v in targets)], 1)]
 
 
 def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:

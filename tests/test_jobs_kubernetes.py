@@ -408,7 +408,7 @@ def test_fio_measures_the_file_system_and_the_nodes_nvme(kit):
     model, out = kit
     for group in expected.gpu_groups(model):
         targets = jobs_kubernetes.fio_targets(model, group)
-        tests = [t for t, *_ in targets]
+        tests = [t.test for t, _ in targets]
         assert tests == [t for t in ("fio-fsx", "fio-scratch") if t in expected.expectations(model)[group.name]]
         if not targets:
             continue
@@ -431,3 +431,56 @@ def test_the_smoke_log_is_marked_for_its_group(kit):
         command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
         assert f"group={group.name} test=smoke" in command[-1]
         assert "exec torchrun" in command[-1]
+
+
+def test_fio_writes_a_tenth_of_each_capacity(kit):
+    """fio's --size is per job: all pods of a group and their FIO_JOBS jobs together write at most a
+    tenth of the Lustre file system, and of each node's /scratch (on eks an emptyDir of
+    SCRATCH_EMPTY_DIR_GIB, whose limit would evict the pod; on hyperpod-eks the instance store)."""
+    model, out = kit
+    lustre = model.spec.storage.lustre
+    for group in expected.gpu_groups(model):
+        for target, _ in jobs_kubernetes.fio_targets(model, group):
+            if target.test == "fio-fsx":
+                capacity, writers = lustre.storage_capacity_gib, group.max_count
+            elif model.control_plane.type == "eks":
+                capacity, writers = jobs_kubernetes.SCRATCH_EMPTY_DIR_GIB, 1
+            else:
+                capacity, writers = jobs.instance_store_gib(group), 1
+            written_gib = writers * jobs.FIO_JOBS * target.job_mib / 1024
+            assert written_gib <= capacity * jobs.FIO_FRACTION, (group.name, target)
+
+
+def test_fio_script_reads_back_what_it_wrote_and_leaves_nothing(tmp_path):
+    """The ConfigMap's fio.sh run with the real fio (tests/gpu_standins/fio: a thousandth of the
+    sizes, what was asked recorded) on two targets: each written, then the same files read back
+    (fio's job name, size and count alike), every part under its marker, verify reads fio's JSON,
+    and nothing is left in either directory."""
+    if shutil.which("fio") is None:
+        if os.environ.get("CI"):
+            pytest.fail("fio is not installed (make tools installs it)")
+        pytest.skip("fio is not installed (make tools)")
+    standins = ROOT / "tests" / "gpu_standins"
+    targets = {"fio-fsx": tmp_path / "fsx", "fio-scratch": tmp_path / "scratch"}
+    for directory in targets.values():
+        directory.mkdir()
+    script = tmp_path / "fio.sh"
+    script.write_text(jobs_kubernetes.scripts()["fio.sh"])
+    record = tmp_path / "fio.record"
+    env = {**os.environ, "PATH": f"{standins}:{os.environ['PATH']}", "GROUP": "gpu", "NODE_NAME": "node-1",
+           "FIO_JOBS": "2", "TARGETS": " ".join(f"{test}:{path}:8" for test, path in targets.items()),
+           "STANDIN_FIO_RECORD": str(record), "STANDIN_FIO_SCALE": "8", "SLURMD_NODENAME": "node-1"}
+    result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    asked = [dict(field.split("=", 1) for field in line.split("\t")[1:]) for line in record.read_text().splitlines()]
+    for path in targets.values():
+        runs = [a for a in asked if a["--directory"] == f"{path}/fmcluster-fio/node-1"]
+        assert [a["--rw"] for a in runs] == ["write", "read"]
+        same = ("--name", "--size", "--numjobs")  # the read pass reads the files the write pass laid out
+        assert [runs[0][k] for k in same] == [runs[1][k] for k in same] == ["fmcluster", "8M", "2"]
+        assert not any(path.rglob("*")), sorted(path.rglob("*"))
+    parts = verify.split_by_node(result.stdout)
+    assert [(p.host, p.test) for p in parts] == [("node-1", "fio-fsx"), ("node-1", "fio-scratch")]
+    for part in parts:
+        parsed = verify.parse_fio(part.text)
+        assert not parsed.errors and parsed.write_bw and parsed.read_bw, parsed
