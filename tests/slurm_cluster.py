@@ -115,12 +115,14 @@ class SlurmCluster:
     slurm.conf lines (Prolog=..., PrologFlags=...); `partitions`: name -> node names (default: one
     partition `debug` of every node); `hide`: paths slurmd must not see; `binds`: host path -> the
     file slurmd sees there instead (stand-ins for what a GPU node has, e.g. /usr/bin/systemctl);
-    `node_binds(NODE)`: more of them, for one node's slurmd only (a node's own /scratch)."""
+    `node_binds(NODE)`: more of them, for one node's slurmd only (a node's own /scratch);
+    `partition_settings`: partition name -> more settings of its PartitionName= line."""
 
     def __init__(self, directory: Path, nodes: int = 1, *, cpus: int = 2, gres: str = "",
                  extra: Sequence[str] = (), partitions: Optional[dict[str, Sequence[str]]] = None,
                  hide: Sequence[str] = (), binds: Optional[Mapping[str, str]] = None,
-                 node_binds: Optional[Callable[[str], Mapping[str, str]]] = None, name: str = "fmtest") -> None:
+                 node_binds: Optional[Callable[[str], Mapping[str, str]]] = None,
+                 partition_settings: Optional[Mapping[str, Mapping[str, str]]] = None, name: str = "fmtest") -> None:
         require_slurm()
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -129,6 +131,7 @@ class SlurmCluster:
         self.cpus, self.gres, self.extra, self.hide, self.cluster = cpus, gres, list(extra), list(hide), name
         self.binds = dict(binds or {})
         self.node_binds = node_binds
+        self.partition_settings = {name: dict(v) for name, v in (partition_settings or {}).items()}
         self.partitions = partitions or {"debug": self.names}
         self.conf = self.dir / "slurm.conf"
         # Unix sockets (munged's, slurmstepd's in the spool directory) take paths of at most 108
@@ -167,8 +170,9 @@ class SlurmCluster:
             lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr={self.addresses[node]} Port={port} "
                          f"CPUs={self.cpus} RealMemory=1000 State=UNKNOWN{gres}")
         for i, (partition, members) in enumerate(self.partitions.items()):
+            settings = "".join(f" {k}={v}" for k, v in self.partition_settings.get(partition, {}).items())
             lines.append(f"PartitionName={partition} Nodes={','.join(members)} Default={'YES' if i == 0 else 'NO'} "
-                         "MaxTime=INFINITE State=UP")
+                         f"MaxTime=INFINITE State=UP{settings}")
         self.conf.write_text("\n".join(lines) + "\n")
         if self.gres:
             self._write_gres()
@@ -232,7 +236,7 @@ class SlurmCluster:
             self.write_config()
             try:
                 self._start_munged()
-                self._spawn([find("slurmctld"), "-D", "-i", "-f", str(self.conf)], "slurmctld.out")
+                self.controller = self._spawn([find("slurmctld"), "-D", "-i", "-f", str(self.conf)], "slurmctld.out")
                 self._until(lambda: self.run("scontrol", "ping", check=False).returncode == 0, "slurmctld to answer")
                 for node in self.names:
                     self._spawn(self._slurmd_argv(node), f"slurmd-{node}.out")
@@ -280,6 +284,12 @@ class SlurmCluster:
                 process.wait(timeout=5)
         self.processes.clear()
         shutil.rmtree(self.sockets, ignore_errors=True)
+
+    def stop_controller(self) -> None:
+        """End slurmctld alone (the nodes' slurmd go on): clients then get no answer."""
+        self.controller.terminate()
+        self.controller.wait(timeout=10)
+        self.processes.remove(self.controller)
 
     def __enter__(self) -> "SlurmCluster":
         return self.start()

@@ -219,3 +219,28 @@ def test_pcs_node_role_and_user_data(with_observability):
         script = email.message_from_string(text).get_payload()[0].get_payload()
         assert ("setup_metrics" in bootstrap.unpack(script)) == with_observability
         assert (URL in text + bootstrap.unpack(script)) == with_observability  # a URL without token is packed
+
+
+def test_slurm_collector_against_a_real_slurm(tmp_path):
+    """The collector with Debian's real sinfo against a localhost Slurm (tests/slurm_cluster.py):
+    the states Slurm itself reports for a drained, a down and an idle node are counted; once
+    slurmctld stops answering, the last good counts stay with slurm_scrape_success 0."""
+    from tests.slurm_cluster import SlurmCluster
+
+    with SlurmCluster(tmp_path / "slurm", 3) as cluster:
+        cluster.run("scontrol", "update", "nodename=node1", "state=drain", "reason=test")
+        cluster.run("scontrol", "update", "nodename=node2", "state=down", "reason=test")
+        env = {**cluster.env, "STATE_DIR": str(tmp_path / "state")}
+
+        def collect() -> dict[str, float]:
+            result = subprocess.run(["bash", str(bootstrap.COLLECTORS / "slurm.sh")], env=env, capture_output=True,
+                                    text=True, timeout=60)
+            assert result.returncode == 0, result.stderr
+            return parse_textfile(result.stdout)
+
+        good = collect()
+        assert (good["slurm_nodes_drain"], good["slurm_nodes_down"], good["slurm_nodes_idle"]) == (1, 1, 1)
+        assert good["slurm_scrape_success"] == 1
+        cluster.stop_controller()
+        failed = collect()
+        assert failed == {**good, "slurm_scrape_success": 0.0}
