@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass, field
@@ -342,6 +343,33 @@ class Sandbox:
 
     def enabled(self) -> list[str]:
         return (self.state / "enabled").read_text().split()
+
+    def verify_units(self) -> subprocess.CompletedProcess:
+        """`systemd-analyze verify` (the real one) of every unit the scripts wrote to
+        /etc/systemd/system, and of each unit a drop-in there changes (the package's unit, as this
+        machine has it: slurmd's from Debian's slurmd), as systemd would load them on the node: in a
+        private mount namespace, the node's /etc/systemd/system and FMCLUSTER_LIB are bound over
+        this machine's, so that every ExecStart= program the node has is where its unit names it
+        (the others, /bin/sh, prometheus-node-exporter, are this machine's, installed by make tools).
+        Returns systemd-analyze's result: returncode, and on stdout its errors and its warnings
+        (an unknown key is only a warning: a clean unit prints nothing)."""
+        units = self.root / "etc/systemd/system"
+        names = sorted(p.name for p in units.iterdir() if p.is_file() and p.suffix in (".service", ".timer", ".mount"))
+        names += sorted(p.name[:-2] for p in units.iterdir() if p.is_dir() and p.name.endswith(".d"))
+        if not names:
+            return subprocess.CompletedProcess(["systemd-analyze", "verify"], 0, "", "")  # nothing to verify
+        lib = self.root / bootstrap.FMCLUSTER_LIB.lstrip("/")
+        script = f"""set -e
+mount --make-rprivate /
+mount -t tmpfs fmcluster /etc/systemd/system
+cp -a {shlex.quote(str(units))}/. /etc/systemd/system/
+mount -t tmpfs fmcluster {bootstrap.FMCLUSTER_LIB.rsplit("/", 1)[0]}
+mkdir -p {bootstrap.FMCLUSTER_LIB}
+if [[ -d {shlex.quote(str(lib))} ]]; then cp -a {shlex.quote(str(lib))}/. {bootstrap.FMCLUSTER_LIB}/; fi
+exec systemd-analyze verify --man=no "$@" 2>&1
+"""
+        return subprocess.run(["unshare", "-m", "bash", "-c", script, "verify", *names], capture_output=True,
+                              text=True, timeout=60)
 
     # --- a reboot --------------------------------------------------------------------------
 

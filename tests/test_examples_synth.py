@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -171,6 +172,19 @@ def test_every_node_script_runs_on_a_healthy_node(assembly, tmp_path):
             assert node.file(f"{bootstrap.TEXTFILE_DIR}/fmcluster-ready.prom").endswith(" 1\n"), describe(node_script)
         if node_script.plane == "pcs":
             assert node.run("systemctl start slurmd.service", name="start.sh").returncode == 0
+        if units_verifiable():  # every unit and drop-in the script wrote, as systemd would load it
+            verified = node.verify_units()
+            assert verified.returncode == 0 and not verified.stdout, describe(node_script) + verified.stdout
+
+
+def units_verifiable() -> bool:
+    """Whether systemd-analyze verify can run here (systemd-analyze, and root for the node's units
+    in a mount namespace of their own); in CI it must (make tools installs systemd)."""
+    if shutil.which("systemd-analyze") and os.geteuid() == 0 and shutil.which("unshare"):
+        return True
+    if os.environ.get("CI"):
+        pytest.fail("systemd-analyze verify needs systemd-analyze, unshare and root (make tools)")
+    return False
 
 
 def _by_type(outdir: Path, kind: str) -> list[dict]:
