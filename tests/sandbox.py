@@ -52,6 +52,10 @@ SLURM_PREFIXES = tuple(f"/opt/aws/pcs/scheduler/slurm-{v}" for v in ("24.11", "2
 # each installation of SLURM_PREFIXES.
 SLURM_HEADERS = Path("/usr/include/slurm")
 US = "\x1f"
+# NVIDIA's IMEX package's /etc/nvidia-imex/config.cfg, the lines the scripts touch (the rest is the
+# daemon's own): its command service, which nvidia-imex-ctl -N needs, off.
+IMEX_PACKAGED_CONFIG = ("SERVER_PORT=50000\nIMEX_NODE_CONFIG_FILE=/etc/nvidia-imex/nodes_config.cfg\n"
+                        "IMEX_CMD_ENABLED=0\nIMEX_CMD_PORT=\n")
 
 
 @dataclass(frozen=True)
@@ -199,6 +203,9 @@ class Sandbox:
             devices += f"{scenario.imex_channels_major} nvidia-caps-imex-channels\n"
         (self.root / "proc").mkdir()
         (self.root / "proc/devices").write_text(devices)
+        if scenario.imex:  # NVIDIA's packaged config.cfg: the command service off
+            (self.root / "etc/nvidia-imex").mkdir(parents=True)
+            (self.root / "etc/nvidia-imex/config.cfg").write_text(IMEX_PACKAGED_CONFIG)
         if scenario.dlami_nvme is not None:
             (self.root / "opt/dlami/nvme").mkdir(parents=True)  # the AMI's mount point, empty until mounted
         (self.state / "scenario.sh").write_text(scenario.shell())

@@ -637,6 +637,9 @@ fake_pkill() { record "$@"; return 1; }  # no such process left
 fake_nvidia-imex-ctl() {
   record "$@"
   [[ "$(unit_state nvidia-imex.service)" == active ]] || die "Connection refused: is nvidia-imex running?"
+  # it asks the daemon's command service, which serves only with IMEX_CMD_ENABLED=1 in config.cfg
+  grep -qx 'IMEX_CMD_ENABLED=1' "$ROOTDIR/etc/nvidia-imex/config.cfg" 2>/dev/null ||
+    die "Connection refused: the IMEX command service is not enabled (IMEX_CMD_ENABLED)"
   local state=DOWN node=READY address i=0
   if [[ "$IMEX_UP_AT" != never ]] && (($(now) >= IMEX_UP_AT)); then
     state=UP

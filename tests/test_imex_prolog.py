@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster import bootstrap
-from tests.sandbox import Sandbox, Scenario
+from tests.sandbox import IMEX_PACKAGED_CONFIG, Sandbox, Scenario
 
 PROLOG = Path(__file__).resolve().parent.parent / "fmcluster" / "slurm" / "imex-prolog.sh"
 SLURM_BIN = bootstrap.slurm_bin("25.05")
@@ -45,6 +45,9 @@ def test_an_exclusive_job_on_an_ultraserver_gets_an_imex_domain_of_its_nodes(tmp
                    "timeout 10 nvidia-imex-ctl -N", "nvidia-imex-ctl -N"]
     assert (node.state / "units/nvidia-imex.service").read_text().strip() == "active"
     assert "IMEX domain UP, 2 nodes: 10.1.0.11 10.1.0.12" in node.file("/var/log/fmcluster-imex-prolog.log")
+    # the command service (nvidia-imex-ctl -N asks it) turned on in the packaged config, the rest kept
+    assert node.file("/etc/nvidia-imex/config.cfg") == IMEX_PACKAGED_CONFIG.replace(
+        "IMEX_CMD_ENABLED=0", "IMEX_CMD_ENABLED=1").replace("IMEX_CMD_PORT=\n", "IMEX_CMD_PORT=50005\n")
 
 
 def test_the_job_waits_for_the_domain_to_be_up(tmp_path):
@@ -90,7 +93,8 @@ def test_a_job_that_is_not_exclusive_gets_no_imex_domain(tmp_path, oversubscribe
     if oversubscribe:
         env["SLURM_JOB_OVERSUBSCRIBE"] = oversubscribe
     node, result = prolog(tmp_path, env=env)
-    assert result.returncode == 0 and not (node.root / "etc/nvidia-imex").exists()
+    assert result.returncode == 0 and not node.exists("/etc/nvidia-imex/nodes_config.cfg")
+    assert node.file("/etc/nvidia-imex/config.cfg") == IMEX_PACKAGED_CONFIG  # left as the package has it
     assert "submit with --exclusive" in node.file("/var/log/fmcluster-imex-prolog.log")
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster import bootstrap
+from tests.sandbox import IMEX_PACKAGED_CONFIG
 from tests.slurm_cluster import SlurmCluster, find, require_slurm
 
 PROLOG = Path(__file__).resolve().parent.parent / "fmcluster" / "slurm" / "imex-prolog.sh"
@@ -45,6 +46,7 @@ case "$1" in
   is-enabled) [[ -e "$state/enabled" ]] ;;
   stop) echo inactive >"$state/daemon" ;;
   start) cp {nodes}/"$SLURMD_NODENAME"/etc/nvidia-imex/nodes_config.cfg "$state/config" &&
+         cp {nodes}/"$SLURMD_NODENAME"/etc/nvidia-imex/config.cfg "$state/daemon.cfg" &&
          echo active >"$state/daemon" ;;
   *) exit 1 ;;
 esac
@@ -57,6 +59,8 @@ state={state}
 me=$state/$SLURMD_NODENAME
 echo "nvidia-imex-ctl $*" >>"$me/calls"
 [[ "$(cat "$me/daemon" 2>/dev/null)" == active ]] || {{ echo "cannot connect to nvidia-imex" >&2; exit 1; }}
+# the daemon's command service answers only when it started with IMEX_CMD_ENABLED=1
+grep -qx IMEX_CMD_ENABLED=1 "$me/daemon.cfg" || {{ echo "cannot connect: command service disabled" >&2; exit 1; }}
 domain=UP
 echo "Nodes:"
 while read -r address; do
@@ -104,6 +108,8 @@ class ImexNodes:
             (self.nodes / name / "proc").mkdir(parents=True)
             (self.nodes / name / "proc/devices").write_text(
                 f"Character devices:\n195 nvidia\n{IMEX_MAJOR} nvidia-caps-imex-channels\n")
+            (self.nodes / name / "etc/nvidia-imex").mkdir(parents=True)
+            (self.nodes / name / "etc/nvidia-imex/config.cfg").write_text(IMEX_PACKAGED_CONFIG)
             (self.state / name).mkdir()
             (self.state / name / "enabled").touch()  # the boot enabled nvidia-imex.service
         self.systemctl = executable(tmp_path / "standins/systemctl",
@@ -209,7 +215,7 @@ def test_a_job_that_is_not_exclusive_leaves_imex_alone(imex, tmp_path):
     out = tmp_path / "shared.out"
     info = cluster.wait_job(cluster.sbatch(JOB.format(out=out), "-N1", "-n1"))
     assert info["JobState"] == "COMPLETED" and out.exists()
-    assert gb200.calls("node1") == [] and not (gb200.nodes / "node1/etc/nvidia-imex").exists()
+    assert gb200.calls("node1") == [] and not (gb200.nodes / "node1/etc/nvidia-imex/nodes_config.cfg").exists()
 
 
 def test_a_domain_that_never_comes_up_drains_the_node_and_the_job_never_runs(imex, tmp_path):

@@ -10,7 +10,7 @@
 #   1. the IMEX default channel (/dev/nvidia-caps-imex-channels/channel0) exists;
 #   2. /etc/nvidia-imex/nodes_config.cfg lists the job's nodes (their NodeAddr), and only them:
 #      an IMEX domain is the job's nodes, never the whole UltraServer;
-#   3. nvidia-imex is restarted to read it;
+#   3. nvidia-imex is restarted to read it, its command service on (config.cfg);
 #   4. the prolog waits for the domain to be UP (below): IMEX_WAIT_SECONDS of pauses between
 #      polls at most, each poll bounded to 10 s.
 # Jobs that are not exclusive: nothing (exit 0). A failure exits 1: Slurm drains the node with the
@@ -41,6 +41,7 @@ export PATH=${FMCLUSTER_ROOT:+$PATH:}$SLURM_BIN:/usr/sbin:/usr/bin:/sbin:/bin
 
 LOG=$ROOT/var/log/fmcluster-imex-prolog.log
 NODES_CONFIG=$ROOT/etc/nvidia-imex/nodes_config.cfg
+CONFIG=$ROOT/etc/nvidia-imex/config.cfg
 CHANNELS=$ROOT/dev/nvidia-caps-imex-channels
 
 say() {
@@ -52,6 +53,21 @@ fail() {
   say "error: $*"
   echo "fmcluster-imex-prolog: $*" >&2
   exit 1
+}
+
+# command_service: IMEX's command service on (IMEX_CMD_ENABLED=1, IMEX_CMD_PORT=50005 in
+# config.cfg, each line replaced or added), which nvidia-imex-ctl -N asks for the domain's state;
+# NVIDIA's packaged config.cfg has it off, and the GB200 prologs of AWS's references turn it on the
+# same way before the daemon starts. Read when nvidia-imex starts (restarted below).
+command_service() {
+  local setting
+  for setting in IMEX_CMD_ENABLED=1 IMEX_CMD_PORT=50005; do
+    if grep -q "^${setting%%=*}=" "$CONFIG" 2>/dev/null; then
+      sed -i "s/^${setting%%=*}=.*/$setting/" "$CONFIG" || return 1
+    else
+      echo "$setting" >>"$CONFIG" || return 1
+    fi
+  done
 }
 
 main() {
@@ -79,6 +95,7 @@ main() {
     fail "cannot write $NODES_CONFIG"
   fi
 
+  command_service || fail "cannot turn on IMEX's command service in $CONFIG"
   timeout 15 systemctl stop nvidia-imex.service || true
   pkill -9 -x nvidia-imex || true  # a daemon that did not stop in time
   timeout 60 systemctl start nvidia-imex.service || fail "nvidia-imex.service did not start"
