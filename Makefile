@@ -21,7 +21,7 @@ endif
 VENV   := .venv
 VPY    := $(VENV)/bin/python
 # The security scanners (checkov, cfripper) in a venv of their own: their pins clash with the
-# project's (pyproject.toml, [dependency-groups] scan). tests/test_scanners.py runs them from here.
+# project's (pyproject.toml, [dependency-groups] scan). tests/cdk/test_scanners.py runs them from here.
 SCAN_VENV := .venv-scan
 
 # Node.js: the project runs on the Node LTS pinned in package.json (the devDependency `node`,
@@ -114,7 +114,7 @@ $(VENV)/bin/node: | $(VENV_STAMP) $(NODE_STAMP)
 
 synth: install
 	npx --no -- cdk synth -q
-	@$(VPY) -m fmcluster.synth cdk.out
+	@$(VPY) -m fmcluster.deploy.synth cdk.out
 	@echo "Templates written to cdk.out/ (deploy: npx cdk deploy --all; another spec: npx cdk synth -c spec=FILE)"
 
 # --dist loadscope: each test module runs whole on one worker, so a module's synthesized
@@ -131,7 +131,7 @@ bench: install bytecode
 # every fmcluster module again in each process: each CLI run, each synth, each test worker.
 # Quick when up to date (it compares timestamps). Not the Lambda handlers: they are assets.
 bytecode: install
-	@$(VPY) -m compileall -q -x '/handlers/' app.py fmcluster stacks constructs_lib >/dev/null
+	@$(VPY) -m compileall -q -x '/handlers/' app.py fmcluster fmcluster_cdk >/dev/null
 
 # Programs the tests run for real (Debian's packages), each as CHECK:PACKAGE, CHECK a command on
 # PATH or an absolute path: promtool (prometheus) for the alert rules, shellcheck for the node

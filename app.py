@@ -5,11 +5,11 @@
     cdk synth -c pipeline=PIPELINE_FILE     the GitOps pipeline stack (NAME-pipeline) that deploys the
                                             clusters a pipeline file lists (examples/pipeline/pipeline.yaml)
 
-The program itself is stacks/synthesis.py.
+The program itself is fmcluster_cdk/synthesis.py.
 """
 
 import sys
 
-from stacks.synthesis import main
+from fmcluster_cdk.synthesis import main
 
 sys.exit(main())

@@ -6,7 +6,7 @@ Each figure is the median of N round-robin runs in fresh processes, same venv, s
 context:
 - floor: a minimal CDK app (one stack, one S3 bucket) with the same context and App settings as
   fmcluster's own synthesis (CDK's built-in CloudFormation validation off, as in
-  `stacks.synthesis.new_app`; cfn-lint checks fmcluster's templates in the tests), importing
+  `fmcluster_cdk.synthesis.new_app`; cfn-lint checks fmcluster's templates in the tests), importing
   nothing of fmcluster;
 - for reference, the same minimal app with CDK's default App settings (validation on);
 - `fmcluster synth` of the default example (cdk.json's spec);
@@ -31,11 +31,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from common import exit_code, medians, report, target  # noqa: E402
 
-from fmcluster.synth import app_context, cdk_json  # noqa: E402
-from stacks.synthesis import APP_SETTINGS  # noqa: E402
+from fmcluster.deploy.synth import app_context, cdk_json  # noqa: E402
+from fmcluster_cdk.synthesis import APP_SETTINGS  # noqa: E402
 
 # The floor imports nothing of fmcluster's. Its context (cdk.json's, as `fmcluster synth` gives
-# its app) and App settings (stacks.synthesis.APP_SETTINGS, or none: CDK's defaults) come from a
+# its app) and App settings (fmcluster_cdk.synthesis.APP_SETTINGS, or none: CDK's defaults) come from a
 # JSON file.
 MINIMAL_APP = """
 import json, sys

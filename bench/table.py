@@ -3,7 +3,7 @@
     python bench/table.py           print it
     python bench/table.py --write   put it in README.md between the bench markers
 
-`make bench` writes it after measuring; tests/test_bench.py holds the README to the results.
+`make bench` writes it after measuring; tests/project/test_bench.py holds the README to the results.
 """
 
 from __future__ import annotations

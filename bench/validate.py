@@ -37,7 +37,7 @@ def measure(runs: int) -> dict:
     times = medians({"floor": [py, "-c", "import pydantic, yaml"],
                      "one": [py, "-m", "fmcluster", "validate", examples[0]],
                      "every": [py, "-m", "fmcluster", "validate", *examples]}, runs)
-    from fmcluster import loader  # in-process: the cost per spec once imports are paid
+    from fmcluster.spec import loader  # in-process: the cost per spec once imports are paid
 
     loader.load(ROOT / examples[0])
     start = time.perf_counter()

@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from datetime import datetime
     from typing import TypedDict
 
-    from fmcluster.diagnostics import Diagnostic, DiagnosticDict
-    from fmcluster.loader import LoadResult
-    from fmcluster.spec import ClusterSpec
+    from fmcluster.spec.diagnostics import Diagnostic, DiagnosticDict
+    from fmcluster.spec.loader import LoadResult
+    from fmcluster.spec.models import ClusterSpec
 
     class FileReport(TypedDict):
         """One spec file in `fmcluster validate --format json`."""
@@ -35,7 +35,7 @@ def _print_diagnostics(diagnostics: Iterable[Diagnostic], stream: TextIO | None 
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from fmcluster import loader
+    from fmcluster.spec import loader
 
     status = EXIT_OK
     report: list[FileReport] = []
@@ -64,7 +64,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_schema(args: argparse.Namespace) -> int:
     import json
 
-    from fmcluster.spec import json_schema
+    from fmcluster.spec.models import json_schema
 
     print(json.dumps(json_schema(), indent=2, sort_keys=False))
     return EXIT_OK
@@ -73,7 +73,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
 def _load_valid(path: str) -> ClusterSpec | None:
     """The ClusterSpec of a valid spec file, or None after printing its problems on stderr.
     Warnings are printed either way."""
-    from fmcluster import loader
+    from fmcluster.spec import loader
 
     return _valid(path, loader.load(path))
 
@@ -114,7 +114,8 @@ def _window(text: str) -> tuple[datetime, datetime]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from fmcluster import plan, plan_render
+    from fmcluster.plan import render as plan_render
+    from fmcluster.plan import report as plan
 
     if args.json_schema:
         import json
@@ -124,7 +125,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if not args.spec:
         print("error: plan needs a SPEC (or --json-schema)", file=sys.stderr)
         return EXIT_INVALID
-    from fmcluster import loader
+    from fmcluster.spec import loader
 
     result = loader.load(args.spec)
     spec = _valid(args.spec, result)
@@ -163,7 +164,7 @@ def _preflight_reservations(path: str, cluster: str) -> list[dict[str, object]] 
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from fmcluster import preflight
+    from fmcluster.deploy import preflight
 
     spec = _load_valid(args.spec)
     if spec is None:
@@ -172,7 +173,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from fmcluster import diff
+    from fmcluster.deploy import diff
 
     if args.deployed:
         if len(args.specs) != 1:
@@ -181,7 +182,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         spec = _load_valid(args.specs[0])
         if spec is None:
             return EXIT_INVALID
-        from fmcluster import deployed, synth
+        from fmcluster.deploy import deployed, synth
 
         return diff.main_deployed(spec, args.format, args.allow_data_loss, name=args.specs[0],
                                   synthesize=lambda s: synth.templates(args.specs[0]), read=deployed.read)
@@ -192,7 +193,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     old, new = _load_valid(old_path), _load_valid(new_path)
     if old is None or new is None:
         return EXIT_INVALID
-    from fmcluster import synth
+    from fmcluster.deploy import synth
 
     path: dict[int, str] = {id(old): old_path, id(new): new_path}
     return diff.main(old, new, args.format, args.allow_data_loss, names=(old_path, new_path),
@@ -200,7 +201,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
-    from fmcluster import synth
+    from fmcluster.deploy import synth
 
     return synth.synth(args.specs, args.output)
 
@@ -208,7 +209,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
 def cmd_stack_policy(args: argparse.Namespace) -> int:
     import json
 
-    from fmcluster import stack_policy
+    from fmcluster.deploy import stack_policy
 
     print(json.dumps(stack_policy.lifting() if args.lift else stack_policy.protecting(), indent=2))
     return EXIT_OK
@@ -217,7 +218,7 @@ def cmd_stack_policy(args: argparse.Namespace) -> int:
 def cmd_change_set(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from fmcluster import change_set
+    from fmcluster.deploy import change_set
 
     try:
         client = change_set.client_for(args.region, args.role_arn)
@@ -233,8 +234,8 @@ def cmd_change_set(args: argparse.Namespace) -> int:
 def cmd_jobs(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from fmcluster import jobs
-    from fmcluster.model import resolve
+    from fmcluster.kits import jobs
+    from fmcluster.model.cluster import resolve
 
     spec = _load_valid(args.spec)
     if spec is None:
@@ -259,8 +260,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from fmcluster import verdicts
-    from fmcluster.model import resolve
+    from fmcluster.kits import verdicts
+    from fmcluster.model.cluster import resolve
 
     spec = _load_valid(args.spec)
     if spec is None:

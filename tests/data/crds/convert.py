@@ -1,5 +1,5 @@
 """Write one CRD version's openAPIV3Schema as a schema file of this folder, the way every file here
-is made (tests/test_crd_schemas.py reads them): `group`, `version`, `kind`, `scope`, the `schema`
+is made (tests/kubernetes/test_crd_schemas.py reads them): `group`, `version`, `kind`, `scope`, the `schema`
 itself unchanged, and `$comment` with its provenance; JSON with one-space indents and sorted keys.
 
     git -C MIRROR show REF:PATH | python tests/data/crds/convert.py VERSION "SOURCE"
@@ -36,7 +36,7 @@ def convert_crd(crd: dict, version: str, source: str) -> tuple[str, str]:
     group, kind = spec["group"], spec["names"]["kind"]
     document = {
         "$comment": f"openAPIV3Schema of {group}/{version} {kind}, from {source} "
-                    "(tests/test_crd_schemas.py validates fmcluster's manifests against it)",
+                    "(tests/kubernetes/test_crd_schemas.py validates fmcluster's manifests against it)",
         "group": group, "kind": kind, "schema": served["schema"]["openAPIV3Schema"], "scope": spec["scope"],
         "version": version}
     return f"{group}_{spec['names']['plural']}_{version}.json", json.dumps(document, indent=1, sort_keys=True) + "\n"

@@ -1,0 +1,571 @@
+"""`fmcluster diff OLD NEW`: what changing a spec does to deployed resources.
+
+Both specs are synthesized by a synthesizer handed to `main` (the command line's runs the CDK
+app, as `fmcluster synth` does: fmcluster.deploy.synth.templates) and their templates compared stack by
+stack: resources added, updated, replaced and removed. Nested stacks (a node group of
+NAME-cluster each) are compared as stacks of their own, named `PARENT/ID`
+(`llm-pretrain-cluster/NodeGroup-gpu`); a reference to a parameter of a nested stack is followed
+to what its parent passes. Whether CloudFormation replaces a
+resource comes from the resource type's `createOnlyProperties` in the CloudFormation resource
+schemas that cfn-lint ships (`fmcluster.deploy.cfn_schemas`), never from a hand-written table:
+
+- a create-only property whose value changes, or a type change, replaces the resource;
+- so does a create-only property that refers (Ref, Fn::GetAtt, Fn::Sub, a cross-stack output) to
+  a resource that is itself replaced: a new subnet replaces the file system inside it;
+- legacy types (schemas without handlers, converted from the old resource specification) do not
+  list their nested create-only properties, so a change inside one of their object properties
+  *may* replace the resource, and is treated as a replacement where it matters: for stateful ones.
+  AWS::FSx::FileSystem is one: there, what FSx's UpdateFileSystem takes (fmcluster.facts.fsx.lustre_updatable,
+  from botocore's model) changes in place, and any other LustreConfiguration change replaces the
+  file system;
+- a lower StorageCapacity of a file system is an update FSx refuses (Lustre storage only grows):
+  the deploy fails and rolls back, so it is refused (exit 1) whatever --allow-data-loss says;
+- so is a change of an export another stack imports (its value, or the resource it names being
+  replaced, or its removal): CloudFormation refuses to change an export in use, and the producer's
+  update rolls back. fmcluster's network stack exports the ids that other stacks' create-only
+  properties hold (fmcluster_cdk/stacks/network.py), so a new subnet never slides under a running file system;
+- a cross-stack reference is compared by what it names, not how: a weak reference
+  (Fn::GetStackOutput) and an import (Fn::ImportValue) of the same producer value are the same
+  value (the upgrade of a deployed cluster from the one to the other replaces nothing).
+
+A replaced or removed stateful resource (types cfn-lint lists as stateful, such as file systems,
+buckets and keys, and anything retained) is data loss: exit 1 unless `--allow-data-loss`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable, Literal, Mapping
+
+from fmcluster.deploy import assembly, cfn_schemas
+from fmcluster.facts import naming
+from fmcluster.spec.models import ClusterSpec
+
+ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE = "add", "update", "replace", "may-replace", "remove"
+FAILS = "fails"  # an update CloudFormation attempts and the service refuses: the stack rolls back
+FILE_SYSTEM = "AWS::FSx::FileSystem"
+NODEGROUP = "AWS::EKS::Nodegroup"
+RETAINED = ("Retain", "RetainExceptOnCreate", "Snapshot")
+IGNORED_TYPES = ("AWS::CDK::Metadata",)
+COMPARED_KEYS = ("Properties", "DeletionPolicy", "UpdateReplacePolicy", "Condition")
+SHOWN_PATHS = 6
+TemplateBody = Mapping[str, Any]  # a CloudFormation template, as parsed JSON
+Templates = Mapping[str, TemplateBody]  # stack name (PARENT/ID for a nested stack) -> template
+# ("res", logical id) in its own stack, ("out", stack, output) in another, ("export", name)
+Reference = tuple[Literal["res"], str] | tuple[Literal["out"], Any, Any] | tuple[Literal["export"], str]
+
+
+@dataclass
+class Change:
+    stack: str
+    logical_id: str
+    type: str
+    action: str
+    paths: list[str] = field(default_factory=list)  # changed properties
+    reasons: list[str] = field(default_factory=list)  # why it is (or may be) replaced
+    stateful: bool = False
+    retained: bool = False
+
+    @property
+    def data_loss(self) -> bool:
+        return self.stateful and self.action in (REPLACE, MAY_REPLACE, REMOVE)
+
+    @property
+    def fails(self) -> bool:
+        return self.action == FAILS
+
+
+@dataclass
+class StackDiff:
+    name: str
+    status: str  # added | removed | changed | unchanged
+    changes: list[Change]
+
+
+@dataclass
+class Report:
+    stacks: list[StackDiff]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def data_loss(self) -> list[Change]:
+        return [c for s in self.stacks for c in s.changes if c.data_loss]
+
+    @property
+    def failing(self) -> list[Change]:
+        return [c for s in self.stacks for c in s.changes if c.fails]
+
+
+# ---- references ----------------------------------------------------------------------------
+
+def references(value: Any) -> set[Reference]:
+    """What a template value refers to: ("res", logical id) in its own stack, ("out", stack,
+    output) in another one (CDK's Fn::GetStackOutput) and ("export", name) (Fn::ImportValue)."""
+    found: set[Reference] = set()
+    if isinstance(value, list):
+        for item in value:
+            found |= references(item)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key == "Ref" and isinstance(item, str) and not item.startswith("AWS::"):
+                found.add(("res", item))
+            elif key == "Fn::GetAtt":
+                target = item[0] if isinstance(item, list) else str(item).split(".", 1)[0]
+                found.add(("res", target))
+            elif key == "Fn::Sub":
+                text = item[0] if isinstance(item, list) else item
+                found |= {("res", name.split(".", 1)[0]) for name in _sub_names(text) if not name.startswith("AWS::")}
+                if isinstance(item, list) and len(item) > 1:
+                    found |= references(item[1])
+            elif key == "Fn::GetStackOutput" and isinstance(item, dict):
+                found.add(("out", item.get("StackName"), item.get("OutputName")))
+            elif key == "Fn::ImportValue" and isinstance(item, str):
+                found.add(("export", item))
+            else:
+                found |= references(item)
+    return found
+
+
+def _sub_names(text: str) -> list[str]:
+    names: list[str] = []
+    rest = text
+    while "${" in rest:
+        start = rest.index("${") + 2
+        end = rest.find("}", start)
+        if end < 0:
+            break
+        if not rest[start:].startswith("!"):
+            names.append(rest[start:end])
+        rest = rest[end + 1:]
+    return names
+
+
+def exports(templates: Templates) -> dict[str, tuple[str, str]]:
+    """Export name -> (producer stack, output name), for exports named by a plain string."""
+    return {out["Export"]["Name"]: (stack, name) for stack, t in templates.items()
+            for name, out in t.get("Outputs", {}).items()
+            if isinstance(out.get("Export", {}).get("Name"), str)}
+
+
+def imports(templates: Templates) -> dict[str, list[str]]:
+    """Export name -> the stacks that import it (Fn::ImportValue of a plain string)."""
+    found: dict[str, list[str]] = {}
+    for stack, template in templates.items():
+        for ref in references(template.get("Resources", {})) | references(template.get("Outputs", {})):
+            if ref[0] == "export":
+                found.setdefault(ref[1], []).append(stack)
+    return {name: sorted(set(stacks)) for name, stacks in found.items()}
+
+
+def canonical(value: Any, templates: Templates, produced: Mapping[str, tuple[str, str]] | None = None) -> Any:
+    """`value` with each cross-stack reference (Fn::GetStackOutput, Fn::ImportValue) replaced by
+    what it names: {"fmcluster:output": [producer stack, the output's Value there]}. Two ways of
+    referring to the same producer value compare equal; one the templates cannot resolve stays."""
+    produced = exports(templates) if produced is None else produced
+    if isinstance(value, list):
+        return [canonical(v, templates, produced) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) == 1:
+        (key, arg), = value.items()
+        target: tuple[Any, Any] | None = None
+        if key == "Fn::GetStackOutput" and isinstance(arg, dict):
+            target = (arg.get("StackName"), arg.get("OutputName"))
+        elif key == "Fn::ImportValue" and isinstance(arg, str):
+            target = produced.get(arg)
+        if target is not None:
+            output = templates.get(str(target[0]), {}).get("Outputs", {}).get(target[1])
+            if output is not None:
+                return {"fmcluster:output": [target[0], output.get("Value")]}
+    return {k: canonical(v, templates, produced) for k, v in value.items()}
+
+
+class _Resolver:
+    """Which (stack, logical id) resources a reference ends at, through cross-stack outputs."""
+
+    def __init__(self, templates: Templates, produced: Mapping[str, tuple[str, str]] | None = None) -> None:
+        self.templates = templates
+        self.exports = exports(templates) if produced is None else produced
+
+    def targets(self, stack: str, value: Any, depth: int = 0) -> set[tuple[str, str]]:
+        out: set[tuple[str, str]] = set()
+        parameters = self.templates.get(stack, {}).get("Parameters", {})
+        for ref in references(value):
+            if ref[0] == "res" and ref[1] in parameters and "/" in stack:  # a nested stack's parameter
+                passed = assembly.parameter_value(self.templates, stack, ref[1])
+                if passed is not None and depth < 5:
+                    out |= self.targets(stack.rsplit("/", 1)[0], passed, depth + 1)
+                continue
+            if ref[0] == "res":
+                out.add((stack, ref[1]))
+                continue
+            other, name = (ref[1], ref[2]) if ref[0] == "out" else self.exports.get(ref[1], (None, None))
+            output = self.templates.get(other or "", {}).get("Outputs", {}).get(name)
+            if output is not None and other is not None and depth < 5:
+                out |= self.targets(other, output.get("Value"), depth + 1)
+        return out
+
+
+# ---- comparing templates -------------------------------------------------------------------
+
+def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
+    """Leaf paths where two JSON values differ ('LustreConfiguration.DeploymentType', 'Tags[1].Value')."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [p for key in sorted(set(old) | set(new))
+                for p in changed_paths(old.get(key), new.get(key), f"{path}.{key}" if path else key)]
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        return [p for i, (a, b) in enumerate(zip(old, new, strict=True)) for p in changed_paths(a, b, f"{path}[{i}]")]
+    return [] if old == new else [path or "(whole resource)"]
+
+
+def _shown(paths: list[str]) -> list[str]:
+    """Paths as a reader knows them: a change inside a cross-stack value ('SubnetIds[0]', not
+    'SubnetIds[0].fmcluster:output[1].Ref'), each once, in order."""
+    return list(dict.fromkeys(p.split(".fmcluster:output", 1)[0] for p in paths))
+
+
+def _stateful(resource: Mapping[str, Any]) -> tuple[bool, bool]:
+    retained = resource.get("DeletionPolicy") in RETAINED or resource.get("UpdateReplacePolicy") in RETAINED
+    if resource["Type"] == assembly.NESTED_STACK and not retained:
+        return False, False  # cfn-lint counts nested stacks as stateful; their resources are compared themselves
+    return cfn_schemas.is_stateful(resource["Type"]) or retained, retained
+
+
+def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any], region: str) -> Change | None:
+    """The change of one resource present in both templates, before references are followed
+    (cross-stack references in both already `canonical`)."""
+    paths = _shown([p for key in COMPARED_KEYS for p in changed_paths(old.get(key), new.get(key), key)])
+    if not paths and old["Type"] == new["Type"]:
+        return None
+    stateful, retained = _stateful(new)
+    change = Change(stack, lid, new["Type"], UPDATE, [p.removeprefix("Properties.") for p in paths],
+                    stateful=stateful, retained=retained)
+    if old["Type"] != new["Type"]:
+        change.action, change.reasons = REPLACE, [f"type changes from {old['Type']}"]
+        return change
+    schema = cfn_schemas.schema(new["Type"], region)
+    if schema is None:
+        change.action, change.reasons = MAY_REPLACE, ["no CloudFormation resource schema for this type"]
+        return change
+    props_old, props_new = old.get("Properties", {}), new.get("Properties", {})
+    create_only = [p for p in schema.create_only
+                   if cfn_schemas.values_at(props_old, p) != cfn_schemas.values_at(props_new, p)]
+    if create_only:
+        change.action = REPLACE
+        change.reasons = [f"{cfn_schemas.dotted(p)} is create-only" for p in create_only]
+    elif new["Type"] == FILE_SYSTEM:
+        _file_system(change, props_old, props_new)
+    elif schema.legacy:
+        nested = [p for p in change.paths if not p.startswith(("DeletionPolicy", "UpdateReplacePolicy", "Condition"))
+                  and ("." in p or "[" in p) and not p.startswith("Tags")]
+        if nested:
+            change.action = MAY_REPLACE
+            change.reasons = [f"the {new['Type']} schema does not say whether {p} can change in place" for p in nested]
+    return change
+
+
+def _file_system(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """An FSx for Lustre file system: in place, replaced, or an update that fails (module docstring)."""
+    from fmcluster.facts import fsx
+
+    lustre = [p for p in change.paths if p.startswith("LustreConfiguration.")]
+    fixed = sorted({p.split(".")[1].split("[")[0] for p in lustre} - fsx.lustre_updatable())
+    if fixed:
+        change.action = REPLACE
+        change.reasons = [f"LustreConfiguration.{name} is set at creation (FSx's UpdateFileSystem does not take it)"
+                          for name in fixed]
+        return
+    before, after = old.get("StorageCapacity"), new.get("StorageCapacity")
+    if isinstance(before, int) and isinstance(after, int) and after < before:
+        change.action = FAILS
+        change.reasons = [f"StorageCapacity goes down from {before} to {after} GiB: FSx for Lustre storage only "
+                          "grows, so FSx refuses the update and CloudFormation rolls the stack back"]
+
+
+def compare(old: Templates, new: Templates, region: str) -> Report:
+    stacks: list[StackDiff] = []
+    produced_old, produced_new = exports(old), exports(new)
+    changes: dict[tuple[str, str], Change] = {}
+    for name in sorted(set(old) | set(new)):
+        before = _resources(old.get(name))
+        after = _resources(new.get(name))
+        found: list[Change] = []
+        for lid in sorted(set(before) | set(after)):
+            if lid not in before:
+                found.append(Change(name, lid, after[lid]["Type"], ADD, stateful=_stateful(after[lid])[0],
+                                    retained=_stateful(after[lid])[1]))
+            elif lid not in after:
+                stateful, retained = _stateful(before[lid])
+                found.append(Change(name, lid, before[lid]["Type"], REMOVE, stateful=stateful, retained=retained))
+            else:
+                change = _direct(name, lid, canonical(before[lid], old, produced_old),
+                                 canonical(after[lid], new, produced_new), region)
+                if change:
+                    found.append(change)
+        changes.update({(c.stack, c.logical_id): c for c in found})
+        status = "added" if name not in old else "removed" if name not in new else "changed" if found else "unchanged"
+        stacks.append(StackDiff(name, status, found))
+    resolver = _Resolver(new, produced_new)
+    _follow_references(old, new, changes, region, stacks, resolver)
+    _exports_in_use(old, new, changes, stacks, resolver, produced_old)
+    return Report(stacks, _block_updates(new, stacks))
+
+
+def _block_updates(new: Templates, stacks: list[StackDiff]) -> list[str]:
+    """A note for each EKS managed node group on a Capacity Block that the change updates (its
+    launch template version, AMI release, labels...): EKS asks for such a group to be at desired
+    size 0 while it is updated, since a rolling update needs capacity the block does not have."""
+    notes = []
+    for s in stacks:
+        resources = _resources(new.get(s.name))
+        for c in s.changes:
+            props = resources.get(c.logical_id, {}).get("Properties", {})
+            if (c.type == NODEGROUP and c.action in (UPDATE, REPLACE) and props.get("CapacityType") == "CAPACITY_BLOCK"
+                    and any(not p.startswith("ScalingConfig") for p in c.paths)):
+                tags = props.get("Tags") or {}
+                group, cluster = tags.get(naming.NODE_GROUP_TAG, c.logical_id), tags.get(naming.CLUSTER_TAG, "NAME")
+                notes.append(f"node group {group} is on a Capacity Block and this change updates it ({s.name} "
+                             f"{c.logical_id}): EKS wants it at desired size 0 for the update, so hold its scaler "
+                             f"({naming.hold_parameter(cluster, group)}) and scale it to 0 before deploying, and "
+                             "delete the hold after (README, Capacity Blocks)")
+    return notes
+
+
+def _exports_in_use(old: Templates, new: Templates, changes: dict[tuple[str, str], Change],
+                    stacks: list[StackDiff], resolver: _Resolver, produced_old: Mapping[str, tuple[str, str]]) -> None:
+    """An export that another stack imports (as deployed: `old`) cannot change or go while it does:
+    CloudFormation fails the producer's update ("cannot update export ... as it is in use") and
+    rolls it back. The producer's resource that would change it is marked FAILS."""
+    produced_new = resolver.exports
+    by_stack = {s.name: s for s in stacks}
+    replaced = {key for key, c in changes.items() if c.action in (REPLACE, MAY_REPLACE)}
+    for name, consumers in sorted(imports(old).items()):
+        if name not in produced_old:
+            continue
+        stack, output = produced_old[name]
+        consumers = [c for c in consumers if c != stack]
+        if not consumers or stack not in new:
+            continue  # a stack that goes away is destroyed after its consumers (cdk destroy)
+        before = old[stack]["Outputs"][output].get("Value")
+        where = produced_new.get(name)
+        culprits: list[tuple[str, str]] = []
+        if where is None:
+            why = f"the export {name} goes away"
+        else:
+            after = new[where[0]]["Outputs"][where[1]].get("Value")
+            culprits = sorted(t for t in resolver.targets(where[0], after) if t in replaced)
+            if culprits:
+                why = f"the export {name} names {culprits[0][1]}, which is replaced (a new id)"
+            elif canonical(before, old, produced_old) != canonical(after, new, produced_new):
+                why = f"the value of the export {name} changes"
+            else:
+                continue
+        reason = (f"{why}, and {', '.join(consumers)} import{'s' if len(consumers) == 1 else ''} it: "
+                  "CloudFormation refuses to change an export in use, and the update rolls back (to make "
+                  "the change on purpose, back up the data and destroy the importing stacks first)")
+        for target in culprits or [(stack, output)]:
+            change = changes.get(target)
+            if change is None:  # the output itself changes, no resource of it: the stack's update fails
+                change = Change(stack, f"Outputs.{output}", "AWS::CloudFormation::Output", FAILS)
+                changes[target] = change
+                by_stack[stack].changes.append(change)
+                by_stack[stack].status = "changed"
+            change.action = FAILS
+            if reason not in change.reasons:
+                change.reasons.append(reason)
+    for s in stacks:
+        s.changes.sort(key=lambda c: c.logical_id)
+
+
+def _resources(template: TemplateBody | None) -> dict[str, dict[str, Any]]:
+    return {lid: r for lid, r in (template or {}).get("Resources", {}).items() if r.get("Type") not in IGNORED_TYPES}
+
+
+def _follow_references(old: Templates, new: Templates, changes: dict[tuple[str, str], Change], region: str,
+                       stacks: list[StackDiff], resolver: _Resolver) -> None:
+    """Replace what a create-only property ties to a replaced resource, until nothing more changes
+    (`resolver` follows references through the new templates)."""
+    by_stack = {s.name: s for s in stacks}
+    grew = True
+    while grew:
+        grew = False
+        replaced = {key for key, c in changes.items() if c.action in (REPLACE, MAY_REPLACE)}
+        for stack in set(old) & set(new):
+            before, after = _resources(old[stack]), _resources(new[stack])
+            for lid in set(before) & set(after):
+                current = changes.get((stack, lid))
+                if current and current.action in (REPLACE, MAY_REPLACE):
+                    continue
+                schema = cfn_schemas.schema(after[lid]["Type"], region)
+                if schema is None:
+                    continue
+                props = after[lid].get("Properties", {})
+                hits = [(p, t) for p in schema.create_only
+                        for t in resolver.targets(stack, cfn_schemas.values_at(props, p)) if t in replaced]
+                if not hits:
+                    continue
+                if current is None:
+                    stateful, retained = _stateful(after[lid])
+                    current = Change(stack, lid, after[lid]["Type"], REPLACE, stateful=stateful, retained=retained)
+                    changes[(stack, lid)] = current
+                    by_stack[stack].changes.append(current)
+                    by_stack[stack].status = "changed"
+                current.action = REPLACE
+                current.reasons += [f"{cfn_schemas.dotted(p)} refers to {t[1]}"
+                                    + (f" in {t[0]}" if t[0] != stack else "") + ", which is replaced"
+                                    for p, t in sorted(set(hits))]
+                grew = True
+    for s in stacks:
+        s.changes.sort(key=lambda c: c.logical_id)
+
+
+# ---- output --------------------------------------------------------------------------------
+
+SYMBOLS = {ADD: "+", REMOVE: "-", UPDATE: "~", REPLACE: "!", MAY_REPLACE: "?", FAILS: "x"}
+LABELS = {ADD: "add", REMOVE: "remove", UPDATE: "update", REPLACE: "REPLACE", MAY_REPLACE: "MAY REPLACE",
+          FAILS: "UPDATE FAILS"}
+
+
+def _loss_text(c: Change) -> str:
+    what = {REMOVE: "removed", REPLACE: "replaced by a new one (the data does not move)",
+            MAY_REPLACE: "may be replaced by a new one (the data does not move)"}[c.action]
+    if c.retained:
+        kept = ("; retained: kept in the account, outside the stack, no longer used by the cluster"
+                if c.action == REMOVE else "; the old one is retained outside the stack, no longer used by the cluster")
+    else:
+        kept = ""
+    return f"{c.stack} {c.logical_id} ({c.type}): {what}{kept}"
+
+
+def render_text(report: Report, old_name: str, new_name: str, allowed: bool) -> str:
+    lines = [f"fmcluster diff: {old_name} -> {new_name}", *[f"note: {n}" for n in report.notes]]
+    for s in report.stacks:
+        counts = {a: sum(c.action == a for c in s.changes) for a in (ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE, FAILS)}
+        summary = ", ".join(f"{n} {LABELS[a].lower()}" for a, n in counts.items() if n) or "no changes"
+        note = {"added": " (new stack)", "removed": " (no longer produced: destroy it to remove its resources)"}
+        if "/" in s.name:  # a nested stack comes and goes with its parent's AWS::CloudFormation::Stack
+            note = {"added": " (new nested stack)", "removed": " (nested stack: deleted with its resources)"}
+        lines.append(f"stack {s.name}{note.get(s.status, '')}: {summary}")
+        whole = s.status in ("added", "removed")
+        for c in s.changes:
+            if whole and not c.data_loss:
+                continue
+            flag = " [stateful]" if c.stateful and c.action != ADD else ""
+            lines.append(f"  {SYMBOLS[c.action]} {LABELS[c.action]} {c.type} {c.logical_id}{flag}")
+            more = [f"... {len(c.paths) - SHOWN_PATHS} more"] if len(c.paths) > SHOWN_PATHS else []
+            shown = c.paths[:SHOWN_PATHS] + more
+            if shown and c.action != ADD:
+                lines.append(f"      changes: {', '.join(shown)}")
+            for reason in c.reasons:
+                lines.append(f"      because {reason}")
+    failing = report.failing
+    if failing:
+        lines.append(f"UPDATE FAILS: {len(failing)} change{'s' if len(failing) != 1 else ''} that the service refuses:")
+        lines += [f"  {c.stack} {c.logical_id} ({c.type}): {'; '.join(c.reasons)}" for c in failing]
+        lines.append("refusing (exit 1): no switch allows it; undo the change")
+    loss = report.data_loss
+    if not loss:
+        lines.append("no stateful resource is replaced or removed")
+        return "\n".join(lines) + "\n"
+    lines.append(f"DATA LOSS: {len(loss)} stateful resource{'s' if len(loss) != 1 else ''} replaced or removed:")
+    lines += [f"  {_loss_text(c)}" for c in loss]
+    lines.append("allowed by --allow-data-loss" if allowed else
+                 "refusing (exit 1): copy or back up the data first, then pass --allow-data-loss")
+    return "\n".join(lines) + "\n"
+
+
+def render_json(report: Report, old_name: str, new_name: str, allowed: bool) -> str:
+    def change(c: Change) -> dict[str, Any]:
+        return {**asdict(c), "data_loss": c.data_loss, "fails": c.fails}
+
+    return json.dumps({"old": old_name, "new": new_name, "allow_data_loss": allowed,
+                       "data_loss": [change(c) for c in report.data_loss],
+                       "fails": [change(c) for c in report.failing], "notes": report.notes,
+                       "stacks": [{"name": s.name, "status": s.status, "changes": [change(c) for c in s.changes]}
+                                  for s in report.stacks]}, indent=2) + "\n"
+
+
+def exit_code(report: Report, allowed: bool) -> int:
+    """1 for an update the service refuses (whatever is allowed), or for data loss not allowed."""
+    return 1 if report.failing or (report.data_loss and not allowed) else 0
+
+
+Synthesizer = Callable[[ClusterSpec], Templates]  # spec -> stack name -> template
+
+
+def _where(spec: ClusterSpec) -> str:
+    return f"{spec.region}, account {spec.account or 'of the credentials'}"
+
+
+def _print(report: Report, fmt: str, old_name: str, new_name: str, allowed: bool) -> int:
+    """Print the report (text or JSON) and return the exit code."""
+    render = render_json if fmt == "json" else render_text
+    sys.stdout.write(render(report, old_name, new_name, allowed))
+    return exit_code(report, allowed)
+
+
+def _schemas_missing() -> bool:
+    if cfn_schemas.available():
+        return False
+    print("error: fmcluster diff needs the CloudFormation resource schemas that cfn-lint ships", file=sys.stderr)
+    print("  hint: pip install cfn-lint (make install does)", file=sys.stderr)
+    return True
+
+
+Reader = Callable[[Iterable[str], str], Templates]  # stack names, region -> deployed templates
+
+
+def main_deployed(spec: ClusterSpec, fmt: str = "text", allow_data_loss: bool = False, name: str = "SPEC", *,
+                  synthesize: Synthesizer, read: Reader) -> int:
+    """`fmcluster diff --deployed SPEC`: the deployed stacks of the spec's cluster (read by `read`,
+    fmcluster.deploy.deployed.read on the command line) against the spec as this code synthesizes it."""
+    from fmcluster.deploy.deployed import NotReadable
+    from fmcluster.deploy.synth import SynthesisFailed
+
+    if _schemas_missing():
+        return 1
+    try:
+        new_templates = synthesize(spec)
+    except SynthesisFailed as exc:
+        return exc.code
+    try:
+        deployed = read(list(new_templates), spec.region)
+    except NotReadable as exc:
+        print(f"error: cannot read the deployed stacks of {spec.name} in {spec.region}: {exc}", file=sys.stderr)
+        print("  hint: it reads the account with the default credentials (cloudformation:GetTemplate and "
+              "DescribeStackResource); set AWS_PROFILE, or compare two specs instead: fmcluster diff OLD NEW",
+              file=sys.stderr)
+        return 1
+    report = compare(deployed, new_templates, region=spec.region)
+    if not deployed:
+        report.notes.append(f"no stack of {spec.name} is deployed in {spec.region}: everything is new")
+    return _print(report, fmt, f"deployed {spec.name} ({spec.region})", name, allow_data_loss)
+
+
+def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss: bool = False,
+         names: Iterable[str] = ("OLD", "NEW"), *, synthesize: Synthesizer) -> int:
+    """`fmcluster diff`. `synthesize` gives a spec's templates (the command line's runs the CDK
+    app: fmcluster.deploy.synth.templates); it is handed in, so that nothing here imports the CDK side."""
+    from fmcluster.deploy.synth import SynthesisFailed
+
+    if _schemas_missing():
+        return 1
+    try:
+        old_templates, new_templates = synthesize(old), synthesize(new)
+    except SynthesisFailed as exc:  # the app said why on stderr
+        return exc.code
+    moved = (old.region, old.account) != (new.region, new.account)
+    # another region or account is a new set of stacks there, not an update of these: nothing of
+    # the old deployment is compared with (or replaced by) the new one
+    report = compare({} if moved else old_templates, new_templates, region=new.region)
+    if moved:
+        report.notes.append(f"the cluster moves from {_where(old)} to {_where(new)}: CloudFormation deploys new "
+                            "stacks there, with new, empty file systems and buckets; the old stacks and their data "
+                            "stay where they are until destroyed (copy the data across first)")
+    if old.name != new.name:
+        report.notes.append(f"the cluster is renamed from {old.name} to {new.name}: every stack name changes, so "
+                            "CloudFormation sees new stacks and new resources; the old stacks stay until destroyed")
+    old_name, new_name = names
+    return _print(report, fmt, old_name, new_name, allow_data_loss)

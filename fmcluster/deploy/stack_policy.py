@@ -1,0 +1,36 @@
+"""The CloudFormation stack policy of NAME-storage: no update may replace or delete a stateful
+resource (the file system, its links, the buckets, the key), whatever the template says.
+
+A stack policy is the service-side guard under `fmcluster diff`'s review-time one: CloudFormation
+refuses such an update before it starts ("Action denied by stack policy"). It matches resources by
+type, so one policy fits every cluster and new buckets are covered as they come. The GitOps
+pipeline sets it after each deploy and lifts it for a merge that allows data loss; elsewhere
+`fmcluster stack-policy` prints it for `aws cloudformation set-stack-policy` (README, "Security").
+A stack policy cannot be removed, only replaced: lifting it is setting the policy that allows every
+update.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fmcluster.deploy import cfn_schemas
+
+# The stateful types, the file system's links, and its security group (retained with it: a new one
+# would replace the file system, whose SecurityGroupIds are create-only).
+GUARDED_TYPES = (*cfn_schemas.STATEFUL_TYPES, "AWS::FSx::DataRepositoryAssociation", "AWS::EC2::SecurityGroup")
+_ALLOW_UPDATES = {"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"}
+
+
+def protecting() -> dict[str, Any]:
+    """Every update allowed, but none that replaces or deletes a resource of GUARDED_TYPES."""
+    return {"Statement": [
+        _ALLOW_UPDATES,
+        {"Effect": "Deny", "Action": ["Update:Replace", "Update:Delete"], "Principal": "*", "Resource": "*",
+         "Condition": {"StringEquals": {"ResourceType": list(GUARDED_TYPES)}}},
+    ]}
+
+
+def lifting() -> dict[str, Any]:
+    """The policy that allows every update: set it to lift the protection on purpose."""
+    return {"Statement": [_ALLOW_UPDATES]}

@@ -1,0 +1,158 @@
+"""Synthesis from the command line: `fmcluster synth SPEC...` runs the CDK app.
+
+The CDK app is the CDK side's (fmcluster_cdk/synthesis.py: what app.py, and so `cdk synth`, runs).
+`fmcluster synth` runs it as the CDK CLI runs an app, a process whose environment names the
+output directory (CDK_OUTDIR) and the context (CDK_CONTEXT_JSON: cdk.json's, as the CLI passes
+it, and the specs), so both commands give the same assembly through the same checks; then it
+prints a summary of the assembly. Pure: nothing here imports aws_cdk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+
+from fmcluster.spec.diagnostics import Diagnostic
+
+if TYPE_CHECKING:
+    from fmcluster.spec.models import ClusterSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+APP_MODULE = "fmcluster_cdk.synthesis"  # the CDK app (fmcluster_cdk/synthesis.py), run as a program
+
+
+def cdk_json(start: Path | None = None) -> dict[str, Any]:
+    """The project's cdk.json: the one in the working directory, else the repository's."""
+    for candidate in ((start or Path.cwd()) / "cdk.json", REPO_ROOT / "cdk.json"):
+        if candidate.is_file():
+            config: dict[str, Any] = json.loads(candidate.read_text())
+            return config
+    return {}
+
+
+def app_context(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Context the CDK CLI passes to an app from cdk.json, so a synthesis outside the CLI matches it."""
+    context = dict(config.get("context", {}))
+    context.setdefault("aws:cdk:enable-path-metadata", config.get("pathMetadata", True))
+    context.setdefault("aws:cdk:enable-asset-metadata", config.get("assetMetadata", True))
+    context.setdefault("aws:cdk:version-reporting", config.get("versionReporting", True))
+    return context
+
+
+_NAME_LINE = re.compile(r"^name:[ \t]*", re.MULTILINE)
+
+
+def _name_at(file: str) -> tuple[int, int]:
+    """Line and column of a spec file's top-level `name:` value (1, 1 where there is none)."""
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+    except OSError:
+        return 1, 1
+    match = _NAME_LINE.search(text)
+    if match is None:
+        return 1, 1
+    return text.count("\n", 0, match.start()) + 1, match.end() - match.start() + 1
+
+
+def load_specs(paths: Iterable[str]) -> tuple[Optional[list["ClusterSpec"]], list[Diagnostic]]:
+    """Every spec validated, and no two naming the same cluster (their stacks would clash): the
+    specs, or None when one fails; the diagnostics of all of them in either case."""
+    from fmcluster.spec import loader  # the app's: `fmcluster synth` itself validates nothing (the app does)
+
+    paths = list(paths)
+    specs: list[ClusterSpec] = []
+    diagnostics: list[Diagnostic] = []
+    for path in paths:
+        result = loader.load(path)
+        diagnostics += result.diagnostics
+        if result.ok and result.spec is not None:  # ok: a spec without errors
+            specs.append(result.spec)
+    if len(specs) != len(paths):
+        return None, diagnostics
+    seen: dict[str, str] = {}
+    for path, spec in zip(paths, specs, strict=True):
+        if spec.name in seen:
+            line, column = _name_at(path)
+            diagnostics.append(Diagnostic(
+                f"cluster {spec.name!r} is named by {seen[spec.name]} too: their stacks would clash", ("name",),
+                "give each cluster its own name", "error", path, line, column))
+        seen.setdefault(spec.name, path)
+    if any(d.is_error for d in diagnostics):
+        return None, diagnostics
+    return specs, diagnostics
+
+
+PROJECT_NODE = REPO_ROOT / "node_modules" / ".bin" / "node"  # the pinned Node.js LTS (package.json)
+
+
+def run_app(context: Mapping[str, Any], outdir: str) -> int:
+    """Run the CDK app with cdk.json's context and `context`, into `outdir`: its exit code. jsii
+    runs on the project's pinned Node.js (JSII_NODE) unless the caller names one."""
+    env = {**os.environ, "CDK_OUTDIR": str(outdir),
+           "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json()), **context})}
+    if "JSII_NODE" not in env and PROJECT_NODE.exists():
+        env["JSII_NODE"] = str(PROJECT_NODE)
+    return subprocess.run([sys.executable, "-m", APP_MODULE], env=env).returncode
+
+
+def synth(paths: list[str], outdir: str = "cdk.out") -> int:
+    """`fmcluster synth`: the app for every spec into `outdir`, then the summary. Exit code."""
+    code = run_app({"spec": ",".join(paths)}, outdir)
+    if code == 0:
+        print(summary(Path(outdir)))
+    return code
+
+
+class SynthesisFailed(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(f"the CDK app exited with {code}")
+        self.code = code
+
+
+def templates(path: str) -> dict[str, dict[str, Any]]:
+    """Stack name -> template of the spec file `path` (nested stacks as `PARENT/ID`), synthesized
+    by the app in a throwaway directory: what `fmcluster diff` hands to fmcluster.deploy.diff."""
+    from fmcluster.deploy import assembly
+
+    with tempfile.TemporaryDirectory(prefix="fmcluster-synth-") as outdir:
+        code = run_app({"spec": path}, outdir)
+        if code != 0:
+            raise SynthesisFailed(code)
+        return assembly.templates(outdir)
+
+
+def summary(outdir: Path) -> str:
+    """One line per stack of a cloud assembly: resources, a count per main type, template path;
+    each nested stack (a node group of NAME-cluster) indented under its parent."""
+    from fmcluster.deploy import assembly
+
+    lines: list[str] = []
+    for template in assembly.load(outdir).values():
+        path = template.path
+        resources = template.body.get("Resources", {})
+        kinds: dict[str, int] = {}
+        for resource in resources.values():
+            kind = resource["Type"].split("::", 1)[-1]
+            if kind in _SHOWN:
+                kinds[kind] = kinds.get(kind, 0) + 1
+        shown = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+        indent = "  " * template.name.count("/")
+        lines.append(f"{indent}{template.name}: {len(resources)} resources ({shown}) -> {path}")
+    return "\n".join(lines)
+
+
+_SHOWN = ("CloudFormation::Stack", "EC2::Subnet", "EC2::NatGateway", "EC2::SecurityGroup", "EC2::PlacementGroup",
+          "EC2::LaunchTemplate", "S3::Bucket", "KMS::Key", "FSx::FileSystem", "FSx::DataRepositoryAssociation",
+          "PCS::Cluster", "PCS::ComputeNodeGroup", "PCS::Queue", "SageMaker::Cluster", "EKS::Cluster",
+          "EKS::Nodegroup", "APS::Workspace", "APS::RuleGroupsNamespace", "APS::Scraper", "Grafana::Workspace",
+          "CloudWatch::Alarm")
+
+
+if __name__ == "__main__":  # `python -m fmcluster.deploy.synth cdk.out`: the summary of an assembly
+    print(summary(Path(sys.argv[1] if len(sys.argv) > 1 else "cdk.out")))

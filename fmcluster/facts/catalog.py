@@ -1,0 +1,296 @@
+"""The one catalog of instance-type facts.
+
+Everything that depends on an instance type (EFA interface layout, validation, NVMe scratch
+setup, the plan report, subnet sizing) reads it from here. The figures come from EC2
+DescribeInstanceTypes (as shipped in moto's data, which a test holds this table against) and
+from the GPU vendors' peak dense tensor throughput figures (see shared/FACTS.md).
+
+Nothing here imports aws_cdk or boto3.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import TYPE_CHECKING, NamedTuple
+
+# The records here and in the other modules `fmcluster validate` imports are NamedTuples, not
+# frozen dataclasses: as immutable and hashable, with the same attributes, but about 1 ms cheaper
+# each to define (a frozen dataclass compiles each of its generated methods on import).
+
+
+class Gpu(NamedTuple):
+    """One GPU model. Throughput is peak dense tensor PFLOPS per GPU; None where not supported.
+    `hbm_tbps` is its memory bandwidth, of the memory `memory_type` names (GDDR6 on the L40S)."""
+
+    name: str
+    memory_gib: float
+    hbm_tbps: float
+    bf16_pflops: float
+    fp8_pflops: float | None
+    fp4_pflops: float | None = None
+    # NVLink bandwidth per GPU, GB/s both directions together (NVIDIA's datasheet figure); None:
+    # no NVLink (PCIe only)
+    nvlink_gbps: float | None = None
+    memory_type: str = "HBM"  # the kind of GPU memory: HBM, or GDDR6
+
+
+class NetworkCard(NamedTuple):
+    # the card's number, in place of tuple.index, which nothing calls on a card (mypy reports the
+    # override of a tuple method: python/mypy#8599)
+    index: int  # type: ignore[assignment]
+    bandwidth_gbps: float
+    efa: bool  # the card can carry an EFA (efa or efa-only) interface
+
+
+class InstanceType(NamedTuple):
+    name: str
+    vcpus: int
+    memory_gib: int
+    network_cards: tuple[NetworkCard, ...]
+    max_efa_interfaces: int = 0
+    efa_generation: int | None = None
+    gpu: Gpu | None = None
+    gpu_count: int = 0
+    nvme_disks: int = 0
+    nvme_disk_gb: int = 0
+    capacity_block: bool = False  # offered as Capacity Blocks for ML
+    hyperpod: bool = False  # offered by SageMaker HyperPod as ml.<name>
+    # EFA devices LNet uses to reach an EFA-enabled FSx for Lustre file system (the Amazon EKS
+    # User Guide, "Optimize Amazon FSx for Lustre performance on nodes (EFA)", as the FSx guide's
+    # client set-up does: 8 of the 32 on p5.48xlarge and p5e.48xlarge, one per PCIe switch; 2 on
+    # other types with several EFA devices, 1 with one). 0: no EFA.
+    lnet_efa_interfaces: int = 0
+    architecture: str = "x86_64"  # of its processors, as DescribeImages names an AMI's (x86_64, arm64)
+    # GPUDirect RDMA over EFA (FI_EFA_USE_DEVICE_RDMA=1): EFA reads and writes GPU memory directly.
+    # p4d/p4de (EFA generation 1 with RDMA read: AWS's SageMaker SDK, SM_EFA_RDMA_INSTANCES) and the
+    # generation-2-and-later P5 and P6 types; not the L40S types.
+    device_rdma: bool = False
+    # The network cards that get an EFA interface where AWS recommends a layout other than "one
+    # per EFA card" (p6e-gb200: one card of each pair that shares a physical NIC and a GPU); ()
+    # for every EFA card, up to max_efa_interfaces
+    efa_cards: tuple[int, ...] = ()
+    # The UltraServers the type is sold in (an NVLink domain of several instances each); () for a
+    # type whose NVLink domain is the instance
+    ultraservers: tuple[str, ...] = ()
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def efa_supported(self) -> bool:
+        return self.max_efa_interfaces > 0
+
+    @property
+    def card0_efa(self) -> bool:
+        """Card 0 carries EFA exactly when every network card can (FACTS.md)."""
+        return self.efa_supported and self.max_efa_interfaces == len(self.network_cards)
+
+    @property
+    def network_gbps(self) -> float:
+        return sum(card.bandwidth_gbps for card in self.network_cards)
+
+    @property
+    def efa_layout_cards(self) -> tuple[NetworkCard, ...]:
+        """The cards an EFA layout uses: the recommended ones, else every EFA card up to the maximum."""
+        cards = [c for c in self.network_cards if c.efa and (not self.efa_cards or c.index in self.efa_cards)]
+        return tuple(cards[: self.max_efa_interfaces])
+
+    @property
+    def efa_gbps(self) -> float:
+        return sum(card.bandwidth_gbps for card in self.efa_layout_cards)
+
+    @property
+    def nvme_total_gb(self) -> int:
+        return self.nvme_disks * self.nvme_disk_gb
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.gpu_count > 0
+
+    @property
+    def ultraserver(self) -> bool:
+        return bool(self.ultraservers)
+
+
+# NVLink per GPU (NVIDIA datasheets): NVLink 3 (A100 SXM4) 600 GB/s, NVLink 4 (H100/H200 SXM) 900 GB/s,
+# NVLink 5 (Blackwell) 1,800 GB/s; the L40S has none.
+H100 = Gpu("H100", memory_gib=80, hbm_tbps=3.35, bf16_pflops=0.9895, fp8_pflops=1.979, nvlink_gbps=900)
+H200 = Gpu("H200", memory_gib=141, hbm_tbps=4.8, bf16_pflops=0.9895, fp8_pflops=1.979, nvlink_gbps=900)
+B200 = Gpu("B200", memory_gib=179, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=9.0, nvlink_gbps=1800)
+B300 = Gpu("B300", memory_gib=268, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=13.5,
+           nvlink_gbps=1800)
+# The Blackwell GPU of a GB200 superchip: 185 GiB (EC2 instance-type specifications, p6e-gb200);
+# dense BF16 2.5, FP8 5 and FP4 10 PFLOPS, derived from NVIDIA's GB200 NVL72 rack figures (360,
+# 720 and 1,440 PFLOPS with sparsity, for 72 GPUs) halved for dense; HBM3e 8 TB/s; NVLink 5. Not
+# in moto's data (docs/research-notes.md 9a, 9e).
+GB200 = Gpu("GB200", memory_gib=185, hbm_tbps=8.0, bf16_pflops=2.5, fp8_pflops=5.0, fp4_pflops=10.0,
+            nvlink_gbps=1800)
+# NVIDIA A100 datasheet (SXM4): BF16 tensor 312 TFLOPS dense (624 with sparsity), no FP8; HBM2 at
+# 1,555 GB/s (40 GB) and HBM2e at 2,039 GB/s (80 GB). Memory as EC2 reports it (moto's data).
+A100_40 = Gpu("A100", memory_gib=40, hbm_tbps=1.555, bf16_pflops=0.312, fp8_pflops=None, nvlink_gbps=600)
+A100_80 = Gpu("A100", memory_gib=80, hbm_tbps=2.039, bf16_pflops=0.312, fp8_pflops=None, nvlink_gbps=600)
+# NVIDIA L40S datasheet: BF16 tensor 362.05 TFLOPS dense (733 with sparsity), FP8 733 dense (1,466
+# with sparsity), 48 GB GDDR6 at 864 GB/s; EC2 reports 45,776 MiB.
+L40S = Gpu("L40S", memory_gib=44.7, hbm_tbps=0.864, bf16_pflops=0.36205, fp8_pflops=0.733, memory_type="GDDR6")
+
+
+def _cards(count: int, gbps: float, *, first_gbps: float | None = None, first_efa: bool = True,
+           efa: bool = True) -> tuple[NetworkCard, ...]:
+    cards = [NetworkCard(i, gbps, efa) for i in range(count)]
+    if first_gbps is not None or not first_efa:
+        cards[0] = NetworkCard(0, first_gbps if first_gbps is not None else gbps, efa and first_efa)
+    return tuple(cards)
+
+
+if TYPE_CHECKING:
+    from typing import TypedDict
+
+    class _Shared(TypedDict):
+        """What the 8-GPU 48xlarge types share (keywords of InstanceType)."""
+
+        vcpus: int
+        nvme_disks: int
+        nvme_disk_gb: int
+        capacity_block: bool
+        hyperpod: bool
+        gpu_count: int
+        lnet_efa_interfaces: int
+        device_rdma: bool
+
+
+def _gpu_types() -> list[InstanceType]:
+    big: _Shared = {"vcpus": 192, "nvme_disks": 8, "nvme_disk_gb": 3800, "capacity_block": True, "hyperpod": True,
+                    "gpu_count": 8, "lnet_efa_interfaces": 2, "device_rdma": True}
+    per_pcie_switch: _Shared = {**big, "lnet_efa_interfaces": 8}
+    return [
+        InstanceType("p5.4xlarge", vcpus=16, memory_gib=256, network_cards=_cards(1, 100),
+                     max_efa_interfaces=1, efa_generation=2, gpu=H100, gpu_count=1,
+                     nvme_disks=1, nvme_disk_gb=3800, capacity_block=True, hyperpod=True, lnet_efa_interfaces=1,
+                     device_rdma=True),
+        InstanceType("p5.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
+                     max_efa_interfaces=32, efa_generation=2, gpu=H100, **per_pcie_switch),
+        InstanceType("p5e.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
+                     max_efa_interfaces=32, efa_generation=2, gpu=H200, **per_pcie_switch),
+        InstanceType("p5en.48xlarge", memory_gib=2048, network_cards=_cards(16, 200),
+                     max_efa_interfaces=16, efa_generation=3, gpu=H200, **big),
+        InstanceType("p6-b200.48xlarge", memory_gib=2048, network_cards=_cards(8, 400),
+                     max_efa_interfaces=8, efa_generation=4, gpu=B200, **big),
+        InstanceType("p6-b300.48xlarge", memory_gib=4096,
+                     network_cards=_cards(17, 400, first_gbps=350, first_efa=False),
+                     max_efa_interfaces=16, efa_generation=4, gpu=B300, **big),
+        # A100: 4 x 100 Gbps cards, each with EFA (generation 1), 8 x 1,000 GB NVMe
+        *(InstanceType(name, vcpus=96, memory_gib=1152, network_cards=_cards(4, 100), max_efa_interfaces=4,
+                       efa_generation=1, gpu=gpu, gpu_count=8, nvme_disks=8, nvme_disk_gb=1000,
+                       capacity_block=True, hyperpod=True, lnet_efa_interfaces=2, device_rdma=True)
+          for name, gpu in (("p4d.24xlarge", A100_40), ("p4de.24xlarge", A100_80))),
+        *_g6e_types(),
+        _p6e_gb200(),
+    ]
+
+
+class UltraServer(NamedTuple):
+    """An UltraServer: instances of one type in one NVLink domain, sold as UltraServer Capacity
+    Blocks (EC2 User Guide, Capacity Blocks; the EKS User Guide, "Use P6e-GB200 UltraServers")."""
+
+    name: str  # as DescribeCapacityBlocks' UltraserverType and the Capacity Block offerings name it
+    instance_type: str
+    instances: int
+
+    @property
+    def gpus(self) -> int:
+        return self.instances * catalog()[self.instance_type].gpu_count
+
+
+ULTRASERVERS = {u.name: u for u in (UltraServer("u-p6e-gb200x36", "p6e-gb200.36xlarge", 9),
+                                      UltraServer("u-p6e-gb200x72", "p6e-gb200.36xlarge", 18))}
+
+
+def _p6e_gb200() -> InstanceType:
+    """p6e-gb200.36xlarge, the instance of the P6e-GB200 UltraServers. Not in moto's data yet
+    (tests/facts/test_catalog.py holds it to moto's as soon as moto has it): every figure is from the EC2
+    documentation. The instance-type specifications: 144 vCPUs, 960 GiB, 4 x GB200 at 185 GiB,
+    NVIDIA Grace (arm64), 3 x 7,500 GB NVMe, Capacity Blocks. The EC2 User Guide, "EFA configuration
+    for P6e-GB200 instances": 17 network cards; card 0 ENA only, 100 Gbps; cards 1, 3, ..., 15
+    EFA-only at 400 Gbps; cards 2, 4, ..., 16 ENA or EFA at 200 Gbps; pairs [1, 2] ... [15, 16]
+    share a 400 Gbps NIC and pairs [1, 3], [5, 7], [9, 11], [13, 15] a GPU, so AWS recommends one
+    EFA-only interface per GPU, on cards 1, 5, 9 and 13 (4 x 400 = 1,600 Gbps of EFA).
+    MaximumEfaInterfaces is not published: 16, the cards that can carry EFA. SageMaker HyperPod
+    offers ml.p6e-gb200.36xlarge. FSx for Lustre's EFA client set-up does not list it: LNet uses TCP."""
+    cards = (NetworkCard(0, 100, False),) + tuple(NetworkCard(i, 400 if i % 2 else 200, True) for i in range(1, 17))
+    return InstanceType("p6e-gb200.36xlarge", vcpus=144, memory_gib=960, network_cards=cards, max_efa_interfaces=16,
+                        efa_generation=4, gpu=GB200, gpu_count=4, nvme_disks=3, nvme_disk_gb=7500,
+                        capacity_block=True, hyperpod=True, architecture="arm64", device_rdma=True,
+                        efa_cards=(1, 5, 9, 13), ultraservers=("u-p6e-gb200x36", "u-p6e-gb200x72"))
+
+
+# g6e (L40S), inference: (size, vCPUs, GiB, GPUs, network cards, Gbps per card (peak), EFA
+# interfaces, NVMe disks, GB per disk), as DescribeInstanceTypes gives them (moto's data). EFA on
+# 8xlarge and up; no Capacity Blocks; SageMaker HyperPod offers every size (ml.g6e.*).
+_G6E = (
+    ("xlarge", 4, 32, 1, 1, 20.0, 0, 1, 250), ("2xlarge", 8, 64, 1, 1, 20.0, 0, 1, 450),
+    ("4xlarge", 16, 128, 1, 1, 20.0, 0, 1, 600), ("8xlarge", 32, 256, 1, 1, 25.0, 1, 2, 450),
+    ("12xlarge", 48, 384, 4, 1, 100.0, 1, 2, 1900), ("16xlarge", 64, 512, 1, 1, 35.0, 1, 2, 950),
+    ("24xlarge", 96, 768, 4, 2, 200.0, 2, 2, 1900), ("48xlarge", 192, 1536, 8, 4, 400.0, 4, 4, 1900),
+)
+
+
+def _g6e_types() -> list[InstanceType]:
+    return [InstanceType(f"g6e.{size}", vcpus=vcpus, memory_gib=gib, network_cards=_cards(cards, gbps, efa=efa > 0),
+                         max_efa_interfaces=efa, gpu=L40S, gpu_count=gpus, nvme_disks=disks, nvme_disk_gb=disk_gb,
+                         hyperpod=True, lnet_efa_interfaces=min(efa, 2))
+            for size, vcpus, gib, gpus, cards, gbps, efa, disks, disk_gb in _G6E]
+
+
+# CPU families a login, controller or CPU node group commonly uses. Sizes share one shape:
+# (size, vCPUs, per-card Gbps); memory is vCPUs x the family's GiB per vCPU. The 48xlarge
+# sizes support one EFA interface.
+_CPU_SIZES = (
+    ("large", 2, 0.781), ("xlarge", 4, 1.562), ("2xlarge", 8, 3.125), ("4xlarge", 16, 6.25),
+    ("8xlarge", 32, 12.5), ("12xlarge", 48, 18.75), ("16xlarge", 64, 25.0),
+    ("24xlarge", 96, 37.5), ("48xlarge", 192, 50.0),
+)
+_CPU_FAMILIES = {"c7i": 2, "m7i": 4, "r7i": 8, "c7a": 2, "m7a": 4}  # GiB per vCPU
+_HYPERPOD_CPU_FAMILIES = ("m7i", "r7i")  # SageMaker HyperPod offers ml.m7i.* and ml.r7i.*, not ml.c7i.*
+_CPU_EXTRA_SIZES = {"c7a": (("32xlarge", 128, 50.0),), "m7a": (("32xlarge", 128, 50.0),)}
+
+
+def _cpu_types() -> list[InstanceType]:
+    types = []
+    for family, gib_per_vcpu in _CPU_FAMILIES.items():
+        for size, vcpus, gbps in _CPU_SIZES + _CPU_EXTRA_SIZES.get(family, ()):
+            efa = size == "48xlarge"
+            types.append(InstanceType(
+                f"{family}.{size}", vcpus=vcpus, memory_gib=vcpus * gib_per_vcpu,
+                network_cards=_cards(1, gbps, efa=efa), max_efa_interfaces=1 if efa else 0,
+                lnet_efa_interfaces=1 if efa else 0,
+                hyperpod=family in _HYPERPOD_CPU_FAMILIES,
+            ))
+    return types
+
+
+@cache
+def catalog() -> dict[str, InstanceType]:
+    return {t.name: t for t in _gpu_types() + _cpu_types()}
+
+
+def get(name: str) -> InstanceType | None:
+    return catalog().get(name)
+
+
+def known_names(gpu_only: bool = False) -> list[str]:
+    return [t.name for t in catalog().values() if t.is_gpu or not gpu_only]
+
+
+def describe_known() -> str:
+    """A short list of what the catalog knows, for error hints."""
+    families = sorted({t.family for t in catalog().values() if not t.is_gpu})
+    return ("GPU types: " + ", ".join(known_names(gpu_only=True))
+            + "; CPU families " + ", ".join(families) + " (large to 48xlarge)")
+
+
+def closest(name: str) -> str | None:
+    import difflib  # only for an unknown name
+
+    matches = difflib.get_close_matches(name, list(catalog()), n=1, cutoff=0.6)
+    return matches[0] if matches else None

@@ -1,0 +1,65 @@
+"""EFA network-interface layout of an instance type: one pure function of a catalog entry.
+
+The EC2 rule (EC2 User Guide, "Maximize network bandwidth on ... multiple network cards"):
+
+- the primary interface is network card 0, device 0, and is never EFA-only;
+- if card 0 supports EFA, an EFA interface goes on card 0, device 1;
+- every further EFA-capable card k gets an EFA interface on device 0;
+- where AWS recommends fewer (p6e-gb200: one card per GPU, `InstanceType.efa_cards`), only those.
+
+``efa-only`` interfaces take no IP address. Some control planes document only ``efa``
+interfaces (EFA with ENA, one IP address each); `InterfaceMode.EFA` gives that layout: the
+primary interface itself becomes ``efa`` when card 0 supports EFA, and every further card gets
+an ``efa`` interface.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+from fmcluster.facts.catalog import InstanceType
+
+
+class InterfaceMode(str, enum.Enum):
+    EFA_ONLY = "efa-only"  # ENA primary + efa-only on every EFA card (maximum bandwidth, fewest IPs)
+    EFA = "efa"  # efa (EFA with ENA) interfaces only, one address each
+
+
+class Interface(NamedTuple):
+    network_card_index: int
+    device_index: int
+    interface_type: str  # "interface" (ENA), "efa" or "efa-only"
+
+    @property
+    def takes_ip(self) -> bool:
+        return self.interface_type != "efa-only"
+
+    @property
+    def is_efa(self) -> bool:
+        return self.interface_type in ("efa", "efa-only")
+
+
+def efa_layout(instance: InstanceType, mode: InterfaceMode = InterfaceMode.EFA_ONLY,
+               efa: bool = True) -> tuple[Interface, ...]:
+    """The network interfaces of one instance: primary first, then one per EFA-capable card.
+
+    With ``efa=False`` (or an instance type without EFA) the layout is the single ENA primary.
+    """
+    if not (efa and instance.efa_supported):
+        return (Interface(0, 0, "interface"),)
+    efa_cards = instance.efa_layout_cards
+    card0_efa = bool(efa_cards) and efa_cards[0].index == 0
+    if mode is InterfaceMode.EFA:
+        primary = Interface(0, 0, "efa" if card0_efa else "interface")
+        return (primary,) + tuple(Interface(c.index, 0, "efa") for c in efa_cards if c.index != 0)
+    interfaces = [Interface(0, 0, "interface")]
+    for card in efa_cards:
+        interfaces.append(Interface(card.index, 1 if card.index == 0 else 0, "efa-only"))
+    return tuple(interfaces)
+
+
+def addresses_per_node(instance: InstanceType, mode: InterfaceMode = InterfaceMode.EFA_ONLY,
+                       efa: bool = True) -> int:
+    """Private IPv4 addresses one node takes in its subnet (efa-only interfaces take none)."""
+    return sum(1 for i in efa_layout(instance, mode, efa) if i.takes_ip)

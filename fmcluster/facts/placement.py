@@ -1,0 +1,54 @@
+"""Which cluster placement group a node group gets: one pure rule, shared by the network stack
+(which creates the groups) and the launch templates (which name them).
+
+`placement_group` of a node group:
+
+- ``auto``: a new cluster placement group, but only for EFA groups on on-demand or spot
+  capacity. Capacity Blocks are placed already (a placement group causes
+  insufficient-capacity errors), and a reservation's instances are placed where the
+  reservation was made (a placement group on a targeted reservation can leave capacity unused);
+- ``none``: no placement group;
+- any other string: the name of an existing placement group; nothing is created.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+from fmcluster.facts.controlplanes import ON_DEMAND, SPOT
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class _Capacity(Protocol):
+        @property
+        def type(self) -> str: ...
+
+    class Placeable(Protocol):
+        """What placement_for reads of a node group (a NodeGroupSpec has it)."""
+
+        @property
+        def placement_group(self) -> str: ...
+        @property
+        def efa(self) -> bool | None: ...
+        @property
+        def capacity(self) -> _Capacity: ...
+
+AUTO, NONE = "auto", "none"
+PLACED_BY_AUTO = (ON_DEMAND, SPOT)  # capacity types that `auto` puts in a new placement group
+
+
+class Placement(NamedTuple):
+    create: bool  # the network stack creates a cluster placement group for the node group
+    name: str | None = None  # an existing group's name (never set when create is true)
+
+
+def placement_for(group: Placeable) -> Placement:
+    """The placement of a node group (a `NodeGroupSpec`, or anything with `placement_group`,
+    `efa` and `capacity.type`)."""
+    choice = group.placement_group
+    if choice == NONE:
+        return Placement(create=False)
+    if choice == AUTO:
+        return Placement(create=bool(group.efa) and group.capacity.type in PLACED_BY_AUTO)
+    return Placement(create=False, name=choice)

@@ -1,0 +1,503 @@
+"""The acceptance kit of a Kubernetes cluster (`eks`, `hyperpod-eks`): the Slurm kit's four jobs
+(fmcluster.kits.jobs) as Kueue-admitted manifests, with the same output markers, so `fmcluster verify`
+reads both alike. Pure: no AWS call, no aws_cdk.
+
+Per GPU node group, in orchestrator.namespace, each through the cluster's LocalQueue
+(`kueue.x-k8s.io/queue-name`) on the group's flavor (its node-group label and GPU toleration):
+
+- `GROUP/nccl.yaml`: an MPIJob (kubeflow.org/v2beta1, the MPI operator) with a worker on every
+  node, asking for all its GPUs and EFA interfaces; the launcher runs nccl-tests' all_reduce,
+  all_gather and reduce_scatter inside each node (all nodes at once) and across all nodes;
+- `GROUP/dcgm.yaml`: an Indexed Job, one pod on every node with all its GPUs, `dcgmi diag -r 2 -j`
+  in NVIDIA's DCGM image;
+- `GROUP/fio.yaml`: an Indexed Job, one pod on every node: write then read on the Lustre claim
+  and on the node's local NVMe (eks: the pod's ephemeral storage, which nodeadm stripes over the
+  instance store; hyperpod-eks: the lifecycle scripts' /scratch);
+- `GROUP/smoke.yaml`: a PyTorchJob (kubeflow.org/v1, the training operator): torchrun on every
+  GPU of the group, the FSDP steps of `smoke.py`.
+
+The scripts the pods run are one ConfigMap (`kit.yaml`, mounted at /kit), so they are files that
+can be read and checked (shellcheck), not strings inside YAML. On UltraServer groups the NCCL and
+smoke jobs claim a ComputeDomain (an IMEX channel across their nodes) and, when the group fits
+in one NVLink domain, require it (Kueue topology). `submit-all.sh` puts the image in and creates
+the jobs; `collect.sh` waits for each and writes its pods' logs to `results/`.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import TYPE_CHECKING, Any, Optional
+
+import yaml
+
+from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.model import expected
+from fmcluster.node import bootstrap
+
+if TYPE_CHECKING:
+    from fmcluster.kits.jobs import FioTarget, KitFile
+    from fmcluster.model.cluster import ClusterModel, NodeGroup
+
+KUBERNETES_PLANES = ("eks", "hyperpod-eks")
+KIT_CONFIG_MAP = "fmcluster-acceptance"
+KIT_MOUNT = "/kit"
+ACCEPTANCE_LABEL = kubernetes.LABEL_PREFIX + "acceptance"  # every kit object: its test
+# The reference image of docker/ stands in the manifests as this placeholder until
+# `IMAGE=... ./submit-all.sh` puts the real one in (the Slurm kit reads IMAGE the same way).
+IMAGE_PLACEHOLDER = "fmcluster.invalid/set-IMAGE-to-the-reference-image:latest"
+# NVIDIA's DCGM image: NVIDIA/DCGM tag v4.6.0 docker/Makefile (DCGM_VERSION 4.4.1, FULL_VERSION
+# 4.4.1-2, tag FULL_VERSION-ubuntu22.04, linux/amd64 and linux/arm64), published on NGC under
+# nvcr.io/nvidia/cloud-native. Its entry point is nv-hostengine; the job runs dcgmi beside it.
+DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.4.1-2-ubuntu22.04"
+# The huge pages of libfabric's EFA provider: a container that asks for no hugepages-2Mi gets a
+# hugetlb limit of 0, and a huge page it touches anyway is a SIGBUS. AWS's EKS nccl-tests sample
+# asks for 5,120 MiB of them; fmcluster's nodes do not reserve any, so the kit's MPI and torchrun
+# ranks turn the provider's use of them off (libfabric fi_efa(7): FI_EFA_USE_HUGE_PAGE).
+NO_HUGE_PAGES = bootstrap.NcclSetting(
+    "FI_EFA_USE_HUGE_PAGE", "0", "no huge pages in the container: the pod asks for none (hugetlb limit 0)")
+NODE_NAME_ENV = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+NODE_NAME_FILE = "/tmp/fmcluster-node"  # nosec B108: inside the worker container, read by the launcher
+MPI_PREFIX = "/opt/amazon/openmpi"  # the reference image's Open MPI (the EFA installer's)
+COMPLETE_CONDITIONS = ("Succeeded", "Complete", "Failed")
+LOG_LABELS = {  # the labels of the pods whose logs are a job's output
+    "MPIJob": "training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher",
+    "PyTorchJob": "training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type=master",
+    "Job": "batch.kubernetes.io/job-name={name}",
+}
+TESTS = ("dcgm", "nccl", "fio", "smoke")
+
+
+def _name(group: NodeGroup, test: str) -> str:
+    return f"{group.name}-{test}"
+
+
+def environment(group: NodeGroup, *, efa: Optional[bool] = None) -> list[dict[str, str]]:
+    """The node bootstrap's EFA / NCCL settings (bootstrap.nccl_settings) as container env, and no
+    huge pages (NO_HUGE_PAGES) where EFA is used; `efa`: whether the pod uses it (default: the
+    group's)."""
+    efa = group.efa if efa is None else efa
+    settings = list(bootstrap.nccl_settings(group.instance, efa))
+    if efa:
+        settings.append(NO_HUGE_PAGES)
+    return [{"name": s.name, "value": s.value} for s in settings]
+
+
+def _metadata(model: ClusterModel, name: str, test: str, *, queued: bool = True) -> dict[str, Any]:
+    labels = {ACCEPTANCE_LABEL: test}
+    if queued:
+        labels[kubernetes.QUEUE_NAME_LABEL] = kubernetes.queue_names(model.spec)[1]
+    return {"name": name, "namespace": model.spec.orchestrator.namespace, "labels": labels}
+
+
+def _placement(group: NodeGroup) -> dict[str, Any]:
+    return kubernetes.flavor_placement(group)
+
+
+def _kit_volume() -> tuple[dict[str, Any], dict[str, Any]]:
+    return ({"name": "kit", "configMap": {"name": KIT_CONFIG_MAP, "defaultMode": 0o555}},
+            {"name": "kit", "mountPath": KIT_MOUNT, "readOnly": True})
+
+
+def shm() -> tuple[dict[str, Any], dict[str, Any]]:
+    """/dev/shm in memory (NCCL's and PyTorch's shared memory): the volume and its mount."""
+    return ({"name": "dshm", "emptyDir": {"medium": "Memory"}}, {"name": "dshm", "mountPath": "/dev/shm"})
+
+
+def _accelerators(group: NodeGroup) -> dict[str, Any]:
+    """All the node's GPUs and EFA interfaces (extended resources: limits only, requests follow)."""
+    limits: dict[str, Any] = {kubernetes.GPU_RESOURCE: group.gpus}
+    if group.efa_interfaces:
+        limits[kubernetes.EFA_RESOURCE] = group.efa_interfaces
+    return {"limits": limits}
+
+
+CHANNEL_CLAIM = "imex-channel"  # a pod's name for its claim of the job's IMEX channel
+
+
+def compute_domain(group: NodeGroup, name: str, *, namespace: str = "") -> list[dict[str, Any]]:
+    """The ComputeDomain `name` of a job on an UltraServer group (none elsewhere); it grows with the
+    job (numNodes 0). The kit's manifests() sets the namespace; the serving kit gives its own."""
+    if not group.ultraserver:
+        return []
+    return [kubernetes.compute_domain_manifest(name, namespace=namespace, num_nodes=0)]
+
+
+def claim_channel(group: NodeGroup, name: str, pod: dict[str, Any], container: dict[str, Any]) -> None:
+    """An UltraServer pod claims the IMEX channel of its job's ComputeDomain `name` (the template
+    the driver makes for it; Kueue charges kubernetes.IMEX_CHANNEL_RESOURCE for it, one a pod)."""
+    if group.ultraserver:
+        pod["resourceClaims"] = [{"name": CHANNEL_CLAIM,
+                                  "resourceClaimTemplateName": kubernetes.channel_claim_template(name)}]
+        container["resources"]["claims"] = [{"name": CHANNEL_CLAIM}]
+
+
+def _template(group: NodeGroup, pod: dict[str, Any]) -> dict[str, Any]:
+    """A pod template; inside one NVLink domain (Kueue topology) where the group fits in one."""
+    if group.ultraserver and group.one_nvlink_domain:
+        return {"metadata": {"annotations": {kubernetes.REQUIRED_TOPOLOGY_ANNOTATION:
+                                             kubernetes.NVLINK_CLIQUE_LABEL}}, "spec": pod}
+    return {"spec": pod}
+
+
+# --- the scripts (the ConfigMap) ---------------------------------------------------------------
+
+NCCL_SH = r'''#!/bin/bash
+# fmcluster acceptance: nccl-tests on the MPI operator's launcher. Each worker wrote its node's
+# name to NODE_NAME_FILE; each step's output is marked with the node it ran on.
+# Environment: GROUP, GPUS (per node), SIZE (largest message), NCCL_VARS (the variables to pass).
+set -uo pipefail
+: "${GROUP:?}" "${GPUS:?}" "${SIZE:?}"
+read -ra vars <<<"${NCCL_VARS:-}"
+mpi=(mpirun --allow-run-as-root --prefix MPI_PREFIX --bind-to none -x NCCL_DEBUG=INFO)
+for var in "${vars[@]}"; do mpi+=(-x "$var"); done
+# the operator's hostfile: one worker a line, "HOST slots=N"; it names it in the launcher's environment
+mapfile -t hosts < <(awk '{print $1}' "${OMPI_MCA_orte_default_hostfile:-/etc/mpi/hostfile}")
+# every worker answers over ssh (its sshd may still be starting) before anything is measured;
+# one that never does fails the launcher, which the operator restarts
+declare -A node
+for host in "${hosts[@]}"; do
+  for (( try = 1; try <= ${WORKER_WAIT_TRIES:-30}; try++ )); do
+    node[$host]=$("${mpi[@]}" -H "$host:1" -np 1 cat NODE_NAME_FILE 2>/dev/null) && [[ -n ${node[$host]} ]] && break
+    node[$host]=""
+    sleep "${WORKER_WAIT_SECONDS:-10}"
+  done
+  [[ -n ${node[$host]} ]] || { echo "worker $host does not answer over ssh" >&2; exit 1; }
+done
+tmp=$(mktemp -d)
+for op in OPERATIONS; do
+  for host in "${hosts[@]}"; do
+    "${mpi[@]}" -H "$host:$GPUS" -np "$GPUS" "${op}_perf" -b 8 -e "$SIZE" -f 2 -g 1 -c 1 -n 20 \
+      >"$tmp/$host.$op" 2>&1 &
+  done
+  wait
+  for host in "${hosts[@]}"; do
+    echo "==> fmcluster node=${node[$host]} group=$GROUP test=nccl-$op-node <=="
+    awk 1 "$tmp/$host.$op"
+  done
+  if (( ${#hosts[@]} > 1 )); then
+    echo "==> fmcluster node=all group=$GROUP test=nccl-$op-nodes <=="
+    "${mpi[@]}" -np $(( ${#hosts[@]} * GPUS )) -npernode "$GPUS" "${op}_perf" -b 8 -e "$SIZE" -f 2 -g 1 -c 1 \
+      -n 50 2>&1
+  fi
+done
+rm -rf "$tmp"
+'''.replace("MPI_PREFIX", MPI_PREFIX).replace("NODE_NAME_FILE", NODE_NAME_FILE).replace(
+    "OPERATIONS", " ".join(expected.NCCL_OPERATIONS))
+
+DCGM_SH = r'''#!/bin/bash
+# fmcluster acceptance: DCGM diagnostics (level 2, JSON) of this pod's node, beside a host engine
+# of its own. Environment: GROUP, NODE_NAME.
+set -uo pipefail
+nv-hostengine -n -f /dev/null &
+for _ in $(seq 30); do dcgmi discovery -l >/dev/null 2>&1 && break; sleep 2; done
+echo "==> fmcluster node=${NODE_NAME:?} group=${GROUP:?} test=dcgm <=="
+dcgmi diag -r 2 -j 2>&1 || true
+'''
+
+FIO_SH = r'''#!/bin/bash
+# fmcluster acceptance: fio on each TARGET (test:directory:MiB, space-separated), this pod's node's
+# share: FIO_JOBS jobs of MiB each (fio's --size is per job), written, then the same files read back
+# (the same job name, size and count: fio lays out nothing new), the read pass only after a complete
+# write; the node's files deleted after each target and on any exit (a failure, the pod's SIGTERM),
+# and fmcluster-fio above them once it is empty. Environment: GROUP, NODE_NAME, TARGETS, FIO_JOBS.
+set -uo pipefail
+dir=""
+remove() {
+  if [[ -n "$dir" ]]; then rm -rf "$dir"; rmdir "${dir%/*}" 2>/dev/null; fi
+  dir=""
+}
+trap remove EXIT
+trap 'exit 143' TERM INT HUP
+for target in ${TARGETS:?}; do
+  IFS=: read -r test directory mib <<<"$target"
+  echo "==> fmcluster node=${NODE_NAME:?} group=${GROUP:?} test=$test <=="
+  dir="$directory/fmcluster-fio/$NODE_NAME"
+  mkdir -p "$dir" || exit 1
+  for rw in write read; do
+    if ! fio --name=fmcluster --directory="$dir" --rw="$rw" --bs=1M --size="${mib}M" --numjobs="${FIO_JOBS:?}" \
+      --ioengine=libaio --direct=1 --group_reporting --output-format=json 2>&1; then
+      echo "fio $rw failed on $NODE_NAME"
+      break
+    fi
+  done
+  remove
+done
+'''
+
+
+def scripts() -> dict[str, str]:
+    """The kit's scripts, by file name (the ConfigMap's keys)."""
+    from fmcluster.kits.jobs import SMOKE_PY  # the same smoke test as the Slurm kit
+
+    return {"nccl.sh": NCCL_SH, "dcgm.sh": DCGM_SH, "fio.sh": FIO_SH, "smoke.py": SMOKE_PY}
+
+
+def kit_config_map(model: ClusterModel) -> dict[str, Any]:
+    meta = _metadata(model, KIT_CONFIG_MAP, "kit", queued=False)
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": scripts()}
+
+
+# --- the jobs -----------------------------------------------------------------------------------
+
+
+def nccl_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
+    from fmcluster.kits.jobs import largest_message
+
+    name = _name(group, "nccl")
+    env = environment(group)
+    kit_volume, kit_mount = _kit_volume()
+    shm_volume, shm_mount = shm()
+    launcher_env = [{"name": "GROUP", "value": group.name}, {"name": "GPUS", "value": str(group.gpus)},
+                    {"name": "SIZE", "value": largest_message(group)},
+                    {"name": "NCCL_VARS", "value": " ".join(e["name"] for e in env)}, *env]
+    launcher = {"restartPolicy": "OnFailure", **_placement(group),
+                "containers": [{"name": "launcher", "image": IMAGE_PLACEHOLDER,
+                                "command": ["bash", f"{KIT_MOUNT}/nccl.sh"], "env": launcher_env,
+                                "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
+                                "volumeMounts": [kit_mount]}],
+                "volumes": [kit_volume]}
+    worker_container = {
+        "name": "worker", "image": IMAGE_PLACEHOLDER,
+        # the operator's default worker command is sshd (kubeflow/mpi-operator v0.6.0
+        # pkg/controller/mpi_job_controller.go); first the node's name, for the launcher's markers
+        "command": ["bash", "-c", f'printf %s "$NODE_NAME" >{NODE_NAME_FILE} && exec /usr/sbin/sshd -De'],
+        "env": [dict(NODE_NAME_ENV), *env], "resources": _accelerators(group), "volumeMounts": [shm_mount]}
+    worker = {**_placement(group), "containers": [worker_container], "volumes": [shm_volume]}
+    claim_channel(group, name, worker, worker_container)
+    mpijob = {
+        "apiVersion": kubernetes.MPIJOB_API, "kind": "MPIJob", "metadata": _metadata(model, name, "nccl"),
+        "spec": {"slotsPerWorker": group.gpus, "mpiImplementation": "OpenMPI",
+                 "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 6},
+                 "mpiReplicaSpecs": {
+                     "Launcher": {"replicas": 1, "template": {"spec": launcher}},
+                     "Worker": {"replicas": group.max_count, "template": _template(group, worker)}}}}
+    return [*compute_domain(group, name), mpijob]
+
+
+def _per_node_job(model: ClusterModel, group: NodeGroup, test: str, container: dict[str, Any],
+                  volumes: list[dict[str, Any]], hours: int) -> dict[str, Any]:
+    """An Indexed Job with one pod on every node of the group (pod anti-affinity on the host)."""
+    name = _name(group, test)
+    pod = {"restartPolicy": "Never", **_placement(group),
+           "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+               {"labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": name}},
+                "topologyKey": kubernetes.HOSTNAME_LABEL}]}},
+           "containers": [container], "volumes": volumes}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(model, name, test),
+            "spec": {"completionMode": "Indexed", "completions": group.max_count,
+                     "parallelism": group.max_count, "backoffLimit": 0,
+                     "activeDeadlineSeconds": hours * 3600, "template": {"spec": pod}}}
+
+
+def dcgm_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
+    kit_volume, kit_mount = _kit_volume()
+    container = {"name": "dcgm", "image": DCGM_IMAGE, "command": ["bash", f"{KIT_MOUNT}/dcgm.sh"],
+                 "env": [{"name": "GROUP", "value": group.name}, dict(NODE_NAME_ENV)],
+                 # NVIDIA's DCGM container documentation runs diagnostics with SYS_ADMIN
+                 "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}},
+                 "resources": {"limits": {kubernetes.GPU_RESOURCE: group.gpus}}, "volumeMounts": [kit_mount]}
+    return [_per_node_job(model, group, "dcgm", container, [kit_volume], 1)]
+
+
+# The pod's /scratch on eks: an emptyDir on the node's root volume, at most this size (a pod that
+# writes more is evicted); on hyperpod-eks the node's instance store (hostPath /scratch).
+SCRATCH_EMPTY_DIR_GIB = 64
+
+
+def fio_targets(model: ClusterModel, group: NodeGroup) -> list[tuple[FioTarget, dict[str, Any]]]:
+    """Each place the fio job measures (jobs.FioTarget: at most a tenth of its capacity written, as
+    on Slurm), with the pod's volume there."""
+    from fmcluster.kits.jobs import FioTarget, instance_store_gib
+
+    targets = []
+    lustre = model.spec.storage.lustre
+    if lustre is not None:
+        targets.append((FioTarget.sized("fio-fsx", lustre.mount_path, lustre.storage_capacity_gib,
+                                        max(group.max_count, 1)),
+                        {"name": "fsx", "persistentVolumeClaim": {"claimName": kubernetes.LUSTRE_CLAIM}}))
+    if group.instance.nvme_disks:
+        if model.control_plane.type == "hyperpod-eks":
+            scratch: dict[str, Any] = {"name": "scratch", "hostPath": {"path": bootstrap.SCRATCH_PATH,
+                                                                       "type": "Directory"}}
+            capacity = instance_store_gib(group)
+        else:
+            scratch = {"name": "scratch", "emptyDir": {"sizeLimit": f"{SCRATCH_EMPTY_DIR_GIB}Gi"}}
+            capacity = SCRATCH_EMPTY_DIR_GIB
+        targets.append((FioTarget.sized("fio-scratch", bootstrap.SCRATCH_PATH, capacity, 1), scratch))
+    return targets
+
+
+def fio_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
+    from fmcluster.kits.jobs import FIO_JOBS
+
+    kit_volume, kit_mount = _kit_volume()
+    targets = fio_targets(model, group)
+    container = {"name": "fio", "image": IMAGE_PLACEHOLDER, "command": ["bash", f"{KIT_MOUNT}/fio.sh"],
+                 "env": [{"name": "GROUP", "value": group.name}, dict(NODE_NAME_ENV),
+                         {"name": "TARGETS", "value": " ".join(f"{t.test}:{t.path}:{t.job_mib}" for t, _ in targets)},
+                         {"name": "FIO_JOBS", "value": str(FIO_JOBS)}],
+                 "resources": {"requests": {"cpu": "8", "memory": "8Gi"}},
+                 "volumeMounts": [kit_mount, *({"name": v["name"], "mountPath": t.path} for t, v in targets)]}
+    if not targets:
+        return []
+    return [_per_node_job(model, group, "fio", container, [kit_volume, *(v for _, v in targets)], 1)]
+
+
+def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
+    from fmcluster.kits.jobs import PYTORCH_IMAGE_REF, SMOKE_STEPS
+
+    name = _name(group, "smoke")
+    kit_volume, kit_mount = _kit_volume()
+    shm_volume, shm_mount = shm()
+
+    def replica(count: int) -> dict[str, Any]:
+        # the training operator sets torchrun's PET_* variables (nodes, rank, rendezvous); the
+        # container must be named "pytorch"
+        container = {"name": "pytorch", "image": PYTORCH_IMAGE_REF,
+                     "command": ["bash", "-c", f'echo "==> fmcluster node=all group={group.name} test=smoke <=="; '
+                                 f'exec torchrun {KIT_MOUNT}/smoke.py --steps {SMOKE_STEPS}'],
+                     "env": environment(group), "resources": _accelerators(group),
+                     "volumeMounts": [kit_mount, shm_mount]}
+        pod = {**_placement(group), "containers": [container], "volumes": [kit_volume, shm_volume]}
+        claim_channel(group, name, pod, container)
+        return {"replicas": count, "restartPolicy": "Never", "template": _template(group, pod)}
+
+    specs = {"Master": replica(1)}
+    if group.max_count > 1:
+        specs["Worker"] = replica(group.max_count - 1)
+    job = {"apiVersion": kubernetes.PYTORCHJOB_API, "kind": "PyTorchJob", "metadata": _metadata(model, name, "smoke"),
+           "spec": {"nprocPerNode": str(group.gpus), "runPolicy": {"backoffLimit": 0, "activeDeadlineSeconds": 3600},
+                    "pytorchReplicaSpecs": specs}}
+    return [*compute_domain(group, name), job]
+
+
+RENDERERS = {"dcgm": dcgm_manifests, "nccl": nccl_manifests, "fio": fio_manifests, "smoke": smoke_manifests}
+
+
+def manifests(model: ClusterModel, group: NodeGroup, test: str) -> list[dict[str, Any]]:
+    """The objects of one test of one group, namespaced (ComputeDomains too)."""
+    found = RENDERERS[test](model, group)
+    for manifest in found:
+        manifest["metadata"]["namespace"] = model.spec.orchestrator.namespace
+    return found
+
+
+class _Dumper(yaml.SafeDumper):
+    """YAML without anchors and aliases: the same env list on two containers is written twice."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump(documents: list[dict[str, Any]], comment: str) -> str:
+    body = "---\n".join(yaml.dump(d, Dumper=_Dumper, sort_keys=False, width=120) for d in documents)
+    return "".join(f"# {line}\n" if line else "#\n" for line in comment.splitlines()) + body
+
+
+# --- submit, collect, README -----------------------------------------------------------------
+
+
+def submit_all(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
+    namespace = model.spec.orchestrator.namespace
+    lines = ["#!/bin/bash", "# Create every acceptance job of the kit (from its directory), with the reference image.",
+             "set -euo pipefail", 'cd "$(dirname "$0")"',
+             ': "${IMAGE:?set IMAGE to the reference image (docker/README.md), such as '
+             'ACCOUNT.dkr.ecr.REGION.amazonaws.com/fmcluster/acceptance:TAG}"',
+             "kubectl apply -f kit.yaml",
+             "submit() {  # FILE: replace an earlier run, then create it with the image",
+             f'  sed "s|{IMAGE_PLACEHOLDER}|$IMAGE|g" "$1" | kubectl delete --ignore-not-found --wait -f - >/dev/null',
+             f'  sed "s|{IMAGE_PLACEHOLDER}|$IMAGE|g" "$1" | kubectl create -f -',
+             "}"]
+    lines += [f"submit {path}" for path, _ in jobs]
+    lines.append(f'echo "submitted; when they have run: ./collect.sh (namespace {namespace})"')
+    return "\n".join(lines) + "\n"
+
+
+def collect(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
+    """Wait for each job (any of COMPLETE_CONDITIONS) and write its pods' logs to results/."""
+    from fmcluster.kits.jobs import RESULTS
+
+    namespace = model.spec.orchestrator.namespace
+    conditions = "|".join(COMPLETE_CONDITIONS)
+    script = textwrap.dedent(f'''\
+        #!/bin/bash
+        # Wait for every acceptance job of the kit and write its output to {RESULTS}/ (for fmcluster verify).
+        set -uo pipefail
+        cd "$(dirname "$0")" || exit
+        mkdir -p {RESULTS}
+        TIMEOUT=${{TIMEOUT:-10800}}  # seconds to wait for each job
+        ns={namespace}
+        collect() {{  # KIND NAME SELECTOR PODS
+          local kind=$1 name=$2 selector=$3 pods=$4 waited=0 state=""
+          until [[ $state =~ ^({conditions})$ ]]; do
+            state=$(kubectl get "$kind" "$name" -n "$ns" \\
+              -o jsonpath='{{range .status.conditions[?(@.status=="True")]}}{{.type}}{{"\\n"}}{{end}}' 2>/dev/null \\
+              | grep -E -m1 '^({conditions})$' || true)
+            if (( waited >= TIMEOUT )); then echo "$kind/$name: not finished after $TIMEOUT s" >&2; return 1; fi
+            [[ -n $state ]] || {{ sleep 30; waited=$(( waited + 30 )); }}
+          done
+          kubectl logs -n "$ns" -l "$selector" --tail=-1 --max-log-requests="$pods" >"{RESULTS}/$name.out" 2>&1
+          echo "$kind/$name: $state, {RESULTS}/$name.out"
+        }}
+        ''')
+    lines = [script.rstrip("\n")]
+    for _, manifest_kind_name in jobs:
+        kind, name, pods = manifest_kind_name.split(" ")
+        lines.append(f"collect {kind.lower()} {name} '{LOG_LABELS[kind].format(name=name)}' {pods}")
+    lines.append('echo "now: fmcluster verify SPEC ' + RESULTS + '/*"')
+    return "\n".join(lines) + "\n"
+
+
+def readme(model: ClusterModel) -> str:
+    from fmcluster.kits.jobs import figures_table
+
+    namespace = model.spec.orchestrator.namespace
+    _, queue = kubernetes.queue_names(model.spec)
+    lines = [f"# Acceptance kit of {model.name} ({model.control_plane.type})", "",
+             "Written by `fmcluster jobs`. With kubectl on the cluster (`aws eks update-kubeconfig`), build and",
+             "push the reference image (docker/README.md), then from this directory:", "",
+             "```", "export IMAGE=ACCOUNT.dkr.ecr.REGION.amazonaws.com/fmcluster/acceptance:TAG",
+             "./submit-all.sh", "./collect.sh", "```", "",
+             f"The jobs run in namespace `{namespace}` through the Kueue LocalQueue `{queue}`, one group at a time",
+             "as quota frees up (each asks for every node of its group). `collect.sh` waits for each job and",
+             "writes its logs to `results/`; then, where fmcluster is installed:",
+             "`fmcluster verify SPEC results/*`.", "",
+             *figures_table(model)]
+    return "\n".join(lines) + "\n"
+
+
+def kubernetes_kit(model: ClusterModel) -> list[KitFile]:
+    from fmcluster.kits.jobs import KitFile, expected_json
+
+    files = []
+    jobs: list[tuple[str, str]] = []  # (path, "KIND NAME PODS") of each job, in submission order
+    for group in expected.gpu_groups(model):
+        for test in TESTS:
+            documents = manifests(model, group, test)
+            if not documents:
+                continue
+            path = f"{group.name}/{test}.yaml"
+            files.append(KitFile(path, dump(documents, (
+                f"fmcluster acceptance job {test} of node group {group.name} ({group.max_count} x "
+                f"{group.instance_type}) of cluster {model.name}.\n"
+                "Create it with ../submit-all.sh (which puts the image in); ../collect.sh writes its output."))))
+            job = documents[-1]
+            pods = group.max_count + (1 if job["kind"] == "MPIJob" else 0)
+            jobs.append((path, f"{job['kind']} {job['metadata']['name']} {pods}"))
+    if model.serving is not None:  # the spec's model, served on its group (fmcluster.kits.serving); not in submit-all
+        from fmcluster.kits import serving
+
+        _, queue = kubernetes.queue_names(model.spec)
+        served = serving.kubernetes_serve_manifests(model, namespace=model.spec.orchestrator.namespace,
+                                                    queue=queue, claim=kubernetes.LUSTRE_CLAIM)
+        files.append(KitFile(f"{model.serving.group}/serve.yaml", dump(served, (
+            f"fmcluster serving of {model.serving.name} on node group {model.serving.group} of cluster {model.name}:\n"
+            "a LeaderWorkerSet and its Service (and, across UltraServer nodes, the ComputeDomain of its IMEX\n"
+            "channel). `kubectl apply -f` it (it is not an acceptance job)."))))
+    files[:0] = [
+        KitFile("README.md", readme(model)),
+        KitFile("kit.yaml", dump([kit_config_map(model)], "The scripts of the acceptance jobs, mounted at /kit.")),
+        KitFile("submit-all.sh", submit_all(model, jobs), True),
+        KitFile("collect.sh", collect(model, jobs), True),
+        expected_json(model)]
+    return files

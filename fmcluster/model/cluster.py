@@ -1,0 +1,316 @@
+"""The resolved cluster: every fact that `plan`, `diff`, the stacks and the node scripts need,
+derived from a validated spec once.
+
+`resolve(spec)` is pure (no CDK, no AWS call) and gives an immutable `ClusterModel`: per node
+group its instance facts, whether it has EFA and its interface layout, capacity, placement,
+scaling, volume, Kubernetes labels and taints, LNet's EFA interfaces; the control plane's
+sizes (the PCS cluster size, the HyperPod controller); the cluster's tags; the stacks that exist
+and their protection; the served model's placement (`serving`: tensor x pipeline parallel,
+replicas). The plan prints these facts, the stacks map them onto constructs, and a
+test holds the synthesized templates of every example to the same model
+(tests/cdk/test_examples_synth.py). Settings that need no derivation (bucket names, alert e-mail,
+file-system settings) are read from `model.spec`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Mapping, Optional
+
+from fmcluster.facts import controlplanes, inference, naming
+from fmcluster.facts.catalog import ULTRASERVERS, InstanceType, UltraServer
+from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ControlPlane, PcsSize
+from fmcluster.facts.efa import Interface, efa_layout
+from fmcluster.facts.placement import Placement, placement_for
+from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.model import network as network_plan
+from fmcluster.node import bootstrap
+from fmcluster.spec.models import CapacitySpec, ClusterSpec, NodeGroupSpec
+
+if TYPE_CHECKING:
+    from typing import TypedDict, Unpack
+
+    class _OwnExtra(TypedDict, total=False):
+        """What a control plane's own group may set besides `_own`'s arguments."""
+
+        labels: Mapping[str, str]
+
+COMPUTE, LOGIN, SYSTEM, CONTROLLER = "compute", "login", "system", "controller"
+PCS_LOGIN_ROOT_VOLUME_GIB = 256  # the PCS login nodes' root volume
+SYSTEM_ROOT_VOLUME_GIB = 256  # the EKS system nodes' root volume
+HYPERPOD_SYSTEM_VOLUME_GIB = 256  # /opt/sagemaker of the HyperPod Slurm controller and login nodes
+NETWORK, STORAGE, OBSERVABILITY, CLUSTER = "network", "storage", "observability", "cluster"
+NO_PLACEMENT = Placement(create=False)
+ON_DEMAND = CapacitySpec()
+
+
+@dataclass(frozen=True)
+class NodeGroup:
+    """One node group as it is built: a spec node group (`role` compute), or the control plane's
+    own (PCS login nodes, EKS system nodes: `role` login or system)."""
+
+    name: str
+    role: str
+    instance: InstanceType
+    min_count: int
+    max_count: int
+    capacity: CapacitySpec
+    efa: bool  # the nodes get EFA interfaces (the spec asks for EFA and the type has it)
+    interfaces: tuple[Interface, ...]  # the full layout, primary first (fmcluster.facts.efa)
+    placement: Placement
+    root_volume_gib: int
+    ami_id: Optional[str] = None
+    labels: Mapping[str, str] = field(default_factory=dict)  # Kubernetes labels (eks, hyperpod-eks)
+    taints: tuple[Mapping[str, str], ...] = ()  # Kubernetes taints
+    lnet_efa_interfaces: int = 0  # LNet's EFA devices for an EFA-enabled file system (0: TCP)
+    # Created with no node and kept at max_count while its Capacity Block is active, at 0 before
+    # and near its end (EKS managed node groups on a Capacity Block:
+    # fmcluster_cdk/constructs/compute/capacity_blocks.py)
+    follows_block: bool = False
+    # Its nodes run in a Local Zone (the spec's groups where the GPU zone is one; the control
+    # plane's own groups run in the region's first AZ ID)
+    local_zone: bool = False
+
+    @property
+    def instance_type(self) -> str:
+        return self.instance.name
+
+    @property
+    def efa_interfaces(self) -> int:
+        """EFA interfaces per node (what the EFA device plugin advertises on Kubernetes)."""
+        return sum(1 for i in self.interfaces if i.is_efa)
+
+    @property
+    def gpus(self) -> int:
+        return self.instance.gpu_count
+
+    @property
+    def ultraserver(self) -> bool:
+        """Its instances are UltraServer nodes (NVLink across instances, IMEX per job)."""
+        return self.instance.ultraserver
+
+    @property
+    def nvlink_domain(self) -> Optional[UltraServer]:
+        """The UltraServer that is one NVLink domain of the group (capacity.ultraserver_type); None:
+        each instance is its own."""
+        kind = self.capacity.ultraserver_type
+        return ULTRASERVERS[kind] if kind else None
+
+    @property
+    def one_nvlink_domain(self) -> bool:
+        """Every node of the group fits in one NVLink domain: one UltraServer holds them all."""
+        server = self.nvlink_domain
+        return server is not None and self.ultraserver and self.max_count <= server.instances
+
+    @property
+    def drain_minutes(self) -> int:
+        """How long before its Capacity Block ends a group that follows the block goes to 0: EC2
+        terminates the instances from 30 minutes before the end, or 60 for an UltraServer block."""
+        return (controlplanes.ULTRASERVER_BLOCK_DRAIN_MINUTES if self.ultraserver
+                else controlplanes.CAPACITY_BLOCK_DRAIN_MINUTES)
+
+    @property
+    def partition_settings(self) -> Mapping[str, str]:
+        """Slurm settings of its partition: UltraServer partitions are exclusive, so that every
+        job gets whole nodes and its own IMEX domain (the AWS PCS User Guide: UltraServer jobs
+        run --exclusive, in queues of their own)."""
+        return MappingProxyType(dict(controlplanes.ULTRASERVER_PARTITION_SETTINGS) if self.ultraserver else {})
+
+    @property
+    def created_size(self) -> int:
+        """The nodes it is created with (and its floor): 0 for a group that follows its Capacity
+        Block (it is scaled to max_count while the block is active), else min_count."""
+        return 0 if self.follows_block else self.min_count
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One CloudFormation stack of the cluster, NAME-KEY."""
+
+    key: str  # network | storage | observability | cluster
+    cluster: str
+    contents: str  # what it holds, in a phrase
+    termination_protection: bool
+
+    @property
+    def name(self) -> str:
+        return f"{self.cluster}-{self.key}"
+
+    @property
+    def description(self) -> str:
+        """The stack's CloudFormation description."""
+        return f"fmcluster {self.cluster}: {self.contents}"
+
+
+@dataclass(frozen=True)
+class ClusterModel:
+    spec: ClusterSpec
+    control_plane: ControlPlane
+    node_groups: tuple[NodeGroup, ...]  # the spec's, in its order
+    login: Optional[NodeGroup]  # login nodes (Slurm) or system nodes (Kubernetes); None with count 0
+    controller: Optional[NodeGroup]  # the Slurm controller group (SageMaker HyperPod Slurm only)
+    total_nodes: int
+    pcs_size: Optional[PcsSize]  # AWS PCS only
+    subnets: tuple[network_plan.Subnet, ...]  # private first by AZ ID (GPU AZ first), then public
+    tags: Mapping[str, str]  # on every resource: fmcluster:cluster and the spec's tags
+    stacks: tuple[Stack, ...]
+    observed: bool  # NAME-observability exists (Prometheus or Grafana on)
+    lustre_efa: bool  # the file system is EFA-enabled
+    # the spec's `serving` section resolved: the served model, its group and its placement (TP x PP,
+    # replicas; fmcluster.facts.inference); None without one
+    serving: Optional[inference.Serving] = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def region(self) -> str:
+        return self.spec.region
+
+    def stack(self, key: str) -> Optional[Stack]:
+        return next((s for s in self.stacks if s.key == key), None)
+
+    @property
+    def all_groups(self) -> tuple[NodeGroup, ...]:
+        """The control plane's own groups (controller, login or system) first, then the spec's."""
+        return tuple(g for g in (self.controller, self.login) if g is not None) + self.node_groups
+
+    def group(self, name: str) -> NodeGroup:
+        return next(g for g in self.all_groups if g.name == name)
+
+    def instance_tags(self, group: NodeGroup) -> dict[str, str]:
+        """The tags a node group's instances and volumes carry (its launch template's)."""
+        return {**self.spec.tags, naming.CLUSTER_TAG: self.name, naming.NODE_GROUP_TAG: group.name}
+
+    @property
+    def imex_prolog(self) -> bool:
+        """Slurm runs the IMEX prolog: a Slurm cluster with an UltraServer node group (installed on
+        every compute node, since Prolog is cluster-wide)."""
+        return self.control_plane.scheduler == "slurm" and bool(self.ultraserver_groups)
+
+    @property
+    def slurm_settings(self) -> Mapping[str, str]:
+        """The cluster's custom Slurm settings (the IMEX prolog's, where it runs)."""
+        return MappingProxyType(dict(bootstrap.IMEX_PROLOG_SETTINGS) if self.imex_prolog else {})
+
+    @property
+    def efa_groups(self) -> dict[str, bool]:
+        return {g.name: g.efa for g in self.node_groups}
+
+    @property
+    def ultraserver_groups(self) -> tuple[NodeGroup, ...]:
+        """The spec's node groups of UltraServer instances (P6e-GB200: NVLink across instances).
+        On Kubernetes they bring the NVIDIA DRA driver (ComputeDomains), GPU feature discovery (the
+        nvidia.com/gpu.clique label) and the Kueue Topology of their flavors."""
+        return tuple(g for g in self.node_groups if g.ultraserver)
+
+
+def _node_group(spec: ClusterSpec, group: NodeGroupSpec, cp: ControlPlane, lustre_efa: bool) -> NodeGroup:
+    instance = group.instance
+    efa = bool(group.efa) and instance.efa_supported
+    interfaces = efa_layout(instance, cp.interface_mode, efa)
+    made = NodeGroup(
+        name=group.name, role=COMPUTE, instance=instance, min_count=group.min_nodes, max_count=group.max_nodes,
+        capacity=group.capacity, efa=efa, interfaces=interfaces,
+        placement=NO_PLACEMENT if cp.hyperpod else placement_for(group), root_volume_gib=group.root_volume_gib,
+        ami_id=group.ami_id,
+        lnet_efa_interfaces=bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lustre_efa),
+        follows_block=cp.type == "eks" and group.capacity.type == CAPACITY_BLOCK, local_zone=spec.local_zone)
+    if cp.scheduler != "kubernetes":
+        return made
+    labels = dict(group.labels)
+    labels[kubernetes.NODE_GROUP_LABEL] = group.name
+    if instance.is_gpu:
+        labels[kubernetes.GPU_LABEL] = kubernetes.TRUE
+    if made.efa_interfaces:
+        labels[kubernetes.EFA_LABEL] = kubernetes.TRUE
+    taints = ({"key": kubernetes.GPU_TAINT_KEY, "value": kubernetes.TRUE, "effect": kubernetes.GPU_TAINT_EFFECT},) \
+        if instance.is_gpu else ()
+    return NodeGroup(**{**made.__dict__, "labels": MappingProxyType(labels), "taints": taints})
+
+
+def _own(name: str, role: str, instance_type: str, count: int, root_volume_gib: int,
+         **extra: Unpack[_OwnExtra]) -> NodeGroup:
+    from fmcluster.facts.catalog import catalog
+
+    instance = catalog()[instance_type]
+    return NodeGroup(name=name, role=role, instance=instance, min_count=count, max_count=count, capacity=ON_DEMAND,
+                     efa=False, interfaces=efa_layout(instance, efa=False), placement=NO_PLACEMENT,
+                     root_volume_gib=root_volume_gib, **extra)
+
+
+def _login(spec: ClusterSpec, cp: ControlPlane) -> Optional[NodeGroup]:
+    """The control plane's own nodes from `orchestrator.login`: the EKS system nodes (every
+    private subnet of the region's AZs; also on HyperPod EKS), the PCS or HyperPod Slurm login
+    nodes (no queue, no EFA); None with `count: 0`."""
+    login = spec.orchestrator.login
+    if not login.count:
+        return None
+    if cp.scheduler == "kubernetes":
+        return _own(kubernetes.SYSTEM_NODE_GROUP, SYSTEM, login.instance_type, login.count, SYSTEM_ROOT_VOLUME_GIB,
+                    labels=MappingProxyType(kubernetes.system_node_selector()))
+    volume = HYPERPOD_SYSTEM_VOLUME_GIB if cp.hyperpod else PCS_LOGIN_ROOT_VOLUME_GIB
+    return _own(LOGIN, LOGIN, login.instance_type, login.count, volume)
+
+
+def _controller(cp: ControlPlane, nodes: int) -> Optional[NodeGroup]:
+    """The Slurm controller of SageMaker HyperPod Slurm (an instance group of its own, sized by
+    the nodes it manages); AWS PCS runs its controller itself."""
+    if cp.type != "hyperpod-slurm":
+        return None
+    return _own(CONTROLLER, CONTROLLER, controlplanes.hyperpod_controller_type(nodes), 1, HYPERPOD_SYSTEM_VOLUME_GIB)
+
+
+def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool) -> tuple[Stack, ...]:
+    name = spec.name
+    scheduler = "Slurm" if cp.scheduler == "slurm" else "Kubernetes"
+    nested = " (a nested stack each, with its placement group)" if not cp.hyperpod else ""
+    stacks = [
+        Stack(NETWORK, name, "VPC, subnets by AZ ID, NAT gateway, S3 endpoint, flow logs, EFA and node "
+                                          "security groups", spec.protect),
+        Stack(STORAGE, name, "S3 buckets" + (", FSx for Lustre and its links" if spec.storage.lustre else "")
+              + (", KMS key" if spec.storage.kms else "") + " (retained)", True),
+    ]
+    if observed:
+        stacks.append(Stack(OBSERVABILITY, name,
+                            "Managed Prometheus workspace, GPU-health alert rules, alert manager to SNS"
+                            + (", Managed Grafana with dashboards" if spec.observability.grafana else "")
+                            + ", CloudWatch alarms and dashboard", spec.protect))
+    stacks.append(Stack(CLUSTER, name,
+                        f"{scheduler} control plane ({cp.type}), its node groups{nested} and "
+                        f"{'login' if cp.scheduler == 'slurm' else 'system'} nodes", spec.protect))
+    return tuple(stacks)
+
+
+def _serving(spec: ClusterSpec, groups: tuple[NodeGroup, ...]) -> Optional[inference.Serving]:
+    """The served model placed on its group (fmcluster.facts.inference.place, as the rules placed it)."""
+    serving = spec.serving
+    if serving is None:
+        return None
+    group = next(g for g in groups if g.name == serving.node_group)
+    model = serving.model
+    placed = inference.place(group.instance, group.max_count, model.parameters_billions, model.dtype,
+                             serving.gpu_memory_utilization)
+    return inference.Serving(name=model.name, path=model.path, group=group.name, engine=serving.engine,
+                             image=serving.image, max_model_len=serving.max_model_len, placement=placed,
+                             replicas=serving.replicas or placed.replicas_fit)
+
+
+def resolve(spec: ClusterSpec) -> ClusterModel:
+    """The model of a valid spec (module docstring)."""
+    cp = spec.orchestrator.control_plane
+    lustre = spec.storage.lustre
+    lustre_efa = bool(lustre and lustre.efa)
+    nodes = controlplanes.managed_nodes(spec)
+    observed = spec.observability.prometheus or spec.observability.grafana
+    groups = tuple(_node_group(spec, g, cp, lustre_efa) for g in spec.node_groups)
+    return ClusterModel(
+        spec=spec, control_plane=cp, node_groups=groups,
+        login=_login(spec, cp), controller=_controller(cp, nodes), total_nodes=nodes,
+        pcs_size=controlplanes.pcs_size_for(nodes) if cp.type == "pcs" else None,
+        subnets=tuple(network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)),
+        tags=MappingProxyType({naming.CLUSTER_TAG: spec.name, **spec.tags}),
+        stacks=_stacks(spec, cp, observed), observed=observed, lustre_efa=lustre_efa,
+        serving=_serving(spec, groups))

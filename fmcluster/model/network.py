@@ -1,0 +1,109 @@
+"""How the VPC is cut into subnets, and how many addresses the cluster needs: pure functions
+shared by validation (does it fit?), the network stack (what to build) and the plan report.
+
+Layout of a VPC of prefix /p with AZ IDs [gpu_az, *extra]:
+
+- first half (/p+1): the private subnet of the GPU AZ, where every node group lives;
+- third quarter (/p+2): the private subnets of the extra AZ IDs, in fixed slots (/p+4 each,
+  /p+5 beyond four extra AZ IDs);
+- last quarter (/p+2): the public subnets, one per AZ ID in fixed slots, at most /24 each; none
+  in a Local Zone (the GPU zone may be one: its private subnet reaches the NAT gateway of the
+  first Availability Zone of the region, and the control plane's subnets are the region's).
+
+Slots are fixed so that adding an AZ ID never changes (and so never replaces) a subnet.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from itertools import islice
+from typing import TYPE_CHECKING, NamedTuple
+
+from fmcluster.facts import fsx, regions
+from fmcluster.facts.efa import addresses_per_node
+
+if TYPE_CHECKING:
+    from fmcluster.spec.models import ClusterSpec
+
+AWS_RESERVED_PER_SUBNET = 5  # network, router, DNS, future use, broadcast
+MAX_SUBNET_PREFIX = 28  # the smallest subnet AWS allows
+PUBLIC_MIN_PREFIX = 24  # public subnets hold only NAT gateways and load balancers
+CONTROL_PLANE_HEADROOM = 16  # control-plane ENIs (PCS, EKS), VPC endpoints, rolling replacements
+
+
+class Subnet(NamedTuple):
+    az_id: str
+    cidr: str
+    public: bool
+
+    @property
+    def prefix(self) -> int:
+        return int(self.cidr.split("/")[1])
+
+    @property
+    def usable(self) -> int:
+        return (1 << (32 - self.prefix)) - AWS_RESERVED_PER_SUBNET  # 2 ** (32 - prefix) addresses
+
+
+class LayoutError(ValueError):
+    pass
+
+
+def _slots(block: ipaddress.IPv4Network, count: int, min_prefix: int = 0) -> list[ipaddress.IPv4Network]:
+    """`count` subnets of fixed-size slots of `block`: 4 slots for up to 4 subnets, else 8, so
+    adding an AZ ID never resizes (and so never replaces) an existing subnet."""
+    bits = 2 if count <= 4 else 3
+    if count > 2 ** bits:
+        raise LayoutError(f"at most {2 ** bits} AZ IDs fit")
+    prefix = max(block.prefixlen + bits, min_prefix)
+    if prefix > MAX_SUBNET_PREFIX:
+        raise LayoutError(f"/{block.prefixlen} cannot hold {count} subnets of at least /{MAX_SUBNET_PREFIX}")
+    return list(islice(block.subnets(new_prefix=prefix), count))  # not all 64 /24s of a /18
+
+
+def layout(vpc_cidr: str, az_ids: list[str]) -> list[Subnet]:
+    """Private subnets (GPU AZ first), then public subnets, in the order of `az_ids`."""
+    vpc = ipaddress.IPv4Network(vpc_cidr)
+    first_half, second_half = vpc.subnets(prefixlen_diff=1)
+    third_quarter, last_quarter = second_half.subnets(prefixlen_diff=1)
+    subnets = [Subnet(az_ids[0], str(first_half), False)]
+    extra = az_ids[1:]
+    if extra:
+        subnets += [Subnet(az, str(net), False)
+                    for az, net in zip(extra, _slots(third_quarter, len(extra)), strict=True)]
+    subnets += [Subnet(az, str(net), True)
+                for az, net in zip(az_ids, _slots(last_quarter, len(az_ids), PUBLIC_MIN_PREFIX), strict=True)
+                if not regions.is_local_zone(az)]
+    return subnets
+
+
+class AddressNeed(NamedTuple):
+    what: str
+    addresses: int
+
+
+def total(needs: list[AddressNeed]) -> int:
+    return sum(n.addresses for n in needs)
+
+
+def address_needs(spec: ClusterSpec) -> list[AddressNeed]:
+    """What takes an address in the GPU AZ's private subnet: each node's interfaces that take
+    one (efa-only interfaces take none), pods on Kubernetes nodes, login/system nodes, the
+    Lustre file system and control-plane headroom."""
+
+    cp = spec.orchestrator.control_plane
+    needs: list[AddressNeed] = []
+    for group in spec.node_groups:
+        per_node = addresses_per_node(group.instance, cp.interface_mode, bool(group.efa)) + cp.pod_addresses_per_node
+        needs.append(AddressNeed(f"node group {group.name}: {group.max_nodes} x {per_node}",
+                                 group.max_nodes * per_node))
+    login = spec.orchestrator.login
+    if login.count:
+        per_login = 1 + cp.pod_addresses_per_node
+        needs.append(AddressNeed(f"login/system nodes: {login.count} x {per_login}", login.count * per_login))
+    lustre = spec.storage.lustre
+    if lustre:
+        needs.append(AddressNeed("FSx for Lustre", fsx.addresses(lustre.storage_capacity_gib, lustre.efa,
+                                                                 lustre.throughput_per_tib)))
+    needs.append(AddressNeed("control plane and endpoints", CONTROL_PLANE_HEADROOM))
+    return needs

@@ -1,0 +1,638 @@
+"""Node bootstrap: the boot-time program of a node group, rendered from the instance catalog.
+
+Pure: no CDK, no AWS call. The shell code lives in ``fmcluster/node/scripts/boot/*.sh`` (fragments:
+functions, package data) and ``fmcluster/node/scripts/boot/programs/*.sh`` (whole programs the node keeps
+and runs again: the readiness check, the LNet-over-EFA set-up), used verbatim; what differs
+between node groups is a block of shell variables at the top of the script, each value quoted
+with ``shlex.quote``. Values may be CDK token strings (the file system's DNS name comes from
+another stack): quoting keeps them intact for CDK to resolve.
+
+The AWS PCS user data (`node_script`, `set -euo pipefail`, each step run by `step`: a failed step
+is logged and the next one still runs, and the script exits non-zero at the end):
+
+1. writes the EFA / NCCL environment file ``/etc/profile.d/fmcluster-nccl.sh``;
+2. keeps unattended upgrades from restarting slurmd or the NVIDIA / EFA services and from
+   upgrading the packages running jobs depend on (``protect.sh``);
+3. installs the readiness check (``programs/node-ready.sh``) and the slurmd drop-in that runs it
+   before slurmd starts (``gate-slurmd.sh``): from here on a node that is not ready (GPUs
+   missing, a file system not mounted, LNet without EFA) never takes a job, whatever fails later;
+4. with observability on (`Metrics`), installs node exporter and a Prometheus agent from the
+   Ubuntu archive (``metrics.sh``, apt with the dpkg lock waited for, ``apt.sh``) with the
+   textfile collectors of ``bootstrap/collectors/`` (GPU, EFA, Slurm), remote-writing to the
+   cluster's Prometheus workspace: before anything that can fail for a node-specific reason, so
+   that a broken node is seen;
+5. stripes the instance-store NVMe disks at ``/scratch``, or bind-mounts the Deep Learning AMI's
+   own instance-store mount there, ordered after its unit on every boot (``scratch.sh``);
+6. with an EFA-enabled file system on an EFA node group, configures LNet over EFA
+   (``lnet.sh``, ``programs/lnet-efa.sh``, a unit that does it again on every boot);
+7. mounts the FSx for Lustre file system (when there is one), with retries, and adds it to
+   ``/etc/fstab``;
+8. on GPU and login nodes (`containers`), installs Enroot and Pyxis and configures them
+   (``containers.sh``: each built from its pinned tag checked against its commit, Pyxis against
+   the cluster's Slurm; Enroot's files on /scratch, its image cache on the file system), which
+   the readiness check then requires;
+9. runs the readiness check once and logs its verdict.
+
+AWS PCS merges its own user data with the node group's, so the user data is MIME multipart
+(``multipart/mixed``) with one ``text/x-shellscript`` part. The Amazon EKS and SageMaker HyperPod
+node scripts (fmcluster.kubernetes.manifests, fmcluster.node.lifecycle) are composed from the same fragments.
+"""
+
+from __future__ import annotations
+
+import base64
+import lzma
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping, NamedTuple, Optional, Sequence
+
+from fmcluster.facts import catalog
+from fmcluster.facts.catalog import InstanceType
+
+SCRIPTS = Path(__file__).parent / "scripts" / "boot"
+SLURM_SCRIPTS = Path(__file__).parent / "scripts" / "slurm"
+PROGRAMS = SCRIPTS / "programs"
+COLLECTORS = SCRIPTS / "collectors"
+NCCL_ENV_FILE = "/etc/profile.d/fmcluster-nccl.sh"
+SCRATCH_PATH = "/scratch"
+SCRATCH_ARRAY = "/dev/md/scratch"
+SCRATCH_WAIT_SECONDS = 60  # for the instance-store disks to appear
+DLAMI_NVME_UNIT = "dlami-nvme.service"  # the Deep Learning AMIs' own instance-store set-up
+DLAMI_NVME_PATH = "/opt/dlami/nvme"
+DLAMI_WAIT_SECONDS = 120  # for that unit to finish
+FSX_MOUNT_ATTEMPTS = 20
+FSX_RETRY_SECONDS = 15
+FSX_MOUNT_OPTIONS = "defaults,relatime,flock,_netdev"
+LNET_EFA_UNIT = "fmcluster-lnet-efa.service"
+APT_LOCK_TIMEOUT_SECONDS = 300  # DPkg::Lock::Timeout of each apt-get
+APT_ATTEMPTS = 5
+APT_RETRY_SECONDS = 30
+READY_WAIT_SECONDS = 120  # how long the readiness check waits for late GPUs and mounts
+SLURMD_RETRY_SECONDS = 30  # a slurmd held back by the readiness check is tried again this often
+FMCLUSTER_LIB = "/usr/local/lib/fmcluster"
+FMCLUSTER_ETC = "/etc/fmcluster"
+# The IMEX Slurm prolog on every compute node of a cluster with UltraServer node groups, and the
+# cluster's Slurm settings that run it on each node of an allocation before the job starts (the
+# AWS PCS User Guide, "Configure UltraServer instances": Prolog, PrologFlags=Alloc,NoHold)
+IMEX_PROLOG = f"{FMCLUSTER_LIB}/imex-prolog"
+IMEX_PROLOG_SETTINGS = {"Prolog": IMEX_PROLOG, "PrologFlags": "Alloc,NoHold"}
+TEXTFILE_DIR = "/var/lib/fmcluster/textfile-node"  # the node exporter's textfile collector reads it
+BOUNDARY = "==FMCLUSTER-BOUNDARY=="
+SCRIPT_NAME = "fmcluster-node.sh"
+COLLECT_INTERVAL_SECONDS = 30
+
+# --- Containers on Slurm: Enroot and Pyxis (issue 18; docs/research-notes.md section 10) -----------
+# Enroot (github.com/NVIDIA/enroot), built on the node from its pinned tag, checked against its
+# commit, as Pyxis is (doc/installation.md, "From source": `git clone --recurse-submodules`,
+# `make install`, `make setcap`). 4.1.2 is the latest release (2026-03-23); AWS's PCS reference
+# installs 3.5.0 (awslabs/awsome-distributed-ai architectures/aws-pcs/assets/scripts/install-enroot-pyxis.sh).
+# NVIDIA's release .debs would do as well, but their SHA-256 are in no source this project can
+# read, and a node never installs a download it cannot verify; a git commit is a digest of the
+# whole tree, its submodules' commits included.
+ENROOT_VERSION = "4.1.2"  # what `enroot version` prints (its Makefile's VERSION at the tag)
+ENROOT_REPOSITORY = "https://github.com/NVIDIA/enroot.git"
+ENROOT_TAG = f"v{ENROOT_VERSION}"  # containers.sh clones v$ENROOT_VERSION
+ENROOT_COMMIT = "bd51f53b6fa954805ae3e1985c5dc7594ff66d05"
+# The submodules at ENROOT_COMMIT, path -> commit, in path order (`git submodule status`'s): the
+# gitlinks of its tree, which git checks out by object id (the build compiles Enroot's helpers
+# statically against musl). Their URLs (.gitmodules): makeself https://github.com/megastep/makeself.git,
+# musl git://git.musl-libc.org/musl (the git protocol, TCP 9418: the node security group's egress
+# allows it), linux-headers https://github.com/sabotage-linux/kernel-headers.git; deps/Makefile
+# names their releases (makeself 2.4.5, musl 1.2.5, linux-headers 4.19.88-1).
+ENROOT_SUBMODULES = {
+    "deps/linux-headers": "c79004ad7f82165c86396b11bc6958ee53febb63",
+    "deps/makeself": "5742be6410bfad2c619fb1e98bf795e8fa0913c7",
+    "deps/musl": "0784374d561435f7c787a555aeab8ede699ed298",
+}
+# containers.sh installs it where NVIDIA's .debs do (pkg/deb/rules): `make install prefix=/usr
+# sysconfdir=/etc` (/usr/bin/enroot, /etc/enroot/enroot.conf, /usr/share/enroot/hooks.d), `make
+# setcap` (the enroot+caps flavor: users import and convert images), and its AppArmor profile
+# at /etc/apparmor.d/enroot, loaded (the .deb's dh_apparmor: Ubuntu 24.04 lets Enroot create user
+# namespaces only with it).
+# Pyxis (github.com/NVIDIA/pyxis): no prebuilt packages; a SPANK plugin compiled against the
+# spank.h of the Slurm release it is loaded by ("Incompatible plugin version" otherwise), so the
+# node builds it from the pinned tag, checked against its commit. v0.24.0 is the latest release
+# (2026-05-11); AWS's references build v0.20.0 (PCS) and v0.19.0 (HyperPod).
+PYXIS_REPOSITORY = "https://github.com/NVIDIA/pyxis.git"
+PYXIS_TAG = "v0.24.0"
+PYXIS_COMMIT = "107519944221822ea1dace4db8e7234b2eaa4cd5"
+# What the node needs from the Ubuntu archive: to build Enroot and Pyxis (doc/installation.md's
+# Debian build dependencies; build-essential for gcc and make), and Enroot's runtime dependencies
+# (doc/installation.md, and zstd from the .deb's Depends), with the optional ones (pigz,
+# squashfuse, fuse-overlayfs; libnvidia-container-tools is the AMI's, node-ready requires it).
+CONTAINER_BUILD_PACKAGES = "git build-essential libcap2-bin libtool automake libmd-dev"
+ENROOT_RUNTIME_PACKAGES = "curl gawk jq squashfs-tools parallel zstd pigz squashfuse fuse-overlayfs"
+CONTAINER_PACKAGES = f"{CONTAINER_BUILD_PACKAGES} {ENROOT_RUNTIME_PACKAGES}"
+CONTAINERS_STATE = "/var/lib/fmcluster/containers"  # the Enroot and Pyxis sources and their stamps
+DOWNLOAD_ATTEMPTS = 5
+DOWNLOAD_RETRY_SECONDS = 15
+# Where Slurm is: AWS PCS installs each Slurm release it offers under its own prefix and includes
+# /etc/aws/pcs/scheduler/slurm-VERSION/plugstack.conf.d/ itself (PCS User Guide, "Install SPANK
+# plugins", "Configure SPANK plugins"); SageMaker HyperPod keeps Slurm under /opt/slurm, and its
+# slurmd runs configless: it reads the plugstack.conf that slurmctld sends (cached in
+# HYPERPOD_CONF_CACHE), so the controller's plugstack.conf includes the plugin's configuration by
+# name (a wildcard include breaks configless; lifecycle_scripts/plugstack.sh), and each node
+# keeps that included file, and the plugin, itself (an absolute include is read on the node).
+PCS_SLURM_PREFIX = "/opt/aws/pcs/scheduler/slurm-{version}"
+PCS_SLURM_ETC = "/etc/aws/pcs/scheduler/slurm-{version}"
+HYPERPOD_SLURM_PREFIX = "/opt/slurm"
+HYPERPOD_CONF_CACHE = "/var/spool/slurmd/conf-cache"  # slurmd's copy of the controller's configuration
+FALLBACK_SCRATCH = "/tmp"  # Enroot's node-local paths on a type without instance store
+ENROOT_LOCAL_DIRS = ("runtime", "data", "tmp")  # under ENROOT_LOCAL, each mode 1777
+
+METRICS_PATHS = {"FMCLUSTER_ETC": FMCLUSTER_ETC, "SYSTEMD_DIR": "/etc/systemd/system",
+                 "METRICS_LIB": FMCLUSTER_LIB, "METRICS_STATE": "/var/lib/fmcluster",
+                 "NODE_EXPORTER_DEFAULTS": "/etc/default/prometheus-node-exporter", "OS_RELEASE": "/etc/os-release"}
+
+
+@dataclass(frozen=True)
+class LustreMount:
+    """Where a node mounts the FSx for Lustre file system (values may be CDK tokens); `efa`: the
+    file system is EFA-enabled (its clients with EFA configure LNet over EFA)."""
+
+    dns_name: str
+    mount_name: str
+    mount_path: str = "/fsx"
+    efa: bool = False
+
+    @property
+    def source(self) -> str:
+        return f"{self.dns_name}@tcp:/{self.mount_name}"
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """Where a node sends its metrics (values may be CDK tokens): the cluster's name (label
+    `cluster`), the workspace's remote-write URL and region; `slurm`: this node runs the Slurm
+    collector (the login node on PCS, the controller on HyperPod)."""
+
+    cluster: str
+    remote_write_url: str
+    region: str
+    slurm: bool = False
+
+
+@dataclass(frozen=True)
+class Containers:
+    """Enroot and Pyxis on a Slurm node (``containers.sh``). `slurm_prefix`: the node's Slurm
+    (spank.h under include/; Pyxis goes to lib/slurm/); `plugstack_dir`: the directory of SPANK
+    configuration Slurm includes; `plugstack_conf`: the plugstack.conf that must include it ("" where
+    the scheduler's own does: AWS PCS; lifecycle_scripts/plugstack.sh writes it); `slurmd_plugstack`: the
+    plugstack.conf slurmd really reads, which must include PLUGSTACK_DIR/pyxis.conf by name ("": it
+    is the scheduler's, which includes PLUGSTACK_DIR); `slurm_bin`: Slurm's commands, put on slurmd's PATH for
+    Enroot's Slurm PMI hook ("" to leave it); `restart_slurmd`: restart a running slurmd after the
+    install (HyperPod, where slurmd runs before the lifecycle script); `shared_path`: the shared
+    file system's mount point, for the image cache ("" none: the cache is node-local)."""
+
+    slurm_prefix: str
+    plugstack_dir: str
+    plugstack_conf: str = ""
+    slurmd_plugstack: str = ""
+    slurm_bin: str = ""
+    restart_slurmd: bool = False
+    shared_path: str = ""
+
+    @classmethod
+    def pcs(cls, slurm_version: str, shared_path: str = "") -> "Containers":
+        return cls(PCS_SLURM_PREFIX.format(version=slurm_version),
+                   PCS_SLURM_ETC.format(version=slurm_version) + "/plugstack.conf.d",
+                   slurm_bin=slurm_bin(slurm_version), shared_path=shared_path)
+
+    @classmethod
+    def hyperpod(cls, shared_path: str = "") -> "Containers":
+        etc = f"{HYPERPOD_SLURM_PREFIX}/etc"
+        return cls(HYPERPOD_SLURM_PREFIX, f"{etc}/plugstack.conf.d", plugstack_conf=f"{etc}/plugstack.conf",
+                   slurmd_plugstack=f"{HYPERPOD_CONF_CACHE}/plugstack.conf", restart_slurmd=True,
+                   shared_path=shared_path)
+
+    @property
+    def plugin(self) -> str:
+        return f"{self.slurm_prefix}/lib/slurm/spank_pyxis.so"
+
+    @property
+    def pyxis_conf(self) -> str:
+        return f"{self.plugstack_dir}/pyxis.conf"
+
+
+def enroot_paths(instance: InstanceType, containers: Containers,
+                 scratch_path: str = SCRATCH_PATH) -> dict[str, str]:
+    """Enroot's directories: runtime, data and temporary files node-local (the instance store at
+    `scratch_path`, or FALLBACK_SCRATCH without one), the image cache on the shared file system
+    when there is one. Per user where Enroot writes per user (a shared cache's layers are the first
+    importer's, mode 0640: awsome-distributed-ai's install-enroot-pyxis.sh); the roots 1777."""
+    local = f"{scratch_path if instance.nvme_disks else FALLBACK_SCRATCH}/enroot"
+    cache = f"{containers.shared_path}/enroot/cache" if containers.shared_path else f"{local}/cache"
+    return {"ENROOT_LOCAL": local, "ENROOT_CACHE_ROOT": cache}
+
+
+def imex_prolog(slurm_bin: str, **settings: str) -> str:
+    """The IMEX Slurm prolog (fmcluster/node/scripts/slurm/imex-prolog.sh) for nodes whose Slurm commands are in
+    `slurm_bin` (Slurm gives a prolog no PATH): its settings lines SLURM_BIN, and any of `settings`
+    (ROOT, IMEX_WAIT_SECONDS: tests), replaced. Values go in as written (shell words)."""
+    text = (SLURM_SCRIPTS / "imex-prolog.sh").read_text(encoding="utf-8")
+    if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
+        raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
+    for name, value in {"SLURM_BIN": slurm_bin, **settings}.items():
+        line = f"{name}={value}".replace("\\", "\\\\")  # a replacement template: only backslashes are special
+        text, count = re.subn(rf"^{name}=.*$", line, text, count=1, flags=re.MULTILINE)
+        if count != 1:
+            raise ValueError(f"the IMEX prolog has no setting {name}")
+    return text
+
+
+def slurm_bin(slurm_version: str) -> str:
+    """Slurm's commands on an AWS PCS node of the cluster's Slurm version."""
+    return PCS_SLURM_PREFIX.format(version=slurm_version) + "/bin"
+
+
+EMBED_END = "FMCLUSTER_PROGRAM_END"
+COLLECTOR_FILES = {"dcgm": "gpu.sh", "efa": "efa.sh", "slurm": "slurm.sh"}  # scrape job -> collector
+
+
+def embed(name: str, path: Path, text: str | None = None, *, note: bool = True) -> str:
+    """A whole script the node keeps and runs on its own (a collector, a program) as a fragment:
+    the shell function `program_NAME`, which prints the script (without its comment lines, but
+    with its `#!` line: they are documented in the repository). The fragments write it to a file
+    with `program_NAME >FILE`. `text`: the script as rendered (default: the file as it is). `note`:
+    a comment line before it names the file it came from."""
+    text = without_comments(path.read_text(encoding="utf-8") if text is None else text)
+    if EMBED_END in text.splitlines():
+        raise ValueError(f"{path.name} has a line {EMBED_END}, which ends its here-document")
+    source = f"# {_OLD_NAME(path)}, embedded by fmcluster.bootstrap.embed.\n" if note else ""
+    return source + f"program_{name}() {{\n  cat <<'{EMBED_END}'\n{text.rstrip()}\n{EMBED_END}\n}}\n"
+
+
+def without_comments(text: str) -> str:
+    """`text` without its whole-line comments (a first `#!` line and `# shellcheck` directives
+    stay): the scripts are documented in the repository, and EC2 user data is limited to 16 KiB.
+    No fragment has a here-document line that starts with `#`."""
+    lines = text.splitlines(keepends=True)
+    keep = lines[:1] if lines and lines[0].startswith("#!") else []
+    return "".join(keep + [line for line in lines[len(keep):]
+                           if not line.lstrip().startswith("#") or line.lstrip().startswith("# shellcheck ")])
+
+
+def metrics_settings(instance: InstanceType, metrics: Metrics, *, efa: bool,
+                     lustre_path: str = "") -> dict[str, str | int]:
+    """The settings block of ``metrics.sh`` for one node group."""
+    return {
+        "CLUSTER_NAME": metrics.cluster, "REMOTE_WRITE_URL": metrics.remote_write_url,
+        "METRICS_REGION": metrics.region, "EXPECTED_GPUS": instance.gpu_count or 0,
+        "EXPECTED_LUSTRE_MOUNT": lustre_path, "COLLECT_INTERVAL_SECONDS": COLLECT_INTERVAL_SECONDS,
+        **METRICS_PATHS, **APT_SETTINGS, "METRICS_COLLECTORS": " ".join(metrics_collectors(instance, metrics, efa=efa)),
+    }
+
+
+def metrics_collectors(instance: InstanceType, metrics: Metrics, *, efa: bool) -> list[str]:
+    """The textfile collectors (scrape jobs) of a node: GPU where there are GPUs, EFA where there
+    is EFA, Slurm where `metrics.slurm`."""
+    return [job for job, wanted in (("dcgm", instance.is_gpu), ("efa", efa), ("slurm", metrics.slurm)) if wanted]
+
+
+APT_SETTINGS: dict[str, str | int] = {"APT_LOCK_TIMEOUT_SECONDS": APT_LOCK_TIMEOUT_SECONDS,
+                                      "APT_ATTEMPTS": APT_ATTEMPTS, "APT_RETRY_SECONDS": APT_RETRY_SECONDS}
+
+
+def instance_entry(instance_type: str) -> InstanceType:
+    entry = catalog.get(instance_type)
+    if entry is None:
+        raise ValueError(f"unknown instance type {instance_type!r}: not in the instance catalog")
+    return entry
+
+
+def device_rdma(instance: InstanceType, efa: bool) -> bool:
+    """GPUDirect RDMA over EFA: on the GPU instance types whose EFA has it (the catalog's device_rdma)."""
+    return efa and instance.is_gpu and instance.device_rdma
+
+
+def lnet_efa_interfaces(instance: InstanceType, *, efa: bool, lustre_efa: bool) -> int:
+    """EFA devices LNet configures on this node: the catalog's number where the node has EFA and
+    the file system is EFA-enabled; 0 (LNet over TCP only) otherwise."""
+    return instance.lnet_efa_interfaces if efa and lustre_efa else 0
+
+
+class NcclSetting(NamedTuple):
+    """One variable of a node's EFA / NCCL environment, with why it is set."""
+
+    name: str
+    value: str
+    why: str
+
+
+def nccl_settings(instance: InstanceType, efa: bool) -> tuple[NcclSetting, ...]:
+    """The EFA / NCCL environment of jobs on a node of `instance`: only well-known settings, each
+    explained. The node bootstrap writes them to NCCL_ENV_FILE (nccl_environment); the
+    Kubernetes acceptance and serving kits set them on their containers."""
+    settings = []
+    if efa:
+        settings.append(NcclSetting("FI_PROVIDER", "efa",
+                                    "libfabric: use the EFA provider for inter-node traffic (not TCP)."))
+    if device_rdma(instance, efa):
+        settings.append(NcclSetting("FI_EFA_USE_DEVICE_RDMA", "1",
+                                    f"GPUDirect RDMA: EFA reads and writes GPU memory directly on {instance.name}."))
+    settings.append(NcclSetting("NCCL_SOCKET_IFNAME", "^lo,docker",
+                                "NCCL bootstrap and socket traffic: any interface but loopback and docker bridges."))
+    if efa and instance.is_gpu:
+        settings.append(NcclSetting("NCCL_BUFFSIZE", "8388608", "NCCL buffer size AWS recommends with EFA: 8 MiB."))
+    return tuple(settings)
+
+
+def nccl_environment(instance: InstanceType, efa: bool) -> str:
+    """The content of the EFA / NCCL environment file (nccl_settings, each with its reason)."""
+    lines = [
+        "# Written by the fmcluster node bootstrap: EFA and NCCL settings for jobs on this",
+        f"# {instance.name} node. Jobs that do not start a login shell can source this file.",
+    ]
+    for setting in nccl_settings(instance, efa):
+        lines += [f"# {setting.why}", f"export {setting.name}={setting.value}"]
+    return "\n".join(lines)
+
+
+def fragment(path: Path) -> str:
+    """A script fragment, without its `# shellcheck shell=bash` line (only for editors on the file)."""
+    text = path.read_text(encoding="utf-8")
+    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# shellcheck shell="))
+
+
+def _read(part: str | Path) -> str:
+    """A fragment: a file name in SCRIPTS, or a path (fmcluster.node.lifecycle's own fragments)."""
+    return fragment(part if isinstance(part, Path) else SCRIPTS / part)
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+
+def _quote(value: str) -> str:
+    """shlex.quote, and quotes on a bare word too: `NAME=eval` reads like a command (SC2209)."""
+    quoted = shlex.quote(value)
+    return f"'{value}'" if quoted == value and _WORD.fullmatch(value) else quoted
+
+
+def _settings(values: Mapping[str, str | int]) -> str:
+    lines = ["", "# Settings of this node group."]
+    lines += [f"{name}={_quote(str(value))}" for name, value in values.items()]
+    return "\n".join(lines) + "\n"
+
+
+class NodeProgram:
+    """A node script being assembled: settings, fragments (file names in SCRIPTS, or paths) and
+    the steps `main` runs in order. `add` appends a fragment with its steps and settings; a fragment or
+    setting added twice counts once (the same value)."""
+
+    def __init__(self, instance: InstanceType, **settings: str | int) -> None:
+        self.instance = instance
+        self.settings: dict[str, str | int] = {"INSTANCE_TYPE": instance.name, **settings}
+        self.parts: list[str | Path] = ["common.sh"]
+        self.steps: list[str] = []
+        self.programs: dict[str, Path] = {}  # embedded whole scripts: name -> file
+        self.rendered: dict[str, str] = {}  # name -> the program's text where rendered (settings in it)
+
+    def add(self, part: str | Path, *steps: str, **settings: str | int) -> "NodeProgram":
+        if part not in self.parts:
+            self.parts.append(part)
+        self.steps += steps
+        for name, value in settings.items():
+            if self.settings.get(name, value) != value:
+                raise ValueError(f"setting {name} given two values: {self.settings[name]!r} and {value!r}")
+            self.settings[name] = value
+        return self
+
+    def nccl(self, efa: bool) -> "NodeProgram":
+        return self.add("nccl.sh", "write_nccl_env", NCCL_ENV_FILE=NCCL_ENV_FILE,
+                        NCCL_ENV=nccl_environment(self.instance, efa))
+
+    def protect(self) -> "NodeProgram":
+        return self.add("protect.sh", "protect_running_jobs")
+
+    def readiness(self, *, mounts: Sequence[str], lnet_efa: bool, containers: Optional[Containers] = None,
+                  scratch_path: str = SCRATCH_PATH, imex: bool = False) -> "NodeProgram":
+        """The readiness check and its settings (no gate: the caller adds one); with `containers`,
+        the container runtime is checked too (NodeProgram.containers installs it); with `imex`,
+        nvidia-imex.service must be enabled (NodeProgram.slurm_prolog enables it)."""
+        self.programs["node_ready"] = PROGRAMS / "node-ready.sh"
+        runtime = dict.fromkeys(("READY_ENROOT_VERSION", "READY_PYXIS_PLUGIN", "READY_PYXIS_CONF",
+                                 "READY_PLUGSTACK", "READY_ENROOT_DIRS"), "")
+        if containers is not None:
+            paths = enroot_paths(self.instance, containers, scratch_path)
+            runtime = {"READY_ENROOT_VERSION": ENROOT_VERSION, "READY_PYXIS_PLUGIN": containers.plugin,
+                       "READY_PYXIS_CONF": containers.pyxis_conf, "READY_PLUGSTACK": containers.slurmd_plugstack,
+                       "READY_ENROOT_DIRS": " ".join([*(f"{paths['ENROOT_LOCAL']}/{d}" for d in ENROOT_LOCAL_DIRS),
+                                                      paths["ENROOT_CACHE_ROOT"]])}
+        return self.add("ready.sh", "install_node_ready", FMCLUSTER_LIB=FMCLUSTER_LIB, FMCLUSTER_ETC=FMCLUSTER_ETC,
+                        EXPECTED_GPUS=self.instance.gpu_count or 0, REQUIRED_MOUNTS=" ".join(mounts),
+                        LNET_EFA=int(lnet_efa), READY_WAIT_SECONDS=READY_WAIT_SECONDS, TEXTFILE_DIR=TEXTFILE_DIR,
+                        READY_IMEX=int(imex), **runtime)
+
+    def containers(self, containers: Containers, scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
+        """Enroot and Pyxis, each built from its pinned tag checked against its commit (Enroot's
+        submodules against theirs), Pyxis against the node's Slurm, and configured
+        (containers.sh): after /scratch and the file system are mounted."""
+        self.add("apt.sh", **APT_SETTINGS)
+        return self.add("containers.sh", "setup_containers", ENROOT_VERSION=ENROOT_VERSION,
+                        ENROOT_REPOSITORY=ENROOT_REPOSITORY, ENROOT_COMMIT=ENROOT_COMMIT,
+                        ENROOT_SUBMODULES=" ".join(ENROOT_SUBMODULES.values()),
+                        PYXIS_REPOSITORY=PYXIS_REPOSITORY, PYXIS_TAG=PYXIS_TAG, PYXIS_COMMIT=PYXIS_COMMIT,
+                        CONTAINER_PACKAGES=CONTAINER_PACKAGES, CONTAINERS_STATE=CONTAINERS_STATE,
+                        DOWNLOAD_ATTEMPTS=DOWNLOAD_ATTEMPTS, DOWNLOAD_RETRY_SECONDS=DOWNLOAD_RETRY_SECONDS,
+                        SLURM_PREFIX=containers.slurm_prefix,
+                        PLUGSTACK_DIR=containers.plugstack_dir,
+                        SLURM_BIN=containers.slurm_bin, RESTART_SLURMD=int(containers.restart_slurmd),
+                        CONTAINER_MOUNTS=" ".join(([containers.shared_path] if containers.shared_path else [])
+                                                  + ([scratch_path] if self.instance.nvme_disks else [])),
+                        **enroot_paths(self.instance, containers, scratch_path))
+
+    def slurm_prolog(self, slurm_bin: str) -> "NodeProgram":
+        """The cluster's Slurm prolog at IMEX_PROLOG, before slurmd may start: on an UltraServer
+        instance the IMEX prolog (fmcluster/node/scripts/slurm/imex-prolog.sh, with Slurm's commands in
+        `slurm_bin`), and nvidia-imex.service enabled; on any other, one that does nothing
+        (no-imex-prolog.sh: Prolog= is cluster-wide, and a node without it drains)."""
+        if not self.instance.ultraserver:
+            self.programs["imex_prolog"] = SLURM_SCRIPTS / "no-imex-prolog.sh"
+            return self.add("prolog.sh", "install_slurm_prolog", IMEX_PROLOG=IMEX_PROLOG)
+        self.programs["imex_prolog"] = SLURM_SCRIPTS / "imex-prolog.sh"
+        self.rendered["imex_prolog"] = imex_prolog(slurm_bin)
+        return self.add("prolog.sh", "install_slurm_prolog", "enable_imex", IMEX_PROLOG=IMEX_PROLOG)
+
+    def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":
+        return self.add("scratch.sh", "setup_scratch", NVME_DISK_COUNT=self.instance.nvme_disks, SCRATCH_PATH=path,
+                        SCRATCH_ARRAY=SCRATCH_ARRAY, SCRATCH_WAIT_SECONDS=SCRATCH_WAIT_SECONDS,
+                        DLAMI_NVME_UNIT=DLAMI_NVME_UNIT, DLAMI_NVME_PATH=DLAMI_NVME_PATH,
+                        DLAMI_WAIT_SECONDS=DLAMI_WAIT_SECONDS)
+
+    def lnet(self, interfaces: int) -> "NodeProgram":
+        self.programs["lnet_efa"] = PROGRAMS / "lnet-efa.sh"
+        return self.add("lnet.sh", "setup_lnet_efa", FMCLUSTER_LIB=FMCLUSTER_LIB, LNET_EFA_INTERFACES=interfaces)
+
+    def lustre(self, mount: LustreMount, *, lnet: bool) -> "NodeProgram":
+        options = FSX_MOUNT_OPTIONS + (f",x-systemd.requires={LNET_EFA_UNIT}" if lnet else "")
+        return self.add("lustre.sh", "mount_lustre", FSX_SOURCE=mount.source, FSX_MOUNT_PATH=mount.mount_path,
+                        FSX_MOUNT_OPTIONS=options, FSX_MOUNT_ATTEMPTS=FSX_MOUNT_ATTEMPTS,
+                        FSX_RETRY_SECONDS=FSX_RETRY_SECONDS)
+
+    def metrics(self, metrics: Metrics, *, efa: bool, lustre_path: str = "",
+                step: str = "setup_metrics") -> "NodeProgram":
+        """Metrics collection (metrics.sh), run by the step `step` (a function calling setup_metrics)."""
+        self.add("apt.sh")
+        for job in metrics_collectors(self.instance, metrics, efa=efa):
+            self.programs[f"collect_{job}"] = COLLECTORS / COLLECTOR_FILES[job]
+        return self.add("metrics.sh", step,
+                        **metrics_settings(self.instance, metrics, efa=efa, lustre_path=lustre_path))
+
+    def render(self, header: str, *, extra: Sequence[str] = (), compact: bool = False) -> str:
+        embedded = [embed(name, path, self.rendered.get(name), note=not compact)
+                    for name, path in self.programs.items()]
+        return compose(header, self.settings, self.parts, self.steps, [*embedded, *extra], compact=compact)
+
+
+def header(comment: str | None = None) -> str:
+    """The bootstrap header (strict mode, ROOT, log, add_fstab, step, finish), under `comment`
+    instead of its own (the AWS PCS one) when given."""
+    text = _read("header.sh")
+    if comment is None:
+        return text
+    lines = text.splitlines(keepends=True)[1:]
+    while lines and lines[0].startswith("#"):
+        lines.pop(0)
+    return "#!/bin/bash\n" + comment + "".join(lines)
+
+
+def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
+                scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True,
+                slurm_prolog: bool = False, containers: bool = False, slurm_version: str = "") -> str:
+    """The AWS PCS bootstrap script of a node of `instance_type` (module docstring).
+
+    `efa`: the node has EFA interfaces (sets the EFA environment; never on a type without EFA).
+    `lustre`: the file system to mount, or None. The NVMe part is left out for instance types
+    without instance store. `compact`: the fragments without their comment lines (the user data's
+    16 KiB limit). `slurm_prolog`: install the cluster's Slurm prolog (the IMEX prolog of a cluster
+    with UltraServer node groups: slurmd runs it on every compute node, so every node needs it,
+    and a node without it is not ready; on an UltraServer type it calls Slurm's commands in the
+    `slurm_version`'s directory, and nvidia-imex.service must be enabled for the node to be ready;
+    on any other type it does nothing). `containers`: Enroot and Pyxis (built against the cluster's
+    `slurm_version`), the image cache on `lustre`, and a node without them is not ready.
+    """
+    instance = instance_entry(instance_type)
+    efa = efa and instance.efa_supported
+    lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=bool(lustre and lustre.efa))
+    mounts = ([lustre.mount_path] if lustre else []) + ([scratch_path] if instance.nvme_disks else [])
+    runtime = None
+    if containers:
+        if not slurm_version:
+            raise ValueError("containers: the cluster's Slurm version is needed (Pyxis is built against it)")
+        runtime = Containers.pcs(slurm_version, lustre.mount_path if lustre else "")
+    imex = slurm_prolog and instance.ultraserver
+    if imex and not slurm_version:
+        raise ValueError("the IMEX prolog: the cluster's Slurm version is needed (its commands' directory)")
+    program = NodeProgram(instance)
+    if slurm_prolog:
+        program.slurm_prolog(slurm_bin(slurm_version) if imex else "")
+    program.readiness(mounts=mounts, lnet_efa=lnet > 0, containers=runtime, scratch_path=scratch_path, imex=imex)
+    program.add("gate-slurmd.sh", "gate_slurmd", SLURMD_RETRY_SECONDS=SLURMD_RETRY_SECONDS)
+    program.protect().nccl(efa)
+    if metrics is not None:
+        program.metrics(metrics, efa=efa, lustre_path=lustre.mount_path if lustre else "")
+    if instance.nvme_disks:
+        program.scratch(scratch_path)
+    if lnet:
+        program.lnet(lnet)
+    if lustre is not None:
+        program.lustre(lustre, lnet=lnet > 0)
+    if runtime is not None:
+        program.containers(runtime, scratch_path)
+    program.steps.append("check_node_ready")
+    return program.render(header(), compact=compact)
+
+
+BODY_FILE = f"{FMCLUSTER_LIB}/bootstrap.sh"  # where a compact script keeps its decoded body
+# A compact script's body is xz-compressed and base85-encoded (a quarter larger than its bytes,
+# against base64's third): EC2 user data is limited to 16 KiB. python3 decodes it: cloud-init,
+# which runs user data, is a Python 3 program, so every node that runs the script has python3 and
+# its standard library (base64, lzma). The alphabet of base85 (Python's b85encode, RFC 1924) has no
+# quote or backslash, so the value stands in single quotes.
+BODY_DECODER = "import base64,lzma,sys;sys.stdout.buffer.write(lzma.decompress(base64.b85decode(sys.stdin.read())))"
+BODY_LOADER = f"""
+# The program, xz and base85 (fmcluster.bootstrap.pack), kept in {BODY_FILE}.
+install -d -m 0755 "$ROOT{FMCLUSTER_LIB}"
+printf '%s' "$FMCLUSTER_BOOTSTRAP" | /usr/bin/python3 -c '{BODY_DECODER}' >"$ROOT{BODY_FILE}"
+# shellcheck source=/dev/null
+source "$ROOT{BODY_FILE}"
+"""
+
+
+def pack(body: str) -> str:
+    """`body` as a compact script carries it: xz (no mtime or name in the stream, so the same body
+    gives the same bytes), then base85."""
+    return base64.b85encode(lzma.compress(body.encode("utf-8"), preset=9 | lzma.PRESET_EXTREME)).decode("ascii")
+
+
+def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str | Path], steps: Sequence[str],
+            extra: Sequence[str] = (), *, compact: bool = False) -> str:
+    """A script: `header`, the settings block, and the body: the fragments `parts` (file names in
+    SCRIPTS) and `extra` (fragment texts), and a `main` that runs each of `steps` with `step` (a
+    failure is recorded and the next step runs), then `finish` (exit 1 when a step failed).
+
+    `compact` (the PCS and EKS user data, limited to 16 KiB): the header and the body without their
+    comment lines, the body packed (`pack`: xz, base85) in the setting FMCLUSTER_BOOTSTRAP, which
+    the script decodes to BODY_FILE and sources; the settings go into the body too (first), except
+    INSTANCE_TYPE and those whose value holds a CDK token (`plain_setting`: CDK resolves tokens in
+    the template's text, never inside the packed body). Otherwise (the SageMaker HyperPod lifecycle scripts,
+    fmcluster.node.lifecycle; tests) the body verbatim. Both run the same code."""
+    main = ["main() {", *(f"  step {step}" for step in steps), "  finish", "}", "", 'main "$@"', ""]
+    if not compact:
+        return "\n".join([header + _settings(settings), *map(_read, parts), *extra, *main])
+    plain = {name: value for name, value in settings.items() if plain_setting(name, value)}
+    inner = {name: value for name, value in settings.items() if name not in plain}
+    body = "\n".join([_settings(inner).lstrip("\n").split("\n", 1)[1],
+                      *(without_comments(_read(name)) for name in parts), *extra, *main])
+    return without_comments(header) + _settings({**plain, "FMCLUSTER_BOOTSTRAP": pack(body)}) + BODY_LOADER
+
+
+TOKEN_MARK = re.compile(r"[$#]\{Token\[")  # how CDK writes a string or list token into a string
+
+
+def plain_setting(name: str, value: str | int) -> bool:
+    """Whether a compact script keeps the setting in its plain settings block: the instance type
+    (for whoever reads the user data), and any value with a CDK token in it."""
+    return name == "INSTANCE_TYPE" or bool(TOKEN_MARK.search(str(value)))
+
+
+def unpack(script: str) -> str:
+    """The body of a `compact` script (for reading and tests): what the node writes to BODY_FILE."""
+    packed = re.search(r"^FMCLUSTER_BOOTSTRAP='?([^'\s]+)'?$", script, re.MULTILINE)
+    if packed is None:
+        raise ValueError("not a compact fmcluster node script: no FMCLUSTER_BOOTSTRAP")
+    return lzma.decompress(base64.b85decode(packed.group(1))).decode("utf-8")
+
+
+def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDARY) -> str:
+    """A multipart/mixed document of (content type, file name, body) parts, ASCII, 7bit.
+
+    The boundary is fixed, so the same parts always give the same bytes (stable templates).
+    """
+    lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{boundary}"', ""]
+    for content_type, filename, body in parts:
+        if boundary in body:
+            raise ValueError(f"part {filename} contains the MIME boundary {boundary}")
+        if not body.isascii():
+            raise ValueError(f"part {filename} is not ASCII")
+        lines += [f"--{boundary}", f'Content-Type: {content_type}; charset="us-ascii"',
+                  "Content-Transfer-Encoding: 7bit", f'Content-Disposition: attachment; filename="{filename}"',
+                  "", body.rstrip("\n")]
+    lines += [f"--{boundary}--", ""]
+    return "\n".join(lines)
+
+
+def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
+              scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
+              containers: bool = False, slurm_version: str = "") -> str:
+    """The node group's user data: MIME multipart with the bootstrap script (not yet base64)."""
+    script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
+                         slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version)
+    return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])
+
+
+def _OLD_NAME(path: Path) -> str:  # TEMPORARY: the pre-move relative name, for the byte-identity check
+    rel = path.relative_to(SCRIPTS.parent).as_posix()
+    return rel.replace("boot/", "bootstrap/", 1).replace("hyperpod/", "lifecycle_scripts/", 1)

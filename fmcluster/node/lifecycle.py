@@ -1,0 +1,171 @@
+"""SageMaker HyperPod lifecycle scripts: what runs on a HyperPod node once HyperPod has set it up.
+
+Pure: no CDK, no AWS call. The scripts reuse the node bootstrap fragments of
+``fmcluster/node/scripts/boot/*.sh`` (EFA/NCCL environment, NVMe scratch) verbatim, rendered per
+instance group from the instance catalog like the AWS PCS user data, plus
+``fmcluster/node/scripts/hyperpod/hooks.sh`` (run every hook shipped in ``hooks.d/``: the exporters
+of the observability layer plug in there: `metrics_hook`, the Slurm nodes' metrics collection of
+``bootstrap/metrics.sh`` verbatim, and on HyperPod EKS the node's expected GPU count).
+
+One instance group gets one *bundle*: its entry script ``on_init.sh`` and the hooks, published
+under one S3 prefix named after the bundle's content digest (fmcluster_cdk.constructs.hyperpod.lifecycle),
+so a changed script is a new prefix and never overwrites what running nodes were created from.
+
+HyperPod runs the entry script as its ``LifeCycleConfig.OnInitComplete`` script: "This script
+runs on the node after the AMI-based initialization is complete" (SageMaker API Reference,
+ClusterLifeCycleConfig). HyperPod itself configures Slurm (API-driven SlurmConfig) or joins the
+node to EKS, and mounts the FSx for Lustre file system (InstanceStorageConfigs.FsxLustreConfig,
+Slurm; over EFA where the file system has it, with the execution role's
+fsx:DescribeFileSystems); the script does not redo any of that. The file system's DNS and mount
+names are deploy-time values of NAME-storage, which a file asset cannot carry, so the Lustre mount
+is the cluster's FsxLustreConfig and not ``lustre.sh``.
+
+What `entry_script` does, in order, each step run by `step` (fmcluster/node/scripts/boot/common.sh): keep
+unattended upgrades from restarting Slurm or the NVIDIA / EFA services (``protect.sh``); write
+the EFA/NCCL environment; run the hooks (metrics first: a hook in OPTIONAL_HOOKS that fails is
+only a warning, any other fails the script, and a failing lifecycle script fails the node, or the
+whole cluster's creation); on HyperPod EKS with an EFA-enabled file system, configure LNet over
+EFA for the FSx CSI driver's mounts (``lnet.sh``); set up the NVMe scratch; on Slurm GPU compute
+groups, and on the controller and login groups (SlurmRuntime), install Enroot and Pyxis
+(``containers.sh``, NodeChecks.containers) and register Pyxis by name in the controller's
+plugstack.conf, which configless slurmd reads (``lifecycle_scripts/plugstack.sh``); and on Slurm compute
+groups, run the readiness check (GPUs, the file system, /scratch, the container runtime) and
+drain a node that is not ready with the reasons (``gate-drain.sh``) instead of failing the cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Optional
+
+from fmcluster.node import bootstrap
+
+SCRIPTS = Path(__file__).parent / "scripts" / "hyperpod"
+ENTRYPOINT = "on_init.sh"
+HOOKS_DIR = "hooks.d"
+METRICS_HOOK = "50-metrics.sh"
+EXPECTED_GPUS_HOOK = "50-expected-gpus.sh"
+# Hooks whose failure leaves the node working (without metrics) and so must not fail it.
+OPTIONAL_HOOKS = (METRICS_HOOK, EXPECTED_GPUS_HOOK)
+HOOK_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*\.sh")
+COMMENT = """\
+# fmcluster SageMaker HyperPod lifecycle script (LifeCycleConfig.OnInitComplete), rendered by
+# fmcluster.lifecycle for one instance group. HyperPod runs it after its own node set-up; its
+# output goes to the cluster's CloudWatch log group /aws/sagemaker/Clusters/<name>/<id>.
+"""
+
+
+METRICS_COMMENT = """\
+# fmcluster SageMaker HyperPod lifecycle hook, rendered by fmcluster.lifecycle for one instance
+# group: metrics collection as on AWS PCS nodes (fmcluster/bootstrap/metrics.sh), remote-writing
+# to the cluster's Prometheus workspace; its URL comes from an SSM parameter at run time.
+"""
+
+
+@dataclass(frozen=True)
+class NodeChecks:
+    """What an instance group's node must have before it takes jobs (HyperPod Slurm compute
+    groups; a node that fails is drained with the reasons): `mounts`, the file system's mount
+    point (HyperPod's FsxLustreConfig) besides /scratch; `containers`: on GPU nodes, Enroot and
+    Pyxis (bootstrap/containers.sh, against HyperPod's /opt/slurm), the image cache on the file
+    system (the first of `mounts`), a node without them drained."""
+
+    mounts: tuple[str, ...] = ()
+    containers: bool = False
+
+
+@dataclass(frozen=True)
+class SlurmRuntime:
+    """Enroot and Pyxis on a HyperPod Slurm group without readiness checks: the controller
+    (`controller`: it registers Pyxis in the plugstack.conf slurmctld sends to every configless
+    slurmd, and reconfigures) and the login nodes (srun and sbatch load Pyxis there), as AWS's
+    HyperPod reference installs them on every group. `shared_path`: the file system's mount
+    point, for Enroot's image cache ("" none)."""
+
+    controller: bool = False
+    shared_path: str = ""
+
+
+def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = bootstrap.SCRATCH_PATH,
+                 checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
+                 runtime: Optional[SlurmRuntime] = None) -> str:
+    """The `on_init.sh` of an instance group (module docstring). `checks`: drain the node unless
+    it is ready (Slurm compute groups). `lnet_efa`: configure LNet over EFA for an EFA-enabled file
+    system mounted by the node's pods (HyperPod EKS; EFA groups only). `runtime`: Enroot and Pyxis
+    on a controller or login group (SlurmRuntime)."""
+    instance = bootstrap.instance_entry(instance_type)
+    program = bootstrap.NodeProgram(instance, NODE_GROUP=group).protect().nccl(efa)
+    program.add(SCRIPTS / "hooks.sh", "run_hooks", HOOKS_DIR=HOOKS_DIR, OPTIONAL_HOOKS=" ".join(OPTIONAL_HOOKS))
+    lnet = bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
+    if lnet:
+        program.lnet(lnet)
+    if instance.nvme_disks:
+        program.scratch(scratch_path)
+    if runtime is not None:
+        slurm_runtime(program, bootstrap.Containers.hyperpod(runtime.shared_path), scratch_path,
+                      controller=runtime.controller)
+    if checks is not None:
+        containers = None
+        if checks.containers and instance.is_gpu:
+            containers = bootstrap.Containers.hyperpod(checks.mounts[0] if checks.mounts else "")
+            slurm_runtime(program, containers, scratch_path, controller=False)
+        mounts = [*checks.mounts, *([scratch_path] if instance.nvme_disks else [])]
+        program.readiness(mounts=mounts, lnet_efa=False, containers=containers, scratch_path=scratch_path)
+        program.add("gate-drain.sh", "gate_drain")
+    return program.render(bootstrap.header(COMMENT))
+
+
+def slurm_runtime(program: bootstrap.NodeProgram, containers: bootstrap.Containers, scratch_path: str, *,
+                  controller: bool) -> None:
+    """Enroot and Pyxis (containers.sh), then Pyxis registered in the controller's plugstack.conf
+    by name (lifecycle_scripts/plugstack.sh; `controller`: and slurmctld reconfigured)."""
+    program.containers(containers, scratch_path)
+    program.add(SCRIPTS / "plugstack.sh", "register_pyxis", PLUGSTACK_CONF=containers.plugstack_conf,
+                SLURM_CONTROLLER=int(controller))
+
+
+def metrics_hook(instance_type: str, metrics: bootstrap.Metrics, *, efa: bool, parameter: str,
+                 lustre_path: str = "") -> str:
+    """The `hooks.d/50-metrics.sh` of a HyperPod Slurm instance group: node exporter, the GPU
+    and EFA collectors where the devices are, the Slurm collector with `metrics.slurm` (the
+    controller), and the Prometheus agent remote-writing with SigV4, as on AWS PCS nodes
+    (bootstrap/metrics.sh and collectors/, verbatim). `metrics.remote_write_url` is not used: the
+    hook reads the URL from the SSM parameter `parameter` (a deploy-time value), in `metrics.region`."""
+    instance = bootstrap.instance_entry(instance_type)
+    program = bootstrap.NodeProgram(instance, METRICS_PARAMETER=parameter)
+    program.add(SCRIPTS / "remote_write.sh")
+    program.metrics(metrics, efa=efa, lustre_path=lustre_path, step="setup_metrics_from_parameter")
+    del program.settings["REMOTE_WRITE_URL"]  # set by read_remote_write_url
+    return program.render(bootstrap.header(METRICS_COMMENT))
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """The files of one instance group's lifecycle folder: relative path -> content."""
+
+    files: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the names and contents: the folder's name in S3."""
+        h = hashlib.sha256()
+        for name in sorted(self.files):
+            h.update(name.encode() + b"\0" + self.files[name].encode() + b"\0")
+        return h.hexdigest()
+
+
+def bundle(group: str, instance_type: str, *, efa: bool, hooks: Mapping[str, str] | None = None,
+           checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
+           runtime: Optional[SlurmRuntime] = None) -> Bundle:
+    """The lifecycle folder of an instance group: the entry script (`entry_script`) and the hooks
+    (file name -> script text, run in name order; names like ``50-exporters.sh``)."""
+    files = {ENTRYPOINT: entry_script(group, instance_type, efa=efa, checks=checks, lnet_efa=lnet_efa,
+                                      runtime=runtime)}
+    for name, text in sorted((hooks or {}).items()):
+        if not HOOK_NAME.fullmatch(name):
+            raise ValueError(f"hook name {name!r} is not a plain *.sh file name")
+        files[f"{HOOKS_DIR}/{name}"] = text
+    return Bundle(files)

@@ -1,0 +1,272 @@
+"""Read a spec file into a ClusterSpec, or into located diagnostics that say what is wrong.
+
+Never raises for bad input: a missing file, a directory, bad YAML, a non-mapping document,
+wrong types, unknown keys and rule violations all come back as diagnostics.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import typing
+from pathlib import Path as FsPath
+
+from pydantic import BaseModel, ValidationError
+
+from fmcluster.spec import yamlpos
+from fmcluster.spec.diagnostics import Diagnostic, Path, Problem, has_errors, placed, sort_key
+from fmcluster.spec.models import AcceptedWarning, ClusterSpec
+
+if typing.TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
+
+class LoadResult:
+    def __init__(self, file: str, spec: ClusterSpec | None = None, diagnostics: list[Diagnostic] | None = None):
+        self.file, self.spec = file, spec
+        self.data: typing.Any = None  # the document as written (mappings, lists, scalars), once parsed
+        self.diagnostics: list[Diagnostic] = diagnostics if diagnostics is not None else []
+
+    @property
+    def ok(self) -> bool:
+        return self.spec is not None and not has_errors(self.diagnostics)
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.diagnostics if d.is_error]
+
+
+# ids of the checks made before the rules (README, "What validate checks"); all report errors
+FILE_RULE, YAML_RULE, DOCUMENT_RULE, DUPLICATE_KEY_RULE = "file", "yaml", "document", "duplicate-key"
+SCHEMA_IDS = ("unknown-field", "missing-field", "not-a-choice", "wrong-type", "out-of-range", "invalid-value")
+ERROR_IDS = (FILE_RULE, YAML_RULE, DOCUMENT_RULE, DUPLICATE_KEY_RULE, *SCHEMA_IDS)
+
+
+def _at(file: str, message: str, line: int = 1, column: int = 1, hint: str | None = None, rule: str = FILE_RULE,
+        source: str | None = None) -> Diagnostic:
+    return Diagnostic(message, (), hint, "error", file, line, column, rule, source)
+
+
+def _line(text: str, line: int) -> str | None:
+    return yamlpos.line_of(yamlpos.lines(text), line)
+
+
+MAX_SPEC_BYTES = 1 << 20  # 1 MiB: a spec of 64 node groups is about 5 KiB
+
+_KINDS_OF_FILE = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                  (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _read(path: FsPath, file: str, what: str = "spec") -> str | Diagnostic:
+    """The file's text, or the diagnostic that says why it cannot be read. Only a regular file
+    of at most MAX_SPEC_BYTES is opened: a FIFO, a device (/dev/zero) or a huge file is refused
+    from its metadata, without a blocking or endless read."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return _at(file, "no such file", hint=f"check the path of the {what}")
+    except OSError as exc:
+        return _at(file, f"cannot be read: {exc.strerror}")
+    if stat.S_ISDIR(info.st_mode):
+        return _at(file, f"is a directory, not a {what} file", hint=f"name a YAML file, such as {file}/cluster.yaml")
+    if not stat.S_ISREG(info.st_mode):
+        kind = next((name for test, name in _KINDS_OF_FILE if test(info.st_mode)), "not a regular file")
+        return _at(file, f"is {kind}, not a {what} file", hint="name a YAML file")
+    if info.st_size > MAX_SPEC_BYTES:
+        return _at(file, f"is {info.st_size} bytes; a {what} file is at most {MAX_SPEC_BYTES} bytes (1 MiB)",
+                   hint=f"is this the {what}?")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_SPEC_BYTES + 1)  # the file may have grown since stat
+    except OSError as exc:
+        return _at(file, f"cannot be read: {exc.strerror}")
+    if len(raw) > MAX_SPEC_BYTES:
+        return _at(file, f"is more than {MAX_SPEC_BYTES} bytes; a {what} file is at most 1 MiB")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return _at(file, f"is not UTF-8 text ({exc.reason} at byte {exc.start})")
+
+
+def load(path: str | FsPath) -> LoadResult:
+    """Load and check one spec file: types, formats, then every rule."""
+    file = str(path)
+    text = _read(FsPath(path), file)
+    if isinstance(text, Diagnostic):
+        return LoadResult(file, diagnostics=[text])
+    return load_text(text, file)
+
+
+def read_mapping(path: str | FsPath, what: str, example: str, first_key: str
+                 ) -> tuple[yamlpos.Document | None, list[Diagnostic]]:
+    """A YAML file whose document is a mapping, with positions, or the diagnostic that says why
+    not. `what` names the kind of file in messages ("spec", "pipeline file")."""
+    file = str(path)
+    text = _read(FsPath(path), file, what)
+    if isinstance(text, Diagnostic):
+        return None, [text]
+    return parse_mapping(text, file, what, example, first_key)
+
+
+def parse_mapping(text: str, file: str, what: str = "spec", example: str = "one of the files in examples/",
+                  first_key: str = "name: my-cluster") -> tuple[yamlpos.Document | None, list[Diagnostic]]:
+    try:
+        doc = yamlpos.load(text, file)
+    except yamlpos.YamlSyntaxError as exc:
+        return None, [_at(file, exc.message, exc.line, exc.column, rule=YAML_RULE, source=_line(text, exc.line))]
+    if doc.data is None:
+        return None, [_at(file, f"the {what} is empty", hint=f"start from {example}", rule=DOCUMENT_RULE)]
+    if not isinstance(doc.data, dict):
+        kind = type(doc.data).__name__
+        line, column = doc.locate(())
+        return None, [_at(file, f"the {what} must be a mapping of fields, not a {kind}", line, column,
+                          hint=f"start with `{first_key}`", rule=DOCUMENT_RULE, source=_line(text, line))]
+    return doc, []
+
+
+def duplicate_keys(doc: yamlpos.Document) -> list[Problem]:
+    return [Problem(p, "this key is given twice; YAML keeps only the last", at_key=True, rule=DUPLICATE_KEY_RULE)
+            for p in doc.duplicates]
+
+
+def model_problems(exc: ValidationError, data: dict[str, typing.Any],
+                   root: type[BaseModel] = ClusterSpec) -> list[Problem]:
+    """pydantic's errors for a document validated as `root`, as located-ready problems."""
+    return [_from_pydantic(e, data, root) for e in exc.errors(include_url=False)]
+
+
+def load_text(text: str, file: str = "<spec>") -> LoadResult:
+    result = LoadResult(file)
+    doc, result.diagnostics = parse_mapping(text, file)
+    if doc is None:
+        return result
+    result.data = doc.data
+    problems = duplicate_keys(doc)
+    from fmcluster.spec import accepting, rules
+
+    try:
+        result.spec = ClusterSpec.model_validate(doc.data)
+    except ValidationError as exc:
+        problems += model_problems(exc, doc.data)
+        # the rules still run on what is valid, so one pass reports every problem
+        from fmcluster.spec import repair
+
+        problems += accepting.apply(repair.rule_problems(doc.data, ClusterSpec.model_validate, rules.check),
+                                    _accepted(doc.data), ERROR_IDS)
+    else:
+        problems = accepting.apply(problems + rules.check(result.spec), result.spec.accepted_warnings, ERROR_IDS)
+    result.diagnostics = sorted((locate(p, doc) for p in problems), key=sort_key)
+    return result
+
+
+def _accepted(data: dict[str, typing.Any]) -> list[AcceptedWarning]:
+    """The accepted warnings of a spec with type errors, where they are valid themselves."""
+    from pydantic import TypeAdapter
+
+    try:
+        return TypeAdapter(list[AcceptedWarning]).validate_python(data.get("accepted_warnings", []))
+    except ValidationError:
+        return []
+
+
+def locate(problem: Problem, doc: yamlpos.Document) -> Diagnostic:
+    line, column = doc.locate(problem.path, problem.at_key)
+    return placed(problem, doc.file, line, column, doc.line(line))
+
+
+# ---- pydantic errors in words a person understands -------------------------------------
+
+_KINDS = {"string_type": "a string", "int_type": "a whole number", "bool_type": "true or false",
+          "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping of fields",
+          "float_type": "a number", "int_from_float": "a whole number"}
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (a boolean)"
+    if isinstance(value, (int, float)):
+        return f"{value!r} (a number)"
+    if isinstance(value, str):
+        return f"'{value}' (a string)"
+    if value is None:
+        return "nothing (null)"
+    return f"a {'list' if isinstance(value, list) else 'mapping' if isinstance(value, dict) else type(value).__name__}"
+
+
+def _type_hint(kind: str, value: object) -> str | None:
+    if kind == "string_type" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f'quote it, so YAML keeps it a string: "{value}"'
+    if kind == "int_type" and isinstance(value, str) and value.strip().isdigit():
+        return f"write the number without quotes: {value.strip()}"
+    if kind == "bool_type" and isinstance(value, str):
+        return "write true or false, without quotes"
+    return None
+
+
+def _model_at(path: Path, root: type[BaseModel] = ClusterSpec) -> type[BaseModel] | None:
+    """The model class that validates the mapping at `path` (for did-you-mean hints)."""
+    model = root
+    for part in path:
+        if isinstance(part, int):
+            continue
+        info = model.model_fields.get(part) or next(
+            (f for f in model.model_fields.values() if f.alias == part), None)
+        if info is None:
+            return None
+        inner = _inner_model(info.annotation)
+        if inner is None:
+            return None
+        model = inner
+    return model
+
+
+def _inner_model(annotation: typing.Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _inner_model(arg)
+        if found:
+            return found
+    return None
+
+
+def _field_names(model: type[BaseModel]) -> list[str]:
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _closest(word: str, choices: list[str]) -> str | None:
+    import difflib  # only for a spec with errors
+
+    found = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _from_pydantic(err: ErrorDetails, data: dict[str, typing.Any], root: type[BaseModel] = ClusterSpec) -> Problem:
+    kind, ctx, value = err["type"], err.get("ctx") or {}, err.get("input")
+    loc = tuple(p for p in err["loc"] if p != "[key]")
+    at_key = "[key]" in err["loc"]
+    last = loc[-1] if loc else ""
+    if kind == "extra_forbidden":
+        model = _model_at(loc[:-1], root)
+        names = _field_names(model) if model else []
+        close = _closest(str(last), names)
+        hint = f"did you mean `{close}`?" if close else ("known fields: " + ", ".join(names) if names else None)
+        return Problem(loc, f"unknown field `{last}`", hint, at_key=True, rule="unknown-field")
+    if kind == "missing":
+        return Problem(loc, f"required field `{last}` is missing", None, rule="missing-field")
+    if kind == "literal_error":
+        expected = ctx.get("expected", "")
+        choices = [c.strip(" '") for c in expected.replace(" or ", ", ").split(",")]
+        close = _closest(str(value), choices)
+        return Problem(loc, f"{_describe(value)} is not one of {expected}",
+                       f"did you mean '{close}'?" if close else None, rule="not-a-choice")
+    if kind in _KINDS:
+        return Problem(loc, f"expected {_KINDS[kind]}, got {_describe(value)}", _type_hint(kind, value),
+                       at_key=at_key, rule="wrong-type")
+    if kind == "too_short" and loc == ("node_groups",):
+        return Problem(loc, "at least one node group is required", rule="out-of-range")
+    rule = ctx.get("rule") or ("out-of-range" if kind in _RANGES else "invalid-value")
+    return Problem(loc, err["msg"][0].lower() + err["msg"][1:], ctx.get("hint"), at_key=at_key, rule=rule)
+
+
+_RANGES = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long")

@@ -1,0 +1,264 @@
+"""A node launch template with every network card's interface (EC2 `AWS::EC2::LaunchTemplate`).
+
+The L2 `ec2.LaunchTemplate` cannot express several network cards, so the template is the typed
+L1 `ec2.CfnLaunchTemplate`, its `LaunchTemplateData` built from the L1's typed structs, but for
+one list: the network interfaces (up to 32 per template on p5, x the node groups) are plain
+dictionaries with the CloudFormation property names, set in one call through the L1's escape
+hatch (`add_property_override`), by `network_interfaces`. Measured with 64 p5.48xlarge groups:
+typed `NetworkInterfaceProperty` structs, one jsii object each, add about 10 ms per group to
+synthesis; the override adds one call.
+
+What it sets:
+
+- `NetworkInterfaces`: one per interface of the layout (`fmcluster.facts.efa.efa_layout`), with its
+  network card and device index, `InterfaceType` for EFA interfaces (ENA interfaces leave it
+  out), `SubnetId` when a subnet is given, the security groups in each interface's `Groups`
+  (the EFA group first where the template has EFA interfaces) and `DeleteOnTermination`; no
+  top-level `SecurityGroupIds` (EC2 rejects it beside network interfaces).
+- IMDSv2 only (`HttpTokens: required`), hop limit 1 by default.
+- An encrypted gp3 root volume, deleted with the instance (on `/dev/sda1`, the root device of Ubuntu AMIs, unless
+  `root_device_name` names another, such as `/dev/xvda` for Amazon Linux).
+- `ImageId` when an AMI is given (otherwise the service that launches the nodes picks it).
+- `Placement.GroupName` when a placement group is given.
+- Capacity: a Capacity Block (`InstanceMarketOptions.MarketType: capacity-block`, the
+  reservation id and the instance type, which a Capacity Block template must name), or a
+  capacity reservation target by id or by resource group ARN; nothing for on-demand or spot.
+- `TagSpecifications` for instances and volumes, and the user data (base64).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Protocol, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from constructs import Construct
+
+CAPACITY_BLOCK_MARKET = "capacity-block"
+ENA = "interface"  # the InterfaceType of a plain ENA interface, left out of the template
+ROOT_DEVICE = "/dev/sda1"  # the root device of Ubuntu AMIs
+AMAZON_LINUX_ROOT_DEVICE = "/dev/xvda"  # the root device of Amazon Linux (EKS AL2023) AMIs
+
+
+class InterfaceLike(Protocol):
+    """One network interface of a layout (`fmcluster.facts.efa.Interface` is one).
+
+    Members: `network_card_index` (the network card, 0 for the primary interface),
+    `device_index` (the attachment's device index on that card, 0 for the primary interface) and
+    `interface_type` (``interface`` for ENA, ``efa`` or ``efa-only``: the values EC2 accepts for a
+    launch template's `InterfaceType`).
+    """
+
+    network_card_index: int
+    device_index: int
+    interface_type: str
+
+
+@dataclass(frozen=True)
+class CapacityTarget:
+    """Where the instances' capacity comes from; the default (nothing) is on-demand or spot.
+
+    At most one of `reservation_id` and `reservation_resource_group_arn`; a Capacity Block needs
+    `reservation_id` (instance Capacity Blocks cannot be targeted through a resource group).
+
+    Props:
+        market_type: `InstanceMarketOptions.MarketType` of the template: ``capacity-block`` for a
+            Capacity Block for ML, the only market type this construct writes (EC2 also knows
+            ``on-demand``, ``spot`` and ``interruptible-capacity-reservation``; spot is the
+            purchase option of the node group, not of its template).
+            @default None: no market options (on-demand or spot)
+        reservation_id: the capacity reservation (ODCR or Capacity Block) the instances must run
+            in, `CapacityReservationTarget.CapacityReservationId` (``cr-`` and 17 hex digits in
+            AWS's examples; EC2 documents no pattern).
+            @default None
+        reservation_resource_group_arn: a resource group of capacity reservations the instances
+            may run in, with On-Demand backfill beyond it
+            (`CapacityReservationTarget.CapacityReservationResourceGroupArn`,
+            ``arn:PARTITION:resource-groups:REGION:ACCOUNT:group/NAME``).
+            @default None
+    """
+
+    market_type: Optional[str] = None
+    reservation_id: Optional[str] = None
+    reservation_resource_group_arn: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.reservation_id and self.reservation_resource_group_arn:
+            raise ValueError("target a capacity reservation by id or by resource group ARN, not both")
+        if self.market_type == CAPACITY_BLOCK_MARKET and not self.reservation_id:
+            raise ValueError("a Capacity Block needs its reservation id")
+
+
+# cfn-lint's "instance type offered in the region" (its data: the region's Availability Zones' offerings)
+LOCAL_ZONE_LINT_RULE = "E3628"
+
+
+@dataclass(frozen=True)
+class LaunchTemplateProps:
+    """The props of a `NodeLaunchTemplate` (and of `launch_template_data`).
+
+    Props:
+        interfaces: the network interfaces, primary first (`NetworkInterfaces`: one entry each,
+            with its `NetworkCardIndex` and `DeviceIndex`); at least one. An instance type takes
+            as many as its network cards allow (the instance catalog's EFA layout).
+            @default required
+        security_group_ids: security groups of every interface (each interface's `Groups`),
+            after the EFA group.
+            @default required
+        root_volume_gib: size of the encrypted gp3 root volume, in GiB (EBS gp3: 1 to 65,536 GiB).
+            @default required
+        efa_security_group_id: the EFA security group, first in every interface's `Groups`;
+            needed when an interface is ``efa`` or ``efa-only``, unused otherwise.
+            @default None
+        subnet_id: the subnet of every interface (`SubnetId`); None leaves the subnet to the
+            service that launches the nodes (EKS managed node groups take their subnets
+            on the node group).
+            @default None
+        user_data: the user data, as plain text: base64-encoded here (`Fn::Base64`). EC2 limits
+            user data to 16 KB; AWS PCS wants MIME multi-part, since it merges its own part.
+            @default None: no user data
+        instance_type: the instance type (`InstanceType`), such as ``p5.48xlarge``: written only
+            for a Capacity Block, whose template must name it (the services take the instance
+            type from the node group otherwise); required with a Capacity Block.
+            @default None
+        placement_group_name: name of the placement group of the instances (`Placement.GroupName`).
+            @default None: no placement group
+        capacity: the capacity reservation or Capacity Block to launch into.
+            @default ``CapacityTarget()``: on-demand or spot, no reservation
+        http_put_response_hop_limit: IMDSv2 PUT response hop limit (`MetadataOptions`): 1 to 64
+            hops (EC2's range); a pod or container in its own network namespace is one hop further.
+            @default 1
+        tags: tags of the instances and their volumes (`TagSpecifications` for ``instance`` and
+            ``volume``), key -> value (keys 1 to 128, values 0 to 256 characters).
+            @default None: no tags
+        root_device_name: device name of the root volume: the AMI's root device
+            (``/dev/sda1`` on Ubuntu, ``/dev/xvda`` on Amazon Linux).
+            @default ``/dev/sda1`` (`ROOT_DEVICE`)
+        image_id: the AMI (`ImageId`): ``ami-...`` or ``resolve:ssm:PARAMETER``.
+            @default None: the service that launches the nodes picks the AMI
+        local_zone: the nodes launch in a Local Zone: cfn-lint's check of the instance type
+            against the region's offerings (E3628, data of the region's Availability Zones) does
+            not apply and is switched off on the template (`Metadata.cfn-lint`); `fmcluster
+            preflight` checks the zone's offerings.
+            @default False
+    """
+
+    interfaces: Sequence[InterfaceLike]
+    security_group_ids: Sequence[str]
+    root_volume_gib: int
+    efa_security_group_id: Optional[str] = None
+    subnet_id: Optional[str] = None
+    user_data: Optional[str] = None
+    instance_type: Optional[str] = None
+    placement_group_name: Optional[str] = None
+    capacity: CapacityTarget = CapacityTarget()
+    http_put_response_hop_limit: int = 1
+    tags: Optional[Mapping[str, str]] = None
+    root_device_name: str = ROOT_DEVICE
+    image_id: Optional[str] = None
+    local_zone: bool = False
+
+
+def _interface(interface: InterfaceLike, groups: list[str], subnet_id: Optional[str]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"DeviceIndex": interface.device_index,
+                             "NetworkCardIndex": interface.network_card_index}
+    if interface.interface_type != ENA:
+        entry["InterfaceType"] = interface.interface_type
+    if subnet_id is not None:
+        entry["SubnetId"] = subnet_id
+    entry["Groups"] = list(groups)
+    entry["DeleteOnTermination"] = True
+    return entry
+
+
+def network_interfaces(props: LaunchTemplateProps) -> list[dict[str, Any]]:
+    """`LaunchTemplateData.NetworkInterfaces` as plain dictionaries with the CloudFormation
+    property names: one per interface of the layout, the EFA security group first in `Groups`
+    where an interface is EFA."""
+    if not props.interfaces:
+        raise ValueError("a launch template needs at least the primary network interface")
+    uses_efa = any(i.interface_type != ENA for i in props.interfaces)
+    if uses_efa and not props.efa_security_group_id:
+        raise ValueError("EFA interfaces need the EFA security group")
+    groups = ([props.efa_security_group_id] if uses_efa else []) + list(props.security_group_ids)
+    return [_interface(i, groups, props.subnet_id) for i in props.interfaces]
+
+
+_Data = ec2.CfnLaunchTemplate
+
+
+def _capacity_reservation(capacity: CapacityTarget) -> Optional[_Data.CapacityReservationSpecificationProperty]:
+    if not (capacity.reservation_id or capacity.reservation_resource_group_arn):
+        return None
+    target = _Data.CapacityReservationTargetProperty(
+        capacity_reservation_id=capacity.reservation_id,
+        capacity_reservation_resource_group_arn=capacity.reservation_resource_group_arn)
+    return _Data.CapacityReservationSpecificationProperty(capacity_reservation_target=target)
+
+
+def _market(props: LaunchTemplateProps) -> tuple[Optional[str], Optional[_Data.InstanceMarketOptionsProperty]]:
+    """(InstanceType, InstanceMarketOptions): both for a Capacity Block, neither otherwise."""
+    market_type = props.capacity.market_type
+    if market_type is None:
+        return None, None
+    if market_type != CAPACITY_BLOCK_MARKET:
+        raise ValueError(f"unsupported market type {market_type!r}")
+    if not props.instance_type:
+        raise ValueError("a Capacity Block launch template must name the instance type")
+    return props.instance_type, _Data.InstanceMarketOptionsProperty(market_type=CAPACITY_BLOCK_MARKET)
+
+
+def launch_template_data(props: LaunchTemplateProps) -> _Data.LaunchTemplateDataProperty:
+    """`LaunchTemplateData` in the L1's typed structs, without the network interfaces
+    (`network_interfaces`)."""
+    instance_type, market_options = _market(props)
+    tags = [cdk.CfnTag(key=key, value=value) for key, value in (props.tags or {}).items()]
+    return _Data.LaunchTemplateDataProperty(
+        metadata_options=_Data.MetadataOptionsProperty(
+            http_tokens="required", http_put_response_hop_limit=props.http_put_response_hop_limit,
+            http_endpoint="enabled"),
+        block_device_mappings=[_Data.BlockDeviceMappingProperty(
+            device_name=props.root_device_name,
+            ebs=_Data.EbsProperty(volume_type="gp3", volume_size=props.root_volume_gib, encrypted=True,
+                                  delete_on_termination=True))],
+        image_id=props.image_id,
+        placement=(_Data.PlacementProperty(group_name=props.placement_group_name)
+                   if props.placement_group_name else None),
+        instance_type=instance_type,
+        instance_market_options=market_options,
+        capacity_reservation_specification=_capacity_reservation(props.capacity),
+        tag_specifications=([_Data.TagSpecificationProperty(resource_type=kind, tags=tags)
+                             for kind in ("instance", "volume")] if tags else None),
+        user_data=cdk.Fn.base64(props.user_data) if props.user_data is not None else None,
+    )
+
+
+class NodeLaunchTemplate(Construct):
+    """An `AWS::EC2::LaunchTemplate` for one node group (what it sets: this module's docstring).
+
+    Props:
+        props: the template's settings, one prop each (`LaunchTemplateProps`).
+            @default required
+
+    Attributes:
+        resource: the `AWS::EC2::LaunchTemplate` (an `ec2.CfnLaunchTemplate`).
+        launch_template_id: the template's id (``lt-...``, its `Ref`).
+        latest_version_number: the template's latest version (`LatestVersionNumber`), as a string.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, props: LaunchTemplateProps) -> None:
+        super().__init__(scope, construct_id)
+        interfaces = network_interfaces(props)
+        self.resource = ec2.CfnLaunchTemplate(self, "Resource", launch_template_data=launch_template_data(props))
+        self.resource.add_property_override("LaunchTemplateData.NetworkInterfaces", interfaces)
+        if props.local_zone:
+            self.resource.add_metadata("cfn-lint", {"config": {"ignore_checks": [LOCAL_ZONE_LINT_RULE]}})
+
+    @property
+    def launch_template_id(self) -> str:
+        return self.resource.ref
+
+    @property
+    def latest_version_number(self) -> str:
+        return self.resource.attr_latest_version_number

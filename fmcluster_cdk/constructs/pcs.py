@@ -1,0 +1,164 @@
+"""AWS Parallel Computing Service (Slurm): cluster, compute node group, queue.
+
+Thin constructs over the `aws_pcs` L1 resources, with plain props. There are a handful of each
+per cluster, so the typed L1 property structs cost nothing that matters here (unlike the
+launch templates' interface lists).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional, Sequence
+
+from aws_cdk import aws_pcs as pcs
+from constructs import Construct
+
+PURCHASE_OPTIONS = ("ONDEMAND", "SPOT", "CAPACITY_BLOCK")
+SIZES = ("SMALL", "MEDIUM", "LARGE")
+
+
+class SlurmCluster(Construct):
+    """An AWS PCS cluster running Slurm. PCS takes one subnet for its controller's interface.
+
+    Slurm accounting stays off (PCS default `NONE`): it needs slurmdbd and costs an hourly fee.
+    The cluster's name, networking and size cannot change without replacing it.
+
+    Props:
+        name: the cluster's name (`Name`; the resource schema gives it no pattern or length).
+            @default required
+        slurm_version: the Slurm version (`Scheduler.Version`): 24.05, 24.11, 25.05 or 25.11
+            (the versions fmcluster offers, `fmcluster.facts.controlplanes`; the PCS API also lists 23.11).
+            @default required
+        size: ``SMALL`` (up to 32 compute nodes and 256 jobs), ``MEDIUM`` (512 and 8,192) or
+            ``LARGE`` (2,048 and 16,384).
+            @default required
+        subnet_id: the subnet of the controller's interface (PCS takes exactly one).
+            @default required
+        security_group_ids: the controller interface's security groups (``sg-...``).
+            @default required
+        scale_down_idle_seconds: how long a node stays idle before PCS scales it down, in seconds
+            (`ScaleDownIdleTimeInSeconds`: at least 1).
+            @default 600
+        slurm_settings: custom Slurm settings of the cluster, name -> value (`SlurmCustomSettings`:
+            PCS takes a subset of slurm.conf's, such as ``Prolog`` and ``PrologFlags``), in order.
+            @default none
+
+    Attributes:
+        resource: the `pcs.CfnCluster`.
+        cluster_id: the cluster's id.
+        cluster_arn: the cluster's ARN.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, slurm_version: str, size: str,
+                 subnet_id: str, security_group_ids: Sequence[str], scale_down_idle_seconds: int = 600,
+                 slurm_settings: Optional[Mapping[str, str]] = None) -> None:
+        super().__init__(scope, construct_id)
+        if size not in SIZES:
+            raise ValueError(f"PCS cluster size {size!r} is not one of {', '.join(SIZES)}")
+        self.resource = pcs.CfnCluster(
+            self, "Resource", name=name, size=size,
+            scheduler=pcs.CfnCluster.SchedulerProperty(type="SLURM", version=slurm_version),
+            networking=pcs.CfnCluster.NetworkingProperty(subnet_ids=[subnet_id],
+                                                         security_group_ids=list(security_group_ids)),
+            slurm_configuration=pcs.CfnCluster.SlurmConfigurationProperty(
+                scale_down_idle_time_in_seconds=scale_down_idle_seconds,
+                slurm_custom_settings=[pcs.CfnCluster.SlurmCustomSettingProperty(parameter_name=k, parameter_value=v)
+                                       for k, v in (slurm_settings or {}).items()] or None))
+
+    @property
+    def cluster_id(self) -> str:
+        return self.resource.attr_id
+
+    @property
+    def cluster_arn(self) -> str:
+        return self.resource.attr_arn
+
+
+class ComputeNodeGroup(Construct):
+    """A PCS compute node group of one instance type, launched from a custom launch template.
+
+    Props:
+        cluster_id: the PCS cluster's id.
+            @default required
+        name: the node group's name (`Name`; no pattern or length in the resource schema).
+            @default required
+        instance_type: the EC2 instance type (`InstanceConfigs`), such as ``p5.48xlarge``.
+            @default required
+        subnet_ids: the subnets of the instances, in the cluster's VPC.
+            @default required
+        launch_template_id: the launch template (``lt-...``).
+            @default required
+        launch_template_version: the launch template's version (a number, as a string).
+            @default required
+        instance_profile_arn: the instances' instance profile; its role needs
+            pcs:RegisterComputeNodeGroupInstance and a name starting with ``AWSPCS`` or the path
+            ``/aws-pcs/`` (`NodeRole.instance_profile_arn`).
+            @default required
+        min_count: the fewest instances (`MinInstanceCount`: at least 0).
+            @default required
+        max_count: the most instances (`MaxInstanceCount`: at least `min_count`; for a Capacity
+            Block, at most its size).
+            @default required
+        purchase_option: ``ONDEMAND``, ``SPOT`` or ``CAPACITY_BLOCK`` (`PurchaseOption`).
+            @default ``ONDEMAND``
+        ami_id: the AMI (`AmiId`: ``ami-`` and lowercase letters or digits).
+            @default None: the launch template's AMI
+
+    Attributes:
+        resource: the `pcs.CfnComputeNodeGroup`.
+        node_group_id: the node group's id.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_id: str, name: str, instance_type: str,
+                 subnet_ids: Sequence[str], launch_template_id: str, launch_template_version: str,
+                 instance_profile_arn: str, min_count: int, max_count: int, purchase_option: str = "ONDEMAND",
+                 ami_id: Optional[str] = None) -> None:
+        super().__init__(scope, construct_id)
+        if purchase_option not in PURCHASE_OPTIONS:
+            raise ValueError(f"purchase option {purchase_option!r} is not one of {', '.join(PURCHASE_OPTIONS)}")
+        if not 0 <= min_count <= max_count:
+            raise ValueError(f"scaling {min_count}..{max_count} is not a range")
+        self.resource = pcs.CfnComputeNodeGroup(
+            self, "Resource", cluster_id=cluster_id, name=name, ami_id=ami_id, subnet_ids=list(subnet_ids),
+            purchase_option=purchase_option, iam_instance_profile_arn=instance_profile_arn,
+            instance_configs=[pcs.CfnComputeNodeGroup.InstanceConfigProperty(instance_type=instance_type)],
+            custom_launch_template=pcs.CfnComputeNodeGroup.CustomLaunchTemplateProperty(
+                template_id=launch_template_id, version=launch_template_version),
+            scaling_configuration=pcs.CfnComputeNodeGroup.ScalingConfigurationProperty(
+                min_instance_count=min_count, max_instance_count=max_count))
+
+    @property
+    def node_group_id(self) -> str:
+        return self.resource.attr_id
+
+
+class SlurmQueue(Construct):
+    """A PCS queue (a Slurm partition) over compute node groups.
+
+    Props:
+        cluster_id: the PCS cluster's id.
+            @default required
+        name: the queue's name, the Slurm partition's (`Name`; no pattern or length in the
+            resource schema).
+            @default required
+        node_group_ids: ids of the compute node groups the queue sends jobs to.
+            @default required
+        slurm_settings: custom Slurm settings of the partition, name -> value (`SlurmCustomSettings`
+            of the queue: PCS takes a subset, such as ``OverSubscribe``).
+            @default none
+
+    Attributes:
+        resource: the `pcs.CfnQueue`.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_id: str, name: str,
+                 node_group_ids: Sequence[str], slurm_settings: Optional[Mapping[str, str]] = None) -> None:
+        super().__init__(scope, construct_id)
+        settings = [pcs.CfnQueue.SlurmCustomSettingProperty(parameter_name=k, parameter_value=v)
+                    for k, v in (slurm_settings or {}).items()]
+        self.resource = pcs.CfnQueue(
+            self, "Resource", cluster_id=cluster_id, name=name,
+            compute_node_group_configurations=[
+                pcs.CfnQueue.ComputeNodeGroupConfigurationProperty(compute_node_group_id=group_id)
+                for group_id in node_group_ids],
+            slurm_configuration=pcs.CfnQueue.SlurmConfigurationProperty(slurm_custom_settings=settings)
+            if settings else None)

@@ -1,0 +1,57 @@
+"""Compose the stacks of one cluster into a CDK app: the model's stacks (fmcluster.model.cluster), in
+dependency order."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from fmcluster.model import cluster as cluster_model
+from fmcluster.spec.models import ClusterSpec
+
+
+def environment(spec: ClusterSpec) -> cdk.Environment:
+    """Region always; account only when the spec names one (else environment-agnostic)."""
+    return cdk.Environment(account=spec.account, region=spec.region)
+
+
+def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
+    """Add the stacks of `spec` to `app` (an App, or a Stage of the GitOps pipeline): those of its
+    model (NAME-network, NAME-storage, NAME-observability when it is observed, NAME-cluster),
+    with the model's names, descriptions, termination protection and tags. Stack names are given
+    explicitly, so that inside a Stage they are the same as in an App (a Stage would otherwise
+    prefix them with its own name)."""
+    from fmcluster_cdk.stacks.cluster import cluster_stack
+    from fmcluster_cdk.stacks.network import NetworkStack
+    from fmcluster_cdk.stacks.storage import StorageStack
+
+    m = cluster_model.resolve(spec)
+    env = environment(spec)
+
+    def props(key: str) -> dict:
+        stack = m.stack(key)
+        assert stack is not None
+        return dict(env=env, stack_name=stack.name, description=stack.description,
+                    termination_protection=stack.termination_protection)
+
+    network = NetworkStack(app, m.stack("network").name, model=m, **props("network"))
+    storage = StorageStack(app, m.stack("storage").name, model=m, network=network, **props("storage"))
+    observability = None
+    if m.observed:
+        from fmcluster_cdk.stacks.observability import ObservabilityStack
+
+        observability = ObservabilityStack(app, m.stack("observability").name, model=m, network=network,
+                                           storage=storage, **props("observability"))
+    # The cluster stack reads the workspace ARN (an export of NAME-observability): observability
+    # is made first, and never reads from the cluster stack.
+    cluster = cluster_stack(app, m.stack("cluster").name, model=m, network=network, storage=storage,
+                            observability=observability, **props("cluster"))
+    stacks = {s.stack_name: s for s in (network, storage, observability, cluster) if s is not None}
+    for stack in stacks.values():
+        for key, value in m.tags.items():
+            cdk.Tags.of(stack).add(key, value)
+    from fmcluster_cdk import nag
+
+    if nag.requested(app):  # cdk synth -c nag=true: cdk-nag AwsSolutions, suppressions in fmcluster_cdk/nag.py
+        nag.apply(stacks.values())
+    return stacks

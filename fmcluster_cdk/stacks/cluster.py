@@ -1,0 +1,25 @@
+"""The NAME-cluster stack for the spec's control plane."""
+
+from __future__ import annotations
+
+import importlib
+
+# orchestrator.type -> (module, stack class). Modules are imported only for the control plane a
+# spec names (each pulls in its own aws-cdk-lib modules).
+STACKS = {
+    "pcs": ("fmcluster_cdk.stacks.pcs", "PcsClusterStack"),
+    "eks": ("fmcluster_cdk.stacks.eks", "EksClusterStack"),
+    "hyperpod-slurm": ("fmcluster_cdk.stacks.hyperpod", "HyperPodSlurmStack"),
+    "hyperpod-eks": ("fmcluster_cdk.stacks.hyperpod_eks", "HyperPodEksStack"),
+}
+
+
+def cluster_stack(scope, stack_id: str, *, model, network, storage, observability=None, **props):
+    """`model`: the cluster (fmcluster.model.cluster.ClusterModel). `observability`: the
+    NAME-observability stack, or None; the EKS control planes read its `workspace_arn` for their
+    managed scraper, the Slurm planes `workspace_arn` and `remote_write_url` for the nodes'
+    Prometheus agent. `props`: stack properties (env, stack_name, description)."""
+    module, class_name = STACKS[model.control_plane.type]
+    stack_class = getattr(importlib.import_module(module), class_name)
+    return stack_class(scope, stack_id, model=model, network=network, storage=storage, observability=observability,
+                       **props)

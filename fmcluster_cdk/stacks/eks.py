@@ -1,0 +1,412 @@
+"""NAME-cluster for `orchestrator.type: eks`: an Amazon EKS cluster ready for multi-node GPU
+training.
+
+What it builds from the spec, with the network and storage stacks' outputs:
+
+- the EKS cluster (`aws_eks_v2.Cluster`, Kubernetes `orchestrator.version`) on the network
+  stack's private subnets in the region's Availability Zones (GPU AZ and extra AZs; without the
+  GPU zone when it is a Local Zone: EKS runs its control plane in the region only), without Auto
+  Mode: only managed node groups;
+  API endpoint public (from `orchestrator.public_access_cidrs` only) and private, or private
+  only; with `storage.kms`, Kubernetes secrets envelope-encrypted with the storage key (the
+  cluster role may use it); authentication by access entries (cluster
+  admin for `orchestrator.admin_role_arn`; the deploying role gets none); every control-plane
+  log type; a kubectl provider (Lambda, kubectl v1.35 layer) that installs charts and
+  manifests at deploy time;
+- EKS add-ons at the versions EKS picks for the Kubernetes version: Pod Identity agent, VPC
+  CNI (with its own Pod Identity role), kube-proxy, CoreDNS, node monitoring agent, and the
+  FSx for Lustre CSI driver (with a Pod Identity role for this file system) when there is one;
+- one node role; a `system` managed node group from `orchestrator.login` (the cluster's own
+  subnets, in the region) in this stack and, per spec node group, a nested stack (stacks/node_groups.py) with
+  a cluster placement group when `placement_group` makes one, a launch template with the
+  full EFA layout (EKS documents `efa-only` interfaces for managed node groups; no subnet in
+  the template) and a managed node group in the GPU subnet: AL2023 NVIDIA AMI type for GPU types, NVMe RAID 0 by
+  the AL2023 node configuration, labels, the `nvidia.com/gpu` taint on GPU groups, node auto
+  repair, and its capacity: on-demand, reservation, Capacity Block or spot (a Capacity Block
+  group is created with no node, and its CapacityBlockScaler keeps it at the block's size while
+  the block is active: fmcluster_cdk/constructs/compute/capacity_blocks.py); the GPU subnet may be a Local Zone's;
+- Helm charts (pinned in `fmcluster.kubernetes.manifests`): the NVIDIA device plugin on GPU nodes, the
+  EFA device plugin on EFA nodes, Kueue with a ResourceFlavor per node group, a ClusterQueue
+  whose quota is the node groups' capacity and a LocalQueue in `orchestrator.namespace`;
+  LeaderWorkerSet (leaderworkerset.x-k8s.io/v1, multi-node serving; here and on HyperPod EKS),
+  its controller on the system nodes;
+- the job operators the acceptance kits submit through Kueue: the MPI operator (MPIJob
+  kubeflow.org/v2beta1) and the Kubeflow training operator (PyTorchJob kubeflow.org/v1), the two
+  sub-charts of the HyperPod dependencies chart at its pinned commit (fmcluster_cdk/constructs/
+  hyperpod_dependencies.py, one handler for both releases, in the cluster's VPC with a private
+  API endpoint), so that `eks` runs the operators HyperPod EKS gets from that chart; their
+  controllers on the system nodes;
+- with an UltraServer node group (P6e-GB200, `ClusterModel.ultraserver_groups`; here and on
+  HyperPod EKS): the NVIDIA DRA driver with ComputeDomains (its kubelet plugin on the UltraServer
+  nodes), GPU feature discovery with Node Feature Discovery, which label each UltraServer node with
+  its NVLink domain (`nvidia.com/gpu.clique`), and a Kueue Topology of NVLink domain then node
+  that the UltraServer groups' flavors name (`topologyName`), so a job can ask for one domain;
+- the Lustre file system as a static PersistentVolume and a claim in `orchestrator.namespace`;
+- with the observability stack (`observability.workspace_arn`): metrics collection, i.e. the
+  Prometheus node exporter (every node, 9100), the NVIDIA DCGM exporter (GPU nodes, 9400) and
+  the EFA node exporter (EFA nodes, 9109) as pinned Helm charts in `monitoring`, and an Amazon
+  Managed Service for Prometheus managed scraper (fmcluster_cdk/constructs/observability/scraper.py) with
+  fmcluster/observability/scraper.yaml, on the cluster's own subnets and its cluster
+  security group (which every node carries), writing to the workspace.
+
+Synthesis is pure: no chart, AMI or AZ is looked up. The imported subnets carry no AZ names
+(they are account-specific and unknown at synth); nothing here needs one, since subnets are
+always selected explicitly by id.
+
+Logical IDs derive from node-group names, never list positions.
+
+Inputs (fmcluster_cdk/stacks/refs.py): `network.vpc_id`, `network.region_subnet_ids` (the private
+subnets in the region's AZs, GPU AZ first unless it is a Local Zone; all of them without one),
+`network.gpu_subnet_id`, `network.efa_security_group_id`,
+`network.node_security_group_id`; `storage.bucket_arns`,
+`storage.kms_key_arn`, `storage.file_system_id`, `storage.file_system_dns_name`,
+`storage.file_system_mount_name` (None without Lustre); `observability.workspace_arn` (or no
+observability stack: no metrics collection).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
+from constructs import Construct
+
+from fmcluster import observability as observability_content
+from fmcluster.facts import naming
+from fmcluster.facts.controlplanes import EKS_AMI_TYPES
+from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.model.cluster import SYSTEM, ClusterModel, NodeGroup
+from fmcluster.spec.models import EVERYONE, OrchestratorSpec
+from fmcluster_cdk.constructs.compute.capacity_blocks import CapacityBlockScaler
+from fmcluster_cdk.constructs.compute.launch_template import (
+    AMAZON_LINUX_ROOT_DEVICE,
+    LaunchTemplateProps,
+    NodeLaunchTemplate,
+)
+from fmcluster_cdk.constructs.eks.cluster import ClusterAddon, ManagedNodeGroup
+from fmcluster_cdk.constructs.eks.iam import EksNodeRole, PodIdentityRole
+from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodChart, subchart_path
+from fmcluster_cdk.constructs.observability.scraper import ManagedScraper
+from fmcluster_cdk.stacks import node_groups
+from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
+
+CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK",
+                  "spot": "SPOT"}  # a reservation is on-demand capacity the launch template targets
+IMDS_HOP_LIMIT = 2  # pods reach the instance metadata service through one more hop (their network namespace)
+LOG_TYPES = (eks.ClusterLoggingTypes.API, eks.ClusterLoggingTypes.AUDIT, eks.ClusterLoggingTypes.AUTHENTICATOR,
+             eks.ClusterLoggingTypes.CONTROLLER_MANAGER, eks.ClusterLoggingTypes.SCHEDULER)
+ENDPOINT_ACCESS = {"public-and-private": eks.EndpointAccess.PUBLIC_AND_PRIVATE, "private": eks.EndpointAccess.PRIVATE}
+# What the cluster role does with the key of secrets encryption (storage.kms)
+SECRETS_KEY_ACTIONS = ["kms:Decrypt", "kms:DescribeKey", "kms:Encrypt", "kms:ListGrants"]
+ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+CNI_POLICY = "AmazonEKS_CNI_Policy"
+# The FSx CSI controller, for a static volume: describe the file system, and grow it on a
+# volume expansion (this file system only). It never creates or deletes file systems here.
+# fsx:DescribeFileSystems has no resource types (Service Authorization Reference): only
+# "Resource": "*" allows it, a file-system ARN would leave it denied.
+FSX_CSI_DESCRIBE = "fsx:DescribeFileSystems"
+FSX_CSI_ACTIONS = ["fsx:UpdateFileSystem"]
+
+
+def endpoint_access(orchestrator: OrchestratorSpec) -> eks.EndpointAccess:
+    """The API endpoint: private, or public and private with the public side open to
+    `public_access_cidrs` only (everyone, the default: no PublicAccessCidrs in the template)."""
+    access = ENDPOINT_ACCESS[orchestrator.endpoint_access]
+    if orchestrator.endpoint_access == "private" or orchestrator.public_access_cidrs == [EVERYONE]:
+        return access
+    return access.only_from(*orchestrator.public_access_cidrs)
+
+
+def config_command(spec) -> str:
+    """How a user reaches the cluster with kubectl."""
+    command = f"aws eks update-kubeconfig --name {spec.name} --region {spec.region}"
+    if spec.orchestrator.admin_role_arn:
+        command += f" --role-arn {spec.orchestrator.admin_role_arn}"
+    return command
+
+
+def ami_type(group: NodeGroup) -> Optional[str]:
+    """The EKS AMI type of a node group; None with a custom AMI (the launch template names it)."""
+    if group.ami_id:
+        return None
+    return EKS_AMI_TYPES[(group.instance.architecture, group.instance.is_gpu)]
+
+
+class EksClusterStack(cdk.Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        spec = model.spec
+        self.model = model
+        self.spec = spec
+        self.network = network
+        self.storage = storage
+        self.observability = observability
+        self.service_cidr = kubernetes.service_cidr(spec.network.vpc_cidr)
+        self.cluster = self._cluster()
+        if spec.orchestrator.admin_role_arn:
+            self.cluster.grant_access("AdminAccess", spec.orchestrator.admin_role_arn, [
+                eks.AccessPolicy.from_access_policy_name(ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
+        buckets = storage.bucket_arns or {}
+        self.node_role = EksNodeRole(self, "NodeRole", bucket_arns=[buckets[name] for name in sorted(buckets)],
+                                     kms_key_arn=storage.kms_key_arn)
+
+        self.addons: dict[str, ClusterAddon] = {}
+        for addon in (kubernetes.POD_IDENTITY_AGENT, kubernetes.VPC_CNI, kubernetes.KUBE_PROXY):
+            self._add_addon(addon)
+        self.node_groups: dict[str, ManagedNodeGroup] = {}
+        self.launch_templates: dict[str, NodeLaunchTemplate] = {}
+        if model.login is None:
+            raise ValueError("an EKS cluster needs its system nodes (orchestrator.login.count of 1 or more)")
+        self._add_node_group(model.login, Construct(self, "SystemNodes"))
+        self._add_compute()
+        for addon in (kubernetes.COREDNS, kubernetes.NODE_MONITORING_AGENT):
+            self._add_addon(addon)
+        if spec.storage.lustre:
+            self._add_addon(kubernetes.FSX_CSI, self._fsx_csi_statements())
+
+        self.charts: dict[str, eks.HelmChart] = {}
+        self.manifests: dict[str, eks.KubernetesManifest] = {}
+        self._add_device_plugins()
+        if model.ultraserver_groups:
+            self._add_nvlink_domains()
+        self._add_queues()
+        self._add_leader_worker_set()
+        self.operators: dict[str, HyperPodChart] = {}
+        self._add_operators()
+        if spec.storage.lustre:
+            self._add_lustre_volume()
+        self.scraper: Optional[ManagedScraper] = None
+        if observability is not None:
+            self._add_metrics_collection(observability.workspace_arn)
+        self._outputs()
+
+    # --- control plane ---------------------------------------------------------------------
+
+    def _cluster(self) -> eks.Cluster:
+        spec, network = self.spec, self.network
+        # The VPC has no subnet groups of its own (the subnets are selected explicitly); its AZ
+        # list is the region's, resolved by CloudFormation, and never read.
+        vpc = ec2.Vpc.from_vpc_attributes(self, "Vpc", vpc_id=network.vpc_id, availability_zones=cdk.Fn.get_azs())
+        cdk.Annotations.of(vpc).acknowledge_warning(
+            "@aws-cdk/aws-ec2:vpcAttributeIsListTokenavailabilityZones", "no subnet is selected from the VPC itself")
+        # The region's subnets only (network.region_subnet_ids: all of them unless the GPU zone
+        # is a Local Zone), named by their AZ IDs
+        self.cluster_subnets = [ec2.Subnet.from_subnet_attributes(self, f"PrivateSubnet-{az}", subnet_id=subnet_id)
+                                for az, subnet_id in zip(spec.region_zone_ids, network.region_subnet_ids, strict=True)]
+        for subnet in self.cluster_subnets:  # routes are the network stack's business
+            cdk.Annotations.of(subnet).acknowledge_warning("@aws-cdk/aws-ec2:noSubnetRouteTableId",
+                                                           "nothing here reads the subnet's route table")
+        # With storage.kms: Kubernetes secrets envelope-encrypted with the storage key (imported by
+        # ARN: its policy is CDK's default, so the account's IAM policies grant its use).
+        key = kms.Key.from_key_arn(self, "StorageKey", self.storage.kms_key_arn) if self.storage.kms_key_arn else None
+        cluster = eks.Cluster(
+            self, "Cluster", cluster_name=spec.name, version=eks.KubernetesVersion.of(spec.orchestrator.version),
+            vpc=vpc, vpc_subnets=[ec2.SubnetSelection(subnets=self.cluster_subnets)],
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP, default_capacity=0,
+            endpoint_access=endpoint_access(spec.orchestrator), cluster_logging=list(LOG_TYPES),
+            bootstrap_cluster_creator_admin_permissions=False, bootstrap_self_managed_addons=False,
+            service_ipv4_cidr=self.service_cidr, secrets_encryption_key=key,
+            kubectl_provider_options=eks.KubectlProviderOptions(kubectl_layer=KubectlV35Layer(self, "KubectlLayer")))
+        if key is not None:
+            self._grant_secrets_key(cluster, key)
+        return cluster
+
+    def _grant_secrets_key(self, cluster: eks.Cluster, key: kms.IKey) -> None:
+        """aws_eks_v2 sets the cluster's encryptionConfig but grants nothing on the key. EKS uses the
+        key as the cluster role (the deploying role, CloudFormation's, creates the grant EKS makes
+        on it at creation): the role may encrypt, decrypt, describe the key and list its grants
+        (the Amazon EKS User Guide's policy for secrets encryption). The cluster waits for it."""
+        policy = iam.Policy(self, "SecretsKeyPolicy", roles=[cluster.role], statements=[iam.PolicyStatement(
+            sid="KubernetesSecretsEncryption", actions=SECRETS_KEY_ACTIONS, resources=[key.key_arn])])
+        cluster.node.default_child.node.add_dependency(policy)
+
+    def _add_addon(self, addon: kubernetes.Addon, statements: Optional[list[iam.PolicyStatement]] = None) -> None:
+        scope = Construct(self, f"Addon-{addon.name}")
+        role_arn = None
+        if addon.service_account:
+            role = PodIdentityRole(scope, "PodIdentityRole", cluster_arn=self.cluster.cluster_arn,
+                                   description=f"EKS add-on {addon.name} ({addon.service_account}) of {self.spec.name}",
+                                   managed_policies=[CNI_POLICY] if addon is kubernetes.VPC_CNI else (),
+                                   statements=statements or ())
+            role_arn = role.role_arn
+        resource = ClusterAddon(scope, "Addon", cluster_name=self.cluster.cluster_name, addon_name=addon.name,
+                                service_account=addon.service_account, role_arn=role_arn)
+        if addon.service_account:
+            resource.node.add_dependency(self.addons[kubernetes.POD_IDENTITY_AGENT.name])
+        if addon.needs_nodes:
+            resource.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])
+        self.addons[addon.name] = resource
+
+    def _fsx_csi_statements(self) -> list[iam.PolicyStatement]:
+        file_system_arn = self.format_arn(service="fsx", resource="file-system",
+                                          resource_name=self.storage.file_system_id)
+        return [iam.PolicyStatement(sid="DescribeFileSystems", actions=[FSX_CSI_DESCRIBE], resources=["*"]),
+                iam.PolicyStatement(sid="StaticLustreVolume", actions=FSX_CSI_ACTIONS, resources=[file_system_arn])]
+
+    # --- node groups -----------------------------------------------------------------------
+
+    def _add_compute(self) -> None:
+        """The spec's node groups, as managed node groups (fmcluster_cdk/stacks/hyperpod_eks.py: as SageMaker
+        HyperPod instance groups instead)."""
+        for group in self.model.node_groups:
+            self._add_node_group(group, node_groups.node_group_stack(self, group.name, cluster_name=self.spec.name))
+
+    def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
+        custom = None
+        if group.ami_id:
+            custom = kubernetes.ClusterDetails(self.cluster.cluster_name, self.cluster.cluster_endpoint,
+                                               self.cluster.cluster_certificate_authority_data, self.service_cidr)
+        template = NodeLaunchTemplate(scope, "LaunchTemplate", props=LaunchTemplateProps(
+            interfaces=group.interfaces, subnet_id=None,
+            security_group_ids=[self.network.node_security_group_id, self.cluster.cluster_security_group_id],
+            efa_security_group_id=self.network.efa_security_group_id if group.efa else None,
+            root_volume_gib=group.root_volume_gib, root_device_name=AMAZON_LINUX_ROOT_DEVICE,
+            instance_type=group.instance_type, image_id=group.ami_id,
+            placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.spec.name),
+            capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
+            tags=self.model.instance_tags(group), local_zone=group.local_zone,
+            user_data=kubernetes.node_user_data(
+                group.instance, raid0=group.instance.nvme_disks > 0, cluster=custom, taints=group.taints,
+                efa=group.efa, lnet_efa=self.model.lustre_efa, observability=self.observability is not None)))
+        capacity_type = CAPACITY_TYPES[group.capacity.type]
+        in_template = capacity_type == "CAPACITY_BLOCK"  # EKS wants a Capacity Block's type in the template
+        subnets = tuple(self.network.region_subnet_ids) if group.role == SYSTEM else (self.network.gpu_subnet_id,)
+        made = ManagedNodeGroup(
+            scope, "NodeGroup", cluster_name=self.cluster.cluster_name, node_role_arn=self.node_role.role_arn,
+            subnet_ids=subnets, launch_template_id=template.launch_template_id,
+            launch_template_version=template.latest_version_number,
+            # on a Capacity Block: no node until the block is active (CapacityBlockScaler below)
+            min_size=group.created_size,
+            max_size=group.max_count, instance_type=None if in_template else group.instance_type,
+            ami_type=ami_type(group), capacity_type=capacity_type, labels=dict(group.labels),
+            taints=[dict(t) for t in group.taints], tags={naming.NODE_GROUP_TAG: group.name})
+        for name in (kubernetes.POD_IDENTITY_AGENT.name, kubernetes.VPC_CNI.name, kubernetes.KUBE_PROXY.name):
+            made.node.add_dependency(self.addons[name])
+        if group.follows_block:
+            CapacityBlockScaler(
+                scope, "CapacityBlockScaler", cluster_name=self.cluster.cluster_name,
+                nodegroup_name=made.nodegroup_name, nodegroup_arn=made.nodegroup_arn,
+                reservation_id=str(group.capacity.reservation_id), size=group.max_count,
+                hold_parameter=naming.hold_parameter(self.spec.name, group.name),
+                drain_minutes=group.drain_minutes)
+        self.launch_templates[group.name] = template
+        self.node_groups[group.name] = made
+
+    # --- inside Kubernetes -----------------------------------------------------------------
+
+    def _add_chart(self, construct_id: str, chart: kubernetes.Chart, values: dict[str, Any],
+                   wait: bool = False) -> eks.HelmChart:
+        helm = self.cluster.add_helm_chart(
+            construct_id, chart=chart.chart, repository=chart.repository, version=chart.version,
+            release=chart.release, namespace=chart.namespace, create_namespace=True, values=values, wait=wait,
+            timeout=cdk.Duration.minutes(15) if wait else None)
+        self.charts[chart.release] = helm
+        return helm
+
+    def _add_device_plugins(self) -> None:
+        groups = self.model.node_groups
+        if any(g.instance.is_gpu for g in groups):
+            self._add_chart("NvidiaDevicePlugin", kubernetes.NVIDIA_DEVICE_PLUGIN,
+                            kubernetes.nvidia_device_plugin_values())
+        efa_types = [g.instance_type for g in groups if g.efa_interfaces]
+        if efa_types:
+            self._add_chart("EfaDevicePlugin", kubernetes.EFA_DEVICE_PLUGIN,
+                            kubernetes.efa_device_plugin_values(efa_types))
+
+    def _add_nvlink_domains(self) -> None:
+        """The UltraServer node groups' NVLink domains: the DRA driver's ComputeDomains and GFD's
+        nvidia.com/gpu.clique label (the Topology is in the Kueue manifests)."""
+        groups = [g.name for g in self.model.ultraserver_groups]
+        self._add_chart("NvidiaDraDriver", kubernetes.DRA_DRIVER, kubernetes.dra_driver_values(groups))
+        self._add_chart("GpuFeatureDiscovery", kubernetes.GPU_FEATURE_DISCOVERY,
+                        kubernetes.gpu_feature_discovery_values(groups))
+
+    def _namespace(self) -> Optional[eks.KubernetesManifest]:
+        """The manifest of orchestrator.namespace (once), or None where Kubernetes has it already."""
+        if "Namespace" not in self.manifests:
+            document = kubernetes.namespace_manifest(self.spec.orchestrator.namespace)
+            if document is None:
+                return None
+            self.manifests["Namespace"] = self.cluster.add_manifest("Namespace", document)
+        return self.manifests["Namespace"]
+
+    def _add_manifest(self, construct_id: str, documents: list[dict[str, Any]], *after: Construct) -> None:
+        manifest = self.cluster.add_manifest(construct_id, *documents)
+        for dependency in (self._namespace(), *after):
+            if dependency is not None:
+                manifest.node.add_dependency(dependency)
+        self.manifests[construct_id] = manifest
+
+    def _add_queues(self) -> None:
+        kueue = self._add_chart("Kueue", kubernetes.KUEUE, kubernetes.kueue_values(self.model), wait=True)
+        kueue.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])  # its controller runs there
+        self._add_manifest("KueueQueues", kubernetes.kueue_manifests(self.model), kueue)
+
+    def _add_leader_worker_set(self) -> None:
+        """LWS, waited for (its webhook serves before the stack is done), after the system nodes
+        its controller runs on."""
+        lws = self._add_chart("LeaderWorkerSet", kubernetes.LWS, kubernetes.lws_values(), wait=True)
+        lws.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])
+
+    def handler_placement(self) -> dict[str, Any]:
+        """Where a custom-resource handler that talks to the API server runs: in the cluster's VPC,
+        subnets and cluster security group when the endpoint is private; else outside any VPC."""
+        if self.spec.orchestrator.endpoint_access != "private":
+            return {}
+        return dict(vpc=self.cluster.vpc, security_groups=[self.cluster.cluster_security_group],
+                    subnets=self.cluster_subnets)
+
+    def _add_operators(self) -> None:
+        """The MPI and training operators' sub-charts, each a release (one handler for both), after
+        the system nodes their controllers run on (fmcluster_cdk/stacks/hyperpod_eks.py: HyperPod's dependencies
+        chart has them)."""
+        system = self.node_groups[kubernetes.SYSTEM_NODE_GROUP]
+        scope, function = Construct(self, "Operators"), None
+        for operator in kubernetes.operators():
+            chart = HyperPodChart(
+                scope, operator.release, cluster=self.cluster, release=operator.release, namespace=operator.namespace,
+                values=operator.values, chart_path=subchart_path(operator.subchart),
+                node_selector=operator.node_selector, function=function,
+                **(self.handler_placement() if function is None else {}))
+            chart.resource.node.add_dependency(system)
+            function = chart.function
+            self.operators[operator.release] = chart
+
+    def _add_lustre_volume(self) -> None:
+        storage = self.storage
+        if not (storage.file_system_id and storage.file_system_dns_name and storage.file_system_mount_name):
+            raise ValueError("the spec has a Lustre file system, but the storage stack gives no id, DNS or mount name")
+        documents = kubernetes.lustre_manifests(self.spec, file_system_id=storage.file_system_id,
+                                                dns_name=storage.file_system_dns_name,
+                                                mount_name=storage.file_system_mount_name)
+        self._add_manifest("LustreVolume", documents, self.addons[kubernetes.FSX_CSI.name])
+
+    def _add_metrics_collection(self, workspace_arn: str) -> None:
+        """The exporters (only where their devices are) and the managed scraper."""
+        self._add_chart("NodeExporter", kubernetes.NODE_EXPORTER, kubernetes.node_exporter_values())
+        self._add_chart("DcgmExporter", kubernetes.DCGM_EXPORTER, kubernetes.dcgm_exporter_values())
+        self._add_chart("EfaNodeExporter", kubernetes.EFA_NODE_EXPORTER, kubernetes.efa_node_exporter_values())
+        self.scraper = ManagedScraper(
+            self, "MetricsScraper", alias=self.spec.name, cluster_arn=self.cluster.cluster_arn,
+            subnet_ids=self.network.region_subnet_ids, security_group_ids=[self.cluster.cluster_security_group_id],
+            workspace_arn=workspace_arn,
+            scrape_configuration=observability_content.scrape_configuration(self.spec.name),
+            tags=dict(self.model.tags))
+        cdk.CfnOutput(self, "MetricsScraperArn", value=self.scraper.scraper_arn,
+                      description="Amazon Managed Service for Prometheus managed scraper")
+
+    def _outputs(self) -> None:
+        spec = self.spec
+        cluster_queue, local_queue = kubernetes.queue_names(spec)
+        cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name, description="Amazon EKS cluster")
+        cdk.CfnOutput(self, "ConfigCommand", value=config_command(spec), description="kubectl access")
+        cdk.CfnOutput(self, "NodeGroupNames", description="EKS managed node groups (system first)",
+                      value=cdk.Fn.join(",", [g.nodegroup_name for g in self.node_groups.values()]))
+        cdk.CfnOutput(self, "LocalQueue", value=f"{spec.orchestrator.namespace}/{local_queue}",
+                      description=f"Kueue LocalQueue (label kueue.x-k8s.io/queue-name) of ClusterQueue {cluster_queue}")

@@ -1,0 +1,241 @@
+"""NAME-cluster for `orchestrator.type: hyperpod-slurm`: Slurm on Amazon SageMaker HyperPod.
+
+What it builds from the spec, with the network and storage stacks' outputs:
+
+- one lifecycle-script folder per instance group (fmcluster.node.lifecycle: unattended upgrades that
+  restart nothing, EFA/NCCL environment, hooks, NVMe scratch, and on compute groups the readiness
+  check that drains a node without its GPUs, file system or scratch), published as CDK file
+  assets (fmcluster_cdk.constructs.hyperpod.lifecycle) and run by HyperPod as the group's `OnInitComplete`
+  script;
+- the execution role of the instance groups (fmcluster_cdk.constructs.hyperpod.role), scoped to the
+  cluster's VPC, buckets and lifecycle folders;
+- the `AWS::SageMaker::Cluster` with the API-driven Slurm configuration (SageMaker Developer
+  Guide, "SageMaker HyperPod Slurm configuration"): `Orchestrator.Slurm.SlurmConfigStrategy:
+  Managed` (none with `storage.kms`: see below), a `controller` group (SlurmConfig NodeType
+  Controller, sized by node count), a
+  `login` group from `orchestrator.login` (NodeType Login), and per spec node group one Compute
+  group whose Slurm partition is the group's name; deep health checks (InstanceStress,
+  InstanceConnectivity) on GPU groups; automatic node recovery; the FSx for Lustre file system
+  mounted by HyperPod on every group (InstanceStorageConfigs.FsxLustreConfig at
+  `storage.lustre.mount_path`); for an EFA-enabled file system (`storage.lustre.efa`) the execution
+  role may call `fsx:DescribeFileSystems`, which the mount's EFA set-up needs (else Lustre runs
+  over TCP);
+- with `storage.kms`, the storage key (NAME-storage's) encrypts every instance's root volume and
+  its /opt/sagemaker volume (fmcluster_cdk/constructs/hyperpod/cluster.py), and the execution role may create grants
+  on it through SageMaker; HyperPod takes a customer managed key only in continuous node
+  provisioning (NodeProvisioningMode Continuous), which takes no SlurmConfigStrategy;
+- with the NAME-observability stack (`observability.workspace_arn`, `remote_write_url`): metrics
+  collection on every node as on AWS PCS nodes, by the lifecycle hook `hooks.d/50-metrics.sh`
+  (fmcluster.node.lifecycle.metrics_hook: node exporter, GPU/EFA collectors where the devices are, the
+  Slurm collector on the controller, a Prometheus agent remote-writing with SigV4); the
+  remote-write URL in the SSM parameter `/fmcluster/NAME/prometheus-remote-write-url`, which the
+  hook reads at run time; the execution role gets `aps:RemoteWrite` on that workspace and
+  `ssm:GetParameter` on that parameter only.
+
+Instance groups and their constructs are named after node groups, never list positions.
+
+Inputs (fmcluster_cdk/stacks/refs.py): `network.vpc_id`, `network.gpu_subnet_id`,
+`network.node_security_group_id`, `network.efa_security_group_id`; `storage.bucket_arns`,
+`storage.kms_key_arn`, `storage.file_system_dns_name`, `storage.file_system_mount_name`.
+
+`HyperPodGroups` holds what both HyperPod stacks share; fmcluster_cdk/stacks/hyperpod_eks.py builds on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Mapping, Optional, Sequence
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from fmcluster.facts import catalog
+from fmcluster.facts.controlplanes import SPOT
+from fmcluster.model.cluster import COMPUTE as COMPUTE_ROLE
+from fmcluster.model.cluster import CONTROLLER as CONTROLLER_ROLE
+from fmcluster.model.cluster import LOGIN as LOGIN_ROLE
+from fmcluster.model.cluster import ClusterModel, NodeGroup
+from fmcluster.node import bootstrap, lifecycle
+from fmcluster_cdk.constructs.hyperpod.cluster import (
+    COMPUTE,
+    CONTINUOUS,
+    CONTROLLER,
+    DEEP_HEALTH_CHECKS,
+    LOGIN,
+    HyperPodCluster,
+    InstanceGroup,
+)
+from fmcluster_cdk.constructs.hyperpod.lifecycle import LifecycleScripts
+from fmcluster_cdk.constructs.hyperpod.role import ExecutionPolicyProps, HyperPodExecutionRole
+from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
+
+# The Slurm node type of each of the model's groups (fmcluster.model.cluster roles).
+SLURM_NODE_TYPES = {CONTROLLER_ROLE: CONTROLLER, LOGIN_ROLE: LOGIN, COMPUTE_ROLE: COMPUTE}
+CONTROLLER_GROUP = CONTROLLER_ROLE  # the controller group's name
+SLURM_CONFIG_STRATEGY = "Managed"  # HyperPod owns the partition-node mapping of slurm.conf, with drift detection
+
+
+def threads_per_core(instance_type: str) -> int:
+    """GPU nodes run one thread per core (the usual HPC setting for training ranks and data
+    loaders pinned to physical cores); CPU nodes keep SMT."""
+    return 1 if catalog.catalog()[instance_type].is_gpu else 2
+
+
+class HyperPodGroups(Construct):
+    """Lifecycle folders and the execution role for a set of instance groups, and the
+    `InstanceGroup`s themselves. `cluster_name`: the folders are under its prefix. `groups`: the
+    instance groups without role and lifecycle (`execution_role_arn` and `lifecycle_uri` are
+    filled in here). `hooks`: per group name, the
+    lifecycle hooks (file name -> script). `checks`: per group name, the readiness checks whose
+    failure drains a node (Slurm compute groups). `runtime`: per group name, Enroot and Pyxis on a Slurm
+    controller or login group (lifecycle.SlurmRuntime). `lnet_efa`: per group name, configure LNet over
+    EFA on its nodes (fmcluster.node.lifecycle.entry_script). `workspace_arn`, `metrics_parameter_arn`:
+    the role's metrics permissions (HyperPodExecutionRole). `efa_file_system`: the groups mount an
+    EFA-enabled file system through HyperPod (the role may describe file systems)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, groups: Sequence[InstanceGroup],
+                 efa: dict[str, bool], network: NetworkRefs, storage: StorageRefs, subnet_ids: Sequence[str],
+                 security_group_ids: Sequence[str],
+                 eks_cluster_arn: Optional[str] = None, description: str,
+                 hooks: Optional[Mapping[str, Mapping[str, str]]] = None, workspace_arn: Optional[str] = None,
+                 metrics_parameter_arn: Optional[str] = None,
+                 checks: Optional[Mapping[str, lifecycle.NodeChecks]] = None,
+                 lnet_efa: Optional[Mapping[str, bool]] = None, efa_file_system: bool = False,
+                 runtime: Optional[Mapping[str, lifecycle.SlurmRuntime]] = None) -> None:
+        super().__init__(scope, construct_id)
+        hooks, checks, lnet_efa, runtime = hooks or {}, checks or {}, lnet_efa or {}, runtime or {}
+        self.scripts: dict[str, LifecycleScripts] = {
+            g.name: LifecycleScripts(self, f"Lifecycle-{g.name}", cluster=cluster_name,
+                                     bundle=lifecycle.bundle(g.name, g.instance_type, efa=efa[g.name],
+                                                             hooks=hooks.get(g.name), checks=checks.get(g.name),
+                                                             lnet_efa=lnet_efa.get(g.name, False),
+                                                             runtime=runtime.get(g.name)))
+            for g in groups}
+        buckets = storage.bucket_arns or {}
+        self.role = HyperPodExecutionRole(self, "ExecutionRole", description=description, policy=ExecutionPolicyProps(
+            lifecycle=list(self.scripts.values()),
+            bucket_arns=[buckets[name] for name in sorted(buckets)], kms_key_arn=storage.kms_key_arn,
+            vpc_id=network.vpc_id, subnet_ids=subnet_ids, security_group_ids=security_group_ids,
+            eks_cluster_arn=eks_cluster_arn, workspace_arn=workspace_arn,
+            metrics_parameter_arn=metrics_parameter_arn, efa_file_system=efa_file_system,
+            volume_key_arn=storage.kms_key_arn))
+        self.instance_groups = [replace(g, execution_role_arn=self.role.role_arn,
+                                        lifecycle_uri=self.scripts[g.name].s3_uri,
+                                        volume_kms_key_id=storage.kms_key_arn) for g in groups]
+
+
+def compute_group(m: ClusterModel, group: NodeGroup, **extra: Any) -> InstanceGroup:
+    """The instance group of a spec node group (role and lifecycle left empty); `extra`: the
+    orchestrator's own fields (Slurm node type and partition, FSx, Kubernetes labels and taints)."""
+    instance = group.instance
+    return InstanceGroup(
+        name=group.name, instance_type=group.instance_type, count=group.max_count, execution_role_arn="",
+        lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT, threads_per_core=threads_per_core(group.instance_type),
+        volume_gib=group.root_volume_gib, deep_health_checks=DEEP_HEALTH_CHECKS if instance.is_gpu else (),
+        interface_type=m.control_plane.interface_mode.value if group.efa else None,
+        training_plan_arn=group.capacity.training_plan_arn, spot=group.capacity.type == SPOT, image_id=group.ami_id,
+        **extra)
+
+
+def provisioning_mode(spec) -> Optional[str]:
+    """Continuous node provisioning where the spec needs it: a storage key for the instances' volumes
+    (HyperPod takes a customer managed key only in that mode), or Spot groups on EKS (stacks/hyperpod_eks.py)."""
+    return CONTINUOUS if spec.storage.kms else None
+
+
+def slurm_orchestrator(mode: Optional[str] = None):
+    """The Slurm orchestrator: `Managed` slurm.conf partitions, except in continuous provisioning,
+    which takes no SlurmConfigStrategy (SageMaker Developer Guide, "Continuous provisioning for
+    enhanced cluster operations with Slurm": any value is an API error; it merges partitions into
+    slurm.conf, without drift detection)."""
+    from aws_cdk import aws_sagemaker as sagemaker
+
+    strategy = None if mode == CONTINUOUS else SLURM_CONFIG_STRATEGY
+    return sagemaker.CfnCluster.OrchestratorProperty(
+        slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(slurm_config_strategy=strategy))
+
+
+def metrics_parameter_name(cluster: str) -> str:
+    """The SSM parameter with the remote-write URL of the cluster's Prometheus workspace."""
+    return f"/fmcluster/{cluster}/prometheus-remote-write-url"
+
+
+class HyperPodSlurmStack(cdk.Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        spec = model.spec
+        self.model = model
+        fsx = self.fsx_lustre(spec, storage)
+        common = dict(execution_role_arn="", lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT, fsx_lustre=fsx)
+        own = [g for g in (model.controller, model.login) if g is not None]  # the controller, the login nodes
+        groups = [InstanceGroup(name=g.name, instance_type=g.instance_type, count=g.max_count,
+                                threads_per_core=threads_per_core(g.instance_type), volume_gib=g.root_volume_gib,
+                                slurm_node_type=SLURM_NODE_TYPES[g.role], **common) for g in own]
+        groups += [compute_group(model, g, slurm_node_type=COMPUTE, partition=g.name, fsx_lustre=fsx)
+                   for g in model.node_groups]
+        efa = {g.name: g.efa for g in model.all_groups}
+
+        subnets = [network.gpu_subnet_id]
+        security_groups = [network.node_security_group_id]
+        if any(efa.values()):
+            security_groups.append(network.efa_security_group_id)
+        metrics: dict[str, Any] = {}
+        self.metrics_parameter = None
+        if observability is not None:
+            metrics = self._metrics(spec, observability, groups, efa)
+        # Compute nodes that are not ready (GPUs missing, the file system not mounted) are drained.
+        checks = lifecycle.NodeChecks((spec.storage.lustre.mount_path,) if spec.storage.lustre else (), containers=True)
+        # Enroot and Pyxis on the controller (which registers Pyxis for every configless slurmd) and
+        # the login nodes too, as AWS's HyperPod reference installs them.
+        shared = checks.mounts[0] if checks.mounts else ""
+        runtime = {g.name: lifecycle.SlurmRuntime(controller=g.role == CONTROLLER_ROLE, shared_path=shared)
+                   for g in own}
+        self.groups = HyperPodGroups(self, "InstanceGroups", cluster_name=spec.name, groups=groups, efa=efa,
+                                     network=network, storage=storage,
+                                     subnet_ids=subnets, security_group_ids=security_groups,
+                                     description=f"SageMaker HyperPod instance groups of {spec.name}",
+                                     checks={g.name: checks for g in model.node_groups},
+                                     efa_file_system=bool(fsx) and model.lustre_efa, runtime=runtime, **metrics)
+        mode = provisioning_mode(spec)
+        self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
+                                       orchestrator=slurm_orchestrator(mode),
+                                       instance_groups=self.groups.instance_groups, subnet_ids=subnets,
+                                       security_group_ids=security_groups, node_provisioning_mode=mode)
+
+        partitions = ",".join(g.name for g in model.node_groups)
+        for output_id, value, description in (
+                ("ClusterArn", self.cluster.cluster_arn, "SageMaker HyperPod cluster ARN"),
+                ("ClusterName", spec.name, "aws sagemaker list-cluster-nodes --cluster-name NAME"),
+                ("ExecutionRoleArn", self.groups.role.role_arn, "execution role of the instance groups"),
+                ("Partitions", partitions, "Slurm partitions (one per node group)")):
+            cdk.CfnOutput(self, output_id, value=value, description=description)
+
+    def _metrics(self, spec, observability, groups: Sequence[InstanceGroup], efa: dict[str, bool]) -> dict[str, Any]:
+        """The SSM parameter with the remote-write URL, and HyperPodGroups' metrics arguments:
+        every group's `50-metrics.sh` hook (the Slurm collector on the controller) and the role's
+        permissions on the workspace and the parameter."""
+        from aws_cdk import aws_ssm as ssm
+
+        self.metrics_parameter = ssm.StringParameter(
+            self, "MetricsRemoteWriteUrl", parameter_name=metrics_parameter_name(spec.name),
+            string_value=observability.remote_write_url,
+            description=f"remote-write URL of the Prometheus workspace of {spec.name} (lifecycle hook 50-metrics.sh)")
+        lustre_path = spec.storage.lustre.mount_path if spec.storage.lustre else ""
+        hooks = {g.name: {lifecycle.METRICS_HOOK: lifecycle.metrics_hook(
+            g.instance_type, bootstrap.Metrics(cluster=spec.name, remote_write_url="", region=spec.region,
+                                               slurm=g.slurm_node_type == CONTROLLER),
+            efa=efa[g.name], parameter=metrics_parameter_name(spec.name), lustre_path=lustre_path)} for g in groups}
+        return {"hooks": hooks, "workspace_arn": observability.workspace_arn,
+                "metrics_parameter_arn": self.metrics_parameter.parameter_arn}
+
+    @staticmethod
+    def fsx_lustre(spec, storage) -> Optional[dict[str, str]]:
+        """HyperPod's FsxLustreConfig for the spec's file system, or None without one."""
+        lustre = spec.storage.lustre
+        if lustre is None:
+            return None
+        if not (storage.file_system_dns_name and storage.file_system_mount_name):
+            raise ValueError("the spec has a Lustre file system, but the storage stack gives no DNS or mount name")
+        return {"dns_name": storage.file_system_dns_name, "mount_name": storage.file_system_mount_name,
+                "mount_path": lustre.mount_path}

@@ -1,0 +1,110 @@
+"""NAME-cluster for `orchestrator.type: hyperpod-eks`: SageMaker HyperPod on Amazon EKS.
+
+The EKS part is the `eks` control plane's (fmcluster_cdk/stacks/eks.py): the cluster, add-ons, the `system`
+managed node group from `orchestrator.login`, Kueue and its queues, LeaderWorkerSet, the Lustre
+volume, and with UltraServer groups the DRA driver, GPU feature discovery and the NVLink-domain
+Topology; only the spec's node groups change. Instead of managed node groups they become SageMaker HyperPod
+instance groups of an `AWS::SageMaker::Cluster` whose orchestrator is the EKS cluster
+(`Orchestrator.Eks.ClusterArn`):
+
+- per node group: `ml.<type>`, `count`, deep health checks on GPU groups, `efa-only`
+  interfaces, training plan or Spot capacity, the lifecycle folder (EFA/NCCL environment, NVMe
+  scratch, hooks) as `OnInitComplete`, and the Kubernetes labels and taints the `eks` plane gives
+  its node groups (KubernetesConfig), so Kueue's flavors and the Lustre claim work unchanged;
+- automatic node recovery; continuous provisioning when a group runs on Spot ("Spot instances
+  in Amazon SageMaker HyperPod": Spot works with continuous provisioning) or with `storage.kms`
+  (the storage key encrypts the instances' volumes, as on hyperpod-slurm);
+- the execution role (fmcluster_cdk/stacks/hyperpod.py, with the EKS additions: VPC CNI, image pulls, Pod
+  Identity on this cluster). HyperPod itself creates the role's access entry (the
+  AWS::SageMaker::Cluster handler holds eks:CreateAccessEntry);
+- the HyperPod dependencies chart (fmcluster_cdk/constructs/hyperpod/dependencies.py), installed after the
+  system nodes and before the HyperPod cluster, as HyperPod requires. It brings the NVIDIA and EFA
+  device plugins for `ml.*` nodes and the MPI and training operators, so the `eks` plane's own
+  device plugins and operator releases are left out (LeaderWorkerSet is kept);
+- with observability, the `eks` plane's metrics collection unchanged: the instance groups carry
+  the same GPU/EFA labels and taint and the cluster security group, so the exporters land on
+  them and the managed scraper reaches them; a lifecycle hook (`hooks.d/50-expected-gpus.sh`)
+  writes the node's `fmcluster_expected_gpus`, as the managed node groups' user data does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import aws_cdk as cdk
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from fmcluster.facts.controlplanes import SPOT
+from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.model.cluster import ClusterModel
+from fmcluster.node import lifecycle
+from fmcluster_cdk.constructs.hyperpod.cluster import CONTINUOUS, HyperPodCluster
+from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodDependencies, chart_values
+from fmcluster_cdk.stacks.eks import EksClusterStack
+from fmcluster_cdk.stacks.hyperpod import HyperPodGroups, compute_group, provisioning_mode
+from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
+
+# The chart's EFA device plugin tolerates only its own taints; GPU nodes carry nvidia.com/gpu.
+EFA_PLUGIN_TOLERATIONS = [{"operator": "Exists"}]
+
+
+class HyperPodEksStack(EksClusterStack):
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, model=model, network=network, storage=storage,
+                         observability=observability, **kwargs)
+        spec = model.spec
+        system = self.node_groups[kubernetes.SYSTEM_NODE_GROUP]
+
+        values = chart_values(self.region)
+        values["aws-efa-k8s-device-plugin"] = {"tolerations": EFA_PLUGIN_TOLERATIONS}
+        self.hyperpod_dependencies = HyperPodDependencies(self, "HyperPodDependencies", cluster=self.cluster,
+                                                          values=values, **self.handler_placement())
+        self.hyperpod_dependencies.resource.node.add_dependency(system)  # the chart's operators run there
+
+        groups = [compute_group(model, g, kubernetes_labels=dict(g.labels),
+                                kubernetes_taints=[dict(t) for t in g.taints])
+                  for g in model.node_groups]
+        efa = model.efa_groups
+        subnets = [network.gpu_subnet_id]
+        security_groups = [network.node_security_group_id, self.cluster.cluster_security_group_id]
+        if any(efa.values()):
+            security_groups.append(network.efa_security_group_id)
+        # With observability: the node exporter chart's textfile metric fmcluster_expected_gpus,
+        # written by a lifecycle hook (HyperPod nodes have no launch template user data).
+        hooks = {g.name: {lifecycle.EXPECTED_GPUS_HOOK: kubernetes.expected_gpus_script(g.instance)}
+                 for g in model.node_groups} if observability is not None else None
+        # An EFA-enabled file system: the FSx CSI driver mounts it on the node, so the node
+        # configures LNet over EFA first (lifecycle.entry_script).
+        self.instance_groups = HyperPodGroups(
+            self, "InstanceGroups", cluster_name=spec.name, groups=groups, efa=efa, network=network, storage=storage,
+            subnet_ids=subnets,
+            security_group_ids=security_groups, eks_cluster_arn=self.cluster.cluster_arn,
+            description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)", hooks=hooks,
+            lnet_efa={g.name: model.lustre_efa for g in model.node_groups})
+        spot = any(g.capacity.type == SPOT for g in model.node_groups)
+        mode = CONTINUOUS if spot else provisioning_mode(spec)
+        self.hyperpod = HyperPodCluster(
+            self, "HyperPod", name=spec.name, instance_groups=self.instance_groups.instance_groups,
+            orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=self.cluster.cluster_arn)),
+            subnet_ids=subnets, security_group_ids=security_groups, node_provisioning_mode=mode)
+        self.hyperpod.add_dependency(self.hyperpod_dependencies.resource, system,
+                                     *(self.addons[a.name] for a in (kubernetes.VPC_CNI, kubernetes.KUBE_PROXY,
+                                                                     kubernetes.COREDNS)))
+
+        for output_id, value, description in (
+                ("HyperPodClusterArn", self.hyperpod.cluster_arn, "SageMaker HyperPod cluster ARN"),
+                ("ExecutionRoleArn", self.instance_groups.role.role_arn, "execution role of the instance groups")):
+            cdk.CfnOutput(self, output_id, value=value, description=description)
+
+    def _add_compute(self) -> None:
+        """No managed node groups for the spec's groups: they are HyperPod instance groups."""
+
+    def _add_device_plugins(self) -> None:
+        """The HyperPod dependencies chart installs the device plugins for HyperPod nodes."""
+
+    def _add_operators(self) -> None:
+        """The HyperPod dependencies chart installs the MPI and training operators (the sub-charts
+        the `eks` plane installs on its own), so they are not installed twice."""

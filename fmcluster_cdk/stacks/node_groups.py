@@ -1,0 +1,59 @@
+"""What the node-group stacks of NAME-cluster share (fmcluster_cdk/stacks/pcs.py, fmcluster_cdk/stacks/eks.py).
+
+Layout: every spec node group lives in a CloudFormation nested stack of its own inside
+NAME-cluster (`node_group_stack`), whose construct id is `NodeGroup-<name>`. Inside it, the
+group's resources sit under a construct of that same id, so their logical IDs are the ones they
+had in the parent stack before the split, and derive from the group's name only. Adding,
+removing or reordering a group adds or removes one nested stack and touches no other group's
+template. The parent template keeps the control plane and one `AWS::CloudFormation::Stack` per
+group, so no template grows past CloudFormation's limits (1 MB, 500 resources, 200 outputs, 200
+parameters) with many node groups: one p5.48xlarge launch template alone is about 12 KB.
+
+Placement groups belong to their node group (`placement_group_name`): a new cluster placement
+group is created inside the group's nested stack, so removing a group, or changing its capacity
+so that it needs none, deletes it with the group; no stack exports a name per group.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from fmcluster.facts.controlplanes import CAPACITY_BLOCK, RESERVATION
+from fmcluster.model.cluster import NodeGroup
+from fmcluster_cdk.constructs.compute.launch_template import CAPACITY_BLOCK_MARKET, CapacityTarget
+from fmcluster_cdk.constructs.network import ClusterPlacementGroups
+
+
+def capacity_target(capacity) -> CapacityTarget:
+    """The launch template's capacity settings for a node group's `capacity` (on-demand and spot:
+    none; spot is the node group's purchase or capacity type)."""
+    if capacity.type == CAPACITY_BLOCK:
+        return CapacityTarget(market_type=CAPACITY_BLOCK_MARKET, reservation_id=capacity.reservation_id)
+    if capacity.type == RESERVATION:
+        return CapacityTarget(reservation_id=capacity.reservation_id,
+                              reservation_resource_group_arn=capacity.reservation_resource_group_arn)
+    return CapacityTarget()
+
+
+def node_group_id(name: str) -> str:
+    """The construct id of a spec node group: of its nested stack, and of the construct inside
+    it that holds its resources."""
+    return f"NodeGroup-{name}"
+
+
+def node_group_stack(scope: Construct, name: str, *, cluster_name: str) -> Construct:
+    """The nested stack of spec node group `name`, and the construct inside it for its resources."""
+    nested = cdk.NestedStack(scope, node_group_id(name), description=f"fmcluster {cluster_name}: node group {name}")
+    return Construct(nested, node_group_id(name))
+
+
+def placement_group_name(scope: Construct, group: NodeGroup, *, cluster_name: str) -> Optional[str]:
+    """The placement group of a node group's launch template (its model's `placement`): a new
+    cluster placement group in `scope`, an existing group's name, or None."""
+    if group.placement.create:
+        return ClusterPlacementGroups(scope, "PlacementGroup", keys=[group.name],
+                                      name_prefix=cluster_name).group_names[group.name]
+    return group.placement.name

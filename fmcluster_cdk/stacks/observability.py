@@ -1,0 +1,82 @@
+"""The NAME-observability stack: Amazon Managed Service for Prometheus with the alert rules of
+the repository, alerts and alarms to an SNS topic, optional Amazon Managed Grafana with the
+repository's dashboards, and CloudWatch alarms and a dashboard for FSx and the NAT gateway.
+
+Made when `observability.prometheus` or `observability.grafana` is on (Grafana's only data
+source is the Prometheus workspace, so Grafana brings the workspace with it). It comes before
+NAME-cluster, whose collectors remote-write to the workspace (`workspace_arn`,
+`remote_write_url`) with the node role's `aps:RemoteWrite` on this workspace only.
+
+Inputs (fmcluster_cdk/stacks/refs.py): `network.nat_gateway_id`; `storage.file_system_id` (None without Lustre).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from fmcluster import observability
+from fmcluster.facts.controlplanes import CAPACITY_BLOCK
+from fmcluster.model.cluster import ClusterModel
+from fmcluster_cdk.constructs.observability.cloudwatch import AlarmedFileSystem, ClusterAlarms
+from fmcluster_cdk.constructs.observability.workspace import AlertTopic, CapacityBlockEvents, PrometheusWorkspace
+from fmcluster_cdk.stacks.refs import NetworkRefs, StorageRefs
+
+
+def rule_namespaces(cluster: str) -> dict[str, str]:
+    """{NAME-FILE: rule file text} for every rule file of the repository."""
+    return {f"{cluster}-{path.stem}": observability.rule_file_text(path) for path in observability.rule_files()}
+
+
+class ObservabilityStack(cdk.Stack):
+    """Attributes: workspace_arn, workspace_id, remote_write_url, alert_topic_arn, grafana_url
+    (None without Grafana)."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 storage: StorageRefs, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        spec = model.spec
+        obs = spec.observability
+        self.topic = AlertTopic(self, "Alerts", name=spec.name, email=obs.alert_email)
+        self.prometheus = PrometheusWorkspace(self, "Prometheus", alias=spec.name, rules=rule_namespaces(spec.name),
+                                              topic=self.topic, tags=dict(model.tags))
+        self.workspace_arn: str = self.prometheus.workspace_arn
+        self.workspace_id: str = self.prometheus.workspace_id
+        self.remote_write_url: str = self.prometheus.remote_write_url
+        self.alert_topic_arn: str = self.topic.topic_arn
+        self.grafana_url: Optional[str] = None
+        if obs.grafana:
+            self._grafana(spec.name)
+
+        lustre = spec.storage.lustre
+        file_system = None
+        if lustre is not None and storage.file_system_id:
+            file_system = AlarmedFileSystem(storage.file_system_id, lustre.storage_capacity_gib, lustre.throughput_mbps)
+        self.alarms = ClusterAlarms(self, "Alarms", name=spec.name, topic=self.topic.topic, file_system=file_system,
+                                    nat_gateway_id=getattr(network, "nat_gateway_id", None))
+        blocks = [g.capacity.reservation_id for g in model.node_groups
+                  if g.capacity.type == CAPACITY_BLOCK and g.capacity.reservation_id]
+        if blocks:  # EC2 says when each block starts and when its instances are about to go
+            CapacityBlockEvents(self, "CapacityBlocks", name=spec.name, reservation_ids=blocks, topic=self.topic)
+
+        for output_id, value, what in (
+                ("PrometheusWorkspaceId", self.workspace_id, "Amazon Managed Service for Prometheus workspace"),
+                ("PrometheusEndpoint", self.prometheus.endpoint, "Prometheus query endpoint (SigV4)"),
+                ("RemoteWriteUrl", self.remote_write_url, "remote-write URL of the collectors"),
+                ("AlertTopicArn", self.alert_topic_arn, "SNS topic of alerts and alarms"),
+                ("CloudWatchDashboard", f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region="
+                 f"{self.region}#dashboards/dashboard/fmcluster-{spec.name}", "CloudWatch dashboard")):
+            cdk.CfnOutput(self, output_id, value=value, description=f"{spec.name}: {what}")
+
+    def _grafana(self, name: str) -> None:
+        from fmcluster_cdk.constructs.observability.grafana import GrafanaProvisioner, GrafanaWorkspace
+
+        self.grafana = GrafanaWorkspace(self, "Grafana", name=name, prometheus_workspace_arn=self.workspace_arn)
+        dashboards = {path.stem: path.read_text(encoding="utf-8") for path in observability.dashboard_files()}
+        self.provisioner = GrafanaProvisioner(self, "GrafanaProvisioner", workspace=self.grafana,
+                                              prometheus_endpoint=self.prometheus.endpoint, dashboards=dashboards)
+        self.grafana_url = self.grafana.url
+        cdk.CfnOutput(self, "GrafanaUrl", value=self.grafana_url,
+                      description=f"{name}: Amazon Managed Grafana (sign in with IAM Identity Center)")

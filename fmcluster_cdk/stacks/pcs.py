@@ -1,0 +1,148 @@
+"""NAME-cluster for `orchestrator.type: pcs`: Slurm on AWS Parallel Computing Service.
+
+What it builds from the model (fmcluster.model.cluster), with the network and storage stacks' outputs:
+
+- the PCS cluster (Slurm `orchestrator.version`, size from the node count, controller in the
+  GPU subnet with the node security group, or the region's first subnet when the GPU nodes are in
+  a Local Zone); with UltraServer node groups, the IMEX prolog as its Prolog (PrologFlags
+  Alloc,NoHold: `model.slurm_settings`), installed on every compute node, and exclusive partitions
+  for the UltraServer groups (PCS selects the block topology for them itself);
+- the node role and instance profile (path /aws-pcs/), scoped to this cluster and its buckets
+  (and `aps:RemoteWrite` on the NAME-observability workspace when there is one);
+- with NAME-observability, metrics collection in every node group's user data
+  (fmcluster/node/scripts/boot/metrics.sh; the Slurm collector on the login nodes);
+- a `login` compute node group (`orchestrator.login`, on-demand, no EFA, no queue) in this
+  stack, beside the cluster it belongs to; and per spec node group a nested stack
+  (fmcluster_cdk/stacks/node_groups.py) with its launch template, compute node group, queue named after the
+  group, and its cluster placement group when `placement_group` makes one.
+
+Logical IDs derive from node-group names, never list positions: adding, removing or reordering
+a group leaves the others' resources and nested stacks alone.
+
+Inputs (fmcluster_cdk/stacks/refs.py): `network.gpu_subnet_id`, `network.region_subnet_ids` (the cluster's and
+the login nodes' subnet: the region's first), `network.node_security_group_id`,
+`network.efa_security_group_id`; `storage.bucket_arns`, `storage.kms_key_arn`,
+`storage.file_system_dns_name`, `storage.file_system_mount_name` (None without Lustre).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from fmcluster.facts.controlplanes import pcs_ami_parameter
+from fmcluster.model.cluster import COMPUTE, LOGIN, ClusterModel, NodeGroup
+from fmcluster.node import bootstrap
+from fmcluster_cdk.constructs.compute.launch_template import LaunchTemplateProps, NodeLaunchTemplate
+from fmcluster_cdk.constructs.compute.node_role import NodeRole
+from fmcluster_cdk.constructs.pcs import ComputeNodeGroup, SlurmCluster, SlurmQueue
+from fmcluster_cdk.stacks import node_groups
+from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
+
+
+def default_ami(architecture: str) -> str:
+    """The PCS-ready Deep Learning AMI (Ubuntu 24.04: NVIDIA driver, CUDA, EFA, Lustre client, PCS
+    agent and Slurm) of the architecture. A CloudFormation dynamic reference, resolved at deploy
+    time (no lookup at synth); cfn-lint and the CDK template validation accept it for
+    AWS::PCS::ComputeNodeGroup AmiId. CloudFormation resolves it again on every update: pin
+    `ami_id` in the spec for a fixed image."""
+    return "{{resolve:ssm:" + pcs_ami_parameter(architecture) + "}}"
+
+
+SCALE_DOWN_IDLE_SECONDS = 600
+# A job in a container with bridge networking (Docker, Enroot/Pyxis with a network namespace) is one
+# hop further from the instance metadata service than the host: with a hop limit of 1 it cannot
+# get the node role's credentials (e.g. to read checkpoints from S3). 2 is the least that lets it;
+# AWS's reference PCS launch templates use 4.
+IMDS_HOP_LIMIT = 2
+PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "reservation": "ONDEMAND", "capacity-block": "CAPACITY_BLOCK",
+                    "spot": "SPOT"}  # a reservation is on-demand capacity the launch template targets
+
+
+def lustre_mount(spec, storage) -> Optional[bootstrap.LustreMount]:
+    lustre = spec.storage.lustre
+    if lustre is None:
+        return None
+    if not (storage.file_system_dns_name and storage.file_system_mount_name):
+        raise ValueError("the spec has a Lustre file system, but the storage stack gives no DNS or mount name")
+    return bootstrap.LustreMount(storage.file_system_dns_name, storage.file_system_mount_name, lustre.mount_path,
+                                 efa=lustre.efa)
+
+
+class PcsClusterStack(cdk.Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        spec = model.spec
+        self.model = model
+        self.observability = observability
+        self.network = network
+        if model.pcs_size is None:
+            raise ValueError(f"{model.total_nodes} nodes exceed the largest AWS PCS cluster size")
+        self.size = model.pcs_size
+        self.lustre = lustre_mount(spec, storage)
+        self.cluster = SlurmCluster(
+            self, "Cluster", name=spec.name, slurm_version=spec.orchestrator.version, size=self.size.name,
+            # the region's first subnet: PCS refuses a Local Zone's for the cluster (its Networking);
+            # the GPU subnet in every other case
+            subnet_id=network.region_subnet_ids[0], security_group_ids=[network.node_security_group_id],
+            scale_down_idle_seconds=SCALE_DOWN_IDLE_SECONDS, slurm_settings=model.slurm_settings)
+        buckets = storage.bucket_arns or {}
+        self.node_role = NodeRole(self, "NodeRole", cluster_arn=self.cluster.cluster_arn,
+                                  bucket_arns=[buckets[name] for name in sorted(buckets)],
+                                  kms_key_arn=storage.kms_key_arn,
+                                  workspace_arn=observability.workspace_arn if observability else None)
+
+        self.node_groups: dict[str, ComputeNodeGroup] = {}
+        self.queues: dict[str, SlurmQueue] = {}
+        if model.login is not None:
+            self._add_node_group(model.login, Construct(self, "Login"))
+        for group in model.node_groups:
+            self._add_node_group(group, node_groups.node_group_stack(self, group.name, cluster_name=spec.name))
+
+        cdk.CfnOutput(self, "ClusterId", value=self.cluster.cluster_id, description="AWS PCS cluster id")
+        if model.login is not None:
+            cdk.CfnOutput(self, "LoginNodeGroupId", value=self.node_groups[model.login.name].node_group_id,
+                          description="compute node group of the login nodes")
+        cdk.CfnOutput(self, "QueueNames", value=",".join(self.queues), description="Slurm partitions (PCS queues)")
+
+    def _metrics(self, group: NodeGroup) -> Optional[bootstrap.Metrics]:
+        """What the node group's Prometheus agent needs (None without NAME-observability); the
+        login nodes also count Slurm's node states."""
+        if self.observability is None:
+            return None
+        return bootstrap.Metrics(cluster=self.model.name, remote_write_url=self.observability.remote_write_url,
+                                 region=self.region, slurm=group.role == LOGIN)
+
+    def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
+        # compute nodes in the GPU subnet; login nodes in the region's first (the same subnet
+        # unless the GPU nodes are in a Local Zone)
+        subnet_id = self.network.gpu_subnet_id if group.role == COMPUTE else self.network.region_subnet_ids[0]
+        template = NodeLaunchTemplate(scope, "LaunchTemplate", props=LaunchTemplateProps(
+            interfaces=group.interfaces, subnet_id=subnet_id,
+            security_group_ids=[self.network.node_security_group_id],
+            efa_security_group_id=self.network.efa_security_group_id if group.efa else None,
+            root_volume_gib=group.root_volume_gib, instance_type=group.instance_type,
+            placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.model.name),
+            capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
+            tags=self.model.instance_tags(group), local_zone=group.local_zone,
+            user_data=bootstrap.user_data(group.instance_type, efa=group.efa, lustre=self.lustre,
+                                          metrics=self._metrics(group),
+                                          slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
+                                          containers=group.role == LOGIN or group.instance.is_gpu,
+                                          slurm_version=self.model.spec.orchestrator.version)))
+        made = ComputeNodeGroup(
+            scope, "NodeGroup", cluster_id=self.cluster.cluster_id, name=group.name,
+            instance_type=group.instance_type, subnet_ids=[subnet_id],
+            launch_template_id=template.launch_template_id,
+            launch_template_version=template.latest_version_number,
+            instance_profile_arn=self.node_role.instance_profile_arn, min_count=group.min_count,
+            max_count=group.max_count, purchase_option=PURCHASE_OPTIONS[group.capacity.type],
+            ami_id=group.ami_id or default_ami(group.instance.architecture))
+        self.node_groups[group.name] = made
+        if group.role == COMPUTE:  # a queue (Slurm partition) per spec node group, none for the login nodes
+            self.queues[group.name] = SlurmQueue(scope, "Queue", cluster_id=self.cluster.cluster_id, name=group.name,
+                                                 node_group_ids=[made.node_group_id],
+                                                 slurm_settings=group.partition_settings)

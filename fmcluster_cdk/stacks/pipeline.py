@@ -1,0 +1,299 @@
+"""NAME-pipeline: the GitOps pipeline (CDK Pipelines) that deploys the clusters of a pipeline file.
+
+Source: a CodeConnections connection to the repository and branch, cloned in full (the diff step
+reads old specs from git history). Synth: `make test`, then `cdk synth -c pipeline=FILE` of this
+app. Then the pipeline updates itself (self-mutation), and deploys one Stage per cluster, in the
+pipeline file's waves. Each cluster's stage runs, in order:
+
+1. `Diff`: diff-deployed.sh compares the spec with the spec as last deployed (`git show` of the
+   COMMIT:PATH recorded in SSM) through `fmcluster diff`, which exits 1 on data loss and so
+   stops the pipeline before anything is deployed;
+2. `Approve`: a manual approval, for clusters marked `protected: true`;
+3. the cluster's stacks, the same stacks and stack names as `cdk deploy -c spec=SPEC` makes,
+   each as Prepare (create a change set) then Deploy (execute it); between NAME-storage's two,
+   `Guard` (guard-change-set.sh, `fmcluster change-set`) judges the change set CloudFormation is
+   about to execute and stops the pipeline when it replaces or removes a stateful resource: a
+   change that comes from this code, not from the spec, is caught there;
+4. `Record`: record-deployed.sh writes COMMIT:PATH to `/fmcluster/NAME/deployed-spec`, and
+   protect-storage.sh sets the stack policy of NAME-storage (fmcluster.deploy.stack_policy: no update
+   replaces or deletes its stateful resources). For a deploy that is allowed to lose data (the
+   commit's `Allow-Data-Loss: NAME` trailer, allowance.sh; or the pipeline file's standing
+   `allow_data_loss`), Diff and Guard pass it on, the Diff step lifts that policy after the diff,
+   and Record sets it again.
+
+Diff and Record may read (Diff) or write (Record) that one parameter only, and set the stack
+policy of that one storage stack; Guard may read that stack's change sets only. They run in the
+pipeline's account: for a cluster deployed to another account the stack policy is not set by the
+pipeline (README), and Guard reads the change set through that account's CDK deploy role.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_codebuild as codebuild
+from aws_cdk import aws_iam as iam
+from aws_cdk import pipelines
+from constructs import Construct
+
+from fmcluster.deploy.pipeline import Deployment, Pipeline, deployed_parameter
+from fmcluster.model.cluster import STORAGE, resolve
+from fmcluster.spec.models import ClusterSpec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+STEPS = "fmcluster/pipeline_steps"  # the step scripts, run from the clone of the repository
+CHANGE_SET = "PipelineChange"  # the change set CDK Pipelines' Prepare action creates (and Deploy executes)
+# What the Makefile exports for quiet CDK runs.
+QUIET = {"CDK_DISABLE_VERSION_CHECK": "true", "CDK_DISABLE_CLI_TELEMETRY": "true"}
+# aws/codebuild/standard:7.0 has both (its runtimes: Node.js 18, 20, 22 and 24). The Makefile needs
+# Python 3.11+, and Node.js only to run npm: it runs the Node LTS pinned in package.json itself;
+# the image's Node is of the same major version (.nvmrc), for the CDK CLI steps of CDK Pipelines.
+RUNTIMES = {"python": "3.12", "nodejs": (REPO_ROOT / ".nvmrc").read_text().strip()}
+
+
+# cdk-assets, the asset publishing steps' tool (CDK Pipelines installs it with `npm install -g
+# cdk-assets@VERSION` on every run; "latest" by default), pinned so that a run installs what was
+# reviewed. 4.7.3 is the newest release (npm's latest, 2026-12). Known problem, not solved here: it
+# reads asset manifests of cloud-assembly schema 54 at most, and aws-cdk-lib 2.275 writes 55
+# ("Cloud assembly schema version mismatch"), so the asset steps fail until a cdk-assets release
+# on schema 55 exists; `latest` installs the same release today.
+CDK_ASSETS_VERSION = "4.7.3"
+
+
+def cdk_cli_version() -> str:
+    """The CDK CLI the repository pins (package.json): the self-mutation and asset steps use it too."""
+    package = json.loads((REPO_ROOT / "package.json").read_text())
+    return package["devDependencies"]["aws-cdk"]
+
+
+def synth_commands(pipeline_file: str) -> list[str]:
+    """The synth step: the whole test suite, then the cloud assembly of this pipeline app."""
+    return ["make test", f"npx --no -- cdk synth -q -c nag=true -c pipeline={pipeline_file}"]
+
+
+def storage_stack(deployment: Deployment) -> str:
+    """NAME-storage, as the cluster's model names it (the stage deploys the same stacks)."""
+    storage = resolve(deployment.spec).stack(STORAGE)
+    assert storage is not None  # every cluster has its storage stack
+    return storage.name
+
+
+def _standing(deployment: Deployment) -> str:
+    """The pipeline file's standing `allow_data_loss: true` (kept working), as a flag of the steps."""
+    return " --allow-data-loss" if deployment.allow_data_loss else ""
+
+
+def allowance(deployment: Deployment) -> str:
+    """The shell words that set $allow to --allow-data-loss when this deploy may lose data: the
+    commit's `Allow-Data-Loss: NAME` trailer (per merge), or the pipeline file's standing switch."""
+    return f"allow=$(bash {STEPS}/allowance.sh {deployment.name}{_standing(deployment)})"
+
+
+def diff_commands(deployment: Deployment, protect: bool = True) -> list[str]:
+    """Diff against the spec as last deployed; when data loss is allowed for this deploy, lift the
+    storage stack's policy (Record sets it again)."""
+    lift = (f" && if [ -n \"$allow\" ]; then bash {STEPS}/protect-storage.sh {storage_stack(deployment)} --lift; fi"
+            if protect else "")
+    return [f"{allowance(deployment)} && bash {STEPS}/diff-deployed.sh {deployed_parameter(deployment.name)} "
+            f"{deployment.path} $allow{lift}"]
+
+
+def change_set_commands(deployment: Deployment, role_arn: str | None) -> list[str]:
+    """Between the Prepare and Deploy actions of NAME-storage: judge the change set CDK Pipelines
+    made (PipelineChange) and stop before it is executed when it would lose data."""
+    role = f" --role-arn {role_arn}" if role_arn else ""
+    return [f"bash {STEPS}/guard-change-set.sh {deployment.name} {storage_stack(deployment)} {CHANGE_SET}"
+            f"{_standing(deployment)} --region {deployment.spec.region}{role}"]
+
+
+def record_commands(deployment: Deployment, protect: bool = True) -> list[str]:
+    record = [f"bash {STEPS}/record-deployed.sh {deployed_parameter(deployment.name)} {deployment.path}"]
+    return record + ([f"bash {STEPS}/protect-storage.sh {storage_stack(deployment)}"] if protect else [])
+
+
+class ClusterStage(cdk.Stage):
+    """One cluster: the stacks `fmcluster_cdk/stacks/app.py build()` makes for its spec, in a Stage."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        from fmcluster_cdk.stacks.app import build
+
+        self.stacks = build(self, spec)
+
+
+class PipelineStack(cdk.Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline, **kwargs: Any) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        config = pipeline.config
+        self.source = pipelines.CodePipelineSource.connection(
+            config.source.repository, config.source.branch, connection_arn=config.source.connection_arn,
+            code_build_clone_output=True)  # a full clone: the diff step reads old specs from history
+        synth = pipelines.ShellStep("Synth", input=self.source, env=QUIET,
+                                    commands=synth_commands(pipeline.file))
+        cross_account = any(self._account(d) != config.account for d in pipeline.deployments)
+        self.pipeline = pipelines.CodePipeline(
+            self, "Pipeline", pipeline_name=config.name, synth=synth,
+            cross_account_keys=cross_account, enable_key_rotation=cross_account or None,
+            cli_version=cdk_cli_version(), cdk_assets_cli_version=CDK_ASSETS_VERSION,
+            code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0),
+                partial_build_spec=codebuild.BuildSpec.from_object(
+                    {"phases": {"install": {"runtime-versions": RUNTIMES}}})),
+            # the test suite synthesizes every example: give it room
+            synth_code_build_defaults=pipelines.CodeBuildOptions(
+                build_environment=codebuild.BuildEnvironment(compute_type=codebuild.ComputeType.LARGE)))
+        self.stages: dict[str, ClusterStage] = {}
+        for wave_name, deployments in pipeline.waves:
+            wave = self.pipeline.add_wave(wave_name)
+            for deployment in deployments:
+                stage = ClusterStage(self, deployment.name, spec=deployment.spec, env=cdk.Environment(
+                    account=self._account(deployment), region=deployment.spec.region))
+                self.stages[deployment.name] = stage
+                pre: list[pipelines.Step] = [self._diff_step(deployment)]
+                if deployment.protected:
+                    pre.append(pipelines.ManualApprovalStep(
+                        "Approve", comment=f"Deploy {deployment.name} ({deployment.path}) to "
+                                           f"{self._account(deployment)}/{deployment.spec.region}? "
+                                           "The Diff step's log says what changes."))
+                storage = stage.stacks[storage_stack(deployment)]
+                guard = pipelines.StackSteps(stack=storage, change_set=[self._change_set_step(deployment)])
+                wave.add_stage(stage, pre=pipelines.Step.sequence(pre), post=[self._record_step(deployment)],
+                               stack_steps=[guard])
+        self.pipeline.build_pipeline()
+        self._grant_codeconnections(config.source.connection_arn)
+        self._scope_asset_roles()
+
+    def _scope_asset_roles(self) -> None:
+        """The asset publishing roles (Pipeline/Assets/FileRole, DockerRole) without the statement
+        CDK Pipelines gives them up front: codebuild:StartBuild, StopBuild and BatchGetBuilds on
+        every project of the account ("Resource": "*"). The role is the asset projects' own service
+        role; what runs there (cdk-assets publish) starts no build, and CodePipeline starts the asset
+        projects through another role, the CodeBuild action role, which has those actions on each
+        project. CDK offers no option for it: the escape hatch of the typed L1 (the policy's
+        CfnPolicy) takes the policy document as resolved, less that statement."""
+        assets = self.pipeline.node.try_find_child("Assets")
+        for role in (c for c in (assets.node.children if assets else []) if isinstance(c, iam.Role)):
+            policy = role.node.try_find_child("DefaultPolicy")
+            if not isinstance(policy, iam.Policy):
+                continue
+            cfn = policy.node.default_child
+            assert isinstance(cfn, iam.CfnPolicy)
+            cfn.policy_document = _WithoutStatement(policy, ASSET_ROLE_CODEBUILD)
+
+    def _grant_codeconnections(self, connection_arn: str) -> None:
+        """codeconnections:UseConnection on a connection whose ARN has the new service prefix, for every
+        role CDK Pipelines gives codestar-connections:UseConnection (the source action, and the
+        CodeBuild projects that clone the repository). Since CodeStar Connections became
+        CodeConnections, "IAM policies with the codestar-connections service prefix will not work for
+        resources with the new service prefix" (Developer Tools console User Guide, troubleshooting
+        connections), and the connections made since July 2024 have it; CDK grants the old one only."""
+        if ":codeconnections:" not in connection_arn:
+            return
+        grant = iam.PolicyStatement(actions=["codeconnections:UseConnection"], resources=[connection_arn])
+        for policy in (c for c in self.node.find_all() if isinstance(c, iam.Policy)):
+            statements = self.resolve(policy.document).get("Statement", [])
+            if any("codestar-connections:UseConnection" in iam_actions(s) for s in statements):
+                policy.add_statements(grant)
+
+    def _account(self, deployment: Deployment) -> str:
+        return deployment.spec.account or self.account
+
+    def _parameter_arn(self, deployment: Deployment) -> str:
+        return self.format_arn(service="ssm", resource="parameter",
+                               resource_name=deployed_parameter(deployment.name).lstrip("/"))
+
+    def _protects(self, deployment: Deployment) -> bool:
+        """The steps run in the pipeline's account: they set the stack policy of clusters there."""
+        return self._account(deployment) == self.account
+
+    def _stack_policy_statement(self, deployment: Deployment) -> iam.PolicyStatement:
+        return iam.PolicyStatement(
+            actions=["cloudformation:DescribeStacks", "cloudformation:SetStackPolicy"],
+            resources=[self.format_arn(service="cloudformation", resource="stack",
+                                       region=deployment.spec.region,
+                                       resource_name=f"{storage_stack(deployment)}/*")])
+
+    def _diff_step(self, deployment: Deployment) -> pipelines.CodeBuildStep:
+        protect = self._protects(deployment)
+        statements = [iam.PolicyStatement(actions=["ssm:GetParameter"], resources=[self._parameter_arn(deployment)])]
+        if protect:  # to lift it for a deploy allowed to lose data (known only at run time: the trailer)
+            statements.append(self._stack_policy_statement(deployment))
+        return pipelines.CodeBuildStep(
+            "Diff", input=self.source, env=QUIET, install_commands=["make install"],
+            commands=diff_commands(deployment, protect), role_policy_statements=statements)
+
+    def _deploy_role_arn(self, deployment: Deployment) -> str:
+        """The CDK bootstrap deploy role of the cluster's account and region (it trusts the pipeline's
+        account: `cdk bootstrap --trust`), which may read change sets there."""
+        account, region = self._account(deployment), deployment.spec.region
+        return (f"arn:{self.partition}:iam::{account}:role/"
+                f"cdk-{cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER}-deploy-role-{account}-{region}")
+
+    def _change_set_step(self, deployment: Deployment) -> pipelines.CodeBuildStep:
+        """Guard: between NAME-storage's Prepare and Deploy, the change set judged (change_set_commands).
+        In the pipeline's account it reads the change set itself (cloudformation:DescribeChangeSet on
+        that one stack); in another account it assumes that account's CDK deploy role."""
+        role = None if self._protects(deployment) else self._deploy_role_arn(deployment)
+        if role is None:
+            statement = iam.PolicyStatement(
+                actions=["cloudformation:DescribeChangeSet"],
+                resources=[self.format_arn(service="cloudformation", resource="stack", region=deployment.spec.region,
+                                           resource_name=f"{storage_stack(deployment)}/*")])
+        else:
+            statement = iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[role])
+        return pipelines.CodeBuildStep(
+            "Guard", input=self.source, env=QUIET, install_commands=["make install"],
+            commands=change_set_commands(deployment, role), role_policy_statements=[statement])
+
+    def _record_step(self, deployment: Deployment) -> pipelines.CodeBuildStep:
+        protect = self._protects(deployment)
+        statements = [iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[self._parameter_arn(deployment)])]
+        if protect:
+            statements.append(self._stack_policy_statement(deployment))
+        return pipelines.CodeBuildStep(
+            "Record", input=self.source, env=QUIET, install_commands=["make install"] if protect else [],
+            commands=record_commands(deployment, protect), role_policy_statements=statements)
+
+
+# What CDK Pipelines' asset role (AssetSingletonRole) allows on "*" (the statement removed above)
+ASSET_ROLE_CODEBUILD = {"codebuild:BatchGetBuilds", "codebuild:StartBuild", "codebuild:StopBuild"}
+
+
+@jsii.implements(cdk.IResolvable)
+class _WithoutStatement:
+    """A policy's document, resolved when the template is written, less its statement that allows
+    exactly `actions` on "*"."""
+
+    def __init__(self, policy: iam.Policy, actions: set[str]) -> None:
+        self.policy = policy
+        self.actions = actions
+        self.creation_stack: list[str] = []
+        self.type_hint = None
+
+    def resolve(self, context: cdk.IResolveContext) -> Any:
+        resolved = context.resolve(self.policy.document)
+        resolved["Statement"] = [s for s in resolved.get("Statement", [])
+                                 if not (set(iam_actions(s)) == self.actions and s.get("Resource") == "*")]
+        return resolved
+
+    def to_string(self) -> str:
+        return cdk.Token.as_string(self)
+
+
+def iam_actions(statement: dict) -> list[str]:
+    actions = statement.get("Action", [])
+    return actions if isinstance(actions, list) else [actions]
+
+
+def pipeline_stack(app: cdk.App, pipeline: Pipeline) -> PipelineStack:
+    """NAME-pipeline, in the account and region the pipeline file names."""
+    config = pipeline.config
+    return PipelineStack(app, f"{config.name}-pipeline", pipeline=pipeline,
+                         env=cdk.Environment(account=config.account, region=config.region),
+                         description=f"fmcluster GitOps pipeline {config.name}: deploys "
+                                     + ", ".join(d.name for d in pipeline.deployments)
+                                     + f" from {config.source.repository}@{config.source.branch}")

@@ -1,0 +1,103 @@
+"""The NAME-storage stack: the cluster's S3 buckets, its FSx for Lustre file system and the links
+between them (data repository associations), and the KMS key when the spec asks for one.
+
+Everything stateful here is retained when the stack is deleted (the model turns on termination
+protection), so NAME-cluster can be torn down and rebuilt freely.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from fmcluster.facts import naming
+from fmcluster.model.cluster import ClusterModel
+from fmcluster.spec.models import ClusterSpec, LustreSpec
+from fmcluster_cdk.constructs.storage.buckets import RetainedKey, SecureBucket
+from fmcluster_cdk.constructs.storage.lustre import LustreFileSystem, allow_fsx_s3_access
+from fmcluster_cdk.stacks.refs import NetworkRefs
+
+
+class StorageStack(cdk.Stack):
+    """Buckets, file system and key of one cluster.
+
+    `network` is the NAME-network stack, or anything with `vpc_id`, `gpu_subnet_id` and
+    `node_security_group_id` (and `efa_security_group_id` for an EFA file system).
+
+    Attributes the cluster stack uses:
+      bucket_names / bucket_arns  spec bucket name -> S3 bucket name / ARN. Derived from the
+                                  naming rule, not read from the bucket, so using them creates no
+                                  cross-stack reference; add a dependency on this stack where the
+                                  bucket must exist first.
+      kms_key_arn                 the customer-managed key (storage.kms), else None
+      file_system_id, file_system_dns_name, file_system_mount_name, lustre_security_group_id
+                                  None without storage.lustre
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
+                 **kwargs) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        spec = model.spec
+        storage = spec.storage
+        key = None
+        self.kms_key_arn: str | None = None
+        if storage.kms:
+            key = RetainedKey(self, "Key", alias=f"alias/fmcluster/{spec.name}",
+                              description=f"fmcluster {spec.name}: S3 buckets and FSx for Lustre")
+            self.kms_key_arn = key.key_arn
+            cdk.CfnOutput(self, "KmsKeyArn", value=key.key_arn, description="customer-managed KMS key")
+
+        self.buckets = {}
+        self.bucket_names: dict[str, str] = {}
+        self.bucket_arns: dict[str, str] = {}
+        for spec_bucket in storage.buckets:
+            name = naming.bucket_name(spec.name, spec_bucket.name, spec.region, cdk.Aws.ACCOUNT_ID)
+            bucket = SecureBucket(self, f"Bucket-{spec_bucket.name}", bucket_name=name,
+                                  versioned=spec_bucket.versioned, encryption_key=key)
+            cdk.CfnOutput(bucket, "Name", value=bucket.bucket_name,
+                          description=f"S3 bucket '{spec_bucket.name}'")
+            self.buckets[spec_bucket.name] = bucket
+            self.bucket_names[spec_bucket.name] = name
+            self.bucket_arns[spec_bucket.name] = f"arn:{cdk.Aws.PARTITION}:s3:::{name}"
+
+        self.lustre: LustreFileSystem | None = None
+        self.file_system_id: str | None = None
+        self.file_system_dns_name: str | None = None
+        self.file_system_mount_name: str | None = None
+        self.lustre_security_group_id: str | None = None
+        if storage.lustre:
+            self._lustre(spec, storage.lustre, network, key)
+
+    def _lustre(self, spec: ClusterSpec, fs: LustreSpec, network: NetworkRefs, key) -> None:
+        lustre = LustreFileSystem(
+            self, "Lustre",
+            vpc_id=network.vpc_id,
+            subnet_id=network.gpu_subnet_id,
+            client_security_group_id=network.node_security_group_id,
+            storage_capacity_gib=fs.storage_capacity_gib,
+            deployment_type=fs.deployment_type,
+            throughput_per_tib=fs.throughput_per_tib,
+            compression=fs.compression,
+            metadata_iops=None if fs.metadata_iops == "auto" else fs.metadata_iops,
+            efa_security_group_id=network.efa_security_group_id if fs.efa else None,
+            kms_key_id=key.key_id if key else None,
+            name=f"{spec.name}-lustre",
+        )
+        for link in fs.links:
+            lustre.link(file_system_path=link.path, bucket_name=self.buckets[link.bucket].bucket_name,
+                        prefix=link.prefix, import_events=link.import_, export_events=link.export)
+        if key:
+            linked = sorted({link.bucket for link in fs.links})
+            allow_fsx_s3_access(key, [self.bucket_arns[b] for b in linked])
+
+        self.lustre = lustre
+        self.file_system_id = lustre.file_system_id
+        self.file_system_dns_name = lustre.dns_name
+        self.file_system_mount_name = lustre.mount_name
+        self.lustre_security_group_id = lustre.security_group_id
+        for output_id, value, description in (
+                ("FileSystemId", lustre.file_system_id, "FSx for Lustre file system id"),
+                ("FileSystemDnsName", lustre.dns_name, "FSx for Lustre DNS name"),
+                ("FileSystemMountName", lustre.mount_name, f"mount DNS@tcp:/MOUNTNAME {fs.mount_path}"),
+                ("LustreSecurityGroupId", lustre.security_group_id, "security group of the file servers")):
+            cdk.CfnOutput(self, output_id, value=value, description=description)

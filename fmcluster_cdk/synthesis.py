@@ -1,0 +1,108 @@
+"""Synthesis: the one entry point of the CDK app, for `cdk synth` and for `fmcluster synth`.
+
+`app.py` (what cdk.json tells the CDK CLI to run) calls `main`, and `fmcluster synth` runs this
+module (`python -m fmcluster_cdk.synthesis`) exactly as the CDK CLI runs an app: a process whose
+environment names the output directory (CDK_OUTDIR) and the context (CDK_CONTEXT_JSON: cdk.json's
+context, and `spec`). So both give the same assembly through the same checks:
+
+    -c spec=PATH[,PATH...]        the stacks of one or more clusters: every spec validated first
+                                  (located errors, exit 2, nothing written), no two of one name
+    -c pipeline=PIPELINE_FILE     the GitOps pipeline stack (NAME-pipeline) of a pipeline file
+    -c nag=true                   cdk-nag AwsSolutions on every stack (fmcluster_cdk/nag.py)
+
+Exit codes as the command line's (DESIGN.md): 0, or 2 for an invalid spec or pipeline file, with
+located errors and no traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any, Mapping, Optional, Sequence
+
+import aws_cdk as cdk
+
+from fmcluster.deploy import synth
+from fmcluster.spec.models import ClusterSpec
+
+# cdk.App props of every fmcluster app. CDK's built-in CloudFormation validation is off: it
+# compiles a WebAssembly rule engine in the Node process on every synth (about 5 s of CPU, more
+# than the rest of a cluster's synthesis), and cfn-lint already checks every template of every
+# example in the test suite, with more rules. The templates are the same either way.
+APP_SETTINGS: Mapping[str, Any] = {"builtin_cloud_formation_validation": False}
+
+
+def new_app(outdir: Optional[str] = None, context: Optional[Mapping[str, Any]] = None) -> cdk.App:
+    """A CDK app as fmcluster makes them. Without arguments, the output directory and context
+    come from the environment the CDK CLI (or `fmcluster synth`) sets."""
+    kwargs: dict[str, Any] = {"outdir": outdir} if outdir else {}
+    return cdk.App(context=dict(context) if context is not None else None, **APP_SETTINGS, **kwargs)
+
+
+def build_app(specs: Sequence[ClusterSpec], outdir: Optional[str] = None,
+              context: Optional[Mapping[str, Any]] = None) -> cdk.App:
+    """An app with the stacks of every spec (in-process; tests and benchmarks use it)."""
+    from fmcluster_cdk.stacks.app import build
+
+    app = new_app(outdir, context)
+    for spec in specs:
+        build(app, spec)
+    return app
+
+
+def _report(diagnostics: Sequence[Any]) -> None:
+    for diagnostic in diagnostics:
+        print(diagnostic.format(), file=sys.stderr)
+
+
+def _pipeline(app: cdk.App, path: str) -> int:
+    from fmcluster.deploy import pipeline
+    from fmcluster_cdk.stacks.pipeline import pipeline_stack
+
+    loaded = pipeline.load(path)
+    _report(loaded.diagnostics)
+    if not loaded.ok:
+        return 2
+    pipeline_stack(app, loaded.pipeline)
+    app.synth()
+    return 0
+
+
+def main() -> int:
+    """Synthesize what the context asks for (module docstring). Returns the exit code."""
+    outdir = os.environ.get("CDK_OUTDIR")
+    fresh = bool(outdir) and not os.path.exists(str(outdir))
+    code = 1
+    try:
+        code = _main()
+    finally:
+        if code != 0 and fresh:  # the App made the output directory: a failed synthesis leaves nothing
+            shutil.rmtree(str(outdir), ignore_errors=True)
+    return code
+
+
+def _main() -> int:
+    from fmcluster_cdk.stacks.app import build
+
+    app = new_app()
+    pipeline_file = app.node.try_get_context("pipeline")
+    if pipeline_file:
+        return _pipeline(app, str(pipeline_file))
+    paths = [p for p in str(app.node.try_get_context("spec") or "").split(",") if p]
+    if not paths:
+        print("error: no spec given: cdk synth -c spec=examples/p5-pcs.yaml (or fmcluster synth SPEC)",
+              file=sys.stderr)
+        return 2
+    specs, diagnostics = synth.load_specs(paths)
+    _report(diagnostics)
+    if specs is None:
+        return 2
+    for spec in specs:
+        build(app, spec)
+    app.synth()
+    return 0
+
+
+if __name__ == "__main__":  # `python -m fmcluster_cdk.synthesis`, as `fmcluster synth` runs it
+    sys.exit(main())

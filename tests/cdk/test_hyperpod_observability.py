@@ -1,0 +1,182 @@
+"""Metrics collection on SageMaker HyperPod nodes, synthesized once per module.
+
+hyperpod-slurm: the lifecycle hook hooks.d/50-metrics.sh (fmcluster.node.lifecycle.metrics_hook, the
+PCS nodes' bootstrap/metrics.sh verbatim), the SSM parameter with the remote-write URL, and the
+execution role's permissions on the workspace and that parameter only; nothing of it without
+observability. hyperpod-eks: the hook that writes fmcluster_expected_gpus. The hook scripts are
+shellcheck-clean and run against stubs (as tests/node/test_slurm_metrics.py does for PCS).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fmcluster.facts import catalog
+from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.node import bootstrap, lifecycle
+from fmcluster_cdk.stacks.hyperpod import CONTROLLER_GROUP, metrics_parameter_name
+from tests.cdk.test_hyperpod_stack import groups, joined, specs, statements
+from tests.cdk.test_pcs_stack import cluster, new_app, resources
+from tests.node.test_bootstrap import assert_shellcheck_clean
+from tests.support.sandbox import Sandbox, Scenario
+
+URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
+WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123"
+OBSERVABILITY = types.SimpleNamespace(workspace_arn=WORKSPACE_ARN, remote_write_url=URL)
+PARAMETER = metrics_parameter_name("demo")
+
+
+def hook(instance_type="p5.48xlarge", *, efa=True, slurm=False, lustre_path="/fsx") -> str:
+    return lifecycle.metrics_hook(instance_type, bootstrap.Metrics("demo", "", "us-east-1", slurm=slurm), efa=efa,
+                                  parameter=PARAMETER, lustre_path=lustre_path)
+
+
+# --- the hook, rendered and run ------------------------------------------------------------------
+
+def settings(script: str) -> str:
+    return script.split("# Settings of this node group", 1)[1].split("\n\n", 1)[0]
+
+
+def test_hook_settings_of_a_gpu_node():
+    values = settings(hook())
+    assert f"\nMETRICS_PARAMETER={PARAMETER}\n" in values and "\nMETRICS_REGION='us-east-1'\n" in values
+    assert "\nEXPECTED_GPUS=8\n" in values and "\nEXPECTED_LUSTRE_MOUNT=/fsx\n" in values
+    assert "\nMETRICS_COLLECTORS='dcgm efa'" in values
+    assert "REMOTE_WRITE_URL=" not in values
+
+
+def test_hook_of_the_controller_counts_slurm():
+    values = settings(hook("m7i.2xlarge", efa=False, slurm=True, lustre_path=""))
+    assert "\nMETRICS_COLLECTORS='slurm'" in values and "\nEXPECTED_GPUS=0\n" in values
+
+
+def test_hook_reuses_metrics_sh_verbatim():
+    assert bootstrap.fragment(bootstrap.SCRIPTS / "metrics.sh") in hook()
+
+
+def test_hooks_shellcheck_clean(tmp_path):
+    assert_shellcheck_clean(tmp_path, {"gpu": hook(), "controller": hook("m7i.2xlarge", efa=False, slurm=True),
+                                       "expected-gpus": kubernetes.expected_gpus_script(catalog.get("p5.48xlarge"))})
+
+
+def run_hook(tmp_path, script: str, **scenario) -> tuple[Sandbox, subprocess.CompletedProcess]:
+    node = Sandbox(tmp_path, Scenario(os_release="jammy", slurmd=False, **scenario))
+    return node, node.run(script, name=f"hooks.d/{lifecycle.METRICS_HOOK}")
+
+
+def test_hook_reads_the_url_from_the_parameter_and_sets_up_metrics(tmp_path):
+    node, result = run_hook(tmp_path, hook(slurm=True), ssm_value=URL)
+    assert result.returncode == 0, result.stderr
+    assert node.lines("aws") == [f"aws ssm get-parameter --region us-east-1 --name {PARAMETER} "
+                                 "--query Parameter.Value --output text"]
+    config = yaml.safe_load(node.file("/etc/fmcluster/prometheus-agent.yml"))
+    assert config["remote_write"][0]["url"] == URL
+    assert config["global"]["external_labels"] == {"cluster": "demo", "node": "ip-10-1-0-42"}
+    assert [job["job_name"] for job in config["scrape_configs"]] == ["node", "dcgm", "efa", "slurm"]
+    prom = node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom")
+    assert "fmcluster_expected_gpus 8\n" in prom
+
+
+def test_hook_fails_without_a_url(tmp_path):
+    node, result = run_hook(tmp_path, hook(), ssm_value="None")
+    assert result.returncode != 0 and f"{PARAMETER} holds no remote-write URL" in result.stderr
+    assert not node.calls("apt-get")  # nothing installed
+
+
+def test_expected_gpus_hook_writes_the_textfile(tmp_path):
+    node = Sandbox(tmp_path, Scenario(os_release="amzn2023", slurmd=False))
+    result = node.run(kubernetes.expected_gpus_script(catalog.get("p5.48xlarge")))
+    assert result.returncode == 0, result.stderr
+    assert node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 8"
+
+
+# --- the stacks ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def templates(tmp_path_factory):
+    """({'slurm' | 'slurm-off' | 'eks': template}, assembly dir)."""
+    outdir = tmp_path_factory.mktemp("hyperpod-observability") / "cdk.out"
+    app = new_app(outdir)
+    stacks = {}
+    for key, spec, obs in (("slurm", specs()["example"], OBSERVABILITY), ("slurm-off", specs()["example"], None),
+                           ("eks", specs()["eks"], OBSERVABILITY)):
+        stacks[key] = cluster(app, spec, stack_id=f"{key}-cluster", observability=obs)
+    app.synth()
+    templates = {key: json.loads((outdir / f"{s.stack_name}.template.json").read_text()) for key, s in stacks.items()}
+    return templates, outdir
+
+
+
+def lifecycle_files(outdir: Path, group: dict) -> dict[str, str]:
+    digest = joined(group["LifeCycleConfig"]["SourceS3Uri"]).rstrip("/").rsplit("/", 1)[1]
+    folder = outdir / f"asset.fmcluster-lifecycle.{digest}"
+    return {str(p.relative_to(folder)): p.read_text() for p in folder.rglob("*.sh")}
+
+
+@pytest.mark.synth
+def test_parameter_holds_the_remote_write_url(templates):
+    template = templates[0]["slurm"]
+    (parameter,) = resources(template, "AWS::SSM::Parameter").values()
+    spec = specs()["example"]
+    assert parameter["Name"] == metrics_parameter_name(spec.name) and parameter["Value"] == URL
+    assert parameter["Type"] == "String"
+
+
+@pytest.mark.synth
+def test_role_remote_writes_to_the_workspace_and_reads_the_parameter_only(templates):
+    template = templates[0]["slurm"]
+    found = statements(template)
+    assert found["PrometheusRemoteWrite"] == {"Sid": "PrometheusRemoteWrite", "Action": "aps:RemoteWrite",
+                                              "Effect": "Allow", "Resource": WORKSPACE_ARN}
+    (parameter_id,) = resources(template, "AWS::SSM::Parameter")
+    read = found["MetricsParameter"]
+    assert read["Action"] == "ssm:GetParameter"
+    assert joined(read["Resource"]) == "arn:aws:ssm:us-east-1:${AWS::AccountId}:parameter${" + parameter_id + "}"
+    text = json.dumps(list(found.values()))
+    assert "ssm:GetParameters" not in text and "ssm:*" not in text and '"aps:*"' not in text
+
+
+@pytest.mark.synth
+def test_every_group_runs_the_metrics_hook(templates):
+    template, outdir = templates[0]["slurm"], templates[1]
+    spec = specs()["example"]
+    gpu_groups = {g.name for g in spec.node_groups if g.instance.is_gpu}
+    assert gpu_groups
+    for name, group in groups(template).items():
+        files = lifecycle_files(outdir, group)
+        script = files[f"{lifecycle.HOOKS_DIR}/{lifecycle.METRICS_HOOK}"]
+        values = settings(script)
+        assert f"\nMETRICS_PARAMETER={metrics_parameter_name(spec.name)}\n" in values
+        collectors = values.split("\nMETRICS_COLLECTORS=", 1)[1].split("\n", 1)[0].strip("'").split()
+        assert ("slurm" in collectors) == (name == CONTROLLER_GROUP)
+        assert ("dcgm" in collectors) == (name in gpu_groups)
+        expected = catalog.get(group["InstanceType"].removeprefix("ml.")).gpu_count or 0
+        assert f"\nEXPECTED_GPUS={expected}\n" in values
+
+
+@pytest.mark.synth
+def test_nothing_without_observability(templates):
+    template, outdir = templates[0]["slurm-off"], templates[1]
+    assert not resources(template, "AWS::SSM::Parameter")
+    assert not {"PrometheusRemoteWrite", "MetricsParameter"} & set(statements(template))
+    for group in groups(template).values():
+        assert list(lifecycle_files(outdir, group)) == [lifecycle.ENTRYPOINT]
+
+
+@pytest.mark.synth
+def test_hyperpod_eks_groups_write_expected_gpus(templates):
+    template, outdir = templates[0]["eks"], templates[1]
+    spec = specs()["eks"]
+    by_name = {g.name: g for g in spec.node_groups}
+    for name, group in groups(template).items():
+        files = lifecycle_files(outdir, group)
+        assert files[f"{lifecycle.HOOKS_DIR}/{lifecycle.EXPECTED_GPUS_HOOK}"] == \
+            kubernetes.expected_gpus_script(by_name[name].instance)
+    # the managed scraper needs no URL on the nodes
+    assert all("Name" not in p for p in resources(template, "AWS::SSM::Parameter").values())

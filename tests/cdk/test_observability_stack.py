@@ -1,0 +1,237 @@
+"""The NAME-observability stack, synthesized once per module: one app with an observability
+stack per control plane (every example, plus hyperpod-eks from the base spec) and a variant
+with Grafana and without Lustre, on stand-ins for the network and storage stacks' outputs.
+tests/cdk/test_examples_synth.py synthesizes (and cfn-lints) every example with the real stacks."""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fmcluster import observability
+from fmcluster.model.cluster import resolve
+from fmcluster.spec import loader
+from tests.support.specs import base_spec, to_yaml
+
+pytestmark = pytest.mark.synth
+
+ROOT = Path(__file__).resolve().parents[2]
+NAT = "nat-0123456789abcdef0"
+FS_ID = "fs-0123456789abcdef0"
+EXAMPLES = {"pcs": "p5-pcs.yaml", "hyperpod-slurm": "p6-b200-hyperpod-slurm.yaml", "eks": "p5en-eks.yaml"}
+
+
+def _load(text: str, name: str):
+    result = loader.load_text(text, name)
+    assert result.ok, [d.format() for d in result.diagnostics]
+    return result.spec
+
+
+def specs() -> dict:
+    out = {kind: _load((ROOT / "examples" / f).read_text(), f) for kind, f in EXAMPLES.items()}
+    hp = base_spec(name="hp-eks", orchestrator={"type": "hyperpod-eks", "version": "1.32"},
+                   network={"extra_availability_zone_ids": ["use1-az6"]},
+                   observability={"prometheus": True, "alert_email": "oncall@example.com"})
+    out["hyperpod-eks"] = _load(to_yaml(hp), "hp.yaml")
+    grafana = base_spec(name="with-grafana", observability={"prometheus": False, "grafana": True})
+    del grafana["storage"]["lustre"]
+    out["grafana"] = _load(to_yaml(grafana), "grafana.yaml")
+    return out
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory):
+    import aws_cdk as cdk
+
+    from fmcluster_cdk.stacks.observability import ObservabilityStack
+    from tests.cdk.test_pcs_stack import new_app
+
+    outdir = tmp_path_factory.mktemp("observability") / "cdk.out"
+    app = new_app(outdir)
+    stacks = {}
+    for key, spec in specs().items():
+        storage = types.SimpleNamespace(file_system_id=FS_ID if spec.storage.lustre else None)
+        stacks[key] = (spec, ObservabilityStack(app, f"{spec.name}-observability", model=resolve(spec),
+                                                network=types.SimpleNamespace(nat_gateway_id=NAT), storage=storage,
+                                                env=cdk.Environment(region=spec.region)))
+    app.synth()
+    return {key: (spec, json.loads((outdir / f"{stack.stack_name}.template.json").read_text()))
+            for key, (spec, stack) in stacks.items()}
+
+
+CONTROL_PLANES = ["pcs", "hyperpod-slurm", "eks", "hyperpod-eks"]
+
+
+def resources(template, type_):
+    return {lid: r["Properties"] for lid, r in template["Resources"].items() if r["Type"] == type_}
+
+
+def one(template, type_):
+    (props,) = resources(template, type_).values()
+    return props
+
+
+def flat(value) -> str:
+    return json.dumps(value)
+
+
+def joined(value) -> str:
+    """A string property as CloudFormation makes it: Fn::Join's parts, each Ref as `<Ref ID>`."""
+    if isinstance(value, str):
+        return value
+    (function, (separator, parts)), = value.items()
+    assert function == "Fn::Join"
+    return separator.join(p if isinstance(p, str) else f"<Ref {p['Ref']}>" for p in parts)
+
+
+@pytest.mark.parametrize("kind", CONTROL_PLANES)
+def test_workspace_and_one_rule_namespace_per_file(synthesized, kind):
+    spec, template = synthesized[kind]
+    assert one(template, "AWS::APS::Workspace")["Alias"] == spec.name
+    namespaces = {p["Name"]: p for p in resources(template, "AWS::APS::RuleGroupsNamespace").values()}
+    files = observability.rule_files()
+    assert set(namespaces) == {f"{spec.name}-{p.stem}" for p in files}
+    for path in files:
+        assert namespaces[f"{spec.name}-{path.stem}"]["Data"] == path.read_text()
+        (workspace_id,) = resources(template, "AWS::APS::Workspace")
+        assert namespaces[f"{spec.name}-{path.stem}"]["Workspace"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+
+
+@pytest.mark.parametrize("kind", CONTROL_PLANES)
+def test_alert_manager_routes_to_the_encrypted_topic(synthesized, kind):
+    spec, template = synthesized[kind]
+    (topic_id, topic), = resources(template, "AWS::SNS::Topic").items()
+    (key_id,) = resources(template, "AWS::KMS::Key")
+    assert topic["KmsMasterKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+    envelope = yaml.safe_load(joined(one(template, "AWS::APS::Workspace")["AlertManagerDefinition"]))
+    config = yaml.safe_load(envelope["alertmanager_config"])
+    assert config["route"]["receiver"] == "sns"
+    assert config["route"]["group_by"] == ["cluster", "alertname", "node"]
+    (receiver,) = config["receivers"]
+    (sns,) = receiver["sns_configs"]
+    assert receiver["name"] == "sns"
+    assert sns["topic_arn"] == f"<Ref {topic_id}>" and sns["sigv4"] == {"region": spec.region}
+    assert sns["attributes"] == {"severity": "{{ .CommonLabels.severity }}"}
+    subscriptions = resources(template, "AWS::SNS::Subscription").values()
+    email = spec.observability.alert_email
+    assert [(s["Protocol"], s["Endpoint"]) for s in subscriptions] == ([("email", email)] if email else [])
+
+
+@pytest.mark.parametrize("kind", CONTROL_PLANES)
+def test_only_this_workspace_may_publish_alerts(synthesized, kind):
+    _, template = synthesized[kind]
+    (workspace_id,) = resources(template, "AWS::APS::Workspace")
+    statements = one(template, "AWS::SNS::TopicPolicy")["PolicyDocument"]["Statement"]
+    (aps,) = [s for s in statements if s.get("Sid") == "AlertManagerPublish"]
+    assert aps["Principal"] == {"Service": "aps.amazonaws.com"}
+    assert aps["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+
+
+@pytest.mark.parametrize("kind", CONTROL_PLANES)
+def test_cloudwatch_alarms_for_fsx_and_nat(synthesized, kind):
+    spec, template = synthesized[kind]
+    alarms = {p["AlarmName"]: p for p in resources(template, "AWS::CloudWatch::Alarm").values()}
+    lustre = spec.storage.lustre
+    free = alarms[f"fmcluster-{spec.name}-fsx-free-capacity"]
+    metric = free["Metrics"][0]["MetricStat"]["Metric"]
+    assert metric["MetricName"] == "FreeDataStorageCapacity"
+    assert metric["Dimensions"] == [{"Name": "FileSystemId", "Value": FS_ID}]
+    assert free["Threshold"] == lustre.storage_capacity_gib * 1024 ** 3 * 0.1
+    throughput = alarms[f"fmcluster-{spec.name}-fsx-throughput"]
+    assert throughput["Threshold"] == round(lustre.throughput_mbps * 0.9, 1)
+    assert {m["MetricStat"]["Metric"]["MetricName"] for m in throughput["Metrics"] if "MetricStat" in m} == {
+        "DataReadBytes", "DataWriteBytes"}
+    nat = alarms[f"fmcluster-{spec.name}-nat-port-allocation"]
+    assert nat["MetricName"] == "ErrorPortAllocation" and nat["Dimensions"] == [{"Name": "NatGatewayId", "Value": NAT}]
+    (topic_id,) = resources(template, "AWS::SNS::Topic")
+    for alarm in alarms.values():
+        assert alarm["AlarmActions"] == [{"Ref": topic_id}] and alarm["OKActions"] == [{"Ref": topic_id}]
+    assert one(template, "AWS::CloudWatch::Dashboard")["DashboardName"] == f"fmcluster-{spec.name}"
+
+
+@pytest.mark.parametrize("kind", CONTROL_PLANES)
+def test_no_grafana_unless_asked(synthesized, kind):
+    _, template = synthesized[kind]
+    assert not resources(template, "AWS::Grafana::Workspace")
+    assert not resources(template, "AWS::Lambda::Function")
+
+
+def test_grafana_signs_in_with_identity_center_and_queries_only_this_workspace(synthesized):
+    spec, template = synthesized["grafana"]
+    grafana = one(template, "AWS::Grafana::Workspace")
+    assert grafana["AuthenticationProviders"] == ["AWS_SSO"] and grafana["PermissionType"] == "CUSTOMER_MANAGED"
+    assert grafana["AccountAccessType"] == "CURRENT_ACCOUNT"
+    (workspace_id,) = resources(template, "AWS::APS::Workspace")  # Grafana brings the workspace along
+    (role,) = [r for r in resources(template, "AWS::IAM::Role").values()
+               if "grafana.amazonaws.com" in flat(r["AssumeRolePolicyDocument"])]
+    for policy in role["Policies"]:
+        for statement in policy["PolicyDocument"]["Statement"]:
+            assert all(a.startswith("aps:") and "*" not in a for a in statement["Action"]
+                       if isinstance(statement["Action"], list)) or statement["Action"].startswith("aps:")
+            assert statement["Resource"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+    assert not role.get("ManagedPolicyArns")
+
+
+def test_dashboards_provisioned_from_repository_files(synthesized):
+    _, template = synthesized["grafana"]
+    (provisioner,) = [r["Properties"] for r in template["Resources"].values()
+                      if r["Type"] == "Custom::GrafanaProvisioner"]
+    files = {p.stem: json.loads(p.read_text()) for p in observability.dashboard_files()}
+    assert set(files) == {"gpu-health", "efa", "node", "scheduler"}
+    assert {k: json.loads(v) for k, v in provisioner["Dashboards"].items()} == files
+    assert provisioner["DataSourceUid"] == "fmcluster-amp"
+    assert all(d["panels"] and all(p["datasource"]["uid"] == "fmcluster-amp" for p in d["panels"])
+               for d in files.values())
+    (policy,) = [p for p in resources(template, "AWS::IAM::Policy").values()]
+    for statement in policy["PolicyDocument"]["Statement"]:
+        assert statement["Resource"] != "*"
+        assert "/workspaces/" in flat(statement["Resource"])
+
+
+def test_no_lustre_no_fsx_alarms(synthesized):
+    spec, template = synthesized["grafana"]
+    names = {p["AlarmName"] for p in resources(template, "AWS::CloudWatch::Alarm").values()}
+    assert names == {f"fmcluster-{spec.name}-nat-port-allocation"}
+    assert not resources(template, "AWS::SNS::Subscription")  # no alert_email
+
+
+def test_gpu_dashboard_prefers_sm_active():
+    text = (observability.DASHBOARDS_DIR / "gpu-health.json").read_text()
+    assert "DCGM_FI_PROF_SM_ACTIVE" in text and "DCGM_FI_DEV_GPU_UTIL" not in text
+
+
+# ---- Capacity Block events (issue 16) -----------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["pcs", "eks"])
+def test_capacity_block_start_and_expiration_warnings_go_to_the_alert_topic(synthesized, kind):
+    spec, template = synthesized[kind]
+    blocks = sorted({g.capacity.reservation_id for g in spec.node_groups if g.capacity.type == "capacity-block"})
+    (rule_id, rule), = [(lid, r["Properties"]) for lid, r in template["Resources"].items()
+                        if r["Type"] == "AWS::Events::Rule"]
+    assert rule["EventPattern"]["source"] == ["aws.ec2"]
+    assert "Capacity Block Expiration Warning" in rule["EventPattern"]["detail-type"]
+    assert rule["EventPattern"]["detail"]["capacity-reservation-id"] == blocks
+    (target,) = rule["Targets"]
+    (topic_id,) = resources(template, "AWS::SNS::Topic")
+    assert target["Arn"] == {"Ref": topic_id}
+    assert "terminated from 30 minutes before its end" in target["InputTransformer"]["InputTemplate"]
+    # only this rule may publish, and use the topic's key
+    assert rule["Name"] == f"fmcluster-{spec.name}-capacity-blocks"
+    source = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":events:", {"Ref": "AWS::Region"}, ":",
+                                {"Ref": "AWS::AccountId"}, f":rule/fmcluster-{spec.name}-capacity-blocks"]]}
+    topic_statements = one(template, "AWS::SNS::TopicPolicy")["PolicyDocument"]["Statement"]
+    (publish,) = [s for s in topic_statements if s.get("Sid") == "EventsPublish"]
+    assert publish["Principal"] == {"Service": "events.amazonaws.com"}
+    assert publish["Condition"]["ArnEquals"]["aws:SourceArn"] == source
+    key_statements = one(template, "AWS::KMS::Key")["KeyPolicy"]["Statement"]
+    (key,) = [s for s in key_statements if s.get("Sid") == "EventsPublish"]
+    assert key["Condition"]["ArnEquals"]["aws:SourceArn"] == source
+
+
+def test_no_capacity_block_no_rule(synthesized):
+    _, template = synthesized["grafana"]  # on-demand
+    assert resources(template, "AWS::Events::Rule") == {}

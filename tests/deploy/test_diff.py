@@ -1,0 +1,480 @@
+"""fmcluster diff: replacements from the create-only properties of cfn-lint's resource schemas,
+followed through references, and the data-loss guard. Real spec pairs, each spec synthesized
+once for the module (synthesis takes seconds), plus small hand-made templates for the rules."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fmcluster.cli import main
+from fmcluster.deploy import cfn_schemas, diff
+from fmcluster.plan import report as plan
+from fmcluster.spec import loader
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
+BASE = ROOT / "examples/p5-pcs.yaml"
+pytestmark = pytest.mark.synth
+
+
+def _edit(path: Path, edit) -> dict:
+    data = yaml.safe_load(BASE.read_text())
+    edit(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return data
+
+
+def _grow(d):
+    d["node_groups"][0]["count"] = 24
+
+
+def _efa(d):
+    d["storage"]["lustre"].update(efa=True, storage_capacity_gib=19200)  # EFA at 250 MB/s/TiB: 19,200 GiB steps
+
+
+def _persistent_1(d):
+    lustre = d["storage"]["lustre"]
+    lustre.update(deployment_type="PERSISTENT_1")
+    for key in ("throughput_per_tib", "links"):  # PERSISTENT_1 has its own tiers and no links
+        del lustre[key]
+
+
+def _rename(d):
+    d["name"] = "llm-pretrain2"
+
+
+def _move(d):
+    d["availability_zone_id"] = "use1-az6"
+
+
+EDITS = {"grow": _grow, "efa": _efa, "persistent-1": _persistent_1, "rename": _rename, "move": _move}
+
+
+@pytest.fixture(scope="module")
+def specs(tmp_path_factory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("specs")
+    paths = {"base": BASE}
+    for name, edit in EDITS.items():
+        paths[name] = folder / f"{name}.yaml"
+        _edit(paths[name], edit)
+        assert loader.load(paths[name]).ok, loader.load(paths[name]).diagnostics
+    return paths
+
+
+def in_process(spec) -> dict[str, dict]:
+    """The CDK app's templates of a spec, synthesized in this process (fmcluster_cdk.synthesis.build_app)."""
+    from fmcluster.deploy import assembly
+    from fmcluster.deploy.synth import app_context, cdk_json
+    from fmcluster_cdk.synthesis import build_app
+
+    with tempfile.TemporaryDirectory(prefix="fmcluster-diff-test-") as outdir:
+        build_app([spec], outdir, app_context(cdk_json(ROOT))).synth()
+        return assembly.templates(outdir)
+
+
+@pytest.fixture(scope="module")
+def cached():
+    """A synthesizer for diff.main that synthesizes each spec once for the whole module."""
+    cache: dict[str, dict] = {}
+
+    def synthesize(spec):
+        key = json.dumps(spec.resolved(), sort_keys=True)
+        if key not in cache:
+            cache[key] = in_process(spec)
+        return cache[key]
+
+    return synthesize
+
+
+def run_diff(synthesize, old, new, *flags: str) -> int:
+    """`fmcluster diff OLD NEW FLAGS` with `synthesize` handed in (the command line hands in
+    fmcluster.deploy.synth.templates, which runs the CDK app: test_the_command_line_runs_the_app)."""
+    a, b = (loader.load(path).spec for path in (old, new))
+    fmt = flags[flags.index("--format") + 1] if "--format" in flags else "text"
+    return diff.main(a, b, fmt, "--allow-data-loss" in flags, names=(str(old), str(new)), synthesize=synthesize)
+
+
+def report(specs, templates, old: str, new: str) -> diff.Report:
+    a, b = (loader.load(specs[name]).spec for name in (old, new))
+    return diff.compare(templates(a), templates(b), region=b.region)
+
+
+def changes(r: diff.Report) -> dict[str, diff.Change]:
+    return {c.logical_id: c for s in r.stacks for c in s.changes}
+
+
+def test_growing_a_node_group_is_safe(specs, cached, capsys):
+    """The group's resources are in its nested stack (seen as llm-pretrain-cluster/NodeGroup-gpu);
+    the cluster stack updates only that nested stack's template."""
+    r = report(specs, cached, "base", "grow")
+    statuses = {s.name: s.status for s in r.stacks}
+    assert statuses.pop("llm-pretrain-cluster/NodeGroup-gpu") == "changed"
+    assert statuses.pop("llm-pretrain-cluster") == "changed"
+    assert set(statuses.values()) == {"unchanged"}  # network, storage, observability
+    (change,) = next(s for s in r.stacks if s.name == "llm-pretrain-cluster/NodeGroup-gpu").changes
+    assert (change.type, change.action) == ("AWS::PCS::ComputeNodeGroup", diff.UPDATE)
+    assert change.paths == ["ScalingConfiguration.MaxInstanceCount", "ScalingConfiguration.MinInstanceCount"]
+    (nested,) = next(s for s in r.stacks if s.name == "llm-pretrain-cluster").changes
+    assert (nested.type, nested.action, nested.stateful) == ("AWS::CloudFormation::Stack", diff.UPDATE, False)
+    assert [p.split(".")[0] for p in nested.paths] == ["TemplateURL"]  # the nested template's new asset
+    assert not r.data_loss
+    assert run_diff(cached, specs["base"], specs["grow"]) == 0
+    out = capsys.readouterr().out
+    assert "~ update AWS::PCS::ComputeNodeGroup NodeGroupgpuNodeGroup" in out
+    assert out.rstrip().endswith("no stateful resource is replaced or removed")
+
+
+def test_efa_on_the_file_system_replaces_it(specs, cached, capsys):
+    r = report(specs, cached, "base", "efa")
+    found = changes(r)
+    fs = next(c for c in found.values() if c.type == "AWS::FSx::FileSystem")
+    assert fs.action == diff.REPLACE and fs.stateful and fs.retained
+    assert "SecurityGroupIds is create-only" in fs.reasons  # the EFA security group joins at creation
+    links = [c for c in found.values() if c.type == "AWS::FSx::DataRepositoryAssociation"]
+    assert len(links) == 2 and all(c.action == diff.REPLACE for c in links)
+    assert all(f"FileSystemId refers to {fs.logical_id}, which is replaced" in c.reasons for c in links)
+    assert fs in r.data_loss
+    assert run_diff(cached, specs["base"], specs["efa"]) == 1
+    out = capsys.readouterr().out
+    assert "! REPLACE AWS::FSx::FileSystem LustreFileSystem" in out and "DATA LOSS: 3 stateful resources" in out
+    assert "refusing (exit 1)" in out
+    assert run_diff(cached, specs["base"], specs["efa"], "--allow-data-loss") == 0
+    assert "allowed by --allow-data-loss" in capsys.readouterr().out
+
+
+def test_lustre_deployment_type_replaces_it(specs, cached, capsys):
+    """AWS::FSx::FileSystem has a legacy schema (no handlers) that lists no nested create-only
+    property; FSx's UpdateFileSystem does not take DeploymentType, so the file system is replaced."""
+    r = report(specs, cached, "base", "persistent-1")
+    found = changes(r)
+    fs = next(c for c in found.values() if c.type == "AWS::FSx::FileSystem")
+    assert fs.action == diff.REPLACE and fs.data_loss
+    assert any("LustreConfiguration.DeploymentType is set at creation" in reason for reason in fs.reasons)
+    removed = [c for c in found.values() if c.action == diff.REMOVE]
+    assert {c.type for c in removed} == {"AWS::FSx::DataRepositoryAssociation"}
+    assert run_diff(cached, specs["base"], specs["persistent-1"], "--format", "json") == 1
+    data = json.loads(capsys.readouterr().out)
+    assert {c["type"] for c in data["data_loss"]} == {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation"}
+    assert data["allow_data_loss"] is False
+
+
+def test_renaming_the_cluster_replaces_everything(specs, cached, capsys):
+    r = report(specs, cached, "base", "rename")
+    assert {s.name: s.status for s in r.stacks if "/" not in s.name} == {
+        **{f"llm-pretrain-{s}": "removed" for s in ("network", "storage", "observability", "cluster")},
+        **{f"llm-pretrain2-{s}": "added" for s in ("network", "storage", "observability", "cluster")}}
+    lost = {c.type for c in r.data_loss}
+    assert {"AWS::S3::Bucket", "AWS::FSx::FileSystem"} <= lost
+    old_storage = next(s for s in r.stacks if s.name == "llm-pretrain-storage")
+    stateful = [c for c in old_storage.changes if c.stateful]
+    assert stateful and all(c in r.data_loss for c in stateful)
+    assert run_diff(cached, specs["base"], specs["rename"]) == 1
+    out = capsys.readouterr().out
+    assert "note: the cluster is renamed from llm-pretrain to llm-pretrain2" in out
+    assert "stack llm-pretrain-storage (no longer produced" in out and "stack llm-pretrain2-storage (new stack)" in out
+
+
+def test_moving_the_gpu_zone_fails_at_the_network_whatever_is_allowed(specs, cached, capsys):
+    """The subnets' ids are exports the file system, the PCS cluster and the node groups import:
+    CloudFormation refuses the network's update, so no new subnet slides under the file system."""
+    assert run_diff(cached, specs["base"], specs["move"], "--allow-data-loss") == 1
+    out = capsys.readouterr().out
+    fails = out.split("UPDATE FAILS: ", 1)[1]
+    assert fails.startswith("1 change that the service refuses:\n  llm-pretrain-network Outputs.ExportsOutputRef")
+    assert "goes away, and llm-pretrain-cluster, llm-pretrain-cluster/NodeGroup-gpu, llm-pretrain-storage import it" \
+        in fails
+    assert "changes: SubnetIds[0]\n" in out  # the file system's, shown as a reader knows it
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_against_itself(example, cached, capsys):
+    """No change for an unchanged spec, and the stacks are those the plan announces."""
+    spec = loader.load(ROOT / example).spec
+    built = cached(spec)
+    assert sorted(n for n in built if "/" not in n) == sorted(s.name for s in plan.build(spec).stacks)
+    assert run_diff(cached, str(ROOT / example), str(ROOT / example)) == 0
+    out = capsys.readouterr().out
+    assert out.count(": no changes") == len(built)
+
+
+def test_invalid_spec_exits_2(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    assert main(["diff", str(BASE), str(bad)]) == 2
+    assert "bad.yaml" in capsys.readouterr().err
+
+
+def test_the_command_line_runs_the_app(specs, capfd):
+    """`fmcluster diff` synthesizes both specs by running the CDK app (fmcluster.deploy.synth.templates):
+    the same program `cdk synth` runs."""
+    assert main(["diff", str(specs["base"]), str(specs["grow"])]) == 0
+    out = capfd.readouterr().out
+    assert "~ update AWS::PCS::ComputeNodeGroup NodeGroupgpuNodeGroup" in out
+
+
+# ---- the rules on small templates (no synthesis) -------------------------------------------
+
+def fsx(subnet: dict, **lustre) -> dict:
+    return {"Type": "AWS::FSx::FileSystem", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
+            "Properties": {"FileSystemType": "LUSTRE", "SubnetIds": [subnet], "StorageCapacity": 1200,
+                           "LustreConfiguration": {"DeploymentType": "PERSISTENT_2", **lustre}}}
+
+
+def network(cidr: str) -> dict:
+    return {"Resources": {
+        "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}},
+        "Subnet": {"Type": "AWS::EC2::Subnet", "Properties": {"VpcId": {"Ref": "Vpc"}, "CidrBlock": cidr}}},
+        "Outputs": {"SubnetOut": {"Value": {"Ref": "Subnet"}}}}
+
+
+CROSS = {"Fn::GetStackOutput": {"StackName": "c-network", "OutputName": "SubnetOut"}}
+
+
+def test_a_replaced_subnet_replaces_the_file_system_in_another_stack():
+    old = {"c-network": network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(CROSS)}}}
+    new = {"c-network": network("10.0.0.0/18"), "c-storage": {"Resources": {"Fs": fsx(CROSS)}}}
+    r = diff.compare(old, new, "us-east-1")
+    found = changes(r)
+    assert found["Subnet"].action == diff.REPLACE and found["Subnet"].reasons == ["CidrBlock is create-only"]
+    assert found["Fs"].action == diff.REPLACE
+    assert found["Fs"].reasons == ["SubnetIds refers to Subnet in c-network, which is replaced"]
+    assert [c.logical_id for c in r.data_loss] == ["Fs"]
+
+
+def exporting_network(cidr: str, export: bool = True) -> dict:
+    template = network(cidr)
+    if export:
+        template["Outputs"]["SubnetExport"] = {"Value": {"Ref": "Subnet"}, "Export": {"Name": "c-network:Subnet"}}
+    return template
+
+
+IMPORT = {"Fn::ImportValue": "c-network:Subnet"}
+
+
+def test_a_weak_reference_and_an_import_of_the_same_value_are_the_same_value():
+    """The upgrade of a deployed cluster from Fn::GetStackOutput to Fn::ImportValue replaces nothing."""
+    old = {"c-network": network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(CROSS)}}}
+    new = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(IMPORT)}}}
+    r = diff.compare(old, new, "us-east-1")
+    assert changes(r) == {} and diff.exit_code(r, allowed=False) == 0
+    # an import of another value is a change of the create-only SubnetIds
+    other = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(
+        {"Fn::ImportValue": "c-network:Other"})}}}
+    other["c-network"]["Outputs"]["Other"] = {"Value": {"Ref": "Vpc"}, "Export": {"Name": "c-network:Other"}}
+    assert changes(diff.compare(new, other, "us-east-1"))["Fs"].action == diff.REPLACE
+
+
+def test_a_replaced_subnet_that_is_imported_fails_the_update_instead():
+    """An export in use cannot change: the network's update fails and rolls back, whatever is
+    allowed; the file system is never reached."""
+    old = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(IMPORT)}}}
+    new = {"c-network": exporting_network("10.0.0.0/18"), "c-storage": {"Resources": {"Fs": fsx(IMPORT)}}}
+    r = diff.compare(old, new, "us-east-1")
+    subnet = changes(r)["Subnet"]
+    assert subnet.action == diff.FAILS
+    assert subnet.reasons[-1] == ("the export c-network:Subnet names Subnet, which is replaced (a new id), and "
+                                  "c-storage imports it: CloudFormation refuses to change an export in use, "
+                                  "and the update rolls back (to make the change on purpose, back up the data "
+                                  "and destroy the importing stacks first)")
+    assert diff.exit_code(r, allowed=True) == 1
+    assert "x UPDATE FAILS AWS::EC2::Subnet Subnet" in diff.render_text(r, "old", "new", True)
+
+
+@pytest.mark.parametrize("change", ["value", "removed"])
+def test_an_export_in_use_that_changes_or_goes_fails(change):
+    old = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(IMPORT)}}}
+    new = {"c-network": exporting_network("10.0.0.0/17", export=change != "removed"),
+           "c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
+    if change == "value":
+        new["c-network"]["Outputs"]["SubnetExport"]["Value"] = {"Ref": "Vpc"}
+    r = diff.compare(old, new, "us-east-1")
+    found = changes(r)
+    output = found["Outputs.SubnetExport"]
+    assert output.action == diff.FAILS and output.stack == "c-network"
+    assert output.reasons[0].startswith({"value": "the value of the export c-network:Subnet changes",
+                                         "removed": "the export c-network:Subnet goes away"}[change])
+    assert diff.exit_code(r, allowed=True) == 1
+    # not imported by anyone (as deployed): nothing refuses it
+    unused = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
+    assert not diff.compare(unused, new, "us-east-1").failing
+
+
+def nested_cluster(cluster_name: str, launch_template_name: str) -> dict[str, dict]:
+    """A cluster stack with a PCS cluster, and a node group's nested stack that receives the
+    cluster's id as a parameter."""
+    stack = {"Type": "AWS::CloudFormation::Stack", "Metadata": {
+        "aws:cdk:path": "c-cluster/NodeGroup-gpu.NestedStack/NodeGroup-gpu.NestedStackResource"},
+        "Properties": {"TemplateURL": "https://s3.amazonaws.com/b/x.json",
+                       "Parameters": {"ClusterIdParam": {"Fn::GetAtt": ["Cluster", "Id"]}}}}
+    parent = {"Resources": {"Cluster": {"Type": "AWS::PCS::Cluster", "Properties": {"Name": cluster_name}},
+                            "NodeGroupStack": stack}}
+    nested = {"Parameters": {"ClusterIdParam": {"Type": "String"}}, "Resources": {
+        "LaunchTemplate": {"Type": "AWS::EC2::LaunchTemplate",
+                           "Properties": {"LaunchTemplateName": launch_template_name, "LaunchTemplateData": {}}},
+        "Group": {"Type": "AWS::PCS::ComputeNodeGroup", "Properties": {"ClusterId": {"Ref": "ClusterIdParam"}}}}}
+    return {"c-cluster": parent, "c-cluster/NodeGroup-gpu": nested}
+
+
+def test_a_replaced_launch_template_in_a_nested_stack_shows():
+    r = diff.compare(nested_cluster("c", "gpu"), nested_cluster("c", "gpu-2"), "us-east-1")
+    (stack,) = [s for s in r.stacks if s.status == "changed"]
+    assert stack.name == "c-cluster/NodeGroup-gpu"
+    (change,) = stack.changes
+    assert (change.logical_id, change.action) == ("LaunchTemplate", diff.REPLACE)
+    text = diff.render_text(r, "old", "new", False)
+    assert "stack c-cluster/NodeGroup-gpu: 1 replace" in text and "! REPLACE AWS::EC2::LaunchTemplate" in text
+
+
+def test_a_replacement_is_followed_into_nested_stacks_through_their_parameters():
+    r = diff.compare(nested_cluster("c", "gpu"), nested_cluster("c2", "gpu"), "us-east-1")
+    found = {(c.stack, c.logical_id): c for s in r.stacks for c in s.changes}
+    assert found[("c-cluster", "Cluster")].action == diff.REPLACE
+    group = found[("c-cluster/NodeGroup-gpu", "Group")]
+    assert group.action == diff.REPLACE
+    assert group.reasons == ["ClusterId refers to Cluster in c-cluster, which is replaced"]
+
+
+def test_in_place_and_nested_changes_of_a_legacy_type():
+    base = {"c": {"Resources": {"Fs": fsx("subnet-1", PerUnitStorageThroughput=250)}}}
+    bigger = {"c": {"Resources": {"Fs": {**fsx("subnet-1", PerUnitStorageThroughput=250)}}}}
+    bigger["c"]["Resources"]["Fs"]["Properties"]["StorageCapacity"] = 2400
+    assert changes(diff.compare(base, bigger, "us-east-1"))["Fs"].action == diff.UPDATE  # top level, not create-only
+    faster = {"c": {"Resources": {"Fs": fsx("subnet-1", PerUnitStorageThroughput=500)}}}
+    change = changes(diff.compare(base, faster, "us-east-1"))["Fs"]  # UpdateFileSystem takes it
+    assert change.action == diff.UPDATE and change.paths == ["LustreConfiguration.PerUnitStorageThroughput"]
+
+
+# What each LustreConfiguration property of the resource schema does when it changes: in place
+# where FSx's UpdateFileSystem takes it (botocore's UpdateFileSystemLustreConfiguration), else the
+# file system is replaced (set at creation: CreateFileSystemLustreConfiguration only).
+LUSTRE_VERDICTS = {
+    "AutoImportPolicy": diff.UPDATE, "AutomaticBackupRetentionDays": diff.UPDATE,
+    "DailyAutomaticBackupStartTime": diff.UPDATE, "DataCompressionType": diff.UPDATE,
+    "DataReadCacheConfiguration": diff.UPDATE, "LogConfiguration": diff.UPDATE,
+    "MetadataConfiguration": diff.UPDATE, "PerUnitStorageThroughput": diff.UPDATE,
+    "ThroughputCapacity": diff.UPDATE, "WeeklyMaintenanceStartTime": diff.UPDATE,
+    "CopyTagsToBackups": diff.REPLACE, "DeploymentType": diff.REPLACE, "DriveCacheType": diff.REPLACE,
+    "EfaEnabled": diff.REPLACE, "ExportPath": diff.REPLACE, "ImportPath": diff.REPLACE,
+    "ImportedFileChunkSize": diff.REPLACE,
+}
+
+
+def test_the_verdict_table_covers_every_lustre_property_of_the_schema():
+    from fmcluster.deploy import cfn_schemas
+
+    schema = cfn_schemas.document("AWS::FSx::FileSystem")
+    assert schema is not None
+    assert set(LUSTRE_VERDICTS) == set(schema["definitions"]["LustreConfiguration"]["properties"])
+
+
+@pytest.mark.parametrize("prop", sorted(LUSTRE_VERDICTS))
+def test_each_lustre_property_change_has_its_verdict(prop):
+    old = {"c": {"Resources": {"Fs": fsx("subnet-1", **{prop: "old"})}}}
+    new = {"c": {"Resources": {"Fs": fsx("subnet-1", **{prop: "new"})}}}
+    change = changes(diff.compare(old, new, "us-east-1"))["Fs"]
+    assert change.action == LUSTRE_VERDICTS[prop], change.reasons
+    assert change.data_loss == (LUSTRE_VERDICTS[prop] == diff.REPLACE)
+
+
+def test_a_smaller_file_system_is_an_update_that_fails_and_is_refused_whatever_is_allowed():
+    old = {"c": {"Resources": {"Fs": fsx("subnet-1")}}}
+    new = {"c": {"Resources": {"Fs": fsx("subnet-1")}}}
+    old["c"]["Resources"]["Fs"]["Properties"]["StorageCapacity"] = 4800
+    new["c"]["Resources"]["Fs"]["Properties"]["StorageCapacity"] = 2400
+    r = diff.compare(old, new, "us-east-1")
+    change = changes(r)["Fs"]
+    assert change.action == diff.FAILS and not change.data_loss
+    assert "only grows" in change.reasons[0]
+    assert diff.exit_code(r, allowed=True) == 1 and diff.exit_code(r, allowed=False) == 1
+    text = diff.render_text(r, "old", "new", True)
+    assert "x UPDATE FAILS AWS::FSx::FileSystem Fs" in text and "no switch allows it" in text
+    assert json.loads(diff.render_json(r, "old", "new", True))["fails"][0]["logical_id"] == "Fs"
+
+
+def test_type_change_unknown_type_and_removed_retained_resource():
+    old = {"c": {"Resources": {"A": {"Type": "AWS::SQS::Queue"}, "B": {"Type": "Custom::Thing", "Properties": {"X": 1}},
+                               "K": {"Type": "AWS::IAM::Role", "DeletionPolicy": "Retain", "Properties": {}}}}}
+    new = {"c": {"Resources": {"A": {"Type": "AWS::SNS::Topic"},
+                               "B": {"Type": "Custom::Thing", "Properties": {"X": 2}}}}}
+    found = changes(diff.compare(old, new, "us-east-1"))
+    assert found["A"].action == diff.REPLACE and found["A"].reasons == ["type changes from AWS::SQS::Queue"]
+    assert found["B"].action == diff.MAY_REPLACE
+    assert found["K"].action == diff.REMOVE and found["K"].data_loss  # retained: stateful whatever its type
+
+
+def test_references_are_found_in_every_intrinsic():
+    value = {"A": {"Ref": "X"}, "B": {"Fn::GetAtt": ["Y", "Arn"]}, "C": {"Fn::GetAtt": "Z.Id"},
+             "D": {"Fn::Sub": "arn:${AWS::Partition}:s3:::${Bucket}/${Key.Arn}"}, "E": {"Ref": "AWS::Region"},
+             "F": {"Fn::GetStackOutput": {"StackName": "s", "OutputName": "o"}}, "G": {"Fn::ImportValue": "exp"}}
+    assert diff.references(value) == {("res", "X"), ("res", "Y"), ("res", "Z"), ("res", "Bucket"), ("res", "Key"),
+                                      ("out", "s", "o"), ("export", "exp")}
+
+
+def test_schemas_come_from_cfn_lint():
+    assert cfn_schemas.available()
+    fs = cfn_schemas.schema("AWS::FSx::FileSystem")
+    assert ("SecurityGroupIds",) in fs.create_only and ("SubnetIds",) in fs.create_only and fs.legacy
+    bucket = cfn_schemas.schema("AWS::S3::Bucket")
+    assert ("BucketName",) in bucket.create_only and not bucket.legacy
+    assert cfn_schemas.schema("AWS::Nothing::Here") is None
+    assert all(cfn_schemas.is_stateful(t) for t in ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key"))
+    assert not cfn_schemas.is_stateful("AWS::EC2::LaunchTemplate")
+    assert cfn_schemas.values_at({"Tags": [{"Key": "a"}, {"Key": "b"}]}, ("Tags", "*", "Key")) == ["a", "b"]
+
+
+@pytest.mark.parametrize("new, shown", [("efa", "p5-pcs-efa.yaml     # lustre.efa: true, 19,200 GiB"),
+                                        ("grow", "p5-pcs-grow.yaml    # the gpu group grows from 16 to 24")])
+def test_readme_shows_real_diff_output(specs, cached, new, shown):
+    from tests.plan.test_plan import readme_output
+
+    r = report(specs, cached, "base", new)
+    real = diff.render_text(r, "examples/p5-pcs.yaml", shown.split()[0], False)
+    assert readme_output(f"fmcluster diff examples/p5-pcs.yaml {shown}") == real
+
+
+@pytest.mark.parametrize("field, value", [("region", "us-west-2"), ("account", "444455556666")])
+def test_another_region_or_account_is_a_new_set_of_stacks(field, value, capsys):
+    from tests.support.specs import base_spec, validated, with_
+
+    old = validated(with_(base_spec(), "account", "111122223333"))
+    moved = with_(with_(base_spec(), "account", "111122223333"), field, value)
+    if field == "region":
+        moved = with_(moved, "availability_zone_id", "usw2-az1")
+    new = validated(moved)
+    templates = {"c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
+    assert diff.main(old, new, "json", synthesize=lambda spec: templates) == 0  # nothing replaced here
+    report = json.loads(capsys.readouterr().out)
+    assert report["data_loss"] == [] and report["stacks"][0]["status"] == "added"
+    assert "CloudFormation deploys new stacks there" in report["notes"][0]
+
+
+def _block_group(version: str) -> dict:
+    return {"Type": "AWS::EKS::Nodegroup", "Properties": {
+        "ClusterName": "c", "NodeRole": "arn:aws:iam::111122223333:role/n", "Subnets": ["subnet-1"],
+        "CapacityType": "CAPACITY_BLOCK", "ScalingConfig": {"MinSize": 0, "DesiredSize": 0, "MaxSize": 8},
+        "LaunchTemplate": {"Id": "lt-1", "Version": version},
+        "Tags": {"fmcluster:cluster": "c", "fmcluster:node-group": "gpu"}}}
+
+
+def test_an_update_of_a_capacity_block_node_group_says_to_hold_and_scale_it_to_zero():
+    old = {"c-cluster/NodeGroup-gpu": {"Resources": {"Group": _block_group("1")}}}
+    new = {"c-cluster/NodeGroup-gpu": {"Resources": {"Group": _block_group("2")}}}
+    r = diff.compare(old, new, "us-east-1")
+    assert r.notes == ["node group gpu is on a Capacity Block and this change updates it (c-cluster/NodeGroup-gpu "
+                       "Group): EKS wants it at desired size 0 for the update, so hold its scaler "
+                       "(/fmcluster/c/node-groups/gpu/hold) and scale it to 0 before deploying, and delete the "
+                       "hold after (README, Capacity Blocks)"]
+    assert diff.exit_code(r, allowed=False) == 0  # advice, not a refusal
+    assert diff.render_text(r, "old", "new", False).splitlines()[1].startswith("note: node group gpu")
+    # an on-demand group, or no change of the group: no note
+    on_demand = {k: {"Resources": {"Group": {**g["Resources"]["Group"], "Properties": {
+        **g["Resources"]["Group"]["Properties"], "CapacityType": "ON_DEMAND"}}}} for k, g in new.items()}
+    assert diff.compare({k: {"Resources": {"Group": {**on_demand[k]["Resources"]["Group"], "Properties": {
+        **on_demand[k]["Resources"]["Group"]["Properties"], "LaunchTemplate": {"Id": "lt-1", "Version": "1"}}}}}
+        for k in on_demand}, on_demand, "us-east-1").notes == []
+    assert diff.compare(new, new, "us-east-1").notes == []

@@ -1,0 +1,368 @@
+"""Deploy every template of an example, in order and with their cross-stack exports, into
+moto's CloudFormation, and read back with boto3 what moto builds.
+
+moto 5.2 skips some resource types (FSx, PCS, EKS, placement groups, egress rules among them),
+and an output or export that reads an attribute of a skipped resource fails the whole stack.
+Lambda functions and layers (the EKS kubectl provider) it could create, but their code is an
+asset that is never published here, and the custom resources would invoke them. So before
+deploying, `for_moto` leaves those resources out, drops exactly the outputs that read them and
+replaces the imports of the exports it dropped with a placeholder: everything else is deployed
+as synthesized. What is skipped is checked on the templates by the CDK-assertion tests instead.
+
+NAME-cluster keeps each node group in a nested stack (an AWS::CloudFormation::Stack whose
+TemplateURL names a file asset): as `cdk deploy` would, the nested templates are published to
+the (moto) S3 bucket and key the TemplateURL names, and moto's CloudFormation creates the nested
+stacks from there with the parameters the parent passes.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REGION = "us-east-1"
+SKIPPED_BY_MOTO = {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation", "AWS::PCS::Cluster",
+                   "AWS::PCS::ComputeNodeGroup", "AWS::PCS::Queue", "AWS::EC2::PlacementGroup",
+                   "AWS::SageMaker::Cluster", "AWS::EKS::Cluster", "AWS::EKS::Nodegroup", "AWS::EKS::Addon",
+                   "AWS::EKS::AccessEntry", "AWS::APS::Workspace", "AWS::APS::RuleGroupsNamespace",
+                   "AWS::APS::Scraper", "AWS::Grafana::Workspace"} | {
+    # moto implements these, but cannot create them from an unpublished cloud assembly: Lambda
+    # code and layers are assets (never uploaded here), and a custom resource would invoke them.
+    "AWS::Lambda::Function", "AWS::Lambda::LayerVersion", "Custom::AWSCDK-EKS-HelmChart",
+    # (and so the permission that lets EventBridge invoke such a function: moto looks the function up)
+    "AWS::Lambda::Permission",
+    "Custom::AWSCDK-EKS-KubernetesResource", "Custom::HyperPodDependencies", "Custom::GrafanaProvisioner",
+    # moto's CloudFormation cannot create an SSM parameter without a Name (the EKS kubectl barrier).
+    "AWS::SSM::Parameter",
+    # moto 5.2 creates a KMS key from CloudFormation only without Tags (it reads TagKey/TagValue,
+    # CloudFormation gives Key/Value), and every stack is tagged.
+    "AWS::KMS::Key",
+    # moto 5.2 does not create CloudWatch alarms from CloudFormation (the dashboard's alarm status
+    # widget reads their Arn): the alarms are asserted on the template instead.
+    "AWS::CloudWatch::Alarm"}
+EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
+STACK_ORDER = ("network", "storage", "observability", "cluster")  # as CloudFormation must create them
+ASSET_BUCKET_PREFIX = "cdk-hnb659fds-assets-"  # the CDK bootstrap bucket, where nested templates are published
+
+
+def _refs(value) -> set[str]:
+    """Logical ids a template value reads through Ref or Fn::GetAtt."""
+    found = set()
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            if key == "Ref" and isinstance(inner, str):
+                found.add(inner)
+            elif key == "Fn::GetAtt":
+                found.add(inner[0] if isinstance(inner, list) else inner.split(".")[0])
+            else:
+                found |= _refs(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            found |= _refs(inner)
+    return found
+
+
+def _resolve_cross_stack(value, outputs: dict[tuple[str, str], str]):
+    """Resolve CDK's cross-stack references (Fn::GetStackOutput, or Fn::ImportValue of an
+    export) from the outputs of the stacks deployed before, as CloudFormation does; moto does
+    not know Fn::GetStackOutput. A reference to an output dropped for moto gets a placeholder."""
+    if isinstance(value, dict):
+        if set(value) == {"Fn::GetStackOutput"}:
+            ref = value["Fn::GetStackOutput"]
+            return outputs.get((ref["StackName"], ref["OutputName"]), f"moto-skipped-{ref['OutputName']}")
+        if set(value) == {"Fn::ImportValue"} and isinstance(value["Fn::ImportValue"], str):
+            return outputs.get(("export", value["Fn::ImportValue"]), f"moto-skipped-{value['Fn::ImportValue']}")
+        return {k: _resolve_cross_stack(v, outputs) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve_cross_stack(v, outputs) for v in value]
+    return value
+
+
+def _stub_skipped(value, skipped: set[str], arn: bool = False):
+    """Replace a Ref or Fn::GetAtt of a resource moto skips by a placeholder string (shaped as an
+    ARN in the Resource of an IAM policy statement and the Arn of an EventBridge target, which moto
+    checks)."""
+    if isinstance(value, dict):
+        if value.keys() in ({"Ref"}, {"Fn::GetAtt"}) and _refs(value) & skipped:
+            stub = "moto-skipped-" + "-".join(sorted(_refs(value)))
+            return f"arn:aws:moto:::{stub}" if arn else stub
+        return {k: _stub_skipped(v, skipped, arn or k in ("Resource", "Arn")) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_stub_skipped(v, skipped, arn) for v in value]
+    return value
+
+
+def _without_dependencies(resource: dict, skipped: set[str]) -> dict:
+    """The resource without DependsOn entries on skipped resources (which are left out)."""
+    depends = resource.get("DependsOn")
+    if depends is None:
+        return resource
+    kept = [d for d in ([depends] if isinstance(depends, str) else depends) if d not in skipped]
+    return {k: v for k, v in resource.items() if k != "DependsOn"} | ({"DependsOn": kept} if kept else {})
+
+
+def for_moto(template: dict, outputs: dict[tuple[str, str], str]) -> dict:
+    """The template with cross-stack references resolved, without the resources moto skips (or
+    cannot create here), references to them stubbed inside the resources it builds, and without
+    the outputs that read them."""
+    skipped = {lid for lid, r in template["Resources"].items() if r["Type"] in SKIPPED_BY_MOTO}
+    template = _resolve_cross_stack(template, outputs)
+    template["Resources"] = {lid: _without_dependencies(_stub_skipped(r, skipped), skipped)
+                             for lid, r in template["Resources"].items() if lid not in skipped}
+    template["Outputs"] = {key: output for key, output in template.get("Outputs", {}).items()
+                           if not _refs(output["Value"]) & skipped}
+    return template
+
+
+def _template_url(value, account: str, region: str) -> str:
+    """A TemplateURL as CloudFormation resolves it (CDK's Fn::Join of the asset bucket and key)."""
+    if isinstance(value, str):
+        return value.replace("${AWS::AccountId}", account).replace("${AWS::Region}", region)
+    if set(value) == {"Fn::Join"}:
+        return value["Fn::Join"][0].join(_template_url(part, account, region) for part in value["Fn::Join"][1])
+    if set(value) == {"Fn::Sub"}:
+        return _template_url(value["Fn::Sub"], account, region)
+    pseudo = {"AWS::URLSuffix": "amazonaws.com", "AWS::Region": region, "AWS::AccountId": account}
+    return pseudo[value["Ref"]]
+
+
+def publish_nested(s3, parent: str, loaded: dict, outputs: dict[tuple[str, str], str], account: str,
+                   region: str) -> None:
+    """Upload the nested templates of `parent` (prepared for moto) where their TemplateURL points."""
+    for child in loaded.values():
+        if child.parent != parent:
+            continue
+        url = urlparse(_template_url(loaded[parent].body["Resources"][child.logical_id]["Properties"]["TemplateURL"],
+                                     account, region))
+        bucket, key = url.path.lstrip("/").split("/", 1)
+        if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
+            where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+            s3.create_bucket(Bucket=bucket, **where)
+        body = json.dumps(for_moto(json.loads(json.dumps(child.body)), outputs))
+        s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
+        publish_nested(s3, child.name, loaded, outputs, account, region)
+
+
+def record_outputs(stack: dict, outputs: dict[tuple[str, str], str]) -> None:
+    for output in stack.get("Outputs", []):
+        outputs[(stack["StackName"], output["OutputKey"])] = output["OutputValue"]
+        if output.get("ExportName"):
+            outputs[("export", output["ExportName"])] = output["OutputValue"]
+
+
+@pytest.fixture(scope="module", params=EXAMPLES)
+def deployed(request, tmp_path_factory, monkeypatch_module):
+    """Synthesize the example in-process and deploy its stacks into moto, network first."""
+    import boto3
+    from moto import mock_aws
+
+    from fmcluster.deploy import assembly
+    from fmcluster.deploy.synth import app_context, cdk_json
+    from fmcluster.spec import loader
+    from fmcluster_cdk.synthesis import build_app
+
+    spec = loader.load(ROOT / request.param).spec
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    build_app([spec], str(outdir), app_context(cdk_json(ROOT))).synth()
+    loaded = assembly.load(outdir)
+    templates = {name: t.body for name, t in loaded.items()}  # nested stacks as PARENT/ID
+    for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                       ("AWS_SESSION_TOKEN", "testing"), ("AWS_DEFAULT_REGION", REGION)):
+        monkeypatch_module.setenv(var, value)
+    monkeypatch_module.delenv("AWS_PROFILE", raising=False)
+    with mock_aws():
+        region = spec.region
+        boto3.client("ssm", region_name=region).put_parameter(
+            Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
+        cfn = boto3.client("cloudformation", region_name=region)
+        s3 = boto3.client("s3", region_name=region)
+        account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
+        outputs: dict[tuple[str, str], str] = {}
+        for suffix in STACK_ORDER:
+            name = f"{spec.name}-{suffix}"
+            if name not in templates:
+                continue
+            publish_nested(s3, name, loaded, outputs, account, region)
+            body = json.dumps(for_moto(json.loads(json.dumps(templates[name])), outputs))
+            cfn.create_stack(StackName=name, TemplateBody=body, Capabilities=["CAPABILITY_IAM"])
+            stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
+            assert stack["StackStatus"] == "CREATE_COMPLETE", (name, stack.get("StackStatusReason"))
+            record_outputs(stack, outputs)
+        yield spec, region, templates
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    mp = pytest.MonkeyPatch()
+    yield mp
+    mp.undo()
+
+
+def test_all_stacks_created(deployed):
+    import boto3
+
+    spec, region, templates = deployed
+    cfn = boto3.client("cloudformation", region_name=region)
+    stacks = cfn.describe_stacks()["Stacks"]
+    top = {f"{spec.name}-{x}" for x in STACK_ORDER} & set(templates)
+    nested = {nested_stack_name(cfn, templates, name) for name in templates if "/" in name}
+    assert {s["StackName"] for s in stacks} == top | nested  # moto lists nested stacks beside the others
+    assert all(s["StackStatus"] == "CREATE_COMPLETE" for s in stacks)
+
+
+def nested_stack_name(cfn, templates: dict, name: str) -> str:
+    """The physical name of nested stack `PARENT/ID`, from its parent's stack resources."""
+    parent, child_id = name.rsplit("/", 1)
+    from fmcluster.deploy.assembly import nested_id
+
+    (logical_id,) = [lid for lid, r in templates[parent]["Resources"].items()
+                     if r["Type"] == "AWS::CloudFormation::Stack" and nested_id(lid, r) == child_id]
+    return physical_ids(cfn, parent)[logical_id]
+
+
+def physical_ids(cfn, stack: str) -> dict[str, str]:
+    return {r["LogicalResourceId"]: r["PhysicalResourceId"]
+            for r in cfn.list_stack_resources(StackName=stack)["StackResourceSummaries"] if "LogicalResourceId" in r}
+
+
+def test_vpc_and_subnets(deployed):
+    import boto3
+
+    from fmcluster.model import network as network_plan
+
+    spec, region, _ = deployed
+    ec2 = boto3.client("ec2", region_name=region)
+    vpcs = [v for v in ec2.describe_vpcs()["Vpcs"]
+            if v["CidrBlock"] == spec.network.vpc_cidr and not v.get("IsDefault")]
+    assert len(vpcs) == 1
+    in_vpc = [{"Name": "vpc-id", "Values": [vpcs[0]["VpcId"]]}]
+    cidrs = {s["CidrBlock"] for s in ec2.describe_subnets(Filters=in_vpc)["Subnets"]}
+    expected = {s.cidr for s in network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)}
+    assert cidrs == expected  # moto ignores AvailabilityZoneId: placement by AZ ID is asserted on the template
+
+
+def test_launch_templates_carry_the_efa_layout(deployed):
+    """Each GPU group's launch template, as EC2 (moto) stored it: every interface of the layout,
+    with the security groups the network stack really created."""
+    import boto3
+
+    from fmcluster.facts import controlplanes
+    from fmcluster.facts.efa import efa_layout
+
+    spec, region, templates = deployed
+    ec2 = boto3.client("ec2", region_name=region)
+    cfn = boto3.client("cloudformation", region_name=region)
+    stack = f"{spec.name}-cluster"
+    if controlplanes.get(spec.orchestrator.type).hyperpod:
+        # SageMaker HyperPod launches its instances itself: no node group has a launch template
+        # (hyperpod-eks keeps only its system node group's; the instance groups are asserted in
+        # tests/cdk/test_hyperpod_stack.py).
+        paths = [r["Metadata"]["aws:cdk:path"] for r in templates[stack]["Resources"].values()
+                 if r["Type"] == "AWS::EC2::LaunchTemplate"]
+        system = [f"{stack}/SystemNodes/LaunchTemplate/Resource"] if spec.orchestrator.type == "hyperpod-eks" else []
+        assert paths == system
+        assert len(ec2.describe_launch_templates()["LaunchTemplates"]) == len(system)
+        return
+    groups = {sg["GroupId"] for sg in ec2.describe_security_groups()["SecurityGroups"]}
+    mode = controlplanes.get(spec.orchestrator.type).interface_mode
+    for group in spec.node_groups:
+        # Each node group is a nested stack of its own: its launch template is read back from it.
+        nested = f"{stack}/NodeGroup-{group.name}"
+        (logical_id,) = [lid for lid, r in templates[nested]["Resources"].items()
+                         if r["Type"] == "AWS::EC2::LaunchTemplate"
+                         and r["Metadata"]["aws:cdk:path"].endswith(f"/NodeGroup-{group.name}/LaunchTemplate/Resource")]
+        physical = physical_ids(cfn, nested_stack_name(cfn, templates, nested))
+        (version,) = ec2.describe_launch_template_versions(
+            LaunchTemplateId=physical[logical_id])["LaunchTemplateVersions"]
+        data = version["LaunchTemplateData"]
+        expected = efa_layout(group.instance, mode, group.efa)
+        interfaces = sorted(data["NetworkInterfaces"], key=lambda i: (i["NetworkCardIndex"], i["DeviceIndex"]))
+        assert [(i["NetworkCardIndex"], i["DeviceIndex"]) for i in interfaces] == \
+            [(e.network_card_index, e.device_index) for e in expected]
+        assert [i.get("InterfaceType", "interface") for i in interfaces] == [e.interface_type for e in expected]
+        for interface in interfaces:
+            # Real ids, resolved across stacks; on EKS also the cluster security group, which EKS
+            # creates (moto skips the cluster, so its reference is a placeholder).
+            stubs = {g for g in interface["Groups"] if g.startswith("moto-skipped-")}
+            assert stubs <= ({"moto-skipped-" + lid for lid, r in templates[stack]["Resources"].items()
+                              if r["Type"] == "AWS::EKS::Cluster"})
+            # (inside the nested stack, the parent passes that placeholder as a parameter)
+            assert set(interface["Groups"]) - stubs and set(interface["Groups"]) - stubs <= groups
+        assert data["MetadataOptions"]["HttpTokens"] == "required"
+
+
+def test_buckets_encrypted(deployed):
+    import boto3
+
+    spec, region, _ = deployed
+    s3 = boto3.client("s3", region_name=region)
+    # (the CDK asset bucket holds the nested templates published for the deploy)
+    names = [b["Name"] for b in s3.list_buckets()["Buckets"] if not b["Name"].startswith(ASSET_BUCKET_PREFIX)]
+    assert len(names) == len(spec.storage.buckets)
+    for name in names:
+        assert name.startswith(f"{spec.name}-")
+        rules = s3.get_bucket_encryption(Bucket=name)["ServerSideEncryptionConfiguration"]["Rules"]
+        assert rules[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] in ("AES256", "aws:kms")
+
+
+NODE_PRINCIPALS = {"ec2.amazonaws.com", "sagemaker.amazonaws.com"}  # PCS node role, HyperPod execution role
+LIFECYCLE_PREFIX = "/fmcluster-lifecycle/"  # HyperPod lifecycle scripts in the CDK asset bucket
+
+
+def test_node_role_reaches_only_cluster_buckets(deployed):
+    """The roles the nodes assume (PCS: under /aws-pcs/; HyperPod: trusted by SageMaker) reach
+    only the cluster's buckets, and HyperPod's only its lifecycle-script folders besides."""
+    import boto3
+
+    spec, region, _ = deployed
+    iam = boto3.client("iam", region_name=region)
+
+    def principals(role):
+        document = role["AssumeRolePolicyDocument"]
+        if isinstance(document, str):
+            document = json.loads(document)
+        services = [s.get("Principal", {}).get("Service", []) for s in document["Statement"]]
+        return {name for service in services for name in ([service] if isinstance(service, str) else service)}
+
+    roles = [r for r in iam.list_roles()["Roles"] if r["Path"] == "/aws-pcs/" or principals(r) & NODE_PRINCIPALS]
+    assert roles, "the cluster stack creates the role its nodes assume"
+    if spec.orchestrator.type == "pcs":
+        assert all(r["Path"] == "/aws-pcs/" for r in roles), "the PCS node role lives under /aws-pcs/"
+    for role in roles:
+        for policy_name in iam.list_role_policies(RoleName=role["RoleName"])["PolicyNames"]:
+            document = iam.get_role_policy(RoleName=role["RoleName"], PolicyName=policy_name)["PolicyDocument"]
+            if isinstance(document, str):  # moto returns inline policies of a CFN role as a Python repr
+                document = ast.literal_eval(document)
+            for statement in document["Statement"]:
+                actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+                if any(a.startswith("s3:") for a in actions):
+                    resource = statement["Resource"]
+                    resources = resource if isinstance(resource, list) else [resource]
+                    assert "*" not in resources
+                    prefixes = statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix", [])
+                    listing_lifecycle = bool(prefixes) and all(p.startswith(LIFECYCLE_PREFIX[1:]) for p in prefixes)
+                    assert all(spec.name in json.dumps(r) or LIFECYCLE_PREFIX in json.dumps(r) or listing_lifecycle
+                               for r in resources), statement
+
+
+def test_capacity_block_groups_get_their_scaler_rules(deployed):
+    """An EKS node group on a Capacity Block: EventBridge (moto) holds the rules that run its
+    scaler, on the block's events and every 5 minutes; no other plane or group has them."""
+    import boto3
+
+    spec, region, _ = deployed
+    rules = boto3.client("events", region_name=region).list_rules()["Rules"]
+    scalers = [r for r in rules if "CapacityBlockScaler" in r["Name"]]
+    blocks = [g for g in spec.node_groups if g.capacity.type == "capacity-block"]
+    if spec.orchestrator.type != "eks":
+        assert scalers == []
+        return
+    assert len(scalers) == 2 * len(blocks) and blocks
+    assert sorted(r.get("ScheduleExpression", "pattern") for r in scalers) == ["pattern", "rate(5 minutes)"]
+    (pattern,) = [json.loads(r["EventPattern"]) for r in scalers if "EventPattern" in r]
+    assert pattern["detail"] == {"capacity-reservation-id": [blocks[0].capacity.reservation_id]}

@@ -1,0 +1,691 @@
+"""fmcluster preflight, without the network: moto for what it implements (caller identity, zones
+by AZ ID, instance type offerings, EKS/SageMaker/FSx list calls), botocore's Stubber for what it
+lacks (capacity reservations and Capacity Blocks, EC2 service quotas, AWS PCS)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.exceptions import EndpointConnectionError
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from fmcluster.deploy import preflight
+from fmcluster.deploy.preflight import FAIL, PASS, WARN, Preflight, reservation_checks, size_check
+from fmcluster.spec import loader
+from tests.support.specs import base_spec, validated, with_
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+
+
+@pytest.fixture(autouse=True)
+def credentials(monkeypatch):
+    for key, value in FAKE_CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+
+
+class Split:
+    """A client whose `operations` go to a Stubber-backed client and everything else to moto
+    (which lacks DescribeCapacityReservations)."""
+
+    def __init__(self, base, stubbed, operations=("describe_capacity_reservations",)) -> None:
+        self.base, self.stubbed, self.operations = base, stubbed, operations
+
+    def __getattr__(self, name):
+        return getattr(self.stubbed if name in self.operations else self.base, name)
+
+
+def stubbed(service: str, region: str):
+    client = boto3.client(service, region_name=region)
+    stubber = Stubber(client)
+    stubber.activate()
+    return client, stubber
+
+
+def reservation(spec_group, az_id="use1-az4", *, block=True, state="active", start=NOW - timedelta(days=1),
+                end=NOW + timedelta(days=6), total=None, available=None, instance_type=None, rid=None,
+                block_id=None) -> dict:
+    total = spec_group.max_nodes if total is None else total
+    found = {"CapacityReservationId": rid or spec_group.capacity.reservation_id or "cr-0123456789abcdef0",
+            "InstanceType": instance_type or spec_group.instance_type, "AvailabilityZoneId": az_id,
+            "AvailabilityZone": "us-east-1d", "TotalInstanceCount": total,
+            "AvailableInstanceCount": total if available is None else available, "State": state,
+            "StartDate": start, "EndDate": end, "ReservationType": "capacity-block" if block else "default",
+            "InstancePlatform": "Linux/UNIX", "CapacityBlockId": block_id}
+    return {key: value for key, value in found.items() if value is not None}
+
+
+class Clients:
+    """moto clients, with Stubber-backed EC2 reservations, Service Quotas and PCS."""
+
+    def __init__(self, spec, reservations=(), quota=10_000.0) -> None:
+        region = spec.region
+        self.moto = {}
+        self.region = region
+        ec2_stub, self.reservations = stubbed("ec2", region)
+        for response in reservations:
+            self.reservations.add_response("describe_capacity_reservations", {"CapacityReservations": response})
+        # moto lacks DescribePlacementGroups: an available cluster group for each one the spec names
+        named = [g.placement_group for g in spec.node_groups if g.placement_group not in ("auto", "none")]
+        for name in named if not spec.orchestrator.control_plane.hyperpod else ():
+            self.reservations.add_response("describe_placement_groups", {"PlacementGroups": [
+                {"GroupName": name, "State": "available", "Strategy": "cluster"}]}, {"GroupNames": [name]})
+        self.ec2 = Split(boto3.client("ec2", region_name=region), ec2_stub,
+                         ("describe_capacity_reservations", "describe_placement_groups"))
+        # moto lacks DescribeCapacityBlocks and DescribeCapacityBlockStatus: for each UltraServer
+        # group on a reservation, its block (matching the spec) with a healthy interconnect
+        blocks_stub, self.blocks = stubbed("ec2", region)
+        for g in spec.node_groups:
+            if g.capacity.ultraserver_type and g.capacity.reservation_id:
+                self.blocks.add_response("describe_capacity_blocks", {"CapacityBlocks": [ultraserver_block(
+                    g.capacity.ultraserver_type, spec.availability_zone_id)]})
+                self.blocks.add_response("describe_capacity_block_status", {"CapacityBlockStatuses": [
+                    {"CapacityBlockId": BLOCK_ID, "InterconnectStatus": "ok"}]})
+        self.ec2 = Split(self.ec2, blocks_stub, ("describe_capacity_blocks", "describe_capacity_block_status"))
+        self.quotas, self.quota_stub = stubbed("service-quotas", region)
+        if spec.orchestrator.control_plane.hyperpod:
+            self.quota_stub.add_response("list_service_quotas", {"Quotas": [
+                {"QuotaName": f"ml.{t} for cluster usage", "Value": quota, "QuotaCode": f"L-{i:08d}"}
+                for i, t in enumerate(sorted({g.instance_type for g in spec.node_groups}
+                                             | {spec.orchestrator.login.instance_type}))]})
+        else:
+            for _ in range(4):  # at most one EC2 vCPU quota per class and market
+                self.quota_stub.add_response("get_service_quota", {"Quota": {"Value": quota}})
+        self.pcs, pcs_stub = stubbed("pcs", region)
+        pcs_stub.add_response("list_clusters", {"clusters": []})
+
+    def __call__(self, service: str):
+        if service == "ec2":
+            return self.ec2
+        if service == "service-quotas":
+            return self.quotas
+        if service == "pcs":
+            return self.pcs
+        if service not in self.moto:
+            self.moto[service] = boto3.client(service, region_name=self.region)
+        return self.moto[service]
+
+
+def by_name(checks, name):
+    found = [c for c in checks if c.name == name]
+    assert found, f"no check {name!r} in {[c.name for c in checks]}"
+    return found[0]
+
+
+BLOCK_ID = "cb-0123456789abcdef0"
+
+
+def ultraserver_block(kind, az_id, *, block_id=BLOCK_ID, state="active", start=NOW - timedelta(days=1),
+                      end=NOW + timedelta(days=6), rids=("cr-0123456789abcdef0",)) -> dict:
+    """An entry of DescribeCapacityBlocks (botocore's CapacityBlock); kind None: a block of instances."""
+    found = {"CapacityBlockId": block_id, "UltraserverType": kind, "AvailabilityZoneId": az_id,
+             "AvailabilityZone": "us-east-1-dfw-2a", "CapacityReservationIds": list(rids), "StartDate": start,
+             "EndDate": end, "State": state}
+    return {key: value for key, value in found.items() if value is not None}
+
+
+def matching_reservations(spec) -> list[list[dict]]:
+    return [[reservation(g, spec.availability_zone_id, block=g.capacity.type == "capacity-block",
+                         block_id=BLOCK_ID if g.capacity.ultraserver_type else None)]
+            for g in spec.node_groups if g.capacity.reservation_id]
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_runs_and_prints_a_table(example, capsys):
+    spec = loader.load(ROOT / example).spec
+    with mock_aws():
+        rc = preflight.main(spec, client=Clients(spec, matching_reservations(spec)), now=NOW)
+    out = capsys.readouterr().out
+    assert rc in (0, 1)
+    assert out.startswith(f"fmcluster preflight: {spec.name} in {spec.region}\n  STATUS")
+    assert "PASS    credentials" in out and "checks:" in out.splitlines()[-1]
+    assert (rc == 1) == (not out.splitlines()[-1].endswith(" 0 fail"))
+
+
+def test_capacity_block_example_passes():
+    spec = loader.load(ROOT / "examples/p5-pcs.yaml").spec
+    with mock_aws():
+        clients = Clients(spec, matching_reservations(spec))
+        checks = Preflight(spec, clients, NOW).run()
+    assert {c.status for c in checks} == {PASS, WARN}, [c for c in checks if c.status == FAIL]
+    assert by_name(checks, "AZ ID use1-az4").reason == "use1-az4 is us-east-1d in this account"
+    assert by_name(checks, "offering p5.48xlarge").status == PASS
+    assert by_name(checks, "reservation gpu: state").reason.startswith("cr-0123456789abcdef0: active Capacity Block")
+    assert by_name(checks, "reservation gpu: size").status == PASS
+    assert by_name(checks, "FSx PERSISTENT_2").status == WARN  # no read-only API can tell
+    assert by_name(checks, "AWS PCS").status == PASS
+    clients.reservations.assert_no_pending_responses()
+
+
+def test_instance_type_not_offered_in_the_az_fails(capsys):
+    """moto's offerings data: p6-b300.48xlarge is not offered in use2-az1."""
+    spec = loader.load(ROOT / "examples/p6-b300-pcs.yaml").spec
+    with mock_aws():
+        rc = preflight.main(spec, client=Clients(spec), now=NOW)
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "FAIL    offering p6-b300.48xlarge" in out and "not offered in use2-az1" in out
+    assert "hint: aws ec2 describe-instance-type-offerings --location-type availability-zone-id" in out
+    assert "PASS    offering c7i.8xlarge" in out
+
+
+def test_unknown_az_id_fails():
+    spec = validated(base_spec(availability_zone_id="use1-az9"))
+    with mock_aws():
+        checks = Preflight(spec, Clients(spec), NOW).run()
+    check = by_name(checks, "AZ ID use1-az9")
+    assert check.status == FAIL and "use1-az4" in check.hint
+
+
+def test_other_account_fails():
+    spec = validated(base_spec(account="111122223333"))
+    with mock_aws():
+        check = by_name(Preflight(spec, Clients(spec), NOW).run(), "credentials")
+    assert check.status == FAIL and "123456789012" in check.reason  # moto's account
+
+
+# ---- reservations and Capacity Blocks (Stubber) --------------------------------------------
+
+def cb_group(**capacity):
+    data = with_(base_spec(), "node_groups[0]", {"name": "gpu", "instance_type": "p5.48xlarge", "count": 16,
+                                                  "capacity": {"type": "capacity-block",
+                                                               "reservation_id": "cr-0123456789abcdef0", **capacity}})
+    return validated(data).node_groups[0]
+
+
+def statuses(checks) -> dict[str, str]:
+    return {c.name.split(": ", 1)[1]: c.status for c in checks}
+
+
+def test_active_block_covering_now_passes():
+    group = cb_group()
+    checks = list(reservation_checks(group, reservation(group), "use1-az4", NOW, None))
+    assert statuses(checks) == {"state": PASS, "instance type": PASS, "AZ ID": PASS}
+    assert size_check("reservation gpu", [group], [reservation(group)]).status == PASS
+
+
+def test_future_block_warns_without_a_window_and_is_checked_against_one():
+    group = cb_group()
+    future = reservation(group, state="scheduled", start=NOW + timedelta(days=2), end=NOW + timedelta(days=9))
+    checks = list(reservation_checks(group, future, "use1-az4", NOW, None))
+    assert statuses(checks)["state"] == WARN and "--window" in checks[0].hint
+    inside = (NOW + timedelta(days=3), NOW + timedelta(days=5))
+    assert statuses(reservation_checks(group, future, "use1-az4", NOW, inside))["state"] == PASS
+    outside = (NOW + timedelta(days=8), NOW + timedelta(days=12))
+    window = [c for c in reservation_checks(group, future, "use1-az4", NOW, outside) if c.name.endswith("window")]
+    assert window[0].status == FAIL and "does not cover the planned window" in window[0].reason
+
+
+@pytest.mark.parametrize("state", ["expired", "cancelled", "failed"])
+def test_ended_reservation_fails(state):
+    group = cb_group()
+    r = reservation(group, state=state, start=NOW - timedelta(days=9), end=NOW - timedelta(days=2))
+    assert statuses(reservation_checks(group, r, "use1-az4", NOW, None))["state"] == FAIL
+
+
+def test_block_ending_within_a_day_warns():
+    group = cb_group()
+    r = reservation(group, end=NOW + timedelta(hours=5))
+    checks = list(reservation_checks(group, r, "use1-az4", NOW, None))
+    assert statuses(checks)["state"] == WARN and "ends within 24 h" in checks[0].reason
+
+
+def test_wrong_type_az_size_and_kind_fail():
+    group = cb_group()
+    r = reservation(group, az_id="use1-az6", total=8, instance_type="p5en.48xlarge", block=False)
+    checks = {c.name.split(": ", 1)[1]: c for c in reservation_checks(group, r, "use1-az4", NOW, None)}
+    assert checks["kind"].status == FAIL and "set capacity.type: reservation" in checks["kind"].hint
+    assert checks["instance type"].status == FAIL and "p5en.48xlarge" in checks["instance type"].reason
+    assert checks["AZ ID"].status == FAIL and checks["AZ ID"].hint == "set availability_zone_id: use1-az6"
+    size = size_check("reservation gpu", [group], [r])
+    assert size.status == FAIL and "holds 8 instances; node group gpu needs up to 16" in size.reason
+
+
+def test_instances_in_use_warn():
+    group = cb_group()
+    r = reservation(group, available=10)
+    assert size_check("reservation gpu", [group], [r]).status == WARN
+
+
+def test_reservation_not_found_fails():
+    spec = validated(with_(base_spec(), "node_groups[0].capacity",
+                           {"type": "reservation", "reservation_id": "cr-0fedcba9876543210"}))
+    ec2, stub = stubbed("ec2", spec.region)
+    stub.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound",
+                          "The capacity reservation ID 'cr-0fedcba9876543210' does not exist")
+    checks = list(Preflight(spec, lambda service: ec2, NOW).reservations())
+    assert checks[0].status == FAIL and "cr-0fedcba9876543210 not found in us-east-1" in checks[0].reason
+
+
+def test_reservations_of_a_resource_group_are_added_up():
+    arn = "arn:aws:resource-groups:us-east-1:111122223333:group/p5-odcrs"
+    spec = validated(with_(base_spec(), "node_groups[0].capacity",
+                           {"type": "reservation", "reservation_resource_group_arn": arn}))
+    group = spec.node_groups[0]  # 2 x p5.48xlarge
+    groups, groups_stub = stubbed("resource-groups", spec.region)
+    groups_stub.add_response("list_group_resources", {"Resources": [
+        {"Identifier": {"ResourceArn": "arn:aws:ec2:us-east-1:111122223333:capacity-reservation/"
+                                       f"cr-0000000000000000{i}",
+                        "ResourceType": "AWS::EC2::CapacityReservation"}} for i in (1, 2)]}, {"Group": arn})
+    ec2, ec2_stub = stubbed("ec2", spec.region)
+    ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
+        reservation(group, block=False, total=1, rid=f"cr-0000000000000000{i}", end=None) for i in (1, 2)]},
+        {"CapacityReservationIds": ["cr-00000000000000001", "cr-00000000000000002"]})
+    checks = list(Preflight(spec, {"resource-groups": groups, "ec2": ec2}.get, NOW).reservations())
+    sizes = [c for c in checks if c.name.endswith(": size")]  # each alone is too small: judged on the total
+    assert len(sizes) == 1 and sizes[0].status == PASS and "2 reservations hold 2 instances" in sizes[0].reason
+
+
+# ---- quotas --------------------------------------------------------------------------------
+
+def test_on_demand_p_quota_is_counted_in_vcpus():
+    spec = validated(base_spec())  # 2 x p5.48xlarge on demand = 384 vCPUs; login m7i.2xlarge = 8
+    quotas, stub = stubbed("service-quotas", spec.region)
+    stub.add_response("get_service_quota", {"Quota": {"Value": 192.0}},
+                      {"ServiceCode": "ec2", "QuotaCode": "L-417A185B"})
+    stub.add_client_error("get_service_quota", "NoSuchResourceException", "no applied quota")
+    stub.add_response("get_aws_default_service_quota", {"Quota": {"Value": 5.0}},
+                      {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"})
+    checks = list(Preflight(spec, lambda service: quotas, NOW).quotas())
+    p = by_name(checks, "quota On-Demand P vCPUs")
+    assert p.status == FAIL and "384 vCPUs needed, the quota is 192" in p.reason
+    assert "--quota-code L-417A185B --desired-value 384" in p.hint
+    standard = checks[1]
+    assert standard.status == FAIL and "8 vCPUs needed, the quota is 5" in standard.reason
+    stub.assert_no_pending_responses()
+
+
+def test_spot_groups_use_the_spot_quota():
+    spec = validated(with_(base_spec(), "node_groups[0].capacity.type", "spot"))
+    quotas, stub = stubbed("service-quotas", spec.region)
+    stub.add_response("get_service_quota", {"Quota": {"Value": 4000.0}},
+                      {"ServiceCode": "ec2", "QuotaCode": "L-7212CCBC"})
+    stub.add_response("get_service_quota", {"Quota": {"Value": 4000.0}},
+                      {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"})
+    checks = list(Preflight(spec, lambda service: quotas, NOW).quotas())
+    assert [c.status for c in checks] == [PASS, PASS]
+    assert checks[0].name == "quota Spot P vCPUs"
+
+
+def test_quota_missing_in_moto_warns():
+    """moto implements Service Quotas for VPC only: an EC2 quota is 'not found' there."""
+    spec = validated(base_spec())
+    with mock_aws():
+        quotas = boto3.client("service-quotas", region_name=spec.region)
+        with Stubber(quotas) as stub:  # moto lacks GetAWSDefaultServiceQuota: stub that second call
+            stub.add_client_error("get_service_quota", "NoSuchResourceException")
+            stub.add_client_error("get_aws_default_service_quota", "NoSuchResourceException")
+            stub.add_client_error("get_service_quota", "NoSuchResourceException")
+            stub.add_client_error("get_aws_default_service_quota", "NoSuchResourceException")
+            checks = list(Preflight(spec, lambda service: quotas, NOW).quotas())
+    assert [c.status for c in checks] == [WARN, WARN]
+
+
+# ---- failures that must not be tracebacks --------------------------------------------------
+
+def test_access_denied_fails_that_check_only(capsys):
+    spec = validated(base_spec())
+    with mock_aws():
+        clients = Clients(spec)
+        ec2, stub = stubbed("ec2", spec.region)
+        stub.add_client_error("describe_availability_zones", "UnauthorizedOperation",
+                              "You are not authorized to perform this operation.")
+        clients.ec2 = Split(clients.ec2.base, ec2, ("describe_availability_zones",))
+        rc = preflight.main(spec, client=clients, now=NOW)
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "FAIL    availability zones" in out and "access denied to DescribeAvailabilityZones" in out
+    assert "ec2:Describe*" in out and "PASS    credentials" in out
+
+
+def test_an_unreachable_endpoint_is_cannot_reach_not_a_missing_service():
+    spec = validated(base_spec())
+    pcs = boto3.client("pcs", region_name=spec.region)
+
+    def unreachable(**kwargs):
+        raise EndpointConnectionError(endpoint_url="https://pcs.us-east-1.amazonaws.com/")
+
+    pcs.meta.events.register("before-send.pcs.ListClusters", unreachable)
+    (check,) = Preflight(spec, lambda service: pcs, NOW).control_plane()
+    assert check.status == FAIL and check.reason.startswith("cannot reach https://pcs.us-east-1.amazonaws.com/")
+    assert "check the network" in check.hint
+
+
+def test_a_service_botocore_does_not_list_in_the_region_fails_without_a_call(monkeypatch):
+    spec = validated(base_spec(orchestrator={"type": "hyperpod-slurm"}))
+    monkeypatch.setattr(preflight, "offered_in", lambda service, region: False)
+    (check,) = Preflight(spec, lambda service: pytest.fail("no call"), NOW).control_plane()
+    assert check == preflight.Check("SageMaker HyperPod", FAIL, "SageMaker HyperPod is not offered in us-east-1 "
+                                    "(botocore's endpoint data)", "choose a region where the service runs")
+
+
+@pytest.mark.parametrize("service,region,offered", [
+    ("sagemaker", "us-east-1", True), ("sagemaker", "us-iso-west-1", False),
+    ("pcs", "us-east-1", None),  # PCS ships endpoint rules only: the data cannot say
+])
+def test_offered_in_reads_botocores_endpoint_data(service, region, offered):
+    assert preflight.offered_in(service, region) is offered
+
+
+def test_hyperpod_uses_sagemaker_quotas_and_list_clusters():
+    spec = validated(base_spec(orchestrator={"type": "hyperpod-slurm"}))
+    with mock_aws():
+        checks = Preflight(spec, Clients(spec, quota=1.0), NOW).run()
+    assert by_name(checks, "instance types").status == WARN
+    assert by_name(checks, "quota ml.p5.48xlarge for cluster usage").status == FAIL  # 2 needed, quota 1
+    assert by_name(checks, "SageMaker HyperPod").status == PASS
+
+
+def test_no_credentials_is_one_clear_message(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE=str(tmp_path / "none"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"))
+    result = subprocess.run([sys.executable, "-m", "fmcluster", "preflight", "examples/p5-pcs.yaml"], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "error: no usable AWS credentials: Unable to locate credentials" in result.stderr
+    assert "hint: preflight reads the target account" in result.stderr
+
+
+def test_unknown_profile_is_one_clear_message(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_PROFILE="nope", AWS_CONFIG_FILE=str(tmp_path / "none"), AWS_EC2_METADATA_DISABLED="true")
+    result = subprocess.run([sys.executable, "-m", "fmcluster", "preflight", "examples/p5-pcs.yaml"], cwd=ROOT,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "no usable AWS credentials" in result.stderr and "nope" in result.stderr
+
+
+def test_bad_window_and_invalid_spec_exit_2(tmp_path, capsys):
+    from fmcluster.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["preflight", "examples/p5-pcs.yaml", "--window", "tomorrow"])
+    assert exc.value.code == 2
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    assert main(["preflight", str(bad)]) == 2
+
+
+def test_json_format(capsys):
+    spec = loader.load(ROOT / "examples/p5-pcs.yaml").spec
+    with mock_aws():
+        assert preflight.main(spec, "json", client=Clients(spec, matching_reservations(spec)), now=NOW) == 0
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True and report["cluster"] == "llm-pretrain"
+    assert {"name", "status", "reason", "hint"} == set(report["checks"][0])
+
+
+def test_readme_shows_real_preflight_output(capsys):
+    from tests.plan.test_plan import readme_output
+
+    spec = loader.load(ROOT / "examples/p5en-reservation-pcs.yaml").spec
+    small = reservation(spec.node_groups[0], "usw2-az2", block=False, total=24, end=None)
+    with mock_aws():
+        assert preflight.main(spec, client=Clients(spec, [[small]]), now=NOW) == 1
+    assert readme_output("fmcluster preflight examples/p5en-reservation-pcs.yaml") == capsys.readouterr().out
+
+
+# ---- sums over node groups; placement groups and AMIs (issue 15) ----------------------------
+
+def two_groups_on(capacity, counts=(16, 8)):
+    spec = with_(base_spec(), "node_groups", [
+        {"name": f"gpu{i}", "instance_type": "p5.48xlarge", "count": n, "capacity": capacity}
+        for i, n in enumerate(counts)])
+    return validated(spec)
+
+
+def test_groups_drawing_on_one_reservation_are_summed():
+    """16 + 8 from an 8-instance reservation: each group alone would be checked against 8."""
+    spec = two_groups_on({"type": "reservation", "reservation_id": "cr-0123456789abcdef0"})
+    ec2, stub = stubbed("ec2", spec.region)
+    stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
+        reservation(spec.node_groups[0], block=False, total=8, end=None)]},
+        {"CapacityReservationIds": ["cr-0123456789abcdef0"]})  # one call for both groups
+    checks = list(Preflight(spec, lambda service: ec2, NOW).reservations())
+    (size,) = [c for c in checks if c.name.endswith(": size")]
+    assert size.name == "reservation gpu0, gpu1: size" and size.status == FAIL
+    assert "holds 8 instances; node groups gpu0 (16), gpu1 (8) need up to 24 together" in size.reason
+    stub.assert_no_pending_responses()
+
+
+RIDS = ("cr-00000000000000001", "cr-00000000000000002")
+
+
+def test_a_resource_group_is_judged_on_its_total():
+    """Two 8-instance reservations backing a 16-node group: one PASS, not two FAILs."""
+    arn = "arn:aws:resource-groups:us-east-1:111122223333:group/p5"
+    spec = two_groups_on({"type": "reservation", "reservation_resource_group_arn": arn}, counts=(16,))
+    groups, groups_stub = stubbed("resource-groups", spec.region)
+    groups_stub.add_response("list_group_resources", {"Resources": [
+        {"Identifier": {"ResourceArn": f"arn:aws:ec2:us-east-1:111122223333:capacity-reservation/{rid}",
+                        "ResourceType": "AWS::EC2::CapacityReservation"}} for rid in RIDS]}, {"Group": arn})
+    ec2, ec2_stub = stubbed("ec2", spec.region)
+    ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
+        reservation(spec.node_groups[0], block=False, total=8, rid=rid, end=None)
+        for rid in RIDS]})
+    checks = list(Preflight(spec, {"resource-groups": groups, "ec2": ec2}.get, NOW).reservations())
+    assert not [c for c in checks if c.status == FAIL], checks
+    (size,) = [c for c in checks if c.name.endswith(": size")]
+    assert size.status == PASS and "2 reservations hold 16 instances" in size.reason
+
+
+def with_pg(name="train-cpg"):
+    return validated(with_(base_spec(), "node_groups[0].placement_group", name))
+
+
+@pytest.mark.parametrize("answer,status,word", [
+    ({"PlacementGroups": [{"GroupName": "train-cpg", "State": "available", "Strategy": "cluster"}]}, PASS, "cluster"),
+    ({"PlacementGroups": [{"GroupName": "train-cpg", "State": "available", "Strategy": "spread"}]}, WARN, "spread"),
+    ({"PlacementGroups": [{"GroupName": "train-cpg", "State": "deleting", "Strategy": "cluster"}]}, FAIL, "deleting"),
+    ({"PlacementGroups": []}, FAIL, "no placement group train-cpg"),
+])
+def test_a_named_placement_group_must_exist_and_be_a_cluster_group(answer, status, word):
+    spec = with_pg()
+    ec2, stub = stubbed("ec2", spec.region)
+    stub.add_response("describe_placement_groups", answer, {"GroupNames": ["train-cpg"]})
+    (check,) = Preflight(spec, lambda service: ec2, NOW).placement_groups()
+    assert check.status == status and word in check.reason
+
+
+def test_an_unknown_placement_group_error_is_a_fail_row():
+    spec = with_pg()
+    ec2, stub = stubbed("ec2", spec.region)
+    stub.add_client_error("describe_placement_groups", "InvalidPlacementGroup.Unknown", "unknown")
+    (check,) = Preflight(spec, lambda service: ec2, NOW).placement_groups()
+    assert check.status == FAIL and "no placement group train-cpg in us-east-1" in check.reason
+
+
+def image(arch="x86_64", root_gib=100, state="available"):
+    return {"Images": [{"ImageId": "ami-0123456789abcdef0", "Name": "my-dlami", "State": state,
+                        "Architecture": arch, "RootDeviceName": "/dev/sda1",
+                        "BlockDeviceMappings": [{"DeviceName": "/dev/sda1", "Ebs": {"VolumeSize": root_gib}}]}]}
+
+
+@pytest.mark.parametrize("answer,status,word", [
+    (image(), PASS, "my-dlami: available, x86_64, root snapshot 100 GiB"),
+    (image(arch="arm64"), FAIL, "built for arm64; p5.48xlarge (node group gpu) runs x86_64"),
+    (image(root_gib=1024), FAIL, "root snapshot is 1024 GiB; root_volume_gib of node group gpu is 512"),
+    (image(state="pending"), FAIL, "is pending"),
+    ({"Images": []}, FAIL, "not found in us-east-1"),
+])
+def test_a_named_ami_must_exist_match_the_architecture_and_fit_the_root_volume(answer, status, word):
+    spec = validated(with_(base_spec(), "node_groups[0].ami_id", "ami-0123456789abcdef0"))
+    ec2, stub = stubbed("ec2", spec.region)
+    stub.add_response("describe_images", answer, {"ImageIds": ["ami-0123456789abcdef0"]})
+    (check,) = Preflight(spec, lambda service: ec2, NOW).images()
+    assert check.status == status and word in check.reason, check
+
+
+# ---- whatever the endpoint answers: a FAIL row with a hint, never a traceback (issue 15) -------
+
+@pytest.mark.parametrize("code,status,word", [
+    ("Throttling", 400, "was throttled"), ("RequestLimitExceeded", 503, "was throttled"),
+    ("InternalError", 500, "failed on the AWS side: HTTP 500"), ("ServiceUnavailable", 503, "HTTP 503"),
+])
+def test_throttling_and_server_errors_fail_that_check_only(code, status, word):
+    spec = validated(base_spec())
+    with mock_aws():
+        clients = Clients(spec)
+        ec2, stub = stubbed("ec2", spec.region)
+        stub.add_client_error("describe_availability_zones", code, "try later", http_status_code=status)
+        clients.ec2 = Split(clients.ec2.base, ec2, ("describe_availability_zones",))
+        checks = Preflight(spec, clients, NOW).run()
+    failed = by_name(checks, "availability zones")
+    assert failed.status == FAIL and word in failed.reason and failed.hint
+    assert by_name(checks, "credentials").status == PASS and by_name(checks, "AWS PCS").status == PASS
+
+
+def test_an_answer_without_the_fields_asked_for_is_a_fail_row():
+    spec = validated(base_spec())
+    ec2, stub = stubbed("ec2", spec.region)
+    stub.add_response("describe_availability_zones", {})  # valid for the model, but no AvailabilityZones
+    checks = Preflight(spec, lambda service: ec2, NOW)._guard("availability zones", Preflight(
+        spec, lambda service: ec2, NOW).zones)
+    (check,) = checks
+    assert check.status == FAIL and "lacks what the check reads" in check.reason
+
+
+class Garbage:
+    """An HTTP server on the loopback that answers every request with `status` and `body`."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        import http.server
+        import threading
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 - http.server's name
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(outer.status)
+                self.send_header("Content-Length", str(len(outer.body)))
+                self.end_headers()
+                self.wfile.write(outer.body)
+
+            def log_message(self, *args):
+                pass
+
+        self.status, self.body = status, body
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def client(self, service: str, region: str):
+        from botocore.config import Config
+
+        return boto3.client(service, region_name=region, endpoint_url=self.url,
+                            config=Config(retries={"max_attempts": 1}, connect_timeout=2, read_timeout=5))
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.mark.parametrize("status,body,word", [
+    (200, b"\x00\xffnot xml at all", "could not be read"),
+    (200, b"<html><body>captive portal</body></html>", "lacks what the check reads"),  # XML, not AWS's
+    (500, b"oops", "HTTP 500"),
+    (502, b"<html>bad gateway</html>", "HTTP 502"),
+])
+def test_a_server_that_answers_garbage_gives_fail_rows_and_json(status, body, word, capsys):
+    spec = validated(base_spec())
+    server = Garbage(status, body)
+    try:
+        rc = preflight.main(spec, "json", client=lambda service: server.client(service, spec.region), now=NOW)
+    finally:
+        server.close()
+    import json
+
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 1 and report["ok"] is False
+    assert report["checks"] and not [c for c in report["checks"] if c["status"] == PASS], report["checks"]
+    assert any(word in c["reason"] for c in report["checks"]), report["checks"]
+
+
+def test_a_closed_port_is_cannot_reach():
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    from botocore.config import Config
+
+    spec = validated(base_spec())
+    client = boto3.client("sts", region_name=spec.region, endpoint_url=f"http://127.0.0.1:{port}",
+                          config=Config(retries={"max_attempts": 1}, connect_timeout=1))
+    (check,) = Preflight(spec, lambda service: client, NOW)._guard("credentials", Preflight(
+        spec, lambda service: client, NOW).identity)
+    assert check.status == FAIL and check.reason.startswith(f"cannot reach http://127.0.0.1:{port}")
+
+
+def test_no_credentials_in_json_is_json(tmp_path):
+    import json
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(AWS_EC2_METADATA_DISABLED="true", AWS_CONFIG_FILE=str(tmp_path / "none"),
+               AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"))
+    result = subprocess.run([sys.executable, "-m", "fmcluster", "preflight", "examples/p5-pcs.yaml", "--format",
+                             "json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] is False and report["checks"] == [] and "no usable AWS credentials" in report["error"]
+
+
+# ---- what preflight read, for the plan --------------------------------------------------------
+
+def test_json_says_what_it_read_and_the_plan_shows_the_block_window(tmp_path, capsys):
+    """`fmcluster preflight SPEC --format json > REPORT` keeps each reservation's window;
+    `fmcluster plan SPEC --preflight REPORT` shows it beside the node group."""
+    import json
+
+    from fmcluster.cli import main as cli
+
+    example = ROOT / "examples/p5en-eks.yaml"
+    spec = loader.load(example).spec
+    with mock_aws():
+        preflight.main(spec, "json", client=Clients(spec, matching_reservations(spec)), now=NOW)
+    report = capsys.readouterr().out
+    read = json.loads(report)["reservations"]
+    assert read == [{"id": "cr-0123456789abcdef0", "kind": "capacity-block", "state": "active",
+                     "instance_type": "p5en.48xlarge", "instances": 8, "start": "2026-11-30T12:00:00Z",
+                     "end": "2026-12-07T12:00:00Z"}]
+    saved = tmp_path / "preflight.json"
+    saved.write_text(report)
+    assert cli(["plan", str(example), "--preflight", str(saved)]) == 0
+    out = capsys.readouterr().out
+    rows = {" ".join(line.split()[:1]): " ".join(line.split()[1:]) for line in out.splitlines()}  # label: value
+    assert rows["window"].startswith("2026-11-30T12:00:00Z to 2026-12-07T12:00:00Z (active, 8 instances) -")
+    assert rows["scaling"].startswith("8 while the block is active, else 0 (45 min before end)")
+    assert cli(["plan", str(example), "--preflight", str(saved), "--format", "json"]) == 0
+    groups = json.loads(capsys.readouterr().out)["node_groups"]
+    assert groups[0]["window"].startswith("2026-11-30T12:00:00Z to") and groups[1]["window"] is None
+
+
+@pytest.mark.parametrize("text, message", [
+    ("not json", "cannot read a preflight report"),
+    ('{"cluster": "p5en-eks"}', 'no "reservations" list'),
+    ('{"cluster": "other", "reservations": []}', "a preflight report of cluster 'other', not of 'p5en-eks'"),
+])
+def test_plan_refuses_a_file_that_is_not_this_clusters_preflight_report(tmp_path, capsys, text, message):
+    from fmcluster.cli import main as cli
+
+    saved = tmp_path / "report.json"
+    saved.write_text(text)
+    assert cli(["plan", str(ROOT / "examples/p5en-eks.yaml"), "--preflight", str(saved)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert cli(["plan", str(ROOT / "examples/p5en-eks.yaml"), "--preflight", str(tmp_path / "missing")]) == 2

@@ -1,0 +1,208 @@
+"""The instance catalog, held against EC2 DescribeInstanceTypes data (as moto ships it)."""
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from fmcluster.facts import catalog
+
+GPU_TYPES = ["p5.4xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge"]
+
+# Types moto's DescribeInstanceTypes data lacks (its describe_instance_types refuses them): held to
+# the EC2 documentation's figures below until moto has them, then to moto's like every other
+# (the fixture asks moto for each; test_documented_types_still_missing_from_moto says when).
+DOCUMENTED = {
+    # EC2 instance-type specifications (accelerated computing) and the EC2 User Guide's "EFA
+    # configuration for P6e-GB200 instances": vCPUs, GiB, cards, GPUs, GiB per GPU, NVMe disks x GB
+    "p6e-gb200.36xlarge": {"vcpus": 144, "memory_gib": 960, "cards": 17, "gpus": 4, "gpu_gib": 185,
+                           "disks": (3, 7500), "architecture": "arm64", "capacity_block": True},
+}
+
+
+@pytest.fixture(scope="module")
+def ec2_types():
+    with mock_aws():
+        ec2 = boto3.client("ec2", region_name="us-east-1")
+        names = sorted(set(catalog.catalog()) - set(DOCUMENTED))
+        found = {}
+        for i in range(0, len(names), 100):
+            for page in ec2.get_paginator("describe_instance_types").paginate(InstanceTypes=names[i:i + 100]):
+                found.update({t["InstanceType"]: t for t in page["InstanceTypes"]})
+        for name in DOCUMENTED:
+            try:
+                found.update({t["InstanceType"]: t for t in ec2.describe_instance_types(
+                    InstanceTypes=[name])["InstanceTypes"]})
+            except Exception:  # moto: InvalidInstanceType, not in its data yet
+                pass
+        return found
+
+
+def test_every_catalog_entry_is_a_real_instance_type(ec2_types):
+    """Every entry is in moto's data, or documented and in botocore's EC2 InstanceType enum."""
+    import botocore.session
+
+    enum = set(botocore.session.get_session().get_service_model("ec2").shape_for("InstanceType").enum)
+    assert set(catalog.catalog()) <= enum
+    assert sorted(set(ec2_types) | set(DOCUMENTED)) == sorted(catalog.catalog())
+
+
+def test_documented_types_still_missing_from_moto(ec2_types):
+    """Once moto has a documented type, it is held to moto's data: move it out of DOCUMENTED."""
+    assert not set(DOCUMENTED) & set(ec2_types), "moto has these now: remove them from DOCUMENTED"
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_documented_entry_matches_the_documentation(name):
+    entry, doc = catalog.get(name), DOCUMENTED[name]
+    assert (entry.vcpus, entry.memory_gib, len(entry.network_cards)) == (doc["vcpus"], doc["memory_gib"], doc["cards"])
+    assert (entry.gpu_count, entry.gpu.memory_gib) == (doc["gpus"], doc["gpu_gib"])
+    assert (entry.nvme_disks, entry.nvme_disk_gb) == doc["disks"]
+    assert (entry.architecture, entry.capacity_block) == (doc["architecture"], doc["capacity_block"])
+
+
+def test_p6e_gb200_network_as_the_ec2_user_guide_lays_it_out():
+    """Card 0 ENA only at 100 Gbps; odd cards EFA-only at 400, even cards ENA or EFA at 200; AWS's
+    recommended layout: one EFA-only interface per GPU on cards 1, 5, 9, 13 (1,600 Gbps)."""
+    from fmcluster.facts.efa import InterfaceMode, efa_layout
+
+    entry = catalog.get("p6e-gb200.36xlarge")
+    assert [(c.index, c.bandwidth_gbps, c.efa) for c in entry.network_cards[:4]] == [
+        (0, 100, False), (1, 400, True), (2, 200, True), (3, 400, True)]
+    assert not entry.card0_efa
+    assert [c.index for c in entry.efa_layout_cards] == [1, 5, 9, 13]
+    assert entry.efa_gbps == 1600
+    assert efa_layout(entry) == ((0, 0, "interface"), (1, 0, "efa-only"), (5, 0, "efa-only"),
+                                 (9, 0, "efa-only"), (13, 0, "efa-only"))
+    assert efa_layout(entry, InterfaceMode.EFA) == ((0, 0, "interface"), (1, 0, "efa"), (5, 0, "efa"),
+                                                    (9, 0, "efa"), (13, 0, "efa"))
+    assert tuple(catalog.ULTRASERVERS[u].name for u in entry.ultraservers) == entry.ultraservers == (
+        "u-p6e-gb200x36", "u-p6e-gb200x72")
+    assert [catalog.ULTRASERVERS[u].gpus for u in entry.ultraservers] == [36, 72]
+
+
+def test_nvlink_per_gpu():
+    """NVIDIA's NVLink figures per GPU; the L40S has none."""
+    assert {n: catalog.get(n).gpu.nvlink_gbps for n in ("p4d.24xlarge", "p5.48xlarge", "p6-b200.48xlarge",
+                                                         "p6e-gb200.36xlarge", "g6e.48xlarge")} == {
+        "p4d.24xlarge": 600, "p5.48xlarge": 900, "p6-b200.48xlarge": 1800, "p6e-gb200.36xlarge": 1800,
+        "g6e.48xlarge": None}
+
+
+IN_MOTO = sorted(set(catalog.catalog()) - set(DOCUMENTED))
+
+
+@pytest.mark.parametrize("name", IN_MOTO)
+def test_entry_matches_describe_instance_types(name, ec2_types):
+    entry, data = catalog.get(name), ec2_types[name]
+    net = data["NetworkInfo"]
+    assert entry.vcpus == data["VCpuInfo"]["DefaultVCpus"]
+    assert entry.memory_gib * 1024 == data["MemoryInfo"]["SizeInMiB"]
+    assert len(entry.network_cards) == net["MaximumNetworkCards"]
+    assert entry.max_efa_interfaces == net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)
+    gpus = data.get("GpuInfo", {}).get("Gpus", [])
+    assert entry.gpu_count == sum(g["Count"] for g in gpus)
+    if gpus:
+        assert entry.gpu.name == gpus[0]["Name"]
+        assert entry.gpu.memory_gib == pytest.approx(gpus[0]["MemoryInfo"]["SizeInMiB"] / 1024, abs=1)
+    disks = data.get("InstanceStorageInfo", {}).get("Disks", [])
+    assert entry.nvme_disks == sum(d["Count"] for d in disks)
+    assert entry.nvme_disk_gb == (disks[0]["SizeInGB"] if disks else 0)
+    assert entry.capacity_block == ("capacity-block" in data["SupportedUsageClasses"])
+
+
+@pytest.mark.parametrize("name", IN_MOTO)
+def test_efa_cards_match_interface_types(name, ec2_types):
+    """A card carries EFA exactly when EC2 lists efa interfaces for it."""
+    entry, data = catalog.get(name), ec2_types[name]
+    if not entry.efa_supported:
+        assert not any(c.efa for c in entry.network_cards)
+        return
+    for card, raw in zip(entry.network_cards, data["NetworkInfo"]["NetworkCards"], strict=True):
+        assert card.index == raw["NetworkCardIndex"]
+        assert card.efa == ("efa" in raw["InterfaceTypes"])
+
+
+def test_card0_efa_follows_from_counts():
+    assert all(catalog.get(n).card0_efa for n in GPU_TYPES if n != "p6-b300.48xlarge")
+    assert not catalog.get("p6-b300.48xlarge").card0_efa
+
+
+@pytest.mark.parametrize("name,efa_gbps,total_gbps", [
+    ("p5.48xlarge", 3200, 3200), ("p5e.48xlarge", 3200, 3200), ("p5en.48xlarge", 3200, 3200),
+    ("p6-b200.48xlarge", 3200, 3200), ("p6-b300.48xlarge", 6400, 6750)])
+def test_network_bandwidth(name, efa_gbps, total_gbps):
+    """EFA bandwidth is what FACTS.md lists as the network; p6-b300 adds its 350 Gbps ENA card 0."""
+    entry = catalog.get(name)
+    assert entry.efa_gbps == efa_gbps
+    assert entry.network_gbps == total_gbps
+
+
+@pytest.mark.parametrize("name,efa_gbps,total_gbps", [
+    ("p4d.24xlarge", 400, 400), ("p4de.24xlarge", 400, 400), ("g6e.48xlarge", 1600, 1600),
+    ("g6e.24xlarge", 400, 400), ("g6e.12xlarge", 100, 100), ("g6e.8xlarge", 25, 25), ("g6e.xlarge", 0, 20)])
+def test_network_bandwidth_of_a100_and_l40s_types(name, efa_gbps, total_gbps, ec2_types):
+    """Per-card peak bandwidth as DescribeInstanceTypes gives it (moto's data)."""
+    entry = catalog.get(name)
+    assert (entry.efa_gbps, entry.network_gbps) == (efa_gbps, total_gbps)
+    cards = ec2_types[name]["NetworkInfo"]["NetworkCards"]
+    assert [c.bandwidth_gbps for c in entry.network_cards] == [c["PeakBandwidthInGbps"] for c in cards]
+
+
+def test_gpudirect_rdma_where_the_efa_has_it():
+    """FI_EFA_USE_DEVICE_RDMA=1 on p4d/p4de (EFA generation 1 with RDMA read) and the P5 and P6
+    types; not on the L40S types, whose EFA carries NCCL without it."""
+    rdma = {n for n in catalog.known_names(gpu_only=True) if catalog.get(n).device_rdma}
+    assert rdma == set(GPU_TYPES) | {"p4d.24xlarge", "p4de.24xlarge", "p6e-gb200.36xlarge"}
+    assert all(catalog.get(n).efa_supported for n in rdma)
+
+
+@pytest.mark.parametrize("name,bf16,fp8,fp4", [
+    ("p5.48xlarge", 0.9895, 1.979, None), ("p5en.48xlarge", 0.9895, 1.979, None),
+    ("p6-b200.48xlarge", 2.25, 4.5, 9.0), ("p6-b300.48xlarge", 2.25, 4.5, 13.5),
+    ("p4d.24xlarge", 0.312, None, None), ("p4de.24xlarge", 0.312, None, None),
+    ("g6e.48xlarge", 0.36205, 0.733, None), ("p6e-gb200.36xlarge", 2.5, 5.0, 10.0)])
+def test_peak_throughput_per_gpu(name, bf16, fp8, fp4):
+    gpu = catalog.get(name).gpu
+    assert (gpu.bf16_pflops, gpu.fp8_pflops, gpu.fp4_pflops) == (bf16, fp8, fp4)
+
+
+def test_cpu_families_cover_login_and_cpu_groups():
+    for family in ("m7i", "c7i", "r7i"):
+        assert catalog.get(f"{family}.2xlarge") and catalog.get(f"{family}.48xlarge")
+    assert not catalog.get("m7i.2xlarge").is_gpu
+
+
+def test_closest_name_and_known_list():
+    assert catalog.closest("p5.48xlarg") == "p5.48xlarge"
+    assert catalog.closest("zz") is None
+    assert "p6-b300.48xlarge" in catalog.describe_known()
+
+
+def test_every_architecture_has_its_amis_on_pcs_and_eks():
+    """The PCS-ready DLAMI and the EKS AL2023 AMI types per architecture (UltraServers' Grace CPUs
+    are arm64): each catalog entry's architecture is one the control planes have AMIs for."""
+    from fmcluster.facts import controlplanes
+
+    assert {t.architecture for t in catalog.catalog().values()} <= set(controlplanes.ARCHITECTURES)
+    assert controlplanes.pcs_ami_parameter("arm64") == "/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id"
+    assert controlplanes.EKS_AMI_TYPES[("arm64", True)] == "AL2023_ARM_64_NVIDIA"
+    import botocore.session
+
+    ami_types = botocore.session.get_session().get_service_model("eks").shape_for("AMITypes").enum
+    assert set(controlplanes.EKS_AMI_TYPES.values()) <= set(ami_types)
+    with pytest.raises(ValueError):
+        controlplanes.pcs_ami_parameter("riscv64")
+
+
+def test_a_node_groups_ami_follows_its_architecture():
+    import dataclasses
+
+    from fmcluster.model import cluster as model
+    from fmcluster_cdk.stacks.eks import ami_type
+    from fmcluster_cdk.stacks.pcs import default_ami
+    from tests.support.specs import base_spec, validated
+
+    group = model.resolve(validated(base_spec())).node_groups[0]
+    arm = dataclasses.replace(group, instance=group.instance._replace(architecture="arm64"))
+    assert ami_type(group) == "AL2023_x86_64_NVIDIA" and ami_type(arm) == "AL2023_ARM_64_NVIDIA"
+    assert default_ami("arm64") == "{{resolve:ssm:/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id}}"

@@ -1,0 +1,91 @@
+"""EFA interface layout: the EC2 rule for every GPU type, and the `efa` mode."""
+
+import pytest
+
+from fmcluster.facts import catalog
+from fmcluster.facts.efa import InterfaceMode, addresses_per_node, efa_layout
+
+# instance type: (EFA-only interfaces, cards used by EFA)
+EXPECTED = {
+    "p5.4xlarge": (1, [0]),
+    "p5.48xlarge": (32, list(range(32))),
+    "p5e.48xlarge": (32, list(range(32))),
+    "p5en.48xlarge": (16, list(range(16))),
+    "p6-b200.48xlarge": (8, list(range(8))),
+    "p6-b300.48xlarge": (16, list(range(1, 17))),
+}
+
+
+def _triples(layout):
+    return [(i.network_card_index, i.device_index, i.interface_type) for i in layout]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_primary_is_ena_on_card0_device0(name):
+    layout = efa_layout(catalog.get(name))
+    assert _triples(layout)[0] == (0, 0, "interface")
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_one_efa_only_interface_per_efa_card(name):
+    count, cards = EXPECTED[name]
+    layout = efa_layout(catalog.get(name))
+    efa = [i for i in layout if i.interface_type == "efa-only"]
+    assert len(efa) == count
+    assert [i.network_card_index for i in efa] == cards
+    assert len(layout) == count + 1
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_device_indices(name):
+    """Card 0's EFA is device 1 (behind the primary); every other card's is device 0."""
+    for i in efa_layout(catalog.get(name))[1:]:
+        assert i.device_index == (1 if i.network_card_index == 0 else 0)
+
+
+def test_p5_full_layout():
+    layout = _triples(efa_layout(catalog.get("p5.48xlarge")))
+    assert layout[:3] == [(0, 0, "interface"), (0, 1, "efa-only"), (1, 0, "efa-only")]
+    assert layout[-1] == (31, 0, "efa-only")
+
+
+def test_p6_b300_card0_has_no_efa():
+    layout = _triples(efa_layout(catalog.get("p6-b300.48xlarge")))
+    assert layout[0] == (0, 0, "interface")
+    assert layout[1] == (1, 0, "efa-only")
+    assert not any(card == 0 and kind != "interface" for card, _, kind in layout)
+
+
+def test_no_two_interfaces_share_a_slot():
+    for name in EXPECTED:
+        slots = [(i.network_card_index, i.device_index) for i in efa_layout(catalog.get(name))]
+        assert len(slots) == len(set(slots))
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_efa_mode(name):
+    """`efa` mode: the primary itself is EFA where card 0 supports it, one efa per further card."""
+    count, cards = EXPECTED[name]
+    layout = _triples(efa_layout(catalog.get(name), InterfaceMode.EFA))
+    card0 = catalog.get(name).card0_efa
+    assert layout[0] == (0, 0, "efa" if card0 else "interface")
+    assert all(kind == "efa" and device == 0 for _, device, kind in layout[1:])
+    assert [card for card, _, kind in layout if kind == "efa"] == cards
+    assert len(layout) == (count if card0 else count + 1)
+
+
+@pytest.mark.parametrize("name,efa_only,efa", [
+    ("p5.48xlarge", 1, 32), ("p5en.48xlarge", 1, 16), ("p6-b200.48xlarge", 1, 8), ("p6-b300.48xlarge", 1, 17)])
+def test_addresses_per_node(name, efa_only, efa):
+    entry = catalog.get(name)
+    assert addresses_per_node(entry, InterfaceMode.EFA_ONLY) == efa_only
+    assert addresses_per_node(entry, InterfaceMode.EFA) == efa
+
+
+def test_without_efa_only_the_primary():
+    assert _triples(efa_layout(catalog.get("p5.48xlarge"), efa=False)) == [(0, 0, "interface")]
+    assert _triples(efa_layout(catalog.get("c7i.8xlarge"))) == [(0, 0, "interface")]
+
+
+def test_cpu_48xlarge_gets_one_efa():
+    assert _triples(efa_layout(catalog.get("c7i.48xlarge"))) == [(0, 0, "interface"), (0, 1, "efa-only")]

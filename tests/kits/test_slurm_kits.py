@@ -1,0 +1,228 @@
+"""The Slurm kits on a real Slurm (issue 24), on a localhost cluster of every GPU group of the
+example at full size, each group its partition with fmcluster's partition settings
+(tests/support/slurm_cluster.py: Debian's slurmctld and slurmd): for every Slurm example, every batch script
+of `fmcluster jobs` (the serving job's too) checked by `sbatch --test-only`; for FULL_RUNS, the kit
+then submitted with its own submit-all.sh, every job run to completion, and what the jobs wrote
+judged by `fmcluster verify`, which must PASS.
+
+Real: Slurm (scheduling, srun steps across the nodes, --label, --exclusive, the batch
+environment), the scripts, fio (files laid out, written and read back, direct I/O), Python. Stand-ins,
+only for what a test machine lacks: the GPU tools (tests/support/gpu_standins: nccl-tests' binaries, dcgmi,
+torchrun with a torch stand-in under the kit's real smoke.py, hostname answering the Slurm node
+name, since every slurmd shares one machine), Pyxis (tests/support/pyxis_standin: its options registered,
+its import lines printed, the task run on the host), and the nodes' /fsx and /scratch (directories
+of the test, bound over those paths in slurmd's own mount namespace). fio runs for real at a
+thousandth of the sizes the kit asks for (tests/support/gpu_standins/fio, which records what was asked).
+
+What Debian's Slurm 22.05 leaves unverified against AWS PCS's 24.11+: `--segment` and
+topology/block (not in 22.05; the kits do not use them), and PCS's own slurm.conf (only the
+partitions and the options the kits need are configured here).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fmcluster.model import cluster as cluster_model
+from fmcluster.spec import loader
+from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
+
+ROOT = Path(__file__).resolve().parents[2]
+STANDINS = ROOT / "tests" / "support" / "gpu_standins"
+PYXIS_STANDIN = ROOT / "tests" / "support" / "pyxis_standin" / "spank_pyxis_standin.c"
+SLURM_EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.yaml")
+                        if cluster_model.resolve(loader.load(p).spec).control_plane.scheduler == "slurm")
+# The kit's mount points on a node (the example's mount_path, SCRATCH_PATH), and /kit, where the smoke
+# job mounts the kit's directory inside its container (--container-mounts=$SLURM_SUBMIT_DIR:/kit):
+# with the tasks on the host, the test binds the kit there for every node instead.
+NODE_PATHS = ("/fsx", "/scratch", "/kit")
+FIO_SCALE = 1024  # fio writes a thousandth of what the kit asks (tests/support/gpu_standins/fio)
+
+
+@pytest.fixture(scope="module")
+def pyxis_standin(tmp_path_factory) -> Path:
+    """The Pyxis stand-in, built with the real gcc against Debian's spank.h."""
+    require_slurm()
+    if shutil.which("gcc") is None or not Path("/usr/include/slurm/spank.h").exists():
+        message = "the Pyxis stand-in needs gcc and libslurm-dev (make tools)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    out = tmp_path_factory.mktemp("pyxis") / "spank_pyxis.so"
+    subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-o", str(out),
+                    str(PYXIS_STANDIN)], check=True, capture_output=True, text=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def node_paths():
+    """NODE_PATHS exist as mount points (empty; created when missing and removed after), so
+    each slurmd can bind the test's directories over them in its own namespace."""
+    made = [path for path in NODE_PATHS if not os.path.exists(path)]
+    for path in made:
+        os.mkdir(path)
+    yield
+    for path in made:
+        try:
+            os.rmdir(path)
+        except OSError:
+            pass
+
+
+def kit(spec_path: Path, out: Path) -> None:
+    result = subprocess.run([sys.executable, "-m", "fmcluster", "jobs", str(spec_path), "-o", str(out)],
+                            cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def example_cluster(tmp_path: Path, example: str, pyxis: Path, kit_dir: Path) -> tuple[SlurmCluster, dict]:
+    """A localhost cluster of the example's GPU groups at full size, a partition each (named as the
+    kit's), with the Pyxis stand-in, each node its own /scratch; and its groups' node names."""
+    resolved = cluster_model.resolve(loader.load(ROOT / "examples" / example).spec)
+    groups = [g for g in resolved.node_groups if g.instance.gpu_count]
+    members, first = {}, 1
+    for group in groups:
+        members[group.name] = [f"node{i}" for i in range(first, first + group.max_count)]
+        first += group.max_count
+    fsx = tmp_path / "fsx"
+    fsx.mkdir()
+
+    def node_scratch(node: str) -> dict[str, str]:
+        """Each node its own /scratch (its instance store), where PMIx keeps its per-step directories
+        too: several slurmd on one host would otherwise share /tmp/spmix_appdir_UID_JOB.STEP."""
+        scratch = tmp_path / "scratch" / node
+        (scratch / "pmix").mkdir(parents=True, exist_ok=True)
+        return {"/scratch": str(scratch)}
+
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "mpi.conf").write_text("PMIxCliTmpDirBase=/scratch/pmix\n")
+    (tmp_path / "plugstack.conf").write_text(f"required {pyxis} record={tmp_path / 'pyxis.record'}\n")
+    gpus = max(g.instance.gpu_count for g in groups)
+    cluster = SlurmCluster(tmp_path / "slurm", first - 1, cpus=max(gpus, 2), gres=f"gpu:{gpus}",
+                           extra=[f"PlugStackConfig={tmp_path}/plugstack.conf", "SlurmdParameters=config_overrides",
+                                  "MpiDefault=none"],
+                           partitions=members, partition_settings={g.name: g.partition_settings for g in groups},
+                           binds={"/fsx": str(fsx), "/kit": str(kit_dir)}, node_binds=node_scratch)
+    return cluster, members
+
+
+def kit_environment(cluster: SlurmCluster, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, str]:
+    """What the operator's shell has (IMAGE, as the kit's README says) and the stand-ins first on PATH."""
+    return {**cluster.env, "PATH": f"{STANDINS}:{os.environ['PATH']}",
+            "STANDIN_FIO_RECORD": str(tmp_path / "fio.record"),
+            "STANDIN_FIO_SCALE": str(FIO_SCALE), "IMAGE": "docker://registry.example#fmcluster/acceptance:1",
+            "PYTHONDONTWRITEBYTECODE": "1", "NCCL_TESTS": str(STANDINS), **(env or {})}
+
+
+def check_scripts(cluster: SlurmCluster, kit_dir: Path, environment: dict[str, str]) -> None:
+    """Every batch script of the kit (the serving job's too) through `sbatch --test-only`."""
+    scripts = sorted(kit_dir.glob("*/*.sbatch"))
+    assert scripts
+    for script in scripts:
+        checked = subprocess.run([find("sbatch"), "--test-only", script.relative_to(kit_dir).as_posix()],
+                                 cwd=kit_dir, env=environment, capture_output=True, text=True, timeout=30)
+        assert checked.returncode == 0 and "to start at" in checked.stderr, (script.name, checked.stderr)
+
+
+@pytest.mark.parametrize("example", SLURM_EXAMPLES)
+def test_every_batch_script_of_every_slurm_kit_is_accepted(example, tmp_path, pyxis_standin, node_paths):
+    """sbatch --test-only of every script of the kit (and the serving job) on a cluster with every
+    GPU group of the example at full size, each its partition with fmcluster's partition settings."""
+    kit_dir = tmp_path / "kit"
+    kit(ROOT / "examples" / example, kit_dir)
+    cluster, _ = example_cluster(tmp_path, example, pyxis_standin, kit_dir)
+    with cluster:
+        check_scripts(cluster, kit_dir, kit_environment(cluster, tmp_path))
+
+
+def run_kit(tmp_path: Path, example: str, pyxis: Path, *, env: dict[str, str] | None = None):
+    """The example's kit submitted with its submit-all.sh and every job waited for (each must
+    complete): (the resolved model, the kit directory, the Pyxis stand-in's record, what was asked of
+    fio, the groups' node names). The cluster is stopped."""
+    resolved = cluster_model.resolve(loader.load(ROOT / "examples" / example).spec)
+    kit_dir = tmp_path / "kit"
+    kit(ROOT / "examples" / example, kit_dir)
+    cluster, members = example_cluster(tmp_path, example, pyxis, kit_dir)
+    environment = kit_environment(cluster, tmp_path, env)
+    with cluster:
+        check_scripts(cluster, kit_dir, environment)
+        submitted = subprocess.run(["bash", "submit-all.sh"], cwd=kit_dir, env=environment, capture_output=True,
+                                   text=True, timeout=60)
+        assert submitted.returncode == 0, submitted.stderr
+        jobs = [line.split()[-1] for line in submitted.stdout.splitlines() if line.startswith("Submitted batch job")]
+        assert jobs
+        for job in jobs:
+            state = cluster.wait_job(job, timeout=300)
+            assert state["JobState"] == "COMPLETED", (state, cluster.logs())
+    return resolved, kit_dir, tmp_path / "pyxis.record", tmp_path / "fio.record", members
+
+
+def verify(example: str, kit_dir: Path) -> subprocess.CompletedProcess:
+    results = sorted(str(p) for p in (kit_dir / "results").glob("*"))
+    return subprocess.run([sys.executable, "-m", "fmcluster", "verify", str(ROOT / "examples" / example), *results,
+                           "--format", "json"], cwd=ROOT, capture_output=True, text=True)
+
+
+# The kits run in full: the p5 PCS example (16 x p5.48xlarge, EFA across nodes) and the UltraServer
+# one (18 x p6e-gb200.36xlarge, 4 GPUs a node, its partition exclusive); the others' scripts are
+# held to sbatch --test-only above (each full run takes most of a minute on two cores).
+# NCCL's bus bandwidth at the largest size (GB/s) inside a node and across nodes: healthy figures
+# of the type (H100: NVLink 4 inside, EFA's 400 GB/s across; GB200: NVLink 5 inside and across the
+# UltraServer's NVLink domain).
+FULL_RUNS = {"p5-pcs.yaml": ("420", "380"), "p6e-gb200-pcs.yaml": ("1650", "1600")}
+
+
+@pytest.fixture(scope="module", params=sorted(FULL_RUNS))
+def ran(request, tmp_path_factory, pyxis_standin, node_paths):
+    """(example, run_kit's result) of a kit run at full node count, NCCL's figures healthy."""
+    example = request.param
+    node, nodes = FULL_RUNS[example]
+    return example, run_kit(tmp_path_factory.mktemp(example.split(".")[0]), example, pyxis_standin,
+                            env={"STANDIN_BUSBW_NODE": node, "STANDIN_BUSBW_NODES": nodes})
+
+
+def test_every_job_of_the_kit_completes_and_verify_passes(ran):
+    """Every job completed on every node; verify judged every test of every group, and nothing
+    failed or went unread: NCCL inside each node and across all, DCGM, fio, the smoke test."""
+    example, (resolved, kit_dir, _, _, members) = ran
+    result = verify(example, kit_dir)
+    assert result.returncode == 0, result.stdout[-4000:]
+    text = result.stdout
+    assert '"verdict": "FAIL"' not in text and "not a result" not in text
+    for test in ("nccl-all_reduce-node", "nccl-all_reduce-nodes", "nccl-all_gather-nodes",
+                 "nccl-reduce_scatter-nodes", "dcgm", "fio-fsx-write", "smoke"):
+        assert f'"test": "{test}"' in text, test
+
+
+def test_every_container_step_asked_for_the_kits_images(ran):
+    """What Pyxis was asked, task by task: the acceptance image everywhere but the smoke test's
+    PyTorch image, on every node."""
+    _, (_, _, record, _, members) = ran
+    lines = [line.split("\t") for line in record.read_text().splitlines()]
+    images = {fields[2] for fields in lines}
+    assert images == {"image=docker://registry.example#fmcluster/acceptance:1",
+                      "image=nvcr.io#nvidia/pytorch:25.01-py3"}
+    assert {fields[1] for fields in lines} == {node for nodes in members.values() for node in nodes}
+
+
+def test_fio_wrote_within_the_file_system_and_left_nothing(ran):
+    """fio was asked, all nodes and jobs together, for at most a tenth of the file system on /fsx
+    (FACTS: --size is per job), read back what it wrote, and left nothing on /fsx or /scratch."""
+    example, (resolved, kit_dir, _, fio_record, _) = ran
+    asked = [dict(field.split("=", 1) for field in line.split("\t")[1:])
+             for line in fio_record.read_text().splitlines()]
+    fsx = [a for a in asked if a["--directory"].startswith("/fsx/")]
+    assert {a["--rw"] for a in fsx} == {"write", "read"}
+    written = sum(int(a["--size"].rstrip("MG")) * (1024 if a["--size"].endswith("G") else 1) * int(a["--numjobs"])
+                  for a in fsx if a["--rw"] == "write")  # MiB, every node
+    capacity = resolved.spec.storage.lustre.storage_capacity_gib * 1024
+    assert written <= capacity / 10, (written, capacity)
+    base = kit_dir.parent
+    assert not any((base / "fsx").rglob("*")), sorted((base / "fsx").rglob("*"))
+    assert not [p for p in (base / "scratch").rglob("*") if p.is_file()]

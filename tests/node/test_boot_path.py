@@ -1,0 +1,989 @@
+"""The boot path, tested by running it: every node script as a real process in a sandboxed node
+(tests/support/sandbox.py) whose operating-system commands are recording fakes, scenario by scenario.
+
+The AWS PCS user data (fmcluster.node.bootstrap.node_script, as compact as on a node: its body xz
+and base85, decoded by the script itself), the Amazon EKS user data's shell part
+(fmcluster.kubernetes.manifests.node_script) and the SageMaker HyperPod lifecycle folders
+(fmcluster.node.lifecycle: on_init.sh and its hooks). git, make and gcc are the real ones: the
+container runtime is cloned from local stand-ins of its upstream repositories (tests/support/standins.py)
+and really built, so every test renders its scripts with the stand-ins' commits as the pins
+(`standin_pins`; the real pins are checked against upstream by
+test_the_container_runtime_pins_are_recorded). The assertions read what the node did (the
+recorded commands and their order, its mounts, the files written, the units that came up after
+a reboot), never the script text.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fmcluster.facts import catalog
+from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.node import bootstrap, lifecycle
+from fmcluster.node.bootstrap import LustreMount, Metrics
+from tests.support import standins
+from tests.support.sandbox import Sandbox, Scenario, mount_unit_name, user_data_parts
+from tests.support.user_data_size import USER_DATA_BUDGET, longest_region, with_longest_values
+
+FSX = LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
+EFA_FSX = LustreMount(FSX.dns_name, FSX.mount_name, "/fsx", efa=True)
+URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
+METRICS = Metrics("demo", URL, "us-east-1")
+GPU_TYPES = [t for t in catalog.known_names(gpu_only=True)]
+SLURMD_DROPIN = "/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf"
+READY_METRIC = f"{bootstrap.TEXTFILE_DIR}/fmcluster-ready.prom"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+REAL_PINS = {name: getattr(bootstrap, name) for name in ("ENROOT_COMMIT", "ENROOT_SUBMODULES", "PYXIS_COMMIT")}
+
+
+@pytest.fixture(autouse=True)
+def standin_pins(request, monkeypatch):
+    """The scripts rendered here pin the stand-ins' commits (bootstrap's own settings), except in
+    tests marked real_pins."""
+    if request.node.get_closest_marker("real_pins") is None:
+        for name, value in standins.pristine().pins().items():
+            monkeypatch.setattr(bootstrap, name, value)
+
+
+def world(instance_type: str, **changes) -> Scenario:
+    """The node of an instance type as the catalog describes it, changed by `changes`."""
+    instance = catalog.get(instance_type)
+    return Scenario(**{"gpus": instance.gpu_count, "nvme_disks": instance.nvme_disks,
+                       "efa_devices": instance.max_efa_interfaces, **changes})
+
+
+def pcs(instance_type="p5.48xlarge", *, efa=True, lustre=FSX, metrics=METRICS) -> str:
+    return bootstrap.node_script(instance_type, efa=efa, lustre=lustre, metrics=metrics)
+
+
+def boot(tmp_path, instance_type="p5.48xlarge", scenario=None, **render):
+    node = Sandbox(tmp_path, scenario or world(instance_type))
+    result = node.run(pcs(instance_type, **render))
+    return node, result
+
+
+def index(lines: list[str], prefix: str) -> int:
+    """Where the first recorded command starting with `prefix` is."""
+    return next(i for i, line in enumerate(lines) if line.startswith(prefix))
+
+
+def ready_metric(node: Sandbox) -> str:
+    return node.file(READY_METRIC).splitlines()[-1]
+
+
+# --- the happy path, every GPU type ---------------------------------------------------------------
+
+@pytest.mark.parametrize("instance_type", GPU_TYPES)
+def test_happy_path(tmp_path, instance_type):
+    node, result = boot(tmp_path, instance_type)
+    assert result.returncode == 0, result.stderr
+    instance = catalog.get(instance_type)
+    mounts = node.mounts()
+    assert mounts["/scratch"].backing == "instance-store"
+    assert mounts["/fsx"].fstype == "lustre" and mounts["/fsx"].source == FSX.source
+    assert mounts["/fsx"].extra == "lnet=tcp"  # the file system has no EFA: LNet is left alone
+    assert not node.calls("lnetctl")
+    if instance.nvme_disks > 1:
+        (create,) = node.lines("mdadm")
+        assert create.startswith(f"mdadm --create /dev/md/scratch --level=0 --raid-devices={instance.nvme_disks} --run")
+        assert "--force" not in create
+    else:
+        assert not node.calls("mdadm")
+    nccl = node.file(bootstrap.NCCL_ENV_FILE)
+    assert ("export FI_PROVIDER=efa" in nccl) == instance.efa_supported  # g6e below 8xlarge: no EFA
+    assert ("export FI_EFA_USE_DEVICE_RDMA=1" in nccl) == instance.device_rdma  # not on the L40S types
+    assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
+    assert f"node ready: {instance_type}" in result.stderr
+
+
+def test_steps_in_order(tmp_path):
+    """The readiness gate before anything that can fail, unattended upgrades restrained before
+    the first apt-get, metrics before the node-specific steps (disks, file system), the
+    readiness check last."""
+    node, result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = node.lines()
+    gate = index(lines, "install -d -m 0755 /etc/systemd/system/slurmd.service.d")
+    protect = index(lines, "install -d -m 0755 /etc/needrestart/conf.d")
+    apt = index(lines, "apt-get")
+    scratch = index(lines, "mdadm --create")
+    fsx = index(lines, "mount -t lustre")
+    assert gate < protect < apt < scratch < fsx < index(lines[fsx:], "nvidia-smi -L") + fsx
+    assert node.exists(SLURMD_DROPIN) and node.exists(f"{bootstrap.FMCLUSTER_LIB}/node-ready")
+
+
+def test_the_node_keeps_its_bootstrap_program(tmp_path):
+    """The compact user data decodes its body to BODY_FILE and runs it: what the node keeps is
+    what was rendered, and the verbatim (readable) script is the same program."""
+    node, result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert node.file(bootstrap.BODY_FILE) == bootstrap.unpack(pcs())
+    verbatim = bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS, compact=False)
+    assert "FMCLUSTER_BOOTSTRAP" not in verbatim
+    other = Sandbox(tmp_path / "verbatim", world("p5.48xlarge"))
+    assert other.run(verbatim).returncode == 0
+    loader = f"install -d -m 0755 {bootstrap.FMCLUSTER_LIB}"  # where the compact script unpacks its body
+    assert node.lines()[0] == loader and other.lines() == node.lines()[1:]
+
+
+# Deploy-time values as the stacks pass them (CDK tokens: they stay outside the packed body), each
+# measured at its longest (tests/support/user_data_size.py).
+TOKENS = {"DNSName": "${Token[TOKEN.1]}", "LustreMountName": "${Token[TOKEN.2]}",
+          "PrometheusEndpoint": "${Token[TOKEN.3]}"}
+TOKEN_FSX = LustreMount(TOKENS["DNSName"], TOKENS["LustreMountName"], "/fsx", efa=True)
+
+
+def longest_user_data(instance_type: str, *, login: bool = False) -> str:
+    """The PCS user data of the largest kind of node of `instance_type`: EFA, LNet over EFA, the
+    IMEX prolog (GPU nodes), metrics (the Slurm collector on login nodes), containers, the
+    longest cluster name and Slurm version, every deploy-time value at its longest."""
+    metrics = Metrics("c" * 32, TOKENS["PrometheusEndpoint"] + "api/v1/remote_write", longest_region(),
+                      slurm=login)  # the longest cluster name the spec accepts
+    text = bootstrap.user_data(instance_type, efa=True, lustre=TOKEN_FSX, metrics=metrics, slurm_prolog=not login,
+                               containers=True, slurm_version="25.11")
+    return with_longest_values(text, TOKENS)
+
+
+def test_user_data_fits_the_ec2_limit():
+    assert len(longest_user_data("p6-b300.48xlarge").encode()) < 16 * 1024
+
+
+# --- the instance store ---------------------------------------------------------------------------
+
+def test_disks_that_appear_late_are_waited_for(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", disks_at=20))
+    assert result.returncode == 0, result.stderr
+    (create,) = node.calls("mdadm")
+    assert create.clock >= 20 and create.args[5:] == tuple(f"/dev/nvme{i}n1" for i in range(1, 9))
+    assert node.mounts()["/scratch"].backing == "instance-store"
+
+
+def test_disks_that_never_appear_leave_the_node_not_ready(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", disks_at=10_000))
+    assert result.returncode == 1
+    assert "no instance-store NVMe disk found" in result.stderr
+    assert "/scratch" not in node.mounts()
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="/scratch is not mounted"} 0'
+    assert node.run("systemctl start slurmd.service", name="start.sh").returncode != 0
+    assert node.unit_state("slurmd.service") == "failed"
+
+
+def test_dlami_instance_store_is_bound_and_never_rebuilt(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dlami_nvme=0))
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("mdadm") and not node.calls("mkfs.ext4")
+    scratch = node.mounts()["/scratch"]
+    assert scratch.source == bootstrap.DLAMI_NVME_PATH and scratch.backing == "instance-store"
+    bind = ["/opt/dlami/nvme", "/scratch", "none", "bind,nofail,x-systemd.requires=dlami-nvme.service", "0", "0"]
+    assert bind in node.fstab()
+
+
+def test_dlami_unit_still_running_is_waited_for(tmp_path):
+    """The unit is still setting the disks up when the script starts: the script waits for it
+    instead of racing it with an array of its own."""
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dlami_nvme=30))
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("mdadm")
+    polls = [c for c in node.calls("systemctl") if c.args[:1] == ("show",)]
+    assert len(polls) > 1 and polls[-1].clock >= 30
+    assert node.mounts()["/scratch"].source == bootstrap.DLAMI_NVME_PATH
+
+
+def test_without_instance_store_there_is_no_scratch(tmp_path):
+    node, result = boot(tmp_path, "m7i.2xlarge", efa=False)
+    assert result.returncode == 0, result.stderr
+    assert "/scratch" not in node.mounts() and not node.calls("lsblk") and not node.calls("mdadm")
+    assert "REQUIRED_MOUNTS=/fsx" in node.file(f"{bootstrap.FMCLUSTER_ETC}/node-ready.env")
+    assert "FI_PROVIDER" not in node.file(bootstrap.NCCL_ENV_FILE)
+
+
+# --- a reboot replays what the first boot left ----------------------------------------------------
+
+@pytest.mark.parametrize("dlami", [None, 0])
+def test_reboot_gives_the_same_scratch_on_the_same_disks(tmp_path, dlami):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dlami_nvme=dlami))
+    assert result.returncode == 0, result.stderr
+    first = node.mounts()["/scratch"]
+    after = node.reboot()
+    assert not after.failed, after
+    scratch = node.mounts()["/scratch"]
+    assert scratch.backing == "instance-store" and scratch.source == first.source
+    if dlami is not None:
+        assert after.order.index("dlami-nvme.service") < after.order.index("scratch.mount")
+    assert not node.calls("mdadm") and not node.calls("mkfs.ext4")  # nothing rebuilt or reformatted
+    assert "slurmd.service" in after.started and node.mounts()["/fsx"].fstype == "lustre"
+
+
+def test_the_boot_simulation_catches_a_bind_that_races_the_ami(tmp_path):
+    """The bind line the scripts used to write (no dependency on dlami-nvme.service): after a
+    reboot /scratch is the empty directory on the root volume. The simulation must see that, or
+    the test above proves nothing."""
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dlami_nvme=0))
+    assert result.returncode == 0, result.stderr
+    fstab = node.file("/etc/fstab").replace(",x-systemd.requires=dlami-nvme.service", "")
+    (node.root / "etc/fstab").write_text(fstab)
+    node.reboot()
+    assert node.mounts()["/scratch"].backing == "root"
+
+
+def test_reboot_configures_lnet_before_mounting(tmp_path):
+    node, result = boot(tmp_path, lustre=EFA_FSX)
+    assert result.returncode == 0, result.stderr
+    after = node.reboot()
+    assert after.order.index(bootstrap.LNET_EFA_UNIT) < after.order.index(mount_unit_name("/fsx"))
+    assert node.mounts()["/fsx"].extra == "lnet=efa" and "slurmd.service" in after.started
+
+
+def test_reboot_with_a_gpu_lost_keeps_slurmd_down(tmp_path):
+    node, result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    node.set_scenario(gpus=7)
+    after = node.reboot()
+    assert "slurmd.service" in after.failed
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="7 of 8 GPUs visible"} 0'
+
+
+# --- apt and the dpkg lock ------------------------------------------------------------------------
+
+def test_apt_waits_for_the_dpkg_lock_and_retries(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dpkg_lock_until=100))
+    assert result.returncode == 0, result.stderr
+    apt = node.calls("apt-get")
+    updates = [c for c in apt if "update" in c.args]
+    assert len(updates) > 1 and all("DPkg::Lock::Timeout=300" in c.args for c in apt)
+    assert [c for c in node.calls("sleep") if c.args == (str(bootstrap.APT_RETRY_SECONDS),)]
+    assert "fmcluster-prometheus-agent.service" in node.enabled()
+
+
+def test_a_lock_that_is_never_released_fails_metrics_only(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dpkg_lock_until=100_000))
+    assert result.returncode == 1 and "setup_metrics failed" in result.stderr
+    assert len([c for c in node.calls("apt-get") if "update" in c.args]) == bootstrap.APT_ATTEMPTS
+    assert node.mounts()["/fsx"].fstype == "lustre" and ready_metric(node).endswith(" 1")
+
+
+# --- the file system ------------------------------------------------------------------------------
+
+def test_lustre_mount_retries_until_it_works(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", lustre_mount_fails=3))
+    assert result.returncode == 0, result.stderr
+    attempts = [c for c in node.calls("mount") if c.args[:2] == ("-t", "lustre")]
+    assert len(attempts) == 4
+    assert node.fstab().count([FSX.source, "/fsx", "lustre", bootstrap.FSX_MOUNT_OPTIONS, "0", "0"]) == 1
+
+
+def test_lustre_that_never_mounts_keeps_slurmd_down_with_metrics_up(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", lustre_mount_fails=-1))
+    assert result.returncode == 1 and "mount_lustre failed" in result.stderr
+    lines = node.lines()
+    assert index(lines, "systemctl enable prometheus-node-exporter.service") < index(lines, "mount -t lustre")
+    attempts = [c for c in node.calls("mount") if c.args[:2] == ("-t", "lustre")]
+    assert len(attempts) == bootstrap.FSX_MOUNT_ATTEMPTS
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="/fsx is not mounted"} 0'
+    start = node.run("systemctl start slurmd.service", name="start.sh")
+    assert start.returncode != 0 and node.unit_state("slurmd.service") == "failed"
+    dropin = node.file(SLURMD_DROPIN)
+    assert f"ExecStartPre={bootstrap.FMCLUSTER_LIB}/node-ready" in dropin and "Restart=on-failure" in dropin
+
+
+def test_efa_file_system_gets_lnet_over_efa(tmp_path):
+    node, result = boot(tmp_path, lustre=EFA_FSX)
+    assert result.returncode == 0, result.stderr
+    efa = [c.args for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")]
+    devices = [f"rdmap{10 + i}s0" for i in range(0, 32, 4)]  # 8 of 32, one per PCIe switch
+    assert [a[5] for a in efa] == devices and all(a[-2:] == ("--peer-credits", "32") for a in efa)
+    lines = node.lines()
+    assert index(lines, "modprobe kefalnd ipif_name=ens32") < index(lines, "lnetctl net add --net efa")
+    assert index(lines, "lnetctl udsp add --src efa --priority 0") < index(lines, "mount -t lustre")
+    assert node.mounts()["/fsx"].extra == "lnet=efa"
+    assert bootstrap.LNET_EFA_UNIT in node.enabled()
+    (fsx,) = [line for line in node.fstab() if line[1] == "/fsx"]
+    assert f"x-systemd.requires={bootstrap.LNET_EFA_UNIT}" in fsx[3].split(",")
+    assert "LNET_EFA=1" in node.file(f"{bootstrap.FMCLUSTER_ETC}/node-ready.env")
+
+
+@pytest.mark.parametrize("instance_type, devices", [("p5en.48xlarge", 16), ("p6-b200.48xlarge", 8),
+                                                    ("p6-b300.48xlarge", 16), ("p5.4xlarge", 1)])
+def test_lnet_interfaces_follow_the_catalog(tmp_path, instance_type, devices):
+    node, result = boot(tmp_path, instance_type, lustre=EFA_FSX)
+    assert result.returncode == 0, result.stderr
+    efa = [c.args[5] for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")]
+    wanted = catalog.get(instance_type).lnet_efa_interfaces
+    assert efa == [f"rdmap{10 + i * devices // wanted}s0" for i in range(wanted)]
+
+
+def test_efa_file_system_on_a_node_group_without_efa_stays_on_tcp(tmp_path):
+    node, result = boot(tmp_path, efa=False, lustre=EFA_FSX)
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("lnetctl") and node.mounts()["/fsx"].extra == "lnet=tcp"
+
+
+@pytest.mark.parametrize("change, reason", [
+    ({"efa_driver": "2.10.0"}, "older than 2.12.1"),
+    ({"lustre_client": False}, "no Lustre client with the EFA LNet driver"),
+    ({"efa_devices": 0}, "no EFA device"),
+])
+def test_lnet_that_cannot_use_efa_leaves_the_node_not_ready(tmp_path, change, reason):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", **change), lustre=EFA_FSX)
+    assert result.returncode == 1 and reason in result.stderr and "setup_lnet_efa failed" in result.stderr
+    assert ready_metric(node) == ('fmcluster_node_ready{reason="LNet has no EFA interface: the file system would be '
+                                  'read over TCP"} 0')
+
+
+# --- the GPUs and observability -------------------------------------------------------------------
+
+def test_a_missing_gpu_keeps_slurmd_down(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", gpus=7))
+    assert result.returncode == 1 and "check_node_ready failed" in result.stderr
+    assert "node NOT ready: 7 of 8 GPUs visible" in result.stderr
+    checks = [c for c in node.calls("nvidia-smi")]
+    assert checks[-1].clock - checks[0].clock >= bootstrap.READY_WAIT_SECONDS  # waited for a late GPU
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="7 of 8 GPUs visible"} 0'
+    assert node.run("systemctl start slurmd.service", name="start.sh").returncode != 0
+    node.set_scenario(gpus=8)  # the GPU is back (a driver reload): slurmd's next try starts it
+    assert node.run("systemctl start slurmd.service", name="start.sh").returncode == 0
+
+
+def test_observability_off_installs_nothing(tmp_path):
+    node, result = boot(tmp_path, metrics=None)
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("apt-get") and "prometheus-node-exporter.service" not in node.enabled()
+    assert ready_metric(node).endswith(" 1")  # the readiness metric is written all the same
+
+
+def test_metrics_set_up_with_the_pinned_packages(tmp_path):
+    node, result = boot(tmp_path, metrics=Metrics("demo", URL, "us-east-1", slurm=True))
+    assert result.returncode == 0, result.stderr
+    assert ("apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "
+            "prometheus-node-exporter=1.7.0-1* prometheus=2.45.3+ds-2*") in node.lines("apt-get")
+    assert "systemctl disable --now prometheus.service" in node.lines("systemctl")
+    config = yaml.safe_load(node.file(f"{bootstrap.FMCLUSTER_ETC}/prometheus-agent.yml"))
+    assert [j["job_name"] for j in config["scrape_configs"]] == ["node", "dcgm", "efa", "slurm"]
+    assert config["remote_write"] == [{"url": URL, "sigv4": {"region": "us-east-1"}}]
+    assert config["global"]["external_labels"] == {"cluster": "demo", "node": "ip-10-1-0-42"}
+    prom = node.file(f"{bootstrap.TEXTFILE_DIR}/fmcluster.prom")
+    assert "fmcluster_expected_gpus 8\n" in prom and 'fmcluster_expected_lustre_mount{mountpoint="/fsx"} 1' in prom
+    for job in ("dcgm", "efa", "slurm"):
+        assert node.file(f"{bootstrap.FMCLUSTER_LIB}/collect-{job}").startswith("#!/bin/bash")
+        assert f"fmcluster-collect-{job}.timer" in node.enabled()
+
+
+@pytest.mark.parametrize("release", ["jammy", "focal"])
+def test_metrics_per_ubuntu_release(tmp_path, release):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", os_release=release))
+    if release == "focal":
+        assert result.returncode == 1 and "no pinned packages for the Ubuntu release 'focal'" in result.stderr
+        assert not node.calls("apt-get")
+        return
+    assert result.returncode == 0, result.stderr
+    assert any("prometheus-node-exporter=1.3.1-1* prometheus=2.31.2+ds1-1*" in line for line in node.lines("apt-get"))
+    unit = node.file("/etc/systemd/system/fmcluster-prometheus-agent.service")
+    assert "--enable-feature=agent" not in unit and "--storage.tsdb.retention.time=2h" in unit
+
+
+# --- package upgrades -----------------------------------------------------------------------------
+
+def test_unattended_upgrades_restart_nothing_and_leave_the_gpu_stack_alone(tmp_path):
+    node, result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    needrestart = node.file("/etc/needrestart/conf.d/50-fmcluster.conf")
+    assert "$nrconf{restart} = 'l';" in needrestart
+    for service in ("slurm", "nvidia", "dcgm", "efa"):
+        assert f"$nrconf{{override_rc}}{{qr(^{service})}} = 0;" in needrestart
+    blacklist = node.file("/etc/apt/apt.conf.d/51fmcluster-unattended-upgrades")
+    for package in ("nvidia-", "libnvidia-", "cuda-", "libnccl", "efa", "libfabric", "lustre-", "linux-"):
+        assert f'"{package}";' in blacklist
+
+
+def test_no_apt_no_unattended_upgrade_settings(tmp_path):
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", os_release="amzn2023"), metrics=None)
+    assert result.returncode == 0, result.stderr
+    assert not node.exists("/etc/needrestart/conf.d/50-fmcluster.conf")
+
+
+# --- Amazon EKS: the user data's shell part -------------------------------------------------------
+
+def eks(instance_type="p5en.48xlarge", *, lnet_efa=False, efa=True, observability=True, taints=(GPU_TAINT,)) -> str:
+    return kubernetes.node_script(catalog.get(instance_type), taints=taints, lnet_efa=lnet_efa, efa=efa,
+                                  observability=observability)
+
+
+def eks_node(tmp_path, instance_type="p5en.48xlarge", **changes) -> Sandbox:
+    return Sandbox(tmp_path, world(instance_type, os_release="amzn2023", slurmd=False, **changes))
+
+
+NOT_READY = "/etc/eks/nodeadm.d/90-fmcluster-not-ready.yaml"
+
+
+def test_eks_gpu_node_ready_registers_as_usual(tmp_path):
+    node = eks_node(tmp_path)
+    result = node.run(eks())
+    assert result.returncode == 0, result.stderr
+    assert not node.exists(NOT_READY)
+    assert node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 8"
+    assert ready_metric(node).endswith(" 1")
+
+
+def test_eks_gpu_missing_registers_with_the_not_ready_taint(tmp_path):
+    node = eks_node(tmp_path, gpus=6)
+    result = node.run(eks())
+    assert result.returncode == 0, result.stderr
+    config = yaml.safe_load(node.file(NOT_READY))
+    assert config["kind"] == "NodeConfig" and config["apiVersion"] == "node.eks.aws/v1alpha1"
+    (flag,) = config["spec"]["kubelet"]["flags"]
+    # kubelet keeps only the last --register-with-taints: the group's own taint is repeated.
+    assert flag == ("--register-with-taints=nvidia.com/gpu=true:NoSchedule,"
+                    f"{kubernetes.NOT_READY_TAINT}=gpus-6-of-8:NoSchedule")
+    value = flag.rsplit("=", 1)[1].split(":")[0]
+    assert kubernetes.label_value_valid(value)
+
+
+def test_eks_efa_file_system_installs_the_client_and_configures_lnet(tmp_path):
+    node = eks_node(tmp_path, lustre_client=False)
+    result = node.run(eks(lnet_efa=True))
+    assert result.returncode == 0, result.stderr
+    assert node.lines("dnf") == ["dnf install -y -q lustre-client"]
+    efa = [c.args[5] for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")]
+    assert efa == ["rdmap10s0", "rdmap18s0"]  # 2 of the 16 EFA devices of p5en.48xlarge
+    assert bootstrap.LNET_EFA_UNIT in node.enabled() and not node.exists(NOT_READY)
+
+
+def test_eks_lnet_failure_taints_the_node(tmp_path):
+    node = eks_node(tmp_path, lustre_client=False, dnf_lustre=False)
+    result = node.run(eks(lnet_efa=True))
+    assert result.returncode == 1 and "setup_lnet_efa failed" in result.stderr
+    (flag,) = yaml.safe_load(node.file(NOT_READY))["spec"]["kubelet"]["flags"]
+    assert flag.endswith(f",{kubernetes.NOT_READY_TAINT}=lnet-efa:NoSchedule")
+
+
+def test_eks_cpu_group_needs_no_script_without_observability():
+    assert eks("m7i.2xlarge", efa=False, observability=False, taints=()) is None
+
+
+def test_eks_cpu_group_writes_its_expected_gpus(tmp_path):
+    node = eks_node(tmp_path, "m7i.2xlarge")
+    result = node.run(eks("m7i.2xlarge", efa=False, taints=()))
+    assert result.returncode == 0, result.stderr
+    assert node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 0"
+    assert not node.calls("nvidia-smi")
+
+
+# --- SageMaker HyperPod: lifecycle folders --------------------------------------------------------
+
+FSX_CHECKS = lifecycle.NodeChecks(("/fsx",))
+
+
+def hyperpod_folder(group="train", instance_type="p6-b200.48xlarge", *, efa=True, checks=FSX_CHECKS,
+                    metrics=True, lnet_efa=False, hooks=None) -> lifecycle.Bundle:
+    if hooks is None and metrics:
+        hooks = {lifecycle.METRICS_HOOK: lifecycle.metrics_hook(
+            instance_type, Metrics("demo", "", "us-east-1"), efa=efa, parameter="/fmcluster/demo/url",
+            lustre_path="/fsx")}
+    return lifecycle.bundle(group, instance_type, efa=efa, hooks=hooks, checks=checks, lnet_efa=lnet_efa)
+
+
+def run_folder(tmp_path, bundle: lifecycle.Bundle, scenario: Scenario, *, fsx_mounted=True):
+    node = Sandbox(tmp_path, scenario)
+    if fsx_mounted:  # HyperPod mounted the file system (FsxLustreConfig) before OnInitComplete
+        (node.root / "fsx").mkdir()
+        node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
+    files = {f"lifecycle/{name}": text for name, text in bundle.files.items() if name != lifecycle.ENTRYPOINT}
+    result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}", files=files)
+    return node, result
+
+
+# The plugstack.conf HyperPod's controller sends to configless slurmd once it registered Pyxis.
+CONTROLLER_PLUGSTACK = "include /opt/slurm/etc/plugstack.conf.d/pyxis.conf\n"
+
+
+def hyperpod_world(instance_type="p6-b200.48xlarge", **changes) -> Scenario:
+    return world(instance_type, os_release="jammy", dlami_nvme=0, slurmd=False,
+                 **{"slurmd_plugstack": CONTROLLER_PLUGSTACK, **changes})
+
+
+def test_hyperpod_compute_node_ready(tmp_path):
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world())
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("scontrol")
+    lines = node.lines()
+    assert index(lines, "install -d -m 0755 /etc/needrestart/conf.d") < index(lines, "aws ssm get-parameter")
+    assert index(lines, "apt-get") < index(lines, "systemctl cat dlami-nvme.service")  # metrics first
+    assert node.mounts()["/scratch"].source == bootstrap.DLAMI_NVME_PATH
+    assert "fmcluster-prometheus-agent.service" in node.enabled()
+
+
+def test_hyperpod_compute_node_missing_a_gpu_is_drained_not_failed(tmp_path):
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(gpus=7))
+    assert result.returncode == 0, result.stderr
+    (drain,) = node.lines("scontrol")
+    assert drain == "scontrol update nodename=ip-10-1-0-42 state=drain reason=fmcluster node-ready: 7 of 8 GPUs visible"
+
+
+def test_hyperpod_compute_node_without_its_file_system_is_drained(tmp_path):
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(), fsx_mounted=False)
+    assert result.returncode == 0, result.stderr
+    (drain,) = node.calls("scontrol")
+    assert drain.args[-1] == "reason=fmcluster node-ready: /fsx is not mounted"
+
+
+def test_hyperpod_metrics_failure_does_not_fail_the_node(tmp_path):
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(apt_fails=True))
+    assert result.returncode == 0, result.stderr
+    assert f"warning: optional hook {lifecycle.METRICS_HOOK} failed" in result.stderr
+    assert node.mounts()["/scratch"].backing == "instance-store" and not node.calls("scontrol")
+
+
+def test_hyperpod_metrics_wait_for_the_dpkg_lock(tmp_path):
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(dpkg_lock_until=90))
+    assert result.returncode == 0, result.stderr
+    assert "fmcluster-prometheus-agent.service" in node.enabled()
+    assert any("prometheus=2.31.2+ds1-1*" in line for line in node.lines("apt-get"))
+
+
+def test_hyperpod_required_hook_failure_fails_the_script(tmp_path):
+    folder = hyperpod_folder(hooks={"10-site.sh": "exit 3\n", "20-after.sh": "true\n"})
+    node, result = run_folder(tmp_path, folder, hyperpod_world())
+    assert result.returncode == 1 and "hook 10-site.sh failed" in result.stderr
+    assert node.mounts()["/scratch"].backing == "instance-store"  # the other steps still ran
+
+
+def test_hyperpod_controller_has_no_readiness_drain(tmp_path):
+    folder = hyperpod_folder("controller", "m7i.2xlarge", efa=False, checks=None, hooks={})
+    node, result = run_folder(tmp_path, folder, world("m7i.2xlarge", os_release="jammy", slurmd=False))
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("nvidia-smi") and not node.calls("scontrol")
+
+
+def test_hyperpod_eks_efa_file_system_configures_lnet(tmp_path):
+    folder = hyperpod_folder(checks=None, metrics=False, lnet_efa=True, hooks={})
+    node, result = run_folder(tmp_path, folder, world("p6-b200.48xlarge", os_release="amzn2023", slurmd=False,
+                                                      lustre_client=False), fsx_mounted=False)
+    assert result.returncode == 0, result.stderr
+    assert node.lines("dnf") == ["dnf install -y -q lustre-client"]
+    assert [c.args[5] for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")] == [
+        "rdmap10s0", "rdmap14s0"]
+    assert bootstrap.LNET_EFA_UNIT in node.enabled()
+
+
+# --- containers on Slurm: Enroot and Pyxis --------------------------------------------------------
+
+PCS_SLURM = "25.05"
+PCS_PREFIX = f"/opt/aws/pcs/scheduler/slurm-{PCS_SLURM}"
+PCS_PLUGSTACK = f"/etc/aws/pcs/scheduler/slurm-{PCS_SLURM}/plugstack.conf.d/pyxis.conf"
+ENROOT_SRC = f"{bootstrap.CONTAINERS_STATE}/enroot"
+PYXIS_SRC = f"{bootstrap.CONTAINERS_STATE}/pyxis"
+ENROOT_STAMP = f"{bootstrap.CONTAINERS_STATE}/enroot.stamp"
+MIRROR = Path("/work/.mirror/NVIDIA+enroot/repo")  # a git snapshot of github.com/NVIDIA/enroot, where there is one
+
+
+def container_node(tmp_path, instance_type="p5.48xlarge", *, lustre=FSX, **changes):
+    instance = catalog.get(instance_type)
+    node = Sandbox(tmp_path, world(instance_type, **changes))
+    script = bootstrap.node_script(instance_type, efa=instance.efa_supported, lustre=lustre, metrics=None,
+                                   containers=True, slurm_version=PCS_SLURM)
+    return node, script
+
+
+def sandbox_user_data_script(text: str) -> str:
+    ((_, script),) = user_data_parts(text).values()
+    return script
+
+
+def enroot_conf(node: Sandbox) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in node.file("/etc/enroot/enroot.conf").splitlines()
+                if line and not line.startswith("#"))
+
+
+def node_path(node: Sandbox, line: str) -> str:
+    """A recorded command line with the sandbox root taken out: the paths as on a node."""
+    return line.replace(str(node.root), "")
+
+
+def clones(node: Sandbox) -> list[str]:
+    return [node_path(node, c.line) for c in node.calls("git") if c.args[0] == "clone"]
+
+
+def makes(node: Sandbox, src: str) -> list[str]:
+    """The make commands run in the checkout `src` (a path on the node)."""
+    return [line for line in map(lambda c: node_path(node, c.line), node.calls("make")) if f"-C {src} " in line + " "]
+
+
+def other_commits(commits: dict[str, str], path: str) -> str:
+    """The pinned submodules with `path` at another commit, as "PATH=COMMIT ..."."""
+    return " ".join(f"{p}={'f' * 40 if p == path else c}" for p, c in commits.items())
+
+
+@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "p6e-gb200.36xlarge"])  # x86_64, arm64: the same build
+def test_containers_happy_path(tmp_path, instance_type):
+    node, script = container_node(tmp_path, instance_type)
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert not [c for c in node.calls("curl") if "-o" in c.args]  # nothing downloaded but the clones
+    (install,) = [line for line in node.lines("apt-get") if " install " in line]
+    assert install.endswith(" " + bootstrap.CONTAINER_PACKAGES) and "DPkg::Lock::Timeout=300" in install
+    assert {"git", "build-essential", "libcap2-bin", "libtool", "automake", "libmd-dev",  # doc/installation.md
+            "curl", "gawk", "jq", "squashfs-tools", "parallel"} <= set(bootstrap.CONTAINER_PACKAGES.split())
+    assert clones(node) == [
+        f"git clone -q --depth 1 --recurse-submodules --branch v{bootstrap.ENROOT_VERSION} "
+        f"{bootstrap.ENROOT_REPOSITORY} {ENROOT_SRC}",
+        f"git clone -q --depth 1 --recurse-submodules --branch {bootstrap.PYXIS_TAG} "
+        f"{bootstrap.PYXIS_REPOSITORY} {PYXIS_SRC}"]
+    # Enroot: checked against its commit and its submodules' before anything is built
+    checks = [node_path(node, line) for line in node.lines("git") if not line.startswith("git clone")]
+    assert checks[:2] == [f"git -C {ENROOT_SRC} rev-parse HEAD", f"git -C {ENROOT_SRC} submodule status"]
+    assert makes(node, ENROOT_SRC) == [f"make -C {ENROOT_SRC} install prefix=/usr sysconfdir=/etc DESTDIR=",
+                                       f"make -C {ENROOT_SRC} setcap prefix=/usr sysconfdir=/etc DESTDIR="]
+    assert node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n"
+    assert node.run("enroot version", name="v.sh").stdout == bootstrap.ENROOT_VERSION + "\n"
+    assert (node.state / "enroot-caps").read_text() == (  # the enroot+caps flavor
+        "cap_sys_admin+pe /usr/bin/enroot-mksquashovlfs\ncap_sys_admin,cap_mknod+pe /usr/bin/enroot-aufs2ovlfs\n")
+    assert node.file("/etc/apparmor.d/enroot") == node.file("/usr/share/enroot/apparmor.profile")
+    assert node.lines("apparmor_parser") == ["apparmor_parser -r -T -W /etc/apparmor.d/enroot"]
+    # Pyxis: built against the cluster's Slurm
+    build = makes(node, PYXIS_SRC)
+    assert build == [f"make -C {PYXIS_SRC}", f"make -C {PYXIS_SRC} install DESTDIR= prefix=/usr/local "
+                                              f"libdir={PCS_PREFIX}/lib"]  # CPPFLAGS in the environment
+    plugin = f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so"
+    assert node.exists(plugin) and node.file(PCS_PLUGSTACK) == f"required {plugin}\n"
+    assert (node.root / plugin.lstrip("/")).read_bytes().startswith(b"\x7fELF")  # compiled by gcc
+    # srun's PMI hook runs scontrol under slurmd: the cluster's Slurm on its PATH
+    assert node.file("/etc/default/slurmd").startswith(f"PATH={PCS_PREFIX}/bin:")
+    assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
+    lines = [node_path(node, line) for line in node.lines()]
+    fsx, packages = index(lines, "mount -t lustre"), lines.index(install)
+    enroot, setcap = (index(lines, f"make -C {ENROOT_SRC} {target}") for target in ("install", "setcap"))
+    assert fsx < packages < index(lines, "git clone") < enroot < setcap < index(lines, "apparmor_parser") < index(
+        lines, f"make -C {PYXIS_SRC}")
+
+
+def test_containers_enroot_conf_scratch_and_shared_cache(tmp_path):
+    node, script = container_node(tmp_path)
+    assert node.run(script).returncode == 0
+    conf = enroot_conf(node)  # fmcluster's, not the default `make install` wrote
+    assert conf["ENROOT_RUNTIME_PATH"] == "/scratch/enroot/runtime/user-$(id -u)"
+    assert conf["ENROOT_DATA_PATH"] == "/scratch/enroot/data/user-$(id -u)"
+    assert conf["ENROOT_TEMP_PATH"] == "/scratch/enroot/tmp"
+    assert conf["ENROOT_CACHE_PATH"] == "/fsx/enroot/cache/user-$(id -u)"
+    for directory in ("/scratch/enroot/runtime", "/scratch/enroot/data", "/scratch/enroot/tmp", "/fsx/enroot/cache"):
+        assert (node.root / directory.lstrip("/")).stat().st_mode & 0o7777 == 0o1777, directory
+    hooks = node.root / "etc/enroot/hooks.d"
+    assert sorted(p.name for p in hooks.iterdir()) == ["50-slurm-pmi.sh", "50-slurm-pytorch.sh", "98-nvidia.sh"]
+    assert (hooks / "50-slurm-pmi.sh").readlink() == Path("/usr/share/enroot/hooks.d/50-slurm-pmi.sh")
+
+
+def test_containers_without_instance_store_or_file_system(tmp_path):
+    """A type without instance store (a login node's) keeps Enroot's files in /tmp; without a
+    file system the image cache is node-local too."""
+    assert catalog.get("m7i.2xlarge").nvme_disks == 0
+    node, script = container_node(tmp_path, "m7i.2xlarge", lustre=None)
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    conf = enroot_conf(node)
+    assert conf["ENROOT_DATA_PATH"] == "/tmp/enroot/data/user-$(id -u)"
+    assert conf["ENROOT_RUNTIME_PATH"] == "/tmp/enroot/runtime/user-$(id -u)"
+    assert conf["ENROOT_CACHE_PATH"] == "/tmp/enroot/cache/user-$(id -u)"
+    assert not node.calls("nvidia-container-cli") and ready_metric(node).endswith(" 1")
+
+
+def assert_enroot_refused(node: Sandbox, result, message: str) -> None:
+    """Enroot's checkout was refused: nothing built or installed, the node not ready, slurmd down."""
+    assert result.returncode == 1 and "setup_containers failed" in result.stderr
+    assert message in result.stderr
+    assert not node.calls("make") and not node.exists(ENROOT_STAMP) and not node.exists("/usr/bin/enroot")
+    assert not node.exists("/etc/apparmor.d/enroot")
+    assert ready_metric(node) == ('fmcluster_node_ready{reason="Enroot 4.1.2 is not installed; '
+                                  'the Pyxis plugin is not installed"} 0')
+    assert node.run("systemctl start slurmd.service", name="start.sh").returncode != 0
+    assert node.unit_state("slurmd.service") == "failed"
+
+
+def test_containers_enroot_at_another_commit_is_refused(tmp_path):
+    """The tag moved (or the repository is not NVIDIA's): the checkout is not built."""
+    node, script = container_node(tmp_path, git_moved_tags=("enroot",))
+    result = node.run(script)
+    submodules = " ".join(bootstrap.ENROOT_SUBMODULES.values())
+    assert node.git_head("enroot") != bootstrap.ENROOT_COMMIT
+    assert_enroot_refused(node, result, f"enroot v4.1.2 is {node.git_head('enroot')} {submodules}, "
+                                        f"not the pinned {bootstrap.ENROOT_COMMIT} {submodules}: not built")
+
+
+@pytest.mark.parametrize("submodules", [
+    (("deps/musl", "other"),),  # a submodule at another commit
+    (("deps/linux-headers", "other"),),
+    (("deps/musl", "missing"),),  # one missing
+    (("deps/extra", "extra"),),  # one more
+])
+def test_containers_enroot_submodules_are_verified(tmp_path, submodules):
+    """The tag's commit has other submodules (the real git clones them; the check refuses)."""
+    node, script = container_node(tmp_path, enroot_submodules=submodules)
+    result = node.run(script)
+    assert_enroot_refused(node, result, f"not the pinned {bootstrap.ENROOT_COMMIT} "
+                                        f"{' '.join(bootstrap.ENROOT_SUBMODULES.values())}: not built")
+
+
+def test_containers_clones_retry(tmp_path):
+    """Two failed clones of Enroot (a submodule that did not come, leaving the checkout behind),
+    then one that works: each try starts afresh."""
+    node, script = container_node(tmp_path, download_fails=2)
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert [line.rsplit("/", 1)[1] for line in clones(node)] == ["enroot", "enroot", "enroot", "pyxis"]
+    assert "git_clone failed (attempt 2 of 5)" in result.stderr
+    assert [c for c in node.calls("sleep") if c.args == (str(bootstrap.DOWNLOAD_RETRY_SECONDS),)]
+    assert node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n" and ready_metric(node).endswith(" 1")
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"git_moved_tags": ("pyxis",)}, "pyxis v0.24.0 is "),
+    ({"slurm_headers": False}, "no Slurm headers"),
+])
+def test_containers_pyxis_that_cannot_be_built_leaves_the_node_not_ready(tmp_path, change, message):
+    node, script = container_node(tmp_path, **change)
+    result = node.run(script)
+    assert result.returncode == 1 and message in result.stderr
+    assert not makes(node, PYXIS_SRC) and not node.exists(PCS_PLUGSTACK)
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0'
+
+
+def test_containers_gpu_node_without_the_container_toolkit_is_not_ready(tmp_path):
+    node, script = container_node(tmp_path, nvidia_container_cli=False)
+    assert node.run(script).returncode == 1
+    assert ready_metric(node) == ('fmcluster_node_ready{reason="nvidia-container-cli is missing: containers '
+                                  'would see no GPU"} 0')
+
+
+def test_containers_wait_for_the_dpkg_lock(tmp_path):
+    node, script = container_node(tmp_path, dpkg_lock_until=100)
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert node.exists(f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so") and node.exists("/usr/bin/enroot")
+
+
+def test_containers_without_apparmor_install_its_profile_only(tmp_path):
+    node, script = container_node(tmp_path, apparmor=False)
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert node.exists("/etc/apparmor.d/enroot") and not node.calls("apparmor_parser")
+
+
+def test_containers_rerun_leaves_an_installed_node_alone(tmp_path):
+    node, script = container_node(tmp_path)
+    assert node.run(script).returncode == 0
+    first = node.file("/etc/enroot/enroot.conf"), node.file(PCS_PLUGSTACK), node.file("/etc/default/slurmd")
+    (node.state / "calls").write_text("")
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert "ready; image cache" in result.stderr
+    assert not node.calls("apt-get") and not node.calls("git") and not node.calls("make")  # no second build
+    assert (node.file("/etc/enroot/enroot.conf"), node.file(PCS_PLUGSTACK), node.file("/etc/default/slurmd")) == first
+
+
+def test_containers_another_enroot_build_is_rebuilt(tmp_path):
+    """Enroot 4.1.2 that this node did not build from the pinned commit (its stamp names another)
+    is built again; Pyxis, stamped with its pin, is left alone."""
+    node, script = container_node(tmp_path)
+    assert node.run(script).returncode == 0
+    (node.root / ENROOT_STAMP.lstrip("/")).write_text("0" * 40 + "\n")
+    (node.state / "calls").write_text("")
+    result = node.run(script)
+    assert result.returncode == 0, result.stderr
+    assert [line.rsplit("/", 1)[1] for line in clones(node)] == ["enroot"]
+    assert len(makes(node, ENROOT_SRC)) == 2 and not makes(node, PYXIS_SRC)
+    assert node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n"
+
+
+def test_containers_reboot_keeps_slurmd_gated_on_the_runtime(tmp_path):
+    node, script = container_node(tmp_path)
+    assert node.run(script).returncode == 0
+    (node.root / PCS_PLUGSTACK.lstrip("/")).unlink()  # someone removed the plugin's configuration
+    after = node.reboot()
+    assert "slurmd.service" in after.failed
+    assert ready_metric(node) == 'fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0'
+
+
+@pytest.mark.real_pins
+def test_the_container_runtime_pins_are_recorded():
+    """Enroot's and Pyxis's commits, and Enroot's submodules' commits in `git submodule status`'s
+    (path) order; where a snapshot of NVIDIA/enroot is at hand, they are the tag's."""
+    commit = re.compile(r"[0-9a-f]{40}")
+    assert all(commit.fullmatch(c) for c in (bootstrap.ENROOT_COMMIT, bootstrap.PYXIS_COMMIT,
+                                             *bootstrap.ENROOT_SUBMODULES.values()))
+    assert list(bootstrap.ENROOT_SUBMODULES) == sorted(bootstrap.ENROOT_SUBMODULES) == [
+        "deps/linux-headers", "deps/makeself", "deps/musl"]
+    assert bootstrap.ENROOT_TAG == f"v{bootstrap.ENROOT_VERSION}"
+    body = bootstrap.unpack(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, containers=True,
+                                                  slurm_version=PCS_SLURM))
+    assert f"ENROOT_COMMIT='{bootstrap.ENROOT_COMMIT}'" in body.splitlines()
+    assert f"ENROOT_SUBMODULES='{' '.join(bootstrap.ENROOT_SUBMODULES.values())}'" in body.splitlines()
+    if not MIRROR.is_dir():
+        pytest.skip(f"no snapshot of NVIDIA/enroot at {MIRROR}")
+    git = ["git", "-C", str(MIRROR)]
+    assert subprocess.run([*git, "rev-parse", f"{bootstrap.ENROOT_TAG}^{{commit}}"], capture_output=True, text=True,
+                          check=True).stdout.strip() == bootstrap.ENROOT_COMMIT
+    tree = subprocess.run([*git, "ls-tree", bootstrap.ENROOT_COMMIT, "deps/"], capture_output=True, text=True,
+                          check=True).stdout
+    gitlinks = {line.split("\t")[1]: line.split()[2] for line in tree.splitlines() if line.startswith("160000 commit")}
+    assert gitlinks == bootstrap.ENROOT_SUBMODULES
+    makefile = subprocess.run([*git, "show", f"{bootstrap.ENROOT_COMMIT}:Makefile"], capture_output=True, text=True,
+                              check=True).stdout
+    assert re.search(rf"^VERSION\s*:= {re.escape(bootstrap.ENROOT_VERSION)}$", makefile, re.MULTILINE)
+
+
+@pytest.mark.parametrize("instance_type, login", [(t, False) for t in GPU_TYPES] + [("m7i.2xlarge", True)])
+def test_user_data_keeps_room_for_pcs_under_the_ec2_limit(instance_type, login):
+    """Every PCS node that gets the container runtime (the GPU compute groups, with the IMEX
+    prolog, and the login nodes, with the Slurm collector), with the longest values any region and
+    id can have: at or below USER_DATA_BUDGET (14 KiB), the rest of EC2's 16 KiB left to the part
+    AWS PCS merges in."""
+    text = longest_user_data(instance_type, login=login)
+    assert "setup_containers" in bootstrap.unpack(sandbox_user_data_script(text))
+    assert len(text.encode()) <= USER_DATA_BUDGET, len(text.encode())
+
+
+def test_hyperpod_gpu_node_gets_containers(tmp_path):
+    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
+    folder = hyperpod_folder(checks=checks)
+    node, result = run_folder(tmp_path, folder, hyperpod_world(), fsx_mounted=True)
+    assert result.returncode == 0, result.stderr
+    assert not node.calls("scontrol")  # ready: not drained
+    repositories = [line.rsplit(" ", 2)[1] for line in clones(node)]
+    assert repositories == [bootstrap.ENROOT_REPOSITORY, bootstrap.PYXIS_REPOSITORY]
+    assert len(makes(node, ENROOT_SRC)) == 2 and node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n"
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")  # compiled against /opt/slurm/include
+    assert node.file("/opt/slurm/etc/plugstack.conf.d/pyxis.conf") == "required /opt/slurm/lib/slurm/spank_pyxis.so\n"
+    # by name, never a wildcard (configless Slurm); what slurmd reads is the controller's
+    assert node.file("/opt/slurm/etc/plugstack.conf") == CONTROLLER_PLUGSTACK
+    conf = enroot_conf(node)
+    assert conf["ENROOT_CACHE_PATH"] == "/fsx/enroot/cache/user-$(id -u)"
+    assert conf["ENROOT_DATA_PATH"] == "/scratch/enroot/data/user-$(id -u)"
+    lines = node.lines()
+    assert index(lines, "systemctl cat dlami-nvme.service") < index(lines, "git clone")
+
+
+def test_hyperpod_gpu_node_whose_clones_fail_is_drained(tmp_path):
+    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
+    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), hyperpod_world(download_fails=100))
+    assert result.returncode == 1 and "setup_containers failed" in result.stderr
+    assert len(clones(node)) == bootstrap.DOWNLOAD_ATTEMPTS and not node.calls("make")
+    (drain,) = node.calls("scontrol")
+    assert drain.args[-1] == ("reason=fmcluster node-ready: Enroot 4.1.2 is not installed; "
+                              "the Pyxis plugin is not installed")
+
+
+def test_hyperpod_gpu_node_with_a_wrong_enroot_commit_is_drained(tmp_path):
+    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
+    world = hyperpod_world(git_moved_tags=("enroot",))
+    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), world)
+    assert result.returncode == 1 and "not the pinned" in result.stderr and not node.calls("make")
+    (drain,) = node.calls("scontrol")
+    assert "Enroot 4.1.2 is not installed" in drain.args[-1]
+
+
+# --- Pyxis' build line, with the real make and gcc ----------------------------------------------
+
+def pyxis_checkout(node: Sandbox) -> Path:
+    """A clone of the Pyxis stand-in at its tag (the real git, through the sandbox's insteadOf)."""
+    src = node.root / "src/pyxis"
+    result = node.run(f"git clone -q --branch {bootstrap.PYXIS_TAG} {bootstrap.PYXIS_REPOSITORY} {src}", name="c.sh")
+    assert result.returncode == 0, result.stderr
+    return src
+
+
+def test_pyxis_build_line_needs_cppflags_in_the_environment(tmp_path):
+    """containers.sh's Pyxis build, run as the node runs it (real make and gcc, spank.h from
+    libslurm-dev under the Slurm prefix), compiles and installs the plugin; the old form, CPPFLAGS
+    on make's command line, replaces the Makefile's own (-D_GNU_SOURCE, -DPYXIS_VERSION) and fails
+    as it did on a real node."""
+    node = Sandbox(tmp_path, world("p5.48xlarge"))
+    src = pyxis_checkout(node)
+    old = node.run(f'make -C {src} CPPFLAGS="-I$FMCLUSTER_ROOT{PCS_PREFIX}/include"', name="old.sh")
+    assert old.returncode != 0
+    assert "'PYXIS_VERSION' undeclared" in old.stderr.replace("‘", "'").replace("’", "'")
+    assert "'CLONE_NEWUSER' undeclared" in old.stderr.replace("‘", "'").replace("’", "'")
+    # containers.sh's own build_pyxis, on that checkout
+    fragment = (Path(bootstrap.SCRIPTS) / "containers.sh").read_text()
+    script = "\n".join(["set -euo pipefail", "ROOT=$FMCLUSTER_ROOT", 'log() { echo "$*" >&2; }', fragment,
+                        f"SLURM_PREFIX={PCS_PREFIX} CONTAINERS_STATE=/src",
+                        "PYXIS_COMMIT=x PYXIS_TAG=x PYXIS_REPOSITORY=x",
+                        "clone() { :; }  # the checkout is there", "build_pyxis"])
+    new = node.run(script, name="new.sh")
+    assert new.returncode == 0, new.stderr
+    plugin = node.root / PCS_PREFIX.lstrip("/") / "lib/slurm/spank_pyxis.so"
+    assert plugin.read_bytes().startswith(b"\x7fELF")
+    assert b"0.24.0" in plugin.read_bytes()  # PYXIS_VERSION, from the Makefile's CPPFLAGS
+
+
+def test_pyxis_plugin_built_by_the_node_script_is_a_spank_plugin(tmp_path):
+    """The plugin a node script built: loadable, a SPANK plugin named pyxis for the Slurm release
+    of the headers it was built against (what slurmd checks before it loads it: "Incompatible
+    plugin version" otherwise), with the --container-image option. Loading it in a running
+    slurmd is not done here."""
+    import ctypes
+
+    node, script = container_node(tmp_path)
+    assert node.run(script).returncode == 0
+    plugin = ctypes.CDLL(str(node.root / PCS_PREFIX.lstrip("/") / "lib/slurm/spank_pyxis.so"))
+    name = (ctypes.c_char * 6).in_dll(plugin, "plugin_name").value
+    assert name == b"pyxis"
+    header = (Path("/usr/include/slurm/slurm_version.h")).read_text()
+    number = int(re.search(r"#define SLURM_VERSION_NUMBER (0x[0-9a-fA-F]+)", header).group(1), 16)
+    assert ctypes.c_uint.in_dll(plugin, "plugin_version").value == number
+    option = ctypes.c_char_p.from_address(ctypes.addressof(ctypes.c_void_p.in_dll(plugin, "spank_options")))
+    assert option.value == b"container-image"
+
+
+# --- SageMaker HyperPod: Pyxis where configless slurmd reads it ----------------------------------
+
+def test_hyperpod_controller_registers_pyxis_by_name_and_reconfigures(tmp_path):
+    """The controller group builds the runtime too, includes pyxis.conf by name in the
+    plugstack.conf slurmctld sends to every configless slurmd (a wildcard include becomes explicit
+    includes of what it matches, kept as a comment: the other plugins still load), and runs
+    scontrol reconfigure so that running slurmd get it, then looks for nodes drained before it."""
+    runtime = lifecycle.SlurmRuntime(controller=True, shared_path="/fsx")
+    bundle = lifecycle.bundle("controller", "m7i.2xlarge", efa=False, runtime=runtime)
+    node = Sandbox(tmp_path, hyperpod_world("m7i.2xlarge", slurmd_plugstack=None))
+    (node.root / "fsx").mkdir()
+    node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
+    (node.root / "opt/slurm/etc/plugstack.conf.d").mkdir(parents=True)
+    (node.root / "opt/slurm/etc/plugstack.conf.d/other.conf").write_text("optional /opt/other.so\n")
+    (node.root / "opt/slurm/etc/plugstack.conf").write_text("include /opt/slurm/etc/plugstack.conf.d/*.conf\n")
+    (node.state / "units/slurmctld.service").write_text("active\n")
+    result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}")
+    assert result.returncode == 0, result.stderr
+    assert node.file("/opt/slurm/etc/plugstack.conf").splitlines() == [
+        "# fmcluster: explicit includes below: include /opt/slurm/etc/plugstack.conf.d/*.conf",
+        "include /opt/slurm/etc/plugstack.conf.d/other.conf", CONTROLLER_PLUGSTACK.strip()]
+    assert node.file("/opt/slurm/etc/plugstack.conf.d/pyxis.conf") == "required /opt/slurm/lib/slurm/spank_pyxis.so\n"
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
+    assert node.lines("scontrol") == ["scontrol reconfigure", "scontrol -o show nodes"]
+    lines = node.lines()
+    assert index(lines, "make -C") < index(lines, "scontrol reconfigure")
+
+
+def test_hyperpod_login_node_gets_the_runtime_without_reconfiguring(tmp_path):
+    bundle = lifecycle.bundle("login", "m7i.2xlarge", efa=False, runtime=lifecycle.SlurmRuntime(shared_path=""))
+    node = Sandbox(tmp_path, hyperpod_world("m7i.2xlarge", slurmd_plugstack=None))
+    result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}")
+    assert result.returncode == 0, result.stderr
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so") and not node.calls("scontrol")
+    assert node.file("/opt/slurm/etc/plugstack.conf") == CONTROLLER_PLUGSTACK
+
+
+@pytest.mark.parametrize("controller_plugstack", [None, "include /opt/slurm/etc/plugstack.conf.d/*.conf\n", ""])
+def test_hyperpod_gpu_node_whose_slurmd_does_not_load_pyxis_is_drained(tmp_path, controller_plugstack):
+    """Pyxis installed on the node, but the plugstack.conf configless slurmd got from the
+    controller (conf-cache) does not include pyxis.conf by name: --container-image would be an
+    unknown option, so the node is drained."""
+    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
+    world_ = hyperpod_world(slurmd_plugstack=controller_plugstack)
+    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), world_)
+    assert result.returncode == 0, result.stderr
+    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
+    (drain,) = node.calls("scontrol")
+    assert drain.args[-1] == ("reason=fmcluster node-ready: slurmd's plugstack.conf does not load Pyxis: "
+                              "the controller's must include /opt/slurm/etc/plugstack.conf.d/pyxis.conf")

@@ -1,0 +1,92 @@
+"""Alert rules (fmcluster/observability/rules/*.yaml): `promtool check rules` on every file,
+and every alert explains itself (summary) and says what to do (runbook).
+
+promtool comes from the Debian package `prometheus` (`make tools`). Where it is missing the
+check is skipped locally and fails in CI (CI set), so that a CI image without it cannot pass.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fmcluster import observability
+
+ROOT = Path(__file__).resolve().parents[2]
+RULE_FILES = observability.rule_files()
+DRAIN_AND_REPLACE_XIDS = {48, 63, 64, 74, 79, 94, 95}  # docs/FACTS: the usual "drain and replace" XIDs
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("promtool is missing in CI: install the Debian package `prometheus` (make tools)")
+        pytest.skip("promtool not installed (make tools, as root: apt-get install prometheus)")
+    return path
+
+
+def test_there_are_rule_files():
+    assert {p.stem for p in RULE_FILES} >= {"gpu", "efa", "node", "lustre", "slurm"}
+
+
+@pytest.mark.parametrize("path", RULE_FILES, ids=lambda p: p.name)
+def test_promtool_check_rules(path):
+    result = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "SUCCESS" in result.stdout
+
+
+def test_every_alert_has_summary_and_runbook():
+    alerts = observability.alerts()
+    assert alerts
+    for alert in alerts:
+        annotations = alert.get("annotations", {})
+        assert annotations.get("summary"), alert["alert"]
+        assert annotations.get("runbook"), alert["alert"]
+        assert alert.get("labels", {}).get("severity") in {"critical", "warning", "info"}, alert["alert"]
+
+
+def test_runbook_anchors_exist():
+    """Every runbook annotation points at a heading of docs/runbooks.md."""
+    text = (ROOT / observability.RUNBOOKS_DOC).read_text()
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in re.findall(r"^#+ (.+)$", text, re.M)}
+    for alert in observability.alerts():
+        doc, _, anchor = alert["annotations"]["runbook"].partition("#")
+        assert doc == observability.RUNBOOKS_DOC and anchor in anchors, alert["alert"]
+
+
+def test_alert_names_unique():
+    names = [a["alert"] for a in observability.alerts()]
+    assert len(names) == len(set(names))
+
+
+def test_gpu_health_covers_the_issue():
+    alerts = {a["alert"]: a for a in observability.alerts()}
+    for name in ("GpuXidDrainAndReplace", "GpuDoubleBitEccError", "GpuSingleBitEccRateRising", "GpuRowRemapFailure",
+                 "GpuThermalThrottling", "GpuPowerThrottling", "GpuMissing", "EfaRetransmitTimeouts",
+                 "EfaRetransmitsHigh", "NodeDown", "LustreClientError"):
+        assert name in alerts
+    xids = {int(x) for x in re.findall(r"== (\d+)", alerts["GpuXidDrainAndReplace"]["expr"])}
+    assert xids == DRAIN_AND_REPLACE_XIDS
+    assert "fmcluster_expected_gpus" in alerts["GpuMissing"]["expr"]
+
+
+RULE_TESTS = sorted((ROOT / "tests/data/rules").glob("*_test.yaml"))
+
+
+def test_there_are_rule_unit_tests():
+    assert {p.name for p in RULE_TESTS} >= {"gpu_test.yaml"}
+
+
+@pytest.mark.parametrize("path", RULE_TESTS, ids=lambda p: p.name)
+def test_promtool_rule_unit_tests(path):
+    """`promtool test rules`: the alerts fire (and stay quiet) on series labelled the way the
+    Slurm nodes' agents and the EKS managed scraper label them (tests/data/rules/)."""
+    result = subprocess.run([promtool(), "test", "rules", str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -1,0 +1,23 @@
+"""The README quotes the latest benchmark figures (bench/results/, written by `make bench`).
+
+No timings are asserted here: the benchmark is the speed gate; this only keeps the README's
+figures the ones in the committed results."""
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import table  # noqa: E402
+
+
+def test_readme_quotes_the_latest_results():
+    assert table.readme_block((ROOT / "README.md").read_text()) == table.render(), \
+        "run `python bench/table.py --write` (make bench does) after updating bench/results/"
+
+
+def test_results_name_every_target():
+    text = table.render()
+    for what in ("fmcluster validate", "fmcluster synth", "64 p5.48xlarge node groups", "fresh clone"):
+        assert what in text

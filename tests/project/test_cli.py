@@ -1,0 +1,164 @@
+"""The command line: exit codes, output format, no tracebacks, no CDK import for validate."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fmcluster.cli import build_parser, cmd_validate, main
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.yaml"))
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "fmcluster", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_examples_validate_ok(capsys):
+    assert main(["validate", *[str(ROOT / e) for e in EXAMPLES]]) == 0
+    out = capsys.readouterr().out
+    assert out.count(": ok") == len(EXAMPLES)
+
+
+def test_invalid_spec_exits_2_with_located_errors(tmp_path, capsys):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text((ROOT / "examples/p5-pcs.yaml").read_text().replace("count: 16", "count: sixteen"))
+    assert main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert f"{spec}:" in err and ": error: node_groups[0].count: " in err
+
+
+def test_one_bad_file_among_good_ones(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    assert main(["validate", str(ROOT / EXAMPLES[0]), str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert ": ok" in captured.out and "bad.yaml" in captured.err
+
+
+def test_warnings_do_not_fail(tmp_path, capsys):
+    text = (ROOT / "examples/p5-pcs.yaml").read_text().replace(
+        "  type: pcs\n", "  type: pcs\n  admin_role_arn: arn:aws:iam::111122223333:role/admin\n")
+    spec = tmp_path / "warn.yaml"
+    spec.write_text(text)
+    assert main(["validate", str(spec)]) == 0
+    assert ": warning: orchestrator.admin_role_arn: " in capsys.readouterr().err
+
+
+def test_json_format(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    assert main(["validate", "--format", "json", str(ROOT / EXAMPLES[0]), str(bad)]) == 2
+    report = json.loads(capsys.readouterr().out)
+    assert [r["ok"] for r in report] == [True, False]
+    assert report[1]["diagnostics"][0]["path"]
+
+
+@pytest.mark.parametrize("content", [
+    "name: [unclosed\n", "- a\n- b\n", "", "name: 5\nfoo: bar\n", b"\xff\xfe\x00".decode("latin-1"),
+])
+def test_bad_input_never_tracebacks(tmp_path, content):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(content, encoding="latin-1")
+    result = run("validate", str(spec))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert f"{spec}:" in result.stderr
+
+
+@pytest.mark.parametrize("target", ["missing.yaml", "."])
+def test_missing_file_and_directory(target):
+    result = run("validate", target)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_command_line_exits_2():
+    assert run("validate").returncode == 2
+    assert run("frobnicate").returncode == 2
+
+
+@pytest.mark.parametrize("argv, specs, format", [
+    (["validate", "a.yaml"], ["a.yaml"], "text"),
+    (["validate", "a.yaml", "dir/b.yaml", ""], ["a.yaml", "dir/b.yaml", ""], "text"),
+    (["validate", "--format", "json", "a.yaml"], ["a.yaml"], "json"),
+    (["validate", "a.yaml", "--format=json"], ["a.yaml"], "json"),
+    (["validate", "--", "-a.yaml"], ["-a.yaml"], "text"),
+])
+def test_validate_command_line(argv, specs, format):
+    args = build_parser().parse_args(argv)
+    assert (args.command, args.specs, args.format, args.func) == ("validate", specs, format, cmd_validate)
+
+
+def test_the_program_validates_every_file_it_is_given():
+    result = run("validate", *EXAMPLES)
+    assert result.returncode == 0 and result.stdout.count(": ok") == len(EXAMPLES)
+
+
+def test_validate_does_not_import_aws_cdk_or_boto3():
+    code = ("import sys; from fmcluster.cli import main; rc = main(['validate', *sys.argv[1:]]); "
+            "heavy = [m for m in ('aws_cdk', 'jsii', 'boto3', 'botocore', 'constructs') if m in sys.modules]; "
+            "print('HEAVY', heavy); sys.exit(rc)")
+    result = subprocess.run([sys.executable, "-c", code, *EXAMPLES], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "HEAVY []" in result.stdout
+
+
+def test_schema_is_json_schema_of_the_spec(capsys):
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    assert schema["additionalProperties"] is False
+    assert {"name", "region", "availability_zone_id", "orchestrator", "node_groups"} <= set(schema["required"])
+    assert "throughput_per_tib" in schema["$defs"]["LustreSpec"]["properties"]
+
+
+def test_schema_describes_every_field(capsys):
+    """Each model and each field carries its documentation (`Field(description=...)`), which
+    editors show from the schema."""
+    assert main(["schema"]) == 0
+    schema = json.loads(capsys.readouterr().out)
+    models = {"ClusterSpec": schema, **schema["$defs"]}
+    undocumented = [name for name, model in models.items() if not model.get("description")]
+    undocumented += [f"{name}.{field}" for name, model in models.items()
+                     for field, prop in model.get("properties", {}).items() if not prop.get("description")]
+    assert undocumented == []
+
+
+def test_published_schema_file_is_current(capsys):
+    """docs/cluster-spec.schema.json (used by editors) matches `fmcluster schema`."""
+    main(["schema"])
+    assert json.loads(capsys.readouterr().out) == json.loads((ROOT / "docs/cluster-spec.schema.json").read_text()), \
+        "regenerate it: python -m fmcluster schema > docs/cluster-spec.schema.json"
+
+
+def test_examples_validate_against_published_schema():
+    jsonschema = pytest.importorskip("jsonschema")
+    import yaml
+
+    schema = json.loads((ROOT / "docs/cluster-spec.schema.json").read_text())
+    for example in EXAMPLES:
+        jsonschema.validate(yaml.safe_load((ROOT / example).read_text()), schema)
+
+
+def test_readme_shows_real_validate_output():
+    """The error-format example in the README is what validate prints for tests/data/bad-spec.yaml."""
+    result = run("validate", "tests/data/bad-spec.yaml")
+    assert result.returncode == 2
+    readme = (ROOT / "README.md").read_text()
+    assert "$ fmcluster validate tests/data/bad-spec.yaml\n" + result.stderr in readme
+
+
+@pytest.mark.parametrize("flags, policy", [([], "protecting"), (["--lift"], "lifting")])
+def test_stack_policy_prints_the_storage_stacks_policy(flags, policy, capsys):
+    from fmcluster.deploy import stack_policy
+
+    assert main(["stack-policy", *flags]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == getattr(stack_policy, policy)()
+    if policy == "protecting":
+        (deny,) = [s for s in printed["Statement"] if s["Effect"] == "Deny"]
+        assert deny["Action"] == ["Update:Replace", "Update:Delete"]
+        assert "AWS::FSx::FileSystem" in deny["Condition"]["StringEquals"]["ResourceType"]

@@ -1,0 +1,197 @@
+"""The README's commands work as written, in a fresh shell, outside make.
+
+The command blocks (```console, `$ ` prompts) of the sections in RUN are run as scripts (but the
+commands that need AWS, NEEDS_AWS), one bash per block with a clean environment (no venv or
+node_modules on PATH, no CDK or AWS variables but AWS_EC2_METADATA_DISABLED), in a copy of the
+repository as a fresh clone has it. The copy shares this checkout's .venv and node_modules (links),
+dated so that `make install` there has nothing to do: what is tested is the commands, not a
+second installation (.ci/run installs from scratch).
+Output the README shows under a command must be in what it prints (`...` skips lines).
+
+Every other command of the README is either checked by the test named in CHECKED or needs an AWS
+account or a running cluster (NEEDS_AWS); a new command block must be sorted into one of them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import NamedTuple
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+
+# Section -> what a reader does first that the section says in words, not in a command block.
+RUN = {
+    "Quick start": "",
+    "The pipeline file": "",
+    "Synthesize and deploy the pipeline once": "",
+    "GitHub Actions instead": "mkdir -p .github/workflows && cp examples/github-actions/deploy.yml .github/workflows/",
+}
+DIFF_TEST = "tests/deploy/test_diff.py::test_readme_shows_real_diff_output"
+# Commands whose output another test compares with what the README shows.
+CHECKED = {
+    "fmcluster validate tests/data/bad-spec.yaml": "tests/project/test_cli.py::test_readme_shows_real_validate_output",
+    "fmcluster plan examples/p5-pcs.yaml": "tests/plan/test_plan.py::test_readme_shows_real_plan_output",
+    "fmcluster preflight examples/p5en-reservation-pcs.yaml":
+        "tests/deploy/test_preflight.py::test_readme_shows_real_preflight_output",
+    "fmcluster diff examples/p5-pcs.yaml p5-pcs-efa.yaml": DIFF_TEST,
+    "fmcluster diff examples/p5-pcs.yaml p5-pcs-grow.yaml": DIFF_TEST,
+    "fmcluster jobs examples/p5-pcs.yaml -o acceptance": "tests/kits/test_jobs.py::test_readme_shows_real_jobs_output",
+}
+NEEDS_AWS = re.compile(r"(GROUP=\$\()?(aws|kubectl|sinfo|sbatch|srun)\b")
+BANNERS = re.compile(r"end-of-life|not supported anymore|Traceback", re.I)
+
+
+class Command(NamedTuple):
+    text: str  # as typed after `$ `, continuation lines included
+    shown: str  # the output the README shows under it
+
+
+def sections() -> dict[str, str]:
+    parts = re.split(r"^#{2,3} (.+)\n", README, flags=re.M)
+    return {title: body for title, body in zip(parts[1::2], parts[2::2], strict=True)}
+
+
+def blocks(text: str) -> list[list[Command]]:
+    found = []
+    for block in re.findall(r"^```console\n(.*?)^```", text, re.S | re.M):
+        commands: list[Command] = []
+        lines = block.splitlines()
+        i = 0
+        while i < len(lines):
+            if not lines[i].startswith("$ "):
+                i += 1
+                continue
+            typed = [lines[i][2:]]
+            while typed[-1].endswith("\\") and i + 1 < len(lines):
+                i += 1
+                typed.append(lines[i])
+            shown = []
+            while i + 1 < len(lines) and not lines[i + 1].startswith("$ "):
+                i += 1
+                shown.append(lines[i])
+            commands.append(Command("\n".join(typed), "\n".join(shown)))
+            i += 1
+        found.append(commands)
+    return found
+
+
+def fresh_env() -> dict[str, str]:
+    """A new login's environment: the system's PATH, without this checkout's venv and node_modules."""
+    inside = {str(ROOT), str(ROOT.resolve())}
+    path = [p for p in os.environ.get("PATH", "").split(os.pathsep)
+            if p and not any(p == r or p.startswith(r + os.sep) for r in inside)
+            and not (os.environ.get("VIRTUAL_ENV") and p.startswith(os.environ["VIRTUAL_ENV"]))]
+    env = {"PATH": os.pathsep.join(path), "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
+           # no probe of an EC2 metadata service for credentials from a test (nothing else is set)
+           "AWS_EC2_METADATA_DISABLED": "true"}
+    return env
+
+
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Path:
+    """The repository as a fresh clone of this working tree has it, sharing .venv and node_modules."""
+    stamps = [ROOT / ".venv/.installed", ROOT / "node_modules/.installed", ROOT / ".venv/bin/node"]
+    if not all(p.exists() for p in stamps):
+        if os.environ.get("CI"):
+            pytest.fail("make install first")
+        pytest.skip("make install first")
+    if subprocess.run(["make", "-q", "install"], cwd=ROOT, capture_output=True).returncode != 0:
+        pytest.skip("the installation is older than its inputs: make install first")
+    inputs = ["requirements.txt", "pyproject.toml", "package.json", "package-lock.json", ".nvmrc"]
+    oldest = min(p.stat().st_mtime for p in stamps[:2])
+    copy = tmp_path_factory.mktemp("clone") / "fmcluster"
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split("\n")
+    for name in filter(None, files):
+        source = ROOT / name
+        if source.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)
+    for shared in (".venv", "node_modules"):
+        (copy / shared).symlink_to(ROOT / shared)
+    for name in inputs:  # as old as the installation, so that make install has nothing to do
+        os.utime(copy / name, (oldest - 60, oldest - 60))
+    return copy
+
+
+def run_block(clone: Path, commands: list[Command], setup: str, out: Path) -> list[tuple[Command, str, str]]:
+    out.mkdir(parents=True)
+    script = ["cd " + shlex_quote(str(clone)), setup]
+    for n, command in enumerate(commands):
+        script.append(f"{{ {command.text}\n}} > {out}/{n}.out 2> {out}/{n}.err "
+                      f"|| {{ rc=$?; echo \"exit $rc: command {n}\" > {out}/failed; exit $rc; }}")
+    result = subprocess.run(["bash", "--noprofile", "--norc", "-c", "\n".join(script)], env=fresh_env(),
+                            capture_output=True, text=True, timeout=600)
+    ran = [(c, (out / f"{n}.out").read_text() if (out / f"{n}.out").exists() else "",
+            (out / f"{n}.err").read_text() if (out / f"{n}.err").exists() else "") for n, c in enumerate(commands)]
+    if result.returncode:
+        failed = (out / "failed").read_text() if (out / "failed").exists() else result.stderr
+        n = int(failed.split("command ")[1]) if "command " in failed else -1
+        detail = f"{ran[n][0].text!r}\nstdout: {ran[n][1][-3000:]}\nstderr: {ran[n][2][-3000:]}" if n >= 0 else ""
+        pytest.fail(f"{failed.strip()}: {detail}")
+    return ran
+
+
+def shlex_quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def assert_shows(command: Command, stdout: str) -> None:
+    """Each part of what the README shows (split at `...` lines) is in the output, in order."""
+    at = 0
+    for part in re.split(r"^\.\.\.\n?", command.shown + "\n", flags=re.M):
+        part = part.strip("\n")
+        if part:
+            found = stdout.find(part, at)
+            assert found >= 0, f"{command.text!r} shows\n{part}\nbut printed\n{stdout[:3000]}"
+            at = found + len(part)
+
+
+@pytest.mark.parametrize("section", list(RUN))
+def test_readme_section_runs_as_written_in_a_fresh_shell(section, clone, tmp_path):
+    found = [[c for c in block if not NEEDS_AWS.match(c.text)] for block in blocks(sections()[section])]
+    found = [block for block in found if block]
+    assert found, f"no command block in {section}"
+    for index, commands in enumerate(found):
+        for command, stdout, stderr in run_block(clone, commands, RUN[section], tmp_path / str(index)):
+            assert_shows(command, stdout)
+            assert not BANNERS.search(stderr), f"{command.text!r}: {stderr[-3000:]}"
+    assert not (clone / "cdk.context.json").exists(), "synthesis must not look anything up"
+
+
+def test_quick_start_makes_a_spec_validates_plans_and_synthesizes():
+    """The Quick start starts from a fresh clone: it installs, activates the venv, makes
+    my-cluster.yaml, and synthesizes it with the CDK CLI and with fmcluster."""
+    typed = [c.text for block in blocks(sections()["Quick start"]) for c in block]
+    assert typed[0].startswith("make install")
+    assert typed[1].startswith("source .venv/bin/activate")
+    assert any(t.startswith("cp examples/") and "my-cluster.yaml" in t for t in typed)
+    for command in ("fmcluster validate my-cluster.yaml", "fmcluster plan my-cluster.yaml",
+                    "npx cdk synth -q -c spec=my-cluster.yaml", "fmcluster synth my-cluster.yaml"):
+        assert any(t.startswith(command) for t in typed), command
+    assert "make test" in sections()["Quick start"]
+
+
+def test_every_readme_command_is_run_checked_or_needs_aws():
+    unsorted = []
+    for title, body in sections().items():
+        for commands in blocks(body):
+            for command in commands:
+                if title in RUN or NEEDS_AWS.match(command.text):
+                    continue
+                key = next((k for k in CHECKED if command.text.startswith(k)), None)
+                if key is None:
+                    unsorted.append(f"{title}: {command.text}")
+    assert not unsorted, f"run them (RUN), name their test (CHECKED) or mark them NEEDS_AWS: {unsorted}"
+    for test in set(CHECKED.values()):
+        path, name = test.split("::")
+        assert f"def {name}(" in (ROOT / path).read_text(), test

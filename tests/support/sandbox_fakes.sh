@@ -1,0 +1,694 @@
+#!/bin/bash
+# Recording fakes of the operating-system commands the node scripts call, for tests/support/sandbox.py.
+#
+# tests/support/sandbox.py links every faked command name in the sandbox's bin/ to this file and puts
+# bin/ first on PATH; the file dispatches on the name it was called by. Every call is recorded
+# (state/calls: the virtual clock, the command and its arguments, separated by US characters)
+# and behaves as a small model of a node, kept in state/:
+#   clock        virtual seconds since boot; `sleep` advances it and never really sleeps
+#   events       "SECONDS<TAB>FUNCTION": things that happen on their own at a time (disks that
+#                appear late, the AMI's unit that finishes); run once the clock passes them
+#   mounts       "TARGET<TAB>SOURCE<TAB>FSTYPE<TAB>BACKING<TAB>EXTRA", BACKING one of
+#                instance-store, root (the root EBS volume), lustre; EXTRA lnet=efa|tcp for lustre
+#   blockdevs    "PARENT<TAB>DEVICE<TAB>TYPE": what is built on each instance-store disk
+#   filesystems  "DEVICE<TAB>TYPE<TAB>UUID"
+#   lnet         "NET<TAB>INTERFACE" once `lnetctl lnet configure` ran
+#   units/NAME   the state of a unit (active, failed)
+# scenario.sh (written by the test from a tests.support.sandbox.Scenario) sets how the world behaves.
+set -uo pipefail
+
+CMD=${0##*/}
+: "${FAKE_SANDBOX:?the sandbox directory (tests/support/sandbox.py sets it)}"
+STATE=$FAKE_SANDBOX/state
+ROOTDIR=$FAKE_SANDBOX/root
+# shellcheck source=/dev/null
+source "$STATE/scenario.sh"
+TAB=$'\t'
+US=$'\x1f'
+
+now() {
+  local t
+  read -r t <"$STATE/clock"
+  printf '%s\n' "$t"
+}
+
+record() {
+  local line clock
+  read -r clock <"$STATE/clock"
+  line="$clock${US}$CMD"
+  local arg
+  for arg in "$@"; do
+    arg=${arg//"$ROOTDIR"/}
+    line+="${US}${arg//$'\n'/\\n}"
+  done
+  printf '%s\n' "$line" >>"$STATE/calls"
+}
+
+# Events due by the clock, each once.
+tick() {
+  local t=$1 when what
+  touch "$STATE/events.done"
+  while IFS=$TAB read -r when what; do
+    [[ -n "$when" ]] || continue
+    if ((when <= t)) && ! grep -qxF "$when$TAB$what" "$STATE/events.done"; then
+      printf '%s\t%s\n' "$when" "$what" >>"$STATE/events.done"
+      "$what"
+    fi
+  done <"$STATE/events"
+}
+
+advance() {
+  local t
+  t=$(($(now) + $1))
+  printf '%s\n' "$t" >"$STATE/clock"
+  tick "$t"
+}
+
+die() {
+  printf '%s: %s\n' "$CMD" "$*" >&2
+  exit "${FAKE_RC:-1}"
+}
+
+# --- the node's devices ----------------------------------------------------------------------
+
+disk() { printf '/dev/nvme%sn1' "$1"; }
+
+# The instance-store disks appear: each with the by-id links udev makes (two names and a
+# partition link), pointing at a device file in the sandbox.
+ev_disks() {
+  local i
+  mkdir -p "$ROOTDIR/dev/disk/by-id"
+  for ((i = 1; i <= NVME_DISKS; i++)); do
+    touch "$ROOTDIR$(disk "$i")"
+    ln -sf "$ROOTDIR$(disk "$i")" "$ROOTDIR/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS$i"
+    ln -sf "$ROOTDIR$(disk "$i")" "$ROOTDIR/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS${i}_1"
+    ln -sf "$ROOTDIR$(disk "$i")" "$ROOTDIR/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS$i-part1"
+  done
+}
+
+# The Deep Learning AMI's dlami-nvme.service: an LVM volume over the disks at /opt/dlami/nvme.
+DLAMI_LV=/dev/mapper/vg.01-lv_ephemeral
+ev_dlami() {
+  local i
+  if ! grep -q "${TAB}$DLAMI_LV$TAB" "$STATE/blockdevs" 2>/dev/null; then
+    for ((i = 1; i <= NVME_DISKS; i++)); do
+      printf '%s\t%s\tlvm\n' "$(disk "$i")" "$DLAMI_LV" >>"$STATE/blockdevs"
+    done
+    printf '%s\text4\tuuid-dlami\n' "$DLAMI_LV" >>"$STATE/filesystems"
+  fi
+  mkdir -p "$ROOTDIR/opt/dlami/nvme"
+  add_mount /opt/dlami/nvme "$DLAMI_LV" ext4 instance-store ""
+  echo active >"$STATE/units/dlami-nvme.service"
+}
+
+mounted() {
+  local target rest
+  while IFS=$TAB read -r target rest; do
+    [[ "$target" == "$1" ]] && return 0
+  done <"$STATE/mounts"
+  return 1
+}
+
+add_mount() {
+  printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" >>"$STATE/mounts"
+}
+
+# The backing store of a path: that of the longest mount point above it, else the root volume.
+backing_of() {
+  awk -F'\t' -v p="$1" '
+    { t = $1; if (p == t || index(p, t == "/" ? "/" : t "/") == 1) if (length(t) > best) { best = length(t); b = $4 } }
+    END { print (b == "" ? "root" : b) }' "$STATE/mounts"
+}
+
+# Whether a device is an instance-store disk or built on one.
+on_instance_store() {
+  [[ "$1" == /dev/nvme* ]] || awk -F'\t' -v d="$1" '$2 == d { found = 1 } END { exit !found }' "$STATE/blockdevs"
+}
+
+fs_field() {  # DEVICE COLUMN (2 type, 3 uuid)
+  awk -F'\t' -v d="$1" -v c="$2" '$1 == d { v = $c } END { if (v == "") exit 2; print v }' "$STATE/filesystems"
+}
+
+device_of_uuid() {
+  awk -F'\t' -v u="$1" '$3 == u { print $1; exit }' "$STATE/filesystems"
+}
+
+# --- commands --------------------------------------------------------------------------------
+
+fake_sleep() {
+  record "$@"
+  advance "${1%s}"
+}
+
+fake_mountpoint() {
+  record "$@"
+  local path=${*: -1}
+  mounted "$path"
+}
+
+mount_device() {  # DEVICE TARGET
+  local device=$1 target=$2 type
+  if [[ "$device" == UUID=* ]]; then
+    device=$(device_of_uuid "${device#UUID=}")
+    [[ -n "$device" ]] || FAKE_RC=32 die "can't find $1"
+  fi
+  type=$(fs_field "$device" 2) || FAKE_RC=32 die "$target: wrong fs type, bad option, bad superblock on $device"
+  if on_instance_store "$device"; then
+    add_mount "$target" "$device" "$type" instance-store ""
+  else
+    add_mount "$target" "$device" "$type" root ""
+  fi
+}
+
+mount_lustre() {  # SOURCE TARGET
+  local failed
+  failed=$(cat "$STATE/lustre-failures" 2>/dev/null || echo 0)
+  if ((LUSTRE_MOUNT_FAILS < 0 || failed < LUSTRE_MOUNT_FAILS)); then
+    echo $((failed + 1)) >"$STATE/lustre-failures"
+    FAKE_RC=5 die "mount.lustre: mount $1 at $2 failed: Input/output error"
+  fi
+  local lnet=tcp
+  if grep -q "^efa$TAB" "$STATE/lnet" 2>/dev/null; then
+    lnet=efa
+  fi
+  add_mount "$2" "$1" lustre lustre "lnet=$lnet"
+}
+
+fake_mount() {
+  record "$@"
+  local type="" options="" bind=0
+  local -a args=()
+  while (($#)); do
+    case "$1" in
+      -t) type=$2; shift 2 ;;
+      -o) options=$2; shift 2 ;;
+      --bind) bind=1; shift ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+  local source target
+  if ((${#args[@]} == 1)); then  # mount TARGET: from /etc/fstab
+    target=${args[0]}
+    local line
+    line=$(awk -v t="$target" '$2 == t { print $1 "\t" $3 "\t" $4 }' "$ROOTDIR/etc/fstab" 2>/dev/null | tail -n1)
+    [[ -n "$line" ]] || FAKE_RC=1 die "$target: can't find in /etc/fstab."
+    IFS=$TAB read -r source type options <<<"$line"
+    [[ ",$options," == *,bind,* ]] && bind=1
+  else
+    source=${args[0]} target=${args[1]}
+  fi
+  if mounted "$target"; then
+    FAKE_RC=32 die "$target: $source already mounted on $target."
+  fi
+  [[ -d "$ROOTDIR$target" ]] || FAKE_RC=32 die "$target: mount point does not exist."
+  if ((bind)); then
+    [[ -d "$ROOTDIR$source" ]] || FAKE_RC=32 die "$source: special device does not exist."
+    add_mount "$target" "$source" none "$(backing_of "$source")" bind
+  elif [[ "$type" == lustre ]]; then
+    mount_lustre "$source" "$target"
+  else
+    mount_device "$source" "$target"
+  fi
+}
+
+fake_umount() {
+  record "$@"
+  mounted "$1" || FAKE_RC=32 die "$1: not mounted."
+  awk -F'\t' -v t="$1" '$1 != t' "$STATE/mounts" >"$STATE/mounts.new" && mv "$STATE/mounts.new" "$STATE/mounts"
+}
+
+# lsblk -nrpo COLUMNS DISK: the disk and what is built on it (NAME,TYPE or MOUNTPOINT).
+fake_lsblk() {
+  record "$@"
+  local columns=${*: -2:1} disk=${*: -1} child type where
+  local -a lines=("$disk${TAB}disk")
+  while IFS=$TAB read -r parent child type; do
+    [[ "$parent" == "$disk" ]] && lines+=("$child$TAB$type")
+  done <"$STATE/blockdevs"
+  local line
+  for line in "${lines[@]}"; do
+    IFS=$TAB read -r child type <<<"$line"
+    if [[ "$columns" == MOUNTPOINT ]]; then
+      where=$(awk -F'\t' -v s="$child" '$2 == s { print $1; exit }' "$STATE/mounts")
+      printf '%s\n' "$where"
+    else
+      printf '%s %s\n' "$child" "$type"
+    fi
+  done
+}
+
+fake_blkid() {
+  record "$@"
+  local column=2
+  [[ "$2" == UUID ]] && column=3
+  fs_field "${*: -1}" "$column"
+}
+
+fake_mdadm() {
+  record "$@"
+  [[ "$1" == --create ]] || return 0
+  local device=$2 d
+  shift 2
+  for d in "$@"; do
+    [[ "$d" == /dev/* ]] || continue
+    if awk -F'\t' -v p="$d" '$1 == p { found = 1 } END { exit !found }' "$STATE/blockdevs"; then
+      die "cannot open $d: Device or resource busy"
+    fi
+  done
+  for d in "$@"; do
+    [[ "$d" == /dev/* ]] && printf '%s\t%s\traid0\n' "$d" "$device" >>"$STATE/blockdevs"
+  done
+  mkdir -p "$ROOTDIR/dev/md"
+  touch "$ROOTDIR$device"
+}
+
+fake_mkfs.ext4() {
+  record "$@"
+  local device=${*: -1}
+  awk -F'\t' -v s="$device" '$2 == s { found = 1 } END { exit found }' "$STATE/mounts" || die "$device is mounted"
+  printf '%s\text4\tuuid-%s\n' "$device" "$(printf '%s' "$device" | cksum | cut -d' ' -f1)" >>"$STATE/filesystems"
+}
+
+unit_file() { printf '%s/etc/systemd/system/%s' "$ROOTDIR" "$1"; }
+
+unit_exists() {
+  [[ -e "$(unit_file "$1")" ]] && return 0
+  grep -qxF "$1" "$STATE/package-units" 2>/dev/null && return 0
+  case "$1" in
+    dlami-nvme.service) [[ "$DLAMI_NVME" != none ]] ;;
+    slurmd.service) ((SLURMD)) ;;
+    nvidia-imex.service) ((IMEX)) ;;
+    *) return 1 ;;
+  esac
+}
+
+unit_state() {
+  if [[ -e "$STATE/units/$1" ]]; then
+    cat "$STATE/units/$1"
+  elif [[ "$1" == dlami-nvme.service ]] && unit_exists "$1"; then
+    echo activating
+  else
+    echo inactive
+  fi
+}
+
+# The unit's commands to run at start, drop-ins included, in order: every ExecStartPre=, and the
+# ExecStart= of a oneshot unit (a daemon's main process is the package's, not modelled).
+exec_lines() {
+  local files=() f
+  [[ -e "$(unit_file "$1")" ]] && files+=("$(unit_file "$1")")
+  for f in "$(unit_file "$1").d"/*.conf; do
+    [[ -e "$f" ]] && files+=("$f")
+  done
+  ((${#files[@]})) || return 0
+  sed -n 's/^ExecStartPre=//p' "${files[@]}"
+  if grep -qx 'Type=oneshot' "${files[@]}"; then
+    sed -n 's/^ExecStart=//p' "${files[@]}"
+  fi
+}
+
+# systemctl start UNIT: run its commands (node paths under the sandbox root), or the AMI's own
+# behaviour for the units the scenario provides.
+start_unit() {
+  local unit=$1 line rc=0
+  case "$unit" in
+    dlami-nvme.service)
+      if [[ "$DLAMI_NVME" != none ]]; then
+        ev_dlami
+        return 0
+      fi ;;
+    nvidia-imex.service)
+      if ((IMEX_START_FAILS)) || ! ((IMEX)); then
+        echo failed >"$STATE/units/$unit"
+        return 1
+      fi ;;
+  esac
+  while IFS= read -r line; do
+    [[ -n "$line" ]] || continue
+    local -a words
+    read -r -a words <<<"$line"
+    if ! "$ROOTDIR${words[0]}" "${words[@]:1}"; then
+      rc=1
+      break
+    fi
+  done < <(exec_lines "$unit")
+  if ((rc)); then
+    echo failed >"$STATE/units/$unit"
+    printf 'Job for %s failed because the control process exited with error code.\n' "$unit" >&2
+    return 1
+  fi
+  echo active >"$STATE/units/$unit"
+}
+
+fake_systemctl() {
+  record "$@"
+  local verb=$1
+  shift
+  case "$verb" in
+    cat) unit_exists "$1" ;;
+    show)
+      local unit=${*: -1}
+      unit_state "$unit" ;;
+    is-active)
+      [[ "$(unit_state "${*: -1}")" == active ]] ;;
+    start | restart)
+      local unit rc=0
+      for unit in "$@"; do
+        start_unit "$unit" || rc=1
+      done
+      return "$rc" ;;
+    enable)
+      local unit now=0
+      for unit in "$@"; do
+        if [[ "$unit" == --now ]]; then
+          now=1
+          continue
+        fi
+        unit_exists "$unit" || die "Unit file $unit does not exist."
+        echo "$unit" >>"$STATE/enabled"
+      done
+      if ((now)); then
+        for unit in "$@"; do
+          [[ "$unit" == --now ]] || start_unit "$unit" || return 1
+        done
+      fi ;;
+    is-enabled)
+      local unit=${*: -1}
+      grep -qxF "$unit" "$STATE/enabled" || { [[ "$unit" == nvidia-imex.service ]] && ((IMEX)); } ;;
+    stop)
+      local unit
+      for unit in "$@"; do
+        [[ -e "$STATE/units/$unit" ]] && echo inactive >"$STATE/units/$unit"
+      done
+      return 0 ;;
+    disable | daemon-reload) return 0 ;;
+    *) die "verb $verb not faked" ;;
+  esac
+}
+
+fake_apt-get() {
+  record "$@"
+  local timeout=0 verb=""
+  while (($#)); do
+    case "$1" in
+      -o) [[ "$2" == DPkg::Lock::Timeout=* ]] && timeout=${2#*=}; shift 2 ;;
+      -*) shift ;;
+      *) verb=$1; break ;;
+    esac
+  done
+  if ((APT_FAILS)); then
+    FAKE_RC=100 die "E: Failed to fetch http://archive.ubuntu.com/ubuntu: Temporary failure resolving"
+  fi
+  local t
+  t=$(now)
+  if ((t < DPKG_LOCK_UNTIL)); then
+    if [[ "$verb" == update ]]; then
+      FAKE_RC=100 die "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 812 (unattended-upgr)"
+    fi
+    if ((t + timeout < DPKG_LOCK_UNTIL)); then
+      advance "$timeout"
+      FAKE_RC=100 die "E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 812 (unattended-upgr)"
+    fi
+    advance $((DPKG_LOCK_UNTIL - t))
+  fi
+  if [[ "$verb" == install ]]; then
+    local package
+    for package in "$@"; do
+      case "${package%%=*}" in  # the units the packages ship
+        prometheus-node-exporter) echo prometheus-node-exporter.service >>"$STATE/package-units" ;;
+        prometheus) echo prometheus.service >>"$STATE/package-units" ;;
+      esac
+      if [[ "$package" == /*.deb ]]; then  # a downloaded package: it must be there
+        [[ -e "$ROOTDIR$package" ]] || FAKE_RC=100 die "E: Unsupported file $package given on commandline"
+        local name=${package##*/}
+        if [[ "$name" == enroot_*.deb ]]; then  # enroot_VERSION-1_ARCH.deb
+          name=${name#enroot_}
+          printf '%s\n' "${name%%-*}" >"$STATE/enroot-version"
+        fi
+      fi
+    done
+  fi
+  return 0
+}
+
+# enroot: the Enroot `make install` put in ROOT/usr/bin (the stand-in of tests/support/standins.py: it
+# prints its version), else the one a downloaded .deb installed (state/enroot-version), else none.
+fake_enroot() {
+  record "$@"
+  [[ -x "$ROOTDIR/usr/bin/enroot" ]] && exec "$ROOTDIR/usr/bin/enroot" "$@"
+  [[ -e "$STATE/enroot-version" ]] || FAKE_RC=127 die "enroot: command not found"
+  [[ "$1" == version ]] && cat "$STATE/enroot-version"
+  return 0
+}
+
+# git: the real git, recorded. The repositories are the stand-ins in state/upstream, reached
+# through state/gitconfig's insteadOf (tests/support/sandbox.py). The world around it: the first
+# DOWNLOAD_FAILS clones find the musl repository (git://git.musl-libc.org, TCP 9418) unreachable,
+# so the real git clones the repository, fails on that submodule and leaves the checkout.
+fake_git() {
+  record "$@"
+  local upstream="$STATE/upstream" clones
+  if [[ "$1" == clone ]]; then
+    [[ "${*: -1}" == "$FAKE_SANDBOX"/* ]] || die "clone outside the sandbox: ${*: -1}"
+    clones=$(($(cat "$STATE/clones" 2>/dev/null || echo 0) + 1))
+    echo "$clones" >"$STATE/clones"
+    if ((clones <= DOWNLOAD_FAILS)); then
+      [[ -e "$upstream/musl.git" ]] && mv "$upstream/musl.git" "$upstream/musl.unreachable"
+    elif [[ -e "$upstream/musl.unreachable" ]]; then
+      mv "$upstream/musl.unreachable" "$upstream/musl.git"
+    fi
+  fi
+  exec /usr/bin/git "$@"
+}
+
+# make: the real make, recorded; in a directory of the sandbox, installing into it.
+fake_make() {
+  record "$@"
+  local arg previous=""
+  for arg in "$@"; do
+    if [[ "$previous" == -C && "$arg" != "$FAKE_SANDBOX"/* ]]; then
+      die "make in a directory outside the sandbox: $arg"
+    fi
+    if [[ "$arg" == DESTDIR=* && "${arg#DESTDIR=}" != "$FAKE_SANDBOX"/* ]]; then
+      die "make outside the sandbox: $arg"
+    fi
+    previous=$arg
+  done
+  exec /usr/bin/make "$@"
+}
+
+# setcap CAPS FILE (Enroot's `make setcap`): file capabilities need privileges a test does not
+# have; the file must exist, and state/enroot-caps records what was set.
+fake_setcap() {
+  record "$@"
+  [[ -e "$2" ]] || die "Failed to set capabilities on file '$2' (No such file or directory)"
+  echo "$1 ${2#"$ROOTDIR"}" >>"$STATE/enroot-caps"
+}
+
+# aa-enabled -q: whether AppArmor is on (APPARMOR); apparmor_parser: loads a profile.
+fake_aa-enabled() {
+  record "$@"
+  ((APPARMOR))
+}
+
+fake_apparmor_parser() {
+  record "$@"
+  [[ -e "$ROOTDIR${*: -1}" ]] || FAKE_RC=1 die "File ${*: -1} not found, skipping..."
+}
+
+fake_nvidia-container-cli() { record "$@"; }
+
+fake_dnf() {
+  record "$@"
+  ((DNF_LUSTRE)) || FAKE_RC=1 die "Error: Unable to find a match: lustre-client"
+  touch "$STATE/lustre-client"
+}
+
+lustre_client() { ((LUSTRE_CLIENT)) || [[ -e "$STATE/lustre-client" ]]; }
+
+fake_modinfo() {
+  record "$@"
+  local module=${*: -1}
+  case "$module" in
+    efa)
+      [[ -n "$EFA_DRIVER" ]] || FAKE_RC=1 die "ERROR: Module efa not found."
+      if [[ "$1" == -F ]]; then printf '%s\n' "$EFA_DRIVER"; fi ;;
+    kefalnd | lnet | lustre | ksocklnd)
+      lustre_client || FAKE_RC=1 die "ERROR: Module $module not found." ;;
+    *) FAKE_RC=1 die "ERROR: Module $module not found." ;;
+  esac
+}
+
+fake_modprobe() {
+  record "$@"
+  case "$1" in
+    kefalnd | lnet | lustre | ksocklnd) lustre_client || die "FATAL: Module $1 not found in directory /lib/modules/6.8.0-aws" ;;
+  esac
+}
+
+fake_lnetctl() {
+  record "$@"
+  case "$1 $2" in
+    "lnet configure") touch "$STATE/lnet" ;;
+    "net del")
+      [[ -e "$STATE/lnet" ]] || die "LNet not configured"
+      awk -F'\t' -v n="$4" '$1 != n' "$STATE/lnet" >"$STATE/lnet.new" && mv "$STATE/lnet.new" "$STATE/lnet" ;;
+    "net add")
+      [[ -e "$STATE/lnet" ]] || die "add: LNet not configured"
+      local net=$4 interface=$6
+      if [[ "$net" == efa && ! -e "$ROOTDIR/sys/class/infiniband/$interface" ]]; then
+        die "add: cannot add network: no such device $interface"
+      fi
+      printf '%s\t%s\n' "$net" "$interface" >>"$STATE/lnet" ;;
+    "net show")
+      [[ -e "$STATE/lnet" ]] || return 0
+      local net=${4:-} n=0 name interface
+      while IFS=$TAB read -r name interface; do
+        if [[ -z "$net" || "$name" == "$net" ]]; then
+          n=$((n + 1))
+          printf -- '- net type: %s\n  local NI(s):\n    - nid: 10.1.0.%s@%s\n      interfaces:\n          0: %s\n' \
+            "$name" "$n" "$name" "$interface"
+        fi
+      done <"$STATE/lnet" ;;
+    "set discovery" | "udsp add") return 0 ;;
+    *) die "$1 $2 not faked" ;;
+  esac
+}
+
+fake_ip() {
+  record "$@"
+  printf 'default via 10.1.0.1 dev ens32 proto dhcp src 10.1.0.42 metric 100\n'
+}
+
+fake_nvidia-smi() {
+  record "$@"
+  ((GPUS > 0)) || FAKE_RC=9 die "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+  local i
+  for ((i = 0; i < GPUS; i++)); do
+    printf 'GPU %s: NVIDIA %s (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$GPU_MODEL" "$i"
+  done
+}
+
+fake_hostname() {
+  record "$@"
+  printf 'ip-10-1-0-42\n'
+}
+
+# scontrol -ao show node LIST: one line per node of the scenario's SLURM_NODES (NAME=ADDR ...).
+fake_scontrol() {
+  record "$@"
+  if [[ "$*" == "-ao show node "* ]]; then
+    local pair
+    for pair in $SLURM_NODES; do
+      printf 'NodeName=%s Arch=aarch64 CoresPerSocket=72 NodeAddr=%s NodeHostName=%s State=ALLOCATED\n' \
+        "${pair%%=*}" "${pair#*=}" "${pair%%=*}"
+    done
+  fi
+}
+
+# curl -o FILE URL: a download, answered from state/downloads/NAME (NAME: the URL's last part;
+# the test puts the release files there), the first DOWNLOAD_FAILS attempts failing. Otherwise the
+# instance metadata service (IMDSv2): a token for the PUT, then the instance type.
+fake_curl() {
+  record "$@"
+  local out="" url="" arg
+  local -a args=("$@")
+  local i
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    arg=${args[i]}
+    if [[ "$arg" == -o ]]; then
+      out=${args[i + 1]}
+    elif [[ "$arg" == https://* ]]; then
+      url=$arg
+    fi
+  done
+  if [[ -n "$out" && -n "$url" ]]; then
+    local failed
+    failed=$(cat "$STATE/download-failures" 2>/dev/null || echo 0)
+    if ((failed < DOWNLOAD_FAILS)); then
+      echo $((failed + 1)) >"$STATE/download-failures"
+      FAKE_RC=56 die "curl: (56) Recv failure: Connection reset by peer"
+    fi
+    [[ -e "$STATE/downloads/${url##*/}" ]] || FAKE_RC=22 die "curl: (22) The requested URL returned error: 404"
+    cp "$STATE/downloads/${url##*/}" "$out"
+    return 0
+  fi
+  ((IMDS)) || FAKE_RC=7 die "curl: (7) Failed to connect to 169.254.169.254 port 80"
+  case "$*" in
+    *"-X PUT"*latest/api/token*) printf 'AQAEA-token' ;;
+    *meta-data/instance-type*) printf '%s' "$INSTANCE_TYPE" ;;
+    *) FAKE_RC=22 die "curl: (22) The requested URL returned error: 404" ;;
+  esac
+}
+
+# mknod PATH c MAJOR MINOR: a plain file stands for the device node (no privileges needed).
+fake_mknod() {
+  record "$@"
+  [[ "$1" == "$ROOTDIR"/* ]] || die "mknod outside the sandbox: $1"
+  : >"$1"
+}
+
+fake_pkill() { record "$@"; return 1; }  # no such process left
+
+# nvidia-imex-ctl -N: the IMEX domain's status as NVIDIA's tool prints it (the AWS PCS User Guide's
+# example: a line per node of nodes_config.cfg, then "Domain State: UP" once every node is READY
+# and connected): UP from the virtual time IMEX_UP_AT on, while nvidia-imex.service is active;
+# no daemon, no answer.
+fake_nvidia-imex-ctl() {
+  record "$@"
+  [[ "$(unit_state nvidia-imex.service)" == active ]] || die "Connection refused: is nvidia-imex running?"
+  # it asks the daemon's command service, which serves only with IMEX_CMD_ENABLED=1 in config.cfg
+  grep -qx 'IMEX_CMD_ENABLED=1' "$ROOTDIR/etc/nvidia-imex/config.cfg" 2>/dev/null ||
+    die "Connection refused: the IMEX command service is not enabled (IMEX_CMD_ENABLED)"
+  local state=DOWN node=READY address i=0
+  if [[ "$IMEX_UP_AT" != never ]] && (($(now) >= IMEX_UP_AT)); then
+    state=UP
+  else
+    node=WAITING_FOR_PEERS
+  fi
+  printf 'Nodes:\n'
+  while read -r address; do
+    printf 'Node #%-3s - %-15s - %-20s - Version: 570.172\n' "$i" "$address" "$node"
+    i=$((i + 1))
+  done <"$ROOTDIR/etc/nvidia-imex/nodes_config.cfg"
+  printf '\nDomain State: %s\n' "$state"
+}
+fake_logger() { record "$@"; }
+
+# timeout SECONDS COMMAND...: runs the command (the fakes never take real time).
+fake_timeout() {
+  record "$@"
+  shift
+  "$@"
+}
+
+fake_aws() {
+  record "$@"
+  printf '%s\n' "$SSM_VALUE"
+}
+
+# install: the real one, without owners (no such users in the sandbox), and never outside it.
+fake_install() {
+  record "$@"
+  local -a args=()
+  while (($#)); do
+    case "$1" in
+      -o | -g) shift 2 ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+  local arg
+  for arg in "${args[@]}"; do
+    if [[ "$arg" == /* && "$arg" != "$FAKE_SANDBOX"/* ]]; then
+      die "sandbox: install outside the sandbox root: $arg"
+    fi
+  done
+  /usr/bin/install "${args[@]}"
+}
+
+fake_chown() { record "$@"; }
+
+case "$CMD" in
+  _tick) tick "$(now)" ;;
+  *) "fake_$CMD" "$@" ;;
+esac

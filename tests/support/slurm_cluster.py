@@ -1,0 +1,349 @@
+"""A real Slurm cluster on localhost for tests: munged, slurmctld and N slurmd, each a process of
+the Debian packages (slurmctld, slurmd, slurm-client, munge), configured in a temporary directory.
+
+    with SlurmCluster(tmp_path, nodes=2, gres="gpu:8", extra=["Prolog=/x", "PrologFlags=Alloc,NoHold"]) as cluster:
+        job = cluster.sbatch("#!/bin/sh\\nhostname\\n", "--exclusive", "-N2")
+        assert cluster.wait_job(job)["JobState"] == "COMPLETED"
+
+`start()` writes slurm.conf (and gres.conf with `gres`) into the directory, starts munged with a
+key of its own on a socket of its own (AuthInfo=socket=...), `slurmctld -D` and one `slurmd -D -N
+NAME` per node (NodeHostname=localhost, each node its own Port= and its own 127.0.0.x NodeAddr),
+and waits until `sinfo` shows every node idle: a few seconds. `stop()` (the context manager's exit)
+ends every process it started, by its own process id, and waits for them. Every wait is bounded,
+so a broken Slurm fails the test instead of hanging the suite.
+
+The clients (sinfo, sbatch, scontrol) find the cluster through SLURM_CONF (`cluster.env`). slurmd
+runs its prologs and epilogs as Slurm does on a real node: as root, with Slurm's environment and no
+PATH (bash then uses its built-in default).
+
+`hide`: paths that slurmd, and so its prologs and jobs, must not see (an empty file bound over each
+in a private mount namespace; the rest of the host is untouched; `binds` binds other files so).
+Debian keeps Slurm's commands in /usr/bin, on bash's default PATH, where AWS PCS keeps them in
+/opt/aws/pcs/scheduler/slurm-VERSION/bin and SageMaker HyperPod in /opt/slurm/bin, on no PATH a
+prolog gets. Hiding /usr/bin/scontrol makes this host a PCS node for a prolog.
+
+Debian's Slurm is 22.05; AWS PCS runs 24.11 and later. What differs for what the tests here see:
+- a prolog's environment: 22.05 has SLURM_JOB_ID, SLURM_NODELIST, SLURMD_NODENAME, SLURM_CONF (the
+  cluster's slurm.conf, so scontrol in a prolog finds it), CUDA_VISIBLE_DEVICES with Gres, but no
+  SLURM_JOB_OVERSUBSCRIBE (23.02 and later set it; tests/node/test_imex_slurm.py stands in for it);
+- no topology/block (24.05 and later): no --segment, no block placement;
+- the same on a failing prolog: the node is drained with the reason "Prolog error" and the batch
+  job requeued and held (PENDING, launch_failed_requeued_held);
+- bash's built-in PATH for a prolog (slurmd passes none) is, with Debian's bash,
+  /usr/local/bin:/usr/local/sbin:/usr/bin:/usr/sbin:/bin:/sbin:. : it finds Debian's Slurm
+  commands in /usr/bin, never PCS's or HyperPod's (hence `hide`).
+
+Several slurmd on one host: `slurmd -N NAME` with a distinct Port= per node
+(NodeHostname=localhost, the documented way) runs with Debian's build, and %n in SlurmdSpoolDir,
+SlurmdPidFile and SlurmdLogFile expands to each node's name (checked with 22.05.8). Each node
+gets its own NodeAddr (127.0.0.11, .12, ...: all of 127/8 is loopback), so a prolog sees distinct
+addresses. Gres: gres.conf File= must name character devices, so the stand-ins are device nodes
+made with mknod (1, 3: what /dev/null is), one per GPU; slurmd then sets CUDA_VISIBLE_DEVICES.
+Starting takes well under a second here (munged, slurmctld, two slurmd, all idle).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shlex
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Optional, Sequence
+
+import pytest
+
+COMMANDS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "squeue")
+START_TIMEOUT = 30.0  # seconds for munged, slurmctld and every slurmd to be up and the nodes idle
+COMMAND_TIMEOUT = 20.0  # seconds for one client command
+START_LOCK = Path(tempfile.gettempdir()) / "fmcluster-tests-slurm-start.lock"  # SlurmCluster.start
+
+
+def find(command: str) -> Optional[str]:
+    return shutil.which(command, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+
+
+def require_slurm() -> None:
+    """Skip the test where the Slurm and munge binaries are missing; fail where CI is set (the CI
+    image has them: make tools)."""
+    missing = [c for c in COMMANDS if find(c) is None]
+    if os.geteuid() != 0:
+        missing.append("root (slurmd runs prologs as root)")
+    if missing:
+        message = f"a real Slurm needs {', '.join(missing)} (Debian: slurmctld slurmd slurm-client munge)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def parse(line: str) -> dict[str, str]:
+    """One `scontrol -o show ...` line as KEY -> value (values with spaces, like Reason, kept whole)."""
+    fields: dict[str, str] = {}
+    key = None
+    for word in line.split(" "):
+        name, sep, value = word.partition("=")
+        if sep and name and name.replace("/", "").replace(":", "").isalnum():
+            key = name
+            fields[key] = value
+        elif key is not None:
+            fields[key] += " " + word
+    return {k: v.strip() for k, v in fields.items()}
+
+
+class SlurmCluster:
+    """A localhost Slurm cluster (module docstring). `nodes`: how many; `cpus`: each node's;
+    `gres`: each node's Gres (e.g. "gpu:8": stand-in device files, GresTypes=gpu); `extra`: more
+    slurm.conf lines (Prolog=..., PrologFlags=...); `partitions`: name -> node names (default: one
+    partition `debug` of every node); `hide`: paths slurmd must not see; `binds`: host path -> the
+    file slurmd sees there instead (stand-ins for what a GPU node has, e.g. /usr/bin/systemctl);
+    `node_binds(NODE)`: more of them, for one node's slurmd only (a node's own /scratch);
+    `partition_settings`: partition name -> more settings of its PartitionName= line."""
+
+    def __init__(self, directory: Path, nodes: int = 1, *, cpus: int = 2, gres: str = "",
+                 extra: Sequence[str] = (), partitions: Optional[dict[str, Sequence[str]]] = None,
+                 hide: Sequence[str] = (), binds: Optional[Mapping[str, str]] = None,
+                 node_binds: Optional[Callable[[str], Mapping[str, str]]] = None,
+                 partition_settings: Optional[Mapping[str, Mapping[str, str]]] = None, name: str = "fmtest") -> None:
+        require_slurm()
+        self.dir = Path(directory)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.names = [f"node{i + 1}" for i in range(nodes)]
+        self.addresses = {n: f"127.0.0.{11 + i}" for i, n in enumerate(self.names)}
+        self.cpus, self.gres, self.extra, self.hide, self.cluster = cpus, gres, list(extra), list(hide), name
+        self.binds = dict(binds or {})
+        self.node_binds = node_binds
+        self.partition_settings = {name: dict(v) for name, v in (partition_settings or {}).items()}
+        self.partitions = partitions or {"debug": self.names}
+        self.conf = self.dir / "slurm.conf"
+        # Unix sockets (munged's, slurmstepd's in the spool directory) take paths of at most 108
+        # bytes, which a test's tmp_path can pass: they live in a short directory of their own.
+        self.sockets = Path(tempfile.mkdtemp(prefix="fmslurm-"))
+        self.socket = self.sockets / "munge.socket"
+        self.processes: list[subprocess.Popen] = []
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self.env.pop("SLURM_JOB_ID", None)
+
+    # --- configuration ------------------------------------------------------------------------
+
+    def write_config(self) -> None:
+        ctld_port, *node_ports = free_ports(1 + len(self.names))
+        for sub in ("state", "log", "munge"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        for node in self.names:
+            (self.sockets / "spool" / node).mkdir(parents=True, exist_ok=True)
+        gres_type = self.gres.split(":")[0] if self.gres else ""
+        lines = [
+            f"ClusterName={self.cluster}", "SlurmctldHost=localhost", f"SlurmctldPort={ctld_port}",
+            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={self.socket}",
+            "SlurmUser=root", "SlurmdUser=root",
+            f"StateSaveLocation={self.dir}/state", f"SlurmdSpoolDir={self.sockets}/spool/%n",
+            f"SlurmctldPidFile={self.dir}/slurmctld.pid", f"SlurmctldLogFile={self.dir}/log/slurmctld.log",
+            f"SlurmdPidFile={self.sockets}/spool/slurmd-%n.pid", f"SlurmdLogFile={self.dir}/log/slurmd-%n.log",
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
+            "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none",
+            "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none",
+            "SchedulerType=sched/backfill", "ReturnToService=2", "SlurmdTimeout=30", "MessageTimeout=10",
+            "SlurmctldDebug=info", "SlurmdDebug=info", "KillWait=2", "MinJobAge=600",
+            *([f"GresTypes={gres_type}"] if gres_type else []), *self.extra,
+        ]
+        for node, port in zip(self.names, node_ports, strict=True):
+            gres = f" Gres={self.gres}" if self.gres else ""
+            lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr={self.addresses[node]} Port={port} "
+                         f"CPUs={self.cpus} RealMemory=1000 State=UNKNOWN{gres}")
+        for i, (partition, members) in enumerate(self.partitions.items()):
+            settings = "".join(f" {k}={v}" for k, v in self.partition_settings.get(partition, {}).items())
+            lines.append(f"PartitionName={partition} Nodes={','.join(members)} Default={'YES' if i == 0 else 'NO'} "
+                         f"MaxTime=INFINITE State=UP{settings}")
+        self.conf.write_text("\n".join(lines) + "\n")
+        if self.gres:
+            self._write_gres()
+
+    def _write_gres(self) -> None:
+        """gres.conf: each node's Gres as stand-in device files (empty files under the directory:
+        slurmd only stats them; no job here opens a GPU)."""
+        kind, _, count = self.gres.partition(":")
+        entries = []
+        for node in self.names:
+            devices = self.dir / "dev" / node
+            devices.mkdir(parents=True, exist_ok=True)
+            for i in range(int(count or 1)):
+                if not (devices / f"{kind}{i}").exists():
+                    os.mknod(devices / f"{kind}{i}", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            entries.append(f"NodeName={node} Name={kind} File={devices}/{kind}[0-{int(count or 1) - 1}]")
+        (self.dir / "gres.conf").write_text("\n".join(entries) + "\n")
+
+    # --- processes ------------------------------------------------------------------------------
+
+    def _spawn(self, argv: list[str], log: str) -> subprocess.Popen:
+        out = open(self.dir / "log" / log, "ab")
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   env=self.env, start_new_session=True)
+        out.close()
+        self.processes.append(process)
+        return process
+
+    def _start_munged(self) -> None:
+        key = self.dir / "munge" / "munge.key"
+        key.write_bytes(os.urandom(1024))
+        key.chmod(0o600)
+        self.dir.joinpath("munge").chmod(0o700)
+        self._spawn([find("munged"), "--foreground", "--force", f"--socket={self.socket}", f"--key-file={key}",
+                     f"--pid-file={self.dir}/munge/munged.pid", f"--log-file={self.dir}/log/munged.log",
+                     f"--seed-file={self.dir}/munge/munged.seed", "--num-threads=2"], "munged.out")
+        self._until(lambda: self.socket.exists(), "munged to open its socket")
+
+    def _slurmd_argv(self, node: str) -> list[str]:
+        argv = [find("slurmd"), "-D", "-N", node, "-f", str(self.conf)]
+        binds = {**self.binds, **(self.node_binds(node) if self.node_binds else {})}
+        if self.hide:
+            empty = self.dir / "hidden"
+            empty.touch()
+            binds.update(dict.fromkeys(self.hide, str(empty)))
+        if not binds:
+            return argv
+        script = " && ".join(f"mount --bind {shlex.quote(source)} {shlex.quote(target)}"
+                             for target, source in binds.items())
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", f'{script} && exec "$@"', "slurmd",
+                *argv]
+
+    def start(self) -> "SlurmCluster":
+        """Start the cluster. Clusters of test processes that run side by side (pytest-xdist) start
+        one at a time, under START_LOCK: the ports free_ports picks stay free only until the daemons
+        bind them, and two clusters on one port would take each other's messages (munge then
+        refuses the other cluster's credentials)."""
+        began = time.monotonic()
+        with open(START_LOCK, "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.write_config()
+            try:
+                self._start_munged()
+                self.controller = self._spawn([find("slurmctld"), "-D", "-i", "-f", str(self.conf)], "slurmctld.out")
+                self._until(lambda: self.run("scontrol", "ping", check=False).returncode == 0, "slurmctld to answer")
+                for node in self.names:
+                    self._spawn(self._slurmd_argv(node), f"slurmd-{node}.out")
+                self._until(self._all_idle, "every node idle in sinfo")
+            except BaseException:
+                self.stop()
+                raise
+        self.start_seconds = time.monotonic() - began
+        return self
+
+    def _all_idle(self) -> bool:
+        states = self.node_states()
+        return set(states) == set(self.names) and all(s == "idle" for s in states.values())
+
+    def _until(self, condition, what: str, timeout: float = START_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for process in self.processes:
+                if process.poll() is not None:
+                    raise RuntimeError(f"{process.args[0]} exited with {process.returncode} while waiting for "
+                                       f"{what}\n{self.logs()}")
+            if condition():
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"waited {timeout:.0f} s for {what}\n{self.logs()}")
+
+    def stop(self) -> None:
+        """End every process this cluster started (its own ids, the whole session of each), then
+        wait for them; bounded."""
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 10
+        for process in reversed(self.processes):
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                process.wait(timeout=5)
+        self.processes.clear()
+        shutil.rmtree(self.sockets, ignore_errors=True)
+
+    def stop_controller(self) -> None:
+        """End slurmctld alone (the nodes' slurmd go on): clients then get no answer."""
+        self.controller.terminate()
+        self.controller.wait(timeout=10)
+        self.processes.remove(self.controller)
+
+    def __enter__(self) -> "SlurmCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    # --- clients --------------------------------------------------------------------------------
+
+    def run(self, command: str, *args: str, check: bool = True, input: Optional[str] = None,
+            timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
+        result = subprocess.run([find(command), *args], env=self.env, capture_output=True, text=True,
+                                input=input, timeout=timeout)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"{command} {' '.join(args)}: {result.stderr}{result.stdout}")
+        return result
+
+    def node_states(self) -> dict[str, str]:
+        result = self.run("sinfo", "-h", "-N", "-o", "%N %t", check=False)
+        if result.returncode != 0:
+            return {}
+        return dict(line.split() for line in result.stdout.splitlines() if line.strip())
+
+    def node(self, name: str) -> dict[str, str]:
+        return parse(self.run("scontrol", "-o", "show", "node", name).stdout.strip())
+
+    def job(self, job_id: str) -> dict[str, str]:
+        return parse(self.run("scontrol", "-o", "show", "job", job_id).stdout.strip())
+
+    def sbatch(self, script: str, *args: str) -> str:
+        """Submit `script` (its text) with sbatch's `args`, from the cluster's directory; the job id."""
+        result = subprocess.run([find("sbatch"), "--parsable", f"--chdir={self.dir}", *args], env=self.env,
+                                capture_output=True, text=True, input=script, timeout=COMMAND_TIMEOUT)
+        if result.returncode != 0:
+            raise RuntimeError(f"sbatch: {result.stderr}")
+        return result.stdout.strip().split(";")[0]
+
+    def wait_job(self, job_id: str, states: Iterable[str] = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT",
+                                                             "NODE_FAIL", "OUT_OF_MEMORY"),
+                 timeout: float = 30.0, until=None) -> dict[str, str]:
+        """The job once its JobState is one of `states` (or `until(job)` holds); bounded by `timeout`."""
+        wanted = set(states)
+        deadline = time.monotonic() + timeout
+        job: dict[str, str] = {}
+        while time.monotonic() < deadline:
+            job = self.job(job_id)
+            if job.get("JobState") in wanted or (until is not None and until(job)):
+                return job
+            time.sleep(0.2)
+        raise TimeoutError(f"job {job_id} still {job.get('JobState')} after {timeout:.0f} s: {job}\n{self.logs()}")
+
+    def logs(self, lines: int = 30) -> str:
+        out = []
+        for path in sorted((self.dir / "log").glob("*")):
+            text = path.read_text(errors="replace").splitlines()[-lines:]
+            out.append(f"--- {path.name}\n" + "\n".join(text))
+        return "\n".join(out)
