@@ -260,7 +260,8 @@ def embed(name: str, path: Path, text: str | None = None, *, note: bool = True) 
     text = without_comments(path.read_text(encoding="utf-8") if text is None else text)
     if EMBED_END in text.splitlines():
         raise ValueError(f"{path.name} has a line {EMBED_END}, which ends its here-document")
-    source = f"# {_OLD_NAME(path)}, embedded by fmcluster.bootstrap.embed.\n" if note else ""
+    name = path.relative_to(SCRIPTS.parents[1]).as_posix()
+    source = f"# {name}, embedded by fmcluster.node.bootstrap.embed.\n" if note else ""
     return source + f"program_{name}() {{\n  cat <<'{EMBED_END}'\n{text.rstrip()}\n{EMBED_END}\n}}\n"
 
 
@@ -553,7 +554,7 @@ BODY_FILE = f"{FMCLUSTER_LIB}/bootstrap.sh"  # where a compact script keeps its 
 # quote or backslash, so the value stands in single quotes.
 BODY_DECODER = "import base64,lzma,sys;sys.stdout.buffer.write(lzma.decompress(base64.b85decode(sys.stdin.read())))"
 BODY_LOADER = f"""
-# The program, xz and base85 (fmcluster.bootstrap.pack), kept in {BODY_FILE}.
+# The program, xz and base85 (fmcluster.node.bootstrap.pack), kept in {BODY_FILE}.
 install -d -m 0755 "$ROOT{FMCLUSTER_LIB}"
 printf '%s' "$FMCLUSTER_BOOTSTRAP" | /usr/bin/python3 -c '{BODY_DECODER}' >"$ROOT{BODY_FILE}"
 # shellcheck source=/dev/null
@@ -632,7 +633,3 @@ def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = Non
                          slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version)
     return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])
 
-
-def _OLD_NAME(path: Path) -> str:  # TEMPORARY: the pre-move relative name, for the byte-identity check
-    rel = path.relative_to(SCRIPTS.parent).as_posix()
-    return rel.replace("boot/", "bootstrap/", 1).replace("hyperpod/", "lifecycle_scripts/", 1)

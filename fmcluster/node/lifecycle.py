@@ -53,14 +53,14 @@ OPTIONAL_HOOKS = (METRICS_HOOK, EXPECTED_GPUS_HOOK)
 HOOK_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*\.sh")
 COMMENT = """\
 # fmcluster SageMaker HyperPod lifecycle script (LifeCycleConfig.OnInitComplete), rendered by
-# fmcluster.lifecycle for one instance group. HyperPod runs it after its own node set-up; its
+# fmcluster.node.lifecycle for one instance group. HyperPod runs it after its own node set-up; its
 # output goes to the cluster's CloudWatch log group /aws/sagemaker/Clusters/<name>/<id>.
 """
 
 
 METRICS_COMMENT = """\
-# fmcluster SageMaker HyperPod lifecycle hook, rendered by fmcluster.lifecycle for one instance
-# group: metrics collection as on AWS PCS nodes (fmcluster/bootstrap/metrics.sh), remote-writing
+# fmcluster SageMaker HyperPod lifecycle hook, rendered by fmcluster.node.lifecycle for one instance
+# group: metrics collection as on AWS PCS nodes (fmcluster/node/scripts/boot/metrics.sh), remote-writing
 # to the cluster's Prometheus workspace; its URL comes from an SSM parameter at run time.
 """
 

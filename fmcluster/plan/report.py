@@ -78,7 +78,7 @@ class NvlinkDomain(Model):
 
 
 class ServingFit(Model):
-    """How a model of one size is served on a node group with vLLM (fmcluster.inference): a replica
+    """How a model of one size is served on a node group with vLLM (fmcluster.facts.inference): a replica
     is `tensor_parallel` GPUs of a node times `pipeline_parallel` nodes; it fits where its weights
     leave at least the KV-cache floor of the replica's GPU memory within vLLM's share of it."""
 

@@ -408,7 +408,7 @@ class ServingSpec(Model):
     engine: Literal["vllm"] = Field(default="vllm", description="the serving engine: vllm")
     image: ImageRef = Field(default=software.VLLM_IMAGE, description=(
         "the engine's container image (Enroot/Pyxis on Slurm, the pods' on Kubernetes); default: the vLLM "
-        "release fmcluster.software pins"))
+        "release fmcluster.facts.software pins"))
     gpu_memory_utilization: float = Field(default=0.9, ge=0.5, le=0.98, description=(
         "the share of each GPU's memory vLLM takes (--gpu-memory-utilization, passed explicitly): the "
         "weights, the KV cache and activations; weights must leave at least 10% of the GPUs' memory"))

@@ -45,7 +45,7 @@ from fmcluster.model.cluster import STORAGE, resolve
 from fmcluster.spec.models import ClusterSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-STEPS = "fmcluster/pipeline_steps"  # the step scripts, run from the clone of the repository
+STEPS = "fmcluster/deploy/steps"  # the step scripts, run from the clone of the repository
 CHANGE_SET = "PipelineChange"  # the change set CDK Pipelines' Prepare action creates (and Deploy executes)
 # What the Makefile exports for quiet CDK runs.
 QUIET = {"CDK_DISABLE_VERSION_CHECK": "true", "CDK_DISABLE_CLI_TELEMETRY": "true"}

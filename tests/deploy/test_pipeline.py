@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = "examples/pipeline/pipeline.yaml"
 WORKFLOW = ROOT / "examples/github-actions/deploy.yml"
 OIDC_ROLE = ROOT / "examples/github-actions/oidc-role.yaml"
-STEPS = ROOT / "fmcluster/pipeline_steps"
+STEPS = ROOT / "fmcluster/deploy/steps"
 CONNECTION = "arn:aws:codeconnections:us-east-1:111122223333:connection/0123abcd-4567-89ef-0123-456789abcdef"
 
 GOOD = f"""\
@@ -360,14 +360,14 @@ def test_diff_and_record_steps_and_their_least_privilege_roles(template, code_pi
     (found,) = [a for a in actions(code_pipeline, wave) if a["Name"] == action]
     run = commands(buildspec(template, found))
     parameter = f"/fmcluster/{cluster}/deployed-spec"
-    steps = "fmcluster/pipeline_steps"
+    steps = "fmcluster/deploy/steps"
     if verb == "ssm:GetParameter":  # with the per-merge allowance, which lifts the stack policy too
         assert run == ["make install", f"allow=$(bash {steps}/allowance.sh {cluster}) && bash {steps}/diff-deployed.sh "
                                        f"{parameter} {path} $allow && if [ -n \"$allow\" ]; then bash "
                                        f"{steps}/protect-storage.sh {cluster}-storage --lift; fi"]
     else:  # the same account as the pipeline: Record sets the storage stack's policy too
-        assert run == ["make install", f"bash fmcluster/pipeline_steps/record-deployed.sh {parameter} {path}",
-                       f"bash fmcluster/pipeline_steps/protect-storage.sh {cluster}-storage"]
+        assert run == ["make install", f"bash fmcluster/deploy/steps/record-deployed.sh {parameter} {path}",
+                       f"bash fmcluster/deploy/steps/protect-storage.sh {cluster}-storage"]
     statements = step_policy(template, code_pipeline, wave, action)
     assert ssm_statements(statements) == [{"Action": verb, "Effect": "Allow", "Resource": parameter_arn(cluster)}]
     stack_policy = [s for s in statements if "cloudformation:SetStackPolicy" in s["Action"]]
@@ -389,7 +389,7 @@ def test_allow_data_loss_reaches_the_diff_and_guard_steps():
     result = pipeline.load(ROOT / EXAMPLE, root=ROOT)
     deployment = result.pipeline.deployments[0]
     allowed = pipeline.Deployment(deployment.path, deployment.spec, allow_data_loss=True)
-    steps = "fmcluster/pipeline_steps"
+    steps = "fmcluster/deploy/steps"
     assert diff_commands(allowed)[0].startswith(f"allow=$(bash {steps}/allowance.sh {deployment.name} "
                                                 "--allow-data-loss) && ")
     assert diff_commands(deployment)[0].startswith(f"allow=$(bash {steps}/allowance.sh {deployment.name}) && ")
@@ -408,7 +408,7 @@ def test_guard_step_judges_the_storage_change_set_with_a_least_privilege_role(te
         spec = next(d.spec for d in pipeline.load(ROOT / EXAMPLE, root=ROOT).pipeline.deployments
                     if d.name == cluster)
         assert commands(buildspec(template, found)) == [
-            "make install", f"bash fmcluster/pipeline_steps/guard-change-set.sh {cluster} {cluster}-storage "
+            "make install", f"bash fmcluster/deploy/steps/guard-change-set.sh {cluster} {cluster}-storage "
                             f"PipelineChange --region {spec.region}"]
         statements = step_policy(template, code_pipeline, wave, name)
         (describe,) = [s for s in statements if "cloudformation:DescribeChangeSet" in str(s["Action"])]
@@ -443,7 +443,7 @@ def test_guard_step_in_another_account_assumes_its_cdk_deploy_role(tmp_path):
     (guard,) = [a for a in actions(stages["Properties"], STAGING) if a["Name"] == "storage.Guard"]
     role = "arn:aws:iam::444455556666:role/cdk-hnb659fds-deploy-role-444455556666-us-west-2"
     assert commands(buildspec(built, guard))[-1] == (
-        "bash fmcluster/pipeline_steps/guard-change-set.sh p5en-train p5en-train-storage PipelineChange "
+        "bash fmcluster/deploy/steps/guard-change-set.sh p5en-train p5en-train-storage PipelineChange "
         f"--region us-west-2 --role-arn {role}")
     statements = step_policy(built, stages["Properties"], STAGING, "storage.Guard")
     (assume,) = [s for s in statements if "sts:AssumeRole" in str(s["Action"])]

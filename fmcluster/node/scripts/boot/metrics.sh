@@ -25,7 +25,7 @@ declare -A PROMETHEUS_AGENT_MODE=([noble]=yes [jammy]=no)
 declare -A METRICS_PORTS=([node]=9100 [dcgm]=9400 [efa]=9109 [slurm]=9341)
 
 # write_collector NAME: the collector script of job NAME (the function program_collect_NAME, its
-# text embedded by fmcluster.bootstrap from bootstrap/collectors/), its textfile exporter and
+# text embedded by fmcluster.node.bootstrap from scripts/boot/collectors/), its textfile exporter and
 # its timer.
 write_collector() {
   local name=$1 dir="$METRICS_STATE/textfile-$1"

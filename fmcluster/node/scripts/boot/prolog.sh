@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# The cluster's Slurm prolog (fmcluster/slurm/imex-prolog.sh on UltraServer nodes, no-imex-prolog.sh
+# The cluster's Slurm prolog (fmcluster/node/scripts/slurm/imex-prolog.sh on UltraServer nodes, no-imex-prolog.sh
 # on the others; embedded as program_imex_prolog) at IMEX_PROLOG: slurmd runs it on every node of
 # each allocation (Prolog=, PrologFlags=Alloc), so every compute node of the cluster gets it,
 # before slurmd may start. A node without it would fail every job's prolog and be drained: a

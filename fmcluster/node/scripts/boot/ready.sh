@@ -11,7 +11,7 @@ install_node_ready() {
   program_node_ready >"$ROOT$FMCLUSTER_LIB/node-ready"
   chmod 0755 "$ROOT$FMCLUSTER_LIB/node-ready"
   {
-    printf '# fmcluster node-ready settings (fmcluster.bootstrap), for %s nodes\n' "$INSTANCE_TYPE"
+    printf '# fmcluster node-ready settings (fmcluster.node.bootstrap), for %s nodes\n' "$INSTANCE_TYPE"
     printf 'EXPECTED_GPUS=%s\n' "$EXPECTED_GPUS"
     printf 'REQUIRED_MOUNTS=%q\n' "$REQUIRED_MOUNTS"
     printf 'LNET_EFA=%s\n' "$LNET_EFA"

@@ -3,7 +3,7 @@
 # p6e-gb300), so that their GPUs reach each other over NVLink across instances. The pattern of
 # the AWS PCS User Guide ("Configure UltraServer instances"); set as the cluster's
 # Prolog=PATH with PrologFlags=Alloc,NoHold, so that it runs on every node of the allocation
-# before the job starts. Installed on the UltraServer nodes only (fmcluster.bootstrap renders it
+# before the job starts. Installed on the UltraServer nodes only (fmcluster.node.bootstrap renders it
 # per node group); the cluster's other nodes get a prolog that does nothing (no-imex-prolog.sh).
 #
 # On each node of an exclusive job:
@@ -24,10 +24,10 @@
 # Environment: SLURM_NODELIST and SLURM_JOB_OVERSUBSCRIBE (Slurm's, 23.02 and later),
 # FMCLUSTER_ROOT (tests: the sandbox root; its PATH then comes before the script's own).
 # `imex-prolog --check` only exits 0: slurmd's drop-in runs it before slurmd starts, so a node
-# whose prolog is missing or not executable never takes a job (fmcluster/bootstrap/prolog.sh).
+# whose prolog is missing or not executable never takes a job (fmcluster/node/scripts/boot/prolog.sh).
 set -uo pipefail
 
-# Settings: fmcluster.bootstrap.imex_prolog replaces these lines (the whole line, NAME=...).
+# Settings: fmcluster.node.bootstrap.imex_prolog replaces these lines (the whole line, NAME=...).
 ROOT=${FMCLUSTER_ROOT:-}
 SLURM_BIN=/opt/slurm/bin
 # How long the domain may take to be UP. Every node of the job runs this prolog at the

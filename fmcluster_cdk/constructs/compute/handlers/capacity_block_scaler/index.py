@@ -1,5 +1,5 @@
 """Keeps an EKS managed node group on a Capacity Block at the block's size while the block is
-active, and at 0 otherwise (constructs_lib/capacity_blocks.py).
+active, and at 0 otherwise (fmcluster_cdk/constructs/compute/capacity_blocks.py).
 
 EKS's documentation for managed node groups on Capacity Blocks: create the group with a desired
 size of 0 before the block is active, scale it up when the block becomes active, and keep it at 0
