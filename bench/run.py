@@ -4,7 +4,7 @@
 
 Runs bench/validate.py, bench/synth.py and (unless --quick) bench/make_test.py, prints each
 target with its measured value and whether it is met, writes bench/results/summary.json and
-puts the table of figures in the README (after --quick, with the last full run's `make test`).
+puts the table of figures in docs/development.md (after --quick, with the last full run's `make test`).
 Exits 1 when a target is missed: the benchmark is the speed gate (the tests assert no timings).
 """
 
@@ -46,7 +46,7 @@ def main() -> int:
                "cpus": os.cpu_count(), "python": platform.python_version(), "targets": targets,
                "all_targets_met": exit_code(targets) == 0}
     (RESULTS / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    table.write()  # the README quotes these figures (after --quick, make test's are the last full run's)
+    table.write()  # docs/development.md quotes these figures (after --quick, make test's are the last full run's)
     print()
     for t in targets:
         print(f"{'met ' if t['met'] else 'MISS'}  {t['measured']:>7} <= {t['limit']:<5} {t['what']}")

@@ -1,9 +1,9 @@
-"""The README's table of the latest speed figures, from bench/results/*.json.
+"""The table of the latest speed figures, from bench/results/*.json, in docs/development.md.
 
     python bench/table.py           print it
-    python bench/table.py --write   put it in README.md between the bench markers
+    python bench/table.py --write   put it in docs/development.md between the bench markers
 
-`make bench` writes it after measuring; tests/project/test_bench.py holds the README to the results.
+`make bench` writes it after measuring; tests/project/test_bench.py holds the page to the results.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-README = ROOT / "README.md"
+README = ROOT / "docs" / "development.md"  # the page that quotes the figures
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 

@@ -10,7 +10,7 @@ context, and `spec`). So both give the same assembly through the same checks:
     -c pipeline=PIPELINE_FILE     the GitOps pipeline stack (NAME-pipeline) of a pipeline file
     -c nag=true                   cdk-nag AwsSolutions on every stack (fmcluster_cdk/nag.py)
 
-Exit codes as the command line's (DESIGN.md): 0, or 2 for an invalid spec or pipeline file, with
+Exit codes as the command line's (docs/design.md): 0, or 2 for an invalid spec or pipeline file, with
 located errors and no traceback.
 """
 

@@ -3,7 +3,7 @@
 Everything that depends on an instance type (EFA interface layout, validation, NVMe scratch
 setup, the plan report, subnet sizing) reads it from here. The figures come from EC2
 DescribeInstanceTypes (as shipped in moto's data, which a test holds this table against) and
-from the GPU vendors' peak dense tensor throughput figures (see shared/FACTS.md).
+from the GPU vendors' peak dense tensor throughput figures (docs/spec.md, "Instance catalog").
 
 Nothing here imports aws_cdk or boto3.
 """
@@ -83,7 +83,7 @@ class InstanceType(NamedTuple):
 
     @property
     def card0_efa(self) -> bool:
-        """Card 0 carries EFA exactly when every network card can (FACTS.md)."""
+        """Card 0 carries EFA exactly when every network card can (docs/spec.md, "Instance catalog")."""
         return self.efa_supported and self.max_efa_interfaces == len(self.network_cards)
 
     @property

@@ -818,7 +818,7 @@ def test_deploy_job_diffs_then_deploys_then_records(workflow):
 
 
 def test_workflow_uses_the_commands_the_readme_documents(workflow):
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "gitops.md").read_text()
     for command in ("make test", "fmcluster validate", "fmcluster synth", "fmcluster plan", "--format markdown",
                     "fmcluster diff", "cdk deploy -c spec=", "examples/github-actions/deploy.yml",
                     "examples/github-actions/oidc-role.yaml"):
@@ -882,9 +882,9 @@ def test_oidc_role_is_cfn_lint_clean_and_scoped_to_repository_and_branch():
 # ---- the README ---------------------------------------------------------------------------------
 
 def test_readme_section_and_its_pipeline_file_example():
-    readme = (ROOT / "README.md").read_text()
-    assert "## Deploying with GitOps" in readme
-    section = readme.split("## Deploying with GitOps", 1)[1].split("\n## ", 1)[0]
+    readme = (ROOT / "docs" / "gitops.md").read_text()
+    assert readme.startswith("# Deploying with GitOps\n")
+    section = readme
     assert f"-c pipeline={EXAMPLE}" in section
     (block,) = re.findall(r"```yaml\n(.*?)```", section, re.S)[:1]
     config = pipeline.PipelineSpec.model_validate(yaml.safe_load(block))  # the documented format parses

@@ -131,7 +131,7 @@ def test_card0_efa_follows_from_counts():
     ("p5.48xlarge", 3200, 3200), ("p5e.48xlarge", 3200, 3200), ("p5en.48xlarge", 3200, 3200),
     ("p6-b200.48xlarge", 3200, 3200), ("p6-b300.48xlarge", 6400, 6750)])
 def test_network_bandwidth(name, efa_gbps, total_gbps):
-    """EFA bandwidth is what FACTS.md lists as the network; p6-b300 adds its 350 Gbps ENA card 0."""
+    """EFA bandwidth is the network (docs/spec.md, "Instance catalog"); p6-b300 adds its 350 Gbps ENA card 0."""
     entry = catalog.get(name)
     assert entry.efa_gbps == efa_gbps
     assert entry.network_gbps == total_gbps

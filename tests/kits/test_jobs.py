@@ -132,7 +132,7 @@ def test_readme_shows_real_jobs_output(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli(["jobs", str(ROOT / "examples/p5-pcs.yaml"), "-o", "acceptance"]) == 0
     printed = capsys.readouterr().out
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "acceptance.md").read_text()
     assert f"$ fmcluster jobs examples/p5-pcs.yaml -o acceptance\n{printed}```" in readme
 
 

@@ -252,8 +252,8 @@ def test_plan_imports_neither_aws_cdk_nor_boto3(tmp_path):
 
 
 def readme_output(command: str) -> str:
-    """What the README shows under `$ COMMAND`, up to the next prompt or the end of the block."""
-    text = (ROOT / "README.md").read_text()
+    """What the docs' Commands page shows under `$ COMMAND`, up to the next prompt or the end of the block."""
+    text = (ROOT / "docs" / "commands.md").read_text()
     start = text.index(f"$ {command}\n") + len(command) + 3
     end = min(i for i in (text.find("\n$ ", start), text.find("\n```", start)) if i >= 0)
     return text[start:end + 1]

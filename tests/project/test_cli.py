@@ -144,10 +144,10 @@ def test_examples_validate_against_published_schema():
 
 
 def test_readme_shows_real_validate_output():
-    """The error-format example in the README is what validate prints for tests/data/bad-spec.yaml."""
+    """The error-format example in the docs (Commands) is what validate prints for tests/data/bad-spec.yaml."""
     result = run("validate", "tests/data/bad-spec.yaml")
     assert result.returncode == 2
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "commands.md").read_text()
     assert "$ fmcluster validate tests/data/bad-spec.yaml\n" + result.stderr in readme
 
 

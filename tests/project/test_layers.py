@@ -1,4 +1,4 @@
-"""The layers hold (DESIGN.md, "Layout of the repository"), read from the source (every import
+"""The layers hold (docs/design.md, "The packages"), read from the source (every import
 statement, at module level or inside a function):
 
 - `fmcluster/` is pure: it never imports aws_cdk, constructs, cdk_nag, nor the CDK side

@@ -1,15 +1,16 @@
-"""The README's commands work as written, in a fresh shell, outside make.
+"""The commands the README and the docs show work as written, in a fresh shell, outside make.
 
-The command blocks (```console, `$ ` prompts) of the sections in RUN are run as scripts (but the
-commands that need AWS, NEEDS_AWS), one bash per block with a clean environment (no venv or
-node_modules on PATH, no CDK or AWS variables but AWS_EC2_METADATA_DISABLED), in a copy of the
-repository as a fresh clone has it. The copy shares this checkout's .venv and node_modules (links),
-dated so that `make install` there has nothing to do: what is tested is the commands, not a
-second installation (.ci/run installs from scratch).
-Output the README shows under a command must be in what it prints (`...` skips lines).
+The command blocks (```console, `$ ` prompts) of the sections in RUN (per markdown file) are run
+as scripts (but the commands that need AWS, NEEDS_AWS), one bash per block with a clean
+environment (no venv or node_modules on PATH, no CDK or AWS variables but
+AWS_EC2_METADATA_DISABLED), in a copy of the repository as a fresh clone has it. The copy shares
+this checkout's .venv and node_modules (links), dated so that `make install` there has nothing to
+do: what is tested is the commands, not a second installation (.ci/run installs from scratch).
+Output a page shows under a command must be in what it prints (`...` skips lines).
 
-Every other command of the README is either checked by the test named in CHECKED or needs an AWS
-account or a running cluster (NEEDS_AWS); a new command block must be sorted into one of them.
+Every other command of the README and of docs/ is either checked by the test named in CHECKED or
+needs an AWS account or a running cluster (NEEDS_AWS); a new command block must be sorted into
+one of them.
 """
 
 from __future__ import annotations
@@ -24,17 +25,21 @@ from typing import NamedTuple
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+# Every markdown file whose commands are held here: the README and the documentation site's pages.
+PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))]
 
-# Section -> what a reader does first that the section says in words, not in a command block.
+# File -> section -> what a reader does first that the section says in words, not in a command block.
 RUN = {
-    "Quick start": "",
-    "The pipeline file": "",
-    "Synthesize and deploy the pipeline once": "",
-    "GitHub Actions instead": "mkdir -p .github/workflows && cp examples/github-actions/deploy.yml .github/workflows/",
+    "README.md": {"Quick start": ""},
+    "docs/gitops.md": {
+        "The pipeline file": "",
+        "Synthesize and deploy the pipeline once": "",
+        "GitHub Actions instead":
+            "mkdir -p .github/workflows && cp examples/github-actions/deploy.yml .github/workflows/",
+    },
 }
 DIFF_TEST = "tests/deploy/test_diff.py::test_readme_shows_real_diff_output"
-# Commands whose output another test compares with what the README shows.
+# Commands whose output another test compares with what a page shows.
 CHECKED = {
     "fmcluster validate tests/data/bad-spec.yaml": "tests/project/test_cli.py::test_readme_shows_real_validate_output",
     "fmcluster plan examples/p5-pcs.yaml": "tests/plan/test_plan.py::test_readme_shows_real_plan_output",
@@ -50,12 +55,24 @@ BANNERS = re.compile(r"end-of-life|not supported anymore|Traceback", re.I)
 
 class Command(NamedTuple):
     text: str  # as typed after `$ `, continuation lines included
-    shown: str  # the output the README shows under it
+    shown: str  # the output the page shows under it
 
 
-def sections() -> dict[str, str]:
-    parts = re.split(r"^#{2,3} (.+)\n", README, flags=re.M)
-    return {title: body for title, body in zip(parts[1::2], parts[2::2], strict=True)}
+def sections(page: str) -> dict[str, str]:
+    """Heading -> the text under it up to the next heading, of one markdown file (the `#` lines
+    inside code blocks are not headings)."""
+    found: dict[str, list[str]] = {}
+    body: list[str] = []
+    fence = False
+    for line in (ROOT / page).read_text().splitlines(keepends=True):
+        if line.startswith("```"):
+            fence = not fence
+        heading = None if fence else re.match(r"^#{1,3} (.+)\n", line)
+        if heading:
+            body = found.setdefault(heading.group(1), [])
+        else:
+            body.append(line)
+    return {title: "".join(lines) for title, lines in found.items()}
 
 
 def blocks(text: str) -> list[list[Command]]:
@@ -146,7 +163,7 @@ def shlex_quote(text: str) -> str:
 
 
 def assert_shows(command: Command, stdout: str) -> None:
-    """Each part of what the README shows (split at `...` lines) is in the output, in order."""
+    """Each part of what the page shows (split at `...` lines) is in the output, in order."""
     at = 0
     for part in re.split(r"^\.\.\.\n?", command.shown + "\n", flags=re.M):
         part = part.strip("\n")
@@ -156,42 +173,49 @@ def assert_shows(command: Command, stdout: str) -> None:
             at = found + len(part)
 
 
-@pytest.mark.parametrize("section", list(RUN))
-def test_readme_section_runs_as_written_in_a_fresh_shell(section, clone, tmp_path):
-    found = [[c for c in block if not NEEDS_AWS.match(c.text)] for block in blocks(sections()[section])]
+@pytest.mark.parametrize("page, section", [(page, section) for page, run in RUN.items() for section in run])
+def test_section_runs_as_written_in_a_fresh_shell(page, section, clone, tmp_path):
+    found = [[c for c in block if not NEEDS_AWS.match(c.text)] for block in blocks(sections(page)[section])]
     found = [block for block in found if block]
-    assert found, f"no command block in {section}"
+    assert found, f"no command block in {page}, {section}"
     for index, commands in enumerate(found):
-        for command, stdout, stderr in run_block(clone, commands, RUN[section], tmp_path / str(index)):
+        for command, stdout, stderr in run_block(clone, commands, RUN[page][section], tmp_path / str(index)):
             assert_shows(command, stdout)
             assert not BANNERS.search(stderr), f"{command.text!r}: {stderr[-3000:]}"
     assert not (clone / "cdk.context.json").exists(), "synthesis must not look anything up"
 
 
 def test_quick_start_makes_a_spec_validates_plans_and_synthesizes():
-    """The Quick start starts from a fresh clone: it installs, activates the venv, makes
+    """The README's Quick start starts from a fresh clone: it installs, activates the venv, makes
     my-cluster.yaml, and synthesizes it with the CDK CLI and with fmcluster."""
-    typed = [c.text for block in blocks(sections()["Quick start"]) for c in block]
+    quick_start = sections("README.md")["Quick start"]
+    typed = [c.text for block in blocks(quick_start) for c in block]
     assert typed[0].startswith("make install")
     assert typed[1].startswith("source .venv/bin/activate")
     assert any(t.startswith("cp examples/") and "my-cluster.yaml" in t for t in typed)
     for command in ("fmcluster validate my-cluster.yaml", "fmcluster plan my-cluster.yaml",
                     "npx cdk synth -q -c spec=my-cluster.yaml", "fmcluster synth my-cluster.yaml"):
         assert any(t.startswith(command) for t in typed), command
-    assert "make test" in sections()["Quick start"]
+    assert "make test" in quick_start
 
 
-def test_every_readme_command_is_run_checked_or_needs_aws():
-    unsorted = []
-    for title, body in sections().items():
-        for commands in blocks(body):
-            for command in commands:
-                if title in RUN or NEEDS_AWS.match(command.text):
-                    continue
-                key = next((k for k in CHECKED if command.text.startswith(k)), None)
-                if key is None:
-                    unsorted.append(f"{title}: {command.text}")
+def test_every_command_shown_is_run_checked_or_needs_aws():
+    assert set(RUN) <= set(PAGES)
+    unsorted, shown = [], set()
+    for page in PAGES:
+        for title, body in sections(page).items():
+            assert title not in RUN.get(page, {}) or blocks(body), f"{page}: no command block in {title}"
+            for commands in blocks(body):
+                for command in commands:
+                    if title in RUN.get(page, {}) or NEEDS_AWS.match(command.text):
+                        continue
+                    key = next((k for k in CHECKED if command.text.startswith(k)), None)
+                    if key is None:
+                        unsorted.append(f"{page}, {title}: {command.text}")
+                    else:
+                        shown.add(key)
     assert not unsorted, f"run them (RUN), name their test (CHECKED) or mark them NEEDS_AWS: {unsorted}"
+    assert shown == set(CHECKED), f"no page shows {set(CHECKED) - shown}: remove them from CHECKED"
     for test in set(CHECKED.values()):
         path, name = test.split("::")
         assert f"def {name}(" in (ROOT / path).read_text(), test

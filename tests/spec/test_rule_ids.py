@@ -1,4 +1,6 @@
-"""Every check's stable id is in the README's table of checks, and the table names no other."""
+"""Every check's stable id is in the generated rule reference (docs/reference/rules.md, written by
+docs/gen_reference.py from the registry) with its severity, and the reference names no other; the
+guide's grouped table of checks (docs/spec.md, "What `validate` checks") names the same ids."""
 
 import ast
 import re
@@ -9,10 +11,20 @@ from fmcluster.spec import accepting, loader, rules
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def reference_ids() -> dict[str, str]:
+    """Id -> severity, from the rows of the generated rule reference."""
+    text = (ROOT / "docs" / "reference" / "rules.md").read_text()
+    ids: dict[str, str] = {}
+    for ident, severity in re.findall(r"^\| `([a-z][a-z0-9-]*)` \| (error|warning) \|", text, re.M):
+        assert ident not in ids, f"{ident} is listed twice"
+        ids[ident] = severity
+    return ids
+
+
 def table_ids() -> dict[str, str]:
-    """Id -> severity column of the README's table under "What `validate` checks"."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### What `validate` checks", 1)[1].split("\n## ", 1)[0]
+    """Id -> severity column of the guide's table under "What `validate` checks"."""
+    text = (ROOT / "docs" / "spec.md").read_text()
+    section = text.split("## What `validate` checks", 1)[1].split("\n## ", 1)[0]
     ids: dict[str, str] = {}
     for line in section.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
@@ -38,7 +50,11 @@ def every_id() -> dict[str, str]:
     return ids
 
 
-def test_the_readme_lists_every_check_with_its_severity():
+def test_the_rule_reference_lists_every_check_with_its_severity():
+    assert reference_ids() == every_id()
+
+
+def test_the_guide_groups_every_check_with_its_severity():
     assert table_ids() == every_id()
 
 
