@@ -26,7 +26,7 @@ from fmcluster.spec.diagnostics import Diagnostic
 from fmcluster.spec.models import ClusterSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-# The CDK app, run as a program: `python -m fmcluster_cdk.synthesis` is the CDK's app contract (cdk.json's "app" too)
+# the CDK app program (app.py, cdk.json's "app", runs it too): its __main__ stays, the CDK's app contract
 APP_MODULE = "fmcluster_cdk.synthesis"
 
 
