@@ -114,7 +114,7 @@ $(VENV)/bin/node: | $(VENV_STAMP) $(NODE_STAMP)
 
 synth: install
 	npx --no -- cdk synth -q
-	@$(VPY) -m fmcluster.deploy.synth cdk.out
+	@$(VPY) -m fmcluster synth --assembly cdk.out
 	@echo "Templates written to cdk.out/ (deploy: npx cdk deploy --all; another spec: npx cdk synth -c spec=FILE)"
 
 # --dist loadscope: each test module runs whole on one worker, so a module's synthesized

@@ -1,73 +1,58 @@
-"""The `fmcluster` command line. Exit codes: 0 success, 1 a check or guard failed, 2 the spec
-or the command line is invalid. Heavy modules (aws_cdk, boto3) are imported only by the
-commands that need them."""
+"""The `fmcluster` command line: the only module that prints. Every command has one shape: its
+module's `run(...)` returns a report (a frozen dataclass; the plan's is a frozen pydantic model,
+for its JSON Schema), `render(report, fmt)` gives what goes to stdout and to stderr, and
+`exit_code(report)` the exit code: 0 success, 1 a check or guard failed, 2 the spec or the
+command line is invalid. COMMANDS names each command's module. Heavy modules (aws_cdk, boto3)
+are imported only by the commands that need them."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Callable, Iterable, TextIO
+from typing import TYPE_CHECKING, Callable
 
 from fmcluster import __version__
 
 if TYPE_CHECKING:
     from datetime import datetime
-    from typing import TypedDict
 
-    from fmcluster.spec.diagnostics import Diagnostic, DiagnosticDict
     from fmcluster.spec.loader import LoadResult
     from fmcluster.spec.models import ClusterSpec
 
-    class FileReport(TypedDict):
-        """One spec file in `fmcluster validate --format json`."""
-
-        file: str
-        ok: bool
-        diagnostics: list[DiagnosticDict]
-
-EXIT_OK, EXIT_CHECK_FAILED, EXIT_INVALID = 0, 1, 2
+EXIT_OK, EXIT_INVALID = 0, 2  # the commands derive theirs (1: a check failed) from their reports
 
 
-def _print_diagnostics(diagnostics: Iterable[Diagnostic], stream: TextIO | None = None) -> None:
-    stream = stream or sys.stderr
-    for d in diagnostics:
-        print(d.format(), file=stream)
+def _done(rendered: tuple[str, str], code: int) -> int:
+    """Print a rendered report (stderr, then stdout) and return the command's exit code."""
+    out, err = rendered
+    sys.stderr.write(err)
+    sys.stdout.write(out)
+    return code
+
+
+def _invalid(message: str) -> int:
+    """A command line that argparse lets through but the command refuses."""
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_INVALID
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from fmcluster.spec import loader
 
-    status = EXIT_OK
-    report: list[FileReport] = []
-    for path in args.specs:
-        result = loader.load(path)
-        if args.format == "json":
-            report.append({"file": path, "ok": result.ok,
-                           "diagnostics": [d.as_dict() for d in result.diagnostics]})
-            continue
-        _print_diagnostics(result.diagnostics)
-        if result.ok:
-            print(f"{path}: ok")
-        else:
-            errors = len(result.errors)
-            print(f"{path}: {errors} error{'s' if errors != 1 else ''}", file=sys.stderr)
-        if not result.ok:
-            status = EXIT_INVALID
-    if args.format == "json":
-        import json
+    if args.pipeline:
+        from fmcluster.deploy import pipeline
 
-        print(json.dumps(report, indent=2))
-        status = EXIT_OK if all(r["ok"] for r in report) else EXIT_INVALID
-    return status
+        report = pipeline.run(args.specs)
+    else:
+        report = loader.run(args.specs)
+    return _done(loader.render(report, args.format), loader.exit_code(report))
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    import json
+    from fmcluster.spec import schema
 
-    from fmcluster.spec.models import json_schema
-
-    print(json.dumps(json_schema(), indent=2, sort_keys=False))
-    return EXIT_OK
+    report = schema.run()
+    return _done(schema.render(report, "json"), schema.exit_code(report))
 
 
 def _load_valid(path: str) -> ClusterSpec | None:
@@ -79,13 +64,12 @@ def _load_valid(path: str) -> ClusterSpec | None:
 
 
 def _valid(path: str, result: LoadResult) -> ClusterSpec | None:
-    """The spec of a load result, or None after printing its problems; warnings either way."""
-    _print_diagnostics(result.diagnostics)
-    if not result.ok:
-        errors = len(result.errors)
-        print(f"{path}: {errors} error{'s' if errors != 1 else ''}", file=sys.stderr)
-        return None
-    return result.spec
+    """The spec of a load result, or None after printing its problems; warnings either way: what
+    validate prints on stderr."""
+    from fmcluster.spec import loader
+
+    sys.stderr.write(loader.render(loader.ValidateReport((loader.checked(path, result),)), "text")[1])
+    return result.spec if result.ok else None
 
 
 def _positive_number(text: str) -> float:
@@ -114,17 +98,16 @@ def _window(text: str) -> tuple[datetime, datetime]:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from fmcluster.plan import render as plan_render
-    from fmcluster.plan import report as plan
+    from fmcluster.plan import render as plan
 
     if args.json_schema:
-        import json
+        from fmcluster.plan.report import json_schema
+        from fmcluster.spec import schema
 
-        print(json.dumps(plan.json_schema(), indent=2))
-        return EXIT_OK
+        report = schema.SchemaReport(json_schema())
+        return _done(schema.render(report, "json"), schema.exit_code(report))
     if not args.spec:
-        print("error: plan needs a SPEC (or --json-schema)", file=sys.stderr)
-        return EXIT_INVALID
+        return _invalid("plan needs a SPEC (or --json-schema)")
     from fmcluster.spec import loader
 
     result = loader.load(args.spec)
@@ -134,9 +117,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     reservations = _preflight_reservations(args.preflight, spec.name) if args.preflight else []
     if reservations is None:
         return EXIT_INVALID
-    report = plan.build(spec, result.data, args.checkpoint_params, reservations)
-    sys.stdout.write(plan_render.RENDERERS[args.format](report))
-    return EXIT_OK
+    plan_report = plan.run(spec, result.data, args.checkpoint_params, reservations)
+    return _done(plan.render(plan_report, args.format), plan.exit_code(plan_report))
 
 
 def _preflight_reservations(path: str, cluster: str) -> list[dict[str, object]] | None:
@@ -169,94 +151,69 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     spec = _load_valid(args.spec)
     if spec is None:
         return EXIT_INVALID
-    return preflight.main(spec, args.format, args.window)
+    report = preflight.run(spec, args.window)
+    return _done(preflight.render(report, args.format), preflight.exit_code(report))
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from fmcluster.deploy import diff
+    from fmcluster.deploy import diff, synth
 
     if args.deployed:
         if len(args.specs) != 1:
-            print("error: diff --deployed takes one SPEC: fmcluster diff --deployed SPEC", file=sys.stderr)
-            return EXIT_INVALID
+            return _invalid("diff --deployed takes one SPEC: fmcluster diff --deployed SPEC")
         spec = _load_valid(args.specs[0])
         if spec is None:
             return EXIT_INVALID
-        from fmcluster.deploy import deployed, synth
+        from fmcluster.deploy import deployed
 
-        return diff.main_deployed(spec, args.format, args.allow_data_loss, name=args.specs[0],
-                                  synthesize=lambda s: synth.templates(args.specs[0]), read=deployed.read)
+        report = diff.run_deployed(spec, args.allow_data_loss, name=args.specs[0],
+                                   synthesize=lambda s: synth.templates(args.specs[0]), read=deployed.read)
+        return _done(diff.render(report, args.format), diff.exit_code(report))
     if len(args.specs) != 2:
-        print("error: diff takes OLD and NEW (or --deployed SPEC)", file=sys.stderr)
-        return EXIT_INVALID
+        return _invalid("diff takes OLD and NEW (or --deployed SPEC)")
     old_path, new_path = args.specs
     old, new = _load_valid(old_path), _load_valid(new_path)
     if old is None or new is None:
         return EXIT_INVALID
-    from fmcluster.deploy import synth
-
     path: dict[int, str] = {id(old): old_path, id(new): new_path}
-    return diff.main(old, new, args.format, args.allow_data_loss, names=(old_path, new_path),
-                     synthesize=lambda spec: synth.templates(path[id(spec)]))
+    report = diff.run(old, new, args.allow_data_loss, names=(old_path, new_path),
+                      synthesize=lambda spec: synth.templates(path[id(spec)]))
+    return _done(diff.render(report, args.format), diff.exit_code(report))
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
     from fmcluster.deploy import synth
 
-    return synth.synth(args.specs, args.output)
+    if bool(args.specs) == bool(args.assembly):
+        return _invalid("synth takes SPEC... (or --assembly DIR, without SPEC)")
+    report = synth.summarize(args.assembly) if args.assembly else synth.run(args.specs, args.output)
+    return _done(synth.render(report, "text"), synth.exit_code(report))
 
 
 def cmd_stack_policy(args: argparse.Namespace) -> int:
-    import json
-
     from fmcluster.deploy import stack_policy
 
-    print(json.dumps(stack_policy.lifting() if args.lift else stack_policy.protecting(), indent=2))
-    return EXIT_OK
+    report = stack_policy.run(args.lift)
+    return _done(stack_policy.render(report, "json"), stack_policy.exit_code(report))
 
 
 def cmd_change_set(args: argparse.Namespace) -> int:
-    from botocore.exceptions import BotoCoreError, ClientError
-
     from fmcluster.deploy import change_set
 
-    try:
-        client = change_set.client_for(args.region, args.role_arn)
-    except (BotoCoreError, ClientError) as exc:  # no credentials or region, a role that cannot be assumed
-        print(f"error: cannot read CloudFormation: {exc}", file=sys.stderr)
-        print("  hint: it reads with the default credentials (AWS_PROFILE); --role-arn is assumed with them",
-              file=sys.stderr)
-        return EXIT_CHECK_FAILED
-    return change_set.main(args.stack, args.name, client=client, fmt=args.format,
-                           allow_data_loss=args.allow_data_loss, delete=args.delete, wait_s=args.wait)
+    report = change_set.run(args.stack, args.name, region=args.region, role_arn=args.role_arn,
+                            allow_data_loss=args.allow_data_loss, delete=args.delete, wait_s=args.wait)
+    return _done(change_set.render(report, args.format), change_set.exit_code(report))
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from fmcluster.kits import jobs
+    from fmcluster.kits import writer
     from fmcluster.model.cluster import resolve
 
     spec = _load_valid(args.spec)
     if spec is None:
         return EXIT_INVALID
-    model = resolve(spec)
-    out = Path(args.output)
-    written = []
-    try:
-        for kit_file in jobs.kit(model):
-            path = out / kit_file.path
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(kit_file.content, encoding="utf-8")
-            path.chmod(0o755 if kit_file.executable else 0o644)
-            written.append(kit_file.path)
-    except OSError as exc:
-        print(f"fmcluster jobs: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_INVALID
-    groups = sorted({p.split("/", 1)[0] for p in written if "/" in p})
-    print(f"{out}: {len(written)} files, acceptance jobs of node groups {', '.join(groups)} "
-          f"(see {out / 'README.md'})")
-    return EXIT_OK
+    report = writer.run(resolve(spec), args.output)
+    return _done(writer.render(report, "text"), writer.exit_code(report))
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -266,17 +223,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     spec = _load_valid(args.spec)
     if spec is None:
         return EXIT_INVALID
-    files: dict[str, str] = {}
-    for path in args.results:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                files[path] = handle.read(64 * 1024 * 1024)
-        except OSError as exc:
-            print(f"fmcluster verify: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
-            return EXIT_INVALID
-    report = verdicts.judge_results(resolve(spec), files)
-    print(verdicts.render_json(report) if args.format == "json" else verdicts.render_text(report), end="")
-    return EXIT_CHECK_FAILED if report.verdict.value == "FAIL" else EXIT_OK
+    report = verdicts.run(resolve(spec), args.results)
+    return _done(verdicts.render(report, args.format), verdicts.exit_code(report))
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -317,12 +265,18 @@ def _stack_policy_args(p: argparse.ArgumentParser) -> None:
 def _validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("specs", nargs="+", metavar="SPEC")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--pipeline", action="store_true",
+                   help="the files are GitOps pipeline files (such as examples/pipeline/pipeline.yaml): check each "
+                        "and every spec it lists")
     p.set_defaults(func=cmd_validate)
 
 
 def _synth_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("specs", nargs="+", metavar="SPEC")
+    p.usage = "fmcluster synth [-h] [-o DIR] (SPEC [SPEC ...] | --assembly DIR)"
+    p.add_argument("specs", nargs="*", metavar="SPEC")
     p.add_argument("-o", "--output", default="cdk.out", metavar="DIR", help="assembly directory (default cdk.out)")
+    p.add_argument("--assembly", metavar="DIR",
+                   help="summarize the cloud assembly already in DIR (such as `npx cdk synth` writes) instead")
     p.set_defaults(func=cmd_synth)
 
 
@@ -362,25 +316,28 @@ def _schema_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_schema)
 
 
-# name -> (help, the function that adds its arguments)
-COMMANDS = {
-    "validate": ("check spec files; print ok or located errors", _validate_args),
-    "synth": ("synthesize the CDK cloud assembly of one or more specs", _synth_args),
-    "plan": ("what a spec builds, what it can do and what it costs", _plan_args),
-    "preflight": ("read-only checks of the target account (needs AWS credentials)", _preflight_args),
+# name -> (help, the function that adds its arguments, the module of its run, render and exit_code)
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str]] = {
+    "validate": ("check spec files (or pipeline files); print ok or located errors", _validate_args,
+                 "fmcluster.spec.loader"),
+    "synth": ("synthesize the CDK cloud assembly of one or more specs", _synth_args, "fmcluster.deploy.synth"),
+    "plan": ("what a spec builds, what it can do and what it costs", _plan_args, "fmcluster.plan.render"),
+    "preflight": ("read-only checks of the target account (needs AWS credentials)", _preflight_args,
+                  "fmcluster.deploy.preflight"),
     "diff": ("what changing a spec from OLD to NEW (or deploying SPEC over its deployed stacks) does to "
-             "deployed resources", _diff_args),
-    "schema": ("print the JSON Schema of the spec", _schema_args),
+             "deployed resources", _diff_args, "fmcluster.deploy.diff"),
+    "schema": ("print the JSON Schema of the spec", _schema_args, "fmcluster.spec.schema"),
     "jobs": ("write the cluster's acceptance jobs (NCCL, DCGM, file-system throughput, a PyTorch smoke test: "
              "sbatch scripts on Slurm, Kueue-admitted manifests on Kubernetes) and the serving job of its serving "
              "section",
-             _jobs_args),
+             _jobs_args, "fmcluster.kits.writer"),
     "verify": ("judge the acceptance kit's results against the cluster's figures: PASS, WARN or FAIL per "
-               "group and node; exit 1 on a FAIL", _verify_args),
+               "group and node; exit 1 on a FAIL", _verify_args, "fmcluster.kits.verdicts"),
     "stack-policy": ("print the stack policy of NAME-storage: no replacing or deleting its stateful resources",
-                     _stack_policy_args),
+                     _stack_policy_args, "fmcluster.deploy.stack_policy"),
     "change-set": ("judge a CloudFormation change set before it is executed: exit 1 if it replaces or removes "
-                   "a stateful resource (reads CloudFormation, read-only)", _change_set_args),
+                   "a stateful resource (reads CloudFormation, read-only)", _change_set_args,
+                   "fmcluster.deploy.change_set"),
 }
 
 
@@ -389,7 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="fmcluster", description="Validate, review and synthesize GPU cluster specs for AWS.")
     parser.add_argument("--version", action="version", version=f"fmcluster {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (help_text, add_arguments) in COMMANDS.items():
+    for name, (help_text, add_arguments, _) in COMMANDS.items():
         add_arguments(sub.add_parser(name, help=help_text))
     return parser
 
@@ -405,7 +362,3 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     except KeyboardInterrupt:
         return 130
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -27,7 +27,6 @@ The client is handed in (boto3's, or a Stubber-backed one in the tests), as for 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
@@ -201,26 +200,57 @@ def render_json(verdict: Verdict, allowed: bool) -> str:
                        "ok": allowed or not verdict.findings}, indent=2) + "\n"
 
 
-def exit_code(verdict: Verdict, allowed: bool) -> int:
-    return 1 if verdict.findings and not allowed else 0
+# ---- the command ---------------------------------------------------------------------------
+
+FORMATS = ("text", "json")
 
 
-def main(stack: str, name: str, *, client: Any, fmt: str = "text", allow_data_loss: bool = False,
-         delete: bool = False, **wait: Any) -> int:
-    """Judge the change set, print the verdict and return the exit code (1 on data loss not
-    allowed, or when the change set cannot be read). With `delete`, the change set is deleted after
-    it is judged (the GitHub Actions workflow deploys with `cdk deploy` afterwards)."""
+@dataclass(frozen=True)
+class ChangeSetReport:
+    stack: str
+    change_set: str
+    allow_data_loss: bool
+    verdict: Verdict | None = None  # None when the change set could not be read
+    error: str | None = None
+    hint: str | None = None
+
+
+def run(stack: str, name: str, *, client: Any = None, region: str | None = None, role_arn: str | None = None,
+        allow_data_loss: bool = False, delete: bool = False, **wait: Any) -> ChangeSetReport:
+    """Judge the change set. `client` is a CloudFormation client (default: client_for `region` and
+    `role_arn`). With `delete`, the change set is deleted after it is judged (the GitHub Actions
+    workflow deploys with `cdk deploy` afterwards)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        client = client or client_for(region, role_arn)
+    except (BotoCoreError, ClientError) as exc:  # no credentials or region, a role that cannot be assumed
+        return ChangeSetReport(stack, name, allow_data_loss, error=f"cannot read CloudFormation: {exc}",
+                               hint="it reads with the default credentials (AWS_PROFILE); --role-arn is assumed "
+                                    "with them")
     try:
         verdict = judge(client, stack, name, **wait)
     except Unreadable as exc:
-        print(f"error: cannot judge the change set: {exc}", file=sys.stderr)
-        print("  hint: it must have been created (cdk deploy --method=prepare-change-set, or the pipeline's "
-              "Prepare action) and be readable with cloudformation:DescribeChangeSet", file=sys.stderr)
-        return 1
-    sys.stdout.write((render_json if fmt == "json" else render_text)(verdict, allow_data_loss))
+        return ChangeSetReport(stack, name, allow_data_loss, error=f"cannot judge the change set: {exc}",
+                               hint="it must have been created (cdk deploy --method=prepare-change-set, or the "
+                                    "pipeline's Prepare action) and be readable with cloudformation:DescribeChangeSet")
     if delete:  # an empty one too: CloudFormation keeps failed change sets
         client.delete_change_set(StackName=stack, ChangeSetName=name)
-    return exit_code(verdict, allow_data_loss)
+    return ChangeSetReport(stack, name, allow_data_loss, verdict)
+
+
+def render(report: ChangeSetReport, fmt: str = "text") -> tuple[str, str]:
+    """(stdout, stderr): the verdict (text or JSON), or on stderr why there is none."""
+    if report.verdict is None:
+        return "", f"error: {report.error}\n  hint: {report.hint}\n"
+    return (render_json if fmt == "json" else render_text)(report.verdict, report.allow_data_loss), ""
+
+
+def exit_code(report: ChangeSetReport) -> int:
+    """1 on data loss not allowed, or when the change set cannot be read."""
+    if report.verdict is None:
+        return 1
+    return 1 if report.verdict.findings and not report.allow_data_loss else 0
 
 
 def client_for(region: str | None, role_arn: str | None = None) -> Any:

@@ -1,6 +1,6 @@
 """`fmcluster diff OLD NEW`: what changing a spec does to deployed resources.
 
-Both specs are synthesized by a synthesizer handed to `main` (the command line's runs the CDK
+Both specs are synthesized by a synthesizer handed to `run` (the command line's runs the CDK
 app, as `fmcluster synth` does: fmcluster.deploy.synth.templates) and their templates compared stack by
 stack: resources added, updated, replaced and removed. Nested stacks (a node group of
 NAME-cluster each) are compared as stacks of their own, named `PARENT/ID`
@@ -35,11 +35,12 @@ buckets and keys, and anything retained) is data loss: exit 1 unless `--allow-da
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Literal, Mapping
 
 from fmcluster.deploy import assembly, cfn_schemas
+from fmcluster.deploy.deployed import NotReadable
+from fmcluster.deploy.synth import SynthesisFailed
 from fmcluster.facts import naming
 from fmcluster.spec.models import ClusterSpec
 
@@ -85,7 +86,9 @@ class StackDiff:
 
 
 @dataclass
-class Report:
+class Comparison:
+    """What `compare` finds, stack by stack (built up as references are followed)."""
+
     stacks: list[StackDiff]
     notes: list[str] = field(default_factory=list)
 
@@ -284,7 +287,7 @@ def _file_system(change: Change, old: Mapping[str, Any], new: Mapping[str, Any])
                           "grows, so FSx refuses the update and CloudFormation rolls the stack back"]
 
 
-def compare(old: Templates, new: Templates, region: str) -> Report:
+def compare(old: Templates, new: Templates, region: str) -> Comparison:
     stacks: list[StackDiff] = []
     produced_old, produced_new = exports(old), exports(new)
     changes: dict[tuple[str, str], Change] = {}
@@ -310,7 +313,7 @@ def compare(old: Templates, new: Templates, region: str) -> Report:
     resolver = _Resolver(new, produced_new)
     _follow_references(old, new, changes, region, stacks, resolver)
     _exports_in_use(old, new, changes, stacks, resolver, produced_old)
-    return Report(stacks, _block_updates(new, stacks))
+    return Comparison(stacks, _block_updates(new, stacks))
 
 
 def _block_updates(new: Templates, stacks: list[StackDiff]) -> list[str]:
@@ -439,7 +442,7 @@ def _loss_text(c: Change) -> str:
     return f"{c.stack} {c.logical_id} ({c.type}): {what}{kept}"
 
 
-def render_text(report: Report, old_name: str, new_name: str, allowed: bool) -> str:
+def render_text(report: Comparison, old_name: str, new_name: str, allowed: bool) -> str:
     lines = [f"fmcluster diff: {old_name} -> {new_name}", *[f"note: {n}" for n in report.notes]]
     for s in report.stacks:
         counts = {a: sum(c.action == a for c in s.changes) for a in (ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE, FAILS)}
@@ -476,7 +479,7 @@ def render_text(report: Report, old_name: str, new_name: str, allowed: bool) -> 
     return "\n".join(lines) + "\n"
 
 
-def render_json(report: Report, old_name: str, new_name: str, allowed: bool) -> str:
+def render_json(report: Comparison, old_name: str, new_name: str, allowed: bool) -> str:
     def change(c: Change) -> dict[str, Any]:
         return {**asdict(c), "data_loss": c.data_loss, "fails": c.fails}
 
@@ -487,75 +490,73 @@ def render_json(report: Report, old_name: str, new_name: str, allowed: bool) -> 
                                   for s in report.stacks]}, indent=2) + "\n"
 
 
-def exit_code(report: Report, allowed: bool) -> int:
-    """1 for an update the service refuses (whatever is allowed), or for data loss not allowed."""
-    return 1 if report.failing or (report.data_loss and not allowed) else 0
+def refused(report: Comparison, allowed: bool) -> bool:
+    """An update the service refuses (whatever is allowed), or data loss not allowed."""
+    return bool(report.failing or (report.data_loss and not allowed))
 
 
+# ---- the command ---------------------------------------------------------------------------
+
+FORMATS = ("text", "json")
 Synthesizer = Callable[[ClusterSpec], Templates]  # spec -> stack name -> template
+Reader = Callable[[Iterable[str], str], Templates]  # stack names, region -> deployed templates
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    old: str  # what is compared: the OLD spec file, or "deployed NAME (REGION)"
+    new: str
+    allow_data_loss: bool
+    comparison: Comparison | None = None  # None when nothing could be compared
+    error: str | None = None
+    hint: str | None = None
+    synthesis_failed: int = 0  # the CDK app's exit code when it failed (it said why on stderr)
+
+
+NO_SCHEMAS = DiffReport("", "", False, error="fmcluster diff needs the CloudFormation resource schemas that "
+                        "cfn-lint ships", hint="pip install cfn-lint (make install does)")
 
 
 def _where(spec: ClusterSpec) -> str:
     return f"{spec.region}, account {spec.account or 'of the credentials'}"
 
 
-def _print(report: Report, fmt: str, old_name: str, new_name: str, allowed: bool) -> int:
-    """Print the report (text or JSON) and return the exit code."""
-    render = render_json if fmt == "json" else render_text
-    sys.stdout.write(render(report, old_name, new_name, allowed))
-    return exit_code(report, allowed)
-
-
-def _schemas_missing() -> bool:
-    if cfn_schemas.available():
-        return False
-    print("error: fmcluster diff needs the CloudFormation resource schemas that cfn-lint ships", file=sys.stderr)
-    print("  hint: pip install cfn-lint (make install does)", file=sys.stderr)
-    return True
-
-
-Reader = Callable[[Iterable[str], str], Templates]  # stack names, region -> deployed templates
-
-
-def main_deployed(spec: ClusterSpec, fmt: str = "text", allow_data_loss: bool = False, name: str = "SPEC", *,
-                  synthesize: Synthesizer, read: Reader) -> int:
+def run_deployed(spec: ClusterSpec, allow_data_loss: bool = False, name: str = "SPEC", *,
+                 synthesize: Synthesizer, read: Reader) -> DiffReport:
     """`fmcluster diff --deployed SPEC`: the deployed stacks of the spec's cluster (read by `read`,
     fmcluster.deploy.deployed.read on the command line) against the spec as this code synthesizes it."""
-    from fmcluster.deploy.deployed import NotReadable
-    from fmcluster.deploy.synth import SynthesisFailed
-
-    if _schemas_missing():
-        return 1
+    if not cfn_schemas.available():
+        return NO_SCHEMAS
+    old_name = f"deployed {spec.name} ({spec.region})"
     try:
         new_templates = synthesize(spec)
     except SynthesisFailed as exc:
-        return exc.code
+        return DiffReport(old_name, name, allow_data_loss, synthesis_failed=exc.code)
     try:
         deployed = read(list(new_templates), spec.region)
     except NotReadable as exc:
-        print(f"error: cannot read the deployed stacks of {spec.name} in {spec.region}: {exc}", file=sys.stderr)
-        print("  hint: it reads the account with the default credentials (cloudformation:GetTemplate and "
-              "DescribeStackResource); set AWS_PROFILE, or compare two specs instead: fmcluster diff OLD NEW",
-              file=sys.stderr)
-        return 1
+        return DiffReport(old_name, name, allow_data_loss,
+                          error=f"cannot read the deployed stacks of {spec.name} in {spec.region}: {exc}",
+                          hint="it reads the account with the default credentials (cloudformation:GetTemplate and "
+                               "DescribeStackResource); set AWS_PROFILE, or compare two specs instead: "
+                               "fmcluster diff OLD NEW")
     report = compare(deployed, new_templates, region=spec.region)
     if not deployed:
         report.notes.append(f"no stack of {spec.name} is deployed in {spec.region}: everything is new")
-    return _print(report, fmt, f"deployed {spec.name} ({spec.region})", name, allow_data_loss)
+    return DiffReport(old_name, name, allow_data_loss, report)
 
 
-def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss: bool = False,
-         names: Iterable[str] = ("OLD", "NEW"), *, synthesize: Synthesizer) -> int:
-    """`fmcluster diff`. `synthesize` gives a spec's templates (the command line's runs the CDK
-    app: fmcluster.deploy.synth.templates); it is handed in, so that nothing here imports the CDK side."""
-    from fmcluster.deploy.synth import SynthesisFailed
-
-    if _schemas_missing():
-        return 1
+def run(old: ClusterSpec, new: ClusterSpec, allow_data_loss: bool = False, names: Iterable[str] = ("OLD", "NEW"),
+        *, synthesize: Synthesizer) -> DiffReport:
+    """`fmcluster diff OLD NEW`. `synthesize` gives a spec's templates (the command line's runs the
+    CDK app: fmcluster.deploy.synth.templates); it is handed in, so that nothing here imports the CDK side."""
+    old_name, new_name = names
+    if not cfn_schemas.available():
+        return NO_SCHEMAS
     try:
         old_templates, new_templates = synthesize(old), synthesize(new)
     except SynthesisFailed as exc:  # the app said why on stderr
-        return exc.code
+        return DiffReport(old_name, new_name, allow_data_loss, synthesis_failed=exc.code)
     moved = (old.region, old.account) != (new.region, new.account)
     # another region or account is a new set of stacks there, not an update of these: nothing of
     # the old deployment is compared with (or replaced by) the new one
@@ -567,5 +568,20 @@ def main(old: ClusterSpec, new: ClusterSpec, fmt: str = "text", allow_data_loss:
     if old.name != new.name:
         report.notes.append(f"the cluster is renamed from {old.name} to {new.name}: every stack name changes, so "
                             "CloudFormation sees new stacks and new resources; the old stacks stay until destroyed")
-    old_name, new_name = names
-    return _print(report, fmt, old_name, new_name, allow_data_loss)
+    return DiffReport(old_name, new_name, allow_data_loss, report)
+
+
+def render(report: DiffReport, fmt: str = "text") -> tuple[str, str]:
+    """(stdout, stderr): the changes (text or JSON), or on stderr why nothing was compared."""
+    if report.comparison is None:
+        return "", (f"error: {report.error}\n  hint: {report.hint}\n" if report.error else "")
+    render_as = render_json if fmt == "json" else render_text
+    return render_as(report.comparison, report.old, report.new, report.allow_data_loss), ""
+
+
+def exit_code(report: DiffReport) -> int:
+    """1 for an update the service refuses (whatever is allowed), for data loss not allowed, or
+    when nothing could be compared; the CDK app's own code when it failed."""
+    if report.comparison is None:
+        return report.synthesis_failed or 1
+    return 1 if refused(report.comparison, report.allow_data_loss) else 0

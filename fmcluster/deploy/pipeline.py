@@ -24,15 +24,14 @@ COMMIT:PATH` reads when the pipeline compares a spec with the one last deployed)
 deploys to the account and region of its spec; a spec without an account deploys to the
 pipeline's account.
 
-`python -m fmcluster.deploy.pipeline FILE` checks a pipeline file (and every spec it lists).
+`fmcluster validate --pipeline FILE` checks a pipeline file (and every spec it lists).
 """
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Optional
+from typing import Annotated, Iterable, Optional
 
 from pydantic import Field, ValidationError
 
@@ -221,22 +220,11 @@ def _renamed(d: Diagnostic, file: str) -> Diagnostic:
     return Diagnostic(d.message, d.path, d.hint, d.severity, file, d.line, d.column)
 
 
-def main(argv: list[str] | None = None) -> int:
-    paths = sys.argv[1:] if argv is None else argv
-    if not paths:
-        print(f"usage: python -m fmcluster.deploy.pipeline PIPELINE_FILE  (such as {EXAMPLE})", file=sys.stderr)
-        return 2
-    status = 0
+def run(paths: Iterable[str], root: str | Path | None = None) -> loader.ValidateReport:
+    """`fmcluster validate --pipeline FILE...`: each pipeline file and every spec it lists checked,
+    reported (and rendered, by fmcluster.spec.loader) as validate reports spec files."""
+    checks = []
     for path in paths:
-        result = load(path)
-        for d in result.diagnostics:
-            print(d.format(), file=sys.stderr)
-        if result.ok:
-            print(f"{path}: ok")
-        else:
-            status = 2
-    return status
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        result = load(path, root)
+        checks.append(loader.FileCheck(path, result.ok, tuple(result.diagnostics)))
+    return loader.ValidateReport(tuple(checks))

@@ -21,7 +21,6 @@ Stubber-backed clients; no test reaches the network.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from functools import partial
@@ -723,12 +722,45 @@ def size_check(name: str, groups: list[NodeGroupSpec], found: list[CapacityReser
                  f"available; {needs}")
 
 
-# ---- output --------------------------------------------------------------------------------
+# ---- the command ---------------------------------------------------------------------------
 
-def render_text(spec: ClusterSpec, checks: list[Check]) -> str:
+FORMATS = ("text", "json")
+NO_CREDENTIALS_HINT = ("preflight reads the target account: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
+                       "(aws sso login, aws configure), then run it again")
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    cluster: str
+    region: str
+    checks: tuple[Check, ...] = ()
+    reservations: tuple[ReadReservation, ...] = ()  # what it read of them, by id
+    error: str | None = None  # nothing could be checked (no usable credentials)
+    hint: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not any(c.status == FAIL for c in self.checks)
+
+
+def run(spec: ClusterSpec, window: tuple[datetime, datetime] | None = None, client: ClientFactory | None = None,
+        now: datetime | None = None) -> PreflightReport:
+    """Run every check; `client` gives a client per service (default: the credentials' session)."""
+    try:
+        preflight = Preflight(spec, client or session_clients(spec.region), now, window)
+        checks = preflight.run()
+    except CredentialsProblem as exc:
+        return PreflightReport(spec.name, spec.region, error=f"no usable AWS credentials: {exc}",
+                               hint=NO_CREDENTIALS_HINT)
+    read = preflight.read
+    return PreflightReport(spec.name, spec.region, tuple(checks), tuple(read[k] for k in sorted(read)))
+
+
+def render_text(report: PreflightReport) -> str:
+    checks = report.checks
     rows = [("STATUS", "CHECK", "RESULT")] + [(c.status.upper(), c.name, c.reason) for c in checks]
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
-    lines = [f"fmcluster preflight: {spec.name} in {spec.region}"]
+    lines = [f"fmcluster preflight: {report.cluster} in {report.region}"]
     for i, (status, name, reason) in enumerate(rows):
         lines.append(f"  {status.ljust(widths[0])}  {name.ljust(widths[1])}  {reason}".rstrip())
         hint = checks[i - 1].hint if i else None
@@ -739,28 +771,23 @@ def render_text(spec: ClusterSpec, checks: list[Check]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_json(spec: ClusterSpec, checks: list[Check], read: Mapping[str, ReadReservation] | None = None) -> str:
-    read = read or {}
-    return json.dumps({"cluster": spec.name, "region": spec.region, "ok": not any(c.status == FAIL for c in checks),
-                       "checks": [asdict(c) for c in checks],
-                       "reservations": [read[k] for k in sorted(read)]}, indent=2) + "\n"
+def render_json(report: PreflightReport) -> str:
+    if report.error is not None:  # a pipeline reading stdout gets JSON whatever happened
+        return json.dumps({"cluster": report.cluster, "region": report.region, "ok": False, "error": report.error,
+                           "hint": report.hint, "checks": [], "reservations": []}, indent=2) + "\n"
+    return json.dumps({"cluster": report.cluster, "region": report.region, "ok": report.ok,
+                       "checks": [asdict(c) for c in report.checks], "reservations": list(report.reservations)},
+                      indent=2) + "\n"
 
 
-def main(spec: ClusterSpec, fmt: str = "text", window: tuple[datetime, datetime] | None = None,
-         client: ClientFactory | None = None, now: datetime | None = None) -> int:
-    """Run every check and print the table. Exit code 1 when a check fails or nothing can be checked."""
-    try:
-        run = Preflight(spec, client or session_clients(spec.region), now, window)
-        checks = run.run()
-    except CredentialsProblem as exc:
-        error = f"no usable AWS credentials: {exc}"
-        hint = ("preflight reads the target account: set AWS_PROFILE or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY "
-                "(aws sso login, aws configure), then run it again")
-        print(f"error: {error}", file=sys.stderr)
-        print(f"  hint: {hint}", file=sys.stderr)
-        if fmt == "json":  # a pipeline reading stdout gets JSON whatever happened
-            sys.stdout.write(json.dumps({"cluster": spec.name, "region": spec.region, "ok": False, "error": error,
-                                         "hint": hint, "checks": [], "reservations": []}, indent=2) + "\n")
-        return 1
-    sys.stdout.write(render_json(spec, checks, run.read) if fmt == "json" else render_text(spec, checks))
-    return 1 if any(c.status == FAIL for c in checks) else 0
+def render(report: PreflightReport, fmt: str = "text") -> tuple[str, str]:
+    """(stdout, stderr): the table (or JSON); a run that checked nothing says why on stderr."""
+    err = f"error: {report.error}\n  hint: {report.hint}\n" if report.error is not None else ""
+    if fmt == "json":
+        return render_json(report), err
+    return ("" if report.error is not None else render_text(report)), err
+
+
+def exit_code(report: PreflightReport) -> int:
+    """1 when a check fails or nothing can be checked."""
+    return 0 if report.ok else 1

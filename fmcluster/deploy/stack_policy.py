@@ -12,6 +12,8 @@ update.
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 from fmcluster.deploy import cfn_schemas
@@ -34,3 +36,26 @@ def protecting() -> dict[str, Any]:
 def lifting() -> dict[str, Any]:
     """The policy that allows every update: set it to lift the protection on purpose."""
     return {"Statement": [_ALLOW_UPDATES]}
+
+
+# ---- `fmcluster stack-policy [--lift]` -------------------------------------------------------
+
+FORMATS = ("json",)
+
+
+@dataclass(frozen=True)
+class StackPolicyReport:
+    policy: dict[str, Any]
+
+
+def run(lift: bool = False) -> StackPolicyReport:
+    return StackPolicyReport(lifting() if lift else protecting())
+
+
+def render(report: StackPolicyReport, fmt: str = "json") -> tuple[str, str]:
+    """(stdout, stderr): the policy, as `aws cloudformation set-stack-policy --stack-policy-body` takes it."""
+    return json.dumps(report.policy, indent=2) + "\n", ""
+
+
+def exit_code(report: StackPolicyReport) -> int:
+    return 0

@@ -3,8 +3,9 @@
 The CDK app is the CDK side's (fmcluster_cdk/synthesis.py: what app.py, and so `cdk synth`, runs).
 `fmcluster synth` runs it as the CDK CLI runs an app, a process whose environment names the
 output directory (CDK_OUTDIR) and the context (CDK_CONTEXT_JSON: cdk.json's, as the CLI passes
-it, and the specs), so both commands give the same assembly through the same checks; then it
-prints a summary of the assembly. Pure: nothing here imports aws_cdk.
+it, and the specs), so both commands give the same assembly through the same checks; its report
+is a summary of the assembly (`--assembly DIR`: of one already written, such as `make synth`'s).
+Pure: nothing here imports aws_cdk.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ import re
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
+from fmcluster.deploy import assembly
+from fmcluster.spec import loader
 from fmcluster.spec.diagnostics import Diagnostic
-
-if TYPE_CHECKING:
-    from fmcluster.spec.models import ClusterSpec
+from fmcluster.spec.models import ClusterSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-APP_MODULE = "fmcluster_cdk.synthesis"  # the CDK app (fmcluster_cdk/synthesis.py), run as a program
+# the CDK app program (app.py, cdk.json's "app", runs it too): its __main__ stays, the CDK's app contract
+APP_MODULE = "fmcluster_cdk.synthesis"
 
 
 def cdk_json(start: Path | None = None) -> dict[str, Any]:
@@ -60,11 +63,10 @@ def _name_at(file: str) -> tuple[int, int]:
     return text.count("\n", 0, match.start()) + 1, match.end() - match.start() + 1
 
 
-def load_specs(paths: Iterable[str]) -> tuple[Optional[list["ClusterSpec"]], list[Diagnostic]]:
+def load_specs(paths: Iterable[str]) -> tuple[Optional[list[ClusterSpec]], list[Diagnostic]]:
     """Every spec validated, and no two naming the same cluster (their stacks would clash): the
-    specs, or None when one fails; the diagnostics of all of them in either case."""
-    from fmcluster.spec import loader  # the app's: `fmcluster synth` itself validates nothing (the app does)
-
+    specs, or None when one fails; the diagnostics of all of them in either case. The app's:
+    `fmcluster synth` itself validates nothing (the app does)."""
     paths = list(paths)
     specs: list[ClusterSpec] = []
     diagnostics: list[Diagnostic] = []
@@ -101,14 +103,6 @@ def run_app(context: Mapping[str, Any], outdir: str) -> int:
     return subprocess.run([sys.executable, "-m", APP_MODULE], env=env).returncode
 
 
-def synth(paths: list[str], outdir: str = "cdk.out") -> int:
-    """`fmcluster synth`: the app for every spec into `outdir`, then the summary. Exit code."""
-    code = run_app({"spec": ",".join(paths)}, outdir)
-    if code == 0:
-        print(summary(Path(outdir)))
-    return code
-
-
 class SynthesisFailed(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(f"the CDK app exited with {code}")
@@ -118,8 +112,6 @@ class SynthesisFailed(Exception):
 def templates(path: str) -> dict[str, dict[str, Any]]:
     """Stack name -> template of the spec file `path` (nested stacks as `PARENT/ID`), synthesized
     by the app in a throwaway directory: what `fmcluster diff` hands to fmcluster.deploy.diff."""
-    from fmcluster.deploy import assembly
-
     with tempfile.TemporaryDirectory(prefix="fmcluster-synth-") as outdir:
         code = run_app({"spec": path}, outdir)
         if code != 0:
@@ -127,26 +119,9 @@ def templates(path: str) -> dict[str, dict[str, Any]]:
         return assembly.templates(outdir)
 
 
-def summary(outdir: Path) -> str:
-    """One line per stack of a cloud assembly: resources, a count per main type, template path;
-    each nested stack (a node group of NAME-cluster) indented under its parent."""
-    from fmcluster.deploy import assembly
+# ---- the command ---------------------------------------------------------------------------
 
-    lines: list[str] = []
-    for template in assembly.load(outdir).values():
-        path = template.path
-        resources = template.body.get("Resources", {})
-        kinds: dict[str, int] = {}
-        for resource in resources.values():
-            kind = resource["Type"].split("::", 1)[-1]
-            if kind in _SHOWN:
-                kinds[kind] = kinds.get(kind, 0) + 1
-        shown = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-        indent = "  " * template.name.count("/")
-        lines.append(f"{indent}{template.name}: {len(resources)} resources ({shown}) -> {path}")
-    return "\n".join(lines)
-
-
+FORMATS = ("text",)
 _SHOWN = ("CloudFormation::Stack", "EC2::Subnet", "EC2::NatGateway", "EC2::SecurityGroup", "EC2::PlacementGroup",
           "EC2::LaunchTemplate", "S3::Bucket", "KMS::Key", "FSx::FileSystem", "FSx::DataRepositoryAssociation",
           "PCS::Cluster", "PCS::ComputeNodeGroup", "PCS::Queue", "SageMaker::Cluster", "EKS::Cluster",
@@ -154,5 +129,71 @@ _SHOWN = ("CloudFormation::Stack", "EC2::Subnet", "EC2::NatGateway", "EC2::Secur
           "CloudWatch::Alarm")
 
 
-if __name__ == "__main__":  # `python -m fmcluster.deploy.synth cdk.out`: the summary of an assembly
-    print(summary(Path(sys.argv[1] if len(sys.argv) > 1 else "cdk.out")))
+@dataclass(frozen=True)
+class StackSummary:
+    name: str  # PARENT/ID for a nested stack
+    resources: int
+    kinds: tuple[tuple[str, int], ...]  # the main resource types (_SHOWN) it holds, with their counts
+    template: Path
+
+    def line(self) -> str:
+        shown = ", ".join(f"{n} {k}" for k, n in self.kinds)
+        return f"{'  ' * self.name.count('/')}{self.name}: {self.resources} resources ({shown}) -> {self.template}"
+
+
+@dataclass(frozen=True)
+class SynthReport:
+    assembly: str  # the cloud assembly's directory
+    stacks: tuple[StackSummary, ...] = ()
+    app_failed: int = 0  # the CDK app's exit code when it failed (it said why on stderr)
+    error: str | None = None  # no assembly to summarize
+    hint: str | None = None
+
+
+def stacks(outdir: Path | str) -> tuple[StackSummary, ...]:
+    """Every stack of a cloud assembly, each nested stack (a node group of NAME-cluster) after its parent."""
+    found = []
+    for template in assembly.load(outdir).values():
+        resources = template.body.get("Resources", {})
+        kinds: dict[str, int] = {}
+        for resource in resources.values():
+            kind = resource["Type"].split("::", 1)[-1]
+            if kind in _SHOWN:
+                kinds[kind] = kinds.get(kind, 0) + 1
+        found.append(StackSummary(template.name, len(resources), tuple(sorted(kinds.items())), template.path))
+    return tuple(found)
+
+
+def summary(outdir: Path | str) -> str:
+    """One line per stack of a cloud assembly: resources, a count per main type, template path;
+    each nested stack indented under its parent."""
+    return "\n".join(s.line() for s in stacks(outdir))
+
+
+def summarize(outdir: str) -> SynthReport:
+    """`fmcluster synth --assembly DIR`: the report of an assembly already written (`npx cdk synth`)."""
+    try:
+        return SynthReport(outdir, stacks(outdir))
+    except OSError as exc:
+        return SynthReport(outdir, error=f"{outdir}: no cloud assembly to read ({exc.strerror or exc})",
+                           hint="synthesize one first: npx cdk synth, or fmcluster synth SPEC -o DIR")
+
+
+def run(paths: list[str], outdir: str = "cdk.out") -> SynthReport:
+    """`fmcluster synth SPEC...`: the app for every spec into `outdir`, then its summary."""
+    code = run_app({"spec": ",".join(paths)}, outdir)
+    return summarize(outdir) if code == 0 else SynthReport(outdir, app_failed=code)
+
+
+def render(report: SynthReport, fmt: str = "text") -> tuple[str, str]:
+    """(stdout, stderr): one line per stack; nothing when the app failed (it said why)."""
+    if report.error is not None:
+        return "", f"error: {report.error}\n  hint: {report.hint}\n"
+    if report.app_failed:
+        return "", ""
+    return "\n".join(s.line() for s in report.stacks) + "\n", ""
+
+
+def exit_code(report: SynthReport) -> int:
+    """The app's exit code (2 for an invalid spec); 2 when there is no assembly to read."""
+    return 2 if report.error is not None else report.app_failed

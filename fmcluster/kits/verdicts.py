@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Optional
 
 from fmcluster.kits import verify
 from fmcluster.kits.verify import Verdict
@@ -44,9 +44,10 @@ class Row:
 
 
 @dataclass(frozen=True)
-class Report:
+class VerifyReport:
     cluster: str
     rows: tuple[Row, ...]
+    error: Optional[str] = None  # a results file that cannot be read: nothing judged
 
     @property
     def verdict(self) -> Verdict:
@@ -104,7 +105,7 @@ def _mbps(bytes_per_s: Optional[float]) -> Optional[float]:
     return None if bytes_per_s is None else round(bytes_per_s / 1e6, 1)
 
 
-def judge_results(model: ClusterModel, files: Mapping[str, str]) -> Report:
+def judge_results(model: ClusterModel, files: Mapping[str, str]) -> VerifyReport:
     """The verdicts of the results `files` (path -> text) of the cluster `model`'s kit."""
     figures = expected.expectations(model)
     groups = {g.name: g for g in expected.gpu_groups(model)}
@@ -184,14 +185,14 @@ def judge_results(model: ClusterModel, files: Mapping[str, str]) -> Report:
                                     note=f"below {tests[test].warn_at:g} GB/s: {', '.join(slow)}"))
     order = {g: i for i, g in enumerate(groups)}
     rows.sort(key=lambda r: (order.get(r.group, len(order)), r.test, r.node))
-    return Report(model.name, tuple(rows))
+    return VerifyReport(model.name, tuple(rows))
 
 
 def _number(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:,.1f}".rstrip("0").rstrip(".")
 
 
-def render_text(report: Report) -> str:
+def render_text(report: VerifyReport) -> str:
     table = [("VERDICT", "GROUP", "TEST", "NODE", "MEASURED", "PASS AT", "NOTE")]
     for r in report.rows:
         unit = f" {r.unit}" if r.unit and r.measured is not None else ""
@@ -206,5 +207,37 @@ def render_text(report: Report) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def render_json(report: Report) -> str:
+def render_json(report: VerifyReport) -> str:
     return json.dumps(report.as_dict(), indent=2) + "\n"
+
+
+# ---- the command ---------------------------------------------------------------------------
+
+FORMATS = ("text", "json")
+MAX_RESULT_BYTES = 64 * 1024 * 1024  # read of each results file
+
+
+def run(model: ClusterModel, paths: Iterable[str]) -> VerifyReport:
+    """`fmcluster verify SPEC RESULTS...`: the results files read and judged."""
+    files: dict[str, str] = {}
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                files[path] = handle.read(MAX_RESULT_BYTES)
+        except OSError as exc:
+            return VerifyReport(model.name, (), error=f"cannot read {path}: {exc.strerror or exc}")
+    return judge_results(model, files)
+
+
+def render(report: VerifyReport, fmt: str = "text") -> tuple[str, str]:
+    """(stdout, stderr)."""
+    if report.error is not None:
+        return "", f"fmcluster verify: {report.error}\n"
+    return (render_json if fmt == "json" else render_text)(report), ""
+
+
+def exit_code(report: VerifyReport) -> int:
+    """2 when a results file cannot be read, 1 on a FAIL, else 0."""
+    if report.error is not None:
+        return 2
+    return 1 if report.verdict is Verdict.FAIL else 0

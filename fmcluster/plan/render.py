@@ -1,5 +1,6 @@
-"""Text and markdown renderings of a `Plan` (fmcluster.plan.report). Deterministic: no dates or times
-other than the price table's own date, so the output of a spec never changes between runs.
+"""`fmcluster plan`: text, markdown and JSON renderings of a `Plan` (fmcluster.plan.report, whose
+`build` is the command's `run`). Deterministic: no dates or times other than the price table's
+own date, so the output of a spec never changes between runs.
 
 Markdown fits a pull-request comment: tables, a Mermaid diagram of the cluster and the resolved
 spec in a collapsed block.
@@ -7,12 +8,12 @@ spec in a collapsed block.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
-from fmcluster.plan.report import CostLine, NodeGroupPlan, Plan, Resources, ServingFit
-from fmcluster.spec.models import is_everyone
+from fmcluster.plan.report import CostLine, NodeGroupPlan, Plan, Resources, ServingFit, build
+from fmcluster.spec.models import ClusterSpec, is_everyone
 
 Table = list[list[str]]
 
@@ -516,3 +517,19 @@ def render_json(plan: Plan) -> str:
 
 
 RENDERERS = {"text": render_text, "markdown": render_markdown, "json": render_json}
+FORMATS = tuple(RENDERERS)
+
+
+def run(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_params: float | None = None,
+        reservations: Iterable[Mapping[str, Any]] = ()) -> Plan:
+    """The plan of a valid spec (fmcluster.plan.report.build): a frozen model, for its JSON Schema."""
+    return build(spec, raw, checkpoint_params, reservations)
+
+
+def render(report: Plan, fmt: str = "text") -> tuple[str, str]:
+    """(stdout, stderr)."""
+    return RENDERERS[fmt](report), ""
+
+
+def exit_code(report: Plan) -> int:
+    return 0

@@ -1,14 +1,17 @@
 """Read a spec file into a ClusterSpec, or into located diagnostics that say what is wrong.
 
 Never raises for bad input: a missing file, a directory, bad YAML, a non-mapping document,
-wrong types, unknown keys and rule violations all come back as diagnostics.
+wrong types, unknown keys and rule violations all come back as diagnostics. `fmcluster validate`
+is `run`, `render` and `exit_code` at the end.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import typing
+from dataclasses import dataclass
 from pathlib import Path as FsPath
 
 from pydantic import BaseModel, ValidationError
@@ -270,3 +273,56 @@ def _from_pydantic(err: ErrorDetails, data: dict[str, typing.Any], root: type[Ba
 
 
 _RANGES = ("greater_than", "greater_than_equal", "less_than", "less_than_equal", "too_short", "too_long")
+
+
+# ---- `fmcluster validate`: the report of the files checked -----------------------------------
+
+FORMATS = ("text", "json")
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    """One file as validate checked it: a spec, or a pipeline file (fmcluster.deploy.pipeline)."""
+
+    file: str  # as given on the command line
+    ok: bool
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def errors(self) -> int:
+        return sum(d.is_error for d in self.diagnostics)
+
+
+@dataclass(frozen=True)
+class ValidateReport:
+    files: tuple[FileCheck, ...]
+
+
+def checked(file: str, result: LoadResult) -> FileCheck:
+    return FileCheck(file, result.ok, tuple(result.diagnostics))
+
+
+def run(paths: typing.Iterable[str]) -> ValidateReport:
+    """`fmcluster validate SPEC...`: every spec file loaded and checked."""
+    return ValidateReport(tuple(checked(path, load(path)) for path in paths))
+
+
+def render(report: ValidateReport, fmt: str = "text") -> tuple[str, str]:
+    """(stdout, stderr). Text: each problem on stderr, then `FILE: ok` on stdout or `FILE: N errors`
+    on stderr; JSON: a list of {file, ok, diagnostics} on stdout."""
+    if fmt == "json":
+        return json.dumps([{"file": f.file, "ok": f.ok, "diagnostics": [d.as_dict() for d in f.diagnostics]}
+                           for f in report.files], indent=2) + "\n", ""
+    out, err = [], []
+    for f in report.files:
+        err += [d.format() + "\n" for d in f.diagnostics]
+        if f.ok:
+            out.append(f"{f.file}: ok\n")
+        else:
+            err.append(f"{f.file}: {f.errors} error{'s' if f.errors != 1 else ''}\n")
+    return "".join(out), "".join(err)
+
+
+def exit_code(report: ValidateReport) -> int:
+    """0 when every file is valid (warnings do not count), else 2."""
+    return 0 if all(f.ok for f in report.files) else 2

@@ -84,21 +84,21 @@ def cfn():
         stub.assert_no_pending_responses()
 
 
-def run(client, capsys, *, allow: bool = False, fmt: str = "text", delete: bool = False) -> tuple[int, str, str]:
-    code = change_set.main(STACK, NAME, client=client, fmt=fmt, allow_data_loss=allow, delete=delete,
-                           sleep=lambda s: None)
-    out, err = capsys.readouterr()
-    return code, out, err
+def run(client, *, allow: bool = False, fmt: str = "text", delete: bool = False) -> tuple[int, str, str]:
+    """`fmcluster change-set STACK NAME` with `client`: exit code, stdout, stderr."""
+    report = change_set.run(STACK, NAME, client=client, allow_data_loss=allow, delete=delete, sleep=lambda s: None)
+    out, err = change_set.render(report, fmt)
+    return change_set.exit_code(report), out, err
 
 
 NEW_SUBNET = detail("SubnetIds", "Always", '["subnet-0aaa"]', '["subnet-0bbb"]')
 
 
-def test_a_replaced_file_system_is_refused_and_allowed_only_by_the_switch(cfn, capsys):
+def test_a_replaced_file_system_is_refused_and_allowed_only_by_the_switch(cfn):
     client, stub = cfn
     answer = page([modify(FS, "AWS::FSx::FileSystem", "True", NEW_SUBNET, policy="ReplaceAndRetain")])
     stub.add_response("describe_change_set", answer, request())
-    code, out, _ = run(client, capsys)
+    code, out, _ = run(client)
     assert code == 1
     assert out.splitlines() == [
         f"fmcluster change-set: {NAME} of {STACK}: 1 resource change",
@@ -108,43 +108,43 @@ def test_a_replaced_file_system_is_refused_and_allowed_only_by_the_switch(cfn, c
         "refusing (exit 1): do not execute this change set; copy or back up the data first, then allow it for "
         "this one change (--allow-data-loss; in a pipeline, the merge commit's trailer 'Allow-Data-Loss: NAME')"]
     stub.add_response("describe_change_set", answer, request())
-    code, out, _ = run(client, capsys, allow=True, fmt="json")
+    code, out, _ = run(client, allow=True, fmt="json")
     report = json.loads(out)
     assert code == 0 and report["ok"] and report["findings"][0]["logical_id"] == FS
 
 
-def test_the_same_subnet_written_as_an_import_replaces_nothing(cfn, capsys):
+def test_the_same_subnet_written_as_an_import_replaces_nothing(cfn):
     """The upgrade from Fn::GetStackOutput to Fn::ImportValue: CloudFormation says Conditional,
     but the value before and after is the same subnet."""
     client, stub = cfn
     same = detail("SubnetIds", "Always", '["subnet-0aaa"]', '["subnet-0aaa"]', evaluation="Dynamic")
     stub.add_response("describe_change_set", page([modify(FS, "AWS::FSx::FileSystem", "Conditional", same)]),
                       request())
-    code, out, _ = run(client, capsys)
+    code, out, _ = run(client)
     assert code == 0 and out.splitlines()[-1] == "no stateful resource is replaced or removed"
 
 
-def test_a_value_known_only_during_the_update_may_replace_it(cfn, capsys):
+def test_a_value_known_only_during_the_update_may_replace_it(cfn):
     client, stub = cfn
     later = detail("SecurityGroupIds", "Always", '["sg-0aaa"]', "{{changeSet:KNOWN_AFTER_APPLY}}",
                    evaluation="Dynamic", source="ResourceReference", causing="FileSystemSecurityGroup")
     stub.add_response("describe_change_set", page([modify(FS, "AWS::FSx::FileSystem", "Conditional", later)]),
                       request())
-    code, out, _ = run(client, capsys)
+    code, out, _ = run(client)
     assert code == 1
     assert (f"{FS} (AWS::FSx::FileSystem) may be replaced: SecurityGroupIds requires replacement "
             "([\"sg-0aaa\"] -> {{changeSet:KNOWN_AFTER_APPLY}}), caused by FileSystemSecurityGroup") in out
 
 
-def test_a_removed_bucket_is_refused_even_when_retained(cfn, capsys):
+def test_a_removed_bucket_is_refused_even_when_retained(cfn):
     client, stub = cfn
     stub.add_response("describe_change_set", page([removed("DatasetsBucket", "AWS::S3::Bucket")]), request())
-    code, out, _ = run(client, capsys)
+    code, out, _ = run(client)
     assert code == 1
     assert "DatasetsBucket (AWS::S3::Bucket) removed: DeletionPolicy Retain: kept in the account" in out
 
 
-def test_in_place_changes_and_stateless_replacements_pass(cfn, capsys):
+def test_in_place_changes_and_stateless_replacements_pass(cfn):
     client, stub = cfn
     throughput = detail("LustreConfiguration", "Never", '{"PerUnitStorageThroughput":125}',
                         '{"PerUnitStorageThroughput":250}')
@@ -154,12 +154,12 @@ def test_in_place_changes_and_stateless_replacements_pass(cfn, capsys):
         modify("LustreIngress988", "AWS::EC2::SecurityGroupIngress", "True", ingress, physical="sgr-0123"),
         {"Action": "Add", "LogicalResourceId": "NewBucket", "ResourceType": "AWS::S3::Bucket", "Scope": [],
          "Details": []}]), request())
-    code, out, _ = run(client, capsys)
+    code, out, _ = run(client)
     assert code == 0 and out.splitlines() == [f"fmcluster change-set: {NAME} of {STACK}: 3 resource changes",
                                               "no stateful resource is replaced or removed"]
 
 
-def test_every_page_and_every_nested_change_set_is_read(cfn, capsys):
+def test_every_page_and_every_nested_change_set_is_read(cfn):
     client, stub = cfn
     nested_id = CHANGE_SET_ID.replace("11111111", "99999999")
     nested_stack = STACK_ID.replace(STACK, f"{STACK}-Links-1ABC")
@@ -173,57 +173,57 @@ def test_every_page_and_every_nested_change_set_is_read(cfn, capsys):
     stub.add_response("describe_change_set", page([removed("LinkDatasets", "AWS::FSx::DataRepositoryAssociation",
                                                            policy="Delete")]),
                       request(stack=nested_stack, name=nested_id))
-    code, out, _ = run(client, capsys)
+    code, out, _ = run(client)
     assert code == 1
     assert f"{STACK} Key (AWS::KMS::Key) replaced: KeySpec requires replacement" in out
     assert f"{STACK}/Links LinkDatasets (AWS::FSx::DataRepositoryAssociation) removed\n" in out
     assert out.startswith(f"fmcluster change-set: {NAME} of {STACK}: 3 resource changes")
 
 
-def test_a_change_set_being_created_is_waited_for(cfn, capsys):
+def test_a_change_set_being_created_is_waited_for(cfn):
     client, stub = cfn
     stub.add_response("describe_change_set", page([], status="CREATE_PENDING"), request())
     stub.add_response("describe_change_set", page([], status="CREATE_IN_PROGRESS"), request())
     stub.add_response("describe_change_set", page([modify(FS, "AWS::FSx::FileSystem", "True", NEW_SUBNET)]),
                       request())
-    assert run(client, capsys)[0] == 1
+    assert run(client)[0] == 1
 
 
-def test_one_still_being_created_when_the_wait_ends_is_an_error(cfn, capsys):
+def test_one_still_being_created_when_the_wait_ends_is_an_error(cfn):
     client, stub = cfn
     stub.add_response("describe_change_set", page([], status="CREATE_IN_PROGRESS"), request())
-    code = change_set.main(STACK, NAME, client=client, wait_s=0, sleep=lambda s: None)
-    err = capsys.readouterr().err
+    report = change_set.run(STACK, NAME, client=client, wait_s=0, sleep=lambda s: None)
+    code, err = change_set.exit_code(report), change_set.render(report, "text")[1]
     assert code == 1 and "is CREATE_IN_PROGRESS: still being created" in err
 
 
-def test_no_changes_passes_and_another_failure_is_an_error(cfn, capsys):
+def test_no_changes_passes_and_another_failure_is_an_error(cfn):
     client, stub = cfn
     stub.add_response("describe_change_set", page([], status="FAILED", reason=(
         "The submitted information didn't contain changes. Submit different information to create a change set.")),
         request())
     stub.add_response("delete_change_set", {}, {"StackName": STACK, "ChangeSetName": NAME})  # it keeps failed ones
-    code, out, _ = run(client, capsys, delete=True)
+    code, out, _ = run(client, delete=True)
     assert code == 0 and out == f"fmcluster change-set: {NAME} of {STACK}: no changes\n"
     stub.add_response("describe_change_set", page([], status="FAILED", reason="No export named x found"), request())
-    code, _, err = run(client, capsys)
+    code, _, err = run(client)
     assert code == 1 and "is FAILED: No export named x found" in err and "hint:" in err
 
 
-def test_a_missing_change_set_is_an_error(cfn, capsys):
+def test_a_missing_change_set_is_an_error(cfn):
     client, stub = cfn
     stub.add_client_error("describe_change_set", "ChangeSetNotFound", f"ChangeSet [{NAME}] does not exist",
                           http_status_code=404, expected_params=request())
-    code, _, err = run(client, capsys)
+    code, _, err = run(client)
     assert code == 1 and "does not exist" in err
 
 
-def test_delete_after_judging(cfn, capsys):
+def test_delete_after_judging(cfn):
     client, stub = cfn
     stub.add_response("describe_change_set", page([modify(FS, "AWS::FSx::FileSystem", "True", NEW_SUBNET)]),
                       request())
     stub.add_response("delete_change_set", {}, {"StackName": STACK, "ChangeSetName": NAME})
-    assert run(client, capsys, allow=True, delete=True)[0] == 0
+    assert run(client, allow=True, delete=True)[0] == 0
 
 
 def test_command_line_without_credentials(tmp_path):

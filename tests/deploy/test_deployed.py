@@ -71,29 +71,32 @@ def test_a_stack_deployed_with_moto_is_read_back():
         assert deployed.read(["c-observability", "c-network"], "us-east-1") == {"c-observability": template}
 
 
-def test_diff_against_the_deployed_stacks_sees_a_change_from_the_code(capsys):
+def test_diff_against_the_deployed_stacks_sees_a_change_from_the_code():
     """The spec is the same; the template this code makes replaces the deployed file system."""
     spec = validated(base_spec(name="c"))
     deployed_now = {"c-storage": {"Resources": {"Fs": fsx("subnet-1", DeploymentType="PERSISTENT_1")}}}
     synthesized = {"c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
-    rc = diff.main_deployed(spec, "json", synthesize=lambda s: synthesized, read=lambda names, region: deployed_now)
-    assert rc == 1  # data loss, not allowed
-    report = json.loads(capsys.readouterr().out)
-    assert report["old"] == "deployed c (us-east-1)"
-    assert [c["logical_id"] for c in report["data_loss"]] == ["Fs"]
+    report = diff.run_deployed(spec, synthesize=lambda s: synthesized, read=lambda names, region: deployed_now)
+    assert diff.exit_code(report) == 1  # data loss, not allowed
+    shown = json.loads(diff.render(report, "json")[0])
+    assert shown["old"] == "deployed c (us-east-1)"
+    assert [c["logical_id"] for c in shown["data_loss"]] == ["Fs"]
 
 
-def test_nothing_deployed_is_all_new_and_unreadable_stacks_are_one_clear_error(capsys):
+def test_nothing_deployed_is_all_new_and_unreadable_stacks_are_one_clear_error():
     spec = validated(base_spec(name="c"))
     synthesized = {"c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
-    assert diff.main_deployed(spec, synthesize=lambda s: synthesized, read=lambda names, region: {}) == 0
-    assert "no stack of c is deployed in us-east-1" in capsys.readouterr().out
+    report = diff.run_deployed(spec, synthesize=lambda s: synthesized, read=lambda names, region: {})
+    assert diff.exit_code(report) == 0
+    assert "no stack of c is deployed in us-east-1" in diff.render(report, "text")[0]
 
     def unreadable(names, region):
         raise deployed.NotReadable("Unable to locate credentials")
 
-    assert diff.main_deployed(spec, synthesize=lambda s: synthesized, read=unreadable) == 1
-    err = capsys.readouterr().err
+    report = diff.run_deployed(spec, synthesize=lambda s: synthesized, read=unreadable)
+    assert diff.exit_code(report) == 1
+    out, err = diff.render(report, "text")
+    assert out == ""
     assert "cannot read the deployed stacks of c in us-east-1: Unable to locate credentials" in err
 
 

@@ -5,6 +5,7 @@ once for the module (synthesis takes seconds), plus small hand-made templates fo
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from pathlib import Path
 
@@ -79,7 +80,7 @@ def in_process(spec) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def cached():
-    """A synthesizer for diff.main that synthesizes each spec once for the whole module."""
+    """A synthesizer for diff.run that synthesizes each spec once for the whole module."""
     cache: dict[str, dict] = {}
 
     def synthesize(spec):
@@ -96,15 +97,23 @@ def run_diff(synthesize, old, new, *flags: str) -> int:
     fmcluster.deploy.synth.templates, which runs the CDK app: test_the_command_line_runs_the_app)."""
     a, b = (loader.load(path).spec for path in (old, new))
     fmt = flags[flags.index("--format") + 1] if "--format" in flags else "text"
-    return diff.main(a, b, fmt, "--allow-data-loss" in flags, names=(str(old), str(new)), synthesize=synthesize)
+    return shown(diff.run(a, b, "--allow-data-loss" in flags, names=(str(old), str(new)), synthesize=synthesize), fmt)
 
 
-def report(specs, templates, old: str, new: str) -> diff.Report:
+def shown(report: diff.DiffReport, fmt: str = "text") -> int:
+    """Print the report as the command line does; its exit code."""
+    out, err = diff.render(report, fmt)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return diff.exit_code(report)
+
+
+def report(specs, templates, old: str, new: str) -> diff.Comparison:
     a, b = (loader.load(specs[name]).spec for name in (old, new))
     return diff.compare(templates(a), templates(b), region=b.region)
 
 
-def changes(r: diff.Report) -> dict[str, diff.Change]:
+def changes(r: diff.Comparison) -> dict[str, diff.Change]:
     return {c.logical_id: c for s in r.stacks for c in s.changes}
 
 
@@ -261,7 +270,7 @@ def test_a_weak_reference_and_an_import_of_the_same_value_are_the_same_value():
     old = {"c-network": network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(CROSS)}}}
     new = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(IMPORT)}}}
     r = diff.compare(old, new, "us-east-1")
-    assert changes(r) == {} and diff.exit_code(r, allowed=False) == 0
+    assert changes(r) == {} and not diff.refused(r, allowed=False)
     # an import of another value is a change of the create-only SubnetIds
     other = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx(
         {"Fn::ImportValue": "c-network:Other"})}}}
@@ -281,7 +290,7 @@ def test_a_replaced_subnet_that_is_imported_fails_the_update_instead():
                                   "c-storage imports it: CloudFormation refuses to change an export in use, "
                                   "and the update rolls back (to make the change on purpose, back up the data "
                                   "and destroy the importing stacks first)")
-    assert diff.exit_code(r, allowed=True) == 1
+    assert diff.refused(r, allowed=True)
     assert "x UPDATE FAILS AWS::EC2::Subnet Subnet" in diff.render_text(r, "old", "new", True)
 
 
@@ -298,7 +307,7 @@ def test_an_export_in_use_that_changes_or_goes_fails(change):
     assert output.action == diff.FAILS and output.stack == "c-network"
     assert output.reasons[0].startswith({"value": "the value of the export c-network:Subnet changes",
                                          "removed": "the export c-network:Subnet goes away"}[change])
-    assert diff.exit_code(r, allowed=True) == 1
+    assert diff.refused(r, allowed=True)
     # not imported by anyone (as deployed): nothing refuses it
     unused = {"c-network": exporting_network("10.0.0.0/17"), "c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
     assert not diff.compare(unused, new, "us-east-1").failing
@@ -390,7 +399,7 @@ def test_a_smaller_file_system_is_an_update_that_fails_and_is_refused_whatever_i
     change = changes(r)["Fs"]
     assert change.action == diff.FAILS and not change.data_loss
     assert "only grows" in change.reasons[0]
-    assert diff.exit_code(r, allowed=True) == 1 and diff.exit_code(r, allowed=False) == 1
+    assert diff.refused(r, allowed=True) and diff.refused(r, allowed=False)
     text = diff.render_text(r, "old", "new", True)
     assert "x UPDATE FAILS AWS::FSx::FileSystem Fs" in text and "no switch allows it" in text
     assert json.loads(diff.render_json(r, "old", "new", True))["fails"][0]["logical_id"] == "Fs"
@@ -447,7 +456,7 @@ def test_another_region_or_account_is_a_new_set_of_stacks(field, value, capsys):
         moved = with_(moved, "availability_zone_id", "usw2-az1")
     new = validated(moved)
     templates = {"c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
-    assert diff.main(old, new, "json", synthesize=lambda spec: templates) == 0  # nothing replaced here
+    assert shown(diff.run(old, new, synthesize=lambda spec: templates), "json") == 0  # nothing replaced here
     report = json.loads(capsys.readouterr().out)
     assert report["data_loss"] == [] and report["stacks"][0]["status"] == "added"
     assert "CloudFormation deploys new stacks there" in report["notes"][0]
@@ -469,7 +478,7 @@ def test_an_update_of_a_capacity_block_node_group_says_to_hold_and_scale_it_to_z
                        "Group): EKS wants it at desired size 0 for the update, so hold its scaler "
                        "(/fmcluster/c/node-groups/gpu/hold) and scale it to 0 before deploying, and delete the "
                        "hold after (README, Capacity Blocks)"]
-    assert diff.exit_code(r, allowed=False) == 0  # advice, not a refusal
+    assert not diff.refused(r, allowed=False)  # advice, not a refusal
     assert diff.render_text(r, "old", "new", False).splitlines()[1].startswith("note: node group gpu")
     # an on-demand group, or no change of the group: no note
     on_demand = {k: {"Resources": {"Group": {**g["Resources"]["Group"], "Properties": {

@@ -158,15 +158,27 @@ def test_not_a_pipeline_file(tmp_path, text, message):
 
 
 def test_command_line_check(tmp_path):
-    ok = subprocess.run([sys.executable, "-m", "fmcluster.deploy.pipeline", EXAMPLE], cwd=ROOT,
+    """`fmcluster validate --pipeline FILE`: a pipeline file and every spec it lists, reported as
+    validate reports spec files."""
+    ok = subprocess.run([sys.executable, "-m", "fmcluster", "validate", "--pipeline", EXAMPLE], cwd=ROOT,
                         capture_output=True, text=True)
     assert (ok.returncode, ok.stdout) == (0, f"{EXAMPLE}: ok\n"), ok.stderr
     path = tmp_path / "pipeline.yaml"
     path.write_text(GOOD.replace("branch", "x").replace("staging", "Staging"))
-    bad = subprocess.run([sys.executable, "-m", "fmcluster.deploy.pipeline", str(path)], cwd=ROOT,
+    bad = subprocess.run([sys.executable, "-m", "fmcluster", "validate", "--pipeline", str(path)], cwd=ROOT,
                          capture_output=True, text=True)
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and bad.stdout == ""
     assert f"{path}:8:11: error: waves[0].name: 'Staging' is not a valid name" in bad.stderr
+    assert bad.stderr.endswith(f"{path}: 1 error\n")
+
+
+def test_command_line_check_in_json(tmp_path):
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(GOOD.replace("staging", "Staging"))
+    report = pipeline.run([str(ROOT / EXAMPLE), str(path)], root=ROOT)
+    shown = json.loads(loader.render(report, "json")[0])
+    assert [(f["file"], f["ok"]) for f in shown] == [(str(ROOT / EXAMPLE), True), (str(path), False)]
+    assert shown[1]["diagnostics"][0]["path"] == "waves[0].name" and loader.exit_code(report) == 2
 
 
 def test_cdk_app_refuses_an_invalid_pipeline_file(tmp_path):

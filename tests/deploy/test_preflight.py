@@ -46,6 +46,16 @@ class Split:
         return getattr(self.stubbed if name in self.operations else self.base, name)
 
 
+def shown(spec, fmt: str = "text", **run) -> int:
+    """`fmcluster preflight SPEC` with the clients of `run`, printed as the command line prints it:
+    its exit code."""
+    report = preflight.run(spec, **run)
+    out, err = preflight.render(report, fmt)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return preflight.exit_code(report)
+
+
 def stubbed(service: str, region: str):
     client = boto3.client(service, region_name=region)
     stubber = Stubber(client)
@@ -145,7 +155,7 @@ def matching_reservations(spec) -> list[list[dict]]:
 def test_every_example_runs_and_prints_a_table(example, capsys):
     spec = loader.load(ROOT / example).spec
     with mock_aws():
-        rc = preflight.main(spec, client=Clients(spec, matching_reservations(spec)), now=NOW)
+        rc = shown(spec, client=Clients(spec, matching_reservations(spec)), now=NOW)
     out = capsys.readouterr().out
     assert rc in (0, 1)
     assert out.startswith(f"fmcluster preflight: {spec.name} in {spec.region}\n  STATUS")
@@ -172,7 +182,7 @@ def test_instance_type_not_offered_in_the_az_fails(capsys):
     """moto's offerings data: p6-b300.48xlarge is not offered in use2-az1."""
     spec = loader.load(ROOT / "examples/p6-b300-pcs.yaml").spec
     with mock_aws():
-        rc = preflight.main(spec, client=Clients(spec), now=NOW)
+        rc = shown(spec, client=Clients(spec), now=NOW)
     out = capsys.readouterr().out
     assert rc == 1
     assert "FAIL    offering p6-b300.48xlarge" in out and "not offered in use2-az1" in out
@@ -342,7 +352,7 @@ def test_access_denied_fails_that_check_only(capsys):
         stub.add_client_error("describe_availability_zones", "UnauthorizedOperation",
                               "You are not authorized to perform this operation.")
         clients.ec2 = Split(clients.ec2.base, ec2, ("describe_availability_zones",))
-        rc = preflight.main(spec, client=clients, now=NOW)
+        rc = shown(spec, client=clients, now=NOW)
     out = capsys.readouterr().out
     assert rc == 1
     assert "FAIL    availability zones" in out and "access denied to DescribeAvailabilityZones" in out
@@ -422,7 +432,7 @@ def test_bad_window_and_invalid_spec_exit_2(tmp_path, capsys):
 def test_json_format(capsys):
     spec = loader.load(ROOT / "examples/p5-pcs.yaml").spec
     with mock_aws():
-        assert preflight.main(spec, "json", client=Clients(spec, matching_reservations(spec)), now=NOW) == 0
+        assert shown(spec, "json", client=Clients(spec, matching_reservations(spec)), now=NOW) == 0
     import json
 
     report = json.loads(capsys.readouterr().out)
@@ -436,7 +446,7 @@ def test_readme_shows_real_preflight_output(capsys):
     spec = loader.load(ROOT / "examples/p5en-reservation-pcs.yaml").spec
     small = reservation(spec.node_groups[0], "usw2-az2", block=False, total=24, end=None)
     with mock_aws():
-        assert preflight.main(spec, client=Clients(spec, [[small]]), now=NOW) == 1
+        assert shown(spec, client=Clients(spec, [[small]]), now=NOW) == 1
     assert readme_output("fmcluster preflight examples/p5en-reservation-pcs.yaml") == capsys.readouterr().out
 
 
@@ -605,7 +615,7 @@ def test_a_server_that_answers_garbage_gives_fail_rows_and_json(status, body, wo
     spec = validated(base_spec())
     server = Garbage(status, body)
     try:
-        rc = preflight.main(spec, "json", client=lambda service: server.client(service, spec.region), now=NOW)
+        rc = shown(spec, "json", client=lambda service: server.client(service, spec.region), now=NOW)
     finally:
         server.close()
     import json
@@ -657,7 +667,7 @@ def test_json_says_what_it_read_and_the_plan_shows_the_block_window(tmp_path, ca
     example = ROOT / "examples/p5en-eks.yaml"
     spec = loader.load(example).spec
     with mock_aws():
-        preflight.main(spec, "json", client=Clients(spec, matching_reservations(spec)), now=NOW)
+        shown(spec, "json", client=Clients(spec, matching_reservations(spec)), now=NOW)
     report = capsys.readouterr().out
     read = json.loads(report)["reservations"]
     assert read == [{"id": "cr-0123456789abcdef0", "kind": "capacity-block", "state": "active",

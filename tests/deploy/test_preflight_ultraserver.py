@@ -20,6 +20,7 @@ from tests.deploy.test_preflight import (
     Clients,
     by_name,
     reservation,
+    shown,
     stubbed,
     ultraserver_block,
 )
@@ -225,7 +226,7 @@ def test_the_whole_run_reads_the_block(capsys):
     spec = spec_of()
     with mock_aws():
         clients = Clients(spec, [[reservation(spec.node_groups[0], DALLAS, block_id=BLOCK_ID)]])
-        rc = preflight.main(spec, client=clients, now=NOW)
+        rc = shown(spec, client=clients, now=NOW)
         clients.blocks.assert_no_pending_responses()
     out = capsys.readouterr().out
     assert rc == 1 and "Traceback" not in out

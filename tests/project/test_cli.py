@@ -1,13 +1,20 @@
-"""The command line: exit codes, output format, no tracebacks, no CDK import for validate."""
+"""The command line: exit codes, output format, no tracebacks, no CDK import for validate; every
+command of one shape (run -> report, render, exit_code), and only the CLI prints."""
 
+import ast
+import dataclasses
+import importlib
+import inspect
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from fmcluster.cli import build_parser, cmd_validate, main
+from fmcluster.cli import COMMANDS, build_parser, cmd_validate, main
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.yaml"))
@@ -162,3 +169,104 @@ def test_stack_policy_prints_the_storage_stacks_policy(flags, policy, capsys):
         (deny,) = [s for s in printed["Statement"] if s["Effect"] == "Deny"]
         assert deny["Action"] == ["Update:Replace", "Update:Delete"]
         assert "AWS::FSx::FileSystem" in deny["Condition"]["StringEquals"]["ResourceType"]
+
+
+# ---- one shape for every command -------------------------------------------------------------
+
+# Engines besides `run` that a command's module (or another) has, returning the same report.
+OTHER_ENGINES = {"validate": ["fmcluster.deploy.pipeline:run"], "diff": ["fmcluster.deploy.diff:run_deployed"],
+                 "synth": ["fmcluster.deploy.synth:summarize"]}
+
+
+def annotation(function, value):
+    """An annotation of `function` (a string: the modules use postponed annotations) as the
+    object it names in the function's module."""
+    return eval(value, vars(sys.modules[function.__module__])) if isinstance(value, str) else value
+
+
+def is_frozen(kind) -> bool:
+    if dataclasses.is_dataclass(kind):
+        return kind.__dataclass_params__.frozen
+    return issubclass(kind, BaseModel) and kind.model_config.get("frozen") is True  # the plan: its JSON Schema
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_has_one_shape(name):
+    """run(...) -> a frozen report; render(report, fmt) -> (stdout, stderr); exit_code(report) -> int."""
+    module = importlib.import_module(COMMANDS[name][2])
+    report = annotation(module.run, inspect.signature(module.run).return_annotation)
+    assert is_frozen(report), f"{module.__name__}.run returns {report}, not a frozen dataclass"
+    render, exit_code = inspect.signature(module.render), inspect.signature(module.exit_code)
+    assert list(render.parameters) == ["report", "fmt"] and list(exit_code.parameters) == ["report"]
+    assert annotation(module.render, render.parameters["report"].annotation) is report
+    assert annotation(module.exit_code, exit_code.parameters["report"].annotation) is report
+    assert annotation(module.render, render.return_annotation) == tuple[str, str]
+    assert annotation(module.exit_code, exit_code.return_annotation) is int
+    assert module.FORMATS and all(isinstance(f, str) for f in module.FORMATS)
+    for target in OTHER_ENGINES.get(name, []):
+        other_module, function = target.split(":")
+        engine = getattr(importlib.import_module(other_module), function)
+        assert annotation(engine, inspect.signature(engine).return_annotation) is report, target
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_has_help_and_offers_the_formats_its_module_renders(name, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([name, "--help"])
+    assert exc.value.code == 0
+    shown = re.search(r"--format \{([a-z,]+)\}", capsys.readouterr().out)
+    formats = tuple(importlib.import_module(COMMANDS[name][2]).FORMATS)
+    assert (tuple(shown.group(1).split(",")) if shown else formats[:1]) == formats
+
+
+def fmcluster_sources():
+    return [(path.relative_to(ROOT).as_posix(), ast.parse(path.read_text(), str(path)))
+            for path in sorted((ROOT / "fmcluster").rglob("*.py"))]
+
+
+def test_only_the_cli_prints():
+    """No module of fmcluster/ but cli.py calls print() or writes to sys.stdout / sys.stderr: the
+    engines return reports, the CLI prints them."""
+    found = []
+    for name, tree in fmcluster_sources():
+        if name == "fmcluster/cli.py":
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
+                found.append(f"{name}:{node.lineno}: print()")
+            elif (isinstance(node, ast.Attribute) and node.attr in ("stdout", "stderr")
+                  and isinstance(node.value, ast.Name) and node.value.id == "sys"):
+                found.append(f"{name}:{node.lineno}: sys.{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and node.module == "sys":
+                found += [f"{name}:{node.lineno}: from sys import {a.name}" for a in node.names
+                          if a.name in ("stdout", "stderr")]
+    assert found == []
+
+
+def test_the_only_entry_point_is_the_cli():
+    """No `if __name__ == "__main__":` in fmcluster/ but __main__.py (`python -m fmcluster`): every
+    command is a subcommand of `fmcluster`."""
+    def main_guard(test: ast.expr) -> bool:
+        return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+                and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+
+    found = [f"{name}:{node.lineno}" for name, tree in fmcluster_sources() if name != "fmcluster/__main__.py"
+             for node in ast.walk(tree) if isinstance(node, ast.If) and main_guard(node.test)]
+    assert found == []
+
+
+def test_synth_summarizes_an_assembly_already_written(tmp_path, capsys):
+    """`fmcluster synth --assembly DIR` (make synth, after `npx cdk synth`): a line per stack."""
+    (tmp_path / "manifest.json").write_text(json.dumps({"version": "48.0.0", "artifacts": {
+        "c-storage": {"type": "aws:cloudformation:stack", "properties": {"templateFile": "c-storage.template.json"}},
+        "Tree": {"type": "cdk:tree", "properties": {"file": "tree.json"}}}}))
+    (tmp_path / "c-storage.template.json").write_text(json.dumps({"Resources": {
+        "Data": {"Type": "AWS::S3::Bucket"}, "Logs": {"Type": "AWS::S3::Bucket"}, "Key": {"Type": "AWS::KMS::Key"},
+        "Topic": {"Type": "AWS::SNS::Topic"}}}))
+    assert main(["synth", "--assembly", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == (f"c-storage: 4 resources (1 KMS::Key, 2 S3::Bucket) -> "
+                                       f"{tmp_path / 'c-storage.template.json'}\n")
+    assert main(["synth", "--assembly", str(tmp_path / "none")]) == 2
+    assert "no cloud assembly to read" in capsys.readouterr().err
+    assert main(["synth", "--assembly", str(tmp_path), "examples/p5-pcs.yaml"]) == 2
+    assert main(["synth"]) == 2

@@ -1,0 +1,53 @@
+"""`fmcluster jobs SPEC -o DIR`: the cluster's kit (fmcluster.kits.jobs) written into DIR, existing
+kit files replaced; the report says what was written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Optional
+
+from fmcluster.kits import jobs
+
+if TYPE_CHECKING:
+    from fmcluster.model.cluster import ClusterModel
+
+FORMATS = ("text",)
+
+
+@dataclass(frozen=True)
+class JobsReport:
+    directory: Path
+    written: tuple[str, ...]  # the kit's files, relative to `directory`
+    error: Optional[str] = None  # why the kit could not be written (some files may have been)
+
+
+def run(model: ClusterModel, directory: str | Path) -> JobsReport:
+    out = Path(directory)
+    written: list[str] = []
+    try:
+        for kit_file in jobs.kit(model):
+            path = out / kit_file.path
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(kit_file.content, encoding="utf-8")
+            path.chmod(0o755 if kit_file.executable else 0o644)
+            written.append(kit_file.path)
+    except OSError as exc:
+        return JobsReport(out, tuple(written), f"cannot write {out}: {exc.strerror or exc}")
+    return JobsReport(out, tuple(written))
+
+
+def render(report: JobsReport, fmt: str = "text") -> tuple[str, str]:
+    """(stdout, stderr): one line, the files and node groups of the kit."""
+    if report.error is not None:
+        return "", f"fmcluster jobs: {report.error}\n"
+    out = report.directory
+    groups = sorted({p.split("/", 1)[0] for p in report.written if "/" in p})
+    return (f"{out}: {len(report.written)} files, acceptance jobs of node groups {', '.join(groups)} "
+            f"(see {out / 'README.md'})\n"), ""
+
+
+def exit_code(report: JobsReport) -> int:
+    """2 when the directory cannot be written."""
+    return 2 if report.error is not None else 0
