@@ -6,12 +6,9 @@ account facts for `fmcluster preflight`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from fmcluster.facts.efa import InterfaceMode
-
-if TYPE_CHECKING:
-    from fmcluster.spec.models import ClusterSpec
 
 ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT = "on-demand", "reservation", "capacity-block", "spot"
 # EKS managed node groups on a Capacity Block go to 0 this long before the block ends: EC2 warns 40
@@ -67,13 +64,6 @@ SLURM_RESERVED_PARTITION_NAMES = ("default",)
 
 # Kueue: a ClusterQueue resource group takes at most 64 flavors (fmcluster makes one per node group).
 KUEUE_MAX_FLAVORS = 64
-
-
-def managed_nodes(spec: ClusterSpec) -> int:
-    """Every node a cluster's control plane manages: the node groups at their maximum and the
-    login nodes (what sizes an AWS PCS cluster and a HyperPod Slurm controller). One function for
-    the rules, the model (fmcluster.model.cluster) and so the plan and the stacks."""
-    return sum(g.max_nodes for g in spec.node_groups) + spec.orchestrator.login.count
 
 
 def pcs_size_for(nodes: int) -> PcsSize | None:

@@ -63,3 +63,9 @@ def addresses_per_node(instance: InstanceType, mode: InterfaceMode = InterfaceMo
                        efa: bool = True) -> int:
     """Private IPv4 addresses one node takes in its subnet (efa-only interfaces take none)."""
     return sum(1 for i in efa_layout(instance, mode, efa) if i.takes_ip)
+
+
+def lnet_efa_interfaces(instance: InstanceType, *, efa: bool, lustre_efa: bool) -> int:
+    """EFA devices LNet configures on a node: the catalog's number where the node has EFA and
+    the file system is EFA-enabled; 0 (LNet over TCP only) otherwise."""
+    return instance.lnet_efa_interfaces if efa and lustre_efa else 0

@@ -28,6 +28,7 @@ import math
 import shlex
 from typing import TYPE_CHECKING, NamedTuple
 
+from fmcluster.facts import node as node_facts
 from fmcluster.model import expected
 from fmcluster.node import bootstrap
 
@@ -103,7 +104,7 @@ def fio_targets(model: ClusterModel, group: NodeGroup) -> list[FioTarget]:
         targets.append(FioTarget.sized("fio-fsx", lustre.mount_path, lustre.storage_capacity_gib,
                                        max(group.max_count, 1)))
     if group.instance.nvme_disks:
-        targets.append(FioTarget.sized("fio-scratch", bootstrap.SCRATCH_PATH, instance_store_gib(group), 1))
+        targets.append(FioTarget.sized("fio-scratch", node_facts.SCRATCH_PATH, instance_store_gib(group), 1))
     return targets
 
 

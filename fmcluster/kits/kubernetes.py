@@ -30,6 +30,9 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import yaml
 
+from fmcluster.facts import kubernetes as k8s
+from fmcluster.facts import node as node_facts
+from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model import expected
 from fmcluster.node import bootstrap
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
 KUBERNETES_PLANES = ("eks", "hyperpod-eks")
 KIT_CONFIG_MAP = "fmcluster-acceptance"
 KIT_MOUNT = "/kit"
-ACCEPTANCE_LABEL = kubernetes.LABEL_PREFIX + "acceptance"  # every kit object: its test
+ACCEPTANCE_LABEL = k8s.LABEL_PREFIX + "acceptance"  # every kit object: its test
 # The reference image of docker/ stands in the manifests as this placeholder until
 # `IMAGE=... ./submit-all.sh` puts the real one in (the Slurm kit reads IMAGE the same way).
 IMAGE_PLACEHOLDER = "fmcluster.invalid/set-IMAGE-to-the-reference-image:latest"
@@ -85,12 +88,12 @@ def environment(group: NodeGroup, *, efa: Optional[bool] = None) -> list[dict[st
 def _metadata(model: ClusterModel, name: str, test: str, *, queued: bool = True) -> dict[str, Any]:
     labels = {ACCEPTANCE_LABEL: test}
     if queued:
-        labels[kubernetes.QUEUE_NAME_LABEL] = kubernetes.queue_names(model.spec)[1]
+        labels[kueue.QUEUE_NAME_LABEL] = kueue.queue_names(model.spec)[1]
     return {"name": name, "namespace": model.spec.orchestrator.namespace, "labels": labels}
 
 
 def _placement(group: NodeGroup) -> dict[str, Any]:
-    return kubernetes.flavor_placement(group)
+    return kueue.flavor_placement(group)
 
 
 def _kit_volume() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -105,9 +108,9 @@ def shm() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _accelerators(group: NodeGroup) -> dict[str, Any]:
     """All the node's GPUs and EFA interfaces (extended resources: limits only, requests follow)."""
-    limits: dict[str, Any] = {kubernetes.GPU_RESOURCE: group.gpus}
+    limits: dict[str, Any] = {kueue.GPU_RESOURCE: group.gpus}
     if group.efa_interfaces:
-        limits[kubernetes.EFA_RESOURCE] = group.efa_interfaces
+        limits[kueue.EFA_RESOURCE] = group.efa_interfaces
     return {"limits": limits}
 
 
@@ -124,7 +127,7 @@ def compute_domain(group: NodeGroup, name: str, *, namespace: str = "") -> list[
 
 def claim_channel(group: NodeGroup, name: str, pod: dict[str, Any], container: dict[str, Any]) -> None:
     """An UltraServer pod claims the IMEX channel of its job's ComputeDomain `name` (the template
-    the driver makes for it; Kueue charges kubernetes.IMEX_CHANNEL_RESOURCE for it, one a pod)."""
+    the driver makes for it; Kueue charges kueue.IMEX_CHANNEL_RESOURCE for it, one a pod)."""
     if group.ultraserver:
         pod["resourceClaims"] = [{"name": CHANNEL_CLAIM,
                                   "resourceClaimTemplateName": kubernetes.channel_claim_template(name)}]
@@ -134,8 +137,8 @@ def claim_channel(group: NodeGroup, name: str, pod: dict[str, Any], container: d
 def _template(group: NodeGroup, pod: dict[str, Any]) -> dict[str, Any]:
     """A pod template; inside one NVLink domain (Kueue topology) where the group fits in one."""
     if group.ultraserver and group.one_nvlink_domain:
-        return {"metadata": {"annotations": {kubernetes.REQUIRED_TOPOLOGY_ANNOTATION:
-                                             kubernetes.NVLINK_CLIQUE_LABEL}}, "spec": pod}
+        return {"metadata": {"annotations": {kueue.REQUIRED_TOPOLOGY_ANNOTATION:
+                                             kueue.NVLINK_CLIQUE_LABEL}}, "spec": pod}
     return {"spec": pod}
 
 
@@ -265,7 +268,7 @@ def nccl_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]
     worker = {**_placement(group), "containers": [worker_container], "volumes": [shm_volume]}
     claim_channel(group, name, worker, worker_container)
     mpijob = {
-        "apiVersion": kubernetes.MPIJOB_API, "kind": "MPIJob", "metadata": _metadata(model, name, "nccl"),
+        "apiVersion": charts.MPIJOB_API, "kind": "MPIJob", "metadata": _metadata(model, name, "nccl"),
         "spec": {"slotsPerWorker": group.gpus, "mpiImplementation": "OpenMPI",
                  "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 6},
                  "mpiReplicaSpecs": {
@@ -281,7 +284,7 @@ def _per_node_job(model: ClusterModel, group: NodeGroup, test: str, container: d
     pod = {"restartPolicy": "Never", **_placement(group),
            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                {"labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": name}},
-                "topologyKey": kubernetes.HOSTNAME_LABEL}]}},
+                "topologyKey": kueue.HOSTNAME_LABEL}]}},
            "containers": [container], "volumes": volumes}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(model, name, test),
             "spec": {"completionMode": "Indexed", "completions": group.max_count,
@@ -295,7 +298,7 @@ def dcgm_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]
                  "env": [{"name": "GROUP", "value": group.name}, dict(NODE_NAME_ENV)],
                  # NVIDIA's DCGM container documentation runs diagnostics with SYS_ADMIN
                  "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}},
-                 "resources": {"limits": {kubernetes.GPU_RESOURCE: group.gpus}}, "volumeMounts": [kit_mount]}
+                 "resources": {"limits": {kueue.GPU_RESOURCE: group.gpus}}, "volumeMounts": [kit_mount]}
     return [_per_node_job(model, group, "dcgm", container, [kit_volume], 1)]
 
 
@@ -317,13 +320,13 @@ def fio_targets(model: ClusterModel, group: NodeGroup) -> list[tuple[FioTarget, 
                         {"name": "fsx", "persistentVolumeClaim": {"claimName": kubernetes.LUSTRE_CLAIM}}))
     if group.instance.nvme_disks:
         if model.control_plane.type == "hyperpod-eks":
-            scratch: dict[str, Any] = {"name": "scratch", "hostPath": {"path": bootstrap.SCRATCH_PATH,
+            scratch: dict[str, Any] = {"name": "scratch", "hostPath": {"path": node_facts.SCRATCH_PATH,
                                                                        "type": "Directory"}}
             capacity = instance_store_gib(group)
         else:
             scratch = {"name": "scratch", "emptyDir": {"sizeLimit": f"{SCRATCH_EMPTY_DIR_GIB}Gi"}}
             capacity = SCRATCH_EMPTY_DIR_GIB
-        targets.append((FioTarget.sized("fio-scratch", bootstrap.SCRATCH_PATH, capacity, 1), scratch))
+        targets.append((FioTarget.sized("fio-scratch", node_facts.SCRATCH_PATH, capacity, 1), scratch))
     return targets
 
 
@@ -365,7 +368,7 @@ def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any
     specs = {"Master": replica(1)}
     if group.max_count > 1:
         specs["Worker"] = replica(group.max_count - 1)
-    job = {"apiVersion": kubernetes.PYTORCHJOB_API, "kind": "PyTorchJob", "metadata": _metadata(model, name, "smoke"),
+    job = {"apiVersion": charts.PYTORCHJOB_API, "kind": "PyTorchJob", "metadata": _metadata(model, name, "smoke"),
            "spec": {"nprocPerNode": str(group.gpus), "runPolicy": {"backoffLimit": 0, "activeDeadlineSeconds": 3600},
                     "pytorchReplicaSpecs": specs}}
     return [*compute_domain(group, name), job]
@@ -452,7 +455,7 @@ def readme(model: ClusterModel) -> str:
     from fmcluster.kits.jobs import figures_table
 
     namespace = model.spec.orchestrator.namespace
-    _, queue = kubernetes.queue_names(model.spec)
+    _, queue = kueue.queue_names(model.spec)
     lines = [f"# Acceptance kit of {model.name} ({model.control_plane.type})", "",
              "Written by `fmcluster jobs`. With kubectl on the cluster (`aws eks update-kubeconfig`), build and",
              "push the reference image (docker/README.md), then from this directory:", "",
@@ -487,7 +490,7 @@ def kubernetes_kit(model: ClusterModel) -> list[KitFile]:
     if model.serving is not None:  # the spec's model, served on its group (fmcluster.kits.serving); not in submit-all
         from fmcluster.kits import serving
 
-        _, queue = kubernetes.queue_names(model.spec)
+        _, queue = kueue.queue_names(model.spec)
         served = serving.kubernetes_serve_manifests(model, namespace=model.spec.orchestrator.namespace,
                                                     queue=queue, claim=kubernetes.LUSTRE_CLAIM)
         files.append(KitFile(f"{model.serving.group}/serve.yaml", dump(served, (

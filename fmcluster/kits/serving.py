@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from fmcluster.facts import inference
 from fmcluster.kits import kubernetes as jobs_kubernetes
-from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.kubernetes import charts, kueue
 from fmcluster.node import bootstrap
 
 if TYPE_CHECKING:
@@ -271,9 +271,9 @@ def _probe(period: int, failures: int) -> dict[str, Any]:
 
 def _container(name: str, image: str, script: str, group: NodeGroup, *, gpus: int, efa: bool,
                mount: str) -> dict[str, Any]:
-    limits: dict[str, Any] = {kubernetes.GPU_RESOURCE: gpus}
+    limits: dict[str, Any] = {kueue.GPU_RESOURCE: gpus}
     if efa:
-        limits[kubernetes.EFA_RESOURCE] = group.efa_interfaces
+        limits[kueue.EFA_RESOURCE] = group.efa_interfaces
     return {"name": name, "image": image, "command": ["bash", "-c", script],
             "env": environment(group, efa=efa), "resources": {"limits": limits},
             "volumeMounts": [{"name": "weights", "mountPath": mount, "readOnly": True}, jobs_kubernetes.shm()[1]]}
@@ -291,7 +291,7 @@ def _template(group: NodeGroup, container: dict[str, Any], claim: str, annotatio
               domain: str | None = None) -> dict[str, Any]:
     """A pod template; its pod claims the IMEX channel of the ComputeDomain `domain` where given
     (jobs_kubernetes.claim_channel)."""
-    pod = {**kubernetes.flavor_placement(group), "containers": [container],
+    pod = {**kueue.flavor_placement(group), "containers": [container],
            "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
                        jobs_kubernetes.shm()[0]]}
     if domain is not None:
@@ -304,7 +304,7 @@ def _annotations(model: ClusterModel, group: NodeGroup, pp: int) -> dict[str, st
     domain = group.nvlink_domain
     if not group.ultraserver or domain is None or pp > domain.instances:
         return {}
-    annotations = {kubernetes.REQUIRED_TOPOLOGY_ANNOTATION: kubernetes.NVLINK_CLIQUE_LABEL}
+    annotations = {kueue.REQUIRED_TOPOLOGY_ANNOTATION: kueue.NVLINK_CLIQUE_LABEL}
     if pp > 1:
         annotations[PODSET_GROUP_ANNOTATION] = serving_name(model)
     return annotations
@@ -349,8 +349,8 @@ def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: st
                             gpus=group.gpus, efa=efa, mount=mount)
         template["leaderTemplate"] = _template(group, _serve_probes(leader, startup), claim, annotations, domain)
         template["workerTemplate"] = _template(group, worker, claim, annotations, domain)
-    lws = {"apiVersion": kubernetes.LWS_API, "kind": "LeaderWorkerSet",
-           "metadata": {"name": name, "namespace": namespace, "labels": {kubernetes.QUEUE_NAME_LABEL: queue}},
+    lws = {"apiVersion": charts.LWS_API, "kind": "LeaderWorkerSet",
+           "metadata": {"name": name, "namespace": namespace, "labels": {kueue.QUEUE_NAME_LABEL: queue}},
            "spec": {"replicas": serving.replicas, "leaderWorkerTemplate": template}}
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{name}-api", "namespace": namespace},
                "spec": {"type": "ClusterIP", "selector": {LWS_NAME_LABEL: name, LWS_WORKER_INDEX_LABEL: "0"},

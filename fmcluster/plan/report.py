@@ -8,8 +8,8 @@ and kept in docs/plan.schema.json), and what the text and markdown renderers
 Every derived fact comes from the resolved model (`fmcluster.model.cluster.resolve`: EFA interfaces,
 placement, sizes, stacks), the figures from the instance catalog (peak dense tensor throughput,
 GPU memory, NVLink; an UltraServer group's NVLink domain is its UltraServer, any other GPU's its
-instance), subnets and addresses from `network_plan`, prices from the repository's price table
-(`prices`).
+instance), subnets from `fmcluster.facts.network`, addresses from `fmcluster.spec.addresses`,
+prices from the repository's price table (`prices`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from typing import Any, Iterable, Literal, Mapping, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from fmcluster.facts import fsx, inference, naming, prices, regions
+from fmcluster.facts import network as network_plan
 from fmcluster.model import cluster as model
-from fmcluster.model import network as network_plan
+from fmcluster.spec import addresses
 from fmcluster.spec.models import ClusterSpec, NodeGroupSpec
 
 SCHEMA_VERSION = "fmcluster.plan/v1"
@@ -478,7 +479,7 @@ def _storage(spec: ClusterSpec, params: float) -> StoragePlan:
 
 def _network(spec: ClusterSpec) -> NetworkPlan:
     subnets = network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
-    needs = network_plan.address_needs(spec)
+    needs = addresses.address_needs(spec)
     gpu = subnets[0]
     nat_az = spec.region_zone_ids[0]
     return NetworkPlan(
