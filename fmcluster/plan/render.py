@@ -11,7 +11,8 @@ from typing import Any, Callable
 
 import yaml
 
-from fmcluster.plan.report import CostLine, NodeGroupPlan, Plan, Resources, ServingFit
+from fmcluster.plan.cost import CostLine
+from fmcluster.plan.report import NodeGroupPlan, Plan, Resources, ServingFit
 from fmcluster.spec.models import is_everyone
 
 Table = list[list[str]]
