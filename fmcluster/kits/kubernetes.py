@@ -26,38 +26,48 @@ the jobs; `collect.sh` waits for each and writes its pods' logs to `results/`.
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any
 
 import yaml
 
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts import node as node_facts
+from fmcluster.kits import serving
+from fmcluster.kits.common import (
+    FIO_JOBS,
+    PYTORCH_IMAGE_REF,
+    RESULTS,
+    SMOKE_PY,
+    SMOKE_STEPS,
+    FioTarget,
+    KitFile,
+    claim_channel,
+    compute_domain,
+    environment,
+    expected_json,
+    figures_table,
+    instance_store_gib,
+    largest_message,
+    shm,
+)
 from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model import expected
-from fmcluster.node import bootstrap
-
-if TYPE_CHECKING:
-    from fmcluster.kits.jobs import FioTarget, KitFile
-    from fmcluster.model.cluster import ClusterModel, NodeGroup
+from fmcluster.model.cluster import ClusterModel, NodeGroup
 
 KUBERNETES_PLANES = ("eks", "hyperpod-eks")
 KIT_CONFIG_MAP = "fmcluster-acceptance"
 KIT_MOUNT = "/kit"
 ACCEPTANCE_LABEL = k8s.LABEL_PREFIX + "acceptance"  # every kit object: its test
+
 # The reference image of docker/ stands in the manifests as this placeholder until
 # `IMAGE=... ./submit-all.sh` puts the real one in (the Slurm kit reads IMAGE the same way).
 IMAGE_PLACEHOLDER = "fmcluster.invalid/set-IMAGE-to-the-reference-image:latest"
+
 # NVIDIA's DCGM image: NVIDIA/DCGM tag v4.6.0 docker/Makefile (DCGM_VERSION 4.4.1, FULL_VERSION
 # 4.4.1-2, tag FULL_VERSION-ubuntu22.04, linux/amd64 and linux/arm64), published on NGC under
 # nvcr.io/nvidia/cloud-native. Its entry point is nv-hostengine; the job runs dcgmi beside it.
 DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.4.1-2-ubuntu22.04"
-# The huge pages of libfabric's EFA provider: a container that asks for no hugepages-2Mi gets a
-# hugetlb limit of 0, and a huge page it touches anyway is a SIGBUS. AWS's EKS nccl-tests sample
-# asks for 5,120 MiB of them; fmcluster's nodes do not reserve any, so the kit's MPI and torchrun
-# ranks turn the provider's use of them off (libfabric fi_efa(7): FI_EFA_USE_HUGE_PAGE).
-NO_HUGE_PAGES = bootstrap.NcclSetting(
-    "FI_EFA_USE_HUGE_PAGE", "0", "no huge pages in the container: the pod asks for none (hugetlb limit 0)")
 NODE_NAME_ENV = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 NODE_NAME_FILE = "/tmp/fmcluster-node"  # nosec B108: inside the worker container, read by the launcher
 MPI_PREFIX = "/opt/amazon/openmpi"  # the reference image's Open MPI (the EFA installer's)
@@ -72,17 +82,6 @@ TESTS = ("dcgm", "nccl", "fio", "smoke")
 
 def _name(group: NodeGroup, test: str) -> str:
     return f"{group.name}-{test}"
-
-
-def environment(group: NodeGroup, *, efa: Optional[bool] = None) -> list[dict[str, str]]:
-    """The node bootstrap's EFA / NCCL settings (bootstrap.nccl_settings) as container env, and no
-    huge pages (NO_HUGE_PAGES) where EFA is used; `efa`: whether the pod uses it (default: the
-    group's)."""
-    efa = group.efa if efa is None else efa
-    settings = list(bootstrap.nccl_settings(group.instance, efa))
-    if efa:
-        settings.append(NO_HUGE_PAGES)
-    return [{"name": s.name, "value": s.value} for s in settings]
 
 
 def _metadata(model: ClusterModel, name: str, test: str, *, queued: bool = True) -> dict[str, Any]:
@@ -101,37 +100,12 @@ def _kit_volume() -> tuple[dict[str, Any], dict[str, Any]]:
             {"name": "kit", "mountPath": KIT_MOUNT, "readOnly": True})
 
 
-def shm() -> tuple[dict[str, Any], dict[str, Any]]:
-    """/dev/shm in memory (NCCL's and PyTorch's shared memory): the volume and its mount."""
-    return ({"name": "dshm", "emptyDir": {"medium": "Memory"}}, {"name": "dshm", "mountPath": "/dev/shm"})
-
-
 def _accelerators(group: NodeGroup) -> dict[str, Any]:
     """All the node's GPUs and EFA interfaces (extended resources: limits only, requests follow)."""
     limits: dict[str, Any] = {kueue.GPU_RESOURCE: group.gpus}
     if group.efa_interfaces:
         limits[kueue.EFA_RESOURCE] = group.efa_interfaces
     return {"limits": limits}
-
-
-CHANNEL_CLAIM = "imex-channel"  # a pod's name for its claim of the job's IMEX channel
-
-
-def compute_domain(group: NodeGroup, name: str, *, namespace: str = "") -> list[dict[str, Any]]:
-    """The ComputeDomain `name` of a job on an UltraServer group (none elsewhere); it grows with the
-    job (numNodes 0). The kit's manifests() sets the namespace; the serving kit gives its own."""
-    if not group.ultraserver:
-        return []
-    return [kubernetes.compute_domain_manifest(name, namespace=namespace, num_nodes=0)]
-
-
-def claim_channel(group: NodeGroup, name: str, pod: dict[str, Any], container: dict[str, Any]) -> None:
-    """An UltraServer pod claims the IMEX channel of its job's ComputeDomain `name` (the template
-    the driver makes for it; Kueue charges kueue.IMEX_CHANNEL_RESOURCE for it, one a pod)."""
-    if group.ultraserver:
-        pod["resourceClaims"] = [{"name": CHANNEL_CLAIM,
-                                  "resourceClaimTemplateName": kubernetes.channel_claim_template(name)}]
-        container["resources"]["claims"] = [{"name": CHANNEL_CLAIM}]
 
 
 def _template(group: NodeGroup, pod: dict[str, Any]) -> dict[str, Any]:
@@ -186,7 +160,6 @@ done
 rm -rf "$tmp"
 '''.replace("MPI_PREFIX", MPI_PREFIX).replace("NODE_NAME_FILE", NODE_NAME_FILE).replace(
     "OPERATIONS", " ".join(expected.NCCL_OPERATIONS))
-
 DCGM_SH = r'''#!/bin/bash
 # fmcluster acceptance: DCGM diagnostics (level 2, JSON) of this pod's node, beside a host engine
 # of its own. Environment: GROUP, NODE_NAME.
@@ -196,7 +169,6 @@ for _ in $(seq 30); do dcgmi discovery -l >/dev/null 2>&1 && break; sleep 2; don
 echo "==> fmcluster node=${NODE_NAME:?} group=${GROUP:?} test=dcgm <=="
 dcgmi diag -r 2 -j 2>&1 || true
 '''
-
 FIO_SH = r'''#!/bin/bash
 # fmcluster acceptance: fio on each TARGET (test:directory:MiB, space-separated), this pod's node's
 # share: FIO_JOBS jobs of MiB each (fio's --size is per job), written, then the same files read back
@@ -230,8 +202,6 @@ done
 
 def scripts() -> dict[str, str]:
     """The kit's scripts, by file name (the ConfigMap's keys)."""
-    from fmcluster.kits.jobs import SMOKE_PY  # the same smoke test as the Slurm kit
-
     return {"nccl.sh": NCCL_SH, "dcgm.sh": DCGM_SH, "fio.sh": FIO_SH, "smoke.py": SMOKE_PY}
 
 
@@ -244,8 +214,6 @@ def kit_config_map(model: ClusterModel) -> dict[str, Any]:
 
 
 def nccl_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
-    from fmcluster.kits.jobs import largest_message
-
     name = _name(group, "nccl")
     env = environment(group)
     kit_volume, kit_mount = _kit_volume()
@@ -308,10 +276,8 @@ SCRATCH_EMPTY_DIR_GIB = 64
 
 
 def fio_targets(model: ClusterModel, group: NodeGroup) -> list[tuple[FioTarget, dict[str, Any]]]:
-    """Each place the fio job measures (jobs.FioTarget: at most a tenth of its capacity written, as
+    """Each place the fio job measures (common.FioTarget: at most a tenth of its capacity written, as
     on Slurm), with the pod's volume there."""
-    from fmcluster.kits.jobs import FioTarget, instance_store_gib
-
     targets = []
     lustre = model.spec.storage.lustre
     if lustre is not None:
@@ -331,8 +297,6 @@ def fio_targets(model: ClusterModel, group: NodeGroup) -> list[tuple[FioTarget, 
 
 
 def fio_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
-    from fmcluster.kits.jobs import FIO_JOBS
-
     kit_volume, kit_mount = _kit_volume()
     targets = fio_targets(model, group)
     container = {"name": "fio", "image": IMAGE_PLACEHOLDER, "command": ["bash", f"{KIT_MOUNT}/fio.sh"],
@@ -347,8 +311,6 @@ def fio_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]
 
 
 def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
-    from fmcluster.kits.jobs import PYTORCH_IMAGE_REF, SMOKE_STEPS
-
     name = _name(group, "smoke")
     kit_volume, kit_mount = _kit_volume()
     shm_volume, shm_mount = shm()
@@ -418,8 +380,6 @@ def submit_all(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
 
 def collect(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
     """Wait for each job (any of COMPLETE_CONDITIONS) and write its pods' logs to results/."""
-    from fmcluster.kits.jobs import RESULTS
-
     namespace = model.spec.orchestrator.namespace
     conditions = "|".join(COMPLETE_CONDITIONS)
     script = textwrap.dedent(f'''\
@@ -452,8 +412,6 @@ def collect(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
 
 
 def readme(model: ClusterModel) -> str:
-    from fmcluster.kits.jobs import figures_table
-
     namespace = model.spec.orchestrator.namespace
     _, queue = kueue.queue_names(model.spec)
     lines = [f"# Acceptance kit of {model.name} ({model.control_plane.type})", "",
@@ -470,8 +428,6 @@ def readme(model: ClusterModel) -> str:
 
 
 def kubernetes_kit(model: ClusterModel) -> list[KitFile]:
-    from fmcluster.kits.jobs import KitFile, expected_json
-
     files = []
     jobs: list[tuple[str, str]] = []  # (path, "KIND NAME PODS") of each job, in submission order
     for group in expected.gpu_groups(model):
@@ -488,8 +444,6 @@ def kubernetes_kit(model: ClusterModel) -> list[KitFile]:
             pods = group.max_count + (1 if job["kind"] == "MPIJob" else 0)
             jobs.append((path, f"{job['kind']} {job['metadata']['name']} {pods}"))
     if model.serving is not None:  # the spec's model, served on its group (fmcluster.kits.serving); not in submit-all
-        from fmcluster.kits import serving
-
         _, queue = kueue.queue_names(model.spec)
         served = serving.kubernetes_serve_manifests(model, namespace=model.spec.orchestrator.namespace,
                                                     queue=queue, claim=kubernetes.LUSTRE_CLAIM)

@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import math
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fmcluster.facts import inference
-from fmcluster.kits import kubernetes as jobs_kubernetes
+from fmcluster.facts.inference import Serving
+from fmcluster.kits import common
 from fmcluster.kubernetes import charts, kueue
+from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.node import bootstrap
-
-if TYPE_CHECKING:
-    from fmcluster.facts.inference import Serving
-    from fmcluster.model.cluster import ClusterModel, NodeGroup
 
 RAY_PORT = 6379  # Ray's default GCS port (`ray start --head`)
 # The serving job's outputs: a directory of their own, so that the acceptance kit's results/
@@ -261,7 +259,7 @@ def slurm_serve_sbatch(model: ClusterModel) -> str:
 def environment(group: NodeGroup, *, efa: bool) -> list[dict[str, str]]:
     """Container env: the node bootstrap's EFA / NCCL settings (bootstrap.nccl_settings; EFA's only
     for pods that ask for the EFA interfaces), no huge pages with EFA, no hub."""
-    return [*jobs_kubernetes.environment(group, efa=efa), {"name": "HF_HUB_OFFLINE", "value": "1"}]
+    return [*common.environment(group, efa=efa), {"name": "HF_HUB_OFFLINE", "value": "1"}]
 
 
 def _probe(period: int, failures: int) -> dict[str, Any]:
@@ -276,7 +274,7 @@ def _container(name: str, image: str, script: str, group: NodeGroup, *, gpus: in
         limits[kueue.EFA_RESOURCE] = group.efa_interfaces
     return {"name": name, "image": image, "command": ["bash", "-c", script],
             "env": environment(group, efa=efa), "resources": {"limits": limits},
-            "volumeMounts": [{"name": "weights", "mountPath": mount, "readOnly": True}, jobs_kubernetes.shm()[1]]}
+            "volumeMounts": [{"name": "weights", "mountPath": mount, "readOnly": True}, common.shm()[1]]}
 
 
 def _serve_probes(container: dict[str, Any], startup: int) -> dict[str, Any]:
@@ -290,12 +288,12 @@ def _serve_probes(container: dict[str, Any], startup: int) -> dict[str, Any]:
 def _template(group: NodeGroup, container: dict[str, Any], claim: str, annotations: dict[str, str],
               domain: str | None = None) -> dict[str, Any]:
     """A pod template; its pod claims the IMEX channel of the ComputeDomain `domain` where given
-    (jobs_kubernetes.claim_channel)."""
+    (common.claim_channel)."""
     pod = {**kueue.flavor_placement(group), "containers": [container],
            "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
-                       jobs_kubernetes.shm()[0]]}
+                       common.shm()[0]]}
     if domain is not None:
-        jobs_kubernetes.claim_channel(group, domain, pod, container)
+        common.claim_channel(group, domain, pod, container)
     return {"metadata": {"annotations": dict(annotations)}, "spec": pod} if annotations else {"spec": pod}
 
 
@@ -321,7 +319,7 @@ def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: st
     src/init.cc, NCCL_MNNVL_ENABLE's default 2) and fails without a channel in the container
     (src/mnnvl.cc: "MNNVL ... is available but not working ... Check the IMEX channel
     configuration"). So the set has one ComputeDomain, first, which every pod of every replica
-    claims, as the acceptance kit's jobs do (jobs_kubernetes.compute_domain, claim_channel; NVIDIA's
+    claims, as the acceptance kit's jobs do (common.compute_domain, claim_channel; NVIDIA's
     DRA driver: one ComputeDomain a workload, its daemons following the pods, a domain a clique).
     A replica of one node (PP 1) gets none: its communicators never leave the node, so NCCL does not
     check MNNVL, and the driver gives a node's channel to one pod at a time, which replicas sharing
@@ -333,7 +331,7 @@ def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: st
     name, pp, mount = serving_name(model), serving.pipeline_parallel, lustre.mount_path
     startup, annotations = startup_seconds(model), _annotations(model, group, pp)
     template: dict[str, Any] = {"size": pp, "restartPolicy": "RecreateGroupOnPodRestart"}
-    domains = jobs_kubernetes.compute_domain(group, name, namespace=namespace) if pp > 1 else []
+    domains = common.compute_domain(group, name, namespace=namespace) if pp > 1 else []
     domain = name if domains else None
     if pp == 1:
         serve = "exec vllm serve " + " ".join(vllm_arguments(serving, str(inference.PORT)))

@@ -19,7 +19,7 @@ import yaml
 
 from fmcluster.cli import main as cli
 from fmcluster.facts import kubernetes as k8s
-from fmcluster.kits import jobs, verdicts, verify
+from fmcluster.kits import common, verdicts, verify
 from fmcluster.kits import kubernetes as jobs_kubernetes
 from fmcluster.kubernetes import kueue
 from fmcluster.kubernetes import manifests as kubernetes
@@ -82,7 +82,7 @@ def test_every_gpu_group_gets_its_jobs(kit):
         wanted += [f"{group.name}/{t}.yaml" for t in tests]
     assert files == sorted(wanted)
     assert all(os.access(out / f, os.X_OK) for f in ("submit-all.sh", "collect.sh"))
-    assert json.loads((out / "expected.json").read_text()) == json.loads(jobs.expected_json(model).content)
+    assert json.loads((out / "expected.json").read_text()) == json.loads(common.expected_json(model).content)
 
 
 def test_built_in_objects_match_kubernetes_schemas_at_the_clusters_version(kit):
@@ -277,7 +277,7 @@ def test_an_unmapped_device_class_is_inadmissible():
     assert dra_charge(model, docs) == {kueue.IMEX_CHANNEL_RESOURCE: group.max_count}
     import unittest.mock
 
-    with unittest.mock.patch.object(kubernetes, "kueue_configuration", lambda m: None):
+    with unittest.mock.patch.object(kueue, "kueue_configuration", lambda m: None):
         with pytest.raises(AssertionError, match="compute-domain-default-channel.nvidia.com is not mapped"):
             dra_charge(model, docs)
 
@@ -408,7 +408,7 @@ def test_submit_puts_the_image_in_and_needs_it(tmp_path):
     assert ran.returncode == 0, ran.stderr
     text = created.read_text()
     assert jobs_kubernetes.IMAGE_PLACEHOLDER not in text and text.count(f"image: {image}") >= 3
-    assert jobs_kubernetes.DCGM_IMAGE in text and jobs.PYTORCH_IMAGE_REF in text
+    assert jobs_kubernetes.DCGM_IMAGE in text and common.PYTORCH_IMAGE_REF in text
 
 
 def test_fio_measures_the_file_system_and_the_nodes_nvme(kit):
@@ -453,9 +453,9 @@ def test_fio_writes_a_tenth_of_each_capacity(kit):
             elif model.control_plane.type == "eks":
                 capacity, writers = jobs_kubernetes.SCRATCH_EMPTY_DIR_GIB, 1
             else:
-                capacity, writers = jobs.instance_store_gib(group), 1
-            written_gib = writers * jobs.FIO_JOBS * target.job_mib / 1024
-            assert written_gib <= capacity * jobs.FIO_FRACTION, (group.name, target)
+                capacity, writers = common.instance_store_gib(group), 1
+            written_gib = writers * common.FIO_JOBS * target.job_mib / 1024
+            assert written_gib <= capacity * common.FIO_FRACTION, (group.name, target)
 
 
 def test_fio_script_reads_back_what_it_wrote_and_leaves_nothing(tmp_path):

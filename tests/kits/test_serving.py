@@ -16,7 +16,7 @@ import pytest
 
 from fmcluster.facts import catalog, inference, software
 from fmcluster.facts import kubernetes as k8s
-from fmcluster.kits import serving
+from fmcluster.kits import common, serving
 from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import resolve
@@ -653,5 +653,5 @@ def test_the_kit_readme_tells_the_serving_job_apart(tmp_path):
     assert f"`{software.VLLM_IMAGE}`, or the image in `SERVE_IMAGE`" in readme
     assert "mkdir -p serving && sbatch gpu/serve.sbatch" in readme and "`serving/`" in readme
     assert not re.search(r"\$\{?IMAGE\b", script) and "serve.sbatch" not in files["submit-all.sh"]
-    assert all(f"{jobs.RESULTS}/" in sbatch_options(text)["output"] for path, text in files.items()
+    assert all(f"{common.RESULTS}/" in sbatch_options(text)["output"] for path, text in files.items()
                if path.endswith(".sbatch") and not path.endswith("serve.sbatch"))
