@@ -14,7 +14,7 @@ in the replicas and the tensor x pipeline parallel layout the model resolved
   (not the kit's results/). Each step (the Ray head, its workers, a node's side-by-side replicas)
   is tracked on its own: one that ends fails the job at once with a `fmcluster-serve failed` line.
 - Kubernetes (`kubernetes_serve_manifests`): a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1,
-  LWS 0.10.0, fmcluster.kubernetes.manifests.LWS) of `replicas` groups of PP pods, admitted by Kueue (the
+  LWS 0.10.0, fmcluster.kubernetes.charts.LWS) of `replicas` groups of PP pods, admitted by Kueue (the
   queue label on the LeaderWorkerSet), and a ClusterIP Service on port 8000 in front of the
   leaders. A group of one pod asks for TP GPUs (several share a node); a group of several pods
   asks for whole nodes (all GPUs and EFA interfaces) and runs Ray as on Slurm; on an UltraServer

@@ -140,7 +140,7 @@ def emitted(collected: dict[str, set[str]]) -> dict[str, str]:
     dcgm = vendored("dcgm-exporter.txt")
     for field, _, _ in charts.DCGM_COUNTERS:
         assert field in dcgm, f"the DCGM exporter knows no field {field}"
-        sources[field] = "DCGM exporter (fmcluster.kubernetes.manifests.DCGM_COUNTERS)"
+        sources[field] = "DCGM exporter (fmcluster.kubernetes.charts.DCGM_COUNTERS)"
     for name in vendored("efa-hw-counters.txt"):
         sources[f"node_amazonefa_{name}"] = "EFA node exporter (tests/data/metrics/efa-hw-counters.txt)"
     for collector, names in collected.items():

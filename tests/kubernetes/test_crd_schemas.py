@@ -2,7 +2,7 @@
 
 tests/data/crds/ holds the openAPIV3Schema of each CRD version fmcluster writes, taken from the
 release it pins (each file's `$comment` says which: kubernetes-sigs/kueue v0.18.3, the chart
-fmcluster.kubernetes.manifests.KUEUE installs; NVIDIA/k8s-dra-driver-gpu v25.8.0, DRA_DRIVER's; the MPIJob
+fmcluster.kubernetes.charts.KUEUE installs; NVIDIA/k8s-dra-driver-gpu v25.8.0, DRA_DRIVER's; the MPIJob
 and PyTorchJob of the HyperPod dependencies chart's operator sub-charts, which both Kubernetes
 planes run (constructs_lib/hyperpod_dependencies.COMMIT; the files come from a later commit, at
 which those sub-charts are unchanged); kubernetes-sigs/lws v0.10.0, LWS's), made by

@@ -1,4 +1,4 @@
-"""fmcluster.kubernetes.manifests: node labels, node configuration, queue quotas and manifests (pure)."""
+"""fmcluster.kubernetes (charts, kueue, manifests) and the EKS node configuration (fmcluster.node.eks), pure."""
 
 import email
 

@@ -3,7 +3,7 @@
 
 The AWS PCS user data (fmcluster.node.bootstrap.node_script, as compact as on a node: its body xz
 and base85, decoded by the script itself), the Amazon EKS user data's shell part
-(fmcluster.kubernetes.manifests.node_script) and the SageMaker HyperPod lifecycle folders
+(fmcluster.node.eks.node_script) and the SageMaker HyperPod lifecycle folders
 (fmcluster.node.lifecycle: on_init.sh and its hooks). git, make and gcc are the real ones: the
 container runtime is cloned from local stand-ins of its upstream repositories (tests/support/standins.py)
 and really built, so every test renders its scripts with the stand-ins' commits as the pins
