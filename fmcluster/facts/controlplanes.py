@@ -6,7 +6,7 @@ account facts for `fmcluster preflight`.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from fmcluster.facts.efa import InterfaceMode
 
@@ -40,7 +40,8 @@ EKS_AMI_TYPES = {("x86_64", True): "AL2023_x86_64_NVIDIA", ("x86_64", False): "A
                  ("arm64", True): "AL2023_ARM_64_NVIDIA", ("arm64", False): "AL2023_ARM_64_STANDARD"}
 
 
-class PcsSize(NamedTuple):
+@dataclass(frozen=True)
+class PcsSize:
     name: str
     max_nodes: int
     max_jobs: int
@@ -71,7 +72,8 @@ def pcs_size_for(nodes: int) -> PcsSize | None:
     return next((size for size in PCS_SIZES if nodes <= size.max_nodes), None)
 
 
-class ControlPlane(NamedTuple):
+@dataclass(frozen=True)
+class ControlPlane:
     type: str
     scheduler: str  # "slurm" or "kubernetes"
     versions: tuple[str, ...]  # supported, oldest first; the last is the default

@@ -16,7 +16,7 @@ an ``efa`` interface.
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from fmcluster.facts.catalog import InstanceType
 
@@ -26,7 +26,8 @@ class InterfaceMode(str, enum.Enum):
     EFA = "efa"  # efa (EFA with ENA) interfaces only, one address each
 
 
-class Interface(NamedTuple):
+@dataclass(frozen=True)
+class Interface:
     network_card_index: int
     device_index: int
     interface_type: str  # "interface" (ENA), "efa" or "efa-only"

@@ -46,7 +46,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, NamedTuple, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from fmcluster.facts import catalog
 from fmcluster.facts.catalog import InstanceType
@@ -301,7 +301,8 @@ def device_rdma(instance: InstanceType, efa: bool) -> bool:
     return efa and instance.is_gpu and instance.device_rdma
 
 
-class NcclSetting(NamedTuple):
+@dataclass(frozen=True)
+class NcclSetting:
     """One variable of a node's EFA / NCCL environment, with why it is set."""
 
     name: str
