@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Mapping, Optional
 from fmcluster.facts import controlplanes, inference, kubernetes, naming
 from fmcluster.facts import network as network_plan
 from fmcluster.facts import node as node_facts
-from fmcluster.facts.catalog import ULTRASERVERS, InstanceType, UltraServer
+from fmcluster.facts.catalog import ULTRASERVERS, InstanceType, UltraServer, catalog
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ControlPlane, PcsSize
 from fmcluster.facts.efa import Interface, efa_layout, lnet_efa_interfaces
 from fmcluster.facts.placement import Placement, placement_for
@@ -232,8 +232,6 @@ def _node_group(spec: ClusterSpec, group: NodeGroupSpec, cp: ControlPlane, lustr
 
 def _own(name: str, role: str, instance_type: str, count: int, root_volume_gib: int,
          **extra: Unpack[_OwnExtra]) -> NodeGroup:
-    from fmcluster.facts.catalog import catalog
-
     instance = catalog()[instance_type]
     return NodeGroup(name=name, role=role, instance=instance, min_count=count, max_count=count, capacity=ON_DEMAND,
                      efa=False, interfaces=efa_layout(instance, efa=False), placement=NO_PLACEMENT,
