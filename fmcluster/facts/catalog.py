@@ -10,15 +10,13 @@ Nothing here imports aws_cdk or boto3.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, NamedTuple
-
-# The records here and in the other modules `fmcluster validate` imports are NamedTuples, not
-# frozen dataclasses: as immutable and hashable, with the same attributes, but about 1 ms cheaper
-# each to define (a frozen dataclass compiles each of its generated methods on import).
+from typing import TYPE_CHECKING
 
 
-class Gpu(NamedTuple):
+@dataclass(frozen=True)
+class Gpu:
     """One GPU model. Throughput is peak dense tensor PFLOPS per GPU; None where not supported.
     `hbm_tbps` is its memory bandwidth, of the memory `memory_type` names (GDDR6 on the L40S)."""
 
@@ -34,15 +32,15 @@ class Gpu(NamedTuple):
     memory_type: str = "HBM"  # the kind of GPU memory: HBM, or GDDR6
 
 
-class NetworkCard(NamedTuple):
-    # the card's number, in place of tuple.index, which nothing calls on a card (mypy reports the
-    # override of a tuple method: python/mypy#8599)
-    index: int  # type: ignore[assignment]
+@dataclass(frozen=True)
+class NetworkCard:
+    index: int  # the card's number
     bandwidth_gbps: float
     efa: bool  # the card can carry an EFA (efa or efa-only) interface
 
 
-class InstanceType(NamedTuple):
+@dataclass(frozen=True)
+class InstanceType:
     name: str
     vcpus: int
     memory_gib: int
@@ -189,7 +187,8 @@ def _gpu_types() -> list[InstanceType]:
     ]
 
 
-class UltraServer(NamedTuple):
+@dataclass(frozen=True)
+class UltraServer:
     """An UltraServer: instances of one type in one NVLink domain, sold as UltraServer Capacity
     Blocks (EC2 User Guide, Capacity Blocks; the EKS User Guide, "Use P6e-GB200 UltraServers")."""
 

@@ -6,12 +6,9 @@ account facts for `fmcluster preflight`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass
 
 from fmcluster.facts.efa import InterfaceMode
-
-if TYPE_CHECKING:
-    from fmcluster.spec.models import ClusterSpec
 
 ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT = "on-demand", "reservation", "capacity-block", "spot"
 # EKS managed node groups on a Capacity Block go to 0 this long before the block ends: EC2 warns 40
@@ -43,7 +40,8 @@ EKS_AMI_TYPES = {("x86_64", True): "AL2023_x86_64_NVIDIA", ("x86_64", False): "A
                  ("arm64", True): "AL2023_ARM_64_NVIDIA", ("arm64", False): "AL2023_ARM_64_STANDARD"}
 
 
-class PcsSize(NamedTuple):
+@dataclass(frozen=True)
+class PcsSize:
     name: str
     max_nodes: int
     max_jobs: int
@@ -69,19 +67,13 @@ SLURM_RESERVED_PARTITION_NAMES = ("default",)
 KUEUE_MAX_FLAVORS = 64
 
 
-def managed_nodes(spec: ClusterSpec) -> int:
-    """Every node a cluster's control plane manages: the node groups at their maximum and the
-    login nodes (what sizes an AWS PCS cluster and a HyperPod Slurm controller). One function for
-    the rules, the model (fmcluster.model.cluster) and so the plan and the stacks."""
-    return sum(g.max_nodes for g in spec.node_groups) + spec.orchestrator.login.count
-
-
 def pcs_size_for(nodes: int) -> PcsSize | None:
     """The smallest PCS cluster size that manages `nodes` instances (login nodes included)."""
     return next((size for size in PCS_SIZES if nodes <= size.max_nodes), None)
 
 
-class ControlPlane(NamedTuple):
+@dataclass(frozen=True)
+class ControlPlane:
     type: str
     scheduler: str  # "slurm" or "kubernetes"
     versions: tuple[str, ...]  # supported, oldest first; the last is the default

@@ -16,7 +16,7 @@ an ``efa`` interface.
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from fmcluster.facts.catalog import InstanceType
 
@@ -26,7 +26,8 @@ class InterfaceMode(str, enum.Enum):
     EFA = "efa"  # efa (EFA with ENA) interfaces only, one address each
 
 
-class Interface(NamedTuple):
+@dataclass(frozen=True)
+class Interface:
     network_card_index: int
     device_index: int
     interface_type: str  # "interface" (ENA), "efa" or "efa-only"
@@ -63,3 +64,9 @@ def addresses_per_node(instance: InstanceType, mode: InterfaceMode = InterfaceMo
                        efa: bool = True) -> int:
     """Private IPv4 addresses one node takes in its subnet (efa-only interfaces take none)."""
     return sum(1 for i in efa_layout(instance, mode, efa) if i.takes_ip)
+
+
+def lnet_efa_interfaces(instance: InstanceType, *, efa: bool, lustre_efa: bool) -> int:
+    """EFA devices LNet configures on a node: the catalog's number where the node has EFA and
+    the file system is EFA-enabled; 0 (LNet over TCP only) otherwise."""
+    return instance.lnet_efa_interfaces if efa and lustre_efa else 0

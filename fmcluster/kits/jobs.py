@@ -23,74 +23,35 @@ shared file system), one file per job (`GROUP-TEST-JOBID.out`); per-node parts a
 
 from __future__ import annotations
 
-import json
-import math
 import shlex
-from typing import TYPE_CHECKING, NamedTuple
 
+from fmcluster.facts import node as node_facts
+from fmcluster.kits import kubernetes as jobs_kubernetes
+from fmcluster.kits import serving
+from fmcluster.kits.common import (
+    FIO_JOBS,
+    PYTORCH_IMAGE_REF,
+    RESULTS,
+    SMOKE_PY,
+    SMOKE_STEPS,
+    FioTarget,
+    KitFile,
+    expected_json,
+    figures_table,
+    instance_store_gib,
+    largest_message,
+)
 from fmcluster.model import expected
+from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.node import bootstrap
-
-if TYPE_CHECKING:
-    from fmcluster.model.cluster import ClusterModel, NodeGroup
 
 # The images the jobs run. nccl-tests and fio: the reference image of docker/ (built and pushed by
 # the team: docker/README.md); the PyTorch smoke test: NVIDIA's PyTorch container (multi-arch:
 # x86_64 and arm64), pinned. Enroot image URIs name the registry with '#'.
 NCCL_TESTS_DIR = "/opt/nccl-tests/build"  # where the reference image installs nccl-tests' binaries
-PYTORCH_IMAGE_REF = "nvcr.io/nvidia/pytorch:25.01-py3"  # NGC PyTorch 25.01: CUDA 12.8, Blackwell and Grace
 PYTORCH_IMAGE = PYTORCH_IMAGE_REF.replace("/", "#", 1)  # as Enroot names it
-SMOKE_STEPS = 20
-RESULTS = "results"
 MARKER = "==> fmcluster node={node} group={group} test={test} <=="
 SLURM_PLANES = ("pcs", "hyperpod-slurm")
-
-
-class KitFile(NamedTuple):
-    path: str  # relative to the kit's directory
-    content: str
-    executable: bool = False
-
-
-def largest_message(group: NodeGroup) -> str:
-    """nccl-tests' largest size (-e): 16 GiB where the GPU has the memory for its buffers (80 GiB
-    or more; AWS's GB200/B300 runs go to 64G and fail at 128G), else 8 GiB."""
-    gpu = group.instance.gpu
-    return "16G" if gpu is not None and gpu.memory_gib >= 80 else "8G"
-
-
-# fio (fio_sbatch; the Kubernetes kit's fio.sh, fmcluster.kits.kubernetes). fio's --size is per
-# job: each of the FIO_JOBS jobs of a node writes its own file of that size. The read pass reads
-# the files the write pass wrote (the same job name, directory, size and job count, so fio lays
-# out nothing new), and the files are deleted at the end, also when the job fails or is cancelled.
-FIO_JOBS = 8  # fio --numjobs: files written (then read) at once on each node
-FIO_FRACTION = 0.10  # all nodes and jobs of a run together write at most this share of the capacity
-FIO_MAX_JOB_MIB = 8 * 1024  # and each fio job at most 8 GiB (64 GiB a node)
-GIB = 2 ** 30
-
-
-class FioTarget(NamedTuple):
-    test: str  # fio-fsx or fio-scratch
-    path: str  # the file system's mount
-    capacity_gib: float  # the file system's capacity: the whole Lustre file system, or one node's instance store
-    writers: int  # the nodes that write to that capacity at once: every node of the group, or the node itself
-    job_mib: int  # fio --size: MiB each fio job writes
-
-    @property
-    def written_gib(self) -> float:
-        """What one run writes to that capacity, all its nodes and jobs together."""
-        return self.writers * FIO_JOBS * self.job_mib / 1024
-
-    @classmethod
-    def sized(cls, test: str, path: str, capacity_gib: float, writers: int) -> "FioTarget":
-        """A target whose runs write at most FIO_FRACTION of `capacity_gib`, FIO_MAX_JOB_MIB a job."""
-        mib = math.floor(capacity_gib * 1024 * FIO_FRACTION / (writers * FIO_JOBS))
-        return cls(test, path, float(capacity_gib), writers, max(1, min(FIO_MAX_JOB_MIB, mib)))
-
-
-def instance_store_gib(group: NodeGroup) -> float:
-    """A node's instance store (the catalog's NVMe disks together), GiB."""
-    return group.instance.nvme_total_gb * 1e9 / GIB
 
 
 def fio_targets(model: ClusterModel, group: NodeGroup) -> list[FioTarget]:
@@ -103,7 +64,7 @@ def fio_targets(model: ClusterModel, group: NodeGroup) -> list[FioTarget]:
         targets.append(FioTarget.sized("fio-fsx", lustre.mount_path, lustre.storage_capacity_gib,
                                        max(group.max_count, 1)))
     if group.instance.nvme_disks:
-        targets.append(FioTarget.sized("fio-scratch", bootstrap.SCRATCH_PATH, instance_store_gib(group), 1))
+        targets.append(FioTarget.sized("fio-scratch", node_facts.SCRATCH_PATH, instance_store_gib(group), 1))
     return targets
 
 
@@ -266,87 +227,6 @@ def smoke_sbatch(model: ClusterModel, group: NodeGroup) -> str:
     return "\n".join(lines)
 
 
-SMOKE_PY = '''"""fmcluster's PyTorch smoke test: a few FSDP steps of a small transformer on every GPU of the
-job, to show the whole path works (CUDA, NCCL over NVLink and EFA, torchrun's rendezvous). Rank 0
-prints `fmcluster-smoke step=N loss=L tokens_per_s=T host=H rank=0` per step and a last line
-`fmcluster-smoke ok world_size=W steps=N` (or `fmcluster-smoke failed reason=...`), which
-`fmcluster verify` reads."""
-
-import argparse
-import math
-import os
-import socket
-import sys
-import time
-
-import torch
-import torch.distributed as dist
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=20)
-    args = parser.parse_args()
-    dist.init_process_group("nccl")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    torch.manual_seed(0)
-    layer = torch.nn.TransformerEncoderLayer(d_model=1024, nhead=16, dim_feedforward=4096, batch_first=True)
-    model = FSDP(torch.nn.TransformerEncoder(layer, num_layers=8).cuda())
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    batch, length = 8, 512
-    data = torch.randn(batch, length, 1024, device="cuda")
-    target = torch.randn(batch, length, 1024, device="cuda")
-    host = socket.gethostname()
-    for step in range(1, args.steps + 1):
-        start = time.time()
-        optimizer.zero_grad()
-        loss = torch.nn.functional.mse_loss(model(data), target)
-        loss.backward()
-        optimizer.step()
-        value = loss.detach()
-        dist.all_reduce(value)
-        value = value.item() / world
-        torch.cuda.synchronize()
-        if rank == 0:
-            rate = batch * length * world / (time.time() - start)
-            print(f"fmcluster-smoke step={step} loss={value:.6f} tokens_per_s={rate:.1f} host={host} rank=0",
-                  flush=True)
-        if not math.isfinite(value):
-            if rank == 0:
-                print("fmcluster-smoke failed reason=loss-not-finite", flush=True)
-            return 1
-    if rank == 0:
-        print(f"fmcluster-smoke ok world_size={world} steps={args.steps}", flush=True)
-    dist.destroy_process_group()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
-'''
-
-
-def figures_table(model: ClusterModel) -> list[str]:
-    """The README's table of what each job of each group is judged against (fmcluster.model.expected)."""
-    lines = ["| Group | Nodes | Job | Judged against |", "|---|---|---|---|"]
-    figures = expected.expectations(model)
-    for group in expected.gpu_groups(model):
-        for test, figure in figures[group.name].items():
-            against = (f"{figure.pass_at:g} {figure.unit} (PASS), {figure.warn_at:g} (WARN): {figure.basis}"
-                       if figure.peak is not None else figure.basis)
-            lines.append(f"| {group.name} | {group.max_count} | {test} | {against} |")
-    return lines
-
-
-def expected_json(model: ClusterModel) -> KitFile:
-    """expected.json: every group's expected figures, as `fmcluster verify` judges them."""
-    return KitFile("expected.json", json.dumps(
-        {g: {t: e.as_dict() for t, e in tests.items()} for g, tests in expected.expectations(model).items()},
-        indent=2) + "\n")
-
-
 def readme(model: ClusterModel) -> str:
     mount = model.spec.storage.lustre.mount_path if model.spec.storage.lustre else "a shared directory"
     lines = [f"# Acceptance kit of {model.name} ({model.control_plane.type})", "",
@@ -356,8 +236,6 @@ def readme(model: ClusterModel) -> str:
              "./submit-all.sh", "```", "",
              f"and when the jobs are done, where fmcluster is installed: `fmcluster verify SPEC {RESULTS}/*`.", ""]
     if model.serving is not None:
-        from fmcluster.kits import serving
-
         group = model.serving.group
         lines += [f"The serving job (not an acceptance job: `submit-all.sh` leaves it out) serves {model.serving.name} "
                   f"on {group}", f"in `{model.serving.image}`, or the image in `{serving.IMAGE_VARIABLE}` (the "
@@ -386,8 +264,6 @@ def slurm_kit(model: ClusterModel) -> list[KitFile]:
                              ("smoke", smoke_sbatch)):
             files.append(KitFile(f"{group.name}/{test}.sbatch", render(model, group), True))
     if model.serving is not None:  # the spec's model, served on its group (fmcluster.kits.serving)
-        from fmcluster.kits import serving
-
         files.append(KitFile(f"{model.serving.group}/serve.sbatch", serving.slurm_serve_sbatch(model), True))
     return files
 
@@ -397,6 +273,5 @@ def kit(model: ClusterModel) -> list[KitFile]:
     Slurm (pcs, hyperpod-slurm), Kueue-admitted manifests for Kubernetes (fmcluster.kits.kubernetes)."""
     if model.control_plane.type in SLURM_PLANES:
         return slurm_kit(model)
-    from fmcluster.kits import kubernetes as jobs_kubernetes
 
     return jobs_kubernetes.kubernetes_kit(model)

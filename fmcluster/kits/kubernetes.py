@@ -26,35 +26,48 @@ the jobs; `collect.sh` waits for each and writes its pods' logs to `results/`.
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any
 
 import yaml
 
+from fmcluster.facts import kubernetes as k8s
+from fmcluster.facts import node as node_facts
+from fmcluster.kits import serving
+from fmcluster.kits.common import (
+    FIO_JOBS,
+    PYTORCH_IMAGE_REF,
+    RESULTS,
+    SMOKE_PY,
+    SMOKE_STEPS,
+    FioTarget,
+    KitFile,
+    claim_channel,
+    compute_domain,
+    environment,
+    expected_json,
+    figures_table,
+    instance_store_gib,
+    largest_message,
+    shm,
+)
+from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model import expected
-from fmcluster.node import bootstrap
-
-if TYPE_CHECKING:
-    from fmcluster.kits.jobs import FioTarget, KitFile
-    from fmcluster.model.cluster import ClusterModel, NodeGroup
+from fmcluster.model.cluster import ClusterModel, NodeGroup
 
 KUBERNETES_PLANES = ("eks", "hyperpod-eks")
 KIT_CONFIG_MAP = "fmcluster-acceptance"
 KIT_MOUNT = "/kit"
-ACCEPTANCE_LABEL = kubernetes.LABEL_PREFIX + "acceptance"  # every kit object: its test
+ACCEPTANCE_LABEL = k8s.LABEL_PREFIX + "acceptance"  # every kit object: its test
+
 # The reference image of docker/ stands in the manifests as this placeholder until
 # `IMAGE=... ./submit-all.sh` puts the real one in (the Slurm kit reads IMAGE the same way).
 IMAGE_PLACEHOLDER = "fmcluster.invalid/set-IMAGE-to-the-reference-image:latest"
+
 # NVIDIA's DCGM image: NVIDIA/DCGM tag v4.6.0 docker/Makefile (DCGM_VERSION 4.4.1, FULL_VERSION
 # 4.4.1-2, tag FULL_VERSION-ubuntu22.04, linux/amd64 and linux/arm64), published on NGC under
 # nvcr.io/nvidia/cloud-native. Its entry point is nv-hostengine; the job runs dcgmi beside it.
 DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.4.1-2-ubuntu22.04"
-# The huge pages of libfabric's EFA provider: a container that asks for no hugepages-2Mi gets a
-# hugetlb limit of 0, and a huge page it touches anyway is a SIGBUS. AWS's EKS nccl-tests sample
-# asks for 5,120 MiB of them; fmcluster's nodes do not reserve any, so the kit's MPI and torchrun
-# ranks turn the provider's use of them off (libfabric fi_efa(7): FI_EFA_USE_HUGE_PAGE).
-NO_HUGE_PAGES = bootstrap.NcclSetting(
-    "FI_EFA_USE_HUGE_PAGE", "0", "no huge pages in the container: the pod asks for none (hugetlb limit 0)")
 NODE_NAME_ENV = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
 NODE_NAME_FILE = "/tmp/fmcluster-node"  # nosec B108: inside the worker container, read by the launcher
 MPI_PREFIX = "/opt/amazon/openmpi"  # the reference image's Open MPI (the EFA installer's)
@@ -71,26 +84,15 @@ def _name(group: NodeGroup, test: str) -> str:
     return f"{group.name}-{test}"
 
 
-def environment(group: NodeGroup, *, efa: Optional[bool] = None) -> list[dict[str, str]]:
-    """The node bootstrap's EFA / NCCL settings (bootstrap.nccl_settings) as container env, and no
-    huge pages (NO_HUGE_PAGES) where EFA is used; `efa`: whether the pod uses it (default: the
-    group's)."""
-    efa = group.efa if efa is None else efa
-    settings = list(bootstrap.nccl_settings(group.instance, efa))
-    if efa:
-        settings.append(NO_HUGE_PAGES)
-    return [{"name": s.name, "value": s.value} for s in settings]
-
-
 def _metadata(model: ClusterModel, name: str, test: str, *, queued: bool = True) -> dict[str, Any]:
     labels = {ACCEPTANCE_LABEL: test}
     if queued:
-        labels[kubernetes.QUEUE_NAME_LABEL] = kubernetes.queue_names(model.spec)[1]
+        labels[kueue.QUEUE_NAME_LABEL] = kueue.queue_names(model.spec)[1]
     return {"name": name, "namespace": model.spec.orchestrator.namespace, "labels": labels}
 
 
 def _placement(group: NodeGroup) -> dict[str, Any]:
-    return kubernetes.flavor_placement(group)
+    return kueue.flavor_placement(group)
 
 
 def _kit_volume() -> tuple[dict[str, Any], dict[str, Any]]:
@@ -98,44 +100,19 @@ def _kit_volume() -> tuple[dict[str, Any], dict[str, Any]]:
             {"name": "kit", "mountPath": KIT_MOUNT, "readOnly": True})
 
 
-def shm() -> tuple[dict[str, Any], dict[str, Any]]:
-    """/dev/shm in memory (NCCL's and PyTorch's shared memory): the volume and its mount."""
-    return ({"name": "dshm", "emptyDir": {"medium": "Memory"}}, {"name": "dshm", "mountPath": "/dev/shm"})
-
-
 def _accelerators(group: NodeGroup) -> dict[str, Any]:
     """All the node's GPUs and EFA interfaces (extended resources: limits only, requests follow)."""
-    limits: dict[str, Any] = {kubernetes.GPU_RESOURCE: group.gpus}
+    limits: dict[str, Any] = {kueue.GPU_RESOURCE: group.gpus}
     if group.efa_interfaces:
-        limits[kubernetes.EFA_RESOURCE] = group.efa_interfaces
+        limits[kueue.EFA_RESOURCE] = group.efa_interfaces
     return {"limits": limits}
-
-
-CHANNEL_CLAIM = "imex-channel"  # a pod's name for its claim of the job's IMEX channel
-
-
-def compute_domain(group: NodeGroup, name: str, *, namespace: str = "") -> list[dict[str, Any]]:
-    """The ComputeDomain `name` of a job on an UltraServer group (none elsewhere); it grows with the
-    job (numNodes 0). The kit's manifests() sets the namespace; the serving kit gives its own."""
-    if not group.ultraserver:
-        return []
-    return [kubernetes.compute_domain_manifest(name, namespace=namespace, num_nodes=0)]
-
-
-def claim_channel(group: NodeGroup, name: str, pod: dict[str, Any], container: dict[str, Any]) -> None:
-    """An UltraServer pod claims the IMEX channel of its job's ComputeDomain `name` (the template
-    the driver makes for it; Kueue charges kubernetes.IMEX_CHANNEL_RESOURCE for it, one a pod)."""
-    if group.ultraserver:
-        pod["resourceClaims"] = [{"name": CHANNEL_CLAIM,
-                                  "resourceClaimTemplateName": kubernetes.channel_claim_template(name)}]
-        container["resources"]["claims"] = [{"name": CHANNEL_CLAIM}]
 
 
 def _template(group: NodeGroup, pod: dict[str, Any]) -> dict[str, Any]:
     """A pod template; inside one NVLink domain (Kueue topology) where the group fits in one."""
     if group.ultraserver and group.one_nvlink_domain:
-        return {"metadata": {"annotations": {kubernetes.REQUIRED_TOPOLOGY_ANNOTATION:
-                                             kubernetes.NVLINK_CLIQUE_LABEL}}, "spec": pod}
+        return {"metadata": {"annotations": {kueue.REQUIRED_TOPOLOGY_ANNOTATION:
+                                             kueue.NVLINK_CLIQUE_LABEL}}, "spec": pod}
     return {"spec": pod}
 
 
@@ -183,7 +160,6 @@ done
 rm -rf "$tmp"
 '''.replace("MPI_PREFIX", MPI_PREFIX).replace("NODE_NAME_FILE", NODE_NAME_FILE).replace(
     "OPERATIONS", " ".join(expected.NCCL_OPERATIONS))
-
 DCGM_SH = r'''#!/bin/bash
 # fmcluster acceptance: DCGM diagnostics (level 2, JSON) of this pod's node, beside a host engine
 # of its own. Environment: GROUP, NODE_NAME.
@@ -193,7 +169,6 @@ for _ in $(seq 30); do dcgmi discovery -l >/dev/null 2>&1 && break; sleep 2; don
 echo "==> fmcluster node=${NODE_NAME:?} group=${GROUP:?} test=dcgm <=="
 dcgmi diag -r 2 -j 2>&1 || true
 '''
-
 FIO_SH = r'''#!/bin/bash
 # fmcluster acceptance: fio on each TARGET (test:directory:MiB, space-separated), this pod's node's
 # share: FIO_JOBS jobs of MiB each (fio's --size is per job), written, then the same files read back
@@ -227,8 +202,6 @@ done
 
 def scripts() -> dict[str, str]:
     """The kit's scripts, by file name (the ConfigMap's keys)."""
-    from fmcluster.kits.jobs import SMOKE_PY  # the same smoke test as the Slurm kit
-
     return {"nccl.sh": NCCL_SH, "dcgm.sh": DCGM_SH, "fio.sh": FIO_SH, "smoke.py": SMOKE_PY}
 
 
@@ -241,8 +214,6 @@ def kit_config_map(model: ClusterModel) -> dict[str, Any]:
 
 
 def nccl_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
-    from fmcluster.kits.jobs import largest_message
-
     name = _name(group, "nccl")
     env = environment(group)
     kit_volume, kit_mount = _kit_volume()
@@ -265,7 +236,7 @@ def nccl_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]
     worker = {**_placement(group), "containers": [worker_container], "volumes": [shm_volume]}
     claim_channel(group, name, worker, worker_container)
     mpijob = {
-        "apiVersion": kubernetes.MPIJOB_API, "kind": "MPIJob", "metadata": _metadata(model, name, "nccl"),
+        "apiVersion": charts.MPIJOB_API, "kind": "MPIJob", "metadata": _metadata(model, name, "nccl"),
         "spec": {"slotsPerWorker": group.gpus, "mpiImplementation": "OpenMPI",
                  "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 6},
                  "mpiReplicaSpecs": {
@@ -281,7 +252,7 @@ def _per_node_job(model: ClusterModel, group: NodeGroup, test: str, container: d
     pod = {"restartPolicy": "Never", **_placement(group),
            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                {"labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": name}},
-                "topologyKey": kubernetes.HOSTNAME_LABEL}]}},
+                "topologyKey": kueue.HOSTNAME_LABEL}]}},
            "containers": [container], "volumes": volumes}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(model, name, test),
             "spec": {"completionMode": "Indexed", "completions": group.max_count,
@@ -295,7 +266,7 @@ def dcgm_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]
                  "env": [{"name": "GROUP", "value": group.name}, dict(NODE_NAME_ENV)],
                  # NVIDIA's DCGM container documentation runs diagnostics with SYS_ADMIN
                  "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}},
-                 "resources": {"limits": {kubernetes.GPU_RESOURCE: group.gpus}}, "volumeMounts": [kit_mount]}
+                 "resources": {"limits": {kueue.GPU_RESOURCE: group.gpus}}, "volumeMounts": [kit_mount]}
     return [_per_node_job(model, group, "dcgm", container, [kit_volume], 1)]
 
 
@@ -305,10 +276,8 @@ SCRATCH_EMPTY_DIR_GIB = 64
 
 
 def fio_targets(model: ClusterModel, group: NodeGroup) -> list[tuple[FioTarget, dict[str, Any]]]:
-    """Each place the fio job measures (jobs.FioTarget: at most a tenth of its capacity written, as
+    """Each place the fio job measures (common.FioTarget: at most a tenth of its capacity written, as
     on Slurm), with the pod's volume there."""
-    from fmcluster.kits.jobs import FioTarget, instance_store_gib
-
     targets = []
     lustre = model.spec.storage.lustre
     if lustre is not None:
@@ -317,19 +286,17 @@ def fio_targets(model: ClusterModel, group: NodeGroup) -> list[tuple[FioTarget, 
                         {"name": "fsx", "persistentVolumeClaim": {"claimName": kubernetes.LUSTRE_CLAIM}}))
     if group.instance.nvme_disks:
         if model.control_plane.type == "hyperpod-eks":
-            scratch: dict[str, Any] = {"name": "scratch", "hostPath": {"path": bootstrap.SCRATCH_PATH,
+            scratch: dict[str, Any] = {"name": "scratch", "hostPath": {"path": node_facts.SCRATCH_PATH,
                                                                        "type": "Directory"}}
             capacity = instance_store_gib(group)
         else:
             scratch = {"name": "scratch", "emptyDir": {"sizeLimit": f"{SCRATCH_EMPTY_DIR_GIB}Gi"}}
             capacity = SCRATCH_EMPTY_DIR_GIB
-        targets.append((FioTarget.sized("fio-scratch", bootstrap.SCRATCH_PATH, capacity, 1), scratch))
+        targets.append((FioTarget.sized("fio-scratch", node_facts.SCRATCH_PATH, capacity, 1), scratch))
     return targets
 
 
 def fio_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
-    from fmcluster.kits.jobs import FIO_JOBS
-
     kit_volume, kit_mount = _kit_volume()
     targets = fio_targets(model, group)
     container = {"name": "fio", "image": IMAGE_PLACEHOLDER, "command": ["bash", f"{KIT_MOUNT}/fio.sh"],
@@ -344,8 +311,6 @@ def fio_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]
 
 
 def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
-    from fmcluster.kits.jobs import PYTORCH_IMAGE_REF, SMOKE_STEPS
-
     name = _name(group, "smoke")
     kit_volume, kit_mount = _kit_volume()
     shm_volume, shm_mount = shm()
@@ -365,7 +330,7 @@ def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any
     specs = {"Master": replica(1)}
     if group.max_count > 1:
         specs["Worker"] = replica(group.max_count - 1)
-    job = {"apiVersion": kubernetes.PYTORCHJOB_API, "kind": "PyTorchJob", "metadata": _metadata(model, name, "smoke"),
+    job = {"apiVersion": charts.PYTORCHJOB_API, "kind": "PyTorchJob", "metadata": _metadata(model, name, "smoke"),
            "spec": {"nprocPerNode": str(group.gpus), "runPolicy": {"backoffLimit": 0, "activeDeadlineSeconds": 3600},
                     "pytorchReplicaSpecs": specs}}
     return [*compute_domain(group, name), job]
@@ -415,8 +380,6 @@ def submit_all(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
 
 def collect(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
     """Wait for each job (any of COMPLETE_CONDITIONS) and write its pods' logs to results/."""
-    from fmcluster.kits.jobs import RESULTS
-
     namespace = model.spec.orchestrator.namespace
     conditions = "|".join(COMPLETE_CONDITIONS)
     script = textwrap.dedent(f'''\
@@ -449,10 +412,8 @@ def collect(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
 
 
 def readme(model: ClusterModel) -> str:
-    from fmcluster.kits.jobs import figures_table
-
     namespace = model.spec.orchestrator.namespace
-    _, queue = kubernetes.queue_names(model.spec)
+    _, queue = kueue.queue_names(model.spec)
     lines = [f"# Acceptance kit of {model.name} ({model.control_plane.type})", "",
              "Written by `fmcluster jobs`. With kubectl on the cluster (`aws eks update-kubeconfig`), build and",
              "push the reference image (docker/README.md), then from this directory:", "",
@@ -467,8 +428,6 @@ def readme(model: ClusterModel) -> str:
 
 
 def kubernetes_kit(model: ClusterModel) -> list[KitFile]:
-    from fmcluster.kits.jobs import KitFile, expected_json
-
     files = []
     jobs: list[tuple[str, str]] = []  # (path, "KIND NAME PODS") of each job, in submission order
     for group in expected.gpu_groups(model):
@@ -485,9 +444,7 @@ def kubernetes_kit(model: ClusterModel) -> list[KitFile]:
             pods = group.max_count + (1 if job["kind"] == "MPIJob" else 0)
             jobs.append((path, f"{job['kind']} {job['metadata']['name']} {pods}"))
     if model.serving is not None:  # the spec's model, served on its group (fmcluster.kits.serving); not in submit-all
-        from fmcluster.kits import serving
-
-        _, queue = kubernetes.queue_names(model.spec)
+        _, queue = kueue.queue_names(model.spec)
         served = serving.kubernetes_serve_manifests(model, namespace=model.spec.orchestrator.namespace,
                                                     queue=queue, claim=kubernetes.LUSTRE_CLAIM)
         files.append(KitFile(f"{model.serving.group}/serve.yaml", dump(served, (

@@ -14,7 +14,7 @@ in the replicas and the tensor x pipeline parallel layout the model resolved
   (not the kit's results/). Each step (the Ray head, its workers, a node's side-by-side replicas)
   is tracked on its own: one that ends fails the job at once with a `fmcluster-serve failed` line.
 - Kubernetes (`kubernetes_serve_manifests`): a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1,
-  LWS 0.10.0, fmcluster.kubernetes.manifests.LWS) of `replicas` groups of PP pods, admitted by Kueue (the
+  LWS 0.10.0, fmcluster.kubernetes.charts.LWS) of `replicas` groups of PP pods, admitted by Kueue (the
   queue label on the LeaderWorkerSet), and a ClusterIP Service on port 8000 in front of the
   leaders. A group of one pod asks for TP GPUs (several share a node); a group of several pods
   asks for whole nodes (all GPUs and EFA interfaces) and runs Ray as on Slurm; on an UltraServer
@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import math
 import shlex
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fmcluster.facts import inference
-from fmcluster.kits import kubernetes as jobs_kubernetes
-from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.facts.inference import Serving
+from fmcluster.kits import common
+from fmcluster.kubernetes import charts, kueue
+from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.node import bootstrap
-
-if TYPE_CHECKING:
-    from fmcluster.facts.inference import Serving
-    from fmcluster.model.cluster import ClusterModel, NodeGroup
 
 RAY_PORT = 6379  # Ray's default GCS port (`ray start --head`)
 # The serving job's outputs: a directory of their own, so that the acceptance kit's results/
@@ -261,7 +259,7 @@ def slurm_serve_sbatch(model: ClusterModel) -> str:
 def environment(group: NodeGroup, *, efa: bool) -> list[dict[str, str]]:
     """Container env: the node bootstrap's EFA / NCCL settings (bootstrap.nccl_settings; EFA's only
     for pods that ask for the EFA interfaces), no huge pages with EFA, no hub."""
-    return [*jobs_kubernetes.environment(group, efa=efa), {"name": "HF_HUB_OFFLINE", "value": "1"}]
+    return [*common.environment(group, efa=efa), {"name": "HF_HUB_OFFLINE", "value": "1"}]
 
 
 def _probe(period: int, failures: int) -> dict[str, Any]:
@@ -271,12 +269,12 @@ def _probe(period: int, failures: int) -> dict[str, Any]:
 
 def _container(name: str, image: str, script: str, group: NodeGroup, *, gpus: int, efa: bool,
                mount: str) -> dict[str, Any]:
-    limits: dict[str, Any] = {kubernetes.GPU_RESOURCE: gpus}
+    limits: dict[str, Any] = {kueue.GPU_RESOURCE: gpus}
     if efa:
-        limits[kubernetes.EFA_RESOURCE] = group.efa_interfaces
+        limits[kueue.EFA_RESOURCE] = group.efa_interfaces
     return {"name": name, "image": image, "command": ["bash", "-c", script],
             "env": environment(group, efa=efa), "resources": {"limits": limits},
-            "volumeMounts": [{"name": "weights", "mountPath": mount, "readOnly": True}, jobs_kubernetes.shm()[1]]}
+            "volumeMounts": [{"name": "weights", "mountPath": mount, "readOnly": True}, common.shm()[1]]}
 
 
 def _serve_probes(container: dict[str, Any], startup: int) -> dict[str, Any]:
@@ -290,12 +288,12 @@ def _serve_probes(container: dict[str, Any], startup: int) -> dict[str, Any]:
 def _template(group: NodeGroup, container: dict[str, Any], claim: str, annotations: dict[str, str],
               domain: str | None = None) -> dict[str, Any]:
     """A pod template; its pod claims the IMEX channel of the ComputeDomain `domain` where given
-    (jobs_kubernetes.claim_channel)."""
-    pod = {**kubernetes.flavor_placement(group), "containers": [container],
+    (common.claim_channel)."""
+    pod = {**kueue.flavor_placement(group), "containers": [container],
            "volumes": [{"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
-                       jobs_kubernetes.shm()[0]]}
+                       common.shm()[0]]}
     if domain is not None:
-        jobs_kubernetes.claim_channel(group, domain, pod, container)
+        common.claim_channel(group, domain, pod, container)
     return {"metadata": {"annotations": dict(annotations)}, "spec": pod} if annotations else {"spec": pod}
 
 
@@ -304,7 +302,7 @@ def _annotations(model: ClusterModel, group: NodeGroup, pp: int) -> dict[str, st
     domain = group.nvlink_domain
     if not group.ultraserver or domain is None or pp > domain.instances:
         return {}
-    annotations = {kubernetes.REQUIRED_TOPOLOGY_ANNOTATION: kubernetes.NVLINK_CLIQUE_LABEL}
+    annotations = {kueue.REQUIRED_TOPOLOGY_ANNOTATION: kueue.NVLINK_CLIQUE_LABEL}
     if pp > 1:
         annotations[PODSET_GROUP_ANNOTATION] = serving_name(model)
     return annotations
@@ -321,7 +319,7 @@ def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: st
     src/init.cc, NCCL_MNNVL_ENABLE's default 2) and fails without a channel in the container
     (src/mnnvl.cc: "MNNVL ... is available but not working ... Check the IMEX channel
     configuration"). So the set has one ComputeDomain, first, which every pod of every replica
-    claims, as the acceptance kit's jobs do (jobs_kubernetes.compute_domain, claim_channel; NVIDIA's
+    claims, as the acceptance kit's jobs do (common.compute_domain, claim_channel; NVIDIA's
     DRA driver: one ComputeDomain a workload, its daemons following the pods, a domain a clique).
     A replica of one node (PP 1) gets none: its communicators never leave the node, so NCCL does not
     check MNNVL, and the driver gives a node's channel to one pod at a time, which replicas sharing
@@ -333,7 +331,7 @@ def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: st
     name, pp, mount = serving_name(model), serving.pipeline_parallel, lustre.mount_path
     startup, annotations = startup_seconds(model), _annotations(model, group, pp)
     template: dict[str, Any] = {"size": pp, "restartPolicy": "RecreateGroupOnPodRestart"}
-    domains = jobs_kubernetes.compute_domain(group, name, namespace=namespace) if pp > 1 else []
+    domains = common.compute_domain(group, name, namespace=namespace) if pp > 1 else []
     domain = name if domains else None
     if pp == 1:
         serve = "exec vllm serve " + " ".join(vllm_arguments(serving, str(inference.PORT)))
@@ -349,8 +347,8 @@ def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: st
                             gpus=group.gpus, efa=efa, mount=mount)
         template["leaderTemplate"] = _template(group, _serve_probes(leader, startup), claim, annotations, domain)
         template["workerTemplate"] = _template(group, worker, claim, annotations, domain)
-    lws = {"apiVersion": kubernetes.LWS_API, "kind": "LeaderWorkerSet",
-           "metadata": {"name": name, "namespace": namespace, "labels": {kubernetes.QUEUE_NAME_LABEL: queue}},
+    lws = {"apiVersion": charts.LWS_API, "kind": "LeaderWorkerSet",
+           "metadata": {"name": name, "namespace": namespace, "labels": {kueue.QUEUE_NAME_LABEL: queue}},
            "spec": {"replicas": serving.replicas, "leaderWorkerTemplate": template}}
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{name}-api", "namespace": namespace},
                "spec": {"type": "ClusterIP", "selector": {LWS_NAME_LABEL: name, LWS_WORKER_INDEX_LABEL: "0"},

@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping, Optional
 
-from fmcluster.facts import controlplanes, inference, naming
-from fmcluster.facts.catalog import ULTRASERVERS, InstanceType, UltraServer
+from fmcluster.facts import controlplanes, inference, kubernetes, naming
+from fmcluster.facts import network as network_plan
+from fmcluster.facts import node as node_facts
+from fmcluster.facts.catalog import ULTRASERVERS, InstanceType, UltraServer, catalog
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ControlPlane, PcsSize
-from fmcluster.facts.efa import Interface, efa_layout
+from fmcluster.facts.efa import Interface, efa_layout, lnet_efa_interfaces
 from fmcluster.facts.placement import Placement, placement_for
-from fmcluster.kubernetes import manifests as kubernetes
-from fmcluster.model import network as network_plan
-from fmcluster.node import bootstrap
 from fmcluster.spec.models import CapacitySpec, ClusterSpec, NodeGroupSpec
 
 if TYPE_CHECKING:
@@ -193,7 +192,7 @@ class ClusterModel:
     @property
     def slurm_settings(self) -> Mapping[str, str]:
         """The cluster's custom Slurm settings (the IMEX prolog's, where it runs)."""
-        return MappingProxyType(dict(bootstrap.IMEX_PROLOG_SETTINGS) if self.imex_prolog else {})
+        return MappingProxyType(dict(node_facts.IMEX_PROLOG_SETTINGS) if self.imex_prolog else {})
 
     @property
     def efa_groups(self) -> dict[str, bool]:
@@ -216,7 +215,7 @@ def _node_group(spec: ClusterSpec, group: NodeGroupSpec, cp: ControlPlane, lustr
         capacity=group.capacity, efa=efa, interfaces=interfaces,
         placement=NO_PLACEMENT if cp.hyperpod else placement_for(group), root_volume_gib=group.root_volume_gib,
         ami_id=group.ami_id,
-        lnet_efa_interfaces=bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lustre_efa),
+        lnet_efa_interfaces=lnet_efa_interfaces(instance, efa=efa, lustre_efa=lustre_efa),
         follows_block=cp.type == "eks" and group.capacity.type == CAPACITY_BLOCK, local_zone=spec.local_zone)
     if cp.scheduler != "kubernetes":
         return made
@@ -233,8 +232,6 @@ def _node_group(spec: ClusterSpec, group: NodeGroupSpec, cp: ControlPlane, lustr
 
 def _own(name: str, role: str, instance_type: str, count: int, root_volume_gib: int,
          **extra: Unpack[_OwnExtra]) -> NodeGroup:
-    from fmcluster.facts.catalog import catalog
-
     instance = catalog()[instance_type]
     return NodeGroup(name=name, role=role, instance=instance, min_count=count, max_count=count, capacity=ON_DEMAND,
                      efa=False, interfaces=efa_layout(instance, efa=False), placement=NO_PLACEMENT,
@@ -303,7 +300,7 @@ def resolve(spec: ClusterSpec) -> ClusterModel:
     cp = spec.orchestrator.control_plane
     lustre = spec.storage.lustre
     lustre_efa = bool(lustre and lustre.efa)
-    nodes = controlplanes.managed_nodes(spec)
+    nodes = spec.managed_nodes
     observed = spec.observability.prometheus or spec.observability.grafana
     groups = tuple(_node_group(spec, g, cp, lustre_efa) for g in spec.node_groups)
     return ClusterModel(

@@ -35,7 +35,7 @@ is logged and the next one still runs, and the script exits non-zero at the end)
 
 AWS PCS merges its own user data with the node group's, so the user data is MIME multipart
 (``multipart/mixed``) with one ``text/x-shellscript`` part. The Amazon EKS and SageMaker HyperPod
-node scripts (fmcluster.kubernetes.manifests, fmcluster.node.lifecycle) are composed from the same fragments.
+node scripts (fmcluster.node.eks, fmcluster.node.lifecycle) are composed from the same fragments.
 """
 
 from __future__ import annotations
@@ -46,21 +46,21 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, NamedTuple, Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from fmcluster.facts import catalog
 from fmcluster.facts.catalog import InstanceType
+from fmcluster.facts.efa import lnet_efa_interfaces
+from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
 
 SCRIPTS = Path(__file__).parent / "scripts" / "boot"
 SLURM_SCRIPTS = Path(__file__).parent / "scripts" / "slurm"
 PROGRAMS = SCRIPTS / "programs"
 COLLECTORS = SCRIPTS / "collectors"
 NCCL_ENV_FILE = "/etc/profile.d/fmcluster-nccl.sh"
-SCRATCH_PATH = "/scratch"
 SCRATCH_ARRAY = "/dev/md/scratch"
 SCRATCH_WAIT_SECONDS = 60  # for the instance-store disks to appear
 DLAMI_NVME_UNIT = "dlami-nvme.service"  # the Deep Learning AMIs' own instance-store set-up
-DLAMI_NVME_PATH = "/opt/dlami/nvme"
 DLAMI_WAIT_SECONDS = 120  # for that unit to finish
 FSX_MOUNT_ATTEMPTS = 20
 FSX_RETRY_SECONDS = 15
@@ -71,14 +71,7 @@ APT_ATTEMPTS = 5
 APT_RETRY_SECONDS = 30
 READY_WAIT_SECONDS = 120  # how long the readiness check waits for late GPUs and mounts
 SLURMD_RETRY_SECONDS = 30  # a slurmd held back by the readiness check is tried again this often
-FMCLUSTER_LIB = "/usr/local/lib/fmcluster"
 FMCLUSTER_ETC = "/etc/fmcluster"
-# The IMEX Slurm prolog on every compute node of a cluster with UltraServer node groups, and the
-# cluster's Slurm settings that run it on each node of an allocation before the job starts (the
-# AWS PCS User Guide, "Configure UltraServer instances": Prolog, PrologFlags=Alloc,NoHold)
-IMEX_PROLOG = f"{FMCLUSTER_LIB}/imex-prolog"
-IMEX_PROLOG_SETTINGS = {"Prolog": IMEX_PROLOG, "PrologFlags": "Alloc,NoHold"}
-TEXTFILE_DIR = "/var/lib/fmcluster/textfile-node"  # the node exporter's textfile collector reads it
 BOUNDARY = "==FMCLUSTER-BOUNDARY=="
 SCRIPT_NAME = "fmcluster-node.sh"
 COLLECT_INTERVAL_SECONDS = 30
@@ -308,13 +301,8 @@ def device_rdma(instance: InstanceType, efa: bool) -> bool:
     return efa and instance.is_gpu and instance.device_rdma
 
 
-def lnet_efa_interfaces(instance: InstanceType, *, efa: bool, lustre_efa: bool) -> int:
-    """EFA devices LNet configures on this node: the catalog's number where the node has EFA and
-    the file system is EFA-enabled; 0 (LNet over TCP only) otherwise."""
-    return instance.lnet_efa_interfaces if efa and lustre_efa else 0
-
-
-class NcclSetting(NamedTuple):
+@dataclass(frozen=True)
+class NcclSetting:
     """One variable of a node's EFA / NCCL environment, with why it is set."""
 
     name: str

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Optional
 
+from fmcluster.facts.efa import lnet_efa_interfaces
+from fmcluster.facts.node import SCRATCH_PATH
 from fmcluster.node import bootstrap
 
 SCRIPTS = Path(__file__).parent / "scripts" / "hyperpod"
@@ -89,7 +91,7 @@ class SlurmRuntime:
     shared_path: str = ""
 
 
-def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = bootstrap.SCRATCH_PATH,
+def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = SCRATCH_PATH,
                  checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
                  runtime: Optional[SlurmRuntime] = None) -> str:
     """The `on_init.sh` of an instance group (module docstring). `checks`: drain the node unless
@@ -99,7 +101,7 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
     instance = bootstrap.instance_entry(instance_type)
     program = bootstrap.NodeProgram(instance, NODE_GROUP=group).protect().nccl(efa)
     program.add(SCRIPTS / "hooks.sh", "run_hooks", HOOKS_DIR=HOOKS_DIR, OPTIONAL_HOOKS=" ".join(OPTIONAL_HOOKS))
-    lnet = bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
+    lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
     if lnet:
         program.lnet(lnet)
     if instance.nvme_disks:

@@ -12,7 +12,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
-from fmcluster.plan.report import CostLine, NodeGroupPlan, Plan, Resources, ServingFit, build
+from fmcluster.plan.cost import CostLine
+from fmcluster.plan.report import NodeGroupPlan, Plan, Resources, ServingFit, build
 from fmcluster.spec.models import ClusterSpec, is_everyone
 
 Table = list[list[str]]

@@ -8,19 +8,21 @@ and kept in docs/plan.schema.json), and what the text and markdown renderers
 Every derived fact comes from the resolved model (`fmcluster.model.cluster.resolve`: EFA interfaces,
 placement, sizes, stacks), the figures from the instance catalog (peak dense tensor throughput,
 GPU memory, NVLink; an UltraServer group's NVLink domain is its UltraServer, any other GPU's its
-instance), subnets and addresses from `network_plan`, prices from the repository's price table
-(`prices`).
+instance), subnets from `fmcluster.facts.network`, addresses from `fmcluster.spec.addresses`,
+prices from the repository's price table (`prices`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Literal, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from fmcluster.facts import fsx, inference, naming, prices, regions
+from fmcluster.facts import network as network_plan
 from fmcluster.model import cluster as model
-from fmcluster.model import network as network_plan
+from fmcluster.plan.cost import Cost, Model, cost
+from fmcluster.spec import addresses
 from fmcluster.spec.models import ClusterSpec, NodeGroupSpec
 
 SCHEMA_VERSION = "fmcluster.plan/v1"
@@ -30,11 +32,6 @@ DEFAULT_CHECKPOINT_PARAMS = 70e9
 CHECKPOINT_BYTES_PER_PARAM = 2 + 4 + 4 + 4
 CHECKPOINT_FORMULA = ("14 bytes per parameter: bf16 weights 2 + fp32 master weights 4 + fp32 Adam moments 4 + 4; "
                       "written at the file system's aggregate baseline throughput")
-PriceStatus = Literal["priced", "unknown", "priced-at-purchase", "usage-based"]
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Resources(Model):
@@ -238,31 +235,6 @@ class StackPlan(Model):
     name: str
     contents: str
     termination_protection: bool
-
-
-class CostLine(Model):
-    item: str
-    status: PriceStatus
-    unit_hourly_usd: Optional[float]
-    hourly_usd_min: Optional[float]
-    hourly_usd_max: Optional[float]
-    note: Optional[str]
-
-
-class Cost(Model):
-    prices_region: str
-    spec_region: str
-    prices_as_of: str
-    currency: str
-    region_note: Optional[str]
-    lines: list[CostLine]
-    hourly_usd_min: float  # of the priced lines only
-    hourly_usd_max: float
-    daily_usd_min: float
-    daily_usd_max: float
-    complete: bool  # every line priced: nothing unknown, bought separately or usage-based
-    not_included: list[str]
-    sources: dict[str, str]
 
 
 class Plan(Model):
@@ -478,7 +450,7 @@ def _storage(spec: ClusterSpec, params: float) -> StoragePlan:
 
 def _network(spec: ClusterSpec) -> NetworkPlan:
     subnets = network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
-    needs = network_plan.address_needs(spec)
+    needs = addresses.address_needs(spec)
     gpu = subnets[0]
     nat_az = spec.region_zone_ids[0]
     return NetworkPlan(
@@ -544,8 +516,6 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
     """The plan of a valid spec, from its resolved model (fmcluster.model.cluster). `raw` is the spec
     file as written (to tell defaults apart); `reservations` what `fmcluster preflight` read of
     its reservations and Capacity Blocks (its JSON's "reservations"), for their windows."""
-    from fmcluster.plan.cost import cost
-
     m = model.resolve(spec)
     params = checkpoint_params or DEFAULT_CHECKPOINT_PARAMS
     read = {str(r.get("id")): r for r in reservations}

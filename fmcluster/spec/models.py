@@ -488,6 +488,12 @@ class ClusterSpec(Model):
         """The cluster's AZ IDs that are Availability Zones of the region (not Local Zones)."""
         return [az for az in self.availability_zone_ids if not regions.is_local_zone(az)]
 
+    @property
+    def managed_nodes(self) -> int:
+        """Every node the control plane manages: the node groups at their maximum and the login
+        nodes (what sizes an AWS PCS cluster and a HyperPod Slurm controller)."""
+        return sum(g.max_nodes for g in self.node_groups) + self.orchestrator.login.count
+
     def resolved(self) -> dict[str, Any]:
         """The spec with every default filled in, as a plain mapping (what `plan` shows)."""
         return self.model_dump(mode="json", by_alias=True)

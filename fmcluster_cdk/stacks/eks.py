@@ -77,10 +77,14 @@ from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
 from fmcluster import observability as observability_content
+from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts import naming
 from fmcluster.facts.controlplanes import EKS_AMI_TYPES
+from fmcluster.kubernetes import charts
+from fmcluster.kubernetes import kueue as kueue_queues
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import SYSTEM, ClusterModel, NodeGroup
+from fmcluster.node import eks as eks_node
 from fmcluster.spec.models import EVERYONE, OrchestratorSpec
 from fmcluster_cdk.constructs.compute.capacity_blocks import CapacityBlockScaler
 from fmcluster_cdk.constructs.compute.launch_template import (
@@ -240,7 +244,7 @@ class EksClusterStack(cdk.Stack):
         if addon.service_account:
             resource.node.add_dependency(self.addons[kubernetes.POD_IDENTITY_AGENT.name])
         if addon.needs_nodes:
-            resource.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])
+            resource.node.add_dependency(self.node_groups[k8s.SYSTEM_NODE_GROUP])
         self.addons[addon.name] = resource
 
     def _fsx_csi_statements(self) -> list[iam.PolicyStatement]:
@@ -260,7 +264,7 @@ class EksClusterStack(cdk.Stack):
     def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
         custom = None
         if group.ami_id:
-            custom = kubernetes.ClusterDetails(self.cluster.cluster_name, self.cluster.cluster_endpoint,
+            custom = eks_node.ClusterDetails(self.cluster.cluster_name, self.cluster.cluster_endpoint,
                                                self.cluster.cluster_certificate_authority_data, self.service_cidr)
         template = NodeLaunchTemplate(scope, "LaunchTemplate", props=LaunchTemplateProps(
             interfaces=group.interfaces, subnet_id=None,
@@ -271,7 +275,7 @@ class EksClusterStack(cdk.Stack):
             placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.spec.name),
             capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
             tags=self.model.instance_tags(group), local_zone=group.local_zone,
-            user_data=kubernetes.node_user_data(
+            user_data=eks_node.node_user_data(
                 group.instance, raid0=group.instance.nvme_disks > 0, cluster=custom, taints=group.taints,
                 efa=group.efa, lnet_efa=self.model.lustre_efa, observability=self.observability is not None)))
         capacity_type = CAPACITY_TYPES[group.capacity.type]
@@ -300,7 +304,7 @@ class EksClusterStack(cdk.Stack):
 
     # --- inside Kubernetes -----------------------------------------------------------------
 
-    def _add_chart(self, construct_id: str, chart: kubernetes.Chart, values: dict[str, Any],
+    def _add_chart(self, construct_id: str, chart: charts.Chart, values: dict[str, Any],
                    wait: bool = False) -> eks.HelmChart:
         helm = self.cluster.add_helm_chart(
             construct_id, chart=chart.chart, repository=chart.repository, version=chart.version,
@@ -312,20 +316,20 @@ class EksClusterStack(cdk.Stack):
     def _add_device_plugins(self) -> None:
         groups = self.model.node_groups
         if any(g.instance.is_gpu for g in groups):
-            self._add_chart("NvidiaDevicePlugin", kubernetes.NVIDIA_DEVICE_PLUGIN,
-                            kubernetes.nvidia_device_plugin_values())
+            self._add_chart("NvidiaDevicePlugin", charts.NVIDIA_DEVICE_PLUGIN,
+                            charts.nvidia_device_plugin_values())
         efa_types = [g.instance_type for g in groups if g.efa_interfaces]
         if efa_types:
-            self._add_chart("EfaDevicePlugin", kubernetes.EFA_DEVICE_PLUGIN,
-                            kubernetes.efa_device_plugin_values(efa_types))
+            self._add_chart("EfaDevicePlugin", charts.EFA_DEVICE_PLUGIN,
+                            charts.efa_device_plugin_values(efa_types))
 
     def _add_nvlink_domains(self) -> None:
         """The UltraServer node groups' NVLink domains: the DRA driver's ComputeDomains and GFD's
         nvidia.com/gpu.clique label (the Topology is in the Kueue manifests)."""
         groups = [g.name for g in self.model.ultraserver_groups]
-        self._add_chart("NvidiaDraDriver", kubernetes.DRA_DRIVER, kubernetes.dra_driver_values(groups))
-        self._add_chart("GpuFeatureDiscovery", kubernetes.GPU_FEATURE_DISCOVERY,
-                        kubernetes.gpu_feature_discovery_values(groups))
+        self._add_chart("NvidiaDraDriver", charts.DRA_DRIVER, charts.dra_driver_values(groups))
+        self._add_chart("GpuFeatureDiscovery", charts.GPU_FEATURE_DISCOVERY,
+                        charts.gpu_feature_discovery_values(groups))
 
     def _namespace(self) -> Optional[eks.KubernetesManifest]:
         """The manifest of orchestrator.namespace (once), or None where Kubernetes has it already."""
@@ -344,15 +348,15 @@ class EksClusterStack(cdk.Stack):
         self.manifests[construct_id] = manifest
 
     def _add_queues(self) -> None:
-        kueue = self._add_chart("Kueue", kubernetes.KUEUE, kubernetes.kueue_values(self.model), wait=True)
-        kueue.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])  # its controller runs there
-        self._add_manifest("KueueQueues", kubernetes.kueue_manifests(self.model), kueue)
+        kueue = self._add_chart("Kueue", charts.KUEUE, kueue_queues.kueue_values(self.model), wait=True)
+        kueue.node.add_dependency(self.node_groups[k8s.SYSTEM_NODE_GROUP])  # its controller runs there
+        self._add_manifest("KueueQueues", kueue_queues.kueue_manifests(self.model), kueue)
 
     def _add_leader_worker_set(self) -> None:
         """LWS, waited for (its webhook serves before the stack is done), after the system nodes
         its controller runs on."""
-        lws = self._add_chart("LeaderWorkerSet", kubernetes.LWS, kubernetes.lws_values(), wait=True)
-        lws.node.add_dependency(self.node_groups[kubernetes.SYSTEM_NODE_GROUP])
+        lws = self._add_chart("LeaderWorkerSet", charts.LWS, charts.lws_values(), wait=True)
+        lws.node.add_dependency(self.node_groups[k8s.SYSTEM_NODE_GROUP])
 
     def handler_placement(self) -> dict[str, Any]:
         """Where a custom-resource handler that talks to the API server runs: in the cluster's VPC,
@@ -366,9 +370,9 @@ class EksClusterStack(cdk.Stack):
         """The MPI and training operators' sub-charts, each a release (one handler for both), after
         the system nodes their controllers run on (fmcluster_cdk/stacks/hyperpod_eks.py: HyperPod's dependencies
         chart has them)."""
-        system = self.node_groups[kubernetes.SYSTEM_NODE_GROUP]
+        system = self.node_groups[k8s.SYSTEM_NODE_GROUP]
         scope, function = Construct(self, "Operators"), None
-        for operator in kubernetes.operators():
+        for operator in charts.operators():
             chart = HyperPodChart(
                 scope, operator.release, cluster=self.cluster, release=operator.release, namespace=operator.namespace,
                 values=operator.values, chart_path=subchart_path(operator.subchart),
@@ -389,9 +393,9 @@ class EksClusterStack(cdk.Stack):
 
     def _add_metrics_collection(self, workspace_arn: str) -> None:
         """The exporters (only where their devices are) and the managed scraper."""
-        self._add_chart("NodeExporter", kubernetes.NODE_EXPORTER, kubernetes.node_exporter_values())
-        self._add_chart("DcgmExporter", kubernetes.DCGM_EXPORTER, kubernetes.dcgm_exporter_values())
-        self._add_chart("EfaNodeExporter", kubernetes.EFA_NODE_EXPORTER, kubernetes.efa_node_exporter_values())
+        self._add_chart("NodeExporter", charts.NODE_EXPORTER, charts.node_exporter_values())
+        self._add_chart("DcgmExporter", charts.DCGM_EXPORTER, charts.dcgm_exporter_values())
+        self._add_chart("EfaNodeExporter", charts.EFA_NODE_EXPORTER, charts.efa_node_exporter_values())
         self.scraper = ManagedScraper(
             self, "MetricsScraper", alias=self.spec.name, cluster_arn=self.cluster.cluster_arn,
             subnet_ids=self.network.region_subnet_ids, security_group_ids=[self.cluster.cluster_security_group_id],
@@ -403,7 +407,7 @@ class EksClusterStack(cdk.Stack):
 
     def _outputs(self) -> None:
         spec = self.spec
-        cluster_queue, local_queue = kubernetes.queue_names(spec)
+        cluster_queue, local_queue = kueue_queues.queue_names(spec)
         cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name, description="Amazon EKS cluster")
         cdk.CfnOutput(self, "ConfigCommand", value=config_command(spec), description="kubectl access")
         cdk.CfnOutput(self, "NodeGroupNames", description="EKS managed node groups (system first)",

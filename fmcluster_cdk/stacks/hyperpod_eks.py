@@ -35,9 +35,11 @@ import aws_cdk as cdk
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts.controlplanes import SPOT
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import ClusterModel
+from fmcluster.node import eks as eks_node
 from fmcluster.node import lifecycle
 from fmcluster_cdk.constructs.hyperpod.cluster import CONTINUOUS, HyperPodCluster
 from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodDependencies, chart_values
@@ -55,7 +57,7 @@ class HyperPodEksStack(EksClusterStack):
         super().__init__(scope, construct_id, model=model, network=network, storage=storage,
                          observability=observability, **kwargs)
         spec = model.spec
-        system = self.node_groups[kubernetes.SYSTEM_NODE_GROUP]
+        system = self.node_groups[k8s.SYSTEM_NODE_GROUP]
 
         values = chart_values(self.region)
         values["aws-efa-k8s-device-plugin"] = {"tolerations": EFA_PLUGIN_TOLERATIONS}
@@ -73,7 +75,7 @@ class HyperPodEksStack(EksClusterStack):
             security_groups.append(network.efa_security_group_id)
         # With observability: the node exporter chart's textfile metric fmcluster_expected_gpus,
         # written by a lifecycle hook (HyperPod nodes have no launch template user data).
-        hooks = {g.name: {lifecycle.EXPECTED_GPUS_HOOK: kubernetes.expected_gpus_script(g.instance)}
+        hooks = {g.name: {lifecycle.EXPECTED_GPUS_HOOK: eks_node.expected_gpus_script(g.instance)}
                  for g in model.node_groups} if observability is not None else None
         # An EFA-enabled file system: the FSx CSI driver mounts it on the node, so the node
         # configures LNet over EFA first (lifecycle.entry_script).

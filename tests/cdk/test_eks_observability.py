@@ -20,8 +20,11 @@ import yaml
 
 from fmcluster import observability
 from fmcluster.facts import catalog
-from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.facts import kubernetes as k8s
+from fmcluster.facts import node as node_facts
+from fmcluster.kubernetes import charts
 from fmcluster.node import bootstrap
+from fmcluster.node import eks as eks_node
 from fmcluster.spec import loader
 from tests.cdk.test_pcs_stack import cluster, network, new_app, resources
 from tests.support.sandbox import Sandbox, Scenario, template_text, user_data_parts
@@ -32,10 +35,10 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {"eks": "p5en-eks.yaml", "hyperpod-eks": "p5-hyperpod-eks.yaml"}
 WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123456789abcdef"
 CLUSTER_SG = "ClusterSecurityGroupId"
-JOBS = {"node": ("node-exporter", kubernetes.NODE_EXPORTER_PORT),
-        "dcgm": ("dcgm-exporter", kubernetes.DCGM_EXPORTER_PORT),
-        "efa": ("efa-node-exporter", kubernetes.EFA_EXPORTER_PORT)}
-METRICS_RELEASES = {c.release for c in kubernetes.METRICS_CHARTS}
+JOBS = {"node": ("node-exporter", charts.NODE_EXPORTER_PORT),
+        "dcgm": ("dcgm-exporter", charts.DCGM_EXPORTER_PORT),
+        "efa": ("efa-node-exporter", charts.EFA_EXPORTER_PORT)}
+METRICS_RELEASES = {c.release for c in charts.METRICS_CHARTS}
 
 
 def _spec(file: str):
@@ -126,7 +129,7 @@ def test_scrape_jobs_keep_the_label_contract(templates, kind):
     for job_name, (release, port) in JOBS.items():
         job = jobs[job_name]
         assert job["kubernetes_sd_configs"] == [{"role": "pod",
-                                                 "namespaces": {"names": [kubernetes.MONITORING_NAMESPACE]}}]
+                                                 "namespaces": {"names": [charts.MONITORING_NAMESPACE]}}]
         keep, *labels = job["relabel_configs"]
         assert keep == {"source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_instance",
                                           "__meta_kubernetes_pod_container_port_number"],
@@ -151,28 +154,28 @@ def test_scrape_jobs_are_the_jobs_the_rules_expect():
 def test_exporter_charts_pinned(templates, kind):
     found = charts(templates[kind])
     assert METRICS_RELEASES <= set(found)
-    for chart in kubernetes.METRICS_CHARTS:
+    for chart in charts.METRICS_CHARTS:
         props = found[chart.release]
         assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == (
-            chart.chart, chart.repository, chart.version, kubernetes.MONITORING_NAMESPACE)
+            chart.chart, chart.repository, chart.version, charts.MONITORING_NAMESPACE)
         assert all(part.isdigit() for part in chart.version.split("."))
-    assert (kubernetes.NODE_EXPORTER.version, kubernetes.DCGM_EXPORTER.version,
-            kubernetes.EFA_NODE_EXPORTER.version) == ("4.45.3", "4.8.3", "4.45.3")
+    assert (charts.NODE_EXPORTER.version, charts.DCGM_EXPORTER.version,
+            charts.EFA_NODE_EXPORTER.version) == ("4.45.3", "4.8.3", "4.45.3")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_exporters_land_where_their_devices_are(templates, kind):
     found = charts(templates[kind])
-    node, dcgm, efa = (values(found[c.release]) for c in kubernetes.METRICS_CHARTS)
+    node, dcgm, efa = (values(found[c.release]) for c in charts.METRICS_CHARTS)
     assert "nodeSelector" not in node  # every node, GPU nodes included
     assert {"operator": "Exists", "effect": "NoSchedule"} in node["tolerations"]
     assert node["service"]["port"] == 9100
-    assert dcgm["nodeSelector"] == {kubernetes.GPU_LABEL: "true"}
+    assert dcgm["nodeSelector"] == {k8s.GPU_LABEL: "true"}
     # a held-back node reports
-    assert dcgm["tolerations"] == [kubernetes.GPU_TOLERATION, kubernetes.NOT_READY_TOLERATION]
+    assert dcgm["tolerations"] == [k8s.GPU_TOLERATION, k8s.NOT_READY_TOLERATION]
     assert dcgm["service"]["port"] == 9400
-    assert efa["nodeSelector"] == {kubernetes.EFA_LABEL: "true"}
-    assert efa["tolerations"] == [kubernetes.GPU_TOLERATION]
+    assert efa["nodeSelector"] == {k8s.EFA_LABEL: "true"}
+    assert efa["tolerations"] == [k8s.GPU_TOLERATION]
     assert efa["service"] == {"port": 9109, "targetPort": 9109}
     assert efa["extraArgs"] == ["--collector.disable-defaults", "--collector.amazonefa"]
     for chart_values in (node, dcgm, efa):  # no Prometheus operator in the cluster
@@ -193,12 +196,12 @@ def test_nodes_carry_the_labels_and_taint_the_exporters_select(assembly, templat
     """The GPU/EFA labels and the GPU taint are on the managed node groups (eks) and the
     HyperPod instance groups (hyperpod-eks) alike."""
     groups = [g for t in with_nested(assembly, "eks") for g in resources(t, "AWS::EKS::Nodegroup").values()]
-    gpu = [g for g in groups if g["Labels"].get(kubernetes.GPU_LABEL) == "true"]
-    assert gpu and all(g["Labels"].get(kubernetes.EFA_LABEL) == "true" for g in gpu)
-    assert all({"Key": kubernetes.GPU_TAINT_KEY, "Value": "true", "Effect": "NO_SCHEDULE"} in g["Taints"] for g in gpu)
+    gpu = [g for g in groups if g["Labels"].get(k8s.GPU_LABEL) == "true"]
+    assert gpu and all(g["Labels"].get(k8s.EFA_LABEL) == "true" for g in gpu)
+    assert all({"Key": k8s.GPU_TAINT_KEY, "Value": "true", "Effect": "NO_SCHEDULE"} in g["Taints"] for g in gpu)
     (cluster,) = resources(templates["hyperpod-eks"], "AWS::SageMaker::Cluster").values()
     config = [g["KubernetesConfig"] for g in cluster["InstanceGroups"] if "KubernetesConfig" in g]
-    assert config and all(c["Labels"].get(kubernetes.GPU_LABEL) == "true" for c in config)
+    assert config and all(c["Labels"].get(k8s.GPU_LABEL) == "true" for c in config)
 
 
 def test_nothing_without_observability(templates):
@@ -212,10 +215,10 @@ def test_node_exporter_reads_the_textfile_directory(templates):
     """fmcluster_expected_gpus: the textfile the nodes write (user data; HyperPod: lifecycle hook)
     is the directory the node exporter chart mounts and reads."""
     for kind in KINDS:
-        node = values(charts(templates[kind])[kubernetes.NODE_EXPORTER.release])
-        assert node["extraArgs"] == [f"--collector.textfile.directory={kubernetes.TEXTFILE_MOUNT}"]
-        assert node["extraHostVolumeMounts"] == [{"name": "fmcluster-textfile", "hostPath": kubernetes.TEXTFILE_DIR,
-                                                  "mountPath": kubernetes.TEXTFILE_MOUNT, "readOnly": True,
+        node = values(charts(templates[kind])[charts.NODE_EXPORTER.release])
+        assert node["extraArgs"] == [f"--collector.textfile.directory={charts.TEXTFILE_MOUNT}"]
+        assert node["extraHostVolumeMounts"] == [{"name": "fmcluster-textfile", "hostPath": node_facts.TEXTFILE_DIR,
+                                                  "mountPath": charts.TEXTFILE_MOUNT, "readOnly": True,
                                                   "mountPropagation": "HostToContainer"}]
 
 
@@ -247,29 +250,29 @@ def test_managed_node_groups_write_expected_gpus_from_the_catalog(assembly, tmp_
     spec = _spec(EXAMPLES["eks"])
     user_data = _user_data(assembly, "eks")
     for group in spec.node_groups:
-        content_type, script = user_data_parts(user_data[group.name])[kubernetes.NODE_SCRIPT]
+        content_type, script = user_data_parts(user_data[group.name])[eks_node.NODE_SCRIPT]
         assert content_type == "text/x-shellscript"
         instance = group.instance
         node = Sandbox(tmp_path / group.name, Scenario(os_release="amzn2023", slurmd=False, gpus=instance.gpu_count,
                                                        efa_devices=instance.max_efa_interfaces))
         result = node.run(script)
         assert result.returncode == 0, result.stderr
-        prom = node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom")
+        prom = node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster.prom")
         assert prom.splitlines()[-1] == f"fmcluster_expected_gpus {instance.gpu_count}"
     off = _user_data(assembly, "off")
     for text in off.values():
-        scripts = [body for name, (_, body) in user_data_parts(text).items() if name == kubernetes.NODE_SCRIPT]
+        scripts = [body for name, (_, body) in user_data_parts(text).items() if name == eks_node.NODE_SCRIPT]
         assert all("write_expected_gpus" not in bootstrap.unpack(body) for body in scripts)
 
 
 def test_node_user_data_parts():
     p5 = catalog.get("p5.48xlarge")
-    both = user_data_parts(kubernetes.node_user_data(p5, raid0=True, observability=True))
-    assert set(both) == {kubernetes.NODECONFIG_FILE, kubernetes.NODE_SCRIPT}
-    assert "kind: NodeConfig" in both[kubernetes.NODECONFIG_FILE][1]
+    both = user_data_parts(eks_node.node_user_data(p5, raid0=True, observability=True))
+    assert set(both) == {eks_node.NODECONFIG_FILE, eks_node.NODE_SCRIPT}
+    assert "kind: NodeConfig" in both[eks_node.NODECONFIG_FILE][1]
     cpu = catalog.get("m7i.2xlarge")
-    assert kubernetes.node_user_data(cpu, raid0=False) is None  # no GPU, no metrics, no LNet: nothing to do
-    only_script = user_data_parts(kubernetes.node_user_data(cpu, raid0=False, observability=True))
-    assert set(only_script) == {kubernetes.NODE_SCRIPT}
-    gpu_only = user_data_parts(kubernetes.node_user_data(p5, raid0=False))  # the readiness check
-    assert "gate_kubelet" in bootstrap.unpack(gpu_only[kubernetes.NODE_SCRIPT][1])
+    assert eks_node.node_user_data(cpu, raid0=False) is None  # no GPU, no metrics, no LNet: nothing to do
+    only_script = user_data_parts(eks_node.node_user_data(cpu, raid0=False, observability=True))
+    assert set(only_script) == {eks_node.NODE_SCRIPT}
+    gpu_only = user_data_parts(eks_node.node_user_data(p5, raid0=False))  # the readiness check
+    assert "gate_kubelet" in bootstrap.unpack(gpu_only[eks_node.NODE_SCRIPT][1])

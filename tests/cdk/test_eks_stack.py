@@ -23,8 +23,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.facts import kubernetes as k8s
+from fmcluster.kubernetes import charts
+from fmcluster.kubernetes import kueue as kueue_queues
 from fmcluster.model.cluster import resolve
+from fmcluster.node import eks as eks_node
 from fmcluster.spec import loader
 from tests.cdk.test_pcs_stack import (
     EFA_SG,
@@ -62,7 +65,7 @@ SUBNET_LZ = "subnet-0dddddddddddddddd"  # the GPU subnet in the Dallas Local Zon
 SUBNET_C = "subnet-0cccccccccccccccc"
 WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123456789abcdef"
 TRAINING_PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/gb200"
-ULTRASERVER_RELEASES = {c.release for c in kubernetes.ULTRASERVER_CHARTS}
+ULTRASERVER_RELEASES = {c.release for c in charts.ULTRASERVER_CHARTS}
 
 
 def main_spec() -> dict:
@@ -506,7 +509,7 @@ def test_nvme_raid0_through_the_node_configuration(main):
     lts = launch_templates(main)
     for group in ("p5en", "p5", "b200", "b300"):
         part, *others = user_data_parts(lts[group])  # and the node script (GPU readiness)
-        assert [o.get_filename() for o in others] == [kubernetes.NODE_SCRIPT]
+        assert [o.get_filename() for o in others] == [eks_node.NODE_SCRIPT]
         assert part.get_content_type() == "application/node.eks.aws"
         assert part.get_payload() == ("---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n"
                                       "  instance:\n    localStorage:\n      strategy: RAID0")
@@ -527,7 +530,7 @@ def test_custom_ami_joins_with_the_cluster_details(main):
 # --- charts ---------------------------------------------------------------------------------
 
 def test_chart_versions_are_pinned(templates):
-    pins = {c.release: c for c in kubernetes.CHARTS}
+    pins = {c.release: c for c in charts.CHARTS}
     found = charts(templates["main"])
     assert set(found) == set(pins)
     for release, props in found.items():
@@ -535,8 +538,8 @@ def test_chart_versions_are_pinned(templates):
         assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == (
             chart.chart, chart.repository, chart.version, chart.namespace)
         assert all(part.isdigit() for part in chart.version.removeprefix("v").split("."))  # exact, no range
-    assert (kubernetes.NVIDIA_DEVICE_PLUGIN.version, kubernetes.EFA_DEVICE_PLUGIN.version,
-            kubernetes.KUEUE.version, kubernetes.LWS.version) == ("0.19.3", "v0.5.30", "0.18.3", "0.10.0")
+    assert (charts.NVIDIA_DEVICE_PLUGIN.version, charts.EFA_DEVICE_PLUGIN.version,
+            charts.KUEUE.version, charts.LWS.version) == ("0.19.3", "v0.5.30", "0.18.3", "0.10.0")
 
 
 def test_device_plugins_only_where_their_devices_are(templates):
@@ -544,7 +547,7 @@ def test_device_plugins_only_where_their_devices_are(templates):
     nvidia = json.loads(found["nvidia-device-plugin"]["Values"])
     assert nvidia["nodeSelector"] == {"nvidia.com/gpu.present": "true"} and nvidia["mofedEnabled"] is False
     assert nvidia["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-                                     kubernetes.NOT_READY_TOLERATION]
+                                     k8s.NOT_READY_TOLERATION]
     efa = json.loads(found["aws-efa-k8s-device-plugin"]["Values"])
     assert efa["nodeSelector"] == {"vpc.amazonaws.com/efa.present": "true"}
     assert efa["supportedInstanceLabels"]["values"] == ["p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge",
@@ -622,7 +625,7 @@ def test_eks_gets_the_operators_of_the_hyperpod_chart_at_its_pin(templates, key)
     assert json.loads(mpi["Values"]) == {"mpiOperator": {"nodeSelector": SYSTEM_SELECTOR}} and "NodeSelector" not in mpi
     assert json.loads(training["Values"]) == {}  # createNamespace and the schemes without mpijob: the defaults
     assert json.loads(training["NodeSelector"]) == SYSTEM_SELECTOR
-    assert tuple(kubernetes.OPERATOR_SUBCHARTS) == tuple(found)
+    assert tuple(charts.OPERATOR_SUBCHARTS) == tuple(found)
 
 
 def test_one_handler_installs_both_operators_with_the_kubectl_role(main):
@@ -691,7 +694,7 @@ def test_gpu_feature_discovery_labels_the_nvlink_domain(templates, key):
     on the UltraServer nodes; the NFD worker tolerates fmcluster's GPU taint (the chart's only
     nvidia.com/gpu=present)."""
     gfd = charts(templates[key])["gpu-feature-discovery"]
-    plugin = kubernetes.NVIDIA_DEVICE_PLUGIN
+    plugin = charts.NVIDIA_DEVICE_PLUGIN
     assert (gfd["Chart"], gfd["Repository"], gfd["Version"], gfd["Namespace"]) == (
         plugin.chart, plugin.repository, "0.19.3", "nvidia")
     values = json.loads(gfd["Values"])
@@ -703,8 +706,8 @@ def test_gpu_feature_discovery_labels_the_nvlink_domain(templates, key):
 
 
 def test_device_plugins_beside_the_ultraserver_charts(templates):
-    assert set(charts(templates["gb200"])) == {c.release for c in kubernetes.CHARTS} | ULTRASERVER_RELEASES | {
-        c.release for c in kubernetes.METRICS_CHARTS}
+    assert set(charts(templates["gb200"])) == {c.release for c in charts.CHARTS} | ULTRASERVER_RELEASES | {
+        c.release for c in charts.METRICS_CHARTS}
     # HyperPod's dependencies chart brings the device plugins
     assert set(charts(templates["gb200-hyperpod"])) == {"kueue", "lws"} | ULTRASERVER_RELEASES
 
@@ -823,7 +826,7 @@ def test_cluster_queue_gpu_quota_is_every_gpu_of_the_node_groups(templates):
     for key, gpus in (("main", 160), ("example", 64), ("bare", 0)):
         spec = specs()[key]
         documents = by_kind(manifest_documents(templates[key], "KueueQueues"))
-        assert gpu_quota(documents[("ClusterQueue", spec.name)]) == gpus == kubernetes.total_gpus(resolve(spec))
+        assert gpu_quota(documents[("ClusterQueue", spec.name)]) == gpus == kueue_queues.total_gpus(resolve(spec))
 
 
 def test_flavor_per_node_group_cpu_first(main):

@@ -119,7 +119,7 @@ def test_every_kubernetes_example_runs_the_kits_operators(assembly):
     """The kits' MPIJob, PyTorchJob and LeaderWorkerSet have their operators: LWS's pinned chart on
     both planes; on `eks` the MPI and training operator sub-charts of HyperPod's dependencies chart
     at its pin, on `hyperpod-eks` that whole chart only (it has them)."""
-    from fmcluster.kubernetes import manifests as kubernetes
+    from fmcluster.kubernetes import charts as helm_charts
     from fmcluster.spec import loader
     from fmcluster_cdk.constructs.hyperpod import dependencies as deps
 
@@ -132,15 +132,15 @@ def test_every_kubernetes_example_runs_the_kits_operators(assembly):
     if spec.orchestrator.control_plane.scheduler != "kubernetes":  # a Slurm plane: none of it
         assert not charts and not [r for r in cluster.values() if r["Type"] == deps.RESOURCE_TYPE]
         return
-    lws = charts[kubernetes.LWS.release]
+    lws = charts[helm_charts.LWS.release]
     assert (lws["Repository"], lws["Version"], lws["Namespace"]) == (
-        kubernetes.LWS.repository, kubernetes.LWS.version, kubernetes.LWS.namespace)
+        helm_charts.LWS.repository, helm_charts.LWS.version, helm_charts.LWS.namespace)
     installs = {r["Properties"]["Release"]: r["Properties"].get("ChartPath") for r in cluster.values()
                 if r["Type"] == deps.RESOURCE_TYPE}
     if spec.orchestrator.control_plane.hyperpod:
         assert installs == {deps.RELEASE: None}
     else:
-        assert installs == {s: deps.subchart_path(s) for s in kubernetes.OPERATOR_SUBCHARTS}
+        assert installs == {s: deps.subchart_path(s) for s in helm_charts.OPERATOR_SUBCHARTS}
     assert {r["Properties"]["Commit"] for r in cluster.values() if r["Type"] == deps.RESOURCE_TYPE} == {deps.COMMIT}
 
 
@@ -149,7 +149,7 @@ def test_every_node_script_runs_on_a_healthy_node(assembly, tmp_path):
     lifecycle folders: tests/support/node_scripts.py) runs on a sandboxed healthy node of its instance
     type (tests/support/sandbox.py): it succeeds, and the node is ready (slurmd may start, no not-ready
     taint, no drain)."""
-    from fmcluster.node import bootstrap
+    from fmcluster.facts import node as node_facts
     from fmcluster.spec import loader
     from tests.support import standins
     from tests.support.node_scripts import describe, node_scripts, scenario
@@ -170,8 +170,8 @@ def test_every_node_script_runs_on_a_healthy_node(assembly, tmp_path):
                                  for n, text in node_script.files.items()})
         assert result.returncode == 0, describe(node_script) + result.stderr
         assert not node.calls("scontrol") and not node.exists("/etc/eks/nodeadm.d/90-fmcluster-not-ready.yaml")
-        if node.exists(f"{bootstrap.TEXTFILE_DIR}/fmcluster-ready.prom"):
-            assert node.file(f"{bootstrap.TEXTFILE_DIR}/fmcluster-ready.prom").endswith(" 1\n"), describe(node_script)
+        if node.exists(f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"):
+            assert node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom").endswith(" 1\n"), describe(node_script)
         if node_script.plane == "pcs":
             assert node.run("systemctl start slurmd.service", name="start.sh").returncode == 0
         if units_verifiable():  # every unit and drop-in the script wrote, as systemd would load it

@@ -18,8 +18,9 @@ import pytest
 import yaml
 
 from fmcluster.facts import catalog
-from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.facts import node as node_facts
 from fmcluster.node import bootstrap, lifecycle
+from fmcluster.node import eks as eks_node
 from fmcluster_cdk.stacks.hyperpod import CONTROLLER_GROUP, metrics_parameter_name
 from tests.cdk.test_hyperpod_stack import groups, joined, specs, statements
 from tests.cdk.test_pcs_stack import cluster, new_app, resources
@@ -62,7 +63,7 @@ def test_hook_reuses_metrics_sh_verbatim():
 
 def test_hooks_shellcheck_clean(tmp_path):
     assert_shellcheck_clean(tmp_path, {"gpu": hook(), "controller": hook("m7i.2xlarge", efa=False, slurm=True),
-                                       "expected-gpus": kubernetes.expected_gpus_script(catalog.get("p5.48xlarge"))})
+                                       "expected-gpus": eks_node.expected_gpus_script(catalog.get("p5.48xlarge"))})
 
 
 def run_hook(tmp_path, script: str, **scenario) -> tuple[Sandbox, subprocess.CompletedProcess]:
@@ -79,7 +80,7 @@ def test_hook_reads_the_url_from_the_parameter_and_sets_up_metrics(tmp_path):
     assert config["remote_write"][0]["url"] == URL
     assert config["global"]["external_labels"] == {"cluster": "demo", "node": "ip-10-1-0-42"}
     assert [job["job_name"] for job in config["scrape_configs"]] == ["node", "dcgm", "efa", "slurm"]
-    prom = node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom")
+    prom = node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster.prom")
     assert "fmcluster_expected_gpus 8\n" in prom
 
 
@@ -91,9 +92,9 @@ def test_hook_fails_without_a_url(tmp_path):
 
 def test_expected_gpus_hook_writes_the_textfile(tmp_path):
     node = Sandbox(tmp_path, Scenario(os_release="amzn2023", slurmd=False))
-    result = node.run(kubernetes.expected_gpus_script(catalog.get("p5.48xlarge")))
+    result = node.run(eks_node.expected_gpus_script(catalog.get("p5.48xlarge")))
     assert result.returncode == 0, result.stderr
-    assert node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 8"
+    assert node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 8"
 
 
 # --- the stacks ----------------------------------------------------------------------------------
@@ -177,6 +178,6 @@ def test_hyperpod_eks_groups_write_expected_gpus(templates):
     for name, group in groups(template).items():
         files = lifecycle_files(outdir, group)
         assert files[f"{lifecycle.HOOKS_DIR}/{lifecycle.EXPECTED_GPUS_HOOK}"] == \
-            kubernetes.expected_gpus_script(by_name[name].instance)
+            eks_node.expected_gpus_script(by_name[name].instance)
     # the managed scraper needs no URL on the nodes
     assert all("Name" not in p for p in resources(template, "AWS::SSM::Parameter").values())

@@ -536,12 +536,12 @@ def test_hyperpod_chart_brings_the_operators_once(templates, key):
 
 def test_leader_worker_set_on_hyperpod_eks(eks):
     """LWS is not in HyperPod's chart: the pinned OCI chart, on the system nodes, after them."""
-    from fmcluster.kubernetes import manifests as kubernetes
+    from fmcluster.kubernetes import charts as helm_charts
 
     (lid, lws), = [(lid, r) for lid, r in eks["Resources"].items()
                    if r["Type"] == "Custom::AWSCDK-EKS-HelmChart" and r["Properties"]["Release"] == "lws"]
     props = lws["Properties"]
-    chart = kubernetes.LWS
+    chart = helm_charts.LWS
     assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == (
         chart.chart, chart.repository, chart.version, chart.namespace)
     assert json.loads(props["Values"]) == {"nodeSelector": {"fmcluster.dev/node-group": "system"}}

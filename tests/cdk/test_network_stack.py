@@ -17,7 +17,7 @@ import boto3
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from fmcluster.model import network as network_plan
+from fmcluster.facts import network as network_plan
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
 from fmcluster_cdk.stacks.app import environment

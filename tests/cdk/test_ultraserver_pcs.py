@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from fmcluster.facts import node as node_facts
 from fmcluster.model.cluster import resolve
 from fmcluster.node import bootstrap
 from fmcluster.spec import loader
@@ -47,7 +48,7 @@ def subnet_key(synthesized, az):
 def test_the_cluster_runs_the_imex_prolog_on_every_allocation(synthesized):
     cluster = one(synthesized, "AWS::PCS::Cluster")
     assert cluster["SlurmConfiguration"]["SlurmCustomSettings"] == [
-        {"ParameterName": "Prolog", "ParameterValue": bootstrap.IMEX_PROLOG},
+        {"ParameterName": "Prolog", "ParameterValue": node_facts.IMEX_PROLOG},
         {"ParameterName": "PrologFlags", "ParameterValue": "Alloc,NoHold"}]
     assert cluster["Scheduler"] == {"Type": "SLURM", "Version": "25.05"}
 
@@ -112,7 +113,7 @@ def test_gpu_nodes_in_the_local_zone_and_the_control_plane_in_the_region(synthes
 
 def test_the_model_says_it_once():
     model = resolve(loader.load(ROOT / EXAMPLE).spec)
-    assert model.imex_prolog and dict(model.slurm_settings) == bootstrap.IMEX_PROLOG_SETTINGS
+    assert model.imex_prolog and dict(model.slurm_settings) == node_facts.IMEX_PROLOG_SETTINGS
     (group,) = model.node_groups
     assert group.ultraserver and dict(group.partition_settings) == {"OverSubscribe": "EXCLUSIVE"}
     assert not resolve(loader.load(ROOT / "examples/p5-pcs.yaml").spec).slurm_settings
@@ -129,17 +130,17 @@ def gb200_node(tmp_path, **scenario):
 def test_every_compute_node_installs_the_prolog_before_slurmd_may_start(tmp_path):
     node, result = gb200_node(tmp_path)
     assert result.returncode == 0, result.stderr
-    assert node.exists(bootstrap.IMEX_PROLOG)
-    assert node.run(f'"$FMCLUSTER_ROOT{bootstrap.IMEX_PROLOG}" --check', name="check.sh").returncode == 0
+    assert node.exists(node_facts.IMEX_PROLOG)
+    assert node.run(f'"$FMCLUSTER_ROOT{node_facts.IMEX_PROLOG}" --check', name="check.sh").returncode == 0
     dropin = node.file("/etc/systemd/system/slurmd.service.d/40-fmcluster-prolog.conf")
-    assert f"ExecStartPre={bootstrap.IMEX_PROLOG} --check" in dropin
+    assert f"ExecStartPre={node_facts.IMEX_PROLOG} --check" in dropin
     assert node.run("systemctl start slurmd.service", name="start.sh").returncode == 0
 
 
 def test_a_node_without_its_prolog_never_starts_slurmd(tmp_path):
     node, result = gb200_node(tmp_path)
     assert result.returncode == 0, result.stderr
-    assert node.run(f"rm -f $FMCLUSTER_ROOT{bootstrap.IMEX_PROLOG}", name="rm.sh").returncode == 0
+    assert node.run(f"rm -f $FMCLUSTER_ROOT{node_facts.IMEX_PROLOG}", name="rm.sh").returncode == 0
     started = node.run("systemctl start slurmd.service", name="start.sh")
     assert started.returncode != 0 and "slurmd.service failed" in started.stderr
 
@@ -147,7 +148,7 @@ def test_a_node_without_its_prolog_never_starts_slurmd(tmp_path):
 def test_the_gb200_prolog_calls_slurm_by_the_clusters_path(tmp_path):
     node, result = gb200_node(tmp_path)
     assert result.returncode == 0, result.stderr
-    prolog = node.file(bootstrap.IMEX_PROLOG)
+    prolog = node.file(node_facts.IMEX_PROLOG)
     assert "\nSLURM_BIN=/opt/aws/pcs/scheduler/slurm-25.05/bin\n" in prolog and "nvidia-imex-ctl -N" in prolog
     with pytest.raises(ValueError, match="Slurm version"):
         bootstrap.node_script("p6e-gb200.36xlarge", efa=True, slurm_prolog=True)
@@ -167,7 +168,7 @@ def test_a_gb200_node_without_nvidia_imex_is_not_ready(tmp_path):
     node, result = gb200_node(tmp_path, imex=False)  # the AMI lacks NVIDIA's IMEX packages
     assert result.returncode == 1
     assert "imex nvidia-imex.service is missing or not enabled" in node.run(
-        f'"$FMCLUSTER_ROOT{bootstrap.FMCLUSTER_LIB}/node-ready"', name="ready.sh").stdout
+        f'"$FMCLUSTER_ROOT{node_facts.FMCLUSTER_LIB}/node-ready"', name="ready.sh").stdout
     started = node.run("systemctl start slurmd.service", name="start.sh")
     assert started.returncode != 0  # slurmd's gate: the node never takes a job
 
@@ -178,8 +179,9 @@ def test_other_nodes_of_the_cluster_get_a_prolog_that_does_nothing(tmp_path):
     node = Sandbox(tmp_path, Scenario(gpus=8, nvme_disks=8, efa_devices=32))
     script = bootstrap.node_script("p5.48xlarge", efa=True, slurm_prolog=True, slurm_version="25.05")
     assert node.run(script).returncode == 0
-    assert node.file(bootstrap.IMEX_PROLOG) == "#!/bin/sh\nexit 0\n"
-    assert node.run(f'"$FMCLUSTER_ROOT{bootstrap.IMEX_PROLOG}"', name="p.sh", env={"SLURM_JOB_ID": "1"}).returncode == 0
+    assert node.file(node_facts.IMEX_PROLOG) == "#!/bin/sh\nexit 0\n"
+    prolog = f'"$FMCLUSTER_ROOT{node_facts.IMEX_PROLOG}"'
+    assert node.run(prolog, name="p.sh", env={"SLURM_JOB_ID": "1"}).returncode == 0
     assert "IMEX=0" in node.file("/etc/fmcluster/node-ready.env").splitlines()
     assert not any("nvidia-imex" in line for line in node.lines("systemctl"))
 
@@ -187,5 +189,5 @@ def test_other_nodes_of_the_cluster_get_a_prolog_that_does_nothing(tmp_path):
 def test_clusters_without_ultraservers_install_no_prolog(tmp_path):
     node = Sandbox(tmp_path, Scenario(gpus=8, nvme_disks=8, efa_devices=32))
     assert node.run(bootstrap.node_script("p5.48xlarge", efa=True)).returncode == 0
-    assert not node.exists(bootstrap.IMEX_PROLOG)
+    assert not node.exists(node_facts.IMEX_PROLOG)
     assert not node.exists("/etc/systemd/system/slurmd.service.d/40-fmcluster-prolog.conf")

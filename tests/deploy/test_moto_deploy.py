@@ -233,7 +233,7 @@ def physical_ids(cfn, stack: str) -> dict[str, str]:
 def test_vpc_and_subnets(deployed):
     import boto3
 
-    from fmcluster.model import network as network_plan
+    from fmcluster.facts import network as network_plan
 
     spec, region, _ = deployed
     ec2 = boto3.client("ec2", region_name=region)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from fmcluster import observability
-from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.kubernetes import charts
 from fmcluster.node import bootstrap
 from tests.node.test_slurm_metrics import run_collector
 from tests.observability.test_alert_rules import promtool
@@ -138,9 +138,9 @@ def emitted(collected: dict[str, set[str]]) -> dict[str, str]:
     for name in vendored("node-exporter.txt"):
         sources[name] = "node exporter (tests/data/metrics/node-exporter.txt)"
     dcgm = vendored("dcgm-exporter.txt")
-    for field, _, _ in kubernetes.DCGM_COUNTERS:
+    for field, _, _ in charts.DCGM_COUNTERS:
         assert field in dcgm, f"the DCGM exporter knows no field {field}"
-        sources[field] = "DCGM exporter (fmcluster.kubernetes.manifests.DCGM_COUNTERS)"
+        sources[field] = "DCGM exporter (fmcluster.kubernetes.charts.DCGM_COUNTERS)"
     for name in vendored("efa-hw-counters.txt"):
         sources[f"node_amazonefa_{name}"] = "EFA node exporter (tests/data/metrics/efa-hw-counters.txt)"
     for collector, names in collected.items():

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster.cli import main as cli
-from fmcluster.kits import jobs, verify
+from fmcluster.kits import common, jobs, verify
 from fmcluster.model import expected
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
@@ -78,7 +78,7 @@ def test_nccl_runs_inside_each_node_and_across_all_nodes(kit):
         text = (out / f"{group.name}/nccl.sbatch").read_text()
         assert "for op in all_reduce all_gather reduce_scatter; do" in text
         assert f"--ntasks={group.gpus} --nodelist=\"$host\"" in text
-        assert f"-e {jobs.largest_message(group)}" in text
+        assert f"-e {common.largest_message(group)}" in text
         assert "source /etc/profile.d/fmcluster-nccl.sh" in text  # the node's EFA / NCCL environment
         assert '--container-image="$IMAGE"' in text
 
@@ -200,10 +200,10 @@ def test_fio_writes_a_small_share_of_each_file_system_and_reads_the_same_files(e
             same = ("name", "directory", "size", "numjobs")
             assert sorted(tuple(a[k] for k in same) for a in reads) == sorted(tuple(a[k] for k in same) for a in writes)
             per_node = [int(a["size"].removesuffix("M")) * int(a["numjobs"]) / 1024 for a in writes]
-            assert all(int(a["size"].removesuffix("M")) <= jobs.FIO_MAX_JOB_MIB for a in writes)
+            assert all(int(a["size"].removesuffix("M")) <= common.FIO_MAX_JOB_MIB for a in writes)
             # on the shared file system all nodes at once; on /scratch each node its own disks
             written = sum(per_node) if sharing > 1 else max(per_node)
-            assert 0 < written <= jobs.FIO_FRACTION * capacity, (test, written, capacity)
+            assert 0 < written <= common.FIO_FRACTION * capacity, (test, written, capacity)
         assert not list(root.glob("fio-*/fmcluster-fio")), "the job's files are left behind"
 
 
@@ -227,7 +227,7 @@ def test_fio_real_runs_read_back_what_they_wrote_and_delete_it(tmp_path):
     assert len(directories) == 4  # fio-fsx and fio-scratch, each node
     for directory in directories:
         written = runs[("write", directory)]
-        assert len(written) == jobs.FIO_JOBS and all(f.split()[1] == str(2 * 2 ** 20) for f in written)
+        assert len(written) == common.FIO_JOBS and all(f.split()[1] == str(2 * 2 ** 20) for f in written)
         assert runs[("read", directory)] == written, directory  # the same files, nothing laid out
     report = verify.split_by_node(result.stdout)
     assert sorted((p.host, p.test) for p in report) == sorted(

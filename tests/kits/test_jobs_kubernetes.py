@@ -18,8 +18,10 @@ import pytest
 import yaml
 
 from fmcluster.cli import main as cli
-from fmcluster.kits import jobs, verdicts, verify
+from fmcluster.facts import kubernetes as k8s
+from fmcluster.kits import common, verdicts, verify
 from fmcluster.kits import kubernetes as jobs_kubernetes
+from fmcluster.kubernetes import kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model import expected
 from fmcluster.model.cluster import resolve
@@ -80,7 +82,7 @@ def test_every_gpu_group_gets_its_jobs(kit):
         wanted += [f"{group.name}/{t}.yaml" for t in tests]
     assert files == sorted(wanted)
     assert all(os.access(out / f, os.X_OK) for f in ("submit-all.sh", "collect.sh"))
-    assert json.loads((out / "expected.json").read_text()) == json.loads(jobs.expected_json(model).content)
+    assert json.loads((out / "expected.json").read_text()) == json.loads(common.expected_json(model).content)
 
 
 def test_built_in_objects_match_kubernetes_schemas_at_the_clusters_version(kit):
@@ -119,18 +121,18 @@ def test_a_schema_violation_is_caught():
 def test_jobs_go_through_the_clusters_queue_on_their_groups_flavor(kit):
     model, out = kit
     namespace = model.spec.orchestrator.namespace
-    _, queue = kubernetes.queue_names(model.spec)
+    _, queue = kueue.queue_names(model.spec)
     for group in expected.gpu_groups(model):
         for path in sorted((out / group.name).glob("*.yaml")):
             for manifest in documents(path):
                 assert manifest["metadata"]["namespace"] == namespace
                 if manifest["kind"] == "ComputeDomain":
                     continue
-                assert manifest["metadata"]["labels"][kubernetes.QUEUE_NAME_LABEL] == queue
+                assert manifest["metadata"]["labels"][kueue.QUEUE_NAME_LABEL] == queue
                 for pod in pod_specs(manifest).values():
                     # Kueue's flavor of the group: its node label and the GPU taint's toleration
-                    assert pod["nodeSelector"] == {kubernetes.NODE_GROUP_LABEL: group.name}
-                    assert kubernetes.GPU_TOLERATION in pod["tolerations"]
+                    assert pod["nodeSelector"] == {k8s.NODE_GROUP_LABEL: group.name}
+                    assert k8s.GPU_TOLERATION in pod["tolerations"]
 
 
 def test_every_pod_with_gpus_asks_for_the_whole_node(kit):
@@ -141,12 +143,12 @@ def test_every_pod_with_gpus_asks_for_the_whole_node(kit):
             pods = 0
             for role, pod in pod_specs(job).items():
                 if role == "Launcher":
-                    assert kubernetes.GPU_RESOURCE not in pod["containers"][0]["resources"].get("limits", {})
+                    assert kueue.GPU_RESOURCE not in pod["containers"][0]["resources"].get("limits", {})
                     continue
                 limits = pod["containers"][0]["resources"]["limits"]
-                assert limits[kubernetes.GPU_RESOURCE] == group.gpus
+                assert limits[kueue.GPU_RESOURCE] == group.gpus
                 if test != "dcgm":
-                    assert limits.get(kubernetes.EFA_RESOURCE) == (group.efa_interfaces or None)
+                    assert limits.get(kueue.EFA_RESOURCE) == (group.efa_interfaces or None)
             spec = job["spec"]
             if job["kind"] == "MPIJob":
                 pods = spec["mpiReplicaSpecs"]["Worker"]["replicas"]
@@ -195,7 +197,7 @@ def test_ultraserver_jobs_claim_an_imex_channel(kit):
             replicas = job["spec"].get("mpiReplicaSpecs") or job["spec"]["pytorchReplicaSpecs"]
             annotations = [r["template"].get("metadata", {}).get("annotations", {}) for r in replicas.values()]
             required = {a.get("kueue.x-k8s.io/podset-required-topology") for a in annotations} - {None}
-            assert required == ({kubernetes.NVLINK_CLIQUE_LABEL} if group.one_nvlink_domain else set())
+            assert required == ({kueue.NVLINK_CLIQUE_LABEL} if group.one_nvlink_domain else set())
 
 
 # --- Kueue's DRA accounting (kubernetes-sigs/kueue v0.18.3) ------------------------------------
@@ -205,7 +207,7 @@ def driver_claim_template(domain: dict) -> tuple[str, list[str]]:
     makes for a ComputeDomain (k8s-dra-driver-gpu v25.8.0
     templates/compute-domain-workload-claim-template.tmpl.yaml: one request `channel`, `exactly`,
     of compute-domain-default-channel.nvidia.com, no count: ExactCount 1)."""
-    return domain["spec"]["channel"]["resourceClaimTemplate"]["name"], [kubernetes.COMPUTE_DOMAIN_CHANNEL_CLASS]
+    return domain["spec"]["channel"]["resourceClaimTemplate"]["name"], [kueue.COMPUTE_DOMAIN_CHANNEL_CLASS]
 
 
 def pod_sets(manifest: dict) -> list[tuple[dict, int]]:
@@ -229,7 +231,7 @@ def dra_charge(model, documents: list[dict]) -> dict[str, int]:
     (resources.deviceClassMappings), one a device request a pod, times the pods (pkg/dra/claims.go
     GetResourceRequestsForResourceClaimTemplates; pkg/workload/workload.go). A DeviceClass that is
     not mapped makes the workload Inadmissible: an AssertionError here."""
-    configuration = kubernetes.kueue_configuration(model) or {}
+    configuration = kueue.kueue_configuration(model) or {}
     mapped = {c: m["name"] for m in configuration.get("resources", {}).get("deviceClassMappings", [])
               for c in m["deviceClassNames"]}
     templates = dict(driver_claim_template(d) for d in documents if d["kind"] == "ComputeDomain")
@@ -244,7 +246,7 @@ def dra_charge(model, documents: list[dict]) -> dict[str, int]:
 
 def flavor_quota(model, flavor: str) -> dict:
     """The ClusterQueue's nominal quota of `flavor`, by resource, and its covered resources."""
-    queue = next(m for m in kubernetes.kueue_manifests(model) if m["kind"] == "ClusterQueue")
+    queue = next(m for m in kueue.kueue_manifests(model) if m["kind"] == "ClusterQueue")
     (group,) = queue["spec"]["resourceGroups"]
     (found,) = [f for f in group["flavors"] if f["name"] == flavor]
     assert [r["name"] for r in found["resources"]] == group["coveredResources"]
@@ -263,8 +265,8 @@ def test_kueue_admits_the_ultraserver_jobs_claims(kit):
                 assert charge == {}
                 continue
             quota = flavor_quota(model, group.name)
-            assert charge == {kubernetes.IMEX_CHANNEL_RESOURCE: group.max_count}
-            assert charge[kubernetes.IMEX_CHANNEL_RESOURCE] <= quota[kubernetes.IMEX_CHANNEL_RESOURCE]
+            assert charge == {kueue.IMEX_CHANNEL_RESOURCE: group.max_count}
+            assert charge[kueue.IMEX_CHANNEL_RESOURCE] <= quota[kueue.IMEX_CHANNEL_RESOURCE]
 
 
 def test_an_unmapped_device_class_is_inadmissible():
@@ -272,10 +274,10 @@ def test_an_unmapped_device_class_is_inadmissible():
     model = model_of("examples/p6e-gb200-eks.yaml")
     group = model.ultraserver_groups[0]
     docs = jobs_kubernetes.manifests(model, group, "nccl")
-    assert dra_charge(model, docs) == {kubernetes.IMEX_CHANNEL_RESOURCE: group.max_count}
+    assert dra_charge(model, docs) == {kueue.IMEX_CHANNEL_RESOURCE: group.max_count}
     import unittest.mock
 
-    with unittest.mock.patch.object(kubernetes, "kueue_configuration", lambda m: None):
+    with unittest.mock.patch.object(kueue, "kueue_configuration", lambda m: None):
         with pytest.raises(AssertionError, match="compute-domain-default-channel.nvidia.com is not mapped"):
             dra_charge(model, docs)
 
@@ -406,7 +408,7 @@ def test_submit_puts_the_image_in_and_needs_it(tmp_path):
     assert ran.returncode == 0, ran.stderr
     text = created.read_text()
     assert jobs_kubernetes.IMAGE_PLACEHOLDER not in text and text.count(f"image: {image}") >= 3
-    assert jobs_kubernetes.DCGM_IMAGE in text and jobs.PYTORCH_IMAGE_REF in text
+    assert jobs_kubernetes.DCGM_IMAGE in text and common.PYTORCH_IMAGE_REF in text
 
 
 def test_fio_measures_the_file_system_and_the_nodes_nvme(kit):
@@ -426,7 +428,7 @@ def test_fio_measures_the_file_system_and_the_nodes_nvme(kit):
             local = volumes["scratch"]
             assert ("hostPath" in local) == (model.control_plane.type == "hyperpod-eks")
         anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
-        assert anti["topologyKey"] == kubernetes.HOSTNAME_LABEL  # one pod a node
+        assert anti["topologyKey"] == kueue.HOSTNAME_LABEL  # one pod a node
 
 
 def test_the_smoke_log_is_marked_for_its_group(kit):
@@ -451,9 +453,9 @@ def test_fio_writes_a_tenth_of_each_capacity(kit):
             elif model.control_plane.type == "eks":
                 capacity, writers = jobs_kubernetes.SCRATCH_EMPTY_DIR_GIB, 1
             else:
-                capacity, writers = jobs.instance_store_gib(group), 1
-            written_gib = writers * jobs.FIO_JOBS * target.job_mib / 1024
-            assert written_gib <= capacity * jobs.FIO_FRACTION, (group.name, target)
+                capacity, writers = common.instance_store_gib(group), 1
+            written_gib = writers * common.FIO_JOBS * target.job_mib / 1024
+            assert written_gib <= capacity * common.FIO_FRACTION, (group.name, target)
 
 
 def test_fio_script_reads_back_what_it_wrote_and_leaves_nothing(tmp_path):

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from fmcluster.facts import catalog, inference, software
-from fmcluster.kits import serving
+from fmcluster.facts import kubernetes as k8s
+from fmcluster.kits import common, serving
+from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import resolve
 from fmcluster.node import bootstrap
@@ -381,9 +383,9 @@ def test_a_multi_node_replica_is_a_leader_and_its_workers():
     spec = _eks(served(405, nodes=4))
     assert paths(spec) == set()
     lws, service = manifests(spec)
-    assert (lws["apiVersion"], lws["kind"]) == (kubernetes.LWS_API, "LeaderWorkerSet")
+    assert (lws["apiVersion"], lws["kind"]) == (charts.LWS_API, "LeaderWorkerSet")
     assert lws["metadata"] == {"name": "test-cluster-serve", "namespace": "ml",
-                               "labels": {kubernetes.QUEUE_NAME_LABEL: "llm"}}
+                               "labels": {kueue.QUEUE_NAME_LABEL: "llm"}}
     assert len(lws["metadata"]["name"]) <= 39  # Kueue's limit for a LeaderWorkerSet's name
     spec_ = lws["spec"]
     assert spec_["replicas"] == 2
@@ -392,9 +394,9 @@ def test_a_multi_node_replica_is_a_leader_and_its_workers():
     group = model_of(spec).group("gpu")
     for role in ("leaderTemplate", "workerTemplate"):
         pod, container = _pod(template[role])
-        assert pod["nodeSelector"] == {kubernetes.NODE_GROUP_LABEL: "gpu"}
-        assert pod["tolerations"] == [kubernetes.GPU_TOLERATION]
-        assert container["resources"]["limits"] == {kubernetes.GPU_RESOURCE: 8, kubernetes.EFA_RESOURCE: 32}
+        assert pod["nodeSelector"] == {k8s.NODE_GROUP_LABEL: "gpu"}
+        assert pod["tolerations"] == [k8s.GPU_TOLERATION]
+        assert container["resources"]["limits"] == {kueue.GPU_RESOURCE: 8, kueue.EFA_RESOURCE: 32}
         assert group.efa_interfaces == 32
         assert {"name": "weights", "persistentVolumeClaim": {"claimName": "fsx-lustre", "readOnly": True}} \
             in pod["volumes"]
@@ -424,7 +426,7 @@ def test_replicas_of_one_node_are_pods_of_their_gpus_only():
     template = lws["spec"]["leaderWorkerTemplate"]
     assert template["size"] == 1 and "leaderTemplate" not in template and lws["spec"]["replicas"] == 4
     pod, container = _pod(template["workerTemplate"])
-    assert container["resources"]["limits"] == {kubernetes.GPU_RESOURCE: 4}  # two pods to a node, no EFA
+    assert container["resources"]["limits"] == {kueue.GPU_RESOURCE: 4}  # two pods to a node, no EFA
     assert "FI_PROVIDER" not in {e["name"] for e in container["env"]}
     assert container["command"][2].startswith("exec vllm serve /fsx/models/Llama-3.1-70B-Instruct ")
     assert container["readinessProbe"]["httpGet"]["path"] == "/health"
@@ -453,7 +455,7 @@ def test_ultraserver_replicas_stay_in_one_nvlink_domain():
     assert template["size"] == 2  # 4 x GB200 a node: TP 4 x PP 2
     for role in ("leaderTemplate", "workerTemplate"):
         assert template[role]["metadata"]["annotations"] == {
-            kubernetes.REQUIRED_TOPOLOGY_ANNOTATION: kubernetes.NVLINK_CLIQUE_LABEL,
+            kueue.REQUIRED_TOPOLOGY_ANNOTATION: kueue.NVLINK_CLIQUE_LABEL,
             serving.PODSET_GROUP_ANNOTATION: "test-cluster-serve"}
     plain, _ = manifests(_eks(served(405, nodes=4)))
     assert "metadata" not in plain["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
@@ -482,7 +484,7 @@ def test_ultraserver_replicas_across_nodes_claim_one_compute_domains_channel():
         assert domain["spec"]["channel"]["resourceClaimTemplate"]["name"] == pod["resourceClaims"][0][
             "resourceClaimTemplateName"]
         # whole nodes: one pod a node, as the driver's one channel a node allows
-        assert container["resources"]["limits"][kubernetes.GPU_RESOURCE] == 4
+        assert container["resources"]["limits"][kueue.GPU_RESOURCE] == 4
         assert "NCCL_MNNVL_ENABLE" not in {e["name"] for e in container["env"]}
     assert service["kind"] == "Service"
 
@@ -498,8 +500,8 @@ def test_kueue_admits_the_ultraserver_serving_claims():
     lws = documents[1]["spec"]
     pods = lws["replicas"] * lws["leaderWorkerTemplate"]["size"]
     charge = dra_charge(model, documents)
-    assert charge == {kubernetes.IMEX_CHANNEL_RESOURCE: pods}
-    assert pods <= flavor_quota(model, "gb200")[kubernetes.IMEX_CHANNEL_RESOURCE] == model.group("gb200").max_count
+    assert charge == {kueue.IMEX_CHANNEL_RESOURCE: pods}
+    assert pods <= flavor_quota(model, "gb200")[kueue.IMEX_CHANNEL_RESOURCE] == model.group("gb200").max_count
 
 
 def test_ultraserver_replicas_of_one_node_claim_no_channel():
@@ -547,7 +549,7 @@ def test_fmcluster_jobs_writes_the_serving_job_beside_the_acceptance_kit(tmp_pat
         documents = list(yaml.safe_load_all(files["gpu/serve.yaml"].content))
         lws, service = documents
         assert lws["metadata"]["namespace"] == model.spec.orchestrator.namespace
-        assert lws["metadata"]["labels"][kubernetes.QUEUE_NAME_LABEL] == kubernetes.queue_names(model.spec)[1]
+        assert lws["metadata"]["labels"][kueue.QUEUE_NAME_LABEL] == kueue.queue_names(model.spec)[1]
         kubernetes_validate.validate(service, f"{model.spec.orchestrator.version}.0", strict=True)
         if LWS_CRD.exists():
             validate_custom(lws)
@@ -651,5 +653,5 @@ def test_the_kit_readme_tells_the_serving_job_apart(tmp_path):
     assert f"`{software.VLLM_IMAGE}`, or the image in `SERVE_IMAGE`" in readme
     assert "mkdir -p serving && sbatch gpu/serve.sbatch" in readme and "`serving/`" in readme
     assert not re.search(r"\$\{?IMAGE\b", script) and "serve.sbatch" not in files["submit-all.sh"]
-    assert all(f"{jobs.RESULTS}/" in sbatch_options(text)["output"] for path, text in files.items()
+    assert all(f"{common.RESULTS}/" in sbatch_options(text)["output"] for path, text in files.items()
                if path.endswith(".sbatch") and not path.endswith("serve.sbatch"))

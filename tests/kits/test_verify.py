@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster.kits import verify
+from fmcluster.kits import common, verify
 from fmcluster.kits.verify import Verdict
 from fmcluster.model.expected import Expected
 
@@ -382,11 +382,9 @@ def test_smoke_cut_mid_line_and_traceback():
 
 
 def test_the_smoke_script_of_the_kit_prints_what_parse_smoke_reads():
-    """fmcluster.kits.jobs.SMOKE_PY's print statements, rendered with values, parse back."""
-    from fmcluster.kits import jobs
-
-    assert "fmcluster-smoke step={step} loss={value:.6f} tokens_per_s={rate:.1f} host={host} rank=0" in jobs.SMOKE_PY
-    assert "fmcluster-smoke ok world_size={world} steps={args.steps}" in jobs.SMOKE_PY
+    """fmcluster.kits.common.SMOKE_PY's print statements, rendered with values, parse back."""
+    assert "fmcluster-smoke step={step} loss={value:.6f} tokens_per_s={rate:.1f} host={host} rank=0" in common.SMOKE_PY
+    assert "fmcluster-smoke ok world_size={world} steps={args.steps}" in common.SMOKE_PY
     step, value, rate, host, world = 1, 1.25, 1234.5, "gpu-st-p5-1", 16
     line = f"fmcluster-smoke step={step} loss={value:.6f} tokens_per_s={rate:.1f} host={host} rank=0"
     result = verify.parse_smoke(line + f"\nfmcluster-smoke ok world_size={world} steps=1\n")

@@ -2,7 +2,7 @@
 
 tests/data/crds/ holds the openAPIV3Schema of each CRD version fmcluster writes, taken from the
 release it pins (each file's `$comment` says which: kubernetes-sigs/kueue v0.18.3, the chart
-fmcluster.kubernetes.manifests.KUEUE installs; NVIDIA/k8s-dra-driver-gpu v25.8.0, DRA_DRIVER's; the MPIJob
+fmcluster.kubernetes.charts.KUEUE installs; NVIDIA/k8s-dra-driver-gpu v25.8.0, DRA_DRIVER's; the MPIJob
 and PyTorchJob of the HyperPod dependencies chart's operator sub-charts, which both Kubernetes
 planes run (constructs_lib/hyperpod_dependencies.COMMIT; the files come from a later commit, at
 which those sub-charts are unchanged); kubernetes-sigs/lws v0.10.0, LWS's), made by
@@ -24,6 +24,7 @@ import jsonschema
 import pytest
 import yaml
 
+from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
@@ -55,19 +56,19 @@ def validate(manifest: dict) -> None:
 
 def test_the_schemas_are_of_the_pinned_releases():
     comments = {name: crd["$comment"] for name, crd in crds().items()}
-    assert kubernetes.KUEUE_API == "kueue.x-k8s.io/v1beta2"
-    assert all(f"kubernetes-sigs/kueue v{kubernetes.KUEUE.version} " in c for (api, _), c in comments.items()
-               if api == kubernetes.KUEUE_API)
+    assert kueue.KUEUE_API == "kueue.x-k8s.io/v1beta2"
+    assert all(f"kubernetes-sigs/kueue v{charts.KUEUE.version} " in c for (api, _), c in comments.items()
+               if api == kueue.KUEUE_API)
     (dra,) = [c for (api, _), c in comments.items() if api == kubernetes.COMPUTE_DOMAIN_API]
-    assert f"NVIDIA/k8s-dra-driver-gpu v{kubernetes.DRA_DRIVER.version} " in dra
-    (lws,) = [c for (api, _), c in comments.items() if api == kubernetes.LWS_API]
-    assert f"kubernetes-sigs/lws v{kubernetes.LWS.version} charts/lws/crds/" in lws
+    assert f"NVIDIA/k8s-dra-driver-gpu v{charts.DRA_DRIVER.version} " in dra
+    (lws,) = [c for (api, _), c in comments.items() if api == charts.LWS_API]
+    assert f"kubernetes-sigs/lws v{charts.LWS.version} charts/lws/crds/" in lws
     # the operators' sub-charts (OPERATOR_SUBCHARTS) of the chart at HyperPod's pin, read at a later
     # commit that the comment names, with the pin
-    for api, kind, subchart in ((kubernetes.MPIJOB_API, "MPIJob", "mpi-operator"),
-                                (kubernetes.PYTORCHJOB_API, "PyTorchJob", "training-operators")):
+    for api, kind, subchart in ((charts.MPIJOB_API, "MPIJob", "mpi-operator"),
+                                (charts.PYTORCHJOB_API, "PyTorchJob", "training-operators")):
         comment = comments[(api, kind)]
-        assert subchart in kubernetes.OPERATOR_SUBCHARTS
+        assert subchart in charts.OPERATOR_SUBCHARTS
         assert f", from {deps.REPOSITORY} {deps.subchart_path(subchart)}/" in comment, kind
         assert f"the pin {deps.COMMIT} " in comment and "not in the mirror's history" in comment, kind
 
@@ -104,7 +105,7 @@ def test_every_kubernetes_example_is_covered():
 
 @pytest.mark.parametrize("example", KUBERNETES_EXAMPLES)
 def test_kueue_objects_match_their_crds(example):
-    manifests = kubernetes.kueue_manifests(resolve(loader.load(ROOT / example).spec))
+    manifests = kueue.kueue_manifests(resolve(loader.load(ROOT / example).spec))
     kinds = [m["kind"] for m in manifests]
     assert kinds.count("ClusterQueue") == 1 and kinds.count("LocalQueue") == 1 and "ResourceFlavor" in kinds
     for manifest in manifests:
@@ -112,7 +113,7 @@ def test_kueue_objects_match_their_crds(example):
 
 
 def test_the_ultraserver_example_has_its_topology_named_by_its_flavor():
-    manifests = kubernetes.kueue_manifests(resolve(loader.load(ROOT / "examples/p6e-gb200-eks.yaml").spec))
+    manifests = kueue.kueue_manifests(resolve(loader.load(ROOT / "examples/p6e-gb200-eks.yaml").spec))
     (topology,) = [m for m in manifests if m["kind"] == "Topology"]
     flavors = {m["metadata"]["name"]: m for m in manifests if m["kind"] == "ResourceFlavor"}
     assert [f["spec"].get("topologyName") for f in flavors.values()].count(topology["metadata"]["name"]) == 1
@@ -132,7 +133,7 @@ def test_a_compute_domain_matches_its_crd():
 ])
 def test_the_validator_refuses_broken_objects(breakage):
     kind, break_it = breakage
-    manifests = kubernetes.kueue_manifests(resolve(loader.load(ROOT / "examples/p6e-gb200-eks.yaml").spec))
+    manifests = kueue.kueue_manifests(resolve(loader.load(ROOT / "examples/p6e-gb200-eks.yaml").spec))
     manifest = copy.deepcopy(next(m for m in manifests if m["kind"] == kind))
     break_it(manifest)
     with pytest.raises(jsonschema.ValidationError):
@@ -156,8 +157,8 @@ def pod(name: str, **resources: int) -> dict:
 
 
 def mpi_job() -> dict:
-    return {"apiVersion": kubernetes.MPIJOB_API, "kind": "MPIJob",
-            "metadata": {"name": "nccl", "namespace": "training", "labels": {kubernetes.QUEUE_NAME_LABEL: "q"}},
+    return {"apiVersion": charts.MPIJOB_API, "kind": "MPIJob",
+            "metadata": {"name": "nccl", "namespace": "training", "labels": {kueue.QUEUE_NAME_LABEL: "q"}},
             "spec": {"slotsPerWorker": 8, "runPolicy": {"cleanPodPolicy": "Running"},
                      "mpiReplicaSpecs": {"Launcher": {"replicas": 1, "template": pod("launcher")},
                                          "Worker": {"replicas": 2, "template": pod(
@@ -165,16 +166,16 @@ def mpi_job() -> dict:
 
 
 def pytorch_job() -> dict:
-    return {"apiVersion": kubernetes.PYTORCHJOB_API, "kind": "PyTorchJob",
-            "metadata": {"name": "smoke", "namespace": "training", "labels": {kubernetes.QUEUE_NAME_LABEL: "q"}},
+    return {"apiVersion": charts.PYTORCHJOB_API, "kind": "PyTorchJob",
+            "metadata": {"name": "smoke", "namespace": "training", "labels": {kueue.QUEUE_NAME_LABEL: "q"}},
             "spec": {"nprocPerNode": "8", "pytorchReplicaSpecs": {
                 role: {"replicas": 1, "template": pod("pytorch", **{"nvidia.com/gpu": 8})}
                 for role in ("Master", "Worker")}}}
 
 
 def leader_worker_set() -> dict:
-    return {"apiVersion": kubernetes.LWS_API, "kind": "LeaderWorkerSet",
-            "metadata": {"name": "serve", "namespace": "training", "labels": {kubernetes.QUEUE_NAME_LABEL: "q"}},
+    return {"apiVersion": charts.LWS_API, "kind": "LeaderWorkerSet",
+            "metadata": {"name": "serve", "namespace": "training", "labels": {kueue.QUEUE_NAME_LABEL: "q"}},
             "spec": {"replicas": 1, "startupPolicy": "LeaderCreated",
                      "leaderWorkerTemplate": {"size": 2, "leaderTemplate": pod("leader", **{"nvidia.com/gpu": 8}),
                                               "workerTemplate": pod("worker", **{"nvidia.com/gpu": 8})}}}

@@ -1,4 +1,4 @@
-"""fmcluster.kubernetes.manifests: node labels, node configuration, queue quotas and manifests (pure)."""
+"""fmcluster.kubernetes (charts, kueue, manifests) and the EKS node configuration (fmcluster.node.eks), pure."""
 
 import email
 
@@ -6,9 +6,12 @@ import pytest
 import yaml
 
 from fmcluster.facts import catalog
+from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts.efa import InterfaceMode
+from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import resolve
+from fmcluster.node import eks as eks_node
 from tests.spec.test_rules_ultraserver import gb200
 from tests.support.specs import base_spec, validated, with_
 
@@ -30,27 +33,27 @@ def group(instance_type, efa=None, **extra):
 @pytest.mark.parametrize("value, valid", [("", True), ("gpu", True), ("a.b_c-d", True), ("gpu-", False),
                                           ("-gpu", False), ("a b", False), ("x" * 63, True), ("x" * 64, False)])
 def test_label_values(value, valid):
-    assert kubernetes.label_value_valid(value) is valid
+    assert k8s.label_value_valid(value) is valid
 
 
 @pytest.mark.parametrize("key, ok", [("team", True), ("example.com/team", True), ("a/b/c", False),
                                      ("Example.com/team", False), ("example.com/", False)])
 def test_label_keys(key, ok):
-    assert (kubernetes.label_key_problem(key) is None) is ok
+    assert (k8s.label_key_problem(key) is None) is ok
 
 
 def test_node_user_data_raid0():
     cpu = catalog.get("m7i.2xlarge")  # no GPU to check, no metrics: the NodeConfig alone
-    text = kubernetes.node_user_data(cpu, raid0=True)
+    text = eks_node.node_user_data(cpu, raid0=True)
     (part,) = email.message_from_string(text).get_payload()
     assert part.get_content_type() == "application/node.eks.aws"
     assert "localStorage:\n      strategy: RAID0" in part.get_payload()
-    assert kubernetes.node_user_data(cpu, raid0=False) is None
+    assert eks_node.node_user_data(cpu, raid0=False) is None
 
 
 def test_node_config_with_cluster_details():
-    details = kubernetes.ClusterDetails("c", "https://ABC.eks.amazonaws.com", "Q0E=", "10.100.0.0/16")
-    document = kubernetes.node_config(raid0=False, cluster=details)
+    details = eks_node.ClusterDetails("c", "https://ABC.eks.amazonaws.com", "Q0E=", "10.100.0.0/16")
+    document = eks_node.node_config(raid0=False, cluster=details)
     assert document == ("---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: c\n"
                         "    apiServerEndpoint: https://ABC.eks.amazonaws.com\n    certificateAuthority: Q0E=\n"
                         "    cidr: 10.100.0.0/16\n")
@@ -65,12 +68,12 @@ def test_service_cidr_never_overlaps_the_vpc(vpc, service):
 def test_flavor_quotas_and_total_gpus():
     model = resolve(eks_spec([{"name": "gpu", "instance_type": "p5en.48xlarge", "min_count": 0, "max_count": 4},
                               {"name": "cpu", "instance_type": "m7i.4xlarge", "count": 3}]))
-    quotas = kubernetes.flavor_quotas(model)
+    quotas = kueue.flavor_quotas(model)
     assert [q.name for q in quotas] == ["cpu", "gpu"]  # CPU first
     gpu = quotas[1]
     assert (gpu.cpu, gpu.memory_gib, gpu.gpus, gpu.efa) == (768, 8192, 32, 64)
-    assert quotas[0].tolerations == () and gpu.tolerations == (kubernetes.GPU_TOLERATION,)
-    assert kubernetes.total_gpus(model) == 32
+    assert quotas[0].tolerations == () and gpu.tolerations == (k8s.GPU_TOLERATION,)
+    assert kueue.total_gpus(model) == 32
 
 
 def test_namespace_manifest_only_for_new_namespaces():
@@ -81,10 +84,10 @@ def test_namespace_manifest_only_for_new_namespaces():
 
 
 def test_chart_pins_are_exact_versions():
-    for chart in kubernetes.CHARTS + kubernetes.METRICS_CHARTS + kubernetes.ULTRASERVER_CHARTS:
+    for chart in charts.CHARTS + charts.METRICS_CHARTS + charts.ULTRASERVER_CHARTS:
         assert all(part.isdigit() for part in chart.version.removeprefix("v").split(".")), chart
-    assert kubernetes.KUEUE.repository.startswith("oci://")
-    assert kubernetes.LWS in kubernetes.CHARTS and kubernetes.LWS.repository.startswith("oci://")
+    assert charts.KUEUE.repository.startswith("oci://")
+    assert charts.LWS in charts.CHARTS and charts.LWS.repository.startswith("oci://")
 
 
 def test_the_operators_and_lws_run_on_the_system_nodes():
@@ -92,14 +95,14 @@ def test_the_operators_and_lws_run_on_the_system_nodes():
     namespace); the MPI operator placed by its chart's value, the training operator (no such value)
     by the installer's node selector; LWS by its chart's nodeSelector, its image the chart's own."""
     system = {"fmcluster.dev/node-group": "system"}
-    mpi, training = kubernetes.operators()
-    assert (mpi.subchart, training.subchart) == kubernetes.OPERATOR_SUBCHARTS
+    mpi, training = charts.operators()
+    assert (mpi.subchart, training.subchart) == charts.OPERATOR_SUBCHARTS
     assert (mpi.release, mpi.namespace, training.release, training.namespace) == (
         "mpi-operator", "kube-system", "training-operators", "kube-system")
     assert mpi.values == {"mpiOperator": {"nodeSelector": system}} and mpi.node_selector is None
     assert training.values == {} and training.node_selector == system
-    assert kubernetes.lws_values() == {"nodeSelector": system}
-    assert kubernetes.operators()[0].values is not mpi.values  # fresh values each time
+    assert charts.lws_values() == {"nodeSelector": system}
+    assert charts.operators()[0].values is not mpi.values  # fresh values each time
 
 
 # --- UltraServers ------------------------------------------------------------------------------
@@ -117,9 +120,9 @@ def test_only_ultraserver_flavors_name_the_nvlink_topology():
     spec = gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6"))
     spec = with_(spec, "node_groups[1]", {"name": "cpu", "instance_type": "m7i.4xlarge", "count": 2})
     model = resolve(validated(spec))
-    assert {q.name: q.topology for q in kubernetes.flavor_quotas(model)} == {"cpu": None, "gb200": "nvlink-domain"}
-    documents = kubernetes.kueue_manifests(model)
-    assert documents[0] == kubernetes.topology_manifest()
+    assert {q.name: q.topology for q in kueue.flavor_quotas(model)} == {"cpu": None, "gb200": "nvlink-domain"}
+    documents = kueue.kueue_manifests(model)
+    assert documents[0] == kueue.topology_manifest()
     flavors = {d["metadata"]["name"]: d["spec"] for d in documents if d["kind"] == "ResourceFlavor"}
     assert "topologyName" not in flavors["cpu"] and flavors["gb200"]["topologyName"] == "nvlink-domain"
 
@@ -130,7 +133,7 @@ def test_ultraserver_flavors_offer_an_imex_channel_a_node():
     spec = gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6"))
     spec = with_(spec, "node_groups[1]", {"name": "cpu", "instance_type": "m7i.4xlarge", "count": 2})
     model = resolve(validated(spec))
-    queue = next(d for d in kubernetes.kueue_manifests(model) if d["kind"] == "ClusterQueue")
+    queue = next(d for d in kueue.kueue_manifests(model) if d["kind"] == "ClusterQueue")
     (group,) = queue["spec"]["resourceGroups"]
     assert group["coveredResources"] == ["cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa",
                                          "fmcluster.dev/imex-channel"]
@@ -141,10 +144,10 @@ def test_ultraserver_flavors_offer_an_imex_channel_a_node():
 
 def test_without_ultraservers_the_queue_and_kueue_stay_as_they_were():
     model = resolve(eks_spec([{"name": "gpu", "instance_type": "p5en.48xlarge", "count": 2}]))
-    queue = next(d for d in kubernetes.kueue_manifests(model) if d["kind"] == "ClusterQueue")
-    assert queue["spec"]["resourceGroups"][0]["coveredResources"] == list(kubernetes.COVERED_RESOURCES)
-    assert kubernetes.kueue_configuration(model) is None
-    assert kubernetes.kueue_values(model) == {
+    queue = next(d for d in kueue.kueue_manifests(model) if d["kind"] == "ClusterQueue")
+    assert queue["spec"]["resourceGroups"][0]["coveredResources"] == list(kueue.COVERED_RESOURCES)
+    assert kueue.kueue_configuration(model) is None
+    assert kueue.kueue_values(model) == {
         "controllerManager": {"nodeSelector": {"fmcluster.dev/node-group": "system"}}}
 
 
@@ -152,21 +155,21 @@ def test_kueue_maps_the_compute_domain_channel_class():
     """Kueue 0.18.3's chart takes its Configuration whole, as a YAML string: the chart's default,
     with the ComputeDomain channel class mapped (resources.deviceClassMappings)."""
     model = gb200_model()
-    values = kubernetes.kueue_values(model)
+    values = kueue.kueue_values(model)
     configuration = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
-    assert configuration == kubernetes.kueue_configuration(model)
+    assert configuration == kueue.kueue_configuration(model)
     assert configuration["resources"] == {"deviceClassMappings": [
         {"name": "fmcluster.dev/imex-channel", "deviceClassNames": ["compute-domain-default-channel.nvidia.com"]}]}
-    assert {k: v for k, v in configuration.items() if k != "resources"} == kubernetes.kueue_chart_configuration()
+    assert {k: v for k, v in configuration.items() if k != "resources"} == kueue.kueue_chart_configuration()
     # the kinds the kits use stay integrated
     assert {"batch/job", "kubeflow.org/mpijob", "kubeflow.org/pytorchjob",
             "leaderworkerset.x-k8s.io/leaderworkerset"} <= set(configuration["integrations"]["frameworks"])
-    assert values["controllerManager"] == {"nodeSelector": kubernetes.system_node_selector()}
+    assert values["controllerManager"] == {"nodeSelector": k8s.system_node_selector()}
 
 
 def test_topology_levels_nvlink_domain_then_node():
-    document = kubernetes.topology_manifest()
-    assert document["apiVersion"] == kubernetes.KUEUE_API == "kueue.x-k8s.io/v1beta2"
+    document = kueue.topology_manifest()
+    assert document["apiVersion"] == kueue.KUEUE_API == "kueue.x-k8s.io/v1beta2"
     assert [level["nodeLabel"] for level in document["spec"]["levels"]] == [
         "nvidia.com/gpu.clique", "kubernetes.io/hostname"]
 
@@ -194,13 +197,13 @@ def test_compute_domain_refuses_what_kubernetes_would(args, message):
 
 
 def test_ultraserver_chart_values_reach_only_the_ultraserver_nodes():
-    dra = kubernetes.dra_driver_values(["b", "a", "a"])
-    assert dra["kubeletPlugin"]["affinity"] == kubernetes.node_group_affinity(["a", "b"])
+    dra = charts.dra_driver_values(["b", "a", "a"])
+    assert dra["kubeletPlugin"]["affinity"] == charts.node_group_affinity(["a", "b"])
     terms = dra["kubeletPlugin"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [{"key": kubernetes.NODE_GROUP_LABEL, "operator": "In",
+    assert terms == [{"matchExpressions": [{"key": k8s.NODE_GROUP_LABEL, "operator": "In",
                                             "values": ["a", "b"]}]}]
-    assert dra["kubeletPlugin"]["tolerations"] == [kubernetes.GPU_TOLERATION]
-    gfd = kubernetes.gpu_feature_discovery_values(["a"])
-    assert gfd["nfd"]["worker"]["tolerations"] == [kubernetes.GPU_TOLERATION]
-    assert kubernetes.GPU_FEATURE_DISCOVERY.version == kubernetes.NVIDIA_DEVICE_PLUGIN.version
+    assert dra["kubeletPlugin"]["tolerations"] == [k8s.GPU_TOLERATION]
+    gfd = charts.gpu_feature_discovery_values(["a"])
+    assert gfd["nfd"]["worker"]["tolerations"] == [k8s.GPU_TOLERATION]
+    assert charts.GPU_FEATURE_DISCOVERY.version == charts.NVIDIA_DEVICE_PLUGIN.version

@@ -1,4 +1,4 @@
-"""Kueue's own configuration, as fmcluster writes it into the Kueue chart (kubernetes.kueue_values:
+"""Kueue's own configuration, as fmcluster writes it into the Kueue chart (kueue.kueue_values:
 managerConfig.controllerManagerConfigYaml), checked against Kueue's Configuration API.
 
 The Configuration is no CRD, and Kueue publishes no schema of it: only its Go types
@@ -21,7 +21,8 @@ import jsonschema
 import pytest
 import yaml
 
-from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.facts import kubernetes as k8s
+from fmcluster.kubernetes import charts, kueue
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
 from tests.kubernetes.test_crd_schemas import KUBERNETES_EXAMPLES
@@ -52,14 +53,14 @@ def validate(configuration: dict) -> None:
     names, classes = set(), {}
     for mapping in mappings:
         name = mapping["name"]
-        assert kubernetes.label_key_problem(name) is None and len(name) <= 253, name
+        assert k8s.label_key_problem(name) is None and len(name) <= 253, name
         assert name not in names, f"duplicate {name}"
         names.add(name)
         device_classes = mapping.get("deviceClassNames") or []
         assert 1 <= len(device_classes) <= 8, name
         assert len(set(device_classes)) == len(device_classes), name
         for device_class in device_classes:
-            assert kubernetes.label_key_problem(device_class) is None and len(device_class) <= 253, device_class
+            assert k8s.label_key_problem(device_class) is None and len(device_class) <= 253, device_class
             assert classes.setdefault(device_class, name) == name, f"{device_class} already mapped"
         assert not mapping.get("sources"), "sources need KueueDRAIntegrationPartitionableDevices (off by default)"
 
@@ -67,20 +68,20 @@ def validate(configuration: dict) -> None:
 def written_configuration(model) -> dict | None:
     """The Configuration the chart gets from fmcluster, read back from its YAML string as the chart's
     `fromYaml` reads it."""
-    values = kubernetes.kueue_values(model)
+    values = kueue.kueue_values(model)
     text = values.get("managerConfig", {}).get("controllerManagerConfigYaml")
     return None if text is None else yaml.safe_load(text)
 
 
 def test_the_files_are_of_the_pinned_release():
     for document in (SCHEMA, CHART):
-        assert f"kubernetes-sigs/kueue v{kubernetes.KUEUE.version} " in document["$comment"]
-    assert f"{SCHEMA['group']}/{SCHEMA['version']}" == kubernetes.KUEUE_CONFIG_API
-    assert SCHEMA["schema"]["properties"]["apiVersion"] == {"const": kubernetes.KUEUE_CONFIG_API}
+        assert f"kubernetes-sigs/kueue v{charts.KUEUE.version} " in document["$comment"]
+    assert f"{SCHEMA['group']}/{SCHEMA['version']}" == kueue.KUEUE_CONFIG_API
+    assert SCHEMA["schema"]["properties"]["apiVersion"] == {"const": kueue.KUEUE_CONFIG_API}
 
 
 def test_fmcluster_starts_from_the_charts_own_default():
-    assert kubernetes.kueue_chart_configuration() == CHART["configuration"]
+    assert kueue.kueue_chart_configuration() == CHART["configuration"]
     validate(CHART["configuration"])  # the schema takes what Kueue itself ships
 
 
@@ -91,7 +92,7 @@ def test_every_examples_kueue_configuration_is_valid(example):
     if not model.ultraserver_groups:
         assert configuration is None  # the chart's default stays
         return
-    assert configuration == kubernetes.kueue_configuration(model)
+    assert configuration == kueue.kueue_configuration(model)
     validate(configuration)
 
 
@@ -99,9 +100,9 @@ def test_the_ultraserver_example_maps_the_channel_class_that_its_queue_covers():
     model = resolve(loader.load(ROOT / ULTRASERVER_EXAMPLE).spec)
     configuration = written_configuration(model)
     (mapping,) = configuration["resources"]["deviceClassMappings"]
-    assert mapping == {"name": kubernetes.IMEX_CHANNEL_RESOURCE,
-                       "deviceClassNames": [kubernetes.COMPUTE_DOMAIN_CHANNEL_CLASS]}
-    (queue,) = [m for m in kubernetes.kueue_manifests(model) if m["kind"] == "ClusterQueue"]
+    assert mapping == {"name": kueue.IMEX_CHANNEL_RESOURCE,
+                       "deviceClassNames": [kueue.COMPUTE_DOMAIN_CHANNEL_CLASS]}
+    (queue,) = [m for m in kueue.kueue_manifests(model) if m["kind"] == "ClusterQueue"]
     validate_crd(queue)
     (group,) = queue["spec"]["resourceGroups"]
     assert mapping["name"] in group["coveredResources"]
@@ -125,7 +126,7 @@ def test_the_ultraserver_example_maps_the_channel_class_that_its_queue_covers():
     (lambda c: c["leaderElection"].__setitem__("leaseDuration", 15), "is not of type"),
 ])
 def test_the_schema_refuses_what_strict_decoding_would(break_it, message):
-    configuration = kubernetes.kueue_configuration(resolve(loader.load(ROOT / ULTRASERVER_EXAMPLE).spec))
+    configuration = kueue.kueue_configuration(resolve(loader.load(ROOT / ULTRASERVER_EXAMPLE).spec))
     broken = copy.deepcopy(configuration)
     break_it(broken)
     with pytest.raises(jsonschema.ValidationError):
@@ -149,14 +150,14 @@ def error_messages(instance: dict) -> list[str]:
     lambda m: m["deviceClassNames"].append(m["deviceClassNames"][0]),
 ])
 def test_kueues_validation_of_the_mappings_is_held(break_it):
-    configuration = kubernetes.kueue_configuration(resolve(loader.load(ROOT / ULTRASERVER_EXAMPLE).spec))
+    configuration = kueue.kueue_configuration(resolve(loader.load(ROOT / ULTRASERVER_EXAMPLE).spec))
     break_it(configuration["resources"]["deviceClassMappings"][0])
     with pytest.raises(AssertionError):
         validate(configuration)
 
 
 def test_a_class_mapped_twice_is_refused():
-    configuration = kubernetes.kueue_configuration(resolve(loader.load(ROOT / ULTRASERVER_EXAMPLE).spec))
+    configuration = kueue.kueue_configuration(resolve(loader.load(ROOT / ULTRASERVER_EXAMPLE).spec))
     mapping = configuration["resources"]["deviceClassMappings"][0]
     configuration["resources"]["deviceClassMappings"].append({**mapping, "name": "example.com/other"})
     with pytest.raises(AssertionError, match="already mapped"):

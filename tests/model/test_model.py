@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from fmcluster.facts import controlplanes
-from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.facts import kubernetes as k8s
 from fmcluster.model import cluster as model
 from fmcluster.model.cluster import resolve
 from tests.support.specs import base_spec, validated, with_
@@ -63,7 +63,7 @@ def test_the_control_planes_own_groups(orchestrator, own):
     if orchestrator == "hyperpod-slurm":
         assert m.controller.instance_type == controlplanes.hyperpod_controller_type(m.total_nodes)
     if orchestrator in ("eks", "hyperpod-eks"):
-        assert dict(m.login.labels) == {kubernetes.NODE_GROUP_LABEL: kubernetes.SYSTEM_NODE_GROUP}
+        assert dict(m.login.labels) == {k8s.NODE_GROUP_LABEL: k8s.SYSTEM_NODE_GROUP}
 
 
 def test_no_login_nodes():
@@ -76,7 +76,7 @@ def test_sizes_from_every_node():
                                node_groups=[{"name": "a", "instance_type": "c7i.8xlarge", "min_count": 0,
                                              "max_count": 40}]))
     m = resolve(spec)
-    assert m.total_nodes == 42 == controlplanes.managed_nodes(spec)
+    assert m.total_nodes == 42 == spec.managed_nodes
     assert m.pcs_size.name == "MEDIUM" and m.controller is None
 
 

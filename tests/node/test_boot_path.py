@@ -3,7 +3,7 @@
 
 The AWS PCS user data (fmcluster.node.bootstrap.node_script, as compact as on a node: its body xz
 and base85, decoded by the script itself), the Amazon EKS user data's shell part
-(fmcluster.kubernetes.manifests.node_script) and the SageMaker HyperPod lifecycle folders
+(fmcluster.node.eks.node_script) and the SageMaker HyperPod lifecycle folders
 (fmcluster.node.lifecycle: on_init.sh and its hooks). git, make and gcc are the real ones: the
 container runtime is cloned from local stand-ins of its upstream repositories (tests/support/standins.py)
 and really built, so every test renders its scripts with the stand-ins' commits as the pins
@@ -23,8 +23,10 @@ import pytest
 import yaml
 
 from fmcluster.facts import catalog
-from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.facts import kubernetes as k8s
+from fmcluster.facts import node as node_facts
 from fmcluster.node import bootstrap, lifecycle
+from fmcluster.node import eks as node_eks
 from fmcluster.node.bootstrap import LustreMount, Metrics
 from tests.support import standins
 from tests.support.sandbox import Sandbox, Scenario, mount_unit_name, user_data_parts
@@ -36,7 +38,7 @@ URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/
 METRICS = Metrics("demo", URL, "us-east-1")
 GPU_TYPES = [t for t in catalog.known_names(gpu_only=True)]
 SLURMD_DROPIN = "/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf"
-READY_METRIC = f"{bootstrap.TEXTFILE_DIR}/fmcluster-ready.prom"
+READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 REAL_PINS = {name: getattr(bootstrap, name) for name in ("ENROOT_COMMIT", "ENROOT_SUBMODULES", "PYXIS_COMMIT")}
 
@@ -114,7 +116,7 @@ def test_steps_in_order(tmp_path):
     scratch = index(lines, "mdadm --create")
     fsx = index(lines, "mount -t lustre")
     assert gate < protect < apt < scratch < fsx < index(lines[fsx:], "nvidia-smi -L") + fsx
-    assert node.exists(SLURMD_DROPIN) and node.exists(f"{bootstrap.FMCLUSTER_LIB}/node-ready")
+    assert node.exists(SLURMD_DROPIN) and node.exists(f"{node_facts.FMCLUSTER_LIB}/node-ready")
 
 
 def test_the_node_keeps_its_bootstrap_program(tmp_path):
@@ -127,7 +129,7 @@ def test_the_node_keeps_its_bootstrap_program(tmp_path):
     assert "FMCLUSTER_BOOTSTRAP" not in verbatim
     other = Sandbox(tmp_path / "verbatim", world("p5.48xlarge"))
     assert other.run(verbatim).returncode == 0
-    loader = f"install -d -m 0755 {bootstrap.FMCLUSTER_LIB}"  # where the compact script unpacks its body
+    loader = f"install -d -m 0755 {node_facts.FMCLUSTER_LIB}"  # where the compact script unpacks its body
     assert node.lines()[0] == loader and other.lines() == node.lines()[1:]
 
 
@@ -178,7 +180,7 @@ def test_dlami_instance_store_is_bound_and_never_rebuilt(tmp_path):
     assert result.returncode == 0, result.stderr
     assert not node.calls("mdadm") and not node.calls("mkfs.ext4")
     scratch = node.mounts()["/scratch"]
-    assert scratch.source == bootstrap.DLAMI_NVME_PATH and scratch.backing == "instance-store"
+    assert scratch.source == node_facts.DLAMI_NVME_PATH and scratch.backing == "instance-store"
     bind = ["/opt/dlami/nvme", "/scratch", "none", "bind,nofail,x-systemd.requires=dlami-nvme.service", "0", "0"]
     assert bind in node.fstab()
 
@@ -191,7 +193,7 @@ def test_dlami_unit_still_running_is_waited_for(tmp_path):
     assert not node.calls("mdadm")
     polls = [c for c in node.calls("systemctl") if c.args[:1] == ("show",)]
     assert len(polls) > 1 and polls[-1].clock >= 30
-    assert node.mounts()["/scratch"].source == bootstrap.DLAMI_NVME_PATH
+    assert node.mounts()["/scratch"].source == node_facts.DLAMI_NVME_PATH
 
 
 def test_without_instance_store_there_is_no_scratch(tmp_path):
@@ -288,7 +290,7 @@ def test_lustre_that_never_mounts_keeps_slurmd_down_with_metrics_up(tmp_path):
     start = node.run("systemctl start slurmd.service", name="start.sh")
     assert start.returncode != 0 and node.unit_state("slurmd.service") == "failed"
     dropin = node.file(SLURMD_DROPIN)
-    assert f"ExecStartPre={bootstrap.FMCLUSTER_LIB}/node-ready" in dropin and "Restart=on-failure" in dropin
+    assert f"ExecStartPre={node_facts.FMCLUSTER_LIB}/node-ready" in dropin and "Restart=on-failure" in dropin
 
 
 def test_efa_file_system_gets_lnet_over_efa(tmp_path):
@@ -366,10 +368,10 @@ def test_metrics_set_up_with_the_pinned_packages(tmp_path):
     assert [j["job_name"] for j in config["scrape_configs"]] == ["node", "dcgm", "efa", "slurm"]
     assert config["remote_write"] == [{"url": URL, "sigv4": {"region": "us-east-1"}}]
     assert config["global"]["external_labels"] == {"cluster": "demo", "node": "ip-10-1-0-42"}
-    prom = node.file(f"{bootstrap.TEXTFILE_DIR}/fmcluster.prom")
+    prom = node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster.prom")
     assert "fmcluster_expected_gpus 8\n" in prom and 'fmcluster_expected_lustre_mount{mountpoint="/fsx"} 1' in prom
     for job in ("dcgm", "efa", "slurm"):
-        assert node.file(f"{bootstrap.FMCLUSTER_LIB}/collect-{job}").startswith("#!/bin/bash")
+        assert node.file(f"{node_facts.FMCLUSTER_LIB}/collect-{job}").startswith("#!/bin/bash")
         assert f"fmcluster-collect-{job}.timer" in node.enabled()
 
 
@@ -409,7 +411,7 @@ def test_no_apt_no_unattended_upgrade_settings(tmp_path):
 # --- Amazon EKS: the user data's shell part -------------------------------------------------------
 
 def eks(instance_type="p5en.48xlarge", *, lnet_efa=False, efa=True, observability=True, taints=(GPU_TAINT,)) -> str:
-    return kubernetes.node_script(catalog.get(instance_type), taints=taints, lnet_efa=lnet_efa, efa=efa,
+    return node_eks.node_script(catalog.get(instance_type), taints=taints, lnet_efa=lnet_efa, efa=efa,
                                   observability=observability)
 
 
@@ -425,7 +427,7 @@ def test_eks_gpu_node_ready_registers_as_usual(tmp_path):
     result = node.run(eks())
     assert result.returncode == 0, result.stderr
     assert not node.exists(NOT_READY)
-    assert node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 8"
+    assert node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 8"
     assert ready_metric(node).endswith(" 1")
 
 
@@ -438,9 +440,9 @@ def test_eks_gpu_missing_registers_with_the_not_ready_taint(tmp_path):
     (flag,) = config["spec"]["kubelet"]["flags"]
     # kubelet keeps only the last --register-with-taints: the group's own taint is repeated.
     assert flag == ("--register-with-taints=nvidia.com/gpu=true:NoSchedule,"
-                    f"{kubernetes.NOT_READY_TAINT}=gpus-6-of-8:NoSchedule")
+                    f"{k8s.NOT_READY_TAINT}=gpus-6-of-8:NoSchedule")
     value = flag.rsplit("=", 1)[1].split(":")[0]
-    assert kubernetes.label_value_valid(value)
+    assert k8s.label_value_valid(value)
 
 
 def test_eks_efa_file_system_installs_the_client_and_configures_lnet(tmp_path):
@@ -458,7 +460,7 @@ def test_eks_lnet_failure_taints_the_node(tmp_path):
     result = node.run(eks(lnet_efa=True))
     assert result.returncode == 1 and "setup_lnet_efa failed" in result.stderr
     (flag,) = yaml.safe_load(node.file(NOT_READY))["spec"]["kubelet"]["flags"]
-    assert flag.endswith(f",{kubernetes.NOT_READY_TAINT}=lnet-efa:NoSchedule")
+    assert flag.endswith(f",{k8s.NOT_READY_TAINT}=lnet-efa:NoSchedule")
 
 
 def test_eks_cpu_group_needs_no_script_without_observability():
@@ -469,7 +471,7 @@ def test_eks_cpu_group_writes_its_expected_gpus(tmp_path):
     node = eks_node(tmp_path, "m7i.2xlarge")
     result = node.run(eks("m7i.2xlarge", efa=False, taints=()))
     assert result.returncode == 0, result.stderr
-    assert node.file(f"{kubernetes.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 0"
+    assert node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 0"
     assert not node.calls("nvidia-smi")
 
 
@@ -513,7 +515,7 @@ def test_hyperpod_compute_node_ready(tmp_path):
     lines = node.lines()
     assert index(lines, "install -d -m 0755 /etc/needrestart/conf.d") < index(lines, "aws ssm get-parameter")
     assert index(lines, "apt-get") < index(lines, "systemctl cat dlami-nvme.service")  # metrics first
-    assert node.mounts()["/scratch"].source == bootstrap.DLAMI_NVME_PATH
+    assert node.mounts()["/scratch"].source == node_facts.DLAMI_NVME_PATH
     assert "fmcluster-prometheus-agent.service" in node.enabled()
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster.facts import catalog
+from fmcluster.facts.efa import lnet_efa_interfaces
 from fmcluster.node import bootstrap
 from fmcluster.node.bootstrap import LustreMount, Metrics
 
@@ -92,7 +93,7 @@ def test_nccl_environment(instance_type, efa, expected, absent):
 ])
 def test_lnet_efa_interfaces(instance_type, efa, lustre_efa, interfaces):
     instance = catalog.get(instance_type)
-    assert bootstrap.lnet_efa_interfaces(instance, efa=efa, lustre_efa=lustre_efa) == interfaces
+    assert lnet_efa_interfaces(instance, efa=efa, lustre_efa=lustre_efa) == interfaces
     assert instance.lnet_efa_interfaces <= instance.max_efa_interfaces
 
 

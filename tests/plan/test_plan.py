@@ -16,6 +16,7 @@ from fmcluster.cli import main
 from fmcluster.facts import catalog, prices
 from fmcluster.plan import render as plan_render
 from fmcluster.plan import report as plan
+from fmcluster.plan.cost import CostLine
 from fmcluster.spec import loader
 from tests.spec.test_rules_ultraserver import gb200
 from tests.support.specs import base_spec, to_yaml, validated, with_
@@ -145,7 +146,7 @@ def test_resolved_spec_section_is_yaml_of_the_resolved_spec(example):
 
 # ---- cost ----------------------------------------------------------------------------------
 
-def _line(p: plan.Plan, start: str) -> plan.CostLine:
+def _line(p: plan.Plan, start: str) -> CostLine:
     return next(line for line in p.cost.lines if line.item.startswith(start))
 
 

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fmcluster.facts import network as network_plan
 from fmcluster.facts import regions
-from fmcluster.model import network as network_plan
+from fmcluster.spec import addresses
 from fmcluster.spec.rules import network
 from tests.support.specs import base_spec, findings, messages, paths, validated, with_
 
@@ -124,9 +125,9 @@ def test_a_group_that_exactly_fills_the_subnet_fits():
 
 
 def _node_addresses(spec):
-    """Addresses the node group takes in the GPU subnet, by network_plan.address_needs."""
+    """Addresses the node group takes in the GPU subnet, by addresses.address_needs."""
     model = validated(spec)
-    need = network_plan.address_needs(model)[0]
+    need = addresses.address_needs(model)[0]
     assert need.what.startswith("node group gpu")
     return need.addresses
 
@@ -144,7 +145,7 @@ def test_efa_only_interfaces_take_fewer_addresses_than_efa_interfaces():
 
 
 def test_address_needs_list_every_consumer():
-    needs = network_plan.address_needs(validated(base_spec()))
+    needs = addresses.address_needs(validated(base_spec()))
     whats = [n.what for n in needs]
     assert whats[0].startswith("node group gpu: 2 x 32")
     assert any(w.startswith("login/system nodes: 1") for w in whats)
@@ -165,8 +166,6 @@ def test_examples_exist():
 
 
 def test_layout_slots_do_not_move_when_an_az_is_added():
-    from fmcluster.model import network as network_plan
-
     two = network_plan.layout("10.0.0.0/16", ["use1-az1", "use1-az2"])
     three = network_plan.layout("10.0.0.0/16", ["use1-az1", "use1-az2", "use1-az3"])
     assert set(two) <= set(three)

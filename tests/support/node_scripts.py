@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fmcluster.deploy import assembly
 from fmcluster.facts import catalog
-from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.facts import kubernetes as k8s
 from fmcluster.node import bootstrap
 from tests.support.sandbox import Scenario, template_text, user_data_parts
 
@@ -34,7 +34,7 @@ class NodeScript:
 def _instance_types(spec) -> dict[str, str]:
     types = {g.name: g.instance_type for g in spec.node_groups}
     login = spec.orchestrator.login.instance_type
-    types.update({"login": login, kubernetes.SYSTEM_NODE_GROUP: login})
+    types.update({"login": login, k8s.SYSTEM_NODE_GROUP: login})
     return types
 
 

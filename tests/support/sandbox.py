@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
+from fmcluster.facts import node as node_facts
 from fmcluster.node import bootstrap
 from tests.support import standins
 
@@ -365,14 +366,14 @@ class Sandbox:
         names += sorted(p.name[:-2] for p in units.iterdir() if p.is_dir() and p.name.endswith(".d"))
         if not names:
             return subprocess.CompletedProcess(["systemd-analyze", "verify"], 0, "", "")  # nothing to verify
-        lib = self.root / bootstrap.FMCLUSTER_LIB.lstrip("/")
+        lib = self.root / node_facts.FMCLUSTER_LIB.lstrip("/")
         script = f"""set -e
 mount --make-rprivate /
 mount -t tmpfs fmcluster /etc/systemd/system
 cp -a {shlex.quote(str(units))}/. /etc/systemd/system/
-mount -t tmpfs fmcluster {bootstrap.FMCLUSTER_LIB.rsplit("/", 1)[0]}
-mkdir -p {bootstrap.FMCLUSTER_LIB}
-if [[ -d {shlex.quote(str(lib))} ]]; then cp -a {shlex.quote(str(lib))}/. {bootstrap.FMCLUSTER_LIB}/; fi
+mount -t tmpfs fmcluster {node_facts.FMCLUSTER_LIB.rsplit("/", 1)[0]}
+mkdir -p {node_facts.FMCLUSTER_LIB}
+if [[ -d {shlex.quote(str(lib))} ]]; then cp -a {shlex.quote(str(lib))}/. {node_facts.FMCLUSTER_LIB}/; fi
 exec systemd-analyze verify --man=no "$@" 2>&1
 """
         return subprocess.run(["unshare", "-m", "bash", "-c", script, "verify", *names], capture_output=True,

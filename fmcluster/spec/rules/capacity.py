@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Iterator
 
 from fmcluster.spec.diagnostics import Path, Problem, error, warning
@@ -140,8 +141,6 @@ def capacity_block_not_placed(spec: ClusterSpec) -> Iterator[Problem]:
 
 @rule
 def placement_group_name(spec: ClusterSpec) -> Iterator[Problem]:
-    import re
-
     for path, g in _groups(spec):
         pg = g.placement_group
         if pg not in ("auto", "none") and not re.fullmatch(r"[A-Za-z0-9._-]{1,255}", pg):

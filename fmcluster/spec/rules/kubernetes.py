@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from fmcluster.facts import kubernetes
+from fmcluster.facts.controlplanes import KUEUE_MAX_FLAVORS
 from fmcluster.spec.diagnostics import Problem, error, warning
 from fmcluster.spec.models import ClusterSpec, is_everyone
 from fmcluster.spec.rules.registry import rule
@@ -23,10 +25,6 @@ def node_group_names_are_label_values(spec: ClusterSpec) -> Iterator[Problem]:
     (On HyperPod EKS the stricter instance-group name rule reports it.)"""
     if not _on_kubernetes(spec) or spec.orchestrator.control_plane.hyperpod:
         return
-    from fmcluster.kubernetes import (
-        manifests as kubernetes,
-    )  # only for Kubernetes specs: `validate` of a Slurm spec stays light
-
     for i, group in enumerate(spec.node_groups):
         if not kubernetes.label_value_valid(group.name):
             yield error(("node_groups", i, "name"), f"'{group.name}' is not a valid Kubernetes label value",
@@ -37,8 +35,6 @@ def node_group_names_are_label_values(spec: ClusterSpec) -> Iterator[Problem]:
 def node_labels_valid(spec: ClusterSpec) -> Iterator[Problem]:
     if not any(group.labels for group in spec.node_groups):
         return
-    from fmcluster.kubernetes import manifests as kubernetes  # see node_group_names_are_label_values
-
     for i, group in enumerate(spec.node_groups):
         for key, value in group.labels.items():
             path = ("node_groups", i, "labels", key)
@@ -119,8 +115,6 @@ def api_endpoint_open(spec: ClusterSpec) -> Iterator[Problem]:
 @rule
 def kueue_flavor_limit(spec: ClusterSpec) -> Iterator[Problem]:
     """Each node group is a Kueue ResourceFlavor in the cluster queue's one resource group."""
-    from fmcluster.facts.controlplanes import KUEUE_MAX_FLAVORS
-
     if _on_kubernetes(spec) and len(spec.node_groups) > KUEUE_MAX_FLAVORS:
         yield error(("node_groups", KUEUE_MAX_FLAVORS),
                     f"{len(spec.node_groups)} node groups; Kueue takes at most {KUEUE_MAX_FLAVORS} flavors in a "

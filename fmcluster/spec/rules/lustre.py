@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from fmcluster.facts import fsx
+from fmcluster.facts import controlplanes, fsx
+from fmcluster.facts import node as node_facts
 from fmcluster.spec.diagnostics import Problem, error
 from fmcluster.spec.models import ClusterSpec, LustreSpec
 from fmcluster.spec.rules.registry import rule
@@ -154,11 +155,8 @@ SYSTEM_DIRECTORIES = ("/", "/home", "/media", "/mnt", "/opt", "/srv", "/tmp")  #
 
 
 def _mount_points(spec: ClusterSpec) -> list[tuple[str, str]]:
-    from fmcluster.facts import controlplanes
-    from fmcluster.node import bootstrap
-
-    points = [(bootstrap.SCRATCH_PATH, "fmcluster's instance-store NVMe volume"),
-              (bootstrap.DLAMI_NVME_PATH, "the Deep Learning AMI's NVMe mount")]
+    points = [(node_facts.SCRATCH_PATH, "fmcluster's instance-store NVMe volume"),
+              (node_facts.DLAMI_NVME_PATH, "the Deep Learning AMI's NVMe mount")]
     if spec.orchestrator.control_plane.hyperpod:
         points.append((controlplanes.HYPERPOD_VOLUME_PATH, "SageMaker HyperPod's volume"))
     return points

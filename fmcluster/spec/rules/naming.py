@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from fmcluster.facts import naming
 from fmcluster.spec.diagnostics import Problem, error
 from fmcluster.spec.models import ClusterSpec
 from fmcluster.spec.rules.registry import rule
@@ -31,8 +32,6 @@ def node_group_names_not_reserved(spec: ClusterSpec) -> Iterator[Problem]:
 
 @rule
 def buckets_limit(spec: ClusterSpec) -> Iterator[Problem]:
-    from fmcluster.facts import naming
-
     if len(spec.storage.buckets) > naming.MAX_BUCKETS:
         yield error(("storage", "buckets", naming.MAX_BUCKETS),
                     f"{len(spec.storage.buckets)} buckets; a cluster has at most {naming.MAX_BUCKETS}: each is named "
@@ -53,8 +52,6 @@ def bucket_names_unique(spec: ClusterSpec) -> Iterator[Problem]:
 def tags_valid(spec: ClusterSpec) -> Iterator[Problem]:
     """Tag keys and values as EC2 takes them (fmcluster.facts.naming), no reserved prefix or key, and
     no more than a resource can carry with fmcluster's own tags."""
-    from fmcluster.facts import naming
-
     room = naming.MAX_TAGS - len(naming.OWN_TAGS)
     if len(spec.tags) > room:
         yield error(("tags",), f"{len(spec.tags)} tags; a resource takes at most {naming.MAX_TAGS}, and fmcluster "
@@ -87,8 +84,6 @@ def tags_valid(spec: ClusterSpec) -> Iterator[Problem]:
 
 @rule
 def bucket_s3_names_fit(spec: ClusterSpec) -> Iterator[Problem]:
-    from fmcluster.facts import naming
-
     for i, bucket in enumerate(spec.storage.buckets):
         length = naming.bucket_name_length(spec.name, bucket.name, spec.region)
         if length > naming.S3_NAME_MAX:
@@ -100,8 +95,6 @@ def bucket_s3_names_fit(spec: ClusterSpec) -> Iterator[Problem]:
 
 @rule
 def bucket_s3_names_allowed(spec: ClusterSpec) -> Iterator[Problem]:
-    from fmcluster.facts import naming
-
     reserved = next((p for p in naming.S3_RESERVED_PREFIXES if spec.name.startswith(p)), None)
     if reserved and spec.storage.buckets:
         yield error(("name",),

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from fmcluster.facts import network as network_plan
 from fmcluster.facts import regions
-from fmcluster.model import network as network_plan
+from fmcluster.spec import addresses
 from fmcluster.spec.diagnostics import Path, Problem, error
 from fmcluster.spec.models import ClusterSpec
 from fmcluster.spec.rules.registry import rule
@@ -78,7 +79,7 @@ def gpu_subnet_holds_cluster(spec: ClusterSpec) -> Iterator[Problem]:
         subnets = network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
     except network_plan.LayoutError:
         return  # reported by vpc_holds_subnets
-    needs = network_plan.address_needs(spec)
+    needs = addresses.address_needs(spec)
     need, have = network_plan.total(needs), subnets[0].usable
     if need > have:
         detail = "; ".join(n.what for n in needs)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from fmcluster.facts import controlplanes
+from fmcluster.facts import catalog, controlplanes, regions
 from fmcluster.spec.diagnostics import Problem, error, warning
 from fmcluster.spec.models import ClusterSpec
 from fmcluster.spec.rules.registry import rule
@@ -38,8 +38,6 @@ def enough_availability_zones(spec: ClusterSpec) -> Iterator[Problem]:
 
 
 def _other_az(spec: ClusterSpec) -> str:
-    from fmcluster.facts import regions
-
     taken = set(spec.availability_zone_ids)
     prefix = regions.az_id_prefix(spec.region)
     return next(az for n in range(1, 8) if (az := f"{prefix}-az{n}") not in taken)
@@ -49,7 +47,7 @@ def _other_az(spec: ClusterSpec) -> str:
 def pcs_size_limit(spec: ClusterSpec) -> Iterator[Problem]:
     if spec.orchestrator.type != "pcs":
         return
-    nodes = controlplanes.managed_nodes(spec)
+    nodes = spec.managed_nodes
     largest = controlplanes.PCS_SIZES[-1]
     if controlplanes.pcs_size_for(nodes) is None:
         yield error(("node_groups",), f"{nodes} nodes exceed the largest PCS cluster ({largest.max_nodes} instances)",
@@ -73,8 +71,6 @@ def hyperpod_instance_types(spec: ClusterSpec) -> Iterator[Problem]:
 
 
 def _hyperpod_type(name: str) -> bool:
-    from fmcluster.facts import catalog
-
     entry = catalog.get(name)
     return bool(entry and entry.hyperpod)
 

@@ -1,5 +1,6 @@
-"""How the VPC is cut into subnets, and how many addresses the cluster needs: pure functions
-shared by validation (does it fit?), the network stack (what to build) and the plan report.
+"""How the VPC is cut into subnets: pure functions of a CIDR and AZ IDs, shared by validation
+(does it fit?), the model (what the network stack builds) and the plan report. What takes an
+address is read from the spec in fmcluster.spec.addresses.
 
 Layout of a VPC of prefix /p with AZ IDs [gpu_az, *extra]:
 
@@ -16,14 +17,10 @@ Slots are fixed so that adding an AZ ID never changes (and so never replaces) a 
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING, NamedTuple
 
-from fmcluster.facts import fsx, regions
-from fmcluster.facts.efa import addresses_per_node
-
-if TYPE_CHECKING:
-    from fmcluster.spec.models import ClusterSpec
+from fmcluster.facts import regions
 
 AWS_RESERVED_PER_SUBNET = 5  # network, router, DNS, future use, broadcast
 MAX_SUBNET_PREFIX = 28  # the smallest subnet AWS allows
@@ -31,7 +28,8 @@ PUBLIC_MIN_PREFIX = 24  # public subnets hold only NAT gateways and load balance
 CONTROL_PLANE_HEADROOM = 16  # control-plane ENIs (PCS, EKS), VPC endpoints, rolling replacements
 
 
-class Subnet(NamedTuple):
+@dataclass(frozen=True)
+class Subnet:
     az_id: str
     cidr: str
     public: bool
@@ -77,33 +75,11 @@ def layout(vpc_cidr: str, az_ids: list[str]) -> list[Subnet]:
     return subnets
 
 
-class AddressNeed(NamedTuple):
+@dataclass(frozen=True)
+class AddressNeed:
     what: str
     addresses: int
 
 
 def total(needs: list[AddressNeed]) -> int:
     return sum(n.addresses for n in needs)
-
-
-def address_needs(spec: ClusterSpec) -> list[AddressNeed]:
-    """What takes an address in the GPU AZ's private subnet: each node's interfaces that take
-    one (efa-only interfaces take none), pods on Kubernetes nodes, login/system nodes, the
-    Lustre file system and control-plane headroom."""
-
-    cp = spec.orchestrator.control_plane
-    needs: list[AddressNeed] = []
-    for group in spec.node_groups:
-        per_node = addresses_per_node(group.instance, cp.interface_mode, bool(group.efa)) + cp.pod_addresses_per_node
-        needs.append(AddressNeed(f"node group {group.name}: {group.max_nodes} x {per_node}",
-                                 group.max_nodes * per_node))
-    login = spec.orchestrator.login
-    if login.count:
-        per_login = 1 + cp.pod_addresses_per_node
-        needs.append(AddressNeed(f"login/system nodes: {login.count} x {per_login}", login.count * per_login))
-    lustre = spec.storage.lustre
-    if lustre:
-        needs.append(AddressNeed("FSx for Lustre", fsx.addresses(lustre.storage_capacity_gib, lustre.efa,
-                                                                 lustre.throughput_per_tib)))
-    needs.append(AddressNeed("control plane and endpoints", CONTROL_PLANE_HEADROOM))
-    return needs

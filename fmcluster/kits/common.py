@@ -1,0 +1,194 @@
+"""What the acceptance kits share, whatever their control plane: a kit's file, the results
+directory, the PyTorch smoke test, nccl-tests' message size, fio's targets and sizes, the table
+of expected figures, and the pieces of a Kubernetes pod the acceptance and serving kits both
+build (EFA / NCCL environment, /dev/shm, the IMEX channel of an UltraServer job)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.model import expected
+from fmcluster.model.cluster import ClusterModel, NodeGroup
+from fmcluster.node import bootstrap
+
+PYTORCH_IMAGE_REF = "nvcr.io/nvidia/pytorch:25.01-py3"  # NGC PyTorch 25.01: CUDA 12.8, Blackwell and Grace
+SMOKE_STEPS = 20
+RESULTS = "results"
+
+
+@dataclass(frozen=True)
+class KitFile:
+    path: str  # relative to the kit's directory
+    content: str
+    executable: bool = False
+
+
+def largest_message(group: NodeGroup) -> str:
+    """nccl-tests' largest size (-e): 16 GiB where the GPU has the memory for its buffers (80 GiB
+    or more; AWS's GB200/B300 runs go to 64G and fail at 128G), else 8 GiB."""
+    gpu = group.instance.gpu
+    return "16G" if gpu is not None and gpu.memory_gib >= 80 else "8G"
+
+
+# fio (fio_sbatch; the Kubernetes kit's fio.sh, fmcluster.kits.kubernetes). fio's --size is per
+# job: each of the FIO_JOBS jobs of a node writes its own file of that size. The read pass reads
+# the files the write pass wrote (the same job name, directory, size and job count, so fio lays
+# out nothing new), and the files are deleted at the end, also when the job fails or is cancelled.
+FIO_JOBS = 8  # fio --numjobs: files written (then read) at once on each node
+FIO_FRACTION = 0.10  # all nodes and jobs of a run together write at most this share of the capacity
+FIO_MAX_JOB_MIB = 8 * 1024  # and each fio job at most 8 GiB (64 GiB a node)
+GIB = 2 ** 30
+
+
+@dataclass(frozen=True)
+class FioTarget:
+    test: str  # fio-fsx or fio-scratch
+    path: str  # the file system's mount
+    capacity_gib: float  # the file system's capacity: the whole Lustre file system, or one node's instance store
+    writers: int  # the nodes that write to that capacity at once: every node of the group, or the node itself
+    job_mib: int  # fio --size: MiB each fio job writes
+
+    @property
+    def written_gib(self) -> float:
+        """What one run writes to that capacity, all its nodes and jobs together."""
+        return self.writers * FIO_JOBS * self.job_mib / 1024
+
+    @classmethod
+    def sized(cls, test: str, path: str, capacity_gib: float, writers: int) -> "FioTarget":
+        """A target whose runs write at most FIO_FRACTION of `capacity_gib`, FIO_MAX_JOB_MIB a job."""
+        mib = math.floor(capacity_gib * 1024 * FIO_FRACTION / (writers * FIO_JOBS))
+        return cls(test, path, float(capacity_gib), writers, max(1, min(FIO_MAX_JOB_MIB, mib)))
+
+
+def instance_store_gib(group: NodeGroup) -> float:
+    """A node's instance store (the catalog's NVMe disks together), GiB."""
+    return group.instance.nvme_total_gb * 1e9 / GIB
+
+
+SMOKE_PY = '''"""fmcluster's PyTorch smoke test: a few FSDP steps of a small transformer on every GPU of the
+job, to show the whole path works (CUDA, NCCL over NVLink and EFA, torchrun's rendezvous). Rank 0
+prints `fmcluster-smoke step=N loss=L tokens_per_s=T host=H rank=0` per step and a last line
+`fmcluster-smoke ok world_size=W steps=N` (or `fmcluster-smoke failed reason=...`), which
+`fmcluster verify` reads."""
+
+import argparse
+import math
+import os
+import socket
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args()
+    dist.init_process_group("nccl")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=1024, nhead=16, dim_feedforward=4096, batch_first=True)
+    model = FSDP(torch.nn.TransformerEncoder(layer, num_layers=8).cuda())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    batch, length = 8, 512
+    data = torch.randn(batch, length, 1024, device="cuda")
+    target = torch.randn(batch, length, 1024, device="cuda")
+    host = socket.gethostname()
+    for step in range(1, args.steps + 1):
+        start = time.time()
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(data), target)
+        loss.backward()
+        optimizer.step()
+        value = loss.detach()
+        dist.all_reduce(value)
+        value = value.item() / world
+        torch.cuda.synchronize()
+        if rank == 0:
+            rate = batch * length * world / (time.time() - start)
+            print(f"fmcluster-smoke step={step} loss={value:.6f} tokens_per_s={rate:.1f} host={host} rank=0",
+                  flush=True)
+        if not math.isfinite(value):
+            if rank == 0:
+                print("fmcluster-smoke failed reason=loss-not-finite", flush=True)
+            return 1
+    if rank == 0:
+        print(f"fmcluster-smoke ok world_size={world} steps={args.steps}", flush=True)
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+
+
+def figures_table(model: ClusterModel) -> list[str]:
+    """The README's table of what each job of each group is judged against (fmcluster.model.expected)."""
+    lines = ["| Group | Nodes | Job | Judged against |", "|---|---|---|---|"]
+    figures = expected.expectations(model)
+    for group in expected.gpu_groups(model):
+        for test, figure in figures[group.name].items():
+            against = (f"{figure.pass_at:g} {figure.unit} (PASS), {figure.warn_at:g} (WARN): {figure.basis}"
+                       if figure.peak is not None else figure.basis)
+            lines.append(f"| {group.name} | {group.max_count} | {test} | {against} |")
+    return lines
+
+
+def expected_json(model: ClusterModel) -> KitFile:
+    """expected.json: every group's expected figures, as `fmcluster verify` judges them."""
+    return KitFile("expected.json", json.dumps(
+        {g: {t: e.as_dict() for t, e in tests.items()} for g, tests in expected.expectations(model).items()},
+        indent=2) + "\n")
+
+
+# The huge pages of libfabric's EFA provider: a container that asks for no hugepages-2Mi gets a
+# hugetlb limit of 0, and a huge page it touches anyway is a SIGBUS. AWS's EKS nccl-tests sample
+# asks for 5,120 MiB of them; fmcluster's nodes do not reserve any, so the kit's MPI and torchrun
+# ranks turn the provider's use of them off (libfabric fi_efa(7): FI_EFA_USE_HUGE_PAGE).
+NO_HUGE_PAGES = bootstrap.NcclSetting(
+    "FI_EFA_USE_HUGE_PAGE", "0", "no huge pages in the container: the pod asks for none (hugetlb limit 0)")
+
+
+def environment(group: NodeGroup, *, efa: Optional[bool] = None) -> list[dict[str, str]]:
+    """The node bootstrap's EFA / NCCL settings (bootstrap.nccl_settings) as container env, and no
+    huge pages (NO_HUGE_PAGES) where EFA is used; `efa`: whether the pod uses it (default: the
+    group's)."""
+    efa = group.efa if efa is None else efa
+    settings = list(bootstrap.nccl_settings(group.instance, efa))
+    if efa:
+        settings.append(NO_HUGE_PAGES)
+    return [{"name": s.name, "value": s.value} for s in settings]
+
+
+def shm() -> tuple[dict[str, Any], dict[str, Any]]:
+    """/dev/shm in memory (NCCL's and PyTorch's shared memory): the volume and its mount."""
+    return ({"name": "dshm", "emptyDir": {"medium": "Memory"}}, {"name": "dshm", "mountPath": "/dev/shm"})
+
+
+CHANNEL_CLAIM = "imex-channel"  # a pod's name for its claim of the job's IMEX channel
+
+
+def compute_domain(group: NodeGroup, name: str, *, namespace: str = "") -> list[dict[str, Any]]:
+    """The ComputeDomain `name` of a job on an UltraServer group (none elsewhere); it grows with the
+    job (numNodes 0). The kit's manifests() sets the namespace; the serving kit gives its own."""
+    if not group.ultraserver:
+        return []
+    return [kubernetes.compute_domain_manifest(name, namespace=namespace, num_nodes=0)]
+
+
+def claim_channel(group: NodeGroup, name: str, pod: dict[str, Any], container: dict[str, Any]) -> None:
+    """An UltraServer pod claims the IMEX channel of its job's ComputeDomain `name` (the template
+    the driver makes for it; Kueue charges kueue.IMEX_CHANNEL_RESOURCE for it, one a pod)."""
+    if group.ultraserver:
+        pod["resourceClaims"] = [{"name": CHANNEL_CLAIM,
+                                  "resourceClaimTemplateName": kubernetes.channel_claim_template(name)}]
+        container["resources"]["claims"] = [{"name": CHANNEL_CLAIM}]

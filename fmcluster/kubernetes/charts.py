@@ -1,0 +1,282 @@
+"""The Helm charts an `eks` cluster runs, pinned, and their values: device plugins, Kueue, LWS,
+the training operators, the metrics exporters, and the UltraServer charts. Pins are read from
+each chart's source (the comments); bump them on purpose. No aws_cdk here:
+`fmcluster_cdk/stacks/eks.py` installs them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Optional
+
+from fmcluster.facts.kubernetes import (
+    EFA_LABEL,
+    GPU_LABEL,
+    GPU_TOLERATION,
+    NODE_GROUP_LABEL,
+    NOT_READY_TOLERATION,
+    SYSTEM_NODE_GROUP,
+    TRUE,
+    system_node_selector,
+)
+from fmcluster.facts.node import TEXTFILE_DIR
+
+TEXTFILE_MOUNT = "/host/fmcluster-textfile"  # where the node exporter's container sees it
+
+
+@dataclass(frozen=True)
+class Chart:
+    """A Helm chart pinned to one version. `repository` is a Helm repository URL, or for an OCI
+    chart the full `oci://` reference (the kubectl provider pulls it with `helm pull`)."""
+
+    release: str
+    chart: str
+    repository: str
+    version: str
+    namespace: str
+
+
+# NVIDIA k8s-device-plugin: 0.19.3 reverted the GDRCopy/MOFED defaults of 0.19.0-0.19.2; MOFED
+# is still switched off explicitly below (it would hand /dev/infiniband to GPU pods, which is
+# the EFA device plugin's job). Source: NVIDIA/k8s-device-plugin tag v0.19.3; Amazon EKS User
+# Guide, "Install the NVIDIA Kubernetes device plugin".
+NVIDIA_DEVICE_PLUGIN = Chart("nvidia-device-plugin", "nvidia-device-plugin",
+                             "https://nvidia.github.io/k8s-device-plugin", "0.19.3", "nvidia")
+
+# AWS EFA device plugin. Source: aws/eks-charts stable/aws-efa-k8s-device-plugin/Chart.yaml
+# (version v0.5.30, app v0.5.20, 2026-07-21; its values changed only the image tag and the
+# instance-type list since v0.5.20); Amazon EKS User Guide, "Manage EFA devices on Amazon EKS" and
+# "Use P6e-GB200 UltraServers with Amazon EKS" (the device plugin 0.5.14 or later for p6e-gb200:
+# chart v0.5.20 carried app v0.5.13).
+EFA_DEVICE_PLUGIN = Chart("aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", "https://aws.github.io/eks-charts",
+                          "v0.5.30", "kube-system")
+
+# Kueue, from its OCI registry. 0.18 serves kueue.x-k8s.io/v1beta2 (the API used below).
+# Source: kubernetes-sigs/kueue charts/kueue/README.md (`helm install kueue oci://...`).
+KUEUE = Chart("kueue", "kueue", "oci://registry.k8s.io/kueue/charts/kueue", "0.18.3", "kueue-system")
+
+# Release names and ports are the scrape configuration's contract
+# (fmcluster/observability/scraper.yaml keeps pods by release label and port).
+MONITORING_NAMESPACE = "monitoring"
+NODE_EXPORTER_PORT = 9100
+DCGM_EXPORTER_PORT = 9400
+EFA_EXPORTER_PORT = 9109
+
+# Prometheus node exporter. Source: prometheus-community/helm-charts
+# charts/prometheus-node-exporter/Chart.yaml (version 4.45.3, app 1.9.1).
+NODE_EXPORTER = Chart("node-exporter", "prometheus-node-exporter",
+                      "https://prometheus-community.github.io/helm-charts", "4.45.3", MONITORING_NAMESPACE)
+
+# NVIDIA DCGM exporter. Source: NVIDIA/dcgm-exporter deployment/Chart.yaml (version 4.8.3).
+DCGM_EXPORTER = Chart("dcgm-exporter", "dcgm-exporter", "https://nvidia.github.io/dcgm-exporter/helm-charts",
+                      "4.8.3", MONITORING_NAMESPACE)
+
+# EFA counters (node_amazonefa_*): there is no maintained EFA exporter chart. AWS's own recipe
+# (aws-samples/awsome-distributed-training 4.validation_and_observability/3.efa-node-exporter/EKS)
+# installs the node exporter chart with the EFA node exporter image (a node exporter fork with
+# the `amazonefa` collector); so does fmcluster, as a second release on EFA nodes only, with
+# only that collector, on its own port. The image is published only as `latest`
+# (public.ecr.aws/hpc-cloud/efa-node-exporter); mirror it and pin a digest for production.
+EFA_NODE_EXPORTER = Chart("efa-node-exporter", "prometheus-node-exporter",
+                          "https://prometheus-community.github.io/helm-charts", "4.45.3", MONITORING_NAMESPACE)
+EFA_NODE_EXPORTER_IMAGE = {"registry": "public.ecr.aws", "repository": "hpc-cloud/efa-node-exporter",
+                           "tag": "latest"}
+
+# The NVIDIA DRA driver for GPUs, for its ComputeDomains only (an IMEX domain that follows each
+# job across the nodes of one NVLink domain); the NVIDIA device plugin still allocates the GPUs.
+# Version, repository and the two `resources` values: the Amazon EKS User Guide, "Use P6e-GB200
+# UltraServers with Amazon EKS" (Install NVIDIA DRA driver); the chart at NVIDIA/k8s-dra-driver-gpu
+# tag v25.8.0 (deployments/helm/nvidia-dra-driver-gpu/Chart.yaml: version 25.8.0, kubeVersion
+# >=1.32; resource.nvidia.com/v1beta1 ComputeDomain CRD in crds/).
+DRA_DRIVER = Chart("nvidia-dra-driver-gpu", "nvidia-dra-driver-gpu", "https://helm.ngc.nvidia.com/nvidia", "25.8.0",
+                   "nvidia-dra-driver-gpu")
+
+# NVIDIA GPU feature discovery (GFD), which labels each node with its NVLink domain
+# (NVLINK_CLIQUE_LABEL = <GPU fabric cluster UUID>.<clique id>, from NVML: k8s-device-plugin v0.19.3
+# internal/lm/imex.go) through Node Feature Discovery (NFD: GFD writes the label to the node's
+# features.d, the NFD worker reads it, the NFD master sets it). The DRA driver does not set it
+# (v25.8.0 reads the clique id from NVML itself); the EKS User Guide page above names GFD for it.
+# GFD and NFD come with the device plugin's own chart (gfd.enabled; NFD 0.17.3 is its dependency,
+# condition nfd.enabled,gfd.enabled): a second release of the pinned chart with the device plugin
+# off, so the same release serves EKS and HyperPod EKS (HyperPod's dependencies chart brings its
+# own device plugin, 0.16.1, whose GFD has no clique label: it came in 0.17.0).
+GPU_FEATURE_DISCOVERY = Chart("gpu-feature-discovery", NVIDIA_DEVICE_PLUGIN.chart, NVIDIA_DEVICE_PLUGIN.repository,
+                              NVIDIA_DEVICE_PLUGIN.version, NVIDIA_DEVICE_PLUGIN.namespace)
+
+# The MPI operator (MPIJob: nccl-tests across nodes) and the Kubeflow training operator
+# (PyTorchJob: the torchrun smoke test). HyperPod on EKS installs both with its dependencies chart
+# (aws/sagemaker-hyperpod-cli helm_chart/HyperPodHelmChart: sub-charts charts/mpi-operator, image
+# mpioperator/mpi-operator 0.5, and charts/training-operators, image kubeflow/training-operator
+# v1-855e096, its MPIJob scheme off so the two never both claim mpijobs.kubeflow.org); fmcluster
+# installs the same two sub-charts, from the same pinned commit, on `eks` clusters, so a kit runs the
+# same on both. Kueue 0.18.3 integrates both kinds by default (charts/kueue/values.yaml
+# integrations.frameworks: kubeflow.org/mpijob, kubeflow.org/pytorchjob, batch/job,
+# leaderworkerset.x-k8s.io/leaderworkerset) and waits for a CRD installed after it
+# (pkg/controller/jobframework/setup.go waitForAPI).
+MPIJOB_API = "kubeflow.org/v2beta1"
+PYTORCHJOB_API = "kubeflow.org/v1"
+OPERATOR_SUBCHARTS = ("mpi-operator", "training-operators")  # under helm_chart/HyperPodHelmChart/charts
+
+# LeaderWorkerSet (multi-node serving: one leader and its workers per replica), from its OCI
+# registry. Source: kubernetes-sigs/lws tag v0.10.0 (site/content/en/docs/installation/_index.md:
+# `helm install lws oci://registry.k8s.io/lws/charts/lws --version=0.10.0 --namespace lws-system`;
+# hack/push-chart.sh publishes the chart with the image tag of its version; CRD
+# leaderworkerset.x-k8s.io/v1 in charts/lws/crds).
+LWS = Chart("lws", "lws", "oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system")
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+
+# The charts every Kubernetes plane may get from the kubectl provider (the device plugins only on
+# `eks` and only where their devices are; Kueue and LWS everywhere, HyperPod EKS included).
+CHARTS = (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE, LWS)
+
+# On `eks`, each operator sub-chart is a release of its own (fmcluster_cdk/stacks/eks.py, with the handler of
+# fmcluster_cdk/constructs/hyperpod/dependencies.py), named after the sub-chart so that its templates' full
+# names are the chart's (Deployment mpi-operator, training-operators). The release namespace is
+# kube-system, as HyperPod's: neither sub-chart can own a namespace of its own, since each creates one
+# itself (mpi-operator's templates/rbac.yaml a Namespace mpi-operator, always, its Deployment in the
+# release namespace; training-operators' a Namespace kubeflow when createNamespace, the default, and
+# every object of it in kubeflow), and the handler creates no release namespace. Values and
+# templates read from a mirror of aws/sagemaker-hyperpod-cli: git log shows both sub-charts
+# unchanged from f365f57 (2024-09-09, where that history starts) to its HEAD 011ca92 (2026-06-22);
+# the pinned commit itself is not in that history, so they are taken to be the same there.
+OPERATORS_NAMESPACE = "kube-system"
+METRICS_CHARTS = (NODE_EXPORTER, DCGM_EXPORTER, EFA_NODE_EXPORTER)  # only with observability on
+ULTRASERVER_CHARTS = (DRA_DRIVER, GPU_FEATURE_DISCOVERY)  # only with an UltraServer node group
+
+# The DCGM fields the alert rules and dashboards read (fmcluster/observability), as the
+# exporter's counters CSV (field, Prometheus type, help).
+DCGM_COUNTERS = (
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_POWER_VIOLATION", "counter", "Throttling duration due to power constraints (in us)."),
+    ("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "Throttling duration due to thermal constraints (in us)."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_PROF_SM_ACTIVE", "gauge", "The ratio of cycles an SM has at least 1 warp assigned."),
+)
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def nvidia_device_plugin_values() -> dict[str, Any]:
+    """On GPU nodes only (their label), tolerating their taint and the not-ready one (a node
+    held back shows the GPUs it has); MOFED off (see the pin)."""
+    return {"nodeSelector": {GPU_LABEL: TRUE}, "tolerations": [GPU_TOLERATION, NOT_READY_TOLERATION],
+            "mofedEnabled": False}
+
+
+def efa_device_plugin_values(instance_types: list[str]) -> dict[str, Any]:
+    """On EFA nodes only, so it never crash-loops on nodes without EFA: their label, and the
+    chart's own instance-type affinity narrowed to (and so including) this cluster's EFA types
+    (the chart's built-in list may lag new types such as p6-b300)."""
+    return {"nodeSelector": {EFA_LABEL: TRUE}, "tolerations": [GPU_TOLERATION],
+            "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": sorted(set(instance_types))}}
+
+
+def node_exporter_values() -> dict[str, Any]:
+    """On every node (the chart's own `NoSchedule` toleration covers the GPU taint), host
+    network on 9100; no ServiceMonitor (the managed scraper finds the pods itself); the textfile
+    collector reads the node's TEXTFILE_DIR (fmcluster_expected_gpus), mounted read-only."""
+    return {"service": {"port": NODE_EXPORTER_PORT, "targetPort": NODE_EXPORTER_PORT},
+            "tolerations": [{"operator": "Exists", "effect": "NoSchedule"}],
+            "prometheus": {"monitor": {"enabled": False}},
+            "extraArgs": [f"--collector.textfile.directory={TEXTFILE_MOUNT}"],
+            "extraHostVolumeMounts": [{"name": "fmcluster-textfile", "hostPath": TEXTFILE_DIR,
+                                       "mountPath": TEXTFILE_MOUNT, "readOnly": True,
+                                       "mountPropagation": "HostToContainer"}]}
+
+
+def dcgm_exporter_values() -> dict[str, Any]:
+    """On GPU nodes only (their label), tolerating their taint and the not-ready one (the GPUs of a
+    node held back still report); service on 9400; the counters the rules need; no ServiceMonitor
+    (no Prometheus operator here)."""
+    counters = "\n".join(f"{field}, {kind}, {text}" for field, kind, text in DCGM_COUNTERS) + "\n"
+    return {"nodeSelector": {GPU_LABEL: TRUE}, "tolerations": [GPU_TOLERATION, NOT_READY_TOLERATION],
+            "service": {"port": DCGM_EXPORTER_PORT, "address": f":{DCGM_EXPORTER_PORT}"},
+            "serviceMonitor": {"enabled": False}, "customMetrics": counters}
+
+
+def efa_node_exporter_values() -> dict[str, Any]:
+    """The EFA node exporter on EFA nodes only, tolerating the GPU taint, on 9109 (the regular
+    node exporter has 9100 on the same host network), with only the `amazonefa` collector."""
+    return {"image": dict(EFA_NODE_EXPORTER_IMAGE), "nodeSelector": {EFA_LABEL: TRUE},
+            "tolerations": [GPU_TOLERATION],
+            "service": {"port": EFA_EXPORTER_PORT, "targetPort": EFA_EXPORTER_PORT},
+            "extraArgs": ["--collector.disable-defaults", "--collector.amazonefa"],
+            "prometheus": {"monitor": {"enabled": False}}}
+
+
+def node_group_affinity(groups: Iterable[str]) -> dict[str, Any]:
+    """A pod affinity (core/v1 Affinity) to the nodes of the named node groups (their
+    NODE_GROUP_LABEL). As a chart value it replaces the chart's default nodeSelectorTerms (Helm
+    merges maps, but replaces lists)."""
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": NODE_GROUP_LABEL, "operator": "In", "values": sorted(set(groups))}]}]}}}
+
+
+def dra_driver_values(groups: Iterable[str]) -> dict[str, Any]:
+    """The DRA driver with ComputeDomains only (`resources.gpus.enabled: false`: its GPU plugin is
+    experimental, the chart refuses it without gpuResourcesEnabledOverride); its controller on the
+    system nodes, its kubelet plugin on the UltraServer node groups `groups`, tolerating their GPU
+    taint. Keys from the chart's values.yaml at NVIDIA/k8s-dra-driver-gpu v25.8.0: `resources.gpus`,
+    `resources.computeDomains`; `controller.affinity` (its default requires
+    node-role.kubernetes.io/control-plane, which EKS nodes never carry: replaced here);
+    `kubeletPlugin.affinity` (default: NVIDIA PCI devices or nvidia.com/gpu.present) and
+    `kubeletPlugin.tolerations` (default none: the GPU taint would keep it off every GPU node)."""
+    return {"resources": {"gpus": {"enabled": False}, "computeDomains": {"enabled": True}},
+            "controller": {"affinity": node_group_affinity([SYSTEM_NODE_GROUP])},
+            "kubeletPlugin": {"affinity": node_group_affinity(groups), "tolerations": [GPU_TOLERATION]}}
+
+
+def gpu_feature_discovery_values(groups: Iterable[str]) -> dict[str, Any]:
+    """GFD and the NFD worker on the UltraServer node groups `groups` only, tolerating their GPU
+    taint; the NFD master and garbage collector on the system nodes; no device plugin (the
+    NVIDIA_DEVICE_PLUGIN release, or HyperPod's, has it). Keys from the chart's values.yaml at
+    NVIDIA/k8s-device-plugin v0.19.3: `devicePlugin.enabled`, `gfd.enabled`, `affinity` and
+    `tolerations` (shared by its DaemonSets: default affinity any NVIDIA node, tolerations
+    CriticalAddonsOnly and nvidia.com/gpu), `nfd.worker.tolerations` (default nvidia.com/gpu=present
+    only, not fmcluster's nvidia.com/gpu=true: replaced); and from the NFD chart it depends on
+    (kubernetes-sigs/node-feature-discovery v0.17.3 deployment/helm/node-feature-discovery/values.yaml):
+    `worker.affinity`, `master.nodeSelector`, `gc.nodeSelector`. The parent chart's
+    `nfd.master.config.extraLabelNs: [nvidia.com]` (which lets NFD set GFD's nvidia.com labels)
+    is kept: Helm merges the maps."""
+    affinity, system = node_group_affinity(groups), system_node_selector()
+    return {"devicePlugin": {"enabled": False}, "gfd": {"enabled": True},
+            "affinity": affinity, "tolerations": [GPU_TOLERATION],
+            "nfd": {"worker": {"affinity": affinity, "tolerations": [GPU_TOLERATION]},
+                    "master": {"nodeSelector": dict(system)}, "gc": {"nodeSelector": dict(system)}}}
+
+
+@dataclass(frozen=True)
+class Operator:
+    """An OPERATOR_SUBCHARTS sub-chart as a release of its own on `eks`: its Helm `values` over the
+    chart's defaults, and `node_selector`, where the chart has no value that places its controller,
+    which the installer sets on the release's Deployments after the install."""
+
+    subchart: str
+    release: str
+    namespace: str
+    values: Mapping[str, Any] = field(default_factory=dict)
+    node_selector: Optional[Mapping[str, str]] = None
+
+
+def operators() -> tuple[Operator, ...]:
+    """The MPI operator and the training operator, their controllers on the system nodes. Keys from
+    the sub-charts' values.yaml and templates (aws/sagemaker-hyperpod-cli
+    helm_chart/HyperPodHelmChart/charts, see OPERATORS_NAMESPACE): mpi-operator's
+    `mpiOperator.nodeSelector` (its default tolerations, HyperPod's node-health taint, are kept);
+    training-operators has no placement value (values.yaml: image, createNamespace, schemes; its
+    Deployment template sets no nodeSelector, affinity or tolerations), so its defaults stay (the
+    schemes without mpijob, which the MPI operator serves) and the installer places it."""
+    mpi, training = OPERATOR_SUBCHARTS
+    return (Operator(mpi, mpi, OPERATORS_NAMESPACE, values={"mpiOperator": {"nodeSelector": system_node_selector()}}),
+            Operator(training, training, OPERATORS_NAMESPACE, node_selector=system_node_selector()))
+
+
+def lws_values() -> dict[str, Any]:
+    """The LWS controller manager on the system nodes (charts/lws/values.yaml at kubernetes-sigs/lws
+    v0.10.0: `nodeSelector`; no toleration needed there). `image.manager` is left alone: the source
+    values.yaml says `tag: main` (pullPolicy Always), but hack/push-chart.sh publishes the chart with
+    the tag of its version (v0.10.0, IfNotPresent), which `helm install --version 0.10.0` gets."""
+    return {"nodeSelector": system_node_selector()}

@@ -1,0 +1,119 @@
+"""What an Amazon EKS node runs at boot, rendered from the node bootstrap fragments: the AL2023
+`nodeadm` NodeConfig, the node script (textfile metric, LNet over EFA, readiness gate), and the
+MIME multipart user data that carries both (managed node groups); the HyperPod EKS lifecycle
+hook writes the expected-GPUs metric with `expected_gpus_script`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional
+
+import yaml
+
+from fmcluster.facts.catalog import InstanceType
+from fmcluster.facts.efa import lnet_efa_interfaces
+from fmcluster.facts.kubernetes import NOT_READY_TAINT
+from fmcluster.facts.node import TEXTFILE_DIR
+from fmcluster.node import bootstrap
+
+NODECONFIG_MEDIA_TYPE = "application/node.eks.aws"
+NODECONFIG_FILE = "fmcluster-nodeconfig.yaml"
+
+
+@dataclass(frozen=True)
+class ClusterDetails:
+    """What `nodeadm` needs to join a cluster when EKS does not merge its own user data (a custom
+    AMI in the launch template). Values may be CDK tokens."""
+
+    name: str
+    endpoint: str
+    certificate_authority: str
+    service_cidr: str
+
+
+def node_config(*, raid0: bool, cluster: Optional[ClusterDetails] = None) -> Optional[str]:
+    """The NodeConfig document of a node group, or None when it needs none.
+
+    `raid0`: stripe the instance-store NVMe disks into one RAID 0 array that kubelet and
+    containerd use (nodeadm `instance.localStorage.strategy: RAID0`). `cluster`: the cluster's
+    connection details (custom AMIs only; with the EKS AMI types, EKS adds them itself).
+    """
+    spec: dict[str, Any] = {}
+    if cluster is not None:
+        spec["cluster"] = {"name": cluster.name, "apiServerEndpoint": cluster.endpoint,
+                           "certificateAuthority": cluster.certificate_authority, "cidr": cluster.service_cidr}
+    if raid0:
+        spec["instance"] = {"localStorage": {"strategy": "RAID0"}}
+    if not spec:
+        return None
+    document = {"apiVersion": "node.eks.aws/v1alpha1", "kind": "NodeConfig", "spec": spec}
+    # block style in this key order, one line per value however long (a CA certificate is)
+    return yaml.safe_dump(document, explicit_start=True, sort_keys=False, width=float("inf"))
+
+
+EXPECTED_GPUS_SCRIPT = "fmcluster-expected-gpus.sh"
+NODE_SCRIPT = "fmcluster-node.sh"
+EXPECTED_GPUS_COMMENT = """\
+# fmcluster: the GPUs of this node's instance type (fmcluster instance catalog), for the alert
+# GpuMissing; the node exporter's textfile collector reads this directory.
+"""
+NODE_SCRIPT_COMMENT = """\
+# fmcluster Amazon EKS node script (AL2023), rendered by fmcluster.node.eks for one node group.
+# It runs from cloud-init before nodeadm starts kubelet; its output is in
+# /var/log/cloud-init-output.log.
+"""
+
+
+def expected_gpus_script(instance: InstanceType) -> str:
+    """A shell script that writes the textfile metric `fmcluster_expected_gpus` of a node of
+    `instance` (bootstrap/textfile.sh; the HyperPod EKS hook)."""
+    program = bootstrap.NodeProgram(instance)
+    program.add("textfile.sh", "write_expected_gpus", EXPECTED_GPUS=instance.gpu_count or 0,
+                TEXTFILE_DIR=TEXTFILE_DIR)
+    return program.render(bootstrap.header(EXPECTED_GPUS_COMMENT))
+
+
+def taint_flag(taints: Iterable[Mapping[str, str]]) -> str:
+    """Taints as kubelet's --register-with-taints value (KEY=VALUE:EFFECT, comma-separated)."""
+    return ",".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints)
+
+
+def node_script(instance: InstanceType, *, taints: Iterable[Mapping[str, str]] = (), lnet_efa: bool = False,
+                efa: bool = False, observability: bool = False, compact: bool = True) -> Optional[str]:
+    """The shell part of a managed node group's user data (bootstrap fragments), or None when the
+    node needs none: `observability`, the textfile metric fmcluster_expected_gpus; `lnet_efa`
+    (an EFA-enabled file system) on an EFA node, LNet over EFA for the FSx CSI driver's mounts;
+    on GPU nodes (and LNet ones) the readiness check, whose failure registers the node with the
+    NOT_READY_TAINT besides the group's `taints` (bootstrap/gate-kubelet.sh)."""
+    lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
+    program = bootstrap.NodeProgram(instance)
+    if observability:
+        program.add("textfile.sh", "write_expected_gpus", EXPECTED_GPUS=instance.gpu_count or 0,
+                    TEXTFILE_DIR=TEXTFILE_DIR)
+    if lnet:
+        program.lnet(lnet)
+    if instance.is_gpu or lnet:
+        program.readiness(mounts=(), lnet_efa=lnet > 0)
+        program.add("gate-kubelet.sh", "gate_kubelet", REGISTER_TAINTS=taint_flag(taints),
+                    NOT_READY_TAINT=NOT_READY_TAINT)
+    if not program.steps:
+        return None
+    return program.render(bootstrap.header(NODE_SCRIPT_COMMENT), compact=compact)
+
+
+def node_user_data(instance: InstanceType, *, raid0: bool, cluster: Optional[ClusterDetails] = None,
+                   taints: Iterable[Mapping[str, str]] = (), lnet_efa: bool = False, efa: bool = False,
+                   observability: bool = False) -> Optional[str]:
+    """The node group's user data: MIME multipart with the NodeConfig part (EKS merges it with
+    its own for managed node groups) and the node script (`node_script`); None when there is
+    neither."""
+    parts: list[tuple[str, str, str]] = []  # (media type, file name, content)
+    document = node_config(raid0=raid0, cluster=cluster)
+    if document is not None:
+        parts.append((NODECONFIG_MEDIA_TYPE, NODECONFIG_FILE, document))
+    script = node_script(instance, taints=taints, lnet_efa=lnet_efa, efa=efa, observability=observability)
+    if script is not None:
+        parts.append(("text/x-shellscript", NODE_SCRIPT, script))
+    if not parts:
+        return None
+    return bootstrap.mime_multipart(parts)
