@@ -92,6 +92,7 @@ from fmcluster_cdk.constructs.eks.cluster import ClusterAddon, ManagedNodeGroup
 from fmcluster_cdk.constructs.eks.iam import EksNodeRole, PodIdentityRole
 from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodChart, subchart_path
 from fmcluster_cdk.constructs.observability.scraper import ManagedScraper
+from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks import node_groups
 from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
@@ -162,7 +163,7 @@ class EksClusterStack(cdk.Stack):
         self.node_groups: dict[str, ManagedNodeGroup] = {}
         self.launch_templates: dict[str, NodeLaunchTemplate] = {}
         if model.login is None:
-            raise ValueError("an EKS cluster needs its system nodes (orchestrator.login.count of 1 or more)")
+            raise ConstructError(self, "an EKS cluster needs its system nodes (orchestrator.login.count of 1 or more)")
         self._add_node_group(model.login, Construct(self, "SystemNodes"))
         self._add_compute()
         for addon in (kubernetes.COREDNS, kubernetes.NODE_MONITORING_AGENT):
@@ -381,7 +382,8 @@ class EksClusterStack(cdk.Stack):
     def _add_lustre_volume(self) -> None:
         storage = self.storage
         if not (storage.file_system_id and storage.file_system_dns_name and storage.file_system_mount_name):
-            raise ValueError("the spec has a Lustre file system, but the storage stack gives no id, DNS or mount name")
+            raise ConstructError(self, "the spec has a Lustre file system, but the storage stack gives no id, DNS "
+                                       "or mount name")
         documents = kubernetes.lustre_manifests(self.spec, file_system_id=storage.file_system_id,
                                                 dns_name=storage.file_system_dns_name,
                                                 mount_name=storage.file_system_mount_name)

@@ -56,6 +56,7 @@ from fmcluster.model.cluster import CONTROLLER as CONTROLLER_ROLE
 from fmcluster.model.cluster import LOGIN as LOGIN_ROLE
 from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.node import bootstrap, lifecycle
+from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.hyperpod.cluster import (
     COMPUTE,
     CONTINUOUS,
@@ -67,6 +68,7 @@ from fmcluster_cdk.constructs.hyperpod.cluster import (
 )
 from fmcluster_cdk.constructs.hyperpod.lifecycle import LifecycleScripts
 from fmcluster_cdk.constructs.hyperpod.role import ExecutionPolicyProps, HyperPodExecutionRole
+from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The Slurm node type of each of the model's groups (fmcluster.model.cluster roles).
@@ -229,13 +231,13 @@ class HyperPodSlurmStack(cdk.Stack):
         return {"hooks": hooks, "workspace_arn": observability.workspace_arn,
                 "metrics_parameter_arn": self.metrics_parameter.parameter_arn}
 
-    @staticmethod
-    def fsx_lustre(spec, storage) -> Optional[dict[str, str]]:
+    def fsx_lustre(self, spec: ClusterSpec, storage: StorageRefs) -> Optional[dict[str, str]]:
         """HyperPod's FsxLustreConfig for the spec's file system, or None without one."""
         lustre = spec.storage.lustre
         if lustre is None:
             return None
         if not (storage.file_system_dns_name and storage.file_system_mount_name):
-            raise ValueError("the spec has a Lustre file system, but the storage stack gives no DNS or mount name")
+            raise ConstructError(self, "the spec has a Lustre file system, but the storage stack gives no DNS or "
+                                       "mount name")
         return {"dns_name": storage.file_system_dns_name, "mount_name": storage.file_system_mount_name,
                 "mount_path": lustre.mount_path}

@@ -25,6 +25,8 @@ from typing import Mapping, Protocol
 import aws_cdk as cdk
 from constructs import Construct
 
+from fmcluster_cdk.errors import ConstructError
+
 PREFIX_ROOT = "fmcluster-lifecycle"
 
 
@@ -65,7 +67,7 @@ class LifecycleScripts(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, bundle: ScriptBundle, cluster: str) -> None:
         super().__init__(scope, construct_id)
         if not bundle.files:
-            raise ValueError("a lifecycle bundle needs at least one file")
+            raise ConstructError(self, "a lifecycle bundle needs at least one file")
         digest = bundle.digest
         self.scope_prefix = f"{PREFIX_ROOT}/{cluster}/"
         self.prefix = f"{self.scope_prefix}{digest}/"
