@@ -67,7 +67,7 @@ def _pipeline(app: cdk.App, path: str) -> int:
 
     loaded = pipeline.load(path)
     _report(loaded.diagnostics)
-    if not loaded.ok:
+    if not loaded.ok or loaded.pipeline is None:
         return 2
     pipeline_stack(app, loaded.pipeline)
     app.synth()

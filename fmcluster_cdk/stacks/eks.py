@@ -81,7 +81,7 @@ from fmcluster.facts import naming
 from fmcluster.facts.controlplanes import EKS_AMI_TYPES
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import SYSTEM, ClusterModel, NodeGroup
-from fmcluster.spec.models import EVERYONE, OrchestratorSpec
+from fmcluster.spec.models import EVERYONE, ClusterSpec, OrchestratorSpec
 from fmcluster_cdk.constructs.compute.capacity_blocks import CapacityBlockScaler
 from fmcluster_cdk.constructs.compute.launch_template import (
     AMAZON_LINUX_ROOT_DEVICE,
@@ -123,7 +123,7 @@ def endpoint_access(orchestrator: OrchestratorSpec) -> eks.EndpointAccess:
     return access.only_from(*orchestrator.public_access_cidrs)
 
 
-def config_command(spec) -> str:
+def config_command(spec: ClusterSpec) -> str:
     """How a user reaches the cluster with kubectl."""
     command = f"aws eks update-kubeconfig --name {spec.name} --region {spec.region}"
     if spec.orchestrator.admin_role_arn:
@@ -206,6 +206,7 @@ class EksClusterStack(cdk.Stack):
         # With storage.kms: Kubernetes secrets envelope-encrypted with the storage key (imported by
         # ARN: its policy is CDK's default, so the account's IAM policies grant its use).
         key = kms.Key.from_key_arn(self, "StorageKey", self.storage.kms_key_arn) if self.storage.kms_key_arn else None
+        assert spec.orchestrator.version is not None  # the spec resolves it (its default: the newest)
         cluster = eks.Cluster(
             self, "Cluster", cluster_name=spec.name, version=eks.KubernetesVersion.of(spec.orchestrator.version),
             vpc=vpc, vpc_subnets=[ec2.SubnetSelection(subnets=self.cluster_subnets)],
@@ -225,7 +226,9 @@ class EksClusterStack(cdk.Stack):
         (the Amazon EKS User Guide's policy for secrets encryption). The cluster waits for it."""
         policy = iam.Policy(self, "SecretsKeyPolicy", roles=[cluster.role], statements=[iam.PolicyStatement(
             sid="KubernetesSecretsEncryption", actions=SECRETS_KEY_ACTIONS, resources=[key.key_arn])])
-        cluster.node.default_child.node.add_dependency(policy)
+        resource = cluster.node.default_child
+        assert resource is not None  # the cluster's own resource
+        resource.node.add_dependency(policy)
 
     def _add_addon(self, addon: kubernetes.Addon, statements: Optional[list[iam.PolicyStatement]] = None) -> None:
         scope = Construct(self, f"Addon-{addon.name}")
@@ -370,8 +373,10 @@ class EksClusterStack(cdk.Stack):
         system = self.node_groups[kubernetes.SYSTEM_NODE_GROUP]
         scope, function = Construct(self, "Operators"), None
         for operator in kubernetes.operators():
+            # jsii: the Python class aws_eks_v2.Cluster lacks the ICluster protocol's kubectl_provider_options
             chart = HyperPodChart(
-                scope, operator.release, cluster=self.cluster, release=operator.release, namespace=operator.namespace,
+                scope, operator.release, cluster=self.cluster,  # type: ignore[arg-type]
+                release=operator.release, namespace=operator.namespace,
                 values=operator.values, chart_path=subchart_path(operator.subchart),
                 node_selector=operator.node_selector, function=function,
                 **(self.handler_placement() if function is None else {}))

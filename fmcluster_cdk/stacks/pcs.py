@@ -86,9 +86,11 @@ class PcsClusterStack(cdk.Stack):
         if model.pcs_size is None:
             raise ConstructError(self, f"{model.total_nodes} nodes exceed the largest AWS PCS cluster size")
         self.size = model.pcs_size
+        assert spec.orchestrator.version is not None  # the spec resolves it (its default: the newest)
+        self.slurm_version: str = spec.orchestrator.version
         self.lustre = lustre_mount(self, spec, storage)
         self.cluster = SlurmCluster(
-            self, "Cluster", name=spec.name, slurm_version=spec.orchestrator.version, size=self.size.name,
+            self, "Cluster", name=spec.name, slurm_version=self.slurm_version, size=self.size.name,
             # the region's first subnet: PCS refuses a Local Zone's for the cluster (its Networking);
             # the GPU subnet in every other case
             subnet_id=network.region_subnet_ids[0], security_group_ids=[network.node_security_group_id],
@@ -136,7 +138,7 @@ class PcsClusterStack(cdk.Stack):
                                           metrics=self._metrics(group),
                                           slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
                                           containers=group.role == LOGIN or group.instance.is_gpu,
-                                          slurm_version=self.model.spec.orchestrator.version)))
+                                          slurm_version=self.slurm_version)))
         made = ComputeNodeGroup(
             scope, "NodeGroup", cluster_id=self.cluster.cluster_id, name=group.name,
             instance_type=group.instance_type, subnet_ids=[subnet_id],

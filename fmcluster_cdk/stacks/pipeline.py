@@ -312,9 +312,9 @@ class _WithoutStatement:
         return cdk.Token.as_string(self)
 
 
-def iam_actions(statement: dict) -> list[str]:
+def iam_actions(statement: dict[str, Any]) -> list[str]:
     actions = statement.get("Action", [])
-    return actions if isinstance(actions, list) else [actions]
+    return [str(a) for a in actions] if isinstance(actions, list) else [str(actions)]
 
 
 def pipeline_stack(app: cdk.App, pipeline: Pipeline, root: Path | None = None) -> PipelineStack:

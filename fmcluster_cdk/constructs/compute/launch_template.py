@@ -49,12 +49,17 @@ class InterfaceLike(Protocol):
     Members: `network_card_index` (the network card, 0 for the primary interface),
     `device_index` (the attachment's device index on that card, 0 for the primary interface) and
     `interface_type` (``interface`` for ENA, ``efa`` or ``efa-only``: the values EC2 accepts for a
-    launch template's `InterfaceType`).
+    launch template's `InterfaceType`). Read-only: a NamedTuple or a frozen dataclass is one.
     """
 
-    network_card_index: int
-    device_index: int
-    interface_type: str
+    @property
+    def network_card_index(self) -> int: ...
+
+    @property
+    def device_index(self) -> int: ...
+
+    @property
+    def interface_type(self) -> str: ...
 
 
 @dataclass(frozen=True)

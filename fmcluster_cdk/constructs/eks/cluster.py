@@ -139,7 +139,8 @@ class ClusterAddon(Construct):
         if (service_account is None) != (role_arn is None):
             raise ConstructError(self, "a Pod Identity association needs both a service account and a role")
         association = eks.CfnAddon.PodIdentityAssociationProperty
-        associations = [association(role_arn=role_arn, service_account=service_account)] if service_account else None
+        associations = ([association(role_arn=role_arn, service_account=service_account)]
+                        if service_account and role_arn is not None else None)
         self.resource = eks.CfnAddon(self, "Resource", cluster_name=cluster_name, addon_name=addon_name,
                                      addon_version=version, resolve_conflicts="OVERWRITE",
                                      pod_identity_associations=associations)
