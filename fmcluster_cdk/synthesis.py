@@ -2,8 +2,10 @@
 
 `app.py` (what cdk.json tells the CDK CLI to run) calls `main`, and `fmcluster synth` runs this
 module (`python -m fmcluster_cdk.synthesis`) exactly as the CDK CLI runs an app: a process whose
-environment names the output directory (CDK_OUTDIR) and the context (CDK_CONTEXT_JSON: cdk.json's
-context, and `spec`). So both give the same assembly through the same checks:
+environment names the output directory (CDK_OUTDIR) and the context (CDK_CONTEXT_JSON: what the CLI
+passes, and `spec`). So both give the same assembly through the same checks. The CDK feature flags
+the templates depend on are the app's own (fmcluster_cdk/feature_flags.py), not cdk.json's, so an
+installed package synthesizes the same templates wherever it runs:
 
     -c spec=PATH[,PATH...]        the stacks of one or more clusters: every spec validated first
                                   (located errors, exit 2, nothing written), no two of one name
@@ -25,6 +27,7 @@ import aws_cdk as cdk
 
 from fmcluster.deploy import synth
 from fmcluster.spec.models import ClusterSpec
+from fmcluster_cdk.feature_flags import FEATURE_FLAGS
 
 # cdk.App props of every fmcluster app. CDK's built-in CloudFormation validation is off: it
 # compiles a WebAssembly rule engine in the Node process on every synth (about 5 s of CPU, more
@@ -35,9 +38,11 @@ APP_SETTINGS: Mapping[str, Any] = {"builtin_cloud_formation_validation": False}
 
 def new_app(outdir: Optional[str] = None, context: Optional[Mapping[str, Any]] = None) -> cdk.App:
     """A CDK app as fmcluster makes them. Without arguments, the output directory and context
-    come from the environment the CDK CLI (or `fmcluster synth`) sets."""
+    come from the environment the CDK CLI (or `fmcluster synth`) sets. The feature flags are
+    post-CLI context: they win over `context`, cdk.json and `-c`."""
     kwargs: dict[str, Any] = {"outdir": outdir} if outdir else {}
-    return cdk.App(context=dict(context) if context is not None else None, **APP_SETTINGS, **kwargs)
+    return cdk.App(context=dict(context) if context is not None else None, post_cli_context=dict(FEATURE_FLAGS),
+                   **APP_SETTINGS, **kwargs)
 
 
 def build_app(specs: Sequence[ClusterSpec], outdir: Optional[str] = None,
@@ -62,7 +67,7 @@ def _pipeline(app: cdk.App, path: str) -> int:
 
     loaded = pipeline.load(path)
     _report(loaded.diagnostics)
-    if not loaded.ok:
+    if not loaded.ok or loaded.pipeline is None:
         return 2
     pipeline_stack(app, loaded.pipeline)
     app.synth()

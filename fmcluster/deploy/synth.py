@@ -2,10 +2,11 @@
 
 The CDK app is the CDK side's (fmcluster_cdk/synthesis.py: what app.py, and so `cdk synth`, runs).
 `fmcluster synth` runs it as the CDK CLI runs an app, a process whose environment names the
-output directory (CDK_OUTDIR) and the context (CDK_CONTEXT_JSON: cdk.json's, as the CLI passes
-it, and the specs), so both commands give the same assembly through the same checks; its report
-is a summary of the assembly (`--assembly DIR`: of one already written, such as `make synth`'s).
-Pure: nothing here imports aws_cdk.
+output directory (CDK_OUTDIR) and the context (CDK_CONTEXT_JSON: the working directory's cdk.json's,
+as the CLI passes it, and the specs), so both commands give the same assembly through the same
+checks; its report is a summary of the assembly (`--assembly DIR`: of one already written, such as
+`make synth`'s). The templates do not depend on a cdk.json: the app sets its CDK feature flags
+itself. Pure: nothing here imports aws_cdk.
 """
 
 from __future__ import annotations
@@ -25,17 +26,16 @@ from fmcluster.spec import loader
 from fmcluster.spec.diagnostics import Diagnostic
 from fmcluster.spec.models import ClusterSpec
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # the CDK app program (app.py, cdk.json's "app", runs it too): its __main__ stays, the CDK's app contract
 APP_MODULE = "fmcluster_cdk.synthesis"
 
 
 def cdk_json(start: Path | None = None) -> dict[str, Any]:
-    """The project's cdk.json: the one in the working directory, else the repository's."""
-    for candidate in ((start or Path.cwd()) / "cdk.json", REPO_ROOT / "cdk.json"):
-        if candidate.is_file():
-            config: dict[str, Any] = json.loads(candidate.read_text())
-            return config
+    """The cdk.json of `start` (default: the working directory), as the CDK CLI reads it; {} without one."""
+    candidate = (start or Path.cwd()) / "cdk.json"
+    if candidate.is_file():
+        config: dict[str, Any] = json.loads(candidate.read_text())
+        return config
     return {}
 
 
@@ -90,16 +90,19 @@ def load_specs(paths: Iterable[str]) -> tuple[Optional[list[ClusterSpec]], list[
     return specs, diagnostics
 
 
-PROJECT_NODE = REPO_ROOT / "node_modules" / ".bin" / "node"  # the pinned Node.js LTS (package.json)
+def venv_node() -> Path:
+    """The Node.js beside the interpreter: `make install` links the project's pinned Node.js LTS
+    (package.json) as .venv/bin/node. An installed package has none, and jsii runs `node` from PATH."""
+    return Path(sys.executable).parent / "node"
 
 
 def run_app(context: Mapping[str, Any], outdir: str) -> int:
     """Run the CDK app with cdk.json's context and `context`, into `outdir`: its exit code. jsii
-    runs on the project's pinned Node.js (JSII_NODE) unless the caller names one."""
+    runs on the venv's Node.js (JSII_NODE, `venv_node`) where there is one, unless the caller names one."""
     env = {**os.environ, "CDK_OUTDIR": str(outdir),
            "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json()), **context})}
-    if "JSII_NODE" not in env and PROJECT_NODE.exists():
-        env["JSII_NODE"] = str(PROJECT_NODE)
+    if "JSII_NODE" not in env and venv_node().exists():
+        env["JSII_NODE"] = str(venv_node())
     return subprocess.run([sys.executable, "-m", APP_MODULE], env=env).returncode
 
 

@@ -1,4 +1,4 @@
-"""The code of a Lambda handler kept in this repository (constructs_lib/handlers/NAME), as an
+"""The code of a Lambda handler of this package (fmcluster_cdk/constructs/GROUP/handlers/NAME), as an
 asset without Python bytecode: a `__pycache__` left by tests or `make bytecode` would change
 the asset's hash, and so its S3 key and the template, between a working tree and a fresh
 clone (and ship .pyc files nobody asked for)."""

@@ -19,6 +19,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from fmcluster_cdk.errors import ConstructError
+
 ANYWHERE = "0.0.0.0/0"
 ALL_PROTOCOLS = "-1"
 # An egress rule that matches no traffic (ICMP type 252, code 86): declaring it inline removes
@@ -81,7 +83,7 @@ class AzSubnet(Construct):
     def add_default_route(self, *, nat_gateway_id: str | None = None, gateway_id: str | None = None) -> ec2.CfnRoute:
         """0.0.0.0/0 to one target: a NAT gateway (``nat-...``) or an internet gateway (``igw-...``)."""
         if (nat_gateway_id is None) == (gateway_id is None):
-            raise ValueError("a default route goes to one target: a NAT gateway or an internet gateway")
+            raise ConstructError(self, "a default route goes to one target: a NAT gateway or an internet gateway")
         return ec2.CfnRoute(self, "DefaultRoute", route_table_id=self.route_table_id,
                             destination_cidr_block=ANYWHERE, nat_gateway_id=nat_gateway_id, gateway_id=gateway_id)
 
@@ -137,7 +139,7 @@ class ClusterVpc(Construct):
                  private_subnets: Mapping[str, str], public_subnets: Mapping[str, str], nat_az_id: str) -> None:
         super().__init__(scope, construct_id)
         if nat_az_id not in public_subnets:
-            raise ValueError(f"the NAT gateway's AZ ID {nat_az_id} has no public subnet")
+            raise ConstructError(self, f"the NAT gateway's AZ ID {nat_az_id} has no public subnet")
         self.vpc = ec2.CfnVPC(self, "Vpc", cidr_block=cidr, enable_dns_support=True, enable_dns_hostnames=True,
                               tags=name_tag(f"{name}-vpc"))
         vpc_id = self.vpc.ref

@@ -12,6 +12,8 @@ from typing import Mapping, Optional, Sequence
 from aws_cdk import aws_pcs as pcs
 from constructs import Construct
 
+from fmcluster_cdk.errors import ConstructError
+
 PURCHASE_OPTIONS = ("ONDEMAND", "SPOT", "CAPACITY_BLOCK")
 SIZES = ("SMALL", "MEDIUM", "LARGE")
 
@@ -53,7 +55,7 @@ class SlurmCluster(Construct):
                  slurm_settings: Optional[Mapping[str, str]] = None) -> None:
         super().__init__(scope, construct_id)
         if size not in SIZES:
-            raise ValueError(f"PCS cluster size {size!r} is not one of {', '.join(SIZES)}")
+            raise ConstructError(self, f"PCS cluster size {size!r} is not one of {', '.join(SIZES)}")
         self.resource = pcs.CfnCluster(
             self, "Resource", name=name, size=size,
             scheduler=pcs.CfnCluster.SchedulerProperty(type="SLURM", version=slurm_version),
@@ -114,9 +116,10 @@ class ComputeNodeGroup(Construct):
                  ami_id: Optional[str] = None) -> None:
         super().__init__(scope, construct_id)
         if purchase_option not in PURCHASE_OPTIONS:
-            raise ValueError(f"purchase option {purchase_option!r} is not one of {', '.join(PURCHASE_OPTIONS)}")
+            raise ConstructError(self, f"purchase option {purchase_option!r} is not one of "
+                                       f"{', '.join(PURCHASE_OPTIONS)}")
         if not 0 <= min_count <= max_count:
-            raise ValueError(f"scaling {min_count}..{max_count} is not a range")
+            raise ConstructError(self, f"scaling {min_count}..{max_count} is not a range")
         self.resource = pcs.CfnComputeNodeGroup(
             self, "Resource", cluster_id=cluster_id, name=name, ami_id=ami_id, subnet_ids=list(subnet_ids),
             purchase_option=purchase_option, iam_instance_profile_arn=instance_profile_arn,

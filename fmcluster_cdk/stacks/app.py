@@ -3,6 +3,8 @@ dependency order."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 from constructs import Construct
 
@@ -28,25 +30,31 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     m = cluster_model.resolve(spec)
     env = environment(spec)
 
-    def props(key: str) -> dict:
+    def name(key: str) -> str:
+        stack = m.stack(key)
+        assert stack is not None  # every model has the stacks named here (observability when observed)
+        return stack.name
+
+    def props(key: str) -> dict[str, Any]:
         stack = m.stack(key)
         assert stack is not None
         return dict(env=env, stack_name=stack.name, description=stack.description,
                     termination_protection=stack.termination_protection)
 
-    network = NetworkStack(app, m.stack("network").name, model=m, **props("network"))
-    storage = StorageStack(app, m.stack("storage").name, model=m, network=network, **props("storage"))
+    network = NetworkStack(app, name("network"), model=m, **props("network"))
+    storage = StorageStack(app, name("storage"), model=m, network=network, **props("storage"))
     observability = None
     if m.observed:
         from fmcluster_cdk.stacks.observability import ObservabilityStack
 
-        observability = ObservabilityStack(app, m.stack("observability").name, model=m, network=network,
+        observability = ObservabilityStack(app, name("observability"), model=m, network=network,
                                            storage=storage, **props("observability"))
     # The cluster stack reads the workspace ARN (an export of NAME-observability): observability
     # is made first, and never reads from the cluster stack.
-    cluster = cluster_stack(app, m.stack("cluster").name, model=m, network=network, storage=storage,
+    cluster = cluster_stack(app, name("cluster"), model=m, network=network, storage=storage,
                             observability=observability, **props("cluster"))
-    stacks = {s.stack_name: s for s in (network, storage, observability, cluster) if s is not None}
+    made: list[cdk.Stack] = [network, storage, *([observability] if observability else []), cluster]
+    stacks = {s.stack_name: s for s in made}
     for stack in stacks.values():
         for key, value in m.tags.items():
             cdk.Tags.of(stack).add(key, value)

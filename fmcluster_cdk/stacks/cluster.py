@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import importlib
+from typing import Any, Callable, Optional
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from fmcluster.model.cluster import ClusterModel
+from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 # orchestrator.type -> (module, stack class). Modules are imported only for the control plane a
 # spec names (each pulls in its own aws-cdk-lib modules).
@@ -14,12 +21,13 @@ STACKS = {
 }
 
 
-def cluster_stack(scope, stack_id: str, *, model, network, storage, observability=None, **props):
+def cluster_stack(scope: Construct, stack_id: str, *, model: ClusterModel, network: NetworkRefs, storage: StorageRefs,
+                  observability: Optional[ObservabilityRefs] = None, **props: Any) -> cdk.Stack:
     """`model`: the cluster (fmcluster.model.cluster.ClusterModel). `observability`: the
     NAME-observability stack, or None; the EKS control planes read its `workspace_arn` for their
     managed scraper, the Slurm planes `workspace_arn` and `remote_write_url` for the nodes'
     Prometheus agent. `props`: stack properties (env, stack_name, description)."""
     module, class_name = STACKS[model.control_plane.type]
-    stack_class = getattr(importlib.import_module(module), class_name)
+    stack_class: Callable[..., cdk.Stack] = getattr(importlib.import_module(module), class_name)
     return stack_class(scope, stack_id, model=model, network=network, storage=storage, observability=observability,
                        **props)

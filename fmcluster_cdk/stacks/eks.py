@@ -85,7 +85,7 @@ from fmcluster.kubernetes import kueue as kueue_queues
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import SYSTEM, ClusterModel, NodeGroup
 from fmcluster.node import eks as eks_node
-from fmcluster.spec.models import EVERYONE, OrchestratorSpec
+from fmcluster.spec.models import EVERYONE, ClusterSpec, OrchestratorSpec
 from fmcluster_cdk.constructs.compute.capacity_blocks import CapacityBlockScaler
 from fmcluster_cdk.constructs.compute.launch_template import (
     AMAZON_LINUX_ROOT_DEVICE,
@@ -96,6 +96,7 @@ from fmcluster_cdk.constructs.eks.cluster import ClusterAddon, ManagedNodeGroup
 from fmcluster_cdk.constructs.eks.iam import EksNodeRole, PodIdentityRole
 from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodChart, subchart_path
 from fmcluster_cdk.constructs.observability.scraper import ManagedScraper
+from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks import node_groups
 from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
@@ -126,7 +127,7 @@ def endpoint_access(orchestrator: OrchestratorSpec) -> eks.EndpointAccess:
     return access.only_from(*orchestrator.public_access_cidrs)
 
 
-def config_command(spec) -> str:
+def config_command(spec: ClusterSpec) -> str:
     """How a user reaches the cluster with kubectl."""
     command = f"aws eks update-kubeconfig --name {spec.name} --region {spec.region}"
     if spec.orchestrator.admin_role_arn:
@@ -166,7 +167,7 @@ class EksClusterStack(cdk.Stack):
         self.node_groups: dict[str, ManagedNodeGroup] = {}
         self.launch_templates: dict[str, NodeLaunchTemplate] = {}
         if model.login is None:
-            raise ValueError("an EKS cluster needs its system nodes (orchestrator.login.count of 1 or more)")
+            raise ConstructError(self, "an EKS cluster needs its system nodes (orchestrator.login.count of 1 or more)")
         self._add_node_group(model.login, Construct(self, "SystemNodes"))
         self._add_compute()
         for addon in (kubernetes.COREDNS, kubernetes.NODE_MONITORING_AGENT):
@@ -209,6 +210,7 @@ class EksClusterStack(cdk.Stack):
         # With storage.kms: Kubernetes secrets envelope-encrypted with the storage key (imported by
         # ARN: its policy is CDK's default, so the account's IAM policies grant its use).
         key = kms.Key.from_key_arn(self, "StorageKey", self.storage.kms_key_arn) if self.storage.kms_key_arn else None
+        assert spec.orchestrator.version is not None  # the spec resolves it (its default: the newest)
         cluster = eks.Cluster(
             self, "Cluster", cluster_name=spec.name, version=eks.KubernetesVersion.of(spec.orchestrator.version),
             vpc=vpc, vpc_subnets=[ec2.SubnetSelection(subnets=self.cluster_subnets)],
@@ -228,7 +230,9 @@ class EksClusterStack(cdk.Stack):
         (the Amazon EKS User Guide's policy for secrets encryption). The cluster waits for it."""
         policy = iam.Policy(self, "SecretsKeyPolicy", roles=[cluster.role], statements=[iam.PolicyStatement(
             sid="KubernetesSecretsEncryption", actions=SECRETS_KEY_ACTIONS, resources=[key.key_arn])])
-        cluster.node.default_child.node.add_dependency(policy)
+        resource = cluster.node.default_child
+        assert resource is not None  # the cluster's own resource
+        resource.node.add_dependency(policy)
 
     def _add_addon(self, addon: kubernetes.Addon, statements: Optional[list[iam.PolicyStatement]] = None) -> None:
         scope = Construct(self, f"Addon-{addon.name}")
@@ -373,8 +377,10 @@ class EksClusterStack(cdk.Stack):
         system = self.node_groups[k8s.SYSTEM_NODE_GROUP]
         scope, function = Construct(self, "Operators"), None
         for operator in charts.operators():
+            # jsii: the Python class aws_eks_v2.Cluster lacks the ICluster protocol's kubectl_provider_options
             chart = HyperPodChart(
-                scope, operator.release, cluster=self.cluster, release=operator.release, namespace=operator.namespace,
+                scope, operator.release, cluster=self.cluster,  # type: ignore[arg-type]
+                release=operator.release, namespace=operator.namespace,
                 values=operator.values, chart_path=subchart_path(operator.subchart),
                 node_selector=operator.node_selector, function=function,
                 **(self.handler_placement() if function is None else {}))
@@ -385,7 +391,8 @@ class EksClusterStack(cdk.Stack):
     def _add_lustre_volume(self) -> None:
         storage = self.storage
         if not (storage.file_system_id and storage.file_system_dns_name and storage.file_system_mount_name):
-            raise ValueError("the spec has a Lustre file system, but the storage stack gives no id, DNS or mount name")
+            raise ConstructError(self, "the spec has a Lustre file system, but the storage stack gives no id, DNS "
+                                       "or mount name")
         documents = kubernetes.lustre_manifests(self.spec, file_system_id=storage.file_system_id,
                                                 dns_name=storage.file_system_dns_name,
                                                 mount_name=storage.file_system_mount_name)

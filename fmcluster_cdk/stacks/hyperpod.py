@@ -47,6 +47,8 @@ from dataclasses import replace
 from typing import Any, Mapping, Optional, Sequence
 
 import aws_cdk as cdk
+from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from fmcluster.facts import catalog
@@ -56,6 +58,7 @@ from fmcluster.model.cluster import CONTROLLER as CONTROLLER_ROLE
 from fmcluster.model.cluster import LOGIN as LOGIN_ROLE
 from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.node import bootstrap, lifecycle
+from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.hyperpod.cluster import (
     COMPUTE,
     CONTINUOUS,
@@ -67,6 +70,7 @@ from fmcluster_cdk.constructs.hyperpod.cluster import (
 )
 from fmcluster_cdk.constructs.hyperpod.lifecycle import LifecycleScripts
 from fmcluster_cdk.constructs.hyperpod.role import ExecutionPolicyProps, HyperPodExecutionRole
+from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The Slurm node type of each of the model's groups (fmcluster.model.cluster roles).
@@ -137,19 +141,17 @@ def compute_group(m: ClusterModel, group: NodeGroup, **extra: Any) -> InstanceGr
         **extra)
 
 
-def provisioning_mode(spec) -> Optional[str]:
+def provisioning_mode(spec: ClusterSpec) -> Optional[str]:
     """Continuous node provisioning where the spec needs it: a storage key for the instances' volumes
     (HyperPod takes a customer managed key only in that mode), or Spot groups on EKS (stacks/hyperpod_eks.py)."""
     return CONTINUOUS if spec.storage.kms else None
 
 
-def slurm_orchestrator(mode: Optional[str] = None):
+def slurm_orchestrator(mode: Optional[str] = None) -> sagemaker.CfnCluster.OrchestratorProperty:
     """The Slurm orchestrator: `Managed` slurm.conf partitions, except in continuous provisioning,
     which takes no SlurmConfigStrategy (SageMaker Developer Guide, "Continuous provisioning for
     enhanced cluster operations with Slurm": any value is an API error; it merges partitions into
     slurm.conf, without drift detection)."""
-    from aws_cdk import aws_sagemaker as sagemaker
-
     strategy = None if mode == CONTINUOUS else SLURM_CONFIG_STRATEGY
     return sagemaker.CfnCluster.OrchestratorProperty(
         slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(slurm_config_strategy=strategy))
@@ -167,7 +169,8 @@ class HyperPodSlurmStack(cdk.Stack):
         spec = model.spec
         self.model = model
         fsx = self.fsx_lustre(spec, storage)
-        common = dict(execution_role_arn="", lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT, fsx_lustre=fsx)
+        common: dict[str, Any] = dict(execution_role_arn="", lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT,
+                                      fsx_lustre=fsx)
         own = [g for g in (model.controller, model.login) if g is not None]  # the controller, the login nodes
         groups = [InstanceGroup(name=g.name, instance_type=g.instance_type, count=g.max_count,
                                 threads_per_core=threads_per_core(g.instance_type), volume_gib=g.root_volume_gib,
@@ -181,7 +184,7 @@ class HyperPodSlurmStack(cdk.Stack):
         if any(efa.values()):
             security_groups.append(network.efa_security_group_id)
         metrics: dict[str, Any] = {}
-        self.metrics_parameter = None
+        self.metrics_parameter: Optional[ssm.StringParameter] = None
         if observability is not None:
             metrics = self._metrics(spec, observability, groups, efa)
         # Compute nodes that are not ready (GPUs missing, the file system not mounted) are drained.
@@ -211,13 +214,12 @@ class HyperPodSlurmStack(cdk.Stack):
                 ("Partitions", partitions, "Slurm partitions (one per node group)")):
             cdk.CfnOutput(self, output_id, value=value, description=description)
 
-    def _metrics(self, spec, observability, groups: Sequence[InstanceGroup], efa: dict[str, bool]) -> dict[str, Any]:
+    def _metrics(self, spec: ClusterSpec, observability: ObservabilityRefs, groups: Sequence[InstanceGroup],
+                 efa: dict[str, bool]) -> dict[str, Any]:
         """The SSM parameter with the remote-write URL, and HyperPodGroups' metrics arguments:
         every group's `50-metrics.sh` hook (the Slurm collector on the controller) and the role's
         permissions on the workspace and the parameter."""
-        from aws_cdk import aws_ssm as ssm
-
-        self.metrics_parameter = ssm.StringParameter(
+        parameter = self.metrics_parameter = ssm.StringParameter(
             self, "MetricsRemoteWriteUrl", parameter_name=metrics_parameter_name(spec.name),
             string_value=observability.remote_write_url,
             description=f"remote-write URL of the Prometheus workspace of {spec.name} (lifecycle hook 50-metrics.sh)")
@@ -227,15 +229,15 @@ class HyperPodSlurmStack(cdk.Stack):
                                                slurm=g.slurm_node_type == CONTROLLER),
             efa=efa[g.name], parameter=metrics_parameter_name(spec.name), lustre_path=lustre_path)} for g in groups}
         return {"hooks": hooks, "workspace_arn": observability.workspace_arn,
-                "metrics_parameter_arn": self.metrics_parameter.parameter_arn}
+                "metrics_parameter_arn": parameter.parameter_arn}
 
-    @staticmethod
-    def fsx_lustre(spec, storage) -> Optional[dict[str, str]]:
+    def fsx_lustre(self, spec: ClusterSpec, storage: StorageRefs) -> Optional[dict[str, str]]:
         """HyperPod's FsxLustreConfig for the spec's file system, or None without one."""
         lustre = spec.storage.lustre
         if lustre is None:
             return None
         if not (storage.file_system_dns_name and storage.file_system_mount_name):
-            raise ValueError("the spec has a Lustre file system, but the storage stack gives no DNS or mount name")
+            raise ConstructError(self, "the spec has a Lustre file system, but the storage stack gives no DNS or "
+                                       "mount name")
         return {"dns_name": storage.file_system_dns_name, "mount_name": storage.file_system_mount_name,
                 "mount_path": lustre.mount_path}

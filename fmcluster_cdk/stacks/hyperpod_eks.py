@@ -61,8 +61,11 @@ class HyperPodEksStack(EksClusterStack):
 
         values = chart_values(self.region)
         values["aws-efa-k8s-device-plugin"] = {"tolerations": EFA_PLUGIN_TOLERATIONS}
-        self.hyperpod_dependencies = HyperPodDependencies(self, "HyperPodDependencies", cluster=self.cluster,
-                                                          values=values, **self.handler_placement())
+        # jsii: the Python class aws_eks_v2.Cluster lacks the ICluster protocol's kubectl_provider_options
+        # (the generated class does not declare it), so mypy refuses a Cluster where an ICluster goes.
+        self.hyperpod_dependencies = HyperPodDependencies(
+            self, "HyperPodDependencies", cluster=self.cluster,  # type: ignore[arg-type]
+            values=values, **self.handler_placement())
         self.hyperpod_dependencies.resource.node.add_dependency(system)  # the chart's operators run there
 
         groups = [compute_group(model, g, kubernetes_labels=dict(g.labels),

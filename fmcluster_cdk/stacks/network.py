@@ -12,6 +12,8 @@ never changes this stack, and its outputs do not grow with the number of groups.
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 from constructs import Construct
 
@@ -25,7 +27,7 @@ class NetworkStack(cdk.Stack):
     region's Availability Zones: all but a Local Zone's), public_subnet_ids,
     nat_gateway_id, efa_security_group_id and node_security_group_id."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         spec, subnets = model.spec, model.subnets
         vpc = ClusterVpc(self, "Network", name=spec.name, cidr=spec.network.vpc_cidr,

@@ -23,11 +23,12 @@ from constructs import Construct
 
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, RESERVATION
 from fmcluster.model.cluster import NodeGroup
+from fmcluster.spec.models import CapacitySpec
 from fmcluster_cdk.constructs.compute.launch_template import CAPACITY_BLOCK_MARKET, CapacityTarget
 from fmcluster_cdk.constructs.network import ClusterPlacementGroups
 
 
-def capacity_target(capacity) -> CapacityTarget:
+def capacity_target(capacity: CapacitySpec) -> CapacityTarget:
     """The launch template's capacity settings for a node group's `capacity` (on-demand and spot:
     none; spot is the node group's purchase or capacity type)."""
     if capacity.type == CAPACITY_BLOCK:

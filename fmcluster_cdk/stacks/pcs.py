@@ -35,9 +35,11 @@ from constructs import Construct
 from fmcluster.facts.controlplanes import pcs_ami_parameter
 from fmcluster.model.cluster import COMPUTE, LOGIN, ClusterModel, NodeGroup
 from fmcluster.node import bootstrap
+from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.compute.launch_template import LaunchTemplateProps, NodeLaunchTemplate
 from fmcluster_cdk.constructs.compute.node_role import NodeRole
 from fmcluster_cdk.constructs.pcs import ComputeNodeGroup, SlurmCluster, SlurmQueue
+from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks import node_groups
 from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
@@ -61,12 +63,14 @@ PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "reservation": "ONDEMAND", "capacit
                     "spot": "SPOT"}  # a reservation is on-demand capacity the launch template targets
 
 
-def lustre_mount(spec, storage) -> Optional[bootstrap.LustreMount]:
+def lustre_mount(scope: Construct, spec: ClusterSpec, storage: StorageRefs) -> Optional[bootstrap.LustreMount]:
+    """The nodes' Lustre mount of the spec's file system (None without one), from `scope`'s storage refs."""
     lustre = spec.storage.lustre
     if lustre is None:
         return None
     if not (storage.file_system_dns_name and storage.file_system_mount_name):
-        raise ValueError("the spec has a Lustre file system, but the storage stack gives no DNS or mount name")
+        raise ConstructError(scope, "the spec has a Lustre file system, but the storage stack gives no DNS or "
+                                    "mount name")
     return bootstrap.LustreMount(storage.file_system_dns_name, storage.file_system_mount_name, lustre.mount_path,
                                  efa=lustre.efa)
 
@@ -80,11 +84,13 @@ class PcsClusterStack(cdk.Stack):
         self.observability = observability
         self.network = network
         if model.pcs_size is None:
-            raise ValueError(f"{model.total_nodes} nodes exceed the largest AWS PCS cluster size")
+            raise ConstructError(self, f"{model.total_nodes} nodes exceed the largest AWS PCS cluster size")
         self.size = model.pcs_size
-        self.lustre = lustre_mount(spec, storage)
+        assert spec.orchestrator.version is not None  # the spec resolves it (its default: the newest)
+        self.slurm_version: str = spec.orchestrator.version
+        self.lustre = lustre_mount(self, spec, storage)
         self.cluster = SlurmCluster(
-            self, "Cluster", name=spec.name, slurm_version=spec.orchestrator.version, size=self.size.name,
+            self, "Cluster", name=spec.name, slurm_version=self.slurm_version, size=self.size.name,
             # the region's first subnet: PCS refuses a Local Zone's for the cluster (its Networking);
             # the GPU subnet in every other case
             subnet_id=network.region_subnet_ids[0], security_group_ids=[network.node_security_group_id],
@@ -132,7 +138,7 @@ class PcsClusterStack(cdk.Stack):
                                           metrics=self._metrics(group),
                                           slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
                                           containers=group.role == LOGIN or group.instance.is_gpu,
-                                          slurm_version=self.model.spec.orchestrator.version)))
+                                          slurm_version=self.slurm_version)))
         made = ComputeNodeGroup(
             scope, "NodeGroup", cluster_id=self.cluster.cluster_id, name=group.name,
             instance_type=group.instance_type, subnet_ids=[subnet_id],

@@ -30,6 +30,7 @@ pipeline (README), and Guard reads the change set through that account's CDK dep
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,8 @@ from constructs import Construct
 from fmcluster.deploy.pipeline import Deployment, Pipeline, deployed_parameter
 from fmcluster.model.cluster import STORAGE, resolve
 from fmcluster.spec.models import ClusterSpec
+from fmcluster_cdk.errors import ConstructError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 STEPS = "fmcluster/deploy/steps"  # the step scripts, run from the clone of the repository
 CHANGE_SET = "PipelineChange"  # the change set CDK Pipelines' Prepare action creates (and Deploy executes)
 # What the Makefile exports for quiet CDK runs.
@@ -52,7 +53,9 @@ QUIET = {"CDK_DISABLE_VERSION_CHECK": "true", "CDK_DISABLE_CLI_TELEMETRY": "true
 # aws/codebuild/standard:7.0 has both (its runtimes: Node.js 18, 20, 22 and 24). The Makefile needs
 # Python 3.11+, and Node.js only to run npm: it runs the Node LTS pinned in package.json itself;
 # the image's Node is of the same major version (.nvmrc), for the CDK CLI steps of CDK Pipelines.
-RUNTIMES = {"python": "3.12", "nodejs": (REPO_ROOT / ".nvmrc").read_text().strip()}
+PYTHON_RUNTIME = "3.12"
+# The repository's files the pipeline reads its pins from (`Pins`).
+PIN_FILES = (".nvmrc", "package.json")
 
 
 # cdk-assets, the asset publishing steps' tool (CDK Pipelines installs it with `npm install -g
@@ -64,10 +67,29 @@ RUNTIMES = {"python": "3.12", "nodejs": (REPO_ROOT / ".nvmrc").read_text().strip
 CDK_ASSETS_VERSION = "4.7.3"
 
 
-def cdk_cli_version() -> str:
-    """The CDK CLI the repository pins (package.json): the self-mutation and asset steps use it too."""
-    package = json.loads((REPO_ROOT / "package.json").read_text())
-    return package["devDependencies"]["aws-cdk"]
+@dataclass(frozen=True)
+class Pins:
+    """What the pipeline's build steps run, as the repository it deploys pins it: the pipeline is
+    synthesized at that repository's root (`cdk synth -c pipeline=FILE`, where the pipeline file's
+    spec paths are read from too), and its steps run that repository's Makefile.
+
+    node_major: the Node.js major version of .nvmrc (the CodeBuild image's runtime).
+    cdk_cli_version: the CDK CLI of package.json's devDependencies: the self-mutation and asset
+        steps use it too.
+    """
+
+    node_major: str
+    cdk_cli_version: str
+
+    @classmethod
+    def of(cls, root: Path) -> Pins:
+        package = json.loads((root / "package.json").read_text())
+        return cls((root / ".nvmrc").read_text().strip(), str(package["devDependencies"]["aws-cdk"]))
+
+    @property
+    def runtimes(self) -> dict[str, str]:
+        """The CodeBuild install phase's `runtime-versions`."""
+        return {"python": PYTHON_RUNTIME, "nodejs": self.node_major}
 
 
 def synth_commands(pipeline_file: str) -> list[str]:
@@ -126,8 +148,14 @@ class ClusterStage(cdk.Stage):
 
 
 class PipelineStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline, **kwargs: Any) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline, root: Path,
+                 **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        missing = [name for name in PIN_FILES if not (root / name).is_file()]
+        if missing:
+            raise ConstructError(self, f"{root} has no {' or '.join(missing)}: synthesize the pipeline at the root of "
+                                       "the fmcluster repository it deploys")
+        pins = Pins.of(root)
         config = pipeline.config
         self.source = pipelines.CodePipelineSource.connection(
             config.source.repository, config.source.branch, connection_arn=config.source.connection_arn,
@@ -138,11 +166,11 @@ class PipelineStack(cdk.Stack):
         self.pipeline = pipelines.CodePipeline(
             self, "Pipeline", pipeline_name=config.name, synth=synth,
             cross_account_keys=cross_account, enable_key_rotation=cross_account or None,
-            cli_version=cdk_cli_version(), cdk_assets_cli_version=CDK_ASSETS_VERSION,
+            cli_version=pins.cdk_cli_version, cdk_assets_cli_version=CDK_ASSETS_VERSION,
             code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0),
                 partial_build_spec=codebuild.BuildSpec.from_object(
-                    {"phases": {"install": {"runtime-versions": RUNTIMES}}})),
+                    {"phases": {"install": {"runtime-versions": pins.runtimes}}})),
             # the test suite synthesizes every example: give it room
             synth_code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(compute_type=codebuild.ComputeType.LARGE)))
@@ -284,15 +312,16 @@ class _WithoutStatement:
         return cdk.Token.as_string(self)
 
 
-def iam_actions(statement: dict) -> list[str]:
+def iam_actions(statement: dict[str, Any]) -> list[str]:
     actions = statement.get("Action", [])
-    return actions if isinstance(actions, list) else [actions]
+    return [str(a) for a in actions] if isinstance(actions, list) else [str(actions)]
 
 
-def pipeline_stack(app: cdk.App, pipeline: Pipeline) -> PipelineStack:
-    """NAME-pipeline, in the account and region the pipeline file names."""
+def pipeline_stack(app: cdk.App, pipeline: Pipeline, root: Path | None = None) -> PipelineStack:
+    """NAME-pipeline, in the account and region the pipeline file names, of the repository at
+    `root` (default: the working directory, as for the pipeline file's spec paths)."""
     config = pipeline.config
-    return PipelineStack(app, f"{config.name}-pipeline", pipeline=pipeline,
+    return PipelineStack(app, f"{config.name}-pipeline", pipeline=pipeline, root=root or Path.cwd(),
                          env=cdk.Environment(account=config.account, region=config.region),
                          description=f"fmcluster GitOps pipeline {config.name}: deploys "
                                      + ", ".join(d.name for d in pipeline.deployments)

@@ -3,6 +3,8 @@ NAME-observability give the stacks after them (values are CDK tokens: exports, a
 
 The stacks themselves satisfy these protocols (NetworkStack, StorageStack, ObservabilityStack);
 tests may hand in any object with the same attributes (tests/cdk/test_pcs_stack.py's stand-ins).
+The members are read-only properties: the stacks after only read them (so a stack's list is a
+`Sequence`, its dict a `Mapping`).
 """
 
 from __future__ import annotations
@@ -13,31 +15,67 @@ from typing import Mapping, Optional, Protocol, Sequence
 class NetworkRefs(Protocol):
     """NAME-network's outputs."""
 
-    vpc_id: str
-    vpc_cidr: str
-    private_subnet_ids: Sequence[str]  # in the order of the spec's AZ IDs: the GPU AZ first
-    gpu_subnet_id: str  # the first private subnet, in the GPU capacity's AZ ID
-    # the private subnets in Availability Zones of the region, in the spec's order: all of them,
-    # unless the GPU zone is a Local Zone (the control planes' own subnets: PCS and EKS refuse a
-    # Local Zone's)
-    region_subnet_ids: Sequence[str]
-    efa_security_group_id: str  # all traffic to and from itself (EFA)
-    node_security_group_id: str  # the nodes' own (Lustre clients, control-plane traffic)
-    nat_gateway_id: str  # the NAT gateway (its port-allocation alarm)
+    @property
+    def vpc_id(self) -> str: ...
+
+    @property
+    def vpc_cidr(self) -> str: ...
+
+    @property
+    def private_subnet_ids(self) -> Sequence[str]:
+        """In the order of the spec's AZ IDs: the GPU AZ first."""
+
+    @property
+    def gpu_subnet_id(self) -> str:
+        """The first private subnet, in the GPU capacity's AZ ID."""
+
+    @property
+    def region_subnet_ids(self) -> Sequence[str]:
+        """The private subnets in Availability Zones of the region, in the spec's order: all of them,
+        unless the GPU zone is a Local Zone (the control planes' own subnets: PCS and EKS refuse a
+        Local Zone's)."""
+
+    @property
+    def efa_security_group_id(self) -> str:
+        """All traffic to and from itself (EFA)."""
+
+    @property
+    def node_security_group_id(self) -> str:
+        """The nodes' own (Lustre clients, control-plane traffic)."""
+
+    @property
+    def nat_gateway_id(self) -> str:
+        """The NAT gateway (its port-allocation alarm)."""
 
 
 class StorageRefs(Protocol):
     """NAME-storage's outputs (None where the spec has no file system or no key)."""
 
-    bucket_arns: Mapping[str, str]  # spec bucket name -> ARN
-    kms_key_arn: Optional[str]  # the storage key (storage.kms)
-    file_system_id: Optional[str]
-    file_system_dns_name: Optional[str]
-    file_system_mount_name: Optional[str]
+    @property
+    def bucket_arns(self) -> Mapping[str, str]:
+        """Spec bucket name -> ARN."""
+
+    @property
+    def kms_key_arn(self) -> Optional[str]:
+        """The storage key (storage.kms)."""
+
+    @property
+    def file_system_id(self) -> Optional[str]: ...
+
+    @property
+    def file_system_dns_name(self) -> Optional[str]: ...
+
+    @property
+    def file_system_mount_name(self) -> Optional[str]: ...
 
 
 class ObservabilityRefs(Protocol):
     """NAME-observability's outputs."""
 
-    workspace_arn: str  # the Amazon Managed Service for Prometheus workspace
-    remote_write_url: str  # its remote-write endpoint (SigV4)
+    @property
+    def workspace_arn(self) -> str:
+        """The Amazon Managed Service for Prometheus workspace."""
+
+    @property
+    def remote_write_url(self) -> str:
+        """Its remote-write endpoint (SigV4)."""

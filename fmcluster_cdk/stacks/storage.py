@@ -7,6 +7,8 @@ protection), so NAME-cluster can be torn down and rebuilt freely.
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
 import aws_cdk as cdk
 from constructs import Construct
 
@@ -35,7 +37,7 @@ class StorageStack(cdk.Stack):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
-                 **kwargs) -> None:
+                 **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         spec = model.spec
         storage = spec.storage
@@ -68,7 +70,7 @@ class StorageStack(cdk.Stack):
         if storage.lustre:
             self._lustre(spec, storage.lustre, network, key)
 
-    def _lustre(self, spec: ClusterSpec, fs: LustreSpec, network: NetworkRefs, key) -> None:
+    def _lustre(self, spec: ClusterSpec, fs: LustreSpec, network: NetworkRefs, key: Optional[RetainedKey]) -> None:
         lustre = LustreFileSystem(
             self, "Lustre",
             vpc_id=network.vpc_id,
@@ -78,7 +80,7 @@ class StorageStack(cdk.Stack):
             deployment_type=fs.deployment_type,
             throughput_per_tib=fs.throughput_per_tib,
             compression=fs.compression,
-            metadata_iops=None if fs.metadata_iops == "auto" else fs.metadata_iops,
+            metadata_iops=fs.metadata_iops if isinstance(fs.metadata_iops, int) else None,  # or "auto"
             efa_security_group_id=network.efa_security_group_id if fs.efa else None,
             kms_key_id=key.key_id if key else None,
             name=f"{spec.name}-lustre",

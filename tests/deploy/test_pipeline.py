@@ -197,15 +197,14 @@ def test_cdk_app_refuses_an_invalid_pipeline_file(tmp_path):
 @pytest.fixture(scope="module")
 def assembly(tmp_path_factory):
     """examples/pipeline/pipeline.yaml synthesized once, in-process, with the CLI's context."""
-    import aws_cdk as cdk
-
     from fmcluster.deploy.synth import app_context, cdk_json
     from fmcluster_cdk.stacks.pipeline import pipeline_stack
+    from fmcluster_cdk.synthesis import new_app
 
     loaded = pipeline.load(ROOT / EXAMPLE, root=ROOT)
     assert loaded.ok
     outdir = tmp_path_factory.mktemp("pipeline.out")
-    app = cdk.App(outdir=str(outdir), context=app_context(cdk_json(ROOT)))
+    app = new_app(str(outdir), app_context(cdk_json(ROOT)))
     pipeline_stack(app, loaded.pipeline)
     return loaded.pipeline, outdir, app.synth()
 
@@ -430,10 +429,9 @@ def test_guard_step_judges_the_storage_change_set_with_a_least_privilege_role(te
 
 
 def test_guard_step_in_another_account_assumes_its_cdk_deploy_role(tmp_path):
-    import aws_cdk as cdk
-
     from fmcluster.deploy.synth import app_context, cdk_json
     from fmcluster_cdk.stacks.pipeline import pipeline_stack
+    from fmcluster_cdk.synthesis import new_app
 
     text = (ROOT / EXAMPLE).read_text().replace("      - spec: examples/p5en-reservation-pcs.yaml",
                                                 "      - spec: other.yaml")
@@ -447,7 +445,7 @@ def test_guard_step_in_another_account_assumes_its_cdk_deploy_role(tmp_path):
     (tmp_path / "pipeline.yaml").write_text(text)
     loaded = pipeline.load(tmp_path / "pipeline.yaml", root=tmp_path)
     assert loaded.ok, loaded.diagnostics
-    app = cdk.App(outdir=str(tmp_path / "out"), context=app_context(cdk_json(ROOT)))
+    app = new_app(str(tmp_path / "out"), app_context(cdk_json(ROOT)))
     pipeline_stack(app, loaded.pipeline)
     app.synth()
     built = json.loads((tmp_path / "out/gpu-clusters-pipeline.template.json").read_text())

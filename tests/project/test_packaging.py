@@ -1,6 +1,7 @@
-"""Packaging: pyproject.toml declares what the code imports, requirements.txt locks all of it with
-hashes (the one place of the versions), the venv is what the lock says, and the project builds
-without setuptools warnings, its package data included."""
+"""Packaging: pyproject.toml declares what the code imports (the runtime alone in its dependencies,
+the development tools in extras), requirements.txt locks all of it with hashes (the one place of
+the versions), the venv is what the lock says, and the project builds without setuptools warnings,
+its package data included. tests/project/test_wheel.py installs the wheel and runs it."""
 
 from __future__ import annotations
 
@@ -25,7 +26,11 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
 RUNTIME = [Requirement(r) for r in PROJECT["dependencies"]]
-TEST = [Requirement(r) for r in PROJECT["optional-dependencies"]["test"]]
+EXTRAS = {name: [Requirement(r) for r in requirements]
+          for name, requirements in PROJECT["optional-dependencies"].items()}
+TEST = EXTRAS["test"]
+# Every development tool: the extras' requirements but the project's own (`dev` names the others).
+TOOLS = [r for requirements in EXTRAS.values() for r in requirements if canonicalize_name(r.name) != PROJECT["name"]]
 BUILD = [Requirement(r) for r in PYPROJECT["build-system"]["requires"]]
 OWN = {"fmcluster", "fmcluster_cdk", "app", "tests", "bench"}
 # Modules of the package that only the tests use, so that their imports are test dependencies.
@@ -107,13 +112,27 @@ def imported_names(path: Path) -> set[str]:
 
 
 def test_every_test_import_is_declared():
-    declared = names(RUNTIME) | names(TEST)
+    declared = names(RUNTIME) | names(TOOLS)
     # tests/support/scanners/ runs in the scanners' venv (.venv-scan: pyproject's `scan` group), not this one
     tests = [p for p in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]
              if "scanners" not in p.relative_to(ROOT).parts]
     missing = {m: w for m, w in imported(tests).items() if distribution_of(m) not in declared
                and distribution_of(m) not in ("packaging",)}  # packaging: pytest's own dependency
     assert not missing, missing
+
+
+def test_the_runtime_is_apart_from_the_development_tools():
+    """A user's install (`pip install`, pipx, `uv tool install`) gets the runtime alone: no test,
+    lint, type-check or docs tool is a dependency, each is in its extra, and `dev` is all of them,
+    which `make install` installs (from the lock, which covers every extra)."""
+    assert set(EXTRAS) == {"test", "lint", "typecheck", "docs", "dev"}
+    assert not names(RUNTIME) & names(TOOLS)
+    assert {"pytest", "moto", "ruff", "mypy", "mkdocs", "types-pyyaml", "boto3-stubs"} <= names(TOOLS)
+    (dev,) = EXTRAS["dev"]
+    assert canonicalize_name(dev.name) == PROJECT["name"] and dev.extras == set(EXTRAS) - {"dev"}
+    makefile = (ROOT / "Makefile").read_text()
+    assert "--no-deps --no-build-isolation -e '.[dev]'" in makefile
+    assert "--all-extras" in makefile and "--require-hashes -r requirements.txt" in makefile
 
 
 def test_moto_extras_exist_and_cover_the_services_moto_runs_here():
@@ -152,7 +171,7 @@ def test_the_lock_pins_everything_with_hashes():
     for name, entries in lock.items():
         for version, _, hashes in entries:
             assert hashes, f"{name}=={version} has no hash"
-    for requirement in RUNTIME + TEST + BUILD + [Requirement("pip")]:
+    for requirement in RUNTIME + TOOLS + BUILD + [Requirement("pip")]:
         name = canonicalize_name(requirement.name)
         assert name in lock, f"{name} is not in requirements.txt: run make lock"
         for version, marker, _ in lock[name]:
@@ -245,6 +264,8 @@ def test_the_wheel_ships_the_package_data(built):
     assert {canonicalize_name(Requirement(line.split(":", 1)[1]).name)
             for line in text.splitlines() if line.startswith("Requires-Dist:") and "extra ==" not in line} \
         == names(RUNTIME)
+    # two packages of the project's own names: nothing top-level such as `stacks` or `tests`
+    assert {n.split("/")[0] for n in shipped if not n.startswith("fmcluster-")} == {"fmcluster", "fmcluster_cdk"}
 
 
 def test_the_editable_install_reads_its_data_from_the_tree():

@@ -24,6 +24,7 @@ from constructs import Construct
 
 from fmcluster_cdk.constructs.lambda_code import handler_code
 from fmcluster_cdk.constructs.observability.workspace import CAPACITY_BLOCK_EVENTS
+from fmcluster_cdk.errors import ConstructError
 
 HANDLER = Path(__file__).with_name("handlers") / "capacity_block_scaler"
 
@@ -63,7 +64,7 @@ class CapacityBlockScaler(Construct):
                  drain_minutes: int = 45, every_minutes: int = 5) -> None:
         super().__init__(scope, construct_id)
         if drain_minutes < 40 or size < 1 or every_minutes < 1:
-            raise ValueError("drain at least 40 minutes before the end (EC2's warning), a size of 1 or more, "
+            raise ConstructError(self, "drain at least 40 minutes before the end (EC2's warning), a size of 1 or more, "
                              "and a schedule of a minute or more")
         stack = cdk.Stack.of(self)
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH,

@@ -35,6 +35,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
+from fmcluster_cdk.errors import ConstructError
+
 CAPACITY_BLOCK_MARKET = "capacity-block"
 ENA = "interface"  # the InterfaceType of a plain ENA interface, left out of the template
 ROOT_DEVICE = "/dev/sda1"  # the root device of Ubuntu AMIs
@@ -47,12 +49,17 @@ class InterfaceLike(Protocol):
     Members: `network_card_index` (the network card, 0 for the primary interface),
     `device_index` (the attachment's device index on that card, 0 for the primary interface) and
     `interface_type` (``interface`` for ENA, ``efa`` or ``efa-only``: the values EC2 accepts for a
-    launch template's `InterfaceType`).
+    launch template's `InterfaceType`). Read-only: a NamedTuple or a frozen dataclass is one.
     """
 
-    network_card_index: int
-    device_index: int
-    interface_type: str
+    @property
+    def network_card_index(self) -> int: ...
+
+    @property
+    def device_index(self) -> int: ...
+
+    @property
+    def interface_type(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -82,12 +89,6 @@ class CapacityTarget:
     market_type: Optional[str] = None
     reservation_id: Optional[str] = None
     reservation_resource_group_arn: Optional[str] = None
-
-    def __post_init__(self) -> None:
-        if self.reservation_id and self.reservation_resource_group_arn:
-            raise ValueError("target a capacity reservation by id or by resource group ARN, not both")
-        if self.market_type == CAPACITY_BLOCK_MARKET and not self.reservation_id:
-            raise ValueError("a Capacity Block needs its reservation id")
 
 
 # cfn-lint's "instance type offered in the region" (its data: the region's Availability Zones' offerings)
@@ -172,16 +173,31 @@ def _interface(interface: InterfaceLike, groups: list[str], subnet_id: Optional[
     return entry
 
 
+def problems(props: LaunchTemplateProps) -> list[str]:
+    """What is wrong with `props`: NodeLaunchTemplate raises them, with its path."""
+    capacity, found = props.capacity, []
+    if not props.interfaces:
+        found.append("a launch template needs at least the primary network interface")
+    if any(i.interface_type != ENA for i in props.interfaces) and not props.efa_security_group_id:
+        found.append("EFA interfaces need the EFA security group")
+    if capacity.reservation_id and capacity.reservation_resource_group_arn:
+        found.append("target a capacity reservation by id or by resource group ARN, not both")
+    if capacity.market_type not in (None, CAPACITY_BLOCK_MARKET):
+        found.append(f"unsupported market type {capacity.market_type!r}")
+    if capacity.market_type == CAPACITY_BLOCK_MARKET and not capacity.reservation_id:
+        found.append("a Capacity Block needs its reservation id")
+    if capacity.market_type == CAPACITY_BLOCK_MARKET and not props.instance_type:
+        found.append("a Capacity Block launch template must name the instance type")
+    return found
+
+
 def network_interfaces(props: LaunchTemplateProps) -> list[dict[str, Any]]:
     """`LaunchTemplateData.NetworkInterfaces` as plain dictionaries with the CloudFormation
     property names: one per interface of the layout, the EFA security group first in `Groups`
-    where an interface is EFA."""
-    if not props.interfaces:
-        raise ValueError("a launch template needs at least the primary network interface")
+    where an interface is EFA (props without `problems`)."""
     uses_efa = any(i.interface_type != ENA for i in props.interfaces)
-    if uses_efa and not props.efa_security_group_id:
-        raise ValueError("EFA interfaces need the EFA security group")
-    groups = ([props.efa_security_group_id] if uses_efa else []) + list(props.security_group_ids)
+    efa_group = [props.efa_security_group_id] if uses_efa and props.efa_security_group_id else []
+    groups = efa_group + list(props.security_group_ids)
     return [_interface(i, groups, props.subnet_id) for i in props.interfaces]
 
 
@@ -199,19 +215,14 @@ def _capacity_reservation(capacity: CapacityTarget) -> Optional[_Data.CapacityRe
 
 def _market(props: LaunchTemplateProps) -> tuple[Optional[str], Optional[_Data.InstanceMarketOptionsProperty]]:
     """(InstanceType, InstanceMarketOptions): both for a Capacity Block, neither otherwise."""
-    market_type = props.capacity.market_type
-    if market_type is None:
+    if props.capacity.market_type is None:
         return None, None
-    if market_type != CAPACITY_BLOCK_MARKET:
-        raise ValueError(f"unsupported market type {market_type!r}")
-    if not props.instance_type:
-        raise ValueError("a Capacity Block launch template must name the instance type")
     return props.instance_type, _Data.InstanceMarketOptionsProperty(market_type=CAPACITY_BLOCK_MARKET)
 
 
 def launch_template_data(props: LaunchTemplateProps) -> _Data.LaunchTemplateDataProperty:
     """`LaunchTemplateData` in the L1's typed structs, without the network interfaces
-    (`network_interfaces`)."""
+    (`network_interfaces`), of props without `problems`."""
     instance_type, market_options = _market(props)
     tags = [cdk.CfnTag(key=key, value=value) for key, value in (props.tags or {}).items()]
     return _Data.LaunchTemplateDataProperty(
@@ -249,6 +260,9 @@ class NodeLaunchTemplate(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, props: LaunchTemplateProps) -> None:
         super().__init__(scope, construct_id)
+        found = problems(props)
+        if found:
+            raise ConstructError(self, "; ".join(found))
         interfaces = network_interfaces(props)
         self.resource = ec2.CfnLaunchTemplate(self, "Resource", launch_template_data=launch_template_data(props))
         self.resource.add_property_override("LaunchTemplateData.NetworkInterfaces", interfaces)

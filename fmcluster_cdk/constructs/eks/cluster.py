@@ -17,6 +17,8 @@ from typing import Mapping, Optional, Sequence
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
+from fmcluster_cdk.errors import ConstructError
+
 CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
 # The taint effects of the EKS API, by their Kubernetes spelling.
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
@@ -79,10 +81,10 @@ class ManagedNodeGroup(Construct):
                  taints: Sequence[Mapping[str, str]] = (), tags: Optional[Mapping[str, str]] = None) -> None:
         super().__init__(scope, construct_id)
         if capacity_type not in CAPACITY_TYPES:
-            raise ValueError(f"capacity type {capacity_type!r} is not one of {', '.join(CAPACITY_TYPES)}")
+            raise ConstructError(self, f"capacity type {capacity_type!r} is not one of {', '.join(CAPACITY_TYPES)}")
         desired = min_size if desired_size is None else desired_size
         if not (0 <= min_size <= desired <= max_size and max_size >= 1):
-            raise ValueError(f"scaling {min_size}..{max_size} (desired {desired}) is not a range with a node")
+            raise ConstructError(self, f"scaling {min_size}..{max_size} (desired {desired}) is not a range with a node")
         self.resource = eks.CfnNodegroup(
             self, "Resource", cluster_name=cluster_name, node_role=node_role_arn, subnets=list(subnet_ids),
             ami_type=ami_type, capacity_type=capacity_type,
@@ -135,9 +137,10 @@ class ClusterAddon(Construct):
                  role_arn: Optional[str] = None) -> None:
         super().__init__(scope, construct_id)
         if (service_account is None) != (role_arn is None):
-            raise ValueError("a Pod Identity association needs both a service account and a role")
+            raise ConstructError(self, "a Pod Identity association needs both a service account and a role")
         association = eks.CfnAddon.PodIdentityAssociationProperty
-        associations = [association(role_arn=role_arn, service_account=service_account)] if service_account else None
+        associations = ([association(role_arn=role_arn, service_account=service_account)]
+                        if service_account and role_arn is not None else None)
         self.resource = eks.CfnAddon(self, "Resource", cluster_name=cluster_name, addon_name=addon_name,
                                      addon_version=version, resolve_conflicts="OVERWRITE",
                                      pod_identity_associations=associations)

@@ -22,6 +22,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from fmcluster_cdk.errors import ConstructError
+
 DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
 # The CDK's built-in CloudFormation validation (aws-cdk-lib 2.275) carries older regional
 # instance-type data for AWS::SageMaker::Cluster than cfn-lint 1.58 (which the tests run on every
@@ -191,7 +193,7 @@ class HyperPodCluster(Construct):
         super().__init__(scope, construct_id)
         names = [g.name for g in instance_groups]
         if len(set(names)) != len(names):
-            raise ValueError(f"instance group names must be unique: {names}")
+            raise ConstructError(self, f"instance group names must be unique: {names}")
         self.resource = sagemaker.CfnCluster(
             self, "Resource", cluster_name=name, orchestrator=orchestrator, node_recovery=NODE_RECOVERY,
             node_provisioning_mode=node_provisioning_mode,

@@ -33,6 +33,7 @@ from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
 from fmcluster_cdk.constructs.lambda_code import handler_code
+from fmcluster_cdk.errors import ConstructError
 
 REPOSITORY = "aws/sagemaker-hyperpod-cli"
 COMMIT = "bb6a9f9534217c55a5806ae968e1dd8b285d4b8c"
@@ -103,7 +104,7 @@ class HyperPodChart(Construct):
         super().__init__(scope, construct_id)
         provider = cluster.kubectl_provider
         if provider is None:
-            raise ValueError("the cluster has no kubectl provider")
+            raise ConstructError(self, "the cluster has no kubectl provider")
         self.function = function or lambda_.Function(
             self, "Handler", runtime=lambda_.Runtime.PYTHON_3_14, handler="index.handler",
             code=handler_code(HANDLER), timeout=cdk.Duration.minutes(15), memory_size=1024,

@@ -25,6 +25,8 @@ from typing import Mapping, Protocol
 import aws_cdk as cdk
 from constructs import Construct
 
+from fmcluster_cdk.errors import ConstructError
+
 PREFIX_ROOT = "fmcluster-lifecycle"
 
 
@@ -65,11 +67,12 @@ class LifecycleScripts(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, bundle: ScriptBundle, cluster: str) -> None:
         super().__init__(scope, construct_id)
         if not bundle.files:
-            raise ValueError("a lifecycle bundle needs at least one file")
+            raise ConstructError(self, "a lifecycle bundle needs at least one file")
         digest = bundle.digest
         self.scope_prefix = f"{PREFIX_ROOT}/{cluster}/"
         self.prefix = f"{self.scope_prefix}{digest}/"
         stage = cdk.Stage.of(self)
+        assert stage is not None  # every construct of an app is in a Stage (the App is one)
         staged = Path(stage.asset_outdir) / f"asset.{PREFIX_ROOT}.{digest}"
         synthesizer = cdk.Stack.of(self).synthesizer
         self.object_keys: dict[str, str] = {}
@@ -84,6 +87,7 @@ class LifecycleScripts(Construct):
                 file_name=os.path.relpath(path, stage.outdir), packaging=cdk.FileAssetPackaging.FILE,
                 source_hash=f"{self.prefix}{stem}", display_name=f"lifecycle {name} ({digest[:12]})")
             self.object_keys[name] = location.object_key
+        assert location is not None  # the bundle has a file (checked above)
         self.bucket_name: str = location.bucket_name
         self.s3_uri = f"s3://{self.bucket_name}/{self.prefix}"
 

@@ -164,7 +164,7 @@ def execution_policy(props: ExecutionPolicyProps) -> iam.PolicyDocument:
         ]
     statements += (storage_statements(props.bucket_arns, props.kms_key_arn)
                    + volume_key_statements(props.volume_key_arn))
-    eks = bool(props.eks_cluster_arn)
+    eks = props.eks_cluster_arn  # HyperPod on EKS: the cluster's ARN, None on Slurm
     describe = DESCRIBE_ACTIONS + (EKS_DESCRIBE_ACTIONS if eks else [])
     statements += [
         iam.PolicyStatement(sid="DescribeNetwork", actions=describe, resources=["*"]),
@@ -190,7 +190,7 @@ def execution_policy(props: ExecutionPolicyProps) -> iam.PolicyDocument:
             iam.PolicyStatement(sid="EcrPull", actions=ECR_PULL_ACTIONS,
                                 resources=[f"arn:{cdk.Aws.PARTITION}:ecr:{cdk.Aws.REGION}:*:repository/*"]),
             iam.PolicyStatement(sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"],
-                                resources=[props.eks_cluster_arn]),
+                                resources=[eks]),
         ]
     statements += remote_write_statements(props.workspace_arn)
     if props.metrics_parameter_arn:

@@ -22,6 +22,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from fmcluster_cdk.errors import ConstructError
+
 REMOTE_WRITE_ACTIONS = ["aps:RemoteWrite"]
 QUERY_ACTIONS = ["aps:QueryMetrics", "aps:GetSeries", "aps:GetLabels", "aps:GetMetricMetadata"]
 ALERT_GROUP_BY = ["cluster", "alertname", "node"]
@@ -239,7 +241,7 @@ class CapacityBlockEvents(Construct):
         from aws_cdk import aws_events as events
 
         if not reservation_ids:
-            raise ValueError("CapacityBlockEvents needs at least one Capacity Block")
+            raise ConstructError(self, "CapacityBlockEvents needs at least one Capacity Block")
         message = (f'"fmcluster {name}: <type> for Capacity Block <id> (ends <end>). Its instances are '
                    'terminated from 30 minutes before its end: checkpoint and drain before."')
         rule_name = f"fmcluster-{name}-capacity-blocks"

@@ -5,6 +5,8 @@ Plain props only: these constructs know nothing of the cluster spec.
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
@@ -39,6 +41,7 @@ class SecureBucket(s3.Bucket):
 
     def __init__(self, scope: Construct, construct_id: str, *, bucket_name: str, versioned: bool = False,
                  encryption_key: kms.IKey | None = None) -> None:
+        encryption: dict[str, Any]
         if encryption_key is None:
             encryption = {"encryption": s3.BucketEncryption.S3_MANAGED}
         else:

@@ -12,7 +12,7 @@ fails in any account where the role exists already, and the S3 one is named afte
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -167,13 +167,14 @@ class LustreFileSystem(Construct):
 
     @staticmethod
     def _configuration(deployment_type: str, throughput_per_tib: int | None, compression: str,
-                       metadata_iops: int | None, *, efa: bool, backup_retention_days: int | None):
+                       metadata_iops: int | None, *, efa: bool,
+                       backup_retention_days: int | None) -> fsx.CfnFileSystem.LustreConfigurationProperty:
         metadata = None
         if deployment_type == "PERSISTENT_2":
             metadata = (fsx.CfnFileSystem.MetadataConfigurationProperty(mode="AUTOMATIC") if metadata_iops is None
                         else fsx.CfnFileSystem.MetadataConfigurationProperty(mode="USER_PROVISIONED",
                                                                              iops=metadata_iops))
-        backups = {}
+        backups: dict[str, Any] = {}
         if backup_retention_days is not None:
             backups = {"automatic_backup_retention_days": backup_retention_days}
             if backup_retention_days:

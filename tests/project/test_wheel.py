@@ -1,0 +1,192 @@
+"""The wheel is the product: built from the repository, installed into a fresh venv outside it, its
+`fmcluster` runs without the repository (no cdk.json, no examples/, no node_modules but Node.js
+itself, no CDK CLI) and synthesizes the same cloud assembly, byte for byte, as the repository's
+own `fmcluster synth` (what `make synth` writes); `--help`, `validate` and `plan` answer as the
+repository's do.
+
+Offline and quick: the fresh venv gets no download. Its runtime dependencies are this venv's
+installed copies of exactly the distributions the runtime needs (the closure of
+[project].dependencies, read from their metadata), linked into a folder of their own that a .pth
+file names. So the wheel runs with the runtime alone, never with a test tool; and never with this
+venv's editable install of the project (its `__editable__` finder .pth and its dist-info are not
+linked; a folder a .pth file names is not a site directory, so its .pth files would not run anyway).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+pytestmark = pytest.mark.synth
+
+ROOT = Path(__file__).resolve().parents[2]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+EXAMPLE = "examples/p5-pcs.yaml"
+SPEC = "cluster.yaml"  # the example, copied into a directory of the user's
+
+
+def runtime_closure() -> dict[str, metadata.Distribution]:
+    """Name -> this venv's distribution, of every distribution the runtime needs: [project]
+    dependencies and what they require in turn (with the extras asked for), markers evaluated here."""
+    found: dict[str, metadata.Distribution] = {}
+    seen: set[tuple[str, str]] = set()
+    todo = [Requirement(r) for r in PROJECT["dependencies"]]
+    while todo:
+        requirement = todo.pop()
+        name = canonicalize_name(requirement.name)
+        if name not in found:
+            found[name] = metadata.distribution(name)
+            assert requirement.specifier.contains(found[name].version, prereleases=True), (name, found[name].version)
+        for extra in ("", *requirement.extras):
+            if (name, extra) in seen:
+                continue
+            seen.add((name, extra))
+            environment = {**default_environment(), "extra": extra}
+            todo += [required for required in map(Requirement, found[name].requires or [])
+                     if required.marker is None or required.marker.evaluate(environment)]
+    return found
+
+
+def link_runtime(into: Path) -> list[str]:
+    """Link the runtime closure's files (packages, modules, dist-info) into `into`: the top-level
+    entries of site-packages each distribution's RECORD names. Returns the names linked."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    into.mkdir()
+    linked: set[str] = set()
+    for distribution in runtime_closure().values():
+        for file in distribution.files or []:
+            top = file.parts[0]
+            if top in linked or top == ".." or top.endswith(".pth") or top == "__pycache__":
+                continue
+            source = Path(distribution.locate_file(top))
+            if source.parent == site and source.exists():
+                (into / top).symlink_to(source)
+                linked.add(top)
+    return sorted(linked)
+
+
+def build_wheel(tmp: Path) -> Path:
+    """The wheel of a copy of the repository (its tracked and new files), built as a user's pip
+    builds it, with the venv's setuptools and without build isolation or network."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
+                           text=True, check=True).stdout.split()
+    source = tmp / "src"
+    for name in files:
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
+                    "--no-build-isolation", "--no-index", "-w", str(tmp / "dist"), str(source)],
+                   check=True, capture_output=True, text=True)
+    (wheel,) = (tmp / "dist").glob("fmcluster-*-py3-none-any.whl")
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A fresh venv, outside the repository, with the wheel installed (its `fmcluster` script
+    written by pip) and the runtime linked in: the venv's path."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    wheel = build_wheel(tmp)
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = Path(subprocess.run([str(venv / "bin/python"), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                                "['purelib'])"], capture_output=True, text=True, check=True).stdout.strip())
+    linked = link_runtime(tmp / "runtime")
+    assert "aws_cdk" in linked and not [name for name in linked if name.startswith(("fmcluster", "__editable__"))]
+    (site / "fmcluster-runtime.pth").write_text(f"{tmp / 'runtime'}\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin/python"), "install", "--quiet",
+                    "--disable-pip-version-check", "--no-deps", "--no-index", str(wheel)],
+                   check=True, capture_output=True, text=True)
+    return venv
+
+
+def user_env(venv: Path, tmp: Path) -> dict[str, str]:
+    """A user's environment: the venv's scripts and Node.js (jsii's runtime, from PATH) on PATH,
+    and nothing of the repository (no PYTHONPATH, no CDK CLI)."""
+    node = tmp / "node-only"
+    node.mkdir(exist_ok=True)
+    if not (node / "node").exists():
+        (node / "node").symlink_to(ROOT / "node_modules/.bin/node" if (ROOT / "node_modules/.bin/node").exists()
+                                   else shutil.which("node") or "node")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "AWS_", "CDK_", "JSII_", "VIRTUAL_ENV"))}
+    env.update(PATH=os.pathsep.join([str(venv / "bin"), str(node), "/usr/bin", "/bin"]),
+               AWS_EC2_METADATA_DISABLED="true", CDK_DISABLE_VERSION_CHECK="true")
+    return env
+
+
+def user_dir(tmp: Path) -> Path:
+    """A directory of a user's: the example spec, and no cdk.json."""
+    work = tmp / "work"
+    work.mkdir(exist_ok=True)
+    shutil.copy(ROOT / EXAMPLE, work / SPEC)
+    return work
+
+
+def run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def repository(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The repository's own fmcluster (this venv, this tree's code), in `cwd`."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "AWS_EC2_METADATA_DISABLED": "true"}
+    return run([sys.executable, "-m", "fmcluster", *args], cwd, env)
+
+
+def assembly(outdir: Path) -> dict[str, bytes]:
+    return {p.relative_to(outdir).as_posix(): p.read_bytes() for p in sorted(outdir.rglob("*")) if p.is_file()}
+
+
+def test_the_project_comes_from_the_wheel_alone(installed, tmp_path):
+    """Both packages from the venv's site-packages, the runtime from the linked folder, and no
+    test tool importable."""
+    code = ("import importlib.util as u, fmcluster, fmcluster_cdk, aws_cdk; "
+            "print(fmcluster.__file__, fmcluster_cdk.__file__, aws_cdk.__file__, u.find_spec('pytest'), "
+            "u.find_spec('moto'), u.find_spec('__editable___fmcluster_0_1_0_finder'))")
+    result = run([str(installed / "bin/python"), "-c", code], tmp_path, user_env(installed, tmp_path))
+    assert result.returncode == 0, result.stderr
+    ours, cdk_side, cdk_lib, *absent = result.stdout.split()
+    assert ours.startswith(str(installed)) and cdk_side.startswith(str(installed)), result.stdout
+    assert not cdk_lib.startswith(str(ROOT)), cdk_lib
+    assert absent == ["None", "None", "None"], result.stdout
+
+
+def test_help(installed, tmp_path):
+    result = run(["fmcluster", "--help"], tmp_path, user_env(installed, tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert "synth" in result.stdout and "validate" in result.stdout and "plan" in result.stdout
+
+
+def test_synth_writes_the_repository_s_assembly(installed, tmp_path):
+    """From a directory of the user's, without the repository's cdk.json or CDK CLI."""
+    work = user_dir(tmp_path)
+    result = run(["fmcluster", "synth", SPEC, "-o", "cdk.out"], work, user_env(installed, tmp_path))
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "llm-pretrain-cluster" in result.stdout
+    reference = repository(["synth", EXAMPLE, "-o", str(tmp_path / "reference")], ROOT)
+    assert reference.returncode == 0, reference.stderr[-4000:]
+    ours, theirs = assembly(work / "cdk.out"), assembly(tmp_path / "reference")
+    assert any(name.endswith(".template.json") for name in ours)
+    assert sorted(ours) == sorted(theirs)
+    assert [name for name in ours if ours[name] != theirs[name]] == []
+
+
+@pytest.mark.parametrize("args", [["validate", SPEC], ["plan", SPEC], ["plan", SPEC, "--format", "json"]])
+def test_validate_and_plan_answer_as_the_repository_s(installed, tmp_path, args):
+    work = user_dir(tmp_path)
+    ours = run(["fmcluster", *args], work, user_env(installed, tmp_path))
+    theirs = repository(args, work)
+    assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
+    assert (ours.stdout, ours.stderr) == (theirs.stdout, theirs.stderr)
+    assert ours.stdout.strip()
