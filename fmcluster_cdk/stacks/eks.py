@@ -177,18 +177,14 @@ class EksClusterStack(cdk.Stack):
 
         self.charts: dict[str, eks.HelmChart] = {}
         self.manifests: dict[str, eks.KubernetesManifest] = {}
-        self._add_device_plugins()
-        if model.ultraserver_groups:
-            self._add_nvlink_domains()
-        self._add_queues()
-        self._add_leader_worker_set()
         self.operators: dict[str, HyperPodChart] = {}
-        self._add_operators()
-        if spec.storage.lustre:
-            self._add_lustre_volume()
+        self._operators_scope: Optional[Construct] = None
+        self.installed: dict[str, Construct] = {}  # INSTALLS' rows by construct id, as they are made
+        for row in charts.installs(model):
+            self.installed[row.construct_id] = self._install(row)
         self.scraper: Optional[ManagedScraper] = None
         if observability is not None:
-            self._add_metrics_collection(observability.workspace_arn)
+            self._add_scraper(observability.workspace_arn)
         self._outputs()
 
     # --- control plane ---------------------------------------------------------------------
@@ -308,6 +304,26 @@ class EksClusterStack(cdk.Stack):
 
     # --- inside Kubernetes -----------------------------------------------------------------
 
+    def _install(self, row: charts.Install) -> Construct:
+        """A row of the table INSTALLS, after what it names."""
+        if isinstance(row, charts.Manifests):
+            documents = row.documents(self.model, self._file_system())
+            return self._add_manifest(row.construct_id, documents, *map(self._made, row.after))
+        values = row.values(self.model)
+        if isinstance(row.chart, charts.Subchart):
+            return self._add_operator(row.chart, values, *map(self._made, row.after))
+        helm = self._add_chart(row.construct_id, row.chart, values, wait=row.wait)
+        for name in row.after:
+            helm.node.add_dependency(self._made(name))
+        return helm
+
+    def _made(self, name: str) -> Construct:
+        """What an `after` of INSTALLS names: a node group, an EKS add-on or an earlier row."""
+        for made in (self.node_groups, self.addons, self.installed):
+            if name in made:
+                return made[name]
+        raise ConstructError(self, f"nothing named {name} to install after")
+
     def _add_chart(self, construct_id: str, chart: charts.Chart, values: dict[str, Any],
                    wait: bool = False) -> eks.HelmChart:
         helm = self.cluster.add_helm_chart(
@@ -316,24 +332,6 @@ class EksClusterStack(cdk.Stack):
             timeout=cdk.Duration.minutes(15) if wait else None)
         self.charts[chart.release] = helm
         return helm
-
-    def _add_device_plugins(self) -> None:
-        groups = self.model.node_groups
-        if any(g.instance.is_gpu for g in groups):
-            self._add_chart("NvidiaDevicePlugin", charts.NVIDIA_DEVICE_PLUGIN,
-                            charts.nvidia_device_plugin_values())
-        efa_types = [g.instance_type for g in groups if g.efa_interfaces]
-        if efa_types:
-            self._add_chart("EfaDevicePlugin", charts.EFA_DEVICE_PLUGIN,
-                            charts.efa_device_plugin_values(efa_types))
-
-    def _add_nvlink_domains(self) -> None:
-        """The UltraServer node groups' NVLink domains: the DRA driver's ComputeDomains and GFD's
-        nvidia.com/gpu.clique label (the Topology is in the Kueue manifests)."""
-        groups = [g.name for g in self.model.ultraserver_groups]
-        self._add_chart("NvidiaDraDriver", charts.DRA_DRIVER, charts.dra_driver_values(groups))
-        self._add_chart("GpuFeatureDiscovery", charts.GPU_FEATURE_DISCOVERY,
-                        charts.gpu_feature_discovery_values(groups))
 
     def _namespace(self) -> Optional[eks.KubernetesManifest]:
         """The manifest of orchestrator.namespace (once), or None where Kubernetes has it already."""
@@ -344,23 +342,25 @@ class EksClusterStack(cdk.Stack):
             self.manifests["Namespace"] = self.cluster.add_manifest("Namespace", document)
         return self.manifests["Namespace"]
 
-    def _add_manifest(self, construct_id: str, documents: list[dict[str, Any]], *after: Construct) -> None:
+    def _add_manifest(self, construct_id: str, documents: list[dict[str, Any]],
+                      *after: Construct) -> eks.KubernetesManifest:
         manifest = self.cluster.add_manifest(construct_id, *documents)
         for dependency in (self._namespace(), *after):
             if dependency is not None:
                 manifest.node.add_dependency(dependency)
         self.manifests[construct_id] = manifest
+        return manifest
 
-    def _add_queues(self) -> None:
-        kueue = self._add_chart("Kueue", charts.KUEUE, kueue_queues.kueue_values(self.model), wait=True)
-        kueue.node.add_dependency(self.node_groups[k8s.SYSTEM_NODE_GROUP])  # its controller runs there
-        self._add_manifest("KueueQueues", kueue_queues.kueue_manifests(self.model), kueue)
-
-    def _add_leader_worker_set(self) -> None:
-        """LWS, waited for (its webhook serves before the stack is done), after the system nodes
-        its controller runs on."""
-        lws = self._add_chart("LeaderWorkerSet", charts.LWS, charts.lws_values(), wait=True)
-        lws.node.add_dependency(self.node_groups[k8s.SYSTEM_NODE_GROUP])
+    def _file_system(self) -> Optional[kubernetes.FileSystem]:
+        """The Lustre file system the storage stack gives, or None without one."""
+        storage = self.storage
+        if not self.spec.storage.lustre:
+            return None
+        if not (storage.file_system_id and storage.file_system_dns_name and storage.file_system_mount_name):
+            raise ConstructError(self, "the spec has a Lustre file system, but the storage stack gives no id, DNS "
+                                       "or mount name")
+        return kubernetes.FileSystem(storage.file_system_id, storage.file_system_dns_name,
+                                     storage.file_system_mount_name)
 
     def handler_placement(self) -> dict[str, Any]:
         """Where a custom-resource handler that talks to the API server runs: in the cluster's VPC,
@@ -370,39 +370,27 @@ class EksClusterStack(cdk.Stack):
         return dict(vpc=self.cluster.vpc, security_groups=[self.cluster.cluster_security_group],
                     subnets=self.cluster_subnets)
 
-    def _add_operators(self) -> None:
-        """The MPI and training operators' sub-charts, each a release (one handler for both), after
-        the system nodes their controllers run on (fmcluster_cdk/stacks/hyperpod_eks.py: HyperPod's dependencies
-        chart has them)."""
-        system = self.node_groups[k8s.SYSTEM_NODE_GROUP]
-        scope, function = Construct(self, "Operators"), None
-        for operator in charts.operators():
-            # jsii: the Python class aws_eks_v2.Cluster lacks the ICluster protocol's kubectl_provider_options
-            chart = HyperPodChart(
-                scope, operator.release, cluster=self.cluster,  # type: ignore[arg-type]
-                release=operator.release, namespace=operator.namespace,
-                values=operator.values, chart_path=subchart_path(operator.subchart),
-                node_selector=operator.node_selector, function=function,
-                **(self.handler_placement() if function is None else {}))
-            chart.resource.node.add_dependency(system)
-            function = chart.function
-            self.operators[operator.release] = chart
+    def _add_operator(self, subchart: charts.Subchart, values: dict[str, Any], *after: Construct) -> HyperPodChart:
+        """A sub-chart of the HyperPod dependencies chart as a release (the MPI and training
+        operators, under `Operators`; one handler for all of them)."""
+        first = self._operators_scope is None
+        if self._operators_scope is None:
+            self._operators_scope = Construct(self, "Operators")
+        function = None if first else next(iter(self.operators.values())).function
+        # jsii: the Python class aws_eks_v2.Cluster lacks the ICluster protocol's kubectl_provider_options
+        chart = HyperPodChart(
+            self._operators_scope, subchart.release, cluster=self.cluster,  # type: ignore[arg-type]
+            release=subchart.release, namespace=subchart.namespace,
+            values=values, chart_path=subchart_path(subchart.chart),
+            node_selector=dict(subchart.node_selector) if subchart.node_selector is not None else None,
+            function=function, **(self.handler_placement() if first else {}))
+        for dependency in after:
+            chart.resource.node.add_dependency(dependency)
+        self.operators[subchart.release] = chart
+        return chart
 
-    def _add_lustre_volume(self) -> None:
-        storage = self.storage
-        if not (storage.file_system_id and storage.file_system_dns_name and storage.file_system_mount_name):
-            raise ConstructError(self, "the spec has a Lustre file system, but the storage stack gives no id, DNS "
-                                       "or mount name")
-        documents = kubernetes.lustre_manifests(self.spec, file_system_id=storage.file_system_id,
-                                                dns_name=storage.file_system_dns_name,
-                                                mount_name=storage.file_system_mount_name)
-        self._add_manifest("LustreVolume", documents, self.addons[kubernetes.FSX_CSI.name])
-
-    def _add_metrics_collection(self, workspace_arn: str) -> None:
-        """The exporters (only where their devices are) and the managed scraper."""
-        self._add_chart("NodeExporter", charts.NODE_EXPORTER, charts.node_exporter_values())
-        self._add_chart("DcgmExporter", charts.DCGM_EXPORTER, charts.dcgm_exporter_values())
-        self._add_chart("EfaNodeExporter", charts.EFA_NODE_EXPORTER, charts.efa_node_exporter_values())
+    def _add_scraper(self, workspace_arn: str) -> None:
+        """The managed scraper of the exporters (INSTALLS, where observed)."""
         self.scraper = ManagedScraper(
             self, "MetricsScraper", alias=self.spec.name, cluster_arn=self.cluster.cluster_arn,
             subnet_ids=self.network.region_subnet_ids, security_group_ids=[self.cluster.cluster_security_group_id],

@@ -106,10 +106,3 @@ class HyperPodEksStack(EksClusterStack):
 
     def _add_compute(self) -> None:
         """No managed node groups for the spec's groups: they are HyperPod instance groups."""
-
-    def _add_device_plugins(self) -> None:
-        """The HyperPod dependencies chart installs the device plugins for HyperPod nodes."""
-
-    def _add_operators(self) -> None:
-        """The HyperPod dependencies chart installs the MPI and training operators (the sub-charts
-        the `eks` plane installs on its own), so they are not installed twice."""
