@@ -32,7 +32,8 @@ The rules, and where each comes from:
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     from fmcluster.facts.catalog import InstanceType
@@ -57,7 +58,8 @@ def dtype_supported(instance: InstanceType, dtype: str) -> bool:
     return gpu is not None and (dtype != "fp4" or gpu.fp4_pflops is not None)
 
 
-class ServingPlacement(NamedTuple):
+@dataclass(frozen=True)
+class ServingPlacement:
     """A model of `parameters_billions` in `dtype` on a group of `nodes` x `instance_type`."""
 
     instance_type: str
@@ -137,7 +139,8 @@ def place(instance: InstanceType, nodes: int, parameters_billions: float, dtype:
         gpu_memory_gib=memory, tensor_parallel=tp, pipeline_parallel=pp)
 
 
-class Serving(NamedTuple):
+@dataclass(frozen=True)
+class Serving:
     """The spec's `serving` section, resolved (ClusterModel.serving): what is served where, and how."""
 
     name: str  # --served-model-name

@@ -13,7 +13,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fmcluster.facts.controlplanes import ON_DEMAND, SPOT
 
@@ -38,7 +39,8 @@ AUTO, NONE = "auto", "none"
 PLACED_BY_AUTO = (ON_DEMAND, SPOT)  # capacity types that `auto` puts in a new placement group
 
 
-class Placement(NamedTuple):
+@dataclass(frozen=True)
+class Placement:
     create: bool  # the network stack creates a cluster placement group for the node group
     name: str | None = None  # an existing group's name (never set when create is true)
 

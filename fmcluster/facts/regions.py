@@ -20,9 +20,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 # Patterns for re.match, which compiles each on first use (most runs need one at most).
 AZ_ID = r"^([a-z]{2,5}[0-9])-az([0-9]{1,2})$"
@@ -41,7 +42,8 @@ DIRECTION_INITIALS = {"north": "n", "south": "s", "east": "e", "west": "w", "cen
 AZ_ID_PREFIX_EXCEPTIONS = {"us-gov-east-1": "usge1", "us-gov-west-1": "usgw1"}
 
 
-class Partition(NamedTuple):
+@dataclass(frozen=True)
+class Partition:
     name: str  # the second field of an ARN: aws, aws-cn, aws-us-gov, ...
     region_regex: str  # the shape of its region names, including those not in `regions` yet
     regions: tuple[str, ...]

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
 from fmcluster.kits import verify
 from fmcluster.kits.verify import Verdict
@@ -95,7 +95,8 @@ def _nccl(group: NodeGroup, test: str, node: str, text: str, figure: expected.Ex
     return row
 
 
-class _FioPoint(NamedTuple):
+@dataclass(frozen=True)
+class _FioPoint:
     write: Optional[float]  # MB/s
     read: Optional[float]
     source: str

@@ -25,7 +25,8 @@ PASS at `pass_ratio` of the peak or more, WARN down to `warn_ratio`, FAIL below.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     from fmcluster.model.cluster import ClusterModel, NodeGroup
@@ -38,7 +39,8 @@ AWS_MEASURED = ("awslabs/awsome-distributed-ai architectures/aws-pcs/tests/compu
                 "2 x p6-b300 751 GB/s, 4 x p6-b200 377 GB/s (0.94 to 1.2 of the node's EFA bandwidth)")
 
 
-class Expected(NamedTuple):
+@dataclass(frozen=True)
+class Expected:
     """One figure a test is held to (None: measured, not judged)."""
 
     test: str  # such as nccl-all_reduce-nodes, nccl-all_reduce-node, fio-fsx, dcgm, smoke

@@ -13,7 +13,8 @@ the hint::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
 
 Path = tuple[str | int, ...]  # a field path: keys (str) and list indices (int)
 
@@ -54,7 +55,8 @@ def one_line(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
-class Diagnostic(NamedTuple):
+@dataclass(frozen=True)
+class Diagnostic:
     message: str
     path: Path = ()
     hint: str | None = None  # for an accepted warning: the spec's reason
@@ -90,7 +92,8 @@ class Diagnostic(NamedTuple):
                 "hint": self.hint, "rule": self.rule}
 
 
-class Problem(NamedTuple):
+@dataclass(frozen=True)
+class Problem:
     """A rule's finding before it is placed in a file: a path, a message and a hint."""
 
     path: Path
