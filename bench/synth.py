@@ -32,17 +32,18 @@ sys.path.insert(0, str(ROOT / "bench"))
 from common import exit_code, medians, report, target  # noqa: E402
 
 from fmcluster.deploy.synth import app_context, cdk_json  # noqa: E402
+from fmcluster_cdk.feature_flags import FEATURE_FLAGS  # noqa: E402
 from fmcluster_cdk.synthesis import APP_SETTINGS  # noqa: E402
 
 # The floor imports nothing of fmcluster's. Its context (cdk.json's, as `fmcluster synth` gives
-# its app) and App settings (fmcluster_cdk.synthesis.APP_SETTINGS, or none: CDK's defaults) come from a
-# JSON file.
+# its app), the feature flags fmcluster's apps set (fmcluster_cdk.feature_flags) and its App
+# settings (fmcluster_cdk.synthesis.APP_SETTINGS, or none: CDK's defaults) come from a JSON file.
 MINIMAL_APP = """
 import json, sys
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
 given = json.load(open(sys.argv[1]))
-app = cdk.App(outdir=sys.argv[2], context=given["context"], **given["settings"])
+app = cdk.App(outdir=sys.argv[2], context=given["context"], post_cli_context=given["flags"], **given["settings"])
 s3.Bucket(cdk.Stack(app, "floor"), "Bucket")
 app.synth()
 """
@@ -80,8 +81,9 @@ def measure(runs: int) -> dict:
         many.write_text(spec_with_groups(64))
         context = app_context(cdk_json(ROOT))
         same, defaults = Path(tmp, "fmcluster-settings.json"), Path(tmp, "cdk-defaults.json")
-        same.write_text(json.dumps({"context": context, "settings": APP_SETTINGS}))
-        defaults.write_text(json.dumps({"context": context, "settings": {}}))
+        flags = dict(FEATURE_FLAGS)
+        same.write_text(json.dumps({"context": context, "flags": flags, "settings": APP_SETTINGS}))
+        defaults.write_text(json.dumps({"context": context, "flags": flags, "settings": {}}))
         synth = [py, "-m", "fmcluster", "synth"]
         times = medians({"floor": [py, str(app), str(same)],
                          "floor_cdk_defaults": [py, str(app), str(defaults)],

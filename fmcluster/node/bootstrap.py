@@ -253,8 +253,8 @@ def embed(name: str, path: Path, text: str | None = None, *, note: bool = True) 
     text = without_comments(path.read_text(encoding="utf-8") if text is None else text)
     if EMBED_END in text.splitlines():
         raise ValueError(f"{path.name} has a line {EMBED_END}, which ends its here-document")
-    name = path.relative_to(SCRIPTS.parents[1]).as_posix()
-    source = f"# {name}, embedded by fmcluster.node.bootstrap.embed.\n" if note else ""
+    origin = path.relative_to(SCRIPTS.parents[1]).as_posix()
+    source = f"# {origin}, embedded by fmcluster.node.bootstrap.embed.\n" if note else ""
     return source + f"program_{name}() {{\n  cat <<'{EMBED_END}'\n{text.rstrip()}\n{EMBED_END}\n}}\n"
 
 

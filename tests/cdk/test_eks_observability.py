@@ -22,7 +22,7 @@ from fmcluster import observability
 from fmcluster.facts import catalog
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts import node as node_facts
-from fmcluster.kubernetes import charts
+from fmcluster.kubernetes import charts as chart_pins
 from fmcluster.node import bootstrap
 from fmcluster.node import eks as eks_node
 from fmcluster.spec import loader
@@ -35,10 +35,10 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {"eks": "p5en-eks.yaml", "hyperpod-eks": "p5-hyperpod-eks.yaml"}
 WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123456789abcdef"
 CLUSTER_SG = "ClusterSecurityGroupId"
-JOBS = {"node": ("node-exporter", charts.NODE_EXPORTER_PORT),
-        "dcgm": ("dcgm-exporter", charts.DCGM_EXPORTER_PORT),
-        "efa": ("efa-node-exporter", charts.EFA_EXPORTER_PORT)}
-METRICS_RELEASES = {c.release for c in charts.METRICS_CHARTS}
+JOBS = {"node": ("node-exporter", chart_pins.NODE_EXPORTER_PORT),
+        "dcgm": ("dcgm-exporter", chart_pins.DCGM_EXPORTER_PORT),
+        "efa": ("efa-node-exporter", chart_pins.EFA_EXPORTER_PORT)}
+METRICS_RELEASES = {c.release for c in chart_pins.METRICS_CHARTS}
 
 
 def _spec(file: str):
@@ -129,7 +129,7 @@ def test_scrape_jobs_keep_the_label_contract(templates, kind):
     for job_name, (release, port) in JOBS.items():
         job = jobs[job_name]
         assert job["kubernetes_sd_configs"] == [{"role": "pod",
-                                                 "namespaces": {"names": [charts.MONITORING_NAMESPACE]}}]
+                                                 "namespaces": {"names": [chart_pins.MONITORING_NAMESPACE]}}]
         keep, *labels = job["relabel_configs"]
         assert keep == {"source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_instance",
                                           "__meta_kubernetes_pod_container_port_number"],
@@ -154,19 +154,19 @@ def test_scrape_jobs_are_the_jobs_the_rules_expect():
 def test_exporter_charts_pinned(templates, kind):
     found = charts(templates[kind])
     assert METRICS_RELEASES <= set(found)
-    for chart in charts.METRICS_CHARTS:
+    for chart in chart_pins.METRICS_CHARTS:
         props = found[chart.release]
         assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == (
-            chart.chart, chart.repository, chart.version, charts.MONITORING_NAMESPACE)
+            chart.chart, chart.repository, chart.version, chart_pins.MONITORING_NAMESPACE)
         assert all(part.isdigit() for part in chart.version.split("."))
-    assert (charts.NODE_EXPORTER.version, charts.DCGM_EXPORTER.version,
-            charts.EFA_NODE_EXPORTER.version) == ("4.45.3", "4.8.3", "4.45.3")
+    assert (chart_pins.NODE_EXPORTER.version, chart_pins.DCGM_EXPORTER.version,
+            chart_pins.EFA_NODE_EXPORTER.version) == ("4.45.3", "4.8.3", "4.45.3")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_exporters_land_where_their_devices_are(templates, kind):
     found = charts(templates[kind])
-    node, dcgm, efa = (values(found[c.release]) for c in charts.METRICS_CHARTS)
+    node, dcgm, efa = (values(found[c.release]) for c in chart_pins.METRICS_CHARTS)
     assert "nodeSelector" not in node  # every node, GPU nodes included
     assert {"operator": "Exists", "effect": "NoSchedule"} in node["tolerations"]
     assert node["service"]["port"] == 9100
@@ -215,10 +215,10 @@ def test_node_exporter_reads_the_textfile_directory(templates):
     """fmcluster_expected_gpus: the textfile the nodes write (user data; HyperPod: lifecycle hook)
     is the directory the node exporter chart mounts and reads."""
     for kind in KINDS:
-        node = values(charts(templates[kind])[charts.NODE_EXPORTER.release])
-        assert node["extraArgs"] == [f"--collector.textfile.directory={charts.TEXTFILE_MOUNT}"]
+        node = values(charts(templates[kind])[chart_pins.NODE_EXPORTER.release])
+        assert node["extraArgs"] == [f"--collector.textfile.directory={chart_pins.TEXTFILE_MOUNT}"]
         assert node["extraHostVolumeMounts"] == [{"name": "fmcluster-textfile", "hostPath": node_facts.TEXTFILE_DIR,
-                                                  "mountPath": charts.TEXTFILE_MOUNT, "readOnly": True,
+                                                  "mountPath": chart_pins.TEXTFILE_MOUNT, "readOnly": True,
                                                   "mountPropagation": "HostToContainer"}]
 
 

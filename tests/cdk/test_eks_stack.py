@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from fmcluster.facts import kubernetes as k8s
-from fmcluster.kubernetes import charts
+from fmcluster.kubernetes import charts as chart_pins
 from fmcluster.kubernetes import kueue as kueue_queues
 from fmcluster.model.cluster import resolve
 from fmcluster.node import eks as eks_node
@@ -65,7 +65,7 @@ SUBNET_LZ = "subnet-0dddddddddddddddd"  # the GPU subnet in the Dallas Local Zon
 SUBNET_C = "subnet-0cccccccccccccccc"
 WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123456789abcdef"
 TRAINING_PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/gb200"
-ULTRASERVER_RELEASES = {c.release for c in charts.ULTRASERVER_CHARTS}
+ULTRASERVER_RELEASES = {c.release for c in chart_pins.ULTRASERVER_CHARTS}
 
 
 def main_spec() -> dict:
@@ -530,7 +530,7 @@ def test_custom_ami_joins_with_the_cluster_details(main):
 # --- charts ---------------------------------------------------------------------------------
 
 def test_chart_versions_are_pinned(templates):
-    pins = {c.release: c for c in charts.CHARTS}
+    pins = {c.release: c for c in chart_pins.CHARTS}
     found = charts(templates["main"])
     assert set(found) == set(pins)
     for release, props in found.items():
@@ -538,8 +538,8 @@ def test_chart_versions_are_pinned(templates):
         assert (props["Chart"], props["Repository"], props["Version"], props["Namespace"]) == (
             chart.chart, chart.repository, chart.version, chart.namespace)
         assert all(part.isdigit() for part in chart.version.removeprefix("v").split("."))  # exact, no range
-    assert (charts.NVIDIA_DEVICE_PLUGIN.version, charts.EFA_DEVICE_PLUGIN.version,
-            charts.KUEUE.version, charts.LWS.version) == ("0.19.3", "v0.5.30", "0.18.3", "0.10.0")
+    assert (chart_pins.NVIDIA_DEVICE_PLUGIN.version, chart_pins.EFA_DEVICE_PLUGIN.version,
+            chart_pins.KUEUE.version, chart_pins.LWS.version) == ("0.19.3", "v0.5.30", "0.18.3", "0.10.0")
 
 
 def test_device_plugins_only_where_their_devices_are(templates):
@@ -625,7 +625,7 @@ def test_eks_gets_the_operators_of_the_hyperpod_chart_at_its_pin(templates, key)
     assert json.loads(mpi["Values"]) == {"mpiOperator": {"nodeSelector": SYSTEM_SELECTOR}} and "NodeSelector" not in mpi
     assert json.loads(training["Values"]) == {}  # createNamespace and the schemes without mpijob: the defaults
     assert json.loads(training["NodeSelector"]) == SYSTEM_SELECTOR
-    assert tuple(charts.OPERATOR_SUBCHARTS) == tuple(found)
+    assert tuple(chart_pins.OPERATOR_SUBCHARTS) == tuple(found)
 
 
 def test_one_handler_installs_both_operators_with_the_kubectl_role(main):
@@ -694,7 +694,7 @@ def test_gpu_feature_discovery_labels_the_nvlink_domain(templates, key):
     on the UltraServer nodes; the NFD worker tolerates fmcluster's GPU taint (the chart's only
     nvidia.com/gpu=present)."""
     gfd = charts(templates[key])["gpu-feature-discovery"]
-    plugin = charts.NVIDIA_DEVICE_PLUGIN
+    plugin = chart_pins.NVIDIA_DEVICE_PLUGIN
     assert (gfd["Chart"], gfd["Repository"], gfd["Version"], gfd["Namespace"]) == (
         plugin.chart, plugin.repository, "0.19.3", "nvidia")
     values = json.loads(gfd["Values"])
@@ -706,8 +706,8 @@ def test_gpu_feature_discovery_labels_the_nvlink_domain(templates, key):
 
 
 def test_device_plugins_beside_the_ultraserver_charts(templates):
-    assert set(charts(templates["gb200"])) == {c.release for c in charts.CHARTS} | ULTRASERVER_RELEASES | {
-        c.release for c in charts.METRICS_CHARTS}
+    assert set(charts(templates["gb200"])) == {c.release for c in chart_pins.CHARTS} | ULTRASERVER_RELEASES | {
+        c.release for c in chart_pins.METRICS_CHARTS}
     # HyperPod's dependencies chart brings the device plugins
     assert set(charts(templates["gb200-hyperpod"])) == {"kueue", "lws"} | ULTRASERVER_RELEASES
 

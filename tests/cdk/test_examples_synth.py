@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import astuple
 from pathlib import Path
 
 import pytest
@@ -266,7 +267,7 @@ def test_plan_and_templates_are_the_model(assembly):
         for group in m.all_groups:
             interfaces = templates_of[group.name]["NetworkInterfaces"]
             assert [(i["NetworkCardIndex"], i["DeviceIndex"], i.get("InterfaceType", "interface"))
-                    for i in interfaces] == [tuple(i) for i in group.interfaces]
+                    for i in interfaces] == [astuple(i) for i in group.interfaces]
 
 
 def test_stateful_resources_only_in_storage(assembly):
