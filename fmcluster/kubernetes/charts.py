@@ -128,8 +128,8 @@ OPERATOR_SUBCHARTS = ("mpi-operator", "training-operators")  # under helm_chart/
 LWS = Chart("lws", "lws", "oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system")
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 
-# The charts every Kubernetes plane may get from the kubectl provider (the device plugins only on
-# `eks` and only where their devices are; Kueue and LWS everywhere, HyperPod EKS included).
+# The pinned charts of the workloads, by group (INSTALLS says which cluster gets each, and when):
+# the device plugins and Kueue and LWS; the exporters; the UltraServer charts.
 CHARTS = (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE, LWS)
 
 # On `eks`, each operator sub-chart is a release of its own (fmcluster_cdk/stacks/eks.py, with the handler of
@@ -143,8 +143,8 @@ CHARTS = (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE, LWS)
 # unchanged from f365f57 (2024-09-09, where that history starts) to its HEAD 011ca92 (2026-06-22);
 # the pinned commit itself is not in that history, so they are taken to be the same there.
 OPERATORS_NAMESPACE = "kube-system"
-METRICS_CHARTS = (NODE_EXPORTER, DCGM_EXPORTER, EFA_NODE_EXPORTER)  # only with observability on
-ULTRASERVER_CHARTS = (DRA_DRIVER, GPU_FEATURE_DISCOVERY)  # only with an UltraServer node group
+METRICS_CHARTS = (NODE_EXPORTER, DCGM_EXPORTER, EFA_NODE_EXPORTER)
+ULTRASERVER_CHARTS = (DRA_DRIVER, GPU_FEATURE_DISCOVERY)
 
 # The DCGM fields the alert rules and dashboards read (fmcluster/observability), as the
 # exporter's counters CSV (field, Prometheus type, help).

@@ -1,15 +1,6 @@
 """Problems found in a spec, located in its file, and how they are printed.
 
-Format (on stderr): one line per problem, then the spec's line with a caret at the column, then
-the hint::
-
-    FILE:LINE:COL: error: dotted.field.path: message [rule-id]
-     LINE | the line of the spec
-          |     ^
-      hint: ...
-
-`--format json` has the same fields, without the source line.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/spec/diagnostics.py"."""
 
 from __future__ import annotations
 

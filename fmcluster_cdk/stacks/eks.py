@@ -1,68 +1,8 @@
 """NAME-cluster for `orchestrator.type: eks`: an Amazon EKS cluster ready for multi-node GPU
-training.
+training. Inside the cluster it installs the rows of fmcluster.kubernetes.charts.INSTALLS that
+hold for the model, in the table's order.
 
-What it builds from the spec, with the network and storage stacks' outputs:
-
-- the EKS cluster (`aws_eks_v2.Cluster`, Kubernetes `orchestrator.version`) on the network
-  stack's private subnets in the region's Availability Zones (GPU AZ and extra AZs; without the
-  GPU zone when it is a Local Zone: EKS runs its control plane in the region only), without Auto
-  Mode: only managed node groups;
-  API endpoint public (from `orchestrator.public_access_cidrs` only) and private, or private
-  only; with `storage.kms`, Kubernetes secrets envelope-encrypted with the storage key (the
-  cluster role may use it); authentication by access entries (cluster
-  admin for `orchestrator.admin_role_arn`; the deploying role gets none); every control-plane
-  log type; a kubectl provider (Lambda, kubectl v1.35 layer) that installs charts and
-  manifests at deploy time;
-- EKS add-ons at the versions EKS picks for the Kubernetes version: Pod Identity agent, VPC
-  CNI (with its own Pod Identity role), kube-proxy, CoreDNS, node monitoring agent, and the
-  FSx for Lustre CSI driver (with a Pod Identity role for this file system) when there is one;
-- one node role; a `system` managed node group from `orchestrator.login` (the cluster's own
-  subnets, in the region) in this stack and, per spec node group, a nested stack (stacks/node_groups.py) with
-  a cluster placement group when `placement_group` makes one, a launch template with the
-  full EFA layout (EKS documents `efa-only` interfaces for managed node groups; no subnet in
-  the template) and a managed node group in the GPU subnet: AL2023 NVIDIA AMI type for GPU types, NVMe RAID 0 by
-  the AL2023 node configuration, labels, the `nvidia.com/gpu` taint on GPU groups, node auto
-  repair, and its capacity: on-demand, reservation, Capacity Block or spot (a Capacity Block
-  group is created with no node, and its CapacityBlockScaler keeps it at the block's size while
-  the block is active: fmcluster_cdk/constructs/compute/capacity_blocks.py); the GPU subnet may be a Local Zone's;
-- Helm charts (pinned in `fmcluster.kubernetes.manifests`): the NVIDIA device plugin on GPU nodes, the
-  EFA device plugin on EFA nodes, Kueue with a ResourceFlavor per node group, a ClusterQueue
-  whose quota is the node groups' capacity and a LocalQueue in `orchestrator.namespace`;
-  LeaderWorkerSet (leaderworkerset.x-k8s.io/v1, multi-node serving; here and on HyperPod EKS),
-  its controller on the system nodes;
-- the job operators the acceptance kits submit through Kueue: the MPI operator (MPIJob
-  kubeflow.org/v2beta1) and the Kubeflow training operator (PyTorchJob kubeflow.org/v1), the two
-  sub-charts of the HyperPod dependencies chart at its pinned commit (fmcluster_cdk/constructs/
-  hyperpod_dependencies.py, one handler for both releases, in the cluster's VPC with a private
-  API endpoint), so that `eks` runs the operators HyperPod EKS gets from that chart; their
-  controllers on the system nodes;
-- with an UltraServer node group (P6e-GB200, `ClusterModel.ultraserver_groups`; here and on
-  HyperPod EKS): the NVIDIA DRA driver with ComputeDomains (its kubelet plugin on the UltraServer
-  nodes), GPU feature discovery with Node Feature Discovery, which label each UltraServer node with
-  its NVLink domain (`nvidia.com/gpu.clique`), and a Kueue Topology of NVLink domain then node
-  that the UltraServer groups' flavors name (`topologyName`), so a job can ask for one domain;
-- the Lustre file system as a static PersistentVolume and a claim in `orchestrator.namespace`;
-- with the observability stack (`observability.workspace_arn`): metrics collection, i.e. the
-  Prometheus node exporter (every node, 9100), the NVIDIA DCGM exporter (GPU nodes, 9400) and
-  the EFA node exporter (EFA nodes, 9109) as pinned Helm charts in `monitoring`, and an Amazon
-  Managed Service for Prometheus managed scraper (fmcluster_cdk/constructs/observability/scraper.py) with
-  fmcluster/observability/scraper.yaml, on the cluster's own subnets and its cluster
-  security group (which every node carries), writing to the workspace.
-
-Synthesis is pure: no chart, AMI or AZ is looked up. The imported subnets carry no AZ names
-(they are account-specific and unknown at synth); nothing here needs one, since subnets are
-always selected explicitly by id.
-
-Logical IDs derive from node-group names, never list positions.
-
-Inputs (fmcluster_cdk/stacks/refs.py): `network.vpc_id`, `network.region_subnet_ids` (the private
-subnets in the region's AZs, GPU AZ first unless it is a Local Zone; all of them without one),
-`network.gpu_subnet_id`, `network.efa_security_group_id`,
-`network.node_security_group_id`; `storage.bucket_arns`,
-`storage.kms_key_arn`, `storage.file_system_id`, `storage.file_system_dns_name`,
-`storage.file_system_mount_name` (None without Lustre); `observability.workspace_arn` (or no
-observability stack: no metrics collection).
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/stacks/eks.py"."""
 
 from __future__ import annotations
 
