@@ -19,7 +19,7 @@ from fmcluster import observability
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = observability.rule_files()
-DRAIN_AND_REPLACE_XIDS = {48, 63, 64, 74, 79, 94, 95}  # docs/FACTS: the usual "drain and replace" XIDs
+DRAIN_AND_REPLACE_XIDS = {48, 63, 64, 74, 79, 94, 95}  # docs/observability.md: the usual "drain and replace" XIDs
 
 
 def promtool() -> str:
