@@ -15,7 +15,13 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import pytest
+
+# The shared helpers of tests/support/ assert as the test modules do: pytest rewrites their asserts
+# too (before any of them is imported), so a failing helper says what it compared.
+pytest.register_assert_rewrite("tests.support")
+
+from tests.support.paths import ROOT  # noqa: E402
 
 os.environ.setdefault("CDK_VALIDATION", "false")
 

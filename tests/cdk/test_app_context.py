@@ -20,10 +20,10 @@ from fmcluster.spec import loader
 from fmcluster_cdk.feature_flags import FEATURE_FLAGS
 from fmcluster_cdk.stacks.app import build
 from fmcluster_cdk.synthesis import APP_SETTINGS, new_app
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.synth
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = "examples/p5-pcs.yaml"
 CDK = ROOT / "node_modules/.bin/cdk"
 WEAK = "@aws-cdk/core:defaultCrossStackReferences"

@@ -22,8 +22,8 @@ from fmcluster_cdk.constructs.network import ClusterVpc
 from fmcluster_cdk.constructs.pcs import SlurmCluster
 from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks.pipeline import pipeline_stack
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PRIMARY = Interface(0, 0, "interface")
 
 

@@ -3,7 +3,7 @@
 One CDK app holds three cluster stacks built through fmcluster_cdk/stacks/cluster.py: examples/p5en-eks.yaml
 and examples/p5-hyperpod-eks.yaml with a stand-in observability stack (a workspace ARN), and
 the `eks` example again without one (observability off: nothing of this is built). Network and
-storage outputs are the stand-ins of tests/cdk/test_pcs_stack.py; tests/cdk/test_examples_synth.py and
+storage outputs are the stand-ins of tests/support/stacks.py; tests/cdk/test_examples_synth.py and
 tests/deploy/test_moto_deploy.py synthesize and deploy the examples with the real stacks.
 """
 
@@ -13,7 +13,6 @@ import base64
 import json
 import re
 import types
-from pathlib import Path
 
 import pytest
 import yaml
@@ -26,12 +25,12 @@ from fmcluster.kubernetes import charts as chart_pins
 from fmcluster.node import bootstrap
 from fmcluster.node import eks as eks_node
 from fmcluster.spec import loader
-from tests.cdk.test_pcs_stack import cluster, network, new_app, resources
+from tests.support.paths import EXAMPLES_DIR
 from tests.support.sandbox import Sandbox, Scenario, template_text, user_data_parts
+from tests.support.stacks import cluster, network, new_app, resources
 
 pytestmark = pytest.mark.synth
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = {"eks": "p5en-eks.yaml", "hyperpod-eks": "p5-hyperpod-eks.yaml"}
 WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123456789abcdef"
 CLUSTER_SG = "ClusterSecurityGroupId"
@@ -42,7 +41,7 @@ METRICS_RELEASES = {c.release for c in chart_pins.METRICS_CHARTS}
 
 
 def _spec(file: str):
-    result = loader.load(ROOT / "examples" / file)
+    result = loader.load(EXAMPLES_DIR / file)
     assert result.ok, [d.format() for d in result.diagnostics]
     return result.spec
 

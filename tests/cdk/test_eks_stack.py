@@ -5,10 +5,10 @@ CPU group on a custom AMI, a private API endpoint, a namespace of its own, an ad
 KMS key), examples/p5en-eks.yaml, "bare" (CPU only, no Lustre, no admin role, Kubernetes
 1.32, namespace `default`), "gb200" (a P6e-GB200 UltraServer group in the Dallas Local Zone, with
 observability) and "gb200-hyperpod" (the same group on HyperPod EKS, in an Availability Zone).
-Network and storage outputs are stand-ins, as in
-tests/cdk/test_pcs_stack.py; tests/cdk/test_examples_synth.py and tests/deploy/test_moto_deploy.py synthesize
-and deploy the example with the real stacks. Each spec node group is a nested stack; the
-assertions read the cluster stack with its nested stacks inlined (tests/support/nested.py).
+Network and storage outputs are stand-ins, as in tests/cdk/test_pcs_stack.py (tests/support/stacks.py);
+tests/cdk/test_examples_synth.py and tests/deploy/test_moto_deploy.py synthesize and deploy the
+example with the real stacks. Each spec node group is a nested stack; the assertions read the
+cluster stack with its nested stacks inlined (tests/support/nested.py).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ import functools
 import json
 import re
 import types
-from pathlib import Path
 
 import pytest
 import yaml
@@ -29,29 +28,29 @@ from fmcluster.kubernetes import kueue as kueue_queues
 from fmcluster.model.cluster import resolve
 from fmcluster.node import eks as eks_node
 from fmcluster.spec import loader
-from tests.cdk.test_pcs_stack import (
+from tests.support.nested import flatten, nested_templates
+from tests.support.paths import EXAMPLES_DIR, ROOT
+from tests.support.specs import base_spec, to_yaml
+from tests.support.stacks import (
     EFA_SG,
     FS_DNS,
     FS_MOUNT,
     KMS_KEY,
     NODE_SG,
     SUBNET,
-    _load,
     cluster,
     launch_templates,
+    load_spec,
     network,
     new_app,
     resources,
     storage,
 )
-from tests.spec.test_rules_ultraserver import gb200
-from tests.support.nested import flatten, nested_templates
-from tests.support.specs import base_spec, to_yaml
+from tests.support.ultraserver import gb200
 
 pytestmark = pytest.mark.synth
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "p5en-eks.yaml"
+EXAMPLE = EXAMPLES_DIR / "p5en-eks.yaml"
 SUBNET_B = "subnet-0bbbbbbbbbbbbbbbb"
 FS_ID = "fs-0123456789abcdef0"
 ADMIN = "arn:aws:iam::111122223333:role/MlPlatformAdmin"
@@ -103,7 +102,7 @@ def bare_spec() -> dict:
 
 def gb200_spec() -> dict:
     """EKS 1.33 with 18 x p6e-gb200.36xlarge (one u-p6e-gb200x72 block) in the Dallas Local Zone,
-    the control plane in use1-az4 and use1-az6 (tests/spec/test_rules_ultraserver.py), observability on."""
+    the control plane in use1-az4 and use1-az6 (tests/support/ultraserver.py), observability on."""
     spec = gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6"))
     return {**spec, "name": "eks-gb200", "observability": {"prometheus": True}}
 
@@ -118,10 +117,11 @@ def gb200_hyperpod_spec() -> dict:
 @functools.cache
 def specs() -> dict:
     """The specs of the app, loaded and checked once."""
-    return {"main": _load(loader.load_text(to_yaml(main_spec()), "main.yaml")), "example": _load(loader.load(EXAMPLE)),
-            "bare": _load(loader.load_text(to_yaml(bare_spec()), "bare.yaml")),
-            "gb200": _load(loader.load_text(to_yaml(gb200_spec()), "gb200.yaml")),
-            "gb200-hyperpod": _load(loader.load_text(to_yaml(gb200_hyperpod_spec()), "gb200-hyperpod.yaml"))}
+    return {"main": load_spec(loader.load_text(to_yaml(main_spec()), "main.yaml")),
+            "example": load_spec(loader.load(EXAMPLE)),
+            "bare": load_spec(loader.load_text(to_yaml(bare_spec()), "bare.yaml")),
+            "gb200": load_spec(loader.load_text(to_yaml(gb200_spec()), "gb200.yaml")),
+            "gb200-hyperpod": load_spec(loader.load_text(to_yaml(gb200_hyperpod_spec()), "gb200-hyperpod.yaml"))}
 
 
 def local_zone_network():
@@ -924,7 +924,7 @@ def test_logical_ids_come_from_group_names_not_positions(main):
 
     data = main_spec()
     data["node_groups"] = [{"name": "extra", "instance_type": "p5.4xlarge", "count": 1}] + data["node_groups"][::-1]
-    stack = build(new_app(), _load(loader.load_text(to_yaml(data))))
+    stack = build(new_app(), load_spec(loader.load_text(to_yaml(data))))
     ids = {cdk.Stack.of(c).resolve(cdk.Stack.of(c).get_logical_id(c))
            for c in stack.node.find_all() if isinstance(c, cdk.CfnElement)}
     assert set(main["Resources"]) - {"CDKMetadata"} <= ids

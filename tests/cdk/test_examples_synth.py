@@ -13,20 +13,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
-CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-CLEAN_ENV.update(AWS_EC2_METADATA_DISABLED="true")
-
-
-def fmcluster_synth(spec: str, outdir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fmcluster", "synth", spec, "-o", str(outdir)],
-                          cwd=ROOT, env=CLEAN_ENV, capture_output=True, text=True)
-
-
-def templates(outdir: Path) -> dict[str, str]:
-    """Every template file of the assembly, the nested stacks' (*.nested.template.json) included."""
-    return {p.name: p.read_text() for p in sorted(outdir.glob("*.template.json"))}
+from tests.support.examples import CLEAN_ENV, fmcluster_synth, templates
+from tests.support.paths import EXAMPLES, ROOT
 
 
 def stack_templates(outdir: Path) -> dict[str, str]:

@@ -9,6 +9,7 @@ shellcheck-clean and run against stubs (as tests/node/test_slurm_metrics.py does
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import types
@@ -22,15 +23,21 @@ from fmcluster.facts import node as node_facts
 from fmcluster.node import bootstrap, lifecycle
 from fmcluster.node import eks as eks_node
 from fmcluster_cdk.stacks.hyperpod import CONTROLLER_GROUP, metrics_parameter_name
-from tests.cdk.test_hyperpod_stack import groups, joined, specs, statements
-from tests.cdk.test_pcs_stack import cluster, new_app, resources
-from tests.node.test_bootstrap import assert_shellcheck_clean
+from tests.support.hyperpod import groups, statements
 from tests.support.sandbox import Sandbox, Scenario
+from tests.support.stacks import cluster, example_spec, joined, new_app, resources
+from tests.support.tools import assert_shellcheck_clean
 
 URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
 WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123"
 OBSERVABILITY = types.SimpleNamespace(workspace_arn=WORKSPACE_ARN, remote_write_url=URL)
 PARAMETER = metrics_parameter_name("demo")
+
+
+@functools.cache
+def specs() -> dict:
+    """The examples of the stacks here, loaded and checked once."""
+    return {"example": example_spec("p6-b200-hyperpod-slurm.yaml"), "eks": example_spec("p5-hyperpod-eks.yaml")}
 
 
 def hook(instance_type="p5.48xlarge", *, efa=True, slurm=False, lustre_path="/fsx") -> str:

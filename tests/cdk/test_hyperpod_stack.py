@@ -5,7 +5,8 @@ EFA-less groups, a login group, a KMS key and a custom AMI ("main"); a small one
 buckets or login nodes ("bare"); examples/p6-b200-hyperpod-slurm.yaml ("example");
 examples/p5-hyperpod-eks.yaml ("eks": training plan and Spot groups on an EKS cluster); and the
 network stack of "main" (no placement groups on HyperPod). Network and storage outputs are stand-ins, as in
-tests/cdk/test_pcs_stack.py; tests/cdk/test_examples_synth.py synthesizes the examples with the real stacks.
+tests/cdk/test_pcs_stack.py (tests/support/stacks.py); tests/cdk/test_examples_synth.py synthesizes the
+examples with the real stacks.
 """
 
 from __future__ import annotations
@@ -18,15 +19,27 @@ import pytest
 from fmcluster.model.cluster import resolve
 from fmcluster.node import lifecycle
 from fmcluster.spec import loader
-from tests.cdk.test_pcs_stack import EFA_SG, FS_DNS, FS_MOUNT, KMS_KEY, NODE_SG, SUBNET, new_app, resources
-from tests.cdk.test_pcs_stack import cluster as cluster_stack
+from tests.support.hyperpod import cluster, groups, statements, the_role
+from tests.support.paths import EXAMPLES_DIR
 from tests.support.specs import base_spec, to_yaml
+from tests.support.stacks import (
+    EFA_SG,
+    FS_DNS,
+    FS_MOUNT,
+    KMS_KEY,
+    NODE_SG,
+    SUBNET,
+    joined,
+    load_spec,
+    new_app,
+    resources,
+)
+from tests.support.stacks import cluster as cluster_stack
 
 pytestmark = pytest.mark.synth
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "p6-b200-hyperpod-slurm.yaml"
-EKS_EXAMPLE = ROOT / "examples" / "p5-hyperpod-eks.yaml"
+EXAMPLE = EXAMPLES_DIR / "p6-b200-hyperpod-slurm.yaml"
+EKS_EXAMPLE = EXAMPLES_DIR / "p5-hyperpod-eks.yaml"
 PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
 AMI = "ami-0123456789abcdef0"
 ASSET_BUCKET = "cdk-hnb659fds-assets-${AWS::AccountId}-us-east-1"
@@ -56,24 +69,19 @@ def bare_spec() -> dict:
     return spec
 
 
-def _load(result):
-    assert result.ok, [d.format() for d in result.diagnostics]
-    return result.spec
-
-
 _SPECS: dict = {}
 
 
 def specs() -> dict:
     if not _SPECS:
-        _SPECS["main"] = _load(loader.load_text(to_yaml(main_spec()), "main.yaml"))
-        _SPECS["bare"] = _load(loader.load_text(to_yaml(bare_spec()), "bare.yaml"))
-        _SPECS["example"] = _load(loader.load(EXAMPLE))
-        _SPECS["eks"] = _load(loader.load(EKS_EXAMPLE))
+        _SPECS["main"] = load_spec(loader.load_text(to_yaml(main_spec()), "main.yaml"))
+        _SPECS["bare"] = load_spec(loader.load_text(to_yaml(bare_spec()), "bare.yaml"))
+        _SPECS["example"] = load_spec(loader.load(EXAMPLE))
+        _SPECS["eks"] = load_spec(loader.load(EKS_EXAMPLE))
         private = base_spec(name="hp-private", orchestrator={"type": "hyperpod-eks", "endpoint_access": "private"},
                             network={"extra_availability_zone_ids": ["use1-az6"]})
         del private["storage"]["lustre"]
-        _SPECS["eks-private"] = _load(loader.load_text(to_yaml(private), "private.yaml"))
+        _SPECS["eks-private"] = load_spec(loader.load_text(to_yaml(private), "private.yaml"))
     return _SPECS
 
 
@@ -107,42 +115,6 @@ def templates(assembly):
 @pytest.fixture(scope="module")
 def main(templates):
     return templates["main"]
-
-
-def cluster(template):
-    (props,) = resources(template, "AWS::SageMaker::Cluster").values()
-    return props
-
-
-def groups(template):
-    return {g["InstanceGroupName"]: g for g in cluster(template)["InstanceGroups"]}
-
-
-def the_role(template):
-    """The execution role (trusted by SageMaker; an EKS stack has other roles besides)."""
-    (role_id, role), = [(lid, r) for lid, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role"
-                        and "sagemaker.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])]
-    return role_id, role["Properties"]
-
-
-def statements(template):
-    (policy,) = the_role(template)[1]["Policies"]
-    return {s["Sid"]: s for s in policy["PolicyDocument"]["Statement"]}
-
-
-def joined(value) -> str:
-    """A Fn::Join / Fn::Sub / Ref value flattened to a readable string."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "".join(joined(v) for v in value)
-    if "Fn::Join" in value:
-        return value["Fn::Join"][0].join(joined(v) for v in value["Fn::Join"][1])
-    if "Fn::Sub" in value:
-        return value["Fn::Sub"]
-    if "Ref" in value:
-        return "${" + value["Ref"] + "}"
-    return json.dumps(value, sort_keys=True)
 
 
 # --- instance groups, Slurm and resiliency -------------------------------------------------

@@ -22,11 +22,11 @@ from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
 from fmcluster_cdk.stacks.app import environment
 from fmcluster_cdk.stacks.network import NetworkStack
+from tests.support.paths import EXAMPLES_DIR
 
 pytestmark = [pytest.mark.synth,  # moto says which resource types it skips; the tests say so too
               pytest.mark.filterwarnings("ignore:Tried to parse AWS..EC2..(SecurityGroupEgress|PlacementGroup) ")]
 
-ROOT = Path(__file__).resolve().parents[2]
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
 
 # Two AZ IDs (EKS needs two) and one node group per placement case.
@@ -79,7 +79,7 @@ def spec_of(text: str):
     return result.spec
 
 
-P5 = loader.load(ROOT / "examples" / "p5-pcs.yaml").spec
+P5 = loader.load(EXAMPLES_DIR / "p5-pcs.yaml").spec
 EKS = spec_of(EKS_SPEC)
 VARIANTS = {  # stack id -> spec; ids differ, cluster names (and so every Name tag) do not
     f"{P5.name}-network": P5,

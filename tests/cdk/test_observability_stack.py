@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import types
-from pathlib import Path
 
 import pytest
 import yaml
@@ -15,11 +14,11 @@ import yaml
 from fmcluster import observability
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
+from tests.support.paths import EXAMPLES_DIR
 from tests.support.specs import base_spec, to_yaml
 
 pytestmark = pytest.mark.synth
 
-ROOT = Path(__file__).resolve().parents[2]
 NAT = "nat-0123456789abcdef0"
 FS_ID = "fs-0123456789abcdef0"
 EXAMPLES = {"pcs": "p5-pcs.yaml", "hyperpod-slurm": "p6-b200-hyperpod-slurm.yaml", "eks": "p5en-eks.yaml"}
@@ -32,7 +31,7 @@ def _load(text: str, name: str):
 
 
 def specs() -> dict:
-    out = {kind: _load((ROOT / "examples" / f).read_text(), f) for kind, f in EXAMPLES.items()}
+    out = {kind: _load((EXAMPLES_DIR / f).read_text(), f) for kind, f in EXAMPLES.items()}
     hp = base_spec(name="hp-eks", orchestrator={"type": "hyperpod-eks", "version": "1.32"},
                    network={"extra_availability_zone_ids": ["use1-az6"]},
                    observability={"prometheus": True, "alert_email": "oncall@example.com"})
@@ -48,7 +47,7 @@ def synthesized(tmp_path_factory):
     import aws_cdk as cdk
 
     from fmcluster_cdk.stacks.observability import ObservabilityStack
-    from tests.cdk.test_pcs_stack import new_app
+    from tests.support.stacks import new_app
 
     outdir = tmp_path_factory.mktemp("observability") / "cdk.out"
     app = new_app(outdir)

@@ -3,7 +3,8 @@
 One CDK app (with cdk.json's context, as `cdk synth` runs it) holds three cluster stacks: a spec
 that exercises every capacity type and four EFA layouts (MEDIUM), examples/p5-pcs.yaml (SMALL)
 and a 1,000-node CPU cluster without Lustre (LARGE), with stand-ins for the network and storage
-stacks' outputs. tests/cdk/test_examples_synth.py synthesizes every example with the real stacks.
+stacks' outputs (tests/support/stacks.py). tests/cdk/test_examples_synth.py synthesizes every
+example with the real stacks.
 
 Each spec node group is a nested stack of its own (fmcluster_cdk/stacks/node_groups.py); the assertions read
 the cluster stack with its nested stacks inlined (tests/support/nested.py).
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import email
 import json
-import types
 from pathlib import Path
 
 import pytest
@@ -22,18 +22,26 @@ from fmcluster.model.cluster import resolve
 from fmcluster.node import bootstrap
 from fmcluster.spec import loader
 from tests.support.nested import flatten, nested_templates
+from tests.support.paths import EXAMPLES_DIR
 from tests.support.specs import base_spec, to_yaml
+from tests.support.stacks import (
+    EFA_SG,
+    FS_DNS,
+    FS_MOUNT,
+    KMS_KEY,
+    NODE_SG,
+    SUBNET,
+    cluster,
+    launch_templates,
+    load_spec,
+    new_app,
+    resources,
+    storage,
+)
 
 pytestmark = pytest.mark.synth
 
-ROOT = Path(__file__).resolve().parents[2]
-SMALL_EXAMPLE = ROOT / "examples" / "p5-pcs.yaml"  # 16 nodes on a Capacity Block + 1 login node
-SUBNET = "subnet-0aaaaaaaaaaaaaaaa"
-EFA_SG = "sg-0eeeeeeeeeeeeeeee"
-NODE_SG = "sg-0dddddddddddddddd"
-KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/0123abcd-0123-4567-89ab-0123456789ab"
-FS_DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
-FS_MOUNT = "abcdefgh"
+SMALL_EXAMPLE = EXAMPLES_DIR / "p5-pcs.yaml"  # 16 nodes on a Capacity Block + 1 login node
 PLACEMENT_GROUP = "pcs-main-p5en"
 RG_ARN = "arn:aws:resource-groups:us-east-1:111122223333:group/b200-odcrs"
 DEFAULT_AMI = "{{resolve:ssm:/aws/service/pcs/ami/dlami-base-ubuntu2404/x86_64/latest/ami-id}}"
@@ -68,49 +76,8 @@ def large_spec() -> dict:
     return spec
 
 
-def _load(result):
-    assert result.ok, [d.format() for d in result.diagnostics]
-    return result.spec
-
-
-def network():
-    return types.SimpleNamespace(
-        vpc_id="vpc-0aaaaaaaaaaaaaaaa", gpu_subnet_id=SUBNET, private_subnet_ids=[SUBNET, "subnet-0bbbbbbbbbbbbbbbb"],
-        region_subnet_ids=[SUBNET, "subnet-0bbbbbbbbbbbbbbbb"],
-        efa_security_group_id=EFA_SG, node_security_group_id=NODE_SG)
-
-
-def storage(spec, kms_key_arn=None):
-    names = {b.name: f"{spec.name}-{b.name}-111122223333-use1" for b in spec.storage.buckets}
-    lustre = spec.storage.lustre is not None
-    return types.SimpleNamespace(
-        bucket_names=names, bucket_arns={k: f"arn:aws:s3:::{v}" for k, v in names.items()}, kms_key_arn=kms_key_arn,
-        file_system_id="fs-0123456789abcdef0" if lustre else None, file_system_dns_name=FS_DNS if lustre else None,
-        file_system_mount_name=FS_MOUNT if lustre else None)
-
-
-def cluster(app, spec, *, stack_id: str | None = None, observability=None):
-    """NAME-cluster of `spec` for its control plane (fmcluster_cdk.stacks.cluster.cluster_stack, as the app
-    builds it) on the stand-in network and storage; shared by the control planes' test modules."""
-    import aws_cdk as cdk
-
-    from fmcluster_cdk.stacks.cluster import cluster_stack
-
-    return cluster_stack(app, stack_id or f"{spec.name}-cluster", model=resolve(spec), network=network(),
-                         storage=storage(spec, KMS_KEY if spec.storage.kms else None),
-                         env=cdk.Environment(region=spec.region), observability=observability)
-
-
 def build(app, spec):
     return cluster(app, spec)
-
-
-def new_app(outdir: Path | None = None):
-    """An app as fmcluster makes them (fmcluster_cdk.synthesis.new_app), with cdk.json's context."""
-    from fmcluster.deploy.synth import app_context, cdk_json
-    from fmcluster_cdk.synthesis import new_app as fmcluster_app
-
-    return fmcluster_app(str(outdir) if outdir else None, app_context(cdk_json(ROOT)))
 
 
 def synth_main(outdir: Path):
@@ -126,9 +93,9 @@ _SPECS: dict = {}
 def specs() -> dict:
     """The specs of the app, loaded and checked once: main, large and every example."""
     if not _SPECS:
-        _SPECS["main"] = _load(loader.load_text(to_yaml(main_spec()), "main.yaml"))
-        _SPECS["large"] = _load(loader.load_text(to_yaml(large_spec()), "large.yaml"))
-        _SPECS["p5-pcs"] = _load(loader.load(SMALL_EXAMPLE))
+        _SPECS["main"] = load_spec(loader.load_text(to_yaml(main_spec()), "main.yaml"))
+        _SPECS["large"] = load_spec(loader.load_text(to_yaml(large_spec()), "large.yaml"))
+        _SPECS["p5-pcs"] = load_spec(loader.load(SMALL_EXAMPLE))
     return _SPECS
 
 
@@ -163,20 +130,6 @@ def every_template(synthesized):
 @pytest.fixture(scope="module")
 def main(templates):
     return templates["main"]
-
-
-def resources(template, type_):
-    return {lid: r["Properties"] for lid, r in template["Resources"].items() if r["Type"] == type_}
-
-
-def launch_templates(template):
-    """{node-group name (from the instance tag): LaunchTemplateData}."""
-    out = {}
-    for props in resources(template, "AWS::EC2::LaunchTemplate").values():
-        data = props["LaunchTemplateData"]
-        tags = {t["Key"]: t["Value"] for t in data["TagSpecifications"][0]["Tags"]}
-        out[tags["fmcluster:node-group"]] = data
-    return out
 
 
 def by_name(template, type_):
@@ -399,7 +352,7 @@ def test_outputs(main):
 
 def test_no_login_group_without_login_nodes():
     data = base_spec(name="nologin", orchestrator={"type": "pcs", "login": {"count": 0}})
-    spec = _load(loader.load_text(to_yaml(data)))
+    spec = load_spec(loader.load_text(to_yaml(data)))
     stack = build(new_app(), spec)
     assert set(stack.node_groups) == {"gpu"} and not stack.node.try_find_child("Login")
 
@@ -507,7 +460,7 @@ def test_logical_ids_come_from_group_names_not_positions(main):
 
     data = main_spec()
     data["node_groups"] = [{"name": "extra", "instance_type": "p5.4xlarge", "count": 1}] + data["node_groups"][::-1]
-    stack = build(new_app(), _load(loader.load_text(to_yaml(data))))
+    stack = build(new_app(), load_spec(loader.load_text(to_yaml(data))))
     ids = {cdk.Stack.of(c).resolve(cdk.Stack.of(c).get_logical_id(c))
            for c in stack.node.find_all() if isinstance(c, cdk.CfnElement)}
     assert set(main["Resources"]) - {"CDKMetadata"} <= ids  # CDKMetadata is added at synthesis

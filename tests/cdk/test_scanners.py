@@ -20,12 +20,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.cdk.test_examples_synth import CLEAN_ENV, EXAMPLES, ROOT
+from tests.support.examples import CLEAN_ENV
+from tests.support.paths import DATA, EXAMPLES, ROOT, SUPPORT
 
 pytestmark = pytest.mark.synth
 
 SCAN_BIN = Path(os.environ.get("FMCLUSTER_SCAN_BIN", ROOT / ".venv-scan" / "bin"))
-ALLOWLIST = ROOT / "tests" / "data" / "scanner-allowlist.yaml"
+ALLOWLIST = DATA / "scanner-allowlist.yaml"
 PIPELINE_FILE = "examples/pipeline/pipeline.yaml"
 ACCOUNT = "111122223333"  # the examples' account
 
@@ -86,7 +87,7 @@ def checkov_findings(outdir) -> set[str]:
 @pytest.fixture(scope="module")
 def cfripper_scan(outdir) -> dict:
     python = scanner("python")
-    result = subprocess.run([str(python), str(ROOT / "tests" / "support" / "scanners" / "cfripper_scan.py"), ACCOUNT,
+    result = subprocess.run([str(python), str(SUPPORT / "scanners" / "cfripper_scan.py"), ACCOUNT,
                              *map(str, templates(outdir))], capture_output=True, text=True, env=CLEAN_ENV)
     assert result.returncode == 0, result.stderr[-2000:]
     return {name(outdir, Path(p)): v for p, v in json.loads(result.stdout).items()}

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 import yaml
@@ -26,9 +25,8 @@ from fmcluster.spec import loader
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk import nag
 from tests.support import iam_lint, security
+from tests.support.paths import EXAMPLES, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
 VARIANTS = ["examples/p5-hyperpod-eks.yaml+kms+grafana", "examples/p6-b200-hyperpod-slurm.yaml+kms+grafana"]
 CASES = EXAMPLES + VARIANTS
 SSM_CORE = ":iam::aws:policy/AmazonSSMManagedInstanceCore"

@@ -20,10 +20,10 @@ import yaml
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
 from fmcluster.spec.models import ClusterSpec
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.synth
 
-ROOT = Path(__file__).resolve().parents[2]
 P5 = "examples/p5-pcs.yaml"
 P5EN = "examples/p5en-reservation-pcs.yaml"
 VPC, GPU_SUBNET = "vpc-0123456789abcdef0", "subnet-0123456789abcdef0"
@@ -97,7 +97,7 @@ def synthesize(spec: ClusterSpec, outdir: Path, *, moto: bool = False) -> Synth:
 
     from fmcluster_cdk.stacks.app import environment
     from fmcluster_cdk.stacks.storage import StorageStack
-    from tests.cdk.test_pcs_stack import new_app
+    from tests.support.stacks import new_app
 
     app = new_app(outdir)
     synthesizer = cdk.DefaultStackSynthesizer(generate_bootstrap_version_rule=False) if moto else None

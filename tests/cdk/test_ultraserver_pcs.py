@@ -14,7 +14,8 @@ from fmcluster.facts import node as node_facts
 from fmcluster.model.cluster import resolve
 from fmcluster.node import bootstrap
 from fmcluster.spec import loader
-from tests.cdk.test_examples_synth import ROOT, fmcluster_synth, templates
+from tests.support.examples import fmcluster_synth, templates
+from tests.support.paths import ROOT
 from tests.support.sandbox import Sandbox, Scenario
 
 pytestmark = pytest.mark.synth

@@ -9,15 +9,14 @@ import os
 import subprocess
 import sys
 from datetime import datetime, timezone
-from pathlib import Path
 
 import boto3
 import pytest
 from botocore.stub import Stubber
 
 from fmcluster.deploy import change_set
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 STACK = "llm-pretrain-storage"
 NAME = "PipelineChange"
 STACK_ID = f"arn:aws:cloudformation:us-east-1:111122223333:stack/{STACK}/0a1b2c3d-4e5f-6789-abcd-ef0123456789"

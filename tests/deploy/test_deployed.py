@@ -13,8 +13,8 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from fmcluster.deploy import deployed, diff
-from tests.deploy.test_diff import fsx
 from tests.support.specs import base_spec, validated
+from tests.support.templates import fsx
 
 NESTED = {"Type": "AWS::CloudFormation::Stack", "Metadata": {
     "aws:cdk:path": "c-cluster/NodeGroup-gpu.NestedStack/NodeGroup-gpu.NestedStackResource"},

@@ -16,9 +16,10 @@ from fmcluster.cli import main
 from fmcluster.deploy import cfn_schemas, diff
 from fmcluster.plan import report as plan
 from fmcluster.spec import loader
+from tests.support.docs import readme_output
+from tests.support.paths import EXAMPLES, ROOT
+from tests.support.templates import fsx
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
 BASE = ROOT / "examples/p5-pcs.yaml"
 pytestmark = pytest.mark.synth
 
@@ -228,12 +229,6 @@ def test_the_command_line_runs_the_app(specs, capfd):
 
 # ---- the rules on small templates (no synthesis) -------------------------------------------
 
-def fsx(subnet: dict, **lustre) -> dict:
-    return {"Type": "AWS::FSx::FileSystem", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
-            "Properties": {"FileSystemType": "LUSTRE", "SubnetIds": [subnet], "StorageCapacity": 1200,
-                           "LustreConfiguration": {"DeploymentType": "PERSISTENT_2", **lustre}}}
-
-
 def network(cidr: str) -> dict:
     return {"Resources": {
         "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}},
@@ -439,8 +434,6 @@ def test_schemas_come_from_cfn_lint():
 @pytest.mark.parametrize("new, shown", [("efa", "p5-pcs-efa.yaml     # lustre.efa: true, 19,200 GiB"),
                                         ("grow", "p5-pcs-grow.yaml    # the gpu group grows from 16 to 24")])
 def test_readme_shows_real_diff_output(specs, cached, new, shown):
-    from tests.plan.test_plan import readme_output
-
     r = report(specs, cached, "base", new)
     real = diff.render_text(r, "examples/p5-pcs.yaml", shown.split()[0], False)
     assert readme_output(f"fmcluster diff examples/p5-pcs.yaml {shown}") == real

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import ast
 import json
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import EXAMPLES, ROOT
+
 REGION = "us-east-1"
 SKIPPED_BY_MOTO = {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation", "AWS::PCS::Cluster",
                    "AWS::PCS::ComputeNodeGroup", "AWS::PCS::Queue", "AWS::EC2::PlacementGroup",
@@ -45,7 +45,6 @@ SKIPPED_BY_MOTO = {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation"
     # moto 5.2 does not create CloudWatch alarms from CloudFormation (the dashboard's alarm status
     # widget reads their Arn): the alarms are asserted on the template instead.
     "AWS::CloudWatch::Alarm"}
-EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
 STACK_ORDER = ("network", "storage", "observability", "cluster")  # as CloudFormation must create them
 ASSET_BUCKET_PREFIX = "cdk-hnb659fds-assets-"  # the CDK bootstrap bucket, where nested templates are published
 

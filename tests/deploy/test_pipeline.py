@@ -19,10 +19,10 @@ import yaml
 
 from fmcluster.deploy import pipeline
 from fmcluster.spec import loader
-from tests.node.test_bootstrap import assert_shellcheck_clean
 from tests.support import iam_lint
+from tests.support.paths import EXAMPLES_DIR, ROOT
+from tests.support.tools import assert_shellcheck_clean
 
-ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = "examples/pipeline/pipeline.yaml"
 WORKFLOW = ROOT / "examples/github-actions/deploy.yml"
 OIDC_ROLE = ROOT / "examples/github-actions/oidc-role.yaml"
@@ -116,7 +116,7 @@ def test_no_waves(tmp_path):
 
 
 def test_two_specs_of_one_cluster_clash(tmp_path):
-    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    shutil.copytree(EXAMPLES_DIR, tmp_path / "examples")
     shutil.copy(ROOT / "examples/p5-pcs.yaml", tmp_path / "examples/copy.yaml")
     (tmp_path / "pipeline.yaml").write_text(GOOD.replace(
         "        protected: true\n", "        protected: true\n      - spec: examples/copy.yaml\n"))
@@ -442,7 +442,7 @@ def test_guard_step_in_another_account_assumes_its_cdk_deploy_role(tmp_path):
     (tmp_path / "examples").mkdir()
     (tmp_path / "other.yaml").write_text(spec)
     for name in ("p5-pcs.yaml", "p6-b300-pcs.yaml"):
-        (tmp_path / "examples" / name).write_text((ROOT / "examples" / name).read_text())
+        (tmp_path / "examples" / name).write_text((EXAMPLES_DIR / name).read_text())
     (tmp_path / "pipeline.yaml").write_text(text)
     loaded = pipeline.load(tmp_path / "pipeline.yaml", root=tmp_path)
     assert loaded.ok, loaded.diagnostics

@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
-from pathlib import Path
+from datetime import timedelta
 
 import boto3
 import pytest
@@ -19,11 +18,20 @@ from moto import mock_aws
 from fmcluster.deploy import preflight
 from fmcluster.deploy.preflight import FAIL, PASS, WARN, Preflight, reservation_checks, size_check
 from fmcluster.spec import loader
+from tests.support.docs import readme_output
+from tests.support.paths import EXAMPLES, ROOT
+from tests.support.preflight import (
+    BLOCK_ID,
+    NOW,
+    Clients,
+    Split,
+    by_name,
+    reservation,
+    shown,
+    stubbed,
+)
 from tests.support.specs import base_spec, validated, with_
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
-NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
 
 
@@ -33,116 +41,6 @@ def credentials(monkeypatch):
         monkeypatch.setenv(key, value)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-
-
-class Split:
-    """A client whose `operations` go to a Stubber-backed client and everything else to moto
-    (which lacks DescribeCapacityReservations)."""
-
-    def __init__(self, base, stubbed, operations=("describe_capacity_reservations",)) -> None:
-        self.base, self.stubbed, self.operations = base, stubbed, operations
-
-    def __getattr__(self, name):
-        return getattr(self.stubbed if name in self.operations else self.base, name)
-
-
-def shown(spec, fmt: str = "text", **run) -> int:
-    """`fmcluster preflight SPEC` with the clients of `run`, printed as the command line prints it:
-    its exit code."""
-    report = preflight.run(spec, **run)
-    out, err = preflight.render(report, fmt)
-    sys.stdout.write(out)
-    sys.stderr.write(err)
-    return preflight.exit_code(report)
-
-
-def stubbed(service: str, region: str):
-    client = boto3.client(service, region_name=region)
-    stubber = Stubber(client)
-    stubber.activate()
-    return client, stubber
-
-
-def reservation(spec_group, az_id="use1-az4", *, block=True, state="active", start=NOW - timedelta(days=1),
-                end=NOW + timedelta(days=6), total=None, available=None, instance_type=None, rid=None,
-                block_id=None) -> dict:
-    total = spec_group.max_nodes if total is None else total
-    found = {"CapacityReservationId": rid or spec_group.capacity.reservation_id or "cr-0123456789abcdef0",
-            "InstanceType": instance_type or spec_group.instance_type, "AvailabilityZoneId": az_id,
-            "AvailabilityZone": "us-east-1d", "TotalInstanceCount": total,
-            "AvailableInstanceCount": total if available is None else available, "State": state,
-            "StartDate": start, "EndDate": end, "ReservationType": "capacity-block" if block else "default",
-            "InstancePlatform": "Linux/UNIX", "CapacityBlockId": block_id}
-    return {key: value for key, value in found.items() if value is not None}
-
-
-class Clients:
-    """moto clients, with Stubber-backed EC2 reservations, Service Quotas and PCS."""
-
-    def __init__(self, spec, reservations=(), quota=10_000.0) -> None:
-        region = spec.region
-        self.moto = {}
-        self.region = region
-        ec2_stub, self.reservations = stubbed("ec2", region)
-        for response in reservations:
-            self.reservations.add_response("describe_capacity_reservations", {"CapacityReservations": response})
-        # moto lacks DescribePlacementGroups: an available cluster group for each one the spec names
-        named = [g.placement_group for g in spec.node_groups if g.placement_group not in ("auto", "none")]
-        for name in named if not spec.orchestrator.control_plane.hyperpod else ():
-            self.reservations.add_response("describe_placement_groups", {"PlacementGroups": [
-                {"GroupName": name, "State": "available", "Strategy": "cluster"}]}, {"GroupNames": [name]})
-        self.ec2 = Split(boto3.client("ec2", region_name=region), ec2_stub,
-                         ("describe_capacity_reservations", "describe_placement_groups"))
-        # moto lacks DescribeCapacityBlocks and DescribeCapacityBlockStatus: for each UltraServer
-        # group on a reservation, its block (matching the spec) with a healthy interconnect
-        blocks_stub, self.blocks = stubbed("ec2", region)
-        for g in spec.node_groups:
-            if g.capacity.ultraserver_type and g.capacity.reservation_id:
-                self.blocks.add_response("describe_capacity_blocks", {"CapacityBlocks": [ultraserver_block(
-                    g.capacity.ultraserver_type, spec.availability_zone_id)]})
-                self.blocks.add_response("describe_capacity_block_status", {"CapacityBlockStatuses": [
-                    {"CapacityBlockId": BLOCK_ID, "InterconnectStatus": "ok"}]})
-        self.ec2 = Split(self.ec2, blocks_stub, ("describe_capacity_blocks", "describe_capacity_block_status"))
-        self.quotas, self.quota_stub = stubbed("service-quotas", region)
-        if spec.orchestrator.control_plane.hyperpod:
-            self.quota_stub.add_response("list_service_quotas", {"Quotas": [
-                {"QuotaName": f"ml.{t} for cluster usage", "Value": quota, "QuotaCode": f"L-{i:08d}"}
-                for i, t in enumerate(sorted({g.instance_type for g in spec.node_groups}
-                                             | {spec.orchestrator.login.instance_type}))]})
-        else:
-            for _ in range(4):  # at most one EC2 vCPU quota per class and market
-                self.quota_stub.add_response("get_service_quota", {"Quota": {"Value": quota}})
-        self.pcs, pcs_stub = stubbed("pcs", region)
-        pcs_stub.add_response("list_clusters", {"clusters": []})
-
-    def __call__(self, service: str):
-        if service == "ec2":
-            return self.ec2
-        if service == "service-quotas":
-            return self.quotas
-        if service == "pcs":
-            return self.pcs
-        if service not in self.moto:
-            self.moto[service] = boto3.client(service, region_name=self.region)
-        return self.moto[service]
-
-
-def by_name(checks, name):
-    found = [c for c in checks if c.name == name]
-    assert found, f"no check {name!r} in {[c.name for c in checks]}"
-    return found[0]
-
-
-BLOCK_ID = "cb-0123456789abcdef0"
-
-
-def ultraserver_block(kind, az_id, *, block_id=BLOCK_ID, state="active", start=NOW - timedelta(days=1),
-                      end=NOW + timedelta(days=6), rids=("cr-0123456789abcdef0",)) -> dict:
-    """An entry of DescribeCapacityBlocks (botocore's CapacityBlock); kind None: a block of instances."""
-    found = {"CapacityBlockId": block_id, "UltraserverType": kind, "AvailabilityZoneId": az_id,
-             "AvailabilityZone": "us-east-1-dfw-2a", "CapacityReservationIds": list(rids), "StartDate": start,
-             "EndDate": end, "State": state}
-    return {key: value for key, value in found.items() if value is not None}
 
 
 def matching_reservations(spec) -> list[list[dict]]:
@@ -441,8 +339,6 @@ def test_json_format(capsys):
 
 
 def test_readme_shows_real_preflight_output(capsys):
-    from tests.plan.test_plan import readme_output
-
     spec = loader.load(ROOT / "examples/p5en-reservation-pcs.yaml").spec
     small = reservation(spec.node_groups[0], "usw2-az2", block=False, total=24, end=None)
     with mock_aws():

@@ -14,7 +14,7 @@ from moto import mock_aws
 from fmcluster.deploy import preflight
 from fmcluster.deploy.preflight import FAIL, PASS, WARN, Preflight
 from fmcluster.facts.controlplanes import ULTRASERVER_BLOCK_TERMINATION_MINUTES
-from tests.deploy.test_preflight import (
+from tests.support.preflight import (
     BLOCK_ID,
     NOW,
     Clients,
@@ -24,8 +24,8 @@ from tests.deploy.test_preflight import (
     stubbed,
     ultraserver_block,
 )
-from tests.spec.test_rules_ultraserver import CR, DALLAS, RG, gb200
 from tests.support.specs import validated, with_
+from tests.support.ultraserver import CR, DALLAS, RG, gb200
 
 RIDS = ("cr-00000000000000001", "cr-00000000000000002")
 BLOCK_IDS = ("cb-00000000000000001", "cb-00000000000000002")

@@ -24,10 +24,10 @@ from fmcluster.facts import naming
 from fmcluster.facts.controlplanes import HYPERPOD_MAX_INSTANCE_GROUPS, KUEUE_MAX_FLAVORS, PCS_MAX_COMPUTE_NODE_GROUPS
 from fmcluster.spec import loader
 from tests.support import security
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.synth
 
-ROOT = Path(__file__).resolve().parents[2]
 MAX_BYTES, MAX_RESOURCES, MAX_OUTPUTS, MAX_PARAMETERS = 1_000_000, 500, 200, 200
 # The most node groups each control plane takes (module docstring); the login group of PCS and the
 # controller and login groups of hyperpod-slurm count against its limit.

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
@@ -19,11 +18,11 @@ import yaml
 from fmcluster import observability
 from fmcluster.kubernetes import charts
 from fmcluster.node import bootstrap
-from tests.node.test_slurm_metrics import run_collector
-from tests.observability.test_alert_rules import promtool
+from tests.support.collectors import run_collector
+from tests.support.paths import DATA
+from tests.support.tools import promtool
 
-ROOT = Path(__file__).resolve().parents[2]
-METRICS = ROOT / "tests" / "data" / "metrics"
+METRICS = DATA / "metrics"
 KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or", "unless",
             "offset", "inf", "nan"}
 

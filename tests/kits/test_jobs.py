@@ -20,9 +20,10 @@ from fmcluster.model import expected
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
 from tests.support import fake_slurm
+from tests.support.fake_slurm import relocated
+from tests.support.paths import EXAMPLES_DIR, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-SLURM_EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml")
+SLURM_EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (EXAMPLES_DIR).glob("*.yaml")
                         if loader.load(p).spec.orchestrator.type in jobs.SLURM_PLANES)
 SHELLCHECK = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or shutil.which("shellcheck")
 
@@ -158,16 +159,6 @@ exit "$rc"
 
 def fio_args(line: str) -> dict[str, str]:
     return dict(re.findall(r"--([a-z_]+)=(\S+)", line))
-
-
-def relocated(script: str, model, group, root: Path, mib: int | None = None) -> str:
-    """The script with each `fio_run TEST MOUNT MIB` line on a directory of `root` (and `mib`)."""
-    for target in jobs.fio_targets(model, group):
-        line = f"fio_run {target.test} {target.path} {target.job_mib}"
-        assert script.count(f"\n{line}\n") == 1, line
-        (root / target.test).mkdir()
-        script = script.replace(line, f"fio_run {target.test} {root / target.test} {mib or target.job_mib}")
-    return script
 
 
 @pytest.mark.parametrize("example", SLURM_EXAMPLES)

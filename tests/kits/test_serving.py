@@ -24,13 +24,13 @@ from fmcluster.node import bootstrap
 from fmcluster.plan import render as plan_render
 from fmcluster.plan import report as plan
 from fmcluster.spec.rules import serving as rules
-from tests.spec.test_rules_ultraserver import gb200
 from tests.support import fake_slurm
+from tests.support.paths import DATA
 from tests.support.specs import base_spec, findings, messages, paths, validated, with_, without
+from tests.support.ultraserver import gb200
 
-ROOT = Path(__file__).resolve().parents[2]
 SHELLCHECK = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or shutil.which("shellcheck")
-LWS_CRD = ROOT / "tests" / "data" / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets_v1.json"
+LWS_CRD = DATA / "crds" / "leaderworkerset.x-k8s.io_leaderworkersets_v1.json"
 P5 = catalog.catalog()["p5.48xlarge"]
 LLAMA_70B = {"name": "meta-llama/Llama-3.1-70B-Instruct", "path": "/fsx/models/Llama-3.1-70B-Instruct",
              "parameters_billions": 70}
@@ -467,7 +467,7 @@ def test_ultraserver_replicas_across_nodes_claim_one_compute_domains_channel():
     src/mnnvl.cc). One ComputeDomain for the set, first (the driver makes its claim template
     before the pods need it), claimed by the leader and the worker of every replica, through the
     acceptance kit's own functions."""
-    from tests.kubernetes.test_crd_schemas import validate
+    from tests.support.crds import validate
 
     spec = gb200_served(405)
     domain, lws, service = manifests(spec)
@@ -491,8 +491,8 @@ def test_ultraserver_replicas_across_nodes_claim_one_compute_domains_channel():
 
 def test_kueue_admits_the_ultraserver_serving_claims():
     """Kueue charges the set one IMEX channel a pod (its DeviceClass mapped), within the flavor's
-    quota of one a node (tests/kits/test_jobs_kubernetes.py dra_charge)."""
-    from tests.kits.test_jobs_kubernetes import dra_charge, flavor_quota
+    quota of one a node (tests/support/kueue.py dra_charge)."""
+    from tests.support.kueue import dra_charge, flavor_quota
 
     spec = gb200_served(405)
     model = model_of(spec)
@@ -519,7 +519,7 @@ def test_ultraserver_replicas_of_one_node_claim_no_channel():
 @pytest.mark.skipif(not LWS_CRD.is_file(), reason=f"no LeaderWorkerSet CRD schema yet ({LWS_CRD.name})")
 @pytest.mark.parametrize("params, nodes", [(405, 4), (70, 2)])
 def test_the_leaderworkerset_is_valid_against_its_crd(params, nodes):
-    from tests.kubernetes.test_crd_schemas import validate
+    from tests.support.crds import validate
 
     lws, _ = manifests(_eks(served(params, nodes=nodes)))
     validate(lws)
@@ -536,7 +536,7 @@ def test_fmcluster_jobs_writes_the_serving_job_beside_the_acceptance_kit(tmp_pat
     import yaml
 
     from fmcluster.kits import jobs
-    from tests.kubernetes.test_crd_schemas import validate as validate_custom
+    from tests.support.crds import validate as validate_custom
 
     spec = served(70, nodes=2)
     if kubernetes_plane:

@@ -4,16 +4,15 @@ the environment that makes the NCCL of vLLM's PyTorch wheels load aws-ofi-nccl. 
 stage, its ARG defaults are software.py's (and the comparison fails when one differs), the
 plugin is selected and on the library path, the NCCL environment is the node bootstrap's, vLLM's
 entrypoint is kept, and hadolint finds nothing in it. The parser and the checks shared with the
-reference image are tests/node/test_image_recipe.py's."""
+reference image (tests/node/test_image_recipe.py) are tests/support/dockerfile.py's."""
 
 from __future__ import annotations
 
 import pytest
 
 from fmcluster.facts import software
-from tests.node.test_image_recipe import (
+from tests.support.dockerfile import (
     README,
-    ROOT,
     Instruction,
     architecture_branches,
     arg_defaults,
@@ -22,11 +21,12 @@ from tests.node.test_image_recipe import (
     divergences,
     efa_installer_step,
     environment,
-    hadolint_findings,
     image_nccl_environment,
     parse,
     unused_args,
 )
+from tests.support.paths import ROOT
+from tests.support.tools import hadolint_findings
 
 DOCKERFILE = ROOT / software.SERVING_DOCKERFILE
 PLUGIN_DIRS = ("/opt/amazon/ofi-nccl/lib", "/opt/amazon/efa/lib")

@@ -31,12 +31,12 @@ import pytest
 
 from fmcluster.model import cluster as cluster_model
 from fmcluster.spec import loader
+from tests.support.paths import EXAMPLES_DIR, ROOT, SUPPORT
 from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
 
-ROOT = Path(__file__).resolve().parents[2]
-STANDINS = ROOT / "tests" / "support" / "gpu_standins"
-PYXIS_STANDIN = ROOT / "tests" / "support" / "pyxis_standin" / "spank_pyxis_standin.c"
-SLURM_EXAMPLES = sorted(p.name for p in (ROOT / "examples").glob("*.yaml")
+STANDINS = SUPPORT / "gpu_standins"
+PYXIS_STANDIN = SUPPORT / "pyxis_standin" / "spank_pyxis_standin.c"
+SLURM_EXAMPLES = sorted(p.name for p in (EXAMPLES_DIR).glob("*.yaml")
                         if cluster_model.resolve(loader.load(p).spec).control_plane.scheduler == "slurm")
 # The kit's mount points on a node (the example's mount_path, SCRATCH_PATH), and /kit, where the smoke
 # job mounts the kit's directory inside its container (--container-mounts=$SLURM_SUBMIT_DIR:/kit):
@@ -84,7 +84,7 @@ def kit(spec_path: Path, out: Path) -> None:
 def example_cluster(tmp_path: Path, example: str, pyxis: Path, kit_dir: Path) -> tuple[SlurmCluster, dict]:
     """A localhost cluster of the example's GPU groups at full size, a partition each (named as the
     kit's), with the Pyxis stand-in, each node its own /scratch; and its groups' node names."""
-    resolved = cluster_model.resolve(loader.load(ROOT / "examples" / example).spec)
+    resolved = cluster_model.resolve(loader.load(EXAMPLES_DIR / example).spec)
     groups = [g for g in resolved.node_groups if g.instance.gpu_count]
     members, first = {}, 1
     for group in groups:
@@ -135,7 +135,7 @@ def test_every_batch_script_of_every_slurm_kit_is_accepted(example, tmp_path, py
     """sbatch --test-only of every script of the kit (and the serving job) on a cluster with every
     GPU group of the example at full size, each its partition with fmcluster's partition settings."""
     kit_dir = tmp_path / "kit"
-    kit(ROOT / "examples" / example, kit_dir)
+    kit(EXAMPLES_DIR / example, kit_dir)
     cluster, _ = example_cluster(tmp_path, example, pyxis_standin, kit_dir)
     with cluster:
         check_scripts(cluster, kit_dir, kit_environment(cluster, tmp_path))
@@ -145,9 +145,9 @@ def run_kit(tmp_path: Path, example: str, pyxis: Path, *, env: dict[str, str] | 
     """The example's kit submitted with its submit-all.sh and every job waited for (each must
     complete): (the resolved model, the kit directory, the Pyxis stand-in's record, what was asked of
     fio, the groups' node names). The cluster is stopped."""
-    resolved = cluster_model.resolve(loader.load(ROOT / "examples" / example).spec)
+    resolved = cluster_model.resolve(loader.load(EXAMPLES_DIR / example).spec)
     kit_dir = tmp_path / "kit"
-    kit(ROOT / "examples" / example, kit_dir)
+    kit(EXAMPLES_DIR / example, kit_dir)
     cluster, members = example_cluster(tmp_path, example, pyxis, kit_dir)
     environment = kit_environment(cluster, tmp_path, env)
     with cluster:
@@ -165,7 +165,7 @@ def run_kit(tmp_path: Path, example: str, pyxis: Path, *, env: dict[str, str] | 
 
 def verify(example: str, kit_dir: Path) -> subprocess.CompletedProcess:
     results = sorted(str(p) for p in (kit_dir / "results").glob("*"))
-    return subprocess.run([sys.executable, "-m", "fmcluster", "verify", str(ROOT / "examples" / example), *results,
+    return subprocess.run([sys.executable, "-m", "fmcluster", "verify", str(EXAMPLES_DIR / example), *results,
                            "--format", "json"], cwd=ROOT, capture_output=True, text=True)
 
 

@@ -4,7 +4,6 @@ under the kit's node markers) judged against the cluster's figures, per group an
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,9 +12,9 @@ from fmcluster.kits import jobs, verdicts
 from fmcluster.kits.verify import Verdict
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
+from tests.support.paths import DATA, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / "tests" / "data" / "verify"
+DATA = DATA / "verify"
 SPEC = "examples/p5-pcs.yaml"  # group gpu: 16 x p5.48xlarge, 4,800 GiB of Lustre
 # 2 x p5 on AWS Batch: 483.35 GB/s at 16 GiB
 P5_NCCL = (DATA / "nccl-all_reduce-p5-aws-batch-mpirun-tag-output.txt").read_text()

@@ -7,15 +7,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from pathlib import Path
 
 import pytest
 
 from fmcluster.kits import common, verify
 from fmcluster.kits.verify import Verdict
 from fmcluster.model.expected import Expected
+from tests.support import paths
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "verify"
+DATA = paths.DATA / "verify"
 P4D = "nccl-all_reduce-2x-p4d-eks-efa.txt"
 A3 = "nccl-all_reduce-2x-a3-mega-h100.txt"
 P5_TABLE = "nccl-all_reduce-2x-p5-slurm-srun-label-table-only.txt"
@@ -519,10 +519,10 @@ def test_a_healthy_fio_job_with_pyxis_lines_passes(tmp_path):
     from fmcluster.model import expected
     from fmcluster.model.cluster import resolve
     from fmcluster.spec import loader
-    from tests.kits.test_jobs import relocated
     from tests.support import fake_slurm
+    from tests.support.fake_slurm import relocated
 
-    model = resolve(loader.load(Path(__file__).resolve().parents[2] / "examples/p5-pcs.yaml").spec)
+    model = resolve(loader.load(paths.EXAMPLES_DIR / "p5-pcs.yaml").spec)
     group = expected.gpu_groups(model)[0]
     fio = ('#!/bin/bash\necho \'{"fio version": "fio-3.33", "jobs": [{"jobname": "fmcluster", "groupid": 0, '
            '"error": 0, "read": {"bw_bytes": 2e11}, "write": {"bw_bytes": 2e11}}]}\'\n')

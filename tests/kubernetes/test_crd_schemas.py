@@ -16,7 +16,6 @@ pinned versions to the files, so that a chart bump without new schemas fails her
 from __future__ import annotations
 
 import copy
-import functools
 import json
 from pathlib import Path
 
@@ -30,28 +29,9 @@ from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
 from fmcluster_cdk.constructs.hyperpod import dependencies as deps
 from tests.data.crds import convert
+from tests.support.crds import CRDS, KUBERNETES_EXAMPLES, crds, validate
 
 ROOT = Path(__file__).resolve().parents[2]
-CRDS = ROOT / "tests" / "data" / "crds"
-KUBERNETES_EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml")
-                             if loader.load(p).spec.orchestrator.control_plane.scheduler == "kubernetes")
-
-
-@functools.cache
-def crds() -> dict[tuple[str, str], dict]:
-    """(apiVersion, kind) -> the CRD file (read once: the operators' files are large)."""
-    found = {}
-    for path in sorted(CRDS.glob("*.json")):
-        crd = json.loads(path.read_text())
-        found[(f"{crd['group']}/{crd['version']}", crd["kind"])] = crd
-    return found
-
-
-def validate(manifest: dict) -> None:
-    crd = crds()[(manifest["apiVersion"], manifest["kind"])]
-    jsonschema.Draft7Validator(crd["schema"]).validate(manifest)
-    namespaced = crd["scope"] == "Namespaced"
-    assert ("namespace" in manifest["metadata"]) == namespaced, manifest["metadata"]
 
 
 def test_the_schemas_are_of_the_pinned_releases():

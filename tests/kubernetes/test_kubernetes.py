@@ -12,8 +12,8 @@ from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import resolve
 from fmcluster.node import eks as eks_node
-from tests.spec.test_rules_ultraserver import gb200
 from tests.support.specs import base_spec, validated, with_
+from tests.support.ultraserver import gb200
 
 EKS = InterfaceMode.EFA_ONLY
 

@@ -25,8 +25,8 @@ from fmcluster.facts import kubernetes as k8s
 from fmcluster.kubernetes import charts, kueue
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
-from tests.kubernetes.test_crd_schemas import KUBERNETES_EXAMPLES
-from tests.kubernetes.test_crd_schemas import validate as validate_crd
+from tests.support.crds import KUBERNETES_EXAMPLES
+from tests.support.crds import validate as validate_crd
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "tests" / "data" / "kueue-config"

@@ -10,10 +10,7 @@ skipped locally, and fails in CI (CI=true), so that a CI image without it cannot
 from __future__ import annotations
 
 import email
-import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +18,10 @@ from fmcluster.facts import catalog
 from fmcluster.facts.efa import lnet_efa_interfaces
 from fmcluster.node import bootstrap
 from fmcluster.node.bootstrap import LustreMount, Metrics
+from tests.support.paths import ROOT
+from tests.support.stacks import FSX
+from tests.support.tools import assert_shellcheck_clean
 
-FSX = LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
 EFA_FSX = LustreMount(FSX.dns_name, FSX.mount_name, "/fsx", efa=True)
 METRICS = Metrics("demo", "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/remote_write",
                   "us-east-1")
@@ -151,7 +150,7 @@ def test_scripts_ship_as_package_data():
         "gate-drain.sh", "scratch.sh", "lnet.sh", "lustre.sh", "metrics.sh", "textfile.sh", "prolog.sh",
         "containers.sh"}
     assert {p.name for p in bootstrap.PROGRAMS.glob("*.sh")} == {"node-ready.sh", "lnet-efa.sh"}
-    pyproject = (Path(bootstrap.__file__).parents[2] / "pyproject.toml").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
     for pattern in (
             "scripts/boot/*.sh", "scripts/boot/collectors/*.sh", "scripts/boot/programs/*.sh", "scripts/slurm/*.sh"):
         assert f'"{pattern}"' in pyproject
@@ -197,28 +196,6 @@ def test_rendered_script_parses(name, tmp_path):
     body = tmp_path / "body.sh"
     body.write_text(bootstrap.unpack(render(name)))
     subprocess.run(["bash", "-n", str(body)], check=True)
-
-
-def shellcheck() -> str:
-    found = shutil.which("shellcheck")
-    if found:
-        return found
-    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
-        pytest.fail("shellcheck is not installed, and CI is set: install it "
-                    "(Debian/Ubuntu: apt-get install shellcheck)")
-    pytest.skip("shellcheck is not installed (apt-get install shellcheck); CI=true makes this a failure")
-
-
-def assert_shellcheck_clean(tmp_path: Path, scripts: dict[str, str]) -> None:
-    """shellcheck (every severity down to style) finds nothing in the scripts (name -> text)."""
-    binary = shellcheck()
-    files = []
-    for name, text in scripts.items():
-        path = tmp_path / f"{name}.sh"
-        path.write_text(text)
-        files.append(str(path))
-    result = subprocess.run([binary, "--shell=bash", "--severity=style", *files], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_rendered_scripts_are_shellcheck_clean(tmp_path):

@@ -8,14 +8,14 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from fmcluster.node import bootstrap
+from tests.support.paths import ROOT
 from tests.support.sandbox import IMEX_PACKAGED_CONFIG, Sandbox, Scenario
 
-PROLOG = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "scripts" / "slurm" / "imex-prolog.sh"
+PROLOG = ROOT / "fmcluster" / "node" / "scripts" / "slurm" / "imex-prolog.sh"
 SLURM_BIN = bootstrap.slurm_bin("25.05")
 GB200 = Scenario(instance_type="p6e-gb200.36xlarge", imex=True, gpus=4, gpu_model="GB200", nvme_disks=3,
                  efa_devices=4)

@@ -29,10 +29,11 @@ from pathlib import Path
 import pytest
 
 from fmcluster.node import bootstrap
+from tests.support.paths import ROOT
 from tests.support.sandbox import IMEX_PACKAGED_CONFIG
 from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
 
-PROLOG = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "scripts" / "slurm" / "imex-prolog.sh"
+PROLOG = ROOT / "fmcluster" / "node" / "scripts" / "slurm" / "imex-prolog.sh"
 IMEX_MAJOR = 234
 
 # systemctl, for nvidia-imex.service only: per node (SLURMD_NODENAME) under STATE; `start` reads

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from fmcluster.node import bootstrap, lifecycle
-from tests.node.test_bootstrap import assert_shellcheck_clean
+from tests.support.tools import assert_shellcheck_clean
 
 VARIANTS = {  # name: (group, instance type, efa, checks, lnet_efa)
     "b200": ("train", "p6-b200.48xlarge", True, lifecycle.NodeChecks(("/fsx",)), False),

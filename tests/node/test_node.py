@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 PACKAGE = json.loads((ROOT / "package.json").read_text())
 LOCK = json.loads((ROOT / "package-lock.json").read_text())
 MAJOR = (ROOT / ".nvmrc").read_text().strip()

@@ -9,11 +9,11 @@ The drains are made as a compute node makes them (fmcluster/node/scripts/boot/ga
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
+from tests.support.paths import ROOT
 from tests.support.slurm_cluster import SlurmCluster
 
-PLUGSTACK = Path(__file__).resolve().parents[2] / "fmcluster" / "node" / "scripts" / "hyperpod" / "plugstack.sh"
+PLUGSTACK = ROOT / "fmcluster" / "node" / "scripts" / "hyperpod" / "plugstack.sh"
 PLUGSTACK_REASON = ("slurmd's plugstack.conf does not load Pyxis: the controller's must include "
                     "/opt/slurm/etc/plugstack.conf.d/pyxis.conf")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import email
 import json
-import os
 import subprocess
 import types
 from pathlib import Path
@@ -14,7 +13,11 @@ import pytest
 
 from fmcluster.model.cluster import resolve
 from fmcluster.node import bootstrap
-from tests.node.test_bootstrap import FSX, assert_shellcheck_clean
+from tests.support.collectors import run_collector
+from tests.support.nested import flatten
+from tests.support.slurm_cluster import SlurmCluster
+from tests.support.stacks import FSX, example_spec, network, new_app, resources, storage
+from tests.support.tools import assert_shellcheck_clean
 
 URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
 METRICS = bootstrap.Metrics("demo", URL, "us-east-1")
@@ -60,22 +63,6 @@ def test_collectors_are_embedded_as_shipped():
 def test_shellcheck_clean(tmp_path):
     assert_shellcheck_clean(tmp_path, {f"collector-{n}": (bootstrap.COLLECTORS / f"{n}.sh").read_text()
                                        for n in COLLECTORS})
-
-
-def stub_bin(tmp_path: Path, stubs: dict[str, str]) -> dict[str, str]:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for command, body in stubs.items():
-        (bin_dir / command).write_text(f"#!/bin/bash\n{body}\n")
-        (bin_dir / command).chmod(0o755)
-    return {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-
-
-def run_collector(tmp_path, name, stubs, **env_extra):
-    env = stub_bin(tmp_path, stubs) | {k: str(v) for k, v in env_extra.items()}
-    result = subprocess.run(["bash", str(bootstrap.COLLECTORS / f"{name}.sh")], env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def test_efa_collector_names_match_the_rules(tmp_path):
@@ -189,17 +176,14 @@ def test_pcs_node_role_and_user_data(with_observability):
     import aws_cdk as cdk
 
     from fmcluster_cdk.stacks.pcs import PcsClusterStack
-    from tests.cdk.test_pcs_stack import network, new_app, resources, specs, storage
 
-    spec = specs()["p5-pcs"]
+    spec = example_spec("p5-pcs.yaml")
     app = new_app()
     observability = types.SimpleNamespace(
         workspace_arn="arn:aws:aps:us-east-1:111122223333:workspace/ws-0123", remote_write_url=URL)
     stack = PcsClusterStack(app, "obs-cluster", model=resolve(spec), network=network(), storage=storage(spec),
                             env=cdk.Environment(region=spec.region),
                             observability=observability if with_observability else None)
-    from tests.support.nested import flatten
-
     # The node groups' launch templates are in their nested stacks: read the stack with them inlined.
     template = flatten(Path(app.synth().directory), stack.stack_name)
     assert len(resources(template, "AWS::EC2::LaunchTemplate")) == len(spec.node_groups) + bool(
@@ -225,8 +209,6 @@ def test_slurm_collector_against_a_real_slurm(tmp_path):
     """The collector with Debian's real sinfo against a localhost Slurm (tests/support/slurm_cluster.py):
     the states Slurm itself reports for a drained, a down and an idle node are counted; once
     slurmctld stops answering, the last good counts stay with slurm_scrape_success 0."""
-    from tests.support.slurm_cluster import SlurmCluster
-
     with SlurmCluster(tmp_path / "slurm", 3) as cluster:
         cluster.run("scontrol", "update", "nodename=node1", "state=drain", "reason=test")
         cluster.run("scontrol", "update", "nodename=node2", "state=down", "reason=test")

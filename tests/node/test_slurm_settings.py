@@ -11,14 +11,12 @@ documented subset), and Slurm 24.11+'s parsing, which 22.05 stands in for.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
+from tests.support.paths import EXAMPLES_DIR
 from tests.support.slurm_cluster import SlurmCluster
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "p6e-gb200-pcs.yaml"
+EXAMPLE = EXAMPLES_DIR / "p6e-gb200-pcs.yaml"
 
 
 def test_the_ultraserver_settings_are_slurm_conf_lines_slurmctld_applies(tmp_path):

@@ -7,28 +7,17 @@ check is skipped locally and fails in CI (CI set), so that a CI image without it
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from fmcluster import observability
+from tests.support.paths import DATA, ROOT
+from tests.support.tools import promtool
 
-ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = observability.rule_files()
 DRAIN_AND_REPLACE_XIDS = {48, 63, 64, 74, 79, 94, 95}  # docs/observability.md: the usual "drain and replace" XIDs
-
-
-def promtool() -> str:
-    path = shutil.which("promtool")
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail("promtool is missing in CI: install the Debian package `prometheus` (make tools)")
-        pytest.skip("promtool not installed (make tools, as root: apt-get install prometheus)")
-    return path
 
 
 def test_there_are_rule_files():
@@ -77,7 +66,7 @@ def test_gpu_health_covers_the_issue():
     assert "fmcluster_expected_gpus" in alerts["GpuMissing"]["expr"]
 
 
-RULE_TESTS = sorted((ROOT / "tests/data/rules").glob("*_test.yaml"))
+RULE_TESTS = sorted((DATA / "rules").glob("*_test.yaml"))
 
 
 def test_there_are_rule_unit_tests():

@@ -18,12 +18,12 @@ from fmcluster.plan import render as plan_render
 from fmcluster.plan import report as plan
 from fmcluster.plan.cost import CostLine
 from fmcluster.spec import loader
-from tests.spec.test_rules_ultraserver import gb200
+from tests.support.docs import readme_output
+from tests.support.paths import EXAMPLES, ROOT
 from tests.support.specs import base_spec, to_yaml, validated, with_
+from tests.support.ultraserver import gb200
 
-ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "golden" / "plan"
-EXAMPLES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "examples").glob("*.yaml"))
 SUFFIX = {"text": "txt", "markdown": "md"}
 
 
@@ -250,14 +250,6 @@ def test_plan_imports_neither_aws_cdk_nor_boto3(tmp_path):
     result = subprocess.run([sys.executable, "-c", code, str(spec)], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "HEAVY []" in result.stdout
-
-
-def readme_output(command: str) -> str:
-    """What the docs' Commands page shows under `$ COMMAND`, up to the next prompt or the end of the block."""
-    text = (ROOT / "docs" / "commands.md").read_text()
-    start = text.index(f"$ {command}\n") + len(command) + 3
-    end = min(i for i in (text.find("\n$ ", start), text.find("\n```", start)) if i >= 0)
-    return text[start:end + 1]
 
 
 def test_readme_shows_real_plan_output():

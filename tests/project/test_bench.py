@@ -5,9 +5,9 @@ No timings are asserted here: the benchmark is the speed gate; this only keeps t
 figures the ones in the committed results."""
 
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 sys.path.insert(0, str(ROOT / "bench"))
 
 import table  # noqa: E402

@@ -9,15 +9,14 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
 from fmcluster.cli import COMMANDS, build_parser, cmd_validate, main
+from tests.support.paths import EXAMPLES_DIR, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "examples").glob("*.yaml"))
+EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (EXAMPLES_DIR).glob("*.yaml"))
 
 
 def run(*args):

@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 BASELINE = "d6c694f3cfe2959d9ef115d2683bf763ee168dcf"  # "slurm: the IMEX prolog turns on the command service it polls"
 SUBJECT_MAX = 72
 # scope (one or more, comma-separated), a colon, a space, then the subject proper

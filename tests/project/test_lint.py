@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
 
 
 def ruff(*args: str) -> subprocess.CompletedProcess[str]:

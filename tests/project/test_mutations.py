@@ -34,9 +34,9 @@ import pytest
 import yaml
 
 from fmcluster.spec import loader
+from tests.support.paths import EXAMPLES_DIR, ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+EXAMPLES = sorted((EXAMPLES_DIR).glob("*.yaml"))
 TIMEOUT_S = 240
 # Values a leaf is replaced by; each leaf gets a few, chosen by its position, so every kind of
 # value meets every kind of field across the examples without a combinatorial explosion.

@@ -22,7 +22,8 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
 RUNTIME = [Requirement(r) for r in PROJECT["dependencies"]]

@@ -24,7 +24,8 @@ from typing import NamedTuple
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 # Every markdown file whose commands are held here: the README and the documentation site's pages.
 PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))]
 

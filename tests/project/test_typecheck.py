@@ -7,9 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
 
 
 def mypy(*args: str) -> subprocess.CompletedProcess[str]:

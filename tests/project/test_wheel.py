@@ -28,9 +28,10 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from tests.support.paths import ROOT
+
 pytestmark = pytest.mark.synth
 
-ROOT = Path(__file__).resolve().parents[2]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 EXAMPLE = "examples/p5-pcs.yaml"
 SPEC = "cluster.yaml"  # the example, copied into a directory of the user's

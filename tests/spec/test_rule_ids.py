@@ -4,11 +4,9 @@ guide's grouped table of checks (docs/spec.md, "What `validate` checks") names t
 
 import ast
 import re
-from pathlib import Path
 
 from fmcluster.spec import accepting, loader, rules
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import EXAMPLES_DIR, ROOT
 
 
 def reference_ids() -> dict[str, str]:
@@ -74,7 +72,7 @@ def test_findings_have_the_severity_their_rule_is_registered_with():
                                  {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}),
                      "node_groups[0].placement_group", "pg")  # capacity-block-not-placed
     labels = specs.with_(specs.base_spec(), "node_groups[0].labels", {"team": "ml"})  # node-labels-only-on-...
-    examples = sorted((ROOT / "examples").glob("*.yaml"))
+    examples = sorted((EXAMPLES_DIR).glob("*.yaml"))
     diagnostics = [d for example in examples for d in loader.load(example).diagnostics]
     for spec in (eks, cb, labels):
         diagnostics += specs.problems(spec)

@@ -5,8 +5,7 @@ import pytest
 
 from fmcluster.facts import controlplanes
 from fmcluster.spec.rules import hyperpod
-from tests.spec.test_rules_orchestrator import on
-from tests.support.specs import base_spec, findings, messages, paths, with_
+from tests.support.specs import base_spec, findings, messages, on, paths, with_
 
 HYPERPOD = ["hyperpod-slurm", "hyperpod-eks"]
 G0 = "node_groups[0]"

@@ -1,6 +1,5 @@
 """fmcluster.spec.rules.network: AZ IDs in the region, distinct AZ IDs, subnet layout and sizes."""
 
-from pathlib import Path
 
 import pytest
 import yaml
@@ -9,9 +8,10 @@ from fmcluster.facts import network as network_plan
 from fmcluster.facts import regions
 from fmcluster.spec import addresses
 from fmcluster.spec.rules import network
+from tests.support.paths import EXAMPLES_DIR
 from tests.support.specs import base_spec, findings, messages, paths, validated, with_
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.yaml"))
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.yaml"))
 
 
 def eks(spec):

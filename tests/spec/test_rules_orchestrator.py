@@ -4,19 +4,11 @@ import pytest
 
 from fmcluster.facts import controlplanes
 from fmcluster.spec.rules import orchestrator as orch
-from tests.support.specs import base_spec, findings, messages, paths, problems, validated, with_
+from tests.support.specs import base_spec, findings, messages, on, paths, problems, validated, with_
 
 PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
 CR = "cr-0123456789abcdef0"
 ROLE = "arn:aws:iam::111122223333:role/ClusterAdmin"
-
-
-def on(type_, spec=None):
-    """The spec under another control plane (with the second AZ ID Kubernetes ones need)."""
-    spec = with_(spec or base_spec(), "orchestrator.type", type_)
-    if controlplanes.get(type_).min_availability_zones > 1:
-        spec = with_(spec, "network.extra_availability_zone_ids", ["use1-az1"])
-    return spec
 
 
 def cpu_group(name, count):

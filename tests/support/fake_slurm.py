@@ -5,8 +5,8 @@ and ignores the options that need a cluster (Pyxis' --container-*, --mpi, --cpu-
 print Pyxis' own progress lines on each task's stderr (FAKE_PYXIS=1); `hostname`
 answers each task's node name; `scontrol show hostnames|node` answers from the job's hosts. The
 scripts' own programs (fio, vllm, ray, curl, ...) are real where Debian has them, else the test
-adds its own stand-ins (`extra`). A real localhost Slurm (tests/support/slurm_cluster.py) can run the
-same scripts unchanged."""
+adds its own stand-ins (`extra`); `relocated` moves a script's fio runs onto directories here. A real
+localhost Slurm (tests/support/slurm_cluster.py) can run the same scripts unchanged."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+
+from fmcluster.kits import jobs
 
 SRUN = r'''#!/bin/bash
 # stand-in srun: each task of the step runs here, as one of the job's hosts (FAKE_HOSTS)
@@ -128,3 +130,13 @@ def run_batch(script: str, root: Path, hosts: list[str], *, extra: dict[str, str
             pass
         proc.wait()
     return subprocess.CompletedProcess(proc.args, proc.returncode, output.read_text(), "")
+
+
+def relocated(script: str, model, group, root: Path, mib: int | None = None) -> str:
+    """The script with each `fio_run TEST MOUNT MIB` line on a directory of `root` (and `mib`)."""
+    for target in jobs.fio_targets(model, group):
+        line = f"fio_run {target.test} {target.path} {target.job_mib}"
+        assert script.count(f"\n{line}\n") == 1, line
+        (root / target.test).mkdir()
+        script = script.replace(line, f"fio_run {target.test} {root / target.test} {mib or target.job_mib}")
+    return script

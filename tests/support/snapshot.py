@@ -23,7 +23,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import EXAMPLES_DIR, ROOT
 
 
 def fmcluster(*args: str, out: Path | None = None) -> str:
@@ -41,7 +41,7 @@ def snapshot(folder: Path) -> None:
     fmcluster("plan", "--json-schema", out=folder / "plan-schema.json")
     fmcluster("stack-policy", out=folder / "stack-policy.json")
     fmcluster("stack-policy", "--lift", out=folder / "stack-policy-lift.json")
-    for spec in sorted((ROOT / "examples").glob("*.yaml")):
+    for spec in sorted(EXAMPLES_DIR.glob("*.yaml")):
         name = spec.stem
         fmcluster("synth", str(spec), "-o", str(folder / f"{name}.cdk.out"), out=folder / f"{name}.synth.txt")
         for fmt in ("text", "markdown", "json"):

@@ -1,5 +1,5 @@
-"""Helpers for the rule tests: a small valid spec as a dict, edits on copies, and the loader's
-diagnostics for a dict. Not a test module."""
+"""Helpers for the rule tests: a small valid spec as a dict, edits on copies (`on`: under another
+control plane), and the loader's diagnostics for a dict. Not a test module."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from fmcluster.facts import controlplanes
 from fmcluster.spec import loader
 from fmcluster.spec.diagnostics import Diagnostic, dotted
 from fmcluster.spec.models import ClusterSpec
@@ -81,6 +82,14 @@ def with_(spec: dict, path: str, value: Any) -> dict:
     else:
         parent[last] = value
     return out
+
+
+def on(type_, spec=None):
+    """The spec under another control plane (with the second AZ ID Kubernetes ones need)."""
+    spec = with_(spec or base_spec(), "orchestrator.type", type_)
+    if controlplanes.get(type_).min_availability_zones > 1:
+        spec = with_(spec, "network.extra_availability_zone_ids", ["use1-az1"])
+    return spec
 
 
 def without(spec: dict, path: str) -> dict:

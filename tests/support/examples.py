@@ -1,0 +1,24 @@
+"""Synthesizing an example spec (examples/*.yaml) through `fmcluster synth` as a user runs it, without AWS
+credentials, and reading the templates it writes. Not a test module."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.support.paths import ROOT
+
+CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+CLEAN_ENV.update(AWS_EC2_METADATA_DISABLED="true")
+
+
+def fmcluster_synth(spec: str, outdir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fmcluster", "synth", spec, "-o", str(outdir)],
+                          cwd=ROOT, env=CLEAN_ENV, capture_output=True, text=True)
+
+
+def templates(outdir: Path) -> dict[str, str]:
+    """Every template file of the assembly, the nested stacks' (*.nested.template.json) included."""
+    return {p.name: p.read_text() for p in sorted(outdir.glob("*.template.json"))}

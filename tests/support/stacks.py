@@ -1,0 +1,104 @@
+"""Building NAME-cluster in tests without its network and storage stacks, and reading its template.
+Not a test module.
+
+`network()` and `storage(spec)` stand in for the outputs of NAME-network and NAME-storage (the
+stacks take any object with the same attributes: fmcluster_cdk/stacks/refs.py); `cluster(app, spec)`
+builds the cluster stack of the spec's control plane on them, in an app `new_app()` makes as
+fmcluster does (with cdk.json's context). Shared by the control planes' test modules in tests/cdk/
+and by tests/node/ (FSX: the stand-in file system in a node script).
+"""
+
+from __future__ import annotations
+
+import json
+import types
+from pathlib import Path
+
+from fmcluster.model.cluster import resolve
+from fmcluster.node.bootstrap import LustreMount
+from fmcluster.spec import loader
+from tests.support.paths import EXAMPLES_DIR, ROOT
+
+SUBNET = "subnet-0aaaaaaaaaaaaaaaa"
+EFA_SG = "sg-0eeeeeeeeeeeeeeee"
+NODE_SG = "sg-0dddddddddddddddd"
+KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/0123abcd-0123-4567-89ab-0123456789ab"
+FS_DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
+FS_MOUNT = "abcdefgh"
+FSX = LustreMount(FS_DNS, FS_MOUNT, "/fsx")  # the stand-in file system, as a node's bootstrap mounts it
+
+
+def load_spec(result):
+    """The spec of a loader result, which must be valid."""
+    assert result.ok, [d.format() for d in result.diagnostics]
+    return result.spec
+
+
+def example_spec(file: str):
+    """The spec of examples/FILE, which must be valid."""
+    return load_spec(loader.load(EXAMPLES_DIR / file))
+
+
+def network():
+    return types.SimpleNamespace(
+        vpc_id="vpc-0aaaaaaaaaaaaaaaa", gpu_subnet_id=SUBNET, private_subnet_ids=[SUBNET, "subnet-0bbbbbbbbbbbbbbbb"],
+        region_subnet_ids=[SUBNET, "subnet-0bbbbbbbbbbbbbbbb"],
+        efa_security_group_id=EFA_SG, node_security_group_id=NODE_SG)
+
+
+def storage(spec, kms_key_arn=None):
+    names = {b.name: f"{spec.name}-{b.name}-111122223333-use1" for b in spec.storage.buckets}
+    lustre = spec.storage.lustre is not None
+    return types.SimpleNamespace(
+        bucket_names=names, bucket_arns={k: f"arn:aws:s3:::{v}" for k, v in names.items()}, kms_key_arn=kms_key_arn,
+        file_system_id="fs-0123456789abcdef0" if lustre else None, file_system_dns_name=FS_DNS if lustre else None,
+        file_system_mount_name=FS_MOUNT if lustre else None)
+
+
+def cluster(app, spec, *, stack_id: str | None = None, observability=None):
+    """NAME-cluster of `spec` for its control plane (fmcluster_cdk.stacks.cluster.cluster_stack, as the app
+    builds it) on the stand-in network and storage; shared by the control planes' test modules."""
+    import aws_cdk as cdk
+
+    from fmcluster_cdk.stacks.cluster import cluster_stack
+
+    return cluster_stack(app, stack_id or f"{spec.name}-cluster", model=resolve(spec), network=network(),
+                         storage=storage(spec, KMS_KEY if spec.storage.kms else None),
+                         env=cdk.Environment(region=spec.region), observability=observability)
+
+
+def new_app(outdir: Path | None = None):
+    """An app as fmcluster makes them (fmcluster_cdk.synthesis.new_app), with cdk.json's context."""
+    from fmcluster.deploy.synth import app_context, cdk_json
+    from fmcluster_cdk.synthesis import new_app as fmcluster_app
+
+    return fmcluster_app(str(outdir) if outdir else None, app_context(cdk_json(ROOT)))
+
+
+def resources(template, type_):
+    return {lid: r["Properties"] for lid, r in template["Resources"].items() if r["Type"] == type_}
+
+
+def launch_templates(template):
+    """{node-group name (from the instance tag): LaunchTemplateData}."""
+    out = {}
+    for props in resources(template, "AWS::EC2::LaunchTemplate").values():
+        data = props["LaunchTemplateData"]
+        tags = {t["Key"]: t["Value"] for t in data["TagSpecifications"][0]["Tags"]}
+        out[tags["fmcluster:node-group"]] = data
+    return out
+
+
+def joined(value) -> str:
+    """A Fn::Join / Fn::Sub / Ref value flattened to a readable string."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(joined(v) for v in value)
+    if "Fn::Join" in value:
+        return value["Fn::Join"][0].join(joined(v) for v in value["Fn::Join"][1])
+    if "Fn::Sub" in value:
+        return value["Fn::Sub"]
+    if "Ref" in value:
+        return "${" + value["Ref"] + "}"
+    return json.dumps(value, sort_keys=True)

