@@ -1,21 +1,6 @@
 """The CDK feature flags every fmcluster app is made with: the templates depend on them, so they are code.
 
-A feature flag is CDK context (`@aws-cdk/...`) that switches a construct library's behaviour, such as
-`@aws-cdk/core:defaultCrossStackReferences` ("weak": a reference between two stacks of one app is
-an `Fn::GetStackOutput` of the producer's output; without it every reference is an export and an
-`Fn::ImportValue`, which CloudFormation locks; fmcluster_cdk/stacks/network.py asks for the strong
-kind where it wants that lock).
-`cdk init` writes them into cdk.json, where only the CDK CLI reads them: `pip install` of the package,
-`fmcluster synth` outside the repository or `cdk synth` with another cdk.json would give other
-templates. Here they are the App's post-CLI context (`fmcluster_cdk.synthesis.new_app`), which wins
-over cdk.json and `-c`, so every way of running the app gives the same templates; cdk.json keeps only
-what the CLI itself reads (the app, the default spec, telemetry and notices off).
-
-FEATURE_FLAGS is the set `cdk init` writes for aws-cdk-lib 2.275 (its recommended values), as the
-templates were made and reviewed with it, and `@aws-cdk/core:defaultCrossStackReferences: weak`.
-Raising aws-cdk-lib may bring new recommended flags: add them here, and see what the templates do
-(/work/golden/compare.sh, tests/cdk/test_app_context.py).
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/feature_flags.py"."""
 
 from __future__ import annotations
 

@@ -1,23 +1,6 @@
 """cdk-nag (AwsSolutions) on the stacks of a cluster, and every finding fmcluster accepts, with why.
 
-Run it with `cdk synth -c nag=true` (or `"nag": true` in cdk.json's context, which `fmcluster
-synth` reads too): fmcluster_cdk/stacks/app.py build() then checks the stacks of each spec once they are built.
-Unsuppressed findings become error or warning annotations on their construct, so the CDK CLI
-prints them and fails the synth on an error; suppressed ones are acknowledged on their construct
-(`Validations.of(c).acknowledge`, the cdk-nag 3 mechanism) with the reason below. It is off by
-default: loading cdk-nag and walking the tree adds about 1 s to every synth (measured on
-p5en-eks: 13.0 s without, 14.0 s with, on a loaded machine), and the tests
-(tests/cdk/test_security.py) run it on every example anyway. The templates are the same either way:
-findings go to construct metadata (annotations, acknowledgments), never into a template.
-
-All suppressions live here, matched by construct path pattern rather than set inside the
-constructs, so that they keep working when a construct moves (into a nested stack, a Stage of the
-pipeline, ...). A path pattern is a construct path where `*` matches any characters, `/` included.
-A rule may name one finding of a rule that reports several (`AwsSolutions-IAM5[Resource::...]`);
-there `*` is literal (findings contain it) and `{*}` matches any characters but `/`. Each entry
-says why the finding is intended; the IAM walk of the tests (tests/support/security.py) holds the
-wildcard resources to a stricter allow-list of its own.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/nag.py"."""
 
 from __future__ import annotations
 
@@ -59,7 +42,7 @@ def _iam5(resource: str) -> str:
     return f"{PACK}-IAM5[Resource::{resource}]"
 
 
-# PCS and EKS node roles (fmcluster_cdk/constructs/compute/node_role.py, constructs/eks/iam.py)
+# PCS and EKS node roles (fmcluster_cdk/constructs/compute/node_role.py, fmcluster_cdk/constructs/eks/iam.py)
 NODE_ROLES = ("*/NodeRole/Role/Resource",)
 EXECUTION_ROLES = ("*/ExecutionRole/Role/Resource",)  # HyperPod (fmcluster_cdk/constructs/hyperpod/role.py)
 KUBECTL_PROVIDER = "*/KubectlProvider/*"  # aws_eks_v2's kubectl provider: code and roles owned by aws-cdk-lib

@@ -1,20 +1,6 @@
 """Synthesis: the one entry point of the CDK app, for `cdk synth` and for `fmcluster synth`.
 
-`app.py` (what cdk.json tells the CDK CLI to run) calls `main`, and `fmcluster synth` runs this
-module (`python -m fmcluster_cdk.synthesis`) exactly as the CDK CLI runs an app: a process whose
-environment names the output directory (CDK_OUTDIR) and the context (CDK_CONTEXT_JSON: what the CLI
-passes, and `spec`). So both give the same assembly through the same checks. The CDK feature flags
-the templates depend on are the app's own (fmcluster_cdk/feature_flags.py), not cdk.json's, so an
-installed package synthesizes the same templates wherever it runs:
-
-    -c spec=PATH[,PATH...]        the stacks of one or more clusters: every spec validated first
-                                  (located errors, exit 2, nothing written), no two of one name
-    -c pipeline=PIPELINE_FILE     the GitOps pipeline stack (NAME-pipeline) of a pipeline file
-    -c nag=true                   cdk-nag AwsSolutions on every stack (fmcluster_cdk/nag.py)
-
-Exit codes as the command line's (docs/design.md): 0, or 2 for an invalid spec or pipeline file, with
-located errors and no traceback.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/synthesis.py"."""
 
 from __future__ import annotations
 
@@ -75,7 +61,7 @@ def _pipeline(app: cdk.App, path: str) -> int:
 
 
 def main() -> int:
-    """Synthesize what the context asks for (module docstring). Returns the exit code."""
+    """Synthesize what the context asks for (docs/research-notes.md). Returns the exit code."""
     outdir = os.environ.get("CDK_OUTDIR")
     fresh = bool(outdir) and not os.path.exists(str(outdir))
     code = 1

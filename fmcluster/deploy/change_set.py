@@ -3,26 +3,7 @@ executing it. It reads the change set (DescribeChangeSet, read-only, with proper
 change sets of nested stacks) and refuses it (exit 1) when a stateful resource would be replaced,
 may be replaced, or removed, unless the change is allowed (--allow-data-loss).
 
-This is the service-side view that `fmcluster diff` cannot have: the templates CloudFormation is
-about to deploy, against the stack as deployed, whatever made them differ (the spec, or a new
-version of fmcluster's code). The GitOps pipeline runs it between its Prepare (create change set)
-and Deploy (execute) actions of NAME-storage; the GitHub Actions workflow between
-`cdk deploy --method=prepare-change-set` and the deploy.
-
-What counts (STATEFUL_TYPES): file systems, their data repository associations, buckets and keys.
-For each of them:
-
-- Action Remove: refused (PolicyAction Retain keeps it in the account, outside the stack, no longer
-  the cluster's);
-- Action Modify with Replacement True: refused;
-- Replacement Conditional: refused, unless every detail that could recreate the resource
-  (RequiresRecreation Conditionally or Always) has the same value before and after (the change set's
-  BeforeValue and AfterValue, known at creation): a reference written another way (an export
-  instead of Fn::GetStackOutput) to the same subnet replaces nothing. A value CloudFormation only
-  knows during the update ({{changeSet:KNOWN_AFTER_APPLY}}) can replace it: refused.
-
-The client is handed in (boto3's, or a Stubber-backed one in the tests), as for fmcluster.deploy.deployed.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/deploy/change_set.py"."""
 
 from __future__ import annotations
 

@@ -1,36 +1,6 @@
 """`fmcluster diff OLD NEW`: what changing a spec does to deployed resources.
 
-Both specs are synthesized by a synthesizer handed to `run` (the command line's runs the CDK
-app, as `fmcluster synth` does: fmcluster.deploy.synth.templates) and their templates compared stack by
-stack: resources added, updated, replaced and removed. Nested stacks (a node group of
-NAME-cluster each) are compared as stacks of their own, named `PARENT/ID`
-(`llm-pretrain-cluster/NodeGroup-gpu`); a reference to a parameter of a nested stack is followed
-to what its parent passes. Whether CloudFormation replaces a
-resource comes from the resource type's `createOnlyProperties` in the CloudFormation resource
-schemas that cfn-lint ships (`fmcluster.deploy.cfn_schemas`), never from a hand-written table:
-
-- a create-only property whose value changes, or a type change, replaces the resource;
-- so does a create-only property that refers (Ref, Fn::GetAtt, Fn::Sub, a cross-stack output) to
-  a resource that is itself replaced: a new subnet replaces the file system inside it;
-- legacy types (schemas without handlers, converted from the old resource specification) do not
-  list their nested create-only properties, so a change inside one of their object properties
-  *may* replace the resource, and is treated as a replacement where it matters: for stateful ones.
-  AWS::FSx::FileSystem is one: there, what FSx's UpdateFileSystem takes (fmcluster.facts.fsx.lustre_updatable,
-  from botocore's model) changes in place, and any other LustreConfiguration change replaces the
-  file system;
-- a lower StorageCapacity of a file system is an update FSx refuses (Lustre storage only grows):
-  the deploy fails and rolls back, so it is refused (exit 1) whatever --allow-data-loss says;
-- so is a change of an export another stack imports (its value, or the resource it names being
-  replaced, or its removal): CloudFormation refuses to change an export in use, and the producer's
-  update rolls back. fmcluster's network stack exports the ids that other stacks' create-only
-  properties hold (fmcluster_cdk/stacks/network.py), so a new subnet never slides under a running file system;
-- a cross-stack reference is compared by what it names, not how: a weak reference
-  (Fn::GetStackOutput) and an import (Fn::ImportValue) of the same producer value are the same
-  value (the upgrade of a deployed cluster from the one to the other replaces nothing).
-
-A replaced or removed stateful resource (types cfn-lint lists as stateful, such as file systems,
-buckets and keys, and anything retained) is data loss: exit 1 unless `--allow-data-loss`.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/deploy/diff.py"."""
 
 from __future__ import annotations
 
@@ -270,7 +240,7 @@ def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any]
 
 
 def _file_system(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-    """An FSx for Lustre file system: in place, replaced, or an update that fails (module docstring)."""
+    """An FSx for Lustre file system: in place, replaced, or an update that fails (docs/research-notes.md)."""
     from fmcluster.facts import fsx
 
     lustre = [p for p in change.paths if p.startswith("LustreConfiguration.")]

@@ -1,31 +1,7 @@
 """The GitOps pipeline file: which cluster specs the `NAME-pipeline` stack deploys, from which
 repository, in which waves. Validated like a spec, with located errors; never imports aws_cdk.
 
-Example (examples/pipeline/pipeline.yaml)::
-
-    name: gpu-clusters              # the pipeline and its stack, NAME-pipeline
-    account: "111122223333"         # where the pipeline runs (required: synthesis makes no lookup)
-    region: us-east-1
-    source:
-      connection_arn: arn:aws:codeconnections:us-east-1:111122223333:connection/...
-      repository: my-org/gpu-clusters
-      branch: main
-    waves:                          # deployed one after the other
-      - name: staging
-        clusters:                   # the clusters of a wave deploy in parallel
-          - spec: examples/p5en-reservation-pcs.yaml
-      - name: production
-        clusters:
-          - spec: examples/p5-pcs.yaml
-            protected: true         # a manual approval before it deploys
-
-Spec paths are relative to the repository root (where `cdk synth` runs, and what `git show
-COMMIT:PATH` reads when the pipeline compares a spec with the one last deployed). Each cluster
-deploys to the account and region of its spec; a spec without an account deploys to the
-pipeline's account.
-
-`fmcluster validate --pipeline FILE` checks a pipeline file (and every spec it lists).
-"""
+Sources and details: docs/research-notes.md, "fmcluster/deploy/pipeline.py"."""
 
 from __future__ import annotations
 

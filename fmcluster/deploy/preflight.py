@@ -1,22 +1,7 @@
 """`fmcluster preflight`: read-only checks of the target account and region, in seconds, before a
 deploy that would otherwise fail after 40 minutes.
 
-Every check is one read-only call (Describe*, List*, Get*) and reports pass / warn / fail with a
-one-line reason and, where it helps, a hint. Missing credentials and invalid tokens stop the run
-with one clear message (JSON with --format json); whatever else an endpoint answers (access
-denied, throttling, a 5xx, a body that does not parse, a connection that fails, an answer without
-the fields asked for) fails that check alone, with a hint, and the others still run. Capacity
-drawn from one reservation or resource group is summed over every node group that draws on it.
-An UltraServer group's reservations are read further: their Capacity Block (DescribeCapacityBlocks:
-UltraServer type, AZ ID, state) and its accelerator interconnect (DescribeCapacityBlockStatus).
-This is the only module that imports boto3 / botocore.
-
-The permissions it needs are read-only: PERMISSIONS (ec2:Describe* takes in
-ec2:DescribeCapacityBlocks and ec2:DescribeCapacityBlockStatus, the UltraServer blocks' calls).
-
-Clients come from a factory (`client(service_name)`), so tests can hand in moto-backed or
-Stubber-backed clients; no test reaches the network.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/deploy/preflight.py"."""
 
 from __future__ import annotations
 

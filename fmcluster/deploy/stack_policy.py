@@ -1,14 +1,7 @@
 """The CloudFormation stack policy of NAME-storage: no update may replace or delete a stateful
 resource (the file system, its links, the buckets, the key), whatever the template says.
 
-A stack policy is the service-side guard under `fmcluster diff`'s review-time one: CloudFormation
-refuses such an update before it starts ("Action denied by stack policy"). It matches resources by
-type, so one policy fits every cluster and new buckets are covered as they come. The GitOps
-pipeline sets it after each deploy and lifts it for a merge that allows data loss; elsewhere
-`fmcluster stack-policy` prints it for `aws cloudformation set-stack-policy` (README, "Security").
-A stack policy cannot be removed, only replaced: lifting it is setting the policy that allows every
-update.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/deploy/stack_policy.py"."""
 
 from __future__ import annotations
 

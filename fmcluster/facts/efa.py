@@ -1,17 +1,6 @@
 """EFA network-interface layout of an instance type: one pure function of a catalog entry.
 
-The EC2 rule (EC2 User Guide, "Maximize network bandwidth on ... multiple network cards"):
-
-- the primary interface is network card 0, device 0, and is never EFA-only;
-- if card 0 supports EFA, an EFA interface goes on card 0, device 1;
-- every further EFA-capable card k gets an EFA interface on device 0;
-- where AWS recommends fewer (p6e-gb200: one card per GPU, `InstanceType.efa_cards`), only those.
-
-``efa-only`` interfaces take no IP address. Some control planes document only ``efa``
-interfaces (EFA with ENA, one IP address each); `InterfaceMode.EFA` gives that layout: the
-primary interface itself becomes ``efa`` when card 0 supports EFA, and every further card gets
-an ``efa`` interface.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/facts/efa.py"."""
 
 from __future__ import annotations
 

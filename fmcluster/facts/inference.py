@@ -3,36 +3,13 @@ tensor-parallel and pipeline-parallel sizes, the room left for the KV cache, and
 fit. Pure and light (the rules use it at `validate`, the model resolves the spec's `serving` with it
 once, the plan shows standard sizes with it).
 
-The rules, and where each comes from:
-
-- Weights: parameters x bytes per parameter of their data type (bf16 and fp16 2, fp8 1, fp4 0.5),
-  in GiB (2**30 bytes), the unit of the catalog's GPU memory.
-- vLLM takes `gpu_memory_utilization` of each GPU's memory for the weights, the KV cache and
-  activations (vLLM engine arguments, --gpu-memory-utilization: "The fraction of GPU memory to be
-  used for the model executor"; its default was 0.9 for most releases, 0.92 in the current stable
-  docs, docs.vllm.ai/en/stable/cli/serve/). fmcluster passes its value explicitly (serving.
-  gpu_memory_utilization, default 0.9), so the fit below never depends on an image's default.
-- A replica fits when its weights leave at least KV_CACHE_RESERVE (10%) of its GPUs' memory inside
-  that share: weights <= (gpu_memory_utilization - 0.10) x the replica's GPU memory. The 10% is
-  fmcluster's own floor, not vLLM's: vLLM only refuses to start when the KV cache cannot hold one
-  sequence of the model's context; 10% keeps room for the KV cache of many long sequences
-  (Llama 3.1 8B at 128 KiB a token: 8 GiB of one H100 is some 65,000 tokens) and for CUDA graphs
-  and activations, which vLLM's share must also hold.
-- Tensor parallel inside a node, pipeline parallel across nodes (vLLM docs, "Parallelism and
-  Scaling", docs.vllm.ai/en/stable/serving/parallelism_scaling/: a model too large for one GPU but
-  not for one node: tensor parallelism; too large for one node: "Set tensor_parallel_size to the
-  number of GPUs per node and pipeline_parallel_size to the number of nodes"). fmcluster takes the
-  smallest tensor-parallel size that fits, a power of two that divides the node's GPUs (attention
-  heads split evenly in powers of two in the common models); where one node is not enough, all of
-  its GPUs and the fewest nodes that fit.
-- Replicas that fit: a replica of one node or less packs `gpus per node // TP` to a node; one of
-  PP nodes takes PP whole nodes. At the group's maximum size.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/facts/inference.py"."""
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     from fmcluster.facts.catalog import InstanceType
@@ -57,7 +34,8 @@ def dtype_supported(instance: InstanceType, dtype: str) -> bool:
     return gpu is not None and (dtype != "fp4" or gpu.fp4_pflops is not None)
 
 
-class ServingPlacement(NamedTuple):
+@dataclass(frozen=True)
+class ServingPlacement:
     """A model of `parameters_billions` in `dtype` on a group of `nodes` x `instance_type`."""
 
     instance_type: str
@@ -119,7 +97,7 @@ def _fits(weights: float, gpus: int, gpu_memory: float, utilization: float) -> b
 
 def place(instance: InstanceType, nodes: int, parameters_billions: float, dtype: str,
           gpu_memory_utilization: float = GPU_MEMORY_UTILIZATION) -> ServingPlacement:
-    """Where a replica of the model goes on a group of `nodes` x `instance` (module docstring):
+    """Where a replica of the model goes on a group of `nodes` x `instance` (docs/research-notes.md):
     the smallest power-of-two tensor-parallel size inside a node that fits, else every GPU of a
     node and the fewest nodes that fit (even more than the group has: then it does not fit)."""
     gpu, per_node = instance.gpu, instance.gpu_count
@@ -137,7 +115,8 @@ def place(instance: InstanceType, nodes: int, parameters_billions: float, dtype:
         gpu_memory_gib=memory, tensor_parallel=tp, pipeline_parallel=pp)
 
 
-class Serving(NamedTuple):
+@dataclass(frozen=True)
+class Serving:
     """The spec's `serving` section, resolved (ClusterModel.serving): what is served where, and how."""
 
     name: str  # --served-model-name

@@ -2,17 +2,7 @@
 (does it fit?), the model (what the network stack builds) and the plan report. What takes an
 address is read from the spec in fmcluster.spec.addresses.
 
-Layout of a VPC of prefix /p with AZ IDs [gpu_az, *extra]:
-
-- first half (/p+1): the private subnet of the GPU AZ, where every node group lives;
-- third quarter (/p+2): the private subnets of the extra AZ IDs, in fixed slots (/p+4 each,
-  /p+5 beyond four extra AZ IDs);
-- last quarter (/p+2): the public subnets, one per AZ ID in fixed slots, at most /24 each; none
-  in a Local Zone (the GPU zone may be one: its private subnet reaches the NAT gateway of the
-  first Availability Zone of the region, and the control plane's subnets are the region's).
-
-Slots are fixed so that adding an AZ ID never changes (and so never replaces) a subnet.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/facts/network.py"."""
 
 from __future__ import annotations
 

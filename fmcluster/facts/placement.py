@@ -1,19 +1,12 @@
 """Which cluster placement group a node group gets: one pure rule, shared by the network stack
 (which creates the groups) and the launch templates (which name them).
 
-`placement_group` of a node group:
-
-- ``auto``: a new cluster placement group, but only for EFA groups on on-demand or spot
-  capacity. Capacity Blocks are placed already (a placement group causes
-  insufficient-capacity errors), and a reservation's instances are placed where the
-  reservation was made (a placement group on a targeted reservation can leave capacity unused);
-- ``none``: no placement group;
-- any other string: the name of an existing placement group; nothing is created.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/facts/placement.py"."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from fmcluster.facts.controlplanes import ON_DEMAND, SPOT
 
@@ -38,7 +31,8 @@ AUTO, NONE = "auto", "none"
 PLACED_BY_AUTO = (ON_DEMAND, SPOT)  # capacity types that `auto` puts in a new placement group
 
 
-class Placement(NamedTuple):
+@dataclass(frozen=True)
+class Placement:
     create: bool  # the network stack creates a cluster placement group for the node group
     name: str | None = None  # an existing group's name (never set when create is true)
 

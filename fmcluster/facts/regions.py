@@ -1,28 +1,16 @@
 """Regions, their partitions, and the prefix of their Availability Zone IDs (use1-az4 is in us-east-1).
 
-The regions and partitions are botocore's: the partitions file its clients resolve endpoints
-with (botocore/data/partitions.json, what `botocore.loaders.Loader().load_data("partitions")`
-returns), read straight from the installed package without importing botocore, whose loader
-alone takes about 0.1 s to import (urllib3, http.client): `fmcluster validate` stays light.
-tests/facts/test_regions.py holds this reading to botocore's own.
-
-The prefix of a region's AZ IDs is not in botocore's data. AWS names it after the region:
-the area code, the initials of the direction and the number (us-east-1: use1, ap-northeast-1:
-apne1, cn-northwest-1: cnnw1); AZ_ID_PREFIX_EXCEPTIONS holds the regions that are named otherwise.
-A region of any other shape (us-iso-east-1, eusc-de-east-1) has no prefix fmcluster can name.
-
-AZ IDs name the same physical zone in every account, unlike AZ names (us-east-1a), which are
-shuffled per account; capacity reservations and Capacity Blocks are bound to an AZ ID.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/facts/regions.py"."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
 import re
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 # Patterns for re.match, which compiles each on first use (most runs need one at most).
 AZ_ID = r"^([a-z]{2,5}[0-9])-az([0-9]{1,2})$"
@@ -41,7 +29,8 @@ DIRECTION_INITIALS = {"north": "n", "south": "s", "east": "e", "west": "w", "cen
 AZ_ID_PREFIX_EXCEPTIONS = {"us-gov-east-1": "usge1", "us-gov-west-1": "usgw1"}
 
 
-class Partition(NamedTuple):
+@dataclass(frozen=True)
+class Partition:
     name: str  # the second field of an ARN: aws, aws-cn, aws-us-gov, ...
     region_regex: str  # the shape of its region names, including those not in `regions` yet
     regions: tuple[str, ...]

@@ -3,23 +3,7 @@ form of its control plane that show the cluster delivers what was paid for befor
 real job, and whose outputs `fmcluster verify` judges against fmcluster.model.expected. Pure: no AWS
 call, no aws_cdk.
 
-Slurm (pcs, hyperpod-slurm): per GPU node group (a partition) four batch scripts, each on every
-node of the group (`--nodes` its size, `--exclusive`):
-
-- `nccl.sbatch`: nccl-tests' all_reduce, all_gather and reduce_scatter inside each node (all
-  nodes at once) and across all nodes, in the container image (Enroot and Pyxis:
-  `srun --container-image`), with the EFA / NCCL environment the node bootstrap writes;
-- `dcgm.sbatch`: NVIDIA DCGM diagnostics (`dcgmi diag -r 2 -j`) on every node;
-- `fio.sbatch`: write then read on the shared file system (every node at once, sized to the
-  file system) and on /scratch;
-- `smoke.sbatch`: `torchrun` on every GPU of the group: a few FSDP steps of a small model
-  (`smoke.py`), which prints the lines `fmcluster verify` reads.
-
-Every script writes to `results/` of the directory it is submitted from (the kit's copy on the
-shared file system), one file per job (`GROUP-TEST-JOBID.out`); per-node parts are marked
-`==> fmcluster node=HOST group=GROUP test=TEST <==`. Each node's lines of a step are kept together
-(`srun --label`, regrouped by the script), so concurrent nodes never interleave.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/kits/jobs.py"."""
 
 from __future__ import annotations
 

@@ -2,26 +2,7 @@
 (fmcluster.kits.jobs) as Kueue-admitted manifests, with the same output markers, so `fmcluster verify`
 reads both alike. Pure: no AWS call, no aws_cdk.
 
-Per GPU node group, in orchestrator.namespace, each through the cluster's LocalQueue
-(`kueue.x-k8s.io/queue-name`) on the group's flavor (its node-group label and GPU toleration):
-
-- `GROUP/nccl.yaml`: an MPIJob (kubeflow.org/v2beta1, the MPI operator) with a worker on every
-  node, asking for all its GPUs and EFA interfaces; the launcher runs nccl-tests' all_reduce,
-  all_gather and reduce_scatter inside each node (all nodes at once) and across all nodes;
-- `GROUP/dcgm.yaml`: an Indexed Job, one pod on every node with all its GPUs, `dcgmi diag -r 2 -j`
-  in NVIDIA's DCGM image;
-- `GROUP/fio.yaml`: an Indexed Job, one pod on every node: write then read on the Lustre claim
-  and on the node's local NVMe (eks: the pod's ephemeral storage, which nodeadm stripes over the
-  instance store; hyperpod-eks: the lifecycle scripts' /scratch);
-- `GROUP/smoke.yaml`: a PyTorchJob (kubeflow.org/v1, the training operator): torchrun on every
-  GPU of the group, the FSDP steps of `smoke.py`.
-
-The scripts the pods run are one ConfigMap (`kit.yaml`, mounted at /kit), so they are files that
-can be read and checked (shellcheck), not strings inside YAML. On UltraServer groups the NCCL and
-smoke jobs claim a ComputeDomain (an IMEX channel across their nodes) and, when the group fits
-in one NVLink domain, require it (Kueue topology). `submit-all.sh` puts the image in and creates
-the jobs; `collect.sh` waits for each and writes its pods' logs to `results/`.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/kits/kubernetes.py"."""
 
 from __future__ import annotations
 

@@ -2,29 +2,7 @@
 in the replicas and the tensor x pipeline parallel layout the model resolved
 (ClusterModel.serving; fmcluster.facts.inference). Pure: no AWS call, no aws_cdk.
 
-- Slurm (`slurm_serve_sbatch`): a job array, one task per unit of PIPELINE_PARALLEL nodes
-  (`--nodes=PP --exclusive`). A unit of one node runs its replicas side by side, each on its own
-  TP GPUs and port (8000, 8001, ...); a unit of several nodes is one replica: a Ray head on its
-  first node and Ray workers on the others, then `vllm serve` on the head, as vLLM documents
-  multi-node serving (docs.vllm.ai, "Parallelism and Scaling"; examples/online_serving/
-  multi-node-serving.sh). The containers run through Enroot and Pyxis (`srun --container-image`)
-  with the weights' directory mounted read-only and the node's EFA / NCCL environment, in the
-  image of SERVE_IMAGE (default the section's image; never the acceptance kit's IMAGE); the job
-  waits for /health of each server and prints `fmcluster-serve ready ...` lines into serving/
-  (not the kit's results/). Each step (the Ray head, its workers, a node's side-by-side replicas)
-  is tracked on its own: one that ends fails the job at once with a `fmcluster-serve failed` line.
-- Kubernetes (`kubernetes_serve_manifests`): a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1,
-  LWS 0.10.0, fmcluster.kubernetes.charts.LWS) of `replicas` groups of PP pods, admitted by Kueue (the
-  queue label on the LeaderWorkerSet), and a ClusterIP Service on port 8000 in front of the
-  leaders. A group of one pod asks for TP GPUs (several share a node); a group of several pods
-  asks for whole nodes (all GPUs and EFA interfaces) and runs Ray as on Slurm; on an UltraServer
-  group its pods claim the IMEX channel of the set's ComputeDomain (`kubernetes_serve_manifests`).
-
-Both give vLLM fmcluster's --gpu-memory-utilization (the share the placement was computed with),
-the weights' path (read from the Lustre file system, never from a hub: HF_HUB_OFFLINE) and the
-served name. Loading the weights is given STARTUP_FLOOR_S plus the time every replica takes to
-read its weights at the file system's baseline throughput (`startup_seconds`).
-"""
+Sources and details: docs/research-notes.md, "fmcluster/kits/serving.py"."""
 
 from __future__ import annotations
 
@@ -184,7 +162,7 @@ def _health_wait(timeout: int, name: str, steps: list[str]) -> list[str]:
 
 
 def slurm_serve_sbatch(model: ClusterModel) -> str:
-    """The batch script that serves the spec's model on its group's partition (module docstring).
+    """The batch script that serves the spec's model on its group's partition (docs/research-notes.md).
     Every step is tracked on its own (`step`, `ended`): the Ray head, its workers, or a node's
     side-by-side replicas (whose step ends as soon as one of them does)."""
     serving, group = _serving(model)
@@ -310,7 +288,7 @@ def _annotations(model: ClusterModel, group: NodeGroup, pp: int) -> dict[str, st
 
 def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: str, claim: str
                                ) -> list[dict[str, Any]]:
-    """The LeaderWorkerSet and the Service that serve the spec's model (module docstring), in
+    """The LeaderWorkerSet and the Service that serve the spec's model (docs/research-notes.md), in
     `namespace`, admitted through the Kueue LocalQueue `queue`, the weights read from the Lustre
     PersistentVolumeClaim `claim` (mounted read-only at the file system's mount path).
 

@@ -2,24 +2,13 @@
 (fmcluster.kits.verify) and held to the cluster's figures (fmcluster.model.expected), per node group and per
 node: PASS, WARN or FAIL, with the slow nodes named. Pure: no AWS call.
 
-- NCCL (`nccl-OP-node`, each node; `nccl-OP-nodes`, all nodes): busbw at the largest message, the
-  better of in-place and out-of-place. A run that is truncated (no summary lines) or has wrong
-  values FAILs; across nodes of an EFA group, a run whose NCCL did not use EFA (the libfabric
-  provider `efa`, where the output names one; a `Socket` network) FAILs: it measured TCP; one
-  whose output does not say (no NCCL_DEBUG=INFO lines) is at best a WARN.
-- fio (`fio-fsx`, `fio-scratch`): write and read bandwidth; on the file system the sum over the
-  nodes against its aggregate baseline; /scratch, with no figure, each node against the group's
-  median.
-- DCGM and the smoke test carry their own verdict; the smoke test's world size must be every GPU.
-- A test of the kit with no result is a WARN (not run); a part of an unknown group or test, or a
-  file none of the parsers reads, a WARN too.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/kits/verdicts.py"."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
 from fmcluster.kits import verify
 from fmcluster.kits.verify import Verdict
@@ -95,7 +84,8 @@ def _nccl(group: NodeGroup, test: str, node: str, text: str, figure: expected.Ex
     return row
 
 
-class _FioPoint(NamedTuple):
+@dataclass(frozen=True)
+class _FioPoint:
     write: Optional[float]  # MB/s
     read: Optional[float]
     source: str

@@ -2,22 +2,7 @@
 four tools' outputs and the small core that holds a measurement to its expected figure. Pure: no
 AWS call, no aws_cdk, no I/O (every function takes the text and returns a frozen value).
 
-- `parse_nccl_tests(text)`: the stdout of NVIDIA nccl-tests (`all_reduce_perf`, any `*_perf`),
-  under mpirun (`[1,0]<stdout>:` prefixes, `--tag-output`) or srun (`0: ` prefixes, `--label`),
-  old (`error` column) and new (`root`, `#wrong` columns, `# nccl-tests version` header) layouts.
-- `parse_dcgm_diag(text)`: `dcgmi diag -r N` as its boxed text table, or as JSON (`-j`), DCGM 3
-  (`"DCGM GPU Diagnostic"`) and DCGM 4 (`"DCGM Diagnostic"`, results per entity) shapes.
-- `parse_fio(text)`: `fio --output-format=json` (also `json,normal`): one or more JSON documents,
-  with any other lines (fio's warnings, the normal report) around them.
-- `parse_smoke(text)`: the lines the kit's smoke.py prints (`fmcluster-smoke step=...`).
-- `split_by_node(text)`: a job's output file cut at the kit's markers
-  `==> fmcluster node=HOST group=GROUP test=TEST <==`.
-- `detect(text)`: which of the four a text is.
-- `judge`, `judge_expected`, `slow_nodes`: PASS / WARN / FAIL of a figure against its expected one.
-
-No parser raises on what a tool printed: a result carries `errors` (why it is not whole or not
-healthy) and `complete` (False when the output was cut short: a killed or timed-out job).
-"""
+Sources and details: docs/research-notes.md, "fmcluster/kits/verify.py"."""
 
 from __future__ import annotations
 
@@ -744,7 +729,7 @@ def parse_fio(text: str) -> FioResult:
 
 
 # --------------------------------------------------------------------------------------------
-# the smoke test (fmcluster.kits.jobs.SMOKE_PY)
+# the smoke test (fmcluster.kits.common.SMOKE_PY)
 
 _SMOKE = re.compile(r"fmcluster-smoke\s+(.*)$")
 

@@ -1,12 +1,13 @@
-"""The Helm charts an `eks` cluster runs, pinned, and their values: device plugins, Kueue, LWS,
-the training operators, the metrics exporters, and the UltraServer charts. Pins are read from
-each chart's source (the comments); bump them on purpose. No aws_cdk here:
-`fmcluster_cdk/stacks/eks.py` installs them."""
+"""What runs inside a Kubernetes cluster, as one table (INSTALLS): each Helm chart pinned, its
+values from the model, when a cluster gets it and what it comes after, with the manifests that
+follow it. Pins are read from each chart's source (the comments); bump them on purpose. No
+aws_cdk here: `fmcluster_cdk/stacks/eks.py` installs the table's rows, in its order."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from fmcluster.facts.kubernetes import (
     EFA_LABEL,
@@ -19,6 +20,9 @@ from fmcluster.facts.kubernetes import (
     system_node_selector,
 )
 from fmcluster.facts.node import TEXTFILE_DIR
+from fmcluster.kubernetes import kueue
+from fmcluster.kubernetes.manifests import FSX_CSI, FileSystem, lustre_manifests
+from fmcluster.model.cluster import ClusterModel
 
 TEXTFILE_MOUNT = "/host/fmcluster-textfile"  # where the node exporter's container sees it
 
@@ -124,8 +128,8 @@ OPERATOR_SUBCHARTS = ("mpi-operator", "training-operators")  # under helm_chart/
 LWS = Chart("lws", "lws", "oci://registry.k8s.io/lws/charts/lws", "0.10.0", "lws-system")
 LWS_API = "leaderworkerset.x-k8s.io/v1"
 
-# The charts every Kubernetes plane may get from the kubectl provider (the device plugins only on
-# `eks` and only where their devices are; Kueue and LWS everywhere, HyperPod EKS included).
+# The pinned charts of the workloads, by group (INSTALLS says which cluster gets each, and when):
+# the device plugins and Kueue and LWS; the exporters; the UltraServer charts.
 CHARTS = (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE, LWS)
 
 # On `eks`, each operator sub-chart is a release of its own (fmcluster_cdk/stacks/eks.py, with the handler of
@@ -139,8 +143,8 @@ CHARTS = (NVIDIA_DEVICE_PLUGIN, EFA_DEVICE_PLUGIN, KUEUE, LWS)
 # unchanged from f365f57 (2024-09-09, where that history starts) to its HEAD 011ca92 (2026-06-22);
 # the pinned commit itself is not in that history, so they are taken to be the same there.
 OPERATORS_NAMESPACE = "kube-system"
-METRICS_CHARTS = (NODE_EXPORTER, DCGM_EXPORTER, EFA_NODE_EXPORTER)  # only with observability on
-ULTRASERVER_CHARTS = (DRA_DRIVER, GPU_FEATURE_DISCOVERY)  # only with an UltraServer node group
+METRICS_CHARTS = (NODE_EXPORTER, DCGM_EXPORTER, EFA_NODE_EXPORTER)
+ULTRASERVER_CHARTS = (DRA_DRIVER, GPU_FEATURE_DISCOVERY)
 
 # The DCGM fields the alert rules and dashboards read (fmcluster/observability), as the
 # exporter's counters CSV (field, Prometheus type, help).
@@ -248,35 +252,162 @@ def gpu_feature_discovery_values(groups: Iterable[str]) -> dict[str, Any]:
                     "master": {"nodeSelector": dict(system)}, "gc": {"nodeSelector": dict(system)}}}
 
 
-@dataclass(frozen=True)
-class Operator:
-    """An OPERATOR_SUBCHARTS sub-chart as a release of its own on `eks`: its Helm `values` over the
-    chart's defaults, and `node_selector`, where the chart has no value that places its controller,
-    which the installer sets on the release's Deployments after the install."""
-
-    subchart: str
-    release: str
-    namespace: str
-    values: Mapping[str, Any] = field(default_factory=dict)
-    node_selector: Optional[Mapping[str, str]] = None
-
-
-def operators() -> tuple[Operator, ...]:
-    """The MPI operator and the training operator, their controllers on the system nodes. Keys from
-    the sub-charts' values.yaml and templates (aws/sagemaker-hyperpod-cli
-    helm_chart/HyperPodHelmChart/charts, see OPERATORS_NAMESPACE): mpi-operator's
-    `mpiOperator.nodeSelector` (its default tolerations, HyperPod's node-health taint, are kept);
-    training-operators has no placement value (values.yaml: image, createNamespace, schemes; its
-    Deployment template sets no nodeSelector, affinity or tolerations), so its defaults stay (the
-    schemes without mpijob, which the MPI operator serves) and the installer places it."""
-    mpi, training = OPERATOR_SUBCHARTS
-    return (Operator(mpi, mpi, OPERATORS_NAMESPACE, values={"mpiOperator": {"nodeSelector": system_node_selector()}}),
-            Operator(training, training, OPERATORS_NAMESPACE, node_selector=system_node_selector()))
-
-
 def lws_values() -> dict[str, Any]:
     """The LWS controller manager on the system nodes (charts/lws/values.yaml at kubernetes-sigs/lws
     v0.10.0: `nodeSelector`; no toleration needed there). `image.manager` is left alone: the source
     values.yaml says `tag: main` (pullPolicy Always), but hack/push-chart.sh publishes the chart with
     the tag of its version (v0.10.0, IfNotPresent), which `helm install --version 0.10.0` gets."""
     return {"nodeSelector": system_node_selector()}
+
+
+@dataclass(frozen=True)
+class Subchart:
+    """A sub-chart of HyperPod's dependencies chart (OPERATOR_SUBCHARTS, at the commit
+    fmcluster_cdk pins) as a release of its own. `node_selector`, where the chart has no value
+    that places its controller, is set by the installer on the release's Deployments."""
+
+    chart: str
+    release: str
+    namespace: str
+    node_selector: Optional[Mapping[str, str]] = None
+
+
+Predicate = Callable[[ClusterModel], bool]
+Values = Callable[[ClusterModel], dict[str, Any]]
+Documents = Callable[[ClusterModel, Optional[FileSystem]], list[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class Release:
+    """A row of INSTALLS: a Helm release of a pinned chart (Chart) or of a HyperPod sub-chart
+    (Subchart), installed when every predicate of `when` holds for the model, with `values` made
+    from the model, after the node groups, add-ons and earlier rows named in `after`; `wait`: the
+    install waits for its resources (a webhook that must serve before the stack goes on).
+    `construct_id` names it in the cluster stack (its logical IDs)."""
+
+    construct_id: str
+    chart: Union[Chart, Subchart]
+    values: Values
+    when: tuple[Predicate, ...]
+    after: tuple[str, ...] = ()
+    wait: bool = False
+
+    @property
+    def release(self) -> str:
+        return self.chart.release
+
+    @property
+    def namespace(self) -> str:
+        return self.chart.namespace
+
+    def wanted(self, model: ClusterModel) -> bool:
+        return all(predicate(model) for predicate in self.when)
+
+
+@dataclass(frozen=True)
+class Manifests:
+    """A row of INSTALLS: Kubernetes objects applied with kubectl in orchestrator.namespace (made
+    first where Kubernetes has not got it), when every predicate of `when` holds, after what
+    `after` names. `documents` are made from the model and the storage stack's file system."""
+
+    construct_id: str
+    documents: Documents
+    when: tuple[Predicate, ...]
+    after: tuple[str, ...] = ()
+
+    def wanted(self, model: ClusterModel) -> bool:
+        return all(predicate(model) for predicate in self.when)
+
+
+Install = Union[Release, Manifests]
+
+
+def on_kubernetes(model: ClusterModel) -> bool:
+    """A Kubernetes plane: `eks` or `hyperpod-eks`."""
+    return model.control_plane.scheduler == "kubernetes"
+
+
+def on_eks(model: ClusterModel) -> bool:
+    """`eks` itself: on `hyperpod-eks` the HyperPod dependencies chart brings the device plugins and
+    the MPI and training operators."""
+    return on_kubernetes(model) and not model.control_plane.hyperpod
+
+
+def with_gpus(model: ClusterModel) -> bool:
+    return any(g.instance.is_gpu for g in model.node_groups)
+
+
+def with_efa(model: ClusterModel) -> bool:
+    return any(g.efa_interfaces for g in model.node_groups)
+
+
+def with_ultraservers(model: ClusterModel) -> bool:
+    return bool(model.ultraserver_groups)
+
+
+def with_lustre(model: ClusterModel) -> bool:
+    return model.spec.storage.lustre is not None
+
+
+def observed(model: ClusterModel) -> bool:
+    """NAME-observability exists: the exporters feed its managed scraper."""
+    return model.observed
+
+
+def efa_instance_types(model: ClusterModel) -> list[str]:
+    return [g.instance_type for g in model.node_groups if g.efa_interfaces]
+
+
+def ultraserver_group_names(model: ClusterModel) -> list[str]:
+    return [g.name for g in model.ultraserver_groups]
+
+
+def lustre_volume(model: ClusterModel, file_system: Optional[FileSystem]) -> list[dict[str, Any]]:
+    """The Lustre file system's PersistentVolume and claim (lustre_manifests)."""
+    if file_system is None:
+        raise ValueError(f"{model.name} has a Lustre file system, but no id, DNS or mount name for it")
+    return lustre_manifests(model.spec, file_system_id=file_system.id, dns_name=file_system.dns_name,
+                            mount_name=file_system.mount_name)
+
+
+MPI_OPERATOR, TRAINING_OPERATORS = (
+    # mpi-operator's `mpiOperator.nodeSelector` places it (its default tolerations, HyperPod's
+    # node-health taint, are kept); training-operators has no placement value (values.yaml: image,
+    # createNamespace, schemes; its Deployment template sets no nodeSelector, affinity or
+    # tolerations), so its defaults stay (the schemes without mpijob, which the MPI operator
+    # serves) and the installer places it. See OPERATORS_NAMESPACE.
+    Subchart(OPERATOR_SUBCHARTS[0], OPERATOR_SUBCHARTS[0], OPERATORS_NAMESPACE),
+    Subchart(OPERATOR_SUBCHARTS[1], OPERATOR_SUBCHARTS[1], OPERATORS_NAMESPACE,
+             node_selector=MappingProxyType(system_node_selector())))
+
+# Everything fmcluster installs inside a Kubernetes cluster, in install order (which is also the
+# order of the cluster stack's resources). `after` names a node group (the system nodes the
+# controllers run on), an EKS add-on or an earlier row's construct id.
+INSTALLS: tuple[Install, ...] = (
+    Release("NvidiaDevicePlugin", NVIDIA_DEVICE_PLUGIN, lambda m: nvidia_device_plugin_values(),
+            when=(on_eks, with_gpus)),
+    Release("EfaDevicePlugin", EFA_DEVICE_PLUGIN, lambda m: efa_device_plugin_values(efa_instance_types(m)),
+            when=(on_eks, with_efa)),
+    Release("NvidiaDraDriver", DRA_DRIVER, lambda m: dra_driver_values(ultraserver_group_names(m)),
+            when=(on_kubernetes, with_ultraservers)),
+    Release("GpuFeatureDiscovery", GPU_FEATURE_DISCOVERY,
+            lambda m: gpu_feature_discovery_values(ultraserver_group_names(m)),
+            when=(on_kubernetes, with_ultraservers)),
+    Release("Kueue", KUEUE, kueue.kueue_values, when=(on_kubernetes,), after=(SYSTEM_NODE_GROUP,), wait=True),
+    Manifests("KueueQueues", lambda m, _: kueue.kueue_manifests(m), when=(on_kubernetes,), after=("Kueue",)),
+    Release("LeaderWorkerSet", LWS, lambda m: lws_values(), when=(on_kubernetes,), after=(SYSTEM_NODE_GROUP,),
+            wait=True),
+    Release(MPI_OPERATOR.release, MPI_OPERATOR, lambda m: {"mpiOperator": {"nodeSelector": system_node_selector()}},
+            when=(on_eks,), after=(SYSTEM_NODE_GROUP,)),
+    Release(TRAINING_OPERATORS.release, TRAINING_OPERATORS, lambda m: {}, when=(on_eks,), after=(SYSTEM_NODE_GROUP,)),
+    Manifests("LustreVolume", lustre_volume, when=(on_kubernetes, with_lustre), after=(FSX_CSI.name,)),
+    Release("NodeExporter", NODE_EXPORTER, lambda m: node_exporter_values(), when=(on_kubernetes, observed)),
+    Release("DcgmExporter", DCGM_EXPORTER, lambda m: dcgm_exporter_values(), when=(on_kubernetes, observed)),
+    Release("EfaNodeExporter", EFA_NODE_EXPORTER, lambda m: efa_node_exporter_values(),
+            when=(on_kubernetes, observed)),
+)
+
+
+def installs(model: ClusterModel) -> tuple[Install, ...]:
+    """The rows of INSTALLS a cluster of this model gets, in order."""
+    return tuple(row for row in INSTALLS if row.wanted(model))

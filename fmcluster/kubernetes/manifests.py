@@ -62,6 +62,15 @@ def namespace_manifest(namespace: str) -> Optional[dict[str, Any]]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
 
 
+@dataclass(frozen=True)
+class FileSystem:
+    """The Lustre file system as the storage stack gives it at deploy time (lustre_manifests)."""
+
+    id: str
+    dns_name: str
+    mount_name: str
+
+
 def lustre_volume_name(spec: ClusterSpec) -> str:
     return f"{spec.name}-fsx-lustre"
 

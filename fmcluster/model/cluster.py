@@ -1,16 +1,7 @@
 """The resolved cluster: every fact that `plan`, `diff`, the stacks and the node scripts need,
 derived from a validated spec once.
 
-`resolve(spec)` is pure (no CDK, no AWS call) and gives an immutable `ClusterModel`: per node
-group its instance facts, whether it has EFA and its interface layout, capacity, placement,
-scaling, volume, Kubernetes labels and taints, LNet's EFA interfaces; the control plane's
-sizes (the PCS cluster size, the HyperPod controller); the cluster's tags; the stacks that exist
-and their protection; the served model's placement (`serving`: tensor x pipeline parallel,
-replicas). The plan prints these facts, the stacks map them onto constructs, and a
-test holds the synthesized templates of every example to the same model
-(tests/cdk/test_examples_synth.py). Settings that need no derivation (bucket names, alert e-mail,
-file-system settings) are read from `model.spec`.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/model/cluster.py"."""
 
 from __future__ import annotations
 
@@ -296,7 +287,7 @@ def _serving(spec: ClusterSpec, groups: tuple[NodeGroup, ...]) -> Optional[infer
 
 
 def resolve(spec: ClusterSpec) -> ClusterModel:
-    """The model of a valid spec (module docstring)."""
+    """The model of a valid spec (docs/research-notes.md)."""
     cp = spec.orchestrator.control_plane
     lustre = spec.storage.lustre
     lustre_efa = bool(lustre and lustre.efa)

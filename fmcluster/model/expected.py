@@ -1,31 +1,12 @@
 """What a healthy cluster measures in the acceptance jobs (`fmcluster jobs`), from the model: the
 figures `fmcluster verify` holds each result to. Pure: no AWS call.
 
-Each figure is a catalog or plan fact (a peak) and the ratios of it a healthy run reaches:
-PASS at `pass_ratio` of the peak or more, WARN down to `warn_ratio`, FAIL below.
-
-- NCCL across the nodes of a group (all_reduce, all_gather, reduce_scatter, the largest message):
-  nccl-tests' bus bandwidth is defined to compare with the hardware's peak (nccl-tests
-  doc/PERFORMANCE.md: "busBw ... reflects how optimally the hardware is used"); across nodes the
-  peak is the node's EFA bandwidth (the catalog's, in GB/s), or NVLink per GPU and direction where
-  the group's nodes are one NVLink domain (an UltraServer). AWS's own measured runs
-  (awslabs/awsome-distributed-ai, architectures/aws-pcs/tests/compute-test.md: 2 x p5.48xlarge
-  about 480 GB/s, 2 x p6-b300 751 GB/s at 64 GiB, 4 x p6-b200 377 GB/s at 16 GiB, all_reduce,
-  without tuning) reach 0.94 to 1.2 of that EFA figure: PASS from 0.85, WARN from 0.6.
-- NCCL inside one node: the peak is NVLink per GPU and direction (half the catalog's both-ways
-  figure). No AWS-measured run was found to set the ratio: fmcluster's floor, 0.8 (WARN from 0.6),
-  is below what NVLink 4 and 5 nodes with NVLink SHARP reach (busbw at or above that figure).
-  Types without NVLink (the L40S, PCIe) and one-GPU types have no figure: measured, not judged.
-- FSx for Lustre, written and read by every node of the group at once: the file system's
-  aggregate baseline throughput (capacity x throughput per TiB: the plan's); PASS from 0.8, WARN
-  from 0.5 (fmcluster's floor: FSx serves at least its baseline).
-- /scratch (instance-store RAID 0): no catalog figure (EC2 publishes none per type): measured only.
-- DCGM diagnostics and the PyTorch smoke test: the tools' own verdicts, no figure.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/model/expected.py"."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Optional
 
 if TYPE_CHECKING:
     from fmcluster.model.cluster import ClusterModel, NodeGroup
@@ -38,7 +19,8 @@ AWS_MEASURED = ("awslabs/awsome-distributed-ai architectures/aws-pcs/tests/compu
                 "2 x p6-b300 751 GB/s, 4 x p6-b200 377 GB/s (0.94 to 1.2 of the node's EFA bandwidth)")
 
 
-class Expected(NamedTuple):
+@dataclass(frozen=True)
+class Expected:
     """One figure a test is held to (None: measured, not judged)."""
 
     test: str  # such as nccl-all_reduce-nodes, nccl-all_reduce-node, fio-fsx, dcgm, smoke

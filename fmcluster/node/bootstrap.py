@@ -1,42 +1,6 @@
 """Node bootstrap: the boot-time program of a node group, rendered from the instance catalog.
 
-Pure: no CDK, no AWS call. The shell code lives in ``fmcluster/node/scripts/boot/*.sh`` (fragments:
-functions, package data) and ``fmcluster/node/scripts/boot/programs/*.sh`` (whole programs the node keeps
-and runs again: the readiness check, the LNet-over-EFA set-up), used verbatim; what differs
-between node groups is a block of shell variables at the top of the script, each value quoted
-with ``shlex.quote``. Values may be CDK token strings (the file system's DNS name comes from
-another stack): quoting keeps them intact for CDK to resolve.
-
-The AWS PCS user data (`node_script`, `set -euo pipefail`, each step run by `step`: a failed step
-is logged and the next one still runs, and the script exits non-zero at the end):
-
-1. writes the EFA / NCCL environment file ``/etc/profile.d/fmcluster-nccl.sh``;
-2. keeps unattended upgrades from restarting slurmd or the NVIDIA / EFA services and from
-   upgrading the packages running jobs depend on (``protect.sh``);
-3. installs the readiness check (``programs/node-ready.sh``) and the slurmd drop-in that runs it
-   before slurmd starts (``gate-slurmd.sh``): from here on a node that is not ready (GPUs
-   missing, a file system not mounted, LNet without EFA) never takes a job, whatever fails later;
-4. with observability on (`Metrics`), installs node exporter and a Prometheus agent from the
-   Ubuntu archive (``metrics.sh``, apt with the dpkg lock waited for, ``apt.sh``) with the
-   textfile collectors of ``bootstrap/collectors/`` (GPU, EFA, Slurm), remote-writing to the
-   cluster's Prometheus workspace: before anything that can fail for a node-specific reason, so
-   that a broken node is seen;
-5. stripes the instance-store NVMe disks at ``/scratch``, or bind-mounts the Deep Learning AMI's
-   own instance-store mount there, ordered after its unit on every boot (``scratch.sh``);
-6. with an EFA-enabled file system on an EFA node group, configures LNet over EFA
-   (``lnet.sh``, ``programs/lnet-efa.sh``, a unit that does it again on every boot);
-7. mounts the FSx for Lustre file system (when there is one), with retries, and adds it to
-   ``/etc/fstab``;
-8. on GPU and login nodes (`containers`), installs Enroot and Pyxis and configures them
-   (``containers.sh``: each built from its pinned tag checked against its commit, Pyxis against
-   the cluster's Slurm; Enroot's files on /scratch, its image cache on the file system), which
-   the readiness check then requires;
-9. runs the readiness check once and logs its verdict.
-
-AWS PCS merges its own user data with the node group's, so the user data is MIME multipart
-(``multipart/mixed``) with one ``text/x-shellscript`` part. The Amazon EKS and SageMaker HyperPod
-node scripts (fmcluster.node.eks, fmcluster.node.lifecycle) are composed from the same fragments.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/node/bootstrap.py"."""
 
 from __future__ import annotations
 
@@ -490,7 +454,7 @@ def header(comment: str | None = None) -> str:
 def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True,
                 slurm_prolog: bool = False, containers: bool = False, slurm_version: str = "") -> str:
-    """The AWS PCS bootstrap script of a node of `instance_type` (module docstring).
+    """The AWS PCS bootstrap script of a node of `instance_type` (docs/research-notes.md).
 
     `efa`: the node has EFA interfaces (sets the EFA environment; never on a type without EFA).
     `lustre`: the file system to mount, or None. The NVMe part is left out for instance types

@@ -1,37 +1,6 @@
 """SageMaker HyperPod lifecycle scripts: what runs on a HyperPod node once HyperPod has set it up.
 
-Pure: no CDK, no AWS call. The scripts reuse the node bootstrap fragments of
-``fmcluster/node/scripts/boot/*.sh`` (EFA/NCCL environment, NVMe scratch) verbatim, rendered per
-instance group from the instance catalog like the AWS PCS user data, plus
-``fmcluster/node/scripts/hyperpod/hooks.sh`` (run every hook shipped in ``hooks.d/``: the exporters
-of the observability layer plug in there: `metrics_hook`, the Slurm nodes' metrics collection of
-``bootstrap/metrics.sh`` verbatim, and on HyperPod EKS the node's expected GPU count).
-
-One instance group gets one *bundle*: its entry script ``on_init.sh`` and the hooks, published
-under one S3 prefix named after the bundle's content digest (fmcluster_cdk.constructs.hyperpod.lifecycle),
-so a changed script is a new prefix and never overwrites what running nodes were created from.
-
-HyperPod runs the entry script as its ``LifeCycleConfig.OnInitComplete`` script: "This script
-runs on the node after the AMI-based initialization is complete" (SageMaker API Reference,
-ClusterLifeCycleConfig). HyperPod itself configures Slurm (API-driven SlurmConfig) or joins the
-node to EKS, and mounts the FSx for Lustre file system (InstanceStorageConfigs.FsxLustreConfig,
-Slurm; over EFA where the file system has it, with the execution role's
-fsx:DescribeFileSystems); the script does not redo any of that. The file system's DNS and mount
-names are deploy-time values of NAME-storage, which a file asset cannot carry, so the Lustre mount
-is the cluster's FsxLustreConfig and not ``lustre.sh``.
-
-What `entry_script` does, in order, each step run by `step` (fmcluster/node/scripts/boot/common.sh): keep
-unattended upgrades from restarting Slurm or the NVIDIA / EFA services (``protect.sh``); write
-the EFA/NCCL environment; run the hooks (metrics first: a hook in OPTIONAL_HOOKS that fails is
-only a warning, any other fails the script, and a failing lifecycle script fails the node, or the
-whole cluster's creation); on HyperPod EKS with an EFA-enabled file system, configure LNet over
-EFA for the FSx CSI driver's mounts (``lnet.sh``); set up the NVMe scratch; on Slurm GPU compute
-groups, and on the controller and login groups (SlurmRuntime), install Enroot and Pyxis
-(``containers.sh``, NodeChecks.containers) and register Pyxis by name in the controller's
-plugstack.conf, which configless slurmd reads (``lifecycle_scripts/plugstack.sh``); and on Slurm compute
-groups, run the readiness check (GPUs, the file system, /scratch, the container runtime) and
-drain a node that is not ready with the reasons (``gate-drain.sh``) instead of failing the cluster.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/node/lifecycle.py"."""
 
 from __future__ import annotations
 
@@ -94,7 +63,7 @@ class SlurmRuntime:
 def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = SCRATCH_PATH,
                  checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
                  runtime: Optional[SlurmRuntime] = None) -> str:
-    """The `on_init.sh` of an instance group (module docstring). `checks`: drain the node unless
+    """The `on_init.sh` of an instance group (docs/research-notes.md). `checks`: drain the node unless
     it is ready (Slurm compute groups). `lnet_efa`: configure LNet over EFA for an EFA-enabled file
     system mounted by the node's pods (HyperPod EKS; EFA groups only). `runtime`: Enroot and Pyxis
     on a controller or login group (SlurmRuntime)."""

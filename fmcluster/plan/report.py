@@ -1,16 +1,6 @@
 """`fmcluster plan`: what a spec will build, what it can do and what it costs, before anyone deploys.
 
-`build(spec, raw)` computes a `Plan`, a typed pydantic model: it is the `--format json` output
-(stable, versioned by `SCHEMA_VERSION`, its JSON Schema printed by `fmcluster plan --json-schema`
-and kept in docs/plan.schema.json), and what the text and markdown renderers
-(`fmcluster.plan.render`) print. Pure: no AWS call, no aws_cdk import.
-
-Every derived fact comes from the resolved model (`fmcluster.model.cluster.resolve`: EFA interfaces,
-placement, sizes, stacks), the figures from the instance catalog (peak dense tensor throughput,
-GPU memory, NVLink; an UltraServer group's NVLink domain is its UltraServer, any other GPU's its
-instance), subnets from `fmcluster.facts.network`, addresses from `fmcluster.spec.addresses`,
-prices from the repository's price table (`prices`).
-"""
+Sources and details: docs/research-notes.md, "fmcluster/plan/report.py"."""
 
 from __future__ import annotations
 

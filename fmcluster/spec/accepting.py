@@ -8,6 +8,7 @@ warning, so stale acceptances are cleaned up.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 from fmcluster.spec.diagnostics import Problem, dotted, error, warning
@@ -30,7 +31,7 @@ def apply(problems: Sequence[Problem], accepted: Sequence[AcceptedWarning],
                           and (entry.path is None or entry.path == dotted(problem.path))), None)
             if match is not None:
                 used.add(match)
-                problem = problem._replace(severity="accepted", hint=accepted[match].reason)
+                problem = replace(problem, severity="accepted", hint=accepted[match].reason)
         out.append(problem)
     errors_only = {rule_id(fn) for fn in RULES} - WARNING_RULES | set(error_ids)
     for i, entry in enumerate(accepted):

@@ -1,19 +1,11 @@
 """Problems found in a spec, located in its file, and how they are printed.
 
-Format (on stderr): one line per problem, then the spec's line with a caret at the column, then
-the hint::
-
-    FILE:LINE:COL: error: dotted.field.path: message [rule-id]
-     LINE | the line of the spec
-          |     ^
-      hint: ...
-
-`--format json` has the same fields, without the source line.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/spec/diagnostics.py"."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
 
 Path = tuple[str | int, ...]  # a field path: keys (str) and list indices (int)
 
@@ -54,7 +46,8 @@ def one_line(text: str) -> str:
     return text.translate(_ESCAPES)
 
 
-class Diagnostic(NamedTuple):
+@dataclass(frozen=True)
+class Diagnostic:
     message: str
     path: Path = ()
     hint: str | None = None  # for an accepted warning: the spec's reason
@@ -90,7 +83,8 @@ class Diagnostic(NamedTuple):
                 "hint": self.hint, "rule": self.rule}
 
 
-class Problem(NamedTuple):
+@dataclass(frozen=True)
+class Problem:
     """A rule's finding before it is placed in a file: a path, a message and a hint."""
 
     path: Path

@@ -11,7 +11,7 @@ import json
 import os
 import stat
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 
 from pydantic import BaseModel, ValidationError
@@ -24,11 +24,15 @@ if typing.TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
 
+@dataclass(frozen=True)
 class LoadResult:
-    def __init__(self, file: str, spec: ClusterSpec | None = None, diagnostics: list[Diagnostic] | None = None):
-        self.file, self.spec = file, spec
-        self.data: typing.Any = None  # the document as written (mappings, lists, scalars), once parsed
-        self.diagnostics: list[Diagnostic] = diagnostics if diagnostics is not None else []
+    """What loading a spec file gave: the spec where it is valid, the diagnostics, and the
+    document as written (mappings, lists, scalars) once parsed."""
+
+    file: str
+    spec: ClusterSpec | None = None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    data: typing.Any = None
 
     @property
     def ok(self) -> bool:
@@ -139,16 +143,15 @@ def model_problems(exc: ValidationError, data: dict[str, typing.Any],
 
 
 def load_text(text: str, file: str = "<spec>") -> LoadResult:
-    result = LoadResult(file)
-    doc, result.diagnostics = parse_mapping(text, file)
+    doc, diagnostics = parse_mapping(text, file)
     if doc is None:
-        return result
-    result.data = doc.data
+        return LoadResult(file, diagnostics=diagnostics)
     problems = duplicate_keys(doc)
     from fmcluster.spec import accepting, rules
 
+    spec: ClusterSpec | None = None
     try:
-        result.spec = ClusterSpec.model_validate(doc.data)
+        spec = ClusterSpec.model_validate(doc.data)
     except ValidationError as exc:
         problems += model_problems(exc, doc.data)
         # the rules still run on what is valid, so one pass reports every problem
@@ -157,9 +160,8 @@ def load_text(text: str, file: str = "<spec>") -> LoadResult:
         problems += accepting.apply(repair.rule_problems(doc.data, ClusterSpec.model_validate, rules.check),
                                     _accepted(doc.data), ERROR_IDS)
     else:
-        problems = accepting.apply(problems + rules.check(result.spec), result.spec.accepted_warnings, ERROR_IDS)
-    result.diagnostics = sorted((locate(p, doc) for p in problems), key=sort_key)
-    return result
+        problems = accepting.apply(problems + rules.check(spec), spec.accepted_warnings, ERROR_IDS)
+    return LoadResult(file, spec, sorted((locate(p, doc) for p in problems), key=sort_key), doc.data)
 
 
 def _accepted(data: dict[str, typing.Any]) -> list[AcceptedWarning]:

@@ -10,6 +10,7 @@ that was repaired are dropped, since they would only echo the type error.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, TypeVar
 
 from fmcluster.facts import regions
@@ -28,11 +29,12 @@ PLACEHOLDERS: dict[str, Callable[[Any], str]] = {
 }
 
 
+@dataclass(frozen=True)
 class _Item:
     """A list item that remembers its index in the original document."""
 
-    def __init__(self, index: int, value: Any):
-        self.index, self.value = index, value
+    index: int
+    value: Any
 
 
 def _wrap(data: Any) -> Any:
@@ -145,5 +147,5 @@ def rule_problems(data: dict[str, Any], validate: Callable[[Any], M],
     for p in check(model):
         path = _original(wrapped, p.path)
         if not touches_repair(path, removed):
-            problems.append(p._replace(path=path))
+            problems.append(replace(p, path=path))
     return problems

@@ -9,6 +9,8 @@ duplicates; a merged key is placed at its anchor.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -31,24 +33,25 @@ MERGE_TAG = "tag:yaml.org,2002:merge"
 _Pairs = list[tuple[yaml.Node, yaml.Node]]
 
 
+@dataclass(frozen=True)
 class Document:
-    """A loaded YAML document: its data, and the position of each path's key and value.
+    """A loaded YAML document: its data, and the position of each path's key and value (`load`
+    fills them in)."""
 
-    A plain class rather than a dataclass, as is `loader.LoadResult`: a dataclass costs about
-    half a millisecond to define, paid by every `fmcluster validate`."""
+    data: Any
+    file: str
+    text: str = ""
+    values: dict[Path, Mark] = field(default_factory=dict)
+    keys: dict[Path, Mark] = field(default_factory=dict)
+    duplicates: list[Path] = field(default_factory=list)  # paths of keys given twice
 
-    def __init__(self, data: Any, file: str, text: str = "") -> None:
-        self.data, self.file = data, file
-        self._text = text
-        self._lines: list[str] | None = None  # split on first use: only a spec with problems needs it
-        self.values: dict[Path, Mark] = {}
-        self.keys: dict[Path, Mark] = {}
-        self.duplicates: list[Path] = []  # paths of keys given twice
+    @cached_property
+    def _lines(self) -> list[str]:
+        """The file's lines, split on first use: only a spec with problems needs them."""
+        return lines(self.text)
 
     def line(self, number: int) -> str | None:
         """The text of a 1-based line of the file, or None past its end."""
-        if self._lines is None:
-            self._lines = lines(self._text)
         return line_of(self._lines, number)
 
     def locate(self, path: Path, at_key: bool = False) -> Mark:

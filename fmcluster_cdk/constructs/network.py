@@ -47,7 +47,7 @@ class AzSubnet(Construct):
             contiguous: docs/research-notes.md, section 5).
             @default required
         cidr: the subnet's IPv4 range, inside the VPC's (AWS reserves 5 addresses of each
-            subnet; the smallest subnet is a /28: `fmcluster.model.network`).
+            subnet; the smallest subnet is a /28: `fmcluster.facts.network`).
             @default required
         name: the subnet's `Name` tag (and its own route table's): at most 256 characters.
             @default required

@@ -1,68 +1,8 @@
 """NAME-cluster for `orchestrator.type: eks`: an Amazon EKS cluster ready for multi-node GPU
-training.
+training. Inside the cluster it installs the rows of fmcluster.kubernetes.charts.INSTALLS that
+hold for the model, in the table's order.
 
-What it builds from the spec, with the network and storage stacks' outputs:
-
-- the EKS cluster (`aws_eks_v2.Cluster`, Kubernetes `orchestrator.version`) on the network
-  stack's private subnets in the region's Availability Zones (GPU AZ and extra AZs; without the
-  GPU zone when it is a Local Zone: EKS runs its control plane in the region only), without Auto
-  Mode: only managed node groups;
-  API endpoint public (from `orchestrator.public_access_cidrs` only) and private, or private
-  only; with `storage.kms`, Kubernetes secrets envelope-encrypted with the storage key (the
-  cluster role may use it); authentication by access entries (cluster
-  admin for `orchestrator.admin_role_arn`; the deploying role gets none); every control-plane
-  log type; a kubectl provider (Lambda, kubectl v1.35 layer) that installs charts and
-  manifests at deploy time;
-- EKS add-ons at the versions EKS picks for the Kubernetes version: Pod Identity agent, VPC
-  CNI (with its own Pod Identity role), kube-proxy, CoreDNS, node monitoring agent, and the
-  FSx for Lustre CSI driver (with a Pod Identity role for this file system) when there is one;
-- one node role; a `system` managed node group from `orchestrator.login` (the cluster's own
-  subnets, in the region) in this stack and, per spec node group, a nested stack (stacks/node_groups.py) with
-  a cluster placement group when `placement_group` makes one, a launch template with the
-  full EFA layout (EKS documents `efa-only` interfaces for managed node groups; no subnet in
-  the template) and a managed node group in the GPU subnet: AL2023 NVIDIA AMI type for GPU types, NVMe RAID 0 by
-  the AL2023 node configuration, labels, the `nvidia.com/gpu` taint on GPU groups, node auto
-  repair, and its capacity: on-demand, reservation, Capacity Block or spot (a Capacity Block
-  group is created with no node, and its CapacityBlockScaler keeps it at the block's size while
-  the block is active: fmcluster_cdk/constructs/compute/capacity_blocks.py); the GPU subnet may be a Local Zone's;
-- Helm charts (pinned in `fmcluster.kubernetes.manifests`): the NVIDIA device plugin on GPU nodes, the
-  EFA device plugin on EFA nodes, Kueue with a ResourceFlavor per node group, a ClusterQueue
-  whose quota is the node groups' capacity and a LocalQueue in `orchestrator.namespace`;
-  LeaderWorkerSet (leaderworkerset.x-k8s.io/v1, multi-node serving; here and on HyperPod EKS),
-  its controller on the system nodes;
-- the job operators the acceptance kits submit through Kueue: the MPI operator (MPIJob
-  kubeflow.org/v2beta1) and the Kubeflow training operator (PyTorchJob kubeflow.org/v1), the two
-  sub-charts of the HyperPod dependencies chart at its pinned commit (fmcluster_cdk/constructs/
-  hyperpod_dependencies.py, one handler for both releases, in the cluster's VPC with a private
-  API endpoint), so that `eks` runs the operators HyperPod EKS gets from that chart; their
-  controllers on the system nodes;
-- with an UltraServer node group (P6e-GB200, `ClusterModel.ultraserver_groups`; here and on
-  HyperPod EKS): the NVIDIA DRA driver with ComputeDomains (its kubelet plugin on the UltraServer
-  nodes), GPU feature discovery with Node Feature Discovery, which label each UltraServer node with
-  its NVLink domain (`nvidia.com/gpu.clique`), and a Kueue Topology of NVLink domain then node
-  that the UltraServer groups' flavors name (`topologyName`), so a job can ask for one domain;
-- the Lustre file system as a static PersistentVolume and a claim in `orchestrator.namespace`;
-- with the observability stack (`observability.workspace_arn`): metrics collection, i.e. the
-  Prometheus node exporter (every node, 9100), the NVIDIA DCGM exporter (GPU nodes, 9400) and
-  the EFA node exporter (EFA nodes, 9109) as pinned Helm charts in `monitoring`, and an Amazon
-  Managed Service for Prometheus managed scraper (fmcluster_cdk/constructs/observability/scraper.py) with
-  fmcluster/observability/scraper.yaml, on the cluster's own subnets and its cluster
-  security group (which every node carries), writing to the workspace.
-
-Synthesis is pure: no chart, AMI or AZ is looked up. The imported subnets carry no AZ names
-(they are account-specific and unknown at synth); nothing here needs one, since subnets are
-always selected explicitly by id.
-
-Logical IDs derive from node-group names, never list positions.
-
-Inputs (fmcluster_cdk/stacks/refs.py): `network.vpc_id`, `network.region_subnet_ids` (the private
-subnets in the region's AZs, GPU AZ first unless it is a Local Zone; all of them without one),
-`network.gpu_subnet_id`, `network.efa_security_group_id`,
-`network.node_security_group_id`; `storage.bucket_arns`,
-`storage.kms_key_arn`, `storage.file_system_id`, `storage.file_system_dns_name`,
-`storage.file_system_mount_name` (None without Lustre); `observability.workspace_arn` (or no
-observability stack: no metrics collection).
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/stacks/eks.py"."""
 
 from __future__ import annotations
 
@@ -177,18 +117,14 @@ class EksClusterStack(cdk.Stack):
 
         self.charts: dict[str, eks.HelmChart] = {}
         self.manifests: dict[str, eks.KubernetesManifest] = {}
-        self._add_device_plugins()
-        if model.ultraserver_groups:
-            self._add_nvlink_domains()
-        self._add_queues()
-        self._add_leader_worker_set()
         self.operators: dict[str, HyperPodChart] = {}
-        self._add_operators()
-        if spec.storage.lustre:
-            self._add_lustre_volume()
+        self._operators_scope: Optional[Construct] = None
+        self.installed: dict[str, Construct] = {}  # INSTALLS' rows by construct id, as they are made
+        for row in charts.installs(model):
+            self.installed[row.construct_id] = self._install(row)
         self.scraper: Optional[ManagedScraper] = None
         if observability is not None:
-            self._add_metrics_collection(observability.workspace_arn)
+            self._add_scraper(observability.workspace_arn)
         self._outputs()
 
     # --- control plane ---------------------------------------------------------------------
@@ -308,6 +244,26 @@ class EksClusterStack(cdk.Stack):
 
     # --- inside Kubernetes -----------------------------------------------------------------
 
+    def _install(self, row: charts.Install) -> Construct:
+        """A row of the table INSTALLS, after what it names."""
+        if isinstance(row, charts.Manifests):
+            documents = row.documents(self.model, self._file_system())
+            return self._add_manifest(row.construct_id, documents, *map(self._made, row.after))
+        values = row.values(self.model)
+        if isinstance(row.chart, charts.Subchart):
+            return self._add_operator(row.chart, values, *map(self._made, row.after))
+        helm = self._add_chart(row.construct_id, row.chart, values, wait=row.wait)
+        for name in row.after:
+            helm.node.add_dependency(self._made(name))
+        return helm
+
+    def _made(self, name: str) -> Construct:
+        """What an `after` of INSTALLS names: a node group, an EKS add-on or an earlier row."""
+        for made in (self.node_groups, self.addons, self.installed):
+            if name in made:
+                return made[name]
+        raise ConstructError(self, f"nothing named {name} to install after")
+
     def _add_chart(self, construct_id: str, chart: charts.Chart, values: dict[str, Any],
                    wait: bool = False) -> eks.HelmChart:
         helm = self.cluster.add_helm_chart(
@@ -316,24 +272,6 @@ class EksClusterStack(cdk.Stack):
             timeout=cdk.Duration.minutes(15) if wait else None)
         self.charts[chart.release] = helm
         return helm
-
-    def _add_device_plugins(self) -> None:
-        groups = self.model.node_groups
-        if any(g.instance.is_gpu for g in groups):
-            self._add_chart("NvidiaDevicePlugin", charts.NVIDIA_DEVICE_PLUGIN,
-                            charts.nvidia_device_plugin_values())
-        efa_types = [g.instance_type for g in groups if g.efa_interfaces]
-        if efa_types:
-            self._add_chart("EfaDevicePlugin", charts.EFA_DEVICE_PLUGIN,
-                            charts.efa_device_plugin_values(efa_types))
-
-    def _add_nvlink_domains(self) -> None:
-        """The UltraServer node groups' NVLink domains: the DRA driver's ComputeDomains and GFD's
-        nvidia.com/gpu.clique label (the Topology is in the Kueue manifests)."""
-        groups = [g.name for g in self.model.ultraserver_groups]
-        self._add_chart("NvidiaDraDriver", charts.DRA_DRIVER, charts.dra_driver_values(groups))
-        self._add_chart("GpuFeatureDiscovery", charts.GPU_FEATURE_DISCOVERY,
-                        charts.gpu_feature_discovery_values(groups))
 
     def _namespace(self) -> Optional[eks.KubernetesManifest]:
         """The manifest of orchestrator.namespace (once), or None where Kubernetes has it already."""
@@ -344,23 +282,25 @@ class EksClusterStack(cdk.Stack):
             self.manifests["Namespace"] = self.cluster.add_manifest("Namespace", document)
         return self.manifests["Namespace"]
 
-    def _add_manifest(self, construct_id: str, documents: list[dict[str, Any]], *after: Construct) -> None:
+    def _add_manifest(self, construct_id: str, documents: list[dict[str, Any]],
+                      *after: Construct) -> eks.KubernetesManifest:
         manifest = self.cluster.add_manifest(construct_id, *documents)
         for dependency in (self._namespace(), *after):
             if dependency is not None:
                 manifest.node.add_dependency(dependency)
         self.manifests[construct_id] = manifest
+        return manifest
 
-    def _add_queues(self) -> None:
-        kueue = self._add_chart("Kueue", charts.KUEUE, kueue_queues.kueue_values(self.model), wait=True)
-        kueue.node.add_dependency(self.node_groups[k8s.SYSTEM_NODE_GROUP])  # its controller runs there
-        self._add_manifest("KueueQueues", kueue_queues.kueue_manifests(self.model), kueue)
-
-    def _add_leader_worker_set(self) -> None:
-        """LWS, waited for (its webhook serves before the stack is done), after the system nodes
-        its controller runs on."""
-        lws = self._add_chart("LeaderWorkerSet", charts.LWS, charts.lws_values(), wait=True)
-        lws.node.add_dependency(self.node_groups[k8s.SYSTEM_NODE_GROUP])
+    def _file_system(self) -> Optional[kubernetes.FileSystem]:
+        """The Lustre file system the storage stack gives, or None without one."""
+        storage = self.storage
+        if not self.spec.storage.lustre:
+            return None
+        if not (storage.file_system_id and storage.file_system_dns_name and storage.file_system_mount_name):
+            raise ConstructError(self, "the spec has a Lustre file system, but the storage stack gives no id, DNS "
+                                       "or mount name")
+        return kubernetes.FileSystem(storage.file_system_id, storage.file_system_dns_name,
+                                     storage.file_system_mount_name)
 
     def handler_placement(self) -> dict[str, Any]:
         """Where a custom-resource handler that talks to the API server runs: in the cluster's VPC,
@@ -370,39 +310,27 @@ class EksClusterStack(cdk.Stack):
         return dict(vpc=self.cluster.vpc, security_groups=[self.cluster.cluster_security_group],
                     subnets=self.cluster_subnets)
 
-    def _add_operators(self) -> None:
-        """The MPI and training operators' sub-charts, each a release (one handler for both), after
-        the system nodes their controllers run on (fmcluster_cdk/stacks/hyperpod_eks.py: HyperPod's dependencies
-        chart has them)."""
-        system = self.node_groups[k8s.SYSTEM_NODE_GROUP]
-        scope, function = Construct(self, "Operators"), None
-        for operator in charts.operators():
-            # jsii: the Python class aws_eks_v2.Cluster lacks the ICluster protocol's kubectl_provider_options
-            chart = HyperPodChart(
-                scope, operator.release, cluster=self.cluster,  # type: ignore[arg-type]
-                release=operator.release, namespace=operator.namespace,
-                values=operator.values, chart_path=subchart_path(operator.subchart),
-                node_selector=operator.node_selector, function=function,
-                **(self.handler_placement() if function is None else {}))
-            chart.resource.node.add_dependency(system)
-            function = chart.function
-            self.operators[operator.release] = chart
+    def _add_operator(self, subchart: charts.Subchart, values: dict[str, Any], *after: Construct) -> HyperPodChart:
+        """A sub-chart of the HyperPod dependencies chart as a release (the MPI and training
+        operators, under `Operators`; one handler for all of them)."""
+        first = self._operators_scope is None
+        if self._operators_scope is None:
+            self._operators_scope = Construct(self, "Operators")
+        function = None if first else next(iter(self.operators.values())).function
+        # jsii: the Python class aws_eks_v2.Cluster lacks the ICluster protocol's kubectl_provider_options
+        chart = HyperPodChart(
+            self._operators_scope, subchart.release, cluster=self.cluster,  # type: ignore[arg-type]
+            release=subchart.release, namespace=subchart.namespace,
+            values=values, chart_path=subchart_path(subchart.chart),
+            node_selector=dict(subchart.node_selector) if subchart.node_selector is not None else None,
+            function=function, **(self.handler_placement() if first else {}))
+        for dependency in after:
+            chart.resource.node.add_dependency(dependency)
+        self.operators[subchart.release] = chart
+        return chart
 
-    def _add_lustre_volume(self) -> None:
-        storage = self.storage
-        if not (storage.file_system_id and storage.file_system_dns_name and storage.file_system_mount_name):
-            raise ConstructError(self, "the spec has a Lustre file system, but the storage stack gives no id, DNS "
-                                       "or mount name")
-        documents = kubernetes.lustre_manifests(self.spec, file_system_id=storage.file_system_id,
-                                                dns_name=storage.file_system_dns_name,
-                                                mount_name=storage.file_system_mount_name)
-        self._add_manifest("LustreVolume", documents, self.addons[kubernetes.FSX_CSI.name])
-
-    def _add_metrics_collection(self, workspace_arn: str) -> None:
-        """The exporters (only where their devices are) and the managed scraper."""
-        self._add_chart("NodeExporter", charts.NODE_EXPORTER, charts.node_exporter_values())
-        self._add_chart("DcgmExporter", charts.DCGM_EXPORTER, charts.dcgm_exporter_values())
-        self._add_chart("EfaNodeExporter", charts.EFA_NODE_EXPORTER, charts.efa_node_exporter_values())
+    def _add_scraper(self, workspace_arn: str) -> None:
+        """The managed scraper of the exporters (INSTALLS, where observed)."""
         self.scraper = ManagedScraper(
             self, "MetricsScraper", alias=self.spec.name, cluster_arn=self.cluster.cluster_arn,
             subnet_ids=self.network.region_subnet_ids, security_group_ids=[self.cluster.cluster_security_group_id],

@@ -1,45 +1,6 @@
 """NAME-cluster for `orchestrator.type: hyperpod-slurm`: Slurm on Amazon SageMaker HyperPod.
 
-What it builds from the spec, with the network and storage stacks' outputs:
-
-- one lifecycle-script folder per instance group (fmcluster.node.lifecycle: unattended upgrades that
-  restart nothing, EFA/NCCL environment, hooks, NVMe scratch, and on compute groups the readiness
-  check that drains a node without its GPUs, file system or scratch), published as CDK file
-  assets (fmcluster_cdk.constructs.hyperpod.lifecycle) and run by HyperPod as the group's `OnInitComplete`
-  script;
-- the execution role of the instance groups (fmcluster_cdk.constructs.hyperpod.role), scoped to the
-  cluster's VPC, buckets and lifecycle folders;
-- the `AWS::SageMaker::Cluster` with the API-driven Slurm configuration (SageMaker Developer
-  Guide, "SageMaker HyperPod Slurm configuration"): `Orchestrator.Slurm.SlurmConfigStrategy:
-  Managed` (none with `storage.kms`: see below), a `controller` group (SlurmConfig NodeType
-  Controller, sized by node count), a
-  `login` group from `orchestrator.login` (NodeType Login), and per spec node group one Compute
-  group whose Slurm partition is the group's name; deep health checks (InstanceStress,
-  InstanceConnectivity) on GPU groups; automatic node recovery; the FSx for Lustre file system
-  mounted by HyperPod on every group (InstanceStorageConfigs.FsxLustreConfig at
-  `storage.lustre.mount_path`); for an EFA-enabled file system (`storage.lustre.efa`) the execution
-  role may call `fsx:DescribeFileSystems`, which the mount's EFA set-up needs (else Lustre runs
-  over TCP);
-- with `storage.kms`, the storage key (NAME-storage's) encrypts every instance's root volume and
-  its /opt/sagemaker volume (fmcluster_cdk/constructs/hyperpod/cluster.py), and the execution role may create grants
-  on it through SageMaker; HyperPod takes a customer managed key only in continuous node
-  provisioning (NodeProvisioningMode Continuous), which takes no SlurmConfigStrategy;
-- with the NAME-observability stack (`observability.workspace_arn`, `remote_write_url`): metrics
-  collection on every node as on AWS PCS nodes, by the lifecycle hook `hooks.d/50-metrics.sh`
-  (fmcluster.node.lifecycle.metrics_hook: node exporter, GPU/EFA collectors where the devices are, the
-  Slurm collector on the controller, a Prometheus agent remote-writing with SigV4); the
-  remote-write URL in the SSM parameter `/fmcluster/NAME/prometheus-remote-write-url`, which the
-  hook reads at run time; the execution role gets `aps:RemoteWrite` on that workspace and
-  `ssm:GetParameter` on that parameter only.
-
-Instance groups and their constructs are named after node groups, never list positions.
-
-Inputs (fmcluster_cdk/stacks/refs.py): `network.vpc_id`, `network.gpu_subnet_id`,
-`network.node_security_group_id`, `network.efa_security_group_id`; `storage.bucket_arns`,
-`storage.kms_key_arn`, `storage.file_system_dns_name`, `storage.file_system_mount_name`.
-
-`HyperPodGroups` holds what both HyperPod stacks share; fmcluster_cdk/stacks/hyperpod_eks.py builds on it.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/stacks/hyperpod.py"."""
 
 from __future__ import annotations
 
@@ -143,7 +104,8 @@ def compute_group(m: ClusterModel, group: NodeGroup, **extra: Any) -> InstanceGr
 
 def provisioning_mode(spec: ClusterSpec) -> Optional[str]:
     """Continuous node provisioning where the spec needs it: a storage key for the instances' volumes
-    (HyperPod takes a customer managed key only in that mode), or Spot groups on EKS (stacks/hyperpod_eks.py)."""
+    (HyperPod takes a customer managed key only in that mode), or Spot groups on EKS
+    (fmcluster_cdk/stacks/hyperpod_eks.py)."""
     return CONTINUOUS if spec.storage.kms else None
 
 

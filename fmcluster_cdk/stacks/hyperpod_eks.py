@@ -1,31 +1,6 @@
 """NAME-cluster for `orchestrator.type: hyperpod-eks`: SageMaker HyperPod on Amazon EKS.
 
-The EKS part is the `eks` control plane's (fmcluster_cdk/stacks/eks.py): the cluster, add-ons, the `system`
-managed node group from `orchestrator.login`, Kueue and its queues, LeaderWorkerSet, the Lustre
-volume, and with UltraServer groups the DRA driver, GPU feature discovery and the NVLink-domain
-Topology; only the spec's node groups change. Instead of managed node groups they become SageMaker HyperPod
-instance groups of an `AWS::SageMaker::Cluster` whose orchestrator is the EKS cluster
-(`Orchestrator.Eks.ClusterArn`):
-
-- per node group: `ml.<type>`, `count`, deep health checks on GPU groups, `efa-only`
-  interfaces, training plan or Spot capacity, the lifecycle folder (EFA/NCCL environment, NVMe
-  scratch, hooks) as `OnInitComplete`, and the Kubernetes labels and taints the `eks` plane gives
-  its node groups (KubernetesConfig), so Kueue's flavors and the Lustre claim work unchanged;
-- automatic node recovery; continuous provisioning when a group runs on Spot ("Spot instances
-  in Amazon SageMaker HyperPod": Spot works with continuous provisioning) or with `storage.kms`
-  (the storage key encrypts the instances' volumes, as on hyperpod-slurm);
-- the execution role (fmcluster_cdk/stacks/hyperpod.py, with the EKS additions: VPC CNI, image pulls, Pod
-  Identity on this cluster). HyperPod itself creates the role's access entry (the
-  AWS::SageMaker::Cluster handler holds eks:CreateAccessEntry);
-- the HyperPod dependencies chart (fmcluster_cdk/constructs/hyperpod/dependencies.py), installed after the
-  system nodes and before the HyperPod cluster, as HyperPod requires. It brings the NVIDIA and EFA
-  device plugins for `ml.*` nodes and the MPI and training operators, so the `eks` plane's own
-  device plugins and operator releases are left out (LeaderWorkerSet is kept);
-- with observability, the `eks` plane's metrics collection unchanged: the instance groups carry
-  the same GPU/EFA labels and taint and the cluster security group, so the exporters land on
-  them and the managed scraper reaches them; a lifecycle hook (`hooks.d/50-expected-gpus.sh`)
-  writes the node's `fmcluster_expected_gpus`, as the managed node groups' user data does.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/stacks/hyperpod_eks.py"."""
 
 from __future__ import annotations
 
@@ -106,10 +81,3 @@ class HyperPodEksStack(EksClusterStack):
 
     def _add_compute(self) -> None:
         """No managed node groups for the spec's groups: they are HyperPod instance groups."""
-
-    def _add_device_plugins(self) -> None:
-        """The HyperPod dependencies chart installs the device plugins for HyperPod nodes."""
-
-    def _add_operators(self) -> None:
-        """The HyperPod dependencies chart installs the MPI and training operators (the sub-charts
-        the `eks` plane installs on its own), so they are not installed twice."""

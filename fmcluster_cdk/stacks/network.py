@@ -1,14 +1,7 @@
 """The NAME-network stack: VPC with subnets placed by AZ ID, NAT egress, S3 gateway endpoint,
 flow logs, the EFA and node security groups.
 
-The VPC, private subnet and security group ids reach the other stacks as exports, which
-CloudFormation protects (below); everything else of this stack as weak references.
-
-Subnet CIDRs are the model's (`fmcluster.model.network.layout`, the layout validation checks).
-Cluster placement groups are not here: each belongs to its node group and lives in the node
-group's nested stack of NAME-cluster (fmcluster_cdk/stacks/node_groups.py), so adding or removing a group
-never changes this stack, and its outputs do not grow with the number of groups.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/stacks/network.py"."""
 
 from __future__ import annotations
 

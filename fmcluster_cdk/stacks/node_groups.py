@@ -1,18 +1,6 @@
 """What the node-group stacks of NAME-cluster share (fmcluster_cdk/stacks/pcs.py, fmcluster_cdk/stacks/eks.py).
 
-Layout: every spec node group lives in a CloudFormation nested stack of its own inside
-NAME-cluster (`node_group_stack`), whose construct id is `NodeGroup-<name>`. Inside it, the
-group's resources sit under a construct of that same id, so their logical IDs are the ones they
-had in the parent stack before the split, and derive from the group's name only. Adding,
-removing or reordering a group adds or removes one nested stack and touches no other group's
-template. The parent template keeps the control plane and one `AWS::CloudFormation::Stack` per
-group, so no template grows past CloudFormation's limits (1 MB, 500 resources, 200 outputs, 200
-parameters) with many node groups: one p5.48xlarge launch template alone is about 12 KB.
-
-Placement groups belong to their node group (`placement_group_name`): a new cluster placement
-group is created inside the group's nested stack, so removing a group, or changing its capacity
-so that it needs none, deletes it with the group; no stack exports a name per group.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/stacks/node_groups.py"."""
 
 from __future__ import annotations
 

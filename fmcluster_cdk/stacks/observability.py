@@ -2,13 +2,7 @@
 the repository, alerts and alarms to an SNS topic, optional Amazon Managed Grafana with the
 repository's dashboards, and CloudWatch alarms and a dashboard for FSx and the NAT gateway.
 
-Made when `observability.prometheus` or `observability.grafana` is on (Grafana's only data
-source is the Prometheus workspace, so Grafana brings the workspace with it). It comes before
-NAME-cluster, whose collectors remote-write to the workspace (`workspace_arn`,
-`remote_write_url`) with the node role's `aps:RemoteWrite` on this workspace only.
-
-Inputs (fmcluster_cdk/stacks/refs.py): `network.nat_gateway_id`; `storage.file_system_id` (None without Lustre).
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/stacks/observability.py"."""
 
 from __future__ import annotations
 

@@ -1,29 +1,6 @@
 """NAME-cluster for `orchestrator.type: pcs`: Slurm on AWS Parallel Computing Service.
 
-What it builds from the model (fmcluster.model.cluster), with the network and storage stacks' outputs:
-
-- the PCS cluster (Slurm `orchestrator.version`, size from the node count, controller in the
-  GPU subnet with the node security group, or the region's first subnet when the GPU nodes are in
-  a Local Zone); with UltraServer node groups, the IMEX prolog as its Prolog (PrologFlags
-  Alloc,NoHold: `model.slurm_settings`), installed on every compute node, and exclusive partitions
-  for the UltraServer groups (PCS selects the block topology for them itself);
-- the node role and instance profile (path /aws-pcs/), scoped to this cluster and its buckets
-  (and `aps:RemoteWrite` on the NAME-observability workspace when there is one);
-- with NAME-observability, metrics collection in every node group's user data
-  (fmcluster/node/scripts/boot/metrics.sh; the Slurm collector on the login nodes);
-- a `login` compute node group (`orchestrator.login`, on-demand, no EFA, no queue) in this
-  stack, beside the cluster it belongs to; and per spec node group a nested stack
-  (fmcluster_cdk/stacks/node_groups.py) with its launch template, compute node group, queue named after the
-  group, and its cluster placement group when `placement_group` makes one.
-
-Logical IDs derive from node-group names, never list positions: adding, removing or reordering
-a group leaves the others' resources and nested stacks alone.
-
-Inputs (fmcluster_cdk/stacks/refs.py): `network.gpu_subnet_id`, `network.region_subnet_ids` (the cluster's and
-the login nodes' subnet: the region's first), `network.node_security_group_id`,
-`network.efa_security_group_id`; `storage.bucket_arns`, `storage.kms_key_arn`,
-`storage.file_system_dns_name`, `storage.file_system_mount_name` (None without Lustre).
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/stacks/pcs.py"."""
 
 from __future__ import annotations
 

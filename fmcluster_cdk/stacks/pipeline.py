@@ -1,31 +1,6 @@
 """NAME-pipeline: the GitOps pipeline (CDK Pipelines) that deploys the clusters of a pipeline file.
 
-Source: a CodeConnections connection to the repository and branch, cloned in full (the diff step
-reads old specs from git history). Synth: `make test`, then `cdk synth -c pipeline=FILE` of this
-app. Then the pipeline updates itself (self-mutation), and deploys one Stage per cluster, in the
-pipeline file's waves. Each cluster's stage runs, in order:
-
-1. `Diff`: diff-deployed.sh compares the spec with the spec as last deployed (`git show` of the
-   COMMIT:PATH recorded in SSM) through `fmcluster diff`, which exits 1 on data loss and so
-   stops the pipeline before anything is deployed;
-2. `Approve`: a manual approval, for clusters marked `protected: true`;
-3. the cluster's stacks, the same stacks and stack names as `cdk deploy -c spec=SPEC` makes,
-   each as Prepare (create a change set) then Deploy (execute it); between NAME-storage's two,
-   `Guard` (guard-change-set.sh, `fmcluster change-set`) judges the change set CloudFormation is
-   about to execute and stops the pipeline when it replaces or removes a stateful resource: a
-   change that comes from this code, not from the spec, is caught there;
-4. `Record`: record-deployed.sh writes COMMIT:PATH to `/fmcluster/NAME/deployed-spec`, and
-   protect-storage.sh sets the stack policy of NAME-storage (fmcluster.deploy.stack_policy: no update
-   replaces or deletes its stateful resources). For a deploy that is allowed to lose data (the
-   commit's `Allow-Data-Loss: NAME` trailer, allowance.sh; or the pipeline file's standing
-   `allow_data_loss`), Diff and Guard pass it on, the Diff step lifts that policy after the diff,
-   and Record sets it again.
-
-Diff and Record may read (Diff) or write (Record) that one parameter only, and set the stack
-policy of that one storage stack; Guard may read that stack's change sets only. They run in the
-pipeline's account: for a cluster deployed to another account the stack policy is not set by the
-pipeline (README), and Guard reads the change set through that account's CDK deploy role.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/stacks/pipeline.py"."""
 
 from __future__ import annotations
 

@@ -57,6 +57,9 @@ def assembly(tmp_path_factory):
                                      ("hyperpod-eks", EXAMPLES["hyperpod-eks"], workspace, None),
                                      ("off", EXAMPLES["eks"], None, "off-cluster")):
         spec = _spec(file)
+        if obs is None:  # no NAME-observability: the model says so too
+            spec = spec.model_copy(update={"observability": spec.observability.model_copy(
+                update={"prometheus": False, "grafana": False})})
         stacks[key] = cluster(app, spec, stack_id=stack_id, observability=obs)
     app.synth()
     return outdir, stacks

@@ -86,7 +86,7 @@ def main_spec() -> dict:
             {"name": "cpu", "instance_type": "c7i.8xlarge", "min_count": 1, "max_count": 10, "root_volume_gib": 200,
              "ami_id": AMI},
         ],
-        tags={"team": "ml-platform"})
+        tags={"team": "ml-platform"}, observability={"prometheus": False})  # built without NAME-observability
     spec["storage"]["kms"] = True
     return spec
 
@@ -94,7 +94,8 @@ def main_spec() -> dict:
 def bare_spec() -> dict:
     spec = base_spec(name="eks-bare", network={"extra_availability_zone_ids": ["use1-az6"]},
                      orchestrator={"type": "eks", "version": "1.32"},
-                     node_groups=[{"name": "cpu", "instance_type": "c7i.8xlarge", "count": 3}])
+                     node_groups=[{"name": "cpu", "instance_type": "c7i.8xlarge", "count": 3}],
+                     observability={"prometheus": False})  # built without NAME-observability
     del spec["storage"]["lustre"]
     return spec
 
@@ -110,7 +111,7 @@ def gb200_hyperpod_spec() -> dict:
     """HyperPod EKS with the same group on a training plan of UltraServers, in use1-az4."""
     spec = gb200(orchestrator_type="hyperpod-eks", version="1.33", az="use1-az4", extra=("use1-az6",),
                  reservation_id=None, training_plan_arn=TRAINING_PLAN)
-    return {**spec, "name": "eks-gb200-hyperpod"}
+    return {**spec, "name": "eks-gb200-hyperpod", "observability": {"prometheus": False}}  # built without one
 
 
 @functools.cache

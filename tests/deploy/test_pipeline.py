@@ -5,6 +5,7 @@ Actions alternative (workflow and OIDC role)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -54,7 +55,7 @@ def load(tmp_path: Path, text: str) -> pipeline.PipelineLoad:
 
 def errors(result: pipeline.PipelineLoad) -> list[str]:
     """The errors as printed, without the check's id and the line of the file under each."""
-    return [d._replace(source=None, rule="").format() for d in result.diagnostics if d.is_error]
+    return [dataclasses.replace(d, source=None, rule="").format() for d in result.diagnostics if d.is_error]
 
 
 # ---- the pipeline file -----------------------------------------------------------------------

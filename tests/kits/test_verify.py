@@ -466,7 +466,7 @@ def test_judge_expected_maps_the_ratios_of_fmcluster_expected():
     assert verify.judge_expected(480.0, figure).verdict is Verdict.PASS
     assert verify.judge_expected(300.0, figure).verdict is Verdict.WARN  # 0.75 of the peak
     assert verify.judge_expected(200.0, figure).verdict is Verdict.FAIL
-    assert verify.judge_expected(1.0, figure._replace(peak=None)) is None
+    assert verify.judge_expected(1.0, dataclasses.replace(figure, peak=None)) is None
 
 
 def test_judge_a_real_run_against_its_efa_figure():

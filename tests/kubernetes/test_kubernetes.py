@@ -95,14 +95,15 @@ def test_the_operators_and_lws_run_on_the_system_nodes():
     namespace); the MPI operator placed by its chart's value, the training operator (no such value)
     by the installer's node selector; LWS by its chart's nodeSelector, its image the chart's own."""
     system = {"fmcluster.dev/node-group": "system"}
-    mpi, training = charts.operators()
-    assert (mpi.subchart, training.subchart) == charts.OPERATOR_SUBCHARTS
+    model = resolve(eks_spec([{"name": "gpu", "instance_type": "p5.48xlarge", "count": 2}]))
+    mpi, training = (row for row in charts.INSTALLS if isinstance(getattr(row, "chart", None), charts.Subchart))
+    assert (mpi.chart.chart, training.chart.chart) == charts.OPERATOR_SUBCHARTS
     assert (mpi.release, mpi.namespace, training.release, training.namespace) == (
         "mpi-operator", "kube-system", "training-operators", "kube-system")
-    assert mpi.values == {"mpiOperator": {"nodeSelector": system}} and mpi.node_selector is None
-    assert training.values == {} and training.node_selector == system
+    assert mpi.values(model) == {"mpiOperator": {"nodeSelector": system}} and mpi.chart.node_selector is None
+    assert training.values(model) == {} and training.chart.node_selector == system
     assert charts.lws_values() == {"nodeSelector": system}
-    assert charts.operators()[0].values is not mpi.values  # fresh values each time
+    assert mpi.values(model) is not mpi.values(model)  # fresh values each time
 
 
 # --- UltraServers ------------------------------------------------------------------------------

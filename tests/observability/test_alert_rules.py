@@ -17,7 +17,7 @@ from tests.support.paths import DATA, ROOT
 from tests.support.tools import promtool
 
 RULE_FILES = observability.rule_files()
-DRAIN_AND_REPLACE_XIDS = {48, 63, 64, 74, 79, 94, 95}  # docs/FACTS: the usual "drain and replace" XIDs
+DRAIN_AND_REPLACE_XIDS = {48, 63, 64, 74, 79, 94, 95}  # docs/observability.md: the usual "drain and replace" XIDs
 
 
 def test_there_are_rule_files():

@@ -10,6 +10,7 @@ cannot.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable, Iterable, overload
 
 from fmcluster.spec.diagnostics import Problem
@@ -45,4 +46,4 @@ def rule(fn: Rule | None = None, *, warns: bool = False) -> Rule | Callable[[Rul
 def run(fn: Rule, spec: ClusterSpec) -> list[Problem]:
     """A rule's findings on a spec, each marked with the rule's id."""
     ident = rule_id(fn)
-    return [p if p.rule else p._replace(rule=ident) for p in fn(spec)]
+    return [p if p.rule else replace(p, rule=ident) for p in fn(spec)]

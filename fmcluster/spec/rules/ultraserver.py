@@ -3,13 +3,7 @@ instances), bought as UltraServer Capacity Blocks (HyperPod: training plans), an
 planes that can keep a job inside one domain (AWS PCS, Amazon EKS, HyperPod on EKS; not yet
 HyperPod Slurm, whose slurm.conf HyperPod manages: the IMEX prolog has no place there).
 
-Facts (docs/research-notes.md 9c, 9d): UltraServer Capacity Blocks are the only way to buy
-p6e-gb200 (EC2 User Guide, Capacity Blocks); they are placed already and take no cluster placement
-group; AWS PCS needs Slurm 25.05 or later for UltraServer node groups ("Configure UltraServer
-instances"); Amazon EKS needs Kubernetes 1.33 or later, for the NVIDIA DRA driver's ComputeDomains
-("Use P6e-GB200 UltraServers with Amazon EKS"); SageMaker HyperPod offers ml.p6e-gb200.36xlarge
-through training plans.
-"""
+Sources and details: docs/research-notes.md, "fmcluster/spec/rules/ultraserver.py"."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
 """The scaler of an EKS managed node group on a Capacity Block (the handler:
 handlers/capacity_block_scaler).
 
-EKS documents the pattern for managed node groups on Capacity Blocks ("Create a managed node group
-with Capacity Blocks for ML"): the group is created with a desired size of 0 before the block is
-active (a launch into a block that has not started fails), scaled up when the block becomes active,
-and kept at 0 while it is upgraded (a rolling update needs capacity the block does not have); EC2
-Auto Scaling's guide adds: scale in to zero more than 30 minutes before the block ends. The
-node group's desired size is not a CloudFormation attribute a template could schedule, so a small
-function does it, run by EventBridge on the block's own events and on a schedule.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/compute/capacity_blocks.py"."""
 
 from __future__ import annotations
 

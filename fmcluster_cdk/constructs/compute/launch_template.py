@@ -1,30 +1,6 @@
 """A node launch template with every network card's interface (EC2 `AWS::EC2::LaunchTemplate`).
 
-The L2 `ec2.LaunchTemplate` cannot express several network cards, so the template is the typed
-L1 `ec2.CfnLaunchTemplate`, its `LaunchTemplateData` built from the L1's typed structs, but for
-one list: the network interfaces (up to 32 per template on p5, x the node groups) are plain
-dictionaries with the CloudFormation property names, set in one call through the L1's escape
-hatch (`add_property_override`), by `network_interfaces`. Measured with 64 p5.48xlarge groups:
-typed `NetworkInterfaceProperty` structs, one jsii object each, add about 10 ms per group to
-synthesis; the override adds one call.
-
-What it sets:
-
-- `NetworkInterfaces`: one per interface of the layout (`fmcluster.facts.efa.efa_layout`), with its
-  network card and device index, `InterfaceType` for EFA interfaces (ENA interfaces leave it
-  out), `SubnetId` when a subnet is given, the security groups in each interface's `Groups`
-  (the EFA group first where the template has EFA interfaces) and `DeleteOnTermination`; no
-  top-level `SecurityGroupIds` (EC2 rejects it beside network interfaces).
-- IMDSv2 only (`HttpTokens: required`), hop limit 1 by default.
-- An encrypted gp3 root volume, deleted with the instance (on `/dev/sda1`, the root device of Ubuntu AMIs, unless
-  `root_device_name` names another, such as `/dev/xvda` for Amazon Linux).
-- `ImageId` when an AMI is given (otherwise the service that launches the nodes picks it).
-- `Placement.GroupName` when a placement group is given.
-- Capacity: a Capacity Block (`InstanceMarketOptions.MarketType: capacity-block`, the
-  reservation id and the instance type, which a Capacity Block template must name), or a
-  capacity reservation target by id or by resource group ARN; nothing for on-demand or spot.
-- `TagSpecifications` for instances and volumes, and the user data (base64).
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/compute/launch_template.py"."""
 
 from __future__ import annotations
 
@@ -246,7 +222,7 @@ def launch_template_data(props: LaunchTemplateProps) -> _Data.LaunchTemplateData
 
 
 class NodeLaunchTemplate(Construct):
-    """An `AWS::EC2::LaunchTemplate` for one node group (what it sets: this module's docstring).
+    """An `AWS::EC2::LaunchTemplate` for one node group (what it sets: docs/research-notes.md).
 
     Props:
         props: the template's settings, one prop each (`LaunchTemplateProps`).

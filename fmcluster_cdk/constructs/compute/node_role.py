@@ -1,21 +1,6 @@
 """The IAM role and instance profile of AWS PCS compute nodes.
 
-AWS PCS accepts an instance profile whose role name starts with `AWSPCS` or whose path is
-`/aws-pcs/` (CreateComputeNodeGroup, iamInstanceProfileArn). The role and the profile take the
-path `/aws-pcs/` and leave their names to CloudFormation, so that two clusters (or two
-deployments of one) never collide on a name.
-
-Permissions, nothing account-wide:
-
-- `AmazonSSMManagedInstanceCore` (Session Manager instead of SSH keys);
-- `pcs:RegisterComputeNodeGroupInstance` on this cluster only: the Service Authorization
-  Reference gives the action the `cluster` resource type, so it can be scoped to the cluster ARN
-  (the PCS user guide's example uses "*");
-- S3 read and write on the cluster's buckets only (the bucket ARNs and their objects);
-- `kms:Decrypt` / `kms:GenerateDataKey` on the storage key, when there is one;
-- `aps:RemoteWrite` on the cluster's Prometheus workspace only, when observability is on (the
-  Prometheus agent of the node bootstrap).
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/compute/node_role.py"."""
 
 from __future__ import annotations
 
@@ -64,7 +49,8 @@ def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optio
 
 class NodeRole(Construct):
     """Role (path /aws-pcs/) and instance profile for the nodes of one PCS cluster (trust: EC2);
-    its permissions are this module's docstring's, in one inline policy, ``fmcluster-node``.
+    its permissions, in one inline policy ``fmcluster-node``, are those docs/research-notes.md
+    lists for this module.
 
     Props:
         cluster_arn: ARN of the PCS cluster the nodes register with

@@ -1,14 +1,6 @@
 """Amazon EKS managed node groups and add-ons, as thin constructs over the L1 resources.
 
-`ManagedNodeGroup` is a `CfnNodegroup`, not the L2 `eks.Nodegroup`: the L2 derives the AMI type
-from its own list of GPU instance classes, which lacks P5 and P6, and rejects the AL2023 NVIDIA
-AMI type for them. The L1 takes the AMI type as given. Every group has a launch template (the
-EFA interfaces, IMDS, root volume and capacity live there), so no disk size or remote access
-is set on the group, and the instance type is named once: in the launch template for Capacity
-Blocks (EKS requires it there), on the group otherwise.
-
-`ClusterAddon` is a `CfnAddon`: the L2 `eks.Addon` cannot give an add-on its Pod Identity role.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/eks/cluster.py"."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
 """IAM roles of an EKS cluster's nodes and of its add-ons (EKS Pod Identity).
 
-Node role, nothing account-wide beyond what every EKS node needs:
-
-- `AmazonEKSWorkerNodePolicy` (join the cluster) and `AmazonEC2ContainerRegistryPullOnly`
-  (pull images; narrower than the read-only policy: no listing, no describing);
-- `AmazonSSMManagedInstanceCore` (Session Manager instead of SSH keys);
-- S3 read and write on the cluster's buckets only, and the storage key when there is one;
-- *not* `AmazonEKS_CNI_Policy`: the VPC CNI gets it through EKS Pod Identity (its own role,
-  for its `aws-node` service account), so no other pod on a node can use it.
-
-Pod Identity roles trust `pods.eks.amazonaws.com` (`sts:AssumeRole` and `sts:TagSession`),
-only for this account and this cluster.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/eks/iam.py"."""
 
 from __future__ import annotations
 

@@ -1,17 +1,6 @@
 """A SageMaker HyperPod cluster (AWS::SageMaker::Cluster) and its instance groups.
 
-Knows nothing of the spec: the stacks (fmcluster_cdk/stacks/hyperpod.py) translate node groups into
-`InstanceGroup`s (a few per cluster, so typed L1 structs cost little).
-
-EBS volumes: HyperPod encrypts each instance's root volume, and the secondary volume it mounts at
-/opt/sagemaker, with an AWS owned key unless an instance group names a customer managed key
-(`volume_kms_key_id`: one EbsVolumeConfig with RootVolume true for the root volume, and the key on
-the secondary volume's). SageMaker Developer Guide, "Customer managed AWS KMS key encryption for
-SageMaker HyperPod": only clusters in the continuous node provisioning mode (CONTINUOUS) take such a
-key; the key of an instance group cannot be changed later; the execution role needs
-kms:CreateGrant and kms:DescribeKey on it (fmcluster_cdk/constructs/hyperpod/role.py), and the key policy must
-not require an encryption context (HyperPod passes none).
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/hyperpod/cluster.py"."""
 
 from __future__ import annotations
 
@@ -67,7 +56,7 @@ class InstanceGroup:
             @default None: no secondary volume
         volume_kms_key_id: customer managed KMS key of the root and secondary volumes
             (`VolumeKmsKeyId`, at most 2,048 characters); only in the Continuous node provisioning
-            mode, and never changed later (module docstring).
+            mode, and never changed later (docs/research-notes.md).
             @default None: an AWS owned key
         deep_health_checks: deep health checks run when the group is created or updated
             (`OnStartDeepHealthChecks`: ``InstanceStress`` and/or ``InstanceConnectivity``).

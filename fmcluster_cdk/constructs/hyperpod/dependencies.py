@@ -1,23 +1,6 @@
 """The SageMaker HyperPod dependencies chart on an EKS cluster, installed at deploy time.
 
-HyperPod on EKS needs its dependencies chart (aws/sagemaker-hyperpod-cli,
-helm_chart/HyperPodHelmChart: health-monitoring agent, deep-health-check and job-auto-restart
-RBAC, training and MPI operators, NVIDIA / EFA device plugins for `ml.*` nodes) installed before
-the HyperPod cluster is created. The chart is published only as a repository folder, so the
-CDK kubectl provider's HelmChart (Helm repository, OCI or S3 asset) cannot install it; the
-handler in `handlers/hyperpod_dependencies` installs it beside the kubectl provider, with the
-provider's role (its cluster-admin access entry) and the same kubectl/helm layer, from the
-repository at a pinned commit. Nothing is fetched at synth.
-
-The same handler installs any chart folder of that archive (`HyperPodChart`): on `eks` clusters
-fmcluster installs two of the dependencies chart's sub-charts, the MPI operator and the Kubeflow
-training operator (`subchart_path`), as releases of their own, so that both Kubernetes planes run
-the same operators, from the same pinned commit.
-
-The pin is the commit AWS's own CloudFormation set-up installs
-(aws/sagemaker-hyperpod-cluster-setup, eks/cloudformation/helm-chart-template.yaml,
-GITHUB_REPO_REVISION); bump it on purpose.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/hyperpod/dependencies.py"."""
 
 from __future__ import annotations
 

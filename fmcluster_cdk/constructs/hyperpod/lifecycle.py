@@ -1,20 +1,6 @@
 """A folder of SageMaker HyperPod lifecycle scripts, published as CDK file assets.
 
-HyperPod reads lifecycle scripts from an S3 *prefix* (`LifeCycleConfig.SourceS3Uri`) and runs one
-file of it by name, so the scripts must arrive in S3 as plain files under one folder; a CDK
-directory asset would arrive as a single zip. Each file is therefore registered with the stack's
-synthesizer as a file asset whose source hash is ``PREFIX/DIGEST/NAME``: the CDK CLI publishes it
-to ``s3://<bootstrap asset bucket>/fmcluster-lifecycle/<cluster>/<digest>/<name>`` at deploy
-time, with the other assets. Every folder of a cluster lives under
-``fmcluster-lifecycle/<cluster>/``, so the execution role reads them all with one grant whatever
-the number of instance groups (IAM caps a role's inline policies at 10,240 characters), and
-nothing of another cluster's. Synthesis only writes the files into the cloud assembly: no AWS
-call, no bucket, no custom resource.
-
-The digest is the content hash of the whole folder (fmcluster.node.lifecycle.Bundle), so a changed
-script is published under a new prefix, and the instance groups that use it get a new
-SourceS3Uri; old prefixes stay readable for nodes created from them.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/hyperpod/lifecycle.py"."""
 
 from __future__ import annotations
 

@@ -1,44 +1,6 @@
 """The execution role of SageMaker HyperPod instance groups, least privilege.
 
-SageMaker HyperPod documents the `AmazonSageMakerClusterInstanceRolePolicy` managed policy plus,
-for a cluster in your own VPC, ENI permissions on "*" (SageMaker Developer Guide, "AWS Identity
-and Access Management for SageMaker HyperPod"). This role grants the same capabilities, scoped:
-
-- CloudWatch Logs: create and write log groups / streams under ``/aws/sagemaker/Clusters/`` of
-  this account and region; metrics only in the ``/aws/sagemaker/Clusters`` namespace;
-- Systems Manager sessions (`ssmmessages:*Channel`: these actions have no resource type);
-- S3: read only the cluster's lifecycle-script folders (the managed policy reads every
-  ``sagemaker-*`` bucket instead), and read/write only the cluster's buckets (+ storage key);
-- with a customer managed key for the instances' EBS volumes (`volume_key_arn`), what the SageMaker
-  Developer Guide ("Customer managed AWS KMS key encryption for SageMaker HyperPod") asks of the
-  execution role: kms:CreateGrant, by which HyperPod lets EBS use the key when it creates, scales,
-  adds or patches nodes, and kms:DescribeKey; on that key only, only through SageMaker
-  (kms:ViaService), the grants only for AWS resources (kms:GrantIsForAWSResource), as the guide's
-  key policy conditions them. The key policy of fmcluster_cdk.constructs.storage.buckets.RetainedKey lets IAM
-  policies of the account grant its use, so this policy is what allows it;
-- EC2 for the cluster's VPC: the describe calls (they support no resource-level permissions);
-  ``CreateNetworkInterface`` only in the cluster's subnets with its security groups; deleting,
-  detaching and delegating network interfaces only for interfaces of the cluster's VPC
-  (condition ``ec2:Vpc``); tags only on network interfaces of this account and region;
-- the instance side of detaching (and, on EKS, attaching) those interfaces: the Service
-  Authorization Reference gives ec2:DetachNetworkInterface and ec2:AttachNetworkInterface two
-  required resource types, the interface and the instance, and IAM authorizes each. HyperPod's
-  instances run in an account SageMaker owns (the cluster's interfaces are this account's, shared
-  by CreateNetworkInterfacePermission), so the instances are any account's in this region; the
-  instance has no ec2:Vpc key, hence its own statement without that condition;
-- with an EFA-enabled file system mounted by HyperPod (FsxLustreConfig), `fsx:DescribeFileSystems`:
-  the EFA set-up of the managed FSx mount reads the file system (AWS's reference execution role
-  grants it; without it the set-up is skipped and Lustre falls back to TCP). The Service
-  Authorization Reference gives the action no resource types, so "*" is as tight as IAM allows;
-  it is read-only;
-- for HyperPod on EKS, also what the VPC CNI and image pulls need (the EKS list of the same page),
-  the CNI calls limited to the cluster's VPC, and Pod Identity for this EKS cluster only;
-- with metrics collection (HyperPod Slurm with NAME-observability): `aps:RemoteWrite` on the
-  cluster's Prometheus workspace only, and `ssm:GetParameter` on the one parameter that holds
-  its remote-write URL.
-
-No account-wide S3, FSx or mutating EC2 permission.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/hyperpod/role.py"."""
 
 from __future__ import annotations
 
@@ -137,7 +99,7 @@ class ExecutionPolicyProps:
 
 
 def execution_policy(props: ExecutionPolicyProps) -> iam.PolicyDocument:
-    """The execution role's inline policy (this module's docstring says what and why)."""
+    """The execution role's inline policy (docs/research-notes.md says what and why)."""
     log_groups = f"arn:{cdk.Aws.PARTITION}:logs:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:log-group:{LOG_GROUPS}/*"
     vpc_condition = {"ArnEquals": {"ec2:Vpc": _ec2_arn("vpc", props.vpc_id)}}
     # one grant per scope prefix: a cluster's folders share it and the stack's asset bucket (whose

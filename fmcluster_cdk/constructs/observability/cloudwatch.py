@@ -1,14 +1,6 @@
 """CloudWatch alarms for what Prometheus cannot see, and a CloudWatch dashboard of the cluster.
 
-- FSx for Lustre: free capacity below `FREE_CAPACITY_FRACTION` of the file system, and
-  throughput saturation: read + write bytes per second above `THROUGHPUT_SATURATION` of the
-  file system's aggregate throughput (capacity in TiB x throughput per TiB) for 15 minutes.
-- NAT gateway: port allocation errors (ErrorPortAllocation: the gateway ran out of source ports
-  to one destination; pulls of images, datasets or packages fail); its dropped packets are
-  graphed beside them on the dashboard, without an alarm.
-
-Every alarm notifies `topic` (and again when it recovers).
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/observability/cloudwatch.py"."""
 
 from __future__ import annotations
 
@@ -49,7 +41,7 @@ class AlarmedFileSystem:
 
 
 class ClusterAlarms(Construct):
-    """The cluster's CloudWatch alarms (this module's docstring) and a dashboard of them.
+    """The cluster's CloudWatch alarms (docs/research-notes.md) and a dashboard of them.
 
     Props:
         name: the cluster's name, in the alarm names (``fmcluster-NAME-fsx-free-capacity``, ...;

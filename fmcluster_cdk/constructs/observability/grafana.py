@@ -1,15 +1,6 @@
 """Amazon Managed Grafana for one Prometheus workspace, and its dashboards from repo files.
 
-- `GrafanaWorkspace`: `AWS::Grafana::Workspace`, sign-in through IAM Identity Center (AWS_SSO),
-  customer-managed permissions: its role may only query the one Prometheus workspace (no
-  service-managed policy, no account-wide read).
-- `GrafanaProvisioner`: CloudFormation cannot create Grafana data sources or dashboards, so a
-  small custom resource does it at deploy time through the Grafana HTTP API (see
-  `handlers/grafana_provisioner`): it mints a short-lived service-account token, upserts the
-  Prometheus data source (SigV4 with the workspace role) and every dashboard (overwrite), then
-  deletes the token. Synthesis stays pure: the dashboards are JSON files of the repository,
-  passed to the handler as properties, so a changed dashboard is an update of the resource.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/observability/grafana.py"."""
 
 from __future__ import annotations
 

@@ -2,15 +2,7 @@
 (`AWS::APS::Scraper`): it discovers the exporters' pods in the cluster and remote-writes what it
 scrapes to the workspace.
 
-Access to the cluster: with the cluster's authentication mode `API` or `API_AND_CONFIG_MAP`
-(fmcluster's clusters use access entries), Amazon Managed Service for Prometheus creates the
-access entry of the scraper's service-linked role (AWSServiceRoleForAmazonPrometheusScraper_*)
-itself when the scraper is created, with the read-only Kubernetes permissions a collector needs
-("Configure Amazon EKS for scraper access with access entries", AMP User Guide). No access entry
-or ClusterRole is created here: the manual `aps-collector-role` ClusterRole and the
-`aps-collector-user` binding of the same guide are for clusters on the aws-auth ConfigMap, and
-an access entry of our own for the same role would collide with AMP's.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/observability/scraper.py"."""
 
 from __future__ import annotations
 

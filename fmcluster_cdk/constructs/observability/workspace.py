@@ -1,14 +1,7 @@
 """Amazon Managed Service for Prometheus: the workspace, its alert rules and alert manager, and
 the SNS topic alerts go to.
 
-- `PrometheusWorkspace`: `AWS::APS::Workspace` (encrypted at rest with an AWS-owned key), one
-  `AWS::APS::RuleGroupsNamespace` per rule file (the file's text, unchanged), and, with a
-  `topic`, an alert manager definition that routes every alert to it (SigV4, grouped by cluster,
-  alert and node). `remote_write_statement()` / `query_statement()`: the only IAM a writer or a
-  reader needs, scoped to this workspace.
-- `AlertTopic`: an SNS topic encrypted with its own KMS key, whose policies let only this
-  account's CloudWatch alarms and this workspace's alert manager publish; `email` subscribed.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/observability/workspace.py"."""
 
 from __future__ import annotations
 

@@ -1,14 +1,6 @@
 """An FSx for Lustre file system, its security group, and its links to S3 (data repository associations).
 
-The L1 `CfnFileSystem` is used because the L2 `LustreFileSystem` cannot set EFA or the metadata
-configuration. Plain props only: this module knows nothing of the cluster spec.
-
-FSx creates the service-linked roles it needs itself: AWSServiceRoleForAmazonFSx when the file
-system is created, and one AWSServiceRoleForFSxS3Access_<fs-id> per file system when its first
-data repository association is created (the deploying principal needs iam:CreateServiceLinkedRole,
-which CDK's CloudFormation execution role has). They are not declared here: AWS::IAM::ServiceLinkedRole
-fails in any account where the role exists already, and the S3 one is named after the file system.
-"""
+Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/storage/lustre.py"."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """Make this folder's files from a Kueue release: the JSON Schema of Kueue's Configuration (the
 controller manager's configuration, which is no CRD and has no published schema: only its Go
-types) and the Kueue chart's default Configuration. tests/test_kueue_config.py reads both.
+types) and the Kueue chart's default Configuration. tests/kubernetes/test_kueue_config.py reads both.
 
     python tests/data/kueue-config/convert.py GIT_DIR REF
 
 GIT_DIR is a clone (or bare mirror) of kubernetes-sigs/kueue, REF its tag (v0.18.3, the chart
-fmcluster.kubernetes.KUEUE installs). Read there, with `git show REF:PATH`:
+fmcluster.kubernetes.charts.KUEUE installs). Read there, with `git show REF:PATH`:
 
 - apis/config/v1beta2/groupversion_info.go: the group and version (apiVersion);
 - apis/config/v1beta2/configuration_types.go: the Configuration's Go structs and their `json`

@@ -1,0 +1,134 @@
+"""The table of what runs inside a Kubernetes cluster (fmcluster.kubernetes.charts.INSTALLS): which
+rows each example's model gets, what each predicate says, and that the table is well formed."""
+
+from pathlib import Path
+
+import pytest
+
+from fmcluster.facts.kubernetes import SYSTEM_NODE_GROUP
+from fmcluster.kubernetes import charts, kueue
+from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.model.cluster import ClusterModel, resolve
+from fmcluster.spec import loader
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+PLUGINS = ["NvidiaDevicePlugin", "EfaDevicePlugin"]
+NVLINK = ["NvidiaDraDriver", "GpuFeatureDiscovery"]
+QUEUES = ["Kueue", "KueueQueues", "LeaderWorkerSet"]
+OPERATORS = ["mpi-operator", "training-operators"]
+EXPORTERS = ["NodeExporter", "DcgmExporter", "EfaNodeExporter"]
+
+
+def model(name: str, **edits: dict) -> ClusterModel:
+    """The model of examples/NAME.yaml, with top-level sections updated by `edits`."""
+    spec = loader.load(EXAMPLES / f"{name}.yaml").spec
+    assert spec is not None
+    for key, changes in edits.items():
+        section = getattr(spec, key)
+        spec = spec.model_copy(update={key: section.model_copy(update=changes) if changes else None})
+    return resolve(spec)
+
+
+def names(m: ClusterModel) -> list[str]:
+    return [row.construct_id for row in charts.installs(m)]
+
+
+@pytest.mark.parametrize("example, expected", [
+    ("p5en-eks", PLUGINS + QUEUES + OPERATORS + ["LustreVolume"] + EXPORTERS),
+    ("p6e-gb200-eks", PLUGINS + NVLINK + QUEUES + OPERATORS + ["LustreVolume"] + EXPORTERS),
+    # HyperPod's dependencies chart brings the device plugins and the operators
+    ("p5-hyperpod-eks", QUEUES + ["LustreVolume"] + EXPORTERS),
+    ("p5-pcs", []), ("p5en-reservation-pcs", []), ("p6-b200-hyperpod-slurm", []), ("p6-b300-pcs", []),
+    ("p6e-gb200-pcs", []),
+])
+def test_what_each_example_gets(example, expected):
+    assert names(model(example)) == expected
+
+
+def test_every_example_is_in_the_list_above():
+    tested = {"p5en-eks", "p6e-gb200-eks", "p5-hyperpod-eks", "p5-pcs", "p5en-reservation-pcs",
+              "p6-b200-hyperpod-slurm", "p6-b300-pcs", "p6e-gb200-pcs"}
+    assert {p.stem for p in EXAMPLES.glob("*.yaml")} == tested
+
+
+def test_without_observability_or_lustre():
+    """The exporters only where NAME-observability exists; the volume only with a file system."""
+    unobserved = model("p5en-eks", observability={"prometheus": False, "grafana": False})
+    assert not unobserved.observed and names(unobserved) == PLUGINS + QUEUES + OPERATORS + ["LustreVolume"]
+    spec = model("p5en-eks").spec
+    storage = spec.storage.model_copy(update={"lustre": None})
+    no_lustre = resolve(spec.model_copy(update={"storage": storage}))
+    assert "LustreVolume" not in names(no_lustre) and "LustreVolume" in names(model("p5en-eks"))
+
+
+@pytest.mark.parametrize("example, on_kubernetes, on_eks, gpus, efa, ultraservers, lustre, observed", [
+    ("p5en-eks", True, True, True, True, False, True, True),
+    ("p6e-gb200-eks", True, True, True, True, True, True, True),
+    ("p5-hyperpod-eks", True, False, True, True, False, True, True),
+    ("p5-pcs", False, False, True, True, False, True, True),
+    ("p6e-gb200-pcs", False, False, True, True, True, True, True),
+])
+def test_the_predicates(example, on_kubernetes, on_eks, gpus, efa, ultraservers, lustre, observed):
+    m = model(example)
+    assert (charts.on_kubernetes(m), charts.on_eks(m), charts.with_gpus(m), charts.with_efa(m),
+            charts.with_ultraservers(m), charts.with_lustre(m), charts.observed(m)) == (
+        on_kubernetes, on_eks, gpus, efa, ultraservers, lustre, observed)
+
+
+def test_every_row_needs_a_kubernetes_plane():
+    """A Slurm plane gets nothing, whatever else holds (p5-pcs has GPUs, EFA, Lustre, observability)."""
+    for row in charts.INSTALLS:
+        assert charts.on_kubernetes in row.when or charts.on_eks in row.when, row.construct_id
+
+
+def test_the_table_is_well_formed():
+    """Unique construct ids and releases; `after` names the system nodes, an EKS add-on or an
+    earlier row; the groups of charts that tests and docs name are the table's rows."""
+    ids = [row.construct_id for row in charts.INSTALLS]
+    assert len(ids) == len(set(ids))
+    releases = [row.release for row in charts.INSTALLS if isinstance(row, charts.Release)]
+    assert len(releases) == len(set(releases))
+    addons = {addon.name for addon in kubernetes.ADDONS}
+    for index, row in enumerate(charts.INSTALLS):
+        for name in row.after:
+            assert name == SYSTEM_NODE_GROUP or name in addons or name in ids[:index], (row.construct_id, name)
+    pinned = [row.chart for row in charts.INSTALLS if isinstance(row, charts.Release)
+              and isinstance(row.chart, charts.Chart)]
+    assert sorted(pinned, key=str) == sorted(charts.CHARTS + charts.ULTRASERVER_CHARTS + charts.METRICS_CHARTS,
+                                             key=str)
+    subcharts = [row.chart.chart for row in charts.INSTALLS if isinstance(row, charts.Release)
+                 and isinstance(row.chart, charts.Subchart)]
+    assert tuple(subcharts) == charts.OPERATOR_SUBCHARTS
+    exporters = [row.chart for row in charts.INSTALLS if charts.observed in row.when]
+    assert tuple(exporters) == charts.METRICS_CHARTS
+    nvlink = [row.chart for row in charts.INSTALLS if charts.with_ultraservers in row.when]
+    assert tuple(nvlink) == charts.ULTRASERVER_CHARTS
+
+
+def test_the_controllers_wait_for_the_system_nodes():
+    """Kueue and LWS (their webhooks serve before the stack goes on) and the operators come after
+    the system nodes their controllers run on; the queues after Kueue; the volume after the CSI driver."""
+    rows = {row.construct_id: row for row in charts.INSTALLS}
+    waited = [row.construct_id for row in charts.INSTALLS if isinstance(row, charts.Release) and row.wait]
+    assert waited == ["Kueue", "LeaderWorkerSet"]
+    for name in ["Kueue", "LeaderWorkerSet", *OPERATORS]:
+        assert rows[name].after == (SYSTEM_NODE_GROUP,)
+    assert rows["KueueQueues"].after == ("Kueue",)
+    assert rows["LustreVolume"].after == (kubernetes.FSX_CSI.name,)
+
+
+def test_values_and_documents_come_from_the_model():
+    m = model("p6e-gb200-eks")
+    rows = {row.construct_id: row for row in charts.INSTALLS}
+    groups = [g.name for g in m.ultraserver_groups]
+    efa_types = [g.instance_type for g in m.node_groups if g.efa_interfaces]
+    assert rows["EfaDevicePlugin"].values(m) == charts.efa_device_plugin_values(efa_types)
+    assert rows["NvidiaDraDriver"].values(m) == charts.dra_driver_values(groups)
+    assert rows["GpuFeatureDiscovery"].values(m) == charts.gpu_feature_discovery_values(groups)
+    assert rows["Kueue"].values(m) == kueue.kueue_values(m)
+    assert rows["KueueQueues"].documents(m, None) == kueue.kueue_manifests(m)
+    file_system = kubernetes.FileSystem("fs-0123", "fs-0123.fsx.us-east-1.amazonaws.com", "abcdef")
+    assert rows["LustreVolume"].documents(m, file_system) == kubernetes.lustre_manifests(
+        m.spec, file_system_id="fs-0123", dns_name="fs-0123.fsx.us-east-1.amazonaws.com", mount_name="abcdef")
+    with pytest.raises(ValueError, match="no id, DNS or mount name"):
+        rows["LustreVolume"].documents(m, None)
