@@ -58,7 +58,7 @@ def nccl_across_nodes(group: NodeGroup, operation: str) -> Expected:
     if group.one_nvlink_domain:
         return Expected(test, metric, "GB/s", nvlink_per_direction(group),
                         f"NVLink per GPU and direction of {group.instance_type} (one UltraServer: the collective "
-                        "stays on NVLink)", *INSIDE_NODE_RATIOS, ratio_basis="fmcluster's floor (module docstring)")
+                        "stays on NVLink)", *INSIDE_NODE_RATIOS, ratio_basis="fmcluster's floor")
     efa = group.instance.efa_gbps / 8 if group.efa else 0.0
     return Expected(test, metric, "GB/s", efa or None,
                     f"EFA bandwidth of {group.instance_type} ({group.instance.efa_gbps:g} Gbps per node)",
@@ -70,7 +70,7 @@ def nccl_inside_node(group: NodeGroup, operation: str) -> Expected:
     return Expected(f"nccl-{operation}-node", "busbw at the largest size, one node", "GB/s", peak,
                     f"NVLink per GPU and direction of {group.instance.gpu.name if group.instance.gpu else '-'}"
                     if peak else f"{group.instance_type}: no NVLink figure (PCIe or one GPU)",
-                    *INSIDE_NODE_RATIOS, ratio_basis="fmcluster's floor (module docstring)")
+                    *INSIDE_NODE_RATIOS, ratio_basis="fmcluster's floor")
 
 
 def lustre(model: ClusterModel) -> Optional[Expected]:
