@@ -10,7 +10,6 @@ import fnmatch
 import importlib.metadata as metadata
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -22,7 +21,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, copy_checkout
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 PROJECT = PYPROJECT["project"]
@@ -219,13 +218,7 @@ def built(tmp_path_factory):
     """A wheel and an editable wheel of a copy of the project (its tracked and new files), built
     as make install builds it: with the venv's setuptools, without build isolation or network."""
     tmp = tmp_path_factory.mktemp("build")
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
-    source = tmp / "src"
-    for name in files:
-        if (ROOT / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, source / name)
+    source = copy_checkout(tmp / "src")
     # Every warning but setuptools' note on editable installs (InformationOnly) is an error.
     code = ("import sys, warnings; warnings.simplefilter('error'); import setuptools.build_meta as b; "
             "from setuptools.warnings import InformationOnly; warnings.simplefilter('ignore', InformationOnly); "

@@ -28,7 +28,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, copy_checkout
 
 pytestmark = pytest.mark.synth
 
@@ -80,13 +80,7 @@ def link_runtime(into: Path) -> list[str]:
 def build_wheel(tmp: Path) -> Path:
     """The wheel of a copy of the repository (its tracked and new files), built as a user's pip
     builds it, with the venv's setuptools and without build isolation or network."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
-                           text=True, check=True).stdout.split()
-    source = tmp / "src"
-    for name in files:
-        if (ROOT / name).is_file():
-            (source / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, source / name)
+    source = copy_checkout(tmp / "src")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
                     "--no-build-isolation", "--no-index", "-w", str(tmp / "dist"), str(source)],
                    check=True, capture_output=True, text=True)
