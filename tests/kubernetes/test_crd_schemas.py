@@ -4,7 +4,7 @@ tests/data/crds/ holds the openAPIV3Schema of each CRD version fmcluster writes,
 release it pins (each file's `$comment` says which: kubernetes-sigs/kueue v0.18.3, the chart
 fmcluster.kubernetes.charts.KUEUE installs; NVIDIA/k8s-dra-driver-gpu v25.8.0, DRA_DRIVER's; the MPIJob
 and PyTorchJob of the HyperPod dependencies chart's operator sub-charts, which both Kubernetes
-planes run (constructs_lib/hyperpod_dependencies.COMMIT; the files come from a later commit, at
+planes run (fmcluster_cdk.constructs.hyperpod.dependencies.COMMIT; the files come from a later commit, at
 which those sub-charts are unchanged); kubernetes-sigs/lws v0.10.0, LWS's), made by
 tests/data/crds/convert.py. The job and serving kits' manifests are checked with `validate`. The Kueue
 objects of every Kubernetes example and the ComputeDomain of a job are checked with a JSON Schema
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -30,8 +29,7 @@ from fmcluster.spec import loader
 from fmcluster_cdk.constructs.hyperpod import dependencies as deps
 from tests.data.crds import convert
 from tests.support.crds import CRDS, KUBERNETES_EXAMPLES, crds, validate
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
 
 
 def test_the_schemas_are_of_the_pinned_releases():

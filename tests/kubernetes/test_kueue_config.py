@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
@@ -27,8 +26,8 @@ from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
 from tests.support.crds import KUBERNETES_EXAMPLES
 from tests.support.crds import validate as validate_crd
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 FOLDER = ROOT / "tests" / "data" / "kueue-config"
 SCHEMA = json.loads((FOLDER / "config.kueue.x-k8s.io_configuration_v1beta2.json").read_text())
 CHART = json.loads((FOLDER / "chart-default-configuration.json").read_text())

@@ -1,6 +1,7 @@
 """The commit history reads: every commit since the layout of issue 25 (BASELINE, the last commit
 before it) has a subject of at most 72 characters, scoped and in the imperative ("kits: wait for
-every MPI worker"), then a blank line and a body that says why. CI runs this on a fresh clone of
+every MPI worker"), then a blank line and a body that says why; a merge, a scoped subject within the
+length ("merge: what comes in"). CI runs this on a fresh clone of
 main (`make test`); outside a git checkout, or where the baseline is not in a shallow history,
 the commits that are there are checked.
 """
@@ -46,14 +47,27 @@ def problems(subject: str, body: str) -> list[str]:
     return found
 
 
-def commits() -> list[tuple[str, str, str]]:
-    """(sha, subject, body) of every commit after BASELINE (or of all there are)."""
+def merge_problems(subject: str) -> list[str]:
+    """What is wrong with a merge's subject: it says what comes in, scoped ("merge: the docs site"),
+    within the length; a merge needs no body (its commits have theirs)."""
+    found = []
+    if len(subject) > SUBJECT_MAX:
+        found.append(f"subject is {len(subject)} characters (at most {SUBJECT_MAX})")
+    if not SCOPED.match(subject):
+        found.append("subject is not scoped: 'merge: what comes in'")
+    return found
+
+
+def commits(merges: bool = False) -> list[tuple[str, str, str]]:
+    """(sha, subject, body) of every commit after BASELINE (or of all there are): the merges, or
+    the others."""
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
     known = subprocess.run(["git", "cat-file", "-e", f"{BASELINE}^{{commit}}"], cwd=ROOT,
                            capture_output=True).returncode == 0
     span = [f"{BASELINE}..HEAD"] if known else ["HEAD"]
-    out = subprocess.run(["git", "log", "--no-merges", "--format=%H%x00%B%x1e", *span], cwd=ROOT,
+    out = subprocess.run(["git", "log", "--merges" if merges else "--no-merges", "--format=%H%x00%B%x1e", *span],
+                         cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     found = []
     for record in filter(str.strip, out.split("\x1e")):
@@ -69,6 +83,17 @@ def test_every_new_commit_message_reads():
     bad = {f"{sha} {subject}": problems(subject, body) for sha, subject, body in commits()}
     bad = {k: v for k, v in bad.items() if v}
     assert not bad, "\n".join(f"{k}: {'; '.join(v)}" for k, v in bad.items())
+
+
+def test_every_new_merge_subject_reads():
+    bad = {f"{sha} {subject}": merge_problems(subject) for sha, subject, _ in commits(merges=True)}
+    bad = {k: v for k, v in bad.items() if v}
+    assert not bad, "\n".join(f"{k}: {'; '.join(v)}" for k, v in bad.items())
+
+
+def test_a_merge_subject_is_held_to_length_and_scope():
+    assert merge_problems("merge: the docs site") == []
+    assert merge_problems("Merge branch 'wt-docs'") and merge_problems("merge: " + "x" * 70)
 
 
 @pytest.mark.parametrize("subject, body, expected", [

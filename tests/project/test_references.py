@@ -14,9 +14,18 @@ import tokenize
 from pathlib import Path
 from typing import Any, Iterator
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 PYTHON = sorted(p for top in ("fmcluster", "fmcluster_cdk", "tests") for p in (ROOT / top).rglob("*.py"))
-MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+# Other text a user or developer reads, every line of it prose: the examples' comments, the image
+# recipes, the vendored test data's provenance and comments.
+TEXT = sorted(p for pattern in ("examples/**/*.yaml", "examples/**/*.yml", "docker/*", "tests/data/**/*.md",
+                                "tests/data/**/*.yaml", "tests/data/**/*.json") for p in ROOT.glob(pattern)
+              if p.is_file())
+# Names the code had before issue 25's layout: no text may still use them.
+OLD_NAMES = re.compile(r"\bconstructs_lib\b|(?<![\w/.-])stacks/[a-z_]+\.py|python -m fmcluster\.(?:pipeline|synth)\b"
+                       r"|(?<![\w/.-])tests/test_\w+\.py")
 
 # fmcluster.dev is the domain of fmcluster's Kubernetes labels, not a module
 DOTTED = re.compile(r"(?<![\w./-])(fmcluster(?:_cdk)?(?!\.dev\b)(?:\.[A-Za-z_]\w*)+)(?![\w/-])")
@@ -27,7 +36,7 @@ PATH = re.compile(r"(?<![\w./<#-])((?:fmcluster|fmcluster_cdk|tests|docs|example
 def prose(path: Path) -> Iterator[tuple[int, str]]:
     """(line, text) of each comment and docstring of a Python file, or of each line of a Markdown one."""
     text = path.read_text()
-    if path.suffix == ".md":
+    if path.suffix != ".py":
         yield from enumerate(text.splitlines(), 1)
         return
     for token in tokenize.generate_tokens(io.StringIO(text).readline):
@@ -49,7 +58,7 @@ def pattern_path(name: str) -> bool:
 def references(pattern: re.Pattern[str]) -> dict[tuple[str, str], list[int]]:
     """(file, reference) -> the lines it is written on (a docstring's: its first line)."""
     found: dict[tuple[str, str], list[int]] = {}
-    for path in PYTHON + MARKDOWN:
+    for path in PYTHON + MARKDOWN + TEXT:
         relative = str(path.relative_to(ROOT))
         for line, text in prose(path):
             for match in pattern.finditer(text):
@@ -148,3 +157,9 @@ def test_every_path_exists():
              if not (ROOT / name).exists()]
     assert not wrong, "paths that do not exist:\n" + "\n".join(wrong)
 
+
+def test_no_text_uses_the_names_from_before_the_layout():
+    found = [f"{path.relative_to(ROOT)}:{line}: {match.group(0)}"
+             for path in PYTHON + MARKDOWN + TEXT for line, text in prose(path)
+             for match in OLD_NAMES.finditer(text)]
+    assert not found, "\n".join(found)

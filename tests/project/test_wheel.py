@@ -121,11 +121,11 @@ def user_env(venv: Path, tmp: Path) -> dict[str, str]:
     return env
 
 
-def user_dir(tmp: Path) -> Path:
-    """A directory of a user's: the example spec, and no cdk.json."""
+def user_dir(tmp: Path, example: str = EXAMPLE) -> Path:
+    """A directory of a user's: the example spec (as SPEC), and no cdk.json."""
     work = tmp / "work"
     work.mkdir(exist_ok=True)
-    shutil.copy(ROOT / EXAMPLE, work / SPEC)
+    shutil.copy(ROOT / example, work / SPEC)
     return work
 
 
@@ -163,13 +163,32 @@ def test_help(installed, tmp_path):
     assert "synth" in result.stdout and "validate" in result.stdout and "plan" in result.stdout
 
 
-def test_synth_writes_the_repository_s_assembly(installed, tmp_path):
+def test_the_wheel_ships_every_file_of_the_packages(installed):
+    """Every file the repository holds under the two packages (code, node scripts, Lambda handlers,
+    alert rules, dashboards, prices) is installed: a data file in a new folder cannot be left out."""
+    site = Path(subprocess.run([str(installed / "bin/python"), "-c", "import sysconfig; "
+                                "print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    tracked = subprocess.run(["git", "ls-files", "fmcluster", "fmcluster_cdk"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert len(tracked) > 100
+    assert [name for name in tracked if not (site / name).is_file()] == []
+
+
+# One example of each control plane: their assets (lifecycle scripts, Lambda handlers, charts'
+# values) come from the installed package's data.
+SYNTHESIZED = [EXAMPLE, "examples/p5-hyperpod-eks.yaml", "examples/p6-b200-hyperpod-slurm.yaml",
+               "examples/p6e-gb200-eks.yaml"]
+
+
+@pytest.mark.parametrize("example", SYNTHESIZED)
+def test_synth_writes_the_repository_s_assembly(installed, tmp_path, example):
     """From a directory of the user's, without the repository's cdk.json or CDK CLI."""
-    work = user_dir(tmp_path)
+    work = user_dir(tmp_path, example)
     result = run(["fmcluster", "synth", SPEC, "-o", "cdk.out"], work, user_env(installed, tmp_path))
     assert result.returncode == 0, result.stderr[-4000:]
-    assert "llm-pretrain-cluster" in result.stdout
-    reference = repository(["synth", EXAMPLE, "-o", str(tmp_path / "reference")], ROOT)
+    assert "-cluster" in result.stdout
+    reference = repository(["synth", example, "-o", str(tmp_path / "reference")], ROOT)
     assert reference.returncode == 0, reference.stderr[-4000:]
     ours, theirs = assembly(work / "cdk.out"), assembly(tmp_path / "reference")
     assert any(name.endswith(".template.json") for name in ours)
@@ -185,3 +204,14 @@ def test_validate_and_plan_answer_as_the_repository_s(installed, tmp_path, args)
     assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
     assert (ours.stdout, ours.stderr) == (theirs.stdout, theirs.stderr)
     assert ours.stdout.strip()
+
+
+@pytest.mark.parametrize("example", ["examples/p6e-gb200-pcs.yaml", "examples/p6e-gb200-eks.yaml"])
+def test_jobs_writes_the_repository_s_kit(installed, tmp_path, example):
+    """The acceptance kit (its scripts and manifests come from package data) as the repository's."""
+    work = user_dir(tmp_path, example)
+    ours = run(["fmcluster", "jobs", SPEC, "-o", "kit"], work, user_env(installed, tmp_path))
+    theirs = repository(["jobs", SPEC, "-o", "reference-kit"], work)
+    assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
+    kit, reference = assembly(work / "kit"), assembly(work / "reference-kit")
+    assert kit and kit == reference

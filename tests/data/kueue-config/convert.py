@@ -207,7 +207,7 @@ def schema_document(sources: dict[str, str], group_version_text: str, ref: str) 
     document = {
         "$comment": f"JSON Schema of {gv} Configuration, from {REPOSITORY} {ref} {TYPES} (and {GROUP_VERSION}; "
                     f"the Kubernetes types it uses from vendor/ at that tag), made by "
-                    f"tests/data/kueue-config/convert.py (tests/test_kueue_config.py validates fmcluster's "
+                    f"tests/data/kueue-config/convert.py (tests/kubernetes/test_kueue_config.py validates fmcluster's "
                     f"Kueue configuration against it)",
         "group": group, "kind": "Configuration", "schema": configuration_schema(sources, gv), "version": version}
     return SCHEMA_FILE, json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
