@@ -11,9 +11,12 @@ from typing import Any, Mapping, Optional, Sequence
 
 import aws_cdk as cdk
 
-from fmcluster.deploy import synth
+from fmcluster.spec import pipeline
+from fmcluster.spec.loader import load_specs
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.feature_flags import FEATURE_FLAGS
+from fmcluster_cdk.stacks.app import build
+from fmcluster_cdk.stacks.pipeline import pipeline_stack
 
 # cdk.App props of every fmcluster app. CDK's built-in CloudFormation validation is off: it
 # compiles a WebAssembly rule engine in the Node process on every synth (about 5 s of CPU, more
@@ -34,8 +37,6 @@ def new_app(outdir: Optional[str] = None, context: Optional[Mapping[str, Any]] =
 def build_app(specs: Sequence[ClusterSpec], outdir: Optional[str] = None,
               context: Optional[Mapping[str, Any]] = None) -> cdk.App:
     """An app with the stacks of every spec (in-process; tests and benchmarks use it)."""
-    from fmcluster_cdk.stacks.app import build
-
     app = new_app(outdir, context)
     for spec in specs:
         build(app, spec)
@@ -48,9 +49,6 @@ def _report(diagnostics: Sequence[Any]) -> None:
 
 
 def _pipeline(app: cdk.App, path: str) -> int:
-    from fmcluster.deploy import pipeline
-    from fmcluster_cdk.stacks.pipeline import pipeline_stack
-
     loaded = pipeline.load(path)
     _report(loaded.diagnostics)
     if not loaded.ok or loaded.pipeline is None:
@@ -74,8 +72,6 @@ def main() -> int:
 
 
 def _main() -> int:
-    from fmcluster_cdk.stacks.app import build
-
     app = new_app()
     pipeline_file = app.node.try_get_context("pipeline")
     if pipeline_file:
@@ -85,7 +81,7 @@ def _main() -> int:
         print("error: no spec given: cdk synth -c spec=examples/p5-pcs.yaml (or fmcluster synth SPEC)",
               file=sys.stderr)
         return 2
-    specs, diagnostics = synth.load_specs(paths)
+    specs, diagnostics = load_specs(paths)
     _report(diagnostics)
     if specs is None:
         return 2

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 from fmcluster.deploy import assembly, cfn_schemas
 from fmcluster.deploy.deployed import NotReadable
 from fmcluster.deploy.synth import SynthesisFailed
-from fmcluster.facts import naming
+from fmcluster.facts import fsx, naming
 from fmcluster.spec.models import ClusterSpec
 
 ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE = "add", "update", "replace", "may-replace", "remove"
@@ -241,8 +241,6 @@ def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any]
 
 def _file_system(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
     """An FSx for Lustre file system: in place, replaced, or an update that fails (docs/research-notes.md)."""
-    from fmcluster.facts import fsx
-
     lustre = [p for p in change.paths if p.startswith("LustreConfiguration.")]
     fixed = sorted({p.split(".")[1].split("[")[0] for p in lustre} - fsx.lustre_updatable())
     if fixed:

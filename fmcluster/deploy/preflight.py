@@ -22,6 +22,7 @@ from botocore.exceptions import (
 )
 from botocore.parsers import ResponseParserError
 
+from fmcluster.facts import catalog, regions
 from fmcluster.facts.controlplanes import (
     CAPACITY_BLOCK,
     ON_DEMAND,
@@ -123,7 +124,7 @@ class CredentialsProblem(Exception):
 
 def session_clients(region: str) -> ClientFactory:
     """Clients of the default credential chain, one per service, in the spec's region."""
-    import boto3
+    import boto3  # start-up cost: loaded only where a command calls AWS
     from botocore.config import Config
 
     try:
@@ -563,9 +564,7 @@ def offered_in(service: str, region: str) -> bool | None:
     """Whether botocore's endpoint data lists `service` in `region`. None where the data cannot
     say: it lists no region for the service (services that ship only endpoint rules, such as AWS
     PCS), or does not list the region for EC2 either (a region newer than its endpoint list)."""
-    import botocore.session
-
-    from fmcluster.facts import regions
+    import botocore.session  # start-up cost: loaded only where a check reads the endpoint data
 
     session, partition = botocore.session.get_session(), regions.partition(region)
     listed = session.get_available_regions(service, partition_name=partition)
@@ -575,8 +574,6 @@ def offered_in(service: str, region: str) -> bool | None:
 
 
 def _vcpus(instance_type: str) -> int:
-    from fmcluster.facts import catalog
-
     return catalog.catalog()[instance_type].vcpus
 
 
@@ -651,8 +648,6 @@ def block_checks(group: NodeGroupSpec, block: CapacityBlock, az_id: str, now: da
     """What one DescribeCapacityBlocks entry says about an UltraServer node group: its UltraServer
     type, AZ ID and state (EC2 terminates an UltraServer block's instances from
     ULTRASERVER_BLOCK_TERMINATION_MINUTES before its end)."""
-    from fmcluster.facts import catalog
-
     bid, name, wanted = block["CapacityBlockId"], f"reservation {group.name}", group.capacity.ultraserver_type
     kind = block.get("UltraserverType")
     if kind == wanted:

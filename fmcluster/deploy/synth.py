@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Mapping
 
 from fmcluster.deploy import assembly
-from fmcluster.spec import loader
-from fmcluster.spec.diagnostics import Diagnostic
-from fmcluster.spec.models import ClusterSpec
 
 # the CDK app program (app.py, cdk.json's "app", runs it too): its __main__ stays, the CDK's app contract
 APP_MODULE = "fmcluster_cdk.synthesis"
@@ -46,48 +42,6 @@ def app_context(config: Mapping[str, Any]) -> dict[str, Any]:
     context.setdefault("aws:cdk:enable-asset-metadata", config.get("assetMetadata", True))
     context.setdefault("aws:cdk:version-reporting", config.get("versionReporting", True))
     return context
-
-
-_NAME_LINE = re.compile(r"^name:[ \t]*", re.MULTILINE)
-
-
-def _name_at(file: str) -> tuple[int, int]:
-    """Line and column of a spec file's top-level `name:` value (1, 1 where there is none)."""
-    try:
-        text = Path(file).read_text(encoding="utf-8")
-    except OSError:
-        return 1, 1
-    match = _NAME_LINE.search(text)
-    if match is None:
-        return 1, 1
-    return text.count("\n", 0, match.start()) + 1, match.end() - match.start() + 1
-
-
-def load_specs(paths: Iterable[str]) -> tuple[Optional[list[ClusterSpec]], list[Diagnostic]]:
-    """Every spec validated, and no two naming the same cluster (their stacks would clash): the
-    specs, or None when one fails; the diagnostics of all of them in either case. The app's:
-    `fmcluster synth` itself validates nothing (the app does)."""
-    paths = list(paths)
-    specs: list[ClusterSpec] = []
-    diagnostics: list[Diagnostic] = []
-    for path in paths:
-        result = loader.load(path)
-        diagnostics += result.diagnostics
-        if result.ok and result.spec is not None:  # ok: a spec without errors
-            specs.append(result.spec)
-    if len(specs) != len(paths):
-        return None, diagnostics
-    seen: dict[str, str] = {}
-    for path, spec in zip(paths, specs, strict=True):
-        if spec.name in seen:
-            line, column = _name_at(path)
-            diagnostics.append(Diagnostic(
-                f"cluster {spec.name!r} is named by {seen[spec.name]} too: their stacks would clash", ("name",),
-                "give each cluster its own name", "error", path, line, column))
-        seen.setdefault(spec.name, path)
-    if any(d.is_error for d in diagnostics):
-        return None, diagnostics
-    return specs, diagnostics
 
 
 def venv_node() -> Path:

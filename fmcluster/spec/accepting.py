@@ -13,6 +13,7 @@ from typing import Sequence
 
 from fmcluster.spec.diagnostics import Problem, dotted, error, warning
 from fmcluster.spec.models import AcceptedWarning
+from fmcluster.spec.rules import RULES, WARNING_RULES, rule_id
 
 UNUSED_RULE = "accepted-warning-unused"
 
@@ -21,8 +22,6 @@ def apply(problems: Sequence[Problem], accepted: Sequence[AcceptedWarning],
           error_ids: Sequence[str] = ()) -> list[Problem]:
     """`problems` with each accepted warning marked, and the problems of the entries themselves.
     `error_ids` are the ids of checks outside the rules (the loader's), all of them errors."""
-    from fmcluster.spec.rules import RULES, WARNING_RULES, rule_id
-
     out: list[Problem] = []
     used: set[int] = set()
     for problem in problems:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
+from typing import Iterable, Optional
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from fmcluster.spec import yamlpos
+from fmcluster.spec import accepting, repair, rules, yamlpos
 from fmcluster.spec.diagnostics import Diagnostic, Path, Problem, has_errors, placed, sort_key
 from fmcluster.spec.models import AcceptedWarning, ClusterSpec
 
@@ -147,16 +149,12 @@ def load_text(text: str, file: str = "<spec>") -> LoadResult:
     if doc is None:
         return LoadResult(file, diagnostics=diagnostics)
     problems = duplicate_keys(doc)
-    from fmcluster.spec import accepting, rules
-
     spec: ClusterSpec | None = None
     try:
         spec = ClusterSpec.model_validate(doc.data)
     except ValidationError as exc:
         problems += model_problems(exc, doc.data)
         # the rules still run on what is valid, so one pass reports every problem
-        from fmcluster.spec import repair
-
         problems += accepting.apply(repair.rule_problems(doc.data, ClusterSpec.model_validate, rules.check),
                                     _accepted(doc.data), ERROR_IDS)
     else:
@@ -164,10 +162,50 @@ def load_text(text: str, file: str = "<spec>") -> LoadResult:
     return LoadResult(file, spec, sorted((locate(p, doc) for p in problems), key=sort_key), doc.data)
 
 
+_NAME_LINE = re.compile(r"^name:[ \t]*", re.MULTILINE)
+
+
+def _name_at(file: str) -> tuple[int, int]:
+    """Line and column of a spec file's top-level `name:` value (1, 1 where there is none)."""
+    try:
+        text = FsPath(file).read_text(encoding="utf-8")
+    except OSError:
+        return 1, 1
+    match = _NAME_LINE.search(text)
+    if match is None:
+        return 1, 1
+    return text.count("\n", 0, match.start()) + 1, match.end() - match.start() + 1
+
+
+def load_specs(paths: Iterable[str]) -> tuple[Optional[list[ClusterSpec]], list[Diagnostic]]:
+    """Every spec validated, and no two naming the same cluster (their stacks would clash): the
+    specs, or None when one fails; the diagnostics of all of them in either case. The app's:
+    `fmcluster synth` itself validates nothing (the app does)."""
+    paths = list(paths)
+    specs: list[ClusterSpec] = []
+    diagnostics: list[Diagnostic] = []
+    for path in paths:
+        result = load(path)
+        diagnostics += result.diagnostics
+        if result.ok and result.spec is not None:  # ok: a spec without errors
+            specs.append(result.spec)
+    if len(specs) != len(paths):
+        return None, diagnostics
+    seen: dict[str, str] = {}
+    for path, spec in zip(paths, specs, strict=True):
+        if spec.name in seen:
+            line, column = _name_at(path)
+            diagnostics.append(Diagnostic(
+                f"cluster {spec.name!r} is named by {seen[spec.name]} too: their stacks would clash", ("name",),
+                "give each cluster its own name", "error", path, line, column))
+        seen.setdefault(spec.name, path)
+    if any(d.is_error for d in diagnostics):
+        return None, diagnostics
+    return specs, diagnostics
+
+
 def _accepted(data: dict[str, typing.Any]) -> list[AcceptedWarning]:
     """The accepted warnings of a spec with type errors, where they are valid themselves."""
-    from pydantic import TypeAdapter
-
     try:
         return TypeAdapter(list[AcceptedWarning]).validate_python(data.get("accepted_warnings", []))
     except ValidationError:
@@ -284,7 +322,7 @@ FORMATS = ("text", "json")
 
 @dataclass(frozen=True)
 class FileCheck:
-    """One file as validate checked it: a spec, or a pipeline file (fmcluster.deploy.pipeline)."""
+    """One file as validate checked it: a spec, or a pipeline file (fmcluster.spec.pipeline)."""
 
     file: str  # as given on the command line
     ok: bool

@@ -10,6 +10,11 @@ from constructs import Construct
 
 from fmcluster.model import cluster as cluster_model
 from fmcluster.spec.models import ClusterSpec
+from fmcluster_cdk import nag
+from fmcluster_cdk.stacks.cluster import cluster_stack
+from fmcluster_cdk.stacks.network import NetworkStack
+from fmcluster_cdk.stacks.observability import ObservabilityStack
+from fmcluster_cdk.stacks.storage import StorageStack
 
 
 def environment(spec: ClusterSpec) -> cdk.Environment:
@@ -23,10 +28,6 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     with the model's names, descriptions, termination protection and tags. Stack names are given
     explicitly, so that inside a Stage they are the same as in an App (a Stage would otherwise
     prefix them with its own name)."""
-    from fmcluster_cdk.stacks.cluster import cluster_stack
-    from fmcluster_cdk.stacks.network import NetworkStack
-    from fmcluster_cdk.stacks.storage import StorageStack
-
     m = cluster_model.resolve(spec)
     env = environment(spec)
 
@@ -45,8 +46,6 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     storage = StorageStack(app, name("storage"), model=m, network=network, **props("storage"))
     observability = None
     if m.observed:
-        from fmcluster_cdk.stacks.observability import ObservabilityStack
-
         observability = ObservabilityStack(app, name("observability"), model=m, network=network,
                                            storage=storage, **props("observability"))
     # The cluster stack reads the workspace ARN (an export of NAME-observability): observability
@@ -58,8 +57,6 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     for stack in stacks.values():
         for key, value in m.tags.items():
             cdk.Tags.of(stack).add(key, value)
-    from fmcluster_cdk import nag
-
     if nag.requested(app):  # cdk synth -c nag=true: cdk-nag AwsSolutions, suppressions in fmcluster_cdk/nag.py
         nag.apply(stacks.values())
     return stacks

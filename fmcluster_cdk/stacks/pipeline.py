@@ -16,10 +16,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 from constructs import Construct
 
-from fmcluster.deploy.pipeline import Deployment, Pipeline, deployed_parameter
 from fmcluster.model.cluster import STORAGE, resolve
 from fmcluster.spec.models import ClusterSpec
+from fmcluster.spec.pipeline import Deployment, Pipeline, deployed_parameter
 from fmcluster_cdk.errors import ConstructError
+from fmcluster_cdk.stacks.app import build
 
 STEPS = "fmcluster/deploy/steps"  # the step scripts, run from the clone of the repository
 CHANGE_SET = "PipelineChange"  # the change set CDK Pipelines' Prepare action creates (and Deploy executes)
@@ -117,8 +118,6 @@ class ClusterStage(cdk.Stage):
 
     def __init__(self, scope: Construct, construct_id: str, *, spec: ClusterSpec, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        from fmcluster_cdk.stacks.app import build
-
         self.stacks = build(self, spec)
 
 

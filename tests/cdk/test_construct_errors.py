@@ -10,8 +10,8 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 
-from fmcluster.deploy import pipeline
 from fmcluster.facts.efa import Interface
+from fmcluster.spec import pipeline
 from fmcluster_cdk.constructs.compute.launch_template import (
     CAPACITY_BLOCK_MARKET,
     CapacityTarget,

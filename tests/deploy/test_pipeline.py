@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fmcluster.deploy import pipeline
-from fmcluster.spec import loader
+from fmcluster.deploy.pipeline import run as validate_pipelines
+from fmcluster.spec import loader, pipeline
 from tests.support import iam_lint
 from tests.support.paths import EXAMPLES_DIR, ROOT
 from tests.support.tools import assert_shellcheck_clean
@@ -176,7 +176,7 @@ def test_command_line_check(tmp_path):
 def test_command_line_check_in_json(tmp_path):
     path = tmp_path / "pipeline.yaml"
     path.write_text(GOOD.replace("staging", "Staging"))
-    report = pipeline.run([str(ROOT / EXAMPLE), str(path)], root=ROOT)
+    report = validate_pipelines([str(ROOT / EXAMPLE), str(path)], root=ROOT)
     shown = json.loads(loader.render(report, "json")[0])
     assert [(f["file"], f["ok"]) for f in shown] == [(str(ROOT / EXAMPLE), True), (str(path), False)]
     assert shown[1]["diagnostics"][0]["path"] == "waves[0].name" and loader.exit_code(report) == 2
@@ -825,7 +825,7 @@ def test_deploy_job_diffs_then_deploys_then_records(workflow):
              'cdk deploy -c spec="$SPEC" --all', "record-deployed.sh", 'protect-storage.sh "$CLUSTER-storage"\n']
     assert [script.index(c) for c in order] == sorted(script.index(c) for c in order)
     assert workflow["env"]["SPEC"] == "examples/p5-pcs.yaml"
-    assert workflow["env"]["CLUSTER"] == pipeline.loader.load(ROOT / "examples/p5-pcs.yaml").spec.name
+    assert workflow["env"]["CLUSTER"] == loader.load(ROOT / "examples/p5-pcs.yaml").spec.name
 
 
 def test_workflow_uses_the_commands_the_readme_documents(workflow):

@@ -8,7 +8,8 @@ Kubernetes cluster, the alerts and dashboards) -> plan | deploy | kits (the comm
 A layer imports the layers it names below it and theirs, never a peer of its row nor a layer
 above. The CDK side sits above the core, which never imports it: constructs see only facts and
 the CDK libraries (typed props: no spec, no model, no stacks), the stacks map the model onto
-constructs, and synthesis is the CDK app program.
+constructs (never importing the commands: plan, deploy, kits), and synthesis is the CDK app
+program with its configuration (feature_flags).
 """
 
 from __future__ import annotations
@@ -36,11 +37,9 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "deploy": (("fmcluster.deploy",), ("node", "kubernetes", "observability")),
     "kits": (("fmcluster.kits",), ("node", "kubernetes", "observability")),
     "cli": (("fmcluster.cli", "fmcluster.__main__"), ("plan", "deploy", "kits")),
-    "constructs": (("fmcluster_cdk", "fmcluster_cdk.constructs", "fmcluster_cdk.errors", "fmcluster_cdk.feature_flags"),
-                   ("cdk libraries", "facts")),
-    "stacks": (("fmcluster_cdk.stacks", "fmcluster_cdk.nag"),
-               ("constructs", "node", "kubernetes", "observability", "deploy")),
-    "synthesis": (("fmcluster_cdk.synthesis",), ("stacks",)),
+    "constructs": (("fmcluster_cdk", "fmcluster_cdk.constructs", "fmcluster_cdk.errors"), ("cdk libraries", "facts")),
+    "stacks": (("fmcluster_cdk.stacks", "fmcluster_cdk.nag"), ("constructs", "node", "kubernetes", "observability")),
+    "synthesis": (("fmcluster_cdk.synthesis", "fmcluster_cdk.feature_flags"), ("stacks",)),
 }
 
 
@@ -59,7 +58,8 @@ MODULES = {name: path for package in PACKAGES for name, path in sources(package)
 def imports(path: Path, module: str = "") -> set[str]:
     """Every name an import statement of the file imports, at any depth of the tree (module
     level, functions, `if TYPE_CHECKING:`): `import a.b` gives a.b, `from a import b` gives a.b,
-    a relative import is made absolute against `module` (the file's own dotted name)."""
+    a relative import is made absolute against `module` (the file's own dotted name); a module
+    found at run time by a constant name (`importlib.import_module("a.b")`) gives a.b."""
     tree = ast.parse(path.read_text(), str(path))
     package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found: set[str] = set()
@@ -70,6 +70,10 @@ def imports(path: Path, module: str = "") -> set[str]:
             base = package[:len(package) - node.level + 1] if node.level else []
             source = ".".join([*base, *([node.module] if node.module else [])])
             found |= {f"{source}.{alias.name}" for alias in node.names}
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None))
+              in ("find_spec", "import_module") and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)):
+            found.add(node.args[0].value)
     return found
 
 
@@ -196,7 +200,8 @@ def test_no_import_cycles_between_packages():
 
 
 def test_the_reader_sees_every_import(tmp_path):
-    """Imports at module level, inside functions and classes, under TYPE_CHECKING, relative."""
+    """Imports at module level, inside functions and classes, under TYPE_CHECKING, relative, and
+    modules imported at run time by a constant name (a computed name cannot be read)."""
     package = tmp_path / "pkg"
     package.mkdir()
     source = package / "mod.py"
@@ -213,10 +218,16 @@ def test_the_reader_sees_every_import(tmp_path):
         "    def g(self):\n"
         "        if True:\n"
         "            from . import sibling\n"
-        "            from ..other import thing\n")
+        "            from ..other import thing\n"
+        "STACKS = {'pcs': 'fmcluster_cdk.stacks.hyperpod'}\n"
+        "def h(name):\n"
+        "    importlib.import_module('fmcluster_cdk.stacks.eks')\n"
+        "    importlib.util.find_spec('cfnlint')\n"
+        "    return import_module(STACKS[name])\n")
     assert imports(source, "pkg.mod") == {
         "os.path", "typing.TYPE_CHECKING", "__future__.annotations", "fmcluster.model.cluster.ClusterModel",
-        "aws_cdk.aws_ec2", "fmcluster_cdk.stacks.pcs", "pkg.sibling", "other.thing"}
+        "aws_cdk.aws_ec2", "fmcluster_cdk.stacks.pcs", "pkg.sibling", "other.thing", "fmcluster_cdk.stacks.eks",
+        "cfnlint"}
     assert resolve("fmcluster.model.cluster.ClusterModel", MODULES) == "fmcluster.model.cluster"
     assert resolve("fmcluster.spec.rules.capacity", MODULES) == "fmcluster.spec.rules.capacity"
     assert resolve("os.path", MODULES) is None
