@@ -176,6 +176,17 @@ def drained(cluster: SlurmCluster, node: str, timeout: float = 30) -> dict[str, 
     raise TimeoutError(f"{node} not drained: {cluster.node(node)}\n{cluster.logs()}")
 
 
+def requeued_and_held(cluster: SlurmCluster, job: str, timeout: float = 60) -> dict[str, str]:
+    """The job's record once Slurm has requeued and held it after the failed launch (or the last
+    record read, at the timeout): the requeue follows the drain by a moment."""
+    deadline = time.monotonic() + timeout
+    info = cluster.job(job)
+    while info.get("Reason") != "launch_failed_requeued_held" and time.monotonic() < deadline:
+        time.sleep(0.2)
+        info = cluster.job(job)
+    return info
+
+
 def without_path(text: str) -> str:
     """The prolog as it was before it set PATH itself: Slurm's commands by name."""
     text, count = re.subn(r"^export PATH=.*\n", "", text, count=1, flags=re.M)
@@ -225,13 +236,12 @@ def test_a_domain_that_never_comes_up_drains_the_node_and_the_job_never_runs(ime
     cluster, gb200 = imex(lambda slurm_bin: bootstrap.imex_prolog(slurm_bin, IMEX_WAIT_SECONDS="5"))
     (gb200.state / "node2/fails-to-join").touch()
     out = tmp_path / "never.out"
-    began = time.monotonic()
     job = cluster.sbatch(JOB.format(out=out), "--exclusive", "-N2")
-    info = drained(cluster, "node1")
+    info = drained(cluster, "node1", timeout=120)  # generous on a loaded machine: it only bounds a failure
     assert info["Reason"].startswith("Prolog error"), info
-    assert time.monotonic() - began < 25  # bounded: the wait, not forever
+    # bounded: the prolog gave up after its own wait, as its log says (no wall-clock assertion here)
     assert "IMEX domain not UP after 5s" in gb200.file("node1", "/var/log/fmcluster-imex-prolog.log")
-    held = cluster.job(job)  # requeued, held for an administrator: it never ran on the broken domain
+    held = requeued_and_held(cluster, job)  # held for an administrator: it never ran on the broken domain
     assert (held["JobState"], held["Reason"]) == ("PENDING", "launch_failed_requeued_held"), held
     assert not out.exists()
 
