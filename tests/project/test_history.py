@@ -26,15 +26,19 @@ IMPERATIVE_ANYWAY = {"embed", "feed", "need", "proceed", "seed", "shed", "speed"
 NOT_A_VERB_FORM = {"does", "focus", "address", "pass", "process", "access", "bypass", "express", "is", "has"}
 
 
-def problems(subject: str, body: str) -> list[str]:
-    """What is wrong with one commit message (subject line, body after the blank line)."""
+def problems(subject: str, body: str, merge: bool = False) -> list[str]:
+    """What is wrong with one commit message (subject line, body after the blank line). A merge's
+    subject says what comes in, scoped ("merge: the docs site"), within the length; a merge needs
+    no body (its commits have theirs)."""
     found = []
     if len(subject) > SUBJECT_MAX:
         found.append(f"subject is {len(subject)} characters (at most {SUBJECT_MAX})")
     match = SCOPED.match(subject)
     if not match:
-        found.append("subject is not scoped: 'scope: do something'")
-    else:
+        found.append("subject is not scoped: " + ("'merge: what comes in'" if merge else "'scope: do something'"))
+    if merge:
+        return found
+    if match:
         verb = match.group("rest").split()[0].lower()
         if verb not in IMPERATIVE_ANYWAY and (verb.endswith(("ed", "ing"))
                                               or (verb.endswith("s") and not verb.endswith("ss")
@@ -44,17 +48,6 @@ def problems(subject: str, body: str) -> list[str]:
         found.append("subject ends with a full stop")
     if not body.strip():
         found.append("no body saying why, after a blank line")
-    return found
-
-
-def merge_problems(subject: str) -> list[str]:
-    """What is wrong with a merge's subject: it says what comes in, scoped ("merge: the docs site"),
-    within the length; a merge needs no body (its commits have theirs)."""
-    found = []
-    if len(subject) > SUBJECT_MAX:
-        found.append(f"subject is {len(subject)} characters (at most {SUBJECT_MAX})")
-    if not SCOPED.match(subject):
-        found.append("subject is not scoped: 'merge: what comes in'")
     return found
 
 
@@ -79,21 +72,16 @@ def commits(merges: bool = False) -> list[tuple[str, str, str]]:
     return found
 
 
-def test_every_new_commit_message_reads():
-    bad = {f"{sha} {subject}": problems(subject, body) for sha, subject, body in commits()}
-    bad = {k: v for k, v in bad.items() if v}
-    assert not bad, "\n".join(f"{k}: {'; '.join(v)}" for k, v in bad.items())
-
-
-def test_every_new_merge_subject_reads():
-    bad = {f"{sha} {subject}": merge_problems(subject) for sha, subject, _ in commits(merges=True)}
+@pytest.mark.parametrize("merges", [False, True], ids=["commits", "merges"])
+def test_every_new_commit_message_reads(merges):
+    bad = {f"{sha} {subject}": problems(subject, body, merge=merges) for sha, subject, body in commits(merges)}
     bad = {k: v for k, v in bad.items() if v}
     assert not bad, "\n".join(f"{k}: {'; '.join(v)}" for k, v in bad.items())
 
 
 def test_a_merge_subject_is_held_to_length_and_scope():
-    assert merge_problems("merge: the docs site") == []
-    assert merge_problems("Merge branch 'wt-docs'") and merge_problems("merge: " + "x" * 70)
+    assert problems("merge: the docs site", "", merge=True) == []
+    assert problems("Merge branch 'wt-docs'", "", merge=True) and problems("merge: " + "x" * 70, "", merge=True)
 
 
 @pytest.mark.parametrize("subject, body, expected", [
