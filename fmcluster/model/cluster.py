@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping, Optional
 
 from fmcluster.facts import controlplanes, inference, kubernetes, naming
+from fmcluster.facts import images as image_facts
 from fmcluster.facts import network as network_plan
 from fmcluster.facts import node as node_facts
 from fmcluster.facts.catalog import ULTRASERVERS, InstanceType, UltraServer, catalog
@@ -30,7 +31,7 @@ COMPUTE, LOGIN, SYSTEM, CONTROLLER = "compute", "login", "system", "controller"
 PCS_LOGIN_ROOT_VOLUME_GIB = 256  # the PCS login nodes' root volume
 SYSTEM_ROOT_VOLUME_GIB = 256  # the EKS system nodes' root volume
 HYPERPOD_SYSTEM_VOLUME_GIB = 256  # /opt/sagemaker of the HyperPod Slurm controller and login nodes
-NETWORK, STORAGE, OBSERVABILITY, CLUSTER = "network", "storage", "observability", "cluster"
+NETWORK, STORAGE, OBSERVABILITY, IMAGES, CLUSTER = "network", "storage", "observability", "images", "cluster"
 NO_PLACEMENT = Placement(create=False)
 ON_DEMAND = CapacitySpec()
 
@@ -61,6 +62,9 @@ class NodeGroup:
     # Its nodes run in a Local Zone (the spec's groups where the GPU zone is one; the control
     # plane's own groups run in the region's first AZ ID)
     local_zone: bool = False
+    # The key of the baked node image it launches from (ClusterModel.images); None: its own `ami_id`,
+    # or a Kubernetes group (EKS's images)
+    image: Optional[str] = None
 
     @property
     def instance_type(self) -> str:
@@ -115,10 +119,30 @@ class NodeGroup:
 
 
 @dataclass(frozen=True)
+class NodeImage:
+    """One baked node image of NAME-images: the control plane's base image of an architecture with
+    what every node needs installed (Enroot, Pyxis built against `slurm_prefix`'s Slurm, the
+    exporters' packages), used by `groups`. Built and tested once per change by EC2 Image Builder."""
+
+    key: str  # PLANE-ARCHITECTURE, such as pcs-x86_64: construct ids, NodeGroup.image
+    plane: str  # pcs | hyperpod-slurm
+    architecture: str  # x86_64 | arm64
+    base: image_facts.Base
+    slurm_version: str  # the cluster's (AWS PCS); "" where the base image's Slurm is the plane's own
+    slurm_prefix: str
+    build_instance_type: str
+    revision: int  # the spec's images.revision: a new one bakes from the newest base image
+    # encrypted with the storage key (storage.kms on AWS PCS); SageMaker HyperPod takes only
+    # unencrypted custom AMIs
+    encrypted: bool
+    groups: tuple[str, ...]  # the node groups that launch from it, in model order
+
+
+@dataclass(frozen=True)
 class Stack:
     """One CloudFormation stack of the cluster, NAME-KEY."""
 
-    key: str  # network | storage | observability | cluster
+    key: str  # network | storage | observability | images | cluster
     cluster: str
     contents: str  # what it holds, in a phrase
     termination_protection: bool
@@ -150,6 +174,10 @@ class ClusterModel:
     # the spec's `serving` section resolved: the served model, its group and its placement (TP x PP,
     # replicas; fmcluster.facts.inference); None without one
     serving: Optional[inference.Serving] = None
+    images: tuple[NodeImage, ...] = ()  # NAME-images' node images (Slurm planes), by key
+
+    def image(self, key: str) -> NodeImage:
+        return next(i for i in self.images if i.key == key)
 
     @property
     def name(self) -> str:
@@ -251,7 +279,7 @@ def _controller(cp: ControlPlane, nodes: int) -> Optional[NodeGroup]:
     return _own(CONTROLLER, CONTROLLER, controlplanes.hyperpod_controller_type(nodes), 1, HYPERPOD_SYSTEM_VOLUME_GIB)
 
 
-def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool) -> tuple[Stack, ...]:
+def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool, baked: bool) -> tuple[Stack, ...]:
     name = spec.name
     scheduler = "Slurm" if cp.scheduler == "slurm" else "Kubernetes"
     nested = " (a nested stack each, with its placement group)" if not cp.hyperpod else ""
@@ -266,6 +294,9 @@ def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool) -> tuple[Stack,
                             "Managed Prometheus workspace, GPU-health alert rules, alert manager to SNS"
                             + (", Managed Grafana with dashboards" if spec.observability.grafana else "")
                             + ", CloudWatch alarms and dashboard", spec.protect))
+    if baked:
+        stacks.append(Stack(IMAGES, name, "EC2 Image Builder node images (Enroot, Pyxis, exporters baked into "
+                                          "the control plane's base image), their build role and logs", spec.protect))
     stacks.append(Stack(CLUSTER, name,
                         f"{scheduler} control plane ({cp.type}), its node groups{nested} and "
                         f"{'login' if cp.scheduler == 'slurm' else 'system'} nodes", spec.protect))
@@ -286,6 +317,32 @@ def _serving(spec: ClusterSpec, groups: tuple[NodeGroup, ...]) -> Optional[infer
                              replicas=serving.replicas or placed.replicas_fit)
 
 
+def _images(spec: ClusterSpec, cp: ControlPlane,
+            groups: tuple[NodeGroup, ...]) -> tuple[tuple[NodeImage, ...], tuple[NodeGroup, ...]]:
+    """The node images of a Slurm plane's groups (one per architecture among the groups without an
+    `ami_id` of their own), and the groups with their image's key; none on Kubernetes."""
+    if cp.type not in (image_facts.PCS, image_facts.HYPERPOD_SLURM):
+        return (), groups
+    slurm_version = (spec.orchestrator.version or "") if cp.type == image_facts.PCS else ""
+    users: dict[tuple[str, str], list[str]] = {}
+    placed = []
+    for group in groups:
+        if group.ami_id:
+            placed.append(group)
+            continue
+        arch = group.instance.architecture
+        key = f"{cp.type}-{arch}"
+        users.setdefault((key, arch), []).append(group.name)
+        placed.append(NodeGroup(**{**group.__dict__, "image": key}))
+    made = tuple(NodeImage(
+        key=key, plane=cp.type, architecture=arch, base=image_facts.base(cp.type, arch), slurm_version=slurm_version,
+        slurm_prefix=image_facts.slurm_prefix(cp.type, slurm_version),
+        build_instance_type=image_facts.BUILD_INSTANCE_TYPES[arch], revision=spec.images.revision,
+        encrypted=cp.type == image_facts.PCS and spec.storage.kms, groups=tuple(names))
+        for (key, arch), names in sorted(users.items()))
+    return made, tuple(placed)
+
+
 def resolve(spec: ClusterSpec) -> ClusterModel:
     """The model of a valid spec (docs/research-notes.md)."""
     cp = spec.orchestrator.control_plane
@@ -293,12 +350,17 @@ def resolve(spec: ClusterSpec) -> ClusterModel:
     lustre_efa = bool(lustre and lustre.efa)
     nodes = spec.managed_nodes
     observed = spec.observability.prometheus or spec.observability.grafana
-    groups = tuple(_node_group(spec, g, cp, lustre_efa) for g in spec.node_groups)
+    controller, login = _controller(cp, nodes), _login(spec, cp)
+    own = tuple(g for g in (controller, login) if g is not None)
+    images, placed = _images(spec, cp, own + tuple(_node_group(spec, g, cp, lustre_efa) for g in spec.node_groups))
+    if controller is not None:
+        controller, placed = placed[0], placed[1:]
+    if login is not None:
+        login, placed = placed[0], placed[1:]
     return ClusterModel(
-        spec=spec, control_plane=cp, node_groups=groups,
-        login=_login(spec, cp), controller=_controller(cp, nodes), total_nodes=nodes,
+        spec=spec, control_plane=cp, node_groups=placed, login=login, controller=controller, total_nodes=nodes,
         pcs_size=controlplanes.pcs_size_for(nodes) if cp.type == "pcs" else None,
         subnets=tuple(network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)),
         tags=MappingProxyType({naming.CLUSTER_TAG: spec.name, **spec.tags}),
-        stacks=_stacks(spec, cp, observed), observed=observed, lustre_efa=lustre_efa,
-        serving=_serving(spec, groups))
+        stacks=_stacks(spec, cp, observed, bool(images)), observed=observed, lustre_efa=lustre_efa,
+        serving=_serving(spec, placed), images=images)

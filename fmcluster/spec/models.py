@@ -363,6 +363,16 @@ class NodeGroupSpec(Model):
         return self.max_count if self.max_count is not None else self.min_nodes
 
 
+class ImagesSpec(Model):
+    """The node images of the Slurm control planes (NAME-images): built with EC2 Image Builder from
+    the control plane's base image, with the software every node needs installed once."""
+
+    revision: int = Field(default=0, ge=0, le=9999, description=(
+        "raise it to bake new node images from the newest base image (pcs, hyperpod-slurm); node groups "
+        "roll to them as their nodes are replaced. Images are also rebuilt when fmcluster's software "
+        "pins or the Slurm version change"))
+
+
 class ObservabilitySpec(Model):
     """Metrics, dashboards and alerts, in NAME-observability."""
 
@@ -462,6 +472,8 @@ class ClusterSpec(Model):
         "the extra AZ IDs"))
     network: NetworkSpec = Field(default=NetworkSpec(), description="the VPC")
     storage: StorageSpec = Field(default=StorageSpec(), description="S3 buckets and an FSx for Lustre file system")
+    images: ImagesSpec = Field(default=ImagesSpec(), description=(
+        "the baked node images of the Slurm control planes (ignored by Kubernetes node groups, which use EKS's images)"))
     orchestrator: OrchestratorSpec = Field(description="the control plane")
     node_groups: list[NodeGroupSpec] = Field(min_length=1, description="the node groups, at least one")
     observability: ObservabilitySpec = Field(default=ObservabilitySpec(), description="metrics, dashboards and alerts")

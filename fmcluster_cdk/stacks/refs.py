@@ -79,3 +79,11 @@ class ObservabilityRefs(Protocol):
     @property
     def remote_write_url(self) -> str:
         """Its remote-write endpoint (SigV4)."""
+
+
+class ImagesRefs(Protocol):
+    """NAME-images' outputs."""
+
+    @property
+    def image_ids(self) -> Mapping[str, str]:
+        """Node image key (fmcluster.model.cluster.NodeImage.key) -> the AMI id of its newest build."""

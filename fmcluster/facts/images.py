@@ -1,0 +1,70 @@
+"""Facts about the node images the Slurm control planes launch from (NAME-images, EC2 Image Builder).
+
+A node image is the control plane's own base image with everything installed that does not depend
+on the node's identity (Enroot and Pyxis built against the base's Slurm, the exporters' packages),
+baked once per change instead of on every boot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fmcluster.facts.controlplanes import ARCHITECTURES, pcs_ami_parameter
+
+PCS, HYPERPOD_SLURM = "pcs", "hyperpod-slurm"  # the control planes whose nodes launch from baked images
+
+# Where Slurm is on each plane's base image: AWS PCS installs each Slurm release it offers under its
+# own prefix (PCS User Guide, "Install SPANK plugins"); SageMaker HyperPod keeps Slurm in /opt/slurm.
+PCS_SLURM_PREFIX = "/opt/aws/pcs/scheduler/slurm-{version}"
+HYPERPOD_SLURM_PREFIX = "/opt/slurm"
+
+# The instance an image is built and tested on, per architecture: any instance of the
+# architecture runs the base image; the build compiles (Enroot's helpers against musl, Pyxis) and
+# needs neither GPU nor EFA. 8 vCPUs keep the compile short.
+BUILD_INSTANCE_TYPES = {"x86_64": "c6i.2xlarge", "arm64": "c7g.2xlarge"}
+BUILD_ROOT_VOLUME_GIB = 200  # the deep-learning bases' root snapshots are 100+ GiB; their nodes' volumes are larger
+# What a first deploy spends on one image (an estimate for `plan`): an Image Builder build instance,
+# the build, the AMI snapshot of a 100+ GiB root volume, a test instance from the new AMI and its
+# tests. Images build in parallel, before NAME-cluster, and only when their recipe changes.
+BUILD_MINUTES_ESTIMATE = 60
+BUILD_TIMEOUT_MINUTES = 240  # Image Builder's test phase limit (ImageTestsConfiguration.TimeoutMinutes: 60..1440)
+
+
+@dataclass(frozen=True)
+class Base:
+    """A plane's base image for one architecture: `parent` as Image Builder's ParentImage takes it
+    (``ssm:PARAMETER``: resolved when the image is built, so the recipe stays the same)."""
+
+    plane: str
+    architecture: str
+    parameter: str
+
+    @property
+    def parent(self) -> str:
+        return f"ssm:{self.parameter}"
+
+
+def base(plane: str, architecture: str) -> Base:
+    """The base image a plane's nodes of `architecture` are baked from."""
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"no base image for architecture {architecture!r}")
+    if plane == PCS:
+        return Base(plane, architecture, pcs_ami_parameter(architecture))
+    if plane == HYPERPOD_SLURM:
+        return Base(plane, architecture, hyperpod_ami_parameter(architecture))
+    raise ValueError(f"{plane} nodes do not launch from fmcluster's images")
+
+
+def hyperpod_ami_parameter(architecture: str) -> str:
+    """The SSM parameter of SageMaker HyperPod's Slurm base image (the image HyperPod launches by
+    default, the documented base of custom AMIs) for an architecture."""
+    if architecture not in ARCHITECTURES:
+        raise ValueError(f"no HyperPod base image for {architecture!r}")
+    return f"/aws/service/sagemaker-hyperpod/ami/{architecture}/slurm-ubuntu22-latest/ami-id"
+
+
+def slurm_prefix(plane: str, slurm_version: str) -> str:
+    """Where Slurm (its include/ and lib/slurm/) is on a plane's base image."""
+    if plane == PCS:
+        return PCS_SLURM_PREFIX.format(version=slurm_version)
+    return HYPERPOD_SLURM_PREFIX
