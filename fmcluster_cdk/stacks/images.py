@@ -85,6 +85,10 @@ class ImagesStack(cdk.Stack):
                 test_timeout_minutes=image_facts.BUILD_TIMEOUT_MINUTES,
                 description=f"fmcluster {spec.name}: {image.plane} node image for {image.architecture} "
                             f"(groups {', '.join(image.groups)})")
+            # The AMI id changes with every new image: NAME-cluster reads it as a weak reference
+            # (Fn::GetStackOutput), since an export in use could never change, and picks up the new
+            # image on its next deploy (the old AMI stays until then).
+            cdk.CrossStackReferences.of(builder.image).produce(cdk.ReferenceStrength.WEAK)
             self.builders[image.key] = builder
             self.image_ids[image.key] = builder.image_id
             cdk.CfnOutput(builder, "ImageId", value=builder.image_id,

@@ -10,6 +10,7 @@ and by tests/node/ (FSX: the stand-in file system in a node script).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import types
 from pathlib import Path
@@ -55,16 +56,30 @@ def storage(spec, kms_key_arn=None):
         file_system_mount_name=FS_MOUNT if lustre else None)
 
 
+def image_id(key: str) -> str:
+    """The stand-in AMI id of a node image (fmcluster.model.cluster.NodeImage.key): ami- and 17 hex
+    digits, distinct per key."""
+    return "ami-0" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def images(model):
+    """The stand-in NAME-images of a model (None when it bakes no image), as ImagesRefs."""
+    if not model.images:
+        return None
+    return types.SimpleNamespace(image_ids={i.key: image_id(i.key) for i in model.images})
+
+
 def cluster(app, spec, *, stack_id: str | None = None, observability=None):
     """NAME-cluster of `spec` for its control plane (fmcluster_cdk.stacks.cluster.cluster_stack, as the app
-    builds it) on the stand-in network and storage; shared by the control planes' test modules."""
+    builds it) on the stand-in network, storage and images; shared by the control planes' test modules."""
     import aws_cdk as cdk
 
     from fmcluster_cdk.stacks.cluster import cluster_stack
 
-    return cluster_stack(app, stack_id or f"{spec.name}-cluster", model=resolve(spec), network=network(),
+    model = resolve(spec)
+    return cluster_stack(app, stack_id or f"{spec.name}-cluster", model=model, network=network(),
                          storage=storage(spec, KMS_KEY if spec.storage.kms else None),
-                         env=cdk.Environment(region=spec.region), observability=observability)
+                         env=cdk.Environment(region=spec.region), observability=observability, images=images(model))
 
 
 def new_app(outdir: Path | None = None):
