@@ -527,10 +527,19 @@ def _trusts(role: dict, service: str) -> bool:
 
 def test_login_through_session_manager(synth):
     """Instances (PCS and EKS nodes) get AmazonSSMManagedInstanceCore; HyperPod instances get the
-    Session Manager channels in their execution role. No key pair anywhere."""
+    Session Manager channels in their execution role; Image Builder's build and test instances, which
+    no one logs in to, only what Image Builder's Run Command needs of their SSM agent. No key pair anywhere."""
+    from fmcluster_cdk.constructs.images.builder import AGENT_INSTANCE_ACTIONS, AGENT_MESSAGE_ACTIONS, ROLE_PATH
+
     checked = 0
     for name, lid, role in resources(synth, "AWS::IAM::Role"):
-        if _trusts(role, "ec2.amazonaws.com"):
+        if role["Properties"].get("Path") == ROLE_PATH:
+            actions = {a for p in role["Properties"]["Policies"] for s in p["PolicyDocument"]["Statement"]
+                       for a in security._listed(s["Action"])}
+            assert set(AGENT_INSTANCE_ACTIONS + AGENT_MESSAGE_ACTIONS) <= actions, (name, lid)
+            assert "ManagedPolicyArns" not in role["Properties"], (name, lid)
+            checked += 1
+        elif _trusts(role, "ec2.amazonaws.com"):
             arns = [a for value in role["Properties"].get("ManagedPolicyArns", []) for a in security.render(value)]
             assert any(a.endswith(SSM_CORE) for a in arns), (name, lid)
             checked += 1

@@ -39,10 +39,12 @@ AGENT_MESSAGE_ACTIONS = ["ec2messages:AcknowledgeMessage", "ec2messages:DeleteMe
                          "ec2messages:GetEndpoint", "ec2messages:GetMessages", "ec2messages:SendReply",
                          "ssmmessages:CreateControlChannel", "ssmmessages:OpenControlChannel"]
 LOG_ACTIONS = ["logs:CreateLogStream", "logs:PutLogEvents"]
+ROLE_PATH = "/fmcluster-image-build/"  # build roles apart from the nodes' own
 
 
 class ImageBuildRole(Construct):
-    """The role and instance profile of an image's build and test instances (trust: EC2), with one
+    """The role (path ``/fmcluster-image-build/``) and instance profile of an image's build and test
+    instances (trust: EC2), with one
     inline policy ``fmcluster-image-build``: the SSM agent's calls (``AGENT_*_ACTIONS``; the
     instance side on this account's instances only), ``imagebuilder:GetComponent`` on the image's
     own components, and writing to its own log group. No AWS managed policy: Image Builder's
@@ -78,7 +80,7 @@ class ImageBuildRole(Construct):
                                 resources=list(component_arns)),
             iam.PolicyStatement(sid="ImageLogs", actions=LOG_ACTIONS, resources=[log_group_arn]),
         ])
-        self.role = iam.Role(self, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+        self.role = iam.Role(self, "Role", path=ROLE_PATH, assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
                              description=description, inline_policies={"fmcluster-image-build": policy})
         self.instance_profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.role.role_name])
 
