@@ -27,7 +27,7 @@ from fmcluster.node import bootstrap
 SCRIPTS = Path(__file__).parent / "scripts" / "image"
 COMPONENT_DATA_LIMIT = 16000  # characters of AWS::ImageBuilder::Component Data
 SCHEMA_VERSION = 1.0  # AWSTOE's document schema version
-IMAGE_MANIFEST = f"{bootstrap.FMCLUSTER_ETC}/image.env"  # what the bake installed (bake.sh)
+IMAGE_MANIFEST = bootstrap.IMAGE_MANIFEST  # what the bake installed (bake.sh)
 BUILD_DIR = "/var/tmp/fmcluster-image"  # the sources while they build; removed after
 OS_RELEASE = "/etc/os-release"
 BAKE_TIMEOUT_SECONDS = 3600  # the build step (AWSTOE's default is 7200)

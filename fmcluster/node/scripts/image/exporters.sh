@@ -12,8 +12,10 @@
 #                              2.32, so it runs as a server keeping two hours of samples
 # Another release fails the bake and the boot (no unpinned install). Raise these with the archive
 # (apt-cache policy PACKAGE on a node shows what it offers); a change is a new image.
+# shellcheck disable=SC2034  # the tables are read by bake.sh and metrics.sh
 declare -A NODE_EXPORTER_VERSIONS=([noble]='1.7.0-1*' [jammy]='1.3.1-1*')
 declare -A PROMETHEUS_VERSIONS=([noble]='2.45.3+ds-2*' [jammy]='2.31.2+ds1-1*')
+# shellcheck disable=SC2034
 declare -A PROMETHEUS_AGENT_MODE=([noble]=yes [jammy]=no)
 
 # ubuntu_release: the VERSION_CODENAME of OS_RELEASE (noble, jammy).
