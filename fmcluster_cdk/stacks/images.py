@@ -25,6 +25,7 @@ from fmcluster_cdk.stacks.refs import NetworkRefs, StorageRefs
 IDENTITY_DIGITS = 12  # hex digits of the identity in the names (48 bits)
 IMAGE_TAG = "fmcluster:image"  # the image key, on each AMI
 IDENTITY_TAG = "fmcluster:image-identity"  # the full identity, on each AMI
+DIGEST_TAG = "fmcluster:image-digest"  # the documents' digest, which the bake records in the image's manifest
 
 
 def identity(image: NodeImage, content_digest: str) -> str:
@@ -81,7 +82,7 @@ class ImagesStack(cdk.Stack):
                 test_document=docs.test, instance_type=image.build_instance_type,
                 subnet_id=network.region_subnet_ids[0], security_group_ids=[network.node_security_group_id],
                 root_volume_gib=image_facts.BUILD_ROOT_VOLUME_GIB, encrypted=encrypted, kms_key_arn=kms_key_arn,
-                ami_tags={**model.tags, IMAGE_TAG: image.key, IDENTITY_TAG: digest},
+                ami_tags={**model.tags, IMAGE_TAG: image.key, IDENTITY_TAG: digest, DIGEST_TAG: docs.digest},
                 test_timeout_minutes=image_facts.BUILD_TIMEOUT_MINUTES,
                 description=f"fmcluster {spec.name}: {image.plane} node image for {image.architecture} "
                             f"(groups {', '.join(image.groups)})")
