@@ -54,6 +54,11 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     if m.stack(cluster_model.IMAGES) is not None:
         images = ImagesStack(app, name(cluster_model.IMAGES), model=m, network=network, storage=storage,
                              **props(cluster_model.IMAGES))
+        # In the model's order (after storage, whose key may encrypt the images, and observability):
+        # one deploy order for `cdk deploy`, the pipeline's stages and the plan.
+        images.add_stack_dependency(storage)
+        if observability is not None:
+            images.add_stack_dependency(observability)
     # The cluster stack reads the workspace ARN (an export of NAME-observability) and the images' AMI
     # ids (outputs of NAME-images): both are made first, and never read from the cluster stack.
     cluster = cluster_stack(app, name("cluster"), model=m, network=network, storage=storage,
