@@ -92,12 +92,9 @@ class HyperPodGroups(Construct):
 def image_id(group: NodeGroup, images: Optional[ImagesRefs]) -> Optional[str]:
     """The AMI a group launches from: its baked node image's (`group.image`, from NAME-images), its
     own `ami_id`, or None (HyperPod's default image)."""
-    if group.image is None:
-        return group.ami_id
-    if images is None:
-        raise ValueError(f"node group {group.name} launches from node image {group.image}, and there is no "
-                         "images stack")
-    return images.image_ids[group.image]
+    if group.image is not None and images is not None:
+        return images.image_ids[group.image]
+    return group.ami_id
 
 
 def compute_group(m: ClusterModel, group: NodeGroup, images: Optional[ImagesRefs] = None,
@@ -146,6 +143,9 @@ class HyperPodSlurmStack(cdk.Stack):
         super().__init__(scope, construct_id, **kwargs)
         spec = model.spec
         self.model = model
+        if model.images and images is None:
+            keys = ", ".join(i.key for i in model.images)
+            raise ConstructError(self, f"the node groups launch from node images ({keys}): no images stack")
         fsx = self.fsx_lustre(spec, storage)
         common: dict[str, Any] = dict(execution_role_arn="", lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT,
                                       fsx_lustre=fsx)

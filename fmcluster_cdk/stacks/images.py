@@ -20,6 +20,7 @@ from fmcluster.facts import images as image_facts
 from fmcluster.model.cluster import ClusterModel, NodeImage
 from fmcluster.node.image import documents
 from fmcluster_cdk.constructs.images.builder import NodeImageBuilder
+from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks.refs import NetworkRefs, StorageRefs
 
 IDENTITY_DIGITS = 12  # hex digits of the identity in the names (48 bits)
@@ -68,7 +69,8 @@ class ImagesStack(cdk.Stack):
             kms_key_arn: Optional[str] = None
             if image.encrypted:
                 if not storage.kms_key_arn:
-                    raise ValueError(f"image {image.key} is to be encrypted with the storage key, and there is none")
+                    raise ConstructError(self, f"image {image.key} is to be encrypted with the storage key, and "
+                                               "there is none")
                 kms_key_arn = storage.kms_key_arn
             docs = documents(image)
             digest = self.identities[image.key] = identity(image, docs.digest)
@@ -86,10 +88,9 @@ class ImagesStack(cdk.Stack):
                 test_timeout_minutes=image_facts.BUILD_TIMEOUT_MINUTES,
                 description=f"fmcluster {spec.name}: {image.plane} node image for {image.architecture} "
                             f"(groups {', '.join(image.groups)})")
-            # The AMI id changes with every new image: NAME-cluster reads it as a weak reference
-            # (Fn::GetStackOutput), since an export in use could never change, and picks up the new
-            # image on its next deploy (the old AMI stays until then).
-            cdk.CrossStackReferences.of(builder.image).produce(cdk.ReferenceStrength.WEAK)
+            # The AMI id changes with every new image: NAME-cluster reads it as the app's references
+            # are by default, weak (Fn::GetStackOutput; an export in use could never change), and
+            # picks up the new image on its next deploy (the old AMI stays until then).
             self.builders[image.key] = builder
             self.image_ids[image.key] = builder.image_id
             cdk.CfnOutput(builder, "ImageId", value=builder.image_id,

@@ -21,6 +21,8 @@ from aws_cdk import aws_imagebuilder as imagebuilder
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from fmcluster_cdk.errors import ConstructError
+
 VERSION = "1.0.0"  # every name carries the content's identity, so each name has one version only
 # Image Builder names: letters, digits, hyphens, underscores and spaces, 3 to 128 characters; its
 # ARNs hold the name lower-cased with underscores and spaces normalized, so fmcluster's names keep to
@@ -135,6 +137,12 @@ class NodeImageBuilder(Construct):
             @default 2
         log_retention_days: days the build logs are kept (a CloudWatch Logs retention value).
             @default 365
+        enhanced_metadata: Image Builder's enhanced image metadata (EnhancedImageMetadataEnabled): an
+            SSM inventory association on the build instance that records its OS version and
+            packages. It needs the SSM agent's association and inventory calls in the build role
+            (not granted here), and fails the build where the account already collects inventory
+            from every instance (an instance takes one inventory association at most).
+            @default False
         description: a description of the image, on each resource.
             @default required
 
@@ -157,14 +165,15 @@ class NodeImageBuilder(Construct):
                  root_volume_gib: int, root_device_name: str = ROOT_DEVICE, encrypted: bool = True,
                  kms_key_arn: Optional[str] = None, ami_tags: Optional[Mapping[str, str]] = None,
                  test_timeout_minutes: int = 720, hop_limit: int = 2, log_retention_days: int = 365,
-                 description: str) -> None:
+                 enhanced_metadata: bool = False, description: str) -> None:
         super().__init__(scope, construct_id)
         if not NAME.fullmatch(name):
-            raise ValueError(f"image name {name!r}: lower-case letters, digits and hyphens, 3 to 102 characters")
+            raise ConstructError(self, f"image name {name!r}: lower-case letters, digits and hyphens, 3 to 102 "
+                                       "characters")
         if kms_key_arn and not encrypted:
-            raise ValueError(f"image {name}: a KMS key for an unencrypted image")
+            raise ConstructError(self, f"image {name}: a KMS key for an unencrypted image")
         if not security_group_ids:
-            raise ValueError(f"image {name}: a subnet needs at least one security group")
+            raise ConstructError(self, f"image {name}: a subnet needs at least one security group")
         self.log_group_name = f"{LOG_GROUP_PREFIX}{name}"
         self.build_component, self.test_component = (
             imagebuilder.CfnComponent(self, f"{phase.capitalize()}Component", name=f"{name}-{phase}", version=VERSION,
@@ -214,7 +223,7 @@ class NodeImageBuilder(Construct):
             distribution_configuration_arn=self.distribution.attr_arn,
             image_tests_configuration=imagebuilder.CfnImage.ImageTestsConfigurationProperty(
                 image_tests_enabled=True, timeout_minutes=test_timeout_minutes),
-            enhanced_image_metadata_enabled=True,
+            enhanced_image_metadata_enabled=enhanced_metadata,
             logging_configuration=imagebuilder.CfnImage.ImageLoggingConfigurationProperty(
                 log_group_name=self.log_group_name))
         # The build writes to the log group with the role's policy: both exist before it starts.
