@@ -55,12 +55,24 @@ def base(plane: str, architecture: str) -> Base:
     raise ValueError(f"{plane} nodes do not launch from fmcluster's images")
 
 
+# SageMaker HyperPod publishes its Slurm base image (the image it launches by default, the documented
+# base of HyperPod custom AMIs: SageMaker Developer Guide, "Custom AMIs for SageMaker HyperPod") for
+# x86_64 only; no arm64 parameter is documented.
+HYPERPOD_BASE_ARCHITECTURES = ("x86_64",)
+
+
+def has_base(plane: str, architecture: str) -> bool:
+    """Whether fmcluster can bake a `plane` node image for `architecture`."""
+    if plane == HYPERPOD_SLURM:
+        return architecture in HYPERPOD_BASE_ARCHITECTURES
+    return plane == PCS and architecture in ARCHITECTURES
+
+
 def hyperpod_ami_parameter(architecture: str) -> str:
-    """The SSM parameter of SageMaker HyperPod's Slurm base image (the image HyperPod launches by
-    default, the documented base of custom AMIs) for an architecture."""
-    if architecture not in ARCHITECTURES:
-        raise ValueError(f"no HyperPod base image for {architecture!r}")
-    return f"/aws/service/sagemaker-hyperpod/ami/{architecture}/slurm-ubuntu22-latest/ami-id"
+    """The SSM parameter of SageMaker HyperPod's Slurm base image for an architecture."""
+    if architecture not in HYPERPOD_BASE_ARCHITECTURES:
+        raise ValueError(f"no HyperPod Slurm base image for {architecture!r}")
+    return f"/aws/service/sagemaker-hyperpod/ami/{architecture}/slurm-ubuntu-22.04/latest/ami-id"
 
 
 def slurm_prefix(plane: str, slurm_version: str) -> str:
