@@ -11,6 +11,7 @@ script expects: the catalog's GPUs, disks and EFA devices, on the control plane'
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,3 +81,34 @@ def scenario(node: NodeScript) -> Scenario:
 
 def describe(node: NodeScript) -> str:
     return json.dumps({"group": node.group, "instance_type": node.instance_type, "plane": node.plane})
+
+
+# What no boot path may run: fetching or building software (it belongs in the node image,
+# fmcluster/node/scripts/image/). curl only to the instance metadata service or the node itself.
+_FETCH_OR_BUILD = re.compile(
+    r"(?:^|[\s;&|(`{])(?:git\s+(?:clone|fetch|pull|submodule)|make(?:\s|$)|gcc\s|cc\s|c\+\+\s|"
+    r"pip3?\s+install|python3?\s+-m\s+pip\s+install|apt(?:-get|_get)?\s(?:.*\s)?install\b|dnf\s+install|"
+    r"yum\s+install|snap\s+install|wget\s|curl\s)")
+_LOCAL = re.compile(r"169\.254\.169\.254|127\.0\.0\.1|localhost|\[fd00:ec2::254\]")
+
+
+def fetches_or_builds(text: str) -> list[str]:
+    """The lines of a node script (its comment lines left out) that fetch or build software."""
+    found = []
+    for line in text.splitlines():
+        code = line.strip()
+        if not code or code.startswith("#"):
+            continue
+        match = _FETCH_OR_BUILD.search(code)
+        if match and not (match.group(0).strip().startswith("curl") and _LOCAL.search(code)):
+            found.append(code)
+    return found
+
+
+def boot_texts(node: NodeScript) -> dict[str, str]:
+    """Every text a node script runs at boot: the script (a compact one's packed body too) and the
+    files beside it."""
+    texts = {node.name: node.script, **node.files}
+    if "FMCLUSTER_BOOTSTRAP=" in node.script:
+        texts[f"{node.name} (packed body)"] = bootstrap.unpack(node.script)
+    return texts
