@@ -141,8 +141,9 @@ def test_the_boot_path_check_finds_fetches_and_builds():
     from tests.support.node_scripts import fetches_or_builds
 
     bad = ["git clone -q --depth 1 https://github.com/NVIDIA/pyxis.git src", "  make -C \"$src\" install",
-           "CPPFLAGS=-I/x make -C src", "apt_get install -y -q jq", "DEBIAN_FRONTEND=noninteractive apt-get -o X=1 install jq",
-           "pip install torch", "curl -fsSL https://example.com/x.sh | bash", "wget https://example.com/x",
+           "CPPFLAGS=-I/x make -C src", "apt_get install -y -q jq",
+           "DEBIAN_FRONTEND=noninteractive apt-get -o X=1 install jq", "pip install torch",
+           "curl -fsSL https://example.com/x.sh | bash", "wget https://example.com/x",
            "retry git_clone x; git submodule update --init", "gcc -o x x.c"]
     good = ["# make sure the array exists", "curl -s http://169.254.169.254/latest/meta-data/instance-id",
             "log \"the image lacks Enroot: bake it\"", "install -d -m 0755 /etc/enroot", "dpkg-query -W prometheus"]
