@@ -1,6 +1,7 @@
 """Running `fmcluster preflight` without the network: moto clients for what moto implements, and
 botocore's Stubber (on shapes botocore validates) for what it lacks: capacity reservations and
-Capacity Blocks, EC2 service quotas, AWS PCS. Not a test module. Shared by
+Capacity Blocks, EC2 service quotas, AWS PCS, the base images' public SSM parameters and EC2 Image
+Builder. Not a test module. Shared by
 tests/deploy/test_preflight.py and tests/deploy/test_preflight_ultraserver.py."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import boto3
 from botocore.stub import Stubber
 
 from fmcluster.deploy import preflight
+from fmcluster.model import cluster as model
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -58,9 +60,11 @@ def reservation(spec_group, az_id="use1-az4", *, block=True, state="active", sta
 
 
 class Clients:
-    """moto clients, with Stubber-backed EC2 reservations, Service Quotas and PCS."""
+    """moto clients, with Stubber-backed EC2 reservations, Service Quotas, PCS, SSM parameters
+    and Image Builder. `parameters`: the base images' parameters the region publishes (None: each
+    one the spec's images are built from, as an AMI id)."""
 
-    def __init__(self, spec, reservations=(), quota=10_000.0) -> None:
+    def __init__(self, spec, reservations=(), quota=10_000.0, parameters=None) -> None:
         region = spec.region
         self.moto = {}
         self.region = region
@@ -90,11 +94,27 @@ class Clients:
                 {"QuotaName": f"ml.{t} for cluster usage", "Value": quota, "QuotaCode": f"L-{i:08d}"}
                 for i, t in enumerate(sorted({g.instance_type for g in spec.node_groups}
                                              | {spec.orchestrator.login.instance_type}))]})
+            self.quota_stub.add_response("get_service_quota", {"Quota": {"Value": quota}})  # the image builds'
         else:
             for _ in range(4):  # at most one EC2 vCPU quota per class and market
                 self.quota_stub.add_response("get_service_quota", {"Quota": {"Value": quota}})
         self.pcs, pcs_stub = stubbed("pcs", region)
         pcs_stub.add_response("list_clusters", {"clusters": []})
+        images = model.resolve(spec).images
+        published = {i.base.parameter for i in images} if parameters is None else set(parameters)
+        self.ssm, self.ssm_stub = stubbed("ssm", region)
+        for image in images:
+            name = image.base.parameter
+            if name in published:
+                self.ssm_stub.add_response("get_parameter", {"Parameter": {
+                    "Name": name, "Type": "String", "Value": "ami-0123456789abcdef0", "Version": 1}}, {"Name": name})
+            else:
+                self.ssm_stub.add_client_error("get_parameter", "ParameterNotFound", http_status_code=400,
+                                               expected_params={"Name": name})
+        self.imagebuilder, self.imagebuilder_stub = stubbed("imagebuilder", region)
+        if images:
+            self.imagebuilder_stub.add_response("list_image_recipes", {"imageRecipeSummaryList": []},
+                                                {"owner": "Self", "maxResults": 1})
 
     def __call__(self, service: str):
         if service == "ec2":
@@ -103,6 +123,10 @@ class Clients:
             return self.quotas
         if service == "pcs":
             return self.pcs
+        if service == "ssm":
+            return self.ssm
+        if service == "imagebuilder":
+            return self.imagebuilder
         if service not in self.moto:
             self.moto[service] = boto3.client(service, region_name=self.region)
         return self.moto[service]
