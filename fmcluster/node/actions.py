@@ -60,9 +60,19 @@ import hashlib
 from dataclasses import dataclass
 from typing import Sequence
 
-from fmcluster.facts.node import FMCLUSTER_LIB
-from fmcluster.node.bootstrap import (BOUNDARY, TOKEN_MARK, LustreMount, Metrics, NodeProgram, compose, embed,
-                                      header, mime_multipart, node_program, SCRATCH_PATH)
+from fmcluster.facts.node import FMCLUSTER_LIB, SCRATCH_PATH
+from fmcluster.node.bootstrap import (
+    BOUNDARY,
+    TOKEN_MARK,
+    LustreMount,
+    Metrics,
+    NodeProgram,
+    compose,
+    embed,
+    header,
+    mime_multipart,
+    node_program,
+)
 
 NODE_BOOTSTRAPPED, NODE_READY = "NodeBootstrapped", "NodeReady"
 STAGES = (NODE_BOOTSTRAPPED, NODE_READY)

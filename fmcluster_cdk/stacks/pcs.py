@@ -63,8 +63,9 @@ class PcsClusterStack(cdk.Stack):
         self.model = model
         self.observability = observability
         if model.images and images is None:
-            raise ConstructError(self, "the cluster's node groups launch from baked node images "
-                                       f"({', '.join(i.key for i in model.images)}), but no NAME-images refs were given")
+            keys = ", ".join(i.key for i in model.images)
+            raise ConstructError(self, f"the cluster's node groups launch from baked node images ({keys}), "
+                                       "but no NAME-images refs were given")
         self.images = images
         self.network = network
         if model.pcs_size is None:

@@ -19,6 +19,7 @@ from fmcluster.node import actions, bootstrap
 from fmcluster.node.bootstrap import LustreMount, Metrics
 from tests.support import standins
 from tests.support.sandbox import Sandbox, Scenario, user_data_parts
+from tests.support.tools import assert_shellcheck_clean
 from tests.support.user_data_size import PCS_USER_DATA_BUDGET
 
 FSX = LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
@@ -153,6 +154,12 @@ def test_the_user_data_is_a_few_hundred_bytes():
 def test_the_guard_writes_the_gates_drop_in():
     """The guard's drop-in has the name gate-slurmd.sh writes, so the full gate replaces it."""
     assert SLURMD_DROPIN.rsplit("/", 1)[1] in (bootstrap.SCRIPTS / "gate-slurmd.sh").read_text()
+
+
+def test_the_scripts_and_the_guard_are_shellcheck_clean(tmp_path):
+    scripts = {s.file_name: s.text for s in render(slurm_prolog=True)}
+    (_, guard), = user_data_parts(actions.user_data()).values()
+    assert_shellcheck_clean(tmp_path, {**scripts, "guard": guard})
 
 
 # --- arguments --------------------------------------------------------------------------------
