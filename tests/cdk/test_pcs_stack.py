@@ -540,7 +540,8 @@ def test_deploy_time_values_are_arguments_within_pcs_limits(tmp_path):
     refs.file_system_dns_name = cdk.Fn.import_value("storage:FileSystemDNSName")
     refs.file_system_mount_name = cdk.Fn.import_value("storage:FileSystemLustreMountName")
     obs = types.SimpleNamespace(workspace_arn="arn:aws:aps:us-east-1:111122223333:workspace/ws-1",
-                                remote_write_url=cdk.Fn.import_value("observability:PrometheusEndpoint"))
+                                remote_write_url=cdk.Fn.import_value("observability:PrometheusEndpoint")
+                                + "api/v1/remote_write")
     from fmcluster_cdk.stacks.pcs import PcsClusterStack
     model = resolve(spec)
     app = new_app(tmp_path)
