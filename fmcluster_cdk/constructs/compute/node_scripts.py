@@ -1,8 +1,8 @@
 """Node scripts published as CDK file assets, readable by the nodes' role and nothing else.
 
-AWS PCS downloads a node lifecycle script from S3 with the node's own credentials (its instance
-profile), so the node role reads exactly the script objects: s3:GetObject on each one's ARN, not
-the whole asset bucket (which holds every stack's assets).
+AWS PCS downloads a node lifecycle script onto the node before it runs it; the node's role is
+given s3:GetObject on exactly the script objects (each one's ARN), not on the whole asset bucket
+(which holds every stack's assets).
 """
 
 from __future__ import annotations
