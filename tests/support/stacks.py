@@ -55,16 +55,31 @@ def storage(spec, kms_key_arn=None):
         file_system_mount_name=FS_MOUNT if lustre else None)
 
 
+def image_id(key: str) -> str:
+    """The stand-in AMI of a node image (NAME-images' output)."""
+    import hashlib
+
+    return "ami-" + hashlib.sha256(key.encode()).hexdigest()[:17]
+
+
+def images(model):
+    """Stand-in NAME-images refs of a model's node images."""
+    return types.SimpleNamespace(image_ids={image.key: image_id(image.key) for image in model.images})
+
+
 def cluster(app, spec, *, stack_id: str | None = None, observability=None):
     """NAME-cluster of `spec` for its control plane (fmcluster_cdk.stacks.cluster.cluster_stack, as the app
-    builds it) on the stand-in network and storage; shared by the control planes' test modules."""
+    builds it) on the stand-in network, storage and (AWS PCS) images; shared by the control planes'
+    test modules."""
     import aws_cdk as cdk
 
     from fmcluster_cdk.stacks.cluster import cluster_stack
 
-    return cluster_stack(app, stack_id or f"{spec.name}-cluster", model=resolve(spec), network=network(),
+    model = resolve(spec)
+    extra = {"images": images(model)} if model.control_plane.type == "pcs" else {}
+    return cluster_stack(app, stack_id or f"{spec.name}-cluster", model=model, network=network(),
                          storage=storage(spec, KMS_KEY if spec.storage.kms else None),
-                         env=cdk.Environment(region=spec.region), observability=observability)
+                         env=cdk.Environment(region=spec.region), observability=observability, **extra)
 
 
 def new_app(outdir: Path | None = None):
