@@ -23,6 +23,7 @@ from botocore.exceptions import (
 from botocore.parsers import ResponseParserError
 
 from fmcluster.facts import catalog, regions
+from fmcluster.facts import images as image_facts
 from fmcluster.facts.controlplanes import (
     CAPACITY_BLOCK,
     ON_DEMAND,
@@ -30,6 +31,7 @@ from fmcluster.facts.controlplanes import (
     SPOT,
     ULTRASERVER_BLOCK_TERMINATION_MINUTES,
 )
+from fmcluster.facts.images import BUILD_INSTANCE_VCPUS
 from fmcluster.facts.placement import AUTO, NONE
 from fmcluster.model import cluster as model
 from fmcluster.spec.models import ClusterSpec, NodeGroupSpec
@@ -59,7 +61,6 @@ AMI_NOT_FOUND = {"InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidAMII
 PARAMETER_NOT_FOUND = {"ParameterNotFound", "ParameterVersionNotFound"}
 # vCPUs of the instances NAME-images builds on (fmcluster.facts.images.BUILD_INSTANCE_TYPES), which
 # the catalog of node instance types does not hold: Amazon EC2 Instance Types, "Compute optimized"
-BUILD_INSTANCE_VCPUS = {"c6i.2xlarge": 8, "c7g.2xlarge": 8}
 # What a parseable answer without the fields asked for raises in the checks' own code.
 UNEXPECTED_ANSWER = (KeyError, IndexError, TypeError, ValueError, AttributeError)
 # EC2 vCPU quotas by instance class and market (Service Quotas, service code ec2)
@@ -486,7 +487,7 @@ class Preflight:
             return
         for image in self.images:
             name = f"base image {image.key}"
-            yield from self._guard(name, partial(self._base_image, image.base.parameter, image.groups, name))
+            yield from self._guard(name, partial(self._base_image, image, name))
         service, call, kwargs, key, what = IMAGE_BUILDER
         if offered_in(service, self.spec.region) is False:
             yield Check(what, FAIL, f"{what} is not offered in {self.spec.region} (botocore's endpoint data)",
@@ -494,9 +495,11 @@ class Preflight:
             return
         yield from self._guard(what, partial(self._answers, service, call, kwargs, key, what))
 
-    def _base_image(self, parameter: str, groups: tuple[str, ...], name: str) -> Iterable[Check]:
+    def _base_image(self, image: model.NodeImage, name: str) -> Iterable[Check]:
         """The base image's public SSM parameter exists in the region (Image Builder resolves it
-        when the image is built)."""
+        when the image is built); on AWS PCS, the image it names has an agent that runs node
+        lifecycle actions (its description names the agent)."""
+        parameter, groups = image.base.parameter, image.groups
         try:
             value = self.client("ssm").get_parameter(Name=parameter)["Parameter"]["Value"]
         except ClientError as exc:
@@ -507,7 +510,24 @@ class Preflight:
                         "choose a region where the control plane publishes its base image, or give the node groups "
                         "an ami_id of their own (docs/guides/images.md)")
             return
-        yield Check(name, PASS, f"{parameter}: {value}")
+        if image.plane != image_facts.PCS:
+            yield Check(name, PASS, f"{parameter}: {value}")
+            return
+        found = self._ec2_found("describe_images", "Images", AMI_NOT_FOUND, ImageIds=[value])
+        agent = image_facts.pcs_agent(found[0].get("Description", "")) if found else None
+        needs = (f"node lifecycle actions, which run the node program, need PCS agent {image_facts.PCS_AGENT_MIN} "
+                 "or later")
+        if agent is None:
+            yield Check(name, WARN, f"{parameter}: {value}; its description names no PCS agent version: {needs}",
+                        f"aws ec2 describe-images --image-ids {value} --region {self.spec.region}")
+        elif image_facts.version_key(agent) < image_facts.version_key(image_facts.PCS_AGENT_MIN):
+            yield Check(name, FAIL, f"{parameter}: {value} has PCS agent {agent}; {needs} (a node of "
+                        "it would never start slurmd)",
+                        "deploy once AWS publishes a PCS AMI with a newer agent (raise images.revision to bake "
+                        "from it), or give the node groups an ami_id of your own with agent "
+                        f"{image_facts.PCS_AGENT_MIN} or later")
+        else:
+            yield Check(name, PASS, f"{parameter}: {value}, PCS agent {agent}")
 
     def quotas(self) -> Iterable[Check]:
         builds = self._builds()

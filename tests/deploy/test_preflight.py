@@ -251,11 +251,25 @@ def test_node_images_need_their_base_parameter_and_image_builder():
     checks = list(Preflight(spec, clients, NOW).node_images())
     arm = by_name(checks, "base image pcs-arm64")
     assert arm.status == PASS
-    assert arm.reason == "/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id: ami-0123456789abcdef0"
+    assert arm.reason.startswith("/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id: ami-")
+    assert arm.reason.endswith(", PCS agent 1.5.2-1")
     assert by_name(checks, "base image pcs-x86_64").status == PASS
     assert by_name(checks, "EC2 Image Builder").reason == "EC2 Image Builder answers in us-east-1"
     clients.ssm_stub.assert_no_pending_responses()
     clients.imagebuilder_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize("agent, status", [("1.4.0-1", FAIL), ("1.5.0-1", PASS), ("1.10.0-1", PASS), (None, WARN)])
+def test_a_pcs_base_image_needs_an_agent_that_runs_lifecycle_actions(agent, status):
+    spec = loader.load(ROOT / "examples/p5-pcs.yaml").spec
+    clients = Clients(spec, matching_reservations(spec), agent=agent or "unknown")
+    check = by_name(list(Preflight(spec, clients, NOW).node_images()), "base image pcs-x86_64")
+    assert check.status == status, check
+    if status == FAIL:
+        assert "PCS agent 1.4.0-1" in check.reason and "1.5.0-1 or later" in check.reason
+        assert "images.revision" in check.hint and "ami_id" in check.hint
+    if status == WARN:
+        assert "names no PCS agent version" in check.reason and "describe-images" in check.hint
 
 
 def test_a_base_parameter_missing_in_the_region_fails_with_a_hint():
@@ -263,7 +277,7 @@ def test_a_base_parameter_missing_in_the_region_fails_with_a_hint():
     checks = list(Preflight(spec, Clients(spec, parameters=()), NOW).node_images())
     missing = by_name(checks, "base image hyperpod-slurm-x86_64")
     assert missing.status == FAIL
-    assert missing.reason.startswith("/aws/service/sagemaker-hyperpod/ami/x86_64/slurm-ubuntu22-latest/ami-id not "
+    assert missing.reason.startswith("/aws/service/sagemaker-hyperpod/ami/x86_64/slurm-ubuntu-22.04/latest/ami-id not "
                                      "found in us-east-1")
     assert "controller, login, train, eval" in missing.reason and "ami_id" in missing.hint
     assert by_name(checks, "EC2 Image Builder").status == PASS  # one missing parameter stops nothing else

@@ -6,6 +6,7 @@ tests/deploy/test_preflight.py and tests/deploy/test_preflight_ultraserver.py.""
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from datetime import datetime, timedelta, timezone
 
@@ -27,6 +28,23 @@ class Split:
 
     def __getattr__(self, name):
         return getattr(self.stubbed if name in self.operations else self.base, name)
+
+
+class PublicImages:
+    """An EC2 client that knows the control planes' public base images (`images`: AMI id -> its
+    DescribeImages entry), which moto does not hold, and asks `base` for every other call and image."""
+
+    def __init__(self, base, images: dict) -> None:
+        self.base, self.images = base, images
+
+    def describe_images(self, **kwargs):
+        ids = kwargs.get("ImageIds", [])
+        if ids and all(i in self.images for i in ids):
+            return {"Images": [self.images[i] for i in ids]}
+        return self.base.describe_images(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.base, name)
 
 
 def shown(spec, fmt: str = "text", **run) -> int:
@@ -62,9 +80,10 @@ def reservation(spec_group, az_id="use1-az4", *, block=True, state="active", sta
 class Clients:
     """moto clients, with Stubber-backed EC2 reservations, Service Quotas, PCS, SSM parameters
     and Image Builder. `parameters`: the base images' parameters the region publishes (None: each
-    one the spec's images are built from, as an AMI id)."""
+    one the spec's images are built from, as an AMI id: a PCS one registered in moto, its
+    description naming PCS agent `agent`)."""
 
-    def __init__(self, spec, reservations=(), quota=10_000.0, parameters=None) -> None:
+    def __init__(self, spec, reservations=(), quota=10_000.0, parameters=None, agent="1.5.2-1") -> None:
         region = spec.region
         self.moto = {}
         self.region = region
@@ -103,14 +122,21 @@ class Clients:
         images = model.resolve(spec).images
         published = {i.base.parameter for i in images} if parameters is None else set(parameters)
         self.ssm, self.ssm_stub = stubbed("ssm", region)
+        public: dict[str, dict] = {}
         for image in images:
             name = image.base.parameter
             if name in published:
+                ami = f"ami-0{hashlib.sha256(image.key.encode()).hexdigest()[:16]}"
+                # preflight reads a PCS base image's agent version from its description
+                public[ami] = {"ImageId": ami, "Name": f"base-{image.key}", "State": "available",
+                               "Architecture": image.architecture,
+                               "Description": f"PCS Agent: {agent}. Slurm: 25.05.7-1"}
                 self.ssm_stub.add_response("get_parameter", {"Parameter": {
-                    "Name": name, "Type": "String", "Value": "ami-0123456789abcdef0", "Version": 1}}, {"Name": name})
+                    "Name": name, "Type": "String", "Value": ami, "Version": 1}}, {"Name": name})
             else:
                 self.ssm_stub.add_client_error("get_parameter", "ParameterNotFound", http_status_code=400,
                                                expected_params={"Name": name})
+        self.ec2 = PublicImages(self.ec2, public)
         self.imagebuilder, self.imagebuilder_stub = stubbed("imagebuilder", region)
         if images:
             self.imagebuilder_stub.add_response("list_image_recipes", {"imageRecipeSummaryList": []},
