@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -34,13 +35,14 @@ from tests.support.sandbox import (
     bake,
     baked_files,
     document_script,
+)
+from tests.support.sandbox import (
     node_image as image_of,
 )
 from tests.support.slurm_cluster import find, free_ports
 from tests.support.tools import assert_shellcheck_clean
 
 SCHEMA = json.loads((ROOT / "tests/support/awstoe_document.schema.json").read_text())
-CFN_COMPONENT = ROOT / ".venv/lib/python3.11/site-packages/cfnlint/data/schemas/resources/6885175a1bba3a7c.json"
 RELEASES = sorted(IMAGE_SLURM_PREFIXES)  # jammy (SageMaker HyperPod), noble (AWS PCS)
 
 
@@ -49,6 +51,18 @@ def standin_pins(monkeypatch):
     """The documents pin the stand-ins' commits (as tests/node/test_boot_path.py's scripts do)."""
     for name, value in standins.pristine().pins().items():
         monkeypatch.setattr(bootstrap, name, value)
+
+
+def cfn_schema(type_name: str) -> dict:
+    """cfn-lint's resource schema of `type_name` (its files are named by a hash)."""
+    import cfnlint
+
+    for path in (Path(cfnlint.__file__).parent / "data/schemas/resources").glob("*.json"):
+        if f'"{type_name}"' in path.read_text():
+            schema = json.loads(path.read_text())
+            if schema.get("typeName") == type_name:
+                return schema
+    raise AssertionError(f"cfn-lint has no schema of {type_name}")
 
 
 def manifest(text: str) -> dict[str, str]:
@@ -90,7 +104,7 @@ def test_the_schema_catches_what_awstoe_refuses():
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_documents_fit_the_component_data_limit_without_comments(release):
-    limit = json.loads(CFN_COMPONENT.read_text())["properties"]["Data"]["maxLength"]
+    limit = cfn_schema("AWS::ImageBuilder::Component")["properties"]["Data"]["maxLength"]
     assert node_image.COMPONENT_DATA_LIMIT == limit == 16000
     documents = node_image.documents(image_of(release))
     for text in (documents.build, documents.test):

@@ -529,8 +529,9 @@ def node_image(os_release: str = "noble", revision: int = 1):
 
     plane = images.PCS if os_release == "noble" else images.HYPERPOD_SLURM
     return NodeImage(key=f"{plane}-x86_64", plane=plane, architecture="x86_64", base=images.base(plane, "x86_64"),
-                     slurm_version="25.05" if plane == images.PCS else "", slurm_prefix=IMAGE_SLURM_PREFIXES[os_release],
-                     build_instance_type="c6i.2xlarge", revision=revision, encrypted=False, groups=("gpu",))
+                     slurm_version="25.05" if plane == images.PCS else "",
+                     slurm_prefix=IMAGE_SLURM_PREFIXES[os_release], build_instance_type="c6i.2xlarge",
+                     revision=revision, encrypted=False, groups=("gpu",))
 
 
 def bake(node: Sandbox, image=None) -> subprocess.CompletedProcess:
