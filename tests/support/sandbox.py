@@ -6,7 +6,7 @@ through FMCLUSTER_ROOT) with the paths the scripts touch, and a bin/ of recordin
 mountpoint, lsblk, blkid, systemctl, apt-get, dnf, lnetctl, modprobe, modinfo, ip, nvidia-smi,
 scontrol, aws, hostname, install, sleep, curl for the instance metadata service and downloads,
 mknod, pkill, timeout, logger, enroot, setcap, aa-enabled, apparmor_parser, nvidia-container-cli,
-nvidia-imex-ctl, ...). The fakes
+nvidia-imex-ctl, dpkg-query, ...). The fakes
 model the node: its disks, mounts, units, LNet, GPUs, the dpkg lock and a virtual clock, as the
 `Scenario` says. `run(script)` runs a script with bash; `calls()`, `mounts()`, `file()` read what
 it did. `reboot()` boots the node again from what the first boot left on disk (/etc/fstab,
@@ -23,6 +23,12 @@ tests/support/standins.py, copied into the sandbox (state/upstream) and reached 
 `url.<base>.insteadOf` (state/gitconfig, GIT_CONFIG_GLOBAL); a test renders its script with
 the stand-ins' commits as the pins. Pyxis is compiled by real gcc against Debian's libslurm-dev
 headers (SLURM_HEADERS), linked under each Slurm prefix's include/.
+
+A node runs on its cluster's image (Scenario.image "baked"): the image's build phase
+(fmcluster.node.image, scripts/image/bake.sh) really runs once per Ubuntu release and test
+process (`baked_files`: Enroot, Pyxis against that release's Slurm prefix, the manifest, and the
+packages dpkg-query then lists), and each sandbox starts with what it left. "bare" is an image
+without them (an ami_id of one's own); Scenario.network off makes every download fail.
 """
 
 from __future__ import annotations
