@@ -19,6 +19,7 @@ from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, IMEX_PROLOG, SC
 
 SCRIPTS = Path(__file__).parent / "scripts" / "boot"
 SLURM_SCRIPTS = Path(__file__).parent / "scripts" / "slurm"
+IMAGE_SCRIPTS = Path(__file__).parent / "scripts" / "image"  # the node image's (fmcluster.node.image)
 PROGRAMS = SCRIPTS / "programs"
 COLLECTORS = SCRIPTS / "collectors"
 NCCL_ENV_FILE = "/etc/profile.d/fmcluster-nccl.sh"
@@ -41,16 +42,17 @@ SCRIPT_NAME = "fmcluster-node.sh"
 COLLECT_INTERVAL_SECONDS = 30
 
 # --- Containers on Slurm: Enroot and Pyxis (issue 18; docs/research-notes.md section 10) -----------
-# Enroot (github.com/NVIDIA/enroot), built on the node from its pinned tag, checked against its
-# commit, as Pyxis is (doc/installation.md, "From source": `git clone --recurse-submodules`,
-# `make install`, `make setcap`). 4.1.2 is the latest release (2026-03-23); AWS's PCS reference
-# installs 3.5.0 (awslabs/awsome-distributed-ai architectures/aws-pcs/assets/scripts/install-enroot-pyxis.sh).
+# Enroot (github.com/NVIDIA/enroot), built into the node image (fmcluster.node.image) from its
+# pinned tag, checked against its commit, as Pyxis is (doc/installation.md, "From source": `git
+# clone --recurse-submodules`, `make install`, `make setcap`). 4.1.2 is the latest release
+# (2026-03-23); AWS's PCS reference installs 3.5.0 (awslabs/awsome-distributed-ai
+# architectures/aws-pcs/assets/scripts/install-enroot-pyxis.sh).
 # NVIDIA's release .debs would do as well, but their SHA-256 are in no source this project can
-# read, and a node never installs a download it cannot verify; a git commit is a digest of the
+# read, and an image never holds a download it cannot verify; a git commit is a digest of the
 # whole tree, its submodules' commits included.
 ENROOT_VERSION = "4.1.2"  # what `enroot version` prints (its Makefile's VERSION at the tag)
 ENROOT_REPOSITORY = "https://github.com/NVIDIA/enroot.git"
-ENROOT_TAG = f"v{ENROOT_VERSION}"  # containers.sh clones v$ENROOT_VERSION
+ENROOT_TAG = f"v{ENROOT_VERSION}"  # the image bake clones v$ENROOT_VERSION
 ENROOT_COMMIT = "bd51f53b6fa954805ae3e1985c5dc7594ff66d05"
 # The submodules at ENROOT_COMMIT, path -> commit, in path order (`git submodule status`'s): the
 # gitlinks of its tree, which git checks out by object id (the build compiles Enroot's helpers
@@ -63,27 +65,28 @@ ENROOT_SUBMODULES = {
     "deps/makeself": "5742be6410bfad2c619fb1e98bf795e8fa0913c7",
     "deps/musl": "0784374d561435f7c787a555aeab8ede699ed298",
 }
-# containers.sh installs it where NVIDIA's .debs do (pkg/deb/rules): `make install prefix=/usr
-# sysconfdir=/etc` (/usr/bin/enroot, /etc/enroot/enroot.conf, /usr/share/enroot/hooks.d), `make
+# The bake (scripts/image/bake.sh) installs it where NVIDIA's .debs do (pkg/deb/rules): `make
+# install prefix=/usr sysconfdir=/etc` (/usr/bin/enroot, /etc/enroot/enroot.conf, /usr/share/enroot/hooks.d), `make
 # setcap` (the enroot+caps flavor: users import and convert images), and its AppArmor profile
 # at /etc/apparmor.d/enroot, loaded (the .deb's dh_apparmor: Ubuntu 24.04 lets Enroot create user
 # namespaces only with it).
 # Pyxis (github.com/NVIDIA/pyxis): no prebuilt packages; a SPANK plugin compiled against the
 # spank.h of the Slurm release it is loaded by ("Incompatible plugin version" otherwise), so the
-# node builds it from the pinned tag, checked against its commit. v0.24.0 is the latest release
-# (2026-05-11); AWS's references build v0.20.0 (PCS) and v0.19.0 (HyperPod).
+# image bake builds it against the image's Slurm from the pinned tag, checked against its commit.
+# v0.24.0 is the latest release (2026-05-11); AWS's references build v0.20.0 (PCS) and v0.19.0 (HyperPod).
 PYXIS_REPOSITORY = "https://github.com/NVIDIA/pyxis.git"
 PYXIS_TAG = "v0.24.0"
 PYXIS_COMMIT = "107519944221822ea1dace4db8e7234b2eaa4cd5"
-# What the node needs from the Ubuntu archive: to build Enroot and Pyxis (doc/installation.md's
-# Debian build dependencies; build-essential for gcc and make), and Enroot's runtime dependencies
+# What the image bake needs from the Ubuntu archive: to build Enroot and Pyxis
+# (doc/installation.md's Debian build dependencies; build-essential for gcc and make), and Enroot's runtime dependencies
 # (doc/installation.md, and zstd from the .deb's Depends), with the optional ones (pigz,
 # squashfuse, fuse-overlayfs; libnvidia-container-tools is the AMI's, node-ready requires it).
 CONTAINER_BUILD_PACKAGES = "git build-essential libcap2-bin libtool automake libmd-dev"
 ENROOT_RUNTIME_PACKAGES = "curl gawk jq squashfs-tools parallel zstd pigz squashfuse fuse-overlayfs"
 CONTAINER_PACKAGES = f"{CONTAINER_BUILD_PACKAGES} {ENROOT_RUNTIME_PACKAGES}"
-CONTAINERS_STATE = "/var/lib/fmcluster/containers"  # the Enroot and Pyxis sources and their stamps
-DOWNLOAD_ATTEMPTS = 5
+# What the image bake installed (fmcluster/node/scripts/image/bake.sh), read by the boot's checks.
+IMAGE_MANIFEST = f"{FMCLUSTER_ETC}/image.env"
+DOWNLOAD_ATTEMPTS = 5  # the image bake's clones
 DOWNLOAD_RETRY_SECONDS = 15
 # Where Slurm is: AWS PCS installs each Slurm release it offers under its own prefix and includes
 # /etc/aws/pcs/scheduler/slurm-VERSION/plugstack.conf.d/ itself (PCS User Guide, "Install SPANK
@@ -239,7 +242,7 @@ def metrics_settings(instance: InstanceType, metrics: Metrics, *, efa: bool,
         "CLUSTER_NAME": metrics.cluster, "REMOTE_WRITE_URL": metrics.remote_write_url,
         "METRICS_REGION": metrics.region, "EXPECTED_GPUS": instance.gpu_count or 0,
         "EXPECTED_LUSTRE_MOUNT": lustre_path, "COLLECT_INTERVAL_SECONDS": COLLECT_INTERVAL_SECONDS,
-        **METRICS_PATHS, **APT_SETTINGS, "METRICS_COLLECTORS": " ".join(metrics_collectors(instance, metrics, efa=efa)),
+        **METRICS_PATHS, "METRICS_COLLECTORS": " ".join(metrics_collectors(instance, metrics, efa=efa)),
     }
 
 
@@ -379,18 +382,13 @@ class NodeProgram:
                         READY_IMEX=int(imex), **runtime)
 
     def containers(self, containers: Containers, scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
-        """Enroot and Pyxis, each built from its pinned tag checked against its commit (Enroot's
-        submodules against theirs), Pyxis against the node's Slurm, and configured
-        (containers.sh): after /scratch and the file system are mounted."""
-        self.add("apt.sh", **APT_SETTINGS)
+        """Enroot and Pyxis, baked into the node's image (fmcluster.node.image), checked and
+        configured (containers.sh): after /scratch and the file system are mounted. Nothing is
+        downloaded or built: a node whose image lacks them is not ready."""
         return self.add("containers.sh", "setup_containers", ENROOT_VERSION=ENROOT_VERSION,
-                        ENROOT_REPOSITORY=ENROOT_REPOSITORY, ENROOT_COMMIT=ENROOT_COMMIT,
-                        ENROOT_SUBMODULES=" ".join(ENROOT_SUBMODULES.values()),
-                        PYXIS_REPOSITORY=PYXIS_REPOSITORY, PYXIS_TAG=PYXIS_TAG, PYXIS_COMMIT=PYXIS_COMMIT,
-                        CONTAINER_PACKAGES=CONTAINER_PACKAGES, CONTAINERS_STATE=CONTAINERS_STATE,
-                        DOWNLOAD_ATTEMPTS=DOWNLOAD_ATTEMPTS, DOWNLOAD_RETRY_SECONDS=DOWNLOAD_RETRY_SECONDS,
-                        SLURM_PREFIX=containers.slurm_prefix,
-                        PLUGSTACK_DIR=containers.plugstack_dir,
+                        ENROOT_COMMIT=ENROOT_COMMIT, PYXIS_TAG=PYXIS_TAG, PYXIS_COMMIT=PYXIS_COMMIT,
+                        IMAGE_MANIFEST=IMAGE_MANIFEST, SLURM_PREFIX=containers.slurm_prefix,
+                        PYXIS_PLUGIN=containers.plugin, PLUGSTACK_DIR=containers.plugstack_dir,
                         SLURM_BIN=containers.slurm_bin, RESTART_SLURMD=int(containers.restart_slurmd),
                         CONTAINER_MOUNTS=" ".join(([containers.shared_path] if containers.shared_path else [])
                                                   + ([scratch_path] if self.instance.nvme_disks else [])),
@@ -426,8 +424,9 @@ class NodeProgram:
 
     def metrics(self, metrics: Metrics, *, efa: bool, lustre_path: str = "",
                 step: str = "setup_metrics") -> "NodeProgram":
-        """Metrics collection (metrics.sh), run by the step `step` (a function calling setup_metrics)."""
-        self.add("apt.sh")
+        """Metrics collection (metrics.sh), run by the step `step` (a function calling setup_metrics):
+        the exporters' packages baked into the image (IMAGE_SCRIPTS/exporters.sh), checked."""
+        self.add(IMAGE_SCRIPTS / "exporters.sh")
         for job in metrics_collectors(self.instance, metrics, efa=efa):
             self.programs[f"collect_{job}"] = COLLECTORS / COLLECTOR_FILES[job]
         return self.add("metrics.sh", step,

@@ -91,8 +91,9 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
 
 def slurm_runtime(program: bootstrap.NodeProgram, containers: bootstrap.Containers, scratch_path: str, *,
                   controller: bool) -> None:
-    """Enroot and Pyxis (containers.sh), then Pyxis registered in the controller's plugstack.conf
-    by name (lifecycle_scripts/plugstack.sh; `controller`: and slurmctld reconfigured)."""
+    """Enroot and Pyxis, baked into the image, checked and configured (containers.sh), then Pyxis
+    registered in the controller's plugstack.conf by name (lifecycle_scripts/plugstack.sh;
+    `controller`: and slurmctld reconfigured)."""
     program.containers(containers, scratch_path)
     program.add(SCRIPTS / "plugstack.sh", "register_pyxis", PLUGSTACK_CONF=containers.plugstack_conf,
                 SLURM_CONTROLLER=int(controller))

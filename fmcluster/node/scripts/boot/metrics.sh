@@ -3,21 +3,10 @@
 # agent that remote-writes to the cluster's Amazon Managed Service for Prometheus workspace with
 # SigV4 (the node role's aps:RemoteWrite on that workspace only).
 #
-# Everything comes from the Ubuntu archive (universe) of the node's release (VERSION_CODENAME of
-# OS_RELEASE), pinned to a version series; no download from anywhere else:
-#   noble (24.04, the AWS PCS AMI):
-#     prometheus-node-exporter 1.7.0-1ubuntu0.3 in noble-updates/noble-security (upstream 1.7.0)
-#     prometheus               2.45.3+ds-2ubuntu0.3 (upstream 2.45.3 LTS), run as an agent
-#                              (--enable-feature=agent: scrape and remote-write, no local TSDB)
-#   jammy (22.04, the SageMaker HyperPod AMI):
-#     prometheus-node-exporter 1.3.1-1ubuntu0.22.04 (upstream 1.3.1)
-#     prometheus               2.31.2+ds1-1ubuntu1.22.04 (upstream 2.31.2): agent mode came with
-#                              2.32, so it runs as a server keeping two hours of samples
-# Another release fails the set-up (no unpinned install). Raise these with the archive
-# (apt-cache policy PACKAGE on a node shows what it offers).
-declare -A NODE_EXPORTER_VERSIONS=([noble]='1.7.0-1*' [jammy]='1.3.1-1*')
-declare -A PROMETHEUS_VERSIONS=([noble]='2.45.3+ds-2*' [jammy]='2.31.2+ds1-1*')
-declare -A PROMETHEUS_AGENT_MODE=([noble]=yes [jammy]=no)
+# The node exporter and Prometheus are baked into the node's image at a version series pinned per
+# Ubuntu release (fmcluster/node/scripts/image/exporters.sh, bake.sh); the boot installs nothing:
+# it checks that both packages are installed at the pinned series (dpkg-query), and a node whose
+# image lacks them fails this step (its metrics are missing, and the error says why).
 
 # Scrape jobs (the alert rules' `job` label), each a node exporter on localhost: `node` is the
 # packaged one (9100, every collector); `dcgm` (9400), `efa` (9109) and `slurm` (9341) serve only
@@ -99,24 +88,35 @@ remote_write:
 YAML
 }
 
+# check_exporter_packages RELEASE: both packages installed at the release's pinned series.
+check_exporter_packages() {
+  local package pattern status missing=0
+  for package in prometheus-node-exporter prometheus; do
+    pattern=${NODE_EXPORTER_VERSIONS[$1]}
+    [[ "$package" == prometheus ]] && pattern=${PROMETHEUS_VERSIONS[$1]}
+    status=$(dpkg-query -W -f='${Status} ${Version}' "$package" 2>/dev/null || true)
+    # shellcheck disable=SC2053  # the pinned series is a glob
+    if [[ "$status" != "install ok installed "* || "${status##* }" != $pattern ]]; then
+      log "error: metrics: $package $pattern is not installed (dpkg: '${status:-not known}'): launch the node" \
+        "from its cluster's node image (NAME-images), or bake it into the group's ami_id"
+      missing=1
+    fi
+  done
+  return "$missing"
+}
+
 setup_metrics() {
   local node release storage
   node=$(hostname -s)
-  release=$(sed -n 's/^VERSION_CODENAME=//p' "$ROOT$OS_RELEASE" | tr -d '"')
-  if [[ -z "${PROMETHEUS_VERSIONS[${release:-none}]:-}" ]]; then
-    log "metrics: no pinned packages for the Ubuntu release '$release' (pinned: ${!PROMETHEUS_VERSIONS[*]})"
-    return 1
-  fi
+  release=$(ubuntu_release)
+  exporters_pinned "$release"
+  check_exporter_packages "$release"
   storage="--enable-feature=agent --storage.agent.path=$METRICS_STATE/prometheus-agent"
   if [[ "${PROMETHEUS_AGENT_MODE[$release]}" != yes ]]; then
     storage="--storage.tsdb.path=$METRICS_STATE/prometheus-agent --storage.tsdb.retention.time=2h"
   fi
   METRICS_UNITS=(prometheus-node-exporter.service fmcluster-prometheus-agent.service)
   METRICS_JOBS=(node)
-  log "installing prometheus-node-exporter ${NODE_EXPORTER_VERSIONS[$release]} and prometheus ${PROMETHEUS_VERSIONS[$release]} ($release)"
-  apt_get update -q
-  apt_get install -y -q --no-install-recommends "prometheus-node-exporter=${NODE_EXPORTER_VERSIONS[$release]}" \
-    "prometheus=${PROMETHEUS_VERSIONS[$release]}"
   # The packaged server is not used: the agent below runs with its own unit and configuration.
   systemctl disable --now prometheus.service
   install -d -m 0755 "$ROOT$FMCLUSTER_ETC" "$ROOT$METRICS_STATE" "$ROOT$METRICS_STATE/textfile-node"

@@ -1,0 +1,142 @@
+"""Node images: the build and test documents EC2 Image Builder runs to bake a NodeImage.
+
+What every Slurm node needs and that does not depend on the node (Enroot, Pyxis built against the
+image's Slurm, the exporters' packages) is installed once into an image (scripts/image/bake.sh,
+the build phase) and checked on an instance launched from it (scripts/image/check.sh, the test
+phase); a node's boot only checks it (scripts/boot/containers.sh, scripts/boot/metrics.sh).
+
+Each document is an AWSTOE component document (Image Builder User Guide, "Use the AWSTOE component
+document framework for custom components"): name, description, schemaVersion 1.0 and one phase
+whose ExecuteBash step runs the script. A component's inline data is at most 16,000 characters
+(AWS::ImageBuilder::Component Data), so the scripts go in without their comment lines: they are
+documented here. The digest is the image's identity: a changed recipe is a new digest, a new image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import yaml
+
+from fmcluster.model.cluster import NodeImage
+from fmcluster.node import bootstrap
+
+SCRIPTS = Path(__file__).parent / "scripts" / "image"
+COMPONENT_DATA_LIMIT = 16000  # characters of AWS::ImageBuilder::Component Data
+SCHEMA_VERSION = 1.0  # AWSTOE's document schema version
+IMAGE_MANIFEST = bootstrap.IMAGE_MANIFEST  # what the bake installed (bake.sh)
+BUILD_DIR = "/var/tmp/fmcluster-image"  # the sources while they build; removed after
+OS_RELEASE = "/etc/os-release"
+BAKE_TIMEOUT_SECONDS = 3600  # the build step (AWSTOE's default is 7200)
+CHECK_TIMEOUT_SECONDS = 600  # the test step
+CHECK_EXPORTER_PORT = 19100  # a loopback port the test phase starts a node exporter on
+CHECK_EXPORTER_TRIES = 30  # seconds it may take to serve /metrics
+DIGEST_PLACEHOLDER = "0" * 64  # IMAGE_DIGEST while the digest is computed
+
+
+@dataclass(frozen=True)
+class ImageDocuments:
+    """The AWSTOE component documents of one node image (YAML text, each at most
+    COMPONENT_DATA_LIMIT characters) and its digest (hex SHA-256)."""
+
+    build: str
+    test: str
+    digest: str
+
+
+def pins(image: NodeImage) -> dict[str, str | int]:
+    """The settings both scripts share: the image and what it pins."""
+    return {"IMAGE_KEY": image.key, "IMAGE_MANIFEST": IMAGE_MANIFEST, "ENROOT_VERSION": bootstrap.ENROOT_VERSION,
+            "ENROOT_COMMIT": bootstrap.ENROOT_COMMIT, "PYXIS_TAG": bootstrap.PYXIS_TAG,
+            "PYXIS_COMMIT": bootstrap.PYXIS_COMMIT, "SLURM_PREFIX": image.slurm_prefix}
+
+
+def bake_settings(image: NodeImage, digest: str) -> dict[str, str | int]:
+    return {**pins(image), "IMAGE_DIGEST": digest, "ENROOT_REPOSITORY": bootstrap.ENROOT_REPOSITORY,
+            "ENROOT_SUBMODULES": " ".join(bootstrap.ENROOT_SUBMODULES.values()),
+            "PYXIS_REPOSITORY": bootstrap.PYXIS_REPOSITORY, "CONTAINER_PACKAGES": bootstrap.CONTAINER_PACKAGES,
+            "DOWNLOAD_ATTEMPTS": bootstrap.DOWNLOAD_ATTEMPTS,
+            "DOWNLOAD_RETRY_SECONDS": bootstrap.DOWNLOAD_RETRY_SECONDS, "BUILD_DIR": BUILD_DIR,
+            "OS_RELEASE": OS_RELEASE, **bootstrap.APT_SETTINGS}
+
+
+def check_settings(image: NodeImage) -> dict[str, str | int]:
+    return {**pins(image), "CHECK_EXPORTER_PORT": CHECK_EXPORTER_PORT, "CHECK_EXPORTER_TRIES": CHECK_EXPORTER_TRIES}
+
+
+def program(settings: Mapping[str, str | int], parts: tuple[Path, ...], entry: str) -> str:
+    """A whole bash program: strict mode, ROOT (FMCLUSTER_ROOT: the tests' sandbox; empty on an
+    instance), the settings, the fragments `parts` and a call of `entry` (its failure fails the
+    program), without comment lines."""
+    head = "#!/bin/bash\nset -euo pipefail\nROOT=${FMCLUSTER_ROOT:-}\n"
+    body = [bootstrap.fragment(part) for part in parts]
+    return bootstrap.without_comments("\n".join([head + bootstrap._settings(settings), *body, f"{entry}\n"]))
+
+
+def bake_script(image: NodeImage, digest: str = DIGEST_PLACEHOLDER) -> str:
+    """The build phase's script (scripts/image/bake.sh), `digest` recorded in the manifest."""
+    return program(bake_settings(image, digest),
+                   (bootstrap.SCRIPTS / "common.sh", bootstrap.SCRIPTS / "apt.sh", SCRIPTS / "exporters.sh",
+                    SCRIPTS / "bake.sh"), "bake_image")
+
+
+def check_script(image: NodeImage) -> str:
+    """The test phase's script (scripts/image/check.sh)."""
+    return program(check_settings(image),
+                   (bootstrap.SCRIPTS / "common.sh", SCRIPTS / "check.sh"), "check_image")
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """yaml.SafeDumper writing multi-line strings as literal block scalars (`|`)."""
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+
+
+_BlockDumper.add_representer(str, _str)
+
+
+def component(name: str, description: str, phase: str, step: str, script: str, timeout: int) -> str:
+    """An AWSTOE component document: one phase, one ExecuteBash step running `script` (which
+    must not hold `{{`: AWSTOE reads that as a variable)."""
+    if "{{" in script:
+        raise ValueError(f"the {phase} script of {name} holds '{{{{', which AWSTOE would expand")
+    document = {"name": name, "description": description, "schemaVersion": SCHEMA_VERSION,
+                "phases": [{"name": phase, "steps": [{"name": step, "action": "ExecuteBash",
+                                                      "timeoutSeconds": timeout, "onFailure": "Abort",
+                                                      "inputs": {"commands": [script]}}]}]}
+    text = yaml.dump(document, Dumper=_BlockDumper, sort_keys=False, width=1000)
+    if len(text) > COMPONENT_DATA_LIMIT:
+        raise ValueError(f"the {phase} document of {name} is {len(text)} characters, over Image Builder's "
+                         f"{COMPONENT_DATA_LIMIT}")
+    return text
+
+
+def _documents(image: NodeImage, digest: str) -> tuple[str, str]:
+    build = component(f"fmcluster-{image.key}-bake", f"Bakes Enroot, Pyxis and the exporters into {image.key}",
+                      "build", "Bake", bake_script(image, digest), BAKE_TIMEOUT_SECONDS)
+    test = component(f"fmcluster-{image.key}-check", f"Checks what was baked into {image.key} works",
+                     "test", "Check", check_script(image), CHECK_TIMEOUT_SECONDS)
+    return build, test
+
+
+def image_digest(image: NodeImage, build: str, test: str) -> str:
+    """SHA-256 of the documents (the build one with DIGEST_PLACEHOLDER for its own digest), the
+    base's parent, the architecture and the revision."""
+    h = hashlib.sha256()
+    for part in (build, test, image.base.parent, image.architecture, str(image.revision)):
+        h.update(part.encode("utf-8") + b"\0")
+    return h.hexdigest()
+
+
+def documents(image: NodeImage) -> ImageDocuments:
+    """The build and test documents of `image` and its digest. The build document records the
+    digest in the image's manifest; the digest is taken over it with DIGEST_PLACEHOLDER there
+    (the documents otherwise as they are), so it names exactly one recipe."""
+    digest = image_digest(image, *_documents(image, DIGEST_PLACEHOLDER))
+    build, test = _documents(image, digest)
+    return ImageDocuments(build, test, digest)
