@@ -5,6 +5,7 @@ Sources and details: docs/research-notes.md, "fmcluster/deploy/diff.py"."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Literal, Mapping
 
@@ -12,6 +13,8 @@ from fmcluster.deploy import assembly, cfn_schemas
 from fmcluster.deploy.deployed import NotReadable
 from fmcluster.deploy.synth import SynthesisFailed
 from fmcluster.facts import fsx, naming
+from fmcluster.facts import images as image_facts
+from fmcluster.model import cluster as model
 from fmcluster.spec.models import ClusterSpec
 
 ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE = "add", "update", "replace", "may-replace", "remove"
@@ -49,6 +52,18 @@ class Change:
 
 
 @dataclass
+class Roll:
+    """Node groups that move to a new build of their node image (NAME-images)."""
+
+    image: str  # fmcluster.model.cluster.NodeImage.key
+    plane: str
+    groups: list[str]
+    changes: list[str]  # the image's resources in NAME-images that change, as "TYPE LOGICAL-ID (ACTION)"
+    first: bool = False  # the image is new to the deployed cluster: its groups leave the plain base image
+    note: str = ""  # what happens to the groups' nodes
+
+
+@dataclass
 class StackDiff:
     name: str
     status: str  # added | removed | changed | unchanged
@@ -61,6 +76,7 @@ class Comparison:
 
     stacks: list[StackDiff]
     notes: list[str] = field(default_factory=list)
+    rolls: list[Roll] = field(default_factory=list)  # node groups moving to new node images
 
     @property
     def data_loss(self) -> list[Change]:
@@ -392,6 +408,76 @@ def _follow_references(old: Templates, new: Templates, changes: dict[tuple[str, 
         s.changes.sort(key=lambda c: c.logical_id)
 
 
+# ---- node images ---------------------------------------------------------------------------
+
+IMAGE = "AWS::ImageBuilder::Image"
+CDK_PATH = "aws:cdk:path"
+
+
+def _construct_token(key: str) -> str:
+    """How a construct id appears in CDK's logical ids: its letters and digits ('pcs-x86_64' ->
+    'pcsx8664')."""
+    return re.sub(r"[^A-Za-z0-9]", "", key)
+
+
+def _of_image(key: str, lid: str, resource: Mapping[str, Any]) -> bool:
+    """Whether a resource of NAME-images belongs to the node image `key`: it sits under the construct
+    of that key (its construct path where the template keeps it, else its logical id)."""
+    path = str(resource.get("Metadata", {}).get(CDK_PATH, ""))
+    if path:
+        return f"/{key}/" in path
+    return _construct_token(key) in lid
+
+
+PCS_ROLL = ("AWS PCS takes the new AMI as the compute node groups' AMI ({images} hands it to {cluster} by "
+            "a cross-stack reference, so {cluster}'s own template may not change); instances launched after the "
+            "update (new dynamic nodes, replaced static ones) boot from it, running instances keep the image they "
+            "booted from until they are replaced")
+HYPERPOD_ROLL = ("SageMaker HyperPod takes the new AMI as the instance groups' ImageId ({images} hands it to "
+                 "{cluster} by a cross-stack reference, so {cluster}'s own template may not change); running "
+                 "nodes keep their image until UpdateClusterSoftware moves them to it: aws sagemaker "
+                 "update-cluster-software --cluster-name {name} --image-id AMI (every instance group unless "
+                 "--instance-groups names them; it may affect the cluster's availability: plan it around jobs)")
+FIRST_ROLL = "the image is new to the deployed cluster: the groups leave the plain base image for the baked one; "
+# A weak cross-stack reference is resolved when the consuming stack is created or updated, and a
+# later change of the output does not update the consumer (AWS CloudFormation Template Reference,
+# "Fn::GetStackOutput"); `cdk deploy` also skips a stack whose template is unchanged.
+STILL = ("; caution: {cluster} itself does not change, and CloudFormation reads {images}' AMI only when "
+         "{cluster} is updated, so the groups keep the old AMI until then")
+
+
+def image_rolls(m: model.ClusterModel, comparison: Comparison, old: Templates, new: Templates) -> list[Roll]:
+    """The node groups of `m` (the NEW spec's model) that roll to a new build of their node image: the
+    image's resources in NAME-images are replaced or new while NAME-cluster is deployed already.
+    Derived from NAME-images' changes and the model, as NAME-cluster reads the AMI through a
+    cross-stack reference whose text does not change."""
+    stacks = {s.key: s.name for s in m.stacks}
+    images, cluster = stacks.get(model.IMAGES), stacks.get(model.CLUSTER)
+    if images is None or images not in new or cluster not in old:
+        return []  # no images, the images stack not synthesized, or nothing deployed to roll
+    diff = next(s for s in comparison.stacks if s.name == images)
+    consumer_changes = any(s.changes for s in comparison.stacks
+                           if s.name == cluster or s.name.startswith(f"{cluster}/"))
+    resources = {**_resources(old.get(images)), **_resources(new.get(images))}
+    rolls = []
+    for image in m.images:
+        mine = [c for c in diff.changes if c.logical_id in resources
+                and _of_image(image.key, c.logical_id, resources[c.logical_id])]
+        built = [c for c in mine if c.type == IMAGE and c.action in (ADD, REPLACE, MAY_REPLACE)]
+        if not built:
+            continue
+        first = not any(r["Type"] == IMAGE and _of_image(image.key, lid, r)
+                        for lid, r in _resources(old.get(images)).items())
+        note = (PCS_ROLL if image.plane == image_facts.PCS else HYPERPOD_ROLL)
+        if not consumer_changes:
+            note += STILL
+        note = note.format(images=images, cluster=cluster, name=m.name)
+        rolls.append(Roll(image.key, image.plane, list(image.groups),
+                          [f"{c.type} {c.logical_id} ({LABELS[c.action].lower()})" for c in mine],
+                          first=first, note=(FIRST_ROLL if first else "") + note))
+    return rolls
+
+
 # ---- output --------------------------------------------------------------------------------
 
 SYMBOLS = {ADD: "+", REMOVE: "-", UPDATE: "~", REPLACE: "!", MAY_REPLACE: "?", FAILS: "x"}
@@ -431,6 +517,12 @@ def render_text(report: Comparison, old_name: str, new_name: str, allowed: bool)
                 lines.append(f"      changes: {', '.join(shown)}")
             for reason in c.reasons:
                 lines.append(f"      because {reason}")
+    for roll in report.rolls:
+        lines.append(f"node image {roll.image}: node groups {', '.join(roll.groups)} roll to a new image")
+        lines += [f"  {change}" for change in roll.changes[:SHOWN_PATHS]]
+        if len(roll.changes) > SHOWN_PATHS:
+            lines.append(f"  ... {len(roll.changes) - SHOWN_PATHS} more")
+        lines.append(f"  {roll.note}")
     failing = report.failing
     if failing:
         lines.append(f"UPDATE FAILS: {len(failing)} change{'s' if len(failing) != 1 else ''} that the service refuses:")
@@ -454,6 +546,7 @@ def render_json(report: Comparison, old_name: str, new_name: str, allowed: bool)
     return json.dumps({"old": old_name, "new": new_name, "allow_data_loss": allowed,
                        "data_loss": [change(c) for c in report.data_loss],
                        "fails": [change(c) for c in report.failing], "notes": report.notes,
+                       "rolls": [asdict(r) for r in report.rolls],
                        "stacks": [{"name": s.name, "status": s.status, "changes": [change(c) for c in s.changes]}
                                   for s in report.stacks]}, indent=2) + "\n"
 
@@ -509,6 +602,7 @@ def run_deployed(spec: ClusterSpec, allow_data_loss: bool = False, name: str = "
                                "DescribeStackResource); set AWS_PROFILE, or compare two specs instead: "
                                "fmcluster diff OLD NEW")
     report = compare(deployed, new_templates, region=spec.region)
+    report.rolls = image_rolls(model.resolve(spec), report, deployed, new_templates)
     if not deployed:
         report.notes.append(f"no stack of {spec.name} is deployed in {spec.region}: everything is new")
     return DiffReport(old_name, name, allow_data_loss, report)
@@ -529,6 +623,8 @@ def run(old: ClusterSpec, new: ClusterSpec, allow_data_loss: bool = False, names
     # another region or account is a new set of stacks there, not an update of these: nothing of
     # the old deployment is compared with (or replaced by) the new one
     report = compare({} if moved else old_templates, new_templates, region=new.region)
+    if old.name == new.name:
+        report.rolls = image_rolls(model.resolve(new), report, {} if moved else old_templates, new_templates)
     if moved:
         report.notes.append(f"the cluster moves from {_where(old)} to {_where(new)}: CloudFormation deploys new "
                             "stacks there, with new, empty file systems and buckets; the old stacks and their data "

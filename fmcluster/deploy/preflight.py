@@ -23,6 +23,7 @@ from botocore.exceptions import (
 from botocore.parsers import ResponseParserError
 
 from fmcluster.facts import catalog, regions
+from fmcluster.facts import images as image_facts
 from fmcluster.facts.controlplanes import (
     CAPACITY_BLOCK,
     ON_DEMAND,
@@ -30,17 +31,21 @@ from fmcluster.facts.controlplanes import (
     SPOT,
     ULTRASERVER_BLOCK_TERMINATION_MINUTES,
 )
+from fmcluster.facts.images import BUILD_INSTANCE_VCPUS
 from fmcluster.facts.placement import AUTO, NONE
+from fmcluster.model import cluster as model
 from fmcluster.spec.models import ClusterSpec, NodeGroupSpec
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 # The services preflight calls (boto3's service names).
-ServiceName = Literal["sts", "ec2", "resource-groups", "service-quotas", "fsx", "pcs", "eks", "sagemaker"]
+ServiceName = Literal["sts", "ec2", "resource-groups", "service-quotas", "fsx", "pcs", "eks", "sagemaker", "ssm",
+                      "imagebuilder"]
 # A client of each service, by name: boto3's, or moto-backed and Stubber-backed ones in the tests.
 ClientFactory = Callable[[ServiceName], Any]
 # What preflight calls, as IAM actions (the hint of an access denied)
 PERMISSIONS = ("ec2:Describe*", "servicequotas:Get*", "servicequotas:List*", "fsx:Describe*",
-               "resource-groups:ListGroupResources", "the control plane's List*", "sts:GetCallerIdentity")
+               "resource-groups:ListGroupResources", "the control plane's List*", "sts:GetCallerIdentity",
+               "ssm:GetParameter and imagebuilder:ListImageRecipes (node images)")
 # The calls of an UltraServer group's Capacity Block, in ec2:Describe* (named in their access-denied hint)
 ULTRASERVER_CALLS = ("DescribeCapacityBlocks", "DescribeCapacityBlockStatus")
 ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException",
@@ -53,6 +58,9 @@ THROTTLED = {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooMa
              "RequestThrottled", "SlowDown"}
 PLACEMENT_GROUP_NOT_FOUND = {"InvalidPlacementGroup.Unknown", "InvalidGroup.NotFound"}
 AMI_NOT_FOUND = {"InvalidAMIID.NotFound", "InvalidAMIID.Malformed", "InvalidAMIID.Unavailable"}
+PARAMETER_NOT_FOUND = {"ParameterNotFound", "ParameterVersionNotFound"}
+# vCPUs of the instances NAME-images builds on (fmcluster.facts.images.BUILD_INSTANCE_TYPES), which
+# the catalog of node instance types does not hold: Amazon EC2 Instance Types, "Compute optimized"
 # What a parseable answer without the fields asked for raises in the checks' own code.
 UNEXPECTED_ANSWER = (KeyError, IndexError, TypeError, ValueError, AttributeError)
 # EC2 vCPU quotas by instance class and market (Service Quotas, service code ec2)
@@ -71,7 +79,7 @@ RESERVATION_WAIT_STATES = {"scheduled", "pending", "payment-pending", "assessing
 BLOCK_OK_STATES = {"active"}
 BLOCK_WAIT_STATES = {"scheduled", "payment-pending"}
 ENDING_SOON = timedelta(hours=24)
-CONTROL_PLANE_SERVICES: dict[str, list[tuple[ServiceName, str, dict[str, int], str, str]]] = {
+CONTROL_PLANE_SERVICES: dict[str, list[tuple[ServiceName, str, dict[str, Any], str, str]]] = {
     # orchestrator.type -> (service, list call, kwargs, the list its answer holds, what)
     "pcs": [("pcs", "list_clusters", {"maxResults": 1}, "clusters", "AWS PCS")],
     "eks": [("eks", "list_clusters", {"maxResults": 1}, "clusters", "Amazon EKS")],
@@ -79,6 +87,12 @@ CONTROL_PLANE_SERVICES: dict[str, list[tuple[ServiceName, str, dict[str, int], s
     "hyperpod-eks": [("sagemaker", "list_clusters", {"MaxResults": 1}, "ClusterSummaries", "SageMaker HyperPod"),
                      ("eks", "list_clusters", {"maxResults": 1}, "clusters", "Amazon EKS")],
 }
+
+
+# Image Builder answering in the region: the account's own recipes, one at most
+IMAGE_BUILDER: tuple[ServiceName, str, dict[str, Any], str, str] = (
+    "imagebuilder", "list_image_recipes", {"owner": "Self", "maxResults": 1}, "imageRecipeSummaryList",
+    "EC2 Image Builder")
 
 
 class CapacityReservation(TypedDict, total=False):
@@ -159,6 +173,7 @@ class Preflight:
         self.now = now or datetime.now(timezone.utc)
         self.window = window
         self.hyperpod = spec.orchestrator.control_plane.hyperpod
+        self.images = model.resolve(spec).images  # NAME-images' node images; none on Kubernetes
         self.read: dict[str, ReadReservation] = {}  # what DescribeCapacityReservations said, by id
 
     # -- running -----------------------------------------------------------------------------
@@ -167,7 +182,8 @@ class Preflight:
         checks: list[Check] = []
         for name, fn in (("credentials", self.identity), ("availability zones", self.zones),
                          ("instance types", self.offerings), ("reservations", self.reservations),
-                         ("placement groups", self.placement_groups), ("AMIs", self.images),
+                         ("placement groups", self.placement_groups), ("AMIs", self.amis),
+                         ("node images", self.node_images),
                          ("quotas", self.quotas), ("FSx for Lustre", self.lustre),
                          ("control plane", self.control_plane)):
             checks += self._guard(name, fn)
@@ -431,7 +447,7 @@ class Preflight:
         else:
             yield Check(name, PASS, f"cluster placement group, {pg.get('State', 'available')}")
 
-    def images(self) -> Iterable[Check]:
+    def amis(self) -> Iterable[Check]:
         """Each AMI a node group names: it exists and is available, is built for the instance
         type's architecture, and its root snapshot fits in the root volume."""
         for group in self.spec.node_groups:
@@ -464,29 +480,98 @@ class Preflight:
         size = f", root snapshot {snapshot_gib} GiB" if snapshot_gib is not None else ""
         yield Check(name, PASS, f"{image.get('Name', ami)}: available, {wanted}{size}")
 
+    def node_images(self) -> Iterable[Check]:
+        """What NAME-images needs of the region: each image's base image parameter, and EC2 Image
+        Builder answering (the build instances' vCPUs are in the quota checks)."""
+        if not self.images:
+            return
+        for image in self.images:
+            name = f"base image {image.key}"
+            yield from self._guard(name, partial(self._base_image, image, name))
+        service, call, kwargs, key, what = IMAGE_BUILDER
+        if offered_in(service, self.spec.region) is False:
+            yield Check(what, FAIL, f"{what} is not offered in {self.spec.region} (botocore's endpoint data)",
+                        "choose a region where it runs, or give every node group an ami_id of your own")
+            return
+        yield from self._guard(what, partial(self._answers, service, call, kwargs, key, what))
+
+    def _base_image(self, image: model.NodeImage, name: str) -> Iterable[Check]:
+        """The base image's public SSM parameter exists in the region (Image Builder resolves it
+        when the image is built); on AWS PCS, the image it names has an agent that runs node
+        lifecycle actions (its description names the agent)."""
+        parameter, groups = image.base.parameter, image.groups
+        try:
+            value = self.client("ssm").get_parameter(Name=parameter)["Parameter"]["Value"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") not in PARAMETER_NOT_FOUND:
+                raise
+            yield Check(name, FAIL, f"{parameter} not found in {self.spec.region}: no base image to build "
+                        f"{self.spec.name}-images' image for {', '.join(groups)} from",
+                        "choose a region where the control plane publishes its base image, or give the node groups "
+                        "an ami_id of their own (docs/guides/images.md)")
+            return
+        if image.plane != image_facts.PCS:
+            yield Check(name, PASS, f"{parameter}: {value}")
+            return
+        found = self._ec2_found("describe_images", "Images", AMI_NOT_FOUND, ImageIds=[value])
+        agent = image_facts.pcs_agent(found[0].get("Description", "")) if found else None
+        needs = (f"node lifecycle actions, which run the node program, need PCS agent {image_facts.PCS_AGENT_MIN} "
+                 "or later")
+        if agent is None:
+            yield Check(name, WARN, f"{parameter}: {value}; its description names no PCS agent version: {needs}",
+                        f"aws ec2 describe-images --image-ids {value} --region {self.spec.region}")
+        elif image_facts.version_key(agent) < image_facts.version_key(image_facts.PCS_AGENT_MIN):
+            yield Check(name, FAIL, f"{parameter}: {value} has PCS agent {agent}; {needs} (a node of "
+                        "it would never start slurmd)",
+                        "deploy once AWS publishes a PCS AMI with a newer agent (raise images.revision to bake "
+                        "from it), or give the node groups an ami_id of your own with agent "
+                        f"{image_facts.PCS_AGENT_MIN} or later")
+        else:
+            yield Check(name, PASS, f"{parameter}: {value}, PCS agent {agent}")
+
     def quotas(self) -> Iterable[Check]:
+        builds = self._builds()
         if self.hyperpod:
             yield from self._hyperpod_quotas()
-            return
-        needs: dict[tuple[str, str], int] = {}
-        for instance_type, count, market in self._running():
-            cls = _quota_class(instance_type)
-            if cls:
-                needs[(cls, market)] = needs.get((cls, market), 0) + count * _vcpus(instance_type)
+            needs = dict(builds)  # HyperPod's nodes count against SageMaker's quotas, the builds against EC2's
+        else:
+            needs = dict(builds)
+            for instance_type, count, market in self._running():
+                cls = _quota_class(instance_type)
+                if cls:
+                    needs[(cls, market)] = needs.get((cls, market), 0) + count * _vcpus(instance_type)
         for (cls, market), vcpus in sorted(needs.items()):
             label = f"quota {MARKETS[market]} {cls} vCPUs"
-            yield from self._guard(label, partial(self._ec2_quota, (cls, market), vcpus, label))
+            yield from self._guard(label, partial(self._ec2_quota, (cls, market), vcpus, label,
+                                                  builds.get((cls, market), 0)))
+        for image in self.images:
+            if image.build_instance_type not in BUILD_INSTANCE_VCPUS:
+                yield Check(f"quota image build {image.key}", WARN,
+                            f"the vCPUs of {image.build_instance_type} are not known to preflight",
+                            "check that the On-Demand quota of its class leaves room for one more instance")
 
-    def _ec2_quota(self, key: tuple[str, str], vcpus: int, label: str) -> Iterable[Check]:
+    def _builds(self) -> dict[tuple[str, str], int]:
+        """vCPUs of NAME-images' build instances, one per image at a time (each image builds, then
+        tests, on one instance at a time), by quota class."""
+        needs: dict[tuple[str, str], int] = {}
+        for image in self.images:
+            cls = _quota_class(image.build_instance_type)
+            vcpus = BUILD_INSTANCE_VCPUS.get(image.build_instance_type)
+            if cls and vcpus:
+                needs[(cls, ON_DEMAND)] = needs.get((cls, ON_DEMAND), 0) + vcpus
+        return needs
+
+    def _ec2_quota(self, key: tuple[str, str], vcpus: int, label: str, builds: int = 0) -> Iterable[Check]:
         code, title = EC2_QUOTAS[key]
         value = self._quota("ec2", code)
+        of_which = f" ({builds} of them for the image builds of {self.spec.name}-images)" if builds else ""
         if value is None:
-            yield Check(label, WARN, f"{title} ({code}) not found; {vcpus} vCPUs needed",
+            yield Check(label, WARN, f"{title} ({code}) not found; {vcpus} vCPUs needed{of_which}",
                         "check it in the Service Quotas console")
         elif value >= vcpus:
-            yield Check(label, PASS, f"{vcpus} vCPUs needed of {value:g}: {title} ({code})")
+            yield Check(label, PASS, f"{vcpus} vCPUs needed{of_which} of {value:g}: {title} ({code})")
         else:
-            yield Check(label, FAIL, f"{vcpus} vCPUs needed, the quota is {value:g}: {title} ({code}); "
+            yield Check(label, FAIL, f"{vcpus} vCPUs needed{of_which}, the quota is {value:g}: {title} ({code}); "
                         "instances already running count too",
                         f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code "
                         f"{code} --desired-value {vcpus} --region {self.spec.region}")
@@ -552,7 +637,7 @@ class Preflight:
                 continue
             yield from self._guard(what, partial(self._answers, service, call, kwargs, key, what))
 
-    def _answers(self, service: ServiceName, call: str, kwargs: dict[str, int], key: str, what: str
+    def _answers(self, service: ServiceName, call: str, kwargs: dict[str, Any], key: str, what: str
                  ) -> Iterable[Check]:
         answer = getattr(self.client(service), call)(**kwargs)
         if key not in answer:  # parsed, but not the service's answer

@@ -7,6 +7,7 @@ baked once per change instead of on every boot.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from fmcluster.facts.controlplanes import ARCHITECTURES, pcs_ami_parameter
@@ -22,6 +23,12 @@ HYPERPOD_SLURM_PREFIX = "/opt/slurm"
 # architecture runs the base image; the build compiles (Enroot's helpers against musl, Pyxis) and
 # needs neither GPU nor EFA. 8 vCPUs keep the compile short.
 BUILD_INSTANCE_TYPES = {"x86_64": "c6i.2xlarge", "arm64": "c7g.2xlarge"}
+BUILD_INSTANCE_VCPUS = {"c6i.2xlarge": 8, "c7g.2xlarge": 8}  # EC2's figures (the instance catalog holds GPU nodes)
+# AWS PCS runs node lifecycle actions (the node program, fmcluster.node.actions) from agent 1.5.0-1 on
+# (PCS User Guide, "Configure node lifecycle actions"); a PCS AMI names its agent in its description
+# ("PCS Agent: 1.5.0-1. Slurm: ...").
+PCS_AGENT_MIN = "1.5.0-1"
+PCS_AGENT_IN_DESCRIPTION = r"PCS Agent:\s*([0-9]+(?:[.-][0-9]+)*)"
 BUILD_ROOT_VOLUME_GIB = 200  # the deep-learning bases' root snapshots are 100+ GiB; their nodes' volumes are larger
 # What a first deploy spends on one image (an estimate for `plan`): an Image Builder build instance,
 # the build, the AMI snapshot of a 100+ GiB root volume, a test instance from the new AMI and its
@@ -55,12 +62,24 @@ def base(plane: str, architecture: str) -> Base:
     raise ValueError(f"{plane} nodes do not launch from fmcluster's images")
 
 
+# SageMaker HyperPod publishes its Slurm base image (the image it launches by default, the documented
+# base of HyperPod custom AMIs: SageMaker Developer Guide, "Custom AMIs for SageMaker HyperPod") for
+# x86_64 only; no arm64 parameter is documented.
+HYPERPOD_BASE_ARCHITECTURES = ("x86_64",)
+
+
+def has_base(plane: str, architecture: str) -> bool:
+    """Whether fmcluster can bake a `plane` node image for `architecture`."""
+    if plane == HYPERPOD_SLURM:
+        return architecture in HYPERPOD_BASE_ARCHITECTURES
+    return plane == PCS and architecture in ARCHITECTURES
+
+
 def hyperpod_ami_parameter(architecture: str) -> str:
-    """The SSM parameter of SageMaker HyperPod's Slurm base image (the image HyperPod launches by
-    default, the documented base of custom AMIs) for an architecture."""
-    if architecture not in ARCHITECTURES:
-        raise ValueError(f"no HyperPod base image for {architecture!r}")
-    return f"/aws/service/sagemaker-hyperpod/ami/{architecture}/slurm-ubuntu22-latest/ami-id"
+    """The SSM parameter of SageMaker HyperPod's Slurm base image for an architecture."""
+    if architecture not in HYPERPOD_BASE_ARCHITECTURES:
+        raise ValueError(f"no HyperPod Slurm base image for {architecture!r}")
+    return f"/aws/service/sagemaker-hyperpod/ami/{architecture}/slurm-ubuntu-22.04/latest/ami-id"
 
 
 def slurm_prefix(plane: str, slurm_version: str) -> str:
@@ -68,3 +87,14 @@ def slurm_prefix(plane: str, slurm_version: str) -> str:
     if plane == PCS:
         return PCS_SLURM_PREFIX.format(version=slurm_version)
     return HYPERPOD_SLURM_PREFIX
+
+
+def pcs_agent(description: str) -> str | None:
+    """The PCS agent version a PCS AMI's description names, or None."""
+    found = re.search(PCS_AGENT_IN_DESCRIPTION, description)
+    return found.group(1) if found else None
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """A dotted and dashed version (1.5.0-1) as numbers, for comparing."""
+    return tuple(int(part) for part in re.split(r"[.-]", version))

@@ -453,12 +453,23 @@ def header(comment: str | None = None) -> str:
 def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True,
                 slurm_prolog: bool = False, containers: bool = False, slurm_version: str = "") -> str:
-    """The AWS PCS bootstrap script of a node of `instance_type` (docs/research-notes.md).
+    """The AWS PCS bootstrap script of a node of `instance_type`, as one script (`node_program`,
+    rendered; fmcluster.node.actions splits the same program into node lifecycle scripts).
+    `compact`: the fragments without their comment lines, the body packed (the user data's 16 KiB
+    limit)."""
+    program = node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
+                           slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version)
+    return program.render(header(), compact=compact)
+
+
+def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
+                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
+                 containers: bool = False, slurm_version: str = "") -> NodeProgram:
+    """The AWS PCS node program of a node of `instance_type` (docs/research-notes.md).
 
     `efa`: the node has EFA interfaces (sets the EFA environment; never on a type without EFA).
     `lustre`: the file system to mount, or None. The NVMe part is left out for instance types
-    without instance store. `compact`: the fragments without their comment lines (the user data's
-    16 KiB limit). `slurm_prolog`: install the cluster's Slurm prolog (the IMEX prolog of a cluster
+    without instance store. `slurm_prolog`: install the cluster's Slurm prolog (the IMEX prolog of a cluster
     with UltraServer node groups: slurmd runs it on every compute node, so every node needs it,
     and a node without it is not ready; on an UltraServer type it calls Slurm's commands in the
     `slurm_version`'s directory, and nvidia-imex.service must be enabled for the node to be ready;
@@ -494,7 +505,7 @@ def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = N
     if runtime is not None:
         program.containers(runtime, scratch_path)
     program.steps.append("check_node_ready")
-    return program.render(header(), compact=compact)
+    return program
 
 
 BODY_FILE = f"{FMCLUSTER_LIB}/bootstrap.sh"  # where a compact script keeps its decoded body
@@ -520,7 +531,7 @@ def pack(body: str) -> str:
 
 
 def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str | Path], steps: Sequence[str],
-            extra: Sequence[str] = (), *, compact: bool = False) -> str:
+            extra: Sequence[str] = (), *, compact: bool = False, comments: bool = True) -> str:
     """A script: `header`, the settings block, and the body: the fragments `parts` (file names in
     SCRIPTS) and `extra` (fragment texts), and a `main` that runs each of `steps` with `step` (a
     failure is recorded and the next step runs), then `finish` (exit 1 when a step failed).
@@ -530,9 +541,14 @@ def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str 
     the script decodes to BODY_FILE and sources; the settings go into the body too (first), except
     INSTANCE_TYPE and those whose value holds a CDK token (`plain_setting`: CDK resolves tokens in
     the template's text, never inside the packed body). Otherwise (the SageMaker HyperPod lifecycle scripts,
-    fmcluster.node.lifecycle; tests) the body verbatim. Both run the same code."""
+    fmcluster.node.lifecycle; tests) the body verbatim, or without `comments` (the AWS PCS node
+    lifecycle scripts, fmcluster.node.actions: the header and the fragments without their comment
+    lines; `extra` as given). All run the same code."""
     main = ["main() {", *(f"  step {step}" for step in steps), "  finish", "}", "", 'main "$@"', ""]
     if not compact:
+        if not comments:
+            return "\n".join([without_comments(header) + _settings(settings),
+                              *(without_comments(_read(part)) for part in parts), *extra, *main])
         return "\n".join([header + _settings(settings), *map(_read, parts), *extra, *main])
     plain = {name: value for name, value in settings.items() if plain_setting(name, value)}
     inner = {name: value for name, value in settings.items() if name not in plain}

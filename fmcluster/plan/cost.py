@@ -13,6 +13,7 @@ from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict
 
+from fmcluster.facts import images as image_facts
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, RESERVATION, SPOT
 from fmcluster.facts.prices import PriceTable
 from fmcluster.model import cluster as model
@@ -111,8 +112,28 @@ def _lines(m: model.ClusterModel, table: PriceTable) -> list[CostLine]:
     if m.pcs_size is not None:
         lines.append(_line(f"AWS PCS cluster ({m.pcs_size.name}) and node management", "unknown",
                            note="AWS PCS prices are not in the price table"))
+    lines += _image_builds(m, table)
     lines.append(_line("S3 storage and requests, NAT data processing, data transfer, logs", "usage-based",
                        note="billed by use: not estimated"))
+    return lines
+
+
+def _image_builds(m: model.ClusterModel, table: PriceTable) -> list[CostLine]:
+    """NAME-images' builds: billed per build (the first deploy, then each change of an image), not
+    per hour of the cluster; the build instance's price where the table has it."""
+    builds: dict[str, int] = {}
+    for image in m.images:
+        builds[image.build_instance_type] = builds.get(image.build_instance_type, 0) + 1
+    lines = []
+    minutes = image_facts.BUILD_MINUTES_ESTIMATE
+    for instance_type, count in sorted(builds.items()):
+        unit = table.instance_hourly(instance_type)
+        price = (f"${unit:,.2f} an instance hour, about ${unit * minutes / 60:,.2f} a build" if unit is not None
+                 else f"no On-Demand price for {instance_type} in the table")
+        lines.append(_line(f"EC2 Image Builder: {count} x {instance_type} for about {minutes} min a build "
+                           "(node images)", "usage-based",
+                           note=f"billed per build (the first deploy, then each change of an image): {price}; "
+                                "plus the images' EBS snapshots"))
     return lines
 
 

@@ -314,6 +314,28 @@ def control_plane_line(plan: Plan) -> str:
     return text + f"; {kind} nodes: {cp.login_count} x {cp.login_instance_type}"
 
 
+def images_rows(plan: Plan) -> Table:
+    """A row per node image of NAME-images: what it is baked from, on what, for which groups."""
+    rows = [["image", "base image (SSM parameter)", "Slurm", "build instance", "node groups", "encrypted"]]
+    for i in plan.images.images if plan.images else []:
+        version = i.slurm_version or "the base image's,"
+        slurm = f"{version} at {i.slurm_prefix}"
+        price = f" ({usd(i.build_instance_hourly_usd)}/h)" if i.build_instance_hourly_usd is not None else ""
+        rows.append([i.key, i.base_parameter, slurm, f"{i.build_instance_type}{price}", ", ".join(i.groups),
+                     "yes (storage key)" if i.encrypted else "no"])
+    return rows
+
+
+def images_line(plan: Plan) -> str:
+    """What the images add to a first deploy, in a line."""
+    images = plan.images
+    if images is None:
+        return ""
+    count = len(images.images)
+    return (f"a first deploy takes about {images.first_deploy_minutes} min more for {count} "
+            f"image{'s' if count != 1 else ''} ({images.note})")
+
+
 def observability_line(plan: Plan) -> str:
     o = plan.observability
     return (f"Prometheus {'on' if o.prometheus else 'off'}, Grafana {'on' if o.grafana else 'off'}, "
@@ -374,6 +396,9 @@ def render_text(plan: Plan) -> str:
                     text_table(subnets) + [""] + text_table(needs))
     out += _section("Control plane", [f"  {control_plane_line(plan)}"])
     out += _section("Observability", [f"  {observability_line(plan)}"])
+    if plan.images:
+        out += _section(f"Node images ({plan.images.stack}, EC2 Image Builder)",
+                        text_table(images_rows(plan)) + [f"  {images_line(plan)}"])
     out += _section("Stacks", text_table([[s.name, s.contents + (" [termination protection]"
                                                                 if s.termination_protection else "")]
                                           for s in plan.stacks]))
@@ -486,6 +511,13 @@ def _serving_markdown(plan: Plan) -> list[str]:
     return out
 
 
+def _images_markdown(plan: Plan) -> list[str]:
+    if plan.images is None:
+        return []
+    return [f"#### Node images (`{plan.images.stack}`, EC2 Image Builder)", "", *md_table(images_rows(plan)), "",
+            f"{images_line(plan)}.", ""]
+
+
 def render_markdown(plan: Plan) -> str:
     c = plan.cost
     subnets, needs = network_rows(plan)
@@ -500,6 +532,7 @@ def render_markdown(plan: Plan) -> str:
            f"#### Network: VPC `{plan.network.vpc_cidr}`", "", *md_table(subnets), "", *md_table(needs), "",
            "#### Control plane and observability", "", f"- {control_plane_line(plan)}",
            f"- {observability_line(plan)}", "",
+           *_images_markdown(plan),
            "#### Stacks", "", *md_table([["stack", "contents", "termination protection"],
                                          *[[f"`{s.name}`", s.contents, "yes" if s.termination_protection else "no"]
                                            for s in plan.stacks]]), "",

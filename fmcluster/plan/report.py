@@ -9,6 +9,7 @@ from typing import Any, Iterable, Mapping, Optional
 from pydantic import Field
 
 from fmcluster.facts import fsx, inference, naming, prices, regions
+from fmcluster.facts import images as image_facts
 from fmcluster.facts import network as network_plan
 from fmcluster.model import cluster as model
 from fmcluster.plan.cost import Cost, Model, cost
@@ -221,6 +222,35 @@ class ObservabilityPlan(Model):
     note: str
 
 
+class ImagePlan(Model):
+    """One node image of NAME-images (fmcluster.model.cluster.NodeImage)."""
+
+    key: str = Field(description="PLANE-ARCHITECTURE, such as pcs-x86_64")
+    plane: str
+    architecture: str
+    base_parameter: str = Field(description=(
+        "the public SSM parameter of the base image, resolved by Image Builder when the image is built"))
+    slurm_version: Optional[str] = Field(description="the Slurm Pyxis is built against; null: the base image's own")
+    slurm_prefix: str = Field(description="where that Slurm is on the base image")
+    build_instance_type: str = Field(description="the instance Image Builder builds and tests the image on")
+    build_instance_hourly_usd: Optional[float] = Field(description=(
+        "its On-Demand price from the price table; null: not in the table"))
+    revision: int = Field(description="the spec's images.revision")
+    encrypted: bool = Field(description="the image's snapshots are encrypted with the storage key")
+    groups: list[str] = Field(description="the node groups that launch from it")
+
+
+class ImagesPlan(Model):
+    """NAME-images: the baked node images of a Slurm control plane (none on Kubernetes)."""
+
+    stack: str
+    images: list[ImagePlan]
+    first_deploy_minutes: int = Field(description=(
+        "an estimate of what building the images adds to a first deploy: they build in parallel, before "
+        "NAME-cluster"))
+    note: str
+
+
 class StackPlan(Model):
     name: str
     contents: str
@@ -250,6 +280,7 @@ class Plan(Model):
     serving_gpu_memory_utilization: float = inference.GPU_MEMORY_UTILIZATION
     serving_kv_cache_floor: float = inference.KV_CACHE_RESERVE
     serving: Optional[ServingPlan] = None  # the spec's serving section; None without one
+    images: Optional[ImagesPlan] = None  # NAME-images; None where the nodes launch from no baked image
 
 
 def json_schema() -> dict[str, Any]:
@@ -476,6 +507,27 @@ def _stacks(m: model.ClusterModel) -> list[StackPlan]:
             for s in m.stacks]
 
 
+IMAGES_NOTE = ("an estimate: an Image Builder build and test each (a build instance, the install, the AMI "
+               "snapshot, a test instance from the new AMI), in parallel, before {cluster}; a later deploy "
+               "rebuilds an image only when its recipe changes (fmcluster's software pins, the Slurm version, "
+               "images.revision)")
+
+
+def _images(m: model.ClusterModel, table: prices.PriceTable) -> Optional[ImagesPlan]:
+    if not m.images:
+        return None
+    stack = next(s.name for s in m.stacks if s.key == model.IMAGES)
+    cluster = next(s.name for s in m.stacks if s.key == model.CLUSTER)
+    return ImagesPlan(
+        stack=stack, first_deploy_minutes=image_facts.BUILD_MINUTES_ESTIMATE, note=IMAGES_NOTE.format(cluster=cluster),
+        images=[ImagePlan(key=i.key, plane=i.plane, architecture=i.architecture, base_parameter=i.base.parameter,
+                          slurm_version=i.slurm_version or None, slurm_prefix=i.slurm_prefix,
+                          build_instance_type=i.build_instance_type,
+                          build_instance_hourly_usd=table.instance_hourly(i.build_instance_type),
+                          revision=i.revision, encrypted=i.encrypted, groups=list(i.groups))
+                for i in m.images])
+
+
 def _observability(m: model.ClusterModel) -> ObservabilityPlan:
     obs = m.spec.observability
     note = (f"in {m.name}-observability; node exporters and remote write are set up per control plane"
@@ -512,6 +564,7 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
     groups = [_node_group(m, g, s, read) for g, s in zip(m.node_groups, spec.node_groups, strict=True)]
     resolved = spec.resolved()
     domains = [g.nvlink_domain for g in groups if g.nvlink_domain]
+    table = prices.table()
     return Plan(
         schema_version=SCHEMA_VERSION, name=spec.name, region=spec.region, account=spec.account,
         availability_zone_id=spec.availability_zone_id, node_groups=groups,
@@ -519,6 +572,7 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
         largest_nvlink_domain_gpus=max((d.gpus for d in domains if d.domains), default=0),
         storage=_storage(spec, params), network=_network(spec),
         control_plane=_control_plane(m), observability=_observability(m), stacks=_stacks(m),
-        cost=cost(m, prices.table()), resolved_spec=resolved,
+        cost=cost(m, table), resolved_spec=resolved,
         defaulted=_defaulted(resolved, raw if raw is not None else resolved), serving=_served(m),
+        images=_images(m, table),
     )

@@ -473,7 +473,7 @@ class ClusterSpec(Model):
     network: NetworkSpec = Field(default=NetworkSpec(), description="the VPC")
     storage: StorageSpec = Field(default=StorageSpec(), description="S3 buckets and an FSx for Lustre file system")
     images: ImagesSpec = Field(default=ImagesSpec(), description=(
-        "the baked node images of the Slurm control planes (ignored by Kubernetes node groups, which use EKS's images)"))
+        "the baked node images of the Slurm control planes (Kubernetes node groups use EKS's own images)"))
     orchestrator: OrchestratorSpec = Field(description="the control plane")
     node_groups: list[NodeGroupSpec] = Field(min_length=1, description="the node groups, at least one")
     observability: ObservabilitySpec = Field(default=ObservabilitySpec(), description="metrics, dashboards and alerts")

@@ -7,8 +7,11 @@ launch templates' interface lists).
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
+import aws_cdk as cdk
 from aws_cdk import aws_pcs as pcs
 from constructs import Construct
 
@@ -16,6 +19,69 @@ from fmcluster_cdk.errors import ConstructError
 
 PURCHASE_OPTIONS = ("ONDEMAND", "SPOT", "CAPACITY_BLOCK")
 SIZES = ("SMALL", "MEDIUM", "LARGE")
+# NodeLifecycleActions (the AWS::PCS::ComputeNodeGroup resource schema; PCS API Reference,
+# "NodeLifecycleScript", "ScriptSource", "NodeLifecycleStages")
+LIFECYCLE_STAGES = ("NodeBootstrapped", "NodeReady")
+EXECUTION_POLICIES = ("FIRST_BOOT_ONLY", "EVERY_BOOT")
+ON_ERROR = ("TERMINATE", "STOP_SEQUENCE", "CONTINUE")
+SCRIPT_CACHING_POLICIES = ("CACHE_ONCE", "REFRESH_ON_REBOOT")
+SCRIPT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _-]{0,63}")
+SCRIPT_CHECKSUM = re.compile(r"[0-9a-f]{64}")
+SCRIPTS_PER_STAGE = 20
+SCRIPT_ARGUMENTS = 20
+SCRIPT_ARGUMENT_LENGTH = 256
+
+
+@dataclass(frozen=True)
+class LifecycleAction:
+    """One node lifecycle script of a compute node group.
+
+    Props:
+        name: the script's name (letters, digits, spaces, '_' and '-', a letter or digit first; at
+            most 64 characters), unique in the node group.
+        stage: ``NodeBootstrapped`` (before slurmd starts) or ``NodeReady`` (once slurmd has registered).
+        location: ``s3://BUCKET/KEY`` or an HTTPS URL (may be a token).
+        checksum: the SHA-256 of the script, 64 lowercase hex digits.
+        arguments: its arguments (at most 20, each at most 256 characters; may hold tokens, whose
+            deployed length the caller answers for).
+            @default none
+        execution_policy: ``FIRST_BOOT_ONLY`` or ``EVERY_BOOT``.
+            @default ``FIRST_BOOT_ONLY``
+        on_error: ``TERMINATE`` (the node), ``STOP_SEQUENCE`` (the stage's later scripts) or ``CONTINUE``.
+            @default ``TERMINATE``
+    """
+
+    name: str
+    stage: str
+    location: str
+    checksum: str
+    arguments: Sequence[str] = ()
+    execution_policy: str = "FIRST_BOOT_ONLY"
+    on_error: str = "TERMINATE"
+
+    def problems(self) -> list[str]:
+        found = []
+        if not SCRIPT_NAME.fullmatch(self.name):
+            found.append(f"name {self.name!r}: letters, digits, spaces, '_' and '-', at most 64")
+        if self.stage not in LIFECYCLE_STAGES:
+            found.append(f"stage {self.stage!r} is not one of {', '.join(LIFECYCLE_STAGES)}")
+        if not SCRIPT_CHECKSUM.fullmatch(self.checksum):
+            found.append("checksum: 64 lowercase hex digits (SHA-256)")
+        if self.execution_policy not in EXECUTION_POLICIES:
+            found.append(f"execution policy {self.execution_policy!r} is not one of {', '.join(EXECUTION_POLICIES)}")
+        if self.on_error not in ON_ERROR:
+            found.append(f"on error {self.on_error!r} is not one of {', '.join(ON_ERROR)}")
+        if len(self.arguments) > SCRIPT_ARGUMENTS:
+            found.append(f"{len(self.arguments)} arguments: at most {SCRIPT_ARGUMENTS}")
+        found += [f"an argument of {len(a)} characters: at most {SCRIPT_ARGUMENT_LENGTH}" for a in self.arguments
+                  if not cdk.Token.is_unresolved(a) and len(a) > SCRIPT_ARGUMENT_LENGTH]
+        return found
+
+    def property(self) -> pcs.CfnComputeNodeGroup.NodeLifecycleScriptProperty:
+        return pcs.CfnComputeNodeGroup.NodeLifecycleScriptProperty(
+            name=self.name, arguments=list(self.arguments) or None, execution_policy=self.execution_policy,
+            on_error=self.on_error, script_source=pcs.CfnComputeNodeGroup.ScriptSourceProperty(
+                script_location=self.location, checksum=self.checksum))
 
 
 class SlurmCluster(Construct):
@@ -104,6 +170,12 @@ class ComputeNodeGroup(Construct):
             @default ``ONDEMAND``
         ami_id: the AMI (`AmiId`: ``ami-`` and lowercase letters or digits).
             @default None: the launch template's AMI
+        lifecycle_actions: the node lifecycle scripts (`NodeLifecycleActions`), each stage's in
+            order (at most 20 a stage; names unique). They need the PCS agent 1.5.0-1 or later in
+            the AMI; changing them drains and replaces the group's nodes.
+            @default none
+        script_caching_policy: ``CACHE_ONCE`` (each script downloaded once) or ``REFRESH_ON_REBOOT``.
+            @default ``CACHE_ONCE``
 
     Attributes:
         resource: the `pcs.CfnComputeNodeGroup`.
@@ -113,7 +185,8 @@ class ComputeNodeGroup(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, cluster_id: str, name: str, instance_type: str,
                  subnet_ids: Sequence[str], launch_template_id: str, launch_template_version: str,
                  instance_profile_arn: str, min_count: int, max_count: int, purchase_option: str = "ONDEMAND",
-                 ami_id: Optional[str] = None) -> None:
+                 ami_id: Optional[str] = None, lifecycle_actions: Sequence[LifecycleAction] = (),
+                 script_caching_policy: str = "CACHE_ONCE") -> None:
         super().__init__(scope, construct_id)
         if purchase_option not in PURCHASE_OPTIONS:
             raise ConstructError(self, f"purchase option {purchase_option!r} is not one of "
@@ -127,7 +200,27 @@ class ComputeNodeGroup(Construct):
             custom_launch_template=pcs.CfnComputeNodeGroup.CustomLaunchTemplateProperty(
                 template_id=launch_template_id, version=launch_template_version),
             scaling_configuration=pcs.CfnComputeNodeGroup.ScalingConfigurationProperty(
-                min_instance_count=min_count, max_instance_count=max_count))
+                min_instance_count=min_count, max_instance_count=max_count),
+            node_lifecycle_actions=self._lifecycle_actions(lifecycle_actions, script_caching_policy))
+
+    def _lifecycle_actions(self, actions: Sequence[LifecycleAction],
+                           caching: str) -> Optional[pcs.CfnComputeNodeGroup.NodeLifecycleActionsProperty]:
+        if caching not in SCRIPT_CACHING_POLICIES:
+            raise ConstructError(self, f"script caching policy {caching!r} is not one of "
+                                       f"{', '.join(SCRIPT_CACHING_POLICIES)}")
+        problems = [f"lifecycle action {a.name!r}: {p}" for a in actions for p in a.problems()]
+        names = [a.name for a in actions]
+        problems += [f"lifecycle action {n!r} named twice" for n in sorted(set(names)) if names.count(n) > 1]
+        stages = {stage: [a.property() for a in actions if a.stage == stage] for stage in LIFECYCLE_STAGES}
+        problems += [f"{len(s)} {stage} scripts: at most {SCRIPTS_PER_STAGE}" for stage, s in stages.items()
+                     if len(s) > SCRIPTS_PER_STAGE]
+        if problems:
+            raise ConstructError(self, "; ".join(problems))
+        if not actions:
+            return None
+        return pcs.CfnComputeNodeGroup.NodeLifecycleActionsProperty(
+            script_caching_policy=caching, stages=pcs.CfnComputeNodeGroup.NodeLifecycleStagesProperty(
+                node_bootstrapped=stages["NodeBootstrapped"] or None, node_ready=stages["NodeReady"] or None))
 
     @property
     def node_group_id(self) -> str:

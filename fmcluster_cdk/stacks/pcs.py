@@ -11,14 +11,15 @@ from constructs import Construct
 
 from fmcluster.facts.controlplanes import pcs_ami_parameter
 from fmcluster.model.cluster import COMPUTE, LOGIN, ClusterModel, NodeGroup
-from fmcluster.node import bootstrap
+from fmcluster.node import actions, bootstrap
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.compute.launch_template import LaunchTemplateProps, NodeLaunchTemplate
 from fmcluster_cdk.constructs.compute.node_role import NodeRole
-from fmcluster_cdk.constructs.pcs import ComputeNodeGroup, SlurmCluster, SlurmQueue
+from fmcluster_cdk.constructs.compute.node_scripts import NodeScripts
+from fmcluster_cdk.constructs.pcs import ComputeNodeGroup, LifecycleAction, SlurmCluster, SlurmQueue
 from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks import node_groups
-from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
+from fmcluster_cdk.stacks.refs import ImagesRefs, NetworkRefs, ObservabilityRefs, StorageRefs
 
 
 def default_ami(architecture: str) -> str:
@@ -26,7 +27,8 @@ def default_ami(architecture: str) -> str:
     agent and Slurm) of the architecture. A CloudFormation dynamic reference, resolved at deploy
     time (no lookup at synth); cfn-lint and the CDK template validation accept it for
     AWS::PCS::ComputeNodeGroup AmiId. CloudFormation resolves it again on every update: pin
-    `ami_id` in the spec for a fixed image."""
+    `ami_id` in the spec for a fixed image. Used by a node group with neither an `ami_id` nor a
+    baked node image (NAME-images)."""
     return "{{resolve:ssm:" + pcs_ami_parameter(architecture) + "}}"
 
 
@@ -54,11 +56,17 @@ def lustre_mount(scope: Construct, spec: ClusterSpec, storage: StorageRefs) -> O
 
 class PcsClusterStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
-                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None, **kwargs: Any) -> None:
+                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None,
+                 images: Optional[ImagesRefs] = None, **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
         spec = model.spec
         self.model = model
         self.observability = observability
+        if model.images and images is None:
+            keys = ", ".join(i.key for i in model.images)
+            raise ConstructError(self, f"the cluster's node groups launch from baked node images ({keys}), "
+                                       "but no NAME-images refs were given")
+        self.images = images
         self.network = network
         if model.pcs_size is None:
             raise ConstructError(self, f"{model.total_nodes} nodes exceed the largest AWS PCS cluster size")
@@ -99,6 +107,17 @@ class PcsClusterStack(cdk.Stack):
         return bootstrap.Metrics(cluster=self.model.name, remote_write_url=self.observability.remote_write_url,
                                  region=self.region, slurm=group.role == LOGIN)
 
+    def _ami(self, group: NodeGroup) -> str:
+        """The group's `ami_id`, else its baked node image's AMI, else the PCS-ready DLAMI."""
+        if group.ami_id:
+            return group.ami_id
+        if group.image is None:
+            return default_ami(group.instance.architecture)
+        assert self.images is not None  # checked in __init__
+        if group.image not in self.images.image_ids:
+            raise ConstructError(self, f"node group {group.name}: NAME-images has no image {group.image}")
+        return self.images.image_ids[group.image]
+
     def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
         # compute nodes in the GPU subnet; login nodes in the region's first (the same subnet
         # unless the GPU nodes are in a Local Zone)
@@ -110,12 +129,14 @@ class PcsClusterStack(cdk.Stack):
             root_volume_gib=group.root_volume_gib, instance_type=group.instance_type,
             placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.model.name),
             capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
-            tags=self.model.instance_tags(group), local_zone=group.local_zone,
-            user_data=bootstrap.user_data(group.instance_type, efa=group.efa, lustre=self.lustre,
-                                          metrics=self._metrics(group),
-                                          slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
-                                          containers=group.role == LOGIN or group.instance.is_gpu,
-                                          slurm_version=self.slurm_version)))
+            tags=self.model.instance_tags(group), local_zone=group.local_zone, user_data=actions.user_data()))
+        scripts = actions.node_actions(group.instance_type, efa=group.efa, lustre=self.lustre,
+                                       metrics=self._metrics(group),
+                                       slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
+                                       containers=group.role == LOGIN or group.instance.is_gpu,
+                                       slurm_version=self.slurm_version)
+        published = NodeScripts(scope, "NodeScripts", scripts={s.file_name: s.text for s in scripts},
+                                role=self.node_role.role)
         made = ComputeNodeGroup(
             scope, "NodeGroup", cluster_id=self.cluster.cluster_id, name=group.name,
             instance_type=group.instance_type, subnet_ids=[subnet_id],
@@ -123,7 +144,11 @@ class PcsClusterStack(cdk.Stack):
             launch_template_version=template.latest_version_number,
             instance_profile_arn=self.node_role.instance_profile_arn, min_count=group.min_count,
             max_count=group.max_count, purchase_option=PURCHASE_OPTIONS[group.capacity.type],
-            ami_id=group.ami_id or default_ami(group.instance.architecture))
+            ami_id=self._ami(group), script_caching_policy=actions.CACHE_ONCE,
+            lifecycle_actions=[LifecycleAction(
+                s.name, s.stage, published.locations[s.file_name], published.checksums[s.file_name], s.arguments,
+                s.execution_policy, s.on_error) for s in scripts])
+        made.node.add_dependency(published.policy)  # the nodes read the scripts as soon as they launch
         self.node_groups[group.name] = made
         if group.role == COMPUTE:  # a queue (Slurm partition) per spec node group, none for the login nodes
             self.queues[group.name] = SlurmQueue(scope, "Queue", cluster_id=self.cluster.cluster_id, name=group.name,

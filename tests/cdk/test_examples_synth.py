@@ -173,6 +173,22 @@ def test_every_node_script_runs_on_a_healthy_node(assembly, tmp_path):
             assert verified.returncode == 0 and not verified.stdout, describe(node_script) + verified.stdout
 
 
+def test_no_boot_path_fetches_or_builds_software(assembly):
+    """Nothing is cloned, compiled, downloaded or installed when a node of the example boots: every
+    node script as the node gets it (user data, lifecycle actions and folders) runs only what the
+    node image already has (fmcluster.node.image bakes the rest)."""
+    from fmcluster.spec import loader
+    from tests.support.node_scripts import boot_texts, fetches_or_builds, node_scripts
+
+    spec_path, outdir = assembly
+    spec = loader.load(ROOT / spec_path).spec
+    scripts = node_scripts(outdir, spec)
+    assert scripts
+    found = {(s.group, name): lines for s in scripts for name, text in boot_texts(s).items()
+             if (lines := fetches_or_builds(text))}
+    assert not found
+
+
 def units_verifiable() -> bool:
     """Whether systemd-analyze verify can run here (systemd-analyze, and root for the node's units
     in a mount namespace of their own); in CI it must (make tools installs systemd)."""

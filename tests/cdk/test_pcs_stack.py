@@ -13,15 +13,17 @@ the cluster stack with its nested stacks inlined (tests/support/nested.py).
 from __future__ import annotations
 
 import email
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
 from fmcluster.model.cluster import resolve
-from fmcluster.node import bootstrap
+from fmcluster.node import actions
 from fmcluster.spec import loader
 from tests.support.nested import flatten, nested_templates
+from tests.support.node_scripts import lifecycle_actions
 from tests.support.paths import EXAMPLES_DIR
 from tests.support.specs import base_spec, to_yaml
 from tests.support.stacks import (
@@ -32,11 +34,17 @@ from tests.support.stacks import (
     NODE_SG,
     SUBNET,
     cluster,
+    image_id,
+    joined,
     launch_templates,
     load_spec,
+    network,
     new_app,
     resources,
     storage,
+)
+from tests.support.stacks import (
+    images as images_refs,
 )
 
 pytestmark = pytest.mark.synth
@@ -134,6 +142,10 @@ def main(templates):
 
 def by_name(template, type_):
     return {props["Name"]: (lid, props) for lid, props in resources(template, type_).items()}
+
+
+def by_logical_id(template, type_):
+    return {lid: r for lid, r in template["Resources"].items() if r["Type"] == type_}
 
 
 def node_groups(template):
@@ -274,7 +286,8 @@ def test_one_nested_stack_per_spec_node_group(synthesized):
     for name, template in nested.items():
         group = name.rsplit("-", 1)[1]
         types_ = sorted(r["Type"] for lid, r in template.body["Resources"].items() if lid != "CDKMetadata")
-        expected = ["AWS::EC2::LaunchTemplate", "AWS::PCS::ComputeNodeGroup", "AWS::PCS::Queue"]
+        expected = ["AWS::EC2::LaunchTemplate", "AWS::IAM::Policy", "AWS::PCS::ComputeNodeGroup",
+                    "AWS::PCS::Queue"]  # the policy: the node role reads the group's scripts
         assert types_ == sorted(expected + (["AWS::EC2::PlacementGroup"] if group == "b300" else [])), name
         assert all(lid.startswith(f"NodeGroup{group}") for lid in template.body["Resources"] if lid != "CDKMetadata")
     parent = json.loads(path.read_text())["Resources"]
@@ -334,11 +347,21 @@ def test_scaling_from_count_and_from_min_max(main):
                        "cpu": (2, 60)}
 
 
-def test_ami_default_is_the_pcs_dlami_dynamic_reference_and_ami_id_overrides(main):
+def test_groups_launch_from_their_baked_image_and_ami_id_overrides(main):
     amis = {name: g["AmiId"] for name, g in node_groups(main).items()}
     assert amis.pop("cpu") == "ami-0123456789abcdef0"
-    assert set(amis.values()) == {DEFAULT_AMI}
+    assert set(amis.values()) == {image_id("pcs-x86_64")}  # NAME-images' AMI (stand-in refs)
+    assert DEFAULT_AMI not in json.dumps(main)
     assert "Parameters" not in main or not any("Ami" in p for p in main["Parameters"])
+
+
+def test_images_in_the_model_need_the_images_refs():
+    from fmcluster_cdk.errors import ConstructError
+    from fmcluster_cdk.stacks.pcs import PcsClusterStack
+
+    spec = specs()["p5-pcs"]
+    with pytest.raises(ConstructError, match="baked node images"):
+        PcsClusterStack(new_app(), "no-images", model=resolve(spec), network=network(), storage=storage(spec))
 
 
 def test_outputs(main):
@@ -412,44 +435,125 @@ def test_kms_only_with_a_storage_key(main, templates):
     assert "StorageKey" not in _statements(templates["p5-pcs"])
 
 
-# --- user data ----------------------------------------------------------------------------
+# --- user data and node lifecycle scripts ------------------------------------------------------
 
-def test_user_data_mounts_the_file_system(main, tmp_path):
-    """Each launch template's user data, run on a sandboxed node of its type (tests/support/sandbox.py),
-    mounts the storage stack's file system at mount_path; the GPU groups and the login nodes build
-    Enroot and Pyxis (the CPU group does not)."""
+def test_user_data_is_only_the_slurmd_guard(synthesized):
+    from tests.support.user_data_size import PCS_USER_DATA_BUDGET, deployed_size
+
+    for key, path in synthesized.items():
+        for group, data in launch_templates(flatten(path.parent, stack_name(path))).items():
+            assert deployed_size(data["UserData"]) <= PCS_USER_DATA_BUDGET, (key, group)
+            assert user_data_script(data) == actions.GUARD.rstrip("\n")
+
+
+def test_every_group_runs_the_lifecycle_scripts_of_its_program(main, synthesized):
+    outdir = synthesized["main"].parent
+    for name, group in node_groups(main).items():
+        assert group["NodeLifecycleActions"]["ScriptCachingPolicy"] == "CACHE_ONCE"
+        found = lifecycle_actions(outdir, group)
+        assert [(stage, s["Name"]) for stage, s, _ in found][:2] == [
+            ("NodeBootstrapped", "fmcluster configure"), ("NodeBootstrapped", "fmcluster storage")], name
+        for stage, script, text in found:
+            assert script["ScriptSource"]["Checksum"] == hashlib.sha256(text.encode()).hexdigest()
+            assert "S3VersionId" not in script["ScriptSource"]
+            policy = (script.get("ExecutionPolicy"), script.get("OnError"))
+            phase = next(p for p in actions.PHASES if p.name == script["Name"])
+            assert (stage, *policy) == (phase.stage, phase.execution_policy, phase.on_error)
+
+
+def test_each_group_boots_ready_and_mounts_the_file_system(main, synthesized, tmp_path):
+    """Each group's boot as PCS runs it (user data, then its lifecycle scripts with their
+    arguments: tests/support/node_scripts.py) on a sandboxed node of its type (tests/support/sandbox.py)
+    mounts the storage stack's file system at mount_path, and the GPU groups and the login nodes
+    check and configure their image's Enroot and Pyxis (the CPU group does not)."""
     from fmcluster.facts import catalog
+    from fmcluster.node import bootstrap
     from tests.support import standins
+    from tests.support.node_scripts import pcs_boot
     from tests.support.sandbox import Sandbox, Scenario
 
-    stamps = [f"{bootstrap.CONTAINERS_STATE}/{name}.stamp" for name in ("enroot", "pyxis")]
-
     types = {g["name"]: g["instance_type"] for g in main_spec()["node_groups"]}
-    for group, data in launch_templates(main).items():
+    lts = launch_templates(main)
+    for group, props in node_groups(main).items():
         instance = catalog.get(types.get(group, "m7i.2xlarge"))
         node = Sandbox(tmp_path / group, Scenario(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks,
                                                   efa_devices=instance.max_efa_interfaces))
-        result = node.run(standins.with_pins(user_data_script(data), node.upstream))  # the stand-ins' commits
+        script, files = pcs_boot(synthesized["main"].parent, props, lts[group]["UserData"]["Fn::Base64"])
+        result = node.run(script, name="boot/pcs-boot.sh",  # the stand-ins' commits as the pins
+                          files={f"boot/{n}": standins.with_pins(t, node.upstream) for n, t in files.items()})
         assert result.returncode == 0, (group, result.stderr)
         fsx = node.mounts()["/fsx"]
         assert (fsx.fstype, fsx.source) == ("lustre", f"{FS_DNS}@tcp:/{FS_MOUNT}"), group
         runtime = group == "login" or instance.is_gpu
-        assert [node.exists(stamp) for stamp in stamps] == [runtime, runtime], group
+        assert ("containers: Enroot" in result.stderr) == runtime, group
+        assert node.run("systemctl start slurmd.service", name="start.sh").returncode == 0, group
 
 
-def test_user_data_per_instance_type(main):
-    lts = launch_templates(main)
-    p5 = user_data_script(lts["p5cb"])
-    p5 = bootstrap.unpack(p5)  # the settings without tokens are packed with the body
-    assert "NVME_DISK_COUNT=8\n" in p5 and "export FI_PROVIDER=efa" in p5 and "FI_EFA_USE_DEVICE_RDMA=1" in p5
-    cpu = bootstrap.unpack(user_data_script(lts["cpu"]))
-    assert "setup_scratch" not in cpu and "FI_PROVIDER" not in cpu
+def test_the_published_scripts_are_the_groups_program(main, synthesized):
+    outdir = synthesized["main"].parent
+    texts = {name: "".join(t for _, _, t in lifecycle_actions(outdir, g)) for name, g in node_groups(main).items()}
+    assert "NVME_DISK_COUNT=8\n" in texts["p5cb"] and "export FI_PROVIDER=efa" in texts["p5cb"]
+    assert "FI_EFA_USE_DEVICE_RDMA=1" in texts["p5cb"]
+    assert "setup_scratch" not in texts["cpu"] and "FI_PROVIDER" not in texts["cpu"]
+    assert all("setup_containers" in texts[g] for g in ("login", "p5cb", "b300"))
+    assert "setup_containers" not in texts["cpu"]
 
 
-def test_user_data_without_lustre(templates):
-    for data in launch_templates(templates["large"]).values():
-        script = user_data_script(data)
-        assert "lustre" not in script and "FSX_" not in script
+def test_without_lustre_nothing_mounts_it(templates, synthesized):
+    outdir = synthesized["large"].parent
+    for group in node_groups(templates["large"]).values():
+        for _, _, text in lifecycle_actions(outdir, group):
+            assert "mount_lustre" not in text and "FSX_" not in text
+
+
+def test_the_node_role_reads_exactly_the_scripts(main):
+    """s3:GetObject on each published script object, nothing else of the asset bucket; the node
+    group waits for the grant."""
+    policies = resources(main, "AWS::IAM::Policy")
+    (role_id,) = resources(main, "AWS::IAM::Role")
+    for group in by_logical_id(main, "AWS::PCS::ComputeNodeGroup").values():
+        locations = [joined(s["ScriptSource"]["ScriptLocation"]) for stage in
+                     group["Properties"]["NodeLifecycleActions"]["Stages"].values() for s in stage]
+        reads = [pid for pid in group["DependsOn"] if pid in policies]
+        (policy,) = [policies[pid] for pid in reads]
+        assert policy["Roles"] == [{"Ref": role_id}]
+        (statement,) = policy["PolicyDocument"]["Statement"]
+        assert statement["Action"] == "s3:GetObject"
+        objects = sorted(joined(r).removeprefix("arn:${AWS::Partition}:s3:::") for r in statement["Resource"])
+        assert objects == sorted(loc.removeprefix("s3://") for loc in locations)
+        assert all(o.endswith(".sh") and "*" not in o for o in objects)
+
+
+def test_deploy_time_values_are_arguments_within_pcs_limits(tmp_path):
+    """With the storage and observability stacks' real outputs (tokens), the file system's source
+    and the remote-write URL reach each script as arguments: at most 20, each at most 256
+    characters at the longest any region and id can make them (tests/support/user_data_size.py)."""
+    import types
+
+    import aws_cdk as cdk
+
+    from tests.support.user_data_size import resolved
+
+    spec = specs()["p5-pcs"]
+    refs = storage(spec)
+    refs.file_system_dns_name = cdk.Fn.import_value("storage:FileSystemDNSName")
+    refs.file_system_mount_name = cdk.Fn.import_value("storage:FileSystemLustreMountName")
+    obs = types.SimpleNamespace(workspace_arn="arn:aws:aps:us-east-1:111122223333:workspace/ws-1",
+                                remote_write_url=cdk.Fn.import_value("observability:PrometheusEndpoint")
+                                + "api/v1/remote_write")
+    from fmcluster_cdk.stacks.pcs import PcsClusterStack
+    model = resolve(spec)
+    app = new_app(tmp_path)
+    stack = PcsClusterStack(app, "tokens", model=model, network=network(), storage=refs, observability=obs,
+                            images=images_refs(model), env=cdk.Environment(region=spec.region))
+    app.synth()
+    template = flatten(tmp_path, stack.stack_name)
+    for name, group in node_groups(template).items():
+        for _, script, text in lifecycle_actions(tmp_path, group):
+            arguments = [resolved(a) for a in script["Arguments"]]
+            assert [a.split("=", 1)[0] for a in arguments] == ["REMOTE_WRITE_URL", "FSX_SOURCE"], name
+            assert len(arguments) <= 20 and max(map(len, arguments)) <= 256, (name, arguments)
+            assert "Token[" not in text and "placeholder" not in text
 
 
 # --- the template as a whole ----------------------------------------------------------------

@@ -80,11 +80,15 @@ def test_gb200_nodes_get_awss_efa_layout_on_the_ultraserver_block(synthesized):
 
 def test_arm64_ami_and_capacity_block_purchase(synthesized):
     group = one(synthesized, "AWS::PCS::ComputeNodeGroup", lambda k, p: p["Name"] == "gb200")
-    assert group["AmiId"] == "{{resolve:ssm:/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id}}"
     assert group["PurchaseOption"] == "CAPACITY_BLOCK"
     assert group["ScalingConfiguration"] == {"MinInstanceCount": 18, "MaxInstanceCount": 18}
     login = one(synthesized, "AWS::PCS::ComputeNodeGroup", lambda k, p: p["Name"] == "login")
-    assert "x86_64" in login["AmiId"]
+    # each from NAME-images' node image of its architecture (pcs-arm64, pcs-x86_64), not the
+    # PCS-ready DLAMI's parameter
+    model = resolve(loader.load(ROOT / EXAMPLE).spec)
+    assert {i.key for i in model.images} == {"pcs-arm64", "pcs-x86_64"}
+    assert group["AmiId"] != login["AmiId"]
+    assert "resolve:ssm" not in json.dumps([group["AmiId"], login["AmiId"]])
 
 
 def test_gpu_nodes_in_the_local_zone_and_the_control_plane_in_the_region(synthesized):

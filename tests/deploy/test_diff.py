@@ -480,3 +480,134 @@ def test_an_update_of_a_capacity_block_node_group_says_to_hold_and_scale_it_to_z
         **on_demand[k]["Resources"]["Group"]["Properties"], "LaunchTemplate": {"Id": "lt-1", "Version": "1"}}}}}
         for k in on_demand}, on_demand, "us-east-1").notes == []
     assert diff.compare(new, new, "us-east-1").notes == []
+
+
+# ---- node images (NAME-images) --------------------------------------------------------------
+
+def _token(key: str) -> str:
+    return "".join(ch for ch in key if ch.isalnum())
+
+
+def image_templates(spec, cluster_changes: bool = False) -> dict[str, dict]:
+    """NAME-images and NAME-cluster as the images stack lays them out: per node image, under a
+    construct named by its key, an Image Builder component, recipe and image whose names carry
+    what the image is built from (here images.revision), and an output of the AMI id that
+    NAME-cluster reads by a weak cross-stack reference (its text the same whatever the AMI)."""
+    from fmcluster.model import cluster as model
+
+    m = model.resolve(spec)
+    images, cluster = f"{m.name}-images", f"{m.name}-cluster"
+    resources, outputs, groups = {}, {}, {}
+    for image in m.images:
+        token, name = _token(image.key), f"{m.name}-{image.key}-r{image.revision}"
+        resources[f"{token}Component1A2B3C4D"] = {"Type": "AWS::ImageBuilder::Component", "Properties": {
+            "Name": name, "Platform": "Linux", "Version": "1.0.0", "Data": "schemaVersion: 1.0"}}
+        resources[f"{token}Recipe5E6F7A8B"] = {"Type": "AWS::ImageBuilder::ImageRecipe", "Properties": {
+            "Name": name, "Version": "1.0.0", "ParentImage": image.base.parent,
+            "Components": [{"ComponentArn": {"Fn::GetAtt": [f"{token}Component1A2B3C4D", "Arn"]}}]}}
+        resources[f"{token}Infrastructure9C0D1E2F"] = {"Type": "AWS::ImageBuilder::InfrastructureConfiguration",
+                                                     "Properties": {"Name": f"{m.name}-{image.key}",
+                                                                    "InstanceProfileName": "build"}}
+        resources[f"{token}Image3A4B5C6D"] = {"Type": "AWS::ImageBuilder::Image", "Properties": {
+            "ImageRecipeArn": {"Fn::GetAtt": [f"{token}Recipe5E6F7A8B", "Arn"]},
+            "InfrastructureConfigurationArn": {"Fn::GetAtt": [f"{token}Infrastructure9C0D1E2F", "Arn"]}}}
+        outputs[f"ImageId{token}"] = {"Value": {"Fn::GetAtt": [f"{token}Image3A4B5C6D", "ImageId"]}}
+        for group in image.groups:
+            groups[f"NodeGroup{group}"] = {"Type": "AWS::PCS::ComputeNodeGroup", "Properties": {
+                "ClusterId": "pcs_1", "AmiId": {"Fn::GetStackOutput": {"StackName": images,
+                                                                       "OutputName": f"ImageId{token}"}},
+                "Tags": {"revision": str(image.revision)} if cluster_changes else {}}}
+    return {images: {"Resources": resources, "Outputs": outputs}, cluster: {"Resources": groups}}
+
+
+def _revision(spec, revision: int):
+    from tests.support.specs import validated
+
+    return validated({**json.loads(json.dumps(spec.model_dump(mode="json", by_alias=True, exclude_none=True))),
+                      "images": {"revision": revision}})
+
+
+@pytest.fixture(scope="module")
+def pcs_pair():
+    old = loader.load(BASE).spec
+    return old, _revision(old, 1)
+
+
+def test_a_new_images_revision_rolls_the_groups_of_the_image(pcs_pair, capsys):
+    old, new = pcs_pair
+    assert shown(diff.run(old, new, synthesize=image_templates)) == 0
+    out = capsys.readouterr().out
+    assert "stack llm-pretrain-cluster: no changes" in out  # the AMI comes by a reference whose text is the same
+    assert "node image pcs-x86_64: node groups login, gpu roll to a new image" in out
+    assert "  AWS::ImageBuilder::Image pcsx8664Image3A4B5C6D (replace)" in out
+    assert "  AWS::ImageBuilder::ImageRecipe pcsx8664Recipe5E6F7A8B (replace)" in out
+    assert "AWS PCS takes the new AMI as the compute node groups' AMI" in out
+    assert "caution: llm-pretrain-cluster itself does not change" in out
+    assert out.rstrip().endswith("no stateful resource is replaced or removed")
+
+
+def test_rolls_are_in_the_json_and_name_what_changes(pcs_pair, capsys):
+    old, new = pcs_pair
+    shown(diff.run(old, new, synthesize=lambda s: image_templates(s, cluster_changes=True)), "json")
+    (roll,) = json.loads(capsys.readouterr().out)["rolls"]
+    assert (roll["image"], roll["plane"], roll["groups"], roll["first"]) == ("pcs-x86_64", "pcs", ["login", "gpu"],
+                                                                             False)
+    assert "caution" not in roll["note"]  # NAME-cluster is updated: it reads the new AMI
+    assert {c.split()[0] for c in roll["changes"]} == {"AWS::ImageBuilder::Component",
+                                                      "AWS::ImageBuilder::ImageRecipe", "AWS::ImageBuilder::Image"}
+
+
+def test_the_same_spec_rolls_nothing_and_a_first_deploy_has_nothing_to_roll(pcs_pair):
+    old, new = pcs_pair
+    assert diff.run(old, old, synthesize=image_templates).comparison.rolls == []
+    first = diff.compare({}, image_templates(new), "us-east-1")
+    assert diff.image_rolls(model_of(new), first, {}, image_templates(new)) == []
+
+
+def model_of(spec):
+    from fmcluster.model import cluster as model
+
+    return model.resolve(spec)
+
+
+def test_a_deployed_cluster_without_images_moves_its_groups_to_the_baked_image(pcs_pair):
+    _, new = pcs_pair
+    templates = image_templates(new)
+    deployed = {name: t for name, t in templates.items() if not name.endswith("-images")}
+    r = diff.compare(deployed, templates, "us-east-1")
+    (roll,) = diff.image_rolls(model_of(new), r, deployed, templates)
+    assert roll.first and roll.note.startswith("the image is new to the deployed cluster")
+
+
+def test_only_the_image_whose_resources_change_rolls():
+    gb200 = loader.load(ROOT / "examples/p6e-gb200-pcs.yaml").spec  # pcs-arm64 (gb200) and pcs-x86_64 (login)
+    old, new = image_templates(gb200), image_templates(gb200)
+    recipe = new["gb200-pcs-images"]["Resources"]["pcsarm64Recipe5E6F7A8B"]["Properties"]
+    recipe["Name"] = "gb200-pcs-pcs-arm64-other-pins"
+    r = diff.compare(old, new, "us-east-1")
+    rolls = diff.image_rolls(model_of(gb200), r, old, new)
+    assert [(roll.image, roll.groups) for roll in rolls] == [("pcs-arm64", ["gb200"])]
+    assert "AWS::ImageBuilder::Image pcsarm64Image3A4B5C6D (replace)" in rolls[0].changes  # through the recipe
+
+
+def test_a_construct_path_decides_where_the_template_keeps_one():
+    assert diff._of_image("pcs-arm64", "X1", {"Metadata": {"aws:cdk:path": "c-images/pcs-arm64/Image"}})
+    assert not diff._of_image("pcs-arm64", "pcsarm64Image", {"Metadata": {"aws:cdk:path": "c-images/pcs-x86_64/I"}})
+
+
+def test_hyperpod_says_update_cluster_software_rolls_the_running_nodes(capsys):
+    old = loader.load(ROOT / "examples/p6-b200-hyperpod-slurm.yaml").spec
+    assert shown(diff.run(old, _revision(old, 3), synthesize=image_templates)) == 0
+    out = capsys.readouterr().out
+    assert "node image hyperpod-slurm-x86_64: node groups controller, login, train, eval roll to a new image" in out
+    assert "aws sagemaker update-cluster-software --cluster-name b200-train --image-id AMI" in out
+
+
+def test_the_synthesized_images_stack_rolls_the_groups_of_a_new_revision(cached):
+    """The same, on the stacks the CDK app synthesizes (once NAME-images is one of them): the rolled
+    groups are named, and the update is one CloudFormation accepts (no export in use changes)."""
+    pytest.importorskip("fmcluster_cdk.stacks.images")
+    old = loader.load(BASE).spec
+    r = diff.run(old, _revision(old, 1), synthesize=cached).comparison
+    assert [(roll.image, roll.groups) for roll in r.rolls] == [("pcs-x86_64", ["login", "gpu"])]
+    assert not r.failing and not r.data_loss

@@ -198,7 +198,8 @@ def test_reservations_of_a_resource_group_are_added_up():
 # ---- quotas --------------------------------------------------------------------------------
 
 def test_on_demand_p_quota_is_counted_in_vcpus():
-    spec = validated(base_spec())  # 2 x p5.48xlarge on demand = 384 vCPUs; login m7i.2xlarge = 8
+    # 2 x p5.48xlarge on demand = 384 vCPUs; login m7i.2xlarge = 8, and NAME-images' build instance c6i.2xlarge 8
+    spec = validated(base_spec())
     quotas, stub = stubbed("service-quotas", spec.region)
     stub.add_response("get_service_quota", {"Quota": {"Value": 192.0}},
                       {"ServiceCode": "ec2", "QuotaCode": "L-417A185B"})
@@ -210,7 +211,9 @@ def test_on_demand_p_quota_is_counted_in_vcpus():
     assert p.status == FAIL and "384 vCPUs needed, the quota is 192" in p.reason
     assert "--quota-code L-417A185B --desired-value 384" in p.hint
     standard = checks[1]
-    assert standard.status == FAIL and "8 vCPUs needed, the quota is 5" in standard.reason
+    assert standard.status == FAIL and standard.reason.startswith(
+        "16 vCPUs needed (8 of them for the image builds of test-cluster-images), the quota is 5")
+    assert "--desired-value 16" in standard.hint
     stub.assert_no_pending_responses()
 
 
@@ -238,6 +241,91 @@ def test_quota_missing_in_moto_warns():
             stub.add_client_error("get_aws_default_service_quota", "NoSuchResourceException")
             checks = list(Preflight(spec, lambda service: quotas, NOW).quotas())
     assert [c.status for c in checks] == [WARN, WARN]
+
+
+# ---- node images (NAME-images) --------------------------------------------------------------
+
+def test_node_images_need_their_base_parameter_and_image_builder():
+    spec = loader.load(ROOT / "examples/p6e-gb200-pcs.yaml").spec  # an arm64 image and an x86_64 one
+    clients = Clients(spec, matching_reservations(spec))
+    checks = list(Preflight(spec, clients, NOW).node_images())
+    arm = by_name(checks, "base image pcs-arm64")
+    assert arm.status == PASS
+    assert arm.reason.startswith("/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id: ami-")
+    assert arm.reason.endswith(", PCS agent 1.5.2-1")
+    assert by_name(checks, "base image pcs-x86_64").status == PASS
+    assert by_name(checks, "EC2 Image Builder").reason == "EC2 Image Builder answers in us-east-1"
+    clients.ssm_stub.assert_no_pending_responses()
+    clients.imagebuilder_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize("agent, status", [("1.4.0-1", FAIL), ("1.5.0-1", PASS), ("1.10.0-1", PASS), (None, WARN)])
+def test_a_pcs_base_image_needs_an_agent_that_runs_lifecycle_actions(agent, status):
+    spec = loader.load(ROOT / "examples/p5-pcs.yaml").spec
+    clients = Clients(spec, matching_reservations(spec), agent=agent or "unknown")
+    check = by_name(list(Preflight(spec, clients, NOW).node_images()), "base image pcs-x86_64")
+    assert check.status == status, check
+    if status == FAIL:
+        assert "PCS agent 1.4.0-1" in check.reason and "1.5.0-1 or later" in check.reason
+        assert "images.revision" in check.hint and "ami_id" in check.hint
+    if status == WARN:
+        assert "names no PCS agent version" in check.reason and "describe-images" in check.hint
+
+
+def test_a_base_parameter_missing_in_the_region_fails_with_a_hint():
+    spec = loader.load(ROOT / "examples/p6-b200-hyperpod-slurm.yaml").spec
+    checks = list(Preflight(spec, Clients(spec, parameters=()), NOW).node_images())
+    missing = by_name(checks, "base image hyperpod-slurm-x86_64")
+    assert missing.status == FAIL
+    assert missing.reason.startswith("/aws/service/sagemaker-hyperpod/ami/x86_64/slurm-ubuntu-22.04/latest/ami-id not "
+                                     "found in us-east-1")
+    assert "controller, login, train, eval" in missing.reason and "ami_id" in missing.hint
+    assert by_name(checks, "EC2 Image Builder").status == PASS  # one missing parameter stops nothing else
+
+
+def test_image_builder_access_denied_is_a_fail_row_that_names_the_permission():
+    spec = validated(base_spec())
+    imagebuilder, stub = stubbed("imagebuilder", spec.region)
+    stub.add_client_error("list_image_recipes", "AccessDeniedException", http_status_code=403)
+    ssm, ssm_stub = stubbed("ssm", spec.region)
+    ssm_stub.add_response("get_parameter", {"Parameter": {"Name": "p", "Type": "String", "Value": "ami-1"}})
+    checks = list(Preflight(spec, {"ssm": ssm, "imagebuilder": imagebuilder}.__getitem__, NOW).node_images())
+    denied = by_name(checks, "EC2 Image Builder")
+    assert denied.status == FAIL and denied.reason == "access denied to ListImageRecipes"
+    assert "imagebuilder:ListImageRecipes" in denied.hint
+
+
+def test_image_builder_not_in_the_region_fails_without_a_call(monkeypatch):
+    spec = validated(base_spec())
+    monkeypatch.setattr(preflight, "offered_in", lambda service, region: service != "imagebuilder")
+    clients = Clients(spec)
+    checks = list(Preflight(spec, clients, NOW).node_images())
+    assert by_name(checks, "EC2 Image Builder").status == FAIL
+    assert len(clients.imagebuilder_stub._queue) == 1  # never called
+
+
+def test_hyperpod_image_builds_count_against_the_ec2_quota():
+    """HyperPod's nodes are SageMaker's (its quotas); the build instance is an EC2 one."""
+    spec = validated(base_spec(orchestrator={"type": "hyperpod-slurm"}))
+    with mock_aws():
+        checks = Preflight(spec, Clients(spec, quota=4.0), NOW).run()
+    build = by_name(checks, "quota On-Demand Standard vCPUs")
+    assert build.status == FAIL
+    assert build.reason.startswith("8 vCPUs needed (8 of them for the image builds of test-cluster-images), "
+                                   "the quota is 4")
+
+
+def test_kubernetes_planes_build_no_images():
+    data = with_(base_spec(orchestrator={"type": "eks"}), "network.extra_availability_zone_ids", ["use1-az6"])
+    spec = validated(data)
+    assert list(Preflight(spec, Clients(spec), NOW).node_images()) == []
+    quotas, stub = stubbed("service-quotas", spec.region)
+    stub.add_response("get_service_quota", {"Quota": {"Value": 4000.0}},
+                      {"ServiceCode": "ec2", "QuotaCode": "L-417A185B"})
+    stub.add_response("get_service_quota", {"Quota": {"Value": 4000.0}},
+                      {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"})
+    standard = list(Preflight(spec, lambda service: quotas, NOW).quotas())[1]
+    assert "image builds" not in standard.reason
 
 
 # ---- failures that must not be tracebacks --------------------------------------------------
@@ -433,7 +521,7 @@ def test_a_named_ami_must_exist_match_the_architecture_and_fit_the_root_volume(a
     spec = validated(with_(base_spec(), "node_groups[0].ami_id", "ami-0123456789abcdef0"))
     ec2, stub = stubbed("ec2", spec.region)
     stub.add_response("describe_images", answer, {"ImageIds": ["ami-0123456789abcdef0"]})
-    (check,) = Preflight(spec, lambda service: ec2, NOW).images()
+    (check,) = Preflight(spec, lambda service: ec2, NOW).amis()
     assert check.status == status and word in check.reason, check
 
 

@@ -81,9 +81,9 @@ def test_sizes_from_every_node():
 
 
 @pytest.mark.parametrize("observability, stacks", [
-    ({"prometheus": True}, ["network", "storage", "observability", "cluster"]),
-    ({"prometheus": False, "grafana": True}, ["network", "storage", "observability", "cluster"]),
-    ({"prometheus": False, "grafana": False}, ["network", "storage", "cluster"]),
+    ({"prometheus": True}, ["network", "storage", "observability", "images", "cluster"]),
+    ({"prometheus": False, "grafana": True}, ["network", "storage", "observability", "images", "cluster"]),
+    ({"prometheus": False, "grafana": False}, ["network", "storage", "images", "cluster"]),
 ])
 def test_stacks_that_exist(observability, stacks):
     m = resolve(validated(base_spec(observability=observability)))
@@ -95,7 +95,7 @@ def test_stacks_that_exist(observability, stacks):
 def test_protection(protect):
     m = resolve(validated(base_spec(protect=protect)))
     assert {s.key: s.termination_protection for s in m.stacks} == {
-        "network": protect, "storage": True, "observability": protect, "cluster": protect}
+        "network": protect, "storage": True, "observability": protect, "images": protect, "cluster": protect}
     assert all(s.description.startswith(f"fmcluster {m.name}: ") for s in m.stacks)
 
 
@@ -121,3 +121,46 @@ def test_the_model_is_immutable():
         m.total_nodes = 1  # type: ignore[misc]
     with pytest.raises(TypeError):
         m.tags["x"] = "y"  # type: ignore[index]
+
+
+# ---- node images (NAME-images) ----------------------------------------------------------------
+
+def test_a_pcs_cluster_bakes_one_image_per_architecture_for_the_groups_without_their_own():
+    spec = validated(base_spec(node_groups=[
+        {"name": "gpu", "instance_type": "p5.48xlarge", "max_count": 2},
+        {"name": "cpu", "instance_type": "c7i.8xlarge", "max_count": 2},
+        {"name": "mine", "instance_type": "c7i.8xlarge", "max_count": 2, "ami_id": "ami-0123456789abcdef0"}]))
+    m = resolve(spec)
+    (image,) = m.images
+    assert image.key == "pcs-x86_64" and image.plane == "pcs" and image.architecture == "x86_64"
+    assert image.groups == ("login", "gpu", "cpu")
+    assert image.base.parent == "ssm:/aws/service/pcs/ami/dlami-base-ubuntu2404/x86_64/latest/ami-id"
+    assert image.slurm_prefix == f"/opt/aws/pcs/scheduler/slurm-{spec.orchestrator.version}"
+    assert {g.name: g.image for g in m.all_groups} == {"login": "pcs-x86_64", "gpu": "pcs-x86_64",
+                                                        "cpu": "pcs-x86_64", "mine": None}
+    assert m.group("mine").ami_id == "ami-0123456789abcdef0" and m.image("pcs-x86_64") is image
+
+
+def test_every_group_with_its_own_image_leaves_no_images_stack():
+    spec = validated(base_spec(orchestrator={"type": "pcs", "login": {"count": 0}}, node_groups=[
+        {"name": "mine", "instance_type": "c7i.8xlarge", "max_count": 2, "ami_id": "ami-0123456789abcdef0"}]))
+    m = resolve(spec)
+    assert m.images == () and m.stack("images") is None
+
+
+@pytest.mark.parametrize("kms", [False, True])
+def test_pcs_images_are_encrypted_with_the_storage_key_hyperpod_images_never(kms):
+    pcs = resolve(validated(base_spec(storage={"kms": kms})))
+    assert [i.encrypted for i in pcs.images] == [kms]
+    hyperpod = resolve(validated(base_spec(storage={"kms": kms}, orchestrator={"type": "hyperpod-slurm"},
+                                           node_groups=[{"name": "cpu", "instance_type": "c7i.8xlarge", "count": 1}])))
+    assert [(i.key, i.encrypted, i.slurm_prefix) for i in hyperpod.images] == [
+        ("hyperpod-slurm-x86_64", False, "/opt/slurm")]
+    assert {g.name: g.image for g in hyperpod.all_groups} == dict.fromkeys(("controller", "login", "cpu"),
+                                                                           "hyperpod-slurm-x86_64")
+
+
+def test_the_revision_is_the_images_and_kubernetes_planes_have_none():
+    assert resolve(validated(base_spec(images={"revision": 3}))).images[0].revision == 3
+    eks = resolve(validated(base_spec(orchestrator={"type": "eks"})))
+    assert eks.images == () and all(g.image is None for g in eks.all_groups) and eks.stack("images") is None

@@ -4,10 +4,11 @@
 The AWS PCS user data (fmcluster.node.bootstrap.node_script, as compact as on a node: its body xz
 and base85, decoded by the script itself), the Amazon EKS user data's shell part
 (fmcluster.node.eks.node_script) and the SageMaker HyperPod lifecycle folders
-(fmcluster.node.lifecycle: on_init.sh and its hooks). git, make and gcc are the real ones: the
-container runtime is cloned from local stand-ins of its upstream repositories (tests/support/standins.py)
-and really built, so every test renders its scripts with the stand-ins' commits as the pins
-(`standin_pins`; the real pins are checked against upstream by
+(fmcluster.node.lifecycle: on_init.sh and its hooks). A node runs on its cluster's image: the
+image bake (fmcluster.node.image) really ran, once per Ubuntu release, with the real git, make and
+gcc against local stand-ins of the upstream repositories (tests/support/standins.py,
+tests/support/sandbox.baked_files), so every test renders its scripts with the stand-ins' commits
+as the pins (`standin_pins`; the real pins are checked against upstream by
 test_the_container_runtime_pins_are_recorded). The assertions read what the node did (the
 recorded commands and their order, its mounts, the files written, the units that came up after
 a reboot), never the script text.
@@ -29,7 +30,8 @@ from fmcluster.node import bootstrap, lifecycle
 from fmcluster.node import eks as node_eks
 from fmcluster.node.bootstrap import LustreMount, Metrics
 from tests.support import standins
-from tests.support.sandbox import Sandbox, Scenario, mount_unit_name, user_data_parts
+from tests.support.sandbox import Sandbox, Scenario, document_script, mount_unit_name, user_data_parts
+from tests.support.sandbox import node_image as sandbox_node_image
 from tests.support.user_data_size import USER_DATA_BUDGET, longest_region, with_longest_values
 
 FSX = LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
@@ -104,18 +106,18 @@ def test_happy_path(tmp_path, instance_type):
 
 
 def test_steps_in_order(tmp_path):
-    """The readiness gate before anything that can fail, unattended upgrades restrained before
-    the first apt-get, metrics before the node-specific steps (disks, file system), the
-    readiness check last."""
+    """The readiness gate before anything that can fail, unattended upgrades restrained first,
+    metrics (the image's packages checked) before the node-specific steps (disks, file system),
+    the readiness check last."""
     node, result = boot(tmp_path)
     assert result.returncode == 0, result.stderr
     lines = node.lines()
     gate = index(lines, "install -d -m 0755 /etc/systemd/system/slurmd.service.d")
     protect = index(lines, "install -d -m 0755 /etc/needrestart/conf.d")
-    apt = index(lines, "apt-get")
+    metrics = index(lines, "dpkg-query")
     scratch = index(lines, "mdadm --create")
     fsx = index(lines, "mount -t lustre")
-    assert gate < protect < apt < scratch < fsx < index(lines[fsx:], "nvidia-smi -L") + fsx
+    assert gate < protect < metrics < scratch < fsx < index(lines[fsx:], "nvidia-smi -L") + fsx
     assert node.exists(SLURMD_DROPIN) and node.exists(f"{node_facts.FMCLUSTER_LIB}/node-ready")
 
 
@@ -250,22 +252,40 @@ def test_reboot_with_a_gpu_lost_keeps_slurmd_down(tmp_path):
     assert ready_metric(node) == 'fmcluster_node_ready{reason="7 of 8 GPUs visible"} 0'
 
 
-# --- apt and the dpkg lock ------------------------------------------------------------------------
+# --- nothing downloaded at boot ------------------------------------------------------------------
 
-def test_apt_waits_for_the_dpkg_lock_and_retries(tmp_path):
-    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dpkg_lock_until=100))
+def network_calls(node: Sandbox) -> list[str]:
+    """What a node did that needs the internet or builds: git, make, apt-get, curl to a URL."""
+    lines = [c.line for c in node.calls() if c.command in ("git", "make", "apt-get")]
+    return lines + [c.line for c in node.calls("curl") if any(a.startswith(("https://", "http://")) and
+                                                               "169.254.169.254" not in a for a in c.args)]
+
+
+@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "m7i.2xlarge"])
+def test_a_node_on_its_image_boots_ready_without_the_internet(tmp_path, instance_type):
+    """Every download fails (git, curl to a URL, apt-get: the fakes refuse), and the node on its
+    cluster's image boots ready all the same, metrics and containers included: nothing is
+    fetched or built at boot."""
+    scenario = world(instance_type, network=False, dpkg_lock_until=100_000)
+    node = Sandbox(tmp_path, scenario)
+    script = bootstrap.node_script(instance_type, efa=catalog.get(instance_type).efa_supported, lustre=FSX,
+                                   metrics=Metrics("demo", URL, "us-east-1", slurm=True), containers=True,
+                                   slurm_version=PCS_SLURM, slurm_prolog=True)
+    result = node.run(script)
     assert result.returncode == 0, result.stderr
-    apt = node.calls("apt-get")
-    updates = [c for c in apt if "update" in c.args]
-    assert len(updates) > 1 and all("DPkg::Lock::Timeout=300" in c.args for c in apt)
-    assert [c for c in node.calls("sleep") if c.args == (str(bootstrap.APT_RETRY_SECONDS),)]
-    assert "fmcluster-prometheus-agent.service" in node.enabled()
+    assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
+    assert "fmcluster-prometheus-agent.service" in node.enabled() and node.exists(PCS_PLUGSTACK)
+    assert network_calls(node) == []
 
 
-def test_a_lock_that_is_never_released_fails_metrics_only(tmp_path):
-    node, result = boot(tmp_path, scenario=world("p5.48xlarge", dpkg_lock_until=100_000))
+def test_an_image_without_the_exporters_fails_metrics_only(tmp_path):
+    """An ami_id without the exporters' packages: the metrics step fails and says what to do;
+    nothing is installed, and the node is ready otherwise (metrics are not a job's)."""
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", exporters=False))
     assert result.returncode == 1 and "setup_metrics failed" in result.stderr
-    assert len([c for c in node.calls("apt-get") if "update" in c.args]) == bootstrap.APT_ATTEMPTS
+    assert "prometheus-node-exporter 1.7.0-1* is not installed" in result.stderr
+    assert "bake it into the group's ami_id" in result.stderr
+    assert not node.calls("apt-get") and "fmcluster-prometheus-agent.service" not in node.enabled()
     assert node.mounts()["/fsx"].fstype == "lustre" and ready_metric(node).endswith(" 1")
 
 
@@ -354,15 +374,16 @@ def test_a_missing_gpu_keeps_slurmd_down(tmp_path):
 def test_observability_off_installs_nothing(tmp_path):
     node, result = boot(tmp_path, metrics=None)
     assert result.returncode == 0, result.stderr
-    assert not node.calls("apt-get") and "prometheus-node-exporter.service" not in node.enabled()
+    assert not node.calls("dpkg-query") and "prometheus-node-exporter.service" not in node.enabled()
     assert ready_metric(node).endswith(" 1")  # the readiness metric is written all the same
 
 
 def test_metrics_set_up_with_the_pinned_packages(tmp_path):
     node, result = boot(tmp_path, metrics=Metrics("demo", URL, "us-east-1", slurm=True))
     assert result.returncode == 0, result.stderr
-    assert ("apt-get -o DPkg::Lock::Timeout=300 install -y -q --no-install-recommends "
-            "prometheus-node-exporter=1.7.0-1* prometheus=2.45.3+ds-2*") in node.lines("apt-get")
+    assert not node.calls("apt-get")  # the image's packages, checked
+    assert node.lines("dpkg-query") == [f"dpkg-query -W -f=${{Status}} ${{Version}} {package}"
+                                        for package in ("prometheus-node-exporter", "prometheus")]
     assert "systemctl disable --now prometheus.service" in node.lines("systemctl")
     config = yaml.safe_load(node.file(f"{bootstrap.FMCLUSTER_ETC}/prometheus-agent.yml"))
     assert [j["job_name"] for j in config["scrape_configs"]] == ["node", "dcgm", "efa", "slurm"]
@@ -379,11 +400,11 @@ def test_metrics_set_up_with_the_pinned_packages(tmp_path):
 def test_metrics_per_ubuntu_release(tmp_path, release):
     node, result = boot(tmp_path, scenario=world("p5.48xlarge", os_release=release))
     if release == "focal":
-        assert result.returncode == 1 and "no pinned packages for the Ubuntu release 'focal'" in result.stderr
-        assert not node.calls("apt-get")
+        assert result.returncode == 1 and "no pinned exporter packages for the Ubuntu release 'focal'" in result.stderr
+        assert not node.calls("apt-get") and not node.calls("dpkg-query")
         return
     assert result.returncode == 0, result.stderr
-    assert any("prometheus-node-exporter=1.3.1-1* prometheus=2.31.2+ds1-1*" in line for line in node.lines("apt-get"))
+    assert not node.calls("apt-get") and len(node.calls("dpkg-query")) == 2  # jammy's image's packages
     unit = node.file("/etc/systemd/system/fmcluster-prometheus-agent.service")
     assert "--enable-feature=agent" not in unit and "--storage.tsdb.retention.time=2h" in unit
 
@@ -514,7 +535,7 @@ def test_hyperpod_compute_node_ready(tmp_path):
     assert not node.calls("scontrol")
     lines = node.lines()
     assert index(lines, "install -d -m 0755 /etc/needrestart/conf.d") < index(lines, "aws ssm get-parameter")
-    assert index(lines, "apt-get") < index(lines, "systemctl cat dlami-nvme.service")  # metrics first
+    assert index(lines, "dpkg-query") < index(lines, "systemctl cat dlami-nvme.service")  # metrics first
     assert node.mounts()["/scratch"].source == node_facts.DLAMI_NVME_PATH
     assert "fmcluster-prometheus-agent.service" in node.enabled()
 
@@ -534,17 +555,18 @@ def test_hyperpod_compute_node_without_its_file_system_is_drained(tmp_path):
 
 
 def test_hyperpod_metrics_failure_does_not_fail_the_node(tmp_path):
-    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(apt_fails=True))
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(exporters=False))
     assert result.returncode == 0, result.stderr
     assert f"warning: optional hook {lifecycle.METRICS_HOOK} failed" in result.stderr
     assert node.mounts()["/scratch"].backing == "instance-store" and not node.calls("scontrol")
 
 
-def test_hyperpod_metrics_wait_for_the_dpkg_lock(tmp_path):
-    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(dpkg_lock_until=90))
+def test_hyperpod_node_on_its_image_needs_no_internet(tmp_path):
+    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
+    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), hyperpod_world(network=False))
     assert result.returncode == 0, result.stderr
-    assert "fmcluster-prometheus-agent.service" in node.enabled()
-    assert any("prometheus=2.31.2+ds1-1*" in line for line in node.lines("apt-get"))
+    assert "fmcluster-prometheus-agent.service" in node.enabled() and not node.calls("scontrol")
+    assert network_calls(node) == []
 
 
 def test_hyperpod_required_hook_failure_fails_the_script(tmp_path):
@@ -572,18 +594,19 @@ def test_hyperpod_eks_efa_file_system_configures_lnet(tmp_path):
     assert bootstrap.LNET_EFA_UNIT in node.enabled()
 
 
-# --- containers on Slurm: Enroot and Pyxis --------------------------------------------------------
+# --- containers on Slurm: Enroot and Pyxis, baked into the node's image ----------------------------
 
 PCS_SLURM = "25.05"
 PCS_PREFIX = f"/opt/aws/pcs/scheduler/slurm-{PCS_SLURM}"
 PCS_PLUGSTACK = f"/etc/aws/pcs/scheduler/slurm-{PCS_SLURM}/plugstack.conf.d/pyxis.conf"
-ENROOT_SRC = f"{bootstrap.CONTAINERS_STATE}/enroot"
-PYXIS_SRC = f"{bootstrap.CONTAINERS_STATE}/pyxis"
-ENROOT_STAMP = f"{bootstrap.CONTAINERS_STATE}/enroot.stamp"
+PCS_PLUGIN = f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so"
 MIRROR = Path("/work/.mirror/NVIDIA+enroot/repo")  # a git snapshot of github.com/NVIDIA/enroot, where there is one
+NOT_INSTALLED = 'fmcluster_node_ready{reason="Enroot 4.1.2 is not installed; the Pyxis plugin is not installed"} 0'
 
 
 def container_node(tmp_path, instance_type="p5.48xlarge", *, lustre=FSX, **changes):
+    """A node on its cluster's image (Scenario.image "baked": the bake really ran, against the
+    stand-ins), or as `changes` say."""
     instance = catalog.get(instance_type)
     node = Sandbox(tmp_path, world(instance_type, **changes))
     script = bootstrap.node_script(instance_type, efa=instance.efa_supported, lustre=lustre, metrics=None,
@@ -601,72 +624,25 @@ def enroot_conf(node: Sandbox) -> dict[str, str]:
                 if line and not line.startswith("#"))
 
 
-def node_path(node: Sandbox, line: str) -> str:
-    """A recorded command line with the sandbox root taken out: the paths as on a node."""
-    return line.replace(str(node.root), "")
-
-
-def clones(node: Sandbox) -> list[str]:
-    return [node_path(node, c.line) for c in node.calls("git") if c.args[0] == "clone"]
-
-
-def makes(node: Sandbox, src: str) -> list[str]:
-    """The make commands run in the checkout `src` (a path on the node)."""
-    return [line for line in map(lambda c: node_path(node, c.line), node.calls("make")) if f"-C {src} " in line + " "]
-
-
-def other_commits(commits: dict[str, str], path: str) -> str:
-    """The pinned submodules with `path` at another commit, as "PATH=COMMIT ..."."""
-    return " ".join(f"{p}={'f' * 40 if p == path else c}" for p, c in commits.items())
-
-
-@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "p6e-gb200.36xlarge"])  # x86_64, arm64: the same build
+@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "p6e-gb200.36xlarge"])  # x86_64, arm64: the same
 def test_containers_happy_path(tmp_path, instance_type):
     node, script = container_node(tmp_path, instance_type)
     result = node.run(script)
     assert result.returncode == 0, result.stderr
-    assert not [c for c in node.calls("curl") if "-o" in c.args]  # nothing downloaded but the clones
-    (install,) = [line for line in node.lines("apt-get") if " install " in line]
-    assert install.endswith(" " + bootstrap.CONTAINER_PACKAGES) and "DPkg::Lock::Timeout=300" in install
-    assert {"git", "build-essential", "libcap2-bin", "libtool", "automake", "libmd-dev",  # doc/installation.md
-            "curl", "gawk", "jq", "squashfs-tools", "parallel"} <= set(bootstrap.CONTAINER_PACKAGES.split())
-    assert clones(node) == [
-        f"git clone -q --depth 1 --recurse-submodules --branch v{bootstrap.ENROOT_VERSION} "
-        f"{bootstrap.ENROOT_REPOSITORY} {ENROOT_SRC}",
-        f"git clone -q --depth 1 --recurse-submodules --branch {bootstrap.PYXIS_TAG} "
-        f"{bootstrap.PYXIS_REPOSITORY} {PYXIS_SRC}"]
-    # Enroot: checked against its commit and its submodules' before anything is built
-    checks = [node_path(node, line) for line in node.lines("git") if not line.startswith("git clone")]
-    assert checks[:2] == [f"git -C {ENROOT_SRC} rev-parse HEAD", f"git -C {ENROOT_SRC} submodule status"]
-    assert makes(node, ENROOT_SRC) == [f"make -C {ENROOT_SRC} install prefix=/usr sysconfdir=/etc DESTDIR=",
-                                       f"make -C {ENROOT_SRC} setcap prefix=/usr sysconfdir=/etc DESTDIR="]
-    assert node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n"
-    assert node.run("enroot version", name="v.sh").stdout == bootstrap.ENROOT_VERSION + "\n"
-    assert (node.state / "enroot-caps").read_text() == (  # the enroot+caps flavor
-        "cap_sys_admin+pe /usr/bin/enroot-mksquashovlfs\ncap_sys_admin,cap_mknod+pe /usr/bin/enroot-aufs2ovlfs\n")
-    assert node.file("/etc/apparmor.d/enroot") == node.file("/usr/share/enroot/apparmor.profile")
-    assert node.lines("apparmor_parser") == ["apparmor_parser -r -T -W /etc/apparmor.d/enroot"]
-    # Pyxis: built against the cluster's Slurm
-    build = makes(node, PYXIS_SRC)
-    assert build == [f"make -C {PYXIS_SRC}", f"make -C {PYXIS_SRC} install DESTDIR= prefix=/usr/local "
-                                              f"libdir={PCS_PREFIX}/lib"]  # CPPFLAGS in the environment
-    plugin = f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so"
-    assert node.exists(plugin) and node.file(PCS_PLUGSTACK) == f"required {plugin}\n"
-    assert (node.root / plugin.lstrip("/")).read_bytes().startswith(b"\x7fELF")  # compiled by gcc
+    assert network_calls(node) == []  # the image's Enroot and Pyxis: nothing cloned, built or installed
+    assert "enroot version" in node.lines("enroot")
+    assert node.file(PCS_PLUGSTACK) == f"required {PCS_PLUGIN}\n"
     # srun's PMI hook runs scontrol under slurmd: the cluster's Slurm on its PATH
     assert node.file("/etc/default/slurmd").startswith(f"PATH={PCS_PREFIX}/bin:")
     assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
-    lines = [node_path(node, line) for line in node.lines()]
-    fsx, packages = index(lines, "mount -t lustre"), lines.index(install)
-    enroot, setcap = (index(lines, f"make -C {ENROOT_SRC} {target}") for target in ("install", "setcap"))
-    assert fsx < packages < index(lines, "git clone") < enroot < setcap < index(lines, "apparmor_parser") < index(
-        lines, f"make -C {PYXIS_SRC}")
+    lines = node.lines()
+    assert index(lines, "mount -t lustre") < index(lines, "enroot version")  # after the file system
 
 
 def test_containers_enroot_conf_scratch_and_shared_cache(tmp_path):
     node, script = container_node(tmp_path)
     assert node.run(script).returncode == 0
-    conf = enroot_conf(node)  # fmcluster's, not the default `make install` wrote
+    conf = enroot_conf(node)  # fmcluster's, not the default the image's `make install` wrote
     assert conf["ENROOT_RUNTIME_PATH"] == "/scratch/enroot/runtime/user-$(id -u)"
     assert conf["ENROOT_DATA_PATH"] == "/scratch/enroot/data/user-$(id -u)"
     assert conf["ENROOT_TEMP_PATH"] == "/scratch/enroot/tmp"
@@ -692,64 +668,61 @@ def test_containers_without_instance_store_or_file_system(tmp_path):
     assert not node.calls("nvidia-container-cli") and ready_metric(node).endswith(" 1")
 
 
-def assert_enroot_refused(node: Sandbox, result, message: str) -> None:
-    """Enroot's checkout was refused: nothing built or installed, the node not ready, slurmd down."""
+def assert_not_ready_for_the_image(node: Sandbox, result, *messages: str,
+                                   metric: str = NOT_INSTALLED) -> None:
+    """The image lacks a piece: the step says which and what to do, nothing is fetched or built,
+    the node is not ready and slurmd stays down."""
     assert result.returncode == 1 and "setup_containers failed" in result.stderr
-    assert message in result.stderr
-    assert not node.calls("make") and not node.exists(ENROOT_STAMP) and not node.exists("/usr/bin/enroot")
-    assert not node.exists("/etc/apparmor.d/enroot")
-    assert ready_metric(node) == ('fmcluster_node_ready{reason="Enroot 4.1.2 is not installed; '
-                                  'the Pyxis plugin is not installed"} 0')
+    for message in messages:
+        assert message in result.stderr
+    assert "launch the node from its cluster's node image (NAME-images), or bake Enroot 4.1.2" in result.stderr
+    assert network_calls(node) == [] and not node.exists(PCS_PLUGSTACK)
+    assert ready_metric(node) == metric
     assert node.run("systemctl start slurmd.service", name="start.sh").returncode != 0
     assert node.unit_state("slurmd.service") == "failed"
 
 
-def test_containers_enroot_at_another_commit_is_refused(tmp_path):
-    """The tag moved (or the repository is not NVIDIA's): the checkout is not built."""
-    node, script = container_node(tmp_path, git_moved_tags=("enroot",))
+def test_containers_on_an_image_without_them_leave_the_node_not_ready(tmp_path):
+    """An ami_id of one's own without Enroot and Pyxis: nothing is installed at boot."""
+    node, script = container_node(tmp_path, image="bare")
     result = node.run(script)
-    submodules = " ".join(bootstrap.ENROOT_SUBMODULES.values())
-    assert node.git_head("enroot") != bootstrap.ENROOT_COMMIT
-    assert_enroot_refused(node, result, f"enroot v4.1.2 is {node.git_head('enroot')} {submodules}, "
-                                        f"not the pinned {bootstrap.ENROOT_COMMIT} {submodules}: not built")
+    assert_not_ready_for_the_image(node, result, "Enroot 4.1.2 is not installed (enroot version: 'none')",
+                                   f"no Pyxis plugin {PCS_PLUGIN} (Pyxis v0.24.0 built against {PCS_PREFIX})")
 
 
-@pytest.mark.parametrize("submodules", [
-    (("deps/musl", "other"),),  # a submodule at another commit
-    (("deps/linux-headers", "other"),),
-    (("deps/musl", "missing"),),  # one missing
-    (("deps/extra", "extra"),),  # one more
-])
-def test_containers_enroot_submodules_are_verified(tmp_path, submodules):
-    """The tag's commit has other submodules (the real git clones them; the check refuses)."""
-    node, script = container_node(tmp_path, enroot_submodules=submodules)
+def test_containers_pyxis_built_against_another_slurm_is_refused(tmp_path):
+    """The image's Pyxis was built against another Slurm (its manifest says which): this
+    cluster's plugin is missing, and the manifest's prefix is named."""
+    node, script = container_node(tmp_path)
+    manifest = node.root / bootstrap.IMAGE_MANIFEST.lstrip("/")
+    manifest.write_text(manifest.read_text().replace(PCS_PREFIX, "/opt/aws/pcs/scheduler/slurm-24.11"))
+    (node.root / PCS_PLUGIN.lstrip("/")).unlink()
     result = node.run(script)
-    assert_enroot_refused(node, result, f"not the pinned {bootstrap.ENROOT_COMMIT} "
-                                        f"{' '.join(bootstrap.ENROOT_SUBMODULES.values())}: not built")
+    assert_not_ready_for_the_image(
+        node, result, f"no Pyxis plugin {PCS_PLUGIN}",
+        f"the image's SLURM_PREFIX is '/opt/aws/pcs/scheduler/slurm-24.11', not {PCS_PREFIX}",
+        metric='fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0')
 
 
-def test_containers_clones_retry(tmp_path):
-    """Two failed clones of Enroot (a submodule that did not come, leaving the checkout behind),
-    then one that works: each try starts afresh."""
-    node, script = container_node(tmp_path, download_fails=2)
+def test_containers_image_with_other_commits_is_refused(tmp_path):
+    """Enroot 4.1.2 from another commit than the pinned one (the manifest says so): not used."""
+    node, script = container_node(tmp_path)
+    manifest = node.root / bootstrap.IMAGE_MANIFEST.lstrip("/")
+    manifest.write_text(manifest.read_text().replace(node.upstream.enroot_commit, "0" * 40))
+    result = node.run(script)
+    assert_not_ready_for_the_image(node, result, f"the image's ENROOT_COMMIT is '{'0' * 40}', not "
+                                                 f"{node.upstream.enroot_commit}",
+                                   metric='fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0')
+
+
+def test_containers_without_the_manifest_check_enroot_and_the_plugin(tmp_path):
+    """An ami_id baked another way (no fmcluster manifest) with the pinned Enroot and a Pyxis
+    for this Slurm is used as it is."""
+    node, script = container_node(tmp_path)
+    (node.root / bootstrap.IMAGE_MANIFEST.lstrip("/")).unlink()
     result = node.run(script)
     assert result.returncode == 0, result.stderr
-    assert [line.rsplit("/", 1)[1] for line in clones(node)] == ["enroot", "enroot", "enroot", "pyxis"]
-    assert "git_clone failed (attempt 2 of 5)" in result.stderr
-    assert [c for c in node.calls("sleep") if c.args == (str(bootstrap.DOWNLOAD_RETRY_SECONDS),)]
-    assert node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n" and ready_metric(node).endswith(" 1")
-
-
-@pytest.mark.parametrize("change, message", [
-    ({"git_moved_tags": ("pyxis",)}, "pyxis v0.24.0 is "),
-    ({"slurm_headers": False}, "no Slurm headers"),
-])
-def test_containers_pyxis_that_cannot_be_built_leaves_the_node_not_ready(tmp_path, change, message):
-    node, script = container_node(tmp_path, **change)
-    result = node.run(script)
-    assert result.returncode == 1 and message in result.stderr
-    assert not makes(node, PYXIS_SRC) and not node.exists(PCS_PLUGSTACK)
-    assert ready_metric(node) == 'fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0'
+    assert ready_metric(node).endswith(" 1")
 
 
 def test_containers_gpu_node_without_the_container_toolkit_is_not_ready(tmp_path):
@@ -759,44 +732,15 @@ def test_containers_gpu_node_without_the_container_toolkit_is_not_ready(tmp_path
                                   'would see no GPU"} 0')
 
 
-def test_containers_wait_for_the_dpkg_lock(tmp_path):
-    node, script = container_node(tmp_path, dpkg_lock_until=100)
-    result = node.run(script)
-    assert result.returncode == 0, result.stderr
-    assert node.exists(f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so") and node.exists("/usr/bin/enroot")
-
-
-def test_containers_without_apparmor_install_its_profile_only(tmp_path):
-    node, script = container_node(tmp_path, apparmor=False)
-    result = node.run(script)
-    assert result.returncode == 0, result.stderr
-    assert node.exists("/etc/apparmor.d/enroot") and not node.calls("apparmor_parser")
-
-
-def test_containers_rerun_leaves_an_installed_node_alone(tmp_path):
+def test_containers_rerun_gives_the_same_node(tmp_path):
     node, script = container_node(tmp_path)
     assert node.run(script).returncode == 0
     first = node.file("/etc/enroot/enroot.conf"), node.file(PCS_PLUGSTACK), node.file("/etc/default/slurmd")
-    (node.state / "calls").write_text("")
     result = node.run(script)
     assert result.returncode == 0, result.stderr
-    assert "ready; image cache" in result.stderr
-    assert not node.calls("apt-get") and not node.calls("git") and not node.calls("make")  # no second build
+    assert "ready; image cache" in result.stderr and network_calls(node) == []
     assert (node.file("/etc/enroot/enroot.conf"), node.file(PCS_PLUGSTACK), node.file("/etc/default/slurmd")) == first
-
-
-def test_containers_another_enroot_build_is_rebuilt(tmp_path):
-    """Enroot 4.1.2 that this node did not build from the pinned commit (its stamp names another)
-    is built again; Pyxis, stamped with its pin, is left alone."""
-    node, script = container_node(tmp_path)
-    assert node.run(script).returncode == 0
-    (node.root / ENROOT_STAMP.lstrip("/")).write_text("0" * 40 + "\n")
-    (node.state / "calls").write_text("")
-    result = node.run(script)
-    assert result.returncode == 0, result.stderr
-    assert [line.rsplit("/", 1)[1] for line in clones(node)] == ["enroot"]
-    assert len(makes(node, ENROOT_SRC)) == 2 and not makes(node, PYXIS_SRC)
-    assert node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n"
+    assert node.file("/etc/default/slurmd").count("# fmcluster") == 1
 
 
 def test_containers_reboot_keeps_slurmd_gated_on_the_runtime(tmp_path):
@@ -812,6 +756,8 @@ def test_containers_reboot_keeps_slurmd_gated_on_the_runtime(tmp_path):
 def test_the_container_runtime_pins_are_recorded():
     """Enroot's and Pyxis's commits, and Enroot's submodules' commits in `git submodule status`'s
     (path) order; where a snapshot of NVIDIA/enroot is at hand, they are the tag's."""
+    from fmcluster.node import image as node_image
+
     commit = re.compile(r"[0-9a-f]{40}")
     assert all(commit.fullmatch(c) for c in (bootstrap.ENROOT_COMMIT, bootstrap.PYXIS_COMMIT,
                                              *bootstrap.ENROOT_SUBMODULES.values()))
@@ -821,7 +767,9 @@ def test_the_container_runtime_pins_are_recorded():
     body = bootstrap.unpack(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, containers=True,
                                                   slurm_version=PCS_SLURM))
     assert f"ENROOT_COMMIT='{bootstrap.ENROOT_COMMIT}'" in body.splitlines()
-    assert f"ENROOT_SUBMODULES='{' '.join(bootstrap.ENROOT_SUBMODULES.values())}'" in body.splitlines()
+    bake = document_script(node_image.documents(sandbox_node_image("noble")).build)
+    assert f"ENROOT_COMMIT='{bootstrap.ENROOT_COMMIT}'" in bake.splitlines()
+    assert f"ENROOT_SUBMODULES='{' '.join(bootstrap.ENROOT_SUBMODULES.values())}'" in bake.splitlines()
     if not MIRROR.is_dir():
         pytest.skip(f"no snapshot of NVIDIA/enroot at {MIRROR}")
     git = ["git", "-C", str(MIRROR)]
@@ -853,10 +801,7 @@ def test_hyperpod_gpu_node_gets_containers(tmp_path):
     node, result = run_folder(tmp_path, folder, hyperpod_world(), fsx_mounted=True)
     assert result.returncode == 0, result.stderr
     assert not node.calls("scontrol")  # ready: not drained
-    repositories = [line.rsplit(" ", 2)[1] for line in clones(node)]
-    assert repositories == [bootstrap.ENROOT_REPOSITORY, bootstrap.PYXIS_REPOSITORY]
-    assert len(makes(node, ENROOT_SRC)) == 2 and node.file(ENROOT_STAMP) == bootstrap.ENROOT_COMMIT + "\n"
-    assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")  # compiled against /opt/slurm/include
+    assert network_calls(node) == []
     assert node.file("/opt/slurm/etc/plugstack.conf.d/pyxis.conf") == "required /opt/slurm/lib/slurm/spank_pyxis.so\n"
     # by name, never a wildcard (configless Slurm); what slurmd reads is the controller's
     assert node.file("/opt/slurm/etc/plugstack.conf") == CONTROLLER_PLUGSTACK
@@ -864,26 +809,18 @@ def test_hyperpod_gpu_node_gets_containers(tmp_path):
     assert conf["ENROOT_CACHE_PATH"] == "/fsx/enroot/cache/user-$(id -u)"
     assert conf["ENROOT_DATA_PATH"] == "/scratch/enroot/data/user-$(id -u)"
     lines = node.lines()
-    assert index(lines, "systemctl cat dlami-nvme.service") < index(lines, "git clone")
+    assert index(lines, "systemctl cat dlami-nvme.service") < index(lines, "enroot version")
 
 
-def test_hyperpod_gpu_node_whose_clones_fail_is_drained(tmp_path):
+def test_hyperpod_gpu_node_on_an_image_without_enroot_is_drained(tmp_path):
     checks = lifecycle.NodeChecks(("/fsx",), containers=True)
-    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), hyperpod_world(download_fails=100))
+    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), hyperpod_world(image="bare"))
     assert result.returncode == 1 and "setup_containers failed" in result.stderr
-    assert len(clones(node)) == bootstrap.DOWNLOAD_ATTEMPTS and not node.calls("make")
+    assert "built against /opt/slurm into the group's ami_id" in result.stderr
+    assert [line for line in network_calls(node) if "169.254" not in line] == []
     (drain,) = node.calls("scontrol")
     assert drain.args[-1] == ("reason=fmcluster node-ready: Enroot 4.1.2 is not installed; "
                               "the Pyxis plugin is not installed")
-
-
-def test_hyperpod_gpu_node_with_a_wrong_enroot_commit_is_drained(tmp_path):
-    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
-    world = hyperpod_world(git_moved_tags=("enroot",))
-    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), world)
-    assert result.returncode == 1 and "not the pinned" in result.stderr and not node.calls("make")
-    (drain,) = node.calls("scontrol")
-    assert "Enroot 4.1.2 is not installed" in drain.args[-1]
 
 
 # --- Pyxis' build line, with the real make and gcc ----------------------------------------------
@@ -897,20 +834,20 @@ def pyxis_checkout(node: Sandbox) -> Path:
 
 
 def test_pyxis_build_line_needs_cppflags_in_the_environment(tmp_path):
-    """containers.sh's Pyxis build, run as the node runs it (real make and gcc, spank.h from
-    libslurm-dev under the Slurm prefix), compiles and installs the plugin; the old form, CPPFLAGS
-    on make's command line, replaces the Makefile's own (-D_GNU_SOURCE, -DPYXIS_VERSION) and fails
-    as it did on a real node."""
-    node = Sandbox(tmp_path, world("p5.48xlarge"))
+    """The image bake's Pyxis build, run as the build instance runs it (real make and gcc,
+    spank.h from libslurm-dev under the Slurm prefix), compiles and installs the plugin; the old
+    form, CPPFLAGS on make's command line, replaces the Makefile's own (-D_GNU_SOURCE,
+    -DPYXIS_VERSION) and fails as it did on a real node."""
+    node = Sandbox(tmp_path, world("p5.48xlarge", image="bare"))
     src = pyxis_checkout(node)
     old = node.run(f'make -C {src} CPPFLAGS="-I$FMCLUSTER_ROOT{PCS_PREFIX}/include"', name="old.sh")
     assert old.returncode != 0
     assert "'PYXIS_VERSION' undeclared" in old.stderr.replace("‘", "'").replace("’", "'")
     assert "'CLONE_NEWUSER' undeclared" in old.stderr.replace("‘", "'").replace("’", "'")
-    # containers.sh's own build_pyxis, on that checkout
-    fragment = (Path(bootstrap.SCRIPTS) / "containers.sh").read_text()
+    # bake.sh's own build_pyxis, on that checkout
+    fragment = (bootstrap.IMAGE_SCRIPTS / "bake.sh").read_text()
     script = "\n".join(["set -euo pipefail", "ROOT=$FMCLUSTER_ROOT", 'log() { echo "$*" >&2; }', fragment,
-                        f"SLURM_PREFIX={PCS_PREFIX} CONTAINERS_STATE=/src",
+                        f"SLURM_PREFIX={PCS_PREFIX} BUILD_DIR=/src",
                         "PYXIS_COMMIT=x PYXIS_TAG=x PYXIS_REPOSITORY=x",
                         "clone() { :; }  # the checkout is there", "build_pyxis"])
     new = node.run(script, name="new.sh")
@@ -920,16 +857,16 @@ def test_pyxis_build_line_needs_cppflags_in_the_environment(tmp_path):
     assert b"0.24.0" in plugin.read_bytes()  # PYXIS_VERSION, from the Makefile's CPPFLAGS
 
 
-def test_pyxis_plugin_built_by_the_node_script_is_a_spank_plugin(tmp_path):
-    """The plugin a node script built: loadable, a SPANK plugin named pyxis for the Slurm release
+def test_pyxis_plugin_of_the_image_is_a_spank_plugin(tmp_path):
+    """The plugin the image bake built: loadable, a SPANK plugin named pyxis for the Slurm release
     of the headers it was built against (what slurmd checks before it loads it: "Incompatible
-    plugin version" otherwise), with the --container-image option. Loading it in a running
-    slurmd is not done here."""
+    plugin version" otherwise), with the --container-image option (srun loads it in
+    tests/node/test_node_image.py)."""
     import ctypes
 
     node, script = container_node(tmp_path)
     assert node.run(script).returncode == 0
-    plugin = ctypes.CDLL(str(node.root / PCS_PREFIX.lstrip("/") / "lib/slurm/spank_pyxis.so"))
+    plugin = ctypes.CDLL(str(node.root / PCS_PLUGIN.lstrip("/")))
     name = (ctypes.c_char * 6).in_dll(plugin, "plugin_name").value
     assert name == b"pyxis"
     header = (Path("/usr/include/slurm/slurm_version.h")).read_text()
@@ -942,7 +879,7 @@ def test_pyxis_plugin_built_by_the_node_script_is_a_spank_plugin(tmp_path):
 # --- SageMaker HyperPod: Pyxis where configless slurmd reads it ----------------------------------
 
 def test_hyperpod_controller_registers_pyxis_by_name_and_reconfigures(tmp_path):
-    """The controller group builds the runtime too, includes pyxis.conf by name in the
+    """The controller group checks and configures the image's runtime too, includes pyxis.conf by name in the
     plugstack.conf slurmctld sends to every configless slurmd (a wildcard include becomes explicit
     includes of what it matches, kept as a comment: the other plugins still load), and runs
     scontrol reconfigure so that running slurmd get it, then looks for nodes drained before it."""
@@ -964,7 +901,7 @@ def test_hyperpod_controller_registers_pyxis_by_name_and_reconfigures(tmp_path):
     assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
     assert node.lines("scontrol") == ["scontrol reconfigure", "scontrol -o show nodes"]
     lines = node.lines()
-    assert index(lines, "make -C") < index(lines, "scontrol reconfigure")
+    assert index(lines, "enroot version") < index(lines, "scontrol reconfigure")
 
 
 def test_hyperpod_login_node_gets_the_runtime_without_reconfiguring(tmp_path):

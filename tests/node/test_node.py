@@ -133,3 +133,19 @@ def test_make_install_without_npm_says_what_to_install(tmp_path):
     assert result.returncode != 0
     assert f"npm not found. Install Node.js {MAJOR} LTS with npm" in result.stderr
     assert "nvm install" in result.stderr
+
+
+def test_the_boot_path_check_finds_fetches_and_builds():
+    """tests/cdk/test_examples_synth.py's check of every example's boot path can fail: it finds each
+    way of fetching or building software, and lets the metadata service and comments be."""
+    from tests.support.node_scripts import fetches_or_builds
+
+    bad = ["git clone -q --depth 1 https://github.com/NVIDIA/pyxis.git src", "  make -C \"$src\" install",
+           "CPPFLAGS=-I/x make -C src", "apt_get install -y -q jq",
+           "DEBIAN_FRONTEND=noninteractive apt-get -o X=1 install jq", "pip install torch",
+           "curl -fsSL https://example.com/x.sh | bash", "wget https://example.com/x",
+           "retry git_clone x; git submodule update --init", "gcc -o x x.c"]
+    good = ["# make sure the array exists", "curl -s http://169.254.169.254/latest/meta-data/instance-id",
+            "log \"the image lacks Enroot: bake it\"", "install -d -m 0755 /etc/enroot", "dpkg-query -W prometheus"]
+    assert [fetches_or_builds(line) for line in bad] == [[line.strip()] for line in bad]
+    assert fetches_or_builds("\n".join(good)) == []

@@ -3,7 +3,6 @@ rendering, shellcheck, runs against stubs, and the PCS stack with and without ob
 
 from __future__ import annotations
 
-import email
 import json
 import subprocess
 import types
@@ -15,8 +14,9 @@ from fmcluster.model.cluster import resolve
 from fmcluster.node import bootstrap
 from tests.support.collectors import run_collector
 from tests.support.nested import flatten
+from tests.support.node_scripts import lifecycle_actions
 from tests.support.slurm_cluster import SlurmCluster
-from tests.support.stacks import FSX, example_spec, network, new_app, resources, storage
+from tests.support.stacks import FSX, example_spec, images, network, new_app, resources, storage
 from tests.support.tools import assert_shellcheck_clean
 
 URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
@@ -181,8 +181,9 @@ def test_pcs_node_role_and_user_data(with_observability):
     app = new_app()
     observability = types.SimpleNamespace(
         workspace_arn="arn:aws:aps:us-east-1:111122223333:workspace/ws-0123", remote_write_url=URL)
-    stack = PcsClusterStack(app, "obs-cluster", model=resolve(spec), network=network(), storage=storage(spec),
-                            env=cdk.Environment(region=spec.region),
+    model = resolve(spec)
+    stack = PcsClusterStack(app, "obs-cluster", model=model, network=network(), storage=storage(spec),
+                            env=cdk.Environment(region=spec.region), images=images(model),
                             observability=observability if with_observability else None)
     # The node groups' launch templates are in their nested stacks: read the stack with them inlined.
     template = flatten(Path(app.synth().directory), stack.stack_name)
@@ -196,13 +197,12 @@ def test_pcs_node_role_and_user_data(with_observability):
                            "Resource": observability.workspace_arn}]
     else:
         assert remote == []
-    for data in resources(template, "AWS::EC2::LaunchTemplate").values():
-        parts = data["LaunchTemplateData"]["UserData"]["Fn::Base64"]
-        text = "".join(p if isinstance(p, str) else "TOKEN" for p in (parts["Fn::Join"][1] if isinstance(parts, dict)
-                                                                     else [parts]))
-        script = email.message_from_string(text).get_payload()[0].get_payload()
-        assert ("setup_metrics" in bootstrap.unpack(script)) == with_observability
-        assert (URL in text + bootstrap.unpack(script)) == with_observability  # a URL without token is packed
+    outdir = Path(app.outdir)
+    for group in resources(template, "AWS::PCS::ComputeNodeGroup").values():
+        # the node lifecycle scripts (fmcluster.node.actions): a URL without token is in the published text
+        texts = "".join(text for _, _, text in lifecycle_actions(outdir, group))
+        assert ("setup_metrics" in texts) == with_observability
+        assert (URL in texts) == with_observability
 
 
 def test_slurm_collector_against_a_real_slurm(tmp_path):

@@ -14,6 +14,7 @@ import yaml
 
 from fmcluster.cli import main
 from fmcluster.facts import catalog, prices
+from fmcluster.facts import images as image_facts
 from fmcluster.plan import render as plan_render
 from fmcluster.plan import report as plan
 from fmcluster.plan.cost import CostLine
@@ -85,7 +86,7 @@ def test_p5_figures():
     assert gpu.reservation_id == "cr-0123456789abcdef0"
     assert p.control_plane.pcs_size == "SMALL"
     assert [s.name for s in p.stacks] == ["llm-pretrain-network", "llm-pretrain-storage", "llm-pretrain-observability",
-                                          "llm-pretrain-cluster"]
+                                          "llm-pretrain-images", "llm-pretrain-cluster"]
 
 
 def test_b300_fp4_and_efa_without_card_0():
@@ -216,6 +217,69 @@ def test_price_table_covers_the_catalog_and_says_where_it_comes_from():
     for key in ("ec2_on_demand_hourly", "fsx_lustre_gib_month", "nat_gateway_hourly", "public_ipv4_hourly",
                 "eks_cluster_hourly"):
         assert "http" in table.sources[key]
+
+
+# ---- node images (NAME-images) --------------------------------------------------------------
+
+def test_each_image_is_listed_with_its_base_groups_and_first_deploy_time():
+    p = plan_of("examples/p6e-gb200-pcs.yaml")
+    assert p.images is not None and p.images.stack == "gb200-pcs-images"
+    arm, x86 = p.images.images
+    assert (arm.key, arm.architecture, arm.build_instance_type, arm.groups) == ("pcs-arm64", "arm64", "c7g.2xlarge",
+                                                                               ["gb200"])
+    assert arm.base_parameter == "/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id"
+    assert (x86.key, x86.groups, x86.slurm_version) == ("pcs-x86_64", ["login"], "25.05")
+    assert p.images.first_deploy_minutes == image_facts.BUILD_MINUTES_ESTIMATE
+    assert "estimate" in p.images.note and "before gb200-pcs-cluster" in p.images.note
+    text = plan_render.render_text(p)
+    section = text.split("Node images (gb200-pcs-images, EC2 Image Builder)\n", 1)[1].split("\n\n", 1)[0]
+    assert "pcs-arm64   /aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id" in section
+    assert f"about {image_facts.BUILD_MINUTES_ESTIMATE} min more for 2 images (an estimate" in section
+    md = plan_render.render_markdown(p)
+    assert "#### Node images (`gb200-pcs-images`, EC2 Image Builder)" in md
+    assert "| pcs-x86_64 | /aws/service/pcs/ami/dlami-base-ubuntu2404/x86_64/latest/ami-id |" in md
+
+
+def test_hyperpod_image_serves_its_own_groups_and_is_not_encrypted():
+    p = plan_of("examples/p6-b200-hyperpod-slurm.yaml")
+    (image,) = p.images.images
+    assert image.groups == ["controller", "login", "train", "eval"] and image.slurm_version is None
+    assert image.base_parameter.startswith("/aws/service/sagemaker-hyperpod/") and not image.encrypted
+    assert "the base image's, at /opt/slurm" in plan_render.render_text(p)
+    kms = plan_of_dict(with_(base_spec(), "storage.kms", True))
+    assert kms.images.images[0].encrypted and "yes (storage key)" in plan_render.render_text(kms)
+
+
+@pytest.mark.parametrize("example", ["examples/p5en-eks.yaml", "examples/p5-hyperpod-eks.yaml"])
+def test_kubernetes_planes_have_no_images(example):
+    p = plan_of(example)
+    assert p.images is None
+    assert "Node images" not in plan_render.render_text(p) and "Node images" not in plan_render.render_markdown(p)
+    assert not any("Image Builder" in line.item for line in p.cost.lines)
+
+
+def test_a_node_group_with_its_own_ami_launches_from_no_image():
+    data = with_(base_spec(), "node_groups[0].ami_id", "ami-0123456789abcdef0")
+    (image,) = plan_of_dict(data).images.images
+    assert image.groups == ["login"]
+
+
+def test_build_instance_is_priced_only_from_the_table(monkeypatch):
+    p = plan_of_dict(base_spec())
+    assert "c6i.2xlarge" not in prices.table().ec2_on_demand_hourly  # no price invented for it
+    (image,) = p.images.images
+    assert image.build_instance_hourly_usd is None
+    builds = _line(p, "EC2 Image Builder")
+    assert builds.status == "usage-based" and builds.hourly_usd_max is None
+    assert "no On-Demand price for c6i.2xlarge in the table" in builds.note
+    assert p.cost.hourly_usd_max == plan_of_dict(base_spec()).cost.hourly_usd_max  # not added to the hourly total
+    monkeypatch.setitem(image_facts.BUILD_INSTANCE_TYPES, "x86_64", "c7i.2xlarge")
+    priced = plan_of_dict(base_spec())
+    unit = prices.table().instance_hourly("c7i.2xlarge")
+    assert priced.images.images[0].build_instance_hourly_usd == unit
+    build = unit * image_facts.BUILD_MINUTES_ESTIMATE / 60
+    assert f"${unit:,.2f} an instance hour, about ${build:,.2f} a build" in _line(priced, "EC2 Image Builder").note
+    assert f"c7i.2xlarge ({plan_render.usd(unit)}/h)" in plan_render.render_text(priced)
 
 
 # ---- markdown and the command line ---------------------------------------------------------

@@ -246,7 +246,7 @@ def test_the_wheel_ships_the_package_data(built):
         for pattern in patterns:
             expected |= {p.relative_to(source).as_posix() for p in (source / folder).glob(pattern) if p.is_file()}
     assert {"fmcluster/node/scripts/boot/common.sh", "fmcluster/data/prices.json",
-            "fmcluster/node/scripts/hyperpod/hooks.sh",
+            "fmcluster/node/scripts/hyperpod/hooks.sh", "fmcluster/node/scripts/image/bake.sh",
             "fmcluster/observability/scraper.yaml", "fmcluster/node/scripts/slurm/imex-prolog.sh"} <= expected
     assert any(fnmatch.fnmatch(p, "fmcluster/node/scripts/boot/collectors/*.sh") for p in expected)
     assert any(fnmatch.fnmatch(p, "fmcluster/node/scripts/boot/programs/*.sh") for p in expected)

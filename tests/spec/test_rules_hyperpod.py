@@ -136,3 +136,37 @@ def test_interfaces_are_efa_only_on_hyperpod():
 def test_controller_type_grows_with_the_cluster():
     assert [controlplanes.hyperpod_controller_type(n) for n in (1, 64, 65, 512, 513, 5000)] == [
         "m7i.2xlarge", "m7i.2xlarge", "m7i.4xlarge", "m7i.4xlarge", "m7i.12xlarge", "m7i.12xlarge"]
+
+
+# ---- hyperpod_slurm_image_base ------------------------------------------------------------
+
+def arm_group(**extra):
+    return {"name": "cpu", "instance_type": "p6e-gb200.36xlarge", "count": 1, **extra}
+
+
+def test_an_x86_group_on_hyperpod_slurm_has_a_base_image():
+    assert findings(hyperpod.hyperpod_slurm_image_base, on("hyperpod-slurm")) == []
+
+
+def test_an_arm64_group_on_hyperpod_slurm_without_an_image_of_its_own():
+    spec = with_(on("hyperpod-slurm"), "node_groups", [arm_group()])
+    (problem,) = findings(hyperpod.hyperpod_slurm_image_base, spec)
+    assert "no arm64 Slurm base image" in problem.message and "ami_id" in problem.hint
+
+
+def test_an_arm64_group_with_its_own_ami_id_passes():
+    spec = with_(on("hyperpod-slurm"), "node_groups", [arm_group(ami_id="ami-0123456789abcdef0")])
+    assert findings(hyperpod.hyperpod_slurm_image_base, spec) == []
+
+
+def test_arm64_login_nodes_on_hyperpod_slurm():
+    spec = with_(on("hyperpod-slurm"), "orchestrator", {"type": "hyperpod-slurm",
+                                                        "login": {"count": 1, "instance_type": "p6e-gb200.36xlarge"}})
+    (problem,) = findings(hyperpod.hyperpod_slurm_image_base, spec)
+    assert "login nodes" in problem.message
+
+
+@pytest.mark.parametrize("type_", ["pcs", "hyperpod-eks"])
+def test_arm64_groups_elsewhere_are_not_this_rules(type_):
+    spec = with_(on(type_), "node_groups", [arm_group()])
+    assert findings(hyperpod.hyperpod_slurm_image_base, spec) == []

@@ -1,16 +1,19 @@
 """Every node script of a synthesized cluster, as CloudFormation and HyperPod would hand it to a
 node, for running in tests/support/sandbox.py. Not a test module.
 
-`node_scripts(outdir, spec)` reads the cloud assembly: the shell parts of every launch
-template's user data (AWS PCS and Amazon EKS node groups, nested stacks included; values from
-other stacks become placeholder words) and every SageMaker HyperPod instance group's lifecycle
-folder (its file asset: on_init.sh and hooks.d/). `scenario(script)` is the healthy node the
+`node_scripts(outdir, spec)` reads the cloud assembly: the shell parts of every Amazon EKS launch
+template's user data (nested stacks included; values from other stacks become placeholder words),
+every AWS PCS node group's boot (`pcs_boot`: its user data and its node lifecycle scripts, file
+assets, as PCS runs them) and every SageMaker HyperPod instance group's lifecycle folder (its file
+asset: on_init.sh and hooks.d/). `scenario(script)` is the healthy node the
 script expects: the catalog's GPUs, disks and EFA devices, on the control plane's AMI.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +48,14 @@ def node_scripts(outdir: Path, spec) -> list[NodeScript]:
     for template in assembly.load(outdir).values():
         for resource in template.body.get("Resources", {}).values():
             props = resource.get("Properties", {})
-            if resource["Type"] == "AWS::EC2::LaunchTemplate" and "UserData" in props["LaunchTemplateData"]:
+            if resource["Type"] == "AWS::PCS::ComputeNodeGroup":
+                group = props["Name"]
+                lt = template.body["Resources"][props["CustomLaunchTemplate"]["TemplateId"]["Ref"]]
+                user_data = template_text(lt["Properties"]["LaunchTemplateData"]["UserData"])
+                script, files = pcs_boot(outdir, props, user_data)
+                found.append(NodeScript(group, types[group], plane, script, files, name="pcs-boot.sh"))
+            elif (resource["Type"] == "AWS::EC2::LaunchTemplate" and "UserData" in props["LaunchTemplateData"]
+                  and plane != "pcs"):
                 data = props["LaunchTemplateData"]
                 tags = {t["Key"]: t["Value"] for s in data.get("TagSpecifications", []) for t in s["Tags"]}
                 group = tags["fmcluster:node-group"]
@@ -64,6 +74,41 @@ def node_scripts(outdir: Path, spec) -> list[NodeScript]:
     return found
 
 
+STAGES = ("NodeBootstrapped", "NodeReady")
+
+
+def lifecycle_actions(outdir: Path, group: dict) -> list[tuple[str, dict, str]]:
+    """(stage, script properties, the published text) of a PCS node group's node lifecycle
+    scripts, in the order PCS runs them: the text is the file asset the location names
+    (`asset.fmcluster-node-script.<key>` in the cloud assembly)."""
+    found = []
+    stages = group.get("NodeLifecycleActions", {}).get("Stages", {})
+    for stage in STAGES:
+        for script in stages.get(stage, []):
+            key = template_text(script["ScriptSource"]["ScriptLocation"]).rsplit("/", 1)[1]
+            found.append((stage, script, (outdir / f"asset.fmcluster-node-script.{key}").read_text()))
+    return found
+
+
+def pcs_boot(outdir: Path, group: dict, user_data: str) -> tuple[str, dict[str, str]]:
+    """A PCS node's first boot as one script and the files beside it: cloud-init's shell parts of
+    the user data, then every lifecycle script, `bash SCRIPT ARG...` in stage order (the arguments
+    as the template gives them, other stacks' values as placeholder words). A failure of any of
+    them fails the boot: on a healthy node every script succeeds."""
+    files: dict[str, str] = {}
+    lines = ["#!/bin/bash", 'dir=$(dirname "$0")']
+    for name, (content_type, body) in sorted(user_data_parts(user_data).items()):
+        if content_type == "text/x-shellscript":
+            files[f"user-data-{name}"] = body
+            lines.append(f'bash "$dir/user-data-{name}" || exit 1')
+    for i, (stage, script, text) in enumerate(lifecycle_actions(outdir, group)):
+        name = f"{i}-{script['Name'].replace(' ', '-')}.sh"
+        files[name] = text
+        arguments = " ".join(shlex.quote(template_text(a)) for a in script.get("Arguments", []))
+        lines.append(f'bash "$dir/{name}" {arguments} || {{ echo "{stage} {script["Name"]} failed" >&2; exit 1; }}')
+    return "\n".join(lines) + "\n", files
+
+
 def scenario(node: NodeScript) -> Scenario:
     instance = catalog.get(node.instance_type)
     # an UltraServer node's AMI has NVIDIA's IMEX packages (nvidia-imex.service)
@@ -80,3 +125,34 @@ def scenario(node: NodeScript) -> Scenario:
 
 def describe(node: NodeScript) -> str:
     return json.dumps({"group": node.group, "instance_type": node.instance_type, "plane": node.plane})
+
+
+# What no boot path may run: fetching or building software (it belongs in the node image,
+# fmcluster/node/scripts/image/). curl only to the instance metadata service or the node itself.
+_FETCH_OR_BUILD = re.compile(
+    r"(?:^|[\s;&|(`{])(?:git\s+(?:clone|fetch|pull|submodule)|make(?:\s|$)|gcc\s|cc\s|c\+\+\s|"
+    r"pip3?\s+install|python3?\s+-m\s+pip\s+install|apt(?:-get|_get)?\s(?:.*\s)?install\b|dnf\s+install|"
+    r"yum\s+install|snap\s+install|wget\s|curl\s)")
+_LOCAL = re.compile(r"169\.254\.169\.254|127\.0\.0\.1|localhost|\[fd00:ec2::254\]")
+
+
+def fetches_or_builds(text: str) -> list[str]:
+    """The lines of a node script (its comment lines left out) that fetch or build software."""
+    found = []
+    for line in text.splitlines():
+        code = line.strip()
+        if not code or code.startswith("#"):
+            continue
+        match = _FETCH_OR_BUILD.search(code)
+        if match and not (match.group(0).strip().startswith("curl") and _LOCAL.search(code)):
+            found.append(code)
+    return found
+
+
+def boot_texts(node: NodeScript) -> dict[str, str]:
+    """Every text a node script runs at boot: the script (a compact one's packed body too) and the
+    files beside it."""
+    texts = {node.name: node.script, **node.files}
+    if "FMCLUSTER_BOOTSTRAP=" in node.script:
+        texts[f"{node.name} (packed body)"] = bootstrap.unpack(node.script)
+    return texts

@@ -1,10 +1,12 @@
 """Running `fmcluster preflight` without the network: moto clients for what moto implements, and
 botocore's Stubber (on shapes botocore validates) for what it lacks: capacity reservations and
-Capacity Blocks, EC2 service quotas, AWS PCS. Not a test module. Shared by
+Capacity Blocks, EC2 service quotas, AWS PCS, the base images' public SSM parameters and EC2 Image
+Builder. Not a test module. Shared by
 tests/deploy/test_preflight.py and tests/deploy/test_preflight_ultraserver.py."""
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from datetime import datetime, timedelta, timezone
 
@@ -12,6 +14,7 @@ import boto3
 from botocore.stub import Stubber
 
 from fmcluster.deploy import preflight
+from fmcluster.model import cluster as model
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 
@@ -25,6 +28,23 @@ class Split:
 
     def __getattr__(self, name):
         return getattr(self.stubbed if name in self.operations else self.base, name)
+
+
+class PublicImages:
+    """An EC2 client that knows the control planes' public base images (`images`: AMI id -> its
+    DescribeImages entry), which moto does not hold, and asks `base` for every other call and image."""
+
+    def __init__(self, base, images: dict) -> None:
+        self.base, self.images = base, images
+
+    def describe_images(self, **kwargs):
+        ids = kwargs.get("ImageIds", [])
+        if ids and all(i in self.images for i in ids):
+            return {"Images": [self.images[i] for i in ids]}
+        return self.base.describe_images(**kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.base, name)
 
 
 def shown(spec, fmt: str = "text", **run) -> int:
@@ -58,9 +78,12 @@ def reservation(spec_group, az_id="use1-az4", *, block=True, state="active", sta
 
 
 class Clients:
-    """moto clients, with Stubber-backed EC2 reservations, Service Quotas and PCS."""
+    """moto clients, with Stubber-backed EC2 reservations, Service Quotas, PCS, SSM parameters
+    and Image Builder. `parameters`: the base images' parameters the region publishes (None: each
+    one the spec's images are built from, as an AMI id: a PCS one registered in moto, its
+    description naming PCS agent `agent`)."""
 
-    def __init__(self, spec, reservations=(), quota=10_000.0) -> None:
+    def __init__(self, spec, reservations=(), quota=10_000.0, parameters=None, agent="1.5.2-1") -> None:
         region = spec.region
         self.moto = {}
         self.region = region
@@ -90,11 +113,34 @@ class Clients:
                 {"QuotaName": f"ml.{t} for cluster usage", "Value": quota, "QuotaCode": f"L-{i:08d}"}
                 for i, t in enumerate(sorted({g.instance_type for g in spec.node_groups}
                                              | {spec.orchestrator.login.instance_type}))]})
+            self.quota_stub.add_response("get_service_quota", {"Quota": {"Value": quota}})  # the image builds'
         else:
             for _ in range(4):  # at most one EC2 vCPU quota per class and market
                 self.quota_stub.add_response("get_service_quota", {"Quota": {"Value": quota}})
         self.pcs, pcs_stub = stubbed("pcs", region)
         pcs_stub.add_response("list_clusters", {"clusters": []})
+        images = model.resolve(spec).images
+        published = {i.base.parameter for i in images} if parameters is None else set(parameters)
+        self.ssm, self.ssm_stub = stubbed("ssm", region)
+        public: dict[str, dict] = {}
+        for image in images:
+            name = image.base.parameter
+            if name in published:
+                ami = f"ami-0{hashlib.sha256(image.key.encode()).hexdigest()[:16]}"
+                # preflight reads a PCS base image's agent version from its description
+                public[ami] = {"ImageId": ami, "Name": f"base-{image.key}", "State": "available",
+                               "Architecture": image.architecture,
+                               "Description": f"PCS Agent: {agent}. Slurm: 25.05.7-1"}
+                self.ssm_stub.add_response("get_parameter", {"Parameter": {
+                    "Name": name, "Type": "String", "Value": ami, "Version": 1}}, {"Name": name})
+            else:
+                self.ssm_stub.add_client_error("get_parameter", "ParameterNotFound", http_status_code=400,
+                                               expected_params={"Name": name})
+        self.ec2 = PublicImages(self.ec2, public)
+        self.imagebuilder, self.imagebuilder_stub = stubbed("imagebuilder", region)
+        if images:
+            self.imagebuilder_stub.add_response("list_image_recipes", {"imageRecipeSummaryList": []},
+                                                {"owner": "Self", "maxResults": 1})
 
     def __call__(self, service: str):
         if service == "ec2":
@@ -103,6 +149,10 @@ class Clients:
             return self.quotas
         if service == "pcs":
             return self.pcs
+        if service == "ssm":
+            return self.ssm
+        if service == "imagebuilder":
+            return self.imagebuilder
         if service not in self.moto:
             self.moto[service] = boto3.client(service, region_name=self.region)
         return self.moto[service]

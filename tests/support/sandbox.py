@@ -6,7 +6,7 @@ through FMCLUSTER_ROOT) with the paths the scripts touch, and a bin/ of recordin
 mountpoint, lsblk, blkid, systemctl, apt-get, dnf, lnetctl, modprobe, modinfo, ip, nvidia-smi,
 scontrol, aws, hostname, install, sleep, curl for the instance metadata service and downloads,
 mknod, pkill, timeout, logger, enroot, setcap, aa-enabled, apparmor_parser, nvidia-container-cli,
-nvidia-imex-ctl, ...). The fakes
+nvidia-imex-ctl, dpkg-query, ...). The fakes
 model the node: its disks, mounts, units, LNet, GPUs, the dpkg lock and a virtual clock, as the
 `Scenario` says. `run(script)` runs a script with bash; `calls()`, `mounts()`, `file()` read what
 it did. `reboot()` boots the node again from what the first boot left on disk (/etc/fstab,
@@ -23,6 +23,12 @@ tests/support/standins.py, copied into the sandbox (state/upstream) and reached 
 `url.<base>.insteadOf` (state/gitconfig, GIT_CONFIG_GLOBAL); a test renders its script with
 the stand-ins' commits as the pins. Pyxis is compiled by real gcc against Debian's libslurm-dev
 headers (SLURM_HEADERS), linked under each Slurm prefix's include/.
+
+A node runs on its cluster's image (Scenario.image "baked"): the image's build phase
+(fmcluster.node.image, scripts/image/bake.sh) really runs once per Ubuntu release and test
+process (`baked_files`: Enroot, Pyxis against that release's Slurm prefix, the manifest, and the
+packages dpkg-query then lists), and each sandbox starts with what it left. "bare" is an image
+without them (an ami_id of one's own); Scenario.network off makes every download fail.
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ FAKES = Path(__file__).with_name("sandbox_fakes.sh")
 COMMANDS = ("sleep", "mountpoint", "mount", "umount", "lsblk", "blkid", "mdadm", "mkfs.ext4", "systemctl",
             "apt-get", "dnf", "modinfo", "modprobe", "lnetctl", "ip", "nvidia-smi", "hostname", "scontrol", "aws",
             "install", "chown", "curl", "mknod", "pkill", "timeout", "logger", "enroot", "git", "make",
-            "setcap", "aa-enabled", "apparmor_parser", "nvidia-container-cli", "nvidia-imex-ctl", "_tick")
+            "setcap", "aa-enabled", "apparmor_parser", "nvidia-container-cli", "nvidia-imex-ctl", "dpkg-query",
+            "_tick")
 # The Slurm installations whose spank.h a node has (Pyxis is built against one): AWS PCS's, by
 # release, and SageMaker HyperPod's.
 SLURM_PREFIXES = tuple(f"/opt/aws/pcs/scheduler/slurm-{v}" for v in ("24.11", "25.05", "25.11")) + ("/opt/slurm",)
@@ -100,6 +107,12 @@ class Scenario:
     # SageMaker HyperPod: the plugstack.conf slurmctld sent to this configless slurmd (its
     # conf-cache), None: none yet
     slurmd_plugstack: Optional[str] = None
+    # the node's image (Ubuntu only): "baked", fmcluster's node image (what scripts/image/bake.sh
+    # installed, really baked once per release: `baked_files`), or "bare", an image without Enroot,
+    # Pyxis and the exporters (an ami_id of one's own)
+    image: str = "baked"
+    exporters: bool = True  # a baked image has the exporters' packages (dpkg-query lists them)
+    network: bool = True  # off: every download fails (git clone, curl to a URL, apt-get)
 
     def shell(self) -> str:
         values = {"GPUS": self.gpus, "GPU_MODEL": self.gpu_model, "NVME_DISKS": self.nvme_disks,
@@ -111,7 +124,8 @@ class Scenario:
                   "IMEX": int(self.imex), "IMEX_START_FAILS": int(self.imex_start_fails),
                   "IMEX_UP_AT": "never" if self.imex_up_at is None else self.imex_up_at,
                   "SLURM_NODES": " ".join(f"{n}={a}" for n, a in self.slurm_nodes),
-                  "DOWNLOAD_FAILS": self.download_fails, "APPARMOR": int(self.apparmor)}
+                  "DOWNLOAD_FAILS": self.download_fails, "APPARMOR": int(self.apparmor),
+                  "NETWORK": int(self.network)}
         return "".join(f"{k}='{v}'\n" for k, v in values.items())
 
 
@@ -238,7 +252,17 @@ class Sandbox:
             (self.root / "var/spool/slurmd/conf-cache").mkdir(parents=True)
             (self.root / "var/spool/slurmd/conf-cache/plugstack.conf").write_text(scenario.slurmd_plugstack)
         (self.state / "downloads").mkdir()
+        if scenario.image == "baked" and scenario.os_release in IMAGE_SLURM_PREFIXES:
+            self._baked(baked_files(scenario.os_release), exporters=scenario.exporters)
         self._tick()
+
+    def _baked(self, baked: Path, *, exporters: bool) -> None:
+        """What the image bake left (`baked_files`): its files in ROOT, and its packages."""
+        shutil.copytree(baked / "root", self.root, symlinks=True, dirs_exist_ok=True)
+        names = ("dpkg", "package-units") if exporters else ()
+        for name in (*names, "enroot-caps"):
+            if (baked / "state" / name).exists():
+                shutil.copyfile(baked / "state" / name, self.state / name)
 
     def _upstream(self, scenario: Scenario) -> standins.Upstream:
         """The stand-in upstream repositories (a copy, changed as `scenario` says), and the git
@@ -494,6 +518,80 @@ exec systemd-analyze verify --man=no "$@" 2>&1
                 match = re.fullmatch(r"(After|Before|Requires|RequiresMountsFor)=(.*)", line.strip())
                 if match:
                     yield match.group(1), match.group(2).split()
+
+
+# --- the node image ------------------------------------------------------------------------
+
+# The Slurm each release's image is baked against: AWS PCS's (noble; the tests' cluster runs
+# Slurm 25.05) and SageMaker HyperPod's (jammy).
+IMAGE_SLURM_PREFIXES = {"noble": "/opt/aws/pcs/scheduler/slurm-25.05", "jammy": "/opt/slurm"}
+_BAKED: dict[str, Path] = {}
+
+
+def node_image(os_release: str = "noble", revision: int = 1):
+    """The NodeImage of a release's base (the model's, as fmcluster.model.cluster makes them)."""
+    from fmcluster.facts import images
+    from fmcluster.model.cluster import NodeImage
+
+    plane = images.PCS if os_release == "noble" else images.HYPERPOD_SLURM
+    return NodeImage(key=f"{plane}-x86_64", plane=plane, architecture="x86_64", base=images.base(plane, "x86_64"),
+                     slurm_version="25.05" if plane == images.PCS else "",
+                     slurm_prefix=IMAGE_SLURM_PREFIXES[os_release], build_instance_type="c6i.2xlarge",
+                     revision=revision, encrypted=False, groups=("gpu",))
+
+
+def bake(node: Sandbox, image=None) -> subprocess.CompletedProcess:
+    """Run the image's build phase (fmcluster.node.image's bake script, pinned to the stand-ins'
+    commits) on `node`: real git, make and gcc against the stand-ins."""
+    from fmcluster.node.image import documents
+
+    image = image or node_image(node.scenario.os_release)
+    script = standins.with_pins(document_script(documents(image).build), node.upstream)
+    return node.run(script, name="bake.sh")
+
+
+def document_script(document: str) -> str:
+    """The script of an AWSTOE document's one ExecuteBash step, as AWSTOE hands it to bash."""
+    import yaml
+
+    ((phase,),) = [yaml.safe_load(document)["phases"]]
+    ((step,),) = [phase["steps"]]
+    ((script,),) = [step["inputs"]["commands"]]
+    return script
+
+
+def baked_files(os_release: str) -> Path:
+    """What the image bake leaves on a `os_release` node, baked once per test process: root/, the
+    files it wrote (Enroot, Pyxis against IMAGE_SLURM_PREFIXES[os_release], the manifest...), and
+    state/, the packages it installed (the fakes' dpkg, package-units, enroot-caps)."""
+    if os_release not in _BAKED:
+        import atexit
+        import tempfile
+
+        top = Path(tempfile.mkdtemp(prefix="fmcluster-baked-"))
+        atexit.register(shutil.rmtree, top, True)
+        node = Sandbox(top / "bake", Scenario(os_release=os_release, image="bare", gpus=0, nvme_disks=0,
+                                              efa_devices=0, slurmd=False))
+        before = {p.relative_to(node.root) for p in node.root.rglob("*")}
+        result = bake(node)
+        assert result.returncode == 0, result.stderr
+        out = top / os_release
+        for path in sorted(node.root.rglob("*")):
+            relative = path.relative_to(node.root)
+            if relative in before:
+                continue
+            target = out / "root" / relative
+            if path.is_dir() and not path.is_symlink():
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target, follow_symlinks=False)
+        (out / "state").mkdir(parents=True)
+        for name in ("dpkg", "package-units", "enroot-caps"):
+            if (node.state / name).exists():
+                shutil.copyfile(node.state / name, out / "state" / name)
+        _BAKED[os_release] = out
+    return _BAKED[os_release]
 
 
 def user_data_parts(text: str) -> dict[str, tuple[str, str]]:

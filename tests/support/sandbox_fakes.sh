@@ -396,7 +396,7 @@ fake_apt-get() {
       *) verb=$1; break ;;
     esac
   done
-  if ((APT_FAILS)); then
+  if ((APT_FAILS)) || ! ((NETWORK)); then
     FAKE_RC=100 die "E: Failed to fetch http://archive.ubuntu.com/ubuntu: Temporary failure resolving"
   fi
   local t
@@ -418,6 +418,10 @@ fake_apt-get() {
         prometheus-node-exporter) echo prometheus-node-exporter.service >>"$STATE/package-units" ;;
         prometheus) echo prometheus.service >>"$STATE/package-units" ;;
       esac
+      if [[ "$package" == *=* ]]; then  # PACKAGE=SERIES*: the archive's version of that series
+        local version=${package#*=}
+        printf '%s %s\n' "${package%%=*}" "${version%\*}ubuntu0.1" >>"$STATE/dpkg"
+      fi
       if [[ "$package" == /*.deb ]]; then  # a downloaded package: it must be there
         [[ -e "$ROOTDIR$package" ]] || FAKE_RC=100 die "E: Unsupported file $package given on commandline"
         local name=${package##*/}
@@ -429,6 +433,29 @@ fake_apt-get() {
     done
   fi
   return 0
+}
+
+# dpkg-query -W -f=FORMAT PACKAGE: state/dpkg's "PACKAGE VERSION" lines are the installed
+# packages (the image's, and what apt-get install installed); FORMAT's ${Status} and ${Version}
+# are filled in. A package not installed: dpkg-query's error, exit 1.
+fake_dpkg-query() {
+  record "$@"
+  local format="" package version
+  while (($#)); do
+    case "$1" in
+      -W) shift ;;
+      -f) format=$2; shift 2 ;;
+      -f=* | --showformat=*) format=${1#*=}; shift ;;
+      *) package=$1; shift ;;
+    esac
+  done
+  version=$(awk -v p="$package" '$1 == p {v = $2} END {print v}' "$STATE/dpkg" 2>/dev/null)
+  [[ -n "$version" ]] || FAKE_RC=1 die "dpkg-query: no packages found matching $package"
+  # shellcheck disable=SC2016  # dpkg-query's own fields, literally
+  format=${format//'${Status}'/install ok installed}
+  # shellcheck disable=SC2016
+  format=${format//'${Version}'/$version}
+  printf '%s' "$format"
 }
 
 # enroot: the Enroot `make install` put in ROOT/usr/bin (the stand-in of tests/support/standins.py: it
@@ -448,6 +475,9 @@ fake_enroot() {
 fake_git() {
   record "$@"
   local upstream="$STATE/upstream" clones
+  if [[ "$1" == clone || "$1" == fetch || "$1" == ls-remote ]] && ! ((NETWORK)); then
+    FAKE_RC=128 die "fatal: unable to access 'https://github.com/': Could not resolve host: github.com"
+  fi
   if [[ "$1" == clone ]]; then
     [[ "${*: -1}" == "$FAKE_SANDBOX"/* ]] || die "clone outside the sandbox: ${*: -1}"
     clones=$(($(cat "$STATE/clones" 2>/dev/null || echo 0) + 1))
@@ -602,6 +632,9 @@ fake_curl() {
       url=$arg
     fi
   done
+  if [[ -n "$url" ]] && ! ((NETWORK)); then
+    FAKE_RC=6 die "curl: (6) Could not resolve host: ${url#https://}"
+  fi
   if [[ -n "$out" && -n "$url" ]]; then
     local failed
     failed=$(cat "$STATE/download-failures" 2>/dev/null || echo 0)

@@ -10,7 +10,6 @@ and by tests/node/ (FSX: the stand-in file system in a node script).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import types
 from pathlib import Path
@@ -57,16 +56,17 @@ def storage(spec, kms_key_arn=None):
 
 
 def image_id(key: str) -> str:
-    """The stand-in AMI id of a node image (fmcluster.model.cluster.NodeImage.key): ami- and 17 hex
-    digits, distinct per key."""
-    return "ami-0" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    """The stand-in AMI of a node image (NAME-images' output)."""
+    import hashlib
+
+    return "ami-" + hashlib.sha256(key.encode()).hexdigest()[:17]
 
 
 def images(model):
-    """The stand-in NAME-images of a model (None when it bakes no image), as ImagesRefs."""
+    """Stand-in NAME-images refs of a model's node images (None when it bakes none)."""
     if not model.images:
         return None
-    return types.SimpleNamespace(image_ids={i.key: image_id(i.key) for i in model.images})
+    return types.SimpleNamespace(image_ids={image.key: image_id(image.key) for image in model.images})
 
 
 def cluster(app, spec, *, stack_id: str | None = None, observability=None):

@@ -107,3 +107,7 @@ def with_longest_values(text: str, placeholders: dict[str, str]) -> str:
     for kind, placeholder in placeholders.items():
         text = text.replace(placeholder, longest_values()[kind])
     return text
+
+# AWS PCS node groups run their program as node lifecycle scripts (fmcluster.node.actions): their
+# user data is only the slurmd guard, the same for every group, and must stay a few hundred bytes.
+PCS_USER_DATA_BUDGET = 768

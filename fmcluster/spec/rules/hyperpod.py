@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
-from fmcluster.facts import controlplanes
+from fmcluster.facts import catalog, controlplanes, images
 from fmcluster.facts.controlplanes import HYPERPOD_MAX_INSTANCE_COUNT, HYPERPOD_MAX_INSTANCE_GROUPS
 from fmcluster.facts.placement import AUTO, NONE
 from fmcluster.spec.diagnostics import Problem, error
@@ -85,3 +85,28 @@ def hyperpod_placement_group(spec: ClusterSpec) -> Iterator[Problem]:
             yield error(("node_groups", i, "placement_group"),
                         "SageMaker HyperPod places instances itself and takes no placement group",
                         "use placement_group: auto (or none)")
+
+
+@rule
+def hyperpod_slurm_image_base(spec: ClusterSpec) -> Iterator[Problem]:
+    """fmcluster bakes a HyperPod Slurm node's software into an image built from HyperPod's
+    published Slurm base image, which exists for x86_64 only (fmcluster.facts.images): an arm64
+    group must bring its own image (`ami_id`)."""
+    cp = spec.orchestrator.control_plane
+    if cp.type != images.HYPERPOD_SLURM:
+        return
+    for i, group in enumerate(spec.node_groups):
+        if not group.ami_id and not images.has_base(cp.type, group.instance.architecture):
+            yield error(("node_groups", i, "instance_type"),
+                        f"SageMaker HyperPod publishes no {group.instance.architecture} Slurm base image to bake "
+                        f"fmcluster's node image ({group.instance_type}) from",
+                        "set ami_id to a HyperPod custom AMI of your own with Enroot, Pyxis (built against "
+                        "/opt/slurm) and the exporters installed, or use an x86_64 instance type")
+    login = spec.orchestrator.login
+    if login.count:
+        instance = catalog.get(login.instance_type)
+        architecture = instance.architecture if instance else ""
+        if instance and not images.has_base(cp.type, architecture):
+            yield error(("orchestrator", "login", "instance_type"),
+                        f"SageMaker HyperPod publishes no {architecture} Slurm base image for the login nodes' image",
+                        "use an x86_64 instance type for the login nodes")

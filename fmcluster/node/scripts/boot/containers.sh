@@ -91,10 +91,10 @@ setup_containers() {
       return 1
     fi
   done
-  check_baked
   for dir in "$ENROOT_LOCAL"/{runtime,data,tmp} "$ENROOT_CACHE_ROOT"; do
     install -d -m 1777 "$ROOT$dir"
   done
+  check_baked
   write_enroot_conf
   write_plugstack
   if ((RESTART_SLURMD)) && systemctl is-active --quiet slurmd.service; then

@@ -94,9 +94,9 @@ check_exporter_packages() {
   for package in prometheus-node-exporter prometheus; do
     pattern=${NODE_EXPORTER_VERSIONS[$1]}
     [[ "$package" == prometheus ]] && pattern=${PROMETHEUS_VERSIONS[$1]}
-    status=$(dpkg-query -W -f='${db:Status-Abbrev} ${Version}' "$package" 2>/dev/null || true)
+    status=$(dpkg-query -W -f='${Status} ${Version}' "$package" 2>/dev/null || true)
     # shellcheck disable=SC2053  # the pinned series is a glob
-    if [[ "$status" != "ii "* || "${status#ii }" != $pattern ]]; then
+    if [[ "$status" != "install ok installed "* || "${status##* }" != $pattern ]]; then
       log "error: metrics: $package $pattern is not installed (dpkg: '${status:-not known}'): launch the node" \
         "from its cluster's node image (NAME-images), or bake it into the group's ami_id"
       missing=1

@@ -22,14 +22,14 @@ manifest_value() {
 check_manifest() {
   local name want got
   [[ -e "$ROOT$IMAGE_MANIFEST" ]] || { log "error: no manifest $IMAGE_MANIFEST: the bake did not finish"; return 1; }
-  for name in ENROOT_VERSION ENROOT_COMMIT PYXIS_COMMIT SLURM_PREFIX; do
-    want=${!name}
+  while read -r name want; do
     got=$(manifest_value "$name")
     if [[ "$got" != "$want" ]]; then
       log "error: the manifest's $name is '$got', not $want"
       return 1
     fi
-  done
+  done < <(printf '%s %s\n' ENROOT_VERSION "$ENROOT_VERSION" ENROOT_COMMIT "$ENROOT_COMMIT" PYXIS_TAG "$PYXIS_TAG" \
+    PYXIS_COMMIT "$PYXIS_COMMIT" SLURM_PREFIX "$SLURM_PREFIX")
 }
 
 check_enroot() {

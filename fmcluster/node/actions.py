@@ -1,0 +1,192 @@
+"""The AWS PCS node program as node lifecycle scripts, and the few bytes of user data left.
+
+AWS PCS runs a compute node group's node lifecycle actions itself (PCS User Guide, "Run custom
+scripts with node lifecycle actions", "Configure node lifecycle actions"): it downloads each
+script (S3 or HTTPS), checks it against its SHA-256 checksum, caches it on the node, runs it as
+root with its arguments and keeps its output in a log of its own. The stage NodeBootstrapped runs
+after PCS has configured the node and before slurmd starts, NodeReady once slurmd has registered;
+within a stage the scripts run in order. Each script runs on the first boot only (FIRST_BOOT_ONLY)
+or on every boot (EVERY_BOOT), and says what a failure does: TERMINATE the node, STOP_SEQUENCE
+(the rest of the stage is skipped, the node is not terminated) or CONTINUE. They need the PCS
+agent 1.5.0-1 or later, and changing them drains and replaces the group's nodes.
+
+`node_actions` renders the program of fmcluster.node.bootstrap.node_program (the one the compact
+user data of earlier releases carried) as these scripts: each is the whole program (header,
+settings, every fragment and embedded program, comment lines stripped) with a `main` that runs
+only the steps of its phase, so every script runs the same code and no step exists twice. The
+phases, in order:
+
+- ``fmcluster configure`` (NodeBootstrapped, FIRST_BOOT_ONLY, TERMINATE): the Slurm prolog and
+  nvidia-imex.service enabled, the readiness check and slurmd's gate (its drop-in), the guard on
+  package upgrades, the EFA / NCCL environment. Files and units on the root volume, which a reboot
+  keeps; local writes that fail only on a broken node, which is replaced rather than left to run
+  jobs without its prolog or gate.
+- ``fmcluster storage`` (NodeBootstrapped, EVERY_BOOT, CONTINUE): the instance-store scratch
+  volume, LNet over EFA and the Lustre mount. The first boot writes their fstab lines and units
+  and a reboot mounts from them, but a mount that did not come back (an array that did not
+  assemble, a file system not yet reachable when systemd tried) is made again: each step is
+  idempotent (a mounted path is left as it is, a formatted array is never formatted again).
+  CONTINUE: what did not mount is the readiness check's to judge, after its wait for late mounts.
+- ``fmcluster containers`` (NodeBootstrapped, FIRST_BOOT_ONLY, CONTINUE): Enroot and Pyxis
+  installed and configured, on the root volume; the readiness check judges the runtime.
+- ``fmcluster node ready`` (NodeBootstrapped, EVERY_BOOT, TERMINATE): the readiness check (every
+  GPU, every mount, LNet, the container runtime, IMEX), last before slurmd. A node that is not
+  ready is terminated, and PCS launches another: it never takes a job. Not STOP_SEQUENCE: PCS
+  documents only that it skips the remaining scripts and keeps the node, not that slurmd stays
+  down, so it would keep the node without keeping jobs off it. slurmd's gate (the drop-in that
+  runs the same check before slurmd) stays the guard whenever slurmd starts again later.
+- ``fmcluster metrics`` (NodeReady, FIRST_BOOT_ONLY, CONTINUE): metrics collection, once slurmd
+  runs: a node without it still runs jobs, and its set-up (packages) does not hold the node back.
+
+A phase without steps on a node group is left out. ScriptCachingPolicy CACHE_ONCE: a script is
+published under its content hash, so a new program is a new location and checksum, a change of the
+node group, and new nodes; downloading it again on every boot would gain nothing.
+
+Settings whose values are CDK tokens (fmcluster.node.bootstrap.plain_setting: another stack's
+outputs, such as the FSx DNS and mount names and the remote-write URL) cannot be in a published
+file: they are the scripts' arguments, NAME=VALUE (each at most MAX_ARGUMENT characters once
+deployed), read by ``read_arguments`` (scripts/boot/arguments.sh) against ARGUMENT_SETTINGS before
+any step runs.
+
+The user data (`user_data`) is a few hundred bytes: a drop-in that keeps slurmd from starting
+until the readiness check is installed, written only where the lifecycle scripts have not written
+the full gate yet. Without it, a node on which the lifecycle scripts never ran (an agent older
+than 1.5.0-1) would start slurmd unconfigured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Sequence
+
+from fmcluster.facts.node import FMCLUSTER_LIB, SCRATCH_PATH
+from fmcluster.node.bootstrap import (
+    BOUNDARY,
+    TOKEN_MARK,
+    LustreMount,
+    Metrics,
+    NodeProgram,
+    compose,
+    embed,
+    header,
+    mime_multipart,
+    node_program,
+)
+
+NODE_BOOTSTRAPPED, NODE_READY = "NodeBootstrapped", "NodeReady"
+STAGES = (NODE_BOOTSTRAPPED, NODE_READY)
+FIRST_BOOT_ONLY, EVERY_BOOT = "FIRST_BOOT_ONLY", "EVERY_BOOT"
+TERMINATE, STOP_SEQUENCE, CONTINUE = "TERMINATE", "STOP_SEQUENCE", "CONTINUE"
+CACHE_ONCE = "CACHE_ONCE"
+MAX_ARGUMENTS = 20  # NodeLifecycleScript.arguments: at most 20, each at most 256 characters
+MAX_ARGUMENT = 256
+MAX_SCRIPTS = 20  # per stage
+ARGUMENTS_PART = "arguments.sh"
+READ_ARGUMENTS = 'read_arguments "$@" || exit 2\n'
+GATE_DROP_IN = "/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf"  # gate-slurmd.sh's
+USER_DATA_NAME = "fmcluster-slurmd-guard.sh"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A lifecycle script's place and policies, and the program's steps it runs."""
+
+    name: str  # the PCS script name (letters, digits, spaces, '_', '-'; at most 64)
+    stage: str
+    execution_policy: str
+    on_error: str
+    steps: tuple[str, ...]
+
+
+PHASES = (
+    Phase("fmcluster configure", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, TERMINATE,
+          ("install_slurm_prolog", "enable_imex", "install_node_ready", "gate_slurmd", "protect_running_jobs",
+           "write_nccl_env")),
+    Phase("fmcluster storage", NODE_BOOTSTRAPPED, EVERY_BOOT, CONTINUE,
+          ("setup_scratch", "setup_lnet_efa", "mount_lustre")),
+    Phase("fmcluster containers", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, CONTINUE, ("setup_containers",)),
+    Phase("fmcluster node ready", NODE_BOOTSTRAPPED, EVERY_BOOT, TERMINATE, ("check_node_ready",)),
+    Phase("fmcluster metrics", NODE_READY, FIRST_BOOT_ONLY, CONTINUE, ("setup_metrics",)),
+)
+
+
+@dataclass(frozen=True)
+class LifecycleScript:
+    """One node lifecycle script of a node group: where and when PCS runs it, its text (the file
+    published) and the arguments it is given (values may be CDK tokens)."""
+
+    name: str
+    stage: str
+    execution_policy: str
+    on_error: str
+    text: str
+    arguments: tuple[str, ...] = ()
+
+    @property
+    def checksum(self) -> str:
+        """The SHA-256 of the text as published (UTF-8), hex: the script source's Checksum."""
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+    @property
+    def file_name(self) -> str:
+        return self.name.replace(" ", "-") + ".sh"
+
+
+def token_settings(program: NodeProgram) -> dict[str, str]:
+    """The program's settings whose values hold a CDK token: they become arguments."""
+    return {name: str(value) for name, value in program.settings.items() if TOKEN_MARK.search(str(value))}
+
+
+def scripts(program: NodeProgram) -> tuple[LifecycleScript, ...]:
+    """`program` as node lifecycle scripts, one per phase with steps (PHASES)."""
+    phase_of = {step: phase for phase in PHASES for step in phase.steps}
+    unknown = [step for step in program.steps if step not in phase_of]
+    if unknown:
+        raise ValueError(f"steps without a lifecycle phase: {', '.join(unknown)} (fmcluster.node.actions.PHASES)")
+    deployed = token_settings(program)
+    settings = {name: value for name, value in program.settings.items() if name not in deployed}
+    settings["ARGUMENT_SETTINGS"] = " ".join(deployed)
+    arguments = tuple(f"{name}={value}" for name, value in deployed.items())
+    if len(arguments) > MAX_ARGUMENTS:
+        raise ValueError(f"{len(arguments)} deploy-time settings: a lifecycle script takes {MAX_ARGUMENTS} arguments")
+    embedded = [embed(name, path, program.rendered.get(name), note=False) for name, path in program.programs.items()]
+    parts = [*program.parts, ARGUMENTS_PART]
+    made = []
+    for phase in PHASES:
+        steps = [step for step in program.steps if phase_of[step] is phase]
+        if steps:
+            text = compose(header(), settings, parts, steps, [*embedded, READ_ARGUMENTS], comments=False)
+            made.append(LifecycleScript(phase.name, phase.stage, phase.execution_policy, phase.on_error, text,
+                                        arguments))
+    return tuple(made)
+
+
+def node_actions(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
+                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
+                 containers: bool = False, slurm_version: str = "") -> tuple[LifecycleScript, ...]:
+    """The node lifecycle scripts of an AWS PCS node group (the arguments of
+    fmcluster.node.bootstrap.node_program)."""
+    return scripts(node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
+                                slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version))
+
+
+def in_stage(actions: Sequence[LifecycleScript], stage: str) -> list[LifecycleScript]:
+    return [action for action in actions if action.stage == stage]
+
+
+GUARD = f"""#!/bin/bash
+# fmcluster: slurmd waits for the node lifecycle scripts (fmcluster.node.actions).
+set -eu
+f="${{FMCLUSTER_ROOT:-}}{GATE_DROP_IN}"
+mkdir -p "${{f%/*}}"
+[ -e "$f" ] || printf '[Service]\\nExecStartPre={FMCLUSTER_LIB}/node-ready\\n' >"$f"
+systemctl daemon-reload
+"""
+
+
+def user_data() -> str:
+    """The node group's user data: MIME multipart with the slurmd guard (GUARD), not yet base64.
+    The same for every node group (nothing in it depends on the group)."""
+    assert BOUNDARY not in GUARD
+    return mime_multipart([("text/x-shellscript", USER_DATA_NAME, GUARD)])

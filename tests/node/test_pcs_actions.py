@@ -1,0 +1,252 @@
+"""The AWS PCS node program as node lifecycle scripts (fmcluster.node.actions), run as PCS runs them.
+
+A sandboxed node (tests/support/sandbox.py) boots as PCS boots it: cloud-init runs the user data
+(the slurmd guard), PCS runs the NodeBootstrapped scripts in order (`bash SCRIPT ARG...`, each
+script's OnError deciding what a failure does), starts slurmd, then runs the NodeReady scripts;
+after a reboot only the EVERY_BOOT scripts run again. The deploy-time settings (CDK tokens when
+rendered) reach the scripts as their arguments, filled in as CloudFormation fills them in. The
+assertions read what the node did, never the script text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from fmcluster.facts import node as node_facts
+from fmcluster.node import actions, bootstrap
+from fmcluster.node.bootstrap import LustreMount, Metrics
+from tests.support import standins
+from tests.support.sandbox import Sandbox, Scenario, user_data_parts
+from tests.support.tools import assert_shellcheck_clean
+from tests.support.user_data_size import PCS_USER_DATA_BUDGET
+
+FSX = LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
+URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
+# What the cluster stack hands the node program: other stacks' outputs, CDK tokens until deployed.
+TOKENS = {"${Token[TOKEN.101]}": FSX.dns_name, "${Token[TOKEN.102]}": FSX.mount_name, "${Token[TOKEN.103]}": URL}
+TOKEN_FSX = LustreMount("${Token[TOKEN.101]}", "${Token[TOKEN.102]}", "/fsx")
+TOKEN_METRICS = Metrics("demo", "${Token[TOKEN.103]}", "us-east-1")
+READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
+SLURMD_DROPIN = actions.GATE_DROP_IN
+
+
+@pytest.fixture(autouse=True)
+def standin_pins(monkeypatch):
+    """The scripts rendered here pin the stand-ins' commits (as tests/node/test_boot_path.py)."""
+    for name, value in standins.pristine().pins().items():
+        monkeypatch.setattr(bootstrap, name, value)
+
+
+def render(instance_type="p5.48xlarge", **changes) -> tuple[actions.LifecycleScript, ...]:
+    options = dict(efa=True, lustre=TOKEN_FSX, metrics=TOKEN_METRICS, containers=True, slurm_version="25.05")
+    return actions.node_actions(instance_type, **{**options, **changes})
+
+
+def deployed(argument: str) -> str:
+    """An argument as CloudFormation hands it to PCS: every token filled in."""
+    for token, value in TOKENS.items():
+        argument = argument.replace(token, value)
+    return argument
+
+
+@dataclass
+class Outcome:
+    ran: list[str]
+    failed: list[str]
+    verdict: str  # "terminated" (TERMINATE), "stopped" (STOP_SEQUENCE) or "done"
+
+
+def run_stage(node: Sandbox, scripts, stage: str, *, reboot: bool = False, arguments=None) -> Outcome:
+    """The stage's scripts as PCS runs them: in order, as root with their arguments; after a
+    reboot only the EVERY_BOOT ones; a failure does what the script's OnError says."""
+    outcome = Outcome([], [], "done")
+    for script in actions.in_stage(scripts, stage):
+        if reboot and script.execution_policy != actions.EVERY_BOOT:
+            continue
+        args = [deployed(a) for a in script.arguments] if arguments is None else arguments
+        result = node.run(script.text, *args, name=f"lifecycle/{script.file_name}")
+        outcome.ran.append(script.name)
+        if result.returncode != 0:
+            outcome.failed.append(script.name)
+            if script.on_error == actions.TERMINATE:
+                outcome.verdict = "terminated"
+                return outcome
+            if script.on_error == actions.STOP_SEQUENCE:
+                outcome.verdict = "stopped"
+                return outcome
+    return outcome
+
+
+def first_boot(node: Sandbox, scripts) -> Outcome:
+    """cloud-init's user data, NodeBootstrapped, slurmd started by PCS, NodeReady."""
+    (_, guard), = user_data_parts(actions.user_data()).values()
+    assert node.run(guard, name="user-data.sh").returncode == 0
+    bootstrapped = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED)
+    if bootstrapped.verdict != "done":
+        return bootstrapped
+    assert node.run("systemctl start slurmd.service\n", name="pcs-start-slurmd.sh").returncode == 0
+    ready = run_stage(node, scripts, actions.NODE_READY)
+    return Outcome(bootstrapped.ran + ready.ran, bootstrapped.failed + ready.failed, ready.verdict)
+
+
+def world(**changes) -> Scenario:
+    return Scenario(**{"gpus": 8, "nvme_disks": 8, "efa_devices": 32, **changes})
+
+
+def ready_metric(node: Sandbox) -> str:
+    return node.file(READY_METRIC).splitlines()[-1]
+
+
+# --- the split -----------------------------------------------------------------------------------
+
+def test_each_step_runs_once_in_the_programs_order():
+    """Every step of the program in exactly one script, a script's in the program's order; only
+    metrics moves (to NodeReady)."""
+    program = bootstrap.node_program("p5.48xlarge", efa=True, lustre=TOKEN_FSX, metrics=TOKEN_METRICS,
+                                     slurm_prolog=True, containers=True, slurm_version="25.05")
+    scripts = actions.scripts(program)
+    steps = [line.strip().removeprefix("step ") for s in scripts for line in s.text.splitlines()
+             if line.startswith("  step ")]
+    assert steps == [s for s in program.steps if s != "setup_metrics"] + ["setup_metrics"]
+    stages = [s.stage for s in scripts]
+    assert stages == sorted(stages, key=actions.STAGES.index)
+    assert [s.name for s in scripts] == ["fmcluster configure", "fmcluster storage", "fmcluster containers",
+                                         "fmcluster node ready", "fmcluster metrics"]
+
+
+def test_policies_of_the_phases():
+    policies = {s.name: (s.stage, s.execution_policy, s.on_error) for s in render()}
+    assert policies["fmcluster configure"] == (actions.NODE_BOOTSTRAPPED, actions.FIRST_BOOT_ONLY, actions.TERMINATE)
+    assert policies["fmcluster storage"] == (actions.NODE_BOOTSTRAPPED, actions.EVERY_BOOT, actions.CONTINUE)
+    assert policies["fmcluster node ready"] == (actions.NODE_BOOTSTRAPPED, actions.EVERY_BOOT, actions.TERMINATE)
+    assert policies["fmcluster metrics"] == (actions.NODE_READY, actions.FIRST_BOOT_ONLY, actions.CONTINUE)
+
+
+def test_a_step_without_a_phase_is_refused():
+    program = bootstrap.node_program("c7i.8xlarge", efa=False)
+    program.steps.append("something_new")
+    with pytest.raises(ValueError, match="something_new"):
+        actions.scripts(program)
+
+
+def test_groups_without_storage_or_metrics_leave_those_scripts_out():
+    names = [s.name for s in actions.node_actions("c7i.8xlarge", efa=False)]
+    assert names == ["fmcluster configure", "fmcluster node ready"]
+
+
+def test_tokens_are_arguments_and_never_in_the_published_text():
+    for script in render():
+        assert not bootstrap.TOKEN_MARK.search(script.text)
+        assert [a.split("=", 1)[0] for a in script.arguments] == ["REMOTE_WRITE_URL", "FSX_SOURCE"]
+        assert script.checksum == __import__("hashlib").sha256(script.text.encode()).hexdigest()
+    plain = actions.node_actions("p5.48xlarge", efa=True, lustre=FSX)
+    assert all(s.arguments == () for s in plain)
+
+
+def test_the_user_data_is_a_few_hundred_bytes():
+    data = actions.user_data()
+    assert len(data.encode()) <= PCS_USER_DATA_BUDGET
+    assert [t for t, _ in user_data_parts(data).values()] == ["text/x-shellscript"]
+
+
+def test_the_guard_writes_the_gates_drop_in():
+    """The guard's drop-in has the name gate-slurmd.sh writes, so the full gate replaces it."""
+    assert SLURMD_DROPIN.rsplit("/", 1)[1] in (bootstrap.SCRIPTS / "gate-slurmd.sh").read_text()
+
+
+def test_the_scripts_and_the_guard_are_shellcheck_clean(tmp_path):
+    scripts = {s.file_name: s.text for s in render(slurm_prolog=True)}
+    (_, guard), = user_data_parts(actions.user_data()).values()
+    assert_shellcheck_clean(tmp_path, {**scripts, "guard": guard})
+
+
+# --- arguments --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("arguments, message", [
+    ([], "argument REMOTE_WRITE_URL=VALUE missing"),
+    (["REMOTE_WRITE_URL=x"], "argument FSX_SOURCE=VALUE missing"),
+    (["REMOTE_WRITE_URL=x", "FSX_SOURCE=a", "FSX_SOURCE=b"], "argument FSX_SOURCE given twice"),
+    (["REMOTE_WRITE_URL=x", "FSX_SOURCE=a", "OTHER=1"], "unexpected argument 'OTHER=1'"),
+    (["REMOTE_WRITE_URL=x", "FSX_SOURCE=a", "--debug"], "unexpected argument '--debug'"),
+])
+def test_wrong_arguments_stop_the_script_before_any_step(tmp_path, arguments, message):
+    node = Sandbox(tmp_path, world())
+    configure = render()[0]
+    result = node.run(configure.text, *arguments)
+    assert result.returncode != 0 and message in result.stderr
+    assert node.calls() == [] and not node.exists(SLURMD_DROPIN)
+
+
+# --- the boot path ----------------------------------------------------------------------------
+
+def test_a_node_boots_ready_and_a_reboot_reruns_only_every_boot_scripts(tmp_path):
+    node = Sandbox(tmp_path, world())
+    scripts = render()
+    outcome = first_boot(node, scripts)
+    assert (outcome.verdict, outcome.failed) == ("done", []), outcome
+    assert outcome.ran == [s.name for s in scripts]
+    assert node.mounts()["/fsx"].source == FSX.source and node.mounts()["/scratch"].backing == "instance-store"
+    assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
+    assert node.unit_state("slurmd.service") == "active"
+    gate = node.file(SLURMD_DROPIN)
+    assert "Restart=on-failure" in gate  # the full gate replaced the guard
+
+    after = node.reboot()
+    assert "slurmd.service" in after.started, after
+    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True)
+    assert (again.verdict, again.ran) == ("done", ["fmcluster storage", "fmcluster node ready"])
+    assert not node.calls("mdadm") and not node.calls("mkfs.ext4") and not node.calls("git")
+    assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
+
+
+def test_a_mount_lost_at_reboot_is_made_again(tmp_path):
+    """The file system's fstab mount fails at boot (not reachable yet): the storage script, run
+    on every boot, mounts it before the readiness check. (slurmd, whose gate would mount it too,
+    is left to PCS here: PCS starts it after the NodeBootstrapped scripts.)"""
+    node = Sandbox(tmp_path, world())
+    scripts = render()
+    assert first_boot(node, scripts).verdict == "done"
+    node.set_scenario(lustre_mount_fails=1, slurmd=False)
+    assert "fsx.mount" in node.reboot().failed
+    assert "/fsx" not in node.mounts()
+    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True)
+    assert again.verdict == "done" and node.mounts()["/fsx"].fstype == "lustre"
+
+
+def test_a_node_that_is_not_ready_is_terminated_before_slurmd_starts(tmp_path):
+    node = Sandbox(tmp_path, world(gpus=7))
+    outcome = first_boot(node, render())
+    assert outcome.verdict == "terminated" and outcome.failed == ["fmcluster node ready"]
+    assert node.unit_state("slurmd.service") != "active"
+
+
+def test_a_gpu_lost_at_reboot_terminates_the_node(tmp_path):
+    node = Sandbox(tmp_path, world())
+    scripts = render()
+    assert first_boot(node, scripts).verdict == "done"
+    node.set_scenario(gpus=7)
+    after = node.reboot()
+    assert "slurmd.service" in after.failed  # the gate keeps slurmd down meanwhile
+    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True)
+    assert again.verdict == "terminated"
+
+
+def test_without_the_lifecycle_scripts_the_guard_keeps_slurmd_down(tmp_path):
+    """A node whose lifecycle scripts never ran (an older PCS agent): slurmd never starts."""
+    node = Sandbox(tmp_path, world())
+    (_, guard), = user_data_parts(actions.user_data()).values()
+    assert node.run(guard).returncode == 0
+    assert node.run("systemctl start slurmd.service\n", name="start.sh").returncode != 0
+    assert "slurmd.service" in node.reboot().failed
+
+
+def test_the_guard_never_replaces_the_full_gate(tmp_path):
+    """cloud-init may run the user data after the lifecycle scripts: the gate stays as written."""
+    node = Sandbox(tmp_path, world())
+    assert run_stage(node, render(), actions.NODE_BOOTSTRAPPED).verdict == "done"
+    gate = node.file(SLURMD_DROPIN)
+    (_, guard), = user_data_parts(actions.user_data()).values()
+    assert node.run(guard).returncode == 0
+    assert node.file(SLURMD_DROPIN) == gate
