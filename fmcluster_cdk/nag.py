@@ -47,7 +47,7 @@ NODE_ROLES = ("*/NodeRole/Role/Resource",)
 EXECUTION_ROLES = ("*/ExecutionRole/Role/Resource",)  # HyperPod (fmcluster_cdk/constructs/hyperpod/role.py)
 KUBECTL_PROVIDER = "*/KubectlProvider/*"  # aws_eks_v2's kubectl provider: code and roles owned by aws-cdk-lib
 LAMBDA_SERVICE_ROLES = ("*/Handler/ServiceRole/Resource",)  # fmcluster's custom-resource handlers
-IMAGE_BUILD_ROLES = ("*-images/Image-*/BuildRole/Role/Resource",)  # fmcluster_cdk/constructs/images/builder.py
+IMAGE_BUILD_ROLES = ("*-images/*/BuildRole/Role/Resource",)  # fmcluster_cdk/constructs/images/builder.py
 
 SUPPRESSIONS: tuple[Suppression, ...] = (
     Suppression(

@@ -4,7 +4,8 @@ Builder before NAME-cluster launches a node from it.
 
 An image's names carry a digest of what makes it (its AWSTOE documents, base, revision, volume and
 encryption): a changed image is a new set of Image Builder resources and a new build, and the AMI of
-the image it replaces stays, so nodes launched from it run on until they are replaced.
+the image it replaces stays, so nodes launched from it run on until they are replaced. Its log group
+is the image's, whatever its build: /aws/imagebuilder/NAME-KEY keeps the history of every build.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ def image_name(cluster: str, image: NodeImage, digest: str) -> str:
     return f"{cluster}-{image.key.replace('_', '-').lower()}-{digest[:IDENTITY_DIGITS]}"
 
 
+def log_group_name(cluster: str, image: NodeImage) -> str:
+    """/aws/imagebuilder/NAME-KEY: one log group per node image, every build of it (every identity)."""
+    return f"/aws/imagebuilder/{cluster}-{image.key.replace('_', '-').lower()}"
+
+
 class ImagesStack(cdk.Stack):
     """The node images of one cluster.
 
@@ -80,12 +86,13 @@ class ImagesStack(cdk.Stack):
             # key where the model says so.
             encrypted = image.encrypted or image.plane != image_facts.HYPERPOD_SLURM
             builder = NodeImageBuilder(
-                self, f"Image-{image.key}", name=name, parent_image=image.base.parent, build_document=docs.build,
+                self, image.key, name=name, parent_image=image.base.parent, build_document=docs.build,
                 test_document=docs.test, instance_type=image.build_instance_type,
                 subnet_id=network.region_subnet_ids[0], security_group_ids=[network.node_security_group_id],
                 root_volume_gib=image_facts.BUILD_ROOT_VOLUME_GIB, encrypted=encrypted, kms_key_arn=kms_key_arn,
                 ami_tags={**model.tags, IMAGE_TAG: image.key, IDENTITY_TAG: digest, DIGEST_TAG: docs.digest},
                 test_timeout_minutes=image_facts.BUILD_TIMEOUT_MINUTES,
+                log_group_name=log_group_name(spec.name, image),
                 description=f"fmcluster {spec.name}: {image.plane} node image for {image.architecture} "
                             f"(groups {', '.join(image.groups)})")
             # The AMI id changes with every new image: NAME-cluster reads it as the app's references

@@ -124,7 +124,9 @@ def test_logs_are_kept(synth):
     template = templates["images"]
     _, recipe = one(template, "AWS::ImageBuilder::ImageRecipe")
     lid, group = one(template, "AWS::Logs::LogGroup")
-    assert group["LogGroupName"] == f"/aws/imagebuilder/{recipe['Name']}"
+    # one group per image, whatever its build: its name is the recipe's without the identity
+    assert recipe["Name"].startswith(group["LogGroupName"].removeprefix("/aws/imagebuilder/") + "-")
+    assert group["LogGroupName"] == "/aws/imagebuilder/llm-pretrain-pcs-x86-64"
     assert group["RetentionInDays"] > 0
     raw = template["Resources"][lid]
     assert raw["DeletionPolicy"] == "Retain" and raw["UpdateReplacePolicy"] == "Retain"
@@ -136,14 +138,13 @@ def test_logs_are_kept(synth):
 def names(template) -> dict[str, str]:
     found = {lid: r["Properties"]["Name"] for lid, r in template["Resources"].items()
              if r["Type"].startswith("AWS::ImageBuilder::") and "Name" in r.get("Properties", {})}
-    _, group = one(template, "AWS::Logs::LogGroup")
-    return {**found, "log group": group["LogGroupName"]}
+    return found
 
 
 def test_names_follow_the_content(synth):
-    """Every Image Builder name (and the log group's) carries the image's identity; a new revision
-    changes every one of them (immutable versions: new resources, a new build), and the AMI names
-    are unique per build."""
+    """Every Image Builder name carries the image's identity; a new revision changes every one of
+    them (immutable versions: new resources, a new build), the AMI names are unique per build, and
+    the log group stays (the image's history, never replaced)."""
     from fmcluster_cdk.stacks.images import identity
 
     spec, templates = synth["pcs"]
@@ -154,6 +155,8 @@ def test_names_follow_the_content(synth):
     after = names(synth["pcs-revision"][1]["images"])
     assert set(after) == set(before)  # the same logical ids: the resources are replaced, by name
     assert all(after[lid] != before[lid] for lid in before)
+    assert resources(templates["images"], "AWS::Logs::LogGroup") == \
+        resources(synth["pcs-revision"][1]["images"], "AWS::Logs::LogGroup")
     _, distribution = one(templates["images"], "AWS::ImageBuilder::DistributionConfiguration")
     ami = distribution["Distributions"][0]["AmiDistributionConfiguration"]
     assert ami["Name"].endswith("{{ imagebuilder:buildDate }}")
@@ -271,6 +274,6 @@ def test_the_construct_refuses_what_image_builder_would(tmp_path):
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "s")
     NodeImageBuilder(stack, "Good", **good)
     for bad in ({"name": "Upper_case"}, {"name": "x" * 104}, {"kms_key_arn": "arn:k", "encrypted": False},
-                {"security_group_ids": []}):
+                {"security_group_ids": []}, {"log_group_name": "/elsewhere/x"}):
         with pytest.raises(ConstructError):
             NodeImageBuilder(stack, f"Bad{len(stack.node.children)}", **{**good, **bad})

@@ -29,6 +29,7 @@ VERSION = "1.0.0"  # every name carries the content's identity, so each name has
 # lower-case letters, digits and hyphens, and leave room for the -build and -test suffixes.
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{1,100}[a-z0-9]")
 LOG_GROUP_PREFIX = "/aws/imagebuilder/"  # Image Builder's own log groups: /aws/imagebuilder/IMAGE-NAME
+LOG_GROUP = re.compile(re.escape(LOG_GROUP_PREFIX) + r"[a-zA-Z0-9\-_/.]{1,494}")  # Image LoggingConfiguration
 BUILD_DATE = "{{ imagebuilder:buildDate }}"  # each build's AMI gets a name of its own (AmiDistributionConfiguration)
 ROOT_DEVICE = "/dev/sda1"  # the root device of Ubuntu AMIs (the PCS and HyperPod Slurm bases)
 
@@ -98,8 +99,8 @@ class NodeImageBuilder(Construct):
     are replaced.
 
     The build and test instances run with IMDSv2 only, are terminated when a build fails, and log
-    to the log group ``/aws/imagebuilder/NAME``, which is kept for `log_retention_days` and retained
-    when the stack is deleted. The root volume is gp3 of `root_volume_gib`, encrypted as asked.
+    to `log_group_name`, which is kept for `log_retention_days` and retained when the stack is
+    deleted. The root volume is gp3 of `root_volume_gib`, encrypted as asked.
 
     Props:
         name: the base of every name: lower-case letters, digits and hyphens, 3 to 102 characters
@@ -137,6 +138,10 @@ class NodeImageBuilder(Construct):
             @default 2
         log_retention_days: days the build logs are kept (a CloudWatch Logs retention value).
             @default 365
+        log_group_name: the build logs' log group, under ``/aws/imagebuilder/`` (where Image Builder
+            writes without an execution role of its own); a name that outlives `name` keeps one
+            group, and its history, across the image's builds.
+            @default ``/aws/imagebuilder/NAME``
         enhanced_metadata: Image Builder's enhanced image metadata (EnhancedImageMetadataEnabled): an
             SSM inventory association on the build instance that records its OS version and
             packages. It needs the SSM agent's association and inventory calls in the build role
@@ -157,7 +162,7 @@ class NodeImageBuilder(Construct):
         image: the `imagebuilder.CfnImage`.
         image_id: the AMI id of the build (`ImageId`).
         image_arn: the Image Builder image's ARN.
-        log_group_name: ``/aws/imagebuilder/NAME``.
+        log_group_name: the log group's name.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, parent_image: str, build_document: str,
@@ -165,7 +170,8 @@ class NodeImageBuilder(Construct):
                  root_volume_gib: int, root_device_name: str = ROOT_DEVICE, encrypted: bool = True,
                  kms_key_arn: Optional[str] = None, ami_tags: Optional[Mapping[str, str]] = None,
                  test_timeout_minutes: int = 720, hop_limit: int = 2, log_retention_days: int = 365,
-                 enhanced_metadata: bool = False, description: str) -> None:
+                 log_group_name: Optional[str] = None, enhanced_metadata: bool = False,
+                 description: str) -> None:
         super().__init__(scope, construct_id)
         if not NAME.fullmatch(name):
             raise ConstructError(self, f"image name {name!r}: lower-case letters, digits and hyphens, 3 to 102 "
@@ -174,7 +180,9 @@ class NodeImageBuilder(Construct):
             raise ConstructError(self, f"image {name}: a KMS key for an unencrypted image")
         if not security_group_ids:
             raise ConstructError(self, f"image {name}: a subnet needs at least one security group")
-        self.log_group_name = f"{LOG_GROUP_PREFIX}{name}"
+        self.log_group_name = log_group_name or f"{LOG_GROUP_PREFIX}{name}"
+        if not LOG_GROUP.fullmatch(self.log_group_name):
+            raise ConstructError(self, f"log group {self.log_group_name!r}: not a name under {LOG_GROUP_PREFIX}")
         self.build_component, self.test_component = (
             imagebuilder.CfnComponent(self, f"{phase.capitalize()}Component", name=f"{name}-{phase}", version=VERSION,
                                       platform="Linux", data=document,
