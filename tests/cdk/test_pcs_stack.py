@@ -467,7 +467,6 @@ def test_each_group_boots_ready_and_mounts_the_file_system(main, synthesized, tm
     mounts the storage stack's file system at mount_path, and the GPU groups and the login nodes
     check and configure their image's Enroot and Pyxis (the CPU group does not)."""
     from fmcluster.facts import catalog
-    from fmcluster.node import bootstrap
     from tests.support import standins
     from tests.support.node_scripts import pcs_boot
     from tests.support.sandbox import Sandbox, Scenario
