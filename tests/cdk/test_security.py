@@ -164,11 +164,12 @@ def test_iam_walk_sees_nested_templates(synth):
 def test_s3_permissions_only_on_the_clusters_buckets(synth):
     """Every S3 permission (node roles, HyperPod execution role, bucket policies) names one of the
     cluster's buckets, or the cluster's lifecycle-script folders of the CDK asset bucket (objects
-    under fmcluster-lifecycle/, or a listing limited to those prefixes by s3:prefix)."""
+    under fmcluster-lifecycle/, or a listing limited to those prefixes by s3:prefix), or single node
+    scripts of the asset bucket (AWS PCS lifecycle actions: objects named by their SHA-256)."""
     spec = synth.spec
     buckets = {naming.bucket_name(spec.name, b.name, spec.region, "${AWS::AccountId}") for b in spec.storage.buckets}
     assets = r"cdk-[a-z0-9]+-assets-\$\{AWS::AccountId\}-" + re.escape(spec.region)
-    lifecycle = re.compile(assets + r"/fmcluster-lifecycle/.+")
+    lifecycle = re.compile(assets + r"/(fmcluster-lifecycle/.+|[0-9a-f]{64}\.sh)")
     wrong = []
     for name, template in synth.templates.items():
         own = {f"${{{lid}.Arn}}" for lid, r in template["Resources"].items() if r["Type"] == "AWS::S3::Bucket"}

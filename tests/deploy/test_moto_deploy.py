@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from urllib.parse import urlparse
 
 import pytest
@@ -317,12 +318,15 @@ def test_buckets_encrypted(deployed):
 
 NODE_PRINCIPALS = {"ec2.amazonaws.com", "sagemaker.amazonaws.com"}  # PCS node role, HyperPod execution role
 LIFECYCLE_PREFIX = "/fmcluster-lifecycle/"  # HyperPod lifecycle scripts in the CDK asset bucket
+# AWS PCS lifecycle scripts: single objects of the CDK asset bucket, named by their SHA-256
+NODE_SCRIPT = re.compile(r"arn:aws:s3:::" + ASSET_BUCKET_PREFIX + r"[0-9]{12}-[a-z0-9-]+/[0-9a-f]{64}\.sh")
 IMAGE_BUILD_PATH = "/fmcluster-image-build/"  # NAME-images' build roles (fmcluster_cdk/constructs/images/builder.py)
 
 
 def test_node_role_reaches_only_cluster_buckets(deployed):
     """The roles the nodes assume (PCS: under /aws-pcs/; HyperPod: trusted by SageMaker) reach
-    only the cluster's buckets, and HyperPod's only its lifecycle-script folders besides."""
+    only the cluster's buckets, and besides HyperPod's only its lifecycle-script folders, PCS's only
+    its node scripts (single objects of the asset bucket)."""
     import boto3
 
     spec, region, _ = deployed
@@ -353,7 +357,7 @@ def test_node_role_reaches_only_cluster_buckets(deployed):
                     prefixes = statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix", [])
                     listing_lifecycle = bool(prefixes) and all(p.startswith(LIFECYCLE_PREFIX[1:]) for p in prefixes)
                     assert all(spec.name in json.dumps(r) or LIFECYCLE_PREFIX in json.dumps(r) or listing_lifecycle
-                               for r in resources), statement
+                               or NODE_SCRIPT.fullmatch(r) for r in resources), statement
 
 
 def test_capacity_block_groups_get_their_scaler_rules(deployed):
