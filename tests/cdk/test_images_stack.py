@@ -99,6 +99,17 @@ def test_one_image_per_node_image_of_the_model(synth, case):
     assert outputs  # the AMI id, for the reader and for NAME-cluster
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_cfn_lint_clean(synth, case):
+    """The examples' images templates are linted with the examples; these are the variants'
+    (storage key, revision)."""
+    from cfnlint.api import lint
+
+    spec, templates = synth[case]
+    errors = [m for m in lint(json.dumps(templates["images"]), regions=[spec.region]) if m.rule.id.startswith("E")]
+    assert not errors, "; ".join(str(m) for m in errors)
+
+
 @pytest.mark.parametrize("case", ["pcs", "hyperpod"])
 def test_builds_in_the_clusters_vpc_with_imdsv2(synth, case):
     spec, templates = synth[case]
