@@ -93,8 +93,9 @@ class ImagesStack(cdk.Stack):
                 ami_tags={**model.tags, IMAGE_TAG: image.key, IDENTITY_TAG: digest, DIGEST_TAG: docs.digest},
                 test_timeout_minutes=image_facts.BUILD_TIMEOUT_MINUTES,
                 log_group_name=log_group_name(spec.name, image),
-                description=f"fmcluster {spec.name}: {image.plane} node image for {image.architecture} "
-                            f"(groups {', '.join(image.groups)})")
+                # (a component's and a recipe's descriptions are create-only: nothing in them that
+                # the names do not carry, such as which groups use the image)
+                description=f"fmcluster {spec.name}: {image.plane} node image for {image.architecture}")
             # The AMI id changes with every new image: NAME-cluster reads it as the app's references
             # are by default, weak (Fn::GetStackOutput; an export in use could never change), and
             # picks up the new image on its next deploy (the old AMI stays until then).

@@ -24,16 +24,20 @@ KUBERNETES = ("examples/p5en-eks.yaml", "examples/p5-hyperpod-eks.yaml")
 
 
 def variant(path: str, **edits):
-    """The spec of an example, with storage.kms on (`kms`) or images.revision set (`revision`)."""
+    """The spec of an example, with storage.kms on (`kms`), images.revision set (`revision`) or
+    one more node group (`group`)."""
     data = yaml.safe_load((ROOT / path).read_text())
     if edits.get("kms"):
         data["storage"]["kms"] = True
     if "revision" in edits:
         data["images"] = {"revision": edits["revision"]}
+    if edits.get("group"):
+        data["node_groups"].append({"name": "cpu2", "instance_type": "c7i.8xlarge", "min_count": 0, "max_count": 2})
     return load_spec(loader.load_text(yaml.safe_dump(data, sort_keys=False), path))
 
 
 CASES = {"pcs": (PCS, {}), "pcs-kms": (PCS, {"kms": True}), "pcs-revision": (PCS, {"revision": 1}),
+         "pcs-group": (PCS, {"group": True}),
          "hyperpod": (HYPERPOD, {}), "hyperpod-kms": (HYPERPOD, {"kms": True})}
 
 
@@ -172,6 +176,14 @@ def test_names_follow_the_content(synth):
     ami = distribution["Distributions"][0]["AmiDistributionConfiguration"]
     assert ami["Name"].endswith("{{ imagebuilder:buildDate }}")
     assert ami["AmiTags"]["fmcluster:cluster"] == spec.name and ami["AmiTags"]["fmcluster:image"] == image.key
+
+
+def test_a_new_node_group_leaves_the_images_alone(synth):
+    """Stable resources: a group more that launches from the image changes nothing of NAME-images
+    (no create-only property, such as a description, names the groups)."""
+    spec, templates = synth["pcs-group"]
+    assert "cpu2" in resolve(spec).images[0].groups
+    assert templates["images"]["Resources"] == synth["pcs"][1]["images"]["Resources"]
 
 
 def test_identity_follows_each_input():
