@@ -47,6 +47,7 @@ NODE_ROLES = ("*/NodeRole/Role/Resource",)
 EXECUTION_ROLES = ("*/ExecutionRole/Role/Resource",)  # HyperPod (fmcluster_cdk/constructs/hyperpod/role.py)
 KUBECTL_PROVIDER = "*/KubectlProvider/*"  # aws_eks_v2's kubectl provider: code and roles owned by aws-cdk-lib
 LAMBDA_SERVICE_ROLES = ("*/Handler/ServiceRole/Resource",)  # fmcluster's custom-resource handlers
+IMAGE_BUILD_ROLES = ("*-images/*/BuildRole/Role/Resource",)  # fmcluster_cdk/constructs/images/builder.py
 
 SUPPRESSIONS: tuple[Suppression, ...] = (
     Suppression(
@@ -144,6 +145,17 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         EXECUTION_ROLES,
         "HyperPod writes to log groups /aws/sagemaker/Clusters/NAME/ID (and their streams); the cluster id "
         "is known only after creation."),
+    Suppression(
+        _iam5("arn:{*}:ec2:{*}:<AWS::AccountId>:instance/*"), IMAGE_BUILD_ROLES,
+        "ssm:UpdateInstanceInformation, by which the SSM agent of an Image Builder build or test instance "
+        "registers its own instance: Image Builder launches those instances during the build, so their ids "
+        "are unknown at synth; this account's instances in this region only."),
+    Suppression(
+        _iam5("*"), IMAGE_BUILD_ROLES,
+        "Only the SSM agent's message calls, which have no resource types (Service Authorization "
+        "Reference): ec2messages (Run Command delivery) and the ssmmessages control channel, by which "
+        "Image Builder runs AWSTOE on its build and test instances. No AWS managed policy: the components "
+        "and the log group are the image's own, by ARN."),
 )
 
 

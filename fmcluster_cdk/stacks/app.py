@@ -12,6 +12,7 @@ from fmcluster.model import cluster as cluster_model
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk import nag
 from fmcluster_cdk.stacks.cluster import cluster_stack
+from fmcluster_cdk.stacks.images import ImagesStack
 from fmcluster_cdk.stacks.network import NetworkStack
 from fmcluster_cdk.stacks.observability import ObservabilityStack
 from fmcluster_cdk.stacks.storage import StorageStack
@@ -24,7 +25,8 @@ def environment(spec: ClusterSpec) -> cdk.Environment:
 
 def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     """Add the stacks of `spec` to `app` (an App, or a Stage of the GitOps pipeline): those of its
-    model (NAME-network, NAME-storage, NAME-observability when it is observed, NAME-cluster),
+    model (NAME-network, NAME-storage, NAME-observability when it is observed, NAME-images when its
+    Slurm groups launch from baked node images, NAME-cluster),
     with the model's names, descriptions, termination protection and tags. Stack names are given
     explicitly, so that inside a Stage they are the same as in an App (a Stage would otherwise
     prefix them with its own name)."""
@@ -48,11 +50,21 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     if m.observed:
         observability = ObservabilityStack(app, name("observability"), model=m, network=network,
                                            storage=storage, **props("observability"))
-    # The cluster stack reads the workspace ARN (an export of NAME-observability): observability
-    # is made first, and never reads from the cluster stack.
+    images = None
+    if m.stack(cluster_model.IMAGES) is not None:
+        images = ImagesStack(app, name(cluster_model.IMAGES), model=m, network=network, storage=storage,
+                             **props(cluster_model.IMAGES))
+        # In the model's order (after storage, whose key may encrypt the images, and observability):
+        # one deploy order for `cdk deploy`, the pipeline's stages and the plan.
+        images.add_stack_dependency(storage)
+        if observability is not None:
+            images.add_stack_dependency(observability)
+    # The cluster stack reads the workspace ARN (an export of NAME-observability) and the images' AMI
+    # ids (outputs of NAME-images): both are made first, and never read from the cluster stack.
     cluster = cluster_stack(app, name("cluster"), model=m, network=network, storage=storage,
-                            observability=observability, **props("cluster"))
-    made: list[cdk.Stack] = [network, storage, *([observability] if observability else []), cluster]
+                            observability=observability, images=images, **props("cluster"))
+    made: list[cdk.Stack] = [network, storage, *([observability] if observability else []),
+                             *([images] if images else []), cluster]
     stacks = {s.stack_name: s for s in made}
     for stack in stacks.values():
         for key, value in m.tags.items():

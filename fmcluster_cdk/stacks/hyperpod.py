@@ -32,7 +32,7 @@ from fmcluster_cdk.constructs.hyperpod.cluster import (
 from fmcluster_cdk.constructs.hyperpod.lifecycle import LifecycleScripts
 from fmcluster_cdk.constructs.hyperpod.role import ExecutionPolicyProps, HyperPodExecutionRole
 from fmcluster_cdk.errors import ConstructError
-from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
+from fmcluster_cdk.stacks.refs import ImagesRefs, NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The Slurm node type of each of the model's groups (fmcluster.model.cluster roles).
 SLURM_NODE_TYPES = {CONTROLLER_ROLE: CONTROLLER, LOGIN_ROLE: LOGIN, COMPUTE_ROLE: COMPUTE}
@@ -89,16 +89,27 @@ class HyperPodGroups(Construct):
                                         volume_kms_key_id=storage.kms_key_arn) for g in groups]
 
 
-def compute_group(m: ClusterModel, group: NodeGroup, **extra: Any) -> InstanceGroup:
-    """The instance group of a spec node group (role and lifecycle left empty); `extra`: the
-    orchestrator's own fields (Slurm node type and partition, FSx, Kubernetes labels and taints)."""
+def image_id(group: NodeGroup, images: Optional[ImagesRefs]) -> Optional[str]:
+    """The AMI a group launches from: its baked node image's (`group.image`, from NAME-images), its
+    own `ami_id`, or None (HyperPod's default image)."""
+    if group.image is not None and images is not None:
+        return images.image_ids[group.image]
+    return group.ami_id
+
+
+def compute_group(m: ClusterModel, group: NodeGroup, images: Optional[ImagesRefs] = None,
+                  **extra: Any) -> InstanceGroup:
+    """The instance group of a spec node group (role and lifecycle left empty); `images`: NAME-images,
+    where the group launches from a baked image; `extra`: the orchestrator's own fields (Slurm node
+    type and partition, FSx, Kubernetes labels and taints)."""
     instance = group.instance
     return InstanceGroup(
         name=group.name, instance_type=group.instance_type, count=group.max_count, execution_role_arn="",
         lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT, threads_per_core=threads_per_core(group.instance_type),
         volume_gib=group.root_volume_gib, deep_health_checks=DEEP_HEALTH_CHECKS if instance.is_gpu else (),
         interface_type=m.control_plane.interface_mode.value if group.efa else None,
-        training_plan_arn=group.capacity.training_plan_arn, spot=group.capacity.type == SPOT, image_id=group.ami_id,
+        training_plan_arn=group.capacity.training_plan_arn, spot=group.capacity.type == SPOT,
+        image_id=image_id(group, images),
         **extra)
 
 
@@ -126,18 +137,24 @@ def metrics_parameter_name(cluster: str) -> str:
 
 class HyperPodSlurmStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
-                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None, **kwargs: Any) -> None:
+                 storage: StorageRefs, observability: Optional[ObservabilityRefs] = None,
+                 images: Optional[ImagesRefs] = None, **kwargs: Any) -> None:
+        """`images`: NAME-images, where the model's groups launch from baked node images (NodeGroup.image)."""
         super().__init__(scope, construct_id, **kwargs)
         spec = model.spec
         self.model = model
+        if model.images and images is None:
+            keys = ", ".join(i.key for i in model.images)
+            raise ConstructError(self, f"the node groups launch from node images ({keys}): no images stack")
         fsx = self.fsx_lustre(spec, storage)
         common: dict[str, Any] = dict(execution_role_arn="", lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT,
                                       fsx_lustre=fsx)
         own = [g for g in (model.controller, model.login) if g is not None]  # the controller, the login nodes
         groups = [InstanceGroup(name=g.name, instance_type=g.instance_type, count=g.max_count,
                                 threads_per_core=threads_per_core(g.instance_type), volume_gib=g.root_volume_gib,
-                                slurm_node_type=SLURM_NODE_TYPES[g.role], **common) for g in own]
-        groups += [compute_group(model, g, slurm_node_type=COMPUTE, partition=g.name, fsx_lustre=fsx)
+                                slurm_node_type=SLURM_NODE_TYPES[g.role], image_id=image_id(g, images), **common)
+                  for g in own]
+        groups += [compute_group(model, g, images, slurm_node_type=COMPUTE, partition=g.name, fsx_lustre=fsx)
                    for g in model.node_groups]
         efa = {g.name: g.efa for g in model.all_groups}
 

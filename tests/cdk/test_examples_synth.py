@@ -32,9 +32,14 @@ def assembly(request, tmp_path_factory):
 
 
 def stack_suffixes(spec) -> tuple[str, ...]:
-    """network, storage, cluster, and observability when Prometheus or Grafana is on."""
+    """network, storage, cluster, observability when Prometheus or Grafana is on, and images when
+    the Slurm planes' groups launch from baked node images."""
+    from fmcluster.model.cluster import resolve
+
     observability = spec.observability.prometheus or spec.observability.grafana
-    return ("cluster", "network", "storage") + (("observability",) if observability else ())
+    images = bool(resolve(spec).images)
+    return ("cluster", "network", "storage") + (("observability",) if observability else ()) + (
+        ("images",) if images else ())
 
 
 def test_stacks_named_after_the_cluster(assembly):

@@ -35,6 +35,7 @@ from tests.support.stacks import (
     resources,
 )
 from tests.support.stacks import cluster as cluster_stack
+from tests.support.stacks import image_id as stand_in_image_id
 
 pytestmark = pytest.mark.synth
 
@@ -176,7 +177,11 @@ def test_training_plans_on_reserved_groups_only(main):
 
 
 def test_custom_ami_becomes_the_image_id(main):
-    assert {n: g.get("ImageId") for n, g in groups(main).items() if g.get("ImageId")} == {"noefa": AMI}
+    """A group's own ami_id is its image; every other group launches from the baked node image of
+    NAME-images (a stand-in AMI id here; tests/cdk/test_images_stack.py reads the real reference)."""
+    baked = stand_in_image_id("hyperpod-slurm-x86_64")
+    assert {n: g.get("ImageId") for n, g in groups(main).items()} == {
+        "controller": baked, "login": baked, "p5cb": baked, "b200": baked, "noefa": AMI, "cpu": baked}
 
 
 def test_volume_and_lustre_on_every_group(templates):

@@ -164,11 +164,12 @@ def test_iam_walk_sees_nested_templates(synth):
 def test_s3_permissions_only_on_the_clusters_buckets(synth):
     """Every S3 permission (node roles, HyperPod execution role, bucket policies) names one of the
     cluster's buckets, or the cluster's lifecycle-script folders of the CDK asset bucket (objects
-    under fmcluster-lifecycle/, or a listing limited to those prefixes by s3:prefix)."""
+    under fmcluster-lifecycle/, or a listing limited to those prefixes by s3:prefix), or single node
+    scripts of the asset bucket (AWS PCS lifecycle actions: objects named by their SHA-256)."""
     spec = synth.spec
     buckets = {naming.bucket_name(spec.name, b.name, spec.region, "${AWS::AccountId}") for b in spec.storage.buckets}
     assets = r"cdk-[a-z0-9]+-assets-\$\{AWS::AccountId\}-" + re.escape(spec.region)
-    lifecycle = re.compile(assets + r"/fmcluster-lifecycle/.+")
+    lifecycle = re.compile(assets + r"/(fmcluster-lifecycle/.+|[0-9a-f]{64}\.sh)")
     wrong = []
     for name, template in synth.templates.items():
         own = {f"${{{lid}.Arn}}" for lid, r in template["Resources"].items() if r["Type"] == "AWS::S3::Bucket"}
@@ -527,10 +528,19 @@ def _trusts(role: dict, service: str) -> bool:
 
 def test_login_through_session_manager(synth):
     """Instances (PCS and EKS nodes) get AmazonSSMManagedInstanceCore; HyperPod instances get the
-    Session Manager channels in their execution role. No key pair anywhere."""
+    Session Manager channels in their execution role; Image Builder's build and test instances, which
+    no one logs in to, only what Image Builder's Run Command needs of their SSM agent. No key pair anywhere."""
+    from fmcluster_cdk.constructs.images.builder import AGENT_INSTANCE_ACTIONS, AGENT_MESSAGE_ACTIONS, ROLE_PATH
+
     checked = 0
     for name, lid, role in resources(synth, "AWS::IAM::Role"):
-        if _trusts(role, "ec2.amazonaws.com"):
+        if role["Properties"].get("Path") == ROLE_PATH:
+            actions = {a for p in role["Properties"]["Policies"] for s in p["PolicyDocument"]["Statement"]
+                       for a in security._listed(s["Action"])}
+            assert set(AGENT_INSTANCE_ACTIONS + AGENT_MESSAGE_ACTIONS) <= actions, (name, lid)
+            assert "ManagedPolicyArns" not in role["Properties"], (name, lid)
+            checked += 1
+        elif _trusts(role, "ec2.amazonaws.com"):
             arns = [a for value in role["Properties"].get("ManagedPolicyArns", []) for a in security.render(value)]
             assert any(a.endswith(SSM_CORE) for a in arns), (name, lid)
             checked += 1

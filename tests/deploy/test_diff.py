@@ -176,8 +176,8 @@ def test_lustre_deployment_type_replaces_it(specs, cached, capsys):
 def test_renaming_the_cluster_replaces_everything(specs, cached, capsys):
     r = report(specs, cached, "base", "rename")
     assert {s.name: s.status for s in r.stacks if "/" not in s.name} == {
-        **{f"llm-pretrain-{s}": "removed" for s in ("network", "storage", "observability", "cluster")},
-        **{f"llm-pretrain2-{s}": "added" for s in ("network", "storage", "observability", "cluster")}}
+        **{f"llm-pretrain-{s}": "removed" for s in ("network", "storage", "observability", "images", "cluster")},
+        **{f"llm-pretrain2-{s}": "added" for s in ("network", "storage", "observability", "images", "cluster")}}
     lost = {c.type for c in r.data_loss}
     assert {"AWS::S3::Bucket", "AWS::FSx::FileSystem"} <= lost
     old_storage = next(s for s in r.stacks if s.name == "llm-pretrain-storage")
@@ -190,14 +190,14 @@ def test_renaming_the_cluster_replaces_everything(specs, cached, capsys):
 
 
 def test_moving_the_gpu_zone_fails_at_the_network_whatever_is_allowed(specs, cached, capsys):
-    """The subnets' ids are exports the file system, the PCS cluster and the node groups import:
-    CloudFormation refuses the network's update, so no new subnet slides under the file system."""
+    """The subnets' ids are exports the file system, the PCS cluster, the node groups and the image
+    builds import: CloudFormation refuses the network's update, so no new subnet slides under the file system."""
     assert run_diff(cached, specs["base"], specs["move"], "--allow-data-loss") == 1
     out = capsys.readouterr().out
     fails = out.split("UPDATE FAILS: ", 1)[1]
     assert fails.startswith("1 change that the service refuses:\n  llm-pretrain-network Outputs.ExportsOutputRef")
-    assert "goes away, and llm-pretrain-cluster, llm-pretrain-cluster/NodeGroup-gpu, llm-pretrain-storage import it" \
-        in fails
+    assert ("goes away, and llm-pretrain-cluster, llm-pretrain-cluster/NodeGroup-gpu, llm-pretrain-images, "
+            "llm-pretrain-storage import it") in fails
     assert "changes: SubnetIds[0]\n" in out  # the file system's, shown as a reader knows it
 
 

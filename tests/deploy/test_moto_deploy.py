@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from urllib.parse import urlparse
 
 import pytest
@@ -44,8 +45,14 @@ SKIPPED_BY_MOTO = {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation"
     "AWS::KMS::Key",
     # moto 5.2 does not create CloudWatch alarms from CloudFormation (the dashboard's alarm status
     # widget reads their Arn): the alarms are asserted on the template instead.
-    "AWS::CloudWatch::Alarm"}
-STACK_ORDER = ("network", "storage", "observability", "cluster")  # as CloudFormation must create them
+    "AWS::CloudWatch::Alarm",
+    # moto 5.2 has no EC2 Image Builder: NAME-images is deployed with its build role, instance profile
+    # and log group; the images themselves, and the cluster's reads of their AMI ids, are asserted on
+    # the templates (tests/cdk/test_images_stack.py).
+    "AWS::ImageBuilder::Component", "AWS::ImageBuilder::ImageRecipe",
+    "AWS::ImageBuilder::InfrastructureConfiguration", "AWS::ImageBuilder::DistributionConfiguration",
+    "AWS::ImageBuilder::Image"}
+STACK_ORDER = ("network", "storage", "observability", "images", "cluster")  # as CloudFormation must create them
 ASSET_BUCKET_PREFIX = "cdk-hnb659fds-assets-"  # the CDK bootstrap bucket, where nested templates are published
 
 
@@ -311,11 +318,15 @@ def test_buckets_encrypted(deployed):
 
 NODE_PRINCIPALS = {"ec2.amazonaws.com", "sagemaker.amazonaws.com"}  # PCS node role, HyperPod execution role
 LIFECYCLE_PREFIX = "/fmcluster-lifecycle/"  # HyperPod lifecycle scripts in the CDK asset bucket
+# AWS PCS lifecycle scripts: single objects of the CDK asset bucket, named by their SHA-256
+NODE_SCRIPT = re.compile(r"arn:aws:s3:::" + ASSET_BUCKET_PREFIX + r"[0-9]{12}-[a-z0-9-]+/[0-9a-f]{64}\.sh")
+IMAGE_BUILD_PATH = "/fmcluster-image-build/"  # NAME-images' build roles (fmcluster_cdk/constructs/images/builder.py)
 
 
 def test_node_role_reaches_only_cluster_buckets(deployed):
     """The roles the nodes assume (PCS: under /aws-pcs/; HyperPod: trusted by SageMaker) reach
-    only the cluster's buckets, and HyperPod's only its lifecycle-script folders besides."""
+    only the cluster's buckets, and besides HyperPod's only its lifecycle-script folders, PCS's only
+    its node scripts (single objects of the asset bucket)."""
     import boto3
 
     spec, region, _ = deployed
@@ -330,8 +341,8 @@ def test_node_role_reaches_only_cluster_buckets(deployed):
 
     roles = [r for r in iam.list_roles()["Roles"] if r["Path"] == "/aws-pcs/" or principals(r) & NODE_PRINCIPALS]
     assert roles, "the cluster stack creates the role its nodes assume"
-    if spec.orchestrator.type == "pcs":
-        assert all(r["Path"] == "/aws-pcs/" for r in roles), "the PCS node role lives under /aws-pcs/"
+    if spec.orchestrator.type == "pcs":  # (besides the image build roles of NAME-images, checked below too)
+        assert all(r["Path"] in ("/aws-pcs/", IMAGE_BUILD_PATH) for r in roles), "PCS node roles: /aws-pcs/"
     for role in roles:
         for policy_name in iam.list_role_policies(RoleName=role["RoleName"])["PolicyNames"]:
             document = iam.get_role_policy(RoleName=role["RoleName"], PolicyName=policy_name)["PolicyDocument"]
@@ -346,7 +357,7 @@ def test_node_role_reaches_only_cluster_buckets(deployed):
                     prefixes = statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix", [])
                     listing_lifecycle = bool(prefixes) and all(p.startswith(LIFECYCLE_PREFIX[1:]) for p in prefixes)
                     assert all(spec.name in json.dumps(r) or LIFECYCLE_PREFIX in json.dumps(r) or listing_lifecycle
-                               for r in resources), statement
+                               or NODE_SCRIPT.fullmatch(r) for r in resources), statement
 
 
 def test_capacity_block_groups_get_their_scaler_rules(deployed):
@@ -365,3 +376,27 @@ def test_capacity_block_groups_get_their_scaler_rules(deployed):
     assert sorted(r.get("ScheduleExpression", "pattern") for r in scalers) == ["pattern", "rate(5 minutes)"]
     (pattern,) = [json.loads(r["EventPattern"]) for r in scalers if "EventPattern" in r]
     assert pattern["detail"] == {"capacity-reservation-id": [blocks[0].capacity.reservation_id]}
+
+
+def test_image_build_roles_and_logs(deployed):
+    """NAME-images, where the model bakes node images: per image, its build role (no bucket, no
+    managed policy) in an instance profile, and its log group under /aws/imagebuilder/, with a
+    retention, as IAM and CloudWatch Logs (moto) hold them."""
+    import boto3
+
+    from fmcluster.model.cluster import resolve
+
+    spec, region, templates = deployed
+    images = resolve(spec).images
+    iam = boto3.client("iam", region_name=region)
+    roles = [r for r in iam.list_roles()["Roles"] if r["Path"] == IMAGE_BUILD_PATH]
+    assert len(roles) == len(images)
+    profiles = iam.list_instance_profiles()["InstanceProfiles"]
+    for role in roles:
+        assert iam.list_attached_role_policies(RoleName=role["RoleName"])["AttachedPolicies"] == []
+        assert [p for p in profiles if [r["RoleName"] for r in p["Roles"]] == [role["RoleName"]]]
+    groups = boto3.client("logs", region_name=region).describe_log_groups(
+        logGroupNamePrefix="/aws/imagebuilder/")["logGroups"]
+    assert len(groups) == len(images)
+    assert all(g["logGroupName"].startswith(f"/aws/imagebuilder/{spec.name}-") and g["retentionInDays"]
+               for g in groups)

@@ -300,7 +300,7 @@ def cluster_actions(code_pipeline, wave, cluster, many):
 def deploy_order():
     """Each stack's Prepare (create the change set) and Deploy (execute it); the storage stack's
     change set is judged by Guard in between."""
-    order = [(f"{s}.{step}", "CloudFormation") for s in ("network", "storage", "observability", "cluster")
+    order = [(f"{s}.{step}", "CloudFormation") for s in ("network", "storage", "observability", "images", "cluster")
              for step in ("Prepare", "Deploy")]
     order.insert(order.index(("storage.Deploy", "CloudFormation")), ("storage.Guard", "CodeBuild"))
     return order
@@ -332,7 +332,7 @@ def test_stages_deploy_the_same_stacks_as_cdk_deploy_of_the_spec(assembly, code_
         stage = cloud.get_nested_assembly(f"assembly-gpu-clusters-pipeline-{deployment.name}")
         stacks = {s.stack_name: s for s in stage.stacks}
         assert sorted(stacks) == sorted(f"{deployment.name}-{k}" for k in
-                                        ("network", "storage", "observability", "cluster"))
+                                        ("network", "storage", "observability", "images", "cluster"))
         for stack in stacks.values():
             assert stack.environment.account == (deployment.spec.account or "111122223333")
             assert stack.environment.region == deployment.spec.region

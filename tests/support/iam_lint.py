@@ -62,6 +62,8 @@ ARN_OF: dict[tuple[str, str], str] = {
     ("AWS::EKS::Cluster", "Arn"): _regional("eks", "cluster/${Name}"),
     ("AWS::EKS::Nodegroup", "Arn"): _regional("eks", "nodegroup/${ClusterName}/${NodegroupName}/${UUID}"),
     ("AWS::IAM::Role", "Arn"): f"arn:{PARTITION}:iam::{ACCOUNT}:role/${{Name}}",
+    # A component's Arn is its build version's (AWS::ImageBuilder::Component return values).
+    ("AWS::ImageBuilder::Component", "Arn"): _regional("imagebuilder", "component/${Name}/${Version}/${BuildVersion}"),
     ("AWS::KMS::Key", "Arn"): _regional("kms", "key/${Id}"),
     ("AWS::Lambda::Function", "Arn"): _regional("lambda", "function:${Name}"),
     # CloudFormation's log group Arn ends in ":*" (AWS::Logs::LogGroup return values).

@@ -57,6 +57,13 @@ ALLOWED_WILDCARDS: tuple[Allowed, ...] = (
     Allowed(("ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
              "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel"), "*",
             "Session Manager channels of the node itself (login without SSH). " + NO_RESOURCE_TYPES),
+    Allowed(("ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage", "ec2messages:FailMessage",
+             "ec2messages:GetEndpoint", "ec2messages:GetMessages", "ec2messages:SendReply"), "*",
+            "The SSM agent of an Image Builder build or test instance takes Run Command messages (AWSTOE's "
+            "runs) this way. " + NO_RESOURCE_TYPES),
+    Allowed(("ssm:UpdateInstanceInformation",), "arn:{*}:ec2:{*}:${AWS::AccountId}:instance/*",
+            "The SSM agent of an Image Builder build or test instance registers its own instance; Image "
+            "Builder launches it during the build, so its id is unknown at synth. This account's instances only."),
     Allowed(("ecr:GetAuthorizationToken",), "*",
             "The registry login token for image pulls (HyperPod EKS). " + NO_RESOURCE_TYPES),
     Allowed(("fsx:DescribeFileSystems",), "*",

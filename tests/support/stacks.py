@@ -63,23 +63,23 @@ def image_id(key: str) -> str:
 
 
 def images(model):
-    """Stand-in NAME-images refs of a model's node images."""
+    """Stand-in NAME-images refs of a model's node images (None when it bakes none)."""
+    if not model.images:
+        return None
     return types.SimpleNamespace(image_ids={image.key: image_id(image.key) for image in model.images})
 
 
 def cluster(app, spec, *, stack_id: str | None = None, observability=None):
     """NAME-cluster of `spec` for its control plane (fmcluster_cdk.stacks.cluster.cluster_stack, as the app
-    builds it) on the stand-in network, storage and (AWS PCS) images; shared by the control planes'
-    test modules."""
+    builds it) on the stand-in network, storage and images; shared by the control planes' test modules."""
     import aws_cdk as cdk
 
     from fmcluster_cdk.stacks.cluster import cluster_stack
 
     model = resolve(spec)
-    extra = {"images": images(model)} if model.control_plane.type == "pcs" else {}
     return cluster_stack(app, stack_id or f"{spec.name}-cluster", model=model, network=network(),
                          storage=storage(spec, KMS_KEY if spec.storage.kms else None),
-                         env=cdk.Environment(region=spec.region), observability=observability, **extra)
+                         env=cdk.Environment(region=spec.region), observability=observability, images=images(model))
 
 
 def new_app(outdir: Path | None = None):
