@@ -31,6 +31,7 @@ FSX_MOUNT_ATTEMPTS = 20
 FSX_RETRY_SECONDS = 15
 FSX_MOUNT_OPTIONS = "defaults,relatime,flock,_netdev"
 LNET_EFA_UNIT = "fmcluster-lnet-efa.service"
+LUSTRE_CLIENT_ATTEMPTS = 3  # dnf install lustre-client, on Amazon EKS's images
 APT_LOCK_TIMEOUT_SECONDS = 300  # DPkg::Lock::Timeout of each apt-get
 APT_ATTEMPTS = 5
 APT_RETRY_SECONDS = 30
@@ -412,8 +413,12 @@ class NodeProgram:
                         DLAMI_NVME_UNIT=DLAMI_NVME_UNIT, DLAMI_NVME_PATH=DLAMI_NVME_PATH,
                         DLAMI_WAIT_SECONDS=DLAMI_WAIT_SECONDS)
 
-    def lnet(self, interfaces: int) -> "NodeProgram":
+    def lnet(self, interfaces: int, *, install_client: bool = False) -> "NodeProgram":
+        """LNet over EFA on `interfaces` EFA devices (lnet.sh); `install_client`: install the Lustre
+        client first (lustre-client.sh: Amazon EKS's images lack it; the Slurm planes' have it)."""
         self.programs["lnet_efa"] = PROGRAMS / "lnet-efa.sh"
+        if install_client:
+            self.add("lustre-client.sh", "install_lustre_client", LUSTRE_CLIENT_ATTEMPTS=LUSTRE_CLIENT_ATTEMPTS)
         return self.add("lnet.sh", "setup_lnet_efa", FMCLUSTER_LIB=FMCLUSTER_LIB, LNET_EFA_INTERFACES=interfaces)
 
     def lustre(self, mount: LustreMount, *, lnet: bool) -> "NodeProgram":

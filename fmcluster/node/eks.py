@@ -91,7 +91,7 @@ def node_script(instance: InstanceType, *, taints: Iterable[Mapping[str, str]] =
         program.add("textfile.sh", "write_expected_gpus", EXPECTED_GPUS=instance.gpu_count or 0,
                     TEXTFILE_DIR=TEXTFILE_DIR)
     if lnet:
-        program.lnet(lnet)
+        program.lnet(lnet, install_client=True)
     if instance.is_gpu or lnet:
         program.readiness(mounts=(), lnet_efa=lnet > 0)
         program.add("gate-kubelet.sh", "gate_kubelet", REGISTER_TAINTS=taint_flag(taints),

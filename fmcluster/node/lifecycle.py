@@ -72,7 +72,7 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
     program.add(SCRIPTS / "hooks.sh", "run_hooks", HOOKS_DIR=HOOKS_DIR, OPTIONAL_HOOKS=" ".join(OPTIONAL_HOOKS))
     lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
     if lnet:
-        program.lnet(lnet)
+        program.lnet(lnet, install_client=True)
     if instance.nvme_disks:
         program.scratch(scratch_path)
     if runtime is not None:

@@ -8,8 +8,9 @@
 # What the FSx for Lustre User Guide ("Configuring EFA clients") and the Amazon EKS User Guide
 # ("Optimize Amazon FSx for Lustre performance on nodes (EFA)") do, as a program that fails
 # loudly instead of falling back to TCP:
-# 1. a Lustre client with the EFA LNet driver (kefalnd); on Amazon Linux it is installed from the
-#    distribution (dnf install lustre-client) when missing, the Ubuntu DLAMIs ship one;
+# 1. a Lustre client with the EFA LNet driver (kefalnd): the node image's (the Ubuntu DLAMIs and
+#    the Slurm planes' baked images ship one; on Amazon EKS's images the boot installs it first,
+#    scripts/boot/lustre-client.sh);
 # 2. the EFA kernel driver at MIN_EFA_DRIVER or later;
 # 3. the modules lnet, kefalnd (on the primary interface) and ksocklnd, then LNet configured with
 #    the tcp network on the primary interface and an efa network on INTERFACES EFA devices, spread
@@ -22,7 +23,6 @@ set -euo pipefail
 ROOT=${FMCLUSTER_ROOT:-}
 MIN_EFA_DRIVER=2.12.1
 PEER_CREDITS=32
-CLIENT_ATTEMPTS=3
 
 log() {
   printf 'fmcluster-lnet-efa: %s\n' "$*" >&2
@@ -38,21 +38,8 @@ efa_nids() {
 }
 
 ensure_lustre_client() {
-  local attempt
-  if modinfo kefalnd >/dev/null 2>&1; then
-    return 0
-  fi
-  if ! command -v dnf >/dev/null 2>&1; then
-    fail "no Lustre client with the EFA LNet driver (kefalnd) on this node: install the FSx for Lustre client for this kernel"
-  fi
-  for ((attempt = 1; attempt <= CLIENT_ATTEMPTS; attempt++)); do
-    if dnf install -y -q lustre-client; then
-      break
-    fi
-    log "dnf install lustre-client failed (attempt $attempt of $CLIENT_ATTEMPTS)"
-    sleep 10
-  done
-  modinfo kefalnd >/dev/null 2>&1 || fail "the Lustre client has no EFA LNet driver (kefalnd)"
+  modinfo kefalnd >/dev/null 2>&1 ||
+    fail "no Lustre client with the EFA LNet driver (kefalnd) on this node: its image needs the FSx for Lustre client for its kernel"
 }
 
 main() {
