@@ -39,9 +39,13 @@ class LifecycleAction:
     Props:
         name: the script's name (letters, digits, spaces, '_' and '-', a letter or digit first; at
             most 64 characters), unique in the node group.
+            @default required
         stage: ``NodeBootstrapped`` (before slurmd starts) or ``NodeReady`` (once slurmd has registered).
+            @default required
         location: ``s3://BUCKET/KEY`` or an HTTPS URL (may be a token).
+            @default required
         checksum: the SHA-256 of the script, 64 lowercase hex digits.
+            @default required
         arguments: its arguments (at most 20, each at most 256 characters; may hold tokens, whose
             deployed length the caller answers for).
             @default none

@@ -6,8 +6,8 @@ and base85, decoded by the script itself), the Amazon EKS user data's shell part
 (fmcluster.node.eks.node_script) and the SageMaker HyperPod lifecycle folders
 (fmcluster.node.lifecycle: on_init.sh and its hooks). A node runs on its cluster's image: the
 image bake (fmcluster.node.image) really ran, once per Ubuntu release, with the real git, make and
-gcc against local stand-ins of the upstream repositories (tests/support/standins.py,
-tests/support/sandbox.baked_files), so every test renders its scripts with the stand-ins' commits
+gcc against local stand-ins of the upstream repositories (tests/support/standins.py, and
+baked_files in tests/support/sandbox.py), so every test renders its scripts with the stand-ins' commits
 as the pins (`standin_pins`; the real pins are checked against upstream by
 test_the_container_runtime_pins_are_recorded). The assertions read what the node did (the
 recorded commands and their order, its mounts, the files written, the units that came up after

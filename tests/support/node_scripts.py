@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fmcluster.deploy import assembly
-from fmcluster.facts import catalog
+from fmcluster.facts import catalog, images
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.node import bootstrap
 from tests.support.sandbox import Scenario, template_text, user_data_parts
@@ -32,6 +32,7 @@ class NodeScript:
     script: str
     files: dict[str, str] = field(default_factory=dict)  # beside the script (a lifecycle folder's hooks)
     name: str = "node.sh"
+    slurm_version: str = ""  # the cluster's (AWS PCS: its image's Pyxis is built against it)
 
 
 def _instance_types(spec) -> dict[str, str]:
@@ -53,7 +54,8 @@ def node_scripts(outdir: Path, spec) -> list[NodeScript]:
                 lt = template.body["Resources"][props["CustomLaunchTemplate"]["TemplateId"]["Ref"]]
                 user_data = template_text(lt["Properties"]["LaunchTemplateData"]["UserData"])
                 script, files = pcs_boot(outdir, props, user_data)
-                found.append(NodeScript(group, types[group], plane, script, files, name="pcs-boot.sh"))
+                found.append(NodeScript(group, types[group], plane, script, files, name="pcs-boot.sh",
+                                        slurm_version=spec.orchestrator.version or ""))
             elif (resource["Type"] == "AWS::EC2::LaunchTemplate" and "UserData" in props["LaunchTemplateData"]
                   and plane != "pcs"):
                 data = props["LaunchTemplateData"]
@@ -114,8 +116,8 @@ def scenario(node: NodeScript) -> Scenario:
     # an UltraServer node's AMI has NVIDIA's IMEX packages (nvidia-imex.service)
     common = dict(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks, efa_devices=instance.max_efa_interfaces,
                   imex=instance.ultraserver)
-    if node.plane == "pcs":
-        return Scenario(**common)  # Ubuntu 24.04 (the PCS DLAMI), slurmd started by PCS
+    if node.plane == "pcs":  # Ubuntu 24.04 (the PCS DLAMI), slurmd started by PCS, on the cluster's image
+        return Scenario(**common, image_slurm_prefix=images.slurm_prefix(images.PCS, node.slurm_version))
     if node.plane == "hyperpod-slurm":
         # slurmd's configless copy of the controller's plugstack.conf, once the controller registered Pyxis
         plugstack = f"include {bootstrap.Containers.hyperpod().pyxis_conf}\n"

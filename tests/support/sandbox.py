@@ -111,6 +111,8 @@ class Scenario:
     # installed, really baked once per release: `baked_files`), or "bare", an image without Enroot,
     # Pyxis and the exporters (an ami_id of one's own)
     image: str = "baked"
+    # the Slurm the baked image's Pyxis is built against (None: its release's IMAGE_SLURM_PREFIXES)
+    image_slurm_prefix: Optional[str] = None
     exporters: bool = True  # a baked image has the exporters' packages (dpkg-query lists them)
     network: bool = True  # off: every download fails (git clone, curl to a URL, apt-get)
 
@@ -253,7 +255,7 @@ class Sandbox:
             (self.root / "var/spool/slurmd/conf-cache/plugstack.conf").write_text(scenario.slurmd_plugstack)
         (self.state / "downloads").mkdir()
         if scenario.image == "baked" and scenario.os_release in IMAGE_SLURM_PREFIXES:
-            self._baked(baked_files(scenario.os_release), exporters=scenario.exporters)
+            self._baked(baked_files(scenario.os_release, scenario.image_slurm_prefix), exporters=scenario.exporters)
         self._tick()
 
     def _baked(self, baked: Path, *, exporters: bool) -> None:
@@ -525,27 +527,29 @@ exec systemd-analyze verify --man=no "$@" 2>&1
 # The Slurm each release's image is baked against: AWS PCS's (noble; the tests' cluster runs
 # Slurm 25.05) and SageMaker HyperPod's (jammy).
 IMAGE_SLURM_PREFIXES = {"noble": "/opt/aws/pcs/scheduler/slurm-25.05", "jammy": "/opt/slurm"}
-_BAKED: dict[str, Path] = {}
+_BAKED: dict[tuple[str, str], Path] = {}
 
 
-def node_image(os_release: str = "noble", revision: int = 1):
-    """The NodeImage of a release's base (the model's, as fmcluster.model.cluster makes them)."""
+def node_image(os_release: str = "noble", revision: int = 1, slurm_prefix: Optional[str] = None):
+    """The NodeImage of a release's base (the model's, as fmcluster.model.cluster makes them),
+    its Pyxis built against `slurm_prefix` (None: the release's IMAGE_SLURM_PREFIXES)."""
     from fmcluster.facts import images
     from fmcluster.model.cluster import NodeImage
 
     plane = images.PCS if os_release == "noble" else images.HYPERPOD_SLURM
+    prefix = slurm_prefix or IMAGE_SLURM_PREFIXES[os_release]
     return NodeImage(key=f"{plane}-x86_64", plane=plane, architecture="x86_64", base=images.base(plane, "x86_64"),
-                     slurm_version="25.05" if plane == images.PCS else "",
-                     slurm_prefix=IMAGE_SLURM_PREFIXES[os_release], build_instance_type="c6i.2xlarge",
+                     slurm_version=prefix.rsplit("slurm-", 1)[1] if plane == images.PCS else "",
+                     slurm_prefix=prefix, build_instance_type="c6i.2xlarge",
                      revision=revision, encrypted=False, groups=("gpu",))
 
 
-def bake(node: Sandbox, image=None) -> subprocess.CompletedProcess:
+def bake(node: Sandbox, image=None, slurm_prefix: Optional[str] = None) -> subprocess.CompletedProcess:
     """Run the image's build phase (fmcluster.node.image's bake script, pinned to the stand-ins'
     commits) on `node`: real git, make and gcc against the stand-ins."""
     from fmcluster.node.image import documents
 
-    image = image or node_image(node.scenario.os_release)
+    image = image or node_image(node.scenario.os_release, slurm_prefix=slurm_prefix)
     script = standins.with_pins(document_script(documents(image).build), node.upstream)
     return node.run(script, name="bake.sh")
 
@@ -560,11 +564,13 @@ def document_script(document: str) -> str:
     return script
 
 
-def baked_files(os_release: str) -> Path:
-    """What the image bake leaves on a `os_release` node, baked once per test process: root/, the
-    files it wrote (Enroot, Pyxis against IMAGE_SLURM_PREFIXES[os_release], the manifest...), and
-    state/, the packages it installed (the fakes' dpkg, package-units, enroot-caps)."""
-    if os_release not in _BAKED:
+def baked_files(os_release: str, slurm_prefix: Optional[str] = None) -> Path:
+    """What the image bake leaves on a `os_release` node, baked once per test process and Slurm:
+    root/, the files it wrote (Enroot, Pyxis against `slurm_prefix`, by default
+    IMAGE_SLURM_PREFIXES[os_release], the manifest...), and state/, the packages it installed (the
+    fakes' dpkg, package-units, enroot-caps)."""
+    key = (os_release, slurm_prefix or IMAGE_SLURM_PREFIXES[os_release])
+    if key not in _BAKED:
         import atexit
         import tempfile
 
@@ -573,9 +579,9 @@ def baked_files(os_release: str) -> Path:
         node = Sandbox(top / "bake", Scenario(os_release=os_release, image="bare", gpus=0, nvme_disks=0,
                                               efa_devices=0, slurmd=False))
         before = {p.relative_to(node.root) for p in node.root.rglob("*")}
-        result = bake(node)
+        result = bake(node, slurm_prefix=key[1])
         assert result.returncode == 0, result.stderr
-        out = top / os_release
+        out = top / "image"
         for path in sorted(node.root.rglob("*")):
             relative = path.relative_to(node.root)
             if relative in before:
@@ -590,8 +596,8 @@ def baked_files(os_release: str) -> Path:
         for name in ("dpkg", "package-units", "enroot-caps"):
             if (node.state / name).exists():
                 shutil.copyfile(node.state / name, out / "state" / name)
-        _BAKED[os_release] = out
-    return _BAKED[os_release]
+        _BAKED[key] = out
+    return _BAKED[key]
 
 
 def user_data_parts(text: str) -> dict[str, tuple[str, str]]:
