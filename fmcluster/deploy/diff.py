@@ -430,11 +430,13 @@ def _of_image(key: str, lid: str, resource: Mapping[str, Any]) -> bool:
 
 
 PCS_ROLL = ("AWS PCS takes the new AMI as the compute node groups' AMI ({images} hands it to {cluster} by "
-            "a cross-stack reference, so {cluster}'s own template may not change); instances launched after the "
+            "a cross-stack reference; the groups carry the image's identity, so {cluster} changes with it and "
+            "its deploy reads the new AMI); instances launched after the "
             "update (new dynamic nodes, replaced static ones) boot from it, running instances keep the image they "
             "booted from until they are replaced")
 HYPERPOD_ROLL = ("SageMaker HyperPod takes the new AMI as the instance groups' ImageId ({images} hands it to "
-                 "{cluster} by a cross-stack reference, so {cluster}'s own template may not change); running "
+                 "{cluster} by a cross-stack reference; the cluster carries the image's identity, so {cluster} "
+                 "changes with it and its deploy reads the new AMI); running "
                  "nodes keep their image until UpdateClusterSoftware moves them to it: aws sagemaker "
                  "update-cluster-software --cluster-name {name} --image-id AMI (every instance group unless "
                  "--instance-groups names them; it may affect the cluster's availability: plan it around jobs)")

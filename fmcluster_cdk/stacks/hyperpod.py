@@ -32,6 +32,7 @@ from fmcluster_cdk.constructs.hyperpod.cluster import (
 from fmcluster_cdk.constructs.hyperpod.lifecycle import LifecycleScripts
 from fmcluster_cdk.constructs.hyperpod.role import ExecutionPolicyProps, HyperPodExecutionRole
 from fmcluster_cdk.errors import ConstructError
+from fmcluster_cdk.stacks.images import IDENTITY_TAG
 from fmcluster_cdk.stacks.refs import ImagesRefs, NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The Slurm node type of each of the model's groups (fmcluster.model.cluster roles).
@@ -184,6 +185,11 @@ class HyperPodSlurmStack(cdk.Stack):
                                        orchestrator=slurm_orchestrator(mode),
                                        instance_groups=self.groups.instance_groups, subnet_ids=subnets,
                                        security_group_ids=security_groups, node_provisioning_mode=mode)
+        # The AMIs come from NAME-images by weak references, which CloudFormation reads only when this
+        # stack changes: each image's identity on the cluster changes it with the image.
+        for image in model.images:
+            assert images is not None  # checked above
+            cdk.Tags.of(self.cluster).add(f"{IDENTITY_TAG}:{image.key}", images.identities[image.key])
 
         partitions = ",".join(g.name for g in model.node_groups)
         for output_id, value, description in (

@@ -19,6 +19,7 @@ from fmcluster_cdk.constructs.compute.node_scripts import NodeScripts
 from fmcluster_cdk.constructs.pcs import ComputeNodeGroup, LifecycleAction, SlurmCluster, SlurmQueue
 from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks import node_groups
+from fmcluster_cdk.stacks.images import IDENTITY_TAG
 from fmcluster_cdk.stacks.refs import ImagesRefs, NetworkRefs, ObservabilityRefs, StorageRefs
 
 
@@ -149,6 +150,11 @@ class PcsClusterStack(cdk.Stack):
                 s.name, s.stage, published.locations[s.file_name], published.checksums[s.file_name], s.arguments,
                 s.execution_policy, s.on_error) for s in scripts])
         made.node.add_dependency(published.policy)  # the nodes read the scripts as soon as they launch
+        if group.image is not None and not group.ami_id:
+            # The AMI comes from NAME-images by a weak reference, which CloudFormation reads only
+            # when this stack changes: the image's identity on the group changes it with the image.
+            assert self.images is not None  # checked in __init__
+            cdk.Tags.of(made).add(IDENTITY_TAG, self.images.identities[group.image])
         self.node_groups[group.name] = made
         if group.role == COMPUTE:  # a queue (Slurm partition) per spec node group, none for the login nodes
             self.queues[group.name] = SlurmQueue(scope, "Queue", cluster_id=self.cluster.cluster_id, name=group.name,

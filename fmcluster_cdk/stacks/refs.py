@@ -87,3 +87,8 @@ class ImagesRefs(Protocol):
     @property
     def image_ids(self) -> Mapping[str, str]:
         """Node image key (fmcluster.model.cluster.NodeImage.key) -> the AMI id of its newest build."""
+
+    @property
+    def identities(self) -> Mapping[str, str]:
+        """Node image key -> the identity of what makes the image (a hex digest): the groups that
+        launch from it carry it, so that their stack changes, and reads the new AMI, when it does."""

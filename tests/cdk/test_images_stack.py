@@ -42,13 +42,16 @@ CASES = {"pcs": (PCS, {}), "pcs-kms": (PCS, {"kms": True}), "pcs-revision": (PCS
 
 
 def synthesize(spec, outdir) -> dict[str, dict]:
-    """{stack name suffix: template} of the spec's whole app, as fmcluster synthesizes it."""
+    """{stack name suffix: template} of the spec's whole app, as fmcluster synthesizes it (a nested
+    stack's under its file name)."""
     from fmcluster.deploy.synth import app_context, cdk_json
     from fmcluster_cdk.synthesis import build_app
 
     build_app([spec], str(outdir), app_context(cdk_json(ROOT))).synth()
-    return {p.name.removesuffix(".template.json").removeprefix(f"{spec.name}-"): json.loads(p.read_text())
+    made = {p.name.removesuffix(".template.json").removeprefix(f"{spec.name}-"): json.loads(p.read_text())
             for p in outdir.glob(f"{spec.name}-*.template.json")}
+    made.update({p.name: json.loads(p.read_text()) for p in outdir.glob("*.nested.template.json")})
+    return made
 
 
 @pytest.fixture(scope="module")
@@ -300,3 +303,36 @@ def test_the_construct_refuses_what_image_builder_would(tmp_path):
                 {"security_group_ids": []}, {"log_group_name": "/elsewhere/x"}):
         with pytest.raises(ConstructError):
             NodeImageBuilder(stack, f"Bad{len(stack.node.children)}", **{**good, **bad})
+
+
+def _tags(props) -> dict:
+    tags = props.get("Tags", {})
+    return {t["Key"]: t["Value"] for t in tags} if isinstance(tags, list) else dict(tags)
+
+
+def _ami_identity(templates) -> str:
+    from fmcluster_cdk.stacks.images import IDENTITY_TAG
+
+    _, distribution = one(templates["images"], "AWS::ImageBuilder::DistributionConfiguration")
+    return distribution["Distributions"][0]["AmiDistributionConfiguration"]["AmiTags"][IDENTITY_TAG]
+
+
+def test_a_rebuilt_image_changes_the_groups_that_launch_from_it(synth):
+    """NAME-cluster reads the AMI by a weak reference (Fn::GetStackOutput), which CloudFormation
+    resolves only when NAME-cluster itself is updated: each group launching from an image carries
+    the image's identity (the AMI's own identity tag), so a new image changes NAME-cluster and its
+    deploy reads the new AMI; a group with its own ami_id carries none."""
+    from fmcluster_cdk.stacks.images import IDENTITY_TAG
+
+    seen = {}
+    for case in ("pcs", "pcs-revision"):
+        spec, templates = synth[case]
+        groups = {p["Name"]: p for t in templates.values() for p in resources(t, "AWS::PCS::ComputeNodeGroup").values()}
+        assert set(groups) == {g.name for g in resolve(spec).all_groups}
+        identities = {name: _tags(p)[IDENTITY_TAG] for name, p in groups.items()}
+        assert set(identities.values()) == {_ami_identity(templates)}, case
+        seen[case] = _ami_identity(templates)
+    assert seen["pcs"] != seen["pcs-revision"]
+    spec, templates = synth["hyperpod"]
+    _, cluster = one(templates["cluster"], "AWS::SageMaker::Cluster")
+    assert _tags(cluster)[f"{IDENTITY_TAG}:hyperpod-slurm-x86_64"] == _ami_identity(templates)

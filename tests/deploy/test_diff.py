@@ -604,10 +604,13 @@ def test_hyperpod_says_update_cluster_software_rolls_the_running_nodes(capsys):
 
 
 def test_the_synthesized_images_stack_rolls_the_groups_of_a_new_revision(cached):
-    """The same, on the stacks the CDK app synthesizes (once NAME-images is one of them): the rolled
-    groups are named, and the update is one CloudFormation accepts (no export in use changes)."""
-    pytest.importorskip("fmcluster_cdk.stacks.images")
+    """The same, on the stacks the CDK app synthesizes: the rolled groups are named, the update is
+    one CloudFormation accepts (no export in use changes), and NAME-cluster changes with the image
+    (its groups carry the image's identity), so its deploy reads the new AMI: no caution."""
     old = loader.load(BASE).spec
     r = diff.run(old, _revision(old, 1), synthesize=cached).comparison
     assert [(roll.image, roll.groups) for roll in r.rolls] == [("pcs-x86_64", ["login", "gpu"])]
     assert not r.failing and not r.data_loss
+    assert "does not change" not in r.rolls[0].note
+    changed = {c.type for s in r.stacks if s.name.startswith(f"{old.name}-cluster") for c in s.changes}
+    assert "AWS::PCS::ComputeNodeGroup" in changed

@@ -66,7 +66,16 @@ def images(model):
     """Stand-in NAME-images refs of a model's node images (None when it bakes none)."""
     if not model.images:
         return None
-    return types.SimpleNamespace(image_ids={image.key: image_id(image.key) for image in model.images})
+    return types.SimpleNamespace(image_ids={image.key: image_id(image.key) for image in model.images},
+                                 identities={image.key: image_identity(image) for image in model.images})
+
+
+def image_identity(image) -> str:
+    """The stand-in identity of a node image: NAME-images' (its documents, base, revision...)."""
+    from fmcluster.node.image import documents
+    from fmcluster_cdk.stacks.images import identity
+
+    return identity(image, documents(image).digest)
 
 
 def cluster(app, spec, *, stack_id: str | None = None, observability=None):
