@@ -527,7 +527,7 @@ exec systemd-analyze verify --man=no "$@" 2>&1
 # The Slurm each release's image is baked against: AWS PCS's (noble; the tests' cluster runs
 # Slurm 25.05) and SageMaker HyperPod's (jammy).
 IMAGE_SLURM_PREFIXES = {"noble": "/opt/aws/pcs/scheduler/slurm-25.05", "jammy": "/opt/slurm"}
-_BAKED: dict[tuple[str, str], Path] = {}
+_BAKED: dict[tuple[str, str, str], Path] = {}
 
 
 def node_image(os_release: str = "noble", revision: int = 1, slurm_prefix: Optional[str] = None):
@@ -569,7 +569,11 @@ def baked_files(os_release: str, slurm_prefix: Optional[str] = None) -> Path:
     root/, the files it wrote (Enroot, Pyxis against `slurm_prefix`, by default
     IMAGE_SLURM_PREFIXES[os_release], the manifest...), and state/, the packages it installed (the
     fakes' dpkg, package-units, enroot-caps)."""
-    key = (os_release, slurm_prefix or IMAGE_SLURM_PREFIXES[os_release])
+    from fmcluster.node.image import documents
+
+    prefix = slurm_prefix or IMAGE_SLURM_PREFIXES[os_release]
+    # the bake's documents follow the pins in force (the stand-ins' or the real ones): one bake each
+    key = (os_release, prefix, documents(node_image(os_release, slurm_prefix=prefix)).digest)
     if key not in _BAKED:
         import atexit
         import tempfile
