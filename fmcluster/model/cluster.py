@@ -202,6 +202,11 @@ class ClusterModel:
         """The tags a node group's instances and volumes carry (its launch template's)."""
         return {**self.spec.tags, naming.CLUSTER_TAG: self.name, naming.NODE_GROUP_TAG: group.name}
 
+    def runs_containers(self, group: NodeGroup) -> bool:
+        """The group's nodes run Slurm jobs in containers (Enroot and Pyxis): on a Slurm plane, the
+        GPU compute groups and the control plane's own (login nodes, the HyperPod controller)."""
+        return self.control_plane.scheduler == "slurm" and (group.role != COMPUTE or group.instance.is_gpu)
+
     @property
     def imex_prolog(self) -> bool:
         """Slurm runs the IMEX prolog: a Slurm cluster with an UltraServer node group (installed on

@@ -15,12 +15,14 @@ documented here. The digest is the image's identity: a changed recipe is a new d
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
 import yaml
 
+from fmcluster.facts import images as image_facts
 from fmcluster.model.cluster import NodeImage
 from fmcluster.node import bootstrap
 
@@ -45,6 +47,41 @@ class ImageDocuments:
     build: str
     test: str
     digest: str
+
+
+UBUNTU_RELEASES = {"noble": "24.04", "jammy": "22.04"}
+
+
+def exporter_pins() -> dict[str, dict[str, str]]:
+    """The exporters' pinned package versions per Ubuntu release, read from their one source
+    (scripts/image/exporters.sh): package -> {release codename: apt version pattern}."""
+    text = (SCRIPTS / "exporters.sh").read_text(encoding="utf-8")
+    tables = {"prometheus-node-exporter": "NODE_EXPORTER_VERSIONS", "prometheus": "PROMETHEUS_VERSIONS"}
+    found = {}
+    for package, name in tables.items():
+        match = re.search(rf"^declare -A {name}=\((.*)\)$", text, re.MULTILINE)
+        if match is None:
+            raise ValueError(f"exporters.sh has no table {name}")
+        found[package] = dict(re.findall(r"\[(\w+)\]='([^']+)'", match.group(1)))
+    return found
+
+
+def own_image_needs(plane: str, slurm_prefix: str, *, containers: bool, metrics: bool) -> tuple[str, ...]:
+    """What a node group's own image (its `ami_id`) must have on a Slurm plane, as the boot checks
+    it (containers.sh, metrics.sh; on AWS PCS the agent that runs node lifecycle actions): a node
+    without any of it is not ready and never takes a job."""
+    needs = []
+    if containers:
+        needs += [f"Enroot {bootstrap.ENROOT_VERSION} (/usr/bin/enroot)",
+                  f"Pyxis {bootstrap.PYXIS_TAG} built against the Slurm at {slurm_prefix} "
+                  f"({slurm_prefix}/lib/slurm/spank_pyxis.so)"]
+    if metrics:
+        for package, versions in exporter_pins().items():
+            pinned = "; ".join(f"{UBUNTU_RELEASES.get(r, r)}: {v}" for r, v in versions.items())
+            needs.append(f"{package} ({pinned})")
+    if plane == image_facts.PCS:
+        needs.append(f"the AWS PCS agent {image_facts.PCS_AGENT_MIN} or later (node lifecycle actions)")
+    return tuple(needs)
 
 
 def pins(image: NodeImage) -> dict[str, str | int]:

@@ -336,6 +336,12 @@ def images_line(plan: Plan) -> str:
             f"image{'s' if count != 1 else ''} ({images.note})")
 
 
+def own_image_lines(plan: Plan) -> list[str]:
+    """What each group's own image must have, a line each."""
+    return [f"node group {o.group} launches from its own {o.ami_id}, which must have: {'; '.join(o.needs)}; "
+            "a node without them never takes a job" for o in plan.own_images]
+
+
 def observability_line(plan: Plan) -> str:
     o = plan.observability
     return (f"Prometheus {'on' if o.prometheus else 'off'}, Grafana {'on' if o.grafana else 'off'}, "
@@ -396,9 +402,10 @@ def render_text(plan: Plan) -> str:
                     text_table(subnets) + [""] + text_table(needs))
     out += _section("Control plane", [f"  {control_plane_line(plan)}"])
     out += _section("Observability", [f"  {observability_line(plan)}"])
-    if plan.images:
-        out += _section(f"Node images ({plan.images.stack}, EC2 Image Builder)",
-                        text_table(images_rows(plan)) + [f"  {images_line(plan)}"])
+    if plan.images or plan.own_images:
+        title = f"Node images ({plan.images.stack}, EC2 Image Builder)" if plan.images else "Node images"
+        body = text_table(images_rows(plan)) + [f"  {images_line(plan)}"] if plan.images else []
+        out += _section(title, body + [f"  {line}" for line in own_image_lines(plan)])
     out += _section("Stacks", text_table([[s.name, s.contents + (" [termination protection]"
                                                                 if s.termination_protection else "")]
                                           for s in plan.stacks]))
@@ -512,10 +519,11 @@ def _serving_markdown(plan: Plan) -> list[str]:
 
 
 def _images_markdown(plan: Plan) -> list[str]:
+    own = [f"- {line}" for line in own_image_lines(plan)] + ([""] if plan.own_images else [])
     if plan.images is None:
-        return []
+        return ["#### Node images", "", *own] if own else []
     return [f"#### Node images (`{plan.images.stack}`, EC2 Image Builder)", "", *md_table(images_rows(plan)), "",
-            f"{images_line(plan)}.", ""]
+            f"{images_line(plan)}.", "", *own]
 
 
 def render_markdown(plan: Plan) -> str:

@@ -12,6 +12,7 @@ from fmcluster.facts import fsx, inference, naming, prices, regions
 from fmcluster.facts import images as image_facts
 from fmcluster.facts import network as network_plan
 from fmcluster.model import cluster as model
+from fmcluster.node import image as node_image
 from fmcluster.plan.cost import Cost, Model, cost
 from fmcluster.spec import addresses
 from fmcluster.spec.models import ClusterSpec, NodeGroupSpec
@@ -240,6 +241,15 @@ class ImagePlan(Model):
     groups: list[str] = Field(description="the node groups that launch from it")
 
 
+class OwnImagePlan(Model):
+    """A node group of a Slurm plane that launches from its own image (`ami_id`), and what that image
+    must have: the boot checks it, and a node without it never takes a job."""
+
+    group: str
+    ami_id: str
+    needs: list[str]
+
+
 class ImagesPlan(Model):
     """NAME-images: the baked node images of a Slurm control plane (none on Kubernetes)."""
 
@@ -281,6 +291,7 @@ class Plan(Model):
     serving_kv_cache_floor: float = inference.KV_CACHE_RESERVE
     serving: Optional[ServingPlan] = None  # the spec's serving section; None without one
     images: Optional[ImagesPlan] = None  # NAME-images; None where the nodes launch from no baked image
+    own_images: list[OwnImagePlan] = []  # the Slurm groups with an ami_id of their own
 
 
 def json_schema() -> dict[str, Any]:
@@ -513,6 +524,15 @@ IMAGES_NOTE = ("an estimate: an Image Builder build and test each (a build insta
                "images.revision)")
 
 
+def _own_images(m: model.ClusterModel) -> list[OwnImagePlan]:
+    cp = m.control_plane
+    if cp.type not in (image_facts.PCS, image_facts.HYPERPOD_SLURM):
+        return []
+    prefix = image_facts.slurm_prefix(cp.type, m.spec.orchestrator.version or "")
+    return [OwnImagePlan(group=g.name, ami_id=g.ami_id, needs=list(node_image.own_image_needs(
+        cp.type, prefix, containers=m.runs_containers(g), metrics=m.observed))) for g in m.all_groups if g.ami_id]
+
+
 def _images(m: model.ClusterModel, table: prices.PriceTable) -> Optional[ImagesPlan]:
     if not m.images:
         return None
@@ -574,5 +594,5 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
         control_plane=_control_plane(m), observability=_observability(m), stacks=_stacks(m),
         cost=cost(m, table), resolved_spec=resolved,
         defaulted=_defaulted(resolved, raw if raw is not None else resolved), serving=_served(m),
-        images=_images(m, table),
+        images=_images(m, table), own_images=_own_images(m),
     )

@@ -134,7 +134,7 @@ class PcsClusterStack(cdk.Stack):
         scripts = actions.node_actions(group.instance_type, efa=group.efa, lustre=self.lustre,
                                        metrics=self._metrics(group),
                                        slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
-                                       containers=group.role == LOGIN or group.instance.is_gpu,
+                                       containers=self.model.runs_containers(group),
                                        slurm_version=self.slurm_version)
         published = NodeScripts(scope, "NodeScripts", scripts={s.file_name: s.text for s in scripts},
                                 role=self.node_role.role)

@@ -264,6 +264,31 @@ def test_a_node_group_with_its_own_ami_launches_from_no_image():
     assert image.groups == ["login"]
 
 
+def test_plan_says_what_a_groups_own_image_must_have():
+    """A Slurm group with its own ami_id: plan names what the boot will check on it (Enroot, Pyxis
+    against the cluster's Slurm, the pinned exporters with observability, the PCS agent); a CPU group
+    runs no containers; without observability no exporters; on Kubernetes nothing."""
+    data = with_(with_(base_spec(), "node_groups[0].ami_id", "ami-0123456789abcdef0"), "node_groups", [
+        {"name": "gpu", "instance_type": "p5.48xlarge", "max_count": 2, "ami_id": "ami-0123456789abcdef0"},
+        {"name": "cpu", "instance_type": "c7i.8xlarge", "max_count": 2, "ami_id": "ami-0fedcba9876543210"}])
+    p = plan_of_dict(data)
+    own = {o.group: o for o in p.own_images}
+    assert set(own) == {"gpu", "cpu"} and own["gpu"].ami_id == "ami-0123456789abcdef0"
+    prefix = image_facts.slurm_prefix(image_facts.PCS, validated(data).orchestrator.version)
+    assert own["gpu"].needs[:2] == ["Enroot 4.1.2 (/usr/bin/enroot)", f"Pyxis v0.24.0 built against the Slurm at "
+                                    f"{prefix} ({prefix}/lib/slurm/spank_pyxis.so)"]
+    assert any(n.startswith("prometheus-node-exporter (24.04: 1.7.0-1*") for n in own["gpu"].needs)
+    assert own["gpu"].needs[-1] == "the AWS PCS agent 1.5.0-1 or later (node lifecycle actions)"
+    assert not any("Enroot" in n for n in own["cpu"].needs)
+    text = plan_render.render_text(p)
+    assert "node group gpu launches from its own ami-0123456789abcdef0, which must have: Enroot 4.1.2" in text
+    assert "- node group cpu launches from its own ami-0fedcba9876543210" in plan_render.render_markdown(p)
+    quiet = plan_of_dict(with_(data, "observability", {"prometheus": False, "grafana": False}))
+    assert not any("prometheus" in n for o in quiet.own_images for n in o.needs)
+    eks = with_(with_(data, "orchestrator.type", "eks"), "network.extra_availability_zone_ids", ["use1-az6"])
+    assert plan_of_dict(eks).own_images == []
+
+
 def test_build_instance_is_priced_only_from_the_table(monkeypatch):
     p = plan_of_dict(base_spec())
     assert "c6i.2xlarge" not in prices.table().ec2_on_demand_hourly  # no price invented for it
