@@ -133,7 +133,8 @@ def test_the_digest_names_the_recipe(monkeypatch):
     digest = node_image.documents(image).digest
     assert re.fullmatch(r"[0-9a-f]{64}", digest) and node_image.documents(image).digest == digest
     # recorded in the image's manifest by the build phase
-    assert f"IMAGE_DIGEST={digest}" in document_script(node_image.documents(image).build).splitlines()
+    settings = document_script(node_image.documents(image).build).splitlines()
+    assert {f"IMAGE_DIGEST={digest}", f"IMAGE_DIGEST='{digest}'"} & set(settings)  # quoted when it starts a word
     # what does not change the image does not change the digest
     for same in ({"groups": ("a", "b")}, {"build_instance_type": "c6i.4xlarge"}, {"encrypted": True}):
         assert node_image.documents(dataclasses.replace(image, **same)).digest == digest, same
@@ -183,7 +184,7 @@ def test_bake_installs_the_pinned_packages_waiting_for_the_dpkg_lock(tmp_path):
                                  "prometheus=2.45.3+ds-2*")
     assert all("DPkg::Lock::Timeout=300" in line for line in node.lines("apt-get"))
     assert [c for c in node.calls("sleep") if c.args == (str(bootstrap.APT_RETRY_SECONDS),)]
-    assert "systemctl disable prometheus.service" in node.lines("systemctl")
+    assert "systemctl disable prometheus.service prometheus-node-exporter.service" in node.lines("systemctl")
     clones = [line.replace(str(node.root), "") for line in node.lines("git") if line.startswith("git clone")]
     assert clones == [
         f"git clone -q --depth 1 --recurse-submodules --branch v{bootstrap.ENROOT_VERSION} "

@@ -63,8 +63,11 @@ install_packages() {
   # shellcheck disable=SC2086  # a list of package names
   apt_get install -y -q --no-install-recommends $CONTAINER_PACKAGES \
     "prometheus-node-exporter=${NODE_EXPORTER_VERSIONS[$release]}" "prometheus=${PROMETHEUS_VERSIONS[$release]}"
-  # The packaged server is not used: the boot sets up an agent with its own unit (metrics.sh).
-  systemctl disable prometheus.service
+  # Neither packaged service runs from the image: Prometheus's server is not used (the boot sets up
+  # an agent with its own unit), and the packaged node exporter would listen on every interface
+  # (:9100) on every node, observed or not; metrics.sh enables it, on the loopback address only,
+  # where the cluster is observed.
+  systemctl disable prometheus.service prometheus-node-exporter.service
 }
 
 # build_enroot: the pinned commit and submodules, installed as NVIDIA's packages install it
