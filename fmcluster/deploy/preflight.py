@@ -488,12 +488,32 @@ class Preflight:
         for image in self.images:
             name = f"base image {image.key}"
             yield from self._guard(name, partial(self._base_image, image, name))
+        if any(image.encrypted for image in self.images):
+            for user in sorted(image_facts.KEY_USERS):
+                name = f"service-linked role {image_facts.KEY_USERS[user][1]}"
+                yield from self._guard(name, partial(self._key_user, user, name))
         service, call, kwargs, key, what = IMAGE_BUILDER
         if offered_in(service, self.spec.region) is False:
             yield Check(what, FAIL, f"{what} is not offered in {self.spec.region} (botocore's endpoint data)",
                         "choose a region where it runs, or give every node group an ami_id of your own")
             return
         yield from self._guard(what, partial(self._answers, service, call, kwargs, key, what))
+
+    def _key_user(self, user: str, name: str) -> Iterable[Check]:
+        """A service that launches from the images encrypted with the storage key has its
+        service-linked role: NAME-storage's key policy names it, and KMS refuses a policy that names
+        a role that does not exist."""
+        service, role = image_facts.KEY_USERS[user]
+        try:
+            self.client("iam").get_role(RoleName=role)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "NoSuchEntity":
+                raise
+            yield Check(name, FAIL, f"{role} does not exist: {self.spec.name}-storage's key policy lets it use the "
+                        "storage key for the encrypted node images, and KMS refuses a policy naming a missing role",
+                        f"aws iam create-service-linked-role --aws-service-name {service}")
+            return
+        yield Check(name, PASS, f"{role} exists (the storage key's policy lets it launch from the encrypted images)")
 
     def _base_image(self, image: model.NodeImage, name: str) -> Iterable[Check]:
         """The base image's public SSM parameter exists in the region (Image Builder resolves it

@@ -39,6 +39,21 @@ BUILD_MINUTES_ESTIMATE = 60
 BUILD_TIMEOUT_MINUTES = 240
 
 
+# The services that launch instances from (or build) an image encrypted with a customer managed key,
+# by their service-linked roles: (service principal, role name). Their predefined permissions cover
+# AWS managed keys only, so the key's policy must let them use it (AWS PCS User Guide, "Required KMS
+# key policy for use with encrypted EBS volumes in AWS PCS"; EC2 Image Builder likewise for the
+# build and test instances it launches), and KMS accepts a policy only naming roles that exist.
+KEY_USERS = {PCS: ("pcs.amazonaws.com", "AWSServiceRoleForPCS"),
+             "imagebuilder": ("imagebuilder.amazonaws.com", "AWSServiceRoleForImageBuilder")}
+
+
+def service_linked_role_arn(partition: str, account: str, user: str) -> str:
+    """The ARN of a KEY_USERS service-linked role in an account (values may be CDK tokens)."""
+    service, role = KEY_USERS[user]
+    return f"arn:{partition}:iam::{account}:role/aws-service-role/{service}/{role}"
+
+
 @dataclass(frozen=True)
 class Base:
     """A plane's base image for one architecture: `parent` as Image Builder's ParentImage takes it

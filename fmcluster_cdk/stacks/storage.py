@@ -12,6 +12,7 @@ from typing import Any, Optional
 import aws_cdk as cdk
 from constructs import Construct
 
+from fmcluster.facts import images as image_facts
 from fmcluster.facts import naming
 from fmcluster.model.cluster import ClusterModel
 from fmcluster.spec.models import ClusterSpec, LustreSpec
@@ -44,8 +45,14 @@ class StorageStack(cdk.Stack):
         key = None
         self.kms_key_arn: str | None = None
         if storage.kms:
+            # node images encrypted with the key (AWS PCS): the services that build them and launch
+            # nodes from them may use it
+            users = sorted(image_facts.KEY_USERS) if any(i.encrypted for i in model.images) else []
+            roles = [image_facts.service_linked_role_arn(cdk.Aws.PARTITION, cdk.Aws.ACCOUNT_ID, u) for u in users]
             key = RetainedKey(self, "Key", alias=f"alias/fmcluster/{spec.name}",
-                              description=f"fmcluster {spec.name}: S3 buckets and FSx for Lustre")
+                              description=f"fmcluster {spec.name}: S3 buckets"
+                                          + (", FSx for Lustre and node images" if users else " and FSx for Lustre"),
+                              volume_users=roles)
             self.kms_key_arn = key.key_arn
             cdk.CfnOutput(self, "KmsKeyArn", value=key.key_arn, description="customer-managed KMS key")
 

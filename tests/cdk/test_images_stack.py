@@ -336,3 +336,29 @@ def test_a_rebuilt_image_changes_the_groups_that_launch_from_it(synth):
     spec, templates = synth["hyperpod"]
     _, cluster = one(templates["cluster"], "AWS::SageMaker::Cluster")
     assert _tags(cluster)[f"{IDENTITY_TAG}:hyperpod-slurm-x86_64"] == _ami_identity(templates)
+
+
+@pytest.mark.parametrize("case, users", [("pcs-kms", True), ("hyperpod-kms", False), ("pcs", None)])
+def test_the_storage_key_lets_the_services_launch_from_encrypted_images(synth, case, users):
+    """An image encrypted with the storage key (AWS PCS) is launched by PCS's service-linked role and
+    built by Image Builder's, whose own permissions cover AWS managed keys only: the key's policy lets
+    both use it and create grants for AWS resources (the AWS PCS User Guide's required key policy).
+    HyperPod's images are unencrypted: its key names no service role. Without storage.kms, no key."""
+    _, templates = synth[case]
+    keys = resources(templates["storage"], "AWS::KMS::Key")
+    if users is None:
+        assert not keys
+        return
+    (key,) = keys.values()
+    statements = {s.get("Sid"): s for s in key["KeyPolicy"]["Statement"]}
+    if not users:
+        assert not {"VolumesOfServiceLaunchedInstances", "GrantsForServiceLaunchedInstances"} & set(statements)
+        return
+    use, grants = statements["VolumesOfServiceLaunchedInstances"], statements["GrantsForServiceLaunchedInstances"]
+    roles = sorted(json.dumps(p) for p in use["Principal"]["AWS"])
+    assert len(roles) == 2 and "aws-service-role/pcs.amazonaws.com/AWSServiceRoleForPCS" in roles[1]
+    assert "aws-service-role/imagebuilder.amazonaws.com/AWSServiceRoleForImageBuilder" in roles[0]
+    assert set(use["Action"]) == {"kms:Encrypt", "kms:Decrypt", "kms:ReEncryptFrom", "kms:ReEncryptTo",
+                                  "kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext", "kms:DescribeKey"}
+    assert grants["Action"] == "kms:CreateGrant" and grants["Principal"] == use["Principal"]
+    assert grants["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}

@@ -4,6 +4,7 @@ lacks (capacity reservations and Capacity Blocks, EC2 service quotas, AWS PCS)."
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from moto import mock_aws
 
 from fmcluster.deploy import preflight
 from fmcluster.deploy.preflight import FAIL, PASS, WARN, Preflight, reservation_checks, size_check
+from fmcluster.facts import images as image_facts
 from fmcluster.spec import loader
 from tests.support.docs import readme_output
 from tests.support.paths import EXAMPLES, ROOT
@@ -683,3 +685,30 @@ def test_plan_refuses_a_file_that_is_not_this_clusters_preflight_report(tmp_path
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert cli(["plan", str(ROOT / "examples/p5en-eks.yaml"), "--preflight", str(tmp_path / "missing")]) == 2
+
+
+def test_encrypted_images_need_the_service_linked_roles_the_key_policy_names():
+    """storage.kms on AWS PCS: the image is encrypted with the storage key, whose policy names the
+    PCS and Image Builder service-linked roles; KMS refuses a policy naming a missing role, so
+    preflight fails until each exists (moto's IAM), with the command that creates it."""
+    spec = validated(base_spec(storage={"kms": True}))
+    with mock_aws():
+        clients = Clients(spec)
+        checks = list(Preflight(spec, clients, NOW).node_images())
+        pcs, builder = (by_name(checks, "service-linked role AWSServiceRoleForPCS"),
+                        by_name(checks, "service-linked role AWSServiceRoleForImageBuilder"))
+        assert (pcs.status, builder.status) == (FAIL, FAIL)
+        assert pcs.hint == "aws iam create-service-linked-role --aws-service-name pcs.amazonaws.com"
+        assert "KMS refuses a policy naming a missing role" in builder.reason
+        # the roles as AWS names them (moto's CreateServiceLinkedRole makes up other names)
+        for service, role in image_facts.KEY_USERS.values():
+            clients("iam").create_role(RoleName=role, Path=f"/aws-service-role/{service}/",
+                                       AssumeRolePolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
+                                           {"Effect": "Allow", "Principal": {"Service": service},
+                                            "Action": "sts:AssumeRole"}]}))
+        clients = Clients(spec)
+        checks = list(Preflight(spec, clients, NOW).node_images())
+        assert by_name(checks, "service-linked role AWSServiceRoleForPCS").status == PASS
+        assert by_name(checks, "service-linked role AWSServiceRoleForImageBuilder").status == PASS
+    unencrypted = list(Preflight(validated(base_spec()), Clients(validated(base_spec())), NOW).node_images())
+    assert not [c for c in unencrypted if c.name.startswith("service-linked role")]

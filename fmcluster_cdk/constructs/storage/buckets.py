@@ -5,9 +5,10 @@ Plain props only: these constructs know nothing of the cluster spec.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -74,10 +75,26 @@ class RetainedKey(kms.Key):
             @default required
         description: the key's description (at most 8,192 characters).
             @default required
+        volume_users: ARNs of service-linked roles that launch instances whose EBS volumes the key
+            encrypts (AWS PCS, EC2 Image Builder): the key policy lets each use the key and create
+            grants for AWS resources, as their predefined permissions cover AWS managed keys only.
+            The roles must exist when the policy is set.
+            @default none
 
     Attributes: those of `kms.Key` (`key_arn`, `key_id`, ...).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, alias: str, description: str) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, alias: str, description: str,
+                 volume_users: Sequence[str] = ()) -> None:
         super().__init__(scope, construct_id, alias=alias, description=description,
                          enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.RETAIN)
+        if volume_users:
+            principals = [iam.ArnPrincipal(arn) for arn in volume_users]
+            self.add_to_resource_policy(iam.PolicyStatement(
+                sid="VolumesOfServiceLaunchedInstances", principals=principals, resources=["*"],
+                # the documented policy's ReEncrypt* and GenerateDataKey*, named: what EBS calls
+                actions=["kms:Encrypt", "kms:Decrypt", "kms:ReEncryptFrom", "kms:ReEncryptTo", "kms:GenerateDataKey",
+                         "kms:GenerateDataKeyWithoutPlaintext", "kms:DescribeKey"]))
+            self.add_to_resource_policy(iam.PolicyStatement(
+                sid="GrantsForServiceLaunchedInstances", principals=principals, resources=["*"],
+                actions=["kms:CreateGrant"], conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}}))
