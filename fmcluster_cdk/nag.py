@@ -152,10 +152,15 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "are unknown at synth; this account's instances in this region only."),
     Suppression(
         _iam5("*"), IMAGE_BUILD_ROLES,
-        "Only the SSM agent's message calls, which have no resource types (Service Authorization "
-        "Reference): ec2messages (Run Command delivery) and the ssmmessages control channel, by which "
-        "Image Builder runs AWSTOE on its build and test instances. No AWS managed policy: the components "
-        "and the log group are the image's own, by ARN."),
+        "Only the SSM agent's calls of AWS's AmazonSSMManagedInstanceCore (parameters left out), which "
+        "Image Builder's guide has build instances carry: ec2messages (Run Command delivery) and the "
+        "ssmmessages channels, which have no resource types (Service Authorization Reference), and the "
+        "agent's documents, associations and inventory; Image Builder runs AWSTOE through them. No AWS "
+        "managed policy: the components and the log group are the image's own, by ARN."),
+    Suppression(
+        _iam5("arn:{*}:s3:::ec2imagebuilder*/*"), IMAGE_BUILD_ROLES,
+        "s3:GetObject on EC2 Image Builder's own buckets (AWSTOE and its downloads), as AWS's "
+        "EC2InstanceProfileForImageBuilder grants it: another account's buckets, read only."),
 )
 
 

@@ -215,9 +215,10 @@ def test_same_spec_gives_byte_identical_templates(tmp_path):
 @pytest.mark.parametrize("case", ["pcs", "hyperpod", "pcs-kms"])
 def test_build_role_is_the_images_own(synth, case):
     """The build role: no managed policy; GetComponent on the image's two components, logs on its
-    own log group, the SSM agent's instance registration on this account's instances; only the
-    agent's message actions, which have no resource types, on "*"."""
-    from fmcluster_cdk.constructs.images.builder import AGENT_MESSAGE_ACTIONS
+    own log group, Image Builder's own buckets read, the SSM agent's instance registration on this
+    account's instances; on "*" only the agent's calls of AWS's core instance policy (messages,
+    documents, associations), never a parameter."""
+    from fmcluster_cdk.constructs.images.builder import AGENT_CORE_ACTIONS, AGENT_MESSAGE_ACTIONS
 
     _, templates = synth[case]
     template = templates["images"]
@@ -233,7 +234,10 @@ def test_build_role_is_the_images_own(synth, case):
     instances = statements["SsmAgentInstance"]["Resource"]["Fn::Join"][1]
     assert instances[-1] == ":instance/*" and {"Ref": "AWS::AccountId"} in instances
     wildcard = [s for s in statements.values() if s["Resource"] == "*"]
-    assert [s["Action"] for s in wildcard] == [AGENT_MESSAGE_ACTIONS]
+    assert [s["Action"] for s in wildcard] == [AGENT_MESSAGE_ACTIONS, AGENT_CORE_ACTIONS]
+    assert not [a for s in wildcard for a in s["Action"] if a.startswith("ssm:GetParameter")]
+    buckets = statements["ImageBuilderBuckets"]
+    assert buckets["Action"] == "s3:GetObject" and "ec2imagebuilder*/*" in json.dumps(buckets["Resource"])
     assert all(s["Effect"] == "Allow" for s in statements.values())
 
 

@@ -165,7 +165,8 @@ def test_s3_permissions_only_on_the_clusters_buckets(synth):
     """Every S3 permission (node roles, HyperPod execution role, bucket policies) names one of the
     cluster's buckets, or the cluster's lifecycle-script folders of the CDK asset bucket (objects
     under fmcluster-lifecycle/, or a listing limited to those prefixes by s3:prefix), or single node
-    scripts of the asset bucket (AWS PCS lifecycle actions: objects named by their SHA-256)."""
+    scripts of the asset bucket (AWS PCS lifecycle actions: objects named by their SHA-256); and the
+    image build roles' read of EC2 Image Builder's own buckets (AWSTOE), objects only."""
     spec = synth.spec
     buckets = {naming.bucket_name(spec.name, b.name, spec.region, "${AWS::AccountId}") for b in spec.storage.buckets}
     assets = r"cdk-[a-z0-9]+-assets-\$\{AWS::AccountId\}-" + re.escape(spec.region)
@@ -183,6 +184,9 @@ def test_s3_permissions_only_on_the_clusters_buckets(synth):
                         bucket = resource.removeprefix("arn:${AWS::Partition}:s3:::")
                         if (resource.split("/")[0] in own or bucket.split("/")[0] in buckets
                                 or lifecycle.fullmatch(bucket)):
+                            continue
+                        if (name.endswith("-images.template.json") and actions == ["s3:GetObject"]
+                                and resource.endswith(":s3:::ec2imagebuilder*/*")):
                             continue
                         like = statement.get("Condition", {}).get("StringLike", {})
                         prefixes = security._listed(like.get("s3:prefix", []))

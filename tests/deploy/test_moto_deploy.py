@@ -326,7 +326,8 @@ IMAGE_BUILD_PATH = "/fmcluster-image-build/"  # NAME-images' build roles (fmclus
 def test_node_role_reaches_only_cluster_buckets(deployed):
     """The roles the nodes assume (PCS: under /aws-pcs/; HyperPod: trusted by SageMaker) reach
     only the cluster's buckets, and besides HyperPod's only its lifecycle-script folders, PCS's only
-    its node scripts (single objects of the asset bucket)."""
+    its node scripts (single objects of the asset bucket), the image build roles only EC2 Image
+    Builder's own buckets (objects, read)."""
     import boto3
 
     spec, region, _ = deployed
@@ -356,8 +357,10 @@ def test_node_role_reaches_only_cluster_buckets(deployed):
                     assert "*" not in resources
                     prefixes = statement.get("Condition", {}).get("StringLike", {}).get("s3:prefix", [])
                     listing_lifecycle = bool(prefixes) and all(p.startswith(LIFECYCLE_PREFIX[1:]) for p in prefixes)
+                    image_builder = role["Path"] == IMAGE_BUILD_PATH and actions == ["s3:GetObject"]
                     assert all(spec.name in json.dumps(r) or LIFECYCLE_PREFIX in json.dumps(r) or listing_lifecycle
-                               or NODE_SCRIPT.fullmatch(r) for r in resources), statement
+                               or NODE_SCRIPT.fullmatch(r) or (image_builder and r.endswith(":s3:::ec2imagebuilder*/*"))
+                               for r in resources), statement
 
 
 def test_capacity_block_groups_get_their_scaler_rules(deployed):

@@ -61,6 +61,16 @@ ALLOWED_WILDCARDS: tuple[Allowed, ...] = (
              "ec2messages:GetEndpoint", "ec2messages:GetMessages", "ec2messages:SendReply"), "*",
             "The SSM agent of an Image Builder build or test instance takes Run Command messages (AWSTOE's "
             "runs) this way. " + NO_RESOURCE_TYPES),
+    Allowed(("ssm:DescribeAssociation", "ssm:DescribeDocument", "ssm:GetDeployablePatchSnapshotForInstance",
+             "ssm:GetDocument", "ssm:GetManifest", "ssm:ListAssociations", "ssm:ListInstanceAssociations",
+             "ssm:PutComplianceItems", "ssm:PutConfigurePackageResult", "ssm:PutInventory",
+             "ssm:UpdateAssociationStatus", "ssm:UpdateInstanceAssociationStatus"), "*",
+            "The rest of what AWS's AmazonSSMManagedInstanceCore gives the SSM agent of an Image Builder build "
+            "or test instance (its documents, associations and inventory; no parameter), as Image Builder's "
+            "guide has build instances carry; the instances exist only during a build."),
+    Allowed(("s3:GetObject",), "arn:{*}:s3:::ec2imagebuilder*/*",
+            "EC2 Image Builder's own buckets (AWSTOE and its downloads), read only, as AWS's "
+            "EC2InstanceProfileForImageBuilder grants."),
     Allowed(("ssm:UpdateInstanceInformation",), "arn:{*}:ec2:{*}:${AWS::AccountId}:instance/*",
             "The SSM agent of an Image Builder build or test instance registers its own instance; Image "
             "Builder launches it during the build, so its id is unknown at synth. This account's instances only."),

@@ -40,7 +40,18 @@ ROOT_DEVICE = "/dev/sda1"  # the root device of Ubuntu AMIs (the PCS and HyperPo
 AGENT_INSTANCE_ACTIONS = ["ssm:UpdateInstanceInformation"]
 AGENT_MESSAGE_ACTIONS = ["ec2messages:AcknowledgeMessage", "ec2messages:DeleteMessage", "ec2messages:FailMessage",
                          "ec2messages:GetEndpoint", "ec2messages:GetMessages", "ec2messages:SendReply",
-                         "ssmmessages:CreateControlChannel", "ssmmessages:OpenControlChannel"]
+                         "ssmmessages:CreateControlChannel", "ssmmessages:CreateDataChannel",
+                         "ssmmessages:OpenControlChannel", "ssmmessages:OpenDataChannel"]
+# The rest of what AWS's AmazonSSMManagedInstanceCore gives the agent (documents, associations and
+# their status, inventory), which Image Builder's guide has its build instances carry; parameters
+# (ssm:GetParameter*) are left out: they are the account's data, and no fmcluster document reads one.
+AGENT_CORE_ACTIONS = ["ssm:DescribeAssociation", "ssm:DescribeDocument", "ssm:GetDeployablePatchSnapshotForInstance",
+                      "ssm:GetDocument", "ssm:GetManifest", "ssm:ListAssociations", "ssm:ListInstanceAssociations",
+                      "ssm:PutComplianceItems", "ssm:PutConfigurePackageResult", "ssm:PutInventory",
+                      "ssm:UpdateAssociationStatus", "ssm:UpdateInstanceAssociationStatus"]
+# Image Builder's own buckets (AWSTOE and its documents' downloads), as EC2InstanceProfileForImageBuilder
+# grants: a signed request from this role to another account's bucket needs the role's allow too.
+IMAGE_BUILDER_BUCKETS = "arn:{partition}:s3:::ec2imagebuilder*/*"
 LOG_ACTIONS = ["logs:CreateLogStream", "logs:PutLogEvents"]
 ROLE_PATH = "/fmcluster-image-build/"  # build roles apart from the nodes' own
 
@@ -48,13 +59,13 @@ ROLE_PATH = "/fmcluster-image-build/"  # build roles apart from the nodes' own
 class ImageBuildRole(Construct):
     """The role (path ``/fmcluster-image-build/``) and instance profile of an image's build and test
     instances (trust: EC2), with one
-    inline policy ``fmcluster-image-build``: the SSM agent's calls (``AGENT_*_ACTIONS``; the
-    instance side on this account's instances only), ``imagebuilder:GetComponent`` on the image's
-    own components, and writing to its own log group. No AWS managed policy: Image Builder's
-    EC2InstanceProfileForImageBuilder would add every component, every /aws/imagebuilder/ log group
-    and ``ec2imagebuilder*`` buckets; the AWSTOE download from ``ec2imagebuilder-toe-REGION-prod``
-    is unauthenticated and needs no permission. Encrypted volumes and AMIs are Image Builder's
-    service-linked role's business, not the instance's.
+    inline policy ``fmcluster-image-build``: the SSM agent's calls (``AGENT_*_ACTIONS``, what AWS's
+    AmazonSSMManagedInstanceCore gives it but parameters; the registration on this account's
+    instances only), ``imagebuilder:GetComponent`` on the image's own components, reading Image
+    Builder's own ``ec2imagebuilder*`` buckets, and writing to its own log group. No AWS managed
+    policy: Image Builder's EC2InstanceProfileForImageBuilder would add every component and every
+    /aws/imagebuilder/ log group. Encrypted volumes and AMIs are Image Builder's service-linked
+    role's business, not the instance's (the storage key's policy names it).
 
     Props:
         component_arns: ARNs of the image's components (their build versions, as the recipe names
@@ -79,6 +90,9 @@ class ImageBuildRole(Construct):
         policy = iam.PolicyDocument(statements=[
             iam.PolicyStatement(sid="SsmAgentInstance", actions=AGENT_INSTANCE_ACTIONS, resources=[instances]),
             iam.PolicyStatement(sid="SsmAgentMessages", actions=AGENT_MESSAGE_ACTIONS, resources=["*"]),
+            iam.PolicyStatement(sid="SsmAgentCore", actions=AGENT_CORE_ACTIONS, resources=["*"]),
+            iam.PolicyStatement(sid="ImageBuilderBuckets", actions=["s3:GetObject"],
+                                resources=[IMAGE_BUILDER_BUCKETS.format(partition=stack.partition)]),
             iam.PolicyStatement(sid="ImageComponents", actions=["imagebuilder:GetComponent"],
                                 resources=list(component_arns)),
             iam.PolicyStatement(sid="ImageLogs", actions=LOG_ACTIONS, resources=[log_group_arn]),
