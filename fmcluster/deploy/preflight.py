@@ -39,13 +39,13 @@ from fmcluster.spec.models import ClusterSpec, NodeGroupSpec
 PASS, WARN, FAIL = "pass", "warn", "fail"
 # The services preflight calls (boto3's service names).
 ServiceName = Literal["sts", "ec2", "resource-groups", "service-quotas", "fsx", "pcs", "eks", "sagemaker", "ssm",
-                      "imagebuilder"]
+                      "imagebuilder", "iam"]
 # A client of each service, by name: boto3's, or moto-backed and Stubber-backed ones in the tests.
 ClientFactory = Callable[[ServiceName], Any]
 # What preflight calls, as IAM actions (the hint of an access denied)
 PERMISSIONS = ("ec2:Describe*", "servicequotas:Get*", "servicequotas:List*", "fsx:Describe*",
                "resource-groups:ListGroupResources", "the control plane's List*", "sts:GetCallerIdentity",
-               "ssm:GetParameter and imagebuilder:ListImageRecipes (node images)")
+               "ssm:GetParameter, imagebuilder:ListImageRecipes and iam:GetRole (node images)")
 # The calls of an UltraServer group's Capacity Block, in ec2:Describe* (named in their access-denied hint)
 ULTRASERVER_CALLS = ("DescribeCapacityBlocks", "DescribeCapacityBlockStatus")
 ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException",
