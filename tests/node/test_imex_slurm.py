@@ -178,10 +178,12 @@ def drained(cluster: SlurmCluster, node: str, timeout: float = 30) -> dict[str, 
 
 def requeued_and_held(cluster: SlurmCluster, job: str, timeout: float = 60) -> dict[str, str]:
     """The job's record once Slurm has requeued and held it after the failed launch (or the last
-    record read, at the timeout): the requeue follows the drain by a moment."""
+    record read, at the timeout): the requeue follows the drain by a moment, and Slurm names the
+    reason while the job is still COMPLETING on the other node (its prolog fails later)."""
     deadline = time.monotonic() + timeout
     info = cluster.job(job)
-    while info.get("Reason") != "launch_failed_requeued_held" and time.monotonic() < deadline:
+    while ((info.get("Reason"), info.get("JobState")) != ("launch_failed_requeued_held", "PENDING")
+           and time.monotonic() < deadline):
         time.sleep(0.2)
         info = cluster.job(job)
     return info
