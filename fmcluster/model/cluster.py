@@ -287,7 +287,9 @@ def _controller(cp: ControlPlane, nodes: int) -> Optional[NodeGroup]:
 def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool, baked: bool) -> tuple[Stack, ...]:
     name = spec.name
     scheduler = "Slurm" if cp.scheduler == "slurm" else "Kubernetes"
-    nested = " (a nested stack each, with its placement group)" if not cp.hyperpod else ""
+    placed = any(placement_for(g).create for g in spec.node_groups)
+    nested = (" (a nested stack each" + (", with its placement group where it has one" if placed else "") + ")"
+              if not cp.hyperpod else "")
     stacks = [
         Stack(NETWORK, name, "VPC, subnets by AZ ID, NAT gateway, S3 endpoint, flow logs, EFA and node "
                                           "security groups", spec.protect),

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Mapping
 import yaml
 
 from fmcluster.plan.cost import CostLine
-from fmcluster.plan.report import NodeGroupPlan, Plan, Resources, ServingFit, build
+from fmcluster.plan.report import ControlPlanePlan, NodeGroupPlan, Plan, Resources, ServingFit, build
 from fmcluster.spec.models import ClusterSpec, is_everyone
 
 Table = list[list[str]]
@@ -310,8 +310,12 @@ def control_plane_line(plan: Plan) -> str:
         text += " (public from " + ("anywhere, 0.0.0.0/0" if everyone else ", ".join(cp.public_access_cidrs)) + ")"
     if cp.admin_role_arn:
         text += f", admin {cp.admin_role_arn}"
-    kind = "login" if cp.scheduler == "slurm" else "system"
-    return text + f"; {kind} nodes: {cp.login_count} x {cp.login_instance_type}"
+    return text + f"; {own_nodes(cp)}: {cp.login_count} x {cp.login_instance_type}"
+
+
+def own_nodes(cp: ControlPlanePlan) -> str:
+    """What the control plane's own nodes are: login nodes (Slurm) or system nodes (Kubernetes)."""
+    return "login nodes" if cp.scheduler == "slurm" else "system nodes"
 
 
 def images_rows(plan: Plan) -> Table:
@@ -472,7 +476,7 @@ def mermaid(plan: Plan) -> list[str]:
                 for g_index, g in enumerate(plan.node_groups):
                     lines += _group_node(g, _id("ng", g_index), "        ")
                 if cp.login_count:
-                    lines.append(f'        login["login nodes<br/>{cp.login_count} x {cp.login_instance_type}"]')
+                    lines.append(f'        login["{own_nodes(cp)}<br/>{cp.login_count} x {cp.login_instance_type}"]')
                 if fs:
                     lines.append(f'        fsx[("FSx for Lustre<br/>{num(fs.storage_capacity_gib, 0)} GiB, '
                                  f'{num(fs.throughput_gbps, 2)} GB/s")]')
