@@ -116,10 +116,14 @@ $(NODE_STAMP): package.json package-lock.json .nvmrc
 $(VENV)/bin/node: | $(VENV_STAMP) $(NODE_STAMP)
 	ln -sfn ../../node_modules/.bin/node $@
 
+# The spec to synthesize: SPEC=FILE, else the default spec named in cdk.json (an example).
+SPEC ?= $(shell python3 -c 'import json; print(json.load(open("cdk.json"))["context"]["spec"])')
+
 synth: install
-	npx --no -- cdk synth -q
+	@echo "make synth: $(SPEC) (another spec: make synth SPEC=FILE)"
+	npx --no -- cdk synth -q -c spec=$(SPEC)
 	@$(VPY) -m fmcluster synth --assembly cdk.out
-	@echo "Templates written to cdk.out/ (deploy: npx cdk deploy --all; another spec: npx cdk synth -c spec=FILE)"
+	@echo "Templates of $(SPEC) written to cdk.out/. The examples are for reading: deploy a spec of your own (npx cdk deploy --all -c spec=FILE)."
 
 # --dist loadscope: each test module runs whole on one worker, so a module's synthesized
 # assembly (a module-scoped fixture) is made once, not once per worker that runs its tests.

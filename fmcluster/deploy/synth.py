@@ -83,7 +83,7 @@ _SHOWN = ("CloudFormation::Stack", "EC2::Subnet", "EC2::NatGateway", "EC2::Secur
           "EC2::LaunchTemplate", "S3::Bucket", "KMS::Key", "FSx::FileSystem", "FSx::DataRepositoryAssociation",
           "PCS::Cluster", "PCS::ComputeNodeGroup", "PCS::Queue", "SageMaker::Cluster", "EKS::Cluster",
           "EKS::Nodegroup", "APS::Workspace", "APS::RuleGroupsNamespace", "APS::Scraper", "Grafana::Workspace",
-          "CloudWatch::Alarm")
+          "CloudWatch::Alarm", "ImageBuilder::Image")
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,8 @@ class StackSummary:
     template: Path
 
     def line(self) -> str:
-        shown = ", ".join(f"{n} {k}" for k, n in self.kinds)
-        return f"{'  ' * self.name.count('/')}{self.name}: {self.resources} resources ({shown}) -> {self.template}"
+        shown = f" ({', '.join(f'{n} {k}' for k, n in self.kinds)})" if self.kinds else ""
+        return f"{'  ' * self.name.count('/')}{self.name}: {self.resources} resources{shown} -> {self.template}"
 
 
 @dataclass(frozen=True)
