@@ -4,6 +4,7 @@ Sources and details: docs/research-notes.md, "fmcluster/plan/report.py"."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Iterable, Mapping, Optional
 
 from pydantic import Field
@@ -15,7 +16,7 @@ from fmcluster.model import cluster as model
 from fmcluster.node import image as node_image
 from fmcluster.plan.cost import Cost, Model, cost
 from fmcluster.spec import addresses
-from fmcluster.spec.models import ClusterSpec, NodeGroupSpec
+from fmcluster.spec.models import ONLY_FOR, ClusterSpec, NodeGroupSpec
 
 SCHEMA_VERSION = "fmcluster.plan/v1"
 DEFAULT_CHECKPOINT_PARAMS = 70e9
@@ -556,6 +557,39 @@ def _observability(m: model.ClusterModel) -> ObservabilityPlan:
                              built=m.observed, note=note)
 
 
+def _for_plane(resolved: dict[str, Any], defaulted: list[str], plane: str) -> tuple[dict[str, Any], list[str]]:
+    """The resolved spec without the fields `plane` does not read (spec.models.ONLY_FOR) that the
+    file leaves to defaults, and the defaulted paths left."""
+    gone: list[str] = []
+
+    def prune(value: Any, path: str) -> Any:
+        if isinstance(value, list):
+            return [prune(item, f"{path}[{i}]") for i, item in enumerate(value)]
+        if not isinstance(value, dict):
+            return value
+        kept = {}
+        for key, item in value.items():
+            child = f"{path}.{key}" if path else key
+            general = re.sub(r"\[\d+\]", "[]", child)
+            if plane not in ONLY_FOR.get(general, (plane,)) and _all_defaulted(item, child, set(defaulted)):
+                gone.append(child)
+                continue
+            kept[key] = prune(item, child)
+        return kept
+
+    pruned = prune(resolved, "")
+    return pruned, [d for d in defaulted if not any(d == g or d.startswith((g + ".", g + "[")) for g in gone)]
+
+
+def _all_defaulted(value: Any, path: str, defaulted: set[str]) -> bool:
+    """Whether the file leaves `value` (at `path`), and everything in it, to defaults."""
+    if path in defaulted:
+        return True
+    if isinstance(value, dict) and value:
+        return all(_all_defaulted(v, f"{path}.{k}", defaulted) for k, v in value.items())
+    return False
+
+
 def _defaulted(resolved: Any, raw: Any, path: str = "") -> list[str]:
     """Dotted paths of the leaves of `resolved` that `raw` (the file as written) does not give."""
     if isinstance(resolved, dict):
@@ -583,6 +617,8 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
     read = {str(r.get("id")): r for r in reservations}
     groups = [_node_group(m, g, s, read) for g, s in zip(m.node_groups, spec.node_groups, strict=True)]
     resolved = spec.resolved()
+    defaulted = _defaulted(resolved, raw if raw is not None else resolved)
+    resolved, defaulted = _for_plane(resolved, defaulted, spec.orchestrator.type)
     domains = [g.nvlink_domain for g in groups if g.nvlink_domain]
     table = prices.table()
     return Plan(
@@ -593,6 +629,6 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
         storage=_storage(spec, params), network=_network(spec),
         control_plane=_control_plane(m), observability=_observability(m), stacks=_stacks(m),
         cost=cost(m, table), resolved_spec=resolved,
-        defaulted=_defaulted(resolved, raw if raw is not None else resolved), serving=_served(m),
+        defaulted=defaulted, serving=_served(m),
         images=_images(m, table), own_images=_own_images(m),
     )

@@ -511,6 +511,21 @@ class ClusterSpec(Model):
         return self.model_dump(mode="json", by_alias=True)
 
 
+KUBERNETES_PLANES = ("eks", "hyperpod-eks")
+# Fields only some control planes read (dotted paths, `[]` for every item of a list), as their
+# descriptions say: a plan of another plane leaves them out of the resolved spec where the file
+# does not set them.
+ONLY_FOR: dict[str, tuple[str, ...]] = {
+    "images": ("pcs", "hyperpod-slurm"),
+    "orchestrator.admin_role_arn": KUBERNETES_PLANES,
+    "orchestrator.endpoint_access": KUBERNETES_PLANES,
+    "orchestrator.public_access_cidrs": KUBERNETES_PLANES,
+    "orchestrator.namespace": KUBERNETES_PLANES,
+    "node_groups[].labels": KUBERNETES_PLANES,
+    "node_groups[].capacity.training_plan_arn": ("hyperpod-slurm", "hyperpod-eks"),
+}
+
+
 def json_schema() -> dict[str, Any]:
     schema = ClusterSpec.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"

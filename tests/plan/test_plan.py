@@ -489,3 +489,19 @@ def test_l40s_has_no_nvlink_and_gddr6_memory():
         {"name": "l40s", "instance_type": "g6e.48xlarge", "count": 1}]))
     memory = _row(plan_render.render_text(mixed), "GPU memory")
     assert memory.split("  ")[0] == "640 GiB HBM" and memory.endswith("998 GiB")  # no one kind in the total
+
+
+def test_the_resolved_spec_shows_only_what_the_control_plane_reads():
+    """A PCS plan leaves the Kubernetes-only fields (and HyperPod's training plans) out of the
+    resolved spec where the file does not set them; an EKS plan leaves out the Slurm planes' images;
+    a field the file sets stays, whatever the plane (validate warns of it)."""
+    pcs = plan_of("examples/p5-pcs.yaml")
+    orchestrator = pcs.resolved_spec["orchestrator"]
+    assert not {"admin_role_arn", "endpoint_access", "public_access_cidrs", "namespace"} & set(orchestrator)
+    assert all("labels" not in g and "training_plan_arn" not in g["capacity"]
+               for g in pcs.resolved_spec["node_groups"])
+    assert "images" in pcs.resolved_spec and not any(d.startswith("orchestrator.namespace") for d in pcs.defaulted)
+    eks = plan_of("examples/p5en-eks.yaml")
+    assert "images" not in eks.resolved_spec and "namespace" in eks.resolved_spec["orchestrator"]
+    labelled = plan_of_dict(with_(base_spec(), "node_groups[0].labels", {"team": "ml"}))
+    assert labelled.resolved_spec["node_groups"][0]["labels"] == {"team": "ml"}
