@@ -164,6 +164,25 @@ def _plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected.Expe
     return (group_name, test, _hosts(result.hosts)), ""
 
 
+_NCCL_RUN_END = re.compile(r"^.*#\s*Avg bus bandwidth\s*:.*$\n?", re.MULTILINE)
+
+
+def _nccl_runs(text: str) -> list[str]:
+    """A plain nccl-tests log cut after each run's `# Avg bus bandwidth` line (a job that runs
+    all_reduce_perf, then all_gather_perf, into one file): each run with the lines before it (its
+    command line, NCCL's lines); what follows the last is a run of its own only where it is one (a
+    run cut short)."""
+    runs: list[str] = []
+    start = 0
+    for end in _NCCL_RUN_END.finditer(text):
+        runs.append(text[start:end.end()])
+        start = end.end()
+    tail = text[start:]
+    if not runs or verify.detect(tail) == "nccl":
+        runs.append(tail)
+    return runs
+
+
 def judge_results(model: ClusterModel, files: Mapping[str, str]) -> VerifyReport:
     """The verdicts of the results `files` (path -> text): the kit's output files (parts under its
     node markers) and plain outputs of the tools, recognized by their content."""
@@ -175,7 +194,12 @@ def judge_results(model: ClusterModel, files: Mapping[str, str]) -> VerifyReport
     judged_files: set[str] = set()
     why: dict[str, str] = {}
     for source, text in files.items():
-        for part in verify.split_by_node(text):
+        parts = [verify.NodePart(None, None, None, run)
+                 if part.host is None and part.group is None and part.test is None else part
+                 for part in verify.split_by_node(text)
+                 for run in (_nccl_runs(part.text) if part.host is None and verify.detect(part.text) == "nccl"
+                             else [part.text])]
+        for part in parts:
             if part.host is None and part.group is None and part.test is None:
                 where, reason = _plain(model, figures, source, part.text)
                 if where is None:

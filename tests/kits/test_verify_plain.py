@@ -110,3 +110,19 @@ def test_a_directory_is_read_recursively_and_mixes_plain_and_kit_files(tmp_path)
 def test_nccl_without_its_rank_lines_is_not_judged():
     code, out, err = verify_cli(TABLE_ONLY)
     assert code == 2 and "'# Rank' lines" in err
+
+
+def test_runs_one_after_the_other_in_one_log_are_each_judged(tmp_path):
+    """A job that ran all_reduce_perf twice into one file: the slow second run is not hidden by the
+    first, nor the first by the second."""
+    log = tmp_path / "nccl.log"
+    command = "+ srun --mpi=pmix /opt/nccl-tests/build/all_reduce_perf -b 1M -e 16G -f 2 -g 1\n"
+    log.write_text(command + HEALTHY.read_text() + command + SLOW.read_text())
+    code, out, _ = verify_cli(log, fmt="json")
+    assert code == 1
+    assert sorted(results(out)) == [("nccl-all_reduce-nodes", "ip-10-1-0-11,ip-10-1-0-12", "FAIL", 91.97),
+                                    ("nccl-all_reduce-nodes", "ip-10-1-0-11,ip-10-1-0-12", "PASS", 479.71)]
+    # a run cut short after a complete one is a run of its own, truncated: a FAIL
+    log.write_text(HEALTHY.read_text() + SLOW.read_text().split("# Out of bounds")[0])
+    code, out, _ = verify_cli(log, fmt="json")
+    assert code == 1 and [r[2] for r in sorted(results(out))] == ["FAIL", "PASS"]
