@@ -129,18 +129,38 @@ def _fio_test(model: ClusterModel, tests: Mapping[str, expected.Expected], sourc
     return candidates[0] if len(candidates) == 1 else None
 
 
-def _plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected.Expected]], source: str,
-           text: str) -> tuple[Optional[tuple[str, str, str]], str]:
+def _nccl_group(groups: Mapping[str, NodeGroup], result: verify.NcclResult) -> list[str]:
+    """The GPU groups an nccl-tests run can be of: its GPUs' name (the rank lines' "NVIDIA H100 80GB
+    HBM3") holds the group's GPU as a word, and it ran the group's GPUs on a node."""
+    per_host: dict[str, int] = {}
+    for rank in result.ranks:
+        per_host[rank.host] = per_host.get(rank.host, 0) + 1
+    names = {rank.name for rank in result.ranks}
+    return [name for name, group in groups.items()
+            if group.instance.gpu is not None
+            and all(re.search(rf"(?<![A-Za-z0-9]){re.escape(group.instance.gpu.name)}(?![A-Za-z0-9])", n)
+                    for n in names)
+            and max(per_host.values(), default=0) == group.gpus]
+
+
+def _plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected.Expected]],
+           groups: Mapping[str, NodeGroup], source: str, text: str) -> tuple[Optional[tuple[str, str, str]], str]:
     """A result outside the kit's markers, recognized by its content: ((group, test, node), "") or
-    (None, why it is not judged). The node: the hosts the output names (nccl-tests' rank lines),
-    else the file's name."""
+    (None, why it is not judged). The group: the cluster's only GPU group, or for nccl-tests the one
+    whose GPU and GPU count its rank lines show. The node: the hosts the output names (nccl-tests'
+    rank lines), else the file's name."""
     kind = verify.detect(text)
     if kind is None:
         return None, ("empty" if not text.strip() else f"not an output of {_TOOLS}")
-    if len(figures) != 1:
+    result = verify.parse_nccl_tests(text) if kind == "nccl" else None
+    if len(figures) == 1:
+        group_name = next(iter(figures))
+    elif result is not None and len(matched := _nccl_group(groups, result)) == 1:
+        group_name = matched[0]
+    else:
         return None, (f"a {kind} output without the kit's marker, and the cluster has "
                       f"{len(figures) or 'no'} GPU groups ({', '.join(figures) or '-'}): it does not say which")
-    group_name, tests = next(iter(figures.items()))
+    tests = figures[group_name]
     name = os.path.basename(source) or source
     if kind in ("dcgm", "smoke"):
         return (group_name, kind, name), ""
@@ -152,7 +172,7 @@ def _plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected.Expe
                           f"an fio output that does not say its file system ({' or '.join(found)}): "
                           "name the file after the test or keep fio's --directory in the output")
         return (group_name, test, name), ""
-    result = verify.parse_nccl_tests(text)
+    assert result is not None
     if result.operation is None:
         return None, "an nccl-tests output that does not name its collective (no *_perf name, no table to tell it)"
     if not result.hosts:
@@ -201,7 +221,7 @@ def judge_results(model: ClusterModel, files: Mapping[str, str]) -> VerifyReport
                              else [part.text])]
         for part in parts:
             if part.host is None and part.group is None and part.test is None:
-                where, reason = _plain(model, figures, source, part.text)
+                where, reason = _plain(model, figures, groups, source, part.text)
                 if where is None:
                     why.setdefault(source, reason)
                     rows.append(Row("-", "-", "-", Verdict.WARN, note=f"not judged: {reason}", source=source))

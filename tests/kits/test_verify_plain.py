@@ -126,3 +126,17 @@ def test_runs_one_after_the_other_in_one_log_are_each_judged(tmp_path):
     log.write_text(HEALTHY.read_text() + SLOW.read_text().split("# Out of bounds")[0])
     code, out, _ = verify_cli(log, fmt="json")
     assert code == 1 and [r[2] for r in sorted(results(out))] == ["FAIL", "PASS"]
+
+
+@pytest.mark.parametrize("spec, group", [("examples/p6-b200-hyperpod-slurm.yaml", "eval"),  # B200 and H100 groups
+                                         ("examples/p5-hyperpod-eks.yaml", "train")])  # 8 and 1 H100 a node
+def test_on_several_gpu_groups_nccl_finds_its_group_and_the_rest_is_not_judged(spec, group):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "fmcluster", "verify", spec, str(HEALTHY), str(DCGM_PASS),
+                           "--format", "json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    judged = [(g, r["test"]) for g, rows in json.loads(done.stdout)["groups"].items() for r in rows["results"]
+              if r["measured"] is not None]
+    assert judged == [(group, "nccl-all_reduce-nodes")]
+    assert f"{DCGM_PASS}: not judged: a dcgm output without the kit's marker, and the cluster has 2 GPU groups" \
+        in done.stderr
