@@ -229,7 +229,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC")
-    p.add_argument("results", nargs="+", metavar="RESULTS", help="the kit's result files (results/*)")
+    p.add_argument("results", nargs="+", metavar="RESULTS",
+                   help="result files or directories (read recursively): the kit's results/*, or plain outputs "
+                        "of nccl-tests, dcgmi diag and fio")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=cmd_verify)
 
@@ -331,8 +333,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str]] 
              "sbatch scripts on Slurm, Kueue-admitted manifests on Kubernetes) and the serving job of its serving "
              "section",
              _jobs_args, "fmcluster.kits.writer"),
-    "verify": ("judge the acceptance kit's results against the cluster's figures: PASS, WARN or FAIL per "
-               "group and node; exit 1 on a FAIL", _verify_args, "fmcluster.kits.verdicts"),
+    "verify": ("judge the acceptance kit's results, or plain outputs of nccl-tests, dcgmi diag and fio, against "
+               "the cluster's figures: PASS, WARN or FAIL per test and node; exit 1 on a FAIL, 2 when nothing "
+               "could be judged", _verify_args, "fmcluster.kits.verdicts"),
     "stack-policy": ("print the stack policy of NAME-storage: no replacing or deleting its stateful resources",
                      _stack_policy_args, "fmcluster.deploy.stack_policy"),
     "change-set": ("judge a CloudFormation change set before it is executed: exit 1 if it replaces or removes "

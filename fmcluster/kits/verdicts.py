@@ -7,9 +7,12 @@ Sources and details: docs/research-notes.md, "fmcluster/kits/verdicts.py"."""
 from __future__ import annotations
 
 import json
+import os
+import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
+from fmcluster.facts import node as node_facts
 from fmcluster.kits import verify
 from fmcluster.kits.verify import Verdict
 from fmcluster.model import expected
@@ -37,6 +40,8 @@ class VerifyReport:
     cluster: str
     rows: tuple[Row, ...]
     error: Optional[str] = None  # a results file that cannot be read: nothing judged
+    judged: int = 0  # the rows that hold a result read from a file (not "not run", not a foreign file)
+    unrecognized: tuple[tuple[str, str], ...] = ()  # (file, why) for each file of which nothing was judged
 
     @property
     def verdict(self) -> Verdict:
@@ -89,33 +94,150 @@ class _FioPoint:
     write: Optional[float]  # MB/s
     read: Optional[float]
     source: str
+    plain: bool = False  # a plain fio output: a direction it did not run is left out, not failed
 
 
 def _mbps(bytes_per_s: Optional[float]) -> Optional[float]:
     return None if bytes_per_s is None else round(bytes_per_s / 1e6, 1)
 
 
+_TOOLS = "nccl-tests (*_perf), dcgmi diag, fio (JSON or text) or the kit's smoke test"
+
+
+def _hosts(hosts: tuple[str, ...]) -> str:
+    return ",".join(hosts) if len(hosts) <= 4 else f"{hosts[0]}+{len(hosts) - 1} more"
+
+
+def _fio_test(model: ClusterModel, tests: Mapping[str, expected.Expected], source: str, text: str) -> Optional[str]:
+    """Which file system a plain fio output measured: a mount path in its job options (JSON:
+    "directory" or "filename"; text: an echoed --directory= or filename=), else a results path with
+    the mount's name as a word (".../fsx/fio.json", "fio-scratch.txt"), else the cluster's only fio
+    test."""
+    candidates = [t for t in ("fio-fsx", "fio-scratch") if t in tests]
+    mounts = {"fio-scratch": node_facts.SCRATCH_PATH}
+    if model.spec.storage.lustre is not None:
+        mounts["fio-fsx"] = model.spec.storage.lustre.mount_path
+    paths = re.findall(r'"?(?:directory|filename)"?\s*[=:]\s*"?([^\s",]+)', text)
+    for test in candidates:
+        mount = mounts.get(test, "").rstrip("/")
+        if mount and any(p == mount or p.startswith(mount + "/") for p in paths):
+            return test
+    words = set(re.split(r"[^a-z0-9]+", source.lower()))  # the results path's words: ".../fsx/fio.json"
+    named = [t for t in candidates if os.path.basename(mounts.get(t, "").rstrip("/")).lower() in words]
+    if len(named) == 1:
+        return named[0]
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _nccl_group(groups: Mapping[str, NodeGroup], result: verify.NcclResult) -> list[str]:
+    """The GPU groups an nccl-tests run can be of: its GPUs' name (the rank lines' "NVIDIA H100 80GB
+    HBM3") holds the group's GPU as a word, and it ran the group's GPUs on a node."""
+    per_host: dict[str, int] = {}
+    for rank in result.ranks:
+        per_host[rank.host] = per_host.get(rank.host, 0) + 1
+    names = {rank.name for rank in result.ranks}
+    return [name for name, group in groups.items()
+            if group.instance.gpu is not None
+            and all(re.search(rf"(?<![A-Za-z0-9]){re.escape(group.instance.gpu.name)}(?![A-Za-z0-9])", n)
+                    for n in names)
+            and max(per_host.values(), default=0) == group.gpus]
+
+
+def _plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected.Expected]],
+           groups: Mapping[str, NodeGroup], source: str, text: str) -> tuple[Optional[tuple[str, str, str]], str]:
+    """A result outside the kit's markers, recognized by its content: ((group, test, node), "") or
+    (None, why it is not judged). The group: the cluster's only GPU group, or for nccl-tests the one
+    whose GPU and GPU count its rank lines show. The node: the hosts the output names (nccl-tests'
+    rank lines), else the file's name."""
+    kind = verify.detect(text)
+    if kind is None:
+        return None, ("empty" if not text.strip() else f"not an output of {_TOOLS}")
+    result = verify.parse_nccl_tests(text) if kind == "nccl" else None
+    if len(figures) == 1:
+        group_name = next(iter(figures))
+    elif result is not None and len(matched := _nccl_group(groups, result)) == 1:
+        group_name = matched[0]
+    else:
+        return None, (f"a {kind} output without the kit's marker, and the cluster has "
+                      f"{len(figures) or 'no'} GPU groups ({', '.join(figures) or '-'}): it does not say which")
+    tests = figures[group_name]
+    name = os.path.basename(source) or source
+    if kind in ("dcgm", "smoke"):
+        return (group_name, kind, name), ""
+    if kind == "fio":
+        test = _fio_test(model, tests, source, text)
+        if test is None:
+            found = [t for t in tests if t.startswith("fio-")]
+            return None, ("an fio output, and the cluster has no fio figure" if not found else
+                          f"an fio output that does not say its file system ({' or '.join(found)}): "
+                          "name the file after the test or keep fio's --directory in the output")
+        return (group_name, test, name), ""
+    assert result is not None
+    if result.operation is None:
+        return None, "an nccl-tests output that does not name its collective (no *_perf name, no table to tell it)"
+    if not result.hosts:
+        return None, ("an nccl-tests output without its '# Rank' lines: it does not say whether it ran on one "
+                      "node or several")
+    test = f"nccl-{result.operation}-{'nodes' if len(result.hosts) > 1 else 'node'}"
+    if test not in tests:
+        return None, f"nccl-tests {result.operation} on {len(result.hosts)} node(s): the cluster has no figure {test}"
+    return (group_name, test, _hosts(result.hosts)), ""
+
+
+_NCCL_RUN_END = re.compile(r"^.*#\s*Avg bus bandwidth\s*:.*$\n?", re.MULTILINE)
+
+
+def _nccl_runs(text: str) -> list[str]:
+    """A plain nccl-tests log cut after each run's `# Avg bus bandwidth` line (a job that runs
+    all_reduce_perf, then all_gather_perf, into one file): each run with the lines before it (its
+    command line, NCCL's lines); what follows the last is a run of its own only where it is one (a
+    run cut short)."""
+    runs: list[str] = []
+    start = 0
+    for end in _NCCL_RUN_END.finditer(text):
+        runs.append(text[start:end.end()])
+        start = end.end()
+    tail = text[start:]
+    if not runs or verify.detect(tail) == "nccl":
+        runs.append(tail)
+    return runs
+
+
 def judge_results(model: ClusterModel, files: Mapping[str, str]) -> VerifyReport:
-    """The verdicts of the results `files` (path -> text) of the cluster `model`'s kit."""
+    """The verdicts of the results `files` (path -> text): the kit's output files (parts under its
+    node markers) and plain outputs of the tools, recognized by their content."""
     figures = expected.expectations(model)
     groups = {g.name: g for g in expected.gpu_groups(model)}
     rows: list[Row] = []
     seen: set[tuple[str, str]] = set()
     fio: dict[tuple[str, str], dict[str, _FioPoint]] = {}
+    judged_files: set[str] = set()
+    why: dict[str, str] = {}
     for source, text in files.items():
-        for part in verify.split_by_node(text):
-            group_name, test = part.group, part.test
-            if group_name is None and len(groups) == 1:
-                group_name = next(iter(groups))
-            if test is None:
-                kind = verify.detect(part.text)
-                test = {"dcgm": "dcgm", "smoke": "smoke"}.get(kind or "", "")
-            if group_name not in groups or test not in figures.get(group_name, {}):
-                rows.append(Row(group_name or "-", test or "-", part.host or "-", Verdict.WARN,
-                                note="not a result of this cluster's kit (unknown group or test, or no marker)",
-                                source=source))
-                continue
-            group, figure, node = groups[group_name], figures[group_name][test], part.host or "-"
+        parts = [verify.NodePart(None, None, None, run)
+                 if part.host is None and part.group is None and part.test is None else part
+                 for part in verify.split_by_node(text)
+                 for run in (_nccl_runs(part.text) if part.host is None and verify.detect(part.text) == "nccl"
+                             else [part.text])]
+        for part in parts:
+            if part.host is None and part.group is None and part.test is None:
+                where, reason = _plain(model, figures, groups, source, part.text)
+                if where is None:
+                    why.setdefault(source, reason)
+                    rows.append(Row("-", "-", "-", Verdict.WARN, note=f"not judged: {reason}", source=source))
+                    continue
+                group_name, test, node = where
+            else:
+                group_name, test, node = part.group or "-", part.test or "-", part.host or "-"
+                if group_name not in groups or test not in figures.get(group_name, {}):
+                    why.setdefault(source, f"the kit's marker names group {group_name}, test {test}: "
+                                           "not one of this cluster's")
+                    rows.append(Row(group_name, test, node, Verdict.WARN,
+                                    note="not a result of this cluster's kit (unknown group or test)",
+                                    source=source))
+                    continue
+            judged_files.add(source)
+            group, figure = groups[group_name], figures[group_name][test]
             seen.add((group_name, test))
             if test.startswith("nccl-"):
                 rows.append(_nccl(group, test, node, part.text, figure, source))
@@ -137,20 +259,23 @@ def judge_results(model: ClusterModel, files: Mapping[str, str]) -> VerifyReport
                 rows.append(Row(group_name, test, node, verdict, smoke.tokens_per_s, unit="tokens/s", note=note,
                                 source=source))
             else:  # fio
-                measured = verify.parse_fio(part.text)
+                measured = verify.parse_fio_any(part.text)
                 fio.setdefault((group_name, test), {})[node] = _FioPoint(
                     _mbps(measured.write_bw) if measured.complete else None,
-                    _mbps(measured.read_bw) if measured.complete else None, source)
+                    _mbps(measured.read_bw) if measured.complete else None, source, part.host is None)
     for (group_name, test), nodes in fio.items():
         figure = figures[group_name][test]
         source = ", ".join(sorted({point.source for point in nodes.values()}))
         for direction in ("write", "read"):
             per_node: dict[str, Optional[float]] = {host: getattr(point, direction) for host, point in nodes.items()}
+            if all(point.plain for point in nodes.values()) and all(v == 0 for v in per_node.values()):
+                continue  # plain outputs of fio that did not move data this way (a write-only job)
             slow = verify.slow_nodes(per_node, None, 0.8)  # against the group's median
             if test == "fio-fsx":
                 values = [v for v in per_node.values() if v is not None]
                 total = round(sum(values), 1) if len(values) == len(per_node) else None
-                note = f"{len(per_node)} nodes together" + (f"; slow: {', '.join(slow)}" if slow else "")
+                note = (f"{len(per_node)} node{'s' if len(per_node) > 1 else ''} together"
+                        + (f"; slow: {', '.join(slow)}" if slow else ""))
                 rows.append(_judged(group_name, f"{test}-{direction}", "all", total, figure, source, note=note))
             else:
                 for host, value in sorted(per_node.items()):
@@ -175,7 +300,9 @@ def judge_results(model: ClusterModel, files: Mapping[str, str]) -> VerifyReport
                                     note=f"below {tests[test].warn_at:g} GB/s: {', '.join(slow)}"))
     order = {g: i for i, g in enumerate(groups)}
     rows.sort(key=lambda r: (order.get(r.group, len(order)), r.test, r.node))
-    return VerifyReport(model.name, tuple(rows))
+    unrecognized = tuple((source, why.get(source, "no result in it")) for source in files
+                         if source not in judged_files)
+    return VerifyReport(model.name, tuple(rows), judged=len(judged_files), unrecognized=unrecognized)
 
 
 def _number(value: Optional[float]) -> str:
@@ -207,15 +334,28 @@ FORMATS = ("text", "json")
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # read of each results file
 
 
+def _walk(path: str) -> list[str]:
+    """A file, or every file under a directory (recursively, in name order)."""
+    if not os.path.isdir(path):
+        return [path]
+    found: list[str] = []
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        found.extend(os.path.join(root, name) for name in sorted(names))
+    return found
+
+
 def run(model: ClusterModel, paths: Iterable[str]) -> VerifyReport:
-    """`fmcluster verify SPEC RESULTS...`: the results files read and judged."""
+    """`fmcluster verify SPEC RESULTS...`: the results files (and every file under a results
+    directory) read and judged."""
     files: dict[str, str] = {}
-    for path in paths:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                files[path] = handle.read(MAX_RESULT_BYTES)
-        except OSError as exc:
-            return VerifyReport(model.name, (), error=f"cannot read {path}: {exc.strerror or exc}")
+    for given in paths:
+        for path in _walk(given):
+            try:
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    files[path] = handle.read(MAX_RESULT_BYTES)
+            except OSError as exc:
+                return VerifyReport(model.name, (), error=f"cannot read {path}: {exc.strerror or exc}")
     return judge_results(model, files)
 
 
@@ -223,11 +363,15 @@ def render(report: VerifyReport, fmt: str = "text") -> tuple[str, str]:
     """(stdout, stderr)."""
     if report.error is not None:
         return "", f"fmcluster verify: {report.error}\n"
-    return (render_json if fmt == "json" else render_text)(report), ""
+    notes = "".join(f"fmcluster verify: {source}: not judged: {why}\n" for source, why in report.unrecognized)
+    if not report.judged:
+        return "", notes + "fmcluster verify: nothing judged: no file holds a result fmcluster recognizes\n"
+    return (render_json if fmt == "json" else render_text)(report), notes
 
 
 def exit_code(report: VerifyReport) -> int:
-    """2 when a results file cannot be read, 1 on a FAIL, else 0."""
-    if report.error is not None:
+    """0 when at least one result was judged and none failed; 1 when one failed; 2 when nothing could
+    be judged (a results file that cannot be read, or none that holds a result)."""
+    if report.error is not None or not report.judged:
         return 2
     return 1 if report.verdict is Verdict.FAIL else 0

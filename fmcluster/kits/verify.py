@@ -728,6 +728,59 @@ def parse_fio(text: str) -> FioResult:
                      tuple(errors))
 
 
+# fio's normal (text) report (fio's stat.c, show_run_stats): per reporting group, "Run status group N
+# (all jobs):" and a line per direction, "  WRITE: bw=1939MiB/s (2033MB/s), 1939MiB/s-1939MiB/s
+# (2033MB/s-2033MB/s), io=10.0GiB (10.7GB), run=5281-5281msec"; per job "NAME: (groupid=0, jobs=1):
+# err= 0: pid=..."
+_FIO_GROUP = re.compile(r"^\s*Run status group (\d+) \(all jobs\):")
+_FIO_DIRECTION = re.compile(r"^\s*(READ|WRITE|TRIM):\s*bw=([0-9.]+)\s*([KMGTP]?i?B)/s")
+_FIO_JOB = re.compile(r"^(\S+): \(groupid=(\d+), jobs=(\d+)\): err=\s*(\d+)")
+_FIO_TEXT = re.compile(r"^\s*Run status group \d+ \(all jobs\):|^\S+: \(groupid=\d+, jobs=\d+\): err=", re.MULTILINE)
+_BYTES = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "PB": 1e15,
+          "KiB": 1024, "MiB": 1024 ** 2, "GiB": 1024 ** 3, "TiB": 1024 ** 4, "PiB": 1024 ** 5}
+
+
+def parse_fio_text(text: str) -> FioResult:
+    """fio's normal report: the groups' READ and WRITE bandwidths (bytes/s; each direction the mean
+    over the groups that moved data that way, as parse_fio), the jobs' names and errors."""
+    errors: list[str] = []
+    groups: dict[int, list[float]] = {}
+    current: Optional[int] = None
+    names: dict[str, dict[str, int]] = {}
+    version = None
+    for line in _lines(text):
+        if (found := re.match(r"^fio-(\d\S*)\s*$", line.strip())) is not None:
+            version = "fio-" + found.group(1)
+        if (job := _FIO_JOB.match(line)) is not None:
+            slot = names.setdefault(job.group(1), {"jobs": 0, "err": 0})
+            slot["jobs"] += int(job.group(3))
+            if int(job.group(4)) and not slot["err"]:
+                slot["err"] = int(job.group(4))
+                errors.append(f"fio job {job.group(1)}: error {job.group(4)}")
+        elif (group := _FIO_GROUP.match(line)) is not None:
+            current = int(group.group(1))
+            groups.setdefault(current, [0.0, 0.0])
+        elif current is not None and (direction := _FIO_DIRECTION.match(line)) is not None:
+            side, value, unit = direction.groups()
+            if side != "TRIM" and unit in _BYTES:
+                groups[current][0 if side == "READ" else 1] += float(value) * _BYTES[unit]
+    reads = [g[0] for g in groups.values() if g[0] > 0]
+    writes = [g[1] for g in groups.values() if g[1] > 0]
+    jobs = tuple(FioJob(name, s["jobs"], 0.0, 0.0, 0.0, 0.0, 0, s["err"]) for name, s in names.items())
+    if not groups:
+        errors.append("no fio run status (the report is cut before its end)")
+    return FioResult(version, 1 if groups else 0, jobs, statistics.fmean(reads) if reads else 0.0,
+                     statistics.fmean(writes) if writes else 0.0, (), bool(groups), tuple(errors))
+
+
+def parse_fio_any(text: str) -> FioResult:
+    """fio's JSON where the text has any (`--output-format=json` or `json,normal`), else its normal
+    report."""
+    if re.search(r'"fio version"\s*:|"jobname"\s*:', text):
+        return parse_fio(text)
+    return parse_fio_text(text)
+
+
 # --------------------------------------------------------------------------------------------
 # the smoke test (fmcluster.kits.common.SMOKE_PY)
 
@@ -907,6 +960,8 @@ def detect(text: str) -> Optional[str]:
         return "nccl"
     if "Successfully ran diagnostic for group" in text:
         return "dcgm"
+    if _FIO_TEXT.search(text):
+        return "fio"
     return None
 
 
@@ -921,7 +976,7 @@ def parse(text: str) -> Optional[Parsed]:
     if kind == "dcgm":
         return parse_dcgm_diag(text)
     if kind == "fio":
-        return parse_fio(text)
+        return parse_fio_any(text)
     if kind == "smoke":
         return parse_smoke(text)
     return None
