@@ -114,33 +114,47 @@ def cmd_plan(args: argparse.Namespace) -> int:
     spec = _valid(args.spec, result)
     if spec is None:
         return EXIT_INVALID
-    reservations = _preflight_reservations(args.preflight, spec.name) if args.preflight else []
+    reservations = _preflight_reservations(args.preflight, spec.name, args.spec) if args.preflight else []
     if reservations is None:
         return EXIT_INVALID
     plan_report = plan.run(spec, result.data, args.checkpoint_params, reservations)
     return _done(plan.render(plan_report, args.format), plan.exit_code(plan_report))
 
 
-def _preflight_reservations(path: str, cluster: str) -> list[dict[str, object]] | None:
-    """The "reservations" of `fmcluster preflight SPEC --format json` saved in `path`; None
-    (after saying why) when the file is not such a report of this cluster."""
-    import json
+PREFLIGHT_HINT = ("save one with `fmcluster preflight SPEC --format json > preflight.json`, then pass "
+                  "`--preflight preflight.json`")
 
+
+def _preflight_reservations(path: str, cluster: str, spec_path: str) -> list[dict[str, object]] | None:
+    """The "reservations" of `fmcluster preflight SPEC --format json` saved in `path`; None
+    (after saying why) when the file is not such a report of this cluster. The hint names a new
+    file, never `path`: a command that wrote over the user's own file (the spec itself, given
+    to --preflight by mistake) would lose it."""
+    import json
+    import os
+
+    def refuse(message: str, hint: str | None = PREFLIGHT_HINT) -> None:
+        print(f"error: {path}: {message}", file=sys.stderr)
+        if hint:
+            print(f"  hint: {hint}", file=sys.stderr)
+
+    try:
+        if os.path.samefile(path, spec_path):
+            refuse("--preflight names the spec itself; it takes the report that `fmcluster preflight` printed")
+            return None
+    except OSError:
+        pass  # a missing file is said below
     try:
         report = json.loads(open(path, encoding="utf-8").read())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        print(f"error: {path}: cannot read a preflight report: {exc}", file=sys.stderr)
-        print(f"  hint: fmcluster preflight SPEC --format json > {path}", file=sys.stderr)
+        refuse(f"cannot read a preflight report: {exc}")
         return None
     found = report.get("reservations") if isinstance(report, dict) else None
     if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
-        print(f"error: {path}: not a report of fmcluster preflight --format json (no \"reservations\" list)",
-              file=sys.stderr)
-        print(f"  hint: fmcluster preflight SPEC --format json > {path}", file=sys.stderr)
+        refuse("not a report of fmcluster preflight --format json (no \"reservations\" list)")
         return None
     if report.get("cluster") != cluster:
-        print(f"error: {path}: a preflight report of cluster {report.get('cluster')!r}, not of {cluster!r}",
-              file=sys.stderr)
+        refuse(f"a preflight report of cluster {report.get('cluster')!r}, not of {cluster!r}", None)
         return None
     return found
 
