@@ -36,9 +36,18 @@ def _invalid(message: str) -> int:
     return EXIT_INVALID
 
 
+def _stdin_twice(specs: list[str]) -> int | None:
+    """EXIT_INVALID, after saying so, when `-` (standard input, read once) is given twice."""
+    if specs.count("-") > 1:
+        return _invalid("`-` (standard input) can stand for one SPEC only")
+    return None
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from fmcluster.spec import loader
 
+    if (refused := _stdin_twice(args.specs)) is not None:
+        return refused
     if args.pipeline:
         from fmcluster.deploy import pipeline
 
@@ -185,6 +194,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
         return _done(diff.render(report, args.format), diff.exit_code(report))
     if len(args.specs) != 2:
         return _invalid("diff takes OLD and NEW (or --deployed SPEC)")
+    if (refused := _stdin_twice(args.specs)) is not None:
+        return refused
     old_path, new_path = args.specs
     old, new = _load_valid(old_path), _load_valid(new_path)
     if old is None or new is None:
@@ -200,6 +211,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
     if bool(args.specs) == bool(args.assembly):
         return _invalid("synth takes SPEC... (or --assembly DIR, without SPEC)")
+    if (refused := _stdin_twice(args.specs)) is not None:
+        return refused
     report = synth.summarize(args.assembly) if args.assembly else synth.run(args.specs, args.output)
     return _done(synth.render(report, "text"), synth.exit_code(report))
 
@@ -241,15 +254,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return _done(verdicts.render(report, args.format), verdicts.exit_code(report))
 
 
+SPEC_HELP = "a spec file (- reads it from standard input)"
+
+
 def _verify_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("results", nargs="+", metavar="RESULTS", help="the kit's result files (results/*)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.set_defaults(func=cmd_verify)
 
 
 def _jobs_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("-o", "--output", default="acceptance", metavar="DIR",
                    help="the kit's directory (default acceptance); existing kit files are replaced")
     p.set_defaults(func=cmd_jobs)
@@ -277,7 +293,7 @@ def _stack_policy_args(p: argparse.ArgumentParser) -> None:
 
 
 def _validate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("specs", nargs="+", metavar="SPEC")
+    p.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--pipeline", action="store_true",
                    help="the files are GitOps pipeline files (such as examples/pipeline/pipeline.yaml): check each "
@@ -287,7 +303,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 def _synth_args(p: argparse.ArgumentParser) -> None:
     p.usage = "fmcluster synth [-h] [-o DIR] (SPEC [SPEC ...] | --assembly DIR)"
-    p.add_argument("specs", nargs="*", metavar="SPEC")
+    p.add_argument("specs", nargs="*", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("-o", "--output", default="cdk.out", metavar="DIR", help="assembly directory (default cdk.out)")
     p.add_argument("--assembly", metavar="DIR",
                    help="summarize the cloud assembly already in DIR (such as `npx cdk synth` writes) instead")
@@ -295,7 +311,7 @@ def _synth_args(p: argparse.ArgumentParser) -> None:
 
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", nargs="?", metavar="SPEC")
+    p.add_argument("spec", nargs="?", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--checkpoint-params", type=_positive_number, metavar="N",
                    help="model size for the checkpoint write time, such as 70e9 (default 70e9)")
@@ -307,7 +323,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 
 
 def _preflight_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--window", type=_window, metavar="START/END",
                    help="ISO 8601 times the cluster must run, such as 2026-12-01T00:00Z/2026-12-08T00:00Z "
@@ -317,7 +333,8 @@ def _preflight_args(p: argparse.ArgumentParser) -> None:
 
 def _diff_args(p: argparse.ArgumentParser) -> None:
     p.usage = "fmcluster diff [-h] [--format {text,json}] [--allow-data-loss] (OLD NEW | --deployed SPEC)"
-    p.add_argument("specs", nargs="+", metavar="SPEC", help="OLD and NEW, or with --deployed one SPEC")
+    p.add_argument("specs", nargs="+", metavar="SPEC",
+                   help="OLD and NEW, or with --deployed one SPEC (- reads one from standard input)")
     p.add_argument("--deployed", action="store_true",
                    help="compare SPEC with its cluster's stacks as deployed (reads CloudFormation, read-only)")
     p.add_argument("--format", choices=("text", "json"), default="text")

@@ -35,3 +35,78 @@ def test_the_preflight_hint_never_names_the_file_given(tmp_path, capsys, text):
     err = capsys.readouterr().err
     hint = err.split("hint:", 1)[1]
     assert "notes.yaml" not in hint and "> preflight.json" in hint
+
+
+# ---- `-`: the spec on standard input ---------------------------------------------------------
+
+def fmcluster(*args, stdin=""):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "fmcluster", *args], cwd=ROOT, input=stdin, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_validate_dash_reads_standard_input_even_beside_a_file_named_dash(tmp_path):
+    (tmp_path / "-").write_text("name: [unclosed\n")  # a file named `-` is not read
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "fmcluster", "validate", "-"], cwd=tmp_path,
+                            input=EXAMPLE.read_text(), capture_output=True, text=True, timeout=120,
+                            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert (result.returncode, result.stdout) == (0, "<stdin>: ok\n"), result.stderr
+
+
+def test_errors_on_standard_input_are_located_in_stdin():
+    result = fmcluster("validate", "-", stdin=EXAMPLE.read_text().replace("count: 8", "count: eight", 1))
+    assert result.returncode == 2
+    assert "<stdin>:" in result.stderr and ": error: node_groups[0].count: " in result.stderr
+
+
+@pytest.mark.parametrize("command", [["plan"], ["jobs", "-o", "{tmp}/kit"], ["verify"], ["preflight"]])
+def test_every_command_that_takes_one_spec_reads_dash(tmp_path, command):
+    command = [part.replace("{tmp}", str(tmp_path)) for part in command]
+    # an invalid spec: each command stops at the spec, so no credentials or results are needed
+    bad = EXAMPLE.read_text().replace("count: 8", "count: eight", 1)
+    extra = [str(tmp_path / "results.txt")] if command[0] == "verify" else []
+    (tmp_path / "results.txt").write_text("")
+    result = fmcluster(*command, "-", *extra, stdin=bad)
+    assert result.returncode == 2 and "<stdin>:" in result.stderr and "Traceback" not in result.stderr
+    if command[0] != "preflight":  # preflight needs credentials past the spec
+        good = fmcluster(*command, "-", *extra, stdin=EXAMPLE.read_text())
+        assert "Traceback" not in good.stderr and "<stdin>:" not in good.stderr
+        assert good.returncode in (0, 1), good.stderr
+
+
+def test_dash_given_twice_is_refused(capsys):
+    for argv in (["validate", "-", "-"], ["diff", "-", "-"], ["synth", "-", "-"]):
+        assert main(argv) == 2
+        assert "can stand for one SPEC only" in capsys.readouterr().err
+
+
+def test_a_terminal_is_not_read(monkeypatch, capsys):
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    from fmcluster.spec import loader
+
+    monkeypatch.setattr(loader, "_stdin", [])
+    monkeypatch.setattr("sys.stdin", Terminal())
+    assert main(["validate", "-"]) == 2
+    assert "standard input is a terminal" in capsys.readouterr().err
+
+
+def test_synth_and_diff_read_dash(tmp_path):
+    """The CDK app reads a file: synth hands it standard input, diff (which reads the spec
+    itself first) a copy of what it read."""
+    spec = ROOT / "examples/p5-pcs.yaml"
+    synth = fmcluster("synth", "-", "-o", str(tmp_path / "out"), stdin=spec.read_text())
+    assert synth.returncode == 0, synth.stderr
+    assert (tmp_path / "out/llm-pretrain-cluster.template.json").exists()
+    diff = fmcluster("diff", str(spec), "-", stdin=spec.read_text().replace("count: 16", "count: 8"))
+    assert diff.returncode == 0, diff.stderr
+    assert "ScalingConfiguration.MaxInstanceCount" in diff.stdout
