@@ -64,21 +64,36 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return _done(schema.render(report, "json"), schema.exit_code(report))
 
 
-def _load_valid(path: str) -> ClusterSpec | None:
-    """The ClusterSpec of a valid spec file, or None after printing its problems on stderr.
-    Warnings are printed either way."""
+def _load_valid(path: str, fmt: str = "text") -> ClusterSpec | None:
+    """The ClusterSpec of a valid spec file, or None after printing its problems (as
+    `_valid_all`)."""
     from fmcluster.spec import loader
 
-    return _valid(path, loader.load(path))
+    return _valid(path, loader.load(path), fmt)
 
 
-def _valid(path: str, result: LoadResult) -> ClusterSpec | None:
-    """The spec of a load result, or None after printing its problems; warnings either way: what
-    validate prints on stderr."""
+def _valid(path: str, result: LoadResult, fmt: str = "text") -> ClusterSpec | None:
+    """The spec of a load result, or None after printing its problems (as `_valid_all`)."""
+    specs = _valid_all([(path, result)], fmt)
+    return specs[0] if specs else None
+
+
+def _valid_all(results: list[tuple[str, LoadResult]], fmt: str) -> list[ClusterSpec] | None:
+    """The specs of load results, or None after printing the problems of all of them: what
+    `fmcluster validate` prints, in the command's format, so that `--format json` gives JSON on
+    stdout whatever stops the command. Warnings of valid specs go to stderr as text either way:
+    stdout is the command's own report then."""
     from fmcluster.spec import loader
 
-    sys.stderr.write(loader.render(loader.ValidateReport((loader.checked(path, result),)), "text")[1])
-    return result.spec if result.ok else None
+    report = loader.ValidateReport(tuple(loader.checked(path, result) for path, result in results))
+    if all(result.ok for _, result in results):
+        sys.stderr.write(loader.render(report, "text")[1])
+        return [result.spec for _, result in results if result.spec is not None]
+    if fmt == "json":
+        sys.stdout.write(loader.render(report, "json")[0])
+    else:
+        sys.stderr.write(loader.render(report, "text")[1])  # the problems, not the `FILE: ok` lines
+    return None
 
 
 def _positive_number(text: str) -> float:
@@ -120,7 +135,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from fmcluster.spec import loader
 
     result = loader.load(args.spec)
-    spec = _valid(args.spec, result)
+    spec = _valid(args.spec, result, args.format)
     if spec is None:
         return EXIT_INVALID
     reservations = _preflight_reservations(args.preflight, spec.name, args.spec) if args.preflight else []
@@ -171,7 +186,7 @@ def _preflight_reservations(path: str, cluster: str, spec_path: str) -> list[dic
 def cmd_preflight(args: argparse.Namespace) -> int:
     from fmcluster.deploy import preflight
 
-    spec = _load_valid(args.spec)
+    spec = _load_valid(args.spec, args.format)
     if spec is None:
         return EXIT_INVALID
     report = preflight.run(spec, args.window)
@@ -180,11 +195,12 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from fmcluster.deploy import diff, synth
+    from fmcluster.spec import loader
 
     if args.deployed:
         if len(args.specs) != 1:
             return _invalid("diff --deployed takes one SPEC: fmcluster diff --deployed SPEC")
-        spec = _load_valid(args.specs[0])
+        spec = _load_valid(args.specs[0], args.format)
         if spec is None:
             return EXIT_INVALID
         from fmcluster.deploy import deployed
@@ -197,9 +213,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if (refused := _stdin_twice(args.specs)) is not None:
         return refused
     old_path, new_path = args.specs
-    old, new = _load_valid(old_path), _load_valid(new_path)
-    if old is None or new is None:
+    specs = _valid_all([(p, loader.load(p)) for p in (old_path, new_path)], args.format)
+    if specs is None:
         return EXIT_INVALID
+    old, new = specs
     path: dict[int, str] = {id(old): old_path, id(new): new_path}
     report = diff.run(old, new, args.allow_data_loss, names=(old_path, new_path),
                       synthesize=lambda spec: synth.templates(path[id(spec)]))
@@ -247,7 +264,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from fmcluster.kits import verdicts
     from fmcluster.model.cluster import resolve
 
-    spec = _load_valid(args.spec)
+    spec = _load_valid(args.spec, args.format)
     if spec is None:
         return EXIT_INVALID
     report = verdicts.run(resolve(spec), args.results)

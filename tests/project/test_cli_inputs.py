@@ -110,3 +110,48 @@ def test_synth_and_diff_read_dash(tmp_path):
     diff = fmcluster("diff", str(spec), "-", stdin=spec.read_text().replace("count: 16", "count: 8"))
     assert diff.returncode == 0, diff.stderr
     assert "ScalingConfiguration.MaxInstanceCount" in diff.stdout
+
+
+# ---- --format json: JSON diagnostics whatever stops the command ------------------------------
+
+BAD = EXAMPLE.read_text().replace("count: 8", "count: eight", 1)
+
+
+@pytest.mark.parametrize("argv", [
+    ["plan", "{bad}"], ["preflight", "{bad}"], ["verify", "{bad}", "{tmp}/results.txt"],
+    ["diff", "{good}", "{bad}"], ["diff", "--deployed", "{bad}"],
+])
+def test_format_json_gives_json_diagnostics_of_an_invalid_spec(tmp_path, capsys, argv):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(BAD)
+    argv = [a.format(bad=bad, good=EXAMPLE, tmp=tmp_path) for a in argv]
+    assert main([*argv, "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert captured.err == ""
+    assert report[-1]["file"] == str(bad) and report[-1]["ok"] is False
+    problem = report[-1]["diagnostics"][0]
+    assert (problem["path"], problem["rule"]) == ("node_groups[0].count", "wrong-type") and problem["line"] > 1
+    # the text format is unchanged: located problems on stderr, nothing on stdout
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and f"{bad}:" in captured.err
+
+
+def test_diff_json_reports_both_specs_in_one_document(tmp_path, capsys):
+    old, new = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    old.write_text(BAD)
+    new.write_text("name: x\n")
+    assert main(["diff", str(old), str(new), "--format", "json"]) == 2
+    report = json.loads(capsys.readouterr().out)
+    assert [(r["file"], r["ok"]) for r in report] == [(str(old), False), (str(new), False)]
+
+
+def test_a_valid_spec_keeps_stdout_the_commands_json(tmp_path, capsys):
+    warn = tmp_path / "warn.yaml"
+    warn.write_text((ROOT / "examples/p5-pcs.yaml").read_text().replace(
+        "  type: pcs\n", "  type: pcs\n  admin_role_arn: arn:aws:iam::111122223333:role/admin\n"))
+    assert main(["plan", str(warn), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["name"] == "llm-pretrain"
+    assert ": warning: orchestrator.admin_role_arn: " in captured.err
