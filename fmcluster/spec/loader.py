@@ -154,7 +154,7 @@ def parse_mapping(text: str, file: str, what: str = "spec", example: str = "one 
     try:
         doc = yamlpos.load(text, file)
     except yamlpos.YamlSyntaxError as exc:
-        return None, [_at(file, exc.message, exc.line, exc.column, rule=YAML_RULE, source=_line(text, exc.line))]
+        return None, [_at(file, exc.message, exc.line, exc.column, exc.hint, YAML_RULE, _line(text, exc.line))]
     if doc.data is None:
         return None, [_at(file, f"the {what} is empty", hint=f"start from {example}", rule=DOCUMENT_RULE)]
     if not isinstance(doc.data, dict):

@@ -155,3 +155,38 @@ def test_a_valid_spec_keeps_stdout_the_commands_json(tmp_path, capsys):
     captured = capsys.readouterr()
     assert json.loads(captured.out)["name"] == "llm-pretrain"
     assert ": warning: orchestrator.admin_role_arn: " in captured.err
+
+
+# ---- YAML mistakes, at their line in plain words ---------------------------------------------
+
+@pytest.mark.parametrize("text, line, column, message, hint", [
+    ("name: demo\n\tregion: us-east-1\n", 2, 1, "indented with a tab; YAML indents with spaces only",
+     "replace the tab with spaces"),
+    ("name: demo\nstorage:\n\tkms: true\n", 3, 1, "indented with a tab", "replace the tab with spaces"),
+    ("name: demo\nregion: us-east-1\n  availability_zone_id: use1-az4\n", 3, 3,
+     "indented more than `region:` above it", "indent it by 0 spaces, like `region:`"),
+    ("storage:\n  lustre:\n    storage_capacity_gib: 1200\n   kms: true\n", 4, 4,
+     "indented by 3 spaces, which lines up with no key above it", "4, 2 or 0 spaces"),
+    ("node_groups:\n  - name: a\n    count: 1\n   - name: b\n", 4, 4,
+     "this list item is indented by 3 spaces, the items above it by 2 spaces", "line up its `-`"),
+    ("node_groups:\n  - name: a\n      count: 1\n", 3, 7, "indented more than `name:`", "indent it by 4 spaces"),
+    ("tags:\n  - a\n  team: x\n", 3, 3, "not an item of it", "start it with `- `"),
+    ("name demo\nregion: us-east-1\n", 1, 1, "this line has no `:` between its key and value", "key: value"),
+    ("name: [demo\nregion: us-east-1\n", 1, 7, "the `[` opened here is never closed with `]`", "`]`"),
+    ("name: 'demo\nregion: us-east-1\n", 1, 7, "the quote opened here is never closed", "same quote"),
+    ("name: a: b\n", 1, 8, "a second `: ` on one line", 'name: "a: b"'),
+])
+def test_yaml_mistakes_are_placed_at_their_line_in_plain_words(tmp_path, capsys, text, line, column, message,
+                                                                hint):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    assert main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{spec}:{line}:{column}: error: (document): invalid YAML: "), err
+    assert message in err.splitlines()[0]
+    assert hint in err.split("\n  hint: ", 1)[1]
+    assert "while parsing" not in err and "while scanning" not in err  # the parser's own words
+    assert main(["validate", "--format", "json", str(spec)]) == 2
+    (problem,) = json.loads(capsys.readouterr().out)[0]["diagnostics"]
+    assert (problem["line"], problem["column"], problem["rule"]) == (line, column, "yaml")
+    assert hint in problem["hint"]
