@@ -11,6 +11,7 @@ from fmcluster.cli import main
 from tests.support.paths import ROOT
 
 EXAMPLE = ROOT / "examples/p5en-eks.yaml"
+PCS = ROOT / "examples/p5-pcs.yaml"
 
 
 # ---- plan --preflight: the hint names a new file ------------------------------------------------
@@ -190,3 +191,31 @@ def test_yaml_mistakes_are_placed_at_their_line_in_plain_words(tmp_path, capsys,
     (problem,) = json.loads(capsys.readouterr().out)[0]["diagnostics"]
     assert (problem["line"], problem["column"], problem["rule"]) == (line, column, "yaml")
     assert hint in problem["hint"]
+
+
+# ---- a mistyped region: did you mean ---------------------------------------------------------
+
+@pytest.mark.parametrize("typed, hint", [
+    ("us-east1", "did you mean 'us-east-1'?"),
+    ("US-EAST-1", "did you mean 'us-east-1'?"),
+    ("us-wets-2", "did you mean 'us-west-2'?"),
+    ("eu-centrl-1", "did you mean 'eu-central-1'?"),
+    ("us-east-3", "did you mean 'us-east-1' or 'us-east-2'?"),
+])
+def test_a_mistyped_region_gets_did_you_mean(tmp_path, capsys, typed, hint):
+    spec = tmp_path / "spec.yaml"
+    text = PCS.read_text()
+    spec.write_text(text.replace("region: us-east-1", f"region: {typed}", 1))
+    line = text[:text.index("region: us-east-1")].count("\n") + 1
+    assert main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert f"{spec}:{line}:9: error: region: '{typed}' is not an AWS region fmcluster knows" in err
+    assert f"\n  hint: {hint}\n" in err and "known regions" not in err
+
+
+def test_a_region_like_no_other_still_lists_the_known_ones(tmp_path, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(PCS.read_text().replace("region: us-east-1", "region: mars-north-1", 1))
+    assert main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean" not in err and "hint: known regions (botocore's list" in err and "us-west-2" in err
