@@ -176,10 +176,26 @@ def model_problems(exc: ValidationError, data: dict[str, typing.Any],
     return [_from_pydantic(e, data, root) for e in exc.errors(include_url=False)]
 
 
+def _pipeline_file(doc: yamlpos.Document) -> Diagnostic | None:
+    """The one error of a GitOps pipeline file given where a spec goes: its fields checked as a
+    spec's (\"unknown field `source`; did you mean `storage`?\") would only mislead. A pipeline
+    file has `waves` and no `node_groups`."""
+    if "waves" not in doc.data or "node_groups" in doc.data:
+        return None
+    line, column = doc.locate(("waves",), at_key=True)
+    named = "FILE" if doc.file == STDIN_NAME else doc.file
+    return Diagnostic("this is a GitOps pipeline file (it has `waves`), not a cluster spec", ("waves",),
+                      f"check it with `fmcluster validate --pipeline {named}`; commands that take a SPEC take "
+                      "one of the cluster specs its waves list", "error", doc.file, line, column, DOCUMENT_RULE,
+                      doc.line(line))
+
+
 def load_text(text: str, file: str = "<spec>") -> LoadResult:
     doc, diagnostics = parse_mapping(text, file)
     if doc is None:
         return LoadResult(file, diagnostics=diagnostics)
+    if (pipeline_file := _pipeline_file(doc)) is not None:
+        return LoadResult(file, diagnostics=[pipeline_file], data=doc.data)
     problems = duplicate_keys(doc)
     spec: ClusterSpec | None = None
     try:

@@ -219,3 +219,39 @@ def test_a_region_like_no_other_still_lists_the_known_ones(tmp_path, capsys):
     assert main(["validate", str(spec)]) == 2
     err = capsys.readouterr().err
     assert "did you mean" not in err and "hint: known regions (botocore's list" in err and "us-west-2" in err
+
+
+# ---- a pipeline file where a spec goes -------------------------------------------------------
+
+PIPELINE = ROOT / "examples/pipeline/pipeline.yaml"
+
+
+@pytest.mark.parametrize("command", [["validate"], ["plan"], ["validate", "--format", "json"]])
+def test_a_pipeline_file_given_as_a_spec_is_recognized(capsys, command):
+    text = PIPELINE.read_text()
+    line = text[:text.index("\nwaves:")].count("\n") + 2
+    assert main([*command, str(PIPELINE)]) == 2
+    captured = capsys.readouterr()
+    if "json" in command:
+        (problem,) = json.loads(captured.out)[0]["diagnostics"]
+        assert (problem["line"], problem["path"], problem["rule"]) == (line, "waves", "document")
+        assert problem["hint"].startswith(f"check it with `fmcluster validate --pipeline {PIPELINE}`")
+        return
+    err = captured.err
+    assert f"{PIPELINE}:{line}:1: error: waves: this is a GitOps pipeline file (it has `waves`), not a cluster " \
+           "spec [document]" in err
+    assert f"hint: check it with `fmcluster validate --pipeline {PIPELINE}`" in err
+    assert "did you mean" not in err and "unknown field" not in err and err.count(": error: ") == 1
+
+
+def test_the_pipeline_file_still_validates_as_one(capsys):
+    assert main(["validate", "--pipeline", str(PIPELINE)]) == 0
+    assert capsys.readouterr().out == f"{PIPELINE}: ok\n"
+
+
+def test_a_spec_with_a_stray_waves_key_is_still_a_spec(tmp_path, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(PCS.read_text() + "waves: []\n")
+    assert main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown field `waves`" in err and "pipeline file" not in err
