@@ -143,6 +143,14 @@ def _explained(exc: yaml.MarkedYAMLError, text: str) -> YamlSyntaxError | None:
         return YamlSyntaxError("invalid YAML: this line is indented with a tab; YAML indents with spaces only",
                                line, here.index("\t") + 1, "replace the tab with spaces, as many as the lines "
                                "beside it use (2 per level in the examples)")
+    if context.startswith("expected a single document"):
+        return YamlSyntaxError("invalid YAML: a second document starts here; a spec is one YAML document", line,
+                               column, "remove this `---` line, or give each document a file of its own")
+    if problem.startswith("found undefined alias"):
+        name = here[column - 1:].split()[0] if here[column - 1:].split() else "*"
+        return YamlSyntaxError(f"invalid YAML: the alias `{name}` names no anchor above it", line, column,
+                               f"anchor the value it repeats first, such as `key: &{name[1:]} value`; or, "
+                               "if `*` is meant as text, quote the value")
     if start is not None and context.startswith("while parsing a flow"):
         opened, closed = ("[", "]") if "sequence" in context else ("{", "}")
         kind = "list" if opened == "[" else "mapping"

@@ -176,6 +176,8 @@ def test_a_valid_spec_keeps_stdout_the_commands_json(tmp_path, capsys):
     ("name: [demo\nregion: us-east-1\n", 1, 7, "the `[` opened here is never closed with `]`", "`]`"),
     ("name: 'demo\nregion: us-east-1\n", 1, 7, "the quote opened here is never closed", "same quote"),
     ("name: a: b\n", 1, 8, "a second `: ` on one line", 'name: "a: b"'),
+    ("name: a\n---\nname: b\n", 2, 1, "a second document starts here", "remove this `---` line"),
+    ("name: *base\n", 1, 7, "the alias `*base` names no anchor above it", "`key: &base value`"),
 ])
 def test_yaml_mistakes_are_placed_at_their_line_in_plain_words(tmp_path, capsys, text, line, column, message,
                                                                 hint):
