@@ -36,9 +36,18 @@ def _invalid(message: str) -> int:
     return EXIT_INVALID
 
 
+def _stdin_twice(specs: list[str]) -> int | None:
+    """EXIT_INVALID, after saying so, when `-` (standard input, read once) is given twice."""
+    if specs.count("-") > 1:
+        return _invalid("`-` (standard input) can stand for one SPEC only")
+    return None
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     from fmcluster.spec import loader
 
+    if (refused := _stdin_twice(args.specs)) is not None:
+        return refused
     if args.pipeline:
         from fmcluster.deploy import pipeline
 
@@ -55,21 +64,36 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return _done(schema.render(report, "json"), schema.exit_code(report))
 
 
-def _load_valid(path: str) -> ClusterSpec | None:
-    """The ClusterSpec of a valid spec file, or None after printing its problems on stderr.
-    Warnings are printed either way."""
+def _load_valid(path: str, fmt: str = "text") -> ClusterSpec | None:
+    """The ClusterSpec of a valid spec file, or None after printing its problems (as
+    `_valid_all`)."""
     from fmcluster.spec import loader
 
-    return _valid(path, loader.load(path))
+    return _valid(path, loader.load(path), fmt)
 
 
-def _valid(path: str, result: LoadResult) -> ClusterSpec | None:
-    """The spec of a load result, or None after printing its problems; warnings either way: what
-    validate prints on stderr."""
+def _valid(path: str, result: LoadResult, fmt: str = "text") -> ClusterSpec | None:
+    """The spec of a load result, or None after printing its problems (as `_valid_all`)."""
+    specs = _valid_all([(path, result)], fmt)
+    return specs[0] if specs else None
+
+
+def _valid_all(results: list[tuple[str, LoadResult]], fmt: str) -> list[ClusterSpec] | None:
+    """The specs of load results, or None after printing the problems of all of them: what
+    `fmcluster validate` prints, in the command's format, so that `--format json` gives JSON on
+    stdout whatever stops the command. Warnings of valid specs go to stderr as text either way:
+    stdout is the command's own report then."""
     from fmcluster.spec import loader
 
-    sys.stderr.write(loader.render(loader.ValidateReport((loader.checked(path, result),)), "text")[1])
-    return result.spec if result.ok else None
+    report = loader.ValidateReport(tuple(loader.checked(path, result) for path, result in results))
+    if all(result.ok for _, result in results):
+        sys.stderr.write(loader.render(report, "text")[1])
+        return [result.spec for _, result in results if result.spec is not None]
+    if fmt == "json":
+        sys.stdout.write(loader.render(report, "json")[0])
+    else:
+        sys.stderr.write(loader.render(report, "text")[1])  # the problems, not the `FILE: ok` lines
+    return None
 
 
 def _positive_number(text: str) -> float:
@@ -111,36 +135,50 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from fmcluster.spec import loader
 
     result = loader.load(args.spec)
-    spec = _valid(args.spec, result)
+    spec = _valid(args.spec, result, args.format)
     if spec is None:
         return EXIT_INVALID
-    reservations = _preflight_reservations(args.preflight, spec.name) if args.preflight else []
+    reservations = _preflight_reservations(args.preflight, spec.name, args.spec) if args.preflight else []
     if reservations is None:
         return EXIT_INVALID
     plan_report = plan.run(spec, result.data, args.checkpoint_params, reservations)
     return _done(plan.render(plan_report, args.format), plan.exit_code(plan_report))
 
 
-def _preflight_reservations(path: str, cluster: str) -> list[dict[str, object]] | None:
-    """The "reservations" of `fmcluster preflight SPEC --format json` saved in `path`; None
-    (after saying why) when the file is not such a report of this cluster."""
-    import json
+PREFLIGHT_HINT = ("save one with `fmcluster preflight SPEC --format json > preflight.json`, then pass "
+                  "`--preflight preflight.json`")
 
+
+def _preflight_reservations(path: str, cluster: str, spec_path: str) -> list[dict[str, object]] | None:
+    """The "reservations" of `fmcluster preflight SPEC --format json` saved in `path`; None
+    (after saying why) when the file is not such a report of this cluster. The hint names a new
+    file, never `path`: a command that wrote over the user's own file (the spec itself, given
+    to --preflight by mistake) would lose it."""
+    import json
+    import os
+
+    def refuse(message: str, hint: str | None = PREFLIGHT_HINT) -> None:
+        print(f"error: {path}: {message}", file=sys.stderr)
+        if hint:
+            print(f"  hint: {hint}", file=sys.stderr)
+
+    try:
+        if os.path.samefile(path, spec_path):
+            refuse("--preflight names the spec itself; it takes the report that `fmcluster preflight` printed")
+            return None
+    except OSError:
+        pass  # a missing file is said below
     try:
         report = json.loads(open(path, encoding="utf-8").read())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        print(f"error: {path}: cannot read a preflight report: {exc}", file=sys.stderr)
-        print(f"  hint: fmcluster preflight SPEC --format json > {path}", file=sys.stderr)
+        refuse(f"cannot read a preflight report: {exc}")
         return None
     found = report.get("reservations") if isinstance(report, dict) else None
     if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
-        print(f"error: {path}: not a report of fmcluster preflight --format json (no \"reservations\" list)",
-              file=sys.stderr)
-        print(f"  hint: fmcluster preflight SPEC --format json > {path}", file=sys.stderr)
+        refuse("not a report of fmcluster preflight --format json (no \"reservations\" list)")
         return None
     if report.get("cluster") != cluster:
-        print(f"error: {path}: a preflight report of cluster {report.get('cluster')!r}, not of {cluster!r}",
-              file=sys.stderr)
+        refuse(f"a preflight report of cluster {report.get('cluster')!r}, not of {cluster!r}", None)
         return None
     return found
 
@@ -148,7 +186,7 @@ def _preflight_reservations(path: str, cluster: str) -> list[dict[str, object]] 
 def cmd_preflight(args: argparse.Namespace) -> int:
     from fmcluster.deploy import preflight
 
-    spec = _load_valid(args.spec)
+    spec = _load_valid(args.spec, args.format)
     if spec is None:
         return EXIT_INVALID
     report = preflight.run(spec, args.window)
@@ -157,11 +195,12 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from fmcluster.deploy import diff, synth
+    from fmcluster.spec import loader
 
     if args.deployed:
         if len(args.specs) != 1:
             return _invalid("diff --deployed takes one SPEC: fmcluster diff --deployed SPEC")
-        spec = _load_valid(args.specs[0])
+        spec = _load_valid(args.specs[0], args.format)
         if spec is None:
             return EXIT_INVALID
         from fmcluster.deploy import deployed
@@ -171,10 +210,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
         return _done(diff.render(report, args.format), diff.exit_code(report))
     if len(args.specs) != 2:
         return _invalid("diff takes OLD and NEW (or --deployed SPEC)")
+    if (refused := _stdin_twice(args.specs)) is not None:
+        return refused
     old_path, new_path = args.specs
-    old, new = _load_valid(old_path), _load_valid(new_path)
-    if old is None or new is None:
+    specs = _valid_all([(p, loader.load(p)) for p in (old_path, new_path)], args.format)
+    if specs is None:
         return EXIT_INVALID
+    old, new = specs
     path: dict[int, str] = {id(old): old_path, id(new): new_path}
     report = diff.run(old, new, args.allow_data_loss, names=(old_path, new_path),
                       synthesize=lambda spec: synth.templates(path[id(spec)]))
@@ -186,6 +228,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
 
     if bool(args.specs) == bool(args.assembly):
         return _invalid("synth takes SPEC... (or --assembly DIR, without SPEC)")
+    if (refused := _stdin_twice(args.specs)) is not None:
+        return refused
     report = synth.summarize(args.assembly) if args.assembly else synth.run(args.specs, args.output)
     return _done(synth.render(report, "text"), synth.exit_code(report))
 
@@ -220,15 +264,18 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from fmcluster.kits import verdicts
     from fmcluster.model.cluster import resolve
 
-    spec = _load_valid(args.spec)
+    spec = _load_valid(args.spec, args.format)
     if spec is None:
         return EXIT_INVALID
     report = verdicts.run(resolve(spec), args.results)
     return _done(verdicts.render(report, args.format), verdicts.exit_code(report))
 
 
+SPEC_HELP = "a spec file (- reads it from standard input)"
+
+
 def _verify_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("results", nargs="+", metavar="RESULTS",
                    help="result files or directories (read recursively): the kit's results/*, or plain outputs "
                         "of nccl-tests, dcgmi diag and fio")
@@ -237,7 +284,7 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
 
 
 def _jobs_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("-o", "--output", default="acceptance", metavar="DIR",
                    help="the kit's directory (default acceptance); existing kit files are replaced")
     p.set_defaults(func=cmd_jobs)
@@ -265,7 +312,7 @@ def _stack_policy_args(p: argparse.ArgumentParser) -> None:
 
 
 def _validate_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("specs", nargs="+", metavar="SPEC")
+    p.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--pipeline", action="store_true",
                    help="the files are GitOps pipeline files (such as examples/pipeline/pipeline.yaml): check each "
@@ -275,7 +322,7 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 
 def _synth_args(p: argparse.ArgumentParser) -> None:
     p.usage = "fmcluster synth [-h] [-o DIR] (SPEC [SPEC ...] | --assembly DIR)"
-    p.add_argument("specs", nargs="*", metavar="SPEC")
+    p.add_argument("specs", nargs="*", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("-o", "--output", default="cdk.out", metavar="DIR", help="assembly directory (default cdk.out)")
     p.add_argument("--assembly", metavar="DIR",
                    help="summarize the cloud assembly already in DIR (such as `npx cdk synth` writes) instead")
@@ -283,7 +330,7 @@ def _synth_args(p: argparse.ArgumentParser) -> None:
 
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", nargs="?", metavar="SPEC")
+    p.add_argument("spec", nargs="?", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
     p.add_argument("--checkpoint-params", type=_positive_number, metavar="N",
                    help="model size for the checkpoint write time, such as 70e9 (default 70e9)")
@@ -295,7 +342,7 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 
 
 def _preflight_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", metavar="SPEC")
+    p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--window", type=_window, metavar="START/END",
                    help="ISO 8601 times the cluster must run, such as 2026-12-01T00:00Z/2026-12-08T00:00Z "
@@ -305,7 +352,8 @@ def _preflight_args(p: argparse.ArgumentParser) -> None:
 
 def _diff_args(p: argparse.ArgumentParser) -> None:
     p.usage = "fmcluster diff [-h] [--format {text,json}] [--allow-data-loss] (OLD NEW | --deployed SPEC)"
-    p.add_argument("specs", nargs="+", metavar="SPEC", help="OLD and NEW, or with --deployed one SPEC")
+    p.add_argument("specs", nargs="+", metavar="SPEC",
+                   help="OLD and NEW, or with --deployed one SPEC (- reads one from standard input)")
     p.add_argument("--deployed", action="store_true",
                    help="compare SPEC with its cluster's stacks as deployed (reads CloudFormation, read-only)")
     p.add_argument("--format", choices=("text", "json"), default="text")

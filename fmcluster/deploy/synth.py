@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from fmcluster.deploy import assembly
+from fmcluster.spec import loader
 
 # the CDK app program (app.py, cdk.json's "app", runs it too): its __main__ stays, the CDK's app contract
 APP_MODULE = "fmcluster_cdk.synthesis"
@@ -68,8 +69,15 @@ class SynthesisFailed(Exception):
 
 def templates(path: str) -> dict[str, dict[str, Any]]:
     """Stack name -> template of the spec file `path` (nested stacks as `PARENT/ID`), synthesized
-    by the app in a throwaway directory: what `fmcluster diff` hands to fmcluster.deploy.diff."""
-    with tempfile.TemporaryDirectory(prefix="fmcluster-synth-") as outdir:
+    by the app in a throwaway directory (`-`: the standard input already read):
+    what `fmcluster diff` hands to fmcluster.deploy.diff."""
+    with tempfile.TemporaryDirectory(prefix="fmcluster-synth-") as root:
+        outdir = os.path.join(root, "cdk.out")
+        if path == loader.STDIN:  # the app reads a file: standard input was read once, by the caller
+            text = loader.stdin_text()
+            path = os.path.join(root, "stdin.yaml")
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write(text if isinstance(text, str) else "")
         code = run_app({"spec": path}, outdir)
         if code != 0:
             raise SynthesisFailed(code)

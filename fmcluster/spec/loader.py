@@ -11,6 +11,7 @@ import json
 import os
 import re
 import stat
+import sys
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
@@ -97,10 +98,42 @@ def _read(path: FsPath, file: str, what: str = "spec") -> str | Diagnostic:
         return _at(file, f"is not UTF-8 text ({exc.reason} at byte {exc.start})")
 
 
+STDIN, STDIN_NAME = "-", "<stdin>"  # the path that reads standard input, and its name in diagnostics
+_stdin: list[str | Diagnostic] = []  # standard input once read: a process reads it once
+
+
+def stdin_text(what: str = "spec") -> str | Diagnostic:
+    """Standard input's text (read on the first call, the same text after), or the diagnostic
+    that says why it cannot be a spec: at most MAX_SPEC_BYTES, UTF-8, and not a terminal (where
+    a command would wait for typing nobody means to do)."""
+    if not _stdin:
+        stream = sys.stdin
+        if stream is None or stream.isatty():
+            _stdin.append(_at(STDIN_NAME, f"standard input is a terminal, not a {what}",
+                              hint=f"pipe the {what} in, such as `cat my-cluster.yaml | fmcluster validate -`"))
+        else:
+            raw = stream.buffer.read(MAX_SPEC_BYTES + 1)
+            if len(raw) > MAX_SPEC_BYTES:
+                _stdin.append(_at(STDIN_NAME, f"is more than {MAX_SPEC_BYTES} bytes; a {what} is at most 1 MiB"))
+            else:
+                try:
+                    _stdin.append(raw.decode("utf-8"))
+                except UnicodeDecodeError as exc:
+                    _stdin.append(_at(STDIN_NAME, f"is not UTF-8 text ({exc.reason} at byte {exc.start})"))
+    return _stdin[0]
+
+
+def _text_of(path: str | FsPath, what: str = "spec") -> tuple[str, str | Diagnostic]:
+    """The name diagnostics give the file, and its text (or why it cannot be read); `-` is
+    standard input."""
+    if str(path) == STDIN:
+        return STDIN_NAME, stdin_text(what)
+    return str(path), _read(FsPath(path), str(path), what)
+
+
 def load(path: str | FsPath) -> LoadResult:
-    """Load and check one spec file: types, formats, then every rule."""
-    file = str(path)
-    text = _read(FsPath(path), file)
+    """Load and check one spec file (`-`: standard input): types, formats, then every rule."""
+    file, text = _text_of(path)
     if isinstance(text, Diagnostic):
         return LoadResult(file, diagnostics=[text])
     return load_text(text, file)
@@ -110,8 +143,7 @@ def read_mapping(path: str | FsPath, what: str, example: str, first_key: str
                  ) -> tuple[yamlpos.Document | None, list[Diagnostic]]:
     """A YAML file whose document is a mapping, with positions, or the diagnostic that says why
     not. `what` names the kind of file in messages ("spec", "pipeline file")."""
-    file = str(path)
-    text = _read(FsPath(path), file, what)
+    file, text = _text_of(path, what)
     if isinstance(text, Diagnostic):
         return None, [text]
     return parse_mapping(text, file, what, example, first_key)
@@ -122,7 +154,7 @@ def parse_mapping(text: str, file: str, what: str = "spec", example: str = "one 
     try:
         doc = yamlpos.load(text, file)
     except yamlpos.YamlSyntaxError as exc:
-        return None, [_at(file, exc.message, exc.line, exc.column, rule=YAML_RULE, source=_line(text, exc.line))]
+        return None, [_at(file, exc.message, exc.line, exc.column, exc.hint, YAML_RULE, _line(text, exc.line))]
     if doc.data is None:
         return None, [_at(file, f"the {what} is empty", hint=f"start from {example}", rule=DOCUMENT_RULE)]
     if not isinstance(doc.data, dict):
@@ -144,10 +176,26 @@ def model_problems(exc: ValidationError, data: dict[str, typing.Any],
     return [_from_pydantic(e, data, root) for e in exc.errors(include_url=False)]
 
 
+def _pipeline_file(doc: yamlpos.Document) -> Diagnostic | None:
+    """The one error of a GitOps pipeline file given where a spec goes: its fields checked as a
+    spec's (\"unknown field `source`; did you mean `storage`?\") would only mislead. A pipeline
+    file has `waves` and no `node_groups`."""
+    if "waves" not in doc.data or "node_groups" in doc.data:
+        return None
+    line, column = doc.locate(("waves",), at_key=True)
+    named = "FILE" if doc.file == STDIN_NAME else doc.file
+    return Diagnostic("this is a GitOps pipeline file (it has `waves`), not a cluster spec", ("waves",),
+                      f"check it with `fmcluster validate --pipeline {named}`; commands that take a SPEC take "
+                      "one of the cluster specs its waves list", "error", doc.file, line, column, DOCUMENT_RULE,
+                      doc.line(line))
+
+
 def load_text(text: str, file: str = "<spec>") -> LoadResult:
     doc, diagnostics = parse_mapping(text, file)
     if doc is None:
         return LoadResult(file, diagnostics=diagnostics)
+    if (pipeline_file := _pipeline_file(doc)) is not None:
+        return LoadResult(file, diagnostics=[pipeline_file], data=doc.data)
     problems = duplicate_keys(doc)
     spec: ClusterSpec | None = None
     try:
@@ -168,13 +216,20 @@ _NAME_LINE = re.compile(r"^name:[ \t]*", re.MULTILINE)
 def _name_at(file: str) -> tuple[int, int]:
     """Line and column of a spec file's top-level `name:` value (1, 1 where there is none)."""
     try:
-        text = FsPath(file).read_text(encoding="utf-8")
+        text = _stdin_or_file(file)
     except OSError:
         return 1, 1
     match = _NAME_LINE.search(text)
     if match is None:
         return 1, 1
     return text.count("\n", 0, match.start()) + 1, match.end() - match.start() + 1
+
+
+def _stdin_or_file(file: str) -> str:
+    if file == STDIN:
+        text = stdin_text()
+        return text if isinstance(text, str) else ""
+    return FsPath(file).read_text(encoding="utf-8")
 
 
 def load_specs(paths: Iterable[str]) -> tuple[Optional[list[ClusterSpec]], list[Diagnostic]]:
@@ -197,8 +252,8 @@ def load_specs(paths: Iterable[str]) -> tuple[Optional[list[ClusterSpec]], list[
             line, column = _name_at(path)
             diagnostics.append(Diagnostic(
                 f"cluster {spec.name!r} is named by {seen[spec.name]} too: their stacks would clash", ("name",),
-                "give each cluster its own name", "error", path, line, column))
-        seen.setdefault(spec.name, path)
+                "give each cluster its own name", "error", _shown(path), line, column))
+        seen.setdefault(spec.name, _shown(path))
     if any(d.is_error for d in diagnostics):
         return None, diagnostics
     return specs, diagnostics
@@ -338,8 +393,13 @@ class ValidateReport:
     files: tuple[FileCheck, ...]
 
 
+def _shown(path: str) -> str:
+    """A path as reports name it: `-` is <stdin>."""
+    return STDIN_NAME if path == STDIN else path
+
+
 def checked(file: str, result: LoadResult) -> FileCheck:
-    return FileCheck(file, result.ok, tuple(result.diagnostics))
+    return FileCheck(_shown(file), result.ok, tuple(result.diagnostics))
 
 
 def run(paths: typing.Iterable[str]) -> ValidateReport:

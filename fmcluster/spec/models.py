@@ -64,8 +64,27 @@ def _region(value: str) -> str:
         raise _fail("region", f"'{value}' is an Availability Zone name, not a region",
                     f"a region has no zone letter: {value[:-1]}")
     supported = [r for r in regions.region_names() if regions.is_supported(r)]
+    close = _close_regions(value, supported)
+    if close:
+        raise _fail("region", f"'{value}' is not an AWS region fmcluster knows",
+                    "did you mean " + ", ".join(f"'{r}'" for r in close[:-1]) + (" or " if len(close) > 1 else "")
+                    + f"'{close[-1]}'?")
     raise _fail("region", f"'{value}' is not an AWS region fmcluster knows",
                 "known regions (botocore's list: a newer botocore knows newer regions): " + ", ".join(supported))
+
+
+def _close_regions(value: str, supported: list[str]) -> list[str]:
+    """The regions a mistyped one most likely meant (us-east1, US-EAST-1, eu-centrl-1): the same
+    letters in lower case, else the closest names by difflib's ratio."""
+    import difflib  # only for a spec with a wrong region
+
+    typed = value.strip().lower().replace("_", "-")
+    if typed in supported:
+        return [typed]
+    scored = sorted(((difflib.SequenceMatcher(None, typed, r).ratio(), r) for r in supported), reverse=True)
+    best = scored[0][0] if scored else 0.0
+    # the closest, and those as close (us-east-3: us-east-1 and us-east-2), not the next best
+    return sorted(r for ratio, r in scored if ratio >= 0.8 and ratio >= best - 0.02)[:3]
 
 
 def _cidr(value: str) -> str:

@@ -86,9 +86,124 @@ def line_of(text_lines: list[str], number: int) -> str | None:
 
 
 class YamlSyntaxError(Exception):
-    def __init__(self, message: str, line: int, column: int):
+    def __init__(self, message: str, line: int, column: int, hint: str | None = None):
         super().__init__(message)
-        self.message, self.line, self.column = message, line, column
+        self.message, self.line, self.column, self.hint = message, line, column, hint
+
+
+def _indent(text: str) -> int:
+    return len(text) - len(text.lstrip(" "))
+
+
+def _levels_above(text_lines: list[str], line: int) -> list[int]:
+    """The indentations of the blocks that enclose 1-based `line`, innermost first: walking up,
+    each non-blank line indented less than all below it (a `- key:` item also opens its key's
+    level)."""
+    levels: list[int] = []
+    for above in reversed(text_lines[:line - 1]):
+        stripped = above.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        found = sorted({_indent(above), _key_indent(above)}, reverse=True)
+        for level in found:
+            if not levels or level < levels[-1]:
+                levels.append(level)
+        if levels[-1] == 0:
+            break
+    return levels
+
+
+def _key_indent(text: str) -> int:
+    """Where a line's key starts: after its indentation, and after `- ` on a list item."""
+    stripped = text.lstrip(" ")
+    while stripped.startswith("- "):
+        stripped = stripped[1:].lstrip(" ")
+    return len(text) - len(stripped)
+
+
+def _spaces(levels: list[int]) -> str:
+    words = [str(n) for n in levels]
+    said = ", ".join(words[:-1]) + " or " + words[-1] if len(words) > 1 else words[0]
+    return said + (" space" if levels == [1] else " spaces")
+
+
+def _explained(exc: yaml.MarkedYAMLError, text: str) -> YamlSyntaxError | None:
+    """The parser's error in plain words, at the line at fault, with a hint; None for an error
+    these cases do not cover. PyYAML often notices a mistake a line late (a bracket never
+    closed, a key without `:`), and words it from the parser's point of view."""
+    problem, context = exc.problem or "", exc.context or ""
+    mark = exc.problem_mark
+    if mark is None:
+        return None
+    text_lines = lines(text)
+    line, column = mark.line + 1, mark.column + 1
+    here = line_of(text_lines, line) or ""
+    start = exc.context_mark
+    if ("tab" in problem or "cannot start any token" in problem) and "\t" in here[:len(here) - len(here.lstrip(" \t"))]:
+        return YamlSyntaxError("invalid YAML: this line is indented with a tab; YAML indents with spaces only",
+                               line, here.index("\t") + 1, "replace the tab with spaces, as many as the lines "
+                               "beside it use (2 per level in the examples)")
+    if context.startswith("expected a single document"):
+        return YamlSyntaxError("invalid YAML: a second document starts here; a spec is one YAML document", line,
+                               column, "remove this `---` line, or give each document a file of its own")
+    if problem.startswith("found undefined alias"):
+        name = here[column - 1:].split()[0] if here[column - 1:].split() else "*"
+        return YamlSyntaxError(f"invalid YAML: the alias `{name}` names no anchor above it", line, column,
+                               f"anchor the value it repeats first, such as `key: &{name[1:]} value`; or, "
+                               "if `*` is meant as text, quote the value")
+    if start is not None and context.startswith("while parsing a flow"):
+        opened, closed = ("[", "]") if "sequence" in context else ("{", "}")
+        kind = "list" if opened == "[" else "mapping"
+        return YamlSyntaxError(f"invalid YAML: the `{opened}` opened here is never closed with `{closed}`",
+                               start.line + 1, start.column + 1,
+                               f"end the {kind} with `{closed}` on this line, or write it as a block "
+                               f"({'one `- item` per line' if kind == 'list' else 'one `key: value` per line'})")
+    if start is not None and context.startswith("while scanning a quoted scalar"):
+        return YamlSyntaxError("invalid YAML: the quote opened here is never closed", start.line + 1,
+                               start.column + 1, "end the value with the same quote it starts with")
+    if problem.startswith("mapping values are not allowed"):
+        before = here[:column - 1]
+        if ": " in before.strip():
+            key, value = before.split(": ", 1)
+            return YamlSyntaxError("invalid YAML: a second `: ` on one line; a value that holds `: ` must be "
+                                   "quoted", line, column,
+                                   f'quote the value, such as {key.strip()}: "{value.strip()}'
+                                   f'{here[column - 1:].rstrip()}"')
+        previous = next((n for n in range(line - 1, 0, -1)
+                         if (line_of(text_lines, n) or "").strip() and
+                         not (line_of(text_lines, n) or "").strip().startswith("#")), None)
+        above = line_of(text_lines, previous) if previous else None
+        if above is not None and ":" not in above:
+            return YamlSyntaxError("invalid YAML: this line has no `:` between its key and value", previous or 1,
+                                   _indent(above) + 1, "write `key: value`, with a colon and a space")
+        if above is not None and _indent(here) > _key_indent(above):
+            key = above[_key_indent(above):].split(":", 1)[0]
+            return YamlSyntaxError(
+                f"invalid YAML: this line is indented more than `{key}:` above it, whose value is already "
+                "given on its line", line, _indent(here) + 1,
+                f"indent it by {_spaces([_key_indent(above)])}, like `{key}:`; or, if it belongs under "
+                f"`{key}:`, leave `{key}:` without a value")
+        return None
+    if problem.startswith("did not find expected key") and context.startswith("while parsing a block mapping"):
+        levels = [n for n in _levels_above(text_lines, line) if n != _indent(here)]
+        if not levels or _indent(here) in _levels_above(text_lines, line):
+            return None
+        return YamlSyntaxError(
+            f"invalid YAML: this line is indented by {_spaces([_indent(here)])}, which lines up with no key above it",
+            line, _indent(here) + 1,
+            f"indent it by exactly as many spaces as the keys it belongs with: {_spaces(levels)}")
+    if "expected '-' indicator" in problem and start is not None and here.lstrip(" ").startswith("-"):
+        return YamlSyntaxError(
+            f"invalid YAML: this list item is indented by {_spaces([_indent(here)])}, the items above it by "
+            f"{_spaces([start.column])}", line, _indent(here) + 1,
+            f"line up its `-` with the items above: {_spaces([start.column])}")
+    if "expected '-' indicator" in problem and start is not None:
+        return YamlSyntaxError(
+            f"invalid YAML: this line stands at the indentation of the list that starts on line {start.line + 1}, "
+            "but is not an item of it", line, _indent(here) + 1,
+            "start it with `- ` to make it an item, indent it under an item's key, or indent it less to leave "
+            "the list")
+    return None
 
 
 def _mark(node: yaml.Node) -> Mark:
@@ -176,6 +291,9 @@ def load(text: str, file: str) -> Document:
         own_pairs = check_graph(node) if node is not None else {}
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
+        explained = _explained(exc, text)
+        if explained is not None:
+            raise explained from None
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         message = " ".join(p for p in (exc.context, exc.problem) if p) or "invalid YAML"
