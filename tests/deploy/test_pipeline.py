@@ -143,7 +143,7 @@ def test_an_invalid_spec_is_reported_in_its_own_file_and_at_its_entry(tmp_path):
 
 
 def test_a_spec_in_another_account_is_a_warning_with_the_bootstrap_command(tmp_path):
-    result = with_edited_spec(tmp_path, "region: us-east-1\n", 'region: us-east-1\naccount: "444455556666"\n')
+    result = with_edited_spec(tmp_path, "region: us-east-1", 'account: "444455556666"\nregion: us-east-1')
     assert result.ok, errors(result)
     (warning,) = [d for d in result.diagnostics if not d.is_error]
     assert "--trust 111122223333" in warning.hint and "aws://444455556666/us-east-1" in warning.hint

@@ -47,7 +47,7 @@ def test_one_bad_file_among_good_ones(tmp_path, capsys):
 
 def test_warnings_do_not_fail(tmp_path, capsys):
     text = (ROOT / "examples/p5-pcs.yaml").read_text().replace(
-        "  type: pcs\n", "  type: pcs\n  admin_role_arn: arn:aws:iam::111122223333:role/admin\n")
+        "  type: pcs", "  admin_role_arn: arn:aws:iam::111122223333:role/admin\n  type: pcs")
     spec = tmp_path / "warn.yaml"
     spec.write_text(text)
     assert main(["validate", str(spec)]) == 0
