@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from fmcluster.facts import catalog
+from fmcluster.facts import images as image_facts
 from fmcluster.facts.catalog import InstanceType
 from fmcluster.facts.efa import lnet_efa_interfaces
 from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
@@ -96,9 +97,8 @@ DOWNLOAD_RETRY_SECONDS = 15
 # HYPERPOD_CONF_CACHE), so the controller's plugstack.conf includes the plugin's configuration by
 # name (a wildcard include breaks configless; lifecycle_scripts/plugstack.sh), and each node
 # keeps that included file, and the plugin, itself (an absolute include is read on the node).
-PCS_SLURM_PREFIX = "/opt/aws/pcs/scheduler/slurm-{version}"
+# The Slurm prefixes are fmcluster.facts.images' (the image bakes Pyxis against the same ones).
 PCS_SLURM_ETC = "/etc/aws/pcs/scheduler/slurm-{version}"
-HYPERPOD_SLURM_PREFIX = "/opt/slurm"
 HYPERPOD_CONF_CACHE = "/var/spool/slurmd/conf-cache"  # slurmd's copy of the controller's configuration
 FALLBACK_SCRATCH = "/tmp"  # Enroot's node-local paths on a type without instance store
 ENROOT_LOCAL_DIRS = ("runtime", "data", "tmp")  # under ENROOT_LOCAL, each mode 1777
@@ -157,14 +157,15 @@ class Containers:
 
     @classmethod
     def pcs(cls, slurm_version: str, shared_path: str = "") -> "Containers":
-        return cls(PCS_SLURM_PREFIX.format(version=slurm_version),
+        return cls(image_facts.slurm_prefix(image_facts.PCS, slurm_version),
                    PCS_SLURM_ETC.format(version=slurm_version) + "/plugstack.conf.d",
                    slurm_bin=slurm_bin(slurm_version), shared_path=shared_path)
 
     @classmethod
     def hyperpod(cls, shared_path: str = "") -> "Containers":
-        etc = f"{HYPERPOD_SLURM_PREFIX}/etc"
-        return cls(HYPERPOD_SLURM_PREFIX, f"{etc}/plugstack.conf.d", plugstack_conf=f"{etc}/plugstack.conf",
+        prefix = image_facts.slurm_prefix(image_facts.HYPERPOD_SLURM, "")
+        etc = f"{prefix}/etc"
+        return cls(prefix, f"{etc}/plugstack.conf.d", plugstack_conf=f"{etc}/plugstack.conf",
                    slurmd_plugstack=f"{HYPERPOD_CONF_CACHE}/plugstack.conf", restart_slurmd=True,
                    shared_path=shared_path)
 
@@ -205,7 +206,7 @@ def imex_prolog(slurm_bin: str, **settings: str) -> str:
 
 def slurm_bin(slurm_version: str) -> str:
     """Slurm's commands on an AWS PCS node of the cluster's Slurm version."""
-    return PCS_SLURM_PREFIX.format(version=slurm_version) + "/bin"
+    return image_facts.slurm_prefix(image_facts.PCS, slurm_version) + "/bin"
 
 
 EMBED_END = "FMCLUSTER_PROGRAM_END"
