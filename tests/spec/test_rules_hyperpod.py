@@ -152,6 +152,7 @@ def test_an_arm64_group_on_hyperpod_slurm_without_an_image_of_its_own():
     spec = with_(on("hyperpod-slurm"), "node_groups", [arm_group()])
     (problem,) = findings(hyperpod.hyperpod_slurm_image_base, spec)
     assert "no arm64 Slurm base image" in problem.message and "ami_id" in problem.hint
+    assert problem.path == ("node_groups", 0, "instance_type")
 
 
 def test_an_arm64_group_with_its_own_ami_id_passes():
@@ -163,7 +164,7 @@ def test_arm64_login_nodes_on_hyperpod_slurm():
     spec = with_(on("hyperpod-slurm"), "orchestrator", {"type": "hyperpod-slurm",
                                                         "login": {"count": 1, "instance_type": "p6e-gb200.36xlarge"}})
     (problem,) = findings(hyperpod.hyperpod_slurm_image_base, spec)
-    assert "login nodes" in problem.message
+    assert "login nodes" in problem.message and problem.path == ("orchestrator", "login", "instance_type")
 
 
 @pytest.mark.parametrize("type_", ["pcs", "hyperpod-eks"])
