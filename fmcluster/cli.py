@@ -2,7 +2,8 @@
 module's `run(...)` returns a report (a frozen dataclass; the plan's is a frozen pydantic model,
 for its JSON Schema), `render(report, fmt)` gives what goes to stdout and to stderr, and
 `exit_code(report)` the exit code: 0 success, 1 a check or guard failed, 2 the spec or the
-command line is invalid. COMMANDS names each command's module. Heavy modules (aws_cdk, boto3)
+command line is invalid (or a file it names cannot be read or written), 130 Ctrl-C: one line
+and no traceback, wherever it arrives. COMMANDS names each command's module. Heavy modules (aws_cdk, boto3)
 are imported only by the commands that need them."""
 
 from __future__ import annotations

@@ -95,8 +95,9 @@ def test_jobs_refuses_an_output_it_cannot_write(case, tmp_path, capsys):
     out = BAD_OUTPUTS[case](tmp_path)
     assert main(["jobs", SPEC, "-o", out]) == 2
     captured = capsys.readouterr()
-    lines = [line for line in captured.err.splitlines() if out in line]
-    assert captured.out == "" and len(lines) == 1 and "cannot write" in lines[0], captured.err
+    lines = [line for line in captured.err.splitlines() if not line.startswith("warning")]
+    assert captured.out == "" and len(lines) == 2, captured.err
+    assert lines[0].startswith(f"fmcluster jobs: cannot write {out}: ") and lines[1].startswith("  hint: ")
 
 
 @pytest.mark.parametrize("target", ["new/deeper", "exists", "."])
