@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -63,12 +64,25 @@ def run_app(context: Mapping[str, Any], outdir: str) -> int:
     # The app runs in a session of its own, so that Ctrl-C reaches this process alone (the app
     # and jsii's Node.js would each die mid-call, with a traceback); on any interrupt the
     # whole session, Node.js included, is stopped here before the exception goes on.
-    app = subprocess.Popen([sys.executable, "-m", APP_MODULE], env=env, start_new_session=True)
+    # SIGTERM and SIGHUP (`timeout`, a closed terminal) no longer reach the app either: meanwhile
+    # they end this process as their default would (exit 128 + N), after stopping the app.
+    ending = (signal.SIGTERM, signal.SIGHUP)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, _exit_on) for sig in ending} if main_thread else {}
     try:
-        return app.wait()
-    except BaseException:
-        stop(app)
-        raise
+        app = subprocess.Popen([sys.executable, "-m", APP_MODULE], env=env, start_new_session=True)
+        try:
+            return app.wait()
+        except BaseException:
+            stop(app)
+            raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def _exit_on(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

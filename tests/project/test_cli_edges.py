@@ -229,3 +229,14 @@ def test_ctrl_c_during_diff_stops_the_cdk_app_and_is_one_line():
     app = _app_with_node(cli)
     _assert_interrupted(*_ctrl_c(cli))
     _assert_gone(app)
+
+
+def test_sigterm_during_synth_stops_the_cdk_app_too(tmp_path):
+    """`timeout` and a closed terminal send SIGTERM or SIGHUP to the CLI alone: the app, in a
+    session of its own, must not outlive it. The exit is the signal's, 128 + N, without a traceback."""
+    cli = _cli("synth", SPEC, "-o", str(tmp_path / "cdk.out"))
+    app = _app_with_node(cli)
+    os.kill(cli.pid, signal.SIGTERM)
+    out, err = cli.communicate()
+    assert cli.returncode == 128 + signal.SIGTERM and "Traceback" not in err + out, (cli.returncode, err)
+    _assert_gone(app)
