@@ -148,17 +148,48 @@ def _live_in_session(session: int) -> list[int]:
     return [pid for pid in _processes() if (s := _stat(pid)) and s[2] == session and s[0] != "Z"]
 
 
+def _as_a_foreground_job() -> None:
+    """What an interactive shell does for a foreground job: SIGINT and SIGQUIT at their defaults.
+    A test run started in the background of a script (`make test &`, some CI runners) ignores
+    SIGINT, and an ignored signal stays ignored across exec: the program would never see Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
+_started: list[subprocess.Popen[str]] = []
+
+
 def _cli(*args: str) -> subprocess.Popen[str]:
     """The real program in a process group of its own, as a shell runs a foreground job."""
-    return subprocess.Popen([sys.executable, "-m", "fmcluster", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    cli = subprocess.Popen([sys.executable, "-m", "fmcluster", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=_as_a_foreground_job, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    _started.append(cli)
+    return cli
+
+
+@pytest.fixture(autouse=True)
+def _no_program_outlives_its_test() -> Iterator[None]:
+    """Any program a test started and left running (a failed test) is killed at the test's end,
+    so that nothing stays blocked on a FIFO or holds a pipe open."""
+    yield
+    while _started:
+        cli = _started.pop()
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.communicate()
 
 
 def _ctrl_c(cli: subprocess.Popen[str]) -> tuple[int, str, str]:
-    """Ctrl-C as a terminal sends it: SIGINT to the whole foreground process group."""
+    """Ctrl-C as a terminal sends it: SIGINT to the whole foreground process group. A program
+    that ignores it is killed after a bound, so that the test fails instead of hanging."""
     os.killpg(cli.pid, signal.SIGINT)
-    out, err = cli.communicate()
+    try:
+        out, err = cli.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(cli.pid, signal.SIGKILL)
+        out, err = cli.communicate()
+        pytest.fail(f"the program did not end on Ctrl-C: {err}")
     return cli.returncode, out, err
 
 
@@ -237,6 +268,6 @@ def test_sigterm_during_synth_stops_the_cdk_app_too(tmp_path):
     cli = _cli("synth", SPEC, "-o", str(tmp_path / "cdk.out"))
     app = _app_with_node(cli)
     os.kill(cli.pid, signal.SIGTERM)
-    out, err = cli.communicate()
+    out, err = cli.communicate(timeout=300)
     assert cli.returncode == 128 + signal.SIGTERM and "Traceback" not in err + out, (cli.returncode, err)
     _assert_gone(app)
