@@ -2,7 +2,8 @@
 module's `run(...)` returns a report (a frozen dataclass; the plan's is a frozen pydantic model,
 for its JSON Schema), `render(report, fmt)` gives what goes to stdout and to stderr, and
 `exit_code(report)` the exit code: 0 success, 1 a check or guard failed, 2 the spec or the
-command line is invalid. COMMANDS names each command's module. Heavy modules (aws_cdk, boto3)
+command line is invalid (or a file it names cannot be read or written), 130 Ctrl-C: one line
+and no traceback, wherever it arrives. COMMANDS names each command's module. Heavy modules (aws_cdk, boto3)
 are imported only by the commands that need them."""
 
 from __future__ import annotations
@@ -405,11 +406,47 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run a command line; without `argv`, that of this process (the `fmcluster` program and
     `python -m fmcluster`)."""
-    args = build_parser().parse_args(argv)
-    command: Callable[[argparse.Namespace], int] = args.func  # set_defaults(func=...) of each command
     try:
+        args = build_parser().parse_args(argv)
+        command: Callable[[argparse.Namespace], int] = args.func  # set_defaults(func=...) of each command
         return command(args)
-    except BrokenPipeError:  # `fmcluster schema | head`
+    except BrokenPipeError:  # `fmcluster schema | head`: the reader has gone, so has stdout
+        _drop_stdout()
         return EXIT_OK
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt:  # Ctrl-C, anywhere; the CDK app, if one runs, is already stopped (synth.run_app)
+        return _interrupted()
+    except OSError as exc:  # a file the command reads or writes, where its module does not say so itself
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or exc}\n  hint: check the path and its permissions", file=sys.stderr)
+        return EXIT_INVALID
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+
+
+def _interrupted() -> int:
+    """Say so in one line; a second Ctrl-C meanwhile is ignored, so it cannot end in a traceback."""
+    import signal
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main_thread else None
+    try:
+        sys.stdout.flush()
+    except OSError:
+        _drop_stdout()
+    print("fmcluster: interrupted", file=sys.stderr)
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
+    return EXIT_INTERRUPTED
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's last flush finds no broken pipe
+    (Python's documentation, "Note on SIGPIPE")."""
+    import os
+
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (a test's capture)
+        pass

@@ -5,6 +5,7 @@ Sources and details: docs/research-notes.md, "fmcluster_cdk/synthesis.py"."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from typing import Any, Mapping, Optional, Sequence
@@ -58,6 +59,11 @@ def _pipeline(app: cdk.App, path: str) -> int:
     return 0
 
 
+# how the CDK's Node.js side words a file-system error: a Node.js errno code ("ENOTDIR: not a
+# directory, mkdir 'x'"), or the App's own check of its output directory
+FILE_SYSTEM_ERROR = re.compile(r"^E[A-Z]+: |.* must be a directory$")
+
+
 def main() -> int:
     """Synthesize what the context asks for (docs/research-notes.md). Returns the exit code."""
     outdir = os.environ.get("CDK_OUTDIR")
@@ -65,6 +71,14 @@ def main() -> int:
     code = 1
     try:
         code = _main()
+    except RuntimeError as exc:  # jsii's error of the Node.js side; only the file system's are the user's
+        message = str(exc).splitlines()[0] if str(exc) else ""
+        if not FILE_SYSTEM_ERROR.match(message):
+            raise
+        print(f"error: {outdir or 'cdk.out'}: cannot write the cloud assembly ({message})\n"
+              "  hint: name a directory you can write: fmcluster synth SPEC -o DIR, or cdk synth -o DIR",
+              file=sys.stderr)
+        code = 2
     finally:
         if code != 0 and fresh:  # the App made the output directory: a failed synthesis leaves nothing
             shutil.rmtree(str(outdir), ignore_errors=True)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -58,7 +61,65 @@ def run_app(context: Mapping[str, Any], outdir: str) -> int:
            "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json()), **context})}
     if "JSII_NODE" not in env and venv_node().exists():
         env["JSII_NODE"] = str(venv_node())
-    return subprocess.run([sys.executable, "-m", APP_MODULE], env=env).returncode
+    # The app runs in a session of its own, so that Ctrl-C reaches this process alone (the app
+    # and jsii's Node.js would each die mid-call, with a traceback); on any interrupt the
+    # whole session, Node.js included, is stopped here before the exception goes on.
+    # SIGTERM and SIGHUP (`timeout`, a closed terminal) no longer reach the app either: meanwhile
+    # they end this process as their default would (exit 128 + N), after stopping the app.
+    ending = (signal.SIGTERM, signal.SIGHUP)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = {sig: signal.signal(sig, _exit_on) for sig in ending} if main_thread else {}
+    try:
+        app = subprocess.Popen([sys.executable, "-m", APP_MODULE], env=env, start_new_session=True)
+        try:
+            return app.wait()
+        except BaseException:
+            stop(app)
+            raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def _exit_on(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """Kill a process started in a session of its own, and everything it started, and reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except OSError:  # already gone
+        pass
+    process.wait()
+
+
+OUTPUT_HINT = "name a directory you can write: fmcluster synth SPEC -o DIR"
+
+
+def output_problem(outdir: str) -> str | None:
+    """Why the app could not write its assembly into `outdir`, found before it runs (it takes
+    seconds to fail otherwise); None when it can. A probe file or directory is made and removed
+    at once, so permissions, read-only file systems and pseudo file systems (/proc) all count,
+    whoever runs it."""
+    path = Path(outdir)
+    try:
+        if path.exists() or path.is_symlink():
+            if not path.is_dir():
+                return f"{outdir}: exists and is not a directory"
+            fd, probe = tempfile.mkstemp(dir=path, prefix=".fmcluster-probe-")
+            os.close(fd)
+            os.unlink(probe)
+            return None
+        ancestor = path.parent
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            return f"{outdir}: {ancestor} is a file, not a directory"
+        os.rmdir(tempfile.mkdtemp(dir=ancestor, prefix=".fmcluster-probe-"))
+    except OSError as exc:
+        return f"{outdir}: cannot write there ({exc.strerror or exc})"
+    return None
 
 
 class SynthesisFailed(Exception):
@@ -145,8 +206,19 @@ def summarize(outdir: str) -> SynthReport:
 
 
 def run(paths: list[str], outdir: str = "cdk.out") -> SynthReport:
-    """`fmcluster synth SPEC...`: the app for every spec into `outdir`, then its summary."""
-    code = run_app({"spec": ",".join(paths)}, outdir)
+    """`fmcluster synth SPEC...`: the app for every spec into `outdir`, then its summary. An
+    output directory it cannot write is refused before the app runs; one the app made is removed
+    when it is interrupted, as when it fails."""
+    problem = output_problem(outdir)
+    if problem is not None:
+        return SynthReport(outdir, error=problem, hint=OUTPUT_HINT)
+    fresh = not os.path.lexists(outdir)
+    try:
+        code = run_app({"spec": ",".join(paths)}, outdir)
+    except BaseException:
+        if fresh:
+            shutil.rmtree(outdir, ignore_errors=True)
+        raise
     return summarize(outdir) if code == 0 else SynthReport(outdir, app_failed=code)
 
 

@@ -41,7 +41,8 @@ def run(model: ClusterModel, directory: str | Path) -> JobsReport:
 def render(report: JobsReport, fmt: str = "text") -> tuple[str, str]:
     """(stdout, stderr): one line, the files and node groups of the kit."""
     if report.error is not None:
-        return "", f"fmcluster jobs: {report.error}\n"
+        return "", (f"fmcluster jobs: {report.error}\n"
+                    "  hint: name a directory you can write: fmcluster jobs SPEC -o DIR\n")
     out = report.directory
     groups = sorted({p.split("/", 1)[0] for p in report.written if "/" in p})
     return (f"{out}: {len(report.written)} files, acceptance jobs of node groups {', '.join(groups)} "

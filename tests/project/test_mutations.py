@@ -16,7 +16,8 @@ directory, a FIFO, a device, binary garbage, an empty or a huge file). All of th
 The mutations that validate and touch the control plane, and a sample of the others, are then
 synthesized (a few also linted): a spec `validate` accepts must synthesize, into templates
 cfn-lint finds no error in. `FMCLUSTER_FUZZ_LINT=1` synthesizes and lints every accepted mutation
-(about 270, some 20 minutes).
+(about 270, some 20 minutes). The command line's other edges, output paths it cannot write and
+Ctrl-C, have their mutation test in tests/project/test_cli_edges.py.
 """
 
 from __future__ import annotations

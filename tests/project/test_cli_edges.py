@@ -1,0 +1,273 @@
+"""The command line at its edges: output paths it cannot write and Ctrl-C. A mutation test of the
+output paths of `synth` and `jobs` (a regular file, a path under one, a dangling link, a FIFO, a
+pseudo file system: cases that fail for root too, which ignores mode bits), and Ctrl-C while a
+command reads a file, while the CDK app synthesizes and while `diff` synthesizes. The contract:
+no traceback; a path it cannot write is an `error: PATH: ...` line with a hint, exit 2, nothing
+written; Ctrl-C is one line, `fmcluster: interrupted`, exit 130, and stops the CDK app's
+processes (jsii's Node.js included)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+
+from fmcluster.cli import main
+from fmcluster.deploy import synth
+from tests.support.paths import ROOT
+
+SPEC = "examples/p5-pcs.yaml"
+INTERRUPTED = "fmcluster: interrupted\n"
+
+
+def _file(tmp: Path) -> str:
+    (tmp / "file").write_text("kept\n")
+    return str(tmp / "file")
+
+
+def _under_file(tmp: Path) -> str:
+    return str(Path(_file(tmp)) / "out")
+
+
+def _deep_under_file(tmp: Path) -> str:
+    return str(Path(_file(tmp)) / "a" / "b")
+
+
+def _dangling_link(tmp: Path) -> str:
+    (tmp / "link").symlink_to(tmp / "nowhere" / "x")
+    return str(tmp / "link")
+
+
+def _link_to_file(tmp: Path) -> str:
+    (tmp / "link").symlink_to(_file(tmp))
+    return str(tmp / "link")
+
+
+def _fifo(tmp: Path) -> str:
+    os.mkfifo(tmp / "fifo")
+    return str(tmp / "fifo")
+
+
+def _proc(tmp: Path) -> str:
+    return "/proc/fmcluster-out"
+
+
+def _proc_itself(tmp: Path) -> str:
+    return "/proc/self"
+
+
+BAD_OUTPUTS: dict[str, Callable[[Path], str]] = {
+    "regular-file": _file, "under-a-file": _under_file, "deep-under-a-file": _deep_under_file,
+    "dangling-link": _dangling_link, "link-to-a-file": _link_to_file, "fifo": _fifo, "in-proc": _proc,
+    "proc-dir": _proc_itself,
+}
+
+
+def _snapshot(tmp: Path) -> dict[str, str]:
+    return {str(p.relative_to(tmp)): ("dir" if p.is_dir() and not p.is_symlink() else "other")
+            for p in tmp.rglob("*")}
+
+
+@pytest.mark.parametrize("case", BAD_OUTPUTS)
+def test_synth_refuses_an_output_it_cannot_write_before_synthesizing(case, tmp_path, capsys, monkeypatch):
+    """Refused before the CDK app runs: a located error, a hint, exit 2, and nothing written."""
+    out = BAD_OUTPUTS[case](tmp_path)
+    before = _snapshot(tmp_path)
+    monkeypatch.setattr(synth, "run_app", lambda *a: pytest.fail("the CDK app ran for an unwritable output"))
+    assert main(["synth", SPEC, "-o", out]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert captured.out == ""
+    assert len(lines) == 2 and lines[0].startswith(f"error: {out}: ") and lines[1].startswith("  hint: "), lines
+    assert _snapshot(tmp_path) == before
+    if case == "regular-file":
+        assert Path(out).read_text() == "kept\n"
+
+
+@pytest.mark.parametrize("case", BAD_OUTPUTS)
+def test_jobs_refuses_an_output_it_cannot_write(case, tmp_path, capsys):
+    out = BAD_OUTPUTS[case](tmp_path)
+    assert main(["jobs", SPEC, "-o", out]) == 2
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if not line.startswith("warning")]
+    assert captured.out == "" and len(lines) == 2, captured.err
+    assert lines[0].startswith(f"fmcluster jobs: cannot write {out}: ") and lines[1].startswith("  hint: ")
+
+
+@pytest.mark.parametrize("target", ["new/deeper", "exists", "."])
+def test_a_writable_output_passes_the_check_and_is_left_as_it_was(target, tmp_path, monkeypatch):
+    """The check probes, and leaves nothing behind (the app removes a directory it made when it fails)."""
+    (tmp_path / "exists").mkdir()
+    monkeypatch.chdir(tmp_path)
+    before = _snapshot(tmp_path)
+    assert synth.output_problem(target) is None
+    assert _snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("case", ["regular-file", "under-a-file"])
+def test_the_cdk_app_itself_words_a_file_system_error_in_one_line(case, tmp_path):
+    """Past the check (a directory that turns into a file meanwhile; `cdk synth -o`), the app's
+    Node.js side fails: one located line and a hint, exit 2, no traceback."""
+    out = BAD_OUTPUTS[case](tmp_path)
+    env = {**os.environ, "CDK_OUTDIR": out, "CDK_CONTEXT_JSON": '{"spec": "%s"}' % SPEC,
+           "PYTHONPATH": str(ROOT)}
+    result = subprocess.run([sys.executable, "-m", synth.APP_MODULE], cwd=ROOT, env=env, capture_output=True,
+                            text=True)
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(lines) == 2 and lines[0].startswith(f"error: {out}: cannot write the cloud assembly ("), lines
+    assert lines[1].startswith("  hint: ")
+
+
+# ---- Ctrl-C ---------------------------------------------------------------------------------
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """(state, parent, session) of a process; None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    return fields[0], int(fields[1]), int(fields[3])
+
+
+def _processes() -> Iterator[int]:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            yield int(entry)
+
+
+def _live_in_session(session: int) -> list[int]:
+    return [pid for pid in _processes() if (s := _stat(pid)) and s[2] == session and s[0] != "Z"]
+
+
+def _as_a_foreground_job() -> None:
+    """What an interactive shell does for a foreground job: SIGINT and SIGQUIT at their defaults.
+    A test run started in the background of a script (`make test &`, some CI runners) ignores
+    SIGINT, and an ignored signal stays ignored across exec: the program would never see Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
+_started: list[subprocess.Popen[str]] = []
+
+
+def _cli(*args: str) -> subprocess.Popen[str]:
+    """The real program in a process group of its own, as a shell runs a foreground job."""
+    cli = subprocess.Popen([sys.executable, "-m", "fmcluster", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True,
+                           preexec_fn=_as_a_foreground_job, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    _started.append(cli)
+    return cli
+
+
+@pytest.fixture(autouse=True)
+def _no_program_outlives_its_test() -> Iterator[None]:
+    """Any program a test started and left running (a failed test) is killed at the test's end,
+    so that nothing stays blocked on a FIFO or holds a pipe open."""
+    yield
+    while _started:
+        cli = _started.pop()
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+            cli.communicate()
+
+
+def _ctrl_c(cli: subprocess.Popen[str]) -> tuple[int, str, str]:
+    """Ctrl-C as a terminal sends it: SIGINT to the whole foreground process group. A program
+    that ignores it is killed after a bound, so that the test fails instead of hanging."""
+    os.killpg(cli.pid, signal.SIGINT)
+    try:
+        out, err = cli.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        os.killpg(cli.pid, signal.SIGKILL)
+        out, err = cli.communicate()
+        pytest.fail(f"the program did not end on Ctrl-C: {err}")
+    return cli.returncode, out, err
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _app_with_node(cli: subprocess.Popen[str]) -> int:
+    """Wait until the CLI's CDK app runs and its jsii Node.js is up (a jsii call can be under way);
+    the app's process id, which is its session's."""
+    while cli.poll() is None:
+        for pid in _processes():
+            stat = _stat(pid)
+            if stat and stat[1] == cli.pid and any("node" in _cmdline(p) for p in _live_in_session(pid) if p != pid):
+                return pid
+        time.sleep(0.1)  # a poll, not a measure: the synthesis gets the CPU meanwhile
+    pytest.fail(f"the CLI ended before its CDK app started: {cli.communicate()}")
+
+
+def _assert_interrupted(code: int, out: str, err: str) -> None:
+    assert (code, err) == (130, INTERRUPTED), (code, err)
+    assert "Traceback" not in out
+
+
+def _assert_gone(session: int) -> None:
+    """Nothing of the app's session is left (SIGKILL is delivered at once, but reaping is not)."""
+    left = _live_in_session(session)
+    for _ in range(10_000):
+        if not left:
+            return
+        os.sched_yield()
+        left = _live_in_session(session)
+    pytest.fail(f"processes of the CDK app outlived the CLI: {left}")
+
+
+def test_ctrl_c_while_reading_a_file_is_one_line(tmp_path):
+    """`plan --preflight REPORT` blocks on a FIFO with no writer until the test opens it: Ctrl-C
+    then arrives while the command reads, in its own process."""
+    fifo = _fifo(tmp_path)
+    cli = _cli("plan", SPEC, "--preflight", fifo)
+    writer = None
+    while writer is None and cli.poll() is None:
+        try:  # succeeds once the CLI has the FIFO open for reading
+            writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            os.sched_yield()
+    assert writer is not None, cli.communicate()
+    try:
+        _assert_interrupted(*_ctrl_c(cli))
+    finally:
+        os.close(writer)
+
+
+def test_ctrl_c_during_synth_stops_the_cdk_app_and_is_one_line(tmp_path):
+    out = tmp_path / "cdk.out"
+    cli = _cli("synth", SPEC, "-o", str(out))
+    app = _app_with_node(cli)
+    _assert_interrupted(*_ctrl_c(cli))
+    _assert_gone(app)
+    assert not out.exists(), "an interrupted synth left the directory it made"
+
+
+def test_ctrl_c_during_diff_stops_the_cdk_app_and_is_one_line():
+    cli = _cli("diff", SPEC, SPEC)
+    app = _app_with_node(cli)
+    _assert_interrupted(*_ctrl_c(cli))
+    _assert_gone(app)
+
+
+def test_sigterm_during_synth_stops_the_cdk_app_too(tmp_path):
+    """`timeout` and a closed terminal send SIGTERM or SIGHUP to the CLI alone: the app, in a
+    session of its own, must not outlive it. The exit is the signal's, 128 + N, without a traceback."""
+    cli = _cli("synth", SPEC, "-o", str(tmp_path / "cdk.out"))
+    app = _app_with_node(cli)
+    os.kill(cli.pid, signal.SIGTERM)
+    out, err = cli.communicate(timeout=300)
+    assert cli.returncode == 128 + signal.SIGTERM and "Traceback" not in err + out, (cli.returncode, err)
+    _assert_gone(app)
