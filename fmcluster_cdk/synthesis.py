@@ -12,6 +12,7 @@ from typing import Any, Mapping, Optional, Sequence
 
 import aws_cdk as cdk
 
+from fmcluster import PROGRESS_FD
 from fmcluster.spec import pipeline
 from fmcluster.spec.loader import load_specs
 from fmcluster.spec.models import ClusterSpec
@@ -44,6 +45,17 @@ def build_app(specs: Sequence[ClusterSpec], outdir: Optional[str] = None,
     return app
 
 
+def _step(text: str) -> None:
+    """Say the step this program starts, one line on the progress pipe `fmcluster synth` and
+    `fmcluster diff` open on a terminal (PROGRESS_FD); nothing without one (as under `cdk synth`)."""
+    fd = os.environ.get(PROGRESS_FD, "")
+    if fd.isdigit():
+        try:
+            os.write(int(fd), f"{text}\n".encode())
+        except OSError:  # the reader has gone: progress is never worth a failed synthesis
+            pass
+
+
 def _report(diagnostics: Sequence[Any]) -> None:
     for diagnostic in diagnostics:
         print(diagnostic.format(), file=sys.stderr)
@@ -54,7 +66,9 @@ def _pipeline(app: cdk.App, path: str) -> int:
     _report(loaded.diagnostics)
     if not loaded.ok or loaded.pipeline is None:
         return 2
+    _step("building the pipeline stack")
     pipeline_stack(app, loaded.pipeline)
+    _step("writing the template")
     app.synth()
     return 0
 
@@ -95,12 +109,15 @@ def _main() -> int:
         print("error: no spec given: cdk synth -c spec=examples/p5-pcs.yaml (or fmcluster synth SPEC)",
               file=sys.stderr)
         return 2
+    _step(f"reading {', '.join(paths)}")
     specs, diagnostics = load_specs(paths)
     _report(diagnostics)
     if specs is None:
         return 2
     for spec in specs:
+        _step(f"building the stacks of {spec.name}")
         build(app, spec)
+    _step("writing the templates")
     app.synth()
     return 0
 

@@ -21,8 +21,9 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
+from fmcluster import PROGRESS_FD
 from fmcluster.deploy import assembly
 from fmcluster.spec import loader
 
@@ -54,9 +55,14 @@ def venv_node() -> Path:
     return Path(sys.executable).parent / "node"
 
 
-def run_app(context: Mapping[str, Any], outdir: str) -> int:
+Steps = Callable[[str], None]  # told each step of the CDK app as it starts ("building the stacks of ...")
+
+
+def run_app(context: Mapping[str, Any], outdir: str, steps: Steps | None = None) -> int:
     """Run the CDK app with cdk.json's context and `context`, into `outdir`: its exit code. jsii
-    runs on the venv's Node.js (JSII_NODE, `venv_node`) where there is one, unless the caller names one."""
+    runs on the venv's Node.js (JSII_NODE, `venv_node`) where there is one, unless the caller names one.
+    With `steps`, the app says each step it starts on a pipe of its own (PROGRESS_FD), and each
+    is passed on as it comes; without, the app says nothing more than it would to `cdk synth`."""
     env = {**os.environ, "CDK_OUTDIR": str(outdir),
            "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json()), **context})}
     if "JSII_NODE" not in env and venv_node().exists():
@@ -69,16 +75,37 @@ def run_app(context: Mapping[str, Any], outdir: str) -> int:
     ending = (signal.SIGTERM, signal.SIGHUP)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, _exit_on) for sig in ending} if main_thread else {}
+    reader: threading.Thread | None = None
     try:
-        app = subprocess.Popen([sys.executable, "-m", APP_MODULE], env=env, start_new_session=True)
+        if steps is None:
+            app = subprocess.Popen([sys.executable, "-m", APP_MODULE], env=env, start_new_session=True)
+        else:
+            read_end, write_end = os.pipe()
+            try:
+                app = subprocess.Popen([sys.executable, "-m", APP_MODULE], start_new_session=True,
+                                       env={**env, PROGRESS_FD: str(write_end)}, pass_fds=(write_end,))
+            finally:
+                os.close(write_end)  # the app holds the only write end: the pipe ends when it does
+            reader = threading.Thread(target=_pass_on, args=(read_end, steps), name="fmcluster-steps", daemon=True)
+            reader.start()
         try:
             return app.wait()
         except BaseException:
             stop(app)
             raise
     finally:
+        if reader is not None:  # done at once: the pipe ended with the app (a bound, should a child keep it)
+            reader.join(timeout=10)
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+def _pass_on(read_end: int, steps: Steps) -> None:
+    """Each line the app writes on its progress pipe, to `steps`, until the pipe ends."""
+    with os.fdopen(read_end, "r", encoding="utf-8", errors="replace") as pipe:
+        for line in pipe:
+            if line.strip():
+                steps(line.strip())
 
 
 def _exit_on(signum: int, frame: object) -> None:
@@ -128,7 +155,7 @@ class SynthesisFailed(Exception):
         self.code = code
 
 
-def templates(path: str) -> dict[str, dict[str, Any]]:
+def templates(path: str, steps: Steps | None = None) -> dict[str, dict[str, Any]]:
     """Stack name -> template of the spec file `path` (nested stacks as `PARENT/ID`), synthesized
     by the app in a throwaway directory (`-`: the standard input already read):
     what `fmcluster diff` hands to fmcluster.deploy.diff."""
@@ -139,7 +166,7 @@ def templates(path: str) -> dict[str, dict[str, Any]]:
             path = os.path.join(root, "stdin.yaml")
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text if isinstance(text, str) else "")
-        code = run_app({"spec": path}, outdir)
+        code = run_app({"spec": path}, outdir, steps)
         if code != 0:
             raise SynthesisFailed(code)
         return assembly.templates(outdir)
@@ -205,7 +232,7 @@ def summarize(outdir: str) -> SynthReport:
                            hint="synthesize one first: npx cdk synth, or fmcluster synth SPEC -o DIR")
 
 
-def run(paths: list[str], outdir: str = "cdk.out") -> SynthReport:
+def run(paths: list[str], outdir: str = "cdk.out", steps: Steps | None = None) -> SynthReport:
     """`fmcluster synth SPEC...`: the app for every spec into `outdir`, then its summary. An
     output directory it cannot write is refused before the app runs; one the app made is removed
     when it is interrupted, as when it fails."""
@@ -214,7 +241,7 @@ def run(paths: list[str], outdir: str = "cdk.out") -> SynthReport:
         return SynthReport(outdir, error=problem, hint=OUTPUT_HINT)
     fresh = not os.path.lexists(outdir)
     try:
-        code = run_app({"spec": ",".join(paths)}, outdir)
+        code = run_app({"spec": ",".join(paths)}, outdir, steps)
     except BaseException:
         if fresh:
             shutil.rmtree(outdir, ignore_errors=True)

@@ -36,7 +36,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "plan": (("fmcluster.plan",), ("node", "kubernetes", "observability")),
     "deploy": (("fmcluster.deploy",), ("node", "kubernetes", "observability")),
     "kits": (("fmcluster.kits",), ("node", "kubernetes", "observability")),
-    "cli": (("fmcluster.cli", "fmcluster.__main__"), ("plan", "deploy", "kits")),
+    "cli": (("fmcluster.cli", "fmcluster.terminal", "fmcluster.__main__"), ("plan", "deploy", "kits")),
     "constructs": (("fmcluster_cdk", "fmcluster_cdk.constructs", "fmcluster_cdk.errors"), ("cdk libraries", "facts")),
     "stacks": (("fmcluster_cdk.stacks", "fmcluster_cdk.nag"), ("constructs", "node", "kubernetes", "observability")),
     "synthesis": (("fmcluster_cdk.synthesis", "fmcluster_cdk.feature_flags"), ("stacks",)),
