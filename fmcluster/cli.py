@@ -392,7 +392,9 @@ def _diff_args(p: argparse.ArgumentParser) -> None:
                    help="compare SPEC with its cluster's stacks as deployed (reads CloudFormation, read-only)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--allow-data-loss", action="store_true",
-                   help="exit 0 even when a stateful resource (file system, bucket, key) is replaced or removed")
+                   help="exit 0 even when a stateful resource (file system, bucket, key, metrics or dashboards "
+                        "workspace) is replaced or removed, or when the cluster's name, region or account changes "
+                        "(a new cluster beside the old one)")
     p.set_defaults(func=cmd_diff)
 
 

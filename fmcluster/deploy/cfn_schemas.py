@@ -1,7 +1,7 @@
 """CloudFormation resource schemas, as cfn-lint ships them (cfnlint/data/schemas): which properties
 of a resource type are create-only (changing them replaces the resource), whether the schema is a
 legacy one (no handlers: converted from the old resource specification, without nested
-create-only properties), and which types cfn-lint counts as stateful.
+create-only properties), and which types hold users' data.
 
 Read straight from the installed package's data files, without importing cfn-lint.
 """
@@ -16,8 +16,22 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_REGION = "us-east-1"
-# Always stateful for fmcluster, whatever cfn-lint's list says: the file system, buckets and keys.
-STATEFUL_TYPES = ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key")
+# What holds users' data: the one list that `fmcluster diff`, `fmcluster change-set` and the
+# storage stack's policy judge by ("stateful" in their words). The file system, the buckets, the
+# keys that encrypt them, and the metrics (Amazon Managed Service for Prometheus) and dashboards
+# (Amazon Managed Grafana) workspaces: replacing or deleting one loses what it holds. A key holds
+# data where it encrypts one of the others: `fmcluster diff` sees which in the templates (the
+# alerts' topic's key holds none); a change set does not say, so `change-set` counts every key. Not
+# cfn-lint's wider list of stateful types: a log group (a handler's, the flow logs) holds no data
+# of the users, nor does a queue or a nested stack (its resources are judged themselves). Nor a
+# data repository association: it links a file-system path to a bucket prefix, the files being in
+# the file system and the bucket; deleting it unlinks them (FSx API Reference,
+# DeleteDataRepositoryAssociation: the file system's files go only when DeleteDataInFileSystem
+# asks), and fmcluster retains the links, so CloudFormation never deletes one. A link is replaced
+# when its file system is, whose loss is the one reported; the stack policy still guards the links
+# (fmcluster.deploy.stack_policy).
+DATA_TYPES = ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::APS::Workspace",
+              "AWS::Grafana::Workspace")
 Pointer = tuple[str, ...]
 
 
@@ -76,15 +90,9 @@ def schema(type_name: str, region: str = DEFAULT_REGION) -> Schema | None:
     return Schema(type_name, pointers, legacy="handlers" not in data)
 
 
-@cache
-def _stateful() -> frozenset[str]:
-    path = _data_dir() / "AdditionalSpecs" / "StatefulResources.json"
-    listed = json.loads(path.read_text()).get("ResourceTypes", {}) if path.is_file() else {}
-    return frozenset(listed) | frozenset(STATEFUL_TYPES)
-
-
-def is_stateful(type_name: str) -> bool:
-    return type_name in _stateful()
+def holds_data(type_name: str) -> bool:
+    """Whether a resource of this type holds users' data (DATA_TYPES)."""
+    return type_name in DATA_TYPES
 
 
 def values_at(value: Any, pointer: Pointer) -> list[Any]:

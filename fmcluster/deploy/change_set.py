@@ -1,7 +1,8 @@
 """`fmcluster change-set STACK NAME`: the guard between creating a CloudFormation change set and
 executing it. It reads the change set (DescribeChangeSet, read-only, with property values and the
-change sets of nested stacks) and refuses it (exit 1) when a stateful resource would be replaced,
-may be replaced, or removed, unless the change is allowed (--allow-data-loss).
+change sets of nested stacks) and refuses it (exit 1) when a stateful resource (one that holds
+users' data: fmcluster.deploy.cfn_schemas.DATA_TYPES, the same as `fmcluster diff`'s) would be
+replaced, may be replaced, or removed, unless the change is allowed (--allow-data-loss).
 
 Sources and details: docs/research-notes.md, "fmcluster/deploy/change_set.py"."""
 
@@ -14,7 +15,6 @@ from typing import Any, Callable, Iterator
 
 from fmcluster.deploy import cfn_schemas
 
-STATEFUL_TYPES = (*cfn_schemas.STATEFUL_TYPES, "AWS::FSx::DataRepositoryAssociation")
 NESTED_STACK = "AWS::CloudFormation::Stack"
 UNKNOWN_UNTIL_APPLIED = "{{changeSet:KNOWN_AFTER_APPLY}}"
 # A change set that changes nothing ends FAILED, with one of these reasons (CloudFormation's words)
@@ -111,7 +111,7 @@ def _judge(client: Any, stack: str, changes: list[dict[str, Any]], verdict: Verd
                                      resource["ChangeSetId"], **wait)
             if status == "changes":
                 _judge(client, nested, inner, verdict, wait)
-        if kind in STATEFUL_TYPES:
+        if cfn_schemas.holds_data(kind):
             finding = _finding(stack, resource)
             if finding:
                 verdict.findings.append(finding)

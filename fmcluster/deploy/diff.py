@@ -20,6 +20,7 @@ from fmcluster.spec.models import ClusterSpec
 ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE = "add", "update", "replace", "may-replace", "remove"
 FAILS = "fails"  # an update CloudFormation attempts and the service refuses: the stack rolls back
 FILE_SYSTEM = "AWS::FSx::FileSystem"
+KEY = "AWS::KMS::Key"
 NODEGROUP = "AWS::EKS::Nodegroup"
 RETAINED = ("Retain", "RetainExceptOnCreate", "Snapshot")
 IGNORED_TYPES = ("AWS::CDK::Metadata",)
@@ -39,7 +40,7 @@ class Change:
     action: str
     paths: list[str] = field(default_factory=list)  # changed properties
     reasons: list[str] = field(default_factory=list)  # why it is (or may be) replaced
-    stateful: bool = False
+    stateful: bool = False  # it holds users' data (cfn_schemas.DATA_TYPES)
     retained: bool = False
 
     @property
@@ -64,6 +65,17 @@ class Roll:
 
 
 @dataclass
+class NewCluster:
+    """A change of the cluster's identity (its name, region or account): NEW is a new set of
+    stacks beside OLD's, which deploying NEW leaves as they are, with their data."""
+
+    changes: list[str]  # "name llm-pretrain -> llm-pretrain2", "region ...", "account ..."
+    where: str  # where OLD's stacks are: "us-east-1, account of the credentials"
+    old_stacks: list[str]  # OLD's stacks (not nested ones), left as deployed
+    left: list[Change] = field(default_factory=list)  # OLD's stateful resources, left in them (action "keep")
+
+
+@dataclass
 class StackDiff:
     name: str
     status: str  # added | removed | changed | unchanged
@@ -77,6 +89,7 @@ class Comparison:
     stacks: list[StackDiff]
     notes: list[str] = field(default_factory=list)
     rolls: list[Roll] = field(default_factory=list)  # node groups moving to new node images
+    new_cluster: NewCluster | None = None  # the cluster's identity changes
 
     @property
     def data_loss(self) -> list[Change]:
@@ -216,10 +229,10 @@ def _shown(paths: list[str]) -> list[str]:
 
 
 def _stateful(resource: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Whether it holds users' data (cfn_schemas.DATA_TYPES: a retained log group or security
+    group does not), and whether CloudFormation keeps it when it leaves the stack."""
     retained = resource.get("DeletionPolicy") in RETAINED or resource.get("UpdateReplacePolicy") in RETAINED
-    if resource["Type"] == assembly.NESTED_STACK and not retained:
-        return False, False  # cfn-lint counts nested stacks as stateful; their resources are compared themselves
-    return cfn_schemas.is_stateful(resource["Type"]) or retained, retained
+    return cfn_schemas.holds_data(resource["Type"]), retained
 
 
 def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any], region: str) -> Change | None:
@@ -297,7 +310,25 @@ def compare(old: Templates, new: Templates, region: str) -> Comparison:
     resolver = _Resolver(new, produced_new)
     _follow_references(old, new, changes, region, stacks, resolver)
     _exports_in_use(old, new, changes, stacks, resolver, produced_old)
+    keys = data_keys(old, produced_old) | data_keys(new, produced_new)
+    for c in changes.values():
+        if c.type == KEY:
+            c.stateful = (c.stack, c.logical_id) in keys
     return Comparison(stacks, _block_updates(new, stacks))
+
+
+def data_keys(templates: Templates, produced: Mapping[str, tuple[str, str]] | None = None) -> set[tuple[str, str]]:
+    """The KMS keys (stack, logical id) that encrypt a resource holding data (a bucket's
+    encryption, a file system's KmsKeyId), in its stack or through cross-stack references: "their
+    keys", which hold the data as much as they do. Another key (the alerts' topic's) holds none."""
+    resolver = _Resolver(templates, produced)
+    found: set[tuple[str, str]] = set()
+    for stack, template in templates.items():
+        for resource in _resources(template).values():
+            if resource["Type"] != KEY and cfn_schemas.holds_data(resource["Type"]):
+                found |= {t for t in resolver.targets(stack, resource.get("Properties", {}))
+                          if _resources(templates.get(t[0])).get(t[1], {}).get("Type") == KEY}
+    return found
 
 
 def _block_updates(new: Templates, stacks: list[StackDiff]) -> list[str]:
@@ -498,6 +529,68 @@ def _loss_text(c: Change) -> str:
     return f"{c.stack} {c.logical_id} ({c.type}): {what}{kept}"
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s' if n != 1 else ''}"
+
+
+# How to move the data to the new cluster: the buckets are linked to the file system (data
+# repository associations), so the data goes through them. FSx for Lustre exports a linked path's
+# files to its bucket with a data repository task (EXPORT_TO_REPOSITORY) and imports what is in
+# the bucket (IMPORT_METADATA_FROM_REPOSITORY, or automatically where the link imports); CDK's
+# `destroy` deletes a stack, and CloudFormation keeps its retained resources (Amazon FSx for
+# Lustre User Guide, "Data repository tasks"; AWS CDK CLI reference, "cdk destroy").
+MOVE_HINT = ("to move the data: export the old file system's linked paths to their buckets (aws fsx "
+             "create-data-repository-task --type EXPORT_TO_REPOSITORY), deploy NEW, copy each old bucket into "
+             "its new one (aws s3 sync s3://OLD-BUCKET s3://NEW-BUCKET), and let the new file system import "
+             "it through its links (automatic where a link imports, else a task of type "
+             "IMPORT_METADATA_FROM_REPOSITORY); then, after checking them, destroy the old stacks (npx cdk "
+             "destroy -c spec=OLD --all): the retained file system, buckets and keys stay in the account "
+             "until deleted by hand, the rest goes with the stacks")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the comparison comes to, in one line: the last line of the text, the `verdict` of the JSON."""
+
+    kind: str  # ok | data-loss | new-cluster | fails
+    refused: bool  # the command exits 1
+    line: str
+
+
+def verdict(report: Comparison, allowed: bool) -> Verdict:
+    """An update the service refuses (whatever is allowed) first; then a new cluster (the
+    identity changes) or data loss, refused unless allowed; else ok."""
+    failing, loss, moved = report.failing, report.data_loss, report.new_cluster
+    if failing:
+        also = f" (and {_plural(len(loss), 'stateful resource')} it would replace or remove)" if loss else ""
+        return Verdict("fails", True, f"UPDATE FAILS: {_plural(len(failing), 'change')} that the service "
+                                      f"refuses{also}; refusing (exit 1): no switch allows it, undo the change")
+    allowance = "allowed by --allow-data-loss"
+    if moved is not None:
+        text = (f"NEW CLUSTER: {', '.join(moved.changes)}: new stacks beside the old ones, which keep "
+                f"{_plural(len(moved.left), 'stateful resource')} with the data; the new cluster starts with "
+                "empty storage; ")
+        return Verdict("new-cluster", not allowed, text + (allowance if allowed else (
+            "refusing (exit 1): move the data (above), then pass --allow-data-loss")))
+    if loss:
+        text = f"DATA LOSS: {_plural(len(loss), 'stateful resource')} replaced or removed; "
+        return Verdict("data-loss", not allowed, text + (allowance if allowed else (
+            "refusing (exit 1): copy or back up the data first, then pass --allow-data-loss")))
+    return Verdict("ok", False, "ok: no stateful resource is replaced or removed")
+
+
+def _new_cluster_lines(moved: NewCluster) -> list[str]:
+    lines = [f"new cluster: {', '.join(moved.changes)}: deploying NEW creates the stacks above, with new, empty "
+             "file systems and buckets, and does not touch the old ones",
+             f"  the old stacks stay as deployed ({moved.where}), and keep costing, until destroyed: "
+             f"{', '.join(moved.old_stacks) or 'none'}"]
+    if moved.left:
+        lines.append("  the old cluster's data stays in them:")
+        lines += [f"    {c.stack} {c.logical_id} ({c.type})" for c in moved.left]
+    lines.append(f"  {MOVE_HINT}")
+    return lines
+
+
 def render_text(report: Comparison, old_name: str, new_name: str, allowed: bool) -> str:
     lines = [f"fmcluster diff: {old_name} -> {new_name}", *[f"note: {n}" for n in report.notes]]
     for s in report.stacks:
@@ -525,19 +618,17 @@ def render_text(report: Comparison, old_name: str, new_name: str, allowed: bool)
         if len(roll.changes) > SHOWN_PATHS:
             lines.append(f"  ... {len(roll.changes) - SHOWN_PATHS} more")
         lines.append(f"  {roll.note}")
+    if report.new_cluster is not None:
+        lines += _new_cluster_lines(report.new_cluster)
     failing = report.failing
     if failing:
-        lines.append(f"UPDATE FAILS: {len(failing)} change{'s' if len(failing) != 1 else ''} that the service refuses:")
+        lines.append(f"the service refuses {_plural(len(failing), 'change')}:")
         lines += [f"  {c.stack} {c.logical_id} ({c.type}): {'; '.join(c.reasons)}" for c in failing]
-        lines.append("refusing (exit 1): no switch allows it; undo the change")
     loss = report.data_loss
-    if not loss:
-        lines.append("no stateful resource is replaced or removed")
-        return "\n".join(lines) + "\n"
-    lines.append(f"DATA LOSS: {len(loss)} stateful resource{'s' if len(loss) != 1 else ''} replaced or removed:")
-    lines += [f"  {_loss_text(c)}" for c in loss]
-    lines.append("allowed by --allow-data-loss" if allowed else
-                 "refusing (exit 1): copy or back up the data first, then pass --allow-data-loss")
+    if loss:
+        lines.append("replaced or removed, with their data:")
+        lines += [f"  {_loss_text(c)}" for c in loss]
+    lines.append(verdict(report, allowed).line)
     return "\n".join(lines) + "\n"
 
 
@@ -545,17 +636,22 @@ def render_json(report: Comparison, old_name: str, new_name: str, allowed: bool)
     def change(c: Change) -> dict[str, Any]:
         return {**asdict(c), "data_loss": c.data_loss, "fails": c.fails}
 
+    moved = report.new_cluster
     return json.dumps({"old": old_name, "new": new_name, "allow_data_loss": allowed,
+                       "verdict": asdict(verdict(report, allowed)),
                        "data_loss": [change(c) for c in report.data_loss],
                        "fails": [change(c) for c in report.failing], "notes": report.notes,
+                       "new_cluster": None if moved is None else {
+                           "changes": moved.changes, "where": moved.where, "old_stacks": moved.old_stacks,
+                           "left": [change(c) for c in moved.left], "hint": MOVE_HINT},
                        "rolls": [asdict(r) for r in report.rolls],
                        "stacks": [{"name": s.name, "status": s.status, "changes": [change(c) for c in s.changes]}
                                   for s in report.stacks]}, indent=2) + "\n"
 
 
 def refused(report: Comparison, allowed: bool) -> bool:
-    """An update the service refuses (whatever is allowed), or data loss not allowed."""
-    return bool(report.failing or (report.data_loss and not allowed))
+    """An update the service refuses (whatever is allowed), or a new cluster or data loss not allowed."""
+    return verdict(report, allowed).refused
 
 
 # ---- the command ---------------------------------------------------------------------------
@@ -582,6 +678,26 @@ NO_SCHEMAS = DiffReport("", "", False, error="fmcluster diff needs the CloudForm
 
 def _where(spec: ClusterSpec) -> str:
     return f"{spec.region}, account {spec.account or 'of the credentials'}"
+
+
+def identity_changes(old: ClusterSpec, new: ClusterSpec) -> list[str]:
+    """What changes of the cluster's identity: its name (which every stack name derives from), its
+    region, its account (where both specs name one: a spec without one deploys to the account of
+    the credentials, which the specs do not say)."""
+    found = [f"{what} {a} -> {b}" for what, a, b in (("name", old.name, new.name), ("region", old.region, new.region))
+             if a != b]
+    if old.account and new.account and old.account != new.account:
+        found.append(f"account {old.account} -> {new.account}")
+    return found
+
+
+def new_cluster(changes: list[str], old: ClusterSpec, old_templates: Templates) -> NewCluster:
+    """The old cluster that a change of identity leaves behind: its stacks and what holds data in them."""
+    keys = data_keys(old_templates)
+    left = [Change(stack, lid, r["Type"], "keep", stateful=True, retained=_stateful(r)[1])
+            for stack in sorted(old_templates) for lid, r in sorted(_resources(old_templates[stack]).items())
+            if cfn_schemas.holds_data(r["Type"]) and (r["Type"] != KEY or (stack, lid) in keys)]
+    return NewCluster(changes, _where(old), sorted(n for n in old_templates if "/" not in n), left)
 
 
 def run_deployed(spec: ClusterSpec, allow_data_loss: bool = False, name: str = "SPEC", *,
@@ -621,19 +737,19 @@ def run(old: ClusterSpec, new: ClusterSpec, allow_data_loss: bool = False, names
         old_templates, new_templates = synthesize(old), synthesize(new)
     except SynthesisFailed as exc:  # the app said why on stderr
         return DiffReport(old_name, new_name, allow_data_loss, synthesis_failed=exc.code)
-    moved = (old.region, old.account) != (new.region, new.account)
-    # another region or account is a new set of stacks there, not an update of these: nothing of
-    # the old deployment is compared with (or replaced by) the new one
-    report = compare({} if moved else old_templates, new_templates, region=new.region)
-    if old.name == new.name:
-        report.rolls = image_rolls(model.resolve(new), report, {} if moved else old_templates, new_templates)
-    if moved:
-        report.notes.append(f"the cluster moves from {_where(old)} to {_where(new)}: CloudFormation deploys new "
-                            "stacks there, with new, empty file systems and buckets; the old stacks and their data "
-                            "stay where they are until destroyed (copy the data across first)")
-    if old.name != new.name:
-        report.notes.append(f"the cluster is renamed from {old.name} to {new.name}: every stack name changes, so "
-                            "CloudFormation sees new stacks and new resources; the old stacks stay until destroyed")
+    changes = identity_changes(old, new)
+    # another name, region or account is a new set of stacks, not an update of these: nothing of
+    # the old deployment is compared with (or replaced by) the new one, which starts empty
+    report = compare({} if changes else old_templates, new_templates, region=new.region)
+    if changes:
+        report.new_cluster = new_cluster(changes, old, old_templates)
+    else:
+        report.rolls = image_rolls(model.resolve(new), report, old_templates, new_templates)
+    if bool(old.account) != bool(new.account) and not changes:
+        given, spec = (old, "OLD") if old.account else (new, "NEW")
+        report.notes.append(f"only {spec} names an account ({given.account}); the other deploys to the account of "
+                            "the credentials: compared as the same account (if they differ, NEW is a new cluster "
+                            "there, with empty storage)")
     return DiffReport(old_name, new_name, allow_data_loss, report)
 
 

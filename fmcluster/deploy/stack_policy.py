@@ -1,5 +1,6 @@
-"""The CloudFormation stack policy of NAME-storage: no update may replace or delete a stateful
-resource (the file system, its links, the buckets, the key), whatever the template says.
+"""The CloudFormation stack policy of NAME-storage: no update may replace or delete a resource
+that holds data (the file system, the buckets, the key) nor the file system's links and security
+group, whatever the template says.
 
 Sources and details: docs/research-notes.md, "fmcluster/deploy/stack_policy.py"."""
 
@@ -11,9 +12,11 @@ from typing import Any
 
 from fmcluster.deploy import cfn_schemas
 
-# The stateful types, the file system's links, and its security group (retained with it: a new one
-# would replace the file system, whose SecurityGroupIds are create-only).
-GUARDED_TYPES = (*cfn_schemas.STATEFUL_TYPES, "AWS::FSx::DataRepositoryAssociation", "AWS::EC2::SecurityGroup")
+# What holds users' data (cfn_schemas.DATA_TYPES, which `fmcluster diff` and `change-set` judge
+# by), and more: the policy guards what would disrupt the file system too. Its links (they hold
+# no data, but a replaced one stops the imports and exports of its path) and its security group
+# (retained with it: a new one would replace the file system, whose SecurityGroupIds are create-only).
+GUARDED_TYPES = (*cfn_schemas.DATA_TYPES, "AWS::FSx::DataRepositoryAssociation", "AWS::EC2::SecurityGroup")
 _ALLOW_UPDATES = {"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"}
 
 

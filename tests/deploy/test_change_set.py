@@ -158,6 +158,18 @@ def test_in_place_changes_and_stateless_replacements_pass(cfn):
                                               "no stateful resource is replaced or removed"]
 
 
+def test_what_holds_no_data_passes_whatever_goes(cfn):
+    """The one list of what holds data, `fmcluster diff`'s: a link (the files are in the file
+    system and the bucket), a handler's log group or a security group leaving is no finding."""
+    client, stub = cfn
+    stub.add_response("describe_change_set", page([
+        removed("LinkDatasets", "AWS::FSx::DataRepositoryAssociation"),
+        removed("ScalerLogs", "AWS::Logs::LogGroup", policy="Delete"),
+        removed("LustreSecurityGroup", "AWS::EC2::SecurityGroup")]), request())
+    code, out, _ = run(client)
+    assert code == 0 and out.splitlines()[-1] == "no stateful resource is replaced or removed"
+
+
 def test_every_page_and_every_nested_change_set_is_read(cfn):
     client, stub = cfn
     nested_id = CHANGE_SET_ID.replace("11111111", "99999999")
@@ -169,13 +181,12 @@ def test_every_page_and_every_nested_change_set_is_read(cfn):
                                                           detail("KeySpec", "Always", "SYMMETRIC_DEFAULT",
                                                                  "RSA_2048"), physical="k")]),
                       request("page-2"))
-    stub.add_response("describe_change_set", page([removed("LinkDatasets", "AWS::FSx::DataRepositoryAssociation",
-                                                           policy="Delete")]),
+    stub.add_response("describe_change_set", page([removed("Metrics", "AWS::APS::Workspace", policy="Delete")]),
                       request(stack=nested_stack, name=nested_id))
     code, out, _ = run(client)
     assert code == 1
     assert f"{STACK} Key (AWS::KMS::Key) replaced: KeySpec requires replacement" in out
-    assert f"{STACK}/Links LinkDatasets (AWS::FSx::DataRepositoryAssociation) removed\n" in out
+    assert f"{STACK}/Links Metrics (AWS::APS::Workspace) removed\n" in out
     assert out.startswith(f"fmcluster change-set: {NAME} of {STACK}: 3 resource changes")
 
 

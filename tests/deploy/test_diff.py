@@ -50,11 +50,21 @@ def _rename(d):
     d["name"] = "llm-pretrain2"
 
 
+def _region(d):
+    d.update(region="us-west-2", availability_zone_id="usw2-az1")
+
+
+def _rename_and_region(d):
+    _rename(d)
+    _region(d)
+
+
 def _move(d):
     d["availability_zone_id"] = "use1-az6"
 
 
-EDITS = {"grow": _grow, "efa": _efa, "persistent-1": _persistent_1, "rename": _rename, "move": _move}
+EDITS = {"grow": _grow, "efa": _efa, "persistent-1": _persistent_1, "rename": _rename, "region": _region,
+         "rename-and-region": _rename_and_region, "move": _move}
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +119,26 @@ def shown(report: diff.DiffReport, fmt: str = "text") -> int:
     return diff.exit_code(report)
 
 
+@pytest.fixture
+def cli(cached, monkeypatch, capsys):
+    """`fmcluster diff ARGS` through the command line (fmcluster.cli.main), the app synthesized in
+    this process, once per spec for the module (test_the_command_line_runs_the_app runs it as the
+    command line does): (exit code, stdout)."""
+    from fmcluster.deploy import synth
+
+    monkeypatch.setattr(synth, "templates", lambda path: cached(loader.load(path).spec))
+
+    def run(*args) -> tuple[int, str]:
+        code = main(["diff", *map(str, args)])
+        return code, capsys.readouterr().out
+
+    return run
+
+
+def last_line(out: str) -> str:
+    return out.rstrip("\n").splitlines()[-1]
+
+
 def report(specs, templates, old: str, new: str) -> diff.Comparison:
     a, b = (loader.load(specs[name]).spec for name in (old, new))
     return diff.compare(templates(a), templates(b), region=b.region)
@@ -136,7 +166,7 @@ def test_growing_a_node_group_is_safe(specs, cached, capsys):
     assert run_diff(cached, specs["base"], specs["grow"]) == 0
     out = capsys.readouterr().out
     assert "~ update AWS::PCS::ComputeNodeGroup NodeGroupgpuNodeGroup" in out
-    assert out.rstrip().endswith("no stateful resource is replaced or removed")
+    assert last_line(out) == "ok: no stateful resource is replaced or removed"
 
 
 def test_efa_on_the_file_system_replaces_it(specs, cached, capsys):
@@ -148,13 +178,16 @@ def test_efa_on_the_file_system_replaces_it(specs, cached, capsys):
     links = [c for c in found.values() if c.type == "AWS::FSx::DataRepositoryAssociation"]
     assert len(links) == 2 and all(c.action == diff.REPLACE for c in links)
     assert all(f"FileSystemId refers to {fs.logical_id}, which is replaced" in c.reasons for c in links)
-    assert fs in r.data_loss
+    assert not any(c.data_loss for c in links)  # a link holds no data: the files are in the file system and bucket
+    assert r.data_loss == [fs]
     assert run_diff(cached, specs["base"], specs["efa"]) == 1
     out = capsys.readouterr().out
-    assert "! REPLACE AWS::FSx::FileSystem LustreFileSystem" in out and "DATA LOSS: 3 stateful resources" in out
-    assert "refusing (exit 1)" in out
+    assert "! REPLACE AWS::FSx::FileSystem LustreFileSystem" in out
+    assert last_line(out) == ("DATA LOSS: 1 stateful resource replaced or removed; refusing (exit 1): copy or back "
+                              "up the data first, then pass --allow-data-loss")
+    assert out.count("DATA LOSS") == 1 and "ok:" not in out
     assert run_diff(cached, specs["base"], specs["efa"], "--allow-data-loss") == 0
-    assert "allowed by --allow-data-loss" in capsys.readouterr().out
+    assert last_line(capsys.readouterr().out).endswith("replaced or removed; allowed by --allow-data-loss")
 
 
 def test_lustre_deployment_type_replaces_it(specs, cached, capsys):
@@ -169,24 +202,70 @@ def test_lustre_deployment_type_replaces_it(specs, cached, capsys):
     assert {c.type for c in removed} == {"AWS::FSx::DataRepositoryAssociation"}
     assert run_diff(cached, specs["base"], specs["persistent-1"], "--format", "json") == 1
     data = json.loads(capsys.readouterr().out)
-    assert {c["type"] for c in data["data_loss"]} == {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation"}
+    assert {c["type"] for c in data["data_loss"]} == {"AWS::FSx::FileSystem"}  # the links removed hold no data
     assert data["allow_data_loss"] is False
+    assert (data["verdict"]["kind"], data["verdict"]["refused"]) == ("data-loss", True)
 
 
-def test_renaming_the_cluster_replaces_everything(specs, cached, capsys):
-    r = report(specs, cached, "base", "rename")
-    assert {s.name: s.status for s in r.stacks if "/" not in s.name} == {
-        **{f"llm-pretrain-{s}": "removed" for s in ("network", "storage", "observability", "images", "cluster")},
-        **{f"llm-pretrain2-{s}": "added" for s in ("network", "storage", "observability", "images", "cluster")}}
-    lost = {c.type for c in r.data_loss}
-    assert {"AWS::S3::Bucket", "AWS::FSx::FileSystem"} <= lost
-    old_storage = next(s for s in r.stacks if s.name == "llm-pretrain-storage")
-    stateful = [c for c in old_storage.changes if c.stateful]
-    assert stateful and all(c in r.data_loss for c in stateful)
-    assert run_diff(cached, specs["base"], specs["rename"]) == 1
-    out = capsys.readouterr().out
-    assert "note: the cluster is renamed from llm-pretrain to llm-pretrain2" in out
-    assert "stack llm-pretrain-storage (no longer produced" in out and "stack llm-pretrain2-storage (new stack)" in out
+IDENTITY = {"rename": "name llm-pretrain -> llm-pretrain2", "region": "region us-east-1 -> us-west-2",
+            "rename-and-region": "name llm-pretrain -> llm-pretrain2, region us-east-1 -> us-west-2"}
+
+
+@pytest.mark.parametrize("new", sorted(IDENTITY))
+def test_a_new_name_or_region_is_a_new_cluster_beside_the_old_one(new, specs, cli):
+    """Name, region or both: the same verdict, a new cluster whose stacks are all new, the old
+    stacks untouched and their file system and buckets left in them (nothing compared with them,
+    nothing they hold counted as replaced or removed); refused unless allowed."""
+    code, out = cli(specs["base"], specs[new])
+    assert code == 1
+    changes = IDENTITY[new]
+    assert last_line(out) == (f"NEW CLUSTER: {changes}: new stacks beside the old ones, which keep 4 stateful "
+                              "resources with the data; the new cluster starts with empty storage; refusing "
+                              "(exit 1): move the data (above), then pass --allow-data-loss")
+    name = "llm-pretrain2" if "name" in changes else "llm-pretrain"
+    stacks = [line for line in out.splitlines() if line.startswith("stack ")]
+    assert stacks and all(line.startswith(f"stack {name}-") and ("(new stack)" in line or "(new nested stack)" in line)
+                          for line in stacks)
+    assert ("  the old stacks stay as deployed (us-east-1, account of the credentials), and keep costing, until "
+            "destroyed: llm-pretrain-cluster, llm-pretrain-images, llm-pretrain-network, llm-pretrain-observability, "
+            "llm-pretrain-storage\n") in out
+    left = out.split("  the old cluster's data stays in them:\n", 1)[1].split("\n  to move the data: ", 1)[0]
+    assert [line.split()[-1] for line in left.splitlines()] == [
+        "(AWS::APS::Workspace)", "(AWS::S3::Bucket)", "(AWS::S3::Bucket)", "(AWS::FSx::FileSystem)"]
+    assert "aws s3 sync" in out and "npx cdk destroy -c spec=OLD --all" in out
+    assert "DATA LOSS" not in out and "ok:" not in out and "note: " not in out
+    code, out = cli(specs["base"], specs[new], "--allow-data-loss")
+    assert code == 0 and last_line(out).startswith(f"NEW CLUSTER: {changes}: ")
+    assert last_line(out).endswith("; allowed by --allow-data-loss")
+
+
+def test_a_new_cluster_has_the_same_verdict_in_json(specs, cli):
+    code, out = cli(specs["base"], specs["rename"], "--format", "json")
+    data = json.loads(out)
+    assert code == 1 and data["verdict"]["kind"] == "new-cluster" and data["verdict"]["refused"]
+    assert data["verdict"]["line"].startswith("NEW CLUSTER: name llm-pretrain -> llm-pretrain2: ")
+    assert data["data_loss"] == [] and {s["status"] for s in data["stacks"]} == {"added"}
+    assert {c["type"] for c in data["new_cluster"]["left"]} == {"AWS::S3::Bucket", "AWS::FSx::FileSystem",
+                                                               "AWS::APS::Workspace"}
+    _, text = cli(specs["base"], specs["rename"])
+    assert last_line(text) == data["verdict"]["line"]
+
+
+def test_renaming_an_eks_node_group_loses_no_data(cli, cached, tmp_path):
+    """The group's nested stack goes, with its Capacity Block scaler's log group (a Lambda
+    handler's): a log group holds no data, so the rename is no data loss."""
+    eks = ROOT / "examples/p5en-eks.yaml"
+    renamed = tmp_path / "p5en-eks-renamed.yaml"
+    data = yaml.safe_load(eks.read_text())
+    data["node_groups"][0]["name"] = "train"
+    renamed.write_text(yaml.safe_dump(data, sort_keys=False))
+    gone = cached(loader.load(eks).spec)["p5en-eks-cluster/NodeGroup-gpu"]["Resources"].values()
+    assert "AWS::Logs::LogGroup" in {r["Type"] for r in gone}
+    code, out = cli(eks, renamed)
+    assert "stack p5en-eks-cluster/NodeGroup-gpu (nested stack: deleted with its resources)" in out
+    assert "stack p5en-eks-cluster/NodeGroup-train (new nested stack)" in out
+    assert (code, last_line(out)) == (0, "ok: no stateful resource is replaced or removed")
+    assert "[stateful]" not in out and "DATA LOSS" not in out
 
 
 def test_moving_the_gpu_zone_fails_at_the_network_whatever_is_allowed(specs, cached, capsys):
@@ -194,8 +273,11 @@ def test_moving_the_gpu_zone_fails_at_the_network_whatever_is_allowed(specs, cac
     builds import: CloudFormation refuses the network's update, so no new subnet slides under the file system."""
     assert run_diff(cached, specs["base"], specs["move"], "--allow-data-loss") == 1
     out = capsys.readouterr().out
-    fails = out.split("UPDATE FAILS: ", 1)[1]
-    assert fails.startswith("1 change that the service refuses:\n  llm-pretrain-network Outputs.ExportsOutputRef")
+    fails = out.split("the service refuses 1 change:\n", 1)[1]
+    assert fails.startswith("  llm-pretrain-network Outputs.ExportsOutputRef")
+    assert last_line(out) == ("UPDATE FAILS: 1 change that the service refuses (and 1 stateful resource it would "
+                              "replace or remove); refusing (exit 1): no switch allows it, undo the change")
+    assert "ok:" not in out and "allowed by" not in out
     assert ("goes away, and llm-pretrain-cluster, llm-pretrain-cluster/NodeGroup-gpu, llm-pretrain-images, "
             "llm-pretrain-storage import it") in fails
     assert "changes: SubnetIds[0]\n" in out  # the file system's, shown as a reader knows it
@@ -408,7 +490,33 @@ def test_type_change_unknown_type_and_removed_retained_resource():
     found = changes(diff.compare(old, new, "us-east-1"))
     assert found["A"].action == diff.REPLACE and found["A"].reasons == ["type changes from AWS::SQS::Queue"]
     assert found["B"].action == diff.MAY_REPLACE
-    assert found["K"].action == diff.REMOVE and found["K"].data_loss  # retained: stateful whatever its type
+    assert found["K"].action == diff.REMOVE and found["K"].retained
+    assert not found["K"].data_loss  # retained, yet no data: only the types that hold data count
+
+
+def test_only_what_holds_data_counts_never_a_log_group():
+    """A log group (a handler's, retained or not), a queue, a link or a security group leaving is
+    no data loss; a bucket, a file system, a workspace, or a key that encrypts a bucket is."""
+    def removing(resources: dict) -> diff.Comparison:
+        return diff.compare({"c": {"Resources": resources}}, {"c": {"Resources": {}}}, "us-east-1")
+
+    innocent = {"Logs": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "Retain", "Properties": {}},
+                "HandlerLogs": {"Type": "AWS::Logs::LogGroup", "Properties": {"RetentionInDays": 7}},
+                "Queue": {"Type": "AWS::SQS::Queue"}, "Link": {"Type": "AWS::FSx::DataRepositoryAssociation",
+                                                             "DeletionPolicy": "Retain", "Properties": {}},
+                "Group": {"Type": "AWS::EC2::SecurityGroup", "DeletionPolicy": "Retain", "Properties": {}},
+                "TopicKey": {"Type": "AWS::KMS::Key", "Properties": {}},
+                "Topic": {"Type": "AWS::SNS::Topic", "Properties": {"KmsMasterKeyId": {"Ref": "TopicKey"}}}}
+    r = removing(innocent)
+    assert r.data_loss == [] and diff.render_text(r, "old", "new", False).endswith(
+        "\nok: no stateful resource is replaced or removed\n")
+    data = {"Bucket": {"Type": "AWS::S3::Bucket", "Properties": {"BucketEncryption": {
+        "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {
+            "SSEAlgorithm": "aws:kms", "KMSMasterKeyID": {"Fn::GetAtt": ["BucketKey", "Arn"]}}}]}}},
+        "BucketKey": {"Type": "AWS::KMS::Key", "Properties": {}}, "Fs": fsx("subnet-1"),
+        "Metrics": {"Type": "AWS::APS::Workspace", "Properties": {}},
+        "Dashboards": {"Type": "AWS::Grafana::Workspace", "Properties": {}}}
+    assert sorted(c.logical_id for c in removing({**innocent, **data}).data_loss) == sorted(data)
 
 
 def test_references_are_found_in_every_intrinsic():
@@ -426,8 +534,10 @@ def test_schemas_come_from_cfn_lint():
     bucket = cfn_schemas.schema("AWS::S3::Bucket")
     assert ("BucketName",) in bucket.create_only and not bucket.legacy
     assert cfn_schemas.schema("AWS::Nothing::Here") is None
-    assert all(cfn_schemas.is_stateful(t) for t in ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key"))
-    assert not cfn_schemas.is_stateful("AWS::EC2::LaunchTemplate")
+    assert all(cfn_schemas.holds_data(t) for t in ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key",
+                                                   "AWS::APS::Workspace", "AWS::Grafana::Workspace"))
+    assert not any(cfn_schemas.holds_data(t) for t in ("AWS::EC2::LaunchTemplate", "AWS::Logs::LogGroup",
+                                                       "AWS::FSx::DataRepositoryAssociation"))
     assert cfn_schemas.values_at({"Tags": [{"Key": "a"}, {"Key": "b"}]}, ("Tags", "*", "Key")) == ["a", "b"]
 
 
@@ -439,20 +549,26 @@ def test_readme_shows_real_diff_output(specs, cached, new, shown):
     assert readme_output(f"fmcluster diff examples/p5-pcs.yaml {shown}") == real
 
 
-@pytest.mark.parametrize("field, value", [("region", "us-west-2"), ("account", "444455556666")])
-def test_another_region_or_account_is_a_new_set_of_stacks(field, value, capsys):
+def test_another_account_is_a_new_cluster_and_an_unnamed_one_is_not_known(capsys):
+    """The account is part of the identity where both specs name one; where only one does, the
+    other is the credentials' account, which the specs do not say: compared as the same, and said."""
     from tests.support.specs import base_spec, validated, with_
 
     old = validated(with_(base_spec(), "account", "111122223333"))
-    moved = with_(with_(base_spec(), "account", "111122223333"), field, value)
-    if field == "region":
-        moved = with_(moved, "availability_zone_id", "usw2-az1")
-    new = validated(moved)
-    templates = {"c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
-    assert shown(diff.run(old, new, synthesize=lambda spec: templates), "json") == 0  # nothing replaced here
+    new = validated(with_(base_spec(), "account", "444455556666"))
+    old_templates = {"c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
+    new_templates = {"c-storage": {"Resources": {"Fs": fsx("subnet-1")}}}
+    by_account = {"111122223333": old_templates, "444455556666": new_templates}
+    assert shown(diff.run(old, new, synthesize=lambda spec: by_account[spec.account])) == 1
+    out = capsys.readouterr().out
+    assert last_line(out).startswith("NEW CLUSTER: account 111122223333 -> 444455556666: new stacks beside the old "
+                                     "ones, which keep 1 stateful resource with the data;")
+    assert "  the old stacks stay as deployed (us-east-1, account 111122223333)" in out
+    unnamed = validated(base_spec())
+    assert shown(diff.run(unnamed, new, synthesize=lambda spec: old_templates), "json") == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["data_loss"] == [] and report["stacks"][0]["status"] == "added"
-    assert "CloudFormation deploys new stacks there" in report["notes"][0]
+    assert report["verdict"]["kind"] == "ok" and report["new_cluster"] is None
+    assert report["notes"][0].startswith("only NEW names an account (444455556666)")
 
 
 def _block_group(version: str) -> dict:
@@ -543,7 +659,7 @@ def test_a_new_images_revision_rolls_the_groups_of_the_image(pcs_pair, capsys):
     assert "  AWS::ImageBuilder::ImageRecipe pcsx8664Recipe5E6F7A8B (replace)" in out
     assert "AWS PCS takes the new AMI as the compute node groups' AMI" in out
     assert "caution: llm-pretrain-cluster itself does not change" in out
-    assert out.rstrip().endswith("no stateful resource is replaced or removed")
+    assert last_line(out) == "ok: no stateful resource is replaced or removed"
 
 
 def test_rolls_are_in_the_json_and_name_what_changes(pcs_pair, capsys):

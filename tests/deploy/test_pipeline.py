@@ -720,10 +720,10 @@ def test_protect_step_on_a_stack_not_deployed_yet_passes_and_fails_on_other_erro
 
 
 def test_the_stack_policy_guards_every_stateful_type_of_a_storage_stack(assembly):
-    """Every stateful resource type the storage stacks of the pipeline's clusters hold (cfn-lint's
-    list, and fmcluster's: file system, buckets, key) is one the policy denies replacing or
-    deleting, and so is the file system's security group. Retained ingress rules are not: a new
-    rule holds no data (`fmcluster diff` still reports it, retained resources being its guard)."""
+    """Every resource type the storage stacks of the pipeline's clusters hold that holds data (the
+    one list `fmcluster diff` and `change-set` judge by: file system, buckets, key) is one the
+    policy denies replacing or deleting, and so are the file system's links and security group.
+    Retained ingress rules are not: a new rule holds no data."""
     from fmcluster.deploy import cfn_schemas, stack_policy
 
     guarded = stack_policy.protecting()["Statement"][1]["Condition"]["StringEquals"]["ResourceType"]
@@ -732,7 +732,8 @@ def test_the_stack_policy_guards_every_stateful_type_of_a_storage_stack(assembly
     assert len(storage) == 3
     for path in storage:
         for resource in json.loads(path.read_text())["Resources"].values():
-            if cfn_schemas.is_stateful(resource["Type"]) or resource["Type"] == "AWS::EC2::SecurityGroup":
+            if cfn_schemas.holds_data(resource["Type"]) or resource["Type"] in (
+                    "AWS::EC2::SecurityGroup", "AWS::FSx::DataRepositoryAssociation"):
                 assert resource["Type"] in guarded, (path.name, resource["Type"])
     assert set(guarded) >= {"AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key"}
 

@@ -7,7 +7,8 @@
 # PARAMETER is the SSM parameter in which record-deployed.sh wrote COMMIT:PATH after the last
 # successful deploy; the old spec is `git show COMMIT:PATH` (the step runs in a full clone).
 # Nothing recorded yet (the first deploy): nothing to compare, the step passes.
-# Exit status is that of `fmcluster diff OLD NEW`: 1 on data loss, 2 when a spec is invalid.
+# Exit status is that of `fmcluster diff OLD NEW`: 1 on data loss or a new cluster (the name,
+# region or account changes), 2 when a spec is invalid.
 set -euo pipefail
 
 parameter=${1:?usage: diff-deployed.sh PARAMETER SPEC [--allow-data-loss]}
