@@ -126,7 +126,7 @@ def cli(cached, monkeypatch, capsys):
     command line does): (exit code, stdout)."""
     from fmcluster.deploy import synth
 
-    monkeypatch.setattr(synth, "templates", lambda path: cached(loader.load(path).spec))
+    monkeypatch.setattr(synth, "templates", lambda path, steps=None: cached(loader.load(path).spec))
 
     def run(*args) -> tuple[int, str]:
         code = main(["diff", *map(str, args)])

@@ -149,11 +149,13 @@ def _live_in_session(session: int) -> list[int]:
 
 
 def _as_a_foreground_job() -> None:
-    """What an interactive shell does for a foreground job: SIGINT and SIGQUIT at their defaults.
-    A test run started in the background of a script (`make test &`, some CI runners) ignores
-    SIGINT, and an ignored signal stays ignored across exec: the program would never see Ctrl-C."""
+    """What an interactive shell does for a foreground job: SIGINT and SIGQUIT at their defaults
+    and not blocked. A test run started in the background of a script (`make test &`, some CI
+    runners) ignores SIGINT, and a thread of a test worker may block it; both stay so across
+    exec, and the program would never see Ctrl-C."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGQUIT})
 
 
 _started: list[subprocess.Popen[str]] = []
@@ -187,9 +189,11 @@ def _ctrl_c(cli: subprocess.Popen[str]) -> tuple[int, str, str]:
     try:
         out, err = cli.communicate(timeout=300)
     except subprocess.TimeoutExpired:
+        status = [line for line in Path(f"/proc/{cli.pid}/status").read_text().splitlines()
+                  if line.startswith(("State", "Threads", "Sig"))]
         os.killpg(cli.pid, signal.SIGKILL)
         out, err = cli.communicate()
-        pytest.fail(f"the program did not end on Ctrl-C: {err}")
+        pytest.fail(f"the program did not end on Ctrl-C: {status} {err}")
     return cli.returncode, out, err
 
 
@@ -228,6 +232,22 @@ def _assert_gone(session: int) -> None:
     pytest.fail(f"processes of the CDK app outlived the CLI: {left}")
 
 
+def _sleeping_in_read(cli: subprocess.Popen[str]) -> None:
+    """Wait until the program sleeps in read(2) on the pipe. A signal that arrives between the
+    FIFO's open and that read is taken by Python's C handler, and the exception waits for the
+    interpreter's next check, which the blocking read then holds off (the race is a few
+    microseconds wide: a person's Ctrl-C meets a command already blocked, as this one is then)."""
+    wchan = Path(f"/proc/{cli.pid}/wchan")
+    while cli.poll() is None:
+        try:
+            where = wchan.read_text().strip()
+        except OSError:
+            return
+        if "pipe_read" in where or (where in ("", "0") and (_stat(cli.pid) or ("",))[0] == "S"):
+            return  # (a kernel that hides wchan: asleep, the nearest sign)
+        os.sched_yield()
+
+
 def test_ctrl_c_while_reading_a_file_is_one_line(tmp_path):
     """`plan --preflight REPORT` blocks on a FIFO with no writer until the test opens it: Ctrl-C
     then arrives while the command reads, in its own process."""
@@ -240,6 +260,7 @@ def test_ctrl_c_while_reading_a_file_is_one_line(tmp_path):
         except OSError:
             os.sched_yield()
     assert writer is not None, cli.communicate()
+    _sleeping_in_read(cli)
     try:
         _assert_interrupted(*_ctrl_c(cli))
     finally:
