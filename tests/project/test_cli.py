@@ -192,7 +192,7 @@ def is_frozen(kind) -> bool:
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_has_one_shape(name):
     """run(...) -> a frozen report; render(report, fmt) -> (stdout, stderr); exit_code(report) -> int."""
-    module = importlib.import_module(COMMANDS[name][2])
+    module = importlib.import_module(COMMANDS[name].module)
     report = annotation(module.run, inspect.signature(module.run).return_annotation)
     assert is_frozen(report), f"{module.__name__}.run returns {report}, not a frozen dataclass"
     render, exit_code = inspect.signature(module.render), inspect.signature(module.exit_code)
@@ -214,7 +214,7 @@ def test_every_command_has_help_and_offers_the_formats_its_module_renders(name, 
         main([name, "--help"])
     assert exc.value.code == 0
     shown = re.search(r"--format \{([a-z,]+)\}", capsys.readouterr().out)
-    formats = tuple(importlib.import_module(COMMANDS[name][2]).FORMATS)
+    formats = tuple(importlib.import_module(COMMANDS[name].module).FORMATS)
     assert (tuple(shown.group(1).split(",")) if shown else formats[:1]) == formats
 
 
