@@ -289,8 +289,8 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                    help="result files or directories (read recursively): the kit's results/*, or plain outputs "
                         "of nccl-tests, dcgmi diag and fio")
     p.add_argument("--format", choices=("text", "json"), default="text",
-                   help=_format_help(text="a table of VERDICT, GROUP, TEST, NODE, MEASURED, PASS AT and NOTE, "
-                                          "then the cluster's verdict",
+                   help=_format_help(text="a table of VERDICT, GROUP, TEST, NODE, MEASURED and PASS AT with "
+                                          "each row's note, then the cluster's verdict",
                                      json="the same rows, the verdict and the files not judged, as one object"))
     p.set_defaults(func=cmd_verify)
 
