@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from fmcluster import __version__
@@ -306,6 +308,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 SPEC_HELP = "a spec file (- reads it from standard input)"
+EXIT_INTERRUPTED = 130  # Ctrl-C, for every command: 128 + SIGINT, as a shell reports it
+
+
+def _format_help(**formats: str) -> str:
+    """The help of --format: what each format gives, the first the default."""
+    first, *_ = formats
+    return "; ".join(f"{name}{' (default)' if name == first else ''}: {gives}" for name, gives in formats.items())
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -313,7 +322,10 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("results", nargs="+", metavar="RESULTS",
                    help="result files or directories (read recursively): the kit's results/*, or plain outputs "
                         "of nccl-tests, dcgmi diag and fio")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help=_format_help(text="a table of VERDICT, GROUP, TEST, NODE, MEASURED and PASS AT with "
+                                          "each row's note, then the cluster's verdict",
+                                     json="the same rows, the verdict and the files not judged, as one object"))
     p.set_defaults(func=cmd_verify)
 
 
@@ -331,11 +343,14 @@ def _change_set_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--role-arn", metavar="ARN",
                    help="a role to assume first, such as the CDK deploy role of the stack's account")
     p.add_argument("--allow-data-loss", action="store_true",
-                   help="exit 0 even when a stateful resource (file system, bucket, key) is replaced or removed")
+                   help="exit 0 even when what holds data (a file system, bucket, key, metrics or dashboards "
+                        "workspace) is replaced or removed")
     p.add_argument("--delete", action="store_true", help="delete the change set after judging it")
     p.add_argument("--wait", type=_positive_number, default=600, metavar="SECONDS",
                    help="how long to wait for a change set still being created (default 600)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help=_format_help(text="how many resources change and each stateful one replaced or removed",
+                                     json="the verdict as one object, with ok and each finding"))
     p.set_defaults(func=cmd_change_set)
 
 
@@ -347,7 +362,11 @@ def _stack_policy_args(p: argparse.ArgumentParser) -> None:
 
 def _validate_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("specs", nargs="+", metavar="SPEC", help=SPEC_HELP)
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help=_format_help(text="`FILE: ok` on stdout per valid file; each problem on stderr, at its "
+                                          "line and column, with the line, a caret and a hint",
+                                     json="on stdout a list of {file, ok, diagnostics}, each diagnostic with "
+                                          "line, column, severity, path, message, hint and rule"))
     p.add_argument("--pipeline", action="store_true",
                    help="the files are GitOps pipeline files (such as examples/pipeline/pipeline.yaml): check each "
                         "and every spec it lists")
@@ -365,7 +384,11 @@ def _synth_args(p: argparse.ArgumentParser) -> None:
 
 def _plan_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", nargs="?", metavar="SPEC", help=SPEC_HELP)
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                   help=_format_help(text="tables for a terminal, ending with the resolved spec as YAML",
+                                     markdown="the same tables, a Mermaid diagram and the resolved spec in a "
+                                              "collapsed block, for a pull-request comment",
+                                     json="the typed plan, for programs (its JSON Schema: --json-schema)"))
     p.add_argument("--checkpoint-params", type=_positive_number, metavar="N",
                    help="model size for the checkpoint write time, such as 70e9 (default 70e9)")
     p.add_argument("--json-schema", action="store_true", help="print the JSON Schema of --format json")
@@ -377,7 +400,10 @@ def _plan_args(p: argparse.ArgumentParser) -> None:
 
 def _preflight_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help=_format_help(text="a table of STATUS, CHECK and RESULT, with a hint under a failed check",
+                                     json="the checks and the reservations and Capacity Blocks read: what "
+                                          "`fmcluster plan --preflight` takes"))
     p.add_argument("--window", type=_window, metavar="START/END",
                    help="ISO 8601 times the cluster must run, such as 2026-12-01T00:00Z/2026-12-08T00:00Z "
                         "(checked against Capacity Block start and end; default: now)")
@@ -390,7 +416,11 @@ def _diff_args(p: argparse.ArgumentParser) -> None:
                    help="OLD and NEW, or with --deployed one SPEC (- reads one from standard input)")
     p.add_argument("--deployed", action="store_true",
                    help="compare SPEC with its cluster's stacks as deployed (reads CloudFormation, read-only)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help=_format_help(text="per stack its changes (add, update, replace, remove), what changes "
+                                          "and why, then the data loss and refused updates",
+                                     json="the same as one object: stacks, data_loss, fails, notes, rolls, new_cluster "
+                                           "and the verdict"))
     p.add_argument("--allow-data-loss", action="store_true",
                    help="exit 0 even when a stateful resource (file system, bucket, key, metrics or dashboards "
                         "workspace) is replaced or removed, or when the cluster's name, region or account changes "
@@ -402,39 +432,159 @@ def _schema_args(p: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_schema)
 
 
-# name -> (help, the function that adds its arguments, the module of its run, render and exit_code)
-COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str]] = {
-    "validate": ("check spec files (or pipeline files); print ok or located errors", _validate_args,
-                 "fmcluster.spec.loader"),
-    "synth": ("synthesize the CDK cloud assembly of one or more specs", _synth_args, "fmcluster.deploy.synth"),
-    "plan": ("what a spec builds, what it can do and what it costs", _plan_args, "fmcluster.plan.render"),
-    "preflight": ("read-only checks of the target account (needs AWS credentials)", _preflight_args,
-                  "fmcluster.deploy.preflight"),
-    "diff": ("what changing a spec from OLD to NEW (or deploying SPEC over its deployed stacks) does to "
-             "deployed resources", _diff_args, "fmcluster.deploy.diff"),
-    "schema": ("print the JSON Schema of the spec", _schema_args, "fmcluster.spec.schema"),
-    "jobs": ("write the cluster's acceptance jobs (NCCL, DCGM, file-system throughput, a PyTorch smoke test: "
-             "sbatch scripts on Slurm, Kueue-admitted manifests on Kubernetes) and the serving job of its serving "
-             "section",
-             _jobs_args, "fmcluster.kits.writer"),
-    "verify": ("judge the acceptance kit's results, or plain outputs of nccl-tests, dcgmi diag and fio, against "
-               "the cluster's figures: PASS, WARN or FAIL per test and node; exit 1 on a FAIL, 2 when nothing "
-               "could be judged", _verify_args, "fmcluster.kits.verdicts"),
-    "stack-policy": ("print the stack policy of NAME-storage: no replacing or deleting its stateful resources",
-                     _stack_policy_args, "fmcluster.deploy.stack_policy"),
-    "change-set": ("judge a CloudFormation change set before it is executed: exit 1 if it replaces or removes "
-                   "a stateful resource (reads CloudFormation, read-only)", _change_set_args,
-                   "fmcluster.deploy.change_set"),
+INVALID = "the command line is invalid"
+HELP_WIDTH = 100  # the widest line of a command's exit codes
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command of `fmcluster`: its one-line help (in `fmcluster --help`), what `fmcluster NAME
+    --help` says of it, the function that adds its arguments, and the module of its run, render
+    and exit_code. Ctrl-C (exit 130) is the same for every command and is added to its exit codes."""
+    help: str
+    description: str
+    examples: tuple[str, ...]
+    exit_codes: tuple[tuple[int, str], ...]
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    module: str
+
+    def epilog(self) -> str:
+        codes = (*self.exit_codes, (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"))
+        return "\n".join(["examples:", *(f"  {line}" for line in self.examples), "", "exit codes:",
+                          *(textwrap.fill(meaning, HELP_WIDTH, initial_indent=f"  {code:<4} ",
+                                          subsequent_indent=" " * 7) for code, meaning in codes)])
+
+
+COMMANDS: dict[str, Command] = {
+    "validate": Command(
+        "check spec files (or pipeline files); print ok or located errors",
+        "Check spec files: their YAML, every field and every rule across fields. Each problem is shown at "
+        "the line and column of its field, with a hint where one helps. Reads no account and never imports "
+        "aws_cdk.",
+        ("fmcluster validate examples/p5-pcs.yaml examples/p5en-eks.yaml",
+         "fmcluster validate --pipeline examples/pipeline/pipeline.yaml --format json"),
+        ((0, "every file is valid (warnings do not count)"),
+         (2, f"a file is invalid, or {INVALID}")),
+        _validate_args, "fmcluster.spec.loader"),
+    "synth": Command(
+        "synthesize the CDK cloud assembly of one or more specs",
+        "Synthesize the CDK cloud assembly of one or more specs (the same templates as "
+        "`npx cdk synth -c spec=SPEC`) and print one line per stack; with --assembly, summarize an assembly "
+        "already written. An invalid spec writes nothing.",
+        ("fmcluster synth examples/p5-pcs.yaml -o cdk.out",
+         "fmcluster synth --assembly cdk.out"),
+        ((0, "the assembly was written (or read) and summarized"),
+         (1, "the CDK app failed (it said why)"),
+         (2, f"a spec is invalid, there is no assembly in the --assembly DIR, or {INVALID}")),
+        _synth_args, "fmcluster.deploy.synth"),
+    "plan": Command(
+        "what a spec builds, what it can do and what it costs",
+        "What a spec builds, what it can do and what it costs, before anyone deploys: every resolved "
+        "default, per node group and in total the instances, GPUs, PFLOPS, memory, EFA and NVLink, the "
+        "storage, the subnets and their addresses, the stacks and the estimated cost. No AWS call.",
+        ("fmcluster plan examples/p5-pcs.yaml",
+         "fmcluster plan examples/p5en-eks.yaml --format markdown --checkpoint-params 405e9"),
+        ((0, "the plan was printed"),
+         (2, f"the spec is invalid, the --preflight REPORT cannot be used, or {INVALID}")),
+        _plan_args, "fmcluster.plan.render"),
+    "preflight": Command(
+        "read-only checks of the target account (needs AWS credentials)",
+        "Read-only checks of the target account and region before a deploy (needs AWS credentials): "
+        "the credentials' account, the AZ IDs, the instance types offered in the GPU AZ, quotas, "
+        "reservations and Capacity Blocks (size, state, window), placement groups and AMIs.",
+        ("fmcluster preflight examples/p5-pcs.yaml",
+         "fmcluster preflight examples/p5-pcs.yaml --window 2026-12-01T00:00Z/2026-12-08T00:00Z --format json"),
+        ((0, "every check passed (warnings do not count)"),
+         (1, "a check failed, or nothing could be checked (no credentials, no access)"),
+         (2, f"the spec is invalid, or {INVALID}")),
+        _preflight_args, "fmcluster.deploy.preflight"),
+    "diff": Command(
+        "what changing a spec from OLD to NEW (or deploying SPEC over its deployed stacks) does to "
+        "deployed resources",
+        "What changing a spec from OLD to NEW does to deployed resources: both are synthesized and their "
+        "templates compared, each change judged as CloudFormation would make it. With --deployed, SPEC is "
+        "compared with its cluster's stacks as deployed (read-only; needs AWS credentials).",
+        ("fmcluster diff examples/p5-pcs.yaml examples/p5en-reservation-pcs.yaml",
+         "fmcluster diff --deployed examples/p5-pcs.yaml --format json"),
+        ((0, "no stateful resource is replaced or removed, the cluster keeps its name, region and account "
+             "(or --allow-data-loss), and no update is refused"),
+         (1, "without --allow-data-loss, a stateful resource is replaced or removed, or the cluster's name, "
+             "region or account changes (a new cluster beside the old one, its data left behind); with or "
+             "without it, an update the service refuses, or nothing could be compared"),
+         (2, f"a spec is invalid, or {INVALID}")),
+        _diff_args, "fmcluster.deploy.diff"),
+    "schema": Command(
+        "print the JSON Schema of the spec",
+        "Print the JSON Schema of the spec, for editors that complete and check YAML as it is typed.",
+        ("fmcluster schema > cluster-spec.schema.json",),
+        ((0, "the schema was printed"),
+         (2, INVALID)),
+        _schema_args, "fmcluster.spec.schema"),
+    "jobs": Command(
+        "write the cluster's acceptance jobs (NCCL, DCGM, file-system throughput, a PyTorch smoke test: "
+        "sbatch scripts on Slurm, Kueue-admitted manifests on Kubernetes) and the serving job of its serving "
+        "section",
+        "Write the cluster's acceptance kit: NCCL, DCGM, file-system throughput and a PyTorch smoke test per "
+        "GPU node group, with the figures each result is held to (sbatch scripts on Slurm, Kueue-admitted "
+        "manifests on Kubernetes), and the serving job of the spec's serving section.",
+        ("fmcluster jobs examples/p5-pcs.yaml -o acceptance",),
+        ((0, "the kit was written"),
+         (2, f"the spec is invalid, the directory cannot be written, or {INVALID}")),
+        _jobs_args, "fmcluster.kits.writer"),
+    "verify": Command(
+        "judge the acceptance kit's results, or plain outputs of nccl-tests, dcgmi diag and fio, against "
+        "the cluster's figures: PASS, WARN or FAIL per test and node; exit 1 on a FAIL, 2 when nothing "
+        "could be judged",
+        "Judge the acceptance kit's results, or plain outputs of nccl-tests, dcgmi diag and fio, against "
+        "the cluster's figures: PASS, WARN or FAIL per test and node, the slow nodes named.",
+        ("fmcluster verify examples/p5-pcs.yaml acceptance/results",
+         "fmcluster verify examples/p5-pcs.yaml tests/data/verify-plain --format json"),
+        ((0, "at least one result was judged and none failed"),
+         (1, "a result failed"),
+         (2, f"nothing could be judged (a file cannot be read, or none holds a result), the spec is invalid, "
+             f"or {INVALID}")),
+        _verify_args, "fmcluster.kits.verdicts"),
+    "stack-policy": Command(
+        "print the stack policy of NAME-storage: no replacing or deleting its stateful resources",
+        "Print the stack policy of NAME-storage, which denies replacing or deleting its stateful resources "
+        "(file systems, buckets, the key), as JSON for `aws cloudformation set-stack-policy`.",
+        ("fmcluster stack-policy > stack-policy.json",
+         "fmcluster stack-policy --lift"),
+        ((0, "the policy was printed"),
+         (2, INVALID)),
+        _stack_policy_args, "fmcluster.deploy.stack_policy"),
+    "change-set": Command(
+        "judge a CloudFormation change set before it is executed: exit 1 if it replaces or removes "
+        "a stateful resource (reads CloudFormation, read-only)",
+        "Judge a CloudFormation change set before it is executed (read-only: DescribeChangeSet, nested "
+        "change sets included; needs AWS credentials): does it replace, may it replace or does it remove "
+        "what holds data, a file system, bucket, key, metrics or dashboards workspace?",
+        ("fmcluster change-set llm-pretrain-storage PipelineChange --region us-east-1",
+         "fmcluster change-set llm-pretrain-storage PipelineChange --allow-data-loss --delete --format json"),
+        ((0, "no stateful resource is replaced or removed, or --allow-data-loss"),
+         (1, "a stateful resource is replaced or removed without --allow-data-loss, or the change set cannot "
+             "be read"),
+         (2, INVALID)),
+        _change_set_args, "fmcluster.deploy.change_set"),
 }
+
+EXIT_CODES = """exit codes (what each means for a command: fmcluster COMMAND --help):
+  0    success
+  1    a check or guard failed
+  2    the spec or the command line is invalid
+  130  interrupted (Ctrl-C)"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fmcluster", description="Validate, review and synthesize GPU cluster specs for AWS.")
+        prog="fmcluster", description="Validate, review and synthesize GPU cluster specs for AWS.",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"fmcluster {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (help_text, add_arguments, _) in COMMANDS.items():
-        add_arguments(sub.add_parser(name, help=help_text))
+    for name, command in COMMANDS.items():
+        command.add_arguments(sub.add_parser(
+            name, help=command.help, description=textwrap.fill(command.description, 79),
+            epilog=command.epilog(), formatter_class=argparse.RawDescriptionHelpFormatter))
     return parser
 
 
@@ -454,9 +604,6 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"error: {where}{exc.strerror or exc}\n  hint: check the path and its permissions", file=sys.stderr)
         return EXIT_INVALID
-
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 def _interrupted() -> int:

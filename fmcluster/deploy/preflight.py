@@ -6,6 +6,8 @@ Sources and details: docs/research-notes.md, "fmcluster/deploy/preflight.py"."""
 from __future__ import annotations
 
 import json
+import re
+import textwrap
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from functools import partial
@@ -841,16 +843,37 @@ def run(spec: ClusterSpec, window: tuple[datetime, datetime] | None = None, clie
     return PreflightReport(spec.name, spec.region, tuple(checks), tuple(read[k] for k in sorted(read)))
 
 
+WIDTH = 100  # the text table's lines fit a terminal or a review tool this wide
+NARROWEST_RESULT = 40  # the RESULT column wraps no narrower than this
+
+
+class _Wrapper(textwrap.TextWrapper):
+    """textwrap that breaks a word too long for a line after a `/` or `:` (paths, ARNs) before
+    it breaks it anywhere."""
+
+    def _split(self, text: str) -> list[str]:
+        chunks = super()._split(text)
+        return [piece for chunk in chunks
+                for piece in (re.split(r"(?<=[/:])", chunk) if len(chunk) > self.width else [chunk]) if piece]
+
+
 def render_text(report: PreflightReport) -> str:
+    """A line per check within WIDTH columns: its result and hint wrap in the RESULT column."""
     checks = report.checks
     rows = [("STATUS", "CHECK", "RESULT")] + [(c.status.upper(), c.name, c.reason) for c in checks]
     widths = [max(len(r[i]) for r in rows) for i in range(2)]
+    column = 6 + widths[0] + widths[1]
+    room = max(WIDTH - column, NARROWEST_RESULT)
+    result = _Wrapper(room, break_on_hyphens=False)
+    hinted = _Wrapper(room, break_on_hyphens=False, subsequent_indent="      ")
     lines = [f"fmcluster preflight: {report.cluster} in {report.region}"]
     for i, (status, name, reason) in enumerate(rows):
-        lines.append(f"  {status.ljust(widths[0])}  {name.ljust(widths[1])}  {reason}".rstrip())
+        first, *more = result.wrap(reason) or [""]
+        lines.append(f"  {status.ljust(widths[0])}  {name.ljust(widths[1])}  {first}".rstrip())
+        lines += [" " * column + line for line in more]
         hint = checks[i - 1].hint if i else None
         if hint:
-            lines.append(" " * (6 + widths[0] + widths[1]) + f"hint: {hint}")
+            lines += [" " * column + line for line in hinted.wrap(f"hint: {hint}")]
     counts = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL)}
     lines.append(f"{len(checks)} checks: {counts[PASS]} pass, {counts[WARN]} warn, {counts[FAIL]} fail")
     return "\n".join(lines) + "\n"

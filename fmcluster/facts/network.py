@@ -16,6 +16,22 @@ AWS_RESERVED_PER_SUBNET = 5  # network, router, DNS, future use, broadcast
 MAX_SUBNET_PREFIX = 28  # the smallest subnet AWS allows
 PUBLIC_MIN_PREFIX = 24  # public subnets hold only NAT gateways and load balancers
 CONTROL_PLANE_HEADROOM = 16  # control-plane ENIs (PCS, EKS), VPC endpoints, rolling replacements
+# A VPC's IPv4 CIDR block, and a subnet's, is /16 to /28 (Amazon VPC User Guide, "VPC CIDR
+# blocks"; EC2 API Reference, CreateSubnet): a secondary CIDR block adds subnets, never a larger
+# one. The GPU AZ's subnet is half of the VPC, so a /17 of a /16 is the most it can be.
+LARGEST_VPC_PREFIX = 16
+
+
+def gpu_subnet_usable(vpc_prefix: int) -> int:
+    """Usable addresses of the GPU AZ's private subnet (the first half) of a VPC of this prefix."""
+    return (1 << (32 - vpc_prefix - 1)) - AWS_RESERVED_PER_SUBNET
+
+
+def vpc_prefix_for(addresses: int) -> int | None:
+    """The longest VPC prefix (the smallest VPC) whose GPU subnet holds `addresses`; None when
+    not even the largest VPC does."""
+    fits = [p for p in range(LARGEST_VPC_PREFIX, MAX_SUBNET_PREFIX) if gpu_subnet_usable(p) >= addresses]
+    return max(fits) if fits else None
 
 
 @dataclass(frozen=True)

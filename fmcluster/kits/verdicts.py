@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import textwrap
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
@@ -309,15 +310,52 @@ def _number(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:,.1f}".rstrip("0").rstrip(".")
 
 
+WIDTH = 100  # the text table's lines fit a terminal or a review tool this wide
+NARROWEST_NODE = 24  # a host list wraps after a comma no narrower than this
+
+
+def _host_lines(cell: str, width: int) -> list[str]:
+    """A NODE cell on lines of at most `width`, a host list broken after a comma (one name
+    longer than that stays whole)."""
+    lines = [""]
+    for name in cell.split(","):
+        piece = name if not lines[-1] else "," + name
+        if lines[-1] and len(lines[-1]) + len(piece) > width:
+            lines[-1] += ","
+            lines.append(name)
+        else:
+            lines[-1] += piece
+    return lines
+
+
 def render_text(report: VerifyReport) -> str:
-    table = [("VERDICT", "GROUP", "TEST", "NODE", "MEASURED", "PASS AT", "NOTE")]
+    """The verdicts as a table within WIDTH columns where the cells allow: a long host list wraps
+    in its column; where the notes do not fit beside the row, each goes on lines of its own
+    under it."""
+    table = [("VERDICT", "GROUP", "TEST", "NODE", "MEASURED", "PASS AT")]
+    notes = ["NOTE"]
     for r in report.rows:
         unit = f" {r.unit}" if r.unit and r.measured is not None else ""
-        table.append((r.verdict.value, r.group, r.test, r.node, _number(r.measured) + unit, _number(r.pass_at),
-                      r.note))
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
-             for row in table]
+        table.append((r.verdict.value, r.group, r.test, r.node, _number(r.measured) + unit, _number(r.pass_at)))
+        notes.append(r.note)
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    node = table[0].index("NODE")
+    room = WIDTH - 2 * (len(widths) - 1) - sum(w for i, w in enumerate(widths) if i != node)
+    widths[node] = min(widths[node], max(room, NARROWEST_NODE))
+    beside = all(sum(widths) + 2 * len(widths) + len(note) <= WIDTH for note in notes)
+    lines = []
+    for row, note in zip(table, notes, strict=True):
+        cells = [_host_lines(cell, w) if i == node else [cell]
+                 for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+        height = max(map(len, cells))
+        rows = ["  ".join((cell[k] if k < len(cell) else "").ljust(w) for cell, w in zip(cells, widths, strict=True))
+                for k in range(height)]
+        if beside:
+            rows[0] += "  " + note
+        elif note and row is not table[0]:
+            rows += textwrap.wrap(note, WIDTH, initial_indent="    ", subsequent_indent="    ",
+                                  break_on_hyphens=False)
+        lines += rows
     counts = {v: sum(1 for r in report.rows if r.verdict is v) for v in Verdict}
     lines.append(f"{report.cluster}: {report.verdict.value} ({counts[Verdict.PASS]} pass, {counts[Verdict.WARN]} "
                  f"warn, {counts[Verdict.FAIL]} fail)")

@@ -8,6 +8,8 @@ spec in a collapsed block.
 
 from __future__ import annotations
 
+import textwrap
+from itertools import zip_longest
 from typing import Any, Callable, Iterable, Mapping
 
 import yaml
@@ -67,9 +69,114 @@ def _count(low: int, high: int) -> str:
 
 # ---- tables --------------------------------------------------------------------------------
 
-def text_table(rows: Table, indent: str = "  ") -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return [(indent + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True))).rstrip() for row in rows]
+WIDTH = 100  # the text plan's lines fit a terminal or a review tool this wide
+NARROWEST = 12  # a column is wrapped no narrower than this (or its longest word)
+
+
+def wrap(text: str, width: int, hanging: str = "", break_words: bool = False) -> list[str]:
+    """`text` in lines of at most `width`, the lines after the first indented by `hanging`; [""]
+    for empty text. A word longer than `width` stays whole, or with `break_words` is broken after
+    a `:` or `/` where it can (ARNs, paths), so that the lines joined give the word back."""
+    words = text.split()
+    if not break_words or all(len(word) <= width for word in words):
+        return textwrap.wrap(text, width, subsequent_indent=hanging, break_on_hyphens=False,
+                             break_long_words=False) or [""]
+    lines: list[str] = []
+    line = ""
+    for word in words:
+        for k, piece in enumerate(_pieces(word, width)):
+            glue = "" if k else " "
+            if line and len(line) + len(glue) + len(piece) <= width:
+                line += glue + piece
+            else:
+                lines += [line] if line else []
+                line = piece
+    return lines + [line]
+
+
+def _pieces(word: str, width: int) -> list[str]:
+    """`word` cut into pieces of at most `width`, each after the last `:` or `/` that fits."""
+    pieces = []
+    while len(word) > width:
+        cut = max(word.rfind(":", 0, width), word.rfind("/", 0, width)) + 1 or width
+        pieces.append(word[:cut])
+        word = word[cut:]
+    return [*pieces, word]
+
+
+def paragraph(text: str, indent: str = "  ", width: int = WIDTH) -> list[str]:
+    """A line of prose, indented, wrapped to `width`."""
+    return [indent + line for line in wrap(text, width - len(indent))]
+
+
+def _shrunk(natural: list[int], floors: list[int], budget: int) -> list[int] | None:
+    """Column widths within `budget`: the widest column narrowed first, none below its floor;
+    None when the floors alone exceed it."""
+    widths = list(natural)
+    while sum(widths) > budget:
+        narrowable = [i for i, w in enumerate(widths) if w > floors[i]]
+        if not narrowable:
+            return None
+        widest = max(narrowable, key=lambda i: widths[i])
+        widths[widest] -= 1
+    return widths
+
+
+def text_table(rows: Table, indent: str = "  ", records: bool = False, width: int = WIDTH) -> list[str]:
+    """Aligned columns within `width`: cells too long for their column wrap onto more lines, the
+    widest column narrowed first. A table whose long words (paths, ARNs) cannot fit so is shown as
+    records with `records` (the first row names the columns), else its long words are broken."""
+    return [line for row in _table_rows(rows, indent, records, width) for line in row]
+
+
+def _table_rows(rows: Table, indent: str, records: bool, width: int) -> list[list[str]]:
+    """The lines of `text_table`, a list for each row (one list of them all for records)."""
+    columns = range(len(rows[0]))
+    natural = [max(len(row[i]) for row in rows) for i in columns]
+    budget = width - len(indent) - 2 * (len(natural) - 1)
+    longest_word = [max((len(word) for row in rows for word in row[i].split()), default=0) for i in columns]
+    widths = _shrunk(natural, [min(n, max(w, NARROWEST)) for n, w in zip(natural, longest_word, strict=True)],
+                     budget)
+    if widths is None and records:
+        return [_records(rows, indent, width)]
+    widths = widths or _shrunk(natural, [min(n, NARROWEST) for n in natural], budget) or natural
+    lines = []
+    for row in rows:
+        cells = [wrap(cell, w, break_words=True) for cell, w in zip(row, widths, strict=True)]
+        lines.append([(indent + "  ".join(p.ljust(w) for p, w in zip(parts, widths, strict=True))).rstrip()
+                      for parts in zip_longest(*cells, fillvalue="")])
+    return lines
+
+
+def noted_table(rows: Table, notes: list[str], indent: str = "  ", width: int = WIDTH) -> list[str]:
+    """`text_table` of `rows` with each row's note (if any) on lines of its own under it: a
+    column of free text would squeeze the others."""
+    lines = []
+    for row, note in zip(_table_rows(rows, indent, False, width), notes, strict=True):
+        lines += row + (paragraph(note, indent + "    ", width) if note else [])
+    return lines
+
+
+def _records(rows: Table, indent: str, width: int) -> list[str]:
+    """A table too wide for columns: each row its first cell, then each other cell under its
+    column's name, wrapped."""
+    names, *body = rows
+    label = max(len(name) for name in names[1:])
+    lines = []
+    for row in body:
+        lines += paragraph(row[0], indent, width)
+        for name, cell in zip(names[1:], row[1:], strict=True):
+            room = width - len(indent) - 4 - label
+            if not cell:
+                continue
+            if max(len(word) for word in cell.split()) <= room:
+                first, *more = wrap(cell, room)
+                lines.append(f"{indent}  {name.ljust(label)}  {first}")
+                lines += [f"{indent}  {' ' * label}  {line}" for line in more]
+            else:  # a word too long to follow the name: the value on lines of its own
+                lines.append(f"{indent}  {name}")
+                lines += [f"{indent}    {line}" for line in wrap(cell, width - len(indent) - 4, break_words=True)]
+    return lines
 
 
 def md_table(rows: Table) -> list[str]:
@@ -387,36 +494,52 @@ def _pairs(rows: Table) -> list[str]:
     return text_table(rows[1:])
 
 
+def _joined(parts: list[str], indent: str = "  ", sep: str = " · ", width: int = WIDTH) -> list[str]:
+    """Parts on as few lines as fit `width`, a line broken only between two parts (and ending
+    with the separator)."""
+    lines = [indent + parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1] + sep + part + sep.rstrip()) <= width:
+            lines[-1] += sep + part
+        else:
+            lines[-1] += sep.rstrip()
+            lines.append(indent + part)
+    return lines
+
+
 def render_text(plan: Plan) -> str:
     where = f"{plan.region}, GPU capacity in AZ ID {plan.availability_zone_id}"
     account = f"account {plan.account}" if plan.account else "any account (environment-agnostic stacks)"
     subnets, needs = network_rows(plan)
     c = plan.cost
-    out = [f"fmcluster plan: {plan.name} ({where}, {account})", f"  {summary(plan)}"]
+    title = "fmcluster plan: "
+    out = wrap(f"{title}{plan.name} ({where}, {account})", WIDTH, hanging=" " * len(title))
+    out += _joined(summary(plan).split(" · "))
     out += _section("Compute (peak dense tensor PFLOPS; totals at each group's maximum size)",
                     text_table(compute_rows(plan)))
     out += _section("Storage", _pairs(storage_rows(plan)))
     serving = [g for g in plan.node_groups if g.serving]
     if serving:
-        body = [f"  {serving_note(plan)}"] + ([f"  {served_line(plan)}"] if plan.serving else [])
+        body = paragraph(serving_note(plan)) + (paragraph(served_line(plan)) if plan.serving else [])
         for g in serving:
-            body += [f"  {serving_group_line(g)}", *text_table(serving_rows(g), indent="    ")]
+            body += [*paragraph(serving_group_line(g)), *text_table(serving_rows(g), indent="    ")]
         out += _section("Serving (replicas that fit at each group's maximum size)", body)
     out += _section(f"Network: VPC {plan.network.vpc_cidr}, {plan.network.nat_gateways} NAT gateway",
                     text_table(subnets) + [""] + text_table(needs))
-    out += _section("Control plane", [f"  {control_plane_line(plan)}"])
-    out += _section("Observability", [f"  {observability_line(plan)}"])
+    out += _section("Control plane", paragraph(control_plane_line(plan)))
+    out += _section("Observability", paragraph(observability_line(plan)))
     if plan.images or plan.own_images:
         title = f"Node images ({plan.images.stack}, EC2 Image Builder)" if plan.images else "Node images"
-        body = text_table(images_rows(plan)) + [f"  {images_line(plan)}"] if plan.images else []
-        out += _section(title, body + [f"  {line}" for line in own_image_lines(plan)])
+        body = text_table(images_rows(plan), records=True) + paragraph(images_line(plan)) if plan.images else []
+        out += _section(title, body + [wrapped for line in own_image_lines(plan) for wrapped in paragraph(line)])
     out += _section("Stacks", text_table([[s.name, s.contents + (" [termination protection]"
                                                                 if s.termination_protection else "")]
                                           for s in plan.stacks]))
     title = f"Estimated cost ({c.prices_region} list prices of {c.prices_as_of}, {c.currency})"
-    body = text_table(cost_rows(plan))
+    rows = cost_rows(plan)
+    body = noted_table([row[:-1] for row in rows], [row[-1] if i else "" for i, row in enumerate(rows)])
     if c.region_note:
-        body.append(f"  note: {c.region_note}")
+        body += paragraph(f"note: {c.region_note}")
     body.append("  sources: fmcluster/data/prices.json")
     out += _section(title, body)
     out += _section("Resolved spec ('# default': not in the file)",

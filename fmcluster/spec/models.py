@@ -282,6 +282,16 @@ class LoginSpec(Model):
 EVERYONE = "0.0.0.0/0"  # every IPv4 address: the default of the public API endpoint (EKS's, CDK's)
 
 
+def written(model: BaseModel, *path: str) -> bool:
+    """Whether the spec's file gives the field at `path` under `model` (else it holds its
+    default): a rule reports on a field the user wrote where one causes the problem."""
+    for name in path:
+        if name not in model.model_fields_set:
+            return False
+        model = getattr(model, name)
+    return True
+
+
 def is_everyone(cidr: str) -> bool:
     """Whether an access CIDR block (AccessCidr) admits every IPv4 address (a /0)."""
     return ipaddress.IPv4Network(cidr).prefixlen == 0

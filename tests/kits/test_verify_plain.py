@@ -140,3 +140,17 @@ def test_on_several_gpu_groups_nccl_finds_its_group_and_the_rest_is_not_judged(s
     assert judged == [(group, "nccl-all_reduce-nodes")]
     assert f"{DCGM_PASS}: not judged: a dcgm output without the kit's marker, and the cluster has 2 GPU groups" \
         in done.stderr
+
+
+def test_the_text_table_fits_100_columns():
+    """Real outputs give long notes and host lists: the notes go under their rows, a host list
+    wraps after a comma."""
+    code, out, _ = verify_cli(REAL, PLAIN)
+    assert code == 1
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 100
+    assert lines[0].split() == ["VERDICT", "GROUP", "TEST", "NODE", "MEASURED", "PASS", "AT"]
+    wrapped = next(i for i, line in enumerate(lines) if "nccl-tests-efa-16-worker-0," in line)
+    assert lines[wrapped].split()[-4:] == ["nccl-tests-efa-16-worker-0,", "43.8", "GB/s", "340"]
+    assert lines[wrapped + 1].strip() == "nccl-tests-efa-16-worker-1"
+    assert any(line.startswith("    not judged: ") for line in lines)

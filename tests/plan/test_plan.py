@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from itertools import takewhile
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,30 @@ def test_golden(example, fmt, capsys):
     assert golden.is_file(), f"no golden file {golden.relative_to(ROOT)}: run UPDATE_GOLDEN=1 pytest tests/plan"
     assert out == golden.read_text(), (f"plan of {example} changed: review, "
                                        "then UPDATE_GOLDEN=1 pytest tests/plan/test_plan.py")
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_line_of_the_text_plan_fits_100_columns(example, capsys):
+    assert main(["plan", str(ROOT / example)]) == 0
+    wide = [line for line in capsys.readouterr().out.splitlines() if len(line) > plan_render.WIDTH]
+    assert plan_render.WIDTH == 100 and not wide, wide
+
+
+def test_a_table_too_wide_wraps_its_cells_or_shows_records():
+    """Long cells wrap within their column; a column of words too long to wrap (paths) turns the
+    table into records; a long word in a table without names is broken after a `:` or `/`."""
+    rows = [["item", "note"], ["node group gpu", "a note " * 30], ["cpu", "short"]]
+    lines = plan_render.text_table(rows)
+    assert max(map(len, lines)) <= 100 < max(len("  ".join(row)) for row in rows)
+    assert lines[1].startswith("  node group gpu  a note a note") and lines[2].startswith(" " * 18 + "note a")
+    assert lines[-1] == "  cpu             short"
+    paths = [["image", "base", "slurm", "groups"], ["x86", "/aws/" + "x" * 60 + "/ami-id", "/opt/" + "y" * 40, "a"]]
+    assert plan_render.text_table(paths, records=True) == [
+        "  x86", f"    base    /aws/{'x' * 60}/ami-id", f"    slurm   /opt/{'y' * 40}", "    groups  a"]
+    arn = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/" + "p" * 60
+    broken = plan_render.text_table([["reservation", arn, "-", "-", "-"]])
+    assert max(map(len, broken)) <= 100 and "".join(line[15:].split("  ")[0] for line in broken) == arn
+    assert broken[0].split()[1].endswith("training-plan/")
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
@@ -233,8 +258,9 @@ def test_each_image_is_listed_with_its_base_groups_and_first_deploy_time():
     assert "estimate" in p.images.note and "before gb200-pcs-cluster" in p.images.note
     text = plan_render.render_text(p)
     section = text.split("Node images (gb200-pcs-images, EC2 Image Builder)\n", 1)[1].split("\n\n", 1)[0]
-    assert "pcs-arm64   /aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id" in section
-    assert f"about {image_facts.BUILD_MINUTES_ESTIMATE} min more for 2 images (an estimate" in section
+    assert ("  pcs-arm64\n    base image (SSM parameter)  "
+            "/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id\n") in section
+    assert f"about {image_facts.BUILD_MINUTES_ESTIMATE} min more for 2 images (an estimate" in " ".join(section.split())
     md = plan_render.render_markdown(p)
     assert "#### Node images (`gb200-pcs-images`, EC2 Image Builder)" in md
     assert "| pcs-x86_64 | /aws/service/pcs/ami/dlami-base-ubuntu2404/x86_64/latest/ami-id |" in md
@@ -281,7 +307,8 @@ def test_plan_says_what_a_groups_own_image_must_have():
     assert own["gpu"].needs[-1] == "the AWS PCS agent 1.5.0-1 or later (node lifecycle actions)"
     assert not any("Enroot" in n for n in own["cpu"].needs)
     text = plan_render.render_text(p)
-    assert "node group gpu launches from its own ami-0123456789abcdef0, which must have: Enroot 4.1.2" in text
+    assert "node group gpu launches from its own ami-0123456789abcdef0, which must have: Enroot 4.1.2" in \
+        " ".join(text.split())
     assert "- node group cpu launches from its own ami-0fedcba9876543210" in plan_render.render_markdown(p)
     quiet = plan_of_dict(with_(data, "observability", {"prometheus": False, "grafana": False}))
     assert not any("prometheus" in n for o in quiet.own_images for n in o.needs)
@@ -371,10 +398,31 @@ def _gb200(count=18, **capacity):
     return plan_of_dict(gb200(count=count, **capacity))
 
 
+def _cells(text: str, label: str) -> list[str]:
+    """The cells of a row of the text compute table, its label's cell first, each cell's wrapped
+    lines joined: the columns start where the header's cells do."""
+    lines = text.splitlines()
+    header = lines.index(next(line for line in lines if line.startswith("Compute ("))) + 1
+    starts = [2, *(i for i in range(3, len(lines[header])) if lines[header][i - 2:i] == "  " and
+                   lines[header][i] != " ")]
+    first = next(i for i in range(header, len(lines)) if lines[i].startswith(f"  {label}  "))
+    rows = [lines[first]] + list(takewhile(lambda line: line.startswith(" " * starts[1]) and line.strip(),
+                                           lines[first + 1:]))
+    ends = [*starts[1:], None]
+    return [" ".join(part for row in rows if (part := row[start:end].strip()))
+            for start, end in zip(starts, ends, strict=True)]
+
+
 def _row(text: str, label: str) -> str:
-    """A row of the text compute table, its label cut off."""
-    line = next(line for line in text.splitlines() if line.startswith(f"  {label}  "))
-    return line[len(label) + 2:].strip()
+    """A row of the text compute table, its label cut off, its cells apart by two spaces."""
+    return "  ".join(_cells(text, label)[1:]).strip()
+
+
+def _summary(text: str) -> str:
+    """The text plan's summary (the lines under its title), on one line."""
+    lines = text.splitlines()[1:]
+    return " ".join(line.strip() for line in takewhile(lambda line: line.strip(), lines)
+                    if not line.startswith("   "))
 
 
 def test_an_ultraserver_group_is_one_nvlink_domain_of_72_gpus(capsys, tmp_path):
@@ -392,7 +440,7 @@ def test_an_ultraserver_group_is_one_nvlink_domain_of_72_gpus(capsys, tmp_path):
         "u-p6e-gb200x72: 18 instances, 72 GPUs, 1,800 GB/s per GPU, 129.6 TB/s  largest 72 GPUs")
     assert _row(text, "NVLink domains").split() == ["1", "x", "u-p6e-gb200x72", "1"]
     assert _row(text, "NVLink bandwidth").split() == ["7.2", "TB/s", "129.6", "TB/s"]
-    assert "· 1 NVLink domain of 72 GPUs ·" in text.splitlines()[1]
+    assert "· 1 NVLink domain of 72 GPUs ·" in _summary(text)
 
     md = plan_render.render_markdown(p)
     assert "| NVLink domain | u-p6e-gb200x72: 18 instances, 72 GPUs, 1,800 GB/s per GPU, 129.6 TB/s | " \
@@ -441,7 +489,7 @@ def test_two_small_ultraservers_are_two_domains_of_9():
     text = plan_render.render_text(p)
     assert _row(text, "NVLink domain").startswith("u-p6e-gb200x36: 9 instances, 36 GPUs, 1,800 GB/s per GPU, 64.8 TB/s")
     assert _row(text, "NVLink domains").split() == ["2", "x", "u-p6e-gb200x36", "2"]
-    assert "· 2 NVLink domains of 36 GPUs ·" in text
+    assert "· 2 NVLink domains of 36 GPUs ·" in _summary(text)
     diagram = plan_render.render_markdown(p).split("```mermaid\n", 1)[1]
     for n in (1, 2):
         assert f'ng0u{n}["u-p6e-gb200x36 #{n}: 9 x p6e-gb200.36xlarge, 36 GPUs, NVLink 1,800 GB/s per GPU"]' in diagram
@@ -465,7 +513,7 @@ def test_an_instance_is_the_nvlink_domain_of_other_gpus():
     text = plan_render.render_text(p)
     assert _row(text, "NVLink domain").startswith("1 instance, 8 GPUs, 900 GB/s per GPU, 7.2 TB/s")
     assert _row(text, "NVLink domains").split() == ["16", "16"]
-    assert "· 16 NVLink domains of 8 GPUs ·" in text
+    assert "· 16 NVLink domains of 8 GPUs ·" in _summary(text)
     assert "<br/>128 x H100<br/>NVLink domain: 1 instance, 8 GPUs\"]" in plan_render.render_markdown(p)
 
 

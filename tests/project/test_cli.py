@@ -192,7 +192,7 @@ def is_frozen(kind) -> bool:
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_has_one_shape(name):
     """run(...) -> a frozen report; render(report, fmt) -> (stdout, stderr); exit_code(report) -> int."""
-    module = importlib.import_module(COMMANDS[name][2])
+    module = importlib.import_module(COMMANDS[name].module)
     report = annotation(module.run, inspect.signature(module.run).return_annotation)
     assert is_frozen(report), f"{module.__name__}.run returns {report}, not a frozen dataclass"
     render, exit_code = inspect.signature(module.render), inspect.signature(module.exit_code)
@@ -214,7 +214,7 @@ def test_every_command_has_help_and_offers_the_formats_its_module_renders(name, 
         main([name, "--help"])
     assert exc.value.code == 0
     shown = re.search(r"--format \{([a-z,]+)\}", capsys.readouterr().out)
-    formats = tuple(importlib.import_module(COMMANDS[name][2]).FORMATS)
+    formats = tuple(importlib.import_module(COMMANDS[name].module).FORMATS)
     assert (tuple(shown.group(1).split(",")) if shown else formats[:1]) == formats
 
 
@@ -269,3 +269,21 @@ def test_synth_summarizes_an_assembly_already_written(tmp_path, capsys):
     assert "no cloud assembly to read" in capsys.readouterr().err
     assert main(["synth", "--assembly", str(tmp_path), "examples/p5-pcs.yaml"]) == 2
     assert main(["synth"]) == 2
+
+
+def test_a_cluster_no_vpc_holds_is_reported_at_its_count(tmp_path, capsys):
+    """`count: 9000` in examples/p5-pcs.yaml, which leaves vpc_cidr to its default (the largest
+    VPC already): the subnet error is at the count's line and column, not at the file's first key."""
+    text = (EXAMPLES_DIR / "p5-pcs.yaml").read_text()
+    assert "count: 16  " in text and "vpc_cidr" not in text
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(text.replace("count: 16  ", "count: 9000", 1))
+    assert main(["validate", str(huge)]) == 2
+    err = capsys.readouterr().err
+    line = next(i for i, row in enumerate(huge.read_text().splitlines(), 1) if "count: 9000" in row)
+    column = huge.read_text().splitlines()[line - 1].index("9000") + 1
+    found = re.search(rf"^{re.escape(str(huge))}:(\d+):(\d+): error: (\S+): (.*)\[gpu-subnet-holds-cluster\]$",
+                      err, re.MULTILINE)
+    assert found and (int(found[1]), int(found[2]), found[3]) == (line, column, "node_groups[0].count"), err
+    assert "default vpc_cidr 10.0.0.0/16" in found[4]
+    assert "hint: no VPC holds that" in err and "use a larger vpc_cidr" not in err

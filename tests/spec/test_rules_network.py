@@ -169,3 +169,50 @@ def test_layout_slots_do_not_move_when_an_az_is_added():
     two = network_plan.layout("10.0.0.0/16", ["use1-az1", "use1-az2"])
     three = network_plan.layout("10.0.0.0/16", ["use1-az1", "use1-az2", "use1-az3"])
     assert set(two) <= set(three)
+
+
+# ---- where a subnet-size error is reported, and what its hint asks for --------------------
+
+def test_a_count_no_vpc_holds_is_reported_on_the_count():
+    """The default VPC is the largest AWS allows (/16): a cluster it cannot hold is too large,
+    and the error is on the count that makes it so, with a hint that does not ask for a VPC."""
+    spec = with_(base_spec(), "node_groups[0].count", 9000)
+    assert "network.vpc_cidr" not in paths(spec)
+    (message,) = messages(spec, "node_groups[0].count")
+    assert "default vpc_cidr 10.0.0.0/16" in message and "has 32763" in message
+    assert "9000 x 32" in message and "larger vpc_cidr" not in message
+    assert "lower node_groups[0].count (gpu) or split the cluster" in message
+
+
+def test_a_written_vpc_cidr_keeps_the_error():
+    spec = with_(base_spec(network={"vpc_cidr": "10.0.0.0/20"}), "node_groups[0].count", 100)
+    assert paths(spec) == {"network.vpc_cidr"}
+    (message,) = messages(spec, "network.vpc_cidr")
+    assert "use a vpc_cidr of /19 or larger (to /16), such as 10.0.0.0/19" in message  # 3223 of a /20: 4091
+    too_many = with_(spec, "node_groups[0].count", 9000)
+    (message,) = messages(too_many, "network.vpc_cidr")
+    assert "no VPC holds that" in message and "use a vpc_cidr" not in message
+
+
+def test_the_group_that_takes_the_most_addresses_is_blamed():
+    spec = with_(base_spec(), "node_groups", [
+        {"name": "cpu", "instance_type": "c7i.8xlarge", "count": 2000},
+        {"name": "gpu", "instance_type": "p5.48xlarge", "min_count": 0, "max_count": 1500}])
+    (message,) = messages(spec, "node_groups[1].max_count")
+    assert "lower node_groups[1].max_count (gpu)" in message
+
+
+@pytest.mark.parametrize("prefix", range(16, 24))
+def test_the_suggested_vpc_holds_the_need_and_one_smaller_does_not(prefix):
+    need = network_plan.gpu_subnet_usable(prefix)
+    assert network_plan.vpc_prefix_for(need) == prefix
+    assert network_plan.vpc_prefix_for(need + 1) == (prefix - 1 if prefix > 16 else None)
+    assert network_plan.gpu_subnet_usable(prefix) == network_plan.layout(f"10.0.0.0/{prefix}", ["use1-az1"])[0].usable
+
+
+def test_more_az_ids_than_any_vpc_holds_are_reported_on_them():
+    nine = small_cpu_cluster(network={"extra_availability_zone_ids": [*SIX_AZ_IDS, "use1-az7", "use1-az8", "use1-az9"]})
+    assert "network.vpc_cidr" not in paths(nine)
+    (message,) = messages(nine, "network.extra_availability_zone_ids")
+    assert "too small for 9 AZ IDs" in message and "list fewer extra AZ IDs" in message
+    assert "larger VPC" not in message

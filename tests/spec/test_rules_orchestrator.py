@@ -62,11 +62,16 @@ def test_slurm_control_planes_need_one_az_id(type_):
 
 @pytest.mark.parametrize("type_", ["eks", "hyperpod-eks"])
 def test_kubernetes_control_planes_need_a_second_az_id(type_):
+    """On the control plane that needs it where the file lists no extra AZ IDs; on the list
+    where it does."""
     spec = with_(base_spec(), "orchestrator.type", type_)
-    assert "network.extra_availability_zone_ids" in paths(spec)
-    (message,) = messages(spec, "network.extra_availability_zone_ids")
+    assert "network.extra_availability_zone_ids" not in paths(spec)
+    (message,) = messages(spec, "orchestrator.type")
     assert "at least 2 Availability Zones of us-east-1; the spec has 1" in message
     assert "[use1-az1]" in message  # the hint suggests an AZ ID of the region
+    listed = with_(spec, "network.extra_availability_zone_ids", [])
+    assert "orchestrator.type" not in paths(listed)
+    assert messages(listed, "network.extra_availability_zone_ids") == [message]
     assert findings(orch.enough_availability_zones, on(type_)) == []
 
 

@@ -8,7 +8,7 @@ from fmcluster.facts import network as network_plan
 from fmcluster.facts import regions
 from fmcluster.spec import addresses
 from fmcluster.spec.diagnostics import Path, Problem, error
-from fmcluster.spec.models import ClusterSpec
+from fmcluster.spec.models import ClusterSpec, written
 from fmcluster.spec.rules.registry import rule
 
 
@@ -65,25 +65,55 @@ def az_ids_distinct(spec: ClusterSpec) -> Iterator[Problem]:
 
 @rule
 def vpc_holds_subnets(spec: ClusterSpec) -> Iterator[Problem]:
+    """A VPC too small for a subnet per AZ ID. Where even the largest VPC cannot hold them, the
+    cause is the number of AZ IDs, and the error is on them."""
     try:
         network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
     except network_plan.LayoutError as exc:
-        yield error(("network", "vpc_cidr"),
-                    f"the VPC is too small for {len(spec.availability_zone_ids)} AZ IDs: {exc}",
-                    "use a larger VPC, such as a /16")
+        message = f"the VPC is too small for {len(spec.availability_zone_ids)} AZ IDs: {exc}"
+        try:
+            network_plan.layout(f"10.0.0.0/{network_plan.LARGEST_VPC_PREFIX}", spec.availability_zone_ids)
+        except network_plan.LayoutError:
+            yield error(("network", "extra_availability_zone_ids"), message,
+                        f"list fewer extra AZ IDs: not even a /{network_plan.LARGEST_VPC_PREFIX}, the largest VPC "
+                        "AWS allows, holds a subnet for each")
+            return
+        yield error(("network", "vpc_cidr"), message, "use a larger VPC, such as a /16")
 
 
 @rule
 def gpu_subnet_holds_cluster(spec: ClusterSpec) -> Iterator[Problem]:
+    """A GPU subnet without an address for everything that takes one. The error is on vpc_cidr
+    where the file gives it; else on the count of the node group that takes the most addresses,
+    as the default VPC is the largest already. The hint asks for a larger VPC only where one
+    holds the cluster."""
     try:
         subnets = network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)
     except network_plan.LayoutError:
         return  # reported by vpc_holds_subnets
     needs = addresses.address_needs(spec)
     need, have = network_plan.total(needs), subnets[0].usable
-    if need > have:
-        detail = "; ".join(n.what for n in needs)
+    if need <= have:
+        return
+    detail = "; ".join(n.what for n in needs)
+    groups = spec.node_groups  # address_needs lists them first, in order
+    largest = max(range(len(groups)), key=lambda i: needs[i].addresses)
+    group = groups[largest]
+    count = "count" if group.count is not None else "max_count" if group.max_count is not None else "min_count"
+    prefix = network_plan.vpc_prefix_for(need)
+    if prefix is None:
+        most = network_plan.gpu_subnet_usable(network_plan.LARGEST_VPC_PREFIX)
+        hint = (f"no VPC holds that: the largest, a /{network_plan.LARGEST_VPC_PREFIX}, gives the GPU AZ's subnet "
+                f"{most} addresses; lower node_groups[{largest}].{count} ({group.name}) or split the cluster in two")
+    else:
+        largest_vpc = network_plan.LARGEST_VPC_PREFIX
+        larger = f" or larger (to /{largest_vpc})" if prefix > largest_vpc else ""
+        hint = f"use a vpc_cidr of /{prefix}{larger}, such as 10.0.0.0/{prefix}; the GPU AZ's subnet is half of the VPC"
+    if written(spec, "network", "vpc_cidr"):
         yield error(("network", "vpc_cidr"),
                     f"the private subnet {subnets[0].cidr} has {have} usable addresses, "
-                    f"the cluster needs {need} ({detail})",
-                    "use a larger vpc_cidr; the GPU AZ's subnet is half of the VPC")
+                    f"the cluster needs {need} ({detail})", hint)
+    else:
+        yield error(("node_groups", largest, count),
+                    f"the cluster needs {need} addresses in the GPU AZ's private subnet, {subnets[0].cidr} of the "
+                    f"default vpc_cidr {spec.network.vpc_cidr}, which has {have} ({detail})", hint)

@@ -7,7 +7,7 @@ from typing import Iterator
 
 from fmcluster.facts import catalog, controlplanes, regions
 from fmcluster.spec.diagnostics import Problem, error, warning
-from fmcluster.spec.models import ClusterSpec
+from fmcluster.spec.models import ClusterSpec, written
 from fmcluster.spec.rules.registry import rule
 
 ORCH = ("orchestrator",)
@@ -25,12 +25,14 @@ def version_supported(spec: ClusterSpec) -> Iterator[Problem]:
 @rule
 def enough_availability_zones(spec: ClusterSpec) -> Iterator[Problem]:
     """The control plane's subnets are in Availability Zones of the region: a Local Zone does not
-    count (PCS and EKS refuse Local Zone subnets for the cluster itself)."""
+    count (PCS and EKS refuse Local Zone subnets for the cluster itself). The error is on the
+    extra AZ IDs where the file lists them, else on the control plane that needs more."""
     cp = spec.orchestrator.control_plane
     have = len(spec.region_zone_ids)
     if have < cp.min_availability_zones:
         where = " (the Local Zone of the GPU nodes does not count)" if spec.local_zone else ""
-        yield error(("network", "extra_availability_zone_ids"),
+        listed = written(spec, "network", "extra_availability_zone_ids")
+        yield error(("network", "extra_availability_zone_ids") if listed else ("orchestrator", "type"),
                     f"{cp.type} needs subnets in at least {cp.min_availability_zones} Availability Zones of "
                     f"{spec.region}; the spec has {have}{where}",
                     f"add an AZ ID of {spec.region}, such as network.extra_availability_zone_ids: "
