@@ -271,7 +271,39 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return _done(verdicts.render(report, args.format), verdicts.exit_code(report))
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from fmcluster.deploy import init
+
+    report = init.run(args.directory, args.orchestrator, args.instance_type, name=args.name, region=args.region,
+                      az_id=args.az_id)
+    return _done(init.render(report, "text"), init.exit_code(report))
+
+
 SPEC_HELP = "a spec file (- reads it from standard input)"
+
+
+def _init_args(p: argparse.ArgumentParser) -> None:
+    from fmcluster.deploy import init
+
+    p.description = ("Write a new cluster project into DIR: cluster.yaml (a spec for the control plane and "
+                     "instance type, a comment on every field), cdk.json (runs the installed CDK app on it), "
+                     ".gitignore and a GitHub Actions workflow that validates, plans and diffs every pull "
+                     "request. DIR must be new or empty: nothing is written over.")
+    p.epilog = ("example:\n  fmcluster init my-cluster --orchestrator eks --instance-type p5en.48xlarge\n"
+                "exit codes:\n  0 written\n  2 refused (DIR not empty, a combination the spec rules refuse, "
+                "bad options); nothing written")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("directory", metavar="DIR", help="the project's directory, new or empty")
+    p.add_argument("--orchestrator", choices=init.ORCHESTRATORS, default=init.DEFAULT_ORCHESTRATOR,
+                   help=f"the control plane (default {init.DEFAULT_ORCHESTRATOR})")
+    p.add_argument("--instance-type", choices=init.instance_types(), default=init.DEFAULT_INSTANCE_TYPE,
+                   metavar="TYPE", help="the GPU node group's instance type: " + ", ".join(init.instance_types())
+                   + f" (default {init.DEFAULT_INSTANCE_TYPE})")
+    p.add_argument("--name", help="the cluster's name, which prefixes every stack (default: DIR's name)")
+    p.add_argument("--region", default=init.DEFAULT_REGION, help=f"the AWS region (default {init.DEFAULT_REGION})")
+    p.add_argument("--az-id", metavar="ID",
+                   help="the AZ ID of the GPU capacity, such as use1-az4 (default: the examples' for the region)")
+    p.set_defaults(func=cmd_init)
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -368,6 +400,8 @@ def _schema_args(p: argparse.ArgumentParser) -> None:
 
 # name -> (help, the function that adds its arguments, the module of its run, render and exit_code)
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], str]] = {
+    "init": ("write a new cluster project (spec, cdk.json, .gitignore, CI workflow) into a new directory",
+             _init_args, "fmcluster.deploy.init"),
     "validate": ("check spec files (or pipeline files); print ok or located errors", _validate_args,
                  "fmcluster.spec.loader"),
     "synth": ("synthesize the CDK cloud assembly of one or more specs", _synth_args, "fmcluster.deploy.synth"),
