@@ -307,6 +307,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return _done(verdicts.render(report, args.format), verdicts.exit_code(report))
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from fmcluster.deploy import init
+
+    report = init.run(args.directory, args.orchestrator, args.instance_type, name=args.name, region=args.region,
+                      az_id=args.az_id)
+    return _done(init.render(report, "text"), init.exit_code(report))
+
+
 SPEC_HELP = "a spec file (- reads it from standard input)"
 EXIT_INTERRUPTED = 130  # Ctrl-C, for every command: 128 + SIGINT, as a shell reports it
 
@@ -315,6 +323,22 @@ def _format_help(**formats: str) -> str:
     """The help of --format: what each format gives, the first the default."""
     first, *_ = formats
     return "; ".join(f"{name}{' (default)' if name == first else ''}: {gives}" for name, gives in formats.items())
+
+
+def _init_args(p: argparse.ArgumentParser) -> None:
+    from fmcluster.deploy import init
+
+    p.add_argument("directory", metavar="DIR", help="the project's directory, new or empty")
+    p.add_argument("--orchestrator", choices=init.ORCHESTRATORS, default=init.DEFAULT_ORCHESTRATOR,
+                   help=f"the control plane (default {init.DEFAULT_ORCHESTRATOR})")
+    p.add_argument("--instance-type", choices=init.instance_types(), default=init.DEFAULT_INSTANCE_TYPE,
+                   metavar="TYPE", help="the GPU node group's instance type: " + ", ".join(init.instance_types())
+                   + f" (default {init.DEFAULT_INSTANCE_TYPE})")
+    p.add_argument("--name", help="the cluster's name, which prefixes every stack (default: DIR's name)")
+    p.add_argument("--region", default=init.DEFAULT_REGION, help=f"the AWS region (default {init.DEFAULT_REGION})")
+    p.add_argument("--az-id", metavar="ID",
+                   help="the AZ ID of the GPU capacity, such as use1-az4 (default: the examples' for the region)")
+    p.set_defaults(func=cmd_init)
 
 
 def _verify_args(p: argparse.ArgumentParser) -> None:
@@ -456,6 +480,18 @@ class Command:
 
 
 COMMANDS: dict[str, Command] = {
+    "init": Command(
+        "write a new cluster project (spec, cdk.json, .gitignore, CI workflow) into a new directory",
+        "Write a new cluster project into DIR: cluster.yaml (a spec for the control plane and instance type, "
+        "a comment on every field), cdk.json (runs the installed CDK app on it), .gitignore and a GitHub "
+        "Actions workflow that validates, plans and diffs every pull request. DIR must be new or empty: "
+        "nothing is written over.",
+        ("fmcluster init my-cluster",
+         "fmcluster init my-cluster --orchestrator eks --instance-type p5en.48xlarge --region us-east-1"),
+        ((0, "the project was written"),
+         (2, "refused, with nothing written: DIR is not empty, the spec rules refuse the combination, "
+             f"or {INVALID}")),
+        _init_args, "fmcluster.deploy.init"),
     "validate": Command(
         "check spec files (or pipeline files); print ok or located errors",
         "Check spec files: their YAML, every field and every rule across fields. Each problem is shown at "

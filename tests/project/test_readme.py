@@ -31,7 +31,7 @@ PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "d
 
 # File -> section -> what a reader does first that the section says in words, not in a command block.
 RUN = {
-    "README.md": {"Quick start": ""},
+    "README.md": {"Quick start": "source .venv/bin/activate"},
     "docs/gitops.md": {
         "The pipeline file": "",
         "Synthesize and deploy the pipeline once": "",
@@ -183,21 +183,22 @@ def test_section_runs_as_written_in_a_fresh_shell(page, section, clone, tmp_path
         for command, stdout, stderr in run_block(clone, commands, RUN[page][section], tmp_path / str(index)):
             assert_shows(command, stdout)
             assert not BANNERS.search(stderr), f"{command.text!r}: {stderr[-3000:]}"
-    assert not (clone / "cdk.context.json").exists(), "synthesis must not look anything up"
+    for project in (clone, clone / "my-cluster"):
+        assert not (project / "cdk.context.json").exists(), "synthesis must not look anything up"
 
 
-def test_quick_start_makes_a_spec_validates_plans_and_synthesizes():
-    """The README's Quick start starts from a fresh clone: it installs, activates the venv, makes
-    my-cluster.yaml, and synthesizes it with the CDK CLI and with fmcluster."""
+def test_quick_start_starts_a_project_validates_plans_and_synthesizes():
+    """The README's Quick start starts with `fmcluster init` (after installing, which it says in
+    words: RUN activates the venv, as a clone's reader does), and validates, plans and synthesizes
+    the project in its own directory, with fmcluster and with the CDK CLI."""
     quick_start = sections("README.md")["Quick start"]
     typed = [c.text for block in blocks(quick_start) for c in block]
-    assert typed[0].startswith("make install")
-    assert typed[1].startswith("source .venv/bin/activate")
-    assert any(t.startswith("cp examples/") and "my-cluster.yaml" in t for t in typed)
-    for command in ("fmcluster validate my-cluster.yaml", "fmcluster plan my-cluster.yaml",
-                    "npx cdk synth -q -c spec=my-cluster.yaml", "fmcluster synth my-cluster.yaml"):
+    assert typed[0].startswith("fmcluster init my-cluster")
+    assert typed[1] == "cd my-cluster"
+    for command in ("fmcluster validate cluster.yaml", "fmcluster plan cluster.yaml",
+                    "fmcluster synth cluster.yaml", "npx aws-cdk synth -q"):
         assert any(t.startswith(command) for t in typed), command
-    assert "make test" in quick_start
+    assert "pipx install" in quick_start and "make install" in quick_start and "make test" in quick_start
 
 
 def test_every_command_shown_is_run_checked_or_needs_aws():

@@ -15,6 +15,7 @@ linked; a folder a .pth file names is not a site directory, so its .pth files wo
 from __future__ import annotations
 
 import importlib.metadata as metadata
+import json
 import os
 import shutil
 import subprocess
@@ -215,3 +216,22 @@ def test_jobs_writes_the_repository_s_kit(installed, tmp_path, example):
     assert ours.returncode == theirs.returncode == 0, ours.stderr + theirs.stderr
     kit, reference = assembly(work / "kit"), assembly(work / "reference-kit")
     assert kit and kit == reference
+
+
+def test_an_init_project_synthesizes_with_the_cdk_cli(installed, tmp_path):
+    """`fmcluster init` writes a project whose cdk.json runs the wheel's console script of the CDK
+    app: the CDK CLI (the repository's pinned one, by its path: a user's comes from npx)
+    synthesizes it there, with nothing of the repository on PATH."""
+    env = user_env(installed, tmp_path)
+    made = run(["fmcluster", "init", "my-cluster", "--orchestrator", "eks"], tmp_path, env)
+    assert made.returncode == 0, made.stderr
+    project = tmp_path / "my-cluster"
+    assert (installed / "bin" / json.loads((project / "cdk.json").read_text())["app"]).is_file()
+    cdk = ROOT / "node_modules" / ".bin" / "cdk"
+    if not cdk.exists():
+        pytest.skip("node_modules is not installed (make install)")
+    result = run([str(cdk), "synth", "-q"], project, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert {"my-cluster-network.template.json", "my-cluster-cluster.template.json"} <= set(
+        os.listdir(project / "cdk.out"))
+    assert not (project / "cdk.context.json").exists()
