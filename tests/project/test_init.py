@@ -108,7 +108,7 @@ def _init_parser():
 
 def test_help_says_what_it_writes_an_example_and_exit_codes():
     text = _init_parser().format_help()
-    assert "cluster.yaml" in text and "example:\n  fmcluster init " in text and "exit codes:" in text
+    assert "cluster.yaml" in text and "examples:\n  fmcluster init " in text and "exit codes:" in text
 
 
 def test_a_region_and_az_of_the_user_s(tmp_path):
