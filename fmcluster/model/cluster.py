@@ -17,6 +17,7 @@ from fmcluster.facts.catalog import ULTRASERVERS, InstanceType, UltraServer, cat
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ControlPlane, PcsSize
 from fmcluster.facts.efa import Interface, efa_layout, lnet_efa_interfaces
 from fmcluster.facts.placement import Placement, placement_for
+from fmcluster.model.teams import Team, resolve_teams
 from fmcluster.spec.models import CapacitySpec, ClusterSpec, NodeGroupSpec
 
 if TYPE_CHECKING:
@@ -175,6 +176,10 @@ class ClusterModel:
     # replicas; fmcluster.facts.inference); None without one
     serving: Optional[inference.Serving] = None
     images: tuple[NodeImage, ...] = ()  # NAME-images' node images (Slurm planes), by key
+    teams: tuple[Team, ...] = ()  # the teams that share the cluster (fmcluster.model.teams), in the spec's order
+
+    def team(self, name: str) -> Team:
+        return next(t for t in self.teams if t.name == name)
 
     def image(self, key: str) -> NodeImage:
         return next(i for i in self.images if i.key == key)
@@ -370,4 +375,4 @@ def resolve(spec: ClusterSpec) -> ClusterModel:
         subnets=tuple(network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)),
         tags=MappingProxyType({naming.CLUSTER_TAG: spec.name, **spec.tags}),
         stacks=_stacks(spec, cp, observed, bool(images)), observed=observed, lustre_efa=lustre_efa,
-        serving=_serving(spec, placed), images=images)
+        serving=_serving(spec, placed), images=images, teams=resolve_teams(spec))

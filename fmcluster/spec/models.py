@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, model_validator
 from pydantic_core import PydanticCustomError
 
-from fmcluster.facts import catalog, controlplanes, fsx, regions, software
+from fmcluster.facts import catalog, controlplanes, fsx, regions, software, teams
 
 
 def _fail(kind: str, message: str, hint: str | None = None) -> PydanticCustomError:
@@ -369,6 +369,9 @@ class NodeGroupSpec(Model):
     ami_id: Optional[AmiId] = Field(default=None, description=(
         "an image instead of the control plane's published one"))
     labels: dict[str, str] = Field(default={}, description="Kubernetes node labels")
+    team: Optional[str] = Field(default=None, description=(
+        "a team of `teams` that has the group to itself: all its GPUs are that team's, and its instances "
+        "carry the team's cost allocation tag; default: shared by the teams"))
 
     @model_validator(mode="after")
     def _resolve_efa(self) -> "NodeGroupSpec":
@@ -456,6 +459,48 @@ class ServingSpec(Model):
         "refuses to start with when the KV cache cannot hold one sequence of it"))
 
 
+TeamName = Annotated[str, _pattern(
+    "name", r"[a-z][a-z0-9-]{0,%d}[a-z0-9]|[a-z]" % (teams.TEAM_NAME_MAX - 2), "team name",
+    "lower-case letters, digits and '-', starting with a letter, not ending with '-', at most "
+    f"{teams.TEAM_NAME_MAX}: it names a Slurm account, a Kubernetes namespace and ClusterQueue")]
+Member = Annotated[str, _pattern(
+    "member", r"[^\s,:=]{1,64}|arn:aws[a-z-]*:iam::[0-9]{12}:[A-Za-z0-9+=,.@_/-]{1,512}", "team member",
+    "a Linux user name (Slurm), or an IAM role or user ARN (Kubernetes)")]
+MemberGroup = Annotated[str, _pattern("member", r"[^\s,:=]{1,64}", "group",
+                                      "a Linux group (Slurm) or a Kubernetes group (Kubernetes)")]
+GpuCount = Annotated[int, Field(ge=0)]
+Priority = Literal[teams.PRIORITY_NAMES]  # type: ignore[valid-type]
+
+
+class TeamSpec(Model):
+    """A team that shares the cluster: who is in it, the GPUs it is guaranteed, whether it may
+    borrow idle GPUs and lend its own, and its priority. On Slurm a team is an account with fair
+    share and limits; on Kubernetes a namespace with a LocalQueue and a ClusterQueue in the
+    cluster's cohort."""
+
+    name: TeamName = Field(description=(
+        "the team's name: its Slurm account, or its Kubernetes namespace and ClusterQueue"))
+    members: list[Member] = Field(default=[], description=(
+        "who is in it: Linux user names on Slurm (the users of its account); IAM role or user ARNs on "
+        "Kubernetes (given access to its namespace)"))
+    groups: list[MemberGroup] = Field(default=[], description=(
+        "groups whose members are in it: Linux groups on Slurm (their members, as the login node resolves "
+        "them, join its account); Kubernetes groups on Kubernetes (bound to its namespace)"))
+    gpus: dict[str, GpuCount] = Field(default={}, description=(
+        "GPUs guaranteed to it per GPU node group, by the group's name, such as {gpu: 64}; or `share`"))
+    share: Optional[float] = Field(default=None, gt=0, le=1, description=(
+        "instead of `gpus`: the fraction of every shared GPU node group guaranteed to it, such as 0.25"))
+    borrow: Union[bool, GpuCount] = Field(default=True, description=(
+        "whether it may use idle GPUs beyond its guarantee: true (as many as are idle), false, or at most "
+        "this many more per node group"))
+    lend: Union[bool, GpuCount] = Field(default=True, description=(
+        "whether others may use its idle guaranteed GPUs (taken back by preemption when it needs them): "
+        "true, false, or at most this many per node group"))
+    priority: Priority = Field(default="normal", description=(
+        "its jobs' default priority and the highest it may use: high, normal or low (low jobs are "
+        "preempted first; every team may run low jobs)"))
+
+
 def _reason(value: str) -> str:
     if not value.strip():
         raise _fail("reason", "the reason is blank", "say why the team accepts the risk, for reviewers")
@@ -511,6 +556,9 @@ class ClusterSpec(Model):
         "termination protection on every stack, not only NAME-storage (which always has it)"))
     serving: Optional[ServingSpec] = Field(default=None, description=(
         "a model served on a GPU node group (none by default)"))
+    teams: list[TeamSpec] = Field(default=[], description=(
+        "the teams that share the cluster, each with its guaranteed GPUs and priority (none: every user "
+        "shares one queue, first come, first served)"))
     accepted_warnings: list[AcceptedWarning] = Field(default=[], description=(
         "warnings the team accepts on purpose, each with its check's id and a reason"))
 

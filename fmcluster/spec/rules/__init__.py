@@ -19,6 +19,7 @@ from fmcluster.spec.rules import (  # noqa: F401
     orchestrator,
     serving,
     slurm,
+    teams,
     ultraserver,
 )
 from fmcluster.spec.rules.registry import RULES, WARNING_RULES, Rule, rule, rule_id, run

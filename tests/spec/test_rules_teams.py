@@ -1,0 +1,127 @@
+"""fmcluster.spec.rules.teams and the resolved teams (fmcluster.model.teams): names, guarantees
+that fit, dedicated node groups, members in the control plane's form."""
+
+import pytest
+
+from fmcluster.model.cluster import resolve
+from fmcluster.spec.rules import teams as rules
+from tests.support.specs import base_spec, findings, messages, on, paths, validated, with_
+
+# 2 x p5.48xlarge: 16 GPUs in the group "gpu"
+PRETRAIN = {"name": "pretrain", "members": ["alice", "bob"], "gpus": {"gpu": 8}, "priority": "high"}
+RESEARCH = {"name": "research", "groups": ["ml-research"], "share": 0.25, "borrow": 4, "lend": False}
+
+
+def teams(*items, spec=None):
+    return with_(spec or base_spec(), "teams", list(items))
+
+
+def test_two_teams_pass_and_resolve():
+    spec = teams(PRETRAIN, RESEARCH)
+    assert paths(spec) == set() and paths(spec, "warning") == set()
+    pretrain, research = resolve(validated(spec)).teams
+    assert (pretrain.guaranteed["gpu"], pretrain.burst("gpu"), pretrain.lendable("gpu")) == (8, 16, 8)
+    assert (research.guaranteed["gpu"], research.burst("gpu"), research.lendable("gpu")) == (4, 8, 0)
+    assert pretrain.priorities == ("high", "normal", "low") and research.priorities == ("normal", "low")
+    assert (pretrain.fair_share, research.fair_share) == (8, 4)
+
+
+def test_no_teams_section_resolves_to_no_teams():
+    assert resolve(validated(base_spec())).teams == ()
+
+
+def test_a_team_with_no_guarantee_runs_on_idle_gpus_only():
+    (team,) = resolve(validated(teams({"name": "interns", "members": ["carol"]}))).teams
+    assert (team.guaranteed_gpus, team.burst("gpu"), team.fair_share) == (0, 16, 1)
+
+
+@pytest.mark.parametrize("name", ["root", "kube-system", "low", "default"])
+def test_reserved_names_are_refused(name):
+    spec = teams({**PRETRAIN, "name": name})
+    assert "teams[0].name" in paths(spec)
+
+
+def test_a_second_team_of_the_same_name_is_refused_at_the_second():
+    assert paths(teams(PRETRAIN, {**RESEARCH, "name": "pretrain"})) == {"teams[1].name"}
+
+
+@pytest.mark.parametrize("name", ["Pretrain", "pre_train", "pretrain-", "a" * 31])
+def test_names_each_scheduler_accepts(name):
+    assert "teams[0].name" in paths(teams({**PRETRAIN, "name": name}))
+
+
+def test_gpus_and_share_together_are_refused():
+    assert paths(teams({**PRETRAIN, "share": 0.5})) == {"teams[0].share"}
+
+
+@pytest.mark.parametrize("group, words", [("gpux", "there is no node group 'gpux'"), ("cpu", "has no GPUs")])
+def test_gpus_name_gpu_node_groups(group, words):
+    spec = with_(base_spec(), "node_groups[1]", {"name": "cpu", "instance_type": "c7i.8xlarge", "count": 1})
+    spec = teams({**PRETRAIN, "gpus": {group: 8}}, spec=spec)
+    assert paths(spec) == {f"teams[0].gpus.{group}"}
+    assert words in messages(spec, f"teams[0].gpus.{group}")[0]
+
+
+def test_guarantees_that_do_not_fit_are_refused_at_the_first_team_over():
+    spec = teams(PRETRAIN, {**RESEARCH, "share": 0.75}, {"name": "late", "members": ["x"], "gpus": {"gpu": 1}})
+    assert paths(spec) == {"teams[1].share"}
+    (message,) = messages(spec, "teams[1].share")
+    assert "16 GPUs" in message and "guaranteed 20" in message
+
+
+def test_guarantees_that_exactly_fill_the_group_pass():
+    assert paths(teams(PRETRAIN, {**RESEARCH, "share": 0.5})) == set()
+
+
+def test_guarantees_fit_an_elastic_group_at_its_largest_size():
+    spec = with_(without_count(base_spec()), "node_groups[0].max_count", 4)
+    assert paths(teams({**PRETRAIN, "gpus": {"gpu": 32}}, spec=spec)) == set()
+    assert paths(teams({**PRETRAIN, "gpus": {"gpu": 33}}, spec=spec)) == {"teams[0].gpus.gpu"}
+
+
+def without_count(spec):
+    group = dict(spec["node_groups"][0])
+    group.pop("count")
+    return with_(spec, "node_groups[0]", {**group, "min_count": 0})
+
+
+def test_a_dedicated_group_is_its_teams_alone():
+    spec = with_(base_spec(), "node_groups[0].team", "pretrain")
+    spec = teams({**PRETRAIN, "gpus": {}}, {**RESEARCH, "share": None, "gpus": {"gpu": 4}}, spec=spec)
+    assert paths(spec) == {"teams[1].gpus.gpu"}
+    assert "team 'pretrain''s alone" in messages(spec, "teams[1].gpus.gpu")[0]
+    spec = with_(with_(spec, "teams[1].gpus", {}), "teams[1].share", 0.5)
+    assert paths(spec) == set()
+    pretrain, research = resolve(validated(spec)).teams
+    assert (pretrain.guaranteed["gpu"], pretrain.burst("gpu"), pretrain.lendable("gpu")) == (16, 16, 0)
+    assert (research.guaranteed["gpu"], research.burst("gpu")) == (0, 4)  # borrows at most 4
+    assert pretrain.dedicated == ("gpu",)
+
+
+@pytest.mark.parametrize("team, words", [("nobody", "there is no team 'nobody'")])
+def test_a_dedicated_group_names_a_team(team, words):
+    spec = teams(PRETRAIN, spec=with_(base_spec(), "node_groups[0].team", team))
+    assert paths(spec) == {"node_groups[0].team"}
+    assert words in messages(spec, "node_groups[0].team")[0]
+
+
+def test_members_are_linux_names_on_slurm_and_iam_arns_on_kubernetes():
+    role = "arn:aws:iam::111122223333:role/pretrain-engineers"
+    assert paths(teams({**PRETRAIN, "members": [role]})) == {"teams[0].members[0]"}
+    eks = on("eks")
+    assert paths(teams({**PRETRAIN, "members": ["alice"]}, spec=eks)) == {"teams[0].members[0]"}
+    assert paths(teams({**PRETRAIN, "members": [role], "groups": ["ml"]}, spec=eks)) == set()
+    assert paths(teams({**PRETRAIN, "members": [role], "groups": ["system:masters"]}, spec=eks)) == \
+        {"teams[0].groups[0]"}
+
+
+def test_a_team_named_as_the_shared_namespace_is_refused_on_kubernetes():
+    spec = with_(on("eks"), "orchestrator.namespace", "ml")
+    spec = teams({**PRETRAIN, "name": "ml", "members": ["arn:aws:iam::111122223333:role/ml"]}, spec=spec)
+    assert paths(spec) == {"teams[0].name"}
+
+
+def test_a_team_without_people_is_a_warning():
+    spec = teams({"name": "ghost", "gpus": {"gpu": 1}})
+    assert paths(spec) == set() and paths(spec, "warning") == {"teams[0].name"}
+    assert findings(rules.team_without_people, spec)
