@@ -292,7 +292,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     spec = _load_valid(args.spec)
     if spec is None:
         return EXIT_INVALID
-    report = writer.run(resolve(spec), args.output)
+    report = writer.run(resolve(spec), args.output, args.team)
     return _done(writer.render(report, "text"), writer.exit_code(report))
 
 
@@ -357,6 +357,9 @@ def _jobs_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("-o", "--output", default="acceptance", metavar="DIR",
                    help="the kit's directory (default acceptance); existing kit files are replaced")
+    p.add_argument("--team", metavar="TEAM",
+                   help="on a cluster with teams, the team the jobs run as: its Slurm account, or its namespace's "
+                        "queue on Kubernetes (default: the spec's first team)")
     p.set_defaults(func=cmd_jobs)
 
 
@@ -565,7 +568,7 @@ COMMANDS: dict[str, Command] = {
         "manifests on Kubernetes), and the serving job of the spec's serving section.",
         ("fmcluster jobs examples/p5-pcs.yaml -o acceptance",),
         ((0, "the kit was written"),
-         (2, f"the spec is invalid, the directory cannot be written, or {INVALID}")),
+         (2, f"the spec is invalid, the directory cannot be written, --team names no team of the spec, or {INVALID}")),
         _jobs_args, "fmcluster.kits.writer"),
     "verify": Command(
         "judge the acceptance kit's results, or plain outputs of nccl-tests, dcgmi diag and fio, against "

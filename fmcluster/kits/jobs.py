@@ -27,6 +27,7 @@ from fmcluster.kits.common import (
 )
 from fmcluster.model import expected
 from fmcluster.model.cluster import ClusterModel, NodeGroup
+from fmcluster.model.teams import Team
 from fmcluster.node import bootstrap
 
 # The images the jobs run. nccl-tests and fio: the reference image of docker/ (built and pushed by
@@ -240,7 +241,7 @@ def submit_all(model: ClusterModel) -> str:
     return "\n".join(lines) + "\n"
 
 
-def slurm_kit(model: ClusterModel) -> list[KitFile]:
+def slurm_kit(model: ClusterModel, team: Team | None = None) -> list[KitFile]:
     files = [KitFile("README.md", readme(model)), KitFile("submit-all.sh", submit_all(model), True),
              KitFile("smoke.py", SMOKE_PY), expected_json(model)]
     for group in expected.gpu_groups(model):
@@ -252,10 +253,11 @@ def slurm_kit(model: ClusterModel) -> list[KitFile]:
     return files
 
 
-def kit(model: ClusterModel) -> list[KitFile]:
+def kit(model: ClusterModel, team: Team | None = None) -> list[KitFile]:
     """The acceptance kit of a cluster, in the native form of its control plane: sbatch scripts for
-    Slurm (pcs, hyperpod-slurm), Kueue-admitted manifests for Kubernetes (fmcluster.kits.kubernetes)."""
+    Slurm (pcs, hyperpod-slurm), Kueue-admitted manifests for Kubernetes (fmcluster.kits.kubernetes);
+    run as `team` (its Slurm account, its namespace's queue) on a cluster with teams."""
     if model.control_plane.type in SLURM_PLANES:
-        return slurm_kit(model)
+        return slurm_kit(model, team)
 
-    return jobs_kubernetes.kubernetes_kit(model)
+    return jobs_kubernetes.kubernetes_kit(model, team)

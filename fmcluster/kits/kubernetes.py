@@ -35,6 +35,7 @@ from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model import expected
 from fmcluster.model.cluster import ClusterModel, NodeGroup
+from fmcluster.model.teams import Team
 
 KUBERNETES_PLANES = ("eks", "hyperpod-eks")
 KIT_CONFIG_MAP = "fmcluster-acceptance"
@@ -408,7 +409,7 @@ def readme(model: ClusterModel) -> str:
     return "\n".join(lines) + "\n"
 
 
-def kubernetes_kit(model: ClusterModel) -> list[KitFile]:
+def kubernetes_kit(model: ClusterModel, team: Team | None = None) -> list[KitFile]:
     files = []
     jobs: list[tuple[str, str]] = []  # (path, "KIND NAME PODS") of each job, in submission order
     for group in expected.gpu_groups(model):

@@ -21,13 +21,20 @@ class JobsReport:
     directory: Path
     written: tuple[str, ...]  # the kit's files, relative to `directory`
     error: Optional[str] = None  # why the kit could not be written (some files may have been)
+    hint: str = "name a directory you can write: fmcluster jobs SPEC -o DIR"
 
 
-def run(model: ClusterModel, directory: str | Path) -> JobsReport:
+def run(model: ClusterModel, directory: str | Path, team: str | None = None) -> JobsReport:
+    """Write the kit into `directory`; on a cluster with teams, run as `team` (default: the first)."""
     out = Path(directory)
     written: list[str] = []
+    names = [t.name for t in model.teams]
+    if team is not None and team not in names:
+        return JobsReport(out, (), f"there is no team '{team}' in the spec", hint=(
+            "a team of its teams section: " + ", ".join(names) if names else "the spec has no teams: leave --team out"))
+    chosen = model.team(team) if team is not None else (model.teams[0] if model.teams else None)
     try:
-        for kit_file in jobs.kit(model):
+        for kit_file in jobs.kit(model, chosen):
             path = out / kit_file.path
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(kit_file.content, encoding="utf-8")
@@ -41,8 +48,7 @@ def run(model: ClusterModel, directory: str | Path) -> JobsReport:
 def render(report: JobsReport, fmt: str = "text") -> tuple[str, str]:
     """(stdout, stderr): one line, the files and node groups of the kit."""
     if report.error is not None:
-        return "", (f"fmcluster jobs: {report.error}\n"
-                    "  hint: name a directory you can write: fmcluster jobs SPEC -o DIR\n")
+        return "", f"fmcluster jobs: {report.error}\n  hint: {report.hint}\n"
     out = report.directory
     groups = sorted({p.split("/", 1)[0] for p in report.written if "/" in p})
     return (f"{out}: {len(report.written)} files, acceptance jobs of node groups {', '.join(groups)} "
@@ -50,5 +56,5 @@ def render(report: JobsReport, fmt: str = "text") -> tuple[str, str]:
 
 
 def exit_code(report: JobsReport) -> int:
-    """2 when the directory cannot be written."""
+    """2 when the directory cannot be written, or the team is not the spec's."""
     return 2 if report.error is not None else 0
