@@ -241,15 +241,28 @@ def submit_all(model: ClusterModel) -> str:
     return "\n".join(lines) + "\n"
 
 
+def as_team(script: str, team: Team | None) -> str:
+    """An sbatch script run as `team`: its Slurm account and its default QOS (the priority class
+    the accounting program gives the account, fmcluster.node.accounting), right after the
+    partition line; the script unchanged without a team."""
+    if team is None:
+        return script
+    lines = script.split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("#SBATCH --partition="))
+    lines[at + 1:at + 1] = [f"#SBATCH --account={team.name}", f"#SBATCH --qos={team.priority}"]
+    return "\n".join(lines)
+
+
 def slurm_kit(model: ClusterModel, team: Team | None = None) -> list[KitFile]:
     files = [KitFile("README.md", readme(model)), KitFile("submit-all.sh", submit_all(model), True),
              KitFile("smoke.py", SMOKE_PY), expected_json(model)]
     for group in expected.gpu_groups(model):
         for test, render in (("nccl", nccl_sbatch), ("dcgm", dcgm_sbatch), ("fio", fio_sbatch),
                              ("smoke", smoke_sbatch)):
-            files.append(KitFile(f"{group.name}/{test}.sbatch", render(model, group), True))
+            files.append(KitFile(f"{group.name}/{test}.sbatch", as_team(render(model, group), team), True))
     if model.serving is not None:  # the spec's model, served on its group (fmcluster.kits.serving)
-        files.append(KitFile(f"{model.serving.group}/serve.sbatch", serving.slurm_serve_sbatch(model), True))
+        files.append(KitFile(f"{model.serving.group}/serve.sbatch",
+                             as_team(serving.slurm_serve_sbatch(model), team), True))
     return files
 
 
