@@ -116,13 +116,16 @@ class SlurmCluster:
     partition `debug` of every node); `hide`: paths slurmd must not see; `binds`: host path -> the
     file slurmd sees there instead (stand-ins for what a GPU node has, e.g. /usr/bin/systemctl);
     `node_binds(NODE)`: more of them, for one node's slurmd only (a node's own /scratch);
-    `partition_settings`: partition name -> more settings of its PartitionName= line."""
+    `partition_settings`: partition name -> more settings of its PartitionName= line; `services`:
+    what starts after munged and before slurmctld (each called with the cluster; slurmdbd, with
+    an `extra` AccountingStorageType= in place of accounting_storage/none)."""
 
     def __init__(self, directory: Path, nodes: int = 1, *, cpus: int = 2, gres: str = "",
                  extra: Sequence[str] = (), partitions: Optional[dict[str, Sequence[str]]] = None,
                  hide: Sequence[str] = (), binds: Optional[Mapping[str, str]] = None,
                  node_binds: Optional[Callable[[str], Mapping[str, str]]] = None,
-                 partition_settings: Optional[Mapping[str, Mapping[str, str]]] = None, name: str = "fmtest") -> None:
+                 partition_settings: Optional[Mapping[str, Mapping[str, str]]] = None, name: str = "fmtest",
+                 services: Sequence[Callable[["SlurmCluster"], None]] = ()) -> None:
         require_slurm()
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -133,6 +136,7 @@ class SlurmCluster:
         self.node_binds = node_binds
         self.partition_settings = {name: dict(v) for name, v in (partition_settings or {}).items()}
         self.partitions = partitions or {"debug": self.names}
+        self.services = list(services)
         self.conf = self.dir / "slurm.conf"
         # Unix sockets (munged's, slurmstepd's in the spool directory) take paths of at most 108
         # bytes, which a test's tmp_path can pass: they live in a short directory of their own.
@@ -160,7 +164,8 @@ class SlurmCluster:
             f"SlurmdPidFile={self.sockets}/spool/slurmd-%n.pid", f"SlurmdLogFile={self.dir}/log/slurmd-%n.log",
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
             "SelectType=select/cons_tres", "SelectTypeParameters=CR_Core", "MpiDefault=none",
-            "AccountingStorageType=accounting_storage/none", "JobCompType=jobcomp/none",
+            *([] if any(e.startswith("AccountingStorageType=") for e in self.extra)
+              else ["AccountingStorageType=accounting_storage/none"]), "JobCompType=jobcomp/none",
             "SchedulerType=sched/backfill", "ReturnToService=2", "SlurmdTimeout=30", "MessageTimeout=10",
             "SlurmctldDebug=info", "SlurmdDebug=info", "KillWait=2", "MinJobAge=600",
             *([f"GresTypes={gres_type}"] if gres_type else []), *self.extra,
@@ -236,6 +241,8 @@ class SlurmCluster:
             self.write_config()
             try:
                 self._start_munged()
+                for service in self.services:  # e.g. slurmdbd (tests/support/slurm_accounting.py)
+                    service(self)
                 self.controller = self._spawn([find("slurmctld"), "-D", "-i", "-f", str(self.conf)], "slurmctld.out")
                 self._until(lambda: self.run("scontrol", "ping", check=False).returncode == 0, "slurmctld to answer")
                 for node in self.names:

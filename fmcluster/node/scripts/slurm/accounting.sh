@@ -1,0 +1,168 @@
+#!/bin/bash
+# fmcluster-accounting FILE: the cluster's teams as Slurm accounting, from FILE (written by
+# fmcluster.node.accounting from the spec), applied idempotently with sacctmgr:
+#   qos NAME PRIORITY PREEMPTS         a priority class: its Priority, the QOSes it preempts (a,b or -)
+#   account NAME SHARES GRPTRES QOS DEFAULT   a team: Fairshare, GrpTRES (or -), its QOS list, DefaultQOS
+#   member ACCOUNT USER                a user of the team
+#   group ACCOUNT GROUP                a Linux group whose members (getent) are users of the team
+# Only what differs is changed, so a second run changes nothing. The accounts it manages carry
+# Organization=fmcluster: such an account that FILE no longer names is removed, with its users'
+# associations, and so is a user's association FILE no longer has. Slurm refuses to remove an
+# association that has jobs running or pending: that removal fails, is reported, and is made by
+# the next run after the jobs have ended. Other accounts (root, an administrator's own) and other
+# QOSes are left alone. A group that cannot be looked up removes nobody from its team.
+# Exit 0: all applied; 1: a change failed (the rest was still made); 2: FILE unusable.
+# Settings: SLURM_BIN (where sacctmgr and scontrol are: Slurm's commands are on no PATH of a
+# boot script on PCS or HyperPod), GETENT.
+set -uo pipefail
+
+FILE=${1:-}
+SLURM_BIN=${SLURM_BIN:-/usr/bin}
+GETENT=${GETENT:-getent}
+SACCTMGR=$SLURM_BIN/sacctmgr
+MARK=fmcluster
+changes=0
+failures=0
+
+log() { printf 'fmcluster-accounting: %s\n' "$*"; }
+query() { "$SACCTMGR" --noheader --parsable2 "$@"; }
+sorted() { tr ',' '\n' | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -; }
+
+# apply ARGS...: one change, said and made (sacctmgr --immediate: without asking), counted
+apply() {
+  local out
+  log "$*"
+  if out=$("$SACCTMGR" --immediate "$@" 2>&1); then
+    changes=$((changes + 1))
+  else
+    log "failed: ${out//$'\n'/ }"
+    failures=$((failures + 1))
+  fi
+}
+
+# group_members GROUP: its members, one a line: the group's own list and the users whose
+# primary group it is (getent group lists only the former)
+group_members() {
+  local entry gid
+  entry=$("$GETENT" group "$1") || return 1
+  gid=$(cut -d: -f3 <<<"$entry")
+  cut -d: -f4 <<<"$entry" | tr ',' '\n' | sed '/^$/d'
+  "$GETENT" passwd | awk -F: -v gid="$gid" '$4 == gid { print $1 }'
+}
+
+if [[ -z $FILE || ! -r $FILE ]]; then
+  log "usage: fmcluster-accounting FILE (a readable teams file)"
+  exit 2
+fi
+if [[ ! -x $SACCTMGR ]]; then
+  log "no sacctmgr at $SACCTMGR"
+  exit 2
+fi
+CLUSTER=$("$SLURM_BIN/scontrol" show config | awk '$1 == "ClusterName" { print $3 }')
+if [[ -z $CLUSTER ]]; then
+  log "no ClusterName from scontrol show config"
+  exit 2
+fi
+
+declare -A qos_priority=() qos_preempt=() account_line=() wanted=() unsure=()
+qoses=() accounts=()
+while read -r kind a b c d e rest; do
+  case $kind in
+    '' | '#'*) ;;
+    qos)
+      qoses+=("$a")
+      qos_priority[$a]=$b
+      qos_preempt[$a]=$(sorted <<<"${c#-}")
+      ;;
+    account)
+      accounts+=("$a")
+      account_line[$a]="$b|${c#-}|$(sorted <<<"$d")|$e"
+      ;;
+    member) wanted["$a|$b"]=1 ;;
+    group)
+      if members=$(group_members "$b"); then
+        while read -r user; do [[ -z $user ]] || wanted["$a|$user"]=1; done <<<"$members"
+      else
+        log "group $b of $a: not found by getent; no user of $a is removed this time"
+        unsure[$a]=1
+        failures=$((failures + 1))
+      fi
+      ;;
+    *)
+      log "$FILE: unknown line: $kind $a $b $c $d $e $rest"
+      exit 2
+      ;;
+  esac
+done <"$FILE"
+
+# --- the priority classes: every QOS first (one may preempt another), then their settings
+for q in "${qoses[@]}"; do
+  query show qos "name=$q" format=name | grep -qx "$q" || apply add qos "$q"
+done
+for q in "${qoses[@]}"; do
+  IFS='|' read -r priority preempt mode < <(query show qos "name=$q" format=priority,preempt,preemptmode)
+  if [[ ${priority:-} != "${qos_priority[$q]}" || $(sorted <<<"${preempt:-}") != "${qos_preempt[$q]}" ||
+    ${mode:-} != requeue ]]; then
+    apply modify qos where "name=$q" set "Priority=${qos_priority[$q]}" "Preempt=${qos_preempt[$q]}" \
+      PreemptMode=requeue
+  fi
+done
+
+# --- the teams' accounts, on this cluster
+declare -A organization=() have_account=() have_user=()
+while IFS='|' read -r name org; do organization[$name]=$org; done < <(query show account format=account,organization)
+while IFS='|' read -r account user shares grptres qos default; do
+  if [[ -z $user ]]; then
+    have_account[$account]="$shares|$grptres|$(sorted <<<"$qos")|$default"
+  elif [[ ${organization[$account]:-} == "$MARK" ]]; then
+    have_user["$account|$user"]=1
+  fi
+done < <(query show assoc "cluster=$CLUSTER" format=account,user,fairshare,grptres,qos,defaultqos)
+
+for a in "${accounts[@]}"; do
+  IFS='|' read -r shares grptres qos default <<<"${account_line[$a]}"
+  if [[ -z ${have_account[$a]+x} ]]; then
+    apply add account "$a" "Cluster=$CLUSTER" "Organization=$MARK" "Description=fmcluster team $a" \
+      "Fairshare=$shares" ${grptres:+"GrpTRES=$grptres"} "QOS=$qos" "DefaultQOS=$default"
+  elif [[ ${have_account[$a]} != "${account_line[$a]}" ]]; then
+    apply modify account where "name=$a" "cluster=$CLUSTER" set "Fairshare=$shares" \
+      "GrpTRES=${grptres:-gres/gpu=-1}" "QOS=$qos" "DefaultQOS=$default"
+  fi
+  if [[ ${organization[$a]:-$MARK} != "$MARK" ]]; then
+    log "account $a exists and is not fmcluster's (Organization=${organization[$a]}): its users are still managed"
+  fi
+done
+
+# --- the teams' users: added, each one's default account one of its teams, then the rest removed
+declare -A first=()
+for key in "${!wanted[@]}"; do
+  account=${key%%|*} user=${key#*|}
+  [[ -n ${have_user[$key]+x} ]] || apply add user "$user" "Account=$account" "Cluster=$CLUSTER"
+done
+for a in "${accounts[@]}"; do
+  for key in "${!wanted[@]}"; do
+    [[ ${key%%|*} == "$a" && -z ${first[${key#*|}]+x} ]] && first[${key#*|}]=$a
+  done
+done
+for user in "${!first[@]}"; do
+  default=$(query show user "$user" format=defaultaccount)
+  [[ -n ${wanted["$default|$user"]+x} ]] || apply modify user where "name=$user" set "DefaultAccount=${first[$user]}"
+done
+for key in "${!have_user[@]}"; do
+  account=${key%%|*} user=${key#*|}
+  [[ -n ${wanted[$key]+x} || -n ${unsure[$account]+x} ]] && continue
+  [[ -n ${account_line[$account]+x} ]] || continue # with its account, below
+  apply delete user where "name=$user" "account=$account" "cluster=$CLUSTER"
+done
+
+# --- the accounts fmcluster made that the spec no longer has
+for account in "${!organization[@]}"; do
+  [[ ${organization[$account]} == "$MARK" && -z ${account_line[$account]+x} ]] || continue
+  apply delete account where "name=$account"
+done
+
+if ((failures)); then
+  log "$changes changes, $failures failed"
+  exit 1
+fi
+if ((changes)); then log "$changes changes"; else log "up to date"; fi

@@ -1,0 +1,206 @@
+"""The teams as Slurm accounting on a real Slurm: fmcluster-accounting (the real program,
+fmcluster/node/scripts/slurm/accounting.sh) applies the data of fmcluster.node.accounting with the real
+sacctmgr against a real slurmdbd and MariaDB (tests/support/slurm_accounting.py), and slurmctld
+enforces it with the slurm.conf settings of a cluster with teams (accounting.SLURM_SETTINGS).
+
+Real: Slurm 22.05 (slurmctld, slurmd, slurmdbd, sacctmgr, sbatch), MariaDB, munge, getent and
+the Linux users and group the module creates (and removes) for it. Submissions run as those
+users (runuser), held (--hold) so that nothing runs: acceptance or refusal is sbatch's answer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fmcluster.model.cluster import resolve
+from fmcluster.node import accounting
+from tests.support.slurm_accounting import AccountingDatabase, require_accounting
+from tests.support.slurm_accounting import accounting as with_accounting
+from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
+from tests.support.specs import base_spec, validated
+
+PROGRAM = accounting.PROGRAM
+TAG = "fmt" + uuid.uuid4().hex[:5]  # the users and group of this run, never someone's
+ALICE, BOB, CAROL, DAVE, ERIN, FRANK = (f"{TAG}-{n}" for n in ("alice", "bob", "carol", "dave", "erin", "frank"))
+RESEARCH_GROUP = f"{TAG}-research"
+
+
+def model(teams: list[dict]):
+    spec = base_spec(teams=teams)
+    spec["node_groups"].append({"name": "evals", "instance_type": "p5.48xlarge", "count": 1,
+                                "capacity": {"type": "on-demand"}, "team": "pretrain"})
+    return resolve(validated(spec))
+
+
+TEAMS = [
+    {"name": "pretrain", "members": [ALICE, BOB], "gpus": {"gpu": 8}, "priority": "high"},
+    {"name": "research", "groups": [RESEARCH_GROUP], "gpus": {"gpu": 4}, "borrow": 4},
+]
+
+
+def users_and_group():
+    """The module's users and group: carol a member of the research group (its list), erin a user
+    whose primary group it is (not in getent's list), dave in no team."""
+    subprocess.run(["groupadd", RESEARCH_GROUP], check=True)
+    for user in (ALICE, BOB, CAROL, DAVE, FRANK):
+        subprocess.run(["useradd", "-M", "-N", "-s", "/bin/sh", user], check=True)
+    subprocess.run(["useradd", "-M", "-g", RESEARCH_GROUP, "-s", "/bin/sh", ERIN], check=True)
+    subprocess.run(["gpasswd", "-a", CAROL, RESEARCH_GROUP], check=True, capture_output=True)
+
+
+def remove_users_and_group():
+    for user in (ALICE, BOB, CAROL, DAVE, ERIN, FRANK):
+        subprocess.run(["userdel", user], capture_output=True)
+    subprocess.run(["groupdel", RESEARCH_GROUP], capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def slurm():
+    require_slurm()
+    require_accounting()
+    for tool in ("useradd", "groupadd", "runuser", "getent"):
+        if find(tool) is None:
+            pytest.skip(f"no {tool}")
+    # readable by the users the jobs are submitted as (slurm.conf, munge's socket)
+    directory = Path(tempfile.mkdtemp(prefix="fmacct-"))
+    directory.chmod(0o755)
+    users_and_group()
+    try:
+        with AccountingDatabase(directory / "db") as database:
+            args = with_accounting(database)
+            partitions = {"gpu": ["node1"], "evals": ["node2"]}
+            settings = accounting.partition_settings(model(TEAMS).teams)
+            with SlurmCluster(directory / "slurm", nodes=2, gres="gpu:8", partitions=partitions,
+                              partition_settings=settings, **args) as cluster:
+                cluster.sockets.chmod(0o755)
+                yield cluster
+    finally:
+        remove_users_and_group()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def apply(cluster: SlurmCluster, teams: list[dict], tmp_path: Path, data: str | None = None):
+    path = tmp_path / "teams"
+    path.write_text(data if data is not None else accounting.data(model(teams).teams))
+    return subprocess.run(["bash", str(PROGRAM), str(path)], env={**cluster.env, "SLURM_BIN": "/usr/bin"},
+                          capture_output=True, text=True, timeout=120)
+
+
+def associations(cluster: SlurmCluster) -> set[tuple[str, ...]]:
+    """account, user, shares, GrpTRES, QOS list, default QOS of every association but root's."""
+    out = cluster.run("sacctmgr", "-Pn", "show", "assoc", "format=account,user,fairshare,grptres,qos,defaultqos").stdout
+    return {tuple(line.split("|")) for line in out.splitlines() if line and not line.startswith("root|")}
+
+
+def qos(cluster: SlurmCluster) -> set[tuple[str, ...]]:
+    out = cluster.run("sacctmgr", "-Pn", "show", "qos", "format=name,priority,preempt,preemptmode").stdout
+    return {tuple(line.split("|")) for line in out.splitlines() if line}
+
+
+def submit(cluster: SlurmCluster, user: str, *options: str) -> subprocess.CompletedProcess:
+    """sbatch as `user`, held: the job is accepted (and cancelled) or refused."""
+    result = subprocess.run(["runuser", "-u", user, "--", find("sbatch"), "--parsable", "--hold", "--chdir=/tmp",
+                             "-o", "/dev/null", *options, "--wrap", "true"], env=cluster.env, capture_output=True,
+                            text=True, timeout=30)
+    if result.returncode == 0:
+        cluster.run("scancel", result.stdout.strip().split(";")[0])
+    return result
+
+
+HIGH = ("high", "1000", "low,normal", "requeue")
+NORMAL = ("normal", "100", "low", "requeue")
+LOW = ("low", "10", "", "requeue")
+PRETRAIN = ("pretrain", "", "16", "", "high,low,normal", "high")  # 8 in gpu, its own evals group
+RESEARCH = ("research", "", "4", "gres/gpu=8", "low,normal", "normal")
+
+
+def user_rows(account: str, users, team_row) -> set[tuple[str, ...]]:
+    return {(account, user, "1", "", team_row[4], team_row[5]) for user in users}
+
+
+def test_the_spec_becomes_qos_accounts_and_users_and_a_second_run_changes_nothing(slurm, tmp_path):
+    first = apply(slurm, TEAMS, tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert qos(slurm) == {HIGH, NORMAL, LOW}
+    assert associations(slurm) == ({PRETRAIN, RESEARCH} | user_rows("pretrain", [ALICE, BOB], PRETRAIN)
+                                   | user_rows("research", [CAROL, ERIN], RESEARCH))
+    before = associations(slurm), qos(slurm)
+    second = apply(slurm, TEAMS, tmp_path)
+    assert second.returncode == 0, second.stdout
+    assert second.stdout.strip().splitlines() == ["fmcluster-accounting: up to date"]
+    assert (associations(slurm), qos(slurm)) == before
+
+
+def test_slurm_enforces_the_teams(slurm, tmp_path):
+    assert apply(slurm, TEAMS, tmp_path).returncode == 0
+    assert submit(slurm, ALICE, "-A", "pretrain", "--qos=high", "-p", "gpu").returncode == 0
+    assert submit(slurm, ALICE, "-p", "gpu").returncode == 0  # its default account and QOS
+    assert submit(slurm, ERIN, "-A", "research", "--qos=normal", "-p", "gpu").returncode == 0
+    above = submit(slurm, CAROL, "-A", "research", "--qos=high", "-p", "gpu")
+    assert above.returncode != 0 and "qos" in above.stderr.lower()
+    outsider = submit(slurm, DAVE, "-p", "gpu")
+    assert outsider.returncode != 0 and "account" in outsider.stderr.lower()
+    elsewhere = submit(slurm, CAROL, "-A", "pretrain", "-p", "gpu")
+    assert elsewhere.returncode != 0
+    # the dedicated group's partition lets only its team's account in
+    assert submit(slurm, ALICE, "-A", "pretrain", "-p", "evals").returncode == 0
+    dedicated = submit(slurm, CAROL, "-A", "research", "-p", "evals")
+    assert dedicated.returncode != 0 and "account" in dedicated.stderr.lower()
+
+
+def test_a_changed_spec_is_applied_and_what_it_no_longer_has_removed(slurm, tmp_path):
+    assert apply(slurm, TEAMS, tmp_path).returncode == 0
+    changed = [{**TEAMS[0], "members": [ALICE, BOB, FRANK], "gpus": {"gpu": 12}}]
+    result = apply(slurm, changed, tmp_path)
+    assert result.returncode == 0, result.stdout
+    pretrain = (*PRETRAIN[:2], "20", *PRETRAIN[3:])
+    assert associations(slurm) == {pretrain} | user_rows("pretrain", [ALICE, BOB, FRANK], pretrain)
+    assert "research" not in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
+    assert submit(slurm, FRANK, "-A", "pretrain", "-p", "gpu").returncode == 0
+    assert submit(slurm, CAROL, "-p", "gpu").returncode != 0
+    assert apply(slurm, changed, tmp_path).stdout.strip().endswith("up to date")
+    # a member removed: that association only
+    fewer = [{**changed[0], "members": [ALICE, FRANK]}]
+    assert apply(slurm, fewer, tmp_path).returncode == 0
+    assert {row[1] for row in associations(slurm)} == {"", ALICE, FRANK}
+    assert submit(slurm, BOB, "-p", "gpu").returncode != 0
+
+
+def test_a_team_with_jobs_is_removed_once_they_have_ended(slurm, tmp_path):
+    assert apply(slurm, TEAMS, tmp_path).returncode == 0
+    held = subprocess.run(["runuser", "-u", CAROL, "--", find("sbatch"), "--parsable", "--hold", "--chdir=/tmp",
+                           "-o", "/dev/null", "-A", "research", "-p", "gpu", "--wrap", "true"], env=slurm.env,
+                          capture_output=True, text=True, timeout=30)
+    assert held.returncode == 0, held.stderr
+    job = held.stdout.strip().split(";")[0]
+    try:
+        refused = apply(slurm, TEAMS[:1], tmp_path)
+        assert refused.returncode == 1 and "failed" in refused.stdout
+        assert "research" in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
+    finally:
+        slurm.run("scancel", job)
+    slurm.wait_job(job, states=("CANCELLED",))
+    done = apply(slurm, TEAMS[:1], tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert "research" not in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
+
+
+def test_a_group_that_cannot_be_looked_up_removes_nobody(slurm, tmp_path):
+    assert apply(slurm, TEAMS, tmp_path).returncode == 0
+    data = accounting.data(model(TEAMS).teams).replace(RESEARCH_GROUP, f"{TAG}-nosuchgroup")
+    result = apply(slurm, TEAMS, tmp_path, data=data)
+    assert result.returncode == 1 and "not found by getent" in result.stdout
+    assert {row[1] for row in associations(slurm) if row[0] == "research"} == {"", CAROL, ERIN}
+
+
+def test_an_unreadable_file_is_refused_before_any_change(slurm, tmp_path):
+    result = subprocess.run(["bash", str(PROGRAM), str(tmp_path / "missing")], env={**slurm.env, "SLURM_BIN": "/usr/bin"},
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2 and "usage" in result.stdout
