@@ -40,7 +40,7 @@ SLURM_SETTINGS: Mapping[str, str] = MappingProxyType({
     "PriorityWeightAge": "1000",
     "PreemptType": "preempt/qos",
     "PreemptMode": "REQUEUE",
-    "AccountingStorageEnforce": "associations,limits,qos,safe",
+    "AccountingStorageEnforce": "associations,limits,qos",
     "AccountingStorageTRES": "gres/gpu",
     "EnforcePartLimits": "ALL",
 })
@@ -78,27 +78,81 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def apply_script(teams: Sequence[Team], slurm_bin: str) -> str:
-    """A script that installs the program and the teams' data on the node and applies them: what
-    a login node (AWS PCS) or the controller (HyperPod) runs at boot and on every change of the
-    teams. Its text changes exactly when the data or the program does."""
+SYNC_PATH = f"{FMCLUSTER_LIB}/accounting-sync"
+APPLIED_PATH = "/var/lib/fmcluster/accounting.applied"  # the digest of the data last applied in full
+UNIT = "fmcluster-accounting"
+SYNC_MINUTES = 5
+
+
+def parameter_name(cluster: str) -> str:
+    """The SSM parameter that holds the teams' data (NAME-cluster writes it)."""
+    return f"/fmcluster/{cluster}/slurm-teams"
+
+
+SYNC = """#!/bin/bash
+# fmcluster-accounting-sync: the teams' data from the SSM parameter, applied by fmcluster-accounting
+# when it differs from what was last applied in full (its digest), or when that apply failed.
+set -uo pipefail
+root="${FMCLUSTER_ROOT:-}"
+data=$(aws ssm get-parameter --region "$REGION" --name "$PARAMETER" --query Parameter.Value --output text) || {
+  echo "fmcluster-accounting: cannot read $PARAMETER" >&2
+  exit 1
+}
+digest=$(printf '%s\\n' "$data" | sha256sum | cut -d' ' -f1)
+if [[ -f $root$APPLIED && $(<"$root$APPLIED") == "$digest" ]]; then
+  exit 0
+fi
+mkdir -p "$(dirname "$root$TEAMS")" "$(dirname "$root$APPLIED")"
+printf '%s\\n' "$data" >"$root$TEAMS.new" && mv "$root$TEAMS.new" "$root$TEAMS"
+if SLURM_BIN="$SLURM_BIN" "$root$PROGRAM" "$root$TEAMS"; then
+  echo "$digest" >"$root$APPLIED"
+else
+  exit 1
+fi
+"""
+
+
+def sync_program(*, parameter: str, region: str, slurm_bin: str) -> str:
     q = shlex.quote
-    return "\n".join([
-        "#!/bin/bash",
-        "# fmcluster: the cluster's teams as Slurm accounting (fmcluster.node.accounting)",
-        "set -euo pipefail",
-        'root="${FMCLUSTER_ROOT:-}"',
-        f'mkdir -p "$root"{q(FMCLUSTER_LIB)} "$root"{q(TEAMS_PATH.rsplit("/", 1)[0])}',
-        f"cat >\"$root\"{q(PROGRAM_PATH)} <<'FMCLUSTER_PROGRAM'",
-        program().rstrip("\n"),
-        "FMCLUSTER_PROGRAM",
-        f'chmod 0755 "$root"{q(PROGRAM_PATH)}',
-        f"cat >\"$root\"{q(TEAMS_PATH)} <<'FMCLUSTER_TEAMS'",
-        data(teams).rstrip("\n"),
-        "FMCLUSTER_TEAMS",
-        f'SLURM_BIN={q(slurm_bin)} "$root"{q(PROGRAM_PATH)} "$root"{q(TEAMS_PATH)}',
-        "",
-    ])
+    head, body = SYNC.split("set -uo pipefail\n", 1)
+    settings = "".join(f"{name}={q(value)}\n" for name, value in (
+        ("PARAMETER", parameter), ("REGION", region), ("SLURM_BIN", slurm_bin), ("PROGRAM", PROGRAM_PATH),
+        ("TEAMS", TEAMS_PATH), ("APPLIED", APPLIED_PATH)))
+    return head + "set -uo pipefail\n" + settings + body
+
+
+def units() -> dict[str, str]:
+    """The systemd service and timer that run the sync at boot and every SYNC_MINUTES minutes."""
+    return {
+        f"{UNIT}.service": (
+            "[Unit]\nDescription=fmcluster: the teams as Slurm accounting (fmcluster-accounting)\n"
+            "After=network-online.target\nWants=network-online.target\n\n"
+            f"[Service]\nType=oneshot\nExecStart={SYNC_PATH}\n"),
+        f"{UNIT}.timer": (
+            "[Unit]\nDescription=fmcluster: apply the teams' Slurm accounting when they change\n\n"
+            f"[Timer]\nOnBootSec=2min\nOnUnitActiveSec={SYNC_MINUTES}min\n\n[Install]\nWantedBy=timers.target\n"),
+    }
+
+
+def install_script(*, parameter: str, region: str, slurm_bin: str) -> str:
+    """What a login node (AWS PCS) or the controller (HyperPod) runs at boot: installs
+    fmcluster-accounting, its sync and the timer that runs the sync, then syncs once. The teams
+    are not in it (they are in the SSM parameter), so a change of the teams changes no node: the
+    timer applies it within SYNC_MINUTES minutes."""
+    q = shlex.quote
+    lines = ["#!/bin/bash", "# fmcluster: the cluster's teams as Slurm accounting (fmcluster.node.accounting)",
+             "set -euo pipefail", 'root="${FMCLUSTER_ROOT:-}"',
+             f'mkdir -p "$root"{q(FMCLUSTER_LIB)} "$root"/etc/systemd/system']
+    files = {PROGRAM_PATH: program(), SYNC_PATH: sync_program(parameter=parameter, region=region,
+                                                              slurm_bin=slurm_bin)}
+    files.update({f"/etc/systemd/system/{name}": text for name, text in units().items()})
+    for path, text in files.items():
+        lines += [f"cat >\"$root\"{q(path)} <<'FMCLUSTER_FILE'", text.rstrip("\n"), "FMCLUSTER_FILE"]
+    lines += [f'chmod 0755 "$root"{q(PROGRAM_PATH)} "$root"{q(SYNC_PATH)}',
+              "systemctl daemon-reload",
+              f"systemctl enable --now {UNIT}.timer",
+              f'"$root"{q(SYNC_PATH)}', ""]
+    return "\n".join(lines)
 
 
 def partition_settings(teams: Sequence[Team]) -> dict[str, dict[str, str]]:

@@ -4,7 +4,10 @@ tests/node/test_accounting_slurm.py."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
+
+import pytest
 
 from fmcluster.model.cluster import resolve
 from fmcluster.node import accounting
@@ -41,28 +44,45 @@ def test_a_limited_borrower_gets_its_burst_as_grptres():
     assert accounting.grp_tres(teams[1], teams) == "gres/gpu=4"
 
 
-def test_the_program_and_the_apply_script_are_shellcheck_clean(tmp_path):
-    model = model_of("p5-pcs.yaml")
+INSTALL = dict(parameter="/fmcluster/llm-pretrain/slurm-teams", region="us-east-1", slurm_bin="/opt/slurm/bin")
+
+
+def test_the_programs_are_shellcheck_clean(tmp_path):
     assert_shellcheck_clean(tmp_path, {"accounting": accounting.program(),
-                                       "apply": accounting.apply_script(model.teams, "/opt/slurm/bin")})
+                                       "sync": accounting.sync_program(**INSTALL),
+                                       "install": accounting.install_script(**INSTALL)})
 
 
-def test_the_apply_script_installs_the_program_and_its_data_and_runs_it(tmp_path):
-    """Run under FMCLUSTER_ROOT with a SLURM_BIN without Slurm: the files are written, the program
-    refuses (exit 2) for want of sacctmgr, and the script says so by its own exit status."""
-    model = model_of("p5-pcs.yaml")
-    script = tmp_path / "apply.sh"
-    script.write_text(accounting.apply_script(model.teams, str(tmp_path / "no-slurm")))
+def test_the_install_script_installs_the_programs_and_the_timer(tmp_path):
+    """Run under FMCLUSTER_ROOT with recording stand-ins of systemctl and aws (the cloud: the
+    parameter is not readable here): the files are written, the timer enabled, and the first sync
+    fails for want of the parameter, which the script's exit status says."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("systemctl", "aws"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >>"{tmp_path}/calls"\nexit {1 if tool == "aws" else 0}\n')
+        (bin_dir / tool).chmod(0o755)
+    script = tmp_path / "install.sh"
+    script.write_text(accounting.install_script(**INSTALL))
     root = tmp_path / "root"
-    result = subprocess.run(["bash", str(script)], env={"FMCLUSTER_ROOT": str(root), "PATH": "/usr/bin:/bin"},
+    result = subprocess.run(["bash", str(script)], env={"FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:/usr/bin:/bin"},
                             capture_output=True, text=True)
-    assert result.returncode == 2 and "no sacctmgr" in result.stdout
+    assert result.returncode == 1 and "cannot read /fmcluster/llm-pretrain/slurm-teams" in result.stderr
     assert (root / accounting.PROGRAM_PATH.lstrip("/")).read_text() == accounting.program()
-    assert (root / accounting.TEAMS_PATH.lstrip("/")).read_text() == accounting.data(model.teams)
+    assert (root / accounting.SYNC_PATH.lstrip("/")).read_text() == accounting.sync_program(**INSTALL)
+    for name, text in accounting.units().items():
+        assert (root / "etc/systemd/system" / name).read_text() == text
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls[:2] == ["systemctl daemon-reload", "systemctl enable --now fmcluster-accounting.timer"]
+    assert calls[2].startswith("aws ssm get-parameter --region us-east-1 --name /fmcluster/llm-pretrain/slurm-teams")
 
 
-def test_the_script_changes_exactly_with_the_teams():
-    model = model_of("p5-pcs.yaml")
-    one = accounting.apply_script(model.teams, "/opt/slurm/bin")
-    assert one == accounting.apply_script(model.teams, "/opt/slurm/bin")
-    assert one != accounting.apply_script(model.teams[:1], "/opt/slurm/bin")
+def test_the_units_pass_systemd_analyze(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("no systemd-analyze")
+    for name, text in accounting.units().items():
+        (tmp_path / name).write_text(text.replace(accounting.SYNC_PATH, "/bin/true"))
+    result = subprocess.run([analyze, "verify", *(str(tmp_path / n) for n in accounting.units())],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

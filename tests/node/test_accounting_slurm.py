@@ -180,6 +180,10 @@ def test_a_team_with_jobs_is_removed_once_they_have_ended(slurm, tmp_path):
                           capture_output=True, text=True, timeout=30)
     assert held.returncode == 0, held.stderr
     job = held.stdout.strip().split(";")[0]
+    # slurmctld tells slurmdbd of a job asynchronously: Slurm refuses the removal once the
+    # database has the job (within seconds on a cluster; waited for here, bounded)
+    slurm._until(lambda: job in slurm.run("sacct", "-n", "-X", "-P", "-o", "jobid", "-j", job,
+                                          check=False).stdout.split(), "slurmdbd to know the job")
     try:
         refused = apply(slurm, TEAMS[:1], tmp_path)
         assert refused.returncode == 1 and "failed" in refused.stdout
@@ -204,3 +208,34 @@ def test_an_unreadable_file_is_refused_before_any_change(slurm, tmp_path):
     result = subprocess.run(["bash", str(PROGRAM), str(tmp_path / "missing")], env={**slurm.env, "SLURM_BIN": "/usr/bin"},
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and "usage" in result.stdout
+
+
+def test_the_sync_applies_the_parameter_only_when_it_changes(slurm, tmp_path):
+    """fmcluster-accounting-sync with the real program, under FMCLUSTER_ROOT, the SSM parameter
+    a stand-in `aws` that prints a file (the cloud is the one thing faked): a first sync applies,
+    a second with the same data runs nothing, changed data is applied."""
+    root, bin_dir, value = tmp_path / "root", tmp_path / "bin", tmp_path / "parameter"
+    (root / accounting.PROGRAM_PATH.lstrip("/")).parent.mkdir(parents=True)
+    (root / accounting.PROGRAM_PATH.lstrip("/")).write_text(accounting.program())
+    (root / accounting.PROGRAM_PATH.lstrip("/")).chmod(0o755)
+    bin_dir.mkdir()
+    (bin_dir / "aws").write_text(f'#!/bin/sh\ncat "{value}"\n')
+    (bin_dir / "aws").chmod(0o755)
+    sync = tmp_path / "sync"
+    sync.write_text(accounting.sync_program(parameter="/fmcluster/t/slurm-teams", region="us-east-1",
+                                            slurm_bin="/usr/bin"))
+    env = {**slurm.env, "FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+    def run():
+        return subprocess.run(["bash", str(sync)], env=env, capture_output=True, text=True, timeout=120)
+
+    value.write_text(accounting.data(model(TEAMS).teams).rstrip("\n"))  # as the CLI's text output gives it
+    assert run().returncode == 0
+    applied = (root / accounting.APPLIED_PATH.lstrip("/")).read_text()
+    again = run()
+    assert again.returncode == 0 and again.stdout == ""  # nothing run
+    value.write_text(accounting.data(model([{**TEAMS[0], "gpus": {"gpu": 4}}, TEAMS[1]]).teams))
+    changed = run()
+    assert changed.returncode == 0 and "modify account" in changed.stdout
+    assert (root / accounting.APPLIED_PATH.lstrip("/")).read_text() != applied
+    assert ("pretrain", "", "12", "", "high,low,normal", "high") in associations(slurm)
