@@ -60,13 +60,14 @@ def test_the_install_script_installs_the_programs_and_the_timer(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("systemctl", "aws"):
-        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >>"{tmp_path}/calls"\nexit {1 if tool == "aws" else 0}\n')
+        status = 1 if tool == "aws" else 0
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >>"{tmp_path}/calls"\nexit {status}\n')
         (bin_dir / tool).chmod(0o755)
     script = tmp_path / "install.sh"
     script.write_text(accounting.install_script(**INSTALL))
     root = tmp_path / "root"
-    result = subprocess.run(["bash", str(script)], env={"FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:/usr/bin:/bin"},
-                            capture_output=True, text=True)
+    env = {"FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
     assert result.returncode == 1 and "cannot read /fmcluster/llm-pretrain/slurm-teams" in result.stderr
     assert (root / accounting.PROGRAM_PATH.lstrip("/")).read_text() == accounting.program()
     assert (root / accounting.SYNC_PATH.lstrip("/")).read_text() == accounting.sync_program(**INSTALL)

@@ -205,8 +205,8 @@ def test_a_group_that_cannot_be_looked_up_removes_nobody(slurm, tmp_path):
 
 
 def test_an_unreadable_file_is_refused_before_any_change(slurm, tmp_path):
-    result = subprocess.run(["bash", str(PROGRAM), str(tmp_path / "missing")], env={**slurm.env, "SLURM_BIN": "/usr/bin"},
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(["bash", str(PROGRAM), str(tmp_path / "missing")],
+                            env={**slurm.env, "SLURM_BIN": "/usr/bin"}, capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and "usage" in result.stdout
 
 
