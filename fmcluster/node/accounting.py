@@ -46,6 +46,19 @@ SLURM_SETTINGS: Mapping[str, str] = MappingProxyType({
 })
 
 
+# Of SLURM_SETTINGS, those AWS PCS documents as cluster-level custom settings (PCS User Guide,
+# "Custom Slurm settings for AWS PCS clusters"; "a subset of the options for
+# AccountingStorageEnforce"). PCS runs its own slurm.conf: the priority and preemption plugins
+# are not among the settings it lets a cluster change, so on PCS the QOSes' Priority counts only
+# as far as PCS's own PriorityType weighs it, and QOS preemption only where PCS's PreemptType is
+# preempt/qos (docs/teams.md).
+PCS_SETTINGS: tuple[str, ...] = ("AccountingStorageEnforce",)
+
+
+def pcs_settings() -> dict[str, str]:
+    return {name: SLURM_SETTINGS[name] for name in PCS_SETTINGS}
+
+
 def grp_tres(team: Team, teams: Sequence[Team]) -> str:
     """The account's GrpTRES: its burst in GPUs when it may borrow only so far (or "" for none).
     Slurm's association limits are per account, not per partition: the limit is the sum of its

@@ -91,7 +91,9 @@ class LifecycleAction:
 class SlurmCluster(Construct):
     """An AWS PCS cluster running Slurm. PCS takes one subnet for its controller's interface.
 
-    Slurm accounting stays off (PCS default `NONE`): it needs slurmdbd and costs an hourly fee.
+    Slurm accounting is off unless `accounting` (PCS default `NONE`): on, PCS runs slurmdbd and
+    its database itself, for an hourly fee (PCS User Guide, "Slurm accounting in AWS PCS"). PCS
+    cannot turn accounting off on a cluster that has it: only a new cluster can.
     The cluster's name, networking and size cannot change without replacing it.
 
     Props:
@@ -113,6 +115,9 @@ class SlurmCluster(Construct):
         slurm_settings: custom Slurm settings of the cluster, name -> value (`SlurmCustomSettings`:
             PCS takes a subset of slurm.conf's, such as ``Prolog`` and ``PrologFlags``), in order.
             @default none
+        accounting: Slurm accounting managed by PCS (`Accounting.Mode` ``STANDARD``), its records
+            kept as long as the cluster (`DefaultPurgeTimeInDays` -1).
+            @default False
 
     Attributes:
         resource: the `pcs.CfnCluster`.
@@ -122,7 +127,7 @@ class SlurmCluster(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, slurm_version: str, size: str,
                  subnet_id: str, security_group_ids: Sequence[str], scale_down_idle_seconds: int = 600,
-                 slurm_settings: Optional[Mapping[str, str]] = None) -> None:
+                 slurm_settings: Optional[Mapping[str, str]] = None, accounting: bool = False) -> None:
         super().__init__(scope, construct_id)
         if size not in SIZES:
             raise ConstructError(self, f"PCS cluster size {size!r} is not one of {', '.join(SIZES)}")
@@ -133,6 +138,8 @@ class SlurmCluster(Construct):
                                                          security_group_ids=list(security_group_ids)),
             slurm_configuration=pcs.CfnCluster.SlurmConfigurationProperty(
                 scale_down_idle_time_in_seconds=scale_down_idle_seconds,
+                accounting=pcs.CfnCluster.AccountingProperty(mode="STANDARD", default_purge_time_in_days=-1)
+                if accounting else None,
                 slurm_custom_settings=[pcs.CfnCluster.SlurmCustomSettingProperty(parameter_name=k, parameter_value=v)
                                        for k, v in (slurm_settings or {}).items()] or None))
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 from fmcluster.facts.controlplanes import pcs_ami_parameter
+from fmcluster.facts.images import PCS, slurm_prefix
 from fmcluster.model.cluster import COMPUTE, LOGIN, ClusterModel, NodeGroup
-from fmcluster.node import actions, bootstrap
+from fmcluster.node import accounting, actions, bootstrap
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.compute.launch_template import LaunchTemplateProps, NodeLaunchTemplate
 from fmcluster_cdk.constructs.compute.node_role import NodeRole
@@ -80,13 +83,16 @@ class PcsClusterStack(cdk.Stack):
             # the region's first subnet: PCS refuses a Local Zone's for the cluster (its Networking);
             # the GPU subnet in every other case
             subnet_id=network.region_subnet_ids[0], security_group_ids=[network.node_security_group_id],
-            scale_down_idle_seconds=SCALE_DOWN_IDLE_SECONDS, slurm_settings=model.slurm_settings)
+            scale_down_idle_seconds=SCALE_DOWN_IDLE_SECONDS,
+            slurm_settings={**model.slurm_settings, **(accounting.pcs_settings() if model.teams else {})},
+            accounting=bool(model.teams))
         buckets = storage.bucket_arns or {}
         self.node_role = NodeRole(self, "NodeRole", cluster_arn=self.cluster.cluster_arn,
                                   bucket_arns=[buckets[name] for name in sorted(buckets)],
                                   kms_key_arn=storage.kms_key_arn,
                                   workspace_arn=observability.workspace_arn if observability else None)
 
+        self.teams_parameter = self._teams_parameter() if model.teams else None
         self.node_groups: dict[str, ComputeNodeGroup] = {}
         self.queues: dict[str, SlurmQueue] = {}
         if model.login is not None:
@@ -99,6 +105,30 @@ class PcsClusterStack(cdk.Stack):
             cdk.CfnOutput(self, "LoginNodeGroupId", value=self.node_groups[model.login.name].node_group_id,
                           description="compute node group of the login nodes")
         cdk.CfnOutput(self, "QueueNames", value=",".join(self.queues), description="Slurm partitions (PCS queues)")
+
+    def _teams_parameter(self) -> ssm.StringParameter:
+        """The teams' Slurm accounting data (fmcluster.node.accounting), which the login nodes'
+        timer applies whenever it changes; readable by the nodes' role."""
+        data = accounting.data(self.model.teams)
+        parameter = ssm.StringParameter(
+            self, "SlurmTeams", parameter_name=accounting.parameter_name(self.model.name), string_value=data,
+            tier=ssm.ParameterTier.STANDARD if len(data) <= 4096 else ssm.ParameterTier.ADVANCED,
+            description=f"the teams of {self.model.name} as Slurm accounting (applied by the login nodes)")
+        iam.Policy(self, "SlurmTeamsRead", roles=[self.node_role.role], statements=[iam.PolicyStatement(
+            sid="SlurmTeamsRead", actions=["ssm:GetParameter"], resources=[parameter.parameter_arn])])
+        return parameter
+
+    def _accounting_action(self, group: NodeGroup) -> list[actions.LifecycleScript]:
+        """On the login nodes of a cluster with teams: fmcluster-accounting and its timer, which
+        apply the teams from the SSM parameter at boot and on every change (sacctmgr talks to PCS's
+        slurmdbd from a login node)."""
+        if self.teams_parameter is None or group.role != LOGIN:
+            return []
+        text = accounting.install_script(parameter=accounting.parameter_name(self.model.name),
+                                         region=self.model.spec.region,
+                                         slurm_bin=slurm_prefix(PCS, self.slurm_version) + "/bin")
+        return [actions.LifecycleScript("fmcluster accounting", actions.NODE_READY, actions.FIRST_BOOT_ONLY,
+                                        actions.CONTINUE, text)]
 
     def _metrics(self, group: NodeGroup) -> Optional[bootstrap.Metrics]:
         """What the node group's Prometheus agent needs (None without NAME-observability); the
@@ -135,7 +165,7 @@ class PcsClusterStack(cdk.Stack):
                                        metrics=self._metrics(group),
                                        slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
                                        containers=self.model.runs_containers(group),
-                                       slurm_version=self.slurm_version)
+                                       slurm_version=self.slurm_version) + tuple(self._accounting_action(group))
         published = NodeScripts(scope, "NodeScripts", scripts={s.file_name: s.text for s in scripts},
                                 role=self.node_role.role)
         made = ComputeNodeGroup(
@@ -157,6 +187,8 @@ class PcsClusterStack(cdk.Stack):
             cdk.Tags.of(made).add(IDENTITY_TAG, self.images.identities[group.image])
         self.node_groups[group.name] = made
         if group.role == COMPUTE:  # a queue (Slurm partition) per spec node group, none for the login nodes
+            # a node group dedicated to a team lets only its account in (AllowAccounts, a queue setting PCS takes)
+            settings = {**group.partition_settings,
+                        **accounting.partition_settings(self.model.teams).get(group.name, {})}
             self.queues[group.name] = SlurmQueue(scope, "Queue", cluster_id=self.cluster.cluster_id, name=group.name,
-                                                 node_group_ids=[made.node_group_id],
-                                                 slurm_settings=group.partition_settings)
+                                                 node_group_ids=[made.node_group_id], slurm_settings=settings)

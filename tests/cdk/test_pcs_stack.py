@@ -549,6 +549,9 @@ def test_deploy_time_values_are_arguments_within_pcs_limits(tmp_path):
     template = flatten(tmp_path, stack.stack_name)
     for name, group in node_groups(template).items():
         for _, script, text in lifecycle_actions(tmp_path, group):
+            if script["Name"] == "fmcluster accounting":  # the teams come from an SSM parameter: no argument
+                assert "Arguments" not in script and "Token[" not in text
+                continue
             arguments = [resolved(a) for a in script["Arguments"]]
             assert [a.split("=", 1)[0] for a in arguments] == ["REMOTE_WRITE_URL", "FSX_SOURCE"], name
             assert len(arguments) <= 20 and max(map(len, arguments)) <= 256, (name, arguments)
@@ -587,3 +590,55 @@ def test_two_synths_are_byte_identical(synthesized, tmp_path):
     stack = synth_main(tmp_path / "again")
     first = synthesized["main"].read_bytes()
     assert (tmp_path / "again" / f"{stack.stack_name}.template.json").read_bytes() == first
+
+
+# --- teams (Slurm accounting) ------------------------------------------------------------------
+
+def test_teams_turn_pcs_accounting_on_and_a_cluster_without_teams_keeps_it_off(templates):
+    from fmcluster.node import accounting
+
+    ((_, with_teams),) = resources(templates["p5-pcs"], "AWS::PCS::Cluster").items()
+    slurm = with_teams["SlurmConfiguration"]
+    assert slurm["Accounting"] == {"Mode": "STANDARD", "DefaultPurgeTimeInDays": -1}
+    settings = {s["ParameterName"]: s["ParameterValue"] for s in slurm["SlurmCustomSettings"]}
+    assert settings == accounting.pcs_settings()  # only what PCS documents as settable
+    for key in ("main", "large"):
+        ((_, without),) = resources(templates[key], "AWS::PCS::Cluster").items()
+        assert "Accounting" not in without["SlurmConfiguration"]
+        assert not resources(templates[key], "AWS::SSM::Parameter")
+
+
+def test_the_teams_data_is_an_ssm_parameter_the_login_nodes_apply(templates, synthesized):
+    from fmcluster.node import accounting
+
+    template = templates["p5-pcs"]
+    model = resolve(specs()["p5-pcs"])
+    ((_, parameter),) = resources(template, "AWS::SSM::Parameter").items()
+    assert parameter["Name"] == "/fmcluster/llm-pretrain/slurm-teams"
+    assert parameter["Value"] == accounting.data(model.teams)
+    path = synthesized["p5-pcs"]
+    named = {name: [(s["Name"], text) for _, s, text in lifecycle_actions(path.parent, group)]
+             for name, group in node_groups(template).items()}
+    ((login_action, text),) = [(n, t) for n, t in named[model.login.name] if n == "fmcluster accounting"]
+    assert text == accounting.install_script(parameter=parameter["Name"], region="us-east-1",
+                                             slurm_bin="/opt/aws/pcs/scheduler/slurm-25.05/bin")
+    assert all(n != "fmcluster accounting" for group, found in named.items() if group != model.login.name
+               for n, _ in found)
+    statements = [s for _, p in resources(template, "AWS::IAM::Policy").items()
+                  for s in p["PolicyDocument"]["Statement"] if "ssm:GetParameter" in s["Action"]]
+    (parameter_id,) = resources(template, "AWS::SSM::Parameter")
+    assert [s["Action"] for s in statements] == ["ssm:GetParameter"]
+    assert all(f'"Ref": "{parameter_id}"' in json.dumps(s["Resource"]) for s in statements)
+
+
+def test_a_dedicated_group_s_queue_lets_only_its_team_in():
+    import aws_cdk as cdk
+
+    data = base_spec(teams=[{"name": "evals", "members": ["eve"], "gpus": {"gpu": 8}}])
+    data["orchestrator"] = {"type": "pcs", "version": "25.05", "login": {"instance_type": "m7i.2xlarge", "count": 1}}
+    data["node_groups"].append({"name": "own", "instance_type": "p5.48xlarge", "count": 1, "team": "evals"})
+    stack = build(new_app(), load_spec(loader.load_text(to_yaml(data))))
+    queues = {q.resource.name: cdk.Stack.of(q).resolve(q.resource.slurm_configuration)
+              for q in stack.queues.values()}
+    assert queues["own"]["slurmCustomSettings"] == [{"parameterName": "AllowAccounts", "parameterValue": "evals"}]
+    assert queues["gpu"] is None
