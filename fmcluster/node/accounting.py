@@ -147,15 +147,51 @@ def units() -> dict[str, str]:
     }
 
 
-def install_script(*, parameter: str, region: str, slurm_bin: str) -> str:
+# Sets SLURM_SETTINGS in the controller's slurm.conf (HyperPod: fmcluster's hook on the controller,
+# where slurm.conf is the cluster's own file): each KEY=VALUE line replaced or added, and slurmctld
+# restarted when one changed (PriorityType and PreemptType take effect only on a restart). The
+# partitions of dedicated groups are HyperPod's lines: their AllowAccounts is set at run time.
+SET_SLURM_CONF = r"""
+changed=0
+for setting in "${SLURM_SETTINGS[@]}"; do
+  key=${setting%%=*}
+  if grep -qix "$setting" "$root$SLURM_CONF"; then
+    continue
+  elif grep -qi "^$key=" "$root$SLURM_CONF"; then
+    sed -i "s|^$key=.*|$setting|I" "$root$SLURM_CONF"
+  else
+    echo "$setting" >>"$root$SLURM_CONF"
+  fi
+  changed=1
+done
+if ((changed)); then
+  systemctl restart slurmctld
+fi
+"""
+ALLOW_ACCOUNTS = r"""
+for setting in "${PARTITIONS[@]}"; do
+  "$SLURM_BIN/scontrol" update "PartitionName=${setting%%=*}" "AllowAccounts=${setting#*=}"
+done
+"""
+
+
+def install_script(*, parameter: str, region: str, slurm_bin: str, slurm_conf: str = "",
+                   partitions: Mapping[str, str] | None = None) -> str:
     """What a login node (AWS PCS) or the controller (HyperPod) runs at boot: installs
     fmcluster-accounting, its sync and the timer that runs the sync, then syncs once. The teams
     are not in it (they are in the SSM parameter), so a change of the teams changes no node: the
-    timer applies it within SYNC_MINUTES minutes."""
+    timer applies it within SYNC_MINUTES minutes. `slurm_conf`: the controller's slurm.conf, given
+    SLURM_SETTINGS (HyperPod; PCS keeps its own); `partitions`: partition -> the one account
+    it lets in, set with scontrol (HyperPod's dedicated groups)."""
     q = shlex.quote
     lines = ["#!/bin/bash", "# fmcluster: the cluster's teams as Slurm accounting (fmcluster.node.accounting)",
              "set -euo pipefail", 'root="${FMCLUSTER_ROOT:-}"',
              f'mkdir -p "$root"{q(FMCLUSTER_LIB)} "$root"/etc/systemd/system']
+    if slurm_conf:
+        settings = " ".join(f"'{k}={v}'" for k, v in SLURM_SETTINGS.items())  # quoted: values hold commas
+        allowed = " ".join(q(f"{k}={v}") for k, v in sorted((partitions or {}).items()))
+        lines += [f"SLURM_CONF={q(slurm_conf)}", f"SLURM_BIN={q(slurm_bin)}", f"SLURM_SETTINGS=({settings})",
+                  f"PARTITIONS=({allowed})", SET_SLURM_CONF.strip("\n")]
     files = {PROGRAM_PATH: program(), SYNC_PATH: sync_program(parameter=parameter, region=region,
                                                               slurm_bin=slurm_bin)}
     files.update({f"/etc/systemd/system/{name}": text for name, text in units().items()})
@@ -164,7 +200,10 @@ def install_script(*, parameter: str, region: str, slurm_bin: str) -> str:
     lines += [f'chmod 0755 "$root"{q(PROGRAM_PATH)} "$root"{q(SYNC_PATH)}',
               "systemctl daemon-reload",
               f"systemctl enable --now {UNIT}.timer",
-              f'"$root"{q(SYNC_PATH)}', ""]
+              f'status=0\n"$root"{q(SYNC_PATH)} || status=$?']
+    if slurm_conf and partitions:  # once the accounts exist
+        lines.append(ALLOW_ACCOUNTS.strip("\n"))
+    lines += ['exit "$status"', ""]
     return "\n".join(lines)
 
 

@@ -18,7 +18,8 @@ from fmcluster.model.cluster import COMPUTE as COMPUTE_ROLE
 from fmcluster.model.cluster import CONTROLLER as CONTROLLER_ROLE
 from fmcluster.model.cluster import LOGIN as LOGIN_ROLE
 from fmcluster.model.cluster import ClusterModel, NodeGroup
-from fmcluster.node import bootstrap, lifecycle
+from fmcluster.facts.node import HYPERPOD_SLURM_PREFIX
+from fmcluster.node import accounting, bootstrap, lifecycle
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.hyperpod.cluster import (
     COMPUTE,
@@ -38,6 +39,8 @@ from fmcluster_cdk.stacks.refs import ImagesRefs, NetworkRefs, ObservabilityRefs
 # The Slurm node type of each of the model's groups (fmcluster.model.cluster roles).
 SLURM_NODE_TYPES = {CONTROLLER_ROLE: CONTROLLER, LOGIN_ROLE: LOGIN, COMPUTE_ROLE: COMPUTE}
 CONTROLLER_GROUP = CONTROLLER_ROLE  # the controller group's name
+ACCOUNTING_HOOK = "60-accounting.sh"  # the controller's: the teams as Slurm accounting
+ACCOUNTING_DATABASE = "slurm_acct_db"  # slurmdbd's StorageLoc in the accounting database
 SLURM_CONFIG_STRATEGY = "Managed"  # HyperPod owns the partition-node mapping of slurm.conf, with drift detection
 
 
@@ -64,7 +67,8 @@ class HyperPodGroups(Construct):
                  security_group_ids: Sequence[str],
                  eks_cluster_arn: Optional[str] = None, description: str,
                  hooks: Optional[Mapping[str, Mapping[str, str]]] = None, workspace_arn: Optional[str] = None,
-                 metrics_parameter_arn: Optional[str] = None,
+                 metrics_parameter_arn: Optional[str] = None, teams_parameter_arn: Optional[str] = None,
+                 accounting_secret_arn: Optional[str] = None,
                  checks: Optional[Mapping[str, lifecycle.NodeChecks]] = None,
                  lnet_efa: Optional[Mapping[str, bool]] = None, efa_file_system: bool = False,
                  runtime: Optional[Mapping[str, lifecycle.SlurmRuntime]] = None) -> None:
@@ -83,7 +87,8 @@ class HyperPodGroups(Construct):
             bucket_arns=[buckets[name] for name in sorted(buckets)], kms_key_arn=storage.kms_key_arn,
             vpc_id=network.vpc_id, subnet_ids=subnet_ids, security_group_ids=security_group_ids,
             eks_cluster_arn=eks_cluster_arn, workspace_arn=workspace_arn,
-            metrics_parameter_arn=metrics_parameter_arn, efa_file_system=efa_file_system,
+            metrics_parameter_arn=metrics_parameter_arn, teams_parameter_arn=teams_parameter_arn,
+            accounting_secret_arn=accounting_secret_arn, efa_file_system=efa_file_system,
             volume_key_arn=storage.kms_key_arn))
         self.instance_groups = [replace(g, execution_role_arn=self.role.role_arn,
                                         lifecycle_uri=self.scripts[g.name].s3_uri,
@@ -117,18 +122,28 @@ def compute_group(m: ClusterModel, group: NodeGroup, images: Optional[ImagesRefs
 def provisioning_mode(spec: ClusterSpec) -> Optional[str]:
     """Continuous node provisioning where the spec needs it: a storage key for the instances' volumes
     (HyperPod takes a customer managed key only in that mode), or Spot groups on EKS
-    (fmcluster_cdk/stacks/hyperpod_eks.py)."""
-    return CONTINUOUS if spec.storage.kms else None
+    (fmcluster_cdk/stacks/hyperpod_eks.py), or Slurm teams (HyperPod takes an accounting database
+    only in that mode: AWS::SageMaker::Cluster ClusterAccountingDatabase)."""
+    teams = bool(spec.teams) and spec.orchestrator.type == "hyperpod-slurm"
+    return CONTINUOUS if spec.storage.kms or teams else None
 
 
-def slurm_orchestrator(mode: Optional[str] = None) -> sagemaker.CfnCluster.OrchestratorProperty:
+def slurm_orchestrator(mode: Optional[str] = None, accounting: Optional[tuple[str, int, str, str]] = None
+                       ) -> sagemaker.CfnCluster.OrchestratorProperty:
     """The Slurm orchestrator: `Managed` slurm.conf partitions, except in continuous provisioning,
     which takes no SlurmConfigStrategy (SageMaker Developer Guide, "Continuous provisioning for
     enhanced cluster operations with Slurm": any value is an API error; it merges partitions into
-    slurm.conf, without drift detection)."""
+    slurm.conf, without drift detection). `accounting`: the accounting database slurmdbd uses
+    (endpoint, port, database name, credentials secret ARN), continuous provisioning only."""
     strategy = None if mode == CONTINUOUS else SLURM_CONFIG_STRATEGY
+    database = None
+    if accounting is not None:
+        endpoint, port, name, secret_arn = accounting
+        database = sagemaker.CfnCluster.ClusterAccountingDatabaseProperty(
+            endpoint=endpoint, port=port, name=name, secret_arn=secret_arn)
     return sagemaker.CfnCluster.OrchestratorProperty(
-        slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(slurm_config_strategy=strategy))
+        slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(slurm_config_strategy=strategy,
+                                                                          accounting_database=database))
 
 
 def metrics_parameter_name(cluster: str) -> str:
@@ -167,6 +182,8 @@ class HyperPodSlurmStack(cdk.Stack):
         self.metrics_parameter: Optional[ssm.StringParameter] = None
         if observability is not None:
             metrics = self._metrics(spec, observability, groups, efa)
+        database = getattr(storage, "accounting_database", None)  # NAME-storage's, with teams
+        teams = self._teams(metrics, database) if model.teams else {}
         # Compute nodes that are not ready (GPUs missing, the file system not mounted) are drained.
         checks = lifecycle.NodeChecks((spec.storage.lustre.mount_path,) if spec.storage.lustre else (), containers=True)
         # Enroot and Pyxis on the controller (which registers Pyxis for every configless slurmd) and
@@ -179,10 +196,13 @@ class HyperPodSlurmStack(cdk.Stack):
                                      subnet_ids=subnets, security_group_ids=security_groups,
                                      description=f"SageMaker HyperPod instance groups of {spec.name}",
                                      checks={g.name: checks for g in model.node_groups},
-                                     efa_file_system=bool(fsx) and model.lustre_efa, runtime=runtime, **metrics)
+                                     efa_file_system=bool(fsx) and model.lustre_efa, runtime=runtime, **metrics,
+                                     **teams)
         mode = provisioning_mode(spec)
+        accounting_database = (database.endpoint, database.port, ACCOUNTING_DATABASE, database.secret.secret_arn
+                               ) if model.teams and database is not None else None
         self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
-                                       orchestrator=slurm_orchestrator(mode),
+                                       orchestrator=slurm_orchestrator(mode, accounting_database),
                                        instance_groups=self.groups.instance_groups, subnet_ids=subnets,
                                        security_group_ids=security_groups, node_provisioning_mode=mode)
         # The AMIs come from NAME-images by weak references, which CloudFormation reads only when this
@@ -215,6 +235,27 @@ class HyperPodSlurmStack(cdk.Stack):
             efa=efa[g.name], parameter=metrics_parameter_name(spec.name), lustre_path=lustre_path)} for g in groups}
         return {"hooks": hooks, "workspace_arn": observability.workspace_arn,
                 "metrics_parameter_arn": parameter.parameter_arn}
+
+    def _teams(self, metrics: dict[str, Any], database: Any) -> dict[str, Any]:
+        """The teams' SSM parameter, the controller's hook that applies it (fmcluster.node.accounting:
+        the program and its timer), and the role's permissions on the parameter and the database's
+        secret. Adds the hook to `metrics`' hooks, which HyperPodGroups takes with these."""
+        if database is None:
+            raise ConstructError(self, "the spec has teams, but the storage stack gives no accounting database")
+        name = self.model.name
+        data = accounting.data(self.model.teams)
+        parameter = ssm.StringParameter(
+            self, "SlurmTeams", parameter_name=accounting.parameter_name(name), string_value=data,
+            tier=ssm.ParameterTier.STANDARD if len(data) <= 4096 else ssm.ParameterTier.ADVANCED,
+            description=f"the teams of {name} as Slurm accounting (applied by the controller)")
+        hook = accounting.install_script(parameter=accounting.parameter_name(name), region=self.model.spec.region,
+                                         slurm_bin=f"{HYPERPOD_SLURM_PREFIX}/bin",
+                                         slurm_conf=f"{HYPERPOD_SLURM_PREFIX}/etc/slurm.conf",
+                                         partitions={group: settings["AllowAccounts"] for group, settings
+                                                     in accounting.partition_settings(self.model.teams).items()})
+        hooks = metrics.setdefault("hooks", {})
+        hooks[CONTROLLER_GROUP] = {**hooks.get(CONTROLLER_GROUP, {}), ACCOUNTING_HOOK: hook}
+        return {"teams_parameter_arn": parameter.parameter_arn, "accounting_secret_arn": database.secret.secret_arn}
 
     def fsx_lustre(self, spec: ClusterSpec, storage: StorageRefs) -> Optional[dict[str, str]]:
         """HyperPod's FsxLustreConfig for the spec's file system, or None without one."""

@@ -16,6 +16,7 @@ from fmcluster.facts import images as image_facts
 from fmcluster.facts import naming
 from fmcluster.model.cluster import ClusterModel
 from fmcluster.spec.models import ClusterSpec, LustreSpec
+from fmcluster_cdk.constructs.storage.accounting_database import AccountingDatabase
 from fmcluster_cdk.constructs.storage.buckets import RetainedKey, SecureBucket
 from fmcluster_cdk.constructs.storage.lustre import LustreFileSystem, allow_fsx_s3_access
 from fmcluster_cdk.stacks.refs import NetworkRefs
@@ -35,6 +36,8 @@ class StorageStack(cdk.Stack):
       kms_key_arn                 the customer-managed key (storage.kms), else None
       file_system_id, file_system_dns_name, file_system_mount_name, lustre_security_group_id
                                   None without storage.lustre
+      accounting_database         the Slurm accounting database of a SageMaker HyperPod Slurm
+                                  cluster with teams (AccountingDatabase), else None
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
@@ -76,6 +79,17 @@ class StorageStack(cdk.Stack):
         self.lustre_security_group_id: str | None = None
         if storage.lustre:
             self._lustre(spec, storage.lustre, network, key)
+
+        self.accounting_database: AccountingDatabase | None = None
+        if model.teams and model.control_plane.type == "hyperpod-slurm":
+            # HyperPod's slurmdbd keeps the teams' accounting in a database of the account's own
+            database = self.accounting_database = AccountingDatabase(
+                self, "SlurmAccounting", vpc_id=network.vpc_id, subnet_ids=network.private_subnet_ids,
+                client_security_group_id=network.node_security_group_id, name=spec.name, key=key)
+            for output_id, value, description in (
+                    ("AccountingDatabaseEndpoint", database.endpoint, "Slurm accounting database (RDS for MariaDB)"),
+                    ("AccountingDatabaseSecretArn", database.secret.secret_arn, "its credentials")):
+                cdk.CfnOutput(self, output_id, value=value, description=description)
 
     def _lustre(self, spec: ClusterSpec, fs: LustreSpec, network: NetworkRefs, key: Optional[RetainedKey]) -> None:
         lustre = LustreFileSystem(

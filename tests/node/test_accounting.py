@@ -50,7 +50,10 @@ INSTALL = dict(parameter="/fmcluster/llm-pretrain/slurm-teams", region="us-east-
 def test_the_programs_are_shellcheck_clean(tmp_path):
     assert_shellcheck_clean(tmp_path, {"accounting": accounting.program(),
                                        "sync": accounting.sync_program(**INSTALL),
-                                       "install": accounting.install_script(**INSTALL)})
+                                       "install": accounting.install_script(**INSTALL),
+                                       "controller": accounting.install_script(
+                                           **INSTALL, slurm_conf="/opt/slurm/etc/slurm.conf",
+                                           partitions={"eval": "evals"})})
 
 
 def test_the_install_script_installs_the_programs_and_the_timer(tmp_path):
@@ -87,3 +90,31 @@ def test_the_units_pass_systemd_analyze(tmp_path):
     result = subprocess.run([analyze, "verify", *(str(tmp_path / n) for n in accounting.units())],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_controller_s_slurm_conf_gets_the_settings_once(tmp_path):
+    """HyperPod: SLURM_SETTINGS set in the controller's slurm.conf (a key already there replaced,
+    the others added), slurmctld restarted when one changed and not on a second run; the dedicated
+    partition's AllowAccounts set with scontrol once the sync has run."""
+    bin_dir, root = tmp_path / "bin", tmp_path / "root"
+    bin_dir.mkdir()
+    for tool in ("systemctl", "aws", "scontrol"):
+        (bin_dir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >>"{tmp_path}/calls"\n')
+        (bin_dir / tool).chmod(0o755)
+    conf = root / "opt/slurm/etc/slurm.conf"
+    conf.parent.mkdir(parents=True)
+    conf.write_text("ClusterName=b200\npreempttype=preempt/none\n")
+    script = tmp_path / "install.sh"
+    script.write_text(accounting.install_script(parameter="/p", region="us-east-1", slurm_bin=str(bin_dir),
+                                                slurm_conf="/opt/slurm/etc/slurm.conf", partitions={"eval": "evals"}))
+    env = {"FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    for _ in range(2):
+        subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True)
+    lines = conf.read_text().splitlines()
+    assert lines[:2] == ["ClusterName=b200", "PreemptType=preempt/qos"]
+    assert sorted(lines[1:]) == sorted(f"{k}={v}" for k, v in accounting.SLURM_SETTINGS.items())
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls.count("systemctl restart slurmctld") == 1
+    assert calls.count("scontrol update PartitionName=eval AllowAccounts=evals") == 2
+    assert calls.index("scontrol update PartitionName=eval AllowAccounts=evals") > next(
+        i for i, c in enumerate(calls) if c.startswith("aws ssm"))

@@ -133,3 +133,25 @@ def team_without_people(spec: ClusterSpec) -> Iterator[Problem]:
         if not team.members and not team.groups:
             yield warning(TEAMS + (i, "name"), f"team '{team.name}' has no members and no groups: no one can "
                           "run jobs as it", "list its members or the groups they come from")
+
+
+@rule
+def team_accounting_runs_somewhere(spec: ClusterSpec) -> Iterator[Problem]:
+    """Teams on Slurm are Slurm accounting, which needs what it runs on: on AWS PCS, Slurm 24.11
+    or later (PCS's managed accounting) and a login node (which applies the teams); on SageMaker
+    HyperPod, a second Availability Zone (the accounting database's subnets span two)."""
+    if not spec.teams:
+        return
+    plane, orchestrator = spec.orchestrator.type, spec.orchestrator
+    if plane == "pcs":
+        version = orchestrator.version
+        if version is not None and tuple(int(p) for p in version.split(".")) < (24, 11):
+            yield error(("orchestrator", "version"), f"teams need Slurm accounting, which AWS PCS offers from "
+                        f"Slurm 24.11, not {version}", "version: \"25.05\"")
+        if orchestrator.login.count == 0:
+            yield error(("orchestrator", "login", "count"), "teams are applied to Slurm's accounting from a login "
+                        "node, and the cluster has none", "count: 1")
+    elif plane == "hyperpod-slurm" and not spec.network.extra_availability_zone_ids:
+        yield error(TEAMS, "on SageMaker HyperPod the teams' Slurm accounting database (Amazon RDS) needs "
+                    "private subnets in two Availability Zones, and the cluster has one",
+                    "network: {extra_availability_zone_ids: [AZ-ID]}, another AZ ID of the region")

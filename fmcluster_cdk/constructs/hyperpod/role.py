@@ -77,6 +77,12 @@ class ExecutionPolicyProps:
         metrics_parameter_arn: ARN of the SSM parameter that holds the remote-write URL
             (ssm:GetParameter).
             @default None
+        teams_parameter_arn: ARN of the SSM parameter with the teams' Slurm accounting data, which
+            the controller applies (ssm:GetParameter).
+            @default None
+        accounting_secret_arn: ARN of the Secrets Manager secret of the Slurm accounting database
+            (secretsmanager:GetSecretValue: HyperPod configures slurmdbd with it).
+            @default None
         efa_file_system: HyperPod mounts an EFA-enabled FSx for Lustre file system (its EFA set-up
             calls fsx:DescribeFileSystems).
             @default False
@@ -94,6 +100,8 @@ class ExecutionPolicyProps:
     eks_cluster_arn: Optional[str] = None
     workspace_arn: Optional[str] = None
     metrics_parameter_arn: Optional[str] = None
+    teams_parameter_arn: Optional[str] = None
+    accounting_secret_arn: Optional[str] = None
     efa_file_system: bool = False
     volume_key_arn: Optional[str] = None
 
@@ -158,6 +166,13 @@ def execution_policy(props: ExecutionPolicyProps) -> iam.PolicyDocument:
     if props.metrics_parameter_arn:
         statements.append(iam.PolicyStatement(sid="MetricsParameter", actions=["ssm:GetParameter"],
                                               resources=[props.metrics_parameter_arn]))
+    if props.teams_parameter_arn:
+        statements.append(iam.PolicyStatement(sid="SlurmTeamsParameter", actions=["ssm:GetParameter"],
+                                              resources=[props.teams_parameter_arn]))
+    if props.accounting_secret_arn:
+        statements.append(iam.PolicyStatement(sid="SlurmAccountingDatabaseSecret",
+                                              actions=["secretsmanager:GetSecretValue"],
+                                              resources=[props.accounting_secret_arn]))
     return iam.PolicyDocument(statements=statements)
 
 
