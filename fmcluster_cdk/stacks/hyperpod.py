@@ -14,11 +14,11 @@ from constructs import Construct
 
 from fmcluster.facts import catalog
 from fmcluster.facts.controlplanes import SPOT
+from fmcluster.facts.node import HYPERPOD_SLURM_PREFIX
 from fmcluster.model.cluster import COMPUTE as COMPUTE_ROLE
 from fmcluster.model.cluster import CONTROLLER as CONTROLLER_ROLE
 from fmcluster.model.cluster import LOGIN as LOGIN_ROLE
 from fmcluster.model.cluster import ClusterModel, NodeGroup
-from fmcluster.facts.node import HYPERPOD_SLURM_PREFIX
 from fmcluster.node import accounting, bootstrap, lifecycle
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.hyperpod.cluster import (
