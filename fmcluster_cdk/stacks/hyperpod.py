@@ -14,7 +14,7 @@ from constructs import Construct
 
 from fmcluster.facts import catalog
 from fmcluster.facts.controlplanes import SPOT
-from fmcluster.facts.node import HYPERPOD_SLURM_PREFIX
+from fmcluster.facts.images import HYPERPOD_SLURM_PREFIX
 from fmcluster.model.cluster import COMPUTE as COMPUTE_ROLE
 from fmcluster.model.cluster import CONTROLLER as CONTROLLER_ROLE
 from fmcluster.model.cluster import LOGIN as LOGIN_ROLE

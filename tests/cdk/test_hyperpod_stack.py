@@ -131,8 +131,19 @@ def test_one_cluster_with_controller_login_and_a_group_per_node_group(main):
 
 
 def test_api_driven_slurm_configuration(main, templates):
-    assert cluster(templates["example"])["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
-    assert "NodeProvisioningMode" not in cluster(templates["example"])
+    import aws_cdk as cdk
+
+    from fmcluster_cdk.stacks.hyperpod import slurm_orchestrator
+    from tests.support.stacks import ACCOUNTING_DATABASE
+
+    # without teams or a storage key: HyperPod manages slurm.conf's partitions, with drift detection
+    stack = cdk.Stack()
+    assert stack.resolve(slurm_orchestrator(None)) == {"slurm": {"slurmConfigStrategy": "Managed"}}
+    # the example's teams: their accounting database, which needs continuous provisioning
+    assert cluster(templates["example"])["Orchestrator"] == {"Slurm": {"AccountingDatabase": {
+        "Endpoint": ACCOUNTING_DATABASE.endpoint, "Port": 3306, "Name": "slurm_acct_db",
+        "SecretArn": ACCOUNTING_DATABASE.secret.secret_arn}}}
+    assert cluster(templates["example"])["NodeProvisioningMode"] == "Continuous"
     # storage.kms: continuous provisioning (for the volume key), which takes no SlurmConfigStrategy
     assert cluster(main)["Orchestrator"] == {"Slurm": {}}
     slurm = {name: g["SlurmConfig"] for name, g in groups(main).items()}
@@ -459,10 +470,11 @@ def test_training_plan_and_spot_capacity(eks):
     assert cluster(eks)["NodeProvisioningMode"] == "Continuous"  # Spot runs with continuous provisioning
 
 
-def test_no_continuous_provisioning_without_spot_or_a_storage_key(templates):
-    assert not specs()["example"].storage.kms and not specs()["bare"].storage.kms
-    for key in ("example", "bare"):
-        assert "NodeProvisioningMode" not in cluster(templates[key])
+def test_no_continuous_provisioning_without_spot_a_storage_key_or_teams(templates):
+    assert not specs()["bare"].storage.kms and not specs()["bare"].teams
+    assert "NodeProvisioningMode" not in cluster(templates["bare"])
+    assert specs()["example"].teams and not specs()["example"].storage.kms  # teams: continuous provisioning
+    assert cluster(templates["example"])["NodeProvisioningMode"] == "Continuous"
 
 
 def test_eks_vpc_config_adds_the_cluster_security_group(eks):
@@ -555,3 +567,23 @@ def test_dependencies_handler_runs_in_the_vpc_of_a_private_endpoint(templates):
     eks_cluster = logical_id(templates["eks-private"], "AWS::EKS::Cluster", "/Cluster/")
     assert private["VpcConfig"]["SecurityGroupIds"] == [{"Fn::GetAtt": [eks_cluster, "ClusterSecurityGroupId"]}]
     assert "VpcConfig" not in handler_of(templates["eks"])
+
+
+def test_the_controller_applies_the_teams_with_the_secret_and_parameter_only(templates):
+    from fmcluster.node import accounting
+    from fmcluster_cdk.stacks.hyperpod import ACCOUNTING_HOOK
+    from tests.support.stacks import ACCOUNTING_DATABASE
+
+    template = templates["example"]
+    ((parameter_id, parameter),) = [(lid, r["Properties"]) for lid, r in template["Resources"].items()
+                                    if r["Type"] == "AWS::SSM::Parameter"
+                                    and r["Properties"]["Name"].endswith("/slurm-teams")]
+    assert parameter["Value"] == accounting.data(resolve(specs()["example"]).teams)
+    role = next(r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Role")
+    statements = {s["Sid"]: s for p in role["Policies"] for s in p["PolicyDocument"]["Statement"]}
+    assert statements["SlurmTeamsParameter"]["Action"] == "ssm:GetParameter"
+    assert json.dumps(statements["SlurmTeamsParameter"]["Resource"]).count(parameter_id) == 1
+    assert statements["SlurmAccountingDatabaseSecret"] == {
+        "Sid": "SlurmAccountingDatabaseSecret", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+        "Resource": ACCOUNTING_DATABASE.secret.secret_arn}
+    assert ACCOUNTING_HOOK == "60-accounting.sh"

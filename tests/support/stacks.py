@@ -52,7 +52,15 @@ def storage(spec, kms_key_arn=None):
     return types.SimpleNamespace(
         bucket_names=names, bucket_arns={k: f"arn:aws:s3:::{v}" for k, v in names.items()}, kms_key_arn=kms_key_arn,
         file_system_id="fs-0123456789abcdef0" if lustre else None, file_system_dns_name=FS_DNS if lustre else None,
-        file_system_mount_name=FS_MOUNT if lustre else None)
+        file_system_mount_name=FS_MOUNT if lustre else None,
+        accounting_database=ACCOUNTING_DATABASE if spec.teams and spec.orchestrator.type == "hyperpod-slurm" else None)
+
+
+# NAME-storage's Slurm accounting database, as the HyperPod Slurm stack reads it
+ACCOUNTING_DATABASE = types.SimpleNamespace(
+    endpoint="b200-train.c0ffee.us-east-1.rds.amazonaws.com", port=3306,
+    secret=types.SimpleNamespace(
+        secret_arn="arn:aws:secretsmanager:us-east-1:111122223333:secret:SlurmAccounting-AbCdEf"))
 
 
 def image_id(key: str) -> str:
