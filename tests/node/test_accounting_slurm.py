@@ -239,3 +239,31 @@ def test_the_sync_applies_the_parameter_only_when_it_changes(slurm, tmp_path):
     assert changed.returncode == 0 and "modify account" in changed.stdout
     assert (root / accounting.APPLIED_PATH.lstrip("/")).read_text() != applied
     assert ("pretrain", "", "12", "", "high,low,normal", "high") in associations(slurm)
+
+
+def test_the_slurm_collector_counts_gpus_per_team_and_user(slurm, tmp_path):
+    """The node's Slurm collector (collectors/slurm.sh, as shipped) reports the GPUs running jobs
+    hold per account and user: what the scheduler dashboard's per-team panel sums."""
+    assert apply(slurm, TEAMS, tmp_path).returncode == 0
+    jobs = []
+    # two jobs on the gpu partition's one node of 2 CPUs, each a CPU and a little memory
+    for user, account, gres in ((ALICE, "pretrain", "gpu:2"), (ERIN, "research", "gpu:3")):
+        result = subprocess.run(["runuser", "-u", user, "--", find("sbatch"), "--parsable", "--chdir=/tmp", "-o",
+                                 "/dev/null", "-A", account, "-p", "gpu", f"--gres={gres}", "--mem=100",
+                                 "--wrap", "sleep 60"],
+                                env=slurm.env, capture_output=True, text=True, timeout=30)
+        assert result.returncode == 0, result.stderr
+        jobs.append(result.stdout.strip().split(";")[0])
+    try:
+        for job in jobs:
+            slurm.wait_job(job, states=("RUNNING",))
+        collector = Path(accounting.__file__).parent / "scripts" / "boot" / "collectors" / "slurm.sh"
+        out = subprocess.run(["bash", str(collector)], env={**slurm.env, "STATE_DIR": str(tmp_path / "state")},
+                             capture_output=True, text=True, timeout=60).stdout
+    finally:
+        for job in jobs:
+            slurm.run("scancel", job)
+    found = {line.rsplit(" ", 1)[0]: line.rsplit(" ", 1)[1] for line in out.splitlines()
+             if line.startswith("slurm_account_gpus_allocated{")}
+    assert found == {f'slurm_account_gpus_allocated{{account="pretrain",user="{ALICE}"}}': "2",
+                     f'slurm_account_gpus_allocated{{account="research",user="{ERIN}"}}': "3"}
