@@ -161,6 +161,25 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         _iam5("arn:{*}:s3:::ec2imagebuilder*/*"), IMAGE_BUILD_ROLES,
         "s3:GetObject on EC2 Image Builder's own buckets (AWSTOE and its downloads), as AWS's "
         "EC2InstanceProfileForImageBuilder grants it: another account's buckets, read only."),
+    # the Slurm accounting database of a HyperPod Slurm cluster with teams
+    # (fmcluster_cdk/constructs/storage/accounting_database.py)
+    Suppression(
+        f"{PACK}-RDS3", ("*-storage/SlurmAccounting/Instance",),
+        "One Availability Zone: the database holds Slurm's accounting (associations, job records), not "
+        "the cluster's data; slurmctld keeps scheduling with the associations it has cached and queues "
+        "its records while slurmdbd cannot reach the database (Slurm's accounting guide). Daily "
+        "backups, deletion protection and retention keep it; Multi-AZ would double its cost."),
+    Suppression(
+        f"{PACK}-RDS11", ("*-storage/SlurmAccounting/Instance",),
+        "MariaDB's default port, which SageMaker HyperPod's AccountingDatabase defaults to: the instance "
+        "is in private subnets, not publicly accessible, and its security group admits only the "
+        "cluster's nodes on it; another port would hide nothing."),
+    Suppression(
+        f"{PACK}-SMG4", ("*-storage/SlurmAccounting/Credentials/Resource",),
+        "No automatic rotation: SageMaker HyperPod reads the secret when it configures slurmdbd on the "
+        "controller, and its documentation does not say that a rotated password reaches slurmdbd; a "
+        "rotation would cut Slurm off its accounting. The secret is generated, encrypted (the storage "
+        "key where there is one) and readable only by the cluster's execution role."),
 )
 
 

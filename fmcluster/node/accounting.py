@@ -80,6 +80,7 @@ def data(teams: Sequence[Team]) -> str:
                      f"{','.join(team.priorities)} {team.priority}")
         lines += [f"member {team.name} {user}" for user in team.members]
         lines += [f"group {team.name} {group}" for group in team.groups]
+    lines += [f"partition {group} {settings['AllowAccounts']}" for group, settings in partition_settings(teams).items()]
     return "\n".join(lines) + "\n"
 
 
@@ -92,6 +93,12 @@ def digest(text: str) -> str:
 
 
 SYNC_PATH = f"{FMCLUSTER_LIB}/accounting-sync"
+USAGE = Path(__file__).parent / "scripts" / "slurm" / "account-usage.sh"
+USAGE_PATH = f"{FMCLUSTER_LIB}/collect-accounts"
+# the textfile directory of the node's Slurm exporter (scripts/boot/metrics.sh, 9341), which the
+# login node (AWS PCS) and the controller (HyperPod) run with observability on
+USAGE_DIR = "/var/lib/fmcluster/textfile-slurm"
+USAGE_UNIT = "fmcluster-collect-accounts"
 APPLIED_PATH = "/var/lib/fmcluster/accounting.applied"  # the digest of the data last applied in full
 UNIT = "fmcluster-accounting"
 SYNC_MINUTES = 5
@@ -134,9 +141,18 @@ def sync_program(*, parameter: str, region: str, slurm_bin: str) -> str:
     return head + "set -uo pipefail\n" + settings + body
 
 
-def units() -> dict[str, str]:
-    """The systemd service and timer that run the sync at boot and every SYNC_MINUTES minutes."""
+def units(slurm_bin: str = "/usr/bin") -> dict[str, str]:
+    """The systemd services and timers: the sync at boot and every SYNC_MINUTES minutes; the
+    per-account GPU usage (account-usage.sh) every minute, into the Slurm exporter's directory."""
+    usage = f"{USAGE_DIR}/accounts.prom"
     return {
+        f"{USAGE_UNIT}.service": (
+            "[Unit]\nDescription=fmcluster: GPUs in use per Slurm account and user (textfile collector)\n\n"
+            f"[Service]\nType=oneshot\nEnvironment=SLURM_BIN={slurm_bin}\n"
+            f"ExecStart=/bin/sh -c '{USAGE_PATH} >{usage}.tmp && mv {usage}.tmp {usage}'\n"),
+        f"{USAGE_UNIT}.timer": (
+            "[Unit]\nDescription=fmcluster: GPUs in use per Slurm account every minute\n\n"
+            "[Timer]\nOnActiveSec=0\nOnUnitActiveSec=60s\n\n[Install]\nWantedBy=timers.target\n"),
         f"{UNIT}.service": (
             "[Unit]\nDescription=fmcluster: the teams as Slurm accounting (fmcluster-accounting)\n"
             "After=network-online.target\nWants=network-online.target\n\n"
@@ -150,9 +166,13 @@ def units() -> dict[str, str]:
 # Sets SLURM_SETTINGS in the controller's slurm.conf (HyperPod: fmcluster's hook on the controller,
 # where slurm.conf is the cluster's own file): each KEY=VALUE line replaced or added, and slurmctld
 # restarted when one changed (PriorityType and PreemptType take effect only on a restart). The
-# partitions of dedicated groups are HyperPod's lines: their AllowAccounts is set at run time.
+# partitions of dedicated groups are HyperPod's lines: fmcluster-accounting sets their AllowAccounts.
 SET_SLURM_CONF = r"""
 changed=0
+if [[ ! -f "$root$SLURM_CONF" ]]; then
+  echo "fmcluster-accounting: no $SLURM_CONF: Slurm's settings for teams not set" >&2
+  SLURM_SETTINGS=()
+fi
 for setting in "${SLURM_SETTINGS[@]}"; do
   key=${setting%%=*}
   if grep -qix "$setting" "$root$SLURM_CONF"; then
@@ -168,42 +188,33 @@ if ((changed)); then
   systemctl restart slurmctld
 fi
 """
-ALLOW_ACCOUNTS = r"""
-for setting in "${PARTITIONS[@]}"; do
-  "$SLURM_BIN/scontrol" update "PartitionName=${setting%%=*}" "AllowAccounts=${setting#*=}"
-done
-"""
 
 
-def install_script(*, parameter: str, region: str, slurm_bin: str, slurm_conf: str = "",
-                   partitions: Mapping[str, str] | None = None) -> str:
+
+def install_script(*, parameter: str, region: str, slurm_bin: str, slurm_conf: str = "") -> str:
     """What a login node (AWS PCS) or the controller (HyperPod) runs at boot: installs
     fmcluster-accounting, its sync and the timer that runs the sync, then syncs once. The teams
     are not in it (they are in the SSM parameter), so a change of the teams changes no node: the
-    timer applies it within SYNC_MINUTES minutes. `slurm_conf`: the controller's slurm.conf, given
-    SLURM_SETTINGS (HyperPod; PCS keeps its own); `partitions`: partition -> the one account
-    it lets in, set with scontrol (HyperPod's dedicated groups)."""
+    timer applies it within SYNC_MINUTES minutes, and retries a failed first apply (the script
+    says so and succeeds: the node works without it). `slurm_conf`: the controller's slurm.conf,
+    given SLURM_SETTINGS (HyperPod; PCS keeps its own)."""
     q = shlex.quote
     lines = ["#!/bin/bash", "# fmcluster: the cluster's teams as Slurm accounting (fmcluster.node.accounting)",
              "set -euo pipefail", 'root="${FMCLUSTER_ROOT:-}"',
-             f'mkdir -p "$root"{q(FMCLUSTER_LIB)} "$root"/etc/systemd/system']
+             f'mkdir -p "$root"{q(FMCLUSTER_LIB)} "$root"/etc/systemd/system "$root"{q(USAGE_DIR)}']
     if slurm_conf:
         settings = " ".join(f"'{k}={v}'" for k, v in SLURM_SETTINGS.items())  # quoted: values hold commas
-        allowed = " ".join(q(f"{k}={v}") for k, v in sorted((partitions or {}).items()))
-        lines += [f"SLURM_CONF={q(slurm_conf)}", f"SLURM_BIN={q(slurm_bin)}", f"SLURM_SETTINGS=({settings})",
-                  f"PARTITIONS=({allowed})", SET_SLURM_CONF.strip("\n")]
+        lines += [f"SLURM_CONF={q(slurm_conf)}", f"SLURM_SETTINGS=({settings})", SET_SLURM_CONF.strip("\n")]
     files = {PROGRAM_PATH: program(), SYNC_PATH: sync_program(parameter=parameter, region=region,
-                                                              slurm_bin=slurm_bin)}
-    files.update({f"/etc/systemd/system/{name}": text for name, text in units().items()})
+                                                              slurm_bin=slurm_bin), USAGE_PATH: USAGE.read_text()}
+    files.update({f"/etc/systemd/system/{name}": text for name, text in units(slurm_bin).items()})
     for path, text in files.items():
         lines += [f"cat >\"$root\"{q(path)} <<'FMCLUSTER_FILE'", text.rstrip("\n"), "FMCLUSTER_FILE"]
-    lines += [f'chmod 0755 "$root"{q(PROGRAM_PATH)} "$root"{q(SYNC_PATH)}',
+    lines += [f'chmod 0755 "$root"{q(PROGRAM_PATH)} "$root"{q(SYNC_PATH)} "$root"{q(USAGE_PATH)}',
               "systemctl daemon-reload",
-              f"systemctl enable --now {UNIT}.timer",
-              f'status=0\n"$root"{q(SYNC_PATH)} || status=$?']
-    if slurm_conf and partitions:  # once the accounts exist
-        lines.append(ALLOW_ACCOUNTS.strip("\n"))
-    lines += ['exit "$status"', ""]
+              f"systemctl enable --now {UNIT}.timer {USAGE_UNIT}.timer",
+              f'"$root"{q(SYNC_PATH)} || echo "fmcluster-accounting: not applied yet; {UNIT}.timer retries" >&2',
+              ""]
     return "\n".join(lines)
 
 

@@ -250,9 +250,7 @@ class HyperPodSlurmStack(cdk.Stack):
             description=f"the teams of {name} as Slurm accounting (applied by the controller)")
         hook = accounting.install_script(parameter=accounting.parameter_name(name), region=self.model.spec.region,
                                          slurm_bin=f"{HYPERPOD_SLURM_PREFIX}/bin",
-                                         slurm_conf=f"{HYPERPOD_SLURM_PREFIX}/etc/slurm.conf",
-                                         partitions={group: settings["AllowAccounts"] for group, settings
-                                                     in accounting.partition_settings(self.model.teams).items()})
+                                         slurm_conf=f"{HYPERPOD_SLURM_PREFIX}/etc/slurm.conf")
         hooks = metrics.setdefault("hooks", {})
         hooks[CONTROLLER_GROUP] = {**hooks.get(CONTROLLER_GROUP, {}), ACCOUNTING_HOOK: hook}
         return {"teams_parameter_arn": parameter.parameter_arn, "accounting_secret_arn": database.secret.secret_arn}

@@ -75,10 +75,10 @@ def slurm():
     try:
         with AccountingDatabase(directory / "db") as database:
             args = with_accounting(database)
+            # the dedicated group's partition without AllowAccounts: fmcluster-accounting sets it
             partitions = {"gpu": ["node1"], "evals": ["node2"]}
-            settings = accounting.partition_settings(model(TEAMS).teams)
             with SlurmCluster(directory / "slurm", nodes=2, gres="gpu:8", partitions=partitions,
-                              partition_settings=settings, **args) as cluster:
+                              **args) as cluster:
                 cluster.sockets.chmod(0o755)
                 yield cluster
     finally:
@@ -149,7 +149,8 @@ def test_slurm_enforces_the_teams(slurm, tmp_path):
     assert outsider.returncode != 0 and "account" in outsider.stderr.lower()
     elsewhere = submit(slurm, CAROL, "-A", "pretrain", "-p", "gpu")
     assert elsewhere.returncode != 0
-    # the dedicated group's partition lets only its team's account in
+    # the dedicated group's partition lets only its team's account in (AllowAccounts, set by the program)
+    assert "AllowAccounts=pretrain " in slurm.run("scontrol", "-o", "show", "partition", "evals").stdout
     assert submit(slurm, ALICE, "-A", "pretrain", "-p", "evals").returncode == 0
     dedicated = submit(slurm, CAROL, "-A", "research", "-p", "evals")
     assert dedicated.returncode != 0 and "account" in dedicated.stderr.lower()
@@ -242,8 +243,8 @@ def test_the_sync_applies_the_parameter_only_when_it_changes(slurm, tmp_path):
 
 
 def test_the_slurm_collector_counts_gpus_per_team_and_user(slurm, tmp_path):
-    """The node's Slurm collector (collectors/slurm.sh, as shipped) reports the GPUs running jobs
-    hold per account and user: what the scheduler dashboard's per-team panel sums."""
+    """The per-account collector (scripts/slurm/account-usage.sh, as shipped) reports the GPUs
+    running jobs hold per account and user: what the scheduler dashboard's per-team panel sums."""
     assert apply(slurm, TEAMS, tmp_path).returncode == 0
     jobs = []
     # two jobs on the gpu partition's one node of 2 CPUs, each a CPU and a little memory
@@ -257,8 +258,7 @@ def test_the_slurm_collector_counts_gpus_per_team_and_user(slurm, tmp_path):
     try:
         for job in jobs:
             slurm.wait_job(job, states=("RUNNING",))
-        collector = Path(accounting.__file__).parent / "scripts" / "boot" / "collectors" / "slurm.sh"
-        out = subprocess.run(["bash", str(collector)], env={**slurm.env, "STATE_DIR": str(tmp_path / "state")},
+        out = subprocess.run(["bash", str(accounting.USAGE)], env={**slurm.env, "SLURM_BIN": "/usr/bin"},
                              capture_output=True, text=True, timeout=60).stdout
     finally:
         for job in jobs:

@@ -71,6 +71,8 @@ ARN_OF: dict[tuple[str, str], str] = {
     ("AWS::PCS::Cluster", "Arn"): _regional("pcs", "cluster/${Id}"),
     ("AWS::S3::Bucket", "Arn"): f"arn:{PARTITION}:s3:::${{BucketName}}",
     ("AWS::SageMaker::Cluster", "ClusterArn"): _regional("sagemaker", "cluster/${Id}"),
+    # A secret's Ref is its ARN (AWS::SecretsManager::Secret return values).
+    ("AWS::SecretsManager::Secret", "Ref"): _regional("secretsmanager", "secret:${Name}"),
     ("AWS::SNS::Topic", "Ref"): _regional("sns", "${Name}"),
     ("AWS::SNS::Topic", "TopicArn"): _regional("sns", "${Name}"),
     ("AWS::SQS::Queue", "Arn"): _regional("sqs", "${Name}"),

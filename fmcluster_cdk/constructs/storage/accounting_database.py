@@ -22,7 +22,7 @@ from fmcluster_cdk.errors import ConstructError
 PORT = 3306
 DATABASE = "slurm_acct_db"  # slurmdbd's default StorageLoc, and HyperPod's default Name
 USER = "slurm"
-ENGINE, ENGINE_VERSION = "mariadb", "10.11"
+ENGINE, ENGINE_VERSION = "mariadb", "10.11.18"  # the LTS release slurmdbd is tested against here
 INSTANCE_CLASS = "db.t4g.small"  # 2 vCPUs, 2 GiB: slurmdbd's database of one cluster
 STORAGE_GIB = 20
 BACKUP_RETENTION_DAYS = 7
@@ -68,7 +68,7 @@ class AccountingDatabase(Construct):
                 exclude_punctuation=True, password_length=32))
         group = ec2.CfnSecurityGroup(
             self, "SecurityGroup", vpc_id=vpc_id, group_description=f"Slurm accounting database of {name}: "
-                                                                    "MariaDB from the cluster's nodes",
+                                                                    "MariaDB from the cluster nodes",
             # no outbound rule but this one, which matches nothing (the CDK's own way to deny all
             # egress): the database starts no connection
             security_group_egress=[ec2.CfnSecurityGroup.EgressProperty(

@@ -5,6 +5,8 @@
 #   account NAME SHARES GRPTRES QOS DEFAULT   a team: Fairshare, GrpTRES (or -), its QOS list, DefaultQOS
 #   member ACCOUNT USER                a user of the team
 #   group ACCOUNT GROUP                a Linux group whose members (getent) are users of the team
+#   partition NAME ACCOUNT             a dedicated node group's partition: only ACCOUNT may use it
+#                                      (AllowAccounts, set with scontrol where slurm.conf does not)
 # Only what differs is changed, so a second run changes nothing. The accounts it manages carry
 # Organization=fmcluster: such an account that FILE no longer names is removed, with its users'
 # associations, and so is a user's association FILE no longer has. Slurm refuses to remove an
@@ -64,7 +66,7 @@ if [[ -z $CLUSTER ]]; then
   exit 2
 fi
 
-declare -A qos_priority=() qos_preempt=() account_line=() wanted=() unsure=()
+declare -A qos_priority=() qos_preempt=() account_line=() wanted=() unsure=() allow=()
 qoses=() accounts=()
 while read -r kind a b c d e rest; do
   case $kind in
@@ -79,6 +81,7 @@ while read -r kind a b c d e rest; do
       account_line[$a]="$b|${c#-}|$(sorted <<<"$d")|$e"
       ;;
     member) wanted["$a|$b"]=1 ;;
+    partition) allow[$a]=$b ;;
     group)
       if members=$(group_members "$b"); then
         while read -r user; do [[ -z $user ]] || wanted["$a|$user"]=1; done <<<"$members"
@@ -159,6 +162,19 @@ done
 for account in "${!organization[@]}"; do
   [[ ${organization[$account]} == "$MARK" && -z ${account_line[$account]+x} ]] || continue
   apply delete account where "name=$account"
+done
+
+# --- the partitions of dedicated node groups: their one account
+for partition in "${!allow[@]}"; do
+  current=$("$SLURM_BIN/scontrol" --oneliner show partition "$partition" | grep -o 'AllowAccounts=[^ ]*')
+  [[ ${current#AllowAccounts=} == "${allow[$partition]}" ]] && continue
+  log "scontrol update PartitionName=$partition AllowAccounts=${allow[$partition]}"
+  if out=$("$SLURM_BIN/scontrol" update "PartitionName=$partition" "AllowAccounts=${allow[$partition]}" 2>&1); then
+    changes=$((changes + 1))
+  else
+    log "failed: ${out//$'\n'/ }"
+    failures=$((failures + 1))
+  fi
 done
 
 if ((failures)); then

@@ -7,9 +7,6 @@
 # slurm_scrape_success is 1 when sinfo answered, 0 when it did not (slurmctld down or unreachable):
 # then the counts are the last good ones (kept in STATE_DIR), never zeros that would clear the
 # node alerts, and the SlurmScrapeFailing alert fires on the 0.
-# slurm_account_gpus_allocated{account,user}: the GPUs running jobs hold, per Slurm account (a team)
-# and user, from `squeue`'s allocated TRES (gres/gpu=N: Slurm lists it where GPUs are tracked as a
-# TRES, AccountingStorageTRES=gres/gpu, as on a cluster with teams); none while nothing runs.
 set -euo pipefail
 STATE_DIR=${STATE_DIR:-/var/lib/fmcluster/state-slurm}
 # Slurm's commands are not on a systemd unit's PATH: SageMaker HyperPod has them in /opt/slurm/bin,
@@ -55,20 +52,3 @@ done >"$last.tmp"
 mv "$last.tmp" "$last"
 cat "$last"
 success 1
-
-if usage=$(timeout 30 squeue -h -t RUNNING -O 'Account:128,UserName:64,tres-alloc:512' 2>/dev/null); then
-  declare -A gpus=()
-  while read -r account user tres; do
-    [[ -n "$account" && ",$tres," == *,gres/gpu=* ]] || continue
-    held=${tres#*gres/gpu=}
-    held=${held%%,*}
-    [[ "$held" =~ ^[0-9]+$ ]] || continue
-    key="account=\"$account\",user=\"$user\""
-    gpus[$key]=$((${gpus[$key]:-0} + held))
-  done <<<"$usage"
-  printf '# HELP slurm_account_gpus_allocated GPUs held by running jobs, per Slurm account and user\n'
-  printf '# TYPE slurm_account_gpus_allocated gauge\n'
-  for key in "${!gpus[@]}"; do
-    printf 'slurm_account_gpus_allocated{%s} %s\n' "$key" "${gpus[$key]}"
-  done
-fi
