@@ -18,6 +18,9 @@ from fmcluster_cdk.constructs.observability.cloudwatch import AlarmedFileSystem,
 from fmcluster_cdk.constructs.observability.workspace import AlertTopic, CapacityBlockEvents, PrometheusWorkspace
 from fmcluster_cdk.stacks.refs import NetworkRefs, StorageRefs
 
+SLURM_PLANES = ("pcs", "hyperpod-slurm")
+SLURM_TEAMS_DASHBOARD = "slurm-teams"  # fmcluster/observability/dashboards/slurm-teams.json
+
 
 def rule_namespaces(cluster: str) -> dict[str, str]:
     """{NAME-FILE: rule file text} for every rule file of the repository."""
@@ -42,7 +45,7 @@ class ObservabilityStack(cdk.Stack):
         self.alert_topic_arn: str = self.topic.topic_arn
         self.grafana_url: Optional[str] = None
         if obs.grafana:
-            self._grafana(spec.name)
+            self._grafana(spec.name, slurm_teams=bool(model.teams) and model.control_plane.type in SLURM_PLANES)
 
         lustre = spec.storage.lustre
         file_system = None
@@ -64,11 +67,13 @@ class ObservabilityStack(cdk.Stack):
                  f"{self.region}#dashboards/dashboard/fmcluster-{spec.name}", "CloudWatch dashboard")):
             cdk.CfnOutput(self, output_id, value=value, description=f"{spec.name}: {what}")
 
-    def _grafana(self, name: str) -> None:
+    def _grafana(self, name: str, slurm_teams: bool = False) -> None:
         from fmcluster_cdk.constructs.observability.grafana import GrafanaProvisioner, GrafanaWorkspace
 
         self.grafana = GrafanaWorkspace(self, "Grafana", name=name, prometheus_workspace_arn=self.workspace_arn)
-        dashboards = {path.stem: path.read_text(encoding="utf-8") for path in observability.dashboard_files()}
+        # the teams' dashboard only where Slurm's accounting has teams to show
+        dashboards = {path.stem: path.read_text(encoding="utf-8") for path in observability.dashboard_files()
+                      if path.stem != SLURM_TEAMS_DASHBOARD or slurm_teams}
         self.provisioner = GrafanaProvisioner(self, "GrafanaProvisioner", workspace=self.grafana,
                                               prometheus_endpoint=self.prometheus.endpoint, dashboards=dashboards)
         self.grafana_url = self.grafana.url

@@ -17,7 +17,7 @@ import yaml
 
 from fmcluster import observability
 from fmcluster.kubernetes import charts
-from fmcluster.node import bootstrap
+from fmcluster.node import accounting, bootstrap
 from tests.support.collectors import run_collector
 from tests.support.paths import DATA
 from tests.support.tools import promtool
@@ -122,6 +122,14 @@ echo '0, 00000000:53:00.0, GPU-a, 41, 0, 0, 310.5, Not Active, Not Active, Not A
     subprocess.run(["bash", str(bootstrap.PROGRAMS / "node-ready.sh")],
                    env={"PATH": "/usr/bin:/bin", "NODE_READY_ENV": str(env)}, capture_output=True, text=True)
     out["node-ready"] = set().union(*(textfile_names(p.read_text()) for p in tmp.glob("*.prom")))
+    # the teams' per-account collector (scripts/slurm/account-usage.sh), a stand-in squeue with a running job
+    squeue = tmp / "squeue-bin"
+    squeue.mkdir()
+    (squeue / "squeue").write_text("#!/bin/sh\necho 'pretrain alice cpu=8,mem=100M,node=1,billing=8,gres/gpu=8'\n")
+    (squeue / "squeue").chmod(0o755)
+    usage = subprocess.run(["bash", str(accounting.USAGE)], env={"PATH": "/usr/bin:/bin", "SLURM_BIN": str(squeue)},
+                           capture_output=True, text=True).stdout
+    out["slurm-accounts"] = textfile_names(usage)
     return out
 
 
@@ -129,6 +137,7 @@ def test_our_collectors_emit_what_they_say(collected):
     assert {"slurm_nodes_down", "slurm_nodes_drain", "slurm_scrape_success"} <= collected["slurm"]
     assert "DCGM_FI_DEV_GPU_TEMP" in collected["gpu"] and "node_amazonefa_retrans_pkts" in collected["efa"]
     assert collected["node-ready"] == {"fmcluster_node_ready"}
+    assert collected["slurm-accounts"] == {"slurm_account_gpus_allocated"}
 
 
 def emitted(collected: dict[str, set[str]]) -> dict[str, str]:
@@ -162,6 +171,8 @@ def test_every_name_in_the_rules_and_dashboards_is_emitted(collected):
 
 
 def test_the_slurm_views_read_the_slurm_collector(collected):
-    """The scheduler dashboard and the Slurm rules: every slurm_ name from the collector itself."""
+    """The scheduler dashboard and the Slurm rules: every slurm_ name from the collector itself (the
+    teams' dashboard: from the teams' per-account collector)."""
     names = {n for _, e in expressions() for n in metric_names(e) if n.startswith("slurm_")}
-    assert names and names <= collected["slurm"], names - collected["slurm"]
+    ours = collected["slurm"] | collected["slurm-accounts"]
+    assert names and names <= ours, names - ours
