@@ -164,13 +164,13 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
     # the Slurm accounting database of a HyperPod Slurm cluster with teams
     # (fmcluster_cdk/constructs/storage/accounting_database.py)
     Suppression(
-        f"{PACK}-RDS3", ("*-storage/SlurmAccounting/Instance",),
+        f"{PACK}-RDS3", ("*-storage/SlurmAccounting/*",),
         "One Availability Zone: the database holds Slurm's accounting (associations, job records), not "
         "the cluster's data; slurmctld keeps scheduling with the associations it has cached and queues "
         "its records while slurmdbd cannot reach the database (Slurm's accounting guide). Daily "
         "backups, deletion protection and retention keep it; Multi-AZ would double its cost."),
     Suppression(
-        f"{PACK}-RDS11", ("*-storage/SlurmAccounting/Instance",),
+        f"{PACK}-RDS11", ("*-storage/SlurmAccounting/*",),
         "MariaDB's default port, which SageMaker HyperPod's AccountingDatabase defaults to: the instance "
         "is in private subnets, not publicly accessible, and its security group admits only the "
         "cluster's nodes on it; another port would hide nothing."),
