@@ -125,3 +125,17 @@ def test_a_team_without_people_is_a_warning():
     spec = teams({"name": "ghost", "gpus": {"gpu": 1}})
     assert paths(spec) == set() and paths(spec, "warning") == {"teams[0].name"}
     assert findings(rules.team_without_people, spec)
+
+
+def test_slurm_teams_need_what_their_accounting_runs_on():
+    """PCS: Slurm 24.11 or later and a login node; HyperPod Slurm: a second AZ (the database's)."""
+    assert paths(teams(PRETRAIN, spec=with_(base_spec(), "orchestrator.version", "24.11"))) == set()
+    assert paths(teams(PRETRAIN, spec=with_(base_spec(), "orchestrator.version", "24.05"))) == {"orchestrator.version"}
+    no_login = with_(base_spec(), "orchestrator.login", {"instance_type": "m7i.2xlarge", "count": 0})
+    assert paths(teams(PRETRAIN, spec=no_login)) == {"orchestrator.login.count"}
+    hyperpod = on("hyperpod-slurm")
+    assert paths(teams(PRETRAIN, spec=hyperpod)) == {"teams"}
+    assert "two Availability Zones" in " ".join(messages(teams(PRETRAIN, spec=hyperpod), "teams"))
+    assert paths(teams(PRETRAIN, spec=with_(hyperpod, "network.extra_availability_zone_ids", ["use1-az6"]))) == set()
+    assert paths(no_login) == set() and paths(hyperpod) == set()  # without teams, nothing asked
+    assert paths(teams(PRETRAIN, spec=on("eks"))) <= {"teams[0].members[0]", "teams[0].members[1]"}
