@@ -30,8 +30,10 @@ DEFAULT_REGION = "us-east-1"
 # asks), and fmcluster retains the links, so CloudFormation never deletes one. A link is replaced
 # when its file system is, whose loss is the one reported; the stack policy still guards the links
 # (fmcluster.deploy.stack_policy).
+# The Slurm accounting database of a HyperPod Slurm cluster with teams holds the teams' records
+# (jobs, usage), and its secret the only credentials to it.
 DATA_TYPES = ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::APS::Workspace",
-              "AWS::Grafana::Workspace")
+              "AWS::Grafana::Workspace", "AWS::RDS::DBInstance", "AWS::SecretsManager::Secret")
 Pointer = tuple[str, ...]
 
 

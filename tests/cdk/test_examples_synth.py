@@ -284,7 +284,8 @@ def test_stateful_resources_only_in_storage(assembly):
     topic in NAME-observability encrypts notifications in flight only (nothing at rest outlives
     it), so it is deleted with its stack, not retained."""
     _, outdir = assembly
-    stateful = {"AWS::S3::Bucket", "AWS::FSx::FileSystem", "AWS::KMS::Key"}
+    stateful = {"AWS::S3::Bucket", "AWS::FSx::FileSystem", "AWS::KMS::Key", "AWS::RDS::DBInstance",
+                "AWS::SecretsManager::Secret"}
     for name, text in templates(outdir).items():
         resources = json.loads(text)["Resources"]
         if name.endswith("-observability.template.json"):
@@ -362,8 +363,12 @@ def test_storage_is_retained_and_protected(assembly):
     _, outdir = assembly
     (storage,) = [t for n, t in templates(outdir).items() if n.endswith("-storage.template.json")]
     for logical_id, resource in json.loads(storage)["Resources"].items():
-        if resource["Type"] in {"AWS::S3::Bucket", "AWS::FSx::FileSystem", "AWS::KMS::Key"}:
+        if resource["Type"] in {"AWS::S3::Bucket", "AWS::FSx::FileSystem", "AWS::KMS::Key", "AWS::RDS::DBInstance",
+                                "AWS::SecretsManager::Secret", "AWS::RDS::DBSubnetGroup"}:
             assert resource.get("DeletionPolicy") == "Retain", logical_id
+        if resource["Type"] == "AWS::RDS::DBInstance":
+            assert resource.get("UpdateReplacePolicy") == "Retain" and resource["Properties"]["DeletionProtection"]
+            assert resource["Properties"]["StorageEncrypted"] and not resource["Properties"]["PubliclyAccessible"]
     manifest = json.loads((outdir / "manifest.json").read_text())
     props = [a["properties"] for n, a in manifest["artifacts"].items() if n.endswith("-storage")]
     assert props[0].get("terminationProtection") is True

@@ -535,7 +535,8 @@ def test_schemas_come_from_cfn_lint():
     assert ("BucketName",) in bucket.create_only and not bucket.legacy
     assert cfn_schemas.schema("AWS::Nothing::Here") is None
     assert all(cfn_schemas.holds_data(t) for t in ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key",
-                                                   "AWS::APS::Workspace", "AWS::Grafana::Workspace"))
+                                                   "AWS::APS::Workspace", "AWS::Grafana::Workspace",
+                                                   "AWS::RDS::DBInstance", "AWS::SecretsManager::Secret"))
     assert not any(cfn_schemas.holds_data(t) for t in ("AWS::EC2::LaunchTemplate", "AWS::Logs::LogGroup",
                                                        "AWS::FSx::DataRepositoryAssociation"))
     assert cfn_schemas.values_at({"Tags": [{"Key": "a"}, {"Key": "b"}]}, ("Tags", "*", "Key")) == ["a", "b"]
