@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping
 import yaml
 
 from fmcluster.plan.cost import CostLine
-from fmcluster.plan.report import ControlPlanePlan, NodeGroupPlan, Plan, Resources, ServingFit, build
+from fmcluster.plan.report import ControlPlanePlan, NodeGroupPlan, Plan, Resources, ServingFit, TeamPlan, build
 from fmcluster.spec.models import ClusterSpec, is_everyone
 
 Table = list[list[str]]
@@ -379,15 +379,16 @@ def team_rows(plan: Plan) -> Table:
     cluster has several GPU groups), what others may use of it, and the hourly cost of both."""
     several = len(plan.teams[0].node_groups) > 1 if plan.teams else False
     rows = [["team", "priority", "guaranteed GPUs", "at most", "lends", "$/h guaranteed", "$/h at most"]]
-    for t in plan.teams:
-        def per_group(field: str, total: int) -> str:
-            if not several:
-                return str(total)
-            return f"{total} (" + ", ".join(f"{g.node_group} {getattr(g, field)}" for g in t.node_groups) + ")"
+    def per_group(t: TeamPlan, field: str, total: int) -> str:
+        if not several:
+            return str(total)
+        return f"{total} (" + ", ".join(f"{g.node_group} {getattr(g, field)}" for g in t.node_groups) + ")"
 
+    for t in plan.teams:
         lends = sum(g.lendable_gpus for g in t.node_groups)
         rows.append([t.name + (" (dedicated: " + ", ".join(t.dedicated) + ")" if t.dedicated else ""),
-                     t.priority, per_group("guaranteed_gpus", t.guaranteed_gpus), per_group("burst_gpus", t.burst_gpus),
+                     t.priority, per_group(t, "guaranteed_gpus", t.guaranteed_gpus),
+                     per_group(t, "burst_gpus", t.burst_gpus),
                      str(lends), usd(t.guaranteed_hourly_usd), usd(t.burst_hourly_usd)])
     return rows
 

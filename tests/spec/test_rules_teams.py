@@ -133,3 +133,14 @@ def test_a_team_without_people_is_a_warning():
     spec = teams({"name": "ghost", "gpus": {"gpu": 1}})
     assert paths(spec) == set() and paths(spec, "warning") == {"teams[0].name"}
     assert findings(rules.team_without_people, spec)
+
+
+def test_instances_carry_their_team_as_a_cost_allocation_tag():
+    """A dedicated group's instances carry its team; the shared groups `shared`; no teams, no tag."""
+    spec = with_(base_spec(), "node_groups[1]", {"name": "eval", "instance_type": "p5.48xlarge", "count": 1,
+                                                 "team": "research"})
+    m = resolve(validated(teams(PRETRAIN, RESEARCH, spec=spec)))
+    assert m.instance_tags(m.group("eval"))["fmcluster:team"] == "research"
+    assert m.instance_tags(m.group("gpu"))["fmcluster:team"] == "shared"
+    plain = resolve(validated(base_spec()))
+    assert "fmcluster:team" not in plain.instance_tags(plain.group("gpu"))
