@@ -15,6 +15,7 @@ from fmcluster.deploy.synth import SynthesisFailed
 from fmcluster.facts import fsx, naming
 from fmcluster.facts import images as image_facts
 from fmcluster.model import cluster as model
+from fmcluster.model.teams import Team
 from fmcluster.spec.models import ClusterSpec
 
 ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE = "add", "update", "replace", "may-replace", "remove"
@@ -76,6 +77,15 @@ class NewCluster:
 
 
 @dataclass
+class TeamChange:
+    """What a change of the spec does to one team's share of the cluster."""
+
+    team: str
+    change: str  # added | removed | changed
+    details: list[str]  # "gpu guaranteed 96 -> 64", "priority high -> normal", "members +carol -alice"
+
+
+@dataclass
 class StackDiff:
     name: str
     status: str  # added | removed | changed | unchanged
@@ -90,6 +100,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     rolls: list[Roll] = field(default_factory=list)  # node groups moving to new node images
     new_cluster: NewCluster | None = None  # the cluster's identity changes
+    teams: list[TeamChange] = field(default_factory=list)  # what changes for the teams that share it
 
     @property
     def data_loss(self) -> list[Change]:
@@ -579,6 +590,64 @@ def verdict(report: Comparison, allowed: bool) -> Verdict:
     return Verdict("ok", False, "ok: no stateful resource is replaced or removed")
 
 
+def _gpus(team: Team, group: str) -> str:
+    return f"{team.guaranteed[group]} guaranteed, at most {team.burst(group)}"
+
+
+def team_changes(old: tuple[Team, ...], new: tuple[Team, ...]) -> list[TeamChange]:
+    """Each team added, removed or changed between two specs: its GPUs per node group (guaranteed
+    and at most), what it lends, its priority, its members and groups. What it means for running
+    work is said once, in the text (TEAM_NOTES)."""
+    before = {t.name: t for t in old}
+    after = {t.name: t for t in new}
+    changes = []
+    for team in new:
+        was = before.get(team.name)
+        if was is None:
+            changes.append(TeamChange(team.name, "added", [
+                f"{team.guaranteed_gpus} GPUs guaranteed, at most {team.burst_gpus}, priority {team.priority}"]))
+            continue
+        details = []
+        for group in sorted(set(was.group_gpus) | set(team.group_gpus)):
+            if group not in team.group_gpus:
+                details.append(f"{group}: {_gpus(was, group)} -> the group is gone")
+            elif group not in was.group_gpus:
+                details.append(f"{group}: new group, {_gpus(team, group)}")
+            elif (was.guaranteed[group], was.burst(group)) != (team.guaranteed[group], team.burst(group)):
+                details.append(f"{group}: {_gpus(was, group)} -> {_gpus(team, group)}")
+            if group in was.group_gpus and group in team.group_gpus and was.lendable(group) != team.lendable(group):
+                details.append(f"{group}: lends {was.lendable(group)} -> {team.lendable(group)}")
+        if was.priority != team.priority:
+            details.append(f"priority {was.priority} -> {team.priority}")
+        for what, a, b in (("members", was.members, team.members), ("groups", was.groups, team.groups)):
+            plus, minus = [m for m in b if m not in a], [m for m in a if m not in b]
+            if plus or minus:
+                details.append(f"{what} " + " ".join([*(f"+{m}" for m in plus), *(f"-{m}" for m in minus)]))
+        if details:
+            changes.append(TeamChange(team.name, "changed", details))
+    changes += [TeamChange(t.name, "removed", [f"{t.guaranteed_gpus} GPUs guaranteed"]) for t in old
+                if t.name not in after]
+    return changes
+
+
+TEAM_NOTES = {
+    "removed": "its Slurm account and associations are removed (Slurm refuses while it has jobs), or its "
+               "Kubernetes namespace with its queue and every workload in it",
+    "changed": "quotas apply to jobs admitted from then on: running jobs keep their GPUs, and a lower "
+               "guarantee is reclaimed by preemption only when another team needs the GPUs",
+}
+
+
+def _team_lines(changes: list[TeamChange]) -> list[str]:
+    lines = ["teams:"]
+    for change in changes:
+        lines.append(f"  {change.team} ({change.change}): {'; '.join(change.details)}")
+    for kind, note in TEAM_NOTES.items():
+        if any(c.change == kind for c in changes):
+            lines.append(f"  ({kind}: {note})")
+    return lines
+
+
 def _new_cluster_lines(moved: NewCluster) -> list[str]:
     lines = [f"new cluster: {', '.join(moved.changes)}: deploying NEW creates the stacks above, with new, empty "
              "file systems and buckets, and does not touch the old ones",
@@ -618,6 +687,8 @@ def render_text(report: Comparison, old_name: str, new_name: str, allowed: bool)
         if len(roll.changes) > SHOWN_PATHS:
             lines.append(f"  ... {len(roll.changes) - SHOWN_PATHS} more")
         lines.append(f"  {roll.note}")
+    if report.teams:
+        lines += _team_lines(report.teams)
     if report.new_cluster is not None:
         lines += _new_cluster_lines(report.new_cluster)
     failing = report.failing
@@ -645,6 +716,7 @@ def render_json(report: Comparison, old_name: str, new_name: str, allowed: bool)
                            "changes": moved.changes, "where": moved.where, "old_stacks": moved.old_stacks,
                            "left": [change(c) for c in moved.left], "hint": MOVE_HINT},
                        "rolls": [asdict(r) for r in report.rolls],
+                       "teams": [asdict(t) for t in report.teams],
                        "stacks": [{"name": s.name, "status": s.status, "changes": [change(c) for c in s.changes]}
                                   for s in report.stacks]}, indent=2) + "\n"
 
@@ -744,7 +816,9 @@ def run(old: ClusterSpec, new: ClusterSpec, allow_data_loss: bool = False, names
     if changes:
         report.new_cluster = new_cluster(changes, old, old_templates)
     else:
-        report.rolls = image_rolls(model.resolve(new), report, old_templates, new_templates)
+        resolved = model.resolve(new)
+        report.rolls = image_rolls(resolved, report, old_templates, new_templates)
+        report.teams = team_changes(model.resolve(old).teams, resolved.teams)
     if bool(old.account) != bool(new.account) and not changes:
         given, spec = (old, "OLD") if old.account else (new, "NEW")
         report.notes.append(f"only {spec} names an account ({given.account}); the other deploys to the account of "

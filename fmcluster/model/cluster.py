@@ -204,8 +204,14 @@ class ClusterModel:
         return next(g for g in self.all_groups if g.name == name)
 
     def instance_tags(self, group: NodeGroup) -> dict[str, str]:
-        """The tags a node group's instances and volumes carry (its launch template's)."""
-        return {**self.spec.tags, naming.CLUSTER_TAG: self.name, naming.NODE_GROUP_TAG: group.name}
+        """The tags a node group's instances and volumes carry (its launch template's). On a cluster
+        with teams, the team tag too: the team a group is dedicated to, else `shared` (the cost
+        allocation tag that splits the bill by team)."""
+        tags = {**self.spec.tags, naming.CLUSTER_TAG: self.name, naming.NODE_GROUP_TAG: group.name}
+        if self.teams:
+            owner = next((t.name for t in self.teams if group.name in t.dedicated), naming.SHARED)
+            tags[naming.TEAM_TAG] = owner
+        return tags
 
     def runs_containers(self, group: NodeGroup) -> bool:
         """The group's nodes run Slurm jobs in containers (Enroot and Pyxis): on a Slurm plane, the

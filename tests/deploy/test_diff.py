@@ -18,6 +18,7 @@ from fmcluster.plan import report as plan
 from fmcluster.spec import loader
 from tests.support.docs import readme_output
 from tests.support.paths import EXAMPLES, ROOT
+from tests.support.specs import validated
 from tests.support.templates import fsx
 
 BASE = ROOT / "examples/p5-pcs.yaml"
@@ -258,6 +259,7 @@ def test_renaming_an_eks_node_group_loses_no_data(cli, cached, tmp_path):
     renamed = tmp_path / "p5en-eks-renamed.yaml"
     data = yaml.safe_load(eks.read_text())
     data["node_groups"][0]["name"] = "train"
+    data["teams"][0]["gpus"] = {"train": 48}  # the team's guarantee follows the group's name
     renamed.write_text(yaml.safe_dump(data, sort_keys=False))
     gone = cached(loader.load(eks).spec)["p5en-eks-cluster/NodeGroup-gpu"]["Resources"].values()
     assert "AWS::Logs::LogGroup" in {r["Type"] for r in gone}
@@ -730,3 +732,34 @@ def test_the_synthesized_images_stack_rolls_the_groups_of_a_new_revision(cached)
     assert "does not change" not in r.rolls[0].note
     changed = {c.type for s in r.stacks if s.name.startswith(f"{old.name}-cluster") for c in s.changes}
     assert "AWS::PCS::ComputeNodeGroup" in changed
+
+
+def test_team_quota_changes_are_shown_and_refuse_nothing(cli, tmp_path):
+    """A quota is no data: the teams' changes are listed above the verdict, which stays ok."""
+    data = yaml.safe_load(BASE.read_text())
+    data["teams"][0]["gpus"] = {"gpu": 64}
+    data["teams"][0]["members"].append("carol")
+    data["teams"][1]["borrow"] = False
+    data["teams"].append({"name": "interns", "members": ["dave"], "priority": "low"})
+    changed = tmp_path / "teams.yaml"
+    changed.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, out = cli(BASE, changed)
+    lines = out.splitlines()
+    at = lines.index("teams:")
+    assert lines[at + 1:at + 4] == [
+        "  pretrain (changed): gpu: 96 guaranteed, at most 128 -> 64 guaranteed, at most 128; gpu: lends 96 -> 64; "
+        "members +carol",
+        "  research (changed): gpu: 32 guaranteed, at most 64 -> 32 guaranteed, at most 32",
+        "  interns (added): 0 GPUs guaranteed, at most 128, priority low"]
+    assert lines[at + 4].startswith("  (changed: quotas apply to jobs admitted from then on")
+    assert (code, last_line(out)) == (0, "ok: no stateful resource is replaced or removed")
+
+
+def test_team_changes_name_removed_teams():
+    from fmcluster.model.cluster import resolve
+
+    old = resolve(loader.load(BASE).spec)
+    data = yaml.safe_load(BASE.read_text())
+    del data["teams"][1]
+    (changes,) = [c for c in diff.team_changes(old.teams, resolve(validated(data)).teams) if c.change == "removed"]
+    assert (changes.team, changes.details) == ("research", ["32 GPUs guaranteed"])
