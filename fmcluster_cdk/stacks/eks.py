@@ -369,5 +369,11 @@ class EksClusterStack(cdk.Stack):
         cdk.CfnOutput(self, "ConfigCommand", value=config_command(spec), description="kubectl access")
         cdk.CfnOutput(self, "NodeGroupNames", description="EKS managed node groups (system first)",
                       value=cdk.Fn.join(",", [g.nodegroup_name for g in self.node_groups.values()]))
+        if self.model.teams:  # each team's namespace/LocalQueue, its ClusterQueue named after the team
+            queues = [kueue_queues.team_queue(team) for team in self.model.teams]
+            cdk.CfnOutput(self, "LocalQueue", value=",".join(f"{ns}/{local}" for ns, local, _ in queues),
+                          description=f"Kueue LocalQueues (label kueue.x-k8s.io/queue-name) of the teams, "
+                                      f"in cohort {kueue_queues.cohort_name(spec)}")
+            return
         cdk.CfnOutput(self, "LocalQueue", value=f"{spec.orchestrator.namespace}/{local_queue}",
                       description=f"Kueue LocalQueue (label kueue.x-k8s.io/queue-name) of ClusterQueue {cluster_queue}")
