@@ -165,6 +165,6 @@ class GroupAccessEntry(Construct):
             raise ConstructError(self, "an access entry of groups needs at least one Kubernetes group")
         reserved = [g for g in kubernetes_groups if g.startswith("system:")]
         if reserved:
-            raise ConstructError(self, f"Kubernetes groups {reserved} start with system:, which EKS reserves")
+            raise ConstructError(self, f"Kubernetes groups {reserved} start with system:, which Kubernetes keeps")
         self.resource = eks.CfnAccessEntry(self, "Resource", cluster_name=cluster_name, principal_arn=principal_arn,
                                            kubernetes_groups=list(kubernetes_groups), type="STANDARD")
