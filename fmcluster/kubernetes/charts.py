@@ -381,7 +381,9 @@ def team_namespaces(model: ClusterModel) -> list[dict[str, Any]]:
     which may place objects in them."""
     documents = [kueue.job_kinds_role()]
     for team in model.teams:
-        documents += kueue.team_namespace_manifests(team)
+        # a team named like orchestrator.namespace: that Namespace is the stack's own manifest
+        documents += [d for d in kueue.team_namespace_manifests(team)
+                      if not (d["kind"] == "Namespace" and d["metadata"]["name"] == model.spec.orchestrator.namespace)]
     return documents
 
 

@@ -87,7 +87,7 @@ def lustre_manifests(spec: ClusterSpec, *, file_system_id: str, dns_name: str, m
         raise ValueError(f"{spec.name} has no Lustre file system (storage.lustre)")
     capacity = f"{lustre.storage_capacity_gib}Gi"
     documents: list[dict[str, Any]] = []
-    for namespace in (spec.orchestrator.namespace, *team_namespaces):
+    for namespace in dict.fromkeys((spec.orchestrator.namespace, *team_namespaces)):  # each once
         volume = lustre_volume_name(spec)
         if namespace != spec.orchestrator.namespace:
             volume += f"-{namespace}"

@@ -355,3 +355,15 @@ def test_without_teams_the_one_queue_stays():
     assert queue["spec"]["namespaceSelector"] == {}
     assert kueue.kueue_configuration(plain) is None
     assert kueue.job_queue(plain) == (plain.spec.orchestrator.namespace, "test-cluster", None)
+
+
+def test_a_team_named_like_the_orchestrator_namespace_shares_its_objects():
+    """orchestrator.namespace is made by the cluster stack with its Lustre claim: a team of that name
+    gets neither a second Namespace nor a second claim (two objects of one name in two manifests)."""
+    spec = teams_spec([{"name": "training", "groups": ["ml"]}])
+    spec = spec.model_copy(update={"orchestrator": spec.orchestrator.model_copy(update={"namespace": "training"})})
+    model = resolve(spec)
+    documents = charts.team_namespaces(model)
+    assert not kinds(documents, "Namespace") and kinds(documents, "RoleBinding")
+    volume = charts.lustre_volume(model, kubernetes.FileSystem("fs-0123456789abcdef0", "fs.example", "abcdefgh"))
+    assert [d["metadata"]["namespace"] for d in volume if d["kind"] == "PersistentVolumeClaim"] == ["training"]
