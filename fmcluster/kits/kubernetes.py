@@ -446,7 +446,8 @@ def kubernetes_kit(model: ClusterModel, team: Team | None = None) -> list[KitFil
             "channel). `kubectl apply -f` it (it is not an acceptance job)."))))
     files[:0] = [
         KitFile("README.md", readme(model, team)),
-        KitFile("kit.yaml", dump([kit_config_map(model, team)], "The scripts of the acceptance jobs, mounted at /kit.")),
+        KitFile("kit.yaml", dump([kit_config_map(model, team)],
+                                 "The scripts of the acceptance jobs, mounted at /kit.")),
         KitFile("submit-all.sh", submit_all(model, jobs, team), True),
         KitFile("collect.sh", collect(model, jobs, team), True),
         expected_json(model)]

@@ -129,8 +129,8 @@ class FlavorQuota:
     def quantities(self) -> dict[str, int]:
         """The flavor's capacity by covered resource (memory in GiB)."""
         quota = {"cpu": self.cpu, "memory": self.memory_gib, GPU_RESOURCE: self.gpus, EFA_RESOURCE: self.efa,
-                 IMEX_CHANNEL_RESOURCE: self.imex_channels}
-        return {name: quota[name] for name in self.covered()}  # type: ignore[misc]
+                 IMEX_CHANNEL_RESOURCE: self.imex_channels or 0}  # covered only where not None
+        return {name: quota[name] for name in self.covered()}
 
     def resources(self) -> list[dict[str, Any]]:
         return [{"name": name, "nominalQuota": quantity(name, value)} for name, value in self.quantities().items()]

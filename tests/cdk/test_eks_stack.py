@@ -884,7 +884,8 @@ def test_namespace_created_unless_built_in(templates):
 def test_team_members_get_an_access_entry_in_their_teams_group(templates):
     """The example's team pretrain names an IAM role: an access entry puts it in the Kubernetes group
     its namespace's RoleBinding binds to edit, with no access policy; the admin keeps its own."""
-    entries = {json.dumps(p["PrincipalArn"]): p for p in resources(templates["example"], "AWS::EKS::AccessEntry").values()}
+    entries = {json.dumps(p["PrincipalArn"]): p
+               for p in resources(templates["example"], "AWS::EKS::AccessEntry").values()}
     member = entries[json.dumps("arn:aws:iam::111122223333:role/pretrain-engineers")]
     assert member["KubernetesGroups"] == ["fmcluster:team:pretrain"] and member["Type"] == "STANDARD"
     assert "AccessPolicies" not in member

@@ -150,7 +150,8 @@ def quota_problems(model, documents) -> list[str]:
                 problems.append(f"{team.name} lends other than {team.lendable(name)} {name} GPUs")
     for (flavor, resource), total in sorted(totals.items()):
         if total != capacity[flavor][resource]:
-            problems.append(f"{flavor} {resource}: {total} across the cohort, the flavor has {capacity[flavor][resource]}")
+            problems.append(f"{flavor} {resource}: {total} across the cohort, "
+                            f"the flavor has {capacity[flavor][resource]}")
     for flavor in capacity:
         if (flavor, kueue.GPU_RESOURCE) not in totals:
             problems.append(f"{flavor} is in no queue")
@@ -216,7 +217,7 @@ def test_preemption_within_and_across_teams_with_fair_sharing(model):
 def test_each_team_queue_admits_only_its_namespace(model):
     documents = kueue.kueue_manifests(model)
     queues, locals_ = kinds(documents, "ClusterQueue"), [d for d in documents if d["kind"] == "LocalQueue"]
-    for team, local in zip(model.teams, locals_):
+    for team, local in zip(model.teams, locals_, strict=True):
         namespace, name, cluster_queue = kueue.team_queue(team)
         assert local["metadata"] == {"name": "default", "namespace": team.name} and name == "default"
         assert local["spec"] == {"clusterQueue": cluster_queue} and cluster_queue == namespace == team.name
