@@ -367,7 +367,24 @@ def lustre_volume(model: ClusterModel, file_system: Optional[FileSystem]) -> lis
     if file_system is None:
         raise ValueError(f"{model.name} has a Lustre file system, but no id, DNS or mount name for it")
     return lustre_manifests(model.spec, file_system_id=file_system.id, dns_name=file_system.dns_name,
-                            mount_name=file_system.mount_name)
+                            mount_name=file_system.mount_name,
+                            team_namespaces=tuple(kueue.team_queue(t)[0] for t in model.teams))
+
+
+def with_teams(model: ClusterModel) -> bool:
+    return bool(model.teams)
+
+
+def team_namespaces(model: ClusterModel) -> list[dict[str, Any]]:
+    """The teams' Namespaces and RoleBindings, and the ClusterRole that adds the kits' job kinds to
+    `edit` (kueue.team_namespace_manifests, kueue.job_kinds_role): before every other manifest,
+    which may place objects in them."""
+    documents = [kueue.job_kinds_role()]
+    for team in model.teams:
+        # a team named like orchestrator.namespace: that Namespace is the stack's own manifest
+        documents += [d for d in kueue.team_namespace_manifests(team)
+                      if not (d["kind"] == "Namespace" and d["metadata"]["name"] == model.spec.orchestrator.namespace)]
+    return documents
 
 
 MPI_OPERATOR, TRAINING_OPERATORS = (
@@ -379,6 +396,8 @@ MPI_OPERATOR, TRAINING_OPERATORS = (
     Subchart(OPERATOR_SUBCHARTS[0], OPERATOR_SUBCHARTS[0], OPERATORS_NAMESPACE),
     Subchart(OPERATOR_SUBCHARTS[1], OPERATOR_SUBCHARTS[1], OPERATORS_NAMESPACE,
              node_selector=MappingProxyType(system_node_selector())))
+
+TEAM_NAMESPACES = "TeamNamespaces"  # the row every later manifest comes after, where there are teams
 
 # Everything fmcluster installs inside a Kubernetes cluster, in install order (which is also the
 # order of the cluster stack's resources). `after` names a node group (the system nodes the
@@ -393,6 +412,7 @@ INSTALLS: tuple[Install, ...] = (
     Release("GpuFeatureDiscovery", GPU_FEATURE_DISCOVERY,
             lambda m: gpu_feature_discovery_values(ultraserver_group_names(m)),
             when=(on_kubernetes, with_ultraservers)),
+    Manifests(TEAM_NAMESPACES, lambda m, _: team_namespaces(m), when=(on_kubernetes, with_teams)),
     Release("Kueue", KUEUE, kueue.kueue_values, when=(on_kubernetes,), after=(SYSTEM_NODE_GROUP,), wait=True),
     Manifests("KueueQueues", lambda m, _: kueue.kueue_manifests(m), when=(on_kubernetes,), after=("Kueue",)),
     Release("LeaderWorkerSet", LWS, lambda m: lws_values(), when=(on_kubernetes,), after=(SYSTEM_NODE_GROUP,),

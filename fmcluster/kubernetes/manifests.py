@@ -75,16 +75,28 @@ def lustre_volume_name(spec: ClusterSpec) -> str:
     return f"{spec.name}-fsx-lustre"
 
 
-def lustre_manifests(spec: ClusterSpec, *, file_system_id: str, dns_name: str, mount_name: str
-                     ) -> list[dict[str, Any]]:
+def lustre_manifests(spec: ClusterSpec, *, file_system_id: str, dns_name: str, mount_name: str,
+                     team_namespaces: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """A static PersistentVolume of the FSx for Lustre file system (FSx CSI driver, retained:
     deleting the claim never touches the data) and a ReadWriteMany claim bound to it in
-    orchestrator.namespace."""
+    orchestrator.namespace; and the same in each of `team_namespaces` (a claim binds one volume,
+    so each namespace's claim has a volume of its own, NAME-fsx-lustre-NAMESPACE, all of them the
+    one file system)."""
     lustre = spec.storage.lustre
     if lustre is None:
         raise ValueError(f"{spec.name} has no Lustre file system (storage.lustre)")
     capacity = f"{lustre.storage_capacity_gib}Gi"
-    volume = lustre_volume_name(spec)
+    documents: list[dict[str, Any]] = []
+    for namespace in dict.fromkeys((spec.orchestrator.namespace, *team_namespaces)):  # each once
+        volume = lustre_volume_name(spec)
+        if namespace != spec.orchestrator.namespace:
+            volume += f"-{namespace}"
+        documents += _lustre_volume(volume, namespace, capacity, file_system_id, dns_name, mount_name)
+    return documents
+
+
+def _lustre_volume(volume: str, namespace: str, capacity: str, file_system_id: str, dns_name: str,
+                   mount_name: str) -> list[dict[str, Any]]:
     pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
           "spec": {"capacity": {"storage": capacity}, "volumeMode": "Filesystem", "accessModes": ["ReadWriteMany"],
                    "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
@@ -92,7 +104,7 @@ def lustre_manifests(spec: ClusterSpec, *, file_system_id: str, dns_name: str, m
                    "csi": {"driver": FSX_CSI_DRIVER, "volumeHandle": file_system_id,
                            "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name}}}}
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-           "metadata": {"name": LUSTRE_CLAIM, "namespace": spec.orchestrator.namespace},
+           "metadata": {"name": LUSTRE_CLAIM, "namespace": namespace},
            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
                     "resources": {"requests": {"storage": capacity}}}}
     return [pv, pvc]

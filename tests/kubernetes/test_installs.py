@@ -15,6 +15,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PLUGINS = ["NvidiaDevicePlugin", "EfaDevicePlugin"]
 NVLINK = ["NvidiaDraDriver", "GpuFeatureDiscovery"]
 QUEUES = ["Kueue", "KueueQueues", "LeaderWorkerSet"]
+TEAMS = ["TeamNamespaces"]  # where the spec has teams, before Kueue
 OPERATORS = ["mpi-operator", "training-operators"]
 EXPORTERS = ["NodeExporter", "DcgmExporter", "EfaNodeExporter"]
 
@@ -34,10 +35,10 @@ def names(m: ClusterModel) -> list[str]:
 
 
 @pytest.mark.parametrize("example, expected", [
-    ("p5en-eks", PLUGINS + QUEUES + OPERATORS + ["LustreVolume"] + EXPORTERS),
+    ("p5en-eks", PLUGINS + TEAMS + QUEUES + OPERATORS + ["LustreVolume"] + EXPORTERS),
     ("p6e-gb200-eks", PLUGINS + NVLINK + QUEUES + OPERATORS + ["LustreVolume"] + EXPORTERS),
     # HyperPod's dependencies chart brings the device plugins and the operators
-    ("p5-hyperpod-eks", QUEUES + ["LustreVolume"] + EXPORTERS),
+    ("p5-hyperpod-eks", TEAMS + QUEUES + ["LustreVolume"] + EXPORTERS),
     ("p5-pcs", []), ("p5en-reservation-pcs", []), ("p6-b200-hyperpod-slurm", []), ("p6-b300-pcs", []),
     ("p6e-gb200-pcs", []),
 ])
@@ -54,7 +55,7 @@ def test_every_example_is_in_the_list_above():
 def test_without_observability_or_lustre():
     """The exporters only where NAME-observability exists; the volume only with a file system."""
     unobserved = model("p5en-eks", observability={"prometheus": False, "grafana": False})
-    assert not unobserved.observed and names(unobserved) == PLUGINS + QUEUES + OPERATORS + ["LustreVolume"]
+    assert not unobserved.observed and names(unobserved) == PLUGINS + TEAMS + QUEUES + OPERATORS + ["LustreVolume"]
     spec = model("p5en-eks").spec
     storage = spec.storage.model_copy(update={"lustre": None})
     no_lustre = resolve(spec.model_copy(update={"storage": storage}))
