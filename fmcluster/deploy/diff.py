@@ -568,9 +568,10 @@ class Verdict:
     line: str
 
 
-def verdict(report: Comparison, allowed: bool) -> Verdict:
+def verdict(report: Comparison, allowed: bool, fmt: str = "text") -> Verdict:
     """An update the service refuses (whatever is allowed) first; then a new cluster (the
-    identity changes) or data loss, refused unless allowed; else ok."""
+    identity changes) or data loss, refused unless allowed; else ok. How to move the data is
+    said before the verdict in the text, in new_cluster.hint in the JSON (`fmt`)."""
     failing, loss, moved = report.failing, report.data_loss, report.new_cluster
     if failing:
         also = f" (and {_plural(len(loss), 'stateful resource')} it would replace or remove)" if loss else ""
@@ -582,7 +583,8 @@ def verdict(report: Comparison, allowed: bool) -> Verdict:
                 f"{_plural(len(moved.left), 'stateful resource')} with the data; the new cluster starts with "
                 "empty storage; ")
         return Verdict("new-cluster", not allowed, text + (allowance if allowed else (
-            "refusing (exit 1): move the data (above), then pass --allow-data-loss")))
+            f"refusing (exit 1): move the data ({'above' if fmt == 'text' else 'new_cluster.hint'}), then pass "
+            "--allow-data-loss")))
     if loss:
         text = f"DATA LOSS: {_plural(len(loss), 'stateful resource')} replaced or removed; "
         return Verdict("data-loss", not allowed, text + (allowance if allowed else (
@@ -709,7 +711,7 @@ def render_json(report: Comparison, old_name: str, new_name: str, allowed: bool)
 
     moved = report.new_cluster
     return json.dumps({"old": old_name, "new": new_name, "allow_data_loss": allowed,
-                       "verdict": asdict(verdict(report, allowed)),
+                       "verdict": asdict(verdict(report, allowed, "json")),
                        "data_loss": [change(c) for c in report.data_loss],
                        "fails": [change(c) for c in report.failing], "notes": report.notes,
                        "new_cluster": None if moved is None else {

@@ -73,6 +73,17 @@ def _region(value: str) -> str:
                 "known regions (botocore's list: a newer botocore knows newer regions): " + ", ".join(supported))
 
 
+def region_problem(value: str) -> tuple[str, str | None] | None:
+    """(message, hint) of a region a spec could not name (a typo gets its did-you-mean), as
+    validate words it; None for a supported region. For `fmcluster init --region`."""
+    try:
+        _region(value)
+    except PydanticCustomError as exc:
+        hint = exc.context.get("hint") if exc.context else None
+        return exc.message(), str(hint) if hint else None
+    return None
+
+
 def _close_regions(value: str, supported: list[str]) -> list[str]:
     """The regions a mistyped one most likely meant (us-east1, US-EAST-1, eu-centrl-1): the same
     letters in lower case, else the closest names by difflib's ratio."""

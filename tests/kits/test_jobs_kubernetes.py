@@ -77,7 +77,7 @@ def test_every_gpu_group_gets_its_jobs(kit):
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     groups = expected.gpu_groups(model)
     assert groups
-    wanted = ["README.md", "collect.sh", "expected.json", "kit.yaml", "submit-all.sh"]
+    wanted = [".fmcluster-kit", "README.md", "collect.sh", "expected.json", "kit.yaml", "submit-all.sh"]
     for group in groups:
         tests = ["dcgm", "nccl", "smoke"] + (["fio"] if jobs_kubernetes.fio_targets(model, group) else [])
         wanted += [f"{group.name}/{t}.yaml" for t in tests]
