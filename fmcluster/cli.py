@@ -392,8 +392,11 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                         "of nccl-tests, dcgmi diag and fio")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help=_format_help(text="a table of VERDICT, GROUP, TEST, NODE, MEASURED and PASS AT with "
-                                          "each row's note, then the cluster's verdict",
-                                     json="the same rows, the verdict and the files not judged, as one object"))
+                                          "each row's note, the files not judged and why, then the cluster's "
+                                          "verdict",
+                                     json="the same rows, the verdict (null when nothing was judged) and the "
+                                          "files not judged with why (not_judged), as one object, whatever "
+                                          "the exit code"))
     p.set_defaults(func=cmd_verify)
 
 
@@ -620,10 +623,15 @@ COMMANDS: dict[str, Command] = {
         "judge the acceptance kit's results, or plain outputs of nccl-tests, dcgmi diag and fio, against "
         "the cluster's figures: PASS, WARN or FAIL per test and node; exit 1 on a FAIL, 2 when nothing "
         "could be judged",
-        "Judge the acceptance kit's results, or plain outputs of nccl-tests, dcgmi diag and fio, against "
-        "the cluster's figures: PASS, WARN or FAIL per test and node, the slow nodes named.",
-        ("fmcluster verify examples/p5-pcs.yaml acceptance/results",
-         "fmcluster verify examples/p5-pcs.yaml tests/data/verify-plain --format json"),
+        "Judge the acceptance kit's results (its results/ directory, or the whole kit's directory), or "
+        "plain outputs of nccl-tests, dcgmi diag and fio, against the cluster's figures: PASS, WARN or FAIL "
+        "per test and node, the slow nodes named. A file is judged by its content, the tool's own lines; "
+        "the kit's scripts, sources, notes, what is not a regular file and files over "
+        "64 MiB are listed as not judged, with the reason. The examples run from a "
+        "checkout of fmcluster, on the outputs of tests/data/verify-plain.",
+        ("fmcluster verify examples/p5-pcs.yaml tests/data/verify-plain",
+         "fmcluster verify examples/p5-pcs.yaml tests/data/verify-plain/nccl-all_reduce-2x-p5-healthy.txt "
+         "--format json"),
         ((0, "at least one result was judged and none failed"),
          (1, "a result failed"),
          (2, f"nothing could be judged (a file cannot be read, or none holds a result), the spec is invalid, "
