@@ -1,0 +1,47 @@
+"""FSx for OpenZFS facts: the deployment types, throughput capacities and storage limits of the
+cluster's shared home file system, and the NFS ports its clients reach.
+
+Shared by validation, the storage stack and the plan report. Sources: the FSx API Reference
+(CreateFileSystemOpenZFSConfiguration: DeploymentType, ThroughputCapacity; CreateFileSystem:
+StorageCapacity, "from 64 GiB up to 524,288 GiB (512 TiB)"), botocore's FSx model (the same
+enumerations), and the FSx for OpenZFS User Guide ("File system access control with Amazon VPC":
+the NFS ports; "Mounting from Linux clients": NFS v4.1 on the root volume's path /fsx).
+"""
+
+from __future__ import annotations
+
+# Throughput capacity in MB/s by deployment type (ThroughputCapacity). The 2 types add an NVMe read
+# cache (L2ARC); the HA types run a standby file server in the same AZ that takes over within
+# seconds (during maintenance too) and cost twice as much. MULTI_AZ_1 is left out: it needs a
+# second subnet and the route tables of both AZs, and every node of the cluster is in one AZ.
+THROUGHPUT_MBPS = {
+    "SINGLE_AZ_2": (160, 320, 640, 1280, 2560, 3840, 5120, 7680, 10240),
+    "SINGLE_AZ_HA_2": (160, 320, 640, 1280, 2560, 3840, 5120, 7680, 10240),
+    "SINGLE_AZ_1": (64, 128, 256, 512, 1024, 2048, 3072, 4096),
+    "SINGLE_AZ_HA_1": (64, 128, 256, 512, 1024, 2048, 3072, 4096),
+}
+DEPLOYMENT_TYPES = tuple(THROUGHPUT_MBPS)
+MIN_CAPACITY_GIB, MAX_CAPACITY_GIB = 64, 524288  # SSD storage of one file system
+COMPRESSION = ("LZ4", "ZSTD", "NONE")
+# What clients reach, TCP and UDP, from the cluster's nodes: rpcbind (111), NFS (2049) and the
+# file server's mount, lock and status daemons (20001-20003).
+NFS_PORTS = ((111, 111), (2049, 2049), (20001, 20003))
+ROOT_VOLUME_PATH = "/fsx"  # what the root volume is exported as (DNS_NAME:/fsx)
+NFS_VERSION = "4.1"  # the mount the User Guide shows; every NFS client of the node images speaks it
+# The root volume's export: read-write, crossmnt (child volumes and the snapshot directory are
+# visible through it: FSx's default), and no_root_squash: root on a node creates users' home
+# directories and seeds the image's default user's home with its owner, which a squashed root
+# (written as nobody) cannot; the export admits the VPC's CIDR only and the file servers' security
+# group the cluster's nodes only.
+EXPORT_OPTIONS = ("rw", "crossmnt", "no_root_squash")
+
+
+def default_throughput(deployment_type: str) -> int:
+    """The least throughput capacity of a deployment type: a home file system serves shells,
+    editors and builds, not the training data (that is on Lustre and S3)."""
+    return THROUGHPUT_MBPS[deployment_type][0]
+
+
+def source(dns_name: str) -> str:
+    """What a client mounts: the root volume on the file system's DNS name."""
+    return f"{dns_name}:{ROOT_VOLUME_PATH}"
