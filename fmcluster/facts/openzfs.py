@@ -4,8 +4,9 @@ cluster's shared home file system, and the NFS ports its clients reach.
 Shared by validation, the storage stack and the plan report. Sources: the FSx API Reference
 (CreateFileSystemOpenZFSConfiguration: DeploymentType, ThroughputCapacity; CreateFileSystem:
 StorageCapacity, "from 64 GiB up to 524,288 GiB (512 TiB)"), botocore's FSx model (the same
-enumerations), and the FSx for OpenZFS User Guide ("File system access control with Amazon VPC":
-the NFS ports; "Mounting from Linux clients": NFS v4.1 on the root volume's path /fsx).
+enumerations), and the FSx for OpenZFS User Guide ("Mounting from Linux clients": NFS v4.1 on the
+root volume's path /fsx). The NFS ports and the export's options are the storage construct's
+(fmcluster_cdk/constructs/storage/openzfs.py).
 """
 
 from __future__ import annotations
@@ -23,17 +24,8 @@ THROUGHPUT_MBPS = {
 DEPLOYMENT_TYPES = tuple(THROUGHPUT_MBPS)
 MIN_CAPACITY_GIB, MAX_CAPACITY_GIB = 64, 524288  # SSD storage of one file system
 COMPRESSION = ("LZ4", "ZSTD", "NONE")
-# What clients reach, TCP and UDP, from the cluster's nodes: rpcbind (111), NFS (2049) and the
-# file server's mount, lock and status daemons (20001-20003).
-NFS_PORTS = ((111, 111), (2049, 2049), (20001, 20003))
 ROOT_VOLUME_PATH = "/fsx"  # what the root volume is exported as (DNS_NAME:/fsx)
 NFS_VERSION = "4.1"  # the mount the User Guide shows; every NFS client of the node images speaks it
-# The root volume's export: read-write, crossmnt (child volumes and the snapshot directory are
-# visible through it: FSx's default), and no_root_squash: root on a node creates users' home
-# directories and seeds the image's default user's home with its owner, which a squashed root
-# (written as nobody) cannot; the export admits the VPC's CIDR only and the file servers' security
-# group the cluster's nodes only.
-EXPORT_OPTIONS = ("rw", "crossmnt", "no_root_squash")
 
 
 def default_throughput(deployment_type: str) -> int:
