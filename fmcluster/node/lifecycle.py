@@ -40,12 +40,18 @@ METRICS_COMMENT = """\
 class NodeChecks:
     """What an instance group's node must have before it takes jobs (HyperPod Slurm compute
     groups; a node that fails is drained with the reasons): `mounts`, the file system's mount
-    point (HyperPod's FsxLustreConfig) besides /scratch; `containers`: on GPU nodes, Enroot and
-    Pyxis (bootstrap/containers.sh, against HyperPod's /opt/slurm), the image cache on the file
-    system (the first of `mounts`), a node without them drained."""
+    point (HyperPod's FsxLustreConfig) and the shared home's (FsxOpenZfsConfig) besides /scratch;
+    `containers`: on GPU nodes, Enroot and Pyxis (bootstrap/containers.sh, against HyperPod's
+    /opt/slurm), the image cache on `shared_path` (default: the first of `mounts`), a node without
+    them drained."""
 
     mounts: tuple[str, ...] = ()
     containers: bool = False
+    shared_path: Optional[str] = None  # Enroot's image cache: the Lustre mount ("" none; None: the first of mounts)
+
+    @property
+    def cache_path(self) -> str:
+        return self.shared_path if self.shared_path is not None else (self.mounts[0] if self.mounts else "")
 
 
 @dataclass(frozen=True)
@@ -81,7 +87,7 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
     if checks is not None:
         containers = None
         if checks.containers and instance.is_gpu:
-            containers = bootstrap.Containers.hyperpod(checks.mounts[0] if checks.mounts else "")
+            containers = bootstrap.Containers.hyperpod(checks.cache_path)
             slurm_runtime(program, containers, scratch_path, controller=False)
         mounts = [*checks.mounts, *([scratch_path] if instance.nvme_disks else [])]
         program.readiness(mounts=mounts, lnet_efa=False, containers=containers, scratch_path=scratch_path)

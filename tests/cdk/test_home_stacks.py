@@ -1,0 +1,49 @@
+"""The shared home on the control planes' stacks: AWS PCS node groups (login nodes too) mount it
+through their lifecycle scripts, SageMaker HyperPod Slurm mounts it on every instance group
+(FsxOpenZfsConfig) and drains compute nodes without it. The storage stack's side is
+tests/cdk/test_storage_stack.py's; the boot path's, tests/node/test_home.py's."""
+
+from __future__ import annotations
+
+import pytest
+
+from fmcluster.spec import loader
+from tests.support.nested import flatten
+from tests.support.node_scripts import lifecycle_actions
+from tests.support.specs import base_spec, to_yaml, with_
+from tests.support.stacks import HOME_DNS, cluster, load_spec, new_app, resources
+
+pytestmark = pytest.mark.synth
+
+
+def homed(control_plane: str, name: str):
+    spec = with_(base_spec(name=name), "storage.home", {})
+    spec = with_(spec, "orchestrator.type", control_plane)
+    return load_spec(loader.load_text(to_yaml(spec), f"{name}.yaml"))
+
+
+def test_pcs_every_node_group_and_the_login_nodes_mount_home(tmp_path):
+    app = new_app(tmp_path)
+    stack = cluster(app, homed("pcs", "pcs-home"))
+    app.synth()
+    template = flatten(tmp_path, stack.stack_name)
+    groups = {p["Name"]: p for p in resources(template, "AWS::PCS::ComputeNodeGroup").values()}
+    assert len(groups) == 2  # the GPU group and the login nodes
+    for name, group in groups.items():
+        (storage,) = [(s, text) for _, s, text in lifecycle_actions(tmp_path, group) if s["Name"] == "fmcluster storage"]
+        script, text = storage
+        assert f"HOME_SOURCE={HOME_DNS}:/fsx" in script.get("Arguments", []) + text.splitlines(), name
+        assert "  step mount_home" in text
+
+
+def test_hyperpod_mounts_home_on_every_group_and_checks_it_on_compute(tmp_path):
+    app = new_app(tmp_path)
+    stack = cluster(app, homed("hyperpod-slurm", "hp-home"))
+    template = app.synth().get_stack_by_name(stack.stack_name).template
+    (props,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
+    for group in props["InstanceGroups"]:
+        configs = [c["FsxOpenZfsConfig"] for c in group.get("InstanceStorageConfigs", []) if "FsxOpenZfsConfig" in c]
+        assert configs == [{"DnsName": HOME_DNS, "MountPath": "/home"}], group["InstanceGroupName"]
+    required = [line for path in tmp_path.rglob("on_init.sh") for line in path.read_text().splitlines()
+                if line.startswith("REQUIRED_MOUNTS=")]  # the compute group's: the others have no checks
+    assert required and all("/home" in line.split("=", 1)[1] for line in required)
