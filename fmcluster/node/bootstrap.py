@@ -94,7 +94,10 @@ PYXIS_COMMIT = "107519944221822ea1dace4db8e7234b2eaa4cd5"
 # squashfuse, fuse-overlayfs; libnvidia-container-tools is the AMI's, node-ready requires it).
 CONTAINER_BUILD_PACKAGES = "git build-essential libcap2-bin libtool automake libmd-dev"
 ENROOT_RUNTIME_PACKAGES = "curl gawk jq squashfs-tools parallel zstd pigz squashfuse fuse-overlayfs"
-CONTAINER_PACKAGES = f"{CONTAINER_BUILD_PACKAGES} {ENROOT_RUNTIME_PACKAGES}"
+# The NFS client (mount.nfs), for the shared home on FSx for OpenZFS (home.sh): baked with them,
+# since the boot path installs nothing.
+NFS_CLIENT_PACKAGES = "nfs-common"
+CONTAINER_PACKAGES = f"{CONTAINER_BUILD_PACKAGES} {ENROOT_RUNTIME_PACKAGES} {NFS_CLIENT_PACKAGES}"
 # What the image bake installed (fmcluster/node/scripts/image/bake.sh), read by the boot's checks.
 IMAGE_MANIFEST = f"{FMCLUSTER_ETC}/image.env"
 DOWNLOAD_ATTEMPTS = 5  # the image bake's clones
