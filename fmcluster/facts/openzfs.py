@@ -26,6 +26,11 @@ MIN_CAPACITY_GIB, MAX_CAPACITY_GIB = 64, 524288  # SSD storage of one file syste
 COMPRESSION = ("LZ4", "ZSTD", "NONE")
 ROOT_VOLUME_PATH = "/fsx"  # what the root volume is exported as (DNS_NAME:/fsx)
 NFS_VERSION = "4.1"  # the mount the User Guide shows; every NFS client of the node images speaks it
+# How every client mounts it (the Slurm nodes' fstab, the Kubernetes PersistentVolume): NFS 4.1, with
+# the options AWS's ParallelCluster mounts FSx for OpenZFS with (1 MiB reads and writes; a hard
+# mount retried every 60 s, twice, before it reports: a home that goes away for a moment makes
+# programs wait, never fail).
+MOUNT_OPTIONS = (f"nfsvers={NFS_VERSION}", "rsize=1048576", "wsize=1048576", "hard", "timeo=600", "retrans=2")
 
 
 def default_throughput(deployment_type: str) -> int:

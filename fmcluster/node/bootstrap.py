@@ -33,11 +33,9 @@ FSX_MOUNT_ATTEMPTS = 20
 FSX_RETRY_SECONDS = 15
 FSX_MOUNT_OPTIONS = "defaults,relatime,flock,_netdev"
 LNET_EFA_UNIT = "fmcluster-lnet-efa.service"
-# The shared home over NFS (FSx for OpenZFS): NFS 4.1 as the FSx for OpenZFS User Guide mounts it,
-# with the options AWS's ParallelCluster mounts FSx for OpenZFS with (1 MiB reads and writes; a
-# hard mount retried every 60 s, twice, before it reports: a home that goes away for a moment
-# makes programs wait, never fail). fstab adds _netdev: mounted once the network is up.
-NFS_MOUNT_OPTIONS = f"nfsvers={openzfs.NFS_VERSION},rsize=1048576,wsize=1048576,hard,timeo=600,retrans=2"
+# The shared home over NFS (FSx for OpenZFS: fmcluster.facts.openzfs.MOUNT_OPTIONS); fstab adds
+# _netdev: mounted once the network is up.
+NFS_MOUNT_OPTIONS = ",".join(openzfs.MOUNT_OPTIONS)
 HOME_STAGING = "/run/fmcluster-home"  # where the shared home is mounted while the image's /home is copied in
 HOME_MOUNT_ATTEMPTS = 20
 HOME_RETRY_SECONDS = 15

@@ -19,6 +19,9 @@ pytestmark = pytest.mark.synth
 def homed(control_plane: str, name: str):
     spec = with_(base_spec(name=name), "storage.home", {})
     spec = with_(spec, "orchestrator.type", control_plane)
+    if control_plane == "eks":
+        spec = with_(spec, "network.extra_availability_zone_ids", ["use1-az1"])
+        spec = with_(spec, "orchestrator.admin_role_arn", "arn:aws:iam::111122223333:role/Admin")
     return load_spec(loader.load_text(to_yaml(spec), f"{name}.yaml"))
 
 
@@ -47,3 +50,19 @@ def test_hyperpod_mounts_home_on_every_group_and_checks_it_on_compute(tmp_path):
     required = [line for path in tmp_path.rglob("on_init.sh") for line in path.read_text().splitlines()
                 if line.startswith("REQUIRED_MOUNTS=")]  # the compute group's: the others have no checks
     assert required and all("/home" in line.split("=", 1)[1] for line in required)
+
+
+def test_eks_applies_the_home_volume_and_claim(tmp_path):
+    import json
+
+    app = new_app(tmp_path)
+    spec = homed("eks", "eks-home")
+    stack = cluster(app, spec)
+    template = app.synth().get_stack_by_name(stack.stack_name).template
+    (props,) = [p["Properties"] for lid, p in template["Resources"].items()
+                if p["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and lid.startswith("ClustermanifestHomeVolume")]
+    documents = {(d["kind"], d["metadata"]["name"]): d for d in json.loads(props["Manifest"])}
+    pv = documents[("PersistentVolume", "eks-home-home")]["spec"]
+    assert pv["nfs"] == {"server": HOME_DNS, "path": "/fsx"} and pv["persistentVolumeReclaimPolicy"] == "Retain"
+    claim = documents[("PersistentVolumeClaim", "home")]
+    assert claim["metadata"]["namespace"] == spec.orchestrator.namespace
