@@ -11,6 +11,8 @@ root volume's path /fsx). The NFS ports and the export's options are the storage
 
 from __future__ import annotations
 
+from functools import cache
+
 # Throughput capacity in MB/s by deployment type (ThroughputCapacity). The 2 types add an NVMe read
 # cache (L2ARC); the HA types run a standby file server in the same AZ that takes over within
 # seconds (during maintenance too) and cost twice as much. MULTI_AZ_1 is left out: it needs a
@@ -42,3 +44,24 @@ def default_throughput(deployment_type: str) -> int:
 def source(dns_name: str) -> str:
     """What a client mounts: the root volume on the file system's DNS name."""
     return f"{dns_name}:{ROOT_VOLUME_PATH}"
+
+
+# OpenZFSConfiguration properties CloudFormation changes in place under other names than
+# UpdateFileSystem's: Options (what deleting the file system deletes with it) is CloudFormation's
+# own; RouteTableIds goes through UpdateFileSystem's AddRouteTableIds and RemoveRouteTableIds.
+CLOUDFORMATION_ONLY = frozenset({"Options", "RouteTableIds"})
+
+
+@cache
+def openzfs_updatable() -> frozenset[str]:
+    """The OpenZFSConfiguration properties of an existing file system that change in place: the
+    members of UpdateFileSystemOpenZFSConfiguration in botocore's FSx model (CloudFormation updates
+    AWS::FSx::FileSystem through UpdateFileSystem), and CLOUDFORMATION_ONLY. Every other one
+    (DeploymentType, RootVolumeConfiguration: the root volume's compression and NFS exports,
+    PreferredSubnetId, ...) is set at creation: changing it replaces the file system."""
+    import botocore.session  # only `fmcluster diff` asks: validate never loads botocore
+    from botocore.model import StructureShape
+
+    shape = botocore.session.get_session().get_service_model("fsx").shape_for("UpdateFileSystemOpenZFSConfiguration")
+    assert isinstance(shape, StructureShape)
+    return frozenset(shape.members) | CLOUDFORMATION_ONLY
