@@ -22,8 +22,8 @@ phases, in order:
   keeps; local writes that fail only on a broken node, which is replaced rather than left to run
   jobs without its prolog or gate.
 - ``fmcluster storage`` (NodeBootstrapped, EVERY_BOOT, CONTINUE): the instance-store scratch
-  volume, LNet over EFA, the Lustre mount and the shared home at /home. The first boot writes their fstab lines and units
-  and a reboot mounts from them, but a mount that did not come back (an array that did not
+  volume, LNet over EFA, the Lustre mount and the shared home at /home. The first boot writes
+  their fstab lines and units and a reboot mounts from them, but a mount that did not come back (an array that did not
   assemble, a file system not yet reachable when systemd tried) is made again: each step is
   idempotent (a mounted path is left as it is, a formatted array is never formatted again).
   CONTINUE: what did not mount is the readiness check's to judge, after its wait for late mounts.

@@ -12,11 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from fmcluster.facts import catalog
+from fmcluster.facts import catalog, openzfs
 from fmcluster.facts import images as image_facts
 from fmcluster.facts.catalog import InstanceType
 from fmcluster.facts.efa import lnet_efa_interfaces
-from fmcluster.facts import openzfs
 from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, HOME_PATH, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
 
 SCRIPTS = Path(__file__).parent / "scripts" / "boot"

@@ -33,8 +33,8 @@ def test_pcs_every_node_group_and_the_login_nodes_mount_home(tmp_path):
     groups = {p["Name"]: p for p in resources(template, "AWS::PCS::ComputeNodeGroup").values()}
     assert len(groups) == 2  # the GPU group and the login nodes
     for name, group in groups.items():
-        (storage,) = [(s, text) for _, s, text in lifecycle_actions(tmp_path, group) if s["Name"] == "fmcluster storage"]
-        script, text = storage
+        ((script, text),) = [(s, t) for _, s, t in lifecycle_actions(tmp_path, group)
+                             if s["Name"] == "fmcluster storage"]
         assert f"HOME_SOURCE={HOME_DNS}:/fsx" in script.get("Arguments", []) + text.splitlines(), name
         assert "  step mount_home" in text
 

@@ -31,7 +31,10 @@ def image_home(node: Sandbox, user: str = "ubuntu", key: str = KEY) -> None:
     (node.root / "home" / user / ".bashrc").write_text("# the image's\n")
 
 
-def boot(tmp_path, *, home=HOME, lustre=FSX, scenario=Scenario(), instance_type="p5.48xlarge", seed=True,
+HEALTHY = Scenario()
+
+
+def boot(tmp_path, *, home=HOME, lustre=FSX, scenario=HEALTHY, instance_type="p5.48xlarge", seed=True,
          server=None):
     """A node of the type booted with the shared home; `server`: another node whose NFS server
     (its files) this one shares."""
