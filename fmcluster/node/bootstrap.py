@@ -36,6 +36,7 @@ LNET_EFA_UNIT = "fmcluster-lnet-efa.service"
 # _netdev: mounted once the network is up.
 NFS_MOUNT_OPTIONS = ",".join(openzfs.MOUNT_OPTIONS)
 HOME_STAGING = "/run/fmcluster-home"  # where the shared home is mounted while the image's /home is copied in
+HOME_IMAGE_ROOT = "/run/fmcluster-image-root"  # a bind mount of /: the image's /home under a mounted home
 HOME_MOUNT_ATTEMPTS = 20
 HOME_RETRY_SECONDS = 15
 LUSTRE_CLIENT_ATTEMPTS = 3  # dnf install lustre-client, on Amazon EKS's images
@@ -467,6 +468,11 @@ class NodeProgram:
                         HOME_PATH=home.mount_path, HOME_FSTAB_OPTIONS=home.fstab_options,
                         HOME_MOUNT_OPTIONS=home.mount_options, HOME_STAGING=HOME_STAGING,
                         HOME_MOUNT_ATTEMPTS=HOME_MOUNT_ATTEMPTS, HOME_RETRY_SECONDS=HOME_RETRY_SECONDS)
+
+    def seed_mounted_home(self, path: str = HOME_PATH) -> "NodeProgram":
+        """The image's home directories copied into a shared home mounted at `path` before the
+        script runs (SageMaker HyperPod mounts it itself; home.sh's seed_mounted_home)."""
+        return self.add("home.sh", "seed_mounted_home", HOME_PATH=path, HOME_IMAGE_ROOT=HOME_IMAGE_ROOT)
 
     def metrics(self, metrics: Metrics, *, efa: bool, lustre_path: str = "",
                 step: str = "setup_metrics") -> "NodeProgram":

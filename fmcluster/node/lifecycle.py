@@ -68,13 +68,16 @@ class SlurmRuntime:
 
 def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = SCRATCH_PATH,
                  checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
-                 runtime: Optional[SlurmRuntime] = None) -> str:
+                 runtime: Optional[SlurmRuntime] = None, home: str = "") -> str:
     """The `on_init.sh` of an instance group (docs/research-notes.md). `checks`: drain the node unless
     it is ready (Slurm compute groups). `lnet_efa`: configure LNet over EFA for an EFA-enabled file
     system mounted by the node's pods (HyperPod EKS; EFA groups only). `runtime`: Enroot and Pyxis
-    on a controller or login group (SlurmRuntime)."""
+    on a controller or login group (SlurmRuntime). `home`: the shared home HyperPod mounted there
+    (/home; "" none): the image's home directories are copied into it."""
     instance = bootstrap.instance_entry(instance_type)
     program = bootstrap.NodeProgram(instance, NODE_GROUP=group).protect().nccl(efa)
+    if home:
+        program.seed_mounted_home(home)
     program.add(SCRIPTS / "hooks.sh", "run_hooks", HOOKS_DIR=HOOKS_DIR, OPTIONAL_HOOKS=" ".join(OPTIONAL_HOOKS))
     lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
     if lnet:
@@ -137,11 +140,11 @@ class Bundle:
 
 def bundle(group: str, instance_type: str, *, efa: bool, hooks: Mapping[str, str] | None = None,
            checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
-           runtime: Optional[SlurmRuntime] = None) -> Bundle:
+           runtime: Optional[SlurmRuntime] = None, home: str = "") -> Bundle:
     """The lifecycle folder of an instance group: the entry script (`entry_script`) and the hooks
     (file name -> script text, run in name order; names like ``50-exporters.sh``)."""
     files = {ENTRYPOINT: entry_script(group, instance_type, efa=efa, checks=checks, lnet_efa=lnet_efa,
-                                      runtime=runtime)}
+                                      runtime=runtime, home=home)}
     for name, text in sorted((hooks or {}).items()):
         if not HOOK_NAME.fullmatch(name):
             raise ValueError(f"hook name {name!r} is not a plain *.sh file name")

@@ -57,7 +57,9 @@ class HyperPodGroups(Construct):
     controller or login group (lifecycle.SlurmRuntime). `lnet_efa`: per group name, configure LNet over
     EFA on its nodes (fmcluster.node.lifecycle.entry_script). `workspace_arn`, `metrics_parameter_arn`:
     the role's metrics permissions (HyperPodExecutionRole). `efa_file_system`: the groups mount an
-    EFA-enabled file system through HyperPod (the role may describe file systems)."""
+    EFA-enabled file system through HyperPod (the role may describe file systems). `home`: the
+    shared home's mount point where HyperPod mounts it on every group ("" none): each group's
+    lifecycle script copies the image's home directories into it."""
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, groups: Sequence[InstanceGroup],
                  efa: dict[str, bool], network: NetworkRefs, storage: StorageRefs, subnet_ids: Sequence[str],
@@ -67,7 +69,7 @@ class HyperPodGroups(Construct):
                  metrics_parameter_arn: Optional[str] = None,
                  checks: Optional[Mapping[str, lifecycle.NodeChecks]] = None,
                  lnet_efa: Optional[Mapping[str, bool]] = None, efa_file_system: bool = False,
-                 runtime: Optional[Mapping[str, lifecycle.SlurmRuntime]] = None) -> None:
+                 runtime: Optional[Mapping[str, lifecycle.SlurmRuntime]] = None, home: str = "") -> None:
         super().__init__(scope, construct_id)
         hooks, checks, lnet_efa, runtime = hooks or {}, checks or {}, lnet_efa or {}, runtime or {}
         self.scripts: dict[str, LifecycleScripts] = {
@@ -75,7 +77,7 @@ class HyperPodGroups(Construct):
                                      bundle=lifecycle.bundle(g.name, g.instance_type, efa=efa[g.name],
                                                              hooks=hooks.get(g.name), checks=checks.get(g.name),
                                                              lnet_efa=lnet_efa.get(g.name, False),
-                                                             runtime=runtime.get(g.name)))
+                                                             runtime=runtime.get(g.name), home=home))
             for g in groups}
         buckets = storage.bucket_arns or {}
         self.role = HyperPodExecutionRole(self, "ExecutionRole", description=description, policy=ExecutionPolicyProps(
@@ -184,7 +186,8 @@ class HyperPodSlurmStack(cdk.Stack):
                                      subnet_ids=subnets, security_group_ids=security_groups,
                                      description=f"SageMaker HyperPod instance groups of {spec.name}",
                                      checks={g.name: checks for g in model.node_groups},
-                                     efa_file_system=bool(fsx) and model.lustre_efa, runtime=runtime, **metrics)
+                                     efa_file_system=bool(fsx) and model.lustre_efa, runtime=runtime,
+                                     home=home["mount_path"] if home else "", **metrics)
         mode = provisioning_mode(spec)
         self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
                                        orchestrator=slurm_orchestrator(mode),

@@ -52,6 +52,8 @@ def test_hyperpod_mounts_home_on_every_group_and_checks_it_on_compute(tmp_path):
     for group in props["InstanceGroups"]:
         configs = [c["FsxOpenZfsConfig"] for c in group.get("InstanceStorageConfigs", []) if "FsxOpenZfsConfig" in c]
         assert configs == [{"DnsName": HOME_DNS, "MountPath": "/home"}], group["InstanceGroupName"]
+    entries = [path.read_text() for path in tmp_path.rglob("on_init.sh")]
+    assert len(entries) == 3 and all("  step seed_mounted_home" in text for text in entries)  # controller, login, gpu
     required = [line for path in tmp_path.rglob("on_init.sh") for line in path.read_text().splitlines()
                 if line.startswith("REQUIRED_MOUNTS=")]  # the compute group's: the others have no checks
     assert required and all("/home" in line.split("=", 1)[1] for line in required)

@@ -195,4 +195,34 @@ def test_the_scripts_with_a_home_are_shellcheck_clean(tmp_path):
     scripts = {s.file_name: s.text for s in actions.node_actions("p5.48xlarge", efa=True, lustre=FSX, home=HOME)}
     scripts["lustre-home"] = bootstrap.node_script("p5.48xlarge", efa=True, compact=False,
                                                    lustre=LustreMount(FSX.dns_name, FSX.mount_name, "/home"))
+    scripts["hyperpod"] = lifecycle.entry_script("gpu", "p5.48xlarge", efa=True, home="/home",
+                                                 checks=lifecycle.NodeChecks(("/home",), containers=True))
     assert_shellcheck_clean(tmp_path, scripts)
+
+
+def hyperpod_mounted(node: Sandbox) -> None:
+    """SageMaker HyperPod's own mount of the home (FsxOpenZfsConfig), before the lifecycle script."""
+    result = node.run(f"#!/bin/bash\nset -e\nmount -t nfs -o {bootstrap.NFS_MOUNT_OPTIONS} {HOME.source} /home\n",
+                      name="hyperpod-mount.sh")
+    assert result.returncode == 0, result.stderr
+
+
+def test_hyperpod_copies_the_image_home_into_the_home_it_mounted(tmp_path):
+    node = Sandbox(tmp_path, HEALTHY)
+    image_home(node)
+    hyperpod_mounted(node)
+    assert not (node.root / "home/ubuntu").exists()  # hidden by the mount
+    text = lifecycle.entry_script("login", "m7i.2xlarge", efa=False, home="/home")
+    result = node.run(text)
+    assert result.returncode == 0, result.stderr
+    assert node.file("/home/ubuntu/.ssh/authorized_keys") == KEY  # through the mount: on the server
+    assert "/run/fmcluster-image-root" not in node.mounts() and node.mounts()["/home"].fstype == "nfs4"
+    again = node.run(text)
+    assert again.returncode == 0 and "copied the image's" not in again.stderr
+
+
+def test_hyperpod_without_its_home_mounted_fails_the_script(tmp_path):
+    node = Sandbox(tmp_path, HEALTHY)
+    image_home(node)
+    result = node.run(lifecycle.entry_script("login", "m7i.2xlarge", efa=False, home="/home"))
+    assert result.returncode == 1 and "/home is not mounted" in result.stderr

@@ -199,6 +199,19 @@ mount_nfs() {  # SOURCE TARGET
   add_mount "$2" "$1" nfs4 nfs ""
 }
 
+# A bind mount of / shows the root file system without the mounts on it: what an NFS mount hides
+# is there (as links to state/hidden), under the bind's target.
+bind_root() {  # TARGET
+  local hidden path
+  for hidden in "$STATE"/hidden/*; do
+    [[ -e "$hidden" ]] || continue
+    path=${hidden##*/}
+    path=${path//%//}
+    mkdir -p "$(dirname "$ROOTDIR$1$path")"
+    ln -s "$hidden" "$ROOTDIR$1$path"
+  done
+}
+
 unmount_nfs() {  # TARGET SOURCE
   mv "$ROOTDIR$1" "$STATE/nfs/$(nfs_key "$2")" && mv "$STATE/hidden/$(nfs_key "$1")" "$ROOTDIR$1"
 }
@@ -233,6 +246,7 @@ fake_mount() {
   if ((bind)); then
     [[ -d "$ROOTDIR$source" ]] || FAKE_RC=32 die "$source: special device does not exist."
     add_mount "$target" "$source" none "$(backing_of "$source")" bind
+    [[ "$source" != / ]] || bind_root "$target"
   elif [[ "$type" == lustre ]]; then
     mount_lustre "$source" "$target"
   elif [[ "$type" == nfs || "$type" == nfs4 ]]; then
@@ -248,6 +262,9 @@ fake_umount() {
   local source
   source=$(awk -F'\t' -v t="$1" '$1 == t && $4 == "nfs" { print $2 }' "$STATE/mounts")
   [[ -z "$source" ]] || unmount_nfs "$1" "$source"
+  if awk -F'\t' -v t="$1" '$1 == t && $2 == "/" && $5 == "bind" { found = 1 } END { exit !found }' "$STATE/mounts"; then
+    find "$ROOTDIR$1" -mindepth 1 -depth \( -type l -o -type d -empty \) -delete  # bind_root's links
+  fi
   awk -F'\t' -v t="$1" '$1 != t' "$STATE/mounts" >"$STATE/mounts.new" && mv "$STATE/mounts.new" "$STATE/mounts"
 }
 

@@ -34,27 +34,54 @@ mount_home() {
 
 # seed_home: the image's home directories the shared home lacks, copied into it (see above).
 seed_home() {
-  local staging=$HOME_STAGING entry name part copied=0 rc=0
+  local staging=$HOME_STAGING rc=0
   install -d -m 0700 "$ROOT$staging"
   if ! mountpoint -q "$staging"; then
     mount -t "$HOME_FSTYPE" -o "$HOME_MOUNT_OPTIONS" "$HOME_SOURCE" "$staging" || return 1
   fi
+  copy_home_entries "$ROOT$HOME_PATH" "$ROOT$staging" || rc=1
+  umount "$staging" || rc=1
+  return "$rc"
+}
+
+# seed_mounted_home: where the shared home was mounted at HOME_PATH before this script ran
+# (SageMaker HyperPod mounts it itself), the image's home directories are under it, hidden: a bind
+# mount of / at HOME_IMAGE_ROOT shows the root file system without the mounts on it, its HOME_PATH
+# the image's own, and they are copied in as above.
+seed_mounted_home() {
+  local rc=0
+  if ! mountpoint -q "$HOME_PATH"; then
+    log "error: $HOME_PATH is not mounted"
+    return 1
+  fi
+  install -d -m 0700 "$ROOT$HOME_IMAGE_ROOT"
+  if ! mountpoint -q "$HOME_IMAGE_ROOT"; then
+    mount --bind / "$HOME_IMAGE_ROOT" || return 1
+  fi
+  copy_home_entries "$ROOT$HOME_IMAGE_ROOT$HOME_PATH" "$ROOT$HOME_PATH" || rc=1
+  umount "$HOME_IMAGE_ROOT" || rc=1
+  return "$rc"
+}
+
+# copy_home_entries FROM TO: each directory of FROM that TO lacks, copied with its owner and modes
+# under a name of this node's, then renamed into place (never over one that exists).
+copy_home_entries() {
+  local from=$1 to=$2 entry name part copied=0 rc=0
   while IFS= read -r -d '' entry; do
     name=${entry##*/}
-    [[ "$name" != lost+found && ! -e "$ROOT$staging/$name" ]] || continue
-    part="$ROOT$staging/.$name.fmcluster-$HOSTNAME-$$"
-    if cp -a "$entry" "$part" && mv -T "$part" "$ROOT$staging/$name" 2>/dev/null; then
+    [[ "$name" != lost+found && ! -e "$to/$name" ]] || continue
+    part="$to/.$name.fmcluster-$HOSTNAME-$$"
+    if cp -a "$entry" "$part" && mv -T "$part" "$to/$name" 2>/dev/null; then
       log "copied the image's $HOME_PATH/$name into the shared home"
       copied=$((copied + 1))
-    elif [[ -e "$ROOT$staging/$name" ]]; then
+    elif [[ -e "$to/$name" ]]; then
       rm -rf -- "$part"  # another node copied it first: its copy stands
     else
       log "error: could not copy $HOME_PATH/$name into the shared home"
       rm -rf -- "$part"
       rc=1
     fi
-  done < <(find "$ROOT$HOME_PATH" -mindepth 1 -maxdepth 1 -print0)
-  umount "$staging" || rc=1
+  done < <(find "$from/" -mindepth 1 -maxdepth 1 -print0)
   ((rc == 0)) && log "the shared home has the image's home directories ($copied copied now)"
   return "$rc"
 }
