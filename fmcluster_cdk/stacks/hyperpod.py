@@ -187,7 +187,7 @@ class HyperPodSlurmStack(cdk.Stack):
                                      description=f"SageMaker HyperPod instance groups of {spec.name}",
                                      checks={g.name: checks for g in model.node_groups},
                                      efa_file_system=bool(fsx) and model.lustre_efa, runtime=runtime,
-                                     home=home["mount_path"] if home else "", **metrics)
+                                     home=model.home.mount_path if model.home else "", **metrics)
         mode = provisioning_mode(spec)
         self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
                                        orchestrator=slurm_orchestrator(mode),

@@ -73,3 +73,18 @@ def test_eks_applies_the_home_volume_and_claim(tmp_path):
     assert pv["nfs"] == {"server": HOME_DNS, "path": "/fsx"} and pv["persistentVolumeReclaimPolicy"] == "Retain"
     claim = documents[("PersistentVolumeClaim", "home")]
     assert claim["metadata"]["namespace"] == spec.orchestrator.namespace
+
+
+def test_hyperpod_seeds_a_lustre_home_it_mounted(tmp_path):
+    app = new_app(tmp_path)
+    spec = with_(with_(base_spec(name="hp-lustre-home"), "orchestrator.type", "hyperpod-slurm"),
+                 "storage.lustre.mount_path", "/home")
+    stack = cluster(app, load_spec(loader.load_text(to_yaml(spec), "hp-lustre-home.yaml")))
+    template = app.synth().get_stack_by_name(stack.stack_name).template
+    (props,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"]
+    for group in props["InstanceGroups"]:
+        lustre = [c["FsxLustreConfig"] for c in group.get("InstanceStorageConfigs", []) if "FsxLustreConfig" in c]
+        assert [c["MountPath"] for c in lustre] == ["/home"]
+        assert not [c for c in group.get("InstanceStorageConfigs", []) if "FsxOpenZfsConfig" in c]
+    entries = [path.read_text() for path in tmp_path.rglob("on_init.sh")]
+    assert entries and all("  step seed_mounted_home" in text for text in entries)
