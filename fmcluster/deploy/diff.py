@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 from fmcluster.deploy import assembly, cfn_schemas
 from fmcluster.deploy.deployed import NotReadable
 from fmcluster.deploy.synth import SynthesisFailed
-from fmcluster.facts import fsx, naming
+from fmcluster.facts import fsx, naming, openzfs
 from fmcluster.facts import images as image_facts
 from fmcluster.model import cluster as model
 from fmcluster.model.teams import Team
@@ -280,18 +280,22 @@ def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any]
 
 
 def _file_system(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-    """An FSx for Lustre file system: in place, replaced, or an update that fails (docs/research-notes.md)."""
-    lustre = [p for p in change.paths if p.startswith("LustreConfiguration.")]
-    fixed = sorted({p.split(".")[1].split("[")[0] for p in lustre} - fsx.lustre_updatable())
-    if fixed:
-        change.action = REPLACE
-        change.reasons = [f"LustreConfiguration.{name} is set at creation (FSx's UpdateFileSystem does not take it)"
-                          for name in fixed]
-        return
+    """An FSx for Lustre or OpenZFS (the shared home) file system: in place, replaced, or an update
+    that fails (docs/research-notes.md)."""
+    for key, updatable in (("LustreConfiguration", fsx.lustre_updatable), ("OpenZFSConfiguration",
+                                                                         openzfs.openzfs_updatable)):
+        paths = [p for p in change.paths if p.startswith(key + ".")]
+        fixed = sorted({p.split(".")[1].split("[")[0] for p in paths} - updatable()) if paths else []
+        if fixed:
+            change.action = REPLACE
+            change.reasons = [f"{key}.{name} is set at creation (FSx's UpdateFileSystem does not take it)"
+                              for name in fixed]
+            return
     before, after = old.get("StorageCapacity"), new.get("StorageCapacity")
     if isinstance(before, int) and isinstance(after, int) and after < before:
+        kind = "OpenZFS" if new.get("FileSystemType") == "OPENZFS" else "Lustre"
         change.action = FAILS
-        change.reasons = [f"StorageCapacity goes down from {before} to {after} GiB: FSx for Lustre storage only "
+        change.reasons = [f"StorageCapacity goes down from {before} to {after} GiB: FSx for {kind} storage only "
                           "grows, so FSx refuses the update and CloudFormation rolls the stack back"]
 
 

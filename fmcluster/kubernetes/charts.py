@@ -21,7 +21,7 @@ from fmcluster.facts.kubernetes import (
 )
 from fmcluster.facts.node import TEXTFILE_DIR
 from fmcluster.kubernetes import kueue
-from fmcluster.kubernetes.manifests import FSX_CSI, FileSystem, lustre_manifests
+from fmcluster.kubernetes.manifests import FSX_CSI, FileSystem, home_manifests, lustre_manifests
 from fmcluster.model.cluster import ClusterModel
 
 TEXTFILE_MOUNT = "/host/fmcluster-textfile"  # where the node exporter's container sees it
@@ -349,6 +349,10 @@ def with_lustre(model: ClusterModel) -> bool:
     return model.spec.storage.lustre is not None
 
 
+def with_home(model: ClusterModel) -> bool:
+    return model.spec.storage.home is not None
+
+
 def observed(model: ClusterModel) -> bool:
     """NAME-observability exists: the exporters feed its managed scraper."""
     return model.observed
@@ -387,6 +391,13 @@ def team_namespaces(model: ClusterModel) -> list[dict[str, Any]]:
     return documents
 
 
+def home_volume(model: ClusterModel, file_system: Optional[FileSystem]) -> list[dict[str, Any]]:
+    """The shared home's PersistentVolume and claim (home_manifests)."""
+    if file_system is None or not file_system.home_dns_name:
+        raise ValueError(f"{model.name} has a shared home, but no DNS name for it")
+    return home_manifests(model.spec, dns_name=file_system.home_dns_name)
+
+
 MPI_OPERATOR, TRAINING_OPERATORS = (
     # mpi-operator's `mpiOperator.nodeSelector` places it (its default tolerations, HyperPod's
     # node-health taint, are kept); training-operators has no placement value (values.yaml: image,
@@ -421,6 +432,7 @@ INSTALLS: tuple[Install, ...] = (
             when=(on_eks,), after=(SYSTEM_NODE_GROUP,)),
     Release(TRAINING_OPERATORS.release, TRAINING_OPERATORS, lambda m: {}, when=(on_eks,), after=(SYSTEM_NODE_GROUP,)),
     Manifests("LustreVolume", lustre_volume, when=(on_kubernetes, with_lustre), after=(FSX_CSI.name,)),
+    Manifests("HomeVolume", home_volume, when=(on_kubernetes, with_home)),
     Release("NodeExporter", NODE_EXPORTER, lambda m: node_exporter_values(), when=(on_kubernetes, observed)),
     Release("DcgmExporter", DCGM_EXPORTER, lambda m: dcgm_exporter_values(), when=(on_kubernetes, observed)),
     Release("EfaNodeExporter", EFA_NODE_EXPORTER, lambda m: efa_node_exporter_values(),

@@ -280,6 +280,15 @@ def storage_rows(plan: Plan) -> Table:
     for b in s.buckets:
         rows.append([f"bucket {b.name}", b.s3_name + (" (versioned)" if b.versioned else "")])
     rows.append(["KMS key", "customer-managed" if s.kms else "none (SSE-S3 and FSx-managed keys)"])
+    home = s.home
+    if home is None:
+        pass  # each node's own /home
+    elif home.storage_capacity_gib is None:
+        rows.append(["shared home", f"the FSx for Lustre file system, mounted at {home.mount_path} on every node"])
+    else:
+        rows.append(["shared home", f"FSx for OpenZFS, {num(home.storage_capacity_gib, 0)} GiB "
+                                    f"{home.deployment_type}, {home.throughput_mbps} MB/s, {home.compression}, "
+                                    f"mounted at {home.mount_path} on every node (retained)"])
     fs = s.lustre
     if fs is None:
         rows.append(["FSx for Lustre", "none"])

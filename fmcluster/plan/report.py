@@ -172,10 +172,22 @@ class BucketPlan(Model):
     versioned: bool
 
 
+class HomePlan(Model):
+    """The shared home: FSx for OpenZFS (storage.home), or the Lustre file system at /home."""
+
+    file_system: str  # "FSx for OpenZFS" or "FSx for Lustre"
+    mount_path: str
+    deployment_type: Optional[str] = None  # OpenZFS only, as the four below
+    storage_capacity_gib: Optional[int] = None
+    throughput_mbps: Optional[int] = None
+    compression: Optional[str] = None
+
+
 class StoragePlan(Model):
     buckets: list[BucketPlan]
     kms: bool
     lustre: Optional[LustrePlan]
+    home: Optional[HomePlan] = None
 
 
 class SubnetPlan(Model):
@@ -502,7 +514,19 @@ def _storage(spec: ClusterSpec, params: float) -> StoragePlan:
     account = spec.account or "ACCOUNT"
     buckets = [BucketPlan(name=b.name, s3_name=naming.bucket_name(spec.name, b.name, spec.region, account),
                           versioned=b.versioned) for b in spec.storage.buckets]
-    return StoragePlan(buckets=buckets, kms=spec.storage.kms, lustre=_lustre(spec, params))
+    return StoragePlan(buckets=buckets, kms=spec.storage.kms, lustre=_lustre(spec, params), home=_home(spec))
+
+
+def _home(spec: ClusterSpec) -> HomePlan | None:
+    home = model.home_of(spec)
+    if home is None:
+        return None
+    fs = spec.storage.home
+    if fs is None:  # the Lustre file system at /home
+        return HomePlan(file_system="FSx for Lustre", mount_path=home.mount_path)
+    return HomePlan(file_system="FSx for OpenZFS", mount_path=home.mount_path, deployment_type=fs.deployment_type,
+                    storage_capacity_gib=fs.storage_capacity_gib, throughput_mbps=fs.throughput_mbps,
+                    compression=fs.compression)
 
 
 def _network(spec: ClusterSpec) -> NetworkPlan:

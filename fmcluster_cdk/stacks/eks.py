@@ -314,15 +314,21 @@ class EksClusterStack(cdk.Stack):
         return manifest
 
     def _file_system(self) -> Optional[kubernetes.FileSystem]:
-        """The Lustre file system the storage stack gives, or None without one."""
+        """The file systems the storage stack gives (the Lustre one, the shared home's DNS name),
+        or None without either."""
         storage = self.storage
+        home = ""
+        if self.spec.storage.home:
+            if not storage.home_dns_name:
+                raise ConstructError(self, "the spec has a shared home, but the storage stack gives no DNS name")
+            home = storage.home_dns_name
         if not self.spec.storage.lustre:
-            return None
+            return kubernetes.FileSystem("", "", "", home) if home else None
         if not (storage.file_system_id and storage.file_system_dns_name and storage.file_system_mount_name):
             raise ConstructError(self, "the spec has a Lustre file system, but the storage stack gives no id, DNS "
                                        "or mount name")
         return kubernetes.FileSystem(storage.file_system_id, storage.file_system_dns_name,
-                                     storage.file_system_mount_name)
+                                     storage.file_system_mount_name, home)
 
     def handler_placement(self) -> dict[str, Any]:
         """Where a custom-resource handler that talks to the API server runs: in the cluster's VPC,

@@ -15,9 +15,10 @@ from constructs import Construct
 from fmcluster.facts import images as image_facts
 from fmcluster.facts import naming
 from fmcluster.model.cluster import ClusterModel
-from fmcluster.spec.models import ClusterSpec, LustreSpec
+from fmcluster.spec.models import ClusterSpec, HomeSpec, LustreSpec
 from fmcluster_cdk.constructs.storage.buckets import RetainedKey, SecureBucket
 from fmcluster_cdk.constructs.storage.lustre import LustreFileSystem, allow_fsx_s3_access
+from fmcluster_cdk.constructs.storage.openzfs import OpenZfsFileSystem
 from fmcluster_cdk.stacks.refs import NetworkRefs
 
 
@@ -35,6 +36,8 @@ class StorageStack(cdk.Stack):
       kms_key_arn                 the customer-managed key (storage.kms), else None
       file_system_id, file_system_dns_name, file_system_mount_name, lustre_security_group_id
                                   None without storage.lustre
+      home_dns_name               the shared home's DNS name (FSx for OpenZFS), None without
+                                  storage.home
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
@@ -76,6 +79,35 @@ class StorageStack(cdk.Stack):
         self.lustre_security_group_id: str | None = None
         if storage.lustre:
             self._lustre(spec, storage.lustre, network, key)
+
+        self.home: OpenZfsFileSystem | None = None
+        self.home_dns_name: str | None = None
+        if storage.home:
+            self._home(spec, storage.home, network, key)
+
+    def _home(self, spec: ClusterSpec, fs: HomeSpec, network: NetworkRefs, key: Optional[RetainedKey]) -> None:
+        """The shared home: FSx for OpenZFS in the GPU AZ's subnet, exported to the VPC."""
+        assert fs.throughput_mbps is not None  # the spec resolves it
+        home = OpenZfsFileSystem(
+            self, "Home",
+            vpc_id=network.vpc_id,
+            subnet_id=network.gpu_subnet_id,
+            client_security_group_id=network.node_security_group_id,
+            export_cidr=network.vpc_cidr,
+            storage_capacity_gib=fs.storage_capacity_gib,
+            deployment_type=fs.deployment_type,
+            throughput_mbps=fs.throughput_mbps,
+            compression=fs.compression,
+            kms_key_id=key.key_id if key else None,
+            name=f"{spec.name}-home",
+        )
+        self.home = home
+        self.home_dns_name = home.dns_name
+        for output_id, value, description in (
+                ("HomeFileSystemId", home.file_system_id, "FSx for OpenZFS file system id (the shared home)"),
+                ("HomeDnsName", home.dns_name, "FSx for OpenZFS DNS name: mount DNS:/fsx /home"),
+                ("HomeSecurityGroupId", home.security_group_id, "security group of the home file servers")):
+            cdk.CfnOutput(self, output_id, value=value, description=description)
 
     def _lustre(self, spec: ClusterSpec, fs: LustreSpec, network: NetworkRefs, key: Optional[RetainedKey]) -> None:
         lustre = LustreFileSystem(

@@ -765,3 +765,51 @@ def test_team_changes_name_removed_teams():
     del data["teams"][1]
     (changes,) = [c for c in diff.team_changes(old.teams, resolve(validated(data)).teams) if c.change == "removed"]
     assert (changes.team, changes.details) == ("research", ["32 GPUs guaranteed"])
+
+
+# The shared home (FSx for OpenZFS): each OpenZFSConfiguration property of the resource schema, in
+# place where FSx's UpdateFileSystem takes it (botocore's UpdateFileSystemOpenZFSConfiguration) or
+# CloudFormation changes it itself (Options), else the file system is replaced.
+OPENZFS_VERDICTS = {
+    "AutomaticBackupRetentionDays": diff.UPDATE, "CopyTagsToBackups": diff.UPDATE, "CopyTagsToVolumes": diff.UPDATE,
+    "DailyAutomaticBackupStartTime": diff.UPDATE, "DiskIopsConfiguration": diff.UPDATE,
+    "EndpointIpv6AddressRange": diff.UPDATE, "Options": diff.UPDATE, "ReadCacheConfiguration": diff.UPDATE,
+    "ThroughputCapacity": diff.UPDATE, "WeeklyMaintenanceStartTime": diff.UPDATE,
+    "RouteTableIds": diff.UPDATE, "DeploymentType": diff.REPLACE, "EndpointIpAddressRange": diff.REPLACE,
+    "PreferredSubnetId": diff.REPLACE, "RootVolumeConfiguration": diff.REPLACE,
+}
+
+
+def openzfs_fs(**config) -> dict:
+    return {"Type": "AWS::FSx::FileSystem", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
+            "Properties": {"FileSystemType": "OPENZFS", "StorageCapacity": 512, "SubnetIds": ["subnet-1"],
+                           "OpenZFSConfiguration": {"DeploymentType": "SINGLE_AZ_2", "ThroughputCapacity": 160,
+                                                    **config}}}
+
+
+def test_the_verdict_table_covers_every_openzfs_property_of_the_schema():
+    from fmcluster.deploy import cfn_schemas
+
+    schema = cfn_schemas.document("AWS::FSx::FileSystem")
+    assert schema is not None
+    assert set(OPENZFS_VERDICTS) == set(schema["definitions"]["OpenZFSConfiguration"]["properties"])
+
+
+@pytest.mark.parametrize("prop", sorted(OPENZFS_VERDICTS))
+def test_each_openzfs_property_change_has_its_verdict(prop):
+    old = {"c": {"Resources": {"Home": openzfs_fs(**{prop: "old"})}}}
+    new = {"c": {"Resources": {"Home": openzfs_fs(**{prop: "new"})}}}
+    change = changes(diff.compare(old, new, "us-east-1"))["Home"]
+    assert change.action == OPENZFS_VERDICTS[prop], change.reasons
+    assert change.data_loss == (OPENZFS_VERDICTS[prop] == diff.REPLACE)
+
+
+def test_the_home_compression_replaces_it_and_a_smaller_home_fails():
+    old = {"c": {"Resources": {"Home": openzfs_fs(RootVolumeConfiguration={"DataCompressionType": "LZ4"})}}}
+    new = {"c": {"Resources": {"Home": openzfs_fs(RootVolumeConfiguration={"DataCompressionType": "ZSTD"})}}}
+    change = changes(diff.compare(old, new, "us-east-1"))["Home"]
+    assert change.action == diff.REPLACE and "RootVolumeConfiguration" in change.reasons[0]
+    smaller = {"c": {"Resources": {"Home": openzfs_fs()}}}
+    smaller["c"]["Resources"]["Home"]["Properties"]["StorageCapacity"] = 256
+    change = changes(diff.compare({"c": {"Resources": {"Home": openzfs_fs()}}}, smaller, "us-east-1"))["Home"]
+    assert change.action == diff.FAILS and "FSx for OpenZFS storage only grows" in change.reasons[0]
