@@ -395,7 +395,8 @@ def home_volume(model: ClusterModel, file_system: Optional[FileSystem]) -> list[
     """The shared home's PersistentVolume and claim (home_manifests)."""
     if file_system is None or not file_system.home_dns_name:
         raise ValueError(f"{model.name} has a shared home, but no DNS name for it")
-    return home_manifests(model.spec, dns_name=file_system.home_dns_name)
+    return home_manifests(model.spec, dns_name=file_system.home_dns_name,
+                          team_namespaces=tuple(kueue.team_queue(t)[0] for t in model.teams))
 
 
 MPI_OPERATOR, TRAINING_OPERATORS = (

@@ -119,26 +119,32 @@ def home_volume_name(spec: ClusterSpec) -> str:
     return f"{spec.name}-home"
 
 
-def home_manifests(spec: ClusterSpec, *, dns_name: str) -> list[dict[str, Any]]:
+def home_manifests(spec: ClusterSpec, *, dns_name: str, team_namespaces: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """The shared home (FSx for OpenZFS) as a static NFS PersistentVolume (Kubernetes' own nfs
     volume: the node mounts it with its NFS client; retained: deleting the claim never touches the
     data) and the ReadWriteMany claim `home` bound to it in orchestrator.namespace. Pods mount the
-    claim where they want their home, such as /home."""
+    claim where they want their home, such as /home; and the same in each of `team_namespaces`
+    (a volume per claim, NAME-home-NAMESPACE, all of them the one file system)."""
     home = spec.storage.home
     if home is None:
         raise ValueError(f"{spec.name} has no shared home (storage.home)")
     capacity = f"{home.storage_capacity_gib}Gi"
-    volume = home_volume_name(spec)
-    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
-          "spec": {"capacity": {"storage": capacity}, "volumeMode": "Filesystem", "accessModes": ["ReadWriteMany"],
-                   "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
-                   "mountOptions": list(openzfs.MOUNT_OPTIONS),
-                   "nfs": {"server": dns_name, "path": openzfs.ROOT_VOLUME_PATH}}}
-    pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-           "metadata": {"name": HOME_CLAIM, "namespace": spec.orchestrator.namespace},
-           "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
-                    "resources": {"requests": {"storage": capacity}}}}
-    return [pv, pvc]
+    documents: list[dict[str, Any]] = []
+    for namespace in dict.fromkeys((spec.orchestrator.namespace, *team_namespaces)):  # each once
+        volume = home_volume_name(spec)
+        if namespace != spec.orchestrator.namespace:
+            volume += f"-{namespace}"
+        pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+              "spec": {"capacity": {"storage": capacity}, "volumeMode": "Filesystem",
+                       "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",
+                       "storageClassName": "", "mountOptions": list(openzfs.MOUNT_OPTIONS),
+                       "nfs": {"server": dns_name, "path": openzfs.ROOT_VOLUME_PATH}}}
+        pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+               "metadata": {"name": HOME_CLAIM, "namespace": namespace},
+               "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
+                        "resources": {"requests": {"storage": capacity}}}}
+        documents += [pv, pvc]
+    return documents
 
 
 @dataclass(frozen=True)

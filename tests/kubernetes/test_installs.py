@@ -147,7 +147,8 @@ def test_home_volume_is_a_retained_nfs_volume_and_its_claim():
     m = model("p5en-eks")
     rows = {row.construct_id: row for row in charts.INSTALLS}
     dns = "fs-0aaaaaaaaaaaaaaaa.fsx.us-east-2.amazonaws.com"
-    pv, pvc = rows["HomeVolume"].documents(m, kubernetes.FileSystem("", "", "", dns))
+    pv, pvc, *teams = rows["HomeVolume"].documents(m, kubernetes.FileSystem("", "", "", dns))
+    assert len(teams) == 2 * len(m.teams)  # a volume and a claim per team namespace
     assert pv["kind"] == "PersistentVolume" and pv["metadata"]["name"] == f"{m.name}-home"
     assert pv["spec"]["nfs"] == {"server": dns, "path": "/fsx"}
     assert "nfsvers=4.1" in pv["spec"]["mountOptions"] and "hard" in pv["spec"]["mountOptions"]
@@ -171,3 +172,19 @@ def test_home_objects_are_valid_kubernetes_objects():
                                "storageClassName", "mountOptions", "nfs"}
     assert set(pvc["spec"]) == {"accessModes", "storageClassName", "volumeName", "resources"}
     assert pvc["spec"]["resources"]["requests"] == pv["spec"]["capacity"]
+
+
+def test_each_team_namespace_gets_its_home_claim():
+    """A claim binds one volume: each team's namespace has a home claim of its own, its volume the
+    one file system."""
+    from fmcluster.kubernetes.manifests import home_manifests
+
+    spec = loader.load(EXAMPLES / "p5en-eks.yaml").spec
+    documents = home_manifests(spec, dns_name="fs-1.fsx.us-east-2.amazonaws.com",
+                               team_namespaces=("pretrain", "research"))
+    claims = {d["metadata"]["namespace"]: d["spec"]["volumeName"] for d in documents
+              if d["kind"] == "PersistentVolumeClaim"}
+    assert claims == {spec.orchestrator.namespace: "p5en-eks-home", "pretrain": "p5en-eks-home-pretrain",
+                      "research": "p5en-eks-home-research"}
+    servers = {d["spec"]["nfs"]["server"] for d in documents if d["kind"] == "PersistentVolume"}
+    assert servers == {"fs-1.fsx.us-east-2.amazonaws.com"}
