@@ -130,7 +130,7 @@ synth: install
 	@echo "make synth: $(SPEC) (another spec: make synth SPEC=FILE)"
 	npx --no -- cdk synth -q -c spec=$(SPEC)
 	@$(VPY) -m fmcluster synth --assembly cdk.out
-	@echo "Templates of $(SPEC) written to cdk.out/. The examples are for reading: deploy a spec of your own (npx cdk deploy --all -c spec=FILE)."
+	@echo "Templates of $(SPEC) written to cdk.out/.$(if $(findstring examples/,$(SPEC)), The examples are for reading: deploy a spec of your own (npx cdk deploy --all -c spec=FILE).)"
 
 # --dist loadscope: each test module runs whole on one worker, so a module's synthesized
 # assembly (a module-scoped fixture) is made once, not once per worker that runs its tests.

@@ -150,22 +150,33 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return _done(plan.render(plan_report, args.format), plan.exit_code(plan_report))
 
 
-PREFLIGHT_HINT = ("save one with `fmcluster preflight SPEC --format json > preflight.json`, then pass "
-                  "`--preflight preflight.json`")
+def _preflight_hint(path: str) -> str:
+    """How to save a preflight report: into a new file, never `path` (the file given to
+    --preflight, which `> FILE` would overwrite)."""
+    import os
+
+    name = "preflight.json"
+    try:
+        same = os.path.abspath(path) == os.path.abspath(name) or os.path.samefile(path, name)
+    except OSError:  # either is missing
+        same = False
+    if same:
+        name = "preflight-report.json"
+    return f"save one with `fmcluster preflight SPEC --format json > {name}`, then pass `--preflight {name}`"
 
 
 def _preflight_reservations(path: str, cluster: str, spec_path: str) -> list[dict[str, object]] | None:
     """The "reservations" of `fmcluster preflight SPEC --format json` saved in `path`; None
     (after saying why) when the file is not such a report of this cluster. The hint names a new
     file, never `path`: a command that wrote over the user's own file (the spec itself, given
-    to --preflight by mistake) would lose it."""
+    to --preflight by mistake, or a copy of it) would lose it."""
     import json
     import os
 
-    def refuse(message: str, hint: str | None = PREFLIGHT_HINT) -> None:
+    def refuse(message: str, hint: bool = True) -> None:
         print(f"error: {path}: {message}", file=sys.stderr)
         if hint:
-            print(f"  hint: {hint}", file=sys.stderr)
+            print(f"  hint: {_preflight_hint(path)}", file=sys.stderr)
 
     try:
         if os.path.samefile(path, spec_path):
@@ -174,18 +185,38 @@ def _preflight_reservations(path: str, cluster: str, spec_path: str) -> list[dic
     except OSError:
         pass  # a missing file is said below
     try:
-        report = json.loads(open(path, encoding="utf-8").read())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        refuse(f"cannot read a preflight report: {exc}")
+        text = open(path, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError) as exc:
+        refuse(f"cannot read a preflight report: {getattr(exc, 'strerror', None) or exc}")
+        return None
+    try:
+        report = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if _is_cluster_spec(text):
+            refuse("this is a cluster spec, not a preflight report; --preflight takes the JSON that "
+                   "`fmcluster preflight SPEC --format json` printed")
+        else:
+            refuse(f"cannot read a preflight report: not JSON ({exc})")
         return None
     found = report.get("reservations") if isinstance(report, dict) else None
     if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
         refuse("not a report of fmcluster preflight --format json (no \"reservations\" list)")
         return None
     if report.get("cluster") != cluster:
-        refuse(f"a preflight report of cluster {report.get('cluster')!r}, not of {cluster!r}", None)
+        refuse(f"a preflight report of cluster {report.get('cluster')!r}, not of {cluster!r}", hint=False)
         return None
     return found
+
+
+def _is_cluster_spec(text: str) -> bool:
+    """Whether a text that is not JSON reads as a cluster spec (a YAML mapping with node_groups)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return False
+    return isinstance(data, dict) and "node_groups" in data
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:
@@ -206,7 +237,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         if len(args.specs) != 1:
             return _invalid("diff --deployed takes one SPEC: fmcluster diff --deployed SPEC")
         spec = _load_valid(args.specs[0], args.format)
-        if spec is None:
+        if spec is None or _node_unusable():
             return EXIT_INVALID
         from fmcluster.deploy import deployed
 
@@ -221,13 +252,24 @@ def cmd_diff(args: argparse.Namespace) -> int:
         return refused
     old_path, new_path = args.specs
     specs = _valid_all([(p, loader.load(p)) for p in (old_path, new_path)], args.format)
-    if specs is None:
+    if specs is None or _node_unusable():
         return EXIT_INVALID
     old, new = specs
     with Progress(sys.stderr) as progress:
         report = diff.run(old, new, args.allow_data_loss, names=(old_path, new_path),
                           synthesize=_synthesizer(progress, {id(old): ("OLD", old_path), id(new): ("NEW", new_path)}))
     return _done(diff.render(report, args.format), diff.exit_code(report))
+
+
+def _node_unusable() -> bool:
+    """True, after saying why, when the CDK app's Node.js cannot run here (a TMPDIR or HOME it
+    cannot write): found before `diff` synthesizes, as `synth` finds it."""
+    from fmcluster.deploy import synth
+
+    problem = synth.environment_problem()
+    if problem is not None:
+        print(f"error: {problem[0]}\n  hint: {problem[1]}", file=sys.stderr)
+    return problem is not None
 
 
 def _synthesizer(progress: Progress,
@@ -261,6 +303,8 @@ def cmd_synth(args: argparse.Namespace) -> int:
         return _invalid("synth takes SPEC... (or --assembly DIR, without SPEC)")
     if (refused := _stdin_twice(args.specs)) is not None:
         return refused
+    if args.output == "":
+        return _invalid("-o names no directory: give one, such as -o cdk.out")
     if args.assembly:
         report = synth.summarize(args.assembly)
     else:
@@ -348,15 +392,19 @@ def _verify_args(p: argparse.ArgumentParser) -> None:
                         "of nccl-tests, dcgmi diag and fio")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help=_format_help(text="a table of VERDICT, GROUP, TEST, NODE, MEASURED and PASS AT with "
-                                          "each row's note, then the cluster's verdict",
-                                     json="the same rows, the verdict and the files not judged, as one object"))
+                                          "each row's note, the files not judged and why, then the cluster's "
+                                          "verdict",
+                                     json="the same rows, the verdict (null when nothing was judged) and the "
+                                          "files not judged with why (not_judged), as one object, whatever "
+                                          "the exit code"))
     p.set_defaults(func=cmd_verify)
 
 
 def _jobs_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", metavar="SPEC", help=SPEC_HELP)
     p.add_argument("-o", "--output", default="acceptance", metavar="DIR",
-                   help="the kit's directory (default acceptance); existing kit files are replaced")
+                   help="the kit's directory (default acceptance); the files of an earlier kit are replaced "
+                        "(it lists them in DIR/.fmcluster-kit), any other file the kit would write over is refused")
     p.add_argument("--team", metavar="TEAM",
                    help="on a cluster with teams, the team the jobs run as: its Slurm account, or its namespace's "
                         "queue on Kubernetes (default: the spec's first team)")
@@ -532,7 +580,7 @@ COMMANDS: dict[str, Command] = {
         "the credentials' account, the AZ IDs, the instance types offered in the GPU AZ, quotas, "
         "reservations and Capacity Blocks (size, state, window), placement groups and AMIs.",
         ("fmcluster preflight examples/p5-pcs.yaml",
-         "fmcluster preflight examples/p5-pcs.yaml --window 2026-12-01T00:00Z/2026-12-08T00:00Z --format json"),
+         "fmcluster preflight examples/p5-pcs.yaml --window 2026-12-01/2026-12-08 --format json"),
         ((0, "every check passed (warnings do not count)"),
          (1, "a check failed, or nothing could be checked (no credentials, no access)"),
          (2, f"the spec is invalid, or {INVALID}")),
@@ -568,25 +616,32 @@ COMMANDS: dict[str, Command] = {
         "manifests on Kubernetes), and the serving job of the spec's serving section.",
         ("fmcluster jobs examples/p5-pcs.yaml -o acceptance",),
         ((0, "the kit was written"),
-         (2, f"the spec is invalid, the directory cannot be written, --team names no team of the spec, or {INVALID}")),
+         (2, "the spec is invalid, the directory cannot be written or holds files of the user's where the kit's go, "
+             f"--team names no team of the spec, or {INVALID}")),
         _jobs_args, "fmcluster.kits.writer"),
     "verify": Command(
         "judge the acceptance kit's results, or plain outputs of nccl-tests, dcgmi diag and fio, against "
         "the cluster's figures: PASS, WARN or FAIL per test and node; exit 1 on a FAIL, 2 when nothing "
         "could be judged",
-        "Judge the acceptance kit's results, or plain outputs of nccl-tests, dcgmi diag and fio, against "
-        "the cluster's figures: PASS, WARN or FAIL per test and node, the slow nodes named.",
-        ("fmcluster verify examples/p5-pcs.yaml acceptance/results",
-         "fmcluster verify examples/p5-pcs.yaml tests/data/verify-plain --format json"),
+        "Judge the acceptance kit's results (its results/ directory, or the whole kit's directory), or "
+        "plain outputs of nccl-tests, dcgmi diag and fio, against the cluster's figures: PASS, WARN or FAIL "
+        "per test and node, the slow nodes named. A file is judged by its content, the tool's own lines; "
+        "the kit's scripts, sources, notes, what is not a regular file and files over "
+        "64 MiB are listed as not judged, with the reason. The examples run from a "
+        "checkout of fmcluster, on the outputs of tests/data/verify-plain.",
+        ("fmcluster verify examples/p5-pcs.yaml tests/data/verify-plain",
+         "fmcluster verify --format json examples/p5-pcs.yaml tests/data/verify-plain"),
         ((0, "at least one result was judged and none failed"),
          (1, "a result failed"),
          (2, f"nothing could be judged (a file cannot be read, or none holds a result), the spec is invalid, "
              f"or {INVALID}")),
         _verify_args, "fmcluster.kits.verdicts"),
     "stack-policy": Command(
-        "print the stack policy of NAME-storage: no replacing or deleting its stateful resources",
-        "Print the stack policy of NAME-storage, which denies replacing or deleting its stateful resources "
-        "(file systems, buckets, the key), as JSON for `aws cloudformation set-stack-policy`.",
+        "print the stack policy of a cluster's storage stack: no replacing or deleting its stateful resources",
+        "Print the stack policy of a cluster's storage stack (the stack named after the cluster, "
+        "CLUSTER-storage), which denies replacing or deleting its stateful resources (file systems, buckets, "
+        "the key), as JSON for `aws cloudformation set-stack-policy`. The policy is the same for every "
+        "cluster: it takes no name.",
         ("fmcluster stack-policy > stack-policy.json",
          "fmcluster stack-policy --lift"),
         ((0, "the policy was printed"),

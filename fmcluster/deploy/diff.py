@@ -12,9 +12,10 @@ from typing import Any, Callable, Iterable, Literal, Mapping
 from fmcluster.deploy import assembly, cfn_schemas
 from fmcluster.deploy.deployed import NotReadable
 from fmcluster.deploy.synth import SynthesisFailed
-from fmcluster.facts import fsx, naming
+from fmcluster.facts import fsx, naming, openzfs
 from fmcluster.facts import images as image_facts
 from fmcluster.model import cluster as model
+from fmcluster.model.teams import Team
 from fmcluster.spec.models import ClusterSpec
 
 ADD, UPDATE, REPLACE, MAY_REPLACE, REMOVE = "add", "update", "replace", "may-replace", "remove"
@@ -76,6 +77,15 @@ class NewCluster:
 
 
 @dataclass
+class TeamChange:
+    """What a change of the spec does to one team's share of the cluster."""
+
+    team: str
+    change: str  # added | removed | changed
+    details: list[str]  # "gpu guaranteed 96 -> 64", "priority high -> normal", "members +carol -alice"
+
+
+@dataclass
 class StackDiff:
     name: str
     status: str  # added | removed | changed | unchanged
@@ -90,6 +100,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     rolls: list[Roll] = field(default_factory=list)  # node groups moving to new node images
     new_cluster: NewCluster | None = None  # the cluster's identity changes
+    teams: list[TeamChange] = field(default_factory=list)  # what changes for the teams that share it
 
     @property
     def data_loss(self) -> list[Change]:
@@ -269,18 +280,22 @@ def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any]
 
 
 def _file_system(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
-    """An FSx for Lustre file system: in place, replaced, or an update that fails (docs/research-notes.md)."""
-    lustre = [p for p in change.paths if p.startswith("LustreConfiguration.")]
-    fixed = sorted({p.split(".")[1].split("[")[0] for p in lustre} - fsx.lustre_updatable())
-    if fixed:
-        change.action = REPLACE
-        change.reasons = [f"LustreConfiguration.{name} is set at creation (FSx's UpdateFileSystem does not take it)"
-                          for name in fixed]
-        return
+    """An FSx for Lustre or OpenZFS (the shared home) file system: in place, replaced, or an update
+    that fails (docs/research-notes.md)."""
+    for key, updatable in (("LustreConfiguration", fsx.lustre_updatable), ("OpenZFSConfiguration",
+                                                                         openzfs.openzfs_updatable)):
+        paths = [p for p in change.paths if p.startswith(key + ".")]
+        fixed = sorted({p.split(".")[1].split("[")[0] for p in paths} - updatable()) if paths else []
+        if fixed:
+            change.action = REPLACE
+            change.reasons = [f"{key}.{name} is set at creation (FSx's UpdateFileSystem does not take it)"
+                              for name in fixed]
+            return
     before, after = old.get("StorageCapacity"), new.get("StorageCapacity")
     if isinstance(before, int) and isinstance(after, int) and after < before:
+        kind = "OpenZFS" if new.get("FileSystemType") == "OPENZFS" else "Lustre"
         change.action = FAILS
-        change.reasons = [f"StorageCapacity goes down from {before} to {after} GiB: FSx for Lustre storage only "
+        change.reasons = [f"StorageCapacity goes down from {before} to {after} GiB: FSx for {kind} storage only "
                           "grows, so FSx refuses the update and CloudFormation rolls the stack back"]
 
 
@@ -557,9 +572,10 @@ class Verdict:
     line: str
 
 
-def verdict(report: Comparison, allowed: bool) -> Verdict:
+def verdict(report: Comparison, allowed: bool, fmt: str = "text") -> Verdict:
     """An update the service refuses (whatever is allowed) first; then a new cluster (the
-    identity changes) or data loss, refused unless allowed; else ok."""
+    identity changes) or data loss, refused unless allowed; else ok. How to move the data is
+    said before the verdict in the text, in new_cluster.hint in the JSON (`fmt`)."""
     failing, loss, moved = report.failing, report.data_loss, report.new_cluster
     if failing:
         also = f" (and {_plural(len(loss), 'stateful resource')} it would replace or remove)" if loss else ""
@@ -571,12 +587,71 @@ def verdict(report: Comparison, allowed: bool) -> Verdict:
                 f"{_plural(len(moved.left), 'stateful resource')} with the data; the new cluster starts with "
                 "empty storage; ")
         return Verdict("new-cluster", not allowed, text + (allowance if allowed else (
-            "refusing (exit 1): move the data (above), then pass --allow-data-loss")))
+            f"refusing (exit 1): move the data ({'above' if fmt == 'text' else 'new_cluster.hint'}), then pass "
+            "--allow-data-loss")))
     if loss:
         text = f"DATA LOSS: {_plural(len(loss), 'stateful resource')} replaced or removed; "
         return Verdict("data-loss", not allowed, text + (allowance if allowed else (
             "refusing (exit 1): copy or back up the data first, then pass --allow-data-loss")))
     return Verdict("ok", False, "ok: no stateful resource is replaced or removed")
+
+
+def _gpus(team: Team, group: str) -> str:
+    return f"{team.guaranteed[group]} guaranteed, at most {team.burst(group)}"
+
+
+def team_changes(old: tuple[Team, ...], new: tuple[Team, ...]) -> list[TeamChange]:
+    """Each team added, removed or changed between two specs: its GPUs per node group (guaranteed
+    and at most), what it lends, its priority, its members and groups. What it means for running
+    work is said once, in the text (TEAM_NOTES)."""
+    before = {t.name: t for t in old}
+    after = {t.name: t for t in new}
+    changes = []
+    for team in new:
+        was = before.get(team.name)
+        if was is None:
+            changes.append(TeamChange(team.name, "added", [
+                f"{team.guaranteed_gpus} GPUs guaranteed, at most {team.burst_gpus}, priority {team.priority}"]))
+            continue
+        details = []
+        for group in sorted(set(was.group_gpus) | set(team.group_gpus)):
+            if group not in team.group_gpus:
+                details.append(f"{group}: {_gpus(was, group)} -> the group is gone")
+            elif group not in was.group_gpus:
+                details.append(f"{group}: new group, {_gpus(team, group)}")
+            elif (was.guaranteed[group], was.burst(group)) != (team.guaranteed[group], team.burst(group)):
+                details.append(f"{group}: {_gpus(was, group)} -> {_gpus(team, group)}")
+            if group in was.group_gpus and group in team.group_gpus and was.lendable(group) != team.lendable(group):
+                details.append(f"{group}: lends {was.lendable(group)} -> {team.lendable(group)}")
+        if was.priority != team.priority:
+            details.append(f"priority {was.priority} -> {team.priority}")
+        for what, a, b in (("members", was.members, team.members), ("groups", was.groups, team.groups)):
+            plus, minus = [m for m in b if m not in a], [m for m in a if m not in b]
+            if plus or minus:
+                details.append(f"{what} " + " ".join([*(f"+{m}" for m in plus), *(f"-{m}" for m in minus)]))
+        if details:
+            changes.append(TeamChange(team.name, "changed", details))
+    changes += [TeamChange(t.name, "removed", [f"{t.guaranteed_gpus} GPUs guaranteed"]) for t in old
+                if t.name not in after]
+    return changes
+
+
+TEAM_NOTES = {
+    "removed": "its Slurm account and associations are removed (Slurm refuses while it has jobs), or its "
+               "Kubernetes namespace with its queue and every workload in it",
+    "changed": "quotas apply to jobs admitted from then on: running jobs keep their GPUs, and a lower "
+               "guarantee is reclaimed by preemption only when another team needs the GPUs",
+}
+
+
+def _team_lines(changes: list[TeamChange]) -> list[str]:
+    lines = ["teams:"]
+    for change in changes:
+        lines.append(f"  {change.team} ({change.change}): {'; '.join(change.details)}")
+    for kind, note in TEAM_NOTES.items():
+        if any(c.change == kind for c in changes):
+            lines.append(f"  ({kind}: {note})")
+    return lines
 
 
 def _new_cluster_lines(moved: NewCluster) -> list[str]:
@@ -618,6 +693,8 @@ def render_text(report: Comparison, old_name: str, new_name: str, allowed: bool)
         if len(roll.changes) > SHOWN_PATHS:
             lines.append(f"  ... {len(roll.changes) - SHOWN_PATHS} more")
         lines.append(f"  {roll.note}")
+    if report.teams:
+        lines += _team_lines(report.teams)
     if report.new_cluster is not None:
         lines += _new_cluster_lines(report.new_cluster)
     failing = report.failing
@@ -638,13 +715,14 @@ def render_json(report: Comparison, old_name: str, new_name: str, allowed: bool)
 
     moved = report.new_cluster
     return json.dumps({"old": old_name, "new": new_name, "allow_data_loss": allowed,
-                       "verdict": asdict(verdict(report, allowed)),
+                       "verdict": asdict(verdict(report, allowed, "json")),
                        "data_loss": [change(c) for c in report.data_loss],
                        "fails": [change(c) for c in report.failing], "notes": report.notes,
                        "new_cluster": None if moved is None else {
                            "changes": moved.changes, "where": moved.where, "old_stacks": moved.old_stacks,
                            "left": [change(c) for c in moved.left], "hint": MOVE_HINT},
                        "rolls": [asdict(r) for r in report.rolls],
+                       "teams": [asdict(t) for t in report.teams],
                        "stacks": [{"name": s.name, "status": s.status, "changes": [change(c) for c in s.changes]}
                                   for s in report.stacks]}, indent=2) + "\n"
 
@@ -744,7 +822,9 @@ def run(old: ClusterSpec, new: ClusterSpec, allow_data_loss: bool = False, names
     if changes:
         report.new_cluster = new_cluster(changes, old, old_templates)
     else:
-        report.rolls = image_rolls(model.resolve(new), report, old_templates, new_templates)
+        resolved = model.resolve(new)
+        report.rolls = image_rolls(resolved, report, old_templates, new_templates)
+        report.teams = team_changes(model.resolve(old).teams, resolved.teams)
     if bool(old.account) != bool(new.account) and not changes:
         given, spec = (old, "OLD") if old.account else (new, "NEW")
         report.notes.append(f"only {spec} names an account ({given.account}); the other deploys to the account of "

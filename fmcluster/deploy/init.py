@@ -33,6 +33,7 @@ from fmcluster.facts import catalog, controlplanes, regions
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ON_DEMAND
 from fmcluster.spec import loader
 from fmcluster.spec.diagnostics import dotted
+from fmcluster.spec.models import region_problem
 
 FORMATS = ("text",)
 SPEC_FILE = "cluster.yaml"
@@ -354,8 +355,8 @@ def run(directory: str, orchestrator: str = DEFAULT_ORCHESTRATOR, instance_type:
         return refuse(f"unknown orchestrator {orchestrator!r}", "one of " + ", ".join(ORCHESTRATORS))
     if instance_type not in instance_types():
         return refuse(f"unknown GPU instance type {instance_type!r}", "one of " + ", ".join(instance_types()))
-    if not regions.is_supported(region):
-        return refuse(f"unknown region {region!r}", "an AWS region such as us-east-1")
+    if (wrong_region := region_problem(region)) is not None:
+        return refuse(f"--region: {wrong_region[0]}", wrong_region[1] or "an AWS region such as us-east-1")
     cluster = name if name is not None else os.path.basename(os.path.abspath(directory)).lower()
     zone = az_id or default_az_id(region, orchestrator, instance_type)
     text = spec_text(orchestrator, instance_type, cluster, region, zone)
@@ -366,7 +367,7 @@ def run(directory: str, orchestrator: str = DEFAULT_ORCHESTRATOR, instance_type:
         where = dotted(first.path)
         hint = first.hint
         if where == "name":
-            hint = "pass --name NAME" + (f"; {first.hint}" if first.hint else "")
+            hint = f"pass --name {suggested_name(cluster) or 'NAME'}" + (f"; {first.hint}" if first.hint else "")
         elif where == "availability_zone_id":
             hint = f"pass --az-id, an AZ ID of {region} such as {regions.example_az_id(region)}"
         combination = f"{instance_type} on {orchestrator}: " if "instance_type" in where else ""
@@ -381,8 +382,18 @@ def run(directory: str, orchestrator: str = DEFAULT_ORCHESTRATOR, instance_type:
             written.append(path)
     except OSError as exc:
         return InitReport(directory, orchestrator, instance_type, tuple(written),
-                          f"cannot write {directory}: {exc.strerror or exc}")
+                          f"cannot write {directory}: {exc.strerror or exc}",
+                          "name a directory you can write: fmcluster init DIR")
     return InitReport(directory, orchestrator, instance_type, tuple(written))
+
+
+def suggested_name(name: str) -> str | None:
+    """A cluster name the spec takes, made from one it refuses (My_Cluster: my-cluster): lower
+    case, each run of other characters a hyphen, starting with a letter, at most 32 characters;
+    None when nothing of it is left, or it stays too short."""
+    candidate = re.sub(r"[^a-z0-9]+", "-", name.lower())
+    candidate = re.sub(r"^[^a-z]+", "", candidate)[:32].strip("-")
+    return candidate if candidate != name and re.fullmatch(r"[a-z][a-z0-9-]{2,31}", candidate) else None
 
 
 def next_commands(report: InitReport) -> Sequence[str]:

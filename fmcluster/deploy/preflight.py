@@ -187,6 +187,7 @@ class Preflight:
                          ("placement groups", self.placement_groups), ("AMIs", self.amis),
                          ("node images", self.node_images),
                          ("quotas", self.quotas), ("FSx for Lustre", self.lustre),
+                         ("FSx for OpenZFS", self.home),
                          ("control plane", self.control_plane)):
             checks += self._guard(name, fn)
         return checks
@@ -650,6 +651,22 @@ class Preflight:
                     f"{kind} can be created in {self.spec.availability_zone_id}: only the create call does",
                     "see 'Availability' in the FSx for Lustre User Guide; a refused create rolls back "
                     f"{self.spec.name}-storage only")
+
+    def home(self) -> Iterable[Check]:
+        """The shared home (storage.home): FSx answers, and the deployment type's availability in
+        the AZ, which only the create call tells (the FSx for OpenZFS User Guide, "Deployment type
+        availability": SINGLE_AZ_2 and the HA types are not in every region)."""
+        home = self.spec.storage.home
+        if home is None:
+            return
+        if "FileSystems" not in self.client("fsx").describe_file_systems(MaxResults=1):
+            raise KeyError("FileSystems")  # parsed, but not FSx's answer
+        yield Check(f"FSx for OpenZFS {home.deployment_type}", WARN,
+                    f"FSx reachable in {self.spec.region}, but no read-only API tells whether an OpenZFS "
+                    f"{home.deployment_type} file system can be created in {self.spec.availability_zone_id}: only "
+                    "the create call does",
+                    "see 'Deployment type availability' in the FSx for OpenZFS User Guide; a refused create rolls "
+                    f"back {self.spec.name}-storage only")
 
     def control_plane(self) -> Iterable[Check]:
         for service, call, kwargs, key, what in CONTROL_PLANE_SERVICES[self.spec.orchestrator.type]:

@@ -11,6 +11,7 @@ itself. Pure: nothing here imports aws_cdk.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -126,14 +127,24 @@ OUTPUT_HINT = "name a directory you can write: fmcluster synth SPEC -o DIR"
 
 def output_problem(outdir: str) -> str | None:
     """Why the app could not write its assembly into `outdir`, found before it runs (it takes
-    seconds to fail otherwise); None when it can. A probe file or directory is made and removed
-    at once, so permissions, read-only file systems and pseudo file systems (/proc) all count,
-    whoever runs it."""
-    path = Path(outdir)
+    seconds to fail otherwise); None when it can."""
+    problem = _unwritable(outdir)
+    if problem is None:
+        return None
+    reason, from_the_system = problem
+    return f"{outdir}: cannot write there ({reason})" if from_the_system else f"{outdir}: {reason}"
+
+
+def _unwritable(directory: str) -> tuple[str, bool] | None:
+    """Why a directory, or one made at `directory`, cannot be written, and whether the reason is
+    the system's (an errno's words); None when it can. A probe
+    file or directory is made and removed at once, so permissions, read-only file systems and
+    pseudo file systems (/proc) all count, whoever runs it."""
+    path = Path(directory)
     try:
         if path.exists() or path.is_symlink():
             if not path.is_dir():
-                return f"{outdir}: exists and is not a directory"
+                return "exists and is not a directory", False
             fd, probe = tempfile.mkstemp(dir=path, prefix=".fmcluster-probe-")
             os.close(fd)
             os.unlink(probe)
@@ -142,10 +153,75 @@ def output_problem(outdir: str) -> str | None:
         while not ancestor.exists() and ancestor != ancestor.parent:
             ancestor = ancestor.parent
         if not ancestor.is_dir():
-            return f"{outdir}: {ancestor} is a file, not a directory"
+            return f"{ancestor} is a file, not a directory", False
         os.rmdir(tempfile.mkdtemp(dir=ancestor, prefix=".fmcluster-probe-"))
     except OSError as exc:
-        return f"{outdir}: cannot write there ({exc.strerror or exc})"
+        return str(exc.strerror or exc), True
+    return None
+
+
+def node_tmpdir() -> tuple[str, str]:
+    """(variable, directory): where jsii's Node.js makes its temporary directories, as Node.js's
+    os.tmpdir() picks it on Linux and macOS: the first of TMPDIR, TMP and TEMP that is set and
+    not empty, else /tmp (variable ""), a trailing slash dropped. Python's tempfile passes over a
+    directory it cannot use; Node.js does not, so this is the one to check."""
+    for variable in ("TMPDIR", "TMP", "TEMP"):
+        value = os.environ.get(variable, "")
+        if value:
+            return variable, value.rstrip("/") or "/"
+    return "", "/tmp"
+
+
+def jsii_cache_root() -> tuple[str, str] | None:
+    """(variable, directory): where jsii's Node.js keeps its package cache, as its runtime picks it
+    (JSII_RUNTIME_PACKAGE_CACHE_ROOT, else HOME's .cache/aws/jsii/package-cache, else one in the
+    temporary directory); None when the cache is off (JSII_RUNTIME_PACKAGE_CACHE=disabled)."""
+    if os.environ.get("JSII_RUNTIME_PACKAGE_CACHE", "enabled").lower() != "enabled":
+        return None
+    root = os.environ.get("JSII_RUNTIME_PACKAGE_CACHE_ROOT", "")
+    if root:
+        return "JSII_RUNTIME_PACKAGE_CACHE_ROOT", root
+    home = os.environ.get("HOME", "") or _passwd_home()
+    if home and os.path.isabs(home):
+        cache = "Library/Caches/com.amazonaws.jsii/package-cache" if sys.platform == "darwin" else \
+            ".cache/aws/jsii/package-cache"
+        return "HOME", os.path.join(home, cache)
+    variable, tmp = node_tmpdir()
+    return variable, os.path.join(tmp, f"aws-jsii-package-cache-{os.getuid()}")
+
+
+def _passwd_home() -> str:
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_dir
+    except (ImportError, KeyError):
+        return ""
+
+
+def environment_problem() -> tuple[str, str] | None:
+    """(error, hint) when jsii's Node.js cannot run in this environment, found before the app
+    runs; None when it can. A temporary directory it cannot make fails the app with a long
+    traceback; a package cache under a HOME it cannot write (HOME=/proc/x) is worse: Node.js's
+    recursive mkdir never returns on some file systems, /proc among them, and the app runs on
+    at 100% CPU."""
+    variable, tmp = node_tmpdir()
+    # Node.js makes its temporary directories in this one (mkdtemp), never makes it
+    problem = _unwritable(tmp) if os.path.isdir(tmp) else (os.strerror(errno.ENOENT), True)
+    if problem is not None:
+        named = f"{variable}={os.environ[variable]}" if variable else tmp
+        return (f"{named}: cannot create a temporary directory there ({problem[0]})",
+                f"set {variable or 'TMPDIR'} to a directory you can write, such as /tmp")
+    cache = jsii_cache_root()
+    if cache is not None:
+        variable, root = cache
+        problem = _unwritable(root)
+        if problem is not None:
+            named = f"{variable}={os.environ[variable]}" if variable in os.environ else root
+            hint = "set JSII_RUNTIME_PACKAGE_CACHE_ROOT to a directory you can write"
+            if variable != "JSII_RUNTIME_PACKAGE_CACHE_ROOT":
+                hint = f"set {variable or 'HOME'} to a directory you can write, or {hint} for the cache"
+            return f"{named}: jsii cannot make its package cache there ({root}: {problem[0]})", hint
     return None
 
 
@@ -225,6 +301,9 @@ def summary(outdir: Path | str) -> str:
 
 def summarize(outdir: str) -> SynthReport:
     """`fmcluster synth --assembly DIR`: the report of an assembly already written (`npx cdk synth`)."""
+    if os.path.isdir(outdir) and not os.path.exists(os.path.join(outdir, "manifest.json")):
+        return SynthReport(outdir, error=f"{outdir}: no cloud assembly in it (no manifest.json)",
+                           hint="synthesize one first: npx cdk synth, or fmcluster synth SPEC -o DIR")
     try:
         return SynthReport(outdir, stacks(outdir))
     except OSError as exc:
@@ -239,6 +318,9 @@ def run(paths: list[str], outdir: str = "cdk.out", steps: Steps | None = None) -
     problem = output_problem(outdir)
     if problem is not None:
         return SynthReport(outdir, error=problem, hint=OUTPUT_HINT)
+    unusable = environment_problem()
+    if unusable is not None:
+        return SynthReport(outdir, error=unusable[0], hint=unusable[1])
     fresh = not os.path.lexists(outdir)
     try:
         code = run_app({"spec": ",".join(paths)}, outdir, steps)

@@ -21,8 +21,10 @@ MAX_BUCKETS = 32
 # strictest type decides: CloudWatch alarms and dashboards take values of 1 character at least.
 CLUSTER_TAG = "fmcluster:cluster"
 NODE_GROUP_TAG = "fmcluster:node-group"
+TEAM_TAG = "fmcluster:team"  # a node group's instances on a cluster with teams: its team, or "shared"
+SHARED = "shared"  # the team tag's value on the node groups the teams share
 NAME_TAG = "Name"
-OWN_TAGS = (NAME_TAG, CLUSTER_TAG, NODE_GROUP_TAG)
+OWN_TAGS = (NAME_TAG, CLUSTER_TAG, NODE_GROUP_TAG, TEAM_TAG)
 MAX_TAGS = 50
 TAG_KEY_MAX, TAG_VALUE_MAX = 128, 256
 RESERVED_TAG_PREFIXES = ("aws:", "fmcluster:")  # AWS's own, and fmcluster's (any case)

@@ -7,6 +7,7 @@ from __future__ import annotations
 SCRATCH_PATH = "/scratch"  # the instance-store NVMe volume
 DLAMI_NVME_PATH = "/opt/dlami/nvme"  # the Deep Learning AMIs' own instance-store mount
 FMCLUSTER_LIB = "/usr/local/lib/fmcluster"
+HOME_PATH = "/home"  # the shared home's mount point (storage.home, or Lustre mounted there)
 # The IMEX Slurm prolog on every compute node of a cluster with UltraServer node groups, and the
 # cluster's Slurm settings that run it on each node of an allocation before the job starts (the
 # AWS PCS User Guide, "Configure UltraServer instances": Prolog, PrologFlags=Alloc,NoHold)

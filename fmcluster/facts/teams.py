@@ -53,5 +53,3 @@ TEAM_NAME_MAX = 30  # a Slurm account, a Kubernetes namespace and ClusterQueue n
 # A Linux user or group name as useradd accepts it by default (shadow-utils' NAME_REGEX, at most
 # 32 characters): what Slurm's associations name users by.
 LINUX_NAME = r"[a-z_][a-z0-9_-]{0,30}[a-z0-9_$-]?"
-
-TEAM_TAG = "fmcluster:team"  # the cost allocation tag of what a team's jobs run on

@@ -7,7 +7,7 @@ Sources and details: docs/research-notes.md, "fmcluster/kits/kubernetes.py"."""
 from __future__ import annotations
 
 import textwrap
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 
@@ -66,11 +66,17 @@ def _name(group: NodeGroup, test: str) -> str:
     return f"{group.name}-{test}"
 
 
-def _metadata(model: ClusterModel, name: str, test: str, *, queued: bool = True) -> dict[str, Any]:
+def _metadata(model: ClusterModel, name: str, test: str, team: Optional[Team], *, queued: bool = True
+              ) -> dict[str, Any]:
+    """A kit object's metadata: in the namespace kueue.job_queue gives (the team's, where there are
+    teams), and a job there in its LocalQueue at the team's own priority class."""
+    namespace, queue, priority = kueue.job_queue(model, team)
     labels = {ACCEPTANCE_LABEL: test}
     if queued:
-        labels[kueue.QUEUE_NAME_LABEL] = kueue.queue_names(model.spec)[1]
-    return {"name": name, "namespace": model.spec.orchestrator.namespace, "labels": labels}
+        labels[kueue.QUEUE_NAME_LABEL] = queue
+        if priority is not None:
+            labels[kueue.PRIORITY_CLASS_LABEL] = priority
+    return {"name": name, "namespace": namespace, "labels": labels}
 
 
 def _placement(group: NodeGroup) -> dict[str, Any]:
@@ -187,15 +193,15 @@ def scripts() -> dict[str, str]:
     return {"nccl.sh": NCCL_SH, "dcgm.sh": DCGM_SH, "fio.sh": FIO_SH, "smoke.py": SMOKE_PY}
 
 
-def kit_config_map(model: ClusterModel) -> dict[str, Any]:
-    meta = _metadata(model, KIT_CONFIG_MAP, "kit", queued=False)
+def kit_config_map(model: ClusterModel, team: Optional[Team] = None) -> dict[str, Any]:
+    meta = _metadata(model, KIT_CONFIG_MAP, "kit", team, queued=False)
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": scripts()}
 
 
 # --- the jobs -----------------------------------------------------------------------------------
 
 
-def nccl_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
+def nccl_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] = None) -> list[dict[str, Any]]:
     name = _name(group, "nccl")
     env = environment(group)
     kit_volume, kit_mount = _kit_volume()
@@ -218,7 +224,7 @@ def nccl_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]
     worker = {**_placement(group), "containers": [worker_container], "volumes": [shm_volume]}
     claim_channel(group, name, worker, worker_container)
     mpijob = {
-        "apiVersion": charts.MPIJOB_API, "kind": "MPIJob", "metadata": _metadata(model, name, "nccl"),
+        "apiVersion": charts.MPIJOB_API, "kind": "MPIJob", "metadata": _metadata(model, name, "nccl", team),
         "spec": {"slotsPerWorker": group.gpus, "mpiImplementation": "OpenMPI",
                  "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 6},
                  "mpiReplicaSpecs": {
@@ -228,7 +234,7 @@ def nccl_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]
 
 
 def _per_node_job(model: ClusterModel, group: NodeGroup, test: str, container: dict[str, Any],
-                  volumes: list[dict[str, Any]], hours: int) -> dict[str, Any]:
+                  volumes: list[dict[str, Any]], hours: int, team: Optional[Team]) -> dict[str, Any]:
     """An Indexed Job with one pod on every node of the group (pod anti-affinity on the host)."""
     name = _name(group, test)
     pod = {"restartPolicy": "Never", **_placement(group),
@@ -236,20 +242,20 @@ def _per_node_job(model: ClusterModel, group: NodeGroup, test: str, container: d
                {"labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": name}},
                 "topologyKey": kueue.HOSTNAME_LABEL}]}},
            "containers": [container], "volumes": volumes}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(model, name, test),
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(model, name, test, team),
             "spec": {"completionMode": "Indexed", "completions": group.max_count,
                      "parallelism": group.max_count, "backoffLimit": 0,
                      "activeDeadlineSeconds": hours * 3600, "template": {"spec": pod}}}
 
 
-def dcgm_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
+def dcgm_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] = None) -> list[dict[str, Any]]:
     kit_volume, kit_mount = _kit_volume()
     container = {"name": "dcgm", "image": DCGM_IMAGE, "command": ["bash", f"{KIT_MOUNT}/dcgm.sh"],
                  "env": [{"name": "GROUP", "value": group.name}, dict(NODE_NAME_ENV)],
                  # NVIDIA's DCGM container documentation runs diagnostics with SYS_ADMIN
                  "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}},
                  "resources": {"limits": {kueue.GPU_RESOURCE: group.gpus}}, "volumeMounts": [kit_mount]}
-    return [_per_node_job(model, group, "dcgm", container, [kit_volume], 1)]
+    return [_per_node_job(model, group, "dcgm", container, [kit_volume], 1, team)]
 
 
 # The pod's /scratch on eks: an emptyDir on the node's root volume, at most this size (a pod that
@@ -278,7 +284,7 @@ def fio_targets(model: ClusterModel, group: NodeGroup) -> list[tuple[FioTarget, 
     return targets
 
 
-def fio_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
+def fio_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] = None) -> list[dict[str, Any]]:
     kit_volume, kit_mount = _kit_volume()
     targets = fio_targets(model, group)
     container = {"name": "fio", "image": IMAGE_PLACEHOLDER, "command": ["bash", f"{KIT_MOUNT}/fio.sh"],
@@ -289,10 +295,10 @@ def fio_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]
                  "volumeMounts": [kit_mount, *({"name": v["name"], "mountPath": t.path} for t, v in targets)]}
     if not targets:
         return []
-    return [_per_node_job(model, group, "fio", container, [kit_volume, *(v for _, v in targets)], 1)]
+    return [_per_node_job(model, group, "fio", container, [kit_volume, *(v for _, v in targets)], 1, team)]
 
 
-def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any]]:
+def smoke_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] = None) -> list[dict[str, Any]]:
     name = _name(group, "smoke")
     kit_volume, kit_mount = _kit_volume()
     shm_volume, shm_mount = shm()
@@ -312,7 +318,7 @@ def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any
     specs = {"Master": replica(1)}
     if group.max_count > 1:
         specs["Worker"] = replica(group.max_count - 1)
-    job = {"apiVersion": charts.PYTORCHJOB_API, "kind": "PyTorchJob", "metadata": _metadata(model, name, "smoke"),
+    job = {"apiVersion": charts.PYTORCHJOB_API, "kind": "PyTorchJob", "metadata": _metadata(model, name, "smoke", team),
            "spec": {"nprocPerNode": str(group.gpus), "runPolicy": {"backoffLimit": 0, "activeDeadlineSeconds": 3600},
                     "pytorchReplicaSpecs": specs}}
     return [*compute_domain(group, name), job]
@@ -321,11 +327,14 @@ def smoke_manifests(model: ClusterModel, group: NodeGroup) -> list[dict[str, Any
 RENDERERS = {"dcgm": dcgm_manifests, "nccl": nccl_manifests, "fio": fio_manifests, "smoke": smoke_manifests}
 
 
-def manifests(model: ClusterModel, group: NodeGroup, test: str) -> list[dict[str, Any]]:
-    """The objects of one test of one group, namespaced (ComputeDomains too)."""
-    found = RENDERERS[test](model, group)
+def manifests(model: ClusterModel, group: NodeGroup, test: str, team: Optional[Team] = None
+              ) -> list[dict[str, Any]]:
+    """The objects of one test of one group, namespaced (ComputeDomains too): in the team's
+    namespace and queue where there are teams (kueue.job_queue)."""
+    found = RENDERERS[test](model, group, team)
+    namespace, _, _ = kueue.job_queue(model, team)
     for manifest in found:
-        manifest["metadata"]["namespace"] = model.spec.orchestrator.namespace
+        manifest["metadata"]["namespace"] = namespace
     return found
 
 
@@ -344,8 +353,8 @@ def dump(documents: list[dict[str, Any]], comment: str) -> str:
 # --- submit, collect, README -----------------------------------------------------------------
 
 
-def submit_all(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
-    namespace = model.spec.orchestrator.namespace
+def submit_all(model: ClusterModel, jobs: list[tuple[str, str]], team: Optional[Team] = None) -> str:
+    namespace, _, _ = kueue.job_queue(model, team)
     lines = ["#!/bin/bash", "# Create every acceptance job of the kit (from its directory), with the reference image.",
              "set -euo pipefail", 'cd "$(dirname "$0")"',
              ': "${IMAGE:?set IMAGE to the reference image (docker/README.md), such as '
@@ -360,9 +369,9 @@ def submit_all(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def collect(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
+def collect(model: ClusterModel, jobs: list[tuple[str, str]], team: Optional[Team] = None) -> str:
     """Wait for each job (any of COMPLETE_CONDITIONS) and write its pods' logs to results/."""
-    namespace = model.spec.orchestrator.namespace
+    namespace, _, _ = kueue.job_queue(model, team)
     conditions = "|".join(COMPLETE_CONDITIONS)
     script = textwrap.dedent(f'''\
         #!/bin/bash
@@ -393,9 +402,11 @@ def collect(model: ClusterModel, jobs: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def readme(model: ClusterModel) -> str:
-    namespace = model.spec.orchestrator.namespace
-    _, queue = kueue.queue_names(model.spec)
+def readme(model: ClusterModel, team: Optional[Team] = None) -> str:
+    namespace, queue, priority = kueue.job_queue(model, team)
+    as_team = [] if priority is None else [
+        f"They run as team `{namespace}`, at its priority class `{priority}` (label {kueue.PRIORITY_CLASS_LABEL}),",
+        "within its quota and what it may borrow; kubectl needs a role of the team (its namespace).", ""]
     lines = [f"# Acceptance kit of {model.name} ({model.control_plane.type})", "",
              "Written by `fmcluster jobs`. With kubectl on the cluster (`aws eks update-kubeconfig`), build and",
              "push the reference image (docker/README.md), then from this directory:", "",
@@ -405,7 +416,7 @@ def readme(model: ClusterModel) -> str:
              "as quota frees up (each asks for every node of its group). `collect.sh` waits for each job and",
              "writes its logs to `results/`; then, where fmcluster is installed:",
              "`fmcluster verify SPEC results/*`.", "",
-             *figures_table(model)]
+             *as_team, *figures_table(model)]
     return "\n".join(lines) + "\n"
 
 
@@ -414,7 +425,7 @@ def kubernetes_kit(model: ClusterModel, team: Team | None = None) -> list[KitFil
     jobs: list[tuple[str, str]] = []  # (path, "KIND NAME PODS") of each job, in submission order
     for group in expected.gpu_groups(model):
         for test in TESTS:
-            documents = manifests(model, group, test)
+            documents = manifests(model, group, test, team)
             if not documents:
                 continue
             path = f"{group.name}/{test}.yaml"
@@ -426,17 +437,18 @@ def kubernetes_kit(model: ClusterModel, team: Team | None = None) -> list[KitFil
             pods = group.max_count + (1 if job["kind"] == "MPIJob" else 0)
             jobs.append((path, f"{job['kind']} {job['metadata']['name']} {pods}"))
     if model.serving is not None:  # the spec's model, served on its group (fmcluster.kits.serving); not in submit-all
-        _, queue = kueue.queue_names(model.spec)
-        served = serving.kubernetes_serve_manifests(model, namespace=model.spec.orchestrator.namespace,
-                                                    queue=queue, claim=kubernetes.LUSTRE_CLAIM)
+        namespace, queue, priority = kueue.job_queue(model, team)
+        served = serving.kubernetes_serve_manifests(model, namespace=namespace, queue=queue,
+                                                    claim=kubernetes.LUSTRE_CLAIM, priority=priority)
         files.append(KitFile(f"{model.serving.group}/serve.yaml", dump(served, (
             f"fmcluster serving of {model.serving.name} on node group {model.serving.group} of cluster {model.name}:\n"
             "a LeaderWorkerSet and its Service (and, across UltraServer nodes, the ComputeDomain of its IMEX\n"
             "channel). `kubectl apply -f` it (it is not an acceptance job)."))))
     files[:0] = [
-        KitFile("README.md", readme(model)),
-        KitFile("kit.yaml", dump([kit_config_map(model)], "The scripts of the acceptance jobs, mounted at /kit.")),
-        KitFile("submit-all.sh", submit_all(model, jobs), True),
-        KitFile("collect.sh", collect(model, jobs), True),
+        KitFile("README.md", readme(model, team)),
+        KitFile("kit.yaml", dump([kit_config_map(model, team)],
+                                 "The scripts of the acceptance jobs, mounted at /kit.")),
+        KitFile("submit-all.sh", submit_all(model, jobs, team), True),
+        KitFile("collect.sh", collect(model, jobs, team), True),
         expected_json(model)]
     return files

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import shlex
-from typing import Any
+from typing import Any, Optional
 
 from fmcluster.facts import inference
 from fmcluster.facts.inference import Serving
@@ -286,11 +286,13 @@ def _annotations(model: ClusterModel, group: NodeGroup, pp: int) -> dict[str, st
     return annotations
 
 
-def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: str, claim: str
-                               ) -> list[dict[str, Any]]:
+def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: str, claim: str,
+                               priority: Optional[str] = None) -> list[dict[str, Any]]:
     """The LeaderWorkerSet and the Service that serve the spec's model (docs/research-notes.md), in
-    `namespace`, admitted through the Kueue LocalQueue `queue`, the weights read from the Lustre
-    PersistentVolumeClaim `claim` (mounted read-only at the file system's mount path).
+    `namespace`, admitted through the Kueue LocalQueue `queue` (at the WorkloadPriorityClass
+    `priority`, where a team's; Kueue 0.18.3's LeaderWorkerSet webhook copies the label to the pod
+    templates), the weights read from the Lustre PersistentVolumeClaim `claim` (mounted read-only
+    at the file system's mount path).
 
     On an UltraServer group, a replica of several nodes (PP > 1) has an IMEX channel in every pod:
     NCCL checks Multi-Node NVLink when a communicator spans more than one node (NVIDIA/nccl
@@ -325,8 +327,11 @@ def kubernetes_serve_manifests(model: ClusterModel, *, namespace: str, queue: st
                             gpus=group.gpus, efa=efa, mount=mount)
         template["leaderTemplate"] = _template(group, _serve_probes(leader, startup), claim, annotations, domain)
         template["workerTemplate"] = _template(group, worker, claim, annotations, domain)
+    labels = {kueue.QUEUE_NAME_LABEL: queue}
+    if priority is not None:
+        labels[kueue.PRIORITY_CLASS_LABEL] = priority
     lws = {"apiVersion": charts.LWS_API, "kind": "LeaderWorkerSet",
-           "metadata": {"name": name, "namespace": namespace, "labels": {kueue.QUEUE_NAME_LABEL: queue}},
+           "metadata": {"name": name, "namespace": namespace, "labels": labels},
            "spec": {"replicas": serving.replicas, "leaderWorkerTemplate": template}}
     service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"{name}-api", "namespace": namespace},
                "spec": {"type": "ClusterIP", "selector": {LWS_NAME_LABEL: name, LWS_WORKER_INDEX_LABEL: "0"},

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import textwrap
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 class Row:
     group: str
     test: str
-    node: str  # a host, "all" (a run across nodes or a sum), or "-"
+    node: str  # a host, "all" (a run across nodes or a sum), "-" (not run), or "unknown node (FILE)"
     verdict: Verdict
     measured: Optional[float] = None
     pass_at: Optional[float] = None
@@ -41,8 +42,8 @@ class VerifyReport:
     cluster: str
     rows: tuple[Row, ...]
     error: Optional[str] = None  # a results file that cannot be read: nothing judged
-    judged: int = 0  # the rows that hold a result read from a file (not "not run", not a foreign file)
-    unrecognized: tuple[tuple[str, str], ...] = ()  # (file, why) for each file of which nothing was judged
+    judged: int = 0  # the files of which a result was judged
+    not_judged: tuple[tuple[str, str], ...] = ()  # (file, why) for each file, or part of one, not judged
 
     @property
     def verdict(self) -> Verdict:
@@ -53,9 +54,15 @@ class VerifyReport:
         for row in self.rows:
             groups.setdefault(row.group, []).append({k: (v.value if isinstance(v, Verdict) else v)
                                                      for k, v in asdict(row).items() if k != "group"})
-        return {"cluster": self.cluster, "verdict": self.verdict.value,
-                "groups": {g: {"verdict": verify.worst([Verdict(r["verdict"]) for r in rows]).value,
-                               "results": rows} for g, rows in groups.items()}}
+        judged = self.error is None and self.judged > 0
+        out: dict[str, object] = {
+            "cluster": self.cluster, "verdict": self.verdict.value if judged else None, "judged": self.judged,
+            "groups": {g: {"verdict": verify.worst([Verdict(r["verdict"]) for r in rows]).value,
+                           "results": rows} for g, rows in groups.items()},
+            "not_judged": [{"file": source, "reason": why} for source, why in self.not_judged]}
+        if self.error is not None:
+            out["error"] = self.error
+        return out
 
 
 def _judged(group: str, test: str, node: str, measured: Optional[float], figure: expected.Expected,
@@ -103,6 +110,7 @@ def _mbps(bytes_per_s: Optional[float]) -> Optional[float]:
 
 
 _TOOLS = "nccl-tests (*_perf), dcgmi diag, fio (JSON or text) or the kit's smoke test"
+_NOT_A_TOOL = f"not an output of {_TOOLS}"
 
 
 def _hosts(hosts: tuple[str, ...]) -> str:
@@ -130,6 +138,32 @@ def _fio_test(model: ClusterModel, tests: Mapping[str, expected.Expected], sourc
     return candidates[0] if len(candidates) == 1 else None
 
 
+def unknown_node(source: str) -> str:
+    """The NODE of a plain output that does not name its host: the file, said so, not as a host."""
+    return f"unknown node ({os.path.basename(source) or source})"
+
+
+# files that are a kit's, a source or a note, whatever they mention: suffix -> what it is
+_NOT_RESULTS = {".py": "a Python source", ".sh": "a shell script", ".sbatch": "an sbatch script",
+                ".yaml": "a YAML file", ".yml": "a YAML file", ".md": "a Markdown note",
+                ".rst": "a reStructuredText note", ".toml": "a TOML file", ".ipynb": "a notebook",
+                ".html": "an HTML page"}
+
+
+def not_a_result(source: str, text: str) -> Optional[str]:
+    """Why a file is not a result whatever it holds (a kit's script, manifest, README or
+    expected.json, a source, a note), else None."""
+    name = os.path.basename(source)
+    suffix = os.path.splitext(name)[1].lower()
+    if suffix in _NOT_RESULTS:
+        return f"{_NOT_RESULTS[suffix]} ({suffix}): a source, kit or note file, not a result"
+    if text.startswith("#!"):
+        return "a script (it starts with #!), not a result"
+    if name == "expected.json":
+        return "the kit's expected figures (expected.json), not a result"
+    return None
+
+
 def _nccl_group(groups: Mapping[str, NodeGroup], result: verify.NcclResult) -> list[str]:
     """The GPU groups an nccl-tests run can be of: its GPUs' name (the rank lines' "NVIDIA H100 80GB
     HBM3") holds the group's GPU as a word, and it ran the group's GPUs on a node."""
@@ -149,10 +183,11 @@ def _plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected.Expe
     """A result outside the kit's markers, recognized by its content: ((group, test, node), "") or
     (None, why it is not judged). The group: the cluster's only GPU group, or for nccl-tests the one
     whose GPU and GPU count its rank lines show. The node: the hosts the output names (nccl-tests'
-    rank lines), else the file's name."""
+    rank lines, the smoke test's host=), else "unknown node (FILE)": dcgmi and fio do not print the
+    host."""
     kind = verify.detect(text)
     if kind is None:
-        return None, ("empty" if not text.strip() else f"not an output of {_TOOLS}")
+        return None, ("empty" if not text.strip() else _NOT_A_TOOL)
     result = verify.parse_nccl_tests(text) if kind == "nccl" else None
     if len(figures) == 1:
         group_name = next(iter(figures))
@@ -162,8 +197,11 @@ def _plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected.Expe
         return None, (f"a {kind} output without the kit's marker, and the cluster has "
                       f"{len(figures) or 'no'} GPU groups ({', '.join(figures) or '-'}): it does not say which")
     tests = figures[group_name]
-    name = os.path.basename(source) or source
-    if kind in ("dcgm", "smoke"):
+    name = unknown_node(source)
+    if kind == "smoke":
+        hosts = verify.parse_smoke(text).hosts
+        return (group_name, kind, _hosts(hosts) if hosts else name), ""
+    if kind == "dcgm":
         return (group_name, kind, name), ""
     if kind == "fio":
         test = _fio_test(model, tests, source, text)
@@ -204,17 +242,23 @@ def _nccl_runs(text: str) -> list[str]:
     return runs
 
 
-def judge_results(model: ClusterModel, files: Mapping[str, str]) -> VerifyReport:
+def judge_results(model: ClusterModel, files: Mapping[str, str],
+                  skipped: Iterable[tuple[str, str]] = ()) -> VerifyReport:
     """The verdicts of the results `files` (path -> text): the kit's output files (parts under its
-    node markers) and plain outputs of the tools, recognized by their content."""
+    node markers) and plain outputs of the tools, recognized by their content; a kit's, source or
+    note file (not_a_result) is not judged, whatever it mentions. `skipped`: (file, why) of the
+    files not read."""
     figures = expected.expectations(model)
     groups = {g.name: g for g in expected.gpu_groups(model)}
     rows: list[Row] = []
     seen: set[tuple[str, str]] = set()
     fio: dict[tuple[str, str], dict[str, _FioPoint]] = {}
     judged_files: set[str] = set()
-    why: dict[str, str] = {}
+    why: dict[str, list[str]] = {}
     for source, text in files.items():
+        if (reason := not_a_result(source, text)) is not None:
+            why.setdefault(source, []).append(reason)
+            continue
         parts = [verify.NodePart(None, None, None, run)
                  if part.host is None and part.group is None and part.test is None else part
                  for part in verify.split_by_node(text)
@@ -224,18 +268,15 @@ def judge_results(model: ClusterModel, files: Mapping[str, str]) -> VerifyReport
             if part.host is None and part.group is None and part.test is None:
                 where, reason = _plain(model, figures, groups, source, part.text)
                 if where is None:
-                    why.setdefault(source, reason)
-                    rows.append(Row("-", "-", "-", Verdict.WARN, note=f"not judged: {reason}", source=source))
+                    why.setdefault(source, []).append(reason)
                     continue
                 group_name, test, node = where
             else:
                 group_name, test, node = part.group or "-", part.test or "-", part.host or "-"
                 if group_name not in groups or test not in figures.get(group_name, {}):
-                    why.setdefault(source, f"the kit's marker names group {group_name}, test {test}: "
-                                           "not one of this cluster's")
-                    rows.append(Row(group_name, test, node, Verdict.WARN,
-                                    note="not a result of this cluster's kit (unknown group or test)",
-                                    source=source))
+                    why.setdefault(source, []).append(
+                        f"the kit's marker names node {node}, group {group_name}, test {test}: not a group "
+                        "and test of this cluster's kit")
                     continue
             judged_files.add(source)
             group, figure = groups[group_name], figures[group_name][test]
@@ -301,9 +342,16 @@ def judge_results(model: ClusterModel, files: Mapping[str, str]) -> VerifyReport
                                     note=f"below {tests[test].warn_at:g} GB/s: {', '.join(slow)}"))
     order = {g: i for i, g in enumerate(groups)}
     rows.sort(key=lambda r: (order.get(r.group, len(order)), r.test, r.node))
-    unrecognized = tuple((source, why.get(source, "no result in it")) for source in files
-                         if source not in judged_files)
-    return VerifyReport(model.name, tuple(rows), judged=len(judged_files), unrecognized=unrecognized)
+    not_judged = list(skipped)
+    for source in files:
+        reasons = list(dict.fromkeys(why.get(source, [])))
+        if source not in judged_files:
+            not_judged.append((source, "; ".join(reasons) or "no result in it"))
+        elif noted := [r for r in reasons if r not in ("empty", _NOT_A_TOOL)]:
+            # a part that is some tool's output, not judged; text around the results (a job's own
+            # lines before the first marker) is no result and goes unsaid
+            not_judged.append((source, "a part of it: " + "; ".join(noted)))
+    return VerifyReport(model.name, tuple(rows), judged=len(judged_files), not_judged=tuple(not_judged))
 
 
 def _number(value: Optional[float]) -> str:
@@ -315,17 +363,16 @@ NARROWEST_NODE = 24  # a host list wraps after a comma no narrower than this
 
 
 def _host_lines(cell: str, width: int) -> list[str]:
-    """A NODE cell on lines of at most `width`, a host list broken after a comma (one name
-    longer than that stays whole)."""
+    """A NODE cell on lines of at most `width`, a host list broken after a comma, "unknown node
+    (FILE)" at its spaces (one name longer than that stays whole)."""
     lines = [""]
-    for name in cell.split(","):
-        piece = name if not lines[-1] else "," + name
-        if lines[-1] and len(lines[-1]) + len(piece) > width:
-            lines[-1] += ","
-            lines.append(name)
+    for piece in re.findall(r"[^, ]+[, ]?|[, ]", cell):
+        if lines[-1] and len(lines[-1]) + len(piece.rstrip(" ")) > width:
+            lines[-1] = lines[-1].rstrip(" ")
+            lines.append(piece)
         else:
             lines[-1] += piece
-    return lines
+    return [line.rstrip(" ") for line in lines]
 
 
 def render_text(report: VerifyReport) -> str:
@@ -356,10 +403,23 @@ def render_text(report: VerifyReport) -> str:
             rows += textwrap.wrap(note, WIDTH, initial_indent="    ", subsequent_indent="    ",
                                   break_on_hyphens=False)
         lines += rows
+    lines += _not_judged_lines(report)
     counts = {v: sum(1 for r in report.rows if r.verdict is v) for v in Verdict}
     lines.append(f"{report.cluster}: {report.verdict.value} ({counts[Verdict.PASS]} pass, {counts[Verdict.WARN]} "
                  f"warn, {counts[Verdict.FAIL]} fail)")
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _not_judged_lines(report: VerifyReport) -> list[str]:
+    """The section of the files not judged: each file, and under it why."""
+    if not report.not_judged:
+        return []
+    lines = [f"NOT JUDGED ({len(report.not_judged)} file{'s' if len(report.not_judged) > 1 else ''})"]
+    for source, why in report.not_judged:
+        lines.append("  " + source)
+        lines += textwrap.wrap(why, WIDTH, initial_indent="    ", subsequent_indent="    ",
+                               break_on_hyphens=False, break_long_words=False)
+    return lines
 
 
 def render_json(report: VerifyReport) -> str:
@@ -369,7 +429,7 @@ def render_json(report: VerifyReport) -> str:
 # ---- the command ---------------------------------------------------------------------------
 
 FORMATS = ("text", "json")
-MAX_RESULT_BYTES = 64 * 1024 * 1024  # read of each results file
+MAX_RESULT_BYTES = 64 * 1024 * 1024  # a results file larger than this is not read
 
 
 def _walk(path: str) -> list[str]:
@@ -383,28 +443,66 @@ def _walk(path: str) -> list[str]:
     return found
 
 
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+
+
+def _read(path: str) -> tuple[Optional[str], str]:
+    """(text, "") of a regular file, or (None, why it is not read). Only a regular file is opened
+    (stat first, so a FIFO, a socket or a device is never opened: opening a FIFO blocks until a
+    writer comes), non-blocking and checked again once open; one over MAX_RESULT_BYTES is not read.
+    OSError where the file cannot be stat'ed or read."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        return None, f"{kind}, not a regular file: not opened"
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):  # replaced between the stat and the open
+            return None, "not a regular file once opened: not read"
+        if info.st_size > MAX_RESULT_BYTES:
+            return None, (f"{info.st_size / 2 ** 20:,.1f} MiB, over the {MAX_RESULT_BYTES // 2 ** 20} MiB a "
+                          "result is read to: not read")
+        data = handle.read(MAX_RESULT_BYTES + 1)
+    if len(data) > MAX_RESULT_BYTES:
+        return None, f"over the {MAX_RESULT_BYTES // 2 ** 20} MiB a result is read to (it grew): not read"
+    return data.decode("utf-8", errors="replace"), ""
+
+
 def run(model: ClusterModel, paths: Iterable[str]) -> VerifyReport:
     """`fmcluster verify SPEC RESULTS...`: the results files (and every file under a results
-    directory) read and judged."""
+    directory) read and judged; what is not a regular file, or too large, is listed, not judged."""
     files: dict[str, str] = {}
+    skipped: list[tuple[str, str]] = []
     for given in paths:
         for path in _walk(given):
             try:
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    files[path] = handle.read(MAX_RESULT_BYTES)
+                text, why = _read(path)
             except OSError as exc:
-                return VerifyReport(model.name, (), error=f"cannot read {path}: {exc.strerror or exc}")
-    return judge_results(model, files)
+                return VerifyReport(model.name, (), error=f"cannot read {path}: {exc.strerror or exc}",
+                                    not_judged=tuple(skipped))
+            if text is None:
+                skipped.append((path, why))
+            else:
+                files[path] = text
+    return judge_results(model, files, skipped)
 
 
 def render(report: VerifyReport, fmt: str = "text") -> tuple[str, str]:
-    """(stdout, stderr)."""
+    """(stdout, stderr). JSON: the object on stdout whatever the outcome (an error, nothing judged);
+    text: the table with its section of the files not judged, or nothing on stdout and why on
+    stderr when nothing was judged."""
+    notes = "".join(f"fmcluster verify: {source}: not judged: {why}\n" for source, why in report.not_judged)
     if report.error is not None:
-        return "", f"fmcluster verify: {report.error}\n"
-    notes = "".join(f"fmcluster verify: {source}: not judged: {why}\n" for source, why in report.unrecognized)
+        err = notes + f"fmcluster verify: {report.error}\n"
+        return (render_json(report) if fmt == "json" else ""), err
     if not report.judged:
-        return "", notes + "fmcluster verify: nothing judged: no file holds a result fmcluster recognizes\n"
-    return (render_json if fmt == "json" else render_text)(report), notes
+        err = notes + "fmcluster verify: nothing judged: no file holds a result fmcluster recognizes\n"
+        return (render_json(report) if fmt == "json" else ""), err
+    if fmt == "json":
+        return render_json(report), notes
+    return render_text(report), ""
 
 
 def exit_code(report: VerifyReport) -> int:

@@ -945,20 +945,39 @@ def split_by_node(text: str) -> tuple[NodePart, ...]:
     return tuple(parts)
 
 
+# what may start a line of output before the tool's own text: Open MPI --tag-output "[1,0]<stdout>:",
+# srun --label "0: ", torchrun's "[default0]:" or "[rank0]:", and the indentation of a pasted output
+_LINE_START = r"^[ \t]*(?:(?:\[[^\]\n]*\](?:<std(?:out|err)>)?:|\d+:)[ \t]*)*"
+# each tool's own lines, at the start of a line: a text that only mentions them (a note, a script that
+# prints them, the kit's smoke.py) is none of them
+# (a whole line of plain words: the source that prints it, quoted or folded into YAML, is not one)
+_SMOKE_WORD = r"""[^\s"'\\{}]+"""
+_SMOKE_LINE = re.compile(_LINE_START + rf"fmcluster-smoke (?:step=\d+ loss={_SMOKE_WORD}|ok|failed)"
+                         rf"(?: {_SMOKE_WORD})*[ \t\r]*$", re.MULTILINE)
+_DCGM_JSON = re.compile(_LINE_START + r'\{?\s*"DCGM (?:GPU )?Diagnostic"\s*:\s*\{', re.MULTILINE)
+_DCGM_TABLE = re.compile(_LINE_START + r"\|\s*Diagnostic\s+\|\s*Result\s+\|\s*$", re.MULTILINE)
+_DCGM_DONE = re.compile(_LINE_START + r"Successfully ran diagnostic for group\.?\s*$", re.MULTILINE)
+_FIO_JSON = re.compile(_LINE_START + r'\{?\s*"fio version"\s*:\s*"', re.MULTILINE)
+_NCCL_HEAD = re.compile(_LINE_START + r"#\s*(?:nccl-tests version \S+|Collective test starting: \w+_perf|"
+                        r"nThread \d+ nGpus \d+ minBytes \d+|size\s+count\s+type\s+redop\b.*\bbusbw\b)",
+                        re.MULTILINE)
+
+
 def detect(text: str) -> Optional[str]:
-    """What the text is the output of, from its content: "nccl", "dcgm", "fio" or "smoke"; None when
-    it is none of them (a truncated output is still recognised by its first lines)."""
-    if re.search(r"fmcluster-smoke (step=|ok\b|failed\b)", text):
+    """What the text is the output of, from the tool's own lines at the start of a line: "nccl"
+    (nccl-tests' header or table header), "dcgm" (dcgmi diag's table header, its JSON document or its
+    `Successfully ran diagnostic for group.` line), "fio" (fio's JSON document or its normal report)
+    or "smoke" (the smoke test's step or final line); None when it is none of them. A truncated
+    output is still recognised by its first lines; a text that only mentions them is not."""
+    if _SMOKE_LINE.search(text):
         return "smoke"
-    if re.search(r'"DCGM (GPU )?Diagnostic"\s*:', text) or re.search(r"\|\s*Diagnostic\s+\|\s*Result\s+\|", text):
+    if _DCGM_JSON.search(text) or _DCGM_TABLE.search(text):
         return "dcgm"
-    if re.search(r'"fio version"\s*:', text) or re.search(r'"jobname"\s*:', text) and '"jobs"' in text:
+    if _FIO_JSON.search(text):
         return "fio"
-    if re.search(r"#\s*(nccl-tests version|Collective test starting|Avg bus bandwidth|Out of bounds values|"
-                 r"nThread \d+ nGpus \d+ minBytes)", text) \
-            or re.search(r"#\s+size\s+count\s+type\s+redop.*busbw", text):
+    if _NCCL_HEAD.search(text):
         return "nccl"
-    if "Successfully ran diagnostic for group" in text:
+    if _DCGM_DONE.search(text):
         return "dcgm"
     if _FIO_TEXT.search(text):
         return "fio"

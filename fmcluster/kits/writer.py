@@ -1,9 +1,14 @@
 """`fmcluster jobs SPEC -o DIR`: the cluster's kit (fmcluster.kits.jobs) written into DIR, existing
 kit files replaced; the report says what was written.
+
+The kit lists the files it wrote in DIR/.fmcluster-kit (MARKER). A file of the new kit that is
+already in DIR, neither listed there nor the same bytes, is the user's own (`-o .` in a project
+holding its README.md): nothing is written then, and the report names those files.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
@@ -14,6 +19,8 @@ if TYPE_CHECKING:
     from fmcluster.model.cluster import ClusterModel
 
 FORMATS = ("text",)
+MARKER = ".fmcluster-kit"  # the files a kit wrote into its directory, one a line, after a comment
+_MARKER_HEAD = "# files written by fmcluster jobs; it replaces only these in this directory\n"
 
 
 @dataclass(frozen=True)
@@ -33,16 +40,45 @@ def run(model: ClusterModel, directory: str | Path, team: str | None = None) -> 
         return JobsReport(out, (), f"there is no team '{team}' in the spec", hint=(
             "a team of its teams section: " + ", ".join(names) if names else "the spec has no teams: leave --team out"))
     chosen = model.team(team) if team is not None else (model.teams[0] if model.teams else None)
+    files = jobs.kit(model, chosen)
+    ours = _listed(out)
+    theirs = [f.path for f in files if f.path not in ours and _someone_elses(out / f.path, f.content)]
+    if theirs:
+        return JobsReport(out, (), f"{out}: would replace files the kit did not write: {', '.join(theirs)}",
+                          hint="name an empty or new directory, such as the default: fmcluster jobs SPEC -o "
+                               "acceptance")
     try:
-        for kit_file in jobs.kit(model, chosen):
+        for kit_file in files:
             path = out / kit_file.path
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(kit_file.content, encoding="utf-8")
             path.chmod(0o755 if kit_file.executable else 0o644)
             written.append(kit_file.path)
+        (out / MARKER).write_text(_MARKER_HEAD + "".join(f"{name}\n" for name in sorted(ours | set(written))),
+                                  encoding="utf-8")
     except OSError as exc:
         return JobsReport(out, tuple(written), f"cannot write {out}: {exc.strerror or exc}")
     return JobsReport(out, tuple(written))
+
+
+def _listed(out: Path) -> set[str]:
+    """The files an earlier kit wrote into `out`, from its MARKER; none without one."""
+    try:
+        text = (out / MARKER).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
+
+
+def _someone_elses(path: Path, content: str) -> bool:
+    """Whether `path` holds something other than `content`: a file (or link, or directory) that
+    writing the kit's file would lose."""
+    if not os.path.lexists(path):
+        return False
+    try:
+        return path.is_symlink() or path.read_bytes() != content.encode("utf-8")
+    except OSError:
+        return True
 
 
 def render(report: JobsReport, fmt: str = "text") -> tuple[str, str]:

@@ -21,7 +21,7 @@ from fmcluster.facts.kubernetes import (
 )
 from fmcluster.facts.node import TEXTFILE_DIR
 from fmcluster.kubernetes import kueue
-from fmcluster.kubernetes.manifests import FSX_CSI, FileSystem, lustre_manifests
+from fmcluster.kubernetes.manifests import FSX_CSI, FileSystem, home_manifests, lustre_manifests
 from fmcluster.model.cluster import ClusterModel
 
 TEXTFILE_MOUNT = "/host/fmcluster-textfile"  # where the node exporter's container sees it
@@ -349,6 +349,10 @@ def with_lustre(model: ClusterModel) -> bool:
     return model.spec.storage.lustre is not None
 
 
+def with_home(model: ClusterModel) -> bool:
+    return model.spec.storage.home is not None
+
+
 def observed(model: ClusterModel) -> bool:
     """NAME-observability exists: the exporters feed its managed scraper."""
     return model.observed
@@ -367,7 +371,32 @@ def lustre_volume(model: ClusterModel, file_system: Optional[FileSystem]) -> lis
     if file_system is None:
         raise ValueError(f"{model.name} has a Lustre file system, but no id, DNS or mount name for it")
     return lustre_manifests(model.spec, file_system_id=file_system.id, dns_name=file_system.dns_name,
-                            mount_name=file_system.mount_name)
+                            mount_name=file_system.mount_name,
+                            team_namespaces=tuple(kueue.team_queue(t)[0] for t in model.teams))
+
+
+def with_teams(model: ClusterModel) -> bool:
+    return bool(model.teams)
+
+
+def team_namespaces(model: ClusterModel) -> list[dict[str, Any]]:
+    """The teams' Namespaces and RoleBindings, and the ClusterRole that adds the kits' job kinds to
+    `edit` (kueue.team_namespace_manifests, kueue.job_kinds_role): before every other manifest,
+    which may place objects in them."""
+    documents = [kueue.job_kinds_role()]
+    for team in model.teams:
+        # a team named like orchestrator.namespace: that Namespace is the stack's own manifest
+        documents += [d for d in kueue.team_namespace_manifests(team)
+                      if not (d["kind"] == "Namespace" and d["metadata"]["name"] == model.spec.orchestrator.namespace)]
+    return documents
+
+
+def home_volume(model: ClusterModel, file_system: Optional[FileSystem]) -> list[dict[str, Any]]:
+    """The shared home's PersistentVolume and claim (home_manifests)."""
+    if file_system is None or not file_system.home_dns_name:
+        raise ValueError(f"{model.name} has a shared home, but no DNS name for it")
+    return home_manifests(model.spec, dns_name=file_system.home_dns_name,
+                          team_namespaces=tuple(kueue.team_queue(t)[0] for t in model.teams))
 
 
 MPI_OPERATOR, TRAINING_OPERATORS = (
@@ -379,6 +408,8 @@ MPI_OPERATOR, TRAINING_OPERATORS = (
     Subchart(OPERATOR_SUBCHARTS[0], OPERATOR_SUBCHARTS[0], OPERATORS_NAMESPACE),
     Subchart(OPERATOR_SUBCHARTS[1], OPERATOR_SUBCHARTS[1], OPERATORS_NAMESPACE,
              node_selector=MappingProxyType(system_node_selector())))
+
+TEAM_NAMESPACES = "TeamNamespaces"  # the row every later manifest comes after, where there are teams
 
 # Everything fmcluster installs inside a Kubernetes cluster, in install order (which is also the
 # order of the cluster stack's resources). `after` names a node group (the system nodes the
@@ -393,6 +424,7 @@ INSTALLS: tuple[Install, ...] = (
     Release("GpuFeatureDiscovery", GPU_FEATURE_DISCOVERY,
             lambda m: gpu_feature_discovery_values(ultraserver_group_names(m)),
             when=(on_kubernetes, with_ultraservers)),
+    Manifests(TEAM_NAMESPACES, lambda m, _: team_namespaces(m), when=(on_kubernetes, with_teams)),
     Release("Kueue", KUEUE, kueue.kueue_values, when=(on_kubernetes,), after=(SYSTEM_NODE_GROUP,), wait=True),
     Manifests("KueueQueues", lambda m, _: kueue.kueue_manifests(m), when=(on_kubernetes,), after=("Kueue",)),
     Release("LeaderWorkerSet", LWS, lambda m: lws_values(), when=(on_kubernetes,), after=(SYSTEM_NODE_GROUP,),
@@ -401,6 +433,7 @@ INSTALLS: tuple[Install, ...] = (
             when=(on_eks,), after=(SYSTEM_NODE_GROUP,)),
     Release(TRAINING_OPERATORS.release, TRAINING_OPERATORS, lambda m: {}, when=(on_eks,), after=(SYSTEM_NODE_GROUP,)),
     Manifests("LustreVolume", lustre_volume, when=(on_kubernetes, with_lustre), after=(FSX_CSI.name,)),
+    Manifests("HomeVolume", home_volume, when=(on_kubernetes, with_home)),
     Release("NodeExporter", NODE_EXPORTER, lambda m: node_exporter_values(), when=(on_kubernetes, observed)),
     Release("DcgmExporter", DCGM_EXPORTER, lambda m: dcgm_exporter_values(), when=(on_kubernetes, observed)),
     Release("EfaNodeExporter", EFA_NODE_EXPORTER, lambda m: efa_node_exporter_values(),

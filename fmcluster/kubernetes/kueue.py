@@ -1,6 +1,10 @@
 """Kueue on a Kubernetes cluster: its controller Configuration and chart values, a
 ResourceFlavor per node group with its quota, the ClusterQueue and LocalQueue, and the NVLink
-Topology of UltraServer groups."""
+Topology of UltraServer groups. Where teams share the cluster: a Cohort, a ClusterQueue per team
+with its guarantee as nominal quota, the WorkloadPriorityClasses, and per team a Namespace, its
+LocalQueue and RoleBinding (team_manifests).
+
+Sources and details: docs/research-notes.md, "fmcluster/kubernetes/kueue.py"."""
 
 from __future__ import annotations
 
@@ -9,8 +13,10 @@ from typing import Any, Optional
 
 import yaml
 
+from fmcluster.facts import teams as team_facts
 from fmcluster.facts.kubernetes import GPU_TOLERATION, LABEL_PREFIX, NODE_GROUP_LABEL, system_node_selector
 from fmcluster.model.cluster import ClusterModel, NodeGroup
+from fmcluster.model.teams import Team
 from fmcluster.spec.models import ClusterSpec
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -58,15 +64,28 @@ def kueue_chart_configuration() -> dict[str, Any]:
             "integrations": {"frameworks": list(KUEUE_CHART_FRAMEWORKS)}}
 
 
+# Fair sharing (config.kueue.x-k8s.io/v1beta2 Configuration.fairSharing, at 0.18.3): on when the
+# field is set (cmd/kueue/main.go), which needs preemptionStrategies, one of the sets
+# pkg/config/validation.go accepts. Both strategies, as the Kueue documentation's example has
+# them (site/content/en/docs/concepts/preemption.md, "Fair Sharing"): first preempt only where
+# the preempting team ends no further above its share than the preempted one, then where it is
+# below the other's share at the start.
+FAIR_SHARING_STRATEGIES = ("LessThanOrEqualToFinalShare", "LessThanInitialShare")
+
+
 def kueue_configuration(model: ClusterModel) -> Optional[dict[str, Any]]:
     """Kueue's Configuration where fmcluster needs more than the chart's default, else None: with an
     UltraServer node group, the chart's default and the ComputeDomain channel class mapped to
-    IMEX_CHANNEL_RESOURCE (the quota of kueue_manifests)."""
-    if not model.ultraserver_groups:
+    IMEX_CHANNEL_RESOURCE (the quota of kueue_manifests); with teams, fair sharing between their
+    ClusterQueues."""
+    if not model.ultraserver_groups and not model.teams:
         return None
     configuration = kueue_chart_configuration()
-    configuration["resources"] = {"deviceClassMappings": [
-        {"name": IMEX_CHANNEL_RESOURCE, "deviceClassNames": [COMPUTE_DOMAIN_CHANNEL_CLASS]}]}
+    if model.ultraserver_groups:
+        configuration["resources"] = {"deviceClassMappings": [
+            {"name": IMEX_CHANNEL_RESOURCE, "deviceClassNames": [COMPUTE_DOMAIN_CHANNEL_CLASS]}]}
+    if model.teams:
+        configuration["fairSharing"] = {"preemptionStrategies": list(FAIR_SHARING_STRATEGIES)}
     return configuration
 
 
@@ -84,6 +103,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 COVERED_RESOURCES = ("cpu", "memory", GPU_RESOURCE, EFA_RESOURCE)
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"  # a job's WorkloadPriorityClass (pkg/controller/constants)
 
 
 @dataclass(frozen=True)
@@ -106,10 +126,19 @@ class FlavorQuota:
     def covered(self) -> tuple[str, ...]:
         return COVERED_RESOURCES + ((IMEX_CHANNEL_RESOURCE,) if self.imex_channels is not None else ())
 
+    def quantities(self) -> dict[str, int]:
+        """The flavor's capacity by covered resource (memory in GiB)."""
+        quota = {"cpu": self.cpu, "memory": self.memory_gib, GPU_RESOURCE: self.gpus, EFA_RESOURCE: self.efa,
+                 IMEX_CHANNEL_RESOURCE: self.imex_channels or 0}  # covered only where not None
+        return {name: quota[name] for name in self.covered()}
+
     def resources(self) -> list[dict[str, Any]]:
-        quota = {"cpu": self.cpu, "memory": f"{self.memory_gib}Gi", GPU_RESOURCE: self.gpus, EFA_RESOURCE: self.efa,
-                 IMEX_CHANNEL_RESOURCE: self.imex_channels}
-        return [{"name": name, "nominalQuota": quota[name]} for name in self.covered()]
+        return [{"name": name, "nominalQuota": quantity(name, value)} for name, value in self.quantities().items()]
+
+
+def quantity(resource: str, value: int) -> int | str:
+    """A quota as Kueue takes it: memory in Gi, the rest as counts."""
+    return f"{value}Gi" if resource == "memory" else value
 
 
 def channel_quota(model: ClusterModel, group: NodeGroup) -> Optional[int]:
@@ -161,8 +190,32 @@ def total_gpus(model: ClusterModel) -> int:
 
 
 def queue_names(spec: ClusterSpec) -> tuple[str, str]:
-    """(ClusterQueue, LocalQueue): both named after the cluster."""
+    """(ClusterQueue, LocalQueue) of a cluster without teams: both named after the cluster."""
     return spec.name, spec.name
+
+
+# With teams: the LocalQueue of a team's namespace is named `default`, which Kueue 0.18.3 makes the
+# namespace's default queue (LocalQueueDefaulting, GA and locked on since 0.17;
+# site/content/en/docs/tasks/manage/enforce_job_management/setup_default_local_queue.md): a job
+# there without the queue-name label is given it, so no team's job runs outside its quota.
+TEAM_LOCAL_QUEUE = "default"
+
+
+def team_queue(team: Team) -> tuple[str, str, str]:
+    """(namespace, LocalQueue, ClusterQueue) of a team: its namespace and ClusterQueue take its name."""
+    return team.name, TEAM_LOCAL_QUEUE, team.name
+
+
+def job_queue(model: ClusterModel, team: Optional[Team] = None) -> tuple[str, str, Optional[str]]:
+    """(namespace, LocalQueue, priority class or None) a job of the kits goes to: the team's
+    namespace, queue and own priority class; without teams orchestrator.namespace and the cluster's
+    LocalQueue, no priority class. A model with teams and no team given: its first team."""
+    if team is None and model.teams:
+        team = model.teams[0]
+    if team is None:
+        return model.spec.orchestrator.namespace, queue_names(model.spec)[1], None
+    namespace, local_queue, _ = team_queue(team)
+    return namespace, local_queue, team.priority
 
 
 NVLINK_CLIQUE_LABEL = "nvidia.com/gpu.clique"  # one value per NVLink domain (GFD: GPU_FEATURE_DISCOVERY)
@@ -189,11 +242,27 @@ def kueue_manifests(model: ClusterModel) -> list[dict[str, Any]]:
     """ResourceFlavors (one per node group of the model), the ClusterQueue over all of them, and
     the LocalQueue in orchestrator.namespace that jobs name with the kueue.x-k8s.io/queue-name label;
     with an UltraServer node group, the Topology of its flavor first, and IMEX_CHANNEL_RESOURCE covered
-    (the ComputeDomain channels its jobs claim: channel_quota)."""
+    (the ComputeDomain channels its jobs claim: channel_quota). With teams, the teams' objects
+    (team_manifests) in place of the one ClusterQueue and LocalQueue."""
     spec = model.spec
     cluster_queue, local_queue = queue_names(spec)
     quotas = flavor_quotas(model)
     topologies = [topology_manifest()] if model.ultraserver_groups else []
+    flavors = flavor_manifests(quotas)
+    if model.teams:
+        return [*topologies, *flavors, *team_manifests(model, quotas)]
+    queue = {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
+             "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                 "coveredResources": list(quotas[0].covered() if quotas else COVERED_RESOURCES),
+                 "flavors": [{"name": q.name, "resources": q.resources()} for q in quotas]}]}}
+    local = {"apiVersion": KUEUE_API, "kind": "LocalQueue",
+             "metadata": {"name": local_queue, "namespace": spec.orchestrator.namespace},
+             "spec": {"clusterQueue": cluster_queue}}
+    return [*topologies, *flavors, queue, local]
+
+
+def flavor_manifests(quotas: list[FlavorQuota]) -> list[dict[str, Any]]:
+    """A ResourceFlavor per flavor quota."""
     flavors: list[dict[str, Any]] = []
     for q in quotas:
         flavor_spec: dict[str, Any] = {"nodeLabels": dict(q.node_labels)}
@@ -203,11 +272,149 @@ def kueue_manifests(model: ClusterModel) -> list[dict[str, Any]]:
             flavor_spec["topologyName"] = q.topology
         flavors.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": q.name},
                         "spec": flavor_spec})
-    queue = {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
-             "spec": {"namespaceSelector": {}, "resourceGroups": [{
-                 "coveredResources": list(quotas[0].covered() if quotas else COVERED_RESOURCES),
-                 "flavors": [{"name": q.name, "resources": q.resources()} for q in quotas]}]}}
-    local = {"apiVersion": KUEUE_API, "kind": "LocalQueue",
-             "metadata": {"name": local_queue, "namespace": spec.orchestrator.namespace},
-             "spec": {"clusterQueue": cluster_queue}}
-    return [*topologies, *flavors, queue, local]
+    return flavors
+
+
+# --- teams ---------------------------------------------------------------------------------------
+#
+# Where teams share the cluster, Kueue's quotas are theirs (kubernetes-sigs/kueue v0.18.3,
+# apis/kueue/v1beta2 clusterqueue_types.go and cohort_types.go): a ClusterQueue per team in one
+# cohort, named after the cluster. A team's nominal quota in a flavor is its guaranteed GPUs
+# there, and of the flavor's other resources (CPU, memory, EFA interfaces, IMEX channels) the same
+# fraction, rounded down: a job within its guarantee then fits in every resource it asks for. The
+# rest of each shared flavor (the GPUs nobody is guaranteed, CPU node groups whole) is the
+# Cohort's own nominal quota, a pool every team may borrow from. A team's `borrow` is the
+# borrowingLimit of its GPUs in each flavor, its `lend` their lendingLimit (at most its nominal
+# quota, as Kueue's webhook requires; LendingLimit is GA at 0.18); unset where unlimited. A node
+# group dedicated to a team is a flavor in its ClusterQueue only, whole, lent to nobody.
+#
+# Preemption: within a team's queue a job preempts lower-priority jobs (withinClusterQueue
+# LowerPriority); a team reclaims its guarantee from teams that borrowed it whatever their
+# priority (reclaimWithinCohort Any). With fair sharing on (FAIR_SHARING_STRATEGIES), Kueue shares
+# what is idle between the teams that borrow and preempts borrowers by share; borrowWithinCohort
+# is left unset: Kueue reads it only in classical preemption, never with fair sharing (its field
+# documentation; site/content/en/docs/concepts/preemption.md, "Fair Sharing").
+
+TEAM_LABEL = LABEL_PREFIX + "team"  # on a team's Namespace
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set by Kubernetes on every Namespace
+TEAM_ROLE_BINDING = "fmcluster-team-edit"
+TEAM_CLUSTER_ROLE = "edit"  # the built-in user-facing role: read and write most namespaced objects
+JOB_KINDS_ROLE = "fmcluster-job-kinds-edit"
+
+
+def team_group(team: Team) -> str:
+    """The Kubernetes group of a team's IAM members (their EKS access entries name it)."""
+    return f"fmcluster:team:{team.name}"
+
+
+def cohort_name(spec: ClusterSpec) -> str:
+    return spec.name
+
+
+def dedicated_owners(model: ClusterModel) -> dict[str, str]:
+    """Node group -> the team it is dedicated to."""
+    return {group: team.name for team in model.teams for group in team.dedicated}
+
+
+def team_quantities(quota: FlavorQuota, team: Team) -> dict[str, int]:
+    """A team's nominal quota in a flavor by resource: its guaranteed GPUs there, and that fraction
+    of the flavor's other resources, rounded down (0 on a flavor without GPUs)."""
+    guaranteed = team.guaranteed.get(quota.name, 0)
+    if not quota.gpus:
+        return {name: 0 for name in quota.covered()}
+    return {name: guaranteed if name == GPU_RESOURCE else value * guaranteed // quota.gpus
+            for name, value in quota.quantities().items()}
+
+
+def pool_quantities(quota: FlavorQuota, teams: tuple[Team, ...]) -> dict[str, int]:
+    """What of a shared flavor no team is guaranteed: the Cohort's own quota."""
+    taken = [team_quantities(quota, team) for team in teams]
+    return {name: value - sum(t[name] for t in taken) for name, value in quota.quantities().items()}
+
+
+def team_flavor(quota: FlavorQuota, team: Team, dedicated: bool) -> dict[str, Any]:
+    """A flavor of a team's ClusterQueue with its quota and limits."""
+    resources = []
+    for name, value in team_quantities(quota, team).items():
+        resource: dict[str, Any] = {"name": name, "nominalQuota": quantity(name, value)}
+        if dedicated:
+            resource["lendingLimit"] = quantity(name, 0)
+        elif name == GPU_RESOURCE and quota.gpus:
+            if team.borrow_limit is not None:
+                resource["borrowingLimit"] = team.borrow_limit
+            if team.lend_limit is not None:
+                resource["lendingLimit"] = team.lendable(quota.name)
+        resources.append(resource)
+    return {"name": quota.name, "resources": resources}
+
+
+def priority_class_manifests() -> list[dict[str, Any]]:
+    """A WorkloadPriorityClass per priority class of fmcluster.facts.teams (cluster-scoped; a job
+    names one with PRIORITY_CLASS_LABEL)."""
+    return [{"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass", "metadata": {"name": p.name},
+             "value": p.value, "description": p.description} for p in team_facts.PRIORITY_CLASSES]
+
+
+def job_kinds_role() -> dict[str, Any]:
+    """A ClusterRole aggregated into `edit` (rbac.authorization.k8s.io/aggregate-to-edit): the job
+    kinds the kits submit besides Kubernetes' own (MPIJob, PyTorchJob, LeaderWorkerSet, ComputeDomain),
+    which `edit` does not cover by itself; and read access to Kueue's LocalQueues and Workloads."""
+    write = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": JOB_KINDS_ROLE, "labels": {"rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+            "rules": [{"apiGroups": ["kubeflow.org"], "resources": ["mpijobs", "pytorchjobs"], "verbs": write},
+                      {"apiGroups": ["leaderworkerset.x-k8s.io"], "resources": ["leaderworkersets"], "verbs": write},
+                      {"apiGroups": ["resource.nvidia.com"], "resources": ["computedomains"], "verbs": write},
+                      {"apiGroups": ["kueue.x-k8s.io"], "resources": ["localqueues", "workloads"],
+                       "verbs": ["get", "list", "watch"]}]}
+
+
+def team_namespace_manifests(team: Team) -> list[dict[str, Any]]:
+    """A team's Namespace and the RoleBinding of its groups (and its IAM members' group) to `edit` there."""
+    namespace = team.name
+    subjects = [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": group}
+                for group in (*team.groups, *((team_group(team),) if team.members else ()))]
+    documents: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {TEAM_LABEL: team.name}}}]
+    if subjects:
+        documents.append({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                          "metadata": {"name": TEAM_ROLE_BINDING, "namespace": namespace},
+                          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                      "name": TEAM_CLUSTER_ROLE},
+                          "subjects": subjects})
+    return documents
+
+
+def team_manifests(model: ClusterModel, quotas: Optional[list[FlavorQuota]] = None) -> list[dict[str, Any]]:
+    """The teams' Kueue objects: the WorkloadPriorityClasses, the Cohort (with the pool of what no
+    team is guaranteed), a ClusterQueue per team (cohort_name; only its namespace may use it), and in
+    each team's namespace its LocalQueue TEAM_LOCAL_QUEUE. The namespaces themselves are
+    team_namespace_manifests'."""
+    if quotas is None:
+        quotas = flavor_quotas(model)
+    owners = dedicated_owners(model)
+    cohort = cohort_name(model.spec)
+    covered = list(quotas[0].covered() if quotas else COVERED_RESOURCES)
+    shared = [q for q in quotas if q.name not in owners]
+    cohort_spec: dict[str, Any] = {}
+    if shared:
+        cohort_spec["resourceGroups"] = [{"coveredResources": covered, "flavors": [
+            {"name": q.name, "resources": [{"name": name, "nominalQuota": quantity(name, value)}
+                                           for name, value in pool_quantities(q, model.teams).items()]}
+            for q in shared]}]
+    documents = [*priority_class_manifests(),
+                 {"apiVersion": KUEUE_API, "kind": "Cohort", "metadata": {"name": cohort}, "spec": cohort_spec}]
+    for team in model.teams:
+        namespace, local_queue, cluster_queue = team_queue(team)
+        flavors = [team_flavor(q, team, q.name in owners) for q in quotas
+                   if q.name not in owners or owners[q.name] == team.name]
+        documents.append({"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": cluster_queue},
+                          "spec": {"cohortName": cohort,
+                                   "namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}},
+                                   "preemption": {"withinClusterQueue": "LowerPriority",
+                                                  "reclaimWithinCohort": "Any"},
+                                   "resourceGroups": [{"coveredResources": covered, "flavors": flavors}]}})
+        documents.append({"apiVersion": KUEUE_API, "kind": "LocalQueue",
+                          "metadata": {"name": local_queue, "namespace": namespace},
+                          "spec": {"clusterQueue": cluster_queue}})
+    return documents

@@ -9,6 +9,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from fmcluster.facts import openzfs
 from fmcluster.facts.kubernetes import object_name_valid
 from fmcluster.spec.models import ClusterSpec
 
@@ -53,6 +54,7 @@ def compute_domain_manifest(name: str, *, namespace: str, num_nodes: int = 0,
 BUILTIN_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 FSX_CSI_DRIVER = "fsx.csi.aws.com"
 LUSTRE_CLAIM = "fsx-lustre"
+HOME_CLAIM = "home"  # the shared home's claim (storage.home)
 
 
 def namespace_manifest(namespace: str) -> Optional[dict[str, Any]]:
@@ -64,27 +66,42 @@ def namespace_manifest(namespace: str) -> Optional[dict[str, Any]]:
 
 @dataclass(frozen=True)
 class FileSystem:
-    """The Lustre file system as the storage stack gives it at deploy time (lustre_manifests)."""
+    """The file systems as the storage stack gives them at deploy time: the Lustre one
+    (lustre_manifests; "" without one) and the shared home's DNS name (home_manifests; "" without
+    one)."""
 
     id: str
     dns_name: str
     mount_name: str
+    home_dns_name: str = ""
 
 
 def lustre_volume_name(spec: ClusterSpec) -> str:
     return f"{spec.name}-fsx-lustre"
 
 
-def lustre_manifests(spec: ClusterSpec, *, file_system_id: str, dns_name: str, mount_name: str
-                     ) -> list[dict[str, Any]]:
+def lustre_manifests(spec: ClusterSpec, *, file_system_id: str, dns_name: str, mount_name: str,
+                     team_namespaces: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """A static PersistentVolume of the FSx for Lustre file system (FSx CSI driver, retained:
     deleting the claim never touches the data) and a ReadWriteMany claim bound to it in
-    orchestrator.namespace."""
+    orchestrator.namespace; and the same in each of `team_namespaces` (a claim binds one volume,
+    so each namespace's claim has a volume of its own, NAME-fsx-lustre-NAMESPACE, all of them the
+    one file system)."""
     lustre = spec.storage.lustre
     if lustre is None:
         raise ValueError(f"{spec.name} has no Lustre file system (storage.lustre)")
     capacity = f"{lustre.storage_capacity_gib}Gi"
-    volume = lustre_volume_name(spec)
+    documents: list[dict[str, Any]] = []
+    for namespace in dict.fromkeys((spec.orchestrator.namespace, *team_namespaces)):  # each once
+        volume = lustre_volume_name(spec)
+        if namespace != spec.orchestrator.namespace:
+            volume += f"-{namespace}"
+        documents += _lustre_volume(volume, namespace, capacity, file_system_id, dns_name, mount_name)
+    return documents
+
+
+def _lustre_volume(volume: str, namespace: str, capacity: str, file_system_id: str, dns_name: str,
+                   mount_name: str) -> list[dict[str, Any]]:
     pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
           "spec": {"capacity": {"storage": capacity}, "volumeMode": "Filesystem", "accessModes": ["ReadWriteMany"],
                    "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
@@ -92,10 +109,42 @@ def lustre_manifests(spec: ClusterSpec, *, file_system_id: str, dns_name: str, m
                    "csi": {"driver": FSX_CSI_DRIVER, "volumeHandle": file_system_id,
                            "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name}}}}
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-           "metadata": {"name": LUSTRE_CLAIM, "namespace": spec.orchestrator.namespace},
+           "metadata": {"name": LUSTRE_CLAIM, "namespace": namespace},
            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
                     "resources": {"requests": {"storage": capacity}}}}
     return [pv, pvc]
+
+
+def home_volume_name(spec: ClusterSpec) -> str:
+    return f"{spec.name}-home"
+
+
+def home_manifests(spec: ClusterSpec, *, dns_name: str, team_namespaces: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """The shared home (FSx for OpenZFS) as a static NFS PersistentVolume (Kubernetes' own nfs
+    volume: the node mounts it with its NFS client; retained: deleting the claim never touches the
+    data) and the ReadWriteMany claim `home` bound to it in orchestrator.namespace. Pods mount the
+    claim where they want their home, such as /home; and the same in each of `team_namespaces`
+    (a volume per claim, NAME-home-NAMESPACE, all of them the one file system)."""
+    home = spec.storage.home
+    if home is None:
+        raise ValueError(f"{spec.name} has no shared home (storage.home)")
+    capacity = f"{home.storage_capacity_gib}Gi"
+    documents: list[dict[str, Any]] = []
+    for namespace in dict.fromkeys((spec.orchestrator.namespace, *team_namespaces)):  # each once
+        volume = home_volume_name(spec)
+        if namespace != spec.orchestrator.namespace:
+            volume += f"-{namespace}"
+        pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
+              "spec": {"capacity": {"storage": capacity}, "volumeMode": "Filesystem",
+                       "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",
+                       "storageClassName": "", "mountOptions": list(openzfs.MOUNT_OPTIONS),
+                       "nfs": {"server": dns_name, "path": openzfs.ROOT_VOLUME_PATH}}}
+        pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+               "metadata": {"name": HOME_CLAIM, "namespace": namespace},
+               "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
+                        "resources": {"requests": {"storage": capacity}}}}
+        documents += [pv, pvc]
+    return documents
 
 
 @dataclass(frozen=True)

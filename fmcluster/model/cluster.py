@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         labels: Mapping[str, str]
 
 COMPUTE, LOGIN, SYSTEM, CONTROLLER = "compute", "login", "system", "controller"
+OPENZFS, LUSTRE = "openzfs", "lustre"  # what the shared home is (Home.kind)
 PCS_LOGIN_ROOT_VOLUME_GIB = 256  # the PCS login nodes' root volume
 SYSTEM_ROOT_VOLUME_GIB = 256  # the EKS system nodes' root volume
 HYPERPOD_SYSTEM_VOLUME_GIB = 256  # /opt/sagemaker of the HyperPod Slurm controller and login nodes
@@ -159,6 +160,26 @@ class Stack:
 
 
 @dataclass(frozen=True)
+class Home:
+    """The cluster's shared home: which file system is mounted at /home on every node.
+    `kind`: "openzfs" (storage.home, NFS) or "lustre" (storage.lustre at mount_path /home)."""
+
+    kind: str
+    mount_path: str = node_facts.HOME_PATH
+
+
+def home_of(spec: ClusterSpec) -> Optional[Home]:
+    """The spec's shared home, or None: storage.home, else the Lustre file system where it is
+    mounted at /home (the rules refuse both at once)."""
+    if spec.storage.home is not None:
+        return Home(OPENZFS)
+    lustre = spec.storage.lustre
+    if lustre is not None and lustre.mount_path == node_facts.HOME_PATH:
+        return Home(LUSTRE)
+    return None
+
+
+@dataclass(frozen=True)
 class ClusterModel:
     spec: ClusterSpec
     control_plane: ControlPlane
@@ -177,6 +198,8 @@ class ClusterModel:
     serving: Optional[inference.Serving] = None
     images: tuple[NodeImage, ...] = ()  # NAME-images' node images (Slurm planes), by key
     teams: tuple[Team, ...] = ()  # the teams that share the cluster (fmcluster.model.teams), in the spec's order
+
+    home: Optional[Home] = None  # the shared home (storage.home, or Lustre at /home); None without one
 
     def team(self, name: str) -> Team:
         return next(t for t in self.teams if t.name == name)
@@ -204,8 +227,14 @@ class ClusterModel:
         return next(g for g in self.all_groups if g.name == name)
 
     def instance_tags(self, group: NodeGroup) -> dict[str, str]:
-        """The tags a node group's instances and volumes carry (its launch template's)."""
-        return {**self.spec.tags, naming.CLUSTER_TAG: self.name, naming.NODE_GROUP_TAG: group.name}
+        """The tags a node group's instances and volumes carry (its launch template's). On a cluster
+        with teams, the team tag too: the team a group is dedicated to, else `shared` (the cost
+        allocation tag that splits the bill by team)."""
+        tags = {**self.spec.tags, naming.CLUSTER_TAG: self.name, naming.NODE_GROUP_TAG: group.name}
+        if self.teams:
+            owner = next((t.name for t in self.teams if group.name in t.dedicated), naming.SHARED)
+            tags[naming.TEAM_TAG] = owner
+        return tags
 
     def runs_containers(self, group: NodeGroup) -> bool:
         """The group's nodes run Slurm jobs in containers (Enroot and Pyxis): on a Slurm plane, the
@@ -299,6 +328,7 @@ def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool, baked: bool) ->
         Stack(NETWORK, name, "VPC, subnets by AZ ID, NAT gateway, S3 endpoint, flow logs, EFA and node "
                                           "security groups", spec.protect),
         Stack(STORAGE, name, "S3 buckets" + (", FSx for Lustre and its links" if spec.storage.lustre else "")
+              + (", FSx for OpenZFS (the shared home)" if spec.storage.home else "")
               + (", KMS key" if spec.storage.kms else "") + " (retained)", True),
     ]
     if observed:
@@ -375,4 +405,5 @@ def resolve(spec: ClusterSpec) -> ClusterModel:
         subnets=tuple(network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)),
         tags=MappingProxyType({naming.CLUSTER_TAG: spec.name, **spec.tags}),
         stacks=_stacks(spec, cp, observed, bool(images)), observed=observed, lustre_efa=lustre_efa,
-        serving=_serving(spec, placed), images=images, teams=resolve_teams(spec))
+        serving=_serving(spec, placed), images=images, teams=resolve_teams(spec),
+        home=home_of(spec))

@@ -26,6 +26,7 @@ class Team:
     lend_limit: Optional[int]  # of its guaranteed GPUs per group, how many others may use; None: all
     priority: str  # its jobs' default priority class, the highest it may use
     dedicated: tuple[str, ...]  # the node groups that are its alone
+    others: tuple[str, ...] = ()  # the node groups dedicated to other teams: never its to use
 
     @property
     def priorities(self) -> tuple[str, ...]:
@@ -41,6 +42,8 @@ class Team:
         at most the group. A dedicated group's GPUs are its alone: others never borrow them."""
         if group in self.dedicated:
             return self.group_gpus[group]
+        if group in self.others:
+            return 0
         if self.borrow_limit is None:
             return self.group_gpus[group]
         return min(self.group_gpus[group], self.guaranteed[group] + self.borrow_limit)
@@ -79,7 +82,8 @@ def _team(spec: ClusterSpec, team: TeamSpec) -> Team:
         guaranteed=MappingProxyType(shares.team_guarantee(spec, team)),
         group_gpus=MappingProxyType(shares.group_gpus(spec)),
         borrow_limit=_limit(team.borrow), lend_limit=_limit(team.lend), priority=team.priority,
-        dedicated=tuple(group for group, owner in owners.items() if owner == team.name))
+        dedicated=tuple(group for group, owner in owners.items() if owner == team.name),
+        others=tuple(group for group, owner in owners.items() if owner != team.name))
 
 
 def resolve_teams(spec: ClusterSpec) -> tuple[Team, ...]:

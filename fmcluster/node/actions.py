@@ -22,8 +22,8 @@ phases, in order:
   keeps; local writes that fail only on a broken node, which is replaced rather than left to run
   jobs without its prolog or gate.
 - ``fmcluster storage`` (NodeBootstrapped, EVERY_BOOT, CONTINUE): the instance-store scratch
-  volume, LNet over EFA and the Lustre mount. The first boot writes their fstab lines and units
-  and a reboot mounts from them, but a mount that did not come back (an array that did not
+  volume, LNet over EFA, the Lustre mount and the shared home at /home. The first boot writes
+  their fstab lines and units and a reboot mounts from them, but a mount that did not come back (an array that did not
   assemble, a file system not yet reachable when systemd tried) is made again: each step is
   idempotent (a mounted path is left as it is, a formatted array is never formatted again).
   CONTINUE: what did not mount is the readiness check's to judge, after its wait for late mounts.
@@ -64,6 +64,7 @@ from fmcluster.facts.node import FMCLUSTER_LIB, SCRATCH_PATH
 from fmcluster.node.bootstrap import (
     BOUNDARY,
     TOKEN_MARK,
+    HomeMount,
     LustreMount,
     Metrics,
     NodeProgram,
@@ -104,7 +105,7 @@ PHASES = (
           ("install_slurm_prolog", "enable_imex", "install_node_ready", "gate_slurmd", "protect_running_jobs",
            "write_nccl_env")),
     Phase("fmcluster storage", NODE_BOOTSTRAPPED, EVERY_BOOT, CONTINUE,
-          ("setup_scratch", "setup_lnet_efa", "mount_lustre")),
+          ("setup_scratch", "setup_lnet_efa", "mount_lustre", "mount_home")),
     Phase("fmcluster containers", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, CONTINUE, ("setup_containers",)),
     Phase("fmcluster node ready", NODE_BOOTSTRAPPED, EVERY_BOOT, TERMINATE, ("check_node_ready",)),
     Phase("fmcluster metrics", NODE_READY, FIRST_BOOT_ONLY, CONTINUE, ("setup_metrics",)),
@@ -164,11 +165,13 @@ def scripts(program: NodeProgram) -> tuple[LifecycleScript, ...]:
 
 def node_actions(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                  scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
-                 containers: bool = False, slurm_version: str = "") -> tuple[LifecycleScript, ...]:
+                 containers: bool = False, slurm_version: str = "",
+                 home: HomeMount | None = None) -> tuple[LifecycleScript, ...]:
     """The node lifecycle scripts of an AWS PCS node group (the arguments of
     fmcluster.node.bootstrap.node_program)."""
     return scripts(node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
-                                slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version))
+                                slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version,
+                                home=home))
 
 
 def in_stage(actions: Sequence[LifecycleScript], stage: str) -> list[LifecycleScript]:

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
-from fmcluster.facts import catalog
+from fmcluster.facts import catalog, openzfs
 from fmcluster.facts import images as image_facts
 from fmcluster.facts.catalog import InstanceType
 from fmcluster.facts.efa import lnet_efa_interfaces
-from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
+from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, HOME_PATH, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
 
 SCRIPTS = Path(__file__).parent / "scripts" / "boot"
 SLURM_SCRIPTS = Path(__file__).parent / "scripts" / "slurm"
@@ -32,6 +32,13 @@ FSX_MOUNT_ATTEMPTS = 20
 FSX_RETRY_SECONDS = 15
 FSX_MOUNT_OPTIONS = "defaults,relatime,flock,_netdev"
 LNET_EFA_UNIT = "fmcluster-lnet-efa.service"
+# The shared home over NFS (FSx for OpenZFS: fmcluster.facts.openzfs.MOUNT_OPTIONS); fstab adds
+# _netdev: mounted once the network is up.
+NFS_MOUNT_OPTIONS = ",".join(openzfs.MOUNT_OPTIONS)
+HOME_STAGING = "/run/fmcluster-home"  # where the shared home is mounted while the image's /home is copied in
+HOME_IMAGE_ROOT = "/run/fmcluster-image-root"  # a bind mount of /: the image's /home under a mounted home
+HOME_MOUNT_ATTEMPTS = 20
+HOME_RETRY_SECONDS = 15
 LUSTRE_CLIENT_ATTEMPTS = 3  # dnf install lustre-client, on Amazon EKS's images
 APT_LOCK_TIMEOUT_SECONDS = 300  # DPkg::Lock::Timeout of each apt-get
 APT_ATTEMPTS = 5
@@ -85,7 +92,10 @@ PYXIS_COMMIT = "107519944221822ea1dace4db8e7234b2eaa4cd5"
 # squashfuse, fuse-overlayfs; libnvidia-container-tools is the AMI's, node-ready requires it).
 CONTAINER_BUILD_PACKAGES = "git build-essential libcap2-bin libtool automake libmd-dev"
 ENROOT_RUNTIME_PACKAGES = "curl gawk jq squashfs-tools parallel zstd pigz squashfuse fuse-overlayfs"
-CONTAINER_PACKAGES = f"{CONTAINER_BUILD_PACKAGES} {ENROOT_RUNTIME_PACKAGES}"
+# The NFS client (mount.nfs), for the shared home on FSx for OpenZFS (home.sh): baked with them,
+# since the boot path installs nothing.
+NFS_CLIENT_PACKAGES = "nfs-common"
+CONTAINER_PACKAGES = f"{CONTAINER_BUILD_PACKAGES} {ENROOT_RUNTIME_PACKAGES} {NFS_CLIENT_PACKAGES}"
 # What the image bake installed (fmcluster/node/scripts/image/bake.sh), read by the boot's checks.
 IMAGE_MANIFEST = f"{FMCLUSTER_ETC}/image.env"
 DOWNLOAD_ATTEMPTS = 5  # the image bake's clones
@@ -121,6 +131,30 @@ class LustreMount:
     @property
     def source(self) -> str:
         return f"{self.dns_name}@tcp:/{self.mount_name}"
+
+
+@dataclass(frozen=True)
+class HomeMount:
+    """The cluster's shared home as a node mounts it at /home (values may be CDK tokens):
+    `source`, `fstype` (nfs or lustre), the options of its fstab line and of the mount that seeds
+    it (home.sh). `nfs` (FSx for OpenZFS) and `lustre` (the Lustre file system at /home) make them."""
+
+    source: str
+    fstype: str
+    fstab_options: str
+    mount_options: str
+    mount_path: str = HOME_PATH
+
+    @classmethod
+    def nfs(cls, dns_name: str) -> "HomeMount":
+        """FSx for OpenZFS: its root volume over NFS 4.1."""
+        return cls(openzfs.source(dns_name), "nfs", NFS_MOUNT_OPTIONS + ",_netdev", NFS_MOUNT_OPTIONS)
+
+    @classmethod
+    def lustre(cls, mount: "LustreMount", *, lnet: bool) -> "HomeMount":
+        """The FSx for Lustre file system mounted at /home (its options as lustre.sh's)."""
+        options = FSX_MOUNT_OPTIONS + (f",x-systemd.requires={LNET_EFA_UNIT}" if lnet else "")
+        return cls(mount.source, "lustre", options, "relatime,flock", mount.mount_path)
 
 
 @dataclass(frozen=True)
@@ -428,6 +462,18 @@ class NodeProgram:
                         FSX_MOUNT_OPTIONS=options, FSX_MOUNT_ATTEMPTS=FSX_MOUNT_ATTEMPTS,
                         FSX_RETRY_SECONDS=FSX_RETRY_SECONDS)
 
+    def home(self, home: HomeMount) -> "NodeProgram":
+        """The shared home at /home (home.sh): the image's home directories copied into it first."""
+        return self.add("home.sh", "mount_home", HOME_SOURCE=home.source, HOME_FSTYPE=home.fstype,
+                        HOME_PATH=home.mount_path, HOME_FSTAB_OPTIONS=home.fstab_options,
+                        HOME_MOUNT_OPTIONS=home.mount_options, HOME_STAGING=HOME_STAGING,
+                        HOME_MOUNT_ATTEMPTS=HOME_MOUNT_ATTEMPTS, HOME_RETRY_SECONDS=HOME_RETRY_SECONDS)
+
+    def seed_mounted_home(self, path: str = HOME_PATH) -> "NodeProgram":
+        """The image's home directories copied into a shared home mounted at `path` before the
+        script runs (SageMaker HyperPod mounts it itself; home.sh's seed_mounted_home)."""
+        return self.add("home.sh", "seed_mounted_home", HOME_PATH=path, HOME_IMAGE_ROOT=HOME_IMAGE_ROOT)
+
     def metrics(self, metrics: Metrics, *, efa: bool, lustre_path: str = "",
                 step: str = "setup_metrics") -> "NodeProgram":
         """Metrics collection (metrics.sh), run by the step `step` (a function calling setup_metrics):
@@ -458,19 +504,21 @@ def header(comment: str | None = None) -> str:
 
 def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True,
-                slurm_prolog: bool = False, containers: bool = False, slurm_version: str = "") -> str:
+                slurm_prolog: bool = False, containers: bool = False, slurm_version: str = "",
+                home: HomeMount | None = None) -> str:
     """The AWS PCS bootstrap script of a node of `instance_type`, as one script (`node_program`,
     rendered; fmcluster.node.actions splits the same program into node lifecycle scripts).
     `compact`: the fragments without their comment lines, the body packed (the user data's 16 KiB
     limit)."""
     program = node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
-                           slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version)
+                           slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version,
+                           home=home)
     return program.render(header(), compact=compact)
 
 
 def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                  scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
-                 containers: bool = False, slurm_version: str = "") -> NodeProgram:
+                 containers: bool = False, slurm_version: str = "", home: HomeMount | None = None) -> NodeProgram:
     """The AWS PCS node program of a node of `instance_type` (docs/research-notes.md).
 
     `efa`: the node has EFA interfaces (sets the EFA environment; never on a type without EFA).
@@ -481,11 +529,19 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
     `slurm_version`'s directory, and nvidia-imex.service must be enabled for the node to be ready;
     on any other type it does nothing). `containers`: Enroot and Pyxis (built against the cluster's
     `slurm_version`), the image cache on `lustre`, and a node without them is not ready.
+    `home`: the shared home (FSx for OpenZFS) to mount at /home; a `lustre` whose mount path is
+    /home is the shared home itself (mounted the same way, the image's home directories copied in
+    first). A node without its home is not ready.
     """
     instance = instance_entry(instance_type)
     efa = efa and instance.efa_supported
     lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=bool(lustre and lustre.efa))
-    mounts = ([lustre.mount_path] if lustre else []) + ([scratch_path] if instance.nvme_disks else [])
+    if lustre is not None and lustre.mount_path == HOME_PATH:
+        if home is not None:
+            raise ValueError("two shared homes: the Lustre file system at /home and another")
+        home = HomeMount.lustre(lustre, lnet=lnet > 0)
+    mounts = ([lustre.mount_path] if lustre else []) + ([home.mount_path] if home and home.fstype == "nfs" else []) \
+        + ([scratch_path] if instance.nvme_disks else [])
     runtime = None
     if containers:
         if not slurm_version:
@@ -506,8 +562,10 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
         program.scratch(scratch_path)
     if lnet:
         program.lnet(lnet)
-    if lustre is not None:
+    if lustre is not None and lustre.mount_path != HOME_PATH:
         program.lustre(lustre, lnet=lnet > 0)
+    if home is not None:
+        program.home(home)
     if runtime is not None:
         program.containers(runtime, scratch_path)
     program.steps.append("check_node_ready")
@@ -600,9 +658,9 @@ def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDA
 
 def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
               scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
-              containers: bool = False, slurm_version: str = "") -> str:
+              containers: bool = False, slurm_version: str = "", home: HomeMount | None = None) -> str:
     """The node group's user data: MIME multipart with the bootstrap script (not yet base64)."""
     script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
-                         slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version)
+                         slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version, home=home)
     return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])
 

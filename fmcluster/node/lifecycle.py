@@ -40,12 +40,18 @@ METRICS_COMMENT = """\
 class NodeChecks:
     """What an instance group's node must have before it takes jobs (HyperPod Slurm compute
     groups; a node that fails is drained with the reasons): `mounts`, the file system's mount
-    point (HyperPod's FsxLustreConfig) besides /scratch; `containers`: on GPU nodes, Enroot and
-    Pyxis (bootstrap/containers.sh, against HyperPod's /opt/slurm), the image cache on the file
-    system (the first of `mounts`), a node without them drained."""
+    point (HyperPod's FsxLustreConfig) and the shared home's (FsxOpenZfsConfig) besides /scratch;
+    `containers`: on GPU nodes, Enroot and Pyxis (bootstrap/containers.sh, against HyperPod's
+    /opt/slurm), the image cache on `shared_path` (default: the first of `mounts`), a node without
+    them drained."""
 
     mounts: tuple[str, ...] = ()
     containers: bool = False
+    shared_path: Optional[str] = None  # Enroot's image cache: the Lustre mount ("" none; None: the first of mounts)
+
+    @property
+    def cache_path(self) -> str:
+        return self.shared_path if self.shared_path is not None else (self.mounts[0] if self.mounts else "")
 
 
 @dataclass(frozen=True)
@@ -62,13 +68,16 @@ class SlurmRuntime:
 
 def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = SCRATCH_PATH,
                  checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
-                 runtime: Optional[SlurmRuntime] = None) -> str:
+                 runtime: Optional[SlurmRuntime] = None, home: str = "") -> str:
     """The `on_init.sh` of an instance group (docs/research-notes.md). `checks`: drain the node unless
     it is ready (Slurm compute groups). `lnet_efa`: configure LNet over EFA for an EFA-enabled file
     system mounted by the node's pods (HyperPod EKS; EFA groups only). `runtime`: Enroot and Pyxis
-    on a controller or login group (SlurmRuntime)."""
+    on a controller or login group (SlurmRuntime). `home`: the shared home HyperPod mounted there
+    (/home; "" none): the image's home directories are copied into it."""
     instance = bootstrap.instance_entry(instance_type)
     program = bootstrap.NodeProgram(instance, NODE_GROUP=group).protect().nccl(efa)
+    if home:
+        program.seed_mounted_home(home)
     program.add(SCRIPTS / "hooks.sh", "run_hooks", HOOKS_DIR=HOOKS_DIR, OPTIONAL_HOOKS=" ".join(OPTIONAL_HOOKS))
     lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
     if lnet:
@@ -81,7 +90,7 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
     if checks is not None:
         containers = None
         if checks.containers and instance.is_gpu:
-            containers = bootstrap.Containers.hyperpod(checks.mounts[0] if checks.mounts else "")
+            containers = bootstrap.Containers.hyperpod(checks.cache_path)
             slurm_runtime(program, containers, scratch_path, controller=False)
         mounts = [*checks.mounts, *([scratch_path] if instance.nvme_disks else [])]
         program.readiness(mounts=mounts, lnet_efa=False, containers=containers, scratch_path=scratch_path)
@@ -131,11 +140,11 @@ class Bundle:
 
 def bundle(group: str, instance_type: str, *, efa: bool, hooks: Mapping[str, str] | None = None,
            checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
-           runtime: Optional[SlurmRuntime] = None) -> Bundle:
+           runtime: Optional[SlurmRuntime] = None, home: str = "") -> Bundle:
     """The lifecycle folder of an instance group: the entry script (`entry_script`) and the hooks
     (file name -> script text, run in name order; names like ``50-exporters.sh``)."""
     files = {ENTRYPOINT: entry_script(group, instance_type, efa=efa, checks=checks, lnet_efa=lnet_efa,
-                                      runtime=runtime)}
+                                      runtime=runtime, home=home)}
     for name, text in sorted((hooks or {}).items()):
         if not HOOK_NAME.fullmatch(name):
             raise ValueError(f"hook name {name!r} is not a plain *.sh file name")

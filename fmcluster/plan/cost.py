@@ -105,6 +105,11 @@ def _lines(m: model.ClusterModel, table: PriceTable) -> list[CostLine]:
         if fs.deployment_type == "PERSISTENT_2" and fs.metadata_iops != "auto":
             lines.append(_line(f"FSx for Lustre: {fs.metadata_iops} provisioned metadata IOPS", "unknown",
                                note="user-provisioned metadata IOPS are not in the price table"))
+    home = spec.storage.home
+    if home:
+        lines.append(_line(f"FSx for OpenZFS home: {home.storage_capacity_gib} GiB {home.deployment_type}, "
+                           f"{home.throughput_mbps} MB/s", "unknown",
+                           note="FSx for OpenZFS prices are not in the price table"))
     lines.append(_line("NAT gateway: 1", "priced", table.nat_gateway_hourly))
     lines.append(_line("public IPv4 address of the NAT gateway: 1", "priced", table.public_ipv4_hourly))
     if cp.scheduler == "kubernetes":

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping
 import yaml
 
 from fmcluster.plan.cost import CostLine
-from fmcluster.plan.report import ControlPlanePlan, NodeGroupPlan, Plan, Resources, ServingFit, build
+from fmcluster.plan.report import ControlPlanePlan, NodeGroupPlan, Plan, Resources, ServingFit, TeamPlan, build
 from fmcluster.spec.models import ClusterSpec, is_everyone
 
 Table = list[list[str]]
@@ -280,6 +280,15 @@ def storage_rows(plan: Plan) -> Table:
     for b in s.buckets:
         rows.append([f"bucket {b.name}", b.s3_name + (" (versioned)" if b.versioned else "")])
     rows.append(["KMS key", "customer-managed" if s.kms else "none (SSE-S3 and FSx-managed keys)"])
+    home = s.home
+    if home is None:
+        pass  # each node's own /home
+    elif home.storage_capacity_gib is None:
+        rows.append(["shared home", f"the FSx for Lustre file system, mounted at {home.mount_path} on every node"])
+    else:
+        rows.append(["shared home", f"FSx for OpenZFS, {num(home.storage_capacity_gib, 0)} GiB "
+                                    f"{home.deployment_type}, {home.throughput_mbps} MB/s, {home.compression}, "
+                                    f"mounted at {home.mount_path} on every node (retained)"])
     fs = s.lustre
     if fs is None:
         rows.append(["FSx for Lustre", "none"])
@@ -372,6 +381,31 @@ def cost_rows(plan: Plan) -> Table:
     rows.append(["total of priced items", _range(c.hourly_usd_min, c.hourly_usd_max),
                  _range(c.daily_usd_min, c.daily_usd_max), "" if c.complete else "plus the items not priced above"])
     return rows
+
+
+def team_rows(plan: Plan) -> Table:
+    """A row per team: its priority, its GPUs guaranteed and at most (per node group where the
+    cluster has several GPU groups), what others may use of it, and the hourly cost of both."""
+    several = len(plan.teams[0].node_groups) > 1 if plan.teams else False
+    rows = [["team", "priority", "guaranteed GPUs", "at most", "lends", "$/h guaranteed", "$/h at most"]]
+    def per_group(t: TeamPlan, field: str, total: int) -> str:
+        if not several:
+            return str(total)
+        return f"{total} (" + ", ".join(f"{g.node_group} {getattr(g, field)}" for g in t.node_groups) + ")"
+
+    for t in plan.teams:
+        lends = sum(g.lendable_gpus for g in t.node_groups)
+        rows.append([t.name + (" (dedicated: " + ", ".join(t.dedicated) + ")" if t.dedicated else ""),
+                     t.priority, per_group(t, "guaranteed_gpus", t.guaranteed_gpus),
+                     per_group(t, "burst_gpus", t.burst_gpus),
+                     str(lends), usd(t.guaranteed_hourly_usd), usd(t.burst_hourly_usd)])
+    return rows
+
+
+TEAMS_NOTE = ("A team is guaranteed its GPUs (a Kueue nominal quota; on Slurm its fair share) and may use "
+              "more that others leave idle, up to 'at most'; others may use what it 'lends' while it is idle, "
+              "and give it back by preemption. Hourly figures are at On-Demand list prices, the rate to "
+              "charge a team back at, whatever the capacity was bought as.")
 
 
 def _range(low: float, high: float) -> str:
@@ -532,6 +566,9 @@ def render_text(plan: Plan) -> str:
         title = f"Node images ({plan.images.stack}, EC2 Image Builder)" if plan.images else "Node images"
         body = text_table(images_rows(plan), records=True) + paragraph(images_line(plan)) if plan.images else []
         out += _section(title, body + [wrapped for line in own_image_lines(plan) for wrapped in paragraph(line)])
+    if plan.teams:
+        out += _section("Teams (GPUs at each group's maximum size)", text_table(team_rows(plan))
+                        + paragraph(TEAMS_NOTE))
     out += _section("Stacks", text_table([[s.name, s.contents + (" [termination protection]"
                                                                 if s.termination_protection else "")]
                                           for s in plan.stacks]))
@@ -668,6 +705,7 @@ def render_markdown(plan: Plan) -> str:
            "#### Control plane and observability", "", f"- {control_plane_line(plan)}",
            f"- {observability_line(plan)}", "",
            *_images_markdown(plan),
+           *(["#### Teams", "", *md_table(team_rows(plan)), "", TEAMS_NOTE, ""] if plan.teams else []),
            "#### Stacks", "", *md_table([["stack", "contents", "termination protection"],
                                          *[[f"`{s.name}`", s.contents, "yes" if s.termination_protection else "no"]
                                            for s in plan.stacks]]), "",

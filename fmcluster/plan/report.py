@@ -172,10 +172,22 @@ class BucketPlan(Model):
     versioned: bool
 
 
+class HomePlan(Model):
+    """The shared home: FSx for OpenZFS (storage.home), or the Lustre file system at /home."""
+
+    file_system: str  # "FSx for OpenZFS" or "FSx for Lustre"
+    mount_path: str
+    deployment_type: Optional[str] = None  # OpenZFS only, as the four below
+    storage_capacity_gib: Optional[int] = None
+    throughput_mbps: Optional[int] = None
+    compression: Optional[str] = None
+
+
 class StoragePlan(Model):
     buckets: list[BucketPlan]
     kms: bool
     lustre: Optional[LustrePlan]
+    home: Optional[HomePlan] = None
 
 
 class SubnetPlan(Model):
@@ -262,6 +274,29 @@ class ImagesPlan(Model):
     note: str
 
 
+class TeamGroupPlan(Model):
+    node_group: str
+    guaranteed_gpus: int  # its nominal quota (Kubernetes) or fair share (Slurm) there
+    burst_gpus: int  # the most it may hold at once: the guarantee and what it may borrow
+    lendable_gpus: int  # of its guarantee, what others may use while it is idle
+    gpu_hourly_usd: Optional[float]  # On-Demand list price of one GPU-hour of the group's type
+
+
+class TeamPlan(Model):
+    name: str
+    priority: str  # its jobs' default priority class, the highest it may use
+    priorities: list[str]
+    members: int
+    groups: list[str]
+    dedicated: list[str]  # the node groups that are its alone
+    fair_share: int  # Slurm: its account's Fairshare
+    node_groups: list[TeamGroupPlan]  # every GPU node group
+    guaranteed_gpus: int
+    burst_gpus: int
+    guaranteed_hourly_usd: Optional[float]  # at On-Demand list prices; None where a group has no price
+    burst_hourly_usd: Optional[float]
+
+
 class StackPlan(Model):
     name: str
     contents: str
@@ -293,6 +328,7 @@ class Plan(Model):
     serving: Optional[ServingPlan] = None  # the spec's serving section; None without one
     images: Optional[ImagesPlan] = None  # NAME-images; None where the nodes launch from no baked image
     own_images: list[OwnImagePlan] = []  # the Slurm groups with an ami_id of their own
+    teams: list[TeamPlan] = []  # the teams that share the cluster (fmcluster.model.teams)
 
 
 def json_schema() -> dict[str, Any]:
@@ -478,7 +514,19 @@ def _storage(spec: ClusterSpec, params: float) -> StoragePlan:
     account = spec.account or "ACCOUNT"
     buckets = [BucketPlan(name=b.name, s3_name=naming.bucket_name(spec.name, b.name, spec.region, account),
                           versioned=b.versioned) for b in spec.storage.buckets]
-    return StoragePlan(buckets=buckets, kms=spec.storage.kms, lustre=_lustre(spec, params))
+    return StoragePlan(buckets=buckets, kms=spec.storage.kms, lustre=_lustre(spec, params), home=_home(spec))
+
+
+def _home(spec: ClusterSpec) -> HomePlan | None:
+    home = model.home_of(spec)
+    if home is None:
+        return None
+    fs = spec.storage.home
+    if fs is None:  # the Lustre file system at /home
+        return HomePlan(file_system="FSx for Lustre", mount_path=home.mount_path)
+    return HomePlan(file_system="FSx for OpenZFS", mount_path=home.mount_path, deployment_type=fs.deployment_type,
+                    storage_capacity_gib=fs.storage_capacity_gib, throughput_mbps=fs.throughput_mbps,
+                    compression=fs.compression)
 
 
 def _network(spec: ClusterSpec) -> NetworkPlan:
@@ -547,6 +595,34 @@ def _images(m: model.ClusterModel, table: prices.PriceTable) -> Optional[ImagesP
                           build_instance_hourly_usd=table.instance_hourly(i.build_instance_type),
                           revision=i.revision, encrypted=i.encrypted, groups=list(i.groups))
                 for i in m.images])
+
+
+def _teams(m: model.ClusterModel, table: prices.PriceTable) -> list[TeamPlan]:
+    """Each team's GPUs per GPU node group and what they cost an hour at On-Demand list prices:
+    the rate a team is charged back at, whatever the capacity was bought as (Capacity Blocks and
+    reservations are bought at their own price)."""
+    per_gpu = {}
+    for group in m.node_groups:  # SageMaker HyperPod bills ml.* instances, not in the table (fmcluster.plan.cost)
+        unit = None if m.control_plane.hyperpod else table.instance_hourly(group.instance_type)
+        per_gpu[group.name] = None if unit is None or not group.gpus else round(unit / group.gpus, 4)
+    plans = []
+    for team in m.teams:
+        rows = [TeamGroupPlan(node_group=group, guaranteed_gpus=team.guaranteed[group], burst_gpus=team.burst(group),
+                              lendable_gpus=team.lendable(group), gpu_hourly_usd=per_gpu[group])
+                for group in team.group_gpus]
+
+        def hourly(gpus: dict[str, int]) -> Optional[float]:
+            if any(n and per_gpu[group] is None for group, n in gpus.items()):
+                return None
+            return round(sum(n * (per_gpu[group] or 0.0) for group, n in gpus.items()), 2)
+
+        plans.append(TeamPlan(
+            name=team.name, priority=team.priority, priorities=list(team.priorities), members=len(team.members),
+            groups=list(team.groups), dedicated=list(team.dedicated), fair_share=team.fair_share, node_groups=rows,
+            guaranteed_gpus=team.guaranteed_gpus, burst_gpus=team.burst_gpus,
+            guaranteed_hourly_usd=hourly(dict(team.guaranteed)),
+            burst_hourly_usd=hourly({group: team.burst(group) for group in team.group_gpus})))
+    return plans
 
 
 def _observability(m: model.ClusterModel) -> ObservabilityPlan:
@@ -630,5 +706,5 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
         control_plane=_control_plane(m), observability=_observability(m), stacks=_stacks(m),
         cost=cost(m, table), resolved_spec=resolved,
         defaulted=defaulted, serving=_served(m),
-        images=_images(m, table), own_images=_own_images(m),
+        images=_images(m, table), own_images=_own_images(m), teams=_teams(m, table),
     )

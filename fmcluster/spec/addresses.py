@@ -11,7 +11,7 @@ from fmcluster.spec.models import ClusterSpec
 
 def address_needs(spec: ClusterSpec) -> list[AddressNeed]:
     """What takes an address in the GPU AZ's private subnet: each node's interfaces that take
-    one (efa-only interfaces take none), pods on Kubernetes nodes, login/system nodes, the
+    one (efa-only interfaces take none), pods on Kubernetes nodes, login nodes (Slurm) or system nodes (Kubernetes), the
     Lustre file system and control-plane headroom."""
 
     cp = spec.orchestrator.control_plane
@@ -23,7 +23,8 @@ def address_needs(spec: ClusterSpec) -> list[AddressNeed]:
     login = spec.orchestrator.login
     if login.count:
         per_login = 1 + cp.pod_addresses_per_node
-        needs.append(AddressNeed(f"login/system nodes: {login.count} x {per_login}", login.count * per_login))
+        kind = "system nodes" if cp.scheduler == "kubernetes" else "login nodes"  # what `login` is on each
+        needs.append(AddressNeed(f"{kind}: {login.count} x {per_login}", login.count * per_login))
     lustre = spec.storage.lustre
     if lustre:
         needs.append(AddressNeed("FSx for Lustre", fsx.addresses(lustre.storage_capacity_gib, lustre.efa,

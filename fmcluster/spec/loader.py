@@ -149,8 +149,15 @@ def read_mapping(path: str | FsPath, what: str, example: str, first_key: str
     return parse_mapping(text, file, what, example, first_key)
 
 
-def parse_mapping(text: str, file: str, what: str = "spec", example: str = "one of the files in examples/",
+def parse_mapping(text: str, file: str, what: str = "spec", example: str | None = None,
                   first_key: str = "name: my-cluster") -> tuple[yamlpos.Document | None, list[Diagnostic]]:
+    """The document of a YAML text that is a mapping, or the diagnostic that says why not. An
+    empty one is told where to start: `example`, by default the cluster.yaml `fmcluster init`
+    writes (and the examples, where the working directory has them: a checkout of the repository)."""
+    if example is None:
+        example = "the cluster.yaml that `fmcluster init DIR` writes"
+        if FsPath("examples").is_dir():
+            example += ", or one of the files in examples/"
     try:
         doc = yamlpos.load(text, file)
     except yamlpos.YamlSyntaxError as exc:
@@ -188,6 +195,19 @@ def _pipeline_file(doc: yamlpos.Document) -> Diagnostic | None:
                       f"check it with `fmcluster validate --pipeline {named}`; commands that take a SPEC take "
                       "one of the cluster specs its waves list", "error", doc.file, line, column, DOCUMENT_RULE,
                       doc.line(line))
+
+
+def cluster_spec_file(doc: yamlpos.Document) -> Diagnostic | None:
+    """The one error of a cluster spec given where a GitOps pipeline file goes (`validate
+    --pipeline SPEC`), as `_pipeline_file` is of the converse: a spec has `node_groups` and no
+    `waves`."""
+    if "node_groups" not in doc.data or "waves" in doc.data:
+        return None
+    line, column = doc.locate(("node_groups",), at_key=True)
+    named = "FILE" if doc.file == STDIN_NAME else doc.file
+    return Diagnostic("this is a cluster spec (it has `node_groups`), not a GitOps pipeline file", ("node_groups",),
+                      f"check it without --pipeline: `fmcluster validate {named}`", "error", doc.file, line, column,
+                      DOCUMENT_RULE, doc.line(line))
 
 
 def load_text(text: str, file: str = "<spec>") -> LoadResult:

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, model_validator
 from pydantic_core import PydanticCustomError
 
-from fmcluster.facts import catalog, controlplanes, fsx, regions, software, teams
+from fmcluster.facts import catalog, controlplanes, fsx, openzfs, regions, software, teams
 
 
 def _fail(kind: str, message: str, hint: str | None = None) -> PydanticCustomError:
@@ -71,6 +71,17 @@ def _region(value: str) -> str:
                     + f"'{close[-1]}'?")
     raise _fail("region", f"'{value}' is not an AWS region fmcluster knows",
                 "known regions (botocore's list: a newer botocore knows newer regions): " + ", ".join(supported))
+
+
+def region_problem(value: str) -> tuple[str, str | None] | None:
+    """(message, hint) of a region a spec could not name (a typo gets its did-you-mean), as
+    validate words it; None for a supported region. For `fmcluster init --region`."""
+    try:
+        _region(value)
+    except PydanticCustomError as exc:
+        hint = exc.context.get("hint") if exc.context else None
+        return exc.message(), str(hint) if hint else None
+    return None
 
 
 def _close_regions(value: str, supported: list[str]) -> list[str]:
@@ -263,11 +274,41 @@ class LustreSpec(Model):
         return fsx.throughput_mbps(self.storage_capacity_gib, self.deployment_type, self.throughput_per_tib)
 
 
+class HomeSpec(Model):
+    """A shared home: an FSx for OpenZFS file system in NAME-storage, mounted at /home on every
+    node (Slurm: compute and login nodes, the HyperPod controller; Kubernetes: a PersistentVolume
+    and its claim `home`). Retained like the other data."""
+
+    storage_capacity_gib: int = Field(default=512, ge=openzfs.MIN_CAPACITY_GIB, le=openzfs.MAX_CAPACITY_GIB,
+                                      description=(
+        "SSD storage in GiB, 64 to 524288; it can grow later but never shrink (default 512: about 20 GiB "
+        "of code, environments and results for each of some 25 users; data sets belong on Lustre or S3)"))
+    deployment_type: Literal["SINGLE_AZ_2", "SINGLE_AZ_HA_2", "SINGLE_AZ_1", "SINGLE_AZ_HA_1"] = Field(
+        default="SINGLE_AZ_2", description=(
+            "SINGLE_AZ_2 (NVMe read cache; one file server, replaced on failure), SINGLE_AZ_HA_2 (a standby "
+            "server in the same AZ takes over within seconds; twice the price), SINGLE_AZ_1 or SINGLE_AZ_HA_1"))
+    throughput_mbps: Optional[int] = Field(default=None, description=(
+        "throughput capacity in MB/s: SINGLE_AZ_2 and SINGLE_AZ_HA_2 160, 320, 640, 1280, 2560, 3840, 5120, "
+        "7680 or 10240 (default 160); SINGLE_AZ_1 and SINGLE_AZ_HA_1 64, 128, 256, 512, 1024, 2048, 3072 or "
+        "4096 (default 64); it can change later"))
+    compression: Literal["LZ4", "ZSTD", "NONE"] = Field(default="LZ4", description=(
+        "data compression of the root volume: LZ4 (fast), ZSTD (smaller, more server CPU) or NONE"))
+
+    @model_validator(mode="after")
+    def _resolve_throughput(self) -> "HomeSpec":
+        if self.throughput_mbps is None:
+            object.__setattr__(self, "throughput_mbps", openzfs.default_throughput(self.deployment_type))
+        return self
+
+
 class StorageSpec(Model):
     """What holds data, in NAME-storage: retained and protected, so compute can be rebuilt freely."""
 
     buckets: list[BucketSpec] = Field(default=[], description="S3 buckets (datasets, checkpoints, ...)")
     lustre: Optional[LustreSpec] = Field(default=None, description="an FSx for Lustre file system (none by default)")
+    home: Optional[HomeSpec] = Field(default=None, description=(
+        "a shared home: FSx for OpenZFS mounted at /home on every node (none by default); or set "
+        "storage.lustre.mount_path to /home instead, not both"))
     kms: bool = Field(default=False, description=(
         "a customer-managed KMS key in NAME-storage for the buckets and the file system"))
 

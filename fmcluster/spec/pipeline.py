@@ -111,6 +111,9 @@ def load(path: str | Path, root: str | Path | None = None) -> PipelineLoad:
     doc, result.diagnostics = loader.read_mapping(path, "pipeline file", EXAMPLE, "name: gpu-clusters")
     if doc is None:
         return result
+    if (spec_file := loader.cluster_spec_file(doc)) is not None:
+        result.diagnostics = [spec_file]
+        return result
     problems = loader.duplicate_keys(doc)
     try:
         config = PipelineSpec.model_validate(doc.data)

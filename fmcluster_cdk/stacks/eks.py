@@ -6,6 +6,7 @@ Sources and details: docs/research-notes.md, "fmcluster_cdk/stacks/eks.py"."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Optional
 
 import aws_cdk as cdk
@@ -32,7 +33,7 @@ from fmcluster_cdk.constructs.compute.launch_template import (
     LaunchTemplateProps,
     NodeLaunchTemplate,
 )
-from fmcluster_cdk.constructs.eks.cluster import ClusterAddon, ManagedNodeGroup
+from fmcluster_cdk.constructs.eks.cluster import ClusterAddon, GroupAccessEntry, ManagedNodeGroup
 from fmcluster_cdk.constructs.eks.iam import EksNodeRole, PodIdentityRole
 from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodChart, subchart_path
 from fmcluster_cdk.constructs.observability.scraper import ManagedScraper
@@ -97,6 +98,7 @@ class EksClusterStack(cdk.Stack):
         if spec.orchestrator.admin_role_arn:
             self.cluster.grant_access("AdminAccess", spec.orchestrator.admin_role_arn, [
                 eks.AccessPolicy.from_access_policy_name(ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
+        self.team_access = self._team_access()
         buckets = storage.bucket_arns or {}
         self.node_role = EksNodeRole(self, "NodeRole", bucket_arns=[buckets[name] for name in sorted(buckets)],
                                      kms_key_arn=storage.kms_key_arn)
@@ -242,6 +244,25 @@ class EksClusterStack(cdk.Stack):
         self.launch_templates[group.name] = template
         self.node_groups[group.name] = made
 
+    def _team_access(self) -> dict[str, GroupAccessEntry]:
+        """An access entry per IAM member of the teams, putting it in each of its teams' Kubernetes
+        group (kueue.team_group), which the team's RoleBinding gives `edit` in its namespace. One
+        entry a principal (EKS takes no more), its construct id from the principal's ARN (a digest:
+        an ARN has slashes), so that adding or removing another member never replaces it (a new
+        entry for a principal that still has one would fail); the admin role keeps its own entry."""
+        groups: dict[str, list[str]] = {}
+        for team in self.model.teams:
+            for member in team.members:
+                if member != self.spec.orchestrator.admin_role_arn:
+                    groups.setdefault(member, []).append(kueue_queues.team_group(team))
+        if not groups:
+            return {}
+        scope = Construct(self, "TeamAccess")
+        return {member: GroupAccessEntry(
+                    scope, "Member" + hashlib.sha256(member.encode()).hexdigest()[:16],
+                    cluster_name=self.cluster.cluster_name, principal_arn=member, kubernetes_groups=team_groups)
+                for member, team_groups in groups.items()}
+
     # --- inside Kubernetes -----------------------------------------------------------------
 
     def _install(self, row: charts.Install) -> Construct:
@@ -285,22 +306,29 @@ class EksClusterStack(cdk.Stack):
     def _add_manifest(self, construct_id: str, documents: list[dict[str, Any]],
                       *after: Construct) -> eks.KubernetesManifest:
         manifest = self.cluster.add_manifest(construct_id, *documents)
-        for dependency in (self._namespace(), *after):
+        # the teams' namespaces (a row of its own, before any other manifest) come first
+        for dependency in (self._namespace(), self.installed.get(charts.TEAM_NAMESPACES), *after):
             if dependency is not None:
                 manifest.node.add_dependency(dependency)
         self.manifests[construct_id] = manifest
         return manifest
 
     def _file_system(self) -> Optional[kubernetes.FileSystem]:
-        """The Lustre file system the storage stack gives, or None without one."""
+        """The file systems the storage stack gives (the Lustre one, the shared home's DNS name),
+        or None without either."""
         storage = self.storage
+        home = ""
+        if self.spec.storage.home:
+            if not storage.home_dns_name:
+                raise ConstructError(self, "the spec has a shared home, but the storage stack gives no DNS name")
+            home = storage.home_dns_name
         if not self.spec.storage.lustre:
-            return None
+            return kubernetes.FileSystem("", "", "", home) if home else None
         if not (storage.file_system_id and storage.file_system_dns_name and storage.file_system_mount_name):
             raise ConstructError(self, "the spec has a Lustre file system, but the storage stack gives no id, DNS "
                                        "or mount name")
         return kubernetes.FileSystem(storage.file_system_id, storage.file_system_dns_name,
-                                     storage.file_system_mount_name)
+                                     storage.file_system_mount_name, home)
 
     def handler_placement(self) -> dict[str, Any]:
         """Where a custom-resource handler that talks to the API server runs: in the cluster's VPC,
@@ -347,5 +375,11 @@ class EksClusterStack(cdk.Stack):
         cdk.CfnOutput(self, "ConfigCommand", value=config_command(spec), description="kubectl access")
         cdk.CfnOutput(self, "NodeGroupNames", description="EKS managed node groups (system first)",
                       value=cdk.Fn.join(",", [g.nodegroup_name for g in self.node_groups.values()]))
+        if self.model.teams:  # each team's namespace/LocalQueue, its ClusterQueue named after the team
+            queues = [kueue_queues.team_queue(team) for team in self.model.teams]
+            cdk.CfnOutput(self, "LocalQueue", value=",".join(f"{ns}/{local}" for ns, local, _ in queues),
+                          description=f"Kueue LocalQueues (label kueue.x-k8s.io/queue-name) of the teams, "
+                                      f"in cohort {kueue_queues.cohort_name(spec)}")
+            return
         cdk.CfnOutput(self, "LocalQueue", value=f"{spec.orchestrator.namespace}/{local_queue}",
                       description=f"Kueue LocalQueue (label kueue.x-k8s.io/queue-name) of ClusterQueue {cluster_queue}")

@@ -18,7 +18,7 @@ from fmcluster.facts.images import HYPERPOD_SLURM_PREFIX
 from fmcluster.model.cluster import COMPUTE as COMPUTE_ROLE
 from fmcluster.model.cluster import CONTROLLER as CONTROLLER_ROLE
 from fmcluster.model.cluster import LOGIN as LOGIN_ROLE
-from fmcluster.model.cluster import ClusterModel, NodeGroup
+from fmcluster.model.cluster import OPENZFS, ClusterModel, NodeGroup
 from fmcluster.node import accounting, bootstrap, lifecycle
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.hyperpod.cluster import (
@@ -60,7 +60,9 @@ class HyperPodGroups(Construct):
     controller or login group (lifecycle.SlurmRuntime). `lnet_efa`: per group name, configure LNet over
     EFA on its nodes (fmcluster.node.lifecycle.entry_script). `workspace_arn`, `metrics_parameter_arn`:
     the role's metrics permissions (HyperPodExecutionRole). `efa_file_system`: the groups mount an
-    EFA-enabled file system through HyperPod (the role may describe file systems)."""
+    EFA-enabled file system through HyperPod (the role may describe file systems). `home`: the
+    shared home's mount point where HyperPod mounts it on every group ("" none): each group's
+    lifecycle script copies the image's home directories into it."""
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, groups: Sequence[InstanceGroup],
                  efa: dict[str, bool], network: NetworkRefs, storage: StorageRefs, subnet_ids: Sequence[str],
@@ -71,7 +73,7 @@ class HyperPodGroups(Construct):
                  accounting_secret_arn: Optional[str] = None,
                  checks: Optional[Mapping[str, lifecycle.NodeChecks]] = None,
                  lnet_efa: Optional[Mapping[str, bool]] = None, efa_file_system: bool = False,
-                 runtime: Optional[Mapping[str, lifecycle.SlurmRuntime]] = None) -> None:
+                 runtime: Optional[Mapping[str, lifecycle.SlurmRuntime]] = None, home: str = "") -> None:
         super().__init__(scope, construct_id)
         hooks, checks, lnet_efa, runtime = hooks or {}, checks or {}, lnet_efa or {}, runtime or {}
         self.scripts: dict[str, LifecycleScripts] = {
@@ -79,7 +81,7 @@ class HyperPodGroups(Construct):
                                      bundle=lifecycle.bundle(g.name, g.instance_type, efa=efa[g.name],
                                                              hooks=hooks.get(g.name), checks=checks.get(g.name),
                                                              lnet_efa=lnet_efa.get(g.name, False),
-                                                             runtime=runtime.get(g.name)))
+                                                             runtime=runtime.get(g.name), home=home))
             for g in groups}
         buckets = storage.bucket_arns or {}
         self.role = HyperPodExecutionRole(self, "ExecutionRole", description=description, policy=ExecutionPolicyProps(
@@ -163,15 +165,16 @@ class HyperPodSlurmStack(cdk.Stack):
             keys = ", ".join(i.key for i in model.images)
             raise ConstructError(self, f"the node groups launch from node images ({keys}): no images stack")
         fsx = self.fsx_lustre(spec, storage)
+        home = self.fsx_openzfs(model, storage)
         common: dict[str, Any] = dict(execution_role_arn="", lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT,
-                                      fsx_lustre=fsx)
+                                      fsx_lustre=fsx, fsx_openzfs=home)
         own = [g for g in (model.controller, model.login) if g is not None]  # the controller, the login nodes
         groups = [InstanceGroup(name=g.name, instance_type=g.instance_type, count=g.max_count,
                                 threads_per_core=threads_per_core(g.instance_type), volume_gib=g.root_volume_gib,
                                 slurm_node_type=SLURM_NODE_TYPES[g.role], image_id=image_id(g, images), **common)
                   for g in own]
-        groups += [compute_group(model, g, images, slurm_node_type=COMPUTE, partition=g.name, fsx_lustre=fsx)
-                   for g in model.node_groups]
+        groups += [compute_group(model, g, images, slurm_node_type=COMPUTE, partition=g.name, fsx_lustre=fsx,
+                                 fsx_openzfs=home) for g in model.node_groups]
         efa = {g.name: g.efa for g in model.all_groups}
 
         subnets = [network.gpu_subnet_id]
@@ -185,10 +188,14 @@ class HyperPodSlurmStack(cdk.Stack):
         database = getattr(storage, "accounting_database", None)  # NAME-storage's, with teams
         teams = self._teams(metrics, database) if model.teams else {}
         # Compute nodes that are not ready (GPUs missing, the file system not mounted) are drained.
-        checks = lifecycle.NodeChecks((spec.storage.lustre.mount_path,) if spec.storage.lustre else (), containers=True)
+        # The shared home (an OpenZFS one HyperPod mounts on every group, the controller and login
+        # nodes too) is checked as well.
+        mounts = ((spec.storage.lustre.mount_path,) if spec.storage.lustre else ()) + (
+            (model.home.mount_path,) if model.home and model.home.kind == OPENZFS else ())
+        shared = spec.storage.lustre.mount_path if spec.storage.lustre else ""  # Enroot's image cache
+        checks = lifecycle.NodeChecks(mounts, containers=True, shared_path=shared)
         # Enroot and Pyxis on the controller (which registers Pyxis for every configless slurmd) and
         # the login nodes too, as AWS's HyperPod reference installs them.
-        shared = checks.mounts[0] if checks.mounts else ""
         runtime = {g.name: lifecycle.SlurmRuntime(controller=g.role == CONTROLLER_ROLE, shared_path=shared)
                    for g in own}
         self.groups = HyperPodGroups(self, "InstanceGroups", cluster_name=spec.name, groups=groups, efa=efa,
@@ -196,8 +203,8 @@ class HyperPodSlurmStack(cdk.Stack):
                                      subnet_ids=subnets, security_group_ids=security_groups,
                                      description=f"SageMaker HyperPod instance groups of {spec.name}",
                                      checks={g.name: checks for g in model.node_groups},
-                                     efa_file_system=bool(fsx) and model.lustre_efa, runtime=runtime, **metrics,
-                                     **teams)
+                                     efa_file_system=bool(fsx) and model.lustre_efa, runtime=runtime,
+                                     home=model.home.mount_path if model.home else "", **metrics, **teams)
         mode = provisioning_mode(spec)
         accounting_database = (database.endpoint, database.port, ACCOUNTING_DATABASE, database.secret.secret_arn
                                ) if model.teams and database is not None else None
@@ -254,6 +261,14 @@ class HyperPodSlurmStack(cdk.Stack):
         hooks = metrics.setdefault("hooks", {})
         hooks[CONTROLLER_GROUP] = {**hooks.get(CONTROLLER_GROUP, {}), ACCOUNTING_HOOK: hook}
         return {"teams_parameter_arn": parameter.parameter_arn, "accounting_secret_arn": database.secret.secret_arn}
+
+    def fsx_openzfs(self, model: ClusterModel, storage: StorageRefs) -> Optional[dict[str, str]]:
+        """HyperPod's FsxOpenZfsConfig for the shared home (mounted at /home), or None without one."""
+        if model.home is None or model.home.kind != OPENZFS:
+            return None
+        if not storage.home_dns_name:
+            raise ConstructError(self, "the spec has a shared home, but the storage stack gives no DNS name for it")
+        return {"dns_name": storage.home_dns_name, "mount_path": model.home.mount_path}
 
     def fsx_lustre(self, spec: ClusterSpec, storage: StorageRefs) -> Optional[dict[str, str]]:
         """HyperPod's FsxLustreConfig for the spec's file system, or None without one."""

@@ -13,7 +13,7 @@ from constructs import Construct
 
 from fmcluster.facts.controlplanes import pcs_ami_parameter
 from fmcluster.facts.images import PCS, slurm_prefix
-from fmcluster.model.cluster import COMPUTE, LOGIN, ClusterModel, NodeGroup
+from fmcluster.model.cluster import COMPUTE, LOGIN, OPENZFS, ClusterModel, NodeGroup
 from fmcluster.node import accounting, actions, bootstrap
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.compute.launch_template import LaunchTemplateProps, NodeLaunchTemplate
@@ -58,6 +58,16 @@ def lustre_mount(scope: Construct, spec: ClusterSpec, storage: StorageRefs) -> O
                                  efa=lustre.efa)
 
 
+def home_mount(scope: Construct, model: ClusterModel, storage: StorageRefs) -> Optional[bootstrap.HomeMount]:
+    """The nodes' mount of the shared FSx for OpenZFS home (None without one; a Lustre home is the
+    Lustre mount's, at /home)."""
+    if model.home is None or model.home.kind != OPENZFS:
+        return None
+    if not storage.home_dns_name:
+        raise ConstructError(scope, "the spec has a shared home, but the storage stack gives no DNS name for it")
+    return bootstrap.HomeMount.nfs(storage.home_dns_name)
+
+
 class PcsClusterStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
                  storage: StorageRefs, observability: Optional[ObservabilityRefs] = None,
@@ -78,6 +88,7 @@ class PcsClusterStack(cdk.Stack):
         assert spec.orchestrator.version is not None  # the spec resolves it (its default: the newest)
         self.slurm_version: str = spec.orchestrator.version
         self.lustre = lustre_mount(self, spec, storage)
+        self.home = home_mount(self, model, storage)  # on every node group, the login nodes too
         self.cluster = SlurmCluster(
             self, "Cluster", name=spec.name, slurm_version=self.slurm_version, size=self.size.name,
             # the region's first subnet: PCS refuses a Local Zone's for the cluster (its Networking);
@@ -165,7 +176,8 @@ class PcsClusterStack(cdk.Stack):
                                        metrics=self._metrics(group),
                                        slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
                                        containers=self.model.runs_containers(group),
-                                       slurm_version=self.slurm_version) + tuple(self._accounting_action(group))
+                                       slurm_version=self.slurm_version, home=self.home)
+        scripts += tuple(self._accounting_action(group))
         published = NodeScripts(scope, "NodeScripts", scripts={s.file_name: s.text for s in scripts},
                                 role=self.node_role.role)
         made = ComputeNodeGroup(

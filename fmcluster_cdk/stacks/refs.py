@@ -68,6 +68,10 @@ class StorageRefs(Protocol):
     @property
     def file_system_mount_name(self) -> Optional[str]: ...
 
+    @property
+    def home_dns_name(self) -> Optional[str]:
+        """The shared home's FSx for OpenZFS DNS name (storage.home)."""
+
 
 class ObservabilityRefs(Protocol):
     """NAME-observability's outputs."""

@@ -15,10 +15,11 @@ from constructs import Construct
 from fmcluster.facts import images as image_facts
 from fmcluster.facts import naming
 from fmcluster.model.cluster import ClusterModel
-from fmcluster.spec.models import ClusterSpec, LustreSpec
+from fmcluster.spec.models import ClusterSpec, HomeSpec, LustreSpec
 from fmcluster_cdk.constructs.storage.accounting_database import AccountingDatabase
 from fmcluster_cdk.constructs.storage.buckets import RetainedKey, SecureBucket
 from fmcluster_cdk.constructs.storage.lustre import LustreFileSystem, allow_fsx_s3_access
+from fmcluster_cdk.constructs.storage.openzfs import OpenZfsFileSystem
 from fmcluster_cdk.stacks.refs import NetworkRefs
 
 
@@ -38,6 +39,8 @@ class StorageStack(cdk.Stack):
                                   None without storage.lustre
       accounting_database         the Slurm accounting database of a SageMaker HyperPod Slurm
                                   cluster with teams (AccountingDatabase), else None
+      home_dns_name               the shared home's DNS name (FSx for OpenZFS), None without
+                                  storage.home
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
@@ -90,6 +93,34 @@ class StorageStack(cdk.Stack):
                     ("AccountingDatabaseEndpoint", database.endpoint, "Slurm accounting database (RDS for MariaDB)"),
                     ("AccountingDatabaseSecretArn", database.secret.secret_arn, "its credentials")):
                 cdk.CfnOutput(self, output_id, value=value, description=description)
+        self.home: OpenZfsFileSystem | None = None
+        self.home_dns_name: str | None = None
+        if storage.home:
+            self._home(spec, storage.home, network, key)
+
+    def _home(self, spec: ClusterSpec, fs: HomeSpec, network: NetworkRefs, key: Optional[RetainedKey]) -> None:
+        """The shared home: FSx for OpenZFS in the GPU AZ's subnet, exported to the VPC."""
+        assert fs.throughput_mbps is not None  # the spec resolves it
+        home = OpenZfsFileSystem(
+            self, "Home",
+            vpc_id=network.vpc_id,
+            subnet_id=network.gpu_subnet_id,
+            client_security_group_id=network.node_security_group_id,
+            export_cidr=network.vpc_cidr,
+            storage_capacity_gib=fs.storage_capacity_gib,
+            deployment_type=fs.deployment_type,
+            throughput_mbps=fs.throughput_mbps,
+            compression=fs.compression,
+            kms_key_id=key.key_id if key else None,
+            name=f"{spec.name}-home",
+        )
+        self.home = home
+        self.home_dns_name = home.dns_name
+        for output_id, value, description in (
+                ("HomeFileSystemId", home.file_system_id, "FSx for OpenZFS file system id (the shared home)"),
+                ("HomeDnsName", home.dns_name, "FSx for OpenZFS DNS name: mount DNS:/fsx /home"),
+                ("HomeSecurityGroupId", home.security_group_id, "security group of the home file servers")):
+            cdk.CfnOutput(self, output_id, value=value, description=description)
 
     def _lustre(self, spec: ClusterSpec, fs: LustreSpec, network: NetworkRefs, key: Optional[RetainedKey]) -> None:
         lustre = LustreFileSystem(

@@ -110,3 +110,19 @@ def test_every_raise_of_the_cdk_side_is_a_construct_error():
               if what != "ConstructError"}
     assert not others, others
     assert sum(len(raised_calls(p)) for p in files) >= 20  # the check reads them
+
+
+@pytest.mark.parametrize("groups, message", [
+    ([], "an access entry of groups needs at least one Kubernetes group"),
+    (["system:masters"], "Kubernetes groups ['system:masters'] start with system:, which Kubernetes keeps"),
+])
+def test_a_group_access_entry_refuses_no_group_or_a_system_group(stack, groups, message):
+    from fmcluster_cdk.constructs.eks.cluster import GroupAccessEntry
+
+    with pytest.raises(ConstructError) as raised:
+        GroupAccessEntry(stack, "Member", cluster_name="demo", principal_arn="arn:aws:iam::111122223333:role/x",
+                         kubernetes_groups=groups)
+    assert str(raised.value) == f"demo-cluster/Member: {message}"
+    entry = GroupAccessEntry(stack, "Good", cluster_name="demo", principal_arn="arn:aws:iam::111122223333:role/x",
+                             kubernetes_groups=["fmcluster:team:a"])
+    assert entry.resource.kubernetes_groups == ["fmcluster:team:a"] and entry.resource.type == "STANDARD"

@@ -31,7 +31,8 @@ SECTION = re.compile(r"^(Props|Attributes):")
 ENTRY = re.compile(r"^    ([A-Za-z_]\w*):(?: |$)")
 # The constructs that issue 14 names, which the walk below must find (it finds any other too).
 NAMED = {"ClusterVpc", "VpcFlowLog", "EfaSecurityGroup", "NodeSecurityGroup", "ClusterPlacementGroups",
-         "LustreFileSystem", "SecureBucket", "RetainedKey", "NodeLaunchTemplate", "NodeRole", "SlurmCluster",
+         "LustreFileSystem", "OpenZfsFileSystem", "SecureBucket", "RetainedKey", "NodeLaunchTemplate", "NodeRole",
+         "SlurmCluster",
          "ComputeNodeGroup", "SlurmQueue", "ClusterAddon", "ManagedNodeGroup", "EksNodeRole", "PodIdentityRole",
          "HyperPodCluster", "InstanceGroup", "HyperPodExecutionRole", "LifecycleScripts", "HyperPodDependencies",
          "AlertTopic", "PrometheusWorkspace", "ClusterAlarms", "GrafanaWorkspace", "GrafanaProvisioner",

@@ -777,11 +777,22 @@ def test_kueue_maps_the_ultraserver_jobs_imex_channel_and_gives_it_quota(templat
     assert quota["gb200"]["fmcluster.dev/imex-channel"] == 18
 
 
-@pytest.mark.parametrize("key", ["main", "example", "bare"])
-def test_kueue_keeps_its_charts_configuration_without_ultraservers(templates, key):
-    (lid,) = [lid for lid, p in resources(templates[key], "Custom::AWSCDK-EKS-HelmChart").items()
+def kueue_values(template) -> dict:
+    (lid,) = [lid for lid, p in resources(template, "Custom::AWSCDK-EKS-HelmChart").items()
               if p["Release"] == "kueue"]
-    assert "managerConfig" not in json.loads(templates[key]["Resources"][lid]["Properties"]["Values"])
+    return json.loads(template["Resources"][lid]["Properties"]["Values"])
+
+
+@pytest.mark.parametrize("key", ["main", "bare"])
+def test_kueue_keeps_its_charts_configuration_without_ultraservers(templates, key):
+    assert "managerConfig" not in kueue_values(templates[key])
+
+
+def test_with_teams_kueue_shares_fairly(templates):
+    """The example has teams: the chart's own configuration with fair sharing, nothing else."""
+    configuration = yaml.safe_load(kueue_values(templates["example"])["managerConfig"]["controllerManagerConfigYaml"])
+    assert configuration == {**kueue_queues.kueue_chart_configuration(), "fairSharing": {
+        "preemptionStrategies": ["LessThanOrEqualToFinalShare", "LessThanInitialShare"]}}
 
 
 # --- a Local Zone ------------------------------------------------------------------------------
@@ -824,10 +835,15 @@ def gpu_quota(cluster_queue) -> int:
 
 def test_cluster_queue_gpu_quota_is_every_gpu_of_the_node_groups(templates):
     # main: 8 p5en + 4 p5 + 2 b200 + 6 b300 at their maximum, 8 GPUs each; the example: 8 p5en.
-    for key, gpus in (("main", 160), ("example", 64), ("bare", 0)):
+    for key, gpus in (("main", 160), ("bare", 0)):
         spec = specs()[key]
         documents = by_kind(manifest_documents(templates[key], "KueueQueues"))
         assert gpu_quota(documents[("ClusterQueue", spec.name)]) == gpus == kueue_queues.total_gpus(resolve(spec))
+    # the example's teams: their queues and the cohort's pool hold every GPU between them
+    documents = by_kind(manifest_documents(templates["example"], "KueueQueues"))
+    queues = [d for (kind, _), d in documents.items() if kind in ("ClusterQueue", "Cohort")]
+    assert [d["metadata"]["name"] for d in queues] == ["p5en-eks", "pretrain", "research"]
+    assert sum(gpu_quota(d) for d in queues) == 64 == kueue_queues.total_gpus(resolve(specs()["example"]))
 
 
 def test_flavor_per_node_group_cpu_first(main):
@@ -861,6 +877,39 @@ def test_namespace_created_unless_built_in(templates):
             k: "" for k in manifest_documents(templates["main"], "Namespace")[0]["metadata"]["labels"]}}}]
     assert not [lid for lid in resources(templates["bare"], "Custom::AWSCDK-EKS-KubernetesResource")
                 if lid.startswith("ClustermanifestNamespace")]
+
+
+# --- teams ---------------------------------------------------------------------------------------
+
+def test_team_members_get_an_access_entry_in_their_teams_group(templates):
+    """The example's team pretrain names an IAM role: an access entry puts it in the Kubernetes group
+    its namespace's RoleBinding binds to edit, with no access policy; the admin keeps its own."""
+    entries = {json.dumps(p["PrincipalArn"]): p
+               for p in resources(templates["example"], "AWS::EKS::AccessEntry").values()}
+    member = entries[json.dumps("arn:aws:iam::111122223333:role/pretrain-engineers")]
+    assert member["KubernetesGroups"] == ["fmcluster:team:pretrain"] and member["Type"] == "STANDARD"
+    assert "AccessPolicies" not in member
+    assert len(entries) == 3  # the admin, the kubectl provider's role, the member
+    documents = by_kind(manifest_documents(templates["example"], "TeamNamespaces"))
+    binding = documents[("RoleBinding", "fmcluster-team-edit")]  # pretrain's: research binds its group only
+    assert {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "fmcluster:team:pretrain"} in [
+        s for d in manifest_documents(templates["example"], "TeamNamespaces") if d["kind"] == "RoleBinding"
+        for s in d["subjects"]] and binding["roleRef"]["name"] == "edit"
+    assert not [lid for lid in resources(templates["main"], "Custom::AWSCDK-EKS-KubernetesResource")
+                if lid.startswith("ClustermanifestTeamNamespaces")]
+
+
+def test_every_later_manifest_waits_for_the_team_namespaces(templates):
+    template = templates["example"]
+    manifests = resources(template, "Custom::AWSCDK-EKS-KubernetesResource")
+    (teams,) = [lid for lid in manifests if lid.startswith("ClustermanifestTeamNamespaces")]
+    later = [lid for lid in manifests if lid.startswith(("ClustermanifestKueueQueues", "ClustermanifestLustreVolume"))]
+    assert len(later) == 2
+    for lid in later:
+        assert teams in template["Resources"][lid]["DependsOn"], lid
+    claims = [d["metadata"]["namespace"] for d in manifest_documents(template, "LustreVolume")
+              if d["kind"] == "PersistentVolumeClaim"]
+    assert claims == ["training", "pretrain", "research"]
 
 
 # --- Lustre volume --------------------------------------------------------------------------------
@@ -900,7 +949,8 @@ def test_outputs(templates):
     outputs = templates["example"]["Outputs"]
     assert outputs["ConfigCommand"]["Value"] == (
         f"aws eks update-kubeconfig --name p5en-eks --region us-east-2 --role-arn {ADMIN}")
-    assert outputs["LocalQueue"]["Value"] == "training/p5en-eks"
+    assert outputs["LocalQueue"]["Value"] == "pretrain/default,research/default"  # the teams'
+    assert templates["main"]["Outputs"]["LocalQueue"]["Value"] == "training/eks-main"
     assert templates["bare"]["Outputs"]["ConfigCommand"]["Value"] == (
         "aws eks update-kubeconfig --name eks-bare --region us-east-1")
 

@@ -440,10 +440,12 @@ def test_buckets_deny_requests_without_tls(synth):
 
 def test_file_systems_encrypted_with_the_storage_key(synth):
     """FSx for Lustre always encrypts at rest (persistent: a KMS key, the account's FSx key by
-    default; scratch: keys FSx manages). With storage.kms, persistent file systems use the storage key."""
+    default; scratch: keys FSx manages), and so does FSx for OpenZFS (the shared home: a KMS key).
+    With storage.kms, persistent file systems and the home use the storage key."""
     for name, lid, fs in resources(synth, "AWS::FSx::FileSystem"):
         props = fs["Properties"]
-        persistent = props["LustreConfiguration"]["DeploymentType"].startswith("PERSISTENT")
+        persistent = props["FileSystemType"] == "OPENZFS" or props["LustreConfiguration"]["DeploymentType"].startswith(
+            "PERSISTENT")
         if synth.spec.storage.kms and persistent:
             assert props["KmsKeyId"] == {"Ref": next(k for _, k, _ in resources(synth, "AWS::KMS::Key")
                                                       if k.startswith("Key"))}, (name, lid)

@@ -53,6 +53,11 @@ def with_kms(data: dict) -> None:
     data["storage"]["kms"] = True
 
 
+def with_home(data: dict) -> None:
+    data["storage"]["kms"] = True
+    data["storage"]["home"] = {"deployment_type": "SINGLE_AZ_HA_2", "throughput_mbps": 320}
+
+
 def without_lustre(data: dict) -> None:
     del data["storage"]["lustre"]
     data["storage"]["kms"] = True
@@ -129,7 +134,13 @@ def no_lustre(tmp_path_factory) -> Synth:
     return synthesize(spec_of(P5, without_lustre), tmp_path_factory.mktemp("no-lustre"), moto=True)
 
 
-ALL = ("p5", "p5en", "kms", "no_lustre")
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Synth:
+    """examples/p5-pcs.yaml with storage.kms and a shared home (storage.home)."""
+    return synthesize(spec_of(P5, with_home), tmp_path_factory.mktemp("home"))
+
+
+ALL = ("p5", "p5en", "kms", "no_lustre", "home")
 
 
 @pytest.fixture(params=ALL)
@@ -476,3 +487,58 @@ def test_scratch_file_system_has_no_persistent_settings(app):
     assert config == {"deploymentType": "SCRATCH_2", "dataCompressionType": "LZ4",
                       "weeklyMaintenanceStartTime": "7:05:00", "logConfiguration": {"level": "WARN_ERROR"}}
     assert fs.file_system.kms_key_id is None
+
+
+# ---- the shared home (storage.home) --------------------------------------------------------------
+
+def home_file_system(synth: Synth) -> tuple[str, dict]:
+    (found,) = [(k, r) for k, r in synth.resources("AWS::FSx::FileSystem").items()
+                if r["Properties"]["FileSystemType"] == "OPENZFS"]
+    return found
+
+
+def test_home_is_an_encrypted_retained_openzfs_file_system(home):
+    logical_id, fs = home_file_system(home)
+    assert logical_id.startswith("Home")  # stable: from the construct path, never from a position
+    assert fs["DeletionPolicy"] == fs["UpdateReplacePolicy"] == "Retain"
+    props = fs["Properties"]
+    (key,) = home.resources("AWS::KMS::Key")
+    assert props["KmsKeyId"] == {"Ref": key}
+    assert props["SubnetIds"] == [GPU_SUBNET] and props["StorageCapacity"] == 512 and props["StorageType"] == "SSD"
+    config = props["OpenZFSConfiguration"]
+    assert config["DeploymentType"] == "SINGLE_AZ_HA_2" and config["ThroughputCapacity"] == 320
+    assert config["AutomaticBackupRetentionDays"] == 7
+    root = config["RootVolumeConfiguration"]
+    assert root["DataCompressionType"] == "LZ4"
+    assert root["NfsExports"] == [{"ClientConfigurations": [
+        {"Clients": "10.0.0.0/16", "Options": ["rw", "crossmnt", "no_root_squash"]}]}]
+    assert {"Key": "Name", "Value": "llm-pretrain-home"} in props["Tags"]
+
+
+def test_home_security_group_admits_nfs_from_the_nodes_only(home):
+    _, fs = home_file_system(home)
+    (sg,) = [g["Fn::GetAtt"][0] for g in fs["Properties"]["SecurityGroupIds"]]
+    rules = sorted((r["Properties"]["IpProtocol"], r["Properties"]["FromPort"], r["Properties"]["ToPort"])
+                   for r in home.resources("AWS::EC2::SecurityGroupIngress").values()
+                   if r["Properties"]["GroupId"] == {"Fn::GetAtt": [sg, "GroupId"]}
+                   and r["Properties"]["SourceSecurityGroupId"] == NODE_SG)
+    assert rules == sorted((p, low, high) for p in ("tcp", "udp")
+                           for low, high in ((111, 111), (2049, 2049), (20001, 20003)))
+    others = [r for r in home.resources("AWS::EC2::SecurityGroupIngress").values()
+              if r["Properties"]["GroupId"] == {"Fn::GetAtt": [sg, "GroupId"]}
+              and r["Properties"]["SourceSecurityGroupId"] != NODE_SG]
+    assert others == []
+    props = home.template["Resources"][sg]["Properties"]
+    assert "SecurityGroupIngress" not in props and home.template["Resources"][sg]["DeletionPolicy"] == "Retain"
+
+
+def test_home_dns_name_is_an_attribute_and_an_output(home):
+    logical_id, _ = home_file_system(home)
+    assert home.resolve(home.stack.home_dns_name) == {"Fn::GetAtt": [logical_id, "DNSName"]}
+    outputs = home.template["Outputs"]
+    assert outputs["HomeDnsName"]["Value"] == {"Fn::GetAtt": [logical_id, "DNSName"]}
+
+
+def test_without_home_no_openzfs(p5):
+    assert all(r["Properties"]["FileSystemType"] != "OPENZFS" for r in p5.resources("AWS::FSx::FileSystem").values())
+    assert p5.stack.home_dns_name is None

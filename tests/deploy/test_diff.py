@@ -18,6 +18,7 @@ from fmcluster.plan import report as plan
 from fmcluster.spec import loader
 from tests.support.docs import readme_output
 from tests.support.paths import EXAMPLES, ROOT
+from tests.support.specs import validated
 from tests.support.templates import fsx
 
 BASE = ROOT / "examples/p5-pcs.yaml"
@@ -248,7 +249,9 @@ def test_a_new_cluster_has_the_same_verdict_in_json(specs, cli):
     assert {c["type"] for c in data["new_cluster"]["left"]} == {"AWS::S3::Bucket", "AWS::FSx::FileSystem",
                                                                "AWS::APS::Workspace"}
     _, text = cli(specs["base"], specs["rename"])
-    assert last_line(text) == data["verdict"]["line"]
+    # the same verdict; the JSON, which has no "above", points at its own field for how to move the data
+    assert "above" not in data["verdict"]["line"] and "(new_cluster.hint)" in data["verdict"]["line"]
+    assert last_line(text) == data["verdict"]["line"].replace("(new_cluster.hint)", "(above)")
 
 
 def test_renaming_an_eks_node_group_loses_no_data(cli, cached, tmp_path):
@@ -258,6 +261,7 @@ def test_renaming_an_eks_node_group_loses_no_data(cli, cached, tmp_path):
     renamed = tmp_path / "p5en-eks-renamed.yaml"
     data = yaml.safe_load(eks.read_text())
     data["node_groups"][0]["name"] = "train"
+    data["teams"][0]["gpus"] = {"train": 48}  # the team's guarantee follows the group's name
     renamed.write_text(yaml.safe_dump(data, sort_keys=False))
     gone = cached(loader.load(eks).spec)["p5en-eks-cluster/NodeGroup-gpu"]["Resources"].values()
     assert "AWS::Logs::LogGroup" in {r["Type"] for r in gone}
@@ -731,3 +735,82 @@ def test_the_synthesized_images_stack_rolls_the_groups_of_a_new_revision(cached)
     assert "does not change" not in r.rolls[0].note
     changed = {c.type for s in r.stacks if s.name.startswith(f"{old.name}-cluster") for c in s.changes}
     assert "AWS::PCS::ComputeNodeGroup" in changed
+
+
+def test_team_quota_changes_are_shown_and_refuse_nothing(cli, tmp_path):
+    """A quota is no data: the teams' changes are listed above the verdict, which stays ok."""
+    data = yaml.safe_load(BASE.read_text())
+    data["teams"][0]["gpus"] = {"gpu": 64}
+    data["teams"][0]["members"].append("carol")
+    data["teams"][1]["borrow"] = False
+    data["teams"].append({"name": "interns", "members": ["dave"], "priority": "low"})
+    changed = tmp_path / "teams.yaml"
+    changed.write_text(yaml.safe_dump(data, sort_keys=False))
+    code, out = cli(BASE, changed)
+    lines = out.splitlines()
+    at = lines.index("teams:")
+    assert lines[at + 1:at + 4] == [
+        "  pretrain (changed): gpu: 96 guaranteed, at most 128 -> 64 guaranteed, at most 128; gpu: lends 96 -> 64; "
+        "members +carol",
+        "  research (changed): gpu: 32 guaranteed, at most 64 -> 32 guaranteed, at most 32",
+        "  interns (added): 0 GPUs guaranteed, at most 128, priority low"]
+    assert lines[at + 4].startswith("  (changed: quotas apply to jobs admitted from then on")
+    assert (code, last_line(out)) == (0, "ok: no stateful resource is replaced or removed")
+
+
+def test_team_changes_name_removed_teams():
+    from fmcluster.model.cluster import resolve
+
+    old = resolve(loader.load(BASE).spec)
+    data = yaml.safe_load(BASE.read_text())
+    del data["teams"][1]
+    (changes,) = [c for c in diff.team_changes(old.teams, resolve(validated(data)).teams) if c.change == "removed"]
+    assert (changes.team, changes.details) == ("research", ["32 GPUs guaranteed"])
+
+
+# The shared home (FSx for OpenZFS): each OpenZFSConfiguration property of the resource schema, in
+# place where FSx's UpdateFileSystem takes it (botocore's UpdateFileSystemOpenZFSConfiguration) or
+# CloudFormation changes it itself (Options), else the file system is replaced.
+OPENZFS_VERDICTS = {
+    "AutomaticBackupRetentionDays": diff.UPDATE, "CopyTagsToBackups": diff.UPDATE, "CopyTagsToVolumes": diff.UPDATE,
+    "DailyAutomaticBackupStartTime": diff.UPDATE, "DiskIopsConfiguration": diff.UPDATE,
+    "EndpointIpv6AddressRange": diff.UPDATE, "Options": diff.UPDATE, "ReadCacheConfiguration": diff.UPDATE,
+    "ThroughputCapacity": diff.UPDATE, "WeeklyMaintenanceStartTime": diff.UPDATE,
+    "RouteTableIds": diff.UPDATE, "DeploymentType": diff.REPLACE, "EndpointIpAddressRange": diff.REPLACE,
+    "PreferredSubnetId": diff.REPLACE, "RootVolumeConfiguration": diff.REPLACE,
+}
+
+
+def openzfs_fs(**config) -> dict:
+    return {"Type": "AWS::FSx::FileSystem", "DeletionPolicy": "Retain", "UpdateReplacePolicy": "Retain",
+            "Properties": {"FileSystemType": "OPENZFS", "StorageCapacity": 512, "SubnetIds": ["subnet-1"],
+                           "OpenZFSConfiguration": {"DeploymentType": "SINGLE_AZ_2", "ThroughputCapacity": 160,
+                                                    **config}}}
+
+
+def test_the_verdict_table_covers_every_openzfs_property_of_the_schema():
+    from fmcluster.deploy import cfn_schemas
+
+    schema = cfn_schemas.document("AWS::FSx::FileSystem")
+    assert schema is not None
+    assert set(OPENZFS_VERDICTS) == set(schema["definitions"]["OpenZFSConfiguration"]["properties"])
+
+
+@pytest.mark.parametrize("prop", sorted(OPENZFS_VERDICTS))
+def test_each_openzfs_property_change_has_its_verdict(prop):
+    old = {"c": {"Resources": {"Home": openzfs_fs(**{prop: "old"})}}}
+    new = {"c": {"Resources": {"Home": openzfs_fs(**{prop: "new"})}}}
+    change = changes(diff.compare(old, new, "us-east-1"))["Home"]
+    assert change.action == OPENZFS_VERDICTS[prop], change.reasons
+    assert change.data_loss == (OPENZFS_VERDICTS[prop] == diff.REPLACE)
+
+
+def test_the_home_compression_replaces_it_and_a_smaller_home_fails():
+    old = {"c": {"Resources": {"Home": openzfs_fs(RootVolumeConfiguration={"DataCompressionType": "LZ4"})}}}
+    new = {"c": {"Resources": {"Home": openzfs_fs(RootVolumeConfiguration={"DataCompressionType": "ZSTD"})}}}
+    change = changes(diff.compare(old, new, "us-east-1"))["Home"]
+    assert change.action == diff.REPLACE and "RootVolumeConfiguration" in change.reasons[0]
+    smaller = {"c": {"Resources": {"Home": openzfs_fs()}}}
+    smaller["c"]["Resources"]["Home"]["Properties"]["StorageCapacity"] = 256
+    change = changes(diff.compare({"c": {"Resources": {"Home": openzfs_fs()}}}, smaller, "us-east-1"))["Home"]
+    assert change.action == diff.FAILS and "FSx for OpenZFS storage only grows" in change.reasons[0]

@@ -731,3 +731,15 @@ def test_encrypted_images_need_the_service_linked_roles_the_key_policy_names():
         assert by_name(checks, "service-linked role AWSServiceRoleForImageBuilder").status == PASS
     unencrypted = list(Preflight(validated(base_spec()), Clients(validated(base_spec())), NOW).node_images())
     assert not [c for c in unencrypted if c.name.startswith("service-linked role")]
+
+
+def test_a_shared_home_gets_its_fsx_check():
+    spec = validated(with_(base_spec(), "storage.home", {"deployment_type": "SINGLE_AZ_HA_2"}))
+    with mock_aws():
+        checks = Preflight(spec, Clients(spec, matching_reservations(spec)), NOW).run()
+    check = by_name(checks, "FSx for OpenZFS SINGLE_AZ_HA_2")
+    assert check.status == WARN and "only the create call does" in check.reason
+    bare = validated(base_spec())
+    with mock_aws():
+        checks = Preflight(bare, Clients(bare, matching_reservations(bare)), NOW).run()
+    assert not [c for c in checks if c.name.startswith("FSx for OpenZFS")]

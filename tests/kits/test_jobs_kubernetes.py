@@ -77,7 +77,7 @@ def test_every_gpu_group_gets_its_jobs(kit):
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     groups = expected.gpu_groups(model)
     assert groups
-    wanted = ["README.md", "collect.sh", "expected.json", "kit.yaml", "submit-all.sh"]
+    wanted = [".fmcluster-kit", "README.md", "collect.sh", "expected.json", "kit.yaml", "submit-all.sh"]
     for group in groups:
         tests = ["dcgm", "nccl", "smoke"] + (["fio"] if jobs_kubernetes.fio_targets(model, group) else [])
         wanted += [f"{group.name}/{t}.yaml" for t in tests]
@@ -120,9 +120,15 @@ def test_a_schema_violation_is_caught():
 
 
 def test_jobs_go_through_the_clusters_queue_on_their_groups_flavor(kit):
+    """Through the cluster's LocalQueue in orchestrator.namespace; where the spec has teams, through
+    the first team's (the kit's default) at its priority class, in its namespace."""
     model, out = kit
-    namespace = model.spec.orchestrator.namespace
-    _, queue = kueue.queue_names(model.spec)
+    if model.teams:
+        team = model.teams[0]
+        namespace, queue, priority = team.name, "default", team.priority
+        assert kueue.team_queue(team)[:2] == (namespace, queue)
+    else:
+        namespace, (_, queue), priority = model.spec.orchestrator.namespace, kueue.queue_names(model.spec), None
     for group in expected.gpu_groups(model):
         for path in sorted((out / group.name).glob("*.yaml")):
             for manifest in documents(path):
@@ -130,6 +136,7 @@ def test_jobs_go_through_the_clusters_queue_on_their_groups_flavor(kit):
                 if manifest["kind"] == "ComputeDomain":
                     continue
                 assert manifest["metadata"]["labels"][kueue.QUEUE_NAME_LABEL] == queue
+                assert manifest["metadata"]["labels"].get(kueue.PRIORITY_CLASS_LABEL) == priority
                 for pod in pod_specs(manifest).values():
                     # Kueue's flavor of the group: its node label and the GPU taint's toleration
                     assert pod["nodeSelector"] == {k8s.NODE_GROUP_LABEL: group.name}
@@ -441,3 +448,30 @@ def test_fio_script_reads_back_what_it_wrote_and_leaves_nothing(tmp_path):
     for part in parts:
         parsed = verify.parse_fio(part.text)
         assert not parsed.errors and parsed.write_bw and parsed.read_bw, parsed
+
+
+def test_a_teams_kit_runs_in_its_namespace_and_queue(tmp_path):
+    """`fmcluster jobs --team research`: every object in the team's namespace, each job in its
+    LocalQueue at its priority class (a WorkloadPriorityClass the cluster has), the scripts
+    reading and writing that namespace, the README saying so."""
+    spec = "examples/p5en-eks.yaml"
+    model = model_of(spec)
+    team = model.team("research")
+    out = tmp_path / "kit"
+    assert cli(["jobs", spec, "-o", str(out), "--team", "research"]) == 0
+    classes = {d["metadata"]["name"] for d in kueue.kueue_manifests(model) if d["kind"] == "WorkloadPriorityClass"}
+    local_queues = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in kueue.kueue_manifests(model)
+                    if d["kind"] == "LocalQueue"}
+    jobs = 0
+    for manifest in all_documents(out):
+        assert manifest["metadata"]["namespace"] == "research", manifest["metadata"]
+        labels = manifest["metadata"].get("labels", {})
+        if kueue.QUEUE_NAME_LABEL in labels:
+            jobs += 1
+            assert ("research", labels[kueue.QUEUE_NAME_LABEL]) in local_queues
+            assert labels[kueue.PRIORITY_CLASS_LABEL] == team.priority and team.priority in classes
+    assert jobs >= 3
+    assert "ns=research" in (out / "collect.sh").read_text()
+    assert "(namespace research)" in (out / "submit-all.sh").read_text()
+    readme = (out / "README.md").read_text()
+    assert "namespace `research`" in readme and "team `research`" in readme and "`normal`" in readme

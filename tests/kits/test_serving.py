@@ -658,3 +658,31 @@ def test_the_kit_readme_tells_the_serving_job_apart(tmp_path):
     assert not re.search(r"\$\{?IMAGE\b", script) and "serve.sbatch" not in files["submit-all.sh"]
     assert all(f"{common.RESULTS}/" in sbatch_options(text)["output"] for path, text in files.items()
                if path.endswith(".sbatch") and not path.endswith("serve.sbatch"))
+
+
+def test_a_teams_serving_goes_to_its_queue_at_its_priority():
+    """With teams, the serving LeaderWorkerSet is the team's: its namespace (whose Lustre claim
+    fmcluster.kubernetes makes too), its LocalQueue and its priority class, which Kueue's LWS
+    webhook copies to the pods."""
+    import yaml
+
+    from fmcluster.kits import jobs
+    from fmcluster.kubernetes import charts
+    from fmcluster.kubernetes import manifests as kubernetes_objects
+    from tests.support.crds import validate as validate_custom
+
+    spec = with_(_eks(served(70, nodes=2)), "teams", [
+        {"name": "serving", "groups": ["inference"], "gpus": {"gpu": 8}, "priority": "high"},
+        {"name": "research", "groups": ["ml-research"], "priority": "low"}])
+    model = model_of(spec)
+    for team, priority in ((None, "high"), (model.team("research"), "low")):
+        files = {f.path: f for f in jobs.kit(model, team)}
+        lws, _ = yaml.safe_load_all(files["gpu/serve.yaml"].content)
+        namespace = (team or model.teams[0]).name
+        assert lws["metadata"]["namespace"] == namespace
+        assert lws["metadata"]["labels"] == {kueue.QUEUE_NAME_LABEL: "default", kueue.PRIORITY_CLASS_LABEL: priority}
+        if LWS_CRD.exists():
+            validate_custom(lws)
+        volume = charts.lustre_volume(model, kubernetes_objects.FileSystem("fs-0123", "fs.example", "abc"))
+        assert (namespace, kubernetes_objects.LUSTRE_CLAIM) in {
+            (d["metadata"]["namespace"], d["metadata"]["name"]) for d in volume if d["kind"] == "PersistentVolumeClaim"}

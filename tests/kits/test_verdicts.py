@@ -114,8 +114,16 @@ def test_the_smoke_test_needs_every_gpu_and_a_falling_loss(model):
 def test_tests_not_run_and_foreign_files_are_warnings(model):
     report = verdicts.judge_results(model, {"notes.txt": "hello\n"})
     assert rows(report, "dcgm")[0].verdict is Verdict.WARN and rows(report, "dcgm")[0].note == "no result: not run"
-    assert any(r.source == "notes.txt" and r.verdict is Verdict.WARN for r in report.rows)
-    assert report.verdict is Verdict.WARN
+    assert not any(r.source == "notes.txt" for r in report.rows)
+    assert report.not_judged == (("notes.txt", "not an output of nccl-tests (*_perf), dcgmi diag, fio (JSON or "
+                                               "text) or the kit's smoke test"),)
+    assert report.verdict is Verdict.WARN and report.judged == 0
+    # a part under a marker of another cluster's kit: listed, not a row
+    foreign = verdicts.judge_results(model, {"x.out": jobs.MARKER.format(node="n1", group="cpu", test="dcgm")
+                                             + "\n" + DCGM_PASS})
+    assert foreign.not_judged == (("x.out", "the kit's marker names node n1, group cpu, test dcgm: not a group "
+                                            "and test of this cluster's kit"),)
+    assert [r.note for r in foreign.rows if r.test == "dcgm"] == ["no result: not run"]
 
 
 def test_the_command_exits_1_on_a_fail_and_prints_json(tmp_path, capsys):

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,10 +69,16 @@ def test_a_slow_2_node_all_reduce_fails_and_exits_1():
 
 
 def test_a_dcgm_failure_exits_1_and_a_pass_0():
+    """dcgmi does not print its host: the NODE says so and names the file, not as a host."""
     code, out, _ = verify_cli(DCGM_FAIL, fmt="json")
-    assert code == 1 and results(out) == [("dcgm", DCGM_FAIL.name, "FAIL", None)]
+    assert code == 1 and results(out) == [("dcgm", f"unknown node ({DCGM_FAIL.name})", "FAIL", None)]
     code, out, _ = verify_cli(DCGM_PASS, fmt="json")
-    assert code == 0 and results(out) == [("dcgm", DCGM_PASS.name, "PASS", None)]
+    assert code == 0 and results(out) == [("dcgm", f"unknown node ({DCGM_PASS.name})", "PASS", None)]
+    (row,) = [r for g in json.loads(out)["groups"].values() for r in g["results"] if r["test"] == "dcgm"]
+    assert row["source"] == str(DCGM_PASS)
+    code, out, _ = verify_cli(DCGM_FAIL)
+    (line,) = [line for line in out.splitlines() if line.startswith("FAIL")]
+    assert line.split()[3:5] == ["unknown", "node"]
 
 
 def test_fio_text_is_read():
@@ -97,11 +104,12 @@ def test_a_directory_is_read_recursively_and_mixes_plain_and_kit_files(tmp_path)
     assert sorted(results(out)) == sorted([
         ("nccl-all_reduce-nodes", "ip-10-1-0-11,ip-10-1-0-12", "PASS", 479.71),
         ("fio-fsx-write", "all", "PASS", 3093.3),
-        ("fio-scratch-write", "ip-10-1-0-11.json", "PASS", 192.6),
-        ("dcgm", "ip-10-1-0-12", "PASS", None),
-        ("-", "-", "WARN", None),  # notes.md
+        ("fio-scratch-write", "unknown node (ip-10-1-0-11.json)", "PASS", 192.6),
+        ("dcgm", "ip-10-1-0-12", "PASS", None),  # the host from the kit's marker
     ])
-    assert f"{tmp_path / 'notes.md'}: not judged" in err and "all_reduce.log" not in err
+    assert json.loads(out)["not_judged"] == [
+        {"file": str(tmp_path / "notes.md"), "reason": "a Markdown note (.md): a source, kit or note file, "
+                                                       "not a result"}]
     # one failing result among them: exit 1
     shutil.copy(SLOW, tmp_path / "nccl" / "slow.log")
     assert verify_cli(tmp_path)[0] == 1
@@ -153,4 +161,137 @@ def test_the_text_table_fits_100_columns():
     wrapped = next(i for i, line in enumerate(lines) if "nccl-tests-efa-16-worker-0," in line)
     assert lines[wrapped].split()[-4:] == ["nccl-tests-efa-16-worker-0,", "43.8", "GB/s", "340"]
     assert lines[wrapped + 1].strip() == "nccl-tests-efa-16-worker-1"
-    assert any(line.startswith("    not judged: ") for line in lines)
+    # the files not judged in a section of their own, each named with why, not as rows of group "-"
+    assert not any(line.startswith(("WARN     -", "FAIL     -")) for line in lines)
+    section = lines[lines.index("NOT JUDGED (7 files)"):-1]
+    assert f"  {REAL / 'PROVENANCE.md'}" in section and f"  {TABLE_ONLY}" in section
+    assert "    an nccl-tests output without its '# Rank' lines: it does not say whether it ran on one node or" \
+        in section
+
+
+@pytest.mark.parametrize("spec, source", [(SPEC, "smoke.py"), ("examples/p5-hyperpod-eks.yaml", "kit.yaml")])
+def test_the_kit_s_own_files_are_not_judged(tmp_path, spec, source):
+    """`fmcluster jobs` then `fmcluster verify` on the kit's directory: its smoke.py (which prints
+    the smoke test's lines; on Kubernetes folded into kit.yaml), scripts, manifests, README and
+    expected.json are listed as not judged, never a FAIL; the results beside them are judged. Their
+    content alone (renamed, without the #! line) is no result either."""
+    kit = tmp_path / "acc"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    assert subprocess.run([sys.executable, "-m", "fmcluster", "jobs", spec, "-o", str(kit)], cwd=ROOT,
+                          env=env, capture_output=True).returncode == 0
+    sources = sorted(str(p) for p in kit.rglob("*") if p.is_file())
+    assert str(kit / source) in sources and str(kit / "expected.json") in sources
+    assert "fmcluster-smoke ok world_size" in (kit / source).read_text()
+
+    def verify_cli(*results, fmt="text"):
+        done = subprocess.run([sys.executable, "-m", "fmcluster", "verify", spec, *map(str, results), "--format",
+                               fmt], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        return done.returncode, done.stdout, done.stderr
+
+    code, out, err = verify_cli(kit, fmt="json")
+    assert code == 2, err
+    report = json.loads(out)
+    assert report["verdict"] is None and report["judged"] == 0
+    assert sorted(entry["file"] for entry in report["not_judged"]) == sources
+    assert not [r for g in report["groups"].values() for r in g["results"] if r["verdict"] == "FAIL"]
+    (kit / "results").mkdir()
+    shutil.copy(HEALTHY, kit / "results" / "gpu-nccl-7.out")
+    code, out, _ = verify_cli(kit)
+    assert code == 0 and "FAIL" not in out and "  " + str(kit / source) in out.splitlines()
+    assert results(verify_cli(kit, fmt="json")[1]) == [("nccl-all_reduce-nodes", "ip-10-1-0-11,ip-10-1-0-12",
+                                                       "PASS", 479.71)]
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for path in map(Path, sources):
+        text = path.read_text()
+        name = path.relative_to(kit).as_posix().replace("/", "-") + ".txt"
+        (bare / name).write_text(text.split("\n", 1)[1] if text.startswith("#!") else text)
+    code, out, err = verify_cli(bare)
+    assert code == 2 and out == "" and err.count(": not judged: not an output of") == len(sources), err
+
+
+def test_a_note_that_mentions_the_tools_is_not_judged(tmp_path):
+    """The fixtures' PROVENANCE.md names dcgmi's `Successfully ran diagnostic for group.`, nccl-tests'
+    and fio's lines in its prose: not a result, as a note or under any other name."""
+    for note in (REAL / "PROVENANCE.md", PLAIN / "PROVENANCE.md"):
+        code, out, err = verify_cli(note)
+        assert (code, out) == (2, "") and "not judged: a Markdown note" in err
+        renamed = tmp_path / (note.parent.name + "-notes.txt")
+        renamed.write_text(note.read_text())
+        code, out, err = verify_cli(renamed)
+        assert (code, out) == (2, "") and f"{renamed}: not judged: not an output of" in err, out
+    assert "`Successfully ran diagnostic for group.`" in (REAL / "PROVENANCE.md").read_text()
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_or_socket_in_the_results_is_not_opened(tmp_path):
+    """A FIFO blocks whoever opens it until a writer comes: it, a socket and the like are listed,
+    not opened (the timeout only stops a hung run)."""
+    import socket
+
+    shutil.copy(HEALTHY, tmp_path / "all_reduce.log")
+    os.mkfifo(tmp_path / "pipe")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(tmp_path / "sock"))
+        code, out, err = verify_cli(tmp_path, fmt="json")
+        assert code == 0, err
+        assert json.loads(out)["not_judged"] == [
+            {"file": str(tmp_path / "pipe"), "reason": "a FIFO, not a regular file: not opened"},
+            {"file": str(tmp_path / "sock"), "reason": "a socket, not a regular file: not opened"}]
+        code, out, err = verify_cli(tmp_path / "pipe", fmt="json")
+        assert code == 2 and json.loads(out)["not_judged"][0]["reason"].startswith("a FIFO")
+
+
+def test_a_file_over_the_size_bound_is_not_read(tmp_path):
+    from fmcluster.kits import verdicts
+
+    big = tmp_path / "huge.log"
+    big.write_text(HEALTHY.read_text())
+    with big.open("r+b") as handle:
+        handle.truncate(verdicts.MAX_RESULT_BYTES + 1)  # sparse: no disk used
+    code, out, err = verify_cli(big, fmt="json")
+    assert code == 2, err
+    assert json.loads(out)["not_judged"] == [
+        {"file": str(big), "reason": "64.0 MiB, over the 64 MiB a result is read to: not read"}]
+
+
+def test_json_is_printed_whatever_the_exit_code(tmp_path):
+    """--format json: the one object on stdout when nothing is judged (2) and when a file cannot be
+    read, with the files not judged and why; the verdict null where nothing was judged."""
+    garbage = tmp_path / "garbage.txt"
+    garbage.write_text("garbage\n")
+    code, out, err = verify_cli(garbage, fmt="json")
+    report = json.loads(out)
+    assert code == 2 and report["verdict"] is None and report["judged"] == 0
+    assert report["not_judged"] == [{"file": str(garbage), "reason": "not an output of nccl-tests (*_perf), "
+                                     "dcgmi diag, fio (JSON or text) or the kit's smoke test"}]
+    code, out, err = verify_cli(tmp_path / "missing.out", fmt="json")
+    report = json.loads(out)
+    assert code == 2 and report["verdict"] is None and report["error"].startswith("cannot read")
+    # judged and not judged together: the rows hold results only, the rest is in not_judged
+    code, out, _ = verify_cli(HEALTHY, garbage, fmt="json")
+    report = json.loads(out)
+    assert code == 0 and report["verdict"] == "WARN" and report["judged"] == 1
+    assert list(report["groups"]) == ["gpu"] and [e["file"] for e in report["not_judged"]] == [str(garbage)]
+
+
+def test_a_plain_smoke_output_names_its_host(tmp_path):
+    log = tmp_path / "smoke.log"
+    log.write_text("".join(f"[default0]:fmcluster-smoke step={i} loss={1.5 - i / 10} tokens_per_s=1000.0 "
+                           f"host=ip-10-1-0-11 rank=0\n" for i in range(1, 4))
+                   + "[default0]:fmcluster-smoke ok world_size=128 steps=3\n")
+    code, out, err = verify_cli(log, fmt="json")
+    assert code == 0, err
+    assert results(out) == [("smoke", "ip-10-1-0-11", "PASS", 1000.0)]
+
+
+def test_a_part_not_judged_of_a_judged_file_is_listed_and_a_job_s_own_lines_are_not(tmp_path):
+    log = tmp_path / "nccl.log"
+    log.write_text("+ module load nccl-tests\n" + HEALTHY.read_text() + TABLE_ONLY.read_text())
+    code, out, _ = verify_cli(log, fmt="json")
+    report = json.loads(out)
+    assert code == 0 and report["judged"] == 1
+    assert report["not_judged"] == [{"file": str(log), "reason": "a part of it: an nccl-tests output without its "
+                                     "'# Rank' lines: it does not say whether it ran on one node or several"}]
+    log.write_text("+ module load nccl-tests\n" + HEALTHY.read_text())
+    assert json.loads(verify_cli(log, fmt="json")[1])["not_judged"] == []

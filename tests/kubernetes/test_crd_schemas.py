@@ -83,9 +83,13 @@ def test_every_kubernetes_example_is_covered():
 
 @pytest.mark.parametrize("example", KUBERNETES_EXAMPLES)
 def test_kueue_objects_match_their_crds(example):
-    manifests = kueue.kueue_manifests(resolve(loader.load(ROOT / example).spec))
+    model = resolve(loader.load(ROOT / example).spec)
+    manifests = kueue.kueue_manifests(model)
     kinds = [m["kind"] for m in manifests]
-    assert kinds.count("ClusterQueue") == 1 and kinds.count("LocalQueue") == 1 and "ResourceFlavor" in kinds
+    queues = len(model.teams) or 1  # a ClusterQueue and LocalQueue per team, else the cluster's
+    assert kinds.count("ClusterQueue") == queues and kinds.count("LocalQueue") == queues and "ResourceFlavor" in kinds
+    assert kinds.count("Cohort") == (1 if model.teams else 0)
+    assert kinds.count("WorkloadPriorityClass") == (3 if model.teams else 0)
     for manifest in manifests:
         validate(manifest)
 

@@ -15,6 +15,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PLUGINS = ["NvidiaDevicePlugin", "EfaDevicePlugin"]
 NVLINK = ["NvidiaDraDriver", "GpuFeatureDiscovery"]
 QUEUES = ["Kueue", "KueueQueues", "LeaderWorkerSet"]
+TEAMS = ["TeamNamespaces"]  # where the spec has teams, before Kueue
 OPERATORS = ["mpi-operator", "training-operators"]
 EXPORTERS = ["NodeExporter", "DcgmExporter", "EfaNodeExporter"]
 
@@ -34,10 +35,10 @@ def names(m: ClusterModel) -> list[str]:
 
 
 @pytest.mark.parametrize("example, expected", [
-    ("p5en-eks", PLUGINS + QUEUES + OPERATORS + ["LustreVolume"] + EXPORTERS),
+    ("p5en-eks", PLUGINS + TEAMS + QUEUES + OPERATORS + ["LustreVolume", "HomeVolume"] + EXPORTERS),
     ("p6e-gb200-eks", PLUGINS + NVLINK + QUEUES + OPERATORS + ["LustreVolume"] + EXPORTERS),
     # HyperPod's dependencies chart brings the device plugins and the operators
-    ("p5-hyperpod-eks", QUEUES + ["LustreVolume"] + EXPORTERS),
+    ("p5-hyperpod-eks", TEAMS + QUEUES + ["LustreVolume"] + EXPORTERS),
     ("p5-pcs", []), ("p5en-reservation-pcs", []), ("p6-b200-hyperpod-slurm", []), ("p6-b300-pcs", []),
     ("p6e-gb200-pcs", []),
 ])
@@ -54,7 +55,8 @@ def test_every_example_is_in_the_list_above():
 def test_without_observability_or_lustre():
     """The exporters only where NAME-observability exists; the volume only with a file system."""
     unobserved = model("p5en-eks", observability={"prometheus": False, "grafana": False})
-    assert not unobserved.observed and names(unobserved) == PLUGINS + QUEUES + OPERATORS + ["LustreVolume"]
+    assert not unobserved.observed and names(unobserved) == PLUGINS + TEAMS + QUEUES + OPERATORS + [
+        "LustreVolume", "HomeVolume"]
     spec = model("p5en-eks").spec
     storage = spec.storage.model_copy(update={"lustre": None})
     no_lustre = resolve(spec.model_copy(update={"storage": storage}))
@@ -132,3 +134,57 @@ def test_values_and_documents_come_from_the_model():
         m.spec, file_system_id="fs-0123", dns_name="fs-0123.fsx.us-east-1.amazonaws.com", mount_name="abcdef")
     with pytest.raises(ValueError, match="no id, DNS or mount name"):
         rows["LustreVolume"].documents(m, None)
+
+
+# --- the shared home (storage.home) ------------------------------------------------------------
+
+def test_the_home_volume_only_with_a_home():
+    assert "HomeVolume" in names(model("p5en-eks"))
+    assert "HomeVolume" not in names(model("p6e-gb200-eks")) and "HomeVolume" not in names(model("p6-b300-pcs"))
+
+
+def test_home_volume_is_a_retained_nfs_volume_and_its_claim():
+    m = model("p5en-eks")
+    rows = {row.construct_id: row for row in charts.INSTALLS}
+    dns = "fs-0aaaaaaaaaaaaaaaa.fsx.us-east-2.amazonaws.com"
+    pv, pvc, *teams = rows["HomeVolume"].documents(m, kubernetes.FileSystem("", "", "", dns))
+    assert len(teams) == 2 * len(m.teams)  # a volume and a claim per team namespace
+    assert pv["kind"] == "PersistentVolume" and pv["metadata"]["name"] == f"{m.name}-home"
+    assert pv["spec"]["nfs"] == {"server": dns, "path": "/fsx"}
+    assert "nfsvers=4.1" in pv["spec"]["mountOptions"] and "hard" in pv["spec"]["mountOptions"]
+    assert pv["spec"]["persistentVolumeReclaimPolicy"] == "Retain" and pv["spec"]["storageClassName"] == ""
+    assert pv["spec"]["accessModes"] == ["ReadWriteMany"] and pv["spec"]["capacity"] == {"storage": "512Gi"}
+    assert pvc["kind"] == "PersistentVolumeClaim" and pvc["metadata"] == {"name": "home",
+                                                                         "namespace": m.spec.orchestrator.namespace}
+    assert pvc["spec"]["volumeName"] == pv["metadata"]["name"] and pvc["spec"]["storageClassName"] == ""
+    with pytest.raises(ValueError, match="no DNS name"):
+        rows["HomeVolume"].documents(m, kubernetes.FileSystem("fs-1", "dns", "mnt"))
+
+
+def test_home_objects_are_valid_kubernetes_objects():
+    """Names Kubernetes accepts (DNS subdomain for the volume, label for the claim), the API's
+    field names, and a claim that fits its volume."""
+    from fmcluster.facts.kubernetes import object_name_valid
+    m = model("p5en-eks")
+    pv, pvc = kubernetes.home_manifests(m.spec, dns_name="fs-0aaaaaaaaaaaaaaaa.fsx.us-east-2.amazonaws.com")
+    assert object_name_valid(pv["metadata"]["name"]) and object_name_valid(pvc["metadata"]["name"])
+    assert set(pv["spec"]) == {"capacity", "volumeMode", "accessModes", "persistentVolumeReclaimPolicy",
+                               "storageClassName", "mountOptions", "nfs"}
+    assert set(pvc["spec"]) == {"accessModes", "storageClassName", "volumeName", "resources"}
+    assert pvc["spec"]["resources"]["requests"] == pv["spec"]["capacity"]
+
+
+def test_each_team_namespace_gets_its_home_claim():
+    """A claim binds one volume: each team's namespace has a home claim of its own, its volume the
+    one file system."""
+    from fmcluster.kubernetes.manifests import home_manifests
+
+    spec = loader.load(EXAMPLES / "p5en-eks.yaml").spec
+    documents = home_manifests(spec, dns_name="fs-1.fsx.us-east-2.amazonaws.com",
+                               team_namespaces=("pretrain", "research"))
+    claims = {d["metadata"]["namespace"]: d["spec"]["volumeName"] for d in documents
+              if d["kind"] == "PersistentVolumeClaim"}
+    assert claims == {spec.orchestrator.namespace: "p5en-eks-home", "pretrain": "p5en-eks-home-pretrain",
+                      "research": "p5en-eks-home-research"}
+    servers = {d["spec"]["nfs"]["server"] for d in documents if d["kind"] == "PersistentVolume"}
+    assert servers == {"fs-1.fsx.us-east-2.amazonaws.com"}

@@ -88,11 +88,47 @@ def test_fmcluster_starts_from_the_charts_own_default():
 def test_every_examples_kueue_configuration_is_valid(example):
     model = resolve(loader.load(ROOT / example).spec)
     configuration = written_configuration(model)
-    if not model.ultraserver_groups:
+    if not model.ultraserver_groups and not model.teams:
         assert configuration is None  # the chart's default stays
         return
     assert configuration == kueue.kueue_configuration(model)
     validate(configuration)
+    assert ("fairSharing" in configuration) == bool(model.teams)
+    assert ("resources" in configuration) == bool(model.ultraserver_groups)
+
+
+# Kueue 0.18.3 pkg/config/validation.go validStrategySets: the preemption strategies fair sharing takes
+FAIR_SHARING_STRATEGY_SETS = (["LessThanOrEqualToFinalShare"], ["LessThanInitialShare"],
+                              ["LessThanOrEqualToFinalShare", "LessThanInitialShare"])
+
+
+def fair_sharing_problem(configuration: dict) -> str | None:
+    """What Kueue's validateFairSharing says of the configuration's fairSharing, or None."""
+    fair = configuration.get("fairSharing")
+    if fair is None:
+        return None
+    strategies = fair.get("preemptionStrategies") or []
+    if not strategies:
+        return "preemptionStrategies must be specified"
+    return None if strategies in FAIR_SHARING_STRATEGY_SETS else f"unsupported {strategies}"
+
+
+def test_teams_turn_fair_sharing_on_as_kueue_validates_it():
+    """A spec with teams: the chart's default with fairSharing, which Kueue 0.18.3 turns on when
+    the field is set (cmd/kueue/main.go), with a set of strategies its validation accepts; a v1beta1
+    `enable` is refused by strict decoding, an empty or unknown strategy list by the validation."""
+    model = resolve(loader.load(ROOT / "examples/p5en-eks.yaml").spec)
+    assert model.teams and not model.ultraserver_groups
+    configuration = written_configuration(model)
+    validate(configuration)
+    assert fair_sharing_problem(configuration) is None
+    assert {k: v for k, v in configuration.items() if k != "fairSharing"} == kueue.kueue_chart_configuration()
+    for broken, problem in (({}, "must be specified"), ({"preemptionStrategies": []}, "must be specified"),
+                            ({"preemptionStrategies": ["LessThanInitialShare", "LessThanOrEqualToFinalShare"]},
+                             "unsupported")):
+        assert problem in fair_sharing_problem({**configuration, "fairSharing": broken})
+    with pytest.raises(jsonschema.ValidationError):
+        validate({**configuration, "fairSharing": {"enable": True, **configuration["fairSharing"]}})
 
 
 def test_the_ultraserver_example_maps_the_channel_class_that_its_queue_covers():

@@ -553,3 +553,32 @@ def test_the_resolved_spec_shows_only_what_the_control_plane_reads():
     assert "images" not in eks.resolved_spec and "namespace" in eks.resolved_spec["orchestrator"]
     labelled = plan_of_dict(with_(base_spec(), "node_groups[0].labels", {"team": "ml"}))
     assert labelled.resolved_spec["node_groups"][0]["labels"] == {"team": "ml"}
+
+
+# ---- teams -------------------------------------------------------------------------------------
+
+def test_each_team_shows_its_gpus_and_their_hourly_cost():
+    """examples/p5-pcs.yaml: 16 x p5.48xlarge (128 GPUs), pretrain 96 guaranteed and free to borrow,
+    research a quarter (32) and at most 32 more."""
+    made = plan_of("examples/p5-pcs.yaml")
+    per_gpu = prices.table().instance_hourly("p5.48xlarge") / 8
+    pretrain, research = made.teams
+    assert (pretrain.guaranteed_gpus, pretrain.burst_gpus, pretrain.priority) == (96, 128, "high")
+    assert (research.guaranteed_gpus, research.burst_gpus, research.priority) == (32, 64, "normal")
+    assert pretrain.guaranteed_hourly_usd == round(96 * round(per_gpu, 4), 2)
+    assert research.burst_hourly_usd == round(64 * round(per_gpu, 4), 2)
+    text = plan_render.render_text(made)
+    assert "\nTeams (GPUs at each group's maximum size)\n" in text
+    assert max(len(line) for line in text.splitlines()) <= 100
+
+
+def test_hyperpod_teams_cost_is_unknown_and_dedicated_groups_are_shown():
+    made = plan_of("examples/p6-b200-hyperpod-slurm.yaml")
+    pretrain, evals = made.teams
+    assert pretrain.guaranteed_hourly_usd is None and evals.dedicated == ["eval"]
+    assert [g.burst_gpus for g in pretrain.node_groups] == [128, 0], "another team's group is never borrowed"
+
+
+def test_a_spec_without_teams_has_no_teams_section():
+    made = plan_of("examples/p5en-reservation-pcs.yaml")
+    assert made.teams == [] and "Teams" not in plan_render.render_text(made)

@@ -5,12 +5,16 @@ Read from COMMANDS and the parser: a new command or argument is held to it witho
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shlex
+import subprocess
+import sys
 
 import pytest
 
 from fmcluster.cli import COMMANDS, build_parser, main
+from tests.support.paths import ROOT
 
 SHELL_OPERATORS = {">", ">>", "<", "|", "&&", ";"}  # an example may redirect what it prints
 
@@ -103,3 +107,14 @@ def test_the_command_lines_help_lists_the_exit_codes(capsys):
                                                           "fmcluster command --help)")]
     assert codes == ["0", "1", "2", "130"]
     assert all(name in shown for name in COMMANDS)
+
+
+@pytest.mark.parametrize("example", COMMANDS["verify"].examples)
+def test_the_examples_of_verify_run_as_written_from_the_root(example):
+    """verify reads what it is given and writes nothing: its examples run, as written, from the
+    checkout's root, and judge something (0 or 1, not 2: nothing judged, or a path that is not there)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "fmcluster", *command_line(example)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode in (0, 1), done.stderr
+    assert done.stdout.strip()

@@ -112,7 +112,7 @@ def test_synth_and_diff_read_dash(tmp_path):
     synth = fmcluster("synth", "-", "-o", str(tmp_path / "out"), stdin=spec.read_text())
     assert synth.returncode == 0, synth.stderr
     assert (tmp_path / "out/llm-pretrain-cluster.template.json").exists()
-    diff = fmcluster("diff", str(spec), "-", stdin=spec.read_text().replace("count: 16", "count: 8"))
+    diff = fmcluster("diff", str(spec), "-", stdin=spec.read_text().replace("count: 16", "count: 24"))
     assert diff.returncode == 0, diff.stderr
     assert "ScalingConfiguration.MaxInstanceCount" in diff.stdout
 

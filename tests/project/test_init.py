@@ -157,7 +157,7 @@ def test_an_unsupported_combination_is_refused_with_the_rule_s_reason(tmp_path):
 def test_a_bad_name_region_or_az_is_refused(tmp_path):
     assert "--name" in refusal(fmcluster("init", "ab", cwd=tmp_path))  # PCS names take 3 characters
     assert "--name" in refusal(fmcluster("init", "proj", "--name", "My_Cluster", cwd=tmp_path))
-    assert "unknown region" in refusal(fmcluster("init", "proj", "--region", "us-nowhere-1", cwd=tmp_path))
+    assert "is not an AWS region" in refusal(fmcluster("init", "proj", "--region", "us-nowhere-1", cwd=tmp_path))
     assert "availability_zone_id" in refusal(fmcluster("init", "proj", "--az-id", "usw2-az1", cwd=tmp_path))
     assert sorted(os.listdir(tmp_path)) == []
     assert fmcluster("init", "proj", "--instance-type", "p9.huge", cwd=tmp_path).returncode == 2  # argparse

@@ -95,8 +95,10 @@ def whole_document_mutations(text: str, data: dict[str, Any]) -> Iterator[tuple[
     yield "deep", text + "".join("  " * i + f"k{i}:\n" for i in range(200)) + "  " * 200 + "v\n"
     yield "deep-flow", text + "deep: " + "[" * 2000 + "]" * 2000 + "\n"
     group = data["node_groups"][0]
-    body = yaml.safe_dump({k: v for k, v in data.items() if k != "node_groups"}, sort_keys=False)
-    first = yaml.safe_dump([group], sort_keys=False).replace("- ", "- &base\n  ", 1)
+    # (teams name node groups: they go with the groups the mutation leaves out)
+    body = yaml.safe_dump({k: v for k, v in data.items() if k not in ("node_groups", "teams")}, sort_keys=False)
+    first = yaml.safe_dump([{k: v for k, v in group.items() if k != "team"}], sort_keys=False).replace(
+        "- ", "- &base\n  ", 1)
     # the first group anchored, a second made from it by a merge key, with its own name
     yield "merge", body + "node_groups:\n" + "".join(f"  {line}\n" for line in first.splitlines()) + \
         f"  - <<: *base\n    name: {group['name'][:20]}-b\n"

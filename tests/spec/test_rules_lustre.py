@@ -228,7 +228,7 @@ def test_overlapping_link_paths(a, b):
 
 # ---- lustre_mount_path_free (issue 15) --------------------------------------------------
 
-@pytest.mark.parametrize("path", ["/fsx", "/lustre", "/mnt/fsx", "/opt/fsx", "/home/shared", "/data/fsx"])
+@pytest.mark.parametrize("path", ["/fsx", "/lustre", "/mnt/fsx", "/opt/fsx", "/home/shared", "/data/fsx", "/home"])
 def test_mount_paths_of_their_own_pass(path):
     spec = fs(mount_path=path)
     assert findings(lustre.lustre_mount_path_free, spec) == []
@@ -238,7 +238,7 @@ def test_mount_paths_of_their_own_pass(path):
 @pytest.mark.parametrize("path,word", [
     ("/usr", "system directory"), ("/usr/local", "under /usr"), ("/etc", "system directory"),
     ("/var", "system directory"), ("/var/lib/fsx", "under /var"), ("/boot", "system"), ("/proc", "system"),
-    ("/sys", "system"), ("/dev", "system"), ("/tmp", "system"), ("/opt", "system"), ("/home", "/fsx/home"),
+    ("/sys", "system"), ("/dev", "system"), ("/tmp", "system"), ("/opt", "system"),
     ("/root", "system"), ("/run/fsx", "under /run"),
     ("/scratch", "instance-store NVMe"), ("/scratch/fsx", "overlaps /scratch"),
     ("/opt/dlami/nvme", "Deep Learning AMI"), ("/opt/dlami", "overlaps /opt/dlami/nvme"),

@@ -90,23 +90,23 @@ def test_pcs_at_2048_nodes_passes():
 
 def test_pcs_above_2048_nodes():
     spec = three_groups(700, 700, 648)
-    assert "node_groups" in paths(spec)
-    (message,) = messages(spec, "node_groups")
+    assert "node_groups[2].count" in paths(spec)  # the group that takes it over, not the list
+    (message,) = messages(spec, "node_groups[2].count")
     assert "2049 nodes exceed the largest PCS cluster (2048 instances)" in message
 
 
 def test_pcs_limit_counts_max_count_of_elastic_groups():
     spec = with_(three_groups(700, 700, 600, login=0), "node_groups[2]",
                  {"name": "c", "instance_type": "c7i.8xlarge", "min_count": 0, "max_count": 649})
-    assert "node_groups" in paths(spec)
-    assert "2049 nodes" in messages(spec, "node_groups")[0]
+    assert "node_groups[2].max_count" in paths(spec)
+    assert "2049 nodes" in messages(spec, "node_groups[2].max_count")[0]
 
 
 def test_pcs_limit_is_for_pcs_only():
     spec = on("hyperpod-slurm", three_groups(700, 700, 648))
     spec = with_(spec, "node_groups", [{**g, "instance_type": "m7i.8xlarge"} for g in spec["node_groups"]])
     assert findings(orch.pcs_size_limit, spec) == []
-    assert "node_groups" not in paths(spec)
+    assert not [p for p in paths(spec) if p.startswith("node_groups")]
 
 
 # ---- hyperpod_instance_types ----------------------------------------------------------

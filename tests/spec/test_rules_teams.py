@@ -94,8 +94,16 @@ def test_a_dedicated_group_is_its_teams_alone():
     assert paths(spec) == set()
     pretrain, research = resolve(validated(spec)).teams
     assert (pretrain.guaranteed["gpu"], pretrain.burst("gpu"), pretrain.lendable("gpu")) == (16, 16, 0)
-    assert (research.guaranteed["gpu"], research.burst("gpu")) == (0, 4)  # borrows at most 4
-    assert pretrain.dedicated == ("gpu",)
+    assert (research.guaranteed["gpu"], research.burst("gpu")) == (0, 0)  # never borrows it
+    assert pretrain.dedicated == ("gpu",) and research.others == ("gpu",)
+
+
+def test_a_group_dedicated_to_another_team_is_never_borrowed():
+    spec = with_(base_spec(), "node_groups[1]", {"name": "eval", "instance_type": "p5.48xlarge", "count": 1,
+                                                 "team": "research"})
+    pretrain, research = resolve(validated(teams(PRETRAIN, RESEARCH, spec=spec))).teams
+    assert (pretrain.guaranteed["eval"], pretrain.burst("eval")) == (0, 0)
+    assert (research.guaranteed["eval"], research.burst("eval"), research.lendable("eval")) == (8, 8, 0)
 
 
 @pytest.mark.parametrize("team, words", [("nobody", "there is no team 'nobody'")])
@@ -139,3 +147,14 @@ def test_slurm_teams_need_what_their_accounting_runs_on():
     assert paths(teams(PRETRAIN, spec=with_(hyperpod, "network.extra_availability_zone_ids", ["use1-az6"]))) == set()
     assert paths(no_login) == set() and paths(hyperpod) == set()  # without teams, nothing asked
     assert paths(teams(PRETRAIN, spec=on("eks"))) <= {"teams[0].members[0]", "teams[0].members[1]"}
+
+
+def test_instances_carry_their_team_as_a_cost_allocation_tag():
+    """A dedicated group's instances carry its team; the shared groups `shared`; no teams, no tag."""
+    spec = with_(base_spec(), "node_groups[1]", {"name": "eval", "instance_type": "p5.48xlarge", "count": 1,
+                                                 "team": "research"})
+    m = resolve(validated(teams(PRETRAIN, RESEARCH, spec=spec)))
+    assert m.instance_tags(m.group("eval"))["fmcluster:team"] == "research"
+    assert m.instance_tags(m.group("gpu"))["fmcluster:team"] == "shared"
+    plain = resolve(validated(base_spec()))
+    assert "fmcluster:team" not in plain.instance_tags(plain.group("gpu"))

@@ -80,6 +80,8 @@ class Scenario:
     apt_fails: bool = False  # the archive cannot be reached
     lustre_mount_fails: int = 0  # Lustre mounts that fail before one succeeds; -1: never succeeds
     lustre_client: bool = True  # a Lustre client with kefalnd is installed
+    nfs_mount_fails: int = 0  # NFS mounts (the shared home) that fail before one succeeds; -1: never succeeds
+    nfs_client: bool = True  # the NFS client (nfs-common: mount.nfs) is installed
     dnf_lustre: bool = True  # dnf can install lustre-client (Amazon Linux)
     efa_devices: int = 32  # entries of /sys/class/infiniband
     efa_driver: str = "2.13.0"  # modinfo -F version efa ("" for none)
@@ -121,6 +123,7 @@ class Scenario:
                   "DLAMI_NVME": "none" if self.dlami_nvme is None else self.dlami_nvme,
                   "DPKG_LOCK_UNTIL": self.dpkg_lock_until, "APT_FAILS": int(self.apt_fails),
                   "LUSTRE_MOUNT_FAILS": self.lustre_mount_fails, "LUSTRE_CLIENT": int(self.lustre_client),
+                  "NFS_MOUNT_FAILS": self.nfs_mount_fails, "NFS_CLIENT": int(self.nfs_client),
                   "DNF_LUSTRE": int(self.dnf_lustre), "EFA_DRIVER": self.efa_driver, "SLURMD": int(self.slurmd),
                   "SSM_VALUE": self.ssm_value, "INSTANCE_TYPE": self.instance_type, "IMDS": int(self.imds),
                   "IMEX": int(self.imex), "IMEX_START_FAILS": int(self.imex_start_fails),
@@ -412,7 +415,13 @@ exec systemd-analyze verify --man=no "$@" 2>&1
         was written (the root volume's files, the instance store's arrays and file systems: a
         reboot is not a stop), and systemd starts the units of /etc/fstab, the enabled units and
         the AMI's own (dlami-nvme.service, slurmd.service) in dependency order."""
-        for name in ("mounts", "calls", "lnet", "lustre-failures", "events.done"):
+        for line in (self.state / "mounts").read_text().splitlines():  # NFS mounts give back what they hid
+            target, source, _, backing, _ = line.split("\t")
+            if backing == "nfs":
+                key = lambda path: path.replace("/", "%")  # noqa: E731 (sandbox_fakes.sh's nfs_key)
+                (self.root / target.lstrip("/")).rename(self.state / "nfs" / key(source))
+                (self.state / "hidden" / key(target)).rename(self.root / target.lstrip("/"))
+        for name in ("mounts", "calls", "lnet", "lustre-failures", "nfs-failures", "events.done"):
             (self.state / name).unlink(missing_ok=True)
         (self.state / "mounts").touch()
         (self.state / "calls").touch()

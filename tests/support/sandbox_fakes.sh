@@ -9,7 +9,8 @@
 #   events       "SECONDS<TAB>FUNCTION": things that happen on their own at a time (disks that
 #                appear late, the AMI's unit that finishes); run once the clock passes them
 #   mounts       "TARGET<TAB>SOURCE<TAB>FSTYPE<TAB>BACKING<TAB>EXTRA", BACKING one of
-#                instance-store, root (the root EBS volume), lustre; EXTRA lnet=efa|tcp for lustre
+#                instance-store, root (the root EBS volume), lustre, nfs; EXTRA lnet=efa|tcp for lustre
+#   nfs/, hidden/  an NFS server's files, and what an NFS mount hides (mount_nfs)
 #   blockdevs    "PARENT<TAB>DEVICE<TAB>TYPE": what is built on each instance-store disk
 #   filesystems  "DEVICE<TAB>TYPE<TAB>UUID"
 #   lnet         "NET<TAB>INTERFACE" once `lnetctl lnet configure` ran
@@ -174,6 +175,47 @@ mount_lustre() {  # SOURCE TARGET
   add_mount "$2" "$1" lustre lustre "lnet=$lnet"
 }
 
+# An NFS export (the shared home) as a node sees it: the server's files are a directory of the
+# state per source (state/nfs/SOURCE, '/' as '%'), put in place of the mount point while it is
+# mounted; the mount point's own files are set aside meanwhile (state/hidden/TARGET) and come back
+# when it is unmounted, as a mount over a directory hides what it holds. Every node of a test
+# that shares the state shares the server.
+nfs_key() { printf '%s' "${1//\//%}"; }
+
+mount_nfs() {  # SOURCE TARGET
+  if ((!NFS_CLIENT)); then
+    FAKE_RC=32 die "$2: bad option; for several filesystems (e.g. nfs, cifs) you might need a /sbin/mount.<type> helper program."
+  fi
+  local failed
+  failed=$(cat "$STATE/nfs-failures" 2>/dev/null || echo 0)
+  if ((NFS_MOUNT_FAILS < 0 || failed < NFS_MOUNT_FAILS)); then
+    echo $((failed + 1)) >"$STATE/nfs-failures"
+    FAKE_RC=32 die "mount.nfs: Connection timed out"
+  fi
+  local export hidden
+  export="$STATE/nfs/$(nfs_key "$1")" hidden="$STATE/hidden/$(nfs_key "$2")"
+  mkdir -p "$export" "$STATE/hidden"
+  mv "$ROOTDIR$2" "$hidden" && mv "$export" "$ROOTDIR$2" || die "cannot model the NFS mount of $2"
+  add_mount "$2" "$1" nfs4 nfs ""
+}
+
+# A bind mount of / shows the root file system without the mounts on it: what an NFS mount hides
+# is there (as links to state/hidden), under the bind's target.
+bind_root() {  # TARGET
+  local hidden path
+  for hidden in "$STATE"/hidden/*; do
+    [[ -e "$hidden" ]] || continue
+    path=${hidden##*/}
+    path=${path//%//}
+    mkdir -p "$(dirname "$ROOTDIR$1$path")"
+    ln -s "$hidden" "$ROOTDIR$1$path"
+  done
+}
+
+unmount_nfs() {  # TARGET SOURCE
+  mv "$ROOTDIR$1" "$STATE/nfs/$(nfs_key "$2")" && mv "$STATE/hidden/$(nfs_key "$1")" "$ROOTDIR$1"
+}
+
 fake_mount() {
   record "$@"
   local type="" options="" bind=0
@@ -204,8 +246,11 @@ fake_mount() {
   if ((bind)); then
     [[ -d "$ROOTDIR$source" ]] || FAKE_RC=32 die "$source: special device does not exist."
     add_mount "$target" "$source" none "$(backing_of "$source")" bind
+    [[ "$source" != / ]] || bind_root "$target"
   elif [[ "$type" == lustre ]]; then
     mount_lustre "$source" "$target"
+  elif [[ "$type" == nfs || "$type" == nfs4 ]]; then
+    mount_nfs "$source" "$target"
   else
     mount_device "$source" "$target"
   fi
@@ -214,6 +259,12 @@ fake_mount() {
 fake_umount() {
   record "$@"
   mounted "$1" || FAKE_RC=32 die "$1: not mounted."
+  local source
+  source=$(awk -F'\t' -v t="$1" '$1 == t && $4 == "nfs" { print $2 }' "$STATE/mounts")
+  [[ -z "$source" ]] || unmount_nfs "$1" "$source"
+  if awk -F'\t' -v t="$1" '$1 == t && $2 == "/" && $5 == "bind" { found = 1 } END { exit !found }' "$STATE/mounts"; then
+    find "$ROOTDIR$1" -mindepth 1 -depth \( -type l -o -type d -empty \) -delete  # bind_root's links
+  fi
   awk -F'\t' -v t="$1" '$1 != t' "$STATE/mounts" >"$STATE/mounts.new" && mv "$STATE/mounts.new" "$STATE/mounts"
 }
 

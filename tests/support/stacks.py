@@ -25,6 +25,7 @@ NODE_SG = "sg-0dddddddddddddddd"
 KMS_KEY = "arn:aws:kms:us-east-1:111122223333:key/0123abcd-0123-4567-89ab-0123456789ab"
 FS_DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
 FS_MOUNT = "abcdefgh"
+HOME_DNS = "fs-0aaaaaaaaaaaaaaaa.fsx.us-east-1.amazonaws.com"  # the shared home (FSx for OpenZFS)
 FSX = LustreMount(FS_DNS, FS_MOUNT, "/fsx")  # the stand-in file system, as a node's bootstrap mounts it
 
 
@@ -53,7 +54,8 @@ def storage(spec, kms_key_arn=None):
         bucket_names=names, bucket_arns={k: f"arn:aws:s3:::{v}" for k, v in names.items()}, kms_key_arn=kms_key_arn,
         file_system_id="fs-0123456789abcdef0" if lustre else None, file_system_dns_name=FS_DNS if lustre else None,
         file_system_mount_name=FS_MOUNT if lustre else None,
-        accounting_database=ACCOUNTING_DATABASE if spec.teams and spec.orchestrator.type == "hyperpod-slurm" else None)
+        accounting_database=ACCOUNTING_DATABASE if spec.teams and spec.orchestrator.type == "hyperpod-slurm" else None,
+        home_dns_name=HOME_DNS if spec.storage.home is not None else None)
 
 
 # NAME-storage's Slurm accounting database, as the HyperPod Slurm stack reads it

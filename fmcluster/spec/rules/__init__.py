@@ -11,6 +11,7 @@ from fmcluster.spec.diagnostics import Problem
 from fmcluster.spec.models import ClusterSpec
 from fmcluster.spec.rules import (  # noqa: F401
     capacity,
+    home,
     hyperpod,
     kubernetes,
     lustre,

@@ -151,7 +151,10 @@ def lustre_link_events_distinct(spec: ClusterSpec) -> Iterator[Problem]:
 # the AMI or the login user keep there), and the mount points of fmcluster and the AMI.
 SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
                 "/run", "/sbin", "/snap", "/sys", "/usr", "/var")  # nor anything under them
-SYSTEM_DIRECTORIES = ("/", "/home", "/media", "/mnt", "/opt", "/srv", "/tmp")  # these exactly
+SYSTEM_DIRECTORIES = ("/", "/media", "/mnt", "/opt", "/srv", "/tmp")  # these exactly
+# /home is not among them: the file system may be the cluster's shared home, mounted over the
+# image's /home (the node scripts copy the image's home directories into it first; rules.home
+# refuses it there together with storage.home).
 
 
 def _mount_points(spec: ClusterSpec) -> list[tuple[str, str]]:
@@ -173,8 +176,7 @@ def lustre_mount_path_free(spec: ClusterSpec) -> Iterator[Problem]:
     if tree or path in SYSTEM_DIRECTORIES:
         yield error(where, f"{path} is a system directory" + (f" (under {tree})" if tree and tree != path else "")
                     + ": a file system mounted there hides what the system keeps in it",
-                    hint + ("; shared home directories can live under it, such as /fsx/home" if path == "/home"
-                            else ""))
+                    hint)
         return
     for point, what in _mount_points(spec):
         if _overlaps(path, point):

@@ -52,8 +52,21 @@ def pcs_size_limit(spec: ClusterSpec) -> Iterator[Problem]:
     nodes = spec.managed_nodes
     largest = controlplanes.PCS_SIZES[-1]
     if controlplanes.pcs_size_for(nodes) is None:
-        yield error(("node_groups",), f"{nodes} nodes exceed the largest PCS cluster ({largest.max_nodes} instances)",
+        yield error(_over_the_limit(spec, largest.max_nodes),
+                    f"{nodes} nodes exceed the largest PCS cluster ({largest.max_nodes} instances)",
                     "split the capacity into two clusters")
+
+
+def _over_the_limit(spec: ClusterSpec, limit: int) -> tuple[str | int, ...]:
+    """The size field of the node group that takes the cluster past `limit` nodes (the login
+    nodes counted first): its count, or max_count of an elastic group."""
+    total = spec.orchestrator.login.count
+    for i, group in enumerate(spec.node_groups):
+        total += group.max_nodes
+        if total > limit:
+            size = "count" if group.count is not None else "max_count" if group.max_count is not None else "min_count"
+            return "node_groups", i, size
+    return ("orchestrator", "login", "count")
 
 
 @rule

@@ -136,3 +136,35 @@ class ClusterAddon(Construct):
         self.resource = eks.CfnAddon(self, "Resource", cluster_name=cluster_name, addon_name=addon_name,
                                      addon_version=version, resolve_conflicts="OVERWRITE",
                                      pod_identity_associations=associations)
+
+
+class GroupAccessEntry(Construct):
+    """An EKS access entry (type STANDARD) that puts an IAM principal in Kubernetes groups and
+    grants nothing else: what the principal may do is what RoleBindings give those groups. No
+    access policy is associated. A principal has at most one access entry in a cluster (Amazon EKS
+    User Guide, "Grant IAM users access to Kubernetes with EKS access entries"), so one entry
+    carries all its groups. Group names starting ``system:`` are refused (the prefix Kubernetes keeps
+    for its own groups: Kubernetes documentation, "Using RBAC Authorization").
+
+    Props:
+        cluster_name: the EKS cluster's name.
+            @default required
+        principal_arn: the IAM role or user ARN (changing it replaces the entry).
+            @default required
+        kubernetes_groups: the Kubernetes groups it is put in (at least one).
+            @default required
+
+    Attributes:
+        resource: the `eks.CfnAccessEntry`.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, principal_arn: str,
+                 kubernetes_groups: Sequence[str]) -> None:
+        super().__init__(scope, construct_id)
+        if not kubernetes_groups:
+            raise ConstructError(self, "an access entry of groups needs at least one Kubernetes group")
+        reserved = [g for g in kubernetes_groups if g.startswith("system:")]
+        if reserved:
+            raise ConstructError(self, f"Kubernetes groups {reserved} start with system:, which Kubernetes keeps")
+        self.resource = eks.CfnAccessEntry(self, "Resource", cluster_name=cluster_name, principal_arn=principal_arn,
+                                           kubernetes_groups=list(kubernetes_groups), type="STANDARD")

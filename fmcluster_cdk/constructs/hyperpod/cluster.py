@@ -74,6 +74,9 @@ class InstanceGroup:
             ``dns_name`` (16 to 275 characters), ``mount_name`` (1 to 8) and ``mount_path``
             (an absolute path, 1 to 1,024 characters).
             @default None: no file system mounted by HyperPod
+        fsx_openzfs: the FSx for OpenZFS file system HyperPod mounts (`FsxOpenZfsConfig`), keys
+            ``dns_name`` and ``mount_path`` (the shared home: /home).
+            @default None: none
         training_plan_arn: ARN of the SageMaker training plan whose capacity the group uses
             (`TrainingPlanArn`, 50 to 2,048 characters).
             @default None
@@ -104,6 +107,7 @@ class InstanceGroup:
     slurm_node_type: Optional[str] = None  # Controller | Login | Compute (Slurm orchestrator)
     partition: Optional[str] = None  # Slurm partition of a Compute group
     fsx_lustre: Optional[Mapping[str, str]] = None  # {"dns_name", "mount_name", "mount_path"}
+    fsx_openzfs: Optional[Mapping[str, str]] = None  # {"dns_name", "mount_path"}
     training_plan_arn: Optional[str] = None
     spot: bool = False
     image_id: Optional[str] = None
@@ -122,6 +126,9 @@ class InstanceGroup:
         if self.fsx_lustre:
             storage.append(C.ClusterInstanceStorageConfigProperty(
                 fsx_lustre_config=C.ClusterFsxLustreConfigProperty(**self.fsx_lustre)))
+        if self.fsx_openzfs:
+            storage.append(C.ClusterInstanceStorageConfigProperty(
+                fsx_open_zfs_config=C.ClusterFsxOpenZfsConfigProperty(**self.fsx_openzfs)))
         slurm = None
         if self.slurm_node_type:
             slurm = C.ClusterSlurmConfigProperty(node_type=self.slurm_node_type,

@@ -13,7 +13,8 @@
 # flavor: users import and convert images); its AppArmor profile goes to /etc/apparmor.d/enroot
 # (loaded at every boot by apparmor.service) and is loaded now where AppArmor is on, as the .deb's
 # postinst does (Ubuntu 24.04 confines unprivileged user namespaces; a parser that refuses the
-# profile is only a warning, as there). The build and runtime dependencies, CONTAINER_PACKAGES,
+# profile is only a warning, as there). The build and runtime dependencies, CONTAINER_PACKAGES
+# (with the NFS client, nfs-common, that mounts the shared home),
 # and the exporters' packages (exporters.sh) come from apt_get (the dpkg lock waited for).
 # Pyxis: no packages exist, and the plugin must be built against the spank.h of the Slurm that
 # loads it, so it is built against SLURM_PREFIX/include (the image's Slurm) into

@@ -1,0 +1,228 @@
+"""The shared home on the Slurm nodes (fmcluster/node/scripts/boot/home.sh), run in the sandbox:
+FSx for OpenZFS over NFS (or the Lustre file system) at /home, mounted before the node is ready,
+kept in /etc/fstab, with the image's home directories copied into it first and never over what
+it holds. The NFS server is the sandbox's stand-in (tests/support/sandbox_fakes.sh, mount_nfs):
+a mount hides the mount point's own files until it is unmounted, as the kernel's does."""
+
+from __future__ import annotations
+
+import shutil
+
+from fmcluster.facts import node as node_facts
+from fmcluster.node import actions, bootstrap, lifecycle
+from fmcluster.node.bootstrap import HomeMount, LustreMount, Metrics
+from tests.support.sandbox import Sandbox, Scenario, mount_unit_name
+
+DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
+HOME = HomeMount.nfs(DNS)
+FSX = LustreMount(DNS.replace("fs-0123456789abcdef0", "fs-0fedcba9876543210"), "abcdefgh", "/fsx")
+METRICS = Metrics("demo", "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/remote_write",
+                  "us-east-1")
+SLURMD_DROPIN = "/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf"
+READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB0 the instance's key pair\n"
+
+
+def image_home(node: Sandbox, user: str = "ubuntu", key: str = KEY) -> None:
+    """The image's /home: the default user's home with the instance's SSH key."""
+    ssh = node.root / "home" / user / ".ssh"
+    ssh.mkdir(parents=True)
+    (ssh / "authorized_keys").write_text(key)
+    (node.root / "home" / user / ".bashrc").write_text("# the image's\n")
+
+
+HEALTHY = Scenario()
+
+
+def boot(tmp_path, *, home=HOME, lustre=FSX, scenario=HEALTHY, instance_type="p5.48xlarge", seed=True,
+         server=None):
+    """A node of the type booted with the shared home; `server`: another node whose NFS server
+    (its files) this one shares."""
+    node = Sandbox(tmp_path, scenario)
+    if seed:
+        image_home(node)
+    if server is not None:
+        share_server(server, node)
+    script = bootstrap.node_script(instance_type, efa=True, lustre=lustre, metrics=METRICS, home=home)
+    return node, node.run(script)
+
+
+def share_server(first: Sandbox, second: Sandbox) -> None:
+    """`second`'s NFS server holds what `first`'s does (the same file system, from another node):
+    its files at the mount point while `first` has it mounted, else in its state."""
+    key = HOME.source.replace("/", "%")
+    files = first.root / "home" if "/home" in first.mounts() else first.state / "nfs" / key
+    shutil.copytree(files, second.state / "nfs" / key, symlinks=True)
+
+
+def index(lines: list[str], prefix: str) -> int:
+    return next(i for i, line in enumerate(lines) if line.startswith(prefix))
+
+
+def test_home_mounted_with_the_image_home_copied_in_first(tmp_path):
+    node, result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    mounts = node.mounts()
+    assert mounts["/home"].fstype == "nfs4" and mounts["/home"].source == f"{DNS}:/fsx"
+    assert "/run/fmcluster-home" not in mounts  # the staging mount is gone
+    assert node.file("/home/ubuntu/.ssh/authorized_keys") == KEY  # the user still logs in
+    assert node.fstab().count([f"{DNS}:/fsx", "/home", "nfs", bootstrap.NFS_MOUNT_OPTIONS + ",_netdev",
+                               "0", "0"]) == 1
+    lines = node.lines()
+    staged = index(lines, f"mount -t nfs -o {bootstrap.NFS_MOUNT_OPTIONS} {DNS}:/fsx /run/fmcluster-home")
+    assert staged < index(lines, "umount /run/fmcluster-home") < index(lines, "mount /home")
+    assert "nfsvers=4.1" in bootstrap.NFS_MOUNT_OPTIONS
+    assert node.file(READY_METRIC).splitlines()[-1] == 'fmcluster_node_ready{reason=""} 1'
+    assert "copied the image's /home/ubuntu into the shared home" in result.stderr
+
+
+def test_home_mounted_before_the_readiness_check_and_checked_by_it(tmp_path):
+    node, result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = node.lines()
+    assert index(lines, "mount /home") < index(lines, "nvidia-smi -L")
+    ready = node.file(f"{bootstrap.FMCLUSTER_ETC}/node-ready.env")
+    assert "/home" in next(line for line in ready.splitlines() if line.startswith("REQUIRED_MOUNTS="))
+
+
+def test_what_the_shared_home_holds_is_never_replaced(tmp_path):
+    """A second node (and every boot after the first) finds ubuntu's home there: its copy, with
+    what the user changed since, stands."""
+    first, result = boot(tmp_path / "first")
+    assert result.returncode == 0, result.stderr
+    (first.root / "home/ubuntu/notes.txt").write_text("mine\n")  # through the mount: on the server
+    (first.root / "home/ubuntu/.bashrc").write_text("# the user's own\n")
+    second = Sandbox(tmp_path / "second", Scenario())
+    image_home(second, key="ssh-ed25519 AAAA another key\n")
+    share_server(first, second)
+    result = second.run(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS, home=HOME))
+    assert result.returncode == 0, result.stderr
+    assert second.file("/home/ubuntu/notes.txt") == "mine\n"
+    assert second.file("/home/ubuntu/.bashrc") == "# the user's own\n"
+    assert second.file("/home/ubuntu/.ssh/authorized_keys") == KEY
+    assert "copied the image's" not in result.stderr
+    assert not [p for p in (second.root / "home").iterdir() if p.name.startswith(".")]  # no half copies left
+
+
+def test_a_new_image_user_is_added_beside_the_others(tmp_path):
+    first, result = boot(tmp_path / "first")
+    assert result.returncode == 0, result.stderr
+    second = Sandbox(tmp_path / "second", Scenario())
+    image_home(second)
+    image_home(second, user="ec2-user")
+    share_server(first, second)
+    result = second.run(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS, home=HOME))
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (second.root / "home").iterdir()) == ["ec2-user", "ubuntu"]
+    assert "copied the image's /home/ec2-user" in result.stderr and "/home/ubuntu into" not in result.stderr
+
+
+def test_home_retries_until_it_mounts(tmp_path):
+    node, result = boot(tmp_path, scenario=Scenario(nfs_mount_fails=3))
+    assert result.returncode == 0, result.stderr
+    assert node.mounts()["/home"].fstype == "nfs4"
+    assert node.file("/home/ubuntu/.ssh/authorized_keys") == KEY
+
+
+def test_home_that_never_mounts_keeps_slurmd_down(tmp_path):
+    node, result = boot(tmp_path, scenario=Scenario(nfs_mount_fails=-1))
+    assert result.returncode == 1 and "mount_home failed" in result.stderr
+    assert "/home" not in node.mounts()
+    assert node.file("/home/ubuntu/.ssh/authorized_keys") == KEY  # the image's home, untouched
+    attempts = [c for c in node.calls("mount") if c.args[:2] == ("-t", "nfs")]
+    assert len(attempts) == bootstrap.HOME_MOUNT_ATTEMPTS
+    assert node.file(READY_METRIC).splitlines()[-1] == 'fmcluster_node_ready{reason="/home is not mounted"} 0'
+    start = node.run("systemctl start slurmd.service", name="start.sh")
+    assert start.returncode != 0 and node.unit_state("slurmd.service") == "failed"
+
+
+def test_an_image_without_the_nfs_client_is_not_ready(tmp_path):
+    node, result = boot(tmp_path, scenario=Scenario(nfs_client=False))
+    assert result.returncode == 1 and "mount_home failed" in result.stderr
+    assert "mount.<type> helper program" in result.stderr
+    assert node.file(READY_METRIC).splitlines()[-1] == 'fmcluster_node_ready{reason="/home is not mounted"} 0'
+
+
+def test_reboot_mounts_home_from_fstab_before_slurmd(tmp_path):
+    node, result = boot(tmp_path)
+    assert result.returncode == 0, result.stderr
+    after = node.reboot()
+    assert mount_unit_name("/home") in after.started and "slurmd.service" in after.started
+    assert node.mounts()["/home"].fstype == "nfs4"
+    assert node.file("/home/ubuntu/.ssh/authorized_keys") == KEY
+
+
+def test_lustre_at_home_is_seeded_and_mounted_once(tmp_path):
+    lustre = LustreMount(FSX.dns_name, FSX.mount_name, "/home")
+    node, result = boot(tmp_path, home=None, lustre=lustre)
+    assert result.returncode == 0, result.stderr
+    assert node.mounts()["/home"].fstype == "lustre"
+    lines = node.lines()
+    assert index(lines, f"mount -t lustre -o relatime,flock {lustre.source} /run/fmcluster-home") \
+        < index(lines, "umount /run/fmcluster-home") < index(lines, "mount /home")
+    assert node.fstab().count([lustre.source, "/home", "lustre", bootstrap.FSX_MOUNT_OPTIONS, "0", "0"]) == 1
+    assert not [c for c in node.calls("mount") if c.args[-2:] == (lustre.source, "/home")]  # not lustre.sh's too
+
+
+def test_pcs_lifecycle_scripts_mount_home_every_boot_with_its_source_as_an_argument():
+    token = HomeMount.nfs("${Token[TOKEN.123]}")
+    scripts = actions.node_actions("p5.48xlarge", efa=True, lustre=FSX, home=token)
+    (storage,) = [s for s in scripts if s.name == "fmcluster storage"]
+    assert storage.execution_policy == actions.EVERY_BOOT and "  step mount_home" in storage.text
+    assert "HOME_SOURCE=${Token[TOKEN.123]}:/fsx" in storage.arguments
+    (ready,) = [s for s in scripts if s.name == "fmcluster node ready"]
+    assert ready.on_error == actions.TERMINATE
+
+
+def test_login_nodes_mount_home_too():
+    scripts = actions.node_actions("m7i.2xlarge", efa=False, home=HOME)
+    assert any("  step mount_home" in s.text for s in scripts)
+
+
+def test_hyperpod_compute_groups_check_home_and_keep_the_image_cache_on_lustre():
+    checks = lifecycle.NodeChecks(("/fsx", "/home"), containers=True, shared_path="/fsx")
+    text = lifecycle.entry_script("gpu", "p5.48xlarge", efa=True, checks=checks)
+    assert "REQUIRED_MOUNTS='/fsx /home /scratch'" in text
+    assert "ENROOT_CACHE_ROOT=/fsx/enroot/cache" in text
+    home_only = lifecycle.NodeChecks(("/home",), containers=True, shared_path="")
+    assert "ENROOT_CACHE_ROOT=/scratch/enroot/cache" in lifecycle.entry_script("gpu", "p5.48xlarge", efa=True,
+                                                                                checks=home_only)
+
+
+def test_the_scripts_with_a_home_are_shellcheck_clean(tmp_path):
+    from tests.support.tools import assert_shellcheck_clean
+
+    scripts = {s.file_name: s.text for s in actions.node_actions("p5.48xlarge", efa=True, lustre=FSX, home=HOME)}
+    scripts["lustre-home"] = bootstrap.node_script("p5.48xlarge", efa=True, compact=False,
+                                                   lustre=LustreMount(FSX.dns_name, FSX.mount_name, "/home"))
+    scripts["hyperpod"] = lifecycle.entry_script("gpu", "p5.48xlarge", efa=True, home="/home",
+                                                 checks=lifecycle.NodeChecks(("/home",), containers=True))
+    assert_shellcheck_clean(tmp_path, scripts)
+
+
+def hyperpod_mounted(node: Sandbox) -> None:
+    """SageMaker HyperPod's own mount of the home (FsxOpenZfsConfig), before the lifecycle script."""
+    result = node.run(f"#!/bin/bash\nset -e\nmount -t nfs -o {bootstrap.NFS_MOUNT_OPTIONS} {HOME.source} /home\n",
+                      name="hyperpod-mount.sh")
+    assert result.returncode == 0, result.stderr
+
+
+def test_hyperpod_copies_the_image_home_into_the_home_it_mounted(tmp_path):
+    node = Sandbox(tmp_path, HEALTHY)
+    image_home(node)
+    hyperpod_mounted(node)
+    assert not (node.root / "home/ubuntu").exists()  # hidden by the mount
+    text = lifecycle.entry_script("login", "m7i.2xlarge", efa=False, home="/home")
+    result = node.run(text)
+    assert result.returncode == 0, result.stderr
+    assert node.file("/home/ubuntu/.ssh/authorized_keys") == KEY  # through the mount: on the server
+    assert "/run/fmcluster-image-root" not in node.mounts() and node.mounts()["/home"].fstype == "nfs4"
+    again = node.run(text)
+    assert again.returncode == 0 and "copied the image's" not in again.stderr
+
+
+def test_hyperpod_without_its_home_mounted_fails_the_script(tmp_path):
+    node = Sandbox(tmp_path, HEALTHY)
+    image_home(node)
+    result = node.run(lifecycle.entry_script("login", "m7i.2xlarge", efa=False, home="/home"))
+    assert result.returncode == 1 and "/home is not mounted" in result.stderr
