@@ -270,6 +270,8 @@ def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any]
         change.reasons = [f"{cfn_schemas.dotted(p)} is create-only" for p in create_only]
     elif new["Type"] == FILE_SYSTEM:
         _file_system(change, props_old, props_new)
+    elif new["Type"] == PCS_CLUSTER:
+        _pcs_cluster(change, props_old, props_new)
     elif schema.legacy:
         nested = [p for p in change.paths if not p.startswith(("DeletionPolicy", "UpdateReplacePolicy", "Condition"))
                   and ("." in p or "[" in p) and not p.startswith("Tags")]
@@ -277,6 +279,25 @@ def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any]
             change.action = MAY_REPLACE
             change.reasons = [f"the {new['Type']} schema does not say whether {p} can change in place" for p in nested]
     return change
+
+
+PCS_CLUSTER = "AWS::PCS::Cluster"
+
+
+def _accounting(props: Mapping[str, Any]) -> str:
+    found = props.get("SlurmConfiguration", {}).get("Accounting", {}) if isinstance(props, Mapping) else {}
+    return str(found.get("Mode", "NONE")) if isinstance(found, Mapping) else "NONE"
+
+
+def _pcs_cluster(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """An AWS PCS cluster whose Slurm accounting goes off (the teams removed): PCS refuses it. Its
+    resource schema does not list Accounting as create-only, but "Slurm accounting in AWS PCS" (PCS
+    User Guide) says accounting cannot be disabled on a cluster that has it."""
+    if _accounting(old) == "STANDARD" and _accounting(new) != "STANDARD":
+        change.action = FAILS
+        change.reasons = ["Slurm accounting goes off (the spec has no teams any more): AWS PCS cannot turn "
+                          "accounting off on a cluster that has it, so the update fails; keep a team, or "
+                          "deploy a new cluster"]
 
 
 def _file_system(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:

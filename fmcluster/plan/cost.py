@@ -115,7 +115,8 @@ def _lines(m: model.ClusterModel, table: PriceTable) -> list[CostLine]:
     if cp.scheduler == "kubernetes":
         lines.append(_line("Amazon EKS cluster: 1", "priced", table.eks_cluster_hourly))
     if m.pcs_size is not None:
-        lines.append(_line(f"AWS PCS cluster ({m.pcs_size.name}) and node management", "unknown",
+        accounting = ", Slurm accounting (on with teams, billed by the hour)" if m.teams else ""
+        lines.append(_line(f"AWS PCS cluster ({m.pcs_size.name}) and node management{accounting}", "unknown",
                            note="AWS PCS prices are not in the price table"))
     lines += _image_builds(m, table)
     lines.append(_line("S3 storage and requests, NAT data processing, data transfer, logs", "usage-based",

@@ -814,3 +814,17 @@ def test_the_home_compression_replaces_it_and_a_smaller_home_fails():
     smaller["c"]["Resources"]["Home"]["Properties"]["StorageCapacity"] = 256
     change = changes(diff.compare({"c": {"Resources": {"Home": openzfs_fs()}}}, smaller, "us-east-1"))["Home"]
     assert change.action == diff.FAILS and "FSx for OpenZFS storage only grows" in change.reasons[0]
+
+
+def test_pcs_accounting_cannot_be_turned_off():
+    """Removing every team from a PCS spec turns accounting off, which PCS refuses: UPDATE FAILS."""
+    def cluster(mode):
+        props = {"Name": "c", "Size": "SMALL", "SlurmConfiguration": {}}
+        if mode:
+            props["SlurmConfiguration"]["Accounting"] = {"Mode": mode, "DefaultPurgeTimeInDays": -1}
+        return {"c": {"Resources": {"Cluster": {"Type": "AWS::PCS::Cluster", "Properties": props}}}}
+
+    off = changes(diff.compare(cluster("STANDARD"), cluster(None), "us-east-1"))["Cluster"]
+    assert off.action == diff.FAILS and "cannot turn accounting off" in off.reasons[0]
+    on = changes(diff.compare(cluster(None), cluster("STANDARD"), "us-east-1"))["Cluster"]
+    assert on.action == diff.UPDATE
