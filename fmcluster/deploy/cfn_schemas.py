@@ -32,7 +32,7 @@ DEFAULT_REGION = "us-east-1"
 # (fmcluster.deploy.stack_policy).
 # The Slurm accounting database of a HyperPod Slurm cluster with teams holds the teams' records
 # (jobs, usage), and its secret the only credentials to it.
-DATA_TYPES = ("AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::APS::Workspace",
+DATA_TYPES = ("AWS::FSx::FileSystem", "AWS::FSx::Volume", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::APS::Workspace",
               "AWS::Grafana::Workspace", "AWS::RDS::DBInstance", "AWS::SecretsManager::Secret")
 Pointer = tuple[str, ...]
 

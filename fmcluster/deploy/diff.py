@@ -790,6 +790,23 @@ def identity_changes(old: ClusterSpec, new: ClusterSpec) -> list[str]:
     return found
 
 
+HOME_ON_HYPERPOD = (
+    "the shared home (storage.home) is {what} on SageMaker HyperPod: HyperPod mounts an instance group's "
+    "FSx file system when it provisions a node, and the image's home directories are copied in and the home "
+    "checked only at a node's first boot, so the nodes the cluster has now {keep} until they are replaced: "
+    "replace them after the update (scale each instance group to 0 and back, or replace its nodes)")
+
+
+def home_notes(old: ClusterSpec, new: ClusterSpec) -> list[str]:
+    """A note where the update adds or changes the shared home of a HyperPod Slurm cluster: its
+    nodes have the old home (or none) until they are replaced."""
+    if new.orchestrator.type != "hyperpod-slurm" or old.storage.home == new.storage.home or new.storage.home is None:
+        return []
+    added = old.storage.home is None
+    return [HOME_ON_HYPERPOD.format(what="added" if added else "changed",
+                                    keep="have no /home of it" if added else "keep the home they mounted")]
+
+
 def new_cluster(changes: list[str], old: ClusterSpec, old_templates: Templates) -> NewCluster:
     """The old cluster that a change of identity leaves behind: its stacks and what holds data in them."""
     keys = data_keys(old_templates)
@@ -846,6 +863,7 @@ def run(old: ClusterSpec, new: ClusterSpec, allow_data_loss: bool = False, names
         resolved = model.resolve(new)
         report.rolls = image_rolls(resolved, report, old_templates, new_templates)
         report.teams = team_changes(model.resolve(old).teams, resolved.teams)
+        report.notes.extend(home_notes(old, new))
     if bool(old.account) != bool(new.account) and not changes:
         given, spec = (old, "OLD") if old.account else (new, "NEW")
         report.notes.append(f"only {spec} names an account ({given.account}); the other deploys to the account of "

@@ -41,6 +41,23 @@ def default_throughput(deployment_type: str) -> int:
     return THROUGHPUT_MBPS[deployment_type][0]
 
 
+# A team's own volume (Kubernetes with teams): a child of the root volume, named after the team's
+# namespace (a volume name is letters, digits and underscores: FSx for OpenZFS User Guide, "Creating
+# an Amazon FSx for OpenZFS volume"), exported at the root volume's path and its name, with root
+# squashed (a team member's pod running as root writes as nobody, and reaches no other volume).
+TEAM_EXPORT_OPTIONS = ("rw", "crossmnt", "root_squash")
+
+
+def team_volume_name(namespace: str) -> str:
+    """The OpenZFS volume of a team's namespace."""
+    return namespace.replace("-", "_")
+
+
+def team_volume_path(namespace: str) -> str:
+    """Where a team's volume is exported: ROOT_VOLUME_PATH/NAME (DNS_NAME:/fsx/NAME)."""
+    return f"{ROOT_VOLUME_PATH}/{team_volume_name(namespace)}"
+
+
 def source(dns_name: str) -> str:
     """What a client mounts: the root volume on the file system's DNS name."""
     return f"{dns_name}:{ROOT_VOLUME_PATH}"

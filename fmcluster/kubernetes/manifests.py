@@ -123,22 +123,24 @@ def home_manifests(spec: ClusterSpec, *, dns_name: str, team_namespaces: tuple[s
     """The shared home (FSx for OpenZFS) as a static NFS PersistentVolume (Kubernetes' own nfs
     volume: the node mounts it with its NFS client; retained: deleting the claim never touches the
     data) and the ReadWriteMany claim `home` bound to it in orchestrator.namespace. Pods mount the
-    claim where they want their home, such as /home; and the same in each of `team_namespaces`
-    (a volume per claim, NAME-home-NAMESPACE, all of them the one file system)."""
+    claim where they want their home, such as /home. Each of `team_namespaces` has a claim `home`
+    too, bound to NAME-home-NAMESPACE, of the team's own OpenZFS volume (openzfs.team_volume_path,
+    root squashed; the storage stack makes it): a team's pods reach only their team's homes, while
+    orchestrator.namespace (the admins') has the root volume, every team's volume under it."""
     home = spec.storage.home
     if home is None:
         raise ValueError(f"{spec.name} has no shared home (storage.home)")
     capacity = f"{home.storage_capacity_gib}Gi"
     documents: list[dict[str, Any]] = []
     for namespace in dict.fromkeys((spec.orchestrator.namespace, *team_namespaces)):  # each once
-        volume = home_volume_name(spec)
+        volume, path = home_volume_name(spec), openzfs.ROOT_VOLUME_PATH
         if namespace != spec.orchestrator.namespace:
-            volume += f"-{namespace}"
+            volume, path = f"{volume}-{namespace}", openzfs.team_volume_path(namespace)
         pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
               "spec": {"capacity": {"storage": capacity}, "volumeMode": "Filesystem",
                        "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",
                        "storageClassName": "", "mountOptions": list(openzfs.MOUNT_OPTIONS),
-                       "nfs": {"server": dns_name, "path": openzfs.ROOT_VOLUME_PATH}}}
+                       "nfs": {"server": dns_name, "path": path}}}
         pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                "metadata": {"name": HOME_CLAIM, "namespace": namespace},
                "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,

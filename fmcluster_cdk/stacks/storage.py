@@ -10,10 +10,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import aws_cdk as cdk
+from aws_cdk import aws_fsx as fsx
 from constructs import Construct
 
 from fmcluster.facts import images as image_facts
-from fmcluster.facts import naming
+from fmcluster.facts import naming, openzfs
+from fmcluster.kubernetes import kueue
 from fmcluster.model.cluster import ClusterModel
 from fmcluster.spec.models import ClusterSpec, HomeSpec, LustreSpec
 from fmcluster_cdk.constructs.storage.accounting_database import AccountingDatabase
@@ -41,6 +43,8 @@ class StorageStack(cdk.Stack):
                                   cluster with teams (AccountingDatabase), else None
       home_dns_name               the shared home's DNS name (FSx for OpenZFS), None without
                                   storage.home
+      home_team_volumes           on Kubernetes with teams, each team namespace's OpenZFS volume
+                                  (a child of the home's root volume, root squashed, retained)
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
@@ -95,6 +99,8 @@ class StorageStack(cdk.Stack):
                 cdk.CfnOutput(self, output_id, value=value, description=description)
         self.home: OpenZfsFileSystem | None = None
         self.home_dns_name: str | None = None
+        self.home_team_volumes: dict[str, fsx.CfnVolume] = {}
+        self._cluster_model = model
         if storage.home:
             self._home(spec, storage.home, network, key)
 
@@ -116,6 +122,18 @@ class StorageStack(cdk.Stack):
         )
         self.home = home
         self.home_dns_name = home.dns_name
+        if self._cluster_model.control_plane.type in ("eks", "hyperpod-eks"):
+            # each team's namespace mounts a volume of its own, root squashed: its members can run
+            # pods as root, and the root volume (no_root_squash) holds every team's homes
+            for namespace in dict.fromkeys(kueue.team_queue(t)[0] for t in self._cluster_model.teams):
+                if namespace == spec.orchestrator.namespace:
+                    continue  # the admins' namespace: the root volume
+                volume = home.add_volume(f"TeamVolume-{namespace}", name=openzfs.team_volume_name(namespace),
+                                         export_options=openzfs.TEAM_EXPORT_OPTIONS)
+                self.home_team_volumes[namespace] = volume
+                cdk.CfnOutput(self, f"HomeVolume-{namespace}", value=volume.attr_volume_id,
+                              description=f"FSx for OpenZFS volume of team namespace {namespace}: "
+                                          f"DNS:{openzfs.team_volume_path(namespace)}")
         for output_id, value, description in (
                 ("HomeFileSystemId", home.file_system_id, "FSx for OpenZFS file system id (the shared home)"),
                 ("HomeDnsName", home.dns_name, "FSx for OpenZFS DNS name: mount DNS:/fsx /home"),

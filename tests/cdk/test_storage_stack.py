@@ -29,7 +29,7 @@ P5EN = "examples/p5en-reservation-pcs.yaml"
 VPC, GPU_SUBNET = "vpc-0123456789abcdef0", "subnet-0123456789abcdef0"
 EFA_SG, NODE_SG = "sg-0123456789abcdef0", "sg-0fedcba9876543210"
 RETAINED = ("AWS::S3::Bucket", "AWS::KMS::Key", "AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation",
-            "AWS::EC2::SecurityGroup")
+            "AWS::EC2::SecurityGroup", "AWS::FSx::Volume")
 
 
 def network_stand_in() -> SimpleNamespace:
@@ -140,7 +140,13 @@ def home(tmp_path_factory) -> Synth:
     return synthesize(spec_of(P5, with_home), tmp_path_factory.mktemp("home"))
 
 
-ALL = ("p5", "p5en", "kms", "no_lustre", "home")
+@pytest.fixture(scope="module")
+def eks_teams(tmp_path_factory) -> Synth:
+    """examples/p5en-eks.yaml: a shared home and two teams on Kubernetes."""
+    return synthesize(spec_of("examples/p5en-eks.yaml"), tmp_path_factory.mktemp("eks-teams"))
+
+
+ALL = ("p5", "p5en", "kms", "no_lustre", "home", "eks_teams")
 
 
 @pytest.fixture(params=ALL)
@@ -542,3 +548,28 @@ def test_home_dns_name_is_an_attribute_and_an_output(home):
 def test_without_home_no_openzfs(p5):
     assert all(r["Properties"]["FileSystemType"] != "OPENZFS" for r in p5.resources("AWS::FSx::FileSystem").values())
     assert p5.stack.home_dns_name is None
+
+
+def test_each_team_on_kubernetes_has_its_own_root_squashed_volume(eks_teams):
+    """Team members can run pods as root: each team namespace's home is a child volume of the root
+    volume, exported with root squashed, retained like the file system."""
+    logical_id, fs = home_file_system(eks_teams)
+    volumes = eks_teams.resources("AWS::FSx::Volume")
+    names = sorted(v["Properties"]["Name"] for v in volumes.values())
+    assert names == ["pretrain", "research"]
+    for volume in volumes.values():
+        props = volume["Properties"]
+        assert props["VolumeType"] == "OPENZFS" and volume["DeletionPolicy"] == "Retain"
+        config = props["OpenZFSConfiguration"]
+        assert config["ParentVolumeId"] == {"Fn::GetAtt": [logical_id, "RootVolumeId"]}
+        (export,) = config["NfsExports"]
+        assert export["ClientConfigurations"] == [{"Clients": "10.0.0.0/16",
+                                                    "Options": ["rw", "crossmnt", "root_squash"]}]
+    assert sorted(eks_teams.stack.home_team_volumes) == ["pretrain", "research"]
+    root = fs["Properties"]["OpenZFSConfiguration"]["RootVolumeConfiguration"]["NfsExports"][0]
+    assert "no_root_squash" in root["ClientConfigurations"][0]["Options"]  # the admins' root volume
+
+
+def test_slurm_clusters_have_no_team_volumes(home):
+    """On Slurm a user is a Unix user of the nodes: the root volume is the home."""
+    assert not home.resources("AWS::FSx::Volume") and home.stack.home_team_volumes == {}

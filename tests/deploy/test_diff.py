@@ -828,3 +828,23 @@ def test_pcs_accounting_cannot_be_turned_off():
     assert off.action == diff.FAILS and "cannot turn accounting off" in off.reasons[0]
     on = changes(diff.compare(cluster(None), cluster("STANDARD"), "us-east-1"))["Cluster"]
     assert on.action == diff.UPDATE
+
+
+def test_a_home_added_or_changed_on_hyperpod_slurm_says_the_nodes_need_replacing():
+    """HyperPod mounts FSx only on nodes it provisions, and the copy-in runs at first boot: the
+    running nodes do not get the new home."""
+    hyperpod = yaml.safe_load((ROOT / "examples/p6-b200-hyperpod-slurm.yaml").read_text())
+    with_home = {**hyperpod, "storage": {**hyperpod["storage"], "home": {"storage_capacity_gib": 512}}}
+    grown = {**hyperpod, "storage": {**hyperpod["storage"], "home": {"storage_capacity_gib": 1024}}}
+    added = diff.home_notes(validated(hyperpod), validated(with_home))
+    assert len(added) == 1 and "home (storage.home) is added" in added[0]
+    assert "scale each instance group to 0" in added[0]
+    assert "is changed" in diff.home_notes(validated(with_home), validated(grown))[0]
+    assert diff.home_notes(validated(with_home), validated(with_home)) == []
+    assert diff.home_notes(validated(with_home), validated(hyperpod)) == []  # removed: nothing mounts it
+    pcs = yaml.safe_load((ROOT / "examples/p6-b300-pcs.yaml").read_text())
+    no_home = {**pcs, "storage": {k: v for k, v in pcs["storage"].items() if k != "home"}}
+    assert diff.home_notes(validated(no_home), validated(pcs)) == []  # PCS nodes mount it every boot
+    report = diff.run(validated(hyperpod), validated(with_home), synthesize=lambda spec: {})
+    out, _ = diff.render(report)
+    assert "note: the shared home (storage.home) is added on SageMaker HyperPod" in out

@@ -188,3 +188,17 @@ def test_each_team_namespace_gets_its_home_claim():
                       "research": "p5en-eks-home-research"}
     servers = {d["spec"]["nfs"]["server"] for d in documents if d["kind"] == "PersistentVolume"}
     assert servers == {"fs-1.fsx.us-east-2.amazonaws.com"}
+
+
+def test_each_team_namespace_mounts_only_its_own_volume():
+    """A team member can run a pod as root: a team's claim is its own root-squashed OpenZFS volume
+    (/fsx/TEAM, the storage stack's), never the root volume that holds every team's homes; the
+    cluster's namespace (the admins') keeps the root volume."""
+    from fmcluster.kubernetes.manifests import home_manifests
+
+    spec = loader.load(EXAMPLES / "p5en-eks.yaml").spec
+    documents = home_manifests(spec, dns_name="fs-1.fsx.us-east-2.amazonaws.com",
+                               team_namespaces=("pretrain", "data-eng"))
+    paths = {d["metadata"]["name"]: d["spec"]["nfs"]["path"] for d in documents if d["kind"] == "PersistentVolume"}
+    assert paths == {"p5en-eks-home": "/fsx", "p5en-eks-home-pretrain": "/fsx/pretrain",
+                     "p5en-eks-home-data-eng": "/fsx/data_eng"}

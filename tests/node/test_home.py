@@ -7,6 +7,7 @@ a mount hides the mount point's own files until it is unmounted, as the kernel's
 from __future__ import annotations
 
 import shutil
+import time
 
 from fmcluster.facts import node as node_facts
 from fmcluster.node import actions, bootstrap, lifecycle
@@ -226,3 +227,56 @@ def test_hyperpod_without_its_home_mounted_fails_the_script(tmp_path):
     image_home(node)
     result = node.run(lifecycle.entry_script("login", "m7i.2xlarge", efa=False, home="/home"))
     assert result.returncode == 1 and "/home is not mounted" in result.stderr
+
+
+def test_an_empty_directory_a_file_or_a_link_in_the_shared_home_is_never_replaced(tmp_path):
+    """rename(2) would replace an empty directory; the copy-in skips every name that is there, and
+    copies only the image's directories."""
+    first, result = boot(tmp_path / "first")
+    assert result.returncode == 0, result.stderr
+    (first.root / "home/ubuntu/.ssh/authorized_keys").unlink()
+    (first.root / "home/ubuntu/.ssh").rmdir()
+    (first.root / "home/ubuntu/.bashrc").unlink()  # ubuntu's home, emptied by its user
+    (first.root / "home/ec2-user").write_text("a file\n")
+    (first.root / "home/admin").symlink_to("/nowhere")
+    second = Sandbox(tmp_path / "second", Scenario())
+    for user in ("ubuntu", "ec2-user", "admin"):
+        image_home(second, user=user)
+    (second.root / "home/README").write_text("the image's file\n")
+    share_server(first, second)
+    result = second.run(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS, home=HOME))
+    assert result.returncode == 0, result.stderr
+    home = second.root / "home"
+    assert (home / "ubuntu").is_dir() and not list((home / "ubuntu").iterdir())
+    assert second.file("/home/ec2-user") == "a file\n"
+    assert (home / "admin").is_symlink()
+    assert not (home / "README").exists()
+    assert "copied the image's" not in result.stderr
+    assert not [p for p in home.iterdir() if p.name.startswith(".")]
+
+
+def test_partial_copies_older_than_this_boot_are_removed(tmp_path):
+    """A node that died mid-copy left .NAME.fmcluster-HOST-PID behind: the next node to boot
+    removes it; a copy newer than its boot (another node's, under way) stays."""
+    first, result = boot(tmp_path / "first")
+    assert result.returncode == 0, result.stderr
+    stale = first.root / "home/.ec2-user.fmcluster-ip-10-0-0-9-4242"
+    (stale / ".ssh").mkdir(parents=True)
+    (stale / ".ssh/authorized_keys").write_text(KEY)
+
+    def boot_second(name: str, boot_time: int) -> tuple[Sandbox, object]:
+        node = Sandbox(tmp_path / name, Scenario())
+        image_home(node)
+        share_server(first, node)
+        (node.root / "proc/stat").write_text(f"cpu  1 2 3 4\nbtime {boot_time}\nprocesses 1\n")
+        return node, node.run(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS,
+                                                    home=HOME))
+
+    kept, result = boot_second("booted-before", int(time.time()) - 3600)
+    assert result.returncode == 0, result.stderr
+    assert (kept.root / "home" / stale.name).is_dir()  # newer than that boot: maybe under way
+    removed, result = boot_second("booted-after", int(time.time()) + 3600)
+    assert result.returncode == 0, result.stderr
+    assert not [p for p in (removed.root / "home").iterdir() if p.name.startswith(".")]
+    assert f"removed {stale.name}, a partial copy older than this boot" in result.stderr
+    assert removed.file("/home/ubuntu/.ssh/authorized_keys") == KEY

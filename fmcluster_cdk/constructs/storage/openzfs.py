@@ -69,6 +69,7 @@ class OpenZfsFileSystem(Construct):
         file_system: the `fsx.CfnFileSystem` (retained).
         file_system_id: the file system's id (``fs-...``).
         dns_name: the file system's DNS name (clients mount ``DNS:/fsx``).
+        root_volume_id: the root volume's id (``fsvol-...``), the parent of `add_volume`'s.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc_id: str, subnet_id: str,
@@ -120,3 +121,25 @@ class OpenZfsFileSystem(Construct):
         self.file_system_id: str = self.file_system.ref
         self.dns_name: str = self.file_system.attr_dns_name
         self.security_group_id: str = self.security_group.attr_group_id
+        self.root_volume_id: str = self.file_system.attr_root_volume_id
+        self._export_cidr = export_cidr
+        self._compression = compression
+        self._tags = tags
+
+    def add_volume(self, construct_id: str, *, name: str, export_options: Sequence[str]) -> fsx.CfnVolume:
+        """A child volume of the root volume, `name` (letters, digits, underscores), exported at
+        ``/fsx/NAME`` to the root volume's CIDR with `export_options`, compressed as the root
+        volume, with no quota of its own (it shares the file system's storage); retained like the
+        file system (changing its parent or type replaces it)."""
+        volume = fsx.CfnVolume(
+            self, construct_id, name=name, volume_type="OPENZFS",
+            open_zfs_configuration=fsx.CfnVolume.OpenZFSConfigurationProperty(
+                parent_volume_id=self.root_volume_id,
+                data_compression_type=self._compression,
+                copy_tags_to_snapshots=True,
+                nfs_exports=[fsx.CfnVolume.NfsExportsProperty(client_configurations=[
+                    fsx.CfnVolume.ClientConfigurationsProperty(clients=self._export_cidr,
+                                                               options=list(export_options))])]),
+            tags=self._tags)
+        volume.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        return volume

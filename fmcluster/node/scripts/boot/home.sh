@@ -8,9 +8,11 @@
 # before they put shared storage at /home, the image's home directories are copied into the
 # shared file system first: it is mounted at HOME_STAGING, each directory of the image's /home
 # that it lacks is copied in with its owner and modes, under a name of this node's and then
-# renamed into place (a node booting at the same time never sees half a directory, and an existing
-# one, the first node's copy or a user's own, is never replaced), and it is unmounted there
-# before it is mounted at HOME_PATH. Every boot: a mounted HOME_PATH is left as it is.
+# renamed into place without replacing anything (a node booting at the same time never sees half
+# a directory, and what is there, the first node's copy, a user's own directory, even an empty one,
+# a file or a link, is never replaced), and it is unmounted there before it is mounted at
+# HOME_PATH. Partial copies a node left when it died mid-copy, older than this boot, are removed
+# first. Every boot: a mounted HOME_PATH is left as it is.
 
 mount_home() {
   install -d -m 0755 "$ROOT$HOME_PATH"
@@ -63,25 +65,42 @@ seed_mounted_home() {
   return "$rc"
 }
 
-# copy_home_entries FROM TO: each directory of FROM that TO lacks, copied with its owner and modes
-# under a name of this node's, then renamed into place (never over one that exists).
+# copy_home_entries FROM TO: each directory of FROM (not its files or links) that TO lacks, copied
+# with its owner and modes under a name of this node's, then renamed into place. Nothing in TO is
+# replaced: an existing name is skipped, and the rename is `mv --no-clobber`, which asks the kernel
+# for renameat2's RENAME_NOREPLACE and where the file system refuses it (an NFS client does) looks
+# first; what a user creates in the instant between that look and the rename can only be an empty
+# directory (rename(2) fails over a non-empty one, a file or a link), the one case left.
 copy_home_entries() {
   local from=$1 to=$2 entry name part copied=0 rc=0
+  remove_stale_copies "$to"
   while IFS= read -r -d '' entry; do
     name=${entry##*/}
-    [[ "$name" != lost+found && ! -e "$to/$name" ]] || continue
+    [[ "$name" != lost+found && ! -e "$to/$name" && ! -L "$to/$name" ]] || continue
     part="$to/.$name.fmcluster-$HOSTNAME-$$"
-    if cp -a "$entry" "$part" && mv -T "$part" "$to/$name" 2>/dev/null; then
+    if cp -a "$entry" "$part" && mv -T --no-clobber "$part" "$to/$name" 2>/dev/null && [[ ! -e "$part" ]]; then
       log "copied the image's $HOME_PATH/$name into the shared home"
       copied=$((copied + 1))
-    elif [[ -e "$to/$name" ]]; then
-      rm -rf -- "$part"  # another node copied it first: its copy stands
+    elif [[ -e "$to/$name" || -L "$to/$name" ]]; then
+      rm -rf -- "$part"  # another node (or a user) was first: what is there stands
     else
       log "error: could not copy $HOME_PATH/$name into the shared home"
       rm -rf -- "$part"
       rc=1
     fi
-  done < <(find "$from/" -mindepth 1 -maxdepth 1 -print0)
+  done < <(find "$from/" -mindepth 1 -maxdepth 1 -type d -print0)
   ((rc == 0)) && log "the shared home has the image's home directories ($copied copied now)"
   return "$rc"
+}
+
+# remove_stale_copies TO: the partial copies (.NAME.fmcluster-HOST-PID) in TO that were last
+# changed before this node booted (the boot time of /proc/stat), left by a node that died
+# mid-copy; a copy under way on another node is newer. Without the boot time nothing is removed.
+remove_stale_copies() {
+  local to=$1 boot stale
+  boot=$(awk '$1 == "btime" { print $2 }' "$ROOT/proc/stat" 2>/dev/null)
+  [[ "$boot" =~ ^[0-9]+$ ]] || return 0
+  while IFS= read -r -d '' stale; do
+    rm -rf -- "$stale" && log "removed ${stale##*/}, a partial copy older than this boot"
+  done < <(find "$to/" -mindepth 1 -maxdepth 1 -name '.*.fmcluster-*' ! -newerct "@$boot" -print0)
 }
