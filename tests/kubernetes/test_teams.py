@@ -21,6 +21,7 @@ import copy
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from fmcluster.facts import teams as team_facts
 from fmcluster.kubernetes import charts, kueue
@@ -148,6 +149,7 @@ def quota_problems(model, documents) -> list[str]:
             if capacity[name][kueue.GPU_RESOURCE] and gpus.get("lendingLimit", gpus["nominalQuota"]) != \
                     team.lendable(name):
                 problems.append(f"{team.name} lends other than {team.lendable(name)} {name} GPUs")
+            problems += limit_problems(team.name, name, capacity[name], resources)
     for (flavor, resource), total in sorted(totals.items()):
         if total != capacity[flavor][resource]:
             problems.append(f"{flavor} {resource}: {total} across the cohort, "
@@ -155,6 +157,27 @@ def quota_problems(model, documents) -> list[str]:
     for flavor in capacity:
         if (flavor, kueue.GPU_RESOURCE) not in totals:
             problems.append(f"{flavor} is in no queue")
+    return problems
+
+
+def limit_problems(team: str, flavor: str, capacity: dict, resources: dict) -> list[str]:
+    """Where a team's borrowingLimit or lendingLimit of a resource other than GPUs in a GPU flavor
+    is not the GPUs' fraction of the flavor (within rounding), or is missing while the GPUs' is set."""
+    problems = []
+    gpus = capacity[kueue.GPU_RESOURCE]
+    if not gpus:
+        return problems
+    for field in ("borrowingLimit", "lendingLimit"):
+        gpu_limit = resources[kueue.GPU_RESOURCE].get(field)
+        for resource, entry in resources.items():
+            if resource == kueue.GPU_RESOURCE:
+                continue
+            if (gpu_limit is None) != (field not in entry):
+                problems.append(f"{team}'s {field} of {flavor} {resource}: {entry.get(field)}, "
+                                f"of its GPUs: {gpu_limit}")
+            elif gpu_limit is not None and abs(amount(entry[field]) * gpus - gpu_limit * capacity[resource]) >= gpus:
+                problems.append(f"{team}'s {field} of {flavor} {resource}: {entry[field]}, not "
+                                f"{gpu_limit}/{gpus} of {capacity[resource]}")
     return problems
 
 
@@ -260,6 +283,10 @@ def test_the_cohort_and_priority_class_schemas_refuse_broken_objects(model):
      .pop("borrowingLimit"), "pretrain may borrow None p5en GPUs, not 0"),
     (lambda d: kinds(d, "ClusterQueue")["pretrain"]["spec"]["resourceGroups"][0]["flavors"][1]["resources"][2]
      .pop("lendingLimit"), "pretrain lends other than 8 p5en GPUs"),
+    (lambda d: kinds(d, "ClusterQueue")["pretrain"]["spec"]["resourceGroups"][0]["flavors"][1]["resources"][0]
+     .pop("lendingLimit"), "pretrain's lendingLimit of p5en cpu: None, of its GPUs: 8"),
+    (lambda d: kinds(d, "ClusterQueue")["vision"]["spec"]["resourceGroups"][0]["flavors"][1]["resources"][1]
+     .__setitem__("borrowingLimit", "4096Gi"), "vision's borrowingLimit of p5en memory: 4096Gi, not 8/32"),
 ])
 def test_the_quota_check_catches_broken_quotas(model, break_it, problem):
     documents = kueue.kueue_manifests(model)
@@ -281,6 +308,35 @@ def test_the_webhook_check_catches_what_kueue_refuses(model, break_it, problem):
     documents = kueue.kueue_manifests(model)
     break_it(documents)
     assert any(problem in p for p in webhook_problems(documents))
+
+
+def test_the_limits_cover_every_resource_of_a_gpu_flavor(tmp_path):
+    """The GB200 example with a team that lends 4 and borrows 8 GPUs of its 36: of the flavor's
+    CPU, memory, EFA interfaces and IMEX channels, the same fraction (rounded as the nominal quota
+    is), the lendingLimit never above the nominal quota."""
+    data = yaml.safe_load((ROOT / "examples/p6e-gb200-eks.yaml").read_text())
+    data["teams"] = [{"name": "pretrain", "members": [ROLE], "gpus": {"gb200": 36}, "lend": 4, "borrow": 8},
+                     {"name": "research", "groups": ["ml-research"], "gpus": {"gb200": 9}, "lend": False}]
+    path = tmp_path / "gb200.yaml"
+    path.write_text(yaml.safe_dump(data))
+    model = resolve(loader.load(path).spec)
+    documents = kueue.kueue_manifests(model)
+    for document in documents:
+        validate(document)
+    assert webhook_problems(documents) == [] and quota_problems(model, documents) == []
+    (flavor,) = [f for f in kinds(documents, "ClusterQueue")["pretrain"]["spec"]["resourceGroups"][0]["flavors"]]
+    resources = quota(flavor)
+    assert set(resources) == {"cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa", kueue.IMEX_CHANNEL_RESOURCE}
+    assert resources["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 36, "borrowingLimit": 8,
+                                           "lendingLimit": 4}
+    # 18 nodes, one IMEX channel each: half of them guaranteed, 1 (4 GPUs' worth) lent, 2 borrowed
+    assert resources[kueue.IMEX_CHANNEL_RESOURCE] == {"name": kueue.IMEX_CHANNEL_RESOURCE, "nominalQuota": 9,
+                                                      "borrowingLimit": 2, "lendingLimit": 1}
+    for entry in resources.values():
+        assert 0 < amount(entry["lendingLimit"]) <= amount(entry["nominalQuota"])
+        assert amount(entry["borrowingLimit"]) > 0
+    research = quota(kinds(documents, "ClusterQueue")["research"]["spec"]["resourceGroups"][0]["flavors"][0])
+    assert all(amount(entry["lendingLimit"]) == 0 and "borrowingLimit" not in entry for entry in research.values())
 
 
 def test_a_cluster_of_dedicated_groups_only_has_an_empty_pool():
