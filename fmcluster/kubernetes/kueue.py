@@ -409,6 +409,47 @@ def team_namespace_manifests(team: Team) -> list[dict[str, Any]]:
     return documents
 
 
+# Kueue's default LocalQueue (a job without a queue-name label in a namespace with a LocalQueue
+# named `default` goes to it) covers the job kinds' webhooks (Job, MPIJob, Deployment,
+# StatefulSet, LeaderWorkerSet, JobSet, Ray; kubernetes-sigs/kueue v0.18.3, "Setup default
+# LocalQueue"), not plain Pods: a bare Pod without the label runs outside every quota. In a team's
+# namespace a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA since Kubernetes 1.30,
+# below every version fmcluster.facts.controlplanes offers) refuses a Pod that asks for GPUs
+# (limits or requests of any container or init container) with neither the queue-name label (the
+# pod integration then queues it) nor an owner (a Job, a JobSet's, an MPIJob's pods: their owner
+# went through Kueue). Pods without GPUs are left alone: only the GPUs' quota is at stake.
+GPU_POD_POLICY = "fmcluster-team-gpu-pods-queued"
+_GPU_ASKED = (f"(has(c.resources.limits) && '{GPU_RESOURCE}' in c.resources.limits) || "
+              f"(has(c.resources.requests) && '{GPU_RESOURCE}' in c.resources.requests)")
+GPU_POD_RULE = (
+    "(has(object.metadata.ownerReferences) && size(object.metadata.ownerReferences) > 0) || "
+    f"(has(object.metadata.labels) && '{QUEUE_NAME_LABEL}' in object.metadata.labels) || "
+    "!(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))"
+    f".exists(c, has(c.resources) && ({_GPU_ASKED}))")
+
+
+def gpu_pod_policy_manifests() -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy and its Binding (GPU_POD_POLICY) over the namespaces labelled
+    TEAM_LABEL: a Pod asking for GPUs there is queued by Kueue or owned by what was."""
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+              "metadata": {"name": GPU_POD_POLICY},
+              "spec": {"failurePolicy": "Fail",
+                       "matchConstraints": {
+                           "namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
+                           "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                              "resources": ["pods"]}]},
+                       "validations": [{
+                           "expression": GPU_POD_RULE,
+                           "message": (f"a Pod asking for {GPU_RESOURCE} in a team's namespace goes through its "
+                                       f"Kueue queue: label it {QUEUE_NAME_LABEL}: {TEAM_LOCAL_QUEUE}, or "
+                                       "create it through a Job (or another kind Kueue queues)"),
+                           "reason": "Forbidden"}]}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": GPU_POD_POLICY},
+               "spec": {"policyName": GPU_POD_POLICY, "validationActions": ["Deny"]}}
+    return [policy, binding]
+
+
 def team_manifests(model: ClusterModel, quotas: Optional[list[FlavorQuota]] = None) -> list[dict[str, Any]]:
     """The teams' Kueue objects: the WorkloadPriorityClasses, the Cohort (with the pool of what no
     team is guaranteed), a ClusterQueue per team (cohort_name; only its namespace may use it), and in

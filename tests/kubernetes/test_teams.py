@@ -23,6 +23,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from fmcluster.facts import controlplanes
 from fmcluster.facts import teams as team_facts
 from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
@@ -371,6 +372,51 @@ def test_each_team_has_a_namespace_bound_to_edit_for_its_groups(model):
                if "create" in rule["verbs"]}
     assert {("kubeflow.org", "mpijobs"), ("kubeflow.org", "pytorchjobs"),
             ("leaderworkerset.x-k8s.io", "leaderworkersets"), ("resource.nvidia.com", "computedomains")} == granted
+
+
+GPU = {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}
+PODS = [  # (what, the Pod, admitted)
+    ("a bare Pod asking for GPUs", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}, GPU]}}, False),
+    ("an init container requesting one", {"metadata": {"name": "p", "labels": {"app": "x"}}, "spec": {
+        "containers": [{"name": "a"}], "initContainers": [{"name": "i", "resources": {
+            "requests": {"nvidia.com/gpu": "1"}}}]}}, False),
+    ("a Pod in the team's queue", {"metadata": {"name": "p", "labels": {kueue.QUEUE_NAME_LABEL: "default"}},
+                                   "spec": {"containers": [GPU]}}, True),
+    ("a Job's Pod", {"metadata": {"name": "p", "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                                                    "name": "j", "uid": "u"}]},
+                     "spec": {"containers": [GPU]}}, True),
+    ("a Pod without GPUs", {"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "a", "resources": {"limits": {"cpu": "1"}}}]}}, True),
+]
+
+
+def test_a_bare_gpu_pod_in_a_team_namespace_is_refused(model):
+    """The admission policy covers the Pods created in the namespaces labelled as a team's (and
+    only those), denies what its rule refuses, and its Binding enforces it."""
+    documents = charts.team_namespaces(model)
+    (policy,) = kinds(documents, "ValidatingAdmissionPolicy").values()
+    (binding,) = kinds(documents, "ValidatingAdmissionPolicyBinding").values()
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    match = policy["spec"]["matchConstraints"]
+    assert match["resourceRules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                       "resources": ["pods"]}]
+    (selector,) = match["namespaceSelector"]["matchExpressions"]
+    for namespace in kinds(documents, "Namespace").values():
+        assert selector["key"] in namespace["metadata"]["labels"] and selector["operator"] == "Exists"
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert [v["expression"] for v in policy["spec"]["validations"]] == [kueue.GPU_POD_RULE]
+    # every Kubernetes version fmcluster offers has the v1 API (GA at 1.30)
+    for version in controlplanes.get("eks").versions:
+        assert tuple(map(int, version.split("."))) >= (1, 30)
+
+
+@pytest.mark.parametrize("what, pod, admitted", PODS, ids=[p[0] for p in PODS])
+def test_the_policy_rule_refuses_bare_gpu_pods(what, pod, admitted):
+    """The rule, evaluated by a CEL implementation (cel-python, where installed)."""
+    celpy = pytest.importorskip("celpy")
+    environment = celpy.Environment()
+    program = environment.program(environment.compile(kueue.GPU_POD_RULE))
+    assert bool(program.evaluate({"object": celpy.json_to_cel(pod)})) is admitted, what
 
 
 def test_the_team_namespaces_come_before_every_other_manifest(model):
