@@ -13,6 +13,7 @@ from typing import Any, Optional
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model import expected
 from fmcluster.model.cluster import ClusterModel, NodeGroup
+from fmcluster.model.teams import Team
 from fmcluster.node import bootstrap
 
 PYTORCH_IMAGE_REF = "nvcr.io/nvidia/pytorch:25.01-py3"  # NGC PyTorch 25.01: CUDA 12.8, Blackwell and Grace
@@ -131,11 +132,67 @@ if __name__ == "__main__":
 '''
 
 
-def figures_table(model: ClusterModel) -> list[str]:
-    """The README's table of what each job of each group is judged against (fmcluster.model.expected)."""
+@dataclass(frozen=True)
+class LeftOut:
+    """A GPU node group the kit has no jobs for: the team it runs as cannot hold the whole group."""
+
+    group: str
+    why: str  # such as "team research may hold at most 32 of its 64 GPUs"
+    hint: str  # who may run its jobs
+
+    @property
+    def line(self) -> str:
+        return f"node group {self.group} left out: {self.why}; {self.hint}"
+
+
+def kit_groups(model: ClusterModel, team: Optional[Team] = None
+               ) -> tuple[tuple[NodeGroup, ...], tuple[LeftOut, ...]]:
+    """The GPU node groups the kit has jobs for, and those it leaves out. Each acceptance job asks
+    for every node of its group at once: a queue (a Kueue ClusterQueue, a Slurm account's GrpTRES
+    or a partition's AllowAccounts) that lets the team hold fewer of the group's GPUs never starts
+    it. So a kit run as `team` covers only the groups whose every GPU the team may hold
+    (Team.burst); without teams, every GPU group."""
+    groups = expected.gpu_groups(model)
+    if team is None:
+        return groups, ()
+    owners = {g: t.name for t in model.teams for g in t.dedicated}
+    kept: list[NodeGroup] = []
+    left: list[LeftOut] = []
+    for group in groups:
+        need = group.max_count * group.gpus
+        held = team.burst(group.name) if group.name in team.group_gpus else 0
+        if held >= need:
+            kept.append(group)
+            continue
+        if group.name in owners:
+            why = f"it is dedicated to team {owners[group.name]}"
+        else:
+            borrow = "as many as are idle" if team.borrow_limit is None else f"borrow {team.borrow_limit}"
+            why = (f"team {team.name} may hold at most {held} of its {need} GPUs (guarantee "
+                   f"{team.guaranteed.get(group.name, 0)}, {borrow}) and each job asks for every node")
+        able = [t.name for t in model.teams if t.name != team.name
+                and group.name in t.group_gpus and t.burst(group.name) >= need]
+        hint = (f"run the kit as a team that may hold it (fmcluster jobs SPEC --team {able[0]})"
+                if able else "no team may hold it whole: run its jobs before teams start work, from an account "
+                             "or namespace outside the teams' quotas")
+        left.append(LeftOut(group.name, why, hint))
+    return tuple(kept), tuple(left)
+
+
+def left_out_lines(left: tuple[LeftOut, ...]) -> list[str]:
+    """The README's paragraph on the groups the kit leaves out (none: no lines)."""
+    if not left:
+        return []
+    return ["Node groups without jobs in this kit (`fmcluster verify` does not expect them):", "",
+            *(f"- {item.line}" for item in left), ""]
+
+
+def figures_table(model: ClusterModel, groups: Optional[tuple[NodeGroup, ...]] = None) -> list[str]:
+    """The README's table of what each job of each group (default: every GPU group) is judged
+    against (fmcluster.model.expected)."""
     lines = ["| Group | Nodes | Job | Judged against |", "|---|---|---|---|"]
     figures = expected.expectations(model)
-    for group in expected.gpu_groups(model):
+    for group in expected.gpu_groups(model) if groups is None else groups:
         for test, figure in figures[group.name].items():
             against = (f"{figure.pass_at:g} {figure.unit} (PASS), {figure.warn_at:g} (WARN): {figure.basis}"
                        if figure.peak is not None else figure.basis)
@@ -143,11 +200,14 @@ def figures_table(model: ClusterModel) -> list[str]:
     return lines
 
 
-def expected_json(model: ClusterModel) -> KitFile:
-    """expected.json: every group's expected figures, as `fmcluster verify` judges them."""
+def expected_json(model: ClusterModel, groups: Optional[tuple[NodeGroup, ...]] = None) -> KitFile:
+    """expected.json: the expected figures of each group the kit has jobs for (default: every GPU
+    group), as `fmcluster verify` judges them. The kit's submit-all.sh copies it into results/:
+    verify then expects results of these groups only (fmcluster.kits.verdicts)."""
+    names = None if groups is None else {g.name for g in groups}
     return KitFile("expected.json", json.dumps(
-        {g: {t: e.as_dict() for t, e in tests.items()} for g, tests in expected.expectations(model).items()},
-        indent=2) + "\n")
+        {g: {t: e.as_dict() for t, e in tests.items()} for g, tests in expected.expectations(model).items()
+         if names is None or g in names}, indent=2) + "\n")
 
 
 # The huge pages of libfabric's EFA provider: a container that asks for no hugepages-2Mi gets a

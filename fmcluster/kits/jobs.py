@@ -23,7 +23,9 @@ from fmcluster.kits.common import (
     expected_json,
     figures_table,
     instance_store_gib,
+    kit_groups,
     largest_message,
+    left_out_lines,
 )
 from fmcluster.model import expected
 from fmcluster.model.cluster import ClusterModel, NodeGroup
@@ -212,7 +214,7 @@ def smoke_sbatch(model: ClusterModel, group: NodeGroup) -> str:
     return "\n".join(lines)
 
 
-def readme(model: ClusterModel) -> str:
+def readme(model: ClusterModel, team: Team | None = None) -> str:
     mount = model.spec.storage.lustre.mount_path if model.spec.storage.lustre else "a shared directory"
     lines = [f"# Acceptance kit of {model.name} ({model.control_plane.type})", "",
              f"Written by `fmcluster jobs`. Copy this directory to {mount} (the jobs write `results/` next to",
@@ -228,14 +230,16 @@ def readme(model: ClusterModel) -> str:
                   f"mkdir -p {serving.RESULTS} && sbatch {group}/serve.sbatch", "```", "",
                   f"Its output, with each server's URL once it is ready, is in `{serving.RESULTS}/`, apart from "
                   f"`{RESULTS}/`,", "which holds only what `fmcluster verify` judges.", ""]
-    lines += figures_table(model)
+    groups, left = kit_groups(model, team)
+    lines += [*left_out_lines(left), *figures_table(model, groups)]
     return "\n".join(lines) + "\n"
 
 
-def submit_all(model: ClusterModel) -> str:
+def submit_all(model: ClusterModel, team: Team | None = None) -> str:
     lines = ["#!/bin/bash", "# Submit every acceptance job of the kit (from its directory).", "set -euo pipefail",
-             'cd "$(dirname "$0")"', 'mkdir -p ' + RESULTS]
-    for group in expected.gpu_groups(model):
+             'cd "$(dirname "$0")"', 'mkdir -p ' + RESULTS,
+             f"cp expected.json {RESULTS}/  # the groups fmcluster verify expects results of"]
+    for group in kit_groups(model, team)[0]:
         for test in ("dcgm", "nccl", "fio", "smoke"):
             lines.append(f"sbatch {group.name}/{test}.sbatch")
     return "\n".join(lines) + "\n"
@@ -254,9 +258,10 @@ def as_team(script: str, team: Team | None) -> str:
 
 
 def slurm_kit(model: ClusterModel, team: Team | None = None) -> list[KitFile]:
-    files = [KitFile("README.md", readme(model)), KitFile("submit-all.sh", submit_all(model), True),
-             KitFile("smoke.py", SMOKE_PY), expected_json(model)]
-    for group in expected.gpu_groups(model):
+    groups = kit_groups(model, team)[0]
+    files = [KitFile("README.md", readme(model, team)), KitFile("submit-all.sh", submit_all(model, team), True),
+             KitFile("smoke.py", SMOKE_PY), expected_json(model, groups)]
+    for group in groups:
         for test, render in (("nccl", nccl_sbatch), ("dcgm", dcgm_sbatch), ("fio", fio_sbatch),
                              ("smoke", smoke_sbatch)):
             files.append(KitFile(f"{group.name}/{test}.sbatch", as_team(render(model, group), team), True))

@@ -28,7 +28,9 @@ from fmcluster.kits.common import (
     expected_json,
     figures_table,
     instance_store_gib,
+    kit_groups,
     largest_message,
+    left_out_lines,
     shm,
 )
 from fmcluster.kubernetes import charts, kueue
@@ -360,6 +362,7 @@ def submit_all(model: ClusterModel, jobs: list[tuple[str, str]], team: Optional[
              ': "${IMAGE:?set IMAGE to the reference image (docker/README.md), such as '
              'ACCOUNT.dkr.ecr.REGION.amazonaws.com/fmcluster/acceptance:TAG}"',
              "kubectl apply -f kit.yaml",
+             f"mkdir -p {RESULTS} && cp expected.json {RESULTS}/  # the groups fmcluster verify expects results of",
              "submit() {  # FILE: replace an earlier run, then create it with the image",
              f'  sed "s|{IMAGE_PLACEHOLDER}|$IMAGE|g" "$1" | kubectl delete --ignore-not-found --wait -f - >/dev/null',
              f'  sed "s|{IMAGE_PLACEHOLDER}|$IMAGE|g" "$1" | kubectl create -f -',
@@ -403,6 +406,7 @@ def collect(model: ClusterModel, jobs: list[tuple[str, str]], team: Optional[Tea
 
 
 def readme(model: ClusterModel, team: Optional[Team] = None) -> str:
+    groups, left = kit_groups(model, team)
     namespace, queue, priority = kueue.job_queue(model, team)
     as_team = [] if priority is None else [
         f"They run as team `{namespace}`, at its priority class `{priority}` (label {kueue.PRIORITY_CLASS_LABEL}),",
@@ -416,14 +420,15 @@ def readme(model: ClusterModel, team: Optional[Team] = None) -> str:
              "as quota frees up (each asks for every node of its group). `collect.sh` waits for each job and",
              "writes its logs to `results/`; then, where fmcluster is installed:",
              "`fmcluster verify SPEC results/*`.", "",
-             *as_team, *figures_table(model)]
+             *as_team, *left_out_lines(left), *figures_table(model, groups)]
     return "\n".join(lines) + "\n"
 
 
 def kubernetes_kit(model: ClusterModel, team: Team | None = None) -> list[KitFile]:
     files = []
     jobs: list[tuple[str, str]] = []  # (path, "KIND NAME PODS") of each job, in submission order
-    for group in expected.gpu_groups(model):
+    groups = kit_groups(model, team)[0]
+    for group in groups:
         for test in TESTS:
             documents = manifests(model, group, test, team)
             if not documents:
@@ -450,5 +455,5 @@ def kubernetes_kit(model: ClusterModel, team: Team | None = None) -> list[KitFil
                                  "The scripts of the acceptance jobs, mounted at /kit.")),
         KitFile("submit-all.sh", submit_all(model, jobs, team), True),
         KitFile("collect.sh", collect(model, jobs, team), True),
-        expected_json(model)]
+        expected_json(model, groups)]
     return files

@@ -160,8 +160,25 @@ def not_a_result(source: str, text: str) -> Optional[str]:
     if text.startswith("#!"):
         return "a script (it starts with #!), not a result"
     if name == "expected.json":
-        return "the kit's expected figures (expected.json), not a result"
+        return "the kit's expected figures (expected.json: the node groups it has jobs for), not a result"
     return None
+
+
+def kit_groups(files: Mapping[str, str]) -> Optional[set[str]]:
+    """The node groups the kit had jobs for, from its expected.json among `files` (its
+    submit-all.sh copies it into results/; listed as not judged, a kit file); None without one:
+    every GPU group is expected."""
+    found: Optional[set[str]] = None
+    for source, text in files.items():
+        if os.path.basename(source) != "expected.json":
+            continue
+        try:
+            figures = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(figures, dict):
+            found = (found or set()) | set(figures)
+    return found
 
 
 def _nccl_group(groups: Mapping[str, NodeGroup], result: verify.NcclResult) -> list[str]:
@@ -326,9 +343,11 @@ def judge_results(model: ClusterModel, files: Mapping[str, str],
                             if host in slow else "measured, against the group's median")
                     rows.append(Row(group_name, f"{test}-{direction}", host, verdict, value, unit="MB/s", note=note,
                                     source=source))
+    covered = kit_groups(files)
     for group_name, tests in figures.items():
         for test, figure in tests.items():
-            if (group_name, test) not in seen:
+            # a group the kit left out (the team it ran as cannot hold it) has no job to wait for
+            if (group_name, test) not in seen and (covered is None or group_name in covered):
                 rows.append(Row(group_name, test, "-", Verdict.WARN, unit=figure.unit, note="no result: not run"))
         # the stragglers of the inside-node runs, named per operation
         for operation in expected.NCCL_OPERATIONS:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from fmcluster.kits import jobs
+from fmcluster.kits.common import kit_groups
 
 if TYPE_CHECKING:
     from fmcluster.model.cluster import ClusterModel
@@ -29,6 +30,7 @@ class JobsReport:
     written: tuple[str, ...]  # the kit's files, relative to `directory`
     error: Optional[str] = None  # why the kit could not be written (some files may have been)
     hint: str = "name a directory you can write: fmcluster jobs SPEC -o DIR"
+    left_out: tuple[str, ...] = ()  # a line per GPU node group the kit has no jobs for, and why
 
 
 def run(model: ClusterModel, directory: str | Path, team: str | None = None) -> JobsReport:
@@ -40,6 +42,12 @@ def run(model: ClusterModel, directory: str | Path, team: str | None = None) -> 
         return JobsReport(out, (), f"there is no team '{team}' in the spec", hint=(
             "a team of its teams section: " + ", ".join(names) if names else "the spec has no teams: leave --team out"))
     chosen = model.team(team) if team is not None else (model.teams[0] if model.teams else None)
+    groups, left = kit_groups(model, chosen)
+    left_out = tuple(item.line for item in left)
+    if not groups and left:
+        return JobsReport(out, (), f"team {chosen.name} cannot hold any GPU node group whole, and each acceptance "
+                          "job asks for every node of its group: no job to write", hint="\n  ".join(left_out),
+                          left_out=left_out)
     files = jobs.kit(model, chosen)
     ours = _listed(out)
     theirs = [f.path for f in files if f.path not in ours and _someone_elses(out / f.path, f.content)]
@@ -57,8 +65,8 @@ def run(model: ClusterModel, directory: str | Path, team: str | None = None) -> 
         (out / MARKER).write_text(_MARKER_HEAD + "".join(f"{name}\n" for name in sorted(ours | set(written))),
                                   encoding="utf-8")
     except OSError as exc:
-        return JobsReport(out, tuple(written), f"cannot write {out}: {exc.strerror or exc}")
-    return JobsReport(out, tuple(written))
+        return JobsReport(out, tuple(written), f"cannot write {out}: {exc.strerror or exc}", left_out=left_out)
+    return JobsReport(out, tuple(written), left_out=left_out)
 
 
 def _listed(out: Path) -> set[str]:
@@ -88,9 +96,10 @@ def render(report: JobsReport, fmt: str = "text") -> tuple[str, str]:
     out = report.directory
     groups = sorted({p.split("/", 1)[0] for p in report.written if "/" in p})
     return (f"{out}: {len(report.written)} files, acceptance jobs of node groups {', '.join(groups)} "
-            f"(see {out / 'README.md'})\n"), ""
+            f"(see {out / 'README.md'})\n" + "".join(f"  {line}\n" for line in report.left_out)), ""
 
 
 def exit_code(report: JobsReport) -> int:
-    """2 when the directory cannot be written, or the team is not the spec's."""
+    """2 when the directory cannot be written, the team is not the spec's, or it can hold no GPU
+    node group whole (no job to write)."""
     return 2 if report.error is not None else 0

@@ -380,10 +380,11 @@ def with_teams(model: ClusterModel) -> bool:
 
 
 def team_namespaces(model: ClusterModel) -> list[dict[str, Any]]:
-    """The teams' Namespaces and RoleBindings, and the ClusterRole that adds the kits' job kinds to
-    `edit` (kueue.team_namespace_manifests, kueue.job_kinds_role): before every other manifest,
-    which may place objects in them."""
-    documents = [kueue.job_kinds_role()]
+    """The teams' Namespaces and RoleBindings, the ClusterRole that adds the kits' job kinds to
+    `edit` (kueue.team_namespace_manifests, kueue.job_kinds_role), and the admission policy that
+    keeps GPU Pods there in the queues (kueue.gpu_pod_policy_manifests): before every other
+    manifest, which may place objects in them."""
+    documents = [kueue.job_kinds_role(), *kueue.gpu_pod_policy_manifests()]
     for team in model.teams:
         # a team named like orchestrator.namespace: that Namespace is the stack's own manifest
         documents += [d for d in kueue.team_namespace_manifests(team)

@@ -285,7 +285,9 @@ def flavor_manifests(quotas: list[FlavorQuota]) -> list[dict[str, Any]]:
 # rest of each shared flavor (the GPUs nobody is guaranteed, CPU node groups whole) is the
 # Cohort's own nominal quota, a pool every team may borrow from. A team's `borrow` is the
 # borrowingLimit of its GPUs in each flavor, its `lend` their lendingLimit (at most its nominal
-# quota, as Kueue's webhook requires; LendingLimit is GA at 0.18); unset where unlimited. A node
+# quota, as Kueue's webhook requires; LendingLimit is GA at 0.18), and of the flavor's other
+# resources the same fraction (team_limits): a limit on GPUs alone would let a team borrow the
+# CPU, memory and EFA interfaces of GPU nodes beyond it; unset where unlimited. A node
 # group dedicated to a team is a flavor in its ClusterQueue only, whole, lent to nobody.
 #
 # Preemption: within a team's queue a job preempts lower-priority jobs (withinClusterQueue
@@ -332,18 +334,40 @@ def pool_quantities(quota: FlavorQuota, teams: tuple[Team, ...]) -> dict[str, in
     return {name: value - sum(t[name] for t in taken) for name, value in quota.quantities().items()}
 
 
+def team_limits(quota: FlavorQuota, team: Team) -> dict[str, dict[str, int]]:
+    """A team's borrowingLimit and lendingLimit in a shared GPU flavor by resource (absent where
+    unlimited, and on a flavor without GPUs): of its GPUs, its `borrow` and `lend`; of every other
+    covered resource (CPU, memory, EFA interfaces, IMEX channels) the same fraction, rounded as its
+    nominal quota is (team_quantities: value x GPUs // flavor GPUs). Borrowing: what that rounding
+    gives its guarantee plus borrow, less its nominal quota; lending: its nominal quota less what
+    it gives the GPUs it keeps, so never above the nominal quota (Kueue's webhook refuses that)."""
+    if not quota.gpus:
+        return {}
+    guaranteed = team.guaranteed.get(quota.name, 0)
+    limits: dict[str, dict[str, int]] = {}
+    for name, value in quota.quantities().items():
+        def share(gpus: int, value: int = value) -> int:
+            return value * gpus // quota.gpus
+        limit: dict[str, int] = {}
+        if team.borrow_limit is not None:
+            limit["borrowingLimit"] = share(guaranteed + team.borrow_limit) - share(guaranteed)
+        if team.lend_limit is not None:
+            limit["lendingLimit"] = share(guaranteed) - share(guaranteed - team.lendable(quota.name))
+        if limit:
+            limits[name] = limit
+    return limits
+
+
 def team_flavor(quota: FlavorQuota, team: Team, dedicated: bool) -> dict[str, Any]:
-    """A flavor of a team's ClusterQueue with its quota and limits."""
+    """A flavor of a team's ClusterQueue with its quota and limits (team_limits)."""
     resources = []
+    limits = {} if dedicated else team_limits(quota, team)
     for name, value in team_quantities(quota, team).items():
         resource: dict[str, Any] = {"name": name, "nominalQuota": quantity(name, value)}
         if dedicated:
             resource["lendingLimit"] = quantity(name, 0)
-        elif name == GPU_RESOURCE and quota.gpus:
-            if team.borrow_limit is not None:
-                resource["borrowingLimit"] = team.borrow_limit
-            if team.lend_limit is not None:
-                resource["lendingLimit"] = team.lendable(quota.name)
+        for field_name, limit in limits.get(name, {}).items():
+            resource[field_name] = quantity(name, limit)
         resources.append(resource)
     return {"name": quota.name, "resources": resources}
 
@@ -383,6 +407,47 @@ def team_namespace_manifests(team: Team) -> list[dict[str, Any]]:
                                       "name": TEAM_CLUSTER_ROLE},
                           "subjects": subjects})
     return documents
+
+
+# Kueue's default LocalQueue (a job without a queue-name label in a namespace with a LocalQueue
+# named `default` goes to it) covers the job kinds' webhooks (Job, MPIJob, Deployment,
+# StatefulSet, LeaderWorkerSet, JobSet, Ray; kubernetes-sigs/kueue v0.18.3, "Setup default
+# LocalQueue"), not plain Pods: a bare Pod without the label runs outside every quota. In a team's
+# namespace a ValidatingAdmissionPolicy (admissionregistration.k8s.io/v1, GA since Kubernetes 1.30,
+# below every version fmcluster.facts.controlplanes offers) refuses a Pod that asks for GPUs
+# (limits or requests of any container or init container) with neither the queue-name label (the
+# pod integration then queues it) nor an owner (a Job, a JobSet's, an MPIJob's pods: their owner
+# went through Kueue). Pods without GPUs are left alone: only the GPUs' quota is at stake.
+GPU_POD_POLICY = "fmcluster-team-gpu-pods-queued"
+_GPU_ASKED = (f"(has(c.resources.limits) && '{GPU_RESOURCE}' in c.resources.limits) || "
+              f"(has(c.resources.requests) && '{GPU_RESOURCE}' in c.resources.requests)")
+GPU_POD_RULE = (
+    "(has(object.metadata.ownerReferences) && size(object.metadata.ownerReferences) > 0) || "
+    f"(has(object.metadata.labels) && '{QUEUE_NAME_LABEL}' in object.metadata.labels) || "
+    "!(object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : []))"
+    f".exists(c, has(c.resources) && ({_GPU_ASKED}))")
+
+
+def gpu_pod_policy_manifests() -> list[dict[str, Any]]:
+    """The ValidatingAdmissionPolicy and its Binding (GPU_POD_POLICY) over the namespaces labelled
+    TEAM_LABEL: a Pod asking for GPUs there is queued by Kueue or owned by what was."""
+    policy = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+              "metadata": {"name": GPU_POD_POLICY},
+              "spec": {"failurePolicy": "Fail",
+                       "matchConstraints": {
+                           "namespaceSelector": {"matchExpressions": [{"key": TEAM_LABEL, "operator": "Exists"}]},
+                           "resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                              "resources": ["pods"]}]},
+                       "validations": [{
+                           "expression": GPU_POD_RULE,
+                           "message": (f"a Pod asking for {GPU_RESOURCE} in a team's namespace goes through its "
+                                       f"Kueue queue: label it {QUEUE_NAME_LABEL}: {TEAM_LOCAL_QUEUE}, or "
+                                       "create it through a Job (or another kind Kueue queues)"),
+                           "reason": "Forbidden"}]}}
+    binding = {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+               "metadata": {"name": GPU_POD_POLICY},
+               "spec": {"policyName": GPU_POD_POLICY, "validationActions": ["Deny"]}}
+    return [policy, binding]
 
 
 def team_manifests(model: ClusterModel, quotas: Optional[list[FlavorQuota]] = None) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ def test_an_unknown_team_is_refused_and_nothing_is_written(tmp_path, capsys):
 
 
 def test_a_team_of_the_spec_is_taken(tmp_path):
-    assert main(["jobs", SPEC, "-o", str(tmp_path / "kit"), "--team", "research"]) == 0
+    assert main(["jobs", SPEC, "-o", str(tmp_path / "kit"), "--team", "pretrain"]) == 0
 
 
 def test_a_spec_without_teams_refuses_a_team(tmp_path, capsys):

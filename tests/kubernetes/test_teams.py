@@ -21,7 +21,9 @@ import copy
 
 import kubernetes_validate
 import pytest
+import yaml
 
+from fmcluster.facts import controlplanes
 from fmcluster.facts import teams as team_facts
 from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
@@ -148,6 +150,7 @@ def quota_problems(model, documents) -> list[str]:
             if capacity[name][kueue.GPU_RESOURCE] and gpus.get("lendingLimit", gpus["nominalQuota"]) != \
                     team.lendable(name):
                 problems.append(f"{team.name} lends other than {team.lendable(name)} {name} GPUs")
+            problems += limit_problems(team.name, name, capacity[name], resources)
     for (flavor, resource), total in sorted(totals.items()):
         if total != capacity[flavor][resource]:
             problems.append(f"{flavor} {resource}: {total} across the cohort, "
@@ -155,6 +158,27 @@ def quota_problems(model, documents) -> list[str]:
     for flavor in capacity:
         if (flavor, kueue.GPU_RESOURCE) not in totals:
             problems.append(f"{flavor} is in no queue")
+    return problems
+
+
+def limit_problems(team: str, flavor: str, capacity: dict, resources: dict) -> list[str]:
+    """Where a team's borrowingLimit or lendingLimit of a resource other than GPUs in a GPU flavor
+    is not the GPUs' fraction of the flavor (within rounding), or is missing while the GPUs' is set."""
+    problems = []
+    gpus = capacity[kueue.GPU_RESOURCE]
+    if not gpus:
+        return problems
+    for field in ("borrowingLimit", "lendingLimit"):
+        gpu_limit = resources[kueue.GPU_RESOURCE].get(field)
+        for resource, entry in resources.items():
+            if resource == kueue.GPU_RESOURCE:
+                continue
+            if (gpu_limit is None) != (field not in entry):
+                problems.append(f"{team}'s {field} of {flavor} {resource}: {entry.get(field)}, "
+                                f"of its GPUs: {gpu_limit}")
+            elif gpu_limit is not None and abs(amount(entry[field]) * gpus - gpu_limit * capacity[resource]) >= gpus:
+                problems.append(f"{team}'s {field} of {flavor} {resource}: {entry[field]}, not "
+                                f"{gpu_limit}/{gpus} of {capacity[resource]}")
     return problems
 
 
@@ -260,6 +284,10 @@ def test_the_cohort_and_priority_class_schemas_refuse_broken_objects(model):
      .pop("borrowingLimit"), "pretrain may borrow None p5en GPUs, not 0"),
     (lambda d: kinds(d, "ClusterQueue")["pretrain"]["spec"]["resourceGroups"][0]["flavors"][1]["resources"][2]
      .pop("lendingLimit"), "pretrain lends other than 8 p5en GPUs"),
+    (lambda d: kinds(d, "ClusterQueue")["pretrain"]["spec"]["resourceGroups"][0]["flavors"][1]["resources"][0]
+     .pop("lendingLimit"), "pretrain's lendingLimit of p5en cpu: None, of its GPUs: 8"),
+    (lambda d: kinds(d, "ClusterQueue")["vision"]["spec"]["resourceGroups"][0]["flavors"][1]["resources"][1]
+     .__setitem__("borrowingLimit", "4096Gi"), "vision's borrowingLimit of p5en memory: 4096Gi, not 8/32"),
 ])
 def test_the_quota_check_catches_broken_quotas(model, break_it, problem):
     documents = kueue.kueue_manifests(model)
@@ -281,6 +309,35 @@ def test_the_webhook_check_catches_what_kueue_refuses(model, break_it, problem):
     documents = kueue.kueue_manifests(model)
     break_it(documents)
     assert any(problem in p for p in webhook_problems(documents))
+
+
+def test_the_limits_cover_every_resource_of_a_gpu_flavor(tmp_path):
+    """The GB200 example with a team that lends 4 and borrows 8 GPUs of its 36: of the flavor's
+    CPU, memory, EFA interfaces and IMEX channels, the same fraction (rounded as the nominal quota
+    is), the lendingLimit never above the nominal quota."""
+    data = yaml.safe_load((ROOT / "examples/p6e-gb200-eks.yaml").read_text())
+    data["teams"] = [{"name": "pretrain", "members": [ROLE], "gpus": {"gb200": 36}, "lend": 4, "borrow": 8},
+                     {"name": "research", "groups": ["ml-research"], "gpus": {"gb200": 9}, "lend": False}]
+    path = tmp_path / "gb200.yaml"
+    path.write_text(yaml.safe_dump(data))
+    model = resolve(loader.load(path).spec)
+    documents = kueue.kueue_manifests(model)
+    for document in documents:
+        validate(document)
+    assert webhook_problems(documents) == [] and quota_problems(model, documents) == []
+    (flavor,) = [f for f in kinds(documents, "ClusterQueue")["pretrain"]["spec"]["resourceGroups"][0]["flavors"]]
+    resources = quota(flavor)
+    assert set(resources) == {"cpu", "memory", "nvidia.com/gpu", "vpc.amazonaws.com/efa", kueue.IMEX_CHANNEL_RESOURCE}
+    assert resources["nvidia.com/gpu"] == {"name": "nvidia.com/gpu", "nominalQuota": 36, "borrowingLimit": 8,
+                                           "lendingLimit": 4}
+    # 18 nodes, one IMEX channel each: half of them guaranteed, 1 (4 GPUs' worth) lent, 2 borrowed
+    assert resources[kueue.IMEX_CHANNEL_RESOURCE] == {"name": kueue.IMEX_CHANNEL_RESOURCE, "nominalQuota": 9,
+                                                      "borrowingLimit": 2, "lendingLimit": 1}
+    for entry in resources.values():
+        assert 0 < amount(entry["lendingLimit"]) <= amount(entry["nominalQuota"])
+        assert amount(entry["borrowingLimit"]) > 0
+    research = quota(kinds(documents, "ClusterQueue")["research"]["spec"]["resourceGroups"][0]["flavors"][0])
+    assert all(amount(entry["lendingLimit"]) == 0 and "borrowingLimit" not in entry for entry in research.values())
 
 
 def test_a_cluster_of_dedicated_groups_only_has_an_empty_pool():
@@ -315,6 +372,51 @@ def test_each_team_has_a_namespace_bound_to_edit_for_its_groups(model):
                if "create" in rule["verbs"]}
     assert {("kubeflow.org", "mpijobs"), ("kubeflow.org", "pytorchjobs"),
             ("leaderworkerset.x-k8s.io", "leaderworkersets"), ("resource.nvidia.com", "computedomains")} == granted
+
+
+GPU = {"name": "c", "resources": {"limits": {"nvidia.com/gpu": "8"}}}
+PODS = [  # (what, the Pod, admitted)
+    ("a bare Pod asking for GPUs", {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "a"}, GPU]}}, False),
+    ("an init container requesting one", {"metadata": {"name": "p", "labels": {"app": "x"}}, "spec": {
+        "containers": [{"name": "a"}], "initContainers": [{"name": "i", "resources": {
+            "requests": {"nvidia.com/gpu": "1"}}}]}}, False),
+    ("a Pod in the team's queue", {"metadata": {"name": "p", "labels": {kueue.QUEUE_NAME_LABEL: "default"}},
+                                   "spec": {"containers": [GPU]}}, True),
+    ("a Job's Pod", {"metadata": {"name": "p", "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
+                                                                    "name": "j", "uid": "u"}]},
+                     "spec": {"containers": [GPU]}}, True),
+    ("a Pod without GPUs", {"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "a", "resources": {"limits": {"cpu": "1"}}}]}}, True),
+]
+
+
+def test_a_bare_gpu_pod_in_a_team_namespace_is_refused(model):
+    """The admission policy covers the Pods created in the namespaces labelled as a team's (and
+    only those), denies what its rule refuses, and its Binding enforces it."""
+    documents = charts.team_namespaces(model)
+    (policy,) = kinds(documents, "ValidatingAdmissionPolicy").values()
+    (binding,) = kinds(documents, "ValidatingAdmissionPolicyBinding").values()
+    assert binding["spec"] == {"policyName": policy["metadata"]["name"], "validationActions": ["Deny"]}
+    match = policy["spec"]["matchConstraints"]
+    assert match["resourceRules"] == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                                       "resources": ["pods"]}]
+    (selector,) = match["namespaceSelector"]["matchExpressions"]
+    for namespace in kinds(documents, "Namespace").values():
+        assert selector["key"] in namespace["metadata"]["labels"] and selector["operator"] == "Exists"
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    assert [v["expression"] for v in policy["spec"]["validations"]] == [kueue.GPU_POD_RULE]
+    # every Kubernetes version fmcluster offers has the v1 API (GA at 1.30)
+    for version in controlplanes.get("eks").versions:
+        assert tuple(map(int, version.split("."))) >= (1, 30)
+
+
+@pytest.mark.parametrize("what, pod, admitted", PODS, ids=[p[0] for p in PODS])
+def test_the_policy_rule_refuses_bare_gpu_pods(what, pod, admitted):
+    """The rule, evaluated by a CEL implementation (cel-python, where installed)."""
+    celpy = pytest.importorskip("celpy")
+    environment = celpy.Environment()
+    program = environment.program(environment.compile(kueue.GPU_POD_RULE))
+    assert bool(program.evaluate({"object": celpy.json_to_cel(pod)})) is admitted, what
 
 
 def test_the_team_namespaces_come_before_every_other_manifest(model):
