@@ -22,7 +22,7 @@ from fmcluster.facts import catalog
 from fmcluster.facts import node as node_facts
 from fmcluster.node import bootstrap, lifecycle
 from fmcluster.node import eks as eks_node
-from fmcluster_cdk.stacks.hyperpod import CONTROLLER_GROUP, metrics_parameter_name
+from fmcluster_cdk.stacks.hyperpod import ACCOUNTING_HOOK, CONTROLLER_GROUP, metrics_parameter_name
 from tests.support.hyperpod import groups, statements
 from tests.support.sandbox import Sandbox, Scenario
 from tests.support.stacks import cluster, example_spec, joined, new_app, resources
@@ -130,9 +130,10 @@ def lifecycle_files(outdir: Path, group: dict) -> dict[str, str]:
 @pytest.mark.synth
 def test_parameter_holds_the_remote_write_url(templates):
     template = templates[0]["slurm"]
-    (parameter,) = resources(template, "AWS::SSM::Parameter").values()
     spec = specs()["example"]
-    assert parameter["Name"] == metrics_parameter_name(spec.name) and parameter["Value"] == URL
+    (parameter,) = [p for p in resources(template, "AWS::SSM::Parameter").values()
+                    if p["Name"] == metrics_parameter_name(spec.name)]  # (the teams' is another)
+    assert parameter["Value"] == URL
     assert parameter["Type"] == "String"
 
 
@@ -142,7 +143,8 @@ def test_role_remote_writes_to_the_workspace_and_reads_the_parameter_only(templa
     found = statements(template)
     assert found["PrometheusRemoteWrite"] == {"Sid": "PrometheusRemoteWrite", "Action": "aps:RemoteWrite",
                                               "Effect": "Allow", "Resource": WORKSPACE_ARN}
-    (parameter_id,) = resources(template, "AWS::SSM::Parameter")
+    name = metrics_parameter_name(specs()["example"].name)
+    (parameter_id,) = [lid for lid, p in resources(template, "AWS::SSM::Parameter").items() if p["Name"] == name]
     read = found["MetricsParameter"]
     assert read["Action"] == "ssm:GetParameter"
     assert joined(read["Resource"]) == "arn:aws:ssm:us-east-1:${AWS::AccountId}:parameter${" + parameter_id + "}"
@@ -171,10 +173,12 @@ def test_every_group_runs_the_metrics_hook(templates):
 @pytest.mark.synth
 def test_nothing_without_observability(templates):
     template, outdir = templates[0]["slurm-off"], templates[1]
-    assert not resources(template, "AWS::SSM::Parameter")
+    name = metrics_parameter_name(specs()["example"].name)
+    assert all(p["Name"] != name for p in resources(template, "AWS::SSM::Parameter").values())
     assert not {"PrometheusRemoteWrite", "MetricsParameter"} & set(statements(template))
-    for group in groups(template).values():
-        assert list(lifecycle_files(outdir, group)) == [lifecycle.ENTRYPOINT]
+    for group in groups(template).values():  # the teams' accounting hook is no metrics
+        files = [f for f in lifecycle_files(outdir, group) if not f.endswith("/" + ACCOUNTING_HOOK)]
+        assert files == [lifecycle.ENTRYPOINT]
 
 
 @pytest.mark.synth

@@ -160,8 +160,10 @@ def test_growing_a_node_group_is_safe(specs, cached, capsys):
     (change,) = next(s for s in r.stacks if s.name == "llm-pretrain-cluster/NodeGroup-gpu").changes
     assert (change.type, change.action) == ("AWS::PCS::ComputeNodeGroup", diff.UPDATE)
     assert change.paths == ["ScalingConfiguration.MaxInstanceCount", "ScalingConfiguration.MinInstanceCount"]
-    (nested,) = next(s for s in r.stacks if s.name == "llm-pretrain-cluster").changes
+    nested, teams = next(s for s in r.stacks if s.name == "llm-pretrain-cluster").changes
     assert (nested.type, nested.action, nested.stateful) == ("AWS::CloudFormation::Stack", diff.UPDATE, False)
+    # the teams' Slurm accounting follows the group's GPUs (their burst limits)
+    assert (teams.type, teams.action, teams.paths) == ("AWS::SSM::Parameter", diff.UPDATE, ["Value"])
     assert [p.split(".")[0] for p in nested.paths] == ["TemplateURL"]  # the nested template's new asset
     assert not r.data_loss
     assert run_diff(cached, specs["base"], specs["grow"]) == 0
@@ -549,8 +551,8 @@ def test_schemas_come_from_cfn_lint():
 @pytest.mark.parametrize("new, shown", [("efa", "p5-pcs-efa.yaml     # lustre.efa: true, 19,200 GiB"),
                                         ("grow", "p5-pcs-grow.yaml    # the gpu group grows from 16 to 24")])
 def test_readme_shows_real_diff_output(specs, cached, new, shown):
-    r = report(specs, cached, "base", new)
-    real = diff.render_text(r, "examples/p5-pcs.yaml", shown.split()[0], False)
+    a, b = (loader.load(specs[name]).spec for name in ("base", new))
+    real, _ = diff.render(diff.run(a, b, names=("examples/p5-pcs.yaml", shown.split()[0]), synthesize=cached))
     assert readme_output(f"fmcluster diff examples/p5-pcs.yaml {shown}") == real
 
 
