@@ -122,14 +122,27 @@ while IFS='|' read -r account user shares grptres qos default; do
   fi
 done < <(query show assoc "cluster=$CLUSTER" format=account,user,fairshare,grptres,qos,defaultqos)
 
+# GrpTRES=gres/gpu=N only where Slurm tracks gres/gpu (AccountingStorageTRES): elsewhere (AWS PCS,
+# whose slurm.conf fmcluster does not set) sacctmgr refuses every limit on it, so the account is
+# made without it and the limit skipped, said once a run
+gpu_tracked=0
+query show tres format=type,name | grep -qx 'gres|gpu' && gpu_tracked=1
 for a in "${accounts[@]}"; do
   IFS='|' read -r shares grptres qos default <<<"${account_line[$a]}"
+  if [[ -n $grptres ]] && ((!gpu_tracked)); then
+    log "account $a: GrpTRES=$grptres skipped: this Slurm does not track gres/gpu (AccountingStorageTRES)"
+    grptres=""
+    account_line[$a]="$shares||$qos|$default"
+  fi
   if [[ -z ${have_account[$a]+x} ]]; then
     apply add account "$a" "Cluster=$CLUSTER" "Organization=$MARK" "Description=fmcluster team $a" \
-      "Fairshare=$shares" ${grptres:+"GrpTRES=$grptres"} "QOS=$qos" "DefaultQOS=$default"
+      "Fairshare=$shares" "QOS=$qos" "DefaultQOS=$default"
+    [[ -z $grptres ]] || apply modify account where "name=$a" "cluster=$CLUSTER" set "GrpTRES=$grptres"
   elif [[ ${have_account[$a]} != "${account_line[$a]}" ]]; then
+    limit=()
+    ((gpu_tracked)) && limit=("GrpTRES=${grptres:-gres/gpu=-1}")
     apply modify account where "name=$a" "cluster=$CLUSTER" set "Fairshare=$shares" \
-      "GrpTRES=${grptres:-gres/gpu=-1}" "QOS=$qos" "DefaultQOS=$default"
+      "${limit[@]}" "QOS=$qos" "DefaultQOS=$default"
   fi
   if [[ ${organization[$a]:-$MARK} != "$MARK" ]]; then
     log "account $a exists and is not fmcluster's (Organization=${organization[$a]}): its users are still managed"
