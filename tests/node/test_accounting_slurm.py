@@ -211,10 +211,12 @@ def test_an_unreadable_file_is_refused_before_any_change(slurm, tmp_path):
     assert result.returncode == 2 and "usage" in result.stdout
 
 
-def test_the_sync_applies_the_parameter_only_when_it_changes(slurm, tmp_path):
+def test_the_sync_applies_the_parameter_on_every_run(slurm, tmp_path):
     """fmcluster-accounting-sync with the real program, under FMCLUSTER_ROOT, the SSM parameter
-    a stand-in `aws` that prints a file (the cloud is the one thing faked): a first sync applies,
-    a second with the same data runs nothing, changed data is applied."""
+    a stand-in `aws` that prints a file (the cloud is the one thing faked): a first sync applies;
+    a second with the same data still runs the program, so a person added to a team's Linux group
+    since is added, and a partition's AllowAccounts reset (a slurmctld restart on HyperPod) is set
+    again; changed data is applied."""
     root, bin_dir, value = tmp_path / "root", tmp_path / "bin", tmp_path / "parameter"
     (root / accounting.PROGRAM_PATH.lstrip("/")).parent.mkdir(parents=True)
     (root / accounting.PROGRAM_PATH.lstrip("/")).write_text(accounting.program())
@@ -231,15 +233,27 @@ def test_the_sync_applies_the_parameter_only_when_it_changes(slurm, tmp_path):
         return subprocess.run(["bash", str(sync)], env=env, capture_output=True, text=True, timeout=120)
 
     value.write_text(accounting.data(model(TEAMS).teams).rstrip("\n"))  # as the CLI's text output gives it
-    assert run().returncode == 0
+    first = run()
+    assert first.returncode == 0 and "teams data" in first.stdout, first.stdout
     applied = (root / accounting.APPLIED_PATH.lstrip("/")).read_text()
     again = run()
-    assert again.returncode == 0 and again.stdout == ""  # nothing run
+    assert again.returncode == 0 and again.stdout.strip().splitlines() == ["fmcluster-accounting: up to date"]
+    subprocess.run(["gpasswd", "-a", DAVE, RESEARCH_GROUP], check=True, capture_output=True)
+    try:
+        slurm.run("scontrol", "update", "PartitionName=evals", "AllowAccounts=ALL")
+        joined = run()
+        assert joined.returncode == 0, joined.stdout
+        assert ("research", DAVE) in {row[:2] for row in associations(slurm)}
+        assert "AllowAccounts=pretrain " in slurm.run("scontrol", "-o", "show", "partition", "evals").stdout
+        assert submit(slurm, DAVE, "-A", "research", "-p", "gpu").returncode == 0
+    finally:
+        subprocess.run(["gpasswd", "-d", DAVE, RESEARCH_GROUP], capture_output=True)
     value.write_text(accounting.data(model([{**TEAMS[0], "gpus": {"gpu": 4}}, TEAMS[1]]).teams))
     changed = run()
     assert changed.returncode == 0 and "modify account" in changed.stdout
     assert (root / accounting.APPLIED_PATH.lstrip("/")).read_text() != applied
     assert ("pretrain", "", "12", "", "high,low,normal", "high") in associations(slurm)
+    assert ("research", DAVE) not in {row[:2] for row in associations(slurm)}
 
 
 def test_the_slurm_collector_counts_gpus_per_team_and_user(slurm, tmp_path):
