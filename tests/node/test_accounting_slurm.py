@@ -30,6 +30,7 @@ PROGRAM = accounting.PROGRAM
 TAG = "fmt" + uuid.uuid4().hex[:5]  # the users and group of this run, never someone's
 ALICE, BOB, CAROL, DAVE, ERIN, FRANK = (f"{TAG}-{n}" for n in ("alice", "bob", "carol", "dave", "erin", "frank"))
 RESEARCH_GROUP = f"{TAG}-research"
+GRACE = f"{TAG}-Grace"  # upper case, which Linux allows and sacctmgr stores in lower case
 
 
 def model(teams: list[dict]):
@@ -49,14 +50,14 @@ def users_and_group():
     """The module's users and group: carol a member of the research group (its list), erin a user
     whose primary group it is (not in getent's list), dave in no team."""
     subprocess.run(["groupadd", RESEARCH_GROUP], check=True)
-    for user in (ALICE, BOB, CAROL, DAVE, FRANK):
+    for user in (ALICE, BOB, CAROL, DAVE, FRANK, GRACE):
         subprocess.run(["useradd", "-M", "-N", "-s", "/bin/sh", user], check=True)
     subprocess.run(["useradd", "-M", "-g", RESEARCH_GROUP, "-s", "/bin/sh", ERIN], check=True)
     subprocess.run(["gpasswd", "-a", CAROL, RESEARCH_GROUP], check=True, capture_output=True)
 
 
 def remove_users_and_group():
-    for user in (ALICE, BOB, CAROL, DAVE, ERIN, FRANK):
+    for user in (ALICE, BOB, CAROL, DAVE, ERIN, FRANK, GRACE):
         subprocess.run(["userdel", user], capture_output=True)
     subprocess.run(["groupdel", RESEARCH_GROUP], capture_output=True)
 
@@ -203,6 +204,47 @@ def test_a_group_that_cannot_be_looked_up_removes_nobody(slurm, tmp_path):
     result = apply(slurm, TEAMS, tmp_path, data=data)
     assert result.returncode == 1 and "not found by getent" in result.stdout
     assert {row[1] for row in associations(slurm) if row[0] == "research"} == {"", CAROL, ERIN}
+
+
+def test_a_user_name_in_upper_case_is_added_once(slurm, tmp_path):
+    """A group member whose name has capitals: sacctmgr stores it in lower case, which the program
+    compares with, so a second run changes nothing (no add and delete on every run)."""
+    subprocess.run(["gpasswd", "-a", GRACE, RESEARCH_GROUP], check=True, capture_output=True)
+    try:
+        first = apply(slurm, TEAMS, tmp_path)
+        assert first.returncode == 0, first.stdout
+        assert ("research", GRACE.lower()) in {row[:2] for row in associations(slurm)}
+        second = apply(slurm, TEAMS, tmp_path)
+        assert second.returncode == 0 and second.stdout.strip().splitlines() == ["fmcluster-accounting: up to date"], \
+            second.stdout
+    finally:
+        subprocess.run(["gpasswd", "-d", GRACE, RESEARCH_GROUP], capture_output=True)
+    assert apply(slurm, TEAMS, tmp_path).returncode == 0
+    assert ("research", GRACE.lower()) not in {row[:2] for row in associations(slurm)}
+
+
+def test_a_removed_team_stays_on_the_slurmdbds_other_clusters(slurm, tmp_path):
+    """A slurmdbd shared with another cluster: a team removed from this cluster's spec loses its
+    associations on this cluster only (ClusterName), and the account stays for the other."""
+    other = f"{TAG}-other".replace("-", "")
+    assert apply(slurm, TEAMS, tmp_path).returncode == 0
+    slurm.run("sacctmgr", "-i", "add", "cluster", other)
+    try:
+        slurm.run("sacctmgr", "-i", "add", "account", "research", f"cluster={other}", check=False)
+        assert slurm.run("sacctmgr", "-Pn", "show", "assoc", f"cluster={other}", "account=research",
+                         "format=account").stdout.split()
+        result = apply(slurm, TEAMS[:1], tmp_path)
+        assert result.returncode == 0, result.stdout
+        assert not slurm.run("sacctmgr", "-Pn", "show", "assoc", f"cluster={slurm.cluster}", "account=research",
+                             "format=account").stdout.split()
+        assert slurm.run("sacctmgr", "-Pn", "show", "assoc", f"cluster={other}", "account=research",
+                         "format=account").stdout.split()
+        assert "research" in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
+    finally:
+        slurm.run("sacctmgr", "-i", "delete", "cluster", other, check=False)
+    # no cluster has it any more: the next run removes the account itself
+    assert apply(slurm, TEAMS[:1], tmp_path).returncode == 0
+    assert "research" not in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
 
 
 def test_an_unreadable_file_is_refused_before_any_change(slurm, tmp_path):

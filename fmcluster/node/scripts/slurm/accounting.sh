@@ -8,10 +8,11 @@
 #   partition NAME ACCOUNT             a dedicated node group's partition: only ACCOUNT may use it
 #                                      (AllowAccounts, set with scontrol where slurm.conf does not)
 # Only what differs is changed, so a second run changes nothing. The accounts it manages carry
-# Organization=fmcluster: such an account that FILE no longer names is removed, with its users'
-# associations, and so is a user's association FILE no longer has. Slurm refuses to remove an
-# association that has jobs running or pending: that removal fails, is reported, and is made by
-# the next run after the jobs have ended. Other accounts (root, an administrator's own) and other
+# Organization=fmcluster: such an account that FILE no longer names is removed from this cluster
+# (ClusterName: a slurmdbd's other clusters keep theirs), with its users' associations, and then
+# itself once no cluster has it; so is a user's association FILE no longer has. Slurm refuses to
+# remove an association that has jobs running or pending: that removal fails, is reported, and is
+# made by the next run after the jobs have ended. Other accounts (root, an administrator's own) and other
 # QOSes are left alone. A group that cannot be looked up removes nobody from its team.
 # Exit 0: all applied; 1: a change failed (the rest was still made); 2: FILE unusable.
 # Settings: SLURM_BIN (where sacctmgr and scontrol are: Slurm's commands are on no PATH of a
@@ -43,13 +44,15 @@ apply() {
 }
 
 # group_members GROUP: its members, one a line: the group's own list and the users whose
-# primary group it is (getent group lists only the former)
+# primary group it is (getent group lists only the former), in lower case
 group_members() {
   local entry gid
   entry=$("$GETENT" group "$1") || return 1
   gid=$(cut -d: -f3 <<<"$entry")
-  cut -d: -f4 <<<"$entry" | tr ',' '\n' | sed '/^$/d'
-  "$GETENT" passwd | awk -F: -v gid="$gid" '$4 == gid { print $1 }'
+  {
+    cut -d: -f4 <<<"$entry" | tr ',' '\n' | sed '/^$/d'
+    "$GETENT" passwd | awk -F: -v gid="$gid" '$4 == gid { print $1 }'
+  } | tr '[:upper:]' '[:lower:]' # as sacctmgr stores user names
 }
 
 if [[ -z $FILE || ! -r $FILE ]]; then
@@ -80,7 +83,7 @@ while read -r kind a b c d e rest; do
       accounts+=("$a")
       account_line[$a]="$b|${c#-}|$(sorted <<<"$d")|$e"
       ;;
-    member) wanted["$a|$b"]=1 ;;
+    member) wanted["$a|${b,,}"]=1 ;;
     partition) allow[$a]=$b ;;
     group)
       if members=$(group_members "$b"); then
@@ -174,7 +177,9 @@ done
 # --- the accounts fmcluster made that the spec no longer has
 for account in "${!organization[@]}"; do
   [[ ${organization[$account]} == "$MARK" && -z ${account_line[$account]+x} ]] || continue
-  apply delete account where "name=$account"
+  [[ -z ${have_account[$account]+x} ]] || apply delete account where "name=$account" "cluster=$CLUSTER"
+  # the account itself once no cluster of the slurmdbd has it any more
+  [[ -z $(query show assoc "account=$account" format=cluster) ]] && apply delete account where "name=$account"
 done
 
 # --- the partitions of dedicated node groups: their one account
