@@ -247,6 +247,27 @@ def test_a_removed_team_stays_on_the_slurmdbds_other_clusters(slurm, tmp_path):
     assert "research" not in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
 
 
+def test_another_node_making_the_same_changes_first_is_no_failure(slurm, tmp_path):
+    """Several login nodes (AWS PCS) run the program at once: another may make a change between
+    this run's query and its own. Here every change is made first by "the other node" (the real
+    sacctmgr, run once more before this run's own call): the run still succeeds, and the state is
+    the spec's."""
+    assert apply(slurm, TEAMS[:1], tmp_path).returncode == 0
+    bin_dir = tmp_path / "race"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").symlink_to(find("scontrol"))
+    (bin_dir / "sacctmgr").write_text(f'#!/bin/bash\nif [[ $1 == --immediate ]]; then "{find("sacctmgr")}" "$@" '
+                                      f'>/dev/null 2>&1; fi\nexec "{find("sacctmgr")}" "$@"\n')
+    (bin_dir / "sacctmgr").chmod(0o755)
+    path = tmp_path / "teams"
+    for teams in (TEAMS, TEAMS[:1]):
+        path.write_text(accounting.data(model(teams).teams))
+        raced = subprocess.run(["bash", str(PROGRAM), str(path)], env={**slurm.env, "SLURM_BIN": str(bin_dir)},
+                               capture_output=True, text=True, timeout=120)
+        assert raced.returncode == 0 and "already so" in raced.stdout, raced.stdout
+        assert apply(slurm, teams, tmp_path).stdout.strip().endswith("up to date")
+
+
 def test_an_unreadable_file_is_refused_before_any_change(slurm, tmp_path):
     result = subprocess.run(["bash", str(PROGRAM), str(tmp_path / "missing")],
                             env={**slurm.env, "SLURM_BIN": "/usr/bin"}, capture_output=True, text=True, timeout=30)

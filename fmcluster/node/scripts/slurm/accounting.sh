@@ -31,12 +31,17 @@ log() { printf 'fmcluster-accounting: %s\n' "$*"; }
 query() { "$SACCTMGR" --noheader --parsable2 "$@"; }
 sorted() { tr ',' '\n' | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -; }
 
-# apply ARGS...: one change, said and made (sacctmgr --immediate: without asking), counted
+# apply ARGS...: one change, said and made (sacctmgr --immediate: without asking), counted. Where
+# several nodes run the program at once (the login nodes of AWS PCS), another may have made the
+# same change between this run's query and its change: sacctmgr then finds nothing to add, modify
+# or delete, which is said and not counted as a failure.
 apply() {
   local out
   log "$*"
   if out=$("$SACCTMGR" --immediate "$@" 2>&1); then
     changes=$((changes + 1))
+  elif grep -Eq '^ *Nothing (new added|modified|deleted)' <<<"$out"; then
+    log "already so (another run made it): ${out//$'\n'/ }"
   else
     log "failed: ${out//$'\n'/ }"
     failures=$((failures + 1))
