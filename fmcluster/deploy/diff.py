@@ -272,6 +272,8 @@ def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any]
         _file_system(change, props_old, props_new)
     elif new["Type"] == PCS_CLUSTER:
         _pcs_cluster(change, props_old, props_new)
+    if new["Type"] == HYPERPOD_CLUSTER:
+        _hyperpod_cluster(change, props_old, props_new)
     elif schema.legacy:
         nested = [p for p in change.paths if not p.startswith(("DeletionPolicy", "UpdateReplacePolicy", "Condition"))
                   and ("." in p or "[" in p) and not p.startswith("Tags")]
@@ -298,6 +300,33 @@ def _pcs_cluster(change: Change, old: Mapping[str, Any], new: Mapping[str, Any])
         change.reasons = ["Slurm accounting goes off (the spec has no teams any more): AWS PCS cannot turn "
                           "accounting off on a cluster that has it, so the update fails; keep a team, or "
                           "deploy a new cluster"]
+
+
+HYPERPOD_CLUSTER = "AWS::SageMaker::Cluster"
+
+
+def _slurm_accounting_database(props: Mapping[str, Any]) -> bool:
+    slurm = props.get("Orchestrator", {}).get("Slurm", {}) if isinstance(props, Mapping) else {}
+    return isinstance(slurm, Mapping) and bool(slurm.get("AccountingDatabase"))
+
+
+def _hyperpod_cluster(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """A HyperPod Slurm cluster whose accounting database goes away, or whose node provisioning
+    leaves Continuous (the teams removed): the update fails. SageMaker HyperPod's documentation
+    says an external accounting database, once attached, cannot be detached, and takes it only in
+    continuous provisioning."""
+    reasons = []
+    if _slurm_accounting_database(old) and not _slurm_accounting_database(new):
+        reasons.append("the Slurm accounting database goes away (the spec has no teams any more): HyperPod "
+                       "cannot detach an accounting database from a cluster, so the update fails; keep a "
+                       "team, or deploy a new cluster")
+    before, after = old.get("NodeProvisioningMode"), new.get("NodeProvisioningMode")
+    if before == "Continuous" and after != "Continuous":
+        reasons.append(f"NodeProvisioningMode goes from Continuous to {after or 'the default'}: a cluster with an "
+                       "accounting database stays in continuous provisioning, so the update fails; keep a "
+                       "team (or the storage key), or deploy a new cluster")
+    if reasons:
+        change.action, change.reasons = FAILS, reasons
 
 
 def _file_system(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:

@@ -44,7 +44,7 @@ def run(model: ClusterModel, directory: str | Path, team: str | None = None) -> 
     chosen = model.team(team) if team is not None else (model.teams[0] if model.teams else None)
     groups, left = kit_groups(model, chosen)
     left_out = tuple(item.line for item in left)
-    if not groups and left:
+    if not groups and left and chosen is not None:  # (without teams, no group is left out)
         return JobsReport(out, (), f"team {chosen.name} cannot hold any GPU node group whole, and each acceptance "
                           "job asks for every node of its group: no job to write", hint="\n  ".join(left_out),
                           left_out=left_out)

@@ -99,7 +99,7 @@ USAGE_PATH = f"{FMCLUSTER_LIB}/collect-accounts"
 # login node (AWS PCS) and the controller (HyperPod) run with observability on
 USAGE_DIR = "/var/lib/fmcluster/textfile-slurm"
 USAGE_UNIT = "fmcluster-collect-accounts"
-APPLIED_PATH = "/var/lib/fmcluster/accounting.applied"  # the digest of the data last applied in full
+APPLIED_PATH = "/var/lib/fmcluster/accounting.applied"  # the digest of the data last applied in full (for its log)
 UNIT = "fmcluster-accounting"
 SYNC_MINUTES = 5
 
@@ -111,7 +111,10 @@ def parameter_name(cluster: str) -> str:
 
 SYNC = """#!/bin/bash
 # fmcluster-accounting-sync: the teams' data from the SSM parameter, applied by fmcluster-accounting
-# when it differs from what was last applied in full (its digest), or when that apply failed.
+# on every run: the program is idempotent (a run with nothing to change only queries), and what it
+# applies is more than the data: the members of Linux groups, as getent resolves them now, and the
+# AllowAccounts a slurmctld restart resets. The digest of the data applied in full is kept only
+# to say when the data changed.
 set -uo pipefail
 root="${FMCLUSTER_ROOT:-}"
 data=$(aws ssm get-parameter --region "$REGION" --name "$PARAMETER" --query Parameter.Value --output text) || {
@@ -119,8 +122,8 @@ data=$(aws ssm get-parameter --region "$REGION" --name "$PARAMETER" --query Para
   exit 1
 }
 digest=$(printf '%s\\n' "$data" | sha256sum | cut -d' ' -f1)
-if [[ -f $root$APPLIED && $(<"$root$APPLIED") == "$digest" ]]; then
-  exit 0
+if [[ ! -f $root$APPLIED || $(<"$root$APPLIED") != "$digest" ]]; then
+  echo "fmcluster-accounting: teams data $digest from $PARAMETER"
 fi
 mkdir -p "$(dirname "$root$TEAMS")" "$(dirname "$root$APPLIED")"
 printf '%s\\n' "$data" >"$root$TEAMS.new" && mv "$root$TEAMS.new" "$root$TEAMS"
@@ -158,7 +161,7 @@ def units(slurm_bin: str = "/usr/bin") -> dict[str, str]:
             "After=network-online.target\nWants=network-online.target\n\n"
             f"[Service]\nType=oneshot\nExecStart={SYNC_PATH}\n"),
         f"{UNIT}.timer": (
-            "[Unit]\nDescription=fmcluster: apply the teams' Slurm accounting when they change\n\n"
+            "[Unit]\nDescription=fmcluster: apply the teams' Slurm accounting (every few minutes)\n\n"
             f"[Timer]\nOnBootSec=2min\nOnUnitActiveSec={SYNC_MINUTES}min\n\n[Install]\nWantedBy=timers.target\n"),
     }
 
@@ -195,7 +198,8 @@ def install_script(*, parameter: str, region: str, slurm_bin: str, slurm_conf: s
     """What a login node (AWS PCS) or the controller (HyperPod) runs at boot: installs
     fmcluster-accounting, its sync and the timer that runs the sync, then syncs once. The teams
     are not in it (they are in the SSM parameter), so a change of the teams changes no node: the
-    timer applies it within SYNC_MINUTES minutes, and retries a failed first apply (the script
+    timer applies it within SYNC_MINUTES minutes (and every run resolves the groups' members and
+    sets AllowAccounts again), and retries a failed first apply (the script
     says so and succeeds: the node works without it). `slurm_conf`: the controller's slurm.conf,
     given SLURM_SETTINGS (HyperPod; PCS keeps its own)."""
     q = shlex.quote

@@ -406,6 +406,24 @@ TEAMS_NOTE = ("A team is guaranteed its GPUs (a Kueue nominal quota; on Slurm it
               "more that others leave idle, up to 'at most'; others may use what it 'lends' while it is idle, "
               "and give it back by preemption. Hourly figures are at On-Demand list prices, the rate to "
               "charge a team back at, whatever the capacity was bought as.")
+# Slurm's GPU limit is GrpTRES, one per account: the sum of 'at most' over the team's GPU groups
+SLURM_TEAMS_NOTE = ("On Slurm 'at most' is one limit per team, summed over its GPU groups (GrpTRES is per "
+                    "account, not per node group).")
+# fmcluster.node.accounting.PCS_SETTINGS: PCS lets fmcluster set neither PreemptType nor AccountingStorageTRES
+PCS_TEAMS_NOTE = ("On AWS PCS fmcluster cannot set PreemptType or AccountingStorageTRES: borrowed GPUs are "
+                  "given back by preemption only where PCS's own slurm.conf preempts by QOS (else when the "
+                  "borrowing jobs end), and 'at most' holds only where it tracks gres/gpu.")
+
+
+def teams_note(plan: Plan) -> str:
+    """TEAMS_NOTE, with what Slurm, and AWS PCS in particular, changes of it."""
+    kind = plan.control_plane.type
+    note = TEAMS_NOTE
+    if kind in ("pcs", "hyperpod-slurm"):
+        note += " " + SLURM_TEAMS_NOTE
+    if kind == "pcs":
+        note += " " + PCS_TEAMS_NOTE
+    return note
 
 
 def _range(low: float, high: float) -> str:
@@ -568,7 +586,7 @@ def render_text(plan: Plan) -> str:
         out += _section(title, body + [wrapped for line in own_image_lines(plan) for wrapped in paragraph(line)])
     if plan.teams:
         out += _section("Teams (GPUs at each group's maximum size)", text_table(team_rows(plan))
-                        + paragraph(TEAMS_NOTE))
+                        + paragraph(teams_note(plan)))
     out += _section("Stacks", text_table([[s.name, s.contents + (" [termination protection]"
                                                                 if s.termination_protection else "")]
                                           for s in plan.stacks]))
@@ -705,7 +723,7 @@ def render_markdown(plan: Plan) -> str:
            "#### Control plane and observability", "", f"- {control_plane_line(plan)}",
            f"- {observability_line(plan)}", "",
            *_images_markdown(plan),
-           *(["#### Teams", "", *md_table(team_rows(plan)), "", TEAMS_NOTE, ""] if plan.teams else []),
+           *(["#### Teams", "", *md_table(team_rows(plan)), "", teams_note(plan), ""] if plan.teams else []),
            "#### Stacks", "", *md_table([["stack", "contents", "termination protection"],
                                          *[[f"`{s.name}`", s.contents, "yes" if s.termination_protection else "no"]
                                            for s in plan.stacks]]), "",

@@ -850,3 +850,24 @@ def test_a_home_added_or_changed_on_hyperpod_slurm_says_the_nodes_need_replacing
     report = diff.run(validated(hyperpod), validated(with_home), synthesize=lambda spec: {})
     out, _ = diff.render(report)
     assert "note: the shared home (storage.home) is added on SageMaker HyperPod" in out
+
+
+def test_hyperpod_accounting_database_cannot_be_removed():
+    """Removing every team from a HyperPod Slurm spec drops the accounting database and continuous
+    provisioning, which HyperPod cannot revert: UPDATE FAILS."""
+    def cluster(database, mode):
+        slurm = {"AccountingDatabase": {"Endpoint": "db", "Port": 3306, "Name": "slurm_acct_db",
+                                        "SecretArn": "arn:aws:secretsmanager:us-east-1:1:secret:s"}} if database else {}
+        props = {"ClusterName": "c", "InstanceGroups": [], "Orchestrator": {"Slurm": slurm}}
+        if mode:
+            props["NodeProvisioningMode"] = mode
+        return {"c": {"Resources": {"Cluster": {"Type": "AWS::SageMaker::Cluster", "Properties": props}}}}
+
+    off = changes(diff.compare(cluster(True, "Continuous"), cluster(False, None), "us-east-1"))["Cluster"]
+    assert off.action == diff.FAILS
+    assert any("cannot detach an accounting database" in r for r in off.reasons)
+    assert any("NodeProvisioningMode goes from Continuous" in r for r in off.reasons)
+    mode = changes(diff.compare(cluster(False, "Continuous"), cluster(False, None), "us-east-1"))["Cluster"]
+    assert mode.action == diff.FAILS
+    on = changes(diff.compare(cluster(False, "Continuous"), cluster(True, "Continuous"), "us-east-1"))["Cluster"]
+    assert on.action != diff.FAILS

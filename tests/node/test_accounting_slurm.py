@@ -30,6 +30,7 @@ PROGRAM = accounting.PROGRAM
 TAG = "fmt" + uuid.uuid4().hex[:5]  # the users and group of this run, never someone's
 ALICE, BOB, CAROL, DAVE, ERIN, FRANK = (f"{TAG}-{n}" for n in ("alice", "bob", "carol", "dave", "erin", "frank"))
 RESEARCH_GROUP = f"{TAG}-research"
+GRACE = f"{TAG}-Grace"  # upper case, which Linux allows and sacctmgr stores in lower case
 
 
 def model(teams: list[dict]):
@@ -49,14 +50,14 @@ def users_and_group():
     """The module's users and group: carol a member of the research group (its list), erin a user
     whose primary group it is (not in getent's list), dave in no team."""
     subprocess.run(["groupadd", RESEARCH_GROUP], check=True)
-    for user in (ALICE, BOB, CAROL, DAVE, FRANK):
+    for user in (ALICE, BOB, CAROL, DAVE, FRANK, GRACE):
         subprocess.run(["useradd", "-M", "-N", "-s", "/bin/sh", user], check=True)
     subprocess.run(["useradd", "-M", "-g", RESEARCH_GROUP, "-s", "/bin/sh", ERIN], check=True)
     subprocess.run(["gpasswd", "-a", CAROL, RESEARCH_GROUP], check=True, capture_output=True)
 
 
 def remove_users_and_group():
-    for user in (ALICE, BOB, CAROL, DAVE, ERIN, FRANK):
+    for user in (ALICE, BOB, CAROL, DAVE, ERIN, FRANK, GRACE):
         subprocess.run(["userdel", user], capture_output=True)
     subprocess.run(["groupdel", RESEARCH_GROUP], capture_output=True)
 
@@ -205,16 +206,80 @@ def test_a_group_that_cannot_be_looked_up_removes_nobody(slurm, tmp_path):
     assert {row[1] for row in associations(slurm) if row[0] == "research"} == {"", CAROL, ERIN}
 
 
+def test_a_user_name_in_upper_case_is_added_once(slurm, tmp_path):
+    """A group member whose name has capitals: sacctmgr stores it in lower case, which the program
+    compares with, so a second run changes nothing (no add and delete on every run)."""
+    subprocess.run(["gpasswd", "-a", GRACE, RESEARCH_GROUP], check=True, capture_output=True)
+    try:
+        first = apply(slurm, TEAMS, tmp_path)
+        assert first.returncode == 0, first.stdout
+        assert ("research", GRACE.lower()) in {row[:2] for row in associations(slurm)}
+        second = apply(slurm, TEAMS, tmp_path)
+        assert second.returncode == 0 and second.stdout.strip().splitlines() == ["fmcluster-accounting: up to date"], \
+            second.stdout
+    finally:
+        subprocess.run(["gpasswd", "-d", GRACE, RESEARCH_GROUP], capture_output=True)
+    assert apply(slurm, TEAMS, tmp_path).returncode == 0
+    assert ("research", GRACE.lower()) not in {row[:2] for row in associations(slurm)}
+
+
+def test_a_removed_team_stays_on_the_slurmdbds_other_clusters(slurm, tmp_path):
+    """A slurmdbd shared with another cluster: a team removed from this cluster's spec loses its
+    associations on this cluster only (ClusterName), and the account stays for the other."""
+    other = f"{TAG}-other".replace("-", "")
+    assert apply(slurm, TEAMS, tmp_path).returncode == 0
+    slurm.run("sacctmgr", "-i", "add", "cluster", other)
+    try:
+        slurm.run("sacctmgr", "-i", "add", "account", "research", f"cluster={other}", check=False)
+        assert slurm.run("sacctmgr", "-Pn", "show", "assoc", f"cluster={other}", "account=research",
+                         "format=account").stdout.split()
+        result = apply(slurm, TEAMS[:1], tmp_path)
+        assert result.returncode == 0, result.stdout
+        assert not slurm.run("sacctmgr", "-Pn", "show", "assoc", f"cluster={slurm.cluster}", "account=research",
+                             "format=account").stdout.split()
+        assert slurm.run("sacctmgr", "-Pn", "show", "assoc", f"cluster={other}", "account=research",
+                         "format=account").stdout.split()
+        assert "research" in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
+    finally:
+        slurm.run("sacctmgr", "-i", "delete", "cluster", other, check=False)
+    # no cluster has it any more: the next run removes the account itself
+    assert apply(slurm, TEAMS[:1], tmp_path).returncode == 0
+    assert "research" not in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
+
+
+def test_another_node_making_the_same_changes_first_is_no_failure(slurm, tmp_path):
+    """Several login nodes (AWS PCS) run the program at once: another may make a change between
+    this run's query and its own. Here every change is made first by "the other node" (the real
+    sacctmgr, run once more before this run's own call): the run still succeeds, and the state is
+    the spec's."""
+    assert apply(slurm, TEAMS[:1], tmp_path).returncode == 0
+    bin_dir = tmp_path / "race"
+    bin_dir.mkdir()
+    (bin_dir / "scontrol").symlink_to(find("scontrol"))
+    (bin_dir / "sacctmgr").write_text(f'#!/bin/bash\nif [[ $1 == --immediate ]]; then "{find("sacctmgr")}" "$@" '
+                                      f'>/dev/null 2>&1; fi\nexec "{find("sacctmgr")}" "$@"\n')
+    (bin_dir / "sacctmgr").chmod(0o755)
+    path = tmp_path / "teams"
+    for teams in (TEAMS, TEAMS[:1]):
+        path.write_text(accounting.data(model(teams).teams))
+        raced = subprocess.run(["bash", str(PROGRAM), str(path)], env={**slurm.env, "SLURM_BIN": str(bin_dir)},
+                               capture_output=True, text=True, timeout=120)
+        assert raced.returncode == 0 and "already so" in raced.stdout, raced.stdout
+        assert apply(slurm, teams, tmp_path).stdout.strip().endswith("up to date")
+
+
 def test_an_unreadable_file_is_refused_before_any_change(slurm, tmp_path):
     result = subprocess.run(["bash", str(PROGRAM), str(tmp_path / "missing")],
                             env={**slurm.env, "SLURM_BIN": "/usr/bin"}, capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and "usage" in result.stdout
 
 
-def test_the_sync_applies_the_parameter_only_when_it_changes(slurm, tmp_path):
+def test_the_sync_applies_the_parameter_on_every_run(slurm, tmp_path):
     """fmcluster-accounting-sync with the real program, under FMCLUSTER_ROOT, the SSM parameter
-    a stand-in `aws` that prints a file (the cloud is the one thing faked): a first sync applies,
-    a second with the same data runs nothing, changed data is applied."""
+    a stand-in `aws` that prints a file (the cloud is the one thing faked): a first sync applies;
+    a second with the same data still runs the program, so a person added to a team's Linux group
+    since is added, and a partition's AllowAccounts reset (a slurmctld restart on HyperPod) is set
+    again; changed data is applied."""
     root, bin_dir, value = tmp_path / "root", tmp_path / "bin", tmp_path / "parameter"
     (root / accounting.PROGRAM_PATH.lstrip("/")).parent.mkdir(parents=True)
     (root / accounting.PROGRAM_PATH.lstrip("/")).write_text(accounting.program())
@@ -231,15 +296,27 @@ def test_the_sync_applies_the_parameter_only_when_it_changes(slurm, tmp_path):
         return subprocess.run(["bash", str(sync)], env=env, capture_output=True, text=True, timeout=120)
 
     value.write_text(accounting.data(model(TEAMS).teams).rstrip("\n"))  # as the CLI's text output gives it
-    assert run().returncode == 0
+    first = run()
+    assert first.returncode == 0 and "teams data" in first.stdout, first.stdout
     applied = (root / accounting.APPLIED_PATH.lstrip("/")).read_text()
     again = run()
-    assert again.returncode == 0 and again.stdout == ""  # nothing run
+    assert again.returncode == 0 and again.stdout.strip().splitlines() == ["fmcluster-accounting: up to date"]
+    subprocess.run(["gpasswd", "-a", DAVE, RESEARCH_GROUP], check=True, capture_output=True)
+    try:
+        slurm.run("scontrol", "update", "PartitionName=evals", "AllowAccounts=ALL")
+        joined = run()
+        assert joined.returncode == 0, joined.stdout
+        assert ("research", DAVE) in {row[:2] for row in associations(slurm)}
+        assert "AllowAccounts=pretrain " in slurm.run("scontrol", "-o", "show", "partition", "evals").stdout
+        assert submit(slurm, DAVE, "-A", "research", "-p", "gpu").returncode == 0
+    finally:
+        subprocess.run(["gpasswd", "-d", DAVE, RESEARCH_GROUP], capture_output=True)
     value.write_text(accounting.data(model([{**TEAMS[0], "gpus": {"gpu": 4}}, TEAMS[1]]).teams))
     changed = run()
     assert changed.returncode == 0 and "modify account" in changed.stdout
     assert (root / accounting.APPLIED_PATH.lstrip("/")).read_text() != applied
     assert ("pretrain", "", "12", "", "high,low,normal", "high") in associations(slurm)
+    assert ("research", DAVE) not in {row[:2] for row in associations(slurm)}
 
 
 def test_the_slurm_collector_counts_gpus_per_team_and_user(slurm, tmp_path):

@@ -570,6 +570,10 @@ def test_each_team_shows_its_gpus_and_their_hourly_cost():
     text = plan_render.render_text(made)
     assert "\nTeams (GPUs at each group's maximum size)\n" in text
     assert max(len(line) for line in text.splitlines()) <= 100
+    # PCS: fmcluster sets no PreemptType there, and the GPU limit is one per account
+    flat = " ".join(text.split())
+    assert "cannot set PreemptType" in flat and "summed over its GPU groups" in flat
+    assert "cannot set PreemptType" in plan_render.render_markdown(made)
 
 
 def test_hyperpod_teams_cost_is_unknown_and_dedicated_groups_are_shown():
@@ -577,6 +581,8 @@ def test_hyperpod_teams_cost_is_unknown_and_dedicated_groups_are_shown():
     pretrain, evals = made.teams
     assert pretrain.guaranteed_hourly_usd is None and evals.dedicated == ["eval"]
     assert [g.burst_gpus for g in pretrain.node_groups] == [128, 0], "another team's group is never borrowed"
+    flat = " ".join(plan_render.render_text(made).split())
+    assert "summed over its GPU groups" in flat and "PreemptType" not in flat
 
 
 def test_a_spec_without_teams_has_no_teams_section():

@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 import pytest
 
@@ -128,12 +128,14 @@ def slurmdbd_service(database: AccountingDatabase, port: int):
     return start
 
 
-def accounting(database: AccountingDatabase, *, enforce: bool = True) -> dict:
+def accounting(database: AccountingDatabase, *, enforce: bool = True,
+               settings: Mapping[str, str] = SLURM_SETTINGS) -> dict:
     """SlurmCluster arguments for a cluster with accounting in `database`: slurmdbd started before
-    slurmctld, and the slurm.conf settings of a cluster with teams (fmcluster.node.accounting's)."""
+    slurmctld, and the slurm.conf settings of a cluster with teams (fmcluster.node.accounting's,
+    or `settings`: those fmcluster sets on AWS PCS)."""
     port = free_ports(1)[0]
 
     extra = ["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
              f"AccountingStoragePort={port}",
-             *(f"{k}={v}" for k, v in SLURM_SETTINGS.items() if enforce or k != "AccountingStorageEnforce")]
+             *(f"{k}={v}" for k, v in settings.items() if enforce or k != "AccountingStorageEnforce")]
     return {"services": [slurmdbd_service(database, port)], "extra": extra}

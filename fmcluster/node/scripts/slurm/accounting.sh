@@ -8,10 +8,11 @@
 #   partition NAME ACCOUNT             a dedicated node group's partition: only ACCOUNT may use it
 #                                      (AllowAccounts, set with scontrol where slurm.conf does not)
 # Only what differs is changed, so a second run changes nothing. The accounts it manages carry
-# Organization=fmcluster: such an account that FILE no longer names is removed, with its users'
-# associations, and so is a user's association FILE no longer has. Slurm refuses to remove an
-# association that has jobs running or pending: that removal fails, is reported, and is made by
-# the next run after the jobs have ended. Other accounts (root, an administrator's own) and other
+# Organization=fmcluster: such an account that FILE no longer names is removed from this cluster
+# (ClusterName: a slurmdbd's other clusters keep theirs), with its users' associations, and then
+# itself once no cluster has it; so is a user's association FILE no longer has. Slurm refuses to
+# remove an association that has jobs running or pending: that removal fails, is reported, and is
+# made by the next run after the jobs have ended. Other accounts (root, an administrator's own) and other
 # QOSes are left alone. A group that cannot be looked up removes nobody from its team.
 # Exit 0: all applied; 1: a change failed (the rest was still made); 2: FILE unusable.
 # Settings: SLURM_BIN (where sacctmgr and scontrol are: Slurm's commands are on no PATH of a
@@ -30,12 +31,17 @@ log() { printf 'fmcluster-accounting: %s\n' "$*"; }
 query() { "$SACCTMGR" --noheader --parsable2 "$@"; }
 sorted() { tr ',' '\n' | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -; }
 
-# apply ARGS...: one change, said and made (sacctmgr --immediate: without asking), counted
+# apply ARGS...: one change, said and made (sacctmgr --immediate: without asking), counted. Where
+# several nodes run the program at once (the login nodes of AWS PCS), another may have made the
+# same change between this run's query and its change: sacctmgr then finds nothing to add, modify
+# or delete, which is said and not counted as a failure.
 apply() {
   local out
   log "$*"
   if out=$("$SACCTMGR" --immediate "$@" 2>&1); then
     changes=$((changes + 1))
+  elif grep -Eq '^ *Nothing (new added|modified|deleted)' <<<"$out"; then
+    log "already so (another run made it): ${out//$'\n'/ }"
   else
     log "failed: ${out//$'\n'/ }"
     failures=$((failures + 1))
@@ -43,13 +49,15 @@ apply() {
 }
 
 # group_members GROUP: its members, one a line: the group's own list and the users whose
-# primary group it is (getent group lists only the former)
+# primary group it is (getent group lists only the former), in lower case
 group_members() {
   local entry gid
   entry=$("$GETENT" group "$1") || return 1
   gid=$(cut -d: -f3 <<<"$entry")
-  cut -d: -f4 <<<"$entry" | tr ',' '\n' | sed '/^$/d'
-  "$GETENT" passwd | awk -F: -v gid="$gid" '$4 == gid { print $1 }'
+  {
+    cut -d: -f4 <<<"$entry" | tr ',' '\n' | sed '/^$/d'
+    "$GETENT" passwd | awk -F: -v gid="$gid" '$4 == gid { print $1 }'
+  } | tr '[:upper:]' '[:lower:]' # as sacctmgr stores user names
 }
 
 if [[ -z $FILE || ! -r $FILE ]]; then
@@ -80,7 +88,7 @@ while read -r kind a b c d e rest; do
       accounts+=("$a")
       account_line[$a]="$b|${c#-}|$(sorted <<<"$d")|$e"
       ;;
-    member) wanted["$a|$b"]=1 ;;
+    member) wanted["$a|${b,,}"]=1 ;;
     partition) allow[$a]=$b ;;
     group)
       if members=$(group_members "$b"); then
@@ -122,14 +130,27 @@ while IFS='|' read -r account user shares grptres qos default; do
   fi
 done < <(query show assoc "cluster=$CLUSTER" format=account,user,fairshare,grptres,qos,defaultqos)
 
+# GrpTRES=gres/gpu=N only where Slurm tracks gres/gpu (AccountingStorageTRES): elsewhere (AWS PCS,
+# whose slurm.conf fmcluster does not set) sacctmgr refuses every limit on it, so the account is
+# made without it and the limit skipped, said once a run
+gpu_tracked=0
+query show tres format=type,name | grep -qx 'gres|gpu' && gpu_tracked=1
 for a in "${accounts[@]}"; do
   IFS='|' read -r shares grptres qos default <<<"${account_line[$a]}"
+  if [[ -n $grptres ]] && ((!gpu_tracked)); then
+    log "account $a: GrpTRES=$grptres skipped: this Slurm does not track gres/gpu (AccountingStorageTRES)"
+    grptres=""
+    account_line[$a]="$shares||$qos|$default"
+  fi
   if [[ -z ${have_account[$a]+x} ]]; then
     apply add account "$a" "Cluster=$CLUSTER" "Organization=$MARK" "Description=fmcluster team $a" \
-      "Fairshare=$shares" ${grptres:+"GrpTRES=$grptres"} "QOS=$qos" "DefaultQOS=$default"
+      "Fairshare=$shares" "QOS=$qos" "DefaultQOS=$default"
+    [[ -z $grptres ]] || apply modify account where "name=$a" "cluster=$CLUSTER" set "GrpTRES=$grptres"
   elif [[ ${have_account[$a]} != "${account_line[$a]}" ]]; then
+    limit=()
+    ((gpu_tracked)) && limit=("GrpTRES=${grptres:-gres/gpu=-1}")
     apply modify account where "name=$a" "cluster=$CLUSTER" set "Fairshare=$shares" \
-      "GrpTRES=${grptres:-gres/gpu=-1}" "QOS=$qos" "DefaultQOS=$default"
+      "${limit[@]}" "QOS=$qos" "DefaultQOS=$default"
   fi
   if [[ ${organization[$a]:-$MARK} != "$MARK" ]]; then
     log "account $a exists and is not fmcluster's (Organization=${organization[$a]}): its users are still managed"
@@ -161,7 +182,9 @@ done
 # --- the accounts fmcluster made that the spec no longer has
 for account in "${!organization[@]}"; do
   [[ ${organization[$account]} == "$MARK" && -z ${account_line[$account]+x} ]] || continue
-  apply delete account where "name=$account"
+  [[ -z ${have_account[$account]+x} ]] || apply delete account where "name=$account" "cluster=$CLUSTER"
+  # the account itself once no cluster of the slurmdbd has it any more
+  [[ -z $(query show assoc "account=$account" format=cluster) ]] && apply delete account where "name=$account"
 done
 
 # --- the partitions of dedicated node groups: their one account
