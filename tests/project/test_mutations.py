@@ -36,6 +36,7 @@ import yaml
 
 from fmcluster.spec import loader
 from tests.support.paths import EXAMPLES_DIR, ROOT
+from tests.support.specs import leaves, replaced
 
 EXAMPLES = sorted((EXAMPLES_DIR).glob("*.yaml"))
 TIMEOUT_S = 240
@@ -51,26 +52,6 @@ SOURCE = re.compile(r"^ (?P<line>\d+) \| (?P<text>.*)$")
 CARET = re.compile(r"^ +\| (?P<pad> *)\^$")
 NOTE = re.compile(r"^  (hint|reason): \S.*$")
 VERDICT = re.compile(r"^(?P<file>.+?): (?:ok|(?P<n>\d+) errors?)$")
-
-
-def leaves(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from leaves(value, path + (key,))
-    elif isinstance(data, list):
-        for i, value in enumerate(data):
-            yield from leaves(value, path + (i,))
-    if path:
-        yield path  # mappings and lists are mutated as a whole too
-
-
-def replaced(data: Any, path: tuple[Any, ...], value: Any) -> Any:
-    out = copy.deepcopy(data)
-    node = out
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = value
-    return out
 
 
 def removed(data: Any, path: tuple[Any, ...]) -> Any:

@@ -5,7 +5,6 @@ what the user can change. Checked over the examples, mutated by values the rules
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Iterator
 
 import pytest
@@ -15,30 +14,10 @@ from fmcluster.spec import loader
 from fmcluster.spec.diagnostics import error
 from fmcluster.spec.rules import RULES, network
 from tests.support.paths import EXAMPLES_DIR
-from tests.support.specs import base_spec, to_yaml, with_
+from tests.support.specs import base_spec, leaves, replaced, to_yaml, with_
 
 PLANES = ("pcs", "hyperpod-slurm", "eks", "hyperpod-eks")
 CAPACITY = ("on-demand", "reservation", "capacity-block", "spot")
-
-
-def leaves(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from leaves(value, path + (key,))
-    elif isinstance(data, list):
-        for i, value in enumerate(data):
-            yield from leaves(value, path + (i,))
-    if path:
-        yield path
-
-
-def replaced(data: Any, path: tuple[Any, ...], value: Any) -> Any:
-    out = copy.deepcopy(data)
-    node = out
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = value
-    return out
 
 
 def mutations(data: dict[str, Any]) -> Iterator[dict[str, Any]]:

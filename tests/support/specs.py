@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import itertools
 import re
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -128,3 +128,25 @@ def validated(spec: dict) -> ClusterSpec:
 def findings(rule, spec: dict) -> list:
     """What one rule function yields for a spec (a list of Problems)."""
     return list(rule(validated(spec)))
+
+
+def leaves(data: Any, path: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
+    """Every path of a loaded spec, deepest first: each value, and each mapping and list as a whole."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield from leaves(value, path + (key,))
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            yield from leaves(value, path + (i,))
+    if path:
+        yield path
+
+
+def replaced(data: Any, path: tuple[Any, ...], value: Any) -> Any:
+    """A deep copy of `data` with the value at `path` (from `leaves`) replaced."""
+    out = copy.deepcopy(data)
+    node = out
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return out

@@ -22,9 +22,10 @@ from fmcluster_cdk.errors import ConstructError
 PORT = 3306
 DATABASE = "slurm_acct_db"  # slurmdbd's default StorageLoc, and HyperPod's default Name
 USER = "slurm"
-# the LTS release slurmdbd is tested against here, by its major version: RDS creates the current
-# minor release, and the automatic minor upgrades then keep it current without fighting the template
-ENGINE, ENGINE_VERSION = "mariadb", rds.MariaDbEngineVersion.VER_10_11.maria_db_major_version
+# the LTS release slurmdbd is tested against here, at the newest minor release cfn-lint's RDS data
+# lists (its E3691 refuses a bare major version). The automatic minor upgrades keep it current; a
+# template naming a minor RDS has retired would fail to create, so this moves with cfn-lint.
+ENGINE, ENGINE_VERSION = "mariadb", "10.11.19"
 INSTANCE_CLASS = "db.t4g.small"  # 2 vCPUs, 2 GiB: slurmdbd's database of one cluster
 STORAGE_GIB = 20
 BACKUP_RETENTION_DAYS = 7
