@@ -270,16 +270,17 @@ def _direct(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str, Any]
         change.reasons = [f"{cfn_schemas.dotted(p)} is create-only" for p in create_only]
     elif new["Type"] == FILE_SYSTEM:
         _file_system(change, props_old, props_new)
-    elif new["Type"] == PCS_CLUSTER:
-        _pcs_cluster(change, props_old, props_new)
-    if new["Type"] == HYPERPOD_CLUSTER:
-        _hyperpod_cluster(change, props_old, props_new)
     elif schema.legacy:
         nested = [p for p in change.paths if not p.startswith(("DeletionPolicy", "UpdateReplacePolicy", "Condition"))
                   and ("." in p or "[" in p) and not p.startswith("Tags")]
         if nested:
             change.action = MAY_REPLACE
             change.reasons = [f"the {new['Type']} schema does not say whether {p} can change in place" for p in nested]
+    # what the service refuses whatever the schema says: accounting that cannot be turned off
+    if new["Type"] == PCS_CLUSTER:
+        _pcs_cluster(change, props_old, props_new)
+    elif new["Type"] == HYPERPOD_CLUSTER:
+        _hyperpod_cluster(change, props_old, props_new)
     return change
 
 

@@ -27,8 +27,8 @@ import pytest
 from tests.support.paths import EXAMPLES, ROOT
 
 REGION = "us-east-1"
-SKIPPED_BY_MOTO = {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation", "AWS::PCS::Cluster",
-                   "AWS::PCS::ComputeNodeGroup", "AWS::PCS::Queue", "AWS::EC2::PlacementGroup",
+SKIPPED_BY_MOTO = {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation", "AWS::FSx::Volume",
+                   "AWS::PCS::Cluster", "AWS::PCS::ComputeNodeGroup", "AWS::PCS::Queue", "AWS::EC2::PlacementGroup",
                    "AWS::SageMaker::Cluster", "AWS::EKS::Cluster", "AWS::EKS::Nodegroup", "AWS::EKS::Addon",
                    "AWS::EKS::AccessEntry", "AWS::APS::Workspace", "AWS::APS::RuleGroupsNamespace",
                    "AWS::APS::Scraper", "AWS::Grafana::Workspace"} | {
