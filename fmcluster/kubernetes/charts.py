@@ -372,7 +372,7 @@ def lustre_volume(model: ClusterModel, file_system: Optional[FileSystem]) -> lis
         raise ValueError(f"{model.name} has a Lustre file system, but no id, DNS or mount name for it")
     return lustre_manifests(model.spec, file_system_id=file_system.id, dns_name=file_system.dns_name,
                             mount_name=file_system.mount_name,
-                            team_namespaces=tuple(kueue.team_queue(t)[0] for t in model.teams))
+                            team_namespaces=kueue.team_namespaces(model))
 
 
 def with_teams(model: ClusterModel) -> bool:
@@ -397,7 +397,7 @@ def home_volume(model: ClusterModel, file_system: Optional[FileSystem]) -> list[
     if file_system is None or not file_system.home_dns_name:
         raise ValueError(f"{model.name} has a shared home, but no DNS name for it")
     return home_manifests(model.spec, dns_name=file_system.home_dns_name,
-                          team_namespaces=tuple(kueue.team_queue(t)[0] for t in model.teams))
+                          team_namespaces=kueue.team_namespaces(model))
 
 
 MPI_OPERATOR, TRAINING_OPERATORS = (

@@ -206,6 +206,11 @@ def team_queue(team: Team) -> tuple[str, str, str]:
     return team.name, TEAM_LOCAL_QUEUE, team.name
 
 
+def team_namespaces(model: ClusterModel) -> tuple[str, ...]:
+    """The teams' namespaces (team_queue), each once, in the spec's order."""
+    return tuple(dict.fromkeys(team_queue(t)[0] for t in model.teams))
+
+
 def job_queue(model: ClusterModel, team: Optional[Team] = None) -> tuple[str, str, Optional[str]]:
     """(namespace, LocalQueue, priority class or None) a job of the kits goes to: the team's
     namespace, queue and own priority class; without teams orchestrator.namespace and the cluster's

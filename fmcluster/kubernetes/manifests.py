@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from fmcluster.facts import openzfs
 from fmcluster.facts.kubernetes import object_name_valid
@@ -80,6 +80,14 @@ def lustre_volume_name(spec: ClusterSpec) -> str:
     return f"{spec.name}-fsx-lustre"
 
 
+def _claimed(spec: ClusterSpec, volume: str, team_namespaces: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+    """(namespace, PersistentVolume name) of each namespace that gets a claim on a file system:
+    orchestrator.namespace with `volume`, then each team namespace with VOLUME-NAMESPACE of its own
+    (a claim binds one volume); each namespace once."""
+    for namespace in dict.fromkeys((spec.orchestrator.namespace, *team_namespaces)):
+        yield namespace, volume if namespace == spec.orchestrator.namespace else f"{volume}-{namespace}"
+
+
 def lustre_manifests(spec: ClusterSpec, *, file_system_id: str, dns_name: str, mount_name: str,
                      team_namespaces: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """A static PersistentVolume of the FSx for Lustre file system (FSx CSI driver, retained:
@@ -92,10 +100,7 @@ def lustre_manifests(spec: ClusterSpec, *, file_system_id: str, dns_name: str, m
         raise ValueError(f"{spec.name} has no Lustre file system (storage.lustre)")
     capacity = f"{lustre.storage_capacity_gib}Gi"
     documents: list[dict[str, Any]] = []
-    for namespace in dict.fromkeys((spec.orchestrator.namespace, *team_namespaces)):  # each once
-        volume = lustre_volume_name(spec)
-        if namespace != spec.orchestrator.namespace:
-            volume += f"-{namespace}"
+    for namespace, volume in _claimed(spec, lustre_volume_name(spec), team_namespaces):
         documents += _lustre_volume(volume, namespace, capacity, file_system_id, dns_name, mount_name)
     return documents
 
@@ -132,10 +137,9 @@ def home_manifests(spec: ClusterSpec, *, dns_name: str, team_namespaces: tuple[s
         raise ValueError(f"{spec.name} has no shared home (storage.home)")
     capacity = f"{home.storage_capacity_gib}Gi"
     documents: list[dict[str, Any]] = []
-    for namespace in dict.fromkeys((spec.orchestrator.namespace, *team_namespaces)):  # each once
-        volume, path = home_volume_name(spec), openzfs.ROOT_VOLUME_PATH
-        if namespace != spec.orchestrator.namespace:
-            volume, path = f"{volume}-{namespace}", openzfs.team_volume_path(namespace)
+    for namespace, volume in _claimed(spec, home_volume_name(spec), team_namespaces):
+        path = openzfs.ROOT_VOLUME_PATH if namespace == spec.orchestrator.namespace \
+            else openzfs.team_volume_path(namespace)
         pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
               "spec": {"capacity": {"storage": capacity}, "volumeMode": "Filesystem",
                        "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",

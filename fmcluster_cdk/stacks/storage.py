@@ -100,12 +100,12 @@ class StorageStack(cdk.Stack):
         self.home: OpenZfsFileSystem | None = None
         self.home_dns_name: str | None = None
         self.home_team_volumes: dict[str, fsx.CfnVolume] = {}
-        self._cluster_model = model
         if storage.home:
-            self._home(spec, storage.home, network, key)
+            self._home(model, storage.home, network, key)
 
-    def _home(self, spec: ClusterSpec, fs: HomeSpec, network: NetworkRefs, key: Optional[RetainedKey]) -> None:
+    def _home(self, model: ClusterModel, fs: HomeSpec, network: NetworkRefs, key: Optional[RetainedKey]) -> None:
         """The shared home: FSx for OpenZFS in the GPU AZ's subnet, exported to the VPC."""
+        spec = model.spec
         assert fs.throughput_mbps is not None  # the spec resolves it
         home = OpenZfsFileSystem(
             self, "Home",
@@ -122,10 +122,10 @@ class StorageStack(cdk.Stack):
         )
         self.home = home
         self.home_dns_name = home.dns_name
-        if self._cluster_model.control_plane.type in ("eks", "hyperpod-eks"):
+        if model.control_plane.scheduler == "kubernetes":
             # each team's namespace mounts a volume of its own, root squashed: its members can run
             # pods as root, and the root volume (no_root_squash) holds every team's homes
-            for namespace in dict.fromkeys(kueue.team_queue(t)[0] for t in self._cluster_model.teams):
+            for namespace in kueue.team_namespaces(model):
                 if namespace == spec.orchestrator.namespace:
                     continue  # the admins' namespace: the root volume
                 volume = home.add_volume(f"TeamVolume-{namespace}", name=openzfs.team_volume_name(namespace),
