@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping, Optional
 
 from fmcluster.facts import controlplanes, inference, kubernetes, naming
+from fmcluster.facts import health as health_facts
 from fmcluster.facts import images as image_facts
 from fmcluster.facts import network as network_plan
 from fmcluster.facts import node as node_facts
@@ -180,6 +181,29 @@ def home_of(spec: ClusterSpec) -> Optional[Home]:
 
 
 @dataclass(frozen=True)
+class Health:
+    """How the cluster keeps its GPU nodes healthy (the spec's `health`, resolved): the check's
+    period, whether and how fast faulty nodes are replaced, and the deep check of new nodes."""
+
+    check_minutes: int
+    replace: bool
+    max_replacing: int
+    deep_check: bool
+    replace_window_minutes: int = health_facts.REPLACE_WINDOW_MINUTES
+    block_guard_minutes: int = health_facts.BLOCK_GUARD_MINUTES
+
+    @property
+    def check_seconds(self) -> int:
+        return self.check_minutes * 60
+
+
+def health_of(spec: ClusterSpec) -> Health:
+    h = spec.health
+    return Health(check_minutes=h.check_minutes, replace=h.replace, max_replacing=h.max_replacing,
+                  deep_check=h.deep_check)
+
+
+@dataclass(frozen=True)
 class ClusterModel:
     spec: ClusterSpec
     control_plane: ControlPlane
@@ -200,6 +224,8 @@ class ClusterModel:
     teams: tuple[Team, ...] = ()  # the teams that share the cluster (fmcluster.model.teams), in the spec's order
 
     home: Optional[Home] = None  # the shared home (storage.home, or Lustre at /home); None without one
+    health: Health = Health(check_minutes=health_facts.CHECK_MINUTES, replace=True,
+                            max_replacing=health_facts.MAX_REPLACING, deep_check=True)
 
     def team(self, name: str) -> Team:
         return next(t for t in self.teams if t.name == name)
@@ -406,4 +432,4 @@ def resolve(spec: ClusterSpec) -> ClusterModel:
         tags=MappingProxyType({naming.CLUSTER_TAG: spec.name, **spec.tags}),
         stacks=_stacks(spec, cp, observed, bool(images)), observed=observed, lustre_efa=lustre_efa,
         serving=_serving(spec, placed), images=images, teams=resolve_teams(spec),
-        home=home_of(spec))
+        home=home_of(spec), health=health_of(spec))

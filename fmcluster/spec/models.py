@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, model_validator
 from pydantic_core import PydanticCustomError
 
-from fmcluster.facts import catalog, controlplanes, fsx, openzfs, regions, software, teams
+from fmcluster.facts import catalog, controlplanes, fsx, health, openzfs, regions, software, teams
 
 
 def _fail(kind: str, message: str, hint: str | None = None) -> PydanticCustomError:
@@ -457,6 +457,25 @@ class ObservabilitySpec(Model):
         "who is paged by the alerts: an e-mail subscription of the alert topic (confirm it after the first deploy)"))
 
 
+class HealthSpec(Model):
+    """Node health while the cluster runs: a check on every GPU node in service, faulty nodes drained
+    and replaced without a person, and a deep check of new capacity before its first job."""
+
+    check_minutes: int = Field(default=health.CHECK_MINUTES, ge=health.CHECK_MINUTES_RANGE[0],
+                               le=health.CHECK_MINUTES_RANGE[1], description=(
+        "how often each GPU node in service is checked (GPUs, XID errors, ECC, NVLink, EFA, file "
+        "systems; a DCGM diagnostic when it is idle), in minutes"))
+    replace: bool = Field(default=True, description=(
+        "replace a node drained for a hardware fault once its jobs have ended (false: it stays drained "
+        "for a person to look at)"))
+    max_replacing: int = Field(default=health.MAX_REPLACING, ge=1, le=100, description=(
+        "at most this many nodes of the cluster are being replaced at once; a replacement counts for "
+        f"{health.REPLACE_WINDOW_MINUTES} minutes"))
+    deep_check: bool = Field(default=True, description=(
+        "a new node (a new Capacity Block, a scale-out, a replacement) runs a DCGM diagnostic and a "
+        "node-local NCCL test before it takes jobs"))
+
+
 ServedModelName = Annotated[str, _pattern("name", r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}", "served model name",
                                           "letters, digits and '.', '_', ':', '/', '-', at most 128, such as "
                                           "Llama-3.1-70B-Instruct: the name clients ask the API for")]
@@ -597,6 +616,8 @@ class ClusterSpec(Model):
         "termination protection on every stack, not only NAME-storage (which always has it)"))
     serving: Optional[ServingSpec] = Field(default=None, description=(
         "a model served on a GPU node group (none by default)"))
+    health: HealthSpec = Field(default=HealthSpec(), description=(
+        "continuous node health checks, automatic replacement of faulty nodes and deep checks of new ones"))
     teams: list[TeamSpec] = Field(default=[], description=(
         "the teams that share the cluster, each with its guaranteed GPUs and priority (none: every user "
         "shares one queue, first come, first served)"))
