@@ -92,7 +92,8 @@ class ControlPlane:
 CONTROL_PLANES = {
     cp.type: cp
     for cp in (
-        ControlPlane("pcs", "slurm", ("24.05", "24.11", "25.05", "25.11"), InterfaceMode.EFA, 1,
+        # AWS PCS's CreateCluster (botocore's PCS model, 2026-11): Slurm 24.11, 25.05, 25.11 and 26.05.
+        ControlPlane("pcs", "slurm", ("24.11", "25.05", "25.11", "26.05"), InterfaceMode.EFA, 1,
                      CAPACITY_TYPES, False, "Slurm version"),
         # SageMaker HyperPod picks Slurm through its AMI: the Slurm AMI releases (through January
         # 2026) ship Slurm 24.11 only ("SageMaker HyperPod AMI releases for Slurm").
@@ -114,6 +115,33 @@ CONTROL_PLANES = {
 }
 
 ORCHESTRATOR_TYPES = tuple(CONTROL_PLANES)
+
+# Versions a control plane no longer creates clusters with, and what to say about them: a spec that
+# names one is refused with the reason, not with the bare list of what is supported.
+RETIRED_VERSIONS = {
+    "pcs": {
+        "24.05": "AWS PCS no longer creates clusters with Slurm 24.05: its API takes 24.11, 25.05, 25.11 "
+                 "and 26.05",
+    },
+}
+
+# What an AWS PCS cluster offers from which Slurm version on: every version-dependent behaviour of
+# fmcluster is keyed on this one table (PcsFeature names, oldest version).
+#   accounting: PCS's managed Slurm accounting (`Accounting: STANDARD`), which teams need;
+#   ultraserver: UltraServer node groups (PCS picks Slurm's block topology for them; FACTS);
+#   health_monitoring: PCS's own instance health checks with repair and DCGM deep checks at start
+#     (`instanceHealthChecks`), in the PCS API but not yet in CloudFormation's
+#     AWS::PCS::ComputeNodeGroup, so fmcluster runs its own health check, replacement and deep check.
+PCS_SLURM_SINCE = {"accounting": "24.11", "ultraserver": "25.05", "health_monitoring": "26.05"}
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def pcs_offers(feature: str, slurm_version: str) -> bool:
+    """Whether AWS PCS offers `feature` (a PCS_SLURM_SINCE key) with Slurm `slurm_version`."""
+    return version_tuple(slurm_version) >= version_tuple(PCS_SLURM_SINCE[feature])
 
 
 def get(type_: str) -> ControlPlane:

@@ -22,7 +22,8 @@ def test_base_spec_is_valid_on_every_control_plane(type_):
 
 # ---- version_supported ----------------------------------------------------------------
 
-@pytest.mark.parametrize("type_, version", [("pcs", "25.05"), ("pcs", "24.05"), ("hyperpod-slurm", "24.11"),
+@pytest.mark.parametrize("type_, version", [("pcs", "25.05"), ("pcs", "24.11"), ("pcs", "26.05"),
+                                            ("hyperpod-slurm", "24.11"),
                                             ("eks", "1.35"), ("eks", "1.32"), ("hyperpod-eks", "1.33")])
 def test_supported_versions_pass(type_, version):
     spec = with_(on(type_), "orchestrator.version", version)
@@ -42,7 +43,23 @@ def test_unsupported_slurm_version_on_pcs():
     assert "orchestrator.version" in paths(spec)
     (message,) = messages(spec, "orchestrator.version")
     assert "Slurm version 23.11 is not supported by pcs" in message
-    assert "supported: 24.05, 24.11, 25.05, 25.11 (default 25.11)" in message
+    assert "supported: 24.11, 25.05, 25.11, 26.05 (default 26.05)" in message
+
+
+def test_retired_slurm_version_on_pcs_says_why():
+    """PCS no longer creates Slurm 24.05 clusters: the spec is refused with the reason, once."""
+    spec = with_(base_spec(), "orchestrator.version", "24.05")
+    (message,) = messages(spec, "orchestrator.version")
+    assert "no longer creates clusters with Slurm 24.05" in message
+    assert "supported: 24.11, 25.05, 25.11, 26.05 (default 26.05)" in message
+
+
+def test_pcs_features_are_keyed_on_the_slurm_version():
+    assert controlplanes.pcs_offers("accounting", "24.11")
+    assert not controlplanes.pcs_offers("ultraserver", "24.11")
+    assert controlplanes.pcs_offers("ultraserver", "25.05")
+    assert not controlplanes.pcs_offers("health_monitoring", "25.11")
+    assert controlplanes.pcs_offers("health_monitoring", "26.05")
 
 
 def test_kubernetes_version_on_a_slurm_control_plane():

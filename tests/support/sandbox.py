@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
+from fmcluster.facts import controlplanes
 from fmcluster.facts import node as node_facts
 from fmcluster.node import bootstrap
 from tests.support import standins
@@ -55,7 +56,7 @@ COMMANDS = ("sleep", "mountpoint", "mount", "umount", "lsblk", "blkid", "mdadm",
             "_tick")
 # The Slurm installations whose spank.h a node has (Pyxis is built against one): AWS PCS's, by
 # release, and SageMaker HyperPod's.
-SLURM_PREFIXES = tuple(f"/opt/aws/pcs/scheduler/slurm-{v}" for v in ("24.11", "25.05", "25.11")) + ("/opt/slurm",)
+SLURM_PREFIXES = tuple(f"/opt/aws/pcs/scheduler/slurm-{v}" for v in controlplanes.get("pcs").versions) + ("/opt/slurm",)
 # The Slurm headers Pyxis is built against: Debian's libslurm-dev (slurm/spank.h), linked into
 # each installation of SLURM_PREFIXES.
 SLURM_HEADERS = Path("/usr/include/slurm")

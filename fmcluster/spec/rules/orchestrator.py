@@ -16,7 +16,12 @@ ORCH = ("orchestrator",)
 @rule
 def version_supported(spec: ClusterSpec) -> Iterator[Problem]:
     cp = spec.orchestrator.control_plane
-    if spec.orchestrator.version not in cp.versions:
+    retired = controlplanes.RETIRED_VERSIONS.get(cp.type, {}).get(spec.orchestrator.version or "")
+    if retired is not None:
+        yield error(ORCH + ("version",), retired,
+                    "supported: " + ", ".join(cp.versions) + f" (default {cp.default_version}); a running "
+                    "cluster keeps its Slurm until it is replaced, so plan the move with `fmcluster diff`")
+    elif spec.orchestrator.version not in cp.versions:
         yield error(ORCH + ("version",),
                     f"{cp.version_label} {spec.orchestrator.version} is not supported by {cp.type}",
                     "supported: " + ", ".join(cp.versions) + f" (default {cp.default_version})")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Iterator
 
+from fmcluster.facts import controlplanes
 from fmcluster.facts import teams as team_facts
 from fmcluster.spec import shares
 from fmcluster.spec.diagnostics import Problem, error, warning
@@ -145,9 +146,10 @@ def team_accounting_runs_somewhere(spec: ClusterSpec) -> Iterator[Problem]:
     plane, orchestrator = spec.orchestrator.type, spec.orchestrator
     if plane == "pcs":
         version = orchestrator.version
-        if version is not None and tuple(int(p) for p in version.split(".")) < (24, 11):
+        since = controlplanes.PCS_SLURM_SINCE["accounting"]
+        if version is not None and not controlplanes.pcs_offers("accounting", version):
             yield error(("orchestrator", "version"), f"teams need Slurm accounting, which AWS PCS offers from "
-                        f"Slurm 24.11, not {version}", "version: \"25.05\"")
+                        f"Slurm {since}, not {version}", f"version: \"{controlplanes.get('pcs').default_version}\"")
         if orchestrator.login.count == 0:
             yield error(("orchestrator", "login", "count"), "teams are applied to Slurm's accounting from a login "
                         "node, and the cluster has none", "count: 1")

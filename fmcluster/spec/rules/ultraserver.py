@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from fmcluster.facts import catalog
+from fmcluster.facts import catalog, controlplanes
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK
 from fmcluster.spec.diagnostics import Problem, error, warning
 from fmcluster.spec.models import ClusterSpec
@@ -17,7 +17,7 @@ from fmcluster.spec.rules.capacity import _groups
 from fmcluster.spec.rules.registry import rule
 
 # The oldest version of each control plane that runs UltraServer node groups
-ULTRASERVER_MIN_VERSION = {"pcs": "25.05", "eks": "1.33", "hyperpod-eks": "1.33"}
+ULTRASERVER_MIN_VERSION = {"pcs": controlplanes.PCS_SLURM_SINCE["ultraserver"], "eks": "1.33", "hyperpod-eks": "1.33"}
 
 
 def _version(value: str) -> tuple[int, ...]:
