@@ -426,6 +426,20 @@ def teams_note(plan: Plan) -> str:
     return note
 
 
+def health_rows(plan: Plan) -> Table:
+    """What checks, takes out and replaces faulty GPU nodes, and what new nodes run first."""
+    h = plan.health
+    assert h is not None
+    deep = h.new_nodes + (f" (about {h.deep_check_minutes} minutes on a new node)" if h.deep_check_minutes else "")
+    return [["", ""], ["checked", f"{h.checked_by}: " + ", ".join(c.split(":")[0] for c in h.checks)],
+            ["taken out", h.out_of_pool], ["replaced by", h.replaced_by], ["new nodes", deep]]
+
+
+def placement_rows(plan: Plan) -> Table:
+    """How each node group's jobs are placed in the network."""
+    return [["node group", "placement"], *[[g.name, g.topology or "-"] for g in plan.node_groups]]
+
+
 def _range(low: float, high: float) -> str:
     return usd(high) if low == high else f"{usd(low)} to {usd(high)}"
 
@@ -587,6 +601,10 @@ def render_text(plan: Plan) -> str:
     if plan.teams:
         out += _section("Teams (GPUs at each group's maximum size)", text_table(team_rows(plan))
                         + paragraph(teams_note(plan)))
+    if plan.health:
+        out += _section(f"Node health (every {plan.health.check_minutes} minutes on each GPU node)",
+                        _pairs(health_rows(plan)))
+    out += _section("Placement (how each group's jobs are placed in the network)", text_table(placement_rows(plan)))
     out += _section("Stacks", text_table([[s.name, s.contents + (" [termination protection]"
                                                                 if s.termination_protection else "")]
                                           for s in plan.stacks]))
@@ -724,6 +742,8 @@ def render_markdown(plan: Plan) -> str:
            f"- {observability_line(plan)}", "",
            *_images_markdown(plan),
            *(["#### Teams", "", *md_table(team_rows(plan)), "", teams_note(plan), ""] if plan.teams else []),
+           *(["#### Node health", "", *md_table(health_rows(plan)), ""] if plan.health else []),
+           "#### Placement", "", *md_table(placement_rows(plan)), "",
            "#### Stacks", "", *md_table([["stack", "contents", "termination protection"],
                                          *[[f"`{s.name}`", s.contents, "yes" if s.termination_protection else "no"]
                                            for s in plan.stacks]]), "",

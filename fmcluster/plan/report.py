@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping, Optional
 from pydantic import Field
 
 from fmcluster.facts import fsx, inference, naming, prices, regions
+from fmcluster.facts import health as health_facts
 from fmcluster.facts import images as image_facts
 from fmcluster.facts import network as network_plan
 from fmcluster.model import cluster as model
@@ -134,6 +135,8 @@ class NodeGroupPlan(Model):
     # GPU groups: how many replicas of models of standard sizes (and of the served model) fit; None
     # for a CPU group
     serving: Optional[list[ServingFit]] = None
+    # how the group's jobs are placed in the network (fmcluster.model.topology); None: not set yet
+    topology: Optional[str] = None
 
 
 class Link(Model):
@@ -297,6 +300,24 @@ class TeamPlan(Model):
     burst_hourly_usd: Optional[float]
 
 
+class HealthPlan(Model):
+    """How the cluster keeps its GPU nodes healthy: the spec's `health`, resolved per control plane."""
+
+    check_minutes: int = Field(description="how often each GPU node in service is checked")
+    checks: list[str] = Field(description="what the check looks at (fmcluster/facts/health.py FAULTS), 'SLUG: what'")
+    checked_by: str = Field(description="what runs the check on this control plane")
+    out_of_pool: str = Field(description="what takes a faulty node out of the pool, and what the operator sees")
+    replace: bool
+    replaced_by: str = Field(description="what replaces a node with a hardware fault, with its limits")
+    max_replacing: int = Field(description="nodes replaced at once (per cluster on Slurm, per node group on EKS)")
+    replace_window_minutes: int = Field(description="how long a replacement counts against max_replacing (Slurm)")
+    block_guard_minutes: int = Field(description="no replacement in a Capacity Block's last this many minutes")
+    deep_check: bool
+    new_nodes: str = Field(description="what a new node runs before its first job")
+    deep_check_minutes: Optional[int] = Field(description=(
+        "about how long the deep check adds to a new node's first boot; null: none, or the service's own"))
+
+
 class StackPlan(Model):
     name: str
     contents: str
@@ -329,6 +350,7 @@ class Plan(Model):
     images: Optional[ImagesPlan] = None  # NAME-images; None where the nodes launch from no baked image
     own_images: list[OwnImagePlan] = []  # the Slurm groups with an ami_id of their own
     teams: list[TeamPlan] = []  # the teams that share the cluster (fmcluster.model.teams)
+    health: Optional[HealthPlan] = None  # how the GPU nodes are kept healthy; None without GPU nodes
 
 
 def json_schema() -> dict[str, Any]:
@@ -625,6 +647,68 @@ def _teams(m: model.ClusterModel, table: prices.PriceTable) -> list[TeamPlan]:
     return plans
 
 
+def _health(m: model.ClusterModel) -> Optional[HealthPlan]:
+    """What checks, takes out and replaces faulty GPU nodes on the cluster's control plane, and
+    what new nodes run before their first job (fmcluster/facts/health.py, docs/health.md)."""
+    if not any(g.instance.is_gpu for g in m.node_groups):
+        return None
+    h, plane = m.health, m.control_plane.type
+    slurm = m.control_plane.scheduler == "slurm"
+    limits = (f"at most {h.max_replacing} at once (each counts {h.replace_window_minutes} minutes), never in a "
+              f"Capacity Block's last {h.block_guard_minutes} minutes; every decision is logged to "
+              f"/fmcluster/{m.name}/node-replacements")
+    if slurm:
+        checked_by = (f"a systemd timer on each GPU node, every {h.check_minutes} minutes (fmcluster node-health; "
+                      "AWS PCS takes no HealthCheckProgram setting)" if plane == "pcs" else
+                      f"a systemd timer on each GPU node, every {h.check_minutes} minutes (fmcluster node-health), "
+                      "besides SageMaker HyperPod's own health-monitoring agent")
+        out_of_pool = ("drained in Slurm with the fault as the reason (sinfo -R: 'fmcluster-health: FAULT: ...'); "
+                       "a file-system fault is resumed once the check passes again; a node drained by anyone "
+                       "else is left alone")
+        if not h.replace:
+            replaced_by = "no one: a drained node waits for a person (health.replace: false)"
+        elif plane == "pcs":
+            replaced_by = (f"fmcluster's replacer (in {m.name}-cluster), once the node's jobs have ended: it "
+                           "terminates the instance and AWS PCS launches a new one; " + limits)
+        else:
+            replaced_by = (f"fmcluster's replacer (in {m.name}-cluster), once the node's jobs have ended, "
+                           "through SageMaker HyperPod's BatchReplaceClusterNodes; " + limits
+                           + "; HyperPod's automatic node recovery also replaces what its own agent finds")
+    else:
+        agent = ("the EKS node monitoring agent (node conditions AcceleratedHardwareReady, NetworkingReady, "
+                 "StorageReady, KernelReady)" if plane == "eks" else
+                 "SageMaker HyperPod's health-monitoring agent")
+        checked_by = f"{agent}, and fmcluster node-health every {h.check_minutes} minutes for the metrics and alerts"
+        out_of_pool = ("EKS node auto repair cordons a node whose condition fails: no new pod is scheduled there"
+                       if plane == "eks" else
+                       "SageMaker HyperPod marks a faulty node unschedulable and drains it")
+        if not h.replace:
+            replaced_by = "no one: a faulty node waits for a person (health.replace: false)"
+        elif plane == "eks":
+            replaced_by = (f"EKS node auto repair, after 10 minutes for GPU faults: at most {h.max_replacing} "
+                           "nodes of a node group at once, halted while a fifth of the group is unhealthy, and off"
+                           f" in a Capacity Block's last {h.block_guard_minutes} minutes")
+        else:
+            replaced_by = "SageMaker HyperPod's automatic node recovery (NodeRecovery: Automatic)"
+    if not h.deep_check:
+        new_nodes, minutes = "the readiness check only (health.deep_check: false)", None
+    elif m.control_plane.hyperpod:
+        new_nodes, minutes = ("SageMaker HyperPod's deep health checks (InstanceStress, InstanceConnectivity) when a "
+                              "GPU group is created or grows; a node that fails is replaced"), None
+    elif plane == "pcs":
+        new_nodes = (f"a DCGM diagnostic (level {health_facts.DEEP_DCGM_LEVEL}) and a node-local NCCL all-reduce, "
+                     "once per instance, before slurmd starts; a node that fails them takes no job")
+        minutes = health_facts.DEEP_CHECK_MINUTES
+    else:
+        new_nodes, minutes = "the readiness check (the node monitoring agent's DCGM checks follow)", None
+    return HealthPlan(
+        check_minutes=h.check_minutes, checks=[f"{f.slug}: {f.what}" for f in health_facts.FAULTS],
+        checked_by=checked_by, out_of_pool=out_of_pool, replace=h.replace, replaced_by=replaced_by,
+        max_replacing=h.max_replacing, replace_window_minutes=h.replace_window_minutes,
+        block_guard_minutes=h.block_guard_minutes, deep_check=h.deep_check, new_nodes=new_nodes,
+        deep_check_minutes=minutes)
+
+
 def _observability(m: model.ClusterModel) -> ObservabilityPlan:
     obs = m.spec.observability
     note = (f"in {m.name}-observability; node exporters and remote write are set up per control plane"
@@ -706,5 +790,5 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
         control_plane=_control_plane(m), observability=_observability(m), stacks=_stacks(m),
         cost=cost(m, table), resolved_spec=resolved,
         defaulted=defaulted, serving=_served(m),
-        images=_images(m, table), own_images=_own_images(m), teams=_teams(m, table),
+        images=_images(m, table), own_images=_own_images(m), teams=_teams(m, table), health=_health(m),
     )
