@@ -19,7 +19,7 @@ from fmcluster.node import lifecycle
 from fmcluster_cdk.constructs.hyperpod.cluster import CONTINUOUS, HyperPodCluster
 from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodDependencies, chart_values
 from fmcluster_cdk.stacks.eks import EksClusterStack
-from fmcluster_cdk.stacks.hyperpod import HyperPodGroups, compute_group, provisioning_mode
+from fmcluster_cdk.stacks.hyperpod import HyperPodGroups, compute_group, node_recovery, provisioning_mode
 from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The chart's EFA device plugin tolerates only its own taints; GPU nodes carry nvidia.com/gpu.
@@ -69,7 +69,8 @@ class HyperPodEksStack(EksClusterStack):
             self, "HyperPod", name=spec.name, instance_groups=self.instance_groups.instance_groups,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=self.cluster.cluster_arn)),
-            subnet_ids=subnets, security_group_ids=security_groups, node_provisioning_mode=mode)
+            subnet_ids=subnets, security_group_ids=security_groups, node_provisioning_mode=mode,
+            node_recovery=node_recovery(model))
         self.hyperpod.add_dependency(self.hyperpod_dependencies.resource, system,
                                      *(self.addons[a.name] for a in (kubernetes.VPC_CNI, kubernetes.KUBE_PROXY,
                                                                      kubernetes.COREDNS)))
