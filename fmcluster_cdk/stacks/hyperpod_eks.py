@@ -65,6 +65,14 @@ class HyperPodEksStack(EksClusterStack):
             lnet_efa={g.name: model.lustre_efa for g in model.node_groups})
         spot = any(g.capacity.type == SPOT for g in model.node_groups)
         mode = CONTINUOUS if spot else provisioning_mode(spec)
+        # A faulty node leaves the pool through HyperPod itself: its health-monitoring agent and the
+        # deep checks label the node sagemaker.amazonaws.com/node-health-status (Schedulable;
+        # Unschedulable while deep checks run; UnschedulablePendingReplacement or
+        # UnschedulablePendingReboot after a failed check), and with NodeRecovery Automatic
+        # (health.replace) HyperPod replaces or reboots it (SageMaker Developer Guide,
+        # "Resilience-related Kubernetes labels by SageMaker HyperPod"). The NoSchedule taint
+        # sagemaker.amazonaws.com/node-health-status=Unschedulable that keeps new pods off is
+        # documented by awslabs/agent-plugins' HyperPod debugging skill, after the agent's page.
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", name=spec.name, instance_groups=self.instance_groups.instance_groups,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
