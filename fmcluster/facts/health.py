@@ -59,3 +59,19 @@ def fault(slug: str) -> Fault:
 # NCCL all-reduce over its GPUs), and about how long it adds to its first boot.
 DEEP_DCGM_LEVEL = 2
 DEEP_CHECK_MINUTES = 5
+
+# EKS managed node groups: node auto repair stops acting once more nodes of a group are unhealthy
+# than its threshold (NodeRepairConfig MaxUnhealthyNodeThresholdCount: "a count threshold of
+# unhealthy nodes, above which node auto repair actions will stop"; cfn-lint's AWS::EKS::Nodegroup
+# schema and botocore's eks model). EKS's own default halts repair when a group has more than five
+# nodes and more than 20% of them are unhealthy (EKS User Guide, "Automatically repair nodes in EKS
+# clusters"): a cluster-wide problem (a bad driver, a network event) is not "fixed" by replacing
+# every node. fmcluster keeps those 20%, as a count so that a small group still repairs at least
+# as many nodes as it may replace at once.
+REPAIR_HALT_PERCENT = 20
+
+
+def repair_halt_count(nodes: int, max_replacing: int) -> int:
+    """The unhealthy nodes of a group of `nodes` above which EKS node repair stops: 20% of the group
+    (rounded up), never fewer than `max_replacing` (at least 1)."""
+    return max(1, max_replacing, -(-nodes * REPAIR_HALT_PERCENT // 100))

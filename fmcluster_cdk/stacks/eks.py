@@ -18,6 +18,7 @@ from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
 from fmcluster import observability as observability_content
+from fmcluster.facts import health as health_facts
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts import naming
 from fmcluster.facts.controlplanes import EKS_AMI_TYPES
@@ -33,7 +34,7 @@ from fmcluster_cdk.constructs.compute.launch_template import (
     LaunchTemplateProps,
     NodeLaunchTemplate,
 )
-from fmcluster_cdk.constructs.eks.cluster import ClusterAddon, GroupAccessEntry, ManagedNodeGroup
+from fmcluster_cdk.constructs.eks.cluster import ClusterAddon, GroupAccessEntry, ManagedNodeGroup, NodeRepair
 from fmcluster_cdk.constructs.eks.iam import EksNodeRole, PodIdentityRole
 from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodChart, subchart_path
 from fmcluster_cdk.constructs.observability.scraper import ManagedScraper
@@ -74,6 +75,19 @@ def config_command(spec: ClusterSpec) -> str:
     if spec.orchestrator.admin_role_arn:
         command += f" --role-arn {spec.orchestrator.admin_role_arn}"
     return command
+
+
+def node_repair(model: ClusterModel, group: NodeGroup) -> NodeRepair:
+    """EKS node auto repair of a group: the system nodes keep EKS's defaults; the spec's groups
+    follow `health` (off where faulty nodes are not replaced; at most `max_replacing` of the group
+    at once, and halted while more than health.repair_halt_count of its nodes are unhealthy, so that
+    a cluster-wide fault does not replace them all). EKS applies the limits per node group: a
+    cluster with several groups may repair `max_replacing` nodes in each."""
+    if group.role == SYSTEM:
+        return NodeRepair()
+    health = model.health
+    return NodeRepair(enabled=health.replace, max_parallel=health.max_replacing,
+                      max_unhealthy=health_facts.repair_halt_count(group.max_count, health.max_replacing))
 
 
 def ami_type(group: NodeGroup) -> Optional[str]:
@@ -223,6 +237,7 @@ class EksClusterStack(cdk.Stack):
         capacity_type = CAPACITY_TYPES[group.capacity.type]
         in_template = capacity_type == "CAPACITY_BLOCK"  # EKS wants a Capacity Block's type in the template
         subnets = tuple(self.network.region_subnet_ids) if group.role == SYSTEM else (self.network.gpu_subnet_id,)
+        repair = node_repair(self.model, group)
         made = ManagedNodeGroup(
             scope, "NodeGroup", cluster_name=self.cluster.cluster_name, node_role_arn=self.node_role.role_arn,
             subnet_ids=subnets, launch_template_id=template.launch_template_id,
@@ -231,7 +246,7 @@ class EksClusterStack(cdk.Stack):
             min_size=group.created_size,
             max_size=group.max_count, instance_type=None if in_template else group.instance_type,
             ami_type=ami_type(group), capacity_type=capacity_type, labels=dict(group.labels),
-            taints=[dict(t) for t in group.taints], tags={naming.NODE_GROUP_TAG: group.name})
+            taints=[dict(t) for t in group.taints], tags={naming.NODE_GROUP_TAG: group.name}, node_repair=repair)
         for name in (kubernetes.POD_IDENTITY_AGENT.name, kubernetes.VPC_CNI.name, kubernetes.KUBE_PROXY.name):
             made.node.add_dependency(self.addons[name])
         if group.follows_block:
@@ -240,7 +255,8 @@ class EksClusterStack(cdk.Stack):
                 nodegroup_name=made.nodegroup_name, nodegroup_arn=made.nodegroup_arn,
                 reservation_id=str(group.capacity.reservation_id), size=group.max_count,
                 hold_parameter=naming.hold_parameter(self.spec.name, group.name),
-                drain_minutes=group.drain_minutes)
+                drain_minutes=group.drain_minutes, node_repair=repair if repair.enabled else None,
+                block_guard_minutes=self.model.health.block_guard_minutes)
         self.launch_templates[group.name] = template
         self.node_groups[group.name] = made
 

@@ -27,6 +27,8 @@ from fmcluster_cdk.constructs.hyperpod.cluster import (
     CONTROLLER,
     DEEP_HEALTH_CHECKS,
     LOGIN,
+    NO_NODE_RECOVERY,
+    NODE_RECOVERY,
     HyperPodCluster,
     InstanceGroup,
 )
@@ -110,15 +112,28 @@ def compute_group(m: ClusterModel, group: NodeGroup, images: Optional[ImagesRefs
     """The instance group of a spec node group (role and lifecycle left empty); `images`: NAME-images,
     where the group launches from a baked image; `extra`: the orchestrator's own fields (Slurm node
     type and partition, FSx, Kubernetes labels and taints)."""
-    instance = group.instance
     return InstanceGroup(
         name=group.name, instance_type=group.instance_type, count=group.max_count, execution_role_arn="",
         lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT, threads_per_core=threads_per_core(group.instance_type),
-        volume_gib=group.root_volume_gib, deep_health_checks=DEEP_HEALTH_CHECKS if instance.is_gpu else (),
+        volume_gib=group.root_volume_gib, deep_health_checks=deep_health_checks(m, group),
         interface_type=m.control_plane.interface_mode.value if group.efa else None,
         training_plan_arn=group.capacity.training_plan_arn, spot=group.capacity.type == SPOT,
         image_id=image_id(group, images),
         **extra)
+
+
+def deep_health_checks(m: ClusterModel, group: NodeGroup) -> tuple[str, ...]:
+    """The deep health checks HyperPod runs on a group's new nodes before they take jobs (stress and
+    connectivity, `OnStartDeepHealthChecks`): on every GPU group while the spec's health.deep_check
+    is on (HyperPod labels a node Unschedulable while they run, and replaces one that fails them
+    under automatic node recovery)."""
+    return DEEP_HEALTH_CHECKS if group.instance.is_gpu and m.health.deep_check else ()
+
+
+def node_recovery(m: ClusterModel) -> str:
+    """HyperPod's node recovery: automatic (it reboots or replaces a faulty node) unless the spec's
+    health.replace is off (a faulty node waits for a person)."""
+    return NODE_RECOVERY if m.health.replace else NO_NODE_RECOVERY
 
 
 def provisioning_mode(spec: ClusterSpec) -> Optional[str]:
@@ -211,7 +226,8 @@ class HyperPodSlurmStack(cdk.Stack):
         self.cluster = HyperPodCluster(self, "Cluster", name=spec.name,
                                        orchestrator=slurm_orchestrator(mode, accounting_database),
                                        instance_groups=self.groups.instance_groups, subnet_ids=subnets,
-                                       security_group_ids=security_groups, node_provisioning_mode=mode)
+                                       security_group_ids=security_groups, node_provisioning_mode=mode,
+                                       node_recovery=node_recovery(model))
         # The AMIs come from NAME-images by weak references, which CloudFormation reads only when this
         # stack changes: each image's identity on the cluster changes it with the image.
         for image in model.images:

@@ -19,7 +19,7 @@ from fmcluster.node import lifecycle
 from fmcluster_cdk.constructs.hyperpod.cluster import CONTINUOUS, HyperPodCluster
 from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodDependencies, chart_values
 from fmcluster_cdk.stacks.eks import EksClusterStack
-from fmcluster_cdk.stacks.hyperpod import HyperPodGroups, compute_group, provisioning_mode
+from fmcluster_cdk.stacks.hyperpod import HyperPodGroups, compute_group, node_recovery, provisioning_mode
 from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The chart's EFA device plugin tolerates only its own taints; GPU nodes carry nvidia.com/gpu.
@@ -65,11 +65,20 @@ class HyperPodEksStack(EksClusterStack):
             lnet_efa={g.name: model.lustre_efa for g in model.node_groups})
         spot = any(g.capacity.type == SPOT for g in model.node_groups)
         mode = CONTINUOUS if spot else provisioning_mode(spec)
+        # A faulty node leaves the pool through HyperPod itself: its health-monitoring agent and the
+        # deep checks label the node sagemaker.amazonaws.com/node-health-status (Schedulable;
+        # Unschedulable while deep checks run; UnschedulablePendingReplacement or
+        # UnschedulablePendingReboot after a failed check), and with NodeRecovery Automatic
+        # (health.replace) HyperPod replaces or reboots it (SageMaker Developer Guide,
+        # "Resilience-related Kubernetes labels by SageMaker HyperPod"). The NoSchedule taint
+        # sagemaker.amazonaws.com/node-health-status=Unschedulable that keeps new pods off is
+        # documented by awslabs/agent-plugins' HyperPod debugging skill, after the agent's page.
         self.hyperpod = HyperPodCluster(
             self, "HyperPod", name=spec.name, instance_groups=self.instance_groups.instance_groups,
             orchestrator=sagemaker.CfnCluster.OrchestratorProperty(
                 eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(cluster_arn=self.cluster.cluster_arn)),
-            subnet_ids=subnets, security_group_ids=security_groups, node_provisioning_mode=mode)
+            subnet_ids=subnets, security_group_ids=security_groups, node_provisioning_mode=mode,
+            node_recovery=node_recovery(model))
         self.hyperpod.add_dependency(self.hyperpod_dependencies.resource, system,
                                      *(self.addons[a.name] for a in (kubernetes.VPC_CNI, kubernetes.KUBE_PROXY,
                                                                      kubernetes.COREDNS)))

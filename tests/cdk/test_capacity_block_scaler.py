@@ -5,6 +5,7 @@ EKS managed node group's desired size with its Capacity Block's state and end.""
 from __future__ import annotations
 
 import importlib.util
+import json
 from datetime import datetime, timedelta, timezone
 
 import boto3
@@ -158,3 +159,117 @@ def test_the_handler_says_what_ran_it(clients, monkeypatch, capsys):
     desired_is(stubs, 8)
     result = handler.handler({"detail-type": "Capacity Block Delivered"}, None, clients=made)
     assert result["trigger"] == "Capacity Block Delivered" and '"action": "none"' in capsys.readouterr().out
+
+
+# --- node repair: never in the block's last hour ------------------------------------------------
+
+REPAIR = {"enabled": True, "maxParallelNodesRepairedCount": 2, "maxUnhealthyNodeThresholdCount": 2}
+REPAIR_ENV = {**ENV, "REPAIR": json.dumps(REPAIR), "BLOCK_GUARD_MINUTES": "60"}
+
+
+def group_is(stubs, desired, repair_enabled):
+    stubs["eks"].add_response("describe_nodegroup", {"nodegroup": {
+        "nodegroupName": ENV["NODEGROUP"], "clusterName": "p5en-eks", "status": "ACTIVE",
+        "capacityType": "CAPACITY_BLOCK", "scalingConfig": {"minSize": 0, "maxSize": 8, "desiredSize": desired},
+        "nodeRepairConfig": {**REPAIR, "enabled": repair_enabled}}},
+        {"clusterName": "p5en-eks", "nodegroupName": ENV["NODEGROUP"]})
+
+
+def repair_set(stubs, enabled):
+    """The whole configuration is sent, limits kept: only `enabled` changes."""
+    stubs["eks"].add_response("update_nodegroup_config", {"update": {"id": "u-2", "status": "InProgress",
+                                                                     "type": "ConfigUpdate"}},
+                              {"clusterName": "p5en-eks", "nodegroupName": ENV["NODEGROUP"],
+                               "nodeRepairConfig": {**REPAIR, "enabled": enabled}})
+
+
+def reconcile_repair(made, now=NOW):
+    return handler.reconcile(made["ec2"], made["eks"], made["ssm"], REPAIR_ENV, now)
+
+
+@pytest.mark.parametrize("left, on", [(timedelta(minutes=59), False), (timedelta(minutes=60), False),
+                                      (timedelta(minutes=61), True), (timedelta(days=2), True)])
+def test_repair_is_off_in_the_blocks_last_hour(clients, left, on):
+    """Repair on while the block has more than BLOCK_GUARD_MINUTES left; off from then on."""
+    made, stubs = clients
+    no_hold(stubs)
+    block_is(stubs, [block("active", end=NOW + left)])
+    group_is(stubs, 8, repair_enabled=not on)
+    repair_set(stubs, on)
+    result = reconcile_repair(made)
+    assert (result["action"], result["repair"]) == ("none", "on" if on else "off")
+    if not on:
+        assert result["repair_why"] == (f"the Capacity Block ends at {NOW + left:%Y-%m-%d %H:%MZ}: "
+                                        "no repair in its last 60 minutes")
+
+
+def test_repair_already_as_wanted_is_left_alone(clients):
+    made, stubs = clients
+    no_hold(stubs)
+    block_is(stubs, [block("active", end=NOW + timedelta(minutes=30))])
+    group_is(stubs, 0, repair_enabled=False)
+    result = reconcile_repair(made)
+    assert (result["action"], result["repair"]) == ("none", "none")
+
+
+def test_repair_goes_off_before_the_group_drains(clients):
+    """Both change in one run (a deploy 40 minutes before the end): repair first, then the scaling."""
+    made, stubs = clients
+    no_hold(stubs)
+    block_is(stubs, [block("active", end=NOW + timedelta(minutes=40))])
+    group_is(stubs, 8, repair_enabled=True)
+    repair_set(stubs, False)
+    scaled_to(stubs, 0)
+    result = reconcile_repair(made)
+    assert (result["action"], result["repair"]) == ("scaled", "off")
+
+
+def test_repair_comes_on_after_the_group_scales_up(clients):
+    made, stubs = clients
+    no_hold(stubs)
+    block_is(stubs, [block("active")])
+    group_is(stubs, 0, repair_enabled=False)
+    scaled_to(stubs, 8)
+    repair_set(stubs, True)
+    result = reconcile_repair(made)
+    assert (result["action"], result["repair"]) == ("scaled", "on")
+    assert result["repair_why"] == "the Capacity Block is active until 2026-12-03 12:00Z"
+
+
+@pytest.mark.parametrize("state", ["scheduled", "expired"])
+def test_no_repair_outside_an_active_block(clients, state):
+    made, stubs = clients
+    no_hold(stubs)
+    block_is(stubs, [block(state)])
+    group_is(stubs, 0, repair_enabled=True)
+    repair_set(stubs, False)
+    assert reconcile_repair(made)["repair"] == "off"
+
+
+def test_a_repair_change_during_an_update_is_retried(clients):
+    made, stubs = clients
+    no_hold(stubs)
+    block_is(stubs, [block("active", end=NOW + timedelta(minutes=50))])
+    group_is(stubs, 8, repair_enabled=True)
+    stubs["eks"].add_client_error("update_nodegroup_config", "ResourceInUseException", "update in progress",
+                                  http_status_code=409)
+    result = reconcile_repair(made)
+    assert result["repair"] == "retry" and "update in progress" in result["error"]
+
+
+def test_without_repair_wanted_the_scaler_leaves_it_alone(clients):
+    """health.replace false: no REPAIR; the group's repair (off, from the template) is not touched."""
+    made, stubs = clients
+    no_hold(stubs)
+    block_is(stubs, [block("active", end=NOW + timedelta(minutes=50))])
+    group_is(stubs, 8, repair_enabled=False)
+    result = handler.reconcile(made["ec2"], made["eks"], made["ssm"], {**ENV, "REPAIR": ""}, NOW)
+    assert "repair" not in result and result["action"] == "none"
+
+
+def test_a_hold_leaves_repair_alone_too(clients):
+    made, stubs = clients
+    stubs["ssm"].add_response("get_parameter", {"Parameter": {"Name": ENV["HOLD_PARAMETER"], "Type": "String",
+                                                              "Value": "upgrading", "Version": 1}},
+                              {"Name": ENV["HOLD_PARAMETER"]})
+    assert "repair" not in reconcile_repair(made)

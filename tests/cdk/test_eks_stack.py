@@ -104,14 +104,17 @@ def gb200_spec() -> dict:
     """EKS 1.33 with 18 x p6e-gb200.36xlarge (one u-p6e-gb200x72 block) in the Dallas Local Zone,
     the control plane in use1-az4 and use1-az6 (tests/support/ultraserver.py), observability on."""
     spec = gb200(orchestrator_type="eks", version="1.33", extra=("use1-az4", "use1-az6"))
-    return {**spec, "name": "eks-gb200", "observability": {"prometheus": True}}
+    # faulty nodes wait for a person: no node repair, and nothing for the scaler to turn on
+    return {**spec, "name": "eks-gb200", "observability": {"prometheus": True}, "health": {"replace": False}}
 
 
 def gb200_hyperpod_spec() -> dict:
-    """HyperPod EKS with the same group on a training plan of UltraServers, in use1-az4."""
+    """HyperPod EKS with the same group on a training plan of UltraServers, in use1-az4; no deep
+    check of new nodes and no automatic replacement (the spec's health)."""
     spec = gb200(orchestrator_type="hyperpod-eks", version="1.33", az="use1-az4", extra=("use1-az6",),
                  reservation_id=None, training_plan_arn=TRAINING_PLAN)
-    return {**spec, "name": "eks-gb200-hyperpod", "observability": {"prometheus": False}}  # built without one
+    return {**spec, "name": "eks-gb200-hyperpod", "observability": {"prometheus": False},  # built without one
+            "health": {"deep_check": False, "replace": False}}
 
 
 @functools.cache
@@ -415,7 +418,11 @@ def test_a_capacity_block_group_is_scaled_by_its_block(main):
     assert function["Environment"]["Variables"] == {
         "CLUSTER": {"Ref": "ClusterEB0386A7"}, "NODEGROUP": {"Fn::GetAtt": [nodegroup, "NodegroupName"]},
         "RESERVATION": "cr-0123456789abcdef0", "SIZE": "8",
-        "HOLD_PARAMETER": "/fmcluster/eks-main/node-groups/p5en/hold", "DRAIN_MINUTES": "45"}
+        "HOLD_PARAMETER": "/fmcluster/eks-main/node-groups/p5en/hold", "DRAIN_MINUTES": "45",
+        # the group's node repair, turned off from 60 minutes before the block's end (health.block_guard_minutes)
+        "REPAIR": json.dumps({"enabled": True, "maxParallelNodesRepairedCount": 2,
+                              "maxUnhealthyNodeThresholdCount": 2}, sort_keys=True),
+        "BLOCK_GUARD_MINUTES": "60"}
     assert function["Runtime"] == "python3.14" and function["Timeout"] == 60
     role = function["Role"]["Fn::GetAtt"][0]
     (policy,) = [p for p in resources(main, "AWS::IAM::Policy").values() if {"Ref": role} in p["Roles"]]
@@ -438,10 +445,47 @@ def test_node_auto_repair_and_launch_template_version(main):
         tags = {t["Key"]: t["Value"] for t in props["LaunchTemplateData"]["TagSpecifications"][0]["Tags"]}
         lt_ids[tags["fmcluster:node-group"]] = lid
     for name, group in node_groups(main).items():
-        assert group["NodeRepairConfig"] == {"Enabled": True}
+        # the spec's groups: health.max_replacing (2) at once, halted above 20% unhealthy (never
+        # below 2); the system nodes keep EKS's defaults
+        assert group["NodeRepairConfig"] == ({"Enabled": True} if name == "system" else {
+            "Enabled": True, "MaxParallelNodesRepairedCount": 2, "MaxUnhealthyNodeThresholdCount": 2})
         assert group["LaunchTemplate"] == {"Id": {"Ref": lt_ids[name]},
                                            "Version": {"Fn::GetAtt": [lt_ids[name], "LatestVersionNumber"]}}
         assert "DiskSize" not in group and "RemoteAccess" not in group
+
+
+def test_no_node_repair_where_faulty_nodes_wait_for_a_person(templates):
+    """health.replace false: the spec's groups repair nothing, and the Capacity Block scaler leaves
+    repair alone (REPAIR empty); the system nodes keep theirs."""
+    groups = node_groups(templates["gb200"])
+    # the limits are kept (18 nodes: halted above 4 unhealthy), so turning repair on keeps them
+    assert groups["gb200"]["NodeRepairConfig"] == {"Enabled": False, "MaxParallelNodesRepairedCount": 2,
+                                                   "MaxUnhealthyNodeThresholdCount": 4}
+    assert groups["system"]["NodeRepairConfig"] == {"Enabled": True}
+    (function,) = [f for lid, f in resources(templates["gb200"], "AWS::Lambda::Function").items()
+                   if "CapacityBlockScaler" in lid]
+    assert function["Environment"]["Variables"]["REPAIR"] == ""
+
+
+def test_hyperpod_eks_follows_the_specs_health(templates):
+    """HyperPod EKS: deep checks of new GPU nodes (OnStartDeepHealthChecks) and automatic node
+    recovery follow health.deep_check and health.replace (the p5 example: both on)."""
+    from tests.support.hyperpod import cluster as hyperpod_cluster
+    from tests.support.hyperpod import groups as instance_groups
+
+    off = hyperpod_cluster(templates["gb200-hyperpod"])
+    assert off["NodeRecovery"] == "None"
+    assert all("OnStartDeepHealthChecks" not in g for g in instance_groups(templates["gb200-hyperpod"]).values())
+
+
+@pytest.mark.parametrize("nodes, max_replacing, halt", [(1, 2, 2), (8, 2, 2), (16, 2, 4), (64, 2, 13),
+                                                         (64, 20, 20), (1, 1, 1)])
+def test_node_repair_halts_above_a_fifth_of_the_group(nodes, max_replacing, halt):
+    """MaxUnhealthyNodeThresholdCount: 20% of the group (EKS's own default threshold), rounded up,
+    never below what may be replaced at once."""
+    from fmcluster.facts import health
+
+    assert health.repair_halt_count(nodes, max_replacing) == halt
 
 
 def test_labels_and_taints(templates):

@@ -587,3 +587,19 @@ def test_the_controller_applies_the_teams_with_the_secret_and_parameter_only(tem
         "Sid": "SlurmAccountingDatabaseSecret", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
         "Resource": ACCOUNTING_DATABASE.secret.secret_arn}
     assert ACCOUNTING_HOOK == "60-accounting.sh"
+
+
+def test_deep_checks_and_node_recovery_follow_the_specs_health():
+    """health.deep_check off: no OnStartDeepHealthChecks on any group (GPU groups have them
+    otherwise, test_deep_health_checks_on_gpu_groups_only); health.replace off: NodeRecovery None
+    (a faulty node waits for a person). The synthesized HyperPod EKS stack with both off:
+    tests/cdk/test_eks_stack.py."""
+    from fmcluster_cdk.stacks.hyperpod import compute_group, node_recovery
+
+    on = resolve(load_spec(loader.load_text(to_yaml(main_spec()), "on.yaml")))
+    off = resolve(load_spec(loader.load_text(to_yaml({**main_spec(), "health": {"deep_check": False,
+                                                                                 "replace": False}}), "off.yaml")))
+    assert {g.name: bool(compute_group(on, g).deep_health_checks) for g in on.node_groups} == {
+        "p5cb": True, "b200": True, "noefa": True, "cpu": False}
+    assert not any(compute_group(off, g).deep_health_checks for g in off.node_groups)
+    assert (node_recovery(on), node_recovery(off)) == ("Automatic", "None")

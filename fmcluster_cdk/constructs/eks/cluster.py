@@ -4,7 +4,8 @@ Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/eks/clust
 
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence
 
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
@@ -16,8 +17,56 @@ CAPACITY_TYPES = ("ON_DEMAND", "SPOT", "CAPACITY_BLOCK")
 TAINT_EFFECTS = {"NoSchedule": "NO_SCHEDULE", "PreferNoSchedule": "PREFER_NO_SCHEDULE", "NoExecute": "NO_EXECUTE"}
 
 
+@dataclass(frozen=True)
+class NodeRepair:
+    """EKS node auto repair of a managed node group (`NodeRepairConfig`; cfn-lint's
+    AWS::EKS::Nodegroup schema, botocore's eks model). With it on, EKS cordons a node whose health
+    check fails ("the node is automatically cordoned so that no new Pods are scheduled on the
+    node") and replaces or reboots it after the condition has lasted 10 minutes
+    (AcceleratedHardwareReady) or 30 (NetworkingReady, StorageReady, KernelReady,
+    ContainerRuntimeReady, Ready) (EKS User Guide, "Enable node auto repair and investigate node
+    health issues" and "Automatically repair nodes in EKS clusters").
+
+    Props:
+        enabled: repair the group's nodes (`Enabled`).
+            @default True
+        max_parallel: at most this many of the group's nodes repaired at once
+            (`MaxParallelNodesRepairedCount`, 1 or more; the schema takes a count or a percentage,
+            not both).
+            @default None: EKS's default
+        max_unhealthy: repair stops while more of the group's nodes than this are unhealthy
+            (`MaxUnhealthyNodeThresholdCount`, 1 or more).
+            @default None: EKS's default (halted above 5 nodes and 20% unhealthy)
+    """
+
+    enabled: bool = True
+    max_parallel: Optional[int] = None
+    max_unhealthy: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        for name in ("max_parallel", "max_unhealthy"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"node repair {name} must be 1 or more, not {value}")
+
+    def api(self, enabled: Optional[bool] = None) -> dict[str, Any]:
+        """As the EKS API's `nodeRepairConfig` (UpdateNodegroupConfig), optionally with `enabled`
+        overridden (the Capacity Block scaler turns repair off and on with the limits kept)."""
+        config: dict[str, Any] = {"enabled": self.enabled if enabled is None else enabled}
+        if self.max_parallel is not None:
+            config["maxParallelNodesRepairedCount"] = self.max_parallel
+        if self.max_unhealthy is not None:
+            config["maxUnhealthyNodeThresholdCount"] = self.max_unhealthy
+        return config
+
+    def properties(self) -> eks.CfnNodegroup.NodeRepairConfigProperty:
+        return eks.CfnNodegroup.NodeRepairConfigProperty(
+            enabled=self.enabled, max_parallel_nodes_repaired_count=self.max_parallel,
+            max_unhealthy_node_threshold_count=self.max_unhealthy)
+
+
 class ManagedNodeGroup(Construct):
-    """One EKS managed node group on a launch template, with node auto repair on.
+    """One EKS managed node group on a launch template, with node auto repair (`NodeRepair`).
 
     `instance_type` is None when the launch template names it. `ami_type` is None when the
     launch template names a custom AMI. `taints` use Kubernetes spelling (`NoSchedule`).
@@ -58,6 +107,8 @@ class ManagedNodeGroup(Construct):
             @default ``()``: none
         tags: tags of the node group (they do not propagate to its instances), key -> value.
             @default None: none
+        node_repair: EKS node auto repair of the group's nodes (`NodeRepairConfig`).
+            @default ``NodeRepair()``: on, with EKS's default limits
 
     Attributes:
         resource: the `eks.CfnNodegroup`.
@@ -70,7 +121,8 @@ class ManagedNodeGroup(Construct):
                  min_size: int, max_size: int, desired_size: Optional[int] = None,
                  instance_type: Optional[str] = None, ami_type: Optional[str] = None,
                  capacity_type: str = "ON_DEMAND", labels: Optional[Mapping[str, str]] = None,
-                 taints: Sequence[Mapping[str, str]] = (), tags: Optional[Mapping[str, str]] = None) -> None:
+                 taints: Sequence[Mapping[str, str]] = (), tags: Optional[Mapping[str, str]] = None,
+                 node_repair: NodeRepair = NodeRepair()) -> None:
         super().__init__(scope, construct_id)
         if capacity_type not in CAPACITY_TYPES:
             raise ConstructError(self, f"capacity type {capacity_type!r} is not one of {', '.join(CAPACITY_TYPES)}")
@@ -88,7 +140,7 @@ class ManagedNodeGroup(Construct):
             labels=dict(labels) if labels else None,
             taints=[eks.CfnNodegroup.TaintProperty(key=t["key"], value=t.get("value"),
                                                    effect=TAINT_EFFECTS[t["effect"]]) for t in taints] or None,
-            node_repair_config=eks.CfnNodegroup.NodeRepairConfigProperty(enabled=True),
+            node_repair_config=node_repair.properties(),
             force_update_enabled=False,  # never evict pods past their disruption budgets
             tags=dict(tags) if tags else None)
 

@@ -19,7 +19,11 @@ DEEP_HEALTH_CHECKS = ("InstanceStress", "InstanceConnectivity")
 # example: ml.p6-b200.48xlarge and ml.p6-b300.48xlarge are valid in us-east-1 there). Offerings per
 # region are account facts for `fmcluster preflight`.
 REGIONAL_TYPE_RULE = "CloudFormation-Validate::E3644"
+# NodeRecovery (cluster level, API and CFN): "Automatic: SageMaker HyperPod will automatically reboot
+# or replace faulty nodes when issues are detected. None: cluster administrators will need to
+# manually manage any faulty cluster instances" (botocore's sagemaker model, CreateClusterRequest).
 NODE_RECOVERY = "Automatic"
+NO_NODE_RECOVERY = "None"
 CONTINUOUS = "Continuous"  # NodeProvisioningMode: partial capacity, retries; required for customer managed keys
 CONTROLLER, LOGIN, COMPUTE = "Controller", "Login", "Compute"
 
@@ -157,7 +161,7 @@ class InstanceGroup:
 
 
 class HyperPodCluster(Construct):
-    """A SageMaker HyperPod cluster with automatic node recovery (`NodeRecovery: Automatic`).
+    """A SageMaker HyperPod cluster, with automatic node recovery unless told otherwise.
 
     Props:
         name: the cluster's name (`ClusterName`): 1 to 63 letters, digits and hyphens, starting
@@ -175,6 +179,9 @@ class HyperPodCluster(Construct):
         node_provisioning_mode: ``Continuous`` (`NodeProvisioningMode`: partial capacity and
             retries; needed for customer managed volume keys), the only value the schema takes.
             @default None: HyperPod's standard provisioning
+        node_recovery: ``Automatic`` (HyperPod reboots or replaces faulty nodes) or ``None`` (an
+            administrator does) (`NodeRecovery`).
+            @default ``Automatic``
 
     Attributes:
         resource: the `CfnCluster`.
@@ -185,13 +192,16 @@ class HyperPodCluster(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, name: str,
                  orchestrator: sagemaker.CfnCluster.OrchestratorProperty,
                  instance_groups: Sequence[InstanceGroup], subnet_ids: Sequence[str],
-                 security_group_ids: Sequence[str], node_provisioning_mode: Optional[str] = None) -> None:
+                 security_group_ids: Sequence[str], node_provisioning_mode: Optional[str] = None,
+                 node_recovery: str = NODE_RECOVERY) -> None:
         super().__init__(scope, construct_id)
+        if node_recovery not in (NODE_RECOVERY, NO_NODE_RECOVERY):
+            raise ConstructError(self, f"node recovery {node_recovery!r} is not {NODE_RECOVERY} or {NO_NODE_RECOVERY}")
         names = [g.name for g in instance_groups]
         if len(set(names)) != len(names):
             raise ConstructError(self, f"instance group names must be unique: {names}")
         self.resource = sagemaker.CfnCluster(
-            self, "Resource", cluster_name=name, orchestrator=orchestrator, node_recovery=NODE_RECOVERY,
+            self, "Resource", cluster_name=name, orchestrator=orchestrator, node_recovery=node_recovery,
             node_provisioning_mode=node_provisioning_mode,
             instance_groups=[g.properties() for g in instance_groups],
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(subnets=list(subnet_ids),
