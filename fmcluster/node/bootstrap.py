@@ -710,9 +710,11 @@ def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDA
 
 def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
               scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
-              containers: bool = False, slurm_version: str = "", home: HomeMount | None = None) -> str:
+              containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
+              deep_check: bool = False) -> str:
     """The node group's user data: MIME multipart with the bootstrap script (not yet base64)."""
     script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
-                         slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version, home=home)
+                         slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version, home=home,
+                         deep_check=deep_check)
     return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])
 
