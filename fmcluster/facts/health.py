@@ -74,7 +74,9 @@ DEEP_DCGM_MINUTES = 2
 DEEP_NCCL_MINUTES = 1
 DEEP_CHECK_MINUTES = DEEP_DCGM_MINUTES + DEEP_NCCL_MINUTES  # added to a new node's first boot
 # The bounds of each tool (a node that hangs in a tool is not ready, never waits for ever): several
-# times the typical duration, well under DCGM level 3's 15 minutes.
+# times the typical duration, well under DCGM level 3's 15 minutes. Together (16 minutes with
+# node-ready's minute to spare) they keep a PCS node inside the "approximately 30 minutes to join
+# Slurm" its lifecycle scripts have (PCS User Guide, "Best practices for node lifecycle actions").
 DEEP_DCGM_TIMEOUT_SECONDS = 600
 DEEP_NCCL_TIMEOUT_SECONDS = 300
 # Where the Deep Learning AMIs keep nccl-tests: built by the EFA installer with the AMI's CUDA under
