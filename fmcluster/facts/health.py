@@ -87,6 +87,12 @@ DEEP_NCCL_TIMEOUT_SECONDS = 300
 # without the binary fails the check with its reason (`deep-nccl`), it never downloads one.
 DEEP_NCCL_TESTS = ("/usr/local/cuda/efa/test-cuda-*/all_reduce_perf",
                    "/usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf")
+# A public validation run on the PCS-ready DLAMI (p5.48xlarge, Slurm 25.11, 2026-05-31) found
+# "the PCS DLAMI ships prebuilt all_reduce_perf under /usr/local/cuda-13.2/efa/test-cuda-13.2/" and
+# ran it with mpirun (code index, find_string "test-cuda-13", id 55853580496; repository not shown).
+# The EFA installer's Open MPI, which those binaries are built with (AWS's nccl-tests image:
+# MPI_HOME=/opt/amazon/openmpi): the deep check runs all_reduce_perf as one rank under it.
+DEEP_MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
 # The verdict kept per instance (the instance ID, then the reasons), and the tools' output.
 DEEP_CHECK_MARKER = "/var/lib/fmcluster/deep-check"
 DEEP_CHECK_LOG = "/var/log/fmcluster-deep-check.log"

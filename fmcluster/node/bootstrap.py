@@ -460,7 +460,7 @@ class NodeProgram:
                         DEEP_DCGM_LEVEL=health.DEEP_DCGM_LEVEL,
                         DEEP_DCGM_SECONDS=health.DEEP_DCGM_TIMEOUT_SECONDS,
                         DEEP_NCCL_SECONDS=health.DEEP_NCCL_TIMEOUT_SECONDS,
-                        DEEP_NCCL_TESTS=" ".join(health.DEEP_NCCL_TESTS),
+                        DEEP_NCCL_TESTS=" ".join(health.DEEP_NCCL_TESTS), DEEP_MPIRUN=health.DEEP_MPIRUN,
                         DEEP_NCCL_BUSBW_FLOOR=deep_nccl_floor(self.instance),
                         DEEP_CHECK_MARKER=health.DEEP_CHECK_MARKER, DEEP_CHECK_LOG=health.DEEP_CHECK_LOG)
 

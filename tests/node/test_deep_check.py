@@ -87,6 +87,20 @@ def test_a_passing_deep_check_makes_the_node_ready_once(tmp_path):
     assert tools_run(node) == ["dcgmi", "all_reduce_perf"]
 
 
+def test_all_reduce_runs_as_one_rank_under_the_efa_installers_mpirun(tmp_path):
+    node = deep_node(tmp_path)
+    mpirun = node.root / health.DEEP_MPIRUN.lstrip("/")
+    mpirun.parent.mkdir(parents=True)
+    mpirun.write_text('#!/bin/bash\n# records its arguments, runs the one rank\n'
+                      'printf "%s\\n" "$*" >"$FAKE_SANDBOX/state/mpirun"\nshift 5\nexec "$@"\n')
+    mpirun.chmod(0o755)
+    assert node.run(script(), env={"STANDIN_BUSBW_NODE": "455"}).returncode == 0
+    launched = (node.state / "mpirun").read_text().split()
+    assert launched[:5] == ["--allow-run-as-root", "-np", "1", "-x", "LD_LIBRARY_PATH"]
+    assert launched[5].endswith(f"{NCCL_DIR}/all_reduce_perf") and launched[-2:] == ["-g", "8"]
+    assert metrics(node)["fmcluster_node_deep_check_passed"] == "1"
+
+
 def test_a_failed_dcgm_diagnostic_keeps_slurmd_down(tmp_path):
     node = deep_node(tmp_path)
     result = node.run(script(), env={"STANDIN_DCGM": "fail"})

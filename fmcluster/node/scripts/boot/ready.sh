@@ -32,6 +32,7 @@ install_node_ready() {
       printf 'DCGM_SECONDS=%s\n' "$DEEP_DCGM_SECONDS"
       printf 'NCCL_SECONDS=%s\n' "$DEEP_NCCL_SECONDS"
       printf 'NCCL_TESTS=%q\n' "$DEEP_NCCL_TESTS"
+      printf 'MPIRUN=%q\n' "$DEEP_MPIRUN"
       printf 'NCCL_BUSBW_FLOOR=%s\n' "$DEEP_NCCL_BUSBW_FLOOR"
       printf 'DEEP_CHECK_MARKER=%q\n' "$DEEP_CHECK_MARKER"
       printf 'DEEP_CHECK_LOG=%q\n' "$DEEP_CHECK_LOG"

@@ -10,7 +10,7 @@
 #      (DCGM 3 and 4 both write `"status" : "Fail"`).
 #   2. nccl-tests' all_reduce_perf over every GPU of the node in one process (`-g EXPECTED_GPUS`,
 #      8 B to 1 GiB), the first of NCCL_TESTS (globs; the DLAMIs' EFA installer puts its nccl-tests
-#      under /usr/local/cuda-X/efa/test-cuda-X/). It fails when the binary is missing, exits
+#      under /usr/local/cuda-X/efa/test-cuda-X/), under MPIRUN -np 1 where there is one. It fails when the binary is missing, exits
 #      non-zero, reports wrong values, or its bus bandwidth at the largest size (the better of out of
 #      place and in place, as `fmcluster verify` reads it) is below NCCL_BUSBW_FLOOR GB/s (the FAIL
 #      line of the node-local figure `fmcluster verify` holds the acceptance kit to; 0: not judged).
@@ -65,13 +65,17 @@ nccl() {
     REASONS+=("deep-nccl nccl-tests' all_reduce_perf is not installed ($NCCL_TESTS)")
     return
   fi
-  # The DLAMIs' nccl-tests link against their CUDA's NCCL and the EFA installer's Open MPI (one
-  # process, no mpirun: MPI's singleton start; as root, Open MPI asks for its two ALLOW variables).
-  local cuda=${binary%%/efa/*}
+  # The DLAMIs' nccl-tests link against their CUDA's NCCL and the EFA installer's Open MPI: one
+  # process under its mpirun (MPIRUN) where the node has it, as AWS's examples run them, else alone
+  # (MPI's singleton start).
+  local cuda=${binary%%/efa/*} launch=()
   cuda=${cuda#"$ROOT"}
+  if [[ -x "$ROOT$MPIRUN" ]]; then
+    launch=("$ROOT$MPIRUN" --allow-run-as-root -np 1 -x LD_LIBRARY_PATH)
+  fi
   out=$(LD_LIBRARY_PATH="$cuda/lib:$cuda/lib64:/opt/amazon/openmpi/lib:/opt/amazon/efa/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
     OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-    timeout "$NCCL_SECONDS" "$binary" -b 8 -e 1G -f 2 -g "$EXPECTED_GPUS" 2>&1) || rc=$?
+    timeout "$NCCL_SECONDS" "${launch[@]}" "$binary" -b 8 -e 1G -f 2 -g "$EXPECTED_GPUS" 2>&1) || rc=$?
   printf '%s\n' "$out" >>"$LOG"
   note "all_reduce_perf -g $EXPECTED_GPUS: exit $rc after $((SECONDS - started)) s"
   # The table's rows: size first; the bus bandwidths are the 6th and 2nd fields from the end (out
