@@ -71,6 +71,8 @@ def test_a_passing_deep_check_makes_the_node_ready_once(tmp_path):
     assert result.returncode == 0, result.stderr
     assert tools_run(node) == ["dcgmi", "all_reduce_perf"]
     dcgm = next(c for c in node.calls("timeout") if c.args[1] == "dcgmi")
+    lines = node.lines()
+    assert lines.index("systemctl start nvidia-dcgm.service") < lines.index(dcgm.line)
     assert dcgm.args[2:] == ("diag", "-r", str(health.DEEP_DCGM_LEVEL), "-j")
     nccl = next(c for c in node.calls("timeout") if c.args[1].endswith("/all_reduce_perf"))
     assert nccl.args[1] == f"{NCCL_DIR}/all_reduce_perf" and nccl.args[2:] == ("-b", "8", "-e", "1G", "-f", "2",

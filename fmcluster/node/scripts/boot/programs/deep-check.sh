@@ -33,6 +33,11 @@ note() {
 
 dcgm() {
   local out rc=0 started=$SECONDS
+  # dcgmi talks to DCGM's host engine, which a typical installation runs as nvidia-dcgm.service
+  # (NVIDIA, DCGM "Customizing the systemd Service"): started if it is not running.
+  if ! systemctl is-active --quiet nvidia-dcgm.service; then
+    systemctl start nvidia-dcgm.service >/dev/null 2>&1 || note "nvidia-dcgm.service did not start"
+  fi
   out=$(timeout "$DCGM_SECONDS" dcgmi diag -r "$DEEP_DCGM_LEVEL" -j 2>&1) || rc=$?
   printf '%s\n' "$out" >>"$LOG"
   note "dcgmi diag -r $DEEP_DCGM_LEVEL: exit $rc after $((SECONDS - started)) s"
