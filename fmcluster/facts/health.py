@@ -96,4 +96,5 @@ DEEP_MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
 # The verdict kept per instance (the instance ID, then the reasons), and the tools' output.
 DEEP_CHECK_MARKER = "/var/lib/fmcluster/deep-check"
 DEEP_CHECK_LOG = "/var/log/fmcluster-deep-check.log"
-DEEP_FAULTS = ("deep-dcgm", "deep-nccl")  # the not-ready reasons' slugs
+# The not-ready reasons' slugs: the diagnostic, the all-reduce, and the whole check past its bound.
+DEEP_FAULTS = ("deep-dcgm", "deep-nccl", "deep-check")
