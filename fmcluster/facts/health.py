@@ -57,8 +57,47 @@ def fault(slug: str) -> Fault:
 
 # The deep check a new node runs before its first job (DCGM diagnostic level 2 and a node-local
 # NCCL all-reduce over its GPUs), and about how long it adds to its first boot.
+# On AWS PCS, the readiness gate runs it (fmcluster/node/scripts/boot/programs/deep-check.sh): PCS's
+# own deep health checks on start (instanceHealthChecks.deepHealthChecks, profile QUICK|MEDIUM|LONG =
+# DCGM levels 1/2/3) exist in the PCS API for Slurm 26.05 only, and not in CloudFormation's
+# AWS::PCS::ComputeNodeGroup (cfn-lint 1.58 schema); SageMaker HyperPod Slurm has
+# OnStartDeepHealthChecks (InstanceStress, InstanceConnectivity).
 DEEP_DCGM_LEVEL = 2
-DEEP_CHECK_MINUTES = 5
+# DCGM level 2: "Medium validation, normally lasting approximately two minutes" (NVIDIA, DCGM
+# reference, "dcgmi diag", https://docs.nvidia.com/datacenter/dcgm/latest/reference/command-line-reference/dcgmi/dcgmi-diag.html;
+# level 1 "normally lasting seconds", level 3 "approximately 15 minutes").
+DEEP_DCGM_MINUTES = 2
+# all_reduce_perf -b 8 -e 1G -f 2 -g GPUS: 28 sizes, 5 warm-up and 20 timed iterations each
+# (nccl-tests' defaults, README "Arguments"); at a node's NVLink bus bandwidth (p5e: 458 GB/s at
+# 1 GiB, awsome-distributed-ai HyperPod Local Zone quickstart) the largest size takes milliseconds,
+# so NCCL's start-up dominates: an estimate, under a minute (no published timing found).
+DEEP_NCCL_MINUTES = 1
+DEEP_CHECK_MINUTES = DEEP_DCGM_MINUTES + DEEP_NCCL_MINUTES  # added to a new node's first boot
+# The bounds of each tool (a node that hangs in a tool is not ready, never waits for ever): several
+# times the typical duration, well under DCGM level 3's 15 minutes. Together (16 minutes with
+# node-ready's minute to spare) they keep a PCS node inside the "approximately 30 minutes to join
+# Slurm" its lifecycle scripts have (PCS User Guide, "Best practices for node lifecycle actions").
+DEEP_DCGM_TIMEOUT_SECONDS = 600
+DEEP_NCCL_TIMEOUT_SECONDS = 300
+# Where the Deep Learning AMIs keep nccl-tests: built by the EFA installer with the AMI's CUDA under
+# /usr/local/cuda-X/efa/test-cuda-X/ (older DLAMI release notes, as a public repository quotes them:
+# "NCCL Tests Location: /usr/local/cuda-xx.x/efa/test-cuda-xx.x/"; public scripts for the 2025-2026
+# Ubuntu DLAMIs and HyperPod look there, for cuda-12.4 to cuda-13.0).
+# /usr/local/cuda is the AMI's default CUDA. Not confirmed for the PCS-ready DLAMI itself: a node
+# without the binary fails the check with its reason (`deep-nccl`), it never downloads one.
+DEEP_NCCL_TESTS = ("/usr/local/cuda/efa/test-cuda-*/all_reduce_perf",
+                   "/usr/local/cuda-*/efa/test-cuda-*/all_reduce_perf")
+# A public validation run on the PCS-ready DLAMI (p5.48xlarge, Slurm 25.11, 2026-05-31) found
+# "the PCS DLAMI ships prebuilt all_reduce_perf under /usr/local/cuda-13.2/efa/test-cuda-13.2/" and
+# ran it with mpirun (code index, find_string "test-cuda-13", id 55853580496; repository not shown).
+# The EFA installer's Open MPI, which those binaries are built with (AWS's nccl-tests image:
+# MPI_HOME=/opt/amazon/openmpi): the deep check runs all_reduce_perf as one rank under it.
+DEEP_MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
+# The verdict kept per instance (the instance ID, then the reasons), and the tools' output.
+DEEP_CHECK_MARKER = "/var/lib/fmcluster/deep-check"
+DEEP_CHECK_LOG = "/var/log/fmcluster-deep-check.log"
+# The not-ready reasons' slugs: the diagnostic, the all-reduce, and the whole check past its bound.
+DEEP_FAULTS = ("deep-dcgm", "deep-nccl", "deep-check")
 
 # EKS managed node groups: node auto repair stops acting once more nodes of a group are unhealthy
 # than its threshold (NodeRepairConfig MaxUnhealthyNodeThresholdCount: "a count threshold of

@@ -166,12 +166,12 @@ def scripts(program: NodeProgram) -> tuple[LifecycleScript, ...]:
 def node_actions(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                  scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
                  containers: bool = False, slurm_version: str = "",
-                 home: HomeMount | None = None) -> tuple[LifecycleScript, ...]:
+                 home: HomeMount | None = None, deep_check: bool = False) -> tuple[LifecycleScript, ...]:
     """The node lifecycle scripts of an AWS PCS node group (the arguments of
     fmcluster.node.bootstrap.node_program)."""
     return scripts(node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
                                 slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version,
-                                home=home))
+                                home=home, deep_check=deep_check))
 
 
 def in_stage(actions: Sequence[LifecycleScript], stage: str) -> list[LifecycleScript]:

@@ -10,13 +10,16 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence, cast
 
-from fmcluster.facts import catalog, openzfs
+from fmcluster.facts import catalog, health, openzfs
 from fmcluster.facts import images as image_facts
 from fmcluster.facts.catalog import InstanceType
 from fmcluster.facts.efa import lnet_efa_interfaces
 from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, HOME_PATH, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
+
+if TYPE_CHECKING:
+    from fmcluster.model.cluster import NodeGroup
 
 SCRIPTS = Path(__file__).parent / "scripts" / "boot"
 SLURM_SCRIPTS = Path(__file__).parent / "scripts" / "slurm"
@@ -368,6 +371,35 @@ def _settings(values: Mapping[str, str | int]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# The deep check's bound: each tool's, and a minute to spare (node-ready's `timeout`).
+DEEP_CHECK_SECONDS = health.DEEP_DCGM_TIMEOUT_SECONDS + health.DEEP_NCCL_TIMEOUT_SECONDS + 60
+
+
+@dataclass(frozen=True)
+class _OneNode:
+    """What fmcluster.model.expected.nccl_inside_node reads of a node group: one node of `instance`."""
+
+    instance: InstanceType
+
+    @property
+    def gpus(self) -> int:
+        return self.instance.gpu_count or 0
+
+    @property
+    def instance_type(self) -> str:
+        return self.instance.name
+
+
+def deep_nccl_floor(instance: InstanceType) -> str:
+    """The all_reduce bus bandwidth (GB/s) below which the deep check fails a node: the FAIL line of
+    the node-local figure `fmcluster verify` holds the acceptance kit's nccl-all_reduce-node to
+    (fmcluster.model.expected), "0" where it has none (PCIe or one GPU: measured, not judged)."""
+    from fmcluster.model import expected  # the model's figures; no cycle (expected imports nothing at run time)
+
+    figure = expected.nccl_inside_node(cast("NodeGroup", _OneNode(instance)), "all_reduce")
+    return f"{figure.warn_at:g}" if figure.warn_at is not None else "0"
+
+
 class NodeProgram:
     """A node script being assembled: settings, fragments (file names in SCRIPTS, or paths) and
     the steps `main` runs in order. `add` appends a fragment with its steps and settings; a fragment or
@@ -416,6 +448,21 @@ class NodeProgram:
                         EXPECTED_GPUS=self.instance.gpu_count or 0, REQUIRED_MOUNTS=" ".join(mounts),
                         LNET_EFA=int(lnet_efa), READY_WAIT_SECONDS=READY_WAIT_SECONDS, TEXTFILE_DIR=TEXTFILE_DIR,
                         READY_IMEX=int(imex), **runtime)
+
+    def deep_check(self) -> "NodeProgram":
+        """The deep check of a new GPU node (programs/deep-check.sh: a DCGM diagnostic and a
+        node-local NCCL all-reduce), run by the readiness check once per instance; call it before
+        `readiness` (its settings go into node-ready.env, its bound into slurmd's TimeoutStartSec)."""
+        if not self.instance.is_gpu:
+            return self
+        self.programs["deep_check"] = PROGRAMS / "deep-check.sh"
+        return self.add("ready.sh", DEEP_CHECK=1, DEEP_CHECK_SECONDS=DEEP_CHECK_SECONDS,
+                        DEEP_DCGM_LEVEL=health.DEEP_DCGM_LEVEL,
+                        DEEP_DCGM_SECONDS=health.DEEP_DCGM_TIMEOUT_SECONDS,
+                        DEEP_NCCL_SECONDS=health.DEEP_NCCL_TIMEOUT_SECONDS,
+                        DEEP_NCCL_TESTS=" ".join(health.DEEP_NCCL_TESTS), DEEP_MPIRUN=health.DEEP_MPIRUN,
+                        DEEP_NCCL_BUSBW_FLOOR=deep_nccl_floor(self.instance),
+                        DEEP_CHECK_MARKER=health.DEEP_CHECK_MARKER, DEEP_CHECK_LOG=health.DEEP_CHECK_LOG)
 
     def containers(self, containers: Containers, scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
         """Enroot and Pyxis, baked into the node's image (fmcluster.node.image), checked and
@@ -505,20 +552,21 @@ def header(comment: str | None = None) -> str:
 def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True,
                 slurm_prolog: bool = False, containers: bool = False, slurm_version: str = "",
-                home: HomeMount | None = None) -> str:
+                home: HomeMount | None = None, deep_check: bool = False) -> str:
     """The AWS PCS bootstrap script of a node of `instance_type`, as one script (`node_program`,
     rendered; fmcluster.node.actions splits the same program into node lifecycle scripts).
     `compact`: the fragments without their comment lines, the body packed (the user data's 16 KiB
     limit)."""
     program = node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
                            slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version,
-                           home=home)
+                           home=home, deep_check=deep_check)
     return program.render(header(), compact=compact)
 
 
 def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                  scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
-                 containers: bool = False, slurm_version: str = "", home: HomeMount | None = None) -> NodeProgram:
+                 containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
+                 deep_check: bool = False) -> NodeProgram:
     """The AWS PCS node program of a node of `instance_type` (docs/research-notes.md).
 
     `efa`: the node has EFA interfaces (sets the EFA environment; never on a type without EFA).
@@ -531,7 +579,9 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
     `slurm_version`), the image cache on `lustre`, and a node without them is not ready.
     `home`: the shared home (FSx for OpenZFS) to mount at /home; a `lustre` whose mount path is
     /home is the shared home itself (mounted the same way, the image's home directories copied in
-    first). A node without its home is not ready.
+    first). A node without its home is not ready. `deep_check`: a GPU node runs the deep check
+    (NodeProgram.deep_check) once per instance before slurmd first starts; a node that fails it is
+    not ready.
     """
     instance = instance_entry(instance_type)
     efa = efa and instance.efa_supported
@@ -553,6 +603,8 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
     program = NodeProgram(instance)
     if slurm_prolog:
         program.slurm_prolog(slurm_bin(slurm_version) if imex else "")
+    if deep_check:
+        program.deep_check()
     program.readiness(mounts=mounts, lnet_efa=lnet > 0, containers=runtime, scratch_path=scratch_path, imex=imex)
     program.add("gate-slurmd.sh", "gate_slurmd", SLURMD_RETRY_SECONDS=SLURMD_RETRY_SECONDS)
     program.protect().nccl(efa)
@@ -658,9 +710,11 @@ def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDA
 
 def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
               scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
-              containers: bool = False, slurm_version: str = "", home: HomeMount | None = None) -> str:
+              containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
+              deep_check: bool = False) -> str:
     """The node group's user data: MIME multipart with the bootstrap script (not yet base64)."""
     script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
-                         slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version, home=home)
+                         slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version, home=home,
+                         deep_check=deep_check)
     return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])
 

@@ -2,7 +2,8 @@
 # AWS PCS: slurmd starts only on a node that is ready. A drop-in for slurmd.service runs the check
 # before slurmd (ExecStartPre): while it fails slurmd stays down, so the node never registers and
 # never takes a job, and systemd tries again every SLURMD_RETRY_SECONDS (a late mount or GPU makes
-# it ready without a human). Written first, before any step that can fail.
+# it ready without a human). Written first, before any step that can fail. TimeoutStartSec covers
+# the readiness wait and, on a node with the deep check, its bound (DEEP_CHECK_SECONDS).
 
 gate_slurmd() {
   install -d -m 0755 "$ROOT/etc/systemd/system/slurmd.service.d"
@@ -13,7 +14,7 @@ StartLimitIntervalSec=0
 
 [Service]
 ExecStartPre=$FMCLUSTER_LIB/node-ready
-TimeoutStartSec=$((READY_WAIT_SECONDS + 60))
+TimeoutStartSec=$((READY_WAIT_SECONDS + ${DEEP_CHECK_SECONDS:-0} + 60))
 Restart=on-failure
 RestartSec=$SLURMD_RETRY_SECONDS
 UNIT

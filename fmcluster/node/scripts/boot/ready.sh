@@ -3,7 +3,8 @@
 # its settings: every GPU of the instance type visible (EXPECTED_GPUS), REQUIRED_MOUNTS mounted,
 # LNet over EFA where the file system uses it (LNET_EFA), the container runtime where the node has
 # one (READY_ENROOT_VERSION and the Pyxis plugin, containers.sh; empty: none), nvidia-imex.service
-# enabled on UltraServer Slurm nodes (READY_IMEX, prolog.sh). The control plane's gate (gate-*.sh)
+# enabled on UltraServer Slurm nodes (READY_IMEX, prolog.sh); with DEEP_CHECK=1, the deep check
+# (programs/deep-check.sh, embedded as program_deep_check) once per instance. The control plane's gate (gate-*.sh)
 # decides what a node that is not ready does: it never takes a job.
 
 install_node_ready() {
@@ -23,7 +24,24 @@ install_node_ready() {
     printf 'SLURMD_PLUGSTACK=%q\n' "$READY_PLUGSTACK"
     printf 'ENROOT_DIRS=%q\n' "$READY_ENROOT_DIRS"
     printf 'IMEX=%s\n' "$READY_IMEX"
+    if ((${DEEP_CHECK:-0})); then
+      printf 'DEEP_CHECK=1\n'
+      printf 'DEEP_CHECK_PROGRAM=%q\n' "$FMCLUSTER_LIB/deep-check"
+      printf 'DEEP_CHECK_SECONDS=%s\n' "$DEEP_CHECK_SECONDS"
+      printf 'DEEP_DCGM_LEVEL=%s\n' "$DEEP_DCGM_LEVEL"
+      printf 'DCGM_SECONDS=%s\n' "$DEEP_DCGM_SECONDS"
+      printf 'NCCL_SECONDS=%s\n' "$DEEP_NCCL_SECONDS"
+      printf 'NCCL_TESTS=%q\n' "$DEEP_NCCL_TESTS"
+      printf 'MPIRUN=%q\n' "$DEEP_MPIRUN"
+      printf 'NCCL_BUSBW_FLOOR=%s\n' "$DEEP_NCCL_BUSBW_FLOOR"
+      printf 'DEEP_CHECK_MARKER=%q\n' "$DEEP_CHECK_MARKER"
+      printf 'DEEP_CHECK_LOG=%q\n' "$DEEP_CHECK_LOG"
+    fi
   } >"$ROOT$FMCLUSTER_ETC/node-ready.env"
+  if ((${DEEP_CHECK:-0})); then
+    program_deep_check >"$ROOT$FMCLUSTER_LIB/deep-check"
+    chmod 0755 "$ROOT$FMCLUSTER_LIB/deep-check"
+  fi
 }
 
 # node_ready: run the check now; its reasons (one "SLUG TEXT" a line) in NOT_READY.

@@ -19,6 +19,11 @@
 #                       files cached in /var/spool/slurmd/conf-cache; it must include PYXIS_CONF by name
 #   IMEX                1: nvidia-imex.service must be enabled (UltraServer Slurm nodes: the IMEX
 #                       prolog restarts it for each job; missing or not enabled, every job fails)
+#   DEEP_CHECK          1: once every other check passed, the deep check (DEEP_CHECK_PROGRAM: a DCGM
+#                       diagnostic and a node-local NCCL test) runs once per instance; its verdict is
+#                       kept in DEEP_CHECK_MARKER (the instance ID, then its reasons, one a line), so
+#                       a reboot reads it back and a new instance runs it again; a node that failed
+#                       it is never ready (a hardware fault: the node is replaced)
 # Exit status 0 when ready; 1 when not, with one line per reason on standard output, each
 # "SLUG TEXT" (SLUG: a Kubernetes label value such as gpus-7-of-8).
 #
@@ -90,6 +95,32 @@ check_containers() {
   done
 }
 
+# instance_id: this instance's ID (EC2 Nitro instances carry it as their DMI board asset tag), or
+# "unknown" (then the marker is kept for whatever instance this is).
+instance_id() {
+  local id=""
+  read -r id <"$ROOT/sys/devices/virtual/dmi/id/board_asset_tag" 2>/dev/null || true
+  printf '%s\n' "${id:-unknown}"
+}
+
+# deep_check: the deep check's reasons into REASONS, run on this instance's first pass only.
+deep_check() {
+  local marker="$ROOT$DEEP_CHECK_MARKER" id out rc=0
+  id=$(instance_id)
+  if [[ -f "$marker" && "$(head -n 1 "$marker")" == "$id" ]]; then
+    mapfile -t -O "${#REASONS[@]}" REASONS < <(tail -n +2 "$marker")
+    return
+  fi
+  printf 'fmcluster-node-ready: deep check of instance %s (at most %s s)\n' "$id" "$DEEP_CHECK_SECONDS" >&2
+  out=$(timeout "$DEEP_CHECK_SECONDS" "$ROOT$DEEP_CHECK_PROGRAM") || rc=$?
+  if ((rc != 0)) && [[ -z "$out" ]]; then
+    out="deep-check the deep check did not finish (exit $rc)"
+  fi
+  mkdir -p "$(dirname "$marker")"
+  printf '%s\n%s' "$id" "${out:+$out$'\n'}" >"$marker.tmp" && mv "$marker.tmp" "$marker"
+  mapfile -t -O "${#REASONS[@]}" REASONS < <(printf '%s' "${out:+$out$'\n'}")
+}
+
 write_metric() {
   local ready=$1 reason=$2 dir="$ROOT$TEXTFILE_DIR"
   mkdir -p "$dir"
@@ -111,6 +142,9 @@ main() {
     sleep "$INTERVAL"
     waited=$((waited + INTERVAL))
   done
+  if ((${#REASONS[@]} == 0 && ${DEEP_CHECK:-0})); then
+    deep_check
+  fi
   if ((${#REASONS[@]} == 0)); then
     write_metric 1 ""
     printf 'fmcluster-node-ready: ready\n' >&2

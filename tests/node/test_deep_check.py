@@ -1,0 +1,188 @@
+"""The deep check of a new GPU node (fmcluster/node/scripts/boot/programs/deep-check.sh, run by
+node-ready once per instance), in the boot-path harness (tests/support/sandbox.py): the AWS PCS
+user data rendered with `deep_check`, run as real processes on a sandboxed p5.48xlarge whose only
+stand-ins are the GPU tools (tests/support/gpu_standins: dcgmi prints a real `dcgmi diag -r 2 -j`
+output, all_reduce_perf nccl-tests' table), put where the Deep Learning AMI has them. The
+assertions read what the node did: its readiness verdict and reasons, the metrics, the marker,
+whether slurmd's gate lets slurmd start, and the tools it ran (`timeout` records each)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fmcluster.facts import health
+from fmcluster.facts import node as node_facts
+from fmcluster.node import actions, bootstrap
+from fmcluster.node.bootstrap import Metrics
+from tests.node.test_boot_path import standin_pins, world  # noqa: F401 (the autouse fixture)
+from tests.support.sandbox import Sandbox
+
+STANDINS = Path(__file__).parents[1] / "support" / "gpu_standins"
+NCCL_DIR = "/usr/local/cuda-13.2/efa/test-cuda-13.2"  # the DLAMI's nccl-tests, for its CUDA 13.2
+TAG = "/sys/devices/virtual/dmi/id/board_asset_tag"
+INSTANCE = "i-0123456789abcdef0"
+DEEP_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-deep-check.prom"
+READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
+TYPE = "p5.48xlarge"
+
+
+def script(deep_check: bool = True, instance_type: str = TYPE) -> str:
+    return bootstrap.node_script(instance_type, efa=True, deep_check=deep_check)
+
+
+def deep_node(tmp_path, *, nccl: bool = True) -> Sandbox:
+    """A new p5.48xlarge instance with DCGM and nccl-tests where the Deep Learning AMI has them."""
+    node = Sandbox(tmp_path, world(TYPE))
+    (node.bin / "dcgmi").unlink(missing_ok=True)
+    (node.bin / "dcgmi").symlink_to(STANDINS / "dcgmi")
+    new_instance(node, INSTANCE)
+    if nccl:
+        binary = node.root / NCCL_DIR.lstrip("/") / "all_reduce_perf"
+        binary.parent.mkdir(parents=True)
+        binary.symlink_to(STANDINS / "all_reduce_perf")
+    return node
+
+
+def new_instance(node: Sandbox, instance_id: str) -> None:
+    tag = node.root / TAG.lstrip("/")
+    tag.parent.mkdir(parents=True, exist_ok=True)
+    tag.write_text(instance_id + "\n")
+
+
+def tools_run(node: Sandbox) -> list[str]:
+    """The deep check's tools this boot ran (each under `timeout`)."""
+    return [Path(call.args[1]).name for call in node.calls("timeout")
+            if len(call.args) > 1 and Path(call.args[1]).name != "deep-check"]
+
+
+def metrics(node: Sandbox) -> dict[str, str]:
+    return dict(line.rsplit(" ", 1) for line in node.file(DEEP_METRIC).splitlines() if not line.startswith("#"))
+
+
+def start_slurmd(node: Sandbox, **env: str) -> int:
+    return node.run("systemctl start slurmd.service", name="start.sh", env=env).returncode
+
+
+def test_a_passing_deep_check_makes_the_node_ready_once(tmp_path):
+    node = deep_node(tmp_path)
+    result = node.run(script(), env={"STANDIN_BUSBW_NODE": "455"})
+    assert result.returncode == 0, result.stderr
+    assert tools_run(node) == ["dcgmi", "all_reduce_perf"]
+    dcgm = next(c for c in node.calls("timeout") if c.args[1] == "dcgmi")
+    lines = node.lines()
+    assert lines.index("systemctl start nvidia-dcgm.service") < lines.index(dcgm.line)
+    assert dcgm.args[2:] == ("diag", "-r", str(health.DEEP_DCGM_LEVEL), "-j")
+    nccl = next(c for c in node.calls("timeout") if c.args[1].endswith("/all_reduce_perf"))
+    assert nccl.args[1] == f"{NCCL_DIR}/all_reduce_perf" and nccl.args[2:] == ("-b", "8", "-e", "1G", "-f", "2",
+                                                                                 "-g", "8")
+    assert node.file(health.DEEP_CHECK_MARKER) == INSTANCE + "\n"
+    found = metrics(node)
+    assert found["fmcluster_node_deep_check_passed"] == "1"
+    assert found["fmcluster_node_deep_check_busbw_gbps"] == "455.00"
+    assert int(found["fmcluster_node_deep_check_duration_seconds"]) >= 0
+    assert node.file(READY_METRIC).splitlines()[-1] == 'fmcluster_node_ready{reason=""} 1'
+    assert "DCGM GPU Diagnostic" in node.file(health.DEEP_CHECK_LOG)
+    # slurmd's gate runs node-ready again: the verdict is read back, the tools do not run again
+    assert start_slurmd(node) == 0 and node.unit_state("slurmd.service") == "active"
+    assert tools_run(node) == ["dcgmi", "all_reduce_perf"]
+
+
+def test_all_reduce_runs_as_one_rank_under_the_efa_installers_mpirun(tmp_path):
+    node = deep_node(tmp_path)
+    mpirun = node.root / health.DEEP_MPIRUN.lstrip("/")
+    mpirun.parent.mkdir(parents=True)
+    mpirun.write_text('#!/bin/bash\n# records its arguments, runs the one rank\n'
+                      'printf "%s\\n" "$*" >"$FAKE_SANDBOX/state/mpirun"\nshift 5\nexec "$@"\n')
+    mpirun.chmod(0o755)
+    assert node.run(script(), env={"STANDIN_BUSBW_NODE": "455"}).returncode == 0
+    launched = (node.state / "mpirun").read_text().split()
+    assert launched[:5] == ["--allow-run-as-root", "-np", "1", "-x", "LD_LIBRARY_PATH"]
+    assert launched[5].endswith(f"{NCCL_DIR}/all_reduce_perf") and launched[-2:] == ["-g", "8"]
+    assert metrics(node)["fmcluster_node_deep_check_passed"] == "1"
+
+
+def test_a_failed_dcgm_diagnostic_keeps_slurmd_down(tmp_path):
+    node = deep_node(tmp_path)
+    result = node.run(script(), env={"STANDIN_DCGM": "fail"})
+    assert result.returncode == 1
+    reason = "DCGM diagnostic level 2 failed: GPU Memory"
+    assert reason in result.stderr
+    assert node.file(READY_METRIC).splitlines()[-1] == f'fmcluster_node_ready{{reason="{reason}"}} 0'
+    assert node.file(health.DEEP_CHECK_MARKER) == f"{INSTANCE}\ndeep-dcgm {reason}\n"
+    assert metrics(node)["fmcluster_node_deep_check_passed"] == "0"
+    # the fault is kept: slurmd's gate holds slurmd down, even if the diagnostic would pass now
+    assert start_slurmd(node) != 0 and node.unit_state("slurmd.service") == "failed"
+    out = node.run(f'"$FMCLUSTER_ROOT{node_facts.FMCLUSTER_LIB}/node-ready"', name="ready.sh")
+    assert out.stdout == f"deep-dcgm {reason}\n"
+
+
+def test_dcgm_that_cannot_run_fails_the_deep_check(tmp_path):
+    node = deep_node(tmp_path)
+    result = node.run(script(), env={"STANDIN_DCGM": "down"})
+    assert result.returncode == 1
+    assert "dcgmi diag -r 2 could not run (exit 1): Error: unable to establish a connection" in result.stderr
+    assert node.file(health.DEEP_CHECK_MARKER).splitlines()[1].startswith("deep-dcgm ")
+
+
+def test_a_slow_all_reduce_is_deep_nccl(tmp_path):
+    floor = bootstrap.deep_nccl_floor(bootstrap.instance_entry(TYPE))
+    assert floor == "270"  # 0.6 x H100's 450 GB/s NVLink per direction: fmcluster verify's FAIL line
+    node = deep_node(tmp_path)
+    result = node.run(script(), env={"STANDIN_BUSBW_NODE": "200"})
+    assert result.returncode == 1
+    reason = "all_reduce busbw 200.00 GB/s on 8 GPUs, below 270 GB/s"
+    assert node.file(health.DEEP_CHECK_MARKER) == f"{INSTANCE}\ndeep-nccl {reason}\n"
+    assert node.file(READY_METRIC).splitlines()[-1] == f'fmcluster_node_ready{{reason="{reason}"}} 0'
+    assert metrics(node)["fmcluster_node_deep_check_busbw_gbps"] == "200.00"
+    assert start_slurmd(node) != 0
+
+
+def test_an_image_without_nccl_tests_is_deep_nccl(tmp_path):
+    node = deep_node(tmp_path, nccl=False)
+    result = node.run(script())
+    assert result.returncode == 1
+    (line,) = node.file(health.DEEP_CHECK_MARKER).splitlines()[1:]
+    assert line.startswith("deep-nccl nccl-tests' all_reduce_perf is not installed")
+
+
+def test_a_reboot_reads_the_verdict_back_and_a_new_instance_runs_it_again(tmp_path):
+    node = deep_node(tmp_path)
+    assert node.run(script()).returncode == 0
+    after = node.reboot()
+    assert "slurmd.service" in after.started
+    assert tools_run(node) == []  # the reboot's node-ready (slurmd's gate) ran no tool
+    # the same root volume on another instance (an image made from this one): checked again
+    new_instance(node, "i-0fedcba9876543210")
+    after = node.reboot()
+    assert "slurmd.service" in after.started and tools_run(node) == ["dcgmi", "all_reduce_perf"]
+    assert node.file(health.DEEP_CHECK_MARKER) == "i-0fedcba9876543210\n"
+
+
+def test_the_deep_check_is_off_by_default_and_on_gpu_types_only(tmp_path):
+    node = deep_node(tmp_path)
+    assert node.run(script(deep_check=False)).returncode == 0
+    assert tools_run(node) == [] and not node.exists(health.DEEP_CHECK_MARKER)
+    assert "deep_check" not in bootstrap.node_program("c7i.2xlarge", efa=False, deep_check=True).programs
+
+
+def test_slurmds_start_timeout_covers_the_deep_check(tmp_path):
+    node = deep_node(tmp_path)
+    assert node.run(script()).returncode == 0
+    dropin = node.file("/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf")
+    seconds = bootstrap.READY_WAIT_SECONDS + bootstrap.DEEP_CHECK_SECONDS + 60
+    assert f"TimeoutStartSec={seconds}\n" in dropin
+    assert bootstrap.DEEP_CHECK_SECONDS > health.DEEP_DCGM_TIMEOUT_SECONDS + health.DEEP_NCCL_TIMEOUT_SECONDS
+
+
+@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "p6-b200.48xlarge"])
+def test_the_lifecycle_scripts_run_the_deep_check_before_slurmd(instance_type):
+    """On PCS's node lifecycle actions, the deep check is node-ready's: in the configure phase's
+    settings and the every-boot readiness phase (TERMINATE: a node that fails it is replaced)."""
+    scripts = actions.node_actions(instance_type, efa=True, deep_check=True,
+                                   metrics=Metrics("demo", "https://example.com/api/v1/remote_write", "us-east-1"))
+    configure = next(s for s in scripts if s.name == "fmcluster configure")
+    assert "program_deep_check()" in configure.text and "DEEP_CHECK=1" in configure.text
+    ready = next(s for s in scripts if s.name == "fmcluster node ready")
+    assert ready.on_error == actions.TERMINATE and ready.execution_policy == actions.EVERY_BOOT
