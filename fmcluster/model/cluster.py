@@ -139,6 +139,9 @@ class NodeImage:
     # unencrypted custom AMIs
     encrypted: bool
     groups: tuple[str, ...]  # the node groups that launch from it, in model order
+    # the image test checks that the tools of the deep check of new GPU nodes are there (AWS PCS, with
+    # health.deep_check): a base image without them fails the image, before any node is launched
+    deep_check_tools: bool = False
 
 
 @dataclass(frozen=True)
@@ -406,7 +409,9 @@ def _images(spec: ClusterSpec, cp: ControlPlane,
         key=key, plane=cp.type, architecture=arch, base=image_facts.base(cp.type, arch), slurm_version=slurm_version,
         slurm_prefix=image_facts.slurm_prefix(cp.type, slurm_version),
         build_instance_type=image_facts.BUILD_INSTANCE_TYPES[arch], revision=spec.images.revision,
-        encrypted=cp.type == image_facts.PCS and spec.storage.kms, groups=tuple(names))
+        encrypted=cp.type == image_facts.PCS and spec.storage.kms, groups=tuple(names),
+        deep_check_tools=cp.type == image_facts.PCS and spec.health.deep_check
+        and any(g.name in names and g.instance.is_gpu for g in groups))
         for (key, arch), names in sorted(users.items()))
     return made, tuple(placed)
 

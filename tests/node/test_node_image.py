@@ -294,3 +294,50 @@ def test_check_fails_when_a_piece_is_missing(tmp_path, breakage, message):
     result = node.run(script, name="check.sh")
     assert result.returncode == 1 and message in result.stderr, result.stderr
     assert "error: image pcs-x86_64 failed check_" in result.stderr
+
+
+def _deep_checked_node(tmp_path, *, dcgmi: bool, nccl: bool) -> tuple[Sandbox, str]:
+    """A PCS node image whose GPU nodes run the deep check: its test phase looks for DCGM and nccl-tests."""
+    node, _ = checked_node(tmp_path)
+    image = dataclasses.replace(image_of("noble"), deep_check_tools=True)
+    script = standins.with_pins(document_script(node_image.documents(image).test), node.upstream)
+    (port,) = free_ports(1)
+    script = re.sub(r"^CHECK_EXPORTER_PORT=.*$", f"CHECK_EXPORTER_PORT={port}", script, count=1, flags=re.MULTILINE)
+    if dcgmi:
+        (node.bin / "dcgmi").write_text("#!/bin/sh\nexit 0\n")
+        (node.bin / "dcgmi").chmod(0o755)
+    if nccl:
+        tests = node.root / "usr/local/cuda-13.2/efa/test-cuda-13.2"
+        tests.mkdir(parents=True)
+        (tests / "all_reduce_perf").write_text("#!/bin/sh\n")
+        (tests / "all_reduce_perf").chmod(0o755)
+    return node, script
+
+
+def test_check_finds_the_deep_check_tools(tmp_path):
+    """Where GPU nodes run the deep check, the image holds dcgmi and the DLAMI's nccl-tests."""
+    node, script = _deep_checked_node(tmp_path, dcgmi=True, nccl=True)
+    result = node.run(script, name="check.sh")
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("dcgmi, nccl, message", [
+    (True, False, "error: no nccl-tests all_reduce_perf at /usr/local/cuda/efa/test-cuda-*/all_reduce_perf"),
+    (False, True, "error: no dcgmi (DCGM)"),
+], ids=["no-nccl-tests", "no-dcgmi"])
+def test_check_fails_an_image_without_the_deep_check_tools(tmp_path, dcgmi, nccl, message):
+    """A base image without them would leave every new GPU node not ready: the image fails instead."""
+    node, script = _deep_checked_node(tmp_path, dcgmi=dcgmi, nccl=nccl)
+    result = node.run(script, name="check.sh")
+    assert result.returncode == 1 and message in result.stderr, result.stderr
+    assert "failed check_deep_tools" in result.stderr
+
+
+def test_model_asks_for_the_deep_check_tools_only_on_pcs_gpu_images():
+    from fmcluster.model.cluster import resolve
+    from tests.support.specs import base_spec, on, validated, with_
+
+    assert all(i.deep_check_tools for i in resolve(validated(base_spec())).images)
+    off = with_(base_spec(), "health.deep_check", False)
+    assert not any(i.deep_check_tools for i in resolve(validated(off)).images)
+    assert not any(i.deep_check_tools for i in resolve(validated(on("hyperpod-slurm"))).images)

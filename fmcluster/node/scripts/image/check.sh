@@ -12,7 +12,11 @@
 #   PLUGIN` is enough; a plugin built against another Slurm fails to load ("Incompatible plugin
 #   version"), and `required` makes srun fail then;
 # - the node exporter starts on a loopback port and serves /metrics;
-# - `prometheus --version` runs.
+# - `prometheus --version` runs;
+# - where the image's GPU nodes run the deep check before their first job (AWS PCS,
+#   CHECK_DEEP_NCCL_TESTS not empty): DCGM's dcgmi and nccl-tests' all_reduce_perf (the first file
+#   matching one of those globs) are there. The build instance has no GPU, so only their presence
+#   is checked; without them every new node would fail its deep check, so the image fails instead.
 
 # manifest_value NAME: NAME's value in the manifest.
 manifest_value() {
@@ -95,9 +99,22 @@ check_prometheus() {
   out=$(prometheus --version 2>&1) || { log "error: prometheus --version fails: $out"; return 1; }
 }
 
+check_deep_tools() {
+  local pattern found=""
+  [[ -n "$CHECK_DEEP_NCCL_TESTS" ]] || return 0
+  command -v dcgmi >/dev/null || { log "error: no dcgmi (DCGM): the deep check of new GPU nodes needs it"; return 1; }
+  for pattern in $CHECK_DEEP_NCCL_TESTS; do
+    for found in $ROOT$pattern; do
+      [[ -x "$found" ]] && return 0
+    done
+  done
+  log "error: no nccl-tests all_reduce_perf at $CHECK_DEEP_NCCL_TESTS: the deep check of new GPU nodes needs it"
+  return 1
+}
+
 check_image() {
   local check failed=()
-  for check in check_manifest check_enroot check_pyxis check_node_exporter check_prometheus; do
+  for check in check_manifest check_enroot check_pyxis check_node_exporter check_prometheus check_deep_tools; do
     "$check" || failed+=("$check")
   done
   if ((${#failed[@]} > 0)); then
