@@ -70,6 +70,13 @@ class InstanceType:
     # The UltraServers the type is sold in (an NVLink domain of several instances each); () for a
     # type whose NVLink domain is the instance
     ultraservers: tuple[str, ...] = ()
+    # The layers of the EC2 network its instances report (DescribeInstanceTopology's network nodes,
+    # top first; on EKS and SageMaker HyperPod EKS the node labels
+    # topology.k8s.aws/network-node-layer-1 .. -N): the EC2 User Guide, "Prerequisites for Amazon
+    # EC2 topology", Instance types: 4 for p6-b200.48xlarge and p6-b300.48xlarge; 3 for g6e.*,
+    # p4d, p4de, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6e-gb200.36xlarge (and hpc, trn types).
+    # 0: not a supported type (no topology; p5.4xlarge and the CPU types here).
+    network_layers: int = 0
 
     @property
     def family(self) -> str:
@@ -167,20 +174,21 @@ def _gpu_types() -> list[InstanceType]:
                      nvme_disks=1, nvme_disk_gb=3800, capacity_block=True, hyperpod=True, lnet_efa_interfaces=1,
                      device_rdma=True),
         InstanceType("p5.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
-                     max_efa_interfaces=32, efa_generation=2, gpu=H100, **per_pcie_switch),
+                     max_efa_interfaces=32, efa_generation=2, gpu=H100, network_layers=3, **per_pcie_switch),
         InstanceType("p5e.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
-                     max_efa_interfaces=32, efa_generation=2, gpu=H200, **per_pcie_switch),
+                     max_efa_interfaces=32, efa_generation=2, gpu=H200, network_layers=3, **per_pcie_switch),
         InstanceType("p5en.48xlarge", memory_gib=2048, network_cards=_cards(16, 200),
-                     max_efa_interfaces=16, efa_generation=3, gpu=H200, **big),
+                     max_efa_interfaces=16, efa_generation=3, gpu=H200, network_layers=3, **big),
         InstanceType("p6-b200.48xlarge", memory_gib=2048, network_cards=_cards(8, 400),
-                     max_efa_interfaces=8, efa_generation=4, gpu=B200, **big),
+                     max_efa_interfaces=8, efa_generation=4, gpu=B200, network_layers=4, **big),
         InstanceType("p6-b300.48xlarge", memory_gib=4096,
                      network_cards=_cards(17, 400, first_gbps=350, first_efa=False),
-                     max_efa_interfaces=16, efa_generation=4, gpu=B300, **big),
+                     max_efa_interfaces=16, efa_generation=4, gpu=B300, network_layers=4, **big),
         # A100: 4 x 100 Gbps cards, each with EFA (generation 1), 8 x 1,000 GB NVMe
         *(InstanceType(name, vcpus=96, memory_gib=1152, network_cards=_cards(4, 100), max_efa_interfaces=4,
                        efa_generation=1, gpu=gpu, gpu_count=8, nvme_disks=8, nvme_disk_gb=1000,
-                       capacity_block=True, hyperpod=True, lnet_efa_interfaces=2, device_rdma=True)
+                       capacity_block=True, hyperpod=True, lnet_efa_interfaces=2, device_rdma=True,
+                       network_layers=3)
           for name, gpu in (("p4d.24xlarge", A100_40), ("p4de.24xlarge", A100_80))),
         *_g6e_types(),
         _p6e_gb200(),
@@ -220,7 +228,8 @@ def _p6e_gb200() -> InstanceType:
     return InstanceType("p6e-gb200.36xlarge", vcpus=144, memory_gib=960, network_cards=cards, max_efa_interfaces=16,
                         efa_generation=4, gpu=GB200, gpu_count=4, nvme_disks=3, nvme_disk_gb=7500,
                         capacity_block=True, hyperpod=True, architecture="arm64", device_rdma=True,
-                        efa_cards=(1, 5, 9, 13), ultraservers=("u-p6e-gb200x36", "u-p6e-gb200x72"))
+                        efa_cards=(1, 5, 9, 13), ultraservers=("u-p6e-gb200x36", "u-p6e-gb200x72"),
+                        network_layers=3)
 
 
 # g6e (L40S), inference: (size, vCPUs, GiB, GPUs, network cards, Gbps per card (peak), EFA
@@ -237,7 +246,7 @@ _G6E = (
 def _g6e_types() -> list[InstanceType]:
     return [InstanceType(f"g6e.{size}", vcpus=vcpus, memory_gib=gib, network_cards=_cards(cards, gbps, efa=efa > 0),
                          max_efa_interfaces=efa, gpu=L40S, gpu_count=gpus, nvme_disks=disks, nvme_disk_gb=disk_gb,
-                         hyperpod=True, lnet_efa_interfaces=min(efa, 2))
+                         hyperpod=True, lnet_efa_interfaces=min(efa, 2), network_layers=3)
             for size, vcpus, gib, gpus, cards, gbps, efa, disks, disk_gb in _G6E]
 
 

@@ -99,10 +99,14 @@ def _accelerators(group: NodeGroup) -> dict[str, Any]:
 
 
 def _template(group: NodeGroup, pod: dict[str, Any]) -> dict[str, Any]:
-    """A pod template; inside one NVLink domain (Kueue topology) where the group fits in one."""
-    if group.ultraserver and group.one_nvlink_domain:
-        return {"metadata": {"annotations": {kueue.REQUIRED_TOPOLOGY_ANNOTATION:
-                                             kueue.NVLINK_CLIQUE_LABEL}}, "spec": pod}
+    """A pod template with the tightest placement that fits (kueue.topology_request): inside one
+    NVLink domain where the group fits in one, else preferably one; on a network-placed group
+    preferably under one network node of the lowest layer. Every pod set of a job on the group's
+    nodes asks, its launcher too: Kueue gives a TAS flavor only to pod sets that ask, where the
+    ClusterQueue also has flavors without topology."""
+    annotations = kueue.topology_request(group)
+    if annotations:
+        return {"metadata": {"annotations": annotations}, "spec": pod}
     return {"spec": pod}
 
 
@@ -230,7 +234,7 @@ def nccl_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] =
         "spec": {"slotsPerWorker": group.gpus, "mpiImplementation": "OpenMPI",
                  "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 6},
                  "mpiReplicaSpecs": {
-                     "Launcher": {"replicas": 1, "template": {"spec": launcher}},
+                     "Launcher": {"replicas": 1, "template": _template(group, launcher)},
                      "Worker": {"replicas": group.max_count, "template": _template(group, worker)}}}}
     return [*compute_domain(group, name), mpijob]
 
@@ -239,6 +243,11 @@ def _per_node_job(model: ClusterModel, group: NodeGroup, test: str, container: d
                   volumes: list[dict[str, Any]], hours: int, team: Optional[Team]) -> dict[str, Any]:
     """An Indexed Job with one pod on every node of the group (pod anti-affinity on the host)."""
     name = _name(group, test)
+    if kueue.group_topology(group) is not None:
+        # Kueue's topology-aware scheduling assigns each pod a node by free capacity alone (it reads
+        # no pod anti-affinity: kubernetes-sigs/kueue v0.18.3 pkg/cache/scheduler), so on a TAS
+        # flavor the pod holds the node's GPUs, which only one pod can: one pod a node there too
+        container["resources"].setdefault("limits", {})[kueue.GPU_RESOURCE] = group.gpus
     pod = {"restartPolicy": "Never", **_placement(group),
            "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
                {"labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": name}},
@@ -247,7 +256,7 @@ def _per_node_job(model: ClusterModel, group: NodeGroup, test: str, container: d
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(model, name, test, team),
             "spec": {"completionMode": "Indexed", "completions": group.max_count,
                      "parallelism": group.max_count, "backoffLimit": 0,
-                     "activeDeadlineSeconds": hours * 3600, "template": {"spec": pod}}}
+                     "activeDeadlineSeconds": hours * 3600, "template": _template(group, pod)}}
 
 
 def dcgm_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] = None) -> list[dict[str, Any]]:

@@ -34,8 +34,9 @@ PROBE_PERIOD_S = 10
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 # Kueue topology-aware scheduling of a LeaderWorkerSet (kubernetes-sigs/kueue v0.18.3
-# site/content/en/docs/tasks/run/leaderworkerset.md): both templates carry the required topology
-# and one pod-set group name, so a leader and its workers land in one domain.
+# site/content/en/docs/tasks/run/leaderworkerset.md): both templates carry the (required or
+# preferred) topology and one pod-set group name, so a leader and its workers are placed together
+# (pkg/controller/jobframework/tas.go reads the group name with either request).
 PODSET_GROUP_ANNOTATION = "kueue.x-k8s.io/podset-group-name"
 CONTAINER_MOUNTS_FLAGS = "ro"
 HEAD_ADDR = '"$HEAD_ADDR"'  # the Ray head's address in the Slurm containers (exported by the batch script)
@@ -276,12 +277,19 @@ def _template(group: NodeGroup, container: dict[str, Any], claim: str, annotatio
 
 
 def _annotations(model: ClusterModel, group: NodeGroup, pp: int) -> dict[str, str]:
-    """UltraServer groups: each replica inside one NVLink domain (Kueue topology), where one holds it."""
+    """The tightest placement of a replica that fits (Kueue topology). UltraServer groups: inside
+    one NVLink domain, required where one holds the replica, else preferred. A network-placed
+    group (kueue.network_placed): under one network node of the lowest layer, preferred.
+    Several nodes a replica: the leader and workers in one pod-set group, placed together. A
+    group whose flavor has no topology: none."""
     domain = group.nvlink_domain
-    if not group.ultraserver or domain is None or pp > domain.instances:
-        return {}
-    annotations = {kueue.REQUIRED_TOPOLOGY_ANNOTATION: kueue.NVLINK_CLIQUE_LABEL}
-    if pp > 1:
+    if group.ultraserver:
+        fits = domain is not None and pp <= domain.instances
+        annotation = kueue.REQUIRED_TOPOLOGY_ANNOTATION if fits else kueue.PREFERRED_TOPOLOGY_ANNOTATION
+        annotations = {annotation: kueue.NVLINK_CLIQUE_LABEL}
+    else:
+        annotations = kueue.topology_request(group)
+    if annotations and pp > 1:
         annotations[PODSET_GROUP_ANNOTATION] = serving_name(model)
     return annotations
 

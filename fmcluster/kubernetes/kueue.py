@@ -2,7 +2,8 @@
 ResourceFlavor per node group with its quota, the ClusterQueue and LocalQueue, and the NVLink
 Topology of UltraServer groups. Where teams share the cluster: a Cohort, a ClusterQueue per team
 with its guarantee as nominal quota, the WorkloadPriorityClasses, and per team a Namespace, its
-LocalQueue and RoleBinding (team_manifests).
+LocalQueue and RoleBinding (team_manifests). Every other multi-node EFA GPU group's flavor is
+placed by the EC2 network's layers (group_topology).
 
 Sources and details: docs/research-notes.md, "fmcluster/kubernetes/kueue.py"."""
 
@@ -118,7 +119,7 @@ class FlavorQuota:
     efa: int
     node_labels: dict[str, str] = field(default_factory=dict)
     tolerations: tuple[dict[str, str], ...] = ()
-    topology: Optional[str] = None  # the Kueue Topology of its nodes (UltraServer groups: NVLINK_TOPOLOGY)
+    topology: Optional[str] = None  # the Kueue Topology of its nodes (group_topology)
     # IMEX_CHANNEL_RESOURCE: None where the ClusterQueue does not cover it (no UltraServer group in the
     # cluster); else one a node of an UltraServer group, 0 elsewhere (channel_quota)
     imex_channels: Optional[int] = None
@@ -164,7 +165,7 @@ def flavor_quotas(model: ClusterModel) -> list[FlavorQuota]:
             name=group.name, cpu=instance.vcpus * nodes, memory_gib=instance.memory_gib * nodes,
             gpus=instance.gpu_count * nodes, efa=group.efa_interfaces * nodes,
             node_labels=flavor_labels(group), tolerations=flavor_tolerations(group),
-            topology=NVLINK_TOPOLOGY if group.ultraserver else None, imex_channels=channel_quota(model, group)))
+            topology=group_topology(group), imex_channels=channel_quota(model, group)))
     return sorted(quotas, key=lambda q: q.gpus > 0)
 
 
@@ -237,22 +238,121 @@ REQUIRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-required-topology"  # on a
 NVLINK_TOPOLOGY_LEVELS = (NVLINK_CLIQUE_LABEL, HOSTNAME_LABEL)
 
 
-def topology_manifest() -> dict[str, Any]:
-    """The Kueue Topology NVLINK_TOPOLOGY (cluster-scoped)."""
-    return {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": {"name": NVLINK_TOPOLOGY},
-            "spec": {"levels": [{"nodeLabel": label} for label in NVLINK_TOPOLOGY_LEVELS]}}
+def topology_manifest(name: str = NVLINK_TOPOLOGY) -> dict[str, Any]:
+    """The Kueue Topology `name` (cluster-scoped): NVLINK_TOPOLOGY, or a network topology
+    (network_topology_name)."""
+    return {"apiVersion": KUEUE_API, "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": label} for label in topology_levels(name)]}}
+
+
+# The network topology of every other multi-node EFA GPU group (network_placed): Amazon EKS labels
+# each node of a supported instance type with its place in the EC2 network (the EKS User Guide,
+# "Place distributed AI/ML workloads with network topology labels"):
+# topology.k8s.aws/network-node-layer-1 the top (the broadest), -2, -3 the bottom on most types,
+# -4 "present only on instance types whose topology has four layers" (p6-b200, p6-b300: the
+# catalog's network_layers); SageMaker HyperPod labels its EKS nodes the same
+# (docs/research-notes.md, "Using topology-aware scheduling in Amazon SageMaker HyperPod"). A
+# Topology's levels go from the highest (coarsest) to the lowest, kubernetes.io/hostname only last
+# (kubernetes-sigs/kueue v0.18.3 apis/kueue/v1beta2/topology_types.go: 1 to 16 levels, unique;
+# site/content/en/docs/concepts/topology.md). One Topology per layer count in use, named after it
+# (levels are immutable: a group that changes to a type with other layers names another one).
+# Kueue counts a node for a TAS flavor only where it has every level's label
+# (pkg/util/tas/node.go NodeMatchesFlavor), so only types with network layers get one.
+NETWORK_LAYER_LABEL = "topology.k8s.aws/network-node-layer-{layer}"
+NETWORK_TOPOLOGY = "network-{layers}"
+# A pod set asks for the tightest domain that fits with this annotation on its pod template: Kueue
+# tries the level named, then each level up, and admits it spread over several domains where none
+# holds it (topology_types.go, PodSetPreferredTopologyAnnotation).
+PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"  # on a pod template
+
+
+def network_layer_label(layer: int) -> str:
+    return NETWORK_LAYER_LABEL.format(layer=layer)
+
+
+def network_topology_name(layers: int) -> str:
+    """The Kueue Topology of nodes with `layers` network layers (network-3, network-4)."""
+    return NETWORK_TOPOLOGY.format(layers=layers)
+
+
+def topology_levels(name: str) -> tuple[str, ...]:
+    """The node labels of a Topology of fmcluster's, highest level first, the node last."""
+    if name == NVLINK_TOPOLOGY:
+        return NVLINK_TOPOLOGY_LEVELS
+    layers = int(name.removeprefix(NETWORK_TOPOLOGY.format(layers="")))
+    return (*(network_layer_label(layer) for layer in range(1, layers + 1)), HOSTNAME_LABEL)
+
+
+def network_placed(group: NodeGroup) -> bool:
+    """The group's flavor is placed by network topology: a GPU group of more than one node with
+    EFA interfaces, on a type with network layers, not an UltraServer group (NVLINK_TOPOLOGY)."""
+    return (not group.ultraserver and group.instance.is_gpu and group.efa_interfaces > 0
+            and group.max_count > 1 and group.instance.network_layers > 0)
+
+
+def group_topology(group: NodeGroup) -> Optional[str]:
+    """The Kueue Topology of a group's ResourceFlavor: NVLINK_TOPOLOGY on UltraServer groups, the
+    network topology of its layers where network_placed, else None (a flavor without topology)."""
+    if group.ultraserver:
+        return NVLINK_TOPOLOGY
+    if network_placed(group):
+        return network_topology_name(group.instance.network_layers)
+    return None
+
+
+def topology_request(group: NodeGroup) -> dict[str, str]:
+    """The annotations of a pod template whose pods run on the group's nodes: the tightest placement
+    that fits. An UltraServer group that one NVLink domain holds: that domain, required (its jobs
+    need the IMEX channel of one domain); a larger one: one domain, preferred. A network-placed
+    group: one network node of the lowest layer (layer 3, or 4 on four-layer types), preferred, so
+    that a job larger than one still runs. Else none.
+
+    Every pod set on a TAS flavor asks explicitly: in a ClusterQueue that also has flavors without
+    topology, Kueue 0.18.3 gives a pod set that does not ask no TAS flavor ("supports only
+    TopologyAwareScheduling", pkg/scheduler/flavorassigner/tas_flavorassigner.go
+    checkPodSetAndFlavorMatchForTAS); only a ClusterQueue of TAS flavors alone implies it."""
+    if group.ultraserver:
+        annotation = REQUIRED_TOPOLOGY_ANNOTATION if group.one_nvlink_domain else PREFERRED_TOPOLOGY_ANNOTATION
+        return {annotation: NVLINK_CLIQUE_LABEL}
+    if network_placed(group):
+        return {PREFERRED_TOPOLOGY_ANNOTATION: network_layer_label(group.instance.network_layers)}
+    return {}
+
+
+def group_placement(model: ClusterModel, group: NodeGroup) -> Optional[str]:
+    """How Kueue places a group's jobs, in a phrase for the plan; None where it does not by topology
+    (not a Kubernetes cluster, or a flavor without topology)."""
+    if model.control_plane.scheduler != "kubernetes":
+        return None
+    topology = group_topology(group)
+    if topology is None:
+        return None
+    request = topology_request(group)
+    if topology == NVLINK_TOPOLOGY:
+        how = "require" if REQUIRED_TOPOLOGY_ANNOTATION in request else "prefer"
+        return f"Kueue topology {topology}: jobs {how} one NVLink domain ({NVLINK_CLIQUE_LABEL})"
+    layers = group.instance.network_layers
+    return f"Kueue topology {topology}: jobs prefer one layer-{layers} network node ({network_layer_label(layers)})"
+
+
+def topology_manifests(model: ClusterModel) -> list[dict[str, Any]]:
+    """The Topologies the flavors name (group_topology), each once: NVLINK_TOPOLOGY first, then the
+    network topologies by layer count."""
+    names = {name for name in map(group_topology, model.node_groups) if name is not None}
+    ordered = sorted(names, key=lambda name: (name != NVLINK_TOPOLOGY, name))
+    return [topology_manifest(name) for name in ordered]
 
 
 def kueue_manifests(model: ClusterModel) -> list[dict[str, Any]]:
     """ResourceFlavors (one per node group of the model), the ClusterQueue over all of them, and
     the LocalQueue in orchestrator.namespace that jobs name with the kueue.x-k8s.io/queue-name label;
-    with an UltraServer node group, the Topology of its flavor first, and IMEX_CHANNEL_RESOURCE covered
-    (the ComputeDomain channels its jobs claim: channel_quota). With teams, the teams' objects
-    (team_manifests) in place of the one ClusterQueue and LocalQueue."""
+    the Topologies the flavors name first (topology_manifests); with an UltraServer node group,
+    IMEX_CHANNEL_RESOURCE covered (the ComputeDomain channels its jobs claim: channel_quota). With
+    teams, the teams' objects (team_manifests) in place of the one ClusterQueue and LocalQueue."""
     spec = model.spec
     cluster_queue, local_queue = queue_names(spec)
     quotas = flavor_quotas(model)
-    topologies = [topology_manifest()] if model.ultraserver_groups else []
+    topologies = topology_manifests(model)
     flavors = flavor_manifests(quotas)
     if model.teams:
         return [*topologies, *flavors, *team_manifests(model, quotas)]

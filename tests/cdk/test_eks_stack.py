@@ -759,10 +759,17 @@ def test_device_plugins_beside_the_ultraserver_charts(templates):
 
 @pytest.mark.parametrize("key", ["main", "example", "bare"])
 def test_no_ultraserver_charts_or_topology_without_ultraservers(templates, key):
+    """No UltraServer charts and no NVLink topology; the multi-node EFA GPU groups' flavors name the
+    network topology of their types' layers (kueue.group_topology), each Topology before them."""
     assert not ULTRASERVER_RELEASES & set(charts(templates[key]))
     documents = manifest_documents(templates[key], "KueueQueues")
-    assert "Topology" not in {d["kind"] for d in documents}
-    assert not [d for d in documents if "topologyName" in d.get("spec", {})]
+    topologies = [d["metadata"]["name"] for d in documents if d["kind"] == "Topology"]
+    assert "nvlink-domain" not in topologies and all(name.startswith("network-") for name in topologies)
+    named = {d["spec"]["topologyName"] for d in documents if "topologyName" in d.get("spec", {})}
+    assert named == set(topologies)
+    for document in documents:
+        if document["kind"] == "Topology":
+            check_topology(document)
 
 
 # The CRDs' own constraints (kubernetes-sigs/kueue v0.18.3 config/components/crd/bases:
@@ -902,7 +909,8 @@ def test_flavor_per_node_group_cpu_first(main):
     flavor = documents[("ResourceFlavor", "p5en")]
     assert flavor["apiVersion"] == "kueue.x-k8s.io/v1beta2"
     assert flavor["spec"] == {"nodeLabels": {"fmcluster.dev/node-group": "p5en"},
-                              "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}
+                              "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                              "topologyName": "network-3"}  # placed by the EC2 network's layers
     assert documents[("ResourceFlavor", "cpu")]["spec"] == {"nodeLabels": {"fmcluster.dev/node-group": "cpu"}}
     assert queue["namespaceSelector"] == {}
 

@@ -208,3 +208,19 @@ def test_a_node_groups_ami_follows_its_architecture():
     arm = dataclasses.replace(group, instance=dataclasses.replace(group.instance, architecture="arm64"))
     assert ami_type(group) == "AL2023_x86_64_NVIDIA" and ami_type(arm) == "AL2023_ARM_64_NVIDIA"
     assert default_ami("arm64") == "{{resolve:ssm:/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id}}"
+
+
+# The EC2 User Guide, "Prerequisites for Amazon EC2 topology", Instance types: the types whose
+# DescribeInstanceTopology answer has 4 network nodes, and those (among the catalog's) with 3.
+FOUR_NETWORK_LAYERS = {"p6-b200.48xlarge", "p6-b300.48xlarge"}
+THREE_NETWORK_LAYERS = {"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+                        "p6e-gb200.36xlarge", *(f"g6e.{size[0]}" for size in catalog._G6E)}
+
+
+def test_network_layers_as_ec2_instance_topology_lists_them():
+    layers = {name: t.network_layers for name, t in catalog.catalog().items()}
+    assert {n for n, count in layers.items() if count == 4} == FOUR_NETWORK_LAYERS
+    assert {n for n, count in layers.items() if count == 3} == THREE_NETWORK_LAYERS
+    assert set(layers.values()) == {0, 3, 4}
+    assert layers["p5.4xlarge"] == 0  # not a supported type: no topology
+    assert all(layers[n] == 0 for n, t in catalog.catalog().items() if not t.is_gpu)

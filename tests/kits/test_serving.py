@@ -460,8 +460,11 @@ def test_ultraserver_replicas_stay_in_one_nvlink_domain():
         assert template[role]["metadata"]["annotations"] == {
             kueue.REQUIRED_TOPOLOGY_ANNOTATION: kueue.NVLINK_CLIQUE_LABEL,
             serving.PODSET_GROUP_ANNOTATION: "test-cluster-serve"}
-    plain, _ = manifests(_eks(served(405, nodes=4)))
-    assert "metadata" not in plain["spec"]["leaderWorkerTemplate"]["leaderTemplate"]
+    plain, _ = manifests(_eks(served(405, nodes=4)))  # p5.48xlarge: the network's layer 3, preferred
+    for role in ("leaderTemplate", "workerTemplate"):
+        assert plain["spec"]["leaderWorkerTemplate"][role]["metadata"]["annotations"] == {
+            kueue.PREFERRED_TOPOLOGY_ANNOTATION: "topology.k8s.aws/network-node-layer-3",
+            serving.PODSET_GROUP_ANNOTATION: "test-cluster-serve"}
 
 
 def test_ultraserver_replicas_across_nodes_claim_one_compute_domains_channel():

@@ -186,8 +186,8 @@ def limit_problems(team: str, flavor: str, capacity: dict, resources: dict) -> l
 
 def test_the_teams_objects_match_kueues_crds_and_webhooks(model):
     documents = kueue.kueue_manifests(model)
-    assert [d["kind"] for d in documents] == [
-        "ResourceFlavor", "ResourceFlavor", "ResourceFlavor", *["WorkloadPriorityClass"] * 3, "Cohort",
+    assert [d["kind"] for d in documents] == [  # the GPU groups' network Topology first
+        "Topology", "ResourceFlavor", "ResourceFlavor", "ResourceFlavor", *["WorkloadPriorityClass"] * 3, "Cohort",
         *["ClusterQueue", "LocalQueue"] * 3]
     for document in documents:
         validate(document)
@@ -453,7 +453,7 @@ def test_without_teams_the_one_queue_stays():
     plain = resolve(validated(with_(with_(base_spec(), "orchestrator.type", "eks"),
                                     "network.extra_availability_zone_ids", ["use1-az1"])))
     documents = kueue.kueue_manifests(plain)
-    assert [d["kind"] for d in documents] == ["ResourceFlavor", "ClusterQueue", "LocalQueue"]
+    assert [d["kind"] for d in documents] == ["Topology", "ResourceFlavor", "ClusterQueue", "LocalQueue"]
     queue = kinds(documents, "ClusterQueue")["test-cluster"]
     assert "cohortName" not in queue["spec"] and "preemption" not in queue["spec"]
     assert queue["spec"]["namespaceSelector"] == {}
