@@ -49,11 +49,16 @@ bad_value() { [[ "$1" == \[* && "$1" != "[N/A]" && "$1" != "[Not Supported]" ]];
 yes_or_positive() { [[ "$1" == Yes || ("$1" =~ ^[0-9]+$ && "$1" -gt 0) ]]; }
 
 check_gpus() {
-  local out n i bus ecc pend fail line
+  local out n i bus ecc pend fail line rc
   # `nvidia-smi -L`: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)", one line per GPU.
-  if ! out=$(timeout "$T" nvidia-smi -L 2>&1); then
+  out=$(timeout "$T" nvidia-smi -L 2>&1)
+  rc=$?
+  if ((rc == 124)); then
+    fault gpu-state "nvidia-smi does not answer (${T}s)"
+    return 1
+  elif ((rc != 0)); then
     fault gpu-state "nvidia-smi fails: ${out%%$'\n'*}"
-    return
+    return 1
   fi
   n=$(grep -c '^GPU ' <<<"$out")
   ((n >= EXPECTED_GPUS)) || fault gpu-count "$n of $EXPECTED_GPUS GPUs visible"
@@ -62,7 +67,7 @@ check_gpus() {
   if ! out=$(timeout "$T" nvidia-smi --query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,retired_pages.pending \
     --format=csv,noheader,nounits 2>&1); then
     fault gpu-state "nvidia-smi --query-gpu fails: ${out%%$'\n'*}"
-    return
+    return 1
   fi
   while IFS=, read -r i bus ecc pend; do
     i=${i// /} bus=${bus// /} ecc=${ecc# } pend=${pend# }
@@ -93,6 +98,7 @@ check_gpus() {
                END { if (n) print n " NVLink links inactive: " s }' <<<"$out")
     [[ -z "$out" ]] || fault nvlink "${out:0:160}"
   fi
+  return 0
 }
 
 # XIDs since boot, from the kernel log: "NVRM: Xid (PCI:0000:b9:00): 79, pid=..., name=..., ..."
@@ -144,12 +150,12 @@ check_dcgm() {
 }
 
 run_checks() {
-  local idle=$1
+  local idle=$1 gpus=0
   FAULTS=()
   if ((EXPECTED_GPUS > 0)); then
-    check_gpus
+    check_gpus && gpus=1
     check_xids
-    ((!idle)) || check_dcgm
+    ((!idle || !gpus)) || check_dcgm
   fi
   ((${EXPECTED_EFA:-0} == 0)) || check_efa
   check_mounts
