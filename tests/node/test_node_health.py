@@ -192,3 +192,38 @@ def test_a_type_without_nvlink_or_efa_checks_neither(tmp_path):
     sandbox = node(tmp_path, instance="g6e.xlarge", nvlink_inactive=18, efa_devices=0)
     assert check(sandbox).returncode == 0
     assert not any(c.args[:1] == ("nvlink",) for c in sandbox.calls("nvidia-smi"))
+
+
+# --- where it is installed ------------------------------------------------------------------------
+
+def test_pcs_gpu_nodes_get_the_check_only_when_asked():
+    fsx = bootstrap.LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
+    args = dict(efa=True, lustre=fsx, slurm_version="25.11")
+    assert "install_node_health" not in bootstrap.node_program("p5.48xlarge", **args).steps
+    program = bootstrap.node_program("p5.48xlarge", **args, health=bootstrap.HealthCheck(600, replace=True))
+    assert "install_node_health" in program.steps
+    settings = program.settings
+    assert (settings["HEALTH_EFA"], settings["HEALTH_MOUNTS"], settings["HEALTH_NVLINK"]) == (32, "/fsx /scratch", 1)
+    assert (settings["HEALTH_SLURM_BIN"], settings["HEALTH_REPLACE"]) == ("/opt/aws/pcs/scheduler/slurm-25.11/bin", 1)
+    assert (settings["HEALTH_CHECK_SECONDS"], settings["HEALTH_RUNNER"]) == (600, "timer")
+    assert settings["HEALTH_XIDS"] == " ".join(map(str, health_facts.REPLACE_XIDS))
+    assert settings["HEALTH_NODE_FAULTS"] == "filesystem"
+    # the node lifecycle scripts install it with the node's configuration, once
+    from fmcluster.node import actions
+
+    (configure, *_) = actions.node_actions("p5.48xlarge", **args, health=bootstrap.HealthCheck())
+    assert "step install_node_health" in configure.text
+    # a CPU node has nothing to check
+    cpu = bootstrap.node_program("c7i.2xlarge", efa=False, slurm_version="25.11", health=bootstrap.HealthCheck())
+    assert "install_node_health" not in cpu.steps
+
+
+def test_hyperpod_slurm_gpu_nodes_get_the_check(tmp_path):
+    from fmcluster.node import lifecycle
+
+    checks = lifecycle.NodeChecks(("/fsx",), health=bootstrap.HealthCheck(300, replace=True))
+    script = lifecycle.entry_script("gpu", "p5.48xlarge", efa=True, checks=checks)
+    assert "HEALTH_SLURM_BIN=/opt/slurm/bin" in script and "  step install_node_health" in script
+    assert "HEALTH_MOUNTS='/fsx /scratch'" in script
+    assert "install_node_health" not in lifecycle.entry_script("gpu", "p5.48xlarge", efa=True,
+                                                               checks=lifecycle.NodeChecks(("/fsx",)))
