@@ -226,9 +226,11 @@ class HealthCheck:
 
 
 HEALTH_SLURM_PROGRAM = f"{FMCLUSTER_LIB}/node-health-slurm"  # what HealthCheckProgram= names
-HEALTH_COMMAND_TIMEOUT = 30  # seconds one command of the check may take (a hung mount, nvidia-smi)
 HEALTH_DCGM_LEVEL = 1  # the quick DCGM diagnostic, on an idle node
-HEALTH_DCGM_TIMEOUT = 120
+# Seconds one command of the check may take (a hung mount, nvidia-smi), and the DCGM diagnostic,
+# by runner: slurmd kills its HealthCheckProgram after 60 s (src/slurmd/slurmd/slurmd.c,
+# run_script_health_check: max_wait 60 * 1000 ms; its environment holds SLURMD_NODENAME alone).
+HEALTH_TIMEOUTS = {"timer": (30, 120), "slurm": (8, 30)}
 HYPERPOD_SLURM_BIN = "/opt/slurm/bin"
 
 
@@ -475,7 +477,7 @@ class NodeProgram:
         answering, DCGM on an idle node; a faulty node drained through Slurm's commands in
         `slurm_bin`, and with `replace` reported for replacement. `runner`: "timer" (every
         `check_seconds`) or "slurm" (HealthCheckProgram=HEALTH_SLURM_PROGRAM)."""
-        if runner not in ("timer", "slurm"):
+        if runner not in HEALTH_TIMEOUTS:
             raise ValueError(f"health check runner {runner!r}: timer or slurm")
         if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
             raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
@@ -486,8 +488,8 @@ class NodeProgram:
                         HEALTH_EFA=efa_devices, HEALTH_NVLINK=int(has_nvlink(self.instance)),
                         HEALTH_MOUNTS=" ".join(mounts), HEALTH_XIDS=" ".join(map(str, health_facts.REPLACE_XIDS)),
                         HEALTH_NODE_FAULTS=node_faults, HEALTH_REASON_PREFIX=health_facts.REASON_PREFIX,
-                        HEALTH_COMMAND_TIMEOUT=HEALTH_COMMAND_TIMEOUT, HEALTH_DCGM_LEVEL=HEALTH_DCGM_LEVEL,
-                        HEALTH_DCGM_TIMEOUT=HEALTH_DCGM_TIMEOUT, HEALTH_SLURM_BIN=slurm_bin,
+                        HEALTH_COMMAND_TIMEOUT=HEALTH_TIMEOUTS[runner][0], HEALTH_DCGM_LEVEL=HEALTH_DCGM_LEVEL,
+                        HEALTH_DCGM_TIMEOUT=HEALTH_TIMEOUTS[runner][1], HEALTH_SLURM_BIN=slurm_bin,
                         HEALTH_REPLACE=int(replace), HEALTH_RUNNER=runner, HEALTH_CHECK_SECONDS=check_seconds)
 
     def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":

@@ -32,7 +32,10 @@
 # - healthy again after a drain of ours for a node-kind fault (a file system): resumed;
 # - drained by us for a hardware fault and no job left (IDLE+DRAIN, not MIXED/ALLOCATED+DRAIN,
 #   which is "draining"): with REPLACE=1, the replacement is requested once per fault.
-# Every external command runs under `timeout`, so a hung file system or driver never hangs it.
+# Every external command runs under `timeout`, so a hung file system or driver never hangs it
+# (slurmd kills a HealthCheckProgram after 60 s: the "slurm" runner's timeouts are shorter).
+# slurmd gives its HealthCheckProgram SLURMD_NODENAME and no other variable (no PATH, no
+# SLURM_CONF): Slurm's commands are called by SLURM_BIN, and scontrol reads its own default slurm.conf.
 set -uo pipefail
 ROOT=${FMCLUSTER_ROOT:-}
 # shellcheck source=/dev/null
