@@ -227,3 +227,15 @@ def test_hyperpod_slurm_gpu_nodes_get_the_check(tmp_path):
     assert "HEALTH_MOUNTS='/fsx /scratch'" in script
     assert "install_node_health" not in lifecycle.entry_script("gpu", "p5.48xlarge", efa=True,
                                                                checks=lifecycle.NodeChecks(("/fsx",)))
+
+
+def test_the_node_is_found_by_its_host_name_when_slurm_names_it_otherwise(tmp_path):
+    sandbox = node(tmp_path, gpus=7, slurm_name="gpu-st-p5-1")
+    assert check(sandbox, "--slurm").returncode == 1
+    assert drains(sandbox) == [f"scontrol update nodename=gpu-st-p5-1 state=drain reason="
+                               f"{health_facts.REASON_PREFIX}: gpu-count: 7 of 8 GPUs visible"]
+    # under slurmd (HealthCheckProgram), SLURMD_NODENAME names it
+    sandbox = node(tmp_path / "named", gpus=7, slurm_name="gpu-st-p5-2")
+    sandbox.run(f'SLURMD_NODENAME=gpu-st-p5-2 exec "$FMCLUSTER_ROOT{HEALTH}" --slurm', name="check.sh")
+    assert drains(sandbox)[0].startswith("scontrol update nodename=gpu-st-p5-2 state=drain")
+    assert not any(c.args[:3] == ("-o", "show", "node") and len(c.args) == 3 for c in sandbox.calls("scontrol"))

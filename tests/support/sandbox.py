@@ -135,6 +135,7 @@ class Scenario:
     # the node as Slurm's controller sees it (`scontrol -o show node`): its State and Reason
     slurm_state: str = "IDLE"
     slurm_reason: str = ""
+    slurm_name: str = "ip-10-1-0-42"  # its NodeName (AWS PCS names nodes otherwise than their hosts)
 
     def shell(self) -> str:
         values = {"GPUS": self.gpus, "GPU_MODEL": self.gpu_model, "NVME_DISKS": self.nvme_disks,
@@ -153,6 +154,7 @@ class Scenario:
                   "REMAP_FAILURE": int(self.remap_failure), "GPU_ERROR": self.gpu_error,
                   "NVLINK_INACTIVE": self.nvlink_inactive, "NVIDIA_SMI_HANGS": int(self.nvidia_smi_hangs),
                   "NVLINK": int(self.nvlink), "HUNG_MOUNTS": " ".join(self.hung_mounts), "DCGM": self.dcgm,
+                  "SLURM_NAME": self.slurm_name,
                   "GPU_STANDINS": str(GPU_STANDINS)}
         return "".join(f"{k}='{v}'\n" for k, v in values.items())
 

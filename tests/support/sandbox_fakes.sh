@@ -733,7 +733,7 @@ fake_hostname() {
 }
 
 # scontrol -ao show node LIST: one line per node of the scenario's SLURM_NODES (NAME=ADDR ...).
-# scontrol -o show node NAME: this node (hostname's name), its State and Reason from
+# scontrol -o show node NAME: this node (SLURM_NAME; its NodeHostName is hostname's), its State and Reason from
 # state/slurm-node ("STATE<TAB>REASON"), in the one-line form of Slurm 22.05 (Reason last, with
 # who set it and when); `scontrol update nodename=NAME state=drain reason=...` and `state=resume`
 # change them as slurmctld does (a drained node without jobs is IDLE+DRAIN, with jobs MIXED+DRAIN).
@@ -750,8 +750,8 @@ fake_scontrol() {
   local state reason arg new_state="" new_reason=""
   IFS=$TAB read -r state reason <"$STATE/slurm-node"
   case "$*" in
-    "-o show node ip-10-1-0-42" | "-o show node")
-      printf 'NodeName=ip-10-1-0-42 Arch=x86_64 CoresPerSocket=48 CPUAlloc=0 CPUTot=192 NodeAddr=10.1.0.42 NodeHostName=ip-10-1-0-42 RealMemory=2000000 State=%s ThreadsPerCore=2 Partitions=gpu' "$state"
+    "-o show node $SLURM_NAME" | "-o show node")
+      printf 'NodeName=%s Arch=x86_64 CoresPerSocket=48 CPUAlloc=0 CPUTot=192 NodeAddr=10.1.0.42 NodeHostName=ip-10-1-0-42 RealMemory=2000000 State=%s ThreadsPerCore=2 Partitions=gpu' "$SLURM_NAME" "$state"
       [[ -z "$reason" ]] || printf ' Reason=%s [root@2026-12-02T20:00:00]' "$reason"
       printf '\n' ;;
     "-o show node "*) FAKE_RC=1 die "Node ${*: -1} not found" ;;

@@ -187,7 +187,7 @@ write_metrics() {
 scontrol() { timeout "$T" "$SLURM_BIN/scontrol" "$@"; }
 
 # The node's Slurm name: SLURMD_NODENAME (slurmd sets it for its HealthCheckProgram), else the
-# node named as the host, else the node whose NodeHostName is this host.
+# node named as the host, else the node whose NodeHostName is this host (short, or its FQDN).
 slurm_node() {
   local host
   if [[ -n "${SLURMD_NODENAME:-}" ]]; then
@@ -200,7 +200,7 @@ slurm_node() {
     return
   fi
   scontrol -o show node | awk -v h="$host" '{ n = ""; for (i = 1; i <= NF; i++) { if ($i ~ /^NodeName=/) n = substr($i, 10);
-    if ($i == "NodeHostName=" h) { print n; exit } } }'
+    if ($i == "NodeHostName=" h || index($i, "NodeHostName=" h ".") == 1) { print n; exit } } }'
 }
 
 field() { awk -v k="$1=" '{ for (i = 1; i <= NF; i++) if (index($i, k) == 1) { print substr($i, length(k) + 1); exit } }'; }
