@@ -31,7 +31,7 @@ gpus=$(cat "$root/gpus" 2>/dev/null || echo 8)
 for ((i = 0; i < gpus; i++)); do
   case "${{1:-}}" in
     --query-gpu=*) printf '%s, 00000000:%02X:00.0, 0, [N/A]\n' "$i" $((0x53 + 0x10 * i)) ;;
-    --query-remapped-rows=*) printf '00000000:%02X:00.0, No, No\n' $((0x53 + 0x10 * i)) ;;
+    --query-remapped-rows=*) printf '00000000:%02X:00.0, 0, 0\n' $((0x53 + 0x10 * i)) ;;
     *) printf 'GPU %s: NVIDIA H100 80GB HBM3 (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$i" ;;
   esac
 done

@@ -646,7 +646,9 @@ fake_ip() {
 #   --query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,retired_pages.pending
 #     --format=csv,noheader,nounits: "0, 00000000:53:00.0, 0, [N/A]" per GPU (HBM GPUs remap
 #     rows instead of retiring pages: "[N/A]"); GPU_ERROR in place of a value ("[GPU requires reset]")
-#   --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure: "00000000:53:00.0, No, No"
+#   --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure: "00000000:53:00.0, 0, 0"
+#     (as the suite's other nvidia-smi stand-ins print remapped_rows.failure; node-health also
+#     takes Yes/No, as `nvidia-smi -q` words them)
 #   nvlink -s               "GPU 0: NVIDIA ... (UUID: ...)", then "\t Link N: 26.562 GB/s" for
 #                           each of 18 links, "\t Link N: <inactive>" for those down
 # No GPU: the driver's message, exit 9. NVIDIA_SMI_HANGS: it never returns (the fake: the real
@@ -670,9 +672,9 @@ fake_nvidia-smi() {
       done ;;
     --query-remapped-rows=*)
       for ((i = 0; i < GPUS; i++)); do
-        pend=No fail=No
-        ((i == 0 && REMAP_PENDING)) && pend=Yes
-        ((i == 0 && REMAP_FAILURE)) && fail=Yes
+        pend=0 fail=0
+        ((i == 0 && REMAP_PENDING)) && pend=1
+        ((i == 0 && REMAP_FAILURE)) && fail=1
         printf '%s, %s, %s\n' "$(gpu_bus "$i")" "$pend" "$fail"
       done ;;
     nvlink)
