@@ -64,6 +64,7 @@ from fmcluster.facts.node import FMCLUSTER_LIB, SCRATCH_PATH
 from fmcluster.node.bootstrap import (
     BOUNDARY,
     TOKEN_MARK,
+    HealthCheck,
     HomeMount,
     LustreMount,
     Metrics,
@@ -103,7 +104,7 @@ class Phase:
 PHASES = (
     Phase("fmcluster configure", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, TERMINATE,
           ("install_slurm_prolog", "enable_imex", "install_node_ready", "gate_slurmd", "protect_running_jobs",
-           "write_nccl_env")),
+           "write_nccl_env", "install_node_health")),
     Phase("fmcluster storage", NODE_BOOTSTRAPPED, EVERY_BOOT, CONTINUE,
           ("setup_scratch", "setup_lnet_efa", "mount_lustre", "mount_home")),
     Phase("fmcluster containers", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, CONTINUE, ("setup_containers",)),
@@ -165,13 +166,13 @@ def scripts(program: NodeProgram) -> tuple[LifecycleScript, ...]:
 
 def node_actions(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                  scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
-                 containers: bool = False, slurm_version: str = "",
-                 home: HomeMount | None = None, deep_check: bool = False) -> tuple[LifecycleScript, ...]:
+                 containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
+                 deep_check: bool = False, health: HealthCheck | None = None) -> tuple[LifecycleScript, ...]:
     """The node lifecycle scripts of an AWS PCS node group (the arguments of
     fmcluster.node.bootstrap.node_program)."""
     return scripts(node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
                                 slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version,
-                                home=home, deep_check=deep_check))
+                                home=home, deep_check=deep_check, health=health))
 
 
 def in_stage(actions: Sequence[LifecycleScript], stage: str) -> list[LifecycleScript]:

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence, cast
 
-from fmcluster.facts import catalog, health, openzfs
+from fmcluster.facts import catalog, openzfs
+from fmcluster.facts import health as health_facts
 from fmcluster.facts import images as image_facts
 from fmcluster.facts.catalog import InstanceType
-from fmcluster.facts.efa import lnet_efa_interfaces
+from fmcluster.facts.efa import efa_layout, lnet_efa_interfaces
 from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, HOME_PATH, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
 
 if TYPE_CHECKING:
@@ -215,6 +216,33 @@ class Containers:
         return f"{self.plugstack_dir}/pyxis.conf"
 
 
+@dataclass(frozen=True)
+class HealthCheck:
+    """The continuous node health check of a Slurm GPU node (health.sh, programs/node-health.sh),
+    from the model's `health`: `check_seconds`, how often; `replace`, a node drained for a hardware
+    fault is reported for replacement once its jobs ended; `runner`, "timer" (a systemd timer runs
+    it) or "slurm" (slurm.conf's HealthCheckProgram names HEALTH_SLURM_PROGRAM)."""
+
+    check_seconds: int = health_facts.CHECK_MINUTES * 60
+    replace: bool = False
+    runner: str = "timer"
+
+
+HEALTH_SLURM_PROGRAM = f"{FMCLUSTER_LIB}/node-health-slurm"  # what HealthCheckProgram= names
+HEALTH_DCGM_LEVEL = 1  # the quick DCGM diagnostic, on an idle node
+# Seconds one command of the check may take (a hung mount, nvidia-smi), and the DCGM diagnostic,
+# by runner: slurmd kills its HealthCheckProgram after 60 s (src/slurmd/slurmd/slurmd.c,
+# run_script_health_check: max_wait 60 * 1000 ms; its environment holds SLURMD_NODENAME alone).
+HEALTH_TIMEOUTS = {"timer": (30, 120), "slurm": (8, 30)}
+HYPERPOD_SLURM_BIN = "/opt/slurm/bin"
+
+
+def has_nvlink(instance: InstanceType) -> bool:
+    """Whether the instance's GPUs are joined by NVLink (the catalog's nvlink_gbps, and more than
+    one GPU: a lone H100 of p5.4xlarge has no peer, its links stay inactive)."""
+    return bool(instance.gpu and instance.gpu.nvlink_gbps) and instance.gpu_count > 1
+
+
 def enroot_paths(instance: InstanceType, containers: Containers,
                  scratch_path: str = SCRATCH_PATH) -> dict[str, str]:
     """Enroot's directories: runtime, data and temporary files node-local (the instance store at
@@ -372,7 +400,7 @@ def _settings(values: Mapping[str, str | int]) -> str:
 
 
 # The deep check's bound: each tool's, and a minute to spare (node-ready's `timeout`).
-DEEP_CHECK_SECONDS = health.DEEP_DCGM_TIMEOUT_SECONDS + health.DEEP_NCCL_TIMEOUT_SECONDS + 60
+DEEP_CHECK_SECONDS = health_facts.DEEP_DCGM_TIMEOUT_SECONDS + health_facts.DEEP_NCCL_TIMEOUT_SECONDS + 60
 
 
 @dataclass(frozen=True)
@@ -457,12 +485,12 @@ class NodeProgram:
             return self
         self.programs["deep_check"] = PROGRAMS / "deep-check.sh"
         return self.add("ready.sh", DEEP_CHECK=1, DEEP_CHECK_SECONDS=DEEP_CHECK_SECONDS,
-                        DEEP_DCGM_LEVEL=health.DEEP_DCGM_LEVEL,
-                        DEEP_DCGM_SECONDS=health.DEEP_DCGM_TIMEOUT_SECONDS,
-                        DEEP_NCCL_SECONDS=health.DEEP_NCCL_TIMEOUT_SECONDS,
-                        DEEP_NCCL_TESTS=" ".join(health.DEEP_NCCL_TESTS), DEEP_MPIRUN=health.DEEP_MPIRUN,
+                        DEEP_DCGM_LEVEL=health_facts.DEEP_DCGM_LEVEL,
+                        DEEP_DCGM_SECONDS=health_facts.DEEP_DCGM_TIMEOUT_SECONDS,
+                        DEEP_NCCL_SECONDS=health_facts.DEEP_NCCL_TIMEOUT_SECONDS,
+                        DEEP_NCCL_TESTS=" ".join(health_facts.DEEP_NCCL_TESTS), DEEP_MPIRUN=health_facts.DEEP_MPIRUN,
                         DEEP_NCCL_BUSBW_FLOOR=deep_nccl_floor(self.instance),
-                        DEEP_CHECK_MARKER=health.DEEP_CHECK_MARKER, DEEP_CHECK_LOG=health.DEEP_CHECK_LOG)
+                        DEEP_CHECK_MARKER=health_facts.DEEP_CHECK_MARKER, DEEP_CHECK_LOG=health_facts.DEEP_CHECK_LOG)
 
     def containers(self, containers: Containers, scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
         """Enroot and Pyxis, baked into the node's image (fmcluster.node.image), checked and
@@ -488,6 +516,28 @@ class NodeProgram:
         self.programs["imex_prolog"] = SLURM_SCRIPTS / "imex-prolog.sh"
         self.rendered["imex_prolog"] = imex_prolog(slurm_bin)
         return self.add("prolog.sh", "install_slurm_prolog", "enable_imex", IMEX_PROLOG=IMEX_PROLOG)
+
+    def health(self, *, efa_devices: int, mounts: Sequence[str], check_seconds: int, replace: bool,
+               slurm_bin: str, runner: str = "timer") -> "NodeProgram":
+        """The continuous health check (health.sh; programs/node-health.sh): GPUs, XIDs, ECC,
+        NVLink where the type has it, `efa_devices` EFA devices (0: none checked), `mounts`
+        answering, DCGM on an idle node; a faulty node drained through Slurm's commands in
+        `slurm_bin`, and with `replace` reported for replacement. `runner`: "timer" (every
+        `check_seconds`) or "slurm" (HealthCheckProgram=HEALTH_SLURM_PROGRAM)."""
+        if runner not in HEALTH_TIMEOUTS:
+            raise ValueError(f"health check runner {runner!r}: timer or slurm")
+        if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
+            raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
+        self.programs["node_health"] = PROGRAMS / "node-health.sh"
+        node_faults = " ".join(f.slug for f in health_facts.FAULTS if f.kind == health_facts.NODE)
+        return self.add("health.sh", "install_node_health", FMCLUSTER_LIB=FMCLUSTER_LIB, FMCLUSTER_ETC=FMCLUSTER_ETC,
+                        TEXTFILE_DIR=TEXTFILE_DIR, EXPECTED_GPUS=self.instance.gpu_count or 0,
+                        HEALTH_EFA=efa_devices, HEALTH_NVLINK=int(has_nvlink(self.instance)),
+                        HEALTH_MOUNTS=" ".join(mounts), HEALTH_XIDS=" ".join(map(str, health_facts.REPLACE_XIDS)),
+                        HEALTH_NODE_FAULTS=node_faults, HEALTH_REASON_PREFIX=health_facts.REASON_PREFIX,
+                        HEALTH_COMMAND_TIMEOUT=HEALTH_TIMEOUTS[runner][0], HEALTH_DCGM_LEVEL=HEALTH_DCGM_LEVEL,
+                        HEALTH_DCGM_TIMEOUT=HEALTH_TIMEOUTS[runner][1], HEALTH_SLURM_BIN=slurm_bin,
+                        HEALTH_REPLACE=int(replace), HEALTH_RUNNER=runner, HEALTH_CHECK_SECONDS=check_seconds)
 
     def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":
         return self.add("scratch.sh", "setup_scratch", NVME_DISK_COUNT=self.instance.nvme_disks, SCRATCH_PATH=path,
@@ -552,21 +602,21 @@ def header(comment: str | None = None) -> str:
 def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True,
                 slurm_prolog: bool = False, containers: bool = False, slurm_version: str = "",
-                home: HomeMount | None = None, deep_check: bool = False) -> str:
+                home: HomeMount | None = None, deep_check: bool = False, health: HealthCheck | None = None) -> str:
     """The AWS PCS bootstrap script of a node of `instance_type`, as one script (`node_program`,
     rendered; fmcluster.node.actions splits the same program into node lifecycle scripts).
     `compact`: the fragments without their comment lines, the body packed (the user data's 16 KiB
     limit)."""
     program = node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
                            slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version,
-                           home=home, deep_check=deep_check)
+                           home=home, deep_check=deep_check, health=health)
     return program.render(header(), compact=compact)
 
 
 def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                  scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
                  containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
-                 deep_check: bool = False) -> NodeProgram:
+                 deep_check: bool = False, health: HealthCheck | None = None) -> NodeProgram:
     """The AWS PCS node program of a node of `instance_type` (docs/research-notes.md).
 
     `efa`: the node has EFA interfaces (sets the EFA environment; never on a type without EFA).
@@ -581,7 +631,8 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
     /home is the shared home itself (mounted the same way, the image's home directories copied in
     first). A node without its home is not ready. `deep_check`: a GPU node runs the deep check
     (NodeProgram.deep_check) once per instance before slurmd first starts; a node that fails it is
-    not ready.
+    not ready. `health`: on a GPU type, the continuous health check (NodeProgram.health: its EFA
+    devices and mounts, Slurm's commands of `slurm_version`).
     """
     instance = instance_entry(instance_type)
     efa = efa and instance.efa_supported
@@ -620,8 +671,18 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
         program.home(home)
     if runtime is not None:
         program.containers(runtime, scratch_path)
+    if health is not None and instance.is_gpu:
+        if not slurm_version:
+            raise ValueError("the health check: the cluster's Slurm version is needed (its commands' directory)")
+        program.health(efa_devices=efa_devices(instance, efa), mounts=mounts, check_seconds=health.check_seconds,
+                       replace=health.replace, slurm_bin=slurm_bin(slurm_version), runner=health.runner)
     program.steps.append("check_node_ready")
     return program
+
+
+def efa_devices(instance: InstanceType, efa: bool) -> int:
+    """The EFA devices a node has (/sys/class/infiniband): one per EFA interface of its layout."""
+    return sum(1 for interface in efa_layout(instance, efa=efa) if interface.is_efa)
 
 
 BODY_FILE = f"{FMCLUSTER_LIB}/bootstrap.sh"  # where a compact script keeps its decoded body
@@ -711,10 +772,10 @@ def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDA
 def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
               scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
               containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
-              deep_check: bool = False) -> str:
+              deep_check: bool = False, health: HealthCheck | None = None) -> str:
     """The node group's user data: MIME multipart with the bootstrap script (not yet base64)."""
     script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
                          slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version, home=home,
-                         deep_check=deep_check)
+                         deep_check=deep_check, health=health)
     return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])
 

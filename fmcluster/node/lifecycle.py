@@ -43,11 +43,13 @@ class NodeChecks:
     point (HyperPod's FsxLustreConfig) and the shared home's (FsxOpenZfsConfig) besides /scratch;
     `containers`: on GPU nodes, Enroot and Pyxis (bootstrap/containers.sh, against HyperPod's
     /opt/slurm), the image cache on `shared_path` (default: the first of `mounts`), a node without
-    them drained."""
+    them drained. `health`: on GPU nodes, the continuous health check (bootstrap.NodeProgram.health,
+    Slurm's commands in /opt/slurm/bin): a node that turns faulty in service is drained with the fault."""
 
     mounts: tuple[str, ...] = ()
     containers: bool = False
     shared_path: Optional[str] = None  # Enroot's image cache: the Lustre mount ("" none; None: the first of mounts)
+    health: Optional[bootstrap.HealthCheck] = None
 
     @property
     def cache_path(self) -> str:
@@ -95,6 +97,10 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
         mounts = [*checks.mounts, *([scratch_path] if instance.nvme_disks else [])]
         program.readiness(mounts=mounts, lnet_efa=False, containers=containers, scratch_path=scratch_path)
         program.add("gate-drain.sh", "gate_drain")
+        if checks.health is not None and instance.is_gpu:
+            program.health(efa_devices=bootstrap.efa_devices(instance, efa), mounts=mounts,
+                           check_seconds=checks.health.check_seconds, replace=checks.health.replace,
+                           slurm_bin=bootstrap.HYPERPOD_SLURM_BIN, runner=checks.health.runner)
     return program.render(bootstrap.header(COMMENT))
 
 

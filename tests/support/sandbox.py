@@ -53,7 +53,8 @@ COMMANDS = ("sleep", "mountpoint", "mount", "umount", "lsblk", "blkid", "mdadm",
             "apt-get", "dnf", "modinfo", "modprobe", "lnetctl", "ip", "nvidia-smi", "hostname", "scontrol", "aws",
             "install", "chown", "curl", "mknod", "pkill", "timeout", "logger", "enroot", "git", "make",
             "setcap", "aa-enabled", "apparmor_parser", "nvidia-container-cli", "nvidia-imex-ctl", "dpkg-query",
-            "_tick")
+            "journalctl", "stat", "dcgmi", "_tick")
+GPU_STANDINS = Path(__file__).with_name("gpu_standins")
 # The Slurm installations whose spank.h a node has (Pyxis is built against one): AWS PCS's, by
 # release, and SageMaker HyperPod's.
 SLURM_PREFIXES = tuple(f"/opt/aws/pcs/scheduler/slurm-{v}" for v in controlplanes.get("pcs").versions) + ("/opt/slurm",)
@@ -118,6 +119,24 @@ class Scenario:
     image_slurm_prefix: Optional[str] = None
     exporters: bool = True  # a baked image has the exporters' packages (dpkg-query lists them)
     network: bool = True  # off: every download fails (git clone, curl to a URL, apt-get)
+    # GPU faults the node health check finds (fmcluster/node/scripts/boot/programs/node-health.sh),
+    # all on GPU 0: XIDs in the kernel log since boot, uncorrected volatile ECC errors, a row
+    # remap pending or failed, an error value nvidia-smi prints for a field ("[GPU requires
+    # reset]"), NVLink links down, nvidia-smi hanging (the real `timeout` kills it)
+    xids: tuple[int, ...] = ()
+    ecc_errors: int = 0
+    remap_pending: bool = False
+    remap_failure: bool = False
+    gpu_error: str = ""
+    nvlink_inactive: int = 0
+    nvidia_smi_hangs: bool = False
+    nvlink: bool = True  # the GPUs have NVLink (`nvidia-smi nvlink -s` lists links)
+    hung_mounts: tuple[str, ...] = ()  # mount points whose server does not answer (stat blocks)
+    dcgm: str = "pass"  # what `dcgmi diag` finds: pass, fail (tests/support/gpu_standins/dcgmi)
+    # the node as Slurm's controller sees it (`scontrol -o show node`): its State and Reason
+    slurm_state: str = "IDLE"
+    slurm_reason: str = ""
+    slurm_name: str = "ip-10-1-0-42"  # its NodeName (AWS PCS names nodes otherwise than their hosts)
 
     def shell(self) -> str:
         values = {"GPUS": self.gpus, "GPU_MODEL": self.gpu_model, "NVME_DISKS": self.nvme_disks,
@@ -131,7 +150,13 @@ class Scenario:
                   "IMEX_UP_AT": "never" if self.imex_up_at is None else self.imex_up_at,
                   "SLURM_NODES": " ".join(f"{n}={a}" for n, a in self.slurm_nodes),
                   "DOWNLOAD_FAILS": self.download_fails, "APPARMOR": int(self.apparmor),
-                  "NETWORK": int(self.network)}
+                  "NETWORK": int(self.network), "XIDS": " ".join(map(str, self.xids)),
+                  "ECC_ERRORS": self.ecc_errors, "REMAP_PENDING": int(self.remap_pending),
+                  "REMAP_FAILURE": int(self.remap_failure), "GPU_ERROR": self.gpu_error,
+                  "NVLINK_INACTIVE": self.nvlink_inactive, "NVIDIA_SMI_HANGS": int(self.nvidia_smi_hangs),
+                  "NVLINK": int(self.nvlink), "HUNG_MOUNTS": " ".join(self.hung_mounts), "DCGM": self.dcgm,
+                  "SLURM_NAME": self.slurm_name,
+                  "GPU_STANDINS": str(GPU_STANDINS)}
         return "".join(f"{k}='{v}'\n" for k, v in values.items())
 
 
@@ -217,8 +242,11 @@ class Sandbox:
         else:
             (self.root / "etc/os-release").write_text(f'NAME="Ubuntu"\nVERSION_CODENAME={scenario.os_release}\n')
             (self.root / "etc/apt/apt.conf.d").mkdir(parents=True)
-        for i in range(scenario.efa_devices):
-            (self.root / f"sys/class/infiniband/rdmap{i + 10}s0").mkdir()
+        (self.root / "sys/bus/pci/drivers/efa").mkdir(parents=True)
+        for i in range(scenario.efa_devices):  # as sysfs links them: device/driver -> the PCI driver
+            (self.root / f"sys/class/infiniband/rdmap{i + 10}s0/device").mkdir(parents=True)
+            (self.root / f"sys/class/infiniband/rdmap{i + 10}s0/device/driver").symlink_to(
+                "../../../../bus/pci/drivers/efa")
         devices = "Character devices:\n  1 mem\n195 nvidia\n"
         if scenario.imex_channels_major is not None:
             devices += f"{scenario.imex_channels_major} nvidia-caps-imex-channels\n"
@@ -230,6 +258,7 @@ class Sandbox:
         if scenario.dlami_nvme is not None:
             (self.root / "opt/dlami/nvme").mkdir(parents=True)  # the AMI's mount point, empty until mounted
         (self.state / "scenario.sh").write_text(scenario.shell())
+        (self.state / "slurm-node").write_text(f"{scenario.slurm_state}\t{scenario.slurm_reason}\n")
         for name in ("calls", "mounts", "blockdevs", "filesystems", "enabled"):
             (self.state / name).touch()
         (self.state / "clock").write_text("0\n")

@@ -641,13 +641,92 @@ fake_ip() {
   printf 'default via 10.1.0.1 dev ens32 proto dhcp src 10.1.0.42 metric 100\n'
 }
 
+# nvidia-smi, in the formats of NVIDIA's tool (the GPU faults of the scenario all on GPU 0):
+#   -L                      "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)" per GPU
+#   --query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,retired_pages.pending
+#     --format=csv,noheader,nounits: "0, 00000000:53:00.0, 0, [N/A]" per GPU (HBM GPUs remap
+#     rows instead of retiring pages: "[N/A]"); GPU_ERROR in place of a value ("[GPU requires reset]")
+#   --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure: "00000000:53:00.0, 0, 0"
+#     (as the suite's other nvidia-smi stand-ins print remapped_rows.failure; node-health also
+#     takes Yes/No, as `nvidia-smi -q` words them)
+#   nvlink -s               "GPU 0: NVIDIA ... (UUID: ...)", then "\t Link N: 26.562 GB/s" for
+#                           each of 18 links, "\t Link N: <inactive>" for those down
+# No GPU: the driver's message, exit 9. NVIDIA_SMI_HANGS: it never returns (the fake: the real
+# timeout's exit status 124 under `timeout`, else an error: nothing may call it unbounded).
+gpu_bus() { printf '00000000:%02X:00.0' $((0x53 + 0x10 * $1)); }
 fake_nvidia-smi() {
   record "$@"
+  if ((NVIDIA_SMI_HANGS)); then
+    [[ -n "${FAKE_UNDER_TIMEOUT:-}" ]] && exit 124
+    die "hangs: nvidia-smi called without timeout"
+  fi
   ((GPUS > 0)) || FAKE_RC=9 die "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
-  local i
-  for ((i = 0; i < GPUS; i++)); do
-    printf 'GPU %s: NVIDIA %s (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$GPU_MODEL" "$i"
+  local i l ecc pend fail
+  case "${1:-}" in
+    --query-gpu=*)
+      for ((i = 0; i < GPUS; i++)); do
+        ecc=0
+        ((i == 0)) && ecc=$ECC_ERRORS
+        ((i == 0)) && [[ -n "$GPU_ERROR" ]] && ecc=$GPU_ERROR
+        printf '%s, %s, %s, [N/A]\n' "$i" "$(gpu_bus "$i")" "$ecc"
+      done ;;
+    --query-remapped-rows=*)
+      for ((i = 0; i < GPUS; i++)); do
+        pend=0 fail=0
+        ((i == 0 && REMAP_PENDING)) && pend=1
+        ((i == 0 && REMAP_FAILURE)) && fail=1
+        printf '%s, %s, %s\n' "$(gpu_bus "$i")" "$pend" "$fail"
+      done ;;
+    nvlink)
+      ((NVLINK)) || return 0
+      for ((i = 0; i < GPUS; i++)); do
+        printf 'GPU %s: NVIDIA %s (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$GPU_MODEL" "$i"
+        for ((l = 0; l < 18; l++)); do
+          if ((i == 0 && l < NVLINK_INACTIVE)); then
+            printf '\t Link %s: <inactive>\n' "$l"
+          else
+            printf '\t Link %s: 26.562 GB/s\n' "$l"
+          fi
+        done
+      done ;;
+    *)
+      for ((i = 0; i < GPUS; i++)); do
+        printf 'GPU %s: NVIDIA %s (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$GPU_MODEL" "$i"
+      done ;;
+  esac
+}
+
+# journalctl -k -b -o cat: this boot's kernel log, messages only; an XID of XIDS as the NVIDIA
+# driver logs it (NVIDIA's Xid guide; AWS's HyperPod resiliency workshop injects the same line):
+# "NVRM: Xid (PCI:0000:53:00): 79, pid=<unknown>, name=<unknown>, GPU has fallen off the bus."
+fake_journalctl() {
+  record "$@"
+  local xid
+  printf 'Linux version 6.8.0-1021-aws (buildd@lcy02-amd64-035)\n'
+  printf 'nvidia-nvlink: Nvlink Core is being initialized, major device number 235\n'
+  for xid in $XIDS; do
+    printf 'NVRM: Xid (PCI:0000:53:00): %s, pid=<unknown>, name=<unknown>, GPU has fallen off the bus.\n' "$xid"
   done
+}
+
+# stat: the real one, except on a mount point of HUNG_MOUNTS, whose server does not answer: it
+# blocks (the fake: the real timeout's exit status 124 under `timeout`, else an error).
+fake_stat() {
+  record "$@"
+  local path=${*: -1} m
+  for m in $HUNG_MOUNTS; do
+    if [[ "${path#"$ROOTDIR"}" == "$m" ]]; then
+      [[ -n "${FAKE_UNDER_TIMEOUT:-}" ]] && exit 124
+      die "hangs: stat of $m called without timeout"
+    fi
+  done
+  exec /usr/bin/stat "$@"
+}
+
+# dcgmi: the suite's stand-in (tests/support/gpu_standins/dcgmi), passing or failing (DCGM).
+fake_dcgmi() {
+  record "$@"
+  STANDIN_DCGM=$DCGM exec "$GPU_STANDINS/dcgmi" "$@"
 }
 
 fake_hostname() {
@@ -656,6 +735,10 @@ fake_hostname() {
 }
 
 # scontrol -ao show node LIST: one line per node of the scenario's SLURM_NODES (NAME=ADDR ...).
+# scontrol -o show node NAME: this node (SLURM_NAME; its NodeHostName is hostname's), its State and Reason from
+# state/slurm-node ("STATE<TAB>REASON"), in the one-line form of Slurm 22.05 (Reason last, with
+# who set it and when); `scontrol update nodename=NAME state=drain reason=...` and `state=resume`
+# change them as slurmctld does (a drained node without jobs is IDLE+DRAIN, with jobs MIXED+DRAIN).
 fake_scontrol() {
   record "$@"
   if [[ "$*" == "-ao show node "* ]]; then
@@ -664,7 +747,29 @@ fake_scontrol() {
       printf 'NodeName=%s Arch=aarch64 CoresPerSocket=72 NodeAddr=%s NodeHostName=%s State=ALLOCATED\n' \
         "${pair%%=*}" "${pair#*=}" "${pair%%=*}"
     done
+    return 0
   fi
+  local state reason arg new_state="" new_reason=""
+  IFS=$TAB read -r state reason <"$STATE/slurm-node"
+  case "$*" in
+    "-o show node $SLURM_NAME" | "-o show node")
+      printf 'NodeName=%s Arch=x86_64 CoresPerSocket=48 CPUAlloc=0 CPUTot=192 NodeAddr=10.1.0.42 NodeHostName=ip-10-1-0-42 RealMemory=2000000 State=%s ThreadsPerCore=2 Partitions=gpu' "$SLURM_NAME" "$state"
+      [[ -z "$reason" ]] || printf ' Reason=%s [root@2026-12-02T20:00:00]' "$reason"
+      printf '\n' ;;
+    "-o show node "*) FAKE_RC=1 die "Node ${*: -1} not found" ;;
+    update*)
+      for arg in "$@"; do
+        case "$arg" in
+          state=*) new_state=${arg#state=} ;;
+          reason=*) new_reason=${arg#reason=} ;;
+        esac
+      done
+      case "$new_state" in
+        drain) [[ "$state" == *DRAIN* ]] || state="$state+DRAIN"; reason=$new_reason ;;
+        resume) state=${state%%+*}; reason="" ;;
+      esac
+      printf '%s\t%s\n' "$state" "$reason" >"$STATE/slurm-node" ;;
+  esac
 }
 
 # curl -o FILE URL: a download, answered from state/downloads/NAME (NAME: the URL's last part;
@@ -743,7 +848,7 @@ fake_logger() { record "$@"; }
 fake_timeout() {
   record "$@"
   shift
-  "$@"
+  FAKE_UNDER_TIMEOUT=1 "$@"
 }
 
 fake_aws() {

@@ -1,0 +1,266 @@
+#!/bin/bash
+# fmcluster: is this node, in service, still healthy? Written by the node bootstrap (health.sh) to
+# /usr/local/lib/fmcluster/node-health; its settings are /etc/fmcluster/node-health.env (rendered
+# per node group from the instance catalog, the spec's `health` section and fmcluster.facts.health):
+#   EXPECTED_GPUS    GPUs the instance type has (0: no GPU check)
+#   EXPECTED_EFA     EFA devices the node group's layout has (0: no EFA check)
+#   NVLINK           1: the GPUs are joined by NVLink (every link must be active)
+#   REQUIRED_MOUNTS  mount points that must be mounted and answer (space-separated)
+#   REPLACE_XIDS     the XIDs after which the node needs a reset or a new GPU (space-separated)
+#   NODE_FAULTS      the faults of kind "node" (drained until the node passes again); every other
+#                    fault is of kind "hardware" (drained, then replaced once its jobs ended)
+#   TEXTFILE_DIR     where to write the textfile metrics
+#   COMMAND_TIMEOUT  seconds any one command may take (nvidia-smi, stat of a mount, scontrol...)
+#   DCGM_LEVEL, DCGM_TIMEOUT  the DCGM diagnostic run on an idle node (`dcgmi diag -r LEVEL`)
+#   SLURM_BIN        Slurm's commands (Slurm gives a HealthCheckProgram no useful PATH; AWS PCS:
+#                    /opt/aws/pcs/scheduler/slurm-VERSION/bin, SageMaker HyperPod: /opt/slurm/bin)
+#   REASON_PREFIX    the prefix of every drain reason this program sets (fmcluster-health)
+#   REPLACE          1: a node drained for a hardware fault and without jobs is reported for
+#                    replacement: FMCLUSTER_LIB/request-replacement SLUG TEXT, once per fault (a
+#                    marker in STATE_DIR)
+#
+# `node-health [--idle]`: run the checks (the DCGM diagnostic only with --idle: the node has no
+# job); exit 0 when healthy, 1 with one line per fault on standard output, "SLUG TEXT" (SLUG one
+# of fmcluster.facts.health.FAULT_SLUGS). Either way the textfile metrics fmcluster_node_healthy
+# (1/0), fmcluster_node_fault{fault="SLUG"} (1 per fault found) and
+# fmcluster_node_health_checked_timestamp_seconds are written.
+#
+# `node-health --slurm`: what Slurm's HealthCheckProgram, or the timer fmcluster-node-health.timer,
+# runs: the checks (with --idle when Slurm says the node is IDLE), then
+# - a fault: the node is drained, reason "fmcluster-health: SLUG: TEXT" (`sinfo -R`), unless a
+#   person (or anything else) drained it with another reason: that drain is never touched;
+# - healthy again after a drain of ours for a node-kind fault (a file system): resumed;
+# - drained by us for a hardware fault and no job left (IDLE+DRAIN, not MIXED/ALLOCATED+DRAIN,
+#   which is "draining"): with REPLACE=1, the replacement is requested once per fault.
+# Every external command runs under `timeout`, so a hung file system or driver never hangs it
+# (slurmd kills a HealthCheckProgram after 60 s: the "slurm" runner's timeouts are shorter).
+# slurmd gives its HealthCheckProgram SLURMD_NODENAME and no other variable (no PATH, no
+# SLURM_CONF): Slurm's commands are called by SLURM_BIN, and scontrol reads its own default slurm.conf.
+set -uo pipefail
+ROOT=${FMCLUSTER_ROOT:-}
+# shellcheck source=/dev/null
+source "$ROOT${NODE_HEALTH_ENV:-/etc/fmcluster/node-health.env}"
+T=${COMMAND_TIMEOUT:-30}
+STATE_DIR=${STATE_DIR:-/var/lib/fmcluster/health}
+
+FAULTS=()
+fault() { FAULTS+=("$1 $2"); }
+
+# A value nvidia-smi prints in brackets is an error ("[GPU requires reset]", "[Unknown Error]"),
+# except "[N/A]" and "[Not Supported]": the field does not apply to this GPU.
+bad_value() { [[ "$1" == \[* && "$1" != "[N/A]" && "$1" != "[Not Supported]" ]]; }
+yes_or_positive() { [[ "$1" == Yes || ("$1" =~ ^[0-9]+$ && "$1" -gt 0) ]]; }
+
+check_gpus() {
+  local out n i bus ecc pend fail line rc
+  # `nvidia-smi -L`: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)", one line per GPU.
+  out=$(timeout "$T" nvidia-smi -L 2>&1)
+  rc=$?
+  if ((rc == 124)); then
+    fault gpu-state "nvidia-smi does not answer (${T}s)"
+    return 1
+  elif ((rc != 0)); then
+    fault gpu-state "nvidia-smi fails: ${out%%$'\n'*}"
+    return 1
+  fi
+  n=$(grep -c '^GPU ' <<<"$out")
+  ((n >= EXPECTED_GPUS)) || fault gpu-count "$n of $EXPECTED_GPUS GPUs visible"
+  # One line per GPU: "0, 00000000:53:00.0, 0, No" (uncorrected volatile ECC errors; retired
+  # pages pending: Yes/No; "[N/A]" where the GPU has none: HBM GPUs remap rows instead).
+  if ! out=$(timeout "$T" nvidia-smi --query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,retired_pages.pending \
+    --format=csv,noheader,nounits 2>&1); then
+    fault gpu-state "nvidia-smi --query-gpu fails: ${out%%$'\n'*}"
+    return 1
+  fi
+  while IFS=, read -r i bus ecc pend; do
+    i=${i// /} bus=${bus// /} ecc=${ecc# } pend=${pend# }
+    for line in "$i" "$bus" "$ecc" "$pend"; do
+      if bad_value "$line"; then
+        fault gpu-state "GPU $i ($bus): $line"
+        continue 2
+      fi
+    done
+    ! yes_or_positive "$ecc" || fault ecc "GPU $i ($bus): $ecc uncorrected ECC errors"
+    [[ "$pend" != Yes ]] || fault ecc "GPU $i ($bus): retired pages pending a reset"
+  done <<<"$out"
+  # Row remapping (Ampere and later): "00000000:53:00.0, 0, 0" (pending, failure: 0/1 or No/Yes).
+  # GPUs without it answer "[N/A]" or fail the query: neither is a fault.
+  if out=$(timeout "$T" nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure \
+    --format=csv,noheader,nounits 2>/dev/null); then
+    while IFS=, read -r bus pend fail; do
+      bus=${bus// /} pend=${pend// /} fail=${fail// /}
+      ! yes_or_positive "$fail" || fault ecc "GPU $bus: row remapping failed"
+      ! yes_or_positive "$pend" || fault ecc "GPU $bus: row remap pending a reset"
+    done <<<"$out"
+  fi
+  # `nvidia-smi nvlink -s`: "GPU 0: NVIDIA H100 ... (UUID: ...)", then "\t Link 0: 26.562 GB/s"
+  # per link, or "\t Link 4: <inactive>" for a link that is down.
+  if ((${NVLINK:-0})) && out=$(timeout "$T" nvidia-smi nvlink -s 2>/dev/null); then
+    out=$(awk '/^GPU [0-9]+:/ { g = $2; sub(":", "", g) }
+               /Link [0-9]+: <inactive>/ { n++; l = $2; sub(":", "", l); s = s (s ? ", " : "") "GPU " g " link " l }
+               END { if (n) print n " NVLink links inactive: " s }' <<<"$out")
+    [[ -z "$out" ]] || fault nvlink "${out:0:160}"
+  fi
+  return 0
+}
+
+# XIDs since boot, from the kernel log: "NVRM: Xid (PCI:0000:b9:00): 79, pid=..., name=..., ..."
+# (older drivers: "NVRM: Xid (0000:03:00): 14, Channel 00000001").
+check_xids() {
+  local log line xid dev seen=" "
+  log=$(timeout "$T" journalctl -k -b -o cat --no-pager 2>/dev/null) || log=$(timeout "$T" dmesg 2>/dev/null) || return 0
+  while IFS= read -r line; do
+    [[ "$line" =~ NVRM:\ Xid\ \(([^\)]*)\):\ ([0-9]+), ]] || continue
+    dev=${BASH_REMATCH[1]} xid=${BASH_REMATCH[2]}
+    [[ " $REPLACE_XIDS " == *" $xid "* && "$seen" != *" $xid@$dev "* ]] || continue
+    seen+="$xid@$dev "
+    fault xid "XID $xid on $dev"
+  done < <(grep -F 'NVRM: Xid' <<<"$log")
+}
+
+# EFA devices: /sys/class/infiniband/NAME whose device's driver is efa.
+check_efa() {
+  local dev n=0
+  for dev in "$ROOT"/sys/class/infiniband/*; do
+    [[ "$(readlink "$dev/device/driver" 2>/dev/null)" == */efa ]] && n=$((n + 1))
+  done
+  ((n >= EXPECTED_EFA)) || fault efa "$n of $EXPECTED_EFA EFA devices present"
+}
+
+# Each mount mounted, and answering `stat -f` in time (a hung Lustre or NFS server blocks it).
+check_mounts() {
+  local m rc
+  for m in $REQUIRED_MOUNTS; do
+    if ! timeout "$T" mountpoint -q "$m"; then
+      fault filesystem "$m is not mounted"
+      continue
+    fi
+    timeout "$T" stat -f "$ROOT$m" >/dev/null 2>&1
+    rc=$?
+    ((rc != 124)) || fault filesystem "$m does not answer (stat -f: ${T}s)"
+    ((rc == 0 || rc == 124)) || fault filesystem "$m fails (stat -f: exit $rc)"
+  done
+}
+
+# The DCGM diagnostic's table: "| GPU Memory                | Fail - All      |": a row whose
+# result is Fail. dcgmi missing, or its host engine not answering, is no verdict on the GPUs.
+check_dcgm() {
+  local out failed
+  command -v dcgmi >/dev/null || return 0
+  out=$(timeout "${DCGM_TIMEOUT:-120}" dcgmi diag -r "${DCGM_LEVEL:-1}" 2>&1)
+  failed=$(awk -F'|' '$3 ~ /^ *Fail/ { gsub(/^ +| +$/, "", $2); s = s (s ? ", " : "") $2 } END { print s }' <<<"$out")
+  [[ -z "$failed" ]] || fault dcgm "dcgmi diag -r ${DCGM_LEVEL:-1} fails: ${failed:0:120}"
+}
+
+run_checks() {
+  local idle=$1 gpus=0
+  FAULTS=()
+  if ((EXPECTED_GPUS > 0)); then
+    check_gpus && gpus=1
+    check_xids
+    ((!idle || !gpus)) || check_dcgm
+  fi
+  ((${EXPECTED_EFA:-0} == 0)) || check_efa
+  check_mounts
+  write_metrics
+}
+
+write_metrics() {
+  local dir="$ROOT$TEXTFILE_DIR" f healthy=1
+  ((${#FAULTS[@]} == 0)) || healthy=0
+  mkdir -p "$dir"
+  {
+    printf '# HELP fmcluster_node_healthy 1 when the last health check passed (fmcluster node-health)\n'
+    printf '# TYPE fmcluster_node_healthy gauge\nfmcluster_node_healthy %s\n' "$healthy"
+    printf '# HELP fmcluster_node_fault 1 for each fault the last health check found\n'
+    printf '# TYPE fmcluster_node_fault gauge\n'
+    for f in "${FAULTS[@]}"; do printf '%s\n' "${f%% *}"; done | sort -u | while read -r f; do
+      printf 'fmcluster_node_fault{fault="%s"} 1\n' "$f"
+    done
+    printf '# HELP fmcluster_node_health_checked_timestamp_seconds when the last health check ran\n'
+    printf '# TYPE fmcluster_node_health_checked_timestamp_seconds gauge\n'
+    printf 'fmcluster_node_health_checked_timestamp_seconds %s\n' "$(date +%s)"
+  } >"$dir/fmcluster-health.prom.tmp"
+  mv "$dir/fmcluster-health.prom.tmp" "$dir/fmcluster-health.prom"
+}
+
+scontrol() { timeout "$T" "$SLURM_BIN/scontrol" "$@"; }
+
+# The node's Slurm name: SLURMD_NODENAME (slurmd sets it for its HealthCheckProgram), else the
+# node named as the host, else the node whose NodeHostName is this host (short, or its FQDN).
+slurm_node() {
+  local host
+  if [[ -n "${SLURMD_NODENAME:-}" ]]; then
+    printf '%s\n' "$SLURMD_NODENAME"
+    return
+  fi
+  host=$(hostname -s)
+  if scontrol -o show node "$host" >/dev/null 2>&1; then
+    printf '%s\n' "$host"
+    return
+  fi
+  scontrol -o show node | awk -v h="$host" '{ n = ""; for (i = 1; i <= NF; i++) { if ($i ~ /^NodeName=/) n = substr($i, 10);
+    if ($i == "NodeHostName=" h || index($i, "NodeHostName=" h ".") == 1) { print n; exit } } }'
+}
+
+field() { awk -v k="$1=" '{ for (i = 1; i <= NF; i++) if (index($i, k) == 1) { print substr($i, length(k) + 1); exit } }'; }
+
+slurm_mode() {
+  local node line state reason slug kind first rc=0 f
+  node=$(slurm_node)
+  [[ -n "$node" ]] || { printf 'node-health: this host is no Slurm node\n' >&2; return 2; }
+  line=$(scontrol -o show node "$node") || { printf 'node-health: scontrol cannot show %s\n' "$node" >&2; return 2; }
+  state=$(field State <<<"$line")
+  # "Reason=fmcluster-health: xid: XID 79 on PCI:0000:b9:00 [root@2026-01-01T00:00:00]": to the end.
+  reason=""
+  [[ "$line" != *" Reason="* ]] || reason=${line#* Reason=}
+  reason=${reason% \[*}
+  run_checks "$([[ "${state%%+*}" == IDLE ]] && echo 1 || echo 0)"
+  ((${#FAULTS[@]} == 0)) || { printf '%s\n' "${FAULTS[@]}"; rc=1; }
+  local ours=0 drained=0
+  [[ "$reason" == "$REASON_PREFIX:"* ]] && ours=1
+  [[ "$state" == *DRAIN* ]] && drained=1
+  if ((drained && !ours)); then
+    printf 'node-health: %s drained by another (%s): left alone\n' "$node" "$reason" >&2
+    return "$rc"
+  fi
+  if ((rc == 0)); then
+    slug=${reason#"$REASON_PREFIX: "}
+    slug=${slug%%:*}
+    if ((drained)) && [[ " $NODE_FAULTS " == *" $slug "* ]]; then
+      scontrol update nodename="$node" state=resume && printf 'node-health: %s resumed\n' "$node" >&2
+    fi
+    return 0
+  fi
+  first=${FAULTS[0]}
+  f="$REASON_PREFIX: ${first%% *}: ${first#* }"
+  ((${#FAULTS[@]} == 1)) || f+=" (+$((${#FAULTS[@]} - 1)) more)"
+  f=${f:0:200}
+  if [[ "$reason" != "$f" ]]; then
+    scontrol update nodename="$node" state=drain reason="$f" && printf 'node-health: %s drained: %s\n' "$node" "$f" >&2
+    drained=1
+  fi
+  # A drained node without jobs (its state IDLE+DRAIN or DOWN+DRAIN, not MIXED/ALLOCATED+DRAIN).
+  if ((${REPLACE:-0} && drained)) && [[ "${state%%+*}" == IDLE || "${state%%+*}" == DOWN ]]; then
+    mkdir -p "$ROOT$STATE_DIR"
+    for f in "${FAULTS[@]}"; do
+      kind=hardware
+      [[ " $NODE_FAULTS " != *" ${f%% *} "* ]] || kind=node
+      [[ "$kind" == hardware && ! -e "$ROOT$STATE_DIR/replace-${f%% *}" ]] || continue
+      if timeout "$T" "$ROOT$FMCLUSTER_LIB/request-replacement" "${f%% *}" "${f#* }"; then
+        touch "$ROOT$STATE_DIR/replace-${f%% *}"
+      fi
+    done
+  fi
+  return "$rc"
+}
+
+main() {
+  case "${1:-}" in
+    --slurm) slurm_mode ;;
+    --idle) run_checks 1; ((${#FAULTS[@]} == 0)) || { printf '%s\n' "${FAULTS[@]}"; return 1; } ;;
+    *) run_checks 0; ((${#FAULTS[@]} == 0)) || { printf '%s\n' "${FAULTS[@]}"; return 1; } ;;
+  esac
+}
+
+main "$@"

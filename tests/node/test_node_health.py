@@ -1,0 +1,241 @@
+"""The continuous node health check (fmcluster/node/scripts/boot/programs/node-health.sh, installed by
+health.sh through bootstrap.NodeProgram.health), run in the boot-path harness: a sandboxed node
+(tests/support/sandbox.py) whose nvidia-smi, kernel log, EFA devices, mounts, dcgmi and Slurm
+controller (scontrol) are recording fakes in the real tools' formats. Each fault of
+fmcluster.facts.health shows the node leaving the job pool: drained with a reason naming the fault
+(what the fake scontrol recorded), and the metric; a healthy node, and a node someone else
+drained, are left alone; a node drained for a file system that answers again is resumed; a
+hardware fault on a drained node without jobs asks for its replacement once."""
+
+from __future__ import annotations
+
+import pytest
+
+from fmcluster.facts import health as health_facts
+from fmcluster.facts import node as node_facts
+from fmcluster.node import bootstrap
+from tests.support.sandbox import Sandbox, Scenario
+
+HEALTH = f"{node_facts.FMCLUSTER_LIB}/node-health"
+METRICS = f"{node_facts.TEXTFILE_DIR}/fmcluster-health.prom"
+REPLACEMENTS = "/var/lib/replacements"  # where the stand-in request-replacement records its calls
+MOUNTS = ("/fsx", "/scratch")
+
+
+def node(tmp_path, *, instance="p5.48xlarge", replace=True, **changes) -> Sandbox:
+    """A node of `instance` with the health check installed by its node script (the timer runner)
+    and /fsx and /scratch mounted; `changes` to its Scenario."""
+    entry = bootstrap.instance_entry(instance)
+    world = dict(gpus=entry.gpu_count, nvme_disks=0, efa_devices=entry.max_efa_interfaces)
+    sandbox = Sandbox(tmp_path, Scenario(**{**world, **changes}))
+    for mount in MOUNTS:
+        (sandbox.root / mount.lstrip("/")).mkdir()
+        (sandbox.state / "mounts").open("a").write(f"{mount}\t10.1.0.9@tcp:/fsx\tlustre\tlustre\tlnet=tcp\n")
+    program = bootstrap.NodeProgram(entry).health(
+        efa_devices=bootstrap.efa_devices(entry, True), mounts=MOUNTS, check_seconds=300, replace=replace,
+        slurm_bin=str(sandbox.bin))
+    result = sandbox.run(program.render(bootstrap.header()))
+    assert result.returncode == 0, result.stderr
+    replacement = sandbox.root / node_facts.FMCLUSTER_LIB.lstrip("/") / "request-replacement"
+    replacement.write_text(f'#!/bin/sh\necho "$*" >>"$FMCLUSTER_ROOT{REPLACEMENTS}"\n')
+    replacement.chmod(0o755)
+    return sandbox
+
+
+def check(sandbox: Sandbox, *args: str):
+    return sandbox.run(f'exec "$FMCLUSTER_ROOT{HEALTH}" "$@"', *args, name="check.sh")
+
+
+def drains(sandbox: Sandbox) -> list[str]:
+    return [c.line for c in sandbox.calls("scontrol") if c.args and c.args[0] == "update"]
+
+
+def metrics(sandbox: Sandbox) -> dict[str, str]:
+    return dict(line.rsplit(" ", 1) for line in sandbox.file(METRICS).splitlines() if not line.startswith("#"))
+
+
+def slurm_node(sandbox: Sandbox) -> tuple[str, str]:
+    state, reason = sandbox.file("/../state/slurm-node").rstrip("\n").split("\t")
+    return state, reason
+
+
+FAULTS = {
+    "gpu-count": (dict(gpus=7), "gpu-count 7 of 8 GPUs visible"),
+    "gpu-state": (dict(gpu_error="[GPU requires reset]"), "gpu-state GPU 0 (00000000:53:00.0): [GPU requires reset]"),
+    "xid": (dict(xids=(79,)), "xid XID 79 on PCI:0000:53:00"),
+    "ecc": (dict(ecc_errors=2), "ecc GPU 0 (00000000:53:00.0): 2 uncorrected ECC errors"),
+    "nvlink": (dict(nvlink_inactive=2), "nvlink 2 NVLink links inactive: GPU 0 link 0, GPU 0 link 1"),
+    "efa": (dict(efa_devices=31), "efa 31 of 32 EFA devices present"),
+    "filesystem": (dict(hung_mounts=("/fsx",)), "filesystem /fsx does not answer (stat -f: 30s)"),
+    "dcgm": (dict(dcgm="fail"), "dcgm dcgmi diag -r 1 fails: GPU Memory"),
+}
+
+
+def test_every_fault_of_the_facts_has_a_test():
+    assert sorted(FAULTS) == sorted(health_facts.FAULT_SLUGS)
+
+
+def test_a_healthy_node_is_left_alone(tmp_path):
+    sandbox = node(tmp_path)
+    result = check(sandbox, "--slurm")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert drains(sandbox) == []
+    found = metrics(sandbox)
+    assert found["fmcluster_node_healthy"] == "1"
+    assert not any(name.startswith("fmcluster_node_fault") for name in found)
+    assert int(found["fmcluster_node_health_checked_timestamp_seconds"]) > 0
+    # the idle node ran the DCGM diagnostic, and every command ran under timeout
+    assert any(c.args[:3] == ("diag", "-r", "1") for c in sandbox.calls("dcgmi"))
+    timed = [c.args[1] for c in sandbox.calls("timeout")]
+    for command in ("nvidia-smi", "journalctl", "mountpoint", "stat", "dcgmi", str(sandbox.bin / "scontrol")):
+        assert command in timed
+
+
+@pytest.mark.parametrize("slug", list(FAULTS))
+def test_a_fault_drains_the_node_with_its_reason(tmp_path, slug):
+    changes, line = FAULTS[slug]
+    sandbox = node(tmp_path, replace=False, **changes)
+    result = check(sandbox, "--slurm")
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [line]
+    name, text = line.split(" ", 1)
+    reason = f"{health_facts.REASON_PREFIX}: {name}: {text}"
+    assert drains(sandbox) == [f"scontrol update nodename=ip-10-1-0-42 state=drain reason={reason}"]
+    assert slurm_node(sandbox) == ("IDLE+DRAIN", reason)
+    found = metrics(sandbox)
+    assert found["fmcluster_node_healthy"] == "0"
+    assert found[f'fmcluster_node_fault{{fault="{slug}"}}'] == "1"
+    # checked again, still faulty: the drain stands, nothing is sent twice
+    assert check(sandbox, "--slurm").returncode == 1
+    assert len(drains(sandbox)) == 1
+
+
+def test_the_dcgm_diagnostic_runs_only_on_an_idle_node(tmp_path):
+    sandbox = node(tmp_path, dcgm="fail", slurm_state="MIXED")
+    assert check(sandbox, "--slurm").returncode == 0
+    assert sandbox.calls("dcgmi") == [] and drains(sandbox) == []
+
+
+@pytest.mark.parametrize("changes, line", [
+    (dict(gpus=0), "gpu-state nvidia-smi fails: nvidia-smi: NVIDIA-SMI has failed because it couldn't "
+                   "communicate with the NVIDIA driver."),
+    (dict(nvidia_smi_hangs=True), "gpu-state nvidia-smi does not answer (30s)"),
+    (dict(remap_failure=True), "ecc GPU 00000000:53:00.0: row remapping failed"),
+    (dict(remap_pending=True), "ecc GPU 00000000:53:00.0: row remap pending a reset"),
+    (dict(xids=(13, 31)), None),  # application XIDs: no fault
+    (dict(xids=(48, 48)), "xid XID 48 on PCI:0000:53:00"),  # once per XID and GPU
+])
+def test_gpu_state_readings(tmp_path, changes, line):
+    sandbox = node(tmp_path, **changes)
+    result = check(sandbox)
+    assert result.stdout.splitlines() == ([line] if line else [])
+    assert result.returncode == (1 if line else 0)
+
+
+def test_a_node_drained_by_someone_else_is_never_touched(tmp_path):
+    sandbox = node(tmp_path, xids=(79,), slurm_state="IDLE+DRAIN", slurm_reason="maintenance: new BIOS")
+    assert check(sandbox, "--slurm").returncode == 1
+    assert drains(sandbox) == []
+    assert slurm_node(sandbox) == ("IDLE+DRAIN", "maintenance: new BIOS")
+    assert not sandbox.exists(REPLACEMENTS)
+    sandbox.set_scenario(xids=())  # healthy: still not resumed
+    assert check(sandbox, "--slurm").returncode == 0
+    assert drains(sandbox) == []
+
+
+def test_a_file_system_that_answers_again_is_resumed(tmp_path):
+    sandbox = node(tmp_path, hung_mounts=("/fsx",))
+    assert check(sandbox, "--slurm").returncode == 1
+    assert slurm_node(sandbox)[0] == "IDLE+DRAIN"
+    assert not sandbox.exists(REPLACEMENTS)  # a node-kind fault: never replaced
+    sandbox.set_scenario(hung_mounts=())
+    assert check(sandbox, "--slurm").returncode == 0
+    assert drains(sandbox)[-1] == "scontrol update nodename=ip-10-1-0-42 state=resume"
+    assert slurm_node(sandbox) == ("IDLE", "")
+
+
+def test_a_hardware_fault_stays_drained_when_it_passes_again(tmp_path):
+    sandbox = node(tmp_path, replace=False, nvlink_inactive=1)
+    check(sandbox, "--slurm")
+    sandbox.set_scenario(nvlink_inactive=0)
+    assert check(sandbox, "--slurm").returncode == 0
+    assert slurm_node(sandbox)[0] == "IDLE+DRAIN" and len(drains(sandbox)) == 1
+
+
+def test_replacement_is_requested_once_the_drained_node_has_no_jobs(tmp_path):
+    sandbox = node(tmp_path, xids=(79,), slurm_state="MIXED")
+    assert check(sandbox, "--slurm").returncode == 1
+    assert slurm_node(sandbox)[0] == "MIXED+DRAIN"  # draining: its jobs run on
+    assert not sandbox.exists(REPLACEMENTS)
+    (sandbox.state / "slurm-node").write_text(sandbox.file("/../state/slurm-node").replace("MIXED", "IDLE"))
+    check(sandbox, "--slurm")
+    check(sandbox, "--slurm")
+    assert sandbox.file(REPLACEMENTS).splitlines() == ["xid XID 79 on PCI:0000:53:00"]
+
+
+def test_replacement_is_off_unless_asked(tmp_path):
+    sandbox = node(tmp_path, replace=False, xids=(79,))
+    check(sandbox, "--slurm")
+    assert slurm_node(sandbox)[0] == "IDLE+DRAIN" and not sandbox.exists(REPLACEMENTS)
+
+
+def test_the_timer_runs_the_slurm_mode(tmp_path):
+    sandbox = node(tmp_path)
+    assert "fmcluster-node-health.timer" in sandbox.enabled()
+    service = sandbox.file("/etc/systemd/system/fmcluster-node-health.service")
+    assert f"ExecStart={HEALTH} --slurm" in service
+    assert "OnUnitActiveSec=300s" in sandbox.file("/etc/systemd/system/fmcluster-node-health.timer")
+    assert sandbox.verify_units().stdout == ""
+
+
+def test_a_type_without_nvlink_or_efa_checks_neither(tmp_path):
+    sandbox = node(tmp_path, instance="g6e.xlarge", nvlink_inactive=18, efa_devices=0)
+    assert check(sandbox).returncode == 0
+    assert not any(c.args[:1] == ("nvlink",) for c in sandbox.calls("nvidia-smi"))
+
+
+# --- where it is installed ------------------------------------------------------------------------
+
+def test_pcs_gpu_nodes_get_the_check_only_when_asked():
+    fsx = bootstrap.LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
+    args = dict(efa=True, lustre=fsx, slurm_version="25.11")
+    assert "install_node_health" not in bootstrap.node_program("p5.48xlarge", **args).steps
+    program = bootstrap.node_program("p5.48xlarge", **args, health=bootstrap.HealthCheck(600, replace=True))
+    assert "install_node_health" in program.steps
+    settings = program.settings
+    assert (settings["HEALTH_EFA"], settings["HEALTH_MOUNTS"], settings["HEALTH_NVLINK"]) == (32, "/fsx /scratch", 1)
+    assert (settings["HEALTH_SLURM_BIN"], settings["HEALTH_REPLACE"]) == ("/opt/aws/pcs/scheduler/slurm-25.11/bin", 1)
+    assert (settings["HEALTH_CHECK_SECONDS"], settings["HEALTH_RUNNER"]) == (600, "timer")
+    assert settings["HEALTH_XIDS"] == " ".join(map(str, health_facts.REPLACE_XIDS))
+    assert settings["HEALTH_NODE_FAULTS"] == "filesystem"
+    # the node lifecycle scripts install it with the node's configuration, once
+    from fmcluster.node import actions
+
+    (configure, *_) = actions.node_actions("p5.48xlarge", **args, health=bootstrap.HealthCheck())
+    assert "step install_node_health" in configure.text
+    # a CPU node has nothing to check
+    cpu = bootstrap.node_program("c7i.2xlarge", efa=False, slurm_version="25.11", health=bootstrap.HealthCheck())
+    assert "install_node_health" not in cpu.steps
+
+
+def test_hyperpod_slurm_gpu_nodes_get_the_check(tmp_path):
+    from fmcluster.node import lifecycle
+
+    checks = lifecycle.NodeChecks(("/fsx",), health=bootstrap.HealthCheck(300, replace=True))
+    script = lifecycle.entry_script("gpu", "p5.48xlarge", efa=True, checks=checks)
+    assert "HEALTH_SLURM_BIN=/opt/slurm/bin" in script and "  step install_node_health" in script
+    assert "HEALTH_MOUNTS='/fsx /scratch'" in script
+    assert "install_node_health" not in lifecycle.entry_script("gpu", "p5.48xlarge", efa=True,
+                                                               checks=lifecycle.NodeChecks(("/fsx",)))
+
+
+def test_the_node_is_found_by_its_host_name_when_slurm_names_it_otherwise(tmp_path):
+    sandbox = node(tmp_path, gpus=7, slurm_name="gpu-st-p5-1")
+    assert check(sandbox, "--slurm").returncode == 1
+    assert drains(sandbox) == [f"scontrol update nodename=gpu-st-p5-1 state=drain reason="
+                               f"{health_facts.REASON_PREFIX}: gpu-count: 7 of 8 GPUs visible"]
+    # under slurmd (HealthCheckProgram), SLURMD_NODENAME names it
+    sandbox = node(tmp_path / "named", gpus=7, slurm_name="gpu-st-p5-2")
+    sandbox.run(f'SLURMD_NODENAME=gpu-st-p5-2 exec "$FMCLUSTER_ROOT{HEALTH}" --slurm', name="check.sh")
+    assert drains(sandbox)[0].startswith("scontrol update nodename=gpu-st-p5-2 state=drain")
+    assert not any(c.args[:3] == ("-o", "show", "node") and len(c.args) == 3 for c in sandbox.calls("scontrol"))

@@ -1,0 +1,125 @@
+"""The node health check as a real Slurm's HealthCheckProgram (tests/support/slurm_cluster.py: Debian's
+slurmctld and two slurmd on localhost): slurmd runs it every HealthCheckInterval, and a fault drains
+the node with a reason naming it (`sinfo -R`), so that a job no longer runs there.
+
+Each node has a root directory of its own (the program's ROOT, by SLURMD_NODENAME), where its node
+script (bootstrap.NodeProgram.health, the "slurm" runner) installed the program and its settings.
+HealthCheckProgram names a wrapper that only points the program at that root and at the
+stand-ins of what a GPU node has and this host has not (nvidia-smi, per node, and the suite's
+dcgmi); Slurm's own environment is kept, so that the node's name comes from what slurmd sets
+(SLURMD_NODENAME: every node here has the host's name, NodeHostname=localhost).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from fmcluster.facts import health as health_facts
+from fmcluster.facts import node as node_facts
+from fmcluster.node import bootstrap
+from tests.support.sandbox import GPU_STANDINS
+from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
+
+# nvidia-smi as NVIDIA's tool prints it (tests/support/sandbox_fakes.sh has the same formats),
+# with the GPUs of the node's file gpus (8 unless written).
+NVIDIA_SMI = r"""#!/bin/bash
+root={nodes}/$SLURMD_NODENAME
+gpus=$(cat "$root/gpus" 2>/dev/null || echo 8)
+for ((i = 0; i < gpus; i++)); do
+  case "${{1:-}}" in
+    --query-gpu=*) printf '%s, 00000000:%02X:00.0, 0, [N/A]\n' "$i" $((0x53 + 0x10 * i)) ;;
+    --query-remapped-rows=*) printf '00000000:%02X:00.0, 0, 0\n' $((0x53 + 0x10 * i)) ;;
+    *) printf 'GPU %s: NVIDIA H100 80GB HBM3 (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$i" ;;
+  esac
+done
+"""
+
+WRAPPER = """#!/bin/sh
+env >{nodes}/$SLURMD_NODENAME/health-env
+export FMCLUSTER_ROOT={nodes}/$SLURMD_NODENAME SLURM_CONF=${{SLURM_CONF:-{conf}}}
+export PATH={standins}:/usr/bin:/bin:/usr/sbin:/sbin
+exec "$FMCLUSTER_ROOT{program}" --slurm
+"""
+
+
+def install(nodes: Path, name: str, mounts: tuple[str, ...]) -> None:
+    """The node script's health step, run for node `name` (its root under `nodes`)."""
+    instance = bootstrap.instance_entry("p5.48xlarge")
+    program = bootstrap.NodeProgram(instance).health(efa_devices=0, mounts=mounts, check_seconds=60,
+                                                     replace=False, slurm_bin=str(Path(find("scontrol")).parent),
+                                                     runner="slurm")
+    root = nodes / name
+    root.mkdir(parents=True, exist_ok=True)
+    script = nodes / f"install-{name}.sh"
+    script.write_text(program.render(bootstrap.header()))
+    result = subprocess.run(["bash", str(script)], env={**os.environ, "FMCLUSTER_ROOT": str(root)},
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def reasons(cluster: SlurmCluster) -> dict[str, str]:
+    out = cluster.run("sinfo", "-R", "-h", "-o", "%N|%E").stdout
+    return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+
+
+def until(condition, what: str, cluster: SlurmCluster, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise TimeoutError(f"waited {timeout:.0f} s for {what}\n{cluster.logs()}")
+
+
+def test_slurm_drains_a_faulty_node_with_the_reason_and_resumes_a_file_system(tmp_path):
+    require_slurm()
+    nodes = tmp_path / "nodes"
+    standins = tmp_path / "standins"
+    standins.mkdir()
+    (standins / "nvidia-smi").write_text(NVIDIA_SMI.format(nodes=nodes))
+    (standins / "dcgmi").symlink_to(GPU_STANDINS / "dcgmi")
+    (standins / "nvidia-smi").chmod(0o755)
+    for name in ("node1", "node2"):
+        install(nodes, name, ("/",))
+    wrapper = tmp_path / "node-health-slurm"
+    cluster = SlurmCluster(tmp_path / "slurm", nodes=2, extra=[f"HealthCheckProgram={wrapper}",
+                                                               "HealthCheckInterval=2"])
+    wrapper.write_text(WRAPPER.format(nodes=nodes, conf=cluster.conf, standins=standins,
+                                      program=f"{node_facts.FMCLUSTER_LIB}/node-health"))
+    wrapper.chmod(0o755)
+    with cluster:
+        until(lambda: all((nodes / n / "health-env").exists() for n in ("node1", "node2")), "a health check", cluster)
+        assert reasons(cluster) == {}
+        # slurmd names the node to its HealthCheckProgram
+        assert "SLURMD_NODENAME=node2" in (nodes / "node2" / "health-env").read_text().splitlines()
+
+        (nodes / "node2" / "gpus").write_text("7\n")  # a GPU lost
+        reason = f"{health_facts.REASON_PREFIX}: gpu-count: 7 of 8 GPUs visible"
+        until(lambda: reasons(cluster).get("node2") == reason, "node2 drained", cluster)
+        assert cluster.node_states()["node2"] in ("drain", "drng")
+        assert cluster.node_states()["node1"] == "idle"
+        metrics = (nodes / "node2" / node_facts.TEXTFILE_DIR.lstrip("/") / "fmcluster-health.prom").read_text()
+        assert 'fmcluster_node_fault{fault="gpu-count"} 1' in metrics
+
+        # a job runs on the healthy node only; one asking for the drained node waits
+        job = cluster.sbatch("#!/bin/sh\ntrue\n", "-N1")
+        assert cluster.wait_job(job)["NodeList"] == "node1"
+        held = cluster.sbatch("#!/bin/sh\ntrue\n", "-N1", "-w", "node2")
+        time.sleep(3)
+        assert cluster.job(held)["JobState"] == "PENDING"
+
+        # node1 loses a file system (a node-kind fault): drained, then resumed once it is back
+        env = nodes / "node1" / "etc/fmcluster/node-health.env"
+        healthy = env.read_text()
+        env.write_text(healthy.replace("REQUIRED_MOUNTS=/", "REQUIRED_MOUNTS='/ /fmcluster-missing'"))
+        until(lambda: reasons(cluster).get("node1", "").startswith(f"{health_facts.REASON_PREFIX}: filesystem:"),
+              "node1 drained", cluster)
+        env.write_text(healthy)
+        until(lambda: "node1" not in reasons(cluster) and cluster.node_states()["node1"] == "idle",
+              "node1 resumed", cluster)
+        # node2's hardware fault stays: it waits for its replacement
+        assert reasons(cluster).get("node2") == reason
