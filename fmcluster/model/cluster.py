@@ -270,6 +270,16 @@ class ClusterModel:
         GPU compute groups and the control plane's own (login nodes, the HyperPod controller)."""
         return self.control_plane.scheduler == "slurm" and (group.role != COMPUTE or group.instance.is_gpu)
 
+    def checks_health(self, group: NodeGroup) -> bool:
+        """The group's nodes run fmcluster's continuous health check: the GPU compute groups of a
+        Slurm plane (on Kubernetes the node monitoring agents take nodes out of the pool)."""
+        return self.control_plane.scheduler == "slurm" and group.role == COMPUTE and group.instance.is_gpu
+
+    def deep_checks(self, group: NodeGroup) -> bool:
+        """A new node of the group runs fmcluster's deep check before its first job: the GPU
+        compute groups of AWS PCS with health.deep_check (SageMaker HyperPod runs its own)."""
+        return self.control_plane.type == "pcs" and self.health.deep_check and self.checks_health(group)
+
     @property
     def imex_prolog(self) -> bool:
         """Slurm runs the IMEX prolog: a Slurm cluster with an UltraServer node group (installed on

@@ -208,7 +208,9 @@ class HyperPodSlurmStack(cdk.Stack):
         mounts = ((spec.storage.lustre.mount_path,) if spec.storage.lustre else ()) + (
             (model.home.mount_path,) if model.home and model.home.kind == OPENZFS else ())
         shared = spec.storage.lustre.mount_path if spec.storage.lustre else ""  # Enroot's image cache
-        checks = lifecycle.NodeChecks(mounts, containers=True, shared_path=shared)
+        # GPU compute nodes check their health every health.check_minutes while in service.
+        health = bootstrap.HealthCheck(check_seconds=model.health.check_seconds, replace=model.health.replace)
+        checks = lifecycle.NodeChecks(mounts, containers=True, shared_path=shared, health=health)
         # Enroot and Pyxis on the controller (which registers Pyxis for every configless slurmd) and
         # the login nodes too, as AWS's HyperPod reference installs them.
         runtime = {g.name: lifecycle.SlurmRuntime(controller=g.role == CONTROLLER_ROLE, shared_path=shared)

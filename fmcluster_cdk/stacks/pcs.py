@@ -160,6 +160,13 @@ class PcsClusterStack(cdk.Stack):
             raise ConstructError(self, f"node group {group.name}: NAME-images has no image {group.image}")
         return self.images.image_ids[group.image]
 
+    def _health(self, group: NodeGroup) -> Optional[bootstrap.HealthCheck]:
+        """The continuous health check of a GPU compute group's nodes (fmcluster.node.bootstrap), run
+        by a systemd timer: AWS PCS takes no HealthCheckProgram setting."""
+        if not self.model.checks_health(group):
+            return None
+        return bootstrap.HealthCheck(check_seconds=self.model.health.check_seconds, replace=self.model.health.replace)
+
     def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
         # compute nodes in the GPU subnet; login nodes in the region's first (the same subnet
         # unless the GPU nodes are in a Local Zone)
@@ -176,7 +183,8 @@ class PcsClusterStack(cdk.Stack):
                                        metrics=self._metrics(group),
                                        slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
                                        containers=self.model.runs_containers(group),
-                                       slurm_version=self.slurm_version, home=self.home)
+                                       slurm_version=self.slurm_version, home=self.home,
+                                       deep_check=self.model.deep_checks(group), health=self._health(group))
         scripts += tuple(self._accounting_action(group))
         published = NodeScripts(scope, "NodeScripts", scripts={s.file_name: s.text for s in scripts},
                                 role=self.node_role.role)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster.model.cluster import resolve
-from fmcluster.node import lifecycle
+from fmcluster.node import bootstrap, lifecycle
 from fmcluster.spec import loader
 from tests.support.hyperpod import cluster, groups, statements, the_role
 from tests.support.paths import EXAMPLES_DIR
@@ -259,8 +259,9 @@ def test_lifecycle_files_are_published_as_file_assets(assembly, main):
     manifest = json.loads((outdir / f"{stacks['main'].stack_name}.assets.json").read_text())
     spec = specs()["main"]
     efa = {g.name: g.efa for g in spec.node_groups}
+    health = bootstrap.HealthCheck(check_seconds=spec.health.check_minutes * 60, replace=spec.health.replace)
     checks = lifecycle.NodeChecks(mounts=(spec.storage.lustre.mount_path,) if spec.storage.lustre else (),
-                                  containers=True)  # the GPU compute groups get Enroot and Pyxis
+                                  containers=True, health=health)  # GPU compute groups: Enroot, Pyxis, health
     for name, group in groups(main).items():
         instance_type = group["InstanceType"].removeprefix("ml.")
         runtime = None if name in efa else lifecycle.SlurmRuntime(  # the controller and login groups

@@ -469,7 +469,7 @@ def test_each_group_boots_ready_and_mounts_the_file_system(main, synthesized, tm
     from fmcluster.facts import catalog
     from tests.support import standins
     from tests.support.node_scripts import pcs_boot
-    from tests.support.sandbox import Sandbox, Scenario
+    from tests.support.sandbox import Sandbox, Scenario, install_gpu_tools
 
     types = {g["name"]: g["instance_type"] for g in main_spec()["node_groups"]}
     lts = launch_templates(main)
@@ -477,6 +477,8 @@ def test_each_group_boots_ready_and_mounts_the_file_system(main, synthesized, tm
         instance = catalog.get(types.get(group, "m7i.2xlarge"))
         node = Sandbox(tmp_path / group, Scenario(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks,
                                                   efa_devices=instance.max_efa_interfaces))
+        if instance.is_gpu:  # the base's DCGM and nccl-tests, for the deep check of a new node
+            install_gpu_tools(node, busbw_gbps=instance.gpu.nvlink_gbps / 2 if instance.gpu.nvlink_gbps else 400.0)
         script, files = pcs_boot(synthesized["main"].parent, props, lts[group]["UserData"]["Fn::Base64"])
         result = node.run(script, name="boot/pcs-boot.sh",  # the stand-ins' commits as the pins
                           files={f"boot/{n}": standins.with_pins(t, node.upstream) for n, t in files.items()})

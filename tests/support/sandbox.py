@@ -569,6 +569,22 @@ IMAGE_SLURM_PREFIXES = {"noble": "/opt/aws/pcs/scheduler/slurm-25.05", "jammy": 
 _BAKED: dict[tuple[str, str, str], Path] = {}
 
 
+# Where the Deep Learning AMIs keep nccl-tests (fmcluster.facts.health.DEEP_NCCL_TESTS), for their CUDA 13.2
+DLAMI_NCCL_TESTS = "/usr/local/cuda-13.2/efa/test-cuda-13.2"
+
+
+def install_gpu_tools(node: "Sandbox", busbw_gbps: float = 400.0) -> None:
+    """What the Deep Learning AMI base has for the deep check of a new GPU node: DCGM's dcgmi (the
+    stand-in prints a real run) and nccl-tests' all_reduce_perf where the DLAMI keeps it, whose bus
+    bandwidth inside the node is `busbw_gbps` (the stand-in's STANDIN_BUSBW_NODE)."""
+    (node.bin / "dcgmi").unlink(missing_ok=True)
+    (node.bin / "dcgmi").symlink_to(GPU_STANDINS / "dcgmi")
+    binary = node.root / DLAMI_NCCL_TESTS.lstrip("/") / "all_reduce_perf"
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    binary.write_text(f"#!/bin/sh\nSTANDIN_BUSBW_NODE={busbw_gbps} exec {GPU_STANDINS / 'all_reduce_perf'} \"$@\"\n")
+    binary.chmod(0o755)
+
+
 def node_image(os_release: str = "noble", revision: int = 1, slurm_prefix: Optional[str] = None):
     """The NodeImage of a release's base (the model's, as fmcluster.model.cluster makes them),
     its Pyxis built against `slurm_prefix` (None: the release's IMAGE_SLURM_PREFIXES)."""
