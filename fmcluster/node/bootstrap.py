@@ -417,6 +417,16 @@ class NodeProgram:
                         LNET_EFA=int(lnet_efa), READY_WAIT_SECONDS=READY_WAIT_SECONDS, TEXTFILE_DIR=TEXTFILE_DIR,
                         READY_IMEX=int(imex), **runtime)
 
+    def replacement(self, queue_url: str, region: str, cluster: str, plane: str = "pcs") -> "NodeProgram":
+        """$FMCLUSTER_LIB/request-replacement (programs/request-replacement.sh, replacement.sh) and
+        its settings file: the node health program's way to ask the cluster's node replacer
+        (fmcluster_cdk/constructs/compute/node_replacer.py) to replace this node. `queue_url` may
+        be a CDK token; `plane`: pcs or hyperpod-slurm."""
+        self.programs["request_replacement"] = PROGRAMS / "request-replacement.sh"
+        return self.add("replacement.sh", "install_request_replacement", FMCLUSTER_LIB=FMCLUSTER_LIB,
+                        FMCLUSTER_ETC=FMCLUSTER_ETC, REPLACE_QUEUE_URL=queue_url, REPLACE_REGION=region,
+                        REPLACE_CLUSTER=cluster, REPLACE_PLANE=plane)
+
     def containers(self, containers: Containers, scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
         """Enroot and Pyxis, baked into the node's image (fmcluster.node.image), checked and
         configured (containers.sh): after /scratch and the file system are mounted. Nothing is
