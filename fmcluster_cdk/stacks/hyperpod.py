@@ -21,6 +21,7 @@ from fmcluster.model.cluster import LOGIN as LOGIN_ROLE
 from fmcluster.model.cluster import OPENZFS, ClusterModel, NodeGroup
 from fmcluster.node import accounting, bootstrap, lifecycle
 from fmcluster.spec.models import ClusterSpec
+from fmcluster_cdk.constructs.compute.node_replacer import NodeReplacer
 from fmcluster_cdk.constructs.hyperpod.cluster import (
     COMPUTE,
     CONTINUOUS,
@@ -217,6 +218,18 @@ class HyperPodSlurmStack(cdk.Stack):
         for image in model.images:
             assert images is not None  # checked above
             cdk.Tags.of(self.cluster).add(f"{IDENTITY_TAG}:{image.key}", images.identities[image.key])
+
+        # Nodes drained for a hardware fault ask to be replaced (health.replace; GPU compute groups)
+        self.replacer: Optional[NodeReplacer] = None
+        if model.health.replace and any(g.instance.is_gpu for g in model.node_groups):
+            health = model.health
+            self.replacer = NodeReplacer(
+                self, "NodeReplacer", cluster_name=spec.name, plane="hyperpod-slurm",
+                max_replacing=health.max_replacing, window_minutes=health.replace_window_minutes,
+                block_guard_minutes=health.block_guard_minutes, hyperpod_cluster_arn=self.cluster.cluster_arn,
+                training_plan_arns={g.name: g.capacity.training_plan_arn for g in model.node_groups
+                                    if g.capacity.training_plan_arn})
+            self.replacer.grant_send(self.groups.role.role)
 
         partitions = ",".join(g.name for g in model.node_groups)
         for output_id, value, description in (

@@ -2,7 +2,8 @@
 # fmcluster: ask the cluster's node replacer to replace this node. Written by the node bootstrap to
 # /usr/local/lib/fmcluster/request-replacement; its settings are
 # /etc/fmcluster/request-replacement.env (fmcluster.node.bootstrap.NodeProgram.replacement):
-#   QUEUE_URL      the cluster's SQS queue of replacement requests (NAME-node-replacements)
+#   QUEUE_URL      the cluster's SQS queue of replacement requests, or its name (NAME-node-replacements:
+#                  the URL is asked of SQS, sqs:GetQueueUrl, where the script cannot know the account)
 #   REGION         the queue's region
 #   CLUSTER_NAME   the cluster's name (the replacer refuses a request that names another)
 #   PLANE          pcs | hyperpod-slurm
@@ -69,8 +70,13 @@ at=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 body=$(/usr/bin/python3 -c 'import json, sys; print(json.dumps(dict(zip(sys.argv[1::2], sys.argv[2::2]))))' \
   cluster "$CLUSTER_NAME" node "$node" instance_id "$instance_id" fault "$fault" text "$text" at "$at") || exit 1
 
+queue=$QUEUE_URL
 for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
-  if aws sqs send-message --region "$REGION" --queue-url "$QUEUE_URL" --message-body "$body" >/dev/null; then
+  if [[ "$queue" != https://* ]]; then
+    queue=$(aws sqs get-queue-url --region "$REGION" --queue-name "$QUEUE_URL" --query QueueUrl --output text) ||
+      queue=$QUEUE_URL
+  fi
+  if [[ "$queue" == https://* ]] && aws sqs send-message --region "$REGION" --queue-url "$queue" --message-body "$body" >/dev/null; then
     logger -t fmcluster-health "replacement requested: $fault: $text (${instance_id:-$node})" 2>/dev/null || true
     exit 0
   fi
