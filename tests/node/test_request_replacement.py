@@ -84,3 +84,16 @@ def test_a_queue_that_does_not_answer_is_retried_then_the_program_fails(tmp_path
 def test_a_request_without_a_fault_is_a_usage_error(tmp_path):
     node = installed(tmp_path)
     assert request(node).returncode == 2 and not node.calls("aws")
+
+
+def test_a_queue_name_is_turned_into_its_url_first(tmp_path):
+    """On a plane whose scripts cannot know the account (SageMaker HyperPod's lifecycle assets), the
+    settings name the queue; the CLI asks SQS for its URL (the fake answers with the scenario's value)."""
+    node = Sandbox(tmp_path, Scenario(ssm_value=QUEUE))
+    program = bootstrap.NodeProgram(bootstrap.instance_entry("p5.48xlarge"))
+    program.replacement("p5-pcs-node-replacements", "us-east-2", "p5-pcs", "hyperpod-slurm")
+    assert node.run(program.render(bootstrap.header())).returncode == 0
+    assert request(node, "nvlink", "NVLink 4 of GPU 2 down").returncode == 0
+    first, second = node.calls("aws")
+    assert first.args[:2] == ("sqs", "get-queue-url") and "p5-pcs-node-replacements" in first.args
+    assert second.args[:2] == ("sqs", "send-message") and QUEUE in second.args
