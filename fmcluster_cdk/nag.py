@@ -127,7 +127,7 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "condition: the node replacer checks a request's instance and its Capacity Block's end, and counts "
         "replacements. Its queue, ledger parameter and HyperPod cluster are named by ARN."),
     Suppression(
-        _iam5("arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:instance/*"),
+        _iam5("arn:{*}:ec2:{*}:<AWS::AccountId>:instance/*"),
         ("*/NodeReplacer/Handler/ServiceRole/DefaultPolicy/Resource",),
         "ec2:TerminateInstances on the cluster's instances only (condition aws:ResourceTag/fmcluster:cluster): "
         "AWS PCS launches them, so their ids are unknown at synth."),
