@@ -104,7 +104,7 @@ class Phase:
 PHASES = (
     Phase("fmcluster configure", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, TERMINATE,
           ("install_slurm_prolog", "enable_imex", "install_node_ready", "gate_slurmd", "protect_running_jobs",
-           "write_nccl_env", "install_node_health")),
+           "write_nccl_env", "install_node_health", "install_request_replacement")),
     Phase("fmcluster storage", NODE_BOOTSTRAPPED, EVERY_BOOT, CONTINUE,
           ("setup_scratch", "setup_lnet_efa", "mount_lustre", "mount_home")),
     Phase("fmcluster containers", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, CONTINUE, ("setup_containers",)),

@@ -226,6 +226,26 @@ class HealthCheck:
     check_seconds: int = health_facts.CHECK_MINUTES * 60
     replace: bool = False
     runner: str = "timer"
+    # with `replace`: where the node asks for its replacement (NodeProgram.replacement): the node
+    # replacer's queue (its name or URL), the region, the cluster's name and its plane
+    queue: str = ""
+    region: str = ""
+    cluster: str = ""
+    plane: str = "pcs"
+
+    def __post_init__(self) -> None:
+        if self.replace and not (self.queue and self.region and self.cluster):
+            raise ValueError("a health check that asks for replacements needs the replacer's queue, region and cluster")
+
+    def install(self, program: "NodeProgram", *, efa_devices: int, mounts: Sequence[str],
+                slurm_bin: str) -> "NodeProgram":
+        """The check on `program` (NodeProgram.health), and the replacement request where it asks
+        for one."""
+        program.health(efa_devices=efa_devices, mounts=mounts, check_seconds=self.check_seconds,
+                       replace=self.replace, slurm_bin=slurm_bin, runner=self.runner)
+        if self.replace:
+            program.replacement(self.queue, self.region, self.cluster, self.plane)
+        return program
 
 
 HEALTH_SLURM_PROGRAM = f"{FMCLUSTER_LIB}/node-health-slurm"  # what HealthCheckProgram= names
@@ -492,6 +512,16 @@ class NodeProgram:
                         DEEP_NCCL_BUSBW_FLOOR=deep_nccl_floor(self.instance),
                         DEEP_CHECK_MARKER=health_facts.DEEP_CHECK_MARKER, DEEP_CHECK_LOG=health_facts.DEEP_CHECK_LOG)
 
+    def replacement(self, queue_url: str, region: str, cluster: str, plane: str = "pcs") -> "NodeProgram":
+        """$FMCLUSTER_LIB/request-replacement (programs/request-replacement.sh, replacement.sh) and
+        its settings file: the node health program's way to ask the cluster's node replacer
+        (fmcluster_cdk/constructs/compute/node_replacer.py) to replace this node. `queue_url` may
+        be a CDK token; `plane`: pcs or hyperpod-slurm."""
+        self.programs["request_replacement"] = PROGRAMS / "request-replacement.sh"
+        return self.add("replacement.sh", "install_request_replacement", FMCLUSTER_LIB=FMCLUSTER_LIB,
+                        FMCLUSTER_ETC=FMCLUSTER_ETC, REPLACE_QUEUE_URL=queue_url, REPLACE_REGION=region,
+                        REPLACE_CLUSTER=cluster, REPLACE_PLANE=plane)
+
     def containers(self, containers: Containers, scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
         """Enroot and Pyxis, baked into the node's image (fmcluster.node.image), checked and
         configured (containers.sh): after /scratch and the file system are mounted. Nothing is
@@ -674,8 +704,8 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
     if health is not None and instance.is_gpu:
         if not slurm_version:
             raise ValueError("the health check: the cluster's Slurm version is needed (its commands' directory)")
-        program.health(efa_devices=efa_devices(instance, efa), mounts=mounts, check_seconds=health.check_seconds,
-                       replace=health.replace, slurm_bin=slurm_bin(slurm_version), runner=health.runner)
+        health.install(program, efa_devices=efa_devices(instance, efa), mounts=mounts,
+                       slurm_bin=slurm_bin(slurm_version))
     program.steps.append("check_node_ready")
     return program
 

@@ -98,9 +98,8 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
         program.readiness(mounts=mounts, lnet_efa=False, containers=containers, scratch_path=scratch_path)
         program.add("gate-drain.sh", "gate_drain")
         if checks.health is not None and instance.is_gpu:
-            program.health(efa_devices=bootstrap.efa_devices(instance, efa), mounts=mounts,
-                           check_seconds=checks.health.check_seconds, replace=checks.health.replace,
-                           slurm_bin=bootstrap.HYPERPOD_SLURM_BIN, runner=checks.health.runner)
+            checks.health.install(program, efa_devices=bootstrap.efa_devices(instance, efa), mounts=mounts,
+                                  slurm_bin=bootstrap.HYPERPOD_SLURM_BIN)
     return program.render(bootstrap.header(COMMENT))
 
 

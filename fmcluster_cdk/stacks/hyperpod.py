@@ -21,6 +21,7 @@ from fmcluster.model.cluster import LOGIN as LOGIN_ROLE
 from fmcluster.model.cluster import OPENZFS, ClusterModel, NodeGroup
 from fmcluster.node import accounting, bootstrap, lifecycle
 from fmcluster.spec.models import ClusterSpec
+from fmcluster_cdk.constructs.compute.node_replacer import NodeReplacer, queue_name
 from fmcluster_cdk.constructs.hyperpod.cluster import (
     COMPUTE,
     CONTINUOUS,
@@ -209,7 +210,9 @@ class HyperPodSlurmStack(cdk.Stack):
             (model.home.mount_path,) if model.home and model.home.kind == OPENZFS else ())
         shared = spec.storage.lustre.mount_path if spec.storage.lustre else ""  # Enroot's image cache
         # GPU compute nodes check their health every health.check_minutes while in service.
-        health = bootstrap.HealthCheck(check_seconds=model.health.check_seconds, replace=model.health.replace)
+        health = bootstrap.HealthCheck(check_seconds=model.health.check_seconds, replace=model.health.replace,
+                                       queue=queue_name(spec.name) if model.health.replace else "",
+                                       region=spec.region, cluster=spec.name, plane="hyperpod-slurm")
         checks = lifecycle.NodeChecks(mounts, containers=True, shared_path=shared, health=health)
         # Enroot and Pyxis on the controller (which registers Pyxis for every configless slurmd) and
         # the login nodes too, as AWS's HyperPod reference installs them.
@@ -235,6 +238,18 @@ class HyperPodSlurmStack(cdk.Stack):
         for image in model.images:
             assert images is not None  # checked above
             cdk.Tags.of(self.cluster).add(f"{IDENTITY_TAG}:{image.key}", images.identities[image.key])
+
+        # Nodes drained for a hardware fault ask to be replaced (health.replace; GPU compute groups)
+        self.replacer: Optional[NodeReplacer] = None
+        if model.health.replace and any(g.instance.is_gpu for g in model.node_groups):
+            wanted = model.health
+            self.replacer = NodeReplacer(
+                self, "NodeReplacer", cluster_name=spec.name, plane="hyperpod-slurm",
+                max_replacing=wanted.max_replacing, window_minutes=wanted.replace_window_minutes,
+                block_guard_minutes=wanted.block_guard_minutes, hyperpod_cluster_arn=self.cluster.cluster_arn,
+                training_plan_arns={g.name: g.capacity.training_plan_arn for g in model.node_groups
+                                    if g.capacity.training_plan_arn})
+            self.replacer.grant_send(self.groups.role.role)
 
         partitions = ",".join(g.name for g in model.node_groups)
         for output_id, value, description in (

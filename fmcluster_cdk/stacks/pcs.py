@@ -17,6 +17,7 @@ from fmcluster.model.cluster import COMPUTE, LOGIN, OPENZFS, ClusterModel, NodeG
 from fmcluster.node import accounting, actions, bootstrap
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.compute.launch_template import LaunchTemplateProps, NodeLaunchTemplate
+from fmcluster_cdk.constructs.compute.node_replacer import NodeReplacer, queue_name
 from fmcluster_cdk.constructs.compute.node_role import NodeRole
 from fmcluster_cdk.constructs.compute.node_scripts import NodeScripts
 from fmcluster_cdk.constructs.pcs import ComputeNodeGroup, LifecycleAction, SlurmCluster, SlurmQueue
@@ -102,6 +103,9 @@ class PcsClusterStack(cdk.Stack):
                                   bucket_arns=[buckets[name] for name in sorted(buckets)],
                                   kms_key_arn=storage.kms_key_arn,
                                   workspace_arn=observability.workspace_arn if observability else None)
+        # Nodes drained for a hardware fault ask to be replaced (health.replace; GPU compute groups)
+        self.replacer = self._replacer() if model.health.replace and any(
+            g.instance.is_gpu for g in model.node_groups) else None
 
         self.teams_parameter = self._teams_parameter() if model.teams else None
         self.node_groups: dict[str, ComputeNodeGroup] = {}
@@ -116,6 +120,16 @@ class PcsClusterStack(cdk.Stack):
             cdk.CfnOutput(self, "LoginNodeGroupId", value=self.node_groups[model.login.name].node_group_id,
                           description="compute node group of the login nodes")
         cdk.CfnOutput(self, "QueueNames", value=",".join(self.queues), description="Slurm partitions (PCS queues)")
+
+    def _replacer(self) -> NodeReplacer:
+        """The cluster's node replacer (terminated instances are launched again by their node
+        group), the nodes' role allowed to send it requests."""
+        health = self.model.health
+        replacer = NodeReplacer(self, "NodeReplacer", cluster_name=self.model.name, plane="pcs",
+                                max_replacing=health.max_replacing, window_minutes=health.replace_window_minutes,
+                                block_guard_minutes=health.block_guard_minutes)
+        replacer.grant_send(self.node_role.role)
+        return replacer
 
     def _teams_parameter(self) -> ssm.StringParameter:
         """The teams' Slurm accounting data (fmcluster.node.accounting), which the login nodes'
@@ -165,7 +179,10 @@ class PcsClusterStack(cdk.Stack):
         by a systemd timer: AWS PCS takes no HealthCheckProgram setting."""
         if not self.model.checks_health(group):
             return None
-        return bootstrap.HealthCheck(check_seconds=self.model.health.check_seconds, replace=self.model.health.replace)
+        health = self.model.health
+        return bootstrap.HealthCheck(check_seconds=health.check_seconds, replace=health.replace,
+                                     queue=queue_name(self.model.name) if health.replace else "",
+                                     region=self.model.region, cluster=self.model.name, plane="pcs")
 
     def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
         # compute nodes in the GPU subnet; login nodes in the region's first (the same subnet

@@ -259,7 +259,9 @@ def test_lifecycle_files_are_published_as_file_assets(assembly, main):
     manifest = json.loads((outdir / f"{stacks['main'].stack_name}.assets.json").read_text())
     spec = specs()["main"]
     efa = {g.name: g.efa for g in spec.node_groups}
-    health = bootstrap.HealthCheck(check_seconds=spec.health.check_minutes * 60, replace=spec.health.replace)
+    health = bootstrap.HealthCheck(check_seconds=spec.health.check_minutes * 60, replace=spec.health.replace,
+                                   queue=f"{spec.name}-node-replacements" if spec.health.replace else "",
+                                   region=spec.region, cluster=spec.name, plane="hyperpod-slurm")
     checks = lifecycle.NodeChecks(mounts=(spec.storage.lustre.mount_path,) if spec.storage.lustre else (),
                                   containers=True, health=health)  # GPU compute groups: Enroot, Pyxis, health
     for name, group in groups(main).items():

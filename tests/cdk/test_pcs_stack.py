@@ -382,8 +382,13 @@ def test_no_login_group_without_login_nodes():
 
 # --- IAM ----------------------------------------------------------------------------------
 
+REPLACER = "NodeReplacer"  # the node replacer's resources (tests/cdk/test_node_replacer.py)
+
+
 def _role(template):
-    (role,) = resources(template, "AWS::IAM::Role").values()
+    """The nodes' role (the node replacer's function has a role of its own)."""
+    (role,) = [r for r in resources(template, "AWS::IAM::Role").values()
+               if "ec2.amazonaws.com" in json.dumps(r["AssumeRolePolicyDocument"])]
     return role
 
 
@@ -511,7 +516,7 @@ def test_the_node_role_reads_exactly_the_scripts(main):
     """s3:GetObject on each published script object, nothing else of the asset bucket; the node
     group waits for the grant."""
     policies = resources(main, "AWS::IAM::Policy")
-    (role_id,) = resources(main, "AWS::IAM::Role")
+    (role_id,) = [lid for lid in resources(main, "AWS::IAM::Role") if not lid.startswith(REPLACER)]
     for group in by_logical_id(main, "AWS::PCS::ComputeNodeGroup").values():
         locations = [joined(s["ScriptSource"]["ScriptLocation"]) for stage in
                      group["Properties"]["NodeLifecycleActions"]["Stages"].values() for s in stage]
@@ -607,7 +612,7 @@ def test_teams_turn_pcs_accounting_on_and_a_cluster_without_teams_keeps_it_off(t
     for key in ("main", "large"):
         ((_, without),) = resources(templates[key], "AWS::PCS::Cluster").items()
         assert "Accounting" not in without["SlurmConfiguration"]
-        assert not resources(templates[key], "AWS::SSM::Parameter")
+        assert not [lid for lid in resources(templates[key], "AWS::SSM::Parameter") if not lid.startswith(REPLACER)]
 
 
 def test_the_teams_data_is_an_ssm_parameter_the_login_nodes_apply(templates, synthesized):
@@ -615,7 +620,8 @@ def test_the_teams_data_is_an_ssm_parameter_the_login_nodes_apply(templates, syn
 
     template = templates["p5-pcs"]
     model = resolve(specs()["p5-pcs"])
-    ((_, parameter),) = resources(template, "AWS::SSM::Parameter").items()
+    ((_, parameter),) = [(lid, p) for lid, p in resources(template, "AWS::SSM::Parameter").items()
+                         if not lid.startswith(REPLACER)]
     assert parameter["Name"] == "/fmcluster/llm-pretrain/slurm-teams"
     assert parameter["Value"] == accounting.data(model.teams)
     path = synthesized["p5-pcs"]
@@ -626,9 +632,9 @@ def test_the_teams_data_is_an_ssm_parameter_the_login_nodes_apply(templates, syn
                                              slurm_bin="/opt/aws/pcs/scheduler/slurm-25.05/bin")
     assert all(n != "fmcluster accounting" for group, found in named.items() if group != model.login.name
                for n, _ in found)
-    statements = [s for _, p in resources(template, "AWS::IAM::Policy").items()
+    statements = [s for lid, p in resources(template, "AWS::IAM::Policy").items() if not lid.startswith(REPLACER)
                   for s in p["PolicyDocument"]["Statement"] if "ssm:GetParameter" in s["Action"]]
-    (parameter_id,) = resources(template, "AWS::SSM::Parameter")
+    (parameter_id,) = [lid for lid in resources(template, "AWS::SSM::Parameter") if not lid.startswith(REPLACER)]
     assert [s["Action"] for s in statements] == ["ssm:GetParameter"]
     assert all(f'"Ref": "{parameter_id}"' in json.dumps(s["Resource"]) for s in statements)
 

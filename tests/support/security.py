@@ -83,6 +83,10 @@ ALLOWED_WILDCARDS: tuple[Allowed, ...] = (
             "HyperPod node metrics. " + NO_RESOURCE_TYPES + " Limited to one namespace by the "
             "cloudwatch:namespace condition (CloudWatch User Guide, 'Using condition keys to limit "
             "access to CloudWatch namespaces').", condition="cloudwatch:namespace"),
+    Allowed(("ec2:TerminateInstances",), "arn:{*}:ec2:{*}:${AWS::AccountId}:instance/*",
+            "The node replacer (AWS PCS) terminates a faulty node's instance so that its node group launches "
+            "another: instances PCS launched, ids unknown at synth; only those tagged with the cluster.",
+            condition="aws:ResourceTag/fmcluster:cluster"),
     Allowed(("ec2:CreateNetworkInterface",), f"{EC2_ARN}:network-interface/*",
             "The interface HyperPod creates has no id before the call; the same statement names the "
             "cluster's subnets and security groups, and EC2 authorizes every resource of the request, so "
