@@ -11,7 +11,7 @@ import shlex
 
 from fmcluster.facts import node as node_facts
 from fmcluster.kits import kubernetes as jobs_kubernetes
-from fmcluster.kits import serving
+from fmcluster.kits import placement, serving
 from fmcluster.kits.common import (
     FIO_JOBS,
     PYTORCH_IMAGE_REF,
@@ -227,7 +227,7 @@ def readme(model: ClusterModel, team: Team | None = None) -> str:
         lines += [f"The serving job (not an acceptance job: `submit-all.sh` leaves it out) serves {model.serving.name} "
                   f"on {group}", f"in `{model.serving.image}`, or the image in `{serving.IMAGE_VARIABLE}` (the "
                   "acceptance jobs' `IMAGE` is not used: it has no vLLM):", "", "```",
-                  f"mkdir -p {serving.RESULTS} && sbatch {group}/serve.sbatch", "```", "",
+                  f"mkdir -p {serving.RESULTS} && {serving.submit_line(model)}", "```", "",
                   f"Its output, with each server's URL once it is ready, is in `{serving.RESULTS}/`, apart from "
                   f"`{RESULTS}/`,", "which holds only what `fmcluster verify` judges.", ""]
     groups, left = kit_groups(model, team)
@@ -239,9 +239,16 @@ def submit_all(model: ClusterModel, team: Team | None = None) -> str:
     lines = ["#!/bin/bash", "# Submit every acceptance job of the kit (from its directory).", "set -euo pipefail",
              'cd "$(dirname "$0")"', 'mkdir -p ' + RESULTS,
              f"cp expected.json {RESULTS}/  # the groups fmcluster verify expects results of"]
-    for group in kit_groups(model, team)[0]:
+    groups = kit_groups(model, team)[0]
+    placed = [g for g in groups if g.max_count > 1 and placement.placed(model, g)]
+    if placed:
+        lines += placement.SUBMIT_FUNCTION
+    for group in groups:
         for test in ("dcgm", "nccl", "fio", "smoke"):
-            lines.append(f"sbatch {group.name}/{test}.sbatch")
+            if group in placed:
+                lines.append(f"submit {group.max_count} {group.name} {group.name}/{test}.sbatch")
+            else:
+                lines.append(f"sbatch {group.name}/{test}.sbatch")
     return "\n".join(lines) + "\n"
 
 
@@ -260,6 +267,7 @@ def as_team(script: str, team: Team | None) -> str:
 def slurm_kit(model: ClusterModel, team: Team | None = None) -> list[KitFile]:
     groups = kit_groups(model, team)[0]
     files = [KitFile("README.md", readme(model, team)), KitFile("submit-all.sh", submit_all(model, team), True),
+             KitFile(placement.FILE, placement.placement_sh(model), True),
              KitFile("smoke.py", SMOKE_PY), expected_json(model, groups)]
     for group in groups:
         for test, render in (("nccl", nccl_sbatch), ("dcgm", dcgm_sbatch), ("fio", fio_sbatch),
