@@ -117,6 +117,15 @@ class Scenario:
     image_slurm_prefix: Optional[str] = None
     exporters: bool = True  # a baked image has the exporters' packages (dpkg-query lists them)
     network: bool = True  # off: every download fails (git clone, curl to a URL, apt-get)
+    # network-features.sh: the instance (IMDS), EC2's topology answers (state/topology.json) empty
+    # for the first `topology_pending` calls or refused (`topology_denied`), and this node in
+    # Slurm (`scontrol -o show node`): its features, and how many calls fail before it registered
+    instance_id: str = "i-0a1b2c3d4e5f60001"
+    region: str = "us-east-2"
+    topology_pending: int = 0
+    topology_denied: bool = False
+    slurm_features: str = ""
+    slurm_unregistered: int = 0
 
     def shell(self) -> str:
         values = {"GPUS": self.gpus, "GPU_MODEL": self.gpu_model, "NVME_DISKS": self.nvme_disks,
@@ -130,7 +139,9 @@ class Scenario:
                   "IMEX_UP_AT": "never" if self.imex_up_at is None else self.imex_up_at,
                   "SLURM_NODES": " ".join(f"{n}={a}" for n, a in self.slurm_nodes),
                   "DOWNLOAD_FAILS": self.download_fails, "APPARMOR": int(self.apparmor),
-                  "NETWORK": int(self.network)}
+                  "NETWORK": int(self.network), "INSTANCE_ID": self.instance_id, "REGION": self.region,
+                  "TOPOLOGY_PENDING": self.topology_pending, "TOPOLOGY_DENIED": int(self.topology_denied),
+                  "SLURM_FEATURES": self.slurm_features, "SLURM_UNREGISTERED": self.slurm_unregistered}
         return "".join(f"{k}='{v}'\n" for k, v in values.items())
 
 

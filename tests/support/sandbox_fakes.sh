@@ -403,10 +403,12 @@ fake_systemctl() {
     is-active)
       [[ "$(unit_state "${*: -1}")" == active ]] ;;
     start | restart)
-      local unit rc=0
+      local unit rc=0 block=1
       for unit in "$@"; do
+        [[ "$unit" == --no-block ]] && { block=0; continue; }
         start_unit "$unit" || rc=1
       done
+      ((block)) || return 0  # --no-block: queued, systemctl does not wait for the outcome
       return "$rc" ;;
     enable)
       local unit now=0
@@ -658,6 +660,9 @@ fake_hostname() {
 # scontrol -ao show node LIST: one line per node of the scenario's SLURM_NODES (NAME=ADDR ...).
 fake_scontrol() {
   record "$@"
+  case "$*" in
+    "-o show node"* | "update nodename="*) scontrol_node "$@"; return ;;
+  esac
   if [[ "$*" == "-ao show node "* ]]; then
     local pair
     for pair in $SLURM_NODES; do
@@ -665,6 +670,36 @@ fake_scontrol() {
         "${pair%%=*}" "${pair#*=}" "${pair%%=*}"
     done
   fi
+}
+
+# This node in Slurm (network-features.sh): `scontrol -o show node [NAME]` prints it as Slurm
+# does (one line; features "(null)" when none), once it has registered: SLURM_UNREGISTERED calls
+# fail first ("Node NAME not found"); `scontrol update nodename=NAME AvailableFeatures=A
+# ActiveFeatures=B` sets them (state/slurm-features: available, then active, a line each).
+scontrol_node() {
+  local name=ip-10-1-0-42 calls available active arg
+  calls=$(($(cat "$STATE/slurm-show-calls" 2>/dev/null || echo 0) + 1))
+  echo "$calls" >"$STATE/slurm-show-calls"
+  [[ -e "$STATE/slurm-features" ]] || printf '%s\n%s\n' "$SLURM_FEATURES" "$SLURM_FEATURES" >"$STATE/slurm-features"
+  { read -r available; read -r active; } <"$STATE/slurm-features"
+  if [[ "$1" == update ]]; then
+    for arg in "${@:2}"; do
+      case "$arg" in
+        nodename=*) [[ "${arg#*=}" == "$name" ]] || die "Invalid node name specified" ;;
+        AvailableFeatures=*) available=${arg#*=} ;;
+        ActiveFeatures=*) active=${arg#*=} ;;
+        *) die "Invalid input: $arg" ;;
+      esac
+    done
+    printf '%s\n%s\n' "$available" "$active" >"$STATE/slurm-features"
+    return 0
+  fi
+  if ((calls <= SLURM_UNREGISTERED)) || [[ -n "${4:-}" && "$4" != "$name" ]]; then
+    FAKE_RC=1 die "Node ${4:-} not found"
+  fi
+  printf 'NodeName=%s Arch=x86_64 CoresPerSocket=48 CPUAlloc=0 CPUTot=192 AvailableFeatures=%s ActiveFeatures=%s ' \
+    "$name" "${available:-(null)}" "${active:-(null)}"
+  printf 'Gres=gpu:8 NodeAddr=10.1.0.42 NodeHostName=%s Version=25.05.3 State=IDLE Partitions=gpu\n' "$name"
 }
 
 # curl -o FILE URL: a download, answered from state/downloads/NAME (NAME: the URL's last part;
@@ -701,6 +736,9 @@ fake_curl() {
   case "$*" in
     *"-X PUT"*latest/api/token*) printf 'AQAEA-token' ;;
     *meta-data/instance-type*) printf '%s' "$INSTANCE_TYPE" ;;
+    *meta-data/instance-id*) printf '%s' "$INSTANCE_ID" ;;
+    *meta-data/placement/region*) printf '%s' "$REGION" ;;
+    *meta-data/local-ipv4*) printf '10.1.0.42' ;;
     *) FAKE_RC=22 die "curl: (22) The requested URL returned error: 404" ;;
   esac
 }
@@ -748,7 +786,39 @@ fake_timeout() {
 
 fake_aws() {
   record "$@"
+  if [[ "$1 $2" == "ec2 describe-instance-topology" ]]; then
+    describe_instance_topology "$@"
+    return
+  fi
   printf '%s\n' "$SSM_VALUE"
+}
+
+# aws ec2 describe-instance-topology --instance-ids ID... --output json: the recorded answer the
+# test put in state/topology.json (tests/data/topology/), with only the instances asked for, as
+# EC2 answers; none for the first TOPOLOGY_PENDING calls (EC2 has no topology for a new instance
+# yet); TOPOLOGY_DENIED: the role lacks ec2:DescribeInstanceTopology.
+describe_instance_topology() {
+  local calls ids=() arg collecting=0
+  if ((TOPOLOGY_DENIED)); then
+    FAKE_RC=254 die "An error occurred (UnauthorizedOperation) when calling the DescribeInstanceTopology operation: You are not authorized to perform this operation."
+  fi
+  for arg in "${@:3}"; do
+    case "$arg" in
+      --instance-ids) collecting=1 ;;
+      --*) collecting=0 ;;
+      *) ((collecting)) && ids+=("$arg") ;;
+    esac
+  done
+  calls=$(($(cat "$STATE/topology-calls" 2>/dev/null || echo 0) + 1))
+  echo "$calls" >"$STATE/topology-calls"
+  if ((calls <= TOPOLOGY_PENDING)) || [[ ! -e "$STATE/topology.json" ]]; then
+    printf '{\n    "Instances": []\n}\n'
+    return 0
+  fi
+  python3 -c 'import json, sys
+answer = json.load(open(sys.argv[1]))
+print(json.dumps({"Instances": [i for i in answer["Instances"] if i["InstanceId"] in sys.argv[2:]]}, indent=4))' \
+    "$STATE/topology.json" "${ids[@]}"
 }
 
 # install: the real one, without owners (no such users in the sandbox), and never outside it.

@@ -8,7 +8,8 @@
 # only for UltraServer groups), so features are the topology a PCS cluster can be given.
 #
 # Its settings are /etc/fmcluster/network-features.env:
-#   SLURM_BIN       Slurm's commands (AWS PCS keeps them under /opt/aws/pcs/scheduler/slurm-VERSION/bin)
+#   SLURM_BIN       Slurm's commands, first on PATH (AWS PCS keeps them under
+#                   /opt/aws/pcs/scheduler/slurm-VERSION/bin, on no PATH a unit gets)
 #   ATTEMPTS        how many times to try (the topology is not answered at once after a launch;
 #   RETRY_SECONDS   scontrol fails until slurmd has registered), and how long to wait in between
 #
@@ -29,6 +30,8 @@ ROOT=${FMCLUSTER_ROOT:-}
 # shellcheck source=/dev/null
 source "$ROOT${NETWORK_FEATURES_ENV:-/etc/fmcluster/network-features.env}"
 IMDS=http://169.254.169.254/latest
+# Slurm's commands first (under test, FMCLUSTER_ROOT set, the stand-ins on PATH stay first)
+export PATH="${FMCLUSTER_ROOT:+$PATH:}$SLURM_BIN:$PATH"
 
 log() {
   printf 'fmcluster-network-features: %s\n' "$*" >&2
@@ -64,12 +67,12 @@ print(",".join(out))
 node_name() {
   local short address
   short=$(hostname -s)
-  if "$SLURM_BIN/scontrol" -o show node "$short" >/dev/null 2>&1; then
+  if scontrol -o show node "$short" >/dev/null 2>&1; then
     printf '%s\n' "$short"
     return 0
   fi
   address=$(metadata local-ipv4) || return 1
-  "$SLURM_BIN/scontrol" -o show node 2>/dev/null | awk -v a="$address" '
+  scontrol -o show node 2>/dev/null | awk -v a="$address" '
     { name = ""; addr = ""
       for (i = 1; i <= NF; i++) { if ($i ~ /^NodeName=/) name = substr($i, 10); if ($i ~ /^NodeAddr=/) addr = substr($i, 10) } }
     addr == a { print name; found = 1; exit }
@@ -93,10 +96,10 @@ merged() {
 
 set_features() {  # set_features NODE FEATURES
   local line available active
-  line=$("$SLURM_BIN/scontrol" -o show node "$1") || return 1
+  line=$(scontrol -o show node "$1") || return 1
   available=$(merged "$(field "$line" AvailableFeatures)" "$2")
   active=$(merged "$(field "$line" ActiveFeatures)" "$2")
-  "$SLURM_BIN/scontrol" update nodename="$1" AvailableFeatures="$available" ActiveFeatures="$active"
+  scontrol update nodename="$1" AvailableFeatures="$available" ActiveFeatures="$active"
 }
 
 main() {
