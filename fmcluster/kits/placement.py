@@ -46,7 +46,8 @@ sinfo -h -N -p "$2" -o '%N %t %f' | awk -v want="$1" -v max="$MAX_OPTIONS" '
   END {
     for (layer = deepest; layer >= 1; layer--) {
       split(names[layer], list, " "); k = 0; delete pick
-      for (i in list) if (!(list[i] in taken) && count[layer, list[i]] >= want) { taken[list[i]] = 1; pick[++k] = list[i] }
+      for (i in list)
+        if (!(list[i] in taken) && count[layer, list[i]] >= want) { taken[list[i]] = 1; pick[++k] = list[i] }
       if (k == 0) continue
       # the fullest network nodes first (ties by name), at most max
       for (i = 2; i <= k; i++) for (j = i; j > 1; j--) {

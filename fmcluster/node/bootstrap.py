@@ -451,8 +451,10 @@ class NodeProgram:
         nn1-ID..nnN-ID, set at every boot once slurmd has registered (network-features.sh), with
         Slurm's commands in `slurm_bin`: what the kit's placement.sh asks for on AWS PCS."""
         self.programs["network_features"] = PROGRAMS / "network-features.sh"
+        if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
+            raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
         return self.add("network-features.sh", "setup_network_features", FMCLUSTER_LIB=FMCLUSTER_LIB,
-                        FMCLUSTER_ETC=FMCLUSTER_ETC, NETWORK_FEATURES_SLURM_BIN=slurm_bin,
+                        NETWORK_FEATURES_SLURM_BIN=slurm_bin,
                         NETWORK_FEATURES_ATTEMPTS=NETWORK_FEATURES_ATTEMPTS,
                         NETWORK_FEATURES_RETRY_SECONDS=NETWORK_FEATURES_RETRY_SECONDS)
 

@@ -80,7 +80,7 @@ def test_p5_node_gets_its_three_network_nodes_and_keeps_its_other_features(tmp_p
     assert features(node) == (f"gpu,p5.48xlarge,{want}",) * 2
     asked = [c.args for c in node.calls("aws")]
     assert asked == [("ec2", "describe-instance-topology", "--instance-ids", "i-0a1b2c3d4e5f60003",
-                      "--region", "us-east-2", "--output", "json")]
+                      "--region", "us-east-2", "--query", "Instances[].NetworkNodes[]", "--output", "text")]
     assert node.lines("scontrol")[-1] == (f"scontrol update nodename=ip-10-1-0-42 AvailableFeatures=gpu,p5.48xlarge,"
                                           f"{want} ActiveFeatures=gpu,p5.48xlarge,{want}")
 
@@ -133,7 +133,8 @@ def test_unit_runs_after_slurmd_at_every_boot(tmp_path):
     unit = node.file(f"/etc/systemd/system/{UNIT}")
     assert "After=network-online.target slurmd.service" in unit and "WantedBy=multi-user.target" in unit
     assert UNIT in node.enabled()
-    assert f"SLURM_BIN={bootstrap.slurm_bin(SLURM_VERSION)}" in node.file("/etc/fmcluster/network-features.env")
+    assert (f"ExecStart=/usr/local/lib/fmcluster/network-features {bootstrap.slurm_bin(SLURM_VERSION)} "
+            f"{bootstrap.NETWORK_FEATURES_ATTEMPTS} {bootstrap.NETWORK_FEATURES_RETRY_SECONDS}\n") in unit
     verified = node.verify_units()
     assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout
     boot_again = node.reboot()

@@ -35,7 +35,8 @@ X, Y = "nn3-c3e50490a237cb0f1", "nn3-c3e50490a237cb0f2"
 LAYER2, LAYER1 = "nn2-b27c0d1e2f3a4b501", "nn1-a1f0e5d4c3b2a1901"
 
 # The instance metadata service (IMDSv2) of node NAME's instance, `hostname -s`, and the AWS CLI
-# answering from the recorded file with the instances asked for.
+# answering from the recorded file for the instance asked for, as its text output prints the
+# query Instances[].NetworkNodes[] (the ids tab-separated on one line).
 CURL = """#!/bin/bash
 case "$*" in
   *api/token*) printf token ;;
@@ -47,9 +48,10 @@ esac
 HOSTNAME = "#!/bin/sh\necho {name}\n"
 AWS = """#!/bin/bash
 [[ "$1 $2 $3" == "ec2 describe-instance-topology --instance-ids" ]] || exit 2
+[[ "$*" == *" --query Instances[].NetworkNodes[] --output text" ]] || exit 2
 exec python3 -c 'import json, sys
-answer = json.load(open(sys.argv[1]))
-print(json.dumps({{"Instances": [i for i in answer["Instances"] if i["InstanceId"] == sys.argv[2]]}}))' {answer} "$4"
+found = [i for i in json.load(open(sys.argv[1]))["Instances"] if i["InstanceId"] == sys.argv[2]]
+print("\\t".join(n for i in found for n in i["NetworkNodes"]))' {answer} "$4"
 """
 
 
@@ -58,16 +60,15 @@ def publish(cluster: SlurmCluster, tmp_path: Path) -> None:
     instances = [i["InstanceId"] for i in json.loads(ANSWER.read_text())["Instances"]]
     for name, instance in zip(cluster.names, instances, strict=True):
         root, bin_dir = tmp_path / name / "root", tmp_path / name / "bin"
-        (root / "etc/fmcluster").mkdir(parents=True)
+        root.mkdir(parents=True)
         bin_dir.mkdir(parents=True)
-        (root / "etc/fmcluster/network-features.env").write_text(
-            f"SLURM_BIN={Path(find('scontrol')).parent}\nATTEMPTS=2\nRETRY_SECONDS=1\n")
         for command, text in (("curl", CURL.format(instance=instance)), ("hostname", HOSTNAME.format(name=name)),
                               ("aws", AWS.format(answer=ANSWER))):
             (bin_dir / command).write_text(text)
             (bin_dir / command).chmod(0o755)
         env = {**cluster.env, "FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-        result = subprocess.run(["bash", str(PROGRAM)], env=env, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(["bash", str(PROGRAM), str(Path(find("scontrol")).parent), "2", "1"], env=env,
+                                capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, result.stderr
 
 

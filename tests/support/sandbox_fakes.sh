@@ -793,32 +793,43 @@ fake_aws() {
   printf '%s\n' "$SSM_VALUE"
 }
 
-# aws ec2 describe-instance-topology --instance-ids ID... --output json: the recorded answer the
-# test put in state/topology.json (tests/data/topology/), with only the instances asked for, as
-# EC2 answers; none for the first TOPOLOGY_PENDING calls (EC2 has no topology for a new instance
-# yet); TOPOLOGY_DENIED: the role lacks ec2:DescribeInstanceTopology.
+# aws ec2 describe-instance-topology --instance-ids ID... [--query Q --output text]: the recorded
+# answer the test put in state/topology.json (tests/data/topology/), with only the instances asked
+# for, as EC2 answers; none for the first TOPOLOGY_PENDING calls (EC2 has no topology for a new
+# instance yet); TOPOLOGY_DENIED: the role lacks ec2:DescribeInstanceTopology. As JSON, or for
+# the query Instances[].NetworkNodes[] as the CLI's text output: the ids tab-separated on one
+# line, nothing for none (the AWS CLI's, checked against a served answer).
 describe_instance_topology() {
-  local calls ids=() arg collecting=0
+  local calls ids=() query="" output=json
   if ((TOPOLOGY_DENIED)); then
     FAKE_RC=254 die "An error occurred (UnauthorizedOperation) when calling the DescribeInstanceTopology operation: You are not authorized to perform this operation."
   fi
-  for arg in "${@:3}"; do
-    case "$arg" in
-      --instance-ids) collecting=1 ;;
-      --*) collecting=0 ;;
-      *) ((collecting)) && ids+=("$arg") ;;
+  set -- "${@:3}"
+  while (($#)); do
+    case "$1" in
+      --instance-ids) shift; while (($#)) && [[ "$1" != --* ]]; do ids+=("$1"); shift; done; continue ;;
+      --query) query=$2; shift ;;
+      --output) output=$2; shift ;;
+      --region) shift ;;
+      *) die "fake aws: option $1 not modelled" ;;
     esac
+    shift
   done
+  [[ -z "$query" || ("$query" == 'Instances[].NetworkNodes[]' && "$output" == text) ]] ||
+    die "fake aws: query $query --output $output not modelled"
   calls=$(($(cat "$STATE/topology-calls" 2>/dev/null || echo 0) + 1))
   echo "$calls" >"$STATE/topology-calls"
-  if ((calls <= TOPOLOGY_PENDING)) || [[ ! -e "$STATE/topology.json" ]]; then
-    printf '{\n    "Instances": []\n}\n'
-    return 0
+  local answer='{"Instances": []}'
+  if ((calls > TOPOLOGY_PENDING)) && [[ -e "$STATE/topology.json" ]]; then
+    answer=$(cat "$STATE/topology.json")
   fi
   python3 -c 'import json, sys
-answer = json.load(open(sys.argv[1]))
-print(json.dumps({"Instances": [i for i in answer["Instances"] if i["InstanceId"] in sys.argv[2:]]}, indent=4))' \
-    "$STATE/topology.json" "${ids[@]}"
+found = [i for i in json.loads(sys.argv[1])["Instances"] if i["InstanceId"] in sys.argv[3:]]
+if sys.argv[2]:
+    nodes = [n for i in found for n in i.get("NetworkNodes", [])]
+    print("\t".join(nodes)) if nodes else None
+else:
+    print(json.dumps({"Instances": found}, indent=4))' "$answer" "$query" "${ids[@]}"
 }
 
 # install: the real one, without owners (no such users in the sandbox), and never outside it.

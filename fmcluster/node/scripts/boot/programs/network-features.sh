@@ -7,14 +7,14 @@
 # AWS PCS owns slurm.conf and takes no TopologyPlugin setting (it configures topology/block itself
 # only for UltraServer groups), so features are the topology a PCS cluster can be given.
 #
-# Its settings are /etc/fmcluster/network-features.env:
+# Usage: network-features SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]
 #   SLURM_BIN       Slurm's commands, first on PATH (AWS PCS keeps them under
 #                   /opt/aws/pcs/scheduler/slurm-VERSION/bin, on no PATH a unit gets)
-#   ATTEMPTS        how many times to try (the topology is not answered at once after a launch;
-#   RETRY_SECONDS   scontrol fails until slurmd has registered), and how long to wait in between
+#   ATTEMPTS        how many times to try (EC2 answers a new instance's topology some time after
+#   RETRY_SECONDS   its launch; scontrol fails until slurmd has registered), and the wait between
 #
 # 1. The instance id and region from the instance metadata service (IMDSv2).
-# 2. `aws ec2 describe-instance-topology --instance-ids ID` (EC2 API Reference,
+# 2. `aws ec2 describe-instance-topology --instance-ids ID` (AWS CLI v2; EC2 API Reference,
 #    DescribeInstanceTopology; IAM action ec2:DescribeInstanceTopology): NetworkNodes lists the
 #    network nodes above the instance, top-down (the last is the one the instance is connected
 #    to): 3 on most supported types, 4 on p6-b200 and p6-b300. An instance not in the answer yet,
@@ -22,13 +22,13 @@
 # 3. Features nn1-ID .. nnN-ID, layer 1 the top (ID: the network node's id without its "nn-";
 #    Slurm's constraint parser takes every character but , & | * [ ] ( ) in a feature name:
 #    src/slurmctld/job_scheduler.c, _feature_string2list), set with `scontrol update` as the
-#    node's available and active features, every feature the node has that is not of this form
-#    kept.
+#    available and active features of the node named `hostname -s` (as the boot's gate-drain.sh
+#    and metrics.sh name it), every feature it has that is not of this form kept.
 # Exit status 0 once set; 1 when it could not (the unit fails: `systemctl status` shows why).
 set -uo pipefail
-ROOT=${FMCLUSTER_ROOT:-}
-# shellcheck source=/dev/null
-source "$ROOT${NETWORK_FEATURES_ENV:-/etc/fmcluster/network-features.env}"
+SLURM_BIN=${1:?usage: network-features SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]}
+ATTEMPTS=${2:-40}
+RETRY_SECONDS=${3:-15}
 IMDS=http://169.254.169.254/latest
 # Slurm's commands first (under test, FMCLUSTER_ROOT set, the stand-ins on PATH stay first)
 export PATH="${FMCLUSTER_ROOT:+$PATH:}$SLURM_BIN:$PATH"
@@ -43,99 +43,55 @@ metadata() {  # metadata PATH: one value of the instance metadata service (IMDSv
   curl -sf -H "X-aws-ec2-metadata-token: $token" "$IMDS/meta-data/$1"
 }
 
-# features INSTANCE_ID: the recorded answer (JSON) on stdin; the features, comma-separated, on
-# stdout; status 1 when the instance has no network nodes in it (yet).
+# features: this instance's network nodes, top-down, as features (comma-separated); status 1
+# when EC2 has none for it (yet). `--output text` prints a list of strings tab-separated on one
+# line, and nothing for an empty one (AWS CLI, checked against a served DescribeInstanceTopology).
 features() {
-  python3 -c '
-import json, re, sys
-answer = json.load(sys.stdin)
-nodes = [i.get("NetworkNodes") or [] for i in answer.get("Instances", []) if i.get("InstanceId") == sys.argv[1]]
-if not nodes or not nodes[0]:
-    sys.exit(1)
-out = []
-for layer, node in enumerate(nodes[0], 1):
-    ident = node[3:] if node.startswith("nn-") else node
-    if not re.fullmatch(r"[A-Za-z0-9._-]+", ident):
-        sys.exit("network node id %r has characters a Slurm feature cannot" % node)
-    out.append("nn%d-%s" % (layer, ident))
-print(",".join(out))
-' "$1"
+  local instance region nodes node layer=0 out=""
+  instance=$(metadata instance-id) && region=$(metadata placement/region) || return 1
+  nodes=$(aws ec2 describe-instance-topology --instance-ids "$instance" --region "$region" \
+    --query 'Instances[].NetworkNodes[]' --output text) || return 1
+  for node in $nodes; do
+    node=${node#nn-}
+    [[ "$node" =~ ^[A-Za-z0-9._-]+$ ]] || return 1
+    out+="${out:+,}nn$((++layer))-$node"
+  done
+  [[ -n "$out" ]] && printf '%s\n' "$out"
 }
 
-# node_name: this node's Slurm name: the one whose NodeHostName is this host's short name, else
-# the one whose NodeAddr is this instance's private address.
-node_name() {
-  local short address
-  short=$(hostname -s)
-  if scontrol -o show node "$short" >/dev/null 2>&1; then
-    printf '%s\n' "$short"
-    return 0
-  fi
-  address=$(metadata local-ipv4) || return 1
-  scontrol -o show node 2>/dev/null | awk -v a="$address" '
-    { name = ""; addr = ""
-      for (i = 1; i <= NF; i++) { if ($i ~ /^NodeName=/) name = substr($i, 10); if ($i ~ /^NodeAddr=/) addr = substr($i, 10) } }
-    addr == a { print name; found = 1; exit }
-    END { exit !found }'
+# kept LINE KEY: the features of KEY= in an `scontrol -o show node` line that are no network node's
+kept() {
+  printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | tr ',' '\n' | grep -Ev '^(nn[0-9]+-.*|\(null\))?$' |
+    paste -sd, -
 }
 
-# field LINE KEY: the value of KEY= in an `scontrol -o show node` line ("" for "(null)")
-field() {
-  local value
-  value=$(printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n 1)
-  [[ "$value" == "(null)" ]] && value=""
-  printf '%s\n' "$value"
-}
-
-# merged OLD NEW: OLD's features that are not network-node features, then NEW, comma-separated
-merged() {
-  local kept
-  kept=$(printf '%s\n' "${1//,/$'\n'}" | grep -Ev '^(nn[0-9]+-.*)?$' | paste -sd, -)
-  printf '%s\n' "${kept:+$kept,}$2"
-}
-
-set_features() {  # set_features NODE FEATURES
-  local line available active
-  line=$(scontrol -o show node "$1") || return 1
-  available=$(merged "$(field "$line" AvailableFeatures)" "$2")
-  active=$(merged "$(field "$line" ActiveFeatures)" "$2")
-  scontrol update nodename="$1" AvailableFeatures="$available" ActiveFeatures="$active"
+# set_features FEATURES: on this node (its Slurm name is its short host name), its other features kept
+set_features() {
+  local node line available active
+  node=$(hostname -s)
+  line=$(scontrol -o show node "$node") || return 1
+  available=$(kept "$line" AvailableFeatures)
+  active=$(kept "$line" ActiveFeatures)
+  scontrol update nodename="$node" AvailableFeatures="${available:+$available,}$1" \
+    ActiveFeatures="${active:+$active,}$1"
 }
 
 main() {
-  local attempt instance region answer wanted="" node=""
+  local attempt wanted=""
   for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
     ((attempt > 1)) && sleep "$RETRY_SECONDS"
-    if [[ -z "$wanted" ]]; then
-      if ! instance=$(metadata instance-id) || ! region=$(metadata placement/region); then
-        log "attempt $attempt: the instance metadata service did not answer"
-        continue
-      fi
-      answer=$(aws ec2 describe-instance-topology --instance-ids "$instance" --region "$region" --output json) || {
-        log "attempt $attempt: DescribeInstanceTopology failed for $instance"
-        continue
-      }
-      wanted=$(features "$instance" <<<"$answer") || {
-        wanted=""
-        log "attempt $attempt: EC2 has no network nodes for $instance yet"
-        continue
-      }
+    if [[ -z "$wanted" ]] && ! wanted=$(features); then
+      log "attempt $attempt: no network nodes from EC2 for this instance (yet)"
+      continue
     fi
-    if [[ -z "$node" ]]; then
-      node=$(node_name) || {
-        node=""
-        log "attempt $attempt: this node is not in Slurm yet (slurmd has not registered)"
-        continue
-      }
-    fi
-    if set_features "$node" "$wanted"; then
-      log "$node: network features $wanted"
+    if set_features "$wanted"; then
+      log "network features $wanted"
       return 0
     fi
-    log "attempt $attempt: scontrol update of $node failed"
+    log "attempt $attempt: scontrol failed (slurmd not registered yet?)"
   done
   log "gave up after $ATTEMPTS attempts: jobs will not be placed by network topology on this node"
   return 1
 }
 
-main "$@"
+main
