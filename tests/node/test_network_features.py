@@ -150,3 +150,22 @@ def test_node_program_wires_it_only_when_asked():
     assert wired.settings["NETWORK_FEATURES_SLURM_BIN"] == bootstrap.slurm_bin(SLURM_VERSION)
     with pytest.raises(ValueError, match="Slurm version"):
         bootstrap.node_program("p5.48xlarge", efa=True, network_features=True)
+
+
+def test_on_pcs_it_is_a_node_ready_lifecycle_script(tmp_path):
+    """AWS PCS runs the program as node lifecycle scripts (fmcluster.node.actions): the unit is
+    set up by a NodeReady script (slurmd has registered), first boot only (the unit runs at every
+    later boot), CONTINUE (a node without the features still takes jobs)."""
+    from fmcluster.node import actions
+
+    made = actions.node_actions("p5.48xlarge", efa=True, slurm_version=SLURM_VERSION, network_features=True)
+    (script,) = [s for s in made if s.name == "fmcluster network features"]
+    assert (script.stage, script.execution_policy, script.on_error) == (
+        actions.NODE_READY, actions.FIRST_BOOT_ONLY, actions.CONTINUE)
+    assert not any(s.name == "fmcluster network features"
+                   for s in actions.node_actions("p5.48xlarge", efa=True, slurm_version=SLURM_VERSION))
+    node = Sandbox(tmp_path, Scenario(image="bare", instance_id="i-0a1b2c3d4e5f60004"))
+    (node.state / "topology.json").write_text((TOPOLOGY / "p5.48xlarge.json").read_text())
+    result = node.run(script.text, *script.arguments)
+    assert result.returncode == 0, result.stderr
+    assert features(node)[0] == expected(instance("p5.48xlarge.json", 3)["NetworkNodes"])
