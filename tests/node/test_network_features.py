@@ -169,3 +169,28 @@ def test_on_pcs_it_is_a_node_ready_lifecycle_script(tmp_path):
     result = node.run(script.text, *script.arguments)
     assert result.returncode == 0, result.stderr
     assert features(node)[0] == expected(instance("p5.48xlarge.json", 3)["NetworkNodes"])
+
+
+def test_node_role_may_describe_the_instance_topology_when_asked():
+    """ec2:DescribeInstanceTopology has no resource type in the Service Authorization Reference:
+    the statement's Resource is "*", and the IAM linters (the walk's wildcards, the SAR's types)
+    accept it; a role not asked for it has no such statement."""
+    import aws_cdk as cdk
+
+    from fmcluster_cdk.constructs.compute.node_role import NodeRole
+    from tests.support import iam_lint
+
+    def template(**kwargs) -> dict:
+        stack = cdk.Stack(cdk.App(), "Nodes")
+        NodeRole(stack, "NodeRole", cluster_arn="arn:aws:pcs:us-east-2:111122223333:cluster/pcs_abc", **kwargs)
+        return cdk.assertions.Template.from_stack(stack).to_json()
+
+    def statements(found: dict) -> list[dict]:
+        (role,) = [r for r in found["Resources"].values() if r["Type"] == "AWS::IAM::Role"]
+        return [s for p in role["Properties"]["Policies"] for s in p["PolicyDocument"]["Statement"]]
+
+    with_topology = template(instance_topology=True)
+    assert {"Action": "ec2:DescribeInstanceTopology", "Effect": "Allow", "Resource": "*",
+            "Sid": "InstanceTopology"} in statements(with_topology)
+    assert iam_lint.findings(with_topology) == []
+    assert not any(s.get("Sid") == "InstanceTopology" for s in statements(template()))
