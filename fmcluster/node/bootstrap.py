@@ -49,6 +49,7 @@ SLURMD_RETRY_SECONDS = 30  # a slurmd held back by the readiness check is tried 
 # topology some time after its launch; slurmd registers after the boot script)
 NETWORK_FEATURES_ATTEMPTS = 40
 NETWORK_FEATURES_RETRY_SECONDS = 15
+NETWORK_FEATURES_CHECK_MINUTES = 5  # its timer: set again what slurmctld forgot (a restart, a reconfigure)
 FMCLUSTER_ETC = "/etc/fmcluster"
 BOUNDARY = "==FMCLUSTER-BOUNDARY=="
 SCRIPT_NAME = "fmcluster-node.sh"
@@ -456,7 +457,8 @@ class NodeProgram:
         return self.add("network-features.sh", "setup_network_features", FMCLUSTER_LIB=FMCLUSTER_LIB,
                         NETWORK_FEATURES_SLURM_BIN=slurm_bin,
                         NETWORK_FEATURES_ATTEMPTS=NETWORK_FEATURES_ATTEMPTS,
-                        NETWORK_FEATURES_RETRY_SECONDS=NETWORK_FEATURES_RETRY_SECONDS)
+                        NETWORK_FEATURES_RETRY_SECONDS=NETWORK_FEATURES_RETRY_SECONDS,
+                        NETWORK_FEATURES_CHECK_MINUTES=NETWORK_FEATURES_CHECK_MINUTES)
 
     def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":
         return self.add("scratch.sh", "setup_scratch", NVME_DISK_COUNT=self.instance.nvme_disks, SCRATCH_PATH=path,

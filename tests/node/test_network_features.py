@@ -26,6 +26,7 @@ TOPOLOGY = ROOT / "tests" / "data" / "topology"
 ANSWERS = sorted(TOPOLOGY.glob("*.json"))
 SLURM_VERSION = "25.05"
 UNIT = "fmcluster-network-features.service"
+FEATURES_PROGRAM = "/usr/local/lib/fmcluster/network-features"
 
 
 def boot(tmp_path: Path, answer: str | None, **scenario) -> tuple[Sandbox, object]:
@@ -125,6 +126,26 @@ def test_gives_up_bounded_and_the_boot_goes_on(tmp_path, scenario):
     assert len(node.calls("aws")) == bootstrap.NETWORK_FEATURES_ATTEMPTS
     assert not any(c.args[0] == "update" for c in node.calls("scontrol"))
     assert "gave up after" in result.stderr
+
+
+def test_the_timer_sets_again_what_slurm_forgot_without_asking_ec2(tmp_path):
+    """slurmctld forgets features set with scontrol when it restarts (without -R) or is
+    reconfigured: the timer's runs set them again from the cache in /run, with no EC2 call, and
+    change nothing while Slurm still has them."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", slurm_features="gpu")
+    assert result.returncode == 0, result.stderr
+    want = features(node)
+    assert node.file("/run/fmcluster-network-features") == want[0].removeprefix("gpu,") + "\n"
+    rerun = f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" {bootstrap.slurm_bin(SLURM_VERSION)} 2 1\n'
+    assert node.run(rerun).returncode == 0
+    assert len(node.calls("aws")) == 1 and sum(c.args[0] == "update" for c in node.calls("scontrol")) == 1
+    (node.state / "slurm-features").write_text("gpu\ngpu\n")  # slurmctld restarted
+    assert node.run(rerun).returncode == 0
+    assert features(node) == want
+    assert len(node.calls("aws")) == 1 and sum(c.args[0] == "update" for c in node.calls("scontrol")) == 2
+    timer = node.file("/etc/systemd/system/fmcluster-network-features.timer")
+    assert f"OnUnitInactiveSec={bootstrap.NETWORK_FEATURES_CHECK_MINUTES}min" in timer
+    assert "fmcluster-network-features.timer" in node.enabled()
 
 
 def test_unit_runs_after_slurmd_at_every_boot(tmp_path):

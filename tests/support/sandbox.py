@@ -219,7 +219,7 @@ class Sandbox:
         for directory in (self.root, self.state / "units", self.bin):
             directory.mkdir(parents=True)
         for path in ("etc/systemd/system", "etc/default", "usr/local/lib", "var/lib", "dev/disk/by-id",
-                     "sys/class/infiniband", "opt"):
+                     "sys/class/infiniband", "opt", "run"):
             (self.root / path).mkdir(parents=True, exist_ok=True)
         (self.root / "etc/fstab").write_text("# /etc/fstab of the AMI\nLABEL=cloudimg-rootfs / ext4 defaults 0 1\n")
         if scenario.os_release == "amzn2023":
@@ -438,6 +438,8 @@ exec systemd-analyze verify --man=no "$@" 2>&1
         (self.state / "calls").touch()
         for unit in (self.state / "units").iterdir():
             unit.unlink()
+        shutil.rmtree(self.root / "run")  # a tmpfs
+        (self.root / "run").mkdir()
         (self.state / "clock").write_text("0\n")
         (self.state / "events").write_text("")  # the disks are there, the AMI's unit runs when started
         units = self._boot_units()

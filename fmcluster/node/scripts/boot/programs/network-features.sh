@@ -24,12 +24,18 @@
 #    src/slurmctld/job_scheduler.c, _feature_string2list), set with `scontrol update` as the
 #    available and active features of the node named `hostname -s` (as the boot's gate-drain.sh
 #    and metrics.sh name it), every feature it has that is not of this form kept.
+# 4. The features are kept in CACHE (under /run: a stop and start moves an instance, a reboot
+#    empties /run) and set again only when the node lacks one: Slurm forgets features set with
+#    scontrol when slurmctld restarts without -R or is reconfigured (scontrol(1), AvailableFeatures),
+#    so fmcluster-network-features.timer runs this again every few minutes, one scontrol call
+#    when nothing changed, no EC2 call.
 # Exit status 0 once set; 1 when it could not (the unit fails: `systemctl status` shows why).
 set -uo pipefail
 SLURM_BIN=${1:?usage: network-features SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]}
 ATTEMPTS=${2:-40}
 RETRY_SECONDS=${3:-15}
 IMDS=http://169.254.169.254/latest
+CACHE=${FMCLUSTER_ROOT:-}/run/fmcluster-network-features
 # Slurm's commands first (under test, FMCLUSTER_ROOT set, the stand-ins on PATH stay first)
 export PATH="${FMCLUSTER_ROOT:+$PATH:}$SLURM_BIN:$PATH"
 
@@ -72,18 +78,23 @@ set_features() {
   line=$(scontrol -o show node "$node") || return 1
   available=$(kept "$line" AvailableFeatures)
   active=$(kept "$line" ActiveFeatures)
+  if [[ "$line" == *" AvailableFeatures=${available:+$available,}$1 ActiveFeatures=${active:+$active,}$1 "* ]]; then
+    return 0  # already set
+  fi
   scontrol update nodename="$node" AvailableFeatures="${available:+$available,}$1" \
     ActiveFeatures="${active:+$active,}$1"
 }
 
 main() {
   local attempt wanted=""
+  [[ -s "$CACHE" ]] && wanted=$(<"$CACHE")
   for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
     ((attempt > 1)) && sleep "$RETRY_SECONDS"
     if [[ -z "$wanted" ]] && ! wanted=$(features); then
       log "attempt $attempt: no network nodes from EC2 for this instance (yet)"
       continue
     fi
+    printf '%s\n' "$wanted" >"$CACHE"
     if set_features "$wanted"; then
       log "network features $wanted"
       return 0
