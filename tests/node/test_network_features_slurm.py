@@ -55,20 +55,27 @@ print("\\t".join(n for i in found for n in i["NetworkNodes"]))' {answer} "$4"
 """
 
 
+def run_program(cluster: SlurmCluster, tmp_path: Path, name: str, instance: str,
+                aws: str = "") -> subprocess.CompletedProcess:
+    """network-features for node `name` (instance `instance`), as its unit or timer runs it; `aws`:
+    another AWS CLI stand-in."""
+    root, bin_dir = tmp_path / name / "root", tmp_path / name / "bin"
+    (root / "run").mkdir(parents=True, exist_ok=True)
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for command, text in (("curl", CURL.format(instance=instance)), ("hostname", HOSTNAME.format(name=name)),
+                          ("aws", aws or AWS.format(answer=ANSWER))):
+        (bin_dir / command).write_text(text)
+        (bin_dir / command).chmod(0o755)
+    env = {**cluster.env, "FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(PROGRAM), str(Path(find("scontrol")).parent), "2", "1"], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
 def publish(cluster: SlurmCluster, tmp_path: Path) -> None:
     """Run network-features for each node, as its unit would once slurmd has registered."""
     instances = [i["InstanceId"] for i in json.loads(ANSWER.read_text())["Instances"]]
     for name, instance in zip(cluster.names, instances, strict=True):
-        root, bin_dir = tmp_path / name / "root", tmp_path / name / "bin"
-        root.mkdir(parents=True)
-        bin_dir.mkdir(parents=True)
-        for command, text in (("curl", CURL.format(instance=instance)), ("hostname", HOSTNAME.format(name=name)),
-                              ("aws", AWS.format(answer=ANSWER))):
-            (bin_dir / command).write_text(text)
-            (bin_dir / command).chmod(0o755)
-        env = {**cluster.env, "FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-        result = subprocess.run(["bash", str(PROGRAM), str(Path(find("scontrol")).parent), "2", "1"], env=env,
-                                capture_output=True, text=True, timeout=60)
+        result = run_program(cluster, tmp_path, name, instance)
         assert result.returncode == 0, result.stderr
 
 
@@ -136,3 +143,18 @@ def test_nodes_that_cannot_take_jobs_do_not_count(cluster, tmp_path):
     cluster.run("scontrol", "update", "nodename=node3", "state=drain", "reason=test")
     assert ask(cluster, script, 2) == f"--constraint={X}"
     assert re.fullmatch(r"--constraint=nn2-\S+", ask(cluster, script, 3))
+
+
+def test_features_slurmctld_forgets_are_set_again_from_the_cache(cluster, tmp_path):
+    """`scontrol reconfigure` drops features set with scontrol (scontrol(1), AvailableFeatures); the
+    timer's next run sets them again from /run's cache, without asking EC2 (its stand-in now fails)."""
+    before = cluster.node("node1")["AvailableFeatures"]
+    cluster.run("scontrol", "reconfigure")
+    lost = cluster.node("node1")["AvailableFeatures"]
+    assert lost != before
+    result = run_program(cluster, tmp_path, "node1", "i-0a1b2c3d4e5f60001", aws="#!/bin/sh\nexit 1\n")
+    assert result.returncode == 0, result.stderr
+    assert cluster.node("node1")["AvailableFeatures"] == cluster.node("node1")["ActiveFeatures"] == before
+    # and a run while Slurm still has them changes nothing (one scontrol show, no update)
+    again = run_program(cluster, tmp_path, "node1", "i-0a1b2c3d4e5f60001", aws="#!/bin/sh\nexit 1\n")
+    assert again.returncode == 0 and "already set" in again.stderr

@@ -79,7 +79,8 @@ set_features() {
   available=$(kept "$line" AvailableFeatures)
   active=$(kept "$line" ActiveFeatures)
   if [[ "$line" == *" AvailableFeatures=${available:+$available,}$1 ActiveFeatures=${active:+$active,}$1 "* ]]; then
-    return 0  # already set
+    log "already set"
+    return 0
   fi
   scontrol update nodename="$node" AvailableFeatures="${available:+$available,}$1" \
     ActiveFeatures="${active:+$active,}$1"
