@@ -16,10 +16,11 @@ import pytest
 
 from fmcluster.kits import jobs, placement, serving
 from fmcluster.model import cluster as cluster_model
+from fmcluster.model.cluster import resolve
 from fmcluster.node import topology
 from fmcluster.spec import loader
-from tests.kits.test_serving import model_of, served
 from tests.support.paths import EXAMPLES_DIR
+from tests.support.specs import base_spec, validated, with_
 
 SHELLCHECK = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or shutil.which("shellcheck")
 X, Y, Z = "nn3-c3e50490a237cb0f1", "nn3-c3e50490a237cb0f2", "nn3-c3e50490a237cb0f3"
@@ -129,14 +130,22 @@ def test_kit_scripts_pass_shellcheck(tmp_path, name):
     assert result.returncode == 0, result.stdout
 
 
+def served(params: float, nodes: int):
+    """The base spec (PCS, Lustre at /fsx) serving a model of `params` billions (bf16) on `nodes` p5."""
+    spec = with_(with_(base_spec(), "node_groups[0].count", nodes), "node_groups[0].instance_type", "p5.48xlarge")
+    model = {"name": "meta-llama/Llama-3.1-405B-Instruct", "path": "/fsx/models/llama",
+             "parameters_billions": params, "dtype": "bf16"}
+    return resolve(validated(with_(spec, "serving", {"node_group": "gpu", "model": model})))
+
+
 def test_multi_node_serving_is_submitted_through_placement():
     """A replica of 2 nodes (405B in bf16 on p5: TP 8 x PP 2) asks for one network node; one of one node does not."""
-    two = model_of(served(params=405, nodes=4))
+    two = served(405, 4)
     assert two.serving.pipeline_parallel == 2
     assert serving.submit_line(two) == 'c=$(./placement.sh 2 gpu); sbatch ${c:+"$c"} gpu/serve.sbatch'
     assert serving.submit_line(two) in serving.slurm_serve_sbatch(two)
     assert serving.submit_line(two) in jobs.readme(two)
-    one = model_of(served(params=70, nodes=2))
+    one = served(70, 2)
     assert serving.submit_line(one) == "sbatch gpu/serve.sbatch"
 
 
