@@ -30,7 +30,7 @@ from fmcluster.kits.common import (
 from fmcluster.model import expected
 from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.model.teams import Team
-from fmcluster.node import bootstrap
+from fmcluster.node import bootstrap, topology
 
 # The images the jobs run. nccl-tests and fio: the reference image of docker/ (built and pushed by
 # the team: docker/README.md); the PyTorch smoke test: NVIDIA's PyTorch container (multi-arch:
@@ -222,6 +222,12 @@ def readme(model: ClusterModel, team: Team | None = None) -> str:
              "", "```", "export IMAGE=docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com#fmcluster/acceptance:TAG",
              "./submit-all.sh", "```", "",
              f"and when the jobs are done, where fmcluster is installed: `fmcluster verify SPEC {RESULTS}/*`.", ""]
+    placed = [g for g in kit_groups(model, team)[0] if g.max_count > 1 and placement.placed(model, g)]
+    if placed and topology.placement_plane(model) == "features":
+        lines += ["`submit-all.sh` submits each multi-node group's jobs through `placement.sh NODES PARTITION`, "
+                  "which asks Slurm", "to keep a job's nodes under one network node of EC2's instance topology "
+                  "(the lowest layer that holds", "them; nothing when none does); for a job of your own: "
+                  f"`c=$(./placement.sh {placed[0].max_count} {placed[0].name}); sbatch ${{c:+\"$c\"}} JOB`.", ""]
     if model.serving is not None:
         group = model.serving.group
         lines += [f"The serving job (not an acceptance job: `submit-all.sh` leaves it out) serves {model.serving.name} "
