@@ -11,7 +11,7 @@ import shlex
 
 from fmcluster.facts import node as node_facts
 from fmcluster.kits import kubernetes as jobs_kubernetes
-from fmcluster.kits import serving
+from fmcluster.kits import placement, serving
 from fmcluster.kits.common import (
     FIO_JOBS,
     PYTORCH_IMAGE_REF,
@@ -30,7 +30,7 @@ from fmcluster.kits.common import (
 from fmcluster.model import expected
 from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.model.teams import Team
-from fmcluster.node import bootstrap
+from fmcluster.node import bootstrap, topology
 
 # The images the jobs run. nccl-tests and fio: the reference image of docker/ (built and pushed by
 # the team: docker/README.md); the PyTorch smoke test: NVIDIA's PyTorch container (multi-arch:
@@ -222,12 +222,18 @@ def readme(model: ClusterModel, team: Team | None = None) -> str:
              "", "```", "export IMAGE=docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com#fmcluster/acceptance:TAG",
              "./submit-all.sh", "```", "",
              f"and when the jobs are done, where fmcluster is installed: `fmcluster verify SPEC {RESULTS}/*`.", ""]
+    placed = [g for g in kit_groups(model, team)[0] if g.max_count > 1 and placement.placed(model, g)]
+    if placed and topology.placement_plane(model) == "features":
+        lines += ["`submit-all.sh` submits each multi-node group's jobs through `placement.sh NODES PARTITION`, "
+                  "which asks Slurm", "to keep a job's nodes under one network node of EC2's instance topology "
+                  "(the lowest layer that holds", "them; nothing when none does); for a job of your own: "
+                  f"`c=$(./placement.sh {placed[0].max_count} {placed[0].name}); sbatch ${{c:+\"$c\"}} JOB`.", ""]
     if model.serving is not None:
         group = model.serving.group
         lines += [f"The serving job (not an acceptance job: `submit-all.sh` leaves it out) serves {model.serving.name} "
                   f"on {group}", f"in `{model.serving.image}`, or the image in `{serving.IMAGE_VARIABLE}` (the "
                   "acceptance jobs' `IMAGE` is not used: it has no vLLM):", "", "```",
-                  f"mkdir -p {serving.RESULTS} && sbatch {group}/serve.sbatch", "```", "",
+                  f"mkdir -p {serving.RESULTS} && {serving.submit_line(model)}", "```", "",
                   f"Its output, with each server's URL once it is ready, is in `{serving.RESULTS}/`, apart from "
                   f"`{RESULTS}/`,", "which holds only what `fmcluster verify` judges.", ""]
     groups, left = kit_groups(model, team)
@@ -239,9 +245,16 @@ def submit_all(model: ClusterModel, team: Team | None = None) -> str:
     lines = ["#!/bin/bash", "# Submit every acceptance job of the kit (from its directory).", "set -euo pipefail",
              'cd "$(dirname "$0")"', 'mkdir -p ' + RESULTS,
              f"cp expected.json {RESULTS}/  # the groups fmcluster verify expects results of"]
-    for group in kit_groups(model, team)[0]:
+    groups = kit_groups(model, team)[0]
+    placed = [g for g in groups if g.max_count > 1 and placement.placed(model, g)]
+    if placed:
+        lines += placement.SUBMIT_FUNCTION
+    for group in groups:
         for test in ("dcgm", "nccl", "fio", "smoke"):
-            lines.append(f"sbatch {group.name}/{test}.sbatch")
+            if group in placed:
+                lines.append(f"submit {group.max_count} {group.name} {group.name}/{test}.sbatch")
+            else:
+                lines.append(f"sbatch {group.name}/{test}.sbatch")
     return "\n".join(lines) + "\n"
 
 
@@ -260,6 +273,7 @@ def as_team(script: str, team: Team | None) -> str:
 def slurm_kit(model: ClusterModel, team: Team | None = None) -> list[KitFile]:
     groups = kit_groups(model, team)[0]
     files = [KitFile("README.md", readme(model, team)), KitFile("submit-all.sh", submit_all(model, team), True),
+             KitFile(placement.FILE, placement.placement_sh(model), True),
              KitFile("smoke.py", SMOKE_PY), expected_json(model, groups)]
     for group in groups:
         for test, render in (("nccl", nccl_sbatch), ("dcgm", dcgm_sbatch), ("fio", fio_sbatch),

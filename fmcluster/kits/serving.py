@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from fmcluster.facts import inference
 from fmcluster.facts.inference import Serving
-from fmcluster.kits import common
+from fmcluster.kits import common, placement
 from fmcluster.kubernetes import charts, kueue
 from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.node import bootstrap
@@ -162,6 +162,13 @@ def _health_wait(timeout: int, name: str, steps: list[str]) -> list[str]:
             "exit 1"]
 
 
+def submit_line(model: ClusterModel) -> str:
+    """The command that submits the serving job: through the kit's placement.sh when a replica
+    spans nodes (fmcluster.kits.placement), so that its nodes sit under one network node."""
+    serving, group = _serving(model)
+    return placement.submit_command(model, group, serving.pipeline_parallel, f"{group.name}/serve.sbatch")
+
+
 def slurm_serve_sbatch(model: ClusterModel) -> str:
     """The batch script that serves the spec's model on its group's partition (docs/research-notes.md).
     Every step is tracked on its own (`step`, `ended`): the Ray head, its workers, or a node's
@@ -176,7 +183,7 @@ def slurm_serve_sbatch(model: ClusterModel) -> str:
         f"({group.max_count} x {group.instance_type}),",
         f"# {serving.replicas} replicas of {tp} x {pp} GPUs (tensor x pipeline parallel), {per_unit} per task "
         f"of {pp} node{'s' if pp > 1 else ''}.",
-        f"# `mkdir -p {RESULTS} && sbatch {group.name}/serve.sbatch` from the kit's directory on the shared file "
+        f"# `mkdir -p {RESULTS} && {submit_line(model)}` from the kit's directory on the shared file "
         f"system; each server's URL is in {RESULTS}/",
         f"# once it is ready. The image: {IMAGE_VARIABLE} (default {serving.image}; not the acceptance jobs' IMAGE).",
         f"#SBATCH --job-name={group.name}-serve",

@@ -37,6 +37,10 @@ phases, in order:
   runs the same check before slurmd) stays the guard whenever slurmd starts again later.
 - ``fmcluster metrics`` (NodeReady, FIRST_BOOT_ONLY, CONTINUE): metrics collection, once slurmd
   runs: a node without it still runs jobs, and its set-up (packages) does not hold the node back.
+- ``fmcluster network features`` (NodeReady, FIRST_BOOT_ONLY, CONTINUE): the unit that sets the
+  node's EC2 network nodes as Slurm node features (bootstrap.NodeProgram.network_features), started
+  once slurmd has registered and at every later boot by systemd; a node without them still runs
+  jobs, placed without regard to the network.
 
 A phase without steps on a node group is left out. ScriptCachingPolicy CACHE_ONCE: a script is
 published under its content hash, so a new program is a new location and checksum, a change of the
@@ -110,6 +114,7 @@ PHASES = (
     Phase("fmcluster containers", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, CONTINUE, ("setup_containers",)),
     Phase("fmcluster node ready", NODE_BOOTSTRAPPED, EVERY_BOOT, TERMINATE, ("check_node_ready",)),
     Phase("fmcluster metrics", NODE_READY, FIRST_BOOT_ONLY, CONTINUE, ("setup_metrics",)),
+    Phase("fmcluster network features", NODE_READY, FIRST_BOOT_ONLY, CONTINUE, ("setup_network_features",)),
 )
 
 
@@ -167,12 +172,14 @@ def scripts(program: NodeProgram) -> tuple[LifecycleScript, ...]:
 def node_actions(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                  scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
                  containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
-                 deep_check: bool = False, health: HealthCheck | None = None) -> tuple[LifecycleScript, ...]:
+                 deep_check: bool = False, health: HealthCheck | None = None,
+                 network_features: bool = False) -> tuple[LifecycleScript, ...]:
     """The node lifecycle scripts of an AWS PCS node group (the arguments of
     fmcluster.node.bootstrap.node_program)."""
     return scripts(node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
                                 slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version,
-                                home=home, deep_check=deep_check, health=health))
+                                home=home, deep_check=deep_check, health=health,
+                                network_features=network_features))
 
 
 def in_stage(actions: Sequence[LifecycleScript], stage: str) -> list[LifecycleScript]:

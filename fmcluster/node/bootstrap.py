@@ -49,6 +49,11 @@ APT_ATTEMPTS = 5
 APT_RETRY_SECONDS = 30
 READY_WAIT_SECONDS = 120  # how long the readiness check waits for late GPUs and mounts
 SLURMD_RETRY_SECONDS = 30  # a slurmd held back by the readiness check is tried again this often
+# network-features (programs/network-features.sh): tries for 10 minutes (EC2 answers an instance's
+# topology some time after its launch; slurmd registers after the boot script)
+NETWORK_FEATURES_ATTEMPTS = 40
+NETWORK_FEATURES_RETRY_SECONDS = 15
+NETWORK_FEATURES_CHECK_MINUTES = 5  # its timer: set again what slurmctld forgot (a restart, a reconfigure)
 FMCLUSTER_ETC = "/etc/fmcluster"
 BOUNDARY = "==FMCLUSTER-BOUNDARY=="
 SCRIPT_NAME = "fmcluster-node.sh"
@@ -569,6 +574,19 @@ class NodeProgram:
                         HEALTH_DCGM_TIMEOUT=HEALTH_TIMEOUTS[runner][1], HEALTH_SLURM_BIN=slurm_bin,
                         HEALTH_REPLACE=int(replace), HEALTH_RUNNER=runner, HEALTH_CHECK_SECONDS=check_seconds)
 
+    def network_features(self, slurm_bin: str) -> "NodeProgram":
+        """The node's place in EC2's network (DescribeInstanceTopology) as Slurm node features
+        nn1-ID..nnN-ID, set at every boot once slurmd has registered (network-features.sh), with
+        Slurm's commands in `slurm_bin`: what the kit's placement.sh asks for on AWS PCS."""
+        self.programs["network_features"] = PROGRAMS / "network-features.sh"
+        if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
+            raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
+        return self.add("network-features.sh", "setup_network_features", FMCLUSTER_LIB=FMCLUSTER_LIB,
+                        NETWORK_FEATURES_SLURM_BIN=slurm_bin,
+                        NETWORK_FEATURES_ATTEMPTS=NETWORK_FEATURES_ATTEMPTS,
+                        NETWORK_FEATURES_RETRY_SECONDS=NETWORK_FEATURES_RETRY_SECONDS,
+                        NETWORK_FEATURES_CHECK_MINUTES=NETWORK_FEATURES_CHECK_MINUTES)
+
     def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":
         return self.add("scratch.sh", "setup_scratch", NVME_DISK_COUNT=self.instance.nvme_disks, SCRATCH_PATH=path,
                         SCRATCH_ARRAY=SCRATCH_ARRAY, SCRATCH_WAIT_SECONDS=SCRATCH_WAIT_SECONDS,
@@ -632,21 +650,24 @@ def header(comment: str | None = None) -> str:
 def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True,
                 slurm_prolog: bool = False, containers: bool = False, slurm_version: str = "",
-                home: HomeMount | None = None, deep_check: bool = False, health: HealthCheck | None = None) -> str:
+                home: HomeMount | None = None, deep_check: bool = False, health: HealthCheck | None = None,
+                network_features: bool = False) -> str:
     """The AWS PCS bootstrap script of a node of `instance_type`, as one script (`node_program`,
     rendered; fmcluster.node.actions splits the same program into node lifecycle scripts).
     `compact`: the fragments without their comment lines, the body packed (the user data's 16 KiB
     limit)."""
     program = node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
                            slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version,
-                           home=home, deep_check=deep_check, health=health)
+                           home=home, deep_check=deep_check, health=health,
+                           network_features=network_features)
     return program.render(header(), compact=compact)
 
 
 def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
                  scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
                  containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
-                 deep_check: bool = False, health: HealthCheck | None = None) -> NodeProgram:
+                 deep_check: bool = False, health: HealthCheck | None = None,
+                 network_features: bool = False) -> NodeProgram:
     """The AWS PCS node program of a node of `instance_type` (docs/research-notes.md).
 
     `efa`: the node has EFA interfaces (sets the EFA environment; never on a type without EFA).
@@ -662,7 +683,9 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
     first). A node without its home is not ready. `deep_check`: a GPU node runs the deep check
     (NodeProgram.deep_check) once per instance before slurmd first starts; a node that fails it is
     not ready. `health`: on a GPU type, the continuous health check (NodeProgram.health: its EFA
-    devices and mounts, Slurm's commands of `slurm_version`).
+    devices and mounts, Slurm's commands of `slurm_version`). `network_features`: publish the node's place in
+    EC2's network as Slurm node features (NodeProgram.network_features; fmcluster.node.topology
+    says which groups), with the `slurm_version`'s commands.
     """
     instance = instance_entry(instance_type)
     efa = efa and instance.efa_supported
@@ -681,6 +704,8 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
     imex = slurm_prolog and instance.ultraserver
     if imex and not slurm_version:
         raise ValueError("the IMEX prolog: the cluster's Slurm version is needed (its commands' directory)")
+    if network_features and not slurm_version:
+        raise ValueError("network features: the cluster's Slurm version is needed (its commands' directory)")
     program = NodeProgram(instance)
     if slurm_prolog:
         program.slurm_prolog(slurm_bin(slurm_version) if imex else "")
@@ -706,6 +731,8 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
             raise ValueError("the health check: the cluster's Slurm version is needed (its commands' directory)")
         health.install(program, efa_devices=efa_devices(instance, efa), mounts=mounts,
                        slurm_bin=slurm_bin(slurm_version))
+    if network_features:
+        program.network_features(slurm_bin(slurm_version))
     program.steps.append("check_node_ready")
     return program
 
@@ -802,10 +829,12 @@ def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDA
 def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
               scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
               containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
-              deep_check: bool = False, health: HealthCheck | None = None) -> str:
+              deep_check: bool = False, health: HealthCheck | None = None,
+              network_features: bool = False) -> str:
     """The node group's user data: MIME multipart with the bootstrap script (not yet base64)."""
     script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
                          slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version, home=home,
-                         deep_check=deep_check, health=health)
+                         deep_check=deep_check, health=health,
+                         network_features=network_features)
     return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])
 

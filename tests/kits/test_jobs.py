@@ -53,14 +53,14 @@ def test_every_gpu_group_gets_its_four_jobs(kit):
     groups = [g.name for g in kit_groups(model)]
     assert groups
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
-        [".fmcluster-kit", "README.md", "expected.json", "smoke.py", "submit-all.sh"]
+        [".fmcluster-kit", "README.md", "expected.json", "placement.sh", "smoke.py", "submit-all.sh"]
         + [f"{g}/{t}.sbatch" for g in groups for t in ("dcgm", "fio", "nccl", "smoke")])
     assert all((out / f"{g}/nccl.sbatch").stat().st_mode & 0o111 for g in groups)
 
 
 def test_scripts_pass_shellcheck(kit):
     _, out = kit
-    scripts = [*map(str, out.glob("*/*.sbatch")), str(out / "submit-all.sh")]
+    scripts = [*map(str, out.glob("*/*.sbatch")), str(out / "submit-all.sh"), str(out / "placement.sh")]
     result = subprocess.run([SHELLCHECK, "--shell=bash", *scripts], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
 

@@ -148,9 +148,11 @@ def test_scripts_ship_as_package_data():
     assert {p.name for p in bootstrap.SCRIPTS.glob("*.sh")} == {
         "header.sh", "common.sh", "nccl.sh", "protect.sh", "apt.sh", "ready.sh", "gate-slurmd.sh", "gate-kubelet.sh",
         "gate-drain.sh", "scratch.sh", "lnet.sh", "lustre.sh", "metrics.sh", "textfile.sh", "prolog.sh",
-        "containers.sh", "arguments.sh", "lustre-client.sh", "home.sh", "health.sh", "replacement.sh"}
+        "containers.sh", "arguments.sh", "lustre-client.sh", "home.sh", "health.sh", "replacement.sh",
+        "network-features.sh"}
     assert {p.name for p in bootstrap.PROGRAMS.glob("*.sh")} == {"node-ready.sh", "lnet-efa.sh", "deep-check.sh",
-                                                                 "node-health.sh", "request-replacement.sh"}
+                                                                 "node-health.sh", "request-replacement.sh",
+                                                                 "network-features.sh"}
     pyproject = (ROOT / "pyproject.toml").read_text()
     for pattern in (
             "scripts/boot/*.sh", "scripts/boot/collectors/*.sh", "scripts/boot/programs/*.sh", "scripts/slurm/*.sh"):

@@ -196,12 +196,24 @@ def test_a_type_without_nvlink_or_efa_checks_neither(tmp_path):
 
 # --- where it is installed ------------------------------------------------------------------------
 
+# where a node drained for a hardware fault asks to be replaced (the replacer's queue)
+ASKS = {"queue": "p5-pcs-node-replacements", "region": "us-east-1", "cluster": "p5-pcs"}
+
+
+def test_a_check_that_asks_for_replacements_needs_the_replacer():
+    with pytest.raises(ValueError, match="needs the replacer's queue"):
+        bootstrap.HealthCheck(600, replace=True)
+
+
 def test_pcs_gpu_nodes_get_the_check_only_when_asked():
     fsx = bootstrap.LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
     args = dict(efa=True, lustre=fsx, slurm_version="25.11")
     assert "install_node_health" not in bootstrap.node_program("p5.48xlarge", **args).steps
-    program = bootstrap.node_program("p5.48xlarge", **args, health=bootstrap.HealthCheck(600, replace=True))
+    program = bootstrap.node_program("p5.48xlarge", **args, health=bootstrap.HealthCheck(600, replace=True, **ASKS))
     assert "install_node_health" in program.steps
+    # a node that may ask for its replacement has the request, to the cluster's replacer's queue
+    assert "install_request_replacement" in program.steps
+    assert (program.settings["REPLACE_QUEUE_URL"], program.settings["REPLACE_PLANE"]) == (ASKS["queue"], "pcs")
     settings = program.settings
     assert (settings["HEALTH_EFA"], settings["HEALTH_MOUNTS"], settings["HEALTH_NVLINK"]) == (32, "/fsx /scratch", 1)
     assert (settings["HEALTH_SLURM_BIN"], settings["HEALTH_REPLACE"]) == ("/opt/aws/pcs/scheduler/slurm-25.11/bin", 1)
@@ -221,7 +233,8 @@ def test_pcs_gpu_nodes_get_the_check_only_when_asked():
 def test_hyperpod_slurm_gpu_nodes_get_the_check(tmp_path):
     from fmcluster.node import lifecycle
 
-    checks = lifecycle.NodeChecks(("/fsx",), health=bootstrap.HealthCheck(300, replace=True))
+    checks = lifecycle.NodeChecks(("/fsx",), health=bootstrap.HealthCheck(300, replace=True, **{
+        **ASKS, "plane": "hyperpod-slurm"}))
     script = lifecycle.entry_script("gpu", "p5.48xlarge", efa=True, checks=checks)
     assert "HEALTH_SLURM_BIN=/opt/slurm/bin" in script and "  step install_node_health" in script
     assert "HEALTH_MOUNTS='/fsx /scratch'" in script

@@ -46,7 +46,7 @@ def test_the_request_names_the_node_its_instance_and_the_fault(tmp_path):
     assert result.returncode == 0, result.stderr
     [body] = sent(node)
     assert {k: body[k] for k in ("cluster", "node", "instance_id", "fault", "text")} == {
-        "cluster": "p5-pcs", "node": "ip-10-1-0-42", "instance_id": "i-0123456789abcdef0", "fault": "xid",
+        "cluster": "p5-pcs", "node": "ip-10-1-0-42", "instance_id": Scenario().instance_id, "fault": "xid",
         "text": "XID 79 on GPU 3: fallen off the bus"}
     assert body["at"].endswith("Z")
     token = [c.line for c in node.calls("curl")]

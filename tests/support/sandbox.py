@@ -137,6 +137,15 @@ class Scenario:
     slurm_state: str = "IDLE"
     slurm_reason: str = ""
     slurm_name: str = "ip-10-1-0-42"  # its NodeName (AWS PCS names nodes otherwise than their hosts)
+    # network-features.sh: the instance (IMDS), EC2's topology answers (state/topology.json) empty
+    # for the first `topology_pending` calls or refused (`topology_denied`), and this node in
+    # Slurm (`scontrol -o show node`): its features, and how many calls fail before it registered
+    instance_id: str = "i-0a1b2c3d4e5f60001"
+    region: str = "us-east-2"
+    topology_pending: int = 0
+    topology_denied: bool = False
+    slurm_features: str = ""
+    slurm_unregistered: int = 0
 
     def shell(self) -> str:
         values = {"GPUS": self.gpus, "GPU_MODEL": self.gpu_model, "NVME_DISKS": self.nvme_disks,
@@ -156,7 +165,9 @@ class Scenario:
                   "NVLINK_INACTIVE": self.nvlink_inactive, "NVIDIA_SMI_HANGS": int(self.nvidia_smi_hangs),
                   "NVLINK": int(self.nvlink), "HUNG_MOUNTS": " ".join(self.hung_mounts), "DCGM": self.dcgm,
                   "SLURM_NAME": self.slurm_name,
-                  "GPU_STANDINS": str(GPU_STANDINS)}
+                  "GPU_STANDINS": str(GPU_STANDINS), "INSTANCE_ID": self.instance_id, "REGION": self.region,
+                  "TOPOLOGY_PENDING": self.topology_pending, "TOPOLOGY_DENIED": int(self.topology_denied),
+                  "SLURM_FEATURES": self.slurm_features, "SLURM_UNREGISTERED": self.slurm_unregistered}
         return "".join(f"{k}='{v}'\n" for k, v in values.items())
 
 
@@ -234,7 +245,7 @@ class Sandbox:
         for directory in (self.root, self.state / "units", self.bin):
             directory.mkdir(parents=True)
         for path in ("etc/systemd/system", "etc/default", "usr/local/lib", "var/lib", "dev/disk/by-id",
-                     "sys/class/infiniband", "opt"):
+                     "sys/class/infiniband", "opt", "run"):
             (self.root / path).mkdir(parents=True, exist_ok=True)
         (self.root / "etc/fstab").write_text("# /etc/fstab of the AMI\nLABEL=cloudimg-rootfs / ext4 defaults 0 1\n")
         if scenario.os_release == "amzn2023":
@@ -457,6 +468,8 @@ exec systemd-analyze verify --man=no "$@" 2>&1
         (self.state / "calls").touch()
         for unit in (self.state / "units").iterdir():
             unit.unlink()
+        shutil.rmtree(self.root / "run")  # a tmpfs
+        (self.root / "run").mkdir()
         (self.state / "clock").write_text("0\n")
         (self.state / "events").write_text("")  # the disks are there, the AMI's unit runs when started
         units = self._boot_units()

@@ -403,10 +403,12 @@ fake_systemctl() {
     is-active)
       [[ "$(unit_state "${*: -1}")" == active ]] ;;
     start | restart)
-      local unit rc=0
+      local unit rc=0 block=1
       for unit in "$@"; do
+        [[ "$unit" == --no-block ]] && { block=0; continue; }
         start_unit "$unit" || rc=1
       done
+      ((block)) || return 0  # --no-block: queued, systemctl does not wait for the outcome
       return "$rc" ;;
     enable)
       local unit now=0
@@ -735,10 +737,14 @@ fake_hostname() {
 }
 
 # scontrol -ao show node LIST: one line per node of the scenario's SLURM_NODES (NAME=ADDR ...).
-# scontrol -o show node NAME: this node (SLURM_NAME; its NodeHostName is hostname's), its State and Reason from
-# state/slurm-node ("STATE<TAB>REASON"), in the one-line form of Slurm 22.05 (Reason last, with
-# who set it and when); `scontrol update nodename=NAME state=drain reason=...` and `state=resume`
-# change them as slurmctld does (a drained node without jobs is IDLE+DRAIN, with jobs MIXED+DRAIN).
+# This node in Slurm, as slurmctld sees it (the health check, network-features.sh):
+# `scontrol -o show node [NAME]` prints it in the one-line form of Slurm (SLURM_NAME; its
+# NodeHostName is hostname's; features "(null)" when none; Reason last, with who set it and when)
+# once it has registered: the first SLURM_UNREGISTERED calls fail ("Node NAME not found"). Its State
+# and Reason are state/slurm-node ("STATE<TAB>REASON"), its features state/slurm-features
+# (available, then active, a line each). `scontrol update nodename=NAME state=drain reason=...` and
+# `state=resume` change the state as slurmctld does (a drained node without jobs is IDLE+DRAIN,
+# with jobs MIXED+DRAIN); `AvailableFeatures=A ActiveFeatures=B` set the features.
 fake_scontrol() {
   record "$@"
   if [[ "$*" == "-ao show node "* ]]; then
@@ -749,26 +755,41 @@ fake_scontrol() {
     done
     return 0
   fi
-  local state reason arg new_state="" new_reason=""
+  local state reason arg new_state="" new_reason="" available active calls
   IFS=$TAB read -r state reason <"$STATE/slurm-node"
+  [[ -e "$STATE/slurm-features" ]] || printf '%s\n%s\n' "$SLURM_FEATURES" "$SLURM_FEATURES" >"$STATE/slurm-features"
+  { read -r available; read -r active; } <"$STATE/slurm-features"
   case "$*" in
-    "-o show node $SLURM_NAME" | "-o show node")
-      printf 'NodeName=%s Arch=x86_64 CoresPerSocket=48 CPUAlloc=0 CPUTot=192 NodeAddr=10.1.0.42 NodeHostName=ip-10-1-0-42 RealMemory=2000000 State=%s ThreadsPerCore=2 Partitions=gpu' "$SLURM_NAME" "$state"
+    "-o show node"*)
+      calls=$(($(cat "$STATE/slurm-show-calls" 2>/dev/null || echo 0) + 1))
+      echo "$calls" >"$STATE/slurm-show-calls"
+      if ((calls <= SLURM_UNREGISTERED)) || [[ -n "${4:-}" && "$4" != "$SLURM_NAME" ]]; then
+        FAKE_RC=1 die "Node ${4:-$SLURM_NAME} not found"
+      fi
+      printf 'NodeName=%s Arch=x86_64 CoresPerSocket=48 CPUAlloc=0 CPUTot=192 AvailableFeatures=%s ' \
+        "$SLURM_NAME" "${available:-(null)}"
+      printf 'ActiveFeatures=%s Gres=gpu:8 NodeAddr=10.1.0.42 NodeHostName=ip-10-1-0-42 RealMemory=2000000 ' \
+        "${active:-(null)}"
+      printf 'State=%s ThreadsPerCore=2 Version=25.05.3 Partitions=gpu' "$state"
       [[ -z "$reason" ]] || printf ' Reason=%s [root@2026-12-02T20:00:00]' "$reason"
       printf '\n' ;;
-    "-o show node "*) FAKE_RC=1 die "Node ${*: -1} not found" ;;
     update*)
-      for arg in "$@"; do
+      for arg in "${@:2}"; do
         case "$arg" in
+          nodename=*) [[ "${arg#*=}" == "$SLURM_NAME" ]] || die "Invalid node name specified" ;;
           state=*) new_state=${arg#state=} ;;
           reason=*) new_reason=${arg#reason=} ;;
+          AvailableFeatures=*) available=${arg#*=} ;;
+          ActiveFeatures=*) active=${arg#*=} ;;
+          *) die "Invalid input: $arg" ;;
         esac
       done
       case "$new_state" in
         drain) [[ "$state" == *DRAIN* ]] || state="$state+DRAIN"; reason=$new_reason ;;
         resume) state=${state%%+*}; reason="" ;;
       esac
-      printf '%s\t%s\n' "$state" "$reason" >"$STATE/slurm-node" ;;
+      printf '%s\t%s\n' "$state" "$reason" >"$STATE/slurm-node"
+      printf '%s\n%s\n' "$available" "$active" >"$STATE/slurm-features" ;;
   esac
 }
 
@@ -806,7 +827,9 @@ fake_curl() {
   case "$*" in
     *"-X PUT"*latest/api/token*) printf 'AQAEA-token' ;;
     *meta-data/instance-type*) printf '%s' "$INSTANCE_TYPE" ;;
-    *meta-data/instance-id*) printf 'i-0123456789abcdef0' ;;
+    *meta-data/instance-id*) printf '%s' "$INSTANCE_ID" ;;
+    *meta-data/placement/region*) printf '%s' "$REGION" ;;
+    *meta-data/local-ipv4*) printf '10.1.0.42' ;;
     *) FAKE_RC=22 die "curl: (22) The requested URL returned error: 404" ;;
   esac
 }
@@ -854,7 +877,50 @@ fake_timeout() {
 
 fake_aws() {
   record "$@"
+  if [[ "$1 $2" == "ec2 describe-instance-topology" ]]; then
+    describe_instance_topology "$@"
+    return
+  fi
   printf '%s\n' "$SSM_VALUE"
+}
+
+# aws ec2 describe-instance-topology --instance-ids ID... [--query Q --output text]: the recorded
+# answer the test put in state/topology.json (tests/data/topology/), with only the instances asked
+# for, as EC2 answers; none for the first TOPOLOGY_PENDING calls (EC2 has no topology for a new
+# instance yet); TOPOLOGY_DENIED: the role lacks ec2:DescribeInstanceTopology. As JSON, or for
+# the query Instances[].NetworkNodes[] as the CLI's text output: the ids tab-separated on one
+# line, nothing for none (the AWS CLI's, checked against a served answer).
+describe_instance_topology() {
+  local calls ids=() query="" output=json
+  if ((TOPOLOGY_DENIED)); then
+    FAKE_RC=254 die "An error occurred (UnauthorizedOperation) when calling the DescribeInstanceTopology operation: You are not authorized to perform this operation."
+  fi
+  set -- "${@:3}"
+  while (($#)); do
+    case "$1" in
+      --instance-ids) shift; while (($#)) && [[ "$1" != --* ]]; do ids+=("$1"); shift; done; continue ;;
+      --query) query=$2; shift ;;
+      --output) output=$2; shift ;;
+      --region) shift ;;
+      *) die "fake aws: option $1 not modelled" ;;
+    esac
+    shift
+  done
+  [[ -z "$query" || ("$query" == 'Instances[].NetworkNodes[]' && "$output" == text) ]] ||
+    die "fake aws: query $query --output $output not modelled"
+  calls=$(($(cat "$STATE/topology-calls" 2>/dev/null || echo 0) + 1))
+  echo "$calls" >"$STATE/topology-calls"
+  local answer='{"Instances": []}'
+  if ((calls > TOPOLOGY_PENDING)) && [[ -e "$STATE/topology.json" ]]; then
+    answer=$(cat "$STATE/topology.json")
+  fi
+  python3 -c 'import json, sys
+found = [i for i in json.loads(sys.argv[1])["Instances"] if i["InstanceId"] in sys.argv[3:]]
+if sys.argv[2]:
+    nodes = [n for i in found for n in i.get("NetworkNodes", [])]
+    print("\t".join(nodes)) if nodes else None
+else:
+    print(json.dumps({"Instances": found}, indent=4))' "$answer" "$query" "${ids[@]}"
 }
 
 # install: the real one, without owners (no such users in the sandbox), and never outside it.

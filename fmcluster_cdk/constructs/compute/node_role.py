@@ -40,9 +40,15 @@ def remote_write_statements(workspace_arn: Optional[str]) -> list[iam.PolicyStat
 
 
 def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optional[str],
-                workspace_arn: Optional[str] = None) -> iam.PolicyDocument:
+                workspace_arn: Optional[str] = None, instance_topology: bool = False) -> iam.PolicyDocument:
     statements = [iam.PolicyStatement(sid="RegisterWithPcsCluster", actions=["pcs:RegisterComputeNodeGroupInstance"],
                                       resources=[cluster_arn])]
+    if instance_topology:
+        # a node reads its own place in EC2's network (network-features); the Service Authorization
+        # Reference lists ec2:DescribeInstanceTopology with no resource type (List, key ec2:Region):
+        # "*" only
+        statements.append(iam.PolicyStatement(sid="InstanceTopology", actions=["ec2:DescribeInstanceTopology"],
+                                              resources=["*"]))
     return iam.PolicyDocument(statements=statements + storage_statements(bucket_arns, kms_key_arn)
                               + remote_write_statements(workspace_arn))
 
@@ -62,6 +68,8 @@ class NodeRole(Construct):
             @default None: no storage key
         workspace_arn: ARN of the Prometheus workspace the nodes remote-write to (aps:RemoteWrite).
             @default None: no metrics collection
+        instance_topology: the nodes read their place in EC2's network (ec2:DescribeInstanceTopology).
+            @default False
 
     Attributes:
         role: the `iam.Role`.
@@ -71,14 +79,15 @@ class NodeRole(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_arn: str, bucket_arns: Sequence[str] = (),
-                 kms_key_arn: Optional[str] = None, workspace_arn: Optional[str] = None) -> None:
+                 kms_key_arn: Optional[str] = None, workspace_arn: Optional[str] = None,
+                 instance_topology: bool = False) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(
             self, "Role", path=PCS_PATH, assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="AWS PCS compute nodes: register with the cluster, use the cluster's buckets",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
             inline_policies={"fmcluster-node": node_policy(cluster_arn, bucket_arns, kms_key_arn,
-                                                                           workspace_arn)})
+                                                                           workspace_arn, instance_topology)})
         self.instance_profile = iam.CfnInstanceProfile(self, "InstanceProfile", path=PCS_PATH,
                                                        roles=[self.role.role_name])
 

@@ -1,0 +1,109 @@
+#!/bin/bash
+# fmcluster: publish this node's place in EC2's network as Slurm node features, so that a job can
+# ask for nodes under one network node (`sbatch --constraint="[nn3-A|nn3-B]"`: Slurm's matching
+# OR, every allocated node shares one of the listed features; the kit's placement.sh writes it).
+# Written by the node bootstrap to /usr/local/lib/fmcluster/network-features and run by
+# fmcluster-network-features.service at every boot, after slurmd (scripts/boot/network-features.sh).
+# AWS PCS owns slurm.conf and takes no TopologyPlugin setting (it configures topology/block itself
+# only for UltraServer groups), so features are the topology a PCS cluster can be given.
+#
+# Usage: network-features SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]
+#   SLURM_BIN       Slurm's commands, first on PATH (AWS PCS keeps them under
+#                   /opt/aws/pcs/scheduler/slurm-VERSION/bin, on no PATH a unit gets)
+#   ATTEMPTS        how many times to try (EC2 answers a new instance's topology some time after
+#   RETRY_SECONDS   its launch; scontrol fails until slurmd has registered), and the wait between
+#
+# 1. The instance id and region from the instance metadata service (IMDSv2).
+# 2. `aws ec2 describe-instance-topology --instance-ids ID` (AWS CLI v2; EC2 API Reference,
+#    DescribeInstanceTopology; IAM action ec2:DescribeInstanceTopology): NetworkNodes lists the
+#    network nodes above the instance, top-down (the last is the one the instance is connected
+#    to): 3 on most supported types, 4 on p6-b200 and p6-b300. An instance not in the answer yet,
+#    or without network nodes yet, is asked again.
+# 3. Features nn1-ID .. nnN-ID, layer 1 the top (ID: the network node's id without its "nn-";
+#    Slurm's constraint parser takes every character but , & | * [ ] ( ) in a feature name:
+#    src/slurmctld/job_scheduler.c, _feature_string2list), set with `scontrol update` as the
+#    available and active features of the node named `hostname -s` (as the boot's gate-drain.sh
+#    and metrics.sh name it), every feature it has that is not of this form kept.
+# 4. The features are kept in CACHE (under /run: a stop and start moves an instance, a reboot
+#    empties /run) and set again only when the node lacks one: Slurm forgets features set with
+#    scontrol when slurmctld restarts without -R or is reconfigured (scontrol(1), AvailableFeatures),
+#    so fmcluster-network-features.timer runs this again every few minutes, one scontrol call
+#    when nothing changed, no EC2 call.
+# Exit status 0 once set; 1 when it could not (the unit fails: `systemctl status` shows why).
+set -uo pipefail
+SLURM_BIN=${1:?usage: network-features SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]}
+ATTEMPTS=${2:-40}
+RETRY_SECONDS=${3:-15}
+IMDS=http://169.254.169.254/latest
+CACHE=${FMCLUSTER_ROOT:-}/run/fmcluster-network-features
+# Slurm's commands first (under test, FMCLUSTER_ROOT set, the stand-ins on PATH stay first)
+export PATH="${FMCLUSTER_ROOT:+$PATH:}$SLURM_BIN:$PATH"
+
+log() {
+  printf 'fmcluster-network-features: %s\n' "$*" >&2
+}
+
+metadata() {  # metadata PATH: one value of the instance metadata service (IMDSv2)
+  local token
+  token=$(curl -sf -X PUT "$IMDS/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60') || return 1
+  curl -sf -H "X-aws-ec2-metadata-token: $token" "$IMDS/meta-data/$1"
+}
+
+# features: this instance's network nodes, top-down, as features (comma-separated); status 1
+# when EC2 has none for it (yet). `--output text` prints a list of strings tab-separated on one
+# line, and nothing for an empty one (AWS CLI, checked against a served DescribeInstanceTopology).
+features() {
+  local instance region nodes node layer=0 out=""
+  instance=$(metadata instance-id) && region=$(metadata placement/region) || return 1
+  nodes=$(aws ec2 describe-instance-topology --instance-ids "$instance" --region "$region" \
+    --query 'Instances[].NetworkNodes[]' --output text) || return 1
+  for node in $nodes; do
+    node=${node#nn-}
+    [[ "$node" =~ ^[A-Za-z0-9._-]+$ ]] || return 1
+    out+="${out:+,}nn$((++layer))-$node"
+  done
+  [[ -n "$out" ]] && printf '%s\n' "$out"
+}
+
+# kept LINE KEY: the features of KEY= in an `scontrol -o show node` line that are no network node's
+kept() {
+  printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | tr ',' '\n' | grep -Ev '^(nn[0-9]+-.*|\(null\))?$' |
+    paste -sd, -
+}
+
+# set_features FEATURES: on this node (its Slurm name is its short host name), its other features kept
+set_features() {
+  local node line available active
+  node=$(hostname -s)
+  line=$(scontrol -o show node "$node") || return 1
+  available=$(kept "$line" AvailableFeatures)
+  active=$(kept "$line" ActiveFeatures)
+  if [[ "$line" == *" AvailableFeatures=${available:+$available,}$1 ActiveFeatures=${active:+$active,}$1 "* ]]; then
+    log "already set"
+    return 0
+  fi
+  scontrol update nodename="$node" AvailableFeatures="${available:+$available,}$1" \
+    ActiveFeatures="${active:+$active,}$1"
+}
+
+main() {
+  local attempt wanted=""
+  [[ -s "$CACHE" ]] && wanted=$(<"$CACHE")
+  for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
+    ((attempt > 1)) && sleep "$RETRY_SECONDS"
+    if [[ -z "$wanted" ]] && ! wanted=$(features); then
+      log "attempt $attempt: no network nodes from EC2 for this instance (yet)"
+      continue
+    fi
+    printf '%s\n' "$wanted" >"$CACHE"
+    if set_features "$wanted"; then
+      log "network features $wanted"
+      return 0
+    fi
+    log "attempt $attempt: scontrol failed (slurmd not registered yet?)"
+  done
+  log "gave up after $ATTEMPTS attempts: jobs will not be placed by network topology on this node"
+  return 1
+}
+
+main

@@ -1,0 +1,217 @@
+"""network-features (fmcluster/node/scripts/boot/programs/network-features.sh) in the boot-path
+harness (tests/support/sandbox.py): the node's place in EC2's network, from recorded
+DescribeInstanceTopology answers (tests/data/topology/) served by the sandbox's fake `aws`, set as
+Slurm node features through the fake `scontrol`, which records what the node has.
+
+The recorded answers are in the shape `aws ec2 describe-instance-topology --output json` prints
+(botocore's DescribeInstanceTopology output: each file is checked against botocore's model here),
+with made-up ids, not captured from an account:
+- p5.48xlarge.json: five p5.48xlarge, 3 layers: one layer-1 node; at layer 2 b27...501 over
+  instances 1-4 and b27...502 over 5; at layer 3 c3e...f1 over 1-2, c3e...f2 over 3-4, c3e...f3 over 5;
+- p6-b200.48xlarge.json: two p6-b200.48xlarge, 4 layers, apart only at layer 4.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fmcluster.node import bootstrap
+from tests.support.paths import ROOT
+from tests.support.sandbox import Sandbox, Scenario
+
+TOPOLOGY = ROOT / "tests" / "data" / "topology"
+ANSWERS = sorted(TOPOLOGY.glob("*.json"))
+SLURM_VERSION = "25.05"
+UNIT = "fmcluster-network-features.service"
+FEATURES_PROGRAM = "/usr/local/lib/fmcluster/network-features"
+
+
+def boot(tmp_path: Path, answer: str | None, **scenario) -> tuple[Sandbox, object]:
+    """A node whose boot script installs network-features alone (started by its unit: the fake
+    systemctl runs ExecStart), EC2 answering from tests/data/topology/`answer`."""
+    node = Sandbox(tmp_path, Scenario(image="bare", **scenario))
+    if answer is not None:
+        (node.state / "topology.json").write_text((TOPOLOGY / answer).read_text())
+    program = bootstrap.NodeProgram(bootstrap.instance_entry(node.scenario.instance_type))
+    program.network_features(bootstrap.slurm_bin(SLURM_VERSION))
+    return node, node.run(program.render(bootstrap.header()))
+
+
+def features(node: Sandbox) -> tuple[str, str]:
+    available, active = (node.state / "slurm-features").read_text().splitlines()
+    return available, active
+
+
+def instance(answer: str, index: int) -> dict:
+    return json.loads((TOPOLOGY / answer).read_text())["Instances"][index]
+
+
+def expected(nodes: list[str]) -> str:
+    return ",".join(f"nn{layer}-{node.removeprefix('nn-')}" for layer, node in enumerate(nodes, 1))
+
+
+@pytest.mark.parametrize("answer", [p.name for p in ANSWERS])
+def test_recorded_answers_have_the_apis_shape(answer):
+    """Each recorded answer is a valid DescribeInstanceTopology result (botocore's Stubber checks a
+    response against the operation's output shape), its network nodes top-down, 3 or 4 of them."""
+    import botocore.session
+    from botocore.stub import Stubber
+
+    data = json.loads((TOPOLOGY / answer).read_text())
+    client = botocore.session.get_session().create_client("ec2", region_name="us-east-1",
+                                                          aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        ids = [i["InstanceId"] for i in data["Instances"]]
+        stub.add_response("describe_instance_topology", data, {"InstanceIds": ids})
+        assert client.describe_instance_topology(InstanceIds=ids)["Instances"] == data["Instances"]
+    layers = {len(i["NetworkNodes"]) for i in data["Instances"]}
+    assert layers == ({4} if answer.startswith("p6-b200") else {3})
+
+
+def test_p5_node_gets_its_three_network_nodes_and_keeps_its_other_features(tmp_path):
+    node, result = boot(tmp_path, "p5.48xlarge.json", instance_id="i-0a1b2c3d4e5f60003",
+                        slurm_features="gpu,p5.48xlarge")
+    assert result.returncode == 0, result.stderr
+    assert node.unit_state(UNIT) == "active"
+    want = expected(instance("p5.48xlarge.json", 2)["NetworkNodes"])
+    assert want == "nn1-a1f0e5d4c3b2a1901,nn2-b27c0d1e2f3a4b501,nn3-c3e50490a237cb0f2"
+    assert features(node) == (f"gpu,p5.48xlarge,{want}",) * 2
+    asked = [c.args for c in node.calls("aws")]
+    assert asked == [("ec2", "describe-instance-topology", "--instance-ids", "i-0a1b2c3d4e5f60003",
+                      "--region", "us-east-2", "--query", "Instances[].NetworkNodes[]", "--output", "text")]
+    assert node.lines("scontrol")[-1] == (f"scontrol update nodename=ip-10-1-0-42 AvailableFeatures=gpu,p5.48xlarge,"
+                                          f"{want} ActiveFeatures=gpu,p5.48xlarge,{want}")
+
+
+def test_p6_b200_node_gets_four_layers(tmp_path):
+    node, result = boot(tmp_path, "p6-b200.48xlarge.json", instance_type="p6-b200.48xlarge",
+                        instance_id="i-0f6e5d4c3b2a10002", region="us-west-2")
+    assert result.returncode == 0, result.stderr
+    available, active = features(node)
+    assert available == active == expected(instance("p6-b200.48xlarge.json", 1)["NetworkNodes"])
+    assert available.split(",")[-1] == "nn4-d4a0b1c2d3e4f5065"
+
+
+def test_a_node_moved_elsewhere_replaces_its_old_network_features(tmp_path):
+    """Features of an earlier place (a stop and start moves an instance) go; the others stay."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", instance_id="i-0a1b2c3d4e5f60005",
+                        slurm_features="nn1-old,gpu,nn3-old,nn2-old")
+    assert result.returncode == 0, result.stderr
+    assert features(node)[0] == "gpu," + expected(instance("p5.48xlarge.json", 4)["NetworkNodes"])
+
+
+def test_waits_for_the_topology_and_for_slurmd_to_register(tmp_path):
+    """EC2 has no topology for a new instance at first, and scontrol knows the node only once
+    slurmd has registered: the program asks again every RETRY_SECONDS until both answer."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", topology_pending=2, slurm_unregistered=3)
+    assert result.returncode == 0, result.stderr
+    assert node.unit_state(UNIT) == "active"
+    assert features(node)[0] == expected(instance("p5.48xlarge.json", 0)["NetworkNodes"])
+    assert len(node.calls("aws")) == 3
+    sleeps = [c.args for c in node.calls("sleep")]
+    assert sleeps and set(sleeps) == {(str(bootstrap.NETWORK_FEATURES_RETRY_SECONDS),)}
+
+
+@pytest.mark.parametrize("scenario", [{"instance_id": "i-0ffffffffffffffff"}, {"topology_denied": True}],
+                         ids=["never-answered", "denied"])
+def test_gives_up_bounded_and_the_boot_goes_on(tmp_path, scenario):
+    """An instance EC2 never answers for (or a role without the permission): the unit fails after
+    NETWORK_FEATURES_ATTEMPTS tries, nothing is set, and the boot script is not held up by it."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", slurm_features="gpu", **scenario)
+    assert result.returncode == 0, result.stderr
+    assert node.unit_state(UNIT) == "failed"
+    assert len(node.calls("aws")) == bootstrap.NETWORK_FEATURES_ATTEMPTS
+    assert not any(c.args[0] == "update" for c in node.calls("scontrol"))
+    assert "gave up after" in result.stderr
+
+
+def test_the_timer_sets_again_what_slurm_forgot_without_asking_ec2(tmp_path):
+    """slurmctld forgets features set with scontrol when it restarts (without -R) or is
+    reconfigured: the timer's runs set them again from the cache in /run, with no EC2 call, and
+    change nothing while Slurm still has them."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", slurm_features="gpu")
+    assert result.returncode == 0, result.stderr
+    want = features(node)
+    assert node.file("/run/fmcluster-network-features") == want[0].removeprefix("gpu,") + "\n"
+    rerun = f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" {bootstrap.slurm_bin(SLURM_VERSION)} 2 1\n'
+    assert node.run(rerun).returncode == 0
+    assert len(node.calls("aws")) == 1 and sum(c.args[0] == "update" for c in node.calls("scontrol")) == 1
+    (node.state / "slurm-features").write_text("gpu\ngpu\n")  # slurmctld restarted
+    assert node.run(rerun).returncode == 0
+    assert features(node) == want
+    assert len(node.calls("aws")) == 1 and sum(c.args[0] == "update" for c in node.calls("scontrol")) == 2
+    timer = node.file("/etc/systemd/system/fmcluster-network-features.timer")
+    assert f"OnUnitInactiveSec={bootstrap.NETWORK_FEATURES_CHECK_MINUTES}min" in timer
+    assert "fmcluster-network-features.timer" in node.enabled()
+
+
+def test_unit_runs_after_slurmd_at_every_boot(tmp_path):
+    node, result = boot(tmp_path, "p5.48xlarge.json")
+    assert result.returncode == 0, result.stderr
+    unit = node.file(f"/etc/systemd/system/{UNIT}")
+    assert "After=network-online.target slurmd.service" in unit and "WantedBy=multi-user.target" in unit
+    assert UNIT in node.enabled()
+    assert (f"ExecStart=/usr/local/lib/fmcluster/network-features {bootstrap.slurm_bin(SLURM_VERSION)} "
+            f"{bootstrap.NETWORK_FEATURES_ATTEMPTS} {bootstrap.NETWORK_FEATURES_RETRY_SECONDS}\n") in unit
+    verified = node.verify_units()
+    assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout
+    boot_again = node.reboot()
+    assert UNIT in boot_again.started
+    assert boot_again.order.index(UNIT) > boot_again.order.index("slurmd.service")
+
+
+def test_node_program_wires_it_only_when_asked():
+    plain = bootstrap.node_program("p5.48xlarge", efa=True, slurm_version=SLURM_VERSION)
+    assert "setup_network_features" not in plain.steps
+    wired = bootstrap.node_program("p5.48xlarge", efa=True, slurm_version=SLURM_VERSION, network_features=True)
+    assert "setup_network_features" in wired.steps
+    assert wired.settings["NETWORK_FEATURES_SLURM_BIN"] == bootstrap.slurm_bin(SLURM_VERSION)
+    with pytest.raises(ValueError, match="Slurm version"):
+        bootstrap.node_program("p5.48xlarge", efa=True, network_features=True)
+
+
+def test_on_pcs_it_is_a_node_ready_lifecycle_script(tmp_path):
+    """AWS PCS runs the program as node lifecycle scripts (fmcluster.node.actions): the unit is
+    set up by a NodeReady script (slurmd has registered), first boot only (the unit runs at every
+    later boot), CONTINUE (a node without the features still takes jobs)."""
+    from fmcluster.node import actions
+
+    made = actions.node_actions("p5.48xlarge", efa=True, slurm_version=SLURM_VERSION, network_features=True)
+    (script,) = [s for s in made if s.name == "fmcluster network features"]
+    assert (script.stage, script.execution_policy, script.on_error) == (
+        actions.NODE_READY, actions.FIRST_BOOT_ONLY, actions.CONTINUE)
+    assert not any(s.name == "fmcluster network features"
+                   for s in actions.node_actions("p5.48xlarge", efa=True, slurm_version=SLURM_VERSION))
+    node = Sandbox(tmp_path, Scenario(image="bare", instance_id="i-0a1b2c3d4e5f60004"))
+    (node.state / "topology.json").write_text((TOPOLOGY / "p5.48xlarge.json").read_text())
+    result = node.run(script.text, *script.arguments)
+    assert result.returncode == 0, result.stderr
+    assert features(node)[0] == expected(instance("p5.48xlarge.json", 3)["NetworkNodes"])
+
+
+def test_node_role_may_describe_the_instance_topology_when_asked():
+    """ec2:DescribeInstanceTopology has no resource type in the Service Authorization Reference:
+    the statement's Resource is "*", and the IAM linters (the walk's wildcards, the SAR's types)
+    accept it; a role not asked for it has no such statement."""
+    import aws_cdk as cdk
+
+    from fmcluster_cdk.constructs.compute.node_role import NodeRole
+    from tests.support import iam_lint
+
+    def template(**kwargs) -> dict:
+        stack = cdk.Stack(cdk.App(), "Nodes")
+        NodeRole(stack, "NodeRole", cluster_arn="arn:aws:pcs:us-east-2:111122223333:cluster/pcs_abc", **kwargs)
+        return cdk.assertions.Template.from_stack(stack).to_json()
+
+    def statements(found: dict) -> list[dict]:
+        (role,) = [r for r in found["Resources"].values() if r["Type"] == "AWS::IAM::Role"]
+        return [s for p in role["Properties"]["Policies"] for s in p["PolicyDocument"]["Statement"]]
+
+    with_topology = template(instance_topology=True)
+    assert {"Action": "ec2:DescribeInstanceTopology", "Effect": "Allow", "Resource": "*",
+            "Sid": "InstanceTopology"} in statements(with_topology)
+    assert iam_lint.findings(with_topology) == []
+    assert not any(s.get("Sid") == "InstanceTopology" for s in statements(template()))

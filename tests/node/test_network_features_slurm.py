@@ -1,0 +1,160 @@
+"""Network placement on a real Slurm (tests/support/slurm_cluster.py: Debian's slurmctld and five
+slurmd on localhost, one partition `gpu`): each node runs fmcluster's network-features program
+(fmcluster/node/scripts/boot/programs/network-features.sh) with the real scontrol, its instance's
+network nodes coming from the recorded DescribeInstanceTopology answer tests/data/topology/p5.48xlarge.json
+(stand-ins only for the instance metadata service, `hostname` and the AWS CLI); then the kit's
+placement.sh (fmcluster.kits.placement) asks for nodes, and real sbatch places the jobs.
+
+The recorded topology: every node under one layer-1 network node; nodes 1-4 under one layer-2
+node, node 5 under another; at layer 3, nodes 1-2 under X, 3-4 under Y, 5 under Z.
+
+Slurm 22.05 (Debian) and AWS PCS's 24.11+ share what is used here: `scontrol update
+AvailableFeatures= ActiveFeatures=` on a node without a NodeFeatures plugin, sinfo's %f, and
+sbatch's matching OR `--constraint=[A|B]` (sbatch(1), "Matching OR").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fmcluster.kits import placement
+from fmcluster.model import cluster as cluster_model
+from fmcluster.spec import loader
+from tests.support.paths import EXAMPLES_DIR, ROOT
+from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
+
+PROGRAM = ROOT / "fmcluster" / "node" / "scripts" / "boot" / "programs" / "network-features.sh"
+ANSWER = ROOT / "tests" / "data" / "topology" / "p5.48xlarge.json"
+X, Y = "nn3-c3e50490a237cb0f1", "nn3-c3e50490a237cb0f2"
+LAYER2, LAYER1 = "nn2-b27c0d1e2f3a4b501", "nn1-a1f0e5d4c3b2a1901"
+
+# The instance metadata service (IMDSv2) of node NAME's instance, `hostname -s`, and the AWS CLI
+# answering from the recorded file for the instance asked for, as its text output prints the
+# query Instances[].NetworkNodes[] (the ids tab-separated on one line).
+CURL = """#!/bin/bash
+case "$*" in
+  *api/token*) printf token ;;
+  *meta-data/instance-id*) printf '%s' "{instance}" ;;
+  *meta-data/placement/region*) printf us-east-2 ;;
+  *) exit 22 ;;
+esac
+"""
+HOSTNAME = "#!/bin/sh\necho {name}\n"
+AWS = """#!/bin/bash
+[[ "$1 $2 $3" == "ec2 describe-instance-topology --instance-ids" ]] || exit 2
+[[ "$*" == *" --query Instances[].NetworkNodes[] --output text" ]] || exit 2
+exec python3 -c 'import json, sys
+found = [i for i in json.load(open(sys.argv[1]))["Instances"] if i["InstanceId"] == sys.argv[2]]
+print("\\t".join(n for i in found for n in i["NetworkNodes"]))' {answer} "$4"
+"""
+
+
+def run_program(cluster: SlurmCluster, tmp_path: Path, name: str, instance: str,
+                aws: str = "") -> subprocess.CompletedProcess:
+    """network-features for node `name` (instance `instance`), as its unit or timer runs it; `aws`:
+    another AWS CLI stand-in."""
+    root, bin_dir = tmp_path / name / "root", tmp_path / name / "bin"
+    (root / "run").mkdir(parents=True, exist_ok=True)
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for command, text in (("curl", CURL.format(instance=instance)), ("hostname", HOSTNAME.format(name=name)),
+                          ("aws", aws or AWS.format(answer=ANSWER))):
+        (bin_dir / command).write_text(text)
+        (bin_dir / command).chmod(0o755)
+    env = {**cluster.env, "FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(PROGRAM), str(Path(find("scontrol")).parent), "2", "1"], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def publish(cluster: SlurmCluster, tmp_path: Path) -> None:
+    """Run network-features for each node, as its unit would once slurmd has registered."""
+    instances = [i["InstanceId"] for i in json.loads(ANSWER.read_text())["Instances"]]
+    for name, instance in zip(cluster.names, instances, strict=True):
+        result = run_program(cluster, tmp_path, name, instance)
+        assert result.returncode == 0, result.stderr
+
+
+def placement_sh(tmp_path: Path) -> Path:
+    """The p5 PCS example's placement.sh (it asks by features on AWS PCS)."""
+    model = cluster_model.resolve(loader.load(EXAMPLES_DIR / "p5-pcs.yaml").spec)
+    path = tmp_path / "placement.sh"
+    path.write_text(placement.placement_sh(model))
+    path.chmod(0o755)
+    return path
+
+
+def ask(cluster: SlurmCluster, script: Path, nodes: int) -> str:
+    result = subprocess.run(["bash", str(script), str(nodes), "gpu"], env=cluster.env, capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def expand(cluster: SlurmCluster, nodelist: str) -> list[str]:
+    return cluster.run("scontrol", "show", "hostnames", nodelist).stdout.split()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    require_slurm()
+    with SlurmCluster(tmp_path / "slurm", nodes=5, partitions={"gpu": [f"node{i}" for i in range(1, 6)]}) as c:
+        publish(c, tmp_path)
+        yield c
+
+
+def test_each_node_publishes_its_network_nodes(cluster):
+    answer = {i["InstanceId"]: i["NetworkNodes"] for i in json.loads(ANSWER.read_text())["Instances"]}
+    for name, nodes in zip(cluster.names, answer.values(), strict=True):
+        node = cluster.node(name)
+        want = ",".join(f"nn{layer}-{n.removeprefix('nn-')}" for layer, n in enumerate(nodes, 1))
+        assert node["AvailableFeatures"] == node["ActiveFeatures"] == want
+
+
+def test_jobs_land_under_one_network_node(cluster, tmp_path):
+    script = placement_sh(tmp_path)
+    # 2 nodes: both layer-3 network nodes that hold 2 (Slurm's matching OR picks one)
+    two = ask(cluster, script, 2)
+    assert two == f"--constraint=[{X}|{Y}]"
+    busy = cluster.sbatch("#!/bin/sh\nsleep 120\n", "-N1", "--exclusive", "-w", "node1")
+    cluster.wait_job(busy, until=lambda job: job.get("JobState") == "RUNNING")
+    try:
+        job = cluster.wait_job(cluster.sbatch("#!/bin/sh\ntrue\n", "-N2", "--exclusive", two))
+        assert job["JobState"] == "COMPLETED", job
+        assert expand(cluster, job["NodeList"]) == ["node3", "node4"]  # under Y: node1 is busy, X has one free
+        # 3 nodes: no layer-3 network node holds 3; the layer-2 one over nodes 1-4 does
+        three = ask(cluster, script, 3)
+        assert three == f"--constraint={LAYER2}"
+        job = cluster.wait_job(cluster.sbatch("#!/bin/sh\ntrue\n", "-N3", "--exclusive", three))
+        assert job["JobState"] == "COMPLETED", job
+        assert expand(cluster, job["NodeList"]) == ["node2", "node3", "node4"]  # never node5
+    finally:
+        cluster.run("scancel", busy, check=False)
+    assert ask(cluster, script, 5) == f"--constraint={LAYER1}"
+    assert ask(cluster, script, 6) == ""  # more than the partition holds: no constraint
+
+
+def test_nodes_that_cannot_take_jobs_do_not_count(cluster, tmp_path):
+    script = placement_sh(tmp_path)
+    cluster.run("scontrol", "update", "nodename=node3", "state=drain", "reason=test")
+    assert ask(cluster, script, 2) == f"--constraint={X}"
+    assert re.fullmatch(r"--constraint=nn2-\S+", ask(cluster, script, 3))
+
+
+def test_features_slurmctld_forgets_are_set_again_from_the_cache(cluster, tmp_path):
+    """`scontrol reconfigure` drops features set with scontrol (scontrol(1), AvailableFeatures); the
+    timer's next run sets them again from /run's cache, without asking EC2 (its stand-in now fails)."""
+    before = cluster.node("node1")["AvailableFeatures"]
+    cluster.run("scontrol", "reconfigure")
+    lost = cluster.node("node1")["AvailableFeatures"]
+    assert lost != before
+    result = run_program(cluster, tmp_path, "node1", "i-0a1b2c3d4e5f60001", aws="#!/bin/sh\nexit 1\n")
+    assert result.returncode == 0, result.stderr
+    assert cluster.node("node1")["AvailableFeatures"] == cluster.node("node1")["ActiveFeatures"] == before
+    # and a run while Slurm still has them changes nothing (one scontrol show, no update)
+    again = run_program(cluster, tmp_path, "node1", "i-0a1b2c3d4e5f60001", aws="#!/bin/sh\nexit 1\n")
+    assert again.returncode == 0 and "already set" in again.stderr
