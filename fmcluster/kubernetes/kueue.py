@@ -286,8 +286,7 @@ def topology_levels(name: str) -> tuple[str, ...]:
 def network_placed(group: NodeGroup) -> bool:
     """The group's flavor is placed by network topology: a GPU group of more than one node with
     EFA interfaces, on a type with network layers, not an UltraServer group (NVLINK_TOPOLOGY)."""
-    return (not group.ultraserver and group.instance.is_gpu and group.efa_interfaces > 0
-            and group.max_count > 1 and group.instance.network_layers > 0)
+    return group.network_placed
 
 
 def group_topology(group: NodeGroup) -> Optional[str]:

@@ -101,6 +101,15 @@ class NodeGroup:
         return server is not None and self.ultraserver and self.max_count <= server.instances
 
     @property
+    def network_placed(self) -> bool:
+        """Its jobs are placed by EC2's network topology (Slurm node features on AWS PCS, a Kueue
+        Topology of the network layers on Kubernetes): a compute group of GPUs over EFA, of more
+        than one node, on a type EC2's instance topology covers (the catalog's network_layers), and
+        not an UltraServer group (placed by NVLink domain)."""
+        return (self.role == COMPUTE and not self.ultraserver and self.instance.is_gpu and self.efa_interfaces > 0
+                and self.max_count > 1 and self.instance.network_layers > 0)
+
+    @property
     def drain_minutes(self) -> int:
         """How long before its Capacity Block ends a group that follows the block goes to 0: EC2
         terminates the instances from 30 minutes before the end, or 60 for an UltraServer block."""

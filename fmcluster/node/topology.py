@@ -23,29 +23,11 @@ from typing import Optional
 from fmcluster.facts import images as image_facts
 from fmcluster.model.cluster import COMPUTE, ClusterModel, NodeGroup
 
-# The instance types EC2's instance topology covers, by the number of network-node layers it
-# answers (EC2 User Guide, "Prerequisites for Amazon EC2 instance topology", for the GPU types of
-# the catalog: g6e.*, p4d, p4de, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6e-gb200.36xlarge with
-# 3; p6-b200.48xlarge, p6-b300.48xlarge with 4). p5.4xlarge is not in the list.
-FOUR_LAYER_TYPES = frozenset({"p6-b200.48xlarge", "p6-b300.48xlarge"})
-THREE_LAYER_TYPES = frozenset({"p4d.24xlarge", "p4de.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
-                               "p6e-gb200.36xlarge"})
-THREE_LAYER_FAMILIES = frozenset({"g6e", "g7e"})
 FEATURE_PREFIX = "nn"  # features nn1-ID .. nn4-ID (network-features.sh; placement.sh)
 
 PCS_FEATURES = "network features from EC2 instance topology; jobs ask for one layer-{layer} network node"
 HYPERPOD_TOPOLOGY = "HyperPod's automatic Slurm topology"
 PCS_BLOCK = "PCS block topology: one UltraServer"
-
-
-def network_layers(instance_type: str) -> int:
-    """How many network-node layers DescribeInstanceTopology answers for `instance_type` (0: the
-    type is not covered)."""
-    if instance_type in FOUR_LAYER_TYPES:
-        return 4
-    if instance_type in THREE_LAYER_TYPES or instance_type.split(".", 1)[0] in THREE_LAYER_FAMILIES:
-        return 3
-    return 0
 
 
 def multi_node_efa_gpu(group: NodeGroup) -> bool:
@@ -57,8 +39,7 @@ def publishes_network_features(model: ClusterModel, group: NodeGroup) -> bool:
     """The group's nodes run network-features (bootstrap.node_program(network_features=True)): on
     AWS PCS, a multi-node EFA GPU group of a type EC2's topology covers, not UltraServers (PCS's
     block topology places them)."""
-    return (model.control_plane.type == image_facts.PCS and multi_node_efa_gpu(group)
-            and not group.ultraserver and network_layers(group.instance_type) > 0)
+    return model.control_plane.type == image_facts.PCS and group.network_placed
 
 
 def slurm_group_placement(model: ClusterModel, group: NodeGroup) -> Optional[str]:
@@ -72,8 +53,7 @@ def slurm_group_placement(model: ClusterModel, group: NodeGroup) -> Optional[str
         return HYPERPOD_TOPOLOGY
     if group.ultraserver:
         return PCS_BLOCK
-    layers = network_layers(group.instance_type)
-    return PCS_FEATURES.format(layer=layers) if layers else None
+    return PCS_FEATURES.format(layer=group.instance.network_layers) if group.network_placed else None
 
 
 def placement_plane(model: ClusterModel) -> str:

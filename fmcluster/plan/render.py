@@ -437,7 +437,7 @@ def health_rows(plan: Plan) -> Table:
 
 def placement_rows(plan: Plan) -> Table:
     """How each node group's jobs are placed in the network."""
-    return [["node group", "placement"], *[[g.name, g.topology or "-"] for g in plan.node_groups]]
+    return [["node group", "placement"], *[[g.name, g.topology or "none"] for g in plan.node_groups]]
 
 
 def _range(low: float, high: float) -> str:

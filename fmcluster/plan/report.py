@@ -13,8 +13,10 @@ from fmcluster.facts import fsx, inference, naming, prices, regions
 from fmcluster.facts import health as health_facts
 from fmcluster.facts import images as image_facts
 from fmcluster.facts import network as network_plan
+from fmcluster.kubernetes import kueue
 from fmcluster.model import cluster as model
 from fmcluster.node import image as node_image
+from fmcluster.node import topology
 from fmcluster.plan.cost import Cost, Model, cost
 from fmcluster.spec import addresses
 from fmcluster.spec.models import ONLY_FOR, ClusterSpec, NodeGroupSpec
@@ -135,7 +137,8 @@ class NodeGroupPlan(Model):
     # GPU groups: how many replicas of models of standard sizes (and of the served model) fit; None
     # for a CPU group
     serving: Optional[list[ServingFit]] = None
-    # how the group's jobs are placed in the network (fmcluster.model.topology); None: not set yet
+    # how the group's jobs are placed in the network (Slurm node features, HyperPod's or PCS's
+    # topology, a Kueue Topology), or "none: why"
     topology: Optional[str] = None
 
 
@@ -503,7 +506,24 @@ def _node_group(m: model.ClusterModel, group: model.NodeGroup, spec_group: NodeG
         per_node=_resources(group, 1), at_max=_resources(group, group.max_count),
         gpu_memory=it.gpu.memory_type if it.gpu else None, nvlink_domain=_nvlink_domain(group),
         scaling=_scaling(group), window=_window(group, read), serving=_serving_fits(m, group),
+        topology=_topology(m, group),
     )
+
+
+def _topology(m: model.ClusterModel, group: model.NodeGroup) -> str:
+    """How the group's jobs are placed in the network: by the control plane's means where the group
+    is placed (fmcluster.kubernetes.kueue, fmcluster.node.topology), else why nothing places them."""
+    placed = (kueue.group_placement(m, group) if m.control_plane.scheduler == "kubernetes"
+              else topology.slurm_group_placement(m, group))
+    if placed:
+        return placed
+    if not group.instance.is_gpu:
+        return "none: a CPU group"
+    if group.max_count <= 1:
+        return "none: one node"
+    if not group.efa:
+        return "none: no EFA, so jobs stay inside one node"
+    return f"none: EC2's instance topology does not cover {group.instance_type}; jobs go where nodes are free"
 
 
 def checkpoint(params: float, throughput_mbps: float) -> Checkpoint:

@@ -14,7 +14,7 @@ from constructs import Construct
 from fmcluster.facts.controlplanes import pcs_ami_parameter
 from fmcluster.facts.images import PCS, slurm_prefix
 from fmcluster.model.cluster import COMPUTE, LOGIN, OPENZFS, ClusterModel, NodeGroup
-from fmcluster.node import accounting, actions, bootstrap
+from fmcluster.node import accounting, actions, bootstrap, topology
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.compute.launch_template import LaunchTemplateProps, NodeLaunchTemplate
 from fmcluster_cdk.constructs.compute.node_replacer import NodeReplacer, queue_name
@@ -102,7 +102,9 @@ class PcsClusterStack(cdk.Stack):
         self.node_role = NodeRole(self, "NodeRole", cluster_arn=self.cluster.cluster_arn,
                                   bucket_arns=[buckets[name] for name in sorted(buckets)],
                                   kms_key_arn=storage.kms_key_arn,
-                                  workspace_arn=observability.workspace_arn if observability else None)
+                                  workspace_arn=observability.workspace_arn if observability else None,
+                                  instance_topology=any(topology.publishes_network_features(model, g)
+                                                        for g in model.node_groups))
         # Nodes drained for a hardware fault ask to be replaced (health.replace; GPU compute groups)
         self.replacer = self._replacer() if model.health.replace and any(
             g.instance.is_gpu for g in model.node_groups) else None
@@ -201,7 +203,8 @@ class PcsClusterStack(cdk.Stack):
                                        slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
                                        containers=self.model.runs_containers(group),
                                        slurm_version=self.slurm_version, home=self.home,
-                                       deep_check=self.model.deep_checks(group), health=self._health(group))
+                                       deep_check=self.model.deep_checks(group), health=self._health(group),
+                                       network_features=topology.publishes_network_features(self.model, group))
         scripts += tuple(self._accounting_action(group))
         published = NodeScripts(scope, "NodeScripts", scripts={s.file_name: s.text for s in scripts},
                                 role=self.node_role.role)

@@ -164,12 +164,6 @@ def test_plan_phrase_per_group(name, group, phrase):
     assert topology.publishes_network_features(model, model.group(group)) == features
 
 
-def test_network_layers_of_the_catalog():
-    assert topology.network_layers("p5.48xlarge") == 3 and topology.network_layers("p6-b200.48xlarge") == 4
-    assert topology.network_layers("p5.4xlarge") == 0  # not in EC2's list of supported types
-    assert topology.network_layers("g6e.12xlarge") == 3
-
-
 def test_readme_explains_placement_where_it_asks():
     assert "`c=$(./placement.sh 16 gpu); sbatch ${c:+\"$c\"} JOB`" in jobs.readme(example("p5-pcs.yaml"))
     assert "placement.sh" not in jobs.readme(example("p6-b200-hyperpod-slurm.yaml"))
