@@ -258,7 +258,7 @@ HEALTH_DCGM_LEVEL = 1  # the quick DCGM diagnostic, on an idle node
 # Seconds one command of the check may take (a hung mount, nvidia-smi), and the DCGM diagnostic,
 # by runner: slurmd kills its HealthCheckProgram after 60 s (src/slurmd/slurmd/slurmd.c,
 # run_script_health_check: max_wait 60 * 1000 ms; its environment holds SLURMD_NODENAME alone).
-HEALTH_TIMEOUTS = {"timer": (30, 120), "slurm": (8, 30)}
+HEALTH_TIMEOUTS = {"timer": (30, 120), "slurm": (8, 30), "metrics": (30, 120)}
 HYPERPOD_SLURM_BIN = "/opt/slurm/bin"
 
 
@@ -558,10 +558,11 @@ class NodeProgram:
         NVLink where the type has it, `efa_devices` EFA devices (0: none checked), `mounts`
         answering, DCGM on an idle node; a faulty node drained through Slurm's commands in
         `slurm_bin`, and with `replace` reported for replacement. `runner`: "timer" (every
-        `check_seconds`) or "slurm" (HealthCheckProgram=HEALTH_SLURM_PROGRAM)."""
+        `check_seconds`), "slurm" (HealthCheckProgram=HEALTH_SLURM_PROGRAM) or "metrics" (a
+        Kubernetes node: every `check_seconds`, only the metrics, no Slurm)."""
         if runner not in HEALTH_TIMEOUTS:
-            raise ValueError(f"health check runner {runner!r}: timer or slurm")
-        if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
+            raise ValueError(f"health check runner {runner!r}: timer, slurm or metrics")
+        if runner != "metrics" and not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
             raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
         self.programs["node_health"] = PROGRAMS / "node-health.sh"
         node_faults = " ".join(f.slug for f in health_facts.FAULTS if f.kind == health_facts.NODE)

@@ -79,12 +79,15 @@ def taint_flag(taints: Iterable[Mapping[str, str]]) -> str:
 
 
 def node_script(instance: InstanceType, *, taints: Iterable[Mapping[str, str]] = (), lnet_efa: bool = False,
-                efa: bool = False, observability: bool = False, compact: bool = True) -> Optional[str]:
+                efa: bool = False, observability: bool = False, compact: bool = True,
+                health_seconds: int = 0) -> Optional[str]:
     """The shell part of a managed node group's user data (bootstrap fragments), or None when the
     node needs none: `observability`, the textfile metric fmcluster_expected_gpus; `lnet_efa`
     (an EFA-enabled file system) on an EFA node, LNet over EFA for the FSx CSI driver's mounts;
     on GPU nodes (and LNet ones) the readiness check, whose failure registers the node with the
-    NOT_READY_TAINT besides the group's `taints` (bootstrap/gate-kubelet.sh)."""
+    NOT_READY_TAINT besides the group's `taints` (bootstrap/gate-kubelet.sh). `health_seconds`
+    (observability on, GPU nodes): fmcluster's node health check every so many seconds, for its
+    metrics and alerts (the EKS node monitoring agent and node repair take faulty nodes out)."""
     lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
     program = bootstrap.NodeProgram(instance)
     if observability:
@@ -96,6 +99,9 @@ def node_script(instance: InstanceType, *, taints: Iterable[Mapping[str, str]] =
         program.readiness(mounts=(), lnet_efa=lnet > 0)
         program.add("gate-kubelet.sh", "gate_kubelet", REGISTER_TAINTS=taint_flag(taints),
                     NOT_READY_TAINT=NOT_READY_TAINT)
+    if observability and health_seconds and instance.is_gpu:
+        program.health(efa_devices=bootstrap.efa_devices(instance, efa), mounts=(), check_seconds=health_seconds,
+                       replace=False, slurm_bin="", runner="metrics")
     if not program.steps:
         return None
     return program.render(bootstrap.header(NODE_SCRIPT_COMMENT), compact=compact)
@@ -103,7 +109,7 @@ def node_script(instance: InstanceType, *, taints: Iterable[Mapping[str, str]] =
 
 def node_user_data(instance: InstanceType, *, raid0: bool, cluster: Optional[ClusterDetails] = None,
                    taints: Iterable[Mapping[str, str]] = (), lnet_efa: bool = False, efa: bool = False,
-                   observability: bool = False) -> Optional[str]:
+                   observability: bool = False, health_seconds: int = 0) -> Optional[str]:
     """The node group's user data: MIME multipart with the NodeConfig part (EKS merges it with
     its own for managed node groups) and the node script (`node_script`); None when there is
     neither."""
@@ -111,7 +117,8 @@ def node_user_data(instance: InstanceType, *, raid0: bool, cluster: Optional[Clu
     document = node_config(raid0=raid0, cluster=cluster)
     if document is not None:
         parts.append((NODECONFIG_MEDIA_TYPE, NODECONFIG_FILE, document))
-    script = node_script(instance, taints=taints, lnet_efa=lnet_efa, efa=efa, observability=observability)
+    script = node_script(instance, taints=taints, lnet_efa=lnet_efa, efa=efa, observability=observability,
+                         health_seconds=health_seconds)
     if script is not None:
         parts.append(("text/x-shellscript", NODE_SCRIPT, script))
     if not parts:

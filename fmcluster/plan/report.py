@@ -675,8 +675,8 @@ def _health(m: model.ClusterModel) -> Optional[HealthPlan]:
     h, plane = m.health, m.control_plane.type
     slurm = m.control_plane.scheduler == "slurm"
     limits = (f"at most {h.max_replacing} at once (each counts {h.replace_window_minutes} minutes), never in a "
-              f"Capacity Block's last {h.block_guard_minutes} minutes; every decision is logged to "
-              f"/fmcluster/{m.name}/node-replacements")
+              f"Capacity Block's last {h.block_guard_minutes} minutes; every decision is logged (the stack "
+              "output NodeReplacementLog)")
     if slurm:
         checked_by = (f"a systemd timer on each GPU node, every {h.check_minutes} minutes (fmcluster node-health; "
                       "AWS PCS takes no HealthCheckProgram setting)" if plane == "pcs" else

@@ -233,7 +233,8 @@ class EksClusterStack(cdk.Stack):
             tags=self.model.instance_tags(group), local_zone=group.local_zone,
             user_data=eks_node.node_user_data(
                 group.instance, raid0=group.instance.nvme_disks > 0, cluster=custom, taints=group.taints,
-                efa=group.efa, lnet_efa=self.model.lustre_efa, observability=self.observability is not None)))
+                efa=group.efa, lnet_efa=self.model.lustre_efa, observability=self.observability is not None,
+                health_seconds=self.model.health.check_seconds)))
         capacity_type = CAPACITY_TYPES[group.capacity.type]
         in_template = capacity_type == "CAPACITY_BLOCK"  # EKS wants a Capacity Block's type in the template
         subnets = tuple(self.network.region_subnet_ids) if group.role == SYSTEM else (self.network.gpu_subnet_id,)

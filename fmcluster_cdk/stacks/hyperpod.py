@@ -250,6 +250,8 @@ class HyperPodSlurmStack(cdk.Stack):
                 training_plan_arns={g.name: g.capacity.training_plan_arn for g in model.node_groups
                                     if g.capacity.training_plan_arn})
             self.replacer.grant_send(self.groups.role.role)
+            cdk.CfnOutput(self, "NodeReplacementLog", value=self.replacer.log_group.log_group_name,
+                          description="the node replacer's record of every decision (aws logs tail)")
 
         partitions = ",".join(g.name for g in model.node_groups)
         for output_id, value, description in (

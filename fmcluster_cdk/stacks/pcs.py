@@ -118,6 +118,9 @@ class PcsClusterStack(cdk.Stack):
             self._add_node_group(group, node_groups.node_group_stack(self, group.name, cluster_name=spec.name))
 
         cdk.CfnOutput(self, "ClusterId", value=self.cluster.cluster_id, description="AWS PCS cluster id")
+        if self.replacer is not None:
+            cdk.CfnOutput(self, "NodeReplacementLog", value=self.replacer.log_group.log_group_name,
+                          description="the node replacer's record of every decision (aws logs tail)")
         if model.login is not None:
             cdk.CfnOutput(self, "LoginNodeGroupId", value=self.node_groups[model.login.name].node_group_id,
                           description="compute node group of the login nodes")

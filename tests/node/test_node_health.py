@@ -252,3 +252,26 @@ def test_the_node_is_found_by_its_host_name_when_slurm_names_it_otherwise(tmp_pa
     sandbox.run(f'SLURMD_NODENAME=gpu-st-p5-2 exec "$FMCLUSTER_ROOT{HEALTH}" --slurm', name="check.sh")
     assert drains(sandbox)[0].startswith("scontrol update nodename=gpu-st-p5-2 state=drain")
     assert not any(c.args[:3] == ("-o", "show", "node") and len(c.args) == 3 for c in sandbox.calls("scontrol"))
+
+
+def test_eks_gpu_nodes_run_the_check_for_its_metrics_only(tmp_path):
+    """On Amazon EKS the node monitoring agent and node repair take a faulty node out; fmcluster's
+    check runs from the same timer, without Slurm, for the metrics NodeUnhealthy alerts on."""
+    from fmcluster.node import eks
+
+    entry = bootstrap.instance_entry("p5en.48xlarge")
+    script = eks.node_script(entry, efa=True, observability=True, health_seconds=300, compact=False)
+    assert script is not None and "  step install_node_health" in script and "HEALTH_RUNNER='metrics'" in script
+    assert "install_request_replacement" not in script
+    assert "install_node_health" not in (eks.node_script(entry, efa=True, observability=True, compact=False) or "")
+    sandbox = Sandbox(tmp_path, Scenario(gpus=entry.gpu_count, nvme_disks=0, efa_devices=entry.max_efa_interfaces,
+                                         xids=(79,)))
+    program = bootstrap.NodeProgram(entry).health(efa_devices=bootstrap.efa_devices(entry, True), mounts=(),
+                                                  check_seconds=300, replace=False, slurm_bin="", runner="metrics")
+    assert sandbox.run(program.render(bootstrap.header())).returncode == 0
+    unit = sandbox.file("/etc/systemd/system/fmcluster-node-health.service")
+    assert f"ExecStart={HEALTH}\n" in unit and "After=kubelet.service" in unit
+    result = check(sandbox)
+    assert result.returncode == 1 and "xid XID 79" in result.stdout
+    assert metrics(sandbox)["fmcluster_node_healthy"] == "0"
+    assert drains(sandbox) == []  # no Slurm here

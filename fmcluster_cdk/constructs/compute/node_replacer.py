@@ -48,7 +48,7 @@ class NodeReplacer(Construct):
     `max_replacing` replacements started within `window_minutes` (a ledger in an SSM parameter), and
     otherwise replaces it: AWS PCS by terminating the instance (its node group launches another),
     SageMaker HyperPod by BatchReplaceClusterNodes. Each decision is a JSON line in the function's
-    log group, kept one year, and each replacement the metric fmcluster/NodesReplaced. The function
+    log group, kept one year, and each replacement the metric NodesReplaced (namespace fmcluster). The function
     (Python 3.14, 1 minute, 128 MB) may only: take and delete the queue's messages, describe EC2
     instances and Capacity Reservations, terminate instances tagged with the cluster, list and
     replace the HyperPod cluster's nodes, read the groups' training plans, keep the ledger and put

@@ -2,7 +2,9 @@
 # The continuous node health check (programs/node-health.sh, embedded as program_node_health),
 # its settings file /etc/fmcluster/node-health.env, and what runs it while the node is in
 # service: HEALTH_RUNNER "timer", the systemd timer fmcluster-node-health.timer running
-# `node-health --slurm` every HEALTH_CHECK_SECONDS; "slurm", nothing here: slurm.conf's
+# `node-health --slurm` every HEALTH_CHECK_SECONDS; "metrics" (Kubernetes nodes, where the node
+# monitoring agents take a faulty node out of the pool), the same timer running `node-health`,
+# which only writes the metrics and alerts see; "slurm", nothing here: slurm.conf's
 # HealthCheckProgram names FMCLUSTER_LIB/node-health-slurm and HealthCheckInterval the period
 # (slurmd runs it, as root, on every node). Either way a faulty node is drained with the fault
 # as its reason (`sinfo -R`), and the metrics fmcluster_node_healthy and fmcluster_node_fault
@@ -31,15 +33,17 @@ install_node_health() {
     printf 'REPLACE=%s\n' "$HEALTH_REPLACE"
     printf 'FMCLUSTER_LIB=%q\n' "$FMCLUSTER_LIB"
   } >"$ROOT$FMCLUSTER_ETC/node-health.env"
-  [[ "$HEALTH_RUNNER" == timer ]] || { log "node health: slurmd runs it (HealthCheckProgram)"; return 0; }
+  [[ "$HEALTH_RUNNER" != slurm ]] || { log "node health: slurmd runs it (HealthCheckProgram)"; return 0; }
+  local command="$FMCLUSTER_LIB/node-health --slurm" after=slurmd.service
+  [[ "$HEALTH_RUNNER" != metrics ]] || { command="$FMCLUSTER_LIB/node-health"; after=kubelet.service; }
   cat >"$ROOT/etc/systemd/system/fmcluster-node-health.service" <<UNIT
 [Unit]
 Description=fmcluster node health check (drains a faulty node)
-After=slurmd.service
+After=$after
 
 [Service]
 Type=oneshot
-ExecStart=$FMCLUSTER_LIB/node-health --slurm
+ExecStart=$command
 TimeoutStartSec=$((HEALTH_DCGM_TIMEOUT + 10 * HEALTH_COMMAND_TIMEOUT))
 SuccessExitStatus=1 2
 UNIT
