@@ -121,6 +121,11 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "Reference): the Capacity Block scaler reads its block's state and end. It may scale its one node "
         "group and read its one hold parameter, each by ARN."),
     Suppression(
+        _iam5("*"), NODE_ROLES,
+        "ec2:DescribeInstanceTopology only, which has no resource types (Service Authorization "
+        "Reference): an AWS PCS GPU node reads its own place in EC2's network at boot and publishes it as "
+        "Slurm node features for placement. Read-only."),
+    Suppression(
         _iam5("*"), ("*/NodeReplacer/Handler/ServiceRole/DefaultPolicy/Resource",),
         "ec2:DescribeInstances and ec2:DescribeCapacityReservations, which have no resource types (Service "
         "Authorization Reference), and cloudwatch:PutMetricData, limited to the fmcluster namespace by "

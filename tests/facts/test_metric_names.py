@@ -122,6 +122,17 @@ echo '0, 00000000:53:00.0, GPU-a, 41, 0, 0, 310.5, Not Active, Not Active, Not A
     subprocess.run(["bash", str(bootstrap.PROGRAMS / "node-ready.sh")],
                    env={"PATH": "/usr/bin:/bin", "NODE_READY_ENV": str(env)}, capture_output=True, text=True)
     out["node-ready"] = set().union(*(textfile_names(p.read_text()) for p in tmp.glob("*.prom")))
+    # the continuous health check's (bootstrap/programs/node-health.sh), on a node whose one GPU is gone
+    health = tmp / "health"
+    health.mkdir()
+    env = tmp / "node-health.env"
+    env.write_text(f"EXPECTED_GPUS=1\nEXPECTED_EFA=0\nNVLINK=0\nREQUIRED_MOUNTS=''\nREPLACE_XIDS='79'\n"
+                   f"NODE_FAULTS=filesystem\nREASON_PREFIX=fmcluster-health\nTEXTFILE_DIR={health}\n"
+                   "COMMAND_TIMEOUT=5\nDCGM_LEVEL=1\nDCGM_TIMEOUT=5\nSLURM_BIN=/nonexistent\nREPLACE=0\n"
+                   f"FMCLUSTER_LIB={tmp}\n")
+    subprocess.run(["bash", str(bootstrap.PROGRAMS / "node-health.sh")],
+                   env={"PATH": "/usr/bin:/bin", "NODE_HEALTH_ENV": str(env)}, capture_output=True, text=True)
+    out["node-health"] = set().union(*(textfile_names(p.read_text()) for p in health.glob("*.prom")))
     # the teams' per-account collector (scripts/slurm/account-usage.sh), a stand-in squeue with a running job
     squeue = tmp / "squeue-bin"
     squeue.mkdir()
@@ -137,6 +148,8 @@ def test_our_collectors_emit_what_they_say(collected):
     assert {"slurm_nodes_down", "slurm_nodes_drain", "slurm_scrape_success"} <= collected["slurm"]
     assert "DCGM_FI_DEV_GPU_TEMP" in collected["gpu"] and "node_amazonefa_retrans_pkts" in collected["efa"]
     assert collected["node-ready"] == {"fmcluster_node_ready"}
+    assert collected["node-health"] == {"fmcluster_node_healthy", "fmcluster_node_fault",
+                                        "fmcluster_node_health_checked_timestamp_seconds"}
     assert collected["slurm-accounts"] == {"slurm_account_gpus_allocated"}
 
 

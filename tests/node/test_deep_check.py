@@ -16,8 +16,7 @@ from fmcluster.facts import health
 from fmcluster.facts import node as node_facts
 from fmcluster.node import actions, bootstrap
 from fmcluster.node.bootstrap import Metrics
-from tests.node.test_boot_path import standin_pins, world  # noqa: F401 (the autouse fixture)
-from tests.support.sandbox import Sandbox
+from tests.support.sandbox import Sandbox, Scenario
 
 STANDINS = Path(__file__).parents[1] / "support" / "gpu_standins"
 NCCL_DIR = "/usr/local/cuda-13.2/efa/test-cuda-13.2"  # the DLAMI's nccl-tests, for its CUDA 13.2
@@ -26,6 +25,12 @@ INSTANCE = "i-0123456789abcdef0"
 DEEP_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-deep-check.prom"
 READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
 TYPE = "p5.48xlarge"
+
+
+def world(instance_type: str) -> Scenario:
+    """The node of an instance type as the catalog describes it."""
+    instance = bootstrap.instance_entry(instance_type)
+    return Scenario(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks, efa_devices=instance.max_efa_interfaces)
 
 
 def script(deep_check: bool = True, instance_type: str = TYPE) -> str:

@@ -303,6 +303,7 @@ def _deep_checked_node(tmp_path, *, dcgmi: bool, nccl: bool) -> tuple[Sandbox, s
     script = standins.with_pins(document_script(node_image.documents(image).test), node.upstream)
     (port,) = free_ports(1)
     script = re.sub(r"^CHECK_EXPORTER_PORT=.*$", f"CHECK_EXPORTER_PORT={port}", script, count=1, flags=re.MULTILINE)
+    (node.bin / "dcgmi").unlink(missing_ok=True)  # the sandbox's recording fake: a link to the shared fakes
     if dcgmi:
         (node.bin / "dcgmi").write_text("#!/bin/sh\nexit 0\n")
         (node.bin / "dcgmi").chmod(0o755)

@@ -146,7 +146,7 @@ def fetches_or_builds(text: str) -> list[str]:
         if not code or code.startswith("#"):
             continue
         match = _FETCH_OR_BUILD.search(code)
-        if match and not (match.group(0).strip().startswith("curl") and _LOCAL.search(code)):
+        if match and not (match.group(0).lstrip(" \t;&|(`{").startswith("curl") and _LOCAL.search(code)):
             found.append(code)
     return found
 

@@ -268,6 +268,9 @@ class Sandbox:
             (self.root / "etc/nvidia-imex/config.cfg").write_text(IMEX_PACKAGED_CONFIG)
         if scenario.dlami_nvme is not None:
             (self.root / "opt/dlami/nvme").mkdir(parents=True)  # the AMI's mount point, empty until mounted
+        # EC2 puts the instance id in the DMI board asset tag (the deep check's marker reads it)
+        (self.root / "sys/devices/virtual/dmi/id").mkdir(parents=True, exist_ok=True)
+        (self.root / "sys/devices/virtual/dmi/id/board_asset_tag").write_text(scenario.instance_id + "\n")
         (self.state / "scenario.sh").write_text(scenario.shell())
         (self.state / "slurm-node").write_text(f"{scenario.slurm_state}\t{scenario.slurm_reason}\n")
         for name in ("calls", "mounts", "blockdevs", "filesystems", "enabled"):

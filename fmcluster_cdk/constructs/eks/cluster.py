@@ -43,11 +43,11 @@ class NodeRepair:
     max_parallel: Optional[int] = None
     max_unhealthy: Optional[int] = None
 
-    def __post_init__(self) -> None:
-        for name in ("max_parallel", "max_unhealthy"):
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise ValueError(f"node repair {name} must be 1 or more, not {value}")
+    def problems(self) -> list[str]:
+        """What is wrong with these settings (the node group raises them as a ConstructError)."""
+        return [f"node repair {name} must be 1 or more, not {value}"
+                for name in ("max_parallel", "max_unhealthy")
+                if (value := getattr(self, name)) is not None and value < 1]
 
     def api(self, enabled: Optional[bool] = None) -> dict[str, Any]:
         """As the EKS API's `nodeRepairConfig` (UpdateNodegroupConfig), optionally with `enabled`
@@ -126,6 +126,8 @@ class ManagedNodeGroup(Construct):
         super().__init__(scope, construct_id)
         if capacity_type not in CAPACITY_TYPES:
             raise ConstructError(self, f"capacity type {capacity_type!r} is not one of {', '.join(CAPACITY_TYPES)}")
+        if node_repair.problems():
+            raise ConstructError(self, "; ".join(node_repair.problems()))
         desired = min_size if desired_size is None else desired_size
         if not (0 <= min_size <= desired <= max_size and max_size >= 1):
             raise ConstructError(self, f"scaling {min_size}..{max_size} (desired {desired}) is not a range with a node")

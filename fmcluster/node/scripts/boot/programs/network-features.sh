@@ -34,7 +34,6 @@ set -uo pipefail
 SLURM_BIN=${1:?usage: network-features SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]}
 ATTEMPTS=${2:-40}
 RETRY_SECONDS=${3:-15}
-IMDS=http://169.254.169.254/latest
 CACHE=${FMCLUSTER_ROOT:-}/run/fmcluster-network-features
 # Slurm's commands first (under test, FMCLUSTER_ROOT set, the stand-ins on PATH stay first)
 export PATH="${FMCLUSTER_ROOT:+$PATH:}$SLURM_BIN:$PATH"
@@ -45,8 +44,8 @@ log() {
 
 metadata() {  # metadata PATH: one value of the instance metadata service (IMDSv2)
   local token
-  token=$(curl -sf -X PUT "$IMDS/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60') || return 1
-  curl -sf -H "X-aws-ec2-metadata-token: $token" "$IMDS/meta-data/$1"
+  token=$(curl -sf -X PUT "http://169.254.169.254/latest/api/token" -H 'X-aws-ec2-metadata-token-ttl-seconds: 60') || return 1
+  curl -sf -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/meta-data/$1"
 }
 
 # features: this instance's network nodes, top-down, as features (comma-separated); status 1

@@ -25,7 +25,6 @@ ROOT=${FMCLUSTER_ROOT:-}
 source "$ROOT${REQUEST_REPLACEMENT_ENV:-/etc/fmcluster/request-replacement.env}"
 ATTEMPTS=${REQUEST_ATTEMPTS:-3}
 RETRY_SECONDS=${REQUEST_RETRY_SECONDS:-10}
-IMDS=http://169.254.169.254/latest
 RESOURCE_CONFIG=${RESOURCE_CONFIG:-/opt/ml/config/resource_config.json}
 
 if (($# < 1)) || [[ -z "$1" ]]; then
@@ -39,8 +38,8 @@ text="$*"
 # The instance id from IMDSv2 (a token, then meta-data/instance-id); nothing when it does not answer.
 imds_instance_id() {
   local token id
-  token=$(curl -sf -m 2 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "$IMDS/api/token") || return 0
-  id=$(curl -sf -m 2 -H "X-aws-ec2-metadata-token: $token" "$IMDS/meta-data/instance-id") || return 0
+  token=$(curl -sf -m 2 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "http://169.254.169.254/latest/api/token") || return 0
+  id=$(curl -sf -m 2 -H "X-aws-ec2-metadata-token: $token" "http://169.254.169.254/latest/meta-data/instance-id") || return 0
   [[ "$id" =~ ^i-[0-9a-f]{8,17}$ ]] && printf '%s' "$id"
 }
 
