@@ -9,6 +9,8 @@ hardware fault on a drained node without jobs asks for its replacement once."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from fmcluster.facts import health as health_facts
@@ -162,6 +164,23 @@ def test_a_file_system_that_answers_again_is_resumed(tmp_path):
     assert check(sandbox, "--slurm").returncode == 0
     assert drains(sandbox)[-1] == "scontrol update nodename=ip-10-1-0-42 state=resume"
     assert slurm_node(sandbox) == ("IDLE", "")
+
+
+def test_a_hung_file_system_does_not_hang_the_check(tmp_path):
+    """A stat on a hung Lustre or NFS server sleeps uninterruptibly: no signal ends it, so neither
+    `timeout` nor the check may wait for it (the fake stat ignores SIGTERM and sleeps on)."""
+    sandbox = node(tmp_path, hung_mounts=("/fsx",))
+    started = time.monotonic()
+    result = check(sandbox, "--slurm")
+    assert time.monotonic() - started < 15  # the stuck stat sleeps 20 s, left behind
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == ["filesystem /fsx does not answer (stat -f: 30s)"]
+    assert slurm_node(sandbox)[0] == "IDLE+DRAIN"
+    # the other mount was still checked, after 30 s of polling on the virtual clock
+    assert [c.args[-1] for c in sandbox.calls("stat")] == ["/fsx", "/scratch"]
+    sleeps = [c.args[0] for c in sandbox.calls("sleep")]
+    assert sleeps[:39] == ["0.1"] * 10 + ["1"] * 29  # 30 s in all on /fsx
+    assert set(sleeps[39:]) <= {"0.1"}  # /scratch answers within the first second
 
 
 def test_a_hardware_fault_stays_drained_when_it_passes_again(tmp_path):

@@ -134,14 +134,34 @@ check_efa() {
 }
 
 # Each mount mounted, and answering `stat -f` in time (a hung Lustre or NFS server blocks it).
+# A stat blocked on a hung server sleeps uninterruptibly (D state): no signal ends it, so `timeout`
+# alone would wait for it, and this check with it. The stat runs in the background, polled with
+# builtins until T seconds passed (0.1 s steps for the first second, then 1 s); one still running
+# then is a fault, left behind and never waited for.
 check_mounts() {
-  local m rc
+  local m rc pid waited
   for m in $REQUIRED_MOUNTS; do
     if ! timeout "$T" mountpoint -q "$m"; then
       fault filesystem "$m is not mounted"
       continue
     fi
-    timeout "$T" stat -f "$ROOT$m" >/dev/null 2>&1
+    timeout "$T" stat -f "$ROOT$m" >/dev/null 2>&1 &
+    pid=$!
+    waited=0  # tenths of a second
+    while kill -0 "$pid" 2>/dev/null && ((waited < T * 10)); do
+      if ((waited < 10)); then
+        sleep 0.1
+        waited=$((waited + 1))
+      else
+        sleep 1
+        waited=$((waited + 10))
+      fi
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      fault filesystem "$m does not answer (stat -f: ${T}s)"
+      continue
+    fi
+    wait "$pid"
     rc=$?
     ((rc != 124)) || fault filesystem "$m does not answer (stat -f: ${T}s)"
     ((rc == 0 || rc == 124)) || fault filesystem "$m fails (stat -f: exit $rc)"
