@@ -32,9 +32,12 @@ PLACEMENT={placement}
 MAX_OPTIONS={max_options}
 (( $# == 2 )) || { echo "usage: $0 NODES PARTITION" >&2; exit 2; }
 [[ "$PLACEMENT" == features ]] || exit 0
-# one line per node: NAME STATE FEATURES; nodes down, drained or failing cannot take the job
+# one line per node: NAME STATE FEATURES; nodes down, drained or failing cannot take the job, nor
+# do powered-down ones count (state suffix ~ powered off, # powering up, % powering down, ! pending
+# power down: sinfo(1) NODE STATE CODES): Slurm keeps their features, their next instance may sit
+# elsewhere in the network
 sinfo -h -N -p "$2" -o '%N %t %f' | awk -v want="$1" -v max="$MAX_OPTIONS" '
-  $2 ~ /^(down|drain|drng|fail|maint|inval|unk)/ { next }
+  $2 ~ /^(down|drain|drng|fail|maint|inval|unk)/ || $2 ~ /[~#%!]/ { next }
   !seen[$1]++ {
     n = split($3, f, ",")
     for (i = 1; i <= n; i++) if (match(f[i], /^nn[0-9]+-/)) {

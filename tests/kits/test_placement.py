@@ -94,6 +94,20 @@ def test_placement_sh_asks_for_the_tightest_network_node(tmp_path, nodes, printe
     assert ran.stdout.strip() == printed
 
 
+def test_placement_sh_does_not_count_powered_down_nodes(tmp_path):
+    """Slurm keeps a powered-down node's features, but its next instance may sit elsewhere in the
+    network: nodes powered off (~), powering up (#), powering down (%) or pending power down (!)
+    are not counted (sinfo(1), NODE STATE CODES)."""
+    out = kit_dir(tmp_path, example("p5-pcs.yaml"))
+    powered = "".join(f"gpu-p{i} {state} gpu,{LAYER1},{LAYER2},{X}\n"
+                      for i, state in enumerate(("idle~", "idle#", "idle%", "idle!", "mix!", "alloc%")))
+    env = standins(tmp_path, sinfo_lines(16) + powered)
+    ran = subprocess.run(["bash", "placement.sh", "9", "gpu"], cwd=out, env=env, capture_output=True, text=True,
+                         timeout=30)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == f"--constraint={LAYER2}"  # X holds 8 usable nodes, not 14
+
+
 def test_placement_sh_offers_at_most_64_network_nodes(tmp_path):
     """slurmctld takes at most 64 options in one matching OR (MAX_FEATURES): the fullest 64."""
     lines = [f"n{i} idle nn3-{i // 2:03d}" for i in range(200)] + ["x1 idle nn3-zz", "x2 idle nn3-zz", "x3 idle nn3-zz"]

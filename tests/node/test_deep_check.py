@@ -123,6 +123,47 @@ def test_a_failed_dcgm_diagnostic_keeps_slurmd_down(tmp_path):
     assert out.stdout == f"deep-dcgm {reason}\n"
 
 
+def replacement_standin(node: Sandbox, rc: int = 0) -> Path:
+    """The node's request-replacement (the health check's way to the replacer), a stand-in that
+    records its arguments in state/replacements and exits `rc`."""
+    request = node.root / node_facts.FMCLUSTER_LIB.lstrip("/") / "request-replacement"
+    request.parent.mkdir(parents=True, exist_ok=True)
+    request.write_text(f'#!/bin/sh\necho "$*" >>"$FAKE_SANDBOX/state/replacements"\nexit {rc}\n')
+    request.chmod(0o755)
+    return node.state / "replacements"
+
+
+def test_a_node_that_fails_its_deep_check_asks_for_its_replacement_once(tmp_path):
+    """slurmd never starts on it, so the health check (which needs slurmd's configless slurm.conf)
+    never would: node-ready asks, once per instance."""
+    node = deep_node(tmp_path)
+    asked = replacement_standin(node)
+    assert node.run(script(), env={"STANDIN_DCGM": "fail"}).returncode == 1
+    assert asked.read_text() == "deep-dcgm DCGM diagnostic level 2 failed: GPU Memory\n"
+    assert node.file(health.DEEP_CHECK_MARKER + ".replacement") == INSTANCE + "\n"
+    request = next(c for c in node.calls("timeout") if c.args[1].endswith("/request-replacement"))
+    assert request.args[0] == "45"  # bounded
+    # slurmd's gate reads the verdict back: not asked again
+    assert start_slurmd(node) != 0
+    assert asked.read_text().count("\n") == 1
+
+
+def test_a_replacement_request_the_queue_did_not_take_is_asked_again(tmp_path):
+    node = deep_node(tmp_path)
+    asked = replacement_standin(node, rc=1)
+    node.run(script(), env={"STANDIN_BUSBW_NODE": "200"})
+    assert not node.exists(health.DEEP_CHECK_MARKER + ".replacement")
+    start_slurmd(node)
+    assert asked.read_text().splitlines() == ["deep-nccl all_reduce busbw 200.00 GB/s on 8 GPUs, below 270 GB/s"] * 2
+
+
+def test_without_the_request_installed_nothing_is_asked(tmp_path):
+    node = deep_node(tmp_path)
+    assert node.run(script(), env={"STANDIN_DCGM": "fail"}).returncode == 1
+    assert not (node.state / "replacements").exists()
+    assert not node.exists(health.DEEP_CHECK_MARKER + ".replacement")
+
+
 def test_dcgm_that_cannot_run_fails_the_deep_check(tmp_path):
     node = deep_node(tmp_path)
     result = node.run(script(), env={"STANDIN_DCGM": "down"})

@@ -9,6 +9,8 @@ hardware fault on a drained node without jobs asks for its replacement once."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from fmcluster.facts import health as health_facts
@@ -20,14 +22,17 @@ HEALTH = f"{node_facts.FMCLUSTER_LIB}/node-health"
 METRICS = f"{node_facts.TEXTFILE_DIR}/fmcluster-health.prom"
 REPLACEMENTS = "/var/lib/replacements"  # where the stand-in request-replacement records its calls
 MOUNTS = ("/fsx", "/scratch")
+TAG = "/sys/devices/virtual/dmi/id/board_asset_tag"  # the instance id on EC2 Nitro instances
+INSTANCE = "i-0123456789abcdef0"
 
 
 def node(tmp_path, *, instance="p5.48xlarge", replace=True, **changes) -> Sandbox:
-    """A node of `instance` with the health check installed by its node script (the timer runner)
-    and /fsx and /scratch mounted; `changes` to its Scenario."""
+    """A node of `instance` (the EC2 instance INSTANCE) with the health check installed by its node
+    script (the timer runner) and /fsx and /scratch mounted; `changes` to its Scenario."""
     entry = bootstrap.instance_entry(instance)
     world = dict(gpus=entry.gpu_count, nvme_disks=0, efa_devices=entry.max_efa_interfaces)
     sandbox = Sandbox(tmp_path, Scenario(**{**world, **changes}))
+    new_instance(sandbox, INSTANCE)
     for mount in MOUNTS:
         (sandbox.root / mount.lstrip("/")).mkdir()
         (sandbox.state / "mounts").open("a").write(f"{mount}\t10.1.0.9@tcp:/fsx\tlustre\tlustre\tlnet=tcp\n")
@@ -40,6 +45,13 @@ def node(tmp_path, *, instance="p5.48xlarge", replace=True, **changes) -> Sandbo
     replacement.write_text(f'#!/bin/sh\necho "$*" >>"$FMCLUSTER_ROOT{REPLACEMENTS}"\n')
     replacement.chmod(0o755)
     return sandbox
+
+
+def new_instance(sandbox: Sandbox, instance_id: str) -> None:
+    """The node's Slurm name now on the EC2 instance `instance_id` (its DMI board asset tag)."""
+    tag = sandbox.root / TAG.lstrip("/")
+    tag.parent.mkdir(parents=True, exist_ok=True)
+    tag.write_text(instance_id + "\n")
 
 
 def check(sandbox: Sandbox, *args: str):
@@ -99,7 +111,7 @@ def test_a_fault_drains_the_node_with_its_reason(tmp_path, slug):
     assert result.returncode == 1
     assert result.stdout.splitlines() == [line]
     name, text = line.split(" ", 1)
-    reason = f"{health_facts.REASON_PREFIX}: {name}: {text}"
+    reason = f"{health_facts.REASON_PREFIX}: {name}: {text} [{INSTANCE}]"  # the instance it was found on
     assert drains(sandbox) == [f"scontrol update nodename=ip-10-1-0-42 state=drain reason={reason}"]
     assert slurm_node(sandbox) == ("IDLE+DRAIN", reason)
     found = metrics(sandbox)
@@ -154,6 +166,23 @@ def test_a_file_system_that_answers_again_is_resumed(tmp_path):
     assert slurm_node(sandbox) == ("IDLE", "")
 
 
+def test_a_hung_file_system_does_not_hang_the_check(tmp_path):
+    """A stat on a hung Lustre or NFS server sleeps uninterruptibly: no signal ends it, so neither
+    `timeout` nor the check may wait for it (the fake stat ignores SIGTERM and sleeps on)."""
+    sandbox = node(tmp_path, hung_mounts=("/fsx",))
+    started = time.monotonic()
+    result = check(sandbox, "--slurm")
+    assert time.monotonic() - started < 15  # the stuck stat sleeps 20 s, left behind
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == ["filesystem /fsx does not answer (stat -f: 30s)"]
+    assert slurm_node(sandbox)[0] == "IDLE+DRAIN"
+    # the other mount was still checked, after 30 s of polling on the virtual clock
+    assert [c.args[-1] for c in sandbox.calls("stat")] == ["/fsx", "/scratch"]
+    sleeps = [c.args[0] for c in sandbox.calls("sleep")]
+    assert sleeps[:39] == ["0.1"] * 10 + ["1"] * 29  # 30 s in all on /fsx
+    assert set(sleeps[39:]) <= {"0.1"}  # /scratch answers within the first second
+
+
 def test_a_hardware_fault_stays_drained_when_it_passes_again(tmp_path):
     sandbox = node(tmp_path, replace=False, nvlink_inactive=1)
     check(sandbox, "--slurm")
@@ -171,6 +200,46 @@ def test_replacement_is_requested_once_the_drained_node_has_no_jobs(tmp_path):
     check(sandbox, "--slurm")
     check(sandbox, "--slurm")
     assert sandbox.file(REPLACEMENTS).splitlines() == ["xid XID 79 on PCI:0000:53:00"]
+
+
+def test_a_replaced_instance_resumes_the_node_its_predecessor_drained(tmp_path):
+    """AWS PCS replaces a drained node's instance under the same Slurm node name; slurmctld keeps
+    DRAIN and the reason (only resume, power down or ResumeTimeout clear it: node_mgr.c)."""
+    sandbox = node(tmp_path, xids=(79,))
+    assert check(sandbox, "--slurm").returncode == 1
+    state, reason = slurm_node(sandbox)
+    assert state == "IDLE+DRAIN" and reason.endswith(f" [{INSTANCE}]")
+    assert sandbox.file(REPLACEMENTS).splitlines() == ["xid XID 79 on PCI:0000:53:00"]
+    # the same instance, healthy again: a hardware fault stays drained
+    sandbox.set_scenario(xids=())
+    assert check(sandbox, "--slurm").returncode == 0
+    assert slurm_node(sandbox) == ("IDLE+DRAIN", reason)
+    # a new instance (its root volume new, but even with the old marker left): resumed
+    new_instance(sandbox, "i-0fedcba9876543210")
+    assert check(sandbox, "--slurm").returncode == 0
+    assert drains(sandbox)[-1] == "scontrol update nodename=ip-10-1-0-42 state=resume"
+    assert slurm_node(sandbox) == ("IDLE", "")
+    # and when it is faulty too, it is drained under its own id and asks for itself once
+    sandbox.set_scenario(xids=(79,))
+    check(sandbox, "--slurm")
+    check(sandbox, "--slurm")
+    assert slurm_node(sandbox)[1].endswith(" [i-0fedcba9876543210]")
+    assert sandbox.file(REPLACEMENTS).splitlines() == ["xid XID 79 on PCI:0000:53:00"] * 2
+
+
+def test_a_reason_without_an_instance_id_is_this_instances(tmp_path):
+    old = f"{health_facts.REASON_PREFIX}: xid: XID 79 on PCI:0000:53:00"
+    sandbox = node(tmp_path, slurm_state="IDLE+DRAIN", slurm_reason=old)
+    assert check(sandbox, "--slurm").returncode == 0
+    assert slurm_node(sandbox) == ("IDLE+DRAIN", old) and drains(sandbox) == []
+
+
+def test_a_long_reason_keeps_the_instance_id(tmp_path):
+    sandbox = node(tmp_path, replace=False, xids=(79,), nvlink_inactive=18)
+    check(sandbox, "--slurm")
+    reason = slurm_node(sandbox)[1]
+    assert reason.startswith(f"{health_facts.REASON_PREFIX}: nvlink: 18 NVLink links inactive: GPU 0 link 0")
+    assert reason.endswith(f" [{INSTANCE}]") and len(reason) == 200
 
 
 def test_replacement_is_off_unless_asked(tmp_path):
@@ -246,7 +315,7 @@ def test_the_node_is_found_by_its_host_name_when_slurm_names_it_otherwise(tmp_pa
     sandbox = node(tmp_path, gpus=7, slurm_name="gpu-st-p5-1")
     assert check(sandbox, "--slurm").returncode == 1
     assert drains(sandbox) == [f"scontrol update nodename=gpu-st-p5-1 state=drain reason="
-                               f"{health_facts.REASON_PREFIX}: gpu-count: 7 of 8 GPUs visible"]
+                               f"{health_facts.REASON_PREFIX}: gpu-count: 7 of 8 GPUs visible [{INSTANCE}]"]
     # under slurmd (HealthCheckProgram), SLURMD_NODENAME names it
     sandbox = node(tmp_path / "named", gpus=7, slurm_name="gpu-st-p5-2")
     sandbox.run(f'SLURMD_NODENAME=gpu-st-p5-2 exec "$FMCLUSTER_ROOT{HEALTH}" --slurm', name="check.sh")

@@ -138,7 +138,9 @@ device_of_uuid() {
 
 fake_sleep() {
   record "$@"
-  advance "${1%s}"
+  local seconds=${1%s}
+  seconds=${seconds%%.*}  # whole seconds: `sleep 0.1` leaves the clock where it is
+  advance "${seconds:-0}"
 }
 
 fake_mountpoint() {
@@ -712,14 +714,15 @@ fake_journalctl() {
 }
 
 # stat: the real one, except on a mount point of HUNG_MOUNTS, whose server does not answer: it
-# blocks (the fake: the real timeout's exit status 124 under `timeout`, else an error).
+# blocks in uninterruptible sleep (D state), which no signal ends (the fake: SIGTERM ignored, and a
+# real sleep of HUNG_SECONDS, past any test; `timeout` cannot end it either).
 fake_stat() {
   record "$@"
   local path=${*: -1} m
   for m in $HUNG_MOUNTS; do
     if [[ "${path#"$ROOTDIR"}" == "$m" ]]; then
-      [[ -n "${FAKE_UNDER_TIMEOUT:-}" ]] && exit 124
-      die "hangs: stat of $m called without timeout"
+      trap '' TERM INT HUP
+      exec /bin/sleep "${HUNG_SECONDS:-20}"
     fi
   done
   exec /usr/bin/stat "$@"

@@ -27,6 +27,7 @@ install_node_ready() {
     if ((${DEEP_CHECK:-0})); then
       printf 'DEEP_CHECK=1\n'
       printf 'DEEP_CHECK_PROGRAM=%q\n' "$FMCLUSTER_LIB/deep-check"
+      printf 'FMCLUSTER_LIB=%q\n' "$FMCLUSTER_LIB"
       printf 'DEEP_CHECK_SECONDS=%s\n' "$DEEP_CHECK_SECONDS"
       printf 'DEEP_DCGM_LEVEL=%s\n' "$DEEP_DCGM_LEVEL"
       printf 'DCGM_SECONDS=%s\n' "$DEEP_DCGM_SECONDS"

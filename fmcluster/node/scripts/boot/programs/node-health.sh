@@ -27,11 +27,17 @@
 #
 # `node-health --slurm`: what Slurm's HealthCheckProgram, or the timer fmcluster-node-health.timer,
 # runs: the checks (with --idle when Slurm says the node is IDLE), then
-# - a fault: the node is drained, reason "fmcluster-health: SLUG: TEXT" (`sinfo -R`), unless a
-#   person (or anything else) drained it with another reason: that drain is never touched;
+# - a fault: the node is drained, reason "fmcluster-health: SLUG: TEXT [i-...]" (`sinfo -R`; the
+#   instance the fault was found on, from its DMI board asset tag), unless a person (or anything
+#   else) drained it with another reason: that drain is never touched;
 # - healthy again after a drain of ours for a node-kind fault (a file system): resumed;
+# - healthy, drained by us on another instance (the reason names another instance id: AWS PCS
+#   replaced the instance under the same Slurm node name, and slurmctld keeps DRAIN and its reason
+#   across it, clearing them only on resume, power down or ResumeTimeout: Slurm, node_mgr.c):
+#   resumed, whatever the fault was (a reason without an id is taken as this instance's);
 # - drained by us for a hardware fault and no job left (IDLE+DRAIN, not MIXED/ALLOCATED+DRAIN,
-#   which is "draining"): with REPLACE=1, the replacement is requested once per fault.
+#   which is "draining"): with REPLACE=1, the replacement is requested once per fault and
+#   instance (a marker in STATE_DIR holding the instance id).
 # Every external command runs under `timeout`, so a hung file system or driver never hangs it
 # (slurmd kills a HealthCheckProgram after 60 s: the "slurm" runner's timeouts are shorter).
 # slurmd gives its HealthCheckProgram SLURMD_NODENAME and no other variable (no PATH, no
@@ -128,14 +134,34 @@ check_efa() {
 }
 
 # Each mount mounted, and answering `stat -f` in time (a hung Lustre or NFS server blocks it).
+# A stat blocked on a hung server sleeps uninterruptibly (D state): no signal ends it, so `timeout`
+# alone would wait for it, and this check with it. The stat runs in the background, polled with
+# builtins until T seconds passed (0.1 s steps for the first second, then 1 s); one still running
+# then is a fault, left behind and never waited for.
 check_mounts() {
-  local m rc
+  local m rc pid waited
   for m in $REQUIRED_MOUNTS; do
     if ! timeout "$T" mountpoint -q "$m"; then
       fault filesystem "$m is not mounted"
       continue
     fi
-    timeout "$T" stat -f "$ROOT$m" >/dev/null 2>&1
+    timeout "$T" stat -f "$ROOT$m" >/dev/null 2>&1 &
+    pid=$!
+    waited=0  # tenths of a second
+    while kill -0 "$pid" 2>/dev/null && ((waited < T * 10)); do
+      if ((waited < 10)); then
+        sleep 0.1
+        waited=$((waited + 1))
+      else
+        sleep 1
+        waited=$((waited + 10))
+      fi
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      fault filesystem "$m does not answer (stat -f: ${T}s)"
+      continue
+    fi
+    wait "$pid"
     rc=$?
     ((rc != 124)) || fault filesystem "$m does not answer (stat -f: ${T}s)"
     ((rc == 0 || rc == 124)) || fault filesystem "$m fails (stat -f: exit $rc)"
@@ -203,10 +229,18 @@ slurm_node() {
     if ($i == "NodeHostName=" h || index($i, "NodeHostName=" h ".") == 1) { print n; exit } } }'
 }
 
+# This instance's id: EC2 Nitro instances carry it as their DMI board asset tag (as node-ready and
+# deep-check read it); nothing when there is none.
+instance_id() {
+  local id=""
+  read -r id <"$ROOT/sys/devices/virtual/dmi/id/board_asset_tag" 2>/dev/null || true
+  [[ "$id" =~ ^i-[0-9a-f]+$ ]] && printf '%s\n' "$id"
+}
+
 field() { awk -v k="$1=" '{ for (i = 1; i <= NF; i++) if (index($i, k) == 1) { print substr($i, length(k) + 1); exit } }'; }
 
 slurm_mode() {
-  local node line state reason slug kind first rc=0 f
+  local node line state reason slug kind first rc=0 f id owner="" tag=""
   node=$(slurm_node)
   [[ -n "$node" ]] || { printf 'node-health: this host is no Slurm node\n' >&2; return 2; }
   line=$(scontrol -o show node "$node") || { printf 'node-health: scontrol cannot show %s\n' "$node" >&2; return 2; }
@@ -214,7 +248,13 @@ slurm_mode() {
   # "Reason=fmcluster-health: xid: XID 79 on PCI:0000:b9:00 [root@2026-01-01T00:00:00]": to the end.
   reason=""
   [[ "$line" != *" Reason="* ]] || reason=${line#* Reason=}
-  reason=${reason% \[*}
+  # (the trailing "[USER@TIME]" that scontrol adds only: our own "[i-...]" stays)
+  local by_whom='^(.*) \[[^] ]*@[^] ]*\]$' on_instance=' \[(i-[0-9a-f]+)\]$'
+  [[ ! "$reason" =~ $by_whom ]] || reason=${BASH_REMATCH[1]}
+  id=$(instance_id)
+  [[ -z "$id" ]] || tag=" [$id]"
+  # the instance our drain was set on: "fmcluster-health: SLUG: TEXT [i-...]" (none: an older reason)
+  [[ ! "$reason" =~ $on_instance ]] || owner=${BASH_REMATCH[1]}
   run_checks "$([[ "${state%%+*}" == IDLE ]] && echo 1 || echo 0)"
   ((${#FAULTS[@]} == 0)) || { printf '%s\n' "${FAULTS[@]}"; rc=1; }
   local ours=0 drained=0
@@ -227,7 +267,11 @@ slurm_mode() {
   if ((rc == 0)); then
     slug=${reason#"$REASON_PREFIX: "}
     slug=${slug%%:*}
-    if ((drained)) && [[ " $NODE_FAULTS " == *" $slug "* ]]; then
+    if ((drained)) && [[ -n "$owner" && -n "$id" && "$owner" != "$id" ]]; then
+      # drained on the instance this one replaced: its fault left with it
+      scontrol update nodename="$node" state=resume &&
+        printf 'node-health: %s resumed (drained on %s, now %s)\n' "$node" "$owner" "$id" >&2
+    elif ((drained)) && [[ " $NODE_FAULTS " == *" $slug "* ]]; then
       scontrol update nodename="$node" state=resume && printf 'node-health: %s resumed\n' "$node" >&2
     fi
     return 0
@@ -235,7 +279,8 @@ slurm_mode() {
   first=${FAULTS[0]}
   f="$REASON_PREFIX: ${first%% *}: ${first#* }"
   ((${#FAULTS[@]} == 1)) || f+=" (+$((${#FAULTS[@]} - 1)) more)"
-  f=${f:0:200}
+  # at most 200 characters, the instance id kept at the end
+  f="${f:0:$((200 - ${#tag}))}$tag"
   if [[ "$reason" != "$f" ]]; then
     scontrol update nodename="$node" state=drain reason="$f" && printf 'node-health: %s drained: %s\n' "$node" "$f" >&2
     drained=1
@@ -246,9 +291,12 @@ slurm_mode() {
     for f in "${FAULTS[@]}"; do
       kind=hardware
       [[ " $NODE_FAULTS " != *" ${f%% *} "* ]] || kind=node
-      [[ "$kind" == hardware && ! -e "$ROOT$STATE_DIR/replace-${f%% *}" ]] || continue
+      [[ "$kind" == hardware ]] || continue
+      # asked once per fault and instance: the marker holds the instance id (the root volume is
+      # the instance's own, but an image made from a node would carry it to others)
+      [[ "$(cat "$ROOT$STATE_DIR/replace-${f%% *}" 2>/dev/null)" != "${id:-unknown}" ]] || continue
       if timeout "$T" "$ROOT$FMCLUSTER_LIB/request-replacement" "${f%% *}" "${f#* }"; then
-        touch "$ROOT$STATE_DIR/replace-${f%% *}"
+        printf '%s\n' "${id:-unknown}" >"$ROOT$STATE_DIR/replace-${f%% *}"
       fi
     done
   fi

@@ -23,7 +23,10 @@
 #                       diagnostic and a node-local NCCL test) runs once per instance; its verdict is
 #                       kept in DEEP_CHECK_MARKER (the instance ID, then its reasons, one a line), so
 #                       a reboot reads it back and a new instance runs it again; a node that failed
-#                       it is never ready (a hardware fault: the node is replaced)
+#                       it is never ready (a hardware fault: the node is replaced). slurmd never
+#                       starts there, so the health check cannot ask for that: where the node has
+#                       FMCLUSTER_LIB/request-replacement, node-ready asks once per instance
+#                       (DEEP_CHECK_MARKER.replacement holds the instance id once the queue took it)
 # Exit status 0 when ready; 1 when not, with one line per reason on standard output, each
 # "SLUG TEXT" (SLUG: a Kubernetes label value such as gpus-7-of-8).
 #
@@ -121,6 +124,25 @@ deep_check() {
   mapfile -t -O "${#REASONS[@]}" REASONS < <(printf '%s' "${out:+$out$'\n'}")
 }
 
+# deep_check_replacement: a node that failed its deep check asks the cluster's node replacer for a
+# new instance (FMCLUSTER_LIB/request-replacement SLUG TEXT, the first deep-check reason), once per
+# instance; a request the queue did not take is asked again at the next run (slurmd's gate). Bounded
+# by REPLACEMENT_SECONDS (the request retries on its own: 3 attempts, 10 s apart), inside the 60 s
+# slurmd's TimeoutStartSec keeps beyond the readiness wait and the deep check.
+deep_check_replacement() {
+  local lib=${FMCLUSTER_LIB:-${DEEP_CHECK_PROGRAM%/*}} marker="$ROOT$DEEP_CHECK_MARKER.replacement" id line
+  [[ -x "$ROOT$lib/request-replacement" ]] || return 0
+  line=$(grep -m 1 '^deep-' <<<"$(printf '%s\n' "${REASONS[@]}")") || return 0
+  id=$(instance_id)
+  [[ ! -f "$marker" || "$(head -n 1 "$marker")" != "$id" ]] || return 0
+  if timeout "${REPLACEMENT_SECONDS:-45}" "$ROOT$lib/request-replacement" "${line%% *}" "${line#* }"; then
+    printf '%s\n' "$id" >"$marker"
+    printf 'fmcluster-node-ready: replacement requested: %s\n' "$line" >&2
+  else
+    printf 'fmcluster-node-ready: the replacement request failed: asked again at the next run\n' >&2
+  fi
+}
+
 write_metric() {
   local ready=$1 reason=$2 dir="$ROOT$TEXTFILE_DIR"
   mkdir -p "$dir"
@@ -144,6 +166,7 @@ main() {
   done
   if ((${#REASONS[@]} == 0 && ${DEEP_CHECK:-0})); then
     deep_check
+    ((${#REASONS[@]} == 0)) || deep_check_replacement
   fi
   if ((${#REASONS[@]} == 0)); then
     write_metric 1 ""
