@@ -837,6 +837,36 @@ def home_notes(old: ClusterSpec, new: ClusterSpec) -> list[str]:
                                     keep="have no /home of it" if added else "keep the home they mounted")]
 
 
+# What changing the node health settings does on each control plane (fmcluster.facts.health): the
+# settings its node scripts carry, and what a change of them does to the nodes.
+HEALTH_ON_NODES = {
+    "pcs": (("check_minutes", "replace", "deep_check"),
+            "the GPU nodes' lifecycle scripts change, and AWS PCS drains and replaces the nodes of those groups "
+            "(each once its jobs have ended)"),
+    "hyperpod-slurm": (("check_minutes", "replace", "deep_check"),
+                       "nodes take the new settings when they are next set up (a replacement, a new node); running "
+                       "nodes keep the old ones"),
+    # the check's period is in the GPU groups' user data where the nodes run it (observability on)
+    "eks": (("check_minutes",), "the GPU node groups' launch templates change, and EKS rolls their nodes "
+                                "(within their pod disruption budgets)"),
+}
+
+
+def health_notes(old: ClusterSpec, new: ClusterSpec) -> list[str]:
+    """A note where the update changes what the nodes' scripts carry for their health (the check's
+    period, replacement, the deep check): what that does to the nodes of the control plane. The
+    limits of the replacer and of EKS node repair change in place."""
+    plane = new.orchestrator.type
+    if plane not in HEALTH_ON_NODES or old.orchestrator.type != plane:
+        return []
+    fields, what = HEALTH_ON_NODES[plane]
+    if plane == "eks" and not (new.observability.prometheus or new.observability.grafana):
+        return []
+    changed = [f"health.{name} {getattr(old.health, name)} -> {getattr(new.health, name)}"
+               for name in fields if getattr(old.health, name) != getattr(new.health, name)]
+    return [f"{', '.join(changed)}: {what}"] if changed else []
+
+
 def new_cluster(changes: list[str], old: ClusterSpec, old_templates: Templates) -> NewCluster:
     """The old cluster that a change of identity leaves behind: its stacks and what holds data in them."""
     keys = data_keys(old_templates)
@@ -894,6 +924,7 @@ def run(old: ClusterSpec, new: ClusterSpec, allow_data_loss: bool = False, names
         report.rolls = image_rolls(resolved, report, old_templates, new_templates)
         report.teams = team_changes(model.resolve(old).teams, resolved.teams)
         report.notes.extend(home_notes(old, new))
+        report.notes.extend(health_notes(old, new))
     if bool(old.account) != bool(new.account) and not changes:
         given, spec = (old, "OLD") if old.account else (new, "NEW")
         report.notes.append(f"only {spec} names an account ({given.account}); the other deploys to the account of "

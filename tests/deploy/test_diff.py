@@ -871,3 +871,21 @@ def test_hyperpod_accounting_database_cannot_be_removed():
     assert mode.action == diff.FAILS
     on = changes(diff.compare(cluster(False, "Continuous"), cluster(True, "Continuous"), "us-east-1"))["Cluster"]
     assert on.action != diff.FAILS
+
+
+def test_a_change_of_node_health_says_what_it_does_to_the_nodes():
+    """On AWS PCS the GPU nodes' lifecycle scripts change, and PCS replaces those nodes: said."""
+    from tests.support.specs import base_spec, on, validated, with_
+
+    old = validated(base_spec())
+    new = validated(with_(base_spec(), "health.check_minutes", 10))
+    (note,) = diff.health_notes(old, new)
+    assert note.startswith("health.check_minutes 5 -> 10: ") and "AWS PCS drains and replaces" in note
+    assert diff.health_notes(old, validated(with_(base_spec(), "health.max_replacing", 5))) == []  # in place
+    eks = on("eks")
+    assert diff.health_notes(validated(eks), validated(with_(eks, "health.deep_check", False))) == []
+    (note,) = diff.health_notes(validated(eks), validated(with_(eks, "health.check_minutes", 15)))
+    assert "EKS rolls their nodes" in note
+    hyperpod = on("hyperpod-slurm")
+    (note,) = diff.health_notes(validated(hyperpod), validated(with_(hyperpod, "health.replace", False)))
+    assert "when they are next set up" in note

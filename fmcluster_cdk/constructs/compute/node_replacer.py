@@ -42,13 +42,14 @@ def ledger_parameter(cluster_name: str) -> str:
 
 class NodeReplacer(Construct):
     """Replaces the nodes of one Slurm cluster that its node health check drained for a hardware
-    fault. Nodes send requests to the queue (``grant_send``); the function, every `every_minutes`,
-    one run at a time, checks each request's instance is the cluster's, keeps a node whose Capacity
-    Block (HyperPod: training plan) ends within `block_guard_minutes`, defers while
-    `max_replacing` replacements started within `window_minutes` (a ledger in an SSM parameter), and
-    otherwise replaces it: AWS PCS by terminating the instance (its node group launches another),
-    SageMaker HyperPod by BatchReplaceClusterNodes. Each decision is a JSON line in the function's
-    log group, kept one year, and each replacement the metric NodesReplaced (namespace fmcluster). The function
+    fault. Nodes send requests to the queue (``grant_send``); the function, every `every_minutes`
+    (its runs never overlap: a minute at most, never retried), checks each request's instance is the
+    cluster's, keeps a node whose Capacity Block (HyperPod: training plan) ends within
+    `block_guard_minutes`, defers while `max_replacing` replacements started within
+    `window_minutes` (a ledger in an SSM parameter), and otherwise replaces it: AWS PCS by
+    terminating the instance (its node group launches another), SageMaker HyperPod by
+    BatchReplaceClusterNodes. Each decision is a JSON line in the function's log group, kept one
+    year, and each replacement the metric NodesReplaced (namespace fmcluster). The function
     (Python 3.14, 1 minute, 128 MB) may only: take and delete the queue's messages, describe EC2
     instances and Capacity Reservations, terminate instances tagged with the cluster, list and
     replace the HyperPod cluster's nodes, read the groups' training plans, keep the ledger and put
@@ -115,7 +116,6 @@ class NodeReplacer(Construct):
         self.function = lambda_.Function(
             self, "Handler", runtime=lambda_.Runtime.PYTHON_3_14, handler="index.handler",
             code=handler_code(HANDLER), timeout=cdk.Duration.minutes(1), memory_size=128, log_group=self.log_group,
-            reserved_concurrent_executions=1,  # one run at a time: the ledger is read, then written
             description=f"replaces the nodes of {cluster_name} drained for a hardware fault",
             environment={"CLUSTER": cluster_name, "PLANE": plane, "QUEUE_URL": self.queue.queue_url,
                          "LEDGER_PARAMETER": ledger_parameter(cluster_name), "MAX_REPLACING": str(max_replacing),

@@ -3,8 +3,8 @@
 fmcluster/node/scripts/boot/programs/request-replacement.sh).
 
 A node whose jobs have ended asks, with one SQS message {cluster, node, instance_id, fault, text,
-at}; this function, run by EventBridge every few minutes (one at a time: reserved concurrency 1),
-decides for each request and acts:
+at}; this function, run by EventBridge every few minutes (its runs never overlap: a minute at most,
+never retried), decides for each request and acts:
 
 - refused: the message is not one, names another cluster, or the instance is not one of the
   cluster's (EC2: tag fmcluster:cluster=CLUSTER and running; HyperPod: ListClusterNodes);
