@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster.model import cluster as cluster_model
+from fmcluster.model import expected
 from fmcluster.spec import loader
 from tests.support.paths import EXAMPLES_DIR, ROOT, SUPPORT
 from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
@@ -188,16 +189,6 @@ def ran(request, tmp_path_factory, pyxis_standin, node_paths):
                             env={"STANDIN_BUSBW_NODE": node, "STANDIN_BUSBW_NODES": nodes})
 
 
-def judged_rows(report) -> list[dict]:
-    """Every judged row of verify's JSON report, wherever it nests them."""
-    if isinstance(report, dict):
-        own = [report] if {"test", "node", "verdict"} <= report.keys() else []
-        return own + [row for value in report.values() for row in judged_rows(value)]
-    if isinstance(report, list):
-        return [row for value in report for row in judged_rows(value)]
-    return []
-
-
 def test_every_job_of_the_kit_completes_and_verify_passes(ran):
     """Every job completed on every node; verify judged every test of every group, and nothing
     failed or went unread: NCCL inside each node and across all, DCGM, fio, the smoke test (fio's
@@ -205,17 +196,23 @@ def test_every_job_of_the_kit_completes_and_verify_passes(ran):
     example, (resolved, kit_dir, _, _, members) = ran
     result = verify(example, kit_dir)
     text = result.stdout
-    rows = judged_rows(json.loads(text))
+    report = json.loads(text)
+    rows = {(group, row["test"], row["node"]): row for group, judged in report["groups"].items()
+            for row in judged["results"]}
     # fio's /fsx total is this machine's one disk, shared by every slurmd, held against the
     # file system's figure: it is judged (measured, against the model's figure), but its verdict
     # is the test machine's, not the kit's, and is left out of the verdict here
-    disk = [row for row in rows if row["test"].startswith("fio-fsx-") and row["node"] == "all"]
-    assert disk and all(row["measured"] and row["pass_at"] for row in disk), disk
-    failed = [row for row in rows if row["verdict"] == "FAIL" and row not in disk]
+    figures = expected.expectations(resolved)
+    disk = [key for key in rows if key[1].startswith("fio-fsx-") and key[2] == "all"]
+    assert disk, sorted(rows)
+    for group, test, node in disk:
+        row = rows[group, test, node]
+        assert row["measured"] and row["pass_at"] == figures[group]["fio-fsx"].pass_at, row
+    failed = [row for key, row in rows.items() if row["verdict"] == "FAIL" and key not in disk]
     assert not failed, failed
-    assert result.returncode == (1 if any(row["verdict"] == "FAIL" for row in disk) else 0), result.stderr
+    assert result.returncode == (1 if any(rows[key]["verdict"] == "FAIL" for key in disk) else 0), result.stderr
     # only the kit's expected.json (submit-all.sh copies it into results/: the groups to expect) is no result
-    assert [Path(entry["file"]).name for entry in json.loads(text)["not_judged"]] == ["expected.json"]
+    assert [Path(entry["file"]).name for entry in report["not_judged"]] == ["expected.json"]
     for test in ("nccl-all_reduce-node", "nccl-all_reduce-nodes", "nccl-all_gather-nodes",
                  "nccl-reduce_scatter-nodes", "dcgm", "fio-fsx-write", "smoke"):
         assert f'"test": "{test}"' in text, test
