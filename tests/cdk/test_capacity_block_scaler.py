@@ -13,6 +13,7 @@ import pytest
 from botocore.stub import Stubber
 
 from fmcluster_cdk.constructs.compute import capacity_blocks
+from tests.support.clock import frozen_at
 
 spec = importlib.util.spec_from_file_location("capacity_block_scaler", capacity_blocks.HANDLER / "index.py")
 handler = importlib.util.module_from_spec(spec)
@@ -154,6 +155,7 @@ def test_the_handler_says_what_ran_it(clients, monkeypatch, capsys):
     made, stubs = clients
     for key, value in ENV.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setattr(handler, "datetime", frozen_at(NOW))  # the handler reads the clock
     no_hold(stubs)
     block_is(stubs, [block("active")])
     desired_is(stubs, 8)

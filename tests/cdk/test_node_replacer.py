@@ -17,6 +17,7 @@ from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
 from fmcluster_cdk.constructs.compute import node_replacer
+from tests.support.clock import frozen_at
 
 spec = importlib.util.spec_from_file_location("node_replacer_handler", node_replacer.HANDLER / "index.py")
 handler = importlib.util.module_from_spec(spec)
@@ -157,6 +158,7 @@ def test_every_decision_is_one_json_line_in_the_log(aws, monkeypatch, capsys):
     ask(made["sqs"], queue_url, instance, fault="ecc", text="uncorrectable ECC errors on GPU 1")
     for key, value in environment(queue_url).items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setattr(handler, "datetime", frozen_at(NOW))  # the handler reads the clock
     result = handler.handler({"detail-type": "Scheduled Event"}, None, clients=made)
     assert result == {"decisions": 1, "replaced": 1}
     [line] = capsys.readouterr().out.splitlines()
@@ -166,7 +168,7 @@ def test_every_decision_is_one_json_line_in_the_log(aws, monkeypatch, capsys):
         "record": "node-replacement", "cluster": CLUSTER, "node": "ip-10-1-0-42", "instance": instance,
         "fault": "ecc", "text": "uncorrectable ECC errors on GPU 1", "requested_at": "2026-12-01T11:58:00Z",
         "action": "replaced"}
-    assert datetime.fromisoformat(record["decided_at"]).tzinfo is not None
+    assert record["decided_at"] == "2026-12-01T12:00:00+00:00"  # the handler's clock, in UTC
 
 
 # --- Capacity Blocks (EC2's answers in their model's shapes: moto has no Capacity Reservations) ----

@@ -7,7 +7,6 @@ a mount hides the mount point's own files until it is unmounted, as the kernel's
 from __future__ import annotations
 
 import shutil
-import time
 
 from fmcluster.facts import node as node_facts
 from fmcluster.node import actions, bootstrap, lifecycle
@@ -272,10 +271,11 @@ def test_partial_copies_older_than_this_boot_are_removed(tmp_path):
         return node, node.run(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS,
                                                     home=HOME))
 
-    kept, result = boot_second("booted-before", int(time.time()) - 3600)
+    changed = int(stale.stat().st_ctime)  # what the script compares with the boot time (find -newerct)
+    kept, result = boot_second("booted-before", changed - 3600)
     assert result.returncode == 0, result.stderr
     assert (kept.root / "home" / stale.name).is_dir()  # newer than that boot: maybe under way
-    removed, result = boot_second("booted-after", int(time.time()) + 3600)
+    removed, result = boot_second("booted-after", changed + 3600)
     assert result.returncode == 0, result.stderr
     assert not [p for p in (removed.root / "home").iterdir() if p.name.startswith(".")]
     assert f"removed {stale.name}, a partial copy older than this boot" in result.stderr

@@ -42,7 +42,10 @@ record() {
     arg=${arg//"$ROOTDIR"/}
     line+="${US}${arg//$'\n'/\\n}"
   done
-  printf '%s\n' "$line" >>"$STATE/calls"
+  # Under the log's lock (tests/support/sandbox.py reads it under the same lock): a fake left
+  # running in the background (a stat stuck on a hung mount) may write while the test reads,
+  # and a line longer than the shell's output buffer takes more than one write.
+  { flock 9 && printf '%s\n' "$line" >>"$STATE/calls"; } 9>>"$STATE/calls.lock"
 }
 
 # Events due by the clock, each once.
@@ -61,7 +64,10 @@ tick() {
 advance() {
   local t
   t=$(($(now) + $1))
-  printf '%s\n' "$t" >"$STATE/clock"
+  # Replaced whole (a rename), never truncated and rewritten: a fake running beside this one
+  # reads the old time or the new, never an empty file.
+  printf '%s\n' "$t" >"$STATE/clock.$$"
+  mv -f "$STATE/clock.$$" "$STATE/clock"
   tick "$t"
 }
 
