@@ -28,3 +28,12 @@ os.environ.setdefault("CDK_VALIDATION", "false")
 _first = [str(Path(sys.executable).parent), str(ROOT / "node_modules" / ".bin")]
 os.environ["PATH"] = os.pathsep.join(
     _first + [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p not in _first])
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory, worker_id):
+    """The examples' cloud assemblies and cfn-lint verdicts, made once a run for every worker
+    (tests/support/corpus.py)."""
+    from tests.support.corpus import Corpus, shared_root
+
+    return Corpus(shared_root(tmp_path_factory, worker_id))

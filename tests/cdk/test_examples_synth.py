@@ -23,12 +23,10 @@ def stack_templates(outdir: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module", params=EXAMPLES)
-def assembly(request, tmp_path_factory):
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    result = fmcluster_synth(request.param, outdir)
-    assert result.returncode == 0, result.stderr
-    assert "Traceback" not in result.stderr
-    return request.param, outdir
+def assembly(request, corpus):
+    """The example's assembly, as the run's corpus holds it (synthesized once, the user's way:
+    test_the_corpus_is_what_fmcluster_synth_writes)."""
+    return request.param, corpus.assembly(request.param)
 
 
 def stack_suffixes(spec) -> tuple[str, ...]:
@@ -100,13 +98,11 @@ def test_every_user_data_keeps_room_under_the_ec2_limit(assembly):
                 assert deployed_size(user_data) <= USER_DATA_BUDGET, (path.name, lid, deployed_size(user_data))
 
 
-def test_cfn_lint_clean(assembly):
-    from cfnlint.api import lint_file
-
+def test_cfn_lint_clean(assembly, corpus):
     _, outdir = assembly
     for path in sorted(outdir.glob("*.template.json")):
-        errors = [m for m in lint_file(path) if m.rule.id.startswith("E")]
-        assert not errors, f"{path.name}: " + "; ".join(str(m) for m in errors)
+        errors = corpus.lint_errors(path)
+        assert not errors, f"{path.name}: " + "; ".join(errors)
 
 
 def test_every_kubernetes_example_runs_the_kits_operators(assembly):
@@ -379,11 +375,14 @@ def test_storage_is_retained_and_protected(assembly):
     assert props[0].get("terminationProtection") is True
 
 
-def test_synthesis_is_deterministic(tmp_path):
-    first, second = tmp_path / "a", tmp_path / "b"
-    assert fmcluster_synth(EXAMPLES[0], first).returncode == 0
-    assert fmcluster_synth(EXAMPLES[0], second).returncode == 0
-    assert templates(first) == templates(second)
+def test_the_corpus_is_what_fmcluster_synth_writes(corpus, tmp_path):
+    """Synthesis is deterministic, and the run's corpus (tests/support/corpus.py: synthesized once,
+    with cdk-nag on) holds what a user's `fmcluster synth` writes: every template, byte for byte.
+    (tests/project/test_wheel.py holds every example's corpus assembly to the installed wheel's.)"""
+    result = fmcluster_synth(EXAMPLES[0], tmp_path / "cdk.out")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert templates(tmp_path / "cdk.out") == templates(corpus.assembly(EXAMPLES[0]))
 
 
 def test_invalid_spec_writes_nothing(tmp_path):
@@ -416,17 +415,17 @@ def test_a_synthesis_that_fails_leaves_nothing_in_a_new_output_directory(tmp_pat
 
 
 @pytest.mark.skipif(not (ROOT / "node_modules/.bin/cdk").exists(), reason="CDK CLI not installed (make install)")
-def test_cdk_cli_synth_without_credentials_matches_fmcluster_synth(tmp_path):
+def test_cdk_cli_synth_without_credentials_matches_fmcluster_synth(tmp_path, corpus):
     """`cdk synth -c spec=...` needs no credentials and no lookups, and gives the same templates."""
     env = dict(CLEAN_ENV, PATH=f"{Path(sys.executable).parent}{os.pathsep}{CLEAN_ENV['PATH']}",
                CDK_DISABLE_VERSION_CHECK="true", CDK_DISABLE_CLI_TELEMETRY="true")
-    cli_out, own_out = tmp_path / "cli", tmp_path / "own"
+    cli_out = tmp_path / "cli"
     result = subprocess.run([str(ROOT / "node_modules/.bin/cdk"), "synth", "-q", "-c", f"spec={EXAMPLES[0]}",
                              "-o", str(cli_out)], cwd=ROOT, env=env, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert not (ROOT / "cdk.context.json").exists(), "synthesis must not look anything up"
-    assert fmcluster_synth(EXAMPLES[0], own_out).returncode == 0
-    assert templates(cli_out) == templates(own_out)
+    # `fmcluster synth`'s templates: test_the_corpus_is_what_fmcluster_synth_writes holds them to the corpus
+    assert templates(cli_out) == templates(corpus.assembly(EXAMPLES[0]))
 
 
 def test_both_entry_paths_refuse_two_clusters_of_one_name(tmp_path):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -41,16 +42,21 @@ def scanner(name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def outdir(tmp_path_factory) -> Path:
-    """Every example in one assembly (one run of the app), and the pipeline's in another."""
+def outdir(tmp_path_factory, corpus) -> Path:
+    """Every example's templates in one folder (each from the run's corpus; the stack names of the
+    examples differ), and the pipeline's assembly in another."""
     out = tmp_path_factory.mktemp("scan")
     from fmcluster.deploy.synth import run_app
 
+    (out / "examples").mkdir()
+    for example in EXAMPLES:
+        for template in corpus.assembly(example).glob("*.template.json"):
+            assert not (out / "examples" / template.name).exists(), template.name
+            shutil.copyfile(template, out / "examples" / template.name)
     env_before = dict(os.environ)
     try:
         os.environ.clear()
         os.environ.update(CLEAN_ENV)
-        assert run_app({"spec": ",".join(EXAMPLES)}, str(out / "examples")) == 0
         assert run_app({"pipeline": PIPELINE_FILE}, str(out / "pipeline")) == 0
     finally:
         os.environ.clear()

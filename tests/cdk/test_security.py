@@ -2,7 +2,8 @@
 variants that turn on what no example does (storage.kms and Grafana, on both HyperPod planes):
 
 - cdk-nag AwsSolutions leaves no unsuppressed error or warning (fmcluster_cdk/nag.py), run the way a
-  user runs it (`-c nag=true` through fmcluster_cdk/stacks/app.py build());
+  user runs it (`-c nag=true` through fmcluster_cdk/stacks/app.py build()), read from the cloud assembly
+  of the run's corpus (tests/support/corpus.py);
 - the IAM walk (tests/support/security.py): no wildcard resource outside the allow-list, every S3
   permission on the cluster's own buckets;
 - the resource-type linter (tests/support/iam_lint.py): every action in the Service Authorization
@@ -33,50 +34,72 @@ SSM_CORE = ":iam::aws:policy/AmazonSSMManagedInstanceCore"
 ANYWHERE = {"0.0.0.0/0", "::/0"}
 
 
-def load(case: str) -> ClusterSpec:
+def load(case: str) -> tuple[ClusterSpec, str | None]:
+    """The spec of a case, and its text when it is a variant (None for an example as it is)."""
     path, _, edits = case.partition("+")
     if not edits:
-        return loader.load(ROOT / path).spec
+        return loader.load(ROOT / path).spec, None
     data = yaml.safe_load((ROOT / path).read_text())
     data["storage"]["kms"] = True
     data.setdefault("observability", {})["grafana"] = True
-    result = loader.load_text(yaml.safe_dump(data, sort_keys=False), case)
+    text = yaml.safe_dump(data, sort_keys=False)
+    result = loader.load_text(text, case)
     assert result.ok, [d.format() for d in result.diagnostics]
-    return result.spec
+    return result.spec, text
 
 
 @dataclass
 class Synth:
     case: str
     spec: ClusterSpec
-    stacks: list  # the top-level cdk.Stack objects
     templates: dict[str, dict]  # file name -> template, *.nested.template.json included
-    acknowledged: set[str]  # finding ids acknowledged by a suppression
+    findings: dict[str, list[str]]  # "error"/"warning" -> "PATH: AwsSolutions-ID: ..." left unsuppressed
+    acknowledged_at: set[tuple[str, str]]  # (finding id, construct path) acknowledged by a suppression
+
+    @property
+    def acknowledged(self) -> set[str]:
+        return {rule for rule, _ in self.acknowledged_at}
 
 
-_USED: dict[str, set[int]] = {}  # case -> ids of the suppressions it used (for the staleness test)
+def stack_metadata(outdir) -> list[tuple[str, dict]]:
+    """(construct path, metadata entry) of every stack of the assembly, its nested stacks' constructs
+    included (as `cdk synth` writes them: the manifest, or the stack's additional metadata file)."""
+    manifest = json.loads((outdir / "manifest.json").read_text())
+    found = []
+    for artifact in manifest["artifacts"].values():
+        if artifact["type"] != "aws:cloudformation:stack":
+            continue
+        entries = dict(artifact.get("metadata", {}))
+        if artifact.get("additionalMetadataFile"):
+            entries.update(json.loads((outdir / artifact["additionalMetadataFile"]).read_text()))
+        found += [(path.lstrip("/"), entry) for path, items in entries.items() for entry in items]
+    return found
+
+
+_SYNTHS: dict[str, Synth] = {}
+
+
+def synthesized(corpus, case: str) -> Synth:
+    """The case as cdk-nag saw it (`-c nag=true`, the corpus's context): its templates, the findings
+    it left and the ones a suppression acknowledged, read from the cloud assembly."""
+    if case not in _SYNTHS:
+        spec, text = load(case)
+        outdir = corpus.assembly(case, text=text) if text is not None else corpus.assembly(case)
+        metadata = stack_metadata(outdir)
+        findings = {level: [f"{path}: {entry['data']}" for path, entry in metadata
+                            if entry["type"] == f"aws:cdk:{level}" and str(entry["data"]).startswith(f"{nag.PACK}-")]
+                    for level in ("error", "warning")}
+        # (finding, construct path): one finding id is acknowledged on many constructs
+        acknowledged = {(re.sub(r"^annotation::", "", key, flags=re.I), path) for path, entry in metadata
+                        if entry["type"] == "aws:cdk:acknowledged-rules" for key in entry["data"] if nag.PACK in key}
+        templates = {p.name: json.loads(p.read_text()) for p in sorted(outdir.glob("*.template.json"))}
+        _SYNTHS[case] = Synth(case, spec, templates, findings, acknowledged)
+    return _SYNTHS[case]
 
 
 @pytest.fixture(scope="module", params=CASES)
-def synth(request, tmp_path_factory) -> Synth:
-    import aws_cdk as cdk
-
-    from fmcluster.deploy.synth import app_context, cdk_json
-    from fmcluster_cdk.synthesis import build_app
-
-    spec = load(request.param)
-    outdir = tmp_path_factory.mktemp("security")
-    app = build_app([spec], str(outdir), {**app_context(cdk_json(ROOT)), nag.CONTEXT_KEY: "true"})
-    app.synth()
-    stacks = [c for c in app.node.children if isinstance(c, cdk.Stack)]
-    # (finding, construct path): one finding id is acknowledged on many constructs
-    acknowledged = {(re.sub(r"^annotation::", "", key, flags=re.I), c.node.path)
-                    for c in app.node.find_all() for m in c.node.metadata
-                    if m.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
-                    for key in (m.data or {}) if nag.PACK in key}
-    _USED[request.param] = {id(s) for rule, path in acknowledged for s in [nag.suppression_for(rule, path)] if s}
-    templates = {p.name: json.loads(p.read_text()) for p in sorted(outdir.glob("*.template.json"))}
-    return Synth(request.param, spec, stacks, templates, {rule for rule, _ in acknowledged})
+def synth(request, corpus) -> Synth:
+    return synthesized(corpus, request.param)
 
 
 def resources(synth: Synth, kind: str):
@@ -91,12 +114,7 @@ def resources(synth: Synth, kind: str):
 
 @pytest.mark.parametrize("level", ["error", "warning"])
 def test_nag_leaves_no_unsuppressed_finding(synth, level):
-    from aws_cdk.assertions import Annotations, Match
-
-    messages = []
-    for stack in synth.stacks:
-        found = getattr(Annotations.from_stack(stack), f"find_{level}")("*", Match.string_like_regexp("^AwsSolutions-"))
-        messages += [f"{m.id}: {m.entry.data}" for m in found]
+    messages = synth.findings[level]
     assert not messages, "\n".join(messages)
 
 
@@ -112,12 +130,10 @@ def test_nested_stacks_are_checked(synth):
     assert nag.suppression_for(nag.SUPPRESSIONS[1].rule, "pipeline/Stage/x-cluster/NodeRole/Role/Resource")
 
 
-def test_every_suppression_is_used():
-    """A suppression no example needs any more is stale: remove it. (Needs every case of the module
-    in this process; under pytest-xdist a worker may see only some.)"""
-    if set(_USED) != set(CASES):
-        pytest.skip("not every case was synthesized in this process")
-    used = set().union(*_USED.values())
+def test_every_suppression_is_used(corpus):
+    """A suppression no case needs any more is stale: remove it."""
+    used = {id(s) for case in CASES for rule, path in synthesized(corpus, case).acknowledged_at
+            for s in [nag.suppression_for(rule, path)] if s}
     assert [(s.rule, s.paths) for s in nag.SUPPRESSIONS if id(s) not in used] == []
 
 
@@ -265,9 +281,6 @@ def test_fsx_key_statement_is_pinned(synth):
 
 # --- resource types (tests/support/iam_lint.py) -------------------------------------------------------
 
-_GAPS_USED: dict[str, set] = {}  # case -> the KNOWN_GAPS entries it needs (for the staleness test)
-
-
 def stacks_of(templates: dict[str, dict]) -> dict[str, dict]:
     """Stack name -> template, for Fn::GetStackOutput (a top-level template is NAME.template.json)."""
     return {name.removesuffix(".template.json"): t for name, t in templates.items()
@@ -279,16 +292,15 @@ def test_resource_types(synth):
     is named, actions without resource types on "*" (see tests/support/iam_lint.py)."""
     stacks = stacks_of(synth.templates)
     found = [f"{name}: {f}" for name, template in synth.templates.items() for f in iam_lint.findings(template, stacks)]
-    _GAPS_USED[synth.case] = iam_lint.used_gaps(synth.templates, stacks)
     assert not found, "\n".join(found)
 
 
-def test_every_known_gap_is_used():
-    """A KNOWN_GAPS entry that no example needs any more is stale: remove it. (Needs every case of
-    the module in this process, as test_every_suppression_is_used.)"""
-    if set(_GAPS_USED) != set(CASES):
-        pytest.skip("not every case was synthesized in this process")
-    used = set().union(*_GAPS_USED.values())
+def test_every_known_gap_is_used(corpus):
+    """A KNOWN_GAPS entry that no case needs any more is stale: remove it."""
+    used = set()
+    for case in CASES:
+        templates = synthesized(corpus, case).templates
+        used |= iam_lint.used_gaps(templates, stacks_of(templates))
     assert [g for g in iam_lint.KNOWN_GAPS if g not in used] == []
 
 

@@ -162,20 +162,16 @@ def record_outputs(stack: dict, outputs: dict[tuple[str, str], str]) -> None:
 
 
 @pytest.fixture(scope="module", params=EXAMPLES)
-def deployed(request, tmp_path_factory, monkeypatch_module):
-    """Synthesize the example in-process and deploy its stacks into moto, network first."""
+def deployed(request, corpus, monkeypatch_module):
+    """Deploy the example's stacks (its assembly in the run's corpus) into moto, network first."""
     import boto3
     from moto import mock_aws
 
     from fmcluster.deploy import assembly
-    from fmcluster.deploy.synth import app_context, cdk_json
     from fmcluster.spec import loader
-    from fmcluster_cdk.synthesis import build_app
 
     spec = loader.load(ROOT / request.param).spec
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    build_app([spec], str(outdir), app_context(cdk_json(ROOT))).synth()
-    loaded = assembly.load(outdir)
+    loaded = assembly.load(corpus.assembly(request.param))
     templates = {name: t.body for name, t in loaded.items()}  # nested stacks as PARENT/ID
     for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
                        ("AWS_SESSION_TOKEN", "testing"), ("AWS_DEFAULT_REGION", REGION)):
