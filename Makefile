@@ -6,6 +6,7 @@
 #                   of the project (or its wheel) gives the runtime alone and its `fmcluster` command
 #   make synth      cdk synth (app and default spec come from cdk.json) into cdk.out/
 #   make test       pytest, in parallel (pytest-xdist); `make tools` first
+#   make test-fast  the tests that need no CDK synthesis, Slurm, sandbox or build (about a minute)
 #   make bench      the speed targets of issue 9 (validate, synth, fresh-clone make test); BENCH=--quick skips the last
 #   make tools      test tools from Debian (promtool, shellcheck, Slurm, munge, gcc, fio, ...) as root when missing
 #   make lock       regenerate requirements.txt (the runtime and every extra) and requirements-scan.txt (pins
@@ -62,7 +63,7 @@ VENV_STAMP := $(VENV)/.installed
 SCAN_STAMP := $(SCAN_VENV)/.installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: install synth test bench bytecode tools lock clean distclean
+.PHONY: install synth test test-fast bench bytecode tools lock clean distclean
 
 install: $(VENV_STAMP) $(SCAN_STAMP) $(NODE_STAMP) $(VENV)/bin/node
 
@@ -132,10 +133,20 @@ synth: install
 	@$(VPY) -m fmcluster synth --assembly cdk.out
 	@echo "Templates of $(SPEC) written to cdk.out/.$(if $(findstring examples/,$(SPEC)), The examples are for reading: deploy a spec of your own (npx cdk deploy --all -c spec=FILE).)"
 
-# --dist loadscope: each test module runs whole on one worker, so a module's synthesized
-# assembly (a module-scoped fixture) is made once, not once per worker that runs its tests.
+# --dist worksteal: each worker starts on its own half of the tests and takes tests from the
+# other's queue when it runs dry, so the two cores stay busy to the end. What several modules
+# read is made once a run whichever worker asks first: the examples' assemblies and cfn-lint's
+# verdicts (tests/support/corpus.py). PYTHONDONTWRITEBYTECODE is cleared for pytest alone, so
+# that its rewritten test modules are compiled once, not again in every worker of every run.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(VPY) -m pytest -q -n auto --dist worksteal
 test: install tools bytecode
-	$(VPY) -m pytest -q -n auto --dist loadscope
+	$(PYTEST)
+
+# The lane to run between commits (about a minute): every test but those that synthesize with
+# the CDK, run a real Slurm, run node scripts in the sandbox or build the whole project (the
+# markers tests/conftest.py sets from what each module uses). `make test` runs them all.
+test-fast: install bytecode
+	$(PYTEST) -m "not slow"
 
 # Prints every target with its figure and exits 1 when one is missed; writes bench/results/.
 bench: install bytecode

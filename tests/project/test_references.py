@@ -7,12 +7,15 @@ of the repository written there (fmcluster/GROUP/NAME.py, tests/GROUP/test_NAME.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import io
 import re
 import tokenize
 from pathlib import Path
 from typing import Any, Iterator
+
+import pytest
 
 from tests.support.paths import ROOT
 
@@ -55,16 +58,22 @@ def pattern_path(name: str) -> bool:
     return any(re.search(r"(^|_)[A-Z]{2,}\b", part) for part in name.split("/"))
 
 
+@functools.cache
+def written() -> tuple[tuple[str, int, str], ...]:
+    """(file, line, text) of all the prose checked, read once a run (when a test asks, not when
+    pytest collects the module: every worker collects it)."""
+    return tuple((str(path.relative_to(ROOT)), line, text) for path in PYTHON + MARKDOWN + TEXT
+                 for line, text in prose(path))
+
+
 def references(pattern: re.Pattern[str]) -> dict[tuple[str, str], list[int]]:
     """(file, reference) -> the lines it is written on (a docstring's: its first line)."""
     found: dict[tuple[str, str], list[int]] = {}
-    for path in PYTHON + MARKDOWN + TEXT:
-        relative = str(path.relative_to(ROOT))
-        for line, text in prose(path):
-            for match in pattern.finditer(text):
-                name = match.group(1).rstrip(".")
-                if pattern is not PATH or not pattern_path(name):
-                    found.setdefault((relative, name), []).append(line)
+    for relative, line, text in written():
+        for match in pattern.finditer(text):
+            name = match.group(1).rstrip(".")
+            if pattern is not PATH or not pattern_path(name):
+                found.setdefault((relative, name), []).append(line)
     return found
 
 
@@ -119,8 +128,14 @@ def resolves(name: str) -> bool:
     return False
 
 
-DOTTED_FOUND = references(DOTTED)
-PATHS_FOUND = references(PATH)
+@pytest.fixture(scope="module")
+def dotted_found() -> dict[tuple[str, str], list[int]]:
+    return references(DOTTED)
+
+
+@pytest.fixture(scope="module")
+def paths_found() -> dict[tuple[str, str], list[int]]:
+    return references(PATH)
 
 
 def test_the_readers_find_what_is_written(tmp_path):
@@ -142,24 +157,23 @@ def test_the_readers_find_what_is_written(tmp_path):
     assert pattern_path("tests/GROUP/test_NAME.py") and not pattern_path("tests/kubernetes/test_installs.py")
 
 
-def test_there_is_something_to_check():
-    assert len(DOTTED_FOUND) > 50 and len(PATHS_FOUND) > 50
+def test_there_is_something_to_check(dotted_found, paths_found):
+    assert len(dotted_found) > 50 and len(paths_found) > 50
 
 
-def test_every_dotted_name_resolves():
-    wrong = [f"{file}:{lines[0]}: {name}" for (file, name), lines in sorted(DOTTED_FOUND.items())
+def test_every_dotted_name_resolves(dotted_found):
+    wrong = [f"{file}:{lines[0]}: {name}" for (file, name), lines in sorted(dotted_found.items())
              if not resolves(name)]
     assert not wrong, "names that are no module or attribute:\n" + "\n".join(wrong)
 
 
-def test_every_path_exists():
-    wrong = [f"{file}:{lines[0]}: {name}" for (file, name), lines in sorted(PATHS_FOUND.items())
+def test_every_path_exists(paths_found):
+    wrong = [f"{file}:{lines[0]}: {name}" for (file, name), lines in sorted(paths_found.items())
              if not (ROOT / name).exists()]
     assert not wrong, "paths that do not exist:\n" + "\n".join(wrong)
 
 
 def test_no_text_uses_the_names_from_before_the_layout():
-    found = [f"{path.relative_to(ROOT)}:{line}: {match.group(0)}"
-             for path in PYTHON + MARKDOWN + TEXT for line, text in prose(path)
+    found = [f"{relative}:{line}: {match.group(0)}" for relative, line, text in written()
              for match in OLD_NAMES.finditer(text)]
     assert not found, "\n".join(found)
