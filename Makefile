@@ -165,12 +165,13 @@ bytecode: install
 # libslurm-dev's spank.h, which SPANK plugins are built against) for the kits, the prologs and the
 # Slurm collector, slurmdbd and MariaDB for the teams' Slurm accounting, PMIx for srun --mpi=pmix, gcc and make for the builds of the node scripts, git,
 # fio for the file-system job, systemd-analyze for the units the node scripts write (and node
-# exporter, which they run). Installed with apt-get only as root and only when missing; otherwise
+# exporter, which they run), ip (iproute2) for the test clusters' loopback route without delayed
+# acknowledgements (tests/support/slurm_cluster.py, fast_loopback). Installed with apt-get only as root and only when missing; otherwise
 # the tests that need them skip locally and fail in CI (CI set).
 TOOLS := promtool:prometheus shellcheck:shellcheck slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client \
   munged:munge /usr/include/slurm/spank.h:libslurm-dev /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so:libpmix-dev \
   gcc:gcc git:git fio:fio systemd-analyze:systemd prometheus-node-exporter:prometheus-node-exporter \
-  /usr/sbin/slurmdbd:slurmdbd /usr/sbin/mariadbd:mariadb-server /usr/bin/mariadb:mariadb-client
+  /usr/sbin/slurmdbd:slurmdbd /usr/sbin/mariadbd:mariadb-server /usr/bin/mariadb:mariadb-client ip:iproute2
 tools:
 	@missing=""; for tool in $(TOOLS); do \
 	  check=$${tool%%:*}; \

@@ -31,7 +31,7 @@ import pytest
 from fmcluster.node import bootstrap
 from tests.support.paths import ROOT
 from tests.support.sandbox import IMEX_PACKAGED_CONFIG
-from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
+from tests.support.slurm_cluster import SlurmCluster, find, node_address, require_slurm
 
 PROLOG = ROOT / "fmcluster" / "node" / "scripts" / "slurm" / "imex-prolog.sh"
 IMEX_MAJOR = 234
@@ -147,7 +147,7 @@ def imex(tmp_path):
     def start(render, nodes: int = 2) -> tuple[SlurmCluster, ImexNodes]:
         """A cluster whose prolog is `render(slurm_bin)`."""
         names = [f"node{i + 1}" for i in range(nodes)]
-        addresses = {n: f"127.0.0.{11 + i}" for i, n in enumerate(names)}
+        addresses = {n: node_address(i) for i, n in enumerate(names)}
         gb200 = ImexNodes(tmp_path / "gb200", names, addresses)
         prolog = gb200.install(render(str(gb200.slurm_bin)))
         cluster = SlurmCluster(tmp_path / "slurm", nodes, extra=[f"Prolog={prolog}", "PrologFlags=Alloc,NoHold"],
@@ -217,7 +217,7 @@ def test_an_exclusive_job_runs_on_its_imex_domain(imex, tmp_path):
     assert info["JobState"] == "COMPLETED", (info, cluster.logs())
     assert out.read_text().startswith("ran on")
     for node in cluster.names:
-        assert gb200.file(node, "/etc/nvidia-imex/nodes_config.cfg") == "127.0.0.11\n127.0.0.12\n"
+        assert gb200.file(node, "/etc/nvidia-imex/nodes_config.cfg") == f"{node_address(0)}\n{node_address(1)}\n"
         assert (gb200.nodes / node / "dev/nvidia-caps-imex-channels/channel0").is_char_device()
         assert "nvidia-imex-ctl -N" in gb200.calls(node)
         assert "IMEX domain UP, 2 nodes" in gb200.file(node, "/var/log/fmcluster-imex-prolog.log")

@@ -1,7 +1,7 @@
 """Slurm accounting for the localhost Slurm cluster of tests/support/slurm_cluster.py: a MariaDB of
 its own (Debian's mariadb-server: `mariadb-install-db` into a temporary directory, `mariadbd`
-listening on 127.0.0.1 at a free port, its socket in the same directory) and Debian's `slurmdbd`
-against it, started between munged and slurmctld, so that slurmctld runs with
+listening on the clusters' CONTROLLER address at a free port, its socket in the same directory)
+and Debian's `slurmdbd` against it, started between munged and slurmctld, so that slurmctld runs with
 AccountingStorageType=accounting_storage/slurmdbd and sacctmgr talks to a real slurmdbd.
 
     with AccountingDatabase(directory) as database:
@@ -27,12 +27,12 @@ from typing import Mapping, Optional
 import pytest
 
 from fmcluster.node.accounting import SLURM_SETTINGS
-from tests.support.slurm_cluster import SlurmCluster, find, free_ports
+from tests.support.slurm_cluster import CONTROLLER, SlurmCluster, fast_loopback, find, free_ports, start_lock
 
 COMMANDS = ("mariadbd", "mariadb-install-db", "mariadb", "slurmdbd", "sacctmgr")
 START_TIMEOUT = 30.0
 DATABASE = "slurm_acct_db"
-USER, PASSWORD = "slurm", "fmcluster-test"  # a throwaway database of the test's own, on 127.0.0.1 only
+USER, PASSWORD = "slurm", "fmcluster-test"  # a throwaway database of the test's own, on loopback only
 
 
 def require_accounting() -> None:
@@ -45,7 +45,7 @@ def require_accounting() -> None:
 
 
 class AccountingDatabase:
-    """A MariaDB server in `directory`, on 127.0.0.1:`port`, with a database user for slurmdbd."""
+    """A MariaDB server in `directory`, on CONTROLLER:`port`, with a database user for slurmdbd."""
 
     def __init__(self, directory: Path) -> None:
         require_accounting()
@@ -54,29 +54,33 @@ class AccountingDatabase:
         # the socket path must stay under 108 bytes: a short directory of its own
         self.sockets = Path(tempfile.mkdtemp(prefix="fmmaria-"))
         self.socket = self.sockets / "mysqld.sock"
-        self.port = free_ports(1)[0]
+        self.port = 0  # picked by start(), under the clusters' start lock
         self.process: Optional[subprocess.Popen] = None
 
     def start(self) -> "AccountingDatabase":
+        fast_loopback()
         self.dir.mkdir(parents=True, exist_ok=True)
         log = open(self.dir / "mariadb.log", "ab")
         subprocess.run([find("mariadb-install-db"), "--no-defaults", f"--datadir={self.data}", "--user=root",
                         "--auth-root-authentication-method=socket", "--skip-test-db"],
                        stdout=log, stderr=subprocess.STDOUT, check=True, timeout=120)
-        self.process = subprocess.Popen(
-            [find("mariadbd"), "--no-defaults", f"--datadir={self.data}", "--user=root", f"--socket={self.socket}",
-             f"--port={self.port}", "--bind-address=127.0.0.1", "--skip-name-resolve",
-             f"--pid-file={self.dir}/mariadb.pid", "--innodb-buffer-pool-size=32M", "--skip-log-bin"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + START_TIMEOUT
-        while self.sql("SELECT 1", check=False).returncode != 0:
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"mariadbd did not start:\n{(self.dir / 'mariadb.log').read_text()[-3000:]}")
-            time.sleep(0.2)
-        self.sql(f"CREATE USER '{USER}'@'127.0.0.1' IDENTIFIED BY '{PASSWORD}'; "
-                 f"GRANT ALL ON {DATABASE}.* TO '{USER}'@'127.0.0.1';")
+        with start_lock():  # its port stays free until it listens
+            self.port = free_ports(1)[0]
+            self.process = subprocess.Popen(
+                [find("mariadbd"), "--no-defaults", f"--datadir={self.data}", "--user=root", f"--socket={self.socket}",
+                 f"--port={self.port}", f"--bind-address={CONTROLLER}", "--skip-name-resolve",
+                 f"--pid-file={self.dir}/mariadb.pid", "--innodb-buffer-pool-size=32M", "--skip-log-bin"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            log.close()
+            deadline = time.monotonic() + START_TIMEOUT
+            while self.sql("SELECT 1", check=False).returncode != 0:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"mariadbd did not start:\n{(self.dir / 'mariadb.log').read_text()[-3000:]}")
+                time.sleep(0.2)
+        # from any loopback address: CONTROLLER's with fast_loopback's route, 127.0.0.1's without
+        self.sql(f"CREATE USER '{USER}'@'127.%' IDENTIFIED BY '{PASSWORD}'; "
+                 f"GRANT ALL ON {DATABASE}.* TO '{USER}'@'127.%';")
         return self
 
     def sql(self, statement: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -104,20 +108,22 @@ def _answers(cluster: SlurmCluster) -> bool:
     return cluster.run("sacctmgr", "-Pn", "show", "cluster", check=False, timeout=10).returncode == 0
 
 
-def slurmdbd_service(database: AccountingDatabase, port: int):
+def slurmdbd_service(database: AccountingDatabase):
     """What starts slurmdbd for a cluster (SlurmCluster's `services`): slurmdbd.conf next to its
-    slurm.conf, then `slurmdbd -D`, waited for until it listens."""
+    slurm.conf, on the cluster's service port, then `slurmdbd -D`, waited for until it listens."""
 
     def start(cluster: SlurmCluster) -> None:
+        port = cluster.service_port  # picked with the cluster's other ports, under its start lock
         # the clients' and slurmctld's connection to slurmdbd takes its munge socket from
         # AccountingStoragePass (slurm.conf), not AuthInfo
         with open(cluster.conf, "a") as conf_file:
-            conf_file.write(f"AccountingStoragePass={cluster.socket}\n")
+            conf_file.write(f"AccountingStoragePass={cluster.socket}\nAccountingStoragePort={port}\n")
         conf = cluster.conf.parent / "slurmdbd.conf"
         conf.write_text("\n".join([
-            "AuthType=auth/munge", f"AuthInfo=socket={cluster.socket}", "DbdHost=localhost", f"DbdPort={port}",
+            "AuthType=auth/munge", f"AuthInfo=socket={cluster.socket}", "DbdHost=localhost", f"DbdAddr={CONTROLLER}",
+            f"DbdPort={port}",
             "SlurmUser=root", f"PidFile={cluster.dir}/slurmdbd.pid", f"LogFile={cluster.dir}/log/slurmdbd.log",
-            "StorageType=accounting_storage/mysql", "StorageHost=127.0.0.1", f"StoragePort={database.port}",
+            "StorageType=accounting_storage/mysql", f"StorageHost={CONTROLLER}", f"StoragePort={database.port}",
             f"StorageUser={USER}", f"StoragePass={PASSWORD}", f"StorageLoc={DATABASE}", "DebugLevel=info",
         ]) + "\n")
         conf.chmod(0o600)
@@ -133,9 +139,6 @@ def accounting(database: AccountingDatabase, *, enforce: bool = True,
     """SlurmCluster arguments for a cluster with accounting in `database`: slurmdbd started before
     slurmctld, and the slurm.conf settings of a cluster with teams (fmcluster.node.accounting's,
     or `settings`: those fmcluster sets on AWS PCS)."""
-    port = free_ports(1)[0]
-
-    extra = ["AccountingStorageType=accounting_storage/slurmdbd", "AccountingStorageHost=localhost",
-             f"AccountingStoragePort={port}",
+    extra = ["AccountingStorageType=accounting_storage/slurmdbd", f"AccountingStorageHost={CONTROLLER}",
              *(f"{k}={v}" for k, v in settings.items() if enforce or k != "AccountingStorageEnforce")]
-    return {"services": [slurmdbd_service(database, port)], "extra": extra}
+    return {"services": [slurmdbd_service(database)], "extra": extra}
