@@ -18,18 +18,17 @@ that two specs or two modules synthesize alike is linted once a run.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Mapping
 
 from tests.support.examples import CLEAN_ENV
+from tests.support.locks import locked
 from tests.support.paths import ROOT
 
 NAG = {"nag": "true"}  # the context every corpus assembly is synthesized with
@@ -37,18 +36,6 @@ NAG = {"nag": "true"}  # the context every corpus assembly is synthesized with
 
 class SynthesisError(AssertionError):
     """The app failed on a spec of the corpus (its stderr)."""
-
-
-@contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` (made when missing), shared by every process of the run."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _digest(*parts: str) -> str:

@@ -55,7 +55,6 @@ Starting takes well under a second here (munged, slurmctld, two slurmd, all idle
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shlex
 import shutil
@@ -71,6 +70,8 @@ from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import pytest
 
+from tests.support.locks import locked
+
 COMMANDS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "squeue")
 START_TIMEOUT = 30.0  # seconds for munged, slurmctld and every slurmd to be up and the nodes idle
 COMMAND_TIMEOUT = 20.0  # seconds for one client command
@@ -84,12 +85,8 @@ def start_lock() -> Iterator[None]:
     """Held from picking free ports until the daemons have bound them: by SlurmCluster.start, and by
     whatever else starts a daemon on a port of its own beside the clusters (MariaDB). Clusters of
     test processes that run side by side (pytest-xdist) would otherwise pick the same port."""
-    with open(START_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    with locked(START_LOCK):
+        yield
 
 
 def node_address(index: int) -> str:
