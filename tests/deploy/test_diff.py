@@ -91,9 +91,13 @@ def in_process(spec) -> dict[str, dict]:
 
 
 @pytest.fixture(scope="module")
-def cached():
-    """A synthesizer for diff.run that synthesizes each spec once for the whole module."""
-    cache: dict[str, dict] = {}
+def cached(corpus):
+    """A synthesizer for diff.run that synthesizes each spec once for the whole module; the base
+    example's templates are the run's corpus's."""
+    from fmcluster.deploy import assembly
+
+    cache: dict[str, dict] = {json.dumps(loader.load(BASE).spec.resolved(), sort_keys=True):
+                              assembly.templates(corpus.assembly(BASE.relative_to(ROOT).as_posix()))}
 
     def synthesize(spec):
         key = json.dumps(spec.resolved(), sort_keys=True)

@@ -138,7 +138,7 @@ def semantic_mutations(data: dict[str, Any]) -> Iterator[tuple[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> dict[Path, str]:
+def mutants(tmp_path_factory) -> dict[Path, str]:
     """Mutation file -> what it is; every example's mutations, and files that are not specs."""
     root = tmp_path_factory.mktemp("mutations")
     files: dict[Path, str] = {}
@@ -173,15 +173,15 @@ def corpus(tmp_path_factory) -> dict[Path, str]:
 
 
 @pytest.fixture(scope="module")
-def run(corpus) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fmcluster", "validate", *map(str, corpus)], cwd=ROOT,
+def run(mutants) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "fmcluster", "validate", *map(str, mutants)], cwd=ROOT,
                           capture_output=True, text=True, timeout=TIMEOUT_S)
 
 
-def test_there_are_many_mutations_of_every_kind(corpus):
-    assert len(corpus) > 1000
+def test_there_are_many_mutations_of_every_kind(mutants):
+    assert len(mutants) > 1000
     for example in EXAMPLES:
-        assert sum(1 for what in corpus.values() if what.startswith(example.name)) > 100
+        assert sum(1 for what in mutants.values() if what.startswith(example.name)) > 100
 
 
 def test_no_traceback_no_hang_exit_0_or_2(run):
@@ -189,7 +189,7 @@ def test_no_traceback_no_hang_exit_0_or_2(run):
     assert "Traceback" not in run.stderr and "Traceback" not in run.stdout
 
 
-def test_one_verdict_per_file_and_one_located_line_per_problem(run, corpus):
+def test_one_verdict_per_file_and_one_located_line_per_problem(run, mutants):
     verdicts: dict[str, int] = {}
     for line in run.stdout.splitlines():
         found = VERDICT.match(line)
@@ -223,38 +223,38 @@ def test_one_verdict_per_file_and_one_located_line_per_problem(run, corpus):
             i += 2
         while i < len(lines) and NOTE.match(lines[i]):
             i += 1
-    named = {str(path) for path in corpus}
+    named = {str(path) for path in mutants}
     assert set(verdicts) == named, named ^ set(verdicts)
     for file, count in verdicts.items():
-        assert errors.get(file, 0) == count, (file, corpus[Path(file)], count, errors.get(file, 0))
+        assert errors.get(file, 0) == count, (file, mutants[Path(file)], count, errors.get(file, 0))
 
 
-def test_files_that_are_not_specs_are_refused(run, corpus):
-    for path, what in corpus.items():
+def test_files_that_are_not_specs_are_refused(run, mutants):
+    for path, what in mutants.items():
         if what in ("a directory", "a FIFO nobody writes to", "a 64 MiB file", "an endless device", "no such file"):
             assert f"{path}: 1 error" in run.stderr, what
 
 
-def test_every_whole_document_mutation_that_must_fail_does(run, corpus):
+def test_every_whole_document_mutation_that_must_fail_does(run, mutants):
     must_fail = ("bomb", "recursive", "recursive-map", "deep", "deep-flow", "many-groups", "duplicate-key",
                  "binary", "latin-1", "list", "scalar", "empty", "two-documents", "tagged", "nul-byte")
-    for path, what in corpus.items():
+    for path, what in mutants.items():
         if what.split(": ", 1)[-1] in must_fail:
             assert re.search(rf"^{re.escape(str(path))}: \d+ errors?$", run.stderr, re.M), what
 
 
-def test_merge_keys_and_a_byte_order_mark_are_fine(run, corpus):
-    for path, what in corpus.items():
+def test_merge_keys_and_a_byte_order_mark_are_fine(run, mutants):
+    for path, what in mutants.items():
         if what.endswith(": merge") or what.endswith(": bom-and-crlf"):
             assert f"{path}: ok" in run.stdout, (what, [line for line in run.stderr.splitlines()
                                                         if line.startswith(str(path))])
 
 
-def accepted_mutations(corpus: dict[Path, str], run: subprocess.CompletedProcess[str]) -> list[str]:
-    return sorted(str(p) for p in corpus if f"{p}: ok" in run.stdout and re.search(r"-[vs]\d{4}", p.name))
+def accepted_mutations(mutants: dict[Path, str], run: subprocess.CompletedProcess[str]) -> list[str]:
+    return sorted(str(p) for p in mutants if f"{p}: ok" in run.stdout and re.search(r"-[vs]\d{4}", p.name))
 
 
-def synthesize_and_lint(files: list[str], lint: list[str], corpus: dict[Path, str], tmp_path: Path) -> None:
+def synthesize_and_lint(files: list[str], lint: list[str], mutants: dict[Path, str], tmp_path: Path) -> None:
     from cfnlint.api import lint_file
 
     from fmcluster.deploy.synth import app_context, cdk_json
@@ -266,44 +266,44 @@ def synthesize_and_lint(files: list[str], lint: list[str], corpus: dict[Path, st
         assert result.ok, file
         build_app([result.spec], str(tmp_path / f"out{i}"), context).synth()
         written = sorted((tmp_path / f"out{i}").glob("*.template.json"))
-        assert written, corpus[Path(file)]
+        assert written, mutants[Path(file)]
         for template in written if file in lint else ():
             errors = [str(m) for m in lint_file(template) if m.rule.id.startswith("E")]
-            assert not errors, (corpus[Path(file)], template.name, errors[:3])
+            assert not errors, (mutants[Path(file)], template.name, errors[:3])
 
 
 @pytest.mark.synth
-def test_what_validates_synthesizes(corpus, run, tmp_path):
+def test_what_validates_synthesizes(mutants, run, tmp_path):
     """A spec that validate accepts must synthesize (issue 15: hyperpod-eks with login.count 0 did
     not): every accepted mutation that changes the control plane or its own nodes, and a fixed
     sample of the other accepted ones; a few of them are linted too (cfn-lint takes seconds per
     assembly: test_every_accepted_mutation_lints_clean lints them all, on demand)."""
-    accepted = accepted_mutations(corpus, run)
-    planes = [f for f in accepted if "orchestrator." in corpus[Path(f)]]
+    accepted = accepted_mutations(mutants, run)
+    planes = [f for f in accepted if "orchestrator." in mutants[Path(f)]]
     others = [f for f in accepted if f not in planes]
     sample = planes + random.Random(15).sample(others, min(8, len(others)))
     assert len(planes) >= 6, planes  # the plane switches and login counts that validate
-    synthesize_and_lint(sample, random.Random(16).sample(sample, 4), corpus, tmp_path)
+    synthesize_and_lint(sample, random.Random(16).sample(sample, 4), mutants, tmp_path)
 
 
 @pytest.mark.skipif(os.environ.get("FMCLUSTER_FUZZ_LINT") != "1",
                     reason="about 20 minutes: set FMCLUSTER_FUZZ_LINT=1 to run it")
-def test_every_accepted_mutation_lints_clean(corpus, run, tmp_path):
+def test_every_accepted_mutation_lints_clean(mutants, run, tmp_path):
     """Every accepted mutation synthesized and linted: templates cfn-lint finds no error in (how an
     empty tag value, which CloudWatch alarms refuse, was found)."""
-    accepted = accepted_mutations(corpus, run)
-    synthesize_and_lint(accepted, accepted, corpus, tmp_path)
+    accepted = accepted_mutations(mutants, run)
+    synthesize_and_lint(accepted, accepted, mutants, tmp_path)
 
 
-def test_what_validates_plans(corpus, run):
+def test_what_validates_plans(mutants, run):
     """`fmcluster plan` of every accepted mutation, in every format (pure: milliseconds each)."""
     from fmcluster.plan import render as plan_render
     from fmcluster.plan import report as plan
 
-    accepted = [p for p in corpus if f"{p}: ok" in run.stdout]
+    accepted = [p for p in mutants if f"{p}: ok" in run.stdout]
     assert len(accepted) > 100
     for path in accepted:
         result = loader.load(path)
         report = plan.build(result.spec, result.data)
         for render in plan_render.RENDERERS.values():
-            assert render(report), corpus[path]
+            assert render(report), mutants[path]
