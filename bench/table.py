@@ -32,18 +32,24 @@ def render() -> str:
     s_floor, s_default = synth["minimal_cdk_app"]["wall_s"], synth["default_example"]["wall_s"]
     s_one, s_many = synth["one_node_group"]["wall_s"], synth["sixty_four_node_groups"]["wall_s"]
     t_validate, t_synth, t_growth = validate["targets"][0], synth["targets"][0], synth["targets"][1]
-    (t_test,) = make_test["targets"]
+    t_alone, t_test, t_fast = make_test["targets"]
+    t_ratio = validate["targets"][1]
     rows = [
         ("`fmcluster validate` of an example (well under a keystroke)",
          f"**{v_one:.3f} s** (`python -c \"import pydantic, yaml\"`: {v_floor:.3f} s, "
          f"{validate['over_import_floor']}x)", f"{t_validate['limit']} s", _met(t_validate)),
+        ("`fmcluster validate` of an example / `python -c \"import pydantic, yaml\"`",
+         f"**{t_ratio['measured']}x**", f"{t_ratio['limit']}x", _met(t_ratio)),
         ("`fmcluster synth` of the default example / a minimal CDK app (one bucket, same settings)",
          f"{s_default:.2f} s / {s_floor:.2f} s = **{t_synth['measured']}x**", f"{t_synth['limit']}x", _met(t_synth)),
         ("synthesis of 64 p5.48xlarge node groups / of 1 (EKS: Kueue takes 64)",
          f"{s_many:.2f} s / {s_one:.2f} s = **{t_growth['measured']}x**", f"{t_growth['limit']}x", _met(t_growth)),
+        ("`make test` on a fresh clone", f"**{t_alone['measured']:.0f} s**", f"{t_alone['limit']} s", _met(t_alone)),
         ("`make install` + `make test` on a fresh clone",
          f"{make_test['make_install_s']:.0f} s + {make_test['make_test_s']:.0f} s = **{t_test['measured']:.0f} s**",
          f"{t_test['limit']} s", _met(t_test)),
+        ("`make test-fast` (the lane between commits), after it", f"**{t_fast['measured']:.0f} s**",
+         f"{t_fast['limit']} s", _met(t_fast)),
     ]
     reference = synth["minimal_cdk_app_cdk_default_settings"]["wall_s"]
     lines = [f"Measured {summary['when']} on commit {summary['commit']} ({summary['cpus']} CPUs, Python "
