@@ -57,14 +57,32 @@ USES = {
 }
 
 
+# The order of the run: the modules that use the longest-running tools first (a type check or a
+# wheel build of a minute is a single test; a real Slurm kit run, half a minute), the pure ones
+# last. `--dist worksteal` gives each worker half of this list and lets one that runs dry take
+# tests from the end of the other's: with the long tests at the front and many short ones at the
+# end, the two workers end together.
+FIRST = ("toolchain", "slurm", "synth", "sandbox")
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
-    uses: dict[Path, list[str]] = {}
+    """Before the other implementations (-m selects by them): the markers of what each module
+    uses. After them (pytest has grouped the items by their fixtures' scopes): the order."""
+    uses: dict[Path, set[str]] = {}
     for item in items:
         if item.path not in uses:
             text = item.path.read_text() if item.path.suffix == ".py" else ""
-            uses[item.path] = [name for name, pattern in USES.items() if pattern.search(text)]
-        found = set(uses[item.path]) | ({"synth"} if "corpus" in getattr(item, "fixturenames", ()) else set())
-        for name in sorted(found):
+            uses[item.path] = {name for name, pattern in USES.items() if pattern.search(text)}
+        if "corpus" in getattr(item, "fixturenames", ()):
+            uses[item.path].add("synth")
+    for item in items:
+        for name in sorted(uses[item.path]):
             item.add_marker(name)
-        if found:
+        if uses[item.path]:
             item.add_marker("slow")
+    result = yield
+    rank = {path: min((i for i, name in enumerate(FIRST) if name in used), default=len(FIRST))
+            for path, used in uses.items()}
+    items.sort(key=lambda item: rank[item.path])  # stable: each module keeps its order, and stays whole
+    return result
