@@ -376,13 +376,19 @@ def test_storage_is_retained_and_protected(assembly):
 
 
 def test_the_corpus_is_what_fmcluster_synth_writes(corpus, tmp_path):
-    """Synthesis is deterministic, and the run's corpus (tests/support/corpus.py: synthesized once,
-    with cdk-nag on) holds what a user's `fmcluster synth` writes: every template, byte for byte.
-    (tests/project/test_wheel.py holds every example's corpus assembly to the installed wheel's.)"""
-    result = fmcluster_synth(EXAMPLES[0], tmp_path / "cdk.out")
+    """Synthesis is deterministic, and the run's corpus (tests/support/corpus.py: synthesized once a
+    spec, with cdk-nag on) holds what a user's `fmcluster synth` writes: one command of every
+    example (several specs in one app, as `fmcluster synth A B` runs them), every template the
+    same bytes as the corpus's. (tests/project/test_wheel.py holds four examples' whole assemblies
+    from the installed wheel to the corpus.)"""
+    result = subprocess.run([sys.executable, "-m", "fmcluster", "synth", *EXAMPLES, "-o", str(tmp_path / "cdk.out")],
+                            cwd=ROOT, env=CLEAN_ENV, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
-    assert templates(tmp_path / "cdk.out") == templates(corpus.assembly(EXAMPLES[0]))
+    expected: dict[str, str] = {}
+    for example in EXAMPLES:
+        expected.update(templates(corpus.assembly(example)))
+    assert templates(tmp_path / "cdk.out") == expected
 
 
 def test_invalid_spec_writes_nothing(tmp_path):

@@ -12,6 +12,10 @@ shares, each made under a file lock by whichever worker asks first (the pattern 
 documents for session data), and are read-only by contract: a test that changes files copies
 the assembly first (`copy`).
 
+An unsuppressed cdk-nag error stops the app (CDK refuses to write an assembly with an error
+annotation): every test that reads that example then fails with nag's message, which is recorded
+so that the synthesis is not tried again in the same run.
+
 cfn-lint's verdict on a template is memoized the same way, by the template's bytes: a template
 that two specs or two modules synthesize alike is linted once a run.
 """
@@ -57,13 +61,18 @@ class Corpus:
         extra = {**NAG, **(context or {})}
         key = _digest(spec, content, json.dumps(extra, sort_keys=True))
         folder = self.root / "assemblies" / key
-        done = folder / ".complete"
-        if done.exists():
-            return folder / "cdk.out"
-        with locked(self.root / "assemblies" / f"{key}.lock"):
-            if not done.exists():
-                self._synthesize(spec, text, extra, folder)
-                done.write_text(spec + "\n")
+        done, failed = folder / ".complete", self.root / "assemblies" / f"{key}.failed"
+        if not done.exists():
+            with locked(self.root / "assemblies" / f"{key}.lock"):
+                if failed.exists():  # once a run: every reader of a spec that fails says why, at once
+                    raise SynthesisError(failed.read_text())
+                if not done.exists():
+                    try:
+                        self._synthesize(spec, text, extra, folder)
+                    except SynthesisError as error:
+                        failed.write_text(str(error))
+                        raise
+                    done.write_text(spec + "\n")
         return folder / "cdk.out"
 
     @staticmethod

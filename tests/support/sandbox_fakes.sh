@@ -44,9 +44,10 @@ record() {
   done
   # One write(2) of the whole line, appended: a fake left running in the background (a stat stuck
   # on a hung mount) may write while another fake writes or the test reads, and the test reads
-  # only lines whose newline is written (Sandbox.calls). bash's printf writes up to 8 KiB at once
+  # only lines whose newline is written (Sandbox.calls). bash's printf writes up to 4 KiB at once
   # (its output buffer); a longer line goes through dd, which reads it whole and writes it once.
-  if ((${#line} < 2000)); then
+  local LC_ALL=C # ${#line} in bytes, not characters
+  if ((${#line} < 4000)); then
     printf '%s\n' "$line" >>"$STATE/calls"
   else
     printf '%s\n' "$line" >"$STATE/calls.$$"

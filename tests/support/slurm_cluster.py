@@ -125,7 +125,7 @@ def free_ports(count: int) -> list[int]:
     try:
         for _ in range(count):
             s = socket.socket()
-            s.bind(("127.0.0.1", 0))
+            s.bind(("", 0))  # every address, as slurmd binds: a port in use on any loopback address is not free
             sockets.append(s)
         return [s.getsockname()[1] for s in sockets]
     finally:
