@@ -171,8 +171,8 @@ bytecode: install
 # Slurm collector, slurmdbd and MariaDB for the teams' Slurm accounting, PMIx for srun --mpi=pmix, gcc and make for the builds of the node scripts, git,
 # fio for the file-system job, systemd-analyze for the units the node scripts write (and node
 # exporter, which they run), ip (iproute2) for the test clusters' loopback route without delayed
-# acknowledgements (tests/support/slurm_cluster.py, fast_loopback). Installed with apt-get only as root and only when missing; otherwise
-# the tests that need them skip locally and fail in CI (CI set).
+# acknowledgements (tests/support/slurm_cluster.py, fast_loopback). Installed with apt-get only as
+# root and only when missing; otherwise the tests that need them skip locally and fail in CI (CI set).
 TOOLS := promtool:prometheus shellcheck:shellcheck slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client \
   munged:munge /usr/include/slurm/spank.h:libslurm-dev /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so:libpmix-dev \
   gcc:gcc git:git fio:fio systemd-analyze:systemd prometheus-node-exporter:prometheus-node-exporter \

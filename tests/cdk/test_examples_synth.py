@@ -381,8 +381,7 @@ def test_the_corpus_is_what_fmcluster_synth_writes(corpus, tmp_path):
     example (several specs in one app, as `fmcluster synth A B` runs them), every template the
     same bytes as the corpus's. (tests/project/test_wheel.py holds four examples' whole assemblies
     from the installed wheel to the corpus.)"""
-    result = subprocess.run([sys.executable, "-m", "fmcluster", "synth", *EXAMPLES, "-o", str(tmp_path / "cdk.out")],
-                            cwd=ROOT, env=CLEAN_ENV, capture_output=True, text=True)
+    result = fmcluster_synth(EXAMPLES, tmp_path / "cdk.out")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     expected: dict[str, str] = {}
@@ -440,8 +439,7 @@ def test_both_entry_paths_refuse_two_clusters_of_one_name(tmp_path):
     nothing written."""
     copy = tmp_path / "copy.yaml"
     copy.write_text((ROOT / EXAMPLES[0]).read_text())
-    own = subprocess.run([sys.executable, "-m", "fmcluster", "synth", EXAMPLES[0], str(copy), "-o",
-                          str(tmp_path / "own")], cwd=ROOT, env=CLEAN_ENV, capture_output=True, text=True)
+    own = fmcluster_synth([EXAMPLES[0], str(copy)], tmp_path / "own")
     assert own.returncode == 2 and "Traceback" not in own.stderr
     (line,) = [text for text in own.stderr.splitlines() if "would clash" in text]
     assert line.startswith(f"{copy}:") and ": error: name: cluster " in line

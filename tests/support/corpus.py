@@ -2,15 +2,15 @@
 that checks what an example synthesizes. Not a test module.
 
 A run used to synthesize the eight examples about fifteen times each, one module at a time. Here
-each spec (an example, or a variant of one as text) is synthesized once, by the CDK app as the
-CDK CLI and `fmcluster synth` run it (`python -m fmcluster_cdk.synthesis` with cdk.json's context,
-in an environment without AWS credentials), with cdk-nag on (`-c nag=true`: it adds its findings
+each spec (an example, or a variant of one as text) is synthesized once, by the CDK app as
+`fmcluster synth` runs it (fmcluster.deploy.synth.run_app: cdk.json's context, the venv's Node.js;
+in a process without AWS credentials), with cdk-nag on (`-c nag=true`: it adds its findings
 and acknowledgements to the assembly's metadata and changes no template byte;
 tests/cdk/test_examples_synth.py holds a fresh `fmcluster synth` and the CDK CLI's assembly to the
 corpus, byte for byte). The assemblies live in a directory every pytest-xdist worker of the run
 shares, each made under a file lock by whichever worker asks first (the pattern pytest-xdist
 documents for session data), and are read-only by contract: a test that changes files copies
-the assembly first (`copy`).
+the assembly first.
 
 An unsuppressed cdk-nag error stops the app (CDK refuses to write an assembly with an error
 annotation): every test that reads that example then fails with nag's message, which is recorded
@@ -29,13 +29,15 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Mapping
 
 from tests.support.examples import CLEAN_ENV
 from tests.support.locks import locked
 from tests.support.paths import ROOT
 
 NAG = {"nag": "true"}  # the context every corpus assembly is synthesized with
+# fmcluster synth's own call of the app, with a context of the caller's: CONTEXT_JSON OUTDIR
+RUN_APP = ("import json, sys; from fmcluster.deploy.synth import run_app; "
+           "sys.exit(run_app(json.loads(sys.argv[1]), sys.argv[2]))")
 
 
 class SynthesisError(AssertionError):
@@ -54,12 +56,11 @@ class Corpus:
 
     # --- assemblies ------------------------------------------------------------------------
 
-    def assembly(self, spec: str, *, text: str | None = None, context: Mapping[str, str] | None = None) -> Path:
+    def assembly(self, spec: str, *, text: str | None = None) -> Path:
         """The cloud assembly of `spec` (a path relative to the repository, examples/NAME.yaml) or,
         with `text`, of that spec text named `spec` (a variant of an example). Made on first use."""
         content = text if text is not None else (ROOT / spec).read_text()
-        extra = {**NAG, **(context or {})}
-        key = _digest(spec, content, json.dumps(extra, sort_keys=True))
+        key = _digest(spec, content, json.dumps(NAG, sort_keys=True))
         folder = self.root / "assemblies" / key
         done, failed = folder / ".complete", self.root / "assemblies" / f"{key}.failed"
         if not done.exists():
@@ -68,7 +69,7 @@ class Corpus:
                     raise SynthesisError(failed.read_text())
                 if not done.exists():
                     try:
-                        self._synthesize(spec, text, extra, folder)
+                        self._synthesize(spec, text, folder)
                     except SynthesisError as error:
                         failed.write_text(str(error))
                         raise
@@ -76,56 +77,46 @@ class Corpus:
         return folder / "cdk.out"
 
     @staticmethod
-    def _synthesize(spec: str, text: str | None, context: Mapping[str, str], folder: Path) -> None:
-        from fmcluster.deploy.synth import APP_MODULE, app_context, cdk_json, venv_node
-
+    def _synthesize(spec: str, text: str | None, folder: Path) -> None:
+        """The app run by the function `fmcluster synth` runs it with (fmcluster.deploy.synth.run_app:
+        cdk.json's context, the venv's Node.js), in a process of its own without AWS credentials."""
         shutil.rmtree(folder, ignore_errors=True)  # a worker that died half-way
         folder.mkdir(parents=True)
         path = spec
         if text is not None:  # the app reads a file: the variant's text, under the name it is known by
             path = str(folder / Path(spec.partition("+")[0]).name)
             Path(path).write_text(text)
-        outdir = folder / "cdk.out"
-        env = {**CLEAN_ENV, "CDK_OUTDIR": str(outdir),
-               "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json(ROOT)), **context, "spec": path})}
-        if venv_node().exists():
-            env["JSII_NODE"] = str(venv_node())
-        result = subprocess.run([sys.executable, "-m", APP_MODULE], cwd=ROOT, env=env, capture_output=True, text=True)
+        context = json.dumps({**NAG, "spec": path})
+        result = subprocess.run([sys.executable, "-c", RUN_APP, context, str(folder / "cdk.out")], cwd=ROOT,
+                                env=CLEAN_ENV, capture_output=True, text=True)
         if result.returncode != 0 or "Traceback" in result.stderr:
             raise SynthesisError(f"{spec}: the app exited {result.returncode}\n{result.stderr}")
 
-    def copy(self, spec: str, into: Path, **kwargs: object) -> Path:
-        """A private, writable copy of the assembly of `spec` at `into` (which must not exist)."""
-        shutil.copytree(self.assembly(spec, **kwargs), into)  # type: ignore[arg-type]
-        return into
-
     # --- cfn-lint ----------------------------------------------------------------------------
 
-    def lint_errors(self, template: Path, ignore: tuple[str, ...] = ()) -> list[str]:
-        """cfn-lint's error-level findings (E rules) on `template`, less the rules in `ignore`, each as
-        cfn-lint prints it with the template's name: once a run per distinct template and settings."""
+    def lint_errors(self, template: Path) -> list[str]:
+        """cfn-lint's error-level findings (E rules) on `template`, each with the template's name and
+        line: once a run per distinct template."""
         from cfnlint.version import __version__ as cfn_lint_version
 
-        body = template.read_bytes()
-        key = _digest(hashlib.sha256(body).hexdigest(), cfn_lint_version, ",".join(sorted(ignore)))
+        key = _digest(hashlib.sha256(template.read_bytes()).hexdigest(), cfn_lint_version)
         cache = self.root / "cfn-lint" / f"{key}.json"
         if not cache.exists():
             with locked(self.root / "cfn-lint" / f"{key}.lock"):
                 if not cache.exists():
-                    found = _lint(template, ignore)
+                    found = _lint(template)
                     partial = cache.with_suffix(f".{os.getpid()}.tmp")
                     partial.write_text(json.dumps(found))
                     partial.replace(cache)
         return [line.replace("{template}", template.name) for line in json.loads(cache.read_text())]
 
 
-def _lint(template: Path, ignore: tuple[str, ...]) -> list[str]:
+def _lint(template: Path) -> list[str]:
     """cfn-lint on one template file; each error as `RULE: MESSAGE ({template}:LINE)`."""
-    from cfnlint.api import ManualArgs, lint_file
+    from cfnlint.api import lint_file
 
-    config = ManualArgs(ignore_checks=list(ignore)) if ignore else None
-    found = lint_file(template, config=config) if config is not None else lint_file(template)
-    return [f"{m.rule.id}: {m.message} ({{template}}:{m.linenumber})" for m in found if m.rule.id.startswith("E")]
+    return [f"{m.rule.id}: {m.message} ({{template}}:{m.linenumber})" for m in lint_file(template)
+            if m.rule.id.startswith("E")]
 
 
 def shared_root(tmp_path_factory: object, worker_id: str) -> Path:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 from tests.support.paths import ROOT
 
@@ -14,8 +15,10 @@ CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
 CLEAN_ENV.update(AWS_EC2_METADATA_DISABLED="true")
 
 
-def fmcluster_synth(spec: str, outdir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fmcluster", "synth", spec, "-o", str(outdir)],
+def fmcluster_synth(spec: str | Sequence[str], outdir: Path) -> subprocess.CompletedProcess:
+    """`fmcluster synth SPEC... -o OUTDIR`: one spec, or several in one app."""
+    specs = [spec] if isinstance(spec, str) else list(spec)
+    return subprocess.run([sys.executable, "-m", "fmcluster", "synth", *specs, "-o", str(outdir)],
                           cwd=ROOT, env=CLEAN_ENV, capture_output=True, text=True)
 
 

@@ -8,8 +8,8 @@ the Debian packages (slurmctld, slurmd, slurm-client, munge), configured in a te
 `start()` writes slurm.conf (and gres.conf with `gres`) into the directory, starts munged with a
 key of its own on a socket of its own (AuthInfo=socket=...), `slurmctld -D` and one `slurmd -D -N
 NAME` per node (NodeHostname=localhost, each node its own Port= and its own NodeAddr in the
-block of LOOPBACK), and waits until `sinfo` shows every node idle: a few seconds. `stop()` (the context manager's exit)
-ends every process it started, by its own process id, and waits for them. Every wait is bounded,
+block of LOOPBACK), and waits until `sinfo` shows every node idle: a few seconds. `stop()` (the
+context manager's exit) ends every process it started, by its own process id, and waits for them. Every wait is bounded,
 so a broken Slurm fails the test instead of hanging the suite.
 
 The clients (sinfo, sbatch, scontrol) find the cluster through SLURM_CONF (`cluster.env`). slurmd
@@ -55,6 +55,7 @@ Starting takes well under a second here (munged, slurmctld, two slurmd, all idle
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -94,9 +95,11 @@ def node_address(index: int) -> str:
     return f"127.0.77.{11 + index}"
 
 
+@functools.cache
 def fast_loopback() -> None:
     """Acknowledge at once on LOOPBACK (module docstring): its local route with quickack, made or
-    replaced as root (the same route every time, so workers racing here agree); else nothing."""
+    replaced as root (the same route every time, so workers racing here agree), once a process;
+    else nothing."""
     if os.geteuid() != 0 or find("ip") is None:
         return
     subprocess.run([find("ip"), "route", "replace", "local", LOOPBACK, "dev", "lo", "table", "local", "scope", "host",
