@@ -370,7 +370,7 @@ def _format_help(**formats: str) -> str:
 
 
 def _init_args(p: argparse.ArgumentParser) -> None:
-    from fmcluster.deploy import init
+    from fmcluster.deploy import init_choices as init
 
     p.add_argument("directory", metavar="DIR", help="the project's directory, new or empty")
     p.add_argument("--orchestrator", choices=init.ORCHESTRATORS, default=init.DEFAULT_ORCHESTRATOR,

@@ -13,12 +13,10 @@ from typing import Any, Mapping, Optional, Sequence
 import aws_cdk as cdk
 
 from fmcluster import PROGRESS_FD
-from fmcluster.spec import pipeline
 from fmcluster.spec.loader import load_specs
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.feature_flags import FEATURE_FLAGS
 from fmcluster_cdk.stacks.app import build
-from fmcluster_cdk.stacks.pipeline import pipeline_stack
 
 # cdk.App props of every fmcluster app. CDK's built-in CloudFormation validation is off: it
 # compiles a WebAssembly rule engine in the Node process on every synth (about 5 s of CPU, more
@@ -62,6 +60,11 @@ def _report(diagnostics: Sequence[Any]) -> None:
 
 
 def _pipeline(app: cdk.App, path: str) -> int:
+    # imported here: a cluster's synthesis, the common case, needs neither the pipeline's spec
+    # nor CDK Pipelines and CodeBuild
+    from fmcluster.spec import pipeline
+    from fmcluster_cdk.stacks.pipeline import pipeline_stack
+
     loaded = pipeline.load(path)
     _report(loaded.diagnostics)
     if not loaded.ok or loaded.pipeline is None:

@@ -29,6 +29,13 @@ from typing import Optional, Sequence
 
 import yaml
 
+from fmcluster.deploy.init_choices import (  # noqa: F401
+    DEFAULT_INSTANCE_TYPE,
+    DEFAULT_ORCHESTRATOR,
+    DEFAULT_REGION,
+    ORCHESTRATORS,
+    instance_types,
+)
 from fmcluster.facts import catalog, controlplanes, regions
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ON_DEMAND
 from fmcluster.spec import loader
@@ -41,10 +48,6 @@ WORKFLOW_FILE = ".github/workflows/fmcluster.yml"
 # The CDK app as a console script of the installed package (pyproject.toml, [project.scripts]):
 # on PATH wherever `fmcluster` is (pip, pipx, uv tool), so cdk.json names no interpreter.
 APP_SCRIPT = "fmcluster-cdk-app"
-ORCHESTRATORS = controlplanes.ORCHESTRATOR_TYPES
-DEFAULT_ORCHESTRATOR = "pcs"
-DEFAULT_INSTANCE_TYPE = "p5.48xlarge"
-DEFAULT_REGION = "us-east-1"
 # The examples' AZ IDs in us-east-1: of P5 capacity, and the Dallas Local Zone of the P6e-GB200
 # UltraServer Capacity Blocks (examples/p6e-gb200-pcs.yaml)
 EXAMPLE_AZ_IDS = {"us-east-1": "use1-az4"}
@@ -57,11 +60,6 @@ PLACEHOLDER_SOURCE = "git+https://github.com/OWNER/fmcluster"
 # Sizes of the examples: a Slurm cluster of 16 nodes, a Kubernetes one of 8
 EXAMPLE_COUNT = {"slurm": 16, "kubernetes": 8}
 COMMENT_COLUMN = 40
-
-
-def instance_types() -> list[str]:
-    """The GPU instance types of the catalog: what --instance-type offers."""
-    return catalog.known_names(gpu_only=True)
 
 
 @dataclass(frozen=True)

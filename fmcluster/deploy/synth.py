@@ -26,7 +26,6 @@ from typing import Any, Callable, Mapping
 
 from fmcluster import PROGRESS_FD
 from fmcluster.deploy import assembly
-from fmcluster.spec import loader
 
 # the CDK app program (app.py, cdk.json's "app", runs it too): its __main__ stays, the CDK's app contract
 APP_MODULE = "fmcluster_cdk.synthesis"
@@ -235,6 +234,8 @@ def templates(path: str, steps: Steps | None = None) -> dict[str, dict[str, Any]
     """Stack name -> template of the spec file `path` (nested stacks as `PARENT/ID`), synthesized
     by the app in a throwaway directory (`-`: the standard input already read):
     what `fmcluster diff` hands to fmcluster.deploy.diff."""
+    from fmcluster.spec import loader  # the spec's models: the app's to import, not each caller's
+
     with tempfile.TemporaryDirectory(prefix="fmcluster-synth-") as root:
         outdir = os.path.join(root, "cdk.out")
         if path == loader.STDIN:  # the app reads a file: standard input was read once, by the caller
