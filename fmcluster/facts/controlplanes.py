@@ -35,6 +35,15 @@ def pcs_ami_parameter(architecture: str) -> str:
     return f"/aws/service/pcs/ami/dlami-base-ubuntu2404/{architecture}/latest/ami-id"
 
 
+# The Slurm versions the PCS-ready DLAMI carries, each under its own prefix (images.PCS_SLURM_PREFIX),
+# as its description lists them ("PCS Agent: 1.5.0-1. Slurm: 24.11.7-2, 25.05.8-2, 25.11.6-2"):
+# every release up to 2026-08-05 has these three (awslabs/awsome-distributed-ai,
+# architectures/aws-pcs/docs/PCS-READY-DLAMI.md, read 2026-12). The PCS API also creates clusters
+# with 26.05, but no base image carries it, so a node image of 26.05 has no Slurm to build Pyxis
+# against: `preflight` reads the region's image and FAILs a version it does not list.
+PCS_BASE_IMAGE_SLURM_VERSIONS = ("24.11", "25.05", "25.11")
+
+
 # EKS AMI types (botocore's EKS AMITypes): AL2023, NVIDIA for GPU nodes, by architecture
 EKS_AMI_TYPES = {("x86_64", True): "AL2023_x86_64_NVIDIA", ("x86_64", False): "AL2023_x86_64_STANDARD",
                  ("arm64", True): "AL2023_ARM_64_NVIDIA", ("arm64", False): "AL2023_ARM_64_STANDARD"}
@@ -83,18 +92,21 @@ class ControlPlane:
     hyperpod: bool  # instance groups are SageMaker HyperPod ml.* instances
     version_label: str
     pod_addresses_per_node: int = 0  # VPC CNI gives pods addresses from the node's subnet
+    default: str = ""  # the version a spec that names none gets; "" for the newest supported
 
     @property
     def default_version(self) -> str:
-        return self.versions[-1]
+        return self.default or self.versions[-1]
 
 
 CONTROL_PLANES = {
     cp.type: cp
     for cp in (
         # AWS PCS's CreateCluster (botocore's PCS model, 2026-11): Slurm 24.11, 25.05, 25.11 and 26.05.
+        # A spec that names no version gets the newest the PCS-ready DLAMI carries, not the newest
+        # the API accepts: the node images are built on that base.
         ControlPlane("pcs", "slurm", ("24.11", "25.05", "25.11", "26.05"), InterfaceMode.EFA, 1,
-                     CAPACITY_TYPES, False, "Slurm version"),
+                     CAPACITY_TYPES, False, "Slurm version", default=PCS_BASE_IMAGE_SLURM_VERSIONS[-1]),
         # SageMaker HyperPod picks Slurm through its AMI: the Slurm AMI releases (through January
         # 2026) ship Slurm 24.11 only ("SageMaker HyperPod AMI releases for Slurm").
         # Reserved capacity comes from training plans (capacity.training_plan_arn); Spot is not

@@ -341,7 +341,7 @@ def test_markdown_has_a_mermaid_diagram_of_the_cluster():
     md = plan_render.render_markdown(p)
     diagram = md.split("```mermaid\n", 1)[1].split("```", 1)[0]
     for text in ('subgraph vpc["VPC 10.0.0.0/16"]', "AZ ID use2-az1", "node group b300", "node group cpu",
-                 "FSx for Lustre", "S3 datasets", "login nodes", "pcs<br/>Slurm version 26.05", "NAT gateway"):
+                 "FSx for Lustre", "S3 datasets", "login nodes", "pcs<br/>Slurm version 25.11", "NAT gateway"):
         assert text in diagram
     assert 'b0 -->|"/datasets"| fsx' in diagram  # import only: from the bucket to the file system
     assert "<details><summary>Resolved spec" in md

@@ -30,7 +30,7 @@ def test_good_spec_loads_with_defaults_resolved():
     result = load(GOOD)
     assert result.ok, [d.format() for d in result.diagnostics]
     spec = result.spec
-    assert spec.orchestrator.version == "26.05"
+    assert spec.orchestrator.version == "25.11"
     assert spec.network.vpc_cidr == "10.0.0.0/16"
     assert spec.node_groups[0].efa is True
     assert spec.node_groups[0].placement_group == "auto"

@@ -22,7 +22,7 @@ def test_base_spec_is_valid_on_every_control_plane(type_):
 
 # ---- version_supported ----------------------------------------------------------------
 
-@pytest.mark.parametrize("type_, version", [("pcs", "25.05"), ("pcs", "24.11"), ("pcs", "26.05"),
+@pytest.mark.parametrize("type_, version", [("pcs", "25.05"), ("pcs", "24.11"), ("pcs", "25.11"),
                                             ("hyperpod-slurm", "24.11"),
                                             ("eks", "1.35"), ("eks", "1.32"), ("hyperpod-eks", "1.33")])
 def test_supported_versions_pass(type_, version):
@@ -31,11 +31,26 @@ def test_supported_versions_pass(type_, version):
     assert "orchestrator.version" not in paths(spec)
 
 
-@pytest.mark.parametrize("type_", controlplanes.ORCHESTRATOR_TYPES)
+@pytest.mark.parametrize("type_", [t for t in controlplanes.ORCHESTRATOR_TYPES if t != "pcs"])
 def test_default_version_is_the_newest_supported(type_):
     model = validated(on(type_))
     assert model.orchestrator.version == controlplanes.get(type_).versions[-1]
     assert list(orch.version_supported(model)) == []
+
+
+def test_pcs_defaults_to_the_newest_slurm_of_its_base_image():
+    """Not 26.05, which the API takes but no PCS-ready DLAMI carries: the images stack would fail."""
+    model = validated(on("pcs"))
+    assert model.orchestrator.version == controlplanes.PCS_BASE_IMAGE_SLURM_VERSIONS[-1] == "25.11"
+    assert list(orch.version_supported(model)) == []
+
+
+def test_a_slurm_version_no_base_image_carries_is_a_warning():
+    spec = with_(on("pcs"), "orchestrator.version", "26.05")
+    (problem,) = findings(orch.version_supported, spec)
+    assert problem.severity == "warning" and problem.path == ("orchestrator", "version")
+    assert "carries Slurm 24.11, 25.05, 25.11, not 26.05" in problem.message
+    assert 'version: "25.11"' in problem.hint and "fmcluster preflight" in problem.hint
 
 
 def test_unsupported_slurm_version_on_pcs():
@@ -43,7 +58,7 @@ def test_unsupported_slurm_version_on_pcs():
     assert "orchestrator.version" in paths(spec)
     (message,) = messages(spec, "orchestrator.version")
     assert "Slurm version 23.11 is not supported by pcs" in message
-    assert "supported: 24.11, 25.05, 25.11, 26.05 (default 26.05)" in message
+    assert "supported: 24.11, 25.05, 25.11, 26.05 (default 25.11)" in message
 
 
 def test_retired_slurm_version_on_pcs_says_why():
@@ -51,7 +66,7 @@ def test_retired_slurm_version_on_pcs_says_why():
     spec = with_(base_spec(), "orchestrator.version", "24.05")
     (message,) = messages(spec, "orchestrator.version")
     assert "no longer creates clusters with Slurm 24.05" in message
-    assert "supported: 24.11, 25.05, 25.11, 26.05 (default 26.05)" in message
+    assert "supported: 24.11, 25.05, 25.11, 26.05 (default 25.11)" in message
 
 
 def test_pcs_features_are_keyed_on_the_slurm_version():

@@ -25,6 +25,13 @@ def version_supported(spec: ClusterSpec) -> Iterator[Problem]:
         yield error(ORCH + ("version",),
                     f"{cp.version_label} {spec.orchestrator.version} is not supported by {cp.type}",
                     "supported: " + ", ".join(cp.versions) + f" (default {cp.default_version})")
+    elif cp.type == "pcs" and spec.orchestrator.version not in controlplanes.PCS_BASE_IMAGE_SLURM_VERSIONS:
+        yield warning(ORCH + ("version",),
+                      f"the PCS-ready DLAMI, the base of the node images, carries Slurm "
+                      f"{', '.join(controlplanes.PCS_BASE_IMAGE_SLURM_VERSIONS)}, not "
+                      f"{spec.orchestrator.version}: NAME-images cannot build Pyxis against it and fails",
+                      f"use version: \"{cp.default_version}\", or run `fmcluster preflight` to read the "
+                      "region's image: it passes once the image carries this version")
 
 
 @rule
