@@ -344,3 +344,55 @@ def test_the_slurm_collector_counts_gpus_per_team_and_user(slurm, tmp_path):
              if line.startswith("slurm_account_gpus_allocated{")}
     assert found == {f'slurm_account_gpus_allocated{{account="pretrain",user="{ALICE}"}}': "2",
                      f'slurm_account_gpus_allocated{{account="research",user="{ERIN}"}}': "3"}
+
+
+@pytest.mark.parametrize("goes", ["pretrain", "research"])
+def test_a_team_whose_member_is_in_another_team_is_removed(slurm, tmp_path, goes):
+    """A member of two teams has the one that goes as the default account: the member's default
+    moves to the team that stays before the account is deleted (sacctmgr refuses to delete a
+    user's default account), and the team's other users go with it, in one run. The slurmdbd has
+    another cluster where the member has an account of its own: the default moves on this
+    cluster only (Slurm keeps one per cluster) and the other cluster's is left alone."""
+    other = f"{TAG}-elsewhere".replace("-", "")
+    both = [{**TEAMS[0], "members": [ALICE, BOB, CAROL]}, TEAMS[1]]
+    assert apply(slurm, both, tmp_path).returncode == 0
+    slurm.run("sacctmgr", "-i", "add", "cluster", other)
+    try:
+        slurm.run("sacctmgr", "-i", "add", "account", f"{other}acct", f"cluster={other}")
+        slurm.run("sacctmgr", "-i", "add", "user", CAROL, f"account={other}acct", f"cluster={other}")
+        slurm.run("sacctmgr", "-i", "modify", "user", "where", f"name={CAROL}", f"cluster={slurm.cluster}", "set",
+                  f"defaultaccount={goes}")
+        stays = [team for team in both if team["name"] != goes]
+        result = apply(slurm, stays, tmp_path)
+        assert result.returncode == 0, result.stdout
+        assert goes not in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
+        kept = stays[0]["name"]
+        defaults = slurm.run("sacctmgr", "-Pn", "show", "user", CAROL, "withassoc",
+                             "format=cluster,defaultaccount").stdout.split()
+        assert set(defaults) == {f"{slurm.cluster}|{kept}", f"{other}|{other}acct"}
+        assert {row[:2] for row in associations(slurm) if row[1]} == {(kept, CAROL)} | {
+            (kept, user) for user in ([ALICE, BOB] if kept == "pretrain" else [ERIN])} | {(f"{other}acct", CAROL)}
+    finally:
+        slurm.run("sacctmgr", "-i", "delete", "cluster", other, check=False)
+        slurm.run("sacctmgr", "-i", "delete", "account", f"{other}acct", check=False)
+    assert submit(slurm, CAROL, "-p", "gpu").returncode == 0  # with the default account that stays
+    assert apply(slurm, stays, tmp_path).stdout.strip().endswith("up to date")
+
+
+def test_a_user_keeps_an_account_of_an_administrators_own(slurm, tmp_path):
+    """A team's member whose other account is an administrator's (not fmcluster's): when the team
+    goes, the user's default moves to that account, and the account and its association stay."""
+    assert apply(slurm, TEAMS, tmp_path).returncode == 0
+    own = f"{TAG}own".replace("-", "")
+    slurm.run("sacctmgr", "-i", "add", "account", own, f"cluster={slurm.cluster}")
+    try:
+        slurm.run("sacctmgr", "-i", "add", "user", ALICE, f"account={own}", f"cluster={slurm.cluster}")
+        assert slurm.run("sacctmgr", "-Pn", "show", "user", ALICE, "format=defaultaccount").stdout.strip() == "pretrain"
+        result = apply(slurm, TEAMS[1:], tmp_path)
+        assert result.returncode == 0, result.stdout
+        assert "pretrain" not in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
+        assert slurm.run("sacctmgr", "-Pn", "show", "user", ALICE, "format=defaultaccount").stdout.strip() == own
+        assert (own, ALICE) in {row[:2] for row in associations(slurm)}
+    finally:
+        slurm.run("sacctmgr", "-i", "delete", "user", "where", f"name={ALICE}", f"account={own}", check=False)
+        slurm.run("sacctmgr", "-i", "delete", "account", own, check=False)

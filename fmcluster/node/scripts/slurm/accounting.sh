@@ -9,10 +9,12 @@
 #                                      (AllowAccounts, set with scontrol where slurm.conf does not)
 # Only what differs is changed, so a second run changes nothing. The accounts it manages carry
 # Organization=fmcluster: such an account that FILE no longer names is removed from this cluster
-# (ClusterName: a slurmdbd's other clusters keep theirs), with its users' associations, and then
-# itself once no cluster has it; so is a user's association FILE no longer has. Slurm refuses to
-# remove an association that has jobs running or pending: that removal fails, is reported, and is
-# made by the next run after the jobs have ended. Other accounts (root, an administrator's own) and other
+# (ClusterName: a slurmdbd's other clusters keep theirs), its users' associations first, and then
+# itself once no cluster has it; so is a user's association FILE no longer has. A user's default
+# account on this cluster is always one that stays: one of the user's teams, or else another
+# account the user keeps here (Slurm refuses to remove a default while others remain). Slurm
+# refuses to remove an association that has jobs running or pending: that removal fails, is
+# reported, and is made by the next run after the jobs have ended. Other accounts (root, an administrator's own) and other
 # QOSes are left alone. A group that cannot be looked up removes nobody from its team.
 # Exit 0: all applied; 1: a change failed (the rest was still made); 2: FILE unusable.
 # Settings: SLURM_BIN (where sacctmgr and scontrol are: Slurm's commands are on no PATH of a
@@ -120,14 +122,15 @@ for q in "${qoses[@]}"; do
 done
 
 # --- the teams' accounts, on this cluster
-declare -A organization=() have_account=() have_user=()
+declare -A organization=() have_account=() have_user=() accounts_of=()
 while IFS='|' read -r name org; do organization[$name]=$org; done < <(query show account format=account,organization)
 while IFS='|' read -r account user shares grptres qos default; do
   if [[ -z $user ]]; then
     have_account[$account]="$shares|$grptres|$(sorted <<<"$qos")|$default"
-  elif [[ ${organization[$account]:-} == "$MARK" ]]; then
-    have_user["$account|$user"]=1
+    continue
   fi
+  accounts_of[$user]+="$account "
+  [[ ${organization[$account]:-} == "$MARK" ]] && have_user["$account|$user"]=1
 done < <(query show assoc "cluster=$CLUSTER" format=account,user,fairshare,grptres,qos,defaultqos)
 
 # GrpTRES=gres/gpu=N only where Slurm tracks gres/gpu (AccountingStorageTRES): elsewhere (AWS PCS,
@@ -157,8 +160,8 @@ for a in "${accounts[@]}"; do
   fi
 done
 
-# --- the teams' users: added, each one's default account one of its teams, then the rest removed
-declare -A first=()
+# --- the teams' users: added; each one's default account one that stays; then the rest removed
+declare -A first=() going=() failed=()
 for key in "${!wanted[@]}"; do
   account=${key%%|*} user=${key#*|}
   [[ -n ${have_user[$key]+x} ]] || apply add user "$user" "Account=$account" "Cluster=$CLUSTER"
@@ -168,20 +171,48 @@ for a in "${accounts[@]}"; do
     [[ ${key%%|*} == "$a" && -z ${first[${key#*|}]+x} ]] && first[${key#*|}]=$a
   done
 done
-for user in "${!first[@]}"; do
-  default=$(query show user "$user" format=defaultaccount)
-  [[ -n ${wanted["$default|$user"]+x} ]] || apply modify user where "name=$user" set "DefaultAccount=${first[$user]}"
-done
+# the associations this run removes: a member no longer in its team, and every user of a team the
+# file no longer has (the accounts fmcluster made)
 for key in "${!have_user[@]}"; do
+  [[ -n ${wanted[$key]+x} || -n ${unsure[${key%%|*}]+x} ]] || going[$key]=1
+done
+# A user's default account (per cluster: Slurm keeps one on each cluster of the slurmdbd) moves
+# before the association goes: sacctmgr refuses to remove a user's default association while the
+# user has others ("You can not remove the default account of a user"), and the next run would
+# fail the same way. It moves to the user's first team, or else to an account the user keeps on
+# this cluster (an administrator's own); a user who keeps nothing loses the last association,
+# which Slurm allows.
+declare -A users=()
+for user in "${!first[@]}"; do users[$user]=1; done
+for key in "${!going[@]}"; do users[${key#*|}]=1; done
+for user in "${!users[@]}"; do
+  default=$(query show user "$user" withassoc "cluster=$CLUSTER" format=defaultaccount | head -n 1)
+  [[ -n ${wanted["$default|$user"]+x} ]] && continue
+  [[ -z ${first[$user]+x} && -z ${going["$default|$user"]+x} ]] && continue # not fmcluster's to move
+  target=${first[$user]:-}
+  if [[ -z $target ]]; then
+    for account in ${accounts_of[$user]:-}; do
+      [[ -z ${going["$account|$user"]+x} ]] && target=$account && break
+    done
+  fi
+  [[ -z $target || $target == "$default" ]] ||
+    apply modify user where "name=$user" "cluster=$CLUSTER" set "DefaultAccount=$target"
+done
+# one association at a time: removing an account with all its users' associations in one request
+# is refused where a member of two teams is among them, even with every default moved (seen with
+# Debian's Slurm 22.05: the refusal names a user for whom the account is the only association,
+# whose default it rightly is), so each user's association goes first, then the account
+for key in "${!going[@]}"; do
   account=${key%%|*} user=${key#*|}
-  [[ -n ${wanted[$key]+x} || -n ${unsure[$account]+x} ]] && continue
-  [[ -n ${account_line[$account]+x} ]] || continue # with its account, below
+  before=$failures
   apply delete user where "name=$user" "account=$account" "cluster=$CLUSTER"
+  ((failures == before)) || failed[$account]=1
 done
 
-# --- the accounts fmcluster made that the spec no longer has
+# --- the accounts fmcluster made that the spec no longer has (their users' associations gone above)
 for account in "${!organization[@]}"; do
   [[ ${organization[$account]} == "$MARK" && -z ${account_line[$account]+x} ]] || continue
+  [[ -z ${failed[$account]+x} ]] || continue # a user with jobs still: the next run removes it
   [[ -z ${have_account[$account]+x} ]] || apply delete account where "name=$account" "cluster=$CLUSTER"
   # the account itself once no cluster of the slurmdbd has it any more
   [[ -z $(query show assoc "account=$account" format=cluster) ]] && apply delete account where "name=$account"
