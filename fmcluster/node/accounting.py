@@ -80,8 +80,19 @@ def data(teams: Sequence[Team]) -> str:
                      f"{','.join(team.priorities)} {team.priority}")
         lines += [f"member {team.name} {user}" for user in team.members]
         lines += [f"group {team.name} {group}" for group in team.groups]
-    lines += [f"partition {group} {settings['AllowAccounts']}" for group, settings in partition_settings(teams).items()]
+    dedicated = partition_settings(teams)
+    lines += [f"partition {group} {settings['AllowAccounts']}" for group, settings in dedicated.items()]
+    # every other GPU group's partition is open to every team: a group that lost its `team:` must
+    # not keep the AllowAccounts the program set while it was dedicated (only GPU groups can be)
+    lines += [f"partition {group} -" for group in open_partitions(teams) if group not in dedicated]
     return "\n".join(lines) + "\n"
+
+
+def open_partitions(teams: Sequence[Team]) -> tuple[str, ...]:
+    """The partitions of the GPU node groups no team has to itself (sorted): every team's jobs may
+    run there, whatever AllowAccounts the program set while one was dedicated."""
+    groups = {group for team in teams for group in team.group_gpus}
+    return tuple(sorted(groups - {group for team in teams for group in team.dedicated}))
 
 
 def program() -> str:

@@ -33,6 +33,7 @@ def test_the_data_of_the_hyperpod_example():
         "account evals 48 - normal,low normal",  # 32 in train and the 16 of its own eval group
         "group evals ml-evals",
         "partition eval evals",
+        "partition train -",  # open to every team: AllowAccounts=ALL where the program had set it
     ]
     assert accounting.partition_settings(model.teams) == {"eval": {"AllowAccounts": "evals"}}
 

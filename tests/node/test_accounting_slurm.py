@@ -33,10 +33,13 @@ RESEARCH_GROUP = f"{TAG}-research"
 GRACE = f"{TAG}-Grace"  # upper case, which Linux allows and sacctmgr stores in lower case
 
 
-def model(teams: list[dict]):
+def model(teams: list[dict], evals_team: str | None = "pretrain"):
+    """The spec's model with these teams and a second GPU group, evals, dedicated to `evals_team`
+    (None: to no team)."""
     spec = base_spec(teams=teams)
     spec["node_groups"].append({"name": "evals", "instance_type": "p5.48xlarge", "count": 1,
-                                "capacity": {"type": "on-demand"}, "team": "pretrain"})
+                                "capacity": {"type": "on-demand"},
+                                **({"team": evals_team} if evals_team else {})})
     return resolve(validated(spec))
 
 
@@ -87,9 +90,10 @@ def slurm():
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def apply(cluster: SlurmCluster, teams: list[dict], tmp_path: Path, data: str | None = None):
+def apply(cluster: SlurmCluster, teams: list[dict], tmp_path: Path, data: str | None = None,
+          evals_team: str | None = "pretrain"):
     path = tmp_path / "teams"
-    path.write_text(data if data is not None else accounting.data(model(teams).teams))
+    path.write_text(data if data is not None else accounting.data(model(teams, evals_team).teams))
     return subprocess.run(["bash", str(PROGRAM), str(path)], env={**cluster.env, "SLURM_BIN": "/usr/bin"},
                           capture_output=True, text=True, timeout=120)
 
@@ -396,3 +400,53 @@ def test_a_user_keeps_an_account_of_an_administrators_own(slurm, tmp_path):
     finally:
         slurm.run("sacctmgr", "-i", "delete", "user", "where", f"name={ALICE}", f"account={own}", check=False)
         slurm.run("sacctmgr", "-i", "delete", "account", own, check=False)
+
+
+def allowed(cluster: SlurmCluster, partition: str) -> str:
+    out = cluster.run("scontrol", "-o", "show", "partition", partition).stdout
+    return next(field for field in out.split() if field.startswith("AllowAccounts=")).split("=", 1)[1]
+
+
+def test_a_group_that_stops_being_dedicated_takes_every_teams_jobs_again(slurm, tmp_path):
+    """evals loses its `team:` (HyperPod, where the program sets AllowAccounts with scontrol: the
+    partition kept naming the team): the program opens it to every account again, and so when
+    the team it was dedicated to goes as well, whose account no longer exists."""
+    try:
+        assert apply(slurm, TEAMS, tmp_path).returncode == 0
+        assert allowed(slurm, "evals") == "pretrain"
+        opened = apply(slurm, TEAMS, tmp_path, evals_team=None)
+        assert opened.returncode == 0, opened.stdout
+        assert "AllowAccounts=ALL" in opened.stdout
+        assert allowed(slurm, "evals") == "ALL"
+        assert submit(slurm, CAROL, "-A", "research", "-p", "evals").returncode == 0
+        assert apply(slurm, TEAMS, tmp_path, evals_team=None).stdout.strip().endswith("up to date")
+        # dedicated again, then its team removed with the dedication in the same change
+        assert apply(slurm, TEAMS, tmp_path).returncode == 0 and allowed(slurm, "evals") == "pretrain"
+        gone = apply(slurm, TEAMS[1:], tmp_path, evals_team=None)
+        assert gone.returncode == 0, gone.stdout
+        assert "pretrain" not in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
+        assert allowed(slurm, "evals") == "ALL"
+        assert submit(slurm, ERIN, "-A", "research", "-p", "evals").returncode == 0
+        # a list of a removed team the program did not reset (an earlier run, or a restart that
+        # restored it): the account no longer exists, so the partition is opened
+        slurm.run("scontrol", "update", "PartitionName=evals", "AllowAccounts=pretrain")
+        assert apply(slurm, TEAMS[1:], tmp_path, evals_team=None).returncode == 0
+        assert allowed(slurm, "evals") == "ALL"
+    finally:
+        slurm.run("scontrol", "update", "PartitionName=evals", "AllowAccounts=ALL", check=False)
+
+
+def test_an_administrators_own_allow_list_is_left_alone(slurm, tmp_path):
+    """A GPU group no team has to itself, whose partition an administrator restricted to an
+    account of their own: the program leaves that list as it is."""
+    own = f"{TAG}admin".replace("-", "")
+    slurm.run("sacctmgr", "-i", "add", "account", own, f"cluster={slurm.cluster}")
+    try:
+        slurm.run("scontrol", "update", "PartitionName=gpu", f"AllowAccounts={own},research")
+        result = apply(slurm, TEAMS, tmp_path)
+        assert result.returncode == 0, result.stdout
+        assert allowed(slurm, "gpu") == f"{own},research"
+    finally:
+        slurm.run("scontrol", "update", "PartitionName=gpu", "AllowAccounts=ALL", check=False)
+        slurm.run("sacctmgr", "-i", "delete", "account", own, check=False)
+

@@ -6,7 +6,11 @@
 #   member ACCOUNT USER                a user of the team
 #   group ACCOUNT GROUP                a Linux group whose members (getent) are users of the team
 #   partition NAME ACCOUNT             a dedicated node group's partition: only ACCOUNT may use it
-#                                      (AllowAccounts, set with scontrol where slurm.conf does not)
+#                                      (AllowAccounts, set with scontrol where slurm.conf does not);
+#                                      ACCOUNT - : open to every team (AllowAccounts=ALL where it
+#                                      names only fmcluster's accounts or ones that are gone, as it
+#                                      does after the group stops being dedicated; an administrator's
+#                                      own AllowAccounts is left alone)
 # Only what differs is changed, so a second run changes nothing. The accounts it manages carry
 # Organization=fmcluster: such an account that FILE no longer names is removed from this cluster
 # (ClusterName: a slurmdbd's other clusters keep theirs), its users' associations first, and then
@@ -218,12 +222,29 @@ for account in "${!organization[@]}"; do
   [[ -z $(query show assoc "account=$account" format=cluster) ]] && apply delete account where "name=$account"
 done
 
-# --- the partitions of dedicated node groups: their one account
+# fmcluster_only ACCOUNTS: whether every account of the list (a,b) is fmcluster's or no longer
+# exists (a team removed by this run or an earlier one)
+fmcluster_only() {
+  local account
+  for account in ${1//,/ }; do
+    [[ ${organization[$account]:-$MARK} == "$MARK" ]] || return 1
+  done
+}
+
+# --- the partitions of dedicated node groups: their one account; of the other GPU groups: ALL
 for partition in "${!allow[@]}"; do
   current=$("$SLURM_BIN/scontrol" --oneliner show partition "$partition" | grep -o 'AllowAccounts=[^ ]*')
-  [[ ${current#AllowAccounts=} == "${allow[$partition]}" ]] && continue
-  log "scontrol update PartitionName=$partition AllowAccounts=${allow[$partition]}"
-  if out=$("$SLURM_BIN/scontrol" update "PartitionName=$partition" "AllowAccounts=${allow[$partition]}" 2>&1); then
+  current=${current#AllowAccounts=}
+  want=${allow[$partition]}
+  if [[ $want == - ]]; then
+    # open: a partition Slurm does not have has nothing to open; an administrator's list stays
+    [[ -z $current || $current == ALL ]] && continue
+    fmcluster_only "$current" || continue
+    want=ALL
+  fi
+  [[ $current == "$want" ]] && continue
+  log "scontrol update PartitionName=$partition AllowAccounts=$want"
+  if out=$("$SLURM_BIN/scontrol" update "PartitionName=$partition" "AllowAccounts=$want" 2>&1); then
     changes=$((changes + 1))
   else
     log "failed: ${out//$'\n'/ }"
