@@ -29,7 +29,23 @@ BUILD_INSTANCE_VCPUS = {"c6i.2xlarge": 8, "c7g.2xlarge": 8}  # EC2's figures (th
 # ("PCS Agent: 1.5.0-1. Slurm: ...").
 PCS_AGENT_MIN = "1.5.0-1"
 PCS_AGENT_IN_DESCRIPTION = r"PCS Agent:\s*([0-9]+(?:[.-][0-9]+)*)"
-BUILD_ROOT_VOLUME_GIB = 200  # the deep-learning bases' root snapshots are 100+ GiB; their nodes' volumes are larger
+# ... and the Slurm releases it carries, each under PCS_SLURM_PREFIX ("Slurm: 24.11.7-2, 25.05.8-2,
+# 25.11.6-2": awslabs/awsome-distributed-ai, architectures/aws-pcs/docs/PCS-READY-DLAMI.md, every
+# PCS-ready DLAMI up to 2026-08-05). A cluster whose Slurm is not among them has no Slurm to build
+# Pyxis against (the bake stops with "no Slurm headers") and no slurmd of its version to start.
+PCS_SLURM_IN_DESCRIPTION = r"Slurm:\s*([0-9]+\.[0-9]+[0-9.-]*(?:\s*,\s*[0-9]+\.[0-9]+[0-9.-]*)*)"
+# The root volume of a PCS image's build instance, and so the size of the image's root snapshot and
+# the smallest root volume of a node launched from it (EC2 refuses a volume smaller than its
+# snapshot: the spec rule node_root_volume_holds_the_image). The PCS-ready DLAMIs' own root snapshots
+# are about 100 GiB, and Image Builder builds on them (Enroot, Pyxis, packages); preflight reads the
+# base's own size and FAILs where it is larger than this.
+BUILD_ROOT_VOLUME_GIB = 200
+# The root device that PCS images' recipes size: the root device of Ubuntu AMIs, which the PCS-ready
+# DLAMIs are. A recipe's block device mapping overrides the parent's mapping of the same device and
+# adds a volume for any other (AWS::ImageBuilder::ImageRecipe InstanceBlockDeviceMapping: "NoDevice:
+# ... remove a mapping from the parent image"; EbsInstanceBlockDeviceSpecification.VolumeSize: "Use
+# to override the device's volume size"); preflight compares it with the base's RootDeviceName.
+BUILD_ROOT_DEVICE = "/dev/sda1"
 # What a first deploy spends on one image (an estimate for `plan`): an Image Builder build instance,
 # the build, the AMI snapshot of a 100+ GiB root volume, a test instance from the new AMI and its
 # tests. Images build in parallel, before NAME-cluster, and only when their recipe changes.
@@ -110,6 +126,46 @@ def pcs_agent(description: str) -> str | None:
     """The PCS agent version a PCS AMI's description names, or None."""
     found = re.search(PCS_AGENT_IN_DESCRIPTION, description)
     return found.group(1) if found else None
+
+
+def pcs_slurm_versions(description: str) -> tuple[str, ...]:
+    """The Slurm versions a PCS AMI's description lists (``24.11.7-2``, ...), in its order; () where
+    it lists none."""
+    found = re.search(PCS_SLURM_IN_DESCRIPTION, description)
+    if not found:
+        return ()
+    return tuple(v.strip().rstrip(".-") for v in found.group(1).split(","))
+
+
+def slurm_release(version: str) -> str:
+    """A Slurm version's release, major.minor, as the PCS API and orchestrator.version name it
+    (``25.11.6-2`` -> ``25.11``)."""
+    return ".".join(version.split("-", 1)[0].split(".")[:2])
+
+
+def build_root_volume_gib(plane: str) -> int | None:
+    """The root volume a plane's image is built with, and so its root snapshot's size; None: the
+    base image's own (SageMaker HyperPod). SageMaker sizes a HyperPod node's root volume itself
+    (SageMaker API Reference, ClusterEbsVolumeConfig.RootVolume: "You can't specify the
+    VolumeSizeInGB field. The size of the root volume is determined for you"), so a HyperPod image
+    keeps its base's root snapshot (AWS's HyperPod custom-AMI example keeps 100 GiB), and its recipe
+    maps no device at all: the device name of an ``ssm:`` parent is not known at synthesis, and a
+    mapping of another device than the base's root adds a second volume, which HyperPod refuses
+    (ClusterInstanceGroupSpecification.ImageId: "Only the primary AMI snapshot volume is
+    supported"). preflight reads the base's root device and size."""
+    return None if plane == HYPERPOD_SLURM else BUILD_ROOT_VOLUME_GIB
+
+
+# EBS encryption by default (EC2 GetEbsEncryptionByDefault) encrypts every new volume and snapshot
+# of the account in the region, with GetEbsDefaultKmsKeyId's key: a volume asked for unencrypted
+# comes out encrypted (EC2 User Guide, "Encryption by default"), and so does an image built on it.
+# SageMaker takes only unencrypted custom AMIs for HyperPod (botocore's sagemaker model,
+# ClusterInstanceGroupSpecification.ImageId: "Encryption: The custom AMI must be unencrypted"), so
+# preflight refuses a HyperPod image build in such a region. The default key is also the key of a PCS
+# image built encrypted without the storage key. The AWS managed EBS key, by the alias an answer of
+# GetEbsDefaultKmsKeyId may name it with (the API model documents an ARN, which does not say whether
+# the key is AWS or customer managed):
+AWS_MANAGED_EBS_KEY = "alias/aws/ebs"
 
 
 def version_key(version: str) -> tuple[int, ...]:

@@ -276,6 +276,109 @@ def test_a_pcs_base_image_needs_an_agent_that_runs_lifecycle_actions(agent, stat
         assert "names no PCS agent version" in check.reason and "describe-images" in check.hint
 
 
+@pytest.mark.parametrize("version, status", [("25.11", PASS), ("24.11", PASS), ("26.05", FAIL)])
+def test_a_pcs_base_image_must_carry_the_clusters_slurm(version, status):
+    """The PCS-ready DLAMI lists its Slurm releases in its description; the cluster's must be one."""
+    spec = validated(base_spec(orchestrator={"type": "pcs", "version": version}))
+    clients = Clients(spec)
+    check = by_name(list(Preflight(spec, clients, NOW).node_images()), "base image pcs-x86_64 Slurm")
+    assert check.status == status, check
+    assert "24.11.7-2, 25.05.8-2, 25.11.6-2" in check.reason
+    if status == PASS:
+        assert check.reason.endswith(f"the cluster's {version} among them")
+    else:
+        assert "Slurm 26.05 (orchestrator.version) is not on ami-" in check.reason
+        assert "test-cluster-images fails" in check.reason
+        assert "orchestrator.version" in check.hint and "24.11, 25.05, 25.11; the newest is 25.11" in check.hint
+
+
+def test_a_pcs_base_image_that_lists_no_slurm_warns():
+    spec = validated(base_spec())
+    clients = Clients(spec, slurm=())
+    check = by_name(list(Preflight(spec, clients, NOW).node_images()), "base image pcs-x86_64 Slurm")
+    assert check.status == WARN and "lists no Slurm versions" in check.reason
+    assert "/opt/aws/pcs/scheduler/slurm-25.11" in check.reason and "describe-images" in check.hint
+
+
+@pytest.mark.parametrize("root, status, said", [
+    (("/dev/sda1", 100), PASS, "root device /dev/sda1, root snapshot 100 GiB: the image's root is 200 GiB"),
+    (("/dev/xvda", 100), FAIL, "the image's recipe sizes /dev/sda1 to 200 GiB, which on this base adds a second "
+                               "volume and leaves the root at 100 GiB"),
+    (("/dev/sda1", 250), FAIL, "root snapshot 250 GiB: larger than the 200 GiB the image's recipe gives the root "
+                               "volume")])
+def test_a_pcs_base_image_root_is_the_device_and_size_the_recipe_sets(root, status, said):
+    spec = validated(base_spec())
+    check = by_name(list(Preflight(spec, Clients(spec, root=root), NOW).node_images()),
+                    "base image pcs-x86_64 root volume")
+    assert check.status == status and said in check.reason, check
+    if status == FAIL:
+        assert "ami_id" in check.hint
+
+
+def hyperpod_base(clients):
+    """The DescribeImages entry of the HyperPod base image the Clients publish."""
+    [entry] = [e for e in clients.ec2.images.values() if e["Name"] == "base-hyperpod-slurm-x86_64"]
+    return entry
+
+
+def test_a_hyperpod_image_keeps_the_base_root_volume_which_preflight_reports():
+    spec = validated(base_spec(orchestrator={"type": "hyperpod-slurm"}))
+    clients = Clients(spec, root=("/dev/xvda", 100))
+    checks = list(Preflight(spec, clients, NOW).node_images())
+    root = by_name(checks, "base image hyperpod-slurm-x86_64 root volume")
+    assert root.status == PASS
+    assert root.reason.endswith(": root device /dev/xvda, root snapshot 100 GiB: the image keeps it (SageMaker "
+                                "sizes a HyperPod node's root volume itself)")
+    assert not [c for c in checks if c.name.endswith("Slurm")]  # HyperPod's Slurm is its image's own
+    # a base with a second EBS volume: the image would carry it, which HyperPod refuses
+    clients = Clients(spec, root=("/dev/xvda", 100))
+    hyperpod_base(clients)["BlockDeviceMappings"].append(
+        {"DeviceName": "/dev/sdb", "Ebs": {"VolumeSize": 50, "SnapshotId": "snap-0fedcba9876543210"}})
+    root = by_name(list(Preflight(spec, clients, NOW).node_images()), "base image hyperpod-slurm-x86_64 root volume")
+    assert root.status == FAIL and "EBS volumes at /dev/sdb" in root.reason
+    assert "primary snapshot volume only" in root.reason
+
+
+@pytest.mark.parametrize("kms", [False, True])
+def test_ebs_encryption_by_default_refuses_a_hyperpod_image(kms):
+    """moto keeps EBS encryption by default; its key comes from a Stubber (moto lacks the call)."""
+    spec = validated(with_(base_spec(orchestrator={"type": "hyperpod-slurm"}), "storage.kms", kms))
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    with mock_aws():
+        clients = Clients(spec, ebs_key=key)
+        off = by_name(list(Preflight(spec, clients, NOW).node_images()), "EBS encryption by default")
+        assert off.status == PASS
+        assert off.reason == ("EBS encryption by default is off in us-east-1: the HyperPod image is built "
+                              "unencrypted, as SageMaker takes it")
+        assert len(clients.ebs_key._queue) == 1  # the key is not asked for
+        clients("ec2").enable_ebs_encryption_by_default()
+        on = by_name(list(Preflight(spec, clients, NOW).node_images()), "EBS encryption by default")
+    assert on.status == FAIL
+    assert on.reason == (f"EBS encryption by default is on in us-east-1 (key {key}): image hyperpod-slurm-x86_64 "
+                         "would come out encrypted, and SageMaker HyperPod launches only unencrypted custom AMIs")
+    assert "aws ec2 disable-ebs-encryption-by-default --region us-east-1" in on.hint
+    clients.ebs_key.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize("key, kms, status", [
+    ("alias/aws/ebs", False, PASS),
+    ("arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab", False, WARN),
+    ("arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab", True, PASS)])
+def test_a_pcs_image_without_the_storage_key_takes_the_default_ebs_key(key, kms, status):
+    spec = validated(with_(base_spec(), "storage.kms", kms))
+    with mock_aws():
+        clients = Clients(spec, ebs_key=key)
+        check = by_name(list(Preflight(spec, clients, NOW).node_images()), "EBS encryption by default")
+    assert check.status == status, check
+    if kms:
+        assert check.reason.endswith("the images are encrypted with the storage key")
+        assert len(clients.ebs_key._queue) == 1  # the default key does not matter
+    elif status == PASS:
+        assert check.reason.endswith("the account's default EBS key, alias/aws/ebs")
+    else:
+        assert "AWSServiceRoleForPCS" in check.reason and "storage.kms: true" in check.hint
+
+
 def test_a_base_parameter_missing_in_the_region_fails_with_a_hint():
     spec = loader.load(ROOT / "examples/p6-b200-hyperpod-slurm.yaml").spec
     checks = list(Preflight(spec, Clients(spec, parameters=()), NOW).node_images())

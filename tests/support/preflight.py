@@ -17,6 +17,9 @@ from fmcluster.deploy import preflight
 from fmcluster.model import cluster as model
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+# The Slurm versions a PCS-ready DLAMI's description lists (awslabs/awsome-distributed-ai,
+# architectures/aws-pcs/docs/PCS-READY-DLAMI.md: every image up to 2026-08-05)
+PCS_SLURM = ("24.11.7-2", "25.05.8-2", "25.11.6-2")
 
 
 class Split:
@@ -78,12 +81,14 @@ def reservation(spec_group, az_id="use1-az4", *, block=True, state="active", sta
 
 
 class Clients:
-    """moto clients, with Stubber-backed EC2 reservations, Service Quotas, PCS, SSM parameters
-    and Image Builder. `parameters`: the base images' parameters the region publishes (None: each
-    one the spec's images are built from, as an AMI id: a PCS one registered in moto, its
-    description naming PCS agent `agent`)."""
+    """moto clients, with Stubber-backed EC2 reservations, the default EBS key (`ebs_key`), Service
+    Quotas, PCS, SSM parameters and Image Builder. `parameters`: the base images' parameters the
+    region publishes (None: each one the spec's images are built from, as an AMI id of an image
+    whose description names PCS agent `agent` and Slurm versions `slurm`, with the root device and
+    snapshot size `root`)."""
 
-    def __init__(self, spec, reservations=(), quota=10_000.0, parameters=None, agent="1.5.2-1") -> None:
+    def __init__(self, spec, reservations=(), quota=10_000.0, parameters=None, agent="1.5.2-1",
+                 slurm=PCS_SLURM, root=("/dev/sda1", 100), ebs_key="alias/aws/ebs") -> None:
         region = spec.region
         self.moto = {}
         self.region = region
@@ -107,6 +112,10 @@ class Clients:
                 self.blocks.add_response("describe_capacity_block_status", {"CapacityBlockStatuses": [
                     {"CapacityBlockId": BLOCK_ID, "InterconnectStatus": "ok"}]})
         self.ec2 = Split(self.ec2, blocks_stub, ("describe_capacity_blocks", "describe_capacity_block_status"))
+        # moto lacks GetEbsDefaultKmsKeyId (it has GetEbsEncryptionByDefault, off until enabled)
+        key_stub, self.ebs_key = stubbed("ec2", region)
+        self.ebs_key.add_response("get_ebs_default_kms_key_id", {"KmsKeyId": ebs_key})
+        self.ec2 = Split(self.ec2, key_stub, ("get_ebs_default_kms_key_id",))
         self.quotas, self.quota_stub = stubbed("service-quotas", region)
         if spec.orchestrator.control_plane.hyperpod:
             self.quota_stub.add_response("list_service_quotas", {"Quotas": [
@@ -127,10 +136,15 @@ class Clients:
             name = image.base.parameter
             if name in published:
                 ami = f"ami-0{hashlib.sha256(image.key.encode()).hexdigest()[:16]}"
-                # preflight reads a PCS base image's agent version from its description
+                # preflight reads a PCS base image's agent and Slurm versions from its description, and
+                # every base image's root device and snapshot
+                device, size = root
                 public[ami] = {"ImageId": ami, "Name": f"base-{image.key}", "State": "available",
                                "Architecture": image.architecture,
-                               "Description": f"PCS Agent: {agent}. Slurm: 25.05.7-1"}
+                               "Description": f"PCS Agent: {agent}. Slurm: {', '.join(slurm)}",
+                               "RootDeviceName": device, "BlockDeviceMappings": [
+                                   {"DeviceName": device, "Ebs": {"VolumeSize": size, "VolumeType": "gp3",
+                                                                  "SnapshotId": "snap-0123456789abcdef0"}}]}
                 self.ssm_stub.add_response("get_parameter", {"Parameter": {
                     "Name": name, "Type": "String", "Value": ami, "Version": 1}}, {"Name": name})
             else:
