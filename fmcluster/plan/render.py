@@ -410,9 +410,19 @@ TEAMS_NOTE = ("A team is guaranteed its GPUs (a Kueue nominal quota; on Slurm it
 SLURM_TEAMS_NOTE = ("On Slurm 'at most' is one limit per team, summed over its GPU groups (GrpTRES is per "
                     "account, not per node group).")
 # fmcluster.node.accounting.PCS_SETTINGS: PCS lets fmcluster set neither PreemptType nor AccountingStorageTRES
+# (SlurmCustomSetting.parameterName, PCS API Reference: "For clusters: Prolog, Epilog,
+# SelectTypeParameters, AccountingStorageEnforce"). Whether PCS's own slurm.conf tracks gres/gpu
+# no API says: GetCluster's slurmConfiguration (botocore's PCS model, 2023-02-10) returns only the
+# cluster's own slurmCustomSettings, slurmdbdCustomSettings and cgroupCustomSettings, and PCS's
+# guide documents GRES autodetection on GPU node groups ("AWS PCS enables Slurm GRES
+# autodetection by default on compute node groups that have GPUs", release notes), not
+# AccountingStorageTRES. So neither plan nor preflight can tell; a login node can (sacctmgr).
 PCS_TEAMS_NOTE = ("On AWS PCS fmcluster cannot set PreemptType or AccountingStorageTRES: borrowed GPUs are "
                   "given back by preemption only where PCS's own slurm.conf preempts by QOS (else when the "
-                  "borrowing jobs end), and 'at most' holds only where it tracks gres/gpu.")
+                  "borrowing jobs end), and 'at most' (GrpTRES=gres/gpu) holds only where it tracks gres/gpu "
+                  "(AccountingStorageTRES). No PCS API reports PCS's slurm.conf, so neither plan nor preflight "
+                  "can tell: on a login node `sacctmgr show tres` lists gres/gpu where the limits hold, and "
+                  "fmcluster-accounting's log says when it made the teams without them.")
 
 
 def teams_note(plan: Plan) -> str:

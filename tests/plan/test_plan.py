@@ -576,6 +576,18 @@ def test_each_team_shows_its_gpus_and_their_hourly_cost():
     assert "cannot set PreemptType" in plan_render.render_markdown(made)
 
 
+def test_pcs_teams_say_the_gpu_limits_hold_only_where_pcs_tracks_gres_gpu():
+    """Issue 37, point 13: PCS's own slurm.conf decides AccountingStorageTRES, and no PCS API
+    reports it, so the plan says where 'at most' holds and how to tell on a login node; HyperPod,
+    where fmcluster writes it into the controller's slurm.conf, has no such caveat."""
+    for rendered in (plan_render.render_text, plan_render.render_markdown):
+        flat = " ".join(rendered(plan_of("examples/p5-pcs.yaml")).split())
+        assert "holds only where it tracks gres/gpu (AccountingStorageTRES)" in flat
+        assert "No PCS API reports PCS's slurm.conf" in flat and "sacctmgr show tres" in flat
+    hyperpod = " ".join(plan_render.render_text(plan_of("examples/p6-b200-hyperpod-slurm.yaml")).split())
+    assert "AccountingStorageTRES" not in hyperpod
+
+
 def test_hyperpod_teams_cost_is_unknown_and_dedicated_groups_are_shown():
     made = plan_of("examples/p6-b200-hyperpod-slurm.yaml")
     pretrain, evals = made.teams
