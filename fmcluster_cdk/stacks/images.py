@@ -35,7 +35,7 @@ def identity(image: NodeImage, content_digest: str) -> str:
     the revision (a new one bakes again from the newest base), the build volume and the
     encryption. Equal for equal inputs, so the same spec gives the same names."""
     made = {"content": content_digest, "parent": image.base.parent, "revision": image.revision,
-            "architecture": image.architecture, "root_volume_gib": image_facts.BUILD_ROOT_VOLUME_GIB,
+            "architecture": image.architecture, "root_volume_gib": image_facts.build_root_volume_gib(image.plane),
             "encrypted": image.encrypted}
     return hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()
 
@@ -82,14 +82,19 @@ class ImagesStack(cdk.Stack):
             digest = self.identities[image.key] = identity(image, docs.digest)
             name = image_name(spec.name, image, digest)
             # SageMaker HyperPod takes only unencrypted custom AMIs (API Reference,
-            # ClusterInstanceGroupSpecification.ImageId); the others are encrypted, with the storage
-            # key where the model says so.
+            # ClusterInstanceGroupSpecification.ImageId) and sizes its nodes' root volumes itself: its
+            # image keeps the base's root volume as it is, unencrypted (no mapping:
+            # fmcluster.facts.images.build_root_volume_gib; `preflight` refuses a region with EBS
+            # encryption by default on). The others are encrypted, with the storage key where the
+            # model says so, on a root volume of BUILD_ROOT_VOLUME_GIB at the base's root device.
+            root_volume_gib = image_facts.build_root_volume_gib(image.plane)
             encrypted = image.encrypted or image.plane != image_facts.HYPERPOD_SLURM
             builder = NodeImageBuilder(
                 self, image.key, name=name, parent_image=image.base.parent, build_document=docs.build,
                 test_document=docs.test, instance_type=image.build_instance_type,
                 subnet_id=network.region_subnet_ids[0], security_group_ids=[network.node_security_group_id],
-                root_volume_gib=image_facts.BUILD_ROOT_VOLUME_GIB, encrypted=encrypted, kms_key_arn=kms_key_arn,
+                root_volume_gib=root_volume_gib, root_device_name=image_facts.BUILD_ROOT_DEVICE,
+                encrypted=encrypted, kms_key_arn=kms_key_arn,
                 ami_tags={**model.tags, IMAGE_TAG: image.key, IDENTITY_TAG: digest, DIGEST_TAG: docs.digest},
                 test_timeout_minutes=image_facts.BUILD_TIMEOUT_MINUTES,
                 log_group_name=log_group_name(spec.name, image),

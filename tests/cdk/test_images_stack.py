@@ -88,9 +88,12 @@ def test_one_image_per_node_image_of_the_model(synth, case):
     recipe_id, recipe = one(template, "AWS::ImageBuilder::ImageRecipe")
     assert recipe["ParentImage"] == image.base.parent
     assert recipe["Components"] == [{"ComponentArn": getatt(lid)} for lid in components]
-    [root] = recipe["BlockDeviceMappings"]
-    assert root["DeviceName"] == "/dev/sda1"
-    assert root["Ebs"]["VolumeSize"] == image_facts.BUILD_ROOT_VOLUME_GIB and root["Ebs"]["VolumeType"] == "gp3"
+    if case == "pcs":
+        [root] = recipe["BlockDeviceMappings"]
+        assert root["DeviceName"] == "/dev/sda1" == image_facts.BUILD_ROOT_DEVICE
+        assert root["Ebs"]["VolumeSize"] == image_facts.BUILD_ROOT_VOLUME_GIB and root["Ebs"]["VolumeType"] == "gp3"
+    else:  # SageMaker HyperPod: the base's root volume as it is (test_hyperpod_images_keep_the_base_root_volume)
+        assert "BlockDeviceMappings" not in recipe
     infrastructure_id, _ = one(template, "AWS::ImageBuilder::InfrastructureConfiguration")
     distribution_id, _ = one(template, "AWS::ImageBuilder::DistributionConfiguration")
     image_id, built = one(template, "AWS::ImageBuilder::Image")
@@ -258,16 +261,26 @@ def test_encrypted_with_the_storage_key_when_storage_kms(synth):
 
 
 @pytest.mark.parametrize("case", ["hyperpod", "hyperpod-kms"])
-def test_hyperpod_images_are_unencrypted(synth, case):
-    """SageMaker HyperPod takes only unencrypted custom AMIs, storage key or not (its instances'
-    volumes are encrypted with the storage key by the cluster itself)."""
-    _, templates = synth[case]
+def test_hyperpod_images_keep_the_base_root_volume_unencrypted(synth, case):
+    """SageMaker HyperPod takes only unencrypted custom AMIs with one snapshot volume, storage key or
+    not, and sizes the root volume itself: the recipe maps no device (no size, no second volume at a
+    device the base does not use, no key), so the build instance and the image have the base's
+    root volume, unencrypted where EBS encryption by default is off (preflight checks it). The
+    instances' volumes are encrypted with the storage key by the cluster itself."""
+    spec, templates = synth[case]
     template = templates["images"]
     _, recipe = one(template, "AWS::ImageBuilder::ImageRecipe")
-    assert recipe["BlockDeviceMappings"][0]["Ebs"]["Encrypted"] is False
-    assert "KmsKeyId" not in recipe["BlockDeviceMappings"][0]["Ebs"]
+    assert "BlockDeviceMappings" not in recipe
     _, distribution = one(template, "AWS::ImageBuilder::DistributionConfiguration")
     assert "KmsKeyId" not in distribution["Distributions"][0]["AmiDistributionConfiguration"]
+    assert image_facts.build_root_volume_gib(resolve(spec).images[0].plane) is None
+    _, cluster = one(templates["cluster"], "AWS::SageMaker::Cluster")
+    for group in cluster["InstanceGroups"]:
+        volumes = [c["EbsVolumeConfig"] for c in group.get("InstanceStorageConfigs", []) if "EbsVolumeConfig" in c]
+        roots = [v for v in volumes if v.get("RootVolume")]
+        # the root volume: the storage key at most, never a size (ClusterEbsVolumeConfig.RootVolume)
+        assert all("VolumeSizeInGB" not in v for v in roots)
+        assert len(roots) == (1 if case == "hyperpod-kms" else 0)
 
 
 def test_hyperpod_groups_launch_from_the_image(synth):
@@ -303,8 +316,11 @@ def test_the_construct_refuses_what_image_builder_would(tmp_path):
                 description="d")
     stack = cdk.Stack(cdk.App(outdir=str(tmp_path)), "s")
     NodeImageBuilder(stack, "Good", **good)
+    kept = NodeImageBuilder(stack, "KeepsTheParentsRoot", **{**good, "root_volume_gib": None, "encrypted": False})
+    assert kept.recipe.block_device_mappings is None
     for bad in ({"name": "Upper_case"}, {"name": "x" * 104}, {"kms_key_arn": "arn:k", "encrypted": False},
-                {"security_group_ids": []}, {"log_group_name": "/elsewhere/x"}):
+                {"security_group_ids": []}, {"log_group_name": "/elsewhere/x"}, {"root_volume_gib": None},
+                {"root_volume_gib": None, "encrypted": False, "kms_key_arn": "arn:k"}):
         with pytest.raises(ConstructError):
             NodeImageBuilder(stack, f"Bad{len(stack.node.children)}", **{**good, **bad})
 

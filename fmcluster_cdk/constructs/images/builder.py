@@ -32,6 +32,12 @@ LOG_GROUP_PREFIX = "/aws/imagebuilder/"  # Image Builder's own log groups: /aws/
 LOG_GROUP = re.compile(re.escape(LOG_GROUP_PREFIX) + r"[a-zA-Z0-9\-_/.]{1,494}")  # Image LoggingConfiguration
 BUILD_DATE = "{{ imagebuilder:buildDate }}"  # each build's AMI gets a name of its own (AmiDistributionConfiguration)
 ROOT_DEVICE = "/dev/sda1"  # the root device of Ubuntu AMIs (the PCS and HyperPod Slurm bases)
+# The recipe's block device mappings apply over the parent image's: a mapping of the parent's root
+# device overrides its size ("Use to override the device's volume size"), a mapping of any other
+# device adds a volume, and NoDevice removes one of the parent's (CloudFormation,
+# AWS::ImageBuilder::ImageRecipe InstanceBlockDeviceMapping and EbsInstanceBlockDeviceSpecification,
+# as cfn-lint's schema of the resource has them; BlockDeviceMappings is optional there). Without
+# any, the build instance, and so the image, has the parent's volumes as they are.
 
 # What the SSM agent on the build and test instances needs for Image Builder's Run Command calls
 # (the agent's part of AmazonSSMManagedInstanceCore, without State Manager, inventory, patching or
@@ -114,7 +120,8 @@ class NodeImageBuilder(Construct):
 
     The build and test instances run with IMDSv2 only, are terminated when a build fails, and log
     to `log_group_name`, which is kept for `log_retention_days` and retained when the stack is
-    deleted. The root volume is gp3 of `root_volume_gib`, encrypted as asked.
+    deleted. The root volume is gp3 of `root_volume_gib`, encrypted as asked; or, without
+    `root_volume_gib`, the parent image's root volume as it is (no block device mapping).
 
     Props:
         name: the base of every name: lower-case letters, digits and hyphens, 3 to 102 characters
@@ -136,11 +143,16 @@ class NodeImageBuilder(Construct):
             @default required
         security_group_ids: the instances' security groups (at least one with the subnet).
             @default required
-        root_volume_gib: size of the root volume of the build instance, and so of the AMI's snapshot.
+        root_volume_gib: size of the root volume of the build instance, and so of the AMI's snapshot
+            (a block device mapping of `root_device_name`); None: no mapping at all, the parent's own
+            root volume, size and encryption (for a parent whose root device is not known at
+            synthesis: a mapping of another device would add a volume). None takes neither
+            `encrypted` nor `kms_key_arn`.
             @default required
         root_device_name: the parent image's root device.
             @default ``/dev/sda1`` (Ubuntu)
-        encrypted: encrypt the root volume, and so the AMI's snapshot.
+        encrypted: encrypt the root volume, and so the AMI's snapshot; False with EBS encryption by
+            default on in the region still encrypts it, with the account's default key.
             @default True
         kms_key_arn: the KMS key of the volume and of the distributed AMI (with `encrypted`).
             @default None: the account's default EBS key
@@ -181,7 +193,7 @@ class NodeImageBuilder(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, parent_image: str, build_document: str,
                  test_document: str, instance_type: str, subnet_id: str, security_group_ids: Sequence[str],
-                 root_volume_gib: int, root_device_name: str = ROOT_DEVICE, encrypted: bool = True,
+                 root_volume_gib: Optional[int], root_device_name: str = ROOT_DEVICE, encrypted: bool = True,
                  kms_key_arn: Optional[str] = None, ami_tags: Optional[Mapping[str, str]] = None,
                  test_timeout_minutes: int = 720, hop_limit: int = 2, log_retention_days: int = 365,
                  log_group_name: Optional[str] = None, enhanced_metadata: bool = False,
@@ -192,6 +204,9 @@ class NodeImageBuilder(Construct):
                                        "characters")
         if kms_key_arn and not encrypted:
             raise ConstructError(self, f"image {name}: a KMS key for an unencrypted image")
+        if root_volume_gib is None and (encrypted or kms_key_arn):
+            raise ConstructError(self, f"image {name}: encryption without a root volume mapping (the parent's "
+                                       "root volume is taken as it is)")
         if not security_group_ids:
             raise ConstructError(self, f"image {name}: a subnet needs at least one security group")
         self.log_group_name = log_group_name or f"{LOG_GROUP_PREFIX}{name}"
@@ -204,13 +219,14 @@ class NodeImageBuilder(Construct):
             for phase, document in (("build", build_document), ("test", test_document)))
         component = imagebuilder.CfnImageRecipe.ComponentConfigurationProperty
         ebs = imagebuilder.CfnImageRecipe.EbsInstanceBlockDeviceSpecificationProperty
+        mappings = None if root_volume_gib is None else [imagebuilder.CfnImageRecipe.InstanceBlockDeviceMappingProperty(
+            device_name=root_device_name, ebs=ebs(volume_size=root_volume_gib, volume_type="gp3",
+                                                  delete_on_termination=True, encrypted=encrypted,
+                                                  kms_key_id=kms_key_arn))]
         self.recipe = imagebuilder.CfnImageRecipe(
             self, "Recipe", name=name, version=VERSION, parent_image=parent_image, description=description[:1024],
             components=[component(component_arn=c.attr_arn) for c in (self.build_component, self.test_component)],
-            block_device_mappings=[imagebuilder.CfnImageRecipe.InstanceBlockDeviceMappingProperty(
-                device_name=root_device_name, ebs=ebs(volume_size=root_volume_gib, volume_type="gp3",
-                                                      delete_on_termination=True, encrypted=encrypted,
-                                                      kms_key_id=kms_key_arn))])
+            block_device_mappings=mappings)
 
         self.log_group = logs.CfnLogGroup(self, "Logs", log_group_name=self.log_group_name,
                                           retention_in_days=log_retention_days)
