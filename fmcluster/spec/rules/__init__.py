@@ -13,6 +13,7 @@ from fmcluster.spec.rules import (  # noqa: F401
     capacity,
     home,
     hyperpod,
+    images,
     kubernetes,
     lustre,
     naming,
