@@ -171,12 +171,15 @@ bytecode: install
 # Slurm collector, slurmdbd and MariaDB for the teams' Slurm accounting, PMIx for srun --mpi=pmix, gcc and make for the builds of the node scripts, git,
 # fio for the file-system job, systemd-analyze for the units the node scripts write (and node
 # exporter, which they run), ip (iproute2) for the test clusters' loopback route without delayed
-# acknowledgements (tests/support/slurm_cluster.py, fast_loopback). Installed with apt-get only as
+# acknowledgements (tests/support/slurm_cluster.py, fast_loopback), debootstrap for the roots of the
+# Slurm releases AWS PCS runs (24.11 and 26.05, laid out as PCS lays them out: tests/support/slurm_roots.py,
+# built once into /var/cache/fmcluster-test, about a minute each). Installed with apt-get only as
 # root and only when missing; otherwise the tests that need them skip locally and fail in CI (CI set).
 TOOLS := promtool:prometheus shellcheck:shellcheck slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client \
   munged:munge /usr/include/slurm/spank.h:libslurm-dev /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so:libpmix-dev \
   gcc:gcc git:git fio:fio systemd-analyze:systemd prometheus-node-exporter:prometheus-node-exporter \
-  /usr/sbin/slurmdbd:slurmdbd /usr/sbin/mariadbd:mariadb-server /usr/bin/mariadb:mariadb-client ip:iproute2
+  /usr/sbin/slurmdbd:slurmdbd /usr/sbin/mariadbd:mariadb-server /usr/bin/mariadb:mariadb-client ip:iproute2 \
+  debootstrap:debootstrap
 tools:
 	@missing=""; for tool in $(TOOLS); do \
 	  check=$${tool%%:*}; \
@@ -191,6 +194,11 @@ tools:
 	  else \
 	    echo "make tools: missing$$missing (not root: install them, or tests that need them skip, and fail in CI)" >&2; \
 	  fi; \
+	fi
+	@if [ "$$(id -u)" = 0 ] && command -v debootstrap >/dev/null 2>&1; then \
+	  $(PYTHON) tests/support/slurm_roots.py build; \
+	else \
+	  echo "make tools: no Slurm roots of PCS's releases (not root, or no debootstrap): their tests skip, and fail in CI" >&2; \
 	fi
 
 # requirements-scan.txt: the scanners' group ([dependency-groups] scan) alone, and pip.

@@ -43,6 +43,13 @@ def pcs_ami_parameter(architecture: str) -> str:
 # against: `preflight` reads the region's image and FAILs a version it does not list.
 PCS_BASE_IMAGE_SLURM_VERSIONS = ("24.11", "25.05", "25.11")
 
+# How each Slurm control plane's Slurm authenticates, which every Slurm command needs before it
+# parses an option (Slurm's slurm_init(): "failed to initialize auth plugin" is fatal). AWS PCS's
+# Slurm is built `--without-munge` and authenticates with the cluster's Slurm key, auth/slurm (PCS
+# User Guide, "Software installers to build custom AMIs for AWS PCS"), whose credentials plugin is
+# cred/slurm; SageMaker HyperPod's Slurm runs munge (its lifecycle scripts start munged).
+SLURM_AUTH = {"pcs": ("auth/slurm", "cred/slurm"), "hyperpod-slurm": ("auth/munge", "cred/munge")}
+
 
 # EKS AMI types (botocore's EKS AMITypes): AL2023, NVIDIA for GPU nodes, by architecture
 EKS_AMI_TYPES = {("x86_64", True): "AL2023_x86_64_NVIDIA", ("x86_64", False): "AL2023_x86_64_STANDARD",

@@ -22,7 +22,7 @@ from typing import Mapping
 
 import yaml
 
-from fmcluster.facts import health
+from fmcluster.facts import controlplanes, health
 from fmcluster.facts import images as image_facts
 from fmcluster.model.cluster import NodeImage
 from fmcluster.node import bootstrap
@@ -105,8 +105,9 @@ def check_settings(image: NodeImage) -> dict[str, str | int]:
     """The test phase's settings; CHECK_DEEP_NCCL_TESTS: where the deep check of new GPU nodes looks
     for nccl-tests (fmcluster.facts.health.DEEP_NCCL_TESTS), "" where the image's nodes run none."""
     deep = " ".join(health.DEEP_NCCL_TESTS) if image.deep_check_tools else ""
+    auth, cred = controlplanes.SLURM_AUTH[image.plane]
     return {**pins(image), "CHECK_EXPORTER_PORT": CHECK_EXPORTER_PORT, "CHECK_EXPORTER_TRIES": CHECK_EXPORTER_TRIES,
-            "CHECK_DEEP_NCCL_TESTS": deep}
+            "CHECK_DEEP_NCCL_TESTS": deep, "CHECK_SLURM_AUTH": auth, "CHECK_SLURM_CRED": cred}
 
 
 def program(settings: Mapping[str, str | int], parts: tuple[Path, ...], entry: str) -> str:

@@ -30,7 +30,15 @@ from fmcluster.node import bootstrap, lifecycle
 from fmcluster.node import eks as node_eks
 from fmcluster.node.bootstrap import LustreMount, Metrics
 from tests.support import standins
-from tests.support.sandbox import Sandbox, Scenario, document_script, mount_unit_name, user_data_parts
+from tests.support.sandbox import (
+    IMAGE_SLURM_PREFIXES,
+    Sandbox,
+    Scenario,
+    document_script,
+    mount_unit_name,
+    slurm_headers,
+    user_data_parts,
+)
 from tests.support.sandbox import node_image as sandbox_node_image
 from tests.support.user_data_size import USER_DATA_BUDGET, longest_region, with_longest_values
 
@@ -596,7 +604,7 @@ def test_hyperpod_eks_efa_file_system_configures_lnet(tmp_path):
 
 # --- containers on Slurm: Enroot and Pyxis, baked into the node's image ----------------------------
 
-PCS_SLURM = "25.05"
+PCS_SLURM = IMAGE_SLURM_PREFIXES["noble"].rsplit("slurm-", 1)[1]  # the Slurm the sandbox's PCS image has
 PCS_PREFIX = f"/opt/aws/pcs/scheduler/slurm-{PCS_SLURM}"
 PCS_PLUGSTACK = f"/etc/aws/pcs/scheduler/slurm-{PCS_SLURM}/plugstack.conf.d/pyxis.conf"
 PCS_PLUGIN = f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so"
@@ -695,12 +703,12 @@ def test_containers_pyxis_built_against_another_slurm_is_refused(tmp_path):
     cluster's plugin is missing, and the manifest's prefix is named."""
     node, script = container_node(tmp_path)
     manifest = node.root / bootstrap.IMAGE_MANIFEST.lstrip("/")
-    manifest.write_text(manifest.read_text().replace(PCS_PREFIX, "/opt/aws/pcs/scheduler/slurm-24.11"))
+    manifest.write_text(manifest.read_text().replace(PCS_PREFIX, "/opt/aws/pcs/scheduler/slurm-25.11"))
     (node.root / PCS_PLUGIN.lstrip("/")).unlink()
     result = node.run(script)
     assert_not_ready_for_the_image(
         node, result, f"no Pyxis plugin {PCS_PLUGIN}",
-        f"the image's SLURM_PREFIX is '/opt/aws/pcs/scheduler/slurm-24.11', not {PCS_PREFIX}",
+        f"the image's SLURM_PREFIX is '/opt/aws/pcs/scheduler/slurm-25.11', not {PCS_PREFIX}",
         metric='fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0')
 
 
@@ -869,7 +877,7 @@ def test_pyxis_plugin_of_the_image_is_a_spank_plugin(tmp_path):
     plugin = ctypes.CDLL(str(node.root / PCS_PLUGIN.lstrip("/")))
     name = (ctypes.c_char * 6).in_dll(plugin, "plugin_name").value
     assert name == b"pyxis"
-    header = (Path("/usr/include/slurm/slurm_version.h")).read_text()
+    header = (slurm_headers(PCS_PREFIX) / "slurm_version.h").read_text()  # the headers it was built against
     number = int(re.search(r"#define SLURM_VERSION_NUMBER (0x[0-9a-fA-F]+)", header).group(1), 16)
     assert ctypes.c_uint.in_dll(plugin, "plugin_version").value == number
     option = ctypes.c_char_p.from_address(ctypes.addressof(ctypes.c_void_p.in_dll(plugin, "spank_options")))

@@ -9,7 +9,10 @@ Run: the build phase (bake.sh) really runs in a sandboxed node (tests/support/sa
 make and gcc against the stand-ins of tests/support/standins.py) and leaves Enroot, the Pyxis plugin
 and the manifest; the test phase (check.sh) passes on that baked root with the real srun (Debian's
 Slurm, which loads the stand-in Pyxis through a plugstack.conf), node exporter and Prometheus, and
-fails, saying why, when a piece is missing or broken.
+fails, saying why, when a piece is missing or broken. For AWS PCS the srun is that of the Slurm
+releases PCS runs (24.11 and 26.05), laid out as PCS lays them out and without munge
+(tests/support/slurm_roots.py): the check passes with auth/slurm and fails as it failed on every
+PCS deploy when it asks for munge.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import yaml
 from fmcluster.facts import images
 from fmcluster.node import bootstrap
 from fmcluster.node import image as node_image
-from tests.support import standins
+from tests.support import slurm_roots, standins
 from tests.support.paths import ROOT
 from tests.support.sandbox import (
     IMAGE_SLURM_PREFIXES,
@@ -35,6 +38,7 @@ from tests.support.sandbox import (
     bake,
     baked_files,
     document_script,
+    pcs_slurm_command,
 )
 from tests.support.sandbox import (
     node_image as image_of,
@@ -219,13 +223,19 @@ def test_the_bake_retries_its_clones(tmp_path):
 
 # --- the test phase, run on the baked root ------------------------------------------------------
 
-def require_tools() -> None:
+def require_tools(*slurm_versions: str) -> None:
+    """The programs the check runs, and the roots of the PCS Slurm releases `slurm_versions`."""
     missing = [c for c in ("srun", "prometheus-node-exporter", "prometheus") if find(c) is None]
-    if missing:
+    message = (f"the image check needs {', '.join(missing)} (Debian: slurm-client prometheus "
+               "prometheus-node-exporter)") if missing else ""
+    for version in slurm_versions:
+        try:
+            slurm_roots.root(version)
+        except slurm_roots.Missing as exc:
+            message = str(exc)
+    if message:
         import os
 
-        message = (f"the image check needs {', '.join(missing)} (Debian: slurm-client prometheus "
-                   "prometheus-node-exporter)")
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
@@ -233,13 +243,17 @@ def require_tools() -> None:
 
 def checked_node(tmp_path, release="noble") -> tuple[Sandbox, str]:
     """A node launched from the baked image (its root as the bake left it), with srun where the
-    image's Slurm has it (Debian's, the Slurm the stand-in Pyxis was built against), and the
-    test phase's script on a free loopback port."""
-    require_tools()
+    image's Slurm has it: for AWS PCS, the real srun of its release's Slurm root, without munge
+    (tests/support/slurm_roots.py), whose headers the stand-in Pyxis was built against; for
+    HyperPod, this machine's, with munge. The test phase's script is on a free loopback port."""
+    require_tools(*([IMAGE_SLURM_PREFIXES[release].rsplit("slurm-", 1)[1]] if release == "noble" else []))
     node = Sandbox(tmp_path, Scenario(os_release=release, nvme_disks=0, efa_devices=0))
     prefix = IMAGE_SLURM_PREFIXES[release]
-    (node.root / prefix.lstrip("/") / "bin").mkdir(parents=True, exist_ok=True)
-    (node.root / prefix.lstrip("/") / "bin/srun").symlink_to(find("srun"))
+    if release == "noble":  # AWS PCS: its Slurm, without munge, in the root of that release
+        pcs_slurm_command(node, prefix, "srun")
+    else:  # HyperPod's Slurm runs munge: this machine's
+        (node.root / prefix.lstrip("/") / "bin").mkdir(parents=True, exist_ok=True)
+        (node.root / prefix.lstrip("/") / "bin/srun").symlink_to(find("srun"))
     (port,) = free_ports(1)
     script = standins.with_pins(document_script(node_image.documents(image_of(release)).test), node.upstream)
     script = re.sub(r"^CHECK_EXPORTER_PORT=.*$", f"CHECK_EXPORTER_PORT={port}", script, count=1, flags=re.MULTILINE)
@@ -253,6 +267,56 @@ def test_check_passes_on_the_baked_image(tmp_path, release):
     assert result.returncode == 0, result.stderr
     assert f"image {image_of(release).key}: Enroot 4.1.2, Pyxis against {IMAGE_SLURM_PREFIXES[release]}" in (
         result.stderr)
+
+
+# --- the test phase on the Slurm releases AWS PCS runs, as PCS lays them out ------------------------
+
+def pcs_checked_node(tmp_path, version: str, srun_of: str | None = None,
+                     auth: tuple[str, str] | None = None) -> tuple[Sandbox, str]:
+    """A PCS node image baked against Slurm `version` (its headers: the Slurm root of that release,
+    tests/support/slurm_roots.py), checked with the srun of that root (or of `srun_of`'s), whose
+    Slurm has no munge; `auth`: the AuthType and CredType the check writes instead of the plane's."""
+    require_tools(version, *([srun_of] if srun_of else []))
+    prefix = slurm_roots.prefix(version)
+    node = Sandbox(tmp_path, Scenario(os_release="noble", nvme_disks=0, efa_devices=0, image_slurm_prefix=prefix))
+    pcs_slurm_command(node, prefix, "srun", release=srun_of)
+    (port,) = free_ports(1)
+    image = image_of("noble", slurm_prefix=prefix)
+    script = standins.with_pins(document_script(node_image.documents(image).test), node.upstream)
+    script = re.sub(r"^CHECK_EXPORTER_PORT=.*$", f"CHECK_EXPORTER_PORT={port}", script, count=1, flags=re.MULTILINE)
+    if auth is not None:
+        for name, value in zip(("CHECK_SLURM_AUTH", "CHECK_SLURM_CRED"), auth, strict=True):
+            script = re.sub(rf"^{name}=.*$", f"{name}={value}", script, count=1, flags=re.MULTILINE)
+    return node, script
+
+
+@pytest.mark.parametrize("version", slurm_roots.versions())
+def test_check_passes_on_the_slurm_pcs_runs(tmp_path, version):
+    """Pyxis built against the PCS prefix's headers loads into that Slurm's srun, which
+    authenticates with auth/slurm: its munge plugins are not there, as on a PCS node."""
+    node, script = pcs_checked_node(tmp_path, version)
+    result = node.run(script, name="check.sh")
+    assert result.returncode == 0, result.stderr
+    assert f"Pyxis against /opt/aws/pcs/scheduler/slurm-{version}, the exporters work" in result.stderr
+
+
+@pytest.mark.parametrize("version", slurm_roots.versions())
+def test_a_check_that_asks_for_munge_fails_on_pcs_slurm(tmp_path, version):
+    """What every default PCS deploy did before: srun dies loading auth/munge before it reads
+    --help, the test phase fails and no image is published."""
+    node, script = pcs_checked_node(tmp_path, version, auth=("auth/munge", "cred/munge"))
+    result = node.run(script, name="check.sh")
+    assert result.returncode == 1, result.stderr
+    assert "does not load Pyxis" in result.stderr and "auth/munge" in result.stderr
+
+
+def test_a_pyxis_built_against_another_slurm_fails_the_check(tmp_path):
+    """The plugin must be built for the Slurm that loads it: 24.11's in 26.05's srun is refused."""
+    old, new = slurm_roots.versions()[0], slurm_roots.versions()[-1]
+    node, script = pcs_checked_node(tmp_path, old, srun_of=new)
+    result = node.run(script, name="check.sh")
+    assert result.returncode == 1 and "does not load Pyxis" in result.stderr, result.stderr
+    assert "Incompatible plugin version" in result.stderr
 
 
 PLUGIN = f"{IMAGE_SLURM_PREFIXES['noble']}/lib/slurm/spank_pyxis.so"

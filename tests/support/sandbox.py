@@ -22,7 +22,9 @@ git, make and gcc are the real programs: `git` and `make` in bin/ only record th
 tests/support/standins.py, copied into the sandbox (state/upstream) and reached through git's own
 `url.<base>.insteadOf` (state/gitconfig, GIT_CONFIG_GLOBAL); a test renders its script with
 the stand-ins' commits as the pins. Pyxis is compiled by real gcc against Debian's libslurm-dev
-headers (SLURM_HEADERS), linked under each Slurm prefix's include/.
+headers, linked under each Slurm prefix's include/: those of the Slurm root of the prefix's
+release (tests/support/slurm_roots.py: 24.11 and 26.05, as AWS PCS lays them out) where `make
+tools` built one, else this machine's (SLURM_HEADERS).
 
 A node runs on its cluster's image (Scenario.image "baked"): the image's build phase
 (fmcluster.node.image, scripts/image/bake.sh) really runs once per Ubuntu release and test
@@ -46,7 +48,7 @@ from typing import Iterable, Optional
 from fmcluster.facts import controlplanes
 from fmcluster.facts import node as node_facts
 from fmcluster.node import bootstrap
-from tests.support import standins
+from tests.support import slurm_roots, standins
 
 FAKES = Path(__file__).with_name("sandbox_fakes.sh")
 COMMANDS = ("sleep", "mountpoint", "mount", "umount", "lsblk", "blkid", "mdadm", "mkfs.ext4", "systemctl",
@@ -294,7 +296,7 @@ class Sandbox:
         if scenario.slurm_headers:
             for prefix in SLURM_PREFIXES:
                 (self.root / prefix.lstrip("/") / "include").mkdir(parents=True)
-                (self.root / prefix.lstrip("/") / "include/slurm").symlink_to(SLURM_HEADERS)
+                (self.root / prefix.lstrip("/") / "include/slurm").symlink_to(slurm_headers(prefix))
         self.upstream = self._upstream(scenario)
         (self.state / "tmp").mkdir()
         if scenario.slurmd_plugstack is not None:
@@ -582,9 +584,35 @@ exec systemd-analyze verify --man=no "$@" 2>&1
 
 # --- the node image ------------------------------------------------------------------------
 
-# The Slurm each release's image is baked against: AWS PCS's (noble; the tests' cluster runs
-# Slurm 25.05) and SageMaker HyperPod's (jammy).
-IMAGE_SLURM_PREFIXES = {"noble": "/opt/aws/pcs/scheduler/slurm-25.05", "jammy": "/opt/slurm"}
+# The Slurm each release's image is baked against: AWS PCS's (noble; the oldest release PCS
+# creates clusters with, whose root tests/support/slurm_roots.py builds) and SageMaker HyperPod's
+# (jammy).
+IMAGE_SLURM_PREFIXES = {"noble": slurm_roots.prefix("24.11"), "jammy": "/opt/slurm"}
+
+
+def slurm_headers(prefix: str) -> Path:
+    """The slurm/ headers a node has under `prefix`: those of the Slurm root of its release where
+    there is one (AWS PCS's prefixes of 24.11 and 26.05), else this machine's."""
+    version = prefix.rsplit("slurm-", 1)[-1]
+    if version in slurm_roots.versions():
+        try:
+            return slurm_roots.root(version) / "usr/include/slurm"
+        except slurm_roots.Missing:
+            pass
+    return SLURM_HEADERS
+
+
+def pcs_slurm_command(node: "Sandbox", prefix: str, command: str, release: Optional[str] = None) -> None:
+    """Put AWS PCS's Slurm `command` (srun, scontrol...) of `prefix` on the node: a script that runs
+    the real one of the Slurm root of that release (tests/support/slurm_roots.py; `release`: of
+    another one) with the sandbox's directory visible inside, so the files the node's scripts
+    write are the files it reads. Missing (with the hint to run `make tools`) without that root."""
+    version = release or prefix.rsplit("slurm-", 1)[-1]
+    base = slurm_roots.root(version)
+    path = node.root / prefix.lstrip("/") / "bin" / command
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(slurm_roots.wrapper(base, f"{slurm_roots.prefix(version)}/bin/{command}", (str(node.dir),)))
+    path.chmod(0o755)
 _BAKED: dict[tuple[str, str, str], Path] = {}
 
 

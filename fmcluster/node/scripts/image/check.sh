@@ -10,7 +10,10 @@
 #   in its local context, also for --help, whose text then lists each plugin's options. A
 #   temporary slurm.conf (no controller is contacted) whose PlugStackConfig says `required
 #   PLUGIN` is enough; a plugin built against another Slurm fails to load ("Incompatible plugin
-#   version"), and `required` makes srun fail then;
+#   version"), and `required` makes srun fail then. srun loads its authentication plugin before it
+#   reads any option, so the configuration names the plane's (CHECK_SLURM_AUTH, CHECK_SLURM_CRED:
+#   auth/slurm on AWS PCS, whose Slurm has no munge; auth/munge on HyperPod). auth/slurm reads
+#   its key only in the daemons: srun --help needs none;
 # - the node exporter starts on a loopback port and serves /metrics;
 # - `prometheus --version` runs;
 # - where the image's GPU nodes run the deep check before their first job (AWS PCS,
@@ -53,6 +56,7 @@ check_pyxis() {
   fi
   dir=$(mktemp -d)
   printf '%s\n' "ClusterName=imagecheck" "SlurmctldHost=localhost" "PlugStackConfig=$dir/plugstack.conf" \
+    "AuthType=$CHECK_SLURM_AUTH" "CredType=$CHECK_SLURM_CRED" \
     "NodeName=localhost CPUs=1 State=UNKNOWN" "PartitionName=check Nodes=localhost Default=YES" >"$dir/slurm.conf"
   echo "required $plugin" >"$dir/plugstack.conf"
   if ! help=$(SLURM_CONF="$dir/slurm.conf" "$ROOT$SLURM_PREFIX/bin/srun" --help 2>&1); then
