@@ -9,13 +9,19 @@ hardware fault on a drained node without jobs asks for its replacement once."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from fmcluster.facts import health as health_facts
 from fmcluster.facts import node as node_facts
 from fmcluster.node import bootstrap
+from tests.support import frozen_fs
+from tests.support.frozen_fs import FrozenFs
 from tests.support.sandbox import Sandbox, Scenario
 
 HEALTH = f"{node_facts.FMCLUSTER_LIB}/node-health"
@@ -78,7 +84,7 @@ FAULTS = {
     "ecc": (dict(ecc_errors=2), "ecc GPU 0 (00000000:53:00.0): 2 uncorrected ECC errors"),
     "nvlink": (dict(nvlink_inactive=2), "nvlink 2 NVLink links inactive: GPU 0 link 0, GPU 0 link 1"),
     "efa": (dict(efa_devices=31), "efa 31 of 32 EFA devices present"),
-    "filesystem": (dict(hung_mounts=("/fsx",)), "filesystem /fsx does not answer (stat -f: 30s)"),
+    "filesystem": (dict(hung_mounts=("/fsx",)), "filesystem /fsx does not answer (30s)"),
     "dcgm": (dict(dcgm="fail"), "dcgm dcgmi diag -r 1 fails: GPU Memory"),
 }
 
@@ -174,13 +180,114 @@ def test_a_hung_file_system_does_not_hang_the_check(tmp_path):
     result = check(sandbox, "--slurm")
     assert time.monotonic() - started < 15  # the stuck stat sleeps 20 s, left behind
     assert result.returncode == 1
-    assert result.stdout.splitlines() == ["filesystem /fsx does not answer (stat -f: 30s)"]
+    assert result.stdout.splitlines() == ["filesystem /fsx does not answer (30s)"]
     assert slurm_node(sandbox)[0] == "IDLE+DRAIN"
-    # the other mount was still checked, after 30 s of polling on the virtual clock
+    # the other mount was still checked, after 31 s of polling on the virtual clock
     assert [c.args[-1] for c in sandbox.calls("stat")] == ["/fsx", "/scratch"]
     sleeps = [c.args[0] for c in sandbox.calls("sleep")]
-    assert sleeps[:39] == ["0.1"] * 10 + ["1"] * 29  # 30 s in all on /fsx
-    assert set(sleeps[39:]) <= {"0.1"}  # /scratch answers within the first second
+    assert sleeps[:40] == ["0.1"] * 10 + ["1"] * 30  # 30 s and one more on /fsx
+    assert set(sleeps[40:]) <= {"0.1"}  # /scratch answers within the first second
+
+
+# --- a file system that really stops answering ----------------------------------------------------
+
+def fuse_node(tmp_path, fs: FrozenFs) -> Sandbox:
+    """A node whose /fsx is the FUSE file system `fs` (mounted at ROOT/fsx once entered): the fake
+    mountpoint runs the real one on it, the fake stat the real stat."""
+    sandbox = node(tmp_path)
+    mounts = sandbox.state / "mounts"
+    mounts.write_text("".join("/fsx\tfrozen\tfuse\treal\t\n" if line.startswith("/fsx\t") else line + "\n"
+                              for line in mounts.read_text().splitlines()))
+    fs.mountpoint = sandbox.root / "fsx"
+    return sandbox
+
+
+def stuck(fs: FrozenFs) -> dict[int, str]:
+    """The processes (but the daemon) whose command line names the mount point of `fs` (mountpoint,
+    stat): process id -> state."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            if (proc.name.isdigit() and int(proc.name) != fs.pid
+                    and str(fs.mountpoint).encode() in (proc / "cmdline").read_bytes().split(b"\0")):
+                found[int(proc.name)] = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def wait_gone(fs: FrozenFs) -> None:
+    for _ in range(500):
+        if not stuck(fs):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"processes on {fs.mountpoint} still there: {stuck(fs)}")
+
+
+def test_a_frozen_file_system_drains_the_node_and_never_hangs_the_check(tmp_path):
+    """/fsx is a real FUSE file system that stops answering the way a dead Lustre or NFS server
+    does: `mountpoint` on it sleeps uninterruptibly in the kernel (D state), which no signal ends.
+    The check is not held up: the node is drained because /fsx does not answer (never "not
+    mounted"), the stuck probe is left behind, and once the file system thaws the node is resumed."""
+    frozen_fs.require()
+    fs = FrozenFs(tmp_path / "unused")
+    sandbox = fuse_node(tmp_path, fs)
+    with fs:
+        assert check(sandbox, "--slurm").returncode == 0  # answering: healthy
+        fs.freeze()
+        # a check held up by /fsx would wait for ever: the watchdog thaws it after 60 s
+        watchdog = threading.Timer(60, fs.thaw)
+        watchdog.start()
+        started = time.monotonic()
+        result = check(sandbox, "--slurm")
+        assert time.monotonic() - started < 30, "the check waited for the frozen file system"
+        watchdog.cancel()
+        fs.wait_blocked()
+        assert result.returncode == 1
+        assert result.stdout.splitlines() == ["filesystem /fsx does not answer (30s)"]
+        reason = f"{health_facts.REASON_PREFIX}: filesystem: /fsx does not answer (30s) [{INSTANCE}]"
+        assert slurm_node(sandbox) == ("IDLE+DRAIN", reason)
+        # the probe is still there, asleep in the kernel on /fsx, and was never waited for; no
+        # signal ends it, SIGKILL neither: it sleeps on uninterruptibly (D)
+        probes = stuck(fs)
+        assert probes
+        for pid in probes:
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        assert set(stuck(fs).values()) == {"D"}
+        # checked again while frozen: the drain stands
+        assert check(sandbox, "--slurm").returncode == 1
+        assert len(drains(sandbox)) == 1
+        fs.thaw()
+        wait_gone(fs)
+        assert check(sandbox, "--slurm").returncode == 0
+        assert drains(sandbox)[-1] == "scontrol update nodename=ip-10-1-0-42 state=resume"
+        assert slurm_node(sandbox) == ("IDLE", "")
+    assert not any("not mounted" in line for line in drains(sandbox))
+
+
+def test_a_file_system_that_answers_after_the_timeout_does_not_answer(tmp_path):
+    """The real `timeout` (2 s) and the real `sleep`: the FUSE file system answers each stat after
+    2.5 s. `timeout` signals the probe at 2 s, but the probe sleeps in the kernel until the answer
+    comes and only then dies of the signal (timeout's status 124): that file system did not
+    answer in time. It is never reported "not mounted"."""
+    frozen_fs.require()
+    fs = FrozenFs(tmp_path / "unused")
+    sandbox = fuse_node(tmp_path, fs)
+    for command in ("timeout", "sleep"):
+        (sandbox.bin / command).unlink()  # /usr/bin's
+    env = sandbox.root / bootstrap.FMCLUSTER_ETC.lstrip("/") / "node-health.env"
+    env.write_text(env.read_text().replace("COMMAND_TIMEOUT=30", "COMMAND_TIMEOUT=2"))
+    with fs:
+        fs.freeze(2.5)
+        result = check(sandbox, "--slurm")
+        assert fs.blocked() >= 1
+        assert result.stdout.splitlines() == ["filesystem /fsx does not answer (2s)"], result.stderr
+        assert slurm_node(sandbox)[1].startswith(f"{health_facts.REASON_PREFIX}: filesystem: /fsx does not answer")
+        wait_gone(fs)  # the probe ended (of timeout's signal), after the answer
+        fs.thaw()
+        assert check(sandbox, "--slurm").returncode == 0
+        assert slurm_node(sandbox) == ("IDLE", "")
 
 
 def test_a_hardware_fault_stays_drained_when_it_passes_again(tmp_path):

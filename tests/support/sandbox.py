@@ -227,11 +227,13 @@ def namespace_isolation() -> bool:
 
 
 # Run inside `unshare -rm`: the host's / read-only, the sandbox writable (the real mount, not
-# the fake that PATH finds first).
+# the fake that PATH finds first). Bound recursively: a file system a test mounted in the sandbox
+# (tests/support/frozen_fs.py) comes along, and a mount namespace of a user namespace refuses a
+# plain bind of a directory that holds one (its mounts are locked together).
 ISOLATE = """\
 set -e
 {mount} --make-rprivate /
-{mount} --bind "$FAKE_SANDBOX" "$FAKE_SANDBOX"
+{mount} --rbind "$FAKE_SANDBOX" "$FAKE_SANDBOX"
 {mount} -o remount,bind,ro /
 exec "$@"
 """.format(mount=shutil.which("mount") or "/bin/mount")

@@ -157,9 +157,17 @@ fake_sleep() {
   advance "${seconds:-0}"
 }
 
+# mountpoint [-q] PATH: whether state/mounts has PATH; one whose BACKING is "real" is a real file
+# system mounted at ROOT/PATH (a test's FUSE file system, tests/support/frozen_fs.py): the real
+# mountpoint runs on it, and blocks in the kernel while that file system does not answer.
 fake_mountpoint() {
   record "$@"
-  local path=${*: -1}
+  local path=${*: -1} target backing
+  while IFS=$TAB read -r target _ _ backing _; do
+    if [[ "$target" == "$path" && "$backing" == real ]]; then
+      exec /usr/bin/mountpoint "${@:1:$#-1}" "$ROOTDIR$path"
+    fi
+  done <"$STATE/mounts"
   mounted "$path"
 }
 

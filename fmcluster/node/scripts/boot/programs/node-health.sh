@@ -38,8 +38,10 @@
 # - drained by us for a hardware fault and no job left (IDLE+DRAIN, not MIXED/ALLOCATED+DRAIN,
 #   which is "draining"): with REPLACE=1, the replacement is requested once per fault and
 #   instance (a marker in STATE_DIR holding the instance id).
-# Every external command runs under `timeout`, so a hung file system or driver never hangs it
-# (slurmd kills a HealthCheckProgram after 60 s: the "slurm" runner's timeouts are shorter).
+# Every external command runs under `timeout`, and every probe of a mount runs in the background,
+# waited for at most COMMAND_TIMEOUT seconds (`timeout` cannot end a process stuck in the kernel on a
+# file system that does not answer), so a hung file system or driver never hangs it (slurmd kills
+# a HealthCheckProgram after 60 s: the "slurm" runner's timeouts are shorter).
 # slurmd gives its HealthCheckProgram SLURMD_NODENAME and no other variable (no PATH, no
 # SLURM_CONF): Slurm's commands are called by SLURM_BIN, and scontrol reads its own default slurm.conf.
 set -uo pipefail
@@ -134,21 +136,35 @@ check_efa() {
 }
 
 # Each mount mounted, and answering `stat -f` in time (a hung Lustre or NFS server blocks it).
-# A stat blocked on a hung server sleeps uninterruptibly (D state): no signal ends it, so `timeout`
-# alone would wait for it, and this check with it. The stat runs in the background, polled with
-# builtins until T seconds passed (0.1 s steps for the first second, then 1 s); one still running
-# then is a fault, left behind and never waited for.
+# Nothing touches a mount point in the foreground: `mountpoint` stats the path (and its parent), and
+# a stat on a server that does not answer sleeps uninterruptibly (D state), `stat -f` too. No signal
+# ends it, so `timeout` would wait for it, and this check with it. Both probes of a mount run in
+# one background job (probe_mount), polled with builtins for T seconds and one more (0.1 s steps
+# for the first second, then 1 s): the second more lets a probe that `timeout` ended report its
+# status. A job still running then does not answer, left behind and never waited for. A probe that
+# `timeout` ended (status 124: the server answered after T seconds, and the probe then died of
+# timeout's signal) does not answer either: it is never "not mounted".
+NOT_MOUNTED=200
+
+# probe_mount M: status 0 mounted and answering, NOT_MOUNTED, 124 a probe ran past T seconds, else
+# the status of `stat -f`
+probe_mount() {
+  local rc
+  timeout "$T" mountpoint -q "$1"
+  rc=$?
+  ((rc == 0 || rc == 124)) || return "$NOT_MOUNTED"
+  ((rc == 0)) || return 124
+  timeout "$T" stat -f "$ROOT$1"
+}
+
 check_mounts() {
   local m rc pid waited
   for m in $REQUIRED_MOUNTS; do
-    if ! timeout "$T" mountpoint -q "$m"; then
-      fault filesystem "$m is not mounted"
-      continue
-    fi
-    timeout "$T" stat -f "$ROOT$m" >/dev/null 2>&1 &
+    # its own standard streams: a job left behind must hold no pipe of the caller's open
+    probe_mount "$m" </dev/null >/dev/null 2>&1 &
     pid=$!
     waited=0  # tenths of a second
-    while kill -0 "$pid" 2>/dev/null && ((waited < T * 10)); do
+    while kill -0 "$pid" 2>/dev/null && ((waited < (T + 1) * 10)); do
       if ((waited < 10)); then
         sleep 0.1
         waited=$((waited + 1))
@@ -158,13 +174,17 @@ check_mounts() {
       fi
     done
     if kill -0 "$pid" 2>/dev/null; then
-      fault filesystem "$m does not answer (stat -f: ${T}s)"
+      fault filesystem "$m does not answer (${T}s)"
       continue
     fi
     wait "$pid"
     rc=$?
-    ((rc != 124)) || fault filesystem "$m does not answer (stat -f: ${T}s)"
-    ((rc == 0 || rc == 124)) || fault filesystem "$m fails (stat -f: exit $rc)"
+    case "$rc" in
+      0) ;;
+      124) fault filesystem "$m does not answer (${T}s)" ;;
+      "$NOT_MOUNTED") fault filesystem "$m is not mounted" ;;
+      *) fault filesystem "$m fails (stat -f: exit $rc)" ;;
+    esac
   done
 }
 
