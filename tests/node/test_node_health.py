@@ -138,6 +138,9 @@ def test_the_dcgm_diagnostic_runs_only_on_an_idle_node(tmp_path):
     (dict(gpus=0), "gpu-state nvidia-smi fails: nvidia-smi: NVIDIA-SMI has failed because it couldn't "
                    "communicate with the NVIDIA driver."),
     (dict(nvidia_smi_hangs=True), "gpu-state nvidia-smi does not answer (30s)"),
+    # GPU 2 fell off the bus: the reason names it, not GPU 0 (nvidia-smi's first line)
+    (dict(gpu_lost=2), "gpu-state nvidia-smi fails: Unable to determine the device handle for GPU 0000:73:00.0: "
+                       "GPU is lost.  Reboot the system to recover this GPU"),
     (dict(remap_failure=True), "ecc GPU 00000000:53:00.0: row remapping failed"),
     (dict(remap_pending=True), "ecc GPU 00000000:53:00.0: row remap pending a reset"),
     (dict(xids=(13, 31)), None),  # application XIDs: no fault

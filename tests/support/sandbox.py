@@ -132,6 +132,7 @@ class Scenario:
     gpu_error: str = ""
     nvlink_inactive: int = 0
     nvidia_smi_hangs: bool = False
+    gpu_lost: Optional[int] = None  # the GPU (index) fallen off the bus: nvidia-smi names it, exits 15
     nvlink: bool = True  # the GPUs have NVLink (`nvidia-smi nvlink -s` lists links)
     hung_mounts: tuple[str, ...] = ()  # mount points whose server does not answer (stat blocks)
     dcgm: str = "pass"  # what `dcgmi diag` finds: pass, fail (tests/support/gpu_standins/dcgmi)
@@ -165,6 +166,7 @@ class Scenario:
                   "ECC_ERRORS": self.ecc_errors, "REMAP_PENDING": int(self.remap_pending),
                   "REMAP_FAILURE": int(self.remap_failure), "GPU_ERROR": self.gpu_error,
                   "NVLINK_INACTIVE": self.nvlink_inactive, "NVIDIA_SMI_HANGS": int(self.nvidia_smi_hangs),
+                  "GPU_LOST": "" if self.gpu_lost is None else self.gpu_lost,
                   "NVLINK": int(self.nvlink), "HUNG_MOUNTS": " ".join(self.hung_mounts), "DCGM": self.dcgm,
                   "SLURM_NAME": self.slurm_name,
                   "GPU_STANDINS": str(GPU_STANDINS), "INSTANCE_ID": self.instance_id, "REGION": self.region,

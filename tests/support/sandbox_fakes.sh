@@ -679,6 +679,10 @@ fake_ip() {
 #                           each of 18 links, "\t Link N: <inactive>" for those down
 # No GPU: the driver's message, exit 9. NVIDIA_SMI_HANGS: it never returns (the fake: the real
 # timeout's exit status 124 under `timeout`, else an error: nothing may call it unbounded).
+# GPU_LOST (an index): that GPU fell off the bus (XID 79): every listing prints, in its place,
+# "Unable to determine the device handle for GPU 0000:73:00.0: GPU is lost.  Reboot the system to
+# recover this GPU" and the others as usual, then exits 15 (nvidia-smi(1): "The GPU has fallen off
+# the bus or has otherwise become inaccessible").
 gpu_bus() { printf '00000000:%02X:00.0' $((0x53 + 0x10 * $1)); }
 fake_nvidia-smi() {
   record "$@"
@@ -688,6 +692,19 @@ fake_nvidia-smi() {
   fi
   ((GPUS > 0)) || FAKE_RC=9 die "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
   local i l ecc pend fail
+  if [[ -n "$GPU_LOST" ]]; then
+    for ((i = 0; i < GPUS; i++)); do
+      if ((i == GPU_LOST)); then
+        printf 'Unable to determine the device handle for GPU %s: GPU is lost.  Reboot the system to recover this GPU\n' \
+          "$(gpu_bus "$i" | sed 's/^0000//')"
+      elif [[ "${1:-}" == -L ]]; then
+        printf 'GPU %s: NVIDIA %s (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$GPU_MODEL" "$i"
+      else
+        printf '%s, %s, 0, [N/A]\n' "$i" "$(gpu_bus "$i")"
+      fi
+    done
+    exit 15
+  fi
   case "${1:-}" in
     --query-gpu=*)
       for ((i = 0; i < GPUS; i++)); do

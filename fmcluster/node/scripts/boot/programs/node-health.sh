@@ -68,7 +68,11 @@ check_gpus() {
     fault gpu-state "nvidia-smi does not answer (${T}s)"
     return 1
   elif ((rc != 0)); then
-    fault gpu-state "nvidia-smi fails: ${out%%$'\n'*}"
+    # A GPU fallen off the bus (exit 15): nvidia-smi lists the others and, in the lost one's place,
+    # "Unable to determine the device handle for GPU 0000:73:00.0: GPU is lost.  Reboot ...": the
+    # reason is the first line that is no GPU's listing (the first line may be a healthy GPU's).
+    line=$(grep -v -m 1 '^GPU [0-9]*: ' <<<"$out")
+    fault gpu-state "nvidia-smi fails: ${line:-${out%%$'\n'*}}"
     return 1
   fi
   n=$(grep -c '^GPU ' <<<"$out")
