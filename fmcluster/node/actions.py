@@ -29,6 +29,9 @@ phases, in order:
   CONTINUE: what did not mount is the readiness check's to judge, after its wait for late mounts.
 - ``fmcluster containers`` (NodeBootstrapped, FIRST_BOOT_ONLY, CONTINUE): Enroot and Pyxis
   installed and configured, on the root volume; the readiness check judges the runtime.
+- ``fmcluster network features clear`` (NodeBootstrapped, EVERY_BOOT, CONTINUE): an earlier
+  instance's network features leave the Slurm node before slurmd starts, so the node takes no job
+  placed by another instance's place in the network (network-features.sh's clear_network_features).
 - ``fmcluster node ready`` (NodeBootstrapped, EVERY_BOOT, TERMINATE): the readiness check (every
   GPU, every mount, LNet, the container runtime, IMEX), last before slurmd. A node that is not
   ready is terminated, and PCS launches another: it never takes a job. Not STOP_SEQUENCE: PCS
@@ -112,6 +115,7 @@ PHASES = (
     Phase("fmcluster storage", NODE_BOOTSTRAPPED, EVERY_BOOT, CONTINUE,
           ("setup_scratch", "setup_lnet_efa", "mount_lustre", "mount_home")),
     Phase("fmcluster containers", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, CONTINUE, ("setup_containers",)),
+    Phase("fmcluster network features clear", NODE_BOOTSTRAPPED, EVERY_BOOT, CONTINUE, ("clear_network_features",)),
     Phase("fmcluster node ready", NODE_BOOTSTRAPPED, EVERY_BOOT, TERMINATE, ("check_node_ready",)),
     Phase("fmcluster metrics", NODE_READY, FIRST_BOOT_ONLY, CONTINUE, ("setup_metrics",)),
     Phase("fmcluster network features", NODE_READY, FIRST_BOOT_ONLY, CONTINUE, ("setup_network_features",)),

@@ -53,7 +53,8 @@ SLURMD_RETRY_SECONDS = 30  # a slurmd held back by the readiness check is tried 
 # topology some time after its launch; slurmd registers after the boot script)
 NETWORK_FEATURES_ATTEMPTS = 40
 NETWORK_FEATURES_RETRY_SECONDS = 15
-NETWORK_FEATURES_CHECK_MINUTES = 5  # its timer: set again what slurmctld forgot (a restart, a reconfigure)
+# its restore timer: set again what slurmctld forgot (a restart, a reconfigure) within these seconds
+NETWORK_FEATURES_WATCH_SECONDS = 20
 FMCLUSTER_ETC = "/etc/fmcluster"
 BOUNDARY = "==FMCLUSTER-BOUNDARY=="
 SCRIPT_NAME = "fmcluster-node.sh"
@@ -565,6 +566,7 @@ class NodeProgram:
         if runner != "metrics" and not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
             raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
         self.programs["node_health"] = PROGRAMS / "node-health.sh"
+        self.programs["slurm_node"] = PROGRAMS / "slurm-node.sh"
         node_faults = " ".join(f.slug for f in health_facts.FAULTS if f.kind == health_facts.NODE)
         return self.add("health.sh", "install_node_health", FMCLUSTER_LIB=FMCLUSTER_LIB, FMCLUSTER_ETC=FMCLUSTER_ETC,
                         TEXTFILE_DIR=TEXTFILE_DIR, EXPECTED_GPUS=self.instance.gpu_count or 0,
@@ -580,13 +582,15 @@ class NodeProgram:
         nn1-ID..nnN-ID, set at every boot once slurmd has registered (network-features.sh), with
         Slurm's commands in `slurm_bin`: what the kit's placement.sh asks for on AWS PCS."""
         self.programs["network_features"] = PROGRAMS / "network-features.sh"
+        self.programs["slurm_node"] = PROGRAMS / "slurm-node.sh"
         if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
             raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
-        return self.add("network-features.sh", "setup_network_features", FMCLUSTER_LIB=FMCLUSTER_LIB,
+        return self.add("network-features.sh", "clear_network_features", "setup_network_features",
+                        FMCLUSTER_LIB=FMCLUSTER_LIB,
                         NETWORK_FEATURES_SLURM_BIN=slurm_bin,
                         NETWORK_FEATURES_ATTEMPTS=NETWORK_FEATURES_ATTEMPTS,
                         NETWORK_FEATURES_RETRY_SECONDS=NETWORK_FEATURES_RETRY_SECONDS,
-                        NETWORK_FEATURES_CHECK_MINUTES=NETWORK_FEATURES_CHECK_MINUTES)
+                        NETWORK_FEATURES_WATCH_SECONDS=NETWORK_FEATURES_WATCH_SECONDS)
 
     def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":
         return self.add("scratch.sh", "setup_scratch", NVME_DISK_COUNT=self.instance.nvme_disks, SCRATCH_PATH=path,

@@ -152,7 +152,7 @@ def test_scripts_ship_as_package_data():
         "network-features.sh"}
     assert {p.name for p in bootstrap.PROGRAMS.glob("*.sh")} == {"node-ready.sh", "lnet-efa.sh", "deep-check.sh",
                                                                  "node-health.sh", "request-replacement.sh",
-                                                                 "network-features.sh"}
+                                                                 "network-features.sh", "slurm-node.sh"}
     pyproject = (ROOT / "pyproject.toml").read_text()
     for pattern in (
             "scripts/boot/*.sh", "scripts/boot/collectors/*.sh", "scripts/boot/programs/*.sh", "scripts/slurm/*.sh"):

@@ -128,24 +128,52 @@ def test_gives_up_bounded_and_the_boot_goes_on(tmp_path, scenario):
     assert "gave up after" in result.stderr
 
 
-def test_the_timer_sets_again_what_slurm_forgot_without_asking_ec2(tmp_path):
+def test_the_restore_timer_sets_again_what_slurm_forgot_without_asking_ec2(tmp_path):
     """slurmctld forgets features set with scontrol when it restarts (without -R) or is
-    reconfigured: the timer's runs set them again from the cache in /run, with no EC2 call, and
-    change nothing while Slurm still has them."""
+    reconfigured: the restore timer's runs (every NETWORK_FEATURES_WATCH_SECONDS) set them again
+    from the cache in /run, with no EC2 call, and change nothing while Slurm still has them."""
     node, result = boot(tmp_path, "p5.48xlarge.json", slurm_features="gpu")
     assert result.returncode == 0, result.stderr
     want = features(node)
     assert node.file("/run/fmcluster-network-features") == want[0].removeprefix("gpu,") + "\n"
-    rerun = f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" {bootstrap.slurm_bin(SLURM_VERSION)} 2 1\n'
-    assert node.run(rerun).returncode == 0
-    assert len(node.calls("aws")) == 1 and sum(c.args[0] == "update" for c in node.calls("scontrol")) == 1
+    restore = f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" --restore {bootstrap.slurm_bin(SLURM_VERSION)}\n'
+    updates = lambda: sum(c.args[0] == "update" for c in node.calls("scontrol"))  # noqa: E731
+    before = updates()
+    again = node.run(restore)
+    assert again.returncode == 0 and again.stderr == ""  # quiet while Slurm has them
+    assert len(node.calls("aws")) == 1 and updates() == before
     (node.state / "slurm-features").write_text("gpu\ngpu\n")  # slurmctld restarted
-    assert node.run(rerun).returncode == 0
+    restored = node.run(restore)
+    assert restored.returncode == 0 and "set again" in restored.stderr
     assert features(node) == want
-    assert len(node.calls("aws")) == 1 and sum(c.args[0] == "update" for c in node.calls("scontrol")) == 2
-    timer = node.file("/etc/systemd/system/fmcluster-network-features.timer")
-    assert f"OnUnitInactiveSec={bootstrap.NETWORK_FEATURES_CHECK_MINUTES}min" in timer
-    assert "fmcluster-network-features.timer" in node.enabled()
+    assert len(node.calls("aws")) == 1 and updates() == before + 1
+    timer = node.file("/etc/systemd/system/fmcluster-network-features-restore.timer")
+    assert f"OnUnitInactiveSec={bootstrap.NETWORK_FEATURES_WATCH_SECONDS}s" in timer
+    assert f"OnActiveSec={bootstrap.NETWORK_FEATURES_WATCH_SECONDS}s" in timer and "AccuracySec=1s" in timer
+    assert "fmcluster-network-features-restore.timer" in node.enabled()
+    assert node.verify_units().stdout.strip() == ""
+
+
+def test_an_earlier_instances_features_are_cleared_before_slurmd(tmp_path):
+    """A new instance under the node name of an earlier one (AWS PCS replaces instances so) finds
+    that instance's features on the node: they go before slurmd starts (the step runs before the
+    unit's), so no job is placed by them; features of other kinds stay."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", instance_id="i-0a1b2c3d4e5f60002",
+                        slurm_features="nn1-old,gpu,nn2-old,nn3-old", topology_pending=100, slurm_name="gpu-st-p5-1")
+    assert result.returncode == 0, result.stderr
+    updates = [c.line for c in node.calls("scontrol") if c.args[0] == "update"]
+    assert updates[0] == "scontrol update nodename=gpu-st-p5-1 AvailableFeatures=gpu ActiveFeatures=gpu"
+    assert features(node) == ("gpu", "gpu")  # EC2 never answered: none set, the old ones gone
+    assert "removed" in result.stderr
+
+
+def test_the_node_is_found_by_its_host_name_when_slurm_names_it_otherwise(tmp_path):
+    """AWS PCS names nodes otherwise than their hosts: the node is the one whose NodeHostName is
+    this host (slurm-node.sh, as node-health finds it)."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", slurm_name="gpu-st-p5-1")
+    assert result.returncode == 0, result.stderr
+    assert features(node)[0] == expected(instance("p5.48xlarge.json", 0)["NetworkNodes"])
+    assert node.lines("scontrol")[-1].startswith("scontrol update nodename=gpu-st-p5-1 ")
 
 
 def test_unit_runs_after_slurmd_at_every_boot(tmp_path):

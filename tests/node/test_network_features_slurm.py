@@ -56,19 +56,20 @@ print("\\t".join(n for i in found for n in i["NetworkNodes"]))' {answer} "$4"
 
 
 def run_program(cluster: SlurmCluster, tmp_path: Path, name: str, instance: str,
-                aws: str = "") -> subprocess.CompletedProcess:
-    """network-features for node `name` (instance `instance`), as its unit or timer runs it; `aws`:
-    another AWS CLI stand-in."""
+                aws: str = "", mode: str = "", host: str = "") -> subprocess.CompletedProcess:
+    """network-features for node `name` (instance `instance`), as its unit runs it (`mode`
+    "--restore": as its restore timer does, "--clear": as the boot does before slurmd); `aws`:
+    another AWS CLI stand-in; `host`: what `hostname -s` says (default the node's name)."""
     root, bin_dir = tmp_path / name / "root", tmp_path / name / "bin"
     (root / "run").mkdir(parents=True, exist_ok=True)
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for command, text in (("curl", CURL.format(instance=instance)), ("hostname", HOSTNAME.format(name=name)),
+    for command, text in (("curl", CURL.format(instance=instance)), ("hostname", HOSTNAME.format(name=host or name)),
                           ("aws", aws or AWS.format(answer=ANSWER))):
         (bin_dir / command).write_text(text)
         (bin_dir / command).chmod(0o755)
     env = {**cluster.env, "FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    return subprocess.run(["bash", str(PROGRAM), str(Path(find("scontrol")).parent), "2", "1"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    argv = [mode, str(Path(find("scontrol")).parent)] if mode else [str(Path(find("scontrol")).parent), "2", "1"]
+    return subprocess.run(["bash", str(PROGRAM), *argv], env=env, capture_output=True, text=True, timeout=60)
 
 
 def publish(cluster: SlurmCluster, tmp_path: Path) -> None:
@@ -158,3 +159,42 @@ def test_features_slurmctld_forgets_are_set_again_from_the_cache(cluster, tmp_pa
     # and a run while Slurm still has them changes nothing (one scontrol show, no update)
     again = run_program(cluster, tmp_path, "node1", "i-0a1b2c3d4e5f60001", aws="#!/bin/sh\nexit 1\n")
     assert again.returncode == 0 and "already set" in again.stderr
+
+
+def test_features_come_back_when_slurmctld_comes_back(cluster, tmp_path):
+    """A restarted slurmctld (without -R) has forgotten every node's features; the restore timer's
+    next run (every few seconds) sets them again from /run's cache as soon as slurmctld answers,
+    without EC2; while slurmctld is down it changes nothing and fails no unit for good."""
+    before = cluster.node("node2")["AvailableFeatures"]
+    cluster.stop_controller()
+    down = run_program(cluster, tmp_path, "node2", "i-0a1b2c3d4e5f60002", aws="#!/bin/sh\nexit 1\n", mode="--restore")
+    assert down.returncode != 0  # no answer: tried again at the timer's next run
+    cluster.controller = cluster._spawn([find("slurmctld"), "-D", "-i", "-f", str(cluster.conf)], "slurmctld.out")
+    cluster._until(lambda: cluster.run("scontrol", "ping", check=False).returncode == 0, "slurmctld to answer")
+    assert cluster.node("node2")["AvailableFeatures"] != before  # forgotten
+    result = run_program(cluster, tmp_path, "node2", "i-0a1b2c3d4e5f60002", aws="#!/bin/sh\nexit 1\n",
+                         mode="--restore")
+    assert result.returncode == 0, result.stderr
+    assert cluster.node("node2")["AvailableFeatures"] == cluster.node("node2")["ActiveFeatures"] == before
+
+
+def test_a_new_instance_clears_the_features_of_the_one_before(cluster, tmp_path):
+    """The node keeps an earlier instance's features in slurmctld; `--clear` (before slurmd, at
+    every boot) removes them and keeps the others."""
+    cluster.run("scontrol", "update", "nodename=node4", f"AvailableFeatures=gpu,{LAYER1},{LAYER2},{Y}",
+                f"ActiveFeatures=gpu,{LAYER1},{LAYER2},{Y}")
+    result = run_program(cluster, tmp_path, "node4", "i-0a1b2c3d4e5f60009", mode="--clear")
+    assert result.returncode == 0, result.stderr
+    assert cluster.node("node4")["AvailableFeatures"] == cluster.node("node4")["ActiveFeatures"] == "gpu"
+    # and with nothing but network features: none left
+    run_program(cluster, tmp_path, "node5", "i-0a1b2c3d4e5f60005", mode="--clear")
+    assert cluster.node("node5")["AvailableFeatures"] == "(null)"
+
+
+def test_the_node_is_found_by_its_host_name(cluster, tmp_path):
+    """A host whose name is no Slurm node's (AWS PCS's ip-... hosts): the node whose NodeHostName is
+    the host (here every node's is localhost: the first, node1)."""
+    cluster.run("scontrol", "update", "nodename=node1", "AvailableFeatures=gpu", "ActiveFeatures=gpu")
+    result = run_program(cluster, tmp_path, "node1", "i-0a1b2c3d4e5f60001", host="localhost")
+    assert result.returncode == 0, result.stderr
+    assert cluster.node("node1")["AvailableFeatures"].startswith("gpu,nn1-")

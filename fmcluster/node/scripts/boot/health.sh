@@ -13,6 +13,7 @@
 install_node_health() {
   install -d -m 0755 "$ROOT$FMCLUSTER_LIB" "$ROOT$FMCLUSTER_ETC"
   program_node_health >"$ROOT$FMCLUSTER_LIB/node-health"
+  program_slurm_node >"$ROOT$FMCLUSTER_LIB/slurm-node.sh"  # what node-health sources
   chmod 0755 "$ROOT$FMCLUSTER_LIB/node-health"
   # What HealthCheckProgram names: slurm.conf gives a program no arguments.
   printf '#!/bin/sh\nexec %s/node-health --slurm\n' "$FMCLUSTER_LIB" >"$ROOT$FMCLUSTER_LIB/node-health-slurm"

@@ -7,7 +7,9 @@
 # AWS PCS owns slurm.conf and takes no TopologyPlugin setting (it configures topology/block itself
 # only for UltraServer groups), so features are the topology a PCS cluster can be given.
 #
-# Usage: network-features SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]
+# Usage: network-features SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]   set them (the unit, at every boot)
+#        network-features --restore SLURM_BIN   set them again when Slurm lost them (the timer)
+#        network-features --clear SLURM_BIN     remove the node's network features (before slurmd)
 #   SLURM_BIN       Slurm's commands, first on PATH (AWS PCS keeps them under
 #                   /opt/aws/pcs/scheduler/slurm-VERSION/bin, on no PATH a unit gets)
 #   ATTEMPTS        how many times to try (EC2 answers a new instance's topology some time after
@@ -22,24 +24,39 @@
 # 3. Features nn1-ID .. nnN-ID, layer 1 the top (ID: the network node's id without its "nn-";
 #    Slurm's constraint parser takes every character but , & | * [ ] ( ) in a feature name:
 #    src/slurmctld/job_scheduler.c, _feature_string2list), set with `scontrol update` as the
-#    available and active features of the node named `hostname -s` (as the boot's gate-drain.sh
-#    and metrics.sh name it), every feature it has that is not of this form kept.
+#    available and active features of this node (its Slurm name: slurm-node.sh's slurm_node, shared
+#    with node-health), every feature it has that is not of this form kept.
 # 4. The features are kept in CACHE (under /run: a stop and start moves an instance, a reboot
-#    empties /run) and set again only when the node lacks one: Slurm forgets features set with
-#    scontrol when slurmctld restarts without -R or is reconfigured (scontrol(1), AvailableFeatures),
-#    so fmcluster-network-features.timer runs this again every few minutes, one scontrol call
-#    when nothing changed, no EC2 call.
+#    empties /run). Slurm forgets features set with scontrol when slurmctld restarts without -R or
+#    is reconfigured (scontrol(1), AvailableFeatures): fmcluster-network-features-restore.timer runs
+#    `--restore` every few seconds, one `scontrol show node` that finds them there, else sets them
+#    again from CACHE as soon as slurmctld answers (no EC2 call; nothing to do without CACHE).
+# 5. `--clear`: a new instance under a Slurm node name an earlier one had (AWS PCS replaces an
+#    instance so) finds that instance's features on the node: slurmctld keeps them. The node
+#    program runs `--clear` before slurmd starts at every boot, so that the node takes no job
+#    placed by an earlier instance's place in the network; one try, and a node Slurm does not
+#    know yet (or a slurmctld that does not answer) has nothing to clear.
 # Exit status 0 once set; 1 when it could not (the unit fails: `systemctl status` shows why).
 set -uo pipefail
-SLURM_BIN=${1:?usage: network-features SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]}
+MODE="set"
+[[ "${1:-}" != --restore && "${1:-}" != --clear ]] || { MODE=${1#--}; shift; }
+SLURM_BIN=${1:?usage: network-features [--restore|--clear] SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]}
 ATTEMPTS=${2:-40}
 RETRY_SECONDS=${3:-15}
 CACHE=${FMCLUSTER_ROOT:-}/run/fmcluster-network-features
+# slurm_node: the node's Slurm name (shared with node-health)
+# shellcheck source=/dev/null
+source "${BASH_SOURCE[0]%/*}/slurm-node.sh"
 # Slurm's commands first (under test, FMCLUSTER_ROOT set, the stand-ins on PATH stay first)
 export PATH="${FMCLUSTER_ROOT:+$PATH:}$SLURM_BIN:$PATH"
 
 log() {
   printf 'fmcluster-network-features: %s\n' "$*" >&2
+}
+
+# scontrol, bounded: a slurmctld that does not answer never holds the unit (Slurm's from PATH)
+scontrol() {
+  timeout 30 scontrol "$@"
 }
 
 metadata() {  # metadata PATH: one value of the instance metadata service (IMDSv2)
@@ -70,24 +87,39 @@ kept() {
     paste -sd, -
 }
 
-# set_features FEATURES: on this node (its Slurm name is its short host name), its other features kept
+# set_features FEATURES: on this node, its other features kept (FEATURES empty: none of them left);
+# status 0 set, 3 already so, else scontrol's
 set_features() {
   local node line available active
-  node=$(hostname -s)
+  node=$(slurm_node)
+  [[ -n "$node" ]] || return 1
   line=$(scontrol -o show node "$node") || return 1
   available=$(kept "$line" AvailableFeatures)
   active=$(kept "$line" ActiveFeatures)
-  if [[ "$line" == *" AvailableFeatures=${available:+$available,}$1 ActiveFeatures=${active:+$active,}$1 "* ]]; then
-    log "already set"
-    return 0
+  available+="${available:+${1:+,}}$1" active+="${active:+${1:+,}}$1"
+  if [[ "$line" == *" AvailableFeatures=${available:-(null)} ActiveFeatures=${active:-(null)} "* ]]; then
+    return 3
   fi
-  scontrol update nodename="$node" AvailableFeatures="${available:+$available,}$1" \
-    ActiveFeatures="${active:+$active,}$1"
+  scontrol update nodename="$node" AvailableFeatures="$available" ActiveFeatures="$active"
 }
 
 main() {
-  local attempt wanted=""
+  local attempt rc wanted=""
   [[ -s "$CACHE" ]] && wanted=$(<"$CACHE")
+  case "$MODE" in
+    restore)
+      [[ -n "$wanted" ]] || return 0  # never set on this boot: the unit's to do
+      set_features "$wanted"
+      rc=$?
+      ((rc != 3)) || return 0
+      ((rc == 0)) && log "Slurm had lost them (slurmctld restarted or reconfigured): set again: $wanted"
+      return "$rc" ;;
+    clear)
+      set_features ""
+      rc=$?
+      ((rc != 0)) || log "network features of an earlier instance removed"
+      return 0 ;;
+  esac
   for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
     ((attempt > 1)) && sleep "$RETRY_SECONDS"
     if [[ -z "$wanted" ]] && ! wanted=$(features); then
@@ -95,7 +127,10 @@ main() {
       continue
     fi
     printf '%s\n' "$wanted" >"$CACHE"
-    if set_features "$wanted"; then
+    set_features "$wanted"
+    rc=$?
+    if ((rc == 0 || rc == 3)); then
+      ((rc == 0)) || log "already set"
       log "network features $wanted"
       return 0
     fi

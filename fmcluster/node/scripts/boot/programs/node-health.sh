@@ -236,22 +236,9 @@ write_metrics() {
 
 scontrol() { timeout "$T" "$SLURM_BIN/scontrol" "$@"; }
 
-# The node's Slurm name: SLURMD_NODENAME (slurmd sets it for its HealthCheckProgram), else the
-# node named as the host, else the node whose NodeHostName is this host (short, or its FQDN).
-slurm_node() {
-  local host
-  if [[ -n "${SLURMD_NODENAME:-}" ]]; then
-    printf '%s\n' "$SLURMD_NODENAME"
-    return
-  fi
-  host=$(hostname -s)
-  if scontrol -o show node "$host" >/dev/null 2>&1; then
-    printf '%s\n' "$host"
-    return
-  fi
-  scontrol -o show node | awk -v h="$host" '{ n = ""; for (i = 1; i <= NF; i++) { if ($i ~ /^NodeName=/) n = substr($i, 10);
-    if ($i == "NodeHostName=" h || index($i, "NodeHostName=" h ".") == 1) { print n; exit } } }'
-}
+# slurm_node: the node's Slurm name (shared with network-features)
+# shellcheck source=/dev/null
+source "${BASH_SOURCE[0]%/*}/slurm-node.sh"
 
 # This instance's id: EC2 Nitro instances carry it as their DMI board asset tag (as node-ready and
 # deep-check read it); nothing when there is none.
