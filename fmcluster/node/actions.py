@@ -93,7 +93,7 @@ MAX_ARGUMENT = 256
 MAX_SCRIPTS = 20  # per stage
 ARGUMENTS_PART = "arguments.sh"
 READ_ARGUMENTS = 'read_arguments "$@" || exit 2\n'
-GATE_DROP_IN = "/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf"  # gate-slurmd.sh's
+GATE_DROP_IN = "50-fmcluster-node-ready.conf"  # gate-slurmd.sh's, in the slurmd unit's drop-in directory
 USER_DATA_NAME = "fmcluster-slurmd-guard.sh"
 
 
@@ -190,12 +190,21 @@ def in_stage(actions: Sequence[LifecycleScript], stage: str) -> list[LifecycleSc
     return [action for action in actions if action.stage == stage]
 
 
+# The guard cannot know the cluster's Slurm release (the user data is the same for every group):
+# it guards every slurmd unit the node has, AWS PCS's slurmd-VERSION.service (one per release the
+# image carries) and slurmd.service, or slurmd.service where there is none yet (/lib is /usr/lib on
+# the images PCS runs: Ubuntu and Amazon Linux).
 GUARD = f"""#!/bin/bash
 # fmcluster: slurmd waits for the node lifecycle scripts (fmcluster.node.actions).
 set -eu
-f="${{FMCLUSTER_ROOT:-}}{GATE_DROP_IN}"
-mkdir -p "${{f%/*}}"
-[ -e "$f" ] || printf '[Service]\\nExecStartPre={FMCLUSTER_LIB}/node-ready\\n' >"$f"
+shopt -s nullglob
+r="${{FMCLUSTER_ROOT:-}}" u=()
+for f in "$r"/{{etc,usr/lib}}/systemd/system/slurmd{{,-*}}.service; do [ ! -e "$f" ] || u+=("${{f##*/}}"); done
+for n in "${{u[@]:-slurmd.service}}"; do
+  f="$r/etc/systemd/system/$n.d/{GATE_DROP_IN}"
+  mkdir -p "${{f%/*}}"
+  [ -e "$f" ] || printf '[Service]\\nExecStartPre={FMCLUSTER_LIB}/node-ready\\n' >"$f"
+done
 systemctl daemon-reload
 """
 

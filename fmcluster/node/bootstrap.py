@@ -119,6 +119,13 @@ DOWNLOAD_RETRY_SECONDS = 15
 # keeps that included file, and the plugin, itself (an absolute include is read on the node).
 # The Slurm prefixes are fmcluster.facts.images' (the image bakes Pyxis against the same ones).
 PCS_SLURM_ETC = "/etc/aws/pcs/scheduler/slurm-{version}"
+# slurmd's unit: AWS PCS's Slurm installer copies the unit its build makes to /etc/systemd/system
+# as slurmd-VERSION.service (PCS User Guide, "Software installers to build custom AMIs for AWS
+# PCS"; the PCS-ready DLAMI has one per release it carries), and the PCS agent starts the one of
+# the cluster's release; Slurm's own packages and SageMaker HyperPod name it slurmd.service.
+# The node scripts resolve which one the node has (common.sh's slurmd_unit, SLURMD_UNITS).
+PCS_SLURMD_UNIT = "slurmd-{version}.service"
+SLURMD_UNIT = "slurmd.service"
 HYPERPOD_CONF_CACHE = "/var/spool/slurmd/conf-cache"  # slurmd's copy of the controller's configuration
 FALLBACK_SCRATCH = "/tmp"  # Enroot's node-local paths on a type without instance store
 ENROOT_LOCAL_DIRS = ("runtime", "data", "tmp")  # under ENROOT_LOCAL, each mode 1777
@@ -293,6 +300,12 @@ def imex_prolog(slurm_bin: str, **settings: str) -> str:
         if count != 1:
             raise ValueError(f"the IMEX prolog has no setting {name}")
     return text
+
+
+def slurmd_units(slurm_version: str) -> str:
+    """The names slurmd's unit may have on an AWS PCS node of `slurm_version`, the installer's first
+    (SLURMD_UNITS; only slurmd.service without a version)."""
+    return " ".join(([PCS_SLURMD_UNIT.format(version=slurm_version)] if slurm_version else []) + [SLURMD_UNIT])
 
 
 def slurm_bin(slurm_version: str) -> str:
@@ -577,10 +590,11 @@ class NodeProgram:
                         HEALTH_DCGM_TIMEOUT=HEALTH_TIMEOUTS[runner][1], HEALTH_SLURM_BIN=slurm_bin,
                         HEALTH_REPLACE=int(replace), HEALTH_RUNNER=runner, HEALTH_CHECK_SECONDS=check_seconds)
 
-    def network_features(self, slurm_bin: str) -> "NodeProgram":
+    def network_features(self, slurm_bin: str, slurmd_units: str = SLURMD_UNIT) -> "NodeProgram":
         """The node's place in EC2's network (DescribeInstanceTopology) as Slurm node features
         nn1-ID..nnN-ID, set at every boot once slurmd has registered (network-features.sh), with
-        Slurm's commands in `slurm_bin`: what the kit's placement.sh asks for on AWS PCS."""
+        Slurm's commands in `slurm_bin`: what the kit's placement.sh asks for on AWS PCS. Its unit
+        starts after slurmd's, whichever of `slurmd_units` (SLURMD_UNITS) the node has."""
         self.programs["network_features"] = PROGRAMS / "network-features.sh"
         self.programs["slurm_node"] = PROGRAMS / "slurm-node.sh"
         if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
@@ -590,7 +604,8 @@ class NodeProgram:
                         NETWORK_FEATURES_SLURM_BIN=slurm_bin,
                         NETWORK_FEATURES_ATTEMPTS=NETWORK_FEATURES_ATTEMPTS,
                         NETWORK_FEATURES_RETRY_SECONDS=NETWORK_FEATURES_RETRY_SECONDS,
-                        NETWORK_FEATURES_WATCH_SECONDS=NETWORK_FEATURES_WATCH_SECONDS)
+                        NETWORK_FEATURES_WATCH_SECONDS=NETWORK_FEATURES_WATCH_SECONDS,
+                        SLURMD_UNITS=slurmd_units)
 
     def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":
         return self.add("scratch.sh", "setup_scratch", NVME_DISK_COUNT=self.instance.nvme_disks, SCRATCH_PATH=path,
@@ -717,7 +732,8 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
     if deep_check:
         program.deep_check()
     program.readiness(mounts=mounts, lnet_efa=lnet > 0, containers=runtime, scratch_path=scratch_path, imex=imex)
-    program.add("gate-slurmd.sh", "gate_slurmd", SLURMD_RETRY_SECONDS=SLURMD_RETRY_SECONDS)
+    program.add("gate-slurmd.sh", "gate_slurmd", SLURMD_RETRY_SECONDS=SLURMD_RETRY_SECONDS,
+                SLURMD_UNITS=slurmd_units(slurm_version))
     program.protect().nccl(efa)
     if metrics is not None:
         program.metrics(metrics, efa=efa, lustre_path=lustre.mount_path if lustre else "")
@@ -737,7 +753,7 @@ def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = 
         health.install(program, efa_devices=efa_devices(instance, efa), mounts=mounts,
                        slurm_bin=slurm_bin(slurm_version))
     if network_features:
-        program.network_features(slurm_bin(slurm_version))
+        program.network_features(slurm_bin(slurm_version), slurmd_units(slurm_version))
     program.steps.append("check_node_ready")
     return program
 

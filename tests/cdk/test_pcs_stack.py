@@ -467,12 +467,17 @@ def test_every_group_runs_the_lifecycle_scripts_of_its_program(main, synthesized
             assert (stage, *policy) == (phase.stage, phase.execution_policy, phase.on_error)
 
 
+def main_spec_version() -> str:
+    return main_spec()["orchestrator"]["version"]
+
+
 def test_each_group_boots_ready_and_mounts_the_file_system(main, synthesized, tmp_path):
     """Each group's boot as PCS runs it (user data, then its lifecycle scripts with their
     arguments: tests/support/node_scripts.py) on a sandboxed node of its type (tests/support/sandbox.py)
     mounts the storage stack's file system at mount_path, and the GPU groups and the login nodes
     check and configure their image's Enroot and Pyxis (the CPU group does not)."""
     from fmcluster.facts import catalog
+    from fmcluster.facts.images import slurm_prefix
     from tests.support import standins
     from tests.support.node_scripts import pcs_boot
     from tests.support.sandbox import Sandbox, Scenario, install_gpu_tools
@@ -482,7 +487,9 @@ def test_each_group_boots_ready_and_mounts_the_file_system(main, synthesized, tm
     for group, props in node_groups(main).items():
         instance = catalog.get(types.get(group, "m7i.2xlarge"))
         node = Sandbox(tmp_path / group, Scenario(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks,
-                                                  efa_devices=instance.max_efa_interfaces))
+                                                  efa_devices=instance.max_efa_interfaces,
+                                                  image_slurm_prefix=slurm_prefix("pcs", main_spec_version()),
+                                                  slurmd_unit=f"slurmd-{main_spec_version()}.service"))
         if instance.is_gpu:  # the base's DCGM and nccl-tests, for the deep check of a new node
             install_gpu_tools(node, busbw_gbps=instance.gpu.nvlink_gbps / 2 if instance.gpu.nvlink_gbps else 400.0)
         script, files = pcs_boot(synthesized["main"].parent, props, lts[group]["UserData"]["Fn::Base64"])

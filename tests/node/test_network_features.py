@@ -36,7 +36,7 @@ def boot(tmp_path: Path, answer: str | None, **scenario) -> tuple[Sandbox, objec
     if answer is not None:
         (node.state / "topology.json").write_text((TOPOLOGY / answer).read_text())
     program = bootstrap.NodeProgram(bootstrap.instance_entry(node.scenario.instance_type))
-    program.network_features(bootstrap.slurm_bin(SLURM_VERSION))
+    program.network_features(bootstrap.slurm_bin(SLURM_VERSION), bootstrap.slurmd_units(SLURM_VERSION))
     return node, node.run(program.render(bootstrap.header()))
 
 
@@ -176,11 +176,15 @@ def test_the_node_is_found_by_its_host_name_when_slurm_names_it_otherwise(tmp_pa
     assert node.lines("scontrol")[-1].startswith("scontrol update nodename=gpu-st-p5-1 ")
 
 
-def test_unit_runs_after_slurmd_at_every_boot(tmp_path):
-    node, result = boot(tmp_path, "p5.48xlarge.json")
+@pytest.mark.parametrize("slurmd", [f"slurmd-{SLURM_VERSION}.service", "slurmd.service"],
+                         ids=["pcs-installer", "package"])
+def test_unit_runs_after_slurmd_at_every_boot(tmp_path, slurmd):
+    """After slurmd's unit, whichever name it has: AWS PCS's installer's, or a package's."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", slurmd_unit=slurmd)
     assert result.returncode == 0, result.stderr
     unit = node.file(f"/etc/systemd/system/{UNIT}")
-    assert "After=network-online.target slurmd.service" in unit and "WantedBy=multi-user.target" in unit
+    assert f"After=network-online.target slurmd-{SLURM_VERSION}.service slurmd.service\n" in unit
+    assert "WantedBy=multi-user.target" in unit
     assert UNIT in node.enabled()
     assert (f"ExecStart=/usr/local/lib/fmcluster/network-features {bootstrap.slurm_bin(SLURM_VERSION)} "
             f"{bootstrap.NETWORK_FEATURES_ATTEMPTS} {bootstrap.NETWORK_FEATURES_RETRY_SECONDS}\n") in unit
@@ -188,7 +192,7 @@ def test_unit_runs_after_slurmd_at_every_boot(tmp_path):
     assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout
     boot_again = node.reboot()
     assert UNIT in boot_again.started
-    assert boot_again.order.index(UNIT) > boot_again.order.index("slurmd.service")
+    assert boot_again.order.index(UNIT) > boot_again.order.index(slurmd)
 
 
 def test_node_program_wires_it_only_when_asked():

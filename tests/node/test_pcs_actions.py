@@ -18,7 +18,7 @@ from fmcluster.facts import node as node_facts
 from fmcluster.node import actions, bootstrap
 from fmcluster.node.bootstrap import LustreMount, Metrics
 from tests.support import standins
-from tests.support.sandbox import Sandbox, Scenario, user_data_parts
+from tests.support.sandbox import IMAGE_SLURM_PREFIXES, Sandbox, Scenario, user_data_parts
 from tests.support.tools import assert_shellcheck_clean
 from tests.support.user_data_size import PCS_USER_DATA_BUDGET
 
@@ -29,7 +29,9 @@ TOKENS = {"${Token[TOKEN.101]}": FSX.dns_name, "${Token[TOKEN.102]}": FSX.mount_
 TOKEN_FSX = LustreMount("${Token[TOKEN.101]}", "${Token[TOKEN.102]}", "/fsx")
 TOKEN_METRICS = Metrics("demo", "${Token[TOKEN.103]}", "us-east-1")
 READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
-SLURMD_DROPIN = actions.GATE_DROP_IN
+SLURM_VERSION = IMAGE_SLURM_PREFIXES["noble"].rsplit("slurm-", 1)[1]  # the Slurm the sandbox's image has
+SLURMD = f"slurmd-{SLURM_VERSION}.service"  # as AWS PCS's Slurm installer names it
+SLURMD_DROPIN = f"/etc/systemd/system/{SLURMD}.d/{actions.GATE_DROP_IN}"
 
 
 @pytest.fixture(autouse=True)
@@ -40,7 +42,7 @@ def standin_pins(monkeypatch):
 
 
 def render(instance_type="p5.48xlarge", **changes) -> tuple[actions.LifecycleScript, ...]:
-    options = dict(efa=True, lustre=TOKEN_FSX, metrics=TOKEN_METRICS, containers=True, slurm_version="25.05")
+    options = dict(efa=True, lustre=TOKEN_FSX, metrics=TOKEN_METRICS, containers=True, slurm_version=SLURM_VERSION)
     return actions.node_actions(instance_type, **{**options, **changes})
 
 
@@ -86,13 +88,14 @@ def first_boot(node: Sandbox, scripts) -> Outcome:
     bootstrapped = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED)
     if bootstrapped.verdict != "done":
         return bootstrapped
-    assert node.run("systemctl start slurmd.service\n", name="pcs-start-slurmd.sh").returncode == 0
+    assert node.run(f"systemctl start {node.scenario.slurmd_unit}\n", name="pcs-start-slurmd.sh").returncode == 0
     ready = run_stage(node, scripts, actions.NODE_READY)
     return Outcome(bootstrapped.ran + ready.ran, bootstrapped.failed + ready.failed, ready.verdict)
 
 
 def world(**changes) -> Scenario:
-    return Scenario(**{"gpus": 8, "nvme_disks": 8, "efa_devices": 32, **changes})
+    """A node of the PCS-ready DLAMI: its slurmd unit as PCS's Slurm installer names it."""
+    return Scenario(**{"gpus": 8, "nvme_disks": 8, "efa_devices": 32, "slurmd_unit": SLURMD, **changes})
 
 
 def ready_metric(node: Sandbox) -> str:
@@ -153,7 +156,7 @@ def test_the_user_data_is_a_few_hundred_bytes():
 
 def test_the_guard_writes_the_gates_drop_in():
     """The guard's drop-in has the name gate-slurmd.sh writes, so the full gate replaces it."""
-    assert SLURMD_DROPIN.rsplit("/", 1)[1] in (bootstrap.SCRIPTS / "gate-slurmd.sh").read_text()
+    assert actions.GATE_DROP_IN in (bootstrap.SCRIPTS / "gate-slurmd.sh").read_text()
 
 
 def test_the_scripts_and_the_guard_are_shellcheck_clean(tmp_path):
@@ -189,12 +192,12 @@ def test_a_node_boots_ready_and_a_reboot_reruns_only_every_boot_scripts(tmp_path
     assert outcome.ran == [s.name for s in scripts]
     assert node.mounts()["/fsx"].source == FSX.source and node.mounts()["/scratch"].backing == "instance-store"
     assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
-    assert node.unit_state("slurmd.service") == "active"
+    assert node.unit_state(SLURMD) == "active"
     gate = node.file(SLURMD_DROPIN)
     assert "Restart=on-failure" in gate  # the full gate replaced the guard
 
     after = node.reboot()
-    assert "slurmd.service" in after.started, after
+    assert SLURMD in after.started, after
     again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True)
     assert (again.verdict, again.ran) == ("done", ["fmcluster storage", "fmcluster node ready"])
     assert not node.calls("mdadm") and not node.calls("mkfs.ext4") and not node.calls("git")
@@ -219,7 +222,7 @@ def test_a_node_that_is_not_ready_is_terminated_before_slurmd_starts(tmp_path):
     node = Sandbox(tmp_path, world(gpus=7))
     outcome = first_boot(node, render())
     assert outcome.verdict == "terminated" and outcome.failed == ["fmcluster node ready"]
-    assert node.unit_state("slurmd.service") != "active"
+    assert node.unit_state(SLURMD) != "active"
 
 
 def test_a_gpu_lost_at_reboot_terminates_the_node(tmp_path):
@@ -228,7 +231,7 @@ def test_a_gpu_lost_at_reboot_terminates_the_node(tmp_path):
     assert first_boot(node, scripts).verdict == "done"
     node.set_scenario(gpus=7)
     after = node.reboot()
-    assert "slurmd.service" in after.failed  # the gate keeps slurmd down meanwhile
+    assert SLURMD in after.failed  # the gate keeps slurmd down meanwhile
     again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True)
     assert again.verdict == "terminated"
 
@@ -238,8 +241,8 @@ def test_without_the_lifecycle_scripts_the_guard_keeps_slurmd_down(tmp_path):
     node = Sandbox(tmp_path, world())
     (_, guard), = user_data_parts(actions.user_data()).values()
     assert node.run(guard).returncode == 0
-    assert node.run("systemctl start slurmd.service\n", name="start.sh").returncode != 0
-    assert "slurmd.service" in node.reboot().failed
+    assert node.run(f"systemctl start {SLURMD}\n", name="start.sh").returncode != 0
+    assert SLURMD in node.reboot().failed
 
 
 def test_the_guard_never_replaces_the_full_gate(tmp_path):
@@ -250,3 +253,40 @@ def test_the_guard_never_replaces_the_full_gate(tmp_path):
     (_, guard), = user_data_parts(actions.user_data()).values()
     assert node.run(guard).returncode == 0
     assert node.file(SLURMD_DROPIN) == gate
+
+
+# --- slurmd's unit, whatever its name ------------------------------------------------------------
+
+def test_the_gates_go_to_the_unit_pcs_installed_and_verify(tmp_path):
+    """On the PCS-ready DLAMI slurmd is slurmd-VERSION.service: a gate on slurmd.service would
+    hold nothing back. Both drop-ins (readiness, prolog) are the installed unit's, and systemd
+    loads them cleanly."""
+    node = Sandbox(tmp_path, world())
+    outcome = first_boot(node, render(slurm_prolog=True))
+    assert (outcome.verdict, outcome.failed) == ("done", []), outcome
+    drop_ins = sorted(p.name for p in (node.root / f"etc/systemd/system/{SLURMD}.d").iterdir())
+    assert drop_ins == ["40-fmcluster-prolog.conf", actions.GATE_DROP_IN]
+    assert not node.exists("/etc/systemd/system/slurmd.service.d")
+    verified = node.verify_units()
+    assert verified.returncode == 0 and verified.stdout == "", verified.stdout
+
+
+def test_a_node_of_ones_own_with_slurmd_service_is_gated_there(tmp_path):
+    """An ami_id whose Slurm came from packages: the same scripts gate slurmd.service."""
+    node = Sandbox(tmp_path, world(slurmd_unit="slurmd.service"))
+    assert first_boot(node, render()).verdict == "done"
+    assert node.exists(f"/etc/systemd/system/slurmd.service.d/{actions.GATE_DROP_IN}")
+    assert not node.exists(SLURMD_DROPIN)
+    node.set_scenario(gpus=7)
+    assert "slurmd.service" in node.reboot().failed
+
+
+def test_the_guard_guards_every_slurmd_unit_the_image_has(tmp_path):
+    """The user data cannot know the cluster's release: every slurmd-VERSION.service of the image."""
+    node = Sandbox(tmp_path, world())
+    (node.root / "etc/systemd/system/slurmd-26.05.service").write_text(node.file(f"/etc/systemd/system/{SLURMD}"))
+    (_, guard), = user_data_parts(actions.user_data()).values()
+    assert node.run(guard).returncode == 0
+    for unit in (SLURMD, "slurmd-26.05.service"):
+        assert node.exists(f"/etc/systemd/system/{unit}.d/{actions.GATE_DROP_IN}")
+        assert node.run(f"systemctl start {unit}\n", name="start.sh").returncode != 0

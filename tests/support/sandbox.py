@@ -57,6 +57,7 @@ COMMANDS = ("sleep", "mountpoint", "mount", "umount", "lsblk", "blkid", "mdadm",
             "setcap", "aa-enabled", "apparmor_parser", "nvidia-container-cli", "nvidia-imex-ctl", "dpkg-query",
             "journalctl", "stat", "dcgmi", "_tick")
 GPU_STANDINS = Path(__file__).with_name("gpu_standins")
+PACKAGED_SLURMD = Path("/lib/systemd/system/slurmd.service")  # Debian's slurmd package's unit
 # The Slurm installations whose spank.h a node has (Pyxis is built against one): AWS PCS's, by
 # release, and SageMaker HyperPod's.
 SLURM_PREFIXES = tuple(f"/opt/aws/pcs/scheduler/slurm-{v}" for v in controlplanes.get("pcs").versions) + ("/opt/slurm",)
@@ -89,7 +90,11 @@ class Scenario:
     dnf_lustre: bool = True  # dnf can install lustre-client (Amazon Linux)
     efa_devices: int = 32  # entries of /sys/class/infiniband
     efa_driver: str = "2.13.0"  # modinfo -F version efa ("" for none)
-    slurmd: bool = True  # the AMI has slurmd.service (AWS PCS)
+    slurmd: bool = True  # the AMI has slurmd's unit
+    # its name: slurmd.service (Slurm's packages, a node of one's own) or AWS PCS's
+    # slurmd-VERSION.service, which the sandbox writes to /etc/systemd/system as PCS's Slurm
+    # installer does (this machine's slurmd unit, renamed)
+    slurmd_unit: str = "slurmd.service"
     ssm_value: str = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/remote_write"
     instance_type: str = "p5.48xlarge"  # what the instance metadata service (IMDSv2, curl) says
     imds: bool = True  # the instance metadata service answers
@@ -156,7 +161,8 @@ class Scenario:
                   "DPKG_LOCK_UNTIL": self.dpkg_lock_until, "APT_FAILS": int(self.apt_fails),
                   "LUSTRE_MOUNT_FAILS": self.lustre_mount_fails, "LUSTRE_CLIENT": int(self.lustre_client),
                   "NFS_MOUNT_FAILS": self.nfs_mount_fails, "NFS_CLIENT": int(self.nfs_client),
-                  "DNF_LUSTRE": int(self.dnf_lustre), "EFA_DRIVER": self.efa_driver, "SLURMD": int(self.slurmd),
+                  "DNF_LUSTRE": int(self.dnf_lustre), "EFA_DRIVER": self.efa_driver,
+                  "SLURMD": int(self.slurmd and self.slurmd_unit == "slurmd.service"),
                   "SSM_VALUE": self.ssm_value, "INSTANCE_TYPE": self.instance_type, "IMDS": int(self.imds),
                   "IMEX": int(self.imex), "IMEX_START_FAILS": int(self.imex_start_fails),
                   "IMEX_UP_AT": "never" if self.imex_up_at is None else self.imex_up_at,
@@ -303,6 +309,11 @@ class Sandbox:
                 (self.root / prefix.lstrip("/") / "include/slurm").symlink_to(slurm_headers(prefix))
         self.upstream = self._upstream(scenario)
         (self.state / "tmp").mkdir()
+        if scenario.slurmd and scenario.slurmd_unit != "slurmd.service":  # AWS PCS's installer's
+            (self.root / "etc/systemd/system" / scenario.slurmd_unit).write_text(PACKAGED_SLURMD.read_text())
+        elif scenario.slurmd:  # a package's
+            (self.root / "usr/lib/systemd/system").mkdir(parents=True, exist_ok=True)
+            (self.root / "usr/lib/systemd/system/slurmd.service").write_text(PACKAGED_SLURMD.read_text())
         if scenario.slurmd_plugstack is not None:
             (self.root / "var/spool/slurmd/conf-cache").mkdir(parents=True)
             (self.root / "var/spool/slurmd/conf-cache/plugstack.conf").write_text(scenario.slurmd_plugstack)
@@ -549,7 +560,7 @@ exec systemd-analyze verify --man=no "$@" 2>&1
         if self.scenario.dlami_nvme is not None:
             services.append("dlami-nvme.service")
         if self.scenario.slurmd:
-            services.append("slurmd.service")
+            services.append(self.scenario.slurmd_unit)
         for name in services:
             add(Unit(name, "service", after={local_fs.name}))
         for name in services:

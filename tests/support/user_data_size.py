@@ -109,5 +109,5 @@ def with_longest_values(text: str, placeholders: dict[str, str]) -> str:
     return text
 
 # AWS PCS node groups run their program as node lifecycle scripts (fmcluster.node.actions): their
-# user data is only the slurmd guard, the same for every group, and must stay a few hundred bytes.
-PCS_USER_DATA_BUDGET = 768
+# user data is only the slurmd guard, the same for every group, and must stay under a kilobyte.
+PCS_USER_DATA_BUDGET = 1024

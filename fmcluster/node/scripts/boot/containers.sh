@@ -97,8 +97,8 @@ setup_containers() {
   check_baked
   write_enroot_conf
   write_plugstack
-  if ((RESTART_SLURMD)) && systemctl is-active --quiet slurmd.service; then
-    systemctl restart slurmd.service
+  if ((RESTART_SLURMD)) && systemctl is-active --quiet "$(slurmd_unit)"; then
+    systemctl restart "$(slurmd_unit)"
   fi
   log "containers: Enroot $ENROOT_VERSION and Pyxis $PYXIS_TAG ready; image cache $ENROOT_CACHE_ROOT"
 }

@@ -35,7 +35,7 @@ install_node_health() {
     printf 'FMCLUSTER_LIB=%q\n' "$FMCLUSTER_LIB"
   } >"$ROOT$FMCLUSTER_ETC/node-health.env"
   [[ "$HEALTH_RUNNER" != slurm ]] || { log "node health: slurmd runs it (HealthCheckProgram)"; return 0; }
-  local command="$FMCLUSTER_LIB/node-health --slurm" after=slurmd.service
+  local command="$FMCLUSTER_LIB/node-health --slurm" after=${SLURMD_UNITS:-slurmd.service}
   [[ "$HEALTH_RUNNER" != metrics ]] || { command="$FMCLUSTER_LIB/node-health"; after=kubelet.service; }
   cat >"$ROOT/etc/systemd/system/fmcluster-node-health.service" <<UNIT
 [Unit]

@@ -30,7 +30,7 @@ setup_network_features() {
   cat >"$ROOT/etc/systemd/system/fmcluster-network-features.service" <<UNIT
 [Unit]
 Description=fmcluster: EC2 network nodes as Slurm node features
-After=network-online.target slurmd.service
+After=network-online.target ${SLURMD_UNITS:-slurmd.service}
 Wants=network-online.target
 
 [Service]

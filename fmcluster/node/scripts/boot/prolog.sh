@@ -8,8 +8,10 @@
 # Written before any step that can fail.
 
 install_slurm_prolog() {
-  install -d -m 0755 "$ROOT${IMEX_PROLOG%/*}" "$ROOT/etc/systemd/system/slurmd.service.d"
-  cat >"$ROOT/etc/systemd/system/slurmd.service.d/40-fmcluster-prolog.conf" <<UNIT
+  local unit
+  unit=$(slurmd_unit)
+  install -d -m 0755 "$ROOT${IMEX_PROLOG%/*}" "$ROOT/etc/systemd/system/$unit.d"
+  cat >"$ROOT/etc/systemd/system/$unit.d/40-fmcluster-prolog.conf" <<UNIT
 [Service]
 ExecStartPre=$IMEX_PROLOG --check
 UNIT
