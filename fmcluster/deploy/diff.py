@@ -9,7 +9,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Literal, Mapping
 
-from fmcluster.deploy import assembly, cfn_schemas
+from fmcluster.deploy import assembly, cfn_schemas, node_roll
 from fmcluster.deploy.deployed import NotReadable
 from fmcluster.deploy.synth import SynthesisFailed
 from fmcluster.facts import fsx, naming, openzfs
@@ -43,6 +43,7 @@ class Change:
     reasons: list[str] = field(default_factory=list)  # why it is (or may be) replaced
     stateful: bool = False  # it holds users' data (cfn_schemas.DATA_TYPES)
     retained: bool = False
+    nodes: str = ""  # a node group's running nodes: node_roll.REPLACED, node_roll.NEW_ONLY, or "" (untouched)
 
     @property
     def data_loss(self) -> bool:
@@ -101,6 +102,7 @@ class Comparison:
     rolls: list[Roll] = field(default_factory=list)  # node groups moving to new node images
     new_cluster: NewCluster | None = None  # the cluster's identity changes
     teams: list[TeamChange] = field(default_factory=list)  # what changes for the teams that share it
+    node_rolls: list[node_roll.NodeRoll] = field(default_factory=list)  # groups whose nodes the change reaches
 
     @property
     def data_loss(self) -> list[Change]:
@@ -380,7 +382,32 @@ def compare(old: Templates, new: Templates, region: str) -> Comparison:
     for c in changes.values():
         if c.type == KEY:
             c.stateful = (c.stack, c.logical_id) in keys
-    return Comparison(stacks, _block_updates(new, stacks))
+    return Comparison(stacks, _block_updates(new, stacks), node_rolls=_node_rolls(old, new, changes, stacks, resolver))
+
+
+def _node_rolls(old: Templates, new: Templates, changes: dict[tuple[str, str], Change], stacks: list[StackDiff],
+                resolver: _Resolver) -> list[node_roll.NodeRoll]:
+    """The node groups whose running nodes the change replaces, or whose new nodes only take it
+    (fmcluster.deploy.node_roll), each marked on its change. A group whose own text is the same
+    but whose launch template gets a new version (CloudFormation's LatestVersionNumber), or whose
+    scripts' arguments name a replaced resource, is an update of the group too: it is added, with
+    what changes at deploy among its paths."""
+    replaced = {key for key, c in changes.items() if c.action in (REPLACE, MAY_REPLACE)}
+    rolls = node_roll.find(old, new, changes, replaced, resolver.targets)
+    by_stack = {s.name: s for s in stacks}
+    for roll in rolls:
+        change = changes.get((roll.stack, roll.logical_id))
+        if change is None:
+            resource = _resources(new[roll.stack])[roll.logical_id]
+            change = Change(roll.stack, roll.logical_id, resource["Type"], UPDATE)
+            changes[(roll.stack, roll.logical_id)] = change
+            by_stack[roll.stack].changes.append(change)
+            by_stack[roll.stack].changes.sort(key=lambda c: c.logical_id)
+            by_stack[roll.stack].status = "changed"
+        change.paths += [p for p in roll.implied if p not in change.paths]
+        if change.nodes != node_roll.REPLACED:  # a HyperPod cluster holds several groups: the strongest
+            change.nodes = roll.effect
+    return rolls
 
 
 def data_keys(templates: Templates, produced: Mapping[str, tuple[str, str]] | None = None) -> set[tuple[str, str]]:
@@ -580,6 +607,7 @@ def image_rolls(m: model.ClusterModel, comparison: Comparison, old: Templates, n
 # ---- output --------------------------------------------------------------------------------
 
 SYMBOLS = {ADD: "+", REMOVE: "-", UPDATE: "~", REPLACE: "!", MAY_REPLACE: "?", FAILS: "x"}
+NODE_FLAGS = {node_roll.REPLACED: " [its nodes are replaced]", node_roll.NEW_ONLY: " [new nodes only]"}
 LABELS = {ADD: "add", REMOVE: "remove", UPDATE: "update", REPLACE: "REPLACE", MAY_REPLACE: "MAY REPLACE",
           FAILS: "UPDATE FAILS"}
 
@@ -731,6 +759,7 @@ def render_text(report: Comparison, old_name: str, new_name: str, allowed: bool)
             if whole and not c.data_loss:
                 continue
             flag = " [stateful]" if c.stateful and c.action != ADD else ""
+            flag += NODE_FLAGS.get(c.nodes, "")
             lines.append(f"  {SYMBOLS[c.action]} {LABELS[c.action]} {c.type} {c.logical_id}{flag}")
             more = [f"... {len(c.paths) - SHOWN_PATHS} more"] if len(c.paths) > SHOWN_PATHS else []
             shown = c.paths[:SHOWN_PATHS] + more
@@ -744,6 +773,7 @@ def render_text(report: Comparison, old_name: str, new_name: str, allowed: bool)
         if len(roll.changes) > SHOWN_PATHS:
             lines.append(f"  ... {len(roll.changes) - SHOWN_PATHS} more")
         lines.append(f"  {roll.note}")
+    lines += node_roll.lines(report.node_rolls)
     if report.teams:
         lines += _team_lines(report.teams)
     if report.new_cluster is not None:
@@ -773,6 +803,7 @@ def render_json(report: Comparison, old_name: str, new_name: str, allowed: bool)
                            "changes": moved.changes, "where": moved.where, "old_stacks": moved.old_stacks,
                            "left": [change(c) for c in moved.left], "hint": MOVE_HINT},
                        "rolls": [asdict(r) for r in report.rolls],
+                       "node_rolls": [{**asdict(r), "nodes": r.nodes} for r in report.node_rolls],
                        "teams": [asdict(t) for t in report.teams],
                        "stacks": [{"name": s.name, "status": s.status, "changes": [change(c) for c in s.changes]}
                                   for s in report.stacks]}, indent=2) + "\n"
@@ -837,18 +868,17 @@ def home_notes(old: ClusterSpec, new: ClusterSpec) -> list[str]:
                                     keep="have no /home of it" if added else "keep the home they mounted")]
 
 
-# What changing the node health settings does on each control plane (fmcluster.facts.health): the
-# settings its node scripts carry, and what a change of them does to the nodes.
+# The node health settings (fmcluster.facts.health) that each control plane's node scripts carry,
+# where they are, and what a change of them does to the nodes (fmcluster.deploy.node_roll, which
+# finds the groups and their node counts in the templates).
 HEALTH_ON_NODES = {
-    "pcs": (("check_minutes", "replace", "deep_check"),
-            "the GPU nodes' lifecycle scripts change, and AWS PCS drains and replaces the nodes of those groups "
-            "(each once its jobs have ended)"),
-    "hyperpod-slurm": (("check_minutes", "replace", "deep_check"),
-                       "nodes take the new settings when they are next set up (a replacement, a new node); running "
-                       "nodes keep the old ones"),
+    "pcs": (("check_minutes", "replace", "deep_check"), "the GPU groups' lifecycle scripts change",
+            node_roll.effect_note("pcs", node_roll.REPLACED)),
+    "hyperpod-slurm": (("check_minutes", "replace", "deep_check"), "the GPU groups' lifecycle scripts change",
+                       node_roll.effect_note("hyperpod", node_roll.NEW_ONLY)),
     # the check's period is in the GPU groups' user data where the nodes run it (observability on)
-    "eks": (("check_minutes",), "the GPU node groups' launch templates change, and EKS rolls their nodes "
-                                "(within their pod disruption budgets)"),
+    "eks": (("check_minutes",), "the GPU node groups' launch templates change",
+            node_roll.effect_note("eks", node_roll.REPLACED)),
 }
 
 
@@ -859,12 +889,12 @@ def health_notes(old: ClusterSpec, new: ClusterSpec) -> list[str]:
     plane = new.orchestrator.type
     if plane not in HEALTH_ON_NODES or old.orchestrator.type != plane:
         return []
-    fields, what = HEALTH_ON_NODES[plane]
+    fields, where, what = HEALTH_ON_NODES[plane]
     if plane == "eks" and not (new.observability.prometheus or new.observability.grafana):
         return []
     changed = [f"health.{name} {getattr(old.health, name)} -> {getattr(new.health, name)}"
                for name in fields if getattr(old.health, name) != getattr(new.health, name)]
-    return [f"{', '.join(changed)}: {what}"] if changed else []
+    return [f"{', '.join(changed)}: {where}: {what}"] if changed else []
 
 
 def new_cluster(changes: list[str], old: ClusterSpec, old_templates: Templates) -> NewCluster:

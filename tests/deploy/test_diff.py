@@ -884,12 +884,13 @@ def test_a_change_of_node_health_says_what_it_does_to_the_nodes():
     old = validated(base_spec())
     new = validated(with_(base_spec(), "health.check_minutes", 10))
     (note,) = diff.health_notes(old, new)
-    assert note.startswith("health.check_minutes 5 -> 10: ") and "AWS PCS drains and replaces" in note
+    assert note.startswith("health.check_minutes 5 -> 10: the GPU groups' lifecycle scripts change: ")
+    assert "AWS PCS drains and replaces every node of the group" in note
     assert diff.health_notes(old, validated(with_(base_spec(), "health.max_replacing", 5))) == []  # in place
     eks = on("eks")
     assert diff.health_notes(validated(eks), validated(with_(eks, "health.deep_check", False))) == []
     (note,) = diff.health_notes(validated(eks), validated(with_(eks, "health.check_minutes", 15)))
-    assert "EKS rolls their nodes" in note
+    assert "EKS rolls the managed node group" in note
     hyperpod = on("hyperpod-slurm")
     (note,) = diff.health_notes(validated(hyperpod), validated(with_(hyperpod, "health.replace", False)))
-    assert "when they are next set up" in note
+    assert "only on nodes it creates from now on" in note
