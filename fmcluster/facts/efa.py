@@ -11,6 +11,31 @@ from fmcluster.facts.catalog import InstanceType
 
 
 class InterfaceMode(str, enum.Enum):
+    """The EFA layout a control plane's nodes get (which plane takes which: `fmcluster.facts.controlplanes`).
+
+    EFA_ONLY: the layout the EC2 User Guide recommends ("Maximize network bandwidth on Amazon EC2
+    instances with multiple network cards",
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html): an ENA primary
+    interface (card 0, device 0; "You can't use an EFA-only network interface as the primary network
+    interface"), an ``efa-only`` interface on card 0 device 1 where card 0 supports EFA, and an
+    ``efa-only`` interface at device index 0 on every further EFA card. Only the primary takes an
+    IP address. Amazon EKS managed node groups take it in their launch templates (EKS User Guide,
+    "Manage EFA devices on Amazon EKS", the example launch template for P6-B200: 1 ENA and 8
+    EFA-only interfaces); SageMaker HyperPod takes ``efa-only`` for its instance groups
+    (`ClusterNetworkInterface.InterfaceType`: efa | efa-only, SageMaker API Reference).
+
+    EFA: ``efa`` interfaces (EFA with ENA) only, one IP address each, for AWS PCS: its guide
+    documents no other ("Create or update an EC2 launch template",
+    https://docs.aws.amazon.com/pcs/latest/userguide/working-with_networking_efa_create-lt.html:
+    ``efa`` on card 0 device 0 and on card 1 device 1; no PCS page mentions ``efa-only``) and PCS
+    launches nodes from a launch template it derives from the given one. The primary is ``efa``
+    where card 0 supports EFA (an ENA ``interface`` otherwise, as on p6-b300), and every further
+    EFA card gets an ``efa`` interface at device index 1, the index the EC2 guide gives an
+    interface that carries ENA on a further card, as PCS's page and AWS's PCS launch template for
+    P5 (aws-samples/aws-hpc-recipes, recipes/pcs/enable_efa/assets/pcs-lt-efa-p5.yaml: cards 1-31
+    at device index 1) do.
+    """
+
     EFA_ONLY = "efa-only"  # ENA primary + efa-only on every EFA card (maximum bandwidth, fewest IPs)
     EFA = "efa"  # efa (EFA with ENA) interfaces only, one address each
 
@@ -32,7 +57,9 @@ class Interface:
 
 def efa_layout(instance: InstanceType, mode: InterfaceMode = InterfaceMode.EFA_ONLY,
                efa: bool = True) -> tuple[Interface, ...]:
-    """The network interfaces of one instance: primary first, then one per EFA-capable card.
+    """The network interfaces of one instance: primary first, then one EFA interface per EFA card
+    in use: an ``efa-only`` one at device index 0 (1 on card 0, behind the primary), an ``efa`` one
+    (it carries ENA) at device index 1.
 
     With ``efa=False`` (or an instance type without EFA) the layout is the single ENA primary.
     """
@@ -42,7 +69,7 @@ def efa_layout(instance: InstanceType, mode: InterfaceMode = InterfaceMode.EFA_O
     card0_efa = bool(efa_cards) and efa_cards[0].index == 0
     if mode is InterfaceMode.EFA:
         primary = Interface(0, 0, "efa" if card0_efa else "interface")
-        return (primary,) + tuple(Interface(c.index, 0, "efa") for c in efa_cards if c.index != 0)
+        return (primary,) + tuple(Interface(c.index, 1, "efa") for c in efa_cards if c.index != 0)
     interfaces = [Interface(0, 0, "interface")]
     for card in efa_cards:
         interfaces.append(Interface(card.index, 1 if card.index == 0 else 0, "efa-only"))

@@ -184,7 +184,9 @@ def test_pcs_nodes_get_efa_interfaces_only():
 def test_efa_interface_layout(main, group, count, card0_type):
     interfaces = launch_templates(main)[group]["NetworkInterfaces"]
     assert len(interfaces) == count
-    assert [(i["NetworkCardIndex"], i["DeviceIndex"]) for i in interfaces] == [(card, 0) for card in range(count)]
+    # the primary on card 0 device 0; an efa interface (it carries ENA) on a further card at device 1
+    assert [(i["NetworkCardIndex"], i["DeviceIndex"]) for i in interfaces] == \
+        [(0, 0)] + [(card, 1) for card in range(1, count)]
     assert interfaces[0].get("InterfaceType") == card0_type  # ENA entries leave InterfaceType out
     assert {i.get("InterfaceType") for i in interfaces[1:]} == {"efa"}  # PCS documents efa interfaces only
 

@@ -65,8 +65,8 @@ def test_gb200_nodes_get_awss_efa_layout_on_the_ultraserver_block(synthesized):
     template = one(synthesized, "AWS::EC2::LaunchTemplate", lambda k, p: "gb200" in k)
     data = template["LaunchTemplateData"]
     assert [(i["NetworkCardIndex"], i["DeviceIndex"], i.get("InterfaceType", "interface"))
-            for i in data["NetworkInterfaces"]] == [(0, 0, "interface"), (1, 0, "efa"), (5, 0, "efa"),
-                                                    (9, 0, "efa"), (13, 0, "efa")]
+            for i in data["NetworkInterfaces"]] == [(0, 0, "interface"), (1, 1, "efa"), (5, 1, "efa"),
+                                                    (9, 1, "efa"), (13, 1, "efa")]
     assert data["InstanceType"] == "p6e-gb200.36xlarge"
     assert data["InstanceMarketOptions"]["MarketType"] == "capacity-block"
     assert data["CapacityReservationSpecification"]["CapacityReservationTarget"] == {

@@ -76,7 +76,7 @@ def test_p6e_gb200_network_as_the_ec2_user_guide_lays_it_out():
     assert tuple(map(astuple, efa_layout(entry))) == (
         (0, 0, "interface"), (1, 0, "efa-only"), (5, 0, "efa-only"), (9, 0, "efa-only"), (13, 0, "efa-only"))
     assert tuple(map(astuple, efa_layout(entry, InterfaceMode.EFA))) == (
-        (0, 0, "interface"), (1, 0, "efa"), (5, 0, "efa"), (9, 0, "efa"), (13, 0, "efa"))
+        (0, 0, "interface"), (1, 1, "efa"), (5, 1, "efa"), (9, 1, "efa"), (13, 1, "efa"))
     assert tuple(catalog.ULTRASERVERS[u].name for u in entry.ultraservers) == entry.ultraservers == (
         "u-p6e-gb200x36", "u-p6e-gb200x72")
     assert [catalog.ULTRASERVERS[u].gpus for u in entry.ultraservers] == [36, 72]

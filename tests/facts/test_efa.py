@@ -56,20 +56,44 @@ def test_p6_b300_card0_has_no_efa():
     assert not any(card == 0 and kind != "interface" for card, _, kind in layout)
 
 
-def test_no_two_interfaces_share_a_slot():
-    for name in EXPECTED:
-        slots = [(i.network_card_index, i.device_index) for i in efa_layout(catalog.get(name))]
-        assert len(slots) == len(set(slots))
+@pytest.mark.parametrize("mode", list(InterfaceMode))
+def test_no_two_interfaces_share_a_slot(mode):
+    for entry in catalog.catalog().values():
+        slots = [(i.network_card_index, i.device_index) for i in efa_layout(entry, mode)]
+        assert len(slots) == len(set(slots)), entry.name
+
+
+@pytest.mark.parametrize("mode", list(InterfaceMode))
+def test_every_catalog_type_follows_the_ec2_rule(mode):
+    """For every type in the catalog: the primary is card 0 device 0 and never efa-only; an
+    efa-only interface sits at device 0 on a further card (1 on card 0, behind the primary); an
+    interface that carries ENA on a further card sits at device 1; one EFA interface per EFA card
+    the layout uses, on EFA-capable cards only."""
+    for entry in catalog.catalog().values():
+        layout = efa_layout(entry, mode)
+        primary, rest = layout[0], layout[1:]
+        assert (primary.network_card_index, primary.device_index) == (0, 0), entry.name
+        assert primary.interface_type != "efa-only", entry.name
+        for i in rest:
+            if i.interface_type == "efa-only":
+                assert i.device_index == (1 if i.network_card_index == 0 else 0), entry.name
+            else:
+                assert i.interface_type == "efa" and i.network_card_index != 0 and i.device_index == 1, entry.name
+        efa_cards = [i.network_card_index for i in layout if i.is_efa]
+        assert efa_cards == [c.index for c in entry.efa_layout_cards], entry.name
+        assert all(entry.network_cards[card].efa for card in efa_cards), entry.name
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_efa_mode(name):
-    """`efa` mode: the primary itself is EFA where card 0 supports it, one efa per further card."""
+    """`efa` mode: the primary itself is EFA where card 0 supports it, one efa per further card, at
+    device index 1: an interface that carries ENA on a further card (the EC2 User Guide; AWS PCS's
+    example launch template and AWS's PCS template for P5)."""
     count, cards = EXPECTED[name]
     layout = _triples(efa_layout(catalog.get(name), InterfaceMode.EFA))
     card0 = catalog.get(name).card0_efa
     assert layout[0] == (0, 0, "efa" if card0 else "interface")
-    assert all(kind == "efa" and device == 0 for _, device, kind in layout[1:])
+    assert all(kind == "efa" and device == 1 for _, device, kind in layout[1:])
     assert [card for card, _, kind in layout if kind == "efa"] == cards
     assert len(layout) == (count if card0 else count + 1)
 
