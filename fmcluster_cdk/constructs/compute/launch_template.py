@@ -15,6 +15,11 @@ from fmcluster_cdk.errors import ConstructError
 
 CAPACITY_BLOCK_MARKET = "capacity-block"
 ENA = "interface"  # the InterfaceType of a plain ENA interface, left out of the template
+EFA_ONLY = "efa-only"
+# A launch template's `InterfaceType` (cfn-lint's AWS::EC2::LaunchTemplate schema and botocore's
+# ec2 model, LaunchTemplateInstanceNetworkInterfaceSpecificationRequest: "Valid values: interface |
+# efa | efa-only")
+INTERFACE_TYPES = (ENA, "efa", EFA_ONLY)
 ROOT_DEVICE = "/dev/sda1"  # the root device of Ubuntu AMIs
 AMAZON_LINUX_ROOT_DEVICE = "/dev/xvda"  # the root device of Amazon Linux (EKS AL2023) AMIs
 
@@ -26,6 +31,12 @@ class InterfaceLike(Protocol):
     `device_index` (the attachment's device index on that card, 0 for the primary interface) and
     `interface_type` (``interface`` for ENA, ``efa`` or ``efa-only``: the values EC2 accepts for a
     launch template's `InterfaceType`). Read-only: a NamedTuple or a frozen dataclass is one.
+
+    The EC2 User Guide's layout ("Maximize network bandwidth on Amazon EC2 instances with multiple
+    network cards"): the primary (card 0, device 0) is never ``efa-only``; an ``efa-only``
+    interface goes on card 0 device 1, or device 0 of a further card; an interface that carries ENA
+    on a further card goes on device 1. The construct refuses a layout whose primary is missing or
+    ``efa-only``, or two interfaces on one card and device.
     """
 
     @property
@@ -149,11 +160,31 @@ def _interface(interface: InterfaceLike, groups: list[str], subnet_id: Optional[
     return entry
 
 
+def _layout_problems(interfaces: Sequence[InterfaceLike]) -> list[str]:
+    """What EC2 refuses in a layout (the EC2 User Guide, "Maximize network bandwidth on Amazon EC2
+    instances with multiple network cards"; the interface types of cfn-lint's schema)."""
+    found = []
+    unknown = sorted({i.interface_type for i in interfaces} - set(INTERFACE_TYPES))
+    if unknown:
+        found.append(f"unknown interface type {', '.join(unknown)} (one of {', '.join(INTERFACE_TYPES)})")
+    slots = [(i.network_card_index, i.device_index) for i in interfaces]
+    if interfaces and slots[0] != (0, 0):
+        found.append("the primary network interface (the first) must be network card 0, device 0")
+    if any(slot == (0, 0) and i.interface_type == EFA_ONLY for slot, i in zip(slots, interfaces)):
+        found.append("an efa-only interface cannot be the primary network interface")
+    doubled = sorted({slot for slot in slots if slots.count(slot) > 1})
+    if doubled:
+        found.append("two interfaces on one network card and device index: "
+                     + ", ".join(f"card {card} device {device}" for card, device in doubled))
+    return found
+
+
 def problems(props: LaunchTemplateProps) -> list[str]:
     """What is wrong with `props`: NodeLaunchTemplate raises them, with its path."""
     capacity, found = props.capacity, []
     if not props.interfaces:
         found.append("a launch template needs at least the primary network interface")
+    found += _layout_problems(props.interfaces)
     if any(i.interface_type != ENA for i in props.interfaces) and not props.efa_security_group_id:
         found.append("EFA interfaces need the EFA security group")
     if capacity.reservation_id and capacity.reservation_resource_group_arn:
