@@ -79,6 +79,13 @@ class NodeGroup:
         return sum(1 for i in self.interfaces if i.is_efa)
 
     @property
+    def interface_addresses(self) -> int:
+        """Private IPv4 addresses one node's interfaces take in its subnet: one per ENA or ``efa``
+        interface, none for ``efa-only`` (pods' addresses on Kubernetes come on top:
+        `ControlPlane.pod_addresses_per_node`)."""
+        return sum(1 for i in self.interfaces if i.takes_ip)
+
+    @property
     def gpus(self) -> int:
         return self.instance.gpu_count
 

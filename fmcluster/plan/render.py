@@ -230,6 +230,26 @@ def _efa_cell(r: Resources, kind: str | None) -> str:
     return f"{r.efa_interfaces} interfaces, {gbps(r.efa_gbps)}"
 
 
+INTERFACE_NAMES = {"interface": "ENA", "efa": "efa", "efa-only": "efa-only"}  # by InterfaceType
+
+
+def _addresses(count: int) -> str:
+    return f"{num(count, 0)} IP address{'' if count == 1 else 'es'}"
+
+
+def interfaces_cell(g: NodeGroupPlan) -> str:
+    """A node's network interfaces by type, primary first, and the IP addresses they take."""
+    kinds: dict[str, int] = {}
+    for interface in g.interfaces:
+        name = INTERFACE_NAMES[interface.interface_type]
+        kinds[name] = kinds.get(name, 0) + 1
+    return f"{' + '.join(f'{n} {name}' for name, n in kinds.items())}, {_addresses(g.interface_addresses)}"
+
+
+def _interfaces_total(plan: Plan) -> str:
+    return _addresses(sum(g.interface_addresses * g.max_count for g in plan.node_groups))
+
+
 def compute_rows(plan: Plan) -> Table:
     """Rows of metrics, a column per node group (per node and at its maximum) and the cluster total."""
     header = ["", *[f"{g.name} (per node)" for g in plan.node_groups], "total at max"]
@@ -259,6 +279,7 @@ def compute_rows(plan: Plan) -> Table:
         row("NVLink bandwidth", lambda g: f"{num(g.per_node.nvlink_tbps, 1)} TB/s" if g.nvlink_domain else "-",
             f"{num(plan.total.nvlink_tbps, 1)} TB/s" if plan.total.nvlink_tbps else "-"),
         row("EFA", lambda g: _efa_cell(g.per_node, g.interface_type), _efa_cell(plan.total, None)),
+        row("interfaces", interfaces_cell, _interfaces_total(plan)),
         row("local NVMe", lambda g: f"{g.nvme_disks} x {num(g.per_node.nvme_tb / max(g.nvme_disks, 1), 2)} TB"
             if g.nvme_disks else "none", f"{num(plan.total.nvme_tb, 1)} TB"),
         row("capacity", lambda g: g.capacity_type, ""),

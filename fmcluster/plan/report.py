@@ -109,6 +109,14 @@ class ServingPlan(Model):
     port: int
 
 
+class InterfacePlan(Model):
+    """One network interface of a node's launch layout (fmcluster.facts.efa.efa_layout)."""
+
+    network_card_index: int
+    device_index: int
+    interface_type: str = Field(description='"interface" (ENA), "efa" (EFA with ENA) or "efa-only"')
+
+
 class NodeGroupPlan(Model):
     name: str
     instance_type: str
@@ -122,6 +130,9 @@ class NodeGroupPlan(Model):
     placement: str  # "new cluster placement group", "existing placement group NAME", "none (why)" or HyperPod's
     efa: bool
     interface_type: Optional[str]  # the EFA interface type the control plane uses: "efa" or "efa-only"
+    interfaces: list[InterfacePlan] = Field(description="a node's network interfaces, primary first")
+    interface_addresses: int = Field(description="private IPv4 addresses a node's interfaces take in its subnet "
+                                                 "(efa-only interfaces take none; pods' come on top)")
     nvme_disks: int
     root_volume_gib: int
     volume: str  # what root_volume_gib sizes: the root volume, or HyperPod's volume at /opt/sagemaker
@@ -501,7 +512,10 @@ def _node_group(m: model.ClusterModel, group: model.NodeGroup, spec_group: NodeG
         reservation_id=capacity.reservation_id,
         reservation_resource_group_arn=capacity.reservation_resource_group_arn,
         training_plan_arn=capacity.training_plan_arn, placement=_placement(group, spec_group, cp.hyperpod),
-        efa=group.efa, interface_type=cp.interface_mode.value if group.efa else None, nvme_disks=it.nvme_disks,
+        efa=group.efa, interface_type=cp.interface_mode.value if group.efa else None,
+        interfaces=[InterfacePlan(network_card_index=i.network_card_index, device_index=i.device_index,
+                                  interface_type=i.interface_type) for i in group.interfaces],
+        interface_addresses=group.interface_addresses, nvme_disks=it.nvme_disks,
         root_volume_gib=group.root_volume_gib, volume=_volume(group.root_volume_gib, cp.hyperpod),
         per_node=_resources(group, 1), at_max=_resources(group, group.max_count),
         gpu_memory=it.gpu.memory_type if it.gpu else None, nvlink_domain=_nvlink_domain(group),

@@ -131,6 +131,38 @@ def test_efa_only_layout_of_kubernetes_nodes():
     assert (gpu.interface_type, gpu.per_node.efa_interfaces) == ("efa-only", 32)
 
 
+def test_plan_shows_each_nodes_interfaces_and_the_addresses_they_take():
+    """The layout of each group's launch template, by type, and the addresses it takes: AWS PCS's
+    `efa` interfaces one each (p5: 32), efa-only interfaces none (EKS: the ENA primary's only)."""
+    pcs = plan_of("examples/p5-pcs.yaml")
+    gpu = pcs.node_groups[0]
+    assert [(i.network_card_index, i.device_index, i.interface_type) for i in gpu.interfaces[:3]] == [
+        (0, 0, "efa"), (1, 1, "efa"), (2, 1, "efa")]
+    assert (len(gpu.interfaces), gpu.interface_addresses) == (32, 32)
+    assert plan_render.interfaces_cell(gpu) == "32 efa, 32 IP addresses"
+    b300, cpu = plan_of("examples/p6-b300-pcs.yaml").node_groups
+    assert plan_render.interfaces_cell(b300) == "1 ENA + 16 efa, 17 IP addresses"  # card 0 is ENA only
+    assert plan_render.interfaces_cell(cpu) == "1 ENA, 1 IP address"
+    data = with_(base_spec(orchestrator={"type": "eks"}), "network.extra_availability_zone_ids", ["use1-az6"])
+    eks = plan_of_dict(data)
+    assert plan_render.interfaces_cell(eks.node_groups[0]) == "1 ENA + 32 efa-only, 1 IP address"
+    assert [(i.network_card_index, i.device_index) for i in eks.node_groups[0].interfaces[:3]] == [
+        (0, 0), (0, 1), (1, 0)]
+    text = plan_render.RENDERERS["text"](eks)
+    assert _cells(text, "interfaces")[-1] == "2 IP addresses"  # at the group's maximum, pods' left out
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_the_gpu_subnet_holds_the_addresses_the_interfaces_take(example):
+    """Subnet sizing counts what each node's layout takes: its interfaces' addresses (and its pods')."""
+    p = plan_of(example)
+    pods = loader.load(ROOT / example).spec.orchestrator.control_plane.pod_addresses_per_node
+    needs = {n.what.split(":")[0]: n.what for n in p.network.address_needs}
+    for group in p.node_groups:
+        assert group.interface_addresses == sum(i.interface_type != "efa-only" for i in group.interfaces)
+        assert needs[f"node group {group.name}"].endswith(f"{group.max_count} x {group.interface_addresses + pods}")
+
+
 def test_checkpoint_time_formula():
     p = plan_of("examples/p5-pcs.yaml", checkpoint_params=70e9)
     fs = p.storage.lustre
