@@ -10,6 +10,7 @@ Nothing here imports aws_cdk or boto3.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
@@ -34,9 +35,20 @@ class Gpu:
 
 @dataclass(frozen=True)
 class NetworkCard:
+    """One network card as DescribeInstanceTypes gives it (NetworkInfo.NetworkCards[]). A card's
+    bandwidth is its own limit: EC2's figures for the cards of a type do not add up to the
+    instance's (g6e.48xlarge: 4 cards of 400 Gbps, 400 Gbps for the instance; p6-b200.48xlarge: 8 of
+    200, 3,200 for the instance). The instance's is `InstanceType.network_performance`."""
+
     index: int  # the card's number
-    bandwidth_gbps: float
+    bandwidth_gbps: float  # BaselineBandwidthInGbps
     efa: bool  # the card can carry an EFA (efa or efa-only) interface
+    peak_gbps: float | None = None  # PeakBandwidthInGbps where above the baseline ("Up to" types); None: the baseline
+    max_interfaces: int | None = None  # MaximumNetworkInterfaces of the card; None: not published
+
+    @property
+    def peak(self) -> float:
+        return self.bandwidth_gbps if self.peak_gbps is None else self.peak_gbps
 
 
 @dataclass(frozen=True)
@@ -45,6 +57,9 @@ class InstanceType:
     vcpus: int
     memory_gib: int
     network_cards: tuple[NetworkCard, ...]
+    # The instance's network bandwidth in EC2's words (NetworkInfo.NetworkPerformance: "400 Gigabit",
+    # "4x 100 Gigabit", "Up to 12.5 Gigabit"); not the sum of its cards' figures
+    network_performance: str = ""
     max_efa_interfaces: int = 0
     efa_generation: int | None = None
     gpu: Gpu | None = None
@@ -93,7 +108,12 @@ class InstanceType:
 
     @property
     def network_gbps(self) -> float:
-        return sum(card.bandwidth_gbps for card in self.network_cards)
+        """The instance's network bandwidth, Gbps: EC2's NetworkPerformance figure ("Up to" types: the
+        burst figure, their cards' baseline is lower)."""
+        match = _PERFORMANCE.fullmatch(self.network_performance)
+        if match is None:
+            raise ValueError(f"{self.name}: no NetworkPerformance figure ({self.network_performance!r})")
+        return int(match["times"] or 1) * float(match["gbps"])
 
     @property
     def efa_layout_cards(self) -> tuple[NetworkCard, ...]:
@@ -103,7 +123,16 @@ class InstanceType:
 
     @property
     def efa_gbps(self) -> float:
-        return sum(card.bandwidth_gbps for card in self.efa_layout_cards)
+        """The node's EFA bandwidth, Gbps: the instance's (NetworkPerformance), which EC2 gives for
+        its EFA cards (p6-b300: 6,400 Gigabit, the 16 EFA cards of 400 Gbps without the ENA-only card
+        0). Where AWS recommends EFA on some of the cards only (`efa_cards`, p6e-gb200), those cards'
+        bandwidth, within the instance's. The cards' own figures are not added up otherwise: they do
+        not sum to the instance's (see NetworkCard). 0 without EFA."""
+        if not self.efa_supported:
+            return 0.0
+        if self.efa_cards:
+            return min(self.network_gbps, float(sum(card.bandwidth_gbps for card in self.efa_layout_cards)))
+        return self.network_gbps
 
     @property
     def nvme_total_gb(self) -> int:
@@ -140,12 +169,23 @@ A100_80 = Gpu("A100", memory_gib=80, hbm_tbps=2.039, bf16_pflops=0.312, fp8_pflo
 L40S = Gpu("L40S", memory_gib=44.7, hbm_tbps=0.864, bf16_pflops=0.36205, fp8_pflops=0.733, memory_type="GDDR6")
 
 
-def _cards(count: int, gbps: float, *, first_gbps: float | None = None, first_efa: bool = True,
-           efa: bool = True) -> tuple[NetworkCard, ...]:
-    cards = [NetworkCard(i, gbps, efa) for i in range(count)]
+def _cards(count: int, gbps: float, *, interfaces: int | None, peak: float | None = None,
+           first_gbps: float | None = None, first_efa: bool = True, efa: bool = True) -> tuple[NetworkCard, ...]:
+    """`count` cards of `gbps` baseline (`peak`: burst) and `interfaces` interfaces each; card 0
+    may differ in bandwidth (`first_gbps`) and in carrying EFA."""
+    cards = [NetworkCard(i, gbps, efa, peak, interfaces) for i in range(count)]
     if first_gbps is not None or not first_efa:
-        cards[0] = NetworkCard(0, first_gbps if first_gbps is not None else gbps, efa and first_efa)
+        cards[0] = NetworkCard(0, first_gbps if first_gbps is not None else gbps, efa and first_efa, peak, interfaces)
     return tuple(cards)
+
+
+# NetworkPerformance: "[Up to ][Nx ]G Gigabit"
+_PERFORMANCE = re.compile(r"(?:Up to )?(?:(?P<times>\d+)x )?(?P<gbps>\d+(?:\.\d+)?) Gigabit")
+
+
+def _performance(gbps: float, peak: float | None = None) -> str:
+    """NetworkPerformance of a one-card type: "Up to PEAK Gigabit" where the card bursts, else its figure."""
+    return f"Up to {peak:g} Gigabit" if peak is not None and peak > gbps else f"{gbps:g} Gigabit"
 
 
 if TYPE_CHECKING:
@@ -168,24 +208,34 @@ def _gpu_types() -> list[InstanceType]:
     big: _Shared = {"vcpus": 192, "nvme_disks": 8, "nvme_disk_gb": 3800, "capacity_block": True, "hyperpod": True,
                     "gpu_count": 8, "lnet_efa_interfaces": 2, "device_rdma": True}
     per_pcie_switch: _Shared = {**big, "lnet_efa_interfaces": 8}
+    # Network figures as DescribeInstanceTypes gives them (moto's data): cards x baseline Gbps (no
+    # burst), interfaces per card, NetworkPerformance. p6-b200's 8 cards are 200 Gbps each (EC2's
+    # figure; the instance's 3,200), p6-b300's card 0 350 Gbps and ENA only, the instance 6,400.
     return [
-        InstanceType("p5.4xlarge", vcpus=16, memory_gib=256, network_cards=_cards(1, 100),
-                     max_efa_interfaces=1, efa_generation=2, gpu=H100, gpu_count=1,
-                     nvme_disks=1, nvme_disk_gb=3800, capacity_block=True, hyperpod=True, lnet_efa_interfaces=1,
-                     device_rdma=True),
-        InstanceType("p5.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
-                     max_efa_interfaces=32, efa_generation=2, gpu=H100, network_layers=3, **per_pcie_switch),
-        InstanceType("p5e.48xlarge", memory_gib=2048, network_cards=_cards(32, 100),
-                     max_efa_interfaces=32, efa_generation=2, gpu=H200, network_layers=3, **per_pcie_switch),
-        InstanceType("p5en.48xlarge", memory_gib=2048, network_cards=_cards(16, 200),
-                     max_efa_interfaces=16, efa_generation=3, gpu=H200, network_layers=3, **big),
-        InstanceType("p6-b200.48xlarge", memory_gib=2048, network_cards=_cards(8, 400),
-                     max_efa_interfaces=8, efa_generation=4, gpu=B200, network_layers=4, **big),
+        InstanceType("p5.4xlarge", vcpus=16, memory_gib=256, network_cards=_cards(1, 100, interfaces=4),
+                     network_performance="100 Gigabit", max_efa_interfaces=1, efa_generation=2, gpu=H100,
+                     gpu_count=1, nvme_disks=1, nvme_disk_gb=3800, capacity_block=True, hyperpod=True,
+                     lnet_efa_interfaces=1, device_rdma=True),
+        InstanceType("p5.48xlarge", memory_gib=2048, network_cards=_cards(32, 100, interfaces=2),
+                     network_performance="3200 Gigabit", max_efa_interfaces=32, efa_generation=2, gpu=H100,
+                     network_layers=3, **per_pcie_switch),
+        InstanceType("p5e.48xlarge", memory_gib=2048, network_cards=_cards(32, 100, interfaces=2),
+                     network_performance="3200 Gigabit", max_efa_interfaces=32, efa_generation=2, gpu=H200,
+                     network_layers=3, **per_pcie_switch),
+        InstanceType("p5en.48xlarge", memory_gib=2048, network_cards=_cards(16, 200, interfaces=4),
+                     network_performance="3200 Gigabit", max_efa_interfaces=16, efa_generation=3, gpu=H200,
+                     network_layers=3, **big),
+        InstanceType("p6-b200.48xlarge", memory_gib=2048, network_cards=_cards(8, 200, interfaces=4),
+                     network_performance="3200 Gigabit", max_efa_interfaces=8, efa_generation=4, gpu=B200,
+                     network_layers=4, **big),
         InstanceType("p6-b300.48xlarge", memory_gib=4096,
-                     network_cards=_cards(17, 400, first_gbps=350, first_efa=False),
-                     max_efa_interfaces=16, efa_generation=4, gpu=B300, network_layers=4, **big),
-        # A100: 4 x 100 Gbps cards, each with EFA (generation 1), 8 x 1,000 GB NVMe
-        *(InstanceType(name, vcpus=96, memory_gib=1152, network_cards=_cards(4, 100), max_efa_interfaces=4,
+                     network_cards=_cards(17, 400, interfaces=4, first_gbps=350, first_efa=False),
+                     network_performance="6400 Gigabit", max_efa_interfaces=16, efa_generation=4, gpu=B300,
+                     network_layers=4, **big),
+        # A100: 4 x 100 Gbps cards of 15 interfaces, each with EFA (generation 1), "4x 100 Gigabit",
+        # 8 x 1,000 GB NVMe
+        *(InstanceType(name, vcpus=96, memory_gib=1152, network_cards=_cards(4, 100, interfaces=15),
+                       network_performance="4x 100 Gigabit", max_efa_interfaces=4,
                        efa_generation=1, gpu=gpu, gpu_count=8, nvme_disks=8, nvme_disk_gb=1000,
                        capacity_block=True, hyperpod=True, lnet_efa_interfaces=2, device_rdma=True,
                        network_layers=3)
@@ -222,55 +272,75 @@ def _p6e_gb200() -> InstanceType:
     EFA-only at 400 Gbps; cards 2, 4, ..., 16 ENA or EFA at 200 Gbps; pairs [1, 2] ... [15, 16]
     share a 400 Gbps NIC and pairs [1, 3], [5, 7], [9, 11], [13, 15] a GPU, so AWS recommends one
     EFA-only interface per GPU, on cards 1, 5, 9 and 13 (4 x 400 = 1,600 Gbps of EFA).
-    MaximumEfaInterfaces is not published: 16, the cards that can carry EFA. SageMaker HyperPod
-    offers ml.p6e-gb200.36xlarge. FSx for Lustre's EFA client set-up does not list it: LNet uses TCP."""
+    MaximumEfaInterfaces is not published: 16, the cards that can carry EFA; nor are the cards'
+    interface counts. The instance's network bandwidth: "3200 Gigabit" (the instance-type
+    specifications, https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html; docs/research-notes.md
+    9a); the recommended layout's EFA is half of it, as AWS's Machine Learning blog counts it ("Train
+    and deploy AI models at trillion-parameter scale with Amazon SageMaker HyperPod support for
+    P6e-GB200 UltraServers", 2025-08: 28.8 Tbps of EFAv4 for the 18 instances of a u-p6e-gb200x72).
+    SageMaker HyperPod offers ml.p6e-gb200.36xlarge. FSx for Lustre's EFA client set-up does not
+    list it: LNet uses TCP."""
     cards = (NetworkCard(0, 100, False),) + tuple(NetworkCard(i, 400 if i % 2 else 200, True) for i in range(1, 17))
-    return InstanceType("p6e-gb200.36xlarge", vcpus=144, memory_gib=960, network_cards=cards, max_efa_interfaces=16,
+    return InstanceType("p6e-gb200.36xlarge", vcpus=144, memory_gib=960, network_cards=cards,
+                        network_performance="3200 Gigabit", max_efa_interfaces=16,
                         efa_generation=4, gpu=GB200, gpu_count=4, nvme_disks=3, nvme_disk_gb=7500,
                         capacity_block=True, hyperpod=True, architecture="arm64", device_rdma=True,
                         efa_cards=(1, 5, 9, 13), ultraservers=("u-p6e-gb200x36", "u-p6e-gb200x72"),
                         network_layers=3)
 
 
-# g6e (L40S), inference: (size, vCPUs, GiB, GPUs, network cards, Gbps per card (peak), EFA
-# interfaces, NVMe disks, GB per disk), as DescribeInstanceTypes gives them (moto's data). EFA on
+# g6e (L40S), inference: (size, vCPUs, GiB, GPUs, network cards, baseline and peak Gbps per card,
+# interfaces per card, NetworkPerformance, EFA interfaces, NVMe disks, GB per disk), as
+# DescribeInstanceTypes gives them (moto's data). The instance's bandwidth is NetworkPerformance,
+# not cards x Gbps: 24xlarge 200 Gbps (2 cards of 200), 48xlarge 400 Gbps (4 cards of 400). EFA on
 # 8xlarge and up; no Capacity Blocks; SageMaker HyperPod offers every size (ml.g6e.*).
 _G6E = (
-    ("xlarge", 4, 32, 1, 1, 20.0, 0, 1, 250), ("2xlarge", 8, 64, 1, 1, 20.0, 0, 1, 450),
-    ("4xlarge", 16, 128, 1, 1, 20.0, 0, 1, 600), ("8xlarge", 32, 256, 1, 1, 25.0, 1, 2, 450),
-    ("12xlarge", 48, 384, 4, 1, 100.0, 1, 2, 1900), ("16xlarge", 64, 512, 1, 1, 35.0, 1, 2, 950),
-    ("24xlarge", 96, 768, 4, 2, 200.0, 2, 2, 1900), ("48xlarge", 192, 1536, 8, 4, 400.0, 4, 4, 1900),
+    ("xlarge", 4, 32, 1, 1, 2.5, 20.0, 4, "Up to 20 Gigabit", 0, 1, 250),
+    ("2xlarge", 8, 64, 1, 1, 5.0, 20.0, 4, "Up to 20 Gigabit", 0, 1, 450),
+    ("4xlarge", 16, 128, 1, 1, 20.0, 20.0, 8, "20 Gigabit", 0, 1, 600),
+    ("8xlarge", 32, 256, 1, 1, 25.0, 25.0, 8, "25 Gigabit", 1, 2, 450),
+    ("12xlarge", 48, 384, 4, 1, 100.0, 100.0, 10, "100 Gigabit", 1, 2, 1900),
+    ("16xlarge", 64, 512, 1, 1, 35.0, 35.0, 15, "35 Gigabit", 1, 2, 950),
+    ("24xlarge", 96, 768, 4, 2, 200.0, 200.0, 10, "200 Gigabit", 2, 2, 1900),
+    ("48xlarge", 192, 1536, 8, 4, 400.0, 400.0, 10, "400 Gigabit", 4, 4, 1900),
 )
 
 
 def _g6e_types() -> list[InstanceType]:
-    return [InstanceType(f"g6e.{size}", vcpus=vcpus, memory_gib=gib, network_cards=_cards(cards, gbps, efa=efa > 0),
-                         max_efa_interfaces=efa, gpu=L40S, gpu_count=gpus, nvme_disks=disks, nvme_disk_gb=disk_gb,
-                         hyperpod=True, lnet_efa_interfaces=min(efa, 2), network_layers=3)
-            for size, vcpus, gib, gpus, cards, gbps, efa, disks, disk_gb in _G6E]
+    return [InstanceType(f"g6e.{size}", vcpus=vcpus, memory_gib=gib,
+                         network_cards=_cards(cards, gbps, interfaces=interfaces, peak=peak if peak > gbps else None,
+                                              efa=efa > 0),
+                         network_performance=performance, max_efa_interfaces=efa, gpu=L40S, gpu_count=gpus,
+                         nvme_disks=disks, nvme_disk_gb=disk_gb, hyperpod=True, lnet_efa_interfaces=min(efa, 2),
+                         network_layers=3)
+            for size, vcpus, gib, gpus, cards, gbps, peak, interfaces, performance, efa, disks, disk_gb in _G6E]
 
 
-# CPU families a login, controller or CPU node group commonly uses. Sizes share one shape:
-# (size, vCPUs, per-card Gbps); memory is vCPUs x the family's GiB per vCPU. The 48xlarge
-# sizes support one EFA interface.
+# CPU families a login, controller or CPU node group commonly uses. Sizes share one shape, as
+# DescribeInstanceTypes gives it (moto's data): (size, vCPUs, the one card's baseline Gbps, its
+# interfaces); sizes to 4xlarge burst to 12.5 Gbps ("Up to 12.5 Gigabit"). Memory is vCPUs x the
+# family's GiB per vCPU. The 48xlarge sizes support one EFA interface.
 _CPU_SIZES = (
-    ("large", 2, 0.781), ("xlarge", 4, 1.562), ("2xlarge", 8, 3.125), ("4xlarge", 16, 6.25),
-    ("8xlarge", 32, 12.5), ("12xlarge", 48, 18.75), ("16xlarge", 64, 25.0),
-    ("24xlarge", 96, 37.5), ("48xlarge", 192, 50.0),
+    ("large", 2, 0.781, 3), ("xlarge", 4, 1.562, 4), ("2xlarge", 8, 3.125, 4), ("4xlarge", 16, 6.25, 8),
+    ("8xlarge", 32, 12.5, 8), ("12xlarge", 48, 18.75, 8), ("16xlarge", 64, 25.0, 15),
+    ("24xlarge", 96, 37.5, 15), ("48xlarge", 192, 50.0, 15),
 )
+_CPU_BURST_GBPS = 12.5
 _CPU_FAMILIES = {"c7i": 2, "m7i": 4, "r7i": 8, "c7a": 2, "m7a": 4}  # GiB per vCPU
 _HYPERPOD_CPU_FAMILIES = ("m7i", "r7i")  # SageMaker HyperPod offers ml.m7i.* and ml.r7i.*, not ml.c7i.*
-_CPU_EXTRA_SIZES = {"c7a": (("32xlarge", 128, 50.0),), "m7a": (("32xlarge", 128, 50.0),)}
+_CPU_EXTRA_SIZES = {"c7a": (("32xlarge", 128, 50.0, 15),), "m7a": (("32xlarge", 128, 50.0, 15),)}
 
 
 def _cpu_types() -> list[InstanceType]:
     types = []
     for family, gib_per_vcpu in _CPU_FAMILIES.items():
-        for size, vcpus, gbps in _CPU_SIZES + _CPU_EXTRA_SIZES.get(family, ()):
+        for size, vcpus, gbps, interfaces in _CPU_SIZES + _CPU_EXTRA_SIZES.get(family, ()):
             efa = size == "48xlarge"
+            peak = _CPU_BURST_GBPS if gbps < _CPU_BURST_GBPS else None
             types.append(InstanceType(
                 f"{family}.{size}", vcpus=vcpus, memory_gib=vcpus * gib_per_vcpu,
-                network_cards=_cards(1, gbps, efa=efa), max_efa_interfaces=1 if efa else 0,
+                network_cards=_cards(1, gbps, interfaces=interfaces, peak=peak, efa=efa),
+                network_performance=_performance(gbps, peak), max_efa_interfaces=1 if efa else 0,
                 lnet_efa_interfaces=1 if efa else 0,
                 hyperpod=family in _HYPERPOD_CPU_FAMILIES,
             ))

@@ -59,6 +59,8 @@ def nccl_across_nodes(group: NodeGroup, operation: str) -> Expected:
         return Expected(test, metric, "GB/s", nvlink_per_direction(group),
                         f"NVLink per GPU and direction of {group.instance_type} (one UltraServer: the collective "
                         "stays on NVLink)", *INSIDE_NODE_RATIOS, ratio_basis="fmcluster's floor")
+    # The node's EFA bandwidth (the catalog's efa_gbps) is EC2's figure for the instance
+    # (NetworkPerformance), not its cards' added up: g6e.48xlarge 400 Gbps (50 GB/s), not 4 x 400
     efa = group.instance.efa_gbps / 8 if group.efa else 0.0
     return Expected(test, metric, "GB/s", efa or None,
                     f"EFA bandwidth of {group.instance_type} ({group.instance.efa_gbps:g} Gbps per node)",

@@ -14,10 +14,13 @@ GPU_TYPES = ["p5.4xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b
 # the EC2 documentation's figures below until moto has them, then to moto's like every other
 # (the fixture asks moto for each; test_documented_types_still_missing_from_moto says when).
 DOCUMENTED = {
-    # EC2 instance-type specifications (accelerated computing) and the EC2 User Guide's "EFA
-    # configuration for P6e-GB200 instances": vCPUs, GiB, cards, GPUs, GiB per GPU, NVMe disks x GB
+    # EC2 instance-type specifications (accelerated computing,
+    # https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html) and the EC2 User Guide's "EFA
+    # configuration for P6e-GB200 instances": vCPUs, GiB, cards, GPUs, GiB per GPU, NVMe disks x GB,
+    # network bandwidth
     "p6e-gb200.36xlarge": {"vcpus": 144, "memory_gib": 960, "cards": 17, "gpus": 4, "gpu_gib": 185,
-                           "disks": (3, 7500), "architecture": "arm64", "capacity_block": True},
+                           "disks": (3, 7500), "architecture": "arm64", "capacity_block": True,
+                           "network": "3200 Gigabit"},
 }
 
 
@@ -60,6 +63,7 @@ def test_documented_entry_matches_the_documentation(name):
     assert (entry.gpu_count, entry.gpu.memory_gib) == (doc["gpus"], doc["gpu_gib"])
     assert (entry.nvme_disks, entry.nvme_disk_gb) == doc["disks"]
     assert (entry.architecture, entry.capacity_block) == (doc["architecture"], doc["capacity_block"])
+    assert entry.network_performance == doc["network"]
 
 
 def test_p6e_gb200_network_as_the_ec2_user_guide_lays_it_out():
@@ -95,12 +99,19 @@ IN_MOTO = sorted(set(catalog.catalog()) - set(DOCUMENTED))
 
 @pytest.mark.parametrize("name", IN_MOTO)
 def test_entry_matches_describe_instance_types(name, ec2_types):
+    """Every figure EC2 publishes for the type, as DescribeInstanceTypes gives it."""
     entry, data = catalog.get(name), ec2_types[name]
     net = data["NetworkInfo"]
     assert entry.vcpus == data["VCpuInfo"]["DefaultVCpus"]
     assert entry.memory_gib * 1024 == data["MemoryInfo"]["SizeInMiB"]
+    assert entry.architecture in data["ProcessorInfo"]["SupportedArchitectures"]
     assert len(entry.network_cards) == net["MaximumNetworkCards"]
+    assert entry.efa_supported == net["EfaSupported"]
     assert entry.max_efa_interfaces == net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)
+    assert entry.network_performance == net["NetworkPerformance"]
+    assert [(c.index, c.bandwidth_gbps, c.peak, c.max_interfaces) for c in entry.network_cards] == [
+        (raw["NetworkCardIndex"], raw["BaselineBandwidthInGbps"], raw["PeakBandwidthInGbps"],
+         raw["MaximumNetworkInterfaces"]) for raw in net["NetworkCards"]]
     gpus = data.get("GpuInfo", {}).get("Gpus", [])
     assert entry.gpu_count == sum(g["Count"] for g in gpus)
     if gpus:
@@ -109,6 +120,7 @@ def test_entry_matches_describe_instance_types(name, ec2_types):
     disks = data.get("InstanceStorageInfo", {}).get("Disks", [])
     assert entry.nvme_disks == sum(d["Count"] for d in disks)
     assert entry.nvme_disk_gb == (disks[0]["SizeInGB"] if disks else 0)
+    assert not disks or data["InstanceStorageInfo"]["NvmeSupport"] == "required"
     assert entry.capacity_block == ("capacity-block" in data["SupportedUsageClasses"])
 
 
@@ -131,23 +143,44 @@ def test_card0_efa_follows_from_counts():
 
 @pytest.mark.parametrize("name,efa_gbps,total_gbps", [
     ("p5.48xlarge", 3200, 3200), ("p5e.48xlarge", 3200, 3200), ("p5en.48xlarge", 3200, 3200),
-    ("p6-b200.48xlarge", 3200, 3200), ("p6-b300.48xlarge", 6400, 6750)])
+    ("p6-b200.48xlarge", 3200, 3200), ("p6-b300.48xlarge", 6400, 6400), ("p6e-gb200.36xlarge", 1600, 3200)])
 def test_network_bandwidth(name, efa_gbps, total_gbps):
-    """EFA bandwidth is the network (docs/spec.md, "Instance catalog"); p6-b300 adds its 350 Gbps ENA card 0."""
+    """The instance's bandwidth is EC2's NetworkPerformance, and EFA carries all of it (p6-b300's
+    6,400 is its 16 EFA cards); p6e-gb200's recommended layout uses 4 cards of 400 Gbps."""
     entry = catalog.get(name)
     assert entry.efa_gbps == efa_gbps
     assert entry.network_gbps == total_gbps
 
 
 @pytest.mark.parametrize("name,efa_gbps,total_gbps", [
-    ("p4d.24xlarge", 400, 400), ("p4de.24xlarge", 400, 400), ("g6e.48xlarge", 1600, 1600),
-    ("g6e.24xlarge", 400, 400), ("g6e.12xlarge", 100, 100), ("g6e.8xlarge", 25, 25), ("g6e.xlarge", 0, 20)])
-def test_network_bandwidth_of_a100_and_l40s_types(name, efa_gbps, total_gbps, ec2_types):
-    """Per-card peak bandwidth as DescribeInstanceTypes gives it (moto's data)."""
+    ("p4d.24xlarge", 400, 400), ("p4de.24xlarge", 400, 400), ("g6e.48xlarge", 400, 400),
+    ("g6e.24xlarge", 200, 200), ("g6e.12xlarge", 100, 100), ("g6e.8xlarge", 25, 25), ("g6e.xlarge", 0, 20),
+    ("c7i.48xlarge", 50, 50), ("m7i.large", 0, 12.5)])
+def test_network_bandwidth_of_a100_l40s_and_cpu_types(name, efa_gbps, total_gbps, ec2_types):
+    """EC2's NetworkPerformance ("4x 100 Gigabit", "Up to 20 Gigabit": the burst figure)."""
     entry = catalog.get(name)
     assert (entry.efa_gbps, entry.network_gbps) == (efa_gbps, total_gbps)
-    cards = ec2_types[name]["NetworkInfo"]["NetworkCards"]
-    assert [c.bandwidth_gbps for c in entry.network_cards] == [c["PeakBandwidthInGbps"] for c in cards]
+    assert entry.network_performance == ec2_types[name]["NetworkInfo"]["NetworkPerformance"]
+
+
+@pytest.mark.parametrize("name,cards,instance", [
+    ("g6e.48xlarge", [400.0] * 4, 400), ("g6e.24xlarge", [200.0] * 2, 200),
+    ("p6-b200.48xlarge", [200.0] * 8, 3200), ("p6-b300.48xlarge", [350.0] + [400.0] * 16, 6400)])
+def test_the_instance_bandwidth_is_not_its_cards_added_up(name, cards, instance, ec2_types):
+    """EC2's per-card figures do not sum to the instance's, either way: g6e.48xlarge has 4 cards of
+    400 Gbps and 400 Gbps in all (summing them showed 1.6 Tbps and asked NCCL for 4 times what a
+    node can do); p6-b200 has 8 cards of 200 Gbps and 3,200 Gbps in all."""
+    entry = catalog.get(name)
+    assert [c.bandwidth_gbps for c in entry.network_cards] == cards
+    assert entry.network_gbps == entry.efa_gbps == instance != sum(cards)
+    assert ec2_types[name]["NetworkInfo"]["NetworkPerformance"] == f"{instance} Gigabit"
+
+
+def test_every_entry_has_an_instance_bandwidth_and_efa_within_it():
+    for entry in catalog.catalog().values():
+        assert entry.network_gbps > 0, entry.name  # NetworkPerformance is set and readable
+        assert entry.efa_gbps <= entry.network_gbps, entry.name
+        assert (entry.efa_gbps > 0) == entry.efa_supported, entry.name
 
 
 def test_gpudirect_rdma_where_the_efa_has_it():

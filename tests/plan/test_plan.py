@@ -571,6 +571,17 @@ def test_l40s_has_no_nvlink_and_gddr6_memory():
     assert memory.split("  ")[0] == "640 GiB HBM" and memory.endswith("998 GiB")  # no one kind in the total
 
 
+@pytest.mark.parametrize("instance_type,per_node_gbps", [("g6e.48xlarge", 400), ("g6e.24xlarge", 200)])
+def test_the_plans_efa_figure_is_the_instances_not_its_cards_added_up(instance_type, per_node_gbps):
+    """EC2: g6e.48xlarge 400 Gbps for the instance (4 cards of 400), g6e.24xlarge 200 (2 of 200);
+    the plan showed 1.6 Tbps and 400 Gbps."""
+    p = plan_of_dict(base_spec(node_groups=[{"name": "l40s", "instance_type": instance_type, "count": 2}]))
+    l40s = p.node_groups[0]
+    assert (l40s.per_node.efa_gbps, l40s.at_max.efa_gbps, p.total.efa_gbps) == (
+        per_node_gbps, 2 * per_node_gbps, 2 * per_node_gbps)
+    assert _row(plan_render.render_text(p), "EFA").split(", ")[1].startswith(f"{per_node_gbps} Gbps")
+
+
 def test_the_resolved_spec_shows_only_what_the_control_plane_reads():
     """A PCS plan leaves the Kubernetes-only fields (and HyperPod's training plans) out of the
     resolved spec where the file does not set them; an EKS plan leaves out the Slurm planes' images;
