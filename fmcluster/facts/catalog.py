@@ -147,12 +147,14 @@ class InstanceType:
         return bool(self.ultraservers)
 
 
+# GPU memory as DescribeInstanceTypes gives it (GpuInfo.Gpus[].MemoryInfo.SizeInMiB / 1024, to 0.1
+# GiB; moto's data): H100 81,920 MiB, H200 144,384, B200 183,359, B300 275,040.
 # NVLink per GPU (NVIDIA datasheets): NVLink 3 (A100 SXM4) 600 GB/s, NVLink 4 (H100/H200 SXM) 900 GB/s,
 # NVLink 5 (Blackwell) 1,800 GB/s; the L40S has none.
 H100 = Gpu("H100", memory_gib=80, hbm_tbps=3.35, bf16_pflops=0.9895, fp8_pflops=1.979, nvlink_gbps=900)
 H200 = Gpu("H200", memory_gib=141, hbm_tbps=4.8, bf16_pflops=0.9895, fp8_pflops=1.979, nvlink_gbps=900)
-B200 = Gpu("B200", memory_gib=179, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=9.0, nvlink_gbps=1800)
-B300 = Gpu("B300", memory_gib=268, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=13.5,
+B200 = Gpu("B200", memory_gib=179.1, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=9.0, nvlink_gbps=1800)
+B300 = Gpu("B300", memory_gib=268.6, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=13.5,
            nvlink_gbps=1800)
 # The Blackwell GPU of a GB200 superchip: 185 GiB (EC2 instance-type specifications, p6e-gb200);
 # dense BF16 2.5, FP8 5 and FP4 10 PFLOPS, derived from NVIDIA's GB200 NVL72 rack figures (360,

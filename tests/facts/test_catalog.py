@@ -116,7 +116,7 @@ def test_entry_matches_describe_instance_types(name, ec2_types):
     assert entry.gpu_count == sum(g["Count"] for g in gpus)
     if gpus:
         assert entry.gpu.name == gpus[0]["Name"]
-        assert entry.gpu.memory_gib == pytest.approx(gpus[0]["MemoryInfo"]["SizeInMiB"] / 1024, abs=1)
+        assert entry.gpu.memory_gib == pytest.approx(gpus[0]["MemoryInfo"]["SizeInMiB"] / 1024, abs=0.05)
     disks = data.get("InstanceStorageInfo", {}).get("Disks", [])
     assert entry.nvme_disks == sum(d["Count"] for d in disks)
     assert entry.nvme_disk_gb == (disks[0]["SizeInGB"] if disks else 0)
