@@ -191,16 +191,16 @@ def in_stage(actions: Sequence[LifecycleScript], stage: str) -> list[LifecycleSc
 
 
 # The guard cannot know the cluster's Slurm release (the user data is the same for every group):
-# it guards every slurmd unit the node has, AWS PCS's slurmd-VERSION.service (one per release the
-# image carries) and slurmd.service, or slurmd.service where there is none yet (/lib is /usr/lib on
-# the images PCS runs: Ubuntu and Amazon Linux).
+# it guards slurmd.service and every slurmd-VERSION.service the image has (AWS PCS's installer's,
+# one per release; which one the PCS agent starts is not documented, and a drop-in of a unit the
+# node does not have is never read). /lib is /usr/lib on the images PCS runs (Ubuntu, Amazon Linux).
 GUARD = f"""#!/bin/bash
 # fmcluster: slurmd waits for the node lifecycle scripts (fmcluster.node.actions).
 set -eu
 shopt -s nullglob
-r="${{FMCLUSTER_ROOT:-}}" u=()
-for f in "$r"/{{etc,usr/lib}}/systemd/system/slurmd{{,-*}}.service; do [ ! -e "$f" ] || u+=("${{f##*/}}"); done
-for n in "${{u[@]:-slurmd.service}}"; do
+r="${{FMCLUSTER_ROOT:-}}" u=(slurmd.service)
+for f in "$r"/{{etc,usr/lib}}/systemd/system/slurmd-*.service; do u+=("${{f##*/}}"); done
+for n in "${{u[@]}}"; do
   f="$r/etc/systemd/system/$n.d/{GATE_DROP_IN}"
   mkdir -p "${{f%/*}}"
   [ -e "$f" ] || printf '[Service]\\nExecStartPre={FMCLUSTER_LIB}/node-ready\\n' >"$f"

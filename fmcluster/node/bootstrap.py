@@ -123,7 +123,8 @@ PCS_SLURM_ETC = "/etc/aws/pcs/scheduler/slurm-{version}"
 # as slurmd-VERSION.service (PCS User Guide, "Software installers to build custom AMIs for AWS
 # PCS"; the PCS-ready DLAMI has one per release it carries), and the PCS agent starts the one of
 # the cluster's release; Slurm's own packages and SageMaker HyperPod name it slurmd.service.
-# The node scripts resolve which one the node has (common.sh's slurmd_unit, SLURMD_UNITS).
+# Which one the agent starts is not documented (a PCS-ready DLAMI node's journal shows slurmd.service),
+# so the node scripts write each drop-in for both names (common.sh's slurmd_dropin, SLURMD_UNITS).
 PCS_SLURMD_UNIT = "slurmd-{version}.service"
 SLURMD_UNIT = "slurmd.service"
 HYPERPOD_CONF_CACHE = "/var/spool/slurmd/conf-cache"  # slurmd's copy of the controller's configuration

@@ -257,16 +257,22 @@ def test_the_guard_never_replaces_the_full_gate(tmp_path):
 
 # --- slurmd's unit, whatever its name ------------------------------------------------------------
 
-def test_the_gates_go_to_the_unit_pcs_installed_and_verify(tmp_path):
-    """On the PCS-ready DLAMI slurmd is slurmd-VERSION.service: a gate on slurmd.service would
-    hold nothing back. Both drop-ins (readiness, prolog) are the installed unit's, and systemd
-    loads them cleanly."""
+@pytest.mark.parametrize("started", [SLURMD, "slurmd.service"], ids=["installer-unit", "plain-unit"])
+def test_whichever_slurmd_unit_pcs_starts_is_gated(tmp_path, started):
+    """The PCS-ready DLAMI has the installer's slurmd-VERSION.service, and PCS's agent is seen
+    starting slurmd.service: which one it starts is not documented, so both carry the readiness
+    and prolog drop-ins, and whichever starts stays down while the node is not ready."""
     node = Sandbox(tmp_path, world())
-    outcome = first_boot(node, render(slurm_prolog=True))
-    assert (outcome.verdict, outcome.failed) == ("done", []), outcome
-    drop_ins = sorted(p.name for p in (node.root / f"etc/systemd/system/{SLURMD}.d").iterdir())
-    assert drop_ins == ["40-fmcluster-prolog.conf", actions.GATE_DROP_IN]
-    assert not node.exists("/etc/systemd/system/slurmd.service.d")
+    (node.root / "usr/lib/systemd/system").mkdir(parents=True, exist_ok=True)
+    (node.root / "usr/lib/systemd/system/slurmd.service").write_text(node.file(f"/etc/systemd/system/{SLURMD}"))
+    scripts = render(slurm_prolog=True)
+    assert run_stage(node, scripts, actions.NODE_BOOTSTRAPPED).verdict == "done"
+    for unit in (SLURMD, "slurmd.service"):
+        drop_ins = sorted(p.name for p in (node.root / f"etc/systemd/system/{unit}.d").iterdir())
+        assert drop_ins == ["40-fmcluster-prolog.conf", actions.GATE_DROP_IN], unit
+    assert node.run(f"systemctl start {started}\n", name="start.sh").returncode == 0
+    node.set_scenario(gpus=7)  # not ready: the gate of the started unit holds it
+    assert node.run(f"systemctl restart {started}\n", name="restart.sh").returncode != 0
     verified = node.verify_units()
     assert verified.returncode == 0 and verified.stdout == "", verified.stdout
 
@@ -276,17 +282,18 @@ def test_a_node_of_ones_own_with_slurmd_service_is_gated_there(tmp_path):
     node = Sandbox(tmp_path, world(slurmd_unit="slurmd.service"))
     assert first_boot(node, render()).verdict == "done"
     assert node.exists(f"/etc/systemd/system/slurmd.service.d/{actions.GATE_DROP_IN}")
-    assert not node.exists(SLURMD_DROPIN)
     node.set_scenario(gpus=7)
     assert "slurmd.service" in node.reboot().failed
 
 
 def test_the_guard_guards_every_slurmd_unit_the_image_has(tmp_path):
-    """The user data cannot know the cluster's release: every slurmd-VERSION.service of the image."""
+    """The user data cannot know the cluster's release: slurmd.service, and every
+    slurmd-VERSION.service of the image."""
     node = Sandbox(tmp_path, world())
     (node.root / "etc/systemd/system/slurmd-26.05.service").write_text(node.file(f"/etc/systemd/system/{SLURMD}"))
     (_, guard), = user_data_parts(actions.user_data()).values()
     assert node.run(guard).returncode == 0
+    for unit in (SLURMD, "slurmd-26.05.service", "slurmd.service"):
+        assert node.exists(f"/etc/systemd/system/{unit}.d/{actions.GATE_DROP_IN}"), unit
     for unit in (SLURMD, "slurmd-26.05.service"):
-        assert node.exists(f"/etc/systemd/system/{unit}.d/{actions.GATE_DROP_IN}")
         assert node.run(f"systemctl start {unit}\n", name="start.sh").returncode != 0

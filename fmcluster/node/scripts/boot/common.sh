@@ -1,28 +1,26 @@
 # shellcheck shell=bash
-# What every fmcluster node script uses: log, slurmd_unit, add_fstab, step and finish.
+# What every fmcluster node script uses: log, slurmd_dropin, add_fstab, step and finish.
 
 log() {
   printf 'fmcluster-bootstrap: %s\n' "$*" >&2
 }
 
-# add_fstab SOURCE MOUNTPOINT TYPE OPTIONS: the fstab line of MOUNTPOINT, so that a reboot mounts
-# it again. One line per mount point: a rerun with other options replaces the earlier line.
-# slurmd_unit: the node's slurmd unit, the first of SLURMD_UNITS whose unit file the node has
-# (the PCS Slurm installer names it slurmd-VERSION.service, a node of one's own may have
-# slurmd.service); the first of them where none is there yet.
-slurmd_unit() {
-  local unit dir
+# slurmd_dropin NAME: standard input as the drop-in NAME of each name slurmd's unit may have
+# (SLURMD_UNITS: the PCS Slurm installer's slurmd-VERSION.service, and slurmd.service, which
+# the PCS agent is seen starting on the PCS-ready DLAMI: which one it starts is not documented).
+# A drop-in of a unit the node does not have is never read, so every name gets it.
+slurmd_dropin() {
+  local unit text
+  text=$(cat)
   # shellcheck disable=SC2086  # a list of unit names
   for unit in ${SLURMD_UNITS:-slurmd.service}; do
-    for dir in /etc/systemd/system /usr/lib/systemd/system /lib/systemd/system; do
-      [[ -e "$ROOT$dir/$unit" ]] && { echo "$unit"; return 0; }
-    done
+    install -d -m 0755 "$ROOT/etc/systemd/system/$unit.d"
+    printf '%s\n' "$text" >"$ROOT/etc/systemd/system/$unit.d/$1"
   done
-  # shellcheck disable=SC2086  # a list of unit names
-  set -- ${SLURMD_UNITS:-slurmd.service}
-  echo "$1"
 }
 
+# add_fstab SOURCE MOUNTPOINT TYPE OPTIONS: the fstab line of MOUNTPOINT, so that a reboot mounts
+# it again. One line per mount point: a rerun with other options replaces the earlier line.
 add_fstab() {
   local line="$1 $2 $3 $4 0 0" fstab="$ROOT/etc/fstab"
   if grep -qsxF -- "$line" "$fstab"; then

@@ -97,8 +97,12 @@ setup_containers() {
   check_baked
   write_enroot_conf
   write_plugstack
-  if ((RESTART_SLURMD)) && systemctl is-active --quiet "$(slurmd_unit)"; then
-    systemctl restart "$(slurmd_unit)"
-  fi
+  local unit
+  # shellcheck disable=SC2086  # a list of unit names
+  for unit in ${SLURMD_UNITS:-slurmd.service}; do
+    if ((RESTART_SLURMD)) && systemctl is-active --quiet "$unit"; then
+      systemctl restart "$unit"
+    fi
+  done
   log "containers: Enroot $ENROOT_VERSION and Pyxis $PYXIS_TAG ready; image cache $ENROOT_CACHE_ROOT"
 }

@@ -8,10 +8,8 @@
 # Written before any step that can fail.
 
 install_slurm_prolog() {
-  local unit
-  unit=$(slurmd_unit)
-  install -d -m 0755 "$ROOT${IMEX_PROLOG%/*}" "$ROOT/etc/systemd/system/$unit.d"
-  cat >"$ROOT/etc/systemd/system/$unit.d/40-fmcluster-prolog.conf" <<UNIT
+  install -d -m 0755 "$ROOT${IMEX_PROLOG%/*}"
+  slurmd_dropin 40-fmcluster-prolog.conf <<UNIT
 [Service]
 ExecStartPre=$IMEX_PROLOG --check
 UNIT
