@@ -143,6 +143,15 @@ class InstanceType:
         return self.gpu_count > 0
 
     @property
+    def nvlink_gbps(self) -> float | None:
+        """NVLink per GPU to the GPUs it reaches over NVLink, GB/s both directions; None where the GPU
+        has no NVLink, or has no peer (one GPU in the instance and no UltraServer: p5.4xlarge)."""
+        gpu = self.gpu
+        if gpu is None or gpu.nvlink_gbps is None or (self.gpu_count < 2 and not self.ultraservers):
+            return None
+        return gpu.nvlink_gbps
+
+    @property
     def ultraserver(self) -> bool:
         return bool(self.ultraservers)
 

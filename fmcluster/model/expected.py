@@ -47,9 +47,10 @@ class Expected:
 
 
 def nvlink_per_direction(group: NodeGroup) -> Optional[float]:
-    """NVLink GB/s per GPU and direction (the catalog's figure is both directions together)."""
-    gpu = group.instance.gpu
-    return gpu.nvlink_gbps / 2 if gpu is not None and gpu.nvlink_gbps else None
+    """NVLink GB/s per GPU and direction (the catalog's figure is both directions together); None
+    without NVLink or without an NVLink peer (one GPU)."""
+    nvlink = group.instance.nvlink_gbps
+    return nvlink / 2 if nvlink else None
 
 
 def nccl_across_nodes(group: NodeGroup, operation: str) -> Expected:

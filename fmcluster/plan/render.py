@@ -195,11 +195,16 @@ def _gpu_cells(r: Resources, gpu: str | None, memory: str | None) -> list[str]:
             f"{num(r.hbm_gib, 0)} GiB" + (f" {memory}" if memory else ""), f"{num(r.hbm_tbps, 1)} TB/s"]
 
 
+def _no_nvlink(g: NodeGroupPlan) -> str:
+    """Why a GPU group has no NVLink domain: one GPU a node (p5.4xlarge), or GPUs on PCIe (L40S)."""
+    return "one GPU" if g.per_node.gpus == 1 else "PCIe"
+
+
 def nvlink_domain_cell(g: NodeGroupPlan) -> str:
     """What one NVLink domain of the group is: 'u-p6e-gb200x72: 18 instances, 72 GPUs, ...'."""
     d = g.nvlink_domain
     if d is None:
-        return "none (PCIe)" if g.gpu else "-"
+        return f"none ({_no_nvlink(g)})" if g.gpu else "-"
     what = f"{d.ultraserver_type}: {d.instances} instances" if d.ultraserver_type else "1 instance"
     return f"{what}, {d.gpus} GPUs, {gbytes(d.nvlink_gbps_per_gpu)} per GPU, {num(d.domain_nvlink_tbps, 1)} TB/s"
 
@@ -668,7 +673,7 @@ def _group_node(g: NodeGroupPlan, node: str, indent: str) -> list[str]:
         if d is not None:
             label += f"<br/>NVLink domain: 1 instance, {d.gpus} GPUs"
         elif g.gpu:
-            label += "<br/>no NVLink (PCIe)"
+            label += f"<br/>no NVLink ({_no_nvlink(g)})"
         return [f'{indent}{node}["{label}"]']
     lines = [f'{indent}subgraph {node}["{label}"]']
     nvlink = f"NVLink {gbytes(d.nvlink_gbps_per_gpu)} per GPU"

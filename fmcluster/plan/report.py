@@ -139,7 +139,8 @@ class NodeGroupPlan(Model):
     per_node: Resources
     at_max: Resources
     gpu_memory: Optional[str] = None  # the kind of GPU memory: HBM, or GDDR6 (L40S); None: no GPU
-    # None: no NVLink (a CPU group, or an L40S group: its GPUs are on PCIe)
+    # None: no NVLink (a CPU group, or an L40S group: its GPUs are on PCIe), or no NVLink peer (a
+    # one-GPU type: p5.4xlarge)
     nvlink_domain: Optional[NvlinkDomain] = None
     # how the node count follows a Capacity Block (EKS managed node groups on one), else None
     scaling: Optional[str] = None
@@ -390,7 +391,7 @@ def _resources(group: model.NodeGroup, count: int) -> Resources:
         efa_interfaces=group.efa_interfaces * count,
         efa_gbps=(it.efa_gbps if group.efa else 0.0) * count,
         nvme_tb=round(it.nvme_total_gb * count / 1000, 3),
-        nvlink_tbps=round(gpus * count * gpu.nvlink_gbps / 1000, 4) if gpu and gpu.nvlink_gbps else 0.0,
+        nvlink_tbps=round(gpus * count * it.nvlink_gbps / 1000, 4) if it.nvlink_gbps else 0.0,
     )
 
 
@@ -412,9 +413,9 @@ def _sum(parts: list[Resources]) -> Resources:
 
 def _nvlink_domain(group: model.NodeGroup) -> Optional[NvlinkDomain]:
     """The group's NVLink domain: its UltraServer (capacity.ultraserver_type), else one instance;
-    None without NVLink."""
-    it, gpu = group.instance, group.instance.gpu
-    if gpu is None or gpu.nvlink_gbps is None:
+    None without NVLink, or without an NVLink peer (one GPU: p5.4xlarge)."""
+    it, nvlink = group.instance, group.instance.nvlink_gbps
+    if nvlink is None:
         return None
     server = group.nvlink_domain
     per = server.instances if server else 1
@@ -422,7 +423,7 @@ def _nvlink_domain(group: model.NodeGroup) -> Optional[NvlinkDomain]:
     whole, partial = divmod(group.max_count, per)
     return NvlinkDomain(
         ultraserver_type=server.name if server else None, instances=per, gpus=gpus,
-        nvlink_gbps_per_gpu=gpu.nvlink_gbps, domain_nvlink_tbps=round(gpus * gpu.nvlink_gbps / 1000, 4),
+        nvlink_gbps_per_gpu=nvlink, domain_nvlink_tbps=round(gpus * nvlink / 1000, 4),
         ultraservers=group.capacity.ultraserver_count if server else None,
         domains=whole + (1 if partial else 0), whole_domains=whole, partial_domain_instances=partial,
     )

@@ -163,6 +163,15 @@ def test_network_bandwidth_of_a100_l40s_and_cpu_types(name, efa_gbps, total_gbps
     assert entry.network_performance == ec2_types[name]["NetworkInfo"]["NetworkPerformance"]
 
 
+def test_nvlink_only_where_a_gpu_has_an_nvlink_peer():
+    """p5.4xlarge's one H100 has NVLink but no GPU to reach with it: no NVLink figure; L40S none."""
+    nvlink = {n: catalog.get(n).nvlink_gbps for n in ("p5.4xlarge", "p5.48xlarge", "g6e.48xlarge",
+                                                       "p6e-gb200.36xlarge", "m7i.2xlarge")}
+    assert nvlink == {"p5.4xlarge": None, "p5.48xlarge": 900, "g6e.48xlarge": None, "p6e-gb200.36xlarge": 1800,
+                      "m7i.2xlarge": None}
+    assert catalog.get("p5.4xlarge").gpu.nvlink_gbps == 900  # the GPU has it; the instance uses none
+
+
 @pytest.mark.parametrize("name,cards,instance", [
     ("g6e.48xlarge", [400.0] * 4, 400), ("g6e.24xlarge", [200.0] * 2, 200),
     ("p6-b200.48xlarge", [200.0] * 8, 3200), ("p6-b300.48xlarge", [350.0] + [400.0] * 16, 6400)])

@@ -571,6 +571,24 @@ def test_l40s_has_no_nvlink_and_gddr6_memory():
     assert memory.split("  ")[0] == "640 GiB HBM" and memory.endswith("998 GiB")  # no one kind in the total
 
 
+def test_a_one_gpu_instance_has_no_nvlink_domain():
+    """p5.4xlarge's one H100 has no GPU to reach over NVLink: no domain, no NVLink bandwidth, in
+    the figures, the table, the summary and the diagram."""
+    p = plan_of_dict(base_spec(node_groups=[
+        {"name": "one", "instance_type": "p5.4xlarge", "count": 2},
+        {"name": "eight", "instance_type": "p5.48xlarge", "count": 1}]))
+    one, eight = p.node_groups
+    assert (one.nvlink_domain, one.per_node.nvlink_tbps, one.at_max.nvlink_tbps) == (None, 0, 0)
+    assert (p.nvlink_domains, p.largest_nvlink_domain_gpus) == (1, 8)
+    assert p.total.nvlink_tbps == eight.at_max.nvlink_tbps == pytest.approx(7.2)
+    text = plan_render.render_text(p)
+    assert _row(text, "NVLink domain").split("  ")[0] == "none (one GPU)"
+    assert _row(text, "NVLink domains").split()[:2] == ["-", "1"]
+    assert _row(text, "NVLink bandwidth").split()[:3] == ["-", "7.2", "TB/s"]
+    assert "· 1 NVLink domain of 8 GPUs ·" in _summary(text)
+    assert "<br/>2 x H100<br/>no NVLink (one GPU)\"]" in plan_render.render_markdown(p)
+
+
 @pytest.mark.parametrize("instance_type,per_node_gbps", [("g6e.48xlarge", 400), ("g6e.24xlarge", 200)])
 def test_the_plans_efa_figure_is_the_instances_not_its_cards_added_up(instance_type, per_node_gbps):
     """EC2: g6e.48xlarge 400 Gbps for the instance (4 cards of 400), g6e.24xlarge 200 (2 of 200);
