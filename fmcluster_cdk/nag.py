@@ -132,11 +132,6 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "condition: the node replacer checks a request's instance and its Capacity Block's end, and counts "
         "replacements. Its queue, ledger parameter and HyperPod cluster are named by ARN."),
     Suppression(
-        _iam5("arn:{*}:ec2:{*}:<AWS::AccountId>:instance/*"),
-        ("*/NodeReplacer/Handler/ServiceRole/DefaultPolicy/Resource",),
-        "ec2:TerminateInstances on the cluster's instances only (condition aws:ResourceTag/fmcluster:cluster): "
-        "AWS PCS launches them, so their ids are unknown at synth."),
-    Suppression(
         _iam5("*"), ("*/Addon-aws-fsx-csi-driver/PodIdentityRole/Role/Resource",),
         "fsx:DescribeFileSystems only, which has no resource types (Service Authorization Reference): "
         "a file-system ARN would leave the CSI driver's describe call denied. Read-only; the update call "

@@ -7,6 +7,7 @@ and SageMaker HyperPod Slurm stacks synthesize: the queue, the schedule and leas
 from __future__ import annotations
 
 import importlib.util
+import functools
 import json
 import sys
 from datetime import datetime, timedelta, timezone
@@ -80,39 +81,31 @@ def ledger(ssm) -> list[dict]:
     return json.loads(ssm.get_parameter(Name=LEDGER)["Parameter"]["Value"])["replacing"]
 
 
-def test_a_faulty_node_of_the_cluster_is_replaced(aws):
+def test_a_static_pcs_node_is_kept_drained_and_never_terminated(aws):
+    """AWS PCS documents no replacement of a static node's instance (a dynamic one never asks: the
+    node powers it down through Slurm): the request is decided, logged and kept; nothing ends."""
     made, queue_url = aws
     [instance] = launch(made["ec2"])
     ask(made["sqs"], queue_url, instance)
     [decision] = handler.run(made, environment(queue_url), NOW)
-    assert decision["action"] == "replaced" and decision["instance"] == instance
-    assert state(made["ec2"], instance) in ("shutting-down", "terminated")
+    assert (decision["action"], decision["instance"], decision["why"]) == ("kept", instance, handler.PCS_STATIC)
+    assert state(made["ec2"], instance) == "running"
     assert waiting(made["sqs"], queue_url) == 0  # decided: deleted
-    assert [(e["instance"], e["fault"], e["at"]) for e in ledger(made["ssm"])] == [(instance, "xid", NOW.isoformat())]
-    metrics = made["cloudwatch"].list_metrics(Namespace="fmcluster", MetricName="NodesReplaced")["Metrics"]
-    assert sorted((d["Name"], d["Value"]) for d in metrics[0]["Dimensions"]) == [("Cluster", CLUSTER), ("Fault", "xid")]
+    assert ledger(made["ssm"]) == []
+    assert made["cloudwatch"].list_metrics(Namespace="fmcluster", MetricName="NodesReplaced")["Metrics"] == []
 
 
-def test_at_the_limit_a_request_waits_and_is_replaced_after_the_window(aws):
-    made, queue_url = aws
-    instances = launch(made["ec2"], count=3)
-    for instance in instances:
-        ask(made["sqs"], queue_url, instance)
-    decisions = handler.run(made, environment(queue_url), NOW)
-    actions = sorted(d["action"] for d in decisions)
-    assert actions == ["deferred", "replaced", "replaced"]
-    [deferred] = [d for d in decisions if d["action"] == "deferred"]
-    assert deferred["why"] == "2 replacements started within 30 minutes (at most 2)"
-    assert state(made["ec2"], deferred["instance"]) == "running"
-    assert waiting(made["sqs"], queue_url) == 1  # kept in the queue, hidden until the window frees a place
-    assert handler.run(made, environment(queue_url), NOW + timedelta(minutes=5)) == []  # still hidden
-    # the window passes: moto hides messages in real time, so the node's next ask stands for the request
-    # showing again
-    made["sqs"].purge_queue(QueueUrl=queue_url)
-    ask(made["sqs"], queue_url, deferred["instance"])
-    [later] = handler.run(made, environment(queue_url), NOW + timedelta(minutes=31))
-    assert later["action"] == "replaced" and state(made["ec2"], deferred["instance"]) != "running"
-    assert len(ledger(made["ssm"])) == 1  # the two earlier ones left the window
+def test_at_the_limit_a_request_waits_and_is_replaced_after_the_window():
+    """The limit (the rule alone; HyperPod's replacements go through it: below)."""
+    window, guard = timedelta(minutes=30), timedelta(minutes=60)
+    request = handler.Request(cluster=CLUSTER, node="n", instance_id="i-3", fault="xid", text="", at="")
+    started = [{"instance": i, "at": (NOW - timedelta(minutes=m)).isoformat()} for i, m in (("i-1", 20), ("i-2", 5))]
+    member = (True, "the cluster's running node")
+    decide = functools.partial(handler.decide, request, CLUSTER, member, None, max_replacing=2, window=window,
+                               guard=guard)
+    assert decide(started, NOW) == ("deferred", "2 replacements started within 30 minutes (at most 2)")
+    later = NOW + timedelta(minutes=31)
+    assert decide(handler.pruned(started, later, window), later) == ("replaced", member[1])
 
 
 def test_the_deferral_hides_the_request_until_a_place_frees_up():
@@ -139,17 +132,14 @@ def test_another_clusters_instance_or_request_is_refused(aws):
     assert waiting(made["sqs"], queue_url) == 0 and ledger(made["ssm"]) == []
 
 
-def test_several_requests_for_one_instance_make_one_replacement(aws):
+def test_several_requests_for_one_instance_make_one_decision(aws):
     made, queue_url = aws
     [instance] = launch(made["ec2"])
     for _ in range(3):
         ask(made["sqs"], queue_url, instance)
     [decision] = handler.run(made, environment(queue_url), NOW)
-    assert (decision["action"], decision["requests"]) == ("replaced", 3)
-    assert waiting(made["sqs"], queue_url) == 0 and len(ledger(made["ssm"])) == 1
-    ask(made["sqs"], queue_url, instance)  # a late one, once the replacement has started
-    [late] = handler.run(made, environment(queue_url), NOW + timedelta(minutes=5))
-    assert late["action"] == "refused"
+    assert (decision["action"], decision["requests"]) == ("kept", 3)
+    assert waiting(made["sqs"], queue_url) == 0 and ledger(made["ssm"]) == []
 
 
 def test_every_decision_is_one_json_line_in_the_log(aws, monkeypatch, capsys):
@@ -160,14 +150,14 @@ def test_every_decision_is_one_json_line_in_the_log(aws, monkeypatch, capsys):
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(handler, "datetime", frozen_at(NOW))  # the handler reads the clock
     result = handler.handler({"detail-type": "Scheduled Event"}, None, clients=made)
-    assert result == {"decisions": 1, "replaced": 1}
+    assert result == {"decisions": 1, "kept": 1}
     [line] = capsys.readouterr().out.splitlines()
     record = json.loads(line)
     assert {k: record[k] for k in ("record", "cluster", "node", "instance", "fault", "text", "requested_at",
                                    "action")} == {
         "record": "node-replacement", "cluster": CLUSTER, "node": "ip-10-1-0-42", "instance": instance,
         "fault": "ecc", "text": "uncorrectable ECC errors on GPU 1", "requested_at": "2026-12-01T11:58:00Z",
-        "action": "replaced"}
+        "action": "kept"}
     assert record["decided_at"] == "2026-12-01T12:00:00+00:00"  # the handler's clock, in UTC
 
 
@@ -189,23 +179,21 @@ def in_block(stub: Stubber, end: datetime) -> None:
 
 
 @pytest.mark.parametrize("left, action", [(timedelta(minutes=50), "kept"), (timedelta(minutes=60), "kept"),
-                                          (timedelta(minutes=61), "replaced"), (timedelta(days=2), "replaced")])
+                                          (timedelta(minutes=61), "static"), (timedelta(days=2), "static")])
 def test_never_in_a_capacity_blocks_last_hour(aws, left, action):
     made, queue_url = aws
     ec2 = client("ec2")
     stub = Stubber(ec2)
-    in_block(stub, NOW + left)
-    if action == "replaced":
-        stub.add_response("terminate_instances", {"TerminatingInstances": [{"InstanceId": INSTANCE}]},
-                          {"InstanceIds": [INSTANCE]})
+    in_block(stub, NOW + left)  # a Capacity Block group's nodes are static: never terminated
     ask(made["sqs"], queue_url, INSTANCE)
     with stub:
         [decision] = handler.run({**made, "ec2": ec2}, environment(queue_url), NOW)
     stub.assert_no_pending_responses()
-    assert decision["action"] == action
+    assert decision["action"] == "kept" and ledger(made["ssm"]) == []
     if action == "kept":
         assert decision["why"] == f"block ends at {NOW + left:%Y-%m-%d %H:%MZ}: not replaced in its last 60 minutes"
-        assert ledger(made["ssm"]) == []
+    else:
+        assert decision["why"] == handler.PCS_STATIC
     assert waiting(made["sqs"], queue_url) == 0  # kept is a decision too: the node stays drained
 
 
@@ -337,11 +325,9 @@ def test_the_stack_has_the_queue_the_schedule_and_a_year_of_records(templates, p
 
 
 @pytest.mark.synth
-def test_pcs_terminates_only_the_clusters_instances(templates):
+def test_pcs_never_terminates_an_instance(templates):
     template = templates["pcs"]
-    [terminate] = statements(template, "TerminateTheClustersInstances")
-    assert terminate["Action"] == "ec2:TerminateInstances"
-    assert terminate["Condition"] == {"StringEquals": {"aws:ResourceTag/fmcluster:cluster": "llm-pretrain"}}
+    assert "ec2:TerminateInstances" not in json.dumps(template.find_resources("AWS::IAM::Policy"))
     [metrics] = statements(template, "CountReplacements")
     assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": "fmcluster"}}
     [ledger_access] = statements(template, "KeepTheLedger")

@@ -20,7 +20,6 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from fmcluster.facts.naming import CLUSTER_TAG
 from fmcluster_cdk.constructs.lambda_code import handler_code
 from fmcluster_cdk.errors import ConstructError
 
@@ -46,14 +45,15 @@ class NodeReplacer(Construct):
     (its runs never overlap: a minute at most, never retried), checks each request's instance is the
     cluster's, keeps a node whose Capacity Block (HyperPod: training plan) ends within
     `block_guard_minutes`, defers while `max_replacing` replacements started within
-    `window_minutes` (a ledger in an SSM parameter), and otherwise replaces it: AWS PCS by
-    terminating the instance (its node group launches another), SageMaker HyperPod by
-    BatchReplaceClusterNodes. Each decision is a JSON line in the function's log group, kept one
-    year, and each replacement the metric NodesReplaced (namespace fmcluster). The function
-    (Python 3.14, 1 minute, 128 MB) may only: take and delete the queue's messages, describe EC2
-    instances and Capacity Reservations, terminate instances tagged with the cluster, list and
-    replace the HyperPod cluster's nodes, read the groups' training plans, keep the ledger and put
-    metrics in the fmcluster namespace.
+    `window_minutes` (a ledger in an SSM parameter), and otherwise replaces it: SageMaker HyperPod
+    by BatchReplaceClusterNodes. On AWS PCS only static nodes ask (a dynamic node is powered down
+    through Slurm by the node itself), and PCS documents no replacement of a static node's
+    instance: the function keeps it drained and logs why (it never terminates an instance). Each
+    decision is a JSON line in the function's log group, kept one year, and each replacement the
+    metric NodesReplaced (namespace fmcluster). The function (Python 3.14, 1 minute, 128 MB) may
+    only: take and delete the queue's messages, describe EC2 instances and Capacity Reservations,
+    list and replace the HyperPod cluster's nodes, read the groups' training plans, keep the ledger
+    and put metrics in the fmcluster namespace.
 
     Props:
         cluster_name: the cluster's name (the instances' fmcluster:cluster tag; HyperPod's cluster name).
@@ -97,7 +97,6 @@ class NodeReplacer(Construct):
             raise ConstructError(self, "at least one replacement at a time, a window and a schedule of a minute "
                                        "or more, and no negative guard")
         plans = dict(training_plan_arns or {})
-        stack = cdk.Stack.of(self)
         key = kms.Key.from_key_arn(self, "Key", kms_key_arn) if kms_key_arn else None
         encryption = dict(encryption=sqs.QueueEncryption.KMS, encryption_master_key=key) if key else \
             dict(encryption=sqs.QueueEncryption.SQS_MANAGED)
@@ -133,10 +132,6 @@ class NodeReplacer(Construct):
         if plane == "pcs":
             policy(iam.PolicyStatement(sid="ReadInstances", resources=["*"], actions=[
                 "ec2:DescribeInstances", "ec2:DescribeCapacityReservations"]))
-            policy(iam.PolicyStatement(
-                sid="TerminateTheClustersInstances", actions=["ec2:TerminateInstances"],
-                resources=[stack.format_arn(service="ec2", resource="instance", resource_name="*")],
-                conditions={"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster_name}}))
         else:
             assert hyperpod_cluster_arn is not None
             policy(iam.PolicyStatement(sid="ReplaceTheClustersNodes", resources=[hyperpod_cluster_arn], actions=[

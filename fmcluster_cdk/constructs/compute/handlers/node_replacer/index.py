@@ -12,9 +12,14 @@ never retried), decides for each request and acts:
   BLOCK_GUARD_MINUTES: a new instance would not be ready before EC2 ends the block;
 - deferred: MAX_REPLACING replacements started within WINDOW_MINUTES (the ledger, one SSM
   parameter): the message stays in the queue (hidden until a place frees up), nothing else;
-- replaced: PLANE pcs: EC2 TerminateInstances (the AWS PCS compute node group launches an instance
-  for the node again: NOT verified on real AWS); PLANE hyperpod-slurm: SageMaker
-  BatchReplaceClusterNodes (new hardware, same configuration; it destroys the instance's volumes).
+- replaced: PLANE hyperpod-slurm: SageMaker BatchReplaceClusterNodes (new hardware, same
+  configuration; it destroys the instance's volumes);
+- kept, on PLANE pcs: AWS PCS documents no way to replace the instance of a static node (its minimum
+  count) before its own instance health checks (repairAction REPLACE, Slurm 26.05: in the PCS API,
+  not yet in CloudFormation). Terminating the instance and hoping PCS launches another for the same
+  Slurm node, and clears the drain, is written nowhere, so the function does not: the node stays
+  drained for a person, and the decision is logged. (A dynamic node never asks: the node powers it
+  down through Slurm, node-health.sh.)
 
 Several requests for one instance count as one. Every decision is one JSON line in the function's
 log (node, instance, fault, text, requested_at, decided_at, action, why) and every replacement the
@@ -42,6 +47,8 @@ SQS_BATCH = 10  # ReceiveMessage's MaxNumberOfMessages, at most
 VISIBILITY_SECONDS = 300  # a received message stays hidden this long while the run decides
 MAX_VISIBILITY_SECONDS = 12 * 3600  # SQS's limit on a message's visibility timeout
 FIELDS = ("cluster", "node", "instance_id", "fault", "text", "at")
+PCS_STATIC = ("a static AWS PCS node: PCS documents no replacement of its instance before its instance health "
+              "checks (Slurm 26.05), so it stays drained for a person")
 
 
 @dataclass
@@ -186,13 +193,10 @@ def save_ledger(ssm: Any, name: str, ledger: list[dict[str, str]]) -> None:
 def replace(clients: dict[str, Any], plane: str, cluster: str, instance_id: str) -> tuple[str, str]:
     """Start the replacement: (REPLACED, how), or DEFERRED (the service refused for now: the next
     run asks again) or REFUSED (no such node), with why."""
-    client = clients["ec2" if plane == PCS else "sagemaker"]
+    if plane == PCS:
+        return KEPT, PCS_STATIC
+    client = clients["sagemaker"]
     try:
-        if plane == PCS:
-            # AWS PCS keeps each compute node group at its nodes: a terminated instance is launched
-            # again for its Slurm node (unverified on real AWS: no PCS document read says so).
-            client.terminate_instances(InstanceIds=[instance_id])
-            return REPLACED, "EC2 TerminateInstances: the PCS compute node group launches a new instance"
         answer = client.batch_replace_cluster_nodes(ClusterName=cluster, NodeIds=[instance_id])
     except client.exceptions.ClientError as exc:
         return DEFERRED, f"{exc.response['Error']['Code']}: {exc.response['Error'].get('Message', '')}"
