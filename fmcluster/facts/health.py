@@ -23,7 +23,8 @@ BLOCK_GUARD_MINUTES = 60
 # or replaced by fmcluster.
 REASON_PREFIX = "fmcluster-health"
 
-HARDWARE, NODE = "hardware", "node"  # Fault.kind: replace the node; or drain it until it passes
+# Fault.kind: replace the node; drain it until it passes; or reboot it once, then replace it
+HARDWARE, NODE, RESET = "hardware", "node", "reset"
 
 
 @dataclass(frozen=True)
@@ -31,17 +32,34 @@ class Fault:
     """One kind of fault the health check reports (a line `SLUG TEXT` of the program's output)."""
 
     slug: str
-    kind: str  # HARDWARE: drained, then replaced once its jobs end; NODE: drained until it passes again
+    kind: str  # HARDWARE: drained, then replaced once its jobs end; NODE: drained until it passes again;
+    # RESET: drained, rebooted once its jobs end (Slurm resumes it); found again after that reboot,
+    # on the same instance, it is a HARDWARE fault (`xid`: replaced)
     what: str  # what was found, in a phrase (docs, plan)
 
 
-# XIDs after which the node needs a reset or a new GPU (FACTS: 48, 63, 64, 74, 79, 94, 95).
-REPLACE_XIDS = (48, 63, 64, 74, 79, 94, 95)
+# XIDs that take a GPU out of service (FACTS), in two classes (NVIDIA, "Analyzing Xid Errors with
+# the Xid Catalog", https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html, its
+# resolution buckets; "Dynamic Page Retirement", https://docs.nvidia.com/deploy/dynamic-page-retirement/):
+# - RESET_XIDS ask for a GPU reset or a reboot, not a new instance: 63 and 64 (a row remap or page
+#   retirement that takes effect at the next reset), 74 (an NVLink error), 94 (a contained ECC
+#   error). The node is rebooted (`scontrol reboot ASAP nextstate=RESUME`); replacing it would burn
+#   Capacity Block hours on a new instance's start and, on SageMaker HyperPod, destroy the
+#   instance's volumes.
+# - REPLACE_XIDS ask for a new GPU: 48 (a double-bit ECC error), 79 (the GPU has fallen off the
+#   bus), 95 (an uncontained ECC error); so does a reset-class XID that comes back after the reboot.
+# The node's settings carry REPLACE_XIDS (node-health.env); node-health.sh has RESET_XIDS as its
+# default (tests/node/test_node_health.py holds the two equal).
+RESET_XIDS = (63, 64, 74, 94)
+REPLACE_XIDS = (48, 79, 95)
+DRAIN_XIDS = tuple(sorted(RESET_XIDS + REPLACE_XIDS))
 
 FAULTS = (
     Fault("gpu-count", HARDWARE, "fewer GPUs visible than the instance type has"),
     Fault("gpu-state", HARDWARE, "nvidia-smi fails, or a GPU reports an error state"),
-    Fault("xid", HARDWARE, f"an XID error that needs a reset or a new GPU ({', '.join(map(str, REPLACE_XIDS))})"),
+    Fault("xid", HARDWARE, f"an XID error that needs a new GPU ({', '.join(map(str, REPLACE_XIDS))}), or a "
+                           f"reset-class XID again after a reboot"),
+    Fault("xid-reset", RESET, f"an XID error that needs a GPU reset ({', '.join(map(str, RESET_XIDS))})"),
     Fault("ecc", HARDWARE, "uncorrectable ECC errors, or a failed or pending row remap"),
     Fault("nvlink", HARDWARE, "an NVLink link down"),
     Fault("efa", HARDWARE, "fewer EFA devices than the node group's layout"),

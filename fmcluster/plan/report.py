@@ -700,15 +700,26 @@ def _health(m: model.ClusterModel) -> Optional[HealthPlan]:
         out_of_pool = ("drained in Slurm with the fault as the reason (sinfo -R: 'fmcluster-health: FAULT: ...'); "
                        "a file-system fault is resumed once the check passes again; a node drained by anyone "
                        "else is left alone")
+        reset = (f"an XID asking for a GPU reset ({', '.join(map(str, health_facts.RESET_XIDS))}) reboots the "
+                 "node through Slurm once its jobs end (scontrol reboot ASAP nextstate=RESUME: Slurm resumes it "
+                 "when it is back), and replaces it only if the XID comes back; where Slurm has no RebootProgram "
+                 "the node stays drained for a person")
         if not h.replace:
             replaced_by = "no one: a drained node waits for a person (health.replace: false)"
         elif plane == "pcs":
-            replaced_by = (f"fmcluster's replacer (in {m.name}-cluster), once the node's jobs have ended: it "
-                           "terminates the instance and AWS PCS launches a new one; " + limits)
+            replaced_by = ("a dynamic node (above the group's minimum count), by Slurm's power saving once its jobs "
+                           "have ended: scontrol update state=POWER_DOWN_ASAP, AWS PCS's SuspendProgram ends the "
+                           "instance, Slurm clears the drain and the node's next job gets a new instance; a static "
+                           "node (the minimum count, every Capacity Block node): no one, it stays drained for a "
+                           "person: AWS PCS documents no replacement of a static node's instance except its own "
+                           "instance health checks (repairAction REPLACE, Slurm 26.05), which are not in "
+                           "CloudFormation and which fmcluster does not set yet (setting them replaces every "
+                           "instance of the group); fmcluster's replacer logs the request (NodeReplacementLog); "
+                           + reset)
         else:
             replaced_by = (f"fmcluster's replacer (in {m.name}-cluster), once the node's jobs have ended, "
                            "through SageMaker HyperPod's BatchReplaceClusterNodes; " + limits
-                           + "; HyperPod's automatic node recovery also replaces what its own agent finds")
+                           + "; HyperPod's automatic node recovery also replaces what its own agent finds; " + reset)
     else:
         agent = ("the EKS node monitoring agent (node conditions AcceleratedHardwareReady, NetworkingReady, "
                  "StorageReady, KernelReady)" if plane == "eks" else

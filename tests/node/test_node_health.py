@@ -81,6 +81,7 @@ FAULTS = {
     "gpu-count": (dict(gpus=7), "gpu-count 7 of 8 GPUs visible"),
     "gpu-state": (dict(gpu_error="[GPU requires reset]"), "gpu-state GPU 0 (00000000:53:00.0): [GPU requires reset]"),
     "xid": (dict(xids=(79,)), "xid XID 79 on PCI:0000:53:00"),
+    "xid-reset": (dict(xids=(94,)), "xid-reset XID 94 on PCI:0000:53:00"),
     "ecc": (dict(ecc_errors=2), "ecc GPU 0 (00000000:53:00.0): 2 uncorrected ECC errors"),
     "nvlink": (dict(nvlink_inactive=2), "nvlink 2 NVLink links inactive: GPU 0 link 0, GPU 0 link 1"),
     "efa": (dict(efa_devices=31), "efa 31 of 32 EFA devices present"),
@@ -350,6 +351,93 @@ def test_a_long_reason_keeps_the_instance_id(tmp_path):
     reason = slurm_node(sandbox)[1]
     assert reason.startswith(f"{health_facts.REASON_PREFIX}: nvlink: 18 NVLink links inactive: GPU 0 link 0")
     assert reason.endswith(f" [{INSTANCE}]") and len(reason) == 200
+
+
+def boot(sandbox: Sandbox, boot_id: str) -> None:
+    """The node now runs its boot `boot_id` (/proc/sys/kernel/random/boot_id: a reboot changes it)."""
+    path = sandbox.root / "proc/sys/kernel/random/boot_id"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(boot_id + "\n")
+
+
+def reboots(sandbox: Sandbox) -> list[str]:
+    return [c.line for c in sandbox.calls("scontrol") if c.args and c.args[0] == "reboot"]
+
+
+def test_the_script_knows_the_reset_class_xids_of_the_facts():
+    """node-health.env carries REPLACE_XIDS only (bootstrap.NodeProgram.health): the script's default
+    RESET_XIDS is the facts'."""
+    script = (Path(bootstrap.__file__).parent / "scripts/boot/programs/node-health.sh").read_text()
+    default = next(line for line in script.splitlines() if line.startswith("RESET_XIDS="))
+    assert default == f"RESET_XIDS=${{RESET_XIDS:-{' '.join(map(str, health_facts.RESET_XIDS))}}}"
+    assert set(health_facts.RESET_XIDS).isdisjoint(health_facts.REPLACE_XIDS)
+    assert sorted(health_facts.RESET_XIDS + health_facts.REPLACE_XIDS) == [48, 63, 64, 74, 79, 94, 95]
+    assert "RESET_FAULTS=${RESET_FAULTS:-xid-reset}" in script
+    assert [f.slug for f in health_facts.FAULTS if f.kind == health_facts.RESET] == ["xid-reset"]
+
+
+@pytest.mark.parametrize("xid", health_facts.RESET_XIDS)
+def test_a_reset_class_xid_reboots_the_node_through_slurm_once(tmp_path, xid):
+    """XIDs 63, 64, 74 and 94 ask for a GPU reset, not a new instance: Slurm reboots the drained
+    node once its jobs end and resumes it when it is back; no replacement is asked for."""
+    sandbox = node(tmp_path, xids=(xid,), slurm_state="MIXED")
+    boot(sandbox, "boot-1")
+    assert check(sandbox, "--slurm").returncode == 1
+    reason = f"{health_facts.REASON_PREFIX}: xid-reset: XID {xid} on PCI:0000:53:00 [{INSTANCE}]"
+    assert slurm_node(sandbox) == ("MIXED+DRAIN", reason)
+    assert reboots(sandbox) == [f"scontrol reboot ASAP nextstate=RESUME reason={reason} ip-10-1-0-42"]
+    check(sandbox, "--slurm")  # the same boot: asked once
+    assert len(reboots(sandbox)) == 1 and not sandbox.exists(REPLACEMENTS)
+
+
+def test_a_reset_class_xid_again_after_the_reboot_replaces_the_node(tmp_path):
+    sandbox = node(tmp_path, xids=(94,))
+    boot(sandbox, "boot-1")
+    check(sandbox, "--slurm")
+    assert len(reboots(sandbox)) == 1
+    # rebooted: Slurm resumed the node, and this boot's kernel log has no XID
+    boot(sandbox, "boot-2")
+    (sandbox.state / "slurm-node").write_text("IDLE\t\n")
+    sandbox.set_scenario(xids=())
+    assert check(sandbox, "--slurm").returncode == 0 and slurm_node(sandbox) == ("IDLE", "")
+    # the XID comes back on the same instance: a new GPU is needed
+    sandbox.set_scenario(xids=(94,))
+    result = check(sandbox, "--slurm")
+    assert result.stdout.splitlines() == ["xid XID 94 on PCI:0000:53:00 again after a reboot"]
+    assert slurm_node(sandbox)[1] == (f"{health_facts.REASON_PREFIX}: xid: XID 94 on PCI:0000:53:00 again after "
+                                      f"a reboot [{INSTANCE}]")
+    assert sandbox.file(REPLACEMENTS).splitlines() == ["xid XID 94 on PCI:0000:53:00 again after a reboot"]
+    assert len(reboots(sandbox)) == 1
+    # a new instance under the node's name starts afresh: a reset-class XID reboots it
+    new_instance(sandbox, "i-0fedcba9876543210")
+    (sandbox.state / "slurm-node").write_text("IDLE\t\n")
+    check(sandbox, "--slurm")
+    assert slurm_node(sandbox)[1].startswith(f"{health_facts.REASON_PREFIX}: xid-reset: XID 94")
+    assert len(reboots(sandbox)) == 2
+
+
+def test_a_replace_class_xid_beside_a_reset_class_one_replaces_without_a_reboot(tmp_path):
+    sandbox = node(tmp_path, xids=(94, 79))
+    check(sandbox, "--slurm")
+    assert reboots(sandbox) == []
+    assert sandbox.file(REPLACEMENTS).splitlines() == ["xid XID 79 on PCI:0000:53:00"]
+
+
+def test_no_reboot_unless_repairs_are_asked(tmp_path):
+    sandbox = node(tmp_path, replace=False, xids=(94,))
+    check(sandbox, "--slurm")
+    assert slurm_node(sandbox)[0] == "IDLE+DRAIN" and reboots(sandbox) == []
+
+
+@pytest.mark.parametrize("state", ["IDLE+POWERING_DOWN", "IDLE+DRAIN+POWER_DOWN", "IDLE+POWERED_DOWN",
+                                   "IDLE+DRAIN+REBOOT_REQUESTED", "DOWN+REBOOT_ISSUED"])
+def test_a_node_slurm_powers_down_or_reboots_is_never_drained_or_resumed(tmp_path, state):
+    """A drain set while Slurm powers a node down would outlive its instance (Slurm makes a powered
+    down node available only when it is not drained: power_save.c)."""
+    reason = f"{health_facts.REASON_PREFIX}: xid: XID 79 on PCI:0000:53:00 [i-0aaaaaaaaaaaaaaaa]"
+    sandbox = node(tmp_path, xids=(79,), slurm_state=state, slurm_reason=reason if "DRAIN" in state else "")
+    assert check(sandbox, "--slurm").returncode == 1
+    assert drains(sandbox) == [] and reboots(sandbox) == [] and not sandbox.exists(REPLACEMENTS)
 
 
 def test_replacement_is_off_unless_asked(tmp_path):

@@ -123,3 +123,93 @@ def test_slurm_drains_a_faulty_node_with_the_reason_and_resumes_a_file_system(tm
               "node1 resumed", cluster)
         # node2's hardware fault stays: it waits for its replacement
         assert reasons(cluster).get("node2") == reason
+
+
+JOURNALCTL = """#!/bin/sh
+cat {nodes}/$SLURMD_NODENAME/xids 2>/dev/null
+"""
+RECORDER = """#!/bin/sh
+echo "$*" >>{log}
+"""
+REQUEST_REPLACEMENT = """#!/bin/sh
+echo "$SLURMD_NODENAME $*" >>{log}
+"""
+
+
+def test_slurm_powers_down_a_dynamic_node_reboots_for_a_reset_and_asks_for_a_static_one(tmp_path):
+    """Slurm's power saving replaces a drained dynamic node (node2: SuspendProgram set, node2 not in
+    SuspendExcNodes): `state=POWER_DOWN_ASAP`, then Slurm clears the drain as it runs the
+    SuspendProgram, and the node is powered down (idle~), available for the next job's new instance.
+    A static node (node1, in SuspendExcNodes) asks the replacer instead. A reset-class XID reboots
+    the node through Slurm (`scontrol reboot ASAP nextstate=RESUME`, RebootProgram a recorder) and
+    Slurm resumes it once slurmd registers with a new boot time."""
+    require_slurm()
+    nodes = tmp_path / "nodes"
+    standins = tmp_path / "standins"
+    standins.mkdir()
+    for name, text in (("nvidia-smi", NVIDIA_SMI), ("journalctl", JOURNALCTL)):
+        (standins / name).write_text(text.format(nodes=nodes))
+        (standins / name).chmod(0o755)
+    (standins / "dcgmi").symlink_to(GPU_STANDINS / "dcgmi")
+    programs = {}
+    for program in ("suspend", "resume", "reboot"):
+        programs[program] = tmp_path / f"{program}-program"
+        programs[program].write_text(RECORDER.format(log=tmp_path / f"{program}.log"))
+        programs[program].chmod(0o755)
+    for name in ("node1", "node2"):
+        install(nodes, name, ("/",))
+        env = nodes / name / "etc/fmcluster/node-health.env"
+        env.write_text(env.read_text().replace("REPLACE=0", "REPLACE=1"))
+        lib = nodes / name / node_facts.FMCLUSTER_LIB.lstrip("/")
+        (lib / "request-replacement").write_text(REQUEST_REPLACEMENT.format(log=tmp_path / "requests.log"))
+        (lib / "request-replacement").chmod(0o755)
+        boot = nodes / name / "proc/sys/kernel/random/boot_id"
+        boot.parent.mkdir(parents=True)
+        boot.write_text("boot-1\n")
+        tag = nodes / name / "sys/devices/virtual/dmi/id/board_asset_tag"  # the instance, as on EC2 Nitro
+        tag.parent.mkdir(parents=True)
+        tag.write_text(f"i-0{name[-1] * 16}\n")
+    wrapper = tmp_path / "node-health-slurm"
+    cluster = SlurmCluster(tmp_path / "slurm", nodes=2, extra=[
+        f"HealthCheckProgram={wrapper}", "HealthCheckInterval=2",
+        f"SuspendProgram={programs['suspend']}", f"ResumeProgram={programs['resume']}",
+        f"RebootProgram={programs['reboot']}", "SuspendTime=3600", "SuspendTimeout=5", "ResumeTimeout=60",
+        "SuspendExcNodes=node1"])
+    wrapper.write_text(WRAPPER.format(nodes=nodes, conf=cluster.conf, standins=standins,
+                                      program=f"{node_facts.FMCLUSTER_LIB}/node-health"))
+    wrapper.chmod(0o755)
+    with cluster:
+        until(lambda: all((nodes / n / "health-env").exists() for n in ("node1", "node2")), "a health check", cluster)
+
+        # the dynamic node2 loses a GPU: drained, then powered down by Slurm, its drain cleared
+        (nodes / "node2" / "gpus").write_text("7\n")
+        until(lambda: (tmp_path / "suspend.log").exists(), "node2 powered down", cluster)
+        assert (tmp_path / "suspend.log").read_text().split() == ["node2"]
+        until(lambda: cluster.node_states().get("node2") == "idle~", "node2 powered down (idle~)", cluster)
+        assert "node2" not in reasons(cluster)  # no longer drained: its next job resumes a new instance
+        assert not (tmp_path / "requests.log").exists()
+
+        # the static node1 gets a reset-class XID: drained, and rebooted by Slurm (no replacement)
+        (nodes / "node1" / "xids").write_text("NVRM: Xid (PCI:0000:53:00): 94, pid=1, Contained ECC error\n")
+        until(lambda: (tmp_path / "reboot.log").exists(), "node1's reboot", cluster)
+        assert cluster.node("node1").get("Reason", "").startswith(f"{health_facts.REASON_PREFIX}: xid-reset: XID 94")
+        # the instance reboots: a new boot, a clean kernel log, slurmd registering with a new boot time
+        (nodes / "node1" / "xids").unlink()
+        (nodes / "node1" / "proc/sys/kernel/random/boot_id").write_text("boot-2\n")
+        old = next(p for p in cluster.processes if "node1" in p.args and any("slurmd" in a for a in p.args))
+        old.terminate()
+        old.wait(timeout=20)
+        cluster.processes.remove(old)
+        cluster._spawn(cluster._slurmd_argv("node1") + ["-b"], "slurmd-node1-rebooted.out")
+        until(lambda: cluster.node_states().get("node1") == "idle" and "node1" not in reasons(cluster),
+              "node1 back and resumed", cluster)
+        assert not (tmp_path / "requests.log").exists()
+
+        # the XID comes back after the reboot: node1 is static, so it asks the replacer
+        (nodes / "node1" / "xids").write_text("NVRM: Xid (PCI:0000:53:00): 94, pid=1, Contained ECC error\n")
+        until(lambda: (tmp_path / "requests.log").exists(), "node1's replacement request", cluster)
+        assert (tmp_path / "requests.log").read_text().splitlines() == [
+            "node1 xid XID 94 on PCI:0000:53:00 again after a reboot"]
+        assert reasons(cluster)["node1"].startswith(f"{health_facts.REASON_PREFIX}: xid: XID 94 on PCI:0000:53:00 "
+                                                    "again after a reboot")
+        assert len((tmp_path / "reboot.log").read_text().splitlines()) == 1

@@ -6,18 +6,28 @@
 #   EXPECTED_EFA     EFA devices the node group's layout has (0: no EFA check)
 #   NVLINK           1: the GPUs are joined by NVLink (every link must be active)
 #   REQUIRED_MOUNTS  mount points that must be mounted and answer (space-separated)
-#   REPLACE_XIDS     the XIDs after which the node needs a reset or a new GPU (space-separated)
-#   NODE_FAULTS      the faults of kind "node" (drained until the node passes again); every other
-#                    fault is of kind "hardware" (drained, then replaced once its jobs ended)
+#   REPLACE_XIDS     the XIDs after which the node needs a new GPU (space-separated): fault `xid`
+#   RESET_XIDS       the XIDs after which it needs a GPU reset or a reboot (default 63 64 74 94,
+#                    fmcluster.facts.health.RESET_XIDS): fault `xid-reset`; one that comes back
+#                    after the reboot, on the same instance, is an `xid` fault
+#   NODE_FAULTS      the faults of kind "node" (drained until the node passes again)
+#   RESET_FAULTS     the faults of kind "reset" (default xid-reset): drained, then rebooted; every
+#                    other fault is of kind "hardware" (drained, then replaced once its jobs ended)
 #   TEXTFILE_DIR     where to write the textfile metrics
 #   COMMAND_TIMEOUT  seconds any one command may take (nvidia-smi, stat of a mount, scontrol...)
 #   DCGM_LEVEL, DCGM_TIMEOUT  the DCGM diagnostic run on an idle node (`dcgmi diag -r LEVEL`)
 #   SLURM_BIN        Slurm's commands (Slurm gives a HealthCheckProgram no useful PATH; AWS PCS:
 #                    /opt/aws/pcs/scheduler/slurm-VERSION/bin, SageMaker HyperPod: /opt/slurm/bin)
 #   REASON_PREFIX    the prefix of every drain reason this program sets (fmcluster-health)
-#   REPLACE          1: a node drained for a hardware fault and without jobs is reported for
-#                    replacement: FMCLUSTER_LIB/request-replacement SLUG TEXT, once per fault (a
-#                    marker in STATE_DIR)
+#   REPLACE          1: a node drained for a hardware fault and without jobs is replaced, once per
+#                    fault and instance (a marker in STATE_DIR): where Slurm's power saving manages
+#                    the node (a dynamic node), by Slurm (`scontrol update state=POWER_DOWN_ASAP`:
+#                    the plane's SuspendProgram ends the instance, and Slurm clears the drain when
+#                    it powers the node down, so the node's next job gets a new instance); else by
+#                    asking the cluster's replacer (FMCLUSTER_LIB/request-replacement SLUG TEXT).
+#                    A node drained for a reset-class fault is rebooted by Slurm instead, once per
+#                    instance (`scontrol reboot ASAP nextstate=RESUME`: Slurm resumes it once it is
+#                    back); where Slurm refuses (no RebootProgram), it stays drained for a person
 #
 # `node-health [--idle]`: run the checks (the DCGM diagnostic only with --idle: the node has no
 # job); exit 0 when healthy, 1 with one line per fault on standard output, "SLUG TEXT" (SLUG one
@@ -36,8 +46,13 @@
 #   across it, clearing them only on resume, power down or ResumeTimeout: Slurm, node_mgr.c):
 #   resumed, whatever the fault was (a reason without an id is taken as this instance's);
 # - drained by us for a hardware fault and no job left (IDLE+DRAIN, not MIXED/ALLOCATED+DRAIN,
-#   which is "draining"): with REPLACE=1, the replacement is requested once per fault and
-#   instance (a marker in STATE_DIR holding the instance id).
+#   which is "draining"): with REPLACE=1, powered down (a dynamic node) or its replacement
+#   requested, once per fault and instance (a marker in STATE_DIR holding the instance id);
+# - drained by us for a reset-class fault only: with REPLACE=1, rebooted by Slurm once per instance
+#   (the marker STATE_DIR/reset holds the instance and the boot it was asked in);
+# - being powered down or rebooted by Slurm (POWER_DOWN, POWERING_DOWN, POWERED_DOWN, REBOOT_*):
+#   checked, never drained or resumed (a drain set while Slurm powers a node down would outlive
+#   the instance: Slurm makes a powered-down node available only when it is not drained).
 # Every external command runs under `timeout`, and every probe of a mount runs in the background,
 # waited for at most COMMAND_TIMEOUT seconds (`timeout` cannot end a process stuck in the kernel on a
 # file system that does not answer), so a hung file system or driver never hangs it (slurmd kills
@@ -50,6 +65,8 @@ ROOT=${FMCLUSTER_ROOT:-}
 source "$ROOT${NODE_HEALTH_ENV:-/etc/fmcluster/node-health.env}"
 T=${COMMAND_TIMEOUT:-30}
 STATE_DIR=${STATE_DIR:-/var/lib/fmcluster/health}
+RESET_XIDS=${RESET_XIDS:-63 64 74 94}
+RESET_FAULTS=${RESET_FAULTS:-xid-reset}
 
 FAULTS=()
 fault() { FAULTS+=("$1 $2"); }
@@ -116,17 +133,44 @@ check_gpus() {
   return 0
 }
 
+# This boot's id (a reboot changes it), and whether this instance was rebooted for a reset-class
+# XID in an earlier boot (the marker STATE_DIR/reset: "INSTANCE BOOT", written when the reboot was
+# asked for).
+boot_id() {
+  local b=""
+  read -r b 2>/dev/null <"$ROOT/proc/sys/kernel/random/boot_id" || true
+  printf '%s\n' "$b"
+}
+rebooted_for_reset() {
+  local instance="" boot="" me
+  read -r instance boot 2>/dev/null <"$ROOT$STATE_DIR/reset" || return 1
+  me=$(instance_id)
+  [[ "$instance" == "${me:-unknown}" && "$boot" != "$(boot_id)" ]]
+}
+
 # XIDs since boot, from the kernel log: "NVRM: Xid (PCI:0000:b9:00): 79, pid=..., name=..., ..."
-# (older drivers: "NVRM: Xid (0000:03:00): 14, Channel 00000001").
+# (older drivers: "NVRM: Xid (0000:03:00): 14, Channel 00000001"). A reset-class XID is `xid-reset`,
+# or `xid` where this instance was already rebooted for one.
 check_xids() {
-  local log line xid dev seen=" "
+  local log line xid dev seen=" " again=0
   log=$(timeout "$T" journalctl -k -b -o cat --no-pager 2>/dev/null) || log=$(timeout "$T" dmesg 2>/dev/null) || return 0
+  ! rebooted_for_reset || again=1
   while IFS= read -r line; do
     [[ "$line" =~ NVRM:\ Xid\ \(([^\)]*)\):\ ([0-9]+), ]] || continue
     dev=${BASH_REMATCH[1]} xid=${BASH_REMATCH[2]}
-    [[ " $REPLACE_XIDS " == *" $xid "* && "$seen" != *" $xid@$dev "* ]] || continue
+    [[ "$seen" != *" $xid@$dev "* ]] || continue
+    if [[ " $REPLACE_XIDS " == *" $xid "* ]]; then
+      fault xid "XID $xid on $dev"
+    elif [[ " $RESET_XIDS " == *" $xid "* ]]; then
+      if ((again)); then
+        fault xid "XID $xid on $dev again after a reboot"
+      else
+        fault xid-reset "XID $xid on $dev"
+      fi
+    else
+      continue
+    fi
     seen+="$xid@$dev "
-    fault xid "XID $xid on $dev"
   done < <(grep -F 'NVRM: Xid' <<<"$log")
 }
 
@@ -250,8 +294,36 @@ instance_id() {
 
 field() { awk -v k="$1=" '{ for (i = 1; i <= NF; i++) if (index($i, k) == 1) { print substr($i, length(k) + 1); exit } }'; }
 
+# power_saved NODE LINE: whether Slurm's power saving manages NODE (LINE: its `scontrol -o show node`),
+# that is whether it is a dynamic node, one Slurm powers down itself when idle (Slurm, "Power Saving
+# Guide"): a SuspendProgram is set, the node is not in SuspendExcNodes (a set with a count, "a[1-9]:2",
+# counts as excluded) and none of its partitions is in SuspendExcParts or has SuspendTime INFINITE
+# (its own, else the cluster's). A static node (AWS PCS's minimum count, every SageMaker HyperPod
+# node) is not: Slurm never powers it down.
+power_saved() {
+  local node=$1 line=$2 config program exc parts time global partition
+  config=$(scontrol show config 2>/dev/null) || return 1
+  setting() { awk -v k="$1" '$1 == k && $2 == "=" { $1 = ""; $2 = ""; sub(/^ +/, ""); print; exit }' <<<"$config"; }
+  program=$(setting SuspendProgram)
+  [[ -n "$program" && "$program" != "(null)" ]] || return 1
+  exc=$(setting SuspendExcNodes)
+  if [[ -n "$exc" && "$exc" != "(null)" && "$exc" != NONE ]]; then
+    # every node of every set, counts dropped: "a[1-9]:2,b[1,3]" -> a1..a9 b1 b3
+    scontrol show hostnames "$(sed -E 's/:[0-9]+//g' <<<"$exc")" 2>/dev/null | grep -qxF "$node" && return 1
+  fi
+  parts=$(setting SuspendExcParts)
+  global=$(setting SuspendTime)
+  for partition in $(field Partitions <<<"$line" | tr , ' '); do
+    [[ ",$parts," != *",$partition,"* ]] || return 1
+    time=$(scontrol -o show partition "$partition" 2>/dev/null | field SuspendTime)
+    [[ -n "$time" && "$time" != GLOBAL ]] || time=$global
+    [[ "$time" != NONE* && "$time" != INFINITE* && "$time" != -1* ]] || return 1
+  done
+  return 0
+}
+
 slurm_mode() {
-  local node line state reason slug kind first rc=0 f id owner="" tag=""
+  local node line state reason slug first rc=0 f g id owner="" tag=""
   node=$(slurm_node)
   [[ -n "$node" ]] || { printf 'node-health: this host is no Slurm node\n' >&2; return 2; }
   line=$(scontrol -o show node "$node") || { printf 'node-health: scontrol cannot show %s\n' "$node" >&2; return 2; }
@@ -268,6 +340,11 @@ slurm_mode() {
   [[ ! "$reason" =~ $on_instance ]] || owner=${BASH_REMATCH[1]}
   run_checks "$([[ "${state%%+*}" == IDLE ]] && echo 1 || echo 0)"
   ((${#FAULTS[@]} == 0)) || { printf '%s\n' "${FAULTS[@]}"; rc=1; }
+  # Slurm is powering the node down or rebooting it: it leaves, or comes back, without our help
+  if [[ "$state" =~ (^|\+)(POWER_DOWN|POWERING_DOWN|POWERED_DOWN|REBOOT_[A-Z]+)(\+|$) ]]; then
+    printf 'node-health: %s is %s: left to Slurm\n' "$node" "$state" >&2
+    return "$rc"
+  fi
   local ours=0 drained=0
   [[ "$reason" == "$REASON_PREFIX:"* ]] && ours=1
   [[ "$state" == *DRAIN* ]] && drained=1
@@ -296,21 +373,49 @@ slurm_mode() {
     scontrol update nodename="$node" state=drain reason="$f" && printf 'node-health: %s drained: %s\n' "$node" "$f" >&2
     drained=1
   fi
-  # A drained node without jobs (its state IDLE+DRAIN or DOWN+DRAIN, not MIXED/ALLOCATED+DRAIN).
-  if ((${REPLACE:-0} && drained)) && [[ "${state%%+*}" == IDLE || "${state%%+*}" == DOWN ]]; then
-    mkdir -p "$ROOT$STATE_DIR"
-    for f in "${FAULTS[@]}"; do
-      kind=hardware
-      [[ " $NODE_FAULTS " != *" ${f%% *} "* ]] || kind=node
-      [[ "$kind" == hardware ]] || continue
-      # asked once per fault and instance: the marker holds the instance id (the root volume is
-      # the instance's own, but an image made from a node would carry it to others)
-      [[ "$(cat "$ROOT$STATE_DIR/replace-${f%% *}" 2>/dev/null)" != "${id:-unknown}" ]] || continue
-      if timeout "$T" "$ROOT$FMCLUSTER_LIB/request-replacement" "${f%% *}" "${f#* }"; then
-        printf '%s\n' "${id:-unknown}" >"$ROOT$STATE_DIR/replace-${f%% *}"
-      fi
-    done
+  ((${REPLACE:-0} && drained)) || return "$rc"
+  mkdir -p "$ROOT$STATE_DIR"
+  local hardware=() resets=()
+  for g in "${FAULTS[@]}"; do
+    if [[ " $RESET_FAULTS " == *" ${g%% *} "* ]]; then
+      resets+=("$g")
+    elif [[ " $NODE_FAULTS " != *" ${g%% *} "* ]]; then
+      hardware+=("$g")
+    fi
+  done
+  # Only reset-class faults: Slurm reboots the node once its jobs end (ASAP) and resumes it when it
+  # is back; asked once per instance and boot.
+  if ((${#hardware[@]} == 0 && ${#resets[@]} > 0)); then
+    local boot
+    boot=$(boot_id)
+    [[ "$(cat "$ROOT$STATE_DIR/reset" 2>/dev/null)" != "${id:-unknown} $boot" ]] || return "$rc"
+    if scontrol reboot ASAP nextstate=RESUME reason="$f" "$node" >&2; then
+      printf '%s %s\n' "${id:-unknown}" "$boot" >"$ROOT$STATE_DIR/reset"
+      printf 'node-health: %s to be rebooted by Slurm once its jobs end (%s)\n' "$node" "${resets[0]}" >&2
+    else
+      printf 'node-health: Slurm does not reboot %s (no RebootProgram?): it stays drained for a person\n' \
+        "$node" >&2
+    fi
+    return "$rc"
   fi
+  # A hardware fault on a drained node without jobs (its state IDLE+DRAIN or DOWN+DRAIN, not
+  # MIXED/ALLOCATED+DRAIN): replaced once per fault and instance (the marker holds the instance id:
+  # the root volume is the instance's own, but an image made from a node would carry it to others).
+  [[ "${state%%+*}" == IDLE || "${state%%+*}" == DOWN ]] || return "$rc"
+  for g in "${hardware[@]}"; do
+    [[ "$(cat "$ROOT$STATE_DIR/replace-${g%% *}" 2>/dev/null)" != "${id:-unknown}" ]] || continue
+    if power_saved "$node" "$line"; then
+      # a dynamic node: Slurm powers it down (the plane's SuspendProgram ends the instance) and
+      # clears the drain as it does; the node's next job gets a new instance
+      if scontrol update nodename="$node" state=POWER_DOWN_ASAP >&2; then
+        printf '%s\n' "${id:-unknown}" >"$ROOT$STATE_DIR/replace-${g%% *}"
+        printf 'node-health: %s powered down by Slurm for a new instance (%s)\n' "$node" "$g" >&2
+        break
+      fi
+    elif timeout "$T" "$ROOT$FMCLUSTER_LIB/request-replacement" "${g%% *}" "${g#* }"; then
+      printf '%s\n' "${id:-unknown}" >"$ROOT$STATE_DIR/replace-${g%% *}"
+    fi
+  done
   return "$rc"
 }
 
