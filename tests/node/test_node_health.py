@@ -60,8 +60,20 @@ def new_instance(sandbox: Sandbox, instance_id: str) -> None:
     tag.write_text(instance_id + "\n")
 
 
-def check(sandbox: Sandbox, *args: str):
-    return sandbox.run(f'exec "$FMCLUSTER_ROOT{HEALTH}" "$@"', *args, name="check.sh")
+def check(sandbox: Sandbox, *args: str, program: str = f"$FMCLUSTER_ROOT{HEALTH}", env: dict | None = None):
+    return sandbox.run(f'exec "{program}" "$@"', *args, name="check.sh", env={**mount_table(sandbox), **(env or {})})
+
+
+def mount_table(sandbox: Sandbox) -> dict[str, str]:
+    """The kernel's mount table, as node-health reads it (MOUNTINFO, /proc/self/mountinfo on a node):
+    the root and the sandbox's mounts (state/mounts), in the kernel's format."""
+    lines = ["22 1 259:1 / / rw,relatime shared:1 - ext4 /dev/root rw"]
+    for i, mount in enumerate(sandbox.mounts().values()):
+        lines.append(f"{30 + i} 22 0:{50 + i} / {mount.target} rw,relatime shared:{2 + i} - {mount.fstype} "
+                     f"{mount.source} rw")
+    path = sandbox.state / "mountinfo"
+    path.write_text("".join(line + "\n" for line in lines))
+    return {"MOUNTINFO": str(path)}
 
 
 def drains(sandbox: Sandbox) -> list[str]:
@@ -106,8 +118,13 @@ def test_a_healthy_node_is_left_alone(tmp_path):
     # the idle node ran the DCGM diagnostic, and every command ran under timeout
     assert any(c.args[:3] == ("diag", "-r", "1") for c in sandbox.calls("dcgmi"))
     timed = [c.args[1] for c in sandbox.calls("timeout")]
-    for command in ("nvidia-smi", "journalctl", "mountpoint", "stat", "dcgmi", str(sandbox.bin / "scontrol")):
+    for command in ("nvidia-smi", "journalctl", "dcgmi", str(sandbox.bin / "scontrol")):
         assert command in timed
+    # but the probes of the mounts, in the background: mounted or not comes from the kernel's mount
+    # table, and only `stat -f` touches a file system
+    assert "stat" not in timed and sandbox.calls("mountpoint") == []
+    assert sorted(c.args for c in sandbox.calls("stat")) == [("-f", "/fsx"), ("-f", "/scratch")]
+    assert not list((sandbox.root / "run/fmcluster/health").iterdir())  # no probe left behind
 
 
 @pytest.mark.parametrize("slug", list(FAULTS))
@@ -186,11 +203,31 @@ def test_a_hung_file_system_does_not_hang_the_check(tmp_path):
     assert result.returncode == 1
     assert result.stdout.splitlines() == ["filesystem /fsx does not answer (30s)"]
     assert slurm_node(sandbox)[0] == "IDLE+DRAIN"
-    # the other mount was still checked, after 31 s of polling on the virtual clock
-    assert [c.args[-1] for c in sandbox.calls("stat")] == ["/fsx", "/scratch"]
-    sleeps = [c.args[0] for c in sandbox.calls("sleep")]
-    assert sleeps[:40] == ["0.1"] * 10 + ["1"] * 30  # 30 s and one more on /fsx
-    assert set(sleeps[40:]) <= {"0.1"}  # /scratch answers within the first second
+    # the other mount was checked too, its probe started with /fsx's: 30 s of polling on the
+    # virtual clock for both
+    assert sorted(c.args[-1] for c in sandbox.calls("stat")) == ["/fsx", "/scratch"]
+    assert [c.args[0] for c in sandbox.calls("sleep")] == ["0.1"] * 10 + ["1"] * 29
+
+
+def test_two_hung_file_systems_take_the_time_of_one(tmp_path):
+    """Every mount's probe starts at once: two dead mounts are polled together for 30 s, not one
+    after the other for 60 s (slurmd kills a HealthCheckProgram after 60 s)."""
+    sandbox = node(tmp_path, hung_mounts=MOUNTS)
+    result = check(sandbox, "--slurm")
+    assert result.stdout.splitlines() == [f"filesystem {m} does not answer (30s)" for m in MOUNTS]
+    assert [c.args[0] for c in sandbox.calls("sleep")] == ["0.1"] * 10 + ["1"] * 29
+    assert slurm_node(sandbox)[1].startswith(f"{health_facts.REASON_PREFIX}: filesystem: /fsx does not answer "
+                                             f"(30s) (+1 more)")
+
+
+def test_a_file_system_missing_from_the_mount_table_is_not_mounted(tmp_path):
+    """Mounted or not is the kernel's mount table's answer: nothing runs on a mount that is not there."""
+    sandbox = node(tmp_path)
+    mounts = sandbox.state / "mounts"
+    mounts.write_text("".join(line + "\n" for line in mounts.read_text().splitlines() if not line.startswith("/fsx\t")))
+    result = check(sandbox)
+    assert result.stdout.splitlines() == ["filesystem /fsx is not mounted"]
+    assert [c.args for c in sandbox.calls("stat")] == [("-f", "/scratch")]
 
 
 # --- a file system that really stops answering ----------------------------------------------------
@@ -228,11 +265,20 @@ def wait_gone(fs: FrozenFs) -> None:
     raise AssertionError(f"processes on {fs.mountpoint} still there: {stuck(fs)}")
 
 
+def probe(sandbox: Sandbox, mount: str = "/fsx") -> tuple[int, str]:
+    """The probe node-health left behind on `mount` (PROBE_DIR/probe-MOUNT): its process id, and
+    since when it runs."""
+    pid, since = sandbox.file(f"/run/fmcluster/health/probe-{mount.strip('/').replace('/', '-')}").split()
+    return int(pid), since
+
+
 def test_a_frozen_file_system_drains_the_node_and_never_hangs_the_check(tmp_path):
     """/fsx is a real FUSE file system that stops answering the way a dead Lustre or NFS server
-    does: `mountpoint` on it sleeps uninterruptibly in the kernel (D state), which no signal ends.
+    does: `stat -f` on it sleeps uninterruptibly in the kernel (D state), which no signal ends.
     The check is not held up: the node is drained because /fsx does not answer (never "not
-    mounted"), the stuck probe is left behind, and once the file system thaws the node is resumed."""
+    mounted"), the stuck probe is left behind and never started again while it lives (checks
+    while /fsx is frozen add no process: they say since when it is stuck, at once), and once the
+    file system thaws the node is resumed."""
     frozen_fs.require()
     fs = FrozenFs(tmp_path / "unused")
     sandbox = fuse_node(tmp_path, fs)
@@ -253,21 +299,58 @@ def test_a_frozen_file_system_drains_the_node_and_never_hangs_the_check(tmp_path
         assert slurm_node(sandbox) == ("IDLE+DRAIN", reason)
         # the probe is still there, asleep in the kernel on /fsx, and was never waited for; no
         # signal ends it, SIGKILL neither: it sleeps on uninterruptibly (D)
-        probes = stuck(fs)
-        assert probes
-        for pid in probes:
-            os.kill(pid, signal.SIGKILL)
+        pid, since = probe(sandbox)
+        time.sleep(0.2)
+        assert stuck(fs) == {pid: "D"}
+        os.kill(pid, signal.SIGKILL)
         time.sleep(0.5)
-        assert set(stuck(fs).values()) == {"D"}
-        # checked again while frozen: the drain stands
-        assert check(sandbox, "--slurm").returncode == 1
-        assert len(drains(sandbox)) == 1
+        assert stuck(fs) == {pid: "D"}
+        # checked again while frozen, twice: /fsx is not probed again, and does not answer at once
+        blocked, sleeps = fs.blocked(), len(sandbox.calls("sleep"))
+        for _ in range(2):
+            result = check(sandbox, "--slurm")
+            assert result.stdout.splitlines() == [f"filesystem /fsx does not answer (stuck since {since})"]
+        assert stuck(fs) == {pid: "D"} and fs.blocked() == blocked
+        assert [c.args[-1] for c in sandbox.calls("stat")].count("/fsx") == 2  # the healthy check's, the first
+        assert set(c.args[0] for c in sandbox.calls("sleep")[sleeps:]) <= {"0.1"}  # no waiting for /fsx
+        assert slurm_node(sandbox) == ("IDLE+DRAIN", f"{health_facts.REASON_PREFIX}: filesystem: /fsx does not "
+                                                     f"answer (stuck since {since}) [{INSTANCE}]")
+        assert len(drains(sandbox)) == 2  # the new reason once
         fs.thaw()
         wait_gone(fs)
         assert check(sandbox, "--slurm").returncode == 0
         assert drains(sandbox)[-1] == "scontrol update nodename=ip-10-1-0-42 state=resume"
         assert slurm_node(sandbox) == ("IDLE", "")
+        assert [c.args[-1] for c in sandbox.calls("stat")].count("/fsx") == 3
+        assert not list((sandbox.root / "run/fmcluster/health").iterdir())
     assert not any("not mounted" in line for line in drains(sandbox))
+
+
+def test_a_probe_file_naming_another_process_is_probed_again(tmp_path):
+    """A probe's process id may be reused (a reboot clears /run, but not a long uptime): a live
+    process that is not that probe's `stat -f` does not make the mount stuck."""
+    sandbox = node(tmp_path)
+    path = sandbox.root / "run/fmcluster/health/probe-fsx"
+    path.parent.mkdir(parents=True)
+    path.write_text(f"{os.getpid()} 2026-01-01T00:00:00+0000\n")  # this test's process: alive
+    assert check(sandbox).returncode == 0
+    assert sorted(c.args[-1] for c in sandbox.calls("stat")) == ["/fsx", "/scratch"]
+    assert not path.exists()
+
+
+def test_a_mounted_file_system_whose_stat_fails_fails(tmp_path):
+    """A FUSE server that died: the file system is still mounted, but every call on it fails
+    (ENOTCONN, as an NFS server's ESTALE or a Lustre EIO): it "fails", with stat's error, neither
+    "not mounted" nor "does not answer"."""
+    frozen_fs.require()
+    fs = FrozenFs(tmp_path / "unused")
+    sandbox = fuse_node(tmp_path, fs)
+    with fs:
+        fs.kill()
+        result = check(sandbox, "--slurm")
+        assert result.stdout.splitlines() == ["filesystem /fsx fails (stat -f: Transport endpoint is not connected)"]
+        assert slurm_node(sandbox)[1] == (f"{health_facts.REASON_PREFIX}: filesystem: /fsx fails (stat -f: Transport "
+                                          f"endpoint is not connected) [{INSTANCE}]")
 
 
 def test_a_file_system_that_answers_after_the_timeout_does_not_answer(tmp_path):
@@ -451,6 +534,9 @@ def test_the_timer_runs_the_slurm_mode(tmp_path):
     assert "fmcluster-node-health.timer" in sandbox.enabled()
     service = sandbox.file("/etc/systemd/system/fmcluster-node-health.service")
     assert f"ExecStart={HEALTH} --slurm" in service
+    # once node-health exits, systemd signals it alone, not a probe it left stuck in the kernel (no
+    # signal ends that one: the unit would sit in "deactivating", then fail, at every run)
+    assert "\nKillMode=process\n" in service
     assert "OnUnitActiveSec=300s" in sandbox.file("/etc/systemd/system/fmcluster-node-health.timer")
     assert sandbox.verify_units().stdout == ""
 
@@ -516,7 +602,7 @@ def test_the_node_is_found_by_its_host_name_when_slurm_names_it_otherwise(tmp_pa
                                f"{health_facts.REASON_PREFIX}: gpu-count: 7 of 8 GPUs visible [{INSTANCE}]"]
     # under slurmd (HealthCheckProgram), SLURMD_NODENAME names it
     sandbox = node(tmp_path / "named", gpus=7, slurm_name="gpu-st-p5-2")
-    sandbox.run(f'SLURMD_NODENAME=gpu-st-p5-2 exec "$FMCLUSTER_ROOT{HEALTH}" --slurm', name="check.sh")
+    check(sandbox, "--slurm", env={"SLURMD_NODENAME": "gpu-st-p5-2"})
     assert drains(sandbox)[0].startswith("scontrol update nodename=gpu-st-p5-2 state=drain")
     assert not any(c.args[:3] == ("-o", "show", "node") and len(c.args) == 3 for c in sandbox.calls("scontrol"))
 

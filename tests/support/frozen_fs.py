@@ -6,6 +6,7 @@ a test module.
         fs.freeze()                 # from now on a stat of `path` blocks in the kernel
         fs.wait_blocked()           # a caller is stuck (the daemon holds its request)
         fs.thaw()                   # every held request is answered, later ones at once
+        fs.kill()                   # the daemon dies: every call on the mount fails (ENOTCONN)
 
 A process whose request the daemon holds sleeps uninterruptibly in the kernel (D state, in
 request_wait_answer): once the daemon has read the request, a fatal signal only marks it, and the
@@ -141,6 +142,13 @@ class FrozenFs:
 
     def thaw(self) -> None:
         (self.control / "frozen").unlink(missing_ok=True)
+
+    def kill(self) -> None:
+        """The daemon dies (a FUSE server that crashed): the file system stays mounted, and every
+        call on it fails with ENOTCONN ("Transport endpoint is not connected") until it is unmounted."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=10)
 
     def blocked(self) -> int:
         """How many requests the daemon has held so far."""

@@ -35,6 +35,11 @@ install_node_health() {
     printf 'FMCLUSTER_LIB=%q\n' "$FMCLUSTER_LIB"
   } >"$ROOT$FMCLUSTER_ETC/node-health.env"
   [[ "$HEALTH_RUNNER" != slurm ]] || { log "node health: slurmd runs it (HealthCheckProgram)"; return 0; }
+  # KillMode=process: once node-health exits, systemd signals only it, never what it left behind: a
+  # mount's probe stuck in the kernel (D state) on a file system that does not answer dies of no
+  # signal, and signalling the unit's whole control group would hold it in "deactivating" for
+  # TimeoutStopSec after SIGTERM and again after SIGKILL, then fail it, at every run. node-health
+  # itself never starts a mount's probe again while the last one lives.
   local command="$FMCLUSTER_LIB/node-health --slurm" after=${SLURMD_UNITS:-slurmd.service}
   [[ "$HEALTH_RUNNER" != metrics ]] || { command="$FMCLUSTER_LIB/node-health"; after=kubelet.service; }
   cat >"$ROOT/etc/systemd/system/fmcluster-node-health.service" <<UNIT
@@ -45,6 +50,7 @@ After=$after
 [Service]
 Type=oneshot
 ExecStart=$command
+KillMode=process
 TimeoutStartSec=$((HEALTH_DCGM_TIMEOUT + 10 * HEALTH_COMMAND_TIMEOUT))
 SuccessExitStatus=1 2
 UNIT

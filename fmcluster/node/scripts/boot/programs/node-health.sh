@@ -53,9 +53,10 @@
 # - being powered down or rebooted by Slurm (POWER_DOWN, POWERING_DOWN, POWERED_DOWN, REBOOT_*):
 #   checked, never drained or resumed (a drain set while Slurm powers a node down would outlive
 #   the instance: Slurm makes a powered-down node available only when it is not drained).
-# Every external command runs under `timeout`, and every probe of a mount runs in the background,
-# waited for at most COMMAND_TIMEOUT seconds (`timeout` cannot end a process stuck in the kernel on a
-# file system that does not answer), so a hung file system or driver never hangs it (slurmd kills
+# Every external command runs under `timeout`, but the probes of the mounts: they run in the
+# background, all at once, waited for at most COMMAND_TIMEOUT seconds together (`timeout` cannot end
+# a process stuck in the kernel on a file system that does not answer), and a probe still stuck is
+# never started again (check_mounts), so a hung file system or driver never hangs it (slurmd kills
 # a HealthCheckProgram after 60 s: the "slurm" runner's timeouts are shorter).
 # slurmd gives its HealthCheckProgram SLURMD_NODENAME and no other variable (no PATH, no
 # SLURM_CONF): Slurm's commands are called by SLURM_BIN, and scontrol reads its own default slurm.conf.
@@ -184,55 +185,119 @@ check_efa() {
 }
 
 # Each mount mounted, and answering `stat -f` in time (a hung Lustre or NFS server blocks it).
-# Nothing touches a mount point in the foreground: `mountpoint` stats the path (and its parent), and
-# a stat on a server that does not answer sleeps uninterruptibly (D state), `stat -f` too. No signal
-# ends it, so `timeout` would wait for it, and this check with it. Both probes of a mount run in
-# one background job (probe_mount), polled with builtins for T seconds and one more (0.1 s steps
-# for the first second, then 1 s): the second more lets a probe that `timeout` ended report its
-# status. A job still running then does not answer, left behind and never waited for. A probe that
-# `timeout` ended (status 124: the server answered after T seconds, and the probe then died of
-# timeout's signal) does not answer either: it is never "not mounted".
-NOT_MOUNTED=200
+# Nothing touches a mount point in the foreground: a stat on a server that does not answer sleeps
+# uninterruptibly in the kernel (D state), which no signal ends, so `timeout` would wait for it, and
+# this check with it. Whether a mount is mounted comes from the kernel's mount table (MOUNTINFO),
+# which is read and never touches the file system; only `stat -f` does, in the background. Every
+# mount's probe starts at once, and they are polled together with builtins for T seconds (0.1 s
+# steps for the first second, then 1 s), so two dead mounts take T seconds, not 2 T, against
+# slurmd's 60 s limit. A probe still running then does not answer: it is sent SIGTERM (a probe in
+# D state dies of it only once the server answers) and left behind, never waited for. Its process
+# id stays in PROBE_DIR/probe-MOUNT until it ends; while that process lives (`kill -0`, and its
+# /proc/PID/cmdline is still that `stat -f`: ids are reused) the mount is not probed again but
+# does not answer "(stuck since TIME)" at once, so that stuck probes never pile up, one per run.
+# A `stat -f` that fails on a mounted file system (EIO, ENOTCONN, ESTALE) "fails", with stat's
+# error: it is neither "not mounted" nor "does not answer".
+MOUNTINFO=${MOUNTINFO:-/proc/self/mountinfo}
+PROBE_DIR=${PROBE_DIR:-/run/fmcluster/health}
 
-# probe_mount M: status 0 mounted and answering, NOT_MOUNTED, 124 a probe ran past T seconds, else
-# the status of `stat -f`
-probe_mount() {
-  local rc
-  timeout "$T" mountpoint -q "$1"
-  rc=$?
-  ((rc == 0 || rc == 124)) || return "$NOT_MOUNTED"
-  ((rc == 0)) || return 124
-  timeout "$T" stat -f "$ROOT$1"
+# mounted M: whether M is a mount point: the fifth field of a line of MOUNTINFO (a space, tab,
+# newline or backslash in it as \040, \011, \012, \134)
+mounted() {
+  local want=${1//\\/\\134} point _
+  want=${want// /\\040}
+  while read -r _ _ _ _ point _; do
+    [[ "$point" == "$want" ]] && return 0
+  done <"$MOUNTINFO"
+  return 1
+}
+
+# probe_file M: where the probe of mount M keeps its process id, named as systemd escapes a path
+# (/fsx -> probe-fsx, /mnt/a-b -> probe-mnt-a\x2db, / -> probe--)
+probe_file() {
+  local path=${1#/} name="" c i
+  path=${path%/}
+  for ((i = 0; i < ${#path}; i++)); do
+    c=${path:i:1}
+    if [[ "$c" == / ]]; then
+      name+=-
+    elif [[ "$c" == [A-Za-z0-9_] || ("$c" == . && i -gt 0) ]]; then
+      name+=$c
+    else
+      printf -v c '\\x%02x' "'$c"
+      name+=$c
+    fi
+  done
+  printf '%s/probe-%s\n' "$ROOT$PROBE_DIR" "${name:--}"
+}
+
+# probe_alive FILE M: whether the probe of mount M that FILE names ("PID SINCE") still runs; its
+# SINCE in STUCK_SINCE
+probe_alive() {
+  local pid="" since="" args=()
+  read -r pid since 2>/dev/null <"$1" || return 1
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  mapfile -d '' -t args 2>/dev/null <"/proc/$pid/cmdline" || return 1
+  [[ " ${args[*]} " == *"stat -f $ROOT$2 "* ]] || return 1
+  STUCK_SINCE=$since
 }
 
 check_mounts() {
-  local m rc pid waited
+  local m f i rc err waited alive
+  local -a mounts=() verdicts=() pids=() files=()
   for m in $REQUIRED_MOUNTS; do
-    # its own standard streams: a job left behind must hold no pipe of the caller's open
-    probe_mount "$m" </dev/null >/dev/null 2>&1 &
-    pid=$!
-    waited=0  # tenths of a second
-    while kill -0 "$pid" 2>/dev/null && ((waited < (T + 1) * 10)); do
-      if ((waited < 10)); then
-        sleep 0.1
-        waited=$((waited + 1))
-      else
-        sleep 1
-        waited=$((waited + 10))
-      fi
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-      fault filesystem "$m does not answer (${T}s)"
+    [[ "$m" == / ]] || m=${m%/}
+    i=${#mounts[@]}
+    mounts[i]=$m
+    if ! mounted "$m"; then
+      verdicts[i]="$m is not mounted"
       continue
     fi
-    wait "$pid"
+    f=$(probe_file "$m")
+    if probe_alive "$f" "$m"; then
+      verdicts[i]="$m does not answer (stuck since $STUCK_SINCE)"
+      continue
+    fi
+    mkdir -p "${f%/*}"
+    # its own standard streams: a probe left behind must hold no pipe of the caller's open
+    stat -f "$ROOT$m" </dev/null >/dev/null 2>"$f.err" &
+    pids[i]=$!
+    files[i]=$f
+    printf '%s %(%Y-%m-%dT%H:%M:%S%z)T\n' "$!" -1 >"$f"
+  done
+  waited=0  # tenths of a second
+  while ((waited < T * 10)); do
+    alive=0
+    for i in "${!pids[@]}"; do
+      ! kill -0 "${pids[i]}" 2>/dev/null || { alive=1; break; }
+    done
+    ((alive)) || break
+    if ((waited < 10)); then
+      sleep 0.1
+      waited=$((waited + 1))
+    else
+      sleep 1
+      waited=$((waited + 10))
+    fi
+  done
+  for i in "${!pids[@]}"; do
+    m=${mounts[i]} f=${files[i]}
+    if kill -0 "${pids[i]}" 2>/dev/null; then
+      kill "${pids[i]}" 2>/dev/null
+      verdicts[i]="$m does not answer (${T}s)"
+      continue
+    fi
+    wait "${pids[i]}"
     rc=$?
-    case "$rc" in
-      0) ;;
-      124) fault filesystem "$m does not answer (${T}s)" ;;
-      "$NOT_MOUNTED") fault filesystem "$m is not mounted" ;;
-      *) fault filesystem "$m fails (stat -f: exit $rc)" ;;
-    esac
+    err=""
+    read -r err 2>/dev/null <"$f.err" || true
+    rm -f "$f" "$f.err"
+    # "stat: cannot read file system information for '/fsx': Transport endpoint is not connected"
+    err=${err##*: }
+    ((rc == 0)) || verdicts[i]="$m fails (stat -f: ${err:-exit $rc})"
+  done
+  for i in "${!mounts[@]}"; do
+    [[ -z "${verdicts[i]:-}" ]] || fault filesystem "${verdicts[i]}"
   done
 }
 
