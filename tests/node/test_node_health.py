@@ -171,6 +171,46 @@ def test_gpu_state_readings(tmp_path, changes, line):
     assert result.returncode == (1 if line else 0)
 
 
+# `nvidia-smi -L` on a MIG node whose GPU 1 fell off the bus (exit 15): each GPU's MIG devices indented
+MIG_LISTING = """GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000000)
+  MIG 3g.40gb     Device  0: (UUID: MIG-00000000-0000-0000-0000-000000000000)
+  MIG 3g.40gb     Device  1: (UUID: MIG-00000000-0000-0000-0000-000000000001)
+{lost}GPU 2: NVIDIA H100 80GB HBM3 (UUID: GPU-00000000-0000-0000-0000-000000000002)
+  MIG 7g.80gb     Device  0: (UUID: MIG-00000000-0000-0000-0000-000000000002)
+"""
+
+
+@pytest.mark.parametrize("lost, reason", [
+    ("Unable to determine the device handle for GPU 0000:64:00.0: GPU is lost.  Reboot the system to recover "
+     "this GPU\n", "Unable to determine the device handle for GPU 0000:64:00.0: GPU is lost.  Reboot the system to "
+                   "recover this GPU"),
+    # a message of another kind: the first line that is neither a GPU's nor a MIG device's
+    ("Failed to initialize NVML: Driver/library version mismatch\n",
+     "Failed to initialize NVML: Driver/library version mismatch"),
+])
+def test_a_lost_gpu_on_a_mig_node_is_named(tmp_path, lost, reason):
+    sandbox = node(tmp_path, gpus=3)
+    smi = sandbox.bin / "nvidia-smi"
+    smi.unlink()
+    smi.write_text(f"#!/bin/sh\ncat <<'EOF'\n{MIG_LISTING.format(lost=lost)}EOF\nexit 15\n")
+    smi.chmod(0o755)
+    assert check(sandbox).stdout.splitlines() == [f"gpu-state nvidia-smi fails: {reason}"]
+
+
+def test_the_program_finds_its_helper_in_fmcluster_lib_wherever_it_runs_from(tmp_path):
+    """slurm-node.sh is sourced from FMCLUSTER_LIB (node-health.env), not from beside the running
+    copy of the program (a copy run from elsewhere, or through a link, still finds the node)."""
+    sandbox = node(tmp_path, gpus=7)
+    elsewhere = sandbox.dir / "elsewhere/node-health"
+    elsewhere.parent.mkdir()
+    elsewhere.write_text((sandbox.root / HEALTH.lstrip("/")).read_text())
+    elsewhere.chmod(0o755)
+    result = check(sandbox, "--slurm", program=str(elsewhere))
+    assert result.returncode == 1, result.stderr
+    assert drains(sandbox) == [f"scontrol update nodename=ip-10-1-0-42 state=drain reason="
+                               f"{health_facts.REASON_PREFIX}: gpu-count: 7 of 8 GPUs visible [{INSTANCE}]"]
+
+
 def test_a_node_drained_by_someone_else_is_never_touched(tmp_path):
     sandbox = node(tmp_path, xids=(79,), slurm_state="IDLE+DRAIN", slurm_reason="maintenance: new BIOS")
     assert check(sandbox, "--slurm").returncode == 1

@@ -88,8 +88,10 @@ check_gpus() {
   elif ((rc != 0)); then
     # A GPU fallen off the bus (exit 15): nvidia-smi lists the others and, in the lost one's place,
     # "Unable to determine the device handle for GPU 0000:73:00.0: GPU is lost.  Reboot ...": the
-    # reason is the first line that is no GPU's listing (the first line may be a healthy GPU's).
-    line=$(grep -v -m 1 '^GPU [0-9]*: ' <<<"$out")
+    # reason is that line, else the first that is no GPU's listing ("GPU 0: ...") nor one of its
+    # MIG devices' (indented: "  MIG 3g.40gb Device 0: ..."); the first line may be a healthy GPU's.
+    line=$(grep -m 1 -E 'Unable to determine|GPU is lost|Unknown Error' <<<"$out" ||
+      grep -m 1 -v -E '^(GPU |[[:space:]])' <<<"$out")
     fault gpu-state "nvidia-smi fails: ${line:-${out%%$'\n'*}}"
     return 1
   fi
@@ -345,9 +347,10 @@ write_metrics() {
 
 scontrol() { timeout "$T" "$SLURM_BIN/scontrol" "$@"; }
 
-# slurm_node: the node's Slurm name (shared with network-features)
+# slurm_node: the node's Slurm name (shared with network-features), installed beside this program in
+# FMCLUSTER_LIB (node-health.env), wherever this copy of the program runs from
 # shellcheck source=/dev/null
-source "${BASH_SOURCE[0]%/*}/slurm-node.sh"
+source "$ROOT$FMCLUSTER_LIB/slurm-node.sh"
 
 # This instance's id: EC2 Nitro instances carry it as their DMI board asset tag (as node-ready and
 # deep-check read it); nothing when there is none.
