@@ -48,8 +48,9 @@ class Fault:
 #   instance's volumes.
 # - REPLACE_XIDS ask for a new GPU: 48 (a double-bit ECC error), 79 (the GPU has fallen off the
 #   bus), 95 (an uncontained ECC error); so does a reset-class XID that comes back after the reboot.
-# The node's settings carry REPLACE_XIDS (node-health.env); node-health.sh has RESET_XIDS as its
-# default (tests/node/test_node_health.py holds the two equal).
+# The node's settings (node-health.env, bootstrap.NodeProgram.health) carry both; node-health.sh
+# keeps RESET_XIDS as its default for an older node-health.env (tests/node/test_node_health.py holds
+# the two equal).
 RESET_XIDS = (63, 64, 74, 94)
 REPLACE_XIDS = (48, 79, 95)
 DRAIN_XIDS = tuple(sorted(RESET_XIDS + REPLACE_XIDS))

@@ -586,6 +586,7 @@ class NodeProgram:
                         TEXTFILE_DIR=TEXTFILE_DIR, EXPECTED_GPUS=self.instance.gpu_count or 0,
                         HEALTH_EFA=efa_devices, HEALTH_NVLINK=int(has_nvlink(self.instance)),
                         HEALTH_MOUNTS=" ".join(mounts), HEALTH_XIDS=" ".join(map(str, health_facts.REPLACE_XIDS)),
+                        HEALTH_RESET_XIDS=" ".join(map(str, health_facts.RESET_XIDS)),
                         HEALTH_NODE_FAULTS=node_faults, HEALTH_REASON_PREFIX=health_facts.REASON_PREFIX,
                         HEALTH_COMMAND_TIMEOUT=HEALTH_TIMEOUTS[runner][0], HEALTH_DCGM_LEVEL=HEALTH_DCGM_LEVEL,
                         HEALTH_DCGM_TIMEOUT=HEALTH_TIMEOUTS[runner][1], HEALTH_SLURM_BIN=slurm_bin,

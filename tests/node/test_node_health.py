@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -487,12 +488,22 @@ def reboots(sandbox: Sandbox) -> list[str]:
     return [c.line for c in sandbox.calls("scontrol") if c.args and c.args[0] == "reboot"]
 
 
-def test_the_script_knows_the_reset_class_xids_of_the_facts():
-    """node-health.env carries REPLACE_XIDS only (bootstrap.NodeProgram.health): the script's default
-    RESET_XIDS is the facts'."""
+def test_the_node_gets_both_classes_of_xids_from_the_facts(tmp_path):
+    """node-health.env carries REPLACE_XIDS and RESET_XIDS as fmcluster.facts.health has them
+    (bootstrap.NodeProgram.health), not the script's own default."""
+    sandbox = node(tmp_path)
+    env = sandbox.root / bootstrap.FMCLUSTER_ETC.lstrip("/") / "node-health.env"
+    shown = subprocess.run(["bash", "-c", 'source "$1" && printf "%s\\n" "$REPLACE_XIDS" "$RESET_XIDS"', "env", str(env)],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert shown == [" ".join(map(str, health_facts.REPLACE_XIDS)), " ".join(map(str, health_facts.RESET_XIDS))]
+    # the node follows its settings: there XID 94 is of neither class
+    sandbox.set_scenario(xids=(94,))
+    assert check(sandbox).stdout.splitlines() == ["xid-reset XID 94 on PCI:0000:53:00"]
+    env.write_text(env.read_text() + "RESET_XIDS='63 64 74'\n")
+    assert check(sandbox).returncode == 0
+    # an older node-health.env without RESET_XIDS: the script's default is the facts'
     script = (Path(bootstrap.__file__).parent / "scripts/boot/programs/node-health.sh").read_text()
-    default = next(line for line in script.splitlines() if line.startswith("RESET_XIDS="))
-    assert default == f"RESET_XIDS=${{RESET_XIDS:-{' '.join(map(str, health_facts.RESET_XIDS))}}}"
+    assert f"RESET_XIDS=${{RESET_XIDS:-{' '.join(map(str, health_facts.RESET_XIDS))}}}" in script.splitlines()
     assert set(health_facts.RESET_XIDS).isdisjoint(health_facts.REPLACE_XIDS)
     assert sorted(health_facts.RESET_XIDS + health_facts.REPLACE_XIDS) == [48, 63, 64, 74, 79, 94, 95]
     assert "RESET_FAULTS=${RESET_FAULTS:-xid-reset}" in script
@@ -612,6 +623,7 @@ def test_pcs_gpu_nodes_get_the_check_only_when_asked():
     assert (settings["HEALTH_SLURM_BIN"], settings["HEALTH_REPLACE"]) == ("/opt/aws/pcs/scheduler/slurm-25.11/bin", 1)
     assert (settings["HEALTH_CHECK_SECONDS"], settings["HEALTH_RUNNER"]) == (600, "timer")
     assert settings["HEALTH_XIDS"] == " ".join(map(str, health_facts.REPLACE_XIDS))
+    assert settings["HEALTH_RESET_XIDS"] == " ".join(map(str, health_facts.RESET_XIDS))
     assert settings["HEALTH_NODE_FAULTS"] == "filesystem"
     # the node lifecycle scripts install it with the node's configuration, once
     from fmcluster.node import actions

@@ -25,6 +25,7 @@ install_node_health() {
     printf 'NVLINK=%s\n' "$HEALTH_NVLINK"
     printf 'REQUIRED_MOUNTS=%q\n' "$HEALTH_MOUNTS"
     printf 'REPLACE_XIDS=%q\n' "$HEALTH_XIDS"
+    printf 'RESET_XIDS=%q\n' "$HEALTH_RESET_XIDS"
     printf 'NODE_FAULTS=%q\n' "$HEALTH_NODE_FAULTS"
     printf 'REASON_PREFIX=%q\n' "$HEALTH_REASON_PREFIX"
     printf 'TEXTFILE_DIR=%q\n' "$TEXTFILE_DIR"

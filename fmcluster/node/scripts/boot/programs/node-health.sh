@@ -7,9 +7,10 @@
 #   NVLINK           1: the GPUs are joined by NVLink (every link must be active)
 #   REQUIRED_MOUNTS  mount points that must be mounted and answer (space-separated)
 #   REPLACE_XIDS     the XIDs after which the node needs a new GPU (space-separated): fault `xid`
-#   RESET_XIDS       the XIDs after which it needs a GPU reset or a reboot (default 63 64 74 94,
-#                    fmcluster.facts.health.RESET_XIDS): fault `xid-reset`; one that comes back
-#                    after the reboot, on the same instance, is an `xid` fault
+#   RESET_XIDS       the XIDs after which it needs a GPU reset or a reboot (space-separated; from
+#                    fmcluster.facts.health.RESET_XIDS, as REPLACE_XIDS; an older node-health.env
+#                    without it: 63 64 74 94): fault `xid-reset`; one that comes back after the
+#                    reboot, on the same instance, is an `xid` fault
 #   NODE_FAULTS      the faults of kind "node" (drained until the node passes again)
 #   RESET_FAULTS     the faults of kind "reset" (default xid-reset): drained, then rebooted; every
 #                    other fault is of kind "hardware" (drained, then replaced once its jobs ended)
