@@ -13,11 +13,11 @@ import subprocess
 import pytest
 
 from fmcluster import observability
+from fmcluster.facts import health as health_facts
 from tests.support.paths import DATA, ROOT
 from tests.support.tools import promtool
 
 RULE_FILES = observability.rule_files()
-DRAIN_AND_REPLACE_XIDS = {48, 63, 64, 74, 79, 94, 95}  # docs/observability.md: the usual "drain and replace" XIDs
 
 
 def test_there_are_rule_files():
@@ -57,12 +57,18 @@ def test_alert_names_unique():
 
 def test_gpu_health_covers_the_issue():
     alerts = {a["alert"]: a for a in observability.alerts()}
-    for name in ("GpuXidDrainAndReplace", "GpuDoubleBitEccError", "GpuSingleBitEccRateRising", "GpuRowRemapFailure",
+    for name in ("GpuXidDrainAndReboot", "GpuXidDrainAndReplace", "GpuDoubleBitEccError", "GpuSingleBitEccRateRising", "GpuRowRemapFailure",
                  "GpuThermalThrottling", "GpuPowerThrottling", "GpuMissing", "EfaRetransmitTimeouts",
                  "EfaRetransmitsHigh", "NodeDown", "LustreClientError"):
         assert name in alerts
-    xids = {int(x) for x in re.findall(r"== (\d+)", alerts["GpuXidDrainAndReplace"]["expr"])}
-    assert xids == DRAIN_AND_REPLACE_XIDS
+    # the XIDs in NVIDIA's catalog's two buckets, as the health check acts on them: reset-class ones
+    # reboot the node, replace-class ones replace it (fmcluster.facts.health)
+    def xids(name: str) -> set[int]:
+        return {int(x) for x in re.findall(r"== (\d+)", alerts[name]["expr"])}
+
+    assert xids("GpuXidDrainAndReboot") == set(health_facts.RESET_XIDS)
+    assert xids("GpuXidDrainAndReplace") == set(health_facts.REPLACE_XIDS)
+    assert xids("GpuXidOther") == set(health_facts.DRAIN_XIDS)  # every other XID
     assert "fmcluster_expected_gpus" in alerts["GpuMissing"]["expr"]
 
 
