@@ -493,8 +493,9 @@ def test_the_node_gets_both_classes_of_xids_from_the_facts(tmp_path):
     (bootstrap.NodeProgram.health), not the script's own default."""
     sandbox = node(tmp_path)
     env = sandbox.root / bootstrap.FMCLUSTER_ETC.lstrip("/") / "node-health.env"
-    shown = subprocess.run(["bash", "-c", 'source "$1" && printf "%s\\n" "$REPLACE_XIDS" "$RESET_XIDS"', "env", str(env)],
-                           capture_output=True, text=True, check=True).stdout.splitlines()
+    show = 'source "$1" && printf "%s\\n" "$REPLACE_XIDS" "$RESET_XIDS"'
+    shown = subprocess.run(["bash", "-c", show, "env", str(env)], capture_output=True, text=True,
+                           check=True).stdout.splitlines()
     assert shown == [" ".join(map(str, health_facts.REPLACE_XIDS)), " ".join(map(str, health_facts.RESET_XIDS))]
     # the node follows its settings: there XID 94 is of neither class
     sandbox.set_scenario(xids=(94,))

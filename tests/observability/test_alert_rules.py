@@ -57,9 +57,9 @@ def test_alert_names_unique():
 
 def test_gpu_health_covers_the_issue():
     alerts = {a["alert"]: a for a in observability.alerts()}
-    for name in ("GpuXidDrainAndReboot", "GpuXidDrainAndReplace", "GpuDoubleBitEccError", "GpuSingleBitEccRateRising", "GpuRowRemapFailure",
-                 "GpuThermalThrottling", "GpuPowerThrottling", "GpuMissing", "EfaRetransmitTimeouts",
-                 "EfaRetransmitsHigh", "NodeDown", "LustreClientError"):
+    for name in ("GpuXidDrainAndReboot", "GpuXidDrainAndReplace", "GpuDoubleBitEccError",
+                 "GpuSingleBitEccRateRising", "GpuRowRemapFailure", "GpuThermalThrottling", "GpuPowerThrottling",
+                 "GpuMissing", "EfaRetransmitTimeouts", "EfaRetransmitsHigh", "NodeDown", "LustreClientError"):
         assert name in alerts
     # the XIDs in NVIDIA's catalog's two buckets, as the health check acts on them: reset-class ones
     # reboot the node, replace-class ones replace it (fmcluster.facts.health)
