@@ -83,10 +83,6 @@ ALLOWED_WILDCARDS: tuple[Allowed, ...] = (
             "HyperPod node metrics. " + NO_RESOURCE_TYPES + " Limited to one namespace by the "
             "cloudwatch:namespace condition (CloudWatch User Guide, 'Using condition keys to limit "
             "access to CloudWatch namespaces').", condition="cloudwatch:namespace"),
-    Allowed(("ec2:TerminateInstances",), "arn:{*}:ec2:{*}:${AWS::AccountId}:instance/*",
-            "The node replacer (AWS PCS) terminates a faulty node's instance so that its node group launches "
-            "another: instances PCS launched, ids unknown at synth; only those tagged with the cluster.",
-            condition="aws:ResourceTag/fmcluster:cluster"),
     Allowed(("ec2:CreateNetworkInterface",), f"{EC2_ARN}:network-interface/*",
             "The interface HyperPod creates has no id before the call; the same statement names the "
             "cluster's subnets and security groups, and EC2 authorizes every resource of the request, so "
@@ -308,15 +304,30 @@ def _statement_problems(policy: Policy, statement: Mapping[str, Any]) -> Iterato
     for action in actions:
         if action == "*" or (action.endswith(":*") and not _key_admin(policy, statement)):
             yield f"{sid}: every action ({action})"
-    if policy.key_policy:
-        return  # "Resource": "*" in a key policy is the key itself
+    for action, resource, keys in _wildcard_grants(policy, statement):
+        if not any(entry.allows(action, resource, keys) for entry in ALLOWED_WILDCARDS):
+            yield f"{sid}: {action} on {resource} (not on the allow-list of tests/support/security.py)"
+
+
+def _wildcard_grants(policy: Policy, statement: Mapping[str, Any]) -> Iterator[tuple[str, str, set[str]]]:
+    """(action, wildcard resource, condition keys) of each grant of an Allow statement on a wildcard
+    resource (none in a key policy: "Resource": "*" there is the key itself, nor in a trust policy)."""
+    if policy.key_policy or policy.name == "AssumeRolePolicyDocument":
+        return
     keys = _condition_keys(statement)
     for resource in sorted({r for value in _listed(statement.get("Resource", [])) for r in render(value)}):
-        if not is_wildcard(resource):
-            continue
-        for action in actions:
-            if not any(entry.allows(action, resource, keys) for entry in ALLOWED_WILDCARDS):
-                yield f"{sid}: {action} on {resource} (not on the allow-list of tests/support/security.py)"
+        if is_wildcard(resource):
+            for action in [str(a) for a in _listed(statement.get("Action", []))]:
+                yield action, resource, keys
+
+
+def allowances_used(template: Mapping[str, Any]) -> set[int]:
+    """The ALLOWED_WILDCARDS entries (their indices) that some statement of `template` needs: an
+    entry no synthesized template needs allows what nothing uses, and is stale."""
+    return {i for policy in policies(template) for statement in statements(policy)
+            if statement.get("Effect") == "Allow"
+            for action, resource, keys in _wildcard_grants(policy, statement)
+            for i, entry in enumerate(ALLOWED_WILDCARDS) if entry.allows(action, resource, keys)}
 
 
 def _key_admin(policy: Policy, statement: Mapping[str, Any]) -> bool:
