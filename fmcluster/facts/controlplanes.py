@@ -150,7 +150,9 @@ RETIRED_VERSIONS = {
 #   ultraserver: UltraServer node groups (PCS picks Slurm's block topology for them; FACTS);
 #   health_monitoring: PCS's own instance health checks with repair and DCGM deep checks at start
 #     (`instanceHealthChecks`), in the PCS API but not yet in CloudFormation's
-#     AWS::PCS::ComputeNodeGroup, so fmcluster runs its own health check, replacement and deep check.
+#     AWS::PCS::ComputeNodeGroup, so fmcluster runs its own health check and deep check: with
+#     `health.replace` a faulty dynamic node is powered down through Slurm, and a static one stays
+#     drained for a person (no replacement of its instance is documented; docs/health.md).
 PCS_SLURM_SINCE = {"accounting": "24.11", "ultraserver": "25.05", "health_monitoring": "26.05"}
 
 

@@ -127,8 +127,10 @@ class PcsClusterStack(cdk.Stack):
         cdk.CfnOutput(self, "QueueNames", value=",".join(self.queues), description="Slurm partitions (PCS queues)")
 
     def _replacer(self) -> NodeReplacer:
-        """The cluster's node replacer (terminated instances are launched again by their node
-        group), the nodes' role allowed to send it requests."""
+        """The cluster's node replacer, the nodes' role allowed to send it requests. On AWS PCS it
+        ends no instance: PCS documents no replacement of a static node's instance, so a static
+        node's request is logged as kept and the node stays drained for a person (docs/health.md);
+        a dynamic node never asks (Slurm powers it down, and the node's next job gets a new one)."""
         health = self.model.health
         replacer = NodeReplacer(self, "NodeReplacer", cluster_name=self.model.name, plane="pcs",
                                 max_replacing=health.max_replacing, window_minutes=health.replace_window_minutes,
