@@ -6,8 +6,8 @@ and SageMaker HyperPod Slurm stacks synthesize: the queue, the schedule and leas
 
 from __future__ import annotations
 
-import importlib.util
 import functools
+import importlib.util
 import json
 import sys
 from datetime import datetime, timedelta, timezone

@@ -170,7 +170,7 @@ def _layout_problems(interfaces: Sequence[InterfaceLike]) -> list[str]:
     slots = [(i.network_card_index, i.device_index) for i in interfaces]
     if interfaces and slots[0] != (0, 0):
         found.append("the primary network interface (the first) must be network card 0, device 0")
-    if any(slot == (0, 0) and i.interface_type == EFA_ONLY for slot, i in zip(slots, interfaces)):
+    if any(slot == (0, 0) and i.interface_type == EFA_ONLY for slot, i in zip(slots, interfaces, strict=True)):
         found.append("an efa-only interface cannot be the primary network interface")
     doubled = sorted({slot for slot in slots if slots.count(slot) > 1})
     if doubled:
