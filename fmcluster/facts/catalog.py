@@ -45,6 +45,9 @@ class NetworkCard:
     efa: bool  # the card can carry an EFA (efa or efa-only) interface
     peak_gbps: float | None = None  # PeakBandwidthInGbps where above the baseline ("Up to" types); None: the baseline
     max_interfaces: int | None = None  # MaximumNetworkInterfaces of the card; None: not published
+    # The card carries EFA-only interfaces and nothing else: no ENA, so no `efa` interface (EFA
+    # with ENA) and no plain one (p6e-gb200's odd cards; DescribeInstanceTypes does not say it)
+    efa_only: bool = False
 
     @property
     def peak(self) -> float:
@@ -283,15 +286,20 @@ def _p6e_gb200() -> InstanceType:
     EFA-only at 400 Gbps; cards 2, 4, ..., 16 ENA or EFA at 200 Gbps; pairs [1, 2] ... [15, 16]
     share a 400 Gbps NIC and pairs [1, 3], [5, 7], [9, 11], [13, 15] a GPU, so AWS recommends one
     EFA-only interface per GPU, on cards 1, 5, 9 and 13 (4 x 400 = 1,600 Gbps of EFA).
-    MaximumEfaInterfaces is not published: 16, the cards that can carry EFA; nor are the cards'
-    interface counts. The instance's network bandwidth: "3200 Gigabit" (the instance-type
-    specifications, https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html; docs/research-notes.md
-    9a); the recommended layout's EFA is half of it, as AWS's Machine Learning blog counts it ("Train
+    MaximumEfaInterfaces is not published: 16, the cards that can carry EFA. The cards' interface
+    counts (MaximumNetworkInterfaces) are 1 on the odd cards and 2 on the even ones, card 0
+    included, as AWS ParallelCluster reads them from DescribeInstanceTypes (aws/aws-parallelcluster
+    PR #6930, "Change network interface setup logic to account for gb200", 2025-08: odd cards take
+    an efa-only interface only, at device index 0; even cards efa, at device index 1). The
+    instance's network bandwidth: "3200 Gigabit" (the instance-type specifications,
+    https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html; docs/research-notes.md 9a); the recommended layout's EFA is half of it, as AWS's Machine Learning blog counts it ("Train
     and deploy AI models at trillion-parameter scale with Amazon SageMaker HyperPod support for
     P6e-GB200 UltraServers", 2025-08: 28.8 Tbps of EFAv4 for the 18 instances of a u-p6e-gb200x72).
     SageMaker HyperPod offers ml.p6e-gb200.36xlarge. FSx for Lustre's EFA client set-up does not
     list it: LNet uses TCP."""
-    cards = (NetworkCard(0, 100, False),) + tuple(NetworkCard(i, 400 if i % 2 else 200, True) for i in range(1, 17))
+    cards = (NetworkCard(0, 100, False, max_interfaces=2),) + tuple(
+        NetworkCard(i, 400, True, max_interfaces=1, efa_only=True) if i % 2 else NetworkCard(i, 200, True, max_interfaces=2)
+        for i in range(1, 17))
     return InstanceType("p6e-gb200.36xlarge", vcpus=144, memory_gib=960, network_cards=cards,
                         network_performance="3200 Gigabit", max_efa_interfaces=16,
                         efa_generation=4, gpu=GB200, gpu_count=4, nvme_disks=3, nvme_disk_gb=7500,

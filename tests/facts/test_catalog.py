@@ -76,6 +76,10 @@ def test_p6e_gb200_network_as_the_ec2_user_guide_lays_it_out():
         (0, 100, False), (1, 400, True), (2, 200, True), (3, 400, True)]
     assert not entry.card0_efa
     assert [c.index for c in entry.efa_layout_cards] == [1, 5, 9, 13]
+    # odd cards EFA-only with one interface slot, even cards (card 0 too) two: aws-parallelcluster #6930
+    assert [(c.index, c.efa_only, c.max_interfaces) for c in entry.network_cards] == [
+        (i, i % 2 == 1, 1 if i % 2 else 2) for i in range(17)]
+    assert all(c.efa_only for c in entry.efa_layout_cards)
     assert entry.efa_gbps == 1600
     assert tuple(map(astuple, efa_layout(entry))) == (
         (0, 0, "interface"), (1, 0, "efa-only"), (5, 0, "efa-only"), (9, 0, "efa-only"), (13, 0, "efa-only"))
