@@ -292,14 +292,18 @@ def _p6e_gb200() -> InstanceType:
     PR #6930, "Change network interface setup logic to account for gb200", 2025-08: odd cards take
     an efa-only interface only, at device index 0; even cards efa, at device index 1). The
     instance's network bandwidth: "3200 Gigabit" (the instance-type specifications,
-    https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html; docs/research-notes.md 9a); the recommended layout's EFA is half of it, as AWS's Machine Learning blog counts it ("Train
-    and deploy AI models at trillion-parameter scale with Amazon SageMaker HyperPod support for
+    https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html; docs/research-notes.md 9a); the
+    recommended layout's EFA is half of it, as AWS's Machine Learning blog counts it ("Train and
+    deploy AI models at trillion-parameter scale with Amazon SageMaker HyperPod support for
     P6e-GB200 UltraServers", 2025-08: 28.8 Tbps of EFAv4 for the 18 instances of a u-p6e-gb200x72).
     SageMaker HyperPod offers ml.p6e-gb200.36xlarge. FSx for Lustre's EFA client set-up does not
     list it: LNet uses TCP."""
-    cards = (NetworkCard(0, 100, False, max_interfaces=2),) + tuple(
-        NetworkCard(i, 400, True, max_interfaces=1, efa_only=True) if i % 2 else NetworkCard(i, 200, True, max_interfaces=2)
-        for i in range(1, 17))
+    def card(i: int) -> NetworkCard:
+        if i % 2:  # EFA-only, 400 Gbps, one interface
+            return NetworkCard(i, 400, True, max_interfaces=1, efa_only=True)
+        return NetworkCard(i, 200, True, max_interfaces=2)
+
+    cards = (NetworkCard(0, 100, False, max_interfaces=2),) + tuple(card(i) for i in range(1, 17))
     return InstanceType("p6e-gb200.36xlarge", vcpus=144, memory_gib=960, network_cards=cards,
                         network_performance="3200 Gigabit", max_efa_interfaces=16,
                         efa_generation=4, gpu=GB200, gpu_count=4, nvme_disks=3, nvme_disk_gb=7500,
