@@ -8,7 +8,10 @@ PCS's Slurm installer leaves a node (PCS User Guide, "Software installers to bui
 AWS PCS"):
 
 - Slurm under /opt/aws/pcs/scheduler/slurm-MAJOR.MINOR: bin/, sbin/, include/ (slurm/spank.h)
-  and lib/slurm/ (its plugins). Here they point at Debian's files, which the binaries find;
+  and lib/slurm/ (its plugins). The client commands are moved into bin/, so that, as on a PCS
+  node, no Slurm command is on a default PATH (/usr/bin has none); sbin/, lib/slurm and include/
+  point at Debian's files, where the binaries look for them (slurmd runs slurmstepd from the
+  /usr/sbin compiled into it);
 - built without munge: the installer configures `--without-munge`, so PCS authenticates with
   auth/slurm and the cluster's key. Debian builds both; the munge plugins are removed, so
   anything that still asks for auth/munge fails as it fails on a PCS node;
@@ -29,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,7 +41,7 @@ from pathlib import Path
 # suite -> the Slurm release (major.minor) it carries
 SUITES = {"trixie": "24.11", "sid": "26.05"}
 MIRROR = "http://deb.debian.org/debian"
-PACKAGES = ("slurmd", "slurmctld", "slurm-client", "libslurm-dev")
+PACKAGES = ("slurmd", "slurmctld", "slurmdbd", "slurm-client", "libslurm-dev")
 ROOTS_DIR = Path(os.environ.get("FMCLUSTER_SLURM_ROOTS", "/var/cache/fmcluster-test/slurm-roots"))
 PCS_PREFIX = "/opt/aws/pcs/scheduler/slurm-{version}"
 PLUGIN_DIR = "usr/lib/x86_64-linux-gnu/slurm-wlm"  # Debian's (the binaries' compiled-in PluginDir)
@@ -45,8 +49,8 @@ MUNGE_PLUGINS = ("auth_munge.so", "cred_munge.so")
 SLURM_UID = 401  # the installer's slurm user and group
 CLIENTS = ("sacct", "sacctmgr", "salloc", "sattach", "sbatch", "sbcast", "scancel", "scontrol", "sdiag",
            "sinfo", "sprio", "squeue", "sreport", "srun", "sshare", "sstat")
-DAEMONS = ("slurmd", "slurmctld", "slurmstepd")
-LAYOUT_REVISION = 1  # raise when the layout below changes: every root is built again
+DAEMONS = ("slurmd", "slurmctld", "slurmdbd", "slurmstepd")
+LAYOUT_REVISION = 2  # raise when the layout below changes: every root is built again
 RECIPE = hashlib.sha256(json.dumps([SUITES, MIRROR, PACKAGES, LAYOUT_REVISION]).encode()).hexdigest()[:12]
 STAMP = ".fmcluster-slurm-root"
 
@@ -81,21 +85,36 @@ def versions() -> tuple[str, ...]:
 
 
 def in_root(base: Path, command: list[str], *, binds: tuple[str, ...] = (), env: dict[str, str] | None = None,
-            timeout: float = 120, check: bool = False) -> subprocess.CompletedProcess[str]:
+            timeout: float = 120, check: bool = False, user: str | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run `command` chrooted in `base`, with each path of `binds` (directories of this machine,
-    such as a test's tmp_path) at the same path inside (ENTER)."""
-    return subprocess.run([UNSHARE, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", ENTER,
-                           "enter", str(base), str(SCRATCH), *binds, "--", *command],
-                          capture_output=True, text=True, timeout=timeout, env=env, check=check)
+    such as a test's tmp_path) at the same path inside (ENTER); `user`: as that user (runuser in
+    the root, which must know the user: bind /etc/passwd)."""
+    return subprocess.run(argv(base, command, binds=binds, user=user), capture_output=True, text=True,
+                          timeout=timeout, env=env, check=check, input=input)
+
+
+def argv(base: Path | str, command: list[str], *, binds: tuple[str, ...] = (), user: str | None = None) -> list[str]:
+    """What runs `command` chrooted in `base` (in_root's), for a process of one's own (Popen: a
+    daemon); `base` may be LAYER:ROOT (an overlay's lower directories: LAYER's files over ROOT's,
+    such as an /etc/passwd of one's own). Each bind is a path of this machine seen at the same path
+    inside, or TARGET=SOURCE: SOURCE (a directory or a file) seen at TARGET. The command starts in
+    the caller's working directory where the root sees it, else in /; `user`: run as that user
+    (the namespace and its mounts need root)."""
+    as_user = ["/usr/sbin/runuser", "-u", user, "--"] if user else []
+    return [UNSHARE, "--mount", "--propagation", "private", "--", "/bin/sh", "-c", ENTER, "enter", str(base),
+            str(SCRATCH), *binds, "--", *as_user, *command]
 
 
 # sh -c ENTER enter ROOT SCRATCH BIND... -- COMMAND...: in the mount namespace of its own that
 # `unshare` gave it, a writable view of ROOT (an overlay whose changes live in a tmpfs on SCRATCH,
 # an empty directory beside the roots, and vanish with the namespace: the built root never
 # changes), each BIND and /proc, /dev at their own paths in it (recursive binds: a user namespace,
-# such as the sandbox's, may bind only so), then COMMAND chrooted there.
+# such as the sandbox's, may bind only so; TARGET=SOURCE: SOURCE at TARGET, a file over a file),
+# then COMMAND chrooted there, in the caller's directory where the view has it.
 # The system's programs by their paths: a sandboxed node's PATH finds its fakes first.
-MOUNT, MKDIR, CHROOT, UNSHARE = (shutil.which(p) or f"/usr/bin/{p}" for p in ("mount", "mkdir", "chroot", "unshare"))
+MOUNT, MKDIR, CHROOT, UNSHARE, NSENTER = (shutil.which(p) or f"/usr/bin/{p}"
+                                          for p in ("mount", "mkdir", "chroot", "unshare", "nsenter"))
 ENTER = r"""
 root=$1 scratch=$2; shift 2
 MOUNT -t tmpfs fmcluster-root "$scratch" && MKDIR "$scratch/upper" "$scratch/work" "$scratch/view" &&
@@ -104,21 +123,52 @@ MOUNT -t tmpfs fmcluster-root "$scratch" && MKDIR "$scratch/upper" "$scratch/wor
 for bind; do
   shift
   [ "$bind" = -- ] && break
-  MKDIR -p "$scratch/view$bind" && MOUNT --rbind "$bind" "$scratch/view$bind" || exit 125
+  target=${bind%%=*} source=${bind#*=}
+  if [ -d "$source" ]; then
+    MKDIR -p "$scratch/view$target" || exit 125
+  else
+    MKDIR -p "$scratch/view${target%/*}" && { [ -e "$scratch/view$target" ] || : >"$scratch/view$target"; } || exit 125
+  fi
+  MOUNT --rbind "$source" "$scratch/view$target" || exit 125
 done
 for system in /proc /dev; do MOUNT --rbind "$system" "$scratch/view$system" || exit 125; done
-exec CHROOT "$scratch/view" "$@"
-""".replace("MOUNT", MOUNT).replace("MKDIR", MKDIR).replace("CHROOT", CHROOT)
+exec CHROOT "$scratch/view" /bin/sh -c 'IN_CWD' "$PWD" "$@"
+"""
+# sh -c IN_CWD DIR COMMAND...: COMMAND in DIR where the root has it, else in /
+IN_CWD = 'cd "$0" 2>/dev/null || cd /; exec "$@"'
+ENTER = ENTER.replace("MOUNT", MOUNT).replace("MKDIR", MKDIR).replace("CHROOT", CHROOT).replace("IN_CWD", IN_CWD)
 SCRATCH = ROOTS_DIR / ".scratch"
 
 
-def wrapper(base: Path, program: str, binds: tuple[str, ...]) -> str:
+def wrapper(base: Path | str, program: str, binds: tuple[str, ...]) -> str:
     """A script that runs `program` (a path inside the root) in the root with `binds`, passing its
     arguments and environment on: what a sandboxed node calls in place of PCS's Slurm command."""
-    quoted = " ".join(f"'{path}'" for path in (str(base), str(SCRATCH), *binds))
+    quoted = " ".join(shlex.quote(path) for path in (str(base), str(SCRATCH), *binds))
     return (f"#!/bin/sh\n# {program} of the Slurm root {base} (tests/support/slurm_roots.py)\n"
-            f"exec {UNSHARE} --mount --propagation private -- /bin/sh -c '{ENTER}' enter {quoted} -- "
-            f"{program} \"$@\"\n")
+            f"exec {UNSHARE} --mount --propagation private -- /bin/sh -c {shlex.quote(ENTER)} enter {quoted} -- "
+            f"{shlex.quote(program)} \"$@\"\n")
+
+
+def joined(pid: int, command: list[str], *, user: str | None = None, cwd: str = "/") -> list[str]:
+    """What runs `command` in the view of a root that process `pid` (one started with argv, in /
+    of the root: HOLD) holds: its mount namespace and root, binds and all, entered with nsenter
+    (in pid's working directory, then `cwd` where the view has it). A few milliseconds where
+    argv's mounts take tens: for many commands in one view (a cluster's clients). `user`: as that
+    user."""
+    as_user = ["/usr/sbin/runuser", "-u", user, "--"] if user else []
+    return [NSENTER, "-t", str(pid), "-m", "-r", "-w", "--", "/bin/sh", "-c", IN_CWD, cwd, *as_user, *command]
+
+
+# What holds a view for `joined`: a process that waits, in / of the root (what joins it starts there)
+HOLD = ["/bin/sh", "-c", "cd / && exec sleep infinity"]
+
+
+def joining_wrapper(pid: int, program: str) -> str:
+    """A script that runs `program` (a path inside the root) in the view process `pid` holds
+    (joined), in the caller's directory, passing its arguments and environment on."""
+    return (f"#!/bin/sh\n# {program} in the Slurm root that process {pid} holds (tests/support/slurm_roots.py)\n"
+            f"exec {NSENTER} -t {pid} -m -r -w -- /bin/sh -c {shlex.quote(IN_CWD)} \"$PWD\" {shlex.quote(program)} "
+            f"\"$@\"\n")
 
 
 # ---- building (make tools) ----------------------------------------------------------------------
@@ -155,8 +205,8 @@ def lay_out(base: Path, version: str) -> None:
     top = base / prefix(version).lstrip("/")
     for name in ("bin", "sbin", "lib"):
         (top / name).mkdir(parents=True, exist_ok=True)
-    for client in CLIENTS:
-        (top / "bin" / client).symlink_to(f"/usr/bin/{client}")
+    for client in CLIENTS:  # moved: no Slurm command on a default PATH
+        (base / "usr/bin" / client).rename(top / "bin" / client)
     for daemon in DAEMONS:
         (top / "sbin" / daemon).symlink_to(f"/usr/sbin/{daemon}")
     (top / "lib/slurm").symlink_to(f"/{PLUGIN_DIR}")
