@@ -174,13 +174,14 @@ bytecode: install
 # acknowledgements (tests/support/slurm_cluster.py, fast_loopback), debootstrap for the roots of the
 # Slurm releases AWS PCS runs (24.11 and 26.05, laid out as PCS lays them out: tests/support/slurm_roots.py,
 # built once into /var/cache/fmcluster-test, about a minute each), python3-fusepy for a FUSE file
-# system that stops answering as a dead Lustre server does (tests/support/frozen_fs.py). Installed
+# system that stops answering as a dead Lustre server does (tests/support/frozen_fs.py), openssl for the
+# test MariaDB's certificate (the roots' slurmdbd talks to it over TLS). Installed
 # with apt-get only as root and only when missing; otherwise the tests that need them skip locally and fail in CI (CI set).
 TOOLS := promtool:prometheus shellcheck:shellcheck slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client \
   munged:munge /usr/include/slurm/spank.h:libslurm-dev /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so:libpmix-dev \
   gcc:gcc git:git fio:fio systemd-analyze:systemd prometheus-node-exporter:prometheus-node-exporter \
   /usr/sbin/slurmdbd:slurmdbd /usr/sbin/mariadbd:mariadb-server /usr/bin/mariadb:mariadb-client ip:iproute2 \
-  debootstrap:debootstrap /usr/lib/python3/dist-packages/fusepy.py:python3-fusepy
+  debootstrap:debootstrap /usr/lib/python3/dist-packages/fusepy.py:python3-fusepy openssl:openssl
 tools:
 	@missing=""; for tool in $(TOOLS); do \
 	  check=$${tool%%:*}; \

@@ -1,5 +1,7 @@
 """A real Slurm cluster on localhost for tests: munged, slurmctld and N slurmd, each a process of
-the Debian packages (slurmctld, slurmd, slurm-client, munge), configured in a temporary directory.
+the Debian packages (slurmctld, slurmd, slurm-client, munge), configured in a temporary directory;
+or, with `release` ("24.11", "26.05"), slurmctld and N slurmd of that AWS PCS release, run from its
+root as PCS lays Slurm out (tests/support/slurm_roots.py; "Slurm releases of AWS PCS" below).
 
     with SlurmCluster(tmp_path, nodes=2, gres="gpu:8", extra=["Prolog=/x", "PrologFlags=Alloc,NoHold"]) as cluster:
         job = cluster.sbatch("#!/bin/sh\\nhostname\\n", "--exclusive", "-N2")
@@ -48,6 +50,30 @@ it) a route with `quickack` (ip-route(8)): the receiver acknowledges at once and
 a few milliseconds; what Slurm does is the same. It needs root and `ip` (iproute2); without them
 the clusters work as before, only slower.
 
+Slurm releases of AWS PCS (`release`): every daemon (slurmctld, slurmd, and slurmdbd,
+tests/support/slurm_accounting.py) runs from /opt/aws/pcs/scheduler/slurm-RELEASE/sbin in a view
+of the release's root of its own (slurm_roots.argv: a mount namespace, the root behind an
+overlay, then chroot), with the cluster's directories and `shared` at their own paths, this
+machine's users, groups and host names added to the root's (a layer of the cluster's own over
+it, as a directory service gives a node) and /sys (hwloc). The client commands share one more
+view, held by a process of the cluster's and joined with nsenter (`bin`'s scripts, `as_user`): a
+few milliseconds a command, where a view of its own takes tens of milliseconds of mounts.
+cgroup.conf says CgroupPlugin=disabled (slurmd of 24.11 and later loads a cgroup plugin by
+default; these clusters track processes without cgroups).
+
+PCS's Slurm has no munge: AuthType=auth/slurm and CredType=cred/slurm, with the cluster's key in
+slurm.key next to slurm.conf, mode 600 (slurm.conf(5), AuthType; Slurm's authentication.html).
+Only the daemons read the key; a client asks a daemon's SACK socket (/run/slurm/sack.socket, then
+/run/slurmctld/ and /run/slurmdbd/: src/common/sack_api.c), so the controller's and slurmdbd's
+/run directories are directories of the cluster, bound into their views and the clients', and a
+program slurmd runs (a prolog, the HealthCheckProgram, a job) asks its own slurmd's
+/run/slurm/sack.socket. What runs on a node finds the clients where PCS keeps them (`node_bin`: no
+Slurm command is on a default PATH there); what runs on this machine, as a login node's programs
+do, finds them in `bin`. Prologs, the HealthCheckProgram and jobs run in the root: with its
+programs (a Debian minbase system: bash, coreutils, util-linux, no Python) and what `shared`
+makes visible. Slurm 24.11's slurmctld here now and then answers a request only after 5 s (26.05's
+does not): a test on 24.11 takes about 5 s longer.
+
 Gres: gres.conf File= must name character devices, so the stand-ins are device nodes made with
 mknod (1, 3: what /dev/null is), one per GPU; slurmd then sets CUDA_VISIBLE_DEVICES.
 Starting takes well under a second here (munged, slurmctld, two slurmd, all idle).
@@ -71,6 +97,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence
 
 import pytest
 
+from tests.support import slurm_roots
 from tests.support.locks import locked
 
 COMMANDS = ("munged", "slurmctld", "slurmd", "sinfo", "sbatch", "scontrol", "squeue")
@@ -88,6 +115,17 @@ def start_lock() -> Iterator[None]:
     test processes that run side by side (pytest-xdist) would otherwise pick the same port."""
     with locked(START_LOCK):
         yield
+
+
+# The Slurm releases of AWS PCS that a cluster can run (SlurmCluster's `release`), oldest first;
+# None: this machine's Debian Slurm (22.05, munge: what HyperPod authenticates with).
+PCS_RELEASES = slurm_roots.versions()
+RELEASES = (None, *PCS_RELEASES)
+
+
+def release_id(release: Optional[str]) -> str:
+    """A test id for `release`: pcs-24.11, or debian for this machine's Slurm."""
+    return f"pcs-{release}" if release else "debian"
 
 
 def node_address(index: int) -> str:
@@ -110,12 +148,17 @@ def find(command: str) -> Optional[str]:
     return shutil.which(command, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
 
 
-def require_slurm() -> None:
-    """Skip the test where the Slurm and munge binaries are missing; fail where CI is set (the CI
-    image has them: make tools)."""
-    missing = [c for c in COMMANDS if find(c) is None]
+def require_slurm(release: Optional[str] = None) -> None:
+    """Skip the test where the Slurm and munge binaries are missing (`release`: the root of that
+    AWS PCS release); fail where CI is set (the CI image has them: make tools)."""
+    missing = [c for c in COMMANDS if find(c) is None] if release is None else []
     if os.geteuid() != 0:
         missing.append("root (slurmd runs prologs as root)")
+    if release is not None:
+        try:
+            slurm_roots.root(release)
+        except slurm_roots.Missing as exc:
+            missing.append(str(exc))
     if missing:
         message = f"a real Slurm needs {', '.join(missing)} (Debian: slurmctld slurmd slurm-client munge)"
         if os.environ.get("CI"):
@@ -159,15 +202,18 @@ class SlurmCluster:
     `node_binds(NODE)`: more of them, for one node's slurmd only (a node's own /scratch);
     `partition_settings`: partition name -> more settings of its PartitionName= line; `services`:
     what starts after munged and before slurmctld (each called with the cluster; slurmdbd, with
-    an `extra` AccountingStorageType= in place of accounting_storage/none)."""
+    an `extra` AccountingStorageType= in place of accounting_storage/none); `release`: run that AWS
+    PCS release of Slurm from its root (module docstring), where `shared` (directories of this
+    machine) are visible at their own paths to the daemons and what they run."""
 
     def __init__(self, directory: Path, nodes: int = 1, *, cpus: int = 2, gres: str = "",
                  extra: Sequence[str] = (), partitions: Optional[dict[str, Sequence[str]]] = None,
                  hide: Sequence[str] = (), binds: Optional[Mapping[str, str]] = None,
                  node_binds: Optional[Callable[[str], Mapping[str, str]]] = None,
                  partition_settings: Optional[Mapping[str, Mapping[str, str]]] = None, name: str = "fmtest",
-                 services: Sequence[Callable[["SlurmCluster"], None]] = ()) -> None:
-        require_slurm()
+                 services: Sequence[Callable[["SlurmCluster"], None]] = (), release: Optional[str] = None,
+                 shared: Sequence[str] = ()) -> None:
+        require_slurm(release)
         self.dir = Path(directory)
         self.dir.mkdir(parents=True, exist_ok=True)
         self.names = [f"node{i + 1}" for i in range(nodes)]
@@ -186,6 +232,37 @@ class SlurmCluster:
         self.processes: list[subprocess.Popen] = []
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self.env.pop("SLURM_JOB_ID", None)
+        self.release = release
+        if release is None:
+            self.base: Optional[Path] = None
+            self.bin = self.node_bin = Path(find("scontrol") or "/usr/bin/scontrol").parent
+        else:
+            self.base, self.prefix = slurm_roots.root(release), slurm_roots.prefix(release)
+            self.key = self.dir / "slurm.key"  # next to slurm.conf, where auth/slurm looks
+            runs = {name: self.sockets / "run" / name for name in ("slurmctld", "slurmdbd")}
+            for run in runs.values():
+                run.mkdir(parents=True)
+                run.chmod(0o755)  # every user's client connects to the SACK sockets
+            self.root_binds = (str(self.dir), str(self.sockets), *shared,
+                               *(f"/run/{name}={run}" for name, run in runs.items()))
+            self.lower = self._identity_layer()
+            self.node_bin = Path(self.prefix) / "bin"
+            self.bin = self.sockets / "bin"  # its scripts, once the clients' view is up (start)
+            self.bin.mkdir()
+
+    def _identity_layer(self) -> str:
+        """The root with a layer of the cluster's own over it (the lower directories of its overlay,
+        slurm_roots.argv): the root's /etc/passwd and /etc/group with this machine's users and
+        groups added (PCS's slurm user stays 401), and this machine's /etc/hosts."""
+        etc = self.sockets / "layer" / "etc"
+        etc.mkdir(parents=True)
+        for name in ("passwd", "group"):
+            lines = (self.base / "etc" / name).read_text().splitlines()
+            known = {line.split(":")[0] for line in lines}
+            lines += [line for line in Path("/etc", name).read_text().splitlines() if line.split(":")[0] not in known]
+            (etc / name).write_text("\n".join(lines) + "\n")
+        shutil.copy("/etc/hosts", etc / "hosts")
+        return f"{etc.parent}:{self.base}"
 
     # --- configuration ------------------------------------------------------------------------
 
@@ -199,7 +276,8 @@ class SlurmCluster:
         gres_type = self.gres.split(":")[0] if self.gres else ""
         lines = [
             f"ClusterName={self.cluster}", f"SlurmctldHost=localhost({CONTROLLER})", f"SlurmctldPort={ctld_port}",
-            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={self.socket}",
+            *(["AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={self.socket}"] if self.base is None
+              else ["AuthType=auth/slurm", "CredType=cred/slurm"]),
             "SlurmUser=root", "SlurmdUser=root",
             f"StateSaveLocation={self.dir}/state", f"SlurmdSpoolDir={self.sockets}/spool/%n",
             f"SlurmctldPidFile={self.dir}/slurmctld.pid", f"SlurmctldLogFile={self.dir}/log/slurmctld.log",
@@ -221,6 +299,8 @@ class SlurmCluster:
             lines.append(f"PartitionName={partition} Nodes={','.join(members)} Default={'YES' if i == 0 else 'NO'} "
                          f"MaxTime=INFINITE State=UP{settings}")
         self.conf.write_text("\n".join(lines) + "\n")
+        if self.base is not None:  # no cgroup plugin (24.11 and later load one by default), as 22.05 here
+            (self.dir / "cgroup.conf").write_text("CgroupPlugin=disabled\n")
         if self.gres:
             self._write_gres()
 
@@ -258,13 +338,43 @@ class SlurmCluster:
                      f"--seed-file={self.dir}/munge/munged.seed", "--num-threads=2"], "munged.out")
         self._until(lambda: self.socket.exists(), "munged to open its socket")
 
+    def _write_key(self) -> None:
+        """The cluster's auth/slurm key: random bytes, root's, mode 600 (else Slurm refuses it)."""
+        self.key.write_bytes(os.urandom(1024))
+        self.key.chmod(0o600)
+
+    def _start_clients(self) -> None:
+        """The clients' view of the root: a process that holds it (`sleep infinity` in the root, with
+        the cluster's binds), which every client command joins (slurm_roots.joined: no mounts of
+        its own), and `bin`'s scripts that run each client there."""
+        self.clients = self._spawn(slurm_roots.argv(self.lower, slurm_roots.HOLD, binds=self.root_binds), "clients.out")
+        ready = slurm_roots.joined(self.clients.pid, ["/usr/bin/test", "-x", f"{self.node_bin}/scontrol"])
+        self._until(lambda: subprocess.run(ready, capture_output=True, timeout=10).returncode == 0,
+                    "the clients' view of the root")
+        for client in slurm_roots.CLIENTS:
+            (self.bin / client).write_text(slurm_roots.joining_wrapper(self.clients.pid, f"{self.node_bin}/{client}"))
+            (self.bin / client).chmod(0o755)
+
+    def daemon(self, name: str, *args: str, binds: Optional[Mapping[str, str]] = None) -> list[str]:
+        """What runs daemon `name` (slurmctld, slurmd, slurmdbd) with `args`: this machine's, or the
+        release's from PCS's sbin in its root; `binds`: target -> source, seen by it alone."""
+        if self.base is None:
+            return [find(name) or name, *args]
+        extra = tuple(f"{target}={source}" for target, source in (binds or {}).items())
+        return slurm_roots.argv(self.lower, [f"{self.prefix}/sbin/{name}", *args],
+                                binds=(*self.root_binds, "/sys", *extra))
+
     def _slurmd_argv(self, node: str) -> list[str]:
-        argv = [find("slurmd"), "-D", "-N", node, "-f", str(self.conf)]
         binds = {**self.binds, **(self.node_binds(node) if self.node_binds else {})}
         if self.hide:
             empty = self.dir / "hidden"
             empty.touch()
-            binds.update(dict.fromkeys(self.hide, str(empty)))
+            # in a root, only what it has: a path it lacks is already unseen
+            binds.update(dict.fromkeys([path for path in self.hide if self.base is None
+                                        or os.path.lexists(self.base / path.lstrip("/"))], str(empty)))
+        if self.base is not None:
+            return self.daemon("slurmd", "-D", "-N", node, "-f", str(self.conf), binds=binds)
+        argv = [find("slurmd"), "-D", "-N", node, "-f", str(self.conf)]
         if not binds:
             return argv
         script = " && ".join(f"mount --bind {shlex.quote(source)} {shlex.quote(target)}"
@@ -282,11 +392,14 @@ class SlurmCluster:
         with start_lock():
             self.write_config()
             try:
-                self._start_munged()
+                if self.base is None:
+                    self._start_munged()
+                else:
+                    self._write_key()
+                    self._start_clients()
                 for service in self.services:  # e.g. slurmdbd (tests/support/slurm_accounting.py)
                     service(self)
-                self.controller = self._spawn([find("slurmctld"), "-D", "-i", "-f", str(self.conf)], "slurmctld.out")
-                self._until(lambda: self.run("scontrol", "ping", check=False).returncode == 0, "slurmctld to answer")
+                self.start_controller()
                 for node in self.names:
                     self._spawn(self._slurmd_argv(node), f"slurmd-{node}.out")
                 self._until(self._all_idle, "every node idle in sinfo")
@@ -334,6 +447,11 @@ class SlurmCluster:
         self.processes.clear()
         shutil.rmtree(self.sockets, ignore_errors=True)
 
+    def start_controller(self) -> None:
+        """Start slurmctld (-i: its saved state ignored) and wait until it answers."""
+        self.controller = self._spawn(self.daemon("slurmctld", "-D", "-i", "-f", str(self.conf)), "slurmctld.out")
+        self._until(lambda: self.run("scontrol", "ping", check=False).returncode == 0, "slurmctld to answer")
+
     def stop_controller(self) -> None:
         """End slurmctld alone (the nodes' slurmd go on): clients then get no answer."""
         self.controller.terminate()
@@ -348,13 +466,26 @@ class SlurmCluster:
 
     # --- clients --------------------------------------------------------------------------------
 
+    def client(self, command: str) -> str:
+        """The path on this machine of the cluster's client `command` (sinfo, sbatch...)."""
+        return str(self.bin / command) if self.base is not None else (find(command) or command)
+
     def run(self, command: str, *args: str, check: bool = True, input: Optional[str] = None,
             timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
-        result = subprocess.run([find(command), *args], env=self.env, capture_output=True, text=True,
+        result = subprocess.run([self.client(command), *args], env=self.env, capture_output=True, text=True,
                                 input=input, timeout=timeout)
         if check and result.returncode != 0:
             raise RuntimeError(f"{command} {' '.join(args)}: {result.stderr}{result.stdout}")
         return result
+
+    def as_user(self, user: str, command: str, *args: str,
+                timeout: float = COMMAND_TIMEOUT) -> subprocess.CompletedProcess:
+        """Client `command` run as `user` (runuser; in a root, inside it: its namespace needs root)."""
+        if self.base is None:
+            argv = ["runuser", "-u", user, "--", self.client(command), *args]
+        else:
+            argv = slurm_roots.joined(self.clients.pid, [f"{self.node_bin}/{command}", *args], user=user)
+        return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=timeout)
 
     def node_states(self) -> dict[str, str]:
         result = self.run("sinfo", "-h", "-N", "-o", "%N %t", check=False)
@@ -370,7 +501,7 @@ class SlurmCluster:
 
     def sbatch(self, script: str, *args: str) -> str:
         """Submit `script` (its text) with sbatch's `args`, from the cluster's directory; the job id."""
-        result = subprocess.run([find("sbatch"), "--parsable", f"--chdir={self.dir}", *args], env=self.env,
+        result = subprocess.run([self.client("sbatch"), "--parsable", f"--chdir={self.dir}", *args], env=self.env,
                                 capture_output=True, text=True, input=script, timeout=COMMAND_TIMEOUT)
         if result.returncode != 0:
             raise RuntimeError(f"sbatch: {result.stderr}")
