@@ -3,8 +3,9 @@ accounting.SLURM_SETTINGS only accounting.PCS_SETTINGS (AccountingStorageEnforce
 not track gres/gpu as a TRES and sacctmgr refuses any GrpTRES on it. The accounts and users are
 still made (the GPU limit skipped, and said), and the teams' jobs accepted.
 
-Real: Slurm 22.05 (slurmctld, slurmd, slurmdbd, sacctmgr, sbatch), MariaDB, munge, getent and
-the Linux users the module creates (and removes)."""
+Real: Slurm of each release AWS PCS runs (24.11, 26.05), laid out as PCS lays it out (slurmctld,
+slurmd, slurmdbd, sacctmgr and sbatch from its root, auth/slurm: tests/support/slurm_roots.py),
+MariaDB, getent and the Linux users the module creates (and removes)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from fmcluster.model.cluster import resolve
 from fmcluster.node import accounting
 from tests.support.slurm_accounting import AccountingDatabase, require_accounting
 from tests.support.slurm_accounting import accounting as with_accounting
-from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
+from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, find, release_id, require_slurm
 from tests.support.specs import base_spec, validated
 
 TAG = "fmp" + uuid.uuid4().hex[:5]
@@ -32,9 +33,9 @@ TEAMS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def slurm():
-    require_slurm()
+@pytest.fixture(scope="module", params=PCS_RELEASES, ids=release_id)
+def slurm(request):
+    require_slurm(request.param)
     require_accounting()
     for tool in ("useradd", "runuser"):
         if find(tool) is None:
@@ -48,7 +49,7 @@ def slurm():
             args = with_accounting(database, settings=accounting.pcs_settings())
             assert not any(line.startswith("AccountingStorageTRES") for line in args["extra"])
             with SlurmCluster(directory / "slurm", nodes=1, gres="gpu:8", partitions={"gpu": ["node1"]},
-                              **args) as cluster:
+                              release=request.param, **args) as cluster:
                 cluster.sockets.chmod(0o755)
                 yield cluster
     finally:
@@ -65,7 +66,8 @@ def test_without_gpus_as_a_tres_the_teams_are_made_and_their_jobs_accepted(slurm
 
     def apply():
         return subprocess.run(["bash", str(accounting.PROGRAM), str(path)],
-                              env={**slurm.env, "SLURM_BIN": "/usr/bin"}, capture_output=True, text=True, timeout=120)
+                              env={**slurm.env, "SLURM_BIN": str(slurm.bin)}, capture_output=True, text=True,
+                              timeout=120)
 
     first = apply()
     assert first.returncode == 0, first.stdout + first.stderr
@@ -73,9 +75,8 @@ def test_without_gpus_as_a_tres_the_teams_are_made_and_their_jobs_accepted(slurm
     out = slurm.run("sacctmgr", "-Pn", "show", "assoc", "format=account,user,grptres").stdout.split()
     assert {"pretrain||", "research||", f"pretrain|{ALICE}|", f"research|{CAROL}|"} <= set(out)
     for user, account in ((ALICE, "pretrain"), (CAROL, "research")):
-        job = subprocess.run(["runuser", "-u", user, "--", find("sbatch"), "--parsable", "--hold", "--chdir=/tmp",
-                              "-o", "/dev/null", "-A", account, "-p", "gpu", "--wrap", "true"], env=slurm.env,
-                             capture_output=True, text=True, timeout=30)
+        job = slurm.as_user(user, "sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "-A", account,
+                            "-p", "gpu", "--wrap", "true", timeout=30)
         assert job.returncode == 0, job.stderr
         slurm.run("scancel", job.stdout.strip().split(";")[0])
     second = apply()  # nothing to change: the skipped limit is said again, nothing else

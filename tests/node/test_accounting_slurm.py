@@ -3,9 +3,13 @@ fmcluster/node/scripts/slurm/accounting.sh) applies the data of fmcluster.node.a
 sacctmgr against a real slurmdbd and MariaDB (tests/support/slurm_accounting.py), and slurmctld
 enforces it with the slurm.conf settings of a cluster with teams (accounting.SLURM_SETTINGS).
 
-Real: Slurm 22.05 (slurmctld, slurmd, slurmdbd, sacctmgr, sbatch), MariaDB, munge, getent and
-the Linux users and group the module creates (and removes) for it. Submissions run as those
-users (runuser), held (--hold) so that nothing runs: acceptance or refusal is sbatch's answer.
+Real: Slurm (slurmctld, slurmd, slurmdbd, sacctmgr, sbatch), MariaDB, getent and the Linux users
+and group the module creates (and removes) for it. Slurm is the releases the control planes run,
+from their roots as AWS PCS lays them out (tests/support/slurm_roots.py; auth/slurm; the program
+finds the commands in SLURM_BIN, the cluster's `bin`): every test on 24.11, the oldest PCS runs
+and the one HyperPod runs; those that depend most on what sacctmgr answers on 26.05 too
+(EVERY_RELEASE). Submissions run as those users (runuser), held (--hold) so that nothing runs:
+acceptance or refusal is sbatch's answer.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from fmcluster.model.cluster import resolve
 from fmcluster.node import accounting
 from tests.support.slurm_accounting import AccountingDatabase, require_accounting
 from tests.support.slurm_accounting import accounting as with_accounting
-from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
+from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, find, release_id, require_slurm
 from tests.support.specs import base_spec, validated
 
 PROGRAM = accounting.PROGRAM
@@ -65,9 +69,15 @@ def remove_users_and_group():
     subprocess.run(["groupdel", RESEARCH_GROUP], capture_output=True)
 
 
+# each test's releases (the module-scoped cluster's, one per release)
+OLDEST = pytest.mark.parametrize("slurm", PCS_RELEASES[:1], indirect=True, ids=release_id)
+EVERY_RELEASE = pytest.mark.parametrize("slurm", PCS_RELEASES, indirect=True, ids=release_id)
+
+
 @pytest.fixture(scope="module")
-def slurm():
-    require_slurm()
+def slurm(request):
+    release = request.param
+    require_slurm(release)
     require_accounting()
     for tool in ("useradd", "groupadd", "runuser", "getent"):
         if find(tool) is None:
@@ -81,7 +91,7 @@ def slurm():
             args = with_accounting(database)
             # the dedicated group's partition without AllowAccounts: fmcluster-accounting sets it
             partitions = {"gpu": ["node1"], "evals": ["node2"]}
-            with SlurmCluster(directory / "slurm", nodes=2, gres="gpu:8", partitions=partitions,
+            with SlurmCluster(directory / "slurm", nodes=2, gres="gpu:8", partitions=partitions, release=release,
                               **args) as cluster:
                 cluster.sockets.chmod(0o755)
                 yield cluster
@@ -94,7 +104,7 @@ def apply(cluster: SlurmCluster, teams: list[dict], tmp_path: Path, data: str | 
           evals_team: str | None = "pretrain"):
     path = tmp_path / "teams"
     path.write_text(data if data is not None else accounting.data(model(teams, evals_team).teams))
-    return subprocess.run(["bash", str(PROGRAM), str(path)], env={**cluster.env, "SLURM_BIN": "/usr/bin"},
+    return subprocess.run(["bash", str(PROGRAM), str(path)], env={**cluster.env, "SLURM_BIN": str(cluster.bin)},
                           capture_output=True, text=True, timeout=120)
 
 
@@ -111,9 +121,8 @@ def qos(cluster: SlurmCluster) -> set[tuple[str, ...]]:
 
 def submit(cluster: SlurmCluster, user: str, *options: str) -> subprocess.CompletedProcess:
     """sbatch as `user`, held: the job is accepted (and cancelled) or refused."""
-    result = subprocess.run(["runuser", "-u", user, "--", find("sbatch"), "--parsable", "--hold", "--chdir=/tmp",
-                             "-o", "/dev/null", *options, "--wrap", "true"], env=cluster.env, capture_output=True,
-                            text=True, timeout=30)
+    result = cluster.as_user(user, "sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", *options,
+                             "--wrap", "true", timeout=30)
     if result.returncode == 0:
         cluster.run("scancel", result.stdout.strip().split(";")[0])
     return result
@@ -130,6 +139,7 @@ def user_rows(account: str, users, team_row) -> set[tuple[str, ...]]:
     return {(account, user, "1", "", team_row[4], team_row[5]) for user in users}
 
 
+@EVERY_RELEASE
 def test_the_spec_becomes_qos_accounts_and_users_and_a_second_run_changes_nothing(slurm, tmp_path):
     first = apply(slurm, TEAMS, tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -143,6 +153,7 @@ def test_the_spec_becomes_qos_accounts_and_users_and_a_second_run_changes_nothin
     assert (associations(slurm), qos(slurm)) == before
 
 
+@OLDEST
 def test_slurm_enforces_the_teams(slurm, tmp_path):
     assert apply(slurm, TEAMS, tmp_path).returncode == 0
     assert submit(slurm, ALICE, "-A", "pretrain", "--qos=high", "-p", "gpu").returncode == 0
@@ -161,6 +172,7 @@ def test_slurm_enforces_the_teams(slurm, tmp_path):
     assert dedicated.returncode != 0 and "account" in dedicated.stderr.lower()
 
 
+@OLDEST
 def test_a_changed_spec_is_applied_and_what_it_no_longer_has_removed(slurm, tmp_path):
     assert apply(slurm, TEAMS, tmp_path).returncode == 0
     changed = [{**TEAMS[0], "members": [ALICE, BOB, FRANK], "gpus": {"gpu": 12}}]
@@ -179,11 +191,11 @@ def test_a_changed_spec_is_applied_and_what_it_no_longer_has_removed(slurm, tmp_
     assert submit(slurm, BOB, "-p", "gpu").returncode != 0
 
 
+@EVERY_RELEASE
 def test_a_team_with_jobs_is_removed_once_they_have_ended(slurm, tmp_path):
     assert apply(slurm, TEAMS, tmp_path).returncode == 0
-    held = subprocess.run(["runuser", "-u", CAROL, "--", find("sbatch"), "--parsable", "--hold", "--chdir=/tmp",
-                           "-o", "/dev/null", "-A", "research", "-p", "gpu", "--wrap", "true"], env=slurm.env,
-                          capture_output=True, text=True, timeout=30)
+    held = slurm.as_user(CAROL, "sbatch", "--parsable", "--hold", "--chdir=/tmp", "-o", "/dev/null", "-A", "research",
+                         "-p", "gpu", "--wrap", "true", timeout=30)
     assert held.returncode == 0, held.stderr
     job = held.stdout.strip().split(";")[0]
     # slurmctld tells slurmdbd of a job asynchronously: Slurm refuses the removal once the
@@ -202,6 +214,7 @@ def test_a_team_with_jobs_is_removed_once_they_have_ended(slurm, tmp_path):
     assert "research" not in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
 
 
+@OLDEST
 def test_a_group_that_cannot_be_looked_up_removes_nobody(slurm, tmp_path):
     assert apply(slurm, TEAMS, tmp_path).returncode == 0
     data = accounting.data(model(TEAMS).teams).replace(RESEARCH_GROUP, f"{TAG}-nosuchgroup")
@@ -210,6 +223,7 @@ def test_a_group_that_cannot_be_looked_up_removes_nobody(slurm, tmp_path):
     assert {row[1] for row in associations(slurm) if row[0] == "research"} == {"", CAROL, ERIN}
 
 
+@OLDEST
 def test_a_user_name_in_upper_case_is_added_once(slurm, tmp_path):
     """A group member whose name has capitals: sacctmgr stores it in lower case, which the program
     compares with, so a second run changes nothing (no add and delete on every run)."""
@@ -227,6 +241,7 @@ def test_a_user_name_in_upper_case_is_added_once(slurm, tmp_path):
     assert ("research", GRACE.lower()) not in {row[:2] for row in associations(slurm)}
 
 
+@OLDEST
 def test_a_removed_team_stays_on_the_slurmdbds_other_clusters(slurm, tmp_path):
     """A slurmdbd shared with another cluster: a team removed from this cluster's spec loses its
     associations on this cluster only (ClusterName), and the account stays for the other."""
@@ -251,6 +266,7 @@ def test_a_removed_team_stays_on_the_slurmdbds_other_clusters(slurm, tmp_path):
     assert "research" not in slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
 
 
+@EVERY_RELEASE
 def test_another_node_making_the_same_changes_first_is_no_failure(slurm, tmp_path):
     """Several login nodes (AWS PCS) run the program at once: another may make a change between
     this run's query and its own. Here every change is made first by "the other node" (the real
@@ -259,9 +275,10 @@ def test_another_node_making_the_same_changes_first_is_no_failure(slurm, tmp_pat
     assert apply(slurm, TEAMS[:1], tmp_path).returncode == 0
     bin_dir = tmp_path / "race"
     bin_dir.mkdir()
-    (bin_dir / "scontrol").symlink_to(find("scontrol"))
-    (bin_dir / "sacctmgr").write_text(f'#!/bin/bash\nif [[ $1 == --immediate ]]; then "{find("sacctmgr")}" "$@" '
-                                      f'>/dev/null 2>&1; fi\nexec "{find("sacctmgr")}" "$@"\n')
+    (bin_dir / "scontrol").symlink_to(slurm.client("scontrol"))
+    sacctmgr = slurm.client("sacctmgr")
+    (bin_dir / "sacctmgr").write_text(f'#!/bin/bash\nif [[ $1 == --immediate ]]; then "{sacctmgr}" "$@" '
+                                      f'>/dev/null 2>&1; fi\nexec "{sacctmgr}" "$@"\n')
     (bin_dir / "sacctmgr").chmod(0o755)
     path = tmp_path / "teams"
     for teams in (TEAMS, TEAMS[:1]):
@@ -272,12 +289,14 @@ def test_another_node_making_the_same_changes_first_is_no_failure(slurm, tmp_pat
         assert apply(slurm, teams, tmp_path).stdout.strip().endswith("up to date")
 
 
+@OLDEST
 def test_an_unreadable_file_is_refused_before_any_change(slurm, tmp_path):
     result = subprocess.run(["bash", str(PROGRAM), str(tmp_path / "missing")],
-                            env={**slurm.env, "SLURM_BIN": "/usr/bin"}, capture_output=True, text=True, timeout=30)
+                            env={**slurm.env, "SLURM_BIN": str(slurm.bin)}, capture_output=True, text=True, timeout=30)
     assert result.returncode == 2 and "usage" in result.stdout
 
 
+@OLDEST
 def test_the_sync_applies_the_parameter_on_every_run(slurm, tmp_path):
     """fmcluster-accounting-sync with the real program, under FMCLUSTER_ROOT, the SSM parameter
     a stand-in `aws` that prints a file (the cloud is the one thing faked): a first sync applies;
@@ -293,7 +312,7 @@ def test_the_sync_applies_the_parameter_on_every_run(slurm, tmp_path):
     (bin_dir / "aws").chmod(0o755)
     sync = tmp_path / "sync"
     sync.write_text(accounting.sync_program(parameter="/fmcluster/t/slurm-teams", region="us-east-1",
-                                            slurm_bin="/usr/bin"))
+                                            slurm_bin=str(slurm.bin)))
     env = {**slurm.env, "FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
 
     def run():
@@ -323,6 +342,7 @@ def test_the_sync_applies_the_parameter_on_every_run(slurm, tmp_path):
     assert ("research", DAVE) not in {row[:2] for row in associations(slurm)}
 
 
+@OLDEST
 def test_the_slurm_collector_counts_gpus_per_team_and_user(slurm, tmp_path):
     """The per-account collector (scripts/slurm/account-usage.sh, as shipped) reports the GPUs
     running jobs hold per account and user: what the scheduler dashboard's per-team panel sums."""
@@ -330,16 +350,14 @@ def test_the_slurm_collector_counts_gpus_per_team_and_user(slurm, tmp_path):
     jobs = []
     # two jobs on the gpu partition's one node of 2 CPUs, each a CPU and a little memory
     for user, account, gres in ((ALICE, "pretrain", "gpu:2"), (ERIN, "research", "gpu:3")):
-        result = subprocess.run(["runuser", "-u", user, "--", find("sbatch"), "--parsable", "--chdir=/tmp", "-o",
-                                 "/dev/null", "-A", account, "-p", "gpu", f"--gres={gres}", "--mem=100",
-                                 "--wrap", "sleep 60"],
-                                env=slurm.env, capture_output=True, text=True, timeout=30)
+        result = slurm.as_user(user, "sbatch", "--parsable", "--chdir=/tmp", "-o", "/dev/null", "-A", account, "-p",
+                               "gpu", f"--gres={gres}", "--mem=100", "--wrap", "sleep 60", timeout=30)
         assert result.returncode == 0, result.stderr
         jobs.append(result.stdout.strip().split(";")[0])
     try:
         for job in jobs:
             slurm.wait_job(job, states=("RUNNING",))
-        out = subprocess.run(["bash", str(accounting.USAGE)], env={**slurm.env, "SLURM_BIN": "/usr/bin"},
+        out = subprocess.run(["bash", str(accounting.USAGE)], env={**slurm.env, "SLURM_BIN": str(slurm.bin)},
                              capture_output=True, text=True, timeout=60).stdout
     finally:
         for job in jobs:
@@ -351,6 +369,7 @@ def test_the_slurm_collector_counts_gpus_per_team_and_user(slurm, tmp_path):
 
 
 @pytest.mark.parametrize("goes", ["pretrain", "research"])
+@EVERY_RELEASE
 def test_a_team_whose_member_is_in_another_team_is_removed(slurm, tmp_path, goes):
     """A member of two teams has the one that goes as the default account: the member's default
     moves to the team that stays before the account is deleted (sacctmgr refuses to delete a
@@ -383,6 +402,7 @@ def test_a_team_whose_member_is_in_another_team_is_removed(slurm, tmp_path, goes
     assert apply(slurm, stays, tmp_path).stdout.strip().endswith("up to date")
 
 
+@OLDEST
 def test_a_user_keeps_an_account_of_an_administrators_own(slurm, tmp_path):
     """A team's member whose other account is an administrator's (not fmcluster's): when the team
     goes, the user's default moves to that account, and the account and its association stay."""
@@ -407,6 +427,7 @@ def allowed(cluster: SlurmCluster, partition: str) -> str:
     return next(field for field in out.split() if field.startswith("AllowAccounts=")).split("=", 1)[1]
 
 
+@EVERY_RELEASE
 def test_a_group_that_stops_being_dedicated_takes_every_teams_jobs_again(slurm, tmp_path):
     """evals loses its `team:` (HyperPod, where the program sets AllowAccounts with scontrol: the
     partition kept naming the team): the program opens it to every account again, and so when
@@ -436,6 +457,7 @@ def test_a_group_that_stops_being_dedicated_takes_every_teams_jobs_again(slurm, 
         slurm.run("scontrol", "update", "PartitionName=evals", "AllowAccounts=ALL", check=False)
 
 
+@OLDEST
 def test_an_administrators_own_allow_list_is_left_alone(slurm, tmp_path):
     """A GPU group no team has to itself, whose partition an administrator restricted to an
     account of their own: the program leaves that list as it is."""

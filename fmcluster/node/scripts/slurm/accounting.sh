@@ -40,13 +40,16 @@ sorted() { tr ',' '\n' | sed '/^$/d' | LC_ALL=C sort -u | paste -sd, -; }
 # apply ARGS...: one change, said and made (sacctmgr --immediate: without asking), counted. Where
 # several nodes run the program at once (the login nodes of AWS PCS), another may have made the
 # same change between this run's query and its change: sacctmgr then finds nothing to add, modify
-# or delete, which is said and not counted as a failure.
+# or delete, which is said and not counted as a failure. Its words for that (exit status 1):
+# "Nothing new added.", "Nothing deleted"; since Slurm 23.11 (so on every AWS PCS release) an
+# account's add says "Already existing account A on cluster C" (slurmdbd's words) and a user's
+# "Request didn't affect anything" then "Nothing added." (checked with 24.11 and 26.05).
 apply() {
   local out
   log "$*"
   if out=$("$SACCTMGR" --immediate "$@" 2>&1); then
     changes=$((changes + 1))
-  elif grep -Eq '^ *Nothing (new added|modified|deleted)' <<<"$out"; then
+  elif grep -Eq '^ *(Nothing (new added|added|modified|deleted)|Already existing account )' <<<"$out"; then
     log "already so (another run made it): ${out//$'\n'/ }"
   else
     log "failed: ${out//$'\n'/ }"
