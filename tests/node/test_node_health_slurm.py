@@ -1,6 +1,8 @@
-"""The node health check as a real Slurm's HealthCheckProgram (tests/support/slurm_cluster.py: Debian's
-slurmctld and two slurmd on localhost): slurmd runs it every HealthCheckInterval, and a fault drains
-the node with a reason naming it (`sinfo -R`), so that a job no longer runs there.
+"""The node health check as a real Slurm's HealthCheckProgram (tests/support/slurm_cluster.py:
+slurmctld and two slurmd on localhost; the drain test on each Slurm release AWS PCS runs, from its
+root as PCS lays it out, with auth/slurm, where the program finds Slurm's commands where PCS keeps
+them, on no PATH): slurmd runs it every HealthCheckInterval, and a fault drains the node with a
+reason naming it (`sinfo -R`), so that a job no longer runs there.
 
 Each node has a root directory of its own (the program's ROOT, by SLURMD_NODENAME), where its node
 script (bootstrap.NodeProgram.health, the "slurm" runner) installed the program and its settings.
@@ -17,11 +19,13 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from fmcluster.facts import health as health_facts
 from fmcluster.facts import node as node_facts
 from fmcluster.node import bootstrap
 from tests.support.sandbox import GPU_STANDINS
-from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
+from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, find, release_id, require_slurm
 
 # nvidia-smi as NVIDIA's tool prints it (tests/support/sandbox_fakes.sh has the same formats),
 # with the GPUs of the node's file gpus (8 unless written).
@@ -45,12 +49,13 @@ exec "$FMCLUSTER_ROOT{program}" --slurm
 """
 
 
-def install(nodes: Path, name: str, mounts: tuple[str, ...]) -> None:
-    """The node script's health step, run for node `name` (its root under `nodes`)."""
+def install(nodes: Path, name: str, mounts: tuple[str, ...], slurm_bin: Path | None = None) -> None:
+    """The node script's health step, run for node `name` (its root under `nodes`), Slurm's
+    commands in `slurm_bin` (SlurmCluster.node_bin; by default this machine's)."""
     instance = bootstrap.instance_entry("p5.48xlarge")
+    slurm_bin = slurm_bin or Path(find("scontrol")).parent
     program = bootstrap.NodeProgram(instance).health(efa_devices=0, mounts=mounts, check_seconds=60,
-                                                     replace=False, slurm_bin=str(Path(find("scontrol")).parent),
-                                                     runner="slurm")
+                                                     replace=False, slurm_bin=str(slurm_bin), runner="slurm")
     root = nodes / name
     root.mkdir(parents=True, exist_ok=True)
     script = nodes / f"install-{name}.sh"
@@ -75,19 +80,21 @@ def until(condition, what: str, cluster: SlurmCluster, timeout: float = 60.0):
     raise TimeoutError(f"waited {timeout:.0f} s for {what}\n{cluster.logs()}")
 
 
-def test_slurm_drains_a_faulty_node_with_the_reason_and_resumes_a_file_system(tmp_path):
-    require_slurm()
+@pytest.mark.parametrize("release", PCS_RELEASES, ids=release_id)
+def test_slurm_drains_a_faulty_node_with_the_reason_and_resumes_a_file_system(tmp_path, release):
+    require_slurm(release)
     nodes = tmp_path / "nodes"
     standins = tmp_path / "standins"
     standins.mkdir()
     (standins / "nvidia-smi").write_text(NVIDIA_SMI.format(nodes=nodes))
     (standins / "dcgmi").symlink_to(GPU_STANDINS / "dcgmi")
     (standins / "nvidia-smi").chmod(0o755)
-    for name in ("node1", "node2"):
-        install(nodes, name, ("/",))
     wrapper = tmp_path / "node-health-slurm"
     cluster = SlurmCluster(tmp_path / "slurm", nodes=2, extra=[f"HealthCheckProgram={wrapper}",
-                                                               "HealthCheckInterval=2"])
+                                                               "HealthCheckInterval=2"],
+                           release=release, shared=(str(tmp_path), str(GPU_STANDINS)))
+    for name in ("node1", "node2"):
+        install(nodes, name, ("/",), cluster.node_bin)
     wrapper.write_text(WRAPPER.format(nodes=nodes, conf=cluster.conf, standins=standins,
                                       program=f"{node_facts.FMCLUSTER_LIB}/node-health"))
     wrapper.chmod(0o755)
