@@ -10,7 +10,11 @@ node, node 5 under another; at layer 3, nodes 1-2 under X, 3-4 under Y, 5 under 
 
 Slurm 22.05 (Debian) and AWS PCS's 24.11+ share what is used here: `scontrol update
 AvailableFeatures= ActiveFeatures=` on a node without a NodeFeatures plugin, sinfo's %f, and
-sbatch's matching OR `--constraint=[A|B]` (sbatch(1), "Matching OR").
+sbatch's matching OR `--constraint=[A|B]` (sbatch(1), "Matching OR"). The program runs on AWS PCS
+only, so the cluster is Slurm of a release PCS runs, from its root as PCS lays it out
+(SlurmCluster's `release`: the daemons and the program's scontrol, auth/slurm): 26.05, and 24.11
+too for the test marked EVERY_RELEASE (the features published, read back from `scontrol -o show
+node`, lost at `scontrol reconfigure` and set again).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from fmcluster.kits import placement
 from fmcluster.model import cluster as cluster_model
 from fmcluster.spec import loader
 from tests.support.paths import EXAMPLES_DIR, ROOT
-from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
+from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, release_id, require_slurm
 
 PROGRAM = ROOT / "fmcluster" / "node" / "scripts" / "boot" / "programs" / "network-features.sh"
 ANSWER = ROOT / "tests" / "data" / "topology" / "p5.48xlarge.json"
@@ -67,8 +71,9 @@ def run_program(cluster: SlurmCluster, tmp_path: Path, name: str, instance: str,
                           ("aws", aws or AWS.format(answer=ANSWER))):
         (bin_dir / command).write_text(text)
         (bin_dir / command).chmod(0o755)
-    env = {**cluster.env, "FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    argv = [mode, str(Path(find("scontrol")).parent)] if mode else [str(Path(find("scontrol")).parent), "2", "1"]
+    # the stand-ins, then the cluster's commands (SLURM_BIN comes after PATH under test)
+    env = {**cluster.env, "FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:{cluster.bin}:{os.environ['PATH']}"}
+    argv = [mode, str(cluster.bin)] if mode else [str(cluster.bin), "2", "1"]
     return subprocess.run(["bash", str(PROGRAM), *argv], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -90,8 +95,8 @@ def placement_sh(tmp_path: Path) -> Path:
 
 
 def ask(cluster: SlurmCluster, script: Path, nodes: int) -> str:
-    result = subprocess.run(["bash", str(script), str(nodes), "gpu"], env=cluster.env, capture_output=True,
-                            text=True, timeout=30)
+    result = subprocess.run(["bash", str(script), str(nodes), "gpu"], capture_output=True, text=True, timeout=30,
+                            env={**cluster.env, "PATH": f"{cluster.bin}:{cluster.env['PATH']}"})
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 
@@ -101,11 +106,21 @@ def expand(cluster: SlurmCluster, nodelist: str) -> list[str]:
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    require_slurm()
-    with SlurmCluster(tmp_path / "slurm", nodes=5, partitions={"gpu": [f"node{i}" for i in range(1, 6)]}) as c:
+def release():
+    """The newest release AWS PCS runs, unless a test is parametrized with EVERY_RELEASE."""
+    return PCS_RELEASES[-1]
+
+
+@pytest.fixture
+def cluster(tmp_path, release):
+    require_slurm(release)
+    with SlurmCluster(tmp_path / "slurm", nodes=5, partitions={"gpu": [f"node{i}" for i in range(1, 6)]},
+                      release=release) as c:
         publish(c, tmp_path)
         yield c
+
+
+EVERY_RELEASE = pytest.mark.parametrize("release", PCS_RELEASES, ids=release_id)
 
 
 def test_each_node_publishes_its_network_nodes(cluster):
@@ -146,6 +161,7 @@ def test_nodes_that_cannot_take_jobs_do_not_count(cluster, tmp_path):
     assert re.fullmatch(r"--constraint=nn2-\S+", ask(cluster, script, 3))
 
 
+@EVERY_RELEASE
 def test_features_slurmctld_forgets_are_set_again_from_the_cache(cluster, tmp_path):
     """`scontrol reconfigure` drops features set with scontrol (scontrol(1), AvailableFeatures); the
     timer's next run sets them again from /run's cache, without asking EC2 (its stand-in now fails)."""
@@ -169,8 +185,7 @@ def test_features_come_back_when_slurmctld_comes_back(cluster, tmp_path):
     cluster.stop_controller()
     down = run_program(cluster, tmp_path, "node2", "i-0a1b2c3d4e5f60002", aws="#!/bin/sh\nexit 1\n", mode="--restore")
     assert down.returncode != 0  # no answer: tried again at the timer's next run
-    cluster.controller = cluster._spawn([find("slurmctld"), "-D", "-i", "-f", str(cluster.conf)], "slurmctld.out")
-    cluster._until(lambda: cluster.run("scontrol", "ping", check=False).returncode == 0, "slurmctld to answer")
+    cluster.start_controller()
     assert cluster.node("node2")["AvailableFeatures"] != before  # forgotten
     result = run_program(cluster, tmp_path, "node2", "i-0a1b2c3d4e5f60002", aws="#!/bin/sh\nexit 1\n",
                          mode="--restore")
