@@ -14,9 +14,15 @@ its import lines printed, the task run on the host), and the nodes' /fsx and /sc
 of the test, bound over those paths in slurmd's own mount namespace). fio runs for real at a
 thousandth of the sizes the kit asks for (tests/support/gpu_standins/fio, which records what was asked).
 
-What Debian's Slurm 22.05 leaves unverified against AWS PCS's 24.11+: `--segment` and
-topology/block (not in 22.05; the kits do not use them), and PCS's own slurm.conf (only the
-partitions and the options the kits need are configured here).
+The AWS PCS examples' scripts are checked on the Slurm releases PCS runs, from their roots as PCS
+lays them out (auth/slurm: SlurmCluster's `release`, the Pyxis stand-in built against each
+release's spank.h): every PCS example on 26.05, p5-pcs on 24.11 too (the others on 24.11 add
+little and cost most: 24.11's slurmctld here now and then answers a request only after 5 s,
+which the 18- and 32-node examples hit); the HyperPod example's on this machine's Debian Slurm
+22.05 with munge, as HyperPod authenticates. The full runs stay on 22.05: their jobs run this machine's
+Python, fio and stand-ins, which a release's root (a minimal Debian) has not. Left unverified
+against PCS: PCS's own slurm.conf (only the partitions and the options the kits need are
+configured here).
 """
 
 from __future__ import annotations
@@ -33,13 +39,20 @@ import pytest
 from fmcluster.model import cluster as cluster_model
 from fmcluster.model import expected
 from fmcluster.spec import loader
+from tests.support import slurm_roots
 from tests.support.paths import EXAMPLES_DIR, ROOT, SUPPORT
-from tests.support.slurm_cluster import SlurmCluster, find, require_slurm
+from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, release_id, require_slurm
 
 STANDINS = SUPPORT / "gpu_standins"
 PYXIS_STANDIN = SUPPORT / "pyxis_standin" / "spank_pyxis_standin.c"
 SLURM_EXAMPLES = sorted(p.name for p in (EXAMPLES_DIR).glob("*.yaml")
                         if cluster_model.resolve(loader.load(p).spec).control_plane.scheduler == "slurm")
+PCS_EXAMPLES = [e for e in SLURM_EXAMPLES
+                if cluster_model.resolve(loader.load(EXAMPLES_DIR / e).spec).control_plane.type == "pcs"]
+# (example, release): PCS's examples on the newest release PCS runs, the reference one (p5-pcs) on
+# every release; the others on this machine's Slurm (None)
+CHECKED = [(e, r) for e in SLURM_EXAMPLES
+           for r in ((PCS_RELEASES if e == "p5-pcs.yaml" else PCS_RELEASES[-1:]) if e in PCS_EXAMPLES else (None,))]
 # The kit's mount points on a node (the example's mount_path, SCRATCH_PATH), and /kit, where the smoke
 # job mounts the kit's directory inside its container (--container-mounts=$SLURM_SUBMIT_DIR:/kit):
 # with the tasks on the host, the test binds the kit there for every node instead.
@@ -47,19 +60,40 @@ NODE_PATHS = ("/fsx", "/scratch", "/kit")
 FIO_SCALE = 1024  # fio writes a thousandth of what the kit asks (tests/support/gpu_standins/fio)
 
 
-@pytest.fixture(scope="module")
-def pyxis_standin(tmp_path_factory) -> Path:
-    """The Pyxis stand-in, built with the real gcc against Debian's spank.h."""
-    require_slurm()
-    if shutil.which("gcc") is None or not Path("/usr/include/slurm/spank.h").exists():
+def build_pyxis(out: Path, release: str | None = None) -> Path:
+    """The Pyxis stand-in, built with the real gcc against the spank.h of Debian's Slurm, or of
+    `release` (its root's)."""
+    require_slurm(release)
+    include = Path("/usr/include") if release is None else slurm_roots.root(release) / "usr/include"
+    if shutil.which("gcc") is None or not (include / "slurm/spank.h").exists():
         message = "the Pyxis stand-in needs gcc and libslurm-dev (make tools)"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
-    out = tmp_path_factory.mktemp("pyxis") / "spank_pyxis.so"
-    subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared", "-o", str(out),
-                    str(PYXIS_STANDIN)], check=True, capture_output=True, text=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["gcc", "-std=gnu11", "-Wall", "-Wextra", "-Werror", "-O2", "-fPIC", "-shared",
+                    *([] if release is None else [f"-I{include}"]), "-o", str(out), str(PYXIS_STANDIN)],
+                   check=True, capture_output=True, text=True)
     return out
+
+
+@pytest.fixture(scope="module")
+def pyxis_standin(tmp_path_factory) -> Path:
+    """The Pyxis stand-in for Debian's Slurm."""
+    return build_pyxis(tmp_path_factory.mktemp("pyxis") / "spank_pyxis.so")
+
+
+@pytest.fixture(scope="module")
+def pyxis_of(tmp_path_factory):
+    """release -> the Pyxis stand-in built for it (None: Debian's), each built once."""
+    built: dict[str | None, Path] = {}
+
+    def of(release: str | None) -> Path:
+        if release not in built:
+            built[release] = build_pyxis(tmp_path_factory.mktemp("pyxis") / "spank_pyxis.so", release)
+        return built[release]
+
+    return of
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +117,11 @@ def kit(spec_path: Path, out: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def example_cluster(tmp_path: Path, example: str, pyxis: Path, kit_dir: Path) -> tuple[SlurmCluster, dict]:
+def example_cluster(tmp_path: Path, example: str, pyxis: Path, kit_dir: Path,
+                    release: str | None = None) -> tuple[SlurmCluster, dict]:
     """A localhost cluster of the example's GPU groups at full size, a partition each (named as the
-    kit's), with the Pyxis stand-in, each node its own /scratch; and its groups' node names."""
+    kit's), with the Pyxis stand-in, each node its own /scratch; and its groups' node names.
+    `release`: Slurm of that AWS PCS release (the test's directory and the stand-in's visible)."""
     resolved = cluster_model.resolve(loader.load(EXAMPLES_DIR / example).spec)
     groups = [g for g in resolved.node_groups if g.instance.gpu_count]
     members, first = {}, 1
@@ -110,7 +146,8 @@ def example_cluster(tmp_path: Path, example: str, pyxis: Path, kit_dir: Path) ->
                            extra=[f"PlugStackConfig={tmp_path}/plugstack.conf", "SlurmdParameters=config_overrides",
                                   "MpiDefault=none"],
                            partitions=members, partition_settings={g.name: g.partition_settings for g in groups},
-                           binds={"/fsx": str(fsx), "/kit": str(kit_dir)}, node_binds=node_scratch)
+                           binds={"/fsx": str(fsx), "/kit": str(kit_dir)}, node_binds=node_scratch,
+                           release=release, shared=(str(tmp_path), str(pyxis.parent)))
     return cluster, members
 
 
@@ -127,18 +164,19 @@ def check_scripts(cluster: SlurmCluster, kit_dir: Path, environment: dict[str, s
     scripts = sorted(kit_dir.glob("*/*.sbatch"))
     assert scripts
     for script in scripts:
-        checked = subprocess.run([find("sbatch"), "--test-only", script.relative_to(kit_dir).as_posix()],
+        checked = subprocess.run([cluster.client("sbatch"), "--test-only", script.relative_to(kit_dir).as_posix()],
                                  cwd=kit_dir, env=environment, capture_output=True, text=True, timeout=30)
         assert checked.returncode == 0 and "to start at" in checked.stderr, (script.name, checked.stderr)
 
 
-@pytest.mark.parametrize("example", SLURM_EXAMPLES)
-def test_every_batch_script_of_every_slurm_kit_is_accepted(example, tmp_path, pyxis_standin, node_paths):
+@pytest.mark.parametrize(("example", "release"), CHECKED,
+                         ids=[f"{example}-{release_id(release)}" for example, release in CHECKED])
+def test_every_batch_script_of_every_slurm_kit_is_accepted(example, release, tmp_path, pyxis_of, node_paths):
     """sbatch --test-only of every script of the kit (and the serving job) on a cluster with every
     GPU group of the example at full size, each its partition with fmcluster's partition settings."""
     kit_dir = tmp_path / "kit"
     kit(EXAMPLES_DIR / example, kit_dir)
-    cluster, _ = example_cluster(tmp_path, example, pyxis_standin, kit_dir)
+    cluster, _ = example_cluster(tmp_path, example, pyxis_of(release), kit_dir, release)
     with cluster:
         check_scripts(cluster, kit_dir, kit_environment(cluster, tmp_path))
 
