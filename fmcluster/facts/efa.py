@@ -30,10 +30,20 @@ class InterfaceMode(str, enum.Enum):
     ``efa`` on card 0 device 0 and on card 1 device 1; no PCS page mentions ``efa-only``) and PCS
     launches nodes from a launch template it derives from the given one. The primary is ``efa``
     where card 0 supports EFA (an ENA ``interface`` otherwise, as on p6-b300), and every further
-    EFA card gets an ``efa`` interface at device index 1, the index the EC2 guide gives an
-    interface that carries ENA on a further card, as PCS's page and AWS's PCS launch template for
-    P5 (aws-samples/aws-hpc-recipes, recipes/pcs/enable_efa/assets/pcs-lt-efa-p5.yaml: cards 1-31
-    at device index 1) do.
+    EFA card gets an ``efa`` interface: at device index 1 where card 0 carries EFA (p5, p5e, p5en,
+    p6-b200), the index the EC2 guide gives an interface that carries ENA on a further card, as
+    PCS's page and AWS's PCS launch template for P5 (aws-samples/aws-hpc-recipes,
+    recipes/pcs/enable_efa/assets/pcs-lt-efa-p5.yaml: cards 1-31 at device index 1) do; at device
+    index 0 where card 0 carries no EFA, as AWS's PCS template for p6-b300, validated on two
+    p6-b300 nodes, does (awslabs/awsome-distributed-ai, architectures/aws-pcs/assets/
+    add-cng-p6-b300.yaml: ENA primary, ``efa`` on cards 1-16 at device index 0, "PCS requires
+    InterfaceType: efa (not efa-only)"; docs/OPERATIONS.md, section 5).
+
+    An EFA-only card (`NetworkCard.efa_only`: p6e-gb200's cards 1, 5, 9, 13) cannot carry ``efa``,
+    and PCS documents no layout for one (its guide has no P6e-GB200 launch template; AWS's PCS
+    reference architecture lists P6e-GB200 as not yet supported, docs/ROADMAP.md): such a card gets
+    the EC2 guide's ``efa-only`` interface at device index 0 in this mode too, the one form EC2
+    takes there, and validate warns (rule pcs-efa-only-interfaces).
     """
 
     EFA_ONLY = "efa-only"  # ENA primary + efa-only on every EFA card (maximum bandwidth, fewest IPs)
@@ -59,7 +69,7 @@ def efa_layout(instance: InstanceType, mode: InterfaceMode = InterfaceMode.EFA_O
                efa: bool = True) -> tuple[Interface, ...]:
     """The network interfaces of one instance: primary first, then one EFA interface per EFA card
     in use: an ``efa-only`` one at device index 0 (1 on card 0, behind the primary), an ``efa`` one
-    (it carries ENA) at device index 1.
+    (it carries ENA) at device index 1 (0 where card 0 carries no EFA: `InterfaceMode`).
 
     With ``efa=False`` (or an instance type without EFA) the layout is the single ENA primary.
     """
@@ -69,7 +79,9 @@ def efa_layout(instance: InstanceType, mode: InterfaceMode = InterfaceMode.EFA_O
     card0_efa = bool(efa_cards) and efa_cards[0].index == 0
     if mode is InterfaceMode.EFA:
         primary = Interface(0, 0, "efa" if card0_efa else "interface")
-        return (primary,) + tuple(Interface(c.index, 1, "efa") for c in efa_cards if c.index != 0)
+        further = 1 if card0_efa else 0  # device index of an efa interface on a further card
+        return (primary,) + tuple(Interface(c.index, 0, "efa-only") if c.efa_only
+                                  else Interface(c.index, further, "efa") for c in efa_cards if c.index != 0)
     interfaces = [Interface(0, 0, "interface")]
     for card in efa_cards:
         interfaces.append(Interface(card.index, 1 if card.index == 0 else 0, "efa-only"))

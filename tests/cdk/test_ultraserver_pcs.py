@@ -64,9 +64,11 @@ def test_the_ultraserver_partition_is_exclusive(synthesized):
 def test_gb200_nodes_get_awss_efa_layout_on_the_ultraserver_block(synthesized):
     template = one(synthesized, "AWS::EC2::LaunchTemplate", lambda k, p: "gb200" in k)
     data = template["LaunchTemplateData"]
+    # cards 1, 5, 9, 13 are EFA-only with one interface slot: the EC2 guide's efa-only at device 0
+    # (PCS documents no GB200 layout: validate warns, pcs-efa-only-interfaces)
     assert [(i["NetworkCardIndex"], i["DeviceIndex"], i.get("InterfaceType", "interface"))
-            for i in data["NetworkInterfaces"]] == [(0, 0, "interface"), (1, 1, "efa"), (5, 1, "efa"),
-                                                    (9, 1, "efa"), (13, 1, "efa")]
+            for i in data["NetworkInterfaces"]] == [(0, 0, "interface"), (1, 0, "efa-only"), (5, 0, "efa-only"),
+                                                    (9, 0, "efa-only"), (13, 0, "efa-only")]
     assert data["InstanceType"] == "p6e-gb200.36xlarge"
     assert data["InstanceMarketOptions"]["MarketType"] == "capacity-block"
     assert data["CapacityReservationSpecification"]["CapacityReservationTarget"] == {
