@@ -98,10 +98,12 @@ setup_containers() {
   write_enroot_conf
   write_plugstack
   local unit
+  # the first active name only: a unit with an Alias is active under both, one slurmd
   # shellcheck disable=SC2086  # a list of unit names
   for unit in ${SLURMD_UNITS:-slurmd.service}; do
     if ((RESTART_SLURMD)) && systemctl is-active --quiet "$unit"; then
       systemctl restart "$unit"
+      break
     fi
   done
   log "containers: Enroot $ENROOT_VERSION and Pyxis $PYXIS_TAG ready; image cache $ENROOT_CACHE_ROOT"
