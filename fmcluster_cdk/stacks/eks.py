@@ -223,7 +223,7 @@ class EksClusterStack(cdk.Stack):
             custom = eks_node.ClusterDetails(self.cluster.cluster_name, self.cluster.cluster_endpoint,
                                                self.cluster.cluster_certificate_authority_data, self.service_cidr)
         template = NodeLaunchTemplate(scope, "LaunchTemplate", props=LaunchTemplateProps(
-            interfaces=group.interfaces, subnet_id=None,
+            interfaces=group.interfaces, network_cards=group.instance.network_cards, subnet_id=None,
             security_group_ids=[self.network.node_security_group_id, self.cluster.cluster_security_group_id],
             efa_security_group_id=self.network.efa_security_group_id if group.efa else None,
             root_volume_gib=group.root_volume_gib, root_device_name=AMAZON_LINUX_ROOT_DEVICE,

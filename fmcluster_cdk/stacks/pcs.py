@@ -196,7 +196,7 @@ class PcsClusterStack(cdk.Stack):
         # unless the GPU nodes are in a Local Zone)
         subnet_id = self.network.gpu_subnet_id if group.role == COMPUTE else self.network.region_subnet_ids[0]
         template = NodeLaunchTemplate(scope, "LaunchTemplate", props=LaunchTemplateProps(
-            interfaces=group.interfaces, subnet_id=subnet_id,
+            interfaces=group.interfaces, network_cards=group.instance.network_cards, subnet_id=subnet_id,
             security_group_ids=[self.network.node_security_group_id],
             efa_security_group_id=self.network.efa_security_group_id if group.efa else None,
             root_volume_gib=group.root_volume_gib, instance_type=group.instance_type,

@@ -65,7 +65,7 @@ def test_every_layout_is_a_launch_template_ec2_takes(name, mode):
     schema = resource_schema("AWS::EC2::LaunchTemplate")
     validator = Draft7Validator({**schema["definitions"]["NetworkInterface"], "definitions": schema["definitions"]})
     instance = catalog.get(name)
-    props = _props(efa_layout(instance, mode))
+    props = _props(efa_layout(instance, mode), network_cards=instance.network_cards)
     assert problems(props) == []
     written = network_interfaces(props)
     for interface in written:
@@ -112,3 +112,36 @@ def test_a_synthesized_template_validates_against_the_schema():
 ])
 def test_layouts_ec2_refuses_are_refused(interfaces, message):
     assert problems(_props(interfaces)) == [message]
+
+
+GB200 = catalog.get("p6e-gb200.36xlarge")
+
+
+def test_the_old_gb200_pcs_layout_is_refused():
+    """efa interfaces (EFA with ENA) at device index 1 on GB200's cards 1, 5, 9, 13: EFA-only cards
+    of one interface slot each (aws-parallelcluster PR #6930), so EC2 would refuse it."""
+    old = [PRIMARY] + [Interface(card, 1, "efa") for card in (1, 5, 9, 13)]
+    found = problems(_props(old, network_cards=GB200.network_cards))
+    assert found == [message for card in (1, 5, 9, 13) for message in (
+        f"card {card} is EFA-only: an efa-only interface fits there, not efa",
+        f"card {card} takes 1 interface: device index 1 is beyond it (0 to 0)")]
+    assert problems(_props(efa_layout(GB200, InterfaceMode.EFA), network_cards=GB200.network_cards)) == []
+
+
+@pytest.mark.parametrize(("interface", "message"), [
+    (Interface(0, 1, "efa-only"), "card 0 carries no EFA: no efa-only interface there"),
+    (Interface(2, 1, "efa"), None),  # an even card: ENA or EFA, two slots
+    (Interface(2, 2, "efa"), "card 2 takes 2 interfaces: device index 2 is beyond it (0 to 1)"),
+    (Interface(3, 0, "interface"), "card 3 is EFA-only: an efa-only interface fits there, not interface"),
+    (Interface(17, 0, "efa-only"), "card 17: the instance type has no network card 17 (0 to 16)"),
+])
+def test_interfaces_a_gb200_card_cannot_carry_are_refused(interface, message):
+    assert problems(_props([PRIMARY, interface], network_cards=GB200.network_cards)) == (
+        [message] if message else [])
+
+
+def test_p6_b300s_card_0_carries_no_efa():
+    b300 = catalog.get("p6-b300.48xlarge")
+    assert problems(_props([Interface(0, 0, "efa")], network_cards=b300.network_cards)) == [
+        "card 0 carries no EFA: no efa interface there"]
+

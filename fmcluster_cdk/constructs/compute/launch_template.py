@@ -36,7 +36,8 @@ class InterfaceLike(Protocol):
     network cards"): the primary (card 0, device 0) is never ``efa-only``; an ``efa-only``
     interface goes on card 0 device 1, or device 0 of a further card; an interface that carries ENA
     on a further card goes on device 1. The construct refuses a layout whose primary is missing or
-    ``efa-only``, or two interfaces on one card and device.
+    ``efa-only``, or two interfaces on one card and device; given the cards (`NetworkCardLike`),
+    also an interface the card cannot carry.
     """
 
     @property
@@ -47,6 +48,29 @@ class InterfaceLike(Protocol):
 
     @property
     def interface_type(self) -> str: ...
+
+
+class NetworkCardLike(Protocol):
+    """One network card of the instance type (`fmcluster.facts.catalog.NetworkCard` is one).
+
+    Members: `index` (the card's `NetworkCardIndex`), `efa` (the card can carry an EFA interface,
+    ``efa`` or ``efa-only``), `efa_only` (the card carries EFA-only interfaces and nothing else:
+    no ENA, so no ``efa`` and no plain interface; p6e-gb200's odd cards) and `max_interfaces`
+    (DescribeInstanceTypes' `MaximumNetworkInterfaces` of the card: device indices 0 to one less;
+    None where it is not known). Read-only: a NamedTuple or a frozen dataclass is one.
+    """
+
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def efa(self) -> bool: ...
+
+    @property
+    def efa_only(self) -> bool: ...
+
+    @property
+    def max_interfaces(self) -> Optional[int]: ...
 
 
 @dataclass(frozen=True)
@@ -94,6 +118,11 @@ class LaunchTemplateProps:
         security_group_ids: security groups of every interface (each interface's `Groups`),
             after the EFA group.
             @default required
+        network_cards: the instance type's network cards (`NetworkCardLike`), by index: an
+            interface on a card the type lacks, an EFA interface on a card without EFA, an
+            ``efa`` or plain interface on an EFA-only card, or a device index at or above the
+            card's interface count is refused.
+            @default (): the layout is checked without the cards' facts
         root_volume_gib: size of the encrypted gp3 root volume, in GiB (EBS gp3: 1 to 65,536 GiB).
             @default required
         efa_security_group_id: the EFA security group, first in every interface's `Groups`;
@@ -135,6 +164,7 @@ class LaunchTemplateProps:
     interfaces: Sequence[InterfaceLike]
     security_group_ids: Sequence[str]
     root_volume_gib: int
+    network_cards: Sequence[NetworkCardLike] = ()
     efa_security_group_id: Optional[str] = None
     subnet_id: Optional[str] = None
     user_data: Optional[str] = None
@@ -160,9 +190,30 @@ def _interface(interface: InterfaceLike, groups: list[str], subnet_id: Optional[
     return entry
 
 
-def _layout_problems(interfaces: Sequence[InterfaceLike]) -> list[str]:
+def _card_problems(interface: InterfaceLike, cards: Mapping[int, NetworkCardLike]) -> list[str]:
+    """What EC2 refuses of one interface on its card: EFA where the card has none (EC2 User Guide,
+    "Maximize network bandwidth ..."), ENA on an EFA-only card (p6e-gb200's odd cards, EC2 User
+    Guide "EFA configuration for P6e-GB200 instances"), a device index beyond the card's
+    MaximumNetworkInterfaces."""
+    index, kind, device = interface.network_card_index, interface.interface_type, interface.device_index
+    card = cards.get(index)
+    if card is None:
+        return [f"card {index}: the instance type has no network card {index} (0 to {max(cards)})"]
+    found = []
+    if kind in ("efa", EFA_ONLY) and not card.efa:
+        found.append(f"card {index} carries no EFA: no {kind} interface there")
+    elif card.efa_only and kind != EFA_ONLY:
+        found.append(f"card {index} is EFA-only: an efa-only interface fits there, not {kind}")
+    if card.max_interfaces is not None and device >= card.max_interfaces:
+        found.append(f"card {index} takes {card.max_interfaces} interface{'s' if card.max_interfaces > 1 else ''}: "
+                     f"device index {device} is beyond it (0 to {card.max_interfaces - 1})")
+    return found
+
+
+def _layout_problems(interfaces: Sequence[InterfaceLike], cards: Sequence[NetworkCardLike] = ()) -> list[str]:
     """What EC2 refuses in a layout (the EC2 User Guide, "Maximize network bandwidth on Amazon EC2
-    instances with multiple network cards"; the interface types of cfn-lint's schema)."""
+    instances with multiple network cards"; the interface types of cfn-lint's schema), and given
+    the instance type's cards, what a card cannot carry (`_card_problems`)."""
     found = []
     unknown = sorted({i.interface_type for i in interfaces} - set(INTERFACE_TYPES))
     if unknown:
@@ -176,6 +227,10 @@ def _layout_problems(interfaces: Sequence[InterfaceLike]) -> list[str]:
     if doubled:
         found.append("two interfaces on one network card and device index: "
                      + ", ".join(f"card {card} device {device}" for card, device in doubled))
+    by_index = {card.index: card for card in cards}
+    if by_index:
+        for interface in interfaces:
+            found += _card_problems(interface, by_index)
     return found
 
 
@@ -184,7 +239,7 @@ def problems(props: LaunchTemplateProps) -> list[str]:
     capacity, found = props.capacity, []
     if not props.interfaces:
         found.append("a launch template needs at least the primary network interface")
-    found += _layout_problems(props.interfaces)
+    found += _layout_problems(props.interfaces, props.network_cards)
     if any(i.interface_type != ENA for i in props.interfaces) and not props.efa_security_group_id:
         found.append("EFA interfaces need the EFA security group")
     if capacity.reservation_id and capacity.reservation_resource_group_arn:
