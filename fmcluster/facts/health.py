@@ -33,8 +33,9 @@ class Fault:
 
     slug: str
     kind: str  # HARDWARE: drained, then replaced once its jobs end; NODE: drained until it passes again;
-    # RESET: drained, rebooted once its jobs end (Slurm resumes it); found again after that reboot,
-    # on the same instance, it is a HARDWARE fault (`xid`: replaced)
+    # RESET: drained, rebooted once its jobs end (Slurm resumes it); found again on the same GPU in
+    # the boot right after that reboot, on the same instance, it is a HARDWARE fault (`xid`, `ecc`:
+    # replaced)
     what: str  # what was found, in a phrase (docs, plan)
 
 
@@ -48,6 +49,13 @@ class Fault:
 #   instance's volumes.
 # - REPLACE_XIDS ask for a new GPU: 48 (a double-bit ECC error), 79 (the GPU has fallen off the
 #   bus), 95 (an uncontained ECC error); so does a reset-class XID that comes back after the reboot.
+# The memory errors those XIDs report are reset-class too (NVIDIA, "NVIDIA A100 GPU Memory Error
+# Management", https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/): XID 94, a contained
+# uncorrectable error, raises the volatile uncorrected ECC count and leaves a row remap pending;
+# XID 63 on Ampere and later is "New row marked for remapping, reset gpu to activate", and a
+# retired page pending (XID 63/64 on older GPUs) also takes effect at the next reset. Those are
+# `ecc-reset`; a failed row remap (no spare row left), or a count or pending remap still there
+# after the reboot, needs a new GPU (`ecc`).
 # The node's settings (node-health.env, bootstrap.NodeProgram.health) carry both; node-health.sh
 # keeps RESET_XIDS as its default for an older node-health.env (tests/node/test_node_health.py holds
 # the two equal).
@@ -61,7 +69,10 @@ FAULTS = (
     Fault("xid", HARDWARE, f"an XID error that needs a new GPU ({', '.join(map(str, REPLACE_XIDS))}), or a "
                            f"reset-class XID again after a reboot"),
     Fault("xid-reset", RESET, f"an XID error that needs a GPU reset ({', '.join(map(str, RESET_XIDS))})"),
-    Fault("ecc", HARDWARE, "uncorrectable ECC errors, or a failed or pending row remap"),
+    Fault("ecc", HARDWARE, "a failed row remap, or uncorrected ECC errors or a pending row remap or page "
+                           "retirement still there after a reboot"),
+    Fault("ecc-reset", RESET, "uncorrected ECC errors since the last GPU reset, or a row remap or page "
+                              "retirement pending a reset"),
     Fault("nvlink", HARDWARE, "an NVLink link down"),
     Fault("efa", HARDWARE, "fewer EFA devices than the node group's layout"),
     Fault("dcgm", HARDWARE, "the DCGM diagnostic fails (run while the node is idle)"),

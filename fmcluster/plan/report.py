@@ -700,10 +700,15 @@ def _health(m: model.ClusterModel) -> Optional[HealthPlan]:
         out_of_pool = ("drained in Slurm with the fault as the reason (sinfo -R: 'fmcluster-health: FAULT: ...'); "
                        "a file-system fault is resumed once the check passes again; a node drained by anyone "
                        "else is left alone")
-        reset = (f"an XID asking for a GPU reset ({', '.join(map(str, health_facts.RESET_XIDS))}) reboots the "
-                 "node through Slurm once its jobs end (scontrol reboot ASAP nextstate=RESUME: Slurm resumes it "
-                 "when it is back), and replaces it only if the XID comes back; where Slurm has no RebootProgram "
-                 "the node stays drained for a person")
+        reset = (f"an XID asking for a GPU reset ({', '.join(map(str, health_facts.RESET_XIDS))}), or the "
+                 "uncorrected ECC count or row remap it leaves pending, reboots the node through Slurm once its "
+                 "jobs end (scontrol reboot ASAP nextstate=RESUME: Slurm resumes it when it is back), and replaces "
+                 "it only if the same fault comes back on the same GPU right after; where Slurm has no "
+                 "RebootProgram the reboot is not asked (Slurm 24.11 to 25.11 would accept it and do nothing, "
+                 "26.05 refuses it): a dynamic node is powered down instead, a static one stays drained for a "
+                 "person; fmcluster replaces at once only for XIDs "
+                 f"{', '.join(map(str, health_facts.REPLACE_XIDS))} (its policy: NVIDIA's catalog gives a "
+                 "reset or reboot as their first action)")
         if not h.replace:
             replaced_by = "no one: a drained node waits for a person (health.replace: false)"
         elif plane == "pcs":
@@ -712,8 +717,9 @@ def _health(m: model.ClusterModel) -> Optional[HealthPlan]:
                            "instance, Slurm clears the drain and the node's next job gets a new instance; a static "
                            "node (the minimum count, every Capacity Block node): no one, it stays drained for a "
                            "person: AWS PCS documents no replacement of a static node's instance except its own "
-                           "instance health checks (repairAction REPLACE, Slurm 26.05), which are not in "
-                           "CloudFormation and which fmcluster does not set yet (setting them replaces every "
+                           "instance health checks (instanceHealthChecks.healthMonitoring.repairAction "
+                           "AUTO|REPLACE|ISOLATE|NONE, Slurm 26.05: the documented route), which are not in "
+                           "CloudFormation and which fmcluster does not set yet (changing them replaces every "
                            "instance of the group); fmcluster's replacer logs the request (NodeReplacementLog); "
                            + reset)
         else:

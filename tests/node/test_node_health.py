@@ -95,7 +95,8 @@ FAULTS = {
     "gpu-state": (dict(gpu_error="[GPU requires reset]"), "gpu-state GPU 0 (00000000:53:00.0): [GPU requires reset]"),
     "xid": (dict(xids=(79,)), "xid XID 79 on PCI:0000:53:00"),
     "xid-reset": (dict(xids=(94,)), "xid-reset XID 94 on PCI:0000:53:00"),
-    "ecc": (dict(ecc_errors=2), "ecc GPU 0 (00000000:53:00.0): 2 uncorrected ECC errors"),
+    "ecc": (dict(remap_failure=True), "ecc GPU 00000000:53:00.0: row remapping failed"),
+    "ecc-reset": (dict(ecc_errors=2), "ecc-reset GPU 0 (00000000:53:00.0): 2 uncorrected ECC errors"),
     "nvlink": (dict(nvlink_inactive=2), "nvlink 2 NVLink links inactive: GPU 0 link 0, GPU 0 link 1"),
     "efa": (dict(efa_devices=31), "efa 31 of 32 EFA devices present"),
     "filesystem": (dict(hung_mounts=("/fsx",)), "filesystem /fsx does not answer (30s)"),
@@ -161,7 +162,8 @@ def test_the_dcgm_diagnostic_runs_only_on_an_idle_node(tmp_path):
     (dict(gpu_lost=2), "gpu-state nvidia-smi fails: Unable to determine the device handle for GPU 0000:73:00.0: "
                        "GPU is lost.  Reboot the system to recover this GPU"),
     (dict(remap_failure=True), "ecc GPU 00000000:53:00.0: row remapping failed"),
-    (dict(remap_pending=True), "ecc GPU 00000000:53:00.0: row remap pending a reset"),
+    (dict(remap_pending=True), "ecc-reset GPU 00000000:53:00.0: row remap pending a reset"),
+    (dict(pages_pending=True), "ecc-reset GPU 0 (00000000:53:00.0): retired pages pending a reset"),
     (dict(xids=(13, 31)), None),  # application XIDs: no fault
     (dict(xids=(48, 48)), "xid XID 48 on PCI:0000:53:00"),  # once per XID and GPU
 ])
@@ -507,8 +509,9 @@ def test_the_node_gets_both_classes_of_xids_from_the_facts(tmp_path):
     assert f"RESET_XIDS=${{RESET_XIDS:-{' '.join(map(str, health_facts.RESET_XIDS))}}}" in script.splitlines()
     assert set(health_facts.RESET_XIDS).isdisjoint(health_facts.REPLACE_XIDS)
     assert sorted(health_facts.RESET_XIDS + health_facts.REPLACE_XIDS) == [48, 63, 64, 74, 79, 94, 95]
-    assert "RESET_FAULTS=${RESET_FAULTS:-xid-reset}" in script
-    assert [f.slug for f in health_facts.FAULTS if f.kind == health_facts.RESET] == ["xid-reset"]
+    resets = " ".join(f.slug for f in health_facts.FAULTS if f.kind == health_facts.RESET)
+    assert f"RESET_FAULTS=${{RESET_FAULTS:-{resets}}}" in script.splitlines()
+    assert resets == "xid-reset ecc-reset"
 
 
 @pytest.mark.parametrize("xid", health_facts.RESET_XIDS)
@@ -562,6 +565,164 @@ def test_no_reboot_unless_repairs_are_asked(tmp_path):
     sandbox = node(tmp_path, replace=False, xids=(94,))
     check(sandbox, "--slurm")
     assert slurm_node(sandbox)[0] == "IDLE+DRAIN" and reboots(sandbox) == []
+
+
+# XID 94 (a contained uncorrectable ECC error) raises the volatile uncorrected count and leaves a
+# row remap pending; XID 63 on Ampere and later is "New row marked for remapping, reset gpu to
+# activate" (NVIDIA's A100 memory error management guide, its XID catalog)
+MEMORY_XIDS = {63: dict(xids=(63,), remap_pending=True),
+               94: dict(xids=(94,), remap_pending=True, ecc_errors=1)}
+
+
+@pytest.mark.parametrize("xid", sorted(MEMORY_XIDS))
+def test_a_memory_xid_with_its_pending_remap_reboots_the_node(tmp_path, xid):
+    """What a reset-class memory XID leaves on the GPU (an uncorrected volatile count, a row remap
+    pending a reset) is reset-class too: the node is rebooted, not replaced."""
+    sandbox = node(tmp_path, **MEMORY_XIDS[xid])
+    boot(sandbox, "boot-1")
+    result = check(sandbox, "--slurm")
+    expected = (["ecc-reset GPU 0 (00000000:53:00.0): 1 uncorrected ECC errors"] if xid == 94 else []) + [
+        "ecc-reset GPU 00000000:53:00.0: row remap pending a reset", f"xid-reset XID {xid} on PCI:0000:53:00"]
+    assert result.stdout.splitlines() == expected
+    assert len(reboots(sandbox)) == 1 and not sandbox.exists(REPLACEMENTS)
+    assert not any("POWER_DOWN" in line for line in drains(sandbox))
+
+
+def test_a_failed_row_remap_beside_a_reset_class_xid_replaces_the_node(tmp_path):
+    sandbox = node(tmp_path, xids=(94,), remap_failure=True)
+    check(sandbox, "--slurm")
+    assert reboots(sandbox) == []
+    assert sandbox.file(REPLACEMENTS).splitlines() == ["ecc GPU 00000000:53:00.0: row remapping failed"]
+
+
+def rebooted(sandbox: Sandbox, boot_id: str, **scenario) -> None:
+    """The node came back from Slurm's reboot as boot `boot_id`, resumed, its GPU as `scenario`."""
+    boot(sandbox, boot_id)
+    (sandbox.state / "slurm-node").write_text("IDLE\t\n")
+    sandbox.set_scenario(**scenario)
+
+
+def test_an_uncorrected_count_back_after_the_reboot_replaces_the_node(tmp_path):
+    sandbox = node(tmp_path, **MEMORY_XIDS[94])
+    boot(sandbox, "boot-1")
+    check(sandbox, "--slurm")
+    assert len(reboots(sandbox)) == 1
+    # the reset activated the remap and cleared the volatile count, but errors come back
+    rebooted(sandbox, "boot-2", xids=(), remap_pending=False, ecc_errors=3)
+    result = check(sandbox, "--slurm")
+    assert result.stdout.splitlines() == ["ecc GPU 0 (00000000:53:00.0): 3 uncorrected ECC errors again after a reboot"]
+    assert sandbox.file(REPLACEMENTS).splitlines() == [
+        "ecc GPU 0 (00000000:53:00.0): 3 uncorrected ECC errors again after a reboot"]
+    assert len(reboots(sandbox)) == 1
+
+
+@pytest.mark.parametrize("later, again", [
+    (dict(boot_id="boot-2", xids=(94,)), True),  # the same XID on the same GPU, the boot right after
+    (dict(boot_id="boot-2", xids=(74,)), False),  # another XID
+    (dict(boot_id="boot-2", xids=(94,), gpu=1), False),  # the same XID on another GPU
+    (dict(boot_id="boot-3", xids=(94,)), False),  # a later boot: that reboot did its work
+])
+def test_only_the_same_xid_on_the_same_gpu_right_after_the_reboot_is_again(tmp_path, later, again):
+    sandbox = node(tmp_path, xids=(94,))
+    boot(sandbox, "boot-1")
+    check(sandbox, "--slurm")
+    rebooted(sandbox, "boot-2", xids=())
+    assert check(sandbox, "--slurm").returncode == 0  # the boot right after: healthy
+    if later["boot_id"] != "boot-2":
+        rebooted(sandbox, later["boot_id"])
+        assert check(sandbox, "--slurm").returncode == 0
+    sandbox.set_scenario(xids=later["xids"])
+    if later.get("gpu"):
+        journal = sandbox.bin / "journalctl"
+        journal.unlink()
+        journal.write_text("#!/bin/sh\necho 'NVRM: Xid (PCI:0000:63:00): 94, pid=1, Contained ECC error'\n")
+        journal.chmod(0o755)
+    result = check(sandbox, "--slurm")
+    (line,) = result.stdout.splitlines()
+    if again:
+        assert line == "xid XID 94 on PCI:0000:53:00 again after a reboot"
+        assert len(reboots(sandbox)) == 1 and sandbox.exists(REPLACEMENTS)
+    else:
+        assert line.startswith("xid-reset ")
+        assert len(reboots(sandbox)) == 2 and not sandbox.exists(REPLACEMENTS)
+
+
+# `scontrol show config` of a cluster whose Slurm powers nodes down (SuspendProgram set, no node or
+# partition excluded): its nodes are dynamic ones; RebootProgram as written
+CONFIG = """RebootProgram           = {reboot}
+ResumeTimeout           = 1800 sec
+SuspendExcNodes         = (null)
+SuspendExcParts         = (null)
+SuspendProgram          = {suspend}
+SuspendTime             = 300 sec
+"""
+
+
+def slurm_config(sandbox: Sandbox, *, reboot: str = "(null)", dynamic: bool = False) -> None:
+    suspend = "/opt/aws/pcs/bin/suspend" if dynamic else "(null)"
+    (sandbox.state / "slurm-config").write_text(CONFIG.format(reboot=reboot, suspend=suspend))
+
+
+def power_downs(sandbox: Sandbox) -> list[str]:
+    return [line for line in drains(sandbox) if "POWER_DOWN" in line]
+
+
+def test_no_reboot_is_asked_of_a_slurm_without_a_reboot_program(tmp_path):
+    """Slurm 24.11 to 25.11 accept `scontrol reboot` without a RebootProgram and do nothing (the node
+    goes DOWN "reboot timed out" after ResumeTimeout): a static node stays drained, and says why."""
+    sandbox = node(tmp_path, **MEMORY_XIDS[94])
+    slurm_config(sandbox)
+    result = check(sandbox, "--slurm")
+    assert result.returncode == 1
+    assert reboots(sandbox) == [] and power_downs(sandbox) == [] and not sandbox.exists(REPLACEMENTS)
+    assert slurm_node(sandbox)[0] == "IDLE+DRAIN"
+    assert "Slurm cannot reboot ip-10-1-0-42 (no RebootProgram in scontrol show config): it stays drained" in (
+        result.stderr)
+    # with a RebootProgram it is rebooted
+    slurm_config(sandbox, reboot="/opt/aws/pcs/bin/reboot")
+    check(sandbox, "--slurm")
+    assert len(reboots(sandbox)) == 1
+
+
+def test_a_dynamic_node_without_a_reboot_program_gets_a_new_instance(tmp_path):
+    sandbox = node(tmp_path, xids=(94,), slurm_state="MIXED")
+    slurm_config(sandbox, dynamic=True)
+    check(sandbox, "--slurm")
+    assert slurm_node(sandbox)[0] == "MIXED+DRAIN" and power_downs(sandbox) == []  # its jobs run on
+    (sandbox.state / "slurm-node").write_text(sandbox.file("/../state/slurm-node").replace("MIXED", "IDLE"))
+    check(sandbox, "--slurm")
+    check(sandbox, "--slurm")
+    assert reboots(sandbox) == [] and not sandbox.exists(REPLACEMENTS)
+    assert power_downs(sandbox) == ["scontrol update nodename=ip-10-1-0-42 state=POWER_DOWN_ASAP"]
+
+
+def test_a_refused_reboot_leaves_the_node_drained(tmp_path):
+    """Slurm 26.05 refuses a reboot without a RebootProgram (where show config did not say)."""
+    sandbox = node(tmp_path, xids=(94,))
+    (sandbox.state / "slurm-reboot-refused").write_text("Reboot request rejected: RebootProgram not defined\n")
+    result = check(sandbox, "--slurm")
+    assert len(reboots(sandbox)) == 1 and not sandbox.exists(REPLACEMENTS)
+    assert "Slurm refuses to reboot ip-10-1-0-42" in result.stderr
+    assert slurm_node(sandbox)[0] == "IDLE+DRAIN" and not sandbox.exists("/var/lib/fmcluster/health/reset")
+
+
+def test_a_down_dynamic_node_is_powered_down_only_once_idle(tmp_path):
+    """POWER_DOWN_ASAP on a DOWN+DRAIN node clears DRAIN but leaves DOWN: powered down, it would
+    never be used again. The power down waits for IDLE+DRAIN."""
+    reason = f"{health_facts.REASON_PREFIX}: xid: XID 79 on PCI:0000:53:00 [{INSTANCE}]"
+    sandbox = node(tmp_path, xids=(79,), slurm_state="DOWN+DRAIN", slurm_reason=reason)
+    slurm_config(sandbox, reboot="/opt/aws/pcs/bin/reboot", dynamic=True)
+    result = check(sandbox, "--slurm")
+    assert result.returncode == 1 and power_downs(sandbox) == [] and not sandbox.exists(REPLACEMENTS)
+    assert "ip-10-1-0-42 is DOWN+DRAIN: powered down once Slurm has it IDLE+DRAIN" in result.stderr
+    (sandbox.state / "slurm-node").write_text(f"IDLE+DRAIN\t{reason}\n")
+    check(sandbox, "--slurm")
+    assert power_downs(sandbox) == ["scontrol update nodename=ip-10-1-0-42 state=POWER_DOWN_ASAP"]
+    # a static node DOWN+DRAIN: the replacer takes it
+    sandbox = node(tmp_path / "static", xids=(79,), slurm_state="DOWN+DRAIN", slurm_reason=reason)
+    slurm_config(sandbox, reboot="/opt/aws/pcs/bin/reboot")
+    check(sandbox, "--slurm")
+    assert sandbox.file(REPLACEMENTS).splitlines() == ["xid XID 79 on PCI:0000:53:00"] and power_downs(sandbox) == []
 
 
 @pytest.mark.parametrize("state", ["IDLE+POWERING_DOWN", "IDLE+DRAIN+POWER_DOWN", "IDLE+POWERED_DOWN",

@@ -133,6 +133,7 @@ class Scenario:
     xids: tuple[int, ...] = ()
     ecc_errors: int = 0
     remap_pending: bool = False
+    pages_pending: bool = False  # retired pages pending a reset (GPUs that retire pages, not remap rows)
     remap_failure: bool = False
     gpu_error: str = ""
     nvlink_inactive: int = 0
@@ -170,6 +171,7 @@ class Scenario:
                   "DOWNLOAD_FAILS": self.download_fails, "APPARMOR": int(self.apparmor),
                   "NETWORK": int(self.network), "XIDS": " ".join(map(str, self.xids)),
                   "ECC_ERRORS": self.ecc_errors, "REMAP_PENDING": int(self.remap_pending),
+                  "PAGES_PENDING": int(self.pages_pending),
                   "REMAP_FAILURE": int(self.remap_failure), "GPU_ERROR": self.gpu_error,
                   "NVLINK_INACTIVE": self.nvlink_inactive, "NVIDIA_SMI_HANGS": int(self.nvidia_smi_hangs),
                   "GPU_LOST": "" if self.gpu_lost is None else self.gpu_lost,

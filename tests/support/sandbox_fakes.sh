@@ -671,7 +671,8 @@ fake_ip() {
 #   -L                      "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)" per GPU
 #   --query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,retired_pages.pending
 #     --format=csv,noheader,nounits: "0, 00000000:53:00.0, 0, [N/A]" per GPU (HBM GPUs remap
-#     rows instead of retiring pages: "[N/A]"); GPU_ERROR in place of a value ("[GPU requires reset]")
+#     rows instead of retiring pages: "[N/A]"; PAGES_PENDING: "Yes" for GPU 0, retired pages that
+#     a reset will take out of use); GPU_ERROR in place of a value ("[GPU requires reset]")
 #   --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure: "00000000:53:00.0, 0, 0"
 #     (as the suite's other nvidia-smi stand-ins print remapped_rows.failure; node-health also
 #     takes Yes/No, as `nvidia-smi -q` words them)
@@ -708,10 +709,11 @@ fake_nvidia-smi() {
   case "${1:-}" in
     --query-gpu=*)
       for ((i = 0; i < GPUS; i++)); do
-        ecc=0
+        ecc=0 pend='[N/A]'
         ((i == 0)) && ecc=$ECC_ERRORS
         ((i == 0)) && [[ -n "$GPU_ERROR" ]] && ecc=$GPU_ERROR
-        printf '%s, %s, %s, [N/A]\n' "$i" "$(gpu_bus "$i")" "$ecc"
+        ((i == 0 && PAGES_PENDING)) && pend=Yes
+        printf '%s, %s, %s, %s\n' "$i" "$(gpu_bus "$i")" "$ecc" "$pend"
       done ;;
     --query-remapped-rows=*)
       for ((i = 0; i < GPUS; i++)); do
@@ -787,6 +789,9 @@ fake_hostname() {
 # (available, then active, a line each). `scontrol update nodename=NAME state=drain reason=...` and
 # `state=resume` change the state as slurmctld does (a drained node without jobs is IDLE+DRAIN,
 # with jobs MIXED+DRAIN); `AvailableFeatures=A ActiveFeatures=B` set the features.
+# `scontrol show config`: state/slurm-config ("RebootProgram = (null)", a line per setting, in
+# Slurm's form) after Slurm's heading; nothing where the test wrote none. `scontrol reboot ...`:
+# refused (exit 1, as Slurm 26.05 does without a RebootProgram) where state/slurm-reboot-refused is.
 fake_scontrol() {
   record "$@"
   if [[ "$*" == "-ao show node "* ]]; then
@@ -802,6 +807,12 @@ fake_scontrol() {
   [[ -e "$STATE/slurm-features" ]] || printf '%s\n%s\n' "$SLURM_FEATURES" "$SLURM_FEATURES" >"$STATE/slurm-features"
   { read -r available; read -r active; } <"$STATE/slurm-features"
   case "$*" in
+    "show config")
+      [[ -e "$STATE/slurm-config" ]] || return 0
+      printf 'Configuration data as of 2026-12-02T20:00:00\n'
+      cat "$STATE/slurm-config" ;;
+    reboot*)
+      [[ ! -e "$STATE/slurm-reboot-refused" ]] || die "$(cat "$STATE/slurm-reboot-refused")" ;;
     "-o show node"*)
       calls=$(($(cat "$STATE/slurm-show-calls" 2>/dev/null || echo 0) + 1))
       echo "$calls" >"$STATE/slurm-show-calls"

@@ -9,11 +9,15 @@
 #   REPLACE_XIDS     the XIDs after which the node needs a new GPU (space-separated): fault `xid`
 #   RESET_XIDS       the XIDs after which it needs a GPU reset or a reboot (space-separated; from
 #                    fmcluster.facts.health.RESET_XIDS, as REPLACE_XIDS; an older node-health.env
-#                    without it: 63 64 74 94): fault `xid-reset`; one that comes back after the
-#                    reboot, on the same instance, is an `xid` fault
+#                    without it: 63 64 74 94): fault `xid-reset`; the same XID on the same GPU in
+#                    the boot right after the reboot, on the same instance, is an `xid` fault
 #   NODE_FAULTS      the faults of kind "node" (drained until the node passes again)
-#   RESET_FAULTS     the faults of kind "reset" (default xid-reset): drained, then rebooted; every
-#                    other fault is of kind "hardware" (drained, then replaced once its jobs ended)
+#   RESET_FAULTS     the faults of kind "reset" (default xid-reset ecc-reset): drained, then
+#                    rebooted; every other fault is of kind "hardware" (drained, then replaced once
+#                    its jobs ended). `ecc-reset`: uncorrected volatile ECC errors, a row remap or a
+#                    page retirement pending a reset (XIDs 63, 64, 94 leave them: NVIDIA's A100
+#                    memory error management guide); still there in the boot right after the reboot,
+#                    on the same GPU, they are an `ecc` fault, as a failed row remap always is
 #   TEXTFILE_DIR     where to write the textfile metrics
 #   COMMAND_TIMEOUT  seconds any one command may take (nvidia-smi, stat of a mount, scontrol...)
 #   DCGM_LEVEL, DCGM_TIMEOUT  the DCGM diagnostic run on an idle node (`dcgmi diag -r LEVEL`)
@@ -28,7 +32,11 @@
 #                    asking the cluster's replacer (FMCLUSTER_LIB/request-replacement SLUG TEXT).
 #                    A node drained for a reset-class fault is rebooted by Slurm instead, once per
 #                    instance (`scontrol reboot ASAP nextstate=RESUME`: Slurm resumes it once it is
-#                    back); where Slurm refuses (no RebootProgram), it stays drained for a person
+#                    back). Without a RebootProgram (`scontrol show config`: "(null)") it is not
+#                    asked: Slurm 24.11 to 25.11 accept the request and do nothing (slurmd logs
+#                    "RebootProgram isn't defined"; the node goes DOWN "reboot timed out"), 26.05
+#                    refuses it; then a dynamic node is powered down (a new instance resets its
+#                    GPUs too) and a static one stays drained for a person
 #
 # `node-health [--idle]`: run the checks (the DCGM diagnostic only with --idle: the node has no
 # job); exit 0 when healthy, 1 with one line per fault on standard output, "SLUG TEXT" (SLUG one
@@ -50,7 +58,10 @@
 #   which is "draining"): with REPLACE=1, powered down (a dynamic node) or its replacement
 #   requested, once per fault and instance (a marker in STATE_DIR holding the instance id);
 # - drained by us for a reset-class fault only: with REPLACE=1, rebooted by Slurm once per instance
-#   (the marker STATE_DIR/reset holds the instance and the boot it was asked in);
+#   (the marker STATE_DIR/reset holds the instance, the boot it was asked in, the boot after it,
+#   and the XIDs and ECC findings, each with its GPU, it was asked for);
+# - powered down by Slurm (a dynamic node) only from IDLE+DRAIN: a DOWN+DRAIN node powered down
+#   stays DOWN, never used again;
 # - being powered down or rebooted by Slurm (POWER_DOWN, POWERING_DOWN, POWERED_DOWN, REBOOT_*):
 #   checked, never drained or resumed (a drain set while Slurm powers a node down would outlive
 #   the instance: Slurm makes a powered-down node available only when it is not drained).
@@ -68,10 +79,34 @@ source "$ROOT${NODE_HEALTH_ENV:-/etc/fmcluster/node-health.env}"
 T=${COMMAND_TIMEOUT:-30}
 STATE_DIR=${STATE_DIR:-/var/lib/fmcluster/health}
 RESET_XIDS=${RESET_XIDS:-63 64 74 94}
-RESET_FAULTS=${RESET_FAULTS:-xid-reset}
+RESET_FAULTS=${RESET_FAULTS:-xid-reset ecc-reset}
 
 FAULTS=()
 fault() { FAULTS+=("$1 $2"); }
+
+# gpu_key BUS: a GPU's PCI bus and device, as the kernel log's XIDs ("PCI:0000:53:00") and
+# nvidia-smi ("00000000:53:00.0") both name it: 53:00
+gpu_key() {
+  local s=${1#PCI:}
+  s=${s%.*}
+  s=${s,,}
+  printf '%s\n' "${s: -5}"
+}
+
+# reset_fault SLUG KEY BUS TEXT: a finding a GPU reset clears (KEY: xidN or ecc): fault SLUG-reset,
+# or SLUG "... again after a reboot" where this is the boot right after a reboot this instance was
+# asked for KEY on the same GPU (AGAIN, from the marker). RESET_KEYS: what a reboot is asked for.
+AGAIN=" " RESET_KEYS=()
+reset_fault() {
+  local key
+  key="$2@$(gpu_key "$3")"
+  if [[ "$AGAIN" == *" $key "* ]]; then
+    fault "$1" "$4 again after a reboot"
+  else
+    fault "$1-reset" "$4"
+    RESET_KEYS+=("$key")
+  fi
+}
 
 # A value nvidia-smi prints in brackets is an error ("[GPU requires reset]", "[Unknown Error]"),
 # except "[N/A]" and "[Not Supported]": the field does not apply to this GPU.
@@ -113,17 +148,19 @@ check_gpus() {
         continue 2
       fi
     done
-    ! yes_or_positive "$ecc" || fault ecc "GPU $i ($bus): $ecc uncorrected ECC errors"
-    [[ "$pend" != Yes ]] || fault ecc "GPU $i ($bus): retired pages pending a reset"
+    # volatile: since the driver last loaded; a reset clears them (XID 94: a contained error)
+    ! yes_or_positive "$ecc" || reset_fault ecc ecc "$bus" "GPU $i ($bus): $ecc uncorrected ECC errors"
+    [[ "$pend" != Yes ]] || reset_fault ecc ecc "$bus" "GPU $i ($bus): retired pages pending a reset"
   done <<<"$out"
   # Row remapping (Ampere and later): "00000000:53:00.0, 0, 0" (pending, failure: 0/1 or No/Yes).
-  # GPUs without it answer "[N/A]" or fail the query: neither is a fault.
+  # GPUs without it answer "[N/A]" or fail the query: neither is a fault. A pending remap takes
+  # effect at the next reset (XID 63: "reset gpu to activate"); a failed one needs a new GPU.
   if out=$(timeout "$T" nvidia-smi --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure \
     --format=csv,noheader,nounits 2>/dev/null); then
     while IFS=, read -r bus pend fail; do
       bus=${bus// /} pend=${pend// /} fail=${fail// /}
       ! yes_or_positive "$fail" || fault ecc "GPU $bus: row remapping failed"
-      ! yes_or_positive "$pend" || fault ecc "GPU $bus: row remap pending a reset"
+      ! yes_or_positive "$pend" || reset_fault ecc ecc "$bus" "GPU $bus: row remap pending a reset"
     done <<<"$out"
   fi
   # `nvidia-smi nvlink -s`: "GPU 0: NVIDIA H100 ... (UUID: ...)", then "\t Link 0: 26.562 GB/s"
@@ -137,28 +174,40 @@ check_gpus() {
   return 0
 }
 
-# This boot's id (a reboot changes it), and whether this instance was rebooted for a reset-class
-# XID in an earlier boot (the marker STATE_DIR/reset: "INSTANCE BOOT", written when the reboot was
-# asked for).
+# This boot's id (a reboot changes it).
 boot_id() {
   local b=""
   read -r b 2>/dev/null <"$ROOT/proc/sys/kernel/random/boot_id" || true
   printf '%s\n' "$b"
 }
-rebooted_for_reset() {
-  local instance="" boot="" me
-  read -r instance boot 2>/dev/null <"$ROOT$STATE_DIR/reset" || return 1
+
+# The marker STATE_DIR/reset, written when a reboot was asked for: "INSTANCE BOOT [AFTER]", then
+# one line per finding it was asked for ("xid94@53:00", "ecc@53:00"). In the boot right after the
+# reboot (AFTER: the first boot that reads it on the same instance writes itself there), AGAIN
+# holds those findings; in any other boot, or on another instance, nothing.
+load_reset_marker() {
+  local f="$ROOT$STATE_DIR/reset" instance="" boot="" after="" me now
+  local -a keys=()
+  AGAIN=" "
+  { read -r instance boot after && mapfile -t keys; } 2>/dev/null <"$f" || return 0
   me=$(instance_id)
-  [[ "$instance" == "${me:-unknown}" && "$boot" != "$(boot_id)" ]]
+  now=$(boot_id)
+  [[ "$instance" == "${me:-unknown}" && "$boot" != "$now" ]] || return 0
+  if [[ -z "$after" ]]; then
+    { printf '%s %s %s\n' "$instance" "$boot" "$now"; ((${#keys[@]} == 0)) || printf '%s\n' "${keys[@]}"; } \
+      2>/dev/null >"$f.tmp" && mv "$f.tmp" "$f" || return 0
+  elif [[ "$after" != "$now" ]]; then
+    return 0
+  fi
+  AGAIN=" ${keys[*]} "
 }
 
 # XIDs since boot, from the kernel log: "NVRM: Xid (PCI:0000:b9:00): 79, pid=..., name=..., ..."
 # (older drivers: "NVRM: Xid (0000:03:00): 14, Channel 00000001"). A reset-class XID is `xid-reset`,
-# or `xid` where this instance was already rebooted for one.
+# or `xid` in the boot right after a reboot this instance was asked for the same XID on that GPU.
 check_xids() {
-  local log line xid dev seen=" " again=0
+  local log line xid dev seen=" "
   log=$(timeout "$T" journalctl -k -b -o cat --no-pager 2>/dev/null) || log=$(timeout "$T" dmesg 2>/dev/null) || return 0
-  ! rebooted_for_reset || again=1
   while IFS= read -r line; do
     [[ "$line" =~ NVRM:\ Xid\ \(([^\)]*)\):\ ([0-9]+), ]] || continue
     dev=${BASH_REMATCH[1]} xid=${BASH_REMATCH[2]}
@@ -166,11 +215,7 @@ check_xids() {
     if [[ " $REPLACE_XIDS " == *" $xid "* ]]; then
       fault xid "XID $xid on $dev"
     elif [[ " $RESET_XIDS " == *" $xid "* ]]; then
-      if ((again)); then
-        fault xid "XID $xid on $dev again after a reboot"
-      else
-        fault xid-reset "XID $xid on $dev"
-      fi
+      reset_fault xid "xid$xid" "$dev" "XID $xid on $dev"
     else
       continue
     fi
@@ -316,8 +361,9 @@ check_dcgm() {
 
 run_checks() {
   local idle=$1 gpus=0
-  FAULTS=()
+  FAULTS=() RESET_KEYS=()
   if ((EXPECTED_GPUS > 0)); then
+    load_reset_marker
     check_gpus && gpus=1
     check_xids
     ((!idle || !gpus)) || check_dcgm
@@ -363,6 +409,12 @@ instance_id() {
 
 field() { awk -v k="$1=" '{ for (i = 1; i <= NF; i++) if (index($i, k) == 1) { print substr($i, length(k) + 1); exit } }'; }
 
+# The cluster's configuration (`scontrol show config`, fetched once: "SuspendProgram = /usr/...");
+# empty when scontrol does not answer. `setting NAME`: a value of it ("(null)" where unset).
+CONFIG=""
+slurm_config() { CONFIG=$(scontrol show config 2>/dev/null) || CONFIG=""; }
+setting() { awk -v k="$1" '$1 == k && $2 == "=" { $1 = ""; $2 = ""; sub(/^ +/, ""); print; exit }' <<<"$CONFIG"; }
+
 # power_saved NODE LINE: whether Slurm's power saving manages NODE (LINE: its `scontrol -o show node`),
 # that is whether it is a dynamic node, one Slurm powers down itself when idle (Slurm, "Power Saving
 # Guide"): a SuspendProgram is set, the node is not in SuspendExcNodes (a set with a count, "a[1-9]:2",
@@ -370,9 +422,8 @@ field() { awk -v k="$1=" '{ for (i = 1; i <= NF; i++) if (index($i, k) == 1) { p
 # (its own, else the cluster's). A static node (AWS PCS's minimum count, every SageMaker HyperPod
 # node) is not: Slurm never powers it down.
 power_saved() {
-  local node=$1 line=$2 config program exc parts time global partition
-  config=$(scontrol show config 2>/dev/null) || return 1
-  setting() { awk -v k="$1" '$1 == k && $2 == "=" { $1 = ""; $2 = ""; sub(/^ +/, ""); print; exit }' <<<"$config"; }
+  local node=$1 line=$2 program exc parts time global partition
+  [[ -n "$CONFIG" ]] || return 1
   program=$(setting SuspendProgram)
   [[ -n "$program" && "$program" != "(null)" ]] || return 1
   exc=$(setting SuspendExcNodes)
@@ -444,7 +495,7 @@ slurm_mode() {
   fi
   ((${REPLACE:-0} && drained)) || return "$rc"
   mkdir -p "$ROOT$STATE_DIR"
-  local hardware=() resets=()
+  local hardware=() resets=() dynamic=0 base=${state%%+*}
   for g in "${FAULTS[@]}"; do
     if [[ " $RESET_FAULTS " == *" ${g%% *} "* ]]; then
       resets+=("$g")
@@ -452,28 +503,49 @@ slurm_mode() {
       hardware+=("$g")
     fi
   done
+  ((${#hardware[@]} + ${#resets[@]} > 0)) || return "$rc"
+  slurm_config
+  ! power_saved "$node" "$line" || dynamic=1
   # Only reset-class faults: Slurm reboots the node once its jobs end (ASAP) and resumes it when it
   # is back; asked once per instance and boot.
-  if ((${#hardware[@]} == 0 && ${#resets[@]} > 0)); then
-    local boot
+  if ((${#hardware[@]} == 0)); then
+    local boot asked="" asked_boot=""
     boot=$(boot_id)
-    [[ "$(cat "$ROOT$STATE_DIR/reset" 2>/dev/null)" != "${id:-unknown} $boot" ]] || return "$rc"
-    if scontrol reboot ASAP nextstate=RESUME reason="$f" "$node" >&2; then
-      printf '%s %s\n' "${id:-unknown}" "$boot" >"$ROOT$STATE_DIR/reset"
+    read -r asked asked_boot _ 2>/dev/null <"$ROOT$STATE_DIR/reset" || true
+    [[ "$asked $asked_boot" != "${id:-unknown} $boot" ]] || return "$rc"
+    if [[ "$(setting RebootProgram)" == "(null)" ]]; then
+      # Slurm 24.11 to 25.11 would accept the reboot and do nothing (slurmd: "RebootProgram isn't
+      # defined"), the node going DOWN after ResumeTimeout; 26.05 refuses it
+      if ((!dynamic)); then
+        printf 'node-health: Slurm cannot reboot %s (no RebootProgram in scontrol show config): it stays drained for a person (%s)\n' \
+          "$node" "${resets[0]}" >&2
+        return "$rc"
+      fi
+      # a dynamic node: a new instance resets its GPUs too
+      hardware=("${resets[@]}")
+    elif scontrol reboot ASAP nextstate=RESUME reason="$f" "$node" >&2; then
+      { printf '%s %s\n' "${id:-unknown}" "$boot"; printf '%s\n' "${RESET_KEYS[@]}"; } >"$ROOT$STATE_DIR/reset"
       printf 'node-health: %s to be rebooted by Slurm once its jobs end (%s)\n' "$node" "${resets[0]}" >&2
+      return "$rc"
     else
-      printf 'node-health: Slurm does not reboot %s (no RebootProgram?): it stays drained for a person\n' \
+      printf 'node-health: Slurm refuses to reboot %s (Slurm 26.05 without a RebootProgram): it stays drained for a person\n' \
         "$node" >&2
+      return "$rc"
     fi
+  fi
+  # A hardware fault on a drained node without jobs (not MIXED/ALLOCATED+DRAIN): replaced once per
+  # fault and instance (the marker holds the instance id: the root volume is the instance's own, but
+  # an image made from a node would carry it to others). Slurm powers a node down only from
+  # IDLE+DRAIN: from DOWN+DRAIN it clears DRAIN but leaves it DOWN (POWERED_DOWN+DOWN, never used
+  # again); the replacer takes a DOWN+DRAIN node too.
+  if ((dynamic)) && [[ "$base" == DOWN ]]; then
+    printf 'node-health: %s is %s: powered down once Slurm has it IDLE+DRAIN\n' "$node" "$state" >&2
     return "$rc"
   fi
-  # A hardware fault on a drained node without jobs (its state IDLE+DRAIN or DOWN+DRAIN, not
-  # MIXED/ALLOCATED+DRAIN): replaced once per fault and instance (the marker holds the instance id:
-  # the root volume is the instance's own, but an image made from a node would carry it to others).
-  [[ "${state%%+*}" == IDLE || "${state%%+*}" == DOWN ]] || return "$rc"
+  [[ "$base" == IDLE || "$base" == DOWN ]] || return "$rc"
   for g in "${hardware[@]}"; do
     [[ "$(cat "$ROOT$STATE_DIR/replace-${g%% *}" 2>/dev/null)" != "${id:-unknown}" ]] || continue
-    if power_saved "$node" "$line"; then
+    if ((dynamic)); then
       # a dynamic node: Slurm powers it down (the plane's SuspendProgram ends the instance) and
       # clears the drain as it does; the node's next job gets a new instance
       if scontrol update nodename="$node" state=POWER_DOWN_ASAP >&2; then
