@@ -10,7 +10,22 @@ from tests.support.ultraserver import DALLAS, G0, RG, gb200
 
 
 def test_a_whole_ultraserver_block_in_the_dallas_local_zone_is_valid():
-    assert [d for d in problems(gb200()) if d.severity != "info"] == []
+    """Valid; on AWS PCS with a warning: GB200's EFA cards are EFA-only and PCS documents no layout
+    for them (pcs-efa-only-interfaces)."""
+    assert [(d.severity, d.rule) for d in problems(gb200()) if d.severity != "info"] == [
+        ("warning", "pcs-efa-only-interfaces")]
+    accepted = with_(gb200(), "accepted_warnings", [{"rule": "pcs-efa-only-interfaces", "reason": "tried"}])
+    assert [d.severity for d in problems(accepted) if d.severity != "info"] in ([], ["accepted"])
+
+
+def test_gb200_on_pcs_is_warned_of_its_efa_only_cards():
+    (diag,) = [d for d in problems(gb200()) if d.rule == "pcs-efa-only-interfaces"]
+    assert diag.severity == "warning" and diag.path == ("node_groups", 0, "instance_type")
+    assert "(1, 5, 9, 13) are EFA-only" in diag.message and "PCS documents no" in diag.message
+    # EKS takes efa-only in its launch templates; no EFA, no efa-only interfaces
+    assert not findings(ultraserver.pcs_efa_only_interfaces, gb200(orchestrator_type="eks", version="1.33"))
+    assert not findings(ultraserver.pcs_efa_only_interfaces, with_(gb200(), f"{G0}.efa", False))
+    assert not findings(ultraserver.pcs_efa_only_interfaces, base_spec())  # p5.48xlarge on PCS: efa
 
 
 @pytest.mark.parametrize("extra", [{"ultraserver_type": "u-p6e-gb200x36", "ultraserver_count": 2},
@@ -58,7 +73,8 @@ def test_a_partial_ultraserver_is_a_warning_that_can_be_accepted():
     assert paths(spec) == set()
     (message,) = messages(spec, f"{G0}.count", "warning")
     assert "17 of the 18 instances" in message and "1 paid for and idle" in message
-    accepted = with_(spec, "accepted_warnings", [{"rule": "ultraserver-partial", "reason": "one spare"}])
+    accepted = with_(spec, "accepted_warnings", [{"rule": "ultraserver-partial", "reason": "one spare"},
+                                                 {"rule": "pcs-efa-only-interfaces", "reason": "tried"}])
     assert paths(accepted, "warning") == set()
 
 

@@ -11,6 +11,7 @@ from typing import Iterator
 
 from fmcluster.facts import catalog, controlplanes
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK
+from fmcluster.facts.efa import efa_layout
 from fmcluster.spec.diagnostics import Problem, error, warning
 from fmcluster.spec.models import ClusterSpec
 from fmcluster.spec.rules.capacity import _groups
@@ -121,3 +122,26 @@ def ultraserver_control_plane(spec: ClusterSpec) -> Iterator[Problem]:
                         f"{cp.version_label} {oldest}, not {version}",
                         f"version: \"{oldest}\" or later")
             return
+
+
+@rule(warns=True)
+def pcs_efa_only_interfaces(spec: ClusterSpec) -> Iterator[Problem]:
+    """An AWS PCS node group whose EFA cards are EFA-only (p6e-gb200: cards 1, 5, 9, 13) gets the
+    EC2 guide's efa-only interfaces, the only ones those cards take: PCS documents no layout for
+    them (its guide shows efa interfaces only; AWS's PCS reference architecture lists P6e-GB200 as
+    not yet supported), so a launch is untried on PCS. Details: fmcluster/facts/efa.py."""
+    cp = spec.orchestrator.control_plane
+    if cp.type != "pcs":
+        return
+    for i, g in enumerate(spec.node_groups):
+        efa = bool(g.efa) and g.instance.efa_supported
+        cards = [x.network_card_index for x in efa_layout(g.instance, cp.interface_mode, efa)
+                 if x.interface_type == "efa-only"]
+        if cards:
+            yield warning(("node_groups", i, "instance_type"),
+                          f"{g.instance_type}'s EFA cards ({', '.join(map(str, cards))}) are EFA-only: they take "
+                          "no efa interface, the only type the AWS PCS guide shows, and PCS documents no "
+                          f"{g.instance_type} layout; its nodes get EC2's efa-only interfaces at device index "
+                          "0, untried on PCS",
+                          "launch one node first and check its EFA devices (fi_info -p efa); accept this "
+                          "warning (accepted_warnings), or run it on eks or hyperpod-eks, which take efa-only")
