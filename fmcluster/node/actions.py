@@ -18,9 +18,12 @@ phases, in order:
 
 - ``fmcluster configure`` (NodeBootstrapped, FIRST_BOOT_ONLY, TERMINATE): the Slurm prolog and
   nvidia-imex.service enabled, the readiness check and slurmd's gate (its drop-in), the guard on
-  package upgrades, the EFA / NCCL environment. Files and units on the root volume, which a reboot
-  keeps; local writes that fail only on a broken node, which is replaced rather than left to run
-  jobs without its prolog or gate.
+  package upgrades, the EFA / NCCL environment, and where the group publishes network features the
+  drop-in that clears an earlier instance's features at each start of slurmd, once it has
+  registered (network-features.sh's clear_network_features: before slurmd no Slurm command works
+  on PCS, which authenticates through slurmd's SACK socket and runs configless). Files and units
+  on the root volume, which a reboot keeps; local writes that fail only on a broken node, which is
+  replaced rather than left to run jobs without its prolog or gate.
 - ``fmcluster storage`` (NodeBootstrapped, EVERY_BOOT, CONTINUE): the instance-store scratch
   volume, LNet over EFA, the Lustre mount and the shared home at /home. The first boot writes
   their fstab lines and units and a reboot mounts from them, but a mount that did not come back (an array that did not
@@ -29,9 +32,6 @@ phases, in order:
   CONTINUE: what did not mount is the readiness check's to judge, after its wait for late mounts.
 - ``fmcluster containers`` (NodeBootstrapped, FIRST_BOOT_ONLY, CONTINUE): Enroot and Pyxis
   installed and configured, on the root volume; the readiness check judges the runtime.
-- ``fmcluster network features clear`` (NodeBootstrapped, EVERY_BOOT, CONTINUE): an earlier
-  instance's network features leave the Slurm node before slurmd starts, so the node takes no job
-  placed by another instance's place in the network (network-features.sh's clear_network_features).
 - ``fmcluster node ready`` (NodeBootstrapped, EVERY_BOOT, TERMINATE): the readiness check (every
   GPU, every mount, LNet, the container runtime, IMEX), last before slurmd. A node that is not
   ready is terminated, and PCS launches another: it never takes a job. Not STOP_SEQUENCE: PCS
@@ -111,11 +111,10 @@ class Phase:
 PHASES = (
     Phase("fmcluster configure", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, TERMINATE,
           ("install_slurm_prolog", "enable_imex", "install_node_ready", "gate_slurmd", "protect_running_jobs",
-           "write_nccl_env", "install_node_health", "install_request_replacement")),
+           "write_nccl_env", "install_node_health", "install_request_replacement", "clear_network_features")),
     Phase("fmcluster storage", NODE_BOOTSTRAPPED, EVERY_BOOT, CONTINUE,
           ("setup_scratch", "setup_lnet_efa", "mount_lustre", "mount_home")),
     Phase("fmcluster containers", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, CONTINUE, ("setup_containers",)),
-    Phase("fmcluster network features clear", NODE_BOOTSTRAPPED, EVERY_BOOT, CONTINUE, ("clear_network_features",)),
     Phase("fmcluster node ready", NODE_BOOTSTRAPPED, EVERY_BOOT, TERMINATE, ("check_node_ready",)),
     Phase("fmcluster metrics", NODE_READY, FIRST_BOOT_ONLY, CONTINUE, ("setup_metrics",)),
     Phase("fmcluster network features", NODE_READY, FIRST_BOOT_ONLY, CONTINUE, ("setup_network_features",)),

@@ -53,8 +53,15 @@ SLURMD_RETRY_SECONDS = 30  # a slurmd held back by the readiness check is tried 
 # topology some time after its launch; slurmd registers after the boot script)
 NETWORK_FEATURES_ATTEMPTS = 40
 NETWORK_FEATURES_RETRY_SECONDS = 15
-# its restore timer: set again what slurmctld forgot (a restart, a reconfigure) within these seconds
-NETWORK_FEATURES_WATCH_SECONDS = 20
+# `--clear` at every start of slurmd (its ExecStartPost=): tried every few seconds until slurmd has
+# registered, within a bound well inside slurmd's start timeout
+NETWORK_FEATURES_CLEAR_SECONDS = 45
+NETWORK_FEATURES_CLEAR_RETRY_SECONDS = 3
+# its restore: set again what slurmctld forgot, at once after a reconfigure (configless slurmd
+# rewrites /run/slurm/conf/slurm.conf) and, a slow backstop for a slurmctld restart, every 3 to 5
+# minutes (spread at random: at 1,000 nodes a few requests a second, not one node-table dump each)
+NETWORK_FEATURES_RESTORE_SECONDS = 180
+NETWORK_FEATURES_RESTORE_SPREAD_SECONDS = 120
 FMCLUSTER_ETC = "/etc/fmcluster"
 BOUNDARY = "==FMCLUSTER-BOUNDARY=="
 SCRIPT_NAME = "fmcluster-node.sh"
@@ -606,7 +613,10 @@ class NodeProgram:
                         NETWORK_FEATURES_SLURM_BIN=slurm_bin,
                         NETWORK_FEATURES_ATTEMPTS=NETWORK_FEATURES_ATTEMPTS,
                         NETWORK_FEATURES_RETRY_SECONDS=NETWORK_FEATURES_RETRY_SECONDS,
-                        NETWORK_FEATURES_WATCH_SECONDS=NETWORK_FEATURES_WATCH_SECONDS,
+                        NETWORK_FEATURES_CLEAR_SECONDS=NETWORK_FEATURES_CLEAR_SECONDS,
+                        NETWORK_FEATURES_CLEAR_RETRY_SECONDS=NETWORK_FEATURES_CLEAR_RETRY_SECONDS,
+                        NETWORK_FEATURES_RESTORE_SECONDS=NETWORK_FEATURES_RESTORE_SECONDS,
+                        NETWORK_FEATURES_RESTORE_SPREAD_SECONDS=NETWORK_FEATURES_RESTORE_SPREAD_SECONDS,
                         SLURMD_UNITS=slurmd_units)
 
     def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":

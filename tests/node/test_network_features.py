@@ -13,7 +13,9 @@ with made-up ids, not captured from an account:
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -128,11 +130,14 @@ def test_gives_up_bounded_and_the_boot_goes_on(tmp_path, scenario):
     assert "gave up after" in result.stderr
 
 
-def test_the_restore_timer_sets_again_what_slurm_forgot_without_asking_ec2(tmp_path):
+def test_the_restore_sets_again_what_slurm_forgot_without_asking_ec2(tmp_path):
     """slurmctld forgets features set with scontrol when it restarts (without -R) or is
-    reconfigured: the restore timer's runs (every NETWORK_FEATURES_WATCH_SECONDS) set them again
-    from the cache in /run, with no EC2 call, and change nothing while Slurm still has them."""
-    node, result = boot(tmp_path, "p5.48xlarge.json", slurm_features="gpu")
+    reconfigured: the restore service's runs set them again from the cache in /run, with no EC2
+    call, and change nothing while Slurm still has them. It runs when configless slurmd rewrites
+    /run/slurm/conf/slurm.conf (a reconfigure: the path unit) and, a slow backstop spread at
+    random, every few minutes; its journal keeps notices only."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", slurm_features="gpu",
+                        slurmd_unit=f"slurmd-{SLURM_VERSION}.service")
     assert result.returncode == 0, result.stderr
     want = features(node)
     assert node.file("/run/fmcluster-network-features") == want[0].removeprefix("gpu,") + "\n"
@@ -148,23 +153,97 @@ def test_the_restore_timer_sets_again_what_slurm_forgot_without_asking_ec2(tmp_p
     assert features(node) == want
     assert len(node.calls("aws")) == 1 and updates() == before + 1
     timer = node.file("/etc/systemd/system/fmcluster-network-features-restore.timer")
-    assert f"OnUnitInactiveSec={bootstrap.NETWORK_FEATURES_WATCH_SECONDS}s" in timer
-    assert f"OnActiveSec={bootstrap.NETWORK_FEATURES_WATCH_SECONDS}s" in timer and "AccuracySec=1s" in timer
-    assert "fmcluster-network-features-restore.timer" in node.enabled()
-    assert node.verify_units().stdout.strip() == ""
+    assert f"OnUnitInactiveSec={bootstrap.NETWORK_FEATURES_RESTORE_SECONDS}s" in timer
+    assert f"RandomizedDelaySec={bootstrap.NETWORK_FEATURES_RESTORE_SPREAD_SECONDS}s" in timer
+    assert 120 <= bootstrap.NETWORK_FEATURES_RESTORE_SECONDS <= 300
+    path = node.file("/etc/systemd/system/fmcluster-network-features-restore.path")
+    assert "PathChanged=/run/slurm/conf/slurm.conf\n" in path
+    assert "Unit=fmcluster-network-features-restore.service\n" in path
+    assert "LogLevelMax=notice\n" in node.file("/etc/systemd/system/fmcluster-network-features-restore.service")
+    assert {"fmcluster-network-features-restore.timer", "fmcluster-network-features-restore.path"} <= set(
+        node.enabled())
+    verified = node.verify_units()
+    assert verified.returncode == 0 and verified.stdout.strip() == "", verified.stdout
+    assert verify_path_unit(node).stdout.strip() == ""
 
 
-def test_an_earlier_instances_features_are_cleared_before_slurmd(tmp_path):
-    """A new instance under the node name of an earlier one (AWS PCS replaces instances so) finds
-    that instance's features on the node: they go before slurmd starts (the step runs before the
-    unit's), so no job is placed by them; features of other kinds stay."""
-    node, result = boot(tmp_path, "p5.48xlarge.json", instance_id="i-0a1b2c3d4e5f60002",
-                        slurm_features="nn1-old,gpu,nn2-old,nn3-old", topology_pending=100, slurm_name="gpu-st-p5-1")
+def verify_path_unit(node: Sandbox) -> subprocess.CompletedProcess:
+    """`systemd-analyze verify` of the restore's .path unit (Sandbox.verify_units takes services,
+    timers and mounts), with the unit directory the node has: a .path unit runs no program."""
+    units = node.root / "etc/systemd/system"
+    return subprocess.run(["systemd-analyze", "verify", "--man=no",
+                           str(units / "fmcluster-network-features-restore.path")],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_restore_resolves_the_node_name_once_per_boot(tmp_path):
+    """Where the Slurm node's name is not the host's, resolving it dumps slurmctld's whole node
+    table: the name is resolved once a boot and kept in /run, and each restore asks for the node
+    alone."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", slurm_name="gpu-st-p5-1")
     assert result.returncode == 0, result.stderr
-    updates = [c.line for c in node.calls("scontrol") if c.args[0] == "update"]
-    assert updates[0] == "scontrol update nodename=gpu-st-p5-1 AvailableFeatures=gpu ActiveFeatures=gpu"
-    assert features(node) == ("gpu", "gpu")  # EC2 never answered: none set, the old ones gone
-    assert "removed" in result.stderr
+    assert node.file("/run/fmcluster-slurm-node") == "gpu-st-p5-1\n"
+    before = len(node.calls("scontrol"))
+    restore = f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" --restore {bootstrap.slurm_bin(SLURM_VERSION)}\n'
+    for _ in range(3):
+        assert node.run(restore).returncode == 0
+    asked = [c.args for c in node.calls("scontrol")[before:]]
+    assert asked == [("-o", "show", "node", "gpu-st-p5-1")] * 3
+
+
+def clear_command(node: Sandbox, unit: str) -> tuple[str, list[str]]:
+    """The ExecStartPost= line the boot wrote into slurmd's unit `unit`, and the program's part of
+    it (after `timeout N env FMCLUSTER_LIB=...`)."""
+    dropin = node.file(f"/etc/systemd/system/{unit}.d/60-fmcluster-network-features.conf")
+    (line,) = [v for v in dropin.splitlines() if v.startswith("ExecStartPost=")]
+    words = line.removeprefix("ExecStartPost=").split()
+    return line, words[words.index(FEATURES_PROGRAM):]
+
+
+@pytest.mark.parametrize("slurmd", [f"slurmd-{SLURM_VERSION}.service", "slurmd.service"],
+                         ids=["pcs-installer", "package"])
+def test_an_earlier_instances_features_are_cleared_once_slurmd_has_registered(tmp_path, slurmd):
+    """A new instance under the node name of an earlier one (AWS PCS replaces instances so) finds
+    that instance's features on the node. Before slurmd no scontrol works on AWS PCS (auth/slurm
+    asks slurmd's SACK socket; configless), so slurmd's unit, whichever name it has, clears them
+    after each start (ExecStartPost=, `-`: never failing slurmd; bounded by timeout), tried until
+    slurmd has registered; features of other kinds stay; and a restart of slurmd keeps this
+    boot's network features."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", instance_id="i-0a1b2c3d4e5f60002",
+                        slurm_features="nn1-old,gpu,nn2-old,nn3-old", topology_pending=100, slurm_name="gpu-st-p5-1",
+                        slurmd_unit=slurmd)
+    assert result.returncode == 0, result.stderr
+    assert not any(c.args[0] == "update" for c in node.calls("scontrol"))  # EC2 never answered: none set
+    line, program = clear_command(node, slurmd)
+    assert line == (f"ExecStartPost=-/usr/bin/timeout {bootstrap.NETWORK_FEATURES_CLEAR_SECONDS} /usr/bin/env "
+                    f"FMCLUSTER_LIB=/usr/local/lib/fmcluster {' '.join(program)}")
+    assert program[1:3] == ["--clear", bootstrap.slurm_bin(SLURM_VERSION)]
+    clear_command(node, f"slurmd-{SLURM_VERSION}.service" if slurmd == "slurmd.service" else "slurmd.service")
+    if slurmd != "slurmd.service":  # systemd-analyze verifies a drop-in only with its unit (this machine's)
+        verified = node.verify_units()
+        assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout
+    # slurmd starts: Slurm answers for the node only once it has registered, two asks later
+    (node.state / "scenario.sh").write_text(dataclasses.replace(node.scenario, slurm_unregistered=2).shell())
+    (node.state / "slurm-show-calls").write_text("0")
+    slept = len(node.calls("sleep"))
+    ran = node.run(f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" {" ".join(program[1:])}\n')
+    assert ran.returncode == 0, ran.stderr
+    assert features(node) == ("gpu", "gpu") and "removed" in ran.stderr
+    sleeps = [c.args for c in node.calls("sleep")[slept:]]  # tried again until slurmd had registered
+    assert sleeps and set(sleeps) == {(str(bootstrap.NETWORK_FEATURES_CLEAR_RETRY_SECONDS),)}
+
+
+def test_a_restart_of_slurmd_keeps_this_boots_network_features(tmp_path):
+    """slurmd restarted (by an administrator, or its gate's Restart=): the clear after its start
+    finds this boot's network features (the cache in /run) and leaves them."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", slurm_features="gpu")
+    assert result.returncode == 0, result.stderr
+    want = features(node)
+    _, program = clear_command(node, f"slurmd-{SLURM_VERSION}.service")
+    before = sum(c.args[0] == "update" for c in node.calls("scontrol"))
+    ran = node.run(f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" {" ".join(program[1:])}\n')
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+    assert features(node) == want and sum(c.args[0] == "update" for c in node.calls("scontrol")) == before
 
 
 def test_the_node_is_found_by_its_host_name_when_slurm_names_it_otherwise(tmp_path):
@@ -188,8 +267,9 @@ def test_unit_runs_after_slurmd_at_every_boot(tmp_path, slurmd):
     assert UNIT in node.enabled()
     assert (f"ExecStart=/usr/local/lib/fmcluster/network-features {bootstrap.slurm_bin(SLURM_VERSION)} "
             f"{bootstrap.NETWORK_FEATURES_ATTEMPTS} {bootstrap.NETWORK_FEATURES_RETRY_SECONDS}\n") in unit
-    verified = node.verify_units()
-    assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout
+    if slurmd != "slurmd.service":  # the drop-ins of both names: verified where the node has both units
+        verified = node.verify_units()
+        assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout
     boot_again = node.reboot()
     assert UNIT in boot_again.started
     assert boot_again.order.index(UNIT) > boot_again.order.index(slurmd)

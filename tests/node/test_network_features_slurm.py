@@ -22,14 +22,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from fmcluster.facts.node import FMCLUSTER_LIB
 from fmcluster.kits import placement
 from fmcluster.model import cluster as cluster_model
 from fmcluster.spec import loader
+from tests.support import slurm_roots
 from tests.support.paths import EXAMPLES_DIR, ROOT
 from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, release_id, require_slurm
 
@@ -65,7 +68,7 @@ def run_program(cluster: SlurmCluster, tmp_path: Path, name: str, instance: str,
     "--restore": as its restore timer does, "--clear": as the boot does before slurmd); `aws`:
     another AWS CLI stand-in; `host`: what `hostname -s` says (default the node's name)."""
     root, bin_dir = tmp_path / name / "root", tmp_path / name / "bin"
-    (root / "run").mkdir(parents=True, exist_ok=True)
+    install(root)
     bin_dir.mkdir(parents=True, exist_ok=True)
     for command, text in (("curl", CURL.format(instance=instance)), ("hostname", HOSTNAME.format(name=host or name)),
                           ("aws", aws or AWS.format(answer=ANSWER))):
@@ -75,6 +78,15 @@ def run_program(cluster: SlurmCluster, tmp_path: Path, name: str, instance: str,
     env = {**cluster.env, "FMCLUSTER_ROOT": str(root), "PATH": f"{bin_dir}:{cluster.bin}:{os.environ['PATH']}"}
     argv = [mode, str(cluster.bin)] if mode else [str(cluster.bin), "2", "1"]
     return subprocess.run(["bash", str(PROGRAM), *argv], env=env, capture_output=True, text=True, timeout=60)
+
+
+def install(root: Path) -> None:
+    """The node's FMCLUSTER_LIB under `root` (FMCLUSTER_ROOT): the slurm-node.sh the program sources
+    from there, as the node program installs it beside the program; and /run."""
+    (root / "run").mkdir(parents=True, exist_ok=True)
+    lib = root / FMCLUSTER_LIB.lstrip("/")
+    lib.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PROGRAM.parent / "slurm-node.sh", lib / "slurm-node.sh")
 
 
 def publish(cluster: SlurmCluster, tmp_path: Path) -> None:
@@ -194,10 +206,12 @@ def test_features_come_back_when_slurmctld_comes_back(cluster, tmp_path):
 
 
 def test_a_new_instance_clears_the_features_of_the_one_before(cluster, tmp_path):
-    """The node keeps an earlier instance's features in slurmctld; `--clear` (before slurmd, at
-    every boot) removes them and keeps the others."""
+    """The node keeps an earlier instance's features in slurmctld; `--clear` (after each start of
+    slurmd) removes them and keeps the others."""
     cluster.run("scontrol", "update", "nodename=node4", f"AvailableFeatures=gpu,{LAYER1},{LAYER2},{Y}",
                 f"ActiveFeatures=gpu,{LAYER1},{LAYER2},{Y}")
+    for name in ("node4", "node5"):  # a new instance: a new boot, its /run empty
+        shutil.rmtree(tmp_path / name / "root" / "run")
     result = run_program(cluster, tmp_path, "node4", "i-0a1b2c3d4e5f60009", mode="--clear")
     assert result.returncode == 0, result.stderr
     assert cluster.node("node4")["AvailableFeatures"] == cluster.node("node4")["ActiveFeatures"] == "gpu"
@@ -213,3 +227,45 @@ def test_the_node_is_found_by_its_host_name(cluster, tmp_path):
     result = run_program(cluster, tmp_path, "node1", "i-0a1b2c3d4e5f60001", host="localhost")
     assert result.returncode == 0, result.stderr
     assert cluster.node("node1")["AvailableFeatures"].startswith("gpu,nn1-")
+
+
+def on_node(cluster: SlurmCluster, tmp_path: Path, node: str, slurmd: bool) -> subprocess.CompletedProcess:
+    """`network-features --clear` on node `node` of the cluster as it runs there, with PCS's Slurm
+    commands (node_bin) and slurm.conf (SLURM_CONF: a node that has it, more than configless AWS
+    PCS gives before slurmd): `slurmd` False, in a view of the root where no slurmd runs yet (the
+    lifecycle script before slurmd: no SACK socket, neither slurmd's nor slurmctld's, whose /run
+    is the controller's); True, in the view of the node's slurmd (its unit's ExecStartPost=,
+    where slurmd serves /run/slurm/sack.socket)."""
+    root, bin_dir = tmp_path / node / "root", tmp_path / node / "bin"
+    install(root)
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    (bin_dir / "hostname").write_text(HOSTNAME.format(name=node))
+    (bin_dir / "hostname").chmod(0o755)
+    command = ["/usr/bin/env", f"SLURM_CONF={cluster.conf}", f"FMCLUSTER_ROOT={root}", f"PATH={bin_dir}:/usr/bin:/bin",
+               "/usr/bin/timeout", "30", "bash", str(PROGRAM), "--clear", str(cluster.node_bin), "2", "1"]
+    if slurmd:
+        (pid,) = [p.pid for p in cluster.processes if "-N" in p.args and p.args[p.args.index("-N") + 1] == node]
+        argv = slurm_roots.joined(pid, command)
+    else:
+        argv = slurm_roots.argv(cluster.lower, command, binds=(str(cluster.dir), str(tmp_path), str(PROGRAM.parent)))
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+@EVERY_RELEASE
+def test_the_clear_works_once_slurmd_runs_and_not_before(release, tmp_path):
+    """On a node of AWS PCS's Slurm (auth/slurm, a client's credential from a local SACK socket),
+    `--clear` before slurmd (the NodeBootstrapped lifecycle script of an earlier release) cannot
+    reach Slurm at all, and an earlier instance's features stay; run as slurmd's unit runs it,
+    once slurmd runs, it removes them and keeps the others."""
+    require_slurm(release)
+    old = f"gpu,{LAYER1},{LAYER2},{Y}"
+    with SlurmCluster(tmp_path / "slurm", nodes=2, partitions={"gpu": ["node1", "node2"]}, release=release,
+                      shared=[str(tmp_path), str(PROGRAM.parent)]) as c:
+        c.run("scontrol", "update", "nodename=node2", f"AvailableFeatures={old}", f"ActiveFeatures={old}")
+        before = on_node(c, tmp_path / "before", "node2", slurmd=False)
+        assert before.returncode != 0
+        assert "sack" in before.stderr.lower(), before.stderr
+        assert c.node("node2")["AvailableFeatures"] == old
+        after = on_node(c, tmp_path / "after", "node2", slurmd=True)
+        assert after.returncode == 0, after.stderr + c.logs()
+        assert c.node("node2")["AvailableFeatures"] == c.node("node2")["ActiveFeatures"] == "gpu"

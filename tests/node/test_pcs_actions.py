@@ -297,3 +297,22 @@ def test_the_guard_guards_every_slurmd_unit_the_image_has(tmp_path):
         assert node.exists(f"/etc/systemd/system/{unit}.d/{actions.GATE_DROP_IN}"), unit
     for unit in (SLURMD, "slurmd-26.05.service"):
         assert node.run(f"systemctl start {unit}\n", name="start.sh").returncode != 0
+
+
+def test_network_features_are_cleared_by_slurmds_unit_not_by_a_script_before_slurmd(tmp_path):
+    """Before slurmd no Slurm command works on AWS PCS (auth/slurm: a client's credential comes from
+    slurmd's SACK socket; configless), so no lifecycle script clears an earlier instance's network
+    features before slurmd: the configure script (first boot, before slurmd first starts) writes
+    the drop-in of slurmd's unit that clears them after each start, and the group's scripts are
+    the program's phases alone."""
+    scripts = render(network_features=True)
+    assert [s.name for s in scripts] == ["fmcluster configure", "fmcluster storage", "fmcluster containers",
+                                         "fmcluster node ready", "fmcluster metrics", "fmcluster network features"]
+    node = Sandbox(tmp_path, world())
+    outcome = first_boot(node, scripts)
+    assert (outcome.verdict, outcome.failed) == ("done", []), outcome
+    for unit in (SLURMD, "slurmd.service"):
+        dropin = node.file(f"/etc/systemd/system/{unit}.d/60-fmcluster-network-features.conf")
+        assert "ExecStartPost=-/usr/bin/timeout " in dropin and " --clear " in dropin
+    verified = node.verify_units()
+    assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout

@@ -8,12 +8,14 @@
 # only for UltraServer groups), so features are the topology a PCS cluster can be given.
 #
 # Usage: network-features SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]   set them (the unit, at every boot)
-#        network-features --restore SLURM_BIN   set them again when Slurm lost them (the timer)
-#        network-features --clear SLURM_BIN     remove the node's network features (before slurmd)
+#        network-features --restore SLURM_BIN   set them again when Slurm lost them (the restore unit)
+#        network-features --clear SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]   at each start of slurmd:
+#                        only this boot's network features on the node (none before the unit's first run)
 #   SLURM_BIN       Slurm's commands, first on PATH (AWS PCS keeps them under
 #                   /opt/aws/pcs/scheduler/slurm-VERSION/bin, on no PATH a unit gets)
 #   ATTEMPTS        how many times to try (EC2 answers a new instance's topology some time after
 #   RETRY_SECONDS   its launch; scontrol fails until slurmd has registered), and the wait between
+#   FMCLUSTER_LIB   (environment) where slurm-node.sh is installed, beside this program
 #
 # 1. The instance id and region from the instance metadata service (IMDSv2).
 # 2. `aws ec2 describe-instance-topology --instance-ids ID` (AWS CLI v2; EC2 API Reference,
@@ -25,17 +27,22 @@
 #    Slurm's constraint parser takes every character but , & | * [ ] ( ) in a feature name:
 #    src/slurmctld/job_scheduler.c, _feature_string2list), set with `scontrol update` as the
 #    available and active features of this node (its Slurm name: slurm-node.sh's slurm_node, shared
-#    with node-health), every feature it has that is not of this form kept.
+#    with node-health, resolved once per boot and kept in NODE_CACHE under /run: where the name is
+#    not the host's, resolving it dumps slurmctld's whole node table), every other feature kept.
 # 4. The features are kept in CACHE (under /run: a stop and start moves an instance, a reboot
 #    empties /run). Slurm forgets features set with scontrol when slurmctld restarts without -R or
-#    is reconfigured (scontrol(1), AvailableFeatures): fmcluster-network-features-restore.timer runs
-#    `--restore` every few seconds, one `scontrol show node` that finds them there, else sets them
-#    again from CACHE as soon as slurmctld answers (no EC2 call; nothing to do without CACHE).
+#    is reconfigured (scontrol(1), AvailableFeatures): fmcluster-network-features-restore.service
+#    runs `--restore` when slurmd gets a new configuration and every few minutes: one `scontrol
+#    show node` that finds them there, else sets them again from CACHE (no EC2 call; nothing to do
+#    without CACHE).
 # 5. `--clear`: a new instance under a Slurm node name an earlier one had (AWS PCS replaces an
-#    instance so) finds that instance's features on the node: slurmctld keeps them. The node
-#    program runs `--clear` before slurmd starts at every boot, so that the node takes no job
-#    placed by an earlier instance's place in the network; one try, and a node Slurm does not
-#    know yet (or a slurmctld that does not answer) has nothing to clear.
+#    instance so) finds that instance's features on the node: slurmctld keeps them. slurmd's unit
+#    runs `--clear` after each start of slurmd (ExecStartPost=, bounded): the node's network
+#    features become this boot's (CACHE: a restart of slurmd keeps them), or none before the
+#    unit's first run, so the node takes no job placed by an earlier instance's place in the
+#    network. Not before slurmd: with auth/slurm a client gets its credential from the SACK socket
+#    slurmd serves (/run/slurm/sack.socket), and AWS PCS runs configless (slurm.conf comes with
+#    slurmd), so scontrol cannot work earlier. Tried every RETRY_SECONDS until slurmd answers.
 # Exit status 0 once set; 1 when it could not (the unit fails: `systemctl status` shows why).
 set -uo pipefail
 MODE="set"
@@ -43,15 +50,24 @@ MODE="set"
 SLURM_BIN=${1:?usage: network-features [--restore|--clear] SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]}
 ATTEMPTS=${2:-40}
 RETRY_SECONDS=${3:-15}
-CACHE=${FMCLUSTER_ROOT:-}/run/fmcluster-network-features
-# slurm_node: the node's Slurm name (shared with node-health)
+ROOT=${FMCLUSTER_ROOT:-}
+CACHE=$ROOT/run/fmcluster-network-features
+NODE_CACHE=$ROOT/run/fmcluster-slurm-node  # the node's Slurm name, resolved once per boot
+# slurm_node: the node's Slurm name (shared with node-health), installed beside this program in
+# FMCLUSTER_LIB (its units' environment), wherever this copy of the program runs from
 # shellcheck source=/dev/null
-source "${BASH_SOURCE[0]%/*}/slurm-node.sh"
+source "$ROOT${FMCLUSTER_LIB:-/usr/local/lib/fmcluster}/slurm-node.sh"
 # Slurm's commands first (under test, FMCLUSTER_ROOT set, the stand-ins on PATH stay first)
 export PATH="${FMCLUSTER_ROOT:+$PATH:}$SLURM_BIN:$PATH"
 
 log() {
   printf 'fmcluster-network-features: %s\n' "$*" >&2
+}
+
+# notice: a line the journal keeps under its units' LogLevelMax=notice (syslog level 5: journald
+# reads the prefix on a unit's output), what changed on the node
+notice() {
+  printf '%sfmcluster-network-features: %s\n' "${JOURNAL_STREAM:+<5>}" "$*" >&2
 }
 
 # scontrol, bounded: a slurmctld that does not answer never holds the unit (Slurm's from PATH)
@@ -87,11 +103,25 @@ kept() {
     paste -sd, -
 }
 
+# node_name: the node's Slurm name, from NODE_CACHE, else resolved (slurm_node) and kept there;
+# nothing when Slurm does not answer or knows no such node (then nothing is kept)
+node_name() {
+  local node
+  if [[ -s "$NODE_CACHE" ]]; then
+    printf '%s\n' "$(<"$NODE_CACHE")"
+    return
+  fi
+  node=$(slurm_node)
+  [[ -n "$node" ]] || return 0
+  printf '%s\n' "$node" >"$NODE_CACHE"
+  printf '%s\n' "$node"
+}
+
 # set_features FEATURES: on this node, its other features kept (FEATURES empty: none of them left);
 # status 0 set, 3 already so, else scontrol's
 set_features() {
   local node line available active
-  node=$(slurm_node)
+  node=$(node_name)
   [[ -n "$node" ]] || return 1
   line=$(scontrol -o show node "$node") || return 1
   available=$(kept "$line" AvailableFeatures)
@@ -112,13 +142,21 @@ main() {
       set_features "$wanted"
       rc=$?
       ((rc != 3)) || return 0
-      ((rc == 0)) && log "Slurm had lost them (slurmctld restarted or reconfigured): set again: $wanted"
+      ((rc == 0)) && notice "Slurm had lost them (slurmctld restarted or reconfigured): set again: $wanted"
       return "$rc" ;;
     clear)
-      set_features ""
-      rc=$?
-      ((rc != 0)) || log "network features of an earlier instance removed"
-      return 0 ;;
+      for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
+        ((attempt > 1)) && sleep "$RETRY_SECONDS"
+        set_features "$wanted"
+        rc=$?
+        ((rc == 3)) && return 0
+        if ((rc == 0)); then
+          notice "network features of an earlier instance removed${wanted:+, those of this boot kept: $wanted}"
+          return 0
+        fi
+      done
+      log "could not clear the network features after $ATTEMPTS attempts (slurmd not registered?)"
+      return 1 ;;
   esac
   for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
     ((attempt > 1)) && sleep "$RETRY_SECONDS"

@@ -1,8 +1,9 @@
 # shellcheck shell=bash
 # fmcluster: the Slurm name of this node, for the node programs that source it (node-health,
-# network-features: installed beside them as FMCLUSTER_LIB/slurm-node.sh, and sourced from their
-# own directory). They call Slurm's `scontrol` their own way (a function under `timeout`, or
-# Slurm's bin directory on PATH).
+# network-features): installed beside them as FMCLUSTER_LIB/slurm-node.sh and sourced from there
+# (FMCLUSTER_LIB: node-health.env's, the network-features units' environment), not from the
+# directory of the running copy. They call Slurm's `scontrol` their own way (a function under
+# `timeout`, or Slurm's bin directory on PATH); network-features keeps the name for the boot.
 #
 # slurm_node: SLURMD_NODENAME (slurmd sets it for its HealthCheckProgram), else the node named as
 # the host (`hostname -s`), else the node whose NodeHostName is this host (short, or its FQDN: AWS
