@@ -104,8 +104,9 @@ def apply(cluster: SlurmCluster, teams: list[dict], tmp_path: Path, data: str | 
           evals_team: str | None = "pretrain"):
     path = tmp_path / "teams"
     path.write_text(data if data is not None else accounting.data(model(teams, evals_team).teams))
-    return subprocess.run(["bash", str(PROGRAM), str(path)], env={**cluster.env, "SLURM_BIN": str(cluster.bin)},
-                          capture_output=True, text=True, timeout=120)
+    # ALLOWED: the accounts fmcluster named in AllowAccounts, kept for the module's cluster
+    env = {**cluster.env, "SLURM_BIN": str(cluster.bin), "ALLOWED": str(cluster.dir / "allowed-accounts")}
+    return subprocess.run(["bash", str(PROGRAM), str(path)], env=env, capture_output=True, text=True, timeout=120)
 
 
 def associations(cluster: SlurmCluster) -> set[tuple[str, ...]]:
@@ -472,3 +473,41 @@ def test_an_administrators_own_allow_list_is_left_alone(slurm, tmp_path):
         slurm.run("scontrol", "update", "PartitionName=gpu", "AllowAccounts=ALL", check=False)
         slurm.run("sacctmgr", "-i", "delete", "account", own, check=False)
 
+
+
+@pytest.mark.parametrize("default", ["pretrain", "research"])
+@OLDEST
+def test_a_user_whose_every_team_goes_loses_the_default_association_last(slurm, tmp_path, default):
+    """A member of two teams that both go, who keeps no other account here: there is no default
+    to move to, and Slurm refuses to remove the default association while the user has others
+    ("unless we are removing all of the user's accounts"): the other association goes first, the
+    default last, whichever of the two it is, in one run."""
+    both = [{**TEAMS[0], "members": [ALICE, BOB, FRANK]}, {**TEAMS[1], "members": [FRANK]}]
+    try:
+        assert apply(slurm, both, tmp_path).returncode == 0
+        slurm.run("sacctmgr", "-i", "modify", "user", "where", f"name={FRANK}", f"cluster={slurm.cluster}", "set",
+                  f"defaultaccount={default}")
+        result = apply(slurm, [], tmp_path, evals_team=None)
+        assert result.returncode == 0, result.stdout
+        left = slurm.run("sacctmgr", "-Pn", "show", "account", "format=account").stdout.split()
+        assert "pretrain" not in left and "research" not in left
+        assert not [row for row in associations(slurm) if row[1] == FRANK]
+    finally:
+        assert apply(slurm, TEAMS, tmp_path).returncode == 0
+
+
+@OLDEST
+def test_an_allow_list_naming_an_account_not_created_yet_is_left_alone(slurm, tmp_path):
+    """An administrator restricts a shared GPU group's partition to an account they have not
+    created yet: an account that does not exist is a removed team's only where a list fmcluster
+    wrote named it (ALLOWED), so the list stays; a removed team's account fmcluster named is
+    still opened (test_a_group_that_stops_being_dedicated_takes_every_teams_jobs_again)."""
+    future = f"{TAG}future".replace("-", "")
+    try:
+        slurm.run("scontrol", "update", "PartitionName=gpu", f"AllowAccounts={future},research")
+        result = apply(slurm, TEAMS, tmp_path)
+        assert result.returncode == 0, result.stdout
+        assert allowed(slurm, "gpu") == f"{future},research"
+        assert "pretrain" in (slurm.dir / "allowed-accounts").read_text().split()  # evals' list, recorded
+    finally:
+        slurm.run("scontrol", "update", "PartitionName=gpu", "AllowAccounts=ALL", check=False)

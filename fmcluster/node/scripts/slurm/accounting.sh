@@ -22,11 +22,14 @@
 # QOSes are left alone. A group that cannot be looked up removes nobody from its team.
 # Exit 0: all applied; 1: a change failed (the rest was still made); 2: FILE unusable.
 # Settings: SLURM_BIN (where sacctmgr and scontrol are: Slurm's commands are on no PATH of a
-# boot script on PCS or HyperPod), GETENT.
+# boot script on PCS or HyperPod), GETENT, ALLOWED (the accounts fmcluster has ever named in a
+# partition's AllowAccounts, one a line: what tells a removed team's account from one an
+# administrator named before creating it).
 set -uo pipefail
 
 FILE=${1:-}
 SLURM_BIN=${SLURM_BIN:-/usr/bin}
+ALLOWED=${ALLOWED:-/var/lib/fmcluster/accounting-allowed-accounts}
 GETENT=${GETENT:-getent}
 SACCTMGR=$SLURM_BIN/sacctmgr
 MARK=fmcluster
@@ -189,11 +192,12 @@ done
 # fail the same way. It moves to the user's first team, or else to an account the user keeps on
 # this cluster (an administrator's own); a user who keeps nothing loses the last association,
 # which Slurm allows.
-declare -A users=()
+declare -A users=() default_of=()
 for user in "${!first[@]}"; do users[$user]=1; done
 for key in "${!going[@]}"; do users[${key#*|}]=1; done
 for user in "${!users[@]}"; do
   default=$(query show user "$user" withassoc "cluster=$CLUSTER" format=defaultaccount | head -n 1)
+  default_of[$user]=$default
   [[ -n ${wanted["$default|$user"]+x} ]] && continue
   [[ -z ${first[$user]+x} && -z ${going["$default|$user"]+x} ]] && continue # not fmcluster's to move
   target=${first[$user]:-}
@@ -202,18 +206,29 @@ for user in "${!users[@]}"; do
       [[ -z ${going["$account|$user"]+x} ]] && target=$account && break
     done
   fi
-  [[ -z $target || $target == "$default" ]] ||
+  if [[ -n $target && $target != "$default" ]]; then
+    before=$failures
     apply modify user where "name=$user" "cluster=$CLUSTER" set "DefaultAccount=$target"
+    ((failures == before)) && default_of[$user]=$target
+  fi
 done
 # one association at a time: removing an account with all its users' associations in one request
 # is refused where a member of two teams is among them, even with every default moved (seen with
 # Debian's Slurm 22.05: the refusal names a user for whom the account is the only association,
-# whose default it rightly is), so each user's association goes first, then the account
-for key in "${!going[@]}"; do
-  account=${key%%|*} user=${key#*|}
-  before=$failures
-  apply delete user where "name=$user" "account=$account" "cluster=$CLUSTER"
-  ((failures == before)) || failed[$account]=1
+# whose default it rightly is), so each user's association goes first, then the account. A user's
+# default association goes last: a user whose every association goes (its teams, and nothing
+# else kept here) keeps the default until the others are gone, as Slurm refuses to remove the
+# default "unless we are removing all of the user's accounts"; the associations otherwise go in
+# no order (bash's hash order)
+for last in 0 1; do
+  for key in "${!going[@]}"; do
+    account=${key%%|*} user=${key#*|}
+    [[ $account == "${default_of[$user]:-}" ]] && is_default=1 || is_default=0
+    ((is_default == last)) || continue
+    before=$failures
+    apply delete user where "name=$user" "account=$account" "cluster=$CLUSTER"
+    ((failures == before)) || failed[$account]=1
+  done
 done
 
 # --- the accounts fmcluster made that the spec no longer has (their users' associations gone above)
@@ -225,14 +240,40 @@ for account in "${!organization[@]}"; do
   [[ -z $(query show assoc "account=$account" format=cluster) ]] && apply delete account where "name=$account"
 done
 
-# fmcluster_only ACCOUNTS: whether every account of the list (a,b) is fmcluster's or no longer
-# exists (a team removed by this run or an earlier one)
+# fmcluster_only ACCOUNTS: whether every account of the list (a,b) is fmcluster's: one it made
+# (Organization), or one that no longer exists which a list fmcluster wrote named (a team removed
+# by this run or an earlier one; ALLOWED). An account that does not exist and that fmcluster never
+# named is an administrator's, perhaps not created yet: the list is theirs.
+declare -A named=()
+if [[ -r $ALLOWED ]]; then
+  while IFS= read -r account; do [[ -n $account ]] && named[$account]=1; done <"$ALLOWED"
+fi
 fmcluster_only() {
   local account
   for account in ${1//,/ }; do
-    [[ ${organization[$account]:-$MARK} == "$MARK" ]] || return 1
+    if [[ -n ${organization[$account]+x} ]]; then
+      [[ ${organization[$account]} == "$MARK" ]] || return 1
+    else
+      [[ -n ${named[$account]+x} ]] || return 1
+    fi
   done
 }
+
+# the accounts of the dedicated partitions' lists, kept in ALLOWED before any is written
+record=()
+for partition in "${!allow[@]}"; do
+  [[ ${allow[$partition]} == - ]] && continue
+  for account in ${allow[$partition]//,/ }; do
+    [[ -n ${named[$account]+x} ]] || record+=("$account")
+    named[$account]=1
+  done
+done
+if ((${#record[@]})); then
+  if ! { mkdir -p "${ALLOWED%/*}" && printf '%s\n' "${record[@]}" >>"$ALLOWED"; }; then
+    log "failed: cannot record the accounts of AllowAccounts in $ALLOWED"
+    failures=$((failures + 1))
+  fi
+fi
 
 # --- the partitions of dedicated node groups: their one account; of the other GPU groups: ALL
 for partition in "${!allow[@]}"; do
