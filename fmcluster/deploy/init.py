@@ -70,6 +70,7 @@ class InitReport:
     written: tuple[str, ...] = ()  # the project's files, relative to `directory`
     error: Optional[str] = None  # why nothing (or not everything) was written
     hint: Optional[str] = None
+    warnings: tuple[str, ...] = ()  # what validate warns of the written spec, formatted
 
 
 # --- the spec ------------------------------------------------------------------------------------
@@ -358,7 +359,8 @@ def run(directory: str, orchestrator: str = DEFAULT_ORCHESTRATOR, instance_type:
     cluster = name if name is not None else os.path.basename(os.path.abspath(directory)).lower()
     zone = az_id or default_az_id(region, orchestrator, instance_type)
     text = spec_text(orchestrator, instance_type, cluster, region, zone)
-    problems = loader.load_text(text, SPEC_FILE).errors
+    loaded = loader.load_text(text, os.path.join(directory, SPEC_FILE))  # its diagnostics name the file written
+    problems = loaded.errors
     if problems:
         # what the instance type cannot do on the control plane first: the reason of the refusal
         first = min(problems, key=lambda d: ("instance_type" not in dotted(d.path), orchestrator not in d.message))
@@ -382,7 +384,9 @@ def run(directory: str, orchestrator: str = DEFAULT_ORCHESTRATOR, instance_type:
         return InitReport(directory, orchestrator, instance_type, tuple(written),
                           f"cannot write {directory}: {exc.strerror or exc}",
                           "name a directory you can write: fmcluster init DIR")
-    return InitReport(directory, orchestrator, instance_type, tuple(written))
+    # a warning is the user's to read and to accept in the spec (accepted_warnings), never init's
+    warnings = tuple(d.format() for d in loaded.diagnostics if d.severity == "warning")
+    return InitReport(directory, orchestrator, instance_type, tuple(written), warnings=warnings)
 
 
 def suggested_name(name: str) -> str | None:
@@ -408,7 +412,7 @@ def render(report: InitReport, fmt: str = "text") -> tuple[str, str]:
     lines += [f"  wrote {os.path.join(report.directory, path)}" for path in report.written]
     lines += [f"next: replace the `put yours` placeholders of {SPEC_FILE}, then"]
     lines += [f"  {command}" for command in next_commands(report)]
-    return "\n".join(lines) + "\n", ""
+    return "\n".join(lines) + "\n", "".join(f"{warning}\n" for warning in report.warnings)
 
 
 def exit_code(report: InitReport) -> int:
