@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from fmcluster.deploy import cfn_schemas, diff
 from fmcluster.plan import report as plan
 from fmcluster.spec import loader
 from tests.support.docs import readme_output
+from tests.support.examples import in_process
 from tests.support.paths import EXAMPLES, ROOT
 from tests.support.specs import validated
 from tests.support.templates import fsx
@@ -77,17 +77,6 @@ def specs(tmp_path_factory) -> dict[str, Path]:
         _edit(paths[name], edit)
         assert loader.load(paths[name]).ok, loader.load(paths[name]).diagnostics
     return paths
-
-
-def in_process(spec) -> dict[str, dict]:
-    """The CDK app's templates of a spec, synthesized in this process (fmcluster_cdk.synthesis.build_app)."""
-    from fmcluster.deploy import assembly
-    from fmcluster.deploy.synth import app_context, cdk_json
-    from fmcluster_cdk.synthesis import build_app
-
-    with tempfile.TemporaryDirectory(prefix="fmcluster-diff-test-") as outdir:
-        build_app([spec], outdir, app_context(cdk_json(ROOT))).synth()
-        return assembly.templates(outdir)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import yaml
 
 from fmcluster.deploy import diff, node_roll
 from fmcluster.spec import loader
-from tests.deploy.test_diff import in_process
+from tests.support.examples import in_process
 from tests.support.paths import ROOT
 from tests.support.specs import validated
 

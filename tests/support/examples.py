@@ -25,3 +25,16 @@ def fmcluster_synth(spec: str | Sequence[str], outdir: Path) -> subprocess.Compl
 def templates(outdir: Path) -> dict[str, str]:
     """Every template file of the assembly, the nested stacks' (*.nested.template.json) included."""
     return {p.name: p.read_text() for p in sorted(outdir.glob("*.template.json"))}
+
+
+def in_process(spec) -> dict[str, dict]:
+    """The CDK app's templates of a spec, synthesized in this process (fmcluster_cdk.synthesis.build_app)."""
+    import tempfile
+
+    from fmcluster.deploy import assembly
+    from fmcluster.deploy.synth import app_context, cdk_json
+    from fmcluster_cdk.synthesis import build_app
+
+    with tempfile.TemporaryDirectory(prefix="fmcluster-diff-test-") as outdir:
+        build_app([spec], outdir, app_context(cdk_json(ROOT))).synth()
+        return assembly.templates(outdir)
