@@ -167,8 +167,8 @@ def test_every_node_script_runs_on_a_healthy_node(assembly, tmp_path):
         assert not drained and not node.exists("/etc/eks/nodeadm.d/90-fmcluster-not-ready.yaml")
         if node.exists(f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"):
             assert node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom").endswith(" 1\n"), describe(node_script)
-        if node_script.plane == "pcs":
-            assert node.run("systemctl start slurmd.service", name="start.sh").returncode == 0
+        if node_script.plane == "pcs":  # the unit of the PCS-ready DLAMI, which PCS's Slurm installer names
+            assert node.run(f"systemctl start {node.scenario.slurmd_unit}", name="start.sh").returncode == 0
         if units_verifiable():  # every unit and drop-in the script wrote, as systemd would load it
             verified = node.verify_units()
             assert verified.returncode == 0 and not verified.stdout, describe(node_script) + verified.stdout

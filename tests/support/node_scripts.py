@@ -117,7 +117,8 @@ def scenario(node: NodeScript) -> Scenario:
     common = dict(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks, efa_devices=instance.max_efa_interfaces,
                   imex=instance.ultraserver)
     if node.plane == "pcs":  # Ubuntu 24.04 (the PCS DLAMI), slurmd started by PCS, on the cluster's image
-        return Scenario(**common, image_slurm_prefix=images.slurm_prefix(images.PCS, node.slurm_version))
+        return Scenario(**common, image_slurm_prefix=images.slurm_prefix(images.PCS, node.slurm_version),
+                        slurmd_unit=bootstrap.PCS_SLURMD_UNIT.format(version=node.slurm_version))
     if node.plane == "hyperpod-slurm":
         # slurmd's configless copy of the controller's plugstack.conf, once the controller registered Pyxis
         plugstack = f"include {bootstrap.Containers.hyperpod().pyxis_conf}\n"
