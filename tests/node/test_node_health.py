@@ -842,3 +842,17 @@ def test_eks_gpu_nodes_run_the_check_for_its_metrics_only(tmp_path):
     assert result.returncode == 1 and "xid XID 79" in result.stdout
     assert metrics(sandbox)["fmcluster_node_healthy"] == "0"
     assert drains(sandbox) == []  # no Slurm here
+
+
+def test_the_gpu_key_tells_apart_gpus_on_the_same_bus_of_other_pci_domains():
+    """A reboot is asked for a reset-class finding on one GPU, and only the same GPU's finding after
+    it escalates: the key that matches the kernel log's XID lines to nvidia-smi's bus IDs keeps the
+    PCI domain, which is all that tells a p6e-gb200's four GPUs apart (00000008..00000019:01:00.0)."""
+    program = (bootstrap.PROGRAMS / "node-health.sh").read_text()
+    function = program[program.index("gpu_key() {"):]
+    function = function[:function.index("\n}\n") + 3]
+    keys = subprocess.run(["bash", "-c", function + "for b in \"$@\"; do gpu_key \"$b\"; done", "keys",
+                           "PCI:0008:01:00", "00000008:01:00.0", "PCI:0009:01:00", "00000019:01:00.0",
+                           "PCI:0000:53:00", "00000000:53:00.0"],
+                          capture_output=True, text=True, check=True).stdout.split()
+    assert keys == ["8:01:00", "8:01:00", "9:01:00", "19:01:00", "0:53:00", "0:53:00"]

@@ -84,13 +84,16 @@ RESET_FAULTS=${RESET_FAULTS:-xid-reset ecc-reset}
 FAULTS=()
 fault() { FAULTS+=("$1 $2"); }
 
-# gpu_key BUS: a GPU's PCI bus and device, as the kernel log's XIDs ("PCI:0000:53:00") and
-# nvidia-smi ("00000000:53:00.0") both name it: 53:00
+# gpu_key BUS: a GPU's PCI domain, bus and device, as the kernel log's XIDs ("PCI:0000:53:00") and
+# nvidia-smi ("00000000:53:00.0") both name it: 0:53:00. The domain tells GPUs apart where their
+# buses are the same: a p6e-gb200's four are 00000008, 00000009, 00000018 and 00000019:01:00.0.
 gpu_key() {
-  local s=${1#PCI:}
+  local s=${1#PCI:} domain
   s=${s%.*}
   s=${s,,}
-  printf '%s\n' "${s: -5}"
+  domain=${s%:*:*}
+  [[ "$domain" =~ ^[0-9a-f]+$ ]] || domain=0
+  printf '%x:%s\n' "$((16#$domain))" "${s: -5}"
 }
 
 # reset_fault SLUG KEY BUS TEXT: a finding a GPU reset clears (KEY: xidN or ecc): fault SLUG-reset,
