@@ -57,6 +57,9 @@ NETWORK_FEATURES_RETRY_SECONDS = 15
 # registered, within a bound well inside slurmd's start timeout
 NETWORK_FEATURES_CLEAR_SECONDS = 45
 NETWORK_FEATURES_CLEAR_RETRY_SECONDS = 3
+# `--leave` when the instance shuts down (the unit's ExecStop=, before slurmd stops): bounded, so a
+# slurmctld that does not answer never holds the shutdown up
+NETWORK_FEATURES_LEAVE_SECONDS = 30
 # its restore: set again what slurmctld forgot, at once after a reconfigure (configless slurmd
 # rewrites /run/slurm/conf/slurm.conf) and, a slow backstop for a slurmctld restart, every 3 to 5
 # minutes (spread at random: at 1,000 nodes a few requests a second, not one node-table dump each)
@@ -614,6 +617,7 @@ class NodeProgram:
                         NETWORK_FEATURES_ATTEMPTS=NETWORK_FEATURES_ATTEMPTS,
                         NETWORK_FEATURES_RETRY_SECONDS=NETWORK_FEATURES_RETRY_SECONDS,
                         NETWORK_FEATURES_CLEAR_SECONDS=NETWORK_FEATURES_CLEAR_SECONDS,
+                        NETWORK_FEATURES_LEAVE_SECONDS=NETWORK_FEATURES_LEAVE_SECONDS,
                         NETWORK_FEATURES_CLEAR_RETRY_SECONDS=NETWORK_FEATURES_CLEAR_RETRY_SECONDS,
                         NETWORK_FEATURES_RESTORE_SECONDS=NETWORK_FEATURES_RESTORE_SECONDS,
                         NETWORK_FEATURES_RESTORE_SPREAD_SECONDS=NETWORK_FEATURES_RESTORE_SPREAD_SECONDS,

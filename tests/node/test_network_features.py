@@ -246,6 +246,29 @@ def test_a_restart_of_slurmd_keeps_this_boots_network_features(tmp_path):
     assert features(node) == want and sum(c.args[0] == "update" for c in node.calls("scontrol")) == before
 
 
+def test_the_instances_features_leave_the_node_when_it_goes(tmp_path):
+    """slurmd says it is ready before it registers, so the clear at its start races the scheduler,
+    and a powered-down dynamic node keeps its features with no instance: the unit stays active and
+    its stop (at shutdown, before slurmd's: it is ordered after slurmd) removes this instance's
+    network features, bounded, never failing the shutdown; the other features stay."""
+    node, result = boot(tmp_path, "p5.48xlarge.json", slurm_features="gpu",
+                        slurmd_unit=f"slurmd-{SLURM_VERSION}.service")
+    assert result.returncode == 0, result.stderr
+    assert features(node)[0] != "gpu"  # set at boot
+    unit = node.file(f"/etc/systemd/system/{UNIT}")
+    assert "RemainAfterExit=yes\n" in unit
+    (stop,) = [line for line in unit.splitlines() if line.startswith("ExecStop=")]
+    words = stop.removeprefix("ExecStop=").split()
+    assert words[:2] == ["-/usr/bin/timeout", str(bootstrap.NETWORK_FEATURES_LEAVE_SECONDS)]
+    assert words[2:5] == [FEATURES_PROGRAM, "--leave", bootstrap.slurm_bin(SLURM_VERSION)]
+    assert f"TimeoutStopSec={bootstrap.NETWORK_FEATURES_LEAVE_SECONDS + 15}\n" in unit
+    verified = node.verify_units()
+    assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout
+    ran = node.run(f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" {" ".join(words[3:])}\n')
+    assert ran.returncode == 0, ran.stderr
+    assert features(node) == ("gpu", "gpu") and "the instance goes" in ran.stderr
+
+
 def test_the_node_is_found_by_its_host_name_when_slurm_names_it_otherwise(tmp_path):
     """AWS PCS names nodes otherwise than their hosts: the node is the one whose NodeHostName is
     this host (slurm-node.sh, as node-health finds it)."""

@@ -13,7 +13,9 @@
 #   scontrol fails until slurmd runs.
 # - setup_network_features: fmcluster-network-features.service sets them at every boot, after
 #   slurmd, with Slurm's commands' directory, the attempts and the seconds between them as
-#   arguments. Not waited for here (slurmd may only register after this script): the program tries
+#   arguments, and stays active (RemainAfterExit=) so that its stop, before slurmd's when the
+#   instance shuts down, removes them (`--leave`, bounded, never failing the shutdown): a job is
+#   never placed by the features of an instance that is gone, where it went away cleanly. Not waited for here (slurmd may only register after this script): the program tries
 #   again, bounded. slurmctld forgets features set with scontrol when it restarts or is
 #   reconfigured: fmcluster-network-features-restore.service (`--restore`: one `scontrol show node`
 #   under the node name cached for the boot) runs when configless slurmd rewrites
@@ -51,6 +53,9 @@ Type=oneshot
 Environment=FMCLUSTER_LIB=$FMCLUSTER_LIB
 ExecStart=$FMCLUSTER_LIB/network-features $NETWORK_FEATURES_SLURM_BIN $NETWORK_FEATURES_ATTEMPTS $NETWORK_FEATURES_RETRY_SECONDS
 TimeoutStartSec=$((NETWORK_FEATURES_ATTEMPTS * (NETWORK_FEATURES_RETRY_SECONDS + 30)))
+RemainAfterExit=yes
+ExecStop=-/usr/bin/timeout $NETWORK_FEATURES_LEAVE_SECONDS $FMCLUSTER_LIB/network-features --leave $NETWORK_FEATURES_SLURM_BIN 3 5
+TimeoutStopSec=$((NETWORK_FEATURES_LEAVE_SECONDS + 15))
 
 [Install]
 WantedBy=multi-user.target

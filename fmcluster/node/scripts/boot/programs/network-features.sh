@@ -11,6 +11,8 @@
 #        network-features --restore SLURM_BIN   set them again when Slurm lost them (the restore unit)
 #        network-features --clear SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]   at each start of slurmd:
 #                        only this boot's network features on the node (none before the unit's first run)
+#        network-features --leave SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]   when the instance goes (the
+#                        unit's stop, before slurmd's): no network features left on the Slurm node
 #   SLURM_BIN       Slurm's commands, first on PATH (AWS PCS keeps them under
 #                   /opt/aws/pcs/scheduler/slurm-VERSION/bin, on no PATH a unit gets)
 #   ATTEMPTS        how many times to try (EC2 answers a new instance's topology some time after
@@ -43,11 +45,18 @@
 #    network. Not before slurmd: with auth/slurm a client gets its credential from the SACK socket
 #    slurmd serves (/run/slurm/sack.socket), and AWS PCS runs configless (slurm.conf comes with
 #    slurmd), so scontrol cannot work earlier. Tried every RETRY_SECONDS until slurmd answers.
+#    slurmd tells systemd it is ready before it registers, so this runs while the node joins: a
+#    job can still be placed there by the old features in that moment, and on a dynamic node that
+#    is powered down (no instance, the features kept) before any instance runs. Hence also
+# 6. `--leave`: the instance's own features leave the Slurm node when it shuts down or is
+#    terminated cleanly: fmcluster-network-features.service stays active (RemainAfterExit=) and
+#    runs it as its ExecStop=, before slurmd's stop (it is ordered after slurmd), while scontrol
+#    still works. An instance that dies without a clean shutdown leaves them for `--clear`.
 # Exit status 0 once set; 1 when it could not (the unit fails: `systemctl status` shows why).
 set -uo pipefail
 MODE="set"
-[[ "${1:-}" != --restore && "${1:-}" != --clear ]] || { MODE=${1#--}; shift; }
-SLURM_BIN=${1:?usage: network-features [--restore|--clear] SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]}
+[[ "${1:-}" != --restore && "${1:-}" != --clear && "${1:-}" != --leave ]] || { MODE=${1#--}; shift; }
+SLURM_BIN=${1:?usage: network-features [--restore|--clear|--leave] SLURM_BIN [ATTEMPTS [RETRY_SECONDS]]}
 ATTEMPTS=${2:-40}
 RETRY_SECONDS=${3:-15}
 ROOT=${FMCLUSTER_ROOT:-}
@@ -144,6 +153,18 @@ main() {
       ((rc != 3)) || return 0
       ((rc == 0)) && notice "Slurm had lost them (slurmctld restarted or reconfigured): set again: $wanted"
       return "$rc" ;;
+    leave)
+      for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
+        ((attempt > 1)) && sleep "$RETRY_SECONDS"
+        set_features ""
+        rc=$?
+        if ((rc == 0 || rc == 3)); then
+          notice "network features removed: the instance goes"
+          return 0
+        fi
+      done
+      log "could not remove the network features after $ATTEMPTS attempts: the next instance's slurmd start will"
+      return 1 ;;
     clear)
       for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
         ((attempt > 1)) && sleep "$RETRY_SECONDS"
