@@ -218,6 +218,8 @@ def test_an_earlier_instances_features_are_cleared_once_slurmd_has_registered(tm
     assert line == (f"ExecStartPost=-/usr/bin/timeout {bootstrap.NETWORK_FEATURES_CLEAR_SECONDS} /usr/bin/env "
                     f"FMCLUSTER_LIB=/usr/local/lib/fmcluster {' '.join(program)}")
     assert program[1:3] == ["--clear", bootstrap.slurm_bin(SLURM_VERSION)]
+    dropin = node.file(f"/etc/systemd/system/{slurmd}.d/60-fmcluster-network-features.conf")
+    assert f"\nTimeoutStartSec={60 + bootstrap.NETWORK_FEATURES_CLEAR_SECONDS}\n" in dropin  # no gate here
     clear_command(node, f"slurmd-{SLURM_VERSION}.service" if slurmd == "slurmd.service" else "slurmd.service")
     if slurmd != "slurmd.service":  # systemd-analyze verifies a drop-in only with its unit (this machine's)
         verified = node.verify_units()

@@ -314,5 +314,10 @@ def test_network_features_are_cleared_by_slurmds_unit_not_by_a_script_before_slu
     for unit in (SLURMD, "slurmd.service"):
         dropin = node.file(f"/etc/systemd/system/{unit}.d/60-fmcluster-network-features.conf")
         assert "ExecStartPost=-/usr/bin/timeout " in dropin and " --clear " in dropin
+        # slurmd's start bound: the gate's (readiness wait, 60 s) with the clear's added
+        gate = f"TimeoutStartSec={bootstrap.READY_WAIT_SECONDS + 60}\n"
+        assert gate in node.file(f"/etc/systemd/system/{unit}.d/{actions.GATE_DROP_IN}")
+        assert (f"TimeoutStartSec={bootstrap.READY_WAIT_SECONDS + 60 + bootstrap.NETWORK_FEATURES_CLEAR_SECONDS}\n"
+                in dropin)
     verified = node.verify_units()
     assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout

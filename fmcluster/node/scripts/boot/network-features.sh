@@ -33,8 +33,11 @@ install_network_features() {
 
 clear_network_features() {
   install_network_features
+  # its start's bound grows by the clear's: slurmd's start (the gate's ExecStartPre=, its own start,
+  # then this) stays within one TimeoutStartSec (gate-slurmd.sh's, with the clear's added)
   slurmd_dropin 60-fmcluster-network-features.conf <<UNIT
 [Service]
+TimeoutStartSec=$((${READY_WAIT_SECONDS:-0} + ${DEEP_CHECK_SECONDS:-0} + 60 + NETWORK_FEATURES_CLEAR_SECONDS))
 ExecStartPost=-/usr/bin/timeout $NETWORK_FEATURES_CLEAR_SECONDS /usr/bin/env FMCLUSTER_LIB=$FMCLUSTER_LIB $FMCLUSTER_LIB/network-features --clear $NETWORK_FEATURES_SLURM_BIN $((NETWORK_FEATURES_CLEAR_SECONDS / NETWORK_FEATURES_CLEAR_RETRY_SECONDS)) $NETWORK_FEATURES_CLEAR_RETRY_SECONDS
 UNIT
   systemctl daemon-reload
