@@ -162,3 +162,18 @@ def test_the_license_file_is_the_one_the_package_metadata_names():
     assert "END OF TERMS AND CONDITIONS" in text
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["license"] == "Apache-2.0"
     assert json.loads((ROOT / "package.json").read_text())["license"] == "Apache-2.0"
+
+
+def test_each_page_is_once_in_the_navigation_and_the_index():
+    """The site's navigation (mkdocs.yml) lists each page once, and the index's table of what to
+    read links each page from one row: a page listed twice is two entries for one thing."""
+    import re
+
+    nav = (ROOT / "mkdocs.yml").read_text().split("\nnav:", 1)[1]
+    pages = re.findall(r":\s+(\S+\.md)\s*$", nav, flags=re.MULTILINE)
+    assert pages and sorted(p for p in set(pages) if pages.count(p) > 1) == []
+    rows = [line for line in (ROOT / "docs/index.md").read_text().splitlines() if line.startswith("| ")]
+    linked = [set(re.findall(r"\]\(([^)#]+\.md)", row)) for row in rows]
+    twice = sorted({page for i, row in enumerate(linked) for page in row
+                    if any(page in other for other in linked[i + 1:])})
+    assert twice == []
