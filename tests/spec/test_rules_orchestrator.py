@@ -124,14 +124,15 @@ def test_pcs_above_2048_nodes():
     spec = three_groups(700, 700, 648)
     assert "node_groups[2].count" in paths(spec)  # the group that takes it over, not the list
     (message,) = messages(spec, "node_groups[2].count")
-    assert "2049 nodes exceed the largest PCS cluster (2048 instances)" in message
+    assert ("2049 nodes (2048 in node groups at their maximum, 1 login) exceed the largest PCS cluster "
+            "(2048 instances)") in message
 
 
 def test_pcs_limit_counts_max_count_of_elastic_groups():
     spec = with_(three_groups(700, 700, 600, login=0), "node_groups[2]",
                  {"name": "c", "instance_type": "c7i.8xlarge", "min_count": 0, "max_count": 649})
     assert "node_groups[2].max_count" in paths(spec)
-    assert "2049 nodes" in messages(spec, "node_groups[2].max_count")[0]
+    assert "2049 nodes exceed" in messages(spec, "node_groups[2].max_count")[0]  # no login nodes: no split
 
 
 def test_pcs_limit_is_for_pcs_only():

@@ -64,8 +64,10 @@ def pcs_size_limit(spec: ClusterSpec) -> Iterator[Problem]:
     nodes = spec.managed_nodes
     largest = controlplanes.PCS_SIZES[-1]
     if controlplanes.pcs_size_for(nodes) is None:
+        login = spec.orchestrator.login.count
+        counted = f" ({nodes - login} in node groups at their maximum, {login} login)" if login else ""
         yield error(_over_the_limit(spec, largest.max_nodes),
-                    f"{nodes} nodes exceed the largest PCS cluster ({largest.max_nodes} instances)",
+                    f"{nodes} nodes{counted} exceed the largest PCS cluster ({largest.max_nodes} instances)",
                     "split the capacity into two clusters")
 
 
