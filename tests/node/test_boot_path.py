@@ -31,7 +31,7 @@ from fmcluster.node import eks as node_eks
 from fmcluster.node.bootstrap import LustreMount, Metrics
 from tests.support import standins
 from tests.support.sandbox import (
-    IMAGE_SLURM_PREFIXES,
+    IMAGE_PCS_SLURM,
     Sandbox,
     Scenario,
     document_script,
@@ -604,7 +604,7 @@ def test_hyperpod_eks_efa_file_system_configures_lnet(tmp_path):
 
 # --- containers on Slurm: Enroot and Pyxis, baked into the node's image ----------------------------
 
-PCS_SLURM = IMAGE_SLURM_PREFIXES["noble"].rsplit("slurm-", 1)[1]  # the Slurm the sandbox's PCS image has
+PCS_SLURM = IMAGE_PCS_SLURM  # the Slurm the sandbox's PCS image has
 PCS_PREFIX = f"/opt/aws/pcs/scheduler/slurm-{PCS_SLURM}"
 PCS_PLUGSTACK = f"/etc/aws/pcs/scheduler/slurm-{PCS_SLURM}/plugstack.conf.d/pyxis.conf"
 PCS_PLUGIN = f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so"

@@ -32,6 +32,7 @@ from fmcluster.node import image as node_image
 from tests.support import slurm_roots, standins
 from tests.support.paths import ROOT
 from tests.support.sandbox import (
+    IMAGE_PCS_SLURM,
     IMAGE_SLURM_PREFIXES,
     Sandbox,
     Scenario,
@@ -246,7 +247,7 @@ def checked_node(tmp_path, release="noble") -> tuple[Sandbox, str]:
     image's Slurm has it: for AWS PCS, the real srun of its release's Slurm root, without munge
     (tests/support/slurm_roots.py), whose headers the stand-in Pyxis was built against; for
     HyperPod, this machine's, with munge. The test phase's script is on a free loopback port."""
-    require_tools(*([IMAGE_SLURM_PREFIXES[release].rsplit("slurm-", 1)[1]] if release == "noble" else []))
+    require_tools(*([IMAGE_PCS_SLURM] if release == "noble" else []))
     node = Sandbox(tmp_path, Scenario(os_release=release, nvme_disks=0, efa_devices=0))
     prefix = IMAGE_SLURM_PREFIXES[release]
     if release == "noble":  # AWS PCS: its Slurm, without munge, in the root of that release

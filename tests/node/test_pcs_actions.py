@@ -18,7 +18,7 @@ from fmcluster.facts import node as node_facts
 from fmcluster.node import actions, bootstrap
 from fmcluster.node.bootstrap import LustreMount, Metrics
 from tests.support import standins
-from tests.support.sandbox import IMAGE_SLURM_PREFIXES, Sandbox, Scenario, user_data_parts
+from tests.support.sandbox import IMAGE_PCS_SLURM, Sandbox, Scenario, user_data_parts
 from tests.support.tools import assert_shellcheck_clean
 from tests.support.user_data_size import PCS_USER_DATA_BUDGET
 
@@ -29,7 +29,7 @@ TOKENS = {"${Token[TOKEN.101]}": FSX.dns_name, "${Token[TOKEN.102]}": FSX.mount_
 TOKEN_FSX = LustreMount("${Token[TOKEN.101]}", "${Token[TOKEN.102]}", "/fsx")
 TOKEN_METRICS = Metrics("demo", "${Token[TOKEN.103]}", "us-east-1")
 READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
-SLURM_VERSION = IMAGE_SLURM_PREFIXES["noble"].rsplit("slurm-", 1)[1]  # the Slurm the sandbox's image has
+SLURM_VERSION = IMAGE_PCS_SLURM  # the Slurm the sandbox's image has
 SLURMD = f"slurmd-{SLURM_VERSION}.service"  # as AWS PCS's Slurm installer names it
 SLURMD_DROPIN = f"/etc/systemd/system/{SLURMD}.d/{actions.GATE_DROP_IN}"
 

@@ -604,13 +604,14 @@ exec systemd-analyze verify --man=no "$@" 2>&1
 # The Slurm each release's image is baked against: AWS PCS's (noble; the oldest release PCS
 # creates clusters with, whose root tests/support/slurm_roots.py builds) and SageMaker HyperPod's
 # (jammy).
-IMAGE_SLURM_PREFIXES = {"noble": slurm_roots.prefix("24.11"), "jammy": "/opt/slurm"}
+IMAGE_PCS_SLURM = "24.11"
+IMAGE_SLURM_PREFIXES = {"noble": slurm_roots.prefix(IMAGE_PCS_SLURM), "jammy": "/opt/slurm"}
 
 
 def slurm_headers(prefix: str) -> Path:
     """The slurm/ headers a node has under `prefix`: those of the Slurm root of its release where
     there is one (AWS PCS's prefixes of 24.11 and 26.05), else this machine's."""
-    version = prefix.rsplit("slurm-", 1)[-1]
+    version = slurm_roots.release_of(prefix)
     if version in slurm_roots.versions():
         try:
             return slurm_roots.root(version) / "usr/include/slurm"
@@ -624,7 +625,7 @@ def pcs_slurm_command(node: "Sandbox", prefix: str, command: str, release: Optio
     the real one of the Slurm root of that release (tests/support/slurm_roots.py; `release`: of
     another one) with the sandbox's directory visible inside, so the files the node's scripts
     write are the files it reads. Missing (with the hint to run `make tools`) without that root."""
-    version = release or prefix.rsplit("slurm-", 1)[-1]
+    version = release or slurm_roots.release_of(prefix)
     base = slurm_roots.root(version)
     path = node.root / prefix.lstrip("/") / "bin" / command
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -658,7 +659,7 @@ def node_image(os_release: str = "noble", revision: int = 1, slurm_prefix: Optio
     plane = images.PCS if os_release == "noble" else images.HYPERPOD_SLURM
     prefix = slurm_prefix or IMAGE_SLURM_PREFIXES[os_release]
     return NodeImage(key=f"{plane}-x86_64", plane=plane, architecture="x86_64", base=images.base(plane, "x86_64"),
-                     slurm_version=prefix.rsplit("slurm-", 1)[1] if plane == images.PCS else "",
+                     slurm_version=slurm_roots.release_of(prefix) if plane == images.PCS else "",
                      slurm_prefix=prefix, build_instance_type="c6i.2xlarge",
                      revision=revision, encrypted=False, groups=("gpu",))
 

@@ -68,6 +68,11 @@ def prefix(version: str) -> str:
     return PCS_PREFIX.format(version=version)
 
 
+def release_of(path: str) -> str:
+    """The Slurm release of an AWS PCS prefix (`prefix`'s inverse): /opt/aws/pcs/scheduler/slurm-24.11 -> 24.11."""
+    return path.rsplit("slurm-", 1)[-1]
+
+
 def carried(suite: str) -> str:
     """The Slurm release (major.minor) the root of `suite` carries: its stamp's, once built (a suite
     such as sid moves on to the next release), else SUITES'."""
