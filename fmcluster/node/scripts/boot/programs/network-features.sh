@@ -142,6 +142,19 @@ set_features() {
   scontrol update nodename="$node" AvailableFeatures="$available" ActiveFeatures="$active"
 }
 
+# retry_set FEATURES: set_features FEATURES, tried ATTEMPTS times RETRY_SECONDS apart until Slurm
+# takes them (status 0) or already has them (3); 1 when it never did (slurmd not registered)
+retry_set() {
+  local attempt rc
+  for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
+    ((attempt > 1)) && sleep "$RETRY_SECONDS"
+    set_features "$1"
+    rc=$?
+    ((rc == 0 || rc == 3)) && return "$rc"
+  done
+  return 1
+}
+
 main() {
   local attempt rc wanted=""
   [[ -s "$CACHE" ]] && wanted=$(<"$CACHE")
@@ -154,28 +167,21 @@ main() {
       ((rc == 0)) && notice "Slurm had lost them (slurmctld restarted or reconfigured): set again: $wanted"
       return "$rc" ;;
     leave)
-      for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
-        ((attempt > 1)) && sleep "$RETRY_SECONDS"
-        set_features ""
-        rc=$?
-        if ((rc == 0 || rc == 3)); then
-          notice "network features removed: the instance goes"
-          return 0
-        fi
-      done
+      retry_set ""
+      if (($? != 1)); then
+        notice "network features removed: the instance goes"
+        return 0
+      fi
       log "could not remove the network features after $ATTEMPTS attempts: the next instance's slurmd start will"
       return 1 ;;
     clear)
-      for ((attempt = 1; attempt <= ATTEMPTS; attempt++)); do
-        ((attempt > 1)) && sleep "$RETRY_SECONDS"
-        set_features "$wanted"
-        rc=$?
-        ((rc == 3)) && return 0
-        if ((rc == 0)); then
-          notice "network features of an earlier instance removed${wanted:+, those of this boot kept: $wanted}"
-          return 0
-        fi
-      done
+      retry_set "$wanted"
+      rc=$?
+      ((rc == 3)) && return 0
+      if ((rc == 0)); then
+        notice "network features of an earlier instance removed${wanted:+, those of this boot kept: $wanted}"
+        return 0
+      fi
       log "could not clear the network features after $ATTEMPTS attempts (slurmd not registered?)"
       return 1 ;;
   esac
