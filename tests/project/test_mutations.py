@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from fmcluster.spec import loader
+from tests.support.corpus import Corpus
 from tests.support.paths import EXAMPLES_DIR, ROOT
 from tests.support.specs import leaves, replaced
 
@@ -254,9 +255,11 @@ def accepted_mutations(mutants: dict[Path, str], run: subprocess.CompletedProces
     return sorted(str(p) for p in mutants if f"{p}: ok" in run.stdout and re.search(r"-[vs]\d{4}", p.name))
 
 
-def synthesize_and_lint(files: list[str], lint: list[str], mutants: dict[Path, str], tmp_path: Path) -> None:
-    from cfnlint.api import lint_file
-
+def synthesize_and_lint(files: list[str], lint: list[str], mutants: dict[Path, str], tmp_path: Path,
+                        corpus: Corpus) -> None:
+    """Each of `files` synthesizes; the templates of those in `lint` have no cfn-lint error (through
+    the run's corpus: a template byte-identical to an example's, a mutant's network stack say, is
+    linted once a run)."""
     from fmcluster.deploy.synth import app_context, cdk_json
     from fmcluster_cdk.synthesis import build_app
 
@@ -268,12 +271,12 @@ def synthesize_and_lint(files: list[str], lint: list[str], mutants: dict[Path, s
         written = sorted((tmp_path / f"out{i}").glob("*.template.json"))
         assert written, mutants[Path(file)]
         for template in written if file in lint else ():
-            errors = [str(m) for m in lint_file(template) if m.rule.id.startswith("E")]
+            errors = corpus.lint_errors(template)
             assert not errors, (mutants[Path(file)], template.name, errors[:3])
 
 
 @pytest.mark.synth
-def test_what_validates_synthesizes(mutants, run, tmp_path):
+def test_what_validates_synthesizes(mutants, run, tmp_path, corpus):
     """A spec that validate accepts must synthesize (issue 15: hyperpod-eks with login.count 0 did
     not): every accepted mutation that changes the control plane or its own nodes, and a fixed
     sample of the other accepted ones; a few of them are linted too (cfn-lint takes seconds per
@@ -283,16 +286,16 @@ def test_what_validates_synthesizes(mutants, run, tmp_path):
     others = [f for f in accepted if f not in planes]
     sample = planes + random.Random(15).sample(others, min(8, len(others)))
     assert len(planes) >= 6, planes  # the plane switches and login counts that validate
-    synthesize_and_lint(sample, random.Random(16).sample(sample, 4), mutants, tmp_path)
+    synthesize_and_lint(sample, random.Random(16).sample(sample, 4), mutants, tmp_path, corpus)
 
 
 @pytest.mark.skipif(os.environ.get("FMCLUSTER_FUZZ_LINT") != "1",
                     reason="about 20 minutes: set FMCLUSTER_FUZZ_LINT=1 to run it")
-def test_every_accepted_mutation_lints_clean(mutants, run, tmp_path):
+def test_every_accepted_mutation_lints_clean(mutants, run, tmp_path, corpus):
     """Every accepted mutation synthesized and linted: templates cfn-lint finds no error in (how an
     empty tag value, which CloudWatch alarms refuse, was found)."""
     accepted = accepted_mutations(mutants, run)
-    synthesize_and_lint(accepted, accepted, mutants, tmp_path)
+    synthesize_and_lint(accepted, accepted, mutants, tmp_path, corpus)
 
 
 def test_what_validates_plans(mutants, run):
