@@ -1,170 +1,25 @@
 """Deploy every template of an example, in order and with their cross-stack exports, into
-moto's CloudFormation, and read back with boto3 what moto builds.
-
-moto 5.2 skips some resource types (FSx, PCS, EKS, placement groups, egress rules among them),
-and an output or export that reads an attribute of a skipped resource fails the whole stack.
-Lambda functions and layers (the EKS kubectl provider) it could create, but their code is an
-asset that is never published here, and the custom resources would invoke them. So before
-deploying, `for_moto` leaves those resources out, drops exactly the outputs that read them and
-replaces the imports of the exports it dropped with a placeholder: everything else is deployed
-as synthesized. What is skipped is checked on the templates by the CDK-assertion tests instead.
-
-NAME-cluster keeps each node group in a nested stack (an AWS::CloudFormation::Stack whose
-TemplateURL names a file asset): as `cdk deploy` would, the nested templates are published to
-the (moto) S3 bucket and key the TemplateURL names, and moto's CloudFormation creates the nested
-stacks from there with the parameters the parent passes.
-"""
+moto's CloudFormation, and read back with boto3 what moto builds. What moto skips (and why), and
+how nested stacks are published: tests/support/moto_stacks.py."""
 
 from __future__ import annotations
 
 import ast
 import json
 import re
-from urllib.parse import urlparse
 
 import pytest
 
+from tests.support.moto_stacks import ASSET_BUCKET_PREFIX, deploy
 from tests.support.paths import EXAMPLES, ROOT
 
 REGION = "us-east-1"
-SKIPPED_BY_MOTO = {"AWS::FSx::FileSystem", "AWS::FSx::DataRepositoryAssociation", "AWS::FSx::Volume",
-                   "AWS::PCS::Cluster", "AWS::PCS::ComputeNodeGroup", "AWS::PCS::Queue", "AWS::EC2::PlacementGroup",
-                   "AWS::SageMaker::Cluster", "AWS::EKS::Cluster", "AWS::EKS::Nodegroup", "AWS::EKS::Addon",
-                   "AWS::EKS::AccessEntry", "AWS::APS::Workspace", "AWS::APS::RuleGroupsNamespace",
-                   "AWS::APS::Scraper", "AWS::Grafana::Workspace"} | {
-    # moto implements these, but cannot create them from an unpublished cloud assembly: Lambda
-    # code and layers are assets (never uploaded here), and a custom resource would invoke them.
-    "AWS::Lambda::Function", "AWS::Lambda::LayerVersion", "Custom::AWSCDK-EKS-HelmChart",
-    # (and so the permission that lets EventBridge invoke such a function: moto looks the function up)
-    "AWS::Lambda::Permission",
-    "Custom::AWSCDK-EKS-KubernetesResource", "Custom::HyperPodDependencies", "Custom::GrafanaProvisioner",
-    # moto's CloudFormation cannot create an SSM parameter without a Name (the EKS kubectl barrier).
-    "AWS::SSM::Parameter",
-    # moto 5.2 creates a KMS key from CloudFormation only without Tags (it reads TagKey/TagValue,
-    # CloudFormation gives Key/Value), and every stack is tagged.
-    "AWS::KMS::Key",
-    # moto 5.2 does not create CloudWatch alarms from CloudFormation (the dashboard's alarm status
-    # widget reads their Arn): the alarms are asserted on the template instead.
-    "AWS::CloudWatch::Alarm",
-    # moto 5.2 has no EC2 Image Builder: NAME-images is deployed with its build role, instance profile
-    # and log group; the images themselves, and the cluster's reads of their AMI ids, are asserted on
-    # the templates (tests/cdk/test_images_stack.py).
-    "AWS::ImageBuilder::Component", "AWS::ImageBuilder::ImageRecipe",
-    "AWS::ImageBuilder::InfrastructureConfiguration", "AWS::ImageBuilder::DistributionConfiguration",
-    "AWS::ImageBuilder::Image"}
 STACK_ORDER = ("network", "storage", "observability", "images", "cluster")  # as CloudFormation must create them
-ASSET_BUCKET_PREFIX = "cdk-hnb659fds-assets-"  # the CDK bootstrap bucket, where nested templates are published
-
-
-def _refs(value) -> set[str]:
-    """Logical ids a template value reads through Ref or Fn::GetAtt."""
-    found = set()
-    if isinstance(value, dict):
-        for key, inner in value.items():
-            if key == "Ref" and isinstance(inner, str):
-                found.add(inner)
-            elif key == "Fn::GetAtt":
-                found.add(inner[0] if isinstance(inner, list) else inner.split(".")[0])
-            else:
-                found |= _refs(inner)
-    elif isinstance(value, list):
-        for inner in value:
-            found |= _refs(inner)
-    return found
-
-
-def _resolve_cross_stack(value, outputs: dict[tuple[str, str], str]):
-    """Resolve CDK's cross-stack references (Fn::GetStackOutput, or Fn::ImportValue of an
-    export) from the outputs of the stacks deployed before, as CloudFormation does; moto does
-    not know Fn::GetStackOutput. A reference to an output dropped for moto gets a placeholder."""
-    if isinstance(value, dict):
-        if set(value) == {"Fn::GetStackOutput"}:
-            ref = value["Fn::GetStackOutput"]
-            return outputs.get((ref["StackName"], ref["OutputName"]), f"moto-skipped-{ref['OutputName']}")
-        if set(value) == {"Fn::ImportValue"} and isinstance(value["Fn::ImportValue"], str):
-            return outputs.get(("export", value["Fn::ImportValue"]), f"moto-skipped-{value['Fn::ImportValue']}")
-        return {k: _resolve_cross_stack(v, outputs) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_resolve_cross_stack(v, outputs) for v in value]
-    return value
-
-
-def _stub_skipped(value, skipped: set[str], arn: bool = False):
-    """Replace a Ref or Fn::GetAtt of a resource moto skips by a placeholder string (shaped as an
-    ARN in the Resource of an IAM policy statement and the Arn of an EventBridge target, which moto
-    checks)."""
-    if isinstance(value, dict):
-        if value.keys() in ({"Ref"}, {"Fn::GetAtt"}) and _refs(value) & skipped:
-            stub = "moto-skipped-" + "-".join(sorted(_refs(value)))
-            return f"arn:aws:moto:::{stub}" if arn else stub
-        return {k: _stub_skipped(v, skipped, arn or k in ("Resource", "Arn")) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_stub_skipped(v, skipped, arn) for v in value]
-    return value
-
-
-def _without_dependencies(resource: dict, skipped: set[str]) -> dict:
-    """The resource without DependsOn entries on skipped resources (which are left out)."""
-    depends = resource.get("DependsOn")
-    if depends is None:
-        return resource
-    kept = [d for d in ([depends] if isinstance(depends, str) else depends) if d not in skipped]
-    return {k: v for k, v in resource.items() if k != "DependsOn"} | ({"DependsOn": kept} if kept else {})
-
-
-def for_moto(template: dict, outputs: dict[tuple[str, str], str]) -> dict:
-    """The template with cross-stack references resolved, without the resources moto skips (or
-    cannot create here), references to them stubbed inside the resources it builds, and without
-    the outputs that read them."""
-    skipped = {lid for lid, r in template["Resources"].items() if r["Type"] in SKIPPED_BY_MOTO}
-    template = _resolve_cross_stack(template, outputs)
-    template["Resources"] = {lid: _without_dependencies(_stub_skipped(r, skipped), skipped)
-                             for lid, r in template["Resources"].items() if lid not in skipped}
-    template["Outputs"] = {key: output for key, output in template.get("Outputs", {}).items()
-                           if not _refs(output["Value"]) & skipped}
-    return template
-
-
-def _template_url(value, account: str, region: str) -> str:
-    """A TemplateURL as CloudFormation resolves it (CDK's Fn::Join of the asset bucket and key)."""
-    if isinstance(value, str):
-        return value.replace("${AWS::AccountId}", account).replace("${AWS::Region}", region)
-    if set(value) == {"Fn::Join"}:
-        return value["Fn::Join"][0].join(_template_url(part, account, region) for part in value["Fn::Join"][1])
-    if set(value) == {"Fn::Sub"}:
-        return _template_url(value["Fn::Sub"], account, region)
-    pseudo = {"AWS::URLSuffix": "amazonaws.com", "AWS::Region": region, "AWS::AccountId": account}
-    return pseudo[value["Ref"]]
-
-
-def publish_nested(s3, parent: str, loaded: dict, outputs: dict[tuple[str, str], str], account: str,
-                   region: str) -> None:
-    """Upload the nested templates of `parent` (prepared for moto) where their TemplateURL points."""
-    for child in loaded.values():
-        if child.parent != parent:
-            continue
-        url = urlparse(_template_url(loaded[parent].body["Resources"][child.logical_id]["Properties"]["TemplateURL"],
-                                     account, region))
-        bucket, key = url.path.lstrip("/").split("/", 1)
-        if bucket not in {b["Name"] for b in s3.list_buckets()["Buckets"]}:
-            where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
-            s3.create_bucket(Bucket=bucket, **where)
-        body = json.dumps(for_moto(json.loads(json.dumps(child.body)), outputs))
-        s3.put_object(Bucket=bucket, Key=key, Body=body.encode())
-        publish_nested(s3, child.name, loaded, outputs, account, region)
-
-
-def record_outputs(stack: dict, outputs: dict[tuple[str, str], str]) -> None:
-    for output in stack.get("Outputs", []):
-        outputs[(stack["StackName"], output["OutputKey"])] = output["OutputValue"]
-        if output.get("ExportName"):
-            outputs[("export", output["ExportName"])] = output["OutputValue"]
 
 
 @pytest.fixture(scope="module", params=EXAMPLES)
 def deployed(request, corpus, monkeypatch_module):
     """Deploy the example's stacks (its assembly in the run's corpus) into moto, network first."""
-    import boto3
     from moto import mock_aws
 
     from fmcluster.deploy import assembly
@@ -179,22 +34,7 @@ def deployed(request, corpus, monkeypatch_module):
     monkeypatch_module.delenv("AWS_PROFILE", raising=False)
     with mock_aws():
         region = spec.region
-        boto3.client("ssm", region_name=region).put_parameter(
-            Name="/cdk-bootstrap/hnb659fds/version", Value="30", Type="String")
-        cfn = boto3.client("cloudformation", region_name=region)
-        s3 = boto3.client("s3", region_name=region)
-        account = boto3.client("sts", region_name=region).get_caller_identity()["Account"]
-        outputs: dict[tuple[str, str], str] = {}
-        for suffix in STACK_ORDER:
-            name = f"{spec.name}-{suffix}"
-            if name not in templates:
-                continue
-            publish_nested(s3, name, loaded, outputs, account, region)
-            body = json.dumps(for_moto(json.loads(json.dumps(templates[name])), outputs))
-            cfn.create_stack(StackName=name, TemplateBody=body, Capabilities=["CAPABILITY_IAM"])
-            stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
-            assert stack["StackStatus"] == "CREATE_COMPLETE", (name, stack.get("StackStatusReason"))
-            record_outputs(stack, outputs)
+        deploy([f"{spec.name}-{x}" for x in STACK_ORDER if f"{spec.name}-{x}" in templates], loaded, region)
         yield spec, region, templates
 
 
