@@ -151,13 +151,25 @@ def _explained(exc: yaml.MarkedYAMLError, text: str) -> YamlSyntaxError | None:
         return YamlSyntaxError(f"invalid YAML: the alias `{name}` names no anchor above it", line, column,
                                f"anchor the value it repeats first, such as `key: &{name[1:]} value`; or, "
                                "if `*` is meant as text, quote the value")
+    if start is not None and context.startswith("while parsing a flow node"):
+        # a value was expected in a flow collection: where the parser says so is not where the
+        # collection opened (at the end of the file, the line after the last), so the opening
+        # bracket is found by parsing again
+        found = here[column - 1:column]
+        if found == ",":
+            return YamlSyntaxError("invalid YAML: nothing between two commas", line, column,
+                                   "remove the extra `,`, or put the missing item between the commas")
+        opened = _open_flow(text)
+        if opened is None:
+            return None
+        at_line, at_column, bracket = opened
+        closer = CLOSERS[bracket]
+        if found in CLOSERS.values() and found != closer:
+            return YamlSyntaxError(f"invalid YAML: `{found}` closes the `{bracket}` opened on line {at_line}, "
+                                   f"which `{closer}` closes", line, column, f"write `{closer}` here")
+        return _never_closed(bracket, at_line, at_column)
     if start is not None and context.startswith("while parsing a flow"):
-        opened, closed = ("[", "]") if "sequence" in context else ("{", "}")
-        kind = "list" if opened == "[" else "mapping"
-        return YamlSyntaxError(f"invalid YAML: the `{opened}` opened here is never closed with `{closed}`",
-                               start.line + 1, start.column + 1,
-                               f"end the {kind} with `{closed}` on this line, or write it as a block "
-                               f"({'one `- item` per line' if kind == 'list' else 'one `key: value` per line'})")
+        return _never_closed("[" if "sequence" in context else "{", start.line + 1, start.column + 1)
     if start is not None and context.startswith("while scanning a quoted scalar"):
         return YamlSyntaxError("invalid YAML: the quote opened here is never closed", start.line + 1,
                                start.column + 1, "end the value with the same quote it starts with")
@@ -184,6 +196,11 @@ def _explained(exc: yaml.MarkedYAMLError, text: str) -> YamlSyntaxError | None:
                 f"indent it by {_spaces([_key_indent(above)])}, like `{key}:`; or, if it belongs under "
                 f"`{key}:`, leave `{key}:` without a value")
         return None
+    if here[column - 1:column] in ("]", "}") and context.startswith("while parsing a block"):
+        found = here[column - 1]
+        opener = next(o for o, c in CLOSERS.items() if c == found)
+        return YamlSyntaxError(f"invalid YAML: this `{found}` closes no `{opener}`", line, column,
+                               f"remove it, or open the {'list' if found == ']' else 'mapping'} with `{opener}`")
     if problem.startswith("did not find expected key") and context.startswith("while parsing a block mapping"):
         levels = [n for n in _levels_above(text_lines, line) if n != _indent(here)]
         if not levels or _indent(here) in _levels_above(text_lines, line):
@@ -203,6 +220,35 @@ def _explained(exc: yaml.MarkedYAMLError, text: str) -> YamlSyntaxError | None:
             "but is not an item of it", line, _indent(here) + 1,
             "start it with `- ` to make it an item, indent it under an item's key, or indent it less to leave "
             "the list")
+    return None
+
+
+CLOSERS = {"[": "]", "{": "}"}  # a flow collection's bracket, and what closes it
+
+
+def _never_closed(bracket: str, line: int, column: int) -> YamlSyntaxError:
+    closer = CLOSERS[bracket]
+    kind = "list" if bracket == "[" else "mapping"
+    return YamlSyntaxError(f"invalid YAML: the `{bracket}` opened here is never closed with `{closer}`", line, column,
+                           f"end the {kind} with `{closer}` on this line, or write it as a block "
+                           f"({'one `- item` per line' if kind == 'list' else 'one `key: value` per line'})")
+
+
+def _open_flow(text: str) -> tuple[int, int, str] | None:
+    """(line, column, bracket) of the innermost flow collection still open where the parser stops
+    on `text`; None when it stops in none. The pure-Python parser keeps the start of every
+    collection it is in (the C parser, which loads, does not say); only an error path runs it."""
+    parser = yaml.SafeLoader(text)
+    text_lines = lines(text)
+    try:
+        parser.get_single_node()  # raises where the document is wrong
+    except yaml.YAMLError:
+        for mark in reversed(parser.marks):
+            bracket = (line_of(text_lines, mark.line + 1) or "")[mark.column:mark.column + 1]
+            if bracket in CLOSERS:
+                return mark.line + 1, mark.column + 1, bracket
+    finally:
+        parser.dispose()
     return None
 
 

@@ -137,6 +137,65 @@ def test_yaml_syntax_error_position():
     assert d.line >= 2
 
 
+# ---- an unclosed bracket, wherever it stands (issue 38) -----------------------------------
+
+def bracket_shapes():
+    """(text, line, column, bracket) of a flow collection left open: a list or a mapping, as a
+    value at each depth of a block mapping or as a list item, written on one line or over several,
+    with an item, with a trailing comma or empty, followed by a key, a list item, a comment or the
+    end of the file (with and without its last newline); line and column are the bracket's."""
+    for bracket, item in (("[", "a"), ("{", "k: v")):
+        for depth in (0, 1, 2):
+            indent = "  " * depth
+            head = "".join(f"{'  ' * d}l{d}:\n" for d in range(depth))
+            for lead in (f"{indent}key: ", f"{indent}- "):
+                for body in ("", item, f"{item},", f"{item}, ", f"\n{indent}  {item},",
+                             f"{item},\n{indent}  {item}"):
+                    for tail in ("", "\n", f"\n{indent}next: 1\n", f"\n{indent}# a comment\n"):
+                        if lead.endswith("- ") and "next" in tail:
+                            tail = f"\n{indent}- other\n"
+                        text = f"{head}{lead}{bracket}{body}{tail}"
+                        yield text, depth + 1, len(lead) + 1, bracket
+
+
+SHAPES = list(bracket_shapes())
+
+
+def test_bracket_shapes_are_many_and_all_invalid():
+    import yaml
+
+    assert len(SHAPES) >= 200
+    for text, *_ in SHAPES:
+        with pytest.raises(yaml.YAMLError):
+            yaml.safe_load(text)
+
+
+@pytest.mark.parametrize("text, line, column, bracket", SHAPES, ids=[repr(s[0]) for s in SHAPES])
+def test_an_unclosed_bracket_is_named_at_its_line(text, line, column, bracket):
+    """Whatever follows it, an unclosed `[` is reported as a `[` (not a `{`), on its own line and
+    column (not the line after the last, where the parser notices)."""
+    (d,) = load(text).diagnostics
+    closer = {"[": "]", "{": "}"}[bracket]
+    assert d.message == f"invalid YAML: the `{bracket}` opened here is never closed with `{closer}`", d.format()
+    assert (d.line, d.column) == (line, column), d.format()
+
+
+@pytest.mark.parametrize("text, line, column, message", [
+    ("a: [1, [2,\n", 1, 8, "the `[` opened here is never closed with `]`"),  # the innermost first
+    ("a: [1, {b: [2,\n", 1, 12, "the `[` opened here is never closed with `]`"),
+    ("a: {b: [1, 2,\n", 1, 8, "the `[` opened here is never closed with `]`"),
+    ("a: [1, , 2]\n", 1, 8, "nothing between two commas"),
+    ("a: {b: 1, , c: 2}\n", 1, 11, "nothing between two commas"),
+    ("a: [1, }\n", 1, 8, "`}` closes the `[` opened on line 1, which `]` closes"),
+    ("a: [1, 2]]\n", 1, 10, "this `]` closes no `[`"),
+    ("a: {b: 1}}\n", 1, 10, "this `}` closes no `{`"),
+])
+def test_other_bracket_mistakes_are_placed_and_named(text, line, column, message):
+    (d,) = load(text).diagnostics
+    assert d.message == f"invalid YAML: {message}" and (d.line, d.column) == (line, column), d.format()
+    assert d.hint
+
+
 @pytest.mark.parametrize("text,path,word", [
     ("name: 5\n", "name", "string"),
     ("node_groups: {a: 1}\n", "node_groups", "list"),
