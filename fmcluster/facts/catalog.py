@@ -31,6 +31,13 @@ class Gpu:
     # no NVLink (PCIe only)
     nvlink_gbps: float | None = None
     memory_type: str = "HBM"  # the kind of GPU memory: HBM, or GDDR6
+    # The name the NVIDIA driver gives the GPU (what CUDA's device name, so nccl-tests' `# Rank`
+    # lines, prints) and its PCI device IDs (what `dcgmi diag` lists as its "GPU Device IDs")
+    product_name: str = ""
+    pci_device_ids: tuple[int, ...] = ()
+    # PCIe bandwidth per GPU, GB/s both directions together (NVIDIA's datasheet), for a GPU whose
+    # peers in the instance are reached over PCIe only (no NVLink); None otherwise
+    pcie_gbps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -163,24 +170,42 @@ class InstanceType:
 # GiB; moto's data): H100 81,920 MiB, H200 144,384, B200 183,359, B300 275,040.
 # NVLink per GPU (NVIDIA datasheets): NVLink 3 (A100 SXM4) 600 GB/s, NVLink 4 (H100/H200 SXM) 900 GB/s,
 # NVLink 5 (Blackwell) 1,800 GB/s; the L40S has none.
-H100 = Gpu("H100", memory_gib=80, hbm_tbps=3.35, bf16_pflops=0.9895, fp8_pflops=1.979, nvlink_gbps=900)
-H200 = Gpu("H200", memory_gib=141, hbm_tbps=4.8, bf16_pflops=0.9895, fp8_pflops=1.979, nvlink_gbps=900)
-B200 = Gpu("B200", memory_gib=179.1, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=9.0, nvlink_gbps=1800)
+# Product names and PCI device IDs: NVIDIA's open-gpu-kernel-modules README, "Compatible GPUs"
+# (driver 595.45.04; the names nvidia-smi and CUDA give the GPUs): NVIDIA A100-SXM4-40GB 20B0,
+# NVIDIA A100-SXM4-80GB 20B2, NVIDIA H100 80GB HBM3 2330, NVIDIA H200 2335, NVIDIA L40S 26B9,
+# NVIDIA B200 2901, NVIDIA GB200 2941, NVIDIA B300 SXM6 AC 3182.
+H100 = Gpu("H100", memory_gib=80, hbm_tbps=3.35, bf16_pflops=0.9895, fp8_pflops=1.979, nvlink_gbps=900,
+           product_name="NVIDIA H100 80GB HBM3", pci_device_ids=(0x2330,))
+H200 = Gpu("H200", memory_gib=141, hbm_tbps=4.8, bf16_pflops=0.9895, fp8_pflops=1.979, nvlink_gbps=900,
+           product_name="NVIDIA H200", pci_device_ids=(0x2335,))
+B200 = Gpu("B200", memory_gib=179.1, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=9.0, nvlink_gbps=1800,
+           product_name="NVIDIA B200", pci_device_ids=(0x2901,))
 B300 = Gpu("B300", memory_gib=268.6, hbm_tbps=8.0, bf16_pflops=2.25, fp8_pflops=4.5, fp4_pflops=13.5,
-           nvlink_gbps=1800)
+           nvlink_gbps=1800, product_name="NVIDIA B300 SXM6 AC", pci_device_ids=(0x3182,))
 # The Blackwell GPU of a GB200 superchip: 185 GiB (EC2 instance-type specifications, p6e-gb200);
 # dense BF16 2.5, FP8 5 and FP4 10 PFLOPS, derived from NVIDIA's GB200 NVL72 rack figures (360,
 # 720 and 1,440 PFLOPS with sparsity, for 72 GPUs) halved for dense; HBM3e 8 TB/s; NVLink 5. Not
 # in moto's data (docs/research-notes.md 9a, 9e).
 GB200 = Gpu("GB200", memory_gib=185, hbm_tbps=8.0, bf16_pflops=2.5, fp8_pflops=5.0, fp4_pflops=10.0,
-            nvlink_gbps=1800)
+            nvlink_gbps=1800, product_name="NVIDIA GB200", pci_device_ids=(0x2941,))
 # NVIDIA A100 datasheet (SXM4): BF16 tensor 312 TFLOPS dense (624 with sparsity), no FP8; HBM2 at
 # 1,555 GB/s (40 GB) and HBM2e at 2,039 GB/s (80 GB). Memory as EC2 reports it (moto's data).
-A100_40 = Gpu("A100", memory_gib=40, hbm_tbps=1.555, bf16_pflops=0.312, fp8_pflops=None, nvlink_gbps=600)
-A100_80 = Gpu("A100", memory_gib=80, hbm_tbps=2.039, bf16_pflops=0.312, fp8_pflops=None, nvlink_gbps=600)
+A100_40 = Gpu("A100", memory_gib=40, hbm_tbps=1.555, bf16_pflops=0.312, fp8_pflops=None, nvlink_gbps=600,
+              product_name="NVIDIA A100-SXM4-40GB", pci_device_ids=(0x20B0,))
+A100_80 = Gpu("A100", memory_gib=80, hbm_tbps=2.039, bf16_pflops=0.312, fp8_pflops=None, nvlink_gbps=600,
+              product_name="NVIDIA A100-SXM4-80GB", pci_device_ids=(0x20B2,))
 # NVIDIA L40S datasheet: BF16 tensor 362.05 TFLOPS dense (733 with sparsity), FP8 733 dense (1,466
-# with sparsity), 48 GB GDDR6 at 864 GB/s; EC2 reports 45,776 MiB.
-L40S = Gpu("L40S", memory_gib=44.7, hbm_tbps=0.864, bf16_pflops=0.36205, fp8_pflops=0.733, memory_type="GDDR6")
+# with sparsity), 48 GB GDDR6 at 864 GB/s, interconnect "PCIe Gen4 x16: 64GB/s bidirectional"; EC2
+# reports 45,776 MiB.
+L40S = Gpu("L40S", memory_gib=44.7, hbm_tbps=0.864, bf16_pflops=0.36205, fp8_pflops=0.733, memory_type="GDDR6",
+           product_name="NVIDIA L40S", pci_device_ids=(0x26B9,), pcie_gbps=64)
+
+GPUS = (H100, H200, B200, B300, GB200, A100_40, A100_80, L40S)
+
+
+def gpu_of_pci_device(device_id: int) -> Gpu | None:
+    """The catalog's GPU of a PCI device ID (0x2330: the H100), None for a GPU it does not know."""
+    return next((gpu for gpu in GPUS if device_id in gpu.pci_device_ids), None)
 
 
 def _cards(count: int, gbps: float, *, interfaces: int | None, peak: float | None = None,

@@ -56,6 +56,25 @@ def throughput_mbps(gib: int, deployment_type: str, throughput_per_tib: int | No
     return gib / 1024 * per_tib
 
 
+# The most the file servers' network carries, MB/s per TiB of storage: the burst figure where a
+# deployment has one, else its baseline (FSx for Lustre User Guide, "Performance characteristics
+# of SSD and HDD storage classes", ssd-storage.html: SCRATCH_2 200 baseline / 1,300 burst;
+# PERSISTENT_2 125: 320 / 1,300, 250: 640 / 1,300, 500: 1,300, 1000: 2,600; previous-generation
+# PERSISTENT_1 50: 250 / 1,300, 100: 500 / 1,300, 200: 750 / 1,300; some Regions burst to 530
+# only). Reads served from the servers' memory reach it; the disks' throughput is below it
+# (PERSISTENT_2: 125 to 1,000 MB/s/TiB baseline, 500 burst for 125 and 250).
+NETWORK_MBPS_PER_TIB = {("SCRATCH_2", None): 1300, ("PERSISTENT_2", 125): 1300, ("PERSISTENT_2", 250): 1300,
+                        ("PERSISTENT_2", 500): 1300, ("PERSISTENT_2", 1000): 2600, ("PERSISTENT_1", 50): 1300,
+                        ("PERSISTENT_1", 100): 1300, ("PERSISTENT_1", 200): 1300}
+
+
+def network_throughput_mbps(gib: int, deployment_type: str, throughput_per_tib: int | None) -> float:
+    """The most the file system's servers can send or receive, MB/s: capacity in TiB x its
+    network throughput per TiB (burst where it has one)."""
+    per_tib = None if deployment_type == "SCRATCH_2" else throughput_per_tib
+    return gib / 1024 * NETWORK_MBPS_PER_TIB[(deployment_type, per_tib)]
+
+
 @cache
 def lustre_updatable() -> frozenset[str]:
     """The LustreConfiguration properties of an existing file system that FSx changes in place:
