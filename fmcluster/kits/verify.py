@@ -411,6 +411,9 @@ class DcgmResult:
     messages: tuple[str, ...]  # messages not tied to a test (runtime errors, global warnings)
     complete: bool
     errors: tuple[str, ...]
+    # the PCI device IDs of the GPUs it ran on, one a GPU ("2330"): the text's "GPU Device IDs
+    # Detected", DCGM 4 JSON's entity_groups; () where the output names none (DCGM 3's JSON)
+    device_ids: tuple[str, ...] = ()
 
     @property
     def verdict(self) -> Verdict:
@@ -452,7 +455,7 @@ def _combine(statuses: list[str]) -> str:
 
 
 _TEXT_STATUS = re.compile(r"^(Pass|Fail|Warn(?:ing)?|Skip(?:ped)?)\b\s*(?:-\s*(.*))?$", re.IGNORECASE)
-_META = {"DCGM Version": "version", "Driver Version Detected": "driver"}
+_META = {"DCGM Version": "version", "Driver Version Detected": "driver", "GPU Device IDs Detected": "devices"}
 
 
 def _cell(value_cell: str) -> str:
@@ -469,6 +472,7 @@ def _parse_dcgm_text(text: str) -> DcgmResult:
     # per test: name, category, statuses, wheres, messages
     tests: list[tuple[str, str, list[str], list[str], list[str]]] = []
     current: Optional[list[str]] = None  # the list whose last message continues on the next row
+    meta_key: Optional[str] = None  # the metadata row a wrapped value continues
     closed = header = False
     for raw in _lines(text):
         line = raw.strip()
@@ -495,10 +499,15 @@ def _parse_dcgm_text(text: str) -> DcgmResult:
             header = True
             continue
         if name in _META:
-            meta[_META[name]] = value
+            meta_key = _META[name]
+            meta[meta_key] = value
             current = None
             continue
         if category == "Metadata" or name.startswith("GPU Device"):
+            if not name and meta_key is not None:  # the wrapped rest of a metadata value
+                meta[meta_key] += value
+            else:
+                meta_key = None
             current = None
             continue
         status = _TEXT_STATUS.match(value)
@@ -522,7 +531,34 @@ def _parse_dcgm_text(text: str) -> DcgmResult:
     elif not closed:
         errors.append("truncated: the table is not closed")
     return DcgmResult("text" if header else "", meta.get("version"), meta.get("driver"), result_tests,
-                      tuple(m.strip() for m in messages), header and closed and bool(result_tests), tuple(errors))
+                      tuple(m.strip() for m in messages), header and closed and bool(result_tests), tuple(errors),
+                      _device_ids(meta.get("devices", "").split(",")))
+
+
+def _device_ids(values: Sequence[object]) -> tuple[str, ...]:
+    """PCI device IDs as DCGM prints them ("2330", "0x2330", or with NVIDIA's vendor ID,
+    "233010DE"), each its four hex digits, upper case."""
+    found = []
+    for value in values:
+        text = str(value).strip().upper().removeprefix("0X")
+        if len(text) == 8 and text.endswith("10DE"):
+            text = text[:4]
+        if re.fullmatch(r"[0-9A-F]{1,4}", text):
+            found.append(text.zfill(4))
+    return tuple(found)
+
+
+def _json_device_ids(document: dict[str, object], root: dict[str, object]) -> tuple[str, ...]:
+    """DCGM 4: the GPUs of `entity_groups` (NVIDIA/DCGM testing/python3/dcgm_diag_schema.json:
+    entities[].device_id); older: the "GPU Device IDs" list nvvs writes (NvvsJsonStrings.h)."""
+    ids: list[object] = []
+    for group in map(_as_dict, _as_list(document.get("entity_groups"))):
+        if str(group.get("entity_group", "GPU")).upper() == "GPU":
+            ids.extend(_as_dict(entity).get("device_id") for entity in _as_list(group.get("entities")))
+    for holder in (root, document, _as_dict(document.get("metadata"))):
+        if not ids:
+            ids.extend(_as_list(holder.get("GPU Device IDs")))
+    return _device_ids(ids)
 
 
 _DOC_START = re.compile(r"^[ \t]*\{", re.MULTILINE)
@@ -606,7 +642,7 @@ def _parse_dcgm_json(document: dict[str, object]) -> DcgmResult:
                                   ", ".join(where), tuple(dict.fromkeys(texts))))
     errors = [] if tests else ["no tests in the DCGM JSON"]
     return DcgmResult("json", str(version) if version else None, str(driver) if driver else None, tuple(tests),
-                      tuple(messages), bool(tests), tuple(errors))
+                      tuple(messages), bool(tests), tuple(errors), _json_device_ids(document, root))
 
 
 def parse_dcgm_diag(text: str) -> DcgmResult:
@@ -624,7 +660,8 @@ def parse_dcgm_diag(text: str) -> DcgmResult:
             if broken or len(dicts) > 1:
                 more = [f"{len(dicts)} DCGM documents: the last one is read"] if len(dicts) > 1 else []
                 return DcgmResult(result.format, result.version, result.driver, result.tests, result.messages,
-                                  result.complete and not broken, tuple(errors + more) + result.errors)
+                                  result.complete and not broken, tuple(errors + more) + result.errors,
+                                  result.device_ids)
             return result
         return DcgmResult("", None, None, (), (), False, tuple(errors) or ("no DCGM JSON document",))
     return _parse_dcgm_text(text)

@@ -198,6 +198,31 @@ def test_dcgm_text_failure_with_its_messages():
     assert result.verdict is Verdict.FAIL and result.failed == (memory,)
 
 
+def test_dcgm_names_the_gpus_it_ran_on():
+    """The text's "GPU Device IDs Detected" (one PCI device ID a GPU); DCGM 3's JSON lists none; a
+    value longer than its cell wraps onto the next row, as dcgmi wraps its messages."""
+    text = read(DCGM_FAIL)
+    assert verify.parse_dcgm_diag(text).device_ids == ("2330",) * 8
+    assert verify.parse_dcgm_diag(read(DCGM_R2)).device_ids == ()
+    sixteen = text.replace("| 2330,2330,2330,2330,2330,2330,2330,2330        |",
+                           "| 2330,2330,2330,2330,2330,2330,2330,2330,2330,2  |\n"
+                           "|                           | 330,2330,2330,2330,2330,2330,2330              |")
+    assert sixteen != text and verify.parse_dcgm_diag(sixteen).device_ids == ("2330",) * 16
+
+
+@pytest.mark.parametrize("given, read_as", [(["2330"], ("2330",)), (["0x2335"], ("2335",)),
+                                            (["233010DE", "20b2"], ("2330", "20B2")), (["", None, "n/a"], ())])
+def test_dcgm_device_ids_in_json(given, read_as):
+    """DCGM 4 lists the GPUs in entity_groups (NVIDIA/DCGM testing/python3/dcgm_diag_schema.json);
+    an ID may come with 0x or NVIDIA's vendor ID (10DE) after it."""
+    document = json.loads(read(DCGM_R3))
+    document["entity_groups"] = [{"entity_group": "GPU", "entity_group_id": 1,
+                                  "entities": [{"entity_id": i, "device_id": d} for i, d in enumerate(given)]},
+                                 {"entity_group": "CPU", "entity_group_id": 7, "entities": [{"entity_id": 0,
+                                                                                             "device_id": "1234"}]}]
+    assert verify.parse_dcgm_diag(json.dumps(document)).device_ids == read_as
+
+
 @pytest.mark.parametrize("name, count", [(DCGM_R2, 11), (DCGM_R3, 16)])
 def test_dcgm_json_pass(name, count):
     result = verify.parse_dcgm_diag(read(name))
