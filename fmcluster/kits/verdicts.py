@@ -11,9 +11,11 @@ import os
 import re
 import stat
 import textwrap
-from dataclasses import asdict, dataclass
+from collections import Counter
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional
 
+from fmcluster.facts import catalog
 from fmcluster.facts import node as node_facts
 from fmcluster.kits import verify
 from fmcluster.kits.verify import Verdict
@@ -34,7 +36,10 @@ class Row:
     warn_at: Optional[float] = None
     unit: str = ""
     note: str = ""
-    source: str = ""  # the results file
+    source: str = ""  # the results file ("a, b": the files of a sum over nodes); "" for a row of no file
+    # the figure above which the measurement is impossible on its path (the physical limit plus
+    # fmcluster.model.expected.MEASUREMENT_MARGIN); None without a figure
+    impossible_above: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -76,25 +81,110 @@ def _judged(group: str, test: str, node: str, measured: Optional[float], figure:
                note or judgement.note, source)
 
 
+def gpu_named(gpu: catalog.Gpu, name: str) -> bool:
+    """Whether a GPU's name as a tool prints it is the catalog's GPU. nccl-tests prints the
+    driver's name ("NVIDIA H100 80GB HBM3", "NVIDIA GB200", "NVIDIA B300 SXM6 AC"; older drivers
+    without "NVIDIA ": "A100-SXM4-40GB"): the catalog's model must be one of its words (so GB200 is
+    not B200, GH200 not H200, H800 not H100), a memory size it states must be the catalog's within
+    15% (A100 40GB is not A100 80GB), and a GPU the catalog gives NVLink (SXM) is not a PCIe or NVL
+    card of the same model."""
+    words = [w for w in re.split(r"[^A-Z0-9]+", name.upper()) if w]
+    if gpu.name.upper() not in words:
+        return False
+    sizes = [int(size) for size in re.findall(r"(?<![0-9])([0-9]+)\s*GB\b", name, re.IGNORECASE)]
+    if any(abs(size - gpu.memory_gib) > 0.15 * gpu.memory_gib for size in sizes):
+        return False
+    return gpu.nvlink_gbps is None or not {"PCIE", "NVL"} & set(words)
+
+
+def _group_gpus(group: NodeGroup) -> str:
+    gpu = group.instance.gpu
+    model = (gpu.product_name or f"NVIDIA {gpu.name}") if gpu is not None else "no GPU"
+    return f"group {group.name} is {group.instance_type}: {group.gpus} x {model}"
+
+
+def _ran_on(per_node: Counter[str], names: Iterable[str]) -> str:
+    counts = " or ".join(str(c) for c in sorted(set(per_node.values())))
+    return f"{counts} x {' and '.join(dict.fromkeys(names))}" + (
+        f" a node, {len(per_node)} nodes" if len(per_node) > 1 else "")
+
+
+def nccl_gpus(group: NodeGroup, result: verify.NcclResult) -> tuple[Verdict, str]:
+    """The GPUs an nccl-tests run names (its `# Rank` lines) held to the group's: (PASS, "") where
+    every rank's GPU is the group's and each node ran the group's GPU count, FAIL naming both
+    where not, WARN where the output names none."""
+    named = [rank for rank in result.ranks if rank.name]
+    if not named:
+        return Verdict.WARN, "the output names no GPU (no '# Rank' lines): its GPU model and count are not checked"
+    per_node = Counter(rank.host for rank in result.ranks)
+    gpu = group.instance.gpu
+    if gpu is not None and all(gpu_named(gpu, rank.name) for rank in named) \
+            and set(per_node.values()) == {group.gpus}:
+        return Verdict.PASS, ""
+    return Verdict.FAIL, f"log ran on {_ran_on(per_node, (rank.name for rank in named))}; {_group_gpus(group)}"
+
+
+def dcgm_gpus(group: NodeGroup, result: verify.DcgmResult) -> tuple[Verdict, str]:
+    """The GPUs `dcgmi diag` names (their PCI device IDs) held to the group's, as nccl_gpus."""
+    if not result.device_ids:
+        return Verdict.WARN, ("the output names no GPU (DCGM 3's JSON lists no device IDs): its GPU model and "
+                              "count are not checked")
+    gpu = group.instance.gpu
+    ids = [int(device, 16) for device in result.device_ids]
+    if gpu is not None and all(device in gpu.pci_device_ids for device in ids) and len(ids) == group.gpus:
+        return Verdict.PASS, ""
+
+    def name(device: int) -> str:
+        known = catalog.gpu_of_pci_device(device)
+        return f"{known.product_name} (PCI device {device:04X})" if known else f"PCI device {device:04X}"
+
+    counts = Counter(map(name, ids))
+    ran = " and ".join(f"{count} x {model}" for model, count in counts.items())
+    return Verdict.FAIL, f"dcgmi diag ran on {ran}; {_group_gpus(group)}"
+
+
+def _impossible(measured: Optional[float], ceiling: expected.Ceiling, what: str = "") -> str:
+    return f"impossible: {what}{_number(measured)} {ceiling.unit} is above {ceiling.describe()}"
+
+
+def _with(row: Row, verdict: Verdict, note: str) -> Row:
+    """The row with a verdict no better than its own and a note before its own."""
+    notes = "; ".join(n for n in (note, row.note) if n)
+    return replace(row, verdict=verify.worst([row.verdict, verdict]), note=notes)
+
+
 def _nccl(group: NodeGroup, test: str, node: str, text: str, figure: expected.Expected, source: str) -> Row:
     result = verify.parse_nccl_tests(text)
+    base = Row(group.name, test, node, Verdict.FAIL, result.busbw, figure.pass_at, figure.warn_at, "GB/s",
+               source=source)
     if not result.complete:
-        return Row(group.name, test, node, Verdict.FAIL, result.busbw, figure.pass_at, figure.warn_at, "GB/s",
-                   "truncated: no summary lines" + (f" ({'; '.join(result.errors)})" if result.errors else ""), source)
+        return replace(base, note="truncated: no summary lines" + (f" ({'; '.join(result.errors)})"
+                                                                   if result.errors else ""))
     if result.wrong:
-        return Row(group.name, test, node, Verdict.FAIL, result.busbw, figure.pass_at, figure.warn_at, "GB/s",
-                   f"{result.wrong} wrong values", source)
+        return replace(base, note=f"{result.wrong} wrong values")
+    gpus, gpus_note = nccl_gpus(group, result)
+    if gpus is Verdict.FAIL:
+        return replace(base, note=gpus_note)
+    nodes, ranks = len(result.hosts), len(result.ranks)
+    ceiling = expected.nccl_ceiling(group, test, nodes, ranks)
+    limit = ceiling.above if ceiling is not None else None
+    if ceiling is not None and ceiling.exceeded_by(result.busbw):
+        return replace(base, note=_impossible(result.busbw, ceiling), impossible_above=limit)
     # across the nodes of an EFA group that is not one NVLink domain, NCCL must have used EFA
     over_efa = test.endswith("-nodes") and group.efa and not group.one_nvlink_domain
     if over_efa and ((result.ofi_provider and result.ofi_provider != "efa") or result.network == "Socket"):
-        return Row(group.name, test, node, Verdict.FAIL, result.busbw, figure.pass_at, figure.warn_at, "GB/s",
-                   f"NCCL did not use EFA (network {result.network or '?'}, provider {result.ofi_provider or '?'})",
-                   source)
-    row = _judged(group.name, test, node, result.busbw, figure, source)
+        return replace(base, impossible_above=limit, note=(
+            f"NCCL did not use EFA (network {result.network or '?'}, provider {result.ofi_provider or '?'})"))
+    row = replace(_judged(group.name, test, node, result.busbw, figure, source), impossible_above=limit)
     if over_efa and not (result.ofi_provider or result.network) and row.verdict is Verdict.PASS:
-        return Row(row.group, row.test, row.node, Verdict.WARN, row.measured, row.pass_at, row.warn_at, row.unit,
-                   "the output does not say whether NCCL used EFA (run with NCCL_DEBUG=INFO)", source)
-    return row
+        ena = expected.ena_ceiling(group, nodes, ranks)
+        if ena.exceeded_by(result.busbw):
+            row = _with(row, Verdict.PASS, f"EFA inferred, the output has no NCCL INFO lines: {_number(result.busbw)} "
+                                           f"GB/s is above {ena.describe()}")
+        else:
+            row = _with(row, Verdict.WARN, "the output does not say whether NCCL used EFA (run with NCCL_DEBUG=INFO), "
+                                           f"nor does its {_number(result.busbw)} GB/s: it is within {ena.describe()}")
+    return _with(row, gpus, gpus_note) if gpus is Verdict.WARN else row
 
 
 @dataclass(frozen=True)
@@ -136,6 +226,27 @@ def _fio_test(model: ClusterModel, tests: Mapping[str, expected.Expected], sourc
     if len(named) == 1:
         return named[0]
     return candidates[0] if len(candidates) == 1 else None
+
+
+def _fsx_possible(model: ClusterModel, group: NodeGroup, row: Row, per_node: Mapping[str, Optional[float]]) -> Row:
+    """The file system's row FAILed as impossible where a node moved more than its network
+    carries, or all of them together more than the file system's servers and the nodes' network
+    can."""
+    node = expected.node_network_ceiling(group)
+    servers = expected.lustre_ceiling(model)
+    over = [(host, value) for host, value in sorted(per_node.items()) if node.exceeded_by(value)]
+    together = expected.Ceiling(node.value * len(per_node), node.unit, f"{len(per_node)} {group.instance_type} "
+                                f"node{'s' if len(per_node) > 1 else ''}' network", f"{node.basis}, each")
+    ceiling = min((c for c in (servers, together) if c is not None), key=lambda c: c.value)
+    row = replace(row, impossible_above=ceiling.above)
+    cache = " (buffered fio measures the page cache, not the file system: run it with --direct=1)"
+    if over:
+        host, value = over[0]
+        more = f" (and {len(over) - 1} more node{'s' if len(over) > 2 else ''})" if len(over) > 1 else ""
+        return replace(row, verdict=Verdict.FAIL, note=_impossible(value, node, f"node {host}'s ") + more + cache)
+    if ceiling.exceeded_by(row.measured):
+        return replace(row, verdict=Verdict.FAIL, note=_impossible(row.measured, ceiling) + cache)
+    return row
 
 
 def unknown_node(source: str) -> str:
@@ -189,9 +300,7 @@ def _nccl_group(groups: Mapping[str, NodeGroup], result: verify.NcclResult) -> l
         per_host[rank.host] = per_host.get(rank.host, 0) + 1
     names = {rank.name for rank in result.ranks}
     return [name for name, group in groups.items()
-            if group.instance.gpu is not None
-            and all(re.search(rf"(?<![A-Za-z0-9]){re.escape(group.instance.gpu.name)}(?![A-Za-z0-9])", n)
-                    for n in names)
+            if group.instance.gpu is not None and all(gpu_named(group.instance.gpu, n) for n in names)
             and max(per_host.values(), default=0) == group.gpus]
 
 
@@ -206,10 +315,15 @@ def _plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected.Expe
     if kind is None:
         return None, ("empty" if not text.strip() else _NOT_A_TOOL)
     result = verify.parse_nccl_tests(text) if kind == "nccl" else None
+    matched = _nccl_group(groups, result) if result is not None else []
     if len(figures) == 1:
         group_name = next(iter(figures))
-    elif result is not None and len(matched := _nccl_group(groups, result)) == 1:
+    elif len(matched) == 1:
         group_name = matched[0]
+    elif result is not None and result.ranks and not matched:
+        per_node = Counter(rank.host for rank in result.ranks)
+        return None, (f"an nccl-tests output of {_ran_on(per_node, (rank.name for rank in result.ranks))}: no GPU "
+                      f"group of this cluster has that ({', '.join(_group_gpus(g) for g in groups.values())})")
     else:
         return None, (f"a {kind} output without the kit's marker, and the cluster has "
                       f"{len(figures) or 'no'} GPU groups ({', '.join(figures) or '-'}): it does not say which")
@@ -303,9 +417,10 @@ def judge_results(model: ClusterModel, files: Mapping[str, str],
             elif test == "dcgm":
                 dcgm = verify.parse_dcgm_diag(part.text)
                 failed = ", ".join(f"{t.name}: {' '.join(t.messages)[:120]}" for t in dcgm.failed)
-                rows.append(Row(group_name, test, node, dcgm.verdict,
-                                note=failed or ("; ".join(dcgm.errors) if dcgm.errors else "every test passed"),
-                                source=source))
+                note = failed or ("; ".join(dcgm.errors) if dcgm.errors else "every test passed")
+                row = Row(group_name, test, node, dcgm.verdict, note=note, source=source)
+                gpus, gpus_note = dcgm_gpus(group, dcgm)
+                rows.append(_with(row, gpus, gpus_note))
             elif test == "smoke":
                 smoke = verify.parse_smoke(part.text)
                 world = group.max_count * group.gpus
@@ -335,7 +450,8 @@ def judge_results(model: ClusterModel, files: Mapping[str, str],
                 total = round(sum(values), 1) if len(values) == len(per_node) else None
                 note = (f"{len(per_node)} node{'s' if len(per_node) > 1 else ''} together"
                         + (f"; slow: {', '.join(slow)}" if slow else ""))
-                rows.append(_judged(group_name, f"{test}-{direction}", "all", total, figure, source, note=note))
+                row = _judged(group_name, f"{test}-{direction}", "all", total, figure, source, note=note)
+                rows.append(_fsx_possible(model, groups[group_name], row, per_node))
             else:
                 for host, value in sorted(per_node.items()):
                     verdict = Verdict.FAIL if value is None else Verdict.WARN if host in slow else Verdict.PASS

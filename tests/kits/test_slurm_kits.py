@@ -212,19 +212,22 @@ def verify(example: str, kit_dir: Path) -> subprocess.CompletedProcess:
 # The kits run in full: the p5 PCS example (16 x p5.48xlarge, EFA across nodes) and the UltraServer
 # one (18 x p6e-gb200.36xlarge, 4 GPUs a node, its partition exclusive); the others' scripts are
 # held to sbatch --test-only above (each full run takes most of a minute on two cores).
-# NCCL's bus bandwidth at the largest size (GB/s) inside a node and across nodes: healthy figures
-# of the type (H100: NVLink 4 inside, EFA's 400 GB/s across; GB200: NVLink 5 inside and across the
-# UltraServer's NVLink domain).
-FULL_RUNS = {"p5-pcs.yaml": ("420", "380"), "p6e-gb200-pcs.yaml": ("1650", "1600")}
+# NCCL's bus bandwidth at the largest size (GB/s) inside a node and across nodes, the same for each
+# collective: healthy figures of the type, within what its links carry for each (H100: NVLink 4,
+# 450 GB/s a GPU and direction, inside; EFA's 400 GB/s a node across 16 nodes, at most 423 GB/s of
+# busbw; GB200: NVLink 5, 900 GB/s a GPU and direction, inside and across the UltraServer's NVLink
+# domain), and the GPUs' names as NVIDIA's driver gives them.
+FULL_RUNS = {"p5-pcs.yaml": ("420", "380", "NVIDIA H100 80GB HBM3"),
+             "p6e-gb200-pcs.yaml": ("830", "780", "NVIDIA GB200")}
 
 
 @pytest.fixture(scope="module", params=sorted(FULL_RUNS))
 def ran(request, tmp_path_factory, pyxis_standin, node_paths):
     """(example, run_kit's result) of a kit run at full node count, NCCL's figures healthy."""
     example = request.param
-    node, nodes = FULL_RUNS[example]
+    node, nodes, gpu = FULL_RUNS[example]
     return example, run_kit(tmp_path_factory.mktemp(example.split(".")[0]), example, pyxis_standin,
-                            env={"STANDIN_BUSBW_NODE": node, "STANDIN_BUSBW_NODES": nodes})
+                            env={"STANDIN_BUSBW_NODE": node, "STANDIN_BUSBW_NODES": nodes, "STANDIN_GPU": gpu})
 
 
 def test_every_job_of_the_kit_completes_and_verify_passes(ran):

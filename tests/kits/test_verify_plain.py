@@ -24,6 +24,8 @@ REAL = DATA / "verify"
 SPEC = "examples/p5-pcs.yaml"  # group gpu: 16 x p5.48xlarge (EFA: PASS from 340 GB/s, FAIL below 240), /fsx
 HEALTHY = PLAIN / "nccl-all_reduce-2x-p5-healthy.txt"
 SLOW = PLAIN / "nccl-all_reduce-2x-p5-slow.txt"
+NO_DEBUG = PLAIN / "nccl-all_reduce-2x-p5-no-nccl-debug.txt"  # 362 GB/s, no NCCL_DEBUG=INFO lines
+ONE_NODE = PLAIN / "nccl-all_reduce-1x-p5-one-node.txt"  # 8 x H100 on ip-10-1-0-11, 479 GB/s
 FIO_TEXT = PLAIN / "fio-write-fsx-8-jobs.txt"
 FIO_JSON = REAL / "fio-write-virtualclient-fio-3.26.json"
 DCGM_PASS = REAL / "dcgm-diag-r2-virtualclient.json"
@@ -31,9 +33,9 @@ DCGM_FAIL = REAL / "dcgm-diag-r3-8x-h100-fail.txt"
 TABLE_ONLY = REAL / "nccl-all_reduce-2x-p5-slurm-srun-label-table-only.txt"
 
 
-def verify_cli(*results, fmt="text"):
+def verify_cli(*results, fmt="text", spec=SPEC):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "fmcluster", "verify", SPEC, *map(str, results), "--format", fmt],
+    done = subprocess.run([sys.executable, "-m", "fmcluster", "verify", spec, *map(str, results), "--format", fmt],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     return done.returncode, done.stdout, done.stderr
 
@@ -69,11 +71,12 @@ def test_a_slow_2_node_all_reduce_fails_and_exits_1():
 
 
 def test_a_dcgm_failure_exits_1_and_a_pass_0():
-    """dcgmi does not print its host: the NODE says so and names the file, not as a host."""
+    """dcgmi does not print its host: the NODE says so and names the file, not as a host. The
+    passing JSON (DCGM 3) names no GPU either: a WARN, which exits 0."""
     code, out, _ = verify_cli(DCGM_FAIL, fmt="json")
     assert code == 1 and results(out) == [("dcgm", f"unknown node ({DCGM_FAIL.name})", "FAIL", None)]
     code, out, _ = verify_cli(DCGM_PASS, fmt="json")
-    assert code == 0 and results(out) == [("dcgm", f"unknown node ({DCGM_PASS.name})", "PASS", None)]
+    assert code == 0 and results(out) == [("dcgm", f"unknown node ({DCGM_PASS.name})", "WARN", None)]
     (row,) = [r for g in json.loads(out)["groups"].values() for r in g["results"] if r["test"] == "dcgm"]
     assert row["source"] == str(DCGM_PASS)
     code, out, _ = verify_cli(DCGM_FAIL)
@@ -105,7 +108,7 @@ def test_a_directory_is_read_recursively_and_mixes_plain_and_kit_files(tmp_path)
         ("nccl-all_reduce-nodes", "ip-10-1-0-11,ip-10-1-0-12", "PASS", 479.71),
         ("fio-fsx-write", "all", "PASS", 3093.3),
         ("fio-scratch-write", "unknown node (ip-10-1-0-11.json)", "PASS", 192.6),
-        ("dcgm", "ip-10-1-0-12", "PASS", None),  # the host from the kit's marker
+        ("dcgm", "ip-10-1-0-12", "WARN", None),  # the host from the kit's marker; DCGM 3's JSON names no GPU
     ])
     assert json.loads(out)["not_judged"] == [
         {"file": str(tmp_path / "notes.md"), "reason": "a Markdown note (.md): a source, kit or note file, "
@@ -295,3 +298,29 @@ def test_a_part_not_judged_of_a_judged_file_is_listed_and_a_job_s_own_lines_are_
                                      "'# Rank' lines: it does not say whether it ran on one node or several"}]
     log.write_text("+ module load nccl-tests\n" + HEALTHY.read_text())
     assert json.loads(verify_cli(log, fmt="json")[1])["not_judged"] == []
+
+
+def test_without_nccl_info_lines_a_figure_only_efa_carries_is_evidence_of_efa():
+    """A healthy 2 x p5 run at 362 GB/s with no NCCL_DEBUG=INFO lines. On HyperPod's nodes the one
+    ENA interface is on card 0 (100 Gbps), so TCP could carry at most 23.4 GB/s of busbw: the
+    figure is EFA's. On PCS's nodes every EFA card's `efa` interface carries ENA too: the figure
+    does not tell, a WARN as before."""
+    code, out, err = verify_cli(NO_DEBUG, fmt="json", spec="examples/p5-hyperpod-eks.yaml")
+    assert code == 0, err
+    (row,) = [r for r in json.loads(out)["groups"]["train"]["results"] if r["measured"] is not None]
+    assert (row["test"], row["verdict"], row["measured"]) == ("nccl-all_reduce-nodes", "PASS", 362.1)
+    assert row["note"].startswith("EFA inferred, the output has no NCCL INFO lines: 362.1 GB/s is above 23.4 GB/s")
+    code, out, _ = verify_cli(NO_DEBUG, fmt="json")
+    assert code == 0 and results(out) == [("nccl-all_reduce-nodes", "ip-10-1-0-21,ip-10-1-0-22", "WARN", 362.1)]
+
+
+def test_an_impossible_figure_fails_and_says_why(tmp_path):
+    log = tmp_path / "all_reduce-node.log"
+    log.write_text(ONE_NODE.read_text().replace("478.97", "1992.40"))
+    code, out, _ = verify_cli(ONE_NODE, log, fmt="json")
+    assert code == 1
+    found = {r["source"]: r for g in json.loads(out)["groups"].values() for r in g["results"] if r["source"]}
+    assert found[str(ONE_NODE)]["verdict"] == "PASS" and found[str(ONE_NODE)]["impossible_above"] == 866.25
+    assert found[str(log)]["verdict"] == "FAIL"
+    assert found[str(log)]["note"].startswith("impossible: 1,992.4 GB/s is above 787.5 GB/s, the most NVLink can "
+                                              "carry (p5.48xlarge: H100 at 900 GB/s NVLink per GPU")
