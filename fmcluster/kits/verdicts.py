@@ -512,21 +512,23 @@ def _host_lines(cell: str, width: int) -> list[str]:
 
 def render_text(report: VerifyReport) -> str:
     """The verdicts as a table within WIDTH columns where the cells allow: a long host list wraps
-    in its column; where the notes do not fit beside the row, each goes on lines of its own
-    under it."""
+    in its column; under each row the file it comes from (`file: PATH`); where the notes do not
+    fit beside the rows, each goes on lines of its own under its row too."""
     table = [("VERDICT", "GROUP", "TEST", "NODE", "MEASURED", "PASS AT")]
     notes = ["NOTE"]
+    sources = [""]
     for r in report.rows:
         unit = f" {r.unit}" if r.unit and r.measured is not None else ""
         table.append((r.verdict.value, r.group, r.test, r.node, _number(r.measured) + unit, _number(r.pass_at)))
         notes.append(r.note)
+        sources.append(r.source)
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     node = table[0].index("NODE")
     room = WIDTH - 2 * (len(widths) - 1) - sum(w for i, w in enumerate(widths) if i != node)
     widths[node] = min(widths[node], max(room, NARROWEST_NODE))
     beside = all(sum(widths) + 2 * len(widths) + len(note) <= WIDTH for note in notes)
     lines = []
-    for row, note in zip(table, notes, strict=True):
+    for row, note, source in zip(table, notes, sources, strict=True):
         cells = [_host_lines(cell, w) if i == node else [cell]
                  for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
         height = max(map(len, cells))
@@ -534,7 +536,10 @@ def render_text(report: VerifyReport) -> str:
                 for k in range(height)]
         if beside:
             rows[0] += "  " + note
-        elif note and row is not table[0]:
+        if source:
+            rows += textwrap.wrap(f"file: {source}", WIDTH, initial_indent="    ", subsequent_indent="      ",
+                                  break_on_hyphens=False, break_long_words=False)
+        if not beside and note and row is not table[0]:
             rows += textwrap.wrap(note, WIDTH, initial_indent="    ", subsequent_indent="    ",
                                   break_on_hyphens=False)
         lines += rows

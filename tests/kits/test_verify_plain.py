@@ -324,3 +324,26 @@ def test_an_impossible_figure_fails_and_says_why(tmp_path):
     assert found[str(log)]["verdict"] == "FAIL"
     assert found[str(log)]["note"].startswith("impossible: 1,992.4 GB/s is above 787.5 GB/s, the most NVLink can "
                                               "carry (p5.48xlarge: H100 at 900 GB/s NVLink per GPU")
+
+
+def test_every_row_names_its_file(tmp_path):
+    """In the text, a `file:` line under each row (after its wrapped hosts), in the JSON `source`;
+    the rows of no file (a test not run) name none."""
+    shutil.copy(ONE_NODE, tmp_path / "node-a.log")
+    shutil.copy(HEALTHY, tmp_path / "nodes.log")
+    shutil.copy(DCGM_FAIL, tmp_path / "dcgm.txt")
+    code, out, _ = verify_cli(tmp_path)
+    assert code == 1
+    lines = out.splitlines()
+    for test, name in (("nccl-all_reduce-node ", "node-a.log"), ("nccl-all_reduce-nodes", "nodes.log"),
+                       ("dcgm ", "dcgm.txt")):
+        at = next(i for i, line in enumerate(lines) if line.split()[2:3] == [test.strip()] and "-" not in
+                  line.split()[3:4])
+        under = next(line for line in lines[at + 1:] if line.startswith("    "))
+        assert under == f"    file: {tmp_path / name}", (test, lines[at:at + 4])
+    not_run = next(i for i, line in enumerate(lines) if line.startswith("WARN     gpu    smoke"))
+    assert not lines[not_run + 1].startswith("    file:")
+    code, out, _ = verify_cli(tmp_path, fmt="json")
+    sources = {r["test"]: r["source"] for r in json.loads(out)["groups"]["gpu"]["results"]}
+    assert sources["nccl-all_reduce-node"] == str(tmp_path / "node-a.log") and sources["smoke"] == ""
+    assert sources["dcgm"] == str(tmp_path / "dcgm.txt")
