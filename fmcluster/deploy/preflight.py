@@ -10,8 +10,8 @@ import re
 import textwrap
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
-from functools import partial
-from typing import Any, Callable, Iterable, Literal, Mapping, Optional, Required, TypedDict
+from functools import lru_cache, partial
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Mapping, Optional, Required, TypedDict
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -23,6 +23,9 @@ from botocore.exceptions import (
     ProfileNotFound,
 )
 from botocore.parsers import ResponseParserError
+
+if TYPE_CHECKING:
+    from botocore.session import Session
 
 from fmcluster.facts import catalog, regions
 from fmcluster.facts import images as image_facts
@@ -798,13 +801,20 @@ class Preflight:
         yield Check(what, PASS, f"{what} answers in {self.spec.region}")
 
 
+@lru_cache(maxsize=1)
+def _endpoint_session() -> Session:
+    """One botocore session a process, for its endpoint data: each new session reads botocore's
+    endpoints file again (a tenth of a second), and a preflight asks for each service it checks."""
+    import botocore.session  # start-up cost: loaded only where a check reads the endpoint data
+
+    return botocore.session.get_session()
+
+
 def offered_in(service: str, region: str) -> bool | None:
     """Whether botocore's endpoint data lists `service` in `region`. None where the data cannot
     say: it lists no region for the service (services that ship only endpoint rules, such as AWS
     PCS), or does not list the region for EC2 either (a region newer than its endpoint list)."""
-    import botocore.session  # start-up cost: loaded only where a check reads the endpoint data
-
-    session, partition = botocore.session.get_session(), regions.partition(region)
+    session, partition = _endpoint_session(), regions.partition(region)
     listed = session.get_available_regions(service, partition_name=partition)
     if not listed or region not in session.get_available_regions("ec2", partition_name=partition):
         return None

@@ -331,9 +331,9 @@ def test_cfn_lint_reports_no_errors(synthesized, sid):
 @pytest.fixture(scope="module")
 def deployed(synthesized):
     """The p5 and EKS network templates, as synthesized, created in moto's CloudFormation."""
-    from moto import mock_aws
+    from tests.support.moto_aws import mocked_aws
 
-    with pytest.MonkeyPatch.context() as env, mock_aws():
+    with pytest.MonkeyPatch.context() as env, mocked_aws():
         for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
             env.setenv(key, "testing")
         region = "us-east-1"

@@ -15,10 +15,10 @@ from datetime import datetime, timedelta, timezone
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
-from moto import mock_aws
 
 from fmcluster_cdk.constructs.compute import node_replacer
 from tests.support.clock import frozen_at
+from tests.support.moto_aws import mocked_aws
 
 spec = importlib.util.spec_from_file_location("node_replacer_handler", node_replacer.HANDLER / "index.py")
 handler = importlib.util.module_from_spec(spec)
@@ -57,7 +57,7 @@ def waiting(sqs, queue_url: str) -> int:
 @pytest.fixture
 def aws():
     """moto's EC2, SQS, SSM and CloudWatch, the queue and the ledger made as the construct makes them."""
-    with mock_aws():
+    with mocked_aws():
         made = {name: client(name) for name in ("sqs", "ec2", "ssm", "cloudwatch", "sagemaker")}
         queue_url = made["sqs"].create_queue(QueueName=node_replacer.queue_name(CLUSTER))["QueueUrl"]
         made["ssm"].put_parameter(Name=LEDGER, Value='{"replacing":[]}', Type="String")

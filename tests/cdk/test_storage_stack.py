@@ -421,13 +421,14 @@ def test_deploys_to_moto(no_lustre, monkeypatch):
     or lifecycle) and skips AWS::S3::BucketPolicy, so those are checked on the template above, not here.
     """
     import boto3
-    from moto import mock_aws
+
+    from tests.support.moto_aws import mocked_aws
 
     for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
                        ("AWS_SESSION_TOKEN", "testing"), ("AWS_DEFAULT_REGION", "us-east-1")):
         monkeypatch.setenv(var, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
+    with mocked_aws():
         cfn = boto3.client("cloudformation", region_name="us-east-1")
         cfn.create_stack(StackName=no_lustre.stack.stack_name, TemplateBody=no_lustre.text)
         stack = cfn.describe_stacks(StackName=no_lustre.stack.stack_name)["Stacks"][0]

@@ -10,9 +10,9 @@ import json
 import boto3
 import pytest
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from fmcluster.deploy import deployed, diff
+from tests.support.moto_aws import mocked_aws
 from tests.support.specs import base_spec, validated
 from tests.support.templates import fsx
 
@@ -65,7 +65,7 @@ def test_other_errors_are_not_taken_for_a_missing_stack():
 
 def test_a_stack_deployed_with_moto_is_read_back():
     template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic", "Properties": {"TopicName": "t"}}}}
-    with mock_aws():
+    with mocked_aws():
         boto3.client("cloudformation", region_name="us-east-1").create_stack(
             StackName="c-observability", TemplateBody=json.dumps(template))
         assert deployed.read(["c-observability", "c-network"], "us-east-1") == {"c-observability": template}

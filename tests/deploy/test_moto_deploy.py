@@ -20,10 +20,9 @@ STACK_ORDER = ("network", "storage", "observability", "images", "cluster")  # as
 @pytest.fixture(scope="module", params=EXAMPLES)
 def deployed(request, corpus, monkeypatch_module):
     """Deploy the example's stacks (its assembly in the run's corpus) into moto, network first."""
-    from moto import mock_aws
-
     from fmcluster.deploy import assembly
     from fmcluster.spec import loader
+    from tests.support.moto_aws import mocked_aws
 
     spec = loader.load(ROOT / request.param).spec
     loaded = assembly.load(corpus.assembly(request.param))
@@ -32,7 +31,7 @@ def deployed(request, corpus, monkeypatch_module):
                        ("AWS_SESSION_TOKEN", "testing"), ("AWS_DEFAULT_REGION", REGION)):
         monkeypatch_module.setenv(var, value)
     monkeypatch_module.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
+    with mocked_aws():
         region = spec.region
         deploy([f"{spec.name}-{x}" for x in STACK_ORDER if f"{spec.name}-{x}" in templates], loaded, region)
         yield spec, region, templates

@@ -15,13 +15,13 @@ import boto3
 import pytest
 from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from fmcluster.deploy import preflight
 from fmcluster.deploy.preflight import FAIL, PASS, WARN, Preflight, reservation_checks, size_check
 from fmcluster.facts import images as image_facts
 from fmcluster.spec import loader
 from tests.support.docs import readme_output
+from tests.support.moto_aws import mocked_aws
 from tests.support.paths import EXAMPLES, ROOT
 from tests.support.preflight import (
     BLOCK_ID,
@@ -55,7 +55,7 @@ def matching_reservations(spec) -> list[list[dict]]:
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_every_example_runs_and_prints_a_table(example, capsys):
     spec = loader.load(ROOT / example).spec
-    with mock_aws():
+    with mocked_aws():
         rc = shown(spec, client=Clients(spec, matching_reservations(spec)), now=NOW)
     out = capsys.readouterr().out
     assert rc in (0, 1)
@@ -66,7 +66,7 @@ def test_every_example_runs_and_prints_a_table(example, capsys):
 
 def test_capacity_block_example_passes():
     spec = loader.load(ROOT / "examples/p5-pcs.yaml").spec
-    with mock_aws():
+    with mocked_aws():
         clients = Clients(spec, matching_reservations(spec))
         checks = Preflight(spec, clients, NOW).run()
     assert {c.status for c in checks} == {PASS, WARN}, [c for c in checks if c.status == FAIL]
@@ -82,7 +82,7 @@ def test_capacity_block_example_passes():
 def test_instance_type_not_offered_in_the_az_fails(capsys):
     """moto's offerings data: p6-b300.48xlarge is not offered in use2-az1."""
     spec = loader.load(ROOT / "examples/p6-b300-pcs.yaml").spec
-    with mock_aws():
+    with mocked_aws():
         rc = shown(spec, client=Clients(spec), now=NOW)
     out = capsys.readouterr().out
     assert rc == 1
@@ -94,7 +94,7 @@ def test_instance_type_not_offered_in_the_az_fails(capsys):
 
 def test_unknown_az_id_fails():
     spec = validated(base_spec(availability_zone_id="use1-az9"))
-    with mock_aws():
+    with mocked_aws():
         checks = Preflight(spec, Clients(spec), NOW).run()
     check = by_name(checks, "AZ ID use1-az9")
     assert check.status == FAIL and "use1-az4" in check.hint
@@ -102,7 +102,7 @@ def test_unknown_az_id_fails():
 
 def test_other_account_fails():
     spec = validated(base_spec(account="111122223333"))
-    with mock_aws():
+    with mocked_aws():
         check = by_name(Preflight(spec, Clients(spec), NOW).run(), "credentials")
     assert check.status == FAIL and "123456789012" in check.reason  # moto's account
 
@@ -236,7 +236,7 @@ def test_spot_groups_use_the_spot_quota():
 def test_quota_missing_in_moto_warns():
     """moto implements Service Quotas for VPC only: an EC2 quota is 'not found' there."""
     spec = validated(base_spec())
-    with mock_aws():
+    with mocked_aws():
         quotas = boto3.client("service-quotas", region_name=spec.region)
         with Stubber(quotas) as stub:  # moto lacks GetAWSDefaultServiceQuota: stub that second call
             stub.add_client_error("get_service_quota", "NoSuchResourceException")
@@ -344,7 +344,7 @@ def test_ebs_encryption_by_default_refuses_a_hyperpod_image(kms):
     """moto keeps EBS encryption by default; its key comes from a Stubber (moto lacks the call)."""
     spec = validated(with_(base_spec(orchestrator={"type": "hyperpod-slurm"}), "storage.kms", kms))
     key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
-    with mock_aws():
+    with mocked_aws():
         clients = Clients(spec, ebs_key=key)
         off = by_name(list(Preflight(spec, clients, NOW).node_images()), "EBS encryption by default")
         assert off.status == PASS
@@ -366,7 +366,7 @@ def test_ebs_encryption_by_default_refuses_a_hyperpod_image(kms):
     ("arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab", True, PASS)])
 def test_a_pcs_image_without_the_storage_key_takes_the_default_ebs_key(key, kms, status):
     spec = validated(with_(base_spec(), "storage.kms", kms))
-    with mock_aws():
+    with mocked_aws():
         clients = Clients(spec, ebs_key=key)
         check = by_name(list(Preflight(spec, clients, NOW).node_images()), "EBS encryption by default")
     assert check.status == status, check
@@ -414,7 +414,7 @@ def test_image_builder_not_in_the_region_fails_without_a_call(monkeypatch):
 def test_hyperpod_image_builds_count_against_the_ec2_quota():
     """HyperPod's nodes are SageMaker's (its quotas); the build instance is an EC2 one."""
     spec = validated(base_spec(orchestrator={"type": "hyperpod-slurm"}))
-    with mock_aws():
+    with mocked_aws():
         checks = Preflight(spec, Clients(spec, quota=4.0), NOW).run()
     build = by_name(checks, "quota On-Demand Standard vCPUs")
     assert build.status == FAIL
@@ -439,7 +439,7 @@ def test_kubernetes_planes_build_no_images():
 
 def test_access_denied_fails_that_check_only(capsys):
     spec = validated(base_spec())
-    with mock_aws():
+    with mocked_aws():
         clients = Clients(spec)
         ec2, stub = stubbed("ec2", spec.region)
         stub.add_client_error("describe_availability_zones", "UnauthorizedOperation",
@@ -483,7 +483,7 @@ def test_offered_in_reads_botocores_endpoint_data(service, region, offered):
 
 def test_hyperpod_uses_sagemaker_quotas_and_list_clusters():
     spec = validated(base_spec(orchestrator={"type": "hyperpod-slurm"}))
-    with mock_aws():
+    with mocked_aws():
         checks = Preflight(spec, Clients(spec, quota=1.0), NOW).run()
     assert by_name(checks, "instance types").status == WARN
     assert by_name(checks, "quota ml.p5.48xlarge for cluster usage").status == FAIL  # 2 needed, quota 1
@@ -536,7 +536,7 @@ def test_json_format(capsys):
 def test_readme_shows_real_preflight_output(capsys):
     spec = loader.load(ROOT / "examples/p5en-reservation-pcs.yaml").spec
     small = reservation(spec.node_groups[0], "usw2-az2", block=False, total=24, end=None)
-    with mock_aws():
+    with mocked_aws():
         assert shown(spec, client=Clients(spec, [[small]]), now=NOW) == 1
     out = capsys.readouterr().out
     assert readme_output("fmcluster preflight examples/p5en-reservation-pcs.yaml") == out
@@ -642,7 +642,7 @@ def test_a_named_ami_must_exist_match_the_architecture_and_fit_the_root_volume(a
 ])
 def test_throttling_and_server_errors_fail_that_check_only(code, status, word):
     spec = validated(base_spec())
-    with mock_aws():
+    with mocked_aws():
         clients = Clients(spec)
         ec2, stub = stubbed("ec2", spec.region)
         stub.add_client_error("describe_availability_zones", code, "try later", http_status_code=status)
@@ -774,7 +774,7 @@ def test_json_says_what_it_read_and_the_plan_shows_the_block_window(tmp_path, ca
 
     example = ROOT / "examples/p5en-eks.yaml"
     spec = loader.load(example).spec
-    with mock_aws():
+    with mocked_aws():
         shown(spec, "json", client=Clients(spec, matching_reservations(spec)), now=NOW)
     report = capsys.readouterr().out
     read = json.loads(report)["reservations"]
@@ -814,7 +814,7 @@ def test_encrypted_images_need_the_service_linked_roles_the_key_policy_names():
     PCS and Image Builder service-linked roles; KMS refuses a policy naming a missing role, so
     preflight fails until each exists (moto's IAM), with the command that creates it."""
     spec = validated(base_spec(storage={"kms": True}))
-    with mock_aws():
+    with mocked_aws():
         clients = Clients(spec)
         checks = list(Preflight(spec, clients, NOW).node_images())
         pcs, builder = (by_name(checks, "service-linked role AWSServiceRoleForPCS"),
@@ -838,11 +838,11 @@ def test_encrypted_images_need_the_service_linked_roles_the_key_policy_names():
 
 def test_a_shared_home_gets_its_fsx_check():
     spec = validated(with_(base_spec(), "storage.home", {"deployment_type": "SINGLE_AZ_HA_2"}))
-    with mock_aws():
+    with mocked_aws():
         checks = Preflight(spec, Clients(spec, matching_reservations(spec)), NOW).run()
     check = by_name(checks, "FSx for OpenZFS SINGLE_AZ_HA_2")
     assert check.status == WARN and "only the create call does" in check.reason
     bare = validated(base_spec())
-    with mock_aws():
+    with mocked_aws():
         checks = Preflight(bare, Clients(bare, matching_reservations(bare)), NOW).run()
     assert not [c for c in checks if c.name.startswith("FSx for OpenZFS")]

@@ -9,11 +9,11 @@ from datetime import timedelta
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from fmcluster.deploy import preflight
 from fmcluster.deploy.preflight import FAIL, PASS, WARN, Preflight
 from fmcluster.facts.controlplanes import ULTRASERVER_BLOCK_TERMINATION_MINUTES
+from tests.support.moto_aws import mocked_aws
 from tests.support.preflight import (
     BLOCK_ID,
     NOW,
@@ -224,7 +224,7 @@ def test_the_whole_run_reads_the_block(capsys):
     """`fmcluster preflight` on the Dallas spec, end to end: moto for what it has (not the Local
     Zone: that row fails there), the reservation and the block stubbed."""
     spec = spec_of()
-    with mock_aws():
+    with mocked_aws():
         clients = Clients(spec, [[reservation(spec.node_groups[0], DALLAS, block_id=BLOCK_ID)]])
         rc = shown(spec, client=clients, now=NOW)
         clients.blocks.assert_no_pending_responses()
@@ -299,7 +299,7 @@ def test_offerings_are_asked_for_the_local_zone_id(offered, status):
 
 def test_moto_has_no_local_zone_offerings():
     """Why the test above stubs: moto answers nothing for a Local Zone ID (when it does, test it here)."""
-    with mock_aws():
+    with mocked_aws():
         ec2 = boto3.client("ec2", region_name="us-east-1")
         answer = ec2.describe_instance_type_offerings(LocationType="availability-zone-id",
                                                       Filters=[{"Name": "location", "Values": [DALLAS]}])

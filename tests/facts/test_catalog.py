@@ -4,9 +4,9 @@ from dataclasses import astuple
 
 import boto3
 import pytest
-from moto import mock_aws
 
 from fmcluster.facts import catalog
+from tests.support.moto_aws import mocked_aws
 
 GPU_TYPES = ["p5.4xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6-b300.48xlarge"]
 
@@ -26,7 +26,7 @@ DOCUMENTED = {
 
 @pytest.fixture(scope="module")
 def ec2_types():
-    with mock_aws():
+    with mocked_aws():
         ec2 = boto3.client("ec2", region_name="us-east-1")
         names = sorted(set(catalog.catalog()) - set(DOCUMENTED))
         found = {}
