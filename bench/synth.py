@@ -12,6 +12,10 @@ context:
 - `fmcluster synth` of the default example (cdk.json's spec);
 - `fmcluster synth` of an EKS spec with 1 and with 64 p5.48xlarge node groups (64: the most a
   Kubernetes plane takes, one Kueue flavor each; AWS PCS takes 10 compute node groups).
+- for reference, the module floor: the minimal app that also loads, in Python and in Node.js, the
+  aws-cdk-lib service module of every resource type the default example's templates hold (one
+  read of each type's L1 class): what any app that makes those resources pays before it makes
+  one, and how much of the 2x the modules alone take.
 Targets: default example <= 2x floor (issue 14: typed CDK resources, which cdk-nag can see, may
 cost that much); 64 groups <= 3x 1 group (issue 9).
 Writes bench/results/synth.json.
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -29,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from common import exit_code, medians, report, target  # noqa: E402
+from common import ENV, exit_code, medians, report, target  # noqa: E402
 
 from fmcluster.deploy.synth import app_context, cdk_json  # noqa: E402
 from fmcluster_cdk.feature_flags import FEATURE_FLAGS  # noqa: E402
@@ -47,6 +52,32 @@ app = cdk.App(outdir=sys.argv[2], context=given["context"], post_cli_context=giv
 s3.Bucket(cdk.Stack(app, "floor"), "Bucket")
 app.synth()
 """
+
+# The minimal app, plus one static read of each L1 class its JSON file names (MODULE.CLASS): Python
+# imports the module, and Node.js loads its part of aws-cdk-lib, as any app that makes such a
+# resource does.
+MODULE_FLOOR_APP = MINIMAL_APP.replace("app.synth()", """import importlib
+for name in given["classes"]:
+    module, cls = name.rsplit(".", 1)
+    getattr(importlib.import_module(module), cls).CFN_RESOURCE_TYPE_NAME
+app.synth()""")
+
+
+def l1_classes(assembly: Path) -> list[str]:
+    """aws_cdk.MODULE.CfnTYPE of every AWS resource type in an assembly's templates (nested
+    ones included), one per service module: AWS::EC2::VPC is aws_cdk.aws_ec2.CfnVPC."""
+    import importlib
+
+    by_module: dict[str, str] = {}
+    for path in sorted(assembly.glob("*.template.json")):
+        for resource in json.loads(path.read_text()).get("Resources", {}).values():
+            kind = resource["Type"].split("::")
+            if kind[0] != "AWS" or kind[1] in ("CDK", "CloudFormation"):
+                continue  # the core module, which the floor loads already
+            module = f"aws_cdk.aws_{kind[1].lower()}"
+            if module not in by_module and hasattr(importlib.import_module(module), f"Cfn{kind[2]}"):
+                by_module[module] = f"{module}.Cfn{kind[2]}"
+    return sorted(by_module.values())
 
 RUNS = 5
 
@@ -74,8 +105,9 @@ def measure(runs: int) -> dict:
     py = sys.executable
     default_spec = json.loads((ROOT / "cdk.json").read_text())["context"]["spec"]
     with tempfile.TemporaryDirectory() as tmp:
-        app = Path(tmp, "minimal_app.py")
+        app, module_app = Path(tmp, "minimal_app.py"), Path(tmp, "module_floor_app.py")
         app.write_text(MINIMAL_APP)
+        module_app.write_text(MODULE_FLOOR_APP)
         one, many = Path(tmp, "one.yaml"), Path(tmp, "many.yaml")
         one.write_text(spec_with_groups(1))
         many.write_text(spec_with_groups(64))
@@ -85,7 +117,14 @@ def measure(runs: int) -> dict:
         same.write_text(json.dumps({"context": context, "flags": flags, "settings": APP_SETTINGS}))
         defaults.write_text(json.dumps({"context": context, "flags": flags, "settings": {}}))
         synth = [py, "-m", "fmcluster", "synth"]
+        assembly = Path(tmp, "default-assembly")
+        subprocess.run(synth + [default_spec, "-o", str(assembly)], cwd=ROOT, env=ENV, check=True, capture_output=True)
+        classes = l1_classes(assembly)
+        with_classes = Path(tmp, "module-floor.json")
+        with_classes.write_text(json.dumps({"context": context, "flags": flags, "settings": APP_SETTINGS,
+                                            "classes": classes}))
         times = medians({"floor": [py, str(app), str(same)],
+                         "module_floor": [py, str(module_app), str(with_classes)],
                          "floor_cdk_defaults": [py, str(app), str(defaults)],
                          "default": synth + [default_spec, "-o"],
                          "one": synth + [str(one), "-o"],
@@ -95,6 +134,7 @@ def measure(runs: int) -> dict:
         "runs": runs,
         "minimal_cdk_app": times["floor"],
         "minimal_cdk_app_cdk_default_settings": times["floor_cdk_defaults"],
+        "module_floor": times["module_floor"] | {"classes": classes},
         "default_example": times["default"] | {"spec": default_spec},
         "one_node_group": times["one"],
         "sixty_four_node_groups": times["many"],
@@ -103,7 +143,9 @@ def measure(runs: int) -> dict:
             target(wall["many"] / wall["one"], 3.0, "64 node groups / 1 node group (wall)"),
         ],
         "for_reference": {"default_example_over_minimal_app_with_cdk_defaults":
-                          round(wall["default"] / wall["floor_cdk_defaults"], 2)},
+                          round(wall["default"] / wall["floor_cdk_defaults"], 2),
+                          "module_floor_over_minimal_app": round(wall["module_floor"] / wall["floor"], 2),
+                          "default_example_over_module_floor": round(wall["default"] / wall["module_floor"], 2)},
     }
 
 
