@@ -38,7 +38,7 @@ from fmcluster.deploy.init_choices import (  # noqa: F401
 )
 from fmcluster.facts import catalog, controlplanes, regions
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ON_DEMAND
-from fmcluster.spec import loader
+from fmcluster.spec import loader, placeholders
 from fmcluster.spec.diagnostics import dotted
 from fmcluster.spec.models import region_problem
 
@@ -52,10 +52,11 @@ APP_SCRIPT = "fmcluster-cdk-app"
 # UltraServer Capacity Blocks (examples/p6e-gb200-pcs.yaml)
 EXAMPLE_AZ_IDS = {"us-east-1": "use1-az4"}
 EXAMPLE_ULTRASERVER_ZONES = {"us-east-1": "use1-dfw2-az1"}
-# Placeholders the user replaces, as the examples write them
-PLACEHOLDER_RESERVATION = "cr-0123456789abcdef0"
-PLACEHOLDER_ACCOUNT = "111122223333"
-PLACEHOLDER_CIDR = "203.0.113.0/24"  # TEST-NET-3 (RFC 5737): reaches nothing until it is replaced
+# Placeholders the user replaces (`put yours`): documentation values, which fmcluster.spec.placeholders
+# finds (validate warns of them, preflight and a deploy refuse them)
+PLACEHOLDER_RESERVATION = placeholders.RESERVATION_ID
+PLACEHOLDER_ACCOUNT = placeholders.ACCOUNT
+PLACEHOLDER_CIDR = placeholders.ACCESS_CIDR
 PLACEHOLDER_SOURCE = "git+https://github.com/OWNER/fmcluster"
 # Sizes of the examples: a Slurm cluster of 16 nodes, a Kubernetes one of 8
 EXAMPLE_COUNT = {"slurm": 16, "kubernetes": 8}

@@ -19,7 +19,7 @@ from fmcluster.cli import COMMANDS, main
 from fmcluster.deploy import synth
 from tests.support.paths import ROOT
 
-SPEC = str(ROOT / "examples/p5-pcs.yaml")
+SPEC = str(ROOT / "examples/p6-b300-pcs.yaml")  # an example without placeholders, which validate warns of
 
 
 def refusal(capsys) -> tuple[str, str]:
@@ -126,7 +126,7 @@ def test_jobs_updates_its_own_kit_and_keeps_the_rest(tmp_path, capsys):
     kit = tmp_path / "kit"
     assert main(["jobs", SPEC, "-o", str(kit)]) == 0
     listed = (kit / ".fmcluster-kit").read_text().splitlines()[1:]
-    assert "README.md" in listed and "gpu/nccl.sbatch" in listed
+    assert "README.md" in listed and "b300/nccl.sbatch" in listed
     (kit / "README.md").write_text("an older kit's\n")  # listed: the kit's to replace
     (kit / "results").mkdir()
     (kit / "results" / "nccl.out").write_text("measured\n")  # not the kit's: left alone

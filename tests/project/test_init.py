@@ -19,7 +19,7 @@ import yaml
 
 from fmcluster.deploy import init
 from fmcluster.facts import catalog, controlplanes
-from fmcluster.spec import loader
+from fmcluster.spec import loader, placeholders
 from tests.support.paths import ROOT
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "AWS_EC2_METADATA_DISABLED": "true"}
@@ -43,7 +43,12 @@ def test_a_new_project_validates_and_plans_in_its_own_directory(tmp_path, orches
     assert "fmcluster validate cluster.yaml" in made.stdout and "npx aws-cdk synth" in made.stdout
     assert "deploy" not in made.stdout  # the next commands review; deploying is the user's own step
     validated = fmcluster("validate", "cluster.yaml", cwd=project)
-    assert (validated.returncode, validated.stdout, validated.stderr) == (0, "cluster.yaml: ok\n", "")
+    assert (validated.returncode, validated.stdout) == (0, "cluster.yaml: ok\n")
+    # what it warns of is the placeholders to replace, each on a line that says `put yours`
+    warned = [line for line in validated.stderr.splitlines() if ": warning: " in line]
+    assert warned and all(line.endswith(f"[{placeholders.RULE}]") for line in warned), validated.stderr
+    lines = (project / "cluster.yaml").read_text().splitlines()
+    assert all("put your" in lines[int(line.split(":")[1]) - 1] for line in warned)
     planned = fmcluster("plan", "cluster.yaml", cwd=project)
     assert planned.returncode == 0, planned.stderr
     assert planned.stdout.startswith("fmcluster plan: my-cluster (us-east-1")
@@ -54,13 +59,14 @@ def test_a_new_project_validates_and_plans_in_its_own_directory(tmp_path, orches
 @pytest.mark.parametrize("orchestrator", init.ORCHESTRATORS)
 @pytest.mark.parametrize("instance_type", init.instance_types())
 def test_every_combination_validates_or_is_refused(tmp_path, orchestrator, instance_type):
-    """Every spec init writes validates, without a warning but the one validate gives P6e-GB200 on
-    AWS PCS (PCS documents no layout for its EFA-only cards), which init prints; a combination it
+    """Every spec init writes validates, without a warning but its placeholders' (the values it
+    marks `put yours`: tests/spec/test_rules_placeholders.py) and the one validate gives P6e-GB200
+    on AWS PCS (PCS documents no layout for its EFA-only cards), which init prints; a combination it
     refuses is one the spec rules refuse (P6e-GB200 on HyperPod Slurm), and then nothing is written."""
     report = init.run(str(tmp_path / "c"), orchestrator, instance_type, name="my-cluster")
     if report.error is None:
         result = loader.load(tmp_path / "c" / "cluster.yaml")
-        warned = [d.rule for d in result.diagnostics]
+        warned = [d.rule for d in result.diagnostics if d.rule != placeholders.RULE]
         expected = ["pcs-efa-only-interfaces"] if (orchestrator, instance_type) == ("pcs", "p6e-gb200.36xlarge") else []
         assert result.ok and warned == expected, [d.format() for d in result.diagnostics]
         assert report.warnings == tuple(d.format() for d in result.diagnostics)

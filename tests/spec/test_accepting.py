@@ -4,7 +4,7 @@ from fmcluster.spec import loader
 from fmcluster.spec.diagnostics import dotted
 from tests.support.specs import base_spec, problems, to_yaml, with_
 
-CB = {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}
+CB = {"type": "capacity-block", "reservation_id": "cr-08f3a9c2b1d4e6f70"}  # an id of ones own: no placeholder
 
 
 def cb_with_placement_group():

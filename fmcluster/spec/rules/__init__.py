@@ -19,6 +19,7 @@ from fmcluster.spec.rules import (  # noqa: F401
     naming,
     network,
     orchestrator,
+    placeholders,
     serving,
     slurm,
     teams,
