@@ -262,13 +262,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _node_unusable() -> bool:
-    """True, after saying why, when the CDK app's Node.js cannot run here (a TMPDIR or HOME it
-    cannot write): found before `diff` synthesizes, as `synth` finds it."""
+    """True, after saying why, when the CDK app's Node.js cannot run here (missing, of another
+    line, a TMPDIR or HOME it cannot write): found before `diff` synthesizes, as `synth` finds it."""
     from fmcluster.deploy import synth
 
     problem = synth.environment_problem()
     if problem is not None:
-        print(f"error: {problem[0]}\n  hint: {problem[1]}", file=sys.stderr)
+        print(f"error: {problem[0]}" + (f"\n  hint: {problem[1]}" if problem[1] else ""), file=sys.stderr)
     return problem is not None
 
 

@@ -4,19 +4,20 @@ Sources and details: docs/research-notes.md, "fmcluster_cdk/synthesis.py"."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import sys
-from typing import Any, Mapping, Optional, Sequence
-
-import aws_cdk as cdk
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from fmcluster import PROGRESS_FD
+from fmcluster.facts import nodejs
 from fmcluster.spec.loader import load_specs
 from fmcluster.spec.models import ClusterSpec
-from fmcluster_cdk.feature_flags import FEATURE_FLAGS
-from fmcluster_cdk.stacks.app import build
+
+if TYPE_CHECKING:  # imported where an app is made: importing aws_cdk starts Node.js (jsii)
+    import aws_cdk as cdk
 
 # cdk.App props of every fmcluster app. CDK's built-in CloudFormation validation is off: it
 # compiles a WebAssembly rule engine in the Node process on every synth (about 5 s of CPU, more
@@ -29,6 +30,10 @@ def new_app(outdir: Optional[str] = None, context: Optional[Mapping[str, Any]] =
     """A CDK app as fmcluster makes them. Without arguments, the output directory and context
     come from the environment the CDK CLI (or `fmcluster synth`) sets. The feature flags are
     post-CLI context: they win over `context`, cdk.json and `-c`."""
+    import aws_cdk as cdk
+
+    from fmcluster_cdk.feature_flags import FEATURE_FLAGS
+
     kwargs: dict[str, Any] = {"outdir": outdir} if outdir else {}
     return cdk.App(context=dict(context) if context is not None else None, post_cli_context=dict(FEATURE_FLAGS),
                    **APP_SETTINGS, **kwargs)
@@ -37,6 +42,8 @@ def new_app(outdir: Optional[str] = None, context: Optional[Mapping[str, Any]] =
 def build_app(specs: Sequence[ClusterSpec], outdir: Optional[str] = None,
               context: Optional[Mapping[str, Any]] = None) -> cdk.App:
     """An app with the stacks of every spec (in-process; tests and benchmarks use it)."""
+    from fmcluster_cdk.stacks.app import build
+
     app = new_app(outdir, context)
     for spec in specs:
         build(app, spec)
@@ -59,21 +66,55 @@ def _report(diagnostics: Sequence[Any]) -> None:
         print(diagnostic.format(), file=sys.stderr)
 
 
-def _pipeline(app: cdk.App, path: str) -> int:
+def _pipeline(path: str) -> int:
     # imported here: a cluster's synthesis, the common case, needs neither the pipeline's spec
     # nor CDK Pipelines and CodeBuild
     from fmcluster.spec import pipeline
-    from fmcluster_cdk.stacks.pipeline import pipeline_stack
 
     loaded = pipeline.load(path)
     _report(loaded.diagnostics)
     if not loaded.ok or loaded.pipeline is None:
         return 2
+    if not _node_runs():
+        return 2
+    from fmcluster_cdk.stacks.pipeline import pipeline_stack
+
+    app = new_app()
     _step("building the pipeline stack")
     pipeline_stack(app, loaded.pipeline)
     _step("writing the template")
     app.synth()
     return 0
+
+
+def _context() -> dict[str, Any]:
+    """The context the CDK CLI (or `fmcluster synth`) passes, read as cdk.App reads it but
+    without starting Node.js: CDK_CONTEXT_JSON, and the file of what did not fit in it."""
+    context: dict[str, Any] = {}
+    for text in (os.environ.get("CDK_CONTEXT_JSON") or "{}",
+                 _read(os.environ.get("CONTEXT_OVERFLOW_LOCATION_ENV", ""))):
+        found = json.loads(text) if text else {}
+        context.update(found if isinstance(found, dict) else {})
+    return context
+
+
+def _read(path: str) -> str:
+    if not path:
+        return ""
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()
+
+
+def _node_runs() -> bool:
+    """Whether the Node.js jsii will run is one the app runs on (after saying why not, in one
+    line); jsii is pointed at the venv's Node.js where there is one, as `fmcluster synth` does."""
+    program, _ = nodejs.jsii_node()
+    if os.sep in program:
+        os.environ[nodejs.JSII_NODE] = program
+    problem = nodejs.problem()
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+    return problem is None
 
 
 # how the CDK's Node.js side words a file-system error: a Node.js errno code ("ENOTDIR: not a
@@ -103,11 +144,13 @@ def main() -> int:
 
 
 def _main() -> int:
-    app = new_app()
-    pipeline_file = app.node.try_get_context("pipeline")
+    """The spec first (an invalid one is said without Node.js ever starting), then Node.js, then
+    the app."""
+    context = _context()
+    pipeline_file = context.get("pipeline")
     if pipeline_file:
-        return _pipeline(app, str(pipeline_file))
-    paths = [p for p in str(app.node.try_get_context("spec") or "").split(",") if p]
+        return _pipeline(str(pipeline_file))
+    paths = [p for p in str(context.get("spec") or "").split(",") if p]
     if not paths:
         print("error: no spec given: cdk synth -c spec=examples/p5-pcs.yaml (or fmcluster synth SPEC)",
               file=sys.stderr)
@@ -115,8 +158,11 @@ def _main() -> int:
     _step(f"reading {', '.join(paths)}")
     specs, diagnostics = load_specs(paths)
     _report(diagnostics)
-    if specs is None:
+    if specs is None or not _node_runs():
         return 2
+    from fmcluster_cdk.stacks.app import build
+
+    app = new_app()
     for spec in specs:
         _step(f"building the stacks of {spec.name}")
         build(app, spec)

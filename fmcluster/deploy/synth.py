@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 
 from fmcluster import PROGRESS_FD
 from fmcluster.deploy import assembly
+from fmcluster.facts import nodejs
 
 # the CDK app program (app.py, cdk.json's "app", runs it too): its __main__ stays, the CDK's app contract
 APP_MODULE = "fmcluster_cdk.synthesis"
@@ -52,7 +53,7 @@ def app_context(config: Mapping[str, Any]) -> dict[str, Any]:
 def venv_node() -> Path:
     """The Node.js beside the interpreter: `make install` links the project's pinned Node.js LTS
     (package.json) as .venv/bin/node. An installed package has none, and jsii runs `node` from PATH."""
-    return Path(sys.executable).parent / "node"
+    return nodejs.venv_node()
 
 
 Steps = Callable[[str], None]  # told each step of the CDK app as it starts ("building the stacks of ...")
@@ -198,12 +199,14 @@ def _passwd_home() -> str:
         return ""
 
 
-def environment_problem() -> tuple[str, str] | None:
+def environment_problem(node: bool = True) -> tuple[str, str | None] | None:
     """(error, hint) when jsii's Node.js cannot run in this environment, found before the app
     runs; None when it can. A temporary directory it cannot make fails the app with a long
     traceback; a package cache under a HOME it cannot write (HOME=/proc/x) is worse: Node.js's
     recursive mkdir never returns on some file systems, /proc among them, and the app runs on
-    at 100% CPU."""
+    at 100% CPU. With `node`, a Node.js that is missing or of a line jsii does not support too
+    (one line, no hint: fmcluster.facts.nodejs); `synth` leaves that to the app, which checks
+    the spec first."""
     variable, tmp = node_tmpdir()
     # Node.js makes its temporary directories in this one (mkdtemp), never makes it
     problem = _unwritable(tmp) if os.path.isdir(tmp) else (os.strerror(errno.ENOENT), True)
@@ -221,7 +224,8 @@ def environment_problem() -> tuple[str, str] | None:
             if variable != "JSII_RUNTIME_PACKAGE_CACHE_ROOT":
                 hint = f"set {variable or 'HOME'} to a directory you can write, or {hint} for the cache"
             return f"{named}: jsii cannot make its package cache there ({root}: {problem[0]})", hint
-    return None
+    missing = nodejs.problem() if node else None
+    return (missing, None) if missing is not None else None
 
 
 class SynthesisFailed(Exception):
@@ -319,7 +323,7 @@ def run(paths: list[str], outdir: str = "cdk.out", steps: Steps | None = None) -
     problem = output_problem(outdir)
     if problem is not None:
         return SynthReport(outdir, error=problem, hint=OUTPUT_HINT)
-    unusable = environment_problem()
+    unusable = environment_problem(node=False)  # Node.js: the app's, after the spec
     if unusable is not None:
         return SynthReport(outdir, error=unusable[0], hint=unusable[1])
     fresh = not os.path.lexists(outdir)

@@ -1,4 +1,5 @@
-"""The command line at its edges: output paths it cannot write and Ctrl-C. A mutation test of the
+"""The command line at its edges: output paths it cannot write, Node.js missing or of another line,
+and Ctrl-C. A mutation test of the
 output paths of `synth` and `jobs` (a regular file, a path under one, a dangling link, a FIFO, a
 pseudo file system: cases that fail for root too, which ignores mode bits), and Ctrl-C while a
 command reads a file, while the CDK app synthesizes and while `diff` synthesizes. The contract:
@@ -20,9 +21,11 @@ import pytest
 
 from fmcluster.cli import main
 from fmcluster.deploy import synth
+from fmcluster.facts import nodejs
+from tests.support.nodeless import fmcluster, stand_in_node, venv_without_node
 from tests.support.paths import ROOT
 
-SPEC = "examples/p5-pcs.yaml"
+SPEC = "examples/p6-b300-pcs.yaml"  # an example without placeholders: nothing but what is tested on stderr
 INTERRUPTED = "fmcluster: interrupted\n"
 
 
@@ -292,3 +295,64 @@ def test_sigterm_during_synth_stops_the_cdk_app_too(tmp_path):
     out, err = cli.communicate(timeout=300)
     assert cli.returncode == 128 + signal.SIGTERM and "Traceback" not in err + out, (cli.returncode, err)
     _assert_gone(app)
+
+
+# ---- Node.js missing or of another line ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def nodeless(tmp_path_factory) -> Path:
+    """An interpreter with this checkout's packages and no Node.js beside it (as an installed
+    package has none)."""
+    return venv_without_node(tmp_path_factory.mktemp("nodeless") / "venv")
+
+
+def _one_line(result: subprocess.CompletedProcess[str], *words: str) -> str:
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr and "!!" not in result.stderr
+    assert all(w in lines[0] for w in ("Node.js 22 or 24 (LTS)", *words)), lines[0]
+    return lines[0]
+
+
+def test_synth_and_diff_without_node_say_so_in_one_line(nodeless, tmp_path):
+    """No `node` on PATH (and none beside the interpreter): one line naming the lines it takes,
+    exit 2, before the CDK app imports anything of the CDK; nothing written."""
+    out = tmp_path / "cdk.out"
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    _one_line(fmcluster(nodeless, "synth", SPEC, "-o", str(out), path=str(empty)), "no `node` on PATH")
+    assert not out.exists()
+    _one_line(fmcluster(nodeless, "diff", SPEC, SPEC, path=str(empty)), "no `node` on PATH")
+
+
+def test_synth_checks_the_spec_before_node(nodeless, tmp_path):
+    """An invalid spec is said as `validate` says it, without Node.js (there is none to start)."""
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    result = fmcluster(nodeless, "synth", "tests/data/bad-spec.yaml", "-o", str(tmp_path / "out"), path=str(empty))
+    validated = fmcluster(nodeless, "validate", "tests/data/bad-spec.yaml", path=str(empty))
+    assert result.returncode == validated.returncode == 2 and "Node.js" not in result.stderr
+    assert result.stderr == validated.stderr.rsplit("\n", 2)[0] + "\n"  # less validate's count line
+    assert not (tmp_path / "out").exists()
+
+
+def test_node_20_is_refused_in_one_line_before_jsii_prints_its_banner(nodeless, tmp_path):
+    """A Node.js of a line jsii no longer supports (Debian's 20): refused by its version, with the
+    lines it takes, instead of jsii's end-of-life banner as b'!!...' lines."""
+    bin_dir = stand_in_node(tmp_path / "node20", "v20.20.2")
+    _one_line(fmcluster(nodeless, "synth", SPEC, "-o", str(tmp_path / "out"), path=str(bin_dir)),
+              "Node.js v20.20.2 (node on PATH)")
+    _one_line(fmcluster(nodeless, "synth", SPEC, "-o", str(tmp_path / "out"), path=os.environ["PATH"],
+                        JSII_NODE=str(bin_dir / "node")), f"Node.js v20.20.2 (JSII_NODE={bin_dir / 'node'})")
+
+
+def test_the_system_s_node_of_another_line_is_refused(nodeless, tmp_path):
+    """The real program, where the machine has one of a line jsii does not support (Debian's 20)."""
+    system = [p for p in os.environ["PATH"].split(os.pathsep) if p and not p.startswith(str(ROOT))
+              and (Path(p) / "node").exists()]
+    found = nodejs.version("node", {"PATH": os.pathsep.join(system)}) if system else None
+    if found is None or int(found[1:].split(".")[0]) in nodejs.SUPPORTED_MAJORS:
+        pytest.skip(f"no Node.js of an unsupported line on this machine's PATH ({found})")
+    _one_line(fmcluster(nodeless, "synth", SPEC, "-o", str(tmp_path / "out"), path=os.pathsep.join(system)),
+              f"Node.js {found} (node on PATH)")
+
