@@ -6,3 +6,7 @@ __version__ = "0.1.0"
 # (fmcluster_cdk/synthesis.py) for its steps: the number of a file descriptor it writes one line
 # per step to. Unset (as under `cdk synth`), the app writes none.
 PROGRESS_FD = "FMCLUSTER_PROGRESS_FD"
+
+# The environment variable through which `fmcluster diff` tells the CDK app that it has printed the
+# specs' warnings itself (it validates them first): the app then prints their errors only.
+WARNED = "FMCLUSTER_WARNED"

@@ -11,7 +11,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from fmcluster import PROGRESS_FD
+from fmcluster import PROGRESS_FD, WARNED
 from fmcluster.facts import nodejs
 from fmcluster.spec.loader import load_specs
 from fmcluster.spec.models import ClusterSpec
@@ -62,8 +62,12 @@ def _step(text: str) -> None:
 
 
 def _report(diagnostics: Sequence[Any]) -> None:
+    """Each diagnostic on stderr; warnings only where the caller has not said them (WARNED). On a
+    terminal that shows the steps (PROGRESS_FD) each starts on a cleared line, not after a step."""
+    clear = "\r\x1b[K" if os.environ.get(PROGRESS_FD, "").isdigit() else ""
     for diagnostic in diagnostics:
-        print(diagnostic.format(), file=sys.stderr)
+        if diagnostic.is_error or not os.environ.get(WARNED):
+            print(clear + diagnostic.format(), file=sys.stderr)
 
 
 def _pipeline(path: str) -> int:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from fmcluster import PROGRESS_FD
+from fmcluster import PROGRESS_FD, WARNED
 from fmcluster.deploy import assembly
 from fmcluster.facts import nodejs
 
@@ -59,13 +59,16 @@ def venv_node() -> Path:
 Steps = Callable[[str], None]  # told each step of the CDK app as it starts ("building the stacks of ...")
 
 
-def run_app(context: Mapping[str, Any], outdir: str, steps: Steps | None = None) -> int:
+def run_app(context: Mapping[str, Any], outdir: str, steps: Steps | None = None, warned: bool = False) -> int:
     """Run the CDK app with cdk.json's context and `context`, into `outdir`: its exit code. jsii
     runs on the venv's Node.js (JSII_NODE, `venv_node`) where there is one, unless the caller names one.
     With `steps`, the app says each step it starts on a pipe of its own (PROGRESS_FD), and each
-    is passed on as it comes; without, the app says nothing more than it would to `cdk synth`."""
+    is passed on as it comes; without, the app says nothing more than it would to `cdk synth`.
+    `warned`: the caller has printed the specs' warnings (WARNED), so the app says their errors only."""
     env = {**os.environ, "CDK_OUTDIR": str(outdir),
            "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json()), **context})}
+    if warned:
+        env[WARNED] = "1"
     if "JSII_NODE" not in env and venv_node().exists():
         env["JSII_NODE"] = str(venv_node())
     # The app runs in a session of its own, so that Ctrl-C reaches this process alone (the app
@@ -237,7 +240,8 @@ class SynthesisFailed(Exception):
 def templates(path: str, steps: Steps | None = None) -> dict[str, dict[str, Any]]:
     """Stack name -> template of the spec file `path` (nested stacks as `PARENT/ID`), synthesized
     by the app in a throwaway directory (`-`: the standard input already read):
-    what `fmcluster diff` hands to fmcluster.deploy.diff."""
+    what `fmcluster diff` hands to fmcluster.deploy.diff, which has validated the spec and said its
+    warnings (the app does not say them again)."""
     from fmcluster.spec import loader  # the spec's models: the app's to import, not each caller's
 
     with tempfile.TemporaryDirectory(prefix="fmcluster-synth-") as root:
@@ -247,7 +251,7 @@ def templates(path: str, steps: Steps | None = None) -> dict[str, dict[str, Any]
             path = os.path.join(root, "stdin.yaml")
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(text if isinstance(text, str) else "")
-        code = run_app({"spec": path}, outdir, steps)
+        code = run_app({"spec": path}, outdir, steps, warned=True)
         if code != 0:
             raise SynthesisFailed(code)
         return assembly.templates(outdir)

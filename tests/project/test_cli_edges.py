@@ -356,3 +356,20 @@ def test_the_system_s_node_of_another_line_is_refused(nodeless, tmp_path):
     _one_line(fmcluster(nodeless, "synth", SPEC, "-o", str(tmp_path / "out"), path=os.pathsep.join(system)),
               f"Node.js {found} (node on PATH)")
 
+
+def test_diff_says_each_warning_once(tmp_path, monkeypatch):
+    """`diff` validates both specs and prints their warnings; the CDK app it runs for each does not
+    print them again (FMCLUSTER_WARNED), but would print an error."""
+    ran = []
+    monkeypatch.setattr(synth, "run_app", lambda context, outdir, steps=None, warned=False: ran.append(warned) or 1)
+    with pytest.raises(synth.SynthesisFailed):
+        synth.templates(str(ROOT / "examples/p5-pcs.yaml"))
+    assert ran == [True]
+    env = {**os.environ, "CDK_OUTDIR": str(tmp_path / "out"), "CDK_CONTEXT_JSON": '{"spec": "examples/p5-pcs.yaml"}',
+           "JSII_NODE": str(tmp_path / "no-node")}
+    env.pop("CDK_DEFAULT_ACCOUNT", None)
+    said = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True).stderr
+    quiet = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env={**env, "FMCLUSTER_WARNED": "1"},
+                           capture_output=True, text=True).stderr
+    assert said.count(": warning: ") == 2 and quiet.count(": warning: ") == 0
+    assert said.splitlines()[-1] == quiet.splitlines()[-1] and quiet.startswith("error: Node.js not found")

@@ -141,14 +141,22 @@ def test_synth_on_a_terminal_shows_the_apps_steps_then_clears_them(tmp_path, use
     assert steps[0] == "fmcluster: starting the CDK app"
     for step in (f"reading {SPEC}", "building the stacks of llm-pretrain", "writing the templates"):
         assert any(s.startswith(f"fmcluster: {step}") for s in steps), (step, steps)
-    assert screen.endswith(CLEAR) and "\n" not in screen, "the steps leave no line behind"
+    assert screen.endswith(CLEAR), "the steps leave no line behind"
+    # what stays on the screen: the spec's warnings (its placeholders), each on a line of its own,
+    # as validate prints them; no step is left before or between them
+    visible = [line.split(CLEAR)[-1] for line in screen.split("\r\n")]
+    validated = subprocess.run([sys.executable, "-m", "fmcluster", "validate", SPEC], cwd=ROOT, capture_output=True,
+                               text=True, env=user_env)
+    assert visible == validated.stderr.splitlines() + [""], screen
     assert out.splitlines()[0].startswith("llm-pretrain-network: "), "stdout is the summary, as without a terminal"
     assert Path(tmp_path / "cdk.out" / "manifest.json").is_file()
 
 
 def test_synth_on_a_terminal_in_ci_is_as_quiet_as_in_a_pipe(tmp_path, user_env):
     code, out, screen = _on_a_terminal(["synth", SPEC, "-o", str(tmp_path / "cdk.out")], {**user_env, "CI": "true"})
-    assert (code, screen) == (0, "")
+    validated = subprocess.run([sys.executable, "-m", "fmcluster", "validate", SPEC], cwd=ROOT, capture_output=True,
+                               text=True, env=user_env)
+    assert (code, screen.replace("\r\n", "\n")) == (0, validated.stderr)  # the spec's warnings, no step
     assert out.splitlines()[0].startswith("llm-pretrain-network: ")
 
 
