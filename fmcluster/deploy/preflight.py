@@ -39,6 +39,8 @@ from fmcluster.facts.controlplanes import (
 from fmcluster.facts.images import BUILD_INSTANCE_VCPUS
 from fmcluster.facts.placement import AUTO, NONE
 from fmcluster.model import cluster as model
+from fmcluster.spec import placeholders
+from fmcluster.spec.diagnostics import dotted
 from fmcluster.spec.models import ClusterSpec, NodeGroupSpec
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
@@ -971,12 +973,20 @@ class PreflightReport:
         return self.error is None and not any(c.status == FAIL for c in self.checks)
 
 
+def placeholder_checks(spec: ClusterSpec) -> list[Check]:
+    """A failed check for each placeholder of the spec (fmcluster.spec.placeholders: what `init`
+    marks `put yours`, documentation values), which validate only warns of: none may reach AWS.
+    Accepting the warning in the spec quiets validate, not this. None where there is none."""
+    return [Check("placeholder", FAIL, f"{dotted(f.path)}: {f.message}", f.hint) for f in placeholders.found(spec)]
+
+
 def run(spec: ClusterSpec, window: tuple[datetime, datetime] | None = None, client: ClientFactory | None = None,
         now: datetime | None = None) -> PreflightReport:
-    """Run every check; `client` gives a client per service (default: the credentials' session)."""
+    """Run every check; `client` gives a client per service (default: the credentials' session).
+    The spec's placeholders first: they need no account."""
     try:
         preflight = Preflight(spec, client or session_clients(spec.region), now, window)
-        checks = preflight.run()
+        checks = placeholder_checks(spec) + preflight.run()
     except CredentialsProblem as exc:
         return PreflightReport(spec.name, spec.region, error=f"no usable AWS credentials: {exc}",
                                hint=NO_CREDENTIALS_HINT)

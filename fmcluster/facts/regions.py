@@ -1,5 +1,10 @@
 """Regions, their partitions, and the prefix of their Availability Zone IDs (use1-az4 is in us-east-1).
 
+Which AZ IDs a region has is not known here: botocore's data (partitions.json, endpoints.json)
+lists regions, not zones, and which zones an account may use differs (opt-in Local Zones). An AZ ID
+is checked against its region's prefix here (validate), and against the account's zones by
+`fmcluster preflight` (DescribeAvailabilityZones: `use1-az99` fails there).
+
 Sources and details: docs/research-notes.md, "fmcluster/facts/regions.py"."""
 
 from __future__ import annotations

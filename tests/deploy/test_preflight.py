@@ -33,7 +33,7 @@ from tests.support.preflight import (
     shown,
     stubbed,
 )
-from tests.support.specs import base_spec, validated, with_
+from tests.support.specs import base_spec, problems, validated, with_
 
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
 
@@ -522,15 +522,55 @@ def test_bad_window_and_invalid_spec_exit_2(tmp_path, capsys):
     assert main(["preflight", str(bad)]) == 2
 
 
+def own_values(example: str):
+    """An example with the values of one's own in place of its placeholders (placeholder-values)."""
+    text = (ROOT / example).read_text().replace("cr-0123456789abcdef0", "cr-08f3a9c2b1d4e6f70").replace(
+        "ml-oncall@example.com", "ml-oncall@mycompany.com")
+    result = loader.load_text(text, example)
+    assert result.ok and not [d for d in result.diagnostics if d.rule == "placeholder-values"]
+    return result.spec
+
+
 def test_json_format(capsys):
-    spec = loader.load(ROOT / "examples/p5-pcs.yaml").spec
-    with mock_aws():
+    spec = own_values("examples/p5-pcs.yaml")
+    with mocked_aws():
         assert shown(spec, "json", client=Clients(spec, matching_reservations(spec)), now=NOW) == 0
     import json
 
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is True and report["cluster"] == "llm-pretrain"
     assert {"name", "status", "reason", "hint"} == set(report["checks"][0])
+
+
+def test_placeholders_fail_first_whatever_the_account_says(capsys):
+    """A placeholder fails preflight (validate only warns): one row each, first, with the field and
+    what to put there; the account's checks still run. Accepting the warning changes nothing."""
+    text = (ROOT / "examples/p5-pcs.yaml").read_text() + (
+        "accepted_warnings:\n  - rule: placeholder-values\n    reason: an example\n")
+    spec = loader.load_text(text, "p5-pcs.yaml").spec
+    with mocked_aws():
+        assert shown(spec, "json", client=Clients(spec, matching_reservations(spec)), now=NOW) == 1
+    checks = json.loads(capsys.readouterr().out)["checks"]
+    assert [(c["name"], c["status"], c["reason"].split(":")[0]) for c in checks[:2]] == [
+        ("placeholder", FAIL, "node_groups[0].capacity.reservation_id"),
+        ("placeholder", FAIL, "observability.alert_email")]
+    assert "cr-0123456789abcdef0 is an example reservation id" in checks[0]["reason"]
+    assert "describe-capacity-reservations" in checks[0]["hint"]
+    assert [c["status"] for c in checks[2:] if c["status"] == FAIL] == []  # the account's checks pass
+    assert preflight.placeholder_checks(own_values("examples/p5-pcs.yaml")) == []
+
+
+def test_an_az_id_the_region_does_not_have_fails(capsys):
+    """`use1-az99` has the region's prefix, which is all validate can check (botocore ships no AZ
+    list, and fmcluster keeps none): the account's zones say it does not exist."""
+    data = with_(base_spec(), "availability_zone_id", "use1-az99")
+    assert not [d for d in problems(data) if d.is_error]
+    spec = validated(data)
+    with mocked_aws():
+        checks = list(Preflight(spec, Clients(spec, []), NOW).zones())
+    (zone,) = [c for c in checks if c.name == "AZ ID use1-az99"]
+    assert zone.status == FAIL and zone.reason == "no zone use1-az99 in us-east-1"
+    assert zone.hint.startswith("zones here: use1-az1, use1-az2") and "use1-az4" in zone.hint
 
 
 def test_readme_shows_real_preflight_output(capsys):
