@@ -70,12 +70,12 @@ def _report(diagnostics: Sequence[Any]) -> None:
             print(clear + diagnostic.format(), file=sys.stderr)
 
 
-def _pipeline(path: str) -> int:
+def _pipeline(path: str, deploying: bool) -> int:
     # imported here: a cluster's synthesis, the common case, needs neither the pipeline's spec
     # nor CDK Pipelines and CodeBuild
     from fmcluster.spec import pipeline
 
-    loaded = pipeline.load(path)
+    loaded = pipeline.load(path, deploying=deploying)
     _report(loaded.diagnostics)
     if not loaded.ok or loaded.pipeline is None:
         return 2
@@ -107,6 +107,20 @@ def _read(path: str) -> str:
         return ""
     with open(path, encoding="utf-8") as handle:
         return handle.read()
+
+
+# The variable the CDK CLI sets, for the app, to the account of the credentials it found: a
+# deploy cannot run without them
+DEPLOY_ACCOUNT = "CDK_DEFAULT_ACCOUNT"
+
+
+def deploying(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether these templates may be deployed: the CDK CLI runs the app with credentials (it
+    tells the app their account), as `cdk deploy`, the pipeline's own synthesis in CodeBuild and a
+    GitHub Actions deploy all do. The CLI does not say which command runs, so `cdk synth` with
+    credentials counts too. Without credentials nothing can be deployed from here: the README's
+    `npx aws-cdk synth`, `make synth` and `fmcluster synth` write templates to read."""
+    return bool((os.environ if environ is None else environ).get(DEPLOY_ACCOUNT))
 
 
 def _node_runs() -> bool:
@@ -151,16 +165,17 @@ def _main() -> int:
     """The spec first (an invalid one is said without Node.js ever starting), then Node.js, then
     the app."""
     context = _context()
+    may_deploy = deploying()
     pipeline_file = context.get("pipeline")
     if pipeline_file:
-        return _pipeline(str(pipeline_file))
+        return _pipeline(str(pipeline_file), may_deploy)
     paths = [p for p in str(context.get("spec") or "").split(",") if p]
     if not paths:
         print("error: no spec given: cdk synth -c spec=examples/p5-pcs.yaml (or fmcluster synth SPEC)",
               file=sys.stderr)
         return 2
     _step(f"reading {', '.join(paths)}")
-    specs, diagnostics = load_specs(paths)
+    specs, diagnostics = load_specs(paths, deploying=may_deploy)
     _report(diagnostics)
     if specs is None or not _node_runs():
         return 2

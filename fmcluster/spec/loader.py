@@ -19,7 +19,7 @@ from typing import Iterable, Optional
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from fmcluster.spec import accepting, repair, rules, yamlpos
+from fmcluster.spec import accepting, placeholders, repair, rules, yamlpos
 from fmcluster.spec.diagnostics import Diagnostic, Path, Problem, has_errors, placed, sort_key
 from fmcluster.spec.models import AcceptedWarning, ClusterSpec
 
@@ -252,17 +252,19 @@ def _stdin_or_file(file: str) -> str:
     return FsPath(file).read_text(encoding="utf-8")
 
 
-def load_specs(paths: Iterable[str]) -> tuple[Optional[list[ClusterSpec]], list[Diagnostic]]:
+def load_specs(paths: Iterable[str], deploying: bool = False) -> tuple[Optional[list[ClusterSpec]], list[Diagnostic]]:
     """Every spec validated, and no two naming the same cluster (their stacks would clash): the
     specs, or None when one fails; the diagnostics of all of them in either case. The app's:
-    `fmcluster synth` itself validates nothing (the app does)."""
+    `fmcluster synth` itself validates nothing (the app does). `deploying`: the templates may be
+    deployed, so a placeholder is an error (fmcluster.spec.placeholders)."""
     paths = list(paths)
     specs: list[ClusterSpec] = []
     diagnostics: list[Diagnostic] = []
     for path in paths:
         result = load(path)
-        diagnostics += result.diagnostics
-        if result.ok and result.spec is not None:  # ok: a spec without errors
+        found = placeholders.refused(result.diagnostics) if deploying else result.diagnostics
+        diagnostics += found
+        if result.spec is not None and not has_errors(found):
             specs.append(result.spec)
     if len(specs) != len(paths):
         return None, diagnostics

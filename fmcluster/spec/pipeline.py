@@ -7,13 +7,13 @@ Sources and details: docs/research-notes.md, "fmcluster/spec/pipeline.py"."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Optional
 
 from pydantic import Field, ValidationError
 
-from fmcluster.spec import loader
+from fmcluster.spec import loader, placeholders
 from fmcluster.spec.diagnostics import Diagnostic, Problem, dotted, error, has_errors, sort_key, warning
 from fmcluster.spec.diagnostics import Path as FieldPath
 from fmcluster.spec.models import Account, ClusterSpec, Model, Name, Region, _pattern
@@ -103,9 +103,11 @@ def deployed_parameter(cluster: str) -> str:
     return f"/fmcluster/{cluster}/deployed-spec"
 
 
-def load(path: str | Path, root: str | Path | None = None) -> PipelineLoad:
+def load(path: str | Path, root: str | Path | None = None, deploying: bool = False) -> PipelineLoad:
     """Load and check a pipeline file and every spec it lists. Spec paths are read relative to
-    `root` (default: the working directory, the repository root where `cdk synth` runs)."""
+    `root` (default: the working directory, the repository root where `cdk synth` runs). A
+    placeholder in the file or a spec (fmcluster.spec.placeholders) is a warning, as `validate`
+    says it; `deploying` (the CDK app where the pipeline may be deployed), an error."""
     root = Path(root) if root is not None else Path.cwd()
     result = PipelineLoad(_relative(Path(path), root))
     doc, result.diagnostics = loader.read_mapping(path, "pipeline file", EXAMPLE, "name: gpu-clusters")
@@ -122,10 +124,14 @@ def load(path: str | Path, root: str | Path | None = None) -> PipelineLoad:
         config = None
     spec_diagnostics: list[Diagnostic] = []
     if config is not None:
-        waves, found, spec_diagnostics = _load_specs(config, root)
+        problems += [warning(f.path, f"{f.message}: a placeholder", f.hint, rule=placeholders.RULE)
+                     for f in placeholders.found(config)]
+        waves, found, spec_diagnostics = _load_specs(config, root, deploying)
         problems += found
         result.pipeline = Pipeline(result.file, config, waves)
     result.diagnostics = sorted([loader.locate(p, doc) for p in problems], key=sort_key) + spec_diagnostics
+    if deploying:
+        result.diagnostics = placeholders.refused(result.diagnostics)
     return result
 
 
@@ -136,7 +142,7 @@ def _relative(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _load_specs(config: PipelineSpec, root: Path
+def _load_specs(config: PipelineSpec, root: Path, deploying: bool = False
                 ) -> tuple[list[tuple[str, list[Deployment]]], list[Problem], list[Diagnostic]]:
     problems: list[Problem] = []
     diagnostics: list[Diagnostic] = []
@@ -167,11 +173,17 @@ def _load_specs(config: PipelineSpec, root: Path
                                       "spec paths are relative to the repository root"))
                 continue
             loaded = loader.load(spec_file)
-            diagnostics += [_renamed(d, entry.spec) for d in loaded.diagnostics]
+            own = [_renamed(d, entry.spec) for d in loaded.diagnostics]
+            diagnostics += placeholders.refused(own) if deploying else own
             if not loaded.ok or loaded.spec is None:  # ok: a spec without errors
                 count = len(loaded.errors)
                 problems.append(error(at, f"{entry.spec} is not a valid spec ({count} error{'s' * (count != 1)})",
                                       f"fmcluster validate {entry.spec}"))
+                continue
+            held = sum(d.rule == placeholders.RULE for d in own)
+            if deploying and held:
+                problems.append(error(at, f"{entry.spec} holds {held} placeholder{'s' * (held != 1)}, and the pipeline "
+                                          "deploys it", f"put yours: fmcluster validate {entry.spec} lists them"))
                 continue
             spec = loaded.spec
             if spec.name in seen_names:
@@ -198,5 +210,5 @@ def _dotted(path: FieldPath) -> str:
 
 def _renamed(d: Diagnostic, file: str) -> Diagnostic:
     """A spec's diagnostic, named by the spec's path in the repository."""
-    return Diagnostic(d.message, d.path, d.hint, d.severity, file, d.line, d.column)
+    return replace(d, file=file)
 

@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from fmcluster.deploy.pipeline import run as validate_pipelines
-from fmcluster.spec import loader, pipeline
+from fmcluster.spec import loader, pipeline, placeholders
+from fmcluster.spec.diagnostics import dotted
 from tests.support import iam_lint
 from tests.support.paths import EXAMPLES_DIR, ROOT
 from tests.support.tools import assert_shellcheck_clean
@@ -145,7 +146,7 @@ def test_an_invalid_spec_is_reported_in_its_own_file_and_at_its_entry(tmp_path):
 def test_a_spec_in_another_account_is_a_warning_with_the_bootstrap_command(tmp_path):
     result = with_edited_spec(tmp_path, "region: us-east-1", 'account: "444455556666"\nregion: us-east-1')
     assert result.ok, errors(result)
-    (warning,) = [d for d in result.diagnostics if not d.is_error]
+    (warning,) = [d for d in result.diagnostics if not d.is_error and d.rule != placeholders.RULE]
     assert "--trust 111122223333" in warning.hint and "aws://444455556666/us-east-1" in warning.hint
 
 
@@ -180,6 +181,44 @@ def test_command_line_check_in_json(tmp_path):
     shown = json.loads(loader.render(report, "json")[0])
     assert [(f["file"], f["ok"]) for f in shown] == [(str(ROOT / EXAMPLE), True), (str(path), False)]
     assert shown[1]["diagnostics"][0]["path"] == "waves[0].name" and loader.exit_code(report) == 2
+
+
+def test_placeholders_are_warnings_to_validate_and_errors_to_a_deploy(tmp_path):
+    """The example's account and connection are AWS's documentation account, and its specs hold
+    placeholders: `validate --pipeline` warns of each; where the pipeline may be deployed, each is
+    an error, in the file and at every spec entry that holds one."""
+    read = pipeline.load(ROOT / EXAMPLE, root=ROOT)
+    assert read.ok
+    own = [(d.severity, dotted(d.path)) for d in read.diagnostics
+           if d.rule == placeholders.RULE and d.file.endswith("pipeline.yaml")]
+    assert own == [("warning", "account"), ("warning", "source.connection_arn")]
+    deployed = pipeline.load(ROOT / EXAMPLE, root=ROOT, deploying=True)
+    assert not deployed.ok
+    entries = {dotted(d.path): d.message for d in deployed.diagnostics
+               if d.is_error and d.file.endswith("pipeline.yaml") and d.rule != placeholders.RULE}
+    assert entries == {"waves[0].clusters[0].spec": "examples/p5en-reservation-pcs.yaml holds 1 placeholder, and the "
+                                                     "pipeline deploys it",
+                       "waves[1].clusters[0].spec": "examples/p5-pcs.yaml holds 2 placeholders, and the pipeline "
+                                                     "deploys it"}
+    assert {d.severity for d in deployed.diagnostics if d.rule == placeholders.RULE} == {"error"}
+    # a pipeline of one's own values deploys
+    mine = tmp_path / "mine.yaml"
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "p6-b300-pcs.yaml").write_text((EXAMPLES_DIR / "p6-b300-pcs.yaml").read_text())
+    mine.write_text(GOOD.replace("111122223333", "381492756031").split("waves:")[0]
+                    + "waves:\n  - name: one\n    clusters:\n      - spec: examples/p6-b300-pcs.yaml\n")
+    assert pipeline.load(mine, root=tmp_path, deploying=True).ok
+
+
+def test_cdk_app_refuses_a_pipeline_of_placeholders_where_it_may_deploy(tmp_path):
+    """Run by the CDK CLI with credentials (CDK_DEFAULT_ACCOUNT: `cdk deploy`, the pipeline's own
+    synthesis in CodeBuild), the app refuses the example pipeline, before Node.js starts."""
+    env = {**os.environ, "CDK_CONTEXT_JSON": json.dumps({"pipeline": EXAMPLE}), "CDK_OUTDIR": str(tmp_path / "out"),
+           "CDK_DEFAULT_ACCOUNT": "381492756031", "JSII_NODE": str(tmp_path / "no-node")}
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 2, result.stderr
+    assert f"{EXAMPLE}:5:10: error: account: 111122223333 is an example account of AWS's documentation" in result.stderr
+    assert "Node.js" not in result.stderr and "Traceback" not in result.stderr and not (tmp_path / "out").exists()
 
 
 def test_cdk_app_refuses_an_invalid_pipeline_file(tmp_path):

@@ -357,6 +357,32 @@ def test_the_system_s_node_of_another_line_is_refused(nodeless, tmp_path):
               f"Node.js {found} (node on PATH)")
 
 
+# ---- placeholders where the templates may be deployed ------------------------------------------
+
+def test_the_cdk_app_refuses_placeholders_where_it_may_deploy(tmp_path):
+    """Run by the CDK CLI with credentials (it sets CDK_DEFAULT_ACCOUNT, as for `cdk deploy`), the
+    app refuses a spec's placeholders as located errors, exit 2, before Node.js starts (there is
+    none here) and writing nothing; accepting the warning in the spec changes nothing."""
+    spec = tmp_path / "cluster.yaml"
+    spec.write_text((ROOT / "examples/p5-pcs.yaml").read_text() + "accepted_warnings:\n"
+                    "  - rule: placeholder-values\n    reason: an example\n")
+    env = {**os.environ, "CDK_OUTDIR": str(tmp_path / "out"), "CDK_CONTEXT_JSON": '{"spec": "%s"}' % spec,
+           "CDK_DEFAULT_ACCOUNT": "381492756031", "JSII_NODE": str(tmp_path / "no-node")}
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+    assert result.returncode == 2 and "Traceback" not in result.stderr and "Node.js" not in result.stderr
+    assert [e.split(": error: ")[1].split(":")[0] for e in errors] == [
+        "node_groups[0].capacity.reservation_id", "observability.alert_email"], result.stderr
+    assert errors[0].startswith(f"{spec}:41:23: error: ") and errors[0].endswith("[placeholder-values]")
+    assert "the CDK app refuses placeholders wherever its templates may be deployed" in result.stderr
+    assert not (tmp_path / "out").exists()
+    # without credentials nothing can be deployed from here: the spec passes on to Node.js
+    del env["CDK_DEFAULT_ACCOUNT"]
+    result = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.returncode == 2 and ": error: " not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith(f"error: Node.js not found (JSII_NODE={tmp_path / 'no-node'}")
+
+
 def test_diff_says_each_warning_once(tmp_path, monkeypatch):
     """`diff` validates both specs and prints their warnings; the CDK app it runs for each does not
     print them again (FMCLUSTER_WARNED), but would print an error."""
