@@ -29,9 +29,23 @@ from tests.support.paths import ROOT
 # Every markdown file whose commands are held here: the README and the documentation site's pages.
 PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").rglob("*.md"))]
 
+# What a reader of a control plane's guide has done first: installed fmcluster (the venv, activated)
+# and gone somewhere of their own, outside the repository, where the guide's `fmcluster init` starts
+# a project ($WORK: a directory of the test's)
+IN_A_PROJECT = 'source .venv/bin/activate && mkdir -p "$WORK/projects" && cd "$WORK/projects"'
+# The guides that start from `fmcluster init`: page -> its section with the block -> orchestrator
+GUIDES = {
+    "docs/guides/pcs.md": ("From spec to a running cluster (AWS PCS)", "pcs"),
+    "docs/guides/eks.md": ("Amazon EKS (`eks`)", "eks"),
+    "docs/guides/hyperpod-slurm.md": ("SageMaker HyperPod Slurm (`hyperpod-slurm`)", "hyperpod-slurm"),
+    "docs/guides/hyperpod-eks.md": ("SageMaker HyperPod on EKS (`hyperpod-eks`)", "hyperpod-eks"),
+    "docs/guides/ultraservers.md": ("UltraServers (P6e-GB200)", "pcs"),
+}
+
 # File -> section -> what a reader does first that the section says in words, not in a command block.
 RUN = {
     "README.md": {"Quick start": "source .venv/bin/activate"},
+    **{page: {section: IN_A_PROJECT} for page, (section, _) in GUIDES.items()},
     "docs/gitops.md": {
         "The pipeline file": "",
         "Synthesize and deploy the pipeline once": "",
@@ -66,7 +80,7 @@ def sections(page: str) -> dict[str, str]:
     body: list[str] = []
     fence = False
     for line in (ROOT / page).read_text().splitlines(keepends=True):
-        if line.startswith("```"):
+        if line.lstrip(" ").startswith("```"):
             fence = not fence
         heading = None if fence else re.match(r"^#{1,3} (.+)\n", line)
         if heading:
@@ -77,10 +91,12 @@ def sections(page: str) -> dict[str, str]:
 
 
 def blocks(text: str) -> list[list[Command]]:
+    """The command blocks of a page's text, each a list of commands; a block indented in a list
+    item is read without its indentation."""
     found = []
-    for block in re.findall(r"^```console\n(.*?)^```", text, re.S | re.M):
+    for indent, block in re.findall(r"^( *)```console\n(.*?)^\1```", text, re.S | re.M):
         commands: list[Command] = []
-        lines = block.splitlines()
+        lines = [line[len(indent):] if line.startswith(indent) else line for line in block.splitlines()]
         i = 0
         while i < len(lines):
             if not lines[i].startswith("$ "):
@@ -101,14 +117,17 @@ def blocks(text: str) -> list[list[Command]]:
 
 
 def fresh_env() -> dict[str, str]:
-    """A new login's environment: the system's PATH, without this checkout's venv and node_modules."""
+    """A new login's environment: the system's PATH, without this checkout's venv and node_modules,
+    and no AWS credentials (not even a profile of the machine's, which the CDK CLI would find: the
+    commands run are the ones that need none)."""
     inside = {str(ROOT), str(ROOT.resolve())}
     path = [p for p in os.environ.get("PATH", "").split(os.pathsep)
             if p and not any(p == r or p.startswith(r + os.sep) for r in inside)
             and not (os.environ.get("VIRTUAL_ENV") and p.startswith(os.environ["VIRTUAL_ENV"]))]
     env = {"PATH": os.pathsep.join(path), "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8",
            # no probe of an EC2 metadata service for credentials from a test (nothing else is set)
-           "AWS_EC2_METADATA_DISABLED": "true"}
+           "AWS_EC2_METADATA_DISABLED": "true",
+           "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
     return env
 
 
@@ -141,7 +160,7 @@ def clone(tmp_path_factory) -> Path:
 
 def run_block(clone: Path, commands: list[Command], setup: str, out: Path) -> list[tuple[Command, str, str]]:
     out.mkdir(parents=True)
-    script = ["cd " + shlex_quote(str(clone)), setup]
+    script = ["cd " + shlex_quote(str(clone)), f"export WORK={shlex_quote(str(out))}", setup]
     for n, command in enumerate(commands):
         script.append(f"{{ {command.text}\n}} > {out}/{n}.out 2> {out}/{n}.err "
                       f"|| {{ rc=$?; echo \"exit $rc: command {n}\" > {out}/failed; exit $rc; }}")
@@ -221,3 +240,34 @@ def test_every_command_shown_is_run_checked_or_needs_aws():
     for test in set(CHECKED.values()):
         path, name = test.split("::")
         assert f"def {name}(" in (ROOT / path).read_text(), test
+
+
+@pytest.mark.parametrize("page", GUIDES)
+def test_each_control_plane_guide_starts_a_project_with_init(page):
+    """A guide walks from `fmcluster init` (the project's cluster.yaml, run above in a fresh shell)
+    to a deploy of that project, not of an example, with the README's command: `npx aws-cdk deploy`
+    in the project, whose cdk.json names the spec."""
+    section, orchestrator = GUIDES[page]
+    typed = [c.text for block in blocks(sections(page)[section]) for c in block if not NEEDS_AWS.match(c.text)]
+    assert typed[:3] == [f"fmcluster init my-cluster --orchestrator {orchestrator} --instance-type "
+                         f"{typed[0].rsplit(' ', 1)[-1]}", "cd my-cluster", "fmcluster validate cluster.yaml"]
+    text = (ROOT / page).read_text()
+    assert not re.search(r"cdk deploy -c spec=examples/", text), "a guide deploys a project, not an example"
+    assert "my-cluster.yaml" not in text, "init writes cluster.yaml"
+    if orchestrator in ("pcs", "hyperpod-slurm") and page != "docs/guides/ultraservers.md":
+        assert "npx aws-cdk deploy --all" in " ".join(text.split())
+
+
+def test_the_walkthrough_deploys_every_stack_in_order():
+    """The PCS walkthrough names every stack `cdk deploy` makes for its project, in the order it
+    deploys them: the node images (an hour on a first deploy) and observability included."""
+    from fmcluster.deploy import init
+    from fmcluster.model import cluster as cluster_model
+    from fmcluster.spec import loader
+
+    text = " ".join((ROOT / "docs/guides/pcs.md").read_text().split())
+    step = text[text.index("**Deploy.**"):text.index("**Log in.**")]
+    spec = loader.load_text(init.spec_text("pcs", "p5.48xlarge", "my-cluster", "us-east-1", "use1-az4")).spec
+    names = [s.name for s in cluster_model.resolve(spec).stacks]
+    assert len(names) == 5
+    assert [n for n in sorted(names, key=step.find) if n in step] == names, step
