@@ -25,6 +25,7 @@ class PriceTable:
     nat_gateway_hourly: float
     public_ipv4_hourly: float
     eks_cluster_hourly: float
+    kms_key_month: float  # a customer-managed KMS key (the storage key), a month
 
     def instance_hourly(self, instance_type: str) -> float | None:
         """On-Demand Linux price of one instance hour, or None when the table has none."""
