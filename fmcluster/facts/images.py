@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fmcluster.facts.controlplanes import ARCHITECTURES, pcs_ami_parameter
 
 PCS, HYPERPOD_SLURM = "pcs", "hyperpod-slurm"  # the control planes whose nodes launch from baked images
+IMAGE_TAG = "fmcluster:image"  # the image's key, on each AMI NAME-images bakes (besides fmcluster:cluster)
 
 # Where Slurm is on each plane's base image: AWS PCS installs each Slurm release it offers under its
 # own prefix (PCS User Guide, "Install SPANK plugins"); SageMaker HyperPod keeps Slurm in /opt/slurm.

@@ -25,7 +25,7 @@ from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks.refs import NetworkRefs, StorageRefs
 
 IDENTITY_DIGITS = 12  # hex digits of the identity in the names (48 bits)
-IMAGE_TAG = "fmcluster:image"  # the image key, on each AMI
+IMAGE_TAG = image_facts.IMAGE_TAG  # the image key, on each AMI
 IDENTITY_TAG = "fmcluster:image-identity"  # the full identity, on each AMI
 DIGEST_TAG = "fmcluster:image-digest"  # the documents' digest, which the bake records in the image's manifest
 
