@@ -63,6 +63,8 @@ CHECKED = {
     "fmcluster diff examples/p5-pcs.yaml p5-pcs-efa.yaml": DIFF_TEST,
     "fmcluster diff examples/p5-pcs.yaml p5-pcs-grow.yaml": DIFF_TEST,
     "fmcluster jobs examples/p5-pcs.yaml -o acceptance": "tests/kits/test_jobs.py::test_readme_shows_real_jobs_output",
+    "fmcluster destroy examples/p5-pcs.yaml --dry-run":
+        "tests/deploy/test_destroy.py::test_docs_show_real_destroy_output",
 }
 NEEDS_AWS = re.compile(r"(GROUP=\$\()?(aws|kubectl|sinfo|sbatch|srun)\b")
 BANNERS = re.compile(r"end-of-life|not supported anymore|Traceback", re.I)

@@ -17,8 +17,11 @@ stacks from there with the parameters the parent passes.
 
 `as_the_service` adds what CloudFormation does and moto does not, where a test deletes stacks:
 UpdateTerminationProtection, DeleteStack refused while termination protection is on, a stack whose
-export another stack imports ending DELETE_FAILED, and AWS::FSx::FileSystem created in moto's FSx
-(so that a retained file system stays in the account when its stack goes, as it does in AWS).
+export another stack imports ending DELETE_FAILED, the network's route tables, NAT gateways,
+endpoints, flow logs and internet gateway deleted with their stack (moto leaves them, and then
+cannot delete the VPC), ListStackResources of a deleted stack (moto would make its resources again),
+and AWS::FSx::FileSystem created in moto's FSx (so that a retained file
+system stays in the account when its stack goes, as it does in AWS).
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ SKIPPED_BY_MOTO = frozenset({
 FILE_SYSTEM = "AWS::FSx::FileSystem"
 # What moto's CloudFormation creates once `as_the_service` is on: the file systems too
 SKIPPED_BY_THE_SERVICE = SKIPPED_BY_MOTO - {FILE_SYSTEM}
+MOTO_SKIPS = "MotoSkipsIt"  # the condition, always false, of what `for_moto(conditioned=True)` keeps
 ASSET_BUCKET_PREFIX = "cdk-hnb659fds-assets-"  # the CDK bootstrap bucket, where nested templates are published
 
 
@@ -121,14 +125,20 @@ def _without_dependencies(resource: dict, skipped: set[str]) -> dict:
 
 
 def for_moto(template: dict, outputs: dict[tuple[str, str], str], skipped_types: frozenset[str] = SKIPPED_BY_MOTO,
-             keep_imports: bool = False) -> dict:
+             keep_imports: bool = False, conditioned: bool = False) -> dict:
     """The template with cross-stack references resolved, without the resources moto skips (or
     cannot create here), references to them stubbed inside the resources it builds, and without
-    the outputs that read them."""
+    the outputs that read them. With `conditioned`, the skipped resources stay in the template
+    under a condition that is false: moto makes none of them, but the template that GetTemplate
+    gives back names them, as the deployed one does in AWS (what `fmcluster destroy` reads)."""
     skipped = {lid for lid, r in template["Resources"].items() if r["Type"] in skipped_types}
     template = _resolve_cross_stack(template, outputs, keep_imports)
     template["Resources"] = {lid: _without_dependencies(_stub_skipped(r, skipped), skipped)
-                             for lid, r in template["Resources"].items() if lid not in skipped}
+                             for lid, r in template["Resources"].items() if lid not in skipped or conditioned}
+    if conditioned and skipped:
+        template["Conditions"] = {**template.get("Conditions", {}), MOTO_SKIPS: {"Fn::Equals": ["moto", "skips"]}}
+        for lid in skipped:
+            template["Resources"][lid] = {**template["Resources"][lid], "Condition": MOTO_SKIPS}
     template["Outputs"] = {key: output for key, output in template.get("Outputs", {}).items()
                            if not _refs(output["Value"]) & skipped}
     return template
@@ -227,11 +237,75 @@ def as_the_service(monkeypatch: Any) -> None:
                 return None
         return original_delete(self, name_or_stack_id)
 
+    original_stack_delete = models.Stack.delete
+
+    def stack_delete(self: Any) -> None:
+        from moto.ec2.exceptions import DependencyViolationError
+
+        try:
+            original_stack_delete(self)
+        except DependencyViolationError:
+            vpcs = [r.physical_resource_id for r in self.resource_map._parsed_resources.values()
+                    if getattr(r, "cf_resource_type", None) == "AWS::EC2::VPC"]
+            if not vpcs:
+                raise
+            for vpc in vpcs:
+                _release_vpc(self.account_id, self.region_name, vpc)
+            parsed = self.resource_map._parsed_resources
+            for logical_id in [lid for lid, r in parsed.items() if getattr(r, "cf_resource_type", None) in RELEASED]:
+                del parsed[logical_id]  # gone with the VPC's release
+            original_stack_delete(self)  # what is left now goes: the VPC
+        # moto works a deleted stack's outputs out again when it is described, and so makes again
+        # the resources they read (a VPC, its subnets): it keeps none
+        self.output_map = _NoOutputs()
+
+    original_list = models.CloudFormationBackend.list_stack_resources
+
+    def list_stack_resources(self: Any, name_or_stack_id: str) -> Any:
+        stack = self.deleted_stacks.get(name_or_stack_id)
+        if stack is None:
+            return original_list(self, name_or_stack_id)
+        # what a deleted stack left: its retained resources (moto would make the others again)
+        return stack, [r for r in stack.resource_map._parsed_resources.values() if hasattr(r, "logical_resource_id")]
+
     monkeypatch.setattr(responses.CloudFormationResponse, "update_termination_protection",
                         update_termination_protection, raising=False)
     monkeypatch.setattr(models.CloudFormationBackend, "delete_stack", delete_stack)
+    monkeypatch.setattr(models.Stack, "delete", stack_delete)
+    monkeypatch.setattr(models.CloudFormationBackend, "list_stack_resources", list_stack_resources)
     model_map = parsing.get_model_map()
     monkeypatch.setattr(parsing, "get_model_map", lambda: {**model_map, FILE_SYSTEM: _FileSystemModel})
+
+
+RELEASED = frozenset({"AWS::EC2::RouteTable", "AWS::EC2::Route", "AWS::EC2::SubnetRouteTableAssociation",
+                      "AWS::EC2::NatGateway", "AWS::EC2::VPCEndpoint", "AWS::EC2::FlowLog", "AWS::EC2::InternetGateway",
+                      "AWS::EC2::VPCGatewayAttachment"})
+
+
+def _release_vpc(account: str, region: str, vpc_id: str) -> None:
+    """What moto's CloudFormation does not delete with a stack, and what then keeps it from
+    deleting the VPC: the route tables (besides the main one), NAT gateways, VPC endpoints, flow
+    logs and internet gateway of the VPC. CloudFormation deletes them with their stack."""
+    from moto.ec2.models import ec2_backends
+
+    ec2 = ec2_backends[account][region]
+    ec2.delete_vpc_endpoints([e.id for e in ec2.vpc_end_points.values() if e.vpc_id == vpc_id])  # (and their routes)
+    ec2.delete_flow_logs([f.id for f in ec2.flow_logs.values() if f.resource_id == vpc_id])
+    for nat in ec2.nat_gateways.values():
+        if nat.vpc_id == vpc_id:
+            ec2.delete_nat_gateway(nat.id)
+    for gateway in [g for g in ec2.internet_gateways.values() if g.vpc is not None and g.vpc.id == vpc_id]:
+        ec2.detach_internet_gateway(gateway.id, vpc_id)
+        ec2.delete_internet_gateway(gateway.id)
+    for table in [t for t in ec2.route_tables.values() if t.vpc_id == vpc_id and t.main_association_id is None]:
+        table._associations.clear()
+        ec2.delete_route_table(table.id)
+
+
+class _NoOutputs(dict):  # type: ignore[type-arg]
+    """The outputs of a deleted moto stack: none, and no exports."""
+
+    exports: list[Any] = []
 
 
 def _imports(stack: Any) -> set[str]:
@@ -269,6 +343,9 @@ class _FileSystemModel:
             @property
             def physical_resource_id(self) -> str:
                 return self.file_system_id
+
+            def is_created(self) -> bool:
+                return True
 
             def get_cfn_attribute(self, attribute: str) -> str:
                 return {"DNSName": self.dns_name, "LustreMountName": "mountname", "ResourceARN": self.resource_arn,
