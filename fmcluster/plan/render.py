@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 import yaml
 
+from fmcluster.plan import first_deploy
 from fmcluster.plan.cost import CostLine
 from fmcluster.plan.report import ControlPlanePlan, NodeGroupPlan, Plan, Resources, ServingFit, TeamPlan, build
 from fmcluster.spec.models import ClusterSpec, is_everyone
@@ -651,6 +652,10 @@ def render_text(plan: Plan) -> str:
         body += paragraph(f"note: {c.region_note}")
     body.append("  sources: fmcluster/data/prices.json")
     out += _section(title, body)
+    fd = plan.first_deploy
+    out += _section(first_deploy.TITLE, noted_table(first_deploy.stack_rows(fd), ["", *map(first_deploy.stack_note,
+                                                                                     fd.stacks)])
+                    + [wrapped for line in first_deploy.lines(fd) for wrapped in paragraph(line)])
     out += _section("Resolved spec ('# default': not in the file)",
                     ["  " + line for line in resolved_yaml(plan.resolved_spec, set(plan.defaulted))])
     return "\n".join(out) + "\n"
@@ -762,6 +767,14 @@ def _images_markdown(plan: Plan) -> list[str]:
             f"{images_line(plan)}.", "", *own]
 
 
+def _first_deploy_markdown(plan: Plan) -> list[str]:
+    fd = plan.first_deploy
+    rows = [[*row, note] for row, note in zip(first_deploy.stack_rows(fd), ["what takes its time",
+                                              *map(first_deploy.stack_note, fd.stacks)], strict=True)]
+    return [f"#### {first_deploy.TITLE}", "", *md_table(rows), "", *(f"- {line}" for line in first_deploy.lines(fd)),
+            ""]
+
+
 def render_markdown(plan: Plan) -> str:
     c = plan.cost
     subnets, needs = network_rows(plan)
@@ -787,7 +800,8 @@ def render_markdown(plan: Plan) -> str:
            *md_table(cost_rows(plan)), ""]
     if c.region_note:
         out += [f"> {c.region_note}", ""]
-    out += ["Prices and their sources: `fmcluster/data/prices.json`.", "", "#### Diagram", "", *mermaid(plan), "",
+    out += ["Prices and their sources: `fmcluster/data/prices.json`.", "", *_first_deploy_markdown(plan),
+            "#### Diagram", "", *mermaid(plan), "",
             "<details><summary>Resolved spec (every default filled in)</summary>", "", "```yaml",
             *resolved_yaml(plan.resolved_spec, set(plan.defaulted)), "```", "", "</details>"]
     return "\n".join(out) + "\n"

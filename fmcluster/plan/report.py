@@ -18,6 +18,8 @@ from fmcluster.model import cluster as model
 from fmcluster.node import image as node_image
 from fmcluster.node import topology
 from fmcluster.plan.cost import Cost, Model, cost
+from fmcluster.plan.first_deploy import FirstDeployPlan
+from fmcluster.plan.first_deploy import build as first_deploy
 from fmcluster.spec import addresses
 from fmcluster.spec.models import ONLY_FOR, ClusterSpec, NodeGroupSpec
 
@@ -366,6 +368,7 @@ class Plan(Model):
     own_images: list[OwnImagePlan] = []  # the Slurm groups with an ami_id of their own
     teams: list[TeamPlan] = []  # the teams that share the cluster (fmcluster.model.teams)
     health: Optional[HealthPlan] = None  # how the GPU nodes are kept healthy; None without GPU nodes
+    first_deploy: FirstDeployPlan  # how long a first deploy takes, stack by stack, and the first node
 
 
 def json_schema() -> dict[str, Any]:
@@ -843,4 +846,5 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
         cost=cost(m, table), resolved_spec=resolved,
         defaulted=defaulted, serving=_served(m),
         images=_images(m, table), own_images=_own_images(m), teams=_teams(m, table), health=_health(m),
+        first_deploy=first_deploy(m),
     )

@@ -1,0 +1,155 @@
+"""The plan's "First deploy" section: how long each stack takes to create, in deploy order, the
+deploy one stack at a time and with independent stacks together, and when the first node is ready
+for a job (fmcluster.model.first_deploy, from the figures of fmcluster.facts.deploy_times). The
+records, and the rows and lines that fmcluster.plan.render lays out as text and markdown."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import Field
+
+from fmcluster.facts import deploy_times
+from fmcluster.model import first_deploy as model
+from fmcluster.model.cluster import ClusterModel
+from fmcluster.plan.cost import Model
+
+TITLE = "First deploy (each stack's creation, in deploy order)"
+SOURCES = "fmcluster/facts/deploy_times.py"
+PUBLISHED_MARK = " (published)"
+
+
+class SpanPlan(Model):
+    low_minutes: int
+    high_minutes: int
+
+
+class StepPlan(Model):
+    """Something the deploy waits for: how long it takes, and what the figure rests on."""
+
+    what: str
+    low_minutes: int
+    high_minutes: int
+    basis: str = Field(description="'published': the vendor's figure; 'estimate': none is published (see source)")
+    source: str = Field(description="the vendor's words and page, or why the figure is an estimate")
+
+
+class StackTimePlan(Model):
+    name: str
+    key: str = Field(description="network, storage, observability, images or cluster")
+    waits_for: list[str] = Field(description="the stacks it depends on: it starts once they are deployed")
+    low_minutes: int
+    high_minutes: int
+    chains: list[list[StepPlan]] = Field(description=(
+        "what takes its time: the chains side by side (the longest counts), each chain's steps one after another"))
+
+
+class FirstDeployPlan(Model):
+    """How long a first deploy takes, stack by stack, and when the first node is ready for a job.
+    Low and high figures add where one thing waits for another and take the larger where things
+    run side by side."""
+
+    stacks: list[StackTimePlan] = Field(description="every stack, in deploy order")
+    one_at_a_time: SpanPlan = Field(description=(
+        "every stack after the one before: cdk deploy --all (its --concurrency is 1 unless given), the pipeline"))
+    together: SpanPlan = Field(description=(
+        "the critical path: each stack as soon as those it waits for are deployed (cdk deploy --concurrency)"))
+    concurrency: int = Field(description="the --concurrency that deploys every independent stack at once")
+    critical_path: list[str] = Field(description="the stacks of the critical path, first to last")
+    node_group: str = Field(description="the node group whose first node is timed: the first GPU group")
+    node_in_stack: str = Field(description="what the cluster stack's creation already includes of that node")
+    node_starts: str = Field(description="what starts the node, a clause; empty: the end of the deploy")
+    node_steps: list[StepPlan] = Field(description="the node's steps to ready after the deploy, one after another")
+    node_ready: SpanPlan
+    node_bound_minutes: Optional[int] = Field(description=(
+        "the most the control plane gives a new node before it counts it failed (AWS PCS: about 30 minutes "
+        "to join Slurm); null: none published"))
+    first_job: SpanPlan = Field(description="from the start of a deploy one stack at a time to the first job")
+
+
+def _step(step: model.Step) -> StepPlan:
+    m = step.minutes
+    return StepPlan(what=step.what, low_minutes=m.low, high_minutes=m.high, basis=m.basis, source=m.source)
+
+
+def _span(span: model.Span) -> SpanPlan:
+    return SpanPlan(low_minutes=span.low, high_minutes=span.high)
+
+
+def build(m: ClusterModel) -> FirstDeployPlan:
+    fd = model.first_deploy(m)
+    names = {s.key: s.name for s in fd.stacks}
+    return FirstDeployPlan(
+        stacks=[StackTimePlan(name=s.name, key=s.key, waits_for=[names[k] for k in s.after], low_minutes=s.span.low,
+                              high_minutes=s.span.high, chains=[[_step(step) for step in c] for c in s.chains])
+                for s in fd.stacks],
+        one_at_a_time=_span(fd.one_at_a_time), together=_span(fd.together), concurrency=len(fd.stacks),
+        critical_path=[names[k] for k in fd.critical_path], node_group=fd.node_group, node_in_stack=fd.in_stack,
+        node_starts=fd.when, node_steps=[_step(s) for s in fd.node], node_ready=_span(fd.node_ready),
+        node_bound_minutes=fd.bound, first_job=_span(fd.first_job))
+
+
+# ---- words ---------------------------------------------------------------------------------
+
+def clock(minutes: int) -> str:
+    """45 -> '45 min', 60 -> '1 h', 76 -> '1 h 16 min'."""
+    hours, rest = divmod(minutes, 60)
+    if not hours:
+        return f"{rest} min"
+    return f"{hours} h" + (f" {rest} min" if rest else "")
+
+
+def span(low: int, high: int) -> str:
+    """'2 to 5 min', '3 min', '1 h 16 min to 2 h 50 min'."""
+    if low == high:
+        return clock(low)
+    if high < 60:
+        return f"{low} to {high} min"
+    return f"{clock(low)} to {clock(high)}"
+
+
+def of(s: SpanPlan | StackTimePlan | StepPlan) -> str:
+    return span(s.low_minutes, s.high_minutes)
+
+
+def _step_words(step: StepPlan) -> str:
+    return f"{step.what}: {of(step)}" + (PUBLISHED_MARK if step.basis == deploy_times.PUBLISHED else "")
+
+
+def stack_note(stack: StackTimePlan) -> str:
+    """What takes a stack's time: its chains side by side ('; '), each chain's steps in turn."""
+    return "; ".join(", ".join(_step_words(step) for step in chain) for chain in stack.chains)
+
+
+def _keys(fd: FirstDeployPlan, names: list[str]) -> str:
+    """Stacks by their keys ('network, storage'): the cluster's name is every stack's prefix."""
+    key = {s.name: s.key for s in fd.stacks}
+    return ", ".join(key[n] for n in names)
+
+
+def stack_rows(fd: FirstDeployPlan) -> list[list[str]]:
+    """A row per stack: its name, the stacks it waits for, how long it takes."""
+    return [["stack", "waits for", "takes"], *[[s.name, _keys(fd, s.waits_for) or "-", of(s)] for s in fd.stacks]]
+
+
+def lines(fd: FirstDeployPlan) -> list[str]:
+    """The totals, the first node and the sources, a sentence each."""
+    together = (f"with cdk deploy --all --concurrency {fd.concurrency}: {of(fd.together)}, each stack as soon as "
+                f"those it waits for are deployed (critical path: {_keys(fd, fd.critical_path)})"
+                if fd.together != fd.one_at_a_time else
+                f"cdk deploy --all --concurrency {fd.concurrency} gains nothing: each stack waits for the one "
+                "before it")
+    out = [f"one stack at a time (cdk deploy --all, the pipeline): {of(fd.one_at_a_time)}", together]
+    starts = fd.node_starts or "the deploy"
+    steps = ", then ".join(f"{s.what} ({of(s)})" for s in fd.node_steps)
+    node = f"first node of {fd.node_group}: ready {of(fd.node_ready)} after {starts}" + (f": {steps}" if steps else "")
+    if fd.node_in_stack:
+        node += f"; its stack's creation includes {fd.node_in_stack}"
+    if fd.node_bound_minutes is not None:
+        node += f"; AWS PCS gives a node about {fd.node_bound_minutes} minutes to join Slurm"
+    out.append(node)
+    out.append(f"first job: {of(fd.first_job)} after a deploy one stack at a time starts"
+               + (f", if by then {fd.node_starts}" if fd.node_starts else ""))
+    out.append(f"figures marked{PUBLISHED_MARK} are the vendor's; the others are estimates, as AWS publishes "
+               f"none for them: {SOURCES} gives each one's page or reason")
+    return out
