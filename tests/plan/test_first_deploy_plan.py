@@ -1,5 +1,6 @@
 """The plan's "First deploy" section (fmcluster.plan.first_deploy): the model's figures in every
-format (JSON and its schema, text, markdown), and the words of its durations."""
+format (JSON and its schema, text, markdown), the words of its durations, and the README's quick
+start, which says the same figures for the project it starts."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import pytest
 
 from fmcluster.cli import main
+from fmcluster.deploy import init
 from fmcluster.model import cluster
 from fmcluster.model import first_deploy as model
 from fmcluster.plan import first_deploy, report
@@ -130,3 +132,16 @@ def test_markdown_has_the_table_and_the_totals():
     assert "its stack's creation includes its launch and lifecycle scripts" in section
     assert md.index("#### Estimated cost") < md.index(f"#### {first_deploy.TITLE}") < md.index("#### Diagram")
 
+
+def test_the_readme_quick_start_says_how_long_its_projects_first_deploy_takes():
+    """The README's quick start starts a project with `fmcluster init ... --orchestrator pcs
+    --instance-type p5.48xlarge` (tests/project/test_readme.py runs it) and says how long its first
+    deploy takes, its images and its first node: the model's figures for that project."""
+    text = (ROOT / "README.md").read_text()
+    quick = " ".join(text.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0].split())
+    assert "fmcluster init my-cluster --orchestrator pcs --instance-type p5.48xlarge" in quick
+    spec = loader.load_text(init.spec_text("pcs", "p5.48xlarge", "my-cluster", "us-east-1", "use1-az4")).spec
+    fd = model.first_deploy(cluster.resolve(spec))
+    assert f"Its first deploy takes about {_words(fd.one_at_a_time)}, one stack after another" in quick
+    assert f"(`my-cluster-images` bakes the node images for {_words(fd.stack('images').span)} of it)" in quick
+    assert f"its first GPU node is ready {_words(fd.node_ready)} after that" in quick
