@@ -10,3 +10,9 @@ PROGRESS_FD = "FMCLUSTER_PROGRESS_FD"
 # The environment variable through which `fmcluster diff` tells the CDK app that it has printed the
 # specs' warnings itself (it validates them first): the app then prints their errors only.
 WARNED = "FMCLUSTER_WARNED"
+
+# The variable the CDK CLI sets, for the app, to the account of the credentials it found: a deploy
+# cannot run without it, so where it is set the app refuses a spec's placeholders
+# (fmcluster_cdk.synthesis.deploying). `fmcluster synth` and `fmcluster diff` write templates to
+# read and compare, never to deploy: they run the app without it.
+DEPLOY_ACCOUNT = "CDK_DEFAULT_ACCOUNT"

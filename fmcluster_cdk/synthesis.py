@@ -11,7 +11,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from fmcluster import PROGRESS_FD, WARNED
+from fmcluster import DEPLOY_ACCOUNT, PROGRESS_FD, WARNED
 from fmcluster.facts import nodejs
 from fmcluster.spec.loader import load_specs
 from fmcluster.spec.models import ClusterSpec
@@ -107,11 +107,6 @@ def _read(path: str) -> str:
         return ""
     with open(path, encoding="utf-8") as handle:
         return handle.read()
-
-
-# The variable the CDK CLI sets, for the app, to the account of the credentials it found: a
-# deploy cannot run without them
-DEPLOY_ACCOUNT = "CDK_DEFAULT_ACCOUNT"
 
 
 def deploying(environ: Mapping[str, str] | None = None) -> bool:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from fmcluster import PROGRESS_FD, WARNED
+from fmcluster import DEPLOY_ACCOUNT, PROGRESS_FD, WARNED
 from fmcluster.deploy import assembly
 from fmcluster.facts import nodejs
 
@@ -65,7 +65,9 @@ def run_app(context: Mapping[str, Any], outdir: str, steps: Steps | None = None,
     With `steps`, the app says each step it starts on a pipe of its own (PROGRESS_FD), and each
     is passed on as it comes; without, the app says nothing more than it would to `cdk synth`.
     `warned`: the caller has printed the specs' warnings (WARNED), so the app says their errors only."""
-    env = {**os.environ, "CDK_OUTDIR": str(outdir),
+    # without DEPLOY_ACCOUNT: these templates are to read and compare, not to deploy, so a spec's
+    # placeholders stay warnings here (the app refuses them where the CDK CLI found credentials)
+    env = {**{k: v for k, v in os.environ.items() if k != DEPLOY_ACCOUNT}, "CDK_OUTDIR": str(outdir),
            "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json()), **context})}
     if warned:
         env[WARNED] = "1"

@@ -61,8 +61,9 @@ HINTS = {
     "connection_arn": "put your CodeConnections connection's ARN (aws codeconnections list-connections)",
 }
 HINT = "put yours"
-DEPLOY_HINT = ("put yours: the CDK app refuses placeholders wherever its templates may be deployed "
-               "(accepting the warning quiets `validate` only)")
+DEPLOY_HINT = ("put yours: the CDK app refuses placeholders wherever its templates may be deployed, "
+               "that is wherever it runs with AWS credentials (accepting the warning quiets `validate` "
+               "only); to read the templates, `fmcluster synth` runs it without them")
 
 # patterns for re, which compiles each on first use (validate's start-up is a budget: bench/validate.py)
 _ACCOUNT_TOKEN = r"(?<![0-9])[0-9]{12}(?![0-9])"

@@ -399,3 +399,15 @@ def test_diff_says_each_warning_once(tmp_path, monkeypatch):
                            capture_output=True, text=True).stderr
     assert said.count(": warning: ") == 2 and quiet.count(": warning: ") == 0
     assert said.splitlines()[-1] == quiet.splitlines()[-1] and quiet.startswith("error: Node.js not found")
+
+
+def test_fmcluster_synth_runs_the_app_as_a_review_never_a_deploy(tmp_path, monkeypatch, capfd):
+    """`fmcluster synth` and `fmcluster diff` (synth.run_app) write templates to read: with
+    CDK_DEFAULT_ACCOUNT in their own environment (a shell that exports it), the app still gets
+    none, so a spec's placeholders stay warnings and it goes on to Node.js (none here)."""
+    monkeypatch.setenv("CDK_DEFAULT_ACCOUNT", "381492756031")
+    monkeypatch.setenv("JSII_NODE", str(tmp_path / "no-node"))
+    code = synth.run_app({"spec": str(ROOT / "examples/p5-pcs.yaml")}, str(tmp_path / "out"))
+    err = capfd.readouterr().err
+    assert code == 2 and ": error: " not in err and err.count("[placeholder-values]") == 2, err
+    assert err.splitlines()[-1].startswith("error: Node.js not found"), err
