@@ -60,6 +60,12 @@ def render() -> str:
     lines += ["", f"For reference, the same minimal app with CDK's default App settings (built-in validation on) "
                   f"takes {reference:.2f} s: the default example synthesizes in "
                   f"{s_default / reference:.2f}x that."]
+    if "module_floor" in synth:  # since issue 36: what the service modules alone cost (bench/synth.py)
+        module_floor = synth["module_floor"]["wall_s"]
+        lines[-1] += (f" The module floor (the minimal app loading the {len(synth['module_floor']['classes'])} "
+                      f"service modules the default example's resources come from) takes {module_floor:.2f} s, "
+                      f"{module_floor / s_floor:.2f}x the minimal app: the default example is "
+                      f"{s_default / module_floor:.2f}x that.")
     return "\n".join(lines)
 
 
