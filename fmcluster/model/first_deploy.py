@@ -103,8 +103,8 @@ def accounting_database(m: ClusterModel) -> bool:
 
 def depends_on(m: ClusterModel) -> dict[str, tuple[str, ...]]:
     """Each stack's dependencies, by key, as the CDK app makes them: its references to another
-    stack's resources (a file system in the VPC, the storage key, the workspace), and the images'
-    explicit ones (fmcluster_cdk/stacks/app.py). tests/cdk/test_stack_order.py holds them to the
+    stack's resources (a file system in the VPC, the storage key, the workspace), and the explicit
+    ones of the images and the cluster (fmcluster_cdk/stacks/app.py). tests/cdk/test_stack_order.py holds them to the
     synthesized assemblies."""
     spec = m.spec.storage
     in_vpc = bool(spec.lustre or spec.home or accounting_database(m))
@@ -113,8 +113,8 @@ def depends_on(m: ClusterModel) -> dict[str, tuple[str, ...]]:
         STORAGE: (NETWORK,) if in_vpc else (),
         OBSERVABILITY: (NETWORK,) + ((STORAGE,) if spec.lustre else ()),
         IMAGES: (NETWORK, STORAGE) + ((OBSERVABILITY,) if m.observed else ()),
-        CLUSTER: (NETWORK,) + ((STORAGE,) if in_vpc or spec.kms else ()) + ((OBSERVABILITY,) if m.observed else ())
-        + ((IMAGES,) if m.images else ()),
+        # storage always: the buckets, whose names the cluster stack derives (fmcluster_cdk/stacks/app.py)
+        CLUSTER: (NETWORK, STORAGE) + ((OBSERVABILITY,) if m.observed else ()) + ((IMAGES,) if m.images else ()),
     }
     return {s.key: needs[s.key] for s in m.stacks}
 

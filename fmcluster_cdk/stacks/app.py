@@ -63,6 +63,11 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     # ids (outputs of NAME-images): both are made first, and never read from the cluster stack.
     cluster = cluster_stack(app, name("cluster"), model=m, network=network, storage=storage,
                             observability=observability, images=images, **props("cluster"))
+    # After storage, always: its nodes and pods read and write the buckets, whose names the cluster
+    # stack derives rather than references (no reference makes the order where only buckets are
+    # stored), so `cdk deploy --concurrency N` or a lone `cdk deploy NAME-cluster` could otherwise
+    # start nodes before their buckets exist.
+    cluster.add_stack_dependency(storage)
     made: list[cdk.Stack] = [network, storage, *([observability] if observability else []),
                              *([images] if images else []), cluster]
     stacks = {s.stack_name: s for s in made}
