@@ -29,14 +29,16 @@ def templates(names: Iterable[str], client: Any) -> dict[str, dict[str, Any]]:
     for name in names:
         if "/" in name:
             continue  # nested stacks are read through their parent
-        body = _template(client, name)
+        body = template(client, name)
         if body is not None:
             out[name] = body
             _nested(client, name, name, body, out)
     return out
 
 
-def _template(client: Any, stack: str) -> dict[str, Any] | None:
+def template(client: Any, stack: str) -> dict[str, Any] | None:
+    """The template of `stack` (a name or a stack id) as deployed (GetTemplate, `Original` stage),
+    parsed; None where CloudFormation has no such stack."""
     from botocore.exceptions import ClientError
 
     try:
@@ -55,7 +57,7 @@ def _nested(client: Any, stack: str, name: str, body: dict[str, Any], out: dict[
             continue
         detail = client.describe_stack_resource(StackName=stack, LogicalResourceId=logical_id)["StackResourceDetail"]
         physical = detail.get("PhysicalResourceId")
-        child = _template(client, physical) if physical else None
+        child = template(client, physical) if physical else None
         if child is not None:
             child_name = f"{name}/{assembly.nested_id(logical_id, resource)}"
             out[child_name] = child

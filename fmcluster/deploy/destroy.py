@@ -31,12 +31,11 @@ Run again after a failure, it goes on from where it stopped: what is gone is not
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-from fmcluster.deploy import assembly, cfn_schemas, retained
+from fmcluster.deploy import assembly, cfn_schemas, deployed, retained
 from fmcluster.deploy.diff import data_keys
 from fmcluster.deploy.nodes import Node
 from fmcluster.deploy.retained import Cost, Resource
@@ -145,17 +144,13 @@ class DestroyReport:
 
 # ---- reading the account -----------------------------------------------------------------------
 
-def _code(exc: Exception) -> str:
-    return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
-
-
 def _live(cfn: Any, name: str) -> Optional[dict[str, Any]]:
     from botocore.exceptions import ClientError
 
     try:
         return dict(cfn.describe_stacks(StackName=name)["Stacks"][0])
     except ClientError as exc:
-        if "does not exist" in str(exc.response.get("Error", {}).get("Message", "")):
+        if deployed.NOT_DEPLOYED in str(exc.response.get("Error", {}).get("Message", "")):
             return None
         raise
 
@@ -171,17 +166,11 @@ def _deleted(cfn: Any, names: set[str]) -> dict[str, str]:
     return {name: stack_id for name, (_, stack_id) in found.items()}
 
 
-def _template(cfn: Any, stack_id: str) -> dict[str, Any]:
-    body = cfn.get_template(StackName=stack_id, TemplateStage="Original")["TemplateBody"]
-    parsed: dict[str, Any] = json.loads(body) if isinstance(body, str) else dict(body)
-    return parsed
-
-
 def _read(cfn: Any, stack_id: str, name: str, templates: dict[str, dict[str, Any]]) -> list[Resource]:
     """The resources of a stack's template and of its nested stacks' (named PARENT/ID, as
     fmcluster.deploy.assembly names them; their templates into `templates`), each with its
     physical id ("" where CloudFormation made none). One that CloudFormation deleted is left out."""
-    body = templates[name] = _template(cfn, stack_id)
+    body = templates[name] = deployed.template(cfn, stack_id) or {}
     summaries: dict[str, dict[str, Any]] = {}
     for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack_id):
         summaries.update({s["LogicalResourceId"]: s for s in page.get("StackResourceSummaries", [])})
