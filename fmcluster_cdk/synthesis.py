@@ -121,9 +121,7 @@ def deploying(environ: Mapping[str, str] | None = None) -> bool:
 def _node_runs() -> bool:
     """Whether the Node.js jsii will run is one the app runs on (after saying why not, in one
     line); jsii is pointed at the venv's Node.js where there is one, as `fmcluster synth` does."""
-    program, _ = nodejs.jsii_node()
-    if os.sep in program:
-        os.environ[nodejs.JSII_NODE] = program
+    nodejs.pin(os.environ)
     problem = nodejs.problem()
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)

@@ -50,18 +50,12 @@ def app_context(config: Mapping[str, Any]) -> dict[str, Any]:
     return context
 
 
-def venv_node() -> Path:
-    """The Node.js beside the interpreter: `make install` links the project's pinned Node.js LTS
-    (package.json) as .venv/bin/node. An installed package has none, and jsii runs `node` from PATH."""
-    return nodejs.venv_node()
-
-
 Steps = Callable[[str], None]  # told each step of the CDK app as it starts ("building the stacks of ...")
 
 
 def run_app(context: Mapping[str, Any], outdir: str, steps: Steps | None = None, warned: bool = False) -> int:
     """Run the CDK app with cdk.json's context and `context`, into `outdir`: its exit code. jsii
-    runs on the venv's Node.js (JSII_NODE, `venv_node`) where there is one, unless the caller names one.
+    runs on the venv's Node.js where there is one, unless the caller names one (fmcluster.facts.nodejs.pin).
     With `steps`, the app says each step it starts on a pipe of its own (PROGRESS_FD), and each
     is passed on as it comes; without, the app says nothing more than it would to `cdk synth`.
     `warned`: the caller has printed the specs' warnings (WARNED), so the app says their errors only."""
@@ -71,8 +65,7 @@ def run_app(context: Mapping[str, Any], outdir: str, steps: Steps | None = None,
            "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json()), **context})}
     if warned:
         env[WARNED] = "1"
-    if "JSII_NODE" not in env and venv_node().exists():
-        env["JSII_NODE"] = str(venv_node())
+    nodejs.pin(env)
     # The app runs in a session of its own, so that Ctrl-C reaches this process alone (the app
     # and jsii's Node.js would each die mid-call, with a traceback); on any interrupt the
     # whole session, Node.js included, is stopped here before the exception goes on.

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, MutableMapping
 
 SUPPORTED_MAJORS = (22, 24)
 JSII_NODE = "JSII_NODE"  # the variable jsii reads the Node.js program from (else `node` on PATH)
@@ -44,6 +44,15 @@ def jsii_node(environ: Mapping[str, str] | None = None, executable: str | None =
     if beside.exists():
         return str(beside), str(beside)
     return "node", "node on PATH"
+
+
+def pin(environ: MutableMapping[str, str], executable: str | None = None) -> None:
+    """Point jsii at the Node.js `jsii_node` chooses, in `environ` (JSII_NODE), where it is a
+    program of its own (the venv's, or JSII_NODE's): what the CDK app and `fmcluster synth`, which
+    runs it, both do."""
+    program, _ = jsii_node(environ, executable)
+    if os.sep in program:
+        environ[JSII_NODE] = program
 
 
 def version(program: str, environ: Mapping[str, str] | None = None) -> str | None:
