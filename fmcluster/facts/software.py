@@ -9,7 +9,7 @@ reference image, 11f for the serving image).
 from __future__ import annotations
 
 # =================================================================================================
-# The reference container image (docker/Dockerfile, docker/README.md; issue 18)
+# The reference container image (fmcluster/data/docker/Dockerfile, fmcluster/data/docker/README.md; issue 18)
 #
 # One image for every GPU node fmcluster builds: linux/amd64 (p4d, p5, p5e, p5en, p6-b200,
 # p6-b300, g6e) and linux/arm64 (p6e-gb200, Grace). The Dockerfile's ARG defaults are these
@@ -47,7 +47,7 @@ CUDA_IMAGE_TAG = f"{CUDA_VERSION}-devel-ubuntu{UBUNTU_VERSION}"
 # independent public Dockerfiles pin for docker.io/nvidia/cuda:13.0.2-devel-ubuntu24.04 (and one for
 # the nvcr.io copy), one of them naming sha256:450d1155... as its arm64 manifest and others
 # sha256:0eee3094... as the amd64 one. `docker buildx imagetools inspect` shows it; a wrong digest
-# fails the build's first step, never silently (docker/README.md, "Pinning the base image").
+# fails the build's first step, never silently (fmcluster/data/docker/README.md, "Pinning the base image").
 CUDA_IMAGE_DIGEST = "sha256:5dc1bca23d05bd37b011be68ec470c03b403a5da07ec3a86e41af9470e9d0cc6"
 CUDA_BASE_IMAGE = f"{CUDA_IMAGE_REPOSITORY}:{CUDA_IMAGE_TAG}@{CUDA_IMAGE_DIGEST}"
 
@@ -121,15 +121,15 @@ IMAGE_ARGS = {
 # (vllm/vllm-openai@sha256:...) in serving.image before production, and check that the release
 # has an arm64 image before serving on p6e-gb200. The image carries no EFA libfabric or
 # aws-ofi-nccl: across nodes (pipeline parallel, Ray) NCCL falls back to TCP sockets. The recipe
-# SERVING_DOCKERFILE builds on it with the EFA installer as docker/Dockerfile does (the same
+# SERVING_DOCKERFILE builds on it with the EFA installer as fmcluster/data/docker/Dockerfile does (the same
 # EFA_INSTALLER_VERSION and bundled AWS_OFI_NCCL_VERSION), and selects the plugin for the NCCL of
 # vLLM's PyTorch wheels; its ARG defaults are SERVING_IMAGE_ARGS (tests/kits/test_serving_image.py), and
-# docker/README.md ("The serving image") says how to build it and point serving.image at it. Like
+# fmcluster/data/docker/README.md ("The serving image") says how to build it and point serving.image at it. Like
 # the reference image, fmcluster never builds it: the same digest and arm64 checks apply to its base.
 # =================================================================================================
 VLLM_VERSION = "0.33.0"
 VLLM_IMAGE = f"vllm/vllm-openai:v{VLLM_VERSION}"
-SERVING_DOCKERFILE = "docker/Dockerfile.serving"  # relative to the repository root
+SERVING_DOCKERFILE = "fmcluster/data/docker/Dockerfile.serving"  # relative to the repository root
 # The serving Dockerfile's ARG defaults, by ARG name (BuildKit's TARGETARCH is not one).
 SERVING_IMAGE_ARGS = {
     "VLLM_IMAGE": VLLM_IMAGE,

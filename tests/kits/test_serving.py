@@ -228,7 +228,7 @@ def test_serving_image_efa_warns_of_a_replica_across_nodes_in_vllms_own_image():
     spec = served(405, nodes=2)
     (message,) = messages(spec, "serving.image", "warning")
     assert "spans 2 nodes of 'gpu'" in message and "TCP sockets" in message
-    assert "docker/Dockerfile.serving" in message
+    assert "fmcluster/data/docker/Dockerfile.serving" in message
     assert findings(rules.serving_image_efa, served(70, nodes=2)) == []  # one node a replica
     own = served(405, nodes=2, image="123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm-efa:0.33.0")
     assert findings(rules.serving_image_efa, own) == []

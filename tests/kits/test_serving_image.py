@@ -1,4 +1,4 @@
-"""The serving image recipe (docker/Dockerfile.serving, fmcluster.facts.software.SERVING_DOCKERFILE), read,
+"""The serving image recipe (fmcluster/data/docker/Dockerfile.serving, fmcluster.facts.software.SERVING_DOCKERFILE), read,
 never built: vLLM's release image with the EFA installer, as the reference image installs it, and
 the environment that makes the NCCL of vLLM's PyTorch wheels load aws-ofi-nccl. It parses into one
 stage, its ARG defaults are software.py's (and the comparison fails when one differs), the
@@ -45,7 +45,7 @@ def instructions(text) -> list[Instruction]:
 
 
 def test_the_recipe_is_where_software_py_says():
-    assert software.SERVING_DOCKERFILE == "docker/Dockerfile.serving"
+    assert software.SERVING_DOCKERFILE == "fmcluster/data/docker/Dockerfile.serving"
     assert DOCKERFILE.is_file()
 
 

@@ -1,4 +1,4 @@
-"""The reference image recipe (docker/Dockerfile, issue 18), read, never built: it parses, each of
+"""The reference image recipe (fmcluster/data/docker/Dockerfile, issue 18), read, never built: it parses, each of
 its ARG defaults is the version fmcluster/facts/software.py chooses (and the comparison fails when one
 differs), its base image is pinned by tag and digest, both architectures are handled, the NCCL
 environment is the node bootstrap's, and hadolint finds nothing in it."""
@@ -31,7 +31,7 @@ from tests.support.dockerfile import (
 from tests.support.paths import ROOT
 from tests.support.tools import hadolint, hadolint_findings
 
-DOCKERFILE = ROOT / "docker" / "Dockerfile"
+DOCKERFILE = ROOT / "fmcluster" / "data" / "docker" / "Dockerfile"
 
 
 @pytest.fixture(scope="module")
@@ -210,5 +210,5 @@ def test_the_readme_builds_both_platforms_and_names_the_chosen_versions():
     for value in (software.CUDA_VERSION, software.EFA_INSTALLER_VERSION, software.AWS_OFI_NCCL_VERSION,
                   software.NCCL_VERSION, software.NCCL_TESTS_VERSION, software.GDRCOPY_VERSION,
                   software.CUDA_IMAGE_DIGEST):
-        assert f"`{value}`" in text, f"docker/README.md does not name {value}"
+        assert f"`{value}`" in text, f"fmcluster/data/docker/README.md does not name {value}"
     assert "--container-image" in text and "vpc.amazonaws.com/efa" in text

@@ -23,7 +23,7 @@ PYTHON = sorted(p for top in ("fmcluster", "fmcluster_cdk", "tests") for p in (R
 MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # Other text a user or developer reads, every line of it prose: the examples' comments, the image
 # recipes, the vendored test data's provenance and comments.
-TEXT = sorted(p for pattern in ("examples/**/*.yaml", "examples/**/*.yml", "docker/*", "tests/data/**/*.md",
+TEXT = sorted(p for pattern in ("examples/**/*.yaml", "examples/**/*.yml", "fmcluster/data/docker/*", "tests/data/**/*.md",
                                 "tests/data/**/*.yaml", "tests/data/**/*.json") for p in ROOT.glob(pattern)
               if p.is_file())
 # Names the code had before issue 25's layout: no text may still use them.

@@ -1,5 +1,5 @@
-"""Reading a Dockerfile without building it, and the checks the reference image (docker/Dockerfile) and
-the serving image (docker/Dockerfile.serving) share: a parser into instructions, their ARG defaults
+"""Reading a Dockerfile without building it, and the checks the reference image (fmcluster/data/docker/Dockerfile) and
+the serving image (fmcluster/data/docker/Dockerfile.serving) share: a parser into instructions, their ARG defaults
 held to fmcluster/facts/software.py, the architecture branches, the EFA installer step, the bundled
 aws-ofi-nccl, and the NCCL environment held to the node bootstrap's. Not a test module. Used by
 tests/node/test_image_recipe.py and tests/kits/test_serving_image.py."""
@@ -14,7 +14,7 @@ from fmcluster.facts import catalog, software
 from fmcluster.node import bootstrap
 from tests.support.paths import ROOT
 
-README = ROOT / "docker" / "README.md"
+README = ROOT / "fmcluster" / "data" / "docker" / "README.md"
 INSTRUCTIONS = {"ADD", "ARG", "CMD", "COPY", "ENTRYPOINT", "ENV", "EXPOSE", "FROM", "HEALTHCHECK", "LABEL",
                 "MAINTAINER", "ONBUILD", "RUN", "SHELL", "STOPSIGNAL", "USER", "VOLUME", "WORKDIR"}
 # Set by BuildKit for every platform of a build: declared without a default on purpose.
