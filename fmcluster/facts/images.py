@@ -172,3 +172,43 @@ AWS_MANAGED_EBS_KEY = "alias/aws/ebs"
 def version_key(version: str) -> tuple[int, ...]:
     """A dotted and dashed version (1.5.0-1) as numbers, for comparing."""
     return tuple(int(part) for part in re.split(r"[.-]", version))
+
+
+# ==================================== the reference container image ================================
+# NAME-images also builds the reference GPU image (fmcluster/data/docker/Dockerfile: CUDA, the EFA
+# user space, NCCL and nccl-tests, fio) that the acceptance kit's jobs run, with EC2 Image Builder's
+# container pipeline: a container recipe whose Dockerfile template is that Dockerfile with its FROM
+# taken from the recipe's parent image (Image Builder's `{{{ imagebuilder:parentImage }}}`), built
+# by `docker build` on an instance of the image's architecture and pushed into an ECR repository of
+# the stack's own (Image Builder User Guide, "Create a container recipe"; CreateContainerRecipe:
+# dockerfileTemplateData at most 16,000 characters; the target repository must exist first).
+REFERENCE_TEMPLATE_MAX_CHARS = 16_000
+# The build instance, per architecture: no GPU needed (nvcc compiles NCCL and nccl-tests for every
+# GPU of the catalog without one), but many cores: NCCL's device code for five GPU generations is
+# the long step. 32 vCPUs, 64 GiB (EC2's figures for c6i.8xlarge and c7g.8xlarge).
+REFERENCE_BUILD_INSTANCE_TYPES = {"x86_64": "c6i.8xlarge", "arm64": "c7g.8xlarge"}
+REFERENCE_BUILD_INSTANCE_VCPUS = {"c6i.8xlarge": 32, "c7g.8xlarge": 32}
+# The build instance's AMI: Image Builder's default for container builds is "the appropriate
+# ECS-optimized AMI" (AWS::ImageBuilder::ContainerRecipe InstanceConfiguration.Image), which it
+# does not say per architecture; fmcluster names the Amazon Linux 2023 ECS-optimized AMI of each
+# architecture (Docker installed) through ECS's public SSM parameters (Amazon ECS Developer Guide,
+# "Retrieving Amazon ECS-optimized Linux AMI metadata"), resolved when the image is built.
+REFERENCE_BUILD_AMI = {
+    "x86_64": "ssm:/aws/service/ecs/optimized-ami/amazon-linux-2023/recommended/image_id",
+    "arm64": "ssm:/aws/service/ecs/optimized-ami/amazon-linux-2023/arm64/recommended/image_id",
+}
+# Its root volume holds Docker's layers: the CUDA devel base (about 10 GB unpacked), the build's
+# layers and the NCCL and nccl-tests sources and objects. /dev/xvda: the root device of Amazon Linux AMIs.
+REFERENCE_BUILD_ROOT_DEVICE = "/dev/xvda"
+REFERENCE_BUILD_VOLUME_GIB = 200
+# A first deploy's estimate for one reference image (`plan`): the build instance, pulling the CUDA
+# base, compiling NCCL for every GPU generation and nccl-tests, pushing a ~10 GB image.
+REFERENCE_BUILD_MINUTES_ESTIMATE = 75
+# The repository of each image is named for the cluster, the architecture and the image's identity
+# (fmcluster.model.reference_image): one image per repository, whose tag is never moved, so the
+# repository's tags are IMMUTABLE; a new identity is a new repository, and the old one, emptied, goes
+# with the deploy that replaces it (EmptyOnDelete). ECR repository names: lower-case alphanumeric
+# runs joined by '.', '_' or '-', in '/'-separated parts, 2 to 256 characters (ECR API Reference,
+# CreateRepository).
+ECR_REPOSITORY = re.compile(r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*")
+REFERENCE_REPOSITORY_PREFIX = "fmcluster"

@@ -39,6 +39,7 @@ class Partition:
     name: str  # the second field of an ARN: aws, aws-cn, aws-us-gov, ...
     region_regex: str  # the shape of its region names, including those not in `regions` yet
     regions: tuple[str, ...]
+    dns_suffix: str = "amazonaws.com"  # of its service endpoints (amazonaws.com.cn in China)
 
 
 @cache
@@ -63,7 +64,8 @@ def botocore_data(name: str) -> dict[str, Any]:
 def partitions() -> tuple[Partition, ...]:
     """botocore's partitions, in its order (the first, aws, is the default). Each partition's
     pseudo-regions (aws-global, aws-cn-global, ...) are left out: they are not region names."""
-    return tuple(Partition(p["id"], p["regionRegex"], tuple(r for r in p["regions"] if re.match(p["regionRegex"], r)))
+    return tuple(Partition(p["id"], p["regionRegex"], tuple(r for r in p["regions"] if re.match(p["regionRegex"], r)),
+                           p.get("outputs", {}).get("dnsSuffix", "amazonaws.com"))
                  for p in botocore_data("partitions")["partitions"])
 
 
@@ -79,6 +81,13 @@ def partition(region: str) -> str:
     rules default."""
     listed = next((p.name for p in partitions() if region in p.regions), None)
     return listed or next((p.name for p in partitions() if re.match(p.region_regex, region)), partitions()[0].name)
+
+
+def dns_suffix(region: str) -> str:
+    """The domain of a region's service endpoints (amazonaws.com; amazonaws.com.cn in China), from
+    botocore's partitions: ECR's registry of an account is ACCOUNT.dkr.ecr.REGION.SUFFIX."""
+    name = partition(region)
+    return next(p.dns_suffix for p in partitions() if p.name == name)
 
 
 def prefix_by_rule(region: str) -> str | None:

@@ -18,6 +18,7 @@ from fmcluster.facts.catalog import ULTRASERVERS, InstanceType, UltraServer, cat
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ControlPlane, PcsSize
 from fmcluster.facts.efa import Interface, efa_layout, lnet_efa_interfaces
 from fmcluster.facts.placement import Placement, placement_for
+from fmcluster.model.reference_image import ReferenceImage, reference_images
 from fmcluster.model.teams import Team, resolve_teams
 from fmcluster.spec.models import CapacitySpec, ClusterSpec, NodeGroupSpec
 
@@ -240,6 +241,8 @@ class ClusterModel:
     # replicas; fmcluster.facts.inference); None without one
     serving: Optional[inference.Serving] = None
     images: tuple[NodeImage, ...] = ()  # NAME-images' node images (Slurm planes), by key
+    # NAME-images' reference GPU images (the acceptance kit's), one per architecture of the GPU groups
+    reference_images: tuple[ReferenceImage, ...] = ()
     teams: tuple[Team, ...] = ()  # the teams that share the cluster (fmcluster.model.teams), in the spec's order
 
     home: Optional[Home] = None  # the shared home (storage.home, or Lustre at /home); None without one
@@ -251,6 +254,10 @@ class ClusterModel:
 
     def image(self, key: str) -> NodeImage:
         return next(i for i in self.images if i.key == key)
+
+    def reference_image(self, group: NodeGroup) -> Optional[ReferenceImage]:
+        """The reference image a group's acceptance jobs run; None where NAME-images builds none."""
+        return next((r for r in self.reference_images if group.name in r.groups), None)
 
     @property
     def name(self) -> str:
@@ -373,7 +380,8 @@ def _controller(cp: ControlPlane, nodes: int) -> Optional[NodeGroup]:
     return _own(CONTROLLER, CONTROLLER, controlplanes.hyperpod_controller_type(nodes), 1, HYPERPOD_SYSTEM_VOLUME_GIB)
 
 
-def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool, baked: bool) -> tuple[Stack, ...]:
+def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool, baked: bool,
+            reference: bool) -> tuple[Stack, ...]:
     name = spec.name
     scheduler = "Slurm" if cp.scheduler == "slurm" else "Kubernetes"
     placed = any(placement_for(g).create for g in spec.node_groups)
@@ -391,9 +399,11 @@ def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool, baked: bool) ->
                             "Managed Prometheus workspace, GPU-health alert rules, alert manager to SNS"
                             + (", Managed Grafana with dashboards" if spec.observability.grafana else "")
                             + ", CloudWatch alarms and dashboard", spec.protect))
-    if baked:
-        stacks.append(Stack(IMAGES, name, "EC2 Image Builder node images (Enroot, Pyxis, exporters baked into "
-                                          "the control plane's base image), their build role and logs", spec.protect))
+    if baked or reference:
+        built = (["node images (Enroot, Pyxis, exporters baked into the control plane's base image)"] if baked else []) \
+            + (["the reference GPU image of the acceptance jobs (nccl-tests, fio) in ECR"] if reference else [])
+        stacks.append(Stack(IMAGES, name, f"EC2 Image Builder {' and '.join(built)}, their build roles and logs",
+                            spec.protect))
     stacks.append(Stack(CLUSTER, name,
                         f"{scheduler} control plane ({cp.type}), its node groups{nested} and "
                         f"{'login' if cp.scheduler == 'slurm' else 'system'} nodes", spec.protect))
@@ -456,11 +466,12 @@ def resolve(spec: ClusterSpec) -> ClusterModel:
         controller, placed = placed[0], placed[1:]
     if login is not None:
         login, placed = placed[0], placed[1:]
+    references = reference_images(spec, tuple(g for g in placed if g.role == COMPUTE and g.instance.is_gpu))
     return ClusterModel(
         spec=spec, control_plane=cp, node_groups=placed, login=login, controller=controller, total_nodes=nodes,
         pcs_size=controlplanes.pcs_size_for(nodes) if cp.type == "pcs" else None,
         subnets=tuple(network_plan.layout(spec.network.vpc_cidr, spec.availability_zone_ids)),
         tags=MappingProxyType({naming.CLUSTER_TAG: spec.name, **spec.tags}),
-        stacks=_stacks(spec, cp, observed, bool(images)), observed=observed, lustre_efa=lustre_efa,
-        serving=_serving(spec, placed), images=images, teams=resolve_teams(spec),
+        stacks=_stacks(spec, cp, observed, bool(images), bool(references)), observed=observed, lustre_efa=lustre_efa,
+        serving=_serving(spec, placed), images=images, reference_images=references, teams=resolve_teams(spec),
         home=home_of(spec), health=health_of(spec))

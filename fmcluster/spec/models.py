@@ -443,7 +443,12 @@ class ImagesSpec(Model):
     revision: int = Field(default=0, ge=0, le=9999, description=(
         "raise it to bake new node images from the newest base image (pcs, hyperpod-slurm); node groups "
         "roll to them as their nodes are replaced. Images are also rebuilt when fmcluster's software "
-        "pins or the Slurm version change"))
+        "pins or the Slurm version change; a new revision also builds the reference GPU image again"))
+    reference: bool = Field(default=True, description=(
+        "build the reference GPU image (CUDA, EFA, NCCL, nccl-tests, fio: the acceptance kit's jobs run it) "
+        "in NAME-images with EC2 Image Builder, for each architecture of the GPU node groups, into an ECR "
+        "repository of the stack's; false leaves it out (about an hour of a first deploy), and the kit's "
+        "jobs then need IMAGE set to an image of yours"))
 
 
 class ObservabilitySpec(Model):

@@ -163,4 +163,8 @@ def test_pcs_images_are_encrypted_with_the_storage_key_hyperpod_images_never(kms
 def test_the_revision_is_the_images_and_kubernetes_planes_have_none():
     assert resolve(validated(base_spec(images={"revision": 3}))).images[0].revision == 3
     eks = resolve(validated(base_spec(orchestrator={"type": "eks"})))
-    assert eks.images == () and all(g.image is None for g in eks.all_groups) and eks.stack("images") is None
+    assert eks.images == () and all(g.image is None for g in eks.all_groups)
+    # NAME-images holds only the reference GPU image there, and not at all without it
+    assert eks.stack("images") is not None and "node images" not in eks.stack("images").contents
+    bare = resolve(validated(base_spec(orchestrator={"type": "eks"}, images={"reference": False})))
+    assert bare.reference_images == () and bare.stack("images") is None
