@@ -27,10 +27,10 @@ source "$STATE/scenario.sh"
 TAB=$'\t'
 US=$'\x1f'
 
-now() {
-  local t
-  read -r t <"$STATE/clock"
-  printf '%s\n' "$t"
+# The virtual clock, read into NOW. The hot paths (sleep, mountpoint, timeout: the scripts poll with
+# them hundreds of times a test) fork nothing they can avoid: builtins only, no $(...).
+read_clock() {
+  read -r NOW <"$STATE/clock"
 }
 
 record() {
@@ -56,13 +56,14 @@ record() {
   fi
 }
 
-# Events due by the clock, each once.
+# Events due by the clock, each once (state/events.done: those that ran, a line each).
 tick() {
-  local t=$1 when what
-  touch "$STATE/events.done"
+  local t=$1 when what ran=""
+  : >>"$STATE/events.done"
+  IFS= read -r -d '' ran <"$STATE/events.done"
   while IFS=$TAB read -r when what; do
     [[ -n "$when" ]] || continue
-    if ((when <= t)) && ! grep -qxF "$when$TAB$what" "$STATE/events.done"; then
+    if ((when <= t)) && [[ $'\n'$ran != *$'\n'"$when$TAB$what"$'\n'* ]]; then
       printf '%s\t%s\n' "$when" "$what" >>"$STATE/events.done"
       "$what"
     fi
@@ -70,13 +71,15 @@ tick() {
 }
 
 advance() {
-  local t
-  t=$(($(now) + $1))
-  # Replaced whole (a rename), never truncated and rewritten: a fake running beside this one
-  # reads the old time or the new, never an empty file.
-  printf '%s\n' "$t" >"$STATE/clock.$$"
-  mv -f "$STATE/clock.$$" "$STATE/clock"
-  tick "$t"
+  read_clock
+  if (($1)); then
+    NOW=$((NOW + $1))
+    # Replaced whole (a rename), never truncated and rewritten: a fake running beside this one
+    # reads the old time or the new, never an empty file.
+    printf '%s\n' "$NOW" >"$STATE/clock.$$"
+    mv -f "$STATE/clock.$$" "$STATE/clock"
+  fi
+  tick "$NOW"
 }
 
 die() {
@@ -91,13 +94,14 @@ disk() { printf '/dev/nvme%sn1' "$1"; }
 # The instance-store disks appear: each with the by-id links udev makes (two names and a
 # partition link), pointing at a device file in the sandbox.
 ev_disks() {
-  local i
-  mkdir -p "$ROOTDIR/dev/disk/by-id"
+  local i device by_id=$ROOTDIR/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS
+  [[ -d "$ROOTDIR/dev/disk/by-id" ]] || mkdir -p "$ROOTDIR/dev/disk/by-id"
   for ((i = 1; i <= NVME_DISKS; i++)); do
-    touch "$ROOTDIR$(disk "$i")"
-    ln -sf "$ROOTDIR$(disk "$i")" "$ROOTDIR/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS$i"
-    ln -sf "$ROOTDIR$(disk "$i")" "$ROOTDIR/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS${i}_1"
-    ln -sf "$ROOTDIR$(disk "$i")" "$ROOTDIR/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS$i-part1"
+    printf -v device '%s/dev/nvme%sn1' "$ROOTDIR" "$i"
+    : >>"$device"
+    ln -sf "$device" "$by_id$i"
+    ln -sf "$device" "$by_id${i}_1"
+    ln -sf "$device" "$by_id$i-part1"
   done
 }
 
@@ -477,7 +481,8 @@ fake_apt-get() {
     FAKE_RC=100 die "E: Failed to fetch http://archive.ubuntu.com/ubuntu: Temporary failure resolving"
   fi
   local t
-  t=$(now)
+  read_clock
+  t=$NOW
   if ((t < DPKG_LOCK_UNTIL)); then
     if [[ "$verb" == update ]]; then
       FAKE_RC=100 die "E: Could not get lock /var/lib/apt/lists/lock. It is held by process 812 (unattended-upgr)"
@@ -907,7 +912,8 @@ fake_nvidia-imex-ctl() {
   grep -qx 'IMEX_CMD_ENABLED=1' "$ROOTDIR/etc/nvidia-imex/config.cfg" 2>/dev/null ||
     die "Connection refused: the IMEX command service is not enabled (IMEX_CMD_ENABLED)"
   local state=DOWN node=READY address i=0
-  if [[ "$IMEX_UP_AT" != never ]] && (($(now) >= IMEX_UP_AT)); then
+  read_clock
+  if [[ "$IMEX_UP_AT" != never ]] && ((NOW >= IMEX_UP_AT)); then
     state=UP
   else
     node=WAITING_FOR_PEERS
@@ -925,7 +931,7 @@ fake_logger() { record "$@"; }
 fake_timeout() {
   record "$@"
   shift
-  FAKE_UNDER_TIMEOUT=1 "$@"
+  FAKE_UNDER_TIMEOUT=1 exec "$@"
 }
 
 fake_aws() {
@@ -998,6 +1004,6 @@ fake_install() {
 fake_chown() { record "$@"; }
 
 case "$CMD" in
-  _tick) tick "$(now)" ;;
+  _tick) read_clock; tick "$NOW" ;;
   *) "fake_$CMD" "$@" ;;
 esac
