@@ -152,7 +152,7 @@ device_of_uuid() {
   awk -F'\t' -v u="$1" '$3 == u { print $1; exit }' "$STATE/filesystems"
 }
 
-# --- commands --------------------------------------------------------------------------------
+# --- the commands the scripts poll with --------------------------------------------------------
 
 fake_sleep() {
   record "$@"
@@ -174,6 +174,74 @@ fake_mountpoint() {
   done <"$STATE/mounts"
   mounted "$path"
 }
+
+# stat: the real one, except on a mount point of HUNG_MOUNTS, whose server does not answer: it
+# blocks in uninterruptible sleep (D state), which no signal ends (the fake: SIGTERM ignored, and a
+# real sleep of HUNG_SECONDS, past any test; `timeout` cannot end it either).
+fake_stat() {
+  record "$@"
+  local path=${*: -1} m
+  for m in $HUNG_MOUNTS; do
+    if [[ "${path#"$ROOTDIR"}" == "$m" ]]; then
+      trap '' TERM INT HUP
+      exec /bin/sleep "${HUNG_SECONDS:-20}"
+    fi
+  done
+  exec /usr/bin/stat "$@"
+}
+
+fake_hostname() {
+  record "$@"
+  printf 'ip-10-1-0-42\n'
+}
+
+fake_pkill() { record "$@"; return 1; }  # no such process left
+
+fake_logger() { record "$@"; }
+
+# timeout SECONDS COMMAND...: runs the command (the fakes never take real time).
+fake_timeout() {
+  record "$@"
+  shift
+  FAKE_UNDER_TIMEOUT=1 exec "$@"
+}
+
+# install: the real one, without owners (no such users in the sandbox), and never outside it.
+fake_install() {
+  record "$@"
+  local -a args=()
+  while (($#)); do
+    case "$1" in
+      -o | -g) shift 2 ;;
+      *) args+=("$1"); shift ;;
+    esac
+  done
+  local arg
+  for arg in "${args[@]}"; do
+    if [[ "$arg" == /* && "$arg" != "$FAKE_SANDBOX"/* ]]; then
+      die "sandbox: install outside the sandbox root: $arg"
+    fi
+  done
+  /usr/bin/install "${args[@]}"
+}
+
+fake_chown() { record "$@"; }
+
+# Sandbox._tick: the events due when the node starts (no call of the node's).
+fake__tick() {
+  read_clock
+  tick "$NOW"
+}
+
+# bash parses a script as it runs it: a command faked by now runs here and bash reads no
+# further. Parsing the whole of this file would cost a fake call most of its time (2 of 3.5 ms
+# for a `mountpoint`), and the scripts poll with these hundreds of times a test.
+if declare -F "fake_$CMD" >/dev/null; then
+  "fake_$CMD" "$@"
+  exit
+fi
+
+# --- the other commands ------------------------------------------------------------------------
 
 mount_device() {  # DEVICE TARGET
   local device=$1 target=$2 type
@@ -759,30 +827,10 @@ fake_journalctl() {
   done
 }
 
-# stat: the real one, except on a mount point of HUNG_MOUNTS, whose server does not answer: it
-# blocks in uninterruptible sleep (D state), which no signal ends (the fake: SIGTERM ignored, and a
-# real sleep of HUNG_SECONDS, past any test; `timeout` cannot end it either).
-fake_stat() {
-  record "$@"
-  local path=${*: -1} m
-  for m in $HUNG_MOUNTS; do
-    if [[ "${path#"$ROOTDIR"}" == "$m" ]]; then
-      trap '' TERM INT HUP
-      exec /bin/sleep "${HUNG_SECONDS:-20}"
-    fi
-  done
-  exec /usr/bin/stat "$@"
-}
-
 # dcgmi: the suite's stand-in (tests/support/gpu_standins/dcgmi), passing or failing (DCGM).
 fake_dcgmi() {
   record "$@"
   STANDIN_DCGM=$DCGM exec "$GPU_STANDINS/dcgmi" "$@"
-}
-
-fake_hostname() {
-  record "$@"
-  printf 'ip-10-1-0-42\n'
 }
 
 # scontrol -ao show node LIST: one line per node of the scenario's SLURM_NODES (NAME=ADDR ...).
@@ -899,8 +947,6 @@ fake_mknod() {
   : >"$1"
 }
 
-fake_pkill() { record "$@"; return 1; }  # no such process left
-
 # nvidia-imex-ctl -N: the IMEX domain's status as NVIDIA's tool prints it (the AWS PCS User Guide's
 # example: a line per node of nodes_config.cfg, then "Domain State: UP" once every node is READY
 # and connected): UP from the virtual time IMEX_UP_AT on, while nvidia-imex.service is active;
@@ -925,15 +971,6 @@ fake_nvidia-imex-ctl() {
   done <"$ROOTDIR/etc/nvidia-imex/nodes_config.cfg"
   printf '\nDomain State: %s\n' "$state"
 }
-fake_logger() { record "$@"; }
-
-# timeout SECONDS COMMAND...: runs the command (the fakes never take real time).
-fake_timeout() {
-  record "$@"
-  shift
-  FAKE_UNDER_TIMEOUT=1 exec "$@"
-}
-
 fake_aws() {
   record "$@"
   if [[ "$1 $2" == "ec2 describe-instance-topology" ]]; then
@@ -982,28 +1019,4 @@ else:
     print(json.dumps({"Instances": found}, indent=4))' "$answer" "$query" "${ids[@]}"
 }
 
-# install: the real one, without owners (no such users in the sandbox), and never outside it.
-fake_install() {
-  record "$@"
-  local -a args=()
-  while (($#)); do
-    case "$1" in
-      -o | -g) shift 2 ;;
-      *) args+=("$1"); shift ;;
-    esac
-  done
-  local arg
-  for arg in "${args[@]}"; do
-    if [[ "$arg" == /* && "$arg" != "$FAKE_SANDBOX"/* ]]; then
-      die "sandbox: install outside the sandbox root: $arg"
-    fi
-  done
-  /usr/bin/install "${args[@]}"
-}
-
-fake_chown() { record "$@"; }
-
-case "$CMD" in
-  _tick) read_clock; tick "$NOW" ;;
-  *) "fake_$CMD" "$@" ;;
-esac
+"fake_$CMD" "$@"
