@@ -309,6 +309,7 @@ class Sandbox:
             for prefix in SLURM_PREFIXES:
                 (self.root / prefix.lstrip("/") / "include").mkdir(parents=True)
                 (self.root / prefix.lstrip("/") / "include/slurm").symlink_to(slurm_headers(prefix))
+        self._pristine_upstream: Optional[Path] = None  # the stand-ins to copy when first needed
         self.upstream = self._upstream(scenario)
         (self.state / "tmp").mkdir()
         if scenario.slurmd and scenario.slurmd_unit != "slurmd.service":  # AWS PCS's installer's
@@ -334,8 +335,17 @@ class Sandbox:
 
     def _upstream(self, scenario: Scenario) -> standins.Upstream:
         """The stand-in upstream repositories (a copy, changed as `scenario` says), and the git
-        configuration that maps the node script's URLs to them."""
-        upstream = standins.upstream_copy(self.state / "upstream")
+        configuration that maps the node script's URLs to them. A scenario that changes none has
+        them copied when first needed (`upstream_directory`, or the fake git's first call): most
+        runs clone nothing, and a copy costs a sandbox more than the rest of its making."""
+        directory = self.state / "upstream"
+        if not (scenario.enroot_submodules or scenario.git_moved_tags):
+            made = standins.pristine()
+            self._pristine_upstream = made.directory
+            (self.state / "gitconfig").write_text(standins.gitconfig(directory))
+            return standins.Upstream(directory, made.enroot_commit, dict(made.enroot_submodules), made.pyxis_commit,
+                                     dict(made.other_submodule_commits))
+        upstream = standins.upstream_copy(directory)
         enroot = upstream.directory / "enroot.git"
         tag = f"v{bootstrap.ENROOT_VERSION}"
         if scenario.enroot_submodules:
@@ -357,10 +367,17 @@ class Sandbox:
         (self.state / "gitconfig").write_text(standins.gitconfig(upstream.directory))
         return upstream
 
+    def upstream_directory(self) -> Path:
+        """The sandbox's stand-in repositories, copied now if no git call has copied them yet
+        (sandbox_fakes.sh's upstream_ready)."""
+        if self._pristine_upstream is not None and not self.upstream.directory.exists():
+            shutil.copytree(self._pristine_upstream, self.upstream.directory, symlinks=True)
+        return self.upstream.directory
+
     def git_head(self, name: str) -> str:
         """The commit the tag of the stand-in `name` ("enroot", "pyxis") checks out now."""
         tag = f"v{bootstrap.ENROOT_VERSION}" if name == "enroot" else bootstrap.PYXIS_TAG
-        return standins.git(self.upstream.directory / f"{name}.git", "rev-parse", f"{tag}^{{commit}}")
+        return standins.git(self.upstream_directory() / f"{name}.git", "rev-parse", f"{tag}^{{commit}}")
 
     # --- running ---------------------------------------------------------------------------
 
@@ -368,7 +385,8 @@ class Sandbox:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("FMCLUSTER_", "FAKE_"))}
         return {**base, "PATH": f"{self.bin}:/usr/bin:/bin:/usr/sbin:/sbin", "FMCLUSTER_ROOT": str(self.root),
                 "FAKE_SANDBOX": str(self.dir), "GIT_CONFIG_GLOBAL": str(self.state / "gitconfig"),
-                "GIT_CONFIG_NOSYSTEM": "1", "TMPDIR": str(self.state / "tmp"), **(extra or {})}
+                "GIT_CONFIG_NOSYSTEM": "1", "TMPDIR": str(self.state / "tmp"),
+                "FAKE_UPSTREAM": str(self._pristine_upstream or ""), **(extra or {})}
 
     def _command(self, argv: list[str]) -> list[str]:
         if namespace_isolation():

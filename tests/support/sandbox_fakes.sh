@@ -628,6 +628,7 @@ fake_git() {
   if [[ "$1" == clone || "$1" == fetch || "$1" == ls-remote ]] && ! ((NETWORK)); then
     FAKE_RC=128 die "fatal: unable to access 'https://github.com/': Could not resolve host: github.com"
   fi
+  upstream_ready
   if [[ "$1" == clone ]]; then
     [[ "${*: -1}" == "$FAKE_SANDBOX"/* ]] || die "clone outside the sandbox: ${*: -1}"
     clones=$(($(cat "$STATE/clones" 2>/dev/null || echo 0) + 1))
@@ -639,6 +640,14 @@ fake_git() {
     fi
   fi
   exec /usr/bin/git "$@"
+}
+
+# The stand-in repositories are copied into the sandbox at the first git call (from FAKE_UPSTREAM,
+# the pristine ones; none: Sandbox copied them already), whole, by a rename.
+upstream_ready() {
+  [[ -n "${FAKE_UPSTREAM:-}" && ! -e "$STATE/upstream" ]] || return 0
+  cp -a "$FAKE_UPSTREAM" "$STATE/upstream.$$" || die "cannot copy the stand-in repositories"
+  mv -T "$STATE/upstream.$$" "$STATE/upstream" 2>/dev/null || rm -rf "$STATE/upstream.$$"
 }
 
 # make: the real make, recorded; in a directory of the sandbox, installing into it.
