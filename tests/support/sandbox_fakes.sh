@@ -94,15 +94,18 @@ disk() { printf '/dev/nvme%sn1' "$1"; }
 # The instance-store disks appear: each with the by-id links udev makes (two names and a
 # partition link), pointing at a device file in the sandbox.
 ev_disks() {
-  local i device by_id=$ROOTDIR/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS
+  local i device links=() by_id=$ROOTDIR/dev/disk/by-id/nvme-Amazon_EC2_NVMe_Instance_Storage_AWS
   [[ -d "$ROOTDIR/dev/disk/by-id" ]] || mkdir -p "$ROOTDIR/dev/disk/by-id"
   for ((i = 1; i <= NVME_DISKS; i++)); do
     printf -v device '%s/dev/nvme%sn1' "$ROOTDIR" "$i"
     : >>"$device"
-    ln -sf "$device" "$by_id$i"
-    ln -sf "$device" "$by_id${i}_1"
-    ln -sf "$device" "$by_id$i-part1"
+    links+=("$device" "$by_id$i" "$device" "$by_id${i}_1" "$device" "$by_id$i-part1")
   done
+  # `ln -sf TARGET LINK` for each pair, in one process: an ln each was half a sandbox's making
+  perl -e 'while (my ($target, $link) = splice @ARGV, 0, 2) {
+    unlink $link;
+    symlink $target, $link or die "ln: $link: $!\n";
+  }' "${links[@]}"
 }
 
 # The Deep Learning AMI's dlami-nvme.service: an LVM volume over the disks at /opt/dlami/nvme.
