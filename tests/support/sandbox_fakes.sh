@@ -87,6 +87,18 @@ die() {
   exit "${FAKE_RC:-1}"
 }
 
+# bash parses a script as it runs it: `serve` runs this command's fake once bash has read it, and
+# ends the script before bash reads (parses) the rest of this file. Parsing all of it cost a fake
+# call most of its time (2 of 3.5 ms for a `mountpoint`), so the fakes come in sections, from the
+# commands the scripts call most to those they call least, each ending in `serve`; a fake calls
+# only functions of its own section and of those above it.
+serve() {
+  if declare -F "fake_$CMD" >/dev/null; then
+    "fake_$CMD" "$@"
+    exit
+  fi
+}
+
 # --- the node's devices ----------------------------------------------------------------------
 
 disk() { printf '/dev/nvme%sn1' "$1"; }
@@ -155,7 +167,7 @@ device_of_uuid() {
   awk -F'\t' -v u="$1" '$3 == u { print $1; exit }' "$STATE/filesystems"
 }
 
-# --- the commands the scripts poll with --------------------------------------------------------
+# --- the commands the scripts poll with ------------------------------------------------------
 
 fake_sleep() {
   record "$@"
@@ -236,15 +248,106 @@ fake__tick() {
   tick "$NOW"
 }
 
-# bash parses a script as it runs it: a command faked by now runs here and bash reads no
-# further. Parsing the whole of this file would cost a fake call most of its time (2 of 3.5 ms
-# for a `mountpoint`), and the scripts poll with these hundreds of times a test.
-if declare -F "fake_$CMD" >/dev/null; then
-  "fake_$CMD" "$@"
-  exit
-fi
+serve "$@"
 
-# --- the other commands ------------------------------------------------------------------------
+# --- GPUs ------------------------------------------------------------------------------------
+
+# nvidia-smi, in the formats of NVIDIA's tool (the GPU faults of the scenario all on GPU 0):
+#   -L                      "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)" per GPU
+#   --query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,retired_pages.pending
+#     --format=csv,noheader,nounits: "0, 00000000:53:00.0, 0, [N/A]" per GPU (HBM GPUs remap
+#     rows instead of retiring pages: "[N/A]"; PAGES_PENDING: "Yes" for GPU 0, retired pages that
+#     a reset will take out of use); GPU_ERROR in place of a value ("[GPU requires reset]")
+#   --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure: "00000000:53:00.0, 0, 0"
+#     (as the suite's other nvidia-smi stand-ins print remapped_rows.failure; node-health also
+#     takes Yes/No, as `nvidia-smi -q` words them)
+#   nvlink -s               "GPU 0: NVIDIA ... (UUID: ...)", then "\t Link N: 26.562 GB/s" for
+#                           each of 18 links, "\t Link N: <inactive>" for those down
+# No GPU: the driver's message, exit 9. NVIDIA_SMI_HANGS: it never returns (the fake: the real
+# timeout's exit status 124 under `timeout`, else an error: nothing may call it unbounded).
+# GPU_LOST (an index): that GPU fell off the bus (XID 79): every listing prints, in its place,
+# "Unable to determine the device handle for GPU 0000:73:00.0: GPU is lost.  Reboot the system to
+# recover this GPU" and the others as usual, then exits 15 (nvidia-smi(1): "The GPU has fallen off
+# the bus or has otherwise become inaccessible").
+gpu_bus() { printf '00000000:%02X:00.0' $((0x53 + 0x10 * $1)); }
+fake_nvidia-smi() {
+  record "$@"
+  if ((NVIDIA_SMI_HANGS)); then
+    [[ -n "${FAKE_UNDER_TIMEOUT:-}" ]] && exit 124
+    die "hangs: nvidia-smi called without timeout"
+  fi
+  ((GPUS > 0)) || FAKE_RC=9 die "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+  local i l ecc pend fail
+  if [[ -n "$GPU_LOST" ]]; then
+    for ((i = 0; i < GPUS; i++)); do
+      if ((i == GPU_LOST)); then
+        printf 'Unable to determine the device handle for GPU %s: GPU is lost.  Reboot the system to recover this GPU\n' \
+          "$(gpu_bus "$i" | sed 's/^0000//')"
+      elif [[ "${1:-}" == -L ]]; then
+        printf 'GPU %s: NVIDIA %s (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$GPU_MODEL" "$i"
+      else
+        printf '%s, %s, 0, [N/A]\n' "$i" "$(gpu_bus "$i")"
+      fi
+    done
+    exit 15
+  fi
+  case "${1:-}" in
+    --query-gpu=*)
+      for ((i = 0; i < GPUS; i++)); do
+        ecc=0 pend='[N/A]'
+        ((i == 0)) && ecc=$ECC_ERRORS
+        ((i == 0)) && [[ -n "$GPU_ERROR" ]] && ecc=$GPU_ERROR
+        ((i == 0 && PAGES_PENDING)) && pend=Yes
+        printf '%s, %s, %s, %s\n' "$i" "$(gpu_bus "$i")" "$ecc" "$pend"
+      done ;;
+    --query-remapped-rows=*)
+      for ((i = 0; i < GPUS; i++)); do
+        pend=0 fail=0
+        ((i == 0 && REMAP_PENDING)) && pend=1
+        ((i == 0 && REMAP_FAILURE)) && fail=1
+        printf '%s, %s, %s\n' "$(gpu_bus "$i")" "$pend" "$fail"
+      done ;;
+    nvlink)
+      ((NVLINK)) || return 0
+      for ((i = 0; i < GPUS; i++)); do
+        printf 'GPU %s: NVIDIA %s (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$GPU_MODEL" "$i"
+        for ((l = 0; l < 18; l++)); do
+          if ((i == 0 && l < NVLINK_INACTIVE)); then
+            printf '\t Link %s: <inactive>\n' "$l"
+          else
+            printf '\t Link %s: 26.562 GB/s\n' "$l"
+          fi
+        done
+      done ;;
+    *)
+      for ((i = 0; i < GPUS; i++)); do
+        printf 'GPU %s: NVIDIA %s (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$GPU_MODEL" "$i"
+      done ;;
+  esac
+}
+
+# journalctl -k -b -o cat: this boot's kernel log, messages only; an XID of XIDS as the NVIDIA
+# driver logs it (NVIDIA's Xid guide; AWS's HyperPod resiliency workshop injects the same line):
+# "NVRM: Xid (PCI:0000:53:00): 79, pid=<unknown>, name=<unknown>, GPU has fallen off the bus."
+fake_journalctl() {
+  record "$@"
+  local xid
+  printf 'Linux version 6.8.0-1021-aws (buildd@lcy02-amd64-035)\n'
+  printf 'nvidia-nvlink: Nvlink Core is being initialized, major device number 235\n'
+  for xid in $XIDS; do
+    printf 'NVRM: Xid (PCI:0000:53:00): %s, pid=<unknown>, name=<unknown>, GPU has fallen off the bus.\n' "$xid"
+  done
+}
+
+# dcgmi: the suite's stand-in (tests/support/gpu_standins/dcgmi), passing or failing (DCGM).
+fake_dcgmi() {
+  record "$@"
+  STANDIN_DCGM=$DCGM exec "$GPU_STANDINS/dcgmi" "$@"
+}
+
+serve "$@"
+
+# --- storage ---------------------------------------------------------------------------------
 
 mount_device() {  # DEVICE TARGET
   local device=$1 target=$2 type
@@ -419,6 +522,10 @@ fake_mkfs.ext4() {
   printf '%s\text4\tuuid-%s\n' "$device" "$(printf '%s' "$device" | cksum | cut -d' ' -f1)" >>"$STATE/filesystems"
 }
 
+serve "$@"
+
+# --- systemd ---------------------------------------------------------------------------------
+
 unit_file() { printf '%s/etc/systemd/system/%s' "$ROOTDIR" "$1"; }
 
 unit_exists() {
@@ -433,8 +540,10 @@ unit_exists() {
 }
 
 unit_state() {
+  local state
   if [[ -e "$STATE/units/$1" ]]; then
-    cat "$STATE/units/$1"
+    read -r state <"$STATE/units/$1"
+    printf '%s\n' "$state"
   elif [[ "$1" == dlami-nvme.service ]] && unit_exists "$1"; then
     echo activating
   else
@@ -537,6 +646,201 @@ fake_systemctl() {
     *) die "verb $verb not faked" ;;
   esac
 }
+
+serve "$@"
+
+# --- Slurm, the instance metadata service, EC2 -----------------------------------------------
+
+# scontrol -ao show node LIST: one line per node of the scenario's SLURM_NODES (NAME=ADDR ...).
+# This node in Slurm, as slurmctld sees it (the health check, network-features.sh):
+# `scontrol -o show node [NAME]` prints it in the one-line form of Slurm (SLURM_NAME; its
+# NodeHostName is hostname's; features "(null)" when none; Reason last, with who set it and when)
+# once it has registered: the first SLURM_UNREGISTERED calls fail ("Node NAME not found"). Its State
+# and Reason are state/slurm-node ("STATE<TAB>REASON"), its features state/slurm-features
+# (available, then active, a line each). `scontrol update nodename=NAME state=drain reason=...` and
+# `state=resume` change the state as slurmctld does (a drained node without jobs is IDLE+DRAIN,
+# with jobs MIXED+DRAIN); `AvailableFeatures=A ActiveFeatures=B` set the features.
+# `scontrol show config`: state/slurm-config ("RebootProgram = (null)", a line per setting, in
+# Slurm's form) after Slurm's heading; nothing where the test wrote none. `scontrol reboot ...`:
+# refused (exit 1, as Slurm 26.05 does without a RebootProgram) where state/slurm-reboot-refused is.
+fake_scontrol() {
+  record "$@"
+  if [[ "$*" == "-ao show node "* ]]; then
+    local pair
+    for pair in $SLURM_NODES; do
+      printf 'NodeName=%s Arch=aarch64 CoresPerSocket=72 NodeAddr=%s NodeHostName=%s State=ALLOCATED\n' \
+        "${pair%%=*}" "${pair#*=}" "${pair%%=*}"
+    done
+    return 0
+  fi
+  local state reason arg new_state="" new_reason="" available active calls
+  IFS=$TAB read -r state reason <"$STATE/slurm-node"
+  [[ -e "$STATE/slurm-features" ]] || printf '%s\n%s\n' "$SLURM_FEATURES" "$SLURM_FEATURES" >"$STATE/slurm-features"
+  { read -r available; read -r active; } <"$STATE/slurm-features"
+  case "$*" in
+    "show config")
+      [[ -e "$STATE/slurm-config" ]] || return 0
+      printf 'Configuration data as of 2026-12-02T20:00:00\n'
+      cat "$STATE/slurm-config" ;;
+    reboot*)
+      [[ ! -e "$STATE/slurm-reboot-refused" ]] || die "$(cat "$STATE/slurm-reboot-refused")" ;;
+    "-o show node"*)
+      calls=0
+      [[ ! -e "$STATE/slurm-show-calls" ]] || read -r calls <"$STATE/slurm-show-calls"
+      echo $((++calls)) >"$STATE/slurm-show-calls"
+      if ((calls <= SLURM_UNREGISTERED)) || [[ -n "${4:-}" && "$4" != "$SLURM_NAME" ]]; then
+        FAKE_RC=1 die "Node ${4:-$SLURM_NAME} not found"
+      fi
+      printf 'NodeName=%s Arch=x86_64 CoresPerSocket=48 CPUAlloc=0 CPUTot=192 AvailableFeatures=%s ' \
+        "$SLURM_NAME" "${available:-(null)}"
+      printf 'ActiveFeatures=%s Gres=gpu:8 NodeAddr=10.1.0.42 NodeHostName=ip-10-1-0-42 RealMemory=2000000 ' \
+        "${active:-(null)}"
+      printf 'State=%s ThreadsPerCore=2 Version=25.05.3 Partitions=gpu' "$state"
+      [[ -z "$reason" ]] || printf ' Reason=%s [root@2026-12-02T20:00:00]' "$reason"
+      printf '\n' ;;
+    update*)
+      for arg in "${@:2}"; do
+        case "$arg" in
+          nodename=*) [[ "${arg#*=}" == "$SLURM_NAME" ]] || die "Invalid node name specified" ;;
+          state=*) new_state=${arg#state=} ;;
+          reason=*) new_reason=${arg#reason=} ;;
+          AvailableFeatures=*) available=${arg#*=} ;;
+          ActiveFeatures=*) active=${arg#*=} ;;
+          *) die "Invalid input: $arg" ;;
+        esac
+      done
+      case "$new_state" in
+        drain) [[ "$state" == *DRAIN* ]] || state="$state+DRAIN"; reason=$new_reason ;;
+        resume) state=${state%%+*}; reason="" ;;
+      esac
+      printf '%s\t%s\n' "$state" "$reason" >"$STATE/slurm-node"
+      printf '%s\n%s\n' "$available" "$active" >"$STATE/slurm-features" ;;
+  esac
+}
+
+# curl -o FILE URL: a download, answered from state/downloads/NAME (NAME: the URL's last part;
+# the test puts the release files there), the first DOWNLOAD_FAILS attempts failing. Otherwise the
+# instance metadata service (IMDSv2): a token for the PUT, then the instance type or id.
+fake_curl() {
+  record "$@"
+  local out="" url="" arg
+  local -a args=("$@")
+  local i
+  for ((i = 0; i < ${#args[@]}; i++)); do
+    arg=${args[i]}
+    if [[ "$arg" == -o ]]; then
+      out=${args[i + 1]}
+    elif [[ "$arg" == https://* ]]; then
+      url=$arg
+    fi
+  done
+  if [[ -n "$url" ]] && ! ((NETWORK)); then
+    FAKE_RC=6 die "curl: (6) Could not resolve host: ${url#https://}"
+  fi
+  if [[ -n "$out" && -n "$url" ]]; then
+    local failed
+    failed=$(cat "$STATE/download-failures" 2>/dev/null || echo 0)
+    if ((failed < DOWNLOAD_FAILS)); then
+      echo $((failed + 1)) >"$STATE/download-failures"
+      FAKE_RC=56 die "curl: (56) Recv failure: Connection reset by peer"
+    fi
+    [[ -e "$STATE/downloads/${url##*/}" ]] || FAKE_RC=22 die "curl: (22) The requested URL returned error: 404"
+    cp "$STATE/downloads/${url##*/}" "$out"
+    return 0
+  fi
+  ((IMDS)) || FAKE_RC=7 die "curl: (7) Failed to connect to 169.254.169.254 port 80"
+  case "$*" in
+    *"-X PUT"*latest/api/token*) printf 'AQAEA-token' ;;
+    *meta-data/instance-type*) printf '%s' "$INSTANCE_TYPE" ;;
+    *meta-data/instance-id*) printf '%s' "$INSTANCE_ID" ;;
+    *meta-data/placement/region*) printf '%s' "$REGION" ;;
+    *meta-data/local-ipv4*) printf '10.1.0.42' ;;
+    *) FAKE_RC=22 die "curl: (22) The requested URL returned error: 404" ;;
+  esac
+}
+
+# mknod PATH c MAJOR MINOR: a plain file stands for the device node (no privileges needed).
+fake_mknod() {
+  record "$@"
+  [[ "$1" == "$ROOTDIR"/* ]] || die "mknod outside the sandbox: $1"
+  : >"$1"
+}
+
+# nvidia-imex-ctl -N: the IMEX domain's status as NVIDIA's tool prints it (the AWS PCS User Guide's
+# example: a line per node of nodes_config.cfg, then "Domain State: UP" once every node is READY
+# and connected): UP from the virtual time IMEX_UP_AT on, while nvidia-imex.service is active;
+# no daemon, no answer.
+fake_nvidia-imex-ctl() {
+  record "$@"
+  [[ "$(unit_state nvidia-imex.service)" == active ]] || die "Connection refused: is nvidia-imex running?"
+  # it asks the daemon's command service, which serves only with IMEX_CMD_ENABLED=1 in config.cfg
+  grep -qx 'IMEX_CMD_ENABLED=1' "$ROOTDIR/etc/nvidia-imex/config.cfg" 2>/dev/null ||
+    die "Connection refused: the IMEX command service is not enabled (IMEX_CMD_ENABLED)"
+  local state=DOWN node=READY address i=0
+  read_clock
+  if [[ "$IMEX_UP_AT" != never ]] && ((NOW >= IMEX_UP_AT)); then
+    state=UP
+  else
+    node=WAITING_FOR_PEERS
+  fi
+  printf 'Nodes:\n'
+  while read -r address; do
+    printf 'Node #%-3s - %-15s - %-20s - Version: 570.172\n' "$i" "$address" "$node"
+    i=$((i + 1))
+  done <"$ROOTDIR/etc/nvidia-imex/nodes_config.cfg"
+  printf '\nDomain State: %s\n' "$state"
+}
+fake_aws() {
+  record "$@"
+  if [[ "$1 $2" == "ec2 describe-instance-topology" ]]; then
+    describe_instance_topology "$@"
+    return
+  fi
+  printf '%s\n' "$SSM_VALUE"
+}
+
+# aws ec2 describe-instance-topology --instance-ids ID... [--query Q --output text]: the recorded
+# answer the test put in state/topology.json (tests/data/topology/), with only the instances asked
+# for, as EC2 answers; none for the first TOPOLOGY_PENDING calls (EC2 has no topology for a new
+# instance yet); TOPOLOGY_DENIED: the role lacks ec2:DescribeInstanceTopology. As JSON, or for
+# the query Instances[].NetworkNodes[] as the CLI's text output: the ids tab-separated on one
+# line, nothing for none (the AWS CLI's, checked against a served answer).
+describe_instance_topology() {
+  local calls ids=() query="" output=json
+  if ((TOPOLOGY_DENIED)); then
+    FAKE_RC=254 die "An error occurred (UnauthorizedOperation) when calling the DescribeInstanceTopology operation: You are not authorized to perform this operation."
+  fi
+  set -- "${@:3}"
+  while (($#)); do
+    case "$1" in
+      --instance-ids) shift; while (($#)) && [[ "$1" != --* ]]; do ids+=("$1"); shift; done; continue ;;
+      --query) query=$2; shift ;;
+      --output) output=$2; shift ;;
+      --region) shift ;;
+      *) die "fake aws: option $1 not modelled" ;;
+    esac
+    shift
+  done
+  [[ -z "$query" || ("$query" == 'Instances[].NetworkNodes[]' && "$output" == text) ]] ||
+    die "fake aws: query $query --output $output not modelled"
+  calls=$(($(cat "$STATE/topology-calls" 2>/dev/null || echo 0) + 1))
+  echo "$calls" >"$STATE/topology-calls"
+  local answer='{"Instances": []}'
+  if ((calls > TOPOLOGY_PENDING)) && [[ -e "$STATE/topology.json" ]]; then
+    answer=$(cat "$STATE/topology.json")
+  fi
+  python3 -c 'import json, sys
+found = [i for i in json.loads(sys.argv[1])["Instances"] if i["InstanceId"] in sys.argv[3:]]
+if sys.argv[2]:
+    nodes = [n for i in found for n in i.get("NetworkNodes", [])]
+    print("\t".join(nodes)) if nodes else None
+else:
+    print(json.dumps({"Instances": found}, indent=4))' "$answer" "$query" "${ids[@]}"
+}
+
+serve "$@"
+
+# --- packages and their sources --------------------------------------------------------------
 
 fake_apt-get() {
   record "$@"
@@ -696,6 +1000,10 @@ fake_dnf() {
   touch "$STATE/lustre-client"
 }
 
+serve "$@"
+
+# --- Lustre and kernel modules ---------------------------------------------------------------
+
 lustre_client() { ((LUSTRE_CLIENT)) || [[ -e "$STATE/lustre-client" ]]; }
 
 fake_modinfo() {
@@ -750,285 +1058,6 @@ fake_lnetctl() {
 fake_ip() {
   record "$@"
   printf 'default via 10.1.0.1 dev ens32 proto dhcp src 10.1.0.42 metric 100\n'
-}
-
-# nvidia-smi, in the formats of NVIDIA's tool (the GPU faults of the scenario all on GPU 0):
-#   -L                      "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)" per GPU
-#   --query-gpu=index,pci.bus_id,ecc.errors.uncorrected.volatile.total,retired_pages.pending
-#     --format=csv,noheader,nounits: "0, 00000000:53:00.0, 0, [N/A]" per GPU (HBM GPUs remap
-#     rows instead of retiring pages: "[N/A]"; PAGES_PENDING: "Yes" for GPU 0, retired pages that
-#     a reset will take out of use); GPU_ERROR in place of a value ("[GPU requires reset]")
-#   --query-remapped-rows=gpu_bus_id,remapped_rows.pending,remapped_rows.failure: "00000000:53:00.0, 0, 0"
-#     (as the suite's other nvidia-smi stand-ins print remapped_rows.failure; node-health also
-#     takes Yes/No, as `nvidia-smi -q` words them)
-#   nvlink -s               "GPU 0: NVIDIA ... (UUID: ...)", then "\t Link N: 26.562 GB/s" for
-#                           each of 18 links, "\t Link N: <inactive>" for those down
-# No GPU: the driver's message, exit 9. NVIDIA_SMI_HANGS: it never returns (the fake: the real
-# timeout's exit status 124 under `timeout`, else an error: nothing may call it unbounded).
-# GPU_LOST (an index): that GPU fell off the bus (XID 79): every listing prints, in its place,
-# "Unable to determine the device handle for GPU 0000:73:00.0: GPU is lost.  Reboot the system to
-# recover this GPU" and the others as usual, then exits 15 (nvidia-smi(1): "The GPU has fallen off
-# the bus or has otherwise become inaccessible").
-gpu_bus() { printf '00000000:%02X:00.0' $((0x53 + 0x10 * $1)); }
-fake_nvidia-smi() {
-  record "$@"
-  if ((NVIDIA_SMI_HANGS)); then
-    [[ -n "${FAKE_UNDER_TIMEOUT:-}" ]] && exit 124
-    die "hangs: nvidia-smi called without timeout"
-  fi
-  ((GPUS > 0)) || FAKE_RC=9 die "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
-  local i l ecc pend fail
-  if [[ -n "$GPU_LOST" ]]; then
-    for ((i = 0; i < GPUS; i++)); do
-      if ((i == GPU_LOST)); then
-        printf 'Unable to determine the device handle for GPU %s: GPU is lost.  Reboot the system to recover this GPU\n' \
-          "$(gpu_bus "$i" | sed 's/^0000//')"
-      elif [[ "${1:-}" == -L ]]; then
-        printf 'GPU %s: NVIDIA %s (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$GPU_MODEL" "$i"
-      else
-        printf '%s, %s, 0, [N/A]\n' "$i" "$(gpu_bus "$i")"
-      fi
-    done
-    exit 15
-  fi
-  case "${1:-}" in
-    --query-gpu=*)
-      for ((i = 0; i < GPUS; i++)); do
-        ecc=0 pend='[N/A]'
-        ((i == 0)) && ecc=$ECC_ERRORS
-        ((i == 0)) && [[ -n "$GPU_ERROR" ]] && ecc=$GPU_ERROR
-        ((i == 0 && PAGES_PENDING)) && pend=Yes
-        printf '%s, %s, %s, %s\n' "$i" "$(gpu_bus "$i")" "$ecc" "$pend"
-      done ;;
-    --query-remapped-rows=*)
-      for ((i = 0; i < GPUS; i++)); do
-        pend=0 fail=0
-        ((i == 0 && REMAP_PENDING)) && pend=1
-        ((i == 0 && REMAP_FAILURE)) && fail=1
-        printf '%s, %s, %s\n' "$(gpu_bus "$i")" "$pend" "$fail"
-      done ;;
-    nvlink)
-      ((NVLINK)) || return 0
-      for ((i = 0; i < GPUS; i++)); do
-        printf 'GPU %s: NVIDIA %s (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$GPU_MODEL" "$i"
-        for ((l = 0; l < 18; l++)); do
-          if ((i == 0 && l < NVLINK_INACTIVE)); then
-            printf '\t Link %s: <inactive>\n' "$l"
-          else
-            printf '\t Link %s: 26.562 GB/s\n' "$l"
-          fi
-        done
-      done ;;
-    *)
-      for ((i = 0; i < GPUS; i++)); do
-        printf 'GPU %s: NVIDIA %s (UUID: GPU-%08d-0000-0000-0000-000000000000)\n' "$i" "$GPU_MODEL" "$i"
-      done ;;
-  esac
-}
-
-# journalctl -k -b -o cat: this boot's kernel log, messages only; an XID of XIDS as the NVIDIA
-# driver logs it (NVIDIA's Xid guide; AWS's HyperPod resiliency workshop injects the same line):
-# "NVRM: Xid (PCI:0000:53:00): 79, pid=<unknown>, name=<unknown>, GPU has fallen off the bus."
-fake_journalctl() {
-  record "$@"
-  local xid
-  printf 'Linux version 6.8.0-1021-aws (buildd@lcy02-amd64-035)\n'
-  printf 'nvidia-nvlink: Nvlink Core is being initialized, major device number 235\n'
-  for xid in $XIDS; do
-    printf 'NVRM: Xid (PCI:0000:53:00): %s, pid=<unknown>, name=<unknown>, GPU has fallen off the bus.\n' "$xid"
-  done
-}
-
-# dcgmi: the suite's stand-in (tests/support/gpu_standins/dcgmi), passing or failing (DCGM).
-fake_dcgmi() {
-  record "$@"
-  STANDIN_DCGM=$DCGM exec "$GPU_STANDINS/dcgmi" "$@"
-}
-
-# scontrol -ao show node LIST: one line per node of the scenario's SLURM_NODES (NAME=ADDR ...).
-# This node in Slurm, as slurmctld sees it (the health check, network-features.sh):
-# `scontrol -o show node [NAME]` prints it in the one-line form of Slurm (SLURM_NAME; its
-# NodeHostName is hostname's; features "(null)" when none; Reason last, with who set it and when)
-# once it has registered: the first SLURM_UNREGISTERED calls fail ("Node NAME not found"). Its State
-# and Reason are state/slurm-node ("STATE<TAB>REASON"), its features state/slurm-features
-# (available, then active, a line each). `scontrol update nodename=NAME state=drain reason=...` and
-# `state=resume` change the state as slurmctld does (a drained node without jobs is IDLE+DRAIN,
-# with jobs MIXED+DRAIN); `AvailableFeatures=A ActiveFeatures=B` set the features.
-# `scontrol show config`: state/slurm-config ("RebootProgram = (null)", a line per setting, in
-# Slurm's form) after Slurm's heading; nothing where the test wrote none. `scontrol reboot ...`:
-# refused (exit 1, as Slurm 26.05 does without a RebootProgram) where state/slurm-reboot-refused is.
-fake_scontrol() {
-  record "$@"
-  if [[ "$*" == "-ao show node "* ]]; then
-    local pair
-    for pair in $SLURM_NODES; do
-      printf 'NodeName=%s Arch=aarch64 CoresPerSocket=72 NodeAddr=%s NodeHostName=%s State=ALLOCATED\n' \
-        "${pair%%=*}" "${pair#*=}" "${pair%%=*}"
-    done
-    return 0
-  fi
-  local state reason arg new_state="" new_reason="" available active calls
-  IFS=$TAB read -r state reason <"$STATE/slurm-node"
-  [[ -e "$STATE/slurm-features" ]] || printf '%s\n%s\n' "$SLURM_FEATURES" "$SLURM_FEATURES" >"$STATE/slurm-features"
-  { read -r available; read -r active; } <"$STATE/slurm-features"
-  case "$*" in
-    "show config")
-      [[ -e "$STATE/slurm-config" ]] || return 0
-      printf 'Configuration data as of 2026-12-02T20:00:00\n'
-      cat "$STATE/slurm-config" ;;
-    reboot*)
-      [[ ! -e "$STATE/slurm-reboot-refused" ]] || die "$(cat "$STATE/slurm-reboot-refused")" ;;
-    "-o show node"*)
-      calls=$(($(cat "$STATE/slurm-show-calls" 2>/dev/null || echo 0) + 1))
-      echo "$calls" >"$STATE/slurm-show-calls"
-      if ((calls <= SLURM_UNREGISTERED)) || [[ -n "${4:-}" && "$4" != "$SLURM_NAME" ]]; then
-        FAKE_RC=1 die "Node ${4:-$SLURM_NAME} not found"
-      fi
-      printf 'NodeName=%s Arch=x86_64 CoresPerSocket=48 CPUAlloc=0 CPUTot=192 AvailableFeatures=%s ' \
-        "$SLURM_NAME" "${available:-(null)}"
-      printf 'ActiveFeatures=%s Gres=gpu:8 NodeAddr=10.1.0.42 NodeHostName=ip-10-1-0-42 RealMemory=2000000 ' \
-        "${active:-(null)}"
-      printf 'State=%s ThreadsPerCore=2 Version=25.05.3 Partitions=gpu' "$state"
-      [[ -z "$reason" ]] || printf ' Reason=%s [root@2026-12-02T20:00:00]' "$reason"
-      printf '\n' ;;
-    update*)
-      for arg in "${@:2}"; do
-        case "$arg" in
-          nodename=*) [[ "${arg#*=}" == "$SLURM_NAME" ]] || die "Invalid node name specified" ;;
-          state=*) new_state=${arg#state=} ;;
-          reason=*) new_reason=${arg#reason=} ;;
-          AvailableFeatures=*) available=${arg#*=} ;;
-          ActiveFeatures=*) active=${arg#*=} ;;
-          *) die "Invalid input: $arg" ;;
-        esac
-      done
-      case "$new_state" in
-        drain) [[ "$state" == *DRAIN* ]] || state="$state+DRAIN"; reason=$new_reason ;;
-        resume) state=${state%%+*}; reason="" ;;
-      esac
-      printf '%s\t%s\n' "$state" "$reason" >"$STATE/slurm-node"
-      printf '%s\n%s\n' "$available" "$active" >"$STATE/slurm-features" ;;
-  esac
-}
-
-# curl -o FILE URL: a download, answered from state/downloads/NAME (NAME: the URL's last part;
-# the test puts the release files there), the first DOWNLOAD_FAILS attempts failing. Otherwise the
-# instance metadata service (IMDSv2): a token for the PUT, then the instance type or id.
-fake_curl() {
-  record "$@"
-  local out="" url="" arg
-  local -a args=("$@")
-  local i
-  for ((i = 0; i < ${#args[@]}; i++)); do
-    arg=${args[i]}
-    if [[ "$arg" == -o ]]; then
-      out=${args[i + 1]}
-    elif [[ "$arg" == https://* ]]; then
-      url=$arg
-    fi
-  done
-  if [[ -n "$url" ]] && ! ((NETWORK)); then
-    FAKE_RC=6 die "curl: (6) Could not resolve host: ${url#https://}"
-  fi
-  if [[ -n "$out" && -n "$url" ]]; then
-    local failed
-    failed=$(cat "$STATE/download-failures" 2>/dev/null || echo 0)
-    if ((failed < DOWNLOAD_FAILS)); then
-      echo $((failed + 1)) >"$STATE/download-failures"
-      FAKE_RC=56 die "curl: (56) Recv failure: Connection reset by peer"
-    fi
-    [[ -e "$STATE/downloads/${url##*/}" ]] || FAKE_RC=22 die "curl: (22) The requested URL returned error: 404"
-    cp "$STATE/downloads/${url##*/}" "$out"
-    return 0
-  fi
-  ((IMDS)) || FAKE_RC=7 die "curl: (7) Failed to connect to 169.254.169.254 port 80"
-  case "$*" in
-    *"-X PUT"*latest/api/token*) printf 'AQAEA-token' ;;
-    *meta-data/instance-type*) printf '%s' "$INSTANCE_TYPE" ;;
-    *meta-data/instance-id*) printf '%s' "$INSTANCE_ID" ;;
-    *meta-data/placement/region*) printf '%s' "$REGION" ;;
-    *meta-data/local-ipv4*) printf '10.1.0.42' ;;
-    *) FAKE_RC=22 die "curl: (22) The requested URL returned error: 404" ;;
-  esac
-}
-
-# mknod PATH c MAJOR MINOR: a plain file stands for the device node (no privileges needed).
-fake_mknod() {
-  record "$@"
-  [[ "$1" == "$ROOTDIR"/* ]] || die "mknod outside the sandbox: $1"
-  : >"$1"
-}
-
-# nvidia-imex-ctl -N: the IMEX domain's status as NVIDIA's tool prints it (the AWS PCS User Guide's
-# example: a line per node of nodes_config.cfg, then "Domain State: UP" once every node is READY
-# and connected): UP from the virtual time IMEX_UP_AT on, while nvidia-imex.service is active;
-# no daemon, no answer.
-fake_nvidia-imex-ctl() {
-  record "$@"
-  [[ "$(unit_state nvidia-imex.service)" == active ]] || die "Connection refused: is nvidia-imex running?"
-  # it asks the daemon's command service, which serves only with IMEX_CMD_ENABLED=1 in config.cfg
-  grep -qx 'IMEX_CMD_ENABLED=1' "$ROOTDIR/etc/nvidia-imex/config.cfg" 2>/dev/null ||
-    die "Connection refused: the IMEX command service is not enabled (IMEX_CMD_ENABLED)"
-  local state=DOWN node=READY address i=0
-  read_clock
-  if [[ "$IMEX_UP_AT" != never ]] && ((NOW >= IMEX_UP_AT)); then
-    state=UP
-  else
-    node=WAITING_FOR_PEERS
-  fi
-  printf 'Nodes:\n'
-  while read -r address; do
-    printf 'Node #%-3s - %-15s - %-20s - Version: 570.172\n' "$i" "$address" "$node"
-    i=$((i + 1))
-  done <"$ROOTDIR/etc/nvidia-imex/nodes_config.cfg"
-  printf '\nDomain State: %s\n' "$state"
-}
-fake_aws() {
-  record "$@"
-  if [[ "$1 $2" == "ec2 describe-instance-topology" ]]; then
-    describe_instance_topology "$@"
-    return
-  fi
-  printf '%s\n' "$SSM_VALUE"
-}
-
-# aws ec2 describe-instance-topology --instance-ids ID... [--query Q --output text]: the recorded
-# answer the test put in state/topology.json (tests/data/topology/), with only the instances asked
-# for, as EC2 answers; none for the first TOPOLOGY_PENDING calls (EC2 has no topology for a new
-# instance yet); TOPOLOGY_DENIED: the role lacks ec2:DescribeInstanceTopology. As JSON, or for
-# the query Instances[].NetworkNodes[] as the CLI's text output: the ids tab-separated on one
-# line, nothing for none (the AWS CLI's, checked against a served answer).
-describe_instance_topology() {
-  local calls ids=() query="" output=json
-  if ((TOPOLOGY_DENIED)); then
-    FAKE_RC=254 die "An error occurred (UnauthorizedOperation) when calling the DescribeInstanceTopology operation: You are not authorized to perform this operation."
-  fi
-  set -- "${@:3}"
-  while (($#)); do
-    case "$1" in
-      --instance-ids) shift; while (($#)) && [[ "$1" != --* ]]; do ids+=("$1"); shift; done; continue ;;
-      --query) query=$2; shift ;;
-      --output) output=$2; shift ;;
-      --region) shift ;;
-      *) die "fake aws: option $1 not modelled" ;;
-    esac
-    shift
-  done
-  [[ -z "$query" || ("$query" == 'Instances[].NetworkNodes[]' && "$output" == text) ]] ||
-    die "fake aws: query $query --output $output not modelled"
-  calls=$(($(cat "$STATE/topology-calls" 2>/dev/null || echo 0) + 1))
-  echo "$calls" >"$STATE/topology-calls"
-  local answer='{"Instances": []}'
-  if ((calls > TOPOLOGY_PENDING)) && [[ -e "$STATE/topology.json" ]]; then
-    answer=$(cat "$STATE/topology.json")
-  fi
-  python3 -c 'import json, sys
-found = [i for i in json.loads(sys.argv[1])["Instances"] if i["InstanceId"] in sys.argv[3:]]
-if sys.argv[2]:
-    nodes = [n for i in found for n in i.get("NetworkNodes", [])]
-    print("\t".join(nodes)) if nodes else None
-else:
-    print(json.dumps({"Instances": found}, indent=4))' "$answer" "$query" "${ids[@]}"
 }
 
 "fake_$CMD" "$@"
