@@ -11,7 +11,7 @@ import shlex
 
 from fmcluster.facts import node as node_facts
 from fmcluster.kits import kubernetes as jobs_kubernetes
-from fmcluster.kits import placement, serving
+from fmcluster.kits import placement, reference, serving
 from fmcluster.kits.common import (
     FIO_JOBS,
     PYTORCH_IMAGE_REF,
@@ -32,9 +32,9 @@ from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.model.teams import Team
 from fmcluster.node import bootstrap, topology
 
-# The images the jobs run. nccl-tests and fio: the reference image of docker/ (built and pushed by
-# the team: docker/README.md); the PyTorch smoke test: NVIDIA's PyTorch container (multi-arch:
-# x86_64 and arm64), pinned. Enroot image URIs name the registry with '#'.
+# The images the jobs run. nccl-tests and fio: the group's reference image, built by NAME-images
+# (fmcluster.kits.reference), or IMAGE; the PyTorch smoke test: NVIDIA's PyTorch container
+# (multi-arch: x86_64 and arm64), pinned. Enroot image URIs name the registry with '#'.
 NCCL_TESTS_DIR = "/opt/nccl-tests/build"  # where the reference image installs nccl-tests' binaries
 PYTORCH_IMAGE = PYTORCH_IMAGE_REF.replace("/", "#", 1)  # as Enroot names it
 MARKER = "==> fmcluster node={node} group={group} test={test} <=="
@@ -92,18 +92,22 @@ def _header(model: ClusterModel, group: NodeGroup, test: str, hours: int) -> lis
             'mkdir -p "$SLURM_SUBMIT_DIR/' + RESULTS + '"']
 
 
-def _image_lines() -> list[str]:
-    return [': "${IMAGE:?set IMAGE to the reference image (docker/README.md), such as '
-            'docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com#fmcluster/acceptance:TAG}"',
-            "# the EFA / NCCL environment of the node (fmcluster's bootstrap); Pyxis passes it into the container",
+def _nccl_environment() -> list[str]:
+    return ["# the EFA / NCCL environment of the node (fmcluster's bootstrap); Pyxis passes it into the container",
             f"# shellcheck source=/dev/null\n[[ -r {bootstrap.NCCL_ENV_FILE} ]] && source {bootstrap.NCCL_ENV_FILE}"]
+
+
+def _image_lines(model: ClusterModel, group: NodeGroup) -> list[str]:
+    """IMAGE, the group's reference image unless set (fmcluster.kits.reference), and what the job
+    leaves removed when it ends (reference.CLEANUP)."""
+    return [reference.CLEANUP, *reference.slurm_lines(model, group)]
 
 
 def nccl_sbatch(model: ClusterModel, group: NodeGroup) -> str:
     gpus, size = group.gpus, largest_message(group)
     lines = _header(model, group, "nccl", 2)
     lines.insert(7, f"#SBATCH --ntasks-per-node={gpus}")
-    lines += _image_lines()
+    lines += _image_lines(model, group) + _nccl_environment()
     lines += ["# NCCL names its network and libfabric provider at INFO: how `fmcluster verify` sees EFA in use",
               "export NCCL_DEBUG=INFO",
               f"NCCL_TESTS=${{NCCL_TESTS:-{NCCL_TESTS_DIR}}}",
@@ -162,25 +166,18 @@ done"""
 def fio_sbatch(model: ClusterModel, group: NodeGroup) -> str:
     lines = _header(model, group, "fio", 1)
     lines.insert(7, "#SBATCH --ntasks-per-node=1")
-    lines += _image_lines()[:1]
-    lines += [_REGROUP]
     targets = fio_targets(model, group)
     if not targets:
         lines += ["echo 'no file system and no instance store on this group: nothing to measure'", ""]
         return "\n".join(lines)
+    lines += _image_lines(model, group)
+    lines += [_REGROUP]
     mounts = ",".join(f"{t.path}:{t.path}" for t in targets)
     lines += [f"FIO_JOBS={FIO_JOBS}",
               "# shellcheck disable=SC2016  # expanded on each node",
               f"FIO_NODE={shlex.quote(FIO_NODE)}",
-              "# what is left of a run (a node killed mid-run) is deleted when the job ends, however it ends:",
-              "# the shared file system's whole job directory, and this node's part of /scratch",
-              "cleanup=()",
-              "remove() {  # remove DIR...: each job directory, and fmcluster-fio above it once empty",
-              '  local dir; for dir; do rm -rf "$dir"; rmdir "${dir%/*}" 2>/dev/null; done',
-              "  return 0",
-              "}",
-              "trap 'remove \"${cleanup[@]}\"' EXIT",
-              "trap 'exit 143' TERM INT HUP",
+              "# what is left of a run (a node killed mid-run) is deleted when the job ends, however it ends",
+              "# (cleanup): the shared file system's whole job directory, and this node's part of /scratch",
               "# fio_run TEST MOUNT MIB: fio on every node at once, MIB a job, FIO_JOBS jobs a node",
               "fio_run() {",
               '  local dir="$2/fmcluster-fio/$SLURM_JOB_ID"',
@@ -201,7 +198,7 @@ def fio_sbatch(model: ClusterModel, group: NodeGroup) -> str:
 def smoke_sbatch(model: ClusterModel, group: NodeGroup) -> str:
     lines = _header(model, group, "smoke", 1)
     lines.insert(7, "#SBATCH --ntasks-per-node=1")
-    lines += _image_lines()[1:]
+    lines += _nccl_environment()
     lines += [f"PYTORCH_IMAGE=${{PYTORCH_IMAGE:-{PYTORCH_IMAGE}}}",
               'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
               'echo "==> fmcluster node=all group=$GROUP test=smoke <=="',
@@ -218,10 +215,9 @@ def readme(model: ClusterModel, team: Team | None = None) -> str:
     mount = model.spec.storage.lustre.mount_path if model.spec.storage.lustre else "a shared directory"
     lines = [f"# Acceptance kit of {model.name} ({model.control_plane.type})", "",
              f"Written by `fmcluster jobs`. Copy this directory to {mount} (the jobs write `results/` next to",
-             "it, from every node), build and push the reference image (docker/README.md), then on a login node:",
-             "", "```", "export IMAGE=docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com#fmcluster/acceptance:TAG",
-             "./submit-all.sh", "```", "",
-             f"and when the jobs are done, where fmcluster is installed: `fmcluster verify SPEC {RESULTS}/*`.", ""]
+             "it, from every node), then on a login node:", "", "```", "./submit-all.sh", "```", "",
+             f"and when the jobs are done, where fmcluster is installed: `fmcluster verify SPEC {RESULTS}/*`.", "",
+             *reference.readme_lines(model, kit_groups(model, team)[0], slurm=True)]
     placed = [g for g in kit_groups(model, team)[0] if g.max_count > 1 and placement.placed(model, g)]
     if placed and topology.placement_plane(model) == "features":
         lines += ["`submit-all.sh` submits each multi-node group's jobs through `placement.sh NODES PARTITION`, "
@@ -274,7 +270,7 @@ def slurm_kit(model: ClusterModel, team: Team | None = None) -> list[KitFile]:
     groups = kit_groups(model, team)[0]
     files = [KitFile("README.md", readme(model, team)), KitFile("submit-all.sh", submit_all(model, team), True),
              KitFile(placement.FILE, placement.placement_sh(model), True),
-             KitFile("smoke.py", SMOKE_PY), expected_json(model, groups)]
+             KitFile("smoke.py", SMOKE_PY), expected_json(model, groups), reference.recipe()]
     for group in groups:
         for test, render in (("nccl", nccl_sbatch), ("dcgm", dcgm_sbatch), ("fio", fio_sbatch),
                              ("smoke", smoke_sbatch)):

@@ -13,7 +13,7 @@ import yaml
 
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts import node as node_facts
-from fmcluster.kits import serving
+from fmcluster.kits import reference, serving
 from fmcluster.kits.common import (
     FIO_JOBS,
     PYTORCH_IMAGE_REF,
@@ -44,8 +44,10 @@ KIT_CONFIG_MAP = "fmcluster-acceptance"
 KIT_MOUNT = "/kit"
 ACCEPTANCE_LABEL = k8s.LABEL_PREFIX + "acceptance"  # every kit object: its test
 
-# The reference image of docker/ stands in the manifests as this placeholder until
-# `IMAGE=... ./submit-all.sh` puts the real one in (the Slurm kit reads IMAGE the same way).
+# The image of the nccl and fio jobs: the group's reference image (fmcluster.kits.reference), its
+# account reference.ACCOUNT until submit-all.sh fills it in where the spec names none; without a
+# reference image (images.reference: false), this placeholder until `IMAGE=... ./submit-all.sh`
+# puts the user's image in (the Slurm kit reads IMAGE the same way).
 IMAGE_PLACEHOLDER = "fmcluster.invalid/set-IMAGE-to-the-reference-image:latest"
 
 # NVIDIA's DCGM image: NVIDIA/DCGM tag v4.6.0 docker/Makefile (DCGM_VERSION 4.4.1, FULL_VERSION
@@ -62,6 +64,14 @@ LOG_LABELS = {  # the labels of the pods whose logs are a job's output
     "Job": "batch.kubernetes.io/job-name={name}",
 }
 TESTS = ("dcgm", "nccl", "fio", "smoke")
+
+
+def image(model: ClusterModel, group: NodeGroup) -> str:
+    """The image of a group's nccl and fio jobs as the manifests name it: its reference image, in
+    the spec's account or reference.ACCOUNT; IMAGE_PLACEHOLDER without one."""
+    built = model.reference_image(group)
+    return IMAGE_PLACEHOLDER if built is None else built.uri(model.spec.account or reference.ACCOUNT,
+                                                             model.spec.region)
 
 
 def _name(group: NodeGroup, test: str) -> str:
@@ -216,13 +226,13 @@ def nccl_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] =
                     {"name": "SIZE", "value": largest_message(group)},
                     {"name": "NCCL_VARS", "value": " ".join(e["name"] for e in env)}, *env]
     launcher = {"restartPolicy": "OnFailure", **_placement(group),
-                "containers": [{"name": "launcher", "image": IMAGE_PLACEHOLDER,
+                "containers": [{"name": "launcher", "image": image(model, group),
                                 "command": ["bash", f"{KIT_MOUNT}/nccl.sh"], "env": launcher_env,
                                 "resources": {"requests": {"cpu": "1", "memory": "2Gi"}},
                                 "volumeMounts": [kit_mount]}],
                 "volumes": [kit_volume]}
     worker_container = {
-        "name": "worker", "image": IMAGE_PLACEHOLDER,
+        "name": "worker", "image": image(model, group),
         # the operator's default worker command is sshd (kubeflow/mpi-operator v0.6.0
         # pkg/controller/mpi_job_controller.go); first the node's name, for the launcher's markers
         "command": ["bash", "-c", f'printf %s "$NODE_NAME" >{NODE_NAME_FILE} && exec /usr/sbin/sshd -De'],
@@ -298,7 +308,7 @@ def fio_targets(model: ClusterModel, group: NodeGroup) -> list[tuple[FioTarget, 
 def fio_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] = None) -> list[dict[str, Any]]:
     kit_volume, kit_mount = _kit_volume()
     targets = fio_targets(model, group)
-    container = {"name": "fio", "image": IMAGE_PLACEHOLDER, "command": ["bash", f"{KIT_MOUNT}/fio.sh"],
+    container = {"name": "fio", "image": image(model, group), "command": ["bash", f"{KIT_MOUNT}/fio.sh"],
                  "env": [{"name": "GROUP", "value": group.name}, dict(NODE_NAME_ENV),
                          {"name": "TARGETS", "value": " ".join(f"{t.test}:{t.path}:{t.job_mib}" for t, _ in targets)},
                          {"name": "FIO_JOBS", "value": str(FIO_JOBS)}],
@@ -365,17 +375,21 @@ def dump(documents: list[dict[str, Any]], comment: str) -> str:
 
 
 def submit_all(model: ClusterModel, jobs: list[tuple[str, str]], team: Optional[Team] = None) -> str:
+    """Create every job, with each group's image in (fmcluster.kits.reference): IMAGE, when set, in
+    place of every reference image and IMAGE_PLACEHOLDER; else the placeholders' account filled in
+    (the spec's has none) from the workstation's credentials, and IMAGE required where a group has
+    no reference image."""
     namespace, _, _ = kueue.job_queue(model, team)
-    lines = ["#!/bin/bash", "# Create every acceptance job of the kit (from its directory), with the reference image.",
+    images = sorted({image(model, g) for g in kit_groups(model, team)[0]})
+    lines = ["#!/bin/bash", "# Create every acceptance job of the kit (from its directory), with its images.",
              "set -euo pipefail", 'cd "$(dirname "$0")"',
-             ': "${IMAGE:?set IMAGE to the reference image (docker/README.md), such as '
-             'ACCOUNT.dkr.ecr.REGION.amazonaws.com/fmcluster/acceptance:TAG}"',
-             "kubectl apply -f kit.yaml",
-             f"mkdir -p {RESULTS} && cp expected.json {RESULTS}/  # the groups fmcluster verify expects results of",
-             "submit() {  # FILE: replace an earlier run, then create it with the image",
-             f'  sed "s|{IMAGE_PLACEHOLDER}|$IMAGE|g" "$1" | kubectl delete --ignore-not-found --wait -f - >/dev/null',
-             f'  sed "s|{IMAGE_PLACEHOLDER}|$IMAGE|g" "$1" | kubectl create -f -',
-             "}"]
+             *reference.kubernetes_images(model, images, IMAGE_PLACEHOLDER)]
+    lines += ["kubectl apply -f kit.yaml",
+              f"mkdir -p {RESULTS} && cp expected.json {RESULTS}/  # the groups fmcluster verify expects results of",
+              "submit() {  # FILE: replace an earlier run, then create it with the images",
+              '  sed "$edit" "$1" | kubectl delete --ignore-not-found --wait -f - >/dev/null',
+              '  sed "$edit" "$1" | kubectl create -f -',
+              "}"]
     lines += [f"submit {path}" for path, _ in jobs]
     lines.append(f'echo "submitted; when they have run: ./collect.sh (namespace {namespace})"')
     return "\n".join(lines) + "\n"
@@ -421,14 +435,14 @@ def readme(model: ClusterModel, team: Optional[Team] = None) -> str:
         f"They run as team `{namespace}`, at its priority class `{priority}` (label {kueue.PRIORITY_CLASS_LABEL}),",
         "within its quota and what it may borrow; kubectl needs a role of the team (its namespace).", ""]
     lines = [f"# Acceptance kit of {model.name} ({model.control_plane.type})", "",
-             "Written by `fmcluster jobs`. With kubectl on the cluster (`aws eks update-kubeconfig`), build and",
-             "push the reference image (docker/README.md), then from this directory:", "",
-             "```", "export IMAGE=ACCOUNT.dkr.ecr.REGION.amazonaws.com/fmcluster/acceptance:TAG",
-             "./submit-all.sh", "./collect.sh", "```", "",
+             "Written by `fmcluster jobs`. With kubectl on the cluster (`aws eks update-kubeconfig`) and the",
+             "cluster account's AWS credentials, from this directory:", "",
+             "```", "./submit-all.sh", "./collect.sh", "```", "",
              f"The jobs run in namespace `{namespace}` through the Kueue LocalQueue `{queue}`, one group at a time",
              "as quota frees up (each asks for every node of its group). `collect.sh` waits for each job and",
              "writes its logs to `results/`; then, where fmcluster is installed:",
              "`fmcluster verify SPEC results/*`.", "",
+             *reference.readme_lines(model, groups, slurm=False),
              *as_team, *left_out_lines(left), *figures_table(model, groups)]
     return "\n".join(lines) + "\n"
 
@@ -464,5 +478,5 @@ def kubernetes_kit(model: ClusterModel, team: Team | None = None) -> list[KitFil
                                  "The scripts of the acceptance jobs, mounted at /kit.")),
         KitFile("submit-all.sh", submit_all(model, jobs, team), True),
         KitFile("collect.sh", collect(model, jobs, team), True),
-        expected_json(model, groups)]
+        expected_json(model, groups), reference.recipe()]
     return files

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
-from fmcluster.kits import jobs
+from fmcluster.kits import jobs, reference
 from fmcluster.kits.common import kit_groups
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def render(report: JobsReport, fmt: str = "text") -> tuple[str, str]:
     if report.error is not None:
         return "", f"fmcluster jobs: {report.error}\n  hint: {report.hint}\n"
     out = report.directory
-    groups = sorted({p.split("/", 1)[0] for p in report.written if "/" in p})
+    groups = sorted({p.split("/", 1)[0] for p in report.written if "/" in p and p != reference.RECIPE})
     return (f"{out}: {len(report.written)} files, acceptance jobs of node groups {', '.join(groups)} "
             f"(see {out / 'README.md'})\n" + "".join(f"  {line}\n" for line in report.left_out)), ""
 

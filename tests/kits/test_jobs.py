@@ -53,7 +53,8 @@ def test_every_gpu_group_gets_its_four_jobs(kit):
     groups = [g.name for g in kit_groups(model)]
     assert groups
     assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()) == sorted(
-        [".fmcluster-kit", "README.md", "expected.json", "placement.sh", "smoke.py", "submit-all.sh"]
+        [".fmcluster-kit", "README.md", "expected.json", "image/Dockerfile", "placement.sh", "smoke.py",
+         "submit-all.sh"]
         + [f"{g}/{t}.sbatch" for g in groups for t in ("dcgm", "fio", "nccl", "smoke")])
     assert all((out / f"{g}/nccl.sbatch").stat().st_mode & 0o111 for g in groups)
 

@@ -77,7 +77,8 @@ def test_every_gpu_group_gets_its_jobs(kit):
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     groups = expected.gpu_groups(model)
     assert groups
-    wanted = [".fmcluster-kit", "README.md", "collect.sh", "expected.json", "kit.yaml", "submit-all.sh"]
+    wanted = [".fmcluster-kit", "README.md", "collect.sh", "expected.json", "image/Dockerfile", "kit.yaml",
+              "submit-all.sh"]
     for group in groups:
         tests = ["dcgm", "nccl", "smoke"] + (["fio"] if jobs_kubernetes.fio_targets(model, group) else [])
         wanted += [f"{group.name}/{t}.yaml" for t in tests]
@@ -348,7 +349,9 @@ def test_collect_waits_and_writes_each_jobs_logs(tmp_path):
     assert "mpijob/" in result.stdout.replace("mpijob ", "mpijob/") and "Succeeded" in result.stdout
 
 
-def test_submit_puts_the_image_in_and_needs_it(tmp_path):
+def test_submit_puts_image_in(tmp_path):
+    """IMAGE set: it replaces the reference image in every manifest; the rest of the image
+    handling (the account, no reference image): tests/kits/test_reference_image_kits.py."""
     model, out = written_kit(tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -357,14 +360,13 @@ def test_submit_puts_the_image_in_and_needs_it(tmp_path):
     _fake(bin_dir, "kubectl", f'if [[ $1 == create ]]; then cat >>{created}; elif [[ " $* " == *" - "* ]]; '
           'then cat >/dev/null; fi\n')
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin"}
-    refused = subprocess.run(["bash", str(out / "submit-all.sh")], env=env, capture_output=True, text=True)
-    assert refused.returncode != 0 and "set IMAGE" in refused.stderr
     image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/fmcluster/acceptance:1"
     ran = subprocess.run(["bash", str(out / "submit-all.sh")], env={**env, "IMAGE": image},
                          capture_output=True, text=True)
     assert ran.returncode == 0, ran.stderr
     text = created.read_text()
     assert jobs_kubernetes.IMAGE_PLACEHOLDER not in text and text.count(f"image: {image}") >= 3
+    assert "dkr.ecr.us-east-2.amazonaws.com/fmcluster/" not in text
     assert jobs_kubernetes.DCGM_IMAGE in text and common.PYTORCH_IMAGE_REF in text
 
 

@@ -647,15 +647,15 @@ def test_a_server_that_stops_after_ready_ends_the_job(tmp_path):
 
 
 def test_the_kit_readme_tells_the_serving_job_apart(tmp_path):
-    """The kit of a spec with a serving section: its README has the acceptance jobs' IMAGE exported
-    and says the serving job takes SERVE_IMAGE and writes to serving/, not results/; the serving
+    """The kit of a spec with a serving section: its README says how to set the acceptance jobs'
+    IMAGE and says the serving job takes SERVE_IMAGE and writes to serving/, not results/; the serving
     script never reads IMAGE."""
     from fmcluster.kits import jobs
 
     model = model_of(served(70))
     files = {f.path: f.content for f in jobs.kit(model)}
     readme, script = files["README.md"], files["gpu/serve.sbatch"]
-    assert "export IMAGE=" in readme and "fmcluster verify SPEC results/*" in readme
+    assert "IMAGE=docker://" in readme and "fmcluster verify SPEC results/*" in readme
     assert f"`{software.VLLM_IMAGE}`, or the image in `SERVE_IMAGE`" in readme
     assert "mkdir -p serving && sbatch gpu/serve.sbatch" in readme and "`serving/`" in readme
     assert not re.search(r"\$\{?IMAGE\b", script) and "serve.sbatch" not in files["submit-all.sh"]

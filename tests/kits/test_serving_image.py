@@ -1,10 +1,11 @@
-"""The serving image recipe (fmcluster/data/docker/Dockerfile.serving, fmcluster.facts.software.SERVING_DOCKERFILE), read,
-never built: vLLM's release image with the EFA installer, as the reference image installs it, and
-the environment that makes the NCCL of vLLM's PyTorch wheels load aws-ofi-nccl. It parses into one
-stage, its ARG defaults are software.py's (and the comparison fails when one differs), the
-plugin is selected and on the library path, the NCCL environment is the node bootstrap's, vLLM's
-entrypoint is kept, and hadolint finds nothing in it. The parser and the checks shared with the
-reference image (tests/node/test_image_recipe.py) are tests/support/dockerfile.py's."""
+"""The serving image recipe (fmcluster/data/docker/Dockerfile.serving,
+fmcluster.facts.software.SERVING_DOCKERFILE), read, never built: vLLM's release image with the EFA
+installer, as the reference image installs it, and the environment that makes the NCCL of vLLM's
+PyTorch wheels load aws-ofi-nccl. It parses into one stage, its ARG defaults are software.py's (and
+the comparison fails when one differs), the plugin is selected and on the library path, the NCCL
+environment is the node bootstrap's, vLLM's entrypoint is kept, and hadolint finds nothing in it.
+The parser and the checks shared with the reference image (tests/node/test_image_recipe.py) are
+tests/support/dockerfile.py's."""
 
 from __future__ import annotations
 

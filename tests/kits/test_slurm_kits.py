@@ -151,11 +151,27 @@ def example_cluster(tmp_path: Path, example: str, pyxis: Path, kit_dir: Path,
     return cluster, members
 
 
+# aws on the nodes: STS answers the account of the node's role (ACCOUNT), ECR a token (the batch
+# scripts name the reference image by it and give Enroot credentials: tests/kits/test_reference_image_kits.py)
+ACCOUNT = "210987654321"
+FAKE_AWS = f'''#!/bin/bash
+case "$1 $2" in
+  "sts get-caller-identity") echo {ACCOUNT} ;;
+  "ecr get-login-password") echo ecr-token ;;
+  *) exit 2 ;;
+esac
+'''
+
+
 def kit_environment(cluster: SlurmCluster, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, str]:
-    """What the operator's shell has (IMAGE, as the kit's README says) and the stand-ins first on PATH."""
-    return {**cluster.env, "PATH": f"{STANDINS}:{os.environ['PATH']}",
-            "STANDIN_FIO_RECORD": str(tmp_path / "fio.record"),
-            "STANDIN_FIO_SCALE": str(FIO_SCALE), "IMAGE": "docker://registry.example#fmcluster/acceptance:1",
+    """What the operator's shell has (no IMAGE: the kit runs the reference image, as its README
+    says) and the stand-ins first on PATH, a fake aws too."""
+    aws = tmp_path / "aws-bin"
+    aws.mkdir(exist_ok=True)
+    (aws / "aws").write_text(FAKE_AWS)
+    (aws / "aws").chmod(0o755)
+    return {**cluster.env, "PATH": f"{STANDINS}:{aws}:{os.environ['PATH']}",
+            "STANDIN_FIO_RECORD": str(tmp_path / "fio.record"), "STANDIN_FIO_SCALE": str(FIO_SCALE),
             "PYTHONDONTWRITEBYTECODE": "1", "NCCL_TESTS": str(STANDINS), **(env or {})}
 
 
@@ -260,14 +276,18 @@ def test_every_job_of_the_kit_completes_and_verify_passes(ran):
 
 
 def test_every_container_step_asked_for_the_kits_images(ran):
-    """What Pyxis was asked, task by task: the acceptance image everywhere but the smoke test's
-    PyTorch image, on every node."""
-    _, (_, _, record, _, members) = ran
+    """What Pyxis was asked, task by task: each group's reference image (x86_64 on p5, arm64 on
+    GB200) in the account the node's STS named everywhere but the smoke test's PyTorch image, on
+    every node; the jobs' Enroot credentials gone."""
+    _, (resolved, kit_dir, record, _, members) = ran
     lines = [line.split("\t") for line in record.read_text().splitlines()]
     images = {fields[2] for fields in lines}
-    assert images == {"image=docker://registry.example#fmcluster/acceptance:1",
-                      "image=nvcr.io#nvidia/pytorch:25.01-py3"}
+    references = {f"image={resolved.reference_image(g).enroot_uri(ACCOUNT, resolved.spec.region)}"
+                  for g in resolved.node_groups if g.name in members}
+    assert len(references) == 1
+    assert images == references | {"image=nvcr.io#nvidia/pytorch:25.01-py3"}
     assert {fields[1] for fields in lines} == {node for nodes in members.values() for node in nodes}
+    assert not (kit_dir / ".enroot").exists()
 
 
 def test_fio_wrote_within_the_file_system_and_left_nothing(ran):

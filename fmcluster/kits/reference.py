@@ -1,0 +1,197 @@
+"""The image the acceptance jobs of nccl-tests and fio run: each GPU group's reference image, which
+NAME-images builds into the cluster's ECR registry (fmcluster.model.reference_image), so that a
+new cluster's kit runs with nothing built, pushed or set by hand; IMAGE, when set, runs instead.
+Without a reference image (`images.reference: false`) the jobs need IMAGE, as before. Pure: no
+AWS call, no aws_cdk.
+
+Slurm (fmcluster.kits.jobs): the batch script names the image (the account is the spec's, or the
+node's own through `aws sts get-caller-identity`, which needs no IAM permission) and gives Enroot
+credentials for the cluster's registry. Enroot reads `$ENROOT_CONFIG_PATH/.credentials` (netrc
+form) and runs a password field that starts with `$` as a command at each import (NVIDIA/enroot
+v4.1.2 doc/cmd/import.md, the ECR example; src/common.sh common::evalnetrc); src/docker.sh takes
+the login of the first `machine REGISTRY login USER` line when the image names no user. Pyxis passes
+the step's environment to Enroot but a deny list without ENROOT_CONFIG_PATH (NVIDIA/pyxis v0.24.0
+pyxis_slurmstepd.c, enroot_deny_env), and Enroot's environment wins over enroot.conf (enroot.in,
+config::export). So the job writes a config directory of its own on the shared file system, the
+user's own .credentials lines first and the registry's after, and exports ENROOT_CONFIG_PATH to it;
+the registry's line holds a command, not a token: each import on each node gets a fresh 12-hour
+ECR token from the node's role. The user's hooks.d, mounts.d and environ.d (Enroot reads them from
+ENROOT_CONFIG_PATH too) are linked in.
+
+Kubernetes (fmcluster.kits.kubernetes): kubelet pulls with the node's role, so the manifests only
+name the image; without an account in the spec, submit-all.sh fills in the account of the
+workstation's credentials."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Optional
+
+from fmcluster.kits.common import KitFile
+from fmcluster.model import reference_image
+from fmcluster.model.cluster import ClusterModel, NodeGroup
+from fmcluster.model.reference_image import ReferenceImage
+
+RECIPE = "image/Dockerfile"  # the kit's copy of the reference image's recipe
+ACCOUNT = "ACCOUNT"  # the account in the Kubernetes manifests until submit-all.sh fills it in
+ENROOT_DIR = ".enroot"  # under $SLURM_SUBMIT_DIR: each job's Enroot config directory, by job id
+ENROOT_USER_DIRS = ("environ.d", "hooks.d", "mounts.d")  # what Enroot also reads from ENROOT_CONFIG_PATH
+ECR_LOGIN = "AWS"  # the user name of `aws ecr get-login-password`'s token
+
+
+def recipe() -> KitFile:
+    """The kit's copy of the reference image's recipe (no file of its build context: it copies none)."""
+    return KitFile(RECIPE, reference_image.dockerfile())
+
+
+def registry(model: ClusterModel, account: Optional[str] = None) -> str:
+    """The cluster's ECR registry: of `account`, else of the spec's account, else of ACCOUNT."""
+    return ReferenceImage.registry(account or model.spec.account or ACCOUNT, model.spec.region)
+
+
+def credentials_line(registry_host: str, region: str, aws: str = "aws") -> str:
+    """Enroot's .credentials line for an ECR registry: the password a command Enroot runs at each
+    import (the doc's ECR example)."""
+    return f"machine {registry_host} login {ECR_LOGIN} password $({aws} ecr get-login-password --region {region})"
+
+
+# The shell of a batch script, after `set -uo pipefail`: `cleanup` (directories removed when the job
+# ends, however it ends: each with its parent once empty) and its traps.
+CLEANUP = r'''# what the job leaves is removed when it ends, however it ends: each directory of `cleanup`, and
+# the directory above it once empty
+cleanup=()
+remove() {  # remove DIR...
+  local dir; for dir; do rm -rf "$dir"; rmdir "${dir%/*}" 2>/dev/null; done
+  return 0
+}
+trap 'remove "${cleanup[@]}"' EXIT
+trap 'exit 143' TERM INT HUP'''
+
+_ENROOT = r'''# Enroot's credentials for the cluster's registry, for the job's steps on every node: a directory
+# of the job's own next to the kit (mode 0700), your own .credentials lines first, then the
+# registry's, whose password is a command Enroot runs at each import (a fresh ECR token from the
+# node's role; the file holds no token); your hooks.d, mounts.d and environ.d linked in
+if [[ -n $REGISTRY && $IMAGE == "docker://$REGISTRY"[#/]* ]]; then
+  own=${ENROOT_CONFIG_PATH:-${XDG_CONFIG_HOME:-$HOME/.config}/enroot}
+  config="$SLURM_SUBMIT_DIR/ENROOT_DIR/$SLURM_JOB_ID"
+  cleanup+=("$config")
+  rm -rf "$config"  # what a run of this job that was killed left (a requeued job keeps its id)
+  if ! mkdir -p "${config%/*}" || ! mkdir -m 0700 "$config"; then exit 1; fi
+  aws_cli=$(command -v aws) || aws_cli=aws
+  (  # the file created mode 0600
+    umask 077
+    { if [[ -r $own/.credentials ]]; then awk 1 "$own/.credentials"; fi
+      printf '%s\n' "CREDENTIALS"; } >"$config/.credentials"
+  ) || exit 1
+  for dir in USER_DIRS; do
+    if [[ -e $own/$dir ]]; then ln -s "$own/$dir" "$config/$dir"; fi
+  done
+  export ENROOT_CONFIG_PATH=$config
+fi'''
+
+
+def slurm_lines(model: ClusterModel, group: NodeGroup) -> list[str]:
+    """The lines of a batch script (after CLEANUP) that set IMAGE: the group's reference image
+    unless IMAGE is set, with Enroot's credentials for it; without one, IMAGE is required."""
+    image = model.reference_image(group)
+    if image is None:
+        return [': "${IMAGE:?set IMAGE to an image with nccl-tests and fio (the recipe: ' + RECIPE + ' of the '
+                'kit), such as docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com#REPOSITORY:TAG}"']
+    region = model.spec.region
+    lines = [f"# the image of the jobs: the reference image {model.name}-images built for {group.name} "
+             f"({image.architecture}), in the", "# cluster's ECR registry; IMAGE, when set, runs instead"]
+    if model.spec.account:
+        lines.append(f"REGISTRY={registry(model)}")
+    else:
+        lines += ['REGISTRY=""',
+                  'if [[ -z ${IMAGE:-} ]]; then',
+                  "  # the account of the node's instance role (STS answers it without any IAM permission)",
+                  f"  account=$(aws sts get-caller-identity --region {region} --query Account --output text 2>&1)",
+                  "  if [[ ! $account =~ ^[0-9]{12}$ ]]; then",
+                  "    echo \"fmcluster: no AWS account for the reference image: 'aws sts get-caller-identity' on "
+                  "$(hostname) failed (${account//$'\\n'/ }); set IMAGE, or the spec's account and write the kit "
+                  "again\" >&2",
+                  "    exit 1",
+                  "  fi",
+                  f"  REGISTRY={ReferenceImage.registry('$account', region)}",
+                  "fi"]
+    lines.append(f"IMAGE=${{IMAGE:-docker://$REGISTRY#{image.repository}:{image.tag}}}")
+    credentials = credentials_line("$REGISTRY", region, "$aws_cli")
+    lines.append(_ENROOT.replace("ENROOT_DIR", ENROOT_DIR).replace("USER_DIRS", " ".join(ENROOT_USER_DIRS))
+                 .replace('"CREDENTIALS"', '"' + credentials.replace("$(", "\\$(") + '"'))
+    return lines
+
+
+def _sed(pattern: str) -> str:
+    """A sed pattern that matches `pattern` literally (image names: letters, digits, . / : _ -)."""
+    return pattern.replace(".", "\\.")
+
+
+def kubernetes_images(model: ClusterModel, images: list[str], placeholder: str) -> list[str]:
+    """The lines of the Kubernetes kit's submit-all.sh that set `edit`, the sed commands that put
+    the images into the manifests: IMAGE, when set, in place of every one of `images` (each
+    group's reference image, or `placeholder`); else the reference images' account filled in
+    where the spec names none (the workstation's credentials'), or IMAGE required for `placeholder`."""
+    lines = ([f"# the nccl and fio jobs' image: each group's reference image, built by {model.name}-images in "
+              "the cluster's", "# ECR registry (README.md); IMAGE, when set, runs instead of every one"]
+             if placeholder not in images else
+             ["# the nccl and fio jobs' image: IMAGE (the cluster builds no reference image: README.md)"])
+    lines += ['edit=""  # sed commands that put the images in', 'if [[ -n ${IMAGE:-} ]]; then',
+             *(f'  edit+="s|{_sed(i)}|$IMAGE|g;"' for i in images)]
+    if placeholder in images:
+        lines += ["else", '  : "${IMAGE:?set IMAGE to an image with nccl-tests and fio (the recipe: '
+                  f'{RECIPE}), such as ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY:TAG}}"']
+    elif images and not model.spec.account:
+        lines += ["else",
+                  "  # the cluster's account: the spec names none, so the account of your AWS credentials",
+                  f"  account=$(aws sts get-caller-identity --region {model.spec.region} --query Account "
+                  "--output text 2>&1) || true",
+                  "  if [[ ! $account =~ ^[0-9]{12}$ ]]; then",
+                  "    echo \"no AWS account for the reference image: 'aws sts get-caller-identity' failed "
+                  "(${account//$'\\n'/ }); set IMAGE, or the spec's account and write the kit again\" >&2",
+                  "    exit 1", "  fi",
+                  f'  edit="s|{_sed(registry(model))}/|{registry(model, "$account")}/|g"']
+    return [*lines, "fi"]
+
+
+def _paragraph(text: str) -> list[str]:
+    return [*textwrap.wrap(text, 100, break_long_words=False, break_on_hyphens=False), ""]
+
+
+def readme_lines(model: ClusterModel, groups: tuple[NodeGroup, ...], *, slurm: bool) -> list[str]:
+    """The kit README's paragraphs on the image each group's nccl and fio jobs run, its recipe in
+    the kit, and running one's own (IMAGE)."""
+    example = ("docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com#REPOSITORY:TAG" if slurm
+               else "ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY:TAG")
+    built = [(g, model.reference_image(g)) for g in groups]
+    own = [*_paragraph(f"`{RECIPE}` is the image's recipe, the one `{model.name}-images` builds: to extend it, or "
+                       "to build it by hand, `docker buildx build --platform linux/amd64,linux/arm64 -f "
+                       f"{RECIPE} -t REPOSITORY:TAG --push {RECIPE.split('/')[0]}`. To run an image of your own "
+                       "(with nccl-tests and fio), set IMAGE when you submit:"),
+           "```", f"IMAGE={example} ./submit-all.sh", "```", ""]
+    if not any(image for _, image in built):
+        return [*_paragraph("The nccl and fio jobs run the image in IMAGE: this cluster builds no reference image "
+                            "(`images.reference: false`)."), *own]
+    if model.spec.account:
+        where = f"in account {model.spec.account}"
+    elif slurm:
+        where = "in the account of the node's role (each job asks `aws sts get-caller-identity`)"
+    else:
+        where = ("in the account of your AWS credentials, the cluster's (`submit-all.sh` asks `aws sts "
+                 "get-caller-identity`)")
+    lines = _paragraph(f"The nccl and fio jobs run the reference image that `{model.name}-images` built for "
+                       f"the group's architecture, in ECR ({model.spec.region}) {where}: nothing needs "
+                       "building or pushing.")
+    lines += ["| Group | Architecture | Repository | Tag |", "|---|---|---|---|"]
+    lines += [f"| {g.name} | {image.architecture} | `{image.repository}` | `{image.tag}` |" if image else
+              f"| {g.name} | {g.instance.architecture} | none: set IMAGE | |" for g, image in built]
+    lines.append("")
+    if slurm:
+        lines += _paragraph(
+            "Enroot pulls it with the node's role: each job writes Enroot's credentials for the registry to "
+            f"`{ENROOT_DIR}/JOBID/.credentials` here (your own `.credentials` lines first), removed when the job "
+            "ends; they hold no token, only the command Enroot runs at each import, `aws ecr "
+            "get-login-password`.")
+    else:
+        lines += _paragraph("The nodes pull it with their instance role.")
+    return [*lines, *own]
