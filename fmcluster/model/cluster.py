@@ -400,8 +400,9 @@ def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool, baked: bool,
                             + (", Managed Grafana with dashboards" if spec.observability.grafana else "")
                             + ", CloudWatch alarms and dashboard", spec.protect))
     if baked or reference:
-        built = (["node images (Enroot, Pyxis, exporters baked into the control plane's base image)"] if baked else []) \
-            + (["the reference GPU image of the acceptance jobs (nccl-tests, fio) in ECR"] if reference else [])
+        built = ["node images (Enroot, Pyxis, exporters baked into the control plane's base image)"] if baked else []
+        if reference:
+            built.append("the reference GPU image of the acceptance jobs (nccl-tests, fio) in ECR")
         stacks.append(Stack(IMAGES, name, f"EC2 Image Builder {' and '.join(built)}, their build roles and logs",
                             spec.protect))
     stacks.append(Stack(CLUSTER, name,

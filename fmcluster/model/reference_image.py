@@ -18,14 +18,24 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fmcluster.facts import images as image_facts
 from fmcluster.facts import regions, software
+from fmcluster.facts.catalog import InstanceType
 
 if TYPE_CHECKING:
-    from fmcluster.model.cluster import NodeGroup
     from fmcluster.spec.models import ClusterSpec
+
+
+class GpuGroup(Protocol):
+    """What this module reads of a node group (fmcluster.model.cluster.NodeGroup, which imports it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def instance(self) -> InstanceType: ...
 
 IDENTITY_DIGITS = 12  # hex digits of the identity in the repository name and the tag (48 bits)
 # The recipe's base image: its ARG and the FROM that reads it, which Image Builder's template takes
@@ -47,7 +57,8 @@ def dockerfile() -> str:
 def template() -> str:
     """The recipe as an Image Builder Dockerfile template: the base image's ARG dropped and its FROM
     made `FROM {{{ imagebuilder:parentImage }}}` (the recipe's parent image, PARENT below), with
-    Image Builder's environments and components right after it; every other line as it is."""
+    Image Builder's environments and components right after it, and its comment lines left out;
+    every other line as it is."""
     text = dockerfile()
     arg = _BASE_ARG.search(text)
     if arg is None or _FROM.search(text) is None:
@@ -57,6 +68,10 @@ def template() -> str:
                          f"fmcluster/facts/software.py says {software.CUDA_BASE_IMAGE}")
     text = _BASE_ARG.sub("", text, count=1)
     text = _FROM.sub(f"FROM {PARENT_IMAGE}\n{ENVIRONMENTS}\n{COMPONENTS}\n", text, count=1)
+    # Without its comments (Docker drops them, also between continuation lines), so that a comment
+    # changes neither the image's identity nor its recipe; the parser directive on line 1 stays.
+    first, _, rest = text.partition("\n")
+    text = "\n".join([first, *(line for line in rest.splitlines() if not line.lstrip().startswith("#"))]) + "\n"
     if len(text) > image_facts.REFERENCE_TEMPLATE_MAX_CHARS:
         raise ValueError(f"the reference image's Dockerfile template is {len(text)} characters; Image Builder "
                          f"takes at most {image_facts.REFERENCE_TEMPLATE_MAX_CHARS}")
@@ -118,13 +133,19 @@ class ReferenceImage:
 
 def identity(architecture: str, revision: int) -> str:
     """The hex SHA-256 of everything that makes a reference image: the template (every version is
-    an ARG default in it), the parent image, the architecture and the spec's images.revision (a
-    new revision builds again, with the newest packages the recipe installs)."""
-    made = {"template": template(), "parent": PARENT, "architecture": architecture, "revision": revision}
+    an ARG default in it), the parent image, the architecture, the spec's images.revision (a
+    new revision builds again, with the newest packages the recipe installs) and the build
+    instance's AMI and volume (the container recipe's InstanceConfiguration is create-only: a
+    change replaces the recipe, which needs a name, and so a repository, of its own)."""
+    facts = image_facts
+    build = {"ami": facts.REFERENCE_BUILD_AMI[architecture], "root_device": facts.REFERENCE_BUILD_ROOT_DEVICE,
+             "volume_gib": facts.REFERENCE_BUILD_VOLUME_GIB}
+    made = {"template": template(), "parent": PARENT, "architecture": architecture, "revision": revision,
+            "build": build}
     return hashlib.sha256(json.dumps(made, sort_keys=True).encode()).hexdigest()
 
 
-def reference_images(spec: ClusterSpec, gpu_groups: tuple[NodeGroup, ...]) -> tuple[ReferenceImage, ...]:
+def reference_images(spec: ClusterSpec, gpu_groups: tuple[GpuGroup, ...]) -> tuple[ReferenceImage, ...]:
     """One reference image per architecture of the GPU compute groups (x86_64 first), with the
     groups that run it; none without GPU groups or with `images.reference: false`."""
     if not spec.images.reference:

@@ -67,11 +67,13 @@ def test_the_template_is_the_recipe_with_image_builders_base():
     assert [f.arguments for f in froms] == [reference_image.PARENT_IMAGE]
     assert not any(i.keyword == "ARG" and i.arguments.startswith("CUDA_BASE_IMAGE") for i in instructions)
     # everything else is the recipe, line for line, in its order
-    kept = [line for line in recipe.splitlines()
-            if not line.startswith(("ARG CUDA_BASE_IMAGE=", "FROM ${CUDA_BASE_IMAGE}"))]
+    lines = recipe.splitlines()
+    kept = lines[:1] + [line for line in lines[1:] if not line.lstrip().startswith("#")
+                        and not line.startswith(("ARG CUDA_BASE_IMAGE=", "FROM ${CUDA_BASE_IMAGE}"))]
     added = {reference_image.PARENT_IMAGE, reference_image.ENVIRONMENTS, reference_image.COMPONENTS}
     assert [line for line in text.splitlines() if line.removeprefix("FROM ") not in added] == kept
-    assert text.splitlines()[0].startswith("# syntax=")  # the parser directive stays first
+    assert text.splitlines()[0].startswith("# syntax=")  # the parser directive stays first, no other comment
+    assert not [line for line in text.splitlines()[1:] if line.lstrip().startswith("#")]
     assert reference_image.PARENT == software.CUDA_BASE_IMAGE
     assert len(text) <= image_facts.REFERENCE_TEMPLATE_MAX_CHARS
 
@@ -83,6 +85,18 @@ def test_a_recipe_whose_base_differs_from_the_facts_is_refused(monkeypatch):
     try:
         with pytest.raises(ValueError, match="CUDA_BASE_IMAGE is"):
             reference_image.template()
+    finally:
+        reference_image.template.cache_clear()
+
+
+def test_a_comment_changes_nothing(monkeypatch):
+    commented = reference_image.dockerfile().replace("\nRUN ", "\n# a new comment\nRUN ", 1)
+    assert commented != reference_image.dockerfile()
+    before = reference_image.template()
+    reference_image.template.cache_clear()
+    monkeypatch.setattr(reference_image, "dockerfile", lambda: commented)
+    try:
+        assert reference_image.template() == before
     finally:
         reference_image.template.cache_clear()
 

@@ -23,8 +23,9 @@ PYTHON = sorted(p for top in ("fmcluster", "fmcluster_cdk", "tests") for p in (R
 MARKDOWN = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 # Other text a user or developer reads, every line of it prose: the examples' comments, the image
 # recipes, the vendored test data's provenance and comments.
-TEXT = sorted(p for pattern in ("examples/**/*.yaml", "examples/**/*.yml", "fmcluster/data/docker/*", "tests/data/**/*.md",
-                                "tests/data/**/*.yaml", "tests/data/**/*.json") for p in ROOT.glob(pattern)
+TEXT = sorted(p for pattern in ("examples/**/*.yaml", "examples/**/*.yml", "fmcluster/data/docker/*",
+                                "tests/data/**/*.md", "tests/data/**/*.yaml", "tests/data/**/*.json")
+              for p in ROOT.glob(pattern)
               if p.is_file())
 # Names the code had before issue 25's layout: no text may still use them.
 OLD_NAMES = re.compile(r"\bconstructs_lib\b|(?<![\w/.-])stacks/[a-z_]+\.py|python -m fmcluster\.(?:pipeline|synth)\b"
