@@ -122,9 +122,11 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "group and read its one hold parameter, each by ARN."),
     Suppression(
         _iam5("*"), NODE_ROLES,
-        "ec2:DescribeInstanceTopology only, which has no resource types (Service Authorization "
+        "ec2:DescribeInstanceTopology, which has no resource types (Service Authorization "
         "Reference): an AWS PCS GPU node reads its own place in EC2's network at boot and publishes it as "
-        "Slurm node features for placement. Read-only."),
+        "Slurm node features for placement; and ecr:GetAuthorizationToken, the registry login (no "
+        "resource type) for pulling the reference GPU image, whose pull is on its repositories by ARN. "
+        "Read-only."),
     Suppression(
         _iam5("*"), ("*/NodeReplacer/Handler/ServiceRole/DefaultPolicy/Resource",),
         "ec2:DescribeInstances and ec2:DescribeCapacityReservations, which have no resource types (Service "
@@ -166,8 +168,10 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "Only the SSM agent's calls of AWS's AmazonSSMManagedInstanceCore (parameters left out), which "
         "Image Builder's guide has build instances carry: ec2messages (Run Command delivery) and the "
         "ssmmessages channels, which have no resource types (Service Authorization Reference), and the "
-        "agent's documents, associations and inventory; Image Builder runs AWSTOE through them. No AWS "
-        "managed policy: the components and the log group are the image's own, by ARN."),
+        "agent's documents, associations and inventory; Image Builder runs AWSTOE through them; and, for "
+        "a reference image's container build, ecr:GetAuthorizationToken (the registry login, no resource "
+        "type), its push being on its own repository by ARN. No AWS managed policy: the components, the "
+        "repository and the log group are the image's own, by ARN."),
     Suppression(
         _iam5("arn:{*}:s3:::ec2imagebuilder*/*"), IMAGE_BUILD_ROLES,
         "s3:GetObject on EC2 Image Builder's own buckets (AWSTOE and its downloads), as AWS's "

@@ -153,10 +153,17 @@ def _chains(m: ClusterModel, key: str) -> tuple[tuple[Step, ...], ...]:
         if spec.observability.grafana:
             chains.append((Step("Managed Grafana workspace and its dashboards", times.GRAFANA),))
         return tuple(chains)
-    if key == IMAGES:
-        count = len(m.images)
-        return ((Step(f"{_plural(count, 'node image')} built and tested" + (" side by side" if count > 1 else ""),
-                      times.IMAGE_BUILD),),)
+    if key == IMAGES:  # CloudFormation creates the images side by side: the longest build is the stack's
+        chains = []
+        if m.images:
+            count = len(m.images)
+            chains.append((Step(f"{_plural(count, 'node image')} built and tested"
+                                + (" side by side" if count > 1 else ""), times.IMAGE_BUILD),))
+        if m.reference_images:
+            count = len(m.reference_images)
+            chains.append((Step(f"{_plural(count, 'reference GPU image')} built and pushed to ECR"
+                                + (" side by side" if count > 1 else ""), times.REFERENCE_BUILD),))
+        return tuple(chains)
     return (_cluster_chain(m),)
 
 

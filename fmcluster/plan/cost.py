@@ -126,20 +126,25 @@ def _lines(m: model.ClusterModel, table: PriceTable) -> list[CostLine]:
 
 def _image_builds(m: model.ClusterModel, table: PriceTable) -> list[CostLine]:
     """NAME-images' builds: billed per build (the first deploy, then each change of an image), not
-    per hour of the cluster; the build instance's price where the table has it."""
-    builds: dict[str, int] = {}
-    for image in m.images:
-        builds[image.build_instance_type] = builds.get(image.build_instance_type, 0) + 1
+    per hour of the cluster; the build instance's price where the table has it. The node images
+    (their EBS snapshots too), then the reference images (their storage in ECR too)."""
     lines = []
-    minutes = image_facts.BUILD_MINUTES_ESTIMATE
-    for instance_type, count in sorted(builds.items()):
-        unit = table.instance_hourly(instance_type)
-        price = (f"${unit:,.2f} an instance hour, about ${unit * minutes / 60:,.2f} a build" if unit is not None
-                 else f"no On-Demand price for {instance_type} in the table")
-        lines.append(_line(f"EC2 Image Builder: {count} x {instance_type} for about {minutes} min a build "
-                           "(node images)", "usage-based",
-                           note=f"billed per build (the first deploy, then each change of an image): {price}; "
-                                "plus the images' EBS snapshots"))
+    for kind, types, minutes, storage in (
+            ("node images", [i.build_instance_type for i in m.images], image_facts.BUILD_MINUTES_ESTIMATE,
+             "the images' EBS snapshots"),
+            ("reference images", [r.build_instance_type for r in m.reference_images],
+             image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE, "the images' storage in ECR")):
+        builds: dict[str, int] = {}
+        for instance_type in types:
+            builds[instance_type] = builds.get(instance_type, 0) + 1
+        for instance_type, count in sorted(builds.items()):
+            unit = table.instance_hourly(instance_type)
+            price = (f"${unit:,.2f} an instance hour, about ${unit * minutes / 60:,.2f} a build" if unit is not None
+                     else f"no On-Demand price for {instance_type} in the table")
+            lines.append(_line(f"EC2 Image Builder: {count} x {instance_type} for about {minutes} min a build "
+                               f"({kind})", "usage-based",
+                               note=f"billed per build (the first deploy, then each change of an image): {price}; "
+                                    f"plus {storage}"))
     return lines
 
 

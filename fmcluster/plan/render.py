@@ -16,6 +16,7 @@ import yaml
 
 from fmcluster.plan import first_deploy
 from fmcluster.plan.cost import CostLine
+from fmcluster.plan.images import image_rows, images_line, own_image_lines, reference_rows
 from fmcluster.plan.report import ControlPlanePlan, NodeGroupPlan, Plan, Resources, ServingFit, TeamPlan, build
 from fmcluster.spec.models import ClusterSpec, is_everyone
 
@@ -528,34 +529,6 @@ def own_nodes(cp: ControlPlanePlan) -> str:
     return "login nodes" if cp.scheduler == "slurm" else "system nodes"
 
 
-def images_rows(plan: Plan) -> Table:
-    """A row per node image of NAME-images: what it is baked from, on what, for which groups."""
-    rows = [["image", "base image (SSM parameter)", "Slurm", "build instance", "node groups", "encrypted"]]
-    for i in plan.images.images if plan.images else []:
-        version = i.slurm_version or "the base image's,"
-        slurm = f"{version} at {i.slurm_prefix}"
-        price = f" ({usd(i.build_instance_hourly_usd)}/h)" if i.build_instance_hourly_usd is not None else ""
-        rows.append([i.key, i.base_parameter, slurm, f"{i.build_instance_type}{price}", ", ".join(i.groups),
-                     "yes (storage key)" if i.encrypted else "no"])
-    return rows
-
-
-def images_line(plan: Plan) -> str:
-    """What the images add to a first deploy, in a line."""
-    images = plan.images
-    if images is None:
-        return ""
-    count = len(images.images)
-    return (f"a first deploy takes about {images.first_deploy_minutes} min more for {count} "
-            f"image{'s' if count != 1 else ''} ({images.note})")
-
-
-def own_image_lines(plan: Plan) -> list[str]:
-    """What each group's own image must have, a line each."""
-    return [f"node group {o.group} launches from its own {o.ami_id}, which must have: {'; '.join(o.needs)}; "
-            "a node without them never takes a job" for o in plan.own_images]
-
-
 def observability_line(plan: Plan) -> str:
     o = plan.observability
     return (f"Prometheus {'on' if o.prometheus else 'off'}, Grafana {'on' if o.grafana else 'off'}, "
@@ -632,9 +605,11 @@ def render_text(plan: Plan) -> str:
     out += _section("Control plane", paragraph(control_plane_line(plan)))
     out += _section("Observability", paragraph(observability_line(plan)))
     if plan.images or plan.own_images:
-        title = f"Node images ({plan.images.stack}, EC2 Image Builder)" if plan.images else "Node images"
-        body = text_table(images_rows(plan), records=True) + paragraph(images_line(plan)) if plan.images else []
-        out += _section(title, body + [wrapped for line in own_image_lines(plan) for wrapped in paragraph(line)])
+        title = f"Images ({plan.images.stack}, EC2 Image Builder)" if plan.images else "Node images"
+        body = [*_image_tables(plan, lambda rows: text_table(rows, records=True)),
+                *paragraph(images_line(plan.images))] if plan.images else []
+        out += _section(title, body + [wrapped for line in own_image_lines(plan.own_images)
+                                       for wrapped in paragraph(line)])
     if plan.teams:
         out += _section("Teams (GPUs at each group's maximum size)", text_table(team_rows(plan))
                         + paragraph(teams_note(plan)))
@@ -759,12 +734,21 @@ def _serving_markdown(plan: Plan) -> list[str]:
     return out
 
 
+def _image_tables(plan: Plan, table: Callable[[Table], list[str]]) -> list[str]:
+    """The node images' table and the reference images', each where there are any, laid out by `table`."""
+    out: list[str] = []
+    for rows in (image_rows(plan.images, usd), reference_rows(plan.images, usd)):
+        if len(rows) > 1:
+            out += [*([""] if out else []), *table(rows)]
+    return out
+
+
 def _images_markdown(plan: Plan) -> list[str]:
-    own = [f"- {line}" for line in own_image_lines(plan)] + ([""] if plan.own_images else [])
+    own = [f"- {line}" for line in own_image_lines(plan.own_images)] + ([""] if plan.own_images else [])
     if plan.images is None:
         return ["#### Node images", "", *own] if own else []
-    return [f"#### Node images (`{plan.images.stack}`, EC2 Image Builder)", "", *md_table(images_rows(plan)), "",
-            f"{images_line(plan)}.", "", *own]
+    return [f"#### Images (`{plan.images.stack}`, EC2 Image Builder)", "", *_image_tables(plan, md_table), "",
+            f"{images_line(plan.images)}.", "", *own]
 
 
 def _first_deploy_markdown(plan: Plan) -> list[str]:

@@ -11,15 +11,15 @@ from pydantic import Field
 
 from fmcluster.facts import fsx, inference, naming, prices, regions
 from fmcluster.facts import health as health_facts
-from fmcluster.facts import images as image_facts
 from fmcluster.facts import network as network_plan
 from fmcluster.kubernetes import kueue
 from fmcluster.model import cluster as model
-from fmcluster.node import image as node_image
 from fmcluster.node import topology
+from fmcluster.plan import images as images_plan
 from fmcluster.plan.cost import Cost, Model, cost
 from fmcluster.plan.first_deploy import FirstDeployPlan
 from fmcluster.plan.first_deploy import build as first_deploy
+from fmcluster.plan.images import ImagesPlan, OwnImagePlan
 from fmcluster.spec import addresses
 from fmcluster.spec.models import ONLY_FOR, ClusterSpec, NodeGroupSpec
 
@@ -253,44 +253,6 @@ class ObservabilityPlan(Model):
     grafana: bool
     alert_email: Optional[str]
     built: bool
-    note: str
-
-
-class ImagePlan(Model):
-    """One node image of NAME-images (fmcluster.model.cluster.NodeImage)."""
-
-    key: str = Field(description="PLANE-ARCHITECTURE, such as pcs-x86_64")
-    plane: str
-    architecture: str
-    base_parameter: str = Field(description=(
-        "the public SSM parameter of the base image, resolved by Image Builder when the image is built"))
-    slurm_version: Optional[str] = Field(description="the Slurm Pyxis is built against; null: the base image's own")
-    slurm_prefix: str = Field(description="where that Slurm is on the base image")
-    build_instance_type: str = Field(description="the instance Image Builder builds and tests the image on")
-    build_instance_hourly_usd: Optional[float] = Field(description=(
-        "its On-Demand price from the price table; null: not in the table"))
-    revision: int = Field(description="the spec's images.revision")
-    encrypted: bool = Field(description="the image's snapshots are encrypted with the storage key")
-    groups: list[str] = Field(description="the node groups that launch from it")
-
-
-class OwnImagePlan(Model):
-    """A node group of a Slurm plane that launches from its own image (`ami_id`), and what that image
-    must have: the boot checks it, and a node without it never takes a job."""
-
-    group: str
-    ami_id: str
-    needs: list[str]
-
-
-class ImagesPlan(Model):
-    """NAME-images: the baked node images of a Slurm control plane (none on Kubernetes)."""
-
-    stack: str
-    images: list[ImagePlan]
-    first_deploy_minutes: int = Field(description=(
-        "an estimate of what building the images adds to a first deploy: they build in parallel, before "
-        "NAME-cluster"))
     note: str
 
 
@@ -627,36 +589,6 @@ def _stacks(m: model.ClusterModel) -> list[StackPlan]:
             for s in m.stacks]
 
 
-IMAGES_NOTE = ("an estimate: an Image Builder build and test each (a build instance, the install, the AMI "
-               "snapshot, a test instance from the new AMI), in parallel, before {cluster}; a later deploy "
-               "rebuilds an image only when its recipe changes (fmcluster's software pins, the Slurm version, "
-               "images.revision)")
-
-
-def _own_images(m: model.ClusterModel) -> list[OwnImagePlan]:
-    cp = m.control_plane
-    if cp.type not in (image_facts.PCS, image_facts.HYPERPOD_SLURM):
-        return []
-    prefix = image_facts.slurm_prefix(cp.type, m.spec.orchestrator.version or "")
-    return [OwnImagePlan(group=g.name, ami_id=g.ami_id, needs=list(node_image.own_image_needs(
-        cp.type, prefix, containers=m.runs_containers(g), metrics=m.observed))) for g in m.all_groups if g.ami_id]
-
-
-def _images(m: model.ClusterModel, table: prices.PriceTable) -> Optional[ImagesPlan]:
-    if not m.images:
-        return None
-    stack = next(s.name for s in m.stacks if s.key == model.IMAGES)
-    cluster = next(s.name for s in m.stacks if s.key == model.CLUSTER)
-    return ImagesPlan(
-        stack=stack, first_deploy_minutes=image_facts.BUILD_MINUTES_ESTIMATE, note=IMAGES_NOTE.format(cluster=cluster),
-        images=[ImagePlan(key=i.key, plane=i.plane, architecture=i.architecture, base_parameter=i.base.parameter,
-                          slurm_version=i.slurm_version or None, slurm_prefix=i.slurm_prefix,
-                          build_instance_type=i.build_instance_type,
-                          build_instance_hourly_usd=table.instance_hourly(i.build_instance_type),
-                          revision=i.revision, encrypted=i.encrypted, groups=list(i.groups))
-                for i in m.images])
-
-
 def _teams(m: model.ClusterModel, table: prices.PriceTable) -> list[TeamPlan]:
     """Each team's GPUs per GPU node group and what they cost an hour at On-Demand list prices:
     the rate a team is charged back at, whatever the capacity was bought as (Capacity Blocks and
@@ -845,6 +777,7 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
         control_plane=_control_plane(m), observability=_observability(m), stacks=_stacks(m),
         cost=cost(m, table), resolved_spec=resolved,
         defaulted=defaulted, serving=_served(m),
-        images=_images(m, table), own_images=_own_images(m), teams=_teams(m, table), health=_health(m),
+        images=images_plan.images(m, table), own_images=images_plan.own_images(m), teams=_teams(m, table),
+        health=_health(m),
         first_deploy=first_deploy(m),
     )

@@ -26,7 +26,7 @@ def environment(spec: ClusterSpec) -> cdk.Environment:
 def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     """Add the stacks of `spec` to `app` (an App, or a Stage of the GitOps pipeline): those of its
     model (NAME-network, NAME-storage, NAME-observability when it is observed, NAME-images when its
-    Slurm groups launch from baked node images, NAME-cluster),
+    Slurm groups launch from baked node images or it builds reference GPU images, NAME-cluster),
     with the model's names, descriptions, termination protection and tags. Stack names are given
     explicitly, so that inside a Stage they are the same as in an App (a Stage would otherwise
     prefix them with its own name)."""
@@ -60,9 +60,13 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
         if observability is not None:
             images.add_stack_dependency(observability)
     # The cluster stack reads the workspace ARN (an export of NAME-observability) and the images' AMI
-    # ids (outputs of NAME-images): both are made first, and never read from the cluster stack.
+    # ids (outputs of NAME-images): both are made first, and never read from the cluster stack. Only
+    # a Slurm plane whose groups launch from node images reads NAME-images (and so waits for it); the
+    # reference images are pulled by name, by jobs, after the deploy (their repositories' ARNs are
+    # derived, not referenced: fmcluster_cdk/constructs/images/container.py repository_arn).
     cluster = cluster_stack(app, name("cluster"), model=m, network=network, storage=storage,
-                            observability=observability, images=images, **props("cluster"))
+                            observability=observability, images=images if m.images else None,
+                            **props("cluster"))
     # After storage, always: its nodes and pods read and write the buckets, whose names the cluster
     # stack derives rather than references (no reference makes the order where only buckets are
     # stored), so `cdk deploy --concurrency N` or a lone `cdk deploy NAME-cluster` could otherwise

@@ -40,6 +40,7 @@ from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodChart, subcha
 from fmcluster_cdk.constructs.observability.scraper import ManagedScraper
 from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks import node_groups
+from fmcluster_cdk.stacks.images import reference_repository_arns
 from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK",
@@ -114,8 +115,12 @@ class EksClusterStack(cdk.Stack):
                 eks.AccessPolicy.from_access_policy_name(ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
         self.team_access = self._team_access()
         buckets = storage.bucket_arns or {}
+        # The GPU nodes that run the reference images: the managed node groups on EKS (on HyperPod
+        # EKS these are the system nodes only; its instance groups' execution role pulls them)
         self.node_role = EksNodeRole(self, "NodeRole", bucket_arns=[buckets[name] for name in sorted(buckets)],
-                                     kms_key_arn=storage.kms_key_arn)
+                                     kms_key_arn=storage.kms_key_arn,
+                                     image_repository_arns=reference_repository_arns(self, model)
+                                     if model.control_plane.type == "eks" else ())
 
         self.addons: dict[str, ClusterAddon] = {}
         for addon in (kubernetes.POD_IDENTITY_AGENT, kubernetes.VPC_CNI, kubernetes.KUBE_PROXY):

@@ -36,7 +36,7 @@ from fmcluster_cdk.constructs.hyperpod.cluster import (
 from fmcluster_cdk.constructs.hyperpod.lifecycle import LifecycleScripts
 from fmcluster_cdk.constructs.hyperpod.role import ExecutionPolicyProps, HyperPodExecutionRole
 from fmcluster_cdk.errors import ConstructError
-from fmcluster_cdk.stacks.images import IDENTITY_TAG
+from fmcluster_cdk.stacks.images import IDENTITY_TAG, reference_repository_arns
 from fmcluster_cdk.stacks.refs import ImagesRefs, NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The Slurm node type of each of the model's groups (fmcluster.model.cluster roles).
@@ -65,7 +65,8 @@ class HyperPodGroups(Construct):
     the role's metrics permissions (HyperPodExecutionRole). `efa_file_system`: the groups mount an
     EFA-enabled file system through HyperPod (the role may describe file systems). `home`: the
     shared home's mount point where HyperPod mounts it on every group ("" none): each group's
-    lifecycle script copies the image's home directories into it."""
+    lifecycle script copies the image's home directories into it. `image_repository_arns`: the
+    ECR repositories whose images the groups run (the role may pull from them)."""
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, groups: Sequence[InstanceGroup],
                  efa: dict[str, bool], network: NetworkRefs, storage: StorageRefs, subnet_ids: Sequence[str],
@@ -76,7 +77,8 @@ class HyperPodGroups(Construct):
                  accounting_secret_arn: Optional[str] = None,
                  checks: Optional[Mapping[str, lifecycle.NodeChecks]] = None,
                  lnet_efa: Optional[Mapping[str, bool]] = None, efa_file_system: bool = False,
-                 runtime: Optional[Mapping[str, lifecycle.SlurmRuntime]] = None, home: str = "") -> None:
+                 runtime: Optional[Mapping[str, lifecycle.SlurmRuntime]] = None, home: str = "",
+                 image_repository_arns: Sequence[str] = ()) -> None:
         super().__init__(scope, construct_id)
         hooks, checks, lnet_efa, runtime = hooks or {}, checks or {}, lnet_efa or {}, runtime or {}
         self.scripts: dict[str, LifecycleScripts] = {
@@ -94,7 +96,7 @@ class HyperPodGroups(Construct):
             eks_cluster_arn=eks_cluster_arn, workspace_arn=workspace_arn,
             metrics_parameter_arn=metrics_parameter_arn, teams_parameter_arn=teams_parameter_arn,
             accounting_secret_arn=accounting_secret_arn, efa_file_system=efa_file_system,
-            volume_key_arn=storage.kms_key_arn))
+            volume_key_arn=storage.kms_key_arn, image_repository_arns=image_repository_arns))
         self.instance_groups = [replace(g, execution_role_arn=self.role.role_arn,
                                         lifecycle_uri=self.scripts[g.name].s3_uri,
                                         volume_kms_key_id=storage.kms_key_arn) for g in groups]
@@ -224,7 +226,8 @@ class HyperPodSlurmStack(cdk.Stack):
                                      description=f"SageMaker HyperPod instance groups of {spec.name}",
                                      checks={g.name: checks for g in model.node_groups},
                                      efa_file_system=bool(fsx) and model.lustre_efa, runtime=runtime,
-                                     home=model.home.mount_path if model.home else "", **metrics, **teams)
+                                     home=model.home.mount_path if model.home else "",
+                                     image_repository_arns=reference_repository_arns(self, model), **metrics, **teams)
         mode = provisioning_mode(spec)
         accounting_database = (database.endpoint, database.port, ACCOUNTING_DATABASE, database.secret.secret_arn
                                ) if model.teams and database is not None else None

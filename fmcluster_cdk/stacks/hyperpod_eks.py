@@ -20,6 +20,7 @@ from fmcluster_cdk.constructs.hyperpod.cluster import CONTINUOUS, HyperPodCluste
 from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodDependencies, chart_values
 from fmcluster_cdk.stacks.eks import EksClusterStack
 from fmcluster_cdk.stacks.hyperpod import HyperPodGroups, compute_group, node_recovery, provisioning_mode
+from fmcluster_cdk.stacks.images import reference_repository_arns
 from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The chart's EFA device plugin tolerates only its own taints; GPU nodes carry nvidia.com/gpu.
@@ -62,7 +63,8 @@ class HyperPodEksStack(EksClusterStack):
             subnet_ids=subnets,
             security_group_ids=security_groups, eks_cluster_arn=self.cluster.cluster_arn,
             description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)", hooks=hooks,
-            lnet_efa={g.name: model.lustre_efa for g in model.node_groups})
+            lnet_efa={g.name: model.lustre_efa for g in model.node_groups},
+            image_repository_arns=reference_repository_arns(self, model))
         spot = any(g.capacity.type == SPOT for g in model.node_groups)
         mode = CONTINUOUS if spot else provisioning_mode(spec)
         # A faulty node leaves the pool through HyperPod itself: its health-monitoring agent and the

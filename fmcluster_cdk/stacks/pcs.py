@@ -23,7 +23,7 @@ from fmcluster_cdk.constructs.compute.node_scripts import NodeScripts
 from fmcluster_cdk.constructs.pcs import ComputeNodeGroup, LifecycleAction, SlurmCluster, SlurmQueue
 from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks import node_groups
-from fmcluster_cdk.stacks.images import IDENTITY_TAG
+from fmcluster_cdk.stacks.images import IDENTITY_TAG, reference_repository_arns
 from fmcluster_cdk.stacks.refs import ImagesRefs, NetworkRefs, ObservabilityRefs, StorageRefs
 
 
@@ -104,7 +104,8 @@ class PcsClusterStack(cdk.Stack):
                                   kms_key_arn=storage.kms_key_arn,
                                   workspace_arn=observability.workspace_arn if observability else None,
                                   instance_topology=any(topology.publishes_network_features(model, g)
-                                                        for g in model.node_groups))
+                                                        for g in model.node_groups),
+                                  image_repository_arns=reference_repository_arns(self, model))
         # Nodes drained for a hardware fault ask to be replaced (health.replace; GPU compute groups)
         self.replacer = self._replacer() if model.health.replace and any(
             g.instance.is_gpu for g in model.node_groups) else None

@@ -31,11 +31,13 @@ def assembly(request, corpus):
 
 def stack_suffixes(spec) -> tuple[str, ...]:
     """network, storage, cluster, observability when Prometheus or Grafana is on, and images when
-    the Slurm planes' groups launch from baked node images."""
+    the Slurm planes' groups launch from baked node images or the cluster builds reference GPU
+    images (GPU groups, any plane)."""
     from fmcluster.model.cluster import resolve
 
     observability = spec.observability.prometheus or spec.observability.grafana
-    images = bool(resolve(spec).images)
+    model = resolve(spec)
+    images = bool(model.images or model.reference_images)
     return ("cluster", "network", "storage") + (("observability",) if observability else ()) + (
         ("images",) if images else ())
 

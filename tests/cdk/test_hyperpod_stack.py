@@ -349,7 +349,9 @@ def test_role_reaches_only_the_cluster_buckets_and_key(main):
 def test_role_network_permissions_are_scoped_to_the_cluster_vpc(main):
     st = statements(main)
     mutating = [s for s in st.values() if s["Resource"] == "*"]
-    assert {s["Sid"] for s in mutating} == {"ClusterMetrics", "SessionManager", "DescribeNetwork"}
+    # (and the registry login of the reference GPU image's pulls, which has no resource type)
+    assert {s["Sid"] for s in mutating} == {"ClusterMetrics", "SessionManager", "DescribeNetwork", "EcrAuthorization"}
+    assert st["EcrAuthorization"]["Action"] == "ecr:GetAuthorizationToken"
     assert all(a.startswith("ec2:Describe") for a in st["DescribeNetwork"]["Action"])
     create = sorted(joined(r) for r in st["CreateNetworkInterfaces"]["Resource"])
     assert create == sorted(["arn:${AWS::Partition}:ec2:${AWS::Region}:${AWS::AccountId}:network-interface/*",

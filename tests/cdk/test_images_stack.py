@@ -2,7 +2,8 @@
 Image Builder image per node image of the model, its resources linked to each other and to the
 cluster's network, names that follow the image's content, a build role limited to the image's own
 components and log group, encryption with the storage key where the model asks for it (never on
-SageMaker HyperPod), and the cluster stack launching its groups from the images."""
+SageMaker HyperPod), and the cluster stack launching its groups from the images. The reference GPU
+images NAME-images builds too (every plane): tests/cdk/test_reference_images.py."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from fmcluster.facts import images as image_facts
 from fmcluster.model.cluster import resolve
 from fmcluster.node.image import documents
 from fmcluster.spec import loader
+from tests.support.images import synthesize
 from tests.support.paths import ROOT
 from tests.support.stacks import load_spec, resources
 
@@ -39,19 +41,6 @@ def variant(path: str, **edits):
 CASES = {"pcs": (PCS, {}), "pcs-kms": (PCS, {"kms": True}), "pcs-revision": (PCS, {"revision": 1}),
          "pcs-group": (PCS, {"group": True}),
          "hyperpod": (HYPERPOD, {}), "hyperpod-kms": (HYPERPOD, {"kms": True})}
-
-
-def synthesize(spec, outdir) -> dict[str, dict]:
-    """{stack name suffix: template} of the spec's whole app, as fmcluster synthesizes it (a nested
-    stack's under its file name)."""
-    from fmcluster.deploy.synth import app_context, cdk_json
-    from fmcluster_cdk.synthesis import build_app
-
-    build_app([spec], str(outdir), app_context(cdk_json(ROOT))).synth()
-    made = {p.name.removesuffix(".template.json").removeprefix(f"{spec.name}-"): json.loads(p.read_text())
-            for p in outdir.glob(f"{spec.name}-*.template.json")}
-    made.update({p.name: json.loads(p.read_text()) for p in outdir.glob("*.nested.template.json")})
-    return made
 
 
 @pytest.fixture(scope="module")
@@ -116,7 +105,7 @@ def test_cfn_lint_clean(synth, case):
     from cfnlint.api import lint
 
     spec, templates = synth[case]
-    errors = [m for m in lint(json.dumps(templates["images"]), regions=[spec.region]) if m.rule.id.startswith("E")]
+    errors = [m for m in lint(json.dumps(templates["images-all"]), regions=[spec.region]) if m.rule.id.startswith("E")]
     assert not errors, "; ".join(str(m) for m in errors)
 
 
@@ -298,11 +287,13 @@ def test_hyperpod_groups_launch_from_the_image(synth):
 
 
 @pytest.mark.parametrize("path", KUBERNETES)
-def test_no_images_stack_on_kubernetes(path, tmp_path):
+def test_no_node_images_on_kubernetes(path, tmp_path):
+    """NAME-images on a Kubernetes plane builds the reference GPU image only."""
     spec = variant(path)
     model = resolve(spec)
-    assert model.images == () and model.stack("images") is None
-    assert "images" not in synthesize(spec, tmp_path)
+    assert model.images == () and model.stack("images") is not None and model.reference_images
+    template = synthesize(spec, tmp_path)["images"]
+    assert {r["Type"] for r in template["Resources"].values()} <= {"AWS::CDK::Metadata"}
 
 
 def test_the_construct_refuses_what_image_builder_would(tmp_path):

@@ -217,15 +217,18 @@ def test_capacity_block_groups_get_their_scaler_rules(deployed):
 
 
 def test_image_build_roles_and_logs(deployed):
-    """NAME-images, where the model bakes node images: per image, its build role (no bucket, no
-    managed policy) in an instance profile, and its log group under /aws/imagebuilder/, with a
-    retention, as IAM and CloudWatch Logs (moto) hold them."""
+    """NAME-images, where the model bakes node images or builds reference GPU images: per image,
+    its build role (no bucket, no managed policy) in an instance profile, and its log group under
+    /aws/imagebuilder/, with a retention, as IAM and CloudWatch Logs (moto) hold them; and each
+    reference image's ECR repository, its tags immutable (moto's CloudFormation skips the Image
+    Builder types it does not know, and creates the repository)."""
     import boto3
 
     from fmcluster.model.cluster import resolve
 
     spec, region, templates = deployed
-    images = resolve(spec).images
+    model = resolve(spec)
+    images = model.images + model.reference_images
     iam = boto3.client("iam", region_name=region)
     roles = [r for r in iam.list_roles()["Roles"] if r["Path"] == IMAGE_BUILD_PATH]
     assert len(roles) == len(images)
@@ -238,3 +241,7 @@ def test_image_build_roles_and_logs(deployed):
     assert len(groups) == len(images)
     assert all(g["logGroupName"].startswith(f"/aws/imagebuilder/{spec.name}-") and g["retentionInDays"]
                for g in groups)
+    repositories = boto3.client("ecr", region_name=region).describe_repositories()["repositories"]
+    assert sorted(r["repositoryName"] for r in repositories) == sorted(i.repository for i in model.reference_images)
+    # (moto's CloudFormation takes the scanning configuration but its answer leaves it out)
+    assert all(r["imageTagMutability"] == "IMMUTABLE" for r in repositories)

@@ -98,7 +98,10 @@ def test_every_example_deploys_in_the_models_order_and_adds_up(example):
         assert all(order.index(k) < order.index(s.key) for k in s.after), s.key
     assert deploy_.one_at_a_time == sum((s.span for s in deploy_.stacks), Span(0, 0))
     assert deploy_.together.low <= deploy_.one_at_a_time.low and deploy_.together.high <= deploy_.one_at_a_time.high
-    assert deploy_.critical_path[-1] == "cluster" and deploy_.first_job == deploy_.one_at_a_time + deploy_.node_ready
+    # the path ends at a stack nothing waits for: the cluster, or NAME-images where it builds only
+    # reference images (Kubernetes planes: the cluster does not wait for them) and outlasts it
+    assert not any(deploy_.critical_path[-1] in s.after for s in deploy_.stacks)
+    assert deploy_.first_job == deploy_.one_at_a_time + deploy_.node_ready
 
 
 def test_storage_without_a_file_system_deploys_beside_the_network():
@@ -139,11 +142,22 @@ def test_observability_adds_grafana_beside_prometheus():
 
 
 def test_images_build_side_by_side():
+    """Node images and reference images build side by side (CloudFormation creates NAME-images'
+    independent resources concurrently): the stack takes its longest build."""
     two = of_example("p6e-gb200-pcs.yaml")  # arm64 GPU nodes, x86_64 login nodes
-    ((step,),) = two.stack("images").chains
-    assert step.minutes == times.IMAGE_BUILD and step.what.startswith("2 node images")
-    assert two.stack("images").span == span(times.IMAGE_BUILD)
-    assert "images" not in [s.key for s in of_example("p5en-eks.yaml").stacks]
+    (nodes,), (references,) = two.stack("images").chains
+    assert nodes.minutes == times.IMAGE_BUILD and nodes.what.startswith("2 node images")
+    assert references.minutes == times.REFERENCE_BUILD and references.what.startswith("1 reference GPU image")
+    assert two.stack("images").span == fd.longest([span(times.IMAGE_BUILD), span(times.REFERENCE_BUILD)])
+    assert times.REFERENCE_BUILD.low <= image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE <= times.REFERENCE_BUILD.high
+    # a Kubernetes plane: the reference image only, and the cluster does not wait for it
+    eks = of_example("p5en-eks.yaml")
+    ((step,),) = eks.stack("images").chains
+    assert step.minutes == times.REFERENCE_BUILD
+    assert "images" not in eks.stack("cluster").after
+    unreferenced = deploy(with_(base_spec(), "images", {"reference": False}))
+    ((step,),) = unreferenced.stack("images").chains
+    assert step.minutes == times.IMAGE_BUILD
 
 
 # ---- per control plane -----------------------------------------------------------------------
@@ -159,7 +173,10 @@ def test_the_cluster_stack_of_each_control_plane(plane, figures):
     (chain,) = deploy_.stack("cluster").chains
     assert tuple(s.minutes for s in chain) == figures
     assert deploy_.stack("cluster").span == span(*figures)
-    assert ("images" in [s.key for s in deploy_.stacks]) == (plane in ("pcs", "hyperpod-slurm"))
+    # NAME-images on every plane (the reference GPU image); the cluster waits for it where it
+    # launches its nodes from its node images (the Slurm planes)
+    assert "images" in [s.key for s in deploy_.stacks]
+    assert ("images" in deploy_.stack("cluster").after) == (plane in ("pcs", "hyperpod-slurm"))
 
 
 def test_a_pcs_node_boots_after_the_deploy_runs_the_node_program_and_the_deep_check():

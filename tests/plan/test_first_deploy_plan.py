@@ -86,7 +86,8 @@ def test_text_shows_each_stack_in_deploy_order_then_the_totals_and_the_first_nod
     assert [row.split()[0] for row in rows] == [s.name for s in fd.stacks]
     for row, stack in zip(rows, fd.stacks, strict=True):
         assert row.rstrip().endswith(first_deploy.of(stack)), row
-    assert "llm-pretrain-images network, storage, observability 45 min to 1 h 30 min" in flat
+    assert f"llm-pretrain-images network, storage, observability {first_deploy.of(fd.stacks[3])}" in flat
+    assert "1 node image built and tested: 45 min to 1 h 30 min; 1 reference GPU image built and pushed to ECR" in flat
     assert "FSx for Lustre (4,800 GiB PERSISTENT_2): 10 to 30 min, then its 2 data repository associations: " \
            "2 to 10 min" in flat
     assert f"one stack at a time (cdk deploy --all, the pipeline): {first_deploy.of(fd.one_at_a_time)}" in flat
@@ -115,8 +116,10 @@ def test_a_published_figure_is_marked_and_a_later_node_says_what_starts_it():
     flat = " ".join(_section(plan_render.render_text(p), first_deploy.TITLE).split())
     assert "Amazon EKS cluster and its 3 managed node groups: 15 to 20 min (published), then" in flat
     assert "ready 4 to 13 min after its Capacity Block starts" in flat
-    assert "first job: 38 min to 1 h 33 min after a deploy one stack at a time starts, if by then its Capacity " \
-           "Block starts" in flat
+    assert f"first job: {first_deploy.of(p.first_deploy.first_job)} after a deploy one stack at a time starts, if " \
+           "by then its Capacity Block starts" in flat
+    # the cluster does not wait for the reference image: with --concurrency, the images end the deploy
+    assert "(critical path: network, storage, observability, images)" in flat
 
 
 def test_markdown_has_the_table_and_the_totals():

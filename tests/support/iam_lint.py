@@ -59,6 +59,7 @@ def _regional(service: str, resource: str) -> str:
 ARN_OF: dict[tuple[str, str], str] = {
     ("AWS::APS::Workspace", "Arn"): _regional("aps", "workspace/${Id}"),
     ("AWS::CodeBuild::Project", "Arn"): _regional("codebuild", "project/${Name}"),
+    ("AWS::ECR::Repository", "Arn"): _regional("ecr", "repository/${Name}"),
     ("AWS::EKS::Cluster", "Arn"): _regional("eks", "cluster/${Name}"),
     ("AWS::EKS::Nodegroup", "Arn"): _regional("eks", "nodegroup/${ClusterName}/${NodegroupName}/${UUID}"),
     ("AWS::IAM::Role", "Arn"): f"arn:{PARTITION}:iam::{ACCOUNT}:role/${{Name}}",

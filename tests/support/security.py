@@ -75,7 +75,8 @@ ALLOWED_WILDCARDS: tuple[Allowed, ...] = (
             "The SSM agent of an Image Builder build or test instance registers its own instance; Image "
             "Builder launches it during the build, so its id is unknown at synth. This account's instances only."),
     Allowed(("ecr:GetAuthorizationToken",), "*",
-            "The registry login token for image pulls (HyperPod EKS). " + NO_RESOURCE_TYPES),
+            "The registry login token for image pulls (the GPU nodes' reference image on every plane, the "
+            "add-ons on HyperPod EKS) and pushes (the reference image's build). " + NO_RESOURCE_TYPES),
     Allowed(("fsx:DescribeFileSystems",), "*",
             "The FSx CSI driver (EKS) reads its static volume's file system; HyperPod's FSx mount reads an "
             "EFA-enabled file system for its EFA set-up. " + NO_RESOURCE_TYPES + " Read-only."),

@@ -9,6 +9,8 @@ from typing import Optional, Sequence
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from fmcluster_cdk.constructs.images.container import pull_statements
+
 PCS_PATH = "/aws-pcs/"
 BUCKET_ACTIONS = ["s3:GetBucketLocation", "s3:ListBucket", "s3:ListBucketMultipartUploads"]
 OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
@@ -40,7 +42,8 @@ def remote_write_statements(workspace_arn: Optional[str]) -> list[iam.PolicyStat
 
 
 def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optional[str],
-                workspace_arn: Optional[str] = None, instance_topology: bool = False) -> iam.PolicyDocument:
+                workspace_arn: Optional[str] = None, instance_topology: bool = False,
+                image_repository_arns: Sequence[str] = ()) -> iam.PolicyDocument:
     statements = [iam.PolicyStatement(sid="RegisterWithPcsCluster", actions=["pcs:RegisterComputeNodeGroupInstance"],
                                       resources=[cluster_arn])]
     if instance_topology:
@@ -50,7 +53,7 @@ def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optio
         statements.append(iam.PolicyStatement(sid="InstanceTopology", actions=["ec2:DescribeInstanceTopology"],
                                               resources=["*"]))
     return iam.PolicyDocument(statements=statements + storage_statements(bucket_arns, kms_key_arn)
-                              + remote_write_statements(workspace_arn))
+                              + remote_write_statements(workspace_arn) + pull_statements(image_repository_arns))
 
 
 class NodeRole(Construct):
@@ -70,6 +73,9 @@ class NodeRole(Construct):
             @default None: no metrics collection
         instance_topology: the nodes read their place in EC2's network (ec2:DescribeInstanceTopology).
             @default False
+        image_repository_arns: ARNs of the ECR repositories whose images the nodes run (pull
+            them, and ecr:GetAuthorizationToken, which has no resource type).
+            @default ``()``: none
 
     Attributes:
         role: the `iam.Role`.
@@ -80,14 +86,14 @@ class NodeRole(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_arn: str, bucket_arns: Sequence[str] = (),
                  kms_key_arn: Optional[str] = None, workspace_arn: Optional[str] = None,
-                 instance_topology: bool = False) -> None:
+                 instance_topology: bool = False, image_repository_arns: Sequence[str] = ()) -> None:
         super().__init__(scope, construct_id)
         self.role = iam.Role(
             self, "Role", path=PCS_PATH, assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="AWS PCS compute nodes: register with the cluster, use the cluster's buckets",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
-            inline_policies={"fmcluster-node": node_policy(cluster_arn, bucket_arns, kms_key_arn,
-                                                                           workspace_arn, instance_topology)})
+            inline_policies={"fmcluster-node": node_policy(cluster_arn, bucket_arns, kms_key_arn, workspace_arn,
+                                                           instance_topology, image_repository_arns)})
         self.instance_profile = iam.CfnInstanceProfile(self, "InstanceProfile", path=PCS_PATH,
                                                        roles=[self.role.role_name])
 

@@ -11,6 +11,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from fmcluster_cdk.constructs.compute.node_role import storage_statements
+from fmcluster_cdk.constructs.images.container import pull_statements
 
 NODE_MANAGED_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly",
                          "AmazonSSMManagedInstanceCore")
@@ -25,6 +26,11 @@ class EksNodeRole(Construct):
             @default ``()``: no bucket
         kms_key_arn: ARN of the buckets' KMS key (kms:Decrypt, kms:GenerateDataKey).
             @default None: no storage key
+        image_repository_arns: ARNs of the ECR repositories whose images the nodes run: pulls from
+            these, by name (AWS's AmazonEC2ContainerRegistryPullOnly, which the role carries for the
+            add-ons' images, allows pulls from every repository already; these keep the role's
+            own grant of them should that policy go).
+            @default ``()``: none
 
     Attributes:
         role: the `iam.Role` (trust: EC2).
@@ -32,9 +38,9 @@ class EksNodeRole(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, bucket_arns: Sequence[str] = (),
-                 kms_key_arn: Optional[str] = None) -> None:
+                 kms_key_arn: Optional[str] = None, image_repository_arns: Sequence[str] = ()) -> None:
         super().__init__(scope, construct_id)
-        statements = storage_statements(bucket_arns, kms_key_arn)
+        statements = storage_statements(bucket_arns, kms_key_arn) + pull_statements(image_repository_arns)
         self.role = iam.Role(
             self, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             description="EKS nodes: join the cluster, pull images, use the cluster's buckets",

@@ -12,6 +12,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from fmcluster_cdk.constructs.compute.node_role import remote_write_statements, storage_statements
+from fmcluster_cdk.constructs.images.container import PULL_ACTIONS, pull_statements
 
 SERVICE = "sagemaker.amazonaws.com"
 LOG_GROUPS = "/aws/sagemaker/Clusters"
@@ -89,6 +90,10 @@ class ExecutionPolicyProps:
         volume_key_arn: ARN of the customer managed KMS key of the instance groups' EBS volumes
             (kms:CreateGrant and kms:DescribeKey through SageMaker).
             @default None: volumes encrypted with an AWS owned key
+        image_repository_arns: ARNs of the ECR repositories whose images the instance groups run
+            (pulls from these; on HyperPod EKS the role's pulls from every repository of the region,
+            for the add-ons' images, and its registry login are there already).
+            @default ``()``: none
     """
 
     lifecycle: Sequence[LifecycleFolder]
@@ -104,6 +109,7 @@ class ExecutionPolicyProps:
     accounting_secret_arn: Optional[str] = None
     efa_file_system: bool = False
     volume_key_arn: Optional[str] = None
+    image_repository_arns: Sequence[str] = ()
 
 
 def execution_policy(props: ExecutionPolicyProps) -> iam.PolicyDocument:
@@ -162,6 +168,11 @@ def execution_policy(props: ExecutionPolicyProps) -> iam.PolicyDocument:
             iam.PolicyStatement(sid="PodIdentity", actions=["eks-auth:AssumeRoleForPodIdentity"],
                                 resources=[eks]),
         ]
+    if eks and props.image_repository_arns:  # its registry login is EcrAuthorization's, above
+        statements.append(iam.PolicyStatement(sid="ReferenceImagePull", actions=PULL_ACTIONS,
+                                              resources=list(props.image_repository_arns)))
+    elif not eks:
+        statements += pull_statements(props.image_repository_arns)
     statements += remote_write_statements(props.workspace_arn)
     if props.metrics_parameter_arn:
         statements.append(iam.PolicyStatement(sid="MetricsParameter", actions=["ssm:GetParameter"],

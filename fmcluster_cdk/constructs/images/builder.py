@@ -75,13 +75,17 @@ class ImageBuildRole(Construct):
 
     Props:
         component_arns: ARNs of the image's components (their build versions, as the recipe names
-            them): imagebuilder:GetComponent on these only.
+            them): imagebuilder:GetComponent on these only; none (a container recipe without
+            components): no such grant.
             @default required
         log_group_arn: ARN of the image's log group (the ``Arn`` attribute, which ends in ``:*``:
             its streams).
             @default required
         description: the role's description.
             @default required
+        statements: more statements of the inline policy (a container build's push to its
+            repository).
+            @default ``()``
 
     Attributes:
         role: the `iam.Role`.
@@ -89,7 +93,7 @@ class ImageBuildRole(Construct):
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, component_arns: Sequence[str], log_group_arn: str,
-                 description: str) -> None:
+                 description: str, statements: Sequence[iam.PolicyStatement] = ()) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         instances = stack.format_arn(service="ec2", resource="instance", resource_name="*")
@@ -99,9 +103,10 @@ class ImageBuildRole(Construct):
             iam.PolicyStatement(sid="SsmAgentCore", actions=AGENT_CORE_ACTIONS, resources=["*"]),
             iam.PolicyStatement(sid="ImageBuilderBuckets", actions=["s3:GetObject"],
                                 resources=[IMAGE_BUILDER_BUCKETS.format(partition=stack.partition)]),
-            iam.PolicyStatement(sid="ImageComponents", actions=["imagebuilder:GetComponent"],
-                                resources=list(component_arns)),
+            *([iam.PolicyStatement(sid="ImageComponents", actions=["imagebuilder:GetComponent"],
+                                   resources=list(component_arns))] if component_arns else []),
             iam.PolicyStatement(sid="ImageLogs", actions=LOG_ACTIONS, resources=[log_group_arn]),
+            *statements,
         ])
         self.role = iam.Role(self, "Role", path=ROLE_PATH, assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
                              description=description, inline_policies={"fmcluster-image-build": policy})

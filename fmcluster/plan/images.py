@@ -1,0 +1,161 @@
+"""NAME-images in the plan: the node images a Slurm plane's groups launch from, the reference GPU
+images the acceptance kit's jobs run (every plane), and what a group's own image must have; the
+plan's models of them, made from the cluster model, and their rows and lines for the text and
+markdown plans (fmcluster.plan.render lays them out)."""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from pydantic import Field
+
+from fmcluster.facts import images as image_facts
+from fmcluster.facts import prices
+from fmcluster.model import cluster as model
+from fmcluster.node import image as node_image
+from fmcluster.plan.cost import Model
+
+Table = list[list[str]]
+
+
+class ImagePlan(Model):
+    """One node image of NAME-images (fmcluster.model.cluster.NodeImage)."""
+
+    key: str = Field(description="PLANE-ARCHITECTURE, such as pcs-x86_64")
+    plane: str
+    architecture: str
+    base_parameter: str = Field(description=(
+        "the public SSM parameter of the base image, resolved by Image Builder when the image is built"))
+    slurm_version: Optional[str] = Field(description="the Slurm Pyxis is built against; null: the base image's own")
+    slurm_prefix: str = Field(description="where that Slurm is on the base image")
+    build_instance_type: str = Field(description="the instance Image Builder builds and tests the image on")
+    build_instance_hourly_usd: Optional[float] = Field(description=(
+        "its On-Demand price from the price table; null: not in the table"))
+    revision: int = Field(description="the spec's images.revision")
+    encrypted: bool = Field(description="the image's snapshots are encrypted with the storage key")
+    groups: list[str] = Field(description="the node groups that launch from it")
+
+
+class ReferenceImagePlan(Model):
+    """One reference GPU image of NAME-images (fmcluster.model.reference_image.ReferenceImage): the
+    container image the acceptance kit's jobs run, built by Image Builder into an ECR repository of
+    the cluster's account and region."""
+
+    architecture: str
+    repository: str = Field(description="its ECR repository (one image each: a changed recipe is a new one)")
+    tag: str = Field(description="the image's tag in that repository (immutable)")
+    build_instance_type: str = Field(description="the instance Image Builder builds the image on")
+    build_instance_hourly_usd: Optional[float] = Field(description=(
+        "its On-Demand price from the price table; null: not in the table"))
+    groups: list[str] = Field(description="the GPU node groups whose acceptance jobs run it")
+
+
+class OwnImagePlan(Model):
+    """A node group of a Slurm plane that launches from its own image (`ami_id`), and what that image
+    must have: the boot checks it, and a node without it never takes a job."""
+
+    group: str
+    ami_id: str
+    needs: list[str]
+
+
+class ImagesPlan(Model):
+    """NAME-images: the baked node images of a Slurm control plane (none on Kubernetes) and the
+    reference GPU images (every plane, unless images.reference is false)."""
+
+    stack: str
+    images: list[ImagePlan]
+    references: list[ReferenceImagePlan] = Field(default=[], description=(
+        "the reference GPU images of the acceptance kit's jobs, one per architecture of the GPU groups"))
+    first_deploy_minutes: int = Field(description=(
+        "an estimate of what building the images adds to a first deploy: they build in parallel, before "
+        "NAME-cluster"))
+    note: str
+
+
+IMAGES_NOTE = ("an estimate: an Image Builder build and test each (a build instance, the install, the AMI "
+               "snapshot, a test instance from the new AMI), in parallel, before {cluster}; a later deploy "
+               "rebuilds an image only when its recipe changes (fmcluster's software pins, the Slurm version, "
+               "images.revision)")
+REFERENCES_NOTE = ("{each}an Image Builder container build (a build instance, the CUDA base pulled, NCCL and "
+                   "nccl-tests compiled, the image pushed to its ECR repository){side}; a later deploy rebuilds it, "
+                   "into a new repository, only when its recipe changes (fmcluster's version pins, "
+                   "images.revision)")
+
+
+def own_images(m: model.ClusterModel) -> list[OwnImagePlan]:
+    cp = m.control_plane
+    if cp.type not in (image_facts.PCS, image_facts.HYPERPOD_SLURM):
+        return []
+    prefix = image_facts.slurm_prefix(cp.type, m.spec.orchestrator.version or "")
+    return [OwnImagePlan(group=g.name, ami_id=g.ami_id, needs=list(node_image.own_image_needs(
+        cp.type, prefix, containers=m.runs_containers(g), metrics=m.observed))) for g in m.all_groups if g.ami_id]
+
+
+def images(m: model.ClusterModel, table: prices.PriceTable) -> Optional[ImagesPlan]:
+    if not m.images and not m.reference_images:
+        return None
+    stack = next(s.name for s in m.stacks if s.key == model.IMAGES)
+    cluster = next(s.name for s in m.stacks if s.key == model.CLUSTER)
+    notes = [IMAGES_NOTE.format(cluster=cluster)] if m.images else []
+    if m.reference_images:
+        side = (", beside the node images" if m.images else
+                ", side by side" if len(m.reference_images) > 1 else "")
+        notes.append(REFERENCES_NOTE.format(each="each reference GPU image: " if m.images else "an estimate: ",
+                                            side=side))
+    minutes = max([image_facts.BUILD_MINUTES_ESTIMATE] * bool(m.images)
+                  + [image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE] * bool(m.reference_images))
+    return ImagesPlan(
+        stack=stack, first_deploy_minutes=minutes, note="; ".join(notes),
+        images=[ImagePlan(key=i.key, plane=i.plane, architecture=i.architecture, base_parameter=i.base.parameter,
+                          slurm_version=i.slurm_version or None, slurm_prefix=i.slurm_prefix,
+                          build_instance_type=i.build_instance_type,
+                          build_instance_hourly_usd=table.instance_hourly(i.build_instance_type),
+                          revision=i.revision, encrypted=i.encrypted, groups=list(i.groups))
+                for i in m.images],
+        references=[ReferenceImagePlan(architecture=r.architecture, repository=r.repository, tag=r.tag,
+                                       build_instance_type=r.build_instance_type,
+                                       build_instance_hourly_usd=table.instance_hourly(r.build_instance_type),
+                                       groups=list(r.groups))
+                    for r in m.reference_images])
+
+
+# ---- rows and lines (fmcluster.plan.render) ---------------------------------------------------
+
+def _instance(instance_type: str, hourly: Optional[float], usd: Callable[[Optional[float]], str]) -> str:
+    return f"{instance_type} ({usd(hourly)}/h)" if hourly is not None else instance_type
+
+
+def image_rows(plan: Optional[ImagesPlan], usd: Callable[[Optional[float]], str]) -> Table:
+    """A row per node image of NAME-images: what it is baked from, on what, for which groups."""
+    rows = [["image", "base image (SSM parameter)", "Slurm", "build instance", "node groups", "encrypted"]]
+    for i in plan.images if plan else []:
+        version = i.slurm_version or "the base image's,"
+        rows.append([i.key, i.base_parameter, f"{version} at {i.slurm_prefix}",
+                     _instance(i.build_instance_type, i.build_instance_hourly_usd, usd), ", ".join(i.groups),
+                     "yes (storage key)" if i.encrypted else "no"])
+    return rows
+
+
+def reference_rows(plan: Optional[ImagesPlan], usd: Callable[[Optional[float]], str]) -> Table:
+    """A row per reference GPU image: its architecture, repository and tag, build instance, groups."""
+    rows = [["reference image", "ECR repository:tag", "build instance", "node groups"]]
+    for r in plan.references if plan else []:
+        rows.append([r.architecture, f"{r.repository}:{r.tag}",
+                     _instance(r.build_instance_type, r.build_instance_hourly_usd, usd), ", ".join(r.groups)])
+    return rows
+
+
+def images_line(plan: Optional[ImagesPlan]) -> str:
+    """What the images add to a first deploy, in a line."""
+    if plan is None:
+        return ""
+    count = len(plan.images) + len(plan.references)
+    return (f"a first deploy takes about {plan.first_deploy_minutes} min more for {count} "
+            f"image{'s' if count != 1 else ''} ({plan.note})")
+
+
+def own_image_lines(own: list[OwnImagePlan]) -> list[str]:
+    """What each group's own image must have, a line each."""
+    return [f"node group {o.group} launches from its own {o.ami_id}, which must have: {'; '.join(o.needs)}; "
+            "a node without them never takes a job" for o in own]
