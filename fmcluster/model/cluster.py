@@ -403,7 +403,7 @@ def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool, baked: bool,
         built = ["node images (Enroot, Pyxis, exporters baked into the control plane's base image)"] if baked else []
         if reference:
             built.append("the reference GPU image of the acceptance jobs (nccl-tests, fio) in ECR")
-        stacks.append(Stack(IMAGES, name, f"EC2 Image Builder {' and '.join(built)}, their build roles and logs",
+        stacks.append(Stack(IMAGES, name, f"EC2 Image Builder: {' and '.join(built)}; their build roles and logs",
                             spec.protect))
     stacks.append(Stack(CLUSTER, name,
                         f"{scheduler} control plane ({cp.type}), its node groups{nested} and "

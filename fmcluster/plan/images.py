@@ -141,7 +141,7 @@ def reference_rows(plan: Optional[ImagesPlan], usd: Callable[[Optional[float]], 
     """A row per reference GPU image: its architecture, repository and tag, build instance, groups."""
     rows = [["reference image", "ECR repository:tag", "build instance", "node groups"]]
     for r in plan.references if plan else []:
-        rows.append([r.architecture, f"{r.repository}:{r.tag}",
+        rows.append([f"reference-{r.architecture}", f"{r.repository}:{r.tag}",
                      _instance(r.build_instance_type, r.build_instance_hourly_usd, usd), ", ".join(r.groups)])
     return rows
 

@@ -146,5 +146,6 @@ def test_the_readme_quick_start_says_how_long_its_projects_first_deploy_takes():
     spec = loader.load_text(init.spec_text("pcs", "p5.48xlarge", "my-cluster", "us-east-1", "use1-az4")).spec
     fd = model.first_deploy(cluster.resolve(spec))
     assert f"Its first deploy takes about {_words(fd.one_at_a_time)}, one stack after another" in quick
-    assert f"(`my-cluster-images` bakes the node images for {_words(fd.stack('images').span)} of it)" in quick
+    assert f"(`my-cluster-images` builds the node images and the reference GPU image for " \
+        f"{_words(fd.stack('images').span)} of it)" in quick
     assert f"its first GPU node is ready {_words(fd.node_ready)} after that" in quick

@@ -300,13 +300,13 @@ def test_each_image_is_listed_with_its_base_groups_and_first_deploy_time():
     section = text.split("Images (gb200-pcs-images, EC2 Image Builder)\n", 1)[1].split("\n\n", 2)
     assert ("  pcs-arm64\n    base image (SSM parameter)  "
             "/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id\n") in section[0]
-    assert f"  arm64\n    ECR repository:tag  {reference.repository}:{reference.tag}\n" in section[1]
+    assert f"  reference-arm64\n    ECR repository:tag  {reference.repository}:{reference.tag}\n" in section[1]
     assert (f"about {p.images.first_deploy_minutes} min more for 3 images (an estimate"
             in " ".join(section[1].split()))
     md = plan_render.render_markdown(p)
     assert "#### Images (`gb200-pcs-images`, EC2 Image Builder)" in md
     assert "| pcs-x86_64 | /aws/service/pcs/ami/dlami-base-ubuntu2404/x86_64/latest/ami-id |" in md
-    assert f"| arm64 | {reference.repository}:{reference.tag} | c7g.8xlarge | gb200 |" in md
+    assert f"| reference-arm64 | {reference.repository}:{reference.tag} | c7g.8xlarge | gb200 |" in md
     builds = [line.item for line in p.cost.lines if line.item.startswith("EC2 Image Builder")]
     minutes = image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE
     assert builds[-1] == f"EC2 Image Builder: 1 x c7g.8xlarge for about {minutes} min a build (reference images)"
@@ -331,7 +331,7 @@ def test_kubernetes_planes_have_no_node_images_but_the_reference_image(example):
     assert p.images.first_deploy_minutes == image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE
     text, md = plan_render.render_text(p), plan_render.render_markdown(p)
     assert "Node images" not in text and "Node images" not in md and "base image (SSM parameter)" not in md
-    assert f"| x86_64 | {reference.repository}:{reference.tag} | c6i.8xlarge |" in md
+    assert f"| reference-x86_64 | {reference.repository}:{reference.tag} | c6i.8xlarge |" in md
     assert [line.item for line in p.cost.lines if "Image Builder" in line.item] == [
         f"EC2 Image Builder: 1 x c6i.8xlarge for about {image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE} min a build "
         "(reference images)"]
