@@ -57,8 +57,8 @@ def dockerfile() -> str:
 def template() -> str:
     """The recipe as an Image Builder Dockerfile template: the base image's ARG dropped and its FROM
     made `FROM {{{ imagebuilder:parentImage }}}` (the recipe's parent image, PARENT below), with
-    Image Builder's environments and components right after it, and its comment lines left out;
-    every other line as it is."""
+    Image Builder's environments and components right after it, and its comment lines (the parser
+    directive too) left out; every other line as it is."""
     text = dockerfile()
     arg = _BASE_ARG.search(text)
     if arg is None or _FROM.search(text) is None:
@@ -69,9 +69,10 @@ def template() -> str:
     text = _BASE_ARG.sub("", text, count=1)
     text = _FROM.sub(f"FROM {PARENT_IMAGE}\n{ENVIRONMENTS}\n{COMPONENTS}\n", text, count=1)
     # Without its comments (Docker drops them, also between continuation lines), so that a comment
-    # changes neither the image's identity nor its recipe; the parser directive on line 1 stays.
-    first, _, rest = text.partition("\n")
-    text = "\n".join([first, *(line for line in rest.splitlines() if not line.lstrip().startswith("#"))]) + "\n"
+    # changes neither the image's identity nor its recipe; without the parser directive too (`#
+    # syntax=` would have BuildKit pull an unpinned frontend image from Docker Hub; the recipe uses
+    # no feature of it).
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#")) + "\n"
     if len(text) > image_facts.REFERENCE_TEMPLATE_MAX_CHARS:
         raise ValueError(f"the reference image's Dockerfile template is {len(text)} characters; Image Builder "
                          f"takes at most {image_facts.REFERENCE_TEMPLATE_MAX_CHARS}")

@@ -23,7 +23,7 @@ from tests.support.stacks import load_spec, resources
 EXAMPLES = {"pcs": "examples/p5-pcs.yaml", "hyperpod-slurm": "examples/p6-b200-hyperpod-slurm.yaml",
             "eks": "examples/p5en-eks.yaml", "hyperpod-eks": "examples/p5-hyperpod-eks.yaml",
             "pcs-arm64": "examples/p6e-gb200-pcs.yaml"}
-PULL = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+PULL = ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
 PUSH = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:CompleteLayerUpload",
         "ecr:GetDownloadUrlForLayer", "ecr:InitiateLayerUpload", "ecr:PutImage", "ecr:UploadLayerPart"]
 
@@ -80,6 +80,7 @@ def test_one_container_build_per_reference_image(synth, plane):
     assert r["DockerfileTemplateData"] == reference_image.template()
     assert r["TargetRepository"] == {"Service": "ECR", "RepositoryName": {"Ref": repo_id}}
     assert "Components" not in r  # optional (cfn-lint's schema, botocore's CreateContainerRecipe)
+    assert r["PlatformOverride"] == "Linux"  # a registry's image: its platform said
     assert r["InstanceConfiguration"] == {
         "Image": image.build_ami,
         "BlockDeviceMappings": [{"DeviceName": image_facts.REFERENCE_BUILD_ROOT_DEVICE, "Ebs": {
@@ -108,6 +109,7 @@ def test_one_container_build_per_reference_image(synth, plane):
     assert b["InfrastructureConfigurationArn"] == getatt(infra_id)
     assert b["DistributionConfigurationArn"] == getatt(dist_id)
     assert b["ImageTestsConfiguration"] == {"ImageTestsEnabled": False}
+    assert b["ImageScanningConfiguration"] == {"ImageScanningEnabled": False}  # the repository scans on push
     log_id, log = of_reference(template, "AWS::Logs::LogGroup", image)
     assert b["LoggingConfiguration"] == {"LogGroupName": f"/aws/imagebuilder/{spec.name}-reference-"
                                          f"{image.architecture.replace('_', '-')}"} == {
@@ -133,6 +135,11 @@ def test_the_build_role_pushes_to_its_own_repository_only(synth, plane):
     assert statements["EcrAuthorization"] == {"Action": "ecr:GetAuthorizationToken", "Effect": "Allow",
                                               "Resource": "*", "Sid": "EcrAuthorization"}
     assert "ImageComponents" not in statements  # no component to read
+    recipe_id, _ = of_reference(template, "AWS::ImageBuilder::ContainerRecipe", image)
+    # the build reads its own recipe (AWS's EC2InstanceProfileForImageBuilderECRContainerBuilds has it)
+    assert statements["ImageRecipe"]["Action"] == "imagebuilder:GetContainerRecipe"
+    assert statements["ImageRecipe"]["Resource"] == [
+        getatt(recipe_id), {"Fn::Join": ["", [getatt(recipe_id), "/*"]]}]
     ecr = [a for s in statements.values() for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
            if a.startswith("ecr:")]
     assert sorted(set(ecr)) == sorted(set(PUSH) | {"ecr:GetAuthorizationToken"})

@@ -44,8 +44,13 @@ PUSH_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:Com
 # The registry login: ecr:GetAuthorizationToken has no resource type (Service Authorization
 # Reference), so "*" only.
 AUTHORIZATION_ACTIONS = ["ecr:GetAuthorizationToken"]
-# Pulls of the image by the nodes that run it.
-PULL_ACTIONS = ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+# Pulls of the image by the nodes that run it: what AWS's AmazonEC2ContainerRegistryPullOnly grants
+# for a pull, less its pull-through-cache import (BatchCheckLayerAvailability is a push's).
+PULL_ACTIONS = ["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+# What the build instance reads of its own recipe: Image Builder's container build fetches it
+# (AWS's EC2InstanceProfileForImageBuilderECRContainerBuilds grants it; the container-recipe
+# resource type is NAME/VERSION, Service Authorization Reference).
+RECIPE_ACTIONS = ["imagebuilder:GetContainerRecipe"]
 
 
 def repository_arn(scope: Construct, repository_name: str) -> str:
@@ -173,6 +178,9 @@ class ContainerImageBuilder(Construct):
             service="ECR", repository_name=self.repository.ref)  # Ref: the name, and the repository first
         self.recipe = imagebuilder.CfnContainerRecipe(
             self, "Recipe", name=name, version=VERSION, container_type="DOCKER", parent_image=parent_image,
+            # a registry's image: its platform said, not detected from a manifest that may not say it
+            # (Image Builder User Guide, "Create a new version of a container recipe")
+            platform_override="Linux",
             dockerfile_template_data=dockerfile_template, target_repository=target, description=description,
             instance_configuration=imagebuilder.CfnContainerRecipe.InstanceConfigurationProperty(
                 image=build_image, block_device_mappings=[
@@ -186,6 +194,8 @@ class ContainerImageBuilder(Construct):
             self, "BuildRole", log_group_arn=self.log_group.attr_arn, component_arns=(),
             statements=[iam.PolicyStatement(sid="ImageRepositoryPush", actions=PUSH_ACTIONS,
                                             resources=[self.repository_arn]),
+                        iam.PolicyStatement(sid="ImageRecipe", actions=RECIPE_ACTIONS,
+                                            resources=[self.recipe.attr_arn, f"{self.recipe.attr_arn}/*"]),
                         iam.PolicyStatement(sid="EcrAuthorization", actions=AUTHORIZATION_ACTIONS, resources=["*"])],
             description=f"Image Builder build instances of {name}")
 
@@ -211,6 +221,10 @@ class ContainerImageBuilder(Construct):
             infrastructure_configuration_arn=self.infrastructure.attr_arn,
             distribution_configuration_arn=self.distribution.attr_arn,
             image_tests_configuration=imagebuilder.CfnImage.ImageTestsConfigurationProperty(image_tests_enabled=False),
+            # the repository scans on push; Image Builder's own scanning would make a repository of its
+            # own outside the stack (AWS::ImageBuilder::Image EcrConfiguration)
+            image_scanning_configuration=imagebuilder.CfnImage.ImageScanningConfigurationProperty(
+                image_scanning_enabled=False),
             enhanced_image_metadata_enabled=False,
             logging_configuration=imagebuilder.CfnImage.ImageLoggingConfigurationProperty(
                 log_group_name=self.log_group_name))
