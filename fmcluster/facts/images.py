@@ -211,4 +211,4 @@ REFERENCE_BUILD_MINUTES_ESTIMATE = 75
 # runs joined by '.', '_' or '-', in '/'-separated parts, 2 to 256 characters (ECR API Reference,
 # CreateRepository).
 ECR_REPOSITORY = re.compile(r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*")
-REFERENCE_REPOSITORY_PREFIX = "fmcluster"
+REFERENCE_REPOSITORY_PREFIX = "fmcluster-images"  # ECR namespace of fmcluster's images

@@ -1,5 +1,5 @@
 """The reference GPU images of a cluster: the image the acceptance kit's jobs run (nccl-tests, fio,
-the EFA user space), built by NAME-images for each architecture of the cluster's GPU groups, so that
+the EFA user space), built by NAME-reference for each architecture of the cluster's GPU groups, so that
 the first job on a new cluster needs nothing built or pushed by hand.
 
 One recipe, fmcluster/data/docker/Dockerfile (shipped with the package), read here once: the stack
@@ -84,7 +84,7 @@ PARENT = software.CUDA_BASE_IMAGE  # the recipe's parent image: the CUDA devel i
 
 @dataclass(frozen=True)
 class ReferenceImage:
-    """The reference image of one architecture, built by NAME-images into a repository of its own.
+    """The reference image of one architecture, built by NAME-reference into a repository of its own.
 
     `repository` names the cluster, the architecture and the identity: one image per repository and
     a tag that never moves, so a changed recipe is a new repository (and a new build), and the old
@@ -108,7 +108,7 @@ class ReferenceImage:
 
     @property
     def repository(self) -> str:
-        """fmcluster/CLUSTER/reference-ARCHITECTURE-TAG (ECR's name rules: the cluster name's runs of
+        """fmcluster-images/CLUSTER/reference-ARCHITECTURE-TAG (ECR's name rules: the cluster name's runs of
         '-' become one, and a trailing '-' goes)."""
         cluster = re.sub(r"-+", "-", self.cluster).strip("-")
         return f"{image_facts.REFERENCE_REPOSITORY_PREFIX}/{cluster}/{self.key}-{self.tag}".replace("_", "-")

@@ -113,7 +113,7 @@ def test_the_identity_follows_what_makes_the_image():
 def test_names_keep_to_ecr_and_image_builder_rules(name):
     (image,) = model_of(name=name).reference_images
     assert image_facts.ECR_REPOSITORY.fullmatch(image.repository) and 2 <= len(image.repository) <= 256
-    assert image.repository.startswith(f"fmcluster/{name.strip('-').replace('--', '-')}/reference-x86-64-")
+    assert image.repository.startswith(f"fmcluster-images/{name.strip('-').replace('--', '-')}/reference-x86-64-")
     assert image.repository.endswith(image.tag) and len(image.tag) == reference_image.IDENTITY_DIGITS
     assert re.fullmatch(r"[a-z0-9][a-z0-9-]{1,100}[a-z0-9]", image.name)
 
