@@ -9,6 +9,10 @@ of fmcluster:
     .gitignore                        what synthesis and a virtual environment leave behind
     .github/workflows/fmcluster.yml   on every pull request: validate, plan and diff against the
                                       base branch's spec
+    requirements.txt                  the fmcluster the project runs (this install's Git commit), which
+                                      the workflow and the GitOps pipeline install
+    pipeline.yaml                     the GitOps pipeline that deploys cluster.yaml on every merge
+                                      (`cdk deploy -c pipeline=pipeline.yaml`, once)
 
 The spec is written only when it validates: the rules of fmcluster validate are what decides
 whether an instance type runs on a control plane (P6e-GB200 only as UltraServers, and not on
@@ -45,6 +49,8 @@ from fmcluster.spec.models import region_problem
 FORMATS = ("text",)
 SPEC_FILE = "cluster.yaml"
 WORKFLOW_FILE = ".github/workflows/fmcluster.yml"
+REQUIREMENTS_FILE = "requirements.txt"
+PIPELINE_FILE = "pipeline.yaml"
 # The CDK app as a console script of the installed package (pyproject.toml, [project.scripts]):
 # on PATH wherever `fmcluster` is (pip, pipx, uv tool), so cdk.json names no interpreter.
 APP_SCRIPT = "fmcluster-cdk-app"
@@ -276,8 +282,39 @@ def install_source(distribution: metadata.Distribution | None = None) -> str:
     return PLACEHOLDER_SOURCE
 
 
+def requirements(source: str) -> str:
+    """requirements.txt: the one pin of the fmcluster the project runs (PEP 508, `NAME @ URL`)."""
+    where = ("put yours: the README's REPO, at the commit you installed" if source == PLACEHOLDER_SOURCE
+             else "the install init ran from")
+    return ("# The fmcluster this project runs, installed from here by the pull-request workflow and by\n"
+            "# the GitOps pipeline's steps (pip install -r requirements.txt). Move the commit to upgrade.\n"
+            f"fmcluster @ {source}  # {where}\n")
+
+
+def pipeline_file(name: str, region: str) -> str:
+    """pipeline.yaml: the GitOps pipeline of the project's one cluster, its placeholders marked."""
+    d = _Lines()
+    d.comment("The GitOps pipeline of this project: every merge to `branch` deploys cluster.yaml, after a")
+    d.comment("diff against what was last deployed (a change that would lose data stops it). Check it with")
+    d.comment("  fmcluster validate --pipeline pipeline.yaml")
+    d.comment("and deploy it once, with the account's credentials: npx aws-cdk deploy -c pipeline=pipeline.yaml --all")
+    d.field(0, "name", name, "the pipeline, and its stack NAME-pipeline")
+    d.field(0, "account", PLACEHOLDER_ACCOUNT, "where the pipeline runs: put yours")
+    d.field(0, "region", region, "and its region")
+    d.field(0, "source", None, "a CodeConnections connection, approved in the console first")
+    d.field(2, "connection_arn", f"arn:aws:codeconnections:{region}:{PLACEHOLDER_ACCOUNT}:connection/"
+            f"{placeholders.CONNECTION_ID}", "put yours")
+    d.field(2, "repository", placeholders.REPOSITORY, "put yours: this project's repository, owner/name")
+    d.field(2, "branch", "main", "the branch whose merges deploy")
+    d.field(0, "waves", None, "one after the other")
+    d.field(2, "name", "clusters", "a wave's clusters deploy in parallel", item=True)
+    d.field(4, "clusters", None, "the specs of the wave")
+    d.field(6, "spec", SPEC_FILE, "paths from the project's root", item=True)
+    d.field(8, "protected", True, "a manual approval before each deploy")
+    return d.text()
+
+
 def workflow(source: str) -> str:
-    placeholder = "put yours (the README's REPO)" if source == PLACEHOLDER_SOURCE else "the install init ran from"
     return f"""\
 # Reviews a change of the cluster spec on every pull request, without AWS credentials: validate
 # it, plan it (the plan in the job summary), and say what the change does to deployed resources
@@ -297,7 +334,6 @@ defaults:
 
 env:
   SPEC: {SPEC_FILE}
-  FMCLUSTER: {_scalar(source)}  # where fmcluster is installed from: {placeholder}
 
 jobs:
   review:
@@ -314,7 +350,7 @@ jobs:
           node-version: "24"  # fmcluster diff synthesizes: the CDK's jsii runs Node.js 22 or 24
           package-manager-cache: false
       - name: Install fmcluster
-        run: python -m pip install "$FMCLUSTER"
+        run: python -m pip install -r {REQUIREMENTS_FILE}  # the project's pin
       - name: Validate
         run: fmcluster validate "$SPEC"
       - name: Plan
@@ -331,9 +367,10 @@ jobs:
 """
 
 
-def files(spec: str, source: str) -> dict[str, str]:
+def files(spec: str, source: str, name: str = "my-cluster", region: str = DEFAULT_REGION) -> dict[str, str]:
     """The project's files by path, in the order they are written."""
-    return {SPEC_FILE: spec, "cdk.json": cdk_json(), ".gitignore": GITIGNORE, WORKFLOW_FILE: workflow(source)}
+    return {SPEC_FILE: spec, "cdk.json": cdk_json(), ".gitignore": GITIGNORE, WORKFLOW_FILE: workflow(source),
+            REQUIREMENTS_FILE: requirements(source), PIPELINE_FILE: pipeline_file(name, region)}
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -375,7 +412,7 @@ def run(directory: str, orchestrator: str = DEFAULT_ORCHESTRATOR, instance_type:
         return refuse(f"{combination}{where}: {first.message}", hint)
     written: list[str] = []
     try:
-        for path, content in files(text, install_source()).items():
+        for path, content in files(text, install_source(), cluster, region).items():
             out = target / path
             out.parent.mkdir(parents=True, exist_ok=True)
             with open(out, "x", encoding="utf-8") as handle:  # never over a file that appeared meanwhile

@@ -40,6 +40,8 @@ RULE = "placeholder-values"  # the id of the check (fmcluster.spec.rules.placeho
 RESERVATION_ID = "cr-0123456789abcdef0"
 ACCOUNT = "111122223333"
 ACCESS_CIDR = "203.0.113.0/24"  # TEST-NET-3: reaches nothing until it is replaced
+REPOSITORY = "OWNER/REPOSITORY"  # the pipeline file's source repository (owner/name)
+CONNECTION_ID = "00000000-0000-0000-0000-000000000000"  # the pipeline file's connection's id
 
 DOCUMENTATION_ACCOUNTS = ("111122223333", "444455556666", "777788889999", "123456789012")
 DOCUMENTATION_NETWORKS = {"192.0.2.0/24": "TEST-NET-1", "198.51.100.0/24": "TEST-NET-2", "203.0.113.0/24": "TEST-NET-3"}
@@ -59,6 +61,7 @@ HINTS = {
     "members": "put the IAM roles or users of the team",
     "alert_email": "put an address that your on-call reads",
     "connection_arn": "put your CodeConnections connection's ARN (aws codeconnections list-connections)",
+    "repository": "put the repository the connection reaches, as owner/name",
 }
 HINT = "put yours"
 DEPLOY_HINT = ("put yours: the CDK app refuses placeholders wherever its templates may be deployed, "
@@ -121,6 +124,10 @@ def placeholder(value: str) -> str | None:
         direction = _counting(match.group(1))
         if direction is not None:
             return f"{value} is an example reservation id (its digits count {direction})"
+    if value == REPOSITORY:
+        return f"{value} stands for a repository"
+    if CONNECTION_ID in value:
+        return f"{value} names the all-zero connection id"
     network = _network(value)
     if network is not None:
         for block, name in DOCUMENTATION_NETWORKS.items():

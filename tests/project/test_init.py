@@ -36,9 +36,10 @@ def test_a_new_project_validates_and_plans_in_its_own_directory(tmp_path, orches
     made = fmcluster("init", "my-cluster", "--orchestrator", orchestrator, cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     project = tmp_path / "my-cluster"
-    assert sorted(p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()) == sorted(
-        ["cluster.yaml", "cdk.json", ".gitignore", ".github/workflows/fmcluster.yml"])
-    for name in ("cluster.yaml", "cdk.json", ".gitignore", ".github/workflows/fmcluster.yml"):
+    written = ["cluster.yaml", "cdk.json", ".gitignore", ".github/workflows/fmcluster.yml", "requirements.txt",
+               "pipeline.yaml"]
+    assert sorted(p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()) == sorted(written)
+    for name in written:
         assert f"wrote my-cluster/{name}" in made.stdout
     assert "fmcluster validate cluster.yaml" in made.stdout and "npx aws-cdk synth" in made.stdout
     assert "deploy" not in made.stdout  # the next commands review; deploying is the user's own step
@@ -209,7 +210,7 @@ def test_workflow_validates_plans_and_diffs_pull_requests():
     runs = "\n".join(str(s.get("run", "")) for s in steps)
     for command in ('fmcluster validate "$SPEC"', 'fmcluster plan "$SPEC" --format markdown',
                     'git show "origin/$BASE:$SPEC"', 'fmcluster diff "$RUNNER_TEMP/base.yaml" "$SPEC"',
-                    'pip install "$FMCLUSTER"'):
+                    "pip install -r requirements.txt"):
         assert command in runs, command
     assert "cdk deploy" not in runs and "aws-cdk" not in runs  # review only: no credentials, no deploy
     # the actions at the versions of the repository's own example workflow
@@ -230,7 +231,35 @@ def test_workflow_passes_actionlint(tmp_path):
         (tmp_path / name).write_text(text)
         result = subprocess.run([str(binary), name], capture_output=True, text=True, cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
-    assert yaml.safe_load(init.workflow(source))["env"]["FMCLUSTER"] == source
+
+
+
+def test_the_project_pins_fmcluster_in_one_place():
+    """requirements.txt is the one pin: the workflow installs it (and the pipeline's steps do)."""
+    from packaging.requirements import Requirement
+
+    source = "git+https://github.com/example/fmcluster@" + "0" * 40
+    (pinned,) = [Requirement(line.split("  #")[0]) for line in init.requirements(source).splitlines()
+                 if not line.startswith("#")]
+    assert (pinned.name, pinned.url) == ("fmcluster", source)
+    assert "put yours" in init.requirements(init.PLACEHOLDER_SOURCE)
+    assert source not in init.workflow(source)  # read from requirements.txt, not repeated
+
+
+def test_the_pipeline_file_deploys_the_project_and_marks_its_placeholders(tmp_path):
+    assert fmcluster("init", "my-cluster", "--region", "us-west-2", "--az-id", "usw2-az2",
+                     cwd=tmp_path).returncode == 0
+    project = tmp_path / "my-cluster"
+    pipeline = yaml.safe_load((project / "pipeline.yaml").read_text())
+    assert pipeline["name"] == "my-cluster" and pipeline["region"] == "us-west-2"
+    assert pipeline["waves"] == [{"name": "clusters", "clusters": [{"spec": "cluster.yaml", "protected": True}]}]
+    checked = fmcluster("validate", "--pipeline", "pipeline.yaml", cwd=project)
+    assert (checked.returncode, checked.stdout) == (0, "pipeline.yaml: ok\n"), checked.stderr
+    warned = [line for line in checked.stderr.splitlines() if line.startswith("pipeline.yaml:") and ": warning: " in line]
+    assert [line.split(": warning: ")[1].split(":")[0] for line in warned] == [
+        "account", "source.connection_arn", "source.repository"]
+    lines = (project / "pipeline.yaml").read_text().splitlines()
+    assert all("put yours" in lines[int(line.split(":")[1]) - 1] for line in warned)
 
 
 def test_ci_installs_from_the_git_commit_of_a_git_install(tmp_path):
