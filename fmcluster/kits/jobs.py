@@ -97,10 +97,50 @@ def _nccl_environment() -> list[str]:
             f"# shellcheck source=/dev/null\n[[ -r {bootstrap.NCCL_ENV_FILE} ]] && source {bootstrap.NCCL_ENV_FILE}"]
 
 
+# The nccl and fio steps run the image as one Pyxis named container a node for the whole job
+# (NVIDIA/pyxis v0.24.0, args.c and README, --container-name; pyxis_slurmstepd.c,
+# slurm_spank_user_init): a step that finds the container on its node reuses its filesystem and
+# imports nothing, so each node imports and unpacks the image once a job, not at every step. It
+# lives in the node's own Enroot data path (ENROOT_DATA_PATH on the instance store or /tmp:
+# fmcluster/node/scripts/boot/containers.sh), so two nodes never share one. The cluster's pyxis.conf
+# sets no container_scope, so Pyxis names it pyxis_NAME (the default scope, "global") and leaves it
+# after the job (only container_scope=job has its epilog remove it, pyxis_slurmd.c): the job removes
+# the kit's containers from its nodes itself, before its first step (what a cancelled job, or a killed
+# run of this one, left: a requeued job keeps its id, and a half-made filesystem would be reused) and
+# when it ends; its nodes are its alone (--exclusive). Two steps starting at once on one node would
+# both create it and one fail (enroot create: "File already exists"): the steps that run at the same
+# time here are each on a node of its own.
+CONTAINER_PREFIX = "fmcluster-kit"
+_CONTAINERS = r'''# the image runs as one named container on each node for the whole job (each node imports it once)
+CONTAINER=PREFIX-$SLURM_JOB_ID
+# shellcheck disable=SC2016  # expanded on each node
+DROP='command -v enroot >/dev/null || exit 0
+for name in $(enroot list 2>/dev/null); do
+  case $name in
+    pyxis_PREFIX-[0-9]* | pyxis_[0-9]*_PREFIX-[0-9]*)
+      enroot remove -f "$name" >/dev/null 2>&1 || echo "fmcluster: $(hostname): cannot remove container $name" ;;
+  esac
+done'
+containers=0  # 1 once a step may have made one
+drop_containers() {  # the kit's named containers on every node of the job: removed (--overlap: at once)
+  srun --overlap --nodes="$SLURM_NNODES" --ntasks="$SLURM_NNODES" --ntasks-per-node=1 bash -c "$DROP" 2>/dev/null
+  return 0
+}
+finish() {  # when the job ends, however it ends
+  if (( containers )); then drop_containers; fi
+  remove "${cleanup[@]}"
+}
+trap finish EXIT
+trap 'exit 143' TERM INT HUP'''.replace("PREFIX", CONTAINER_PREFIX)
+# before the first container step: what earlier runs left on the job's nodes removed
+_FIRST_CONTAINER = ["drop_containers  # what an earlier job (cancelled) or run (killed) left on the nodes",
+                    "containers=1"]
+
+
 def _image_lines(model: ClusterModel, group: NodeGroup) -> list[str]:
     """IMAGE, the group's reference image unless set (fmcluster.kits.reference), and what the job
-    leaves removed when it ends (reference.CLEANUP)."""
-    return [reference.CLEANUP, *reference.slurm_lines(model, group)]
+    leaves removed when it ends (reference.CLEANUP, the named containers)."""
+    return [reference.CLEANUP, _CONTAINERS, *reference.slurm_lines(model, group)]
 
 
 def nccl_sbatch(model: ClusterModel, group: NodeGroup) -> str:
@@ -113,11 +153,12 @@ def nccl_sbatch(model: ClusterModel, group: NodeGroup) -> str:
               f"NCCL_TESTS=${{NCCL_TESTS:-{NCCL_TESTS_DIR}}}",
               'mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
               'tmp=$(mktemp -d)',
+              *_FIRST_CONTAINER,
               f"for op in {' '.join(expected.NCCL_OPERATIONS)}; do",
               "  # inside each node: every node at once, one step each",
               '  for host in "${HOSTS[@]}"; do',
               f'    srun --nodes=1 --ntasks={gpus} --nodelist="$host" --mpi=pmix --cpu-bind=none \\',
-              '      --container-image="$IMAGE" "$NCCL_TESTS/${op}_perf" '
+              '      --container-image="$IMAGE" --container-name="$CONTAINER" "$NCCL_TESTS/${op}_perf" '
               f'-b 8 -e {size} -f 2 -g 1 -c 1 -n 20 >"$tmp/$host.$op" 2>&1 &',
               "  done",
               "  wait",
@@ -128,7 +169,8 @@ def nccl_sbatch(model: ClusterModel, group: NodeGroup) -> str:
               "  # across every node of the group",
               '  if (( ${#HOSTS[@]} > 1 )); then',
               '    echo "==> fmcluster node=all group=$GROUP test=nccl-$op-nodes <=="',
-              '    srun --mpi=pmix --cpu-bind=none --container-image="$IMAGE" "$NCCL_TESTS/${op}_perf" '
+              '    srun --mpi=pmix --cpu-bind=none --container-image="$IMAGE" --container-name="$CONTAINER" \\',
+              '      "$NCCL_TESTS/${op}_perf" '
               f'-b 8 -e {size} -f 2 -g 1 -c 1 -n 50 2>&1',
               "  fi",
               "done",
@@ -182,10 +224,12 @@ def fio_sbatch(model: ClusterModel, group: NodeGroup) -> str:
               "fio_run() {",
               '  local dir="$2/fmcluster-fio/$SLURM_JOB_ID"',
               '  cleanup+=("$dir")',
-              f'  srun --label --ntasks-per-node=1 --container-image="$IMAGE" --container-mounts={mounts} \\',
+              '  srun --label --ntasks-per-node=1 --container-image="$IMAGE" --container-name="$CONTAINER" \\',
+              f'    --container-mounts={mounts} \\',
               '    bash -c "$FIO_NODE" fio "$dir" "$3" "$FIO_JOBS" | regroup "$1"',
               '  remove "$dir"',
-              "}"]
+              "}",
+              *_FIRST_CONTAINER]
     for t in targets:
         scope = f"all {t.writers} nodes together" if t.test == "fio-fsx" else "each node on its own disks"
         lines += [f"# {t.test}: {t.job_mib} MiB x {FIO_JOBS} jobs a node, {t.written_gib:.1f} GiB written by {scope} "

@@ -8,15 +8,18 @@ Slurm (fmcluster.kits.jobs): the batch script names the image (the account is th
 node's own through `aws sts get-caller-identity`, which needs no IAM permission) and gives Enroot
 credentials for the cluster's registry. Enroot reads `$ENROOT_CONFIG_PATH/.credentials` (netrc
 form) and runs a password field that starts with `$` as a command at each import (NVIDIA/enroot
-v4.1.2 doc/cmd/import.md, the ECR example; src/common.sh common::evalnetrc); src/docker.sh takes
-the login of the first `machine REGISTRY login USER` line when the image names no user. Pyxis passes
-the step's environment to Enroot but a deny list without ENROOT_CONFIG_PATH (NVIDIA/pyxis v0.24.0
-pyxis_slurmstepd.c, enroot_deny_env), and Enroot's environment wins over enroot.conf (enroot.in,
-config::export). So the job writes a config directory of its own on the shared file system, the
-user's own .credentials lines first and the registry's after, and exports ENROOT_CONFIG_PATH to it;
-the registry's line holds a command, not a token: each import on each node gets a fresh 12-hour
-ECR token from the node's role. The user's hooks.d, mounts.d and environ.d (Enroot reads them from
-ENROOT_CONFIG_PATH too) are linked in.
+v4.1.2 doc/cmd/import.md, the ECR example; src/common.sh common::evalnetrc), with its errors sent to
+/dev/null (src/docker.sh, docker::_authenticate); src/docker.sh takes the login of the first
+`machine REGISTRY login USER` line when the image names no user, and curl's --netrc-file the first
+entry of the host. Pyxis passes the step's environment to Enroot but a deny list without
+ENROOT_CONFIG_PATH (NVIDIA/pyxis v0.24.0 pyxis_slurmstepd.c, enroot_deny_env), and Enroot's
+environment wins over enroot.conf (enroot.in, config::export). So the job writes a config directory
+of its own on the shared file system holding ONLY the registry's line (the user's own .credentials,
+often literal passwords, is not copied: the steps pull only this image, and a stale line of the user
+for the same registry would win), and exports ENROOT_CONFIG_PATH to it. The line holds a command,
+not a token: each import on each node gets a fresh 12-hour ECR token from the node's role; the job
+runs the same command once before its steps, so a failing one is a clear line, not Enroot's 401. The
+user's hooks.d, mounts.d and environ.d (Enroot reads them from ENROOT_CONFIG_PATH too) are linked in.
 
 Kubernetes (fmcluster.kits.kubernetes): kubelet pulls with the node's role, so the manifests only
 name the image; without an account in the spec, submit-all.sh fills in the account of the
@@ -55,33 +58,46 @@ def credentials_line(registry_host: str, region: str, aws: str = "aws") -> str:
     return f"machine {registry_host} login {ECR_LOGIN} password $({aws} ecr get-login-password --region {region})"
 
 
-# The shell of a batch script, after `set -uo pipefail`: `cleanup` (directories removed when the job
-# ends, however it ends: each with its parent once empty) and its traps.
-CLEANUP = r'''# what the job leaves is removed when it ends, however it ends: each directory of `cleanup`, and
-# the directory above it once empty
+# The shell of a batch script, after `set -uo pipefail`: `cleanup`, the directories removed when the
+# job ends, however it ends (fmcluster.kits.jobs sets the traps). The directories above them stay: a
+# job of another group may be making its own there at the same time (one rmdir between its
+# `mkdir -p PARENT` and `mkdir PARENT/JOB` would fail it).
+CLEANUP = r'''# what the job leaves is removed when it ends, however it ends: each directory of `cleanup` (the
+# directories above them stay, for the jobs that make their own there at the same time)
 cleanup=()
 remove() {  # remove DIR...
-  local dir; for dir; do rm -rf "$dir"; rmdir "${dir%/*}" 2>/dev/null; done
+  local dir; for dir; do rm -rf "$dir"; done
   return 0
-}
-trap 'remove "${cleanup[@]}"' EXIT
-trap 'exit 143' TERM INT HUP'''
+}'''
 
 _ENROOT = r'''# Enroot's credentials for the cluster's registry, for the job's steps on every node: a directory
-# of the job's own next to the kit (mode 0700), your own .credentials lines first, then the
-# registry's, whose password is a command Enroot runs at each import (a fresh ECR token from the
-# node's role; the file holds no token); your hooks.d, mounts.d and environ.d linked in
+# of the job's own next to the kit (mode 0700) with one line, the registry's, whose password is a
+# command Enroot runs at each import (a fresh ECR token from the node's role); your own .credentials
+# is not copied (the steps pull only this image); your hooks.d, mounts.d and environ.d linked in.
+# An ENROOT_CONFIG_PATH an earlier job of a kit exported is not yours: its directory is gone.
+if [[ ${ENROOT_CONFIG_PATH:-} == */ENROOT_DIR/[0-9]* ]]; then unset ENROOT_CONFIG_PATH; fi
 if [[ -n $REGISTRY && $IMAGE == "docker://$REGISTRY"[#/]* ]]; then
   own=${ENROOT_CONFIG_PATH:-${XDG_CONFIG_HOME:-$HOME/.config}/enroot}
+  aws_cli=$(command -v aws) || aws_cli=aws
+  # the command once here: Enroot runs it with its errors to /dev/null, and would only say 401
+  if ! error=$("$aws_cli" ecr get-login-password --region REGION 2>&1 >/dev/null); then
+    error=$(awk 'NF { print; exit }' <<<"$error")  # its first line (the CLI's start with an empty one)
+    echo "fmcluster: no ECR token for the image: '$aws_cli ecr get-login-password --region REGION' on" \
+      "$(hostname) failed (${error:-no message}); check the node role's ECR permissions" \
+      "(ecr:GetAuthorizationToken), a route from the nodes to ECR in REGION, and AWS_* variables in the" \
+      "job's environment (AWS_PROFILE, AWS_ACCESS_KEY_ID, ... take the CLI off the node's role)" >&2
+    exit 1
+  fi
   config="$SLURM_SUBMIT_DIR/ENROOT_DIR/$SLURM_JOB_ID"
   cleanup+=("$config")
   rm -rf "$config"  # what a run of this job that was killed left (a requeued job keeps its id)
-  if ! mkdir -p "${config%/*}" || ! mkdir -m 0700 "$config"; then exit 1; fi
-  aws_cli=$(command -v aws) || aws_cli=aws
+  if ! mkdir -p "${config%/*}" || ! mkdir -m 0700 "$config"; then
+    echo "fmcluster: cannot make Enroot's configuration directory $config on $(hostname)" >&2
+    exit 1
+  fi
   (  # the file created mode 0600
     umask 077
-    { if [[ -r $own/.credentials ]]; then awk 1 "$own/.credentials"; fi
-      printf '%s\n' "CREDENTIALS"; } >"$config/.credentials"
+    printf '%s\n' "CREDENTIALS" >"$config/.credentials"
   ) || exit 1
   for dir in USER_DIRS; do
     if [[ -e $own/$dir ]]; then ln -s "$own/$dir" "$config/$dir"; fi
@@ -118,6 +134,7 @@ def slurm_lines(model: ClusterModel, group: NodeGroup) -> list[str]:
     lines.append(f"IMAGE=${{IMAGE:-docker://$REGISTRY#{image.repository}:{image.tag}}}")
     credentials = credentials_line("$REGISTRY", region, "$aws_cli")
     lines.append(_ENROOT.replace("ENROOT_DIR", ENROOT_DIR).replace("USER_DIRS", " ".join(ENROOT_USER_DIRS))
+                 .replace("REGION", region)
                  .replace('"CREDENTIALS"', '"' + credentials.replace("$(", "\\$(") + '"'))
     return lines
 
@@ -189,9 +206,19 @@ def readme_lines(model: ClusterModel, groups: tuple[NodeGroup, ...], *, slurm: b
     if slurm:
         lines += _paragraph(
             "Enroot pulls it with the node's role: each job writes Enroot's credentials for the registry to "
-            f"`{ENROOT_DIR}/JOBID/.credentials` here (your own `.credentials` lines first), removed when the job "
-            "ends; they hold no token, only the command Enroot runs at each import, `aws ecr "
-            "get-login-password`.")
+            f"`{ENROOT_DIR}/JOBID/.credentials` here, removed when the job ends (the directory `{ENROOT_DIR}` "
+            "stays). The file holds one line, the registry's, and no token: its password is a command, "
+            f"`$(aws ecr get-login-password --region {model.spec.region})`, which Enroot runs at each import "
+            "on each node. Your own `.credentials` is not copied (your `hooks.d`, `mounts.d` and `environ.d` "
+            "are linked in); the job runs the command once before its steps and stops with one line if it "
+            "fails. Each node imports the image once a job: the steps run it as a Pyxis named container, "
+            "`fmcluster-kit-JOBID`, which the job removes from its nodes before its first step and when it "
+            "ends (a job that was cancelled leaves it until the next nccl or fio job on the node).")
+        lines += _paragraph(
+            "An `IMAGE` in another repository of this registry gets the same credentials, but the nodes' role "
+            "may pull only the reference repositories: ECR answers 403 for any other. Push your image to a "
+            "registry your `.credentials` (or a public one) covers, or let the node role pull that repository "
+            "too (`ecr:BatchGetImage`, `ecr:GetDownloadUrlForLayer`).")
     else:
         lines += _paragraph("The nodes pull it with their instance role.")
     return [*lines, *own]

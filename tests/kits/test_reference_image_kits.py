@@ -1,10 +1,10 @@
 """The acceptance kits run the reference image NAME-images builds (fmcluster.kits.reference), with
 nothing to set: the Slurm kit's nccl and fio batch scripts run with bash against the stand-ins of
 tests/support/fake_slurm.py and a fake `aws` (STS's account, ECR's token), and every container
-step's import is done as Enroot v4.1.2 does it, with Enroot's own code (tests/kits/enroot_credentials.sh,
-held verbatim to NVIDIA/enroot): the image URI parsed, the user found in the credentials file, the
-file chosen and evaluated; the Kubernetes kit's manifests and submit-all.sh, per group and
-architecture, validated as tests/kits/test_jobs_kubernetes.py does."""
+step's import (once a node: the steps share a named container, tests/kits/test_slurm_kit_containers.py)
+is done as Enroot v4.1.2 does it, with Enroot's own code (tests/kits/enroot_credentials.sh, held
+verbatim to NVIDIA/enroot): the image URI parsed, the user found in the credentials file, the file
+chosen and evaluated. The Kubernetes kit's: tests/kits/test_reference_image_kubernetes.py."""
 
 from __future__ import annotations
 
@@ -16,12 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
 from fmcluster.kits import jobs, reference
-from fmcluster.kits import kubernetes as jobs_kubernetes
 from fmcluster.kits.writer import run as write_kit
 from fmcluster.model import reference_image
 from fmcluster.model.cluster import resolve
@@ -37,30 +35,9 @@ ACCOUNT = "210987654321"  # the node role's account, as the fake STS answers
 SPEC_ACCOUNT = "310987654321"
 HOSTS = ["gpu-1", "gpu-2"]
 
-# aws: `sts get-caller-identity` answers FAKE_ACCOUNT (or fails as the CLI does without
-# credentials, FAKE_STS_FAILS=1); `ecr get-login-password` a token of the region; each call logged
-FAKE_AWS = r'''#!/bin/bash
-printf '%s\n' "$*" >>"$FAKE_SLURM_DIR/aws.log"
-case "$1 $2" in
-  "sts get-caller-identity")
-    if [[ ${FAKE_STS_FAILS:-0} == 1 ]]; then
-      printf '\nUnable to locate credentials. You can configure credentials by running "aws configure".\n' >&2
-      exit 253
-    fi
-    echo "$FAKE_ACCOUNT" ;;
-  "ecr get-login-password") echo "ecr-token-${4:?}" ;;
-  *) echo "fake aws: $*" >&2; exit 2 ;;
-esac
-'''
-# srun: before the step, each container image imported as Enroot would on the node, with the
-# step's environment (Pyxis passes ENROOT_CONFIG_PATH), by Enroot's own code; then the stand-in srun
-SRUN_WITH_ENROOT = r'''#!/bin/bash
-for arg; do
-  [[ $arg == --container-image=* ]] || continue
-  bash "$ENROOT_IMPORT" "${arg#*=}" >"$(mktemp "$FAKE_SLURM_DIR/import.XXXXXX")" 2>&1
-done
-exec srun-standin "$@"
-'''
+FAKE_AWS = fake_slurm.AWS  # STS's account (FAKE_ACCOUNT), ECR's token; each call logged
+# each import of a container step on a node (fake_slurm's Pyxis: FAKE_ENROOT_IMPORT), with the step's
+# environment (Pyxis passes ENROOT_CONFIG_PATH): the credentials read by Enroot's own code
 ENROOT_IMPORT = r'''#!/bin/bash
 # an Enroot import's reading of the credentials: ENROOT_CONFIG_PATH as enroot.in defaults it
 set -u
@@ -68,7 +45,7 @@ ENROOT_CONFIG_PATH=${ENROOT_CONFIG_PATH:-${XDG_CONFIG_HOME:-$HOME/.config}/enroo
 readonly creds_file="${ENROOT_CONFIG_PATH}/.credentials"
 source "$ENROOT_CODE"
 { read -r user; read -r registry; read -r image; read -r tag; } < <(docker::_parse_uri "$1")
-echo "import user=$user registry=$registry image=$image tag=$tag config=$ENROOT_CONFIG_PATH"
+echo "import user=$user registry=$registry image=$image tag=$tag config=$ENROOT_CONFIG_PATH host=$FAKE_HOSTNAME"
 if [[ -d $ENROOT_CONFIG_PATH ]]; then
   echo "mode $(stat -c %a "$ENROOT_CONFIG_PATH") $(stat -c %a "$creds_file" 2>/dev/null)"
   for link in "$ENROOT_CONFIG_PATH"/*.d; do [[ -L $link ]] && echo "link ${link##*/} $(readlink "$link")"; done
@@ -107,17 +84,21 @@ def run_job(tmp_path: Path, model, test: str = "nccl", *, env: dict[str, str] | 
     (tmp_path / "enroot-import.sh").write_text(ENROOT_IMPORT)
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    extra = {"aws": FAKE_AWS, "srun": SRUN_WITH_ENROOT, "srun-standin": fake_slurm.SRUN,
-             "fio": "#!/bin/bash\necho '{\"jobs\": []}'\n"}
+    extra = {"aws": FAKE_AWS, "fio": "#!/bin/bash\necho '{\"jobs\": []}'\n"}
     result = fake_slurm.run_batch(script, tmp_path, HOSTS, extra=extra, signal_after=signal_after, timeout=60, env={
         "HOME": str(home), "FAKE_ACCOUNT": ACCOUNT, "NCCL_TESTS": str(tests), "ENROOT_CODE": str(ENROOT_CODE),
-        "ENROOT_IMPORT": str(tmp_path / "enroot-import.sh"), **(env or {})})
+        "FAKE_ENROOT_IMPORT": str(tmp_path / "enroot-import.sh"), **(env or {})})
     log = "".join(p.read_text() for p in sorted(tmp_path.glob("import.*")))  # each import's own record
     return result, log, _text(tmp_path / "aws.log").splitlines(), _text(tmp_path / "srun.log")
 
 
 def _text(path: Path) -> str:
     return path.read_text() if path.exists() else ""
+
+
+def container_steps(sruns: str) -> list[str]:
+    """The image of each container step of the srun log (the job's other steps remove containers)."""
+    return re.findall(r"^srun image=(\S+)", sruns, re.MULTILINE)
 
 
 def imports(log: str) -> list[dict]:
@@ -138,18 +119,19 @@ def imports(log: str) -> list[dict]:
 
 def test_the_job_runs_the_reference_image_in_the_account_of_the_nodes_role(tmp_path):
     """No IMAGE and no account in the spec: STS names the account, every container step runs the
-    group's reference image from the cluster's registry, and each import gets the registry's
-    credentials from the job's own file: user AWS, a fresh token of the region, no other file."""
+    group's reference image from the cluster's registry, and each import (one a node) gets the
+    registry's credentials from the job's own file: user AWS, a fresh token of the region, no other
+    line and no other file."""
     model = model_of()
     image = model.reference_image(model.node_groups[0])
     result, log, aws, sruns = run_job(tmp_path, model)
     assert result.returncode == 0, result.stdout
     uri = image.enroot_uri(ACCOUNT, "us-east-1")
-    steps = re.findall(r"^srun image=(\S*)", sruns, re.MULTILINE)
+    steps = container_steps(sruns)
     assert steps and set(steps) == {uri}
     registry = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com"
     found = imports(log)
-    assert len(found) == len(steps)
+    assert sorted(r["host"] for r in found) == HOSTS  # each node once (the job's named container)
     config = f"{tmp_path}/{reference.ENROOT_DIR}/4242"
     for record in found:
         assert (record["user"], record["registry"], record["image"], record["tag"], record["config"]) == (
@@ -158,10 +140,17 @@ def test_the_job_runs_the_reference_image_in_the_account_of_the_nodes_role(tmp_p
         assert record["netrc"] == f"machine {registry} login AWS password ecr-token-us-east-1\n"
         parsed = netrc.netrc(_written(tmp_path, record["netrc"]))  # as a netrc reader takes it
         assert parsed.authenticators(registry) == ("AWS", "", "ecr-token-us-east-1")
-    # STS once, for the account; ECR's token at every import (Enroot runs the password's command)
+    # STS once, for the account; ECR's token once before the steps, then at every import (Enroot
+    # runs the password's command)
     assert aws.count("sts get-caller-identity --region us-east-1 --query Account --output text") == 1
-    assert aws.count("ecr get-login-password --region us-east-1") == len(steps)
-    assert not (tmp_path / reference.ENROOT_DIR).exists()  # removed at the end
+    assert aws.count("ecr get-login-password --region us-east-1") == 1 + len(found)
+    assert job_dirs(tmp_path) == []  # removed at the end
+
+
+def job_dirs(tmp_path: Path) -> list[str]:
+    """What is left under the kit's .enroot (which itself stays: jobs make their own there at once)."""
+    parent = tmp_path / reference.ENROOT_DIR
+    return sorted(p.name for p in parent.iterdir()) if parent.exists() else []
 
 
 def _written(tmp_path: Path, text: str) -> Path:
@@ -180,19 +169,23 @@ def test_the_spec_account_names_the_registry_without_sts(tmp_path):
     assert f"REGISTRY={SPEC_ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com" in script
     result, log, aws, sruns = run_job(tmp_path, model)
     assert result.returncode == 0, result.stdout
-    assert set(re.findall(r"^srun image=(\S*)", sruns, re.MULTILINE)) == {uri}
+    assert set(container_steps(sruns)) == {uri}
     assert not [call for call in aws if call.startswith("sts")]
     assert {r["netrc"] for r in imports(log)} == {
         f"machine {SPEC_ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com login AWS password ecr-token-us-east-1\n"}
 
 
-def test_the_users_own_credentials_and_config_come_first(tmp_path):
-    """The user's .credentials lines (a file without its last newline) come first and are kept
-    as they are; the user's hooks.d, mounts.d, environ.d are linked in; the user's file is left."""
+def test_only_the_registrys_line_is_written_and_the_users_config_linked(tmp_path):
+    """The user's .credentials (literal passwords; a stale line of its own for the same registry,
+    which Enroot and curl would take first) is neither copied nor read: the job's file holds the
+    registry's line alone, so the import gets the fresh token; the user's hooks.d, mounts.d,
+    environ.d are linked in (links, not copies); the user's file is left as it was."""
     own = tmp_path / "home" / ".config" / "enroot"
     (own / "hooks.d").mkdir(parents=True)
     (own / "environ.d").mkdir()
+    registry = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com"
     mine = ("machine nvcr.io login $oauthtoken password nvapi-secret\n"
+            f"machine {registry} login AWS password expired-token-of-yesterday\n"
             "machine authn.nvidia.com login $oauthtoken password nvapi-secret")
     (own / ".credentials").write_text(mine)
     model = model_of()
@@ -200,23 +193,44 @@ def test_the_users_own_credentials_and_config_come_first(tmp_path):
     assert result.returncode == 0, result.stdout
     found = imports(log)
     assert found
-    registry = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com"
     for record in found:
-        assert record["netrc"] == f"{mine}\nmachine {registry} login AWS password ecr-token-us-east-1\n"
+        assert record["user"] == "AWS"
+        assert record["netrc"] == f"machine {registry} login AWS password ecr-token-us-east-1\n"
         assert record["links"] == {"environ.d": str(own / "environ.d"), "hooks.d": str(own / "hooks.d")}
+    assert "secret" not in log and "expired" not in log
     assert (own / ".credentials").read_text() == mine
-    assert not (tmp_path / reference.ENROOT_DIR).exists()
+    assert job_dirs(tmp_path) == []
 
 
-def test_a_users_enroot_config_path_is_read(tmp_path):
+def test_a_users_enroot_config_path_is_linked_not_copied(tmp_path):
     own = tmp_path / "my-enroot"
-    own.mkdir()
+    (own / "mounts.d").mkdir(parents=True)
     (own / ".credentials").write_text("machine ghcr.io login me password ghp-secret\n")
     result, log, _, _ = run_job(tmp_path, model_of(), env={"ENROOT_CONFIG_PATH": str(own)})
     assert result.returncode == 0, result.stdout
     (record, *_) = imports(log)
-    assert record["netrc"].startswith("machine ghcr.io login me password ghp-secret\nmachine ")
+    assert record["netrc"].startswith(f"machine {ACCOUNT}.dkr.ecr.") and "ghp-secret" not in log
+    assert record["links"] == {"mounts.d": str(own / "mounts.d")}
     assert record["config"] == f"{tmp_path}/{reference.ENROOT_DIR}/4242"
+
+
+def test_an_enroot_config_path_of_an_earlier_kit_job_is_not_the_users(tmp_path):
+    """The submitting shell still has ENROOT_CONFIG_PATH of an earlier kit job (its directory, while
+    that job runs, with links of its own): it is ignored, so the links point into the user's own
+    directory, not into one that vanishes; with IMAGE elsewhere, Enroot reads the user's own."""
+    earlier = tmp_path / reference.ENROOT_DIR / "4100"
+    (earlier / "hooks.d").mkdir(parents=True)
+    own = tmp_path / "home" / ".config" / "enroot"
+    (own / "hooks.d").mkdir(parents=True)
+    result, log, _, _ = run_job(tmp_path, model_of(), env={"ENROOT_CONFIG_PATH": str(earlier)})
+    assert result.returncode == 0, result.stdout
+    assert {r["links"]["hooks.d"] for r in imports(log)} == {str(own / "hooks.d")}
+    for old in tmp_path.glob("import.*"):
+        old.unlink()
+    result, log, _, _ = run_job(tmp_path, model_of(), env={"ENROOT_CONFIG_PATH": str(earlier),
+                                                           "IMAGE": "docker://nvcr.io#nvidia/my-nccl:1"})
+    assert result.returncode == 0, result.stdout
+    assert {r["config"] for r in imports(log)} == {str(own)}
 
 
 def test_image_overrides_the_reference_image(tmp_path):
@@ -224,7 +238,7 @@ def test_image_overrides_the_reference_image(tmp_path):
     image = "docker://nvcr.io#nvidia/my-nccl:1"
     result, log, aws, sruns = run_job(tmp_path, model_of(), env={"IMAGE": image})
     assert result.returncode == 0, result.stdout
-    assert set(re.findall(r"^srun image=(\S*)", sruns, re.MULTILINE)) == {image}
+    assert set(container_steps(sruns)) == {image}
     assert aws == []
     assert {r["config"] for r in imports(log)} == {str(tmp_path / "home" / ".config" / "enroot")}
 
@@ -244,14 +258,30 @@ def test_no_account_fails_in_one_clear_line(tmp_path):
     assert line.startswith("fmcluster: no AWS account for the reference image: 'aws sts get-caller-identity' on ")
     assert "Unable to locate credentials" in line and "set IMAGE" in line
     assert sruns == "" and log == ""
-    assert not (tmp_path / reference.ENROOT_DIR).exists()
+    assert job_dirs(tmp_path) == []
+
+
+@pytest.mark.parametrize("test", ["nccl", "fio"])
+def test_a_failing_ecr_token_stops_the_job_in_one_clear_line(tmp_path, test):
+    """Enroot runs the password's command with its errors to /dev/null (a 401 at import is all one
+    would see): the job runs it once before its steps and stops with one line that says where and
+    what to check."""
+    result, log, aws, sruns = run_job(tmp_path, model_of(), test, env={"FAKE_ECR_FAILS": "1"})
+    assert result.returncode == 1
+    (line,) = result.stdout.splitlines()
+    assert re.match(r"fmcluster: no ECR token for the image: '\S*/aws ecr get-login-password --region us-east-1' "
+                    r"on \S+ failed \(An error occurred \(AccessDeniedException\) when calling", line), line
+    for check in ("node role's ECR permissions", "route from the nodes to ECR", "AWS_* variables in the job's"):
+        assert check in line
+    assert aws[-1] == "ecr get-login-password --region us-east-1"
+    assert sruns == "" and log == "" and job_dirs(tmp_path) == []
 
 
 def test_the_credentials_go_when_the_job_is_cancelled(tmp_path):
     result, log, _, _ = run_job(tmp_path, model_of(), env={"FAKE_NCCL_SECONDS": "30"}, signal_after=2)
     assert result.returncode == 143
     assert imports(log)
-    assert not (tmp_path / reference.ENROOT_DIR).exists()
+    assert job_dirs(tmp_path) == []
 
 
 def test_a_requeued_job_replaces_what_its_killed_run_left(tmp_path):
@@ -261,7 +291,27 @@ def test_a_requeued_job_replaces_what_its_killed_run_left(tmp_path):
     result, log, _, _ = run_job(tmp_path, model_of())
     assert result.returncode == 0, result.stdout
     assert "stale" not in log and imports(log)
-    assert not (tmp_path / reference.ENROOT_DIR).exists()
+    assert job_dirs(tmp_path) == []
+
+
+def test_the_enroot_directory_stays_and_a_failing_mkdir_says_so(tmp_path):
+    """The kit's .enroot is never removed (another job may be between its `mkdir -p .enroot` and its
+    `mkdir .enroot/JOBID`); a job that cannot make its directory stops with a line that says so."""
+    other = tmp_path / reference.ENROOT_DIR / "4100"  # another job's, running
+    other.mkdir(parents=True)
+    result, _, _, _ = run_job(tmp_path, model_of())
+    assert result.returncode == 0, result.stdout
+    assert job_dirs(tmp_path) == ["4100"]
+    other.rmdir()
+    result, _, _, _ = run_job(tmp_path, model_of())
+    assert result.returncode == 0 and (tmp_path / reference.ENROOT_DIR).is_dir() and job_dirs(tmp_path) == []
+    (tmp_path / reference.ENROOT_DIR).rmdir()
+    (tmp_path / reference.ENROOT_DIR).write_text("not a directory")
+    (tmp_path / "srun.log").unlink()
+    result, _, _, sruns = run_job(tmp_path, model_of())
+    assert result.returncode == 1 and container_steps(sruns) == []
+    assert (f"fmcluster: cannot make Enroot's configuration directory {tmp_path}/{reference.ENROOT_DIR}/4242 "
+            "on ") in result.stdout.splitlines()[-1]
 
 
 def test_without_a_reference_image_image_is_required(tmp_path):
@@ -271,7 +321,7 @@ def test_without_a_reference_image_image_is_required(tmp_path):
     assert result.returncode != 0 and "set IMAGE to an image with nccl-tests and fio" in result.stdout
     assert sruns == "" and aws == []
     result, _, _, sruns = run_job(tmp_path, model, env={"IMAGE": "docker://x#y:1"})
-    assert result.returncode == 0 and set(re.findall(r"^srun image=(\S*)", sruns, re.MULTILINE)) == {"docker://x#y:1"}
+    assert result.returncode == 0 and set(container_steps(sruns)) == {"docker://x#y:1"}
 
 
 def test_the_smoke_job_keeps_nvidias_pytorch_image():
@@ -326,6 +376,19 @@ def test_a_kit_without_reference_images_says_to_set_image(tmp_path):
     assert "this cluster builds no reference image" in readme and "nothing needs building" not in readme
 
 
+def test_the_slurm_readme_says_what_the_credentials_hold_and_what_the_nodes_may_pull(tmp_path):
+    """The file holds one line and a command, not a token, and none of the user's own lines; an
+    IMAGE in another repository of the registry is refused to the nodes' role (403)."""
+    write_kit(model_of(), tmp_path / "kit")
+    readme = " ".join((tmp_path / "kit" / "README.md").read_text().split())
+    assert ("The file holds one line, the registry's, and no token: its password is a command, "
+            "`$(aws ecr get-login-password --region us-east-1)`, which Enroot runs at each import on each node"
+            in readme)
+    assert "Your own `.credentials` is not copied" in readme and "lines first" not in readme
+    assert "may pull only the reference repositories: ECR answers 403 for any other" in readme
+    assert f"`{jobs.CONTAINER_PREFIX}-JOBID`" in readme
+
+
 @pytest.mark.parametrize("changes", [{"account": SPEC_ACCOUNT}, {"images": {"reference": False}}],
                          ids=["spec-account", "no-reference-image"])
 @pytest.mark.parametrize("example", ["p5-pcs.yaml", "p6e-gb200-eks.yaml"])
@@ -336,120 +399,3 @@ def test_the_scripts_of_every_variant_pass_shellcheck(tmp_path, example, changes
     assert scripts
     result = subprocess.run([SHELLCHECK, "--shell=bash", *scripts], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout
-
-
-# --- Kubernetes -----------------------------------------------------------------------------------
-
-
-def two_architectures(**changes):
-    """The GB200 EKS example (arm64) with a p5 group (x86_64) too."""
-    data = yaml.safe_load((EXAMPLES_DIR / "p6e-gb200-eks.yaml").read_text())
-    data["node_groups"].append({"name": "h100", "instance_type": "p5.48xlarge", "count": 2,
-                                "capacity": {"type": "on-demand"}})
-    data.update(changes)
-    return resolve(specs.validated(data))
-
-
-def container_images(documents: list[dict]) -> dict[str, set[str]]:
-    """Kind -> the images of its containers."""
-    found: dict[str, set[str]] = {}
-    for document in documents:
-        for pod in _pods(document):
-            found.setdefault(document["kind"], set()).update(c["image"] for c in pod["containers"])
-    return found
-
-
-def _pods(document: dict) -> list[dict]:
-    spec = document.get("spec", {})
-    replicas = spec.get("mpiReplicaSpecs") or spec.get("pytorchReplicaSpecs")
-    if replicas:
-        return [r["template"]["spec"] for r in replicas.values()]
-    return [spec["template"]["spec"]] if "template" in spec else []
-
-
-@pytest.mark.parametrize("account", [None, SPEC_ACCOUNT])
-def test_each_groups_manifests_name_its_architectures_image(tmp_path, account):
-    model = two_architectures(**({"account": account} if account else {}))
-    arm, x86 = (model.reference_image(g) for g in model.node_groups if g.instance.is_gpu)
-    assert (arm.architecture, x86.architecture) == ("arm64", "x86_64") and arm.repository != x86.repository
-    write_kit(model, tmp_path / "kit")
-    version = f"{model.spec.orchestrator.version}.0"
-    for group, image in (("gb200", arm), ("h100", x86)):
-        uri = image.uri(account or reference.ACCOUNT, "us-east-1")
-        for test in ("nccl", "fio"):
-            documents = [d for d in yaml.safe_load_all((tmp_path / "kit" / group / f"{test}.yaml").read_text()) if d]
-            assert {i for images in container_images(documents).values() for i in images} == {uri}, (group, test)
-            for document in documents:
-                if document["apiVersion"] == "batch/v1":
-                    kubernetes_validate.validate(document, version, strict=True)
-    assert jobs_kubernetes.IMAGE_PLACEHOLDER not in "".join(p.read_text() for p in (tmp_path / "kit").rglob("*.yaml"))
-
-
-def submit(kit: Path, tmp_path: Path, **env: str) -> tuple[subprocess.CompletedProcess, str, list[str]]:
-    """submit-all.sh with fakes of kubectl (keeps what it creates) and aws; (result, created, aws calls)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    for name, body in {"kubectl": f'if [[ $1 == create ]]; then cat >"$(mktemp {tmp_path}/created.XXXXXX)"; '
-                                  'elif [[ " $* " == *" - "* ]]; then cat >/dev/null; fi\n',
-                       "aws": FAKE_AWS.split("\n", 1)[1]}.items():
-        (bin_dir / name).write_text("#!/bin/bash\n" + body)
-        (bin_dir / name).chmod(0o755)
-    for old in tmp_path.glob("created.*"):
-        old.unlink()
-    result = subprocess.run(["bash", str(kit / "submit-all.sh")], capture_output=True, text=True, timeout=60,
-                            env={"PATH": f"{bin_dir}:/usr/bin:/bin", "FAKE_SLURM_DIR": str(tmp_path),
-                                 "FAKE_ACCOUNT": ACCOUNT, **env})
-    created = "\n---\n".join(p.read_text() for p in sorted(tmp_path.glob("created.*")))  # each file created
-    aws = (tmp_path / "aws.log").read_text().splitlines() if (tmp_path / "aws.log").exists() else []
-    (tmp_path / "aws.log").unlink(missing_ok=True)
-    return result, created, aws
-
-
-def test_submit_fills_in_the_account_of_the_workstations_credentials(tmp_path):
-    model = two_architectures()
-    write_kit(model, tmp_path / "kit")
-    result, created, aws = submit(tmp_path / "kit", tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert aws == ["sts get-caller-identity --region us-east-1 --query Account --output text"]
-    images = {d["metadata"]["name"]: container_images([d]) for d in yaml.safe_load_all(created)
-              if d and d["kind"] != "ComputeDomain"}
-    for group in ("gb200", "h100"):
-        uri = model.reference_image(next(g for g in model.node_groups if g.name == group)).uri(ACCOUNT, "us-east-1")
-        assert images[f"{group}-nccl"] == {"MPIJob": {uri}} and images[f"{group}-fio"] == {"Job": {uri}}
-    assert "ACCOUNT." not in created
-
-
-def test_submit_with_the_spec_account_asks_nothing(tmp_path):
-    model = two_architectures(account=SPEC_ACCOUNT)
-    write_kit(model, tmp_path / "kit")
-    result, created, aws = submit(tmp_path / "kit", tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert aws == [] and f"{SPEC_ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/fmcluster/" in created
-
-
-def test_submit_image_replaces_every_groups_image(tmp_path):
-    write_kit(two_architectures(), tmp_path / "kit")
-    image = "public.ecr.aws/hpc-cloud/nccl-tests:latest"
-    result, created, aws = submit(tmp_path / "kit", tmp_path, IMAGE=image)
-    assert result.returncode == 0, result.stderr
-    assert aws == [] and "dkr.ecr" not in created
-    assert created.count(f"image: {image}") == 2 * (2 + 1)  # each group: the MPIJob's launcher and worker, fio's
-
-
-def test_submit_fails_in_one_line_without_an_account(tmp_path):
-    write_kit(two_architectures(), tmp_path / "kit")
-    result, created, _ = submit(tmp_path / "kit", tmp_path, FAKE_STS_FAILS="1")
-    assert result.returncode == 1 and created == ""
-    (line,) = result.stderr.splitlines()
-    assert "Unable to locate credentials" in line and "set IMAGE" in line
-
-
-def test_submit_without_reference_images_needs_image(tmp_path):
-    model = two_architectures(images={"reference": False})
-    write_kit(model, tmp_path / "kit")
-    assert jobs_kubernetes.IMAGE_PLACEHOLDER in (tmp_path / "kit" / "h100" / "nccl.yaml").read_text()
-    result, created, aws = submit(tmp_path / "kit", tmp_path)
-    assert result.returncode != 0 and "set IMAGE" in result.stderr and created == "" and aws == []
-    result, created, _ = submit(tmp_path / "kit", tmp_path, IMAGE="registry.example/mine:1")
-    assert result.returncode == 0 and jobs_kubernetes.IMAGE_PLACEHOLDER not in created
-    assert created.count("image: registry.example/mine:1") == 6

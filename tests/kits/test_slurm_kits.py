@@ -10,7 +10,8 @@ environment), the scripts, fio (files laid out, written and read back, direct I/
 only for what a test machine lacks: the GPU tools (tests/support/gpu_standins: nccl-tests' binaries, dcgmi,
 torchrun with a torch stand-in under the kit's real smoke.py, hostname answering the Slurm node
 name, since every slurmd shares one machine), Pyxis (tests/support/pyxis_standin: its options registered,
-its import lines printed, the task run on the host), and the nodes' /fsx and /scratch (directories
+its import lines printed, its named containers kept in each node's Enroot data path on its /scratch,
+which the stand-in `enroot` lists and removes, the task run on the host), and the nodes' /fsx and /scratch (directories
 of the test, bound over those paths in slurmd's own mount namespace). fio runs for real at a
 thousandth of the sizes the kit asks for (tests/support/gpu_standins/fio, which records what was asked).
 
@@ -44,7 +45,8 @@ from tests.support.paths import EXAMPLES_DIR, ROOT, SUPPORT
 from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, release_id, require_slurm
 
 STANDINS = SUPPORT / "gpu_standins"
-PYXIS_STANDIN = SUPPORT / "pyxis_standin" / "spank_pyxis_standin.c"
+PYXIS_STANDIN = SUPPORT / "pyxis_standin" / "spank_pyxis_standin.c"  # and its `enroot` next to it
+ENROOT_DATA_PATH = "/scratch/enroot/data"  # each node's, as its enroot.conf puts it on the instance store
 SLURM_EXAMPLES = sorted(p.name for p in (EXAMPLES_DIR).glob("*.yaml")
                         if cluster_model.resolve(loader.load(p).spec).control_plane.scheduler == "slurm")
 PCS_EXAMPLES = [e for e in SLURM_EXAMPLES
@@ -165,12 +167,13 @@ esac
 
 def kit_environment(cluster: SlurmCluster, tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, str]:
     """What the operator's shell has (no IMAGE: the kit runs the reference image, as its README
-    says) and the stand-ins first on PATH, a fake aws too."""
+    says) and the stand-ins first on PATH, a fake aws too; the nodes' Enroot data path."""
     aws = tmp_path / "aws-bin"
     aws.mkdir(exist_ok=True)
     (aws / "aws").write_text(FAKE_AWS)
     (aws / "aws").chmod(0o755)
-    return {**cluster.env, "PATH": f"{STANDINS}:{aws}:{os.environ['PATH']}",
+    return {**cluster.env, "PATH": f"{STANDINS}:{PYXIS_STANDIN.parent}:{aws}:{os.environ['PATH']}",
+            "ENROOT_DATA_PATH": ENROOT_DATA_PATH,  # the stand-ins' (Pyxis passes the job's environment to Enroot)
             "STANDIN_FIO_RECORD": str(tmp_path / "fio.record"), "STANDIN_FIO_SCALE": str(FIO_SCALE),
             "PYTHONDONTWRITEBYTECODE": "1", "NCCL_TESTS": str(STANDINS), **(env or {})}
 
@@ -276,23 +279,37 @@ def test_every_job_of_the_kit_completes_and_verify_passes(ran):
 
 
 def test_every_container_step_asked_for_the_kits_images(ran):
-    """What Pyxis was asked, task by task: each group's reference image (x86_64 on p5, arm64 on
-    GB200) in the account the node's STS named everywhere but the smoke test's PyTorch image, on
-    every node; the jobs' Enroot credentials gone."""
+    """What Pyxis was asked, node by node of each step: each group's reference image (x86_64 on p5,
+    arm64 on GB200) in the account the node's STS named everywhere but the smoke test's PyTorch
+    image, on every node; the nccl and fio jobs' steps in the job's named container, imported once a
+    node and job and reused by its other steps; the jobs' Enroot credentials gone."""
     _, (resolved, kit_dir, record, _, members) = ran
-    lines = [line.split("\t") for line in record.read_text().splitlines()]
-    images = {fields[2] for fields in lines}
-    references = {f"image={resolved.reference_image(g).enroot_uri(ACCOUNT, resolved.spec.region)}"
+    lines = [dict(field.split("=", 1) for field in line.split("\t")[2:]) | {"step": line.split("\t")[0],
+                                                                          "node": line.split("\t")[1]}
+             for line in record.read_text().splitlines()]
+    references = {resolved.reference_image(g).enroot_uri(ACCOUNT, resolved.spec.region)
                   for g in resolved.node_groups if g.name in members}
     assert len(references) == 1
-    assert images == references | {"image=nvcr.io#nvidia/pytorch:25.01-py3"}
-    assert {fields[1] for fields in lines} == {node for nodes in members.values() for node in nodes}
-    assert not (kit_dir / ".enroot").exists()
+    pytorch = "nvcr.io#nvidia/pytorch:25.01-py3"
+    assert {fields["image"] for fields in lines} == references | {pytorch}
+    assert {fields["node"] for fields in lines} == {node for nodes in members.values() for node in nodes}
+    named: dict[tuple[str, str], list[str]] = {}  # (job, node) -> the setups of its steps, in order
+    for fields in lines:
+        job = fields["step"].split(".")[0]
+        if fields["image"] == pytorch:
+            assert (fields["name"], fields["setup"]) == ("", "import")
+            continue
+        assert fields["name"] == f"pyxis_fmcluster-kit-{job}", fields
+        named.setdefault((job, fields["node"]), []).append(fields["setup"])
+    assert named and all(setups[0] == "import" and set(setups[1:]) <= {"reuse"} for setups in named.values())
+    assert max(len(setups) for setups in named.values()) == 6  # the nccl job: six steps a node, one import
+    assert not any((kit_dir / ".enroot").iterdir())  # the directory stays, for the jobs that make theirs there
 
 
 def test_fio_wrote_within_the_file_system_and_left_nothing(ran):
     """fio was asked, all nodes and jobs together, for at most a tenth of the file system on /fsx
-    (FACTS: --size is per job), read back what it wrote, and left nothing on /fsx or /scratch."""
+    (FACTS: --size is per job), read back what it wrote, and left nothing on /fsx or /scratch (the
+    directories its jobs make theirs in stay, empty); nor did the jobs' named containers."""
     example, (resolved, kit_dir, _, fio_record, _) = ran
     asked = [dict(field.split("=", 1) for field in line.split("\t")[1:])
              for line in fio_record.read_text().splitlines()]
@@ -303,5 +320,6 @@ def test_fio_wrote_within_the_file_system_and_left_nothing(ran):
     capacity = resolved.spec.storage.lustre.storage_capacity_gib * 1024
     assert written <= capacity / 10, (written, capacity)
     base = kit_dir.parent
-    assert not any((base / "fsx").rglob("*")), sorted((base / "fsx").rglob("*"))
+    assert [p.relative_to(base).as_posix() for p in (base / "fsx").rglob("*")] == ["fsx/fmcluster-fio"]
     assert not [p for p in (base / "scratch").rglob("*") if p.is_file()]
+    assert not [p for p in (base / "scratch").glob("*/enroot/data/*")]  # the containers
