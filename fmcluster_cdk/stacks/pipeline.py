@@ -21,6 +21,7 @@ from fmcluster.spec.models import ClusterSpec
 from fmcluster.spec.pipeline import Deployment, Pipeline, deployed_parameter
 from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks.app import build
+from fmcluster_cdk.stacks.pipeline_assets import publish_with_cdk_cli
 
 STEPS = "fmcluster/deploy/steps"  # the step scripts, run from the clone of the repository
 CHANGE_SET = "PipelineChange"  # the change set CDK Pipelines' Prepare action creates (and Deploy executes)
@@ -34,15 +35,6 @@ PYTHON_RUNTIME = "3.12"
 PIN_FILES = (".nvmrc", "package.json")
 
 
-# cdk-assets, the asset publishing steps' tool (CDK Pipelines installs it with `npm install -g
-# cdk-assets@VERSION` on every run; "latest" by default), pinned so that a run installs what was
-# reviewed. 4.7.3 is the newest release (npm's latest, 2026-12). Known problem, not solved here: it
-# reads asset manifests of cloud-assembly schema 54 at most, and aws-cdk-lib 2.275 writes 55
-# ("Cloud assembly schema version mismatch"), so the asset steps fail until a cdk-assets release
-# on schema 55 exists; `latest` installs the same release today.
-CDK_ASSETS_VERSION = "4.7.3"
-
-
 @dataclass(frozen=True)
 class Pins:
     """What the pipeline's build steps run, as the repository it deploys pins it: the pipeline is
@@ -50,8 +42,8 @@ class Pins:
     spec paths are read from too), and its steps run that repository's Makefile.
 
     node_major: the Node.js major version of .nvmrc (the CodeBuild image's runtime).
-    cdk_cli_version: the CDK CLI of package.json's devDependencies: the self-mutation and asset
-        steps use it too.
+    cdk_cli_version: the CDK CLI of package.json's devDependencies: the self-mutation step and the
+        asset publishing (fmcluster_cdk/stacks/pipeline_assets.py) use it too.
     """
 
     node_major: str
@@ -140,7 +132,8 @@ class PipelineStack(cdk.Stack):
         self.pipeline = pipelines.CodePipeline(
             self, "Pipeline", pipeline_name=config.name, synth=synth,
             cross_account_keys=cross_account, enable_key_rotation=cross_account or None,
-            cli_version=pins.cdk_cli_version, cdk_assets_cli_version=CDK_ASSETS_VERSION,
+            cli_version=pins.cdk_cli_version,
+            publish_assets_in_parallel=False,  # one file asset project: its buildspec runs the CDK CLI (below)
             code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0),
                 partial_build_spec=codebuild.BuildSpec.from_object(
@@ -166,6 +159,8 @@ class PipelineStack(cdk.Stack):
                 wave.add_stage(stage, pre=pipelines.Step.sequence(pre), post=[self._record_step(deployment)],
                                stack_steps=[guard])
         self.pipeline.build_pipeline()
+        publish_with_cdk_cli(self.pipeline, list(self.stages.values()), cli_version=pins.cdk_cli_version,
+                             runtimes=pins.runtimes, env=QUIET)
         self._grant_codeconnections(config.source.connection_arn)
         self._scope_asset_roles()
 
@@ -173,7 +168,7 @@ class PipelineStack(cdk.Stack):
         """The asset publishing roles (Pipeline/Assets/FileRole, DockerRole) without the statement
         CDK Pipelines gives them up front: codebuild:StartBuild, StopBuild and BatchGetBuilds on
         every project of the account ("Resource": "*"). The role is the asset projects' own service
-        role; what runs there (cdk-assets publish) starts no build, and CodePipeline starts the asset
+        role; what runs there (`cdk publish-assets`) starts no build, and CodePipeline starts the asset
         projects through another role, the CodeBuild action role, which has those actions on each
         project. CDK offers no option for it: the escape hatch of the typed L1 (the policy's
         CfnPolicy) takes the policy document as resolved, less that statement."""

@@ -972,11 +972,32 @@ def test_asset_roles_start_no_codebuild_project(template, code_pipeline):
         assert starts and all(s["Resource"] != "*" for s in starts)
 
 
-def test_asset_steps_install_the_pinned_cdk_assets(template, code_pipeline):
-    from fmcluster_cdk.stacks.pipeline import CDK_ASSETS_VERSION
+def test_assets_are_published_by_the_pinned_cdk_cli(assembly, template, code_pipeline):
+    """One asset project (publish_assets_in_parallel=False), its buildspec the CDK CLI's: the pinned
+    release installed, then `cdk publish-assets` of each stage's assembly (cdk-assets 4.7.3, what CDK
+    Pipelines installs, reads no assembly of schema 55). tests/deploy/test_pipeline_assets.py runs it."""
+    _, outdir, _ = assembly
+    (action,) = actions(code_pipeline, "Assets")
+    assert action["InputArtifacts"] == [{"Name": "Synth_Output"}]  # the assembly root
+    spec = buildspec(template, action)
+    version = json.loads((ROOT / "package.json").read_text())["devDependencies"]["aws-cdk"]
+    stages = [f"assembly-gpu-clusters-pipeline-{name}" for name in ("p5en-train", "llm-pretrain", "b300-research")]
+    assert sorted(p.name for p in outdir.glob("assembly-*")) == sorted(stages)  # each cluster's assembly
+    assert commands(spec) == [f"npm install -g aws-cdk@{version}"] + [
+        f"cdk publish-assets --unstable=publish-assets --no-notices --app {stage} --all" for stage in stages]
+    assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "24"}
+    assert "cdk-assets" not in json.dumps(template)
 
-    (assets,) = [s for s in code_pipeline["Stages"] if s["Name"] == "Assets"]
-    for action in assets["Actions"]:
-        installs = commands(buildspec(template, action))
-        assert f"npm install -g cdk-assets@{CDK_ASSETS_VERSION}" in installs
-        assert not [c for c in installs if "@latest" in c or c.endswith("cdk-assets")]
+
+def test_asset_role_assumes_the_stages_publishing_and_deploy_roles_only(template):
+    """The CLI writes with each stage environment's file-publishing role, as cdk-assets did, and reads
+    the bootstrap version (SSM) through the stack's deploy role first, as `cdk deploy` does."""
+    from fmcluster_cdk.stacks.pipeline import iam_actions
+
+    ((role, statements),) = asset_roles(template).items()
+    assumed = [json.dumps(r) for s in statements if "sts:AssumeRole" in iam_actions(s)
+               for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
+    expected = [json.dumps({"Fn::Sub": f"arn:${{AWS::Partition}}:iam::111122223333:role/cdk-hnb659fds-{kind}-role-"
+                                       f"111122223333-{region}"})
+                for kind in ("deploy", "file-publishing") for region in ("us-east-1", "us-east-2", "us-west-2")]
+    assert sorted(assumed) == sorted(expected), role
