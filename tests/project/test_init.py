@@ -255,7 +255,8 @@ def test_the_pipeline_file_deploys_the_project_and_marks_its_placeholders(tmp_pa
     assert pipeline["waves"] == [{"name": "clusters", "clusters": [{"spec": "cluster.yaml", "protected": True}]}]
     checked = fmcluster("validate", "--pipeline", "pipeline.yaml", cwd=project)
     assert (checked.returncode, checked.stdout) == (0, "pipeline.yaml: ok\n"), checked.stderr
-    warned = [line for line in checked.stderr.splitlines() if line.startswith("pipeline.yaml:") and ": warning: " in line]
+    warned = [line for line in checked.stderr.splitlines()
+              if line.startswith("pipeline.yaml:") and ": warning: " in line]
     assert [line.split(": warning: ")[1].split(":")[0] for line in warned] == [
         "account", "source.connection_arn", "source.repository"]
     lines = (project / "pipeline.yaml").read_text().splitlines()
