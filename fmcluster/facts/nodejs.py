@@ -23,6 +23,10 @@ from pathlib import Path
 from typing import Mapping, MutableMapping
 
 SUPPORTED_MAJORS = (22, 24)
+# The AWS CDK CLI this version of fmcluster is built and tested with: package.json's aws-cdk (which
+# tests/facts/test_nodejs.py holds equal), for what runs without a clone of fmcluster: the GitOps
+# pipeline of a project of one's own installs it.
+CDK_CLI_VERSION = "2.1148.1"
 JSII_NODE = "JSII_NODE"  # the variable jsii reads the Node.js program from (else `node` on PATH)
 ACCEPTED = " or ".join(str(m) for m in SUPPORTED_MAJORS)
 

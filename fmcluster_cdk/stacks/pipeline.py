@@ -16,6 +16,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import pipelines
 from constructs import Construct
 
+from fmcluster.facts import nodejs
 from fmcluster.model.cluster import STORAGE, resolve
 from fmcluster.spec.models import ClusterSpec
 from fmcluster.spec.pipeline import Deployment, Pipeline, deployed_parameter
@@ -23,7 +24,9 @@ from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks.app import build
 from fmcluster_cdk.stacks.pipeline_assets import publish_with_cdk_cli
 
-STEPS = "fmcluster/deploy/steps"  # the step scripts, run from the clone of the repository
+# The step programs (fmcluster/deploy/steps/*.sh), run from the installed package: a project of
+# one's own has no copy of them (fmcluster.deploy.steps.__main__).
+STEP = "python -m fmcluster.deploy.steps"
 CHANGE_SET = "PipelineChange"  # the change set CDK Pipelines' Prepare action creates (and Deploy executes)
 # What the Makefile exports for quiet CDK runs.
 QUIET = {"CDK_DISABLE_VERSION_CHECK": "true", "CDK_DISABLE_CLI_TELEMETRY": "true"}
@@ -31,38 +34,69 @@ QUIET = {"CDK_DISABLE_VERSION_CHECK": "true", "CDK_DISABLE_CLI_TELEMETRY": "true
 # Python 3.11+, and Node.js only to run npm: it runs the Node LTS pinned in package.json itself;
 # the image's Node is of the same major version (.nvmrc), for the CDK CLI steps of CDK Pipelines.
 PYTHON_RUNTIME = "3.12"
-# The repository's files the pipeline reads its pins from (`Pins`).
+# A clone of fmcluster pins its tools in these files (`Pins`)...
 PIN_FILES = (".nvmrc", "package.json")
+# ... and a project of one's own (`fmcluster init`) pins fmcluster here; the CDK CLI and Node.js
+# are then the installed fmcluster's own (fmcluster.facts.nodejs).
+REQUIREMENTS = "requirements.txt"
 
 
 @dataclass(frozen=True)
 class Pins:
-    """What the pipeline's build steps run, as the repository it deploys pins it: the pipeline is
-    synthesized at that repository's root (`cdk synth -c pipeline=FILE`, where the pipeline file's
-    spec paths are read from too), and its steps run that repository's Makefile.
+    """What the pipeline's steps install and run, as the repository it deploys pins it: the
+    pipeline is synthesized at that repository's root (`cdk synth -c pipeline=FILE`, where the
+    pipeline file's spec paths are read from too). Either a clone of fmcluster (its Makefile,
+    package.json and .nvmrc: `make install` for the synthesis) or a project made by `fmcluster
+    init` (requirements.txt: the fmcluster it runs, pinned; the CDK CLI that fmcluster pins).
 
-    node_major: the Node.js major version of .nvmrc (the CodeBuild image's runtime).
-    cdk_cli_version: the CDK CLI of package.json's devDependencies: the self-mutation step and the
-        asset publishing (fmcluster_cdk/stacks/pipeline_assets.py) use it too.
+    node_major: the Node.js major version (.nvmrc; for a project, the newest line jsii and the CDK
+        support): the CodeBuild image's runtime.
+    cdk_cli_version: the CDK CLI (package.json's devDependencies; for a project, the one this
+        fmcluster pins): the synthesis, the self-mutation step and the asset publishing
+        (fmcluster_cdk/stacks/pipeline_assets.py) run it.
+    clone: a clone of fmcluster, not a project of one's own.
     """
 
     node_major: str
     cdk_cli_version: str
+    clone: bool = True
 
     @classmethod
-    def of(cls, root: Path) -> Pins:
-        package = json.loads((root / "package.json").read_text())
-        return cls((root / ".nvmrc").read_text().strip(), str(package["devDependencies"]["aws-cdk"]))
+    def of(cls, root: Path) -> Pins | None:
+        """The pins of the repository at `root`; None when it is neither kind."""
+        if all((root / name).is_file() for name in PIN_FILES):
+            package = json.loads((root / "package.json").read_text())
+            return cls((root / ".nvmrc").read_text().strip(), str(package["devDependencies"]["aws-cdk"]))
+        if (root / REQUIREMENTS).is_file():
+            return cls(str(max(nodejs.SUPPORTED_MAJORS)), nodejs.CDK_CLI_VERSION, clone=False)
+        return None
 
     @property
     def runtimes(self) -> dict[str, str]:
         """The CodeBuild install phase's `runtime-versions`."""
         return {"python": PYTHON_RUNTIME, "nodejs": self.node_major}
 
+    @property
+    def synth_install(self) -> list[str]:
+        """What the synthesis installs: a clone's development environment (its pinned Node.js and
+        CDK CLI), or the project's fmcluster and the CDK CLI it pins."""
+        if self.clone:
+            return ["make install"]
+        return [f"python -m pip install -r {REQUIREMENTS}", f"npm install -g aws-cdk@{self.cdk_cli_version}"]
 
-def synth_commands(pipeline_file: str) -> list[str]:
-    """The synth step: the whole test suite, then the cloud assembly of this pipeline app."""
-    return ["make test", f"npx --no -- cdk synth -q -c nag=true -c pipeline={pipeline_file}"]
+    def synth_commands(self, pipeline_file: str) -> list[str]:
+        """Every spec of the pipeline file validated, then the cloud assembly of this pipeline app
+        with cdk-nag on (an unsuppressed finding fails it). Never fmcluster's own test suite: that
+        is fmcluster's CI, not a deploy's."""
+        fmcluster, cdk_cli = (".venv/bin/fmcluster", "npx --no -- cdk") if self.clone else ("fmcluster", "cdk")
+        return [f"{fmcluster} validate --pipeline {pipeline_file}",
+                f"{cdk_cli} synth -q -c nag=true -c pipeline={pipeline_file}"]
+
+    @property
+    def step_install(self) -> list[str]:
+        """What Diff, Guard and Record install: fmcluster only, from the same pin (a clone's own
+        package; the project's requirements.txt), in seconds; not the development environment."""
+        return ["python -m pip install ." if self.clone else f"python -m pip install -r {REQUIREMENTS}"]
 
 
 def storage_stack(deployment: Deployment) -> str:
@@ -80,15 +114,15 @@ def _standing(deployment: Deployment) -> str:
 def allowance(deployment: Deployment) -> str:
     """The shell words that set $allow to --allow-data-loss when this deploy may lose data: the
     commit's `Allow-Data-Loss: NAME` trailer (per merge), or the pipeline file's standing switch."""
-    return f"allow=$(bash {STEPS}/allowance.sh {deployment.name}{_standing(deployment)})"
+    return f"allow=$({STEP} allowance {deployment.name}{_standing(deployment)})"
 
 
 def diff_commands(deployment: Deployment, protect: bool = True) -> list[str]:
     """Diff against the spec as last deployed; when data loss is allowed for this deploy, lift the
     storage stack's policy (Record sets it again)."""
-    lift = (f" && if [ -n \"$allow\" ]; then bash {STEPS}/protect-storage.sh {storage_stack(deployment)} --lift; fi"
+    lift = (f" && if [ -n \"$allow\" ]; then {STEP} protect-storage {storage_stack(deployment)} --lift; fi"
             if protect else "")
-    return [f"{allowance(deployment)} && bash {STEPS}/diff-deployed.sh {deployed_parameter(deployment.name)} "
+    return [f"{allowance(deployment)} && {STEP} diff-deployed {deployed_parameter(deployment.name)} "
             f"{deployment.path} $allow{lift}"]
 
 
@@ -96,13 +130,13 @@ def change_set_commands(deployment: Deployment, role_arn: str | None) -> list[st
     """Between the Prepare and Deploy actions of NAME-storage: judge the change set CDK Pipelines
     made (PipelineChange) and stop before it is executed when it would lose data."""
     role = f" --role-arn {role_arn}" if role_arn else ""
-    return [f"bash {STEPS}/guard-change-set.sh {deployment.name} {storage_stack(deployment)} {CHANGE_SET}"
+    return [f"{STEP} guard-change-set {deployment.name} {storage_stack(deployment)} {CHANGE_SET}"
             f"{_standing(deployment)} --region {deployment.spec.region}{role}"]
 
 
 def record_commands(deployment: Deployment, protect: bool = True) -> list[str]:
-    record = [f"bash {STEPS}/record-deployed.sh {deployed_parameter(deployment.name)} {deployment.path}"]
-    return record + ([f"bash {STEPS}/protect-storage.sh {storage_stack(deployment)}"] if protect else [])
+    record = [f"{STEP} record-deployed {deployed_parameter(deployment.name)} {deployment.path}"]
+    return record + ([f"{STEP} protect-storage {storage_stack(deployment)}"] if protect else [])
 
 
 class ClusterStage(cdk.Stage):
@@ -117,17 +151,18 @@ class PipelineStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, pipeline: Pipeline, root: Path,
                  **kwargs: Any) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        missing = [name for name in PIN_FILES if not (root / name).is_file()]
-        if missing:
-            raise ConstructError(self, f"{root} has no {' or '.join(missing)}: synthesize the pipeline at the root of "
-                                       "the fmcluster repository it deploys")
-        pins = Pins.of(root)
+        found = Pins.of(root)
+        if found is None:
+            raise ConstructError(self, f"{root} has no {REQUIREMENTS} (fmcluster init writes it: the fmcluster the "
+                                       f"pipeline installs) and no {' or '.join(PIN_FILES)} of a clone of fmcluster: "
+                                       "synthesize the pipeline at the root of the repository it deploys")
+        self.pins = pins = found
         config = pipeline.config
         self.source = pipelines.CodePipelineSource.connection(
             config.source.repository, config.source.branch, connection_arn=config.source.connection_arn,
             code_build_clone_output=True)  # a full clone: the diff step reads old specs from history
-        synth = pipelines.ShellStep("Synth", input=self.source, env=QUIET,
-                                    commands=synth_commands(pipeline.file))
+        synth = pipelines.ShellStep("Synth", input=self.source, env=QUIET, install_commands=pins.synth_install,
+                                    commands=pins.synth_commands(pipeline.file))
         cross_account = any(self._account(d) != config.account for d in pipeline.deployments)
         self.pipeline = pipelines.CodePipeline(
             self, "Pipeline", pipeline_name=config.name, synth=synth,
@@ -138,7 +173,7 @@ class PipelineStack(cdk.Stack):
                 build_environment=codebuild.BuildEnvironment(build_image=codebuild.LinuxBuildImage.STANDARD_7_0),
                 partial_build_spec=codebuild.BuildSpec.from_object(
                     {"phases": {"install": {"runtime-versions": pins.runtimes}}})),
-            # the test suite synthesizes every example: give it room
+            # the synthesis of every cluster of the file, with cdk-nag: give it room
             synth_code_build_defaults=pipelines.CodeBuildOptions(
                 build_environment=codebuild.BuildEnvironment(compute_type=codebuild.ComputeType.LARGE)))
         self.stages: dict[str, ClusterStage] = {}
@@ -220,7 +255,7 @@ class PipelineStack(cdk.Stack):
         if protect:  # to lift it for a deploy allowed to lose data (known only at run time: the trailer)
             statements.append(self._stack_policy_statement(deployment))
         return pipelines.CodeBuildStep(
-            "Diff", input=self.source, env=QUIET, install_commands=["make install"],
+            "Diff", input=self.source, env=QUIET, install_commands=self.pins.step_install,
             commands=diff_commands(deployment, protect), role_policy_statements=statements)
 
     def _deploy_role_arn(self, deployment: Deployment) -> str:
@@ -243,7 +278,7 @@ class PipelineStack(cdk.Stack):
         else:
             statement = iam.PolicyStatement(actions=["sts:AssumeRole"], resources=[role])
         return pipelines.CodeBuildStep(
-            "Guard", input=self.source, env=QUIET, install_commands=["make install"],
+            "Guard", input=self.source, env=QUIET, install_commands=self.pins.step_install,
             commands=change_set_commands(deployment, role), role_policy_statements=[statement])
 
     def _record_step(self, deployment: Deployment) -> pipelines.CodeBuildStep:
@@ -252,7 +287,7 @@ class PipelineStack(cdk.Stack):
         if protect:
             statements.append(self._stack_policy_statement(deployment))
         return pipelines.CodeBuildStep(
-            "Record", input=self.source, env=QUIET, install_commands=["make install"] if protect else [],
+            "Record", input=self.source, env=QUIET, install_commands=self.pins.step_install if protect else [],
             commands=record_commands(deployment, protect), role_policy_statements=statements)
 
 

@@ -298,11 +298,15 @@ def test_source_is_the_connection_cloned_in_full(code_pipeline):
         "OutputArtifactFormat": "CODEBUILD_CLONE_REF"}
 
 
-def test_synth_runs_the_tests_then_synthesizes_this_pipeline(template, code_pipeline):
+def test_synth_validates_then_synthesizes_this_pipeline_without_the_test_suite(template, code_pipeline):
+    """A clone of fmcluster: its development environment, every spec validated, the assembly with
+    cdk-nag; fmcluster's own tests are its CI's, never a deploy's."""
     (synth,) = actions(code_pipeline, "Build")
     spec = buildspec(template, synth)
     assert commands(spec) == [
-        "make test", "npx --no -- cdk synth -q -c nag=true -c pipeline=examples/pipeline/pipeline.yaml"]
+        "make install", ".venv/bin/fmcluster validate --pipeline examples/pipeline/pipeline.yaml",
+        "npx --no -- cdk synth -q -c nag=true -c pipeline=examples/pipeline/pipeline.yaml"]
+    assert "make test" not in json.dumps(template)
     assert spec["artifacts"]["base-directory"] == "cdk.out"
     # the Node.js LTS of .nvmrc (and of package.json's pinned `node`), which standard:7.0 offers
     assert spec["phases"]["install"]["runtime-versions"] == {"python": "3.12", "nodejs": "24"}
@@ -411,14 +415,15 @@ def test_diff_and_record_steps_and_their_least_privilege_roles(template, code_pi
     (found,) = [a for a in actions(code_pipeline, wave) if a["Name"] == action]
     run = commands(buildspec(template, found))
     parameter = f"/fmcluster/{cluster}/deployed-spec"
-    steps = "fmcluster/deploy/steps"
+    step = "python -m fmcluster.deploy.steps"  # the installed programs (fmcluster/deploy/steps/*.sh)
+    install = "python -m pip install ."  # fmcluster alone, from the clone: not its development environment
     if verb == "ssm:GetParameter":  # with the per-merge allowance, which lifts the stack policy too
-        assert run == ["make install", f"allow=$(bash {steps}/allowance.sh {cluster}) && bash {steps}/diff-deployed.sh "
-                                       f"{parameter} {path} $allow && if [ -n \"$allow\" ]; then bash "
-                                       f"{steps}/protect-storage.sh {cluster}-storage --lift; fi"]
+        assert run == [install, f"allow=$({step} allowance {cluster}) && {step} diff-deployed "
+                                f"{parameter} {path} $allow && if [ -n \"$allow\" ]; then "
+                                f"{step} protect-storage {cluster}-storage --lift; fi"]
     else:  # the same account as the pipeline: Record sets the storage stack's policy too
-        assert run == ["make install", f"bash fmcluster/deploy/steps/record-deployed.sh {parameter} {path}",
-                       f"bash fmcluster/deploy/steps/protect-storage.sh {cluster}-storage"]
+        assert run == [install, f"{step} record-deployed {parameter} {path}",
+                       f"{step} protect-storage {cluster}-storage"]
     statements = step_policy(template, code_pipeline, wave, action)
     assert ssm_statements(statements) == [{"Action": verb, "Effect": "Allow", "Resource": parameter_arn(cluster)}]
     stack_policy = [s for s in statements if "cloudformation:SetStackPolicy" in s["Action"]]
@@ -440,12 +445,12 @@ def test_allow_data_loss_reaches_the_diff_and_guard_steps():
     result = pipeline.load(ROOT / EXAMPLE, root=ROOT)
     deployment = result.pipeline.deployments[0]
     allowed = pipeline.Deployment(deployment.path, deployment.spec, allow_data_loss=True)
-    steps = "fmcluster/deploy/steps"
-    assert diff_commands(allowed)[0].startswith(f"allow=$(bash {steps}/allowance.sh {deployment.name} "
+    step = "python -m fmcluster.deploy.steps"
+    assert diff_commands(allowed)[0].startswith(f"allow=$({step} allowance {deployment.name} "
                                                 "--allow-data-loss) && ")
-    assert diff_commands(deployment)[0].startswith(f"allow=$(bash {steps}/allowance.sh {deployment.name}) && ")
-    assert "protect-storage.sh" not in diff_commands(allowed, protect=False)[0]  # another account
-    guard = f"bash {steps}/guard-change-set.sh {deployment.name} {deployment.name}-storage PipelineChange"
+    assert diff_commands(deployment)[0].startswith(f"allow=$({step} allowance {deployment.name}) && ")
+    assert "protect-storage" not in diff_commands(allowed, protect=False)[0]  # another account
+    guard = f"{step} guard-change-set {deployment.name} {deployment.name}-storage PipelineChange"
     assert change_set_commands(deployment, None) == [f"{guard} --region {deployment.spec.region}"]
     role = "arn:aws:iam::444455556666:role/cdk-hnb659fds-deploy-role-444455556666-us-west-2"
     assert change_set_commands(allowed, role) == [
@@ -459,8 +464,8 @@ def test_guard_step_judges_the_storage_change_set_with_a_least_privilege_role(te
         spec = next(d.spec for d in pipeline.load(ROOT / EXAMPLE, root=ROOT).pipeline.deployments
                     if d.name == cluster)
         assert commands(buildspec(template, found)) == [
-            "make install", f"bash fmcluster/deploy/steps/guard-change-set.sh {cluster} {cluster}-storage "
-                            f"PipelineChange --region {spec.region}"]
+            "python -m pip install .", f"python -m fmcluster.deploy.steps guard-change-set {cluster} "
+                                       f"{cluster}-storage PipelineChange --region {spec.region}"]
         statements = step_policy(template, code_pipeline, wave, name)
         (describe,) = [s for s in statements if "cloudformation:DescribeChangeSet" in str(s["Action"])]
         assert describe == {"Action": "cloudformation:DescribeChangeSet", "Effect": "Allow",
@@ -493,7 +498,7 @@ def test_guard_step_in_another_account_assumes_its_cdk_deploy_role(tmp_path):
     (guard,) = [a for a in actions(stages["Properties"], STAGING) if a["Name"] == "storage.Guard"]
     role = "arn:aws:iam::444455556666:role/cdk-hnb659fds-deploy-role-444455556666-us-west-2"
     assert commands(buildspec(built, guard))[-1] == (
-        "bash fmcluster/deploy/steps/guard-change-set.sh p5en-train p5en-train-storage PipelineChange "
+        "python -m fmcluster.deploy.steps guard-change-set p5en-train p5en-train-storage PipelineChange "
         f"--region us-west-2 --role-arn {role}")
     statements = step_policy(built, stages["Properties"], STAGING, "storage.Guard")
     (assume,) = [s for s in statements if "sts:AssumeRole" in str(s["Action"])]

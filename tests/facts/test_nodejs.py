@@ -34,6 +34,8 @@ def test_the_lines_are_the_project_s_pin():
     assert set(nodejs.SUPPORTED_MAJORS) == engines
     assert int((ROOT / ".nvmrc").read_text().strip()) == max(nodejs.SUPPORTED_MAJORS)
     assert int(package["devDependencies"]["node"].split(".")[0]) in nodejs.SUPPORTED_MAJORS
+    # the CDK CLI a project of one's own gets (its GitOps pipeline) is the one this repository runs
+    assert nodejs.CDK_CLI_VERSION == package["devDependencies"]["aws-cdk"]
 
 
 def test_the_lines_are_ones_jsii_supports_and_outlive_the_line_it_warns_of():

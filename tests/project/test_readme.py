@@ -47,6 +47,10 @@ RUN = {
     "README.md": {"Quick start": "source .venv/bin/activate"},
     **{page: {section: IN_A_PROJECT} for page, (section, _) in GUIDES.items()},
     "docs/gitops.md": {
+        # the project made in the clone, as the README's quick start makes its own (npx finds the
+        # pinned CDK CLI in the clone's node_modules), under a directory name of its own
+        "From a project of your own":
+            "source .venv/bin/activate && fmcluster init gitops-demo --name my-cluster > /dev/null && cd gitops-demo",
         "The pipeline file": "",
         "Synthesize and deploy the pipeline once": "",
         "GitHub Actions instead":
@@ -262,7 +266,8 @@ def test_each_control_plane_guide_starts_a_project_with_init(page):
 
 def test_the_walkthrough_deploys_every_stack_in_order():
     """The PCS walkthrough names every stack `cdk deploy` makes for its project, in the order it
-    deploys them: the node images (an hour on a first deploy) and observability included."""
+    deploys them: the node images (an hour on a first deploy), observability and the reference GPU
+    image (after the cluster) included."""
     from fmcluster.deploy import init
     from fmcluster.model import cluster as cluster_model
     from fmcluster.spec import loader
@@ -271,5 +276,5 @@ def test_the_walkthrough_deploys_every_stack_in_order():
     step = text[text.index("**Deploy.**"):text.index("**Log in.**")]
     spec = loader.load_text(init.spec_text("pcs", "p5.48xlarge", "my-cluster", "us-east-1", "use1-az4")).spec
     names = [s.name for s in cluster_model.resolve(spec).stacks]
-    assert len(names) == 5
+    assert len(names) == 6
     assert [n for n in sorted(names, key=step.find) if n in step] == names, step

@@ -29,6 +29,7 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from fmcluster.facts import nodejs
 from tests.support.paths import ROOT, copy_checkout
 
 pytestmark = pytest.mark.synth
@@ -265,3 +266,36 @@ def test_an_init_project_synthesizes_with_the_cdk_cli(installed, tmp_path):
     assert {"my-cluster-network.template.json", "my-cluster-cluster.template.json"} <= set(
         os.listdir(project / "cdk.out"))
     assert not (project / "cdk.context.json").exists()
+    # its GitOps pipeline too (issue 39): the same CLI, the file init wrote, nothing of a clone
+    piped = run([str(cdk), "synth", "-q", "-c", "pipeline=pipeline.yaml", "-o", "pipeline.out"], project, env)
+    assert piped.returncode == 0, piped.stderr[-4000:]
+    pipeline = json.loads((project / "pipeline.out/my-cluster-pipeline.template.json").read_text())
+    steps = pipeline_steps(pipeline)
+    pinned = "python -m pip install -r requirements.txt"  # the project's one pin of fmcluster
+    assert steps["Synth"] == [pinned, f"npm install -g aws-cdk@{nodejs.CDK_CLI_VERSION}",
+                              "fmcluster validate --pipeline pipeline.yaml",
+                              "cdk synth -q -c nag=true -c pipeline=pipeline.yaml"]
+    step = "python -m fmcluster.deploy.steps"  # the installed step programs: the project has no copy
+    assert steps["Diff"][0] == pinned
+    assert f"{step} diff-deployed /fmcluster/my-cluster/deployed-spec cluster.yaml" in steps["Diff"][1]
+    assert steps["Guard"] == [pinned, f"{step} guard-change-set my-cluster my-cluster-storage PipelineChange "
+                                      "--region us-east-1"]
+    assert steps["Record"] == [pinned, f"{step} record-deployed /fmcluster/my-cluster/deployed-spec cluster.yaml",
+                               f"{step} protect-storage my-cluster-storage"]
+    assert not any("make " in c for commands in steps.values() for c in commands)
+
+
+def pipeline_steps(template: dict) -> dict[str, list[str]]:
+    """The install and build commands of each CodeBuild step of a synthesized pipeline, by its
+    action's name less the wave and cluster (Synth, Diff, Guard, Record)."""
+    (stages,) = [r["Properties"]["Stages"] for r in template["Resources"].values()
+                 if r["Type"] == "AWS::CodePipeline::Pipeline"]
+    found = {}
+    for action in (a for stage in stages for a in stage["Actions"]):
+        name = action["Name"].rsplit(".", 1)[-1]
+        project = action.get("Configuration", {}).get("ProjectName")
+        if name in ("Synth", "Diff", "Guard", "Record") and isinstance(project, dict) and "Ref" in project:
+            spec = json.loads(template["Resources"][project["Ref"]]["Properties"]["Source"]["BuildSpec"])
+            phases = spec["phases"]
+            found[name] = [c for phase in ("install", "build") for c in phases.get(phase, {}).get("commands", [])]
+    return found
