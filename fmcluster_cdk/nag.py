@@ -47,7 +47,9 @@ NODE_ROLES = ("*/NodeRole/Role/Resource",)
 EXECUTION_ROLES = ("*/ExecutionRole/Role/Resource",)  # HyperPod (fmcluster_cdk/constructs/hyperpod/role.py)
 KUBECTL_PROVIDER = "*/KubectlProvider/*"  # aws_eks_v2's kubectl provider: code and roles owned by aws-cdk-lib
 LAMBDA_SERVICE_ROLES = ("*/Handler/ServiceRole/Resource",)  # fmcluster's custom-resource handlers
-IMAGE_BUILD_ROLES = ("*-images/*/BuildRole/Role/Resource",)  # fmcluster_cdk/constructs/images/builder.py
+# fmcluster_cdk/constructs/images/builder.py: the node images' (NAME-images) and the reference images'
+# (NAME-reference, constructs/images/container.py)
+IMAGE_BUILD_ROLES = ("*-images/*/BuildRole/Role/Resource", "*-reference/*/BuildRole/Role/Resource")
 
 SUPPRESSIONS: tuple[Suppression, ...] = (
     Suppression(
@@ -172,6 +174,11 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "a reference image's container build, ecr:GetAuthorizationToken (the registry login, no resource "
         "type), its push being on its own repository by ARN. No AWS managed policy: the components, the "
         "repository and the log group are the image's own, by ARN."),
+    Suppression(
+        _iam5("<{*}Recipe{*}.Arn>/*"), ("*-reference/*/BuildRole/Role/Resource",),
+        "imagebuilder:GetContainerRecipe on the reference image's own container recipe, by its ARN and "
+        "ARN/* (the container-recipe resource type is NAME/VERSION, Service Authorization Reference), as "
+        "AWS's EC2InstanceProfileForImageBuilderECRContainerBuilds grants it: the build reads its recipe."),
     Suppression(
         _iam5("arn:{*}:s3:::ec2imagebuilder*/*"), IMAGE_BUILD_ROLES,
         "s3:GetObject on EC2 Image Builder's own buckets (AWSTOE and its downloads), as AWS's "

@@ -16,9 +16,9 @@ what CloudFormation leaves behind.
   retained file system, database or security group stays in that VPC. What CloudFormation leaves
   behind (DeletionPolicy Retain: the log groups) is kept and listed, with how to delete it; what
   holds no data and bills unseen (the AMIs NAME-images' builds made) is deleted after its stack.
-  NAME-images' ECR repositories (the reference GPU images, on every plane) hold no data either:
-  CloudFormation deletes them with the stack, images and all (EmptyOnDelete), and retains nothing
-  of them.
+  NAME-reference's ECR repositories (the reference GPU images, on every plane; the stack deployed
+  last, so deleted first) hold no data either: CloudFormation deletes them with the stack, images
+  and all (EmptyOnDelete), and retains nothing of them but their build logs.
 - A stack with termination protection on (NAME-storage; every stack with the spec's `protect`) has
   it lifted just before it is deleted. A stack policy governs updates only ("A stack policy applies
   only during stack updates": CloudFormation User Guide, "Prevent updates to stack resources"):

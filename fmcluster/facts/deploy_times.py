@@ -81,17 +81,6 @@ IMAGE_BUILD = Minutes(45, 90, ESTIMATE, (
     f"and its checks; about {image_facts.BUILD_MINUTES_ESTIMATE} minutes is typical, and Image Builder "
     "publishes no build time"))
 
-# One reference GPU image (fmcluster.model.reference_image; they build side by side, and beside the
-# node images: CloudFormation creates a stack's independent resources concurrently, so NAME-images
-# takes as long as its longest build). Its typical figure is images.REFERENCE_BUILD_MINUTES_ESTIMATE,
-# which the plan's cost line prices a build at; no test instance.
-REFERENCE_BUILD = Minutes(45, 120, ESTIMATE, (
-    "an EC2 Image Builder container build: a build instance from the ECS-optimized AMI, the CUDA devel "
-    "base image pulled, the EFA installer, NCCL compiled for every GPU generation of the architecture and "
-    "nccl-tests, the image (about 10 GB) pushed to ECR; about "
-    f"{image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE} minutes is typical, and Image Builder publishes no "
-    "build time"))
-
 # ---- NAME-cluster, per control plane ---------------------------------------------------------
 
 PCS_CLUSTER = Minutes(10, 20, ESTIMATE, (
@@ -115,6 +104,20 @@ EKS_CLUSTER = Minutes(15, 20, PUBLISHED, (
 EKS_CHARTS = Minutes(3, 10, ESTIMATE, (
     "the Helm charts and manifests, applied by the kubectl provider's function once the nodes they run "
     "on have joined; neither publishes a time"))
+
+# ---- NAME-reference --------------------------------------------------------------------------
+
+# One reference GPU image (fmcluster.model.reference_image; they build side by side: CloudFormation
+# creates a stack's independent resources concurrently, so NAME-reference takes as long as its
+# longest build). It deploys after NAME-cluster, and nothing waits for it. Its typical figure is
+# images.REFERENCE_BUILD_MINUTES_ESTIMATE, which the plan's cost line prices a build at; no test
+# instance.
+REFERENCE_BUILD = Minutes(45, 120, ESTIMATE, (
+    "an EC2 Image Builder container build: a build instance from the ECS-optimized AMI, the CUDA devel "
+    "base image pulled, the EFA installer, NCCL compiled for every GPU generation of the architecture and "
+    "nccl-tests, the image (about 10 GB) pushed to ECR; about "
+    f"{image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE} minutes is typical, and Image Builder publishes no "
+    "build time"))
 
 # ---- a new node, from its launch to ready ----------------------------------------------------
 

@@ -36,6 +36,7 @@ PCS_LOGIN_ROOT_VOLUME_GIB = 256  # the PCS login nodes' root volume
 SYSTEM_ROOT_VOLUME_GIB = 256  # the EKS system nodes' root volume
 HYPERPOD_SYSTEM_VOLUME_GIB = 256  # /opt/sagemaker of the HyperPod Slurm controller and login nodes
 NETWORK, STORAGE, OBSERVABILITY, IMAGES, CLUSTER = "network", "storage", "observability", "images", "cluster"
+REFERENCE = "reference"  # NAME-reference: the reference GPU images, after the cluster (nothing waits for it)
 NO_PLACEMENT = Placement(create=False)
 ON_DEMAND = CapacitySpec()
 
@@ -165,7 +166,7 @@ class NodeImage:
 class Stack:
     """One CloudFormation stack of the cluster, NAME-KEY."""
 
-    key: str  # network | storage | observability | images | cluster
+    key: str  # network | storage | observability | images | cluster | reference
     cluster: str
     contents: str  # what it holds, in a phrase
     termination_protection: bool
@@ -241,7 +242,7 @@ class ClusterModel:
     # replicas; fmcluster.facts.inference); None without one
     serving: Optional[inference.Serving] = None
     images: tuple[NodeImage, ...] = ()  # NAME-images' node images (Slurm planes), by key
-    # NAME-images' reference GPU images (the acceptance kit's), one per architecture of the GPU groups
+    # NAME-reference's reference GPU images (the acceptance kit's), one per architecture of the GPU groups
     reference_images: tuple[ReferenceImage, ...] = ()
     teams: tuple[Team, ...] = ()  # the teams that share the cluster (fmcluster.model.teams), in the spec's order
 
@@ -256,7 +257,7 @@ class ClusterModel:
         return next(i for i in self.images if i.key == key)
 
     def reference_image(self, group: NodeGroup) -> Optional[ReferenceImage]:
-        """The reference image a group's acceptance jobs run; None where NAME-images builds none."""
+        """The reference image a group's acceptance jobs run; None where NAME-reference builds none."""
         return next((r for r in self.reference_images if group.name in r.groups), None)
 
     @property
@@ -399,15 +400,18 @@ def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool, baked: bool,
                             "Managed Prometheus workspace, GPU-health alert rules, alert manager to SNS"
                             + (", Managed Grafana with dashboards" if spec.observability.grafana else "")
                             + ", CloudWatch alarms and dashboard", spec.protect))
-    if baked or reference:
-        built = ["node images (Enroot, Pyxis, exporters baked into the control plane's base image)"] if baked else []
-        if reference:
-            built.append("the reference GPU image of the acceptance jobs (nccl-tests, fio) in ECR")
-        stacks.append(Stack(IMAGES, name, f"EC2 Image Builder: {' and '.join(built)}; their build roles and logs",
-                            spec.protect))
+    if baked:
+        stacks.append(Stack(IMAGES, name, "EC2 Image Builder node images (Enroot, Pyxis, exporters baked into "
+                                          "the control plane's base image), their build role and logs", spec.protect))
     stacks.append(Stack(CLUSTER, name,
                         f"{scheduler} control plane ({cp.type}), its node groups{nested} and "
                         f"{'login' if cp.scheduler == 'slurm' else 'system'} nodes", spec.protect))
+    # Last: nothing waits for it, and it waits for the cluster (fmcluster_cdk/stacks/app.py), so that
+    # neither `cdk deploy --all` nor the pipeline holds the cluster back for its builds, and a failed
+    # build leaves the cluster and its node images as they are.
+    if reference:
+        stacks.append(Stack(REFERENCE, name, "EC2 Image Builder: the reference GPU image of the acceptance jobs "
+                                             "(nccl-tests, fio) in ECR, its build role and logs", spec.protect))
     return tuple(stacks)
 
 

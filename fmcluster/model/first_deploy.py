@@ -1,8 +1,9 @@
 """How long a cluster's first deploy takes, from the durations of fmcluster.facts.deploy_times: each
 of the model's stacks in deploy order, what it waits for and what takes its time; the deploy one
 stack at a time, as `cdk deploy --all` runs it (its --concurrency is 1 unless given), and its
-critical path where independent stacks deploy together (--concurrency N); and the first GPU node's
-way to ready after that, so that a user knows when the first job can start.
+critical path where independent stacks deploy together (--concurrency N); when the cluster stack is
+deployed, which NAME-reference (the reference GPU images) comes after; and the first GPU node's way
+to ready after the cluster, so that a user knows when the first job can start.
 
 Figures add where one thing waits for another and take the larger where things happen side by
 side, the low figures and the high figures each on their own."""
@@ -14,7 +15,7 @@ from typing import Iterable, Optional
 
 from fmcluster.facts import deploy_times as times
 from fmcluster.facts.deploy_times import Minutes
-from fmcluster.model.cluster import CLUSTER, IMAGES, NETWORK, OBSERVABILITY, STORAGE, ClusterModel, NodeGroup
+from fmcluster.model.cluster import CLUSTER, IMAGES, NETWORK, OBSERVABILITY, REFERENCE, STORAGE, ClusterModel, NodeGroup
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,9 @@ class FirstDeploy:
     one_at_a_time: Span  # every stack after the one before: `cdk deploy --all`, the pipeline
     together: Span  # the critical path, independent stacks side by side (cdk deploy --concurrency)
     critical_path: tuple[str, ...]  # its stacks' keys, first to last
+    # one stack at a time, up to the end of the cluster stack (NAME-reference, where there is one,
+    # comes after it, and nothing waits for that)
+    cluster_ready: Span
     node_group: str  # the group whose first node is timed: the first GPU group (else the first)
     in_stack: str  # what the cluster stack's creation already includes of that node ("" nothing)
     node: tuple[Step, ...]  # that node's steps to ready, after the deploy
@@ -88,8 +92,9 @@ class FirstDeploy:
 
     @property
     def first_job(self) -> Span:
-        """From the deploy's start to the first job, one stack at a time."""
-        return self.one_at_a_time + self.node_ready
+        """From the deploy's start to the first job, one stack at a time: the cluster stack's end,
+        then the node (the reference images build meanwhile)."""
+        return self.cluster_ready + self.node_ready
 
     def stack(self, key: str) -> StackTime:
         return next(s for s in self.stacks if s.key == key)
@@ -104,8 +109,9 @@ def accounting_database(m: ClusterModel) -> bool:
 def depends_on(m: ClusterModel) -> dict[str, tuple[str, ...]]:
     """Each stack's dependencies, by key, as the CDK app makes them: its references to another
     stack's resources (a file system in the VPC, the storage key, the workspace), and the explicit
-    ones of the images and the cluster (fmcluster_cdk/stacks/app.py). tests/cdk/test_stack_order.py holds them to the
-    synthesized assemblies."""
+    ones of the images, the cluster and the reference images (fmcluster_cdk/stacks/app.py: the last
+    read the network only, and wait for the cluster so that nothing waits for them).
+    tests/cdk/test_stack_order.py holds them to the synthesized assemblies."""
     spec = m.spec.storage
     in_vpc = bool(spec.lustre or spec.home or accounting_database(m))
     needs = {
@@ -115,6 +121,7 @@ def depends_on(m: ClusterModel) -> dict[str, tuple[str, ...]]:
         IMAGES: (NETWORK, STORAGE) + ((OBSERVABILITY,) if m.observed else ()),
         # storage always: the buckets, whose names the cluster stack derives (fmcluster_cdk/stacks/app.py)
         CLUSTER: (NETWORK, STORAGE) + ((OBSERVABILITY,) if m.observed else ()) + ((IMAGES,) if m.images else ()),
+        REFERENCE: (NETWORK, CLUSTER),
     }
     return {s.key: needs[s.key] for s in m.stacks}
 
@@ -153,18 +160,16 @@ def _chains(m: ClusterModel, key: str) -> tuple[tuple[Step, ...], ...]:
         if spec.observability.grafana:
             chains.append((Step("Managed Grafana workspace and its dashboards", times.GRAFANA),))
         return tuple(chains)
-    if key == IMAGES:  # CloudFormation creates the images side by side: the longest build is the stack's
-        chains = []
-        if m.images:
-            count = len(m.images)
-            chains.append((Step(f"{_plural(count, 'node image')} built and tested"
-                                + (" side by side" if count > 1 else ""), times.IMAGE_BUILD),))
-        if m.reference_images:
-            count = len(m.reference_images)
-            chains.append((Step(f"{_plural(count, 'reference GPU image')} built and pushed to ECR"
-                                + (" side by side" if count > 1 else ""), times.REFERENCE_BUILD),))
-        return tuple(chains)
+    if key == IMAGES:  # CloudFormation creates a stack's images side by side: the longest build counts
+        return ((_builds(len(m.images), "node image", "built and tested", times.IMAGE_BUILD),),)
+    if key == REFERENCE:
+        return ((_builds(len(m.reference_images), "reference GPU image", "built and pushed to ECR",
+                         times.REFERENCE_BUILD),),)
     return (_cluster_chain(m),)
+
+
+def _builds(count: int, what: str, done: str, minutes: Minutes) -> Step:
+    return Step(f"{_plural(count, what)} {done}" + (" side by side" if count > 1 else ""), minutes)
 
 
 def _cluster_chain(m: ClusterModel) -> tuple[Step, ...]:
@@ -241,6 +246,8 @@ def first_deploy(m: ClusterModel) -> FirstDeploy:
     stacks = tuple(StackTime(key=s.key, name=s.name, after=needs[s.key], chains=_chains(m, s.key)) for s in m.stacks)
     together, path = critical_path(stacks)
     group, in_stack, node, when = _first_node(m)
+    upto = next(i for i, s in enumerate(stacks) if s.key == CLUSTER) + 1
     return FirstDeploy(stacks=stacks, one_at_a_time=sum((s.span for s in stacks), ZERO), together=together,
-                       critical_path=path, node_group=group, in_stack=in_stack, node=node, when=when,
+                       critical_path=path, cluster_ready=sum((s.span for s in stacks[:upto]), ZERO),
+                       node_group=group, in_stack=in_stack, node=node, when=when,
                        bound=times.PCS_JOIN_MINUTES if m.control_plane.type == "pcs" else None)

@@ -125,9 +125,9 @@ def _lines(m: model.ClusterModel, table: PriceTable) -> list[CostLine]:
 
 
 def _image_builds(m: model.ClusterModel, table: PriceTable) -> list[CostLine]:
-    """NAME-images' builds: billed per build (the first deploy, then each change of an image), not
-    per hour of the cluster; the build instance's price where the table has it. The node images
-    (their EBS snapshots too), then the reference images (their storage in ECR too)."""
+    """NAME-images' and NAME-reference's builds: billed per build (the first deploy, then each change
+    of an image), not per hour of the cluster; the build instance's price where the table has it.
+    The node images (their EBS snapshots too), then the reference images (their storage in ECR too)."""
     lines = []
     for kind, types, minutes, storage in (
             ("node images", [i.build_instance_type for i in m.images], image_facts.BUILD_MINUTES_ESTIMATE,

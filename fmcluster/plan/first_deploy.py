@@ -11,7 +11,7 @@ from pydantic import Field
 
 from fmcluster.facts import deploy_times
 from fmcluster.model import first_deploy as model
-from fmcluster.model.cluster import ClusterModel
+from fmcluster.model.cluster import CLUSTER, ClusterModel
 from fmcluster.plan.cost import Model
 
 TITLE = "First deploy (each stack's creation, in deploy order)"
@@ -36,7 +36,7 @@ class StepPlan(Model):
 
 class StackTimePlan(Model):
     name: str
-    key: str = Field(description="network, storage, observability, images or cluster")
+    key: str = Field(description="network, storage, observability, images, cluster or reference")
     waits_for: list[str] = Field(description="the stacks it depends on: it starts once they are deployed")
     low_minutes: int
     high_minutes: int
@@ -56,6 +56,9 @@ class FirstDeployPlan(Model):
         "the critical path: each stack as soon as those it waits for are deployed (cdk deploy --concurrency)"))
     concurrency: int = Field(description="the --concurrency that deploys every independent stack at once")
     critical_path: list[str] = Field(description="the stacks of the critical path, first to last")
+    cluster_deployed: SpanPlan = Field(description=(
+        "from the start of a deploy one stack at a time to the end of NAME-cluster's (NAME-reference, the "
+        "reference GPU images, comes after it, and nothing waits for it)"))
     node_group: str = Field(description="the node group whose first node is timed: the first GPU group")
     node_in_stack: str = Field(description="what the cluster stack's creation already includes of that node")
     node_starts: str = Field(description="what starts the node, a clause; empty: the end of the deploy")
@@ -64,7 +67,8 @@ class FirstDeployPlan(Model):
     node_bound_minutes: Optional[int] = Field(description=(
         "the most the control plane gives a new node before it counts it failed (AWS PCS: about 30 minutes "
         "to join Slurm); null: none published"))
-    first_job: SpanPlan = Field(description="from the start of a deploy one stack at a time to the first job")
+    first_job: SpanPlan = Field(description=(
+        "from the start of a deploy one stack at a time to the first job: NAME-cluster's end, then the node"))
 
 
 def _step(step: model.Step) -> StepPlan:
@@ -84,7 +88,8 @@ def build(m: ClusterModel) -> FirstDeployPlan:
                               high_minutes=s.span.high, chains=[[_step(step) for step in c] for c in s.chains])
                 for s in fd.stacks],
         one_at_a_time=_span(fd.one_at_a_time), together=_span(fd.together), concurrency=len(fd.stacks),
-        critical_path=[names[k] for k in fd.critical_path], node_group=fd.node_group, node_in_stack=fd.in_stack,
+        critical_path=[names[k] for k in fd.critical_path], cluster_deployed=_span(fd.cluster_ready),
+        node_group=fd.node_group, node_in_stack=fd.in_stack,
         node_starts=fd.when, node_steps=[_step(s) for s in fd.node], node_ready=_span(fd.node_ready),
         node_bound_minutes=fd.bound, first_job=_span(fd.first_job))
 
@@ -140,7 +145,12 @@ def lines(fd: FirstDeployPlan) -> list[str]:
                 f"cdk deploy --all --concurrency {fd.concurrency} gains nothing: each stack waits for the one "
                 "before it")
     out = [f"one stack at a time (cdk deploy --all, the pipeline): {of(fd.one_at_a_time)}", together]
-    starts = fd.node_starts or "the deploy"
+    cluster = next(s for s in fd.stacks if s.key == CLUSTER)
+    after = fd.stacks[fd.stacks.index(cluster) + 1:]
+    if after:
+        out.append(f"cluster deployed: {of(fd.cluster_deployed)} after a deploy one stack at a time starts; "
+                   f"{', '.join(s.name for s in after)} comes after it, and nothing waits for it")
+    starts = fd.node_starts or f"{cluster.name} is deployed"
     steps = ", then ".join(f"{s.what} ({of(s)})" for s in fd.node_steps)
     node = f"first node of {fd.node_group}: ready {of(fd.node_ready)} after {starts}" + (f": {steps}" if steps else "")
     if fd.node_in_stack:

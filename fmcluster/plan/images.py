@@ -1,7 +1,7 @@
-"""NAME-images in the plan: the node images a Slurm plane's groups launch from, the reference GPU
-images the acceptance kit's jobs run (every plane), and what a group's own image must have; the
-plan's models of them, made from the cluster model, and their rows and lines for the text and
-markdown plans (fmcluster.plan.render lays them out)."""
+"""NAME-images and NAME-reference in the plan: the node images a Slurm plane's groups launch from,
+the reference GPU images the acceptance kit's jobs run (every plane), and what a group's own image
+must have; the plan's models of them, made from the cluster model, and their rows and lines for the
+text and markdown plans (fmcluster.plan.render lays them out)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class ImagePlan(Model):
 
 
 class ReferenceImagePlan(Model):
-    """One reference GPU image of NAME-images (fmcluster.model.reference_image.ReferenceImage): the
+    """One reference GPU image of NAME-reference (fmcluster.model.reference_image.ReferenceImage): the
     container image the acceptance kit's jobs run, built by Image Builder into an ECR repository of
     the cluster's account and region."""
 
@@ -60,16 +60,25 @@ class OwnImagePlan(Model):
 
 
 class ImagesPlan(Model):
-    """NAME-images: the baked node images of a Slurm control plane (none on Kubernetes) and the
-    reference GPU images (every plane, unless images.reference is false)."""
+    """NAME-images: the baked node images of a Slurm control plane (none on Kubernetes)."""
 
     stack: str
     images: list[ImagePlan]
-    references: list[ReferenceImagePlan] = Field(default=[], description=(
-        "the reference GPU images of the acceptance kit's jobs, one per architecture of the GPU groups"))
     first_deploy_minutes: int = Field(description=(
         "an estimate of what building the images adds to a first deploy: they build in parallel, before "
         "NAME-cluster"))
+    note: str
+
+
+class ReferenceImagesPlan(Model):
+    """NAME-reference: the reference GPU images of the acceptance kit's jobs, one per architecture of
+    the GPU groups (every plane, unless images.reference is false), built after NAME-cluster."""
+
+    stack: str
+    images: list[ReferenceImagePlan]
+    build_minutes: int = Field(description=(
+        "an estimate of how long NAME-reference's builds take: in parallel, after NAME-cluster, which "
+        "does not wait for them"))
     note: str
 
 
@@ -77,10 +86,11 @@ IMAGES_NOTE = ("an estimate: an Image Builder build and test each (a build insta
                "snapshot, a test instance from the new AMI), in parallel, before {cluster}; a later deploy "
                "rebuilds an image only when its recipe changes (fmcluster's software pins, the Slurm version, "
                "images.revision)")
-REFERENCES_NOTE = ("{each}an Image Builder container build (a build instance, the CUDA base pulled, NCCL and "
-                   "nccl-tests compiled, the image pushed to its ECR repository){side}; a later deploy rebuilds it, "
-                   "into a new repository, only when its recipe changes (fmcluster's version pins, "
-                   "images.revision)")
+REFERENCES_NOTE = ("an estimate: an Image Builder container build each (a build instance, the CUDA base pulled, "
+                   "NCCL and nccl-tests compiled, the image pushed to its ECR repository), in parallel, after "
+                   "{cluster}, which does not wait for them: a failed build leaves the cluster as it is; a later "
+                   "deploy rebuilds an image, into a new repository, only when its recipe changes (fmcluster's "
+                   "version pins, images.revision)")
 
 
 def own_images(m: model.ClusterModel) -> list[OwnImagePlan]:
@@ -92,32 +102,35 @@ def own_images(m: model.ClusterModel) -> list[OwnImagePlan]:
         cp.type, prefix, containers=m.runs_containers(g), metrics=m.observed))) for g in m.all_groups if g.ami_id]
 
 
+def _stack(m: model.ClusterModel, key: str) -> str:
+    return next(s.name for s in m.stacks if s.key == key)
+
+
 def images(m: model.ClusterModel, table: prices.PriceTable) -> Optional[ImagesPlan]:
-    if not m.images and not m.reference_images:
+    if not m.images:
         return None
-    stack = next(s.name for s in m.stacks if s.key == model.IMAGES)
-    cluster = next(s.name for s in m.stacks if s.key == model.CLUSTER)
-    notes = [IMAGES_NOTE.format(cluster=cluster)] if m.images else []
-    if m.reference_images:
-        side = (", beside the node images" if m.images else
-                ", side by side" if len(m.reference_images) > 1 else "")
-        notes.append(REFERENCES_NOTE.format(each="each reference GPU image: " if m.images else "an estimate: ",
-                                            side=side))
-    minutes = max([image_facts.BUILD_MINUTES_ESTIMATE] * bool(m.images)
-                  + [image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE] * bool(m.reference_images))
     return ImagesPlan(
-        stack=stack, first_deploy_minutes=minutes, note="; ".join(notes),
+        stack=_stack(m, model.IMAGES), first_deploy_minutes=image_facts.BUILD_MINUTES_ESTIMATE,
+        note=IMAGES_NOTE.format(cluster=_stack(m, model.CLUSTER)),
         images=[ImagePlan(key=i.key, plane=i.plane, architecture=i.architecture, base_parameter=i.base.parameter,
                           slurm_version=i.slurm_version or None, slurm_prefix=i.slurm_prefix,
                           build_instance_type=i.build_instance_type,
                           build_instance_hourly_usd=table.instance_hourly(i.build_instance_type),
                           revision=i.revision, encrypted=i.encrypted, groups=list(i.groups))
-                for i in m.images],
-        references=[ReferenceImagePlan(architecture=r.architecture, repository=r.repository, tag=r.tag,
-                                       build_instance_type=r.build_instance_type,
-                                       build_instance_hourly_usd=table.instance_hourly(r.build_instance_type),
-                                       groups=list(r.groups))
-                    for r in m.reference_images])
+                for i in m.images])
+
+
+def reference_images(m: model.ClusterModel, table: prices.PriceTable) -> Optional[ReferenceImagesPlan]:
+    if not m.reference_images:
+        return None
+    return ReferenceImagesPlan(
+        stack=_stack(m, model.REFERENCE), build_minutes=image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE,
+        note=REFERENCES_NOTE.format(cluster=_stack(m, model.CLUSTER)),
+        images=[ReferenceImagePlan(architecture=r.architecture, repository=r.repository, tag=r.tag,
+                                   build_instance_type=r.build_instance_type,
+                                   build_instance_hourly_usd=table.instance_hourly(r.build_instance_type),
+                                   groups=list(r.groups))
+                for r in m.reference_images])
 
 
 # ---- rows and lines (fmcluster.plan.render) ---------------------------------------------------
@@ -137,10 +150,10 @@ def image_rows(plan: Optional[ImagesPlan], usd: Callable[[Optional[float]], str]
     return rows
 
 
-def reference_rows(plan: Optional[ImagesPlan], usd: Callable[[Optional[float]], str]) -> Table:
+def reference_rows(plan: Optional[ReferenceImagesPlan], usd: Callable[[Optional[float]], str]) -> Table:
     """A row per reference GPU image: its architecture, repository and tag, build instance, groups."""
     rows = [["reference image", "ECR repository:tag", "build instance", "node groups"]]
-    for r in plan.references if plan else []:
+    for r in plan.images if plan else []:
         rows.append([f"reference-{r.architecture}", f"{r.repository}:{r.tag}",
                      _instance(r.build_instance_type, r.build_instance_hourly_usd, usd), ", ".join(r.groups)])
     return rows
@@ -150,9 +163,17 @@ def images_line(plan: Optional[ImagesPlan]) -> str:
     """What the images add to a first deploy, in a line."""
     if plan is None:
         return ""
-    count = len(plan.images) + len(plan.references)
+    count = len(plan.images)
     return (f"a first deploy takes about {plan.first_deploy_minutes} min more for {count} "
             f"image{'s' if count != 1 else ''} ({plan.note})")
+
+
+def reference_line(plan: Optional[ReferenceImagesPlan]) -> str:
+    """How long the reference images' builds take, and that the cluster does not wait, in a line."""
+    if plan is None:
+        return ""
+    count = len(plan.images)
+    return f"about {plan.build_minutes} min for {count} image{'s' if count != 1 else ''} ({plan.note})"
 
 
 def own_image_lines(own: list[OwnImagePlan]) -> list[str]:

@@ -16,7 +16,7 @@ import yaml
 
 from fmcluster.plan import first_deploy
 from fmcluster.plan.cost import CostLine
-from fmcluster.plan.images import image_rows, images_line, own_image_lines, reference_rows
+from fmcluster.plan.images import image_rows, images_line, own_image_lines, reference_line, reference_rows
 from fmcluster.plan.report import ControlPlanePlan, NodeGroupPlan, Plan, Resources, ServingFit, TeamPlan, build
 from fmcluster.spec.models import ClusterSpec, is_everyone
 
@@ -605,11 +605,15 @@ def render_text(plan: Plan) -> str:
     out += _section("Control plane", paragraph(control_plane_line(plan)))
     out += _section("Observability", paragraph(observability_line(plan)))
     if plan.images or plan.own_images:
-        title = f"Images ({plan.images.stack}, EC2 Image Builder)" if plan.images else "Node images"
-        body = [*_image_tables(plan, lambda rows: text_table(rows, records=True)),
-                *paragraph(images_line(plan.images))] if plan.images else []
+        title = f"Node images ({plan.images.stack}, EC2 Image Builder)" if plan.images else "Node images"
+        body = text_table(image_rows(plan.images, usd), records=True) + paragraph(images_line(plan.images)) \
+            if plan.images else []
         out += _section(title, body + [wrapped for line in own_image_lines(plan.own_images)
                                        for wrapped in paragraph(line)])
+    if plan.reference_images:
+        out += _section(f"Reference GPU images ({plan.reference_images.stack}, EC2 Image Builder)",
+                        text_table(reference_rows(plan.reference_images, usd), records=True)
+                        + paragraph(reference_line(plan.reference_images)))
     if plan.teams:
         out += _section("Teams (GPUs at each group's maximum size)", text_table(team_rows(plan))
                         + paragraph(teams_note(plan)))
@@ -734,21 +738,16 @@ def _serving_markdown(plan: Plan) -> list[str]:
     return out
 
 
-def _image_tables(plan: Plan, table: Callable[[Table], list[str]]) -> list[str]:
-    """The node images' table and the reference images', each where there are any, laid out by `table`."""
-    out: list[str] = []
-    for rows in (image_rows(plan.images, usd), reference_rows(plan.images, usd)):
-        if len(rows) > 1:
-            out += [*([""] if out else []), *table(rows)]
-    return out
-
-
 def _images_markdown(plan: Plan) -> list[str]:
     own = [f"- {line}" for line in own_image_lines(plan.own_images)] + ([""] if plan.own_images else [])
+    references = plan.reference_images
+    out = ([f"#### Reference GPU images (`{references.stack}`, EC2 Image Builder)", "",
+            *md_table(reference_rows(references, usd)), "", f"{reference_line(references)}.", ""]
+           if references else [])
     if plan.images is None:
-        return ["#### Node images", "", *own] if own else []
-    return [f"#### Images (`{plan.images.stack}`, EC2 Image Builder)", "", *_image_tables(plan, md_table), "",
-            f"{images_line(plan.images)}.", "", *own]
+        return (["#### Node images", "", *own] if own else []) + out
+    return [f"#### Node images (`{plan.images.stack}`, EC2 Image Builder)", "", *md_table(image_rows(plan.images, usd)),
+            "", f"{images_line(plan.images)}.", "", *own, *out]
 
 
 def _first_deploy_markdown(plan: Plan) -> list[str]:

@@ -19,7 +19,7 @@ from fmcluster.plan import images as images_plan
 from fmcluster.plan.cost import Cost, Model, cost
 from fmcluster.plan.first_deploy import FirstDeployPlan
 from fmcluster.plan.first_deploy import build as first_deploy
-from fmcluster.plan.images import ImagesPlan, OwnImagePlan
+from fmcluster.plan.images import ImagesPlan, OwnImagePlan, ReferenceImagesPlan
 from fmcluster.spec import addresses
 from fmcluster.spec.models import ONLY_FOR, ClusterSpec, NodeGroupSpec
 
@@ -328,6 +328,7 @@ class Plan(Model):
     serving: Optional[ServingPlan] = None  # the spec's serving section; None without one
     images: Optional[ImagesPlan] = None  # NAME-images; None where the nodes launch from no baked image
     own_images: list[OwnImagePlan] = []  # the Slurm groups with an ami_id of their own
+    reference_images: Optional[ReferenceImagesPlan] = None  # NAME-reference; None where it builds none
     teams: list[TeamPlan] = []  # the teams that share the cluster (fmcluster.model.teams)
     health: Optional[HealthPlan] = None  # how the GPU nodes are kept healthy; None without GPU nodes
     first_deploy: FirstDeployPlan  # how long a first deploy takes, stack by stack, and the first node
@@ -777,7 +778,8 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
         control_plane=_control_plane(m), observability=_observability(m), stacks=_stacks(m),
         cost=cost(m, table), resolved_spec=resolved,
         defaulted=defaulted, serving=_served(m),
-        images=images_plan.images(m, table), own_images=images_plan.own_images(m), teams=_teams(m, table),
+        images=images_plan.images(m, table), own_images=images_plan.own_images(m),
+        reference_images=images_plan.reference_images(m, table), teams=_teams(m, table),
         health=_health(m),
         first_deploy=first_deploy(m),
     )

@@ -15,6 +15,7 @@ from fmcluster_cdk.stacks.cluster import cluster_stack
 from fmcluster_cdk.stacks.images import ImagesStack
 from fmcluster_cdk.stacks.network import NetworkStack
 from fmcluster_cdk.stacks.observability import ObservabilityStack
+from fmcluster_cdk.stacks.reference import ReferenceStack
 from fmcluster_cdk.stacks.storage import StorageStack
 
 
@@ -26,10 +27,10 @@ def environment(spec: ClusterSpec) -> cdk.Environment:
 def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
     """Add the stacks of `spec` to `app` (an App, or a Stage of the GitOps pipeline): those of its
     model (NAME-network, NAME-storage, NAME-observability when it is observed, NAME-images when its
-    Slurm groups launch from baked node images or it builds reference GPU images, NAME-cluster),
-    with the model's names, descriptions, termination protection and tags. Stack names are given
-    explicitly, so that inside a Stage they are the same as in an App (a Stage would otherwise
-    prefix them with its own name)."""
+    Slurm groups launch from baked node images, NAME-cluster, NAME-reference when it builds reference
+    GPU images), with the model's names, descriptions, termination protection and tags. Stack names
+    are given explicitly, so that inside a Stage they are the same as in an App (a Stage would
+    otherwise prefix them with its own name)."""
     m = cluster_model.resolve(spec)
     env = environment(spec)
 
@@ -60,20 +61,29 @@ def build(app: Construct, spec: ClusterSpec) -> dict[str, cdk.Stack]:
         if observability is not None:
             images.add_stack_dependency(observability)
     # The cluster stack reads the workspace ARN (an export of NAME-observability) and the images' AMI
-    # ids (outputs of NAME-images): both are made first, and never read from the cluster stack. Only
-    # a Slurm plane whose groups launch from node images reads NAME-images (and so waits for it); the
-    # reference images are pulled by name, by jobs, after the deploy (their repositories' ARNs are
-    # derived, not referenced: fmcluster_cdk/constructs/images/container.py repository_arn).
+    # ids (outputs of NAME-images): both are made first, and never read from the cluster stack.
     cluster = cluster_stack(app, name("cluster"), model=m, network=network, storage=storage,
-                            observability=observability, images=images if m.images else None,
-                            **props("cluster"))
+                            observability=observability, images=images, **props("cluster"))
     # After storage, always: its nodes and pods read and write the buckets, whose names the cluster
     # stack derives rather than references (no reference makes the order where only buckets are
     # stored), so `cdk deploy --concurrency N` or a lone `cdk deploy NAME-cluster` could otherwise
     # start nodes before their buckets exist.
     cluster.add_stack_dependency(storage)
+    reference = None
+    if m.stack(cluster_model.REFERENCE) is not None:
+        # The reference GPU images read NAME-network only (the build's subnet and security group),
+        # and nothing reads them: the nodes pull them by name, by jobs, after the deploy (their
+        # repositories' ARNs are derived: fmcluster_cdk/stacks/reference.py). It waits for the
+        # cluster, in the model's order, because without that `cdk deploy --all` (one stack at a
+        # time: it takes the stacks in the order they become ready) would build it right after the
+        # network, and a CDK Pipelines stage (each tranche of the dependency graph after the one
+        # before) would hold the cluster back for it: the cluster comes first, a failed build
+        # leaves it as it is, and with --concurrency the build runs after the cluster as well.
+        reference = ReferenceStack(app, name(cluster_model.REFERENCE), model=m, network=network,
+                                   **props(cluster_model.REFERENCE))
+        reference.add_stack_dependency(cluster)
     made: list[cdk.Stack] = [network, storage, *([observability] if observability else []),
-                             *([images] if images else []), cluster]
+                             *([images] if images else []), cluster, *([reference] if reference else [])]
     stacks = {s.stack_name: s for s in made}
     for stack in stacks.values():
         for key, value in m.tags.items():

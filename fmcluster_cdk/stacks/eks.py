@@ -40,7 +40,7 @@ from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodChart, subcha
 from fmcluster_cdk.constructs.observability.scraper import ManagedScraper
 from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks import node_groups
-from fmcluster_cdk.stacks.images import reference_repository_arns
+from fmcluster_cdk.stacks.reference import reference_repository_arns
 from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "reservation": "ON_DEMAND", "capacity-block": "CAPACITY_BLOCK",

@@ -36,7 +36,8 @@ from fmcluster_cdk.constructs.hyperpod.cluster import (
 from fmcluster_cdk.constructs.hyperpod.lifecycle import LifecycleScripts
 from fmcluster_cdk.constructs.hyperpod.role import ExecutionPolicyProps, HyperPodExecutionRole
 from fmcluster_cdk.errors import ConstructError
-from fmcluster_cdk.stacks.images import IDENTITY_TAG, reference_repository_arns
+from fmcluster_cdk.stacks.images import IDENTITY_TAG
+from fmcluster_cdk.stacks.reference import reference_repository_arns
 from fmcluster_cdk.stacks.refs import ImagesRefs, NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The Slurm node type of each of the model's groups (fmcluster.model.cluster roles).

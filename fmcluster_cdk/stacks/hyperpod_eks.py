@@ -20,7 +20,7 @@ from fmcluster_cdk.constructs.hyperpod.cluster import CONTINUOUS, HyperPodCluste
 from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodDependencies, chart_values
 from fmcluster_cdk.stacks.eks import EksClusterStack
 from fmcluster_cdk.stacks.hyperpod import HyperPodGroups, compute_group, node_recovery, provisioning_mode
-from fmcluster_cdk.stacks.images import reference_repository_arns
+from fmcluster_cdk.stacks.reference import reference_repository_arns
 from fmcluster_cdk.stacks.refs import NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The chart's EFA device plugin tolerates only its own taints; GPU nodes carry nvidia.com/gpu.

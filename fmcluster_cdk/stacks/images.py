@@ -1,15 +1,12 @@
 """The NAME-images stack: the node images of a Slurm control plane, one per base image and
 architecture its groups use (fmcluster.model.cluster.NodeImage), each built and tested by EC2 Image
-Builder before NAME-cluster launches a node from it; and on every control plane, the reference GPU
-images the acceptance kit's jobs run (fmcluster.model.reference_image.ReferenceImage), one per
-architecture of the GPU groups, each built by Image Builder into an ECR repository of its own.
+Builder before NAME-cluster launches a node from it. (The reference GPU images are NAME-reference's:
+fmcluster_cdk/stacks/reference.py.)
 
 An image's names carry a digest of what makes it (its AWSTOE documents, base, revision, volume and
 encryption): a changed image is a new set of Image Builder resources and a new build, and the AMI of
 the image it replaces stays, so nodes launched from it run on until they are replaced. Its log group
 is the image's, whatever its build: /aws/imagebuilder/NAME-KEY keeps the history of every build.
-A reference image's names and repository carry its identity the same way (ReferenceImage.name,
-.repository): the repository of the image it replaces goes with the deploy, emptied.
 """
 
 from __future__ import annotations
@@ -23,10 +20,9 @@ from constructs import Construct
 
 from fmcluster.facts import images as image_facts
 from fmcluster.model.cluster import ClusterModel, NodeImage
-from fmcluster.model.reference_image import PARENT, ReferenceImage, template
+from fmcluster.model.reference_image import ReferenceImage
 from fmcluster.node.image import documents
 from fmcluster_cdk.constructs.images.builder import NodeImageBuilder
-from fmcluster_cdk.constructs.images.container import ContainerImageBuilder, repository_arn
 from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks.refs import NetworkRefs, StorageRefs
 
@@ -51,16 +47,9 @@ def image_name(cluster: str, image: NodeImage, digest: str) -> str:
     return f"{cluster}-{image.key.replace('_', '-').lower()}-{digest[:IDENTITY_DIGITS]}"
 
 
-def reference_repository_arns(scope: Construct, model: ClusterModel) -> list[str]:
-    """The ARNs of the reference images' repositories in the account and region of `scope`'s stack,
-    derived from the model's names (no reference to NAME-images): the nodes that run the images
-    may pull from these."""
-    return [repository_arn(scope, reference.repository) for reference in model.reference_images]
-
-
 def log_group_name(cluster: str, image: NodeImage | ReferenceImage) -> str:
-    """/aws/imagebuilder/NAME-KEY: one log group per node or reference image, every build of it
-    (every identity)."""
+    """/aws/imagebuilder/NAME-KEY: one log group per node or reference image (NAME-reference's),
+    every build of it (every identity)."""
     return f"/aws/imagebuilder/{cluster}-{image.key.replace('_', '-').lower()}"
 
 
@@ -76,7 +65,6 @@ class ImagesStack(cdk.Stack):
       builders     image key -> NodeImageBuilder
       image_ids    image key -> AMI id (ImagesRefs)
       identities   image key -> the image's identity (hex SHA-256)
-      references   reference image key -> ContainerImageBuilder
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
@@ -123,18 +111,3 @@ class ImagesStack(cdk.Stack):
             self.image_ids[image.key] = builder.image_id
             cdk.CfnOutput(builder, "ImageId", value=builder.image_id,
                           description=f"{spec.name}: AMI of node image {image.key} ({name})")
-        self.references: dict[str, ContainerImageBuilder] = {}
-        for reference in model.reference_images:
-            self.references[reference.key] = built = ContainerImageBuilder(
-                self, reference.key, name=reference.name, repository_name=reference.repository,
-                image_tag=reference.tag, parent_image=PARENT, dockerfile_template=template(),
-                build_image=reference.build_ami, instance_type=reference.build_instance_type,
-                subnet_id=network.region_subnet_ids[0], security_group_ids=[network.node_security_group_id],
-                root_device_name=image_facts.REFERENCE_BUILD_ROOT_DEVICE,
-                root_volume_gib=image_facts.REFERENCE_BUILD_VOLUME_GIB,
-                log_group_name=log_group_name(spec.name, reference),
-                # (create-only descriptions: nothing the names do not carry, such as the groups)
-                description=f"fmcluster {spec.name}: reference GPU image for {reference.architecture}")
-            cdk.CfnOutput(built, "ImageUri", value=built.image_uri,
-                          description=f"{spec.name}: reference GPU image for {reference.architecture} "
-                                      "(the acceptance kit's jobs)")

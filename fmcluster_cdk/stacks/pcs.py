@@ -23,7 +23,8 @@ from fmcluster_cdk.constructs.compute.node_scripts import NodeScripts
 from fmcluster_cdk.constructs.pcs import ComputeNodeGroup, LifecycleAction, SlurmCluster, SlurmQueue
 from fmcluster_cdk.errors import ConstructError
 from fmcluster_cdk.stacks import node_groups
-from fmcluster_cdk.stacks.images import IDENTITY_TAG, reference_repository_arns
+from fmcluster_cdk.stacks.images import IDENTITY_TAG
+from fmcluster_cdk.stacks.reference import reference_repository_arns
 from fmcluster_cdk.stacks.refs import ImagesRefs, NetworkRefs, ObservabilityRefs, StorageRefs
 
 

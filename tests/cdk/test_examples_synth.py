@@ -30,16 +30,15 @@ def assembly(request, corpus):
 
 
 def stack_suffixes(spec) -> tuple[str, ...]:
-    """network, storage, cluster, observability when Prometheus or Grafana is on, and images when
-    the Slurm planes' groups launch from baked node images or the cluster builds reference GPU
-    images (GPU groups, any plane)."""
+    """network, storage, cluster, observability when Prometheus or Grafana is on, images when the
+    Slurm planes' groups launch from baked node images, and reference when the cluster builds
+    reference GPU images (GPU groups, any plane)."""
     from fmcluster.model.cluster import resolve
 
     observability = spec.observability.prometheus or spec.observability.grafana
     model = resolve(spec)
-    images = bool(model.images or model.reference_images)
     return ("cluster", "network", "storage") + (("observability",) if observability else ()) + (
-        ("images",) if images else ())
+        ("images",) if model.images else ()) + (("reference",) if model.reference_images else ())
 
 
 def test_stacks_named_after_the_cluster(assembly):

@@ -3,7 +3,7 @@ Image Builder image per node image of the model, its resources linked to each ot
 cluster's network, names that follow the image's content, a build role limited to the image's own
 components and log group, encryption with the storage key where the model asks for it (never on
 SageMaker HyperPod), and the cluster stack launching its groups from the images. The reference GPU
-images NAME-images builds too (every plane): tests/cdk/test_reference_images.py."""
+images are NAME-reference's (every plane): tests/cdk/test_reference_images.py."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def test_cfn_lint_clean(synth, case):
     from cfnlint.api import lint
 
     spec, templates = synth[case]
-    errors = [m for m in lint(json.dumps(templates["images-all"]), regions=[spec.region]) if m.rule.id.startswith("E")]
+    errors = [m for m in lint(json.dumps(templates["images"]), regions=[spec.region]) if m.rule.id.startswith("E")]
     assert not errors, "; ".join(str(m) for m in errors)
 
 
@@ -287,13 +287,12 @@ def test_hyperpod_groups_launch_from_the_image(synth):
 
 
 @pytest.mark.parametrize("path", KUBERNETES)
-def test_no_node_images_on_kubernetes(path, tmp_path):
-    """NAME-images on a Kubernetes plane builds the reference GPU image only."""
+def test_no_images_stack_on_kubernetes(path, tmp_path):
+    """No NAME-images on a Kubernetes plane (its reference GPU image is NAME-reference's)."""
     spec = variant(path)
     model = resolve(spec)
-    assert model.images == () and model.stack("images") is not None and model.reference_images
-    template = synthesize(spec, tmp_path)["images"]
-    assert {r["Type"] for r in template["Resources"].values()} <= {"AWS::CDK::Metadata"}
+    assert model.images == () and model.stack("images") is None and model.reference_images
+    assert "images" not in synthesize(spec, tmp_path)
 
 
 def test_the_construct_refuses_what_image_builder_would(tmp_path):

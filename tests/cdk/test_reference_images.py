@@ -1,9 +1,10 @@
-"""NAME-images' reference GPU images (fmcluster_cdk/constructs/images/container.py,
-fmcluster_cdk/stacks/images.py): on every control plane one EC2 Image Builder container build per
+"""NAME-reference's reference GPU images (fmcluster_cdk/constructs/images/container.py,
+fmcluster_cdk/stacks/reference.py): on every control plane one EC2 Image Builder container build per
 architecture of the GPU groups, into an ECR repository of its own (immutable tags, scanned,
 encrypted, emptied and deleted with the stack), tagged as the acceptance kit names the image
 (fmcluster.model.reference_image), a build role that may push to that repository only, and the
-GPU nodes' roles allowed to pull exactly these repositories; images.reference: false builds none."""
+GPU nodes' roles allowed to pull exactly these repositories; a stack of its own that nothing waits for,
+deployed after the cluster; images.reference: false builds none."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def test_one_container_build_per_reference_image(synth, plane):
     spec, templates = synth[plane]
     model = resolve(spec)
     (image,) = model.reference_images
-    template = templates["images-all"]
+    template = templates["reference"]
     repo_id, repo = of_reference(template, "AWS::ECR::Repository", image)
     props = repo["Properties"]
     assert props["RepositoryName"] == image.repository
@@ -124,7 +125,7 @@ def test_one_container_build_per_reference_image(synth, plane):
 def test_the_build_role_pushes_to_its_own_repository_only(synth, plane):
     spec, templates = synth[plane]
     (image,) = resolve(spec).reference_images
-    template = templates["images-all"]
+    template = templates["reference"]
     repo_id, _ = of_reference(template, "AWS::ECR::Repository", image)
     _, role = of_reference(template, "AWS::IAM::Role", image)
     assert "ManagedPolicyArns" not in role["Properties"]
@@ -167,7 +168,7 @@ def _node_role_statements(plane: str, templates: dict) -> list[dict]:
 @pytest.mark.parametrize("plane", sorted(EXAMPLES))
 def test_the_gpu_nodes_may_pull_exactly_the_reference_repositories(synth, plane):
     """Each plane's GPU node role: the pull actions on the reference repositories' ARNs (derived
-    from their names, no reference to NAME-images), and the registry login on "*" (it has no
+    from their names, no reference to NAME-reference), and the registry login on "*" (it has no
     resource type). On HyperPod EKS the role's login statement is its own already."""
     spec, templates = synth[plane]
     (image,) = resolve(spec).reference_images
@@ -176,7 +177,8 @@ def test_the_gpu_nodes_may_pull_exactly_the_reference_repositories(synth, plane)
     assert (pull["Effect"], pull["Action"], pull["Resource"]) == ("Allow", PULL, _repository_arn(spec, image))
     assert statements["EcrAuthorization"]["Action"] == "ecr:GetAuthorizationToken"
     assert statements["EcrAuthorization"]["Resource"] == "*"
-    assert "images" not in json.dumps(pull)  # no import of NAME-images: the cluster need not wait for it
+    # no import of NAME-reference: the cluster need not wait for it
+    assert "Fn::ImportValue" not in json.dumps(pull) and "Fn::GetStackOutput" not in json.dumps(pull)
 
 
 def test_the_eks_system_role_of_hyperpod_eks_gets_no_pull(synth):
@@ -189,21 +191,41 @@ def test_the_eks_system_role_of_hyperpod_eks_gets_no_pull(synth):
     assert "ReferenceImagePull" not in json.dumps(role)
 
 
-@pytest.mark.parametrize("plane", ["eks", "hyperpod-eks"])
-def test_the_kubernetes_cluster_does_not_wait_for_the_images(synth, plane):
-    _, templates = synth[plane]
-    assert "-images" not in json.dumps(templates["cluster"])
+@pytest.mark.parametrize("plane", sorted(EXAMPLES))
+def test_nothing_waits_for_the_reference_images(synth, plane):
+    """NAME-reference reads the network only (its build's subnet and security group); nothing reads
+    NAME-reference, and its node images stay NAME-images' (a failed reference build rolls back none
+    of them)."""
+    spec, templates = synth[plane]
+    for suffix, template in templates.items():
+        if suffix != "reference":
+            assert f"{spec.name}-reference" not in json.dumps(template), suffix
+    imports = {value.split(":")[0] for value in _imports(templates["reference"])}
+    assert imports == {f"{spec.name}-network"}
+    assert not resources(templates["reference"], "AWS::ImageBuilder::ImageRecipe")
+    if "images" in templates:
+        assert not resources(templates["images"], "AWS::ECR::Repository")
+
+
+def _imports(value) -> list[str]:
+    """The export names a template value imports (Fn::ImportValue of a literal)."""
+    if isinstance(value, dict):
+        return [n for k, v in value.items() for n in ([v] if k == "Fn::ImportValue" and isinstance(v, str)
+                                                        else _imports(v))]
+    if isinstance(value, list):
+        return [n for v in value for n in _imports(v)]
+    return []
 
 
 def test_without_reference_images_nothing_is_built_or_granted(tmp_path):
     spec = spec_of(EXAMPLES["eks"], reference=False)
     model = resolve(spec)
-    assert model.reference_images == () and model.stack("images") is None
+    assert model.reference_images == () and model.stack("reference") is None and model.stack("images") is None
     templates = synthesize(spec, tmp_path)
-    assert "images" not in templates
+    assert "reference" not in templates and "images" not in templates
     assert "ReferenceImagePull" not in json.dumps(templates["cluster"])
     pcs = synthesize(spec_of(EXAMPLES["pcs"], reference=False), tmp_path / "pcs")
-    assert not resources(pcs["images-all"], "AWS::ECR::Repository")
+    assert "reference" not in pcs and "images" in pcs  # the node images still
     assert "ReferenceImagePull" not in json.dumps(pcs["cluster"])
 
 

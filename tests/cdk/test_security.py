@@ -201,7 +201,8 @@ def test_s3_permissions_only_on_the_clusters_buckets(synth):
                         if (resource.split("/")[0] in own or bucket.split("/")[0] in buckets
                                 or lifecycle.fullmatch(bucket)):
                             continue
-                        if (name.endswith("-images.template.json") and actions == ["s3:GetObject"]
+                        if (name.endswith(("-images.template.json", "-reference.template.json"))
+                                and actions == ["s3:GetObject"]
                                 and resource.endswith(":s3:::ec2imagebuilder*/*")):
                             continue
                         like = statement.get("Condition", {}).get("StringLike", {})

@@ -174,29 +174,35 @@ def test_deletes_the_stacks_without_data_newest_first_and_keeps_the_rest(aws, co
     account = Account(spec.region, pcs_answers=1)
     report = run(spec, account)
     assert destroy.exit_code(report) == 0, destroy.render(report)
-    assert stack_names(account, "DeleteStack") == ["llm-pretrain-cluster", "llm-pretrain-images"]
+    # the reference images first (deployed last, after the cluster), then the cluster and its node images
+    assert stack_names(account, "DeleteStack") == ["llm-pretrain-reference", "llm-pretrain-cluster",
+                                                   "llm-pretrain-images"]
     # the node image its builds left, and its snapshot, after the images' stack: they hold no data
-    assert account.operations("DeleteStack", "DeregisterImage", "DeleteSnapshot")[1:] == [
-        ("DeleteStack", report.plan.stacks[1].stack_id), ("DeregisterImage", ""), ("DeleteSnapshot", "")]
+    assert account.operations("DeleteStack", "DeregisterImage", "DeleteSnapshot")[2:] == [
+        ("DeleteStack", report.plan.stacks[2].stack_id), ("DeregisterImage", ""), ("DeleteSnapshot", "")]
     import boto3
 
     assert boto3.client("ec2", region_name=spec.region).describe_images(Owners=["self"])["Images"] == []
     assert snapshot not in snapshots(spec.region)
     assert statuses(m) == {
-        "llm-pretrain-cluster": "DELETE_COMPLETE", "llm-pretrain-images": "DELETE_COMPLETE",
+        "llm-pretrain-reference": "DELETE_COMPLETE", "llm-pretrain-cluster": "DELETE_COMPLETE",
+        "llm-pretrain-images": "DELETE_COMPLETE",
         "llm-pretrain-observability": "CREATE_COMPLETE", "llm-pretrain-storage": "CREATE_COMPLETE",
         "llm-pretrain-network": "CREATE_COMPLETE"}
     assert len(before["buckets"]) == 2 and len(before["file systems"]) == 1
     assert buckets(spec) == before["buckets"] and file_systems(spec.region) == before["file systems"]
-    # the log groups CloudFormation retained when it deleted the cluster's and the images' stacks stay
+    # the log groups CloudFormation retained when it deleted the cluster's and the images' stacks stay,
+    # the reference image's build log among them
     assert log_groups(spec) == before["logs"] and any("/aws/imagebuilder/llm-pretrain" in g for g in before["logs"])
+    assert "/aws/imagebuilder/llm-pretrain-reference-x86-64" in before["logs"]
     assert not account.operations("UpdateTerminationProtection", "DeleteBucket", "DeleteFileSystem",
                                   "DeleteLogGroup", "DeleteSecurityGroup")
     out, err = destroy.render(report)
     assert err == ""
     assert "  keep    llm-pretrain-storage        it holds data: 2 S3 buckets, FSx for Lustre" in out
     assert "  keep    llm-pretrain-network        the kept llm-pretrain-observability is built on it" in out
-    assert "deleted: 2 stacks (llm-pretrain-cluster, llm-pretrain-images) and 1 resource they left behind\n" in out
+    assert ("deleted: 3 stacks (llm-pretrain-reference, llm-pretrain-cluster, llm-pretrain-images) and 1 resource "
+            "they left behind\n") in out
 
 
 def test_what_is_kept_is_priced_from_the_deployed_sizes_and_the_price_table(aws, corpus):
@@ -319,7 +325,8 @@ def test_what_an_earlier_teardown_left_behind_is_found_kept_then_deleted(aws, co
     spec, m = deploy(corpus, PCS_EXAMPLE)
     cfn = boto3.client("cloudformation", region_name=spec.region)
     cfn.update_termination_protection(StackName="llm-pretrain-storage", EnableTerminationProtection=False)
-    for name in ("llm-pretrain-cluster", "llm-pretrain-images", "llm-pretrain-observability", "llm-pretrain-storage"):
+    for name in ("llm-pretrain-reference", "llm-pretrain-cluster", "llm-pretrain-images", "llm-pretrain-observability",
+                 "llm-pretrain-storage"):
         cfn.delete_stack(StackName=name)
     (file_system,) = file_systems(spec.region)
     account = Account(spec.region)
@@ -363,7 +370,8 @@ def test_compute_nodes_up_refuse_and_leave_everything_unless_forced(aws, corpus)
                           f"({', '.join(first)}, ...); deleting the stack ends the jobs on them\n  hint: ")
     assert "--force" in err and "nodes up: gpu: 4\n" in out and "refused: nothing was deleted\n" in out
     report = run(spec, account, force=True)
-    assert destroy.exit_code(report) == 0 and report.done == ("llm-pretrain-cluster", "llm-pretrain-images")
+    assert destroy.exit_code(report) == 0 and report.done == ("llm-pretrain-reference", "llm-pretrain-cluster",
+                                                              "llm-pretrain-images")
 
 
 def test_the_control_planes_own_nodes_do_not_refuse(aws, corpus):
@@ -399,7 +407,7 @@ def test_a_dry_run_deletes_nothing_and_asks_nothing(aws, corpus):
     report = run(spec, account, with_data=True, dry_run=True, confirm=lambda plan: pytest.fail("asked"))
     assert destroy.exit_code(report) == 0
     assert [op for _, op, _ in account.calls if not op.startswith(("Describe", "List", "Get", "Head"))] == []
-    assert [s.action for s in report.plan.stacks] == [destroy.DELETE] * 5
+    assert [s.action for s in report.plan.stacks] == [destroy.DELETE] * 6
     out, _ = destroy.render(report)
     assert "(dry run: nothing is deleted)" in out and out.endswith("dry run: nothing was deleted\n")
 

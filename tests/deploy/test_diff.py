@@ -224,7 +224,7 @@ def test_a_new_name_or_region_is_a_new_cluster_beside_the_old_one(new, specs, cl
                           for line in stacks)
     assert ("  the old stacks stay as deployed (us-east-1, account of the credentials), and keep costing, until "
             "destroyed: llm-pretrain-cluster, llm-pretrain-images, llm-pretrain-network, llm-pretrain-observability, "
-            "llm-pretrain-storage\n") in out
+            "llm-pretrain-reference, llm-pretrain-storage\n") in out
     left = out.split("  the old cluster's data stays in them:\n", 1)[1].split("\n  to move the data: ", 1)[0]
     assert [line.split()[-1] for line in left.splitlines()] == [
         "(AWS::APS::Workspace)", "(AWS::S3::Bucket)", "(AWS::S3::Bucket)", "(AWS::FSx::FileSystem)"]
@@ -278,7 +278,7 @@ def test_moving_the_gpu_zone_fails_at_the_network_whatever_is_allowed(specs, cac
                               "replace or remove); refusing (exit 1): no switch allows it, undo the change")
     assert "ok:" not in out and "allowed by" not in out
     assert ("goes away, and llm-pretrain-cluster, llm-pretrain-cluster/NodeGroup-gpu, llm-pretrain-images, "
-            "llm-pretrain-storage import it") in fails
+            "llm-pretrain-reference, llm-pretrain-storage import it") in fails
     assert "changes: SubnetIds[0]\n" in out  # the file system's, shown as a reader knows it
 
 

@@ -14,7 +14,8 @@ from tests.support.moto_stacks import ASSET_BUCKET_PREFIX, deploy
 from tests.support.paths import EXAMPLES, ROOT
 
 REGION = "us-east-1"
-STACK_ORDER = ("network", "storage", "observability", "images", "cluster")  # as CloudFormation must create them
+# as CloudFormation must create them
+STACK_ORDER = ("network", "storage", "observability", "images", "cluster", "reference")
 
 
 @pytest.fixture(scope="module", params=EXAMPLES)
@@ -217,8 +218,8 @@ def test_capacity_block_groups_get_their_scaler_rules(deployed):
 
 
 def test_image_build_roles_and_logs(deployed):
-    """NAME-images, where the model bakes node images or builds reference GPU images: per image,
-    its build role (no bucket, no managed policy) in an instance profile, and its log group under
+    """NAME-images and NAME-reference, where the model bakes node images and builds reference GPU
+    images: per image, its build role (no bucket, no managed policy) in an instance profile, and its log group under
     /aws/imagebuilder/, with a retention, as IAM and CloudWatch Logs (moto) hold them; and each
     reference image's ECR repository, its tags immutable (moto's CloudFormation skips the Image
     Builder types it does not know, and creates the repository)."""

@@ -98,10 +98,14 @@ def test_every_example_deploys_in_the_models_order_and_adds_up(example):
         assert all(order.index(k) < order.index(s.key) for k in s.after), s.key
     assert deploy_.one_at_a_time == sum((s.span for s in deploy_.stacks), Span(0, 0))
     assert deploy_.together.low <= deploy_.one_at_a_time.low and deploy_.together.high <= deploy_.one_at_a_time.high
-    # the path ends at a stack nothing waits for: the cluster, or NAME-images where it builds only
-    # reference images (Kubernetes planes: the cluster does not wait for them) and outlasts it
+    # the path ends at a stack nothing waits for: NAME-reference, after the cluster
     assert not any(deploy_.critical_path[-1] in s.after for s in deploy_.stacks)
-    assert deploy_.first_job == deploy_.one_at_a_time + deploy_.node_ready
+    assert deploy_.critical_path[-2:] == ("cluster", "reference")
+    # the first job waits for the cluster, not for the reference images after it
+    upto = order.index("cluster") + 1
+    assert deploy_.cluster_ready == sum((s.span for s in deploy_.stacks[:upto]), Span(0, 0))
+    assert deploy_.first_job == deploy_.cluster_ready + deploy_.node_ready
+    assert deploy_.one_at_a_time == deploy_.cluster_ready + deploy_.stack("reference").span
 
 
 def test_storage_without_a_file_system_deploys_beside_the_network():
@@ -114,7 +118,7 @@ def test_storage_without_a_file_system_deploys_beside_the_network():
     # the cluster waits for the buckets all the same (fmcluster_cdk/stacks/app.py), but they are
     # ready long before the network it waits for too
     assert deploy_.stack("cluster").after == ("network", "storage", "observability", "images")
-    assert deploy_.critical_path == ("network", "observability", "images", "cluster")
+    assert deploy_.critical_path == ("network", "observability", "images", "cluster", "reference")
     # storage (1-2) overlaps the longer network (2-5): the critical path leaves it out
     assert deploy_.together + deploy_.stack("storage").span == deploy_.one_at_a_time
 
@@ -137,27 +141,29 @@ def test_observability_adds_grafana_beside_prometheus():
     grafana = deploy(with_(base_spec(), "observability.grafana", True))
     assert grafana.stack("observability").span == span(times.GRAFANA)
     quiet = deploy(with_(base_spec(), "observability", {"prometheus": False, "grafana": False}))
-    assert [s.key for s in quiet.stacks] == ["network", "storage", "images", "cluster"]
+    assert [s.key for s in quiet.stacks] == ["network", "storage", "images", "cluster", "reference"]
     assert quiet.stack("cluster").after == ("network", "storage", "images")
 
 
-def test_images_build_side_by_side():
-    """Node images and reference images build side by side (CloudFormation creates NAME-images'
-    independent resources concurrently): the stack takes its longest build."""
+def test_images_build_side_by_side_and_the_reference_images_after_the_cluster():
+    """A stack's images build side by side (CloudFormation creates its independent resources
+    concurrently): NAME-images takes its longest node image, NAME-reference its longest reference
+    image, and NAME-reference waits for the cluster (the network it reads, and the cluster, so that
+    nothing waits for it), never the other way round."""
     two = of_example("p6e-gb200-pcs.yaml")  # arm64 GPU nodes, x86_64 login nodes
-    (nodes,), (references,) = two.stack("images").chains
+    ((nodes,),) = two.stack("images").chains
     assert nodes.minutes == times.IMAGE_BUILD and nodes.what.startswith("2 node images")
+    ((references,),) = two.stack("reference").chains
     assert references.minutes == times.REFERENCE_BUILD and references.what.startswith("1 reference GPU image")
-    assert two.stack("images").span == fd.longest([span(times.IMAGE_BUILD), span(times.REFERENCE_BUILD)])
+    assert two.stack("reference").after == ("network", "cluster")
+    assert "reference" not in two.stack("cluster").after
     assert times.REFERENCE_BUILD.low <= image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE <= times.REFERENCE_BUILD.high
-    # a Kubernetes plane: the reference image only, and the cluster does not wait for it
+    # a Kubernetes plane: the reference image only, after the cluster
     eks = of_example("p5en-eks.yaml")
-    ((step,),) = eks.stack("images").chains
-    assert step.minutes == times.REFERENCE_BUILD
-    assert "images" not in eks.stack("cluster").after
+    assert [s.key for s in eks.stacks][-2:] == ["cluster", "reference"] and "images" not in eks.stack("cluster").after
     unreferenced = deploy(with_(base_spec(), "images", {"reference": False}))
     ((step,),) = unreferenced.stack("images").chains
-    assert step.minutes == times.IMAGE_BUILD
+    assert step.minutes == times.IMAGE_BUILD and [s.key for s in unreferenced.stacks][-1] == "cluster"
 
 
 # ---- per control plane -----------------------------------------------------------------------
@@ -173,10 +179,11 @@ def test_the_cluster_stack_of_each_control_plane(plane, figures):
     (chain,) = deploy_.stack("cluster").chains
     assert tuple(s.minutes for s in chain) == figures
     assert deploy_.stack("cluster").span == span(*figures)
-    # NAME-images on every plane (the reference GPU image); the cluster waits for it where it
-    # launches its nodes from its node images (the Slurm planes)
-    assert "images" in [s.key for s in deploy_.stacks]
-    assert ("images" in deploy_.stack("cluster").after) == (plane in ("pcs", "hyperpod-slurm"))
+    # NAME-images on the Slurm planes, whose nodes launch from its node images (the cluster waits
+    # for it); NAME-reference on every plane, after the cluster
+    slurm = plane in ("pcs", "hyperpod-slurm")
+    assert ("images" in [s.key for s in deploy_.stacks]) == ("images" in deploy_.stack("cluster").after) == slurm
+    assert deploy_.stacks[-1].key == "reference"
 
 
 def test_a_pcs_node_boots_after_the_deploy_runs_the_node_program_and_the_deep_check():

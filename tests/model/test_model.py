@@ -81,9 +81,9 @@ def test_sizes_from_every_node():
 
 
 @pytest.mark.parametrize("observability, stacks", [
-    ({"prometheus": True}, ["network", "storage", "observability", "images", "cluster"]),
-    ({"prometheus": False, "grafana": True}, ["network", "storage", "observability", "images", "cluster"]),
-    ({"prometheus": False, "grafana": False}, ["network", "storage", "images", "cluster"]),
+    ({"prometheus": True}, ["network", "storage", "observability", "images", "cluster", "reference"]),
+    ({"prometheus": False, "grafana": True}, ["network", "storage", "observability", "images", "cluster", "reference"]),
+    ({"prometheus": False, "grafana": False}, ["network", "storage", "images", "cluster", "reference"]),
 ])
 def test_stacks_that_exist(observability, stacks):
     m = resolve(validated(base_spec(observability=observability)))
@@ -95,7 +95,8 @@ def test_stacks_that_exist(observability, stacks):
 def test_protection(protect):
     m = resolve(validated(base_spec(protect=protect)))
     assert {s.key: s.termination_protection for s in m.stacks} == {
-        "network": protect, "storage": True, "observability": protect, "images": protect, "cluster": protect}
+        "network": protect, "storage": True, "observability": protect, "images": protect, "cluster": protect,
+        "reference": protect}
     assert all(s.description.startswith(f"fmcluster {m.name}: ") for s in m.stacks)
 
 
@@ -164,7 +165,20 @@ def test_the_revision_is_the_images_and_kubernetes_planes_have_none():
     assert resolve(validated(base_spec(images={"revision": 3}))).images[0].revision == 3
     eks = resolve(validated(base_spec(orchestrator={"type": "eks"})))
     assert eks.images == () and all(g.image is None for g in eks.all_groups)
-    # NAME-images holds only the reference GPU image there, and not at all without it
-    assert eks.stack("images") is not None and "node images" not in eks.stack("images").contents
+    # no NAME-images there: the reference GPU image is NAME-reference's, and not at all without it
+    assert eks.stack("images") is None and eks.stack("reference") is not None
     bare = resolve(validated(base_spec(orchestrator={"type": "eks"}, images={"reference": False})))
-    assert bare.reference_images == () and bare.stack("images") is None
+    assert bare.reference_images == () and bare.stack("reference") is None
+
+
+def test_the_reference_images_are_a_stack_of_their_own_after_the_cluster():
+    """NAME-reference, last: nothing waits for it (fmcluster_cdk/stacks/app.py), and NAME-images
+    holds the node images only."""
+    pcs = resolve(validated(base_spec()))
+    assert [s.key for s in pcs.stacks] == ["network", "storage", "observability", "images", "cluster", "reference"]
+    reference = pcs.stack("reference")
+    assert reference is not None and reference.name == "test-cluster-reference"
+    assert "reference GPU image" in reference.contents and "reference" not in pcs.stack("images").contents
+    assert reference.termination_protection == pcs.stack("images").termination_protection == pcs.spec.protect
+    protected = resolve(validated(base_spec(protect=True)))
+    assert protected.stack("reference").termination_protection

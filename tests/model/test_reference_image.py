@@ -40,7 +40,7 @@ def test_one_image_per_architecture_of_the_gpu_groups(plane):
     assert model.reference_image(model.group("cpu")) is None
     assert made["arm64"].build_instance_type == image_facts.REFERENCE_BUILD_INSTANCE_TYPES["arm64"]
     assert "arm64" in made["arm64"].build_ami and "arm64" not in made["x86_64"].build_ami
-    assert model.stack("images") is not None
+    assert model.stack("reference") is not None and (model.stack("images") is not None) == (plane == "pcs")
 
 
 @pytest.mark.parametrize("plane", ["hyperpod-slurm", "hyperpod-eks"])
@@ -54,8 +54,8 @@ def test_none_without_gpu_groups_or_when_the_spec_says_so():
     assert model_of(node_groups=cpu).reference_images == ()
     off = model_of(images={"reference": False})
     assert off.reference_images == () and off.reference_image(off.group("gpu")) is None
-    # the node images still need NAME-images on AWS PCS
-    assert off.stack("images") is not None and "reference" not in off.stack("images").contents
+    # no NAME-reference; the node images still need NAME-images on AWS PCS
+    assert off.stack("reference") is None and off.stack("images") is not None
 
 
 def test_the_template_is_the_recipe_with_image_builders_base():

@@ -5,6 +5,7 @@ start, which says the same figures for the project it starts."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -52,7 +53,7 @@ def test_the_plan_carries_the_models_figures(example):
             for s in p.stacks] == [[[(step.what, step.minutes.low, step.minutes.high, step.minutes.basis)
                                      for step in c] for c in s.chains] for s in fd.stacks]
     for got, want in ((p.one_at_a_time, fd.one_at_a_time), (p.together, fd.together), (p.node_ready, fd.node_ready),
-                      (p.first_job, fd.first_job)):
+                      (p.first_job, fd.first_job), (p.cluster_deployed, fd.cluster_ready)):
         assert (got.low_minutes, got.high_minutes) == (want.low, want.high)
     assert p.critical_path == [names[k] for k in fd.critical_path] and p.concurrency == len(fd.stacks)
     assert (p.node_group, p.node_bound_minutes) == (fd.node_group, fd.bound)
@@ -65,7 +66,8 @@ def test_json_carries_the_section_and_its_schema_documents_it(capsys):
     jsonschema.validate(data, report.json_schema())
     fd = data["first_deploy"]
     assert [s["name"] for s in fd["stacks"]] == [f"llm-pretrain-{k}" for k in
-                                                  ("network", "storage", "observability", "images", "cluster")]
+                                                  ("network", "storage", "observability", "images", "cluster",
+                                                   "reference")]
     assert fd["stacks"][3]["chains"][0][0]["basis"] == "estimate" and fd["node_group"] == "gpu"
     schema = report.json_schema()
     assert "first_deploy" in schema["required"]
@@ -82,17 +84,22 @@ def test_text_shows_each_stack_in_deploy_order_then_the_totals_and_the_first_nod
     fd = p.first_deploy
     section = _section(plan_render.render_text(p), first_deploy.TITLE)
     flat = " ".join(section.split())
-    rows = [line for line in section.splitlines() if line.startswith("  llm-pretrain-")]
+    rows = [line for line in section.splitlines() if re.match(r"  llm-pretrain-\S+  ", line)]
     assert [row.split()[0] for row in rows] == [s.name for s in fd.stacks]
     for row, stack in zip(rows, fd.stacks, strict=True):
         assert row.rstrip().endswith(first_deploy.of(stack)), row
     assert f"llm-pretrain-images network, storage, observability {first_deploy.of(fd.stacks[3])}" in flat
-    assert "1 node image built and tested: 45 min to 1 h 30 min; 1 reference GPU image built and pushed to ECR" in flat
+    assert "1 node image built and tested: 45 min to 1 h 30 min llm-pretrain-cluster" in flat
+    assert f"llm-pretrain-reference network, cluster {first_deploy.of(fd.stacks[5])}" in flat
+    assert "1 reference GPU image built and pushed to ECR: 45 min to 2 h" in flat
     assert "FSx for Lustre (4,800 GiB PERSISTENT_2): 10 to 30 min, then its 2 data repository associations: " \
            "2 to 10 min" in flat
     assert f"one stack at a time (cdk deploy --all, the pipeline): {first_deploy.of(fd.one_at_a_time)}" in flat
-    assert "cdk deploy --all --concurrency 5 gains nothing: each stack waits for the one before it" in flat
-    assert f"first node of gpu: ready {first_deploy.of(fd.node_ready)} after the deploy: a p5.48xlarge" in flat
+    assert (f"cluster deployed: {first_deploy.of(fd.cluster_deployed)} after a deploy one stack at a time starts; "
+            "llm-pretrain-reference comes after it, and nothing waits for it") in flat
+    assert "cdk deploy --all --concurrency 6 gains nothing: each stack waits for the one before it" in flat
+    assert (f"first node of gpu: ready {first_deploy.of(fd.node_ready)} after llm-pretrain-cluster is deployed: "
+            "a p5.48xlarge") in flat
     assert "AWS PCS gives a node about 30 minutes to join Slurm" in flat
     assert f"first job: {first_deploy.of(fd.first_job)} after a deploy one stack at a time starts" in flat
     assert "fmcluster/facts/deploy_times.py" in flat and "(published)" not in flat.split("figures marked")[0]
@@ -106,8 +113,8 @@ def test_independent_stacks_shorten_the_deploy_with_concurrency():
     assert (fd.together.low_minutes, fd.together.high_minutes) < (fd.one_at_a_time.low_minutes,
                                                                    fd.one_at_a_time.high_minutes)
     flat = " ".join(_section(plan_render.render_text(p), first_deploy.TITLE).split())
-    assert (f"with cdk deploy --all --concurrency 5: {first_deploy.of(fd.together)}, each stack as soon as those "
-            "it waits for are deployed (critical path: network, observability, images, cluster)") in flat
+    assert (f"with cdk deploy --all --concurrency 6: {first_deploy.of(fd.together)}, each stack as soon as those "
+            "it waits for are deployed (critical path: network, observability, images, cluster, reference)") in flat
     assert "test-cluster-storage - 1 to 2 min" in flat
 
 
@@ -118,8 +125,9 @@ def test_a_published_figure_is_marked_and_a_later_node_says_what_starts_it():
     assert "ready 4 to 13 min after its Capacity Block starts" in flat
     assert f"first job: {first_deploy.of(p.first_deploy.first_job)} after a deploy one stack at a time starts, if " \
            "by then its Capacity Block starts" in flat
-    # the cluster does not wait for the reference image: with --concurrency, the images end the deploy
-    assert "(critical path: network, storage, observability, images)" in flat
+    # the cluster does not wait for the reference image: it comes after it, and ends the deploy
+    assert "cdk deploy --all --concurrency 5 gains nothing" in flat
+    assert "cluster deployed: " in flat and "p5en-eks-reference comes after it, and nothing waits for it" in flat
 
 
 def test_markdown_has_the_table_and_the_totals():
@@ -145,7 +153,10 @@ def test_the_readme_quick_start_says_how_long_its_projects_first_deploy_takes():
     assert "fmcluster init my-cluster --orchestrator pcs --instance-type p5.48xlarge" in quick
     spec = loader.load_text(init.spec_text("pcs", "p5.48xlarge", "my-cluster", "us-east-1", "use1-az4")).spec
     fd = model.first_deploy(cluster.resolve(spec))
-    assert f"Its first deploy takes about {_words(fd.one_at_a_time)}, one stack after another" in quick
-    assert f"(`my-cluster-images` builds the node images and the reference GPU image for " \
-        f"{_words(fd.stack('images').span)} of it)" in quick
+    assert f"Its first deploy has the cluster up after about {_words(fd.cluster_ready)}, one stack after " \
+        "another" in quick
+    assert f"(`my-cluster-images` builds the node images for {_words(fd.stack('images').span)} of it)" in quick
+    assert f"its first GPU node is ready {_words(fd.node_ready)} after that" in quick
+    assert f"`my-cluster-reference` then builds the reference GPU image for {_words(fd.stack('reference').span)}" \
+        in quick
     assert f"its first GPU node is ready {_words(fd.node_ready)} after that" in quick

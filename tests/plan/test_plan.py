@@ -111,7 +111,7 @@ def test_p5_figures():
     assert gpu.reservation_id == "cr-0123456789abcdef0"
     assert p.control_plane.pcs_size == "SMALL"
     assert [s.name for s in p.stacks] == ["llm-pretrain-network", "llm-pretrain-storage", "llm-pretrain-observability",
-                                          "llm-pretrain-images", "llm-pretrain-cluster"]
+                                          "llm-pretrain-images", "llm-pretrain-cluster", "llm-pretrain-reference"]
 
 
 def test_b300_fp4_and_efa_without_card_0():
@@ -286,25 +286,28 @@ def test_each_image_is_listed_with_its_base_groups_and_first_deploy_time():
                                                                                ["gb200"])
     assert arm.base_parameter == "/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id"
     assert (x86.key, x86.groups, x86.slurm_version) == ("pcs-x86_64", ["login"], "25.05")
-    # the reference GPU image builds beside them (CloudFormation creates both at once): the longest
-    (reference,) = p.images.references
+    assert p.images.first_deploy_minutes == image_facts.BUILD_MINUTES_ESTIMATE
+    assert "estimate" in p.images.note and "before gb200-pcs-cluster" in p.images.note
+    # the reference GPU image: NAME-reference's, after the cluster
+    assert p.reference_images is not None and p.reference_images.stack == "gb200-pcs-reference"
+    (reference,) = p.reference_images.images
     assert (reference.architecture, reference.build_instance_type, reference.groups) == ("arm64", "c7g.8xlarge",
                                                                                         ["gb200"])
-    assert reference.repository.startswith("fmcluster/gb200-pcs/reference-arm64-")
+    assert reference.repository.startswith("fmcluster-images/gb200-pcs/reference-arm64-")
     assert reference.repository.endswith(f"-{reference.tag}")
-    assert p.images.first_deploy_minutes == max(image_facts.BUILD_MINUTES_ESTIMATE,
-                                                image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE)
-    assert "estimate" in p.images.note and "before gb200-pcs-cluster" in p.images.note
-    assert "beside the node images" in p.images.note
+    assert p.reference_images.build_minutes == image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE
+    assert "after gb200-pcs-cluster, which does not wait for them" in p.reference_images.note
     text = plan_render.render_text(p)
-    section = text.split("Images (gb200-pcs-images, EC2 Image Builder)\n", 1)[1].split("\n\n", 2)
+    section = text.split("Node images (gb200-pcs-images, EC2 Image Builder)\n", 1)[1].split("\n\n", 1)[0]
     assert ("  pcs-arm64\n    base image (SSM parameter)  "
-            "/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id\n") in section[0]
-    assert f"  reference-arm64\n    ECR repository:tag  {reference.repository}:{reference.tag}\n" in section[1]
-    assert (f"about {p.images.first_deploy_minutes} min more for 3 images (an estimate"
-            in " ".join(section[1].split()))
+            "/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id\n") in section
+    assert f"about {p.images.first_deploy_minutes} min more for 2 images (an estimate" in " ".join(section.split())
+    references = text.split("Reference GPU images (gb200-pcs-reference, EC2 Image Builder)\n", 1)[1].split("\n\n")[0]
+    assert f"  reference-arm64\n    ECR repository:tag  {reference.repository}:{reference.tag}\n" in references
+    assert f"about {p.reference_images.build_minutes} min for 1 image (an estimate" in " ".join(references.split())
     md = plan_render.render_markdown(p)
-    assert "#### Images (`gb200-pcs-images`, EC2 Image Builder)" in md
+    assert "#### Node images (`gb200-pcs-images`, EC2 Image Builder)" in md
+    assert "#### Reference GPU images (`gb200-pcs-reference`, EC2 Image Builder)" in md
     assert "| pcs-x86_64 | /aws/service/pcs/ami/dlami-base-ubuntu2404/x86_64/latest/ami-id |" in md
     assert f"| reference-arm64 | {reference.repository}:{reference.tag} | c7g.8xlarge | gb200 |" in md
     builds = [line.item for line in p.cost.lines if line.item.startswith("EC2 Image Builder")]
@@ -325,10 +328,10 @@ def test_hyperpod_image_serves_its_own_groups_and_is_not_encrypted():
 @pytest.mark.parametrize("example", ["examples/p5en-eks.yaml", "examples/p5-hyperpod-eks.yaml"])
 def test_kubernetes_planes_have_no_node_images_but_the_reference_image(example):
     p = plan_of(example)
-    assert p.images is not None and p.images.images == []
-    (reference,) = p.images.references
+    assert p.images is None and p.reference_images is not None
+    (reference,) = p.reference_images.images
     assert reference.architecture == "x86_64" and reference.build_instance_type == "c6i.8xlarge"
-    assert p.images.first_deploy_minutes == image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE
+    assert p.reference_images.build_minutes == image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE
     text, md = plan_render.render_text(p), plan_render.render_markdown(p)
     assert "Node images" not in text and "Node images" not in md and "base image (SSM parameter)" not in md
     assert f"| reference-x86_64 | {reference.repository}:{reference.tag} | c6i.8xlarge |" in md
@@ -336,7 +339,8 @@ def test_kubernetes_planes_have_no_node_images_but_the_reference_image(example):
         f"EC2 Image Builder: 1 x c6i.8xlarge for about {image_facts.REFERENCE_BUILD_MINUTES_ESTIMATE} min a build "
         "(reference images)"]
     without = plan_of_dict(with_(yaml.safe_load((ROOT / example).read_text()), "images", {"reference": False}))
-    assert without.images is None and not any("Image Builder" in line.item for line in without.cost.lines)
+    assert without.images is None and without.reference_images is None
+    assert not any("Image Builder" in line.item for line in without.cost.lines)
 
 
 def test_a_node_group_with_its_own_ami_launches_from_no_image():

@@ -65,6 +65,8 @@ ARN_OF: dict[tuple[str, str], str] = {
     ("AWS::IAM::Role", "Arn"): f"arn:{PARTITION}:iam::{ACCOUNT}:role/${{Name}}",
     # A component's Arn is its build version's (AWS::ImageBuilder::Component return values).
     ("AWS::ImageBuilder::Component", "Arn"): _regional("imagebuilder", "component/${Name}/${Version}/${BuildVersion}"),
+    # A container recipe's Arn is NAME/VERSION (AWS::ImageBuilder::ContainerRecipe return values).
+    ("AWS::ImageBuilder::ContainerRecipe", "Arn"): _regional("imagebuilder", "container-recipe/${Name}/${Version}"),
     ("AWS::KMS::Key", "Arn"): _regional("kms", "key/${Id}"),
     ("AWS::Lambda::Function", "Arn"): _regional("lambda", "function:${Name}"),
     # CloudFormation's log group Arn ends in ":*" (AWS::Logs::LogGroup return values).

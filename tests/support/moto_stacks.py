@@ -50,10 +50,11 @@ SKIPPED_BY_MOTO = frozenset({
     # moto 5.2 does not create CloudWatch alarms from CloudFormation (the dashboard's alarm status
     # widget reads their Arn): the alarms are asserted on the template instead.
     "AWS::CloudWatch::Alarm",
-    # moto 5.2 has no EC2 Image Builder: NAME-images is deployed with its build role, instance profile
-    # and log group; the images themselves, and the cluster's reads of their AMI ids, are asserted on
-    # the templates (tests/cdk/test_images_stack.py).
-    "AWS::ImageBuilder::Component", "AWS::ImageBuilder::ImageRecipe",
+    # moto 5.2 has no EC2 Image Builder: NAME-images and NAME-reference are deployed with their build
+    # roles, instance profiles and log groups (and NAME-reference's ECR repositories); the images
+    # themselves, and the cluster's reads of their AMI ids, are asserted on the templates
+    # (tests/cdk/test_images_stack.py, tests/cdk/test_reference_images.py).
+    "AWS::ImageBuilder::Component", "AWS::ImageBuilder::ImageRecipe", "AWS::ImageBuilder::ContainerRecipe",
     "AWS::ImageBuilder::InfrastructureConfiguration", "AWS::ImageBuilder::DistributionConfiguration",
     "AWS::ImageBuilder::Image"})
 FILE_SYSTEM = "AWS::FSx::FileSystem"
