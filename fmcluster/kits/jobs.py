@@ -32,7 +32,7 @@ from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.model.teams import Team
 from fmcluster.node import bootstrap, topology
 
-# The images the jobs run. nccl-tests and fio: the group's reference image, built by NAME-images
+# The images the jobs run. nccl-tests and fio: the group's reference image, built by NAME-reference
 # (fmcluster.kits.reference), or IMAGE; the PyTorch smoke test: NVIDIA's PyTorch container
 # (multi-arch: x86_64 and arm64), pinned. Enroot image URIs name the registry with '#'.
 NCCL_TESTS_DIR = "/opt/nccl-tests/build"  # where the reference image installs nccl-tests' binaries

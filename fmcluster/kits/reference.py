@@ -1,5 +1,5 @@
 """The image the acceptance jobs of nccl-tests and fio run: each GPU group's reference image, which
-NAME-images builds into the cluster's ECR registry (fmcluster.model.reference_image), so that a
+NAME-reference builds into the cluster's ECR registry (fmcluster.model.reference_image), so that a
 new cluster's kit runs with nothing built, pushed or set by hand; IMAGE, when set, runs instead.
 Without a reference image (`images.reference: false`) the jobs need IMAGE, as before. Pure: no
 AWS call, no aws_cdk.
@@ -32,7 +32,7 @@ from typing import Optional
 
 from fmcluster.kits.common import KitFile
 from fmcluster.model import reference_image
-from fmcluster.model.cluster import ClusterModel, NodeGroup
+from fmcluster.model.cluster import REFERENCE, ClusterModel, NodeGroup
 from fmcluster.model.reference_image import ReferenceImage
 
 RECIPE = "image/Dockerfile"  # the kit's copy of the reference image's recipe
@@ -114,7 +114,7 @@ def slurm_lines(model: ClusterModel, group: NodeGroup) -> list[str]:
         return [': "${IMAGE:?set IMAGE to an image with nccl-tests and fio (the recipe: ' + RECIPE + ' of the '
                 'kit), such as docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com#REPOSITORY:TAG}"']
     region = model.spec.region
-    lines = [f"# the image of the jobs: the reference image {model.name}-images built for {group.name} "
+    lines = [f"# the image of the jobs: the reference image {built_by(model)} built for {group.name} "
              f"({image.architecture}), in the", "# cluster's ECR registry; IMAGE, when set, runs instead"]
     if model.spec.account:
         lines.append(f"REGISTRY={registry(model)}")
@@ -149,7 +149,7 @@ def kubernetes_images(model: ClusterModel, images: list[str], placeholder: str) 
     the images into the manifests: IMAGE, when set, in place of every one of `images` (each
     group's reference image, or `placeholder`); else the reference images' account filled in
     where the spec names none (the workstation's credentials'), or IMAGE required for `placeholder`."""
-    lines = ([f"# the nccl and fio jobs' image: each group's reference image, built by {model.name}-images in "
+    lines = ([f"# the nccl and fio jobs' image: each group's reference image, built by {built_by(model)} in "
               "the cluster's", "# ECR registry (README.md); IMAGE, when set, runs instead of every one"]
              if placeholder not in images else
              ["# the nccl and fio jobs' image: IMAGE (the cluster builds no reference image: README.md)"])
@@ -181,7 +181,7 @@ def readme_lines(model: ClusterModel, groups: tuple[NodeGroup, ...], *, slurm: b
     example = ("docker://ACCOUNT.dkr.ecr.REGION.amazonaws.com#REPOSITORY:TAG" if slurm
                else "ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPOSITORY:TAG")
     built = [(g, model.reference_image(g)) for g in groups]
-    own = [*_paragraph(f"`{RECIPE}` is the image's recipe, the one `{model.name}-images` builds: to extend it, or "
+    own = [*_paragraph(f"`{RECIPE}` is the image's recipe, the one `{built_by(model)}` builds: to extend it, or "
                        "to build it by hand, `docker buildx build --platform linux/amd64,linux/arm64 -f "
                        f"{RECIPE} -t REPOSITORY:TAG --push {RECIPE.split('/')[0]}`. To run an image of your own "
                        "(with nccl-tests and fio), set IMAGE when you submit:"),
@@ -196,7 +196,7 @@ def readme_lines(model: ClusterModel, groups: tuple[NodeGroup, ...], *, slurm: b
     else:
         where = ("in the account of your AWS credentials, the cluster's (`submit-all.sh` asks `aws sts "
                  "get-caller-identity`)")
-    lines = _paragraph(f"The nccl and fio jobs run the reference image that `{model.name}-images` built for "
+    lines = _paragraph(f"The nccl and fio jobs run the reference image that `{built_by(model)}` built for "
                        f"the group's architecture, in ECR ({model.spec.region}) {where}: nothing needs "
                        "building or pushing.")
     lines += ["| Group | Architecture | Repository | Tag |", "|---|---|---|---|"]
@@ -222,3 +222,9 @@ def readme_lines(model: ClusterModel, groups: tuple[NodeGroup, ...], *, slurm: b
     else:
         lines += _paragraph("The nodes pull it with their instance role.")
     return [*lines, *own]
+
+
+def built_by(model: ClusterModel) -> str:
+    """The stack that builds the reference images (NAME-reference), as the model names it."""
+    stack = model.stack(REFERENCE)
+    return stack.name if stack is not None else f"{model.name}-{REFERENCE}"

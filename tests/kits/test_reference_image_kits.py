@@ -1,4 +1,4 @@
-"""The acceptance kits run the reference image NAME-images builds (fmcluster.kits.reference), with
+"""The acceptance kits run the reference image NAME-reference builds (fmcluster.kits.reference), with
 nothing to set: the Slurm kit's nccl and fio batch scripts run with bash against the stand-ins of
 tests/support/fake_slurm.py and a fake `aws` (STS's account, ECR's token), and every container
 step's import (once a node: the steps share a named container, tests/kits/test_slurm_kit_containers.py)
@@ -365,7 +365,7 @@ def test_the_kit_ships_the_recipe_and_says_which_image_each_group_runs(tmp_path,
         image = model.reference_image(group)
         if image is not None:
             assert f"| {group.name} | {image.architecture} | `{image.repository}` | `{image.tag}` |" in readme
-    assert f"`{model.name}-images`" in readme and "nothing needs building or pushing" in readme
+    assert f"`{model.name}-reference`" in readme and "nothing needs building or pushing" in readme
     assert "IMAGE=" in readme and reference.RECIPE in readme and "docker/README.md" not in readme
 
 

@@ -1,4 +1,4 @@
-"""The Kubernetes acceptance kit runs the reference image NAME-images builds (fmcluster.kits.reference),
+"""The Kubernetes acceptance kit runs the reference image NAME-reference builds (fmcluster.kits.reference),
 with nothing to set: its manifests and submit-all.sh, per group and architecture, validated as
 tests/kits/test_jobs_kubernetes.py does, submit-all.sh run with fakes of kubectl and aws (the Slurm
 kit's: tests/kits/test_reference_image_kits.py)."""
