@@ -13,6 +13,11 @@ of fmcluster:
                                       the workflow and the GitOps pipeline install
     pipeline.yaml                     the GitOps pipeline that deploys cluster.yaml on every merge
                                       (`cdk deploy -c pipeline=pipeline.yaml`, once)
+    .github/workflows/deploy.yml      without CodePipeline: on every push to main, deploy cluster.yaml
+                                      from GitHub Actions, in a protected environment, with an OIDC role
+                                      (fmcluster.deploy.init_workflows)
+    .github/oidc-role.yaml            that role's CloudFormation template (`aws cloudformation deploy`,
+                                      once)
 
 The spec is written only when it validates: the rules of fmcluster validate are what decides
 whether an instance type runs on a control plane (P6e-GB200 only as UltraServers, and not on
@@ -40,8 +45,18 @@ from fmcluster.deploy.init_choices import (  # noqa: F401
     ORCHESTRATORS,
     instance_types,
 )
+from fmcluster.deploy.init_workflows import (
+    DEPLOY_WORKFLOW_FILE,
+    ROLE_FILE,
+    ROLE_VARIABLE,
+    deploy_workflow,
+    oidc_role,
+    role_command,
+)
+from fmcluster.deploy.init_workflows import environment as deploy_environment
 from fmcluster.facts import catalog, controlplanes, regions
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ON_DEMAND
+from fmcluster.model.cluster import NETWORK, STORAGE, resolve
 from fmcluster.spec import loader, placeholders
 from fmcluster.spec.diagnostics import dotted
 from fmcluster.spec.models import region_problem
@@ -78,6 +93,8 @@ class InitReport:
     error: Optional[str] = None  # why nothing (or not everything) was written
     hint: Optional[str] = None
     warnings: tuple[str, ...] = ()  # what validate warns of the written spec, formatted
+    cluster: str = ""  # the spec's name, and its region
+    region: str = DEFAULT_REGION
 
 
 # --- the spec ------------------------------------------------------------------------------------
@@ -368,9 +385,18 @@ jobs:
 
 
 def files(spec: str, source: str, name: str = "my-cluster", region: str = DEFAULT_REGION) -> dict[str, str]:
-    """The project's files by path, in the order they are written."""
+    """The project's files by path, in the order they are written. The deploy workflow names the
+    network and storage stacks as the spec's model does (`spec` validates)."""
+    loaded = loader.load_text(spec)
+    assert loaded.spec is not None, "files() of a spec that validates"
+    model = resolve(loaded.spec)
+    network, storage = (model.stack(NETWORK), model.stack(STORAGE))
+    assert network is not None and storage is not None  # every cluster has both
     return {SPEC_FILE: spec, "cdk.json": cdk_json(), ".gitignore": GITIGNORE, WORKFLOW_FILE: workflow(source),
-            REQUIREMENTS_FILE: requirements(source), PIPELINE_FILE: pipeline_file(name, region)}
+            REQUIREMENTS_FILE: requirements(source), PIPELINE_FILE: pipeline_file(name, region),
+            DEPLOY_WORKFLOW_FILE: deploy_workflow(name, region, SPEC_FILE, REQUIREMENTS_FILE, network.name,
+                                                  storage.name),
+            ROLE_FILE: oidc_role(name, region)}
 
 
 # --- the command ---------------------------------------------------------------------------------
@@ -424,7 +450,8 @@ def run(directory: str, orchestrator: str = DEFAULT_ORCHESTRATOR, instance_type:
                           "name a directory you can write: fmcluster init DIR")
     # a warning is the user's to read and to accept in the spec (accepted_warnings), never init's
     warnings = tuple(d.format() for d in loaded.diagnostics if d.severity == "warning")
-    return InitReport(directory, orchestrator, instance_type, tuple(written), warnings=warnings)
+    return InitReport(directory, orchestrator, instance_type, tuple(written), warnings=warnings,
+                      cluster=cluster, region=region)
 
 
 def suggested_name(name: str) -> str | None:
@@ -450,6 +477,12 @@ def render(report: InitReport, fmt: str = "text") -> tuple[str, str]:
     lines += [f"  wrote {os.path.join(report.directory, path)}" for path in report.written]
     lines += [f"next: replace the `put yours` placeholders of {SPEC_FILE}, then"]
     lines += [f"  {command}" for command in next_commands(report)]
+    if DEPLOY_WORKFLOW_FILE in report.written:
+        lines += [f"to deploy from GitHub Actions ({DEPLOY_WORKFLOW_FILE}), once, with the account's credentials:",
+                  f"  {role_command(report.cluster, report.region, '  ')}",
+                  f"then set the repository variable {ROLE_VARIABLE} to that stack's RoleArn output, and create",
+                  f"the repository's environment {deploy_environment(report.cluster)} with required reviewers, "
+                  "before the first push"]
     return "\n".join(lines) + "\n", "".join(f"{warning}\n" for warning in report.warnings)
 
 

