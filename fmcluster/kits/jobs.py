@@ -153,6 +153,7 @@ def nccl_sbatch(model: ClusterModel, group: NodeGroup) -> str:
               f"NCCL_TESTS=${{NCCL_TESTS:-{NCCL_TESTS_DIR}}}",
               'mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
               'tmp=$(mktemp -d)',
+              'cleanup+=("$tmp")',
               *_FIRST_CONTAINER,
               f"for op in {' '.join(expected.NCCL_OPERATIONS)}; do",
               "  # inside each node: every node at once, one step each",

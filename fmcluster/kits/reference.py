@@ -213,10 +213,13 @@ def readme_lines(model: ClusterModel, groups: tuple[NodeGroup, ...], *, slurm: b
             "are linked in); the job runs the command once before its steps and stops with one line if it "
             "fails. Each node imports the image once a job: the steps run it as a Pyxis named container, "
             "`fmcluster-kit-JOBID`, which the job removes from its nodes before its first step and when it "
-            "ends (a job that was cancelled leaves it until the next nccl or fio job on the node).")
+            "ends (a job that was cancelled or ran out of time leaves it, about 10 GB of the node's "
+            "instance store, until the next nccl or fio job of yours on the node).")
         lines += _paragraph(
-            "An `IMAGE` in another repository of this registry gets the same credentials, but the nodes' role "
-            "may pull only the reference repositories: ECR answers 403 for any other. Push your image to a "
+            "An `IMAGE` of your own runs with your own Enroot configuration: the job writes credentials only "
+            "for the cluster's reference image (and, where the spec names the account, for an `IMAGE` in the "
+            "same registry; the nodes' role may pull only the reference repositories there, and ECR answers "
+            "403 for any other). Push your image to a "
             "registry your `.credentials` (or a public one) covers, or let the node role pull that repository "
             "too (`ecr:BatchGetImage`, `ecr:GetDownloadUrlForLayer`).")
     else:

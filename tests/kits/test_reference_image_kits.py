@@ -385,7 +385,9 @@ def test_the_slurm_readme_says_what_the_credentials_hold_and_what_the_nodes_may_
             "`$(aws ecr get-login-password --region us-east-1)`, which Enroot runs at each import on each node"
             in readme)
     assert "Your own `.credentials` is not copied" in readme and "lines first" not in readme
-    assert "may pull only the reference repositories: ECR answers 403 for any other" in readme
+    assert ("the nodes' role may pull only the reference repositories there, and ECR answers "
+            "403 for any other") in readme
+    assert "ran out of time" in readme  # what a cancelled or timed-out job leaves
     assert f"`{jobs.CONTAINER_PREFIX}-JOBID`" in readme
 
 
