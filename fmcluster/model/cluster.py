@@ -411,7 +411,8 @@ def _stacks(spec: ClusterSpec, cp: ControlPlane, observed: bool, baked: bool,
     # build leaves the cluster and its node images as they are.
     if reference:
         stacks.append(Stack(REFERENCE, name, "EC2 Image Builder: the reference GPU image of the acceptance jobs "
-                                             "(nccl-tests, fio) in ECR, its build role and logs", spec.protect))
+                                             "(nccl-tests, fio) in ECR, its build role and logs",
+                            False))  # no data: never termination-protected, so a failed first build can go
     return tuple(stacks)
 
 

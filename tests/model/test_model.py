@@ -96,7 +96,7 @@ def test_protection(protect):
     m = resolve(validated(base_spec(protect=protect)))
     assert {s.key: s.termination_protection for s in m.stacks} == {
         "network": protect, "storage": True, "observability": protect, "images": protect, "cluster": protect,
-        "reference": protect}
+        "reference": False}  # no data, and a failed first build must be deletable
     assert all(s.description.startswith(f"fmcluster {m.name}: ") for s in m.stacks)
 
 
@@ -179,6 +179,8 @@ def test_the_reference_images_are_a_stack_of_their_own_after_the_cluster():
     reference = pcs.stack("reference")
     assert reference is not None and reference.name == "test-cluster-reference"
     assert "reference GPU image" in reference.contents and "reference" not in pcs.stack("images").contents
-    assert reference.termination_protection == pcs.stack("images").termination_protection == pcs.spec.protect
     protected = resolve(validated(base_spec(protect=True)))
-    assert protected.stack("reference").termination_protection
+    # it holds no data (the image is rebuilt from its recipe), and a failed first creation
+    # (ROLLBACK_COMPLETE) can only be deleted: never termination-protected
+    assert not reference.termination_protection and not protected.stack("reference").termination_protection
+    assert protected.stack("images").termination_protection
