@@ -10,6 +10,7 @@ are imported only by the commands that need them."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -321,6 +322,17 @@ def cmd_stack_policy(args: argparse.Namespace) -> int:
     return _done(stack_policy.render(report, "json"), stack_policy.exit_code(report))
 
 
+def cmd_step(args: argparse.Namespace) -> int:
+    from fmcluster.deploy import steps
+
+    report = steps.run(args.name, args.args)
+    if report.error:
+        return _done(steps.render(report), steps.exit_code(report))
+    sys.stdout.flush()
+    os.execve(report.argv[0], list(report.argv), dict(report.env))  # the program's exit status is the command's
+    return EXIT_OK  # not reached
+
+
 def cmd_change_set(args: argparse.Namespace) -> int:
     from fmcluster.deploy import change_set
 
@@ -458,6 +470,13 @@ def _change_set_args(p: argparse.ArgumentParser) -> None:
                    help=_format_help(text="how many resources change and each stateful one replaced or removed",
                                      json="the verdict as one object, with ok and each finding"))
     p.set_defaults(func=cmd_change_set)
+
+
+def _step_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", metavar="NAME", help="the step program: allowance, diff-deployed, guard-change-set, "
+                                                "protect-storage, record-deployed or review-comment")
+    p.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="its arguments, as they are")
+    p.set_defaults(func=cmd_step)
 
 
 def _stack_policy_args(p: argparse.ArgumentParser) -> None:
@@ -695,6 +714,19 @@ COMMANDS: dict[str, Command] = {
         ((0, "the policy was printed"),
          (2, INVALID)),
         _stack_policy_args, "fmcluster.deploy.stack_policy"),
+    "step": Command(
+        "run one of the GitOps pipeline's step programs from this installation (the pipeline and the "
+        "deploy workflow run them)",
+        "Run one of the GitOps pipeline's step programs, shipped with fmcluster, with bash: diff-deployed "
+        "(compare with the spec as last deployed), guard-change-set, record-deployed, protect-storage, "
+        "allowance and review-comment. A project made by `fmcluster init` has no copy of them; the pipeline's "
+        "steps and the GitHub Actions deploy workflow run them this way, with this installation's fmcluster.",
+        ("fmcluster step allowance llm-pretrain",
+         "fmcluster step diff-deployed /fmcluster/llm-pretrain/deployed-spec cluster.yaml"),
+        ((0, "the step passed (the program's own exit status)"),
+         (1, "the step failed or its guard stopped the deploy (the program's own exit status)"),
+         (2, f"no such step program, or {INVALID}")),
+        _step_args, "fmcluster.deploy.steps"),
     "change-set": Command(
         "judge a CloudFormation change set before it is executed: exit 1 if it replaces or removes "
         "a stateful resource (reads CloudFormation, read-only)",

@@ -4,7 +4,7 @@ assumes (.github/oidc-role.yaml).
 
 The workflow runs the sequence of the clone's example (examples/github-actions/deploy.yml), with
 what a project has: fmcluster from requirements.txt, the CDK CLI fmcluster pins, and the step
-programs of the installed package (`python -m fmcluster.deploy.steps NAME`), never `make` or a
+programs of the installed package (`fmcluster step NAME`), never `make` or a
 path of a clone. The deploy job runs in a GitHub environment named after the cluster (the pipeline
 file's `protected: true`): its required reviewers approve each deploy before the job starts, and
 the role trusts that environment's jobs only, so a job that skips the approval gets no
@@ -123,14 +123,14 @@ jobs:
           aws-region: ${{ env.AWS_REGION }}
       - name: Is this merge allowed to lose data? (the trailer Allow-Data-Loss of its commit)
         id: allowance
-        run: echo "flag=$(python -m fmcluster.deploy.steps allowance "$CLUSTER")" >> "$GITHUB_OUTPUT"
+        run: echo "flag=$(fmcluster step allowance "$CLUSTER")" >> "$GITHUB_OUTPUT"
       - name: Compare with the spec as last deployed (stops on data loss)
         env:
           ALLOW: ${{ steps.allowance.outputs.flag }}
-        run: python -m fmcluster.deploy.steps diff-deployed "$DEPLOYED" "$SPEC" ${ALLOW:+"$ALLOW"}
+        run: fmcluster step diff-deployed "$DEPLOYED" "$SPEC" ${ALLOW:+"$ALLOW"}
       - name: Lift the storage stack's policy for this deploy (Protect sets it again)
         if: steps.allowance.outputs.flag != ''
-        run: python -m fmcluster.deploy.steps protect-storage "$STORAGE_STACK" --lift
+        run: fmcluster step protect-storage "$STORAGE_STACK" --lift
       - name: Deploy the network first (the storage stack imports its subnets and security groups)
         run: cdk deploy -c spec="$SPEC" "$NETWORK_STACK" --exclusively --require-approval never
       - name: Prepare the storage stack's change set (created, not executed)
@@ -141,7 +141,7 @@ jobs:
         env:
           ALLOW: ${{ steps.allowance.outputs.flag }}
         run: |
-          python -m fmcluster.deploy.steps guard-change-set "$CLUSTER" "$STORAGE_STACK" __CHANGE_SET__ \\
+          fmcluster step guard-change-set "$CLUSTER" "$STORAGE_STACK" __CHANGE_SET__ \\
             ${ALLOW:+"$ALLOW"} --region "$AWS_REGION" --format json > "$RUNNER_TEMP/verdict.json"
           jq -r '.status' "$RUNNER_TEMP/verdict.json"
       - name: Execute the judged change set (or drop an empty one)
@@ -155,9 +155,9 @@ jobs:
       - name: Deploy the rest (every stack of the spec, in dependency order)
         run: cdk deploy -c spec="$SPEC" --all --require-approval never
       - name: Record what was deployed
-        run: python -m fmcluster.deploy.steps record-deployed "$DEPLOYED" "$SPEC"
+        run: fmcluster step record-deployed "$DEPLOYED" "$SPEC"
       - name: Protect the storage stack (no update may replace or delete its data)
-        run: python -m fmcluster.deploy.steps protect-storage "$STORAGE_STACK"
+        run: fmcluster step protect-storage "$STORAGE_STACK"
 """
     values = {"__ENV__": environment(cluster), "__ROLE_COMMAND__": role_command(cluster, region, "#   "),
               "__VARIABLE__": ROLE_VARIABLE, "__CLUSTER__": cluster, "__BRANCH__": BRANCH, "__SPEC__": spec_file,

@@ -17,7 +17,7 @@ from aws_cdk import pipelines
 from constructs import Construct
 
 from fmcluster.facts import nodejs
-from fmcluster.model.cluster import STORAGE, resolve
+from fmcluster.model.cluster import CLUSTER, STORAGE, resolve
 from fmcluster.spec.models import ClusterSpec
 from fmcluster.spec.pipeline import Deployment, Pipeline, deployed_parameter
 from fmcluster_cdk.errors import ConstructError
@@ -25,8 +25,8 @@ from fmcluster_cdk.stacks.app import build
 from fmcluster_cdk.stacks.pipeline_assets import publish_with_cdk_cli
 
 # The step programs (fmcluster/deploy/steps/*.sh), run from the installed package: a project of
-# one's own has no copy of them (fmcluster.deploy.steps.__main__).
-STEP = "python -m fmcluster.deploy.steps"
+# one's own has no copy of them (`fmcluster step`, fmcluster.deploy.steps).
+STEP = "fmcluster step"
 CHANGE_SET = "PipelineChange"  # the change set CDK Pipelines' Prepare action creates (and Deploy executes)
 # What the Makefile exports for quiet CDK runs.
 QUIET = {"CDK_DISABLE_VERSION_CHECK": "true", "CDK_DISABLE_CLI_TELEMETRY": "true"}
@@ -189,10 +189,17 @@ class PipelineStack(cdk.Stack):
                         "Approve", comment=f"Deploy {deployment.name} ({deployment.path}) to "
                                            f"{self._account(deployment)}/{deployment.spec.region}? "
                                            "The Diff step's log says what changes."))
+                model = resolve(deployment.spec)
                 storage = stage.stacks[storage_stack(deployment)]
                 guard = pipelines.StackSteps(stack=storage, change_set=[self._change_set_step(deployment)])
-                wave.add_stage(stage, pre=pipelines.Step.sequence(pre), post=[self._record_step(deployment)],
-                               stack_steps=[guard])
+                # Record (and the storage stack's policy) right after NAME-cluster, not after the stage:
+                # NAME-reference, the reference image's build, deploys after the cluster and nothing
+                # waits for it, so a failed build leaves the cluster recorded as deployed and its
+                # storage protected again
+                cluster = model.stack(CLUSTER)
+                assert cluster is not None  # every cluster has its cluster stack
+                record = pipelines.StackSteps(stack=stage.stacks[cluster.name], post=[self._record_step(deployment)])
+                wave.add_stage(stage, pre=pipelines.Step.sequence(pre), stack_steps=[guard, record])
         self.pipeline.build_pipeline()
         publish_with_cdk_cli(self.pipeline, list(self.stages.values()), cli_version=pins.cdk_cli_version,
                              runtimes=pins.runtimes, env=QUIET)

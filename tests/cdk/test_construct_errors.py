@@ -89,8 +89,10 @@ def test_a_stack_names_itself(tmp_path):
     assert loaded.ok and loaded.pipeline is not None
     with pytest.raises(ConstructError) as raised:
         pipeline_stack(cdk.App(), loaded.pipeline, root=tmp_path)
-    assert str(raised.value) == (f"gpu-clusters-pipeline: {tmp_path} has no .nvmrc or package.json: synthesize the "
-                                 "pipeline at the root of the fmcluster repository it deploys")
+    assert str(raised.value) == (
+        f"gpu-clusters-pipeline: {tmp_path} has no requirements.txt (fmcluster init writes it: the fmcluster the "
+        "pipeline installs) and no .nvmrc or package.json of a clone of fmcluster: synthesize the pipeline at the "
+        "root of the repository it deploys")
 
 
 def raised_calls(path: Path) -> list[tuple[int, str]]:

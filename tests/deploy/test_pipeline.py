@@ -342,17 +342,20 @@ def cluster_actions(code_pipeline, wave, cluster, many):
 
 def deploy_order():
     """Each stack's Prepare (create the change set) and Deploy (execute it); the storage stack's
-    change set is judged by Guard in between."""
-    order = [(f"{s}.{step}", "CloudFormation") for s in ("network", "storage", "observability", "images", "cluster")
+    change set is judged by Guard in between; Record right after the cluster, before the reference
+    image's stack, which nothing waits for (a failed build leaves the cluster recorded, its storage
+    protected)."""
+    order = [(f"{s}.{step}", "CloudFormation")
+             for s in ("network", "storage", "observability", "images", "cluster", "reference")
              for step in ("Prepare", "Deploy")]
     order.insert(order.index(("storage.Deploy", "CloudFormation")), ("storage.Guard", "CodeBuild"))
+    order.insert(order.index(("cluster.Deploy", "CloudFormation")) + 1, ("cluster.Record", "CodeBuild"))
     return order
 
 
 def test_one_stage_per_cluster_diff_first_record_last(code_pipeline):
     staging = cluster_actions(code_pipeline, STAGING, "p5en-train", False)
-    assert [(n, p) for n, p, _ in staging] == [("Diff", "CodeBuild"), *deploy_order(),
-                                              ("Record", "CodeBuild")]
+    assert [(n, p) for n, p, _ in staging] == [("Diff", "CodeBuild"), *deploy_order()]
     assert [o for *_, o in staging] == list(range(1, len(staging) + 1))  # one after the other
 
 
@@ -360,8 +363,7 @@ def test_manual_approval_only_before_protected_clusters(code_pipeline):
     assert not [a for a in actions(code_pipeline, STAGING) if a["ActionTypeId"]["Provider"] == "Manual"]
     for cluster in ("llm-pretrain", "b300-research"):
         found = cluster_actions(code_pipeline, "production", cluster, True)
-        assert [(n, p) for n, p, _ in found] == [("Diff", "CodeBuild"), ("Approve", "Manual"),
-                                                 *deploy_order(), ("Record", "CodeBuild")]
+        assert [(n, p) for n, p, _ in found] == [("Diff", "CodeBuild"), ("Approve", "Manual"), *deploy_order()]
         orders = [o for *_, o in found]
         assert orders == sorted(set(orders))  # diff, then approval, then deploy: never in parallel
     approvals = [a for a in actions(code_pipeline, "production") if a["ActionTypeId"]["Provider"] == "Manual"]
@@ -375,7 +377,7 @@ def test_stages_deploy_the_same_stacks_as_cdk_deploy_of_the_spec(assembly, code_
         stage = cloud.get_nested_assembly(f"assembly-gpu-clusters-pipeline-{deployment.name}")
         stacks = {s.stack_name: s for s in stage.stacks}
         assert sorted(stacks) == sorted(f"{deployment.name}-{k}" for k in
-                                        ("network", "storage", "observability", "images", "cluster"))
+                                        ("network", "storage", "observability", "images", "cluster", "reference"))
         for stack in stacks.values():
             assert stack.environment.account == (deployment.spec.account or "111122223333")
             assert stack.environment.region == deployment.spec.region
@@ -407,15 +409,15 @@ def ssm_statements(statements):
 @pytest.mark.parametrize("wave, action, cluster, path, verb", [
     (STAGING, "Diff", "p5en-train", "examples/p5en-reservation-pcs.yaml", "ssm:GetParameter"),
     ("production", "llm-pretrain.Diff", "llm-pretrain", "examples/p5-pcs.yaml", "ssm:GetParameter"),
-    (STAGING, "Record", "p5en-train", "examples/p5en-reservation-pcs.yaml", "ssm:PutParameter"),
-    ("production", "b300-research.Record", "b300-research", "examples/p6-b300-pcs.yaml", "ssm:PutParameter"),
+    (STAGING, "cluster.Record", "p5en-train", "examples/p5en-reservation-pcs.yaml", "ssm:PutParameter"),
+    ("production", "b300-research.cluster.Record", "b300-research", "examples/p6-b300-pcs.yaml", "ssm:PutParameter"),
 ])
 def test_diff_and_record_steps_and_their_least_privilege_roles(template, code_pipeline, wave, action, cluster,
                                                                  path, verb):
     (found,) = [a for a in actions(code_pipeline, wave) if a["Name"] == action]
     run = commands(buildspec(template, found))
     parameter = f"/fmcluster/{cluster}/deployed-spec"
-    step = "python -m fmcluster.deploy.steps"  # the installed programs (fmcluster/deploy/steps/*.sh)
+    step = "fmcluster step"  # the installed programs (fmcluster/deploy/steps/*.sh)
     install = "python -m pip install ."  # fmcluster alone, from the clone: not its development environment
     if verb == "ssm:GetParameter":  # with the per-merge allowance, which lifts the stack policy too
         assert run == [install, f"allow=$({step} allowance {cluster}) && {step} diff-deployed "
@@ -445,7 +447,7 @@ def test_allow_data_loss_reaches_the_diff_and_guard_steps():
     result = pipeline.load(ROOT / EXAMPLE, root=ROOT)
     deployment = result.pipeline.deployments[0]
     allowed = pipeline.Deployment(deployment.path, deployment.spec, allow_data_loss=True)
-    step = "python -m fmcluster.deploy.steps"
+    step = "fmcluster step"
     assert diff_commands(allowed)[0].startswith(f"allow=$({step} allowance {deployment.name} "
                                                 "--allow-data-loss) && ")
     assert diff_commands(deployment)[0].startswith(f"allow=$({step} allowance {deployment.name}) && ")
@@ -464,7 +466,7 @@ def test_guard_step_judges_the_storage_change_set_with_a_least_privilege_role(te
         spec = next(d.spec for d in pipeline.load(ROOT / EXAMPLE, root=ROOT).pipeline.deployments
                     if d.name == cluster)
         assert commands(buildspec(template, found)) == [
-            "python -m pip install .", f"python -m fmcluster.deploy.steps guard-change-set {cluster} "
+            "python -m pip install .", f"fmcluster step guard-change-set {cluster} "
                                        f"{cluster}-storage PipelineChange --region {spec.region}"]
         statements = step_policy(template, code_pipeline, wave, name)
         (describe,) = [s for s in statements if "cloudformation:DescribeChangeSet" in str(s["Action"])]
@@ -498,7 +500,7 @@ def test_guard_step_in_another_account_assumes_its_cdk_deploy_role(tmp_path):
     (guard,) = [a for a in actions(stages["Properties"], STAGING) if a["Name"] == "storage.Guard"]
     role = "arn:aws:iam::444455556666:role/cdk-hnb659fds-deploy-role-444455556666-us-west-2"
     assert commands(buildspec(built, guard))[-1] == (
-        "python -m fmcluster.deploy.steps guard-change-set p5en-train p5en-train-storage PipelineChange "
+        "fmcluster step guard-change-set p5en-train p5en-train-storage PipelineChange "
         f"--region us-west-2 --role-arn {role}")
     statements = step_policy(built, stages["Properties"], STAGING, "storage.Guard")
     (assume,) = [s for s in statements if "sts:AssumeRole" in str(s["Action"])]

@@ -1,5 +1,5 @@
-"""`python -m fmcluster.deploy.steps NAME ARGS`: a project of one's own (no clone of fmcluster) runs
-the pipeline's step programs from the installed package, with the installation's fmcluster."""
+"""`fmcluster step NAME ARGS`: a project of one's own (no clone of fmcluster) runs the pipeline's
+step programs from the installed package, with the installation's fmcluster."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fmcluster.deploy.steps import __main__ as runner
+from fmcluster.deploy import steps as runner
 
 FAKE_AWS = """#!/bin/bash
 # each call the step makes, its arguments NUL-separated, in a file of its own; every stack exists
@@ -20,7 +20,7 @@ printf '%s\\0' "$@" > "$AWS_CALLS/$n"
 
 def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if k not in ("FMCLUSTER", "PYTHON")}
-    return subprocess.run([sys.executable, "-m", "fmcluster.deploy.steps", *args], cwd=cwd, env={**environ, **env},
+    return subprocess.run([sys.executable, "-m", "fmcluster", "step", *args], cwd=cwd, env={**environ, **env},
                           capture_output=True, text=True, timeout=60)
 
 
@@ -75,6 +75,6 @@ def test_unknown_steps_and_no_step_are_refused_in_a_line(tmp_path):
     assert unknown.returncode == 2 and unknown.stdout == ""
     assert unknown.stderr.startswith("error: no step program 'deploy-everything'; one of: allowance, ")
     bare = run([], tmp_path)
-    assert bare.returncode == 2 and bare.stdout.startswith("usage: python -m fmcluster.deploy.steps NAME")
+    assert bare.returncode == 2 and "usage: fmcluster step" in bare.stderr
     helped = run(["--help"], tmp_path)
     assert helped.returncode == 0 and "diff-deployed" in helped.stdout

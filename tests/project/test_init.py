@@ -306,7 +306,7 @@ def test_the_deploy_workflow_runs_the_example_s_sequence_from_the_installed_pack
     assert [s.key for s in model.stacks[:2]] == ["network", "storage"]
     assert env["DEPLOYED"] == "/fmcluster/my-cluster/deployed-spec"
     script = run_script(job)
-    step = "python -m fmcluster.deploy.steps"
+    step = "fmcluster step"
     order = ["python -m pip install -r requirements.txt", f"npm install -g aws-cdk@{nodejs.CDK_CLI_VERSION}",
              'fmcluster validate "$SPEC"', f'{step} allowance "$CLUSTER"',
              f'{step} diff-deployed "$DEPLOYED" "$SPEC" ${{ALLOW:+"$ALLOW"}}',
@@ -345,11 +345,11 @@ def test_the_deploy_workflow_runs_the_example_s_sequence_from_the_installed_pack
 
 
 def test_every_step_the_deploy_workflow_runs_is_a_step_program_of_the_package():
-    from fmcluster.deploy.steps import __main__ as runner
+    from fmcluster.deploy import steps as runner
 
     script = run_script(yaml.safe_load(project_files()[init.DEPLOY_WORKFLOW_FILE])["jobs"]["deploy"])
-    used = {line.split("python -m fmcluster.deploy.steps ")[1].split()[0]
-            for line in script.splitlines() if "python -m fmcluster.deploy.steps " in line}
+    used = {line.split("fmcluster step ")[1].split()[0]
+            for line in script.splitlines() if "fmcluster step " in line}
     assert used == set(runner.steps()) - {"review-comment"}
 
 

@@ -275,7 +275,7 @@ def test_an_init_project_synthesizes_with_the_cdk_cli(installed, tmp_path):
     assert steps["Synth"] == [pinned, f"npm install -g aws-cdk@{nodejs.CDK_CLI_VERSION}",
                               "fmcluster validate --pipeline pipeline.yaml",
                               "cdk synth -q -c nag=true -c pipeline=pipeline.yaml"]
-    step = "python -m fmcluster.deploy.steps"  # the installed step programs: the project has no copy
+    step = "fmcluster step"  # the installed step programs: the project has no copy
     assert steps["Diff"][0] == pinned
     assert f"{step} diff-deployed /fmcluster/my-cluster/deployed-spec cluster.yaml" in steps["Diff"][1]
     assert steps["Guard"] == [pinned, f"{step} guard-change-set my-cluster my-cluster-storage PipelineChange "
