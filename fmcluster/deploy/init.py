@@ -56,7 +56,7 @@ from fmcluster.deploy.init_workflows import (
 from fmcluster.deploy.init_workflows import environment as deploy_environment
 from fmcluster.facts import catalog, controlplanes, regions
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ON_DEMAND
-from fmcluster.model.cluster import NETWORK, STORAGE, resolve
+from fmcluster.model.cluster import CLUSTER, NETWORK, STORAGE, resolve
 from fmcluster.spec import loader, placeholders
 from fmcluster.spec.diagnostics import dotted
 from fmcluster.spec.models import region_problem
@@ -386,16 +386,16 @@ jobs:
 
 def files(spec: str, source: str, name: str = "my-cluster", region: str = DEFAULT_REGION) -> dict[str, str]:
     """The project's files by path, in the order they are written. The deploy workflow names the
-    network and storage stacks as the spec's model does (`spec` validates)."""
+    network, storage and cluster stacks as the spec's model does (`spec` validates)."""
     loaded = loader.load_text(spec)
     assert loaded.spec is not None, "files() of a spec that validates"
     model = resolve(loaded.spec)
-    network, storage = (model.stack(NETWORK), model.stack(STORAGE))
-    assert network is not None and storage is not None  # every cluster has both
+    network, storage, cluster = (model.stack(NETWORK), model.stack(STORAGE), model.stack(CLUSTER))
+    assert network is not None and storage is not None and cluster is not None  # every cluster has them
     return {SPEC_FILE: spec, "cdk.json": cdk_json(), ".gitignore": GITIGNORE, WORKFLOW_FILE: workflow(source),
             REQUIREMENTS_FILE: requirements(source), PIPELINE_FILE: pipeline_file(name, region),
             DEPLOY_WORKFLOW_FILE: deploy_workflow(name, region, SPEC_FILE, REQUIREMENTS_FILE, network.name,
-                                                  storage.name),
+                                                  storage.name, cluster.name),
             ROLE_FILE: oidc_role(name, region)}
 
 

@@ -49,7 +49,7 @@ def role_command(cluster: str, region: str, indent: str = "", repository: str = 
 
 
 def deploy_workflow(cluster: str, region: str, spec_file: str, requirements_file: str, network_stack: str,
-                    storage_stack: str) -> str:
+                    storage_stack: str, cluster_stack: str) -> str:
     """.github/workflows/deploy.yml: on a push to main (or run by hand), deploy the spec."""
     text = """\
 # Deploys the cluster spec on every push to main (and when run by hand), with an OIDC role, no stored
@@ -88,6 +88,7 @@ env:
   AWS_REGION: __REGION__
   NETWORK_STACK: __NETWORK__
   STORAGE_STACK: __STORAGE__
+  CLUSTER_STACK: __CLUSTER_STACK__
   DEPLOYED: __DEPLOYED__  # what was last deployed, for the diff
   CDK_DISABLE_VERSION_CHECK: "true"
   CDK_DISABLE_CLI_TELEMETRY: "true"
@@ -152,16 +153,19 @@ jobs:
           else
             aws cloudformation delete-change-set --stack-name "$STORAGE_STACK" --change-set-name __CHANGE_SET__
           fi
-      - name: Deploy the rest (every stack of the spec, in dependency order)
-        run: cdk deploy -c spec="$SPEC" --all --require-approval never
+      - name: Deploy the cluster (and every stack it needs, in dependency order)
+        run: cdk deploy -c spec="$SPEC" "$CLUSTER_STACK" --require-approval never
       - name: Record what was deployed
         run: fmcluster step record-deployed "$DEPLOYED" "$SPEC"
       - name: Protect the storage stack (no update may replace or delete its data)
         run: fmcluster step protect-storage "$STORAGE_STACK"
+      - name: Deploy the rest (the reference GPU image, which nothing waits for)
+        run: cdk deploy -c spec="$SPEC" --all --require-approval never
 """
     values = {"__ENV__": environment(cluster), "__ROLE_COMMAND__": role_command(cluster, region, "#   "),
               "__VARIABLE__": ROLE_VARIABLE, "__CLUSTER__": cluster, "__BRANCH__": BRANCH, "__SPEC__": spec_file,
               "__REGION__": region, "__NETWORK__": network_stack, "__STORAGE__": storage_stack,
+              "__CLUSTER_STACK__": cluster_stack,
               "__DEPLOYED__": deployed_parameter(cluster), "__NODE__": str(max(nodejs.SUPPORTED_MAJORS)),
               "__REQUIREMENTS__": requirements_file, "__CDK__": nodejs.CDK_CLI_VERSION,
               "__CHANGE_SET__": CHANGE_SET}
