@@ -599,11 +599,13 @@ class Command:
 
 COMMANDS: dict[str, Command] = {
     "init": Command(
-        "write a new cluster project (spec, cdk.json, .gitignore, CI workflow) into a new directory",
+        "write a new cluster project (spec, cdk.json, .gitignore, pins, CI and deploy workflows, pipeline "
+        "file) into a new directory",
         "Write a new cluster project into DIR: cluster.yaml (a spec for the control plane and instance type, "
-        "a comment on every field), cdk.json (runs the installed CDK app on it), .gitignore and a GitHub "
-        "Actions workflow that validates, plans and diffs every pull request. DIR must be new or empty: "
-        "nothing is written over.",
+        "a comment on every field), cdk.json (runs the installed CDK app on it), .gitignore, requirements.txt "
+        "(the fmcluster the project runs, pinned), a GitHub Actions workflow that validates, plans and diffs "
+        "every pull request, a deploy workflow and the template of the OIDC role it assumes, and pipeline.yaml "
+        "(a GitOps pipeline for the spec). DIR must be new or empty: nothing is written over.",
         ("fmcluster init my-cluster",
          "fmcluster init my-cluster --orchestrator eks --instance-type p5en.48xlarge --region us-east-1"),
         ((0, "the project was written"),
