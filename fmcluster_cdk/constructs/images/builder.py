@@ -113,6 +113,42 @@ class ImageBuildRole(Construct):
         self.instance_profile = iam.CfnInstanceProfile(self, "InstanceProfile", roles=[self.role.role_name])
 
 
+def checked_build(scope: Construct, name: str, security_group_ids: Sequence[str],
+                  log_group_name: Optional[str]) -> str:
+    """Refuse what Image Builder would of an image's name, its subnet's security groups and its log
+    group (NAME, LOG_GROUP); the log group's name (``/aws/imagebuilder/NAME`` by default)."""
+    if not NAME.fullmatch(name):
+        raise ConstructError(scope, f"image name {name!r}: lower-case letters, digits and hyphens, 3 to 102 "
+                                    "characters")
+    if not security_group_ids:
+        raise ConstructError(scope, f"image {name}: a subnet needs at least one security group")
+    found = log_group_name or f"{LOG_GROUP_PREFIX}{name}"
+    if not LOG_GROUP.fullmatch(found):
+        raise ConstructError(scope, f"log group {found!r}: not a name under {LOG_GROUP_PREFIX}")
+    return found
+
+
+def retained_log_group(scope: Construct, log_group_name: str, retention_days: int) -> logs.CfnLogGroup:
+    """The image's build log group (`Logs`), kept when the stack goes: it holds every build's history."""
+    log_group = logs.CfnLogGroup(scope, "Logs", log_group_name=log_group_name, retention_in_days=retention_days)
+    log_group.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+    return log_group
+
+
+def build_infrastructure(scope: Construct, *, name: str, description: str, role: ImageBuildRole, instance_type: str,
+                         subnet_id: str, security_group_ids: Sequence[str],
+                         hop_limit: int) -> imagebuilder.CfnInfrastructureConfiguration:
+    """Where and how an image is built (`Infrastructure`): one instance of `instance_type` with `role`'s
+    profile, in the subnet, IMDSv2 only, terminated when the build fails."""
+    return imagebuilder.CfnInfrastructureConfiguration(
+        scope, "Infrastructure", name=name, description=description[:1024],
+        instance_profile_name=role.instance_profile.ref, instance_types=[instance_type],
+        subnet_id=subnet_id, security_group_ids=list(security_group_ids), terminate_instance_on_failure=True,
+        instance_metadata_options=imagebuilder.CfnInfrastructureConfiguration.InstanceMetadataOptionsProperty(
+            http_tokens="required", http_put_response_hop_limit=hop_limit),
+        resource_tags={"Name": name})
+
+
 class NodeImageBuilder(Construct):
     """One node image: EC2 Image Builder builds `parent_image` with the build component on an
     instance of `instance_type` in `subnet_id`, snapshots it, launches a second instance from the
@@ -204,19 +240,12 @@ class NodeImageBuilder(Construct):
                  log_group_name: Optional[str] = None, enhanced_metadata: bool = False,
                  description: str) -> None:
         super().__init__(scope, construct_id)
-        if not NAME.fullmatch(name):
-            raise ConstructError(self, f"image name {name!r}: lower-case letters, digits and hyphens, 3 to 102 "
-                                       "characters")
+        self.log_group_name = checked_build(self, name, security_group_ids, log_group_name)
         if kms_key_arn and not encrypted:
             raise ConstructError(self, f"image {name}: a KMS key for an unencrypted image")
         if root_volume_gib is None and (encrypted or kms_key_arn):
             raise ConstructError(self, f"image {name}: encryption without a root volume mapping (the parent's "
                                        "root volume is taken as it is)")
-        if not security_group_ids:
-            raise ConstructError(self, f"image {name}: a subnet needs at least one security group")
-        self.log_group_name = log_group_name or f"{LOG_GROUP_PREFIX}{name}"
-        if not LOG_GROUP.fullmatch(self.log_group_name):
-            raise ConstructError(self, f"log group {self.log_group_name!r}: not a name under {LOG_GROUP_PREFIX}")
         self.build_component, self.test_component = (
             imagebuilder.CfnComponent(self, f"{phase.capitalize()}Component", name=f"{name}-{phase}", version=VERSION,
                                       platform="Linux", data=document,
@@ -233,21 +262,14 @@ class NodeImageBuilder(Construct):
             components=[component(component_arn=c.attr_arn) for c in (self.build_component, self.test_component)],
             block_device_mappings=mappings)
 
-        self.log_group = logs.CfnLogGroup(self, "Logs", log_group_name=self.log_group_name,
-                                          retention_in_days=log_retention_days)
-        self.log_group.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        self.log_group = retained_log_group(self, self.log_group_name, log_retention_days)
         self.build_role = ImageBuildRole(
             self, "BuildRole", log_group_arn=self.log_group.attr_arn,
             component_arns=[self.build_component.attr_arn, self.test_component.attr_arn],
             description=f"Image Builder build and test instances of {name}")
-
-        self.infrastructure = imagebuilder.CfnInfrastructureConfiguration(
-            self, "Infrastructure", name=name, description=description[:1024],
-            instance_profile_name=self.build_role.instance_profile.ref, instance_types=[instance_type],
-            subnet_id=subnet_id, security_group_ids=list(security_group_ids), terminate_instance_on_failure=True,
-            instance_metadata_options=imagebuilder.CfnInfrastructureConfiguration.InstanceMetadataOptionsProperty(
-                http_tokens="required", http_put_response_hop_limit=hop_limit),
-            resource_tags={"Name": name})
+        self.infrastructure = build_infrastructure(
+            self, name=name, description=description, role=self.build_role, instance_type=instance_type,
+            subnet_id=subnet_id, security_group_ids=security_group_ids, hop_limit=hop_limit)
 
         # AmiDistributionConfiguration is untyped JSON in the CDK (no struct): CloudFormation's own names.
         ami: dict[str, object] = {"Name": f"{name}-{BUILD_DATE}", "Description": description[:1024]}

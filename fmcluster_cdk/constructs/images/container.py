@@ -23,10 +23,15 @@ import aws_cdk as cdk
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_imagebuilder as imagebuilder
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from fmcluster_cdk.constructs.images.builder import LOG_GROUP, LOG_GROUP_PREFIX, NAME, VERSION, ImageBuildRole
+from fmcluster_cdk.constructs.images.builder import (
+    VERSION,
+    ImageBuildRole,
+    build_infrastructure,
+    checked_build,
+    retained_log_group,
+)
 from fmcluster_cdk.errors import ConstructError
 
 # ECR repository names (CreateRepository; AWS::ECR::Repository RepositoryName's pattern): lower-case
@@ -147,9 +152,7 @@ class ContainerImageBuilder(Construct):
                  security_group_ids: Sequence[str], root_device_name: str, root_volume_gib: int, hop_limit: int = 2,
                  log_retention_days: int = 365, log_group_name: str | None = None, description: str) -> None:
         super().__init__(scope, construct_id)
-        if not NAME.fullmatch(name):
-            raise ConstructError(self, f"image name {name!r}: lower-case letters, digits and hyphens, 3 to 102 "
-                                       "characters")
+        self.log_group_name = checked_build(self, name, security_group_ids, log_group_name)
         if not REPOSITORY.fullmatch(repository_name):
             raise ConstructError(self, f"repository name {repository_name!r}: not an ECR repository name")
         if not TAG.fullmatch(image_tag):
@@ -157,11 +160,6 @@ class ContainerImageBuilder(Construct):
         if not 0 < len(dockerfile_template) <= TEMPLATE_MAX_CHARS or PARENT_IMAGE not in dockerfile_template:
             raise ConstructError(self, f"image {name}: the Dockerfile template takes 1 to {TEMPLATE_MAX_CHARS:,} "
                                        f"characters and builds FROM {PARENT_IMAGE}")
-        if not security_group_ids:
-            raise ConstructError(self, f"image {name}: a subnet needs at least one security group")
-        self.log_group_name = log_group_name or f"{LOG_GROUP_PREFIX}{name}"
-        if not LOG_GROUP.fullmatch(self.log_group_name):
-            raise ConstructError(self, f"log group {self.log_group_name!r}: not a name under {LOG_GROUP_PREFIX}")
         description = description[:1024]
 
         self.repository = ecr.CfnRepository(
@@ -187,9 +185,7 @@ class ContainerImageBuilder(Construct):
                     imagebuilder.CfnContainerRecipe.InstanceBlockDeviceMappingProperty(device_name=root_device_name,
                                                                                        ebs=ebs)]))
 
-        self.log_group = logs.CfnLogGroup(self, "Logs", log_group_name=self.log_group_name,
-                                          retention_in_days=log_retention_days)
-        self.log_group.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        self.log_group = retained_log_group(self, self.log_group_name, log_retention_days)
         self.build_role = ImageBuildRole(
             self, "BuildRole", log_group_arn=self.log_group.attr_arn, component_arns=(),
             statements=[iam.PolicyStatement(sid="ImageRepositoryPush", actions=PUSH_ACTIONS,
@@ -199,13 +195,9 @@ class ContainerImageBuilder(Construct):
                         iam.PolicyStatement(sid="EcrAuthorization", actions=AUTHORIZATION_ACTIONS, resources=["*"])],
             description=f"Image Builder build instances of {name}")
 
-        self.infrastructure = imagebuilder.CfnInfrastructureConfiguration(
-            self, "Infrastructure", name=name, description=description,
-            instance_profile_name=self.build_role.instance_profile.ref, instance_types=[instance_type],
-            subnet_id=subnet_id, security_group_ids=list(security_group_ids), terminate_instance_on_failure=True,
-            instance_metadata_options=imagebuilder.CfnInfrastructureConfiguration.InstanceMetadataOptionsProperty(
-                http_tokens="required", http_put_response_hop_limit=hop_limit),
-            resource_tags={"Name": name})
+        self.infrastructure = build_infrastructure(
+            self, name=name, description=description, role=self.build_role, instance_type=instance_type,
+            subnet_id=subnet_id, security_group_ids=security_group_ids, hop_limit=hop_limit)
 
         # ContainerDistributionConfiguration is untyped JSON in the CDK (no struct): CloudFormation's
         # own names. The stack's region only, the recipe's repository, with the image's tag.
