@@ -59,7 +59,7 @@ from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ON_DEMAND
 from fmcluster.model.cluster import CLUSTER, NETWORK, STORAGE, resolve
 from fmcluster.spec import loader, placeholders
 from fmcluster.spec.diagnostics import dotted
-from fmcluster.spec.models import region_problem
+from fmcluster.spec.models import ClusterSpec, region_problem
 
 FORMATS = ("text",)
 SPEC_FILE = "cluster.yaml"
@@ -384,15 +384,15 @@ jobs:
 """
 
 
-def files(spec: str, source: str, name: str = "my-cluster", region: str = DEFAULT_REGION) -> dict[str, str]:
-    """The project's files by path, in the order they are written. The deploy workflow names the
-    network, storage and cluster stacks as the spec's model does (`spec` validates)."""
-    loaded = loader.load_text(spec)
-    assert loaded.spec is not None, "files() of a spec that validates"
-    model = resolve(loaded.spec)
+def files(text: str, spec: ClusterSpec, source: str) -> dict[str, str]:
+    """The project's files by path, in the order they are written: `text` is the spec file, `spec`
+    the same validated. The pipeline file and the deploy workflow name the cluster, its region and
+    its network, storage and cluster stacks as the spec's model does."""
+    model = resolve(spec)
+    name, region = model.name, model.region
     network, storage, cluster = (model.stack(NETWORK), model.stack(STORAGE), model.stack(CLUSTER))
     assert network is not None and storage is not None and cluster is not None  # every cluster has them
-    return {SPEC_FILE: spec, "cdk.json": cdk_json(), ".gitignore": GITIGNORE, WORKFLOW_FILE: workflow(source),
+    return {SPEC_FILE: text, "cdk.json": cdk_json(), ".gitignore": GITIGNORE, WORKFLOW_FILE: workflow(source),
             REQUIREMENTS_FILE: requirements(source), PIPELINE_FILE: pipeline_file(name, region),
             DEPLOY_WORKFLOW_FILE: deploy_workflow(name, region, SPEC_FILE, REQUIREMENTS_FILE, network.name,
                                                   storage.name, cluster.name),
@@ -438,7 +438,8 @@ def run(directory: str, orchestrator: str = DEFAULT_ORCHESTRATOR, instance_type:
         return refuse(f"{combination}{where}: {first.message}", hint)
     written: list[str] = []
     try:
-        for path, content in files(text, install_source(), cluster, region).items():
+        assert loaded.spec is not None  # no errors: the spec validated
+        for path, content in files(text, loaded.spec, install_source()).items():
             out = target / path
             out.parent.mkdir(parents=True, exist_ok=True)
             with open(out, "x", encoding="utf-8") as handle:  # never over a file that appeared meanwhile

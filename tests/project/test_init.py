@@ -273,7 +273,9 @@ def project_files(orchestrator: str = "pcs", name: str = "my-cluster", region: s
     """The files init writes for a cluster of `orchestrator` (p5.48xlarge), by path."""
     text = init.spec_text(orchestrator, "p5.48xlarge", name, region,
                           init.default_az_id(region, orchestrator, "p5.48xlarge"))
-    return init.files(text, init.PLACEHOLDER_SOURCE, name, region)
+    spec = loader.load_text(text).spec
+    assert spec is not None
+    return init.files(text, spec, init.PLACEHOLDER_SOURCE)
 
 
 def run_script(job: dict) -> str:
