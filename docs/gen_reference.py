@@ -44,8 +44,8 @@ def first_paragraph(doc: str | None) -> str:
 
 def format_ids() -> list[str]:
     """The ids of the spec's format errors: the kinds its field validators fail with (_fail, _pattern)."""
-    tree = ast.parse(inspect.getsource(models))
-    kinds = {node.args[0].value for node in ast.walk(tree)
+    trees = [ast.parse(path.read_text()) for path in sorted(Path(models.__file__).parent.glob("*.py"))]
+    kinds = {node.args[0].value for tree in trees for node in ast.walk(tree)
              if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("_fail", "_pattern")
              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)}
     return sorted(kind.replace("_", "-") for kind in kinds)

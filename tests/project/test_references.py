@@ -150,7 +150,7 @@ def test_the_readers_find_what_is_written(tmp_path):
     assert sorted(m.group(1).rstrip(".") for t in texts for m in PATH.finditer(t)) == [
         "examples/p5-pcs.yaml", "fmcluster_cdk/stacks/eks.py"]
     assert resolves("fmcluster.model.cluster.ClusterModel.spec")  # a dataclass field
-    assert resolves("fmcluster.spec.models.ClusterSpec.node_groups")  # a pydantic field
+    assert resolves("fmcluster.spec.models.cluster.ClusterSpec.node_groups")  # a pydantic field
     assert resolves("fmcluster.kubernetes") and resolves("fmcluster_cdk.stacks.eks.EksClusterStack")
     assert not resolves("fmcluster.model.network") and not resolves("fmcluster.model.cluster.Nothing")
     assert resolves("fmcluster.kits.common.SMOKE_PY")

@@ -33,9 +33,9 @@ def table_ids() -> dict[str, str]:
 
 
 def format_ids() -> set[str]:
-    """The ids of spec.py's format errors: the kinds given to _fail and _pattern."""
-    tree = ast.parse((ROOT / "fmcluster" / "spec" / "models.py").read_text())
-    return {node.args[0].value.replace("_", "-") for node in ast.walk(tree)
+    """The ids of the spec's format errors: the kinds given to _fail and _pattern in fmcluster.spec.models."""
+    trees = [ast.parse(path.read_text()) for path in sorted((ROOT / "fmcluster" / "spec" / "models").glob("*.py"))]
+    return {node.args[0].value.replace("_", "-") for tree in trees for node in ast.walk(tree)
             if isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("_fail", "_pattern")
             and node.args and isinstance(node.args[0], ast.Constant)}
 
