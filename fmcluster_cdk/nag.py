@@ -14,24 +14,39 @@ CONTEXT_KEY = "nag"
 PACK = "AwsSolutions"
 
 
+# A finding names a pseudo parameter where the stack's environment leaves it to the deploy (a spec
+# without `account`), and its value where the environment names it (a spec's `account`, and every
+# stage of the GitOps pipeline): a suppression that names the parameter matches either.
+PSEUDO_VALUES = {"<AWS::AccountId>": "[0-9]{12}", "<AWS::Region>": "[a-z]{2}(?:-[a-z]+)+-[0-9]",
+                 "<AWS::Partition>": "aws(?:-[a-z]+)*"}
+
+
 @dataclass(frozen=True)
 class Suppression:
-    rule: str  # AwsSolutions-ID or AwsSolutions-ID[finding]; `{*}` matches anything but `/`
+    rule: str  # AwsSolutions-ID or AwsSolutions-ID[finding]; `{*}` matches anything but `/`; a
+    # pseudo parameter (PSEUDO_VALUES) matches itself or its value
     paths: tuple[str, ...]  # construct path patterns; `*` matches anything, `/` included
     reason: str
     _rule_re: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _path_res: tuple[re.Pattern[str], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_rule_re", _pattern(self.rule, "{*}", "[^/]*"))
+        object.__setattr__(self, "_rule_re", _pattern(self.rule, "{*}", "[^/]*", PSEUDO_VALUES))
         object.__setattr__(self, "_path_res", tuple(_pattern(p, "*", ".*") for p in self.paths))
 
     def matches(self, rule_id: str, path: str) -> bool:
         return bool(self._rule_re.fullmatch(rule_id)) and any(p.fullmatch(path) for p in self._path_res)
 
 
-def _pattern(pattern: str, wildcard: str, regex: str) -> re.Pattern[str]:
-    return re.compile(regex.join(re.escape(part) for part in pattern.split(wildcard)))
+def _pattern(pattern: str, wildcard: str, regex: str, values: dict[str, str] | None = None) -> re.Pattern[str]:
+    """`pattern` with `wildcard` as `regex`, and each key of `values` as itself or its value's regex."""
+    def literal(part: str) -> str:
+        text = re.escape(part)
+        for name, value in (values or {}).items():
+            text = text.replace(re.escape(name), f"(?:{re.escape(name)}|{value})")
+        return text
+
+    return re.compile(regex.join(literal(part) for part in pattern.split(wildcard)))
 
 
 def _iam4(policy: str) -> str:

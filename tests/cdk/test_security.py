@@ -155,6 +155,22 @@ def test_suppression_patterns():
     assert not literal.matches("AwsSolutions-IAM5[Resource::arn:aws:s3:::b]", "a")
 
 
+def test_a_pseudo_parameter_matches_its_value_where_the_environment_names_it():
+    """A stack whose environment names its account and region (a spec's `account`, every stage of the
+    GitOps pipeline: tests/deploy/test_pipeline_rehearsal.py) has their values where a stack without
+    them has the pseudo parameters; a suppression matches either, and nothing else there."""
+    s = nag.Suppression("AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
+                        "instance/*]", ("*/BuildRole/Role/Resource",), "x" * 60)
+    path = "p-pipeline/c/c-images/pcs-x86_64/BuildRole/Role/Resource"
+    assert s.matches("AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:<AWS::Region>:<AWS::AccountId>:"
+                     "instance/*]", path)
+    assert s.matches("AwsSolutions-IAM5[Resource::arn:aws:ec2:us-east-1:381492756031:instance/*]", path)
+    assert s.matches("AwsSolutions-IAM5[Resource::arn:aws-us-gov:ec2:us-gov-west-1:381492756031:instance/*]", path)
+    assert not s.matches("AwsSolutions-IAM5[Resource::arn:aws:ec2:us-east-1:*:instance/*]", path)
+    assert not s.matches("AwsSolutions-IAM5[Resource::arn:aws:ec2:*:381492756031:instance/*]", path)
+    assert nag.suppression_for("AwsSolutions-IAM5[Resource::arn:aws:ec2:us-east-1:381492756031:instance/*]", path)
+
+
 def test_nag_is_asked_for_by_context():
     import aws_cdk as cdk
 
