@@ -293,8 +293,9 @@ class PipelineStack(cdk.Stack):
         statements = [iam.PolicyStatement(actions=["ssm:PutParameter"], resources=[self._parameter_arn(deployment)])]
         if protect:
             statements.append(self._stack_policy_statement(deployment))
+        # fmcluster installed in every account: `fmcluster step record-deployed` runs from it too
         return pipelines.CodeBuildStep(
-            "Record", input=self.source, env=QUIET, install_commands=self.pins.step_install if protect else [],
+            "Record", input=self.source, env=QUIET, install_commands=self.pins.step_install,
             commands=record_commands(deployment, protect), role_policy_statements=statements)
 
 

@@ -506,6 +506,10 @@ def test_guard_step_in_another_account_assumes_its_cdk_deploy_role(tmp_path):
     (assume,) = [s for s in statements if "sts:AssumeRole" in str(s["Action"])]
     assert assume == {"Action": "sts:AssumeRole", "Effect": "Allow", "Resource": role}
     assert not [s for s in statements if "cloudformation:DescribeChangeSet" in str(s["Action"])]
+    # Record runs the installed step program there too, without the stack policy (another account)
+    (record,) = [a for a in actions(stages["Properties"], STAGING) if a["Name"] == "cluster.Record"]
+    assert commands(buildspec(built, record)) == [
+        "python -m pip install .", "fmcluster step record-deployed /fmcluster/p5en-train/deployed-spec other.yaml"]
 
 
 def test_resource_types_of_every_policy(assembly):
