@@ -18,7 +18,7 @@ What each control plane does (sources: docs/commands.md, "fmcluster diff"):
 - SageMaker HyperPod: UpdateCluster (what CloudFormation calls) runs the lifecycle scripts only on
   nodes it creates; running nodes keep theirs until UpdateClusterSoftware, which re-runs them on the
   whole instance group (SageMaker Developer Guide, "Updating a cluster with new or updated lifecycle
-  scripts"); an instance group's ImageId likewise (fmcluster.deploy.diff.HYPERPOD_ROLL).
+  scripts"); an instance group's ImageId likewise (fmcluster.deploy.diff.rolls.HYPERPOD_ROLL).
 
 No plane reboots running nodes for a template change: a roll here is always a replacement.
 """
@@ -34,7 +34,7 @@ REPLACED, NEW_ONLY = "replaced", "new-only"  # what happens to a group's running
 PCS_GROUP, EKS_GROUP, HYPERPOD_CLUSTER = "AWS::PCS::ComputeNodeGroup", "AWS::EKS::Nodegroup", "AWS::SageMaker::Cluster"
 LAUNCH_TEMPLATE = "AWS::EC2::LaunchTemplate"
 Key = tuple[str, str]  # (stack, logical id)
-Targets = Callable[[str, Any], set[Key]]  # the resources a template value refers to (diff._Resolver.targets)
+Targets = Callable[[str, Any], set[Key]]  # the resources a template value refers to (diff.references.Resolver.targets)
 
 # plane -> (its name in the text, what it does to the nodes of a group whose change replaces them,
 # what it does where only new nodes take the change)

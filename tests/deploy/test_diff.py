@@ -707,8 +707,10 @@ def test_only_the_image_whose_resources_change_rolls():
 
 
 def test_a_construct_path_decides_where_the_template_keeps_one():
-    assert diff._of_image("pcs-arm64", "X1", {"Metadata": {"aws:cdk:path": "c-images/pcs-arm64/Image"}})
-    assert not diff._of_image("pcs-arm64", "pcsarm64Image", {"Metadata": {"aws:cdk:path": "c-images/pcs-x86_64/I"}})
+    from fmcluster.deploy.diff.rolls import _of_image
+
+    assert _of_image("pcs-arm64", "X1", {"Metadata": {"aws:cdk:path": "c-images/pcs-arm64/Image"}})
+    assert not _of_image("pcs-arm64", "pcsarm64Image", {"Metadata": {"aws:cdk:path": "c-images/pcs-x86_64/I"}})
 
 
 def test_hyperpod_says_update_cluster_software_rolls_the_running_nodes(capsys):
