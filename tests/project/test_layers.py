@@ -4,7 +4,8 @@ goes down the table LAYERS, and no imports form a cycle, between packages or bet
 
 The table, bottom up: facts (static data) -> spec (the pydantic spec and its rules) -> model
 (the resolved ClusterModel) -> node | kubernetes | observability (what runs on a node, inside a
-Kubernetes cluster, the alerts and dashboards) -> plan | deploy | kits (the commands) -> cli.
+Kubernetes cluster, the alerts and dashboards) -> plan | deploy | kits (the commands) -> cli; text
+(the tables of the commands' reports) sits at the bottom beside facts, and only the commands name it.
 A layer imports the layers it names below it and theirs, never a peer of its row nor a layer
 above. The CDK side sits above the core, which never imports it: constructs see only facts and
 the CDK libraries (typed props: no spec, no model, no stacks), the stacks map the model onto
@@ -28,14 +29,15 @@ PACKAGES = ("fmcluster", "fmcluster_cdk")
 LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "cdk libraries": (("aws_cdk", "constructs", "cdk_nag"), ()),
     "facts": (("fmcluster", "fmcluster.facts"), ()),
+    "text": (("fmcluster.text",), ()),
     "spec": (("fmcluster.spec",), ("facts",)),
     "model": (("fmcluster.model",), ("spec",)),
     "node": (("fmcluster.node",), ("model",)),
     "kubernetes": (("fmcluster.kubernetes",), ("model",)),
     "observability": (("fmcluster.observability",), ("model",)),
-    "plan": (("fmcluster.plan",), ("node", "kubernetes", "observability")),
-    "deploy": (("fmcluster.deploy",), ("node", "kubernetes", "observability")),
-    "kits": (("fmcluster.kits",), ("node", "kubernetes", "observability")),
+    "plan": (("fmcluster.plan",), ("node", "kubernetes", "observability", "text")),
+    "deploy": (("fmcluster.deploy",), ("node", "kubernetes", "observability", "text")),
+    "kits": (("fmcluster.kits",), ("node", "kubernetes", "observability", "text")),
     "cli": (("fmcluster.cli", "fmcluster.terminal", "fmcluster.__main__"), ("plan", "deploy", "kits")),
     "constructs": (("fmcluster_cdk", "fmcluster_cdk.constructs", "fmcluster_cdk.errors"), ("cdk libraries", "facts")),
     "stacks": (("fmcluster_cdk.stacks", "fmcluster_cdk.nag"), ("constructs", "node", "kubernetes", "observability")),
