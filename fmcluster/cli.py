@@ -353,14 +353,14 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from fmcluster.kits import verdicts
+    from fmcluster.kits import verify
     from fmcluster.model.cluster import resolve
 
     spec = _load_valid(args.spec, args.format)
     if spec is None:
         return EXIT_INVALID
-    report = verdicts.run(resolve(spec), args.results)
-    return _done(verdicts.render(report, args.format), verdicts.exit_code(report))
+    report = verify.run(resolve(spec), args.results)
+    return _done(verify.render(report, args.format), verify.exit_code(report))
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
@@ -704,7 +704,7 @@ COMMANDS: dict[str, Command] = {
          (1, "a result failed"),
          (2, f"nothing could be judged (a file cannot be read, or none holds a result), the spec is invalid, "
              f"or {INVALID}")),
-        _verify_args, "fmcluster.kits.verdicts"),
+        _verify_args, "fmcluster.kits.verify"),
     "stack-policy": Command(
         "print the stack policy of a cluster's storage stack: no replacing or deleting its stateful resources",
         "Print the stack policy of a cluster's storage stack (the stack named after the cluster, "

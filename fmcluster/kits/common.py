@@ -203,7 +203,7 @@ def figures_table(model: ClusterModel, groups: Optional[tuple[NodeGroup, ...]] =
 def expected_json(model: ClusterModel, groups: Optional[tuple[NodeGroup, ...]] = None) -> KitFile:
     """expected.json: the expected figures of each group the kit has jobs for (default: every GPU
     group), as `fmcluster verify` judges them. The kit's submit-all.sh copies it into results/:
-    verify then expects results of these groups only (fmcluster.kits.verdicts)."""
+    verify then expects results of these groups only (fmcluster.kits.verify.files.kit_groups)."""
     names = None if groups is None else {g.name for g in groups}
     return KitFile("expected.json", json.dumps(
         {g: {t: e.as_dict() for t, e in tests.items()} for g, tests in expected.expectations(model).items()

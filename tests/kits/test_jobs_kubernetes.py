@@ -19,7 +19,7 @@ import yaml
 
 from fmcluster.cli import main as cli
 from fmcluster.facts import kubernetes as k8s
-from fmcluster.kits import common, verdicts, verify
+from fmcluster.kits import common, verify
 from fmcluster.kits import kubernetes as jobs_kubernetes
 from fmcluster.kubernetes import kueue
 from fmcluster.kubernetes import manifests as kubernetes
@@ -300,7 +300,7 @@ def test_the_nccl_launcher_marks_each_nodes_output_for_verify(tmp_path):
     across = [c for c in recorded if "-npernode" in c]
     assert len(across) == 3 and all(f"-np {2 * group.gpus} -npernode {group.gpus}" in c for c in across)
     assert all("-x FI_PROVIDER -x NCCL_BUFFSIZE" in c and "--prefix /opt/amazon/openmpi" in c for c in recorded)
-    report = verdicts.judge_results(model, {"results/gpu-nccl.out": result.stdout})
+    report = verify.judge_results(model, {"results/gpu-nccl.out": result.stdout})
     judged = {(r.node, r.test) for r in report.rows}
     assert set(marked) <= judged
 

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from fmcluster.cli import main
-from fmcluster.kits import common, jobs, verdicts
+from fmcluster.kits import common, jobs, verify
 from fmcluster.model.cluster import resolve
 from fmcluster.spec.loader import load
 from tests.support.specs import base_spec, on, to_yaml, validated, with_
@@ -96,8 +96,8 @@ def test_verify_expects_only_the_kits_groups():
     row; without it, every GPU group is expected (the check catches the bad case)."""
     model = _model(_two_groups("pcs"))
     kit = {f.path: f.content for f in jobs.kit(model, model.team("research"))}
-    without = verdicts.judge_results(model, {})
-    with_kit = verdicts.judge_results(model, {"results/expected.json": kit["expected.json"]})
+    without = verify.judge_results(model, {})
+    with_kit = verify.judge_results(model, {"results/expected.json": kit["expected.json"]})
     assert {r.group for r in without.rows if r.note == "no result: not run"} == {"gpu", "reserved"}
     assert {r.group for r in with_kit.rows if r.note == "no result: not run"} == {"gpu"}
 

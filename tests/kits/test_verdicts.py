@@ -11,7 +11,7 @@ import pytest
 
 from fmcluster.cli import main as cli
 from fmcluster.facts import catalog
-from fmcluster.kits import jobs, verdicts
+from fmcluster.kits import jobs, verify
 from fmcluster.kits.verify import Verdict
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
@@ -72,7 +72,7 @@ def rows(report, test, node=None, group="gpu"):
 
 
 def test_a_fast_run_across_nodes_passes_against_the_efa_figure(model):
-    report = verdicts.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", HEALTHY))})
+    report = verify.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", HEALTHY))})
     (row,) = rows(report, "nccl-all_reduce-nodes")
     assert row.verdict is Verdict.PASS and row.measured == pytest.approx(479.71) and row.note == ""
     assert (row.pass_at, row.warn_at, row.unit, row.source) == (340, 240, "GB/s", "nccl.out")
@@ -84,12 +84,12 @@ def test_a_run_that_does_not_say_it_used_efa_is_at_best_a_warning(model):
     """The README's p5 run names neither its network nor its GPUs, and on PCS, whose `efa`
     interfaces carry ENA on all 32 cards, no figure tells EFA from ENA."""
     assert EFA_LINES and "NCCL INFO" not in NO_DEBUG
-    report = verdicts.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", P5_NCCL))})
+    report = verify.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", P5_NCCL))})
     (row,) = rows(report, "nccl-all_reduce-nodes")
     assert row.verdict is Verdict.WARN and "NCCL_DEBUG=INFO" in row.note and "names no GPU" in row.note
-    with_info = verdicts.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", P5_NCCL_INFO))})
+    with_info = verify.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", P5_NCCL_INFO))})
     assert rows(with_info, "nccl-all_reduce-nodes")[0].note.startswith("the output names no GPU")
-    (pcs,) = rows(verdicts.judge_results(model, {"n.out": marked(("all", "nccl-all_reduce-nodes", NO_DEBUG))}),
+    (pcs,) = rows(verify.judge_results(model, {"n.out": marked(("all", "nccl-all_reduce-nodes", NO_DEBUG))}),
                   "nccl-all_reduce-nodes")
     assert pcs.verdict is Verdict.WARN and pcs.measured == 362.1
     assert "nor does its 362.1 GB/s: it is within 750.0 GB/s, the most ENA can carry" in pcs.note
@@ -100,26 +100,26 @@ def test_a_figure_only_efa_carries_is_evidence_of_efa():
     """2 x p5 at 362 GB/s without NCCL_DEBUG=INFO, on nodes whose only ENA interface is on card 0
     (100 Gbps: busbw at most 12.5 x 2 x 15/16 = 23.4 GB/s over TCP): EFA carried it."""
     eks = resolve(loader.load(ROOT / EKS_SPEC).spec)
-    report = verdicts.judge_results(eks, {"n.out": marked(("all", "nccl-all_reduce-nodes", NO_DEBUG), group="train")})
+    report = verify.judge_results(eks, {"n.out": marked(("all", "nccl-all_reduce-nodes", NO_DEBUG), group="train")})
     (row,) = rows(report, "nccl-all_reduce-nodes", group="train")
     assert row.verdict is Verdict.PASS and row.measured == 362.1
     assert row.note.startswith("EFA inferred, the output has no NCCL INFO lines: 362.1 GB/s is above 23.4 GB/s, "
                                "the most ENA can carry (p5.48xlarge: ENA on card 0 100 Gbps")
     # with NCCL's INFO lines, what they say decides, whatever the figure
     sockets = "ip-10-1-0-21:52107:52107 [0] NCCL INFO Using network Socket\n" + NO_DEBUG
-    (tcp,) = rows(verdicts.judge_results(eks, {"n.out": marked(("all", "nccl-all_reduce-nodes", sockets),
+    (tcp,) = rows(verify.judge_results(eks, {"n.out": marked(("all", "nccl-all_reduce-nodes", sockets),
                                                                group="train")}), "nccl-all_reduce-nodes", group="train")
     assert tcp.verdict is Verdict.FAIL and tcp.note.startswith("NCCL did not use EFA (network Socket")
 
 
 def test_a_truncated_run_fails(model):
-    report = verdicts.judge_results(model, {"nccl.out": marked(("ip-10-0-0-2", "nccl-all_reduce-node", P5_TRUNCATED))})
+    report = verify.judge_results(model, {"nccl.out": marked(("ip-10-0-0-2", "nccl-all_reduce-node", P5_TRUNCATED))})
     (row,) = rows(report, "nccl-all_reduce-node", "ip-10-0-0-2")
     assert row.verdict is Verdict.FAIL and "truncated" in row.note
 
 
 def test_slow_nodes_are_named(model):
-    report = verdicts.judge_results(model, {"nccl.out": marked(
+    report = verify.judge_results(model, {"nccl.out": marked(
         ("ip-10-0-0-1", "nccl-all_reduce-node", one_node("ip-10-0-0-1")),
         ("ip-10-0-0-9", "nccl-all_reduce-node", one_node("ip-10-0-0-9", 178.97)))})
     assert rows(report, "nccl-all_reduce-node", "ip-10-0-0-1")[0].verdict is Verdict.PASS
@@ -130,14 +130,14 @@ def test_slow_nodes_are_named(model):
 
 def test_wrong_values_fail(model):
     wrong = P5_NCCL.replace("483.05      0", "483.05      3")
-    report = verdicts.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", wrong))})
+    report = verify.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", wrong))})
     (row,) = rows(report, "nccl-all_reduce-nodes")
     assert row.verdict is Verdict.FAIL and "wrong values" in row.note
 
 
 def test_dcgm_failures_are_named_and_passes_pass(model):
     """The text names the node's GPUs (8 x PCI device 2330: H100), DCGM 3's JSON none."""
-    report = verdicts.judge_results(model, {"dcgm.out": marked(("ip-10-0-0-1", "dcgm", DCGM_FAIL),
+    report = verify.judge_results(model, {"dcgm.out": marked(("ip-10-0-0-1", "dcgm", DCGM_FAIL),
                                                                ("ip-10-0-0-2", "dcgm", DCGM_PASS_TEXT),
                                                                ("ip-10-0-0-3", "dcgm", DCGM_PASS))})
     failed, passed = rows(report, "dcgm", "ip-10-0-0-1")[0], rows(report, "dcgm", "ip-10-0-0-2")[0]
@@ -155,7 +155,7 @@ def test_dcgm_failures_are_named_and_passes_pass(model):
     ("2330," * 7 + "2324", "7 x NVIDIA H100 80GB HBM3 (PCI device 2330) and 1 x PCI device 2324")])
 def test_dcgm_on_other_gpus_fails_naming_both(model, ids, ran_on):
     text = DCGM_PASS_TEXT.replace("2330," * 7 + "2330", ids.ljust(39))
-    (row,) = rows(verdicts.judge_results(model, {"dcgm.out": marked(("ip-10-0-0-1", "dcgm", text))}), "dcgm")
+    (row,) = rows(verify.judge_results(model, {"dcgm.out": marked(("ip-10-0-0-1", "dcgm", text))}), "dcgm")
     assert row.verdict is Verdict.FAIL
     assert row.note == (f"dcgmi diag ran on {ran_on}; group gpu is p5.48xlarge: 8 x NVIDIA H100 80GB HBM3; "
                         "every test passed")
@@ -174,37 +174,37 @@ def test_dcgm_4_names_its_gpus_in_its_entity_groups(model):
                 {"entity_id": i, "device_id": device_id, "serial_num": f"165232{i:07d}"} for i in range(8)]}],
             "metadata": {"version": "4.4.1", "Driver Version Detected": "580.95.05"}}, indent=2)
 
-    h100 = verdicts.judge_results(model, {"d.out": marked(("ip-10-0-0-1", "dcgm", document("2330")))})
+    h100 = verify.judge_results(model, {"d.out": marked(("ip-10-0-0-1", "dcgm", document("2330")))})
     assert rows(h100, "dcgm")[0].verdict is Verdict.PASS
-    b200 = verdicts.judge_results(model, {"d.out": marked(("ip-10-0-0-1", "dcgm", document("2901")))})
+    b200 = verify.judge_results(model, {"d.out": marked(("ip-10-0-0-1", "dcgm", document("2901")))})
     assert rows(b200, "dcgm")[0].note.startswith("dcgmi diag ran on 8 x NVIDIA B200 (PCI device 2901); group gpu")
 
 
 def test_fio_on_the_file_system_is_summed_over_the_nodes(model):
-    report = verdicts.judge_results(model, {"fio.out": marked(*[(f"ip-10-0-0-{i}", "fio-fsx", FIO) for i in range(4)])})
+    report = verify.judge_results(model, {"fio.out": marked(*[(f"ip-10-0-0-{i}", "fio-fsx", FIO) for i in range(4)])})
     (write,) = rows(report, "fio-fsx-write")
     assert write.node == "all" and "4 nodes together" in write.note
     assert write.pass_at == pytest.approx(937.5) and write.measured is not None
 
 
 def test_the_smoke_test_needs_every_gpu_and_a_falling_loss(model):
-    ok = verdicts.judge_results(model, {"smoke.out": marked(("all", "smoke", smoke()))})
+    ok = verify.judge_results(model, {"smoke.out": marked(("all", "smoke", smoke()))})
     assert rows(ok, "smoke")[0].verdict is Verdict.PASS
-    short = verdicts.judge_results(model, {"smoke.out": marked(("all", "smoke", smoke(world=64)))})
+    short = verify.judge_results(model, {"smoke.out": marked(("all", "smoke", smoke(world=64)))})
     assert rows(short, "smoke")[0].verdict is Verdict.FAIL and "world size 64" in rows(short, "smoke")[0].note
-    rising = verdicts.judge_results(model, {"smoke.out": marked(("all", "smoke", smoke(losses=(1.0, 2.0))))})
+    rising = verify.judge_results(model, {"smoke.out": marked(("all", "smoke", smoke(losses=(1.0, 2.0))))})
     assert rows(rising, "smoke")[0].verdict is Verdict.FAIL
 
 
 def test_tests_not_run_and_foreign_files_are_warnings(model):
-    report = verdicts.judge_results(model, {"notes.txt": "hello\n"})
+    report = verify.judge_results(model, {"notes.txt": "hello\n"})
     assert rows(report, "dcgm")[0].verdict is Verdict.WARN and rows(report, "dcgm")[0].note == "no result: not run"
     assert not any(r.source == "notes.txt" for r in report.rows)
     assert report.not_judged == (("notes.txt", "not an output of nccl-tests (*_perf), dcgmi diag, fio (JSON or "
                                                "text) or the kit's smoke test"),)
     assert report.verdict is Verdict.WARN and report.judged == 0
     # a part under a marker of another cluster's kit: listed, not a row
-    foreign = verdicts.judge_results(model, {"x.out": jobs.MARKER.format(node="n1", group="cpu", test="dcgm")
+    foreign = verify.judge_results(model, {"x.out": jobs.MARKER.format(node="n1", group="cpu", test="dcgm")
                                              + "\n" + DCGM_PASS})
     assert foreign.not_judged == (("x.out", "the kit's marker names node n1, group cpu, test dcgm: not a group "
                                             "and test of this cluster's kit"),)
@@ -233,12 +233,10 @@ def test_a_missing_results_file_is_an_error(capsys):
 def test_a_run_across_nodes_without_efa_fails(model):
     """The healthy p5 run's NCCL uses EFA (NET/OFI efa, network AWS Libfabric); the same run over
     NCCL's sockets measured TCP, whatever its figure."""
-    from fmcluster.kits import verify
-
     assert verify.parse_nccl_tests(HEALTHY).ofi_provider == "efa"
     sockets = HEALTHY.replace("Using network AWS Libfabric", "Using network Socket")
     sockets = "\n".join(line for line in sockets.splitlines() if "NET/OFI" not in line) + "\n"
-    report = verdicts.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", sockets))})
+    report = verify.judge_results(model, {"nccl.out": marked(("all", "nccl-all_reduce-nodes", sockets))})
     (row,) = rows(report, "nccl-all_reduce-nodes")
     assert row.verdict is Verdict.FAIL and "did not use EFA" in row.note
 
@@ -249,7 +247,7 @@ def test_a_run_across_nodes_without_efa_fails(model):
 def test_a_node_local_figure_above_what_nvlink_carries_is_impossible(model):
     """1,992 GB/s of all_reduce busbw on one p5 node: an H100's NVLink carries 900 GB/s, 450 each
     way, and an all_reduce's busbw is at most 2(n-1)/n of that (787.5 GB/s for 8 GPUs)."""
-    report = verdicts.judge_results(model, {"nccl.out": marked(
+    report = verify.judge_results(model, {"nccl.out": marked(
         ("ip-10-0-0-1", "nccl-all_reduce-node", one_node("ip-10-0-0-1", 1992.4)),
         ("ip-10-0-0-2", "nccl-all_reduce-node", one_node("ip-10-0-0-2")))})
     impossible, healthy = rows(report, "nccl-all_reduce-node", "ip-10-0-0-1")[0], \
@@ -262,7 +260,7 @@ def test_a_node_local_figure_above_what_nvlink_carries_is_impossible(model):
     assert healthy.verdict is Verdict.PASS and healthy.impossible_above == impossible.impossible_above == 866.25
     # all_gather: busbw at most NVLink's 450 GB/s a direction
     gather = one_node("ip-10-0-0-1", 498.97).replace("     float     sum", "     float    none")
-    (row,) = rows(verdicts.judge_results(model, {"n.out": marked(("ip-10-0-0-1", "nccl-all_gather-node", gather))}),
+    (row,) = rows(verify.judge_results(model, {"n.out": marked(("ip-10-0-0-1", "nccl-all_gather-node", gather))}),
                   "nccl-all_gather-node")
     assert row.verdict is Verdict.FAIL and row.note.startswith("impossible: 499 GB/s is above 450.0 GB/s")
 
@@ -270,7 +268,7 @@ def test_a_node_local_figure_above_what_nvlink_carries_is_impossible(model):
 def test_a_cross_node_figure_above_what_efa_carries_is_impossible(model):
     """2 x p5 at 912 GB/s: 400 GB/s of EFA a node carries at most 750 GB/s of busbw for 16 ranks."""
     fast = HEALTHY.replace("479.71", "912.40")
-    (row,) = rows(verdicts.judge_results(model, {"n.out": marked(("all", "nccl-all_reduce-nodes", fast))}),
+    (row,) = rows(verify.judge_results(model, {"n.out": marked(("all", "nccl-all_reduce-nodes", fast))}),
                   "nccl-all_reduce-nodes")
     assert row.verdict is Verdict.FAIL
     assert row.note.startswith("impossible: 912.4 GB/s is above 750.0 GB/s, the most EFA can carry (p5.48xlarge: "
@@ -280,12 +278,12 @@ def test_a_cross_node_figure_above_what_efa_carries_is_impossible(model):
 
 def test_a_log_of_other_gpus_fails_naming_both(model):
     a100 = one_node("ip-10-0-0-1").replace("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB")
-    (row,) = rows(verdicts.judge_results(model, {"n.out": marked(("ip-10-0-0-1", "nccl-all_reduce-node", a100))}),
+    (row,) = rows(verify.judge_results(model, {"n.out": marked(("ip-10-0-0-1", "nccl-all_reduce-node", a100))}),
                   "nccl-all_reduce-node")
     assert row.verdict is Verdict.FAIL and row.measured == 478.97
     assert row.note == "log ran on 8 x NVIDIA A100-SXM4-80GB; group gpu is p5.48xlarge: 8 x NVIDIA H100 80GB HBM3"
     # the real p4d run: its A100s are not the group's, whatever it measured
-    (p4d,) = rows(verdicts.judge_results(model, {"n.out": marked(("all", "nccl-all_reduce-nodes", P4D_SOCKET))}),
+    (p4d,) = rows(verify.judge_results(model, {"n.out": marked(("all", "nccl-all_reduce-nodes", P4D_SOCKET))}),
                   "nccl-all_reduce-nodes")
     assert p4d.verdict is Verdict.FAIL
     assert p4d.note == ("log ran on 8 x A100-SXM4-40GB a node, 2 nodes; group gpu is p5.48xlarge: 8 x NVIDIA H100 "
@@ -295,7 +293,7 @@ def test_a_log_of_other_gpus_fails_naming_both(model):
 def test_a_log_of_fewer_gpus_than_the_node_has_fails(model):
     four = "".join(line for line in one_node("ip-10-0-0-1").splitlines(keepends=True)
                    if not re.match(r"#  Rank  [4-7] ", line))
-    (row,) = rows(verdicts.judge_results(model, {"n.out": marked(("ip-10-0-0-1", "nccl-all_reduce-node", four))}),
+    (row,) = rows(verify.judge_results(model, {"n.out": marked(("ip-10-0-0-1", "nccl-all_reduce-node", four))}),
                   "nccl-all_reduce-node")
     assert row.verdict is Verdict.FAIL
     assert row.note == "log ran on 4 x NVIDIA H100 80GB HBM3; group gpu is p5.48xlarge: 8 x NVIDIA H100 80GB HBM3"
@@ -306,7 +304,7 @@ def test_a_log_that_names_no_gpu_is_a_warning_not_a_pass(model):
     any GPU's."""
     no_ranks = "".join(line for line in one_node("ip-10-0-0-1").splitlines(keepends=True)
                        if not re.match(r"#\s+Rank ", line))
-    (row,) = rows(verdicts.judge_results(model, {"n.out": marked(("ip-10-0-0-1", "nccl-all_reduce-node",
+    (row,) = rows(verify.judge_results(model, {"n.out": marked(("ip-10-0-0-1", "nccl-all_reduce-node",
                                                                   no_ranks))}), "nccl-all_reduce-node")
     assert row.verdict is Verdict.WARN and row.measured == 478.97
     assert row.note == "the output names no GPU (no '# Rank' lines): its GPU model and count are not checked"
@@ -316,7 +314,7 @@ def test_a_log_that_names_no_gpu_is_a_warning_not_a_pass(model):
 def test_every_catalog_gpu_is_known_by_its_own_name_only(gpu):
     """The names NVIDIA's driver gives the GPUs (nccl-tests prints them): each is its own GPU's
     and no other's, though B200 is in GB200, H200 in GH200 and A100 in both A100s."""
-    assert [other.product_name for other in catalog.GPUS if verdicts.gpu_named(other, gpu.product_name)] == \
+    assert [other.product_name for other in catalog.GPUS if verify.gpu_named(other, gpu.product_name)] == \
         [gpu.product_name]
 
 
@@ -332,7 +330,7 @@ def test_every_catalog_gpu_is_known_by_its_own_name_only(gpu):
     (catalog.A100_80, "NVIDIA A100 80GB PCIe", False), (catalog.L40S, "NVIDIA L40S", True),
     (catalog.L40S, "NVIDIA L40", False)])
 def test_gpu_names_as_tools_print_them(gpu, name, same):
-    assert verdicts.gpu_named(gpu, name) is same
+    assert verify.gpu_named(gpu, name) is same
 
 
 def test_fio_above_what_the_file_system_or_a_node_carries_is_impossible(model):
@@ -341,7 +339,7 @@ def test_fio_above_what_the_file_system_or_a_node_carries_is_impossible(model):
     document = json.loads(FIO)
     document["jobs"][0]["write"]["bw_bytes"] = 500_000_000  # 500 MB/s a node: 8,000 MB/s on 16 nodes
     fast = json.dumps(document)
-    report = verdicts.judge_results(model, {"fio.out": marked(*[(f"ip-10-0-0-{i}", "fio-fsx", fast)
+    report = verify.judge_results(model, {"fio.out": marked(*[(f"ip-10-0-0-{i}", "fio-fsx", fast)
                                                                 for i in range(16)])})
     (write,) = rows(report, "fio-fsx-write")
     assert write.verdict is Verdict.FAIL and write.measured == 8000
@@ -350,11 +348,11 @@ def test_fio_above_what_the_file_system_or_a_node_carries_is_impossible(model):
     assert write.impossible_above == 6703.125
     document["jobs"][0]["write"]["bw_bytes"] = 450e9  # one node's 450 GB/s
     nodes = [("ip-10-0-0-1", "fio-fsx", json.dumps(document)), ("ip-10-0-0-2", "fio-fsx", FIO)]
-    (one,) = rows(verdicts.judge_results(model, {"fio.out": marked(*nodes)}), "fio-fsx-write")
+    (one,) = rows(verify.judge_results(model, {"fio.out": marked(*nodes)}), "fio-fsx-write")
     assert one.verdict is Verdict.FAIL
     assert one.note.startswith("impossible: node ip-10-0-0-1's 450,000 MB/s is above 400,000.0 MB/s, the most a "
                                "p5.48xlarge node's network can carry (3,200 Gbps, EC2's NetworkPerformance")
     # what a file system of that size can serve passes: 16 nodes at 192.6 MB/s, 3,082 MB/s
-    healthy = verdicts.judge_results(model, {"fio.out": marked(*[(f"ip-10-0-0-{i}", "fio-fsx", FIO)
+    healthy = verify.judge_results(model, {"fio.out": marked(*[(f"ip-10-0-0-{i}", "fio-fsx", FIO)
                                                                  for i in range(16)])})
     assert rows(healthy, "fio-fsx-write")[0].verdict is Verdict.PASS

@@ -540,7 +540,7 @@ def test_pyxis_progress_lines_are_not_parts():
 def test_a_healthy_fio_job_with_pyxis_lines_passes(tmp_path):
     """fio.sbatch of the p5 kit, run with stand-ins for srun (printing Pyxis' lines as slurmstepd
     does) and fio (a fast report): every row PASS, none 'not a result'."""
-    from fmcluster.kits import jobs, verdicts
+    from fmcluster.kits import jobs
     from fmcluster.model import expected
     from fmcluster.model.cluster import resolve
     from fmcluster.spec import loader
@@ -558,7 +558,7 @@ def test_a_healthy_fio_job_with_pyxis_lines_passes(tmp_path):
                                   extra={"fio": fio}, env={"IMAGE": "docker://x#fmcluster/acceptance:1",
                                                            "FAKE_PYXIS": "1"})
     assert result.returncode == 0 and "pyxis: imported docker image: docker://x" in result.stdout
-    rows = [r for r in verdicts.judge_results(model, {"results/gpu-fio-4242.out": result.stdout}).rows
+    rows = [r for r in verify.judge_results(model, {"results/gpu-fio-4242.out": result.stdout}).rows
             if r.note != "no result: not run"]  # the other jobs
     assert rows and all(r.verdict is Verdict.PASS for r in rows), [r for r in rows if r.verdict is not Verdict.PASS]
     assert {r.test for r in rows} == {"fio-fsx-write", "fio-fsx-read", "fio-scratch-write", "fio-scratch-read"}

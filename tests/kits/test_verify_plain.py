@@ -246,12 +246,10 @@ def test_a_fifo_or_socket_in_the_results_is_not_opened(tmp_path):
 
 
 def test_a_file_over_the_size_bound_is_not_read(tmp_path):
-    from fmcluster.kits import verdicts
-
     big = tmp_path / "huge.log"
     big.write_text(HEALTHY.read_text())
     with big.open("r+b") as handle:
-        handle.truncate(verdicts.MAX_RESULT_BYTES + 1)  # sparse: no disk used
+        handle.truncate(verify.MAX_RESULT_BYTES + 1)  # sparse: no disk used
     code, out, err = verify_cli(big, fmt="json")
     assert code == 2, err
     assert json.loads(out)["not_judged"] == [

@@ -1,0 +1,99 @@
+"""The acceptance kit's own files: a job's output cut at the kit's node markers, the files that
+are never a result (the kit's scripts, sources, notes), and the node groups the kit's
+expected.json has jobs for. Pure: texts in, values out."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from typing import Mapping, Optional
+
+_MARKER = re.compile(r"^==> fmcluster node=(\S+) group=(\S+) test=(\S+) <==\s*$")
+_GLUED_MARKER = re.compile(r"([^\n])(==> fmcluster node=\S+ group=\S+ test=\S+ <==)")
+# Pyxis' progress lines (NVIDIA/pyxis pyxis_slurmstepd.c: slurm_spank_log "pyxis: importing docker
+# image: %s" and "pyxis: imported docker image: %s"), which slurmstepd prints outside the step's own
+# output, so they land anywhere in the job's file, with or without srun --label's "N: ": not a
+# result's lines. (Its failures, "pyxis: failed to import docker image" and the like, stay.)
+_PYXIS_PROGRESS = re.compile(r"^(?:\s*\d+: )?pyxis: import(?:ing|ed) docker image: \S+\s*$")
+
+
+@dataclass(frozen=True)
+class NodePart:
+    host: Optional[str]  # "all" for a step across nodes; None: text outside any marker
+    group: Optional[str]
+    test: Optional[str]
+    text: str
+
+
+def split_by_node(text: str) -> tuple[NodePart, ...]:
+    """The parts of a kit's output file, at the markers `==> fmcluster node=HOST group=GROUP test=TEST
+    <==` (fmcluster.kits.jobs.MARKER). Text before the first marker is a part of its own (host, group and
+    test None) where it is not blank; a file without markers is one such part. Pyxis' progress
+    lines (_PYXIS_PROGRESS) are left out wherever they are."""
+    # a marker glued to the end of an output without its last newline starts a line of its own
+    text = _GLUED_MARKER.sub(r"\1\n\2", text)
+    parts: list[NodePart] = []
+    head: Optional[tuple[str, str, str]] = None
+    body: list[str] = []
+
+    def close() -> None:
+        chunk = "".join(body)
+        if head is not None:
+            parts.append(NodePart(head[0], head[1], head[2], chunk))
+        elif chunk.strip():
+            parts.append(NodePart(None, None, None, chunk))
+
+    for line in text.splitlines(keepends=True):
+        if _PYXIS_PROGRESS.match(line):
+            continue
+        match = _MARKER.match(line.rstrip("\r\n"))
+        if match:
+            close()
+            head = (match.group(1), match.group(2), match.group(3))
+            body = []
+        else:
+            body.append(line)
+    close()
+    if not parts:
+        parts.append(NodePart(None, None, None, text))
+    return tuple(parts)
+
+
+# files that are a kit's, a source or a note, whatever they mention: suffix -> what it is
+_NOT_RESULTS = {".py": "a Python source", ".sh": "a shell script", ".sbatch": "an sbatch script",
+                ".yaml": "a YAML file", ".yml": "a YAML file", ".md": "a Markdown note",
+                ".rst": "a reStructuredText note", ".toml": "a TOML file", ".ipynb": "a notebook",
+                ".html": "an HTML page"}
+
+
+def not_a_result(source: str, text: str) -> Optional[str]:
+    """Why a file is not a result whatever it holds (a kit's script, manifest, README or
+    expected.json, a source, a note), else None."""
+    name = os.path.basename(source)
+    suffix = os.path.splitext(name)[1].lower()
+    if suffix in _NOT_RESULTS:
+        return f"{_NOT_RESULTS[suffix]} ({suffix}): a source, kit or note file, not a result"
+    if text.startswith("#!"):
+        return "a script (it starts with #!), not a result"
+    if name == "expected.json":
+        return "the kit's expected figures (expected.json: the node groups it has jobs for), not a result"
+    return None
+
+
+def kit_groups(files: Mapping[str, str]) -> Optional[set[str]]:
+    """The node groups the kit had jobs for, from its expected.json among `files` (its
+    submit-all.sh copies it into results/; listed as not judged, a kit file); None without one:
+    every GPU group is expected."""
+    found: Optional[set[str]] = None
+    for source, text in files.items():
+        if os.path.basename(source) != "expected.json":
+            continue
+        try:
+            figures = json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(figures, dict):
+            found = (found or set()) | set(figures)
+    return found
