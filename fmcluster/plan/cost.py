@@ -4,53 +4,19 @@ Rules: an On-Demand node group is priced from the table at its minimum and its m
 Capacity Blocks and capacity reservations are priced when they are bought ("priced at purchase");
 spot varies (unknown, at most the On-Demand price); SageMaker HyperPod bills ml.* instances,
 whose prices the table does not hold (unknown). A price missing from the table is unknown, never
-zero, and totals add only priced lines while naming what they leave out.
+zero, and totals add only priced lines while naming what they leave out. The records:
+fmcluster.plan.shape.estimates.
 """
 
 from __future__ import annotations
-
-from typing import Literal, Optional
-
-from pydantic import BaseModel, ConfigDict
 
 from fmcluster.facts import images as image_facts
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, RESERVATION, SPOT
 from fmcluster.facts.prices import PriceTable
 from fmcluster.model import cluster as model
+from fmcluster.plan.shape.estimates import Cost, CostLine, PriceStatus
 
 HOURS_PER_DAY = 24
-PriceStatus = Literal["priced", "unknown", "priced-at-purchase", "usage-based"]
-
-
-# The base of the plan's records (fmcluster.plan.report too). No docstring: a pydantic model's
-# docstring would become its JSON Schema description.
-class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class CostLine(Model):
-    item: str
-    status: PriceStatus
-    unit_hourly_usd: Optional[float]
-    hourly_usd_min: Optional[float]
-    hourly_usd_max: Optional[float]
-    note: Optional[str]
-
-
-class Cost(Model):
-    prices_region: str
-    spec_region: str
-    prices_as_of: str
-    currency: str
-    region_note: Optional[str]
-    lines: list[CostLine]
-    hourly_usd_min: float  # of the priced lines only
-    hourly_usd_max: float
-    daily_usd_min: float
-    daily_usd_max: float
-    complete: bool  # every line priced: nothing unknown, bought separately or usage-based
-    not_included: list[str]
-    sources: dict[str, str]
 
 
 def _line(item: str, status: PriceStatus, unit: float | None = None, low: int = 1, high: int = 1,

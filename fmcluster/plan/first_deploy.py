@@ -1,74 +1,19 @@
 """The plan's "First deploy" section: how long each stack takes to create, in deploy order, the
 deploy one stack at a time and with independent stacks together, and when the first node is ready
-for a job (fmcluster.model.first_deploy, from the figures of fmcluster.facts.deploy_times). The
-records, and the rows and lines that fmcluster.plan.render lays out as text and markdown."""
+for a job (fmcluster.model.first_deploy, from the figures of fmcluster.facts.deploy_times). Its
+records (fmcluster.plan.shape.estimates) made from the model, and the rows and lines that
+fmcluster.plan.render lays out as text and markdown."""
 
 from __future__ import annotations
-
-from typing import Optional
-
-from pydantic import Field
 
 from fmcluster.facts import deploy_times
 from fmcluster.model import first_deploy as model
 from fmcluster.model.cluster import CLUSTER, ClusterModel
-from fmcluster.plan.cost import Model
+from fmcluster.plan.shape.estimates import FirstDeployPlan, SpanPlan, StackTimePlan, StepPlan
 
 TITLE = "First deploy (each stack's creation, in deploy order)"
 SOURCES = "fmcluster/facts/deploy_times.py"
 PUBLISHED_MARK = " (published)"
-
-
-class SpanPlan(Model):
-    low_minutes: int
-    high_minutes: int
-
-
-class StepPlan(Model):
-    """Something the deploy waits for: how long it takes, and what the figure rests on."""
-
-    what: str
-    low_minutes: int
-    high_minutes: int
-    basis: str = Field(description="'published': the vendor's figure; 'estimate': none is published (see source)")
-    source: str = Field(description="the vendor's words and page, or why the figure is an estimate")
-
-
-class StackTimePlan(Model):
-    name: str
-    key: str = Field(description="network, storage, observability, images, cluster or reference")
-    waits_for: list[str] = Field(description="the stacks it depends on: it starts once they are deployed")
-    low_minutes: int
-    high_minutes: int
-    chains: list[list[StepPlan]] = Field(description=(
-        "what takes its time: the chains side by side (the longest counts), each chain's steps one after another"))
-
-
-class FirstDeployPlan(Model):
-    """How long a first deploy takes, stack by stack, and when the first node is ready for a job.
-    Low and high figures add where one thing waits for another and take the larger where things
-    run side by side."""
-
-    stacks: list[StackTimePlan] = Field(description="every stack, in deploy order")
-    one_at_a_time: SpanPlan = Field(description=(
-        "every stack after the one before: cdk deploy --all (its --concurrency is 1 unless given), the pipeline"))
-    together: SpanPlan = Field(description=(
-        "the critical path: each stack as soon as those it waits for are deployed (cdk deploy --concurrency)"))
-    concurrency: int = Field(description="the --concurrency that deploys every independent stack at once")
-    critical_path: list[str] = Field(description="the stacks of the critical path, first to last")
-    cluster_deployed: SpanPlan = Field(description=(
-        "from the start of a deploy one stack at a time to the end of NAME-cluster's (NAME-reference, the "
-        "reference GPU images, comes after it, and nothing waits for it)"))
-    node_group: str = Field(description="the node group whose first node is timed: the first GPU group")
-    node_in_stack: str = Field(description="what the cluster stack's creation already includes of that node")
-    node_starts: str = Field(description="what starts the node, a clause; empty: the end of the deploy")
-    node_steps: list[StepPlan] = Field(description="the node's steps to ready after the deploy, one after another")
-    node_ready: SpanPlan
-    node_bound_minutes: Optional[int] = Field(description=(
-        "the most the control plane gives a new node before it counts it failed (AWS PCS: about 30 minutes "
-        "to join Slurm); null: none published"))
-    first_job: SpanPlan = Field(description=(
-        "from the start of a deploy one stack at a time to the first job: NAME-cluster's end, then the node"))
 
 
 def _step(step: model.Step) -> StepPlan:

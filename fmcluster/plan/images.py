@@ -1,86 +1,18 @@
 """NAME-images and NAME-reference in the plan: the node images a Slurm plane's groups launch from,
 the reference GPU images the acceptance kit's jobs run (every plane), and what a group's own image
-must have; the plan's models of them, made from the cluster model, and their rows and lines for the
-text and markdown plans (fmcluster.plan.render lays them out)."""
+must have; the plan's records of them (fmcluster.plan.shape.estimates) made from the cluster model,
+and their rows and lines for the text and markdown plans (fmcluster.plan.render lays them out)."""
 
 from __future__ import annotations
 
 from typing import Callable, Optional
 
-from pydantic import Field
-
 from fmcluster.facts import images as image_facts
 from fmcluster.facts import prices
 from fmcluster.model import cluster as model
 from fmcluster.node import image as node_image
-from fmcluster.plan.cost import Model
-
-Table = list[list[str]]
-
-
-class ImagePlan(Model):
-    """One node image of NAME-images (fmcluster.model.cluster.NodeImage)."""
-
-    key: str = Field(description="PLANE-ARCHITECTURE, such as pcs-x86_64")
-    plane: str
-    architecture: str
-    base_parameter: str = Field(description=(
-        "the public SSM parameter of the base image, resolved by Image Builder when the image is built"))
-    slurm_version: Optional[str] = Field(description="the Slurm Pyxis is built against; null: the base image's own")
-    slurm_prefix: str = Field(description="where that Slurm is on the base image")
-    build_instance_type: str = Field(description="the instance Image Builder builds and tests the image on")
-    build_instance_hourly_usd: Optional[float] = Field(description=(
-        "its On-Demand price from the price table; null: not in the table"))
-    revision: int = Field(description="the spec's images.revision")
-    encrypted: bool = Field(description="the image's snapshots are encrypted with the storage key")
-    groups: list[str] = Field(description="the node groups that launch from it")
-
-
-class ReferenceImagePlan(Model):
-    """One reference GPU image of NAME-reference (fmcluster.model.reference_image.ReferenceImage): the
-    container image the acceptance kit's jobs run, built by Image Builder into an ECR repository of
-    the cluster's account and region."""
-
-    architecture: str
-    repository: str = Field(description="its ECR repository (one image each: a changed recipe is a new one)")
-    tag: str = Field(description="the image's tag in that repository (immutable)")
-    build_instance_type: str = Field(description="the instance Image Builder builds the image on")
-    build_instance_hourly_usd: Optional[float] = Field(description=(
-        "its On-Demand price from the price table; null: not in the table"))
-    groups: list[str] = Field(description="the GPU node groups whose acceptance jobs run it")
-
-
-class OwnImagePlan(Model):
-    """A node group of a Slurm plane that launches from its own image (`ami_id`), and what that image
-    must have: the boot checks it, and a node without it never takes a job."""
-
-    group: str
-    ami_id: str
-    needs: list[str]
-
-
-class ImagesPlan(Model):
-    """NAME-images: the baked node images of a Slurm control plane (none on Kubernetes)."""
-
-    stack: str
-    images: list[ImagePlan]
-    first_deploy_minutes: int = Field(description=(
-        "an estimate of what building the images adds to a first deploy: they build in parallel, before "
-        "NAME-cluster"))
-    note: str
-
-
-class ReferenceImagesPlan(Model):
-    """NAME-reference: the reference GPU images of the acceptance kit's jobs, one per architecture of
-    the GPU groups (every plane, unless images.reference is false), built after NAME-cluster."""
-
-    stack: str
-    images: list[ReferenceImagePlan]
-    build_minutes: int = Field(description=(
-        "an estimate of how long NAME-reference's builds take: in parallel, after NAME-cluster, which "
-        "does not wait for them"))
-    note: str
-
+from fmcluster.plan.shape.estimates import ImagePlan, ImagesPlan, OwnImagePlan, ReferenceImagePlan, ReferenceImagesPlan
+from fmcluster.text.table import Table
 
 IMAGES_NOTE = ("an estimate: an Image Builder build and test each (a build instance, the install, the AMI "
                "snapshot, a test instance from the new AMI), in parallel, before {cluster}; a later deploy "

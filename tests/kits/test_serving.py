@@ -21,6 +21,7 @@ from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import resolve
 from fmcluster.node import bootstrap
+from fmcluster.plan import compute_rows
 from fmcluster.plan import render as plan_render
 from fmcluster.plan import report as plan
 from fmcluster.spec.rules import serving as rules
@@ -273,7 +274,7 @@ def test_the_plan_shows_the_standard_sizes_on_every_gpu_group():
 
 def test_a_model_that_does_not_fit_says_what_it_needs():
     p = _plan(with_(base_spec(), "node_groups[0].count", 1))
-    row = plan_render.serving_rows(p.node_groups[0])[5]  # 405B bf16 on one p5
+    row = compute_rows.serving_rows(p.node_groups[0])[5]  # 405B bf16 on one p5
     assert row == ["405B bf16", "754.4 GiB", "needs 2 nodes of 1", "-", "-", "0"]
 
 

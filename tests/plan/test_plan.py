@@ -16,10 +16,12 @@ import yaml
 from fmcluster.cli import main
 from fmcluster.facts import catalog, prices
 from fmcluster.facts import images as image_facts
+from fmcluster.plan import cluster_rows, compute_rows, figures
 from fmcluster.plan import render as plan_render
 from fmcluster.plan import report as plan
-from fmcluster.plan.cost import CostLine
+from fmcluster.plan.shape.estimates import CostLine
 from fmcluster.spec import loader
+from fmcluster.text import table
 from tests.support.docs import readme_output
 from tests.support.paths import EXAMPLES, ROOT
 from tests.support.specs import base_spec, to_yaml, validated, with_
@@ -56,25 +58,8 @@ def test_golden(example, fmt, capsys):
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_every_line_of_the_text_plan_fits_100_columns(example, capsys):
     assert main(["plan", str(ROOT / example)]) == 0
-    wide = [line for line in capsys.readouterr().out.splitlines() if len(line) > plan_render.WIDTH]
-    assert plan_render.WIDTH == 100 and not wide, wide
-
-
-def test_a_table_too_wide_wraps_its_cells_or_shows_records():
-    """Long cells wrap within their column; a column of words too long to wrap (paths) turns the
-    table into records; a long word in a table without names is broken after a `:` or `/`."""
-    rows = [["item", "note"], ["node group gpu", "a note " * 30], ["cpu", "short"]]
-    lines = plan_render.text_table(rows)
-    assert max(map(len, lines)) <= 100 < max(len("  ".join(row)) for row in rows)
-    assert lines[1].startswith("  node group gpu  a note a note") and lines[2].startswith(" " * 18 + "note a")
-    assert lines[-1] == "  cpu             short"
-    paths = [["image", "base", "slurm", "groups"], ["x86", "/aws/" + "x" * 60 + "/ami-id", "/opt/" + "y" * 40, "a"]]
-    assert plan_render.text_table(paths, records=True) == [
-        "  x86", f"    base    /aws/{'x' * 60}/ami-id", f"    slurm   /opt/{'y' * 40}", "    groups  a"]
-    arn = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/" + "p" * 60
-    broken = plan_render.text_table([["reservation", arn, "-", "-", "-"]])
-    assert max(map(len, broken)) <= 100 and "".join(line[15:].split("  ")[0] for line in broken) == arn
-    assert broken[0].split()[1].endswith("training-plan/")
+    wide = [line for line in capsys.readouterr().out.splitlines() if len(line) > table.WIDTH]
+    assert table.WIDTH == 100 and not wide, wide
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
@@ -139,13 +124,13 @@ def test_plan_shows_each_nodes_interfaces_and_the_addresses_they_take():
     assert [(i.network_card_index, i.device_index, i.interface_type) for i in gpu.interfaces[:3]] == [
         (0, 0, "efa"), (1, 1, "efa"), (2, 1, "efa")]
     assert (len(gpu.interfaces), gpu.interface_addresses) == (32, 32)
-    assert plan_render.interfaces_cell(gpu) == "32 efa, 32 IP addresses"
+    assert compute_rows.interfaces_cell(gpu) == "32 efa, 32 IP addresses"
     b300, cpu = plan_of("examples/p6-b300-pcs.yaml").node_groups
-    assert plan_render.interfaces_cell(b300) == "1 ENA + 16 efa, 17 IP addresses"  # card 0 is ENA only
-    assert plan_render.interfaces_cell(cpu) == "1 ENA, 1 IP address"
+    assert compute_rows.interfaces_cell(b300) == "1 ENA + 16 efa, 17 IP addresses"  # card 0 is ENA only
+    assert compute_rows.interfaces_cell(cpu) == "1 ENA, 1 IP address"
     data = with_(base_spec(orchestrator={"type": "eks"}), "network.extra_availability_zone_ids", ["use1-az6"])
     eks = plan_of_dict(data)
-    assert plan_render.interfaces_cell(eks.node_groups[0]) == "1 ENA + 32 efa-only, 1 IP address"
+    assert compute_rows.interfaces_cell(eks.node_groups[0]) == "1 ENA + 32 efa-only, 1 IP address"
     assert [(i.network_card_index, i.device_index) for i in eks.node_groups[0].interfaces[:3]] == [
         (0, 0), (0, 1), (1, 0)]
     text = plan_render.RENDERERS["text"](eks)
@@ -390,7 +375,7 @@ def test_build_instance_is_priced_only_from_the_table(monkeypatch):
     assert priced.images.images[0].build_instance_hourly_usd == unit
     build = unit * image_facts.BUILD_MINUTES_ESTIMATE / 60
     assert f"${unit:,.2f} an instance hour, about ${build:,.2f} a build" in _line(priced, "EC2 Image Builder").note
-    assert f"c7i.2xlarge ({plan_render.usd(unit)}/h)" in plan_render.render_text(priced)
+    assert f"c7i.2xlarge ({figures.usd(unit)}/h)" in plan_render.render_text(priced)
 
 
 # ---- markdown and the command line ---------------------------------------------------------
@@ -448,7 +433,7 @@ def test_a100_and_l40s_groups_have_no_fp8_or_fp4_where_the_gpu_has_none():
     assert fp8_row.split()[2:] == ["-", "5.86", "5.86"]
     only_a100 = plan_of_dict(base_spec(node_groups=[{"name": "a100", "instance_type": "p4de.24xlarge", "count": 1}]))
     assert only_a100.total.fp8_pflops is None
-    assert "PFLOPS BF16 (dense peak)" in plan_render.summary(only_a100)
+    assert "PFLOPS BF16 (dense peak)" in cluster_rows.summary(only_a100)
 
 
 # ---- NVLink domains ------------------------------------------------------------------------
