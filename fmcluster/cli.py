@@ -151,73 +151,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return _done(plan.render(plan_report, args.format), plan.exit_code(plan_report))
 
 
-def _preflight_hint(path: str) -> str:
-    """How to save a preflight report: into a new file, never `path` (the file given to
-    --preflight, which `> FILE` would overwrite)."""
-    import os
-
-    name = "preflight.json"
-    try:
-        same = os.path.abspath(path) == os.path.abspath(name) or os.path.samefile(path, name)
-    except OSError:  # either is missing
-        same = False
-    if same:
-        name = "preflight-report.json"
-    return f"save one with `fmcluster preflight SPEC --format json > {name}`, then pass `--preflight {name}`"
-
-
 def _preflight_reservations(path: str, cluster: str, spec_path: str) -> list[dict[str, object]] | None:
-    """The "reservations" of `fmcluster preflight SPEC --format json` saved in `path`; None
-    (after saying why) when the file is not such a report of this cluster. The hint names a new
-    file, never `path`: a command that wrote over the user's own file (the spec itself, given
-    to --preflight by mistake, or a copy of it) would lose it."""
-    import json
-    import os
-
-    def refuse(message: str, hint: bool = True) -> None:
-        print(f"error: {path}: {message}", file=sys.stderr)
-        if hint:
-            print(f"  hint: {_preflight_hint(path)}", file=sys.stderr)
+    """The reservations of the preflight report saved in `path` (fmcluster.deploy.preflight.saved);
+    None, after saying why, when it is no such report of the cluster."""
+    from fmcluster.deploy.preflight import saved
 
     try:
-        if os.path.samefile(path, spec_path):
-            refuse("--preflight names the spec itself; it takes the report that `fmcluster preflight` printed")
-            return None
-    except OSError:
-        pass  # a missing file is said below
-    try:
-        text = open(path, encoding="utf-8").read()
-    except (OSError, UnicodeDecodeError) as exc:
-        refuse(f"cannot read a preflight report: {getattr(exc, 'strerror', None) or exc}")
+        return saved.reservations(path, cluster, spec_path)
+    except saved.Unusable as refused:
+        print(f"error: {path}: {refused.message}", file=sys.stderr)
+        if refused.hint is not None:
+            print(f"  hint: {refused.hint}", file=sys.stderr)
         return None
-    try:
-        report = json.loads(text)
-    except json.JSONDecodeError as exc:
-        if _is_cluster_spec(text):
-            refuse("this is a cluster spec, not a preflight report; --preflight takes the JSON that "
-                   "`fmcluster preflight SPEC --format json` printed")
-        else:
-            refuse(f"cannot read a preflight report: not JSON ({exc})")
-        return None
-    found = report.get("reservations") if isinstance(report, dict) else None
-    if not isinstance(found, list) or not all(isinstance(r, dict) for r in found):
-        refuse("not a report of fmcluster preflight --format json (no \"reservations\" list)")
-        return None
-    if report.get("cluster") != cluster:
-        refuse(f"a preflight report of cluster {report.get('cluster')!r}, not of {cluster!r}", hint=False)
-        return None
-    return found
-
-
-def _is_cluster_spec(text: str) -> bool:
-    """Whether a text that is not JSON reads as a cluster spec (a YAML mapping with node_groups)."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return False
-    return isinstance(data, dict) and "node_groups" in data
 
 
 def cmd_preflight(args: argparse.Namespace) -> int:

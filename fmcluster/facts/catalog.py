@@ -11,7 +11,7 @@ Nothing here imports aws_cdk or boto3.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING
 
@@ -62,6 +62,28 @@ class NetworkCard:
 
 
 @dataclass(frozen=True)
+class VcpuQuota:
+    """An EC2 quota on the vCPUs of the running instances of a group of families, one per market
+    (Service Quotas, service code ec2): each is a (quota code, quota name)."""
+
+    label: str  # the group, as preflight names its checks ("quota On-Demand P vCPUs")
+    on_demand: tuple[str, str]
+    spot: tuple[str, str]
+
+
+# The codes and names Service Quotas gives these quotas (`aws service-quotas list-service-quotas
+# --service-code ec2`; the AWS CLI User Guide's Service Quotas examples show L-1216C47A with its
+# name, and public quota checkers list the P, G and VT codes of both markets beside these names).
+P_VCPUS = VcpuQuota("P", ("L-417A185B", "Running On-Demand P instances"),
+                    ("L-7212CCBC", "All P Spot Instance Requests"))
+G_VCPUS = VcpuQuota("G and VT", ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+                    ("L-3819A6DF", "All G and VT Spot Instance Requests"))
+STANDARD_VCPUS = VcpuQuota("Standard",
+                           ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances"),
+                           ("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests"))
+
+
+@dataclass(frozen=True)
 class InstanceType:
     name: str
     vcpus: int
@@ -102,6 +124,8 @@ class InstanceType:
     # p4d, p4de, p5.48xlarge, p5e.48xlarge, p5en.48xlarge, p6e-gb200.36xlarge (and hpc, trn types).
     # 0: not a supported type (no topology; p5.4xlarge and the CPU types here).
     network_layers: int = 0
+    # The EC2 vCPU quota its On-Demand and Spot instances count against (preflight's quota checks)
+    vcpu_quota: VcpuQuota = field(kw_only=True)
 
     @property
     def family(self) -> str:
@@ -241,11 +265,12 @@ if TYPE_CHECKING:
         gpu_count: int
         lnet_efa_interfaces: int
         device_rdma: bool
+        vcpu_quota: VcpuQuota
 
 
 def _gpu_types() -> list[InstanceType]:
     big: _Shared = {"vcpus": 192, "nvme_disks": 8, "nvme_disk_gb": 3800, "capacity_block": True, "hyperpod": True,
-                    "gpu_count": 8, "lnet_efa_interfaces": 2, "device_rdma": True}
+                    "gpu_count": 8, "lnet_efa_interfaces": 2, "device_rdma": True, "vcpu_quota": P_VCPUS}
     per_pcie_switch: _Shared = {**big, "lnet_efa_interfaces": 8}
     # Network figures as DescribeInstanceTypes gives them (moto's data): cards x baseline Gbps (no
     # burst), interfaces per card, NetworkPerformance. p6-b200's 8 cards are 200 Gbps each (EC2's
@@ -254,7 +279,7 @@ def _gpu_types() -> list[InstanceType]:
         InstanceType("p5.4xlarge", vcpus=16, memory_gib=256, network_cards=_cards(1, 100, interfaces=4),
                      network_performance="100 Gigabit", max_efa_interfaces=1, efa_generation=2, gpu=H100,
                      gpu_count=1, nvme_disks=1, nvme_disk_gb=3800, capacity_block=True, hyperpod=True,
-                     lnet_efa_interfaces=1, device_rdma=True),
+                     lnet_efa_interfaces=1, device_rdma=True, vcpu_quota=P_VCPUS),
         InstanceType("p5.48xlarge", memory_gib=2048, network_cards=_cards(32, 100, interfaces=2),
                      network_performance="3200 Gigabit", max_efa_interfaces=32, efa_generation=2, gpu=H100,
                      network_layers=3, **per_pcie_switch),
@@ -277,7 +302,7 @@ def _gpu_types() -> list[InstanceType]:
                        network_performance="4x 100 Gigabit", max_efa_interfaces=4,
                        efa_generation=1, gpu=gpu, gpu_count=8, nvme_disks=8, nvme_disk_gb=1000,
                        capacity_block=True, hyperpod=True, lnet_efa_interfaces=2, device_rdma=True,
-                       network_layers=3)
+                       network_layers=3, vcpu_quota=P_VCPUS)
           for name, gpu in (("p4d.24xlarge", A100_40), ("p4de.24xlarge", A100_80))),
         *_g6e_types(),
         _p6e_gb200(),
@@ -334,7 +359,7 @@ def _p6e_gb200() -> InstanceType:
                         efa_generation=4, gpu=GB200, gpu_count=4, nvme_disks=3, nvme_disk_gb=7500,
                         capacity_block=True, hyperpod=True, architecture="arm64", device_rdma=True,
                         efa_cards=(1, 5, 9, 13), ultraservers=("u-p6e-gb200x36", "u-p6e-gb200x72"),
-                        network_layers=3)
+                        network_layers=3, vcpu_quota=P_VCPUS)
 
 
 # g6e (L40S), inference: (size, vCPUs, GiB, GPUs, network cards, baseline and peak Gbps per card,
@@ -360,7 +385,7 @@ def _g6e_types() -> list[InstanceType]:
                                               efa=efa > 0),
                          network_performance=performance, max_efa_interfaces=efa, gpu=L40S, gpu_count=gpus,
                          nvme_disks=disks, nvme_disk_gb=disk_gb, hyperpod=True, lnet_efa_interfaces=min(efa, 2),
-                         network_layers=3)
+                         network_layers=3, vcpu_quota=G_VCPUS)
             for size, vcpus, gib, gpus, cards, gbps, peak, interfaces, performance, efa, disks, disk_gb in _G6E]
 
 
@@ -390,7 +415,7 @@ def _cpu_types() -> list[InstanceType]:
                 network_cards=_cards(1, gbps, interfaces=interfaces, peak=peak, efa=efa),
                 network_performance=_performance(gbps, peak), max_efa_interfaces=1 if efa else 0,
                 lnet_efa_interfaces=1 if efa else 0,
-                hyperpod=family in _HYPERPOD_CPU_FAMILIES,
+                hyperpod=family in _HYPERPOD_CPU_FAMILIES, vcpu_quota=STANDARD_VCPUS,
             ))
     return types
 

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from datetime import timedelta
+from functools import partial
 
 import boto3
 import pytest
@@ -17,7 +18,24 @@ from botocore.exceptions import EndpointConnectionError
 from botocore.stub import Stubber
 
 from fmcluster.deploy import preflight
-from fmcluster.deploy.preflight import FAIL, PASS, WARN, Preflight, reservation_checks, size_check
+from fmcluster.deploy.preflight import (
+    FAIL,
+    PASS,
+    WARN,
+    Context,
+    account,
+    capacity,
+    endpoints,
+    reservation_checks,
+    services,
+    size_check,
+)
+from fmcluster.deploy.preflight import checks as run_checks
+from fmcluster.deploy.preflight import ec2 as ec2_checks
+from fmcluster.deploy.preflight.guard import guard
+from fmcluster.deploy.preflight.images import node_images
+from fmcluster.deploy.preflight.quotas import instance_quotas
+from fmcluster.facts import catalog
 from fmcluster.facts import images as image_facts
 from fmcluster.spec import loader
 from tests.support.docs import readme_output
@@ -68,7 +86,7 @@ def test_capacity_block_example_passes():
     spec = loader.load(ROOT / "examples/p5-pcs.yaml").spec
     with mocked_aws():
         clients = Clients(spec, matching_reservations(spec))
-        checks = Preflight(spec, clients, NOW).run()
+        checks = run_checks(Context(spec, clients, NOW))
     assert {c.status for c in checks} == {PASS, WARN}, [c for c in checks if c.status == FAIL]
     assert by_name(checks, "AZ ID use1-az4").reason == "use1-az4 is us-east-1d in this account"
     assert by_name(checks, "offering p5.48xlarge").status == PASS
@@ -95,7 +113,7 @@ def test_instance_type_not_offered_in_the_az_fails(capsys):
 def test_unknown_az_id_fails():
     spec = validated(base_spec(availability_zone_id="use1-az9"))
     with mocked_aws():
-        checks = Preflight(spec, Clients(spec), NOW).run()
+        checks = run_checks(Context(spec, Clients(spec), NOW))
     check = by_name(checks, "AZ ID use1-az9")
     assert check.status == FAIL and "use1-az4" in check.hint
 
@@ -103,7 +121,7 @@ def test_unknown_az_id_fails():
 def test_other_account_fails():
     spec = validated(base_spec(account="111122223333"))
     with mocked_aws():
-        check = by_name(Preflight(spec, Clients(spec), NOW).run(), "credentials")
+        check = by_name(run_checks(Context(spec, Clients(spec), NOW)), "credentials")
     assert check.status == FAIL and "123456789012" in check.reason  # moto's account
 
 
@@ -176,7 +194,7 @@ def test_reservation_not_found_fails():
     ec2, stub = stubbed("ec2", spec.region)
     stub.add_client_error("describe_capacity_reservations", "InvalidCapacityReservationId.NotFound",
                           "The capacity reservation ID 'cr-0fedcba9876543210' does not exist")
-    checks = list(Preflight(spec, lambda service: ec2, NOW).reservations())
+    checks = list(capacity.reservations(Context(spec, lambda service: ec2, NOW)))
     assert checks[0].status == FAIL and "cr-0fedcba9876543210 not found in us-east-1" in checks[0].reason
 
 
@@ -194,7 +212,7 @@ def test_reservations_of_a_resource_group_are_added_up():
     ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
         reservation(group, block=False, total=1, rid=f"cr-0000000000000000{i}", end=None) for i in (1, 2)]},
         {"CapacityReservationIds": ["cr-00000000000000001", "cr-00000000000000002"]})
-    checks = list(Preflight(spec, {"resource-groups": groups, "ec2": ec2}.get, NOW).reservations())
+    checks = list(capacity.reservations(Context(spec, {"resource-groups": groups, "ec2": ec2}.get, NOW)))
     sizes = [c for c in checks if c.name.endswith(": size")]  # each alone is too small: judged on the total
     assert len(sizes) == 1 and sizes[0].status == PASS and "2 reservations hold 2 instances" in sizes[0].reason
 
@@ -210,7 +228,7 @@ def test_on_demand_p_quota_is_counted_in_vcpus():
     stub.add_client_error("get_service_quota", "NoSuchResourceException", "no applied quota")
     stub.add_response("get_aws_default_service_quota", {"Quota": {"Value": 5.0}},
                       {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"})
-    checks = list(Preflight(spec, lambda service: quotas, NOW).quotas())
+    checks = list(instance_quotas(Context(spec, lambda service: quotas, NOW)))
     p = by_name(checks, "quota On-Demand P vCPUs")
     assert p.status == FAIL and "384 vCPUs needed, the quota is 192" in p.reason
     assert "--quota-code L-417A185B --desired-value 384" in p.hint
@@ -228,9 +246,39 @@ def test_spot_groups_use_the_spot_quota():
                       {"ServiceCode": "ec2", "QuotaCode": "L-7212CCBC"})
     stub.add_response("get_service_quota", {"Quota": {"Value": 4000.0}},
                       {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"})
-    checks = list(Preflight(spec, lambda service: quotas, NOW).quotas())
+    checks = list(instance_quotas(Context(spec, lambda service: quotas, NOW)))
     assert [c.status for c in checks] == [PASS, PASS]
     assert checks[0].name == "quota Spot P vCPUs"
+
+
+@pytest.mark.parametrize("market, label, code", [
+    ("on-demand", "quota On-Demand G and VT vCPUs", "L-DB2E81BA"),
+    ("spot", "quota Spot G and VT vCPUs", "L-3819A6DF"),
+])
+def test_a_g6e_group_gets_the_g_and_vt_quota_check(market, label, code):
+    """The quota comes from the instance catalog, not the type's first letter: 4 x g6e.48xlarge
+    (192 vCPUs each) count against the G and VT quota of their market."""
+    spec = validated(with_(base_spec(), "node_groups[0]", {"name": "infer", "instance_type": "g6e.48xlarge",
+                                                            "count": 4, "capacity": {"type": market}}))
+    quotas, stub = stubbed("service-quotas", spec.region)
+    stub.add_response("get_service_quota", {"Quota": {"Value": 192.0}}, {"ServiceCode": "ec2", "QuotaCode": code})
+    stub.add_response("get_service_quota", {"Quota": {"Value": 4000.0}},
+                      {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"})
+    checks = list(instance_quotas(Context(spec, lambda service: quotas, NOW)))
+    g = by_name(checks, label)
+    assert g.status == FAIL and "768 vCPUs needed, the quota is 192" in g.reason and f"({code})" in g.reason
+    assert f"--quota-code {code} --desired-value 768" in g.hint
+    assert [c.name for c in checks] == [label, "quota On-Demand Standard vCPUs"]
+    stub.assert_no_pending_responses()
+
+
+def test_every_type_of_the_catalog_names_its_vcpu_quota():
+    """P types count against the P quota, g6e against G and VT, the CPU families against Standard."""
+    quotas = {t.name: t.vcpu_quota for t in catalog.catalog().values()}
+    assert {quotas[t] for t in quotas if t.startswith("p")} == {catalog.P_VCPUS}
+    assert {quotas[t] for t in quotas if t.startswith("g6e.")} == {catalog.G_VCPUS}
+    assert {quotas[t] for t in quotas if not t.startswith(("p", "g6e."))} == {catalog.STANDARD_VCPUS}
+    assert set(image_facts.BUILD_INSTANCE_QUOTAS) == set(image_facts.BUILD_INSTANCE_VCPUS)
 
 
 def test_quota_missing_in_moto_warns():
@@ -243,7 +291,7 @@ def test_quota_missing_in_moto_warns():
             stub.add_client_error("get_aws_default_service_quota", "NoSuchResourceException")
             stub.add_client_error("get_service_quota", "NoSuchResourceException")
             stub.add_client_error("get_aws_default_service_quota", "NoSuchResourceException")
-            checks = list(Preflight(spec, lambda service: quotas, NOW).quotas())
+            checks = list(instance_quotas(Context(spec, lambda service: quotas, NOW)))
     assert [c.status for c in checks] == [WARN, WARN]
 
 
@@ -252,7 +300,7 @@ def test_quota_missing_in_moto_warns():
 def test_node_images_need_their_base_parameter_and_image_builder():
     spec = loader.load(ROOT / "examples/p6e-gb200-pcs.yaml").spec  # an arm64 image and an x86_64 one
     clients = Clients(spec, matching_reservations(spec))
-    checks = list(Preflight(spec, clients, NOW).node_images())
+    checks = list(node_images(Context(spec, clients, NOW)))
     arm = by_name(checks, "base image pcs-arm64")
     assert arm.status == PASS
     assert arm.reason.startswith("/aws/service/pcs/ami/dlami-base-ubuntu2404/arm64/latest/ami-id: ami-")
@@ -267,7 +315,7 @@ def test_node_images_need_their_base_parameter_and_image_builder():
 def test_a_pcs_base_image_needs_an_agent_that_runs_lifecycle_actions(agent, status):
     spec = loader.load(ROOT / "examples/p5-pcs.yaml").spec
     clients = Clients(spec, matching_reservations(spec), agent=agent or "unknown")
-    check = by_name(list(Preflight(spec, clients, NOW).node_images()), "base image pcs-x86_64")
+    check = by_name(list(node_images(Context(spec, clients, NOW))), "base image pcs-x86_64")
     assert check.status == status, check
     if status == FAIL:
         assert "PCS agent 1.4.0-1" in check.reason and "1.5.0-1 or later" in check.reason
@@ -281,7 +329,7 @@ def test_a_pcs_base_image_must_carry_the_clusters_slurm(version, status):
     """The PCS-ready DLAMI lists its Slurm releases in its description; the cluster's must be one."""
     spec = validated(base_spec(orchestrator={"type": "pcs", "version": version}))
     clients = Clients(spec)
-    check = by_name(list(Preflight(spec, clients, NOW).node_images()), "base image pcs-x86_64 Slurm")
+    check = by_name(list(node_images(Context(spec, clients, NOW))), "base image pcs-x86_64 Slurm")
     assert check.status == status, check
     assert "24.11.7-2, 25.05.8-2, 25.11.6-2" in check.reason
     if status == PASS:
@@ -295,7 +343,7 @@ def test_a_pcs_base_image_must_carry_the_clusters_slurm(version, status):
 def test_a_pcs_base_image_that_lists_no_slurm_warns():
     spec = validated(base_spec())
     clients = Clients(spec, slurm=())
-    check = by_name(list(Preflight(spec, clients, NOW).node_images()), "base image pcs-x86_64 Slurm")
+    check = by_name(list(node_images(Context(spec, clients, NOW))), "base image pcs-x86_64 Slurm")
     assert check.status == WARN and "lists no Slurm versions" in check.reason
     assert "/opt/aws/pcs/scheduler/slurm-25.11" in check.reason and "describe-images" in check.hint
 
@@ -308,7 +356,7 @@ def test_a_pcs_base_image_that_lists_no_slurm_warns():
                                "volume")])
 def test_a_pcs_base_image_root_is_the_device_and_size_the_recipe_sets(root, status, said):
     spec = validated(base_spec())
-    check = by_name(list(Preflight(spec, Clients(spec, root=root), NOW).node_images()),
+    check = by_name(list(node_images(Context(spec, Clients(spec, root=root), NOW))),
                     "base image pcs-x86_64 root volume")
     assert check.status == status and said in check.reason, check
     if status == FAIL:
@@ -324,7 +372,7 @@ def hyperpod_base(clients):
 def test_a_hyperpod_image_keeps_the_base_root_volume_which_preflight_reports():
     spec = validated(base_spec(orchestrator={"type": "hyperpod-slurm"}))
     clients = Clients(spec, root=("/dev/xvda", 100))
-    checks = list(Preflight(spec, clients, NOW).node_images())
+    checks = list(node_images(Context(spec, clients, NOW)))
     root = by_name(checks, "base image hyperpod-slurm-x86_64 root volume")
     assert root.status == PASS
     assert root.reason.endswith(": root device /dev/xvda, root snapshot 100 GiB: the image keeps it (SageMaker "
@@ -334,7 +382,7 @@ def test_a_hyperpod_image_keeps_the_base_root_volume_which_preflight_reports():
     clients = Clients(spec, root=("/dev/xvda", 100))
     hyperpod_base(clients)["BlockDeviceMappings"].append(
         {"DeviceName": "/dev/sdb", "Ebs": {"VolumeSize": 50, "SnapshotId": "snap-0fedcba9876543210"}})
-    root = by_name(list(Preflight(spec, clients, NOW).node_images()), "base image hyperpod-slurm-x86_64 root volume")
+    root = by_name(list(node_images(Context(spec, clients, NOW))), "base image hyperpod-slurm-x86_64 root volume")
     assert root.status == FAIL and "EBS volumes at /dev/sdb" in root.reason
     assert "primary snapshot volume only" in root.reason
 
@@ -346,13 +394,13 @@ def test_ebs_encryption_by_default_refuses_a_hyperpod_image(kms):
     key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
     with mocked_aws():
         clients = Clients(spec, ebs_key=key)
-        off = by_name(list(Preflight(spec, clients, NOW).node_images()), "EBS encryption by default")
+        off = by_name(list(node_images(Context(spec, clients, NOW))), "EBS encryption by default")
         assert off.status == PASS
         assert off.reason == ("EBS encryption by default is off in us-east-1: the HyperPod image is built "
                               "unencrypted, as SageMaker takes it")
         assert len(clients.ebs_key._queue) == 1  # the key is not asked for
         clients("ec2").enable_ebs_encryption_by_default()
-        on = by_name(list(Preflight(spec, clients, NOW).node_images()), "EBS encryption by default")
+        on = by_name(list(node_images(Context(spec, clients, NOW))), "EBS encryption by default")
     assert on.status == FAIL
     assert on.reason == (f"EBS encryption by default is on in us-east-1 (key {key}): image hyperpod-slurm-x86_64 "
                          "would come out encrypted, and SageMaker HyperPod launches only unencrypted custom AMIs")
@@ -368,7 +416,7 @@ def test_a_pcs_image_without_the_storage_key_takes_the_default_ebs_key(key, kms,
     spec = validated(with_(base_spec(), "storage.kms", kms))
     with mocked_aws():
         clients = Clients(spec, ebs_key=key)
-        check = by_name(list(Preflight(spec, clients, NOW).node_images()), "EBS encryption by default")
+        check = by_name(list(node_images(Context(spec, clients, NOW))), "EBS encryption by default")
     assert check.status == status, check
     if kms:
         assert check.reason.endswith("the images are encrypted with the storage key")
@@ -381,7 +429,7 @@ def test_a_pcs_image_without_the_storage_key_takes_the_default_ebs_key(key, kms,
 
 def test_a_base_parameter_missing_in_the_region_fails_with_a_hint():
     spec = loader.load(ROOT / "examples/p6-b200-hyperpod-slurm.yaml").spec
-    checks = list(Preflight(spec, Clients(spec, parameters=()), NOW).node_images())
+    checks = list(node_images(Context(spec, Clients(spec, parameters=()), NOW)))
     missing = by_name(checks, "base image hyperpod-slurm-x86_64")
     assert missing.status == FAIL
     assert missing.reason.startswith("/aws/service/sagemaker-hyperpod/ami/x86_64/slurm-ubuntu-22.04/latest/ami-id not "
@@ -396,7 +444,7 @@ def test_image_builder_access_denied_is_a_fail_row_that_names_the_permission():
     stub.add_client_error("list_image_recipes", "AccessDeniedException", http_status_code=403)
     ssm, ssm_stub = stubbed("ssm", spec.region)
     ssm_stub.add_response("get_parameter", {"Parameter": {"Name": "p", "Type": "String", "Value": "ami-1"}})
-    checks = list(Preflight(spec, {"ssm": ssm, "imagebuilder": imagebuilder}.__getitem__, NOW).node_images())
+    checks = list(node_images(Context(spec, {"ssm": ssm, "imagebuilder": imagebuilder}.__getitem__, NOW)))
     denied = by_name(checks, "EC2 Image Builder")
     assert denied.status == FAIL and denied.reason == "access denied to ListImageRecipes"
     assert "imagebuilder:ListImageRecipes" in denied.hint
@@ -404,9 +452,9 @@ def test_image_builder_access_denied_is_a_fail_row_that_names_the_permission():
 
 def test_image_builder_not_in_the_region_fails_without_a_call(monkeypatch):
     spec = validated(base_spec())
-    monkeypatch.setattr(preflight, "offered_in", lambda service, region: service != "imagebuilder")
+    monkeypatch.setattr(endpoints, "offered_in", lambda service, region: service != "imagebuilder")
     clients = Clients(spec)
-    checks = list(Preflight(spec, clients, NOW).node_images())
+    checks = list(node_images(Context(spec, clients, NOW)))
     assert by_name(checks, "EC2 Image Builder").status == FAIL
     assert len(clients.imagebuilder_stub._queue) == 1  # never called
 
@@ -415,7 +463,7 @@ def test_hyperpod_image_builds_count_against_the_ec2_quota():
     """HyperPod's nodes are SageMaker's (its quotas); the build instance is an EC2 one."""
     spec = validated(base_spec(orchestrator={"type": "hyperpod-slurm"}))
     with mocked_aws():
-        checks = Preflight(spec, Clients(spec, quota=4.0), NOW).run()
+        checks = run_checks(Context(spec, Clients(spec, quota=4.0), NOW))
     build = by_name(checks, "quota On-Demand Standard vCPUs")
     assert build.status == FAIL
     assert build.reason.startswith("8 vCPUs needed (8 of them for the image builds of test-cluster-images), "
@@ -425,13 +473,13 @@ def test_hyperpod_image_builds_count_against_the_ec2_quota():
 def test_kubernetes_planes_build_no_images():
     data = with_(base_spec(orchestrator={"type": "eks"}), "network.extra_availability_zone_ids", ["use1-az6"])
     spec = validated(data)
-    assert list(Preflight(spec, Clients(spec), NOW).node_images()) == []
+    assert list(node_images(Context(spec, Clients(spec), NOW))) == []
     quotas, stub = stubbed("service-quotas", spec.region)
     stub.add_response("get_service_quota", {"Quota": {"Value": 4000.0}},
                       {"ServiceCode": "ec2", "QuotaCode": "L-417A185B"})
     stub.add_response("get_service_quota", {"Quota": {"Value": 4000.0}},
                       {"ServiceCode": "ec2", "QuotaCode": "L-1216C47A"})
-    standard = list(Preflight(spec, lambda service: quotas, NOW).quotas())[1]
+    standard = list(instance_quotas(Context(spec, lambda service: quotas, NOW)))[1]
     assert "image builds" not in standard.reason
 
 
@@ -460,15 +508,15 @@ def test_an_unreachable_endpoint_is_cannot_reach_not_a_missing_service():
         raise EndpointConnectionError(endpoint_url="https://pcs.us-east-1.amazonaws.com/")
 
     pcs.meta.events.register("before-send.pcs.ListClusters", unreachable)
-    (check,) = Preflight(spec, lambda service: pcs, NOW).control_plane()
+    (check,) = services.control_plane(Context(spec, lambda service: pcs, NOW))
     assert check.status == FAIL and check.reason.startswith("cannot reach https://pcs.us-east-1.amazonaws.com/")
     assert "check the network" in check.hint
 
 
 def test_a_service_botocore_does_not_list_in_the_region_fails_without_a_call(monkeypatch):
     spec = validated(base_spec(orchestrator={"type": "hyperpod-slurm"}))
-    monkeypatch.setattr(preflight, "offered_in", lambda service, region: False)
-    (check,) = Preflight(spec, lambda service: pytest.fail("no call"), NOW).control_plane()
+    monkeypatch.setattr(endpoints, "offered_in", lambda service, region: False)
+    (check,) = services.control_plane(Context(spec, lambda service: pytest.fail("no call"), NOW))
     assert check == preflight.Check("SageMaker HyperPod", FAIL, "SageMaker HyperPod is not offered in us-east-1 "
                                     "(botocore's endpoint data)", "choose a region where the service runs")
 
@@ -484,7 +532,7 @@ def test_offered_in_reads_botocores_endpoint_data(service, region, offered):
 def test_hyperpod_uses_sagemaker_quotas_and_list_clusters():
     spec = validated(base_spec(orchestrator={"type": "hyperpod-slurm"}))
     with mocked_aws():
-        checks = Preflight(spec, Clients(spec, quota=1.0), NOW).run()
+        checks = run_checks(Context(spec, Clients(spec, quota=1.0), NOW))
     assert by_name(checks, "instance types").status == WARN
     assert by_name(checks, "quota ml.p5.48xlarge for cluster usage").status == FAIL  # 2 needed, quota 1
     assert by_name(checks, "SageMaker HyperPod").status == PASS
@@ -567,7 +615,7 @@ def test_an_az_id_the_region_does_not_have_fails(capsys):
     assert not [d for d in problems(data) if d.is_error]
     spec = validated(data)
     with mocked_aws():
-        checks = list(Preflight(spec, Clients(spec, []), NOW).zones())
+        checks = list(account.zones(Context(spec, Clients(spec, []), NOW)))
     (zone,) = [c for c in checks if c.name == "AZ ID use1-az99"]
     assert zone.status == FAIL and zone.reason == "no zone use1-az99 in us-east-1"
     assert zone.hint.startswith("zones here: use1-az1, use1-az2") and "use1-az4" in zone.hint
@@ -599,7 +647,7 @@ def test_groups_drawing_on_one_reservation_are_summed():
     stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
         reservation(spec.node_groups[0], block=False, total=8, end=None)]},
         {"CapacityReservationIds": ["cr-0123456789abcdef0"]})  # one call for both groups
-    checks = list(Preflight(spec, lambda service: ec2, NOW).reservations())
+    checks = list(capacity.reservations(Context(spec, lambda service: ec2, NOW)))
     (size,) = [c for c in checks if c.name.endswith(": size")]
     assert size.name == "reservation gpu0, gpu1: size" and size.status == FAIL
     assert "holds 8 instances; node groups gpu0 (16), gpu1 (8) need up to 24 together" in size.reason
@@ -621,7 +669,7 @@ def test_a_resource_group_is_judged_on_its_total():
     ec2_stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
         reservation(spec.node_groups[0], block=False, total=8, rid=rid, end=None)
         for rid in RIDS]})
-    checks = list(Preflight(spec, {"resource-groups": groups, "ec2": ec2}.get, NOW).reservations())
+    checks = list(capacity.reservations(Context(spec, {"resource-groups": groups, "ec2": ec2}.get, NOW)))
     assert not [c for c in checks if c.status == FAIL], checks
     (size,) = [c for c in checks if c.name.endswith(": size")]
     assert size.status == PASS and "2 reservations hold 16 instances" in size.reason
@@ -641,7 +689,7 @@ def test_a_named_placement_group_must_exist_and_be_a_cluster_group(answer, statu
     spec = with_pg()
     ec2, stub = stubbed("ec2", spec.region)
     stub.add_response("describe_placement_groups", answer, {"GroupNames": ["train-cpg"]})
-    (check,) = Preflight(spec, lambda service: ec2, NOW).placement_groups()
+    (check,) = ec2_checks.placement_groups(Context(spec, lambda service: ec2, NOW))
     assert check.status == status and word in check.reason
 
 
@@ -649,7 +697,7 @@ def test_an_unknown_placement_group_error_is_a_fail_row():
     spec = with_pg()
     ec2, stub = stubbed("ec2", spec.region)
     stub.add_client_error("describe_placement_groups", "InvalidPlacementGroup.Unknown", "unknown")
-    (check,) = Preflight(spec, lambda service: ec2, NOW).placement_groups()
+    (check,) = ec2_checks.placement_groups(Context(spec, lambda service: ec2, NOW))
     assert check.status == FAIL and "no placement group train-cpg in us-east-1" in check.reason
 
 
@@ -670,7 +718,7 @@ def test_a_named_ami_must_exist_match_the_architecture_and_fit_the_root_volume(a
     spec = validated(with_(base_spec(), "node_groups[0].ami_id", "ami-0123456789abcdef0"))
     ec2, stub = stubbed("ec2", spec.region)
     stub.add_response("describe_images", answer, {"ImageIds": ["ami-0123456789abcdef0"]})
-    (check,) = Preflight(spec, lambda service: ec2, NOW).amis()
+    (check,) = ec2_checks.amis(Context(spec, lambda service: ec2, NOW))
     assert check.status == status and word in check.reason, check
 
 
@@ -687,7 +735,7 @@ def test_throttling_and_server_errors_fail_that_check_only(code, status, word):
         ec2, stub = stubbed("ec2", spec.region)
         stub.add_client_error("describe_availability_zones", code, "try later", http_status_code=status)
         clients.ec2 = Split(clients.ec2.base, ec2, ("describe_availability_zones",))
-        checks = Preflight(spec, clients, NOW).run()
+        checks = run_checks(Context(spec, clients, NOW))
     failed = by_name(checks, "availability zones")
     assert failed.status == FAIL and word in failed.reason and failed.hint
     assert by_name(checks, "credentials").status == PASS and by_name(checks, "AWS PCS").status == PASS
@@ -697,8 +745,8 @@ def test_an_answer_without_the_fields_asked_for_is_a_fail_row():
     spec = validated(base_spec())
     ec2, stub = stubbed("ec2", spec.region)
     stub.add_response("describe_availability_zones", {})  # valid for the model, but no AvailabilityZones
-    checks = Preflight(spec, lambda service: ec2, NOW)._guard("availability zones", Preflight(
-        spec, lambda service: ec2, NOW).zones)
+    ctx = Context(spec, lambda service: ec2, NOW)
+    checks = guard(ctx, "availability zones", partial(account.zones, ctx))
     (check,) = checks
     assert check.status == FAIL and "lacks what the check reads" in check.reason
 
@@ -770,8 +818,8 @@ def test_a_closed_port_is_cannot_reach():
     spec = validated(base_spec())
     client = boto3.client("sts", region_name=spec.region, endpoint_url=f"http://127.0.0.1:{port}",
                           config=Config(retries={"max_attempts": 1}, connect_timeout=1))
-    (check,) = Preflight(spec, lambda service: client, NOW)._guard("credentials", Preflight(
-        spec, lambda service: client, NOW).identity)
+    ctx = Context(spec, lambda service: client, NOW)
+    (check,) = guard(ctx, "credentials", partial(account.identity, ctx))
     assert check.status == FAIL and check.reason.startswith(f"cannot reach http://127.0.0.1:{port}")
 
 
@@ -856,7 +904,7 @@ def test_encrypted_images_need_the_service_linked_roles_the_key_policy_names():
     spec = validated(base_spec(storage={"kms": True}))
     with mocked_aws():
         clients = Clients(spec)
-        checks = list(Preflight(spec, clients, NOW).node_images())
+        checks = list(node_images(Context(spec, clients, NOW)))
         pcs, builder = (by_name(checks, "service-linked role AWSServiceRoleForPCS"),
                         by_name(checks, "service-linked role AWSServiceRoleForImageBuilder"))
         assert (pcs.status, builder.status) == (FAIL, FAIL)
@@ -869,20 +917,20 @@ def test_encrypted_images_need_the_service_linked_roles_the_key_policy_names():
                                            {"Effect": "Allow", "Principal": {"Service": service},
                                             "Action": "sts:AssumeRole"}]}))
         clients = Clients(spec)
-        checks = list(Preflight(spec, clients, NOW).node_images())
+        checks = list(node_images(Context(spec, clients, NOW)))
         assert by_name(checks, "service-linked role AWSServiceRoleForPCS").status == PASS
         assert by_name(checks, "service-linked role AWSServiceRoleForImageBuilder").status == PASS
-    unencrypted = list(Preflight(validated(base_spec()), Clients(validated(base_spec())), NOW).node_images())
+    unencrypted = list(node_images(Context(validated(base_spec()), Clients(validated(base_spec())), NOW)))
     assert not [c for c in unencrypted if c.name.startswith("service-linked role")]
 
 
 def test_a_shared_home_gets_its_fsx_check():
     spec = validated(with_(base_spec(), "storage.home", {"deployment_type": "SINGLE_AZ_HA_2"}))
     with mocked_aws():
-        checks = Preflight(spec, Clients(spec, matching_reservations(spec)), NOW).run()
+        checks = run_checks(Context(spec, Clients(spec, matching_reservations(spec)), NOW))
     check = by_name(checks, "FSx for OpenZFS SINGLE_AZ_HA_2")
     assert check.status == WARN and "only the create call does" in check.reason
     bare = validated(base_spec())
     with mocked_aws():
-        checks = Preflight(bare, Clients(bare, matching_reservations(bare)), NOW).run()
+        checks = run_checks(Context(bare, Clients(bare, matching_reservations(bare)), NOW))
     assert not [c for c in checks if c.name.startswith("FSx for OpenZFS")]

@@ -10,8 +10,8 @@ from datetime import timedelta
 import boto3
 import pytest
 
-from fmcluster.deploy import preflight
-from fmcluster.deploy.preflight import FAIL, PASS, WARN, Preflight
+from fmcluster.deploy.preflight import FAIL, PASS, WARN, Context, account, capacity
+from fmcluster.deploy.preflight.context import when
 from fmcluster.facts.controlplanes import ULTRASERVER_BLOCK_TERMINATION_MINUTES
 from tests.support.moto_aws import mocked_aws
 from tests.support.preflight import (
@@ -55,7 +55,7 @@ def status(interconnect="ok", block_id=BLOCK_ID) -> dict:
 
 
 def run_reservations(spec, ec2, stub, **clients):
-    checks = list(Preflight(spec, {"ec2": ec2, **clients}.get, NOW).reservations())
+    checks = list(capacity.reservations(Context(spec, {"ec2": ec2, **clients}.get, NOW)))
     stub.assert_no_pending_responses()
     return checks
 
@@ -72,7 +72,7 @@ def test_a_matching_ultraserver_block_passes():
     state = by_name(checks, "reservation gb200: block state").reason
     end = NOW + timedelta(days=6) - timedelta(minutes=ULTRASERVER_BLOCK_TERMINATION_MINUTES)
     assert state.startswith(f"{BLOCK_ID}: active UltraServer Capacity Block, 2026-11-30 12:00Z to 2026-12-07 12:00Z")
-    assert f"terminates its instances from {preflight._when(end)} (60 minutes before the end)" in state
+    assert f"terminates its instances from {when(end)} (60 minutes before the end)" in state
     assert by_name(checks, "reservation gb200: interconnect").reason == f"{BLOCK_ID}: accelerator interconnect ok"
     assert by_name(checks, "reservation gb200: size").status == PASS  # 18 instances, as before
 
@@ -255,7 +255,7 @@ def zone_checks(opt_in):
     ec2, stub = stubbed("ec2", spec.region)
     stub.add_response("describe_availability_zones", {"AvailabilityZones": [*REGIONAL, dallas(opt_in)]},
                       {"AllAvailabilityZones": True})
-    return list(Preflight(spec, lambda service: ec2, NOW).zones())
+    return list(account.zones(Context(spec, lambda service: ec2, NOW)))
 
 
 def test_an_opted_in_local_zone_passes_and_names_its_parent_zone():
@@ -287,7 +287,7 @@ def test_offerings_are_asked_for_the_local_zone_id(offered, status):
         {"LocationType": "availability-zone-id",
          "Filters": [{"Name": "location", "Values": sorted([DALLAS, "use1-az4"])},
                      {"Name": "instance-type", "Values": types}]})
-    checks = list(Preflight(spec, lambda service: ec2, NOW).offerings())
+    checks = list(account.offerings(Context(spec, lambda service: ec2, NOW)))
     stub.assert_no_pending_responses()
     assert by_name(checks, "offering m7i.2xlarge").reason == "offered in use1-az4"
     check = by_name(checks, "offering p6e-gb200.36xlarge")

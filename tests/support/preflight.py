@@ -124,7 +124,7 @@ class Clients:
                                              | {spec.orchestrator.login.instance_type}))]})
             self.quota_stub.add_response("get_service_quota", {"Quota": {"Value": quota}})  # the image builds'
         else:
-            for _ in range(4):  # at most one EC2 vCPU quota per class and market
+            for _ in range(6):  # at most one EC2 vCPU quota per quota (P, G and VT, Standard) and market
                 self.quota_stub.add_response("get_service_quota", {"Quota": {"Value": quota}})
         self.pcs, pcs_stub = stubbed("pcs", region)
         pcs_stub.add_response("list_clusters", {"clusters": []})
