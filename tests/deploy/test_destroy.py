@@ -15,6 +15,7 @@ import pytest
 
 from fmcluster.cli import main
 from fmcluster.deploy import assembly, destroy, nodes, retained
+from fmcluster.deploy.destroy import deleting
 from fmcluster.facts import prices
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
@@ -497,7 +498,7 @@ def test_each_stack_is_waited_for_and_a_slow_one_says_how_long(monkeypatch):
     assert said == ["c-cluster: deleting", "c-cluster: DELETE_IN_PROGRESS for 5 min",
                     f"c-cluster: deleted after {polls * destroy.STACK_POLL_S / 60:.0f} min"]
     stub.assert_no_pending_responses()
-    monkeypatch.setattr(destroy, "STACK_LIMIT_S", 2 * destroy.STACK_POLL_S)
+    monkeypatch.setattr(deleting, "STACK_LIMIT_S", 2 * destroy.STACK_POLL_S)
     stub.add_response("delete_stack", {}, {"StackName": stack_id})
     for _ in range(3):
         stub.add_response("describe_stacks", {"Stacks": [{"StackName": "c-cluster", "StackId": stack_id,
