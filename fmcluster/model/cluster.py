@@ -18,6 +18,18 @@ from fmcluster.facts.catalog import ULTRASERVERS, InstanceType, UltraServer, cat
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ControlPlane, PcsSize
 from fmcluster.facts.efa import Interface, efa_layout, lnet_efa_interfaces
 from fmcluster.facts.placement import Placement, placement_for
+from fmcluster.model import node
+from fmcluster.model.node import COMPUTE as COMPUTE
+from fmcluster.model.node import CONTROLLER as CONTROLLER
+from fmcluster.model.node import LOGIN as LOGIN
+from fmcluster.model.node import LUSTRE as LUSTRE
+from fmcluster.model.node import OPENZFS as OPENZFS
+from fmcluster.model.node import SYSTEM as SYSTEM
+from fmcluster.model.node import Health as Health
+from fmcluster.model.node import Home as Home
+from fmcluster.model.node import NodeSetup
+from fmcluster.model.node import health_of as health_of
+from fmcluster.model.node import home_of as home_of
 from fmcluster.model.reference_image import ReferenceImage, reference_images
 from fmcluster.model.teams import Team, resolve_teams
 from fmcluster.spec.models import CapacitySpec, ClusterSpec, NodeGroupSpec
@@ -30,8 +42,6 @@ if TYPE_CHECKING:
 
         labels: Mapping[str, str]
 
-COMPUTE, LOGIN, SYSTEM, CONTROLLER = "compute", "login", "system", "controller"
-OPENZFS, LUSTRE = "openzfs", "lustre"  # what the shared home is (Home.kind)
 PCS_LOGIN_ROOT_VOLUME_GIB = 256  # the PCS login nodes' root volume
 SYSTEM_ROOT_VOLUME_GIB = 256  # the EKS system nodes' root volume
 HYPERPOD_SYSTEM_VOLUME_GIB = 256  # /opt/sagemaker of the HyperPod Slurm controller and login nodes
@@ -182,49 +192,6 @@ class Stack:
 
 
 @dataclass(frozen=True)
-class Home:
-    """The cluster's shared home: which file system is mounted at /home on every node.
-    `kind`: "openzfs" (storage.home, NFS) or "lustre" (storage.lustre at mount_path /home)."""
-
-    kind: str
-    mount_path: str = node_facts.HOME_PATH
-
-
-def home_of(spec: ClusterSpec) -> Optional[Home]:
-    """The spec's shared home, or None: storage.home, else the Lustre file system where it is
-    mounted at /home (the rules refuse both at once)."""
-    if spec.storage.home is not None:
-        return Home(OPENZFS)
-    lustre = spec.storage.lustre
-    if lustre is not None and lustre.mount_path == node_facts.HOME_PATH:
-        return Home(LUSTRE)
-    return None
-
-
-@dataclass(frozen=True)
-class Health:
-    """How the cluster keeps its GPU nodes healthy (the spec's `health`, resolved): the check's
-    period, whether and how fast faulty nodes are replaced, and the deep check of new nodes."""
-
-    check_minutes: int
-    replace: bool
-    max_replacing: int
-    deep_check: bool
-    replace_window_minutes: int = health_facts.REPLACE_WINDOW_MINUTES
-    block_guard_minutes: int = health_facts.BLOCK_GUARD_MINUTES
-
-    @property
-    def check_seconds(self) -> int:
-        return self.check_minutes * 60
-
-
-def health_of(spec: ClusterSpec) -> Health:
-    h = spec.health
-    return Health(check_minutes=h.check_minutes, replace=h.replace, max_replacing=h.max_replacing,
-                  deep_check=h.deep_check)
-
-
-@dataclass(frozen=True)
 class ClusterModel:
     spec: ClusterSpec
     control_plane: ControlPlane
@@ -249,6 +216,12 @@ class ClusterModel:
     home: Optional[Home] = None  # the shared home (storage.home, or Lustre at /home); None without one
     health: Health = Health(check_minutes=health_facts.CHECK_MINUTES, replace=True,
                             max_replacing=health_facts.MAX_REPLACING, deep_check=True)
+    # what runs on the nodes of each group (fmcluster.model.node), by group name: `node(group)`
+    nodes: Mapping[str, NodeSetup] = field(default_factory=lambda: MappingProxyType({}))
+
+    def node(self, group: NodeGroup) -> NodeSetup:
+        """What runs on `group`'s nodes, as resolved once: what every node renderer reads."""
+        return self.nodes[group.name]
 
     def team(self, name: str) -> Team:
         return next(t for t in self.teams if t.name == name)
@@ -290,25 +263,22 @@ class ClusterModel:
         return tags
 
     def runs_containers(self, group: NodeGroup) -> bool:
-        """The group's nodes run Slurm jobs in containers (Enroot and Pyxis): on a Slurm plane, the
-        GPU compute groups and the control plane's own (login nodes, the HyperPod controller)."""
-        return self.control_plane.scheduler == "slurm" and (group.role != COMPUTE or group.instance.is_gpu)
+        """The group's nodes run Slurm jobs in containers (fmcluster.model.node.runs_containers)."""
+        return node.runs_containers(self.control_plane, group)
 
     def checks_health(self, group: NodeGroup) -> bool:
-        """The group's nodes run fmcluster's continuous health check: the GPU compute groups of a
-        Slurm plane (on Kubernetes the node monitoring agents take nodes out of the pool)."""
-        return self.control_plane.scheduler == "slurm" and group.role == COMPUTE and group.instance.is_gpu
+        """The group's nodes run fmcluster's continuous health check (fmcluster.model.node.checks_health)."""
+        return node.checks_health(self.control_plane, group)
 
     def deep_checks(self, group: NodeGroup) -> bool:
-        """A new node of the group runs fmcluster's deep check before its first job: the GPU
-        compute groups of AWS PCS with health.deep_check (SageMaker HyperPod runs its own)."""
-        return self.control_plane.type == "pcs" and self.health.deep_check and self.checks_health(group)
+        """A new node of the group runs fmcluster's deep check (fmcluster.model.node.deep_checks)."""
+        return node.deep_checks(self.control_plane, self.health, group)
 
     @property
     def imex_prolog(self) -> bool:
         """Slurm runs the IMEX prolog: a Slurm cluster with an UltraServer node group (installed on
         every compute node, since Prolog is cluster-wide)."""
-        return self.control_plane.scheduler == "slurm" and bool(self.ultraserver_groups)
+        return _imex_prolog(self.control_plane, self.node_groups)
 
     @property
     def slurm_settings(self) -> Mapping[str, str]:
@@ -325,6 +295,10 @@ class ClusterModel:
         On Kubernetes they bring the NVIDIA DRA driver (ComputeDomains), GPU feature discovery (the
         nvidia.com/gpu.clique label) and the Kueue Topology of their flavors."""
         return tuple(g for g in self.node_groups if g.ultraserver)
+
+
+def _imex_prolog(cp: ControlPlane, groups: tuple[NodeGroup, ...]) -> bool:
+    return cp.scheduler == "slurm" and any(g.ultraserver for g in groups)
 
 
 def _node_group(spec: ClusterSpec, group: NodeGroupSpec, cp: ControlPlane, lustre_efa: bool) -> NodeGroup:
@@ -473,6 +447,9 @@ def resolve(spec: ClusterSpec) -> ClusterModel:
     if login is not None:
         login, placed = placed[0], placed[1:]
     references = reference_images(spec, tuple(g for g in placed if g.role == COMPUTE and g.instance.is_gpu))
+    home, health = home_of(spec), health_of(spec)
+    setups = {g.name: node.resolve_node(spec, cp, health, home, g, imex_prolog=_imex_prolog(cp, placed))
+              for g in (*(g for g in (controller, login) if g is not None), *placed)}
     return ClusterModel(
         spec=spec, control_plane=cp, node_groups=placed, login=login, controller=controller, total_nodes=nodes,
         pcs_size=controlplanes.pcs_size_for(nodes) if cp.type == "pcs" else None,
@@ -480,4 +457,4 @@ def resolve(spec: ClusterSpec) -> ClusterModel:
         tags=MappingProxyType({naming.CLUSTER_TAG: spec.name, **spec.tags}),
         stacks=_stacks(spec, cp, observed, bool(images), bool(references)), observed=observed, lustre_efa=lustre_efa,
         serving=_serving(spec, placed), images=images, reference_images=references, teams=resolve_teams(spec),
-        home=home_of(spec), health=health_of(spec))
+        home=home, health=health, nodes=MappingProxyType(setups))

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Mapping, Optional, Sequence, cast
 
 from fmcluster.facts import catalog, openzfs
 from fmcluster.facts import health as health_facts
-from fmcluster.facts import images as image_facts
 from fmcluster.facts.catalog import InstanceType
 from fmcluster.facts.efa import efa_layout, lnet_efa_interfaces
 from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, HOME_PATH, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
+from fmcluster.model.node import SLURMD_UNIT, Containers, SlurmPaths, slurmd_units
 
 if TYPE_CHECKING:
     from fmcluster.model.cluster import NodeGroup
@@ -120,24 +120,6 @@ CONTAINER_PACKAGES = f"{CONTAINER_BUILD_PACKAGES} {ENROOT_RUNTIME_PACKAGES} {NFS
 IMAGE_MANIFEST = f"{FMCLUSTER_ETC}/image.env"
 DOWNLOAD_ATTEMPTS = 5  # the image bake's clones
 DOWNLOAD_RETRY_SECONDS = 15
-# Where Slurm is: AWS PCS installs each Slurm release it offers under its own prefix and includes
-# /etc/aws/pcs/scheduler/slurm-VERSION/plugstack.conf.d/ itself (PCS User Guide, "Install SPANK
-# plugins", "Configure SPANK plugins"); SageMaker HyperPod keeps Slurm under /opt/slurm, and its
-# slurmd runs configless: it reads the plugstack.conf that slurmctld sends (cached in
-# HYPERPOD_CONF_CACHE), so the controller's plugstack.conf includes the plugin's configuration by
-# name (a wildcard include breaks configless; lifecycle_scripts/plugstack.sh), and each node
-# keeps that included file, and the plugin, itself (an absolute include is read on the node).
-# The Slurm prefixes are fmcluster.facts.images' (the image bakes Pyxis against the same ones).
-PCS_SLURM_ETC = "/etc/aws/pcs/scheduler/slurm-{version}"
-# slurmd's unit: AWS PCS's Slurm installer copies the unit its build makes to /etc/systemd/system
-# as slurmd-VERSION.service (PCS User Guide, "Software installers to build custom AMIs for AWS
-# PCS"; the PCS-ready DLAMI has one per release it carries), and the PCS agent starts the one of
-# the cluster's release; Slurm's own packages and SageMaker HyperPod name it slurmd.service.
-# Which one the agent starts is not documented (a PCS-ready DLAMI node's journal shows slurmd.service),
-# so the node scripts write each drop-in for both names (common.sh's slurmd_dropin, SLURMD_UNITS).
-PCS_SLURMD_UNIT = "slurmd-{version}.service"
-SLURMD_UNIT = "slurmd.service"
-HYPERPOD_CONF_CACHE = "/var/spool/slurmd/conf-cache"  # slurmd's copy of the controller's configuration
 FALLBACK_SCRATCH = "/tmp"  # Enroot's node-local paths on a type without instance store
 ENROOT_LOCAL_DIRS = ("runtime", "data", "tmp")  # under ENROOT_LOCAL, each mode 1777
 
@@ -198,49 +180,6 @@ class Metrics:
 
 
 @dataclass(frozen=True)
-class Containers:
-    """Enroot and Pyxis on a Slurm node (``containers.sh``). `slurm_prefix`: the node's Slurm
-    (spank.h under include/; Pyxis goes to lib/slurm/); `plugstack_dir`: the directory of SPANK
-    configuration Slurm includes; `plugstack_conf`: the plugstack.conf that must include it ("" where
-    the scheduler's own does: AWS PCS; lifecycle_scripts/plugstack.sh writes it); `slurmd_plugstack`: the
-    plugstack.conf slurmd really reads, which must include PLUGSTACK_DIR/pyxis.conf by name ("": it
-    is the scheduler's, which includes PLUGSTACK_DIR); `slurm_bin`: Slurm's commands, put on slurmd's PATH for
-    Enroot's Slurm PMI hook ("" to leave it); `restart_slurmd`: restart a running slurmd after the
-    install (HyperPod, where slurmd runs before the lifecycle script); `shared_path`: the shared
-    file system's mount point, for the image cache ("" none: the cache is node-local)."""
-
-    slurm_prefix: str
-    plugstack_dir: str
-    plugstack_conf: str = ""
-    slurmd_plugstack: str = ""
-    slurm_bin: str = ""
-    restart_slurmd: bool = False
-    shared_path: str = ""
-
-    @classmethod
-    def pcs(cls, slurm_version: str, shared_path: str = "") -> "Containers":
-        return cls(image_facts.slurm_prefix(image_facts.PCS, slurm_version),
-                   PCS_SLURM_ETC.format(version=slurm_version) + "/plugstack.conf.d",
-                   slurm_bin=slurm_bin(slurm_version), shared_path=shared_path)
-
-    @classmethod
-    def hyperpod(cls, shared_path: str = "") -> "Containers":
-        prefix = image_facts.slurm_prefix(image_facts.HYPERPOD_SLURM, "")
-        etc = f"{prefix}/etc"
-        return cls(prefix, f"{etc}/plugstack.conf.d", plugstack_conf=f"{etc}/plugstack.conf",
-                   slurmd_plugstack=f"{HYPERPOD_CONF_CACHE}/plugstack.conf", restart_slurmd=True,
-                   shared_path=shared_path)
-
-    @property
-    def plugin(self) -> str:
-        return f"{self.slurm_prefix}/lib/slurm/spank_pyxis.so"
-
-    @property
-    def pyxis_conf(self) -> str:
-        return f"{self.plugstack_dir}/pyxis.conf"
-
-
-@dataclass(frozen=True)
 class HealthCheck:
     """The continuous node health check of a Slurm GPU node (health.sh, programs/node-health.sh),
     from the model's `health`: `check_seconds`, how often; `replace`, a node drained for a hardware
@@ -278,7 +217,6 @@ HEALTH_DCGM_LEVEL = 1  # the quick DCGM diagnostic, on an idle node
 # by runner: slurmd kills its HealthCheckProgram after 60 s (src/slurmd/slurmd/slurmd.c,
 # run_script_health_check: max_wait 60 * 1000 ms; its environment holds SLURMD_NODENAME alone).
 HEALTH_TIMEOUTS = {"timer": (30, 120), "slurm": (8, 30), "metrics": (30, 120)}
-HYPERPOD_SLURM_BIN = "/opt/slurm/bin"
 
 
 def has_nvlink(instance: InstanceType) -> bool:
@@ -313,15 +251,9 @@ def imex_prolog(slurm_bin: str, **settings: str) -> str:
     return text
 
 
-def slurmd_units(slurm_version: str) -> str:
-    """The names slurmd's unit may have on an AWS PCS node of `slurm_version`, the installer's first
-    (SLURMD_UNITS; only slurmd.service without a version)."""
-    return " ".join(([PCS_SLURMD_UNIT.format(version=slurm_version)] if slurm_version else []) + [SLURMD_UNIT])
-
-
 def slurm_bin(slurm_version: str) -> str:
     """Slurm's commands on an AWS PCS node of the cluster's Slurm version."""
-    return image_facts.slurm_prefix(image_facts.PCS, slurm_version) + "/bin"
+    return SlurmPaths.pcs(slurm_version).bin
 
 
 EMBED_END = "FMCLUSTER_PROGRAM_END"

@@ -12,6 +12,7 @@ from typing import Mapping, Optional
 
 from fmcluster.facts.efa import lnet_efa_interfaces
 from fmcluster.facts.node import SCRATCH_PATH
+from fmcluster.model.node import HYPERPOD_SLURM_BIN, Containers
 from fmcluster.node import bootstrap
 
 SCRIPTS = Path(__file__).parent / "scripts" / "hyperpod"
@@ -87,23 +88,23 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
     if instance.nvme_disks:
         program.scratch(scratch_path)
     if runtime is not None:
-        slurm_runtime(program, bootstrap.Containers.hyperpod(runtime.shared_path), scratch_path,
+        slurm_runtime(program, Containers.hyperpod(runtime.shared_path), scratch_path,
                       controller=runtime.controller)
     if checks is not None:
         containers = None
         if checks.containers and instance.is_gpu:
-            containers = bootstrap.Containers.hyperpod(checks.cache_path)
+            containers = Containers.hyperpod(checks.cache_path)
             slurm_runtime(program, containers, scratch_path, controller=False)
         mounts = [*checks.mounts, *([scratch_path] if instance.nvme_disks else [])]
         program.readiness(mounts=mounts, lnet_efa=False, containers=containers, scratch_path=scratch_path)
         program.add("gate-drain.sh", "gate_drain")
         if checks.health is not None and instance.is_gpu:
             checks.health.install(program, efa_devices=bootstrap.efa_devices(instance, efa), mounts=mounts,
-                                  slurm_bin=bootstrap.HYPERPOD_SLURM_BIN)
+                                  slurm_bin=HYPERPOD_SLURM_BIN)
     return program.render(bootstrap.header(COMMENT))
 
 
-def slurm_runtime(program: bootstrap.NodeProgram, containers: bootstrap.Containers, scratch_path: str, *,
+def slurm_runtime(program: bootstrap.NodeProgram, containers: Containers, scratch_path: str, *,
                   controller: bool) -> None:
     """Enroot and Pyxis, baked into the image, checked and configured (containers.sh), then Pyxis
     registered in the controller's plugstack.conf by name (lifecycle_scripts/plugstack.sh;

@@ -11,6 +11,7 @@ import subprocess
 
 import pytest
 
+from fmcluster.model import node as node_setup
 from fmcluster.node import bootstrap, lifecycle
 from tests.support.tools import assert_shellcheck_clean
 
@@ -129,7 +130,7 @@ def test_hyperpod_node_ready_reads_what_configless_slurmd_reads():
     """On HyperPod the readiness check looks at the plugstack.conf slurmd got from the controller
     (its conf-cache), not the node's own; the controller alone reconfigures slurmctld."""
     compute = settings(render("b200-containers"))
-    assert f"\nREADY_PLUGSTACK={bootstrap.HYPERPOD_CONF_CACHE}/plugstack.conf\n" in compute
+    assert f"\nREADY_PLUGSTACK={node_setup.HYPERPOD_CONF_CACHE}/plugstack.conf\n" in compute
     assert "\nREADY_PYXIS_CONF=/opt/slurm/etc/plugstack.conf.d/pyxis.conf\n" in compute
     assert "\nSLURM_CONTROLLER=0\n" in compute
     assert "\nSLURM_CONTROLLER=1\n" in settings(render("controller-containers")) + "\n"

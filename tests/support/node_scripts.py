@@ -20,6 +20,7 @@ from pathlib import Path
 from fmcluster.deploy import assembly
 from fmcluster.facts import catalog, images
 from fmcluster.facts import kubernetes as k8s
+from fmcluster.model import node as node_setup
 from fmcluster.node import bootstrap
 from tests.support.sandbox import Scenario, template_text, user_data_parts
 
@@ -118,10 +119,10 @@ def scenario(node: NodeScript) -> Scenario:
                   imex=instance.ultraserver)
     if node.plane == "pcs":  # Ubuntu 24.04 (the PCS DLAMI), slurmd started by PCS, on the cluster's image
         return Scenario(**common, image_slurm_prefix=images.slurm_prefix(images.PCS, node.slurm_version),
-                        slurmd_unit=bootstrap.PCS_SLURMD_UNIT.format(version=node.slurm_version))
+                        slurmd_unit=node_setup.PCS_SLURMD_UNIT.format(version=node.slurm_version))
     if node.plane == "hyperpod-slurm":
         # slurmd's configless copy of the controller's plugstack.conf, once the controller registered Pyxis
-        plugstack = f"include {bootstrap.Containers.hyperpod().pyxis_conf}\n"
+        plugstack = f"include {node_setup.Containers.hyperpod().pyxis_conf}\n"
         return Scenario(**common, os_release="jammy", slurmd=False, dlami_nvme=0, slurmd_plugstack=plugstack)
     return Scenario(**common, os_release="amzn2023", slurmd=False)  # eks, hyperpod-eks: AL2023
 
