@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import aws_cdk as cdk
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
+
+from fmcluster_cdk.constructs.storage.file_servers import allow_ports, file_server_security_group, name_tags
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))  # TCP, between clients and file servers, and among servers
 FILE_SYSTEM_TYPE_VERSION = "2.15"  # required for EFA; the newest client line for AL2023 and Ubuntu 22.04+
@@ -119,15 +120,15 @@ class LustreFileSystem(Construct):
                  kms_key_id: str | None = None, name: str | None = None,
                  backup_retention_days: int = BACKUP_RETENTION_DAYS) -> None:
         super().__init__(scope, construct_id)
-        tags = [cdk.CfnTag(key="Name", value=name)] if name else None
-        self.security_group = ec2.CfnSecurityGroup(
-            self, "SecurityGroup", vpc_id=vpc_id, tags=tags,
-            group_description="FSx for Lustre file servers: TCP 988 and 1018-1023 from clients and each other",
-            security_group_egress=[ec2.CfnSecurityGroup.EgressProperty(
-                ip_protocol="-1", cidr_ip="0.0.0.0/0", description="all outbound")])
-        self.security_group.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
-        self._allow_lustre_from("Servers", self.security_group.attr_group_id, "file servers", retain=True)
-        self._allow_lustre_from("Clients", client_security_group_id, "cluster nodes", retain=False)
+        tags = name_tags(name)
+        self.security_group = file_server_security_group(
+            self, vpc_id=vpc_id, tags=tags,
+            description="FSx for Lustre file servers: TCP 988 and 1018-1023 from clients and each other")
+        group_id = self.security_group.attr_group_id
+        allow_ports(self, "Servers", group_id=group_id, source_group_id=group_id, protocol="tcp", ports=LUSTRE_PORTS,
+                    what="Lustre TCP", who="file servers", retain=True)
+        allow_ports(self, "Clients", group_id=group_id, source_group_id=client_security_group_id, protocol="tcp",
+                    ports=LUSTRE_PORTS, what="Lustre TCP", who="cluster nodes")
 
         persistent = deployment_type in PERSISTENT
         if kms_key_id and not persistent:
@@ -183,16 +184,6 @@ class LustreFileSystem(Construct):
             log_configuration=fsx.CfnFileSystem.LogConfigurationProperty(level="WARN_ERROR"),
             **backups,
         )
-
-    def _allow_lustre_from(self, construct_id: str, source_group_id: str, who: str, *, retain: bool) -> None:
-        for low, high in LUSTRE_PORTS:
-            ports = str(low) if low == high else f"{low}-{high}"
-            rule = ec2.CfnSecurityGroupIngress(
-                self, f"{construct_id}{ports}", group_id=self.security_group.attr_group_id,
-                ip_protocol="tcp", from_port=low, to_port=high, source_security_group_id=source_group_id,
-                description=f"Lustre TCP {ports} from {who}")
-            if retain:
-                rule.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
 
     def link(self, *, file_system_path: str, bucket_name: str, prefix: str = "",
              import_events: Sequence[str] = (), export_events: Sequence[str] = ()) -> fsx.CfnDataRepositoryAssociation:

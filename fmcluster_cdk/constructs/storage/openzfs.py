@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Sequence
 
 import aws_cdk as cdk
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from constructs import Construct
 
+from fmcluster_cdk.constructs.storage.file_servers import allow_ports, file_server_security_group, name_tags
 from fmcluster_cdk.constructs.storage.lustre import BACKUP_RETENTION_DAYS, DAILY_BACKUP_START, WEEKLY_MAINTENANCE_START
 
 # TCP and UDP: rpcbind, NFS, and the file server's mount, lock and status daemons
@@ -77,21 +77,14 @@ class OpenZfsFileSystem(Construct):
                  throughput_mbps: int, compression: str = "LZ4", kms_key_id: str | None = None,
                  name: str | None = None, export_options: Sequence[str] = EXPORT_OPTIONS) -> None:
         super().__init__(scope, construct_id)
-        tags = [cdk.CfnTag(key="Name", value=name)] if name else None
-        self.security_group = ec2.CfnSecurityGroup(
-            self, "SecurityGroup", vpc_id=vpc_id, tags=tags,
-            group_description="FSx for OpenZFS file servers: NFS (TCP and UDP 111, 2049, 20001-20003) from clients",
-            security_group_egress=[ec2.CfnSecurityGroup.EgressProperty(
-                ip_protocol="-1", cidr_ip="0.0.0.0/0", description="all outbound")])
-        self.security_group.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        tags = name_tags(name)
+        self.security_group = file_server_security_group(
+            self, vpc_id=vpc_id, tags=tags,
+            description="FSx for OpenZFS file servers: NFS (TCP and UDP 111, 2049, 20001-20003) from clients")
         for protocol in ("tcp", "udp"):
-            for low, high in NFS_PORTS:
-                ports = str(low) if low == high else f"{low}-{high}"
-                ec2.CfnSecurityGroupIngress(
-                    self, f"Clients{protocol.upper()}{ports}", group_id=self.security_group.attr_group_id,
-                    ip_protocol=protocol, from_port=low, to_port=high,
-                    source_security_group_id=client_security_group_id,
-                    description=f"NFS {protocol.upper()} {ports} from cluster nodes")
+            allow_ports(self, f"Clients{protocol.upper()}", group_id=self.security_group.attr_group_id,
+                        source_group_id=client_security_group_id, protocol=protocol, ports=NFS_PORTS,
+                        what=f"NFS {protocol.upper()}", who="cluster nodes")
 
         self.file_system = fsx.CfnFileSystem(
             self, "FileSystem",
