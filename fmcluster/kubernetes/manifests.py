@@ -101,20 +101,23 @@ def lustre_manifests(spec: ClusterSpec, *, file_system_id: str, dns_name: str, m
     capacity = f"{lustre.storage_capacity_gib}Gi"
     documents: list[dict[str, Any]] = []
     for namespace, volume in _claimed(spec, lustre_volume_name(spec), team_namespaces):
-        documents += _lustre_volume(volume, namespace, capacity, file_system_id, dns_name, mount_name)
+        documents += _volume_and_claim(volume, namespace, LUSTRE_CLAIM, capacity, ["relatime", "flock"], {
+            "csi": {"driver": FSX_CSI_DRIVER, "volumeHandle": file_system_id,
+                    "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name}}})
     return documents
 
 
-def _lustre_volume(volume: str, namespace: str, capacity: str, file_system_id: str, dns_name: str,
-                   mount_name: str) -> list[dict[str, Any]]:
+def _volume_and_claim(volume: str, namespace: str, claim: str, capacity: str, mount_options: list[str],
+                      source: dict[str, Any]) -> list[dict[str, Any]]:
+    """A static ReadWriteMany PersistentVolume `volume` of a file system (`source`: its `csi` or `nfs`;
+    retained: deleting the claim never touches the data) and the claim `claim` bound to it in
+    `namespace`, both of `capacity`."""
     pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
           "spec": {"capacity": {"storage": capacity}, "volumeMode": "Filesystem", "accessModes": ["ReadWriteMany"],
-                   "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
-                   "mountOptions": ["relatime", "flock"],
-                   "csi": {"driver": FSX_CSI_DRIVER, "volumeHandle": file_system_id,
-                           "volumeAttributes": {"dnsname": dns_name, "mountname": mount_name}}}}
+                   "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "", "mountOptions": mount_options,
+                   **source}}
     pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-           "metadata": {"name": LUSTRE_CLAIM, "namespace": namespace},
+           "metadata": {"name": claim, "namespace": namespace},
            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
                     "resources": {"requests": {"storage": capacity}}}}
     return [pv, pvc]
@@ -140,16 +143,8 @@ def home_manifests(spec: ClusterSpec, *, dns_name: str, team_namespaces: tuple[s
     for namespace, volume in _claimed(spec, home_volume_name(spec), team_namespaces):
         path = openzfs.ROOT_VOLUME_PATH if namespace == spec.orchestrator.namespace \
             else openzfs.team_volume_path(namespace)
-        pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
-              "spec": {"capacity": {"storage": capacity}, "volumeMode": "Filesystem",
-                       "accessModes": ["ReadWriteMany"], "persistentVolumeReclaimPolicy": "Retain",
-                       "storageClassName": "", "mountOptions": list(openzfs.MOUNT_OPTIONS),
-                       "nfs": {"server": dns_name, "path": path}}}
-        pvc = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-               "metadata": {"name": HOME_CLAIM, "namespace": namespace},
-               "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": volume,
-                        "resources": {"requests": {"storage": capacity}}}}
-        documents += [pv, pvc]
+        documents += _volume_and_claim(volume, namespace, HOME_CLAIM, capacity, list(openzfs.MOUNT_OPTIONS),
+                                       {"nfs": {"server": dns_name, "path": path}})
     return documents
 
 
