@@ -115,7 +115,7 @@ def shown(report: diff.DiffReport, fmt: str = "text") -> int:
 
 @pytest.fixture
 def cli(cached, monkeypatch, capsys):
-    """`fmcluster diff ARGS` through the command line (fmcluster.cli.main), the app synthesized in
+    """`fmcluster diff ARGS` through the command line (fmcluster.cli.program.main), the app synthesized in
     this process, once per spec for the module (test_the_command_line_runs_the_app runs it as the
     command line does): (exit code, stdout)."""
     from fmcluster.deploy import synth

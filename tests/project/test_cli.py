@@ -1,6 +1,7 @@
 """The command line: exit codes, output format, no tracebacks, no CDK import for validate; every
 command of one shape (run -> report, render, exit_code), and only the CLI prints."""
 
+import argparse
 import ast
 import dataclasses
 import importlib
@@ -13,7 +14,8 @@ import sys
 import pytest
 from pydantic import BaseModel
 
-from fmcluster.cli import COMMANDS, build_parser, cmd_validate, main
+from fmcluster.cli import COMMANDS, build_parser, main
+from fmcluster.cli.validate import cmd_validate
 from tests.support.paths import EXAMPLES_DIR, ROOT
 
 EXAMPLES = sorted(str(p.relative_to(ROOT)) for p in (EXAMPLES_DIR).glob("*.yaml"))
@@ -208,6 +210,36 @@ def test_every_command_has_one_shape(name):
         assert annotation(engine, inspect.signature(engine).return_annotation) is report, target
 
 
+# The modules of fmcluster/cli/ that hold no command: the package, what the commands share, the program
+CLI_SHARED = ("__init__", "core", "program")
+
+
+def test_each_command_module_holds_its_commands_arguments_and_dispatch():
+    """fmcluster/cli/ has a module per command, or per small family of commands: each Command of
+    COMMANDS is declared in one, beside the function that adds its arguments and the dispatch
+    those arguments set; every other module of the package declares a command; and a command
+    module imports no module of the CLI but core."""
+    files = sorted((ROOT / "fmcluster" / "cli").glob("*.py"))
+    command_modules = {f"fmcluster.cli.{p.stem}" for p in files if p.stem not in CLI_SHARED}
+    for name, command in COMMANDS.items():
+        module = command.add_arguments.__module__
+        assert module in command_modules, f"{name}: its arguments are added in {module}"
+        assert any(value is command for value in vars(sys.modules[module]).values()), f"{name} not in {module}"
+        parser = argparse.ArgumentParser()
+        command.add_arguments(parser)
+        assert parser.get_default("func").__module__ == module, f"{name}: dispatched outside {module}"
+    assert {c.add_arguments.__module__ for c in COMMANDS.values()} == command_modules
+    for path in files:
+        if path.stem in CLI_SHARED:
+            continue
+        nodes = [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        imported = {alias.name if isinstance(n, ast.Import) else f"{n.module}.{alias.name}"
+                    for n in nodes for alias in n.names}
+        cli = {name for name in imported if name == "fmcluster.cli" or name.startswith("fmcluster.cli.")}
+        assert all(name == "fmcluster.cli.core" or name.startswith("fmcluster.cli.core.") for name in cli), \
+            f"{path.name} imports {sorted(cli)}"
+
+
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_has_help_and_offers_the_formats_its_module_renders(name, capsys):
     with pytest.raises(SystemExit) as exc:
@@ -224,11 +256,11 @@ def fmcluster_sources():
 
 
 def test_only_the_cli_prints():
-    """No module of fmcluster/ but cli.py calls print() or writes to sys.stdout / sys.stderr: the
-    engines return reports, the CLI prints them."""
+    """No module of fmcluster/ but those of fmcluster/cli/ calls print() or writes to sys.stdout /
+    sys.stderr: the engines return reports, the CLI prints them."""
     found = []
     for name, tree in fmcluster_sources():
-        if name == "fmcluster/cli.py":
+        if name.startswith("fmcluster/cli/"):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
