@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import os
 import re
 import subprocess
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 
 from fmcluster.spec import pipeline
+from tests.support import moto_aws
 from tests.support.paths import ROOT
 
 EXAMPLE = "examples/pipeline/pipeline.yaml"
@@ -66,15 +66,9 @@ def asset_buildspec(outdir: Path) -> dict[str, Any]:
 
 @pytest.fixture
 def moto_server() -> Iterator[str]:
-    """moto's server on 127.0.0.1 (a free port), its URL; quiet (werkzeug logs every request)."""
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer("127.0.0.1", 0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    """moto's server on 127.0.0.1 (a free port), its URL."""
+    with moto_aws.moto_server() as url:
+        yield url
 
 
 def account_session(url: str, account: str) -> Any:
