@@ -129,9 +129,9 @@ def load(path: str | Path, root: str | Path | None = None, deploying: bool = Fal
         waves, found, spec_diagnostics = _load_specs(config, root, deploying)
         problems += found
         result.pipeline = Pipeline(result.file, config, waves)
-    result.diagnostics = sorted([loader.locate(p, doc) for p in problems], key=sort_key) + spec_diagnostics
-    if deploying:
-        result.diagnostics = placeholders.refused(result.diagnostics)
+    own = sorted([loader.locate(p, doc) for p in problems], key=sort_key)
+    # the specs' own are refused where they are read (_load_specs): refused twice, a hint says it twice
+    result.diagnostics = (placeholders.refused(own) if deploying else own) + spec_diagnostics
     return result
 
 

@@ -201,6 +201,8 @@ def test_placeholders_are_warnings_to_validate_and_errors_to_a_deploy(tmp_path):
                        "waves[1].clusters[0].spec": "examples/p5-pcs.yaml holds 2 placeholders, and the pipeline "
                                                      "deploys it"}
     assert {d.severity for d in deployed.diagnostics if d.rule == placeholders.RULE} == {"error"}
+    # each says once that the app refuses it, in the file and in the specs
+    assert {d.hint.count(placeholders.DEPLOY_HINT) for d in deployed.diagnostics if d.rule == placeholders.RULE} == {1}
     # a pipeline of one's own values deploys
     mine = tmp_path / "mine.yaml"
     (tmp_path / "examples").mkdir()
