@@ -14,7 +14,6 @@ cluster stack with its nested stacks inlined (tests/support/nested.py).
 from __future__ import annotations
 
 import email
-import functools
 import json
 import re
 import types
@@ -41,6 +40,7 @@ from tests.support.stacks import (
     cluster,
     launch_templates,
     load_spec,
+    loaded_specs,
     network,
     new_app,
     resources,
@@ -117,14 +117,9 @@ def gb200_hyperpod_spec() -> dict:
             "health": {"deep_check": False, "replace": False}}
 
 
-@functools.cache
-def specs() -> dict:
-    """The specs of the app, loaded and checked once."""
-    return {"main": load_spec(loader.load_text(to_yaml(main_spec()), "main.yaml")),
-            "example": load_spec(loader.load(EXAMPLE)),
-            "bare": load_spec(loader.load_text(to_yaml(bare_spec()), "bare.yaml")),
-            "gb200": load_spec(loader.load_text(to_yaml(gb200_spec()), "gb200.yaml")),
-            "gb200-hyperpod": load_spec(loader.load_text(to_yaml(gb200_hyperpod_spec()), "gb200-hyperpod.yaml"))}
+# The specs of the app, loaded and checked once
+specs = loaded_specs({"main": main_spec, "example": EXAMPLE, "bare": bare_spec, "gb200": gb200_spec,
+                      "gb200-hyperpod": gb200_hyperpod_spec})
 
 
 def local_zone_network():

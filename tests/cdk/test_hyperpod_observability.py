@@ -9,7 +9,6 @@ shellcheck-clean and run against stubs (as tests/node/test_slurm_metrics.py does
 
 from __future__ import annotations
 
-import functools
 import json
 import subprocess
 import types
@@ -25,7 +24,7 @@ from fmcluster.node import eks as eks_node
 from fmcluster_cdk.stacks.hyperpod import ACCOUNTING_HOOK, CONTROLLER_GROUP, metrics_parameter_name
 from tests.support.hyperpod import groups, statements
 from tests.support.sandbox import Sandbox, Scenario
-from tests.support.stacks import cluster, example_spec, joined, new_app, resources
+from tests.support.stacks import cluster, joined, loaded_specs, new_app, resources
 from tests.support.tools import assert_shellcheck_clean
 
 URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
@@ -34,10 +33,8 @@ OBSERVABILITY = types.SimpleNamespace(workspace_arn=WORKSPACE_ARN, remote_write_
 PARAMETER = metrics_parameter_name("demo")
 
 
-@functools.cache
-def specs() -> dict:
-    """The examples of the stacks here, loaded and checked once."""
-    return {"example": example_spec("p6-b200-hyperpod-slurm.yaml"), "eks": example_spec("p5-hyperpod-eks.yaml")}
+# The examples of the stacks here, loaded and checked once
+specs = loaded_specs({"example": "p6-b200-hyperpod-slurm.yaml", "eks": "p5-hyperpod-eks.yaml"})
 
 
 def hook(instance_type="p5.48xlarge", *, efa=True, slurm=False, lustre_path="/fsx") -> str:

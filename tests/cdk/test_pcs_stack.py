@@ -38,6 +38,7 @@ from tests.support.stacks import (
     joined,
     launch_templates,
     load_spec,
+    loaded_specs,
     network,
     new_app,
     resources,
@@ -95,16 +96,8 @@ def synth_main(outdir: Path):
     return stack
 
 
-_SPECS: dict = {}
-
-
-def specs() -> dict:
-    """The specs of the app, loaded and checked once: main, large and every example."""
-    if not _SPECS:
-        _SPECS["main"] = load_spec(loader.load_text(to_yaml(main_spec()), "main.yaml"))
-        _SPECS["large"] = load_spec(loader.load_text(to_yaml(large_spec()), "large.yaml"))
-        _SPECS["p5-pcs"] = load_spec(loader.load(SMALL_EXAMPLE))
-    return _SPECS
+# The specs of the app, loaded and checked once: main, large and the small example
+specs = loaded_specs({"main": main_spec, "large": large_spec, "p5-pcs": SMALL_EXAMPLE})
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,13 @@ from __future__ import annotations
 import json
 import types
 from pathlib import Path
+from typing import Any, Callable, Mapping, Union
 
 from fmcluster.model.cluster import resolve
 from fmcluster.node.bootstrap import LustreMount
 from fmcluster.spec import loader
 from tests.support.paths import EXAMPLES_DIR, ROOT
+from tests.support.specs import to_yaml
 
 SUBNET = "subnet-0aaaaaaaaaaaaaaaa"
 EFA_SG = "sg-0eeeeeeeeeeeeeeee"
@@ -38,6 +40,25 @@ def load_spec(result):
 def example_spec(file: str):
     """The spec of examples/FILE, which must be valid."""
     return load_spec(loader.load(EXAMPLES_DIR / file))
+
+
+SpecSource = Union[str, Path, Callable[[], dict]]  # an example (examples/FILE, or a path), or what makes a spec
+
+
+def loaded_specs(sources: Mapping[str, SpecSource]) -> Callable[[], dict[str, Any]]:
+    """A test module's `specs()`: its specs by key, loaded and checked once, at the first call, in the
+    order of `sources`. A source is an example (a file name in examples/, or a path) or a function
+    that makes the spec as a dict (loaded as KEY.yaml)."""
+    loaded: dict[str, Any] = {}
+
+    def specs() -> dict[str, Any]:
+        if not loaded:
+            for key, source in sources.items():
+                loaded[key] = (load_spec(loader.load_text(to_yaml(source()), f"{key}.yaml")) if callable(source)
+                               else load_spec(loader.load(EXAMPLES_DIR / source)))
+        return loaded
+
+    return specs
 
 
 def network():
