@@ -1,4 +1,5 @@
-"""The IAM role and instance profile of AWS PCS compute nodes.
+"""The IAM role and instance profile of AWS PCS compute nodes, and the node role every plane's
+nodes have (an EKS cluster's too: fmcluster_cdk.constructs.eks.iam).
 
 Sources and details: docs/research-notes.md, "fmcluster_cdk/constructs/compute/node_role.py"."""
 
@@ -16,6 +17,7 @@ BUCKET_ACTIONS = ["s3:GetBucketLocation", "s3:ListBucket", "s3:ListBucketMultipa
 OBJECT_ACTIONS = ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload",
                   "s3:ListMultipartUploadParts"]
 KMS_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey"]
+NODE_POLICY = "fmcluster-node"  # the inline policy of a node role
 
 
 def storage_statements(bucket_arns: Sequence[str], kms_key_arn: Optional[str]) -> list[iam.PolicyStatement]:
@@ -41,9 +43,22 @@ def remote_write_statements(workspace_arn: Optional[str]) -> list[iam.PolicyStat
     return [iam.PolicyStatement(sid="PrometheusRemoteWrite", actions=["aps:RemoteWrite"], resources=[workspace_arn])]
 
 
-def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optional[str],
-                workspace_arn: Optional[str] = None, instance_topology: bool = False,
-                image_repository_arns: Sequence[str] = ()) -> iam.PolicyDocument:
+def node_role(scope: Construct, *, description: str, managed_policies: Sequence[str],
+              statements: Sequence[iam.PolicyStatement], path: Optional[str] = None) -> iam.Role:
+    """The role of a cluster's nodes (construct id `Role` in `scope`; trust: EC2), of the PCS
+    cluster's (NodeRole) or the EKS cluster's (EksNodeRole): AWS managed policies by name, and
+    `statements` in one inline policy NODE_POLICY (none without statements)."""
+    return iam.Role(
+        scope, "Role", path=path, assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"), description=description,
+        managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(name) for name in managed_policies],
+        inline_policies={NODE_POLICY: iam.PolicyDocument(statements=list(statements))} if statements else None)
+
+
+def node_statements(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optional[str],
+                    workspace_arn: Optional[str] = None, instance_topology: bool = False,
+                    image_repository_arns: Sequence[str] = ()) -> list[iam.PolicyStatement]:
+    """What a PCS node may do: register with its cluster, read its place in the network, use the
+    cluster's buckets, remote-write its metrics, pull the cluster's images."""
     statements = [iam.PolicyStatement(sid="RegisterWithPcsCluster", actions=["pcs:RegisterComputeNodeGroupInstance"],
                                       resources=[cluster_arn])]
     if instance_topology:
@@ -52,8 +67,8 @@ def node_policy(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optio
         # "*" only
         statements.append(iam.PolicyStatement(sid="InstanceTopology", actions=["ec2:DescribeInstanceTopology"],
                                               resources=["*"]))
-    return iam.PolicyDocument(statements=statements + storage_statements(bucket_arns, kms_key_arn)
-                              + remote_write_statements(workspace_arn) + pull_statements(image_repository_arns))
+    return (statements + storage_statements(bucket_arns, kms_key_arn) + remote_write_statements(workspace_arn)
+            + pull_statements(image_repository_arns))
 
 
 class NodeRole(Construct):
@@ -88,12 +103,12 @@ class NodeRole(Construct):
                  kms_key_arn: Optional[str] = None, workspace_arn: Optional[str] = None,
                  instance_topology: bool = False, image_repository_arns: Sequence[str] = ()) -> None:
         super().__init__(scope, construct_id)
-        self.role = iam.Role(
-            self, "Role", path=PCS_PATH, assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+        self.role = node_role(
+            self, path=PCS_PATH,
             description="AWS PCS compute nodes: register with the cluster, use the cluster's buckets",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
-            inline_policies={"fmcluster-node": node_policy(cluster_arn, bucket_arns, kms_key_arn, workspace_arn,
-                                                           instance_topology, image_repository_arns)})
+            managed_policies=["AmazonSSMManagedInstanceCore"],
+            statements=node_statements(cluster_arn, bucket_arns, kms_key_arn, workspace_arn, instance_topology,
+                                       image_repository_arns))
         self.instance_profile = iam.CfnInstanceProfile(self, "InstanceProfile", path=PCS_PATH,
                                                        roles=[self.role.role_name])
 

@@ -10,7 +10,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from fmcluster_cdk.constructs.compute.node_role import storage_statements
+from fmcluster_cdk.constructs.compute.node_role import node_role, storage_statements
 from fmcluster_cdk.constructs.images.container import pull_statements
 
 NODE_MANAGED_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryPullOnly",
@@ -40,12 +40,10 @@ class EksNodeRole(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, bucket_arns: Sequence[str] = (),
                  kms_key_arn: Optional[str] = None, image_repository_arns: Sequence[str] = ()) -> None:
         super().__init__(scope, construct_id)
-        statements = storage_statements(bucket_arns, kms_key_arn) + pull_statements(image_repository_arns)
-        self.role = iam.Role(
-            self, "Role", assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
-            description="EKS nodes: join the cluster, pull images, use the cluster's buckets",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(name) for name in NODE_MANAGED_POLICIES],
-            inline_policies={"fmcluster-node": iam.PolicyDocument(statements=statements)} if statements else None)
+        self.role = node_role(
+            self, description="EKS nodes: join the cluster, pull images, use the cluster's buckets",
+            managed_policies=NODE_MANAGED_POLICIES,
+            statements=storage_statements(bucket_arns, kms_key_arn) + pull_statements(image_repository_arns))
 
     @property
     def role_arn(self) -> str:
