@@ -35,7 +35,6 @@ CHECKPOINT_FORMULA = ("14 bytes per parameter: bf16 weights 2 + fp32 master weig
                       "written at the file system's aggregate baseline throughput")
 
 
-
 def checkpoint(params: float, throughput_mbps: float) -> Checkpoint:
     size = params * CHECKPOINT_BYTES_PER_PARAM
     return Checkpoint(parameters=params, bytes_per_parameter=CHECKPOINT_BYTES_PER_PARAM,

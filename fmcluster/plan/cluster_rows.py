@@ -59,7 +59,6 @@ def storage_rows(plan: Plan) -> Table:
     return rows
 
 
-
 def network_rows(plan: Plan) -> tuple[Table, Table]:
     n = plan.network
     subnets = [["AZ ID", "subnet", "kind", "usable addresses"]]

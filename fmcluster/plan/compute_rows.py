@@ -125,7 +125,6 @@ def compute_rows(plan: Plan) -> Table:
     return rows
 
 
-
 def serving_note(plan: Plan) -> str:
     """The rule the serving tables follow, in a line."""
     share, floor = plan.serving_gpu_memory_utilization, plan.serving_kv_cache_floor

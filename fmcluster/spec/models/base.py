@@ -12,7 +12,6 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, populate_by_name=True)
 
 
-
 def written(model: BaseModel, *path: str) -> bool:
     """Whether the spec's file gives the field at `path` under `model` (else it holds its
     default): a rule reports on a field the user wrote where one causes the problem."""

@@ -36,7 +36,6 @@ class LoginSpec(Model):
 EVERYONE = "0.0.0.0/0"  # every IPv4 address: the default of the public API endpoint (EKS's, CDK's)
 
 
-
 def is_everyone(cidr: str) -> bool:
     """Whether an access CIDR block (AccessCidr) admits every IPv4 address (a /0)."""
     return ipaddress.IPv4Network(cidr).prefixlen == 0

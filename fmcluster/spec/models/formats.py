@@ -210,7 +210,6 @@ ImageRef = Annotated[str, _pattern("name", r"[A-Za-z0-9][A-Za-z0-9._/:@#+-]{0,25
                                    "a registry reference, such as vllm/vllm-openai:v0.33.0 (no spaces or quotes)")]
 
 
-
 TeamName = Annotated[str, _pattern(
     "name", r"[a-z][a-z0-9-]{0,%d}[a-z0-9]|[a-z]" % (teams.TEAM_NAME_MAX - 2), "team name",
     "lower-case letters, digits and '-', starting with a letter, not ending with '-', at most "
@@ -222,7 +221,6 @@ MemberGroup = Annotated[str, _pattern("member", r"[^\s,:=]{1,64}", "group",
                                       "a Linux group (Slurm) or a Kubernetes group (Kubernetes)")]
 GpuCount = Annotated[int, Field(ge=0)]
 Priority = Literal[teams.PRIORITY_NAMES]  # type: ignore[valid-type]
-
 
 
 def _reason(value: str) -> str:
