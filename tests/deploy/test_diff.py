@@ -885,3 +885,5 @@ def test_a_change_of_node_health_says_what_it_does_to_the_nodes():
     hyperpod = on("hyperpod-slurm")
     (note,) = diff.health_notes(validated(hyperpod), validated(with_(hyperpod, "health.replace", False)))
     assert "only on nodes it creates from now on" in note
+    # HyperPod's own deep health checks: no lifecycle script carries health.deep_check there
+    assert diff.health_notes(validated(hyperpod), validated(with_(hyperpod, "health.deep_check", False))) == []

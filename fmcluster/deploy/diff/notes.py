@@ -43,7 +43,9 @@ def home_notes(old: ClusterSpec, new: ClusterSpec) -> list[str]:
 HEALTH_ON_NODES = {
     "pcs": (("check_minutes", "replace", "deep_check"), "the GPU groups' lifecycle scripts change",
             node_roll.effect_note("pcs", node_roll.REPLACED)),
-    "hyperpod-slurm": (("check_minutes", "replace", "deep_check"), "the GPU groups' lifecycle scripts change",
+    # the deep check is HyperPod's own there (OnStartDeepHealthChecks): an update of the cluster
+    # in place, for the nodes it creates, not a lifecycle script
+    "hyperpod-slurm": (("check_minutes", "replace"), "the GPU groups' lifecycle scripts change",
                        node_roll.effect_note("hyperpod", node_roll.NEW_ONLY)),
     # the check's period is in the GPU groups' user data where the nodes run it (observability on)
     "eks": (("check_minutes",), "the GPU node groups' launch templates change",
