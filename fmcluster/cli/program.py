@@ -10,7 +10,7 @@ import textwrap
 from typing import Callable
 
 from fmcluster import __version__
-from fmcluster.cli import destroy, diff, init, kits, pipeline, plan, preflight, synth, validate
+from fmcluster.cli import capacity, destroy, diff, init, kits, pipeline, plan, preflight, synth, validate
 from fmcluster.cli.core import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, Command
 
 COMMANDS: dict[str, Command] = {
@@ -20,6 +20,7 @@ COMMANDS: dict[str, Command] = {
     "plan": plan.PLAN,
     "preflight": preflight.PREFLIGHT,
     "diff": diff.DIFF,
+    "capacity": capacity.CAPACITY,
     "schema": validate.SCHEMA,
     "jobs": kits.JOBS,
     "verify": kits.VERIFY,
