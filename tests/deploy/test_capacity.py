@@ -6,12 +6,13 @@ another AZ moves; every error answer reported without a traceback. No test reads
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from fmcluster.deploy import capacity
 from fmcluster.deploy.capacity.placement import az_move
+from fmcluster.spec import loader
 from tests.support.capacity import (
     NOW,
     START,
@@ -24,7 +25,9 @@ from tests.support.capacity import (
     shown,
     spec_of,
 )
+from tests.support.docs import readme_output
 from tests.support.moto_aws import mocked_aws
+from tests.support.paths import ROOT
 
 P5 = "examples/p5-pcs.yaml"
 WINDOW = {"start": START - timedelta(days=1), "end": START + timedelta(days=17), "hours": WEEK}
@@ -239,3 +242,17 @@ def test_a_local_zone_gpu_az_keeps_the_control_plane_where_it_is():
     moved = {m.what for m in az_move(spec, "use1-az4", "gb200").moved}
     assert "the NAT gateway" not in moved and "login nodes" not in moved
 
+
+def test_docs_show_real_find_output(capsys):
+    """docs/commands.md's example: moto and a stubbed answer of three offerings."""
+    text = (ROOT / P5).read_text()
+    spec = loader.load_text(text, P5).spec
+    start, end = datetime(2026, 12, 3, tzinfo=timezone.utc), datetime(2026, 12, 21, tzinfo=timezone.utc)
+    with mocked_aws():
+        clients = Clients()
+        clients.ec2.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": THREE},
+                                 {**ASKED, "StartDateRange": start, "EndDateRange": end})
+        report = capacity.run(spec, request("find", P5, start=start, end=end, hours=WEEK), client=clients, now=NOW)
+    out, err = capacity.render(report, "text")
+    assert err == "" and capacity.exit_code(report) == 0
+    assert readme_output(f"fmcluster capacity find {P5} --start 2026-12-03 --end 2026-12-21 --duration 7d") == out

@@ -67,6 +67,7 @@ CHECKED = {
     "fmcluster diff examples/p5-pcs.yaml p5-pcs-efa.yaml": DIFF_TEST,
     "fmcluster diff examples/p5-pcs.yaml p5-pcs-grow.yaml": DIFF_TEST,
     "fmcluster jobs examples/p5-pcs.yaml -o acceptance": "tests/kits/test_jobs.py::test_readme_shows_real_jobs_output",
+    "fmcluster capacity find examples/p5-pcs.yaml": "tests/deploy/test_capacity.py::test_docs_show_real_find_output",
     "fmcluster destroy examples/p5-pcs.yaml --dry-run":
         "tests/deploy/test_destroy.py::test_docs_show_real_destroy_output",
 }
