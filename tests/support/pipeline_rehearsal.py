@@ -40,12 +40,17 @@ GIT_IDENTITY = {"GIT_AUTHOR_NAME": "Rehearsal", "GIT_AUTHOR_EMAIL": "rehearsal@e
                 "GIT_COMMITTER_NAME": "Rehearsal", "GIT_COMMITTER_EMAIL": "rehearsal@example.com"}
 
 
+# where jsii's Node.js side keeps the packages it has unpacked (aws-cdk-lib: seconds each time), by
+# default under HOME: the machine's, not the rehearsal's empty one
+JSII_CACHE = os.environ.get("JSII_RUNTIME_PACKAGE_CACHE_ROOT") or str(Path.home() / ".cache/aws/jsii/package-cache")
+
+
 def base_env(home: Path) -> dict[str, str]:
-    """A shell's environment with nothing of this machine's AWS configuration: this installation's
-    programs and the pinned Node.js first on PATH."""
+    """A shell's environment with nothing of this machine's AWS or git configuration (HOME is
+    `home`): this installation's programs and the pinned Node.js first on PATH."""
     return {"PATH": os.pathsep.join([str(BIN), str(NODE_BIN), "/usr/bin", "/bin"]), "HOME": str(home),
             "LANG": "C.UTF-8", "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
-            "AWS_EC2_METADATA_DISABLED": "true", **GIT_IDENTITY}
+            "AWS_EC2_METADATA_DISABLED": "true", "JSII_RUNTIME_PACKAGE_CACHE_ROOT": JSII_CACHE, **GIT_IDENTITY}
 
 
 # ---- the project and its repository ------------------------------------------------------------
