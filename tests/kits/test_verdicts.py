@@ -56,6 +56,16 @@ def one_node(host: str, busbw: float = 478.97) -> str:
         "478.44", f"{busbw - 0.53:.2f}")
 
 
+def nccl_job(nodes: int = 16) -> str:
+    """The whole output of the kit's nccl job on the p5 group (16 nodes): each operation inside each
+    node (ONE_NODE as node ip-10-0-0-N ran it), then across the nodes (HEALTHY)."""
+    parts = []
+    for operation in ("all_reduce", "all_gather", "reduce_scatter"):
+        parts += [(f"ip-10-0-0-{i}", f"nccl-{operation}-node", one_node(f"ip-10-0-0-{i}")) for i in range(1, nodes + 1)]
+        parts.append(("all", f"nccl-{operation}-nodes", HEALTHY))
+    return marked(*parts)
+
+
 def smoke(world=128, losses=(1.5, 1.2, 0.9), outcome="ok"):
     lines = [f"fmcluster-smoke step={i} loss={loss} tokens_per_s=1000.0 host=ip-10-0-0-1 rank=0"
              for i, loss in enumerate(losses, 1)]
@@ -213,7 +223,7 @@ def test_tests_not_run_and_foreign_files_are_warnings(model):
 
 def test_the_command_exits_1_on_a_fail_and_prints_json(tmp_path, capsys):
     passing = tmp_path / "gpu-nccl-1.out"
-    passing.write_text(marked(("all", "nccl-all_reduce-nodes", HEALTHY)))
+    passing.write_text(nccl_job())
     assert cli(["verify", SPEC, str(passing)]) == 0
     text = capsys.readouterr().out
     assert "PASS     gpu    nccl-all_reduce-nodes" in text and text.rstrip().endswith("fail)")
@@ -337,7 +347,8 @@ def test_fio_above_what_the_file_system_or_a_node_carries_is_impossible(model):
     """4,800 GiB of PERSISTENT_2 at 250 MB/s/TiB: its servers' network carries at most 1,300 MB/s
     a TiB (burst), 6,094 MB/s; a p5 node's network 3,200 Gbps, 400,000 MB/s."""
     document = json.loads(FIO)
-    document["jobs"][0]["write"]["bw_bytes"] = 500_000_000  # 500 MB/s a node: 8,000 MB/s on 16 nodes
+    side = document["jobs"][0]["write"]  # fio's bw_bytes is its io_bytes over its runtime (ms)
+    side["bw_bytes"], side["io_bytes"] = 500_000_000, 500_000 * side["runtime"]  # 500 MB/s a node: 8,000 on 16
     fast = json.dumps(document)
     report = verify.judge_results(model, {"fio.out": marked(*[(f"ip-10-0-0-{i}", "fio-fsx", fast)
                                                                 for i in range(16)])})
@@ -346,7 +357,7 @@ def test_fio_above_what_the_file_system_or_a_node_carries_is_impossible(model):
     assert write.note.startswith("impossible: 8,000 MB/s is above 6,093.8 MB/s, the most the file system's servers "
                                  "can carry (4,800 GiB of PERSISTENT_2 at 1,300 MB/s/TiB of network throughput")
     assert write.impossible_above == 6703.125
-    document["jobs"][0]["write"]["bw_bytes"] = 450e9  # one node's 450 GB/s
+    side["bw_bytes"], side["io_bytes"] = 450e9, 450e6 * side["runtime"]  # one node's 450 GB/s
     nodes = [("ip-10-0-0-1", "fio-fsx", json.dumps(document)), ("ip-10-0-0-2", "fio-fsx", FIO)]
     (one,) = rows(verify.judge_results(model, {"fio.out": marked(*nodes)}), "fio-fsx-write")
     assert one.verdict is Verdict.FAIL

@@ -98,9 +98,10 @@ def test_a_directory_is_read_recursively_and_mixes_plain_and_kit_files(tmp_path)
     shutil.copy(FIO_TEXT, tmp_path / "fsx" / "fio.txt")  # the file system from the path: fio's text has none
     (tmp_path / "scratch").mkdir()
     shutil.copy(FIO_JSON, tmp_path / "scratch" / "ip-10-1-0-11.json")
-    # the kit's grouped form: the dcgm job's file, one part per node
-    marker = jobs.MARKER.format(node="ip-10-1-0-12", group="gpu", test="dcgm")
-    (tmp_path / "gpu-dcgm-7.out").write_text(marker + "\n" + DCGM_PASS.read_text())
+    # the kit's grouped form: the dcgm job's file, one part per node of the group's 16
+    hosts = [f"ip-10-1-0-{i}" for i in range(11, 27)]
+    (tmp_path / "gpu-dcgm-7.out").write_text("".join(jobs.MARKER.format(node=host, group="gpu", test="dcgm") + "\n"
+                                                     + DCGM_PASS.read_text() for host in hosts))
     (tmp_path / "notes.md").write_text("# what we ran\n")
     code, out, err = verify_cli(tmp_path, fmt="json")
     assert code == 0, err
@@ -108,7 +109,8 @@ def test_a_directory_is_read_recursively_and_mixes_plain_and_kit_files(tmp_path)
         ("nccl-all_reduce-nodes", "ip-10-1-0-11,ip-10-1-0-12", "PASS", 479.71),
         ("fio-fsx-write", "all", "PASS", 3093.3),
         ("fio-scratch-write", "unknown node (ip-10-1-0-11.json)", "PASS", 192.6),
-        ("dcgm", "ip-10-1-0-12", "WARN", None),  # the host from the kit's marker; DCGM 3's JSON names no GPU
+        # the hosts from the kit's markers; DCGM 3's JSON names no GPU
+        *[("dcgm", host, "WARN", None) for host in hosts],
     ])
     assert json.loads(out)["not_judged"] == [
         {"file": str(tmp_path / "notes.md"), "reason": "a Markdown note (.md): a source, kit or note file, "

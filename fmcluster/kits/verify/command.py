@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import os
 import stat
+from dataclasses import replace
 from typing import TYPE_CHECKING, Iterable, Optional
 
 from fmcluster.kits.verify.judging import Verdict
-from fmcluster.kits.verify.report import VerifyReport, render_json, render_text
+from fmcluster.kits.verify.report import VerifyReport, render_json, render_text, shown
 from fmcluster.kits.verify.verdicts import judge_results
 
 if TYPE_CHECKING:
@@ -18,16 +19,45 @@ if TYPE_CHECKING:
 
 FORMATS = ("text", "json")
 MAX_RESULT_BYTES = 64 * 1024 * 1024  # a results file larger than this is not read
+_TOO_LARGE = "over the"
 
 
-def _walk(path: str) -> list[str]:
-    """A file, or every file under a directory (recursively, in name order)."""
-    if not os.path.isdir(path):
+def _walk(path: str, unreadable: list[tuple[str, str]]) -> list[str]:
+    """A file, or every file under a directory (recursively, in name order, through links to
+    directories, each directory once); a directory that cannot be listed goes to `unreadable`
+    with why."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return [path]  # _read says why
+    if not stat.S_ISDIR(info.st_mode):
         return [path]
     found: list[str] = []
-    for root, dirs, names in os.walk(path):
-        dirs.sort()
-        found.extend(os.path.join(root, name) for name in sorted(names))
+    visited: set[tuple[int, int]] = set()
+    stack = [path]
+    while stack:
+        directory = stack.pop()
+        try:
+            key = (os.stat(directory).st_dev, os.stat(directory).st_ino)
+            if key in visited:
+                continue  # a link back to a directory already read
+            visited.add(key)
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
+        except OSError as exc:
+            unreadable.append((directory, f"a directory that cannot be read: {exc.strerror or exc}"))
+            continue
+        subdirectories = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()  # through a link
+            except OSError:
+                is_dir = False
+            if is_dir:
+                subdirectories.append(entry.path)
+            else:
+                found.append(entry.path)
+        stack.extend(reversed(subdirectories))
     return found
 
 
@@ -50,52 +80,64 @@ def _read(path: str) -> tuple[Optional[str], str]:
         if not stat.S_ISREG(info.st_mode):  # replaced between the stat and the open
             return None, "not a regular file once opened: not read"
         if info.st_size > MAX_RESULT_BYTES:
-            return None, (f"{info.st_size / 2 ** 20:,.1f} MiB, over the {MAX_RESULT_BYTES // 2 ** 20} MiB a "
+            return None, (f"{info.st_size / 2 ** 20:,.1f} MiB, {_TOO_LARGE} {MAX_RESULT_BYTES // 2 ** 20} MiB a "
                           "result is read to: not read")
         data = handle.read(MAX_RESULT_BYTES + 1)
     if len(data) > MAX_RESULT_BYTES:
-        return None, f"over the {MAX_RESULT_BYTES // 2 ** 20} MiB a result is read to (it grew): not read"
+        return None, f"{_TOO_LARGE} {MAX_RESULT_BYTES // 2 ** 20} MiB a result is read to (it grew): not read"
     return data.decode("utf-8", errors="replace"), ""
 
 
 def run(model: ClusterModel, paths: Iterable[str]) -> VerifyReport:
     """`fmcluster verify SPEC RESULTS...`: the results files (and every file under a results
-    directory) read and judged; what is not a regular file, or too large, is listed, not judged."""
+    directory) read and judged; what is not a regular file is listed, not judged; a file or
+    directory that cannot be read, or is too large to read, is listed as a result not judged
+    (refused: the command exits 2), and the rest is judged all the same."""
     files: dict[str, str] = {}
     skipped: list[tuple[str, str]] = []
+    unreadable: list[tuple[str, str]] = []
     for given in paths:
-        for path in _walk(given):
+        for path in _walk(given, unreadable):
             try:
                 text, why = _read(path)
             except OSError as exc:
-                return VerifyReport(model.name, (), error=f"cannot read {path}: {exc.strerror or exc}",
-                                    not_judged=tuple(skipped))
-            if text is None:
+                unreadable.append((path, f"cannot read it: {exc.strerror or exc}"))
+                continue
+            if text is None and why.startswith(_TOO_LARGE):
+                unreadable.append((path, why))
+            elif text is None:
                 skipped.append((path, why))
             else:
                 files[path] = text
-    return judge_results(model, files, skipped)
+    report = judge_results(model, files, skipped, unreadable)
+    if unreadable:
+        first, why = unreadable[0]
+        report = replace(report, error=f"cannot read {first} ({why})")
+    return report
 
 
 def render(report: VerifyReport, fmt: str = "text") -> tuple[str, str]:
-    """(stdout, stderr). JSON: the object on stdout whatever the outcome (an error, nothing judged);
-    text: the table with its section of the files not judged, or nothing on stdout and why on
-    stderr when nothing was judged."""
-    notes = "".join(f"fmcluster verify: {source}: not judged: {why}\n" for source, why in report.not_judged)
-    if report.error is not None:
-        err = notes + f"fmcluster verify: {report.error}\n"
-        return (render_json(report) if fmt == "json" else ""), err
+    """(stdout, stderr). JSON: the object on stdout whatever the outcome (nothing judged, results
+    refused); text: the table with its section of the files not judged, or nothing on stdout and
+    why on stderr when nothing was judged. The results refused (a file that cannot be read, a line
+    not understood) are said on stderr too, each with why."""
+    refused = "".join(f"fmcluster verify: {shown(source)}: not judged: {shown(why)}\n"
+                      for source, why in report.refused)
+    notes = refused + "".join(f"fmcluster verify: {shown(source)}: not judged: {shown(why)}\n"
+                              for source, why in report.not_judged if (source, why) not in report.refused)
     if not report.judged:
         err = notes + "fmcluster verify: nothing judged: no file holds a result fmcluster recognizes\n"
         return (render_json(report) if fmt == "json" else ""), err
     if fmt == "json":
         return render_json(report), notes
-    return render_text(report), ""
+    return render_text(report), refused
 
 
 def exit_code(report: VerifyReport) -> int:
-    """0 when at least one result was judged and none failed; 1 when one failed; 2 when nothing could
-    be judged (a results file that cannot be read, or none that holds a result)."""
-    if report.error is not None or not report.judged:
+    """0 when at least one result was judged, none failed and every result was read and
+    understood; 1 when one failed; 2 when a result could not be judged (a file or directory that
+    cannot be read, a line a parser does not understand) or nothing was (no file holds a result),
+    whatever else failed."""
+    if report.refused or report.error is not None or not report.judged:
         return 2
     return 1 if report.verdict is Verdict.FAIL else 0

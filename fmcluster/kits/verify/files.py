@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
 _MARKER = re.compile(r"^==> fmcluster node=(\S+) group=(\S+) test=(\S+) <==\s*$")
@@ -25,6 +25,16 @@ class NodePart:
     group: Optional[str]
     test: Optional[str]
     text: str
+    # the file's line number of each line of `text` (Pyxis' lines left out between them), so a
+    # parser's line in the part is told as the file's
+    lines: tuple[int, ...] = field(default=(), compare=False)
+    marker_line: int = field(default=0, compare=False)  # the file's line of the part's marker (0: none)
+
+    def file_line(self, line: int) -> int:
+        """The file's line number of the part's line `line` (1-based)."""
+        if 1 <= line <= len(self.lines):
+            return self.lines[line - 1]
+        return (self.lines[-1] if self.lines else self.marker_line) + max(line - len(self.lines), 0)
 
 
 def split_by_node(text: str) -> tuple[NodePart, ...]:
@@ -32,32 +42,38 @@ def split_by_node(text: str) -> tuple[NodePart, ...]:
     <==` (fmcluster.kits.jobs.MARKER). Text before the first marker is a part of its own (host, group and
     test None) where it is not blank; a file without markers is one such part. Pyxis' progress
     lines (_PYXIS_PROGRESS) are left out wherever they are."""
-    # a marker glued to the end of an output without its last newline starts a line of its own
-    text = _GLUED_MARKER.sub(r"\1\n\2", text)
     parts: list[NodePart] = []
-    head: Optional[tuple[str, str, str]] = None
+    head: Optional[tuple[str, str, str, int]] = None
     body: list[str] = []
+    numbers: list[int] = []
 
     def close() -> None:
         chunk = "".join(body)
         if head is not None:
-            parts.append(NodePart(head[0], head[1], head[2], chunk))
+            parts.append(NodePart(head[0], head[1], head[2], chunk, tuple(numbers), head[3]))
         elif chunk.strip():
-            parts.append(NodePart(None, None, None, chunk))
+            parts.append(NodePart(None, None, None, chunk, tuple(numbers)))
 
-    for line in text.splitlines(keepends=True):
+    for number, line in enumerate(re.findall(r"[^\n]*\n|[^\n]+$", text), 1):
+        # a marker glued to the end of an output without its last newline starts a line of its own
+        glued = _GLUED_MARKER.search(line)
+        if glued is not None and _MARKER.match(line[glued.start(2):].rstrip("\r\n")):
+            body.append(line[:glued.start(2)] + "\n")
+            numbers.append(number)
+            line = line[glued.start(2):]
         if _PYXIS_PROGRESS.match(line):
             continue
         match = _MARKER.match(line.rstrip("\r\n"))
         if match:
             close()
-            head = (match.group(1), match.group(2), match.group(3))
-            body = []
+            head = (match.group(1), match.group(2), match.group(3), number)
+            body, numbers = [], []
         else:
             body.append(line)
+            numbers.append(number)
     close()
     if not parts:
-        parts.append(NodePart(None, None, None, text))
+        parts.append(NodePart(None, None, None, text, tuple(range(1, text.count("\n") + 2))))
     return tuple(parts)
 
 
@@ -85,15 +101,16 @@ def not_a_result(source: str, text: str) -> Optional[str]:
 def kit_groups(files: Mapping[str, str]) -> Optional[set[str]]:
     """The node groups the kit had jobs for, from its expected.json among `files` (its
     submit-all.sh copies it into results/; listed as not judged, a kit file); None without one:
-    every GPU group is expected."""
+    every GPU group is expected. An expected.json that does not parse (or nests deeper than
+    Python reads) names none."""
     found: Optional[set[str]] = None
     for source, text in files.items():
         if os.path.basename(source) != "expected.json":
             continue
         try:
             figures = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(figures, dict):
-            found = (found or set()) | set(figures)
+            found = (found or set()) | {str(name) for name in figures}
     return found

@@ -1,6 +1,6 @@
 """Where a plain output belongs (one outside the kit's markers, recognized by its content): the
-cluster's node group, its test and its node, or why it cannot be told; a plain nccl-tests log of
-several runs cut into its runs. Pure."""
+cluster's node group, its test and its node, or why it cannot be told; each run of a plain
+nccl-tests log (fmcluster.kits.verify.nccl.parse_nccl_runs) placed on its own. Pure."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from fmcluster.facts import node as node_facts
 from fmcluster.kits.verify.detect import detect
 from fmcluster.kits.verify.gpus import gpu_named, group_gpus, ran_on
 from fmcluster.kits.verify.nccl import NcclResult, parse_nccl_tests
-from fmcluster.kits.verify.smoke import parse_smoke
+from fmcluster.kits.verify.smoke import parse_smoke_runs
 from fmcluster.model import expected
 
 if TYPE_CHECKING:
@@ -67,16 +67,17 @@ def _nccl_group(groups: Mapping[str, NodeGroup], result: NcclResult) -> list[str
 
 
 def place_plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected.Expected]],
-           groups: Mapping[str, NodeGroup], source: str, text: str) -> tuple[Optional[tuple[str, str, str]], str]:
+                groups: Mapping[str, NodeGroup], source: str, text: str,
+                nccl: Optional[NcclResult] = None) -> tuple[Optional[tuple[str, str, str]], str]:
     """A result outside the kit's markers, recognized by its content: ((group, test, node), "") or
     (None, why it is not judged). The group: the cluster's only GPU group, or for nccl-tests the one
     whose GPU and GPU count its rank lines show. The node: the hosts the output names (nccl-tests'
     rank lines, the smoke test's host=), else "unknown node (FILE)": dcgmi and fio do not print the
-    host."""
-    kind = detect(text)
+    host. `nccl`: the run of nccl-tests to place, where the text holds several (parse_nccl_runs)."""
+    kind = "nccl" if nccl is not None else detect(text)
     if kind is None:
         return None, ("empty" if not text.strip() else NOT_A_TOOL)
-    result = parse_nccl_tests(text) if kind == "nccl" else None
+    result = (nccl or parse_nccl_tests(text)) if kind == "nccl" else None
     matched = _nccl_group(groups, result) if result is not None else []
     if len(figures) == 1:
         group_name = next(iter(figures))
@@ -92,7 +93,7 @@ def place_plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected
     tests = figures[group_name]
     name = unknown_node(source)
     if kind == "smoke":
-        hosts = parse_smoke(text).hosts
+        hosts = tuple(dict.fromkeys(host for run in parse_smoke_runs(text) for host in run.hosts))
         return (group_name, kind, _hosts(hosts) if hosts else name), ""
     if kind == "dcgm":
         return (group_name, kind, name), ""
@@ -114,22 +115,3 @@ def place_plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected
     if test not in tests:
         return None, f"nccl-tests {result.operation} on {len(result.hosts)} node(s): the cluster has no figure {test}"
     return (group_name, test, _hosts(result.hosts)), ""
-
-
-_NCCL_RUN_END = re.compile(r"^.*#\s*Avg bus bandwidth\s*:.*$\n?", re.MULTILINE)
-
-
-def nccl_runs(text: str) -> list[str]:
-    """A plain nccl-tests log cut after each run's `# Avg bus bandwidth` line (a job that runs
-    all_reduce_perf, then all_gather_perf, into one file): each run with the lines before it (its
-    command line, NCCL's lines); what follows the last is a run of its own only where it is one (a
-    run cut short)."""
-    runs: list[str] = []
-    start = 0
-    for end in _NCCL_RUN_END.finditer(text):
-        runs.append(text[start:end.end()])
-        start = end.end()
-    tail = text[start:]
-    if not runs or detect(tail) == "nccl":
-        runs.append(tail)
-    return runs

@@ -1,15 +1,32 @@
 """The report of `fmcluster verify`: its rows, what it serializes to, and its text and JSON
-renderings. Pure."""
+renderings. Pure.
+
+What a result says (a host, a test's message, a file's path) is not trusted: the text rendering
+shows its control characters escaped (\\x1b, \\n, as fmcluster's spec errors show a value's), so
+an escape sequence in a host name never reaches the terminal; the JSON is strict (no NaN or
+Infinity: a figure that is not finite is null, with why)."""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import textwrap
 from dataclasses import asdict, dataclass
 from typing import Optional
 
 from fmcluster.kits.verify.judging import Verdict, worst
+from fmcluster.spec.diagnostics import one_line
+
+# beside what one_line escapes (C0, DEL, NEL, the line and paragraph separators): the other C1
+# controls (0x9b is a CSI on terminals that read 8-bit controls) and the bidirectional overrides
+# and isolates, which reorder what a terminal shows
+_MORE_ESCAPES = {c: ascii(chr(c))[1:-1] for c in (*range(0x80, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A))}
+
+
+def shown(text: str) -> str:
+    """Untrusted text as the text report shows it: on one line, its control characters escaped."""
+    return one_line(text).translate(_MORE_ESCAPES)
 
 
 @dataclass(frozen=True)
@@ -27,31 +44,49 @@ class Row:
     # the figure above which the measurement is impossible on its path (the physical limit plus
     # fmcluster.model.expected.MEASUREMENT_MARGIN); None without a figure
     impossible_above: Optional[float] = None
+    basis: str = ""  # where PASS AT comes from, or why there is none
+    ceiling: str = ""  # the path's limit and where it comes from, or why there is none
+    unmeasured: str = ""  # why MEASURED is none ("" where there is a figure)
 
 
 @dataclass(frozen=True)
 class VerifyReport:
     cluster: str
     rows: tuple[Row, ...]
-    error: Optional[str] = None  # a results file that cannot be read: nothing judged
+    error: Optional[str] = None  # the first results file or directory that cannot be read
     judged: int = 0  # the files of which a result was judged
     not_judged: tuple[tuple[str, str], ...] = ()  # (file, why) for each file, or part of one, not judged
+    # (file, why) of each result that cannot be judged: a file or directory that cannot be read, a
+    # line a parser does not understand ("line N: ..."); any makes the command exit 2
+    refused: tuple[tuple[str, str], ...] = ()
 
     @property
     def verdict(self) -> Verdict:
         return worst([r.verdict for r in self.rows])
 
     def as_dict(self) -> dict[str, object]:
+        """The report as strict JSON holds it: a figure that is not finite is null, with why."""
         groups: dict[str, list[dict[str, object]]] = {}
         for row in self.rows:
-            groups.setdefault(row.group, []).append({k: (v.value if isinstance(v, Verdict) else v)
-                                                     for k, v in asdict(row).items() if k != "group"})
-        judged = self.error is None and self.judged > 0
+            entry: dict[str, object] = {}
+            for key, value in asdict(row).items():
+                if key == "group":
+                    continue
+                if isinstance(value, float) and not math.isfinite(value):
+                    if key == "measured" and not row.unmeasured:
+                        entry["unmeasured"] = f"not a finite figure ({value})"
+                    value = None
+                entry[key] = value.value if isinstance(value, Verdict) else value
+            if entry["measured"] is None and not entry.get("unmeasured"):
+                entry["unmeasured"] = "no figure"
+            groups.setdefault(row.group, []).append(entry)
         out: dict[str, object] = {
-            "cluster": self.cluster, "verdict": self.verdict.value if judged else None, "judged": self.judged,
+            "cluster": self.cluster, "verdict": self.verdict.value if self.judged > 0 else None,
+            "judged": self.judged,
             "groups": {g: {"verdict": worst([Verdict(r["verdict"]) for r in rows]).value,
                            "results": rows} for g, rows in groups.items()},
-            "not_judged": [{"file": source, "reason": why} for source, why in self.not_judged]}
+            "not_judged": [{"file": source, "reason": why} for source, why in self.not_judged],
+            "refused": [{"file": source, "reason": why} for source, why in self.refused]}
         if self.error is not None:
             out["error"] = self.error
         return out
@@ -88,9 +123,10 @@ def render_text(report: VerifyReport) -> str:
     sources = [""]
     for r in report.rows:
         unit = f" {r.unit}" if r.unit and r.measured is not None else ""
-        table.append((r.verdict.value, r.group, r.test, r.node, number_text(r.measured) + unit, number_text(r.pass_at)))
-        notes.append(r.note)
-        sources.append(r.source)
+        table.append((r.verdict.value, shown(r.group), shown(r.test), shown(r.node), number_text(r.measured) + unit,
+                      number_text(r.pass_at)))
+        notes.append(shown(r.note))
+        sources.append(shown(r.source))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     node = table[0].index("NODE")
     room = WIDTH - 2 * (len(widths) - 1) - sum(w for i, w in enumerate(widths) if i != node)
@@ -114,22 +150,32 @@ def render_text(report: VerifyReport) -> str:
         lines += rows
     lines += _not_judged_lines(report)
     counts = {v: sum(1 for r in report.rows if r.verdict is v) for v in Verdict}
-    lines.append(f"{report.cluster}: {report.verdict.value} ({counts[Verdict.PASS]} pass, {counts[Verdict.WARN]} "
-                 f"warn, {counts[Verdict.FAIL]} fail)")
+    refused = (f"; NOT JUDGED: {len(report.refused)} result{'s' if len(report.refused) > 1 else ''} cannot be "
+               "read or understood" if report.refused else "")
+    lines.append(f"{shown(report.cluster)}: {report.verdict.value} ({counts[Verdict.PASS]} pass, "
+                 f"{counts[Verdict.WARN]} warn, {counts[Verdict.FAIL]} fail){refused}")
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
 def _not_judged_lines(report: VerifyReport) -> list[str]:
-    """The section of the files not judged: each file, and under it why."""
-    if not report.not_judged:
+    """The section of the files not judged: each file, and under it why; the results that cannot
+    be judged (refused) first, each line marked so."""
+    entries = [(source, "REFUSED " + why) for source, why in report.refused] + [
+        entry for entry in report.not_judged if entry not in report.refused]
+    if not entries:
         return []
-    lines = [f"NOT JUDGED ({len(report.not_judged)} file{'s' if len(report.not_judged) > 1 else ''})"]
-    for source, why in report.not_judged:
-        lines.append("  " + source)
-        lines += textwrap.wrap(why, WIDTH, initial_indent="    ", subsequent_indent="    ",
+    files = len(dict.fromkeys(source for source, _ in entries))
+    lines = [f"NOT JUDGED ({files} file{'s' if files > 1 else ''})"]
+    last = None
+    for source, why in entries:
+        if source != last:
+            lines.append("  " + shown(source))
+        last = source
+        lines += textwrap.wrap(shown(why), WIDTH, initial_indent="    ", subsequent_indent="    ",
                                break_on_hyphens=False, break_long_words=False)
     return lines
 
 
 def render_json(report: VerifyReport) -> str:
-    return json.dumps(report.as_dict(), indent=2) + "\n"
+    """Strict JSON (allow_nan=False: as_dict leaves no NaN or infinity)."""
+    return json.dumps(report.as_dict(), indent=2, allow_nan=False) + "\n"

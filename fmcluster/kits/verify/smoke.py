@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from fmcluster.kits.verify.judging import Verdict
-from fmcluster.kits.verify.reading import float_or_none, int_or_none
+from fmcluster.kits.verify.reading import Refusal, lines_of, number, whole, worst_run
 
 _SMOKE = re.compile(r"fmcluster-smoke\s+(.*)$")
 
@@ -34,6 +34,9 @@ class SmokeResult:
     steps_declared: Optional[int]  # the final line's steps=
     complete: bool  # the final line is there
     errors: tuple[str, ...]
+    refused: tuple[Refusal, ...] = ()  # smoke lines it does not understand: the run is not judged
+    first_line: int = 1  # of the run, in the text parsed
+    runs: int = 1  # the runs of the text (parse_smoke of several: the worst of them)
 
     @property
     def losses(self) -> tuple[float, ...]:
@@ -53,7 +56,7 @@ class SmokeResult:
     def verdict(self) -> Verdict:
         """PASS: the final `ok` line, every loss finite and the last no higher than the first; FAIL
         otherwise (a missing final line is a truncated run)."""
-        if self.outcome != "ok" or not self.steps:
+        if self.refused or self.outcome != "ok" or not self.steps:
             return Verdict.FAIL
         if not all(math.isfinite(loss) for loss in self.losses):
             return Verdict.FAIL
@@ -64,57 +67,112 @@ class SmokeResult:
         return Verdict.PASS
 
 
-def _fields(rest: str) -> tuple[list[str], dict[str, str]]:
+_STEP_KEYS = {"step", "loss", "tokens_per_s", "host", "rank"}
+
+
+def _fields(rest: str) -> tuple[list[str], dict[str, str], list[str]]:
+    """The bare words, the key=value fields and the keys given twice of a line's rest."""
     words: list[str] = []
     fields: dict[str, str] = {}
+    twice: list[str] = []
     for token in rest.split():
         key, sep, value = token.partition("=")
         if sep:
+            if key in fields:
+                twice.append(key)
             fields[key] = value
         else:
             words.append(token)
-    return words, fields
+    return words, fields, twice
 
 
-def parse_smoke(text: str) -> SmokeResult:
-    """The smoke test's lines, wherever they sit in a line (torchrun or srun may prefix them)."""
-    steps: list[SmokeStep] = []
-    errors: list[str] = []
-    outcome: Optional[str] = None
-    reason: Optional[str] = None
-    world: Optional[int] = None
-    declared: Optional[int] = None
-    for line in text.splitlines():
+class _Run:
+    def __init__(self, first_line: int) -> None:
+        self.first_line = first_line
+        self.steps: list[SmokeStep] = []
+        self.errors: list[str] = []
+        self.refused: list[Refusal] = []
+        self.outcome: Optional[str] = None
+        self.reason: Optional[str] = None
+        self.world: Optional[int] = None
+        self.declared: Optional[int] = None
+
+    def step(self, at: int, words: list[str], fields: dict[str, str], line: str) -> None:
+        step, loss = whole(fields["step"]), number(fields.get("loss", ""))
+        rate = number(fields["tokens_per_s"]) if "tokens_per_s" in fields else None
+        rank = whole(fields["rank"]) if "rank" in fields else None
+        if (words or not set(fields) <= _STEP_KEYS or step is None or step < 0 or loss is None
+                or ("tokens_per_s" in fields and (rate is None or rate < 0)) or ("rank" in fields and rank is None)
+                or ("host" in fields and not fields["host"])):
+            self.refused.append(Refusal(at, f"a smoke step line the kit does not print: {line.strip()[:200]!r}"))
+            return
+        if self.steps and step <= self.steps[-1].step:
+            self.refused.append(Refusal(at, f"step {step} after step {self.steps[-1].step}: the smoke test counts up"))
+            return
+        self.steps.append(SmokeStep(step, loss, rate, fields.get("host"), rank))
+        if not math.isfinite(loss):
+            self.errors.append(f"loss not finite at step {step}: {fields.get('loss')}")
+
+    def final(self, at: int, words: list[str], fields: dict[str, str], line: str) -> None:
+        self.outcome = words[0]
+        if self.outcome == "ok":
+            world, declared = whole(fields.get("world_size", "")), whole(fields.get("steps", ""))
+            if len(words) > 1 or set(fields) != {"world_size", "steps"} or world is None or declared is None:
+                self.refused.append(Refusal(at, f"a smoke ok line the kit does not print: {line.strip()[:200]!r}"))
+                return
+            self.world, self.declared = world, declared
+        else:
+            self.reason = (fields.get("reason") or " ".join(words[1:]) or "unknown")[:200]
+            self.errors.append(f"smoke test failed: {self.reason}")
+
+    def result(self) -> SmokeResult:
+        errors = [r.text() for r in self.refused] + self.errors
+        if self.outcome is None:
+            errors.append("truncated: no final fmcluster-smoke ok/failed line")
+        if not self.steps:
+            errors.append("no fmcluster-smoke step lines")
+        elif self.outcome == "ok" and math.isfinite(self.steps[0].loss) and math.isfinite(self.steps[-1].loss) \
+                and self.steps[-1].loss > self.steps[0].loss:
+            first, last = self.steps[0], self.steps[-1]
+            errors.append(f"loss rose: {first.loss:g} at step {first.step}, {last.loss:g} at step {last.step}")
+        return SmokeResult(tuple(self.steps), self.outcome, self.reason, self.world, self.declared,
+                           self.outcome is not None and not self.refused, tuple(errors), tuple(self.refused),
+                           self.first_line)
+
+
+def parse_smoke_runs(text: str) -> tuple[SmokeResult, ...]:
+    """The smoke test's lines, wherever they sit in a line (torchrun or srun may prefix them), a
+    run ending at its final `ok` or `failed` line: a rerun after it is a run of its own. A
+    `fmcluster-smoke` line that is not one the kit prints, or a step that does not count up, is a
+    Refusal."""
+    runs: list[_Run] = []
+    run = _Run(1)
+    for at, line in enumerate(lines_of(text), 1):
         match = _SMOKE.search(line)
         if match is None:
             if "Traceback (most recent call last)" in line or re.search(r"\b\w*Error: ", line):
-                if len(errors) < 10:
-                    errors.append(line.strip()[:300])
+                if len(run.errors) < 10:
+                    run.errors.append(line.strip()[:300])
             continue
-        words, fields = _fields(match.group(1))
-        if "step" in fields:
-            step = int_or_none(fields["step"])
-            loss = float_or_none(fields.get("loss", ""))
-            if step is None or loss is None:
-                errors.append(f"unreadable step line: {line.strip()[:200]}")
-                continue
-            rank = int_or_none(fields["rank"]) if "rank" in fields else None
-            steps.append(SmokeStep(step, loss, float_or_none(fields.get("tokens_per_s", "")), fields.get("host"), rank))
-            if not math.isfinite(loss):
-                errors.append(f"loss not finite at step {step}: {fields.get('loss')}")
+        words, fields, twice = _fields(match.group(1))
+        if run.outcome is not None:  # a line after the run's final one: the next run
+            runs.append(run)
+            run = _Run(at)
+        if twice:
+            run.refused.append(Refusal(at, f"a smoke line with {twice[0]}= twice"))
+        elif "step" in fields:
+            run.step(at, words, fields, line)
         elif words and words[0] in ("ok", "failed"):
-            outcome = words[0]
-            world = int_or_none(fields.get("world_size", "")) if "world_size" in fields else world
-            declared = int_or_none(fields.get("steps", "")) if "steps" in fields else declared
-            if outcome == "failed":
-                reason = fields.get("reason") or " ".join(words[1:]) or "unknown"
-                errors.append(f"smoke test failed: {reason}")
-    if outcome is None:
-        errors.append("truncated: no final fmcluster-smoke ok/failed line")
-    if not steps:
-        errors.append("no fmcluster-smoke step lines")
-    elif outcome == "ok" and math.isfinite(steps[0].loss) and math.isfinite(steps[-1].loss) \
-            and steps[-1].loss > steps[0].loss:
-        first, last = steps[0], steps[-1]
-        errors.append(f"loss rose: {first.loss:g} at step {first.step}, {last.loss:g} at step {last.step}")
-    return SmokeResult(tuple(steps), outcome, reason, world, declared, outcome is not None, tuple(errors))
+            run.final(at, words, fields, line)
+        else:
+            run.refused.append(Refusal(at, f"a smoke line the kit does not print: {line.strip()[:200]!r}"))
+    runs.append(run)
+    return tuple(r.result() for r in runs)
+
+
+def parse_smoke(text: str) -> SmokeResult:
+    """The text's one run (parse_smoke_runs); of several, the worst (one not understood, then a
+    failure, then a warning), its errors saying how many there are."""
+    order = {Verdict.PASS: 0, Verdict.WARN: 1, Verdict.FAIL: 2}
+    return worst_run(parse_smoke_runs(text), lambda r: (3 if r.refused else order[r.verdict], -r.first_line),
+                     "smoke runs")
