@@ -11,12 +11,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from fmcluster.deploy import cfn_schemas
+from fmcluster.spec import update_policy
 
 # What holds users' data (cfn_schemas.DATA_TYPES, which `fmcluster diff` and `change-set` judge
-# by), and more: the policy guards what would disrupt the file system too. Its links (they hold
-# no data, but a replaced one stops the imports and exports of its path) and its security group
-# (retained with it: a new one would replace the file system, whose SecurityGroupIds are create-only).
-GUARDED_TYPES = (*cfn_schemas.DATA_TYPES, "AWS::FSx::DataRepositoryAssociation", "AWS::EC2::SecurityGroup")
+# by), and more: what the update policy says a change of a storage field replaces or removes
+# together with the data (fmcluster.spec.update_policy.table.lost_with_data), which would disrupt the
+# file system though it holds none. Its links (a replaced one stops the imports and exports of its
+# path) and its security group (retained with it: a new one would replace the file system, whose
+# SecurityGroupIds are create-only).
+GUARDED_TYPES = (*cfn_schemas.DATA_TYPES,
+                 *(t for t in update_policy.lost_with_data("storage") if not cfn_schemas.holds_data(t)))
 _ALLOW_UPDATES = {"Effect": "Allow", "Action": "Update:*", "Principal": "*", "Resource": "*"}
 
 

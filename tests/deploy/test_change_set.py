@@ -14,7 +14,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from fmcluster.deploy import change_set
+from fmcluster.deploy import cfn_schemas, change_set, stack_policy
+from fmcluster.spec import update_policy
 from tests.support.paths import ROOT
 
 STACK = "llm-pretrain-storage"
@@ -247,3 +248,39 @@ def test_command_line_without_credentials(tmp_path):
     help_text = subprocess.run([sys.executable, "-m", "fmcluster", "change-set", "--help"], cwd=ROOT,
                                capture_output=True, text=True).stdout
     assert "--allow-data-loss" in help_text and "--role-arn" in help_text
+
+
+# ---- the update policy (fmcluster.spec.update_policy) and the guards of NAME-storage --------
+
+def _claimed(effect: str) -> set[str]:
+    return {t for entry in update_policy.POLICIES.values() for case in entry.cases if case.effect == effect
+            for t in case.resources}
+
+
+@pytest.mark.parametrize("kind", sorted(_claimed(update_policy.DATA_LOSS) | _claimed(update_policy.REPLACE)))
+def test_the_guard_refuses_the_replacement_of_what_holds_data_and_of_nothing_else(kind):
+    """Each type the update policy says a change replaces or loses: the guard refuses a change set
+    that replaces one exactly when it holds data."""
+    verdict = change_set.Verdict(STACK, NAME, "changes")
+    change = modify("Resource", kind, "True", detail("Property", "Always"))
+    change_set._judge(None, STACK, [{"Type": "Resource", "ResourceChange": change}], verdict, {})
+    assert verdict.changes == 1 and bool(verdict.findings) == cfn_schemas.holds_data(kind)
+
+
+def test_what_the_update_policy_says_loses_data_the_guard_refuses_and_a_replacement_it_lets_through():
+    for path, entry in update_policy.POLICIES.items():
+        for case in entry.cases:
+            if case.effect == update_policy.DATA_LOSS:
+                assert any(cfn_schemas.holds_data(t) for t in case.resources), path
+            if case.effect == update_policy.REPLACE:
+                assert not any(cfn_schemas.holds_data(t) for t in case.resources), path
+
+
+def test_the_stack_policy_denies_what_a_storage_change_loses_with_the_data():
+    """The stack policy of NAME-storage guards what holds data, and what the update policy says a
+    storage change replaces or removes with it: the file system's links and security group."""
+    (deny,) = [s for s in stack_policy.protecting()["Statement"] if s["Effect"] == "Deny"]
+    guarded = deny["Condition"]["StringEquals"]["ResourceType"]
+    assert guarded == list(stack_policy.GUARDED_TYPES)
+    assert set(update_policy.lost_with_data("storage")) <= set(guarded)
+    assert guarded == [*cfn_schemas.DATA_TYPES, "AWS::FSx::DataRepositoryAssociation", "AWS::EC2::SecurityGroup"]
