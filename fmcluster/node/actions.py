@@ -65,16 +65,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from fmcluster.facts.node import FMCLUSTER_LIB, SCRATCH_PATH
+from fmcluster.facts.node import FMCLUSTER_LIB
 from fmcluster.node.bootstrap import (
     BOUNDARY,
     TOKEN_MARK,
-    HealthCheck,
-    HomeMount,
-    LustreMount,
-    Metrics,
     NodeProgram,
     compose,
     embed,
@@ -82,6 +78,10 @@ from fmcluster.node.bootstrap import (
     mime_multipart,
     node_program,
 )
+from fmcluster.node.refs import NodeRefs
+
+if TYPE_CHECKING:
+    from fmcluster.model.cluster import ClusterModel, NodeGroup
 
 NODE_BOOTSTRAPPED, NODE_READY = "NodeBootstrapped", "NodeReady"
 STAGES = (NODE_BOOTSTRAPPED, NODE_READY)
@@ -172,17 +172,9 @@ def scripts(program: NodeProgram) -> tuple[LifecycleScript, ...]:
     return tuple(made)
 
 
-def node_actions(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
-                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
-                 containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
-                 deep_check: bool = False, health: HealthCheck | None = None,
-                 network_features: bool = False) -> tuple[LifecycleScript, ...]:
-    """The node lifecycle scripts of an AWS PCS node group (the arguments of
-    fmcluster.node.bootstrap.node_program)."""
-    return scripts(node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
-                                slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version,
-                                home=home, deep_check=deep_check, health=health,
-                                network_features=network_features))
+def node_actions(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> tuple[LifecycleScript, ...]:
+    """The node lifecycle scripts of an AWS PCS node group (fmcluster.node.bootstrap.node_program)."""
+    return scripts(node_program(model, group, refs))
 
 
 def in_stage(actions: Sequence[LifecycleScript], stage: str) -> list[LifecycleScript]:

@@ -10,17 +10,19 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence, cast
+from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
 from fmcluster.facts import catalog, openzfs
 from fmcluster.facts import health as health_facts
 from fmcluster.facts.catalog import InstanceType
-from fmcluster.facts.efa import efa_layout, lnet_efa_interfaces
+from fmcluster.facts.efa import efa_layout
 from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, HOME_PATH, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
-from fmcluster.model.node import SLURMD_UNIT, Containers, SlurmPaths, slurmd_units
+from fmcluster.model import expected
+from fmcluster.model.node import LUSTRE, SLURMD_UNIT, Containers, NodeSetup, SlurmPaths
+from fmcluster.node.refs import NodeRefs
 
 if TYPE_CHECKING:
-    from fmcluster.model.cluster import NodeGroup
+    from fmcluster.model.cluster import ClusterModel, NodeGroup
 
 SCRIPTS = Path(__file__).parent / "scripts" / "boot"
 SLURM_SCRIPTS = Path(__file__).parent / "scripts" / "slurm"
@@ -130,13 +132,11 @@ METRICS_PATHS = {"FMCLUSTER_ETC": FMCLUSTER_ETC, "SYSTEMD_DIR": "/etc/systemd/sy
 
 @dataclass(frozen=True)
 class LustreMount:
-    """Where a node mounts the FSx for Lustre file system (values may be CDK tokens); `efa`: the
-    file system is EFA-enabled (its clients with EFA configure LNet over EFA)."""
+    """Where a node mounts the FSx for Lustre file system (values may be CDK tokens)."""
 
     dns_name: str
     mount_name: str
     mount_path: str = "/fsx"
-    efa: bool = False
 
     @property
     def source(self) -> str:
@@ -225,13 +225,12 @@ def has_nvlink(instance: InstanceType) -> bool:
     return bool(instance.gpu and instance.gpu.nvlink_gbps) and instance.gpu_count > 1
 
 
-def enroot_paths(instance: InstanceType, containers: Containers,
-                 scratch_path: str = SCRATCH_PATH) -> dict[str, str]:
+def enroot_paths(containers: Containers, scratch_path: str) -> dict[str, str]:
     """Enroot's directories: runtime, data and temporary files node-local (the instance store at
-    `scratch_path`, or FALLBACK_SCRATCH without one), the image cache on the shared file system
+    `scratch_path`, or FALLBACK_SCRATCH without one: ""), the image cache on the shared file system
     when there is one. Per user where Enroot writes per user (a shared cache's layers are the first
     importer's, mode 0640: awsome-distributed-ai's install-enroot-pyxis.sh); the roots 1777."""
-    local = f"{scratch_path if instance.nvme_disks else FALLBACK_SCRATCH}/enroot"
+    local = f"{scratch_path or FALLBACK_SCRATCH}/enroot"
     cache = f"{containers.shared_path}/enroot/cache" if containers.shared_path else f"{local}/cache"
     return {"ENROOT_LOCAL": local, "ENROOT_CACHE_ROOT": cache}
 
@@ -385,28 +384,12 @@ def _settings(values: Mapping[str, str | int]) -> str:
 DEEP_CHECK_SECONDS = health_facts.DEEP_DCGM_TIMEOUT_SECONDS + health_facts.DEEP_NCCL_TIMEOUT_SECONDS + 60
 
 
-@dataclass(frozen=True)
-class _OneNode:
-    """What fmcluster.model.expected.nccl_inside_node reads of a node group: one node of `instance`."""
-
-    instance: InstanceType
-
-    @property
-    def gpus(self) -> int:
-        return self.instance.gpu_count or 0
-
-    @property
-    def instance_type(self) -> str:
-        return self.instance.name
-
-
-def deep_nccl_floor(instance: InstanceType) -> str:
-    """The all_reduce bus bandwidth (GB/s) below which the deep check fails a node: the FAIL line of
-    the node-local figure `fmcluster verify` holds the acceptance kit's nccl-all_reduce-node to
-    (fmcluster.model.expected), "0" where it has none (PCIe or one GPU: measured, not judged)."""
-    from fmcluster.model import expected  # the model's figures; no cycle (expected imports nothing at run time)
-
-    figure = expected.nccl_inside_node(cast("NodeGroup", _OneNode(instance)), "all_reduce")
+def deep_nccl_floor(group: NodeGroup) -> str:
+    """The all_reduce bus bandwidth (GB/s) below which the deep check fails a node of `group`: the
+    FAIL line of the node-local figure `fmcluster verify` holds the acceptance kit's
+    nccl-all_reduce-node to (fmcluster.model.expected), "0" where it has none (PCIe or one GPU:
+    measured, not judged)."""
+    figure = expected.nccl_inside_node(group, "all_reduce")
     return f"{figure.warn_at:g}" if figure.warn_at is not None else "0"
 
 
@@ -441,7 +424,7 @@ class NodeProgram:
         return self.add("protect.sh", "protect_running_jobs")
 
     def readiness(self, *, mounts: Sequence[str], lnet_efa: bool, containers: Optional[Containers] = None,
-                  scratch_path: str = SCRATCH_PATH, imex: bool = False) -> "NodeProgram":
+                  scratch_path: str = "", imex: bool = False) -> "NodeProgram":
         """The readiness check and its settings (no gate: the caller adds one); with `containers`,
         the container runtime is checked too (NodeProgram.containers installs it); with `imex`,
         nvidia-imex.service must be enabled (NodeProgram.slurm_prolog enables it)."""
@@ -449,7 +432,7 @@ class NodeProgram:
         runtime = dict.fromkeys(("READY_ENROOT_VERSION", "READY_PYXIS_PLUGIN", "READY_PYXIS_CONF",
                                  "READY_PLUGSTACK", "READY_ENROOT_DIRS"), "")
         if containers is not None:
-            paths = enroot_paths(self.instance, containers, scratch_path)
+            paths = enroot_paths(containers, scratch_path)
             runtime = {"READY_ENROOT_VERSION": ENROOT_VERSION, "READY_PYXIS_PLUGIN": containers.plugin,
                        "READY_PYXIS_CONF": containers.pyxis_conf, "READY_PLUGSTACK": containers.slurmd_plugstack,
                        "READY_ENROOT_DIRS": " ".join([*(f"{paths['ENROOT_LOCAL']}/{d}" for d in ENROOT_LOCAL_DIRS),
@@ -459,10 +442,11 @@ class NodeProgram:
                         LNET_EFA=int(lnet_efa), READY_WAIT_SECONDS=READY_WAIT_SECONDS, TEXTFILE_DIR=TEXTFILE_DIR,
                         READY_IMEX=int(imex), **runtime)
 
-    def deep_check(self) -> "NodeProgram":
+    def deep_check(self, nccl_floor: str) -> "NodeProgram":
         """The deep check of a new GPU node (programs/deep-check.sh: a DCGM diagnostic and a
-        node-local NCCL all-reduce), run by the readiness check once per instance; call it before
-        `readiness` (its settings go into node-ready.env, its bound into slurmd's TimeoutStartSec)."""
+        node-local NCCL all-reduce whose bus bandwidth must reach `nccl_floor` GB/s: deep_nccl_floor),
+        run by the readiness check once per instance; call it before `readiness` (its settings go
+        into node-ready.env, its bound into slurmd's TimeoutStartSec)."""
         if not self.instance.is_gpu:
             return self
         self.programs["deep_check"] = PROGRAMS / "deep-check.sh"
@@ -471,7 +455,7 @@ class NodeProgram:
                         DEEP_DCGM_SECONDS=health_facts.DEEP_DCGM_TIMEOUT_SECONDS,
                         DEEP_NCCL_SECONDS=health_facts.DEEP_NCCL_TIMEOUT_SECONDS,
                         DEEP_NCCL_TESTS=" ".join(health_facts.DEEP_NCCL_TESTS), DEEP_MPIRUN=health_facts.DEEP_MPIRUN,
-                        DEEP_NCCL_BUSBW_FLOOR=deep_nccl_floor(self.instance),
+                        DEEP_NCCL_BUSBW_FLOOR=nccl_floor,
                         DEEP_CHECK_MARKER=health_facts.DEEP_CHECK_MARKER, DEEP_CHECK_LOG=health_facts.DEEP_CHECK_LOG)
 
     def replacement(self, queue_url: str, region: str, cluster: str, plane: str = "pcs") -> "NodeProgram":
@@ -484,7 +468,7 @@ class NodeProgram:
                         FMCLUSTER_ETC=FMCLUSTER_ETC, REPLACE_QUEUE_URL=queue_url, REPLACE_REGION=region,
                         REPLACE_CLUSTER=cluster, REPLACE_PLANE=plane)
 
-    def containers(self, containers: Containers, scratch_path: str = SCRATCH_PATH) -> "NodeProgram":
+    def containers(self, containers: Containers, scratch_path: str = "") -> "NodeProgram":
         """Enroot and Pyxis, baked into the node's image (fmcluster.node.image), checked and
         configured (containers.sh): after /scratch and the file system are mounted. Nothing is
         downloaded or built: a node whose image lacks them is not ready."""
@@ -494,8 +478,8 @@ class NodeProgram:
                         PYXIS_PLUGIN=containers.plugin, PLUGSTACK_DIR=containers.plugstack_dir,
                         SLURM_BIN=containers.slurm_bin, RESTART_SLURMD=int(containers.restart_slurmd),
                         CONTAINER_MOUNTS=" ".join(([containers.shared_path] if containers.shared_path else [])
-                                                  + ([scratch_path] if self.instance.nvme_disks else [])),
-                        **enroot_paths(self.instance, containers, scratch_path))
+                                                  + ([scratch_path] if scratch_path else [])),
+                        **enroot_paths(containers, scratch_path))
 
     def slurm_prolog(self, slurm_bin: str) -> "NodeProgram":
         """The cluster's Slurm prolog at IMEX_PROLOG, before slurmd may start: on an UltraServer
@@ -615,94 +599,85 @@ def header(comment: str | None = None) -> str:
     return "#!/bin/bash\n" + comment + "".join(lines)
 
 
-def node_script(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
-                scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, compact: bool = True,
-                slurm_prolog: bool = False, containers: bool = False, slurm_version: str = "",
-                home: HomeMount | None = None, deep_check: bool = False, health: HealthCheck | None = None,
-                network_features: bool = False) -> str:
-    """The AWS PCS bootstrap script of a node of `instance_type`, as one script (`node_program`,
-    rendered; fmcluster.node.actions splits the same program into node lifecycle scripts).
-    `compact`: the fragments without their comment lines, the body packed (the user data's 16 KiB
-    limit)."""
-    program = node_program(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
-                           slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version,
-                           home=home, deep_check=deep_check, health=health,
-                           network_features=network_features)
-    return program.render(header(), compact=compact)
+def node_program(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> NodeProgram:
+    """The AWS PCS node program of `group`'s nodes (docs/research-notes.md), from the model's setup
+    of the group (`model.node(group)`) and the deploy-time names in `refs`; fmcluster.node.actions
+    runs it as node lifecycle scripts.
 
-
-def node_program(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
-                 scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
-                 containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
-                 deep_check: bool = False, health: HealthCheck | None = None,
-                 network_features: bool = False) -> NodeProgram:
-    """The AWS PCS node program of a node of `instance_type` (docs/research-notes.md).
-
-    `efa`: the node has EFA interfaces (sets the EFA environment; never on a type without EFA).
-    `lustre`: the file system to mount, or None. The NVMe part is left out for instance types
-    without instance store. `slurm_prolog`: install the cluster's Slurm prolog (the IMEX prolog of a cluster
-    with UltraServer node groups: slurmd runs it on every compute node, so every node needs it,
-    and a node without it is not ready; on an UltraServer type it calls Slurm's commands in the
-    `slurm_version`'s directory, and nvidia-imex.service must be enabled for the node to be ready;
-    on any other type it does nothing). `containers`: Enroot and Pyxis (built against the cluster's
-    `slurm_version`), the image cache on `lustre`, and a node without them is not ready.
-    `home`: the shared home (FSx for OpenZFS) to mount at /home; a `lustre` whose mount path is
-    /home is the shared home itself (mounted the same way, the image's home directories copied in
-    first). A node without its home is not ready. `deep_check`: a GPU node runs the deep check
-    (NodeProgram.deep_check) once per instance before slurmd first starts; a node that fails it is
-    not ready. `health`: on a GPU type, the continuous health check (NodeProgram.health: its EFA
-    devices and mounts, Slurm's commands of `slurm_version`). `network_features`: publish the node's place in
-    EC2's network as Slurm node features (NodeProgram.network_features; fmcluster.node.topology
-    says which groups), with the `slurm_version`'s commands.
+    In order: the cluster's Slurm prolog where it has one (the IMEX prolog of a cluster with
+    UltraServer node groups: slurmd runs it on every compute node, so every node needs it, and a
+    node without it is not ready; on an UltraServer type nvidia-imex.service must be enabled too),
+    the deep check of a new GPU node (a node that fails it is not ready), the readiness check and
+    slurmd's gate, the EFA / NCCL environment, metrics (with `refs.remote_write_url`), /scratch,
+    LNet over EFA, the file system, the shared home (FSx for OpenZFS over NFS, or the Lustre file
+    system mounted at /home, the image's home directories copied in first), Enroot and Pyxis (the
+    image cache on the file system), the continuous health check, and the node's place in EC2's
+    network as Slurm node features (fmcluster.node.topology says which groups). A node without a
+    mount, its GPUs or its container runtime is not ready.
     """
-    instance = instance_entry(instance_type)
-    efa = efa and instance.efa_supported
-    lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=bool(lustre and lustre.efa))
-    if lustre is not None and lustre.mount_path == HOME_PATH:
-        if home is not None:
+    setup = model.node(group)
+    slurm = setup.slurm
+    if slurm is None:
+        raise ValueError(f"node group {group.name}: not a Slurm node group")
+    lnet = setup.lnet_efa_interfaces > 0
+    lustre = home = None
+    if setup.lustre_path:
+        if not (refs.lustre_dns_name and refs.lustre_mount_name):
+            raise ValueError("the file system's DNS and mount names are needed (NodeRefs)")
+        lustre = LustreMount(refs.lustre_dns_name, refs.lustre_mount_name, setup.lustre_path)
+    if setup.home is not None and setup.home.kind == LUSTRE:
+        assert lustre is not None  # the Lustre file system at /home
+        home = HomeMount.lustre(lustre, lnet=lnet)
+    elif setup.home is not None:
+        if setup.lustre_path == setup.home.mount_path:
             raise ValueError("two shared homes: the Lustre file system at /home and another")
-        home = HomeMount.lustre(lustre, lnet=lnet > 0)
-    mounts = ([lustre.mount_path] if lustre else []) + ([home.mount_path] if home and home.fstype == "nfs" else []) \
-        + ([scratch_path] if instance.nvme_disks else [])
-    runtime = None
-    if containers:
-        if not slurm_version:
-            raise ValueError("containers: the cluster's Slurm version is needed (Pyxis is built against it)")
-        runtime = Containers.pcs(slurm_version, lustre.mount_path if lustre else "")
-    imex = slurm_prolog and instance.ultraserver
-    if imex and not slurm_version:
-        raise ValueError("the IMEX prolog: the cluster's Slurm version is needed (its commands' directory)")
-    if network_features and not slurm_version:
-        raise ValueError("network features: the cluster's Slurm version is needed (its commands' directory)")
-    program = NodeProgram(instance)
-    if slurm_prolog:
-        program.slurm_prolog(slurm_bin(slurm_version) if imex else "")
-    if deep_check:
-        program.deep_check()
-    program.readiness(mounts=mounts, lnet_efa=lnet > 0, containers=runtime, scratch_path=scratch_path, imex=imex)
+        if not refs.home_dns_name:
+            raise ValueError("the shared home's DNS name is needed (NodeRefs)")
+        home = HomeMount.nfs(refs.home_dns_name)
+    program = NodeProgram(group.instance)
+    if setup.slurm_prolog:
+        program.slurm_prolog(slurm.bin if setup.imex else "")
+    if setup.deep_check:
+        program.deep_check(deep_nccl_floor(group))
+    program.readiness(mounts=setup.mounts, lnet_efa=lnet, containers=setup.containers,
+                      scratch_path=setup.scratch_path, imex=setup.imex)
     program.add("gate-slurmd.sh", "gate_slurmd", SLURMD_RETRY_SECONDS=SLURMD_RETRY_SECONDS,
-                SLURMD_UNITS=slurmd_units(slurm_version))
-    program.protect().nccl(efa)
-    if metrics is not None:
-        program.metrics(metrics, efa=efa, lustre_path=lustre.mount_path if lustre else "")
-    if instance.nvme_disks:
-        program.scratch(scratch_path)
+                SLURMD_UNITS=slurm.slurmd_units)
+    program.protect().nccl(setup.efa)
+    if refs.remote_write_url is not None:
+        program.metrics(Metrics(model.name, refs.remote_write_url, model.region, slurm=setup.slurm_metrics),
+                        efa=setup.efa, lustre_path=setup.lustre_path)
+    if setup.scratch_path:
+        program.scratch(setup.scratch_path)
     if lnet:
-        program.lnet(lnet)
-    if lustre is not None and lustre.mount_path != HOME_PATH:
-        program.lustre(lustre, lnet=lnet > 0)
+        program.lnet(setup.lnet_efa_interfaces)
+    if lustre is not None and (setup.home is None or setup.home.kind != LUSTRE):
+        program.lustre(lustre, lnet=lnet)
     if home is not None:
         program.home(home)
-    if runtime is not None:
-        program.containers(runtime, scratch_path)
-    if health is not None and instance.is_gpu:
-        if not slurm_version:
-            raise ValueError("the health check: the cluster's Slurm version is needed (its commands' directory)")
-        health.install(program, efa_devices=efa_devices(instance, efa), mounts=mounts,
-                       slurm_bin=slurm_bin(slurm_version))
-    if network_features:
-        program.network_features(slurm_bin(slurm_version), slurmd_units(slurm_version))
+    if setup.containers is not None:
+        program.containers(setup.containers, setup.scratch_path)
+    if setup.health is not None:
+        install_health(program, model, setup, refs)
+    if setup.network_features:
+        program.network_features(slurm.bin, slurm.slurmd_units)
     program.steps.append("check_node_ready")
+    return program
+
+
+def install_health(program: NodeProgram, model: ClusterModel, setup: NodeSetup, refs: NodeRefs) -> NodeProgram:
+    """The continuous health check of `setup`'s nodes (NodeProgram.health: its EFA devices and
+    mounts, Slurm's commands where it drains through Slurm), and the replacement request where it
+    asks for one (to `refs.replacement_queue`)."""
+    check = setup.health
+    if check is None:
+        raise ValueError("the node group runs no health check")
+    if check.replace and not refs.replacement_queue:
+        raise ValueError("a health check that asks for replacements needs the replacer's queue (NodeRefs)")
+    program.health(efa_devices=setup.efa_devices, mounts=setup.mounts, check_seconds=check.check_seconds,
+                   replace=check.replace, slurm_bin=setup.slurm.bin if setup.slurm else "", runner=check.runner)
+    if check.replace:
+        program.replacement(refs.replacement_queue, model.region, model.name, check.plane)
     return program
 
 
@@ -793,17 +768,3 @@ def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDA
                   "", body.rstrip("\n")]
     lines += [f"--{boundary}--", ""]
     return "\n".join(lines)
-
-
-def user_data(instance_type: str, *, efa: bool, lustre: LustreMount | None = None,
-              scratch_path: str = SCRATCH_PATH, metrics: Metrics | None = None, slurm_prolog: bool = False,
-              containers: bool = False, slurm_version: str = "", home: HomeMount | None = None,
-              deep_check: bool = False, health: HealthCheck | None = None,
-              network_features: bool = False) -> str:
-    """The node group's user data: MIME multipart with the bootstrap script (not yet base64)."""
-    script = node_script(instance_type, efa=efa, lustre=lustre, scratch_path=scratch_path, metrics=metrics,
-                         slurm_prolog=slurm_prolog, containers=containers, slurm_version=slurm_version, home=home,
-                         deep_check=deep_check, health=health,
-                         network_features=network_features)
-    return mime_multipart([("text/x-shellscript", SCRIPT_NAME, script)])
-

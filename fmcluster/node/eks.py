@@ -5,7 +5,6 @@ hook writes the expected-GPUs metric with `expected_gpus_script`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional
 
 import yaml
@@ -15,20 +14,10 @@ from fmcluster.facts.efa import lnet_efa_interfaces
 from fmcluster.facts.kubernetes import NOT_READY_TAINT
 from fmcluster.facts.node import TEXTFILE_DIR
 from fmcluster.node import bootstrap
+from fmcluster.node.refs import ClusterDetails
 
 NODECONFIG_MEDIA_TYPE = "application/node.eks.aws"
 NODECONFIG_FILE = "fmcluster-nodeconfig.yaml"
-
-
-@dataclass(frozen=True)
-class ClusterDetails:
-    """What `nodeadm` needs to join a cluster when EKS does not merge its own user data (a custom
-    AMI in the launch template). Values may be CDK tokens."""
-
-    name: str
-    endpoint: str
-    certificate_authority: str
-    service_cidr: str
 
 
 def node_config(*, raid0: bool, cluster: Optional[ClusterDetails] = None) -> Optional[str]:

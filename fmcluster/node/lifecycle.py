@@ -87,16 +87,17 @@ def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str
         program.lnet(lnet, install_client=True)
     if instance.nvme_disks:
         program.scratch(scratch_path)
+    local = scratch_path if instance.nvme_disks else ""  # Enroot's node-local files: /tmp without it
     if runtime is not None:
-        slurm_runtime(program, Containers.hyperpod(runtime.shared_path), scratch_path,
+        slurm_runtime(program, Containers.hyperpod(runtime.shared_path), local,
                       controller=runtime.controller)
     if checks is not None:
         containers = None
         if checks.containers and instance.is_gpu:
             containers = Containers.hyperpod(checks.cache_path)
-            slurm_runtime(program, containers, scratch_path, controller=False)
+            slurm_runtime(program, containers, local, controller=False)
         mounts = [*checks.mounts, *([scratch_path] if instance.nvme_disks else [])]
-        program.readiness(mounts=mounts, lnet_efa=False, containers=containers, scratch_path=scratch_path)
+        program.readiness(mounts=mounts, lnet_efa=False, containers=containers, scratch_path=local)
         program.add("gate-drain.sh", "gate_drain")
         if checks.health is not None and instance.is_gpu:
             checks.health.install(program, efa_devices=bootstrap.efa_devices(instance, efa), mounts=mounts,

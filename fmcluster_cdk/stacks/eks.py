@@ -27,6 +27,7 @@ from fmcluster.kubernetes import kueue as kueue_queues
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import SYSTEM, ClusterModel, NodeGroup
 from fmcluster.node import eks as eks_node
+from fmcluster.node.refs import ClusterDetails
 from fmcluster.spec.models import EVERYONE, ClusterSpec, OrchestratorSpec
 from fmcluster_cdk.constructs.compute.capacity_blocks import CapacityBlockScaler
 from fmcluster_cdk.constructs.compute.launch_template import (
@@ -225,8 +226,8 @@ class EksClusterStack(cdk.Stack):
     def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
         custom = None
         if group.ami_id:
-            custom = eks_node.ClusterDetails(self.cluster.cluster_name, self.cluster.cluster_endpoint,
-                                               self.cluster.cluster_certificate_authority_data, self.service_cidr)
+            custom = ClusterDetails(self.cluster.cluster_name, self.cluster.cluster_endpoint,
+                                    self.cluster.cluster_certificate_authority_data, self.service_cidr)
         template = NodeLaunchTemplate(scope, "LaunchTemplate", props=LaunchTemplateProps(
             interfaces=group.interfaces, network_cards=group.instance.network_cards, subnet_id=None,
             security_group_ids=[self.network.node_security_group_id, self.cluster.cluster_security_group_id],

@@ -10,10 +10,14 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, RESERVATION
-from fmcluster.model.cluster import NodeGroup
+from fmcluster.model.cluster import OPENZFS, ClusterModel, NodeGroup
+from fmcluster.node.refs import ClusterDetails, NodeRefs
 from fmcluster.spec.models import CapacitySpec
 from fmcluster_cdk.constructs.compute.launch_template import CAPACITY_BLOCK_MARKET, CapacityTarget
+from fmcluster_cdk.constructs.compute.node_replacer import queue_name
 from fmcluster_cdk.constructs.network import ClusterPlacementGroups
+from fmcluster_cdk.errors import ConstructError
+from fmcluster_cdk.stacks.refs import ObservabilityRefs, StorageRefs
 
 
 def capacity_target(capacity: CapacitySpec) -> CapacityTarget:
@@ -46,3 +50,22 @@ def placement_group_name(scope: Construct, group: NodeGroup, *, cluster_name: st
         return ClusterPlacementGroups(scope, "PlacementGroup", keys=[group.name],
                                       name_prefix=cluster_name).group_names[group.name]
     return group.placement.name
+
+
+def node_refs(scope: Construct, model: ClusterModel, storage: StorageRefs,
+              observability: Optional[ObservabilityRefs] = None, *,
+              eks_cluster: Optional[ClusterDetails] = None) -> NodeRefs:
+    """What the node renderers take from the other stacks (fmcluster.node.refs): the file
+    system's and the shared home's names (NAME-storage's outputs; an error where the spec has one
+    and `storage` gives none), the workspace's remote-write URL (with NAME-observability), the node
+    replacer's queue (health.replace) and `eks_cluster`."""
+    lustre = model.spec.storage.lustre
+    if lustre is not None and not (storage.file_system_dns_name and storage.file_system_mount_name):
+        raise ConstructError(scope, "the spec has a Lustre file system, but the storage stack gives no DNS or "
+                                    "mount name")
+    if model.home is not None and model.home.kind == OPENZFS and not storage.home_dns_name:
+        raise ConstructError(scope, "the spec has a shared home, but the storage stack gives no DNS name for it")
+    return NodeRefs(lustre_dns_name=storage.file_system_dns_name or "",
+                    lustre_mount_name=storage.file_system_mount_name or "", home_dns_name=storage.home_dns_name or "",
+                    remote_write_url=observability.remote_write_url if observability is not None else None,
+                    replacement_queue=queue_name(model.name) if model.health.replace else "", eks_cluster=eks_cluster)

@@ -13,11 +13,10 @@ from constructs import Construct
 
 from fmcluster.facts.controlplanes import pcs_ami_parameter
 from fmcluster.facts.images import PCS, slurm_prefix
-from fmcluster.model.cluster import COMPUTE, LOGIN, OPENZFS, ClusterModel, NodeGroup
-from fmcluster.node import accounting, actions, bootstrap, topology
-from fmcluster.spec.models import ClusterSpec
+from fmcluster.model.cluster import COMPUTE, LOGIN, ClusterModel, NodeGroup
+from fmcluster.node import accounting, actions, topology
 from fmcluster_cdk.constructs.compute.launch_template import LaunchTemplateProps, NodeLaunchTemplate
-from fmcluster_cdk.constructs.compute.node_replacer import NodeReplacer, queue_name
+from fmcluster_cdk.constructs.compute.node_replacer import NodeReplacer
 from fmcluster_cdk.constructs.compute.node_role import NodeRole
 from fmcluster_cdk.constructs.compute.node_scripts import NodeScripts
 from fmcluster_cdk.constructs.pcs import ComputeNodeGroup, LifecycleAction, SlurmCluster, SlurmQueue
@@ -48,28 +47,6 @@ PURCHASE_OPTIONS = {"on-demand": "ONDEMAND", "reservation": "ONDEMAND", "capacit
                     "spot": "SPOT"}  # a reservation is on-demand capacity the launch template targets
 
 
-def lustre_mount(scope: Construct, spec: ClusterSpec, storage: StorageRefs) -> Optional[bootstrap.LustreMount]:
-    """The nodes' Lustre mount of the spec's file system (None without one), from `scope`'s storage refs."""
-    lustre = spec.storage.lustre
-    if lustre is None:
-        return None
-    if not (storage.file_system_dns_name and storage.file_system_mount_name):
-        raise ConstructError(scope, "the spec has a Lustre file system, but the storage stack gives no DNS or "
-                                    "mount name")
-    return bootstrap.LustreMount(storage.file_system_dns_name, storage.file_system_mount_name, lustre.mount_path,
-                                 efa=lustre.efa)
-
-
-def home_mount(scope: Construct, model: ClusterModel, storage: StorageRefs) -> Optional[bootstrap.HomeMount]:
-    """The nodes' mount of the shared FSx for OpenZFS home (None without one; a Lustre home is the
-    Lustre mount's, at /home)."""
-    if model.home is None or model.home.kind != OPENZFS:
-        return None
-    if not storage.home_dns_name:
-        raise ConstructError(scope, "the spec has a shared home, but the storage stack gives no DNS name for it")
-    return bootstrap.HomeMount.nfs(storage.home_dns_name)
-
-
 class PcsClusterStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
                  storage: StorageRefs, observability: Optional[ObservabilityRefs] = None,
@@ -89,8 +66,8 @@ class PcsClusterStack(cdk.Stack):
         self.size = model.pcs_size
         assert spec.orchestrator.version is not None  # the spec resolves it (its default: the newest)
         self.slurm_version: str = spec.orchestrator.version
-        self.lustre = lustre_mount(self, spec, storage)
-        self.home = home_mount(self, model, storage)  # on every node group, the login nodes too
+        # what the nodes name of the other stacks (the file system, the home, the workspace)
+        self.refs = node_groups.node_refs(self, model, storage, observability)
         self.cluster = SlurmCluster(
             self, "Cluster", name=spec.name, slurm_version=self.slurm_version, size=self.size.name,
             # the region's first subnet: PCS refuses a Local Zone's for the cluster (its Networking);
@@ -164,14 +141,6 @@ class PcsClusterStack(cdk.Stack):
         return [actions.LifecycleScript("fmcluster accounting", actions.NODE_READY, actions.FIRST_BOOT_ONLY,
                                         actions.CONTINUE, text)]
 
-    def _metrics(self, group: NodeGroup) -> Optional[bootstrap.Metrics]:
-        """What the node group's Prometheus agent needs (None without NAME-observability); the
-        login nodes also count Slurm's node states."""
-        if self.observability is None:
-            return None
-        return bootstrap.Metrics(cluster=self.model.name, remote_write_url=self.observability.remote_write_url,
-                                 region=self.region, slurm=group.role == LOGIN)
-
     def _ami(self, group: NodeGroup) -> str:
         """The group's `ami_id`, else its baked node image's AMI, else the PCS-ready DLAMI."""
         if group.ami_id:
@@ -182,16 +151,6 @@ class PcsClusterStack(cdk.Stack):
         if group.image not in self.images.image_ids:
             raise ConstructError(self, f"node group {group.name}: NAME-images has no image {group.image}")
         return self.images.image_ids[group.image]
-
-    def _health(self, group: NodeGroup) -> Optional[bootstrap.HealthCheck]:
-        """The continuous health check of a GPU compute group's nodes (fmcluster.node.bootstrap), run
-        by a systemd timer: AWS PCS takes no HealthCheckProgram setting."""
-        if not self.model.checks_health(group):
-            return None
-        health = self.model.health
-        return bootstrap.HealthCheck(check_seconds=health.check_seconds, replace=health.replace,
-                                     queue=queue_name(self.model.name) if health.replace else "",
-                                     region=self.model.region, cluster=self.model.name, plane="pcs")
 
     def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
         # compute nodes in the GPU subnet; login nodes in the region's first (the same subnet
@@ -205,13 +164,7 @@ class PcsClusterStack(cdk.Stack):
             placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.model.name),
             capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
             tags=self.model.instance_tags(group), local_zone=group.local_zone, user_data=actions.user_data()))
-        scripts = actions.node_actions(group.instance_type, efa=group.efa, lustre=self.lustre,
-                                       metrics=self._metrics(group),
-                                       slurm_prolog=self.model.imex_prolog and group.role == COMPUTE,
-                                       containers=self.model.runs_containers(group),
-                                       slurm_version=self.slurm_version, home=self.home,
-                                       deep_check=self.model.deep_checks(group), health=self._health(group),
-                                       network_features=topology.publishes_network_features(self.model, group))
+        scripts = actions.node_actions(self.model, group, self.refs)
         scripts += tuple(self._accounting_action(group))
         published = NodeScripts(scope, "NodeScripts", scripts={s.file_name: s.text for s in scripts},
                                 role=self.node_role.role)

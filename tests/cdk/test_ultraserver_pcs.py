@@ -12,11 +12,13 @@ import pytest
 
 from fmcluster.facts import node as node_facts
 from fmcluster.model.cluster import resolve
-from fmcluster.node import bootstrap
+from fmcluster.node import actions, bootstrap
 from fmcluster.spec import loader
+from tests.support import nodes, standins
 from tests.support.examples import fmcluster_synth, templates
+from tests.support.nodes import NO_METRICS, first_boot
 from tests.support.paths import ROOT
-from tests.support.sandbox import Sandbox, Scenario
+from tests.support.sandbox import IMAGE_PCS_SLURM, Sandbox, Scenario
 
 pytestmark = pytest.mark.synth
 EXAMPLE = "examples/p6e-gb200-pcs.yaml"
@@ -128,12 +130,32 @@ def test_the_model_says_it_once():
 
 # --- the prolog on the node ----------------------------------------------------------------
 
+@pytest.fixture
+def standin_pins(monkeypatch):
+    """The node scripts pin the stand-ins' commits (as tests/node/test_boot_path.py): the node's
+    image is baked from them, and its container runtime is checked against the pins."""
+    for name, value in standins.pristine().pins().items():
+        monkeypatch.setattr(bootstrap, name, value)
+
+
+# the example's UltraServer group beside another, on the Slurm of the sandbox's image
+GB200 = {"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2, "capacity": {"type": "on-demand"}}
+
+
+def boot(tmp_path, scenario: Scenario, name: str = "gpu", ultraservers: bool = True):
+    """A node of the test spec's AWS PCS cluster (tests/support/nodes.py), with the UltraServer group
+    GB200 beside its group `name` or not, booted as PCS boots it."""
+    made, group = nodes.pcs_node("p5.48xlarge", {"node_groups[1]": GB200} if ultraservers else {}, lustre=None,
+                                 name=name)
+    node = Sandbox(tmp_path, scenario)
+    return node, first_boot(node, actions.node_actions(made, group, NO_METRICS))
+
+
 def gb200_node(tmp_path, **scenario):
-    node = Sandbox(tmp_path, Scenario(gpus=4, nvme_disks=3, efa_devices=4, **{"imex": True, **scenario}))
-    script = bootstrap.node_script("p6e-gb200.36xlarge", efa=True, slurm_prolog=True, slurm_version="25.05")
-    return node, node.run(script)
+    return boot(tmp_path, Scenario(gpus=4, nvme_disks=3, efa_devices=4, **{"imex": True, **scenario}), "gb200")
 
 
+@pytest.mark.usefixtures("standin_pins")
 def test_every_compute_node_installs_the_prolog_before_slurmd_may_start(tmp_path):
     node, result = gb200_node(tmp_path)
     assert result.returncode == 0, result.stderr
@@ -144,6 +166,7 @@ def test_every_compute_node_installs_the_prolog_before_slurmd_may_start(tmp_path
     assert node.run("systemctl start slurmd.service", name="start.sh").returncode == 0
 
 
+@pytest.mark.usefixtures("standin_pins")
 def test_a_node_without_its_prolog_never_starts_slurmd(tmp_path):
     node, result = gb200_node(tmp_path)
     assert result.returncode == 0, result.stderr
@@ -152,15 +175,18 @@ def test_a_node_without_its_prolog_never_starts_slurmd(tmp_path):
     assert started.returncode != 0 and "slurmd.service failed" in started.stderr
 
 
+@pytest.mark.usefixtures("standin_pins")
 def test_the_gb200_prolog_calls_slurm_by_the_clusters_path(tmp_path):
     node, result = gb200_node(tmp_path)
     assert result.returncode == 0, result.stderr
     prolog = node.file(node_facts.IMEX_PROLOG)
-    assert "\nSLURM_BIN=/opt/aws/pcs/scheduler/slurm-25.05/bin\n" in prolog and "nvidia-imex-ctl -N" in prolog
-    with pytest.raises(ValueError, match="Slurm version"):
-        bootstrap.node_script("p6e-gb200.36xlarge", efa=True, slurm_prolog=True)
+    bin_ = f"/opt/aws/pcs/scheduler/slurm-{IMAGE_PCS_SLURM}/bin"
+    assert f"\nSLURM_BIN={bin_}\n" in prolog and "nvidia-imex-ctl -N" in prolog
+    made, gb200 = nodes.pcs_node("p5.48xlarge", {"node_groups[1]": GB200}, name="gb200")
+    assert made.node(gb200).slurm.bin == bin_  # the cluster's Slurm, as the model resolved it
 
 
+@pytest.mark.usefixtures("standin_pins")
 def test_the_boot_enables_nvidia_imex_and_node_ready_requires_it(tmp_path):
     """Enabled (the PCS prerequisite), not started: the prolog starts it with each job's nodes."""
     node, result = gb200_node(tmp_path)
@@ -171,6 +197,7 @@ def test_the_boot_enables_nvidia_imex_and_node_ready_requires_it(tmp_path):
     assert "IMEX=1" in node.file("/etc/fmcluster/node-ready.env").splitlines()
 
 
+@pytest.mark.usefixtures("standin_pins")
 def test_a_gb200_node_without_nvidia_imex_is_not_ready(tmp_path):
     node, result = gb200_node(tmp_path, imex=False)  # the AMI lacks NVIDIA's IMEX packages
     assert result.returncode == 1
@@ -180,12 +207,12 @@ def test_a_gb200_node_without_nvidia_imex_is_not_ready(tmp_path):
     assert started.returncode != 0  # slurmd's gate: the node never takes a job
 
 
+@pytest.mark.usefixtures("standin_pins")
 def test_other_nodes_of_the_cluster_get_a_prolog_that_does_nothing(tmp_path):
     """Prolog= is cluster-wide: a p5 node of a cluster with UltraServers needs one too; it neither
     checks IMEX at boot nor carries the IMEX prolog (the user data's 16 KiB)."""
-    node = Sandbox(tmp_path, Scenario(gpus=8, nvme_disks=8, efa_devices=32))
-    script = bootstrap.node_script("p5.48xlarge", efa=True, slurm_prolog=True, slurm_version="25.05")
-    assert node.run(script).returncode == 0
+    node, result = boot(tmp_path, Scenario(gpus=8, nvme_disks=8, efa_devices=32))
+    assert result.returncode == 0, result.stderr
     assert node.file(node_facts.IMEX_PROLOG) == "#!/bin/sh\nexit 0\n"
     prolog = f'"$FMCLUSTER_ROOT{node_facts.IMEX_PROLOG}"'
     assert node.run(prolog, name="p.sh", env={"SLURM_JOB_ID": "1"}).returncode == 0
@@ -193,8 +220,9 @@ def test_other_nodes_of_the_cluster_get_a_prolog_that_does_nothing(tmp_path):
     assert not any("nvidia-imex" in line for line in node.lines("systemctl"))
 
 
+@pytest.mark.usefixtures("standin_pins")
 def test_clusters_without_ultraservers_install_no_prolog(tmp_path):
-    node = Sandbox(tmp_path, Scenario(gpus=8, nvme_disks=8, efa_devices=32))
-    assert node.run(bootstrap.node_script("p5.48xlarge", efa=True)).returncode == 0
+    node, result = boot(tmp_path, Scenario(gpus=8, nvme_disks=8, efa_devices=32), ultraservers=False)
+    assert result.returncode == 0, result.stderr
     assert not node.exists(node_facts.IMEX_PROLOG)
     assert not node.exists("/etc/systemd/system/slurmd.service.d/40-fmcluster-prolog.conf")

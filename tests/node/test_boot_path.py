@@ -1,10 +1,12 @@
 """The boot path, tested by running it: every node script as a real process in a sandboxed node
 (tests/support/sandbox.py) whose operating-system commands are recording fakes, scenario by scenario.
 
-The AWS PCS user data (fmcluster.node.bootstrap.node_script, as compact as on a node: its body xz
-and base85, decoded by the script itself), the Amazon EKS user data's shell part
-(fmcluster.node.eks.node_script) and the SageMaker HyperPod lifecycle folders
-(fmcluster.node.lifecycle: on_init.sh and its hooks). A node runs on its cluster's image: the
+The AWS PCS node lifecycle scripts as PCS runs them (fmcluster.node.actions: the slurmd guard of
+the user data, the NodeBootstrapped scripts, slurmd, the NodeReady scripts; tests/support/nodes.py),
+the Amazon EKS user data's shell part (fmcluster.node.eks.node_script, as compact as on a node: its
+body xz and base85, decoded by the script itself) and the SageMaker HyperPod lifecycle folders
+(fmcluster.node.lifecycle: on_init.sh and its hooks), each rendered from a model resolved from the
+test spec (tests/support/nodes.py). A node runs on its cluster's image: the
 image bake (fmcluster.node.image) really ran, once per Ubuntu release, with the real git, make and
 gcc against local stand-ins of the upstream repositories (tests/support/standins.py, and
 baked_files in tests/support/sandbox.py), so every test renders its scripts with the stand-ins' commits
@@ -26,10 +28,13 @@ import yaml
 from fmcluster.facts import catalog
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts import node as node_facts
-from fmcluster.node import bootstrap, lifecycle
+from fmcluster.model import node as node_setup
+from fmcluster.node import actions, bootstrap, lifecycle
 from fmcluster.node import eks as node_eks
-from fmcluster.node.bootstrap import LustreMount, Metrics
-from tests.support import standins
+from fmcluster.node.bootstrap import Metrics
+from fmcluster.node.refs import NodeRefs
+from tests.support import nodes, standins
+from tests.support.nodes import NO_METRICS, REFS, URL, first_boot, run_stage
 from tests.support.sandbox import (
     IMAGE_PCS_SLURM,
     Sandbox,
@@ -37,20 +42,19 @@ from tests.support.sandbox import (
     document_script,
     mount_unit_name,
     slurm_headers,
-    user_data_parts,
 )
 from tests.support.sandbox import node_image as sandbox_node_image
-from tests.support.user_data_size import USER_DATA_BUDGET, longest_region, with_longest_values
+from tests.support.stacks import FSX
+from tests.support.user_data_size import with_longest_values
 
-FSX = LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
-EFA_FSX = LustreMount(FSX.dns_name, FSX.mount_name, "/fsx", efa=True)
-URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
-METRICS = Metrics("demo", URL, "us-east-1")
 GPU_TYPES = [t for t in catalog.known_names(gpu_only=True)]
 SLURMD_DROPIN = "/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf"
 READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 REAL_PINS = {name: getattr(bootstrap, name) for name in ("ENROOT_COMMIT", "ENROOT_SUBMODULES", "PYXIS_COMMIT")}
+PCS_SLURM = IMAGE_PCS_SLURM  # the Slurm the sandbox's PCS image has (the model's: tests/support/nodes.py)
+# a group of UltraServers beside the group under test: the cluster runs the IMEX prolog
+GB200 = {"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2, "capacity": {"type": "on-demand"}}
 
 
 @pytest.fixture(autouse=True)
@@ -63,20 +67,23 @@ def standin_pins(request, monkeypatch):
 
 
 def world(instance_type: str, **changes) -> Scenario:
-    """The node of an instance type as the catalog describes it, changed by `changes`."""
+    """The node of an instance type as the catalog describes it (an UltraServer's AMI has NVIDIA's
+    IMEX packages), changed by `changes`."""
     instance = catalog.get(instance_type)
     return Scenario(**{"gpus": instance.gpu_count, "nvme_disks": instance.nvme_disks,
-                       "efa_devices": instance.max_efa_interfaces, **changes})
+                       "efa_devices": instance.max_efa_interfaces, "imex": instance.ultraserver, **changes})
 
 
-def pcs(instance_type="p5.48xlarge", *, efa=True, lustre=FSX, metrics=METRICS) -> str:
-    return bootstrap.node_script(instance_type, efa=efa, lustre=lustre, metrics=metrics)
+def pcs(instance_type="p5.48xlarge", *, metrics=True, **options) -> tuple[actions.LifecycleScript, ...]:
+    """The node lifecycle scripts of a PCS group of one node of `instance_type` (tests/support/nodes.py's
+    pcs_node, on the sandbox image's Slurm; `metrics`: the cluster is observed)."""
+    return actions.node_actions(*nodes.pcs_node(instance_type, **options), REFS if metrics else NO_METRICS)
 
 
 def boot(tmp_path, instance_type="p5.48xlarge", scenario=None, **render):
+    """A PCS node's first boot (tests/support/nodes.py's first_boot): the node and its outcome."""
     node = Sandbox(tmp_path, scenario or world(instance_type))
-    result = node.run(pcs(instance_type, **render))
-    return node, result
+    return node, first_boot(node, pcs(instance_type, **render))
 
 
 def index(lines: list[str], prefix: str) -> int:
@@ -115,54 +122,59 @@ def test_happy_path(tmp_path, instance_type):
 
 def test_steps_in_order(tmp_path):
     """The readiness gate before anything that can fail, unattended upgrades restrained first,
-    metrics (the image's packages checked) before the node-specific steps (disks, file system),
-    the readiness check last."""
+    the node-specific steps (disks, file system), the readiness check, then metrics (the image's
+    packages checked) once slurmd runs (NodeReady)."""
     node, result = boot(tmp_path)
     assert result.returncode == 0, result.stderr
     lines = node.lines()
     gate = index(lines, "install -d -m 0755 /etc/systemd/system/slurmd.service.d")
     protect = index(lines, "install -d -m 0755 /etc/needrestart/conf.d")
-    metrics = index(lines, "dpkg-query")
     scratch = index(lines, "mdadm --create")
     fsx = index(lines, "mount -t lustre")
-    assert gate < protect < metrics < scratch < fsx < index(lines[fsx:], "nvidia-smi -L") + fsx
+    ready = index(lines[fsx:], "nvidia-smi -L") + fsx
+    assert gate < protect < scratch < fsx < ready < index(lines, "dpkg-query")
     assert node.exists(SLURMD_DROPIN) and node.exists(f"{node_facts.FMCLUSTER_LIB}/node-ready")
 
 
-def test_the_node_keeps_its_bootstrap_program(tmp_path):
-    """The compact user data decodes its body to BODY_FILE and runs it: what the node keeps is
-    what was rendered, and the verbatim (readable) script is the same program."""
-    node, result = boot(tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert node.file(bootstrap.BODY_FILE) == bootstrap.unpack(pcs())
-    verbatim = bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS, compact=False)
+def test_the_eks_node_keeps_its_bootstrap_program(tmp_path):
+    """The compact user data (Amazon EKS's) decodes its body to BODY_FILE and runs it: what the
+    node keeps is what was rendered, and the verbatim (readable) script is the same program."""
+    node = eks_node(tmp_path)
+    compact = eks()
+    assert node.run(compact).returncode == 0
+    assert node.file(bootstrap.BODY_FILE) == bootstrap.unpack(compact)
+    verbatim = eks(compact=False)
     assert "FMCLUSTER_BOOTSTRAP" not in verbatim
-    other = Sandbox(tmp_path / "verbatim", world("p5.48xlarge"))
+    other = eks_node(tmp_path / "verbatim")
     assert other.run(verbatim).returncode == 0
     loader = f"install -d -m 0755 {node_facts.FMCLUSTER_LIB}"  # where the compact script unpacks its body
     assert node.lines()[0] == loader and other.lines() == node.lines()[1:]
 
 
-# Deploy-time values as the stacks pass them (CDK tokens: they stay outside the packed body), each
+# Deploy-time values as the stacks pass them (CDK tokens: the lifecycle scripts' arguments), each
 # measured at its longest (tests/support/user_data_size.py).
 TOKENS = {"DNSName": "${Token[TOKEN.1]}", "LustreMountName": "${Token[TOKEN.2]}",
           "PrometheusEndpoint": "${Token[TOKEN.3]}"}
-TOKEN_FSX = LustreMount(TOKENS["DNSName"], TOKENS["LustreMountName"], "/fsx", efa=True)
+TOKEN_REFS = NodeRefs(lustre_dns_name=TOKENS["DNSName"], lustre_mount_name=TOKENS["LustreMountName"],
+                      remote_write_url=TOKENS["PrometheusEndpoint"] + "api/v1/remote_write")
 
 
-def longest_user_data(instance_type: str, *, login: bool = False) -> str:
-    """The PCS user data of the largest kind of node of `instance_type`: EFA, LNet over EFA, the
-    IMEX prolog (GPU nodes), metrics (the Slurm collector on login nodes), containers, the
-    longest cluster name and Slurm version, every deploy-time value at its longest."""
-    metrics = Metrics("c" * 32, TOKENS["PrometheusEndpoint"] + "api/v1/remote_write", longest_region(),
-                      slurm=login)  # the longest cluster name the spec accepts
-    text = bootstrap.user_data(instance_type, efa=True, lustre=TOKEN_FSX, metrics=metrics, slurm_prolog=not login,
-                               containers=True, slurm_version="25.11")
-    return with_longest_values(text, TOKENS)
+def longest_arguments(instance_type: str, *, login: bool = False) -> dict[str, list[str]]:
+    """The arguments of the PCS node lifecycle scripts of the largest kind of node of
+    `instance_type` (EFA, LNet over EFA, the IMEX prolog, metrics, containers; the login nodes,
+    with the Slurm collector), script name -> its arguments, every deploy-time value at its longest."""
+    made, group = nodes.pcs_node(instance_type, lustre="efa", name="login" if login else "gpu",
+                            edits={"name": "c" * 32, "node_groups[1]": GB200})  # the longest cluster name
+    scripts = actions.node_actions(made, group, TOKEN_REFS)
+    assert any("setup_containers" in s.text for s in scripts)
+    return {s.name: [with_longest_values(a, TOKENS) for a in s.arguments] for s in scripts}
 
 
-def test_user_data_fits_the_ec2_limit():
-    assert len(longest_user_data("p6-b300.48xlarge").encode()) < 16 * 1024
+def test_the_lifecycle_scripts_arguments_fit_pcs_limits():
+    """AWS PCS takes at most MAX_ARGUMENTS arguments of MAX_ARGUMENT characters a script."""
+    for name, arguments in longest_arguments("p6-b300.48xlarge").items():
+        assert len(arguments) <= actions.MAX_ARGUMENTS and arguments, name
+        assert all(len(a) <= actions.MAX_ARGUMENT for a in arguments), (name, arguments)
 
 
 # --- the instance store ---------------------------------------------------------------------------
@@ -180,7 +192,9 @@ def test_disks_that_never_appear_leave_the_node_not_ready(tmp_path):
     assert result.returncode == 1
     assert "no instance-store NVMe disk found" in result.stderr
     assert "/scratch" not in node.mounts()
-    assert ready_metric(node) == 'fmcluster_node_ready{reason="/scratch is not mounted"} 0'
+    # the container runtime, whose node-local files are on /scratch, is not set up either
+    assert ready_metric(node) == ('fmcluster_node_ready{reason="/scratch is not mounted; the Pyxis plugin is not '
+                                  'installed; /scratch/enroot/runtime is missing"} 0')
     assert node.run("systemctl start slurmd.service", name="start.sh").returncode != 0
     assert node.unit_state("slurmd.service") == "failed"
 
@@ -244,7 +258,7 @@ def test_the_boot_simulation_catches_a_bind_that_races_the_ami(tmp_path):
 
 
 def test_reboot_configures_lnet_before_mounting(tmp_path):
-    node, result = boot(tmp_path, lustre=EFA_FSX)
+    node, result = boot(tmp_path, lustre="efa")
     assert result.returncode == 0, result.stderr
     after = node.reboot()
     assert after.order.index(bootstrap.LNET_EFA_UNIT) < after.order.index(mount_unit_name("/fsx"))
@@ -269,17 +283,17 @@ def network_calls(node: Sandbox) -> list[str]:
                                                                "169.254.169.254" not in a for a in c.args)]
 
 
-@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "m7i.2xlarge"])
-def test_a_node_on_its_image_boots_ready_without_the_internet(tmp_path, instance_type):
+@pytest.mark.parametrize("name, instance_type", [("gpu", "p5.48xlarge"), ("login", "m7i.2xlarge")])
+def test_a_node_on_its_image_boots_ready_without_the_internet(tmp_path, name, instance_type):
     """Every download fails (git, curl to a URL, apt-get: the fakes refuse), and the node on its
-    cluster's image boots ready all the same, metrics and containers included: nothing is
-    fetched or built at boot."""
+    cluster's image (a GPU compute node with the cluster's prolog, a login node with the Slurm
+    collector) boots ready all the same, metrics and containers included: nothing is fetched or
+    built at boot."""
     scenario = world(instance_type, network=False, dpkg_lock_until=100_000)
     node = Sandbox(tmp_path, scenario)
-    script = bootstrap.node_script(instance_type, efa=catalog.get(instance_type).efa_supported, lustre=FSX,
-                                   metrics=Metrics("demo", URL, "us-east-1", slurm=True), containers=True,
-                                   slurm_version=PCS_SLURM, slurm_prolog=True)
-    result = node.run(script)
+    made, group = nodes.pcs_node(edits={"node_groups[1]": GB200}, name=name)
+    assert group.instance_type == instance_type
+    result = first_boot(node, actions.node_actions(made, group, REFS))
     assert result.returncode == 0, result.stderr
     assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
     assert "fmcluster-prometheus-agent.service" in node.enabled() and node.exists(PCS_PLUGSTACK)
@@ -307,14 +321,19 @@ def test_lustre_mount_retries_until_it_works(tmp_path):
     assert node.fstab().count([FSX.source, "/fsx", "lustre", bootstrap.FSX_MOUNT_OPTIONS, "0", "0"]) == 1
 
 
-def test_lustre_that_never_mounts_keeps_slurmd_down_with_metrics_up(tmp_path):
+def test_lustre_that_never_mounts_keeps_slurmd_down_and_the_node_is_terminated(tmp_path):
+    """The storage script goes on (CONTINUE); the readiness check fails the node, which AWS PCS
+    terminates (TERMINATE) before slurmd or metrics (NodeReady) ever start."""
     node, result = boot(tmp_path, scenario=world("p5.48xlarge", lustre_mount_fails=-1))
     assert result.returncode == 1 and "mount_lustre failed" in result.stderr
-    lines = node.lines()
-    assert index(lines, "systemctl enable prometheus-node-exporter.service") < index(lines, "mount -t lustre")
+    # the container runtime, whose image cache is on /fsx, is not set up either (CONTINUE)
+    assert result.verdict == "terminated" and result.failed == ["fmcluster storage", "fmcluster containers",
+                                                                "fmcluster node ready"]
+    assert "prometheus-node-exporter.service" not in node.enabled()
     attempts = [c for c in node.calls("mount") if c.args[:2] == ("-t", "lustre")]
     assert len(attempts) == bootstrap.FSX_MOUNT_ATTEMPTS
-    assert ready_metric(node) == 'fmcluster_node_ready{reason="/fsx is not mounted"} 0'
+    assert ready_metric(node) == ('fmcluster_node_ready{reason="/fsx is not mounted; the Pyxis plugin is not '
+                                  'installed; /scratch/enroot/runtime is missing"} 0')
     start = node.run("systemctl start slurmd.service", name="start.sh")
     assert start.returncode != 0 and node.unit_state("slurmd.service") == "failed"
     dropin = node.file(SLURMD_DROPIN)
@@ -322,7 +341,7 @@ def test_lustre_that_never_mounts_keeps_slurmd_down_with_metrics_up(tmp_path):
 
 
 def test_efa_file_system_gets_lnet_over_efa(tmp_path):
-    node, result = boot(tmp_path, lustre=EFA_FSX)
+    node, result = boot(tmp_path, lustre="efa")
     assert result.returncode == 0, result.stderr
     efa = [c.args for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")]
     devices = [f"rdmap{10 + i}s0" for i in range(0, 32, 4)]  # 8 of 32, one per PCIe switch
@@ -340,7 +359,7 @@ def test_efa_file_system_gets_lnet_over_efa(tmp_path):
 @pytest.mark.parametrize("instance_type, devices", [("p5en.48xlarge", 16), ("p6-b200.48xlarge", 8),
                                                     ("p6-b300.48xlarge", 16), ("p5.4xlarge", 1)])
 def test_lnet_interfaces_follow_the_catalog(tmp_path, instance_type, devices):
-    node, result = boot(tmp_path, instance_type, lustre=EFA_FSX)
+    node, result = boot(tmp_path, instance_type, lustre="efa")
     assert result.returncode == 0, result.stderr
     efa = [c.args[5] for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")]
     wanted = catalog.get(instance_type).lnet_efa_interfaces
@@ -348,7 +367,7 @@ def test_lnet_interfaces_follow_the_catalog(tmp_path, instance_type, devices):
 
 
 def test_efa_file_system_on_a_node_group_without_efa_stays_on_tcp(tmp_path):
-    node, result = boot(tmp_path, efa=False, lustre=EFA_FSX)
+    node, result = boot(tmp_path, efa=False, lustre="efa")
     assert result.returncode == 0, result.stderr
     assert not node.calls("lnetctl") and node.mounts()["/fsx"].extra == "lnet=tcp"
 
@@ -359,7 +378,7 @@ def test_efa_file_system_on_a_node_group_without_efa_stays_on_tcp(tmp_path):
     ({"efa_devices": 0}, "no EFA device"),
 ])
 def test_lnet_that_cannot_use_efa_leaves_the_node_not_ready(tmp_path, change, reason):
-    node, result = boot(tmp_path, scenario=world("p5.48xlarge", **change), lustre=EFA_FSX)
+    node, result = boot(tmp_path, scenario=world("p5.48xlarge", **change), lustre="efa")
     assert result.returncode == 1 and reason in result.stderr and "setup_lnet_efa failed" in result.stderr
     assert ready_metric(node) == ('fmcluster_node_ready{reason="LNet has no EFA interface: the file system would be '
                                   'read over TCP"} 0')
@@ -380,33 +399,36 @@ def test_a_missing_gpu_keeps_slurmd_down(tmp_path):
 
 
 def test_observability_off_installs_nothing(tmp_path):
-    node, result = boot(tmp_path, metrics=None)
+    node, result = boot(tmp_path, metrics=False)
     assert result.returncode == 0, result.stderr
     assert not node.calls("dpkg-query") and "prometheus-node-exporter.service" not in node.enabled()
     assert ready_metric(node).endswith(" 1")  # the readiness metric is written all the same
 
 
 def test_metrics_set_up_with_the_pinned_packages(tmp_path):
-    node, result = boot(tmp_path, metrics=Metrics("demo", URL, "us-east-1", slurm=True))
+    node, result = boot(tmp_path)
     assert result.returncode == 0, result.stderr
     assert not node.calls("apt-get")  # the image's packages, checked
     assert node.lines("dpkg-query") == [f"dpkg-query -W -f=${{Status}} ${{Version}} {package}"
                                         for package in ("prometheus-node-exporter", "prometheus")]
     assert "systemctl disable --now prometheus.service" in node.lines("systemctl")
     config = yaml.safe_load(node.file(f"{bootstrap.FMCLUSTER_ETC}/prometheus-agent.yml"))
-    assert [j["job_name"] for j in config["scrape_configs"]] == ["node", "dcgm", "efa", "slurm"]
+    assert [j["job_name"] for j in config["scrape_configs"]] == ["node", "dcgm", "efa"]  # Slurm's: the login nodes'
     assert config["remote_write"] == [{"url": URL, "sigv4": {"region": "us-east-1"}}]
-    assert config["global"]["external_labels"] == {"cluster": "demo", "node": "ip-10-1-0-42"}
+    assert config["global"]["external_labels"] == {"cluster": "test-cluster", "node": "ip-10-1-0-42"}
     prom = node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster.prom")
     assert "fmcluster_expected_gpus 8\n" in prom and 'fmcluster_expected_lustre_mount{mountpoint="/fsx"} 1' in prom
-    for job in ("dcgm", "efa", "slurm"):
+    for job in ("dcgm", "efa"):
         assert node.file(f"{node_facts.FMCLUSTER_LIB}/collect-{job}").startswith("#!/bin/bash")
         assert f"fmcluster-collect-{job}.timer" in node.enabled()
+    assert not node.exists(f"{node_facts.FMCLUSTER_LIB}/collect-slurm")
+    assert "fmcluster-collect-slurm.timer" not in node.enabled()
 
 
 @pytest.mark.parametrize("release", ["jammy", "focal"])
 def test_metrics_per_ubuntu_release(tmp_path, release):
-    node, result = boot(tmp_path, scenario=world("p5.48xlarge", os_release=release))
+    # a CPU group: no container runtime, whose image is baked for Ubuntu 24.04 and PCS's Slurm here
+    node, result = boot(tmp_path, "m7i.2xlarge", scenario=world("m7i.2xlarge", os_release=release))
     if release == "focal":
         assert result.returncode == 1 and "no pinned exporter packages for the Ubuntu release 'focal'" in result.stderr
         assert not node.calls("apt-get") and not node.calls("dpkg-query")
@@ -432,16 +454,18 @@ def test_unattended_upgrades_restart_nothing_and_leave_the_gpu_stack_alone(tmp_p
 
 
 def test_no_apt_no_unattended_upgrade_settings(tmp_path):
-    node, result = boot(tmp_path, scenario=world("p5.48xlarge", os_release="amzn2023"), metrics=None)
+    # a CPU group: no container runtime (Ubuntu's, baked into the image) to set up either
+    node, result = boot(tmp_path, "m7i.2xlarge", scenario=world("m7i.2xlarge", os_release="amzn2023"), metrics=False)
     assert result.returncode == 0, result.stderr
     assert not node.exists("/etc/needrestart/conf.d/50-fmcluster.conf")
 
 
 # --- Amazon EKS: the user data's shell part -------------------------------------------------------
 
-def eks(instance_type="p5en.48xlarge", *, lnet_efa=False, efa=True, observability=True, taints=(GPU_TAINT,)) -> str:
+def eks(instance_type="p5en.48xlarge", *, lnet_efa=False, efa=True, observability=True, taints=(GPU_TAINT,),
+        compact=True) -> str:
     return node_eks.node_script(catalog.get(instance_type), taints=taints, lnet_efa=lnet_efa, efa=efa,
-                                  observability=observability)
+                                  observability=observability, compact=compact)
 
 
 def eks_node(tmp_path, instance_type="p5en.48xlarge", **changes) -> Sandbox:
@@ -604,7 +628,6 @@ def test_hyperpod_eks_efa_file_system_configures_lnet(tmp_path):
 
 # --- containers on Slurm: Enroot and Pyxis, baked into the node's image ----------------------------
 
-PCS_SLURM = IMAGE_PCS_SLURM  # the Slurm the sandbox's PCS image has
 PCS_PREFIX = f"/opt/aws/pcs/scheduler/slurm-{PCS_SLURM}"
 PCS_PLUGSTACK = f"/etc/aws/pcs/scheduler/slurm-{PCS_SLURM}/plugstack.conf.d/pyxis.conf"
 PCS_PLUGIN = f"{PCS_PREFIX}/lib/slurm/spank_pyxis.so"
@@ -612,19 +635,21 @@ MIRROR = Path("/work/.mirror/NVIDIA+enroot/repo")  # a git snapshot of github.co
 NOT_INSTALLED = 'fmcluster_node_ready{reason="Enroot 4.1.2 is not installed; the Pyxis plugin is not installed"} 0'
 
 
-def container_node(tmp_path, instance_type="p5.48xlarge", *, lustre=FSX, **changes):
+def container_node(tmp_path, instance_type="p5.48xlarge", *, lustre="tcp", name="gpu", **changes):
     """A node on its cluster's image (Scenario.image "baked": the bake really ran, against the
-    stand-ins), or as `changes` say."""
-    instance = catalog.get(instance_type)
+    stand-ins), or as `changes` say, and its scripts (a GPU compute group's, or the login nodes'
+    with `name`: both run containers)."""
     node = Sandbox(tmp_path, world(instance_type, **changes))
-    script = bootstrap.node_script(instance_type, efa=instance.efa_supported, lustre=lustre, metrics=None,
-                                   containers=True, slurm_version=PCS_SLURM)
-    return node, script
+    made, group = nodes.pcs_node(instance_type, lustre=lustre, name=name)
+    assert group.instance_type == instance_type
+    return node, actions.node_actions(made, group, NO_METRICS)
 
 
-def sandbox_user_data_script(text: str) -> str:
-    ((_, script),) = user_data_parts(text).values()
-    return script
+def containers_script(scripts) -> str:
+    """The script that sets the container runtime up (FIRST_BOOT_ONLY), to run it again."""
+    (script,) = [s for s in scripts if s.name == "fmcluster containers"]
+    assert script.arguments == ()
+    return script.text
 
 
 def enroot_conf(node: Sandbox) -> dict[str, str]:
@@ -634,8 +659,8 @@ def enroot_conf(node: Sandbox) -> dict[str, str]:
 
 @pytest.mark.parametrize("instance_type", ["p5.48xlarge", "p6e-gb200.36xlarge"])  # x86_64, arm64: the same
 def test_containers_happy_path(tmp_path, instance_type):
-    node, script = container_node(tmp_path, instance_type)
-    result = node.run(script)
+    node, scripts = container_node(tmp_path, instance_type)
+    result = first_boot(node, scripts)
     assert result.returncode == 0, result.stderr
     assert network_calls(node) == []  # the image's Enroot and Pyxis: nothing cloned, built or installed
     assert "enroot version" in node.lines("enroot")
@@ -648,8 +673,8 @@ def test_containers_happy_path(tmp_path, instance_type):
 
 
 def test_containers_enroot_conf_scratch_and_shared_cache(tmp_path):
-    node, script = container_node(tmp_path)
-    assert node.run(script).returncode == 0
+    node, scripts = container_node(tmp_path)
+    assert first_boot(node, scripts).returncode == 0
     conf = enroot_conf(node)  # fmcluster's, not the default the image's `make install` wrote
     assert conf["ENROOT_RUNTIME_PATH"] == "/scratch/enroot/runtime/user-$(id -u)"
     assert conf["ENROOT_DATA_PATH"] == "/scratch/enroot/data/user-$(id -u)"
@@ -666,8 +691,8 @@ def test_containers_without_instance_store_or_file_system(tmp_path):
     """A type without instance store (a login node's) keeps Enroot's files in /tmp; without a
     file system the image cache is node-local too."""
     assert catalog.get("m7i.2xlarge").nvme_disks == 0
-    node, script = container_node(tmp_path, "m7i.2xlarge", lustre=None)
-    result = node.run(script)
+    node, scripts = container_node(tmp_path, "m7i.2xlarge", lustre=None, name="login")
+    result = first_boot(node, scripts)
     assert result.returncode == 0, result.stderr
     conf = enroot_conf(node)
     assert conf["ENROOT_DATA_PATH"] == "/tmp/enroot/data/user-$(id -u)"
@@ -692,8 +717,8 @@ def assert_not_ready_for_the_image(node: Sandbox, result, *messages: str,
 
 def test_containers_on_an_image_without_them_leave_the_node_not_ready(tmp_path):
     """An ami_id of one's own without Enroot and Pyxis: nothing is installed at boot."""
-    node, script = container_node(tmp_path, image="bare")
-    result = node.run(script)
+    node, scripts = container_node(tmp_path, image="bare")
+    result = first_boot(node, scripts)
     assert_not_ready_for_the_image(node, result, "Enroot 4.1.2 is not installed (enroot version: 'none')",
                                    f"no Pyxis plugin {PCS_PLUGIN} (Pyxis v0.24.0 built against {PCS_PREFIX})")
 
@@ -701,11 +726,11 @@ def test_containers_on_an_image_without_them_leave_the_node_not_ready(tmp_path):
 def test_containers_pyxis_built_against_another_slurm_is_refused(tmp_path):
     """The image's Pyxis was built against another Slurm (its manifest says which): this
     cluster's plugin is missing, and the manifest's prefix is named."""
-    node, script = container_node(tmp_path)
+    node, scripts = container_node(tmp_path)
     manifest = node.root / bootstrap.IMAGE_MANIFEST.lstrip("/")
     manifest.write_text(manifest.read_text().replace(PCS_PREFIX, "/opt/aws/pcs/scheduler/slurm-25.11"))
     (node.root / PCS_PLUGIN.lstrip("/")).unlink()
-    result = node.run(script)
+    result = first_boot(node, scripts)
     assert_not_ready_for_the_image(
         node, result, f"no Pyxis plugin {PCS_PLUGIN}",
         f"the image's SLURM_PREFIX is '/opt/aws/pcs/scheduler/slurm-25.11', not {PCS_PREFIX}",
@@ -714,10 +739,10 @@ def test_containers_pyxis_built_against_another_slurm_is_refused(tmp_path):
 
 def test_containers_image_with_other_commits_is_refused(tmp_path):
     """Enroot 4.1.2 from another commit than the pinned one (the manifest says so): not used."""
-    node, script = container_node(tmp_path)
+    node, scripts = container_node(tmp_path)
     manifest = node.root / bootstrap.IMAGE_MANIFEST.lstrip("/")
     manifest.write_text(manifest.read_text().replace(node.upstream.enroot_commit, "0" * 40))
-    result = node.run(script)
+    result = first_boot(node, scripts)
     assert_not_ready_for_the_image(node, result, f"the image's ENROOT_COMMIT is '{'0' * 40}', not "
                                                  f"{node.upstream.enroot_commit}",
                                    metric='fmcluster_node_ready{reason="the Pyxis plugin is not installed"} 0')
@@ -726,25 +751,25 @@ def test_containers_image_with_other_commits_is_refused(tmp_path):
 def test_containers_without_the_manifest_check_enroot_and_the_plugin(tmp_path):
     """An ami_id baked another way (no fmcluster manifest) with the pinned Enroot and a Pyxis
     for this Slurm is used as it is."""
-    node, script = container_node(tmp_path)
+    node, scripts = container_node(tmp_path)
     (node.root / bootstrap.IMAGE_MANIFEST.lstrip("/")).unlink()
-    result = node.run(script)
+    result = first_boot(node, scripts)
     assert result.returncode == 0, result.stderr
     assert ready_metric(node).endswith(" 1")
 
 
 def test_containers_gpu_node_without_the_container_toolkit_is_not_ready(tmp_path):
-    node, script = container_node(tmp_path, nvidia_container_cli=False)
-    assert node.run(script).returncode == 1
+    node, scripts = container_node(tmp_path, nvidia_container_cli=False)
+    assert first_boot(node, scripts).returncode == 1
     assert ready_metric(node) == ('fmcluster_node_ready{reason="nvidia-container-cli is missing: containers '
                                   'would see no GPU"} 0')
 
 
 def test_containers_rerun_gives_the_same_node(tmp_path):
-    node, script = container_node(tmp_path)
-    assert node.run(script).returncode == 0
+    node, scripts = container_node(tmp_path)
+    assert first_boot(node, scripts).returncode == 0
     first = node.file("/etc/enroot/enroot.conf"), node.file(PCS_PLUGSTACK), node.file("/etc/default/slurmd")
-    result = node.run(script)
+    result = node.run(containers_script(scripts), name="lifecycle/again.sh")
     assert result.returncode == 0, result.stderr
     assert "ready; image cache" in result.stderr and network_calls(node) == []
     assert (node.file("/etc/enroot/enroot.conf"), node.file(PCS_PLUGSTACK), node.file("/etc/default/slurmd")) == first
@@ -752,8 +777,8 @@ def test_containers_rerun_gives_the_same_node(tmp_path):
 
 
 def test_containers_reboot_keeps_slurmd_gated_on_the_runtime(tmp_path):
-    node, script = container_node(tmp_path)
-    assert node.run(script).returncode == 0
+    node, scripts = container_node(tmp_path)
+    assert first_boot(node, scripts).returncode == 0
     (node.root / PCS_PLUGSTACK.lstrip("/")).unlink()  # someone removed the plugin's configuration
     after = node.reboot()
     assert "slurmd.service" in after.failed
@@ -772,8 +797,7 @@ def test_the_container_runtime_pins_are_recorded():
     assert list(bootstrap.ENROOT_SUBMODULES) == sorted(bootstrap.ENROOT_SUBMODULES) == [
         "deps/linux-headers", "deps/makeself", "deps/musl"]
     assert bootstrap.ENROOT_TAG == f"v{bootstrap.ENROOT_VERSION}"
-    body = bootstrap.unpack(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, containers=True,
-                                                  slurm_version=PCS_SLURM))
+    body = containers_script(pcs(metrics=False))
     assert f"ENROOT_COMMIT='{bootstrap.ENROOT_COMMIT}'" in body.splitlines()
     bake = document_script(node_image.documents(sandbox_node_image("noble")).build)
     assert f"ENROOT_COMMIT='{bootstrap.ENROOT_COMMIT}'" in bake.splitlines()
@@ -793,14 +817,13 @@ def test_the_container_runtime_pins_are_recorded():
 
 
 @pytest.mark.parametrize("instance_type, login", [(t, False) for t in GPU_TYPES] + [("m7i.2xlarge", True)])
-def test_user_data_keeps_room_for_pcs_under_the_ec2_limit(instance_type, login):
+def test_every_pcs_node_with_the_container_runtime_fits_the_arguments_limits(instance_type, login):
     """Every PCS node that gets the container runtime (the GPU compute groups, with the IMEX
     prolog, and the login nodes, with the Slurm collector), with the longest values any region and
-    id can have: at or below USER_DATA_BUDGET (14 KiB), the rest of EC2's 16 KiB left to the part
-    AWS PCS merges in."""
-    text = longest_user_data(instance_type, login=login)
-    assert "setup_containers" in bootstrap.unpack(sandbox_user_data_script(text))
-    assert len(text.encode()) <= USER_DATA_BUDGET, len(text.encode())
+    id can have: at most MAX_ARGUMENTS arguments of at most MAX_ARGUMENT characters a script."""
+    for name, arguments in longest_arguments(instance_type, login=login).items():
+        assert len(arguments) <= actions.MAX_ARGUMENTS, name
+        assert all(len(a) <= actions.MAX_ARGUMENT for a in arguments), (name, arguments)
 
 
 def test_hyperpod_gpu_node_gets_containers(tmp_path):
@@ -872,8 +895,8 @@ def test_pyxis_plugin_of_the_image_is_a_spank_plugin(tmp_path):
     tests/node/test_node_image.py)."""
     import ctypes
 
-    node, script = container_node(tmp_path)
-    assert node.run(script).returncode == 0
+    node, scripts = container_node(tmp_path)
+    assert first_boot(node, scripts).returncode == 0
     plugin = ctypes.CDLL(str(node.root / PCS_PLUGIN.lstrip("/")))
     name = (ctypes.c_char * 6).in_dll(plugin, "plugin_name").value
     assert name == b"pyxis"
@@ -942,15 +965,15 @@ def test_a_running_slurmd_under_two_names_is_restarted_once(tmp_path, monkeypatc
     Alias=slurmd.service: both names are active, and restarting each would restart slurmd twice)."""
     import dataclasses
 
-    pcs = bootstrap.Containers.pcs
-    monkeypatch.setattr(bootstrap.Containers, "pcs", lambda *a, **k: dataclasses.replace(pcs(*a, **k),
-                                                                                         restart_slurmd=True))
-    node, script = container_node(tmp_path)
-    units = bootstrap.slurmd_units(PCS_SLURM).split()
+    pcs = node_setup.Containers.pcs
+    monkeypatch.setattr(node_setup.Containers, "pcs", lambda *a, **k: dataclasses.replace(pcs(*a, **k),
+                                                                                          restart_slurmd=True))
+    node, scripts = container_node(tmp_path)
+    units = node_setup.slurmd_units(PCS_SLURM).split()
     assert units == [f"slurmd-{PCS_SLURM}.service", "slurmd.service"]
     for unit in units:  # one unit, active under both of its names
         (node.state / "units" / unit).write_text("active\n")
-    result = node.run(script)
+    result = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED)  # slurmd runs: PCS started it earlier
     assert result.returncode == 0, result.stderr
     restarts = [c.args for c in node.calls("systemctl") if c.args[:1] == ("restart",)]
     assert restarts == [("restart", units[0])]

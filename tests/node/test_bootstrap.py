@@ -1,6 +1,8 @@
 """Node bootstrap rendering (fmcluster.node.bootstrap): pure, no CDK. What the scripts do is tested by
 running them (tests/node/test_boot_path.py); here: what they are made of, their quoting, their MIME
-wrapping, their size and shellcheck.
+wrapping, their size and shellcheck. Each variant is a node group of a model resolved from the test
+spec (tests/support/nodes.py), rendered as AWS PCS runs it (node lifecycle scripts) or packed as
+the compact scripts of user data are (the Amazon EKS node script's form).
 
 shellcheck runs on every rendered variant (the verbatim form: the compact one is the same body,
 xz and base85) and on every fragment and program. Where shellcheck is missing the test is
@@ -15,30 +17,45 @@ import subprocess
 import pytest
 
 from fmcluster.facts import catalog
-from fmcluster.facts.efa import lnet_efa_interfaces
-from fmcluster.node import bootstrap
-from fmcluster.node.bootstrap import LustreMount, Metrics
+from fmcluster.node import actions, bootstrap
+from fmcluster.node import eks as eks_node
+from fmcluster.node.refs import NodeRefs
+from tests.support import nodes
+from tests.support.nodes import NO_METRICS, REFS
 from tests.support.paths import ROOT
-from tests.support.stacks import FSX
+from tests.support.specs import paths
 from tests.support.tools import assert_shellcheck_clean
 
-EFA_FSX = LustreMount(FSX.dns_name, FSX.mount_name, "/fsx", efa=True)
-METRICS = Metrics("demo", "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/remote_write",
-                  "us-east-1")
-VARIANTS = {  # name: (instance type, efa, lustre, metrics)
-    "p5-lustre": ("p5.48xlarge", True, FSX, METRICS),
-    "p5-efa-lustre": ("p5.48xlarge", True, EFA_FSX, METRICS),
-    "p5-no-lustre": ("p5.48xlarge", True, None, None),
-    "p5-4xl-lustre": ("p5.4xlarge", True, FSX, None),
-    "c7i-lustre": ("c7i.8xlarge", False, FSX, Metrics("demo", "https://x", "us-east-1", slurm=True)),
-    "c7i-no-lustre": ("c7i.8xlarge", False, None, None),
-    "b300-efa-lustre": ("p6-b300.48xlarge", True, EFA_FSX, METRICS),
+VARIANTS = {  # name: (instance type, the file system: None, over "tcp" or "efa", metrics, the group)
+    "p5-lustre": ("p5.48xlarge", "tcp", True, "gpu"),
+    "p5-efa-lustre": ("p5.48xlarge", "efa", True, "gpu"),
+    "p5-no-lustre": ("p5.48xlarge", None, False, "gpu"),
+    "p5-4xl-lustre": ("p5.4xlarge", "tcp", False, "gpu"),
+    "c7i-lustre": ("c7i.8xlarge", "tcp", True, "login"),  # the login nodes: the Slurm collector
+    "c7i-no-lustre": ("c7i.8xlarge", None, False, "gpu"),  # a CPU compute group
+    "b300-efa-lustre": ("p6-b300.48xlarge", "efa", True, "gpu"),
 }
 
 
-def render(name: str, compact: bool = True) -> str:
-    instance_type, efa, lustre, metrics = VARIANTS[name]
-    return bootstrap.node_script(instance_type, efa=efa, lustre=lustre, metrics=metrics, compact=compact)
+def group(name: str):
+    """The model and the group of a variant: one node (no network features), login nodes of c7i.8xlarge."""
+    instance_type, lustre, _, group_name = VARIANTS[name]
+    edits = {"node_groups[0].count": 1, "orchestrator.login.instance_type": "c7i.8xlarge",
+             **({"storage.lustre": None} if lustre is None else {"storage.lustre.efa": lustre == "efa"})}
+    return nodes.group("pcs", instance_type, edits, name=group_name)
+
+
+def program(name: str, refs: NodeRefs | None = None) -> bootstrap.NodeProgram:
+    return bootstrap.node_program(*group(name), refs or (REFS if VARIANTS[name][2] else NO_METRICS))
+
+
+def scripts(name: str) -> tuple[actions.LifecycleScript, ...]:
+    return actions.scripts(program(name))
+
+
+def packed(name: str, compact: bool = True) -> str:
+    """The variant's program as one script, as the compact user data of Amazon EKS nodes carries one."""
+    return program(name).render(bootstrap.header(), compact=compact)
 
 
 def _settings(script: str) -> str:
@@ -53,19 +70,24 @@ def main_steps(script: str) -> list[str]:
 
 # --- what each variant is made of -----------------------------------------------------------
 
+CONFIGURE = ["install_node_ready", "gate_slurmd", "protect_running_jobs", "write_nccl_env"]
+GPU_CONFIGURE = [*CONFIGURE, "install_node_health", "install_request_replacement", "finish"]
+
+
 @pytest.mark.parametrize("name, steps", [
-    ("p5-efa-lustre", ["install_node_ready", "gate_slurmd", "protect_running_jobs", "write_nccl_env",
-                       "setup_metrics", "setup_scratch", "setup_lnet_efa", "mount_lustre", "check_node_ready",
-                       "finish"]),
-    ("p5-lustre", ["install_node_ready", "gate_slurmd", "protect_running_jobs", "write_nccl_env", "setup_metrics",
-                   "setup_scratch", "mount_lustre", "check_node_ready", "finish"]),
-    ("p5-no-lustre", ["install_node_ready", "gate_slurmd", "protect_running_jobs", "write_nccl_env", "setup_scratch",
-                      "check_node_ready", "finish"]),
-    ("c7i-no-lustre", ["install_node_ready", "gate_slurmd", "protect_running_jobs", "write_nccl_env",
-                       "check_node_ready", "finish"]),
+    ("p5-efa-lustre", [GPU_CONFIGURE, ["setup_scratch", "setup_lnet_efa", "mount_lustre", "finish"],
+                       ["setup_containers", "finish"], ["check_node_ready", "finish"], ["setup_metrics", "finish"]]),
+    ("p5-lustre", [GPU_CONFIGURE, ["setup_scratch", "mount_lustre", "finish"], ["setup_containers", "finish"],
+                   ["check_node_ready", "finish"], ["setup_metrics", "finish"]]),
+    ("p5-no-lustre", [GPU_CONFIGURE, ["setup_scratch", "finish"], ["setup_containers", "finish"],
+                      ["check_node_ready", "finish"]]),
+    ("c7i-no-lustre", [[*CONFIGURE, "finish"], ["check_node_ready", "finish"]]),
 ])
 def test_steps_of_each_variant(name, steps):
-    assert main_steps(render(name)) == steps == main_steps(render(name, compact=False))
+    assert [main_steps(s.text) for s in scripts(name)] == steps
+    flat = [step for phase in steps for step in phase if step != "finish"]
+    assert sorted(main_steps(packed(name))[:-1]) == sorted(main_steps(packed(name, compact=False))[:-1]) == sorted(
+        flat)
 
 
 @pytest.mark.parametrize("instance_type, efa, expected, absent", [
@@ -76,7 +98,8 @@ def test_steps_of_each_variant(name, steps):
     ("p5.48xlarge", False, [], ["FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA"]),  # efa: false in the spec
 ])
 def test_nccl_environment(instance_type, efa, expected, absent):
-    env = bootstrap.nccl_environment(catalog.get(instance_type), efa)
+    made, gpu = nodes.group("pcs", instance_type, {"node_groups[0].efa": efa})
+    env = bootstrap.nccl_environment(gpu.instance, made.node(gpu).efa)
     exports = [line.removeprefix("export ") for line in env.splitlines() if line.startswith("export ")]
     for setting in expected:
         assert setting in exports
@@ -91,39 +114,42 @@ def test_nccl_environment(instance_type, efa, expected, absent):
     ("p5.48xlarge", False, True, 0), ("p5.48xlarge", True, False, 0), ("c7i.8xlarge", False, True, 0),
 ])
 def test_lnet_efa_interfaces(instance_type, efa, lustre_efa, interfaces):
-    instance = catalog.get(instance_type)
-    assert lnet_efa_interfaces(instance, efa=efa, lustre_efa=lustre_efa) == interfaces
-    assert instance.lnet_efa_interfaces <= instance.max_efa_interfaces
+    made, gpu = nodes.group("pcs", instance_type, {"node_groups[0].efa": efa, "storage.lustre.efa": lustre_efa})
+    assert made.node(gpu).lnet_efa_interfaces == gpu.lnet_efa_interfaces == interfaces
+    assert gpu.instance.lnet_efa_interfaces <= gpu.instance.max_efa_interfaces
 
 
 def test_values_are_shell_quoted():
-    """A hostile or token value stays one shell word: no command substitution, no split."""
-    token = "${Token[TOKEN.123]}"
-    script = bootstrap.node_script("c7i.8xlarge", efa=False,
-                                   lustre=LustreMount(token, "x'; rm -rf / #", "/mnt/my fsx"), compact=False)
-    settings = _settings(script)
-    assert "FSX_SOURCE='${Token[TOKEN.123]}@tcp:/x'\"'\"'; rm -rf / #'" in settings
-    assert "FSX_MOUNT_PATH='/mnt/my fsx'" in settings
+    """A hostile value stays one shell word: no command substitution, no split."""
+    made, gpu = nodes.group("pcs", "c7i.8xlarge", {"storage.lustre.mount_path": "/mnt/fsx"})
+    refs = NodeRefs(lustre_dns_name="fs-1.fsx", lustre_mount_name="x'; rm -rf / #")
+    (configure, *_) = actions.node_actions(made, gpu, refs)
+    settings = _settings(configure.text)
+    assert "FSX_SOURCE='fs-1.fsx@tcp:/x'\"'\"'; rm -rf / #'" in settings
+    assert "FSX_MOUNT_PATH=/mnt/fsx" in settings
     out = subprocess.run(["bash", "-c", settings + '\nprintf "%s|%s" "$FSX_SOURCE" "$FSX_MOUNT_PATH"'],
                          capture_output=True, text=True, check=True).stdout
-    assert out == f"{token}@tcp:/x'; rm -rf / #|/mnt/my fsx"
+    assert out == "fs-1.fsx@tcp:/x'; rm -rf / #|/mnt/fsx"
 
 
 def test_compact_settings_without_tokens_are_packed():
     """A compact script keeps only the instance type and the token settings plain; the others
     are the body's first lines, quoted the same."""
     token = "${Token[TOKEN.5]}"
-    script = bootstrap.node_script("c7i.8xlarge", efa=False, lustre=LustreMount(token, "abc", "/mnt/my fsx"))
+    made, gpu = nodes.group("pcs", "c7i.8xlarge", {"storage.lustre.mount_path": "/mnt/fsx"})
+    script = bootstrap.node_program(made, gpu, NodeRefs(lustre_dns_name=token, lustre_mount_name="abc")).render(
+        bootstrap.header(), compact=True)
     plain = [line.split("=", 1)[0] for line in _settings(script).splitlines()[1:]]
     assert plain == ["INSTANCE_TYPE", "FSX_SOURCE", "FMCLUSTER_BOOTSTRAP"]
-    assert "\nFSX_MOUNT_PATH='/mnt/my fsx'\n" in bootstrap.unpack(script)
+    assert "\nFSX_MOUNT_PATH=/mnt/fsx\nFSX_MOUNT_OPTIONS=" in bootstrap.unpack(script)
 
 
 def test_tokens_stay_in_the_plain_settings():
     """CDK resolves tokens in the template's text: none may end up inside the packed body."""
     token = "${Token[TOKEN.77]}"
-    script = bootstrap.node_script("p5.48xlarge", efa=True, lustre=LustreMount(token, token, "/fsx", efa=True),
-                                   metrics=Metrics(token, token, token))
+    made, gpu = nodes.group("pcs", "p5.48xlarge", {"storage.lustre.efa": True})
+    refs = NodeRefs(lustre_dns_name=token, lustre_mount_name=token, remote_write_url=token, replacement_queue=token)
+    script = bootstrap.node_program(made, gpu, refs).render(bootstrap.header(), compact=True)
     assert token not in bootstrap.unpack(script) and script.count(token) >= 4
 
 
@@ -140,8 +166,8 @@ def test_embedded_programs_keep_their_shebang_and_no_comments():
 
 
 def test_unknown_instance_type():
-    with pytest.raises(ValueError, match="not in the instance catalog"):
-        bootstrap.node_script("p9.96xlarge", efa=True)
+    """A type the catalog does not have never reaches a node script: the spec refuses it."""
+    assert "node_groups[0].instance_type" in paths(nodes.spec(edits={"node_groups[0].instance_type": "p9.96xlarge"}))
 
 
 def test_scripts_ship_as_package_data():
@@ -161,24 +187,47 @@ def test_scripts_ship_as_package_data():
 
 # --- MIME ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(VARIANTS))
+EKS_VARIANTS = {  # name: (instance type, the file system EFA-enabled, observability, the group)
+    "p5en": ("p5en.48xlarge", False, True, "gpu"),
+    "p5en-efa-lustre": ("p5en.48xlarge", True, True, "gpu"),
+    "p5en-unobserved": ("p5en.48xlarge", False, False, "gpu"),
+    "p5-4xl": ("p5.4xlarge", False, True, "gpu"),
+    "gb200": ("p6e-gb200.36xlarge", True, True, "gpu"),
+    "c7i": ("c7i.8xlarge", False, True, "gpu"),  # a CPU group: the expected-GPUs metric only
+    "system": ("p5en.48xlarge", False, True, "system"),
+}
+
+
+def eks_user_data(name: str) -> tuple[str, str]:
+    """An Amazon EKS group's user data, and the node script it carries (fmcluster.node.eks)."""
+    instance_type, lustre_efa, observed, group_name = EKS_VARIANTS[name]
+    made, group = nodes.group("eks", instance_type, {"storage.lustre.efa": lustre_efa}, name=group_name)
+    instance = group.instance
+    options = dict(taints=group.taints, lnet_efa=made.lustre_efa, efa=group.efa, observability=observed,
+                   health_seconds=made.health.check_seconds)
+    text = eks_node.node_user_data(instance, raid0=instance.nvme_disks > 0, **options)
+    return text, eks_node.node_script(instance, **options)
+
+
+@pytest.mark.parametrize("name", sorted(EKS_VARIANTS))
 def test_user_data_is_mime_multipart_with_the_script(name):
-    instance_type, efa, lustre, metrics = VARIANTS[name]
-    text = bootstrap.user_data(instance_type, efa=efa, lustre=lustre, metrics=metrics)
+    text, script = eks_user_data(name)
     message = email.message_from_string(text)
     assert message.is_multipart() and message.get_content_type() == "multipart/mixed"
     assert message["MIME-Version"] == "1.0"
-    (part,) = message.get_payload()
+    parts = {part.get_filename(): part for part in message.get_payload()}
+    assert set(parts) <= {eks_node.NODECONFIG_FILE, eks_node.NODE_SCRIPT}
+    for part in parts.values():
+        assert part.get_content_charset() == "us-ascii" and not part.defects
+    part = parts[eks_node.NODE_SCRIPT]
     assert part.get_content_type() == "text/x-shellscript"
-    assert part.get_content_charset() == "us-ascii"
-    assert part.get_filename() == "fmcluster-node.sh"
-    assert part.get_payload() == render(name).rstrip("\n")
-    assert not message.defects and not part.defects
+    assert part.get_payload() == script.rstrip("\n")
+    assert not message.defects
 
 
 def test_user_data_is_deterministic():
-    assert bootstrap.user_data("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS) == bootstrap.user_data(
-        "p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS)
+    assert eks_user_data("p5en-efa-lustre") == eks_user_data("p5en-efa-lustre")
+    assert actions.user_data() == actions.user_data()
 
 
 def test_mime_refuses_the_boundary_and_non_ascii():
@@ -192,30 +241,30 @@ def test_mime_refuses_the_boundary_and_non_ascii():
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_rendered_script_parses(name, tmp_path):
-    for compact in (True, False):
-        script = tmp_path / f"node-{compact}.sh"
-        script.write_text(render(name, compact))
-        subprocess.run(["bash", "-n", str(script)], check=True)
+    for i, script in enumerate([*(s.text for s in scripts(name)), packed(name), packed(name, compact=False)]):
+        path = tmp_path / f"node-{i}.sh"
+        path.write_text(script)
+        subprocess.run(["bash", "-n", str(path)], check=True)
     body = tmp_path / "body.sh"
-    body.write_text(bootstrap.unpack(render(name)))
+    body.write_text(bootstrap.unpack(packed(name)))
     subprocess.run(["bash", "-n", str(body)], check=True)
 
 
 def test_rendered_scripts_are_shellcheck_clean(tmp_path):
-    scripts = {name: render(name, compact=False) for name in VARIANTS}
+    made = {f"{name}-{s.file_name}": s.text for name in VARIANTS for s in scripts(name)}
+    made.update({f"{name}-verbatim": packed(name, compact=False) for name in VARIANTS})
     # the loader, around the packed body
-    scripts["loader"] = "#!/bin/bash\nROOT=\nFMCLUSTER_BOOTSTRAP=H4sI\n" + bootstrap.BODY_LOADER
-    scripts.update({f"program-{p.stem}": p.read_text() for p in bootstrap.PROGRAMS.glob("*.sh")})
-    assert_shellcheck_clean(tmp_path, scripts)
+    made["loader"] = "#!/bin/bash\nROOT=\nFMCLUSTER_BOOTSTRAP=H4sI\n" + bootstrap.BODY_LOADER
+    made.update({f"program-{p.stem}": p.read_text() for p in bootstrap.PROGRAMS.glob("*.sh")})
+    assert_shellcheck_clean(tmp_path, made)
 
 
 def test_container_runtime_scripts_are_shellcheck_clean(tmp_path):
     """The PCS script and the HyperPod lifecycle script with Enroot and Pyxis."""
     from fmcluster.node import lifecycle
 
-    scripts = {"pcs-containers": bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS,
-                                                       compact=False, containers=True, slurm_version="25.05"),
-               "hyperpod-containers": lifecycle.entry_script("gpu", "p6e-gb200.36xlarge", efa=True,
-                                                             checks=lifecycle.NodeChecks(("/fsx",), containers=True))}
-    assert all("setup_containers" in text for text in scripts.values())
-    assert_shellcheck_clean(tmp_path, scripts)
+    made = {"pcs-containers": packed("p5-lustre", compact=False),
+            "hyperpod-containers": lifecycle.entry_script("gpu", "p6e-gb200.36xlarge", efa=True,
+                                                          checks=lifecycle.NodeChecks(("/fsx",), containers=True))}
+    assert all("setup_containers" in text for text in made.values())
+    assert_shellcheck_clean(tmp_path, made)

@@ -1,6 +1,7 @@
 """The deep check of a new GPU node (fmcluster/node/scripts/boot/programs/deep-check.sh, run by
 node-ready once per instance), in the boot-path harness (tests/support/sandbox.py): the AWS PCS
-user data rendered with `deep_check`, run as real processes on a sandboxed p5.48xlarge whose only
+node lifecycle scripts of a model with health.deep_check (tests/support/nodes.py), run as AWS PCS
+runs them (`first_boot`) as real processes on a sandboxed p5.48xlarge whose only
 stand-ins are the GPU tools (tests/support/gpu_standins: dcgmi prints a real `dcgmi diag -r 2 -j`
 output, all_reduce_perf nccl-tests' table), put where the Deep Learning AMI has them. The
 assertions read what the node did: its readiness verdict and reasons, the metrics, the marker,
@@ -12,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster.facts import health
+from fmcluster.facts import catalog, health
 from fmcluster.facts import node as node_facts
 from fmcluster.node import actions, bootstrap
-from fmcluster.node.bootstrap import Metrics
+from tests.support import nodes, standins
+from tests.support.nodes import NO_METRICS, REFS, Outcome, first_boot
 from tests.support.sandbox import Sandbox, Scenario
 
 STANDINS = Path(__file__).parents[1] / "support" / "gpu_standins"
@@ -27,14 +29,29 @@ READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
 TYPE = "p5.48xlarge"
 
 
+@pytest.fixture(autouse=True)
+def standin_pins(monkeypatch):
+    """The scripts rendered here pin the stand-ins' commits (as tests/node/test_boot_path.py): the
+    node's image is baked from them, and its container runtime is checked against the pins."""
+    for name, value in standins.pristine().pins().items():
+        monkeypatch.setattr(bootstrap, name, value)
+
+
 def world(instance_type: str) -> Scenario:
     """The node of an instance type as the catalog describes it."""
-    instance = bootstrap.instance_entry(instance_type)
+    instance = catalog.get(instance_type)
     return Scenario(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks, efa_devices=instance.max_efa_interfaces)
 
 
-def script(deep_check: bool = True, instance_type: str = TYPE) -> str:
-    return bootstrap.node_script(instance_type, efa=True, deep_check=deep_check)
+def scripts(deep_check: bool = True, instance_type: str = TYPE) -> tuple[actions.LifecycleScript, ...]:
+    """A PCS group of `instance_type` without a file system, with health.deep_check as asked."""
+    made, gpu = nodes.pcs_node(instance_type, {"health.deep_check": deep_check}, lustre=None)
+    return actions.node_actions(made, gpu, NO_METRICS)
+
+
+def boot(node: Sandbox, deep_check: bool = True, **env: str) -> Outcome:
+    """The node's first boot as AWS PCS runs it, the GPU stand-ins set by `env`."""
+    return first_boot(node, scripts(deep_check), env=env)
 
 
 def deep_node(tmp_path, *, nccl: bool = True) -> Sandbox:
@@ -72,7 +89,7 @@ def start_slurmd(node: Sandbox, **env: str) -> int:
 
 def test_a_passing_deep_check_makes_the_node_ready_once(tmp_path):
     node = deep_node(tmp_path)
-    result = node.run(script(), env={"STANDIN_BUSBW_NODE": "455"})
+    result = boot(node, STANDIN_BUSBW_NODE="455")
     assert result.returncode == 0, result.stderr
     assert tools_run(node) == ["dcgmi", "all_reduce_perf"]
     dcgm = next(c for c in node.calls("timeout") if c.args[1] == "dcgmi")
@@ -101,7 +118,7 @@ def test_all_reduce_runs_as_one_rank_under_the_efa_installers_mpirun(tmp_path):
     mpirun.write_text('#!/bin/bash\n# records its arguments, runs the one rank\n'
                       'printf "%s\\n" "$*" >"$FAKE_SANDBOX/state/mpirun"\nshift 5\nexec "$@"\n')
     mpirun.chmod(0o755)
-    assert node.run(script(), env={"STANDIN_BUSBW_NODE": "455"}).returncode == 0
+    assert boot(node, STANDIN_BUSBW_NODE="455").returncode == 0
     launched = (node.state / "mpirun").read_text().split()
     assert launched[:5] == ["--allow-run-as-root", "-np", "1", "-x", "LD_LIBRARY_PATH"]
     assert launched[5].endswith(f"{NCCL_DIR}/all_reduce_perf") and launched[-2:] == ["-g", "8"]
@@ -110,7 +127,7 @@ def test_all_reduce_runs_as_one_rank_under_the_efa_installers_mpirun(tmp_path):
 
 def test_a_failed_dcgm_diagnostic_keeps_slurmd_down(tmp_path):
     node = deep_node(tmp_path)
-    result = node.run(script(), env={"STANDIN_DCGM": "fail"})
+    result = boot(node, STANDIN_DCGM="fail")
     assert result.returncode == 1
     reason = "DCGM diagnostic level 2 failed: GPU Memory"
     assert reason in result.stderr
@@ -138,7 +155,7 @@ def test_a_node_that_fails_its_deep_check_asks_for_its_replacement_once(tmp_path
     never would: node-ready asks, once per instance."""
     node = deep_node(tmp_path)
     asked = replacement_standin(node)
-    assert node.run(script(), env={"STANDIN_DCGM": "fail"}).returncode == 1
+    assert boot(node, STANDIN_DCGM="fail").returncode == 1
     assert asked.read_text() == "deep-dcgm DCGM diagnostic level 2 failed: GPU Memory\n"
     assert node.file(health.DEEP_CHECK_MARKER + ".replacement") == INSTANCE + "\n"
     request = next(c for c in node.calls("timeout") if c.args[1].endswith("/request-replacement"))
@@ -151,7 +168,7 @@ def test_a_node_that_fails_its_deep_check_asks_for_its_replacement_once(tmp_path
 def test_a_replacement_request_the_queue_did_not_take_is_asked_again(tmp_path):
     node = deep_node(tmp_path)
     asked = replacement_standin(node, rc=1)
-    node.run(script(), env={"STANDIN_BUSBW_NODE": "200"})
+    boot(node, STANDIN_BUSBW_NODE="200")
     assert not node.exists(health.DEEP_CHECK_MARKER + ".replacement")
     start_slurmd(node)
     assert asked.read_text().splitlines() == ["deep-nccl all_reduce busbw 200.00 GB/s on 8 GPUs, below 270 GB/s"] * 2
@@ -159,24 +176,24 @@ def test_a_replacement_request_the_queue_did_not_take_is_asked_again(tmp_path):
 
 def test_without_the_request_installed_nothing_is_asked(tmp_path):
     node = deep_node(tmp_path)
-    assert node.run(script(), env={"STANDIN_DCGM": "fail"}).returncode == 1
+    assert boot(node, STANDIN_DCGM="fail").returncode == 1
     assert not (node.state / "replacements").exists()
     assert not node.exists(health.DEEP_CHECK_MARKER + ".replacement")
 
 
 def test_dcgm_that_cannot_run_fails_the_deep_check(tmp_path):
     node = deep_node(tmp_path)
-    result = node.run(script(), env={"STANDIN_DCGM": "down"})
+    result = boot(node, STANDIN_DCGM="down")
     assert result.returncode == 1
     assert "dcgmi diag -r 2 could not run (exit 1): Error: unable to establish a connection" in result.stderr
     assert node.file(health.DEEP_CHECK_MARKER).splitlines()[1].startswith("deep-dcgm ")
 
 
 def test_a_slow_all_reduce_is_deep_nccl(tmp_path):
-    floor = bootstrap.deep_nccl_floor(bootstrap.instance_entry(TYPE))
+    floor = bootstrap.deep_nccl_floor(nodes.pcs_node(TYPE)[1])
     assert floor == "270"  # 0.6 x H100's 450 GB/s NVLink per direction: fmcluster verify's FAIL line
     node = deep_node(tmp_path)
-    result = node.run(script(), env={"STANDIN_BUSBW_NODE": "200"})
+    result = boot(node, STANDIN_BUSBW_NODE="200")
     assert result.returncode == 1
     reason = "all_reduce busbw 200.00 GB/s on 8 GPUs, below 270 GB/s"
     assert node.file(health.DEEP_CHECK_MARKER) == f"{INSTANCE}\ndeep-nccl {reason}\n"
@@ -187,7 +204,7 @@ def test_a_slow_all_reduce_is_deep_nccl(tmp_path):
 
 def test_an_image_without_nccl_tests_is_deep_nccl(tmp_path):
     node = deep_node(tmp_path, nccl=False)
-    result = node.run(script())
+    result = boot(node)
     assert result.returncode == 1
     (line,) = node.file(health.DEEP_CHECK_MARKER).splitlines()[1:]
     assert line.startswith("deep-nccl nccl-tests' all_reduce_perf is not installed")
@@ -195,7 +212,7 @@ def test_an_image_without_nccl_tests_is_deep_nccl(tmp_path):
 
 def test_a_reboot_reads_the_verdict_back_and_a_new_instance_runs_it_again(tmp_path):
     node = deep_node(tmp_path)
-    assert node.run(script()).returncode == 0
+    assert boot(node).returncode == 0
     after = node.reboot()
     assert "slurmd.service" in after.started
     assert tools_run(node) == []  # the reboot's node-ready (slurmd's gate) ran no tool
@@ -208,14 +225,15 @@ def test_a_reboot_reads_the_verdict_back_and_a_new_instance_runs_it_again(tmp_pa
 
 def test_the_deep_check_is_off_by_default_and_on_gpu_types_only(tmp_path):
     node = deep_node(tmp_path)
-    assert node.run(script(deep_check=False)).returncode == 0
+    assert boot(node, deep_check=False).returncode == 0
     assert tools_run(node) == [] and not node.exists(health.DEEP_CHECK_MARKER)
-    assert "deep_check" not in bootstrap.node_program("c7i.2xlarge", efa=False, deep_check=True).programs
+    cpu = nodes.pcs_node("c7i.2xlarge", {"health.deep_check": True}, efa=False)
+    assert not cpu[0].node(cpu[1]).deep_check and "deep_check" not in bootstrap.node_program(*cpu, REFS).programs
 
 
 def test_slurmds_start_timeout_covers_the_deep_check(tmp_path):
     node = deep_node(tmp_path)
-    assert node.run(script()).returncode == 0
+    assert boot(node).returncode == 0
     dropin = node.file("/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf")
     seconds = bootstrap.READY_WAIT_SECONDS + bootstrap.DEEP_CHECK_SECONDS + 60
     assert f"TimeoutStartSec={seconds}\n" in dropin
@@ -226,9 +244,9 @@ def test_slurmds_start_timeout_covers_the_deep_check(tmp_path):
 def test_the_lifecycle_scripts_run_the_deep_check_before_slurmd(instance_type):
     """On PCS's node lifecycle actions, the deep check is node-ready's: in the configure phase's
     settings and the every-boot readiness phase (TERMINATE: a node that fails it is replaced)."""
-    scripts = actions.node_actions(instance_type, efa=True, deep_check=True,
-                                   metrics=Metrics("demo", "https://example.com/api/v1/remote_write", "us-east-1"))
-    configure = next(s for s in scripts if s.name == "fmcluster configure")
+    made, gpu = nodes.pcs_node(instance_type, {"health.deep_check": True})
+    made_scripts = actions.node_actions(made, gpu, REFS)
+    configure = next(s for s in made_scripts if s.name == "fmcluster configure")
     assert "program_deep_check()" in configure.text and "DEEP_CHECK=1" in configure.text
-    ready = next(s for s in scripts if s.name == "fmcluster node ready")
+    ready = next(s for s in made_scripts if s.name == "fmcluster node ready")
     assert ready.on_error == actions.TERMINATE and ready.execution_policy == actions.EVERY_BOOT

@@ -8,19 +8,40 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from fmcluster.facts import node as node_facts
 from fmcluster.node import actions, bootstrap, lifecycle
-from fmcluster.node.bootstrap import HomeMount, LustreMount, Metrics
+from fmcluster.node.bootstrap import HomeMount, LustreMount
+from fmcluster.node.refs import NodeRefs
+from tests.support import nodes, standins
+from tests.support.nodes import URL, first_boot
 from tests.support.sandbox import Sandbox, Scenario, mount_unit_name
 
 DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
 HOME = HomeMount.nfs(DNS)
 FSX = LustreMount(DNS.replace("fs-0123456789abcdef0", "fs-0fedcba9876543210"), "abcdefgh", "/fsx")
-METRICS = Metrics("demo", "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-1/api/v1/remote_write",
-                  "us-east-1")
+# what the cluster stack hands the nodes: the file system's names, the home's, the workspace's URL
+REFS = NodeRefs(lustre_dns_name=FSX.dns_name, lustre_mount_name=FSX.mount_name, home_dns_name=DNS,
+                remote_write_url=URL)
 SLURMD_DROPIN = "/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf"
 READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB0 the instance's key pair\n"
+
+
+@pytest.fixture(autouse=True)
+def standin_pins(monkeypatch):
+    """The scripts rendered here pin the stand-ins' commits (as tests/node/test_boot_path.py): the
+    node's image is baked from them, and its container runtime is checked against the pins."""
+    for name, value in standins.pristine().pins().items():
+        monkeypatch.setattr(bootstrap, name, value)
+
+
+def scripts(*, lustre_home: bool = False, name: str = "gpu", refs: NodeRefs = REFS):
+    """The PCS node lifecycle scripts of a cluster with the shared home on FSx for OpenZFS (or
+    `lustre_home`: its Lustre file system mounted at /home), of its group `name`."""
+    edits = {"storage.lustre.mount_path": "/home"} if lustre_home else {"storage.home": {}}
+    return actions.node_actions(*nodes.pcs_node("p5.48xlarge", edits, name=name), refs)
 
 
 def image_home(node: Sandbox, user: str = "ubuntu", key: str = KEY) -> None:
@@ -34,17 +55,15 @@ def image_home(node: Sandbox, user: str = "ubuntu", key: str = KEY) -> None:
 HEALTHY = Scenario()
 
 
-def boot(tmp_path, *, home=HOME, lustre=FSX, scenario=HEALTHY, instance_type="p5.48xlarge", seed=True,
-         server=None):
-    """A node of the type booted with the shared home; `server`: another node whose NFS server
-    (its files) this one shares."""
+def boot(tmp_path, *, lustre_home=False, scenario=HEALTHY, seed=True, server=None):
+    """A node booted with the shared home, as AWS PCS boots it; `server`: another node whose NFS
+    server (its files) this one shares."""
     node = Sandbox(tmp_path, scenario)
     if seed:
         image_home(node)
     if server is not None:
         share_server(server, node)
-    script = bootstrap.node_script(instance_type, efa=True, lustre=lustre, metrics=METRICS, home=home)
-    return node, node.run(script)
+    return node, first_boot(node, scripts(lustre_home=lustre_home))
 
 
 def share_server(first: Sandbox, second: Sandbox) -> None:
@@ -95,7 +114,7 @@ def test_what_the_shared_home_holds_is_never_replaced(tmp_path):
     second = Sandbox(tmp_path / "second", Scenario())
     image_home(second, key="ssh-ed25519 AAAA another key\n")
     share_server(first, second)
-    result = second.run(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS, home=HOME))
+    result = first_boot(second, scripts())
     assert result.returncode == 0, result.stderr
     assert second.file("/home/ubuntu/notes.txt") == "mine\n"
     assert second.file("/home/ubuntu/.bashrc") == "# the user's own\n"
@@ -111,7 +130,7 @@ def test_a_new_image_user_is_added_beside_the_others(tmp_path):
     image_home(second)
     image_home(second, user="ec2-user")
     share_server(first, second)
-    result = second.run(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS, home=HOME))
+    result = first_boot(second, scripts())
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in (second.root / "home").iterdir()) == ["ec2-user", "ubuntu"]
     assert "copied the image's /home/ec2-user" in result.stderr and "/home/ubuntu into" not in result.stderr
@@ -154,7 +173,7 @@ def test_reboot_mounts_home_from_fstab_before_slurmd(tmp_path):
 
 def test_lustre_at_home_is_seeded_and_mounted_once(tmp_path):
     lustre = LustreMount(FSX.dns_name, FSX.mount_name, "/home")
-    node, result = boot(tmp_path, home=None, lustre=lustre)
+    node, result = boot(tmp_path, lustre_home=True)
     assert result.returncode == 0, result.stderr
     assert node.mounts()["/home"].fstype == "lustre"
     lines = node.lines()
@@ -165,18 +184,17 @@ def test_lustre_at_home_is_seeded_and_mounted_once(tmp_path):
 
 
 def test_pcs_lifecycle_scripts_mount_home_every_boot_with_its_source_as_an_argument():
-    token = HomeMount.nfs("${Token[TOKEN.123]}")
-    scripts = actions.node_actions("p5.48xlarge", efa=True, lustre=FSX, home=token)
-    (storage,) = [s for s in scripts if s.name == "fmcluster storage"]
+    made = scripts(refs=NodeRefs(lustre_dns_name=FSX.dns_name, lustre_mount_name=FSX.mount_name,
+                                 home_dns_name="${Token[TOKEN.123]}"))
+    (storage,) = [s for s in made if s.name == "fmcluster storage"]
     assert storage.execution_policy == actions.EVERY_BOOT and "  step mount_home" in storage.text
     assert "HOME_SOURCE=${Token[TOKEN.123]}:/fsx" in storage.arguments
-    (ready,) = [s for s in scripts if s.name == "fmcluster node ready"]
+    (ready,) = [s for s in made if s.name == "fmcluster node ready"]
     assert ready.on_error == actions.TERMINATE
 
 
 def test_login_nodes_mount_home_too():
-    scripts = actions.node_actions("m7i.2xlarge", efa=False, home=HOME)
-    assert any("  step mount_home" in s.text for s in scripts)
+    assert any("  step mount_home" in s.text for s in scripts(name="login"))
 
 
 def test_hyperpod_compute_groups_check_home_and_keep_the_image_cache_on_lustre():
@@ -192,12 +210,11 @@ def test_hyperpod_compute_groups_check_home_and_keep_the_image_cache_on_lustre()
 def test_the_scripts_with_a_home_are_shellcheck_clean(tmp_path):
     from tests.support.tools import assert_shellcheck_clean
 
-    scripts = {s.file_name: s.text for s in actions.node_actions("p5.48xlarge", efa=True, lustre=FSX, home=HOME)}
-    scripts["lustre-home"] = bootstrap.node_script("p5.48xlarge", efa=True, compact=False,
-                                                   lustre=LustreMount(FSX.dns_name, FSX.mount_name, "/home"))
-    scripts["hyperpod"] = lifecycle.entry_script("gpu", "p5.48xlarge", efa=True, home="/home",
-                                                 checks=lifecycle.NodeChecks(("/home",), containers=True))
-    assert_shellcheck_clean(tmp_path, scripts)
+    made = {s.file_name: s.text for s in scripts()}
+    made.update({f"lustre-home-{s.file_name}": s.text for s in scripts(lustre_home=True)})
+    made["hyperpod"] = lifecycle.entry_script("gpu", "p5.48xlarge", efa=True, home="/home",
+                                              checks=lifecycle.NodeChecks(("/home",), containers=True))
+    assert_shellcheck_clean(tmp_path, made)
 
 
 def hyperpod_mounted(node: Sandbox) -> None:
@@ -243,7 +260,7 @@ def test_an_empty_directory_a_file_or_a_link_in_the_shared_home_is_never_replace
         image_home(second, user=user)
     (second.root / "home/README").write_text("the image's file\n")
     share_server(first, second)
-    result = second.run(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS, home=HOME))
+    result = first_boot(second, scripts())
     assert result.returncode == 0, result.stderr
     home = second.root / "home"
     assert (home / "ubuntu").is_dir() and not list((home / "ubuntu").iterdir())
@@ -268,8 +285,7 @@ def test_partial_copies_older_than_this_boot_are_removed(tmp_path):
         image_home(node)
         share_server(first, node)
         (node.root / "proc/stat").write_text(f"cpu  1 2 3 4\nbtime {boot_time}\nprocesses 1\n")
-        return node, node.run(bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS,
-                                                    home=HOME))
+        return node, first_boot(node, scripts())
 
     changed = int(stale.stat().st_ctime)  # what the script compares with the boot time (find -newerct)
     kept, result = boot_second("booted-before", changed - 3600)

@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 
 from fmcluster.node import bootstrap
+from tests.support import nodes
+from tests.support.nodes import REFS
 from tests.support.paths import ROOT
 from tests.support.sandbox import Sandbox, Scenario
 
@@ -37,9 +39,16 @@ def boot(tmp_path: Path, answer: str | None, **scenario) -> tuple[Sandbox, objec
     node = Sandbox(tmp_path, Scenario(image="bare", **scenario))
     if answer is not None:
         (node.state / "topology.json").write_text((TOPOLOGY / answer).read_text())
-    program = bootstrap.NodeProgram(bootstrap.instance_entry(node.scenario.instance_type))
-    program.network_features(bootstrap.slurm_bin(SLURM_VERSION), bootstrap.slurmd_units(SLURM_VERSION))
+    made, group = placed(node.scenario.instance_type)
+    slurm = made.node(group).slurm
+    program = bootstrap.NodeProgram(group.instance)
+    program.network_features(slurm.bin, slurm.slurmd_units)
     return node, node.run(program.render(bootstrap.header()))
+
+
+def placed(instance_type: str = "p5.48xlarge", count: int = 2):
+    """A PCS cluster of SLURM_VERSION, and its group of `count` nodes of `instance_type`."""
+    return nodes.group("pcs", instance_type, {"orchestrator.version": SLURM_VERSION, "node_groups[0].count": count})
 
 
 def features(node: Sandbox) -> tuple[str, str]:
@@ -300,14 +309,14 @@ def test_unit_runs_after_slurmd_at_every_boot(tmp_path, slurmd):
     assert boot_again.order.index(UNIT) > boot_again.order.index(slurmd)
 
 
-def test_node_program_wires_it_only_when_asked():
-    plain = bootstrap.node_program("p5.48xlarge", efa=True, slurm_version=SLURM_VERSION)
+def test_node_program_wires_it_only_where_the_model_places_the_group():
+    plain = bootstrap.node_program(*placed(count=1), REFS)  # one node: nothing to place
     assert "setup_network_features" not in plain.steps
-    wired = bootstrap.node_program("p5.48xlarge", efa=True, slurm_version=SLURM_VERSION, network_features=True)
+    wired = bootstrap.node_program(*placed(), REFS)
     assert "setup_network_features" in wired.steps
-    assert wired.settings["NETWORK_FEATURES_SLURM_BIN"] == bootstrap.slurm_bin(SLURM_VERSION)
-    with pytest.raises(ValueError, match="Slurm version"):
-        bootstrap.node_program("p5.48xlarge", efa=True, network_features=True)
+    assert wired.settings["NETWORK_FEATURES_SLURM_BIN"] == f"/opt/aws/pcs/scheduler/slurm-{SLURM_VERSION}/bin"
+    ultraservers = bootstrap.node_program(*placed("p6e-gb200.36xlarge"), REFS)  # PCS's block topology places them
+    assert "setup_network_features" not in ultraservers.steps
 
 
 def test_on_pcs_it_is_a_node_ready_lifecycle_script(tmp_path):
@@ -316,12 +325,11 @@ def test_on_pcs_it_is_a_node_ready_lifecycle_script(tmp_path):
     later boot), CONTINUE (a node without the features still takes jobs)."""
     from fmcluster.node import actions
 
-    made = actions.node_actions("p5.48xlarge", efa=True, slurm_version=SLURM_VERSION, network_features=True)
+    made = actions.node_actions(*placed(), REFS)
     (script,) = [s for s in made if s.name == "fmcluster network features"]
     assert (script.stage, script.execution_policy, script.on_error) == (
         actions.NODE_READY, actions.FIRST_BOOT_ONLY, actions.CONTINUE)
-    assert not any(s.name == "fmcluster network features"
-                   for s in actions.node_actions("p5.48xlarge", efa=True, slurm_version=SLURM_VERSION))
+    assert not any(s.name == "fmcluster network features" for s in actions.node_actions(*placed(count=1), REFS))
     node = Sandbox(tmp_path, Scenario(image="bare", instance_id="i-0a1b2c3d4e5f60004"))
     (node.state / "topology.json").write_text((TOPOLOGY / "p5.48xlarge.json").read_text())
     result = node.run(script.text, *script.arguments)

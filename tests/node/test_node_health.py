@@ -21,7 +21,8 @@ import pytest
 from fmcluster.facts import health as health_facts
 from fmcluster.facts import node as node_facts
 from fmcluster.node import bootstrap
-from tests.support import frozen_fs
+from fmcluster.node.refs import NodeRefs
+from tests.support import frozen_fs, nodes
 from tests.support.frozen_fs import FrozenFs
 from tests.support.sandbox import Sandbox, Scenario
 
@@ -36,7 +37,8 @@ INSTANCE = "i-0123456789abcdef0"
 def node(tmp_path, *, instance="p5.48xlarge", replace=True, **changes) -> Sandbox:
     """A node of `instance` (the EC2 instance INSTANCE) with the health check installed by its node
     script (the timer runner) and /fsx and /scratch mounted; `changes` to its Scenario."""
-    entry = bootstrap.instance_entry(instance)
+    made, group = nodes.group("pcs", instance)
+    entry = group.instance
     world = dict(gpus=entry.gpu_count, nvme_disks=0, efa_devices=entry.max_efa_interfaces)
     sandbox = Sandbox(tmp_path, Scenario(**{**world, **changes}))
     new_instance(sandbox, INSTANCE)
@@ -44,8 +46,8 @@ def node(tmp_path, *, instance="p5.48xlarge", replace=True, **changes) -> Sandbo
         (sandbox.root / mount.lstrip("/")).mkdir()
         (sandbox.state / "mounts").open("a").write(f"{mount}\t10.1.0.9@tcp:/fsx\tlustre\tlustre\tlnet=tcp\n")
     program = bootstrap.NodeProgram(entry).health(
-        efa_devices=bootstrap.efa_devices(entry, True), mounts=MOUNTS, check_seconds=300, replace=replace,
-        slurm_bin=str(sandbox.bin))
+        efa_devices=made.node(group).efa_devices, mounts=MOUNTS, check_seconds=300, replace=replace,
+        slurm_bin=str(sandbox.bin))  # the sandbox's Slurm commands
     result = sandbox.run(program.render(bootstrap.header()))
     assert result.returncode == 0, result.stderr
     replacement = sandbox.root / node_facts.FMCLUSTER_LIB.lstrip("/") / "request-replacement"
@@ -764,22 +766,27 @@ def test_a_type_without_nvlink_or_efa_checks_neither(tmp_path):
 
 # where a node drained for a hardware fault asks to be replaced (the replacer's queue)
 ASKS = {"queue": "p5-pcs-node-replacements", "region": "us-east-1", "cluster": "p5-pcs"}
+REFS = NodeRefs(lustre_dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", lustre_mount_name="abcdefgh",
+                replacement_queue=ASKS["queue"])
 
 
 def test_a_check_that_asks_for_replacements_needs_the_replacer():
+    made, gpu = nodes.group("pcs", "p5.48xlarge")
+    assert made.node(gpu).health.replace
     with pytest.raises(ValueError, match="needs the replacer's queue"):
-        bootstrap.HealthCheck(600, replace=True)
+        bootstrap.install_health(bootstrap.NodeProgram(gpu.instance), made, made.node(gpu), NodeRefs())
 
 
-def test_pcs_gpu_nodes_get_the_check_only_when_asked():
-    fsx = bootstrap.LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
-    args = dict(efa=True, lustre=fsx, slurm_version="25.11")
-    assert "install_node_health" not in bootstrap.node_program("p5.48xlarge", **args).steps
-    program = bootstrap.node_program("p5.48xlarge", **args, health=bootstrap.HealthCheck(600, replace=True, **ASKS))
+def test_pcs_gpu_compute_nodes_get_the_check():
+    edits = {"name": ASKS["cluster"], "orchestrator.version": "25.11", "health.check_minutes": 10}
+    made, gpu = nodes.group("pcs", "p5.48xlarge", edits)
+    program = bootstrap.node_program(made, gpu, REFS)
     assert "install_node_health" in program.steps
     # a node that may ask for its replacement has the request, to the cluster's replacer's queue
     assert "install_request_replacement" in program.steps
     assert (program.settings["REPLACE_QUEUE_URL"], program.settings["REPLACE_PLANE"]) == (ASKS["queue"], "pcs")
+    assert (program.settings["REPLACE_REGION"], program.settings["REPLACE_CLUSTER"]) == (ASKS["region"],
+                                                                                        ASKS["cluster"])
     settings = program.settings
     assert (settings["HEALTH_EFA"], settings["HEALTH_MOUNTS"], settings["HEALTH_NVLINK"]) == (32, "/fsx /scratch", 1)
     assert (settings["HEALTH_SLURM_BIN"], settings["HEALTH_REPLACE"]) == ("/opt/aws/pcs/scheduler/slurm-25.11/bin", 1)
@@ -790,11 +797,15 @@ def test_pcs_gpu_nodes_get_the_check_only_when_asked():
     # the node lifecycle scripts install it with the node's configuration, once
     from fmcluster.node import actions
 
-    (configure, *_) = actions.node_actions("p5.48xlarge", **args, health=bootstrap.HealthCheck())
+    (configure, *_) = actions.node_actions(made, gpu, REFS)
     assert "step install_node_health" in configure.text
-    # a CPU node has nothing to check
-    cpu = bootstrap.node_program("c7i.2xlarge", efa=False, slurm_version="25.11", health=bootstrap.HealthCheck())
-    assert "install_node_health" not in cpu.steps
+    # a CPU node, and the login nodes, have nothing to check
+    cpu = nodes.group("pcs", "c7i.2xlarge", edits)
+    assert "install_node_health" not in bootstrap.node_program(*cpu, REFS).steps
+    assert "install_node_health" not in bootstrap.node_program(made, made.login, REFS).steps
+    # without replacements, no request
+    kept = nodes.group("pcs", "p5.48xlarge", {**edits, "health.replace": False})
+    assert "install_request_replacement" not in bootstrap.node_program(*kept, REFS).steps
 
 
 def test_hyperpod_slurm_gpu_nodes_get_the_check(tmp_path):

@@ -10,28 +10,28 @@ assertions read what the node did, never the script text.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
 from fmcluster.facts import node as node_facts
 from fmcluster.node import actions, bootstrap
-from fmcluster.node.bootstrap import LustreMount, Metrics
-from tests.support import standins
+from fmcluster.node.refs import NodeRefs
+from tests.support import nodes, standins
+from tests.support.nodes import NO_METRICS, URL, first_boot, run_stage
 from tests.support.sandbox import IMAGE_PCS_SLURM, Sandbox, Scenario, user_data_parts
+from tests.support.stacks import FS_DNS, FS_MOUNT, FSX
 from tests.support.tools import assert_shellcheck_clean
 from tests.support.user_data_size import PCS_USER_DATA_BUDGET
 
-FSX = LustreMount("fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", "abcdefgh", "/fsx")
-URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
 # What the cluster stack hands the node program: other stacks' outputs, CDK tokens until deployed.
-TOKENS = {"${Token[TOKEN.101]}": FSX.dns_name, "${Token[TOKEN.102]}": FSX.mount_name, "${Token[TOKEN.103]}": URL}
-TOKEN_FSX = LustreMount("${Token[TOKEN.101]}", "${Token[TOKEN.102]}", "/fsx")
-TOKEN_METRICS = Metrics("demo", "${Token[TOKEN.103]}", "us-east-1")
+TOKENS = {"${Token[TOKEN.101]}": FS_DNS, "${Token[TOKEN.102]}": FS_MOUNT, "${Token[TOKEN.103]}": URL}
+TOKEN_REFS = NodeRefs(lustre_dns_name="${Token[TOKEN.101]}", lustre_mount_name="${Token[TOKEN.102]}",
+                      remote_write_url="${Token[TOKEN.103]}")
 READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
 SLURM_VERSION = IMAGE_PCS_SLURM  # the Slurm the sandbox's image has
 SLURMD = f"slurmd-{SLURM_VERSION}.service"  # as AWS PCS's Slurm installer names it
 SLURMD_DROPIN = f"/etc/systemd/system/{SLURMD}.d/{actions.GATE_DROP_IN}"
+# a group of UltraServers beside the group under test: the cluster runs the IMEX prolog
+GB200 = {"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2, "capacity": {"type": "on-demand"}}
 
 
 @pytest.fixture(autouse=True)
@@ -41,56 +41,21 @@ def standin_pins(monkeypatch):
         monkeypatch.setattr(bootstrap, name, value)
 
 
-def render(instance_type="p5.48xlarge", **changes) -> tuple[actions.LifecycleScript, ...]:
-    options = dict(efa=True, lustre=TOKEN_FSX, metrics=TOKEN_METRICS, containers=True, slurm_version=SLURM_VERSION)
-    return actions.node_actions(instance_type, **{**options, **changes})
+def group(instance_type="p5.48xlarge", *, prolog=False, network_features=False, edits=None):
+    """The model of a PCS cluster on the sandbox's Slurm, and its group of `instance_type`: one
+    node (two with `network_features`: a multi-node EFA group publishes its place in the network),
+    with the UltraServer group GB200 beside it with `prolog`; no deep check, no replacements."""
+    changes = {"orchestrator.version": SLURM_VERSION, "node_groups[0].count": 2 if network_features else 1,
+               "health.deep_check": False, "health.replace": False, **({"node_groups[1]": GB200} if prolog else {})}
+    return nodes.group("pcs", instance_type, {**changes, **(edits or {})})
 
 
-def deployed(argument: str) -> str:
-    """An argument as CloudFormation hands it to PCS: every token filled in."""
-    for token, value in TOKENS.items():
-        argument = argument.replace(token, value)
-    return argument
+def render(instance_type="p5.48xlarge", *, refs=TOKEN_REFS, **options) -> tuple[actions.LifecycleScript, ...]:
+    return actions.node_actions(*group(instance_type, **options), refs)
 
 
-@dataclass
-class Outcome:
-    ran: list[str]
-    failed: list[str]
-    verdict: str  # "terminated" (TERMINATE), "stopped" (STOP_SEQUENCE) or "done"
-
-
-def run_stage(node: Sandbox, scripts, stage: str, *, reboot: bool = False, arguments=None) -> Outcome:
-    """The stage's scripts as PCS runs them: in order, as root with their arguments; after a
-    reboot only the EVERY_BOOT ones; a failure does what the script's OnError says."""
-    outcome = Outcome([], [], "done")
-    for script in actions.in_stage(scripts, stage):
-        if reboot and script.execution_policy != actions.EVERY_BOOT:
-            continue
-        args = [deployed(a) for a in script.arguments] if arguments is None else arguments
-        result = node.run(script.text, *args, name=f"lifecycle/{script.file_name}")
-        outcome.ran.append(script.name)
-        if result.returncode != 0:
-            outcome.failed.append(script.name)
-            if script.on_error == actions.TERMINATE:
-                outcome.verdict = "terminated"
-                return outcome
-            if script.on_error == actions.STOP_SEQUENCE:
-                outcome.verdict = "stopped"
-                return outcome
-    return outcome
-
-
-def first_boot(node: Sandbox, scripts) -> Outcome:
-    """cloud-init's user data, NodeBootstrapped, slurmd started by PCS, NodeReady."""
-    (_, guard), = user_data_parts(actions.user_data()).values()
-    assert node.run(guard, name="user-data.sh").returncode == 0
-    bootstrapped = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED)
-    if bootstrapped.verdict != "done":
-        return bootstrapped
-    assert node.run(f"systemctl start {node.scenario.slurmd_unit}\n", name="pcs-start-slurmd.sh").returncode == 0
-    ready = run_stage(node, scripts, actions.NODE_READY)
-    return Outcome(bootstrapped.ran + ready.ran, bootstrapped.failed + ready.failed, ready.verdict)
+def first_boot_of(node: Sandbox, scripts):
+    return first_boot(node, scripts, values=TOKENS)
 
 
 def world(**changes) -> Scenario:
@@ -105,14 +70,15 @@ def ready_metric(node: Sandbox) -> str:
 # --- the split -----------------------------------------------------------------------------------
 
 def test_each_step_runs_once_in_the_programs_order():
-    """Every step of the program in exactly one script, a script's in the program's order; only
-    metrics moves (to NodeReady)."""
-    program = bootstrap.node_program("p5.48xlarge", efa=True, lustre=TOKEN_FSX, metrics=TOKEN_METRICS,
-                                     slurm_prolog=True, containers=True, slurm_version="25.05")
+    """Every step of the program in exactly one script, a script's in the program's order: the
+    configure steps first (the health check's install among them), metrics last (NodeReady)."""
+    program = bootstrap.node_program(*group(prolog=True), TOKEN_REFS)
     scripts = actions.scripts(program)
     steps = [line.strip().removeprefix("step ") for s in scripts for line in s.text.splitlines()
              if line.startswith("  step ")]
-    assert steps == [s for s in program.steps if s != "setup_metrics"] + ["setup_metrics"]
+    phase = {step: i for i, p in enumerate(actions.PHASES) for step in p.steps}
+    assert steps == sorted(program.steps, key=phase.__getitem__)  # sorted() is stable: the program's order
+    assert steps.index("install_node_health") < steps.index("setup_scratch") and steps[-1] == "setup_metrics"
     stages = [s.stage for s in scripts]
     assert stages == sorted(stages, key=actions.STAGES.index)
     assert [s.name for s in scripts] == ["fmcluster configure", "fmcluster storage", "fmcluster containers",
@@ -128,14 +94,14 @@ def test_policies_of_the_phases():
 
 
 def test_a_step_without_a_phase_is_refused():
-    program = bootstrap.node_program("c7i.8xlarge", efa=False)
+    program = bootstrap.node_program(*group("c7i.8xlarge"), NO_METRICS)
     program.steps.append("something_new")
     with pytest.raises(ValueError, match="something_new"):
         actions.scripts(program)
 
 
 def test_groups_without_storage_or_metrics_leave_those_scripts_out():
-    names = [s.name for s in actions.node_actions("c7i.8xlarge", efa=False)]
+    names = [s.name for s in render("c7i.8xlarge", refs=NodeRefs(), edits={"storage.lustre": None})]
     assert names == ["fmcluster configure", "fmcluster node ready"]
 
 
@@ -144,7 +110,7 @@ def test_tokens_are_arguments_and_never_in_the_published_text():
         assert not bootstrap.TOKEN_MARK.search(script.text)
         assert [a.split("=", 1)[0] for a in script.arguments] == ["REMOTE_WRITE_URL", "FSX_SOURCE"]
         assert script.checksum == __import__("hashlib").sha256(script.text.encode()).hexdigest()
-    plain = actions.node_actions("p5.48xlarge", efa=True, lustre=FSX)
+    plain = render(refs=NO_METRICS)
     assert all(s.arguments == () for s in plain)
 
 
@@ -160,7 +126,7 @@ def test_the_guard_writes_the_gates_drop_in():
 
 
 def test_the_scripts_and_the_guard_are_shellcheck_clean(tmp_path):
-    scripts = {s.file_name: s.text for s in render(slurm_prolog=True)}
+    scripts = {s.file_name: s.text for s in render(prolog=True)}
     (_, guard), = user_data_parts(actions.user_data()).values()
     assert_shellcheck_clean(tmp_path, {**scripts, "guard": guard})
 
@@ -187,7 +153,7 @@ def test_wrong_arguments_stop_the_script_before_any_step(tmp_path, arguments, me
 def test_a_node_boots_ready_and_a_reboot_reruns_only_every_boot_scripts(tmp_path):
     node = Sandbox(tmp_path, world())
     scripts = render()
-    outcome = first_boot(node, scripts)
+    outcome = first_boot_of(node, scripts)
     assert (outcome.verdict, outcome.failed) == ("done", []), outcome
     assert outcome.ran == [s.name for s in scripts]
     assert node.mounts()["/fsx"].source == FSX.source and node.mounts()["/scratch"].backing == "instance-store"
@@ -198,7 +164,7 @@ def test_a_node_boots_ready_and_a_reboot_reruns_only_every_boot_scripts(tmp_path
 
     after = node.reboot()
     assert SLURMD in after.started, after
-    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True)
+    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True, values=TOKENS)
     assert (again.verdict, again.ran) == ("done", ["fmcluster storage", "fmcluster node ready"])
     assert not node.calls("mdadm") and not node.calls("mkfs.ext4") and not node.calls("git")
     assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
@@ -210,17 +176,17 @@ def test_a_mount_lost_at_reboot_is_made_again(tmp_path):
     is left to PCS here: PCS starts it after the NodeBootstrapped scripts.)"""
     node = Sandbox(tmp_path, world())
     scripts = render()
-    assert first_boot(node, scripts).verdict == "done"
+    assert first_boot_of(node, scripts).verdict == "done"
     node.set_scenario(lustre_mount_fails=1, slurmd=False)
     assert "fsx.mount" in node.reboot().failed
     assert "/fsx" not in node.mounts()
-    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True)
+    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True, values=TOKENS)
     assert again.verdict == "done" and node.mounts()["/fsx"].fstype == "lustre"
 
 
 def test_a_node_that_is_not_ready_is_terminated_before_slurmd_starts(tmp_path):
     node = Sandbox(tmp_path, world(gpus=7))
-    outcome = first_boot(node, render())
+    outcome = first_boot_of(node, render())
     assert outcome.verdict == "terminated" and outcome.failed == ["fmcluster node ready"]
     assert node.unit_state(SLURMD) != "active"
 
@@ -228,11 +194,11 @@ def test_a_node_that_is_not_ready_is_terminated_before_slurmd_starts(tmp_path):
 def test_a_gpu_lost_at_reboot_terminates_the_node(tmp_path):
     node = Sandbox(tmp_path, world())
     scripts = render()
-    assert first_boot(node, scripts).verdict == "done"
+    assert first_boot_of(node, scripts).verdict == "done"
     node.set_scenario(gpus=7)
     after = node.reboot()
     assert SLURMD in after.failed  # the gate keeps slurmd down meanwhile
-    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True)
+    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True, values=TOKENS)
     assert again.verdict == "terminated"
 
 
@@ -248,7 +214,7 @@ def test_without_the_lifecycle_scripts_the_guard_keeps_slurmd_down(tmp_path):
 def test_the_guard_never_replaces_the_full_gate(tmp_path):
     """cloud-init may run the user data after the lifecycle scripts: the gate stays as written."""
     node = Sandbox(tmp_path, world())
-    assert run_stage(node, render(), actions.NODE_BOOTSTRAPPED).verdict == "done"
+    assert run_stage(node, render(), actions.NODE_BOOTSTRAPPED, values=TOKENS).verdict == "done"
     gate = node.file(SLURMD_DROPIN)
     (_, guard), = user_data_parts(actions.user_data()).values()
     assert node.run(guard).returncode == 0
@@ -265,8 +231,8 @@ def test_whichever_slurmd_unit_pcs_starts_is_gated(tmp_path, started):
     node = Sandbox(tmp_path, world())
     (node.root / "usr/lib/systemd/system").mkdir(parents=True, exist_ok=True)
     (node.root / "usr/lib/systemd/system/slurmd.service").write_text(node.file(f"/etc/systemd/system/{SLURMD}"))
-    scripts = render(slurm_prolog=True)
-    assert run_stage(node, scripts, actions.NODE_BOOTSTRAPPED).verdict == "done"
+    scripts = render(prolog=True)
+    assert run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, values=TOKENS).verdict == "done"
     for unit in (SLURMD, "slurmd.service"):
         drop_ins = sorted(p.name for p in (node.root / f"etc/systemd/system/{unit}.d").iterdir())
         assert drop_ins == ["40-fmcluster-prolog.conf", actions.GATE_DROP_IN], unit
@@ -280,7 +246,7 @@ def test_whichever_slurmd_unit_pcs_starts_is_gated(tmp_path, started):
 def test_a_node_of_ones_own_with_slurmd_service_is_gated_there(tmp_path):
     """An ami_id whose Slurm came from packages: the same scripts gate slurmd.service."""
     node = Sandbox(tmp_path, world(slurmd_unit="slurmd.service"))
-    assert first_boot(node, render()).verdict == "done"
+    assert first_boot_of(node, render()).verdict == "done"
     assert node.exists(f"/etc/systemd/system/slurmd.service.d/{actions.GATE_DROP_IN}")
     node.set_scenario(gpus=7)
     assert "slurmd.service" in node.reboot().failed
@@ -309,7 +275,7 @@ def test_network_features_are_cleared_by_slurmds_unit_not_by_a_script_before_slu
     assert [s.name for s in scripts] == ["fmcluster configure", "fmcluster storage", "fmcluster containers",
                                          "fmcluster node ready", "fmcluster metrics", "fmcluster network features"]
     node = Sandbox(tmp_path, world())
-    outcome = first_boot(node, scripts)
+    outcome = first_boot_of(node, scripts)
     assert (outcome.verdict, outcome.failed) == ("done", []), outcome
     for unit in (SLURMD, "slurmd.service"):
         dropin = node.file(f"/etc/systemd/system/{unit}.d/60-fmcluster-network-features.conf")

@@ -11,22 +11,25 @@ from pathlib import Path
 import pytest
 
 from fmcluster.model.cluster import resolve
-from fmcluster.node import bootstrap
+from fmcluster.node import actions, bootstrap
+from tests.support import nodes
 from tests.support.collectors import run_collector
 from tests.support.nested import flatten
 from tests.support.node_scripts import lifecycle_actions
+from tests.support.nodes import NO_METRICS, REFS, URL
 from tests.support.slurm_cluster import SlurmCluster
-from tests.support.stacks import FSX, example_spec, images, network, new_app, resources, storage
+from tests.support.stacks import example_spec, images, network, new_app, resources, storage
 from tests.support.tools import assert_shellcheck_clean
 
-URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123/api/v1/remote_write"
-METRICS = bootstrap.Metrics("demo", URL, "us-east-1")
-LOGIN = bootstrap.Metrics("demo", URL, "us-east-1", slurm=True)
 COLLECTORS = ("gpu", "efa", "slurm")
 
 
-def render(instance_type="p5.48xlarge", efa=True, lustre=FSX, metrics=METRICS, compact=False) -> str:
-    return bootstrap.node_script(instance_type, efa=efa, lustre=lustre, metrics=metrics, compact=compact)
+def render(name="gpu", *, metrics=True, lustre=True) -> str:
+    """The PCS node lifecycle scripts of the test spec's group `name` (its GPU compute group, or the
+    login nodes, of c7i.8xlarge), one after the other."""
+    made, group = nodes.group("pcs", "p5.48xlarge", {"orchestrator.login.instance_type": "c7i.8xlarge",
+                                                      **({} if lustre else {"storage.lustre": None})}, name=name)
+    return "\n".join(s.text for s in actions.node_actions(made, group, REFS if metrics else NO_METRICS))
 
 
 def settings(script: str) -> str:
@@ -35,7 +38,7 @@ def settings(script: str) -> str:
 
 def test_metrics_part_only_with_observability():
     assert "setup_metrics" in render()
-    assert "setup_metrics" not in bootstrap.node_script("p5.48xlarge", efa=True, lustre=FSX, compact=False)
+    assert "setup_metrics" not in render(metrics=False)
 
 
 def test_settings_of_a_gpu_node():
@@ -46,18 +49,21 @@ def test_settings_of_a_gpu_node():
 
 
 def test_cpu_login_node_counts_slurm_only():
-    values = settings(render("c7i.8xlarge", efa=False, lustre=None, metrics=LOGIN))
+    values = settings(render("login", lustre=False))
     assert "\nMETRICS_COLLECTORS='slurm'" in values and "\nEXPECTED_GPUS=0\n" in values
     assert "\nEXPECTED_LUSTRE_MOUNT=''\n" in values
 
 
 def test_collectors_are_embedded_as_shipped():
     """Each collector the node gets is the repository's script (comments left out), as a function
-    the metrics set-up writes to a file; the node runs those files (tests/node/test_boot_path.py)."""
-    script = render(metrics=LOGIN)
+    the metrics set-up writes to a file; the node runs those files (tests/node/test_boot_path.py):
+    the GPU and EFA collectors on the GPU nodes, the Slurm collector on the login nodes."""
+    gpu, login = render(), render("login")
     for job, file in bootstrap.COLLECTOR_FILES.items():
-        assert bootstrap.embed(f"collect_{job}", bootstrap.COLLECTORS / file) in script
-    assert "program_collect_slurm" not in render()
+        assert bootstrap.embed(f"collect_{job}", bootstrap.COLLECTORS / file, note=False) in (
+            login if job == "slurm" else gpu)
+    assert "program_collect_slurm" not in gpu
+    assert "program_collect_dcgm" not in login and "program_collect_efa" not in login
 
 
 def test_shellcheck_clean(tmp_path):
