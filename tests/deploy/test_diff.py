@@ -827,6 +827,25 @@ def test_pcs_accounting_cannot_be_turned_off():
     assert on.action == diff.UPDATE
 
 
+@pytest.mark.parametrize("before, after, fails", [("1.34", "1.35", False), ("1.35", "1.34", True),
+                                                  ("1.33", "1.35", True), ("1.35", "1.35", False)])
+def test_a_kubernetes_version_down_or_past_the_next_minor_fails(before, after, fails):
+    """EKS updates a cluster's control plane one minor version at a time, and never down: its
+    resource schema takes Version in place, but the update fails."""
+    def cluster(version):
+        props = {"Name": "c", "Version": version, "RoleArn": "arn:aws:iam::1:role/r",
+                 "ResourcesVpcConfig": {"SubnetIds": ["subnet-1"]}}
+        return {"c": {"Resources": {"Cluster": {"Type": "AWS::EKS::Cluster", "Properties": props}}}}
+
+    r = diff.compare(cluster(before), cluster(after), "us-east-1")
+    found = changes(r).get("Cluster")
+    assert (found is not None and found.action == diff.FAILS) == fails
+    if fails:
+        assert "EKS" in found.reasons[0] and diff.refused(r, allowed=True)
+    elif before != after:
+        assert found.action == diff.UPDATE
+
+
 def test_a_home_added_or_changed_on_hyperpod_slurm_says_the_nodes_need_replacing():
     """HyperPod mounts FSx only on nodes it provisions, and the copy-in runs at first boot: the
     running nodes do not get the new home."""

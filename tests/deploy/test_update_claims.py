@@ -178,7 +178,11 @@ SAMPLES: list[Sample] = [
     Sample("orchestrator.type", EKS, to(HPS), before=put("network.extra_availability_zone_ids", ["use1-az1"])),
     Sample("orchestrator.type", HPE, to(EKS)),
     Sample("orchestrator.version", PCS, put("orchestrator.version", "24.11")),
-    Sample("orchestrator.version", EKS, put("orchestrator.version", "1.34")),
+    *each("orchestrator.version", (EKS, HPE), put("orchestrator.version", "1.34")),  # down from the newest
+    *each("orchestrator.version", (EKS, HPE), put("orchestrator.version", "1.35"),
+          before=put("orchestrator.version", "1.33")),
+    Sample("orchestrator.version", EKS, put("orchestrator.version", "1.35"),
+           before=put("orchestrator.version", "1.34")),
     *each("orchestrator.login.instance_type", ALL, put("orchestrator.login.instance_type", "m7i.4xlarge")),
     Sample("orchestrator.login.count", PCS, put("orchestrator.login.count", 2)),
     *each("orchestrator.admin_role_arn", (PCS, EKS), put("orchestrator.admin_role_arn",

@@ -19,6 +19,7 @@ from fmcluster.deploy.diff.changes import (
     stateful_and_retained,
 )
 from fmcluster.facts import fsx, openzfs
+from fmcluster.spec.update_policy.checks import kubernetes_update_refused
 
 
 def changed_paths(old: Any, new: Any, path: str = "") -> list[str]:
@@ -72,6 +73,8 @@ def direct_change(stack: str, lid: str, old: Mapping[str, Any], new: Mapping[str
         _pcs_cluster(change, props_old, props_new)
     elif new["Type"] == HYPERPOD_CLUSTER:
         _hyperpod_cluster(change, props_old, props_new)
+    elif new["Type"] == EKS_CLUSTER:
+        _eks_cluster(change, props_old, props_new)
     return change
 
 
@@ -119,6 +122,22 @@ def _hyperpod_cluster(change: Change, old: Mapping[str, Any], new: Mapping[str, 
                        "team (or the storage key), or deploy a new cluster")
     if reasons:
         change.action, change.reasons = FAILS, reasons
+
+
+EKS_CLUSTER = "AWS::EKS::Cluster"
+
+
+def _eks_cluster(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:
+    """An Amazon EKS cluster whose Kubernetes version goes down, or up by more than one minor
+    version: its resource schema takes Version in place, but EKS refuses the update
+    (fmcluster.spec.update_policy.checks.kubernetes_update_refused)."""
+    before, after = old.get("Version"), new.get("Version")
+    if not (isinstance(before, str) and isinstance(after, str)):
+        return
+    why = kubernetes_update_refused(before, after)
+    if why:
+        change.action, change.reasons = FAILS, [f"{why}, so the update fails; go through each minor version in "
+                                                "turn (a lower one needs a new cluster)"]
 
 
 def _file_system(change: Change, old: Mapping[str, Any], new: Mapping[str, Any]) -> None:

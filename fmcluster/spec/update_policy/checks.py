@@ -8,6 +8,27 @@ from fmcluster.spec.models import ClusterSpec
 from fmcluster.spec.update_policy.cases import HYPERPOD_SLURM, KUBERNETES, SLURM
 
 
+def kubernetes_update_refused(before: str, after: str) -> str | None:
+    """Why Amazon EKS refuses to move a cluster from one Kubernetes version to another ("1.33" to
+    "1.35"), or None: it updates the control plane one minor version at a time, and never down
+    (Amazon EKS User Guide, "Update existing cluster to new Kubernetes version")."""
+    try:
+        old, new = (tuple(int(n) for n in v.split(".")) for v in (before, after))
+    except ValueError:
+        return None  # not a version the templates write literally
+    if new < old:
+        return f"the Kubernetes version goes down from {before} to {after}: EKS cannot downgrade a cluster"
+    if new[:1] != old[:1] or new[1:2] > tuple(n + 1 for n in old[1:2]):
+        return (f"the Kubernetes version goes from {before} to {after}: EKS updates a cluster one minor version at "
+                "a time")
+    return None
+
+
+def kubernetes_version_refused(old: ClusterSpec, new: ClusterSpec) -> bool:
+    before, after = old.orchestrator.version, new.orchestrator.version
+    return before is not None and after is not None and kubernetes_update_refused(before, after) is not None
+
+
 def both_name_an_account(old: ClusterSpec, new: ClusterSpec) -> bool:
     return bool(old.account and new.account)
 
