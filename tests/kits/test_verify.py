@@ -155,9 +155,13 @@ def test_nccl_wrong_values_are_counted():
     assert any("wrong values" in e for e in result.errors) and any("FAILED" in e for e in result.errors)
 
 
-def test_nccl_two_runs_in_one_text_reads_the_last():
-    result = verify.parse_nccl_tests(read(A3) + read(P4D))
-    assert result.busbw == 43.81 and any("2 runs" in e for e in result.errors)
+def test_nccl_two_runs_in_one_text_are_each_read_and_the_worst_returned():
+    """Each run of a text is a result of its own (parse_nccl_runs); parse_nccl_tests returns the
+    worst, here the slower, whichever comes last."""
+    for text in (read(A3) + read(P4D), read(P4D) + read(A3)):
+        assert [run.busbw for run in verify.parse_nccl_runs(text)] in ([338.82, 43.81], [43.81, 338.82])
+        result = verify.parse_nccl_tests(text)
+        assert result.busbw == 43.81 and result.runs == 2 and any("2 runs" in e for e in result.errors)
 
 
 @pytest.mark.parametrize("garbage", ["", "\n\n", "Segmentation fault (core dumped)\n", "\x00\xff" * 50,
@@ -393,9 +397,13 @@ def test_smoke_failures(losses, final, why):
     assert any(why in e for e in result.errors), result.errors
 
 
-def test_smoke_fewer_steps_than_declared_is_a_warning():
+def test_smoke_fewer_steps_than_declared_fails():
+    """The smoke test prints a line for every step: one missing is a line lost (or a run that
+    stopped early and said ok), not a pass."""
     text = smoke_log([3.0, 2.0], final="fmcluster-smoke ok world_size=16 steps=20")
-    assert verify.parse_smoke(text).verdict is Verdict.WARN
+    result = verify.parse_smoke(text)
+    assert result.verdict is Verdict.FAIL
+    assert "2 step lines of the 20 steps it ran: lines are missing" in result.errors
 
 
 def test_smoke_cut_mid_line_and_traceback():

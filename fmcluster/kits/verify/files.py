@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
+from fmcluster.kits.verify.reading import Refusal, lines_of
+
 _MARKER = re.compile(r"^==> fmcluster node=(\S+) group=(\S+) test=(\S+) <==\s*$")
 _GLUED_MARKER = re.compile(r"([^\n])(==> fmcluster node=\S+ group=\S+ test=\S+ <==)")
 # Pyxis' progress lines (NVIDIA/pyxis pyxis_slurmstepd.c: slurm_spank_log "pyxis: importing docker
@@ -55,14 +57,18 @@ def split_by_node(text: str) -> tuple[NodePart, ...]:
             parts.append(NodePart(None, None, None, chunk, tuple(numbers)))
 
     for number, line in enumerate(re.findall(r"[^\n]*\n|[^\n]+$", text), 1):
+        if "pyxis: import" in line and _PYXIS_PROGRESS.match(line):
+            continue
+        if "==> fmcluster " not in line:
+            body.append(line)
+            numbers.append(number)
+            continue
         # a marker glued to the end of an output without its last newline starts a line of its own
         glued = _GLUED_MARKER.search(line)
         if glued is not None and _MARKER.match(line[glued.start(2):].rstrip("\r\n")):
             body.append(line[:glued.start(2)] + "\n")
             numbers.append(number)
             line = line[glued.start(2):]
-        if _PYXIS_PROGRESS.match(line):
-            continue
         match = _MARKER.match(line.rstrip("\r\n"))
         if match:
             close()
@@ -75,6 +81,15 @@ def split_by_node(text: str) -> tuple[NodePart, ...]:
     if not parts:
         parts.append(NodePart(None, None, None, text, tuple(range(1, text.count("\n") + 2))))
     return tuple(parts)
+
+
+def marker_refusals(text: str) -> tuple[Refusal, ...]:
+    """The lines that start as the kit's marker does (`==> fmcluster `) and are not one: a marker
+    cut short, or a byte of it changed, would leave its part read as another's, or as a plain
+    output."""
+    return tuple(Refusal(number, f"a line that starts as the kit's marker and is not one: {line[:120]!r}")
+                 for number, line in enumerate(lines_of(text), 1)
+                 if line.startswith("==> fmcluster ") and not _MARKER.match(line.rstrip("\r")))
 
 
 # files that are a kit's, a source or a note, whatever they mention: suffix -> what it is

@@ -271,10 +271,14 @@ def parse_fio_text(text: str) -> FioResult:
     reads = [g[0] for g in groups.values() if g[0]]
     writes = [g[1] for g in groups.values() if g[1]]
     jobs = tuple(FioJob(name, s["jobs"], 0.0, 0.0, 0.0, 0.0, 0, s["err"]) for name, s in names.items())
+    empty = [number for number, group in groups.items() if group == [None, None]]
     if not groups:
         errors.append("no fio run status (the report is cut before its end)")
+    elif empty:
+        errors.append(f"run status group {empty[0]} has no READ or WRITE line (the report is cut before its end)")
     return FioResult(version, 1 if groups else 0, jobs, _mean(reads), _mean(writes), (),
-                     bool(groups) and not refused, tuple([r.text() for r in refused] + errors), tuple(refused))
+                     bool(groups) and not empty and not refused, tuple([r.text() for r in refused] + errors),
+                     tuple(refused))
 
 
 def parse_fio_any(text: str) -> FioResult:

@@ -41,6 +41,7 @@ _NCCL_FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure|NCCL failure|unhandled
 # ("libfabric:PID:TIME::efa:..."): any rank may print them at any time, the table's included
 _NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN|TRACE)\b|^libfabric:\d+:")
 _ROW_LIKE = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z_]\w*\s")
+_PLAIN_VERSION = re.compile(r"NCCL version (\S+)")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _VERSION = re.compile(r"nccl-tests version (\S+)(?: nccl-headers=(\d{1,9}))?(?: nccl-library=(\d{1,9}))?\s*")
 _OUT_OF_BOUNDS = re.compile(r"Out of bounds values\s*:\s*(\d{1,10})\s+(OK|FAILED)\s*")
@@ -388,6 +389,17 @@ def _comment(run: _Run, body: str, at: int) -> Optional[str]:
     return None
 
 
+def _table_row(run: _Run, layout: _Layout, line: str, at: int) -> None:
+    """A line in a run's table: a row of its header's columns, its size above the row's before."""
+    row, why = _row(layout, line, at)
+    if row is None:
+        run.refuse(at, f"not a row of the table: {why}")
+    elif run.rows and (row.size < run.rows[-1].size or (row.size == run.rows[-1].size and row.size > 0)):
+        run.refuse(at, f"size {row.size} after {run.rows[-1].size}: nccl-tests prints each size once, smallest first")
+    else:
+        run.rows.append(row)
+
+
 def parse_nccl_runs(text: str) -> tuple[NcclResult, ...]:
     """Every run of nccl-tests' stdout in the text, in order: a run starts at its first header
     line (`# nccl-tests version`, `# Collective test starting`, `# nThread`, `# Using devices`,
@@ -412,10 +424,13 @@ def parse_nccl_runs(text: str) -> tuple[NcclResult, ...]:
             if run.state == "table" and run.binary is None and not run.rows:
                 run.binary, pending_binary = pending_binary, None
             continue
+        if run.state == "table" and run.layout is not None and _ROW_LIKE.match(line):
+            _table_row(run, run.layout, line, at)
+            continue
         if _NCCL_LOG.search(stripped):
             run.log(stripped)
             continue
-        if (ver := re.match(r"NCCL version (\S+)", stripped)) is not None:
+        if (ver := _PLAIN_VERSION.match(stripped)) is not None:
             run.nccl_version = ver.group(1)
             continue
         if _NCCL_FAILURE.search(stripped):
@@ -429,14 +444,7 @@ def parse_nccl_runs(text: str) -> tuple[NcclResult, ...]:
                 run.refuse(at, "a table row before any table header")
             continue
         if run.state == "table" and run.layout is not None:
-            row, why = _row(run.layout, line, at)
-            if row is None:
-                run.refuse(at, f"not a row of the table: {why}")
-            elif run.rows and (row.size < run.rows[-1].size or (row.size == run.rows[-1].size and row.size > 0)):
-                run.refuse(at, f"size {row.size} after {run.rows[-1].size}: nccl-tests prints each size once, "
-                               "smallest first")
-            else:
-                run.rows.append(row)
+            _table_row(run, run.layout, line, at)
             continue
         if run.state == "summary":
             run.refuse(at, "a line between the summary lines that nccl-tests does not print there")

@@ -12,7 +12,7 @@ import json
 import math
 import re
 import textwrap
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Optional
 
 from fmcluster.kits.verify.judging import Verdict, worst
@@ -49,6 +49,9 @@ class Row:
     unmeasured: str = ""  # why MEASURED is none ("" where there is a figure)
 
 
+_ROW_FIELDS = tuple(f.name for f in fields(Row) if f.name != "group")
+
+
 @dataclass(frozen=True)
 class VerifyReport:
     cluster: str
@@ -69,9 +72,8 @@ class VerifyReport:
         groups: dict[str, list[dict[str, object]]] = {}
         for row in self.rows:
             entry: dict[str, object] = {}
-            for key, value in asdict(row).items():
-                if key == "group":
-                    continue
+            for key in _ROW_FIELDS:
+                value = getattr(row, key)
                 if isinstance(value, float) and not math.isfinite(value):
                     if key == "measured" and not row.unmeasured:
                         entry["unmeasured"] = f"not a finite figure ({value})"

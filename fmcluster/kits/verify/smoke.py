@@ -54,16 +54,17 @@ class SmokeResult:
 
     @property
     def verdict(self) -> Verdict:
-        """PASS: the final `ok` line, every loss finite and the last no higher than the first; FAIL
-        otherwise (a missing final line is a truncated run)."""
+        """PASS: the final `ok` line, a step line for each of the steps it declares (1 to N),
+        every loss finite and the last no higher than the first; FAIL otherwise (a missing final
+        line is a truncated run, a missing step line a lost one)."""
         if self.refused or self.outcome != "ok" or not self.steps:
             return Verdict.FAIL
         if not all(math.isfinite(loss) for loss in self.losses):
             return Verdict.FAIL
         if self.losses[-1] > self.losses[0]:
             return Verdict.FAIL
-        if self.steps_declared is not None and len(self.steps) != self.steps_declared:
-            return Verdict.WARN
+        if [s.step for s in self.steps] != list(range(1, (self.steps_declared or 0) + 1)):
+            return Verdict.FAIL  # a step line missing: the output lost lines, or the run stopped early
         return Verdict.PASS
 
 
@@ -101,8 +102,9 @@ class _Run:
         step, loss = whole(fields["step"]), number(fields.get("loss", ""))
         rate = number(fields["tokens_per_s"]) if "tokens_per_s" in fields else None
         rank = whole(fields["rank"]) if "rank" in fields else None
-        if (words or not set(fields) <= _STEP_KEYS or step is None or step < 0 or loss is None
-                or ("tokens_per_s" in fields and (rate is None or rate < 0)) or ("rank" in fields and rank is None)
+        if (words or not set(fields) <= _STEP_KEYS or step is None or step < 1 or loss is None
+                or ("tokens_per_s" in fields and (rate is None or rate < 0))
+                or ("rank" in fields and (rank is None or rank < 0))
                 or ("host" in fields and not fields["host"])):
             self.refused.append(Refusal(at, f"a smoke step line the kit does not print: {line.strip()[:200]!r}"))
             return
@@ -117,7 +119,8 @@ class _Run:
         self.outcome = words[0]
         if self.outcome == "ok":
             world, declared = whole(fields.get("world_size", "")), whole(fields.get("steps", ""))
-            if len(words) > 1 or set(fields) != {"world_size", "steps"} or world is None or declared is None:
+            if (len(words) > 1 or set(fields) != {"world_size", "steps"} or world is None or declared is None
+                    or world < 1 or declared < 1):
                 self.refused.append(Refusal(at, f"a smoke ok line the kit does not print: {line.strip()[:200]!r}"))
                 return
             self.world, self.declared = world, declared
@@ -135,6 +138,9 @@ class _Run:
                 and self.steps[-1].loss > self.steps[0].loss:
             first, last = self.steps[0], self.steps[-1]
             errors.append(f"loss rose: {first.loss:g} at step {first.step}, {last.loss:g} at step {last.step}")
+        if self.outcome == "ok" and self.steps and self.declared is not None and \
+                [s.step for s in self.steps] != list(range(1, self.declared + 1)):
+            errors.append(f"{len(self.steps)} step lines of the {self.declared} steps it ran: lines are missing")
         return SmokeResult(tuple(self.steps), self.outcome, self.reason, self.world, self.declared,
                            self.outcome is not None and not self.refused, tuple(errors), tuple(self.refused),
                            self.first_line)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Protoco
 
 from fmcluster.kits.verify.dcgm import DcgmResult, parse_dcgm_runs
 from fmcluster.kits.verify.detect import detect
-from fmcluster.kits.verify.files import NodePart, kit_groups, not_a_result, split_by_node
+from fmcluster.kits.verify.files import NodePart, kit_groups, marker_refusals, not_a_result, split_by_node
 from fmcluster.kits.verify.fio import FioResult, parse_fio_any
 from fmcluster.kits.verify.gpus import dcgm_gpus, nccl_gpus
 from fmcluster.kits.verify.judging import Verdict, judge_expected, slow_nodes, worst
@@ -358,6 +358,9 @@ def judge_results(model: ClusterModel, files: Mapping[str, str],
     for source, text in files.items():
         if (reason := not_a_result(source, text)) is not None:
             judging.why.setdefault(source, []).append(reason)
+            continue
+        if bad := marker_refusals(text):
+            judging.refused += [(source, f"{r.text()} (the file is not judged)") for r in bad[:5]]
             continue
         marked: list[tuple[str, str, str]] = []
         for part in split_by_node(text):
