@@ -67,14 +67,15 @@ def _nccl_group(groups: Mapping[str, NodeGroup], result: NcclResult) -> list[str
 
 
 def place_plain(model: ClusterModel, figures: Mapping[str, Mapping[str, expected.Expected]],
-                groups: Mapping[str, NodeGroup], source: str, text: str,
-                nccl: Optional[NcclResult] = None) -> tuple[Optional[tuple[str, str, str]], str]:
+                groups: Mapping[str, NodeGroup], source: str, text: str, nccl: Optional[NcclResult] = None,
+                kind: Optional[str] = None) -> tuple[Optional[tuple[str, str, str]], str]:
     """A result outside the kit's markers, recognized by its content: ((group, test, node), "") or
     (None, why it is not judged). The group: the cluster's only GPU group, or for nccl-tests the one
     whose GPU and GPU count its rank lines show. The node: the hosts the output names (nccl-tests'
     rank lines, the smoke test's host=), else "unknown node (FILE)": dcgmi and fio do not print the
-    host. `nccl`: the run of nccl-tests to place, where the text holds several (parse_nccl_runs)."""
-    kind = "nccl" if nccl is not None else detect(text)
+    host. `nccl`: the run of nccl-tests to place, where the text holds several (parse_nccl_runs);
+    `kind`: what detect says the text is, where the caller knows."""
+    kind = "nccl" if nccl is not None else kind or detect(text)
     if kind is None:
         return None, ("empty" if not text.strip() else NOT_A_TOOL)
     result = (nccl or parse_nccl_tests(text)) if kind == "nccl" else None

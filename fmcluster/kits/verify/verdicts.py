@@ -335,7 +335,7 @@ def _plain(judging: _Judging, model: ClusterModel, figures: Mapping[str, Mapping
         if run is not None and run.refused:
             judging.refuse(source, part, run.refused, "its nccl-tests run")
             continue
-        where, reason = place_plain(model, figures, groups, source, part.text, run)
+        where, reason = place_plain(model, figures, groups, source, part.text, run, kind)
         if where is None:
             judging.why.setdefault(source, []).append(reason)
             continue
