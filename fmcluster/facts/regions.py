@@ -17,14 +17,15 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-# Patterns for re.match, which compiles each on first use (most runs need one at most).
-AZ_ID = r"^([a-z]{2,5}[0-9])-az([0-9]{1,2})$"
-AZ_NAME = r"^([a-z]{2}(-gov)?-[a-z]+-[0-9])([a-z])$"
+# Patterns for re.match, which compiles each on first use (most runs need one at most). Each ends
+# in \Z, not $: `$` also matches before a last line break, and use1-az4\n is no AZ ID.
+AZ_ID = r"^([a-z]{2,5}[0-9])-az([0-9]{1,2})\Z"
+AZ_NAME = r"^([a-z]{2}(-gov)?-[a-z]+-[0-9])([a-z])\Z"
 # A Local Zone's ID: the region's prefix, the zone group's location code and number, the zone
 # (use1-dfw2-az1 is the Dallas Local Zone us-east-1-dfw-2a: DescribeAvailabilityZones, ZoneType
 # local-zone; AWS::EC2::Subnet's AvailabilityZoneId takes it)
-LOCAL_ZONE_ID = r"^([a-z]{2,5}[0-9])-([a-z]{3}[0-9]{1,2})-az([0-9]{1,2})$"
-REGION = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]$"
+LOCAL_ZONE_ID = r"^([a-z]{2,5}[0-9])-([a-z]{3}[0-9]{1,2})-az([0-9]{1,2})\Z"
+REGION = r"^[a-z]{2}(-gov)?-[a-z]+-[0-9]\Z"
 
 # AWS's naming rule for AZ ID prefixes (prefix_by_rule).
 AZ_ID_RULE = r"([a-z]{2})-(north|south|east|west|central|northeast|northwest|southeast|southwest)-([0-9]+)"

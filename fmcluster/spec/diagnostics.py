@@ -36,14 +36,25 @@ def dotted(path: Path) -> str:
     return out or "(document)"
 
 
-# Control characters and line separators, as escapes: whatever a spec's values hold, a
-# diagnostic is one line (and its hint one more), so editors and CI logs can place it.
-_ESCAPES = {c: ascii(chr(c))[1:-1] for c in (*range(0x20), 0x7F, 0x85, 0x2028, 0x2029)}
+# Control characters (Unicode's Cc: C0, DEL and C1) and the line and paragraph separators. No
+# value of a spec may hold one (fmcluster.spec.models.formats); a diagnostic writes each as an
+# escape, so that whatever a value holds, a diagnostic is one line (and its hint one more), which
+# editors and CI logs can place, and a terminal shows as written (C1's CSI, 0x9b, starts a
+# terminal's control sequence as ESC [ does).
+CONTROL_CHARACTERS = frozenset((*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029))
+_ESCAPES = {c: ascii(chr(c))[1:-1] for c in sorted(CONTROL_CHARACTERS)}
 
 
 def one_line(text: str) -> str:
     """`text` with newlines, NUL and other control characters written as escapes (\\n, \\x00)."""
     return text.translate(_ESCAPES)
+
+
+def control_characters(text: str) -> str:
+    """The control characters `text` holds, each once and escaped, in the order they come
+    (`\\n, \\x00`); "" for none."""
+    found = dict.fromkeys(c for c in text if ord(c) in CONTROL_CHARACTERS)
+    return ", ".join(one_line(c) for c in found)
 
 
 @dataclass(frozen=True)

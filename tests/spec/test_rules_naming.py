@@ -2,6 +2,7 @@
 
 import pytest
 
+from fmcluster.spec.diagnostics import dotted
 from fmcluster.spec.rules import naming
 from tests.support.specs import base_spec, findings, messages, paths, problems, with_
 
@@ -153,7 +154,7 @@ def test_tag_keys_ec2_takes_pass(key):
 @pytest.mark.parametrize("key,word", [
     ("aws:team", "aws: prefix"), ("AWS:team", "aws: prefix"), ("fmcluster:cluster", "fmcluster: prefix"),
     ("FMCluster:x", "fmcluster: prefix"), ("Name", "its own Name tag"), ("k" * 129, "1 to 128"),
-    ("a\nb", "is not allowed"), ("a#b", "is not allowed"), ("a,b", "is not allowed"), ("a\x00b", "is not allowed"),
+    ("a#b", "is not allowed"), ("a,b", "is not allowed"),
 ])
 def test_bad_tag_keys_are_reported_at_the_key(key, word):
     spec = tagged({key: "v"})
@@ -162,8 +163,17 @@ def test_bad_tag_keys_are_reported_at_the_key(key, word):
     assert found[0].path == ("tags", key)
 
 
+@pytest.mark.parametrize("key", ["a\nb", "a\x00b"])
+def test_tag_keys_with_control_characters_are_reported_once_at_the_key(key):
+    """As every string of the spec (control-character), before the tag rules, which do not repeat it."""
+    spec = tagged({key: "v"})
+    (found,) = [d for d in problems(spec) if dotted(d.path).startswith("tags")]
+    assert found.rule == "control-character" and "control characters" in found.message
+    assert found.path == ("tags", key)
+
+
 @pytest.mark.parametrize("value,word", [("v" * 257, "at most 256"), ("a;b", "is not allowed"), ("", "empty tag value"),
-                                        ("x\ny", "is not allowed")])
+                                        ("x\ny", "control characters")])
 def test_bad_tag_values(value, word):
     spec = tagged({"team": value})
     assert any(word in m for m in messages(spec, "tags.team"))

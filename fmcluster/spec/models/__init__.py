@@ -5,7 +5,8 @@ images, observability and health, `workloads`: serving and teams, `cluster`: the
 `ClusterSpec`, its network and accepted warnings, and its JSON Schema), apart from the field
 formats they are built of (`formats`: names, AZ IDs, CIDRs, ARNs, paths, each checked on its own
 and reported with the type errors) and the models' base (`base`). Rules that relate several
-fields live in `fmcluster.spec.rules`. Imports only `fmcluster.facts` and pydantic; the modules
+fields live in `fmcluster.spec.rules`. Imports only `fmcluster.facts`, pydantic and the control
+characters of `fmcluster.spec.diagnostics` (which no string of the spec may hold); the modules
 import one another directly, never through this package.
 
 No `from __future__ import annotations` in this package: with it every field annotation is a
@@ -62,6 +63,7 @@ from fmcluster.spec.models.formats import (
     S3Prefix,
     ServedModelName,
     TeamName,
+    Text,
     TrainingPlanArn,
     UltraServerType,
     Version,
@@ -79,6 +81,6 @@ __all__ = [
     "LustreSpec", "Member", "MemberGroup", "MetadataIops", "Model", "Name", "NetworkSpec", "NodeGroupSpec",
     "ObservabilitySpec", "OrchestratorSpec", "Priority", "Reason", "Region", "ReservationId", "ResourceGroupArn",
     "RoleArn", "RuleId", "S3Event", "S3Prefix", "ServedModelName", "ServedModelSpec", "ServingSpec", "StorageSpec",
-    "TeamName", "TeamSpec", "TrainingPlanArn", "UltraServerType", "Version", "_pattern", "is_everyone",
+    "TeamName", "TeamSpec", "Text", "TrainingPlanArn", "UltraServerType", "Version", "_pattern", "is_everyone",
     "json_schema", "region_problem", "written",
 ]

@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field
 from fmcluster.facts import regions
 from fmcluster.spec.models.base import Model
 from fmcluster.spec.models.compute import NodeGroupSpec, OrchestratorSpec
-from fmcluster.spec.models.formats import Account, AzId, Cidr, Name, Reason, Region, RuleId
+from fmcluster.spec.models.formats import Account, AzId, Cidr, Name, Reason, Region, RuleId, Text
 from fmcluster.spec.models.operations import HealthSpec, ImagesSpec, ObservabilitySpec
 from fmcluster.spec.models.storage import StorageSpec
 from fmcluster.spec.models.workloads import ServingSpec, TeamSpec
@@ -36,7 +36,7 @@ class AcceptedWarning(Model):
         "the id of a check that reports warnings, as printed in brackets after the warning (README, "
         "What validate checks)"))
     reason: Reason = Field(description="why the risk is accepted, in a line (shown with the finding, for reviewers)")
-    path: Optional[str] = Field(default=None, description=(
+    path: Optional[Text] = Field(default=None, description=(
         "only the finding at this dotted path, such as node_groups[1].placement_group; default: every finding "
         "of the check"))
 
@@ -65,7 +65,7 @@ class ClusterSpec(Model):
     orchestrator: OrchestratorSpec = Field(description="the control plane")
     node_groups: list[NodeGroupSpec] = Field(min_length=1, description="the node groups, at least one")
     observability: ObservabilitySpec = Field(default=ObservabilitySpec(), description="metrics, dashboards and alerts")
-    tags: dict[str, str] = Field(default={}, description="tags on every resource")
+    tags: dict[Text, Text] = Field(default={}, description="tags on every resource")
     protect: bool = Field(default=False, description=(
         "termination protection on every stack, not only NAME-storage (which always has it)"))
     serving: Optional[ServingSpec] = Field(default=None, description=(

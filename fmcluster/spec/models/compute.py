@@ -20,6 +20,7 @@ from fmcluster.spec.models.formats import (
     ReservationId,
     ResourceGroupArn,
     RoleArn,
+    Text,
     TrainingPlanArn,
     UltraServerType,
     Version,
@@ -60,7 +61,7 @@ class OrchestratorSpec(Model):
     public_access_cidrs: list[AccessCidr] = Field(default=[EVERYONE], min_length=1, description=(
         "Kubernetes, endpoint_access public-and-private: the IPv4 CIDR blocks that may reach the public API "
         "endpoint, such as your office's or VPN's; default everyone (0.0.0.0/0, which validate warns of)"))
-    namespace: str = Field(default="default", description=(
+    namespace: Text = Field(default="default", description=(
         "Kubernetes: the namespace of the Lustre PersistentVolumeClaim and the Kueue LocalQueue"))
 
     @model_validator(mode="after")
@@ -104,7 +105,7 @@ class NodeGroupSpec(Model):
     min_count: Optional[int] = Field(default=None, ge=0, description="elastic group: the fewest instances")
     max_count: Optional[int] = Field(default=None, ge=0, description="elastic group: the most instances")
     capacity: CapacitySpec = Field(default=CapacitySpec(), description="how the instances are bought")
-    placement_group: str = Field(default="auto", description=(
+    placement_group: Text = Field(default="auto", description=(
         "auto (a cluster placement group for on-demand and spot EFA groups; none for Capacity Blocks and "
         "reservations, which are placed already), none, or the name of an existing group"))
     efa: Optional[bool] = Field(default=None, description=(
@@ -112,8 +113,8 @@ class NodeGroupSpec(Model):
     root_volume_gib: int = Field(default=512, ge=32, le=16384, description="encrypted gp3 root volume, in GiB")
     ami_id: Optional[AmiId] = Field(default=None, description=(
         "an image instead of the control plane's published one"))
-    labels: dict[str, str] = Field(default={}, description="Kubernetes node labels")
-    team: Optional[str] = Field(default=None, description=(
+    labels: dict[Text, Text] = Field(default={}, description="Kubernetes node labels")
+    team: Optional[Text] = Field(default=None, description=(
         "a team of `teams` that has the group to itself: all its GPUs are that team's, and its instances "
         "carry the team's cost allocation tag; default: shared by the teams"))
 

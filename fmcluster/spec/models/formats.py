@@ -15,6 +15,7 @@ from pydantic import AfterValidator, Field, PlainValidator
 from pydantic_core import PydanticCustomError
 
 from fmcluster.facts import catalog, regions, teams
+from fmcluster.spec.diagnostics import control_characters
 
 
 def _fail(kind: str, message: str, hint: str | None = None) -> PydanticCustomError:
@@ -23,6 +24,17 @@ def _fail(kind: str, message: str, hint: str | None = None) -> PydanticCustomErr
     if hint:
         context["hint"] = hint
     return PydanticCustomError(kind, message, context)
+
+
+def _one_line(value: str) -> str:
+    """Every string of the spec is one line of text: no control character, no line break (a YAML
+    block scalar, `|`, keeps its last one), whatever else its format allows."""
+    found = control_characters(value)
+    if found:
+        raise _fail("control_character", f"'{value}' holds control characters ({found}): a value of the spec "
+                    "is one line of text", "remove them; a YAML block scalar (| or >) ends in a line break, "
+                    "so quote the value instead")
+    return value
 
 
 def _pattern(kind: str, regex: str, what: str, hint: str | None = None) -> AfterValidator:
@@ -37,9 +49,9 @@ def _pattern(kind: str, regex: str, what: str, hint: str | None = None) -> After
 
 
 def _az_id(value: str) -> str:
-    if re.match(regions.AZ_ID, value) or re.match(regions.LOCAL_ZONE_ID, value):
+    if re.fullmatch(regions.AZ_ID, value) or re.fullmatch(regions.LOCAL_ZONE_ID, value):
         return value
-    name = re.match(regions.AZ_NAME, value)
+    name = re.fullmatch(regions.AZ_NAME, value)
     if name:
         example = regions.example_az_id(name.group(1))
         raise _fail("az_id", f"'{value}' looks like an Availability Zone name, not an AZ ID",
@@ -58,7 +70,7 @@ def _region(value: str) -> str:
                     "its name does not follow AWS's rule for AZ ID prefixes (us-east-1: use1); add the "
                     "prefix that `aws ec2 describe-availability-zones` shows as ZoneId to "
                     "fmcluster.facts.regions.AZ_ID_PREFIX_EXCEPTIONS")
-    if re.match(regions.AZ_NAME, value):
+    if re.fullmatch(regions.AZ_NAME, value):
         raise _fail("region", f"'{value}' is an Availability Zone name, not a region",
                     f"a region has no zone letter: {value[:-1]}")
     supported = [r for r in regions.region_names() if regions.is_supported(r)]
@@ -75,7 +87,7 @@ def region_problem(value: str) -> tuple[str, str | None] | None:
     """(message, hint) of a region a spec could not name (a typo gets its did-you-mean), as
     validate words it; None for a supported region. For `fmcluster init --region`."""
     try:
-        _region(value)
+        _region(_one_line(value))
     except PydanticCustomError as exc:
         hint = exc.context.get("hint") if exc.context else None
         return exc.message(), str(hint) if hint else None
@@ -148,50 +160,52 @@ def _link_path(value: str) -> str:
 
 
 def _s3_prefix(value: str) -> str:
-    if any(ord(c) < 0x20 or c in "\x7f\x85\u2028\u2029" for c in value):
-        raise _fail("prefix", "an S3 prefix cannot hold control characters or line breaks")
     if len(value.encode("utf-8")) > 1024:
         raise _fail("prefix", f"an S3 prefix is at most 1024 bytes (the longest S3 key), not {len(value.encode())}")
     return value
 
 
-Name = Annotated[str, _pattern("name", r"[a-z][a-z0-9-]{0,31}", "name",
+# A string of the spec: every string field is one, and every format is built on it.
+Text = Annotated[str, AfterValidator(_one_line)]
+Name = Annotated[Text, _pattern("name", r"[a-z][a-z0-9-]{0,31}", "name",
                                "lower-case letters, digits and '-', starting with a letter, at most 32")]
-GroupName = Annotated[str, _pattern("name", r"[a-z][a-z0-9-]{0,24}", "node group name",
+GroupName = Annotated[Text, _pattern("name", r"[a-z][a-z0-9-]{0,24}", "node group name",
                                     "lower-case letters, digits and '-', starting with a letter, "
                                     "at most 25 (it names a Slurm partition or Kubernetes label)")]
-BucketName = Annotated[str, _pattern("name", r"[a-z0-9][a-z0-9-]{0,19}", "bucket name",
+BucketName = Annotated[Text, _pattern("name", r"[a-z0-9][a-z0-9-]{0,19}", "bucket name",
                                      "lower-case letters, digits and '-', at most 20; the S3 name "
                                      "is derived from the cluster name and this")]
-AzId = Annotated[str, AfterValidator(_az_id)]
-Region = Annotated[str, AfterValidator(_region)]
-Cidr = Annotated[str, AfterValidator(_cidr)]
-AccessCidr = Annotated[str, AfterValidator(_access_cidr)]
-InstanceTypeName = Annotated[str, AfterValidator(_instance_type)]
-UltraServerType = Annotated[str, AfterValidator(_ultraserver_type)]
-AbsPath = Annotated[str, AfterValidator(_mount_path)]
-LinkPath = Annotated[str, AfterValidator(_link_path)]
-S3Prefix = Annotated[str, AfterValidator(_s3_prefix)]
-Account = Annotated[str, _pattern("account", r"[0-9]{12}", "AWS account id",
+AzId = Annotated[Text, AfterValidator(_az_id)]
+Region = Annotated[Text, AfterValidator(_region)]
+Cidr = Annotated[Text, AfterValidator(_cidr)]
+AccessCidr = Annotated[Text, AfterValidator(_access_cidr)]
+InstanceTypeName = Annotated[Text, AfterValidator(_instance_type)]
+UltraServerType = Annotated[Text, AfterValidator(_ultraserver_type)]
+AbsPath = Annotated[Text, AfterValidator(_mount_path)]
+LinkPath = Annotated[Text, AfterValidator(_link_path)]
+S3Prefix = Annotated[Text, AfterValidator(_s3_prefix)]
+Account = Annotated[Text, _pattern("account", r"[0-9]{12}", "AWS account id",
                                   "twelve digits, quoted: account: \"111122223333\"")]
-ReservationId = Annotated[str, _pattern("reservation_id", r"cr-[0-9a-f]{17}", "capacity reservation id",
+ReservationId = Annotated[Text, _pattern("reservation_id", r"cr-[0-9a-f]{17}", "capacity reservation id",
                                         "such as cr-0123456789abcdef0")]
-ResourceGroupArn = Annotated[str, _pattern(
+ResourceGroupArn = Annotated[Text, _pattern(
     "arn", r"arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:[0-9]{12}:group/[A-Za-z0-9._-]+",
     "resource group ARN", "arn:aws:resource-groups:REGION:ACCOUNT:group/NAME")]
-TrainingPlanArn = Annotated[str, _pattern(
+TrainingPlanArn = Annotated[Text, _pattern(
     "arn", r"arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:[0-9]{12}:training-plan/[A-Za-z0-9-]+",
     "training plan ARN", "arn:aws:sagemaker:REGION:ACCOUNT:training-plan/NAME")]
-RoleArn = Annotated[str, _pattern("arn", r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]+",
+RoleArn = Annotated[Text, _pattern("arn", r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]+",
                                   "IAM role ARN", "arn:aws:iam::ACCOUNT:role/NAME")]
-Email = Annotated[str, _pattern("email", r"[^@\s]+@[^@\s]+\.[^@\s]+", "e-mail address")]
-AmiId = Annotated[str, _pattern("ami", r"ami-[0-9a-f]{8,17}", "AMI id", "such as ami-0123456789abcdef0")]
-Version = Annotated[str, _pattern("version", r"[0-9]+\.[0-9]+", "version",
+Email = Annotated[Text, _pattern("email", r"[^@\s]+@[^@\s]+\.[^@\s]+", "e-mail address")]
+AmiId = Annotated[Text, _pattern("ami", r"ami-[0-9a-f]{8,17}", "AMI id", "such as ami-0123456789abcdef0")]
+Version = Annotated[Text, _pattern("version", r"[0-9]+\.[0-9]+", "version",
                                   "quote it, so YAML keeps it a string: version: \"25.05\"")]
 S3Event = Literal["NEW", "CHANGED", "DELETED"]
 
 
 def _metadata_iops(value: Any) -> int | str:
+    if isinstance(value, str):
+        _one_line(value)
     if (isinstance(value, str) and value == "auto") or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     raise _fail("metadata_iops", f"expected 'auto' or a number of IOPS, got {value!r}",
@@ -203,21 +217,21 @@ MetadataIops = Annotated[Union[int, str], PlainValidator(_metadata_iops,
     Literal["auto"], Annotated[int, Field(ge=1500, le=192000)]])]
 
 
-ServedModelName = Annotated[str, _pattern("name", r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}", "served model name",
+ServedModelName = Annotated[Text, _pattern("name", r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}", "served model name",
                                           "letters, digits and '.', '_', ':', '/', '-', at most 128, such as "
                                           "Llama-3.1-70B-Instruct: the name clients ask the API for")]
-ImageRef = Annotated[str, _pattern("name", r"[A-Za-z0-9][A-Za-z0-9._/:@#+-]{0,254}", "container image",
+ImageRef = Annotated[Text, _pattern("name", r"[A-Za-z0-9][A-Za-z0-9._/:@#+-]{0,254}", "container image",
                                    "a registry reference, such as vllm/vllm-openai:v0.33.0 (no spaces or quotes)")]
 
 
-TeamName = Annotated[str, _pattern(
+TeamName = Annotated[Text, _pattern(
     "name", r"[a-z][a-z0-9-]{0,%d}[a-z0-9]|[a-z]" % (teams.TEAM_NAME_MAX - 2), "team name",
     "lower-case letters, digits and '-', starting with a letter, not ending with '-', at most "
     f"{teams.TEAM_NAME_MAX}: it names a Slurm account, a Kubernetes namespace and ClusterQueue")]
-Member = Annotated[str, _pattern(
+Member = Annotated[Text, _pattern(
     "member", r"[^\s,:=]{1,64}|arn:aws[a-z-]*:iam::[0-9]{12}:[A-Za-z0-9+=,.@_/-]{1,512}", "team member",
     "a Linux user name (Slurm), or an IAM role or user ARN (Kubernetes)")]
-MemberGroup = Annotated[str, _pattern("member", r"[^\s,:=]{1,64}", "group",
+MemberGroup = Annotated[Text, _pattern("member", r"[^\s,:=]{1,64}", "group",
                                       "a Linux group (Slurm) or a Kubernetes group (Kubernetes)")]
 GpuCount = Annotated[int, Field(ge=0)]
 Priority = Literal[teams.PRIORITY_NAMES]  # type: ignore[valid-type]
@@ -226,11 +240,9 @@ Priority = Literal[teams.PRIORITY_NAMES]  # type: ignore[valid-type]
 def _reason(value: str) -> str:
     if not value.strip():
         raise _fail("reason", "the reason is blank", "say why the team accepts the risk, for reviewers")
-    if any(ord(c) < 0x20 for c in value):
-        raise _fail("reason", "the reason is one line, without control characters")
     return value
 
 
-RuleId = Annotated[str, _pattern("rule_id", r"[a-z][a-z0-9-]{0,63}", "rule id",
+RuleId = Annotated[Text, _pattern("rule_id", r"[a-z][a-z0-9-]{0,63}", "rule id",
                                  "as printed in brackets after the warning, such as eks-admin-role")]
-Reason = Annotated[str, Field(max_length=500), AfterValidator(_reason)]
+Reason = Annotated[Text, Field(max_length=500), AfterValidator(_reason)]

@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from fmcluster.facts import fsx, openzfs
 from fmcluster.spec.models.base import Model
-from fmcluster.spec.models.formats import AbsPath, BucketName, LinkPath, MetadataIops, S3Event, S3Prefix
+from fmcluster.spec.models.formats import AbsPath, BucketName, LinkPath, MetadataIops, S3Event, S3Prefix, Text
 
 
 class BucketSpec(Model):
@@ -25,7 +25,7 @@ class BucketSpec(Model):
 class LustreLink(Model):
     """A data repository association: a file-system path linked to an S3 bucket (and prefix)."""
 
-    bucket: str = Field(description="a bucket of storage.buckets, by name")
+    bucket: Text = Field(description="a bucket of storage.buckets, by name")
     path: LinkPath = Field(description=(
         "the file-system path linked to the bucket, such as /datasets: distinct, not nested in another link's; "
         "/ (the whole file system) only as the one link"))

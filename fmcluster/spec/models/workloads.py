@@ -19,6 +19,7 @@ from fmcluster.spec.models.formats import (
     Priority,
     ServedModelName,
     TeamName,
+    Text,
 )
 
 
@@ -43,7 +44,7 @@ class ServingSpec(Model):
     the jobs of."""
 
     model: ServedModelSpec = Field(description="the model: its name, weights, size and data type")
-    node_group: str = Field(description="the GPU node group it is served on, by name")
+    node_group: Text = Field(description="the GPU node group it is served on, by name")
     replicas: Optional[int] = Field(default=None, ge=1, description=(
         "how many replicas to serve; default: as many as fit in the group at its maximum size"))
     engine: Literal["vllm"] = Field(default="vllm", description="the serving engine: vllm")
@@ -72,7 +73,7 @@ class TeamSpec(Model):
     groups: list[MemberGroup] = Field(default=[], description=(
         "groups whose members are in it: Linux groups on Slurm (their members, as the login node resolves "
         "them, join its account); Kubernetes groups on Kubernetes (bound to its namespace)"))
-    gpus: dict[str, GpuCount] = Field(default={}, description=(
+    gpus: dict[Text, GpuCount] = Field(default={}, description=(
         "GPUs guaranteed to it per GPU node group, by the group's name, such as {gpu: 64}; or `share`"))
     share: Optional[float] = Field(default=None, gt=0, le=1, description=(
         "instead of `gpus`: the fraction of every shared GPU node group guaranteed to it, such as 0.25"))
