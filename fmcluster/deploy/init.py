@@ -58,7 +58,7 @@ from fmcluster.facts import catalog, controlplanes, regions
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ON_DEMAND
 from fmcluster.model.cluster import CLUSTER, NETWORK, STORAGE, resolve
 from fmcluster.spec import loader, placeholders
-from fmcluster.spec.diagnostics import dotted
+from fmcluster.spec.diagnostics import control_characters, dotted, one_line
 from fmcluster.spec.models import ClusterSpec, region_problem
 
 FORMATS = ("text",)
@@ -82,6 +82,7 @@ PLACEHOLDER_SOURCE = "git+https://github.com/OWNER/fmcluster"
 # Sizes of the examples: a Slurm cluster of 16 nodes, a Kubernetes one of 8
 EXAMPLE_COUNT = {"slurm": 16, "kubernetes": 8}
 COMMENT_COLUMN = 40
+CONTROL_CHARACTER_RULE = "control-character"  # whose hint, about YAML, init replaces by its flag's
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,7 @@ def spec_text(orchestrator: str, instance_type: str, name: str, region: str, az_
         raise ValueError(f"unknown instance type {instance_type!r}")
     kubernetes = plane.scheduler == "kubernetes"
     d = _Lines()
-    d.comment(f"The cluster spec of {name}, written by `fmcluster init`: {instance_type} on {orchestrator}.\n"
+    d.comment(f"The cluster spec of {one_line(name)}, written by `fmcluster init`: {instance_type} on {orchestrator}.\n"
               "Every field says what it is; placeholders say `put yours`. `fmcluster validate cluster.yaml`\n"
               "checks it, `fmcluster plan cluster.yaml` shows what it builds and costs, and\n"
               "`fmcluster schema` prints its JSON Schema for editors.")
@@ -408,6 +409,9 @@ def run(directory: str, orchestrator: str = DEFAULT_ORCHESTRATOR, instance_type:
     def refuse(error: str, hint: str | None = None) -> InitReport:
         return InitReport(directory, orchestrator, instance_type, error=error, hint=hint)
 
+    if not directory:  # Path("") is the working directory: init never writes there unasked
+        return refuse("the project's directory is named by an empty string",
+                      "name a new directory, such as fmcluster init my-cluster (. for the working directory)")
     target = Path(directory)
     if target.exists() and not target.is_dir():
         return refuse(f"{directory} exists and is not a directory", "name a new directory")
@@ -419,7 +423,9 @@ def run(directory: str, orchestrator: str = DEFAULT_ORCHESTRATOR, instance_type:
     if instance_type not in instance_types():
         return refuse(f"unknown GPU instance type {instance_type!r}", "one of " + ", ".join(instance_types()))
     if (wrong_region := region_problem(region)) is not None:
-        return refuse(f"--region: {wrong_region[0]}", wrong_region[1] or "an AWS region such as us-east-1")
+        # a line break's hint in a spec is about YAML's block scalars, not a command line's
+        hint = None if control_characters(region) else wrong_region[1]
+        return refuse(f"--region: {wrong_region[0]}", hint or "an AWS region such as us-east-1")
     cluster = name if name is not None else os.path.basename(os.path.abspath(directory)).lower()
     zone = az_id or default_az_id(region, orchestrator, instance_type)
     text = spec_text(orchestrator, instance_type, cluster, region, zone)
@@ -431,7 +437,8 @@ def run(directory: str, orchestrator: str = DEFAULT_ORCHESTRATOR, instance_type:
         where = dotted(first.path)
         hint = first.hint
         if where == "name":
-            hint = f"pass --name {suggested_name(cluster) or 'NAME'}" + (f"; {first.hint}" if first.hint else "")
+            hint = f"pass --name {suggested_name(cluster) or 'NAME'}" + (
+                f"; {first.hint}" if first.hint and first.rule != CONTROL_CHARACTER_RULE else "")
         elif where == "availability_zone_id":
             hint = f"pass --az-id, an AZ ID of {region} such as {regions.example_az_id(region)}"
         combination = f"{instance_type} on {orchestrator}: " if "instance_type" in where else ""
@@ -470,10 +477,11 @@ def next_commands(report: InitReport) -> Sequence[str]:
 
 
 def render(report: InitReport, fmt: str = "text") -> tuple[str, str]:
-    """(stdout, stderr): the files written and the commands to run next; or the one-line refusal."""
+    """(stdout, stderr): the files written and the commands to run next; or the refusal, one line
+    and its hint one more, escaped as validate's diagnostics are (a value may hold a line break)."""
     if report.error is not None:
-        hint = f"  hint: {report.hint}\n" if report.hint else ""
-        return "", f"error: {report.error}\n{hint}"
+        hint = f"  hint: {one_line(report.hint)}\n" if report.hint else ""
+        return "", f"error: {one_line(report.error)}\n{hint}"
     lines = [f"{report.directory}: a cluster of {report.instance_type} on {report.orchestrator}"]
     lines += [f"  wrote {os.path.join(report.directory, path)}" for path in report.written]
     lines += [f"next: replace the `put yours` placeholders of {SPEC_FILE}, then"]

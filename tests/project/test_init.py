@@ -21,6 +21,7 @@ from fmcluster.deploy import init, init_workflows
 from fmcluster.facts import catalog, controlplanes, nodejs
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader, placeholders
+from fmcluster.spec.diagnostics import one_line
 from tests.support import iam_lint
 from tests.support.paths import ROOT
 
@@ -177,6 +178,46 @@ def test_a_bad_name_region_or_az_is_refused(tmp_path):
     assert "availability_zone_id" in refusal(fmcluster("init", "proj", "--az-id", "usw2-az1", cwd=tmp_path))
     assert sorted(os.listdir(tmp_path)) == []
     assert fmcluster("init", "proj", "--instance-type", "p9.huge", cwd=tmp_path).returncode == 2  # argparse
+
+
+def test_an_empty_directory_name_is_refused(tmp_path):
+    """Path("") is the working directory: `init ''` (an unset variable) must not write there."""
+    assert "empty string" in refusal(fmcluster("init", "", cwd=tmp_path))
+    assert os.listdir(tmp_path) == []
+    assert init.run("").error is not None
+
+
+@pytest.mark.parametrize("flag,value,where", [
+    ("--az-id", "use1-az4\n", "availability_zone_id"), ("--name", "ab\ncd", "name"),
+    ("--region", "us-east-1\n", "--region"), ("--name", "x\x1b[2Jy", "name"),
+    ("--az-id", "use1-az4\u2028", "availability_zone_id"),
+])
+def test_a_value_with_a_control_character_is_refused_on_one_line(tmp_path, flag, value, where):
+    text = refusal(fmcluster("init", "proj", flag, value, cwd=tmp_path))  # one line and a hint, exit 2
+    assert f"error: {where}: '{one_line(value)}' holds control characters" in text
+    assert "\x1b" not in text and "YAML" not in text  # the hint is about the flag, not a spec file
+    assert os.listdir(tmp_path) == []
+
+
+def test_init_escapes_a_value_as_validate_does(tmp_path):
+    value = "use1-az4\n"
+    text = refusal(fmcluster("init", "proj", "--az-id", value, cwd=tmp_path))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"name: proj\nregion: us-east-1\navailability_zone_id: {json.dumps(value)}\n"
+                    "orchestrator: {type: pcs}\nnode_groups: [{name: gpu, instance_type: p5.48xlarge, count: 2}]\n")
+    validated = fmcluster("validate", str(spec), cwd=tmp_path)
+    (message,) = [line for line in validated.stdout.splitlines() + validated.stderr.splitlines()
+                  if "availability_zone_id:" in line and "error" in line]
+    shown = message.split("availability_zone_id: ", 1)[1].split(" [control-character]")[0]
+    assert text.splitlines()[0] == f"error: availability_zone_id: {shown}"
+
+
+def test_a_directory_name_with_a_line_break_is_shown_on_one_line(tmp_path):
+    (tmp_path / "a\nb").write_text("x")
+    assert "error: a\\nb exists and is not a directory" in refusal(fmcluster("init", "a\nb", cwd=tmp_path))
+    (tmp_path / "c\nd").mkdir()
+    assert "error: name: 'c\\nd' holds control characters" in refusal(fmcluster("init", "c\nd", cwd=tmp_path))
+    assert list((tmp_path / "c\nd").iterdir()) == []
 
 
 def test_cdk_json_runs_the_installed_app_on_the_spec():
