@@ -13,7 +13,7 @@ import pytest
 
 from fmcluster.kits import jobs, verify
 from fmcluster.kits.verify import Verdict, command, files
-from fmcluster.kits.verify.reading import json_documents, number, whole
+from fmcluster.kits.verify.reading import json_documents, json_documents_at, number, whole
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
 from tests.support.paths import DATA, ROOT
@@ -70,6 +70,16 @@ def test_json_that_python_cannot_hold_is_read_or_an_error_never_a_traceback():
                                                                                     "c": 10}], [], False)
     documents, errors, broken = json_documents('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
     assert documents == [] and broken and errors == ["the JSON from line 1 is nested deeper than it can be read"]
+
+
+def test_json_documents_that_do_not_parse_are_tried_a_bounded_number_of_times():
+    """Each try of a broken document may read to the end of the text: after 100, the rest is left
+    unread, said so (and the documents still count their lines right)."""
+    text = '{"a":\n' * 150 + '{"b": 1}\n'
+    documents, errors, broken = json_documents(text)
+    assert broken and len(errors) == 101 and errors[-1] == "more JSON that does not parse from line 101: not read"
+    found, _, _ = json_documents_at('\n{"a": 1}\n\n\n{"b": [\n2]}\n{"c": \n{"d": 3}\n')
+    assert [document.line for document in found] == [2, 5, 8]
 
 
 # ---- nccl-tests ----------------------------------------------------------------------------------
@@ -194,6 +204,16 @@ def test_a_busbw_that_is_not_finite_fails_and_the_json_stays_strict(model):
     out = json.loads(verify.render(report, "json")[0], parse_constant=lambda c: pytest.fail(c))
     (entry,) = [r for r in out["groups"]["gpu"]["results"] if r["source"]]
     assert entry["measured"] is None and entry["unmeasured"] == "a busbw that is not a finite number"
+
+
+def test_a_figure_that_is_not_finite_is_null_in_the_json_with_why():
+    """Whatever a row holds, the JSON is strict: json.dumps(..., allow_nan=False) holds it."""
+    report = verify.VerifyReport("c", (verify.Row("g", "t", "n", Verdict.FAIL, math.inf, math.nan, None, "GB/s",
+                                                  impossible_above=math.inf),), judged=1)
+    (entry,) = json.loads(verify.render(report, "json")[0])["groups"]["g"]["results"]
+    assert (entry["measured"], entry["pass_at"], entry["impossible_above"]) == (None, None, None)
+    assert entry["unmeasured"] == "not a finite figure (inf)"
+    json.dumps(report.as_dict(), allow_nan=False)
 
 
 def test_every_row_explains_its_figures(model):

@@ -37,7 +37,7 @@ _DIAGNOSTIC_CODE = re.compile(r"Code: \(\d{1,20}\)")
 _MESSAGE_NAME = re.compile(rf"(Info|Warning|Error)(?:: {_ENTITY})?")
 _META = {"DCGM Version": "version", "Driver Version Detected": "driver", "GPU Device IDs Detected": "devices"}
 _BORDER = re.compile(r"\+[-=+]+\+")
-_SECTION = re.compile(r"^[|+]-+\s+([A-Za-z][A-Za-z /]*?)\s+-+[+|]-*[+|]$")
+_SECTION = re.compile(r"^[|+]-+\s+([A-Za-z][A-Za-z/]*(?: [A-Za-z/]+)*)\s+-+[+|]-*[+|]$")
 _DCGM_JSON_KEYS = ("DCGM GPU Diagnostic", "DCGM Diagnostic")
 _KNOWN = ", ".join(STATUSES)
 

@@ -85,6 +85,7 @@ def as_float(value: object) -> Optional[float]:
 
 
 _DOC_START = re.compile(r"^[ \t]*\{", re.MULTILINE)
+MAX_BROKEN_DOCUMENTS = 100  # JSON documents that do not parse, tried before the rest is left unread
 _TOP_START = re.compile(r"^\{", re.MULTILINE)
 # JSON integers longer than this are read as floats (possibly infinite): Python's int() refuses
 # more than 4,300 digits, and no tool prints a count of more than 20
@@ -105,15 +106,20 @@ def json_documents_at(text: str) -> tuple[list[JsonDocument], list[str], bool]:
     """Every JSON value in the text that starts a line with '{' (other lines skipped), with its
     line; errors for one that does not parse (cut short, nested deeper than Python reads, a
     number it cannot hold), after which the search goes on at the next line that starts with '{'
-    in its first column (not at an object nested in the broken one)."""
+    in its first column (not at an object nested in the broken one), MAX_BROKEN_DOCUMENTS times at
+    most."""
     decoder = json.JSONDecoder(parse_int=_json_int)
     found: list[JsonDocument] = []
     errors: list[str] = []
     broken = False
+    line, counted = 1, 0  # the line of `counted` in the text, counted on as the search goes on
     match = _DOC_START.search(text)
     while match is not None:
         start = match.end() - 1
-        line = text.count("\n", 0, start) + 1
+        line, counted = line + text.count("\n", counted, start), start
+        if len(errors) >= MAX_BROKEN_DOCUMENTS:  # each try may read to the end: a bound on the work
+            errors.append(f"more JSON that does not parse from line {line}: not read")
+            break
         try:
             value, end = decoder.raw_decode(text, start)
         except RecursionError:

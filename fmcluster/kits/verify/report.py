@@ -75,12 +75,11 @@ class VerifyReport:
             for key in _ROW_FIELDS:
                 value = getattr(row, key)
                 if isinstance(value, float) and not math.isfinite(value):
-                    if key == "measured" and not row.unmeasured:
-                        entry["unmeasured"] = f"not a finite figure ({value})"
                     value = None
                 entry[key] = value.value if isinstance(value, Verdict) else value
-            if entry["measured"] is None and not entry.get("unmeasured"):
-                entry["unmeasured"] = "no figure"
+            if entry["measured"] is None and not row.unmeasured:
+                entry["unmeasured"] = ("no figure" if row.measured is None
+                                       else f"not a finite figure ({row.measured})")
             groups.setdefault(row.group, []).append(entry)
         out: dict[str, object] = {
             "cluster": self.cluster, "verdict": self.verdict.value if self.judged > 0 else None,
