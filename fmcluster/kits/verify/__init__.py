@@ -10,7 +10,8 @@ each refusing what it does not understand and reading every run of a text: `nccl
 `placing` (a log's GPUs, where a plain output belongs); `verdicts` (the rows, the results refused);
 `report` (its shape and rendering, untrusted text escaped, strict JSON); `command` (run, render,
 exit_code: the only module that reads files). Modules import siblings below them directly,
-never this package; the package imports facts and model, nothing of another kit, plan or deploy.
+never this package; the package imports facts, model and the spec's one_line (how a value is
+escaped), nothing of another kit, plan or deploy.
 Here: the names other code uses.
 
 Sources and details: docs/research-notes.md, "fmcluster/kits/verify/"."""
