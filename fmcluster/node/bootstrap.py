@@ -179,38 +179,6 @@ class Metrics:
     slurm: bool = False
 
 
-@dataclass(frozen=True)
-class HealthCheck:
-    """The continuous node health check of a Slurm GPU node (health.sh, programs/node-health.sh),
-    from the model's `health`: `check_seconds`, how often; `replace`, a node drained for a hardware
-    fault is reported for replacement once its jobs ended; `runner`, "timer" (a systemd timer runs
-    it) or "slurm" (slurm.conf's HealthCheckProgram names HEALTH_SLURM_PROGRAM)."""
-
-    check_seconds: int = health_facts.CHECK_MINUTES * 60
-    replace: bool = False
-    runner: str = "timer"
-    # with `replace`: where the node asks for its replacement (NodeProgram.replacement): the node
-    # replacer's queue (its name or URL), the region, the cluster's name and its plane
-    queue: str = ""
-    region: str = ""
-    cluster: str = ""
-    plane: str = "pcs"
-
-    def __post_init__(self) -> None:
-        if self.replace and not (self.queue and self.region and self.cluster):
-            raise ValueError("a health check that asks for replacements needs the replacer's queue, region and cluster")
-
-    def install(self, program: "NodeProgram", *, efa_devices: int, mounts: Sequence[str],
-                slurm_bin: str) -> "NodeProgram":
-        """The check on `program` (NodeProgram.health), and the replacement request where it asks
-        for one."""
-        program.health(efa_devices=efa_devices, mounts=mounts, check_seconds=self.check_seconds,
-                       replace=self.replace, slurm_bin=slurm_bin, runner=self.runner)
-        if self.replace:
-            program.replacement(self.queue, self.region, self.cluster, self.plane)
-        return program
-
-
 HEALTH_SLURM_PROGRAM = f"{FMCLUSTER_LIB}/node-health-slurm"  # what HealthCheckProgram= names
 HEALTH_DCGM_LEVEL = 1  # the quick DCGM diagnostic, on an idle node
 # Seconds one command of the check may take (a hung mount, nvidia-smi), and the DCGM diagnostic,

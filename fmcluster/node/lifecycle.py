@@ -8,12 +8,14 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Mapping
 
-from fmcluster.facts.efa import lnet_efa_interfaces
-from fmcluster.facts.node import SCRATCH_PATH
-from fmcluster.model.node import HYPERPOD_SLURM_BIN, Containers
-from fmcluster.node import bootstrap
+from fmcluster.facts.images import HYPERPOD_SLURM_PREFIX
+from fmcluster.model.cluster import COMPUTE, CONTROLLER, ClusterModel, NodeGroup
+from fmcluster.model.node import HYPERPOD_EKS, HYPERPOD_SLURM, Containers
+from fmcluster.node import accounting, bootstrap
+from fmcluster.node import eks as eks_node
+from fmcluster.node.refs import NodeRefs
 
 SCRIPTS = Path(__file__).parent / "scripts" / "hyperpod"
 ENTRYPOINT = "on_init.sh"
@@ -22,6 +24,7 @@ METRICS_HOOK = "50-metrics.sh"
 EXPECTED_GPUS_HOOK = "50-expected-gpus.sh"
 # Hooks whose failure leaves the node working (without metrics) and so must not fail it.
 OPTIONAL_HOOKS = (METRICS_HOOK, EXPECTED_GPUS_HOOK)
+ACCOUNTING_HOOK = "60-accounting.sh"  # the controller's: the teams as Slurm accounting (fmcluster.node.accounting)
 HOOK_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*\.sh")
 COMMENT = """\
 # fmcluster SageMaker HyperPod lifecycle script (LifeCycleConfig.OnInitComplete), rendered by
@@ -37,71 +40,39 @@ METRICS_COMMENT = """\
 """
 
 
-@dataclass(frozen=True)
-class NodeChecks:
-    """What an instance group's node must have before it takes jobs (HyperPod Slurm compute
-    groups; a node that fails is drained with the reasons): `mounts`, the file system's mount
-    point (HyperPod's FsxLustreConfig) and the shared home's (FsxOpenZfsConfig) besides /scratch;
-    `containers`: on GPU nodes, Enroot and Pyxis (bootstrap/containers.sh, against HyperPod's
-    /opt/slurm), the image cache on `shared_path` (default: the first of `mounts`), a node without
-    them drained. `health`: on GPU nodes, the continuous health check (bootstrap.NodeProgram.health,
-    Slurm's commands in /opt/slurm/bin): a node that turns faulty in service is drained with the fault."""
-
-    mounts: tuple[str, ...] = ()
-    containers: bool = False
-    shared_path: Optional[str] = None  # Enroot's image cache: the Lustre mount ("" none; None: the first of mounts)
-    health: Optional[bootstrap.HealthCheck] = None
-
-    @property
-    def cache_path(self) -> str:
-        return self.shared_path if self.shared_path is not None else (self.mounts[0] if self.mounts else "")
+def metrics_parameter_name(cluster: str) -> str:
+    """The SSM parameter with the remote-write URL of the cluster's Prometheus workspace, which
+    the metrics hook reads (the cluster stack writes it)."""
+    return f"/fmcluster/{cluster}/prometheus-remote-write-url"
 
 
-@dataclass(frozen=True)
-class SlurmRuntime:
-    """Enroot and Pyxis on a HyperPod Slurm group without readiness checks: the controller
-    (`controller`: it registers Pyxis in the plugstack.conf slurmctld sends to every configless
-    slurmd, and reconfigures) and the login nodes (srun and sbatch load Pyxis there), as AWS's
-    HyperPod reference installs them on every group. `shared_path`: the file system's mount
-    point, for Enroot's image cache ("" none)."""
-
-    controller: bool = False
-    shared_path: str = ""
-
-
-def entry_script(group: str, instance_type: str, *, efa: bool, scratch_path: str = SCRATCH_PATH,
-                 checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
-                 runtime: Optional[SlurmRuntime] = None, home: str = "") -> str:
-    """The `on_init.sh` of an instance group (docs/research-notes.md). `checks`: drain the node unless
-    it is ready (Slurm compute groups). `lnet_efa`: configure LNet over EFA for an EFA-enabled file
-    system mounted by the node's pods (HyperPod EKS; EFA groups only). `runtime`: Enroot and Pyxis
-    on a controller or login group (SlurmRuntime). `home`: the shared home HyperPod mounted there
-    (/home; "" none): the image's home directories are copied into it."""
-    instance = bootstrap.instance_entry(instance_type)
-    program = bootstrap.NodeProgram(instance, NODE_GROUP=group).protect().nccl(efa)
-    if home:
-        program.seed_mounted_home(home)
+def entry_script(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> str:
+    """The `on_init.sh` of an instance group (docs/research-notes.md), from the model's setup of the
+    group (`model.node(group)`): the guard on package upgrades, the EFA / NCCL environment, the
+    image's home directories copied into the shared home HyperPod mounted, the hooks, LNet over EFA
+    for an EFA-enabled file system the node's pods mount (HyperPod EKS), /scratch; Enroot and Pyxis
+    on the controller and the login nodes (slurm_runtime); on the Slurm compute groups the readiness
+    check, whose failure drains the node, the container runtime and the health check of GPU nodes
+    (its replacement requests to `refs.replacement_queue`)."""
+    setup = model.node(group)
+    program = bootstrap.NodeProgram(group.instance, NODE_GROUP=group.name).protect().nccl(setup.efa)
+    if setup.home is not None:
+        program.seed_mounted_home(setup.home.mount_path)
     program.add(SCRIPTS / "hooks.sh", "run_hooks", HOOKS_DIR=HOOKS_DIR, OPTIONAL_HOOKS=" ".join(OPTIONAL_HOOKS))
-    lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
-    if lnet:
-        program.lnet(lnet, install_client=True)
-    if instance.nvme_disks:
-        program.scratch(scratch_path)
-    local = scratch_path if instance.nvme_disks else ""  # Enroot's node-local files: /tmp without it
-    if runtime is not None:
-        slurm_runtime(program, Containers.hyperpod(runtime.shared_path), local,
-                      controller=runtime.controller)
-    if checks is not None:
-        containers = None
-        if checks.containers and instance.is_gpu:
-            containers = Containers.hyperpod(checks.cache_path)
-            slurm_runtime(program, containers, local, controller=False)
-        mounts = [*checks.mounts, *([scratch_path] if instance.nvme_disks else [])]
-        program.readiness(mounts=mounts, lnet_efa=False, containers=containers, scratch_path=local)
+    if setup.lnet_efa_interfaces:
+        program.lnet(setup.lnet_efa_interfaces, install_client=True)
+    if setup.scratch_path:
+        program.scratch(setup.scratch_path)
+    if setup.containers is not None and group.role != COMPUTE:
+        slurm_runtime(program, setup.containers, setup.scratch_path, controller=group.role == CONTROLLER)
+    if model.control_plane.type == HYPERPOD_SLURM and group.role == COMPUTE:
+        if setup.containers is not None:
+            slurm_runtime(program, setup.containers, setup.scratch_path, controller=False)
+        program.readiness(mounts=setup.mounts, lnet_efa=False, containers=setup.containers,
+                          scratch_path=setup.scratch_path)
         program.add("gate-drain.sh", "gate_drain")
-        if checks.health is not None and instance.is_gpu:
-            checks.health.install(program, efa_devices=bootstrap.efa_devices(instance, efa), mounts=mounts,
-                                  slurm_bin=HYPERPOD_SLURM_BIN)
+        if setup.health is not None:
+            bootstrap.install_health(program, model, setup, refs)
     return program.render(bootstrap.header(COMMENT))
 
 
@@ -109,25 +80,46 @@ def slurm_runtime(program: bootstrap.NodeProgram, containers: Containers, scratc
                   controller: bool) -> None:
     """Enroot and Pyxis, baked into the image, checked and configured (containers.sh), then Pyxis
     registered in the controller's plugstack.conf by name (lifecycle_scripts/plugstack.sh;
-    `controller`: and slurmctld reconfigured)."""
+    `controller`: and slurmctld reconfigured), as AWS's HyperPod reference installs them on every
+    group: the controller registers Pyxis for every configless slurmd, srun and sbatch load it on
+    the login nodes, the compute nodes run it."""
     program.containers(containers, scratch_path)
     program.add(SCRIPTS / "plugstack.sh", "register_pyxis", PLUGSTACK_CONF=containers.plugstack_conf,
                 SLURM_CONTROLLER=int(controller))
 
 
-def metrics_hook(instance_type: str, metrics: bootstrap.Metrics, *, efa: bool, parameter: str,
-                 lustre_path: str = "") -> str:
+def metrics_hook(model: ClusterModel, group: NodeGroup) -> str:
     """The `hooks.d/50-metrics.sh` of a HyperPod Slurm instance group: node exporter, the GPU
-    and EFA collectors where the devices are, the Slurm collector with `metrics.slurm` (the
-    controller), and the Prometheus agent remote-writing with SigV4, as on AWS PCS nodes
-    (bootstrap/metrics.sh and collectors/, verbatim). `metrics.remote_write_url` is not used: the
-    hook reads the URL from the SSM parameter `parameter` (a deploy-time value), in `metrics.region`."""
-    instance = bootstrap.instance_entry(instance_type)
-    program = bootstrap.NodeProgram(instance, METRICS_PARAMETER=parameter)
+    and EFA collectors where the devices are, the Slurm collector on the controller, and the
+    Prometheus agent remote-writing with SigV4, as on AWS PCS nodes (bootstrap/metrics.sh and
+    collectors/, verbatim). The hook reads the workspace's URL from the SSM parameter
+    `metrics_parameter_name` (a deploy-time value), in the cluster's region."""
+    setup = model.node(group)
+    program = bootstrap.NodeProgram(group.instance, METRICS_PARAMETER=metrics_parameter_name(model.name))
     program.add(SCRIPTS / "remote_write.sh")
-    program.metrics(metrics, efa=efa, lustre_path=lustre_path, step="setup_metrics_from_parameter")
+    program.metrics(bootstrap.Metrics(model.name, "", model.region, slurm=setup.slurm_metrics), efa=setup.efa,
+                    lustre_path=setup.lustre_path, step="setup_metrics_from_parameter")
     del program.settings["REMOTE_WRITE_URL"]  # set by read_remote_write_url
     return program.render(bootstrap.header(METRICS_COMMENT))
+
+
+def hooks(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> dict[str, str]:
+    """The group's lifecycle hooks, file name -> script: with metrics (`refs.metrics`), the
+    metrics hook on HyperPod Slurm, the expected-GPUs metric's on HyperPod EKS (the node exporter
+    chart's textfile collector reads it: HyperPod nodes have no launch template user data); on
+    the controller of a HyperPod Slurm cluster with teams, fmcluster-accounting and its timer,
+    which apply the teams from their SSM parameter (fmcluster.node.accounting)."""
+    plane = model.control_plane.type
+    made = {}
+    if refs.metrics and plane == HYPERPOD_SLURM:
+        made[METRICS_HOOK] = metrics_hook(model, group)
+    if refs.metrics and plane == HYPERPOD_EKS:
+        made[EXPECTED_GPUS_HOOK] = eks_node.expected_gpus_script(group.instance)
+    if model.teams and plane == HYPERPOD_SLURM and group.role == CONTROLLER:
+        made[ACCOUNTING_HOOK] = accounting.install_script(
+            parameter=accounting.parameter_name(model.name), region=model.region,
+            slurm_bin=f"{HYPERPOD_SLURM_PREFIX}/bin", slurm_conf=f"{HYPERPOD_SLURM_PREFIX}/etc/slurm.conf")
+    return made
 
 
 @dataclass(frozen=True)
@@ -145,15 +137,17 @@ class Bundle:
         return h.hexdigest()
 
 
-def bundle(group: str, instance_type: str, *, efa: bool, hooks: Mapping[str, str] | None = None,
-           checks: Optional[NodeChecks] = None, lnet_efa: bool = False,
-           runtime: Optional[SlurmRuntime] = None, home: str = "") -> Bundle:
-    """The lifecycle folder of an instance group: the entry script (`entry_script`) and the hooks
-    (file name -> script text, run in name order; names like ``50-exporters.sh``)."""
-    files = {ENTRYPOINT: entry_script(group, instance_type, efa=efa, checks=checks, lnet_efa=lnet_efa,
-                                      runtime=runtime, home=home)}
-    for name, text in sorted((hooks or {}).items()):
+def folder(entry: str, hooks: Mapping[str, str]) -> Bundle:
+    """A lifecycle folder: the entry script `entry` and the hooks (file name -> script text, run in
+    name order; names like ``50-metrics.sh``)."""
+    files = {ENTRYPOINT: entry}
+    for name, text in sorted(hooks.items()):
         if not HOOK_NAME.fullmatch(name):
             raise ValueError(f"hook name {name!r} is not a plain *.sh file name")
         files[f"{HOOKS_DIR}/{name}"] = text
     return Bundle(files)
+
+
+def bundle(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> Bundle:
+    """The lifecycle folder of an instance group: its entry script (`entry_script`) and its hooks (`hooks`)."""
+    return folder(entry_script(model, group, refs), hooks(model, group, refs))

@@ -5,23 +5,22 @@ Sources and details: docs/research-notes.md, "fmcluster_cdk/stacks/hyperpod.py".
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
-from fmcluster.facts import catalog
 from fmcluster.facts.controlplanes import SPOT
-from fmcluster.facts.images import HYPERPOD_SLURM_PREFIX
 from fmcluster.model.cluster import COMPUTE as COMPUTE_ROLE
 from fmcluster.model.cluster import CONTROLLER as CONTROLLER_ROLE
 from fmcluster.model.cluster import LOGIN as LOGIN_ROLE
 from fmcluster.model.cluster import OPENZFS, ClusterModel, NodeGroup
-from fmcluster.node import accounting, bootstrap, lifecycle
+from fmcluster.node import accounting, lifecycle
+from fmcluster.node.refs import NodeRefs
 from fmcluster.spec.models import ClusterSpec
-from fmcluster_cdk.constructs.compute.node_replacer import NodeReplacer, queue_name
+from fmcluster_cdk.constructs.compute.node_replacer import NodeReplacer
 from fmcluster_cdk.constructs.hyperpod.cluster import (
     COMPUTE,
     CONTINUOUS,
@@ -36,58 +35,46 @@ from fmcluster_cdk.constructs.hyperpod.cluster import (
 from fmcluster_cdk.constructs.hyperpod.lifecycle import LifecycleScripts
 from fmcluster_cdk.constructs.hyperpod.role import ExecutionPolicyProps, HyperPodExecutionRole
 from fmcluster_cdk.errors import ConstructError
+from fmcluster_cdk.stacks import node_groups
 from fmcluster_cdk.stacks.images import IDENTITY_TAG
 from fmcluster_cdk.stacks.reference import reference_repository_arns
 from fmcluster_cdk.stacks.refs import ImagesRefs, NetworkRefs, ObservabilityRefs, StorageRefs
 
 # The Slurm node type of each of the model's groups (fmcluster.model.cluster roles).
 SLURM_NODE_TYPES = {CONTROLLER_ROLE: CONTROLLER, LOGIN_ROLE: LOGIN, COMPUTE_ROLE: COMPUTE}
-CONTROLLER_GROUP = CONTROLLER_ROLE  # the controller group's name
-ACCOUNTING_HOOK = "60-accounting.sh"  # the controller's: the teams as Slurm accounting
 ACCOUNTING_DATABASE = "slurm_acct_db"  # slurmdbd's StorageLoc in the accounting database
 SLURM_CONFIG_STRATEGY = "Managed"  # HyperPod owns the partition-node mapping of slurm.conf, with drift detection
 
 
-def threads_per_core(instance_type: str) -> int:
+def threads_per_core(group: NodeGroup) -> int:
     """GPU nodes run one thread per core (the usual HPC setting for training ranks and data
     loaders pinned to physical cores); CPU nodes keep SMT."""
-    return 1 if catalog.catalog()[instance_type].is_gpu else 2
+    return 1 if group.instance.is_gpu else 2
 
 
 class HyperPodGroups(Construct):
     """Lifecycle folders and the execution role for a set of instance groups, and the
-    `InstanceGroup`s themselves. `cluster_name`: the folders are under its prefix. `groups`: the
-    instance groups without role and lifecycle (`execution_role_arn` and `lifecycle_uri` are
-    filled in here). `hooks`: per group name, the
-    lifecycle hooks (file name -> script). `checks`: per group name, the readiness checks whose
-    failure drains a node (Slurm compute groups). `runtime`: per group name, Enroot and Pyxis on a Slurm
-    controller or login group (lifecycle.SlurmRuntime). `lnet_efa`: per group name, configure LNet over
-    EFA on its nodes (fmcluster.node.lifecycle.entry_script). `workspace_arn`, `metrics_parameter_arn`:
-    the role's metrics permissions (HyperPodExecutionRole). `efa_file_system`: the groups mount an
-    EFA-enabled file system through HyperPod (the role may describe file systems). `home`: the
-    shared home's mount point where HyperPod mounts it on every group ("" none): each group's
-    lifecycle script copies the image's home directories into it. `image_repository_arns`: the
-    ECR repositories whose images the groups run (the role may pull from them)."""
+    `InstanceGroup`s themselves. `model`: the cluster, whose setup of each group its lifecycle
+    folder renders (fmcluster.node.lifecycle.bundle: the entry script and its hooks), under the
+    cluster's prefix. `groups`: the instance groups without role and lifecycle
+    (`execution_role_arn` and `lifecycle_uri` are filled in here). `refs`: what their scripts name
+    of the other stacks (fmcluster.node.refs). `workspace_arn`, `metrics_parameter_arn`: the role's
+    metrics permissions (HyperPodExecutionRole). `efa_file_system`: the groups mount an
+    EFA-enabled file system through HyperPod (the role may describe file systems).
+    `image_repository_arns`: the ECR repositories whose images the groups run (the role may pull
+    from them)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster_name: str, groups: Sequence[InstanceGroup],
-                 efa: dict[str, bool], network: NetworkRefs, storage: StorageRefs, subnet_ids: Sequence[str],
+    def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, groups: Sequence[InstanceGroup],
+                 refs: NodeRefs, network: NetworkRefs, storage: StorageRefs, subnet_ids: Sequence[str],
                  security_group_ids: Sequence[str],
-                 eks_cluster_arn: Optional[str] = None, description: str,
-                 hooks: Optional[Mapping[str, Mapping[str, str]]] = None, workspace_arn: Optional[str] = None,
+                 eks_cluster_arn: Optional[str] = None, description: str, workspace_arn: Optional[str] = None,
                  metrics_parameter_arn: Optional[str] = None, teams_parameter_arn: Optional[str] = None,
-                 accounting_secret_arn: Optional[str] = None,
-                 checks: Optional[Mapping[str, lifecycle.NodeChecks]] = None,
-                 lnet_efa: Optional[Mapping[str, bool]] = None, efa_file_system: bool = False,
-                 runtime: Optional[Mapping[str, lifecycle.SlurmRuntime]] = None, home: str = "",
+                 accounting_secret_arn: Optional[str] = None, efa_file_system: bool = False,
                  image_repository_arns: Sequence[str] = ()) -> None:
         super().__init__(scope, construct_id)
-        hooks, checks, lnet_efa, runtime = hooks or {}, checks or {}, lnet_efa or {}, runtime or {}
         self.scripts: dict[str, LifecycleScripts] = {
-            g.name: LifecycleScripts(self, f"Lifecycle-{g.name}", cluster=cluster_name,
-                                     bundle=lifecycle.bundle(g.name, g.instance_type, efa=efa[g.name],
-                                                             hooks=hooks.get(g.name), checks=checks.get(g.name),
-                                                             lnet_efa=lnet_efa.get(g.name, False),
-                                                             runtime=runtime.get(g.name), home=home))
+            g.name: LifecycleScripts(self, f"Lifecycle-{g.name}", cluster=model.name,
+                                     bundle=lifecycle.bundle(model, model.group(g.name), refs))
             for g in groups}
         buckets = storage.bucket_arns or {}
         self.role = HyperPodExecutionRole(self, "ExecutionRole", description=description, policy=ExecutionPolicyProps(
@@ -118,7 +105,7 @@ def compute_group(m: ClusterModel, group: NodeGroup, images: Optional[ImagesRefs
     type and partition, FSx, Kubernetes labels and taints)."""
     return InstanceGroup(
         name=group.name, instance_type=group.instance_type, count=group.max_count, execution_role_arn="",
-        lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT, threads_per_core=threads_per_core(group.instance_type),
+        lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT, threads_per_core=threads_per_core(group),
         volume_gib=group.root_volume_gib, deep_health_checks=deep_health_checks(m, group),
         interface_type=m.control_plane.interface_mode.value if group.efa else None,
         training_plan_arn=group.capacity.training_plan_arn, spot=group.capacity.type == SPOT,
@@ -167,11 +154,6 @@ def slurm_orchestrator(mode: Optional[str] = None, accounting: Optional[tuple[st
                                                                           accounting_database=database))
 
 
-def metrics_parameter_name(cluster: str) -> str:
-    """The SSM parameter with the remote-write URL of the cluster's Prometheus workspace."""
-    return f"/fmcluster/{cluster}/prometheus-remote-write-url"
-
-
 class HyperPodSlurmStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, model: ClusterModel, network: NetworkRefs,
                  storage: StorageRefs, observability: Optional[ObservabilityRefs] = None,
@@ -183,51 +165,39 @@ class HyperPodSlurmStack(cdk.Stack):
         if model.images and images is None:
             keys = ", ".join(i.key for i in model.images)
             raise ConstructError(self, f"the node groups launch from node images ({keys}): no images stack")
-        fsx = self.fsx_lustre(spec, storage)
-        home = self.fsx_openzfs(model, storage)
+        # what the nodes name of the other stacks (the file system, the home, the workspace)
+        refs = node_groups.node_refs(self, model, storage, observability)
+        fsx = self.fsx_lustre(spec, refs)
+        home = self.fsx_openzfs(model, refs)
         common: dict[str, Any] = dict(execution_role_arn="", lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT,
                                       fsx_lustre=fsx, fsx_openzfs=home)
         own = [g for g in (model.controller, model.login) if g is not None]  # the controller, the login nodes
         groups = [InstanceGroup(name=g.name, instance_type=g.instance_type, count=g.max_count,
-                                threads_per_core=threads_per_core(g.instance_type), volume_gib=g.root_volume_gib,
+                                threads_per_core=threads_per_core(g), volume_gib=g.root_volume_gib,
                                 slurm_node_type=SLURM_NODE_TYPES[g.role], image_id=image_id(g, images), **common)
                   for g in own]
         groups += [compute_group(model, g, images, slurm_node_type=COMPUTE, partition=g.name, fsx_lustre=fsx,
                                  fsx_openzfs=home) for g in model.node_groups]
-        efa = {g.name: g.efa for g in model.all_groups}
 
         subnets = [network.gpu_subnet_id]
         security_groups = [network.node_security_group_id]
-        if any(efa.values()):
+        if any(g.efa for g in model.all_groups):
             security_groups.append(network.efa_security_group_id)
         metrics: dict[str, Any] = {}
         self.metrics_parameter: Optional[ssm.StringParameter] = None
         if observability is not None:
-            metrics = self._metrics(spec, observability, groups, efa)
+            metrics = self._metrics(spec, observability)
         database = getattr(storage, "accounting_database", None)  # NAME-storage's, with teams
-        teams = self._teams(metrics, database) if model.teams else {}
-        # Compute nodes that are not ready (GPUs missing, the file system not mounted) are drained.
-        # The shared home (an OpenZFS one HyperPod mounts on every group, the controller and login
-        # nodes too) is checked as well.
-        mounts = ((spec.storage.lustre.mount_path,) if spec.storage.lustre else ()) + (
-            (model.home.mount_path,) if model.home and model.home.kind == OPENZFS else ())
-        shared = spec.storage.lustre.mount_path if spec.storage.lustre else ""  # Enroot's image cache
-        # GPU compute nodes check their health every health.check_minutes while in service.
-        health = bootstrap.HealthCheck(check_seconds=model.health.check_seconds, replace=model.health.replace,
-                                       queue=queue_name(spec.name) if model.health.replace else "",
-                                       region=spec.region, cluster=spec.name, plane="hyperpod-slurm")
-        checks = lifecycle.NodeChecks(mounts, containers=True, shared_path=shared, health=health)
-        # Enroot and Pyxis on the controller (which registers Pyxis for every configless slurmd) and
-        # the login nodes too, as AWS's HyperPod reference installs them.
-        runtime = {g.name: lifecycle.SlurmRuntime(controller=g.role == CONTROLLER_ROLE, shared_path=shared)
-                   for g in own}
-        self.groups = HyperPodGroups(self, "InstanceGroups", cluster_name=spec.name, groups=groups, efa=efa,
+        teams = self._teams(database) if model.teams else {}
+        # What each group's lifecycle script does is its setup's (fmcluster.model.node): compute
+        # nodes that are not ready (GPUs missing, the file system or the home not mounted) are
+        # drained and GPU compute nodes check their health while in service; Enroot and Pyxis on
+        # every group; the image's home directories copied into the shared home HyperPod mounts.
+        self.groups = HyperPodGroups(self, "InstanceGroups", model=model, groups=groups, refs=refs,
                                      network=network, storage=storage,
                                      subnet_ids=subnets, security_group_ids=security_groups,
                                      description=f"SageMaker HyperPod instance groups of {spec.name}",
-                                     checks={g.name: checks for g in model.node_groups},
-                                     efa_file_system=bool(fsx) and model.lustre_efa, runtime=runtime,
-                                     home=model.home.mount_path if model.home else "",
+                                     efa_file_system=bool(fsx) and model.lustre_efa,
                                      image_repository_arns=reference_repository_arns(self, model), **metrics, **teams)
         mode = provisioning_mode(spec)
         accounting_database = (database.endpoint, database.port, ACCOUNTING_DATABASE, database.secret.secret_arn
@@ -265,27 +235,20 @@ class HyperPodSlurmStack(cdk.Stack):
                 ("Partitions", partitions, "Slurm partitions (one per node group)")):
             cdk.CfnOutput(self, output_id, value=value, description=description)
 
-    def _metrics(self, spec: ClusterSpec, observability: ObservabilityRefs, groups: Sequence[InstanceGroup],
-                 efa: dict[str, bool]) -> dict[str, Any]:
-        """The SSM parameter with the remote-write URL, and HyperPodGroups' metrics arguments:
-        every group's `50-metrics.sh` hook (the Slurm collector on the controller) and the role's
-        permissions on the workspace and the parameter."""
+    def _metrics(self, spec: ClusterSpec, observability: ObservabilityRefs) -> dict[str, Any]:
+        """The SSM parameter with the remote-write URL, which every group's `50-metrics.sh` hook
+        reads (fmcluster.node.lifecycle.metrics_hook), and HyperPodGroups' metrics arguments: the
+        role's permissions on the workspace and the parameter."""
         parameter = self.metrics_parameter = ssm.StringParameter(
-            self, "MetricsRemoteWriteUrl", parameter_name=metrics_parameter_name(spec.name),
+            self, "MetricsRemoteWriteUrl", parameter_name=lifecycle.metrics_parameter_name(spec.name),
             string_value=observability.remote_write_url,
             description=f"remote-write URL of the Prometheus workspace of {spec.name} (lifecycle hook 50-metrics.sh)")
-        lustre_path = spec.storage.lustre.mount_path if spec.storage.lustre else ""
-        hooks = {g.name: {lifecycle.METRICS_HOOK: lifecycle.metrics_hook(
-            g.instance_type, bootstrap.Metrics(cluster=spec.name, remote_write_url="", region=spec.region,
-                                               slurm=g.slurm_node_type == CONTROLLER),
-            efa=efa[g.name], parameter=metrics_parameter_name(spec.name), lustre_path=lustre_path)} for g in groups}
-        return {"hooks": hooks, "workspace_arn": observability.workspace_arn,
-                "metrics_parameter_arn": parameter.parameter_arn}
+        return {"workspace_arn": observability.workspace_arn, "metrics_parameter_arn": parameter.parameter_arn}
 
-    def _teams(self, metrics: dict[str, Any], database: Any) -> dict[str, Any]:
-        """The teams' SSM parameter, the controller's hook that applies it (fmcluster.node.accounting:
-        the program and its timer), and the role's permissions on the parameter and the database's
-        secret. Adds the hook to `metrics`' hooks, which HyperPodGroups takes with these."""
+    def _teams(self, database: Any) -> dict[str, Any]:
+        """The teams' SSM parameter, which the controller's hook applies (fmcluster.node.lifecycle.hooks:
+        fmcluster.node.accounting's program and its timer), and the role's permissions on the
+        parameter and the database's secret, which HyperPodGroups takes."""
         if database is None:
             raise ConstructError(self, "the spec has teams, but the storage stack gives no accounting database")
         name = self.model.name
@@ -294,28 +257,18 @@ class HyperPodSlurmStack(cdk.Stack):
             self, "SlurmTeams", parameter_name=accounting.parameter_name(name), string_value=data,
             tier=ssm.ParameterTier.STANDARD if len(data) <= 4096 else ssm.ParameterTier.ADVANCED,
             description=f"the teams of {name} as Slurm accounting (applied by the controller)")
-        hook = accounting.install_script(parameter=accounting.parameter_name(name), region=self.model.spec.region,
-                                         slurm_bin=f"{HYPERPOD_SLURM_PREFIX}/bin",
-                                         slurm_conf=f"{HYPERPOD_SLURM_PREFIX}/etc/slurm.conf")
-        hooks = metrics.setdefault("hooks", {})
-        hooks[CONTROLLER_GROUP] = {**hooks.get(CONTROLLER_GROUP, {}), ACCOUNTING_HOOK: hook}
         return {"teams_parameter_arn": parameter.parameter_arn, "accounting_secret_arn": database.secret.secret_arn}
 
-    def fsx_openzfs(self, model: ClusterModel, storage: StorageRefs) -> Optional[dict[str, str]]:
+    def fsx_openzfs(self, model: ClusterModel, refs: NodeRefs) -> Optional[dict[str, str]]:
         """HyperPod's FsxOpenZfsConfig for the shared home (mounted at /home), or None without one."""
         if model.home is None or model.home.kind != OPENZFS:
             return None
-        if not storage.home_dns_name:
-            raise ConstructError(self, "the spec has a shared home, but the storage stack gives no DNS name for it")
-        return {"dns_name": storage.home_dns_name, "mount_path": model.home.mount_path}
+        return {"dns_name": refs.home_dns_name, "mount_path": model.home.mount_path}
 
-    def fsx_lustre(self, spec: ClusterSpec, storage: StorageRefs) -> Optional[dict[str, str]]:
+    def fsx_lustre(self, spec: ClusterSpec, refs: NodeRefs) -> Optional[dict[str, str]]:
         """HyperPod's FsxLustreConfig for the spec's file system, or None without one."""
         lustre = spec.storage.lustre
         if lustre is None:
             return None
-        if not (storage.file_system_dns_name and storage.file_system_mount_name):
-            raise ConstructError(self, "the spec has a Lustre file system, but the storage stack gives no DNS or "
-                                       "mount name")
-        return {"dns_name": storage.file_system_dns_name, "mount_name": storage.file_system_mount_name,
+        return {"dns_name": refs.lustre_dns_name, "mount_name": refs.lustre_mount_name,
                 "mount_path": lustre.mount_path}

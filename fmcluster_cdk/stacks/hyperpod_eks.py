@@ -14,10 +14,9 @@ from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts.controlplanes import SPOT
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import ClusterModel
-from fmcluster.node import eks as eks_node
-from fmcluster.node import lifecycle
 from fmcluster_cdk.constructs.hyperpod.cluster import CONTINUOUS, HyperPodCluster
 from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodDependencies, chart_values
+from fmcluster_cdk.stacks import node_groups
 from fmcluster_cdk.stacks.eks import EksClusterStack
 from fmcluster_cdk.stacks.hyperpod import HyperPodGroups, compute_group, node_recovery, provisioning_mode
 from fmcluster_cdk.stacks.reference import reference_repository_arns
@@ -47,23 +46,19 @@ class HyperPodEksStack(EksClusterStack):
         groups = [compute_group(model, g, kubernetes_labels=dict(g.labels),
                                 kubernetes_taints=[dict(t) for t in g.taints])
                   for g in model.node_groups]
-        efa = model.efa_groups
         subnets = [network.gpu_subnet_id]
         security_groups = [network.node_security_group_id, self.cluster.cluster_security_group_id]
-        if any(efa.values()):
+        if any(model.efa_groups.values()):
             security_groups.append(network.efa_security_group_id)
-        # With observability: the node exporter chart's textfile metric fmcluster_expected_gpus,
-        # written by a lifecycle hook (HyperPod nodes have no launch template user data).
-        hooks = {g.name: {lifecycle.EXPECTED_GPUS_HOOK: eks_node.expected_gpus_script(g.instance)}
-                 for g in model.node_groups} if observability is not None else None
-        # An EFA-enabled file system: the FSx CSI driver mounts it on the node, so the node
-        # configures LNet over EFA first (lifecycle.entry_script).
+        # Each group's lifecycle folder is its setup's (fmcluster.node.lifecycle.bundle): with
+        # observability, the hook that writes the node exporter chart's textfile metric
+        # fmcluster_expected_gpus (HyperPod nodes have no launch template user data); with an
+        # EFA-enabled file system, which the FSx CSI driver mounts on the node, LNet over EFA first.
         self.instance_groups = HyperPodGroups(
-            self, "InstanceGroups", cluster_name=spec.name, groups=groups, efa=efa, network=network, storage=storage,
-            subnet_ids=subnets,
+            self, "InstanceGroups", model=model, groups=groups, refs=node_groups.node_refs(
+                self, model, storage, observability), network=network, storage=storage, subnet_ids=subnets,
             security_group_ids=security_groups, eks_cluster_arn=self.cluster.cluster_arn,
-            description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)", hooks=hooks,
-            lnet_efa={g.name: model.lustre_efa for g in model.node_groups},
+            description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)",
             image_repository_arns=reference_repository_arns(self, model))
         spot = any(g.capacity.type == SPOT for g in model.node_groups)
         mode = CONTINUOUS if spot else provisioning_mode(spec)

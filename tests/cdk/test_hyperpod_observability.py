@@ -19,9 +19,11 @@ import yaml
 
 from fmcluster.facts import catalog
 from fmcluster.facts import node as node_facts
+from fmcluster.model.cluster import CONTROLLER as CONTROLLER_GROUP
 from fmcluster.node import bootstrap, lifecycle
 from fmcluster.node import eks as eks_node
-from fmcluster_cdk.stacks.hyperpod import ACCOUNTING_HOOK, CONTROLLER_GROUP, metrics_parameter_name
+from fmcluster.node.lifecycle import ACCOUNTING_HOOK, metrics_parameter_name
+from tests.support import nodes
 from tests.support.hyperpod import groups, statements
 from tests.support.sandbox import Sandbox, Scenario
 from tests.support.stacks import cluster, joined, loaded_specs, new_app, resources
@@ -37,9 +39,11 @@ PARAMETER = metrics_parameter_name("demo")
 specs = loaded_specs({"example": "p6-b200-hyperpod-slurm.yaml", "eks": "p5-hyperpod-eks.yaml"})
 
 
-def hook(instance_type="p5.48xlarge", *, efa=True, slurm=False, lustre_path="/fsx") -> str:
-    return lifecycle.metrics_hook(instance_type, bootstrap.Metrics("demo", "", "us-east-1", slurm=slurm), efa=efa,
-                                  parameter=PARAMETER, lustre_path=lustre_path)
+def hook(name="gpu", *, lustre=True) -> str:
+    """The metrics hook of a group of the test spec on HyperPod Slurm (tests/support/nodes.py), of the
+    cluster "demo": its p5.48xlarge compute group, or the controller."""
+    edits = {"name": "demo", **({} if lustre else {"storage.lustre": None})}
+    return lifecycle.metrics_hook(*nodes.group("hyperpod-slurm", "p5.48xlarge", edits, name=name))
 
 
 # --- the hook, rendered and run ------------------------------------------------------------------
@@ -57,7 +61,7 @@ def test_hook_settings_of_a_gpu_node():
 
 
 def test_hook_of_the_controller_counts_slurm():
-    values = settings(hook("m7i.2xlarge", efa=False, slurm=True, lustre_path=""))
+    values = settings(hook(CONTROLLER_GROUP, lustre=False))
     assert "\nMETRICS_COLLECTORS='slurm'" in values and "\nEXPECTED_GPUS=0\n" in values
 
 
@@ -66,7 +70,7 @@ def test_hook_reuses_metrics_sh_verbatim():
 
 
 def test_hooks_shellcheck_clean(tmp_path):
-    assert_shellcheck_clean(tmp_path, {"gpu": hook(), "controller": hook("m7i.2xlarge", efa=False, slurm=True),
+    assert_shellcheck_clean(tmp_path, {"gpu": hook(), "controller": hook(CONTROLLER_GROUP),
                                        "expected-gpus": eks_node.expected_gpus_script(catalog.get("p5.48xlarge"))})
 
 
@@ -76,14 +80,14 @@ def run_hook(tmp_path, script: str, **scenario) -> tuple[Sandbox, subprocess.Com
 
 
 def test_hook_reads_the_url_from_the_parameter_and_sets_up_metrics(tmp_path):
-    node, result = run_hook(tmp_path, hook(slurm=True), ssm_value=URL)
+    node, result = run_hook(tmp_path, hook(), ssm_value=URL)
     assert result.returncode == 0, result.stderr
     assert node.lines("aws") == [f"aws ssm get-parameter --region us-east-1 --name {PARAMETER} "
                                  "--query Parameter.Value --output text"]
     config = yaml.safe_load(node.file("/etc/fmcluster/prometheus-agent.yml"))
     assert config["remote_write"][0]["url"] == URL
     assert config["global"]["external_labels"] == {"cluster": "demo", "node": "ip-10-1-0-42"}
-    assert [job["job_name"] for job in config["scrape_configs"]] == ["node", "dcgm", "efa", "slurm"]
+    assert [job["job_name"] for job in config["scrape_configs"]] == ["node", "dcgm", "efa"]  # Slurm's: the controller
     prom = node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster.prom")
     assert "fmcluster_expected_gpus 8\n" in prom
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from fmcluster.model.cluster import resolve
-from fmcluster.node import bootstrap, lifecycle
+from fmcluster.node import lifecycle
+from fmcluster.node.refs import NodeRefs
 from fmcluster.spec import loader
 from tests.support.hyperpod import cluster, groups, statements, the_role
 from tests.support.paths import EXAMPLES_DIR
@@ -258,18 +259,12 @@ def test_lifecycle_files_are_published_as_file_assets(assembly, main):
     outdir, stacks = assembly
     manifest = json.loads((outdir / f"{stacks['main'].stack_name}.assets.json").read_text())
     spec = specs()["main"]
-    efa = {g.name: g.efa for g in spec.node_groups}
-    health = bootstrap.HealthCheck(check_seconds=spec.health.check_minutes * 60, replace=spec.health.replace,
-                                   queue=f"{spec.name}-node-replacements" if spec.health.replace else "",
-                                   region=spec.region, cluster=spec.name, plane="hyperpod-slurm")
-    checks = lifecycle.NodeChecks(mounts=(spec.storage.lustre.mount_path,) if spec.storage.lustre else (),
-                                  containers=True, health=health)  # GPU compute groups: Enroot, Pyxis, health
+    model = resolve(spec)
+    # what the stack hands the lifecycle scripts: the node replacer's queue (no observability here)
+    refs = NodeRefs(replacement_queue=f"{spec.name}-node-replacements" if spec.health.replace else "")
     for name, group in groups(main).items():
-        instance_type = group["InstanceType"].removeprefix("ml.")
-        runtime = None if name in efa else lifecycle.SlurmRuntime(  # the controller and login groups
-            controller=name == "controller", shared_path=spec.storage.lustre.mount_path if spec.storage.lustre else "")
-        bundle = lifecycle.bundle(name, instance_type, efa=efa.get(name, False),
-                                  checks=checks if name in efa else None, runtime=runtime)  # compute groups only
+        assert group["InstanceType"].removeprefix("ml.") == model.group(name).instance_type
+        bundle = lifecycle.bundle(model, model.group(name), refs)  # each group's setup (fmcluster.model.node)
         uri = joined(group["LifeCycleConfig"]["SourceS3Uri"])
         assert uri.endswith(f"/fmcluster-lifecycle/{spec.name}/{bundle.digest}/")
         asset = manifest["files"][f"fmcluster-lifecycle/{spec.name}/{bundle.digest}/on_init"]
@@ -576,7 +571,7 @@ def test_dependencies_handler_runs_in_the_vpc_of_a_private_endpoint(templates):
 
 def test_the_controller_applies_the_teams_with_the_secret_and_parameter_only(templates):
     from fmcluster.node import accounting
-    from fmcluster_cdk.stacks.hyperpod import ACCOUNTING_HOOK
+    from fmcluster.node.lifecycle import ACCOUNTING_HOOK
     from tests.support.stacks import ACCOUNTING_DATABASE
 
     template = templates["example"]

@@ -31,7 +31,6 @@ from fmcluster.facts import node as node_facts
 from fmcluster.model import node as node_setup
 from fmcluster.node import actions, bootstrap, lifecycle
 from fmcluster.node import eks as node_eks
-from fmcluster.node.bootstrap import Metrics
 from fmcluster.node.refs import NodeRefs
 from tests.support import nodes, standins
 from tests.support.nodes import NO_METRICS, REFS, URL, first_boot, run_stage
@@ -530,16 +529,18 @@ def test_eks_cpu_group_writes_its_expected_gpus(tmp_path):
 
 # --- SageMaker HyperPod: lifecycle folders --------------------------------------------------------
 
-FSX_CHECKS = lifecycle.NodeChecks(("/fsx",))
-
-
-def hyperpod_folder(group="train", instance_type="p6-b200.48xlarge", *, efa=True, checks=FSX_CHECKS,
-                    metrics=True, lnet_efa=False, hooks=None) -> lifecycle.Bundle:
-    if hooks is None and metrics:
-        hooks = {lifecycle.METRICS_HOOK: lifecycle.metrics_hook(
-            instance_type, Metrics("demo", "", "us-east-1"), efa=efa, parameter="/fmcluster/demo/url",
-            lustre_path="/fsx")}
-    return lifecycle.bundle(group, instance_type, efa=efa, hooks=hooks, checks=checks, lnet_efa=lnet_efa)
+def hyperpod_folder(instance_type="p6-b200.48xlarge", *, name="gpu", plane="hyperpod-slurm", metrics=True,
+                    lustre_efa=False, edits=None, site_hooks=None) -> lifecycle.Bundle:
+    """The lifecycle folder of a group of the test spec on SageMaker HyperPod (tests/support/nodes.py:
+    its compute group of `instance_type`, or the controller's or login nodes' with `name`), without
+    replacements; `site_hooks` besides its own (file name -> script)."""
+    made, group = nodes.group(plane, instance_type, {"health.replace": False, "storage.lustre.efa": lustre_efa,
+                                                     **(edits or {})}, name=name)
+    refs = REFS if metrics else NO_METRICS
+    if site_hooks is None:
+        return lifecycle.bundle(made, group, refs)
+    return lifecycle.folder(lifecycle.entry_script(made, group, refs),
+                            {**lifecycle.hooks(made, group, refs), **site_hooks})
 
 
 def run_folder(tmp_path, bundle: lifecycle.Bundle, scenario: Scenario, *, fsx_mounted=True):
@@ -580,10 +581,13 @@ def test_hyperpod_compute_node_missing_a_gpu_is_drained_not_failed(tmp_path):
 
 
 def test_hyperpod_compute_node_without_its_file_system_is_drained(tmp_path):
+    """The container runtime, whose image cache is on /fsx, is not set up either: the script fails
+    (HyperPod's log says why) and the node is drained with the reasons."""
     node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(), fsx_mounted=False)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1 and "setup_containers failed" in result.stderr
     (drain,) = node.calls("scontrol")
-    assert drain.args[-1] == "reason=fmcluster node-ready: /fsx is not mounted"
+    assert drain.args[-1] == ("reason=fmcluster node-ready: /fsx is not mounted; the Pyxis plugin is not installed; "
+                              "/scratch/enroot/runtime is missing")
 
 
 def test_hyperpod_metrics_failure_does_not_fail_the_node(tmp_path):
@@ -594,29 +598,31 @@ def test_hyperpod_metrics_failure_does_not_fail_the_node(tmp_path):
 
 
 def test_hyperpod_node_on_its_image_needs_no_internet(tmp_path):
-    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
-    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), hyperpod_world(network=False))
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(network=False))
     assert result.returncode == 0, result.stderr
     assert "fmcluster-prometheus-agent.service" in node.enabled() and not node.calls("scontrol")
     assert network_calls(node) == []
 
 
 def test_hyperpod_required_hook_failure_fails_the_script(tmp_path):
-    folder = hyperpod_folder(hooks={"10-site.sh": "exit 3\n", "20-after.sh": "true\n"})
+    folder = hyperpod_folder(metrics=False, site_hooks={"10-site.sh": "exit 3\n", "20-after.sh": "true\n"})
     node, result = run_folder(tmp_path, folder, hyperpod_world())
     assert result.returncode == 1 and "hook 10-site.sh failed" in result.stderr
     assert node.mounts()["/scratch"].backing == "instance-store"  # the other steps still ran
 
 
 def test_hyperpod_controller_has_no_readiness_drain(tmp_path):
-    folder = hyperpod_folder("controller", "m7i.2xlarge", efa=False, checks=None, hooks={})
-    node, result = run_folder(tmp_path, folder, world("m7i.2xlarge", os_release="jammy", slurmd=False))
+    """The controller sets the container runtime up and registers Pyxis for every configless
+    slurmd (scontrol reconfigure), but checks no GPU and drains nothing."""
+    folder = hyperpod_folder(name="controller", metrics=False)
+    node, result = run_folder(tmp_path, folder, hyperpod_world("m7i.2xlarge", slurmd_plugstack=None))
     assert result.returncode == 0, result.stderr
-    assert not node.calls("nvidia-smi") and not node.calls("scontrol")
+    assert not node.calls("nvidia-smi") and not [line for line in node.lines("scontrol") if "state=drain" in line]
+    assert CONTROLLER_PLUGSTACK.strip() in node.file("/opt/slurm/etc/plugstack.conf").splitlines()
 
 
 def test_hyperpod_eks_efa_file_system_configures_lnet(tmp_path):
-    folder = hyperpod_folder(checks=None, metrics=False, lnet_efa=True, hooks={})
+    folder = hyperpod_folder(plane="hyperpod-eks", metrics=False, lustre_efa=True)
     node, result = run_folder(tmp_path, folder, world("p6-b200.48xlarge", os_release="amzn2023", slurmd=False,
                                                       lustre_client=False), fsx_mounted=False)
     assert result.returncode == 0, result.stderr
@@ -827,8 +833,7 @@ def test_every_pcs_node_with_the_container_runtime_fits_the_arguments_limits(ins
 
 
 def test_hyperpod_gpu_node_gets_containers(tmp_path):
-    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
-    folder = hyperpod_folder(checks=checks)
+    folder = hyperpod_folder()
     node, result = run_folder(tmp_path, folder, hyperpod_world(), fsx_mounted=True)
     assert result.returncode == 0, result.stderr
     assert not node.calls("scontrol")  # ready: not drained
@@ -844,8 +849,7 @@ def test_hyperpod_gpu_node_gets_containers(tmp_path):
 
 
 def test_hyperpod_gpu_node_on_an_image_without_enroot_is_drained(tmp_path):
-    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
-    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), hyperpod_world(image="bare"))
+    node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(image="bare"))
     assert result.returncode == 1 and "setup_containers failed" in result.stderr
     assert "built against /opt/slurm into the group's ami_id" in result.stderr
     assert [line for line in network_calls(node) if "169.254" not in line] == []
@@ -914,8 +918,7 @@ def test_hyperpod_controller_registers_pyxis_by_name_and_reconfigures(tmp_path):
     plugstack.conf slurmctld sends to every configless slurmd (a wildcard include becomes explicit
     includes of what it matches, kept as a comment: the other plugins still load), and runs
     scontrol reconfigure so that running slurmd get it, then looks for nodes drained before it."""
-    runtime = lifecycle.SlurmRuntime(controller=True, shared_path="/fsx")
-    bundle = lifecycle.bundle("controller", "m7i.2xlarge", efa=False, runtime=runtime)
+    bundle = hyperpod_folder(name="controller", metrics=False)
     node = Sandbox(tmp_path, hyperpod_world("m7i.2xlarge", slurmd_plugstack=None))
     (node.root / "fsx").mkdir()
     node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
@@ -936,7 +939,7 @@ def test_hyperpod_controller_registers_pyxis_by_name_and_reconfigures(tmp_path):
 
 
 def test_hyperpod_login_node_gets_the_runtime_without_reconfiguring(tmp_path):
-    bundle = lifecycle.bundle("login", "m7i.2xlarge", efa=False, runtime=lifecycle.SlurmRuntime(shared_path=""))
+    bundle = hyperpod_folder(name="login", metrics=False, edits={"storage.lustre": None})  # no image cache to share
     node = Sandbox(tmp_path, hyperpod_world("m7i.2xlarge", slurmd_plugstack=None))
     result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}")
     assert result.returncode == 0, result.stderr
@@ -949,9 +952,8 @@ def test_hyperpod_gpu_node_whose_slurmd_does_not_load_pyxis_is_drained(tmp_path,
     """Pyxis installed on the node, but the plugstack.conf configless slurmd got from the
     controller (conf-cache) does not include pyxis.conf by name: --container-image would be an
     unknown option, so the node is drained."""
-    checks = lifecycle.NodeChecks(("/fsx",), containers=True)
     world_ = hyperpod_world(slurmd_plugstack=controller_plugstack)
-    node, result = run_folder(tmp_path, hyperpod_folder(checks=checks), world_)
+    node, result = run_folder(tmp_path, hyperpod_folder(), world_)
     assert result.returncode == 0, result.stderr
     assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
     (drain,) = node.calls("scontrol")

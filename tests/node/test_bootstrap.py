@@ -264,7 +264,6 @@ def test_container_runtime_scripts_are_shellcheck_clean(tmp_path):
     from fmcluster.node import lifecycle
 
     made = {"pcs-containers": packed("p5-lustre", compact=False),
-            "hyperpod-containers": lifecycle.entry_script("gpu", "p6e-gb200.36xlarge", efa=True,
-                                                          checks=lifecycle.NodeChecks(("/fsx",), containers=True))}
+            "hyperpod-containers": lifecycle.entry_script(*nodes.group("hyperpod-slurm", "p6-b200.48xlarge"), REFS)}
     assert all("setup_containers" in text for text in made.values())
     assert_shellcheck_clean(tmp_path, made)

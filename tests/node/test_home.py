@@ -15,7 +15,7 @@ from fmcluster.node import actions, bootstrap, lifecycle
 from fmcluster.node.bootstrap import HomeMount, LustreMount
 from fmcluster.node.refs import NodeRefs
 from tests.support import nodes, standins
-from tests.support.nodes import URL, first_boot
+from tests.support.nodes import QUEUE, URL, first_boot
 from tests.support.sandbox import Sandbox, Scenario, mount_unit_name
 
 DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
@@ -23,7 +23,7 @@ HOME = HomeMount.nfs(DNS)
 FSX = LustreMount(DNS.replace("fs-0123456789abcdef0", "fs-0fedcba9876543210"), "abcdefgh", "/fsx")
 # what the cluster stack hands the nodes: the file system's names, the home's, the workspace's URL
 REFS = NodeRefs(lustre_dns_name=FSX.dns_name, lustre_mount_name=FSX.mount_name, home_dns_name=DNS,
-                remote_write_url=URL)
+                remote_write_url=URL, replacement_queue=QUEUE)
 SLURMD_DROPIN = "/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf"
 READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIB0 the instance's key pair\n"
@@ -197,14 +197,20 @@ def test_login_nodes_mount_home_too():
     assert any("  step mount_home" in s.text for s in scripts(name="login"))
 
 
+def hyperpod(name: str = "gpu", *, lustre: bool = True) -> str:
+    """The on_init.sh of a group of a HyperPod Slurm cluster with the shared home (and its Lustre
+    file system at /fsx, with `lustre`): its compute group, or the controller or login nodes."""
+    edits = {"storage.home": {}, **({} if lustre else {"storage.lustre": None})}
+    return lifecycle.entry_script(*nodes.group("hyperpod-slurm", "p5.48xlarge", edits, name=name), REFS)
+
+
 def test_hyperpod_compute_groups_check_home_and_keep_the_image_cache_on_lustre():
-    checks = lifecycle.NodeChecks(("/fsx", "/home"), containers=True, shared_path="/fsx")
-    text = lifecycle.entry_script("gpu", "p5.48xlarge", efa=True, checks=checks)
+    text = hyperpod()
     assert "REQUIRED_MOUNTS='/fsx /home /scratch'" in text
     assert "ENROOT_CACHE_ROOT=/fsx/enroot/cache" in text
-    home_only = lifecycle.NodeChecks(("/home",), containers=True, shared_path="")
-    assert "ENROOT_CACHE_ROOT=/scratch/enroot/cache" in lifecycle.entry_script("gpu", "p5.48xlarge", efa=True,
-                                                                                checks=home_only)
+    home_only = hyperpod(lustre=False)
+    assert "REQUIRED_MOUNTS='/home /scratch'" in home_only
+    assert "ENROOT_CACHE_ROOT=/scratch/enroot/cache" in home_only
 
 
 def test_the_scripts_with_a_home_are_shellcheck_clean(tmp_path):
@@ -212,8 +218,7 @@ def test_the_scripts_with_a_home_are_shellcheck_clean(tmp_path):
 
     made = {s.file_name: s.text for s in scripts()}
     made.update({f"lustre-home-{s.file_name}": s.text for s in scripts(lustre_home=True)})
-    made["hyperpod"] = lifecycle.entry_script("gpu", "p5.48xlarge", efa=True, home="/home",
-                                              checks=lifecycle.NodeChecks(("/home",), containers=True))
+    made["hyperpod"] = hyperpod(lustre=False)
     assert_shellcheck_clean(tmp_path, made)
 
 
@@ -224,12 +229,16 @@ def hyperpod_mounted(node: Sandbox) -> None:
     assert result.returncode == 0, result.stderr
 
 
+# a HyperPod login node (Ubuntu 22.04, on its image: the container runtime against HyperPod's Slurm)
+HYPERPOD_LOGIN = Scenario(os_release="jammy", dlami_nvme=0, slurmd=False, nvme_disks=0, gpus=0, efa_devices=0)
+
+
 def test_hyperpod_copies_the_image_home_into_the_home_it_mounted(tmp_path):
-    node = Sandbox(tmp_path, HEALTHY)
+    node = Sandbox(tmp_path, HYPERPOD_LOGIN)
     image_home(node)
     hyperpod_mounted(node)
     assert not (node.root / "home/ubuntu").exists()  # hidden by the mount
-    text = lifecycle.entry_script("login", "m7i.2xlarge", efa=False, home="/home")
+    text = hyperpod("login", lustre=False)
     result = node.run(text)
     assert result.returncode == 0, result.stderr
     assert node.file("/home/ubuntu/.ssh/authorized_keys") == KEY  # through the mount: on the server
@@ -239,9 +248,9 @@ def test_hyperpod_copies_the_image_home_into_the_home_it_mounted(tmp_path):
 
 
 def test_hyperpod_without_its_home_mounted_fails_the_script(tmp_path):
-    node = Sandbox(tmp_path, HEALTHY)
+    node = Sandbox(tmp_path, HYPERPOD_LOGIN)
     image_home(node)
-    result = node.run(lifecycle.entry_script("login", "m7i.2xlarge", efa=False, home="/home"))
+    result = node.run(hyperpod("login", lustre=False))
     assert result.returncode == 1 and "/home is not mounted" in result.stderr
 
 

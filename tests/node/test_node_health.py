@@ -811,13 +811,10 @@ def test_pcs_gpu_compute_nodes_get_the_check():
 def test_hyperpod_slurm_gpu_nodes_get_the_check(tmp_path):
     from fmcluster.node import lifecycle
 
-    checks = lifecycle.NodeChecks(("/fsx",), health=bootstrap.HealthCheck(300, replace=True, **{
-        **ASKS, "plane": "hyperpod-slurm"}))
-    script = lifecycle.entry_script("gpu", "p5.48xlarge", efa=True, checks=checks)
+    script = lifecycle.entry_script(*nodes.group("hyperpod-slurm", "p5.48xlarge"), REFS)
     assert "HEALTH_SLURM_BIN=/opt/slurm/bin" in script and "  step install_node_health" in script
-    assert "HEALTH_MOUNTS='/fsx /scratch'" in script
-    assert "install_node_health" not in lifecycle.entry_script("gpu", "p5.48xlarge", efa=True,
-                                                               checks=lifecycle.NodeChecks(("/fsx",)))
+    assert "HEALTH_MOUNTS='/fsx /scratch'" in script and "REPLACE_PLANE='hyperpod-slurm'" in script
+    assert "install_node_health" not in lifecycle.entry_script(*nodes.group("hyperpod-slurm", "c7i.8xlarge"), REFS)
 
 
 def test_the_node_is_found_by_its_host_name_when_slurm_names_it_otherwise(tmp_path):
