@@ -50,6 +50,15 @@ RESERVED_TEAM_NAMES: frozenset[str] = frozenset({
     *PRIORITY_NAMES})
 TEAM_NAME_MAX = 30  # a Slurm account, a Kubernetes namespace and ClusterQueue name, a cost tag value
 
+# What Slurm's accounting holds of a team's numbers (slurm/slurm.h, slurm/slurmdb.h, sacctmgr). A
+# TRES count, such as the account's GrpTRES=gres/gpu=N, is a uint64_t whose top values are
+# sentinels (INFINITE64, 2^64 - 1: no limit, which strtoull also makes of any larger number;
+# NO_VAL64; NO_CONSUME_VAL64), and Slurm caps a count it adds up at MAX_VAL64. Fairshare is a
+# uint32_t that sacctmgr casts from a long without a word, whose 0x7fffffff
+# (SLURMDB_FS_USE_PARENT) means "the parent's".
+SLURM_MAX_TRES_COUNT = 0xFFFF_FFFF_FFFF_FFF0  # MAX_VAL64
+SLURM_MAX_FAIRSHARE = 0x7FFF_FFFE  # the most below SLURMDB_FS_USE_PARENT
+
 # A Linux user or group name as useradd accepts it by default (shadow-utils' NAME_REGEX, at most
 # 32 characters): what Slurm's associations name users by.
 LINUX_NAME = r"[a-z_][a-z0-9_-]{0,30}[a-z0-9_$-]?"

@@ -87,7 +87,8 @@ def without_count(spec):
 
 def test_a_dedicated_group_is_its_teams_alone():
     spec = with_(base_spec(), "node_groups[0].team", "pretrain")
-    spec = teams({**PRETRAIN, "gpus": {}}, {**RESEARCH, "share": None, "gpus": {"gpu": 4}}, spec=spec)
+    # borrow: true, as no group is shared to borrow in (test_borrow_and_lend_without_a_shared_group_...)
+    spec = teams({**PRETRAIN, "gpus": {}}, {**RESEARCH, "share": None, "gpus": {"gpu": 4}, "borrow": True}, spec=spec)
     assert paths(spec) == {"teams[1].gpus.gpu"}
     assert "team 'pretrain''s alone" in messages(spec, "teams[1].gpus.gpu")[0]
     spec = with_(with_(spec, "teams[1].gpus", {}), "teams[1].share", 0.5)
@@ -158,3 +159,97 @@ def test_instances_carry_their_team_as_a_cost_allocation_tag():
     assert m.instance_tags(m.group("gpu"))["fmcluster:team"] == "shared"
     plain = resolve(validated(base_spec()))
     assert "fmcluster:team" not in plain.instance_tags(plain.group("gpu"))
+
+
+# ---- bounds: what the cluster's node groups and Slurm's accounting hold ----------------------------------------
+
+
+def test_a_guarantee_above_its_own_dedicated_group_is_refused_not_capped():
+    """16 nodes of 8 GPUs dedicated to the team: 1,000,000 GPUs there is an error, not a quiet 128."""
+    spec = with_(with_(base_spec(), "node_groups[0].count", 16), "node_groups[0].team", "pretrain")
+    over = teams({**PRETRAIN, "gpus": {"gpu": 1_000_000}}, spec=spec)
+    assert paths(over) == {"teams[0].gpus.gpu"}
+    (message,) = messages(over, "teams[0].gpus.gpu")
+    assert "has 128 GPUs" in message and "not 1000000" in message and "leave 'gpu' out of `gpus`" in message
+    exact = teams({**PRETRAIN, "gpus": {"gpu": 128}}, spec=spec)
+    assert paths(exact) == set()
+    assert resolve(validated(exact)).teams[0].guaranteed["gpu"] == 128
+
+
+@pytest.mark.parametrize("field", ["borrow", "lend"])
+def test_borrow_and_lend_of_2_to_the_64_are_refused_with_what_the_group_holds(field):
+    spec = teams({**PRETRAIN, field: 2**64})
+    assert paths(spec) == {f"teams[0].{field}"}
+    (message,) = messages(spec, f"teams[0].{field}")
+    # 16 GPUs in the group, 8 of them guaranteed to it: 8 more to borrow, 8 to lend
+    assert "at most 8 GPUs" in message and str(2**64) in message and "node group 'gpu': 16 GPUs" in message
+    assert f"{field}: true" in message and "up to 8" in message
+
+
+def test_borrow_and_lend_up_to_what_a_shared_group_holds_pass():
+    assert paths(teams({**PRETRAIN, "borrow": 8, "lend": 8})) == set()
+    assert paths(teams({**PRETRAIN, "borrow": 9})) == {"teams[0].borrow"}
+    assert paths(teams({**PRETRAIN, "lend": 9})) == {"teams[0].lend"}
+    # a share of 0.25: 4 of 16 guaranteed, 12 to borrow; booleans are never bounded
+    assert paths(teams({**RESEARCH, "borrow": 12, "lend": 4})) == set()
+    assert paths(teams({**RESEARCH, "borrow": 13, "lend": 5})) == {"teams[0].borrow", "teams[0].lend"}
+    assert paths(teams({**RESEARCH, "borrow": True, "lend": True})) == set()
+
+
+def test_borrow_is_bounded_by_the_largest_room_of_any_shared_group():
+    """Per node group: the group where most is left beyond its guarantee bounds it (an elastic one at its largest)."""
+    spec = with_(without_count(base_spec()), "node_groups[0].max_count", 4)  # 32 GPUs
+    spec = with_(spec, "node_groups[1]", {"name": "small", "instance_type": "p5.48xlarge", "count": 1})
+    assert paths(teams({**PRETRAIN, "borrow": 24}, spec=spec)) == set()  # 32 - 8 in gpu
+    assert paths(teams({**PRETRAIN, "borrow": 25}, spec=spec)) == {"teams[0].borrow"}
+    assert "node group 'gpu': 32 GPUs" in messages(teams({**PRETRAIN, "borrow": 25}, spec=spec), "teams[0].borrow")[0]
+
+
+def test_borrow_and_lend_without_a_shared_group_or_room_are_refused():
+    dedicated = with_(base_spec(), "node_groups[0].team", "pretrain")
+    spec = teams({**PRETRAIN, "gpus": {}}, {**RESEARCH, "share": None, "borrow": 4, "lend": 2}, spec=dedicated)
+    assert paths(spec) == {"teams[1].borrow", "teams[1].lend"}
+    assert "none is shared" in messages(spec, "teams[1].borrow")[0]
+    assert "never lent" in messages(spec, "teams[1].lend")[0]
+    whole = teams({**PRETRAIN, "gpus": {"gpu": 16}, "borrow": 1})  # guaranteed every GPU: nothing left
+    assert paths(whole) == {"teams[0].borrow"}
+    assert "borrow: false" in messages(whole, "teams[0].borrow")[0]
+    none = teams({**RESEARCH, "share": None, "lend": 1})  # guaranteed nothing: nothing to lend
+    assert paths(none) == {"teams[0].lend"}
+    assert "lend: false" in messages(none, "teams[0].lend")[0]
+
+
+def test_slurm_s_fairshare_bounds_a_team_s_guaranteed_gpus():
+    """Fairshare is a uint32 whose 0x7fffffff means "the parent's" (slurm/slurmdb.h): a guarantee
+    above it would be cast into another number without a word."""
+    from fmcluster.facts import teams as team_facts
+
+    most = team_facts.SLURM_MAX_FAIRSHARE
+    huge = with_(base_spec(), "node_groups[0].count", 2**28)  # 2^31 GPUs (other rules refuse so many nodes)
+
+    def team_paths(spec):
+        return {p for p in paths(spec) if p.startswith("teams")}
+
+    assert team_paths(teams({**PRETRAIN, "gpus": {"gpu": most}}, spec=huge)) == set()
+    over = teams({**PRETRAIN, "gpus": {"gpu": most + 1}}, spec=huge)
+    assert team_paths(over) == {"teams[0].gpus"}
+    assert f"holds at most {most}" in messages(over, "teams[0].gpus")[0]
+    assert team_paths(teams({**PRETRAIN, "gpus": {"gpu": most + 1}}, spec=on("eks", huge))) <= {
+        "teams[0].members[0]", "teams[0].members[1]"}  # Kueue's quotas are no Fairshare
+
+
+def test_slurm_s_tres_counts_bound_what_a_team_may_hold():
+    """GrpTRES=gres/gpu is a uint64 TRES count below Slurm's sentinels (INFINITE64: no limit, which
+    any larger number also reads as), summed over the node groups the team may use."""
+    from fmcluster.facts import teams as team_facts
+
+    most = team_facts.SLURM_MAX_TRES_COUNT
+    assert most == 2**64 - 16  # MAX_VAL64, below INFINITE64, NO_VAL64 and NO_CONSUME_VAL64
+    huge = with_(base_spec(), "node_groups[1]", {"name": "more", "instance_type": "p5.48xlarge", "count": 2**60})
+    huge = with_(huge, "node_groups[0].count", 2**60)  # 2^63 GPUs each
+    fits = teams({**RESEARCH, "share": None, "borrow": 2**63 - 8}, spec=huge)
+    assert "teams[0].borrow" not in paths(fits)
+    over = teams({**RESEARCH, "share": None, "borrow": 2**63}, spec=huge)
+    assert "teams[0].borrow" in paths(over)
+    assert "Slurm would read it as no limit" in messages(over, "teams[0].borrow")[0]
+    assert "teams[0].borrow" not in paths(teams({**RESEARCH, "share": None, "borrow": True}, spec=huge))

@@ -74,15 +74,16 @@ class TeamSpec(Model):
         "groups whose members are in it: Linux groups on Slurm (their members, as the login node resolves "
         "them, join its account); Kubernetes groups on Kubernetes (bound to its namespace)"))
     gpus: dict[Text, GpuCount] = Field(default={}, description=(
-        "GPUs guaranteed to it per GPU node group, by the group's name, such as {gpu: 64}; or `share`"))
+        "GPUs guaranteed to it per GPU node group, by the group's name, such as {gpu: 64}, up to the group's GPUs "
+        "at its largest size; or `share`"))
     share: Optional[float] = Field(default=None, gt=0, le=1, description=(
         "instead of `gpus`: the fraction of every shared GPU node group guaranteed to it, such as 0.25"))
     borrow: Union[bool, GpuCount] = Field(default=True, description=(
         "whether it may use idle GPUs beyond its guarantee: true (as many as are idle), false, or at most "
-        "this many more per node group"))
+        "this many more per node group (up to what a shared group has beyond its guarantee)"))
     lend: Union[bool, GpuCount] = Field(default=True, description=(
         "whether others may use its idle guaranteed GPUs (taken back by preemption when it needs them): "
-        "true, false, or at most this many per node group"))
+        "true, false, or at most this many per node group (up to its guarantee there)"))
     priority: Priority = Field(default="normal", description=(
         "its jobs' default priority and the highest it may use: high, normal or low (low jobs are "
         "preempted first; every team may run low jobs)"))

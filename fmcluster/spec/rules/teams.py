@@ -1,6 +1,7 @@
 """Teams rules: the `teams` section fits the cluster. Names each scheduler accepts and no two
-alike, guarantees in GPU node groups that exist, guarantees that fit each group, dedicated node
-groups of a team that exists, members and groups in the form the control plane takes them."""
+alike, guarantees in GPU node groups that exist, guarantees that fit each group, borrowing and
+lending that fit a shared group, numbers Slurm's accounting holds, dedicated node groups of a team
+that exists, members and groups in the form the control plane takes them."""
 
 from __future__ import annotations
 
@@ -69,12 +70,20 @@ def team_gpus_node_groups(spec: ClusterSpec) -> Iterator[Problem]:
 
 @rule
 def team_guarantees_fit(spec: ClusterSpec) -> Iterator[Problem]:
-    """The guarantees in a shared GPU node group add up to at most its GPUs at its largest size:
-    a guarantee the group cannot hold would be a promise broken on the first busy day."""
+    """The guarantees in a shared GPU node group add up to at most its GPUs at its largest size,
+    and a team's `gpus` in a group dedicated to it are at most the group's: a guarantee the group
+    cannot hold would be a promise broken on the first busy day (in a dedicated group, one the plan
+    would cut to the group's GPUs without a word)."""
     sizes, owners = shares.group_gpus(spec), shares.dedicated(spec)
     promised = shares.guarantees(spec)
     for group, gpus in sizes.items():
         if group in owners:
+            for i, team in enumerate(spec.teams):
+                if team.name == owners[group] and team.gpus.get(group, 0) > gpus:
+                    yield error(TEAMS + (i, "gpus", group), f"node group '{group}' is team '{team.name}''s alone "
+                                f"and has {gpus} GPUs at its largest size: all of them are its guarantee, not "
+                                f"{team.gpus[group]}", f"leave '{group}' out of `gpus` (a dedicated group's GPUs are "
+                                "all its team's), or grow the group")
             continue
         total = 0
         for i, team in enumerate(spec.teams):
@@ -87,6 +96,82 @@ def team_guarantees_fit(spec: ClusterSpec) -> Iterator[Problem]:
                             f"to '{team.name}' are guaranteed {total} of them ({others} before it, {wanted} here)",
                             "lower the guarantees, or grow the group: a team may still use more by borrowing")
                 break
+
+
+def _shared_extreme(sizes: dict[str, int], owners: dict[str, str], guaranteed: dict[str, int],
+                    measure: str) -> tuple[int, str]:
+    """Over the shared GPU node groups, the most GPUs a team could borrow beyond its guarantee in
+    one (`measure` "borrow": the group's GPUs less its guarantee) or lend of one ("lend": its
+    guarantee), and the group that gives it, in words; (0, "") where no group is shared."""
+    best, where = 0, ""
+    for group, gpus in sizes.items():
+        if group in owners:
+            continue
+        mine = guaranteed.get(group, 0)
+        figure = gpus - mine if measure == "borrow" else mine
+        if not where or figure > best:
+            best, where = figure, f"node group '{group}': {gpus} GPUs at its largest size, {mine} guaranteed to it"
+    return best, where
+
+
+@rule
+def team_borrow_lend_fit(spec: ClusterSpec) -> Iterator[Problem]:
+    """A number of GPUs a team may `borrow` or `lend` per node group fits a shared node group: at
+    most a group's GPUs beyond its guarantee there, at most its guarantee there. A larger number
+    says no more than `true`, and the schedulers would be handed it (Kueue's borrowingLimit) or
+    cut it to the group without a word."""
+    sizes, owners = shares.group_gpus(spec), shares.dedicated(spec)
+    for i, team in enumerate(spec.teams):
+        guaranteed = shares.team_guarantee(spec, team)
+        if not isinstance(team.borrow, bool):
+            room, where = _shared_extreme(sizes, owners, guaranteed, "borrow")
+            if team.borrow > room and not where:
+                yield error(TEAMS + (i, "borrow"), f"team '{team.name}' cannot borrow {team.borrow} GPUs: every GPU "
+                            "node group is dedicated to a team, none is shared to borrow in", "leave borrow out")
+            elif team.borrow > room:
+                yield error(TEAMS + (i, "borrow"), f"team '{team.name}' can borrow at most {room} GPUs beyond its "
+                            f"guarantee in a node group ({where}), not {team.borrow}",
+                            f"borrow: true for as many as are idle, or a number up to {room}" if room else
+                            "borrow: false: it is guaranteed every GPU of the shared node groups")
+        if not isinstance(team.lend, bool):
+            most, where = _shared_extreme(sizes, owners, guaranteed, "lend")
+            if team.lend > most and not where:
+                yield error(TEAMS + (i, "lend"), f"team '{team.name}' cannot lend {team.lend} GPUs: every GPU node "
+                            "group is dedicated to a team, and a dedicated group's GPUs are never lent",
+                            "leave lend out")
+            elif team.lend > most:
+                yield error(TEAMS + (i, "lend"), f"team '{team.name}' is guaranteed at most {most} GPUs in a shared "
+                            f"node group ({where}), so it cannot lend {team.lend}",
+                            f"lend: true lends all of its idle guarantee; or a number up to {most}" if most else
+                            "lend: false: it is guaranteed no GPUs of a shared node group to lend")
+
+
+@rule
+def team_slurm_limits_fit(spec: ClusterSpec) -> Iterator[Problem]:
+    """On Slurm, the numbers a team's account is given fit Slurm's accounting: its fair share
+    (its guaranteed GPUs) Slurm's Fairshare, a uint32 below the value that means "the parent's";
+    the GPUs it may hold when it may borrow only so far (GrpTRES=gres/gpu, summed over the node
+    groups it may use) a TRES count below Slurm's sentinels, where a larger number reads as no
+    limit."""
+    if spec.orchestrator.control_plane.scheduler != "slurm":
+        return
+    sizes, owners = shares.group_gpus(spec), shares.dedicated(spec)
+    for i, team in enumerate(spec.teams):
+        guaranteed = shares.team_guarantee(spec, team)
+        if sum(guaranteed.values()) > team_facts.SLURM_MAX_FAIRSHARE:
+            field = "gpus" if team.gpus else "share" if team.share is not None else "name"
+            yield error(TEAMS + (i, field), f"team '{team.name}' is guaranteed {sum(guaranteed.values())} GPUs, its "
+                        f"account's Fairshare, and Slurm's Fairshare holds at most {team_facts.SLURM_MAX_FAIRSHARE}",
+                        "guarantee it fewer GPUs, or make its node groups smaller")
+        if isinstance(team.borrow, bool):
+            continue
+        held = sum(gpus if owners.get(group) == team.name else min(gpus, guaranteed[group] + team.borrow)
+                   for group, gpus in sizes.items() if owners.get(group) in (None, team.name))
+        if held > team_facts.SLURM_MAX_TRES_COUNT:
+            yield error(TEAMS + (i, "borrow"), f"team '{team.name}' may hold {held} GPUs (GrpTRES=gres/gpu, summed "
+                        f"over the node groups it may use), more than a Slurm TRES count holds "
+                        f"({team_facts.SLURM_MAX_TRES_COUNT}): Slurm would read it as no limit",
+                        "borrow: true, or make its node groups smaller")
 
 
 @rule
