@@ -102,12 +102,16 @@ def _resolve(schema: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
 
 
 def _kind(schema: dict[str, Any], node: dict[str, Any]) -> tuple[str, dict[str, Any] | None, bool]:
-    """(type as written in the table, the object to descend into, whether the object is a list item)."""
+    """(type as written in the table, the object to descend into, whether the object is a list item),
+    from the field's JSON Schema: what its model accepts (tests/project/test_reference_types.py
+    holds each row to the model)."""
     options = [o for o in node.get("anyOf", [node]) if o.get("type") != "null"]
     names, inner, listed = [], None, False
     for option in options:
         option = _resolve(schema, option)
-        if "enum" in option:
+        if "const" in option:
+            names.append(f"`{option['const']}`")
+        elif "enum" in option:
             names.append(" \\| ".join(f"`{v}`" for v in option["enum"]))
         elif option.get("type") == "array":
             item = _resolve(schema, option.get("items", {}))
@@ -120,14 +124,17 @@ def _kind(schema: dict[str, Any], node: dict[str, Any]) -> tuple[str, dict[str, 
             names.append("object")
             inner = option
         elif option.get("type") == "object":
-            names.append("map of string to string" if option.get("additionalProperties") else "object")
+            values = option.get("additionalProperties")
+            names.append(f"map of string to {_kind(schema, values)[0]}" if isinstance(values, dict) and values
+                         else "object")
         else:
             names.append(option.get("type", "any"))
     return " or ".join(names), inner, listed
 
 
 def _bounds(node: dict[str, Any]) -> str:
-    found = [f"{word} {node[key]}" for key, word in (("minimum", "at least"), ("maximum", "at most"),
+    found = [f"{word} {node[key]}" for key, word in (("minimum", "at least"), ("exclusiveMinimum", "more than"),
+                                                     ("maximum", "at most"), ("exclusiveMaximum", "less than"),
                                                      ("minLength", "at least"), ("maxLength", "at most"),
                                                      ("minItems", "at least"), ("maxItems", "at most"))
              if key in node]
@@ -158,7 +165,9 @@ def fields(schema: dict[str, Any], node: dict[str, Any], prefix: str = "") -> li
         kind, inner, listed = _kind(schema, field)
         resolved = _resolve(schema, field)
         description = field.get("description") or resolved.get("description", "")
-        bounds = _bounds(field if "type" in field else resolved)
+        # an optional field's bounds are its one non-null option's (anyOf: [{...}, {"type": "null"}])
+        options = [o for o in field.get("anyOf", []) if o.get("type") != "null"]
+        bounds = _bounds(field if "type" in field else options[0] if len(options) == 1 else resolved)
         text = cell(description) + (f" ({bounds})" if bounds else "")
         rows.append((path, kind, _default(field, name in required), text))
         if inner is not None:
