@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Optional, Sequence
 
-from fmcluster.facts import catalog, openzfs
 from fmcluster.facts import health as health_facts
+from fmcluster.facts import openzfs
 from fmcluster.facts.catalog import InstanceType
-from fmcluster.facts.efa import efa_layout
 from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, HOME_PATH, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
 from fmcluster.model import expected
 from fmcluster.model.node import LUSTRE, SLURMD_UNIT, Containers, NodeSetup, SlurmPaths
@@ -270,13 +269,6 @@ def metrics_collectors(instance: InstanceType, metrics: Metrics, *, efa: bool) -
 
 APT_SETTINGS: dict[str, str | int] = {"APT_LOCK_TIMEOUT_SECONDS": APT_LOCK_TIMEOUT_SECONDS,
                                       "APT_ATTEMPTS": APT_ATTEMPTS, "APT_RETRY_SECONDS": APT_RETRY_SECONDS}
-
-
-def instance_entry(instance_type: str) -> InstanceType:
-    entry = catalog.get(instance_type)
-    if entry is None:
-        raise ValueError(f"unknown instance type {instance_type!r}: not in the instance catalog")
-    return entry
 
 
 def device_rdma(instance: InstanceType, efa: bool) -> bool:
@@ -647,11 +639,6 @@ def install_health(program: NodeProgram, model: ClusterModel, setup: NodeSetup, 
     if check.replace:
         program.replacement(refs.replacement_queue, model.region, model.name, check.plane)
     return program
-
-
-def efa_devices(instance: InstanceType, efa: bool) -> int:
-    """The EFA devices a node has (/sys/class/infiniband): one per EFA interface of its layout."""
-    return sum(1 for interface in efa_layout(instance, efa=efa) if interface.is_efa)
 
 
 BODY_FILE = f"{FMCLUSTER_LIB}/bootstrap.sh"  # where a compact script keeps its decoded body

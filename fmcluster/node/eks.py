@@ -5,16 +5,17 @@ hook writes the expected-GPUs metric with `expected_gpus_script`."""
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 import yaml
 
-from fmcluster.facts.catalog import InstanceType
-from fmcluster.facts.efa import lnet_efa_interfaces
 from fmcluster.facts.kubernetes import NOT_READY_TAINT
 from fmcluster.facts.node import TEXTFILE_DIR
 from fmcluster.node import bootstrap
-from fmcluster.node.refs import ClusterDetails
+from fmcluster.node.refs import ClusterDetails, NodeRefs
+
+if TYPE_CHECKING:
+    from fmcluster.model.cluster import ClusterModel, NodeGroup
 
 NODECONFIG_MEDIA_TYPE = "application/node.eks.aws"
 NODECONFIG_FILE = "fmcluster-nodeconfig.yaml"
@@ -53,11 +54,11 @@ NODE_SCRIPT_COMMENT = """\
 """
 
 
-def expected_gpus_script(instance: InstanceType) -> str:
+def expected_gpus_script(group: NodeGroup) -> str:
     """A shell script that writes the textfile metric `fmcluster_expected_gpus` of a node of
-    `instance` (bootstrap/textfile.sh; the HyperPod EKS hook)."""
-    program = bootstrap.NodeProgram(instance)
-    program.add("textfile.sh", "write_expected_gpus", EXPECTED_GPUS=instance.gpu_count or 0,
+    `group` (bootstrap/textfile.sh; the HyperPod EKS hook)."""
+    program = bootstrap.NodeProgram(group.instance)
+    program.add("textfile.sh", "write_expected_gpus", EXPECTED_GPUS=group.instance.gpu_count or 0,
                 TEXTFILE_DIR=TEXTFILE_DIR)
     return program.render(bootstrap.header(EXPECTED_GPUS_COMMENT))
 
@@ -67,47 +68,44 @@ def taint_flag(taints: Iterable[Mapping[str, str]]) -> str:
     return ",".join(f"{t['key']}={t.get('value', '')}:{t['effect']}" for t in taints)
 
 
-def node_script(instance: InstanceType, *, taints: Iterable[Mapping[str, str]] = (), lnet_efa: bool = False,
-                efa: bool = False, observability: bool = False, compact: bool = True,
-                health_seconds: int = 0) -> Optional[str]:
-    """The shell part of a managed node group's user data (bootstrap fragments), or None when the
-    node needs none: `observability`, the textfile metric fmcluster_expected_gpus; `lnet_efa`
-    (an EFA-enabled file system) on an EFA node, LNet over EFA for the FSx CSI driver's mounts;
-    on GPU nodes (and LNet ones) the readiness check, whose failure registers the node with the
-    NOT_READY_TAINT besides the group's `taints` (bootstrap/gate-kubelet.sh). `health_seconds`
-    (observability on, GPU nodes): fmcluster's node health check every so many seconds, for its
-    metrics and alerts (the EKS node monitoring agent and node repair take faulty nodes out)."""
-    lnet = lnet_efa_interfaces(instance, efa=efa, lustre_efa=lnet_efa)
+def node_script(model: ClusterModel, group: NodeGroup, refs: NodeRefs, *, compact: bool = True) -> Optional[str]:
+    """The shell part of a managed node group's user data (bootstrap fragments), from the model's
+    setup of the group (`model.node(group)`), or None when the node needs none: with metrics
+    (`refs.metrics`), the textfile metric fmcluster_expected_gpus and, on GPU nodes, fmcluster's
+    node health check, for its metrics and alerts (the EKS node monitoring agent and node repair
+    take faulty nodes out); LNet over EFA for an EFA-enabled file system (the FSx CSI driver's
+    mounts); on GPU nodes (and LNet ones) the readiness check, whose failure registers the node
+    with the NOT_READY_TAINT besides the group's taints (bootstrap/gate-kubelet.sh)."""
+    setup = model.node(group)
+    instance = group.instance
+    lnet = setup.lnet_efa_interfaces
     program = bootstrap.NodeProgram(instance)
-    if observability:
+    if refs.metrics:
         program.add("textfile.sh", "write_expected_gpus", EXPECTED_GPUS=instance.gpu_count or 0,
                     TEXTFILE_DIR=TEXTFILE_DIR)
     if lnet:
         program.lnet(lnet, install_client=True)
     if instance.is_gpu or lnet:
-        program.readiness(mounts=(), lnet_efa=lnet > 0)
-        program.add("gate-kubelet.sh", "gate_kubelet", REGISTER_TAINTS=taint_flag(taints),
+        program.readiness(mounts=setup.mounts, lnet_efa=lnet > 0)
+        program.add("gate-kubelet.sh", "gate_kubelet", REGISTER_TAINTS=taint_flag(group.taints),
                     NOT_READY_TAINT=NOT_READY_TAINT)
-    if observability and health_seconds and instance.is_gpu:
-        program.health(efa_devices=bootstrap.efa_devices(instance, efa), mounts=(), check_seconds=health_seconds,
-                       replace=False, slurm_bin="", runner="metrics")
+    if refs.metrics and setup.health is not None:
+        bootstrap.install_health(program, model, setup, refs)
     if not program.steps:
         return None
     return program.render(bootstrap.header(NODE_SCRIPT_COMMENT), compact=compact)
 
 
-def node_user_data(instance: InstanceType, *, raid0: bool, cluster: Optional[ClusterDetails] = None,
-                   taints: Iterable[Mapping[str, str]] = (), lnet_efa: bool = False, efa: bool = False,
-                   observability: bool = False, health_seconds: int = 0) -> Optional[str]:
+def node_user_data(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> Optional[str]:
     """The node group's user data: MIME multipart with the NodeConfig part (EKS merges it with
-    its own for managed node groups) and the node script (`node_script`); None when there is
-    neither."""
+    its own for managed node groups: the instance store striped for kubelet, and on a custom AMI
+    (the group's `ami_id`) the cluster `refs.eks_cluster` to join) and the node script
+    (`node_script`); None when there is neither."""
     parts: list[tuple[str, str, str]] = []  # (media type, file name, content)
-    document = node_config(raid0=raid0, cluster=cluster)
+    document = node_config(raid0=group.instance.nvme_disks > 0, cluster=refs.eks_cluster if group.ami_id else None)
     if document is not None:
         parts.append((NODECONFIG_MEDIA_TYPE, NODECONFIG_FILE, document))
-    script = node_script(instance, taints=taints, lnet_efa=lnet_efa, efa=efa, observability=observability,
-                         health_seconds=health_seconds)
+    script = node_script(model, group, refs)
     if script is not None:
         parts.append(("text/x-shellscript", NODE_SCRIPT, script))
     if not parts:

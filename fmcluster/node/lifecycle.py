@@ -114,7 +114,7 @@ def hooks(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> dict[str, st
     if refs.metrics and plane == HYPERPOD_SLURM:
         made[METRICS_HOOK] = metrics_hook(model, group)
     if refs.metrics and plane == HYPERPOD_EKS:
-        made[EXPECTED_GPUS_HOOK] = eks_node.expected_gpus_script(group.instance)
+        made[EXPECTED_GPUS_HOOK] = eks_node.expected_gpus_script(group)
     if model.teams and plane == HYPERPOD_SLURM and group.role == CONTROLLER:
         made[ACCOUNTING_HOOK] = accounting.install_script(
             parameter=accounting.parameter_name(model.name), region=model.region,

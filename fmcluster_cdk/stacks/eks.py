@@ -111,6 +111,10 @@ class EksClusterStack(cdk.Stack):
         self.observability = observability
         self.service_cidr = kubernetes.service_cidr(spec.network.vpc_cidr)
         self.cluster = self._cluster()
+        # what the nodes name of the other stacks, and the cluster the nodes of a custom AMI join
+        self.refs = node_groups.node_refs(self, model, storage, observability, eks_cluster=ClusterDetails(
+            self.cluster.cluster_name, self.cluster.cluster_endpoint, self.cluster.cluster_certificate_authority_data,
+            self.service_cidr) if any(g.ami_id for g in model.all_groups) else None)
         if spec.orchestrator.admin_role_arn:
             self.cluster.grant_access("AdminAccess", spec.orchestrator.admin_role_arn, [
                 eks.AccessPolicy.from_access_policy_name(ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER)])
@@ -224,10 +228,6 @@ class EksClusterStack(cdk.Stack):
             self._add_node_group(group, node_groups.node_group_stack(self, group.name, cluster_name=self.spec.name))
 
     def _add_node_group(self, group: NodeGroup, scope: Construct) -> None:
-        custom = None
-        if group.ami_id:
-            custom = ClusterDetails(self.cluster.cluster_name, self.cluster.cluster_endpoint,
-                                    self.cluster.cluster_certificate_authority_data, self.service_cidr)
         template = NodeLaunchTemplate(scope, "LaunchTemplate", props=LaunchTemplateProps(
             interfaces=group.interfaces, network_cards=group.instance.network_cards, subnet_id=None,
             security_group_ids=[self.network.node_security_group_id, self.cluster.cluster_security_group_id],
@@ -237,10 +237,7 @@ class EksClusterStack(cdk.Stack):
             placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.spec.name),
             capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
             tags=self.model.instance_tags(group), local_zone=group.local_zone,
-            user_data=eks_node.node_user_data(
-                group.instance, raid0=group.instance.nvme_disks > 0, cluster=custom, taints=group.taints,
-                efa=group.efa, lnet_efa=self.model.lustre_efa, observability=self.observability is not None,
-                health_seconds=self.model.health.check_seconds)))
+            user_data=eks_node.node_user_data(self.model, group, self.refs)))
         capacity_type = CAPACITY_TYPES[group.capacity.type]
         in_template = capacity_type == "CAPACITY_BLOCK"  # EKS wants a Capacity Block's type in the template
         subnets = tuple(self.network.region_subnet_ids) if group.role == SYSTEM else (self.network.gpu_subnet_id,)

@@ -16,7 +16,6 @@ from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import ClusterModel
 from fmcluster_cdk.constructs.hyperpod.cluster import CONTINUOUS, HyperPodCluster
 from fmcluster_cdk.constructs.hyperpod.dependencies import HyperPodDependencies, chart_values
-from fmcluster_cdk.stacks import node_groups
 from fmcluster_cdk.stacks.eks import EksClusterStack
 from fmcluster_cdk.stacks.hyperpod import HyperPodGroups, compute_group, node_recovery, provisioning_mode
 from fmcluster_cdk.stacks.reference import reference_repository_arns
@@ -55,8 +54,8 @@ class HyperPodEksStack(EksClusterStack):
         # fmcluster_expected_gpus (HyperPod nodes have no launch template user data); with an
         # EFA-enabled file system, which the FSx CSI driver mounts on the node, LNet over EFA first.
         self.instance_groups = HyperPodGroups(
-            self, "InstanceGroups", model=model, groups=groups, refs=node_groups.node_refs(
-                self, model, storage, observability), network=network, storage=storage, subnet_ids=subnets,
+            self, "InstanceGroups", model=model, groups=groups, refs=self.refs, network=network, storage=storage,
+            subnet_ids=subnets,
             security_group_ids=security_groups, eks_cluster_arn=self.cluster.cluster_arn,
             description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)",
             image_repository_arns=reference_repository_arns(self, model))

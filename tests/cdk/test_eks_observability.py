@@ -18,13 +18,13 @@ import pytest
 import yaml
 
 from fmcluster import observability
-from fmcluster.facts import catalog
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts import node as node_facts
 from fmcluster.kubernetes import charts as chart_pins
 from fmcluster.node import bootstrap
 from fmcluster.node import eks as eks_node
 from fmcluster.spec import loader
+from tests.support import nodes
 from tests.support.paths import EXAMPLES_DIR
 from tests.support.sandbox import Sandbox, Scenario, template_text, user_data_parts
 from tests.support.stacks import cluster, network, new_app, resources
@@ -33,6 +33,7 @@ pytestmark = pytest.mark.synth
 
 EXAMPLES = {"eks": "p5en-eks.yaml", "hyperpod-eks": "p5-hyperpod-eks.yaml"}
 WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123456789abcdef"
+URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123456789abcdef/api/v1/remote_write"
 CLUSTER_SG = "ClusterSecurityGroupId"
 JOBS = {"node": ("node-exporter", chart_pins.NODE_EXPORTER_PORT),
         "dcgm": ("dcgm-exporter", chart_pins.DCGM_EXPORTER_PORT),
@@ -51,7 +52,7 @@ def assembly(tmp_path_factory):
     """(cloud assembly directory, {'eks' | 'hyperpod-eks' | 'off': cluster stack}), synthesized once."""
     outdir = tmp_path_factory.mktemp("eks-observability") / "cdk.out"
     app = new_app(outdir)
-    workspace = types.SimpleNamespace(workspace_arn=WORKSPACE_ARN)
+    workspace = types.SimpleNamespace(workspace_arn=WORKSPACE_ARN, remote_write_url=URL)  # NAME-observability's
     stacks = {}
     for key, file, obs, stack_id in (("eks", EXAMPLES["eks"], workspace, None),
                                      ("hyperpod-eks", EXAMPLES["hyperpod-eks"], workspace, None),
@@ -268,13 +269,13 @@ def test_managed_node_groups_write_expected_gpus_from_the_catalog(assembly, tmp_
 
 
 def test_node_user_data_parts():
-    p5 = catalog.get("p5.48xlarge")
-    both = user_data_parts(eks_node.node_user_data(p5, raid0=True, observability=True))
+    p5 = nodes.group("eks", "p5.48xlarge")  # the instance store striped for kubelet: a NodeConfig
+    both = user_data_parts(eks_node.node_user_data(*p5, nodes.REFS))
     assert set(both) == {eks_node.NODECONFIG_FILE, eks_node.NODE_SCRIPT}
     assert "kind: NodeConfig" in both[eks_node.NODECONFIG_FILE][1]
-    cpu = catalog.get("m7i.2xlarge")
-    assert eks_node.node_user_data(cpu, raid0=False) is None  # no GPU, no metrics, no LNet: nothing to do
-    only_script = user_data_parts(eks_node.node_user_data(cpu, raid0=False, observability=True))
+    cpu = nodes.group("eks", "m7i.2xlarge")
+    assert eks_node.node_user_data(*cpu, nodes.NO_METRICS) is None  # no GPU, no metrics, no LNet: nothing to do
+    only_script = user_data_parts(eks_node.node_user_data(*cpu, nodes.REFS))
     assert set(only_script) == {eks_node.NODE_SCRIPT}
-    gpu_only = user_data_parts(eks_node.node_user_data(p5, raid0=False))  # the readiness check
+    gpu_only = user_data_parts(eks_node.node_user_data(*p5, nodes.NO_METRICS))  # the readiness check
     assert "gate_kubelet" in bootstrap.unpack(gpu_only[eks_node.NODE_SCRIPT][1])

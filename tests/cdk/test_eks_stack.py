@@ -63,6 +63,7 @@ ADDONS = {"eks-pod-identity-agent", "vpc-cni", "kube-proxy", "coredns", "eks-nod
 SUBNET_LZ = "subnet-0dddddddddddddddd"  # the GPU subnet in the Dallas Local Zone
 SUBNET_C = "subnet-0cccccccccccccccc"
 WORKSPACE_ARN = "arn:aws:aps:us-east-1:111122223333:workspace/ws-0123456789abcdef"
+URL = "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0123456789abcdef/api/v1/remote_write"
 TRAINING_PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/gb200"
 ULTRASERVER_RELEASES = {c.release for c in chart_pins.ULTRASERVER_CHARTS}
 
@@ -139,7 +140,7 @@ def build(app, spec):
 
     return cluster_stack(app, f"{spec.name}-cluster", model=resolve(spec), network=local_zone_network(),
                          storage=storage(spec), env=cdk.Environment(region=spec.region),
-                         observability=types.SimpleNamespace(workspace_arn=WORKSPACE_ARN))
+                         observability=types.SimpleNamespace(workspace_arn=WORKSPACE_ARN, remote_write_url=URL))
 
 
 @pytest.fixture(scope="module")

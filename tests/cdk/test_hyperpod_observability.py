@@ -20,6 +20,7 @@ import yaml
 from fmcluster.facts import catalog
 from fmcluster.facts import node as node_facts
 from fmcluster.model.cluster import CONTROLLER as CONTROLLER_GROUP
+from fmcluster.model.cluster import resolve
 from fmcluster.node import bootstrap, lifecycle
 from fmcluster.node import eks as eks_node
 from fmcluster.node.lifecycle import ACCOUNTING_HOOK, metrics_parameter_name
@@ -70,8 +71,9 @@ def test_hook_reuses_metrics_sh_verbatim():
 
 
 def test_hooks_shellcheck_clean(tmp_path):
+    expected_gpus = eks_node.expected_gpus_script(nodes.group("hyperpod-eks", "p5.48xlarge")[1])
     assert_shellcheck_clean(tmp_path, {"gpu": hook(), "controller": hook(CONTROLLER_GROUP),
-                                       "expected-gpus": eks_node.expected_gpus_script(catalog.get("p5.48xlarge"))})
+                                       "expected-gpus": expected_gpus})
 
 
 def run_hook(tmp_path, script: str, **scenario) -> tuple[Sandbox, subprocess.CompletedProcess]:
@@ -100,7 +102,7 @@ def test_hook_fails_without_a_url(tmp_path):
 
 def test_expected_gpus_hook_writes_the_textfile(tmp_path):
     node = Sandbox(tmp_path, Scenario(os_release="amzn2023", slurmd=False))
-    result = node.run(eks_node.expected_gpus_script(catalog.get("p5.48xlarge")))
+    result = node.run(eks_node.expected_gpus_script(nodes.group("hyperpod-eks", "p5.48xlarge")[1]))
     assert result.returncode == 0, result.stderr
     assert node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 8"
 
@@ -186,10 +188,10 @@ def test_nothing_without_observability(templates):
 def test_hyperpod_eks_groups_write_expected_gpus(templates):
     template, outdir = templates[0]["eks"], templates[1]
     spec = specs()["eks"]
-    by_name = {g.name: g for g in spec.node_groups}
+    by_name = {g.name: g for g in resolve(spec).node_groups}
     for name, group in groups(template).items():
         files = lifecycle_files(outdir, group)
         assert files[f"{lifecycle.HOOKS_DIR}/{lifecycle.EXPECTED_GPUS_HOOK}"] == \
-            eks_node.expected_gpus_script(by_name[name].instance)
+            eks_node.expected_gpus_script(by_name[name])
     # the managed scraper needs no URL on the nodes
     assert all("Name" not in p for p in resources(template, "AWS::SSM::Parameter").values())

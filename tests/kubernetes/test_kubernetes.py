@@ -5,13 +5,14 @@ import email
 import pytest
 import yaml
 
-from fmcluster.facts import catalog
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts.efa import InterfaceMode
 from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import resolve
 from fmcluster.node import eks as eks_node
+from fmcluster.node.refs import ClusterDetails
+from tests.support import nodes
 from tests.support.specs import base_spec, validated, with_
 from tests.support.ultraserver import gb200
 
@@ -43,16 +44,17 @@ def test_label_keys(key, ok):
 
 
 def test_node_user_data_raid0():
-    cpu = catalog.get("m7i.2xlarge")  # no GPU to check, no metrics: the NodeConfig alone
-    text = eks_node.node_user_data(cpu, raid0=True)
-    (part,) = email.message_from_string(text).get_payload()
+    gpu = nodes.group("eks", "p5.48xlarge")  # the instance store, striped for kubelet: the NodeConfig first
+    text = eks_node.node_user_data(*gpu, nodes.NO_METRICS)
+    (part, _script) = email.message_from_string(text).get_payload()
     assert part.get_content_type() == "application/node.eks.aws"
     assert "localStorage:\n      strategy: RAID0" in part.get_payload()
-    assert eks_node.node_user_data(cpu, raid0=False) is None
+    cpu = nodes.group("eks", "m7i.2xlarge")  # no instance store, no GPU to check, no metrics: nothing
+    assert eks_node.node_user_data(*cpu, nodes.NO_METRICS) is None
 
 
 def test_node_config_with_cluster_details():
-    details = eks_node.ClusterDetails("c", "https://ABC.eks.amazonaws.com", "Q0E=", "10.100.0.0/16")
+    details = ClusterDetails("c", "https://ABC.eks.amazonaws.com", "Q0E=", "10.100.0.0/16")
     document = eks_node.node_config(raid0=False, cluster=details)
     assert document == ("---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  cluster:\n    name: c\n"
                         "    apiServerEndpoint: https://ABC.eks.amazonaws.com\n    certificateAuthority: Q0E=\n"

@@ -461,10 +461,11 @@ def test_no_apt_no_unattended_upgrade_settings(tmp_path):
 
 # --- Amazon EKS: the user data's shell part -------------------------------------------------------
 
-def eks(instance_type="p5en.48xlarge", *, lnet_efa=False, efa=True, observability=True, taints=(GPU_TAINT,),
-        compact=True) -> str:
-    return node_eks.node_script(catalog.get(instance_type), taints=taints, lnet_efa=lnet_efa, efa=efa,
-                                  observability=observability, compact=compact)
+def eks(instance_type="p5en.48xlarge", *, lustre_efa=False, metrics=True, compact=True) -> str:
+    """The node script of an Amazon EKS group of the test spec (tests/support/nodes.py) of
+    `instance_type`, with an EFA-enabled file system or not, in an observed cluster or not."""
+    made, group = nodes.group("eks", instance_type, {"storage.lustre.efa": lustre_efa})
+    return node_eks.node_script(made, group, REFS if metrics else NO_METRICS, compact=compact)
 
 
 def eks_node(tmp_path, instance_type="p5en.48xlarge", **changes) -> Sandbox:
@@ -499,7 +500,7 @@ def test_eks_gpu_missing_registers_with_the_not_ready_taint(tmp_path):
 
 def test_eks_efa_file_system_installs_the_client_and_configures_lnet(tmp_path):
     node = eks_node(tmp_path, lustre_client=False)
-    result = node.run(eks(lnet_efa=True))
+    result = node.run(eks(lustre_efa=True))
     assert result.returncode == 0, result.stderr
     assert node.lines("dnf") == ["dnf install -y -q lustre-client"]
     efa = [c.args[5] for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")]
@@ -509,19 +510,19 @@ def test_eks_efa_file_system_installs_the_client_and_configures_lnet(tmp_path):
 
 def test_eks_lnet_failure_taints_the_node(tmp_path):
     node = eks_node(tmp_path, lustre_client=False, dnf_lustre=False)
-    result = node.run(eks(lnet_efa=True))
+    result = node.run(eks(lustre_efa=True))
     assert result.returncode == 1 and "setup_lnet_efa failed" in result.stderr
     (flag,) = yaml.safe_load(node.file(NOT_READY))["spec"]["kubelet"]["flags"]
     assert flag.endswith(f",{k8s.NOT_READY_TAINT}=lnet-efa:NoSchedule")
 
 
 def test_eks_cpu_group_needs_no_script_without_observability():
-    assert eks("m7i.2xlarge", efa=False, observability=False, taints=()) is None
+    assert eks("m7i.2xlarge", metrics=False) is None
 
 
 def test_eks_cpu_group_writes_its_expected_gpus(tmp_path):
     node = eks_node(tmp_path, "m7i.2xlarge")
-    result = node.run(eks("m7i.2xlarge", efa=False, taints=()))
+    result = node.run(eks("m7i.2xlarge"))
     assert result.returncode == 0, result.stderr
     assert node.file(f"{node_facts.TEXTFILE_DIR}/fmcluster.prom").splitlines()[-1] == "fmcluster_expected_gpus 0"
     assert not node.calls("nvidia-smi")

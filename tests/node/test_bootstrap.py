@@ -202,11 +202,8 @@ def eks_user_data(name: str) -> tuple[str, str]:
     """An Amazon EKS group's user data, and the node script it carries (fmcluster.node.eks)."""
     instance_type, lustre_efa, observed, group_name = EKS_VARIANTS[name]
     made, group = nodes.group("eks", instance_type, {"storage.lustre.efa": lustre_efa}, name=group_name)
-    instance = group.instance
-    options = dict(taints=group.taints, lnet_efa=made.lustre_efa, efa=group.efa, observability=observed,
-                   health_seconds=made.health.check_seconds)
-    text = eks_node.node_user_data(instance, raid0=instance.nvme_disks > 0, **options)
-    return text, eks_node.node_script(instance, **options)
+    refs = REFS if observed else NO_METRICS
+    return eks_node.node_user_data(made, group, refs), eks_node.node_script(made, group, refs)
 
 
 @pytest.mark.parametrize("name", sorted(EKS_VARIANTS))

@@ -834,15 +834,16 @@ def test_eks_gpu_nodes_run_the_check_for_its_metrics_only(tmp_path):
     check runs from the same timer, without Slurm, for the metrics NodeUnhealthy alerts on."""
     from fmcluster.node import eks
 
-    entry = bootstrap.instance_entry("p5en.48xlarge")
-    script = eks.node_script(entry, efa=True, observability=True, health_seconds=300, compact=False)
+    made, gpu = nodes.group("eks", "p5en.48xlarge")
+    entry = gpu.instance
+    script = eks.node_script(made, gpu, nodes.REFS, compact=False)
     assert script is not None and "  step install_node_health" in script and "HEALTH_RUNNER='metrics'" in script
     assert "install_request_replacement" not in script
-    assert "install_node_health" not in (eks.node_script(entry, efa=True, observability=True, compact=False) or "")
+    # without the cluster's metrics (no NAME-observability), nothing to check for
+    assert "install_node_health" not in (eks.node_script(made, gpu, nodes.NO_METRICS, compact=False) or "")
     sandbox = Sandbox(tmp_path, Scenario(gpus=entry.gpu_count, nvme_disks=0, efa_devices=entry.max_efa_interfaces,
                                          xids=(79,)))
-    program = bootstrap.NodeProgram(entry).health(efa_devices=bootstrap.efa_devices(entry, True), mounts=(),
-                                                  check_seconds=300, replace=False, slurm_bin="", runner="metrics")
+    program = bootstrap.install_health(bootstrap.NodeProgram(entry), made, made.node(gpu), nodes.REFS)
     assert sandbox.run(program.render(bootstrap.header())).returncode == 0
     unit = sandbox.file("/etc/systemd/system/fmcluster-node-health.service")
     assert f"ExecStart={HEALTH}\n" in unit and "After=kubelet.service" in unit

@@ -24,6 +24,7 @@ import pytest
 from fmcluster.facts import health as health_facts
 from fmcluster.facts import node as node_facts
 from fmcluster.node import bootstrap
+from tests.support import nodes as node_models
 from tests.support.sandbox import GPU_STANDINS
 from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, find, release_id, require_slurm
 
@@ -52,7 +53,7 @@ exec "$FMCLUSTER_ROOT{program}" --slurm
 def install(nodes: Path, name: str, mounts: tuple[str, ...], slurm_bin: Path | None = None) -> None:
     """The node script's health step, run for node `name` (its root under `nodes`), Slurm's
     commands in `slurm_bin` (SlurmCluster.node_bin; by default this machine's)."""
-    instance = bootstrap.instance_entry("p5.48xlarge")
+    instance = node_models.group("pcs", "p5.48xlarge")[1].instance
     slurm_bin = slurm_bin or Path(find("scontrol")).parent
     program = bootstrap.NodeProgram(instance).health(efa_devices=0, mounts=mounts, check_seconds=60,
                                                      replace=False, slurm_bin=str(slurm_bin), runner="slurm")
