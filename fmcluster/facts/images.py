@@ -28,7 +28,7 @@ BUILD_INSTANCE_TYPES = {"x86_64": "c6i.2xlarge", "arm64": "c7g.2xlarge"}
 BUILD_INSTANCE_VCPUS = {"c6i.2xlarge": 8, "c7g.2xlarge": 8}  # EC2's figures (the instance catalog holds GPU nodes)
 # ... and the EC2 vCPU quota their On-Demand instances count against (C: a Standard family)
 BUILD_INSTANCE_QUOTAS: dict[str, VcpuQuota] = {"c6i.2xlarge": STANDARD_VCPUS, "c7g.2xlarge": STANDARD_VCPUS}
-# AWS PCS runs node lifecycle actions (the node program, fmcluster.node.actions) from agent 1.5.0-1 on
+# AWS PCS runs node lifecycle actions (the node program, fmcluster.node.pcs) from agent 1.5.0-1 on
 # (PCS User Guide, "Configure node lifecycle actions"); a PCS AMI names its agent in its description
 # ("PCS Agent: 1.5.0-1. Slurm: ...").
 PCS_AGENT_MIN = "1.5.0-1"

@@ -14,7 +14,7 @@ from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model import expected
 from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.model.teams import Team
-from fmcluster.node import bootstrap
+from fmcluster.node import nccl
 
 PYTORCH_IMAGE_REF = "nvcr.io/nvidia/pytorch:25.01-py3"  # NGC PyTorch 25.01: CUDA 12.8, Blackwell and Grace
 SMOKE_STEPS = 20
@@ -214,16 +214,16 @@ def expected_json(model: ClusterModel, groups: Optional[tuple[NodeGroup, ...]] =
 # hugetlb limit of 0, and a huge page it touches anyway is a SIGBUS. AWS's EKS nccl-tests sample
 # asks for 5,120 MiB of them; fmcluster's nodes do not reserve any, so the kit's MPI and torchrun
 # ranks turn the provider's use of them off (libfabric fi_efa(7): FI_EFA_USE_HUGE_PAGE).
-NO_HUGE_PAGES = bootstrap.NcclSetting(
+NO_HUGE_PAGES = nccl.NcclSetting(
     "FI_EFA_USE_HUGE_PAGE", "0", "no huge pages in the container: the pod asks for none (hugetlb limit 0)")
 
 
 def environment(group: NodeGroup, *, efa: Optional[bool] = None) -> list[dict[str, str]]:
-    """The node bootstrap's EFA / NCCL settings (bootstrap.nccl_settings) as container env, and no
+    """The node bootstrap's EFA / NCCL settings (fmcluster.node.nccl) as container env, and no
     huge pages (NO_HUGE_PAGES) where EFA is used; `efa`: whether the pod uses it (default: the
     group's)."""
     efa = group.efa if efa is None else efa
-    settings = list(bootstrap.nccl_settings(group.instance, efa))
+    settings = list(nccl.nccl_settings(group.instance, efa))
     if efa:
         settings.append(NO_HUGE_PAGES)
     return [{"name": s.name, "value": s.value} for s in settings]

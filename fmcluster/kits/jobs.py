@@ -30,7 +30,7 @@ from fmcluster.kits.common import (
 from fmcluster.model import expected
 from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.model.teams import Team
-from fmcluster.node import bootstrap, topology
+from fmcluster.node import nccl, topology
 
 # The images the jobs run. nccl-tests and fio: the group's reference image, built by NAME-reference
 # (fmcluster.kits.reference), or IMAGE; the PyTorch smoke test: NVIDIA's PyTorch container
@@ -94,7 +94,7 @@ def _header(model: ClusterModel, group: NodeGroup, test: str, hours: int) -> lis
 
 def _nccl_environment() -> list[str]:
     return ["# the EFA / NCCL environment of the node (fmcluster's bootstrap); Pyxis passes it into the container",
-            f"# shellcheck source=/dev/null\n[[ -r {bootstrap.NCCL_ENV_FILE} ]] && source {bootstrap.NCCL_ENV_FILE}"]
+            f"# shellcheck source=/dev/null\n[[ -r {nccl.NCCL_ENV_FILE} ]] && source {nccl.NCCL_ENV_FILE}"]
 
 
 # The nccl and fio steps run the image as one Pyxis named container a node for the whole job

@@ -15,7 +15,7 @@ from fmcluster.facts.inference import Serving
 from fmcluster.kits import common, placement
 from fmcluster.kubernetes import charts, kueue
 from fmcluster.model.cluster import ClusterModel, NodeGroup
-from fmcluster.node import bootstrap
+from fmcluster.node import nccl
 
 RAY_PORT = 6379  # Ray's default GCS port (`ray start --head`)
 # The serving job's outputs: a directory of their own, so that the acceptance kit's results/
@@ -199,7 +199,7 @@ def slurm_serve_sbatch(model: ClusterModel) -> str:
         f"MODEL_PATH={shlex.quote(serving.path)}",
         'mkdir -p "$SLURM_SUBMIT_DIR/' + RESULTS + '"',
         "# the EFA / NCCL environment of the node (fmcluster's bootstrap); Pyxis passes it into the container",
-        f"# shellcheck source=/dev/null\n[[ -r {bootstrap.NCCL_ENV_FILE} ]] && source {bootstrap.NCCL_ENV_FILE}",
+        f"# shellcheck source=/dev/null\n[[ -r {nccl.NCCL_ENV_FILE} ]] && source {nccl.NCCL_ENV_FILE}",
         "export HF_HUB_OFFLINE=1  # the weights are on the file system: never ask a hub",
         f'mounts="$MODEL_PATH:$MODEL_PATH:{CONTAINER_MOUNTS_FLAGS}"',
         'mapfile -t hosts < <(scontrol show hostnames "$SLURM_JOB_NODELIST")',
@@ -243,7 +243,7 @@ def slurm_serve_sbatch(model: ClusterModel) -> str:
 # --- Kubernetes -------------------------------------------------------------------------------
 
 def environment(group: NodeGroup, *, efa: bool) -> list[dict[str, str]]:
-    """Container env: the node bootstrap's EFA / NCCL settings (bootstrap.nccl_settings; EFA's only
+    """Container env: the node bootstrap's EFA / NCCL settings (fmcluster.node.nccl; EFA's only
     for pods that ask for the EFA interfaces), no huge pages with EFA, no hub."""
     return [*common.environment(group, efa=efa), {"name": "HF_HUB_OFFLINE", "value": "1"}]
 

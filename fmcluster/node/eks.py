@@ -11,8 +11,9 @@ import yaml
 
 from fmcluster.facts.kubernetes import NOT_READY_TAINT
 from fmcluster.facts.node import TEXTFILE_DIR
-from fmcluster.node import bootstrap
+from fmcluster.node.program import NodeProgram, install_health
 from fmcluster.node.refs import ClusterDetails, NodeRefs
+from fmcluster.node.shell import header, mime_multipart
 
 if TYPE_CHECKING:
     from fmcluster.model.cluster import ClusterModel, NodeGroup
@@ -57,10 +58,10 @@ NODE_SCRIPT_COMMENT = """\
 def expected_gpus_script(group: NodeGroup) -> str:
     """A shell script that writes the textfile metric `fmcluster_expected_gpus` of a node of
     `group` (bootstrap/textfile.sh; the HyperPod EKS hook)."""
-    program = bootstrap.NodeProgram(group.instance)
+    program = NodeProgram(group.instance)
     program.add("textfile.sh", "write_expected_gpus", EXPECTED_GPUS=group.instance.gpu_count or 0,
                 TEXTFILE_DIR=TEXTFILE_DIR)
-    return program.render(bootstrap.header(EXPECTED_GPUS_COMMENT))
+    return program.render(header(EXPECTED_GPUS_COMMENT))
 
 
 def taint_flag(taints: Iterable[Mapping[str, str]]) -> str:
@@ -79,7 +80,7 @@ def node_script(model: ClusterModel, group: NodeGroup, refs: NodeRefs, *, compac
     setup = model.node(group)
     instance = group.instance
     lnet = setup.lnet_efa_interfaces
-    program = bootstrap.NodeProgram(instance)
+    program = NodeProgram(instance)
     if refs.metrics:
         program.add("textfile.sh", "write_expected_gpus", EXPECTED_GPUS=instance.gpu_count or 0,
                     TEXTFILE_DIR=TEXTFILE_DIR)
@@ -90,10 +91,10 @@ def node_script(model: ClusterModel, group: NodeGroup, refs: NodeRefs, *, compac
         program.add("gate-kubelet.sh", "gate_kubelet", REGISTER_TAINTS=taint_flag(group.taints),
                     NOT_READY_TAINT=NOT_READY_TAINT)
     if refs.metrics and setup.health is not None:
-        bootstrap.install_health(program, model, setup, refs)
+        install_health(program, model, setup, refs)
     if not program.steps:
         return None
-    return program.render(bootstrap.header(NODE_SCRIPT_COMMENT), compact=compact)
+    return program.render(header(NODE_SCRIPT_COMMENT), compact=compact)
 
 
 def node_user_data(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> Optional[str]:
@@ -110,4 +111,4 @@ def node_user_data(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> Opt
         parts.append(("text/x-shellscript", NODE_SCRIPT, script))
     if not parts:
         return None
-    return bootstrap.mime_multipart(parts)
+    return mime_multipart(parts)

@@ -25,12 +25,12 @@ import yaml
 from fmcluster.facts import controlplanes, health
 from fmcluster.facts import images as image_facts
 from fmcluster.model.cluster import NodeImage
-from fmcluster.node import bootstrap
+from fmcluster.node import runtime, shell
 
 SCRIPTS = Path(__file__).parent / "scripts" / "image"
 COMPONENT_DATA_LIMIT = 16000  # characters of AWS::ImageBuilder::Component Data
 SCHEMA_VERSION = 1.0  # AWSTOE's document schema version
-IMAGE_MANIFEST = bootstrap.IMAGE_MANIFEST  # what the bake installed (bake.sh)
+IMAGE_MANIFEST = runtime.IMAGE_MANIFEST  # what the bake installed (bake.sh)
 BUILD_DIR = "/var/tmp/fmcluster-image"  # the sources while they build; removed after
 OS_RELEASE = "/etc/os-release"
 BAKE_TIMEOUT_SECONDS = 3600  # the build step (AWSTOE's default is 7200)
@@ -38,6 +38,8 @@ CHECK_TIMEOUT_SECONDS = 600  # the test step
 CHECK_EXPORTER_PORT = 19100  # a loopback port the test phase starts a node exporter on
 CHECK_EXPORTER_TRIES = 30  # seconds it may take to serve /metrics
 DIGEST_PLACEHOLDER = "0" * 64  # IMAGE_DIGEST while the digest is computed
+# The bake's apt-get (fmcluster/node/scripts/boot/apt.sh): its DPkg::Lock::Timeout, and its tries
+APT_SETTINGS: dict[str, str | int] = {"APT_LOCK_TIMEOUT_SECONDS": 300, "APT_ATTEMPTS": 5, "APT_RETRY_SECONDS": 30}
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,8 @@ def own_image_needs(plane: str, slurm_prefix: str, *, containers: bool, metrics:
     without any of it is not ready and never takes a job."""
     needs = []
     if containers:
-        needs += [f"Enroot {bootstrap.ENROOT_VERSION} (/usr/bin/enroot)",
-                  f"Pyxis {bootstrap.PYXIS_TAG} built against the Slurm at {slurm_prefix} "
+        needs += [f"Enroot {runtime.ENROOT_VERSION} (/usr/bin/enroot)",
+                  f"Pyxis {runtime.PYXIS_TAG} built against the Slurm at {slurm_prefix} "
                   f"({slurm_prefix}/lib/slurm/spank_pyxis.so)"]
     if metrics:
         for package, versions in exporter_pins().items():
@@ -87,18 +89,18 @@ def own_image_needs(plane: str, slurm_prefix: str, *, containers: bool, metrics:
 
 def pins(image: NodeImage) -> dict[str, str | int]:
     """The settings both scripts share: the image and what it pins."""
-    return {"IMAGE_KEY": image.key, "IMAGE_MANIFEST": IMAGE_MANIFEST, "ENROOT_VERSION": bootstrap.ENROOT_VERSION,
-            "ENROOT_COMMIT": bootstrap.ENROOT_COMMIT, "PYXIS_TAG": bootstrap.PYXIS_TAG,
-            "PYXIS_COMMIT": bootstrap.PYXIS_COMMIT, "SLURM_PREFIX": image.slurm_prefix}
+    return {"IMAGE_KEY": image.key, "IMAGE_MANIFEST": IMAGE_MANIFEST, "ENROOT_VERSION": runtime.ENROOT_VERSION,
+            "ENROOT_COMMIT": runtime.ENROOT_COMMIT, "PYXIS_TAG": runtime.PYXIS_TAG,
+            "PYXIS_COMMIT": runtime.PYXIS_COMMIT, "SLURM_PREFIX": image.slurm_prefix}
 
 
 def bake_settings(image: NodeImage, digest: str) -> dict[str, str | int]:
-    return {**pins(image), "IMAGE_DIGEST": digest, "ENROOT_REPOSITORY": bootstrap.ENROOT_REPOSITORY,
-            "ENROOT_SUBMODULES": " ".join(bootstrap.ENROOT_SUBMODULES.values()),
-            "PYXIS_REPOSITORY": bootstrap.PYXIS_REPOSITORY, "CONTAINER_PACKAGES": bootstrap.CONTAINER_PACKAGES,
-            "DOWNLOAD_ATTEMPTS": bootstrap.DOWNLOAD_ATTEMPTS,
-            "DOWNLOAD_RETRY_SECONDS": bootstrap.DOWNLOAD_RETRY_SECONDS, "BUILD_DIR": BUILD_DIR,
-            "OS_RELEASE": OS_RELEASE, **bootstrap.APT_SETTINGS}
+    return {**pins(image), "IMAGE_DIGEST": digest, "ENROOT_REPOSITORY": runtime.ENROOT_REPOSITORY,
+            "ENROOT_SUBMODULES": " ".join(runtime.ENROOT_SUBMODULES.values()),
+            "PYXIS_REPOSITORY": runtime.PYXIS_REPOSITORY, "CONTAINER_PACKAGES": runtime.CONTAINER_PACKAGES,
+            "DOWNLOAD_ATTEMPTS": runtime.DOWNLOAD_ATTEMPTS,
+            "DOWNLOAD_RETRY_SECONDS": runtime.DOWNLOAD_RETRY_SECONDS, "BUILD_DIR": BUILD_DIR,
+            "OS_RELEASE": OS_RELEASE, **APT_SETTINGS}
 
 
 def check_settings(image: NodeImage) -> dict[str, str | int]:
@@ -115,21 +117,21 @@ def program(settings: Mapping[str, str | int], parts: tuple[Path, ...], entry: s
     instance), the settings, the fragments `parts` and a call of `entry` (its failure fails the
     program), without comment lines."""
     head = "#!/bin/bash\nset -euo pipefail\nROOT=${FMCLUSTER_ROOT:-}\n"
-    body = [bootstrap.fragment(part) for part in parts]
-    return bootstrap.without_comments("\n".join([head + bootstrap._settings(settings), *body, f"{entry}\n"]))
+    body = [shell.fragment(part) for part in parts]
+    return shell.without_comments("\n".join([head + shell.settings_block(settings), *body, f"{entry}\n"]))
 
 
 def bake_script(image: NodeImage, digest: str = DIGEST_PLACEHOLDER) -> str:
     """The build phase's script (scripts/image/bake.sh), `digest` recorded in the manifest."""
     return program(bake_settings(image, digest),
-                   (bootstrap.SCRIPTS / "common.sh", bootstrap.SCRIPTS / "apt.sh", SCRIPTS / "exporters.sh",
+                   (shell.SCRIPTS / "common.sh", shell.SCRIPTS / "apt.sh", SCRIPTS / "exporters.sh",
                     SCRIPTS / "bake.sh"), "bake_image")
 
 
 def check_script(image: NodeImage) -> str:
     """The test phase's script (scripts/image/check.sh)."""
     return program(check_settings(image),
-                   (bootstrap.SCRIPTS / "common.sh", SCRIPTS / "check.sh"), "check_image")
+                   (shell.SCRIPTS / "common.sh", SCRIPTS / "check.sh"), "check_image")
 
 
 class _BlockDumper(yaml.SafeDumper):

@@ -36,10 +36,10 @@ def multi_node_efa_gpu(group: NodeGroup) -> bool:
 
 
 def publishes_network_features(model: ClusterModel, group: NodeGroup) -> bool:
-    """The group's nodes run network-features (bootstrap.node_program(network_features=True)): on
-    AWS PCS, a multi-node EFA GPU group of a type EC2's topology covers, not UltraServers (PCS's
-    block topology places them)."""
-    return model.control_plane.type == image_facts.PCS and group.network_placed
+    """The group's nodes run network-features (the model's setup of the group, which
+    fmcluster.node.pcs.node_program follows): on AWS PCS, a multi-node EFA GPU group of a type
+    EC2's topology covers, not UltraServers (PCS's block topology places them)."""
+    return model.node(group).network_features
 
 
 def slurm_group_placement(model: ClusterModel, group: NodeGroup) -> Optional[str]:

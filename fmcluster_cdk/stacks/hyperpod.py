@@ -17,7 +17,8 @@ from fmcluster.model.cluster import COMPUTE as COMPUTE_ROLE
 from fmcluster.model.cluster import CONTROLLER as CONTROLLER_ROLE
 from fmcluster.model.cluster import LOGIN as LOGIN_ROLE
 from fmcluster.model.cluster import OPENZFS, ClusterModel, NodeGroup
-from fmcluster.node import accounting, lifecycle
+from fmcluster.node import accounting
+from fmcluster.node import hyperpod as hyperpod_node
 from fmcluster.node.refs import NodeRefs
 from fmcluster.spec.models import ClusterSpec
 from fmcluster_cdk.constructs.compute.node_replacer import NodeReplacer
@@ -55,7 +56,7 @@ def threads_per_core(group: NodeGroup) -> int:
 class HyperPodGroups(Construct):
     """Lifecycle folders and the execution role for a set of instance groups, and the
     `InstanceGroup`s themselves. `model`: the cluster, whose setup of each group its lifecycle
-    folder renders (fmcluster.node.lifecycle.bundle: the entry script and its hooks), under the
+    folder renders (fmcluster.node.hyperpod.bundle: the entry script and its hooks), under the
     cluster's prefix. `groups`: the instance groups without role and lifecycle
     (`execution_role_arn` and `lifecycle_uri` are filled in here). `refs`: what their scripts name
     of the other stacks (fmcluster.node.refs). `workspace_arn`, `metrics_parameter_arn`: the role's
@@ -74,7 +75,7 @@ class HyperPodGroups(Construct):
         super().__init__(scope, construct_id)
         self.scripts: dict[str, LifecycleScripts] = {
             g.name: LifecycleScripts(self, f"Lifecycle-{g.name}", cluster=model.name,
-                                     bundle=lifecycle.bundle(model, model.group(g.name), refs))
+                                     bundle=hyperpod_node.bundle(model, model.group(g.name), refs))
             for g in groups}
         buckets = storage.bucket_arns or {}
         self.role = HyperPodExecutionRole(self, "ExecutionRole", description=description, policy=ExecutionPolicyProps(
@@ -105,7 +106,7 @@ def compute_group(m: ClusterModel, group: NodeGroup, images: Optional[ImagesRefs
     type and partition, FSx, Kubernetes labels and taints)."""
     return InstanceGroup(
         name=group.name, instance_type=group.instance_type, count=group.max_count, execution_role_arn="",
-        lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT, threads_per_core=threads_per_core(group),
+        lifecycle_uri="", on_init_complete=hyperpod_node.ENTRYPOINT, threads_per_core=threads_per_core(group),
         volume_gib=group.root_volume_gib, deep_health_checks=deep_health_checks(m, group),
         interface_type=m.control_plane.interface_mode.value if group.efa else None,
         training_plan_arn=group.capacity.training_plan_arn, spot=group.capacity.type == SPOT,
@@ -169,8 +170,8 @@ class HyperPodSlurmStack(cdk.Stack):
         refs = node_groups.node_refs(self, model, storage, observability)
         fsx = self.fsx_lustre(spec, refs)
         home = self.fsx_openzfs(model, refs)
-        common: dict[str, Any] = dict(execution_role_arn="", lifecycle_uri="", on_init_complete=lifecycle.ENTRYPOINT,
-                                      fsx_lustre=fsx, fsx_openzfs=home)
+        common: dict[str, Any] = dict(execution_role_arn="", lifecycle_uri="",
+                                      on_init_complete=hyperpod_node.ENTRYPOINT, fsx_lustre=fsx, fsx_openzfs=home)
         own = [g for g in (model.controller, model.login) if g is not None]  # the controller, the login nodes
         groups = [InstanceGroup(name=g.name, instance_type=g.instance_type, count=g.max_count,
                                 threads_per_core=threads_per_core(g), volume_gib=g.root_volume_gib,
@@ -237,16 +238,16 @@ class HyperPodSlurmStack(cdk.Stack):
 
     def _metrics(self, spec: ClusterSpec, observability: ObservabilityRefs) -> dict[str, Any]:
         """The SSM parameter with the remote-write URL, which every group's `50-metrics.sh` hook
-        reads (fmcluster.node.lifecycle.metrics_hook), and HyperPodGroups' metrics arguments: the
+        reads (fmcluster.node.hyperpod.metrics_hook), and HyperPodGroups' metrics arguments: the
         role's permissions on the workspace and the parameter."""
         parameter = self.metrics_parameter = ssm.StringParameter(
-            self, "MetricsRemoteWriteUrl", parameter_name=lifecycle.metrics_parameter_name(spec.name),
+            self, "MetricsRemoteWriteUrl", parameter_name=hyperpod_node.metrics_parameter_name(spec.name),
             string_value=observability.remote_write_url,
             description=f"remote-write URL of the Prometheus workspace of {spec.name} (lifecycle hook 50-metrics.sh)")
         return {"workspace_arn": observability.workspace_arn, "metrics_parameter_arn": parameter.parameter_arn}
 
     def _teams(self, database: Any) -> dict[str, Any]:
-        """The teams' SSM parameter, which the controller's hook applies (fmcluster.node.lifecycle.hooks:
+        """The teams' SSM parameter, which the controller's hook applies (fmcluster.node.hyperpod.hooks:
         fmcluster.node.accounting's program and its timer), and the role's permissions on the
         parameter and the database's secret, which HyperPodGroups takes."""
         if database is None:

@@ -49,7 +49,7 @@ class HyperPodEksStack(EksClusterStack):
         security_groups = [network.node_security_group_id, self.cluster.cluster_security_group_id]
         if any(model.efa_groups.values()):
             security_groups.append(network.efa_security_group_id)
-        # Each group's lifecycle folder is its setup's (fmcluster.node.lifecycle.bundle): with
+        # Each group's lifecycle folder is its setup's (fmcluster.node.hyperpod.bundle): with
         # observability, the hook that writes the node exporter chart's textfile metric
         # fmcluster_expected_gpus (HyperPod nodes have no launch template user data); with an
         # EFA-enabled file system, which the FSx CSI driver mounts on the node, LNet over EFA first.

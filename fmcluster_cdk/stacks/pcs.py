@@ -14,7 +14,8 @@ from constructs import Construct
 from fmcluster.facts.controlplanes import pcs_ami_parameter
 from fmcluster.facts.images import PCS, slurm_prefix
 from fmcluster.model.cluster import COMPUTE, LOGIN, ClusterModel, NodeGroup
-from fmcluster.node import accounting, actions, topology
+from fmcluster.node import accounting, topology
+from fmcluster.node import pcs as pcs_node
 from fmcluster_cdk.constructs.compute.launch_template import LaunchTemplateProps, NodeLaunchTemplate
 from fmcluster_cdk.constructs.compute.node_replacer import NodeReplacer
 from fmcluster_cdk.constructs.compute.node_role import NodeRole
@@ -129,7 +130,7 @@ class PcsClusterStack(cdk.Stack):
             sid="SlurmTeamsRead", actions=["ssm:GetParameter"], resources=[parameter.parameter_arn])])
         return parameter
 
-    def _accounting_action(self, group: NodeGroup) -> list[actions.LifecycleScript]:
+    def _accounting_action(self, group: NodeGroup) -> list[pcs_node.LifecycleScript]:
         """On the login nodes of a cluster with teams: fmcluster-accounting and its timer, which
         apply the teams from the SSM parameter at boot and on every change (sacctmgr talks to PCS's
         slurmdbd from a login node)."""
@@ -138,8 +139,8 @@ class PcsClusterStack(cdk.Stack):
         text = accounting.install_script(parameter=accounting.parameter_name(self.model.name),
                                          region=self.model.spec.region,
                                          slurm_bin=slurm_prefix(PCS, self.slurm_version) + "/bin")
-        return [actions.LifecycleScript("fmcluster accounting", actions.NODE_READY, actions.FIRST_BOOT_ONLY,
-                                        actions.CONTINUE, text)]
+        return [pcs_node.LifecycleScript("fmcluster accounting", pcs_node.NODE_READY, pcs_node.FIRST_BOOT_ONLY,
+                                        pcs_node.CONTINUE, text)]
 
     def _ami(self, group: NodeGroup) -> str:
         """The group's `ami_id`, else its baked node image's AMI, else the PCS-ready DLAMI."""
@@ -163,8 +164,8 @@ class PcsClusterStack(cdk.Stack):
             root_volume_gib=group.root_volume_gib, instance_type=group.instance_type,
             placement_group_name=node_groups.placement_group_name(scope, group, cluster_name=self.model.name),
             capacity=node_groups.capacity_target(group.capacity), http_put_response_hop_limit=IMDS_HOP_LIMIT,
-            tags=self.model.instance_tags(group), local_zone=group.local_zone, user_data=actions.user_data()))
-        scripts = actions.node_actions(self.model, group, self.refs)
+            tags=self.model.instance_tags(group), local_zone=group.local_zone, user_data=pcs_node.user_data()))
+        scripts = pcs_node.node_actions(self.model, group, self.refs)
         scripts += tuple(self._accounting_action(group))
         published = NodeScripts(scope, "NodeScripts", scripts={s.file_name: s.text for s in scripts},
                                 role=self.node_role.role)
@@ -175,7 +176,7 @@ class PcsClusterStack(cdk.Stack):
             launch_template_version=template.latest_version_number,
             instance_profile_arn=self.node_role.instance_profile_arn, min_count=group.min_count,
             max_count=group.max_count, purchase_option=PURCHASE_OPTIONS[group.capacity.type],
-            ami_id=self._ami(group), script_caching_policy=actions.CACHE_ONCE,
+            ami_id=self._ami(group), script_caching_policy=pcs_node.CACHE_ONCE,
             lifecycle_actions=[LifecycleAction(
                 s.name, s.stage, published.locations[s.file_name], published.checksums[s.file_name], s.arguments,
                 s.execution_policy, s.on_error) for s in scripts])

@@ -21,8 +21,8 @@ from fmcluster import observability
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts import node as node_facts
 from fmcluster.kubernetes import charts as chart_pins
-from fmcluster.node import bootstrap
 from fmcluster.node import eks as eks_node
+from fmcluster.node import shell as node_shell
 from fmcluster.spec import loader
 from tests.support import nodes
 from tests.support.paths import EXAMPLES_DIR
@@ -265,7 +265,7 @@ def test_managed_node_groups_write_expected_gpus_from_the_catalog(assembly, tmp_
     off = _user_data(assembly, "off")
     for text in off.values():
         scripts = [body for name, (_, body) in user_data_parts(text).items() if name == eks_node.NODE_SCRIPT]
-        assert all("write_expected_gpus" not in bootstrap.unpack(body) for body in scripts)
+        assert all("write_expected_gpus" not in node_shell.unpack(body) for body in scripts)
 
 
 def test_node_user_data_parts():
@@ -278,4 +278,4 @@ def test_node_user_data_parts():
     only_script = user_data_parts(eks_node.node_user_data(*cpu, nodes.REFS))
     assert set(only_script) == {eks_node.NODE_SCRIPT}
     gpu_only = user_data_parts(eks_node.node_user_data(*p5, nodes.NO_METRICS))  # the readiness check
-    assert "gate_kubelet" in bootstrap.unpack(gpu_only[eks_node.NODE_SCRIPT][1])
+    assert "gate_kubelet" in node_shell.unpack(gpu_only[eks_node.NODE_SCRIPT][1])

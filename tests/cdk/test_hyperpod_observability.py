@@ -1,6 +1,6 @@
 """Metrics collection on SageMaker HyperPod nodes, synthesized once per module.
 
-hyperpod-slurm: the lifecycle hook hooks.d/50-metrics.sh (fmcluster.node.lifecycle.metrics_hook, the
+hyperpod-slurm: the lifecycle hook hooks.d/50-metrics.sh (fmcluster.node.hyperpod.metrics_hook, the
 PCS nodes' bootstrap/metrics.sh verbatim), the SSM parameter with the remote-write URL, and the
 execution role's permissions on the workspace and that parameter only; nothing of it without
 observability. hyperpod-eks: the hook that writes fmcluster_expected_gpus. The hook scripts are
@@ -21,9 +21,10 @@ from fmcluster.facts import catalog
 from fmcluster.facts import node as node_facts
 from fmcluster.model.cluster import CONTROLLER as CONTROLLER_GROUP
 from fmcluster.model.cluster import resolve
-from fmcluster.node import bootstrap, lifecycle
 from fmcluster.node import eks as eks_node
-from fmcluster.node.lifecycle import ACCOUNTING_HOOK, metrics_parameter_name
+from fmcluster.node import hyperpod as hyperpod_node
+from fmcluster.node import shell as node_shell
+from fmcluster.node.hyperpod import ACCOUNTING_HOOK, metrics_parameter_name
 from tests.support import nodes
 from tests.support.hyperpod import groups, statements
 from tests.support.sandbox import Sandbox, Scenario
@@ -44,7 +45,7 @@ def hook(name="gpu", *, lustre=True) -> str:
     """The metrics hook of a group of the test spec on HyperPod Slurm (tests/support/nodes.py), of the
     cluster "demo": its p5.48xlarge compute group, or the controller."""
     edits = {"name": "demo", **({} if lustre else {"storage.lustre": None})}
-    return lifecycle.metrics_hook(*nodes.group("hyperpod-slurm", "p5.48xlarge", edits, name=name))
+    return hyperpod_node.metrics_hook(*nodes.group("hyperpod-slurm", "p5.48xlarge", edits, name=name))
 
 
 # --- the hook, rendered and run ------------------------------------------------------------------
@@ -67,7 +68,7 @@ def test_hook_of_the_controller_counts_slurm():
 
 
 def test_hook_reuses_metrics_sh_verbatim():
-    assert bootstrap.fragment(bootstrap.SCRIPTS / "metrics.sh") in hook()
+    assert node_shell.fragment(node_shell.SCRIPTS / "metrics.sh") in hook()
 
 
 def test_hooks_shellcheck_clean(tmp_path):
@@ -78,7 +79,7 @@ def test_hooks_shellcheck_clean(tmp_path):
 
 def run_hook(tmp_path, script: str, **scenario) -> tuple[Sandbox, subprocess.CompletedProcess]:
     node = Sandbox(tmp_path, Scenario(os_release="jammy", slurmd=False, **scenario))
-    return node, node.run(script, name=f"hooks.d/{lifecycle.METRICS_HOOK}")
+    return node, node.run(script, name=f"hooks.d/{hyperpod_node.METRICS_HOOK}")
 
 
 def test_hook_reads_the_url_from_the_parameter_and_sets_up_metrics(tmp_path):
@@ -163,7 +164,7 @@ def test_every_group_runs_the_metrics_hook(templates):
     assert gpu_groups
     for name, group in groups(template).items():
         files = lifecycle_files(outdir, group)
-        script = files[f"{lifecycle.HOOKS_DIR}/{lifecycle.METRICS_HOOK}"]
+        script = files[f"{hyperpod_node.HOOKS_DIR}/{hyperpod_node.METRICS_HOOK}"]
         values = settings(script)
         assert f"\nMETRICS_PARAMETER={metrics_parameter_name(spec.name)}\n" in values
         collectors = values.split("\nMETRICS_COLLECTORS=", 1)[1].split("\n", 1)[0].strip("'").split()
@@ -181,7 +182,7 @@ def test_nothing_without_observability(templates):
     assert not {"PrometheusRemoteWrite", "MetricsParameter"} & set(statements(template))
     for group in groups(template).values():  # the teams' accounting hook is no metrics
         files = [f for f in lifecycle_files(outdir, group) if not f.endswith("/" + ACCOUNTING_HOOK)]
-        assert files == [lifecycle.ENTRYPOINT]
+        assert files == [hyperpod_node.ENTRYPOINT]
 
 
 @pytest.mark.synth
@@ -191,7 +192,7 @@ def test_hyperpod_eks_groups_write_expected_gpus(templates):
     by_name = {g.name: g for g in resolve(spec).node_groups}
     for name, group in groups(template).items():
         files = lifecycle_files(outdir, group)
-        assert files[f"{lifecycle.HOOKS_DIR}/{lifecycle.EXPECTED_GPUS_HOOK}"] == \
+        assert files[f"{hyperpod_node.HOOKS_DIR}/{hyperpod_node.EXPECTED_GPUS_HOOK}"] == \
             eks_node.expected_gpus_script(by_name[name])
     # the managed scraper needs no URL on the nodes
     assert all("Name" not in p for p in resources(template, "AWS::SSM::Parameter").values())

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from fmcluster.model.cluster import resolve
-from fmcluster.node import lifecycle
+from fmcluster.node import hyperpod as hyperpod_node
+from fmcluster.node import nccl as node_nccl
 from fmcluster.node.refs import NodeRefs
 from fmcluster.spec import loader
 from tests.support.hyperpod import cluster, groups, statements, the_role
@@ -264,7 +265,7 @@ def test_lifecycle_files_are_published_as_file_assets(assembly, main):
     refs = NodeRefs(replacement_queue=f"{spec.name}-node-replacements" if spec.health.replace else "")
     for name, group in groups(main).items():
         assert group["InstanceType"].removeprefix("ml.") == model.group(name).instance_type
-        bundle = lifecycle.bundle(model, model.group(name), refs)  # each group's setup (fmcluster.model.node)
+        bundle = hyperpod_node.bundle(model, model.group(name), refs)  # each group's setup (fmcluster.model.node)
         uri = joined(group["LifeCycleConfig"]["SourceS3Uri"])
         assert uri.endswith(f"/fmcluster-lifecycle/{spec.name}/{bundle.digest}/")
         asset = manifest["files"][f"fmcluster-lifecycle/{spec.name}/{bundle.digest}/on_init"]
@@ -278,7 +279,6 @@ def test_lifecycle_files_are_published_as_file_assets(assembly, main):
 def test_gpu_lifecycle_script_sets_up_scratch_and_nccl(assembly, main, tmp_path):
     """The b200 group's on_init.sh as published, run on a sandboxed HyperPod node: scratch on the
     instance store, the EFA environment, HyperPod's /fsx checked, Enroot and Pyxis built."""
-    from fmcluster.node import bootstrap
     from tests.support import standins
     from tests.support.sandbox import Sandbox, Scenario
 
@@ -293,7 +293,7 @@ def test_gpu_lifecycle_script_sets_up_scratch_and_nccl(assembly, main, tmp_path)
     result = node.run(script, name="lifecycle/on_init.sh")
     assert result.returncode == 0, result.stderr
     assert node.mounts()["/scratch"].backing == "instance-store" and not node.calls("scontrol")
-    assert "FI_EFA_USE_DEVICE_RDMA=1" in node.file(bootstrap.NCCL_ENV_FILE)
+    assert "FI_EFA_USE_DEVICE_RDMA=1" in node.file(node_nccl.NCCL_ENV_FILE)
     assert "enroot version" in node.lines("enroot") and not node.calls("git")  # the image's, checked
     assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so")
 
@@ -571,7 +571,7 @@ def test_dependencies_handler_runs_in_the_vpc_of_a_private_endpoint(templates):
 
 def test_the_controller_applies_the_teams_with_the_secret_and_parameter_only(templates):
     from fmcluster.node import accounting
-    from fmcluster.node.lifecycle import ACCOUNTING_HOOK
+    from fmcluster.node.hyperpod import ACCOUNTING_HOOK
     from tests.support.stacks import ACCOUNTING_DATABASE
 
     template = templates["example"]

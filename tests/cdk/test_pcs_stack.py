@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from fmcluster.model.cluster import resolve
-from fmcluster.node import actions
+from fmcluster.node import pcs as pcs_node
 from fmcluster.spec import loader
 from tests.support.nested import flatten, nested_templates
 from tests.support.node_scripts import lifecycle_actions
@@ -447,7 +447,7 @@ def test_user_data_is_only_the_slurmd_guard(synthesized):
     for key, path in synthesized.items():
         for group, data in launch_templates(flatten(path.parent, stack_name(path))).items():
             assert deployed_size(data["UserData"]) <= PCS_USER_DATA_BUDGET, (key, group)
-            assert user_data_script(data) == actions.GUARD.rstrip("\n")
+            assert user_data_script(data) == pcs_node.GUARD.rstrip("\n")
 
 
 def test_every_group_runs_the_lifecycle_scripts_of_its_program(main, synthesized):
@@ -461,7 +461,7 @@ def test_every_group_runs_the_lifecycle_scripts_of_its_program(main, synthesized
             assert script["ScriptSource"]["Checksum"] == hashlib.sha256(text.encode()).hexdigest()
             assert "S3VersionId" not in script["ScriptSource"]
             policy = (script.get("ExecutionPolicy"), script.get("OnError"))
-            phase = next(p for p in actions.PHASES if p.name == script["Name"])
+            phase = next(p for p in pcs_node.PHASES if p.name == script["Name"])
             assert (stage, *policy) == (phase.stage, phase.execution_policy, phase.on_error)
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from fmcluster.facts import node as node_facts
 from fmcluster.model.cluster import resolve
-from fmcluster.node import actions, bootstrap
+from fmcluster.node import pcs as pcs_node
+from fmcluster.node import runtime as node_runtime
 from fmcluster.spec import loader
 from tests.support import nodes, standins
 from tests.support.examples import fmcluster_synth, templates
@@ -135,7 +136,7 @@ def standin_pins(monkeypatch):
     """The node scripts pin the stand-ins' commits (as tests/node/test_boot_path.py): the node's
     image is baked from them, and its container runtime is checked against the pins."""
     for name, value in standins.pristine().pins().items():
-        monkeypatch.setattr(bootstrap, name, value)
+        monkeypatch.setattr(node_runtime, name, value)
 
 
 # the example's UltraServer group beside another, on the Slurm of the sandbox's image
@@ -145,10 +146,10 @@ GB200 = {"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2, "ca
 def boot(tmp_path, scenario: Scenario, name: str = "gpu", ultraservers: bool = True):
     """A node of the test spec's AWS PCS cluster (tests/support/nodes.py), with the UltraServer group
     GB200 beside its group `name` or not, booted as PCS boots it."""
-    made, group = nodes.pcs_node("p5.48xlarge", {"node_groups[1]": GB200} if ultraservers else {}, lustre=None,
+    made, group = nodes.pcs_group("p5.48xlarge", {"node_groups[1]": GB200} if ultraservers else {}, lustre=None,
                                  name=name)
     node = Sandbox(tmp_path, scenario)
-    return node, first_boot(node, actions.node_actions(made, group, NO_METRICS))
+    return node, first_boot(node, pcs_node.node_actions(made, group, NO_METRICS))
 
 
 def gb200_node(tmp_path, **scenario):
@@ -182,7 +183,7 @@ def test_the_gb200_prolog_calls_slurm_by_the_clusters_path(tmp_path):
     prolog = node.file(node_facts.IMEX_PROLOG)
     bin_ = f"/opt/aws/pcs/scheduler/slurm-{IMAGE_PCS_SLURM}/bin"
     assert f"\nSLURM_BIN={bin_}\n" in prolog and "nvidia-imex-ctl -N" in prolog
-    made, gb200 = nodes.pcs_node("p5.48xlarge", {"node_groups[1]": GB200}, name="gb200")
+    made, gb200 = nodes.pcs_group("p5.48xlarge", {"node_groups[1]": GB200}, name="gb200")
     assert made.node(gb200).slurm.bin == bin_  # the cluster's Slurm, as the model resolved it
 
 

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from fmcluster.deploy import diff, node_roll
+from fmcluster.node import pcs as pcs_node
 from fmcluster.spec import loader
 from tests.support.examples import in_process
 from tests.support.paths import ROOT
@@ -84,12 +85,11 @@ def test_a_changed_boot_fragment_replaces_every_node_login_included(monkeypatch)
     """What a new fmcluster release does when a fragment that every script carries changes (here
     the scripts' header): every group's scripts change, the login node's too, and AWS PCS
     replaces all 17 nodes."""
-    from fmcluster.node import actions
 
     old = loader.load(BASE).spec
     before = synthesize(old)
-    header = actions.header
-    monkeypatch.setattr(actions, "header", lambda: header() + ": a line of the next release\n")
+    header = pcs_node.header
+    monkeypatch.setattr(pcs_node, "header", lambda: header() + ": a line of the next release\n")
     after = in_process(old)
     both = iter([before, after])
     report = diff.run(old, old, synthesize=lambda spec: next(both))

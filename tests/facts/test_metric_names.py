@@ -17,7 +17,8 @@ import yaml
 
 from fmcluster import observability
 from fmcluster.kubernetes import charts
-from fmcluster.node import accounting, bootstrap
+from fmcluster.node import accounting
+from fmcluster.node import shell as node_shell
 from tests.support.collectors import run_collector
 from tests.support.paths import DATA
 from tests.support.tools import promtool
@@ -119,7 +120,7 @@ echo '0, 00000000:53:00.0, GPU-a, 41, 0, 0, 310.5, Not Active, Not Active, Not A
     env = tmp / "node-ready.env"
     env.write_text(f"EXPECTED_GPUS=0\nREQUIRED_MOUNTS=''\nLNET_EFA=0\nREADY_WAIT_SECONDS=0\nTEXTFILE_DIR={tmp}\n"
                    "ENROOT_VERSION=''\n")
-    subprocess.run(["bash", str(bootstrap.PROGRAMS / "node-ready.sh")],
+    subprocess.run(["bash", str(node_shell.PROGRAMS / "node-ready.sh")],
                    env={"PATH": "/usr/bin:/bin", "NODE_READY_ENV": str(env)}, capture_output=True, text=True)
     out["node-ready"] = set().union(*(textfile_names(p.read_text()) for p in tmp.glob("*.prom")))
     # the continuous health check's (bootstrap/programs/node-health.sh), on a node whose one GPU is gone
@@ -130,7 +131,7 @@ echo '0, 00000000:53:00.0, GPU-a, 41, 0, 0, 310.5, Not Active, Not Active, Not A
                    f"NODE_FAULTS=filesystem\nREASON_PREFIX=fmcluster-health\nTEXTFILE_DIR={health}\n"
                    "COMMAND_TIMEOUT=5\nDCGM_LEVEL=1\nDCGM_TIMEOUT=5\nSLURM_BIN=/nonexistent\nREPLACE=0\n"
                    f"FMCLUSTER_LIB={tmp}\n")
-    subprocess.run(["bash", str(bootstrap.PROGRAMS / "node-health.sh")],
+    subprocess.run(["bash", str(node_shell.PROGRAMS / "node-health.sh")],
                    env={"PATH": "/usr/bin:/bin", "NODE_HEALTH_ENV": str(env)}, capture_output=True, text=True)
     out["node-health"] = set().union(*(textfile_names(p.read_text()) for p in health.glob("*.prom")))
     # the teams' per-account collector (scripts/slurm/account-usage.sh), a stand-in squeue with a running job
@@ -168,7 +169,7 @@ def emitted(collected: dict[str, set[str]]) -> dict[str, str]:
         for name in names:
             sources[name] = f"fmcluster collector {collector}"
     # the node bootstrap's own textfile (bootstrap/metrics.sh, setup_metrics): its TYPE lines
-    metrics_sh = (bootstrap.SCRIPTS / "metrics.sh").read_text()
+    metrics_sh = (node_shell.SCRIPTS / "metrics.sh").read_text()
     written = re.findall(r"# TYPE (fmcluster_\w+) gauge", metrics_sh)
     assert {"fmcluster_expected_gpus", "fmcluster_expected_lustre_mount"} <= set(written)
     for name in written:

@@ -25,7 +25,7 @@ from fmcluster.kubernetes import kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model import expected
 from fmcluster.model.cluster import resolve
-from fmcluster.node import bootstrap
+from fmcluster.node import nccl as node_nccl
 from fmcluster.spec import loader
 from tests.support.crds import crds
 from tests.support.crds import validate as validate_custom
@@ -174,7 +174,7 @@ def test_every_pod_with_gpus_asks_for_the_whole_node(kit):
 def test_ranks_get_the_node_bootstraps_environment(kit):
     model, out = kit
     for group in expected.gpu_groups(model):
-        settings = {s.name: s.value for s in bootstrap.nccl_settings(group.instance, group.efa)}
+        settings = {s.name: s.value for s in node_nccl.nccl_settings(group.instance, group.efa)}
         for test in ("nccl", "smoke"):
             job = documents(out / group.name / f"{test}.yaml")[-1]
             for pod in pod_specs(job).values():

@@ -23,7 +23,8 @@ from fmcluster.kits import jobs, reference
 from fmcluster.kits.writer import run as write_kit
 from fmcluster.model import reference_image
 from fmcluster.model.cluster import resolve
-from fmcluster.node import bootstrap
+from fmcluster.node import nccl as node_nccl
+from fmcluster.node import runtime as node_runtime
 from tests.support import fake_slurm, specs
 from tests.support.paths import EXAMPLES_DIR
 
@@ -328,7 +329,7 @@ def test_the_smoke_job_keeps_nvidias_pytorch_image():
     model = model_of()
     script = jobs.smoke_sbatch(model, model.node_groups[0])
     assert "REGISTRY" not in script and "ENROOT_CONFIG_PATH" not in script and jobs.PYTORCH_IMAGE in script
-    assert bootstrap.NCCL_ENV_FILE in script
+    assert node_nccl.NCCL_ENV_FILE in script
 
 
 def test_enroots_code_is_held_verbatim_to_the_release_nodes_run():
@@ -337,7 +338,7 @@ def test_enroots_code_is_held_verbatim_to_the_release_nodes_run():
     text = ENROOT_CODE.read_text()
     blocks = re.findall(r"^# >>> (\S+)\n(.*?)^# <<<$", text, re.MULTILINE | re.DOTALL)
     assert [path for path, _ in blocks] == ["src/common.sh", "src/docker.sh", "src/docker.sh"]
-    assert bootstrap.ENROOT_COMMIT in text and f"v{bootstrap.ENROOT_VERSION}" in text
+    assert node_runtime.ENROOT_COMMIT in text and f"v{node_runtime.ENROOT_VERSION}" in text
     # the credentials line is Enroot's documented ECR example (doc/cmd/import.md)
     example = reference.credentials_line("12345.dkr.ecr.eu-west-2.amazonaws.com", "eu-west-2")
     assert example == ("machine 12345.dkr.ecr.eu-west-2.amazonaws.com login AWS password "
@@ -346,7 +347,7 @@ def test_enroots_code_is_held_verbatim_to_the_release_nodes_run():
         pytest.skip(f"no snapshot of NVIDIA/enroot at {ENROOT_MIRROR}")
     blocks.append(("doc/cmd/import.md", f"\n{example}\n"))
     for path, block in blocks:
-        upstream = subprocess.run(["git", f"--git-dir={ENROOT_MIRROR}", "show", f"{bootstrap.ENROOT_COMMIT}:{path}"],
+        upstream = subprocess.run(["git", f"--git-dir={ENROOT_MIRROR}", "show", f"{node_runtime.ENROOT_COMMIT}:{path}"],
                                   capture_output=True, text=True, check=True).stdout
         assert block in upstream, path
 

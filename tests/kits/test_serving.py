@@ -20,7 +20,7 @@ from fmcluster.kits import common, serving
 from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import resolve
-from fmcluster.node import bootstrap
+from fmcluster.node import nccl as node_nccl
 from fmcluster.plan import compute_rows
 from fmcluster.plan import render as plan_render
 from fmcluster.plan import report as plan
@@ -326,7 +326,7 @@ def test_the_sbatch_passes_shellcheck_and_follows_the_model(tmp_path, params, no
     assert options["output"] == "serving/%x-%A_%a.out"  # not the kit's results/, which verify reads
     assert f"--tensor-parallel-size {s.tensor_parallel} --pipeline-parallel-size {s.pipeline_parallel}" in text
     assert f"--served-model-name {s.name} " in text and "--gpu-memory-utilization 0.9 " in text
-    assert f"source {bootstrap.NCCL_ENV_FILE}" in text
+    assert f"source {node_nccl.NCCL_ENV_FILE}" in text
     assert 'mounts="$MODEL_PATH:$MODEL_PATH:ro"' in text and f"MODEL_PATH={s.path}" in text
     assert '--container-image="$SERVE_IMAGE" --container-mounts="$mounts"' in text
     assert f'SERVE_IMAGE="${{SERVE_IMAGE:-{software.VLLM_IMAGE}}}"' in text
@@ -407,7 +407,7 @@ def test_a_multi_node_replica_is_a_leader_and_its_workers():
         assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
         assert {"name": "weights", "mountPath": "/fsx", "readOnly": True} in container["volumeMounts"]
         env = {e["name"]: e["value"] for e in container["env"]}
-        assert {s.name: s.value for s in bootstrap.nccl_settings(group.instance, True)}.items() <= env.items()
+        assert {s.name: s.value for s in node_nccl.nccl_settings(group.instance, True)}.items() <= env.items()
         assert env["FI_EFA_USE_HUGE_PAGE"] == "0" and env["HF_HUB_OFFLINE"] == "1"
     _, leader = _pod(template["leaderTemplate"])
     _, worker = _pod(template["workerTemplate"])

@@ -1,11 +1,11 @@
 """The boot path, tested by running it: every node script as a real process in a sandboxed node
 (tests/support/sandbox.py) whose operating-system commands are recording fakes, scenario by scenario.
 
-The AWS PCS node lifecycle scripts as PCS runs them (fmcluster.node.actions: the slurmd guard of
+The AWS PCS node lifecycle scripts as PCS runs them (fmcluster.node.pcs: the slurmd guard of
 the user data, the NodeBootstrapped scripts, slurmd, the NodeReady scripts; tests/support/nodes.py),
 the Amazon EKS user data's shell part (fmcluster.node.eks.node_script, as compact as on a node: its
 body xz and base85, decoded by the script itself) and the SageMaker HyperPod lifecycle folders
-(fmcluster.node.lifecycle: on_init.sh and its hooks), each rendered from a model resolved from the
+(fmcluster.node.hyperpod: on_init.sh and its hooks), each rendered from a model resolved from the
 test spec (tests/support/nodes.py). A node runs on its cluster's image: the
 image bake (fmcluster.node.image) really ran, once per Ubuntu release, with the real git, make and
 gcc against local stand-ins of the upstream repositories (tests/support/standins.py, and
@@ -29,8 +29,13 @@ from fmcluster.facts import catalog
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts import node as node_facts
 from fmcluster.model import node as node_setup
-from fmcluster.node import actions, bootstrap, lifecycle
 from fmcluster.node import eks as node_eks
+from fmcluster.node import hyperpod as hyperpod_node
+from fmcluster.node import nccl as node_nccl
+from fmcluster.node import pcs as pcs_node
+from fmcluster.node import program as prog
+from fmcluster.node import runtime as node_runtime
+from fmcluster.node import shell as node_shell
 from fmcluster.node.refs import NodeRefs
 from tests.support import nodes, standins
 from tests.support.nodes import NO_METRICS, REFS, URL, first_boot, run_stage
@@ -50,7 +55,7 @@ GPU_TYPES = [t for t in catalog.known_names(gpu_only=True)]
 SLURMD_DROPIN = "/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf"
 READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
-REAL_PINS = {name: getattr(bootstrap, name) for name in ("ENROOT_COMMIT", "ENROOT_SUBMODULES", "PYXIS_COMMIT")}
+REAL_PINS = {name: getattr(node_runtime, name) for name in ("ENROOT_COMMIT", "ENROOT_SUBMODULES", "PYXIS_COMMIT")}
 PCS_SLURM = IMAGE_PCS_SLURM  # the Slurm the sandbox's PCS image has (the model's: tests/support/nodes.py)
 # a group of UltraServers beside the group under test: the cluster runs the IMEX prolog
 GB200 = {"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2, "capacity": {"type": "on-demand"}}
@@ -62,7 +67,7 @@ def standin_pins(request, monkeypatch):
     tests marked real_pins."""
     if request.node.get_closest_marker("real_pins") is None:
         for name, value in standins.pristine().pins().items():
-            monkeypatch.setattr(bootstrap, name, value)
+            monkeypatch.setattr(node_runtime, name, value)
 
 
 def world(instance_type: str, **changes) -> Scenario:
@@ -73,10 +78,10 @@ def world(instance_type: str, **changes) -> Scenario:
                        "efa_devices": instance.max_efa_interfaces, "imex": instance.ultraserver, **changes})
 
 
-def pcs(instance_type="p5.48xlarge", *, metrics=True, **options) -> tuple[actions.LifecycleScript, ...]:
+def pcs(instance_type="p5.48xlarge", *, metrics=True, **options) -> tuple[pcs_node.LifecycleScript, ...]:
     """The node lifecycle scripts of a PCS group of one node of `instance_type` (tests/support/nodes.py's
-    pcs_node, on the sandbox image's Slurm; `metrics`: the cluster is observed)."""
-    return actions.node_actions(*nodes.pcs_node(instance_type, **options), REFS if metrics else NO_METRICS)
+    pcs_group, on the sandbox image's Slurm; `metrics`: the cluster is observed)."""
+    return pcs_node.node_actions(*nodes.pcs_group(instance_type, **options), REFS if metrics else NO_METRICS)
 
 
 def boot(tmp_path, instance_type="p5.48xlarge", scenario=None, **render):
@@ -112,7 +117,7 @@ def test_happy_path(tmp_path, instance_type):
         assert "--force" not in create
     else:
         assert not node.calls("mdadm")
-    nccl = node.file(bootstrap.NCCL_ENV_FILE)
+    nccl = node.file(node_nccl.NCCL_ENV_FILE)
     assert ("export FI_PROVIDER=efa" in nccl) == instance.efa_supported  # g6e below 8xlarge: no EFA
     assert ("export FI_EFA_USE_DEVICE_RDMA=1" in nccl) == instance.device_rdma  # not on the L40S types
     assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
@@ -141,7 +146,7 @@ def test_the_eks_node_keeps_its_bootstrap_program(tmp_path):
     node = eks_node(tmp_path)
     compact = eks()
     assert node.run(compact).returncode == 0
-    assert node.file(bootstrap.BODY_FILE) == bootstrap.unpack(compact)
+    assert node.file(node_shell.BODY_FILE) == node_shell.unpack(compact)
     verbatim = eks(compact=False)
     assert "FMCLUSTER_BOOTSTRAP" not in verbatim
     other = eks_node(tmp_path / "verbatim")
@@ -162,9 +167,9 @@ def longest_arguments(instance_type: str, *, login: bool = False) -> dict[str, l
     """The arguments of the PCS node lifecycle scripts of the largest kind of node of
     `instance_type` (EFA, LNet over EFA, the IMEX prolog, metrics, containers; the login nodes,
     with the Slurm collector), script name -> its arguments, every deploy-time value at its longest."""
-    made, group = nodes.pcs_node(instance_type, lustre="efa", name="login" if login else "gpu",
+    made, group = nodes.pcs_group(instance_type, lustre="efa", name="login" if login else "gpu",
                             edits={"name": "c" * 32, "node_groups[1]": GB200})  # the longest cluster name
-    scripts = actions.node_actions(made, group, TOKEN_REFS)
+    scripts = pcs_node.node_actions(made, group, TOKEN_REFS)
     assert any("setup_containers" in s.text for s in scripts)
     return {s.name: [with_longest_values(a, TOKENS) for a in s.arguments] for s in scripts}
 
@@ -172,8 +177,8 @@ def longest_arguments(instance_type: str, *, login: bool = False) -> dict[str, l
 def test_the_lifecycle_scripts_arguments_fit_pcs_limits():
     """AWS PCS takes at most MAX_ARGUMENTS arguments of MAX_ARGUMENT characters a script."""
     for name, arguments in longest_arguments("p6-b300.48xlarge").items():
-        assert len(arguments) <= actions.MAX_ARGUMENTS and arguments, name
-        assert all(len(a) <= actions.MAX_ARGUMENT for a in arguments), (name, arguments)
+        assert len(arguments) <= pcs_node.MAX_ARGUMENTS and arguments, name
+        assert all(len(a) <= pcs_node.MAX_ARGUMENT for a in arguments), (name, arguments)
 
 
 # --- the instance store ---------------------------------------------------------------------------
@@ -223,8 +228,8 @@ def test_without_instance_store_there_is_no_scratch(tmp_path):
     node, result = boot(tmp_path, "m7i.2xlarge", efa=False)
     assert result.returncode == 0, result.stderr
     assert "/scratch" not in node.mounts() and not node.calls("lsblk") and not node.calls("mdadm")
-    assert "REQUIRED_MOUNTS=/fsx" in node.file(f"{bootstrap.FMCLUSTER_ETC}/node-ready.env")
-    assert "FI_PROVIDER" not in node.file(bootstrap.NCCL_ENV_FILE)
+    assert "REQUIRED_MOUNTS=/fsx" in node.file(f"{node_shell.FMCLUSTER_ETC}/node-ready.env")
+    assert "FI_PROVIDER" not in node.file(node_nccl.NCCL_ENV_FILE)
 
 
 # --- a reboot replays what the first boot left ----------------------------------------------------
@@ -260,7 +265,7 @@ def test_reboot_configures_lnet_before_mounting(tmp_path):
     node, result = boot(tmp_path, lustre="efa")
     assert result.returncode == 0, result.stderr
     after = node.reboot()
-    assert after.order.index(bootstrap.LNET_EFA_UNIT) < after.order.index(mount_unit_name("/fsx"))
+    assert after.order.index(prog.LNET_EFA_UNIT) < after.order.index(mount_unit_name("/fsx"))
     assert node.mounts()["/fsx"].extra == "lnet=efa" and "slurmd.service" in after.started
 
 
@@ -290,9 +295,9 @@ def test_a_node_on_its_image_boots_ready_without_the_internet(tmp_path, name, in
     built at boot."""
     scenario = world(instance_type, network=False, dpkg_lock_until=100_000)
     node = Sandbox(tmp_path, scenario)
-    made, group = nodes.pcs_node(edits={"node_groups[1]": GB200}, name=name)
+    made, group = nodes.pcs_group(edits={"node_groups[1]": GB200}, name=name)
     assert group.instance_type == instance_type
-    result = first_boot(node, actions.node_actions(made, group, REFS))
+    result = first_boot(node, pcs_node.node_actions(made, group, REFS))
     assert result.returncode == 0, result.stderr
     assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
     assert "fmcluster-prometheus-agent.service" in node.enabled() and node.exists(PCS_PLUGSTACK)
@@ -317,7 +322,7 @@ def test_lustre_mount_retries_until_it_works(tmp_path):
     assert result.returncode == 0, result.stderr
     attempts = [c for c in node.calls("mount") if c.args[:2] == ("-t", "lustre")]
     assert len(attempts) == 4
-    assert node.fstab().count([FSX.source, "/fsx", "lustre", bootstrap.FSX_MOUNT_OPTIONS, "0", "0"]) == 1
+    assert node.fstab().count([FSX.source, "/fsx", "lustre", prog.FSX_MOUNT_OPTIONS, "0", "0"]) == 1
 
 
 def test_lustre_that_never_mounts_keeps_slurmd_down_and_the_node_is_terminated(tmp_path):
@@ -330,7 +335,7 @@ def test_lustre_that_never_mounts_keeps_slurmd_down_and_the_node_is_terminated(t
                                                                 "fmcluster node ready"]
     assert "prometheus-node-exporter.service" not in node.enabled()
     attempts = [c for c in node.calls("mount") if c.args[:2] == ("-t", "lustre")]
-    assert len(attempts) == bootstrap.FSX_MOUNT_ATTEMPTS
+    assert len(attempts) == prog.FSX_MOUNT_ATTEMPTS
     assert ready_metric(node) == ('fmcluster_node_ready{reason="/fsx is not mounted; the Pyxis plugin is not '
                                   'installed; /scratch/enroot/runtime is missing"} 0')
     start = node.run("systemctl start slurmd.service", name="start.sh")
@@ -349,10 +354,10 @@ def test_efa_file_system_gets_lnet_over_efa(tmp_path):
     assert index(lines, "modprobe kefalnd ipif_name=ens32") < index(lines, "lnetctl net add --net efa")
     assert index(lines, "lnetctl udsp add --src efa --priority 0") < index(lines, "mount -t lustre")
     assert node.mounts()["/fsx"].extra == "lnet=efa"
-    assert bootstrap.LNET_EFA_UNIT in node.enabled()
+    assert prog.LNET_EFA_UNIT in node.enabled()
     (fsx,) = [line for line in node.fstab() if line[1] == "/fsx"]
-    assert f"x-systemd.requires={bootstrap.LNET_EFA_UNIT}" in fsx[3].split(",")
-    assert "LNET_EFA=1" in node.file(f"{bootstrap.FMCLUSTER_ETC}/node-ready.env")
+    assert f"x-systemd.requires={prog.LNET_EFA_UNIT}" in fsx[3].split(",")
+    assert "LNET_EFA=1" in node.file(f"{node_shell.FMCLUSTER_ETC}/node-ready.env")
 
 
 @pytest.mark.parametrize("instance_type, devices", [("p5en.48xlarge", 16), ("p6-b200.48xlarge", 8),
@@ -390,7 +395,7 @@ def test_a_missing_gpu_keeps_slurmd_down(tmp_path):
     assert result.returncode == 1 and "check_node_ready failed" in result.stderr
     assert "node NOT ready: 7 of 8 GPUs visible" in result.stderr
     checks = [c for c in node.calls("nvidia-smi")]
-    assert checks[-1].clock - checks[0].clock >= bootstrap.READY_WAIT_SECONDS  # waited for a late GPU
+    assert checks[-1].clock - checks[0].clock >= prog.READY_WAIT_SECONDS  # waited for a late GPU
     assert ready_metric(node) == 'fmcluster_node_ready{reason="7 of 8 GPUs visible"} 0'
     assert node.run("systemctl start slurmd.service", name="start.sh").returncode != 0
     node.set_scenario(gpus=8)  # the GPU is back (a driver reload): slurmd's next try starts it
@@ -411,7 +416,7 @@ def test_metrics_set_up_with_the_pinned_packages(tmp_path):
     assert node.lines("dpkg-query") == [f"dpkg-query -W -f=${{Status}} ${{Version}} {package}"
                                         for package in ("prometheus-node-exporter", "prometheus")]
     assert "systemctl disable --now prometheus.service" in node.lines("systemctl")
-    config = yaml.safe_load(node.file(f"{bootstrap.FMCLUSTER_ETC}/prometheus-agent.yml"))
+    config = yaml.safe_load(node.file(f"{node_shell.FMCLUSTER_ETC}/prometheus-agent.yml"))
     assert [j["job_name"] for j in config["scrape_configs"]] == ["node", "dcgm", "efa"]  # Slurm's: the login nodes'
     assert config["remote_write"] == [{"url": URL, "sigv4": {"region": "us-east-1"}}]
     assert config["global"]["external_labels"] == {"cluster": "test-cluster", "node": "ip-10-1-0-42"}
@@ -505,7 +510,7 @@ def test_eks_efa_file_system_installs_the_client_and_configures_lnet(tmp_path):
     assert node.lines("dnf") == ["dnf install -y -q lustre-client"]
     efa = [c.args[5] for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")]
     assert efa == ["rdmap10s0", "rdmap18s0"]  # 2 of the 16 EFA devices of p5en.48xlarge
-    assert bootstrap.LNET_EFA_UNIT in node.enabled() and not node.exists(NOT_READY)
+    assert prog.LNET_EFA_UNIT in node.enabled() and not node.exists(NOT_READY)
 
 
 def test_eks_lnet_failure_taints_the_node(tmp_path):
@@ -531,7 +536,7 @@ def test_eks_cpu_group_writes_its_expected_gpus(tmp_path):
 # --- SageMaker HyperPod: lifecycle folders --------------------------------------------------------
 
 def hyperpod_folder(instance_type="p6-b200.48xlarge", *, name="gpu", plane="hyperpod-slurm", metrics=True,
-                    lustre_efa=False, edits=None, site_hooks=None) -> lifecycle.Bundle:
+                    lustre_efa=False, edits=None, site_hooks=None) -> hyperpod_node.Bundle:
     """The lifecycle folder of a group of the test spec on SageMaker HyperPod (tests/support/nodes.py:
     its compute group of `instance_type`, or the controller's or login nodes' with `name`), without
     replacements; `site_hooks` besides its own (file name -> script)."""
@@ -539,18 +544,18 @@ def hyperpod_folder(instance_type="p6-b200.48xlarge", *, name="gpu", plane="hype
                                                      **(edits or {})}, name=name)
     refs = REFS if metrics else NO_METRICS
     if site_hooks is None:
-        return lifecycle.bundle(made, group, refs)
-    return lifecycle.folder(lifecycle.entry_script(made, group, refs),
-                            {**lifecycle.hooks(made, group, refs), **site_hooks})
+        return hyperpod_node.bundle(made, group, refs)
+    return hyperpod_node.folder(hyperpod_node.entry_script(made, group, refs),
+                            {**hyperpod_node.hooks(made, group, refs), **site_hooks})
 
 
-def run_folder(tmp_path, bundle: lifecycle.Bundle, scenario: Scenario, *, fsx_mounted=True):
+def run_folder(tmp_path, bundle: hyperpod_node.Bundle, scenario: Scenario, *, fsx_mounted=True):
     node = Sandbox(tmp_path, scenario)
     if fsx_mounted:  # HyperPod mounted the file system (FsxLustreConfig) before OnInitComplete
         (node.root / "fsx").mkdir()
         node.run("mount -t lustre -o relatime,flock fs-1@tcp:/x /fsx", name="hyperpod-mount.sh")
-    files = {f"lifecycle/{name}": text for name, text in bundle.files.items() if name != lifecycle.ENTRYPOINT}
-    result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}", files=files)
+    files = {f"lifecycle/{name}": text for name, text in bundle.files.items() if name != hyperpod_node.ENTRYPOINT}
+    result = node.run(bundle.files[hyperpod_node.ENTRYPOINT], name=f"lifecycle/{hyperpod_node.ENTRYPOINT}", files=files)
     return node, result
 
 
@@ -594,7 +599,7 @@ def test_hyperpod_compute_node_without_its_file_system_is_drained(tmp_path):
 def test_hyperpod_metrics_failure_does_not_fail_the_node(tmp_path):
     node, result = run_folder(tmp_path, hyperpod_folder(), hyperpod_world(exporters=False))
     assert result.returncode == 0, result.stderr
-    assert f"warning: optional hook {lifecycle.METRICS_HOOK} failed" in result.stderr
+    assert f"warning: optional hook {hyperpod_node.METRICS_HOOK} failed" in result.stderr
     assert node.mounts()["/scratch"].backing == "instance-store" and not node.calls("scontrol")
 
 
@@ -630,7 +635,7 @@ def test_hyperpod_eks_efa_file_system_configures_lnet(tmp_path):
     assert node.lines("dnf") == ["dnf install -y -q lustre-client"]
     assert [c.args[5] for c in node.calls("lnetctl") if c.args[:4] == ("net", "add", "--net", "efa")] == [
         "rdmap10s0", "rdmap14s0"]
-    assert bootstrap.LNET_EFA_UNIT in node.enabled()
+    assert prog.LNET_EFA_UNIT in node.enabled()
 
 
 # --- containers on Slurm: Enroot and Pyxis, baked into the node's image ----------------------------
@@ -647,9 +652,9 @@ def container_node(tmp_path, instance_type="p5.48xlarge", *, lustre="tcp", name=
     stand-ins), or as `changes` say, and its scripts (a GPU compute group's, or the login nodes'
     with `name`: both run containers)."""
     node = Sandbox(tmp_path, world(instance_type, **changes))
-    made, group = nodes.pcs_node(instance_type, lustre=lustre, name=name)
+    made, group = nodes.pcs_group(instance_type, lustre=lustre, name=name)
     assert group.instance_type == instance_type
-    return node, actions.node_actions(made, group, NO_METRICS)
+    return node, pcs_node.node_actions(made, group, NO_METRICS)
 
 
 def containers_script(scripts) -> str:
@@ -734,7 +739,7 @@ def test_containers_pyxis_built_against_another_slurm_is_refused(tmp_path):
     """The image's Pyxis was built against another Slurm (its manifest says which): this
     cluster's plugin is missing, and the manifest's prefix is named."""
     node, scripts = container_node(tmp_path)
-    manifest = node.root / bootstrap.IMAGE_MANIFEST.lstrip("/")
+    manifest = node.root / node_runtime.IMAGE_MANIFEST.lstrip("/")
     manifest.write_text(manifest.read_text().replace(PCS_PREFIX, "/opt/aws/pcs/scheduler/slurm-25.11"))
     (node.root / PCS_PLUGIN.lstrip("/")).unlink()
     result = first_boot(node, scripts)
@@ -747,7 +752,7 @@ def test_containers_pyxis_built_against_another_slurm_is_refused(tmp_path):
 def test_containers_image_with_other_commits_is_refused(tmp_path):
     """Enroot 4.1.2 from another commit than the pinned one (the manifest says so): not used."""
     node, scripts = container_node(tmp_path)
-    manifest = node.root / bootstrap.IMAGE_MANIFEST.lstrip("/")
+    manifest = node.root / node_runtime.IMAGE_MANIFEST.lstrip("/")
     manifest.write_text(manifest.read_text().replace(node.upstream.enroot_commit, "0" * 40))
     result = first_boot(node, scripts)
     assert_not_ready_for_the_image(node, result, f"the image's ENROOT_COMMIT is '{'0' * 40}', not "
@@ -759,7 +764,7 @@ def test_containers_without_the_manifest_check_enroot_and_the_plugin(tmp_path):
     """An ami_id baked another way (no fmcluster manifest) with the pinned Enroot and a Pyxis
     for this Slurm is used as it is."""
     node, scripts = container_node(tmp_path)
-    (node.root / bootstrap.IMAGE_MANIFEST.lstrip("/")).unlink()
+    (node.root / node_runtime.IMAGE_MANIFEST.lstrip("/")).unlink()
     result = first_boot(node, scripts)
     assert result.returncode == 0, result.stderr
     assert ready_metric(node).endswith(" 1")
@@ -799,28 +804,28 @@ def test_the_container_runtime_pins_are_recorded():
     from fmcluster.node import image as node_image
 
     commit = re.compile(r"[0-9a-f]{40}")
-    assert all(commit.fullmatch(c) for c in (bootstrap.ENROOT_COMMIT, bootstrap.PYXIS_COMMIT,
-                                             *bootstrap.ENROOT_SUBMODULES.values()))
-    assert list(bootstrap.ENROOT_SUBMODULES) == sorted(bootstrap.ENROOT_SUBMODULES) == [
+    assert all(commit.fullmatch(c) for c in (node_runtime.ENROOT_COMMIT, node_runtime.PYXIS_COMMIT,
+                                             *node_runtime.ENROOT_SUBMODULES.values()))
+    assert list(node_runtime.ENROOT_SUBMODULES) == sorted(node_runtime.ENROOT_SUBMODULES) == [
         "deps/linux-headers", "deps/makeself", "deps/musl"]
-    assert bootstrap.ENROOT_TAG == f"v{bootstrap.ENROOT_VERSION}"
+    assert node_runtime.ENROOT_TAG == f"v{node_runtime.ENROOT_VERSION}"
     body = containers_script(pcs(metrics=False))
-    assert f"ENROOT_COMMIT='{bootstrap.ENROOT_COMMIT}'" in body.splitlines()
+    assert f"ENROOT_COMMIT='{node_runtime.ENROOT_COMMIT}'" in body.splitlines()
     bake = document_script(node_image.documents(sandbox_node_image("noble")).build)
-    assert f"ENROOT_COMMIT='{bootstrap.ENROOT_COMMIT}'" in bake.splitlines()
-    assert f"ENROOT_SUBMODULES='{' '.join(bootstrap.ENROOT_SUBMODULES.values())}'" in bake.splitlines()
+    assert f"ENROOT_COMMIT='{node_runtime.ENROOT_COMMIT}'" in bake.splitlines()
+    assert f"ENROOT_SUBMODULES='{' '.join(node_runtime.ENROOT_SUBMODULES.values())}'" in bake.splitlines()
     if not MIRROR.is_dir():
         pytest.skip(f"no snapshot of NVIDIA/enroot at {MIRROR}")
     git = ["git", "-C", str(MIRROR)]
-    assert subprocess.run([*git, "rev-parse", f"{bootstrap.ENROOT_TAG}^{{commit}}"], capture_output=True, text=True,
-                          check=True).stdout.strip() == bootstrap.ENROOT_COMMIT
-    tree = subprocess.run([*git, "ls-tree", bootstrap.ENROOT_COMMIT, "deps/"], capture_output=True, text=True,
+    assert subprocess.run([*git, "rev-parse", f"{node_runtime.ENROOT_TAG}^{{commit}}"], capture_output=True, text=True,
+                          check=True).stdout.strip() == node_runtime.ENROOT_COMMIT
+    tree = subprocess.run([*git, "ls-tree", node_runtime.ENROOT_COMMIT, "deps/"], capture_output=True, text=True,
                           check=True).stdout
     gitlinks = {line.split("\t")[1]: line.split()[2] for line in tree.splitlines() if line.startswith("160000 commit")}
-    assert gitlinks == bootstrap.ENROOT_SUBMODULES
-    makefile = subprocess.run([*git, "show", f"{bootstrap.ENROOT_COMMIT}:Makefile"], capture_output=True, text=True,
+    assert gitlinks == node_runtime.ENROOT_SUBMODULES
+    makefile = subprocess.run([*git, "show", f"{node_runtime.ENROOT_COMMIT}:Makefile"], capture_output=True, text=True,
                               check=True).stdout
-    assert re.search(rf"^VERSION\s*:= {re.escape(bootstrap.ENROOT_VERSION)}$", makefile, re.MULTILINE)
+    assert re.search(rf"^VERSION\s*:= {re.escape(node_runtime.ENROOT_VERSION)}$", makefile, re.MULTILINE)
 
 
 @pytest.mark.parametrize("instance_type, login", [(t, False) for t in GPU_TYPES] + [("m7i.2xlarge", True)])
@@ -829,8 +834,8 @@ def test_every_pcs_node_with_the_container_runtime_fits_the_arguments_limits(ins
     prolog, and the login nodes, with the Slurm collector), with the longest values any region and
     id can have: at most MAX_ARGUMENTS arguments of at most MAX_ARGUMENT characters a script."""
     for name, arguments in longest_arguments(instance_type, login=login).items():
-        assert len(arguments) <= actions.MAX_ARGUMENTS, name
-        assert all(len(a) <= actions.MAX_ARGUMENT for a in arguments), (name, arguments)
+        assert len(arguments) <= pcs_node.MAX_ARGUMENTS, name
+        assert all(len(a) <= pcs_node.MAX_ARGUMENT for a in arguments), (name, arguments)
 
 
 def test_hyperpod_gpu_node_gets_containers(tmp_path):
@@ -864,7 +869,8 @@ def test_hyperpod_gpu_node_on_an_image_without_enroot_is_drained(tmp_path):
 def pyxis_checkout(node: Sandbox) -> Path:
     """A clone of the Pyxis stand-in at its tag (the real git, through the sandbox's insteadOf)."""
     src = node.root / "src/pyxis"
-    result = node.run(f"git clone -q --branch {bootstrap.PYXIS_TAG} {bootstrap.PYXIS_REPOSITORY} {src}", name="c.sh")
+    clone = f"git clone -q --branch {node_runtime.PYXIS_TAG} {node_runtime.PYXIS_REPOSITORY} {src}"
+    result = node.run(clone, name="c.sh")
     assert result.returncode == 0, result.stderr
     return src
 
@@ -881,7 +887,7 @@ def test_pyxis_build_line_needs_cppflags_in_the_environment(tmp_path):
     assert "'PYXIS_VERSION' undeclared" in old.stderr.replace("‘", "'").replace("’", "'")
     assert "'CLONE_NEWUSER' undeclared" in old.stderr.replace("‘", "'").replace("’", "'")
     # bake.sh's own build_pyxis, on that checkout
-    fragment = (bootstrap.IMAGE_SCRIPTS / "bake.sh").read_text()
+    fragment = (node_shell.IMAGE_SCRIPTS / "bake.sh").read_text()
     script = "\n".join(["set -euo pipefail", "ROOT=$FMCLUSTER_ROOT", 'log() { echo "$*" >&2; }', fragment,
                         f"SLURM_PREFIX={PCS_PREFIX} BUILD_DIR=/src",
                         "PYXIS_COMMIT=x PYXIS_TAG=x PYXIS_REPOSITORY=x",
@@ -927,7 +933,7 @@ def test_hyperpod_controller_registers_pyxis_by_name_and_reconfigures(tmp_path):
     (node.root / "opt/slurm/etc/plugstack.conf.d/other.conf").write_text("optional /opt/other.so\n")
     (node.root / "opt/slurm/etc/plugstack.conf").write_text("include /opt/slurm/etc/plugstack.conf.d/*.conf\n")
     (node.state / "units/slurmctld.service").write_text("active\n")
-    result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}")
+    result = node.run(bundle.files[hyperpod_node.ENTRYPOINT], name=f"lifecycle/{hyperpod_node.ENTRYPOINT}")
     assert result.returncode == 0, result.stderr
     assert node.file("/opt/slurm/etc/plugstack.conf").splitlines() == [
         "# fmcluster: explicit includes below: include /opt/slurm/etc/plugstack.conf.d/*.conf",
@@ -942,7 +948,7 @@ def test_hyperpod_controller_registers_pyxis_by_name_and_reconfigures(tmp_path):
 def test_hyperpod_login_node_gets_the_runtime_without_reconfiguring(tmp_path):
     bundle = hyperpod_folder(name="login", metrics=False, edits={"storage.lustre": None})  # no image cache to share
     node = Sandbox(tmp_path, hyperpod_world("m7i.2xlarge", slurmd_plugstack=None))
-    result = node.run(bundle.files[lifecycle.ENTRYPOINT], name=f"lifecycle/{lifecycle.ENTRYPOINT}")
+    result = node.run(bundle.files[hyperpod_node.ENTRYPOINT], name=f"lifecycle/{hyperpod_node.ENTRYPOINT}")
     assert result.returncode == 0, result.stderr
     assert node.exists("/opt/slurm/lib/slurm/spank_pyxis.so") and not node.calls("scontrol")
     assert node.file("/opt/slurm/etc/plugstack.conf") == CONTROLLER_PLUGSTACK
@@ -976,7 +982,7 @@ def test_a_running_slurmd_under_two_names_is_restarted_once(tmp_path, monkeypatc
     assert units == [f"slurmd-{PCS_SLURM}.service", "slurmd.service"]
     for unit in units:  # one unit, active under both of its names
         (node.state / "units" / unit).write_text("active\n")
-    result = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED)  # slurmd runs: PCS started it earlier
+    result = run_stage(node, scripts, pcs_node.NODE_BOOTSTRAPPED)  # slurmd runs: PCS started it earlier
     assert result.returncode == 0, result.stderr
     restarts = [c.args for c in node.calls("systemctl") if c.args[:1] == ("restart",)]
     assert restarts == [("restart", units[0])]

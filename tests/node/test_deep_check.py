@@ -15,7 +15,9 @@ import pytest
 
 from fmcluster.facts import catalog, health
 from fmcluster.facts import node as node_facts
-from fmcluster.node import actions, bootstrap
+from fmcluster.node import pcs as pcs_node
+from fmcluster.node import program as prog
+from fmcluster.node import runtime as node_runtime
 from tests.support import nodes, standins
 from tests.support.nodes import NO_METRICS, REFS, Outcome, first_boot
 from tests.support.sandbox import Sandbox, Scenario
@@ -34,7 +36,7 @@ def standin_pins(monkeypatch):
     """The scripts rendered here pin the stand-ins' commits (as tests/node/test_boot_path.py): the
     node's image is baked from them, and its container runtime is checked against the pins."""
     for name, value in standins.pristine().pins().items():
-        monkeypatch.setattr(bootstrap, name, value)
+        monkeypatch.setattr(node_runtime, name, value)
 
 
 def world(instance_type: str) -> Scenario:
@@ -43,10 +45,10 @@ def world(instance_type: str) -> Scenario:
     return Scenario(gpus=instance.gpu_count, nvme_disks=instance.nvme_disks, efa_devices=instance.max_efa_interfaces)
 
 
-def scripts(deep_check: bool = True, instance_type: str = TYPE) -> tuple[actions.LifecycleScript, ...]:
+def scripts(deep_check: bool = True, instance_type: str = TYPE) -> tuple[pcs_node.LifecycleScript, ...]:
     """A PCS group of `instance_type` without a file system, with health.deep_check as asked."""
-    made, gpu = nodes.pcs_node(instance_type, {"health.deep_check": deep_check}, lustre=None)
-    return actions.node_actions(made, gpu, NO_METRICS)
+    made, gpu = nodes.pcs_group(instance_type, {"health.deep_check": deep_check}, lustre=None)
+    return pcs_node.node_actions(made, gpu, NO_METRICS)
 
 
 def boot(node: Sandbox, deep_check: bool = True, **env: str) -> Outcome:
@@ -190,7 +192,7 @@ def test_dcgm_that_cannot_run_fails_the_deep_check(tmp_path):
 
 
 def test_a_slow_all_reduce_is_deep_nccl(tmp_path):
-    floor = bootstrap.deep_nccl_floor(nodes.pcs_node(TYPE)[1])
+    floor = prog.deep_nccl_floor(nodes.pcs_group(TYPE)[1])
     assert floor == "270"  # 0.6 x H100's 450 GB/s NVLink per direction: fmcluster verify's FAIL line
     node = deep_node(tmp_path)
     result = boot(node, STANDIN_BUSBW_NODE="200")
@@ -227,26 +229,26 @@ def test_the_deep_check_is_off_by_default_and_on_gpu_types_only(tmp_path):
     node = deep_node(tmp_path)
     assert boot(node, deep_check=False).returncode == 0
     assert tools_run(node) == [] and not node.exists(health.DEEP_CHECK_MARKER)
-    cpu = nodes.pcs_node("c7i.2xlarge", {"health.deep_check": True}, efa=False)
-    assert not cpu[0].node(cpu[1]).deep_check and "deep_check" not in bootstrap.node_program(*cpu, REFS).programs
+    cpu = nodes.pcs_group("c7i.2xlarge", {"health.deep_check": True}, efa=False)
+    assert not cpu[0].node(cpu[1]).deep_check and "deep_check" not in pcs_node.node_program(*cpu, REFS).programs
 
 
 def test_slurmds_start_timeout_covers_the_deep_check(tmp_path):
     node = deep_node(tmp_path)
     assert boot(node).returncode == 0
     dropin = node.file("/etc/systemd/system/slurmd.service.d/50-fmcluster-node-ready.conf")
-    seconds = bootstrap.READY_WAIT_SECONDS + bootstrap.DEEP_CHECK_SECONDS + 60
+    seconds = prog.READY_WAIT_SECONDS + prog.DEEP_CHECK_SECONDS + 60
     assert f"TimeoutStartSec={seconds}\n" in dropin
-    assert bootstrap.DEEP_CHECK_SECONDS > health.DEEP_DCGM_TIMEOUT_SECONDS + health.DEEP_NCCL_TIMEOUT_SECONDS
+    assert prog.DEEP_CHECK_SECONDS > health.DEEP_DCGM_TIMEOUT_SECONDS + health.DEEP_NCCL_TIMEOUT_SECONDS
 
 
 @pytest.mark.parametrize("instance_type", ["p5.48xlarge", "p6-b200.48xlarge"])
 def test_the_lifecycle_scripts_run_the_deep_check_before_slurmd(instance_type):
     """On PCS's node lifecycle actions, the deep check is node-ready's: in the configure phase's
     settings and the every-boot readiness phase (TERMINATE: a node that fails it is replaced)."""
-    made, gpu = nodes.pcs_node(instance_type, {"health.deep_check": True})
-    made_scripts = actions.node_actions(made, gpu, REFS)
+    made, gpu = nodes.pcs_group(instance_type, {"health.deep_check": True})
+    made_scripts = pcs_node.node_actions(made, gpu, REFS)
     configure = next(s for s in made_scripts if s.name == "fmcluster configure")
     assert "program_deep_check()" in configure.text and "DEEP_CHECK=1" in configure.text
     ready = next(s for s in made_scripts if s.name == "fmcluster node ready")
-    assert ready.on_error == actions.TERMINATE and ready.execution_policy == actions.EVERY_BOOT
+    assert ready.on_error == pcs_node.TERMINATE and ready.execution_policy == pcs_node.EVERY_BOOT

@@ -11,8 +11,12 @@ import shutil
 import pytest
 
 from fmcluster.facts import node as node_facts
-from fmcluster.node import actions, bootstrap, lifecycle
-from fmcluster.node.bootstrap import HomeMount, LustreMount
+from fmcluster.node import hyperpod as hyperpod_node
+from fmcluster.node import pcs as pcs_node
+from fmcluster.node import program as prog
+from fmcluster.node import runtime as node_runtime
+from fmcluster.node import shell as node_shell
+from fmcluster.node.program import HomeMount, LustreMount
 from fmcluster.node.refs import NodeRefs
 from tests.support import nodes, standins
 from tests.support.nodes import QUEUE, URL, first_boot
@@ -34,14 +38,14 @@ def standin_pins(monkeypatch):
     """The scripts rendered here pin the stand-ins' commits (as tests/node/test_boot_path.py): the
     node's image is baked from them, and its container runtime is checked against the pins."""
     for name, value in standins.pristine().pins().items():
-        monkeypatch.setattr(bootstrap, name, value)
+        monkeypatch.setattr(node_runtime, name, value)
 
 
 def scripts(*, lustre_home: bool = False, name: str = "gpu", refs: NodeRefs = REFS):
     """The PCS node lifecycle scripts of a cluster with the shared home on FSx for OpenZFS (or
     `lustre_home`: its Lustre file system mounted at /home), of its group `name`."""
     edits = {"storage.lustre.mount_path": "/home"} if lustre_home else {"storage.home": {}}
-    return actions.node_actions(*nodes.pcs_node("p5.48xlarge", edits, name=name), refs)
+    return pcs_node.node_actions(*nodes.pcs_group("p5.48xlarge", edits, name=name), refs)
 
 
 def image_home(node: Sandbox, user: str = "ubuntu", key: str = KEY) -> None:
@@ -85,12 +89,12 @@ def test_home_mounted_with_the_image_home_copied_in_first(tmp_path):
     assert mounts["/home"].fstype == "nfs4" and mounts["/home"].source == f"{DNS}:/fsx"
     assert "/run/fmcluster-home" not in mounts  # the staging mount is gone
     assert node.file("/home/ubuntu/.ssh/authorized_keys") == KEY  # the user still logs in
-    assert node.fstab().count([f"{DNS}:/fsx", "/home", "nfs", bootstrap.NFS_MOUNT_OPTIONS + ",_netdev",
+    assert node.fstab().count([f"{DNS}:/fsx", "/home", "nfs", prog.NFS_MOUNT_OPTIONS + ",_netdev",
                                "0", "0"]) == 1
     lines = node.lines()
-    staged = index(lines, f"mount -t nfs -o {bootstrap.NFS_MOUNT_OPTIONS} {DNS}:/fsx /run/fmcluster-home")
+    staged = index(lines, f"mount -t nfs -o {prog.NFS_MOUNT_OPTIONS} {DNS}:/fsx /run/fmcluster-home")
     assert staged < index(lines, "umount /run/fmcluster-home") < index(lines, "mount /home")
-    assert "nfsvers=4.1" in bootstrap.NFS_MOUNT_OPTIONS
+    assert "nfsvers=4.1" in prog.NFS_MOUNT_OPTIONS
     assert node.file(READY_METRIC).splitlines()[-1] == 'fmcluster_node_ready{reason=""} 1'
     assert "copied the image's /home/ubuntu into the shared home" in result.stderr
 
@@ -100,7 +104,7 @@ def test_home_mounted_before_the_readiness_check_and_checked_by_it(tmp_path):
     assert result.returncode == 0, result.stderr
     lines = node.lines()
     assert index(lines, "mount /home") < index(lines, "nvidia-smi -L")
-    ready = node.file(f"{bootstrap.FMCLUSTER_ETC}/node-ready.env")
+    ready = node.file(f"{node_shell.FMCLUSTER_ETC}/node-ready.env")
     assert "/home" in next(line for line in ready.splitlines() if line.startswith("REQUIRED_MOUNTS="))
 
 
@@ -149,7 +153,7 @@ def test_home_that_never_mounts_keeps_slurmd_down(tmp_path):
     assert "/home" not in node.mounts()
     assert node.file("/home/ubuntu/.ssh/authorized_keys") == KEY  # the image's home, untouched
     attempts = [c for c in node.calls("mount") if c.args[:2] == ("-t", "nfs")]
-    assert len(attempts) == bootstrap.HOME_MOUNT_ATTEMPTS
+    assert len(attempts) == prog.HOME_MOUNT_ATTEMPTS
     assert node.file(READY_METRIC).splitlines()[-1] == 'fmcluster_node_ready{reason="/home is not mounted"} 0'
     start = node.run("systemctl start slurmd.service", name="start.sh")
     assert start.returncode != 0 and node.unit_state("slurmd.service") == "failed"
@@ -179,7 +183,7 @@ def test_lustre_at_home_is_seeded_and_mounted_once(tmp_path):
     lines = node.lines()
     assert index(lines, f"mount -t lustre -o relatime,flock {lustre.source} /run/fmcluster-home") \
         < index(lines, "umount /run/fmcluster-home") < index(lines, "mount /home")
-    assert node.fstab().count([lustre.source, "/home", "lustre", bootstrap.FSX_MOUNT_OPTIONS, "0", "0"]) == 1
+    assert node.fstab().count([lustre.source, "/home", "lustre", prog.FSX_MOUNT_OPTIONS, "0", "0"]) == 1
     assert not [c for c in node.calls("mount") if c.args[-2:] == (lustre.source, "/home")]  # not lustre.sh's too
 
 
@@ -187,10 +191,10 @@ def test_pcs_lifecycle_scripts_mount_home_every_boot_with_its_source_as_an_argum
     made = scripts(refs=NodeRefs(lustre_dns_name=FSX.dns_name, lustre_mount_name=FSX.mount_name,
                                  home_dns_name="${Token[TOKEN.123]}"))
     (storage,) = [s for s in made if s.name == "fmcluster storage"]
-    assert storage.execution_policy == actions.EVERY_BOOT and "  step mount_home" in storage.text
+    assert storage.execution_policy == pcs_node.EVERY_BOOT and "  step mount_home" in storage.text
     assert "HOME_SOURCE=${Token[TOKEN.123]}:/fsx" in storage.arguments
     (ready,) = [s for s in made if s.name == "fmcluster node ready"]
-    assert ready.on_error == actions.TERMINATE
+    assert ready.on_error == pcs_node.TERMINATE
 
 
 def test_login_nodes_mount_home_too():
@@ -201,7 +205,7 @@ def hyperpod(name: str = "gpu", *, lustre: bool = True) -> str:
     """The on_init.sh of a group of a HyperPod Slurm cluster with the shared home (and its Lustre
     file system at /fsx, with `lustre`): its compute group, or the controller or login nodes."""
     edits = {"storage.home": {}, **({} if lustre else {"storage.lustre": None})}
-    return lifecycle.entry_script(*nodes.group("hyperpod-slurm", "p5.48xlarge", edits, name=name), REFS)
+    return hyperpod_node.entry_script(*nodes.group("hyperpod-slurm", "p5.48xlarge", edits, name=name), REFS)
 
 
 def test_hyperpod_compute_groups_check_home_and_keep_the_image_cache_on_lustre():
@@ -224,7 +228,7 @@ def test_the_scripts_with_a_home_are_shellcheck_clean(tmp_path):
 
 def hyperpod_mounted(node: Sandbox) -> None:
     """SageMaker HyperPod's own mount of the home (FsxOpenZfsConfig), before the lifecycle script."""
-    result = node.run(f"#!/bin/bash\nset -e\nmount -t nfs -o {bootstrap.NFS_MOUNT_OPTIONS} {HOME.source} /home\n",
+    result = node.run(f"#!/bin/bash\nset -e\nmount -t nfs -o {prog.NFS_MOUNT_OPTIONS} {HOME.source} /home\n",
                       name="hyperpod-mount.sh")
     assert result.returncode == 0, result.stderr
 

@@ -1,4 +1,4 @@
-"""The IMEX Slurm prolog (fmcluster/node/scripts/slurm/imex-prolog.sh, as fmcluster.node.bootstrap.imex_prolog renders
+"""The IMEX Slurm prolog (fmcluster/node/scripts/slurm/imex-prolog.sh, as fmcluster.node.program.imex_prolog renders
 it) run as a process on a sandboxed node (tests/support/sandbox.py): what it writes, which commands it
 calls and in what order, and what it does when a piece is missing. The pattern is the AWS PCS User
 Guide's ("Configure UltraServer instances"). tests/node/test_imex_slurm.py runs it under a real Slurm."""
@@ -11,12 +11,13 @@ import subprocess
 
 import pytest
 
-from fmcluster.node import bootstrap
+from fmcluster.model.node import SlurmPaths
+from fmcluster.node import program as prog
 from tests.support.paths import ROOT
 from tests.support.sandbox import IMEX_PACKAGED_CONFIG, Sandbox, Scenario
 
 PROLOG = ROOT / "fmcluster" / "node" / "scripts" / "slurm" / "imex-prolog.sh"
-SLURM_BIN = bootstrap.slurm_bin("25.05")
+SLURM_BIN = SlurmPaths.pcs("25.05").bin  # an AWS PCS node's
 GB200 = Scenario(instance_type="p6e-gb200.36xlarge", imex=True, gpus=4, gpu_model="GB200", nvme_disks=3,
                  efa_devices=4)
 EXCLUSIVE = {"SLURM_JOB_ID": "42", "SLURM_NODELIST": "gpu-[1-2]", "SLURM_JOB_OVERSUBSCRIBE": "NO"}
@@ -24,7 +25,7 @@ EXCLUSIVE = {"SLURM_JOB_ID": "42", "SLURM_NODELIST": "gpu-[1-2]", "SLURM_JOB_OVE
 
 def prolog(tmp_path, scenario=GB200, env=EXCLUSIVE, node=None):
     node = node or Sandbox(tmp_path, scenario)
-    return node, node.run(bootstrap.imex_prolog(SLURM_BIN), name="prolog.sh", env=env)
+    return node, node.run(prog.imex_prolog(SLURM_BIN), name="prolog.sh", env=env)
 
 
 def commands(node) -> list[str]:
@@ -67,7 +68,7 @@ def test_a_domain_never_up_fails_the_prolog_in_bounded_time(tmp_path):
 
 def test_slurm_commands_come_from_the_rendered_path_not_the_callers_path(tmp_path):
     """Slurm gives a prolog no PATH: the rendered one has Slurm's bin directory, then the system's."""
-    text = bootstrap.imex_prolog(SLURM_BIN)
+    text = prog.imex_prolog(SLURM_BIN)
     assert f"SLURM_BIN={SLURM_BIN}\n" in text
     assert "export PATH=${FMCLUSTER_ROOT:+$PATH:}$SLURM_BIN:/usr/sbin:/usr/bin:/sbin:/bin\n" in text
     probe = tmp_path / "probe.sh"
@@ -75,7 +76,7 @@ def test_slurm_commands_come_from_the_rendered_path_not_the_callers_path(tmp_pat
     result = subprocess.run(["/bin/bash", str(probe)], env={}, capture_output=True, text=True)
     assert result.stdout == f"{SLURM_BIN}:/usr/sbin:/usr/bin:/sbin:/bin"
     with pytest.raises(ValueError, match="not a plain absolute path"):
-        bootstrap.imex_prolog("/opt/slurm/bin; rm -rf /")
+        prog.imex_prolog("/opt/slurm/bin; rm -rf /")
 
 
 def test_the_next_job_gets_its_own_nodes_and_the_channel_is_made_once(tmp_path):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster.node import bootstrap
+from fmcluster.node import program as prog
 from tests.support.paths import ROOT
 from tests.support.sandbox import IMEX_PACKAGED_CONFIG
 from tests.support.slurm_cluster import SlurmCluster, find, node_address, require_slurm
@@ -199,7 +199,7 @@ def without_path(text: str) -> str:
 def test_a_prolog_without_its_own_path_drains_the_nodes(imex, tmp_path):
     """The prolog as it was (scontrol by name): on a node whose Slurm is on no default PATH (AWS
     PCS, HyperPod), every exclusive job drains its nodes with "Prolog error"."""
-    cluster, gb200 = imex(lambda slurm_bin: without_path(bootstrap.imex_prolog(slurm_bin)))
+    cluster, gb200 = imex(lambda slurm_bin: without_path(prog.imex_prolog(slurm_bin)))
     out = tmp_path / "old.out"
     job = cluster.sbatch(JOB.format(out=out), "--exclusive", "-N2")
     info = drained(cluster, "node1")
@@ -210,7 +210,7 @@ def test_a_prolog_without_its_own_path_drains_the_nodes(imex, tmp_path):
 
 
 def test_an_exclusive_job_runs_on_its_imex_domain(imex, tmp_path):
-    cluster, gb200 = imex(bootstrap.imex_prolog)
+    cluster, gb200 = imex(prog.imex_prolog)
     out = tmp_path / "job.out"
     job = cluster.sbatch(JOB.format(out=out), "--exclusive", "-N2")
     info = cluster.wait_job(job)
@@ -225,7 +225,7 @@ def test_an_exclusive_job_runs_on_its_imex_domain(imex, tmp_path):
 
 
 def test_a_job_that_is_not_exclusive_leaves_imex_alone(imex, tmp_path):
-    cluster, gb200 = imex(bootstrap.imex_prolog, nodes=1)
+    cluster, gb200 = imex(prog.imex_prolog, nodes=1)
     out = tmp_path / "shared.out"
     info = cluster.wait_job(cluster.sbatch(JOB.format(out=out), "-N1", "-n1"))
     assert info["JobState"] == "COMPLETED" and out.exists()
@@ -235,7 +235,7 @@ def test_a_job_that_is_not_exclusive_leaves_imex_alone(imex, tmp_path):
 def test_a_domain_that_never_comes_up_drains_the_node_and_the_job_never_runs(imex, tmp_path):
     """node2's daemon never joins: each node's prolog waits IMEX_WAIT_SECONDS (5 here) for the
     domain, then fails; Slurm drains the nodes and requeues the job, which never ran."""
-    cluster, gb200 = imex(lambda slurm_bin: bootstrap.imex_prolog(slurm_bin, IMEX_WAIT_SECONDS="5"))
+    cluster, gb200 = imex(lambda slurm_bin: prog.imex_prolog(slurm_bin, IMEX_WAIT_SECONDS="5"))
     (gb200.state / "node2/fails-to-join").touch()
     out = tmp_path / "never.out"
     job = cluster.sbatch(JOB.format(out=out), "--exclusive", "-N2")

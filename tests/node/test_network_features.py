@@ -20,7 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from fmcluster.node import bootstrap
+from fmcluster.model.node import SlurmPaths
+from fmcluster.node import pcs as pcs_node
+from fmcluster.node import program as prog
+from fmcluster.node import shell as node_shell
 from tests.support import nodes
 from tests.support.nodes import REFS
 from tests.support.paths import ROOT
@@ -29,6 +32,7 @@ from tests.support.sandbox import Sandbox, Scenario
 TOPOLOGY = ROOT / "tests" / "data" / "topology"
 ANSWERS = sorted(TOPOLOGY.glob("*.json"))
 SLURM_VERSION = "25.05"
+SLURM_BIN = SlurmPaths.pcs(SLURM_VERSION).bin  # Slurm's commands on the node
 UNIT = "fmcluster-network-features.service"
 FEATURES_PROGRAM = "/usr/local/lib/fmcluster/network-features"
 
@@ -41,9 +45,9 @@ def boot(tmp_path: Path, answer: str | None, **scenario) -> tuple[Sandbox, objec
         (node.state / "topology.json").write_text((TOPOLOGY / answer).read_text())
     made, group = placed(node.scenario.instance_type)
     slurm = made.node(group).slurm
-    program = bootstrap.NodeProgram(group.instance)
+    program = prog.NodeProgram(group.instance)
     program.network_features(slurm.bin, slurm.slurmd_units)
-    return node, node.run(program.render(bootstrap.header()))
+    return node, node.run(program.render(node_shell.header()))
 
 
 def placed(instance_type: str = "p5.48xlarge", count: int = 2):
@@ -123,7 +127,7 @@ def test_waits_for_the_topology_and_for_slurmd_to_register(tmp_path):
     assert features(node)[0] == expected(instance("p5.48xlarge.json", 0)["NetworkNodes"])
     assert len(node.calls("aws")) == 3
     sleeps = [c.args for c in node.calls("sleep")]
-    assert sleeps and set(sleeps) == {(str(bootstrap.NETWORK_FEATURES_RETRY_SECONDS),)}
+    assert sleeps and set(sleeps) == {(str(prog.NETWORK_FEATURES_RETRY_SECONDS),)}
 
 
 @pytest.mark.parametrize("scenario", [{"instance_id": "i-0ffffffffffffffff"}, {"topology_denied": True}],
@@ -134,7 +138,7 @@ def test_gives_up_bounded_and_the_boot_goes_on(tmp_path, scenario):
     node, result = boot(tmp_path, "p5.48xlarge.json", slurm_features="gpu", **scenario)
     assert result.returncode == 0, result.stderr
     assert node.unit_state(UNIT) == "failed"
-    assert len(node.calls("aws")) == bootstrap.NETWORK_FEATURES_ATTEMPTS
+    assert len(node.calls("aws")) == prog.NETWORK_FEATURES_ATTEMPTS
     assert not any(c.args[0] == "update" for c in node.calls("scontrol"))
     assert "gave up after" in result.stderr
 
@@ -150,7 +154,7 @@ def test_the_restore_sets_again_what_slurm_forgot_without_asking_ec2(tmp_path):
     assert result.returncode == 0, result.stderr
     want = features(node)
     assert node.file("/run/fmcluster-network-features") == want[0].removeprefix("gpu,") + "\n"
-    restore = f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" --restore {bootstrap.slurm_bin(SLURM_VERSION)}\n'
+    restore = f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" --restore {SLURM_BIN}\n'
     updates = lambda: sum(c.args[0] == "update" for c in node.calls("scontrol"))  # noqa: E731
     before = updates()
     again = node.run(restore)
@@ -162,9 +166,9 @@ def test_the_restore_sets_again_what_slurm_forgot_without_asking_ec2(tmp_path):
     assert features(node) == want
     assert len(node.calls("aws")) == 1 and updates() == before + 1
     timer = node.file("/etc/systemd/system/fmcluster-network-features-restore.timer")
-    assert f"OnUnitInactiveSec={bootstrap.NETWORK_FEATURES_RESTORE_SECONDS}s" in timer
-    assert f"RandomizedDelaySec={bootstrap.NETWORK_FEATURES_RESTORE_SPREAD_SECONDS}s" in timer
-    assert 120 <= bootstrap.NETWORK_FEATURES_RESTORE_SECONDS <= 300
+    assert f"OnUnitInactiveSec={prog.NETWORK_FEATURES_RESTORE_SECONDS}s" in timer
+    assert f"RandomizedDelaySec={prog.NETWORK_FEATURES_RESTORE_SPREAD_SECONDS}s" in timer
+    assert 120 <= prog.NETWORK_FEATURES_RESTORE_SECONDS <= 300
     path = node.file("/etc/systemd/system/fmcluster-network-features-restore.path")
     assert "PathChanged=/run/slurm/conf/slurm.conf\n" in path
     assert "Unit=fmcluster-network-features-restore.service\n" in path
@@ -193,7 +197,7 @@ def test_the_restore_resolves_the_node_name_once_per_boot(tmp_path):
     assert result.returncode == 0, result.stderr
     assert node.file("/run/fmcluster-slurm-node") == "gpu-st-p5-1\n"
     before = len(node.calls("scontrol"))
-    restore = f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" --restore {bootstrap.slurm_bin(SLURM_VERSION)}\n'
+    restore = f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" --restore {SLURM_BIN}\n'
     for _ in range(3):
         assert node.run(restore).returncode == 0
     asked = [c.args for c in node.calls("scontrol")[before:]]
@@ -224,11 +228,11 @@ def test_an_earlier_instances_features_are_cleared_once_slurmd_has_registered(tm
     assert result.returncode == 0, result.stderr
     assert not any(c.args[0] == "update" for c in node.calls("scontrol"))  # EC2 never answered: none set
     line, program = clear_command(node, slurmd)
-    assert line == (f"ExecStartPost=-/usr/bin/timeout {bootstrap.NETWORK_FEATURES_CLEAR_SECONDS} /usr/bin/env "
+    assert line == (f"ExecStartPost=-/usr/bin/timeout {prog.NETWORK_FEATURES_CLEAR_SECONDS} /usr/bin/env "
                     f"FMCLUSTER_LIB=/usr/local/lib/fmcluster {' '.join(program)}")
-    assert program[1:3] == ["--clear", bootstrap.slurm_bin(SLURM_VERSION)]
+    assert program[1:3] == ["--clear", SLURM_BIN]
     dropin = node.file(f"/etc/systemd/system/{slurmd}.d/60-fmcluster-network-features.conf")
-    assert f"\nTimeoutStartSec={60 + bootstrap.NETWORK_FEATURES_CLEAR_SECONDS}\n" in dropin  # no gate here
+    assert f"\nTimeoutStartSec={60 + prog.NETWORK_FEATURES_CLEAR_SECONDS}\n" in dropin  # no gate here
     clear_command(node, f"slurmd-{SLURM_VERSION}.service" if slurmd == "slurmd.service" else "slurmd.service")
     if slurmd != "slurmd.service":  # systemd-analyze verifies a drop-in only with its unit (this machine's)
         verified = node.verify_units()
@@ -241,7 +245,7 @@ def test_an_earlier_instances_features_are_cleared_once_slurmd_has_registered(tm
     assert ran.returncode == 0, ran.stderr
     assert features(node) == ("gpu", "gpu") and "removed" in ran.stderr
     sleeps = [c.args for c in node.calls("sleep")[slept:]]  # tried again until slurmd had registered
-    assert sleeps and set(sleeps) == {(str(bootstrap.NETWORK_FEATURES_CLEAR_RETRY_SECONDS),)}
+    assert sleeps and set(sleeps) == {(str(prog.NETWORK_FEATURES_CLEAR_RETRY_SECONDS),)}
 
 
 def test_a_restart_of_slurmd_keeps_this_boots_network_features(tmp_path):
@@ -270,9 +274,9 @@ def test_the_instances_features_leave_the_node_when_it_goes(tmp_path):
     assert "RemainAfterExit=yes\n" in unit
     (stop,) = [line for line in unit.splitlines() if line.startswith("ExecStop=")]
     words = stop.removeprefix("ExecStop=").split()
-    assert words[:2] == ["-/usr/bin/timeout", str(bootstrap.NETWORK_FEATURES_LEAVE_SECONDS)]
-    assert words[2:5] == [FEATURES_PROGRAM, "--leave", bootstrap.slurm_bin(SLURM_VERSION)]
-    assert f"TimeoutStopSec={bootstrap.NETWORK_FEATURES_LEAVE_SECONDS + 15}\n" in unit
+    assert words[:2] == ["-/usr/bin/timeout", str(prog.NETWORK_FEATURES_LEAVE_SECONDS)]
+    assert words[2:5] == [FEATURES_PROGRAM, "--leave", SLURM_BIN]
+    assert f"TimeoutStopSec={prog.NETWORK_FEATURES_LEAVE_SECONDS + 15}\n" in unit
     verified = node.verify_units()
     assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout
     ran = node.run(f'"$FMCLUSTER_ROOT{FEATURES_PROGRAM}" {" ".join(words[3:])}\n')
@@ -299,8 +303,8 @@ def test_unit_runs_after_slurmd_at_every_boot(tmp_path, slurmd):
     assert f"After=network-online.target slurmd-{SLURM_VERSION}.service slurmd.service\n" in unit
     assert "WantedBy=multi-user.target" in unit
     assert UNIT in node.enabled()
-    assert (f"ExecStart=/usr/local/lib/fmcluster/network-features {bootstrap.slurm_bin(SLURM_VERSION)} "
-            f"{bootstrap.NETWORK_FEATURES_ATTEMPTS} {bootstrap.NETWORK_FEATURES_RETRY_SECONDS}\n") in unit
+    assert (f"ExecStart=/usr/local/lib/fmcluster/network-features {SLURM_BIN} "
+            f"{prog.NETWORK_FEATURES_ATTEMPTS} {prog.NETWORK_FEATURES_RETRY_SECONDS}\n") in unit
     if slurmd != "slurmd.service":  # the drop-ins of both names: verified where the node has both units
         verified = node.verify_units()
         assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout
@@ -310,26 +314,25 @@ def test_unit_runs_after_slurmd_at_every_boot(tmp_path, slurmd):
 
 
 def test_node_program_wires_it_only_where_the_model_places_the_group():
-    plain = bootstrap.node_program(*placed(count=1), REFS)  # one node: nothing to place
+    plain = pcs_node.node_program(*placed(count=1), REFS)  # one node: nothing to place
     assert "setup_network_features" not in plain.steps
-    wired = bootstrap.node_program(*placed(), REFS)
+    wired = pcs_node.node_program(*placed(), REFS)
     assert "setup_network_features" in wired.steps
     assert wired.settings["NETWORK_FEATURES_SLURM_BIN"] == f"/opt/aws/pcs/scheduler/slurm-{SLURM_VERSION}/bin"
-    ultraservers = bootstrap.node_program(*placed("p6e-gb200.36xlarge"), REFS)  # PCS's block topology places them
+    ultraservers = pcs_node.node_program(*placed("p6e-gb200.36xlarge"), REFS)  # PCS's block topology places them
     assert "setup_network_features" not in ultraservers.steps
 
 
 def test_on_pcs_it_is_a_node_ready_lifecycle_script(tmp_path):
-    """AWS PCS runs the program as node lifecycle scripts (fmcluster.node.actions): the unit is
+    """AWS PCS runs the program as node lifecycle scripts (fmcluster.node.pcs): the unit is
     set up by a NodeReady script (slurmd has registered), first boot only (the unit runs at every
     later boot), CONTINUE (a node without the features still takes jobs)."""
-    from fmcluster.node import actions
 
-    made = actions.node_actions(*placed(), REFS)
+    made = pcs_node.node_actions(*placed(), REFS)
     (script,) = [s for s in made if s.name == "fmcluster network features"]
     assert (script.stage, script.execution_policy, script.on_error) == (
-        actions.NODE_READY, actions.FIRST_BOOT_ONLY, actions.CONTINUE)
-    assert not any(s.name == "fmcluster network features" for s in actions.node_actions(*placed(count=1), REFS))
+        pcs_node.NODE_READY, pcs_node.FIRST_BOOT_ONLY, pcs_node.CONTINUE)
+    assert not any(s.name == "fmcluster network features" for s in pcs_node.node_actions(*placed(count=1), REFS))
     node = Sandbox(tmp_path, Scenario(image="bare", instance_id="i-0a1b2c3d4e5f60004"))
     (node.state / "topology.json").write_text((TOPOLOGY / "p5.48xlarge.json").read_text())
     result = node.run(script.text, *script.arguments)

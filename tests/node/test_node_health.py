@@ -1,5 +1,5 @@
 """The continuous node health check (fmcluster/node/scripts/boot/programs/node-health.sh, installed by
-health.sh through bootstrap.NodeProgram.health), run in the boot-path harness: a sandboxed node
+health.sh through fmcluster.node.program.NodeProgram.health), run in the boot-path harness: a sandboxed node
 (tests/support/sandbox.py) whose nvidia-smi, kernel log, EFA devices, mounts, dcgmi and Slurm
 controller (scontrol) are recording fakes in the real tools' formats. Each fault of
 fmcluster.facts.health shows the node leaving the job pool: drained with a reason naming the fault
@@ -20,7 +20,10 @@ import pytest
 
 from fmcluster.facts import health as health_facts
 from fmcluster.facts import node as node_facts
-from fmcluster.node import bootstrap
+from fmcluster.node import hyperpod as hyperpod_node
+from fmcluster.node import pcs as pcs_node
+from fmcluster.node import program as prog
+from fmcluster.node import shell as node_shell
 from fmcluster.node.refs import NodeRefs
 from tests.support import frozen_fs, nodes
 from tests.support.frozen_fs import FrozenFs
@@ -45,10 +48,10 @@ def node(tmp_path, *, instance="p5.48xlarge", replace=True, **changes) -> Sandbo
     for mount in MOUNTS:
         (sandbox.root / mount.lstrip("/")).mkdir()
         (sandbox.state / "mounts").open("a").write(f"{mount}\t10.1.0.9@tcp:/fsx\tlustre\tlustre\tlnet=tcp\n")
-    program = bootstrap.NodeProgram(entry).health(
+    program = prog.NodeProgram(entry).health(
         efa_devices=made.node(group).efa_devices, mounts=MOUNTS, check_seconds=300, replace=replace,
         slurm_bin=str(sandbox.bin))  # the sandbox's Slurm commands
-    result = sandbox.run(program.render(bootstrap.header()))
+    result = sandbox.run(program.render(node_shell.header()))
     assert result.returncode == 0, result.stderr
     replacement = sandbox.root / node_facts.FMCLUSTER_LIB.lstrip("/") / "request-replacement"
     replacement.write_text(f'#!/bin/sh\necho "$*" >>"$FMCLUSTER_ROOT{REPLACEMENTS}"\n')
@@ -408,7 +411,7 @@ def test_a_file_system_that_answers_after_the_timeout_does_not_answer(tmp_path):
     sandbox = fuse_node(tmp_path, fs)
     for command in ("timeout", "sleep"):
         (sandbox.bin / command).unlink()  # /usr/bin's
-    env = sandbox.root / bootstrap.FMCLUSTER_ETC.lstrip("/") / "node-health.env"
+    env = sandbox.root / node_shell.FMCLUSTER_ETC.lstrip("/") / "node-health.env"
     env.write_text(env.read_text().replace("COMMAND_TIMEOUT=30", "COMMAND_TIMEOUT=2"))
     with fs:
         fs.freeze(2.5)
@@ -494,9 +497,9 @@ def reboots(sandbox: Sandbox) -> list[str]:
 
 def test_the_node_gets_both_classes_of_xids_from_the_facts(tmp_path):
     """node-health.env carries REPLACE_XIDS and RESET_XIDS as fmcluster.facts.health has them
-    (bootstrap.NodeProgram.health), not the script's own default."""
+    (prog.NodeProgram.health), not the script's own default."""
     sandbox = node(tmp_path)
-    env = sandbox.root / bootstrap.FMCLUSTER_ETC.lstrip("/") / "node-health.env"
+    env = sandbox.root / node_shell.FMCLUSTER_ETC.lstrip("/") / "node-health.env"
     show = 'source "$1" && printf "%s\\n" "$REPLACE_XIDS" "$RESET_XIDS"'
     shown = subprocess.run(["bash", "-c", show, "env", str(env)], capture_output=True, text=True,
                            check=True).stdout.splitlines()
@@ -507,7 +510,7 @@ def test_the_node_gets_both_classes_of_xids_from_the_facts(tmp_path):
     env.write_text(env.read_text() + "RESET_XIDS='63 64 74'\n")
     assert check(sandbox).returncode == 0
     # an older node-health.env without RESET_XIDS: the script's default is the facts'
-    script = (Path(bootstrap.__file__).parent / "scripts/boot/programs/node-health.sh").read_text()
+    script = (Path(prog.__file__).parent / "scripts/boot/programs/node-health.sh").read_text()
     assert f"RESET_XIDS=${{RESET_XIDS:-{' '.join(map(str, health_facts.RESET_XIDS))}}}" in script.splitlines()
     assert set(health_facts.RESET_XIDS).isdisjoint(health_facts.REPLACE_XIDS)
     assert sorted(health_facts.RESET_XIDS + health_facts.REPLACE_XIDS) == [48, 63, 64, 74, 79, 94, 95]
@@ -774,13 +777,13 @@ def test_a_check_that_asks_for_replacements_needs_the_replacer():
     made, gpu = nodes.group("pcs", "p5.48xlarge")
     assert made.node(gpu).health.replace
     with pytest.raises(ValueError, match="needs the replacer's queue"):
-        bootstrap.install_health(bootstrap.NodeProgram(gpu.instance), made, made.node(gpu), NodeRefs())
+        prog.install_health(prog.NodeProgram(gpu.instance), made, made.node(gpu), NodeRefs())
 
 
 def test_pcs_gpu_compute_nodes_get_the_check():
     edits = {"name": ASKS["cluster"], "orchestrator.version": "25.11", "health.check_minutes": 10}
     made, gpu = nodes.group("pcs", "p5.48xlarge", edits)
-    program = bootstrap.node_program(made, gpu, REFS)
+    program = pcs_node.node_program(made, gpu, REFS)
     assert "install_node_health" in program.steps
     # a node that may ask for its replacement has the request, to the cluster's replacer's queue
     assert "install_request_replacement" in program.steps
@@ -795,26 +798,24 @@ def test_pcs_gpu_compute_nodes_get_the_check():
     assert settings["HEALTH_RESET_XIDS"] == " ".join(map(str, health_facts.RESET_XIDS))
     assert settings["HEALTH_NODE_FAULTS"] == "filesystem"
     # the node lifecycle scripts install it with the node's configuration, once
-    from fmcluster.node import actions
 
-    (configure, *_) = actions.node_actions(made, gpu, REFS)
+    (configure, *_) = pcs_node.node_actions(made, gpu, REFS)
     assert "step install_node_health" in configure.text
     # a CPU node, and the login nodes, have nothing to check
     cpu = nodes.group("pcs", "c7i.2xlarge", edits)
-    assert "install_node_health" not in bootstrap.node_program(*cpu, REFS).steps
-    assert "install_node_health" not in bootstrap.node_program(made, made.login, REFS).steps
+    assert "install_node_health" not in pcs_node.node_program(*cpu, REFS).steps
+    assert "install_node_health" not in pcs_node.node_program(made, made.login, REFS).steps
     # without replacements, no request
     kept = nodes.group("pcs", "p5.48xlarge", {**edits, "health.replace": False})
-    assert "install_request_replacement" not in bootstrap.node_program(*kept, REFS).steps
+    assert "install_request_replacement" not in pcs_node.node_program(*kept, REFS).steps
 
 
 def test_hyperpod_slurm_gpu_nodes_get_the_check(tmp_path):
-    from fmcluster.node import lifecycle
 
-    script = lifecycle.entry_script(*nodes.group("hyperpod-slurm", "p5.48xlarge"), REFS)
+    script = hyperpod_node.entry_script(*nodes.group("hyperpod-slurm", "p5.48xlarge"), REFS)
     assert "HEALTH_SLURM_BIN=/opt/slurm/bin" in script and "  step install_node_health" in script
     assert "HEALTH_MOUNTS='/fsx /scratch'" in script and "REPLACE_PLANE='hyperpod-slurm'" in script
-    assert "install_node_health" not in lifecycle.entry_script(*nodes.group("hyperpod-slurm", "c7i.8xlarge"), REFS)
+    assert "install_node_health" not in hyperpod_node.entry_script(*nodes.group("hyperpod-slurm", "c7i.8xlarge"), REFS)
 
 
 def test_the_node_is_found_by_its_host_name_when_slurm_names_it_otherwise(tmp_path):
@@ -843,8 +844,8 @@ def test_eks_gpu_nodes_run_the_check_for_its_metrics_only(tmp_path):
     assert "install_node_health" not in (eks.node_script(made, gpu, nodes.NO_METRICS, compact=False) or "")
     sandbox = Sandbox(tmp_path, Scenario(gpus=entry.gpu_count, nvme_disks=0, efa_devices=entry.max_efa_interfaces,
                                          xids=(79,)))
-    program = bootstrap.install_health(bootstrap.NodeProgram(entry), made, made.node(gpu), nodes.REFS)
-    assert sandbox.run(program.render(bootstrap.header())).returncode == 0
+    program = prog.install_health(prog.NodeProgram(entry), made, made.node(gpu), nodes.REFS)
+    assert sandbox.run(program.render(node_shell.header())).returncode == 0
     unit = sandbox.file("/etc/systemd/system/fmcluster-node-health.service")
     assert f"ExecStart={HEALTH}\n" in unit and "After=kubelet.service" in unit
     result = check(sandbox)
@@ -857,7 +858,7 @@ def test_the_gpu_key_tells_apart_gpus_on_the_same_bus_of_other_pci_domains():
     """A reboot is asked for a reset-class finding on one GPU, and only the same GPU's finding after
     it escalates: the key that matches the kernel log's XID lines to nvidia-smi's bus IDs keeps the
     PCI domain, which is all that tells a p6e-gb200's four GPUs apart (00000008..00000019:01:00.0)."""
-    program = (bootstrap.PROGRAMS / "node-health.sh").read_text()
+    program = (node_shell.PROGRAMS / "node-health.sh").read_text()
     function = program[program.index("gpu_key() {"):]
     function = function[:function.index("\n}\n") + 3]
     keys = subprocess.run(["bash", "-c", function + "for b in \"$@\"; do gpu_key \"$b\"; done", "keys",

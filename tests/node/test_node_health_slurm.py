@@ -5,7 +5,7 @@ them, on no PATH): slurmd runs it every HealthCheckInterval, and a fault drains 
 reason naming it (`sinfo -R`), so that a job no longer runs there.
 
 Each node has a root directory of its own (the program's ROOT, by SLURMD_NODENAME), where its node
-script (bootstrap.NodeProgram.health, the "slurm" runner) installed the program and its settings.
+script (prog.NodeProgram.health, the "slurm" runner) installed the program and its settings.
 HealthCheckProgram names a wrapper that only points the program at that root and at the
 stand-ins of what a GPU node has and this host has not (nvidia-smi, per node, and the suite's
 dcgmi); Slurm's own environment is kept, so that the node's name comes from what slurmd sets
@@ -23,7 +23,8 @@ import pytest
 
 from fmcluster.facts import health as health_facts
 from fmcluster.facts import node as node_facts
-from fmcluster.node import bootstrap
+from fmcluster.node import program as prog
+from fmcluster.node import shell as node_shell
 from tests.support import nodes as node_models
 from tests.support.sandbox import GPU_STANDINS
 from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, find, release_id, require_slurm
@@ -55,12 +56,12 @@ def install(nodes: Path, name: str, mounts: tuple[str, ...], slurm_bin: Path | N
     commands in `slurm_bin` (SlurmCluster.node_bin; by default this machine's)."""
     instance = node_models.group("pcs", "p5.48xlarge")[1].instance
     slurm_bin = slurm_bin or Path(find("scontrol")).parent
-    program = bootstrap.NodeProgram(instance).health(efa_devices=0, mounts=mounts, check_seconds=60,
+    program = prog.NodeProgram(instance).health(efa_devices=0, mounts=mounts, check_seconds=60,
                                                      replace=False, slurm_bin=str(slurm_bin), runner="slurm")
     root = nodes / name
     root.mkdir(parents=True, exist_ok=True)
     script = nodes / f"install-{name}.sh"
-    script.write_text(program.render(bootstrap.header()))
+    script.write_text(program.render(node_shell.header()))
     result = subprocess.run(["bash", str(script)], env={**os.environ, "FMCLUSTER_ROOT": str(root)},
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

@@ -27,8 +27,8 @@ import pytest
 import yaml
 
 from fmcluster.facts import images
-from fmcluster.node import bootstrap
 from fmcluster.node import image as node_image
+from fmcluster.node import runtime as node_runtime
 from tests.support import slurm_roots, standins
 from tests.support.paths import ROOT
 from tests.support.sandbox import (
@@ -55,7 +55,7 @@ RELEASES = sorted(IMAGE_SLURM_PREFIXES)  # jammy (SageMaker HyperPod), noble (AW
 def standin_pins(monkeypatch):
     """The documents pin the stand-ins' commits (as tests/node/test_boot_path.py's scripts do)."""
     for name, value in standins.pristine().pins().items():
-        monkeypatch.setattr(bootstrap, name, value)
+        monkeypatch.setattr(node_runtime, name, value)
 
 
 def cfn_schema(type_name: str) -> dict:
@@ -153,7 +153,7 @@ def test_the_digest_names_the_recipe(monkeypatch):
     for name, pin in (("ENROOT_COMMIT", "1" * 40), ("PYXIS_COMMIT", "2" * 40), ("PYXIS_TAG", "v0.25.0"),
                       ("ENROOT_VERSION", "4.2.0")):
         with monkeypatch.context() as patch:
-            patch.setattr(bootstrap, name, pin)
+            patch.setattr(node_runtime, name, pin)
             digests[name] = node_image.documents(image).digest
     assert digest not in digests.values() and len(set(digests.values())) == len(digests), digests
 
@@ -166,10 +166,10 @@ def test_bake_leaves_enroot_pyxis_and_the_manifest(release):
     prefix = IMAGE_SLURM_PREFIXES[release]
     root = baked / "root"
     upstream = standins.pristine()
-    assert manifest((root / bootstrap.IMAGE_MANIFEST.lstrip("/")).read_text()) == {
+    assert manifest((root / node_runtime.IMAGE_MANIFEST.lstrip("/")).read_text()) == {
         "IMAGE_KEY": image_of(release).key, "IMAGE_DIGEST": node_image.documents(image_of(release)).digest,
-        "ENROOT_VERSION": bootstrap.ENROOT_VERSION, "ENROOT_COMMIT": upstream.enroot_commit,
-        "PYXIS_TAG": bootstrap.PYXIS_TAG, "PYXIS_COMMIT": upstream.pyxis_commit, "SLURM_PREFIX": prefix,
+        "ENROOT_VERSION": node_runtime.ENROOT_VERSION, "ENROOT_COMMIT": upstream.enroot_commit,
+        "PYXIS_TAG": node_runtime.PYXIS_TAG, "PYXIS_COMMIT": upstream.pyxis_commit, "SLURM_PREFIX": prefix,
         "PYXIS_PLUGIN": f"{prefix}/lib/slurm/spank_pyxis.so",
         "NODE_EXPORTER_VERSION": {"noble": "1.7.0-1ubuntu0.1", "jammy": "1.3.1-1ubuntu0.1"}[release],
         "PROMETHEUS_VERSION": {"noble": "2.45.3+ds-2ubuntu0.1", "jammy": "2.31.2+ds1-1ubuntu0.1"}[release]}
@@ -185,17 +185,17 @@ def test_bake_installs_the_pinned_packages_waiting_for_the_dpkg_lock(tmp_path):
     result = bake(node)
     assert result.returncode == 0, result.stderr
     installs = [line for line in node.lines("apt-get") if " install " in line]
-    assert installs[-1].endswith(f" {bootstrap.CONTAINER_PACKAGES} prometheus-node-exporter=1.7.0-1* "
+    assert installs[-1].endswith(f" {node_runtime.CONTAINER_PACKAGES} prometheus-node-exporter=1.7.0-1* "
                                  "prometheus=2.45.3+ds-2*")
     assert all("DPkg::Lock::Timeout=300" in line for line in node.lines("apt-get"))
-    assert [c for c in node.calls("sleep") if c.args == (str(bootstrap.APT_RETRY_SECONDS),)]
+    assert [c for c in node.calls("sleep") if c.args == (str(node_image.APT_SETTINGS["APT_RETRY_SECONDS"]),)]
     assert "systemctl disable prometheus.service prometheus-node-exporter.service" in node.lines("systemctl")
     clones = [line.replace(str(node.root), "") for line in node.lines("git") if line.startswith("git clone")]
     assert clones == [
-        f"git clone -q --depth 1 --recurse-submodules --branch v{bootstrap.ENROOT_VERSION} "
-        f"{bootstrap.ENROOT_REPOSITORY} {node_image.BUILD_DIR}/enroot",
-        f"git clone -q --depth 1 --recurse-submodules --branch {bootstrap.PYXIS_TAG} "
-        f"{bootstrap.PYXIS_REPOSITORY} {node_image.BUILD_DIR}/pyxis"]
+        f"git clone -q --depth 1 --recurse-submodules --branch v{node_runtime.ENROOT_VERSION} "
+        f"{node_runtime.ENROOT_REPOSITORY} {node_image.BUILD_DIR}/enroot",
+        f"git clone -q --depth 1 --recurse-submodules --branch {node_runtime.PYXIS_TAG} "
+        f"{node_runtime.PYXIS_REPOSITORY} {node_image.BUILD_DIR}/pyxis"]
     pyxis = [line.replace(str(node.root), "") for line in node.lines("make") if "/pyxis" in line]
     assert pyxis[-1].endswith(f"install DESTDIR= prefix=/usr/local libdir={IMAGE_SLURM_PREFIXES['noble']}/lib")
 
@@ -212,14 +212,14 @@ def test_a_bake_that_cannot_verify_or_build_fails_without_a_manifest(tmp_path, c
     node = Sandbox(tmp_path, Scenario(**{"image": "bare", "nvme_disks": 0, "efa_devices": 0, **change}))
     result = bake(node, image_of("noble"))
     assert result.returncode != 0 and message in result.stderr, result.stderr
-    assert not node.exists(bootstrap.IMAGE_MANIFEST)
+    assert not node.exists(node_runtime.IMAGE_MANIFEST)
 
 
 def test_the_bake_retries_its_clones(tmp_path):
     node = Sandbox(tmp_path, Scenario(image="bare", download_fails=2, nvme_disks=0, efa_devices=0))
     result = bake(node)
     assert result.returncode == 0, result.stderr
-    assert "git_clone failed (attempt 2 of 5)" in result.stderr and node.exists(bootstrap.IMAGE_MANIFEST)
+    assert "git_clone failed (attempt 2 of 5)" in result.stderr and node.exists(node_runtime.IMAGE_MANIFEST)
 
 
 # --- the test phase, run on the baked root ------------------------------------------------------
@@ -346,8 +346,8 @@ def _failing(node: Sandbox, command: str) -> None:
     (lambda node: _remove(node, "/usr/bin/enroot"), "error: enroot does not run"),
     (lambda node: _remove(node, PLUGIN), f"error: no Pyxis plugin {PLUGIN}"),
     (lambda node: _not_a_plugin(node, PLUGIN), "does not load Pyxis"),
-    (lambda node: _remove(node, bootstrap.IMAGE_MANIFEST), "error: no manifest /etc/fmcluster/image.env"),
-    (lambda node: _edit(node, bootstrap.IMAGE_MANIFEST, "PYXIS_TAG=v0.24.0", "PYXIS_TAG=v0.23.0"),
+    (lambda node: _remove(node, node_runtime.IMAGE_MANIFEST), "error: no manifest /etc/fmcluster/image.env"),
+    (lambda node: _edit(node, node_runtime.IMAGE_MANIFEST, "PYXIS_TAG=v0.24.0", "PYXIS_TAG=v0.23.0"),
      "error: the manifest's PYXIS_TAG is 'v0.23.0', not v0.24.0"),
     (lambda node: _failing(node, "prometheus-node-exporter"), "prometheus-node-exporter did not serve /metrics"),
     (lambda node: _failing(node, "prometheus"), "error: prometheus --version fails: broken"),

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 
 from fmcluster.facts.node import FMCLUSTER_LIB
-from fmcluster.node import bootstrap
+from fmcluster.node import program as prog
+from fmcluster.node import shell as node_shell
 from tests.support import nodes
 from tests.support.sandbox import Sandbox, Scenario
 
@@ -18,9 +19,9 @@ QUEUE = "https://sqs.us-east-2.amazonaws.com/123456789012/p5-pcs-node-replacemen
 
 def installed(tmp_path, scenario: Scenario | None = None, plane: str = "pcs") -> Sandbox:
     node = Sandbox(tmp_path, scenario or Scenario())
-    program = bootstrap.NodeProgram(nodes.group("pcs", "p5.48xlarge")[1].instance)
+    program = prog.NodeProgram(nodes.group("pcs", "p5.48xlarge")[1].instance)
     program.replacement(QUEUE, "us-east-2", "p5-pcs", plane)
-    result = node.run(program.render(bootstrap.header()))
+    result = node.run(program.render(node_shell.header()))
     assert result.returncode == 0, result.stderr
     return node
 
@@ -91,9 +92,9 @@ def test_a_queue_name_is_turned_into_its_url_first(tmp_path):
     """On a plane whose scripts cannot know the account (SageMaker HyperPod's lifecycle assets), the
     settings name the queue; the CLI asks SQS for its URL (the fake answers with the scenario's value)."""
     node = Sandbox(tmp_path, Scenario(ssm_value=QUEUE))
-    program = bootstrap.NodeProgram(nodes.group("pcs", "p5.48xlarge")[1].instance)
+    program = prog.NodeProgram(nodes.group("pcs", "p5.48xlarge")[1].instance)
     program.replacement("p5-pcs-node-replacements", "us-east-2", "p5-pcs", "hyperpod-slurm")
-    assert node.run(program.render(bootstrap.header())).returncode == 0
+    assert node.run(program.render(node_shell.header())).returncode == 0
     assert request(node, "nvlink", "NVLink 4 of GPU 2 down").returncode == 0
     first, second = node.calls("aws")
     assert first.args[:2] == ("sqs", "get-queue-url") and "p5-pcs-node-replacements" in first.args

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from fmcluster.model.cluster import resolve
-from fmcluster.node import actions, bootstrap
+from fmcluster.node import pcs as pcs_node
+from fmcluster.node import program as prog
+from fmcluster.node import shell as node_shell
 from tests.support import nodes
 from tests.support.collectors import run_collector
 from tests.support.nested import flatten
@@ -29,7 +31,7 @@ def render(name="gpu", *, metrics=True, lustre=True) -> str:
     login nodes, of c7i.8xlarge), one after the other."""
     made, group = nodes.group("pcs", "p5.48xlarge", {"orchestrator.login.instance_type": "c7i.8xlarge",
                                                       **({} if lustre else {"storage.lustre": None})}, name=name)
-    return "\n".join(s.text for s in actions.node_actions(made, group, REFS if metrics else NO_METRICS))
+    return "\n".join(s.text for s in pcs_node.node_actions(made, group, REFS if metrics else NO_METRICS))
 
 
 def settings(script: str) -> str:
@@ -59,15 +61,15 @@ def test_collectors_are_embedded_as_shipped():
     the metrics set-up writes to a file; the node runs those files (tests/node/test_boot_path.py):
     the GPU and EFA collectors on the GPU nodes, the Slurm collector on the login nodes."""
     gpu, login = render(), render("login")
-    for job, file in bootstrap.COLLECTOR_FILES.items():
-        assert bootstrap.embed(f"collect_{job}", bootstrap.COLLECTORS / file, note=False) in (
+    for job, file in prog.COLLECTOR_FILES.items():
+        assert node_shell.embed(f"collect_{job}", node_shell.COLLECTORS / file, note=False) in (
             login if job == "slurm" else gpu)
     assert "program_collect_slurm" not in gpu
     assert "program_collect_dcgm" not in login and "program_collect_efa" not in login
 
 
 def test_shellcheck_clean(tmp_path):
-    assert_shellcheck_clean(tmp_path, {f"collector-{n}": (bootstrap.COLLECTORS / f"{n}.sh").read_text()
+    assert_shellcheck_clean(tmp_path, {f"collector-{n}": (node_shell.COLLECTORS / f"{n}.sh").read_text()
                                        for n in COLLECTORS})
 
 
@@ -79,7 +81,7 @@ def test_efa_collector_names_match_the_rules(tmp_path):
         (counters / name).write_text(f"{value}\n")
     out = run_collector(tmp_path, "efa", {}, SYSFS_INFINIBAND=tmp_path / "ib")
     assert 'node_amazonefa_retrans_timeout_events{device="rdmap0s26",port="1"} 3' in out
-    rules = (Path(bootstrap.__file__).parents[1] / "observability/rules/efa.yaml").read_text()
+    rules = (Path(prog.__file__).parents[1] / "observability/rules/efa.yaml").read_text()
     for metric in ("retrans_timeout_events", "retrans_pkts", "unresponsive_remote_events",
                    "impaired_remote_conn_events"):
         assert f"node_amazonefa_{metric}" in out and f"node_amazonefa_{metric}" in rules
@@ -172,8 +174,8 @@ echo '0, 00000000:53:00.0, GPU-a, 41, 0, 0, 300, Not Active, Not Active, Not Act
 
 
 def test_xid_rules_read_what_the_gpu_collector_writes():
-    rules = (Path(bootstrap.__file__).parents[1] / "observability/rules/gpu.yaml").read_text()
-    collector = (bootstrap.COLLECTORS / "gpu.sh").read_text()
+    rules = (Path(prog.__file__).parents[1] / "observability/rules/gpu.yaml").read_text()
+    collector = (node_shell.COLLECTORS / "gpu.sh").read_text()
     assert "DCGM_FI_DEV_XID_ERRORS" in rules and '"DCGM_FI_DEV_XID_ERRORS{$labels}' in collector
 
 @pytest.mark.synth
@@ -205,7 +207,7 @@ def test_pcs_node_role_and_user_data(with_observability):
         assert remote == []
     outdir = Path(app.outdir)
     for group in resources(template, "AWS::PCS::ComputeNodeGroup").values():
-        # the node lifecycle scripts (fmcluster.node.actions): a URL without token is in the published text
+        # the node lifecycle scripts (fmcluster.node.pcs): a URL without token is in the published text
         texts = "".join(text for _, _, text in lifecycle_actions(outdir, group))
         assert ("setup_metrics" in texts) == with_observability
         assert (URL in texts) == with_observability
@@ -221,7 +223,7 @@ def test_slurm_collector_against_a_real_slurm(tmp_path):
         env = {**cluster.env, "STATE_DIR": str(tmp_path / "state")}
 
         def collect() -> dict[str, float]:
-            result = subprocess.run(["bash", str(bootstrap.COLLECTORS / "slurm.sh")], env=env, capture_output=True,
+            result = subprocess.run(["bash", str(node_shell.COLLECTORS / "slurm.sh")], env=env, capture_output=True,
                                     text=True, timeout=60)
             assert result.returncode == 0, result.stderr
             return parse_textfile(result.stdout)

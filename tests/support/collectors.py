@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from fmcluster.node import bootstrap
+from fmcluster.node import shell as node_shell
 
 
 def stub_bin(tmp_path: Path, stubs: dict[str, str]) -> dict[str, str]:
@@ -23,6 +23,7 @@ def stub_bin(tmp_path: Path, stubs: dict[str, str]) -> dict[str, str]:
 def run_collector(tmp_path, name, stubs, **env_extra):
     """The collector `name`'s output (it must succeed), with the stand-ins `stubs` and `env_extra` set."""
     env = stub_bin(tmp_path, stubs) | {k: str(v) for k, v in env_extra.items()}
-    result = subprocess.run(["bash", str(bootstrap.COLLECTORS / f"{name}.sh")], env=env, capture_output=True, text=True)
+    result = subprocess.run(["bash", str(node_shell.COLLECTORS / f"{name}.sh")], env=env, capture_output=True,
+                            text=True)
     assert result.returncode == 0, result.stderr
     return result.stdout

@@ -11,7 +11,7 @@ import shlex
 from typing import Iterable, Mapping, NamedTuple
 
 from fmcluster.facts import catalog, software
-from fmcluster.node import bootstrap
+from fmcluster.node import nccl as node_nccl
 from tests.support.paths import ROOT
 
 README = ROOT / "fmcluster" / "data" / "docker" / "README.md"
@@ -159,13 +159,13 @@ def check_bundled_aws_ofi_nccl(instructions: list[Instruction]) -> None:
 
 def image_nccl_environment(instructions: list[Instruction], own: Iterable[str] = ()) -> dict[str, str]:
     """The image's FI_/NCCL_ settings but the names in `own` (the image's own, no node's), held to
-    those fmcluster's bootstrap writes on every EFA GPU node (fmcluster.node.bootstrap.nccl_environment),
+    those fmcluster's bootstrap writes on every EFA GPU node (fmcluster.node.nccl.nccl_environment),
     with its values: none contradicts a node's file, and the per-instance-type ones
     (FI_EFA_USE_DEVICE_RDMA) stay with the node."""
     image = {k: v for k, v in environment(instructions).items() if k.startswith(("FI_", "NCCL_")) and k not in own}
     types = efa_gpu_types()
     assert types
-    nodes = [exported(bootstrap.nccl_environment(t, efa=True)) for t in types]
+    nodes = [exported(node_nccl.nccl_environment(t, efa=True)) for t in types]
     common = {k: v for k, v in nodes[0].items() if all(n.get(k) == v for n in nodes)}
     assert image == common
     assert {"FI_PROVIDER", "NCCL_SOCKET_IFNAME", "NCCL_BUFFSIZE"} <= image.keys()

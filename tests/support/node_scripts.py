@@ -21,7 +21,7 @@ from fmcluster.deploy import assembly
 from fmcluster.facts import catalog, images
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.model import node as node_setup
-from fmcluster.node import bootstrap
+from fmcluster.node import shell as node_shell
 from tests.support.sandbox import Scenario, template_text, user_data_parts
 
 
@@ -158,5 +158,5 @@ def boot_texts(node: NodeScript) -> dict[str, str]:
     files beside it."""
     texts = {node.name: node.script, **node.files}
     if "FMCLUSTER_BOOTSTRAP=" in node.script:
-        texts[f"{node.name} (packed body)"] = bootstrap.unpack(node.script)
+        texts[f"{node.name} (packed body)"] = node_shell.unpack(node.script)
     return texts

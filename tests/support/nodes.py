@@ -12,8 +12,8 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from fmcluster.model.cluster import ClusterModel, NodeGroup, resolve
-from fmcluster.node import actions
-from fmcluster.node.actions import LifecycleScript
+from fmcluster.node import pcs as pcs_node
+from fmcluster.node.pcs import LifecycleScript
 from fmcluster.node.refs import NodeRefs
 from tests.support.paths import EXAMPLES_DIR
 from tests.support.sandbox import IMAGE_PCS_SLURM, Sandbox, user_data_parts
@@ -62,7 +62,7 @@ def group(plane: str = "pcs", instance_type: str = "p5.48xlarge", edits: Mapping
     return made, made.group(name)
 
 
-def pcs_node(instance_type: str = "p5.48xlarge", edits: Mapping[str, Any] | None = None, *, name: str = "gpu",
+def pcs_group(instance_type: str = "p5.48xlarge", edits: Mapping[str, Any] | None = None, *, name: str = "gpu",
              lustre: str | None = "tcp", efa: bool = True) -> tuple[ClusterModel, NodeGroup]:
     """An AWS PCS cluster on the Slurm of the sandbox's image (IMAGE_PCS_SLURM) whose compute group
     has one node of `instance_type` (no network features), without the deep check and replacements
@@ -76,7 +76,7 @@ def pcs_node(instance_type: str = "p5.48xlarge", edits: Mapping[str, Any] | None
 
 def pcs_scripts(made: ClusterModel, node_group: NodeGroup, refs: NodeRefs = REFS) -> tuple[LifecycleScript, ...]:
     """The AWS PCS node lifecycle scripts of a group, as the cluster stack publishes them."""
-    return actions.node_actions(made, node_group, refs)
+    return pcs_node.node_actions(made, node_group, refs)
 
 
 @dataclass
@@ -106,8 +106,8 @@ def run_stage(node: Sandbox, scripts: Sequence[LifecycleScript], stage: str, *, 
     `env`: the sandbox's stand-ins' settings); after a reboot only the EVERY_BOOT ones; a failure
     does what the script's OnError says."""
     outcome = Outcome()
-    for script in actions.in_stage(scripts, stage):
-        if reboot and script.execution_policy != actions.EVERY_BOOT:
+    for script in pcs_node.in_stage(scripts, stage):
+        if reboot and script.execution_policy != pcs_node.EVERY_BOOT:
             continue
         args = [deployed(a, values or {}) for a in script.arguments] if arguments is None else list(arguments)
         result = node.run(script.text, *args, name=f"lifecycle/{script.file_name}", env=env)
@@ -115,8 +115,8 @@ def run_stage(node: Sandbox, scripts: Sequence[LifecycleScript], stage: str, *, 
         outcome.stderr += result.stderr
         if result.returncode != 0:
             outcome.failed.append(script.name)
-            if script.on_error in (actions.TERMINATE, actions.STOP_SEQUENCE):
-                outcome.verdict = "terminated" if script.on_error == actions.TERMINATE else "stopped"
+            if script.on_error in (pcs_node.TERMINATE, pcs_node.STOP_SEQUENCE):
+                outcome.verdict = "terminated" if script.on_error == pcs_node.TERMINATE else "stopped"
                 return outcome
     return outcome
 
@@ -125,14 +125,14 @@ def first_boot(node: Sandbox, scripts: Sequence[LifecycleScript], *, values: Map
                env: dict[str, str] | None = None) -> Outcome:
     """A PCS node's first boot: cloud-init's user data (the slurmd guard), the NodeBootstrapped
     scripts, slurmd started by PCS, the NodeReady scripts (`values`, `env`: run_stage's)."""
-    (_, guard), = user_data_parts(actions.user_data()).values()
+    (_, guard), = user_data_parts(pcs_node.user_data()).values()
     assert node.run(guard, name="user-data.sh").returncode == 0
-    bootstrapped = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, values=values, env=env)
+    bootstrapped = run_stage(node, scripts, pcs_node.NODE_BOOTSTRAPPED, values=values, env=env)
     if bootstrapped.verdict != "done":
         return bootstrapped
     started = node.run(f"systemctl start {node.scenario.slurmd_unit}\n", name="pcs-start-slurmd.sh", env=env)
     assert started.returncode == 0, started.stderr
-    return bootstrapped.then(run_stage(node, scripts, actions.NODE_READY, values=values, env=env))
+    return bootstrapped.then(run_stage(node, scripts, pcs_node.NODE_READY, values=values, env=env))
 
 
 def deployed(argument: str, values: Mapping[str, str]) -> str:

@@ -47,7 +47,7 @@ from typing import Iterable, Optional
 
 from fmcluster.facts import controlplanes
 from fmcluster.facts import node as node_facts
-from fmcluster.node import bootstrap
+from fmcluster.node import runtime as node_runtime
 from tests.support import slurm_roots, standins
 
 FAKES = Path(__file__).with_name("sandbox_fakes.sh")
@@ -347,7 +347,7 @@ class Sandbox:
                                      dict(made.other_submodule_commits))
         upstream = standins.upstream_copy(directory)
         enroot = upstream.directory / "enroot.git"
-        tag = f"v{bootstrap.ENROOT_VERSION}"
+        tag = f"v{node_runtime.ENROOT_VERSION}"
         if scenario.enroot_submodules:
             gitlinks, urls = dict(upstream.enroot_submodules), {}
             for path, change in scenario.enroot_submodules:
@@ -363,7 +363,7 @@ class Sandbox:
             repo = upstream.directory / f"{name}.git"
             standins.git(repo, "commit", "-q", "--allow-empty", "-m", "not the pinned commit")
             other = standins.git(repo, "rev-parse", "HEAD")
-            standins.move_tag(repo, tag if name == "enroot" else bootstrap.PYXIS_TAG, other)
+            standins.move_tag(repo, tag if name == "enroot" else node_runtime.PYXIS_TAG, other)
         (self.state / "gitconfig").write_text(standins.gitconfig(upstream.directory))
         return upstream
 
@@ -376,7 +376,7 @@ class Sandbox:
 
     def git_head(self, name: str) -> str:
         """The commit the tag of the stand-in `name` ("enroot", "pyxis") checks out now."""
-        tag = f"v{bootstrap.ENROOT_VERSION}" if name == "enroot" else bootstrap.PYXIS_TAG
+        tag = f"v{node_runtime.ENROOT_VERSION}" if name == "enroot" else node_runtime.PYXIS_TAG
         return standins.git(self.upstream_directory() / f"{name}.git", "rev-parse", f"{tag}^{{commit}}")
 
     # --- running ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ and the GitOps pipeline's assembly.
 Take a snapshot before a refactoring (from a checkout of the commit before it), another after,
 and compare: every file byte for byte, the command outputs with the snapshot's own folder name
 taken out. Exit 1 when anything differs. The node scripts are inside the templates' user data
-(packed: `fmcluster.node.bootstrap.unpack` reads them) and the lifecycle assets.
+(packed: `fmcluster.node.shell.unpack` reads them) and the lifecycle assets.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Union
 
 from fmcluster.model.cluster import resolve
-from fmcluster.node.bootstrap import LustreMount
+from fmcluster.node.program import LustreMount
 from fmcluster.spec import loader
 from tests.support.paths import EXAMPLES_DIR, ROOT
 from tests.support.specs import to_yaml

@@ -28,7 +28,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from fmcluster.node import bootstrap
+from fmcluster.node import runtime as node_runtime
 
 # The submodules of the stand-in Enroot: path -> (URL as Enroot's .gitmodules has it, repository name)
 ENROOT_SUBMODULE_URLS = {
@@ -37,7 +37,7 @@ ENROOT_SUBMODULE_URLS = {
     "deps/musl": ("git://git.musl-libc.org/musl", "musl"),
 }
 # Where each upstream URL is in the sandbox's upstream directory (git's insteadOf maps them).
-URL_PATHS = {bootstrap.ENROOT_REPOSITORY: "enroot.git", bootstrap.PYXIS_REPOSITORY: "pyxis.git",
+URL_PATHS = {node_runtime.ENROOT_REPOSITORY: "enroot.git", node_runtime.PYXIS_REPOSITORY: "pyxis.git",
              **{url: f"{name}.git" for url, name in ENROOT_SUBMODULE_URLS.values()}}
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "fmcluster tests", "GIT_AUTHOR_EMAIL": "tests@fmcluster.invalid",
@@ -162,7 +162,7 @@ class Upstream:
     other_submodule_commits: dict[str, str]  # path -> a second commit of each submodule's repository
 
     def pins(self) -> dict[str, object]:
-        """fmcluster.node.bootstrap's pin settings, naming the stand-ins' commits."""
+        """fmcluster.node.runtime's pin settings, naming the stand-ins' commits."""
         return {"ENROOT_COMMIT": self.enroot_commit, "ENROOT_SUBMODULES": dict(self.enroot_submodules),
                 "PYXIS_COMMIT": self.pyxis_commit}
 
@@ -206,17 +206,17 @@ def make_upstream(directory: Path) -> Upstream:
     gitmodules = "".join(f'[submodule "{path}"]\n\tpath = {path}\n\turl = {url}\n'
                          for path, (url, _name) in ENROOT_SUBMODULE_URLS.items())
     _repository(enroot, {
-        "Makefile": ENROOT_MAKEFILE.replace("@VERSION@", bootstrap.ENROOT_VERSION), "enroot.in": ENROOT_SCRIPT,
+        "Makefile": ENROOT_MAKEFILE.replace("@VERSION@", node_runtime.ENROOT_VERSION), "enroot.in": ENROOT_SCRIPT,
         "enroot.conf.in": "#ENROOT_RUNTIME_PATH ${XDG_RUNTIME_DIR}/enroot\n",
         "hooks/98-nvidia.sh": "#!/bin/bash\n", "hooks/50-slurm-pmi.sh": "#!/bin/bash\n",
         "hooks/50-slurm-pytorch.sh": "#!/bin/bash\n", "apparmor.profile": "abi <abi/4.0>,\n",
         ".gitmodules": gitmodules})
     enroot_commit = set_gitlinks(enroot, submodules, "the pinned submodules")
-    git(enroot, "tag", f"v{bootstrap.ENROOT_VERSION}")
+    git(enroot, "tag", f"v{node_runtime.ENROOT_VERSION}")
     pyxis = directory / "pyxis.git"
-    pyxis_commit = _repository(pyxis, {"Makefile": PYXIS_MAKEFILE.replace("@VERSION@", bootstrap.PYXIS_TAG[1:]),
+    pyxis_commit = _repository(pyxis, {"Makefile": PYXIS_MAKEFILE.replace("@VERSION@", node_runtime.PYXIS_TAG[1:]),
                                        "standin.c": PYXIS_SOURCE})
-    git(pyxis, "tag", bootstrap.PYXIS_TAG)
+    git(pyxis, "tag", node_runtime.PYXIS_TAG)
     for repo in (enroot, pyxis):
         git(repo, "checkout", "-q", "--detach")
     return Upstream(directory, enroot_commit, submodules, pyxis_commit, others)
@@ -280,10 +280,10 @@ def with_pins(script: str, upstream: Upstream) -> str:
     its packed body, packed again)."""
     import re
 
-    from fmcluster.node.bootstrap import _quote, pack, unpack
+    from fmcluster.node.shell import pack, quote, unpack
 
     if re.search(r"^FMCLUSTER_BOOTSTRAP=", script, re.MULTILINE):
-        packed = _quote(pack(with_pins(unpack(script), upstream)))
+        packed = quote(pack(with_pins(unpack(script), upstream)))
         return re.sub(r"^FMCLUSTER_BOOTSTRAP=\S+$", lambda _: f"FMCLUSTER_BOOTSTRAP={packed}", script,
                       flags=re.MULTILINE)
 
@@ -293,5 +293,5 @@ def with_pins(script: str, upstream: Upstream) -> str:
     for i, line in enumerate(lines):
         name = line.split("=", 1)[0]
         if name in values and "=" in line:
-            lines[i] = f"{name}={_quote(values[name])}"
+            lines[i] = f"{name}={quote(values[name])}"
     return "\n".join(lines)

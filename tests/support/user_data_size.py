@@ -108,6 +108,6 @@ def with_longest_values(text: str, placeholders: dict[str, str]) -> str:
         text = text.replace(placeholder, longest_values()[kind])
     return text
 
-# AWS PCS node groups run their program as node lifecycle scripts (fmcluster.node.actions): their
+# AWS PCS node groups run their program as node lifecycle scripts (fmcluster.node.pcs): their
 # user data is only the slurmd guard, the same for every group, and must stay under a kilobyte.
 PCS_USER_DATA_BUDGET = 1024

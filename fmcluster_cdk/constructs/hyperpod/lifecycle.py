@@ -17,7 +17,7 @@ PREFIX_ROOT = "fmcluster-lifecycle"
 
 
 class ScriptBundle(Protocol):
-    """The files of one lifecycle folder (`fmcluster.node.lifecycle.Bundle` is one).
+    """The files of one lifecycle folder (`fmcluster.node.hyperpod.Bundle` is one).
 
     Members: `files` (relative path -> the file's text) and `digest` (a content hash of the
     names and texts, hex: it names the folder in S3).

@@ -1,5 +1,6 @@
-"""Node bootstrap rendering (fmcluster.node.bootstrap): pure, no CDK. What the scripts do is tested by
-running them (tests/node/test_boot_path.py); here: what they are made of, their quoting, their MIME
+"""Node program rendering (fmcluster.node.program, fmcluster.node.shell, fmcluster.node.nccl): pure, no
+CDK. What the scripts do is tested by running them (tests/node/test_boot_path.py); here: what
+they are made of, their quoting, their MIME
 wrapping, their size and shellcheck. Each variant is a node group of a model resolved from the test
 spec (tests/support/nodes.py), rendered as AWS PCS runs it (node lifecycle scripts) or packed as
 the compact scripts of user data are (the Amazon EKS node script's form).
@@ -17,8 +18,12 @@ import subprocess
 import pytest
 
 from fmcluster.facts import catalog
-from fmcluster.node import actions, bootstrap
 from fmcluster.node import eks as eks_node
+from fmcluster.node import hyperpod as hyperpod_node
+from fmcluster.node import nccl as node_nccl
+from fmcluster.node import pcs as pcs_node
+from fmcluster.node import program as prog
+from fmcluster.node import shell as node_shell
 from fmcluster.node.refs import NodeRefs
 from tests.support import nodes
 from tests.support.nodes import NO_METRICS, REFS
@@ -45,17 +50,17 @@ def group(name: str):
     return nodes.group("pcs", instance_type, edits, name=group_name)
 
 
-def program(name: str, refs: NodeRefs | None = None) -> bootstrap.NodeProgram:
-    return bootstrap.node_program(*group(name), refs or (REFS if VARIANTS[name][2] else NO_METRICS))
+def program(name: str, refs: NodeRefs | None = None) -> prog.NodeProgram:
+    return pcs_node.node_program(*group(name), refs or (REFS if VARIANTS[name][2] else NO_METRICS))
 
 
-def scripts(name: str) -> tuple[actions.LifecycleScript, ...]:
-    return actions.scripts(program(name))
+def scripts(name: str) -> tuple[pcs_node.LifecycleScript, ...]:
+    return pcs_node.scripts(program(name))
 
 
 def packed(name: str, compact: bool = True) -> str:
     """The variant's program as one script, as the compact user data of Amazon EKS nodes carries one."""
-    return program(name).render(bootstrap.header(), compact=compact)
+    return program(name).render(node_shell.header(), compact=compact)
 
 
 def _settings(script: str) -> str:
@@ -63,7 +68,7 @@ def _settings(script: str) -> str:
 
 
 def main_steps(script: str) -> list[str]:
-    body = bootstrap.unpack(script) if "FMCLUSTER_BOOTSTRAP=" in script else script
+    body = node_shell.unpack(script) if "FMCLUSTER_BOOTSTRAP=" in script else script
     main = body.rsplit("\nmain() {\n", 1)[1].split("\n}", 1)[0]  # the script's, after the embedded programs
     return [line.strip().removeprefix("step ") for line in main.splitlines()]
 
@@ -99,7 +104,7 @@ def test_steps_of_each_variant(name, steps):
 ])
 def test_nccl_environment(instance_type, efa, expected, absent):
     made, gpu = nodes.group("pcs", instance_type, {"node_groups[0].efa": efa})
-    env = bootstrap.nccl_environment(gpu.instance, made.node(gpu).efa)
+    env = node_nccl.nccl_environment(gpu.instance, made.node(gpu).efa)
     exports = [line.removeprefix("export ") for line in env.splitlines() if line.startswith("export ")]
     for setting in expected:
         assert setting in exports
@@ -123,7 +128,7 @@ def test_values_are_shell_quoted():
     """A hostile value stays one shell word: no command substitution, no split."""
     made, gpu = nodes.group("pcs", "c7i.8xlarge", {"storage.lustre.mount_path": "/mnt/fsx"})
     refs = NodeRefs(lustre_dns_name="fs-1.fsx", lustre_mount_name="x'; rm -rf / #")
-    (configure, *_) = actions.node_actions(made, gpu, refs)
+    (configure, *_) = pcs_node.node_actions(made, gpu, refs)
     settings = _settings(configure.text)
     assert "FSX_SOURCE='fs-1.fsx@tcp:/x'\"'\"'; rm -rf / #'" in settings
     assert "FSX_MOUNT_PATH=/mnt/fsx" in settings
@@ -137,11 +142,11 @@ def test_compact_settings_without_tokens_are_packed():
     are the body's first lines, quoted the same."""
     token = "${Token[TOKEN.5]}"
     made, gpu = nodes.group("pcs", "c7i.8xlarge", {"storage.lustre.mount_path": "/mnt/fsx"})
-    script = bootstrap.node_program(made, gpu, NodeRefs(lustre_dns_name=token, lustre_mount_name="abc")).render(
-        bootstrap.header(), compact=True)
+    script = pcs_node.node_program(made, gpu, NodeRefs(lustre_dns_name=token, lustre_mount_name="abc")).render(
+        node_shell.header(), compact=True)
     plain = [line.split("=", 1)[0] for line in _settings(script).splitlines()[1:]]
     assert plain == ["INSTANCE_TYPE", "FSX_SOURCE", "FMCLUSTER_BOOTSTRAP"]
-    assert "\nFSX_MOUNT_PATH=/mnt/fsx\nFSX_MOUNT_OPTIONS=" in bootstrap.unpack(script)
+    assert "\nFSX_MOUNT_PATH=/mnt/fsx\nFSX_MOUNT_OPTIONS=" in node_shell.unpack(script)
 
 
 def test_tokens_stay_in_the_plain_settings():
@@ -149,19 +154,19 @@ def test_tokens_stay_in_the_plain_settings():
     token = "${Token[TOKEN.77]}"
     made, gpu = nodes.group("pcs", "p5.48xlarge", {"storage.lustre.efa": True})
     refs = NodeRefs(lustre_dns_name=token, lustre_mount_name=token, remote_write_url=token, replacement_queue=token)
-    script = bootstrap.node_program(made, gpu, refs).render(bootstrap.header(), compact=True)
-    assert token not in bootstrap.unpack(script) and script.count(token) >= 4
+    script = pcs_node.node_program(made, gpu, refs).render(node_shell.header(), compact=True)
+    assert token not in node_shell.unpack(script) and script.count(token) >= 4
 
 
 def test_a_setting_cannot_take_two_values():
-    program = bootstrap.NodeProgram(catalog.get("p5.48xlarge")).add("nccl.sh", X=1)
+    program = prog.NodeProgram(catalog.get("p5.48xlarge")).add("nccl.sh", X=1)
     with pytest.raises(ValueError, match="two values"):
         program.add("lustre.sh", X=2)
 
 
 def test_embedded_programs_keep_their_shebang_and_no_comments():
-    text = bootstrap.embed("node_ready", bootstrap.PROGRAMS / "node-ready.sh")
-    body = text.split(f"<<'{bootstrap.EMBED_END}'\n", 1)[1].split(f"\n{bootstrap.EMBED_END}\n", 1)[0]
+    text = node_shell.embed("node_ready", node_shell.PROGRAMS / "node-ready.sh")
+    body = text.split(f"<<'{node_shell.EMBED_END}'\n", 1)[1].split(f"\n{node_shell.EMBED_END}\n", 1)[0]
     assert body.startswith("#!/bin/bash\n") and "\n#" not in body.replace("\n# shellcheck", "")
 
 
@@ -171,12 +176,12 @@ def test_unknown_instance_type():
 
 
 def test_scripts_ship_as_package_data():
-    assert {p.name for p in bootstrap.SCRIPTS.glob("*.sh")} == {
+    assert {p.name for p in node_shell.SCRIPTS.glob("*.sh")} == {
         "header.sh", "common.sh", "nccl.sh", "protect.sh", "apt.sh", "ready.sh", "gate-slurmd.sh", "gate-kubelet.sh",
         "gate-drain.sh", "scratch.sh", "lnet.sh", "lustre.sh", "metrics.sh", "textfile.sh", "prolog.sh",
         "containers.sh", "arguments.sh", "lustre-client.sh", "home.sh", "health.sh", "replacement.sh",
         "network-features.sh"}
-    assert {p.name for p in bootstrap.PROGRAMS.glob("*.sh")} == {"node-ready.sh", "lnet-efa.sh", "deep-check.sh",
+    assert {p.name for p in node_shell.PROGRAMS.glob("*.sh")} == {"node-ready.sh", "lnet-efa.sh", "deep-check.sh",
                                                                  "node-health.sh", "request-replacement.sh",
                                                                  "network-features.sh", "slurm-node.sh"}
     pyproject = (ROOT / "pyproject.toml").read_text()
@@ -224,14 +229,14 @@ def test_user_data_is_mime_multipart_with_the_script(name):
 
 def test_user_data_is_deterministic():
     assert eks_user_data("p5en-efa-lustre") == eks_user_data("p5en-efa-lustre")
-    assert actions.user_data() == actions.user_data()
+    assert pcs_node.user_data() == pcs_node.user_data()
 
 
 def test_mime_refuses_the_boundary_and_non_ascii():
     with pytest.raises(ValueError, match="boundary"):
-        bootstrap.mime_multipart([("text/x-shellscript", "a.sh", f"echo {bootstrap.BOUNDARY}")])
+        node_shell.mime_multipart([("text/x-shellscript", "a.sh", f"echo {node_shell.BOUNDARY}")])
     with pytest.raises(ValueError, match="ASCII"):
-        bootstrap.mime_multipart([("text/x-shellscript", "a.sh", "echo caf\u00e9")])
+        node_shell.mime_multipart([("text/x-shellscript", "a.sh", "echo caf\u00e9")])
 
 
 # --- syntax and shellcheck ------------------------------------------------------------------
@@ -243,7 +248,7 @@ def test_rendered_script_parses(name, tmp_path):
         path.write_text(script)
         subprocess.run(["bash", "-n", str(path)], check=True)
     body = tmp_path / "body.sh"
-    body.write_text(bootstrap.unpack(packed(name)))
+    body.write_text(node_shell.unpack(packed(name)))
     subprocess.run(["bash", "-n", str(body)], check=True)
 
 
@@ -251,16 +256,15 @@ def test_rendered_scripts_are_shellcheck_clean(tmp_path):
     made = {f"{name}-{s.file_name}": s.text for name in VARIANTS for s in scripts(name)}
     made.update({f"{name}-verbatim": packed(name, compact=False) for name in VARIANTS})
     # the loader, around the packed body
-    made["loader"] = "#!/bin/bash\nROOT=\nFMCLUSTER_BOOTSTRAP=H4sI\n" + bootstrap.BODY_LOADER
-    made.update({f"program-{p.stem}": p.read_text() for p in bootstrap.PROGRAMS.glob("*.sh")})
+    made["loader"] = "#!/bin/bash\nROOT=\nFMCLUSTER_BOOTSTRAP=H4sI\n" + node_shell.BODY_LOADER
+    made.update({f"program-{p.stem}": p.read_text() for p in node_shell.PROGRAMS.glob("*.sh")})
     assert_shellcheck_clean(tmp_path, made)
 
 
 def test_container_runtime_scripts_are_shellcheck_clean(tmp_path):
     """The PCS script and the HyperPod lifecycle script with Enroot and Pyxis."""
-    from fmcluster.node import lifecycle
 
     made = {"pcs-containers": packed("p5-lustre", compact=False),
-            "hyperpod-containers": lifecycle.entry_script(*nodes.group("hyperpod-slurm", "p6-b200.48xlarge"), REFS)}
+            "hyperpod-containers": hyperpod_node.entry_script(*nodes.group("hyperpod-slurm", "p6-b200.48xlarge"), REFS)}
     assert all("setup_containers" in text for text in made.values())
     assert_shellcheck_clean(tmp_path, made)

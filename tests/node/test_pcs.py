@@ -1,4 +1,4 @@
-"""The AWS PCS node program as node lifecycle scripts (fmcluster.node.actions), run as PCS runs them.
+"""The AWS PCS node program as node lifecycle scripts (fmcluster.node.pcs), run as PCS runs them.
 
 A sandboxed node (tests/support/sandbox.py) boots as PCS boots it: cloud-init runs the user data
 (the slurmd guard), PCS runs the NodeBootstrapped scripts in order (`bash SCRIPT ARG...`, each
@@ -13,7 +13,10 @@ from __future__ import annotations
 import pytest
 
 from fmcluster.facts import node as node_facts
-from fmcluster.node import actions, bootstrap
+from fmcluster.node import pcs as pcs_node
+from fmcluster.node import program as prog
+from fmcluster.node import runtime as node_runtime
+from fmcluster.node import shell as node_shell
 from fmcluster.node.refs import NodeRefs
 from tests.support import nodes, standins
 from tests.support.nodes import NO_METRICS, URL, first_boot, run_stage
@@ -29,7 +32,7 @@ TOKEN_REFS = NodeRefs(lustre_dns_name="${Token[TOKEN.101]}", lustre_mount_name="
 READY_METRIC = f"{node_facts.TEXTFILE_DIR}/fmcluster-ready.prom"
 SLURM_VERSION = IMAGE_PCS_SLURM  # the Slurm the sandbox's image has
 SLURMD = f"slurmd-{SLURM_VERSION}.service"  # as AWS PCS's Slurm installer names it
-SLURMD_DROPIN = f"/etc/systemd/system/{SLURMD}.d/{actions.GATE_DROP_IN}"
+SLURMD_DROPIN = f"/etc/systemd/system/{SLURMD}.d/{pcs_node.GATE_DROP_IN}"
 # a group of UltraServers beside the group under test: the cluster runs the IMEX prolog
 GB200 = {"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2, "capacity": {"type": "on-demand"}}
 
@@ -38,7 +41,7 @@ GB200 = {"name": "gb200", "instance_type": "p6e-gb200.36xlarge", "count": 2, "ca
 def standin_pins(monkeypatch):
     """The scripts rendered here pin the stand-ins' commits (as tests/node/test_boot_path.py)."""
     for name, value in standins.pristine().pins().items():
-        monkeypatch.setattr(bootstrap, name, value)
+        monkeypatch.setattr(node_runtime, name, value)
 
 
 def group(instance_type="p5.48xlarge", *, prolog=False, network_features=False, edits=None):
@@ -50,8 +53,8 @@ def group(instance_type="p5.48xlarge", *, prolog=False, network_features=False, 
     return nodes.group("pcs", instance_type, {**changes, **(edits or {})})
 
 
-def render(instance_type="p5.48xlarge", *, refs=TOKEN_REFS, **options) -> tuple[actions.LifecycleScript, ...]:
-    return actions.node_actions(*group(instance_type, **options), refs)
+def render(instance_type="p5.48xlarge", *, refs=TOKEN_REFS, **options) -> tuple[pcs_node.LifecycleScript, ...]:
+    return pcs_node.node_actions(*group(instance_type, **options), refs)
 
 
 def first_boot_of(node: Sandbox, scripts):
@@ -72,32 +75,32 @@ def ready_metric(node: Sandbox) -> str:
 def test_each_step_runs_once_in_the_programs_order():
     """Every step of the program in exactly one script, a script's in the program's order: the
     configure steps first (the health check's install among them), metrics last (NodeReady)."""
-    program = bootstrap.node_program(*group(prolog=True), TOKEN_REFS)
-    scripts = actions.scripts(program)
+    program = pcs_node.node_program(*group(prolog=True), TOKEN_REFS)
+    scripts = pcs_node.scripts(program)
     steps = [line.strip().removeprefix("step ") for s in scripts for line in s.text.splitlines()
              if line.startswith("  step ")]
-    phase = {step: i for i, p in enumerate(actions.PHASES) for step in p.steps}
+    phase = {step: i for i, p in enumerate(pcs_node.PHASES) for step in p.steps}
     assert steps == sorted(program.steps, key=phase.__getitem__)  # sorted() is stable: the program's order
     assert steps.index("install_node_health") < steps.index("setup_scratch") and steps[-1] == "setup_metrics"
     stages = [s.stage for s in scripts]
-    assert stages == sorted(stages, key=actions.STAGES.index)
+    assert stages == sorted(stages, key=pcs_node.STAGES.index)
     assert [s.name for s in scripts] == ["fmcluster configure", "fmcluster storage", "fmcluster containers",
                                          "fmcluster node ready", "fmcluster metrics"]
 
 
 def test_policies_of_the_phases():
     policies = {s.name: (s.stage, s.execution_policy, s.on_error) for s in render()}
-    assert policies["fmcluster configure"] == (actions.NODE_BOOTSTRAPPED, actions.FIRST_BOOT_ONLY, actions.TERMINATE)
-    assert policies["fmcluster storage"] == (actions.NODE_BOOTSTRAPPED, actions.EVERY_BOOT, actions.CONTINUE)
-    assert policies["fmcluster node ready"] == (actions.NODE_BOOTSTRAPPED, actions.EVERY_BOOT, actions.TERMINATE)
-    assert policies["fmcluster metrics"] == (actions.NODE_READY, actions.FIRST_BOOT_ONLY, actions.CONTINUE)
+    assert policies["fmcluster configure"] == (pcs_node.NODE_BOOTSTRAPPED, pcs_node.FIRST_BOOT_ONLY, pcs_node.TERMINATE)
+    assert policies["fmcluster storage"] == (pcs_node.NODE_BOOTSTRAPPED, pcs_node.EVERY_BOOT, pcs_node.CONTINUE)
+    assert policies["fmcluster node ready"] == (pcs_node.NODE_BOOTSTRAPPED, pcs_node.EVERY_BOOT, pcs_node.TERMINATE)
+    assert policies["fmcluster metrics"] == (pcs_node.NODE_READY, pcs_node.FIRST_BOOT_ONLY, pcs_node.CONTINUE)
 
 
 def test_a_step_without_a_phase_is_refused():
-    program = bootstrap.node_program(*group("c7i.8xlarge"), NO_METRICS)
+    program = pcs_node.node_program(*group("c7i.8xlarge"), NO_METRICS)
     program.steps.append("something_new")
     with pytest.raises(ValueError, match="something_new"):
-        actions.scripts(program)
+        pcs_node.scripts(program)
 
 
 def test_groups_without_storage_or_metrics_leave_those_scripts_out():
@@ -107,7 +110,7 @@ def test_groups_without_storage_or_metrics_leave_those_scripts_out():
 
 def test_tokens_are_arguments_and_never_in_the_published_text():
     for script in render():
-        assert not bootstrap.TOKEN_MARK.search(script.text)
+        assert not node_shell.TOKEN_MARK.search(script.text)
         assert [a.split("=", 1)[0] for a in script.arguments] == ["REMOTE_WRITE_URL", "FSX_SOURCE"]
         assert script.checksum == __import__("hashlib").sha256(script.text.encode()).hexdigest()
     plain = render(refs=NO_METRICS)
@@ -115,19 +118,19 @@ def test_tokens_are_arguments_and_never_in_the_published_text():
 
 
 def test_the_user_data_is_a_few_hundred_bytes():
-    data = actions.user_data()
+    data = pcs_node.user_data()
     assert len(data.encode()) <= PCS_USER_DATA_BUDGET
     assert [t for t, _ in user_data_parts(data).values()] == ["text/x-shellscript"]
 
 
 def test_the_guard_writes_the_gates_drop_in():
     """The guard's drop-in has the name gate-slurmd.sh writes, so the full gate replaces it."""
-    assert actions.GATE_DROP_IN in (bootstrap.SCRIPTS / "gate-slurmd.sh").read_text()
+    assert pcs_node.GATE_DROP_IN in (node_shell.SCRIPTS / "gate-slurmd.sh").read_text()
 
 
 def test_the_scripts_and_the_guard_are_shellcheck_clean(tmp_path):
     scripts = {s.file_name: s.text for s in render(prolog=True)}
-    (_, guard), = user_data_parts(actions.user_data()).values()
+    (_, guard), = user_data_parts(pcs_node.user_data()).values()
     assert_shellcheck_clean(tmp_path, {**scripts, "guard": guard})
 
 
@@ -164,7 +167,7 @@ def test_a_node_boots_ready_and_a_reboot_reruns_only_every_boot_scripts(tmp_path
 
     after = node.reboot()
     assert SLURMD in after.started, after
-    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True, values=TOKENS)
+    again = run_stage(node, scripts, pcs_node.NODE_BOOTSTRAPPED, reboot=True, values=TOKENS)
     assert (again.verdict, again.ran) == ("done", ["fmcluster storage", "fmcluster node ready"])
     assert not node.calls("mdadm") and not node.calls("mkfs.ext4") and not node.calls("git")
     assert ready_metric(node) == 'fmcluster_node_ready{reason=""} 1'
@@ -180,7 +183,7 @@ def test_a_mount_lost_at_reboot_is_made_again(tmp_path):
     node.set_scenario(lustre_mount_fails=1, slurmd=False)
     assert "fsx.mount" in node.reboot().failed
     assert "/fsx" not in node.mounts()
-    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True, values=TOKENS)
+    again = run_stage(node, scripts, pcs_node.NODE_BOOTSTRAPPED, reboot=True, values=TOKENS)
     assert again.verdict == "done" and node.mounts()["/fsx"].fstype == "lustre"
 
 
@@ -198,14 +201,14 @@ def test_a_gpu_lost_at_reboot_terminates_the_node(tmp_path):
     node.set_scenario(gpus=7)
     after = node.reboot()
     assert SLURMD in after.failed  # the gate keeps slurmd down meanwhile
-    again = run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, reboot=True, values=TOKENS)
+    again = run_stage(node, scripts, pcs_node.NODE_BOOTSTRAPPED, reboot=True, values=TOKENS)
     assert again.verdict == "terminated"
 
 
 def test_without_the_lifecycle_scripts_the_guard_keeps_slurmd_down(tmp_path):
     """A node whose lifecycle scripts never ran (an older PCS agent): slurmd never starts."""
     node = Sandbox(tmp_path, world())
-    (_, guard), = user_data_parts(actions.user_data()).values()
+    (_, guard), = user_data_parts(pcs_node.user_data()).values()
     assert node.run(guard).returncode == 0
     assert node.run(f"systemctl start {SLURMD}\n", name="start.sh").returncode != 0
     assert SLURMD in node.reboot().failed
@@ -214,9 +217,9 @@ def test_without_the_lifecycle_scripts_the_guard_keeps_slurmd_down(tmp_path):
 def test_the_guard_never_replaces_the_full_gate(tmp_path):
     """cloud-init may run the user data after the lifecycle scripts: the gate stays as written."""
     node = Sandbox(tmp_path, world())
-    assert run_stage(node, render(), actions.NODE_BOOTSTRAPPED, values=TOKENS).verdict == "done"
+    assert run_stage(node, render(), pcs_node.NODE_BOOTSTRAPPED, values=TOKENS).verdict == "done"
     gate = node.file(SLURMD_DROPIN)
-    (_, guard), = user_data_parts(actions.user_data()).values()
+    (_, guard), = user_data_parts(pcs_node.user_data()).values()
     assert node.run(guard).returncode == 0
     assert node.file(SLURMD_DROPIN) == gate
 
@@ -232,10 +235,10 @@ def test_whichever_slurmd_unit_pcs_starts_is_gated(tmp_path, started):
     (node.root / "usr/lib/systemd/system").mkdir(parents=True, exist_ok=True)
     (node.root / "usr/lib/systemd/system/slurmd.service").write_text(node.file(f"/etc/systemd/system/{SLURMD}"))
     scripts = render(prolog=True)
-    assert run_stage(node, scripts, actions.NODE_BOOTSTRAPPED, values=TOKENS).verdict == "done"
+    assert run_stage(node, scripts, pcs_node.NODE_BOOTSTRAPPED, values=TOKENS).verdict == "done"
     for unit in (SLURMD, "slurmd.service"):
         drop_ins = sorted(p.name for p in (node.root / f"etc/systemd/system/{unit}.d").iterdir())
-        assert drop_ins == ["40-fmcluster-prolog.conf", actions.GATE_DROP_IN], unit
+        assert drop_ins == ["40-fmcluster-prolog.conf", pcs_node.GATE_DROP_IN], unit
     assert node.run(f"systemctl start {started}\n", name="start.sh").returncode == 0
     node.set_scenario(gpus=7)  # not ready: the gate of the started unit holds it
     assert node.run(f"systemctl restart {started}\n", name="restart.sh").returncode != 0
@@ -247,7 +250,7 @@ def test_a_node_of_ones_own_with_slurmd_service_is_gated_there(tmp_path):
     """An ami_id whose Slurm came from packages: the same scripts gate slurmd.service."""
     node = Sandbox(tmp_path, world(slurmd_unit="slurmd.service"))
     assert first_boot_of(node, render()).verdict == "done"
-    assert node.exists(f"/etc/systemd/system/slurmd.service.d/{actions.GATE_DROP_IN}")
+    assert node.exists(f"/etc/systemd/system/slurmd.service.d/{pcs_node.GATE_DROP_IN}")
     node.set_scenario(gpus=7)
     assert "slurmd.service" in node.reboot().failed
 
@@ -257,10 +260,10 @@ def test_the_guard_guards_every_slurmd_unit_the_image_has(tmp_path):
     slurmd-VERSION.service of the image."""
     node = Sandbox(tmp_path, world())
     (node.root / "etc/systemd/system/slurmd-26.05.service").write_text(node.file(f"/etc/systemd/system/{SLURMD}"))
-    (_, guard), = user_data_parts(actions.user_data()).values()
+    (_, guard), = user_data_parts(pcs_node.user_data()).values()
     assert node.run(guard).returncode == 0
     for unit in (SLURMD, "slurmd-26.05.service", "slurmd.service"):
-        assert node.exists(f"/etc/systemd/system/{unit}.d/{actions.GATE_DROP_IN}"), unit
+        assert node.exists(f"/etc/systemd/system/{unit}.d/{pcs_node.GATE_DROP_IN}"), unit
     for unit in (SLURMD, "slurmd-26.05.service"):
         assert node.run(f"systemctl start {unit}\n", name="start.sh").returncode != 0
 
@@ -281,9 +284,9 @@ def test_network_features_are_cleared_by_slurmds_unit_not_by_a_script_before_slu
         dropin = node.file(f"/etc/systemd/system/{unit}.d/60-fmcluster-network-features.conf")
         assert "ExecStartPost=-/usr/bin/timeout " in dropin and " --clear " in dropin
         # slurmd's start bound: the gate's (readiness wait, 60 s) with the clear's added
-        gate = f"TimeoutStartSec={bootstrap.READY_WAIT_SECONDS + 60}\n"
-        assert gate in node.file(f"/etc/systemd/system/{unit}.d/{actions.GATE_DROP_IN}")
-        assert (f"TimeoutStartSec={bootstrap.READY_WAIT_SECONDS + 60 + bootstrap.NETWORK_FEATURES_CLEAR_SECONDS}\n"
+        gate = f"TimeoutStartSec={prog.READY_WAIT_SECONDS + 60}\n"
+        assert gate in node.file(f"/etc/systemd/system/{unit}.d/{pcs_node.GATE_DROP_IN}")
+        assert (f"TimeoutStartSec={prog.READY_WAIT_SECONDS + 60 + prog.NETWORK_FEATURES_CLEAR_SECONDS}\n"
                 in dropin)
     verified = node.verify_units()
     assert verified.returncode == 0 and not verified.stdout.strip(), verified.stdout

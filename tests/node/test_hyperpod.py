@@ -1,8 +1,8 @@
-"""SageMaker HyperPod lifecycle scripts (fmcluster.node.lifecycle): pure, no CDK. What they do is tested
+"""SageMaker HyperPod lifecycle scripts (fmcluster.node.hyperpod): pure, no CDK. What they do is tested
 by running them (tests/node/test_boot_path.py); here: what they are made of. Each variant is an
 instance group of a model resolved from the test spec on HyperPod (tests/support/nodes.py).
 
-shellcheck runs on every rendered variant; like tests/node/test_bootstrap.py, a missing shellcheck
+shellcheck runs on every rendered variant; like tests/node/test_program.py, a missing shellcheck
 skips locally and fails when CI=true.
 """
 
@@ -13,7 +13,8 @@ import subprocess
 import pytest
 
 from fmcluster.model import node as node_setup
-from fmcluster.node import bootstrap, lifecycle
+from fmcluster.node import hyperpod as hyperpod_node
+from fmcluster.node import shell as node_shell
 from tests.support import nodes
 from tests.support.nodes import NO_METRICS, REFS
 from tests.support.tools import assert_shellcheck_clean
@@ -36,7 +37,7 @@ def group(name: str):
 
 
 def render(name: str) -> str:
-    return lifecycle.entry_script(*group(name), REFS)
+    return hyperpod_node.entry_script(*group(name), REFS)
 
 
 def settings(script: str) -> str:
@@ -78,7 +79,7 @@ def test_gpu_script_header_and_settings():
     values = settings(script)
     assert "\nNODE_GROUP='train'\n" in values and "\nINSTANCE_TYPE=p6-b200.48xlarge\n" in values
     assert "\nNVME_DISK_COUNT=8\n" in values and "\nREQUIRED_MOUNTS='/fsx /scratch'\n" in values
-    assert f"\nOPTIONAL_HOOKS='{' '.join(lifecycle.OPTIONAL_HOOKS)}'\n" in values
+    assert f"\nOPTIONAL_HOOKS='{' '.join(hyperpod_node.OPTIONAL_HOOKS)}'\n" in values
     assert "export FI_EFA_USE_DEVICE_RDMA=1" in values
     assert "\nHEALTH_SLURM_BIN=/opt/slurm/bin\n" in values and "\nREPLACE_PLANE='hyperpod-slurm'\n" in values + "\n"
     assert "FMCLUSTER_BOOTSTRAP" not in script  # a file in S3: verbatim, no 16 KiB limit
@@ -87,8 +88,8 @@ def test_gpu_script_header_and_settings():
 def test_the_bootstrap_fragments_are_used_verbatim():
     script = render("b200")
     for part in ("common.sh", "nccl.sh", "protect.sh", "scratch.sh", "ready.sh", "gate-drain.sh"):
-        assert bootstrap.fragment(bootstrap.SCRIPTS / part) in script, part
-    assert bootstrap.fragment(lifecycle.SCRIPTS / "hooks.sh") in script
+        assert node_shell.fragment(node_shell.SCRIPTS / part) in script, part
+    assert node_shell.fragment(hyperpod_node.SCRIPTS / "hooks.sh") in script
     assert "mount_lustre" not in script  # HyperPod mounts FSx for Lustre (FsxLustreConfig)
 
 
@@ -106,7 +107,7 @@ def test_rendered_script_parses(name, tmp_path):
 def test_rendered_scripts_are_shellcheck_clean(tmp_path):
     made = {name: render(name) for name in VARIANTS}
     made.update({f"{name}-hooks-{hook}": text for name in ("controller", "b200")
-                 for hook, text in lifecycle.hooks(*group(name), REFS).items()})
+                 for hook, text in hyperpod_node.hooks(*group(name), REFS).items()})
     assert_shellcheck_clean(tmp_path, made)
 
 
@@ -116,33 +117,33 @@ def test_bundle_holds_the_entry_script_and_the_hooks():
     """The controller of a cluster with teams and metrics: the metrics hook and the teams' one."""
     made, controller = nodes.group("hyperpod-slurm", "p6-b200.48xlarge", {"teams": [{"name": "research"}]},
                                    name="controller")
-    bundle = lifecycle.bundle(made, controller, REFS)
+    bundle = hyperpod_node.bundle(made, controller, REFS)
     assert sorted(bundle.files) == ["hooks.d/50-metrics.sh", "hooks.d/60-accounting.sh", "on_init.sh"]
-    assert bundle.files["on_init.sh"] == lifecycle.entry_script(made, controller, REFS)
-    assert bundle.files["hooks.d/50-metrics.sh"] == lifecycle.metrics_hook(made, controller)
-    assert sorted(lifecycle.bundle(made, made.group("gpu"), REFS).files) == ["hooks.d/50-metrics.sh", "on_init.sh"]
-    assert sorted(lifecycle.bundle(made, made.group("gpu"), NO_METRICS).files) == ["on_init.sh"]
+    assert bundle.files["on_init.sh"] == hyperpod_node.entry_script(made, controller, REFS)
+    assert bundle.files["hooks.d/50-metrics.sh"] == hyperpod_node.metrics_hook(made, controller)
+    assert sorted(hyperpod_node.bundle(made, made.group("gpu"), REFS).files) == ["hooks.d/50-metrics.sh", "on_init.sh"]
+    assert sorted(hyperpod_node.bundle(made, made.group("gpu"), NO_METRICS).files) == ["on_init.sh"]
     eks, gpu = nodes.group("hyperpod-eks", "p5.48xlarge")
-    assert sorted(lifecycle.bundle(eks, gpu, REFS).files) == ["hooks.d/50-expected-gpus.sh", "on_init.sh"]
+    assert sorted(hyperpod_node.bundle(eks, gpu, REFS).files) == ["hooks.d/50-expected-gpus.sh", "on_init.sh"]
 
 
 def test_digest_is_stable_and_follows_the_content():
     made, gpu = group("b200")
-    one = lifecycle.bundle(made, gpu, REFS)
-    assert one.digest == lifecycle.bundle(*group("b200"), REFS).digest
+    one = hyperpod_node.bundle(made, gpu, REFS)
+    assert one.digest == hyperpod_node.bundle(*group("b200"), REFS).digest
     assert len(one.digest) == 64
-    assert one.digest != lifecycle.bundle(made, made.controller, REFS).digest
-    assert one.digest != lifecycle.bundle(made, gpu, NO_METRICS).digest
+    assert one.digest != hyperpod_node.bundle(made, made.controller, REFS).digest
+    assert one.digest != hyperpod_node.bundle(made, gpu, NO_METRICS).digest
 
 
 @pytest.mark.parametrize("name", ["../x.sh", "hooks.d/x.sh", "x.py", ".hidden.sh"])
 def test_hook_names_are_plain_script_names(name):
     with pytest.raises(ValueError, match="plain"):
-        lifecycle.folder("#!/bin/bash\n", {name: "true\n"})
+        hyperpod_node.folder("#!/bin/bash\n", {name: "true\n"})
 
 
 def test_scripts_ship_as_package_data():
-    assert {p.name for p in lifecycle.SCRIPTS.glob("*.sh")} == {"hooks.sh", "plugstack.sh", "remote_write.sh"}
+    assert {p.name for p in hyperpod_node.SCRIPTS.glob("*.sh")} == {"hooks.sh", "plugstack.sh", "remote_write.sh"}
 
 
 def test_hyperpod_node_ready_reads_what_configless_slurmd_reads():

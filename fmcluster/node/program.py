@@ -1,34 +1,41 @@
-"""Node bootstrap: the boot-time program of a node group, rendered from the instance catalog.
+"""A node's program being assembled (`NodeProgram`): the fragments of fmcluster/node/scripts/boot/
+with their settings and the steps `main` runs, one method per part of what a node does at boot
+(the readiness check, the deep and continuous health checks, /scratch, LNet over EFA, the file
+system and the shared home, Enroot and Pyxis, the IMEX prolog, network features, metrics).
+The control planes' renderers (fmcluster.node.pcs, fmcluster.node.hyperpod, fmcluster.node.eks)
+call them with what the model resolved for a group (`ClusterModel.node`).
 
 Sources and details: docs/research-notes.md, "fmcluster/node/bootstrap.py"."""
 
 from __future__ import annotations
 
-import base64
-import lzma
 import re
-import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from fmcluster.facts import health as health_facts
 from fmcluster.facts import openzfs
 from fmcluster.facts.catalog import InstanceType
 from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, HOME_PATH, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
 from fmcluster.model import expected
-from fmcluster.model.node import LUSTRE, SLURMD_UNIT, Containers, NodeSetup, SlurmPaths
+from fmcluster.model.node import SLURMD_UNIT, Containers, NodeSetup
+from fmcluster.node import runtime
+from fmcluster.node.nccl import NCCL_ENV_FILE, nccl_environment
 from fmcluster.node.refs import NodeRefs
+from fmcluster.node.shell import (
+    COLLECTORS,
+    FMCLUSTER_ETC,
+    IMAGE_SCRIPTS,
+    PROGRAMS,
+    SLURM_SCRIPTS,
+    compose,
+    embed,
+)
 
 if TYPE_CHECKING:
     from fmcluster.model.cluster import ClusterModel, NodeGroup
 
-SCRIPTS = Path(__file__).parent / "scripts" / "boot"
-SLURM_SCRIPTS = Path(__file__).parent / "scripts" / "slurm"
-IMAGE_SCRIPTS = Path(__file__).parent / "scripts" / "image"  # the node image's (fmcluster.node.image)
-PROGRAMS = SCRIPTS / "programs"
-COLLECTORS = SCRIPTS / "collectors"
-NCCL_ENV_FILE = "/etc/profile.d/fmcluster-nccl.sh"
 SCRATCH_ARRAY = "/dev/md/scratch"
 SCRATCH_WAIT_SECONDS = 60  # for the instance-store disks to appear
 DLAMI_NVME_UNIT = "dlami-nvme.service"  # the Deep Learning AMIs' own instance-store set-up
@@ -45,9 +52,6 @@ HOME_IMAGE_ROOT = "/run/fmcluster-image-root"  # a bind mount of /: the image's 
 HOME_MOUNT_ATTEMPTS = 20
 HOME_RETRY_SECONDS = 15
 LUSTRE_CLIENT_ATTEMPTS = 3  # dnf install lustre-client, on Amazon EKS's images
-APT_LOCK_TIMEOUT_SECONDS = 300  # DPkg::Lock::Timeout of each apt-get
-APT_ATTEMPTS = 5
-APT_RETRY_SECONDS = 30
 READY_WAIT_SECONDS = 120  # how long the readiness check waits for late GPUs and mounts
 SLURMD_RETRY_SECONDS = 30  # a slurmd held back by the readiness check is tried again this often
 # network-features (programs/network-features.sh): tries for 10 minutes (EC2 answers an instance's
@@ -66,64 +70,7 @@ NETWORK_FEATURES_LEAVE_SECONDS = 30
 # minutes (spread at random: at 1,000 nodes a few requests a second, not one node-table dump each)
 NETWORK_FEATURES_RESTORE_SECONDS = 180
 NETWORK_FEATURES_RESTORE_SPREAD_SECONDS = 120
-FMCLUSTER_ETC = "/etc/fmcluster"
-BOUNDARY = "==FMCLUSTER-BOUNDARY=="
-SCRIPT_NAME = "fmcluster-node.sh"
 COLLECT_INTERVAL_SECONDS = 30
-
-# --- Containers on Slurm: Enroot and Pyxis (issue 18; docs/research-notes.md section 10) -----------
-# Enroot (github.com/NVIDIA/enroot), built into the node image (fmcluster.node.image) from its
-# pinned tag, checked against its commit, as Pyxis is (doc/installation.md, "From source": `git
-# clone --recurse-submodules`, `make install`, `make setcap`). 4.1.2 is the latest release
-# (2026-03-23); AWS's PCS reference installs 3.5.0 (awslabs/awsome-distributed-ai
-# architectures/aws-pcs/assets/scripts/install-enroot-pyxis.sh).
-# NVIDIA's release .debs would do as well, but their SHA-256 are in no source this project can
-# read, and an image never holds a download it cannot verify; a git commit is a digest of the
-# whole tree, its submodules' commits included.
-ENROOT_VERSION = "4.1.2"  # what `enroot version` prints (its Makefile's VERSION at the tag)
-ENROOT_REPOSITORY = "https://github.com/NVIDIA/enroot.git"
-ENROOT_TAG = f"v{ENROOT_VERSION}"  # the image bake clones v$ENROOT_VERSION
-ENROOT_COMMIT = "bd51f53b6fa954805ae3e1985c5dc7594ff66d05"
-# The submodules at ENROOT_COMMIT, path -> commit, in path order (`git submodule status`'s): the
-# gitlinks of its tree, which git checks out by object id (the build compiles Enroot's helpers
-# statically against musl). Their URLs (.gitmodules): makeself https://github.com/megastep/makeself.git,
-# musl git://git.musl-libc.org/musl (the git protocol, TCP 9418: the node security group's egress
-# allows it), linux-headers https://github.com/sabotage-linux/kernel-headers.git; deps/Makefile
-# names their releases (makeself 2.4.5, musl 1.2.5, linux-headers 4.19.88-1).
-ENROOT_SUBMODULES = {
-    "deps/linux-headers": "c79004ad7f82165c86396b11bc6958ee53febb63",
-    "deps/makeself": "5742be6410bfad2c619fb1e98bf795e8fa0913c7",
-    "deps/musl": "0784374d561435f7c787a555aeab8ede699ed298",
-}
-# The bake (scripts/image/bake.sh) installs it where NVIDIA's .debs do (pkg/deb/rules): `make
-# install prefix=/usr sysconfdir=/etc` (/usr/bin/enroot, /etc/enroot/enroot.conf, /usr/share/enroot/hooks.d), `make
-# setcap` (the enroot+caps flavor: users import and convert images), and its AppArmor profile
-# at /etc/apparmor.d/enroot, loaded (the .deb's dh_apparmor: Ubuntu 24.04 lets Enroot create user
-# namespaces only with it).
-# Pyxis (github.com/NVIDIA/pyxis): no prebuilt packages; a SPANK plugin compiled against the
-# spank.h of the Slurm release it is loaded by ("Incompatible plugin version" otherwise), so the
-# image bake builds it against the image's Slurm from the pinned tag, checked against its commit.
-# v0.24.0 is the latest release (2026-05-11); AWS's references build v0.20.0 (PCS) and v0.19.0 (HyperPod).
-PYXIS_REPOSITORY = "https://github.com/NVIDIA/pyxis.git"
-PYXIS_TAG = "v0.24.0"
-PYXIS_COMMIT = "107519944221822ea1dace4db8e7234b2eaa4cd5"
-# What the image bake needs from the Ubuntu archive: to build Enroot and Pyxis
-# (doc/installation.md's Debian build dependencies; build-essential for gcc and make), and Enroot's runtime dependencies
-# (doc/installation.md, and zstd from the .deb's Depends), with the optional ones (pigz,
-# squashfuse, fuse-overlayfs; libnvidia-container-tools is the AMI's, node-ready requires it).
-CONTAINER_BUILD_PACKAGES = "git build-essential libcap2-bin libtool automake libmd-dev"
-ENROOT_RUNTIME_PACKAGES = "curl gawk jq squashfs-tools parallel zstd pigz squashfuse fuse-overlayfs"
-# The NFS client (mount.nfs), for the shared home on FSx for OpenZFS (home.sh): baked with them,
-# since the boot path installs nothing.
-NFS_CLIENT_PACKAGES = "nfs-common"
-CONTAINER_PACKAGES = f"{CONTAINER_BUILD_PACKAGES} {ENROOT_RUNTIME_PACKAGES} {NFS_CLIENT_PACKAGES}"
-# What the image bake installed (fmcluster/node/scripts/image/bake.sh), read by the boot's checks.
-IMAGE_MANIFEST = f"{FMCLUSTER_ETC}/image.env"
-DOWNLOAD_ATTEMPTS = 5  # the image bake's clones
-DOWNLOAD_RETRY_SECONDS = 15
-FALLBACK_SCRATCH = "/tmp"  # Enroot's node-local paths on a type without instance store
-ENROOT_LOCAL_DIRS = ("runtime", "data", "tmp")  # under ENROOT_LOCAL, each mode 1777
-
 METRICS_PATHS = {"FMCLUSTER_ETC": FMCLUSTER_ETC, "SYSTEMD_DIR": "/etc/systemd/system",
                  "METRICS_LIB": FMCLUSTER_LIB, "METRICS_STATE": "/var/lib/fmcluster",
                  "NODE_EXPORTER_DEFAULTS": "/etc/default/prometheus-node-exporter", "OS_RELEASE": "/etc/os-release"}
@@ -192,16 +139,6 @@ def has_nvlink(instance: InstanceType) -> bool:
     return bool(instance.gpu and instance.gpu.nvlink_gbps) and instance.gpu_count > 1
 
 
-def enroot_paths(containers: Containers, scratch_path: str) -> dict[str, str]:
-    """Enroot's directories: runtime, data and temporary files node-local (the instance store at
-    `scratch_path`, or FALLBACK_SCRATCH without one: ""), the image cache on the shared file system
-    when there is one. Per user where Enroot writes per user (a shared cache's layers are the first
-    importer's, mode 0640: awsome-distributed-ai's install-enroot-pyxis.sh); the roots 1777."""
-    local = f"{scratch_path or FALLBACK_SCRATCH}/enroot"
-    cache = f"{containers.shared_path}/enroot/cache" if containers.shared_path else f"{local}/cache"
-    return {"ENROOT_LOCAL": local, "ENROOT_CACHE_ROOT": cache}
-
-
 def imex_prolog(slurm_bin: str, **settings: str) -> str:
     """The IMEX Slurm prolog (fmcluster/node/scripts/slurm/imex-prolog.sh) for nodes whose Slurm commands are in
     `slurm_bin` (Slurm gives a prolog no PATH): its settings lines SLURM_BIN, and any of `settings`
@@ -217,37 +154,7 @@ def imex_prolog(slurm_bin: str, **settings: str) -> str:
     return text
 
 
-def slurm_bin(slurm_version: str) -> str:
-    """Slurm's commands on an AWS PCS node of the cluster's Slurm version."""
-    return SlurmPaths.pcs(slurm_version).bin
-
-
-EMBED_END = "FMCLUSTER_PROGRAM_END"
 COLLECTOR_FILES = {"dcgm": "gpu.sh", "efa": "efa.sh", "slurm": "slurm.sh"}  # scrape job -> collector
-
-
-def embed(name: str, path: Path, text: str | None = None, *, note: bool = True) -> str:
-    """A whole script the node keeps and runs on its own (a collector, a program) as a fragment:
-    the shell function `program_NAME`, which prints the script (without its comment lines, but
-    with its `#!` line: they are documented in the repository). The fragments write it to a file
-    with `program_NAME >FILE`. `text`: the script as rendered (default: the file as it is). `note`:
-    a comment line before it names the file it came from."""
-    text = without_comments(path.read_text(encoding="utf-8") if text is None else text)
-    if EMBED_END in text.splitlines():
-        raise ValueError(f"{path.name} has a line {EMBED_END}, which ends its here-document")
-    origin = path.relative_to(SCRIPTS.parents[1]).as_posix()
-    source = f"# {origin}, embedded by fmcluster.node.bootstrap.embed.\n" if note else ""
-    return source + f"program_{name}() {{\n  cat <<'{EMBED_END}'\n{text.rstrip()}\n{EMBED_END}\n}}\n"
-
-
-def without_comments(text: str) -> str:
-    """`text` without its whole-line comments (a first `#!` line and `# shellcheck` directives
-    stay): the scripts are documented in the repository, and EC2 user data is limited to 16 KiB.
-    No fragment has a here-document line that starts with `#`."""
-    lines = text.splitlines(keepends=True)
-    keep = lines[:1] if lines and lines[0].startswith("#!") else []
-    return "".join(keep + [line for line in lines[len(keep):]
-                           if not line.lstrip().startswith("#") or line.lstrip().startswith("# shellcheck ")])
 
 
 def metrics_settings(instance: InstanceType, metrics: Metrics, *, efa: bool,
@@ -265,79 +172,6 @@ def metrics_collectors(instance: InstanceType, metrics: Metrics, *, efa: bool) -
     """The textfile collectors (scrape jobs) of a node: GPU where there are GPUs, EFA where there
     is EFA, Slurm where `metrics.slurm`."""
     return [job for job, wanted in (("dcgm", instance.is_gpu), ("efa", efa), ("slurm", metrics.slurm)) if wanted]
-
-
-APT_SETTINGS: dict[str, str | int] = {"APT_LOCK_TIMEOUT_SECONDS": APT_LOCK_TIMEOUT_SECONDS,
-                                      "APT_ATTEMPTS": APT_ATTEMPTS, "APT_RETRY_SECONDS": APT_RETRY_SECONDS}
-
-
-def device_rdma(instance: InstanceType, efa: bool) -> bool:
-    """GPUDirect RDMA over EFA: on the GPU instance types whose EFA has it (the catalog's device_rdma)."""
-    return efa and instance.is_gpu and instance.device_rdma
-
-
-@dataclass(frozen=True)
-class NcclSetting:
-    """One variable of a node's EFA / NCCL environment, with why it is set."""
-
-    name: str
-    value: str
-    why: str
-
-
-def nccl_settings(instance: InstanceType, efa: bool) -> tuple[NcclSetting, ...]:
-    """The EFA / NCCL environment of jobs on a node of `instance`: only well-known settings, each
-    explained. The node bootstrap writes them to NCCL_ENV_FILE (nccl_environment); the
-    Kubernetes acceptance and serving kits set them on their containers."""
-    settings = []
-    if efa:
-        settings.append(NcclSetting("FI_PROVIDER", "efa",
-                                    "libfabric: use the EFA provider for inter-node traffic (not TCP)."))
-    if device_rdma(instance, efa):
-        settings.append(NcclSetting("FI_EFA_USE_DEVICE_RDMA", "1",
-                                    f"GPUDirect RDMA: EFA reads and writes GPU memory directly on {instance.name}."))
-    settings.append(NcclSetting("NCCL_SOCKET_IFNAME", "^lo,docker",
-                                "NCCL bootstrap and socket traffic: any interface but loopback and docker bridges."))
-    if efa and instance.is_gpu:
-        settings.append(NcclSetting("NCCL_BUFFSIZE", "8388608", "NCCL buffer size AWS recommends with EFA: 8 MiB."))
-    return tuple(settings)
-
-
-def nccl_environment(instance: InstanceType, efa: bool) -> str:
-    """The content of the EFA / NCCL environment file (nccl_settings, each with its reason)."""
-    lines = [
-        "# Written by the fmcluster node bootstrap: EFA and NCCL settings for jobs on this",
-        f"# {instance.name} node. Jobs that do not start a login shell can source this file.",
-    ]
-    for setting in nccl_settings(instance, efa):
-        lines += [f"# {setting.why}", f"export {setting.name}={setting.value}"]
-    return "\n".join(lines)
-
-
-def fragment(path: Path) -> str:
-    """A script fragment, without its `# shellcheck shell=bash` line (only for editors on the file)."""
-    text = path.read_text(encoding="utf-8")
-    return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# shellcheck shell="))
-
-
-def _read(part: str | Path) -> str:
-    """A fragment: a file name in SCRIPTS, or a path (fmcluster.node.lifecycle's own fragments)."""
-    return fragment(part if isinstance(part, Path) else SCRIPTS / part)
-
-
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
-
-
-def _quote(value: str) -> str:
-    """shlex.quote, and quotes on a bare word too: `NAME=eval` reads like a command (SC2209)."""
-    quoted = shlex.quote(value)
-    return f"'{value}'" if quoted == value and _WORD.fullmatch(value) else quoted
-
-
-def _settings(values: Mapping[str, str | int]) -> str:
-    lines = ["", "# Settings of this node group."]
-    lines += [f"{name}={_quote(str(value))}" for name, value in values.items()]
-    return "\n".join(lines) + "\n"
 
 
 # The deep check's bound: each tool's, and a minute to spare (node-ready's `timeout`).
@@ -389,18 +223,18 @@ class NodeProgram:
         the container runtime is checked too (NodeProgram.containers installs it); with `imex`,
         nvidia-imex.service must be enabled (NodeProgram.slurm_prolog enables it)."""
         self.programs["node_ready"] = PROGRAMS / "node-ready.sh"
-        runtime = dict.fromkeys(("READY_ENROOT_VERSION", "READY_PYXIS_PLUGIN", "READY_PYXIS_CONF",
+        checked = dict.fromkeys(("READY_ENROOT_VERSION", "READY_PYXIS_PLUGIN", "READY_PYXIS_CONF",
                                  "READY_PLUGSTACK", "READY_ENROOT_DIRS"), "")
         if containers is not None:
-            paths = enroot_paths(containers, scratch_path)
-            runtime = {"READY_ENROOT_VERSION": ENROOT_VERSION, "READY_PYXIS_PLUGIN": containers.plugin,
+            paths = runtime.enroot_paths(containers, scratch_path)
+            local = [f"{paths['ENROOT_LOCAL']}/{d}" for d in runtime.ENROOT_LOCAL_DIRS]
+            checked = {"READY_ENROOT_VERSION": runtime.ENROOT_VERSION, "READY_PYXIS_PLUGIN": containers.plugin,
                        "READY_PYXIS_CONF": containers.pyxis_conf, "READY_PLUGSTACK": containers.slurmd_plugstack,
-                       "READY_ENROOT_DIRS": " ".join([*(f"{paths['ENROOT_LOCAL']}/{d}" for d in ENROOT_LOCAL_DIRS),
-                                                      paths["ENROOT_CACHE_ROOT"]])}
+                       "READY_ENROOT_DIRS": " ".join([*local, paths["ENROOT_CACHE_ROOT"]])}
         return self.add("ready.sh", "install_node_ready", FMCLUSTER_LIB=FMCLUSTER_LIB, FMCLUSTER_ETC=FMCLUSTER_ETC,
                         EXPECTED_GPUS=self.instance.gpu_count or 0, REQUIRED_MOUNTS=" ".join(mounts),
                         LNET_EFA=int(lnet_efa), READY_WAIT_SECONDS=READY_WAIT_SECONDS, TEXTFILE_DIR=TEXTFILE_DIR,
-                        READY_IMEX=int(imex), **runtime)
+                        READY_IMEX=int(imex), **checked)
 
     def deep_check(self, nccl_floor: str) -> "NodeProgram":
         """The deep check of a new GPU node (programs/deep-check.sh: a DCGM diagnostic and a
@@ -432,14 +266,15 @@ class NodeProgram:
         """Enroot and Pyxis, baked into the node's image (fmcluster.node.image), checked and
         configured (containers.sh): after /scratch and the file system are mounted. Nothing is
         downloaded or built: a node whose image lacks them is not ready."""
-        return self.add("containers.sh", "setup_containers", ENROOT_VERSION=ENROOT_VERSION,
-                        ENROOT_COMMIT=ENROOT_COMMIT, PYXIS_TAG=PYXIS_TAG, PYXIS_COMMIT=PYXIS_COMMIT,
-                        IMAGE_MANIFEST=IMAGE_MANIFEST, SLURM_PREFIX=containers.slurm_prefix,
+        return self.add("containers.sh", "setup_containers", ENROOT_VERSION=runtime.ENROOT_VERSION,
+                        ENROOT_COMMIT=runtime.ENROOT_COMMIT, PYXIS_TAG=runtime.PYXIS_TAG,
+                        PYXIS_COMMIT=runtime.PYXIS_COMMIT,
+                        IMAGE_MANIFEST=runtime.IMAGE_MANIFEST, SLURM_PREFIX=containers.slurm_prefix,
                         PYXIS_PLUGIN=containers.plugin, PLUGSTACK_DIR=containers.plugstack_dir,
                         SLURM_BIN=containers.slurm_bin, RESTART_SLURMD=int(containers.restart_slurmd),
                         CONTAINER_MOUNTS=" ".join(([containers.shared_path] if containers.shared_path else [])
                                                   + ([scratch_path] if scratch_path else [])),
-                        **enroot_paths(containers, scratch_path))
+                        **runtime.enroot_paths(containers, scratch_path))
 
     def slurm_prolog(self, slurm_bin: str) -> "NodeProgram":
         """The cluster's Slurm prolog at IMEX_PROLOG, before slurmd may start: on an UltraServer
@@ -547,84 +382,6 @@ class NodeProgram:
         return compose(header, self.settings, self.parts, self.steps, [*embedded, *extra], compact=compact)
 
 
-def header(comment: str | None = None) -> str:
-    """The bootstrap header (strict mode, ROOT, log, add_fstab, step, finish), under `comment`
-    instead of its own (the AWS PCS one) when given."""
-    text = _read("header.sh")
-    if comment is None:
-        return text
-    lines = text.splitlines(keepends=True)[1:]
-    while lines and lines[0].startswith("#"):
-        lines.pop(0)
-    return "#!/bin/bash\n" + comment + "".join(lines)
-
-
-def node_program(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> NodeProgram:
-    """The AWS PCS node program of `group`'s nodes (docs/research-notes.md), from the model's setup
-    of the group (`model.node(group)`) and the deploy-time names in `refs`; fmcluster.node.actions
-    runs it as node lifecycle scripts.
-
-    In order: the cluster's Slurm prolog where it has one (the IMEX prolog of a cluster with
-    UltraServer node groups: slurmd runs it on every compute node, so every node needs it, and a
-    node without it is not ready; on an UltraServer type nvidia-imex.service must be enabled too),
-    the deep check of a new GPU node (a node that fails it is not ready), the readiness check and
-    slurmd's gate, the EFA / NCCL environment, metrics (with `refs.remote_write_url`), /scratch,
-    LNet over EFA, the file system, the shared home (FSx for OpenZFS over NFS, or the Lustre file
-    system mounted at /home, the image's home directories copied in first), Enroot and Pyxis (the
-    image cache on the file system), the continuous health check, and the node's place in EC2's
-    network as Slurm node features (fmcluster.node.topology says which groups). A node without a
-    mount, its GPUs or its container runtime is not ready.
-    """
-    setup = model.node(group)
-    slurm = setup.slurm
-    if slurm is None:
-        raise ValueError(f"node group {group.name}: not a Slurm node group")
-    lnet = setup.lnet_efa_interfaces > 0
-    lustre = home = None
-    if setup.lustre_path:
-        if not (refs.lustre_dns_name and refs.lustre_mount_name):
-            raise ValueError("the file system's DNS and mount names are needed (NodeRefs)")
-        lustre = LustreMount(refs.lustre_dns_name, refs.lustre_mount_name, setup.lustre_path)
-    if setup.home is not None and setup.home.kind == LUSTRE:
-        assert lustre is not None  # the Lustre file system at /home
-        home = HomeMount.lustre(lustre, lnet=lnet)
-    elif setup.home is not None:
-        if setup.lustre_path == setup.home.mount_path:
-            raise ValueError("two shared homes: the Lustre file system at /home and another")
-        if not refs.home_dns_name:
-            raise ValueError("the shared home's DNS name is needed (NodeRefs)")
-        home = HomeMount.nfs(refs.home_dns_name)
-    program = NodeProgram(group.instance)
-    if setup.slurm_prolog:
-        program.slurm_prolog(slurm.bin if setup.imex else "")
-    if setup.deep_check:
-        program.deep_check(deep_nccl_floor(group))
-    program.readiness(mounts=setup.mounts, lnet_efa=lnet, containers=setup.containers,
-                      scratch_path=setup.scratch_path, imex=setup.imex)
-    program.add("gate-slurmd.sh", "gate_slurmd", SLURMD_RETRY_SECONDS=SLURMD_RETRY_SECONDS,
-                SLURMD_UNITS=slurm.slurmd_units)
-    program.protect().nccl(setup.efa)
-    if refs.remote_write_url is not None:
-        program.metrics(Metrics(model.name, refs.remote_write_url, model.region, slurm=setup.slurm_metrics),
-                        efa=setup.efa, lustre_path=setup.lustre_path)
-    if setup.scratch_path:
-        program.scratch(setup.scratch_path)
-    if lnet:
-        program.lnet(setup.lnet_efa_interfaces)
-    if lustre is not None and (setup.home is None or setup.home.kind != LUSTRE):
-        program.lustre(lustre, lnet=lnet)
-    if home is not None:
-        program.home(home)
-    if setup.containers is not None:
-        program.containers(setup.containers, setup.scratch_path)
-    if setup.health is not None:
-        install_health(program, model, setup, refs)
-    if setup.network_features:
-        program.network_features(slurm.bin, slurm.slurmd_units)
-    program.steps.append("check_node_ready")
-    return program
-
-
 def install_health(program: NodeProgram, model: ClusterModel, setup: NodeSetup, refs: NodeRefs) -> NodeProgram:
     """The continuous health check of `setup`'s nodes (NodeProgram.health: its EFA devices and
     mounts, Slurm's commands where it drains through Slurm), and the replacement request where it
@@ -641,85 +398,3 @@ def install_health(program: NodeProgram, model: ClusterModel, setup: NodeSetup, 
     return program
 
 
-BODY_FILE = f"{FMCLUSTER_LIB}/bootstrap.sh"  # where a compact script keeps its decoded body
-# A compact script's body is xz-compressed and base85-encoded (a quarter larger than its bytes,
-# against base64's third): EC2 user data is limited to 16 KiB. python3 decodes it: cloud-init,
-# which runs user data, is a Python 3 program, so every node that runs the script has python3 and
-# its standard library (base64, lzma). The alphabet of base85 (Python's b85encode, RFC 1924) has no
-# quote or backslash, so the value stands in single quotes.
-BODY_DECODER = "import base64,lzma,sys;sys.stdout.buffer.write(lzma.decompress(base64.b85decode(sys.stdin.read())))"
-BODY_LOADER = f"""
-# The program, xz and base85 (fmcluster.node.bootstrap.pack), kept in {BODY_FILE}.
-install -d -m 0755 "$ROOT{FMCLUSTER_LIB}"
-printf '%s' "$FMCLUSTER_BOOTSTRAP" | /usr/bin/python3 -c '{BODY_DECODER}' >"$ROOT{BODY_FILE}"
-# shellcheck source=/dev/null
-source "$ROOT{BODY_FILE}"
-"""
-
-
-def pack(body: str) -> str:
-    """`body` as a compact script carries it: xz (no mtime or name in the stream, so the same body
-    gives the same bytes), then base85."""
-    return base64.b85encode(lzma.compress(body.encode("utf-8"), preset=9 | lzma.PRESET_EXTREME)).decode("ascii")
-
-
-def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str | Path], steps: Sequence[str],
-            extra: Sequence[str] = (), *, compact: bool = False, comments: bool = True) -> str:
-    """A script: `header`, the settings block, and the body: the fragments `parts` (file names in
-    SCRIPTS) and `extra` (fragment texts), and a `main` that runs each of `steps` with `step` (a
-    failure is recorded and the next step runs), then `finish` (exit 1 when a step failed).
-
-    `compact` (the PCS and EKS user data, limited to 16 KiB): the header and the body without their
-    comment lines, the body packed (`pack`: xz, base85) in the setting FMCLUSTER_BOOTSTRAP, which
-    the script decodes to BODY_FILE and sources; the settings go into the body too (first), except
-    INSTANCE_TYPE and those whose value holds a CDK token (`plain_setting`: CDK resolves tokens in
-    the template's text, never inside the packed body). Otherwise (the SageMaker HyperPod lifecycle scripts,
-    fmcluster.node.lifecycle; tests) the body verbatim, or without `comments` (the AWS PCS node
-    lifecycle scripts, fmcluster.node.actions: the header and the fragments without their comment
-    lines; `extra` as given). All run the same code."""
-    main = ["main() {", *(f"  step {step}" for step in steps), "  finish", "}", "", 'main "$@"', ""]
-    if not compact:
-        if not comments:
-            return "\n".join([without_comments(header) + _settings(settings),
-                              *(without_comments(_read(part)) for part in parts), *extra, *main])
-        return "\n".join([header + _settings(settings), *map(_read, parts), *extra, *main])
-    plain = {name: value for name, value in settings.items() if plain_setting(name, value)}
-    inner = {name: value for name, value in settings.items() if name not in plain}
-    body = "\n".join([_settings(inner).lstrip("\n").split("\n", 1)[1],
-                      *(without_comments(_read(name)) for name in parts), *extra, *main])
-    return without_comments(header) + _settings({**plain, "FMCLUSTER_BOOTSTRAP": pack(body)}) + BODY_LOADER
-
-
-TOKEN_MARK = re.compile(r"[$#]\{Token\[")  # how CDK writes a string or list token into a string
-
-
-def plain_setting(name: str, value: str | int) -> bool:
-    """Whether a compact script keeps the setting in its plain settings block: the instance type
-    (for whoever reads the user data), and any value with a CDK token in it."""
-    return name == "INSTANCE_TYPE" or bool(TOKEN_MARK.search(str(value)))
-
-
-def unpack(script: str) -> str:
-    """The body of a `compact` script (for reading and tests): what the node writes to BODY_FILE."""
-    packed = re.search(r"^FMCLUSTER_BOOTSTRAP='?([^'\s]+)'?$", script, re.MULTILINE)
-    if packed is None:
-        raise ValueError("not a compact fmcluster node script: no FMCLUSTER_BOOTSTRAP")
-    return lzma.decompress(base64.b85decode(packed.group(1))).decode("utf-8")
-
-
-def mime_multipart(parts: Sequence[tuple[str, str, str]], boundary: str = BOUNDARY) -> str:
-    """A multipart/mixed document of (content type, file name, body) parts, ASCII, 7bit.
-
-    The boundary is fixed, so the same parts always give the same bytes (stable templates).
-    """
-    lines = ["MIME-Version: 1.0", f'Content-Type: multipart/mixed; boundary="{boundary}"', ""]
-    for content_type, filename, body in parts:
-        if boundary in body:
-            raise ValueError(f"part {filename} contains the MIME boundary {boundary}")
-        if not body.isascii():
-            raise ValueError(f"part {filename} is not ASCII")
-        lines += [f"--{boundary}", f'Content-Type: {content_type}; charset="us-ascii"',
-                  "Content-Transfer-Encoding: 7bit", f'Content-Disposition: attachment; filename="{filename}"',
-                  "", body.rstrip("\n")]
-    lines += [f"--{boundary}--", ""]
-    return "\n".join(lines)

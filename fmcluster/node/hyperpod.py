@@ -1,4 +1,5 @@
-"""SageMaker HyperPod lifecycle scripts: what runs on a HyperPod node once HyperPod has set it up.
+"""What runs on a SageMaker HyperPod node once HyperPod has set it up: the lifecycle folder of each
+instance group (its entry script and hooks), from the model's setup of the group.
 
 Sources and details: docs/research-notes.md, "fmcluster/node/lifecycle.py"."""
 
@@ -13,9 +14,11 @@ from typing import Mapping
 from fmcluster.facts.images import HYPERPOD_SLURM_PREFIX
 from fmcluster.model.cluster import COMPUTE, CONTROLLER, ClusterModel, NodeGroup
 from fmcluster.model.node import HYPERPOD_EKS, HYPERPOD_SLURM, Containers
-from fmcluster.node import accounting, bootstrap
+from fmcluster.node import accounting
 from fmcluster.node import eks as eks_node
+from fmcluster.node.program import Metrics, NodeProgram, install_health
 from fmcluster.node.refs import NodeRefs
+from fmcluster.node.shell import header
 
 SCRIPTS = Path(__file__).parent / "scripts" / "hyperpod"
 ENTRYPOINT = "on_init.sh"
@@ -26,6 +29,8 @@ EXPECTED_GPUS_HOOK = "50-expected-gpus.sh"
 OPTIONAL_HOOKS = (METRICS_HOOK, EXPECTED_GPUS_HOOK)
 ACCOUNTING_HOOK = "60-accounting.sh"  # the controller's: the teams as Slurm accounting (fmcluster.node.accounting)
 HOOK_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*\.sh")
+# The comments name the module these scripts had: new text here would change every lifecycle
+# folder, and so HyperPod's instance groups.
 COMMENT = """\
 # fmcluster SageMaker HyperPod lifecycle script (LifeCycleConfig.OnInitComplete), rendered by
 # fmcluster.node.lifecycle for one instance group. HyperPod runs it after its own node set-up; its
@@ -55,7 +60,7 @@ def entry_script(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> str:
     check, whose failure drains the node, the container runtime and the health check of GPU nodes
     (its replacement requests to `refs.replacement_queue`)."""
     setup = model.node(group)
-    program = bootstrap.NodeProgram(group.instance, NODE_GROUP=group.name).protect().nccl(setup.efa)
+    program = NodeProgram(group.instance, NODE_GROUP=group.name).protect().nccl(setup.efa)
     if setup.home is not None:
         program.seed_mounted_home(setup.home.mount_path)
     program.add(SCRIPTS / "hooks.sh", "run_hooks", HOOKS_DIR=HOOKS_DIR, OPTIONAL_HOOKS=" ".join(OPTIONAL_HOOKS))
@@ -72,11 +77,11 @@ def entry_script(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> str:
                           scratch_path=setup.scratch_path)
         program.add("gate-drain.sh", "gate_drain")
         if setup.health is not None:
-            bootstrap.install_health(program, model, setup, refs)
-    return program.render(bootstrap.header(COMMENT))
+            install_health(program, model, setup, refs)
+    return program.render(header(COMMENT))
 
 
-def slurm_runtime(program: bootstrap.NodeProgram, containers: Containers, scratch_path: str, *,
+def slurm_runtime(program: NodeProgram, containers: Containers, scratch_path: str, *,
                   controller: bool) -> None:
     """Enroot and Pyxis, baked into the image, checked and configured (containers.sh), then Pyxis
     registered in the controller's plugstack.conf by name (lifecycle_scripts/plugstack.sh;
@@ -95,12 +100,12 @@ def metrics_hook(model: ClusterModel, group: NodeGroup) -> str:
     collectors/, verbatim). The hook reads the workspace's URL from the SSM parameter
     `metrics_parameter_name` (a deploy-time value), in the cluster's region."""
     setup = model.node(group)
-    program = bootstrap.NodeProgram(group.instance, METRICS_PARAMETER=metrics_parameter_name(model.name))
+    program = NodeProgram(group.instance, METRICS_PARAMETER=metrics_parameter_name(model.name))
     program.add(SCRIPTS / "remote_write.sh")
-    program.metrics(bootstrap.Metrics(model.name, "", model.region, slurm=setup.slurm_metrics), efa=setup.efa,
+    program.metrics(Metrics(model.name, "", model.region, slurm=setup.slurm_metrics), efa=setup.efa,
                     lustre_path=setup.lustre_path, step="setup_metrics_from_parameter")
     del program.settings["REMOTE_WRITE_URL"]  # set by read_remote_write_url
-    return program.render(bootstrap.header(METRICS_COMMENT))
+    return program.render(header(METRICS_COMMENT))
 
 
 def hooks(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""The AWS PCS node program as node lifecycle scripts, and the few bytes of user data left.
+"""What an AWS PCS node runs: its program (`node_program`, from the model's setup of its group), as
+node lifecycle scripts, and the few bytes of user data left.
 
 AWS PCS runs a compute node group's node lifecycle actions itself (PCS User Guide, "Run custom
 scripts with node lifecycle actions", "Configure node lifecycle actions"): it downloads each
@@ -10,8 +11,8 @@ or on every boot (EVERY_BOOT), and says what a failure does: TERMINATE the node,
 (the rest of the stage is skipped, the node is not terminated) or CONTINUE. They need the PCS
 agent 1.5.0-1 or later, and changing them drains and replaces the group's nodes.
 
-`node_actions` renders the program of fmcluster.node.bootstrap.node_program (the one the compact
-user data of earlier releases carried) as these scripts: each is the whole program (header,
+`node_actions` renders the program of `node_program` (the one the compact user data of earlier
+releases carried) as these scripts: each is the whole program (header,
 settings, every fragment and embedded program, comment lines stripped) with a `main` that runs
 only the steps of its phase, so every script runs the same code and no step exists twice. The
 phases, in order:
@@ -41,7 +42,7 @@ phases, in order:
 - ``fmcluster metrics`` (NodeReady, FIRST_BOOT_ONLY, CONTINUE): metrics collection, once slurmd
   runs: a node without it still runs jobs, and its set-up (packages) does not hold the node back.
 - ``fmcluster network features`` (NodeReady, FIRST_BOOT_ONLY, CONTINUE): the unit that sets the
-  node's EC2 network nodes as Slurm node features (bootstrap.NodeProgram.network_features), started
+  node's EC2 network nodes as Slurm node features (NodeProgram.network_features), started
   once slurmd has registered and at every later boot by systemd; a node without them still runs
   jobs, placed without regard to the network.
 
@@ -49,7 +50,7 @@ A phase without steps on a node group is left out. ScriptCachingPolicy CACHE_ONC
 published under its content hash, so a new program is a new location and checksum, a change of the
 node group, and new nodes; downloading it again on every boot would gain nothing.
 
-Settings whose values are CDK tokens (fmcluster.node.bootstrap.plain_setting: another stack's
+Settings whose values are CDK tokens (fmcluster.node.shell.plain_setting: another stack's
 outputs, such as the FSx DNS and mount names and the remote-write URL) cannot be in a published
 file: they are the scripts' arguments, NAME=VALUE (each at most MAX_ARGUMENT characters once
 deployed), read by ``read_arguments`` (scripts/boot/arguments.sh) against ARGUMENT_SETTINGS before
@@ -68,17 +69,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 from fmcluster.facts.node import FMCLUSTER_LIB
-from fmcluster.node.bootstrap import (
-    BOUNDARY,
-    TOKEN_MARK,
+from fmcluster.model.node import LUSTRE
+from fmcluster.node.program import (
+    SLURMD_RETRY_SECONDS,
+    HomeMount,
+    LustreMount,
+    Metrics,
     NodeProgram,
-    compose,
-    embed,
-    header,
-    mime_multipart,
-    node_program,
+    deep_nccl_floor,
+    install_health,
 )
 from fmcluster.node.refs import NodeRefs
+from fmcluster.node.shell import BOUNDARY, TOKEN_MARK, compose, embed, header, mime_multipart
 
 if TYPE_CHECKING:
     from fmcluster.model.cluster import ClusterModel, NodeGroup
@@ -143,6 +145,72 @@ class LifecycleScript:
         return self.name.replace(" ", "-") + ".sh"
 
 
+def node_program(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> NodeProgram:
+    """The AWS PCS node program of `group`'s nodes (docs/research-notes.md), from the model's setup
+    of the group (`model.node(group)`) and the deploy-time names in `refs`; `node_actions` runs it
+    as node lifecycle scripts.
+
+    In order: the cluster's Slurm prolog where it has one (the IMEX prolog of a cluster with
+    UltraServer node groups: slurmd runs it on every compute node, so every node needs it, and a
+    node without it is not ready; on an UltraServer type nvidia-imex.service must be enabled too),
+    the deep check of a new GPU node (a node that fails it is not ready), the readiness check and
+    slurmd's gate, the EFA / NCCL environment, metrics (with `refs.remote_write_url`), /scratch,
+    LNet over EFA, the file system, the shared home (FSx for OpenZFS over NFS, or the Lustre file
+    system mounted at /home, the image's home directories copied in first), Enroot and Pyxis (the
+    image cache on the file system), the continuous health check, and the node's place in EC2's
+    network as Slurm node features (fmcluster.node.topology says which groups). A node without a
+    mount, its GPUs or its container runtime is not ready.
+    """
+    setup = model.node(group)
+    slurm = setup.slurm
+    if slurm is None:
+        raise ValueError(f"node group {group.name}: not a Slurm node group")
+    lnet = setup.lnet_efa_interfaces > 0
+    lustre = home = None
+    if setup.lustre_path:
+        if not (refs.lustre_dns_name and refs.lustre_mount_name):
+            raise ValueError("the file system's DNS and mount names are needed (NodeRefs)")
+        lustre = LustreMount(refs.lustre_dns_name, refs.lustre_mount_name, setup.lustre_path)
+    if setup.home is not None and setup.home.kind == LUSTRE:
+        assert lustre is not None  # the Lustre file system at /home
+        home = HomeMount.lustre(lustre, lnet=lnet)
+    elif setup.home is not None:
+        if setup.lustre_path == setup.home.mount_path:
+            raise ValueError("two shared homes: the Lustre file system at /home and another")
+        if not refs.home_dns_name:
+            raise ValueError("the shared home's DNS name is needed (NodeRefs)")
+        home = HomeMount.nfs(refs.home_dns_name)
+    program = NodeProgram(group.instance)
+    if setup.slurm_prolog:
+        program.slurm_prolog(slurm.bin if setup.imex else "")
+    if setup.deep_check:
+        program.deep_check(deep_nccl_floor(group))
+    program.readiness(mounts=setup.mounts, lnet_efa=lnet, containers=setup.containers,
+                      scratch_path=setup.scratch_path, imex=setup.imex)
+    program.add("gate-slurmd.sh", "gate_slurmd", SLURMD_RETRY_SECONDS=SLURMD_RETRY_SECONDS,
+                SLURMD_UNITS=slurm.slurmd_units)
+    program.protect().nccl(setup.efa)
+    if refs.remote_write_url is not None:
+        program.metrics(Metrics(model.name, refs.remote_write_url, model.region, slurm=setup.slurm_metrics),
+                        efa=setup.efa, lustre_path=setup.lustre_path)
+    if setup.scratch_path:
+        program.scratch(setup.scratch_path)
+    if lnet:
+        program.lnet(setup.lnet_efa_interfaces)
+    if lustre is not None and (setup.home is None or setup.home.kind != LUSTRE):
+        program.lustre(lustre, lnet=lnet)
+    if home is not None:
+        program.home(home)
+    if setup.containers is not None:
+        program.containers(setup.containers, setup.scratch_path)
+    if setup.health is not None:
+        install_health(program, model, setup, refs)
+    if setup.network_features:
+        program.network_features(slurm.bin, slurm.slurmd_units)
+    program.steps.append("check_node_ready")
+    return program
+
+
 def token_settings(program: NodeProgram) -> dict[str, str]:
     """The program's settings whose values hold a CDK token: they become arguments."""
     return {name: str(value) for name, value in program.settings.items() if TOKEN_MARK.search(str(value))}
@@ -153,7 +221,7 @@ def scripts(program: NodeProgram) -> tuple[LifecycleScript, ...]:
     phase_of = {step: phase for phase in PHASES for step in phase.steps}
     unknown = [step for step in program.steps if step not in phase_of]
     if unknown:
-        raise ValueError(f"steps without a lifecycle phase: {', '.join(unknown)} (fmcluster.node.actions.PHASES)")
+        raise ValueError(f"steps without a lifecycle phase: {', '.join(unknown)} (fmcluster.node.pcs.PHASES)")
     deployed = token_settings(program)
     settings = {name: value for name, value in program.settings.items() if name not in deployed}
     settings["ARGUMENT_SETTINGS"] = " ".join(deployed)
@@ -173,7 +241,7 @@ def scripts(program: NodeProgram) -> tuple[LifecycleScript, ...]:
 
 
 def node_actions(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> tuple[LifecycleScript, ...]:
-    """The node lifecycle scripts of an AWS PCS node group (fmcluster.node.bootstrap.node_program)."""
+    """The node lifecycle scripts of an AWS PCS node group (`node_program`)."""
     return scripts(node_program(model, group, refs))
 
 
@@ -185,6 +253,8 @@ def in_stage(actions: Sequence[LifecycleScript], stage: str) -> list[LifecycleSc
 # it guards slurmd.service and every slurmd-VERSION.service the image has (AWS PCS's installer's,
 # one per release; which one the PCS agent starts is not documented, and a drop-in of a unit the
 # node does not have is never read). /lib is /usr/lib on the images PCS runs (Ubuntu, Amazon Linux).
+# Its first comment names the module it had: new text there would change every PCS node group's
+# user data, and so replace its nodes.
 GUARD = f"""#!/bin/bash
 # fmcluster: slurmd waits for the node lifecycle scripts (fmcluster.node.actions).
 set -eu
