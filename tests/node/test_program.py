@@ -17,7 +17,6 @@ import subprocess
 
 import pytest
 
-from fmcluster.facts import catalog
 from fmcluster.node import eks as eks_node
 from fmcluster.node import hyperpod as hyperpod_node
 from fmcluster.node import nccl as node_nccl
@@ -159,7 +158,7 @@ def test_tokens_stay_in_the_plain_settings():
 
 
 def test_a_setting_cannot_take_two_values():
-    program = prog.NodeProgram(catalog.get("p5.48xlarge")).add("nccl.sh", X=1)
+    program = prog.NodeProgram(nodes.group("pcs", "p5.48xlarge")[1].instance).add("nccl.sh", X=1)
     with pytest.raises(ValueError, match="two values"):
         program.add("lustre.sh", X=2)
 
