@@ -138,6 +138,12 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "Reference): the Capacity Block scaler reads its block's state and end. It may scale its one node "
         "group and read its one hold parameter, each by ARN."),
     Suppression(
+        _iam5("*"), ("*/CapacityCountdown/Handler/ServiceRole/DefaultPolicy/Resource",),
+        "ec2:DescribeCapacityReservations, which has no resource types (Service Authorization Reference), "
+        "and cloudwatch:PutMetricData, limited to the fmcluster namespace by condition: the capacity "
+        "countdown reads each Capacity Block's end and puts the hours left. The training plans it reads "
+        "are named by ARN."),
+    Suppression(
         _iam5("*"), NODE_ROLES,
         "ec2:DescribeInstanceTopology, which has no resource types (Service Authorization "
         "Reference): an AWS PCS GPU node reads its own place in EC2's network at boot and publishes it as "

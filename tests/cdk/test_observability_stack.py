@@ -13,6 +13,7 @@ import yaml
 
 from fmcluster import observability
 from fmcluster.model.cluster import resolve
+from fmcluster.observability import capacity as capacity_end
 from fmcluster.spec import loader
 from tests.support.paths import EXAMPLES_DIR
 from tests.support.specs import base_spec, to_yaml
@@ -154,9 +155,12 @@ def test_cloudwatch_alarms_for_fsx_and_nat(synthesized, kind):
 
 @pytest.mark.parametrize("kind", CONTROL_PLANES)
 def test_no_grafana_unless_asked(synthesized, kind):
-    _, template = synthesized[kind]
+    spec, template = synthesized[kind]
     assert not resources(template, "AWS::Grafana::Workspace")
-    assert not resources(template, "AWS::Lambda::Function")
+    # the one function: the countdown to the capacity's end, where there is reserved capacity to count
+    functions = resources(template, "AWS::Lambda::Function")
+    counted = capacity_end.counted(resolve(spec))
+    assert [lid.startswith("CapacityCountdownHandler") for lid in functions] == ([True] if counted else [])
 
 
 def test_grafana_signs_in_with_identity_center_and_queries_only_this_workspace(synthesized):
@@ -211,7 +215,7 @@ def test_capacity_block_start_and_expiration_warnings_go_to_the_alert_topic(synt
     spec, template = synthesized[kind]
     blocks = sorted({g.capacity.reservation_id for g in spec.node_groups if g.capacity.type == "capacity-block"})
     (rule_id, rule), = [(lid, r["Properties"]) for lid, r in template["Resources"].items()
-                        if r["Type"] == "AWS::Events::Rule"]
+                        if r["Type"] == "AWS::Events::Rule" and "EventPattern" in r["Properties"]]
     assert rule["EventPattern"]["source"] == ["aws.ec2"]
     assert "Capacity Block Expiration Warning" in rule["EventPattern"]["detail-type"]
     assert rule["EventPattern"]["detail"]["capacity-reservation-id"] == blocks
@@ -235,3 +239,104 @@ def test_capacity_block_start_and_expiration_warnings_go_to_the_alert_topic(synt
 def test_no_capacity_block_no_rule(synthesized):
     _, template = synthesized["grafana"]  # on-demand
     assert resources(template, "AWS::Events::Rule") == {}
+
+
+# ---- the countdown to each capacity's end (issue 41) -----------------------------------------
+
+COUNTED = ["pcs", "eks", "hyperpod-slurm"]  # a Capacity Block, a Capacity Block, a training plan
+
+
+def countdown(template):
+    """The countdown's function, its role's policy statements, its schedule and its alarms."""
+    (function_id, function), = resources(template, "AWS::Lambda::Function").items()
+    role = function["Role"]["Fn::GetAtt"][0]
+    (policy,) = [p for p in resources(template, "AWS::IAM::Policy").values() if p["Roles"] == [{"Ref": role}]]
+    (schedule,) = [r for r in resources(template, "AWS::Events::Rule").values() if "ScheduleExpression" in r]
+    return function_id, function, policy["PolicyDocument"]["Statement"], schedule, countdown_alarms(template)
+
+
+def countdown_alarms(template) -> dict:
+    """The alarms on the countdown's metric, by name."""
+    return {p["AlarmName"]: p for p in resources(template, "AWS::CloudWatch::Alarm").values()
+            if capacity_end.METRIC in flat(p.get("Metrics"))}
+
+
+def dashboard_body(template) -> dict:
+    """The dashboard's JSON, each reference (an alarm's ARN, the region) as a placeholder."""
+    separator, parts = one(template, "AWS::CloudWatch::Dashboard")["DashboardBody"]["Fn::Join"]
+    return json.loads(separator.join(p if isinstance(p, str) else "REF" for p in parts))
+
+
+@pytest.mark.parametrize("kind", COUNTED)
+def test_the_countdown_reads_each_capacitys_end_and_may_do_nothing_else(synthesized, kind):
+    spec, template = synthesized[kind]
+    (counted,) = capacity_end.counted(resolve(spec))
+    function_id, function, statements, schedule, _ = countdown(template)
+    env = function["Environment"]["Variables"]
+    assert (env["CLUSTER"], env["NAMESPACE"], env["METRIC"]) == (spec.name, "fmcluster", "HoursToCapacityEnd")
+    group = next(g for g in spec.node_groups if g.name == counted.groups[0])
+    if kind == "hyperpod-slurm":
+        plan = group.capacity.training_plan_arn
+        assert json.loads(env["CAPACITIES"]) == [{"capacity": plan.rsplit("/", 1)[1],
+                                                  "training_plan": plan.rsplit("/", 1)[1]}]
+        read = {"Sid": "ReadTrainingPlans", "Effect": "Allow", "Action": "sagemaker:DescribeTrainingPlan",
+                "Resource": plan}
+    else:
+        rid = group.capacity.reservation_id
+        assert json.loads(env["CAPACITIES"]) == [{"capacity": rid, "reservation_id": rid}]
+        read = {"Sid": "ReadCapacityBlocks", "Effect": "Allow", "Action": "ec2:DescribeCapacityReservations",
+                "Resource": "*"}
+    put = {"Sid": "PutTheCountdown", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
+           "Condition": {"StringEquals": {"cloudwatch:namespace": "fmcluster"}}}
+    assert statements == [read, put]
+    assert function["Runtime"] == "python3.14" and function["Timeout"] == 60 and function["MemorySize"] == 128
+    assert schedule["ScheduleExpression"] == "rate(5 minutes)" and schedule["State"] == "ENABLED"
+    (target,) = schedule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": [function_id, "Arn"]}
+
+
+@pytest.mark.parametrize("kind", COUNTED)
+def test_two_alarms_count_down_to_each_end_and_page_the_topic(synthesized, kind):
+    spec, template = synthesized[kind]
+    (counted,) = capacity_end.counted(resolve(spec))
+    *_, alarms = countdown(template)
+    day, ending = (f"fmcluster-{spec.name}-{counted.capacity}-{suffix}" for suffix in ("last-day", "ending"))
+    assert set(alarms) == {day, ending}
+    assert (alarms[day]["Threshold"], alarms[ending]["Threshold"]) == (24, 1.5)  # 1 h before EC2's 30 minutes
+    (topic_id,) = resources(template, "AWS::SNS::Topic")
+    for alarm in alarms.values():
+        (metric,) = alarm["Metrics"]
+        stat = metric["MetricStat"]
+        assert (stat["Stat"], stat["Period"], stat["Metric"]["Namespace"]) == ("Minimum", 900, "fmcluster")
+        assert stat["Metric"]["Dimensions"] == [{"Name": "Capacity", "Value": counted.capacity},
+                                                {"Name": "Cluster", "Value": spec.name}]
+        assert alarm["ComparisonOperator"] == "LessThanThreshold" and alarm["EvaluationPeriods"] == 1
+        assert alarm["TreatMissingData"] == "missing"
+        assert alarm["AlarmActions"] == [{"Ref": topic_id}] and alarm["OKActions"] == [{"Ref": topic_id}]
+    assert "fmcluster capacity extend" in alarms[day]["AlarmDescription"]
+    assert "terminated from 30 minutes before its end" in alarms[ending]["AlarmDescription"]
+
+
+@pytest.mark.parametrize("kind", COUNTED)
+def test_the_dashboard_counts_down_to_each_end(synthesized, kind):
+    spec, template = synthesized[kind]
+    (counted,) = capacity_end.counted(resolve(spec))
+    body = dashboard_body(template)
+    widgets = [w for w in body["widgets"] if w["properties"].get("title") == "Hours to capacity end"]
+    assert [w["properties"]["view"] for w in widgets] == ["singleValue", "timeSeries"]
+    for widget in widgets:
+        (metric,) = widget["properties"]["metrics"]
+        assert metric[:6] == ["fmcluster", "HoursToCapacityEnd", "Capacity", counted.capacity, "Cluster", spec.name]
+        assert metric[6]["label"] == counted.label and metric[6]["stat"] == "Minimum"
+    assert widgets[1]["properties"]["annotations"]["horizontal"][0]["value"] == 24
+    alarms = next(w for w in body["widgets"] if w["type"] == "alarm")["properties"]["alarms"]
+    assert len(alarms) == len(resources(template, "AWS::CloudWatch::Alarm"))  # the countdown's alarms among them
+
+
+@pytest.mark.parametrize("kind", ["hyperpod-eks", "grafana"])
+def test_no_reserved_capacity_no_countdown(synthesized, kind):
+    _, template = synthesized[kind]
+    assert not [lid for lid in resources(template, "AWS::Lambda::Function") if lid.startswith("CapacityCountdown")]
+    assert not [r for r in resources(template, "AWS::Events::Rule").values() if "ScheduleExpression" in r]
+    assert "Hours to capacity end" not in flat(one(template, "AWS::CloudWatch::Dashboard"))
+    assert not countdown_alarms(template)

@@ -13,6 +13,8 @@ from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from fmcluster_cdk.constructs.observability.capacity import CapacityCountdown
+
 FREE_CAPACITY_FRACTION = 0.10
 THROUGHPUT_SATURATION = 0.90
 PERIOD = cdk.Duration.minutes(5)
@@ -55,15 +57,19 @@ class ClusterAlarms(Construct):
         nat_gateway_id: the NAT gateway to watch (``nat-...``, the `NatGatewayId` dimension);
             None adds no NAT alarms.
             @default required
+        countdown: the countdown to the ends of the cluster's Capacity Blocks and training plans:
+            its alarms notify the topic too and are on the dashboard, its widgets in a row of their own.
+            @default None: no countdown
 
     Attributes:
-        alarms: the alarms (`cw.Alarm`), FSx first.
+        alarms: the alarms (`cw.Alarm`), FSx first, the countdown's last.
         widgets: the dashboard's metric graphs.
-        dashboard: the CloudWatch dashboard: the alarms' states, then the graphs.
+        dashboard: the CloudWatch dashboard: the alarms' states, then the graphs, then the countdown's.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, topic: sns.ITopic,
-                 file_system: Optional[AlarmedFileSystem], nat_gateway_id: Optional[str]) -> None:
+                 file_system: Optional[AlarmedFileSystem], nat_gateway_id: Optional[str],
+                 countdown: Optional[CapacityCountdown] = None) -> None:
         super().__init__(scope, construct_id)
         self.alarms: list[cw.Alarm] = []
         self.widgets: list[cw.IWidget] = []
@@ -72,12 +78,16 @@ class ClusterAlarms(Construct):
             self._fsx(name, file_system.file_system_id, file_system.capacity_gib, file_system.throughput_mbps)
         if nat_gateway_id is not None:
             self._nat(name, nat_gateway_id)
+        if countdown is not None:
+            self.alarms += countdown.alarms
         for alarm in self.alarms:
             alarm.add_alarm_action(action)
             alarm.add_ok_action(action)
-        self.dashboard = cw.Dashboard(
-            self, "Dashboard", dashboard_name=f"fmcluster-{name}",
-            widgets=[[cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24)], self.widgets])
+        rows: list[list[cw.IWidget]] = [[cw.AlarmStatusWidget(title="Alarms", alarms=self.alarms, width=24)],
+                                        self.widgets]
+        if countdown is not None:
+            rows.append(countdown.widgets)
+        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"fmcluster-{name}", widgets=rows)
 
     def _fsx(self, name: str, file_system_id: str, capacity_gib: int, throughput_mbps: float) -> None:
         def metric(metric_name: str, statistic: str, label: str) -> cw.Metric:
