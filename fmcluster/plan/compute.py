@@ -100,7 +100,7 @@ def _scaling(group: model.NodeGroup) -> Optional[str]:
 
 
 def _window(group: model.NodeGroup, read: Mapping[str, Any]) -> Optional[str]:
-    found = read.get(group.capacity.reservation_id or "")
+    found = read.get(group.capacity.reservation_id or group.capacity.training_plan_arn or "")
     if not found:
         return None
     span = f"{found.get('start') or '?'} to {found['end']}" if found.get("end") else \

@@ -4,6 +4,7 @@ a Mermaid diagram of the cluster and the resolved spec in a collapsed block."""
 from __future__ import annotations
 
 from fmcluster.plan import first_deploy
+from fmcluster.plan.capacity import capacity_table
 from fmcluster.plan.cluster_rows import (
     control_plane_line,
     cost_rows,
@@ -158,6 +159,8 @@ def render_markdown(plan: Plan) -> str:
            f"**{summary(plan)}**", "",
            "#### Compute", "", "Peak dense tensor PFLOPS; totals at each group's maximum size.", "",
            *md_table(compute_rows(plan)), "",
+           *(["#### Reserved capacity", "", "Window and cost as `fmcluster preflight` reads them; what happens at "
+              "the end.", "", *md_table(capacity_table(plan.capacity)), ""] if plan.capacity else []),
            "#### Storage", "", *md_table([["", ""], *storage_rows(plan)[1:]]), "",
            *_serving_markdown(plan),
            f"#### Network: VPC `{plan.network.vpc_cidr}`", "", *md_table(subnets), "", *md_table(needs), "",

@@ -1,7 +1,7 @@
 """`fmcluster plan`: what a spec will build, what it can do and what it costs, before anyone deploys.
 
 `build` makes the plan (the records of fmcluster.plan.shape) from the spec's resolved model, a
-section at a time (fmcluster.plan.compute, cluster, health, cost, images, first_deploy), and marks
+section at a time (fmcluster.plan.compute, cluster, health, cost, images, first_deploy, capacity), and marks
 what the file leaves to defaults. Sources and details: docs/research-notes.md,
 "fmcluster/plan/report.py"."""
 
@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 from fmcluster.facts import prices
 from fmcluster.model import cluster as model
-from fmcluster.plan import cluster, compute, health, images
+from fmcluster.plan import capacity, cluster, compute, health, images
 from fmcluster.plan import first_deploy as first_deploy_plan
 from fmcluster.plan.cost import cost
 from fmcluster.plan.shape.plan import SCHEMA_VERSION, Plan, json_schema
@@ -79,7 +79,8 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
           reservations: Iterable[Mapping[str, Any]] = ()) -> Plan:
     """The plan of a valid spec, from its resolved model (fmcluster.model.cluster). `raw` is the spec
     file as written (to tell defaults apart); `reservations` what `fmcluster preflight` read of
-    its reservations and Capacity Blocks (its JSON's "reservations"), for their windows."""
+    its reservations, Capacity Blocks and training plans (its JSON's "reservations"), for their
+    windows and prices."""
     m = model.resolve(spec)
     params = checkpoint_params or DEFAULT_CHECKPOINT_PARAMS
     read = {str(r.get("id")): r for r in reservations}
@@ -101,5 +102,5 @@ def build(spec: ClusterSpec, raw: dict[str, Any] | None = None, checkpoint_param
         images=images.images(m, table), own_images=images.own_images(m),
         reference_images=images.reference_images(m, table), teams=cluster.teams(m, table),
         health=health.health(m),
-        first_deploy=first_deploy_plan.build(m),
+        first_deploy=first_deploy_plan.build(m), capacity=capacity.capacities(m, read, table),
     )

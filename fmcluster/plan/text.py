@@ -4,6 +4,8 @@ prose within WIDTH columns (fmcluster.text.table)."""
 from __future__ import annotations
 
 from fmcluster.plan import first_deploy
+from fmcluster.plan.capacity import capacity_rows
+from fmcluster.plan.capacity import title as capacity_title
 from fmcluster.plan.cluster_rows import (
     control_plane_line,
     cost_rows,
@@ -55,6 +57,11 @@ def render_text(plan: Plan) -> str:
     out += _joined(summary(plan).split(" · "))
     out += _section("Compute (peak dense tensor PFLOPS; totals at each group's maximum size)",
                     text_table(compute_rows(plan)))
+    if plan.capacity:
+        body = []
+        for held in plan.capacity:
+            body += [*paragraph(capacity_title(held)), *text_table(capacity_rows(held)[1:], indent="    ")]
+        out += _section("Reserved capacity (window and cost as `fmcluster preflight` reads them; its end)", body)
     out += _section("Storage", _pairs(storage_rows(plan)))
     serving = [g for g in plan.node_groups if g.serving]
     if serving:

@@ -7,6 +7,7 @@ from typing import Any, Optional
 
 from fmcluster.facts import inference
 from fmcluster.plan.shape.base import Model
+from fmcluster.plan.shape.capacity import CapacityPlan
 from fmcluster.plan.shape.cluster import (
     ControlPlanePlan,
     HealthPlan,
@@ -51,6 +52,8 @@ class Plan(Model):
     teams: list[TeamPlan] = []  # the teams that share the cluster (fmcluster.model.teams)
     health: Optional[HealthPlan] = None  # how the GPU nodes are kept healthy; None without GPU nodes
     first_deploy: FirstDeployPlan  # how long a first deploy takes, stack by stack, and the first node
+    # the node groups' reserved capacity: window and cost (as preflight read them), its end, its countdown
+    capacity: list[CapacityPlan] = []
 
 
 def json_schema() -> dict[str, Any]:
