@@ -868,7 +868,7 @@ def test_json_says_what_it_read_and_the_plan_shows_the_block_window(tmp_path, ca
     read = json.loads(report)["reservations"]
     assert read == [{"id": "cr-0123456789abcdef0", "kind": "capacity-block", "state": "active",
                      "instance_type": "p5en.48xlarge", "instances": 8, "start": "2026-11-30T12:00:00Z",
-                     "end": "2026-12-07T12:00:00Z"}]
+                     "end": "2026-12-07T12:00:00Z", "upfront_fee": None, "currency": None}]
     saved = tmp_path / "preflight.json"
     saved.write_text(report)
     assert cli(["plan", str(example), "--preflight", str(saved)]) == 0

@@ -211,13 +211,21 @@ def test_a_resource_group_of_two_ultraserver_blocks_reads_both():
     assert "2 reservations hold 18 instances" in by_name(checks, "reservation gb200: size").reason
 
 
-def test_instance_groups_make_no_block_call():
-    """A Capacity Block of instances (no ultraserver_type): the reservation checks only, as before."""
+def test_instance_groups_read_their_blocks_status_and_no_ultraserver_block():
+    """A Capacity Block of instances (no ultraserver_type) that EC2 names by a CapacityBlockId:
+    the reservation checks and the block's status (issue 41), but no DescribeCapacityBlocks call
+    and no UltraServer row; an interconnect EC2 does not report is no row."""
     spec = validated(with_(gb200(az="use1-az4", extra=("use1-az6",)), "node_groups[0]", {
         "name": "gpu", "instance_type": "p5.48xlarge", "count": 2,
         "capacity": {"type": "capacity-block", "reservation_id": CR}}))
-    ec2, stub = block_ec2(spec, [reservation(spec.node_groups[0], block_id=BLOCK_ID)])
-    assert not [c for c in run_reservations(spec, ec2, stub) if "UltraServer" in c.name or "block " in c.name]
+    answer = {"CapacityBlockId": BLOCK_ID, "TotalCapacity": 2, "TotalAvailableCapacity": 2,
+              "TotalUnavailableCapacity": 0}
+    ec2, stub = block_ec2(spec, [reservation(spec.node_groups[0], block_id=BLOCK_ID)], statuses=[answer])
+    checks = run_reservations(spec, ec2, stub)
+    assert not [c for c in checks if "UltraServer" in c.name or "interconnect" in c.name]
+    capacity_row = by_name(checks, "reservation gpu: block capacity")
+    assert (capacity_row.status, capacity_row.reason) == (PASS, f"{BLOCK_ID}: capacity 2, none unavailable, 2 free "
+                                                                "to launch")
 
 
 def test_the_whole_run_reads_the_block(capsys):

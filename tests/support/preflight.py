@@ -1,8 +1,8 @@
 """Running `fmcluster preflight` without the network: moto clients for what moto implements, and
 botocore's Stubber (on shapes botocore validates) for what it lacks: capacity reservations and
-Capacity Blocks, EC2 service quotas, AWS PCS, the base images' public SSM parameters and EC2 Image
-Builder. Not a test module. Shared by
-tests/deploy/test_preflight.py and tests/deploy/test_preflight_ultraserver.py."""
+Capacity Blocks, SageMaker training plans, EC2 service quotas, AWS PCS, the base images' public SSM
+parameters and EC2 Image Builder. Not a test module. Shared by tests/deploy/test_preflight.py,
+tests/deploy/test_preflight_ultraserver.py and tests/deploy/test_preflight_capacity_end.py."""
 
 from __future__ import annotations
 
@@ -80,18 +80,45 @@ def reservation(spec_group, az_id="use1-az4", *, block=True, state="active", sta
     return {key: value for key, value in found.items() if value is not None}
 
 
+def training_plan(spec_group, *, status="Active", start=NOW - timedelta(days=1), end=NOW + timedelta(days=6),
+                  total=None, instance_type=None, targets=("hyperpod-cluster",), fee="262080.00") -> dict:
+    """DescribeTrainingPlan's answer for a node group's plan (botocore's DescribeTrainingPlanResponse)."""
+    arn = spec_group.capacity.training_plan_arn
+    total = spec_group.max_nodes if total is None else total
+    return {"TrainingPlanArn": arn, "TrainingPlanName": arn.rsplit("/", 1)[1], "Status": status, "StartTime": start,
+            "EndTime": end, "DurationHours": int((end - start).total_seconds() // 3600), "DurationMinutes": 0,
+            "UpfrontFee": fee, "CurrencyCode": "USD", "TotalInstanceCount": total, "AvailableInstanceCount": total,
+            "InUseInstanceCount": 0, "TargetResources": list(targets),
+            "ReservedCapacitySummaries": [{
+                "ReservedCapacityArn": arn.replace(":training-plan/", ":reserved-capacity/") + "-1",
+                "InstanceType": f"ml.{instance_type or spec_group.instance_type}", "TotalInstanceCount": total,
+                "Status": status, "AvailabilityZone": "us-east-1a", "DurationHours": 168, "DurationMinutes": 0,
+                "StartTime": start, "EndTime": end}]}
+
+
 class Clients:
-    """moto clients, with Stubber-backed EC2 reservations, the default EBS key (`ebs_key`), Service
-    Quotas, PCS, SSM parameters and Image Builder. `parameters`: the base images' parameters the
-    region publishes (None: each one the spec's images are built from, as an AMI id of an image
-    whose description names PCS agent `agent` and Slurm versions `slurm`, with the root device and
-    snapshot size `root`)."""
+    """moto clients, with Stubber-backed EC2 reservations, SageMaker training plans, the default EBS
+    key (`ebs_key`), Service Quotas, PCS, SSM parameters and Image Builder. `plans`: the
+    DescribeTrainingPlan answers, in order (None: one matching plan for each training plan the
+    spec names). `parameters`: the base images' parameters the region publishes (None: each one
+    the spec's images are built from, as an AMI id of an image whose description names PCS agent
+    `agent` and Slurm versions `slurm`, with the root device and snapshot size `root`)."""
 
     def __init__(self, spec, reservations=(), quota=10_000.0, parameters=None, agent="1.5.2-1",
-                 slurm=PCS_SLURM, root=("/dev/sda1", 100), ebs_key="alias/aws/ebs") -> None:
+                 slurm=PCS_SLURM, root=("/dev/sda1", 100), ebs_key="alias/aws/ebs", plans=None) -> None:
         region = spec.region
         self.moto = {}
         self.region = region
+        # moto lacks DescribeTrainingPlan
+        self.plans_client, self.plans = stubbed("sagemaker", region)
+        if plans is None:  # each plan once, holding what every group drawing on it needs
+            drawing: dict[str, list] = {}
+            for g in spec.node_groups:
+                if g.capacity.training_plan_arn:
+                    drawing.setdefault(g.capacity.training_plan_arn, []).append(g)
+            plans = [training_plan(gs[0], total=sum(g.max_nodes for g in gs)) for gs in drawing.values()]
+        for answer in plans:
+            self.plans.add_response("describe_training_plan", answer)
         ec2_stub, self.reservations = stubbed("ec2", region)
         for response in reservations:
             self.reservations.add_response("describe_capacity_reservations", {"CapacityReservations": response})
@@ -110,7 +137,8 @@ class Clients:
                 self.blocks.add_response("describe_capacity_blocks", {"CapacityBlocks": [ultraserver_block(
                     g.capacity.ultraserver_type, spec.availability_zone_id)]})
                 self.blocks.add_response("describe_capacity_block_status", {"CapacityBlockStatuses": [
-                    {"CapacityBlockId": BLOCK_ID, "InterconnectStatus": "ok"}]})
+                    {"CapacityBlockId": BLOCK_ID, "InterconnectStatus": "ok", "TotalCapacity": g.max_nodes,
+                     "TotalAvailableCapacity": g.max_nodes, "TotalUnavailableCapacity": 0}]})
         self.ec2 = Split(self.ec2, blocks_stub, ("describe_capacity_blocks", "describe_capacity_block_status"))
         # moto lacks GetEbsDefaultKmsKeyId (it has GetEbsEncryptionByDefault, off until enabled)
         key_stub, self.ebs_key = stubbed("ec2", region)
@@ -169,6 +197,8 @@ class Clients:
             return self.imagebuilder
         if service not in self.moto:
             self.moto[service] = boto3.client(service, region_name=self.region)
+            if service == "sagemaker":
+                self.moto[service] = Split(self.moto[service], self.plans_client, ("describe_training_plan",))
         return self.moto[service]
 
 

@@ -21,11 +21,13 @@ from fmcluster.deploy.preflight.context import FAIL, Check, Context, Credentials
 
 # What preflight calls, as IAM actions (the hint of an access denied)
 PERMISSIONS = ("ec2:Describe*", "servicequotas:Get*", "servicequotas:List*", "fsx:Describe*",
-               "resource-groups:ListGroupResources", "the control plane's List*", "sts:GetCallerIdentity",
+               "resource-groups:ListGroupResources", "the control plane's List*",
+               "sagemaker:DescribeTrainingPlan (training plans)", "sts:GetCallerIdentity",
                "ssm:GetParameter, imagebuilder:ListImageRecipes, iam:GetRole, ec2:GetEbsEncryptionByDefault and "
                "ec2:GetEbsDefaultKmsKeyId (node images)")
-# The calls of an UltraServer group's Capacity Block, in ec2:Describe* (named in their access-denied hint)
-ULTRASERVER_CALLS = ("DescribeCapacityBlocks", "DescribeCapacityBlockStatus")
+# The calls of a Capacity Block, in ec2:Describe* (named in their access-denied hint): an UltraServer
+# group's block is read with both, any block EC2 names by a CapacityBlockId with its status
+BLOCK_CALLS = ("DescribeCapacityBlocks", "DescribeCapacityBlockStatus")
 ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException",
                  "AuthorizationError"}
 BAD_CREDENTIALS = {"InvalidClientTokenId", "UnrecognizedClientException", "ExpiredToken", "ExpiredTokenException",
@@ -71,10 +73,10 @@ def client_error(ctx: Context, name: str, exc: ClientError) -> Check:
     if code in BAD_CREDENTIALS:
         raise CredentialsProblem(f"{code}: {message}") from None
     if code in ACCESS_DENIED:
-        if operation in ULTRASERVER_CALLS:
+        if operation in BLOCK_CALLS:
             return Check(name, FAIL, f"access denied to {operation}",
-                         f"allow ec2:{operation} (read-only, in ec2:Describe*): preflight reads an UltraServer "
-                         "group's Capacity Block with ec2:DescribeCapacityBlocks and "
+                         f"allow ec2:{operation} (read-only, in ec2:Describe*): preflight reads a Capacity Block "
+                         "with ec2:DescribeCapacityBlocks (an UltraServer group's) and "
                          "ec2:DescribeCapacityBlockStatus")
         return Check(name, FAIL, f"access denied to {operation}",
                      "preflight needs read-only permissions: " + ", ".join(PERMISSIONS))

@@ -1,6 +1,7 @@
 """An UltraServer group's Capacity Blocks (EC2): behind its reservations, a block of its
 UltraServer type, in the cluster's AZ, in a state that takes instances (DescribeCapacityBlocks),
-and the block's accelerator interconnect (DescribeCapacityBlockStatus)."""
+and the block's accelerator interconnect and capacity (DescribeCapacityBlockStatus), which any
+block EC2 names by a CapacityBlockId reports too (block_statuses)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Iterable, Mapping
 
 from fmcluster.deploy.preflight.context import FAIL, PASS, WARN, Check, Context, when
 from fmcluster.deploy.preflight.guard import guard
-from fmcluster.deploy.preflight.shapes import CapacityBlock, CapacityReservation
+from fmcluster.deploy.preflight.shapes import CapacityBlock, CapacityBlockStatus, CapacityReservation
 from fmcluster.facts import catalog
 from fmcluster.facts.controlplanes import ULTRASERVER_BLOCK_TERMINATION_MINUTES
 from fmcluster.spec.models import NodeGroupSpec
@@ -54,18 +55,15 @@ def ultraserver_blocks(ctx: Context, groups: list[NodeGroupSpec], found: list[Ca
 
 
 def _interconnect(ctx: Context, blocks: Mapping[str, CapacityBlock], name: str) -> Iterable[Check]:
-    answer = ctx.client("ec2").describe_capacity_block_status(CapacityBlockIds=sorted(blocks))
-    statuses = {s["CapacityBlockId"]: s for s in answer["CapacityBlockStatuses"]}
+    statuses = _statuses(ctx, sorted(blocks))
     for block_id, block in sorted(blocks.items()):
-        status = statuses.get(block_id, {}).get("InterconnectStatus")
-        command = (f"aws ec2 describe-capacity-block-status --capacity-block-ids {block_id} "
-                   f"--region {ctx.spec.region}")
+        found = statuses.get(block_id)
+        status = found.get("InterconnectStatus") if found else None
+        command = _status_command(ctx, block_id)
         if status == "ok":
             yield Check(f"{name}: interconnect", PASS, f"{block_id}: accelerator interconnect ok")
         elif status == "impaired":
-            yield Check(f"{name}: interconnect", WARN, f"{block_id}: accelerator interconnect impaired: NVLink "
-                        "traffic between the UltraServer's instances may fail or slow down",
-                        f"{command}; if it stays impaired, open an AWS Support case")
+            yield _impaired(name, block_id, command)
         elif block.get("State") not in BLOCK_OK_STATES:
             yield Check(f"{name}: interconnect", WARN, f"{block_id}: accelerator interconnect "
                         f"{status or 'not reported'} ({block.get('State') or 'unknown state'} block)",
@@ -73,6 +71,57 @@ def _interconnect(ctx: Context, blocks: Mapping[str, CapacityBlock], name: str) 
         else:
             yield Check(f"{name}: interconnect", WARN, f"{block_id}: accelerator interconnect "
                         f"{status or 'not reported'}", f"run preflight again in a few minutes, or {command}")
+        if found:
+            yield capacity_check(name, found, command)
+
+
+def block_statuses(ctx: Context, ids: list[str], name: str) -> Iterable[Check]:
+    """The status of the Capacity Blocks a group's reservations belong to (not an UltraServer
+    group's: ultraserver_blocks reads those): the capacity EC2 reports unavailable, and the
+    accelerator interconnect where EC2 reports one."""
+    statuses = _statuses(ctx, ids)
+    for block_id in ids:
+        command = _status_command(ctx, block_id)
+        status = statuses.get(block_id)
+        if status is None:
+            yield Check(f"{name}: block status", WARN, f"DescribeCapacityBlockStatus does not list {block_id}",
+                        f"run preflight again in a few minutes, or {command}")
+            continue
+        interconnect = status.get("InterconnectStatus")
+        if interconnect == "ok":
+            yield Check(f"{name}: interconnect", PASS, f"{block_id}: accelerator interconnect ok")
+        elif interconnect == "impaired":
+            yield _impaired(name, block_id, command)
+        yield capacity_check(name, status, command)
+
+
+def capacity_check(name: str, status: CapacityBlockStatus, command: str) -> Check:
+    """What EC2 says of a block's capacity: some of it unavailable (a failed system status check)
+    is a warning; TotalAvailableCapacity is what can still be launched, less what runs."""
+    block_id, total = status["CapacityBlockId"], status.get("TotalCapacity", 0)
+    unavailable, available = status.get("TotalUnavailableCapacity", 0), status.get("TotalAvailableCapacity", 0)
+    if unavailable:
+        return Check(f"{name}: block capacity", WARN, f"{block_id}: {unavailable} of its capacity of {total} "
+                     "unavailable (a failed system status check): fewer nodes than the block holds can run",
+                     f"{command}; if it stays unavailable, open an AWS Support case")
+    return Check(f"{name}: block capacity", PASS, f"{block_id}: capacity {total}, none unavailable, {available} "
+                 "free to launch")
+
+
+def _statuses(ctx: Context, ids: list[str]) -> dict[str, CapacityBlockStatus]:
+    # one call, as for the reservations: a spec names a few blocks
+    answer = ctx.client("ec2").describe_capacity_block_status(CapacityBlockIds=ids)
+    return {s["CapacityBlockId"]: s for s in answer["CapacityBlockStatuses"]}
+
+
+def _status_command(ctx: Context, block_id: str) -> str:
+    return f"aws ec2 describe-capacity-block-status --capacity-block-ids {block_id} --region {ctx.spec.region}"
+
+
+def _impaired(name: str, block_id: str, command: str) -> Check:
+    return Check(f"{name}: interconnect", WARN, f"{block_id}: accelerator interconnect impaired: NVLink "
+                 "traffic between the block's instances may fail or slow down",
+                 f"{command}; if it stays impaired, open an AWS Support case")
 
 
 def block_checks(group: NodeGroupSpec, block: CapacityBlock, az_id: str, now: datetime,
