@@ -6,7 +6,7 @@ fmcluster.node.hyperpod, fmcluster.node.eks), which derive none of it again. The
 the shared home and the health policy the setups follow are here too (fmcluster.model.cluster
 names them as well).
 
-Sources and details: docs/research-notes.md, "fmcluster/node/bootstrap.py"."""
+Sources and details: docs/research-notes.md, "The node kit (fmcluster/node/)"."""
 
 from __future__ import annotations
 

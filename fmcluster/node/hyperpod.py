@@ -1,7 +1,7 @@
 """What runs on a SageMaker HyperPod node once HyperPod has set it up: the lifecycle folder of each
 instance group (its entry script and hooks), from the model's setup of the group.
 
-Sources and details: docs/research-notes.md, "fmcluster/node/lifecycle.py"."""
+Sources and details: docs/research-notes.md, "fmcluster/node/hyperpod.py"."""
 
 from __future__ import annotations
 

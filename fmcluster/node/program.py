@@ -5,7 +5,7 @@ system and the shared home, Enroot and Pyxis, the IMEX prolog, network features,
 The control planes' renderers (fmcluster.node.pcs, fmcluster.node.hyperpod, fmcluster.node.eks)
 call them with what the model resolved for a group (`ClusterModel.node`).
 
-Sources and details: docs/research-notes.md, "fmcluster/node/bootstrap.py"."""
+Sources and details: docs/research-notes.md, "The node kit (fmcluster/node/)"."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ the node image bakes them from (fmcluster.node.image), and where a node keeps En
 (`enroot_paths`). fmcluster.node.program checks and configures what the image holds; nothing is
 installed at boot. Slurm's paths on each plane are the model's (fmcluster.model.node.Containers).
 
-Sources and details: docs/research-notes.md, "fmcluster/node/bootstrap.py", and section 10."""
+Sources and details: docs/research-notes.md, "The node kit (fmcluster/node/)", and section 10."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ user data (the body xz and base85, `pack` and `unpack`) and the MIME multipart t
 fmcluster.node.program builds a node's program from these pieces; fmcluster.node.pcs,
 fmcluster.node.hyperpod and fmcluster.node.eks render it per control plane.
 
-Sources and details: docs/research-notes.md, "fmcluster/node/bootstrap.py"."""
+Sources and details: docs/research-notes.md, "The node kit (fmcluster/node/)"."""
 
 from __future__ import annotations
 

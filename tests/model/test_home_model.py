@@ -1,4 +1,4 @@
-"""The model's shared home (fmcluster.model.cluster.home_of): resolved once, for the plan, the
+"""The model's shared home (fmcluster.model.node.home_of): resolved once, for the plan, the
 stacks and the node scripts."""
 
 from fmcluster.model.cluster import LUSTRE, OPENZFS, Home, resolve
