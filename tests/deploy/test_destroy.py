@@ -227,7 +227,7 @@ def test_what_is_kept_is_priced_from_the_deployed_sizes_and_the_price_table(aws,
 # The ids moto makes up, each time another: in the docs, ids of the shape AWS gives
 MADE_UP = ((r"\bfs-[0-9a-f]{8}\b", "fs-0123456789abcdef0"), (r"\bnat-[0-9a-f]{17}\b", "nat-0123456789abcdef0"),
            (r"\b127\.\d+\.\d+\.\d+\b", "203.0.113.10"),
-           (r"(Logs43EC5B8D|LogGroupE45F977D)-[0-9A-Z]{12}\b", r"\1-1A2B3C4D5E6F"))
+           (r"(Logs43EC5B8D|LogGroupE45F977D|Logs6DC19D7F)-[0-9A-Z]{12}\b", r"\1-1A2B3C4D5E6F"))
 
 
 def test_docs_show_real_destroy_output(aws, corpus):
