@@ -1,0 +1,187 @@
+"""The end of a Capacity Block on a real Slurm (tests/support/slurm_cluster.py: Debian's slurmctld
+and two slurmd on localhost, one partition): each node runs fmcluster's capacity-end program
+(fmcluster/node/scripts/boot/programs/capacity-end.sh) with the real scontrol, squeue and scancel;
+stand-ins only for the instance metadata service, `hostname` and the AWS CLI, which answers
+DescribeCapacityReservations from a file in the API's shape and applies the program's --query
+with JMESPath as the CLI does (text output).
+
+The clock: slurmctld reads the real one, and a reservation's times are absolute, so the program is
+given Slurm's own time (FMCLUSTER_NOW: a job's SubmitTime, as slurmctld wrote it) and the block's
+end is set from it; no test reads the clock itself, and nothing waits for a time to come.
+
+The module shares one cluster (its tests run in order: the block is reserved, a job is signalled
+and the nodes drained, then the block is extended)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from fmcluster.facts.node import FMCLUSTER_LIB
+from tests.support.paths import ROOT
+from tests.support.slurm_cluster import SlurmCluster, require_slurm
+
+PROGRAM = ROOT / "fmcluster" / "node" / "scripts" / "boot" / "programs" / "capacity-end.sh"
+BLOCK = "cr-0123456789abcdef0"
+NAME = f"fmcluster-end-{BLOCK}"
+TERMINATION, LEAD = 30, 10  # minutes: EC2 terminates from 30 minutes before the end; the signal 10 before that
+
+CURL = """#!/bin/bash
+case "$*" in
+  *api/token*) printf token ;;
+  *meta-data/instance-id*) printf i-0a1b2c3d4e5f6000{index} ;;
+  *meta-data/placement/region*) printf us-east-1 ;;
+  *) exit 22 ;;
+esac
+"""
+HOSTNAME = "#!/bin/sh\necho {name}\n"
+# The AWS CLI: `aws ec2 describe-capacity-reservations --region R --capacity-reservation-ids ID
+# --query Q --output text` answered from ANSWER (DescribeCapacityReservations' response, as the CLI
+# parses it: EndDate in ISO 8601), Q applied with JMESPath, a scalar printed as it is.
+AWS = """#!{python}
+import json, sys
+import jmespath
+args = sys.argv[1:]
+assert args[:2] == ["ec2", "describe-capacity-reservations"], args
+option = dict(zip(args[2::2], args[3::2]))
+assert option["--output"] == "text" and option["--region"] == "us-east-1", args
+answer = json.load(open({answer!r}))
+wanted = option["--capacity-reservation-ids"]
+found = [r for r in answer["CapacityReservations"] if r["CapacityReservationId"] == wanted]
+if not found:
+    sys.exit("An error occurred (InvalidCapacityReservationId.NotFound)")
+print(jmespath.search(option["--query"], {{"CapacityReservations": found}}))
+"""
+
+
+def settings(tmp_path: Path, cluster: SlurmCluster, signal: str) -> Path:
+    path = tmp_path / "capacity-end.env"
+    path.write_text(f"SLURM_BIN={cluster.bin}\nRESERVATION_ID={BLOCK}\nTERMINATION_MINUTES={TERMINATION}\n"
+                    f"SIGNAL_MINUTES={LEAD}\nSIGNAL={signal}\nSTATE_DIR=/var/lib/fmcluster/capacity-end\n"
+                    f"FMCLUSTER_LIB={FMCLUSTER_LIB}\n")
+    return path
+
+
+def block(tmp_path: Path, end: int) -> None:
+    """EC2's answer: the block, active, ending at `end` (seconds since the epoch)."""
+    when = datetime.fromtimestamp(end, timezone.utc).isoformat()
+    (tmp_path / "answer.json").write_text(json.dumps({"CapacityReservations": [{
+        "CapacityReservationId": BLOCK, "InstanceType": "p5.48xlarge", "AvailabilityZoneId": "use1-az6",
+        "TotalInstanceCount": 2, "AvailableInstanceCount": 0, "State": "active", "EndDateType": "limited",
+        "ReservationType": "capacity-block", "StartDate": "2025-01-01T11:30:00+00:00", "EndDate": when}]}))
+
+
+def run(cluster: SlurmCluster, tmp_path: Path, node: str, now: int,
+        signal: str = "USR1") -> subprocess.CompletedProcess:
+    """capacity-end on node `node` (node1 or node2) at `now`, as its unit runs it."""
+    root, bin_dir = tmp_path / node / "root", tmp_path / node / "bin"
+    lib = root / FMCLUSTER_LIB.lstrip("/")
+    lib.mkdir(parents=True, exist_ok=True)
+    shutil.copy(PROGRAM.parent / "slurm-node.sh", lib / "slurm-node.sh")
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for command, text in (("curl", CURL.format(index=node[-1])), ("hostname", HOSTNAME.format(name=node)),
+                          ("aws", AWS.format(python=sys.executable, answer=str(tmp_path / "answer.json")))):
+        (bin_dir / command).write_text(text)
+        (bin_dir / command).chmod(0o755)
+    env = {**cluster.env, "FMCLUSTER_ROOT": str(root), "FMCLUSTER_NOW": str(now),
+           "PATH": f"{bin_dir}:{cluster.bin}:{os.environ['PATH']}"}
+    return subprocess.run(["bash", str(PROGRAM), str(settings(tmp_path, cluster, signal))], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def epoch(slurm_time: str) -> int:
+    """A time as Slurm shows it (local time, no zone) in seconds since the epoch."""
+    return int(time.mktime(time.strptime(slurm_time, "%Y-%m-%dT%H:%M:%S")))
+
+
+def reservation(cluster: SlurmCluster) -> str:
+    return cluster.run("scontrol", "-o", "show", "reservation", NAME).stdout.strip()
+
+
+def field(line: str, key: str) -> str:
+    return next(word.split("=", 1)[1] for word in line.split() if word.startswith(f"{key}="))
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    """The cluster, a job that traps SIGUSR1 in its step running on node1, Slurm's time at its
+    submission, and the block ending 50 minutes after (reclaimed from 20, the signal from 10)."""
+    require_slurm()
+    tmp_path = tmp_path_factory.mktemp("capacity-end")
+    with SlurmCluster(tmp_path / "slurm", nodes=2) as cluster:
+        marker = tmp_path / "checkpointed"
+        script = (f"#!/bin/bash\nsrun bash -c 'trap \"echo USR1 >{marker}; exit 0\" USR1; "
+                  "while :; do sleep 0.2; done'\n")
+        job = cluster.sbatch(script, "-w", "node1", "-n1")
+        info = cluster.wait_job(job, until=lambda j: j.get("JobState") == "RUNNING")
+        now = epoch(info["SubmitTime"])
+        block(tmp_path, now + 50 * 60)
+        yield {"cluster": cluster, "tmp": tmp_path, "job": job, "now": now, "marker": marker}
+        cluster.run("scancel", job, check=False)
+
+
+def test_nothing_starts_that_the_end_would_cut(world):
+    cluster, tmp_path, now = world["cluster"], world["tmp"], world["now"]
+    for node in ("node1", "node2"):
+        result = run(cluster, tmp_path, node, now)
+        assert result.returncode == 0, result.stderr + cluster.logs()
+    line = reservation(cluster)
+    assert field(line, "Nodes") == "node[1-2]"
+    assert epoch(field(line, "StartTime")) == now + 20 * 60 and epoch(field(line, "EndTime")) == now + 50 * 60
+    assert "MAINT" in field(line, "Flags") and "IGNORE_JOBS" in field(line, "Flags")
+    assert cluster.job(world["job"])["JobState"] == "RUNNING"  # made over it: it goes on
+    long = cluster.sbatch("#!/bin/sh\ntrue\n", "--time=60", "-w", "node2")
+    short = cluster.sbatch("#!/bin/sh\ntrue\n", "--time=5", "-w", "node2")
+    assert cluster.wait_job(short)["JobState"] == "COMPLETED"  # it ends before the block is reclaimed
+    held = cluster.job(long)
+    assert held["JobState"] == "PENDING", held  # 60 minutes would reach into the reservation
+    cluster.run("scancel", long)
+    assert {n: cluster.node(n)["State"] for n in ("node1", "node2")} == {"node1": "MIXED", "node2": "IDLE"}
+
+
+def test_running_twice_changes_nothing(world):
+    cluster, tmp_path, now = world["cluster"], world["tmp"], world["now"]
+    before = reservation(cluster)
+    result = run(cluster, tmp_path, "node2", now + 60)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert reservation(cluster) == before
+
+
+def test_jobs_are_signalled_and_the_nodes_drained_before_the_end(world):
+    cluster, tmp_path, now = world["cluster"], world["tmp"], world["now"]
+    at = now + 11 * 60  # past the signal's time: the block is reclaimed from now + 20 minutes
+    for node in ("node1", "node2"):
+        result = run(cluster, tmp_path, node, at)
+        assert result.returncode == 0, result.stderr
+    job = cluster.wait_job(world["job"])
+    assert job["JobState"] == "COMPLETED", job  # its step trapped SIGUSR1 and ended
+    assert world["marker"].read_text() == "USR1\n"
+    for node in ("node1", "node2"):
+        info = cluster.node(node)
+        assert "DRAIN" in info["State"] and info["Reason"].startswith("fmcluster-capacity-end: "), info
+    # again: no signal twice, no new drain, nothing said
+    again = run(cluster, tmp_path, "node1", at + 60)
+    assert again.returncode == 0 and again.stderr == "", again.stderr
+
+
+def test_an_extended_block_moves_the_reservation_and_returns_the_nodes(world):
+    cluster, tmp_path, now = world["cluster"], world["tmp"], world["now"]
+    block(tmp_path, now + 50 * 60 + 3600)  # `fmcluster capacity extend`: an hour more
+    at = now + 12 * 60
+    for node in ("node1", "node2"):
+        result = run(cluster, tmp_path, node, at)
+        assert result.returncode == 0, result.stderr
+    line = reservation(cluster)
+    assert epoch(field(line, "StartTime")) == now + 80 * 60 and epoch(field(line, "EndTime")) == now + 110 * 60
+    assert field(line, "Nodes") == "node[1-2]"
+    for node in ("node1", "node2"):  # drained by the program: back in service
+        info = cluster.node(node)
+        assert "DRAIN" not in info["State"] and "Reason" not in info, info
