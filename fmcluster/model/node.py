@@ -17,8 +17,8 @@ from fmcluster.facts import health as health_facts
 from fmcluster.facts import images as image_facts
 from fmcluster.facts import node as node_facts
 from fmcluster.facts.catalog import InstanceType
-from fmcluster.facts.controlplanes import ControlPlane
-from fmcluster.spec.models import ClusterSpec
+from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ULTRASERVER_BLOCK_TERMINATION_MINUTES, ControlPlane
+from fmcluster.spec.models import CapacitySpec, ClusterSpec
 
 COMPUTE, LOGIN, SYSTEM, CONTROLLER = "compute", "login", "system", "controller"  # NodeGroup.role
 OPENZFS, LUSTRE = "openzfs", "lustre"  # what the shared home is (Home.kind)
@@ -173,6 +173,36 @@ class HealthCheck:
     plane: str
 
 
+# EC2 terminates a Capacity Block's instances from 30 minutes before its end (60 for an UltraServer
+# block: ULTRASERVER_BLOCK_TERMINATION_MINUTES; EC2 User Guide, Capacity Blocks; its EventBridge
+# warning comes 40 minutes before the end, "terminate in 10 minutes")
+BLOCK_TERMINATION_MINUTES = 30
+
+
+@dataclass(frozen=True)
+class CapacityEnd:
+    """The end of a node group's Capacity Block, handled on its Slurm nodes (programs/capacity-end.sh):
+    `reservation_id` ("" where the group names a resource group: the node asks EC2 for its own),
+    EC2's `termination_minutes` before the end, the jobs signalled with `signal` (as sbatch
+    --signal names it) `signal_minutes` before that and the nodes drained."""
+
+    reservation_id: str
+    termination_minutes: int
+    signal_minutes: int
+    signal: str
+
+
+def capacity_end_of(cp: ControlPlane, capacity: CapacitySpec) -> Optional[CapacityEnd]:
+    """The end handled on the nodes of a compute group on a Capacity Block of AWS PCS; None elsewhere
+    (HyperPod's training plans and the Kubernetes planes: not yet)."""
+    if cp.type != PCS or capacity.type != CAPACITY_BLOCK:
+        return None
+    return CapacityEnd(capacity.reservation_id or "",
+                       ULTRASERVER_BLOCK_TERMINATION_MINUTES if capacity.ultraserver_type
+                       else BLOCK_TERMINATION_MINUTES,
+                       capacity.end_signal_minutes, capacity.end_signal)
+
+
 @dataclass(frozen=True)
 class NodeSetup:
     """What the nodes of one group run, as its plane runs it (`resolve_node`)."""
@@ -192,6 +222,7 @@ class NodeSetup:
     health: Optional[HealthCheck]  # the continuous health check (GPU compute nodes)
     network_features: bool  # the node publishes its place in EC2's network as Slurm node features
     slurm_metrics: bool  # the node runs the Slurm collector (the PCS login nodes, the HyperPod controller)
+    capacity_end: Optional[CapacityEnd] = None  # the block's end handled (PCS Capacity Block compute groups)
 
 
 class Group(Protocol):
@@ -214,6 +245,9 @@ class Group(Protocol):
 
     @property
     def network_placed(self) -> bool: ...
+
+    @property
+    def capacity(self) -> CapacitySpec: ...
 
 
 def runs_containers(cp: ControlPlane, group: Group) -> bool:
@@ -273,4 +307,5 @@ def resolve_node(spec: ClusterSpec, cp: ControlPlane, health: Health, home: Opti
         slurm=slurm, slurm_prolog=prolog, imex=prolog and instance.ultraserver,
         deep_check=deep_checks(cp, health, group), health=check,
         network_features=cp.type == PCS and group.network_placed,
-        slurm_metrics=(cp.type, group.role) in ((PCS, LOGIN), (HYPERPOD_SLURM, CONTROLLER)))
+        slurm_metrics=(cp.type, group.role) in ((PCS, LOGIN), (HYPERPOD_SLURM, CONTROLLER)),
+        capacity_end=capacity_end_of(cp, group.capacity) if group.role == COMPUTE else None)

@@ -113,7 +113,8 @@ class Phase:
 PHASES = (
     Phase("fmcluster configure", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, TERMINATE,
           ("install_slurm_prolog", "enable_imex", "install_node_ready", "gate_slurmd", "protect_running_jobs",
-           "write_nccl_env", "install_node_health", "install_request_replacement", "clear_network_features")),
+           "write_nccl_env", "install_node_health", "install_request_replacement", "clear_network_features",
+           "install_capacity_end")),
     Phase("fmcluster storage", NODE_BOOTSTRAPPED, EVERY_BOOT, CONTINUE,
           ("setup_scratch", "setup_lnet_efa", "mount_lustre", "mount_home")),
     Phase("fmcluster containers", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, CONTINUE, ("setup_containers",)),
@@ -207,6 +208,8 @@ def node_program(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> NodeP
         install_health(program, model, setup, refs)
     if setup.network_features:
         program.network_features(slurm.bin, slurm.slurmd_units)
+    if setup.capacity_end is not None:
+        program.capacity_end(setup.capacity_end, slurm.bin, slurm.slurmd_units)
     program.steps.append("check_node_ready")
     return program
 

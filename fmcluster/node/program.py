@@ -19,7 +19,7 @@ from fmcluster.facts import openzfs
 from fmcluster.facts.catalog import InstanceType
 from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, HOME_PATH, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
 from fmcluster.model import expected
-from fmcluster.model.node import SLURMD_UNIT, Containers, NodeSetup
+from fmcluster.model.node import SLURMD_UNIT, CapacityEnd, Containers, NodeSetup
 from fmcluster.node import runtime
 from fmcluster.node.nccl import NCCL_ENV_FILE, nccl_environment
 from fmcluster.node.refs import NodeRefs
@@ -71,6 +71,11 @@ NETWORK_FEATURES_LEAVE_SECONDS = 30
 NETWORK_FEATURES_RESTORE_SECONDS = 180
 NETWORK_FEATURES_RESTORE_SPREAD_SECONDS = 120
 COLLECT_INTERVAL_SECONDS = 30
+# capacity-end (programs/capacity-end.sh): how often a Capacity Block node reads its block's end and
+# acts on it; the signal comes at most this late (hence end_signal_minutes of at least 5). At 1,000
+# nodes, some 8 DescribeCapacityReservations a second, within EC2's request rates for Describe calls.
+CAPACITY_END_SECONDS = 120
+CAPACITY_END_STATE_DIR = "/var/lib/fmcluster/capacity-end"
 METRICS_PATHS = {"FMCLUSTER_ETC": FMCLUSTER_ETC, "SYSTEMD_DIR": "/etc/systemd/system",
                  "METRICS_LIB": FMCLUSTER_LIB, "METRICS_STATE": "/var/lib/fmcluster",
                  "NODE_EXPORTER_DEFAULTS": "/etc/default/prometheus-node-exporter", "OS_RELEASE": "/etc/os-release"}
@@ -332,6 +337,23 @@ class NodeProgram:
                         NETWORK_FEATURES_CLEAR_RETRY_SECONDS=NETWORK_FEATURES_CLEAR_RETRY_SECONDS,
                         NETWORK_FEATURES_RESTORE_SECONDS=NETWORK_FEATURES_RESTORE_SECONDS,
                         NETWORK_FEATURES_RESTORE_SPREAD_SECONDS=NETWORK_FEATURES_RESTORE_SPREAD_SECONDS,
+                        SLURMD_UNITS=slurmd_units)
+
+    def capacity_end(self, end: CapacityEnd, slurm_bin: str, slurmd_units: str = SLURMD_UNIT) -> "NodeProgram":
+        """The end of the node's Capacity Block handled (capacity-end.sh; programs/capacity-end.sh): a
+        Slurm maintenance reservation from the time EC2 terminates the block's instances, the jobs
+        signalled and the node drained `end.signal_minutes` before it, with Slurm's commands in
+        `slurm_bin`; run after slurmd (whichever of `slurmd_units`) and every CAPACITY_END_SECONDS."""
+        if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
+            raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
+        self.programs["capacity_end"] = PROGRAMS / "capacity-end.sh"
+        self.programs["slurm_node"] = PROGRAMS / "slurm-node.sh"
+        return self.add("capacity-end.sh", "install_capacity_end", FMCLUSTER_LIB=FMCLUSTER_LIB,
+                        FMCLUSTER_ETC=FMCLUSTER_ETC, CAPACITY_END_SLURM_BIN=slurm_bin,
+                        CAPACITY_END_RESERVATION_ID=end.reservation_id,
+                        CAPACITY_END_TERMINATION_MINUTES=end.termination_minutes,
+                        CAPACITY_END_SIGNAL_MINUTES=end.signal_minutes, CAPACITY_END_SIGNAL=end.signal,
+                        CAPACITY_END_STATE_DIR=CAPACITY_END_STATE_DIR, CAPACITY_END_SECONDS=CAPACITY_END_SECONDS,
                         SLURMD_UNITS=slurmd_units)
 
     def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":

@@ -84,6 +84,8 @@ class PcsClusterStack(cdk.Stack):
                                   workspace_arn=observability.workspace_arn if observability else None,
                                   instance_topology=any(topology.publishes_network_features(model, g)
                                                         for g in model.node_groups),
+                                  capacity_blocks=any(model.node(g).capacity_end is not None
+                                                      for g in model.node_groups),
                                   image_repository_arns=reference_repository_arns(self, model))
         # Nodes drained for a hardware fault ask to be replaced (health.replace; GPU compute groups)
         self.replacer = self._replacer() if model.health.replace and any(

@@ -91,6 +91,13 @@ class CapacitySpec(Model):
         "an UltraServer Capacity Block (or HyperPod training plan): its UltraServer type, such as u-p6e-gb200x72"))
     ultraserver_count: int = Field(default=1, ge=1, description=(
         "how many UltraServers the block holds; the group's count is at most this many UltraServers' instances"))
+    end_signal_minutes: int = Field(default=15, ge=5, le=120, description=(
+        "Slurm, a Capacity Block: the running jobs are signalled and the nodes drained this many minutes "
+        "before EC2 starts terminating the block's instances (30 minutes before its end, 60 for an "
+        "UltraServer block); from then on nothing starts that the end would cut"))
+    end_signal: str = Field(default="USR1", pattern=r"^(B:)?(SIG)?[A-Z][A-Z0-9]*$", description=(
+        "the signal the jobs get then, as sbatch --signal names it: USR1 (every job step) or B:USR1 "
+        "(the batch shell only)"))
 
 
 class NodeGroupSpec(Model):

@@ -125,6 +125,12 @@ def has_placement_groups(old: ClusterSpec, new: ClusterSpec) -> bool:
     return bool(_placed(new))
 
 
+def on_capacity_block(old: ClusterSpec, new: ClusterSpec) -> bool:
+    """A node group that stays is on a Capacity Block before and after (its nodes run capacity-end)."""
+    before = {g.name for g in old.node_groups if g.capacity.type == "capacity-block"}
+    return any(g.name in before and g.capacity.type == "capacity-block" for g in new.node_groups)
+
+
 def observed(old: ClusterSpec, new: ClusterSpec) -> bool:
     return new.observability.prometheus or new.observability.grafana
 

@@ -62,6 +62,7 @@ from fmcluster.spec.update_policy.checks import (
     lustre_shrinks,
     metrics_go,
     observed,
+    on_capacity_block,
     placement_changes,
     plane_data_goes,
     reference_goes,
@@ -239,6 +240,14 @@ POLICIES: dict[str, Policy] = {
                                                                      "group's count may be")),
     "node_groups[].capacity.ultraserver_count": _policy(Case(NOTHING, "read by validate and the plan: what the "
                                                                       "group's count may be")),
+    "node_groups[].capacity.end_signal_minutes": _policy(
+        Case(ROLL, "the Capacity Block group's lifecycle scripts carry it: new nodes only", planes=(PCS,),
+             when="the group is on a Capacity Block", check=on_capacity_block, nodes=(PCS,)),
+        Case(NOTHING, "read by the nodes of AWS PCS Capacity Block groups only (so far)")),
+    "node_groups[].capacity.end_signal": _policy(
+        Case(ROLL, "the Capacity Block group's lifecycle scripts carry it: new nodes only", planes=(PCS,),
+             when="the group is on a Capacity Block", check=on_capacity_block, nodes=(PCS,)),
+        Case(NOTHING, "read by the nodes of AWS PCS Capacity Block groups only (so far)")),
     "node_groups[].placement_group": _policy(
         Case(NOTHING, "HyperPod places the instances itself", planes=HYPERPOD),
         Case(ROLL, "the launch template names the placement group: new nodes only (EKS rolls the group)",

@@ -56,7 +56,8 @@ def node_role(scope: Construct, *, description: str, managed_policies: Sequence[
 
 def node_statements(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: Optional[str],
                     workspace_arn: Optional[str] = None, instance_topology: bool = False,
-                    image_repository_arns: Sequence[str] = ()) -> list[iam.PolicyStatement]:
+                    image_repository_arns: Sequence[str] = (),
+                    capacity_blocks: bool = False) -> list[iam.PolicyStatement]:
     """What a PCS node may do: register with its cluster, read its place in the network, use the
     cluster's buckets, remote-write its metrics, pull the cluster's images."""
     statements = [iam.PolicyStatement(sid="RegisterWithPcsCluster", actions=["pcs:RegisterComputeNodeGroupInstance"],
@@ -67,6 +68,13 @@ def node_statements(cluster_arn: str, bucket_arns: Sequence[str], kms_key_arn: O
         # "*" only
         statements.append(iam.PolicyStatement(sid="InstanceTopology", actions=["ec2:DescribeInstanceTopology"],
                                               resources=["*"]))
+    if capacity_blocks:
+        # a Capacity Block node reads its block's end (capacity-end: EndDate, and its own instance's
+        # CapacityReservationId where the group names a resource group of reservations); the Service
+        # Authorization Reference lists ec2:DescribeCapacityReservations and ec2:DescribeInstances
+        # with no resource type (List): "*" only, read-only
+        statements.append(iam.PolicyStatement(sid="CapacityBlockEnd", actions=[
+            "ec2:DescribeCapacityReservations", "ec2:DescribeInstances"], resources=["*"]))
     return (statements + storage_statements(bucket_arns, kms_key_arn) + remote_write_statements(workspace_arn)
             + pull_statements(image_repository_arns))
 
@@ -91,6 +99,9 @@ class NodeRole(Construct):
         image_repository_arns: ARNs of the ECR repositories whose images the nodes run (pull
             them, and ecr:GetAuthorizationToken, which has no resource type).
             @default ``()``: none
+        capacity_blocks: some nodes are on a Capacity Block and read its end
+            (ec2:DescribeCapacityReservations, ec2:DescribeInstances).
+            @default False
 
     Attributes:
         role: the `iam.Role`.
@@ -101,14 +112,15 @@ class NodeRole(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster_arn: str, bucket_arns: Sequence[str] = (),
                  kms_key_arn: Optional[str] = None, workspace_arn: Optional[str] = None,
-                 instance_topology: bool = False, image_repository_arns: Sequence[str] = ()) -> None:
+                 instance_topology: bool = False, image_repository_arns: Sequence[str] = (),
+                 capacity_blocks: bool = False) -> None:
         super().__init__(scope, construct_id)
         self.role = node_role(
             self, path=PCS_PATH,
             description="AWS PCS compute nodes: register with the cluster, use the cluster's buckets",
             managed_policies=["AmazonSSMManagedInstanceCore"],
             statements=node_statements(cluster_arn, bucket_arns, kms_key_arn, workspace_arn, instance_topology,
-                                       image_repository_arns))
+                                       image_repository_arns, capacity_blocks))
         self.instance_profile = iam.CfnInstanceProfile(self, "InstanceProfile", path=PCS_PATH,
                                                        roles=[self.role.role_name])
 
