@@ -23,7 +23,8 @@ def test_capacity_block_groups_of_pcs_handle_their_end():
     assert [name for name, end in setups.items() if end is not None] == ["gpu"]
     gb200 = model("p6e-gb200-pcs.yaml")
     ends = [gb200.node(g).capacity_end for g in gb200.node_groups]
-    assert {end.termination_minutes for end in ends if end is not None} == {60}  # an UltraServer block ends its instances an hour early
+    # an UltraServer block ends its instances an hour early
+    assert {end.termination_minutes for end in ends if end is not None} == {60}
 
 
 def test_the_configure_script_installs_it_with_the_groups_settings():
