@@ -2,14 +2,18 @@
 
 `text_table` aligns the columns of rows of cells within `width` (100 by default: a terminal or a
 review tool), wrapping a cell too long for its column, the widest column narrowed first; a long
-word (a path, an ARN) is broken after a `:` or `/`, or the table is shown as records. `noted_table`
-puts a note under each row; `md_table` writes the rows as a Markdown table."""
+word (a path, an ARN) is broken after a `:` or `/`, or the table is shown as records; `Columns`
+says which columns may narrow, and how far, where their words break and which align right.
+`noted_table` puts a note under each row (or hung under a column); `table_rows` gives each row's
+lines, for a caller that puts lines of its own under them; `md_table` writes the rows as a Markdown
+table. The tables of plan, preflight, verify, destroy and capacity are laid out here."""
 
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass, field
 from itertools import zip_longest
-from typing import Sequence
+from typing import Collection, Mapping, Optional, Sequence
 
 Table = list[list[str]]  # rows as the reports build them
 Rows = Sequence[Sequence[str]]  # what the tables take: rows of cells, the first row names the columns
@@ -18,87 +22,144 @@ WIDTH = 100  # a report's lines fit a terminal or a review tool this wide
 NARROWEST = 12  # a column is wrapped no narrower than this (or its longest word)
 
 
-def wrap(text: str, width: int, hanging: str = "", break_words: bool = False) -> list[str]:
+def wrap(text: str, width: int, hanging: str = "", break_words: bool = False, breaks: str = ":/") -> list[str]:
     """`text` in lines of at most `width`, the lines after the first indented by `hanging`; [""]
     for empty text. A word longer than `width` stays whole, or with `break_words` is broken after
-    a `:` or `/` where it can (ARNs, paths), so that the lines joined give the word back."""
+    one of `breaks` where it can (a `:` or `/`: ARNs, paths; a `,`: lists), so that the lines
+    joined give the word back."""
     words = text.split()
-    if not break_words or all(len(word) <= width for word in words):
+    if not break_words or all(len(word) <= width - len(hanging) for word in words):
         return textwrap.wrap(text, width, subsequent_indent=hanging, break_on_hyphens=False,
                              break_long_words=False) or [""]
     lines: list[str] = []
     line = ""
     for word in words:
-        for k, piece in enumerate(_pieces(word, width)):
+        for k, piece in enumerate(_pieces(word, width - len(hanging) if lines or line else width, breaks)):
             glue = "" if k else " "
             if line and len(line) + len(glue) + len(piece) <= width:
                 line += glue + piece
             else:
                 lines += [line] if line else []
-                line = piece
+                line = (hanging if lines else "") + piece
     return lines + [line]
 
 
-def _pieces(word: str, width: int) -> list[str]:
-    """`word` cut into pieces of at most `width`, each after the last `:` or `/` that fits."""
+def _pieces(word: str, width: int, breaks: str) -> list[str]:
+    """`word` cut into pieces of at most `width`, each after the last of `breaks` that fits."""
     pieces = []
     while len(word) > width:
-        cut = max(word.rfind(":", 0, width), word.rfind("/", 0, width)) + 1 or width
+        cut = max(word.rfind(c, 0, width) for c in breaks) + 1 or width
         pieces.append(word[:cut])
         word = word[cut:]
     return [*pieces, word]
 
 
-def paragraph(text: str, indent: str = "  ", width: int = WIDTH) -> list[str]:
-    """A line of prose, indented, wrapped to `width`."""
-    return [indent + line for line in wrap(text, width - len(indent))]
+def paragraph(text: str, indent: str = "  ", width: int = WIDTH, hanging: str = "") -> list[str]:
+    """A line of prose, indented, wrapped to `width` (the lines after the first indented by
+    `hanging` more)."""
+    return [indent + line for line in wrap(text, width - len(indent), hanging)]
 
 
-def _shrunk(natural: list[int], floors: list[int], budget: int) -> list[int] | None:
-    """Column widths within `budget`: the widest column narrowed first, none below its floor;
-    None when the floors alone exceed it."""
+@dataclass(frozen=True)
+class Columns:
+    """How a table's columns give way to its width. `narrow`: the columns that may be narrowed,
+    each to no less than its figure (a column that may not keeps its widest cell, and the line may
+    run past the width); None: any column, to no less than its longest word (or NARROWEST).
+    `breaks`: after which characters a word too long for a column's width breaks (":/" where not
+    named). `right`: the columns aligned right."""
+
+    narrow: Optional[Mapping[int, int]] = None
+    breaks: Mapping[int, str] = field(default_factory=dict)
+    right: Collection[int] = ()
+
+
+ANY = Columns()
+
+
+def _shrunk(natural: list[int], floors: list[int], budget: int) -> list[int]:
+    """Column widths within `budget`, the widest column narrowed first, none below its floor (so
+    over `budget` when the floors are)."""
     widths = list(natural)
     while sum(widths) > budget:
         narrowable = [i for i, w in enumerate(widths) if w > floors[i]]
         if not narrowable:
-            return None
+            break
         widest = max(narrowable, key=lambda i: widths[i])
         widths[widest] -= 1
     return widths
 
 
-def text_table(rows: Rows, indent: str = "  ", records: bool = False, width: int = WIDTH) -> list[str]:
+def fits(rows: Rows, indent: str = "  ", width: int = WIDTH) -> bool:
+    """Whether the rows fit within `width` with no cell wrapped."""
+    return len(indent) + sum(_natural(rows)) + 2 * (len(rows[0]) - 1) <= width
+
+
+def _natural(rows: Rows) -> list[int]:
+    return [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+
+
+def text_table(rows: Rows, indent: str = "  ", records: bool = False, width: int = WIDTH,
+               columns: Columns = ANY) -> list[str]:
     """Aligned columns within `width`: cells too long for their column wrap onto more lines, the
-    widest column narrowed first. A table whose long words (paths, ARNs) cannot fit so is shown as
-    records with `records` (the first row names the columns), else its long words are broken."""
-    return [line for row in _table_rows(rows, indent, records, width) for line in row]
+    widest column narrowed first (of those `columns` lets narrow). A table whose long words
+    (paths, ARNs) cannot fit so is shown as records with `records` (the first row names the
+    columns), else its long words are broken."""
+    return [line for row in table_rows(rows, indent, width, columns, records) for line in row]
 
 
-def _table_rows(rows: Rows, indent: str, records: bool, width: int) -> list[list[str]]:
-    """The lines of `text_table`, a list for each row (one list of them all for records)."""
-    columns = range(len(rows[0]))
-    natural = [max(len(row[i]) for row in rows) for i in columns]
+def table_rows(rows: Rows, indent: str = "  ", width: int = WIDTH, columns: Columns = ANY,
+               records: bool = False) -> list[list[str]]:
+    """The lines of `text_table`, a list for each row (one list of them all for records): for a
+    caller that puts lines of its own under a row."""
+    widths = _widths(rows, indent, width, columns, records)
+    return [_records(rows, indent, width)] if widths is None else _laid_out(rows, widths, indent, columns)
+
+
+def _widths(rows: Rows, indent: str, width: int, columns: Columns, records: bool) -> Optional[list[int]]:
+    """The columns' widths; None where the table is to be shown as records."""
+    natural = _natural(rows)
     budget = width - len(indent) - 2 * (len(natural) - 1)
-    longest_word = [max((len(word) for row in rows for word in row[i].split()), default=0) for i in columns]
+    if columns.narrow is not None:
+        return _shrunk(natural, [min(n, columns.narrow.get(i, n)) for i, n in enumerate(natural)], budget)
+    longest_word = [max((len(word) for row in rows for word in row[i].split()), default=0)
+                    for i in range(len(natural))]
     widths = _shrunk(natural, [min(n, max(w, NARROWEST)) for n, w in zip(natural, longest_word, strict=True)],
                      budget)
-    if widths is None and records:
-        return [_records(rows, indent, width)]
-    widths = widths or _shrunk(natural, [min(n, NARROWEST) for n in natural], budget) or natural
+    if sum(widths) <= budget:
+        return widths
+    if records:
+        return None
+    widths = _shrunk(natural, [min(n, NARROWEST) for n in natural], budget)
+    return widths if sum(widths) <= budget else natural
+
+
+def _laid_out(rows: Rows, widths: list[int], indent: str, columns: Columns) -> list[list[str]]:
     lines = []
     for row in rows:
-        cells = [wrap(cell, w, break_words=True) for cell, w in zip(row, widths, strict=True)]
-        lines.append([(indent + "  ".join(p.ljust(w) for p, w in zip(parts, widths, strict=True))).rstrip()
+        cells = [[cell] if len(cell) <= w else wrap(cell, w, break_words=True, breaks=columns.breaks.get(i, ":/"))
+                 for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append([(indent + "  ".join(p.rjust(w) if i in columns.right else p.ljust(w)
+                                          for i, (p, w) in enumerate(zip(parts, widths, strict=True)))).rstrip()
                       for parts in zip_longest(*cells, fillvalue="")])
     return lines
 
 
-def noted_table(rows: Rows, notes: Sequence[str], indent: str = "  ", width: int = WIDTH) -> list[str]:
+def noted_table(rows: Rows, notes: Sequence[str], indent: str = "  ", width: int = WIDTH,
+                columns: Columns = ANY, under: Optional[int] = None, hanging: str = "") -> list[str]:
     """`text_table` of `rows` with each row's note (if any) on lines of its own under it: a
-    column of free text would squeeze the others."""
+    column of free text would squeeze the others. The notes are indented four spaces in from the
+    table, or hang under the column `under` (wrapped to the line's end, or to the column where
+    that is wider; their lines after the first indented by `hanging` more)."""
+    widths = _widths(rows, indent, width, columns, False) or []
+    at = len(indent) + sum(widths[:under]) + 2 * under if under is not None else 0
     lines = []
-    for row, note in zip(_table_rows(rows, indent, False, width), notes, strict=True):
-        lines += row + (paragraph(note, indent + "    ", width) if note else [])
+    for row, note in zip(_laid_out(rows, widths, indent, columns), notes, strict=True):
+        if note and under is not None:
+            room = max(width - at, widths[under])
+            row = row + [" " * at + line for line in wrap(note, room, hanging, break_words=True)]
+        elif note:
+            row = row + paragraph(note, indent + "    ", width)
+        lines += row
     return lines
 
 

@@ -57,3 +57,32 @@ def test_prose_wraps_with_its_indent():
 def test_markdown_tables_escape_their_pipes():
     assert table.md_table([["name", "value"], ["a|b", "c"]]) == [
         "| name | value |", "|---|---|", "| a\\|b | c |"]
+
+
+def test_columns_say_which_narrow_how_far_and_where_their_words_break():
+    """Only the columns named narrow, each no narrower than its figure (the line runs past the
+    width past that); a list breaks after its commas; a column aligned right."""
+    rows = [["VERDICT", "NODE", "MEASURED"], ["PASS", "node-a,node-b,node-c,node-d", "43.8 GB/s"]]
+    hosts = table.Columns(narrow={1: 14}, breaks={1: ","})
+    assert table.text_table(rows, indent="", width=34, columns=hosts) == [
+        "VERDICT  NODE            MEASURED", "PASS     node-a,node-b,  43.8 GB/s", "         node-c,node-d"]
+    assert table.text_table(rows, indent="", width=20, columns=hosts)[1] == "PASS     node-a,node-b,  43.8 GB/s"
+    kept = table.text_table(rows, indent="", width=20, columns=table.Columns(narrow={}))
+    assert kept == [table.text_table(rows, indent="")[i] for i in range(2)]
+    money = table.text_table([["a", "$1.00"], ["bb", "$1,008.00"]], columns=table.Columns(narrow={}, right={1}))
+    assert money == ["  a       $1.00", "  bb  $1,008.00"]
+    assert table.fits(rows, indent="", width=47) and not table.fits(rows, indent="", width=46)
+
+
+def test_notes_can_hang_under_a_column():
+    """A hint under the RESULT column: wrapped to the line's end, its lines after the first
+    indented; a long path in it broken after a `/`."""
+    rows = [["STATUS", "CHECK", "RESULT"], ["FAIL", "size", "holds 24 instances"]]
+    path = "/aws/service/pcs/ami/" + "d" * 30 + "/x86_64/latest/ami-id"
+    lines = table.noted_table(rows, ["", f"hint: size the groups {path}"], width=50, under=2, hanging="      ")
+    assert lines[:2] == ["  STATUS  CHECK  RESULT", "  FAIL    size   holds 24 instances"]
+    assert lines[2] == " " * 17 + "hint: size the groups" and max(map(len, lines)) <= 50
+    assert all(line.startswith(" " * 23) and line[23] != " " for line in lines[3:])
+    assert "".join(line.strip() for line in lines[3:]) == path
+    assert table.paragraph("file: one two three", indent="    ", width=16, hanging="  ") == [
+        "    file: one", "      two three"]

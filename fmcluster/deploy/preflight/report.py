@@ -1,16 +1,15 @@
 """preflight's report, and what `fmcluster preflight` prints of it: a table of STATUS, CHECK and
-RESULT within WIDTH columns (--format text), or one JSON object (--format json: what `fmcluster
-plan --preflight` takes back); the exit code."""
+RESULT within 100 columns (--format text, laid out by fmcluster.text.table), or one JSON object
+(--format json: what `fmcluster plan --preflight` takes back); the exit code."""
 
 from __future__ import annotations
 
 import json
-import re
-import textwrap
 from dataclasses import asdict, dataclass
 
 from fmcluster.deploy.preflight.context import FAIL, PASS, WARN, Check
 from fmcluster.deploy.preflight.shapes import ReadReservation
+from fmcluster.text.table import Columns, noted_table
 
 FORMATS = ("text", "json")
 
@@ -29,37 +28,17 @@ class PreflightReport:
         return self.error is None and not any(c.status == FAIL for c in self.checks)
 
 
-WIDTH = 100  # the text table's lines fit a terminal or a review tool this wide
-NARROWEST_RESULT = 40  # the RESULT column wraps no narrower than this
-
-
-class _Wrapper(textwrap.TextWrapper):
-    """textwrap that breaks a word too long for a line after a `/` or `:` (paths, ARNs) before
-    it breaks it anywhere."""
-
-    def _split(self, text: str) -> list[str]:
-        chunks = super()._split(text)
-        return [piece for chunk in chunks
-                for piece in (re.split(r"(?<=[/:])", chunk) if len(chunk) > self.width else [chunk]) if piece]
+# a check's result wraps in its column, no narrower than 40; its hint hangs under it
+COLUMNS = Columns(narrow={2: 40})
 
 
 def render_text(report: PreflightReport) -> str:
-    """A line per check within WIDTH columns: its result and hint wrap in the RESULT column."""
+    """A line per check within 100 columns: its result and hint wrap in the RESULT column."""
     checks = report.checks
     rows = [("STATUS", "CHECK", "RESULT")] + [(c.status.upper(), c.name, c.reason) for c in checks]
-    widths = [max(len(r[i]) for r in rows) for i in range(2)]
-    column = 6 + widths[0] + widths[1]
-    room = max(WIDTH - column, NARROWEST_RESULT)
-    result = _Wrapper(room, break_on_hyphens=False)
-    hinted = _Wrapper(room, break_on_hyphens=False, subsequent_indent="      ")
-    lines = [f"fmcluster preflight: {report.cluster} in {report.region}"]
-    for i, (status, name, reason) in enumerate(rows):
-        first, *more = result.wrap(reason) or [""]
-        lines.append(f"  {status.ljust(widths[0])}  {name.ljust(widths[1])}  {first}".rstrip())
-        lines += [" " * column + line for line in more]
-        hint = checks[i - 1].hint if i else None
-        if hint:
-            lines += [" " * column + line for line in hinted.wrap(f"hint: {hint}")]
+    hints = [""] + [f"hint: {c.hint}" if c.hint else "" for c in checks]
+    lines = [f"fmcluster preflight: {report.cluster} in {report.region}",
+             *noted_table(rows, hints, columns=COLUMNS, under=2, hanging="      ")]
     counts = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL)}
     lines.append(f"{len(checks)} checks: {counts[PASS]} pass, {counts[WARN]} warn, {counts[FAIL]} fail")
     return "\n".join(lines) + "\n"
