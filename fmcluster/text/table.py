@@ -54,10 +54,11 @@ def _pieces(word: str, width: int, breaks: str) -> list[str]:
     return [*pieces, word]
 
 
-def paragraph(text: str, indent: str = "  ", width: int = WIDTH, hanging: str = "") -> list[str]:
+def paragraph(text: str, indent: str = "  ", width: int = WIDTH, hanging: str = "",
+              break_words: bool = False) -> list[str]:
     """A line of prose, indented, wrapped to `width` (the lines after the first indented by
-    `hanging` more)."""
-    return [indent + line for line in wrap(text, width - len(indent), hanging)]
+    `hanging` more; a word too long broken with `break_words`)."""
+    return [indent + line for line in wrap(text, width - len(indent), hanging, break_words)]
 
 
 @dataclass(frozen=True)

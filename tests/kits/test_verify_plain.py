@@ -326,6 +326,24 @@ def test_an_impossible_figure_fails_and_says_why(tmp_path):
                                               "carry (p5.48xlarge: H100 at 900 GB/s NVLink per GPU")
 
 
+
+def test_a_long_unknown_node_breaks_after_a_slash_in_its_column():
+    """"unknown node (FILE)" with a long path wraps in the NODE column after a `/`, the columns
+    after it aligned on the row's first line, within 100 columns."""
+    from fmcluster.kits.verify.judging import Verdict
+    from fmcluster.kits.verify.report import Row, VerifyReport, render_text
+
+    node = "unknown node (/results/2026-01-19/storage/ip-10-1-0-11.us-west-2.compute.internal/scratch-write.json)"
+    rows = (Row("gpu", "fio-scratch-write", node, Verdict.PASS, 192.6, 100.0, unit="GB/s"),
+            Row("gpu", "smoke", "ip-10-1-0-11", Verdict.PASS))
+    lines = render_text(VerifyReport("c", rows, judged=1)).splitlines()
+    assert max(map(len, lines)) <= 100
+    at = lines[0].index("MEASURED")
+    assert lines[1][at:].split() == ["192.6", "GB/s", "100"] and lines[-2][at:].split() == ["-", "-"]
+    column = lines[0].index("NODE")
+    assert "".join(line[column:at].strip() for line in lines[1:-2]) == node
+    assert all(line[column:at].rstrip().endswith(("/", "(")) for line in lines[1:-3])
+
 def test_every_row_names_its_file(tmp_path):
     """In the text, a `file:` line under each row (after its wrapped hosts), in the JSON `source`;
     the rows of no file (a test not run) name none."""

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
-import textwrap
 from dataclasses import dataclass, fields
 from typing import Optional
 
 from fmcluster.kits.verify.judging import Verdict, worst
 from fmcluster.spec.diagnostics import one_line
+from fmcluster.text.table import Columns, fits, paragraph, table_rows
 
 # beside what one_line escapes (C0, DEL, NEL, the line and paragraph separators): the other C1
 # controls (0x9b is a CSI on terminals that read 8-bit controls) and the bidirectional overrides
@@ -98,25 +97,13 @@ def number_text(value: Optional[float]) -> str:
     return "-" if value is None else f"{value:,.1f}".rstrip("0").rstrip(".")
 
 
-WIDTH = 100  # the text table's lines fit a terminal or a review tool this wide
-NARROWEST_NODE = 24  # a host list wraps after a comma no narrower than this
-
-
-def _host_lines(cell: str, width: int) -> list[str]:
-    """A NODE cell on lines of at most `width`, a host list broken after a comma, "unknown node
-    (FILE)" at its spaces (one name longer than that stays whole)."""
-    lines = [""]
-    for piece in re.findall(r"[^, ]+[, ]?|[, ]", cell):
-        if lines[-1] and len(lines[-1]) + len(piece.rstrip(" ")) > width:
-            lines[-1] = lines[-1].rstrip(" ")
-            lines.append(piece)
-        else:
-            lines[-1] += piece
-    return [line.rstrip(" ") for line in lines]
+# only the NODE column narrows, no narrower than 24: a host list breaks after a comma, the path
+# of "unknown node (FILE)" after a slash
+COLUMNS = Columns(narrow={3: 24}, breaks={3: ",/"})
 
 
 def render_text(report: VerifyReport) -> str:
-    """The verdicts as a table within WIDTH columns where the cells allow: a long host list wraps
+    """The verdicts as a table within 100 columns where the cells allow: a long host list wraps
     in its column; under each row the file it comes from (`file: PATH`); where the notes do not
     fit beside the rows, each goes on lines of its own under its row too."""
     table = [("VERDICT", "GROUP", "TEST", "NODE", "MEASURED", "PASS AT")]
@@ -128,27 +115,13 @@ def render_text(report: VerifyReport) -> str:
                       number_text(r.pass_at)))
         notes.append(shown(r.note))
         sources.append(shown(r.source))
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    node = table[0].index("NODE")
-    room = WIDTH - 2 * (len(widths) - 1) - sum(w for i, w in enumerate(widths) if i != node)
-    widths[node] = min(widths[node], max(room, NARROWEST_NODE))
-    beside = all(sum(widths) + 2 * len(widths) + len(note) <= WIDTH for note in notes)
+    noted = [(*row, note) for row, note in zip(table, notes, strict=True)]
+    beside = fits(noted, indent="")
     lines = []
-    for row, note, source in zip(table, notes, sources, strict=True):
-        cells = [_host_lines(cell, w) if i == node else [cell]
-                 for i, (cell, w) in enumerate(zip(row, widths, strict=True))]
-        height = max(map(len, cells))
-        rows = ["  ".join((cell[k] if k < len(cell) else "").ljust(w) for cell, w in zip(cells, widths, strict=True))
-                for k in range(height)]
-        if beside:
-            rows[0] += "  " + note
-        if source:
-            rows += textwrap.wrap(f"file: {source}", WIDTH, initial_indent="    ", subsequent_indent="      ",
-                                  break_on_hyphens=False, break_long_words=False)
-        if not beside and note and row is not table[0]:
-            rows += textwrap.wrap(note, WIDTH, initial_indent="    ", subsequent_indent="    ",
-                                  break_on_hyphens=False)
-        lines += rows
+    for i, (row, note, source) in enumerate(zip(table_rows(noted if beside else table, indent="", columns=COLUMNS),
+                                                notes, sources, strict=True)):
+        lines += row + (paragraph(f"file: {source}", "    ", hanging="  ") if source else [])
+        lines += paragraph(note, "    ", break_words=True) if i and note and not beside else []
     lines += _not_judged_lines(report)
     counts = {v: sum(1 for r in report.rows if r.verdict is v) for v in Verdict}
     refused = (f"; NOT JUDGED: {len(report.refused)} result{'s' if len(report.refused) > 1 else ''} cannot be "
@@ -172,8 +145,7 @@ def _not_judged_lines(report: VerifyReport) -> list[str]:
         if source != last:
             lines.append("  " + shown(source))
         last = source
-        lines += textwrap.wrap(shown(why), WIDTH, initial_indent="    ", subsequent_indent="    ",
-                               break_on_hyphens=False, break_long_words=False)
+        lines += paragraph(shown(why), "    ")
     return lines
 
 
