@@ -3,12 +3,11 @@ what was done; the exit code."""
 
 from __future__ import annotations
 
-from typing import Sequence
-
 from fmcluster.deploy import retained
 from fmcluster.deploy.destroy.records import DELETE, KEEP, DestroyReport, Plan
 from fmcluster.deploy.retained import Cost
 from fmcluster.model import cluster as model
+from fmcluster.text.table import Columns, text_table
 
 FORMATS = ("text",)
 
@@ -17,10 +16,10 @@ def _money(value: float) -> str:
     return f"${value:,.2f}"
 
 
-def _table(rows: Sequence[tuple[str, ...]], indent: str = "  ") -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)] if rows else []
-    return [indent + "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
-            for row in rows]
+# destroy's tables keep every cell whole: what they name (a stack, a log group) is typed or
+# searched for as it stands
+WHOLE = Columns(narrow={})
+COSTS = Columns(narrow={}, right={1})
 
 
 def render_plan(p: Plan, dry_run: bool = False) -> str:
@@ -37,12 +36,13 @@ def render_plan(p: Plan, dry_run: bool = False) -> str:
         if s.status and s.status not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
             notes.append(f"now {s.status}")
         rows.append((s.action, s.name, "; ".join(notes)))
-    lines += ["stacks, in the order they are deleted (the reverse of the deploy order):", *_table(rows)]
+    lines += ["stacks, in the order they are deleted (the reverse of the deploy order):",
+              *text_table(rows, columns=WHOLE)]
     lines += _render_nodes(p)
     if p.removed:
         lines.append("deleted after their stack" + (", the data with them:" if p.with_data else
                                                      " (they hold no data):"))
-        lines += _table([(r.stack, r.label) for r in p.removed])
+        lines += text_table([(r.stack, r.label) for r in p.removed], columns=WHOLE)
     lines += _render_costs(p)
     left = [r for s in p.stacks if s.action != KEEP and not p.with_data for r in s.left
             if r.goes_with is None and not r.swept]
@@ -88,12 +88,9 @@ def _render_costs(p: Plan) -> list[str]:
             unpriced.append(cost.note)
         text = _money(cost.monthly_usd) if cost.monthly_usd is not None else "by use" if cost.by_use else "unpriced"
         rows.append((resource.stack, text, resource.label))
-    stack_width = max(len(row[0]) for row in rows)
-    cost_width = max(len(row[1]) for row in rows + [("", _money(total), "")])
-    lines = [f"kept, and what it costs a month ({where}):"]
-    lines += [f"  {stack.ljust(stack_width)}  {text.rjust(cost_width)}  {label}" for stack, text, label in rows]
-    lines.append(f"  {'total'.ljust(stack_width)}  {_money(total).rjust(cost_width)}  a month"
-                 + (", and what is billed by use (what it stores, takes in or serves)" if by_use else ""))
+    rows.append(("total", _money(total), "a month" + (", and what is billed by use (what it stores, takes in or "
+                                                      "serves)" if by_use else "")))
+    lines = [f"kept, and what it costs a month ({where}):", *text_table(rows, columns=COSTS)]
     if unpriced:
         lines.append(f"  unpriced: {'; '.join(unpriced)}")
     return lines
