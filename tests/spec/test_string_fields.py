@@ -68,7 +68,7 @@ SAMPLE["node_groups"][0].update(
     capacity={"type": "reservation", "reservation_id": "cr-0123456789abcdef0",
               "reservation_resource_group_arn": "arn:aws:resource-groups:us-east-1:111122223333:group/gpus",
               "training_plan_arn": "arn:aws:sagemaker:us-east-1:111122223333:training-plan/plan",
-              "ultraserver_type": "u-p6e-gb200x72"})
+              "ultraserver_type": "u-p6e-gb200x72", "end_signal": "B:USR1"})
 
 
 def strings(data: Any, pattern: Pattern, path: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:

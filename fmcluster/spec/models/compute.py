@@ -20,6 +20,7 @@ from fmcluster.spec.models.formats import (
     ReservationId,
     ResourceGroupArn,
     RoleArn,
+    SlurmSignal,
     Text,
     TrainingPlanArn,
     UltraServerType,
@@ -95,7 +96,7 @@ class CapacitySpec(Model):
         "Slurm, a Capacity Block: the running jobs are signalled and the nodes drained this many minutes "
         "before EC2 starts terminating the block's instances (30 minutes before its end, 60 for an "
         "UltraServer block); from then on nothing starts that the end would cut"))
-    end_signal: str = Field(default="USR1", pattern=r"^(B:)?(SIG)?[A-Z][A-Z0-9]*$", description=(
+    end_signal: SlurmSignal = Field(default="USR1", description=(
         "the signal the jobs get then, as sbatch --signal names it: USR1 (every job step) or B:USR1 "
         "(the batch shell only)"))
 

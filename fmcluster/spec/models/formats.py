@@ -197,6 +197,11 @@ TrainingPlanArn = Annotated[Text, _pattern(
 RoleArn = Annotated[Text, _pattern("arn", r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9+=,.@_/-]+",
                                   "IAM role ARN", "arn:aws:iam::ACCOUNT:role/NAME")]
 Email = Annotated[Text, _pattern("email", r"[^@\s]+@[^@\s]+\.[^@\s]+", "e-mail address")]
+# A signal as `sbatch --signal` names it (Slurm's sig_name2num takes the name with or without SIG);
+# B: sends it to the batch shell only. The signals a job can trap to checkpoint: none that stops it.
+SlurmSignal = Annotated[Text, _pattern("signal", r"(B:)?(SIG)?(USR1|USR2|TERM|INT|HUP|QUIT|ALRM|CONT|URG|XCPU)",
+                                       "signal for the jobs", "USR1, USR2, TERM, INT, HUP, QUIT, ALRM, CONT, URG "
+                                       "or XCPU, with B: to signal the batch shell only")]
 AmiId = Annotated[Text, _pattern("ami", r"ami-[0-9a-f]{8,17}", "AMI id", "such as ami-0123456789abcdef0")]
 Version = Annotated[Text, _pattern("version", r"[0-9]+\.[0-9]+", "version",
                                   "quote it, so YAML keeps it a string: version: \"25.05\"")]
