@@ -148,8 +148,10 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "ec2:DescribeInstanceTopology, which has no resource types (Service Authorization "
         "Reference): an AWS PCS GPU node reads its own place in EC2's network at boot and publishes it as "
         "Slurm node features for placement; and ecr:GetAuthorizationToken, the registry login (no "
-        "resource type) for pulling the reference GPU image, whose pull is on its repositories by ARN. "
-        "Read-only."),
+        "resource type) for pulling the reference GPU image, whose pull is on its repositories by ARN; "
+        "on a Capacity Block group, ec2:DescribeCapacityReservations and ec2:DescribeInstances (no "
+        "resource types either): the node reads its block's end to stop Slurm starting jobs the end "
+        "would cut. Read-only."),
     Suppression(
         _iam5("*"), ("*/NodeReplacer/Handler/ServiceRole/DefaultPolicy/Resource",),
         "ec2:DescribeInstances and ec2:DescribeCapacityReservations, which have no resource types (Service "

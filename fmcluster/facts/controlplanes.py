@@ -15,6 +15,9 @@ ON_DEMAND, RESERVATION, CAPACITY_BLOCK, SPOT = "on-demand", "reservation", "capa
 # minutes before and terminates from 30 minutes before (EC2 User Guide, Capacity Blocks; EC2 Auto
 # Scaling: "scale in to zero more than 30 minutes before the end time")
 CAPACITY_BLOCK_DRAIN_MINUTES = 45
+# EC2 terminates a Capacity Block's instances from 30 minutes before its end (EC2 User Guide, Capacity
+# Blocks; its EventBridge warning comes 40 minutes before the end, "terminate in 10 minutes")
+BLOCK_TERMINATION_MINUTES = 30
 # P6e-GB200 UltraServer Capacity Blocks terminate their instances from 60 minutes before the end
 # (EC2 User Guide, Capacity Blocks), not 30
 ULTRASERVER_BLOCK_TERMINATION_MINUTES = 60

@@ -17,7 +17,12 @@ from fmcluster.facts import health as health_facts
 from fmcluster.facts import images as image_facts
 from fmcluster.facts import node as node_facts
 from fmcluster.facts.catalog import InstanceType
-from fmcluster.facts.controlplanes import CAPACITY_BLOCK, ULTRASERVER_BLOCK_TERMINATION_MINUTES, ControlPlane
+from fmcluster.facts.controlplanes import (
+    BLOCK_TERMINATION_MINUTES,
+    CAPACITY_BLOCK,
+    ULTRASERVER_BLOCK_TERMINATION_MINUTES,
+    ControlPlane,
+)
 from fmcluster.spec.models import CapacitySpec, ClusterSpec
 
 COMPUTE, LOGIN, SYSTEM, CONTROLLER = "compute", "login", "system", "controller"  # NodeGroup.role
@@ -171,12 +176,6 @@ class HealthCheck:
     replace: bool
     runner: str
     plane: str
-
-
-# EC2 terminates a Capacity Block's instances from 30 minutes before its end (60 for an UltraServer
-# block: ULTRASERVER_BLOCK_TERMINATION_MINUTES; EC2 User Guide, Capacity Blocks; its EventBridge
-# warning comes 40 minutes before the end, "terminate in 10 minutes")
-BLOCK_TERMINATION_MINUTES = 30
 
 
 @dataclass(frozen=True)

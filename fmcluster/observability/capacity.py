@@ -22,7 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from fmcluster.facts.controlplanes import CAPACITY_BLOCK, RESERVATION, ULTRASERVER_BLOCK_TERMINATION_MINUTES
+from fmcluster.facts.controlplanes import (
+    BLOCK_TERMINATION_MINUTES,
+    CAPACITY_BLOCK,
+    RESERVATION,
+    ULTRASERVER_BLOCK_TERMINATION_MINUTES,
+)
 from fmcluster.model import cluster as model
 
 NAMESPACE = "fmcluster"  # the custom metrics' namespace (the node replacer's NodesReplaced too)
@@ -31,7 +36,6 @@ EVERY_MINUTES = 5  # how often the countdown function reads the ends
 PERIOD_MINUTES = 15  # the alarms' period: three readings each, so that one missed run raises nothing
 LAST_DAY_HOURS = 24  # the first alarm: a day left, to extend the block or plan the last checkpoint
 ENDING_MARGIN_MINUTES = 60  # the second alarm: this long before the instances start to be terminated
-BLOCK_TERMINATION_MINUTES = 30  # EC2 terminates a Capacity Block's instances from this long before its end
 TRAINING_PLAN_TERMINATION_MINUTES = 30  # SageMaker terminates a training plan's instances from this long before
 
 
@@ -141,6 +145,13 @@ def at_end(m: model.ClusterModel, group: model.NodeGroup) -> Optional[str]:
         return (f"the CapacityBlockScaler scales the node group to 0 from {group.drain_minutes} minutes before "
                 "the end (EKS cordons and drains the nodes, evicting the pods that have not finished); EC2 "
                 f"terminates what is left from {minutes} minutes before the end")
+    end = m.node(group).capacity_end
+    if end is not None:
+        signal = end.signal.removeprefix("B:").removeprefix("SIG")
+        return (f"a Slurm maintenance reservation on the group's nodes from {minutes} minutes before the end keeps "
+                f"jobs that would run into it from starting; {end.signal_minutes} minutes before it begins, the "
+                f"running jobs get SIG{signal} (to checkpoint) and the nodes drain; EC2 terminates the instances "
+                f"from {minutes} minutes before the end")
     if cp.scheduler == "slurm":
         return (f"EC2 terminates the instances from {minutes} minutes before the end: their Slurm nodes go down "
                 "and the jobs running on them end with them (resubmit them with --requeue, or from a "

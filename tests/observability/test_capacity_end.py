@@ -69,7 +69,8 @@ def test_a_cluster_without_observability_counts_nothing():
 
 
 @pytest.mark.parametrize(("example", "says"), [
-    ("p5-pcs.yaml", "EC2 terminates the instances from 30 minutes before the end: their Slurm nodes go down"),
+    ("p5-pcs.yaml", "a Slurm maintenance reservation on the group's nodes from 30 minutes before the end"),
+    ("p5-pcs.yaml", "15 minutes before it begins, the running jobs get SIGUSR1 (to checkpoint) and the nodes drain"),
     ("p5en-eks.yaml", "the CapacityBlockScaler scales the node group to 0 from 45 minutes before the end"),
     ("p6-b200-hyperpod-slurm.yaml", "SageMaker terminates the training plan's instances from 30 minutes before"),
     ("p5-hyperpod-eks.yaml", "SageMaker terminates the training plan's instances from 30 minutes before"),

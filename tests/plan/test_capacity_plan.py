@@ -40,7 +40,7 @@ def test_offline_the_plan_says_where_to_read_the_window_and_counts_down_to_the_b
     assert (held.state, held.start, held.end, held.hours, held.total_cost) == (None, None, None, None, None)
     assert capacity_plan.window_cell(held) == capacity_plan.HOW_TO_READ
     assert "EC2 does not report a bought block's" in held.cost
-    assert held.at_end.startswith("EC2 terminates the instances from 30 minutes before the end")
+    assert held.at_end.startswith("a Slurm maintenance reservation on the group's nodes from 30 minutes before the end")
     assert [(a.name, a.hours) for a in held.countdown_alarms] == [
         (f"fmcluster-llm-pretrain-{CR}-last-day", 24), (f"fmcluster-llm-pretrain-{CR}-ending", 1.5)]
 

@@ -18,8 +18,13 @@ from fmcluster.deploy.preflight.context import FAIL, PASS, WARN, Check, Context,
 from fmcluster.deploy.preflight.guard import ec2_found, guard
 from fmcluster.deploy.preflight.shapes import CapacityReservation, TrainingPlan, read_reservation, read_training_plan
 from fmcluster.deploy.preflight.ultraserver import block_statuses, ultraserver_blocks
-from fmcluster.facts.controlplanes import CAPACITY_BLOCK, RESERVATION, ULTRASERVER_BLOCK_TERMINATION_MINUTES
-from fmcluster.observability.capacity import BLOCK_TERMINATION_MINUTES, TRAINING_PLAN_TERMINATION_MINUTES, plan_name
+from fmcluster.facts.controlplanes import (
+    BLOCK_TERMINATION_MINUTES,
+    CAPACITY_BLOCK,
+    RESERVATION,
+    ULTRASERVER_BLOCK_TERMINATION_MINUTES,
+)
+from fmcluster.observability.capacity import TRAINING_PLAN_TERMINATION_MINUTES, plan_name
 from fmcluster.spec.models import NodeGroupSpec
 
 NOT_FOUND = {"InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed",

@@ -147,7 +147,7 @@ main() {
   reclaim=$((end - TERMINATION_MINUTES * 60)) signal_at=$((end - (TERMINATION_MINUTES + SIGNAL_MINUTES) * 60))
   name="fmcluster-end-$id"
   if ((NOW < reclaim)); then
-    reserve "$name" "$node" "$reclaim" "$end" || { log "could not make the reservation $name"; return 1; }
+    reserve "$name" "$node" "$reclaim" "$end" || { log "could not create or update the reservation $name"; return 1; }
   fi
   line=$(scontrol -o show node "$node") || return 1
   state=$(field State "$line") reason=$(printf '%s\n' "$line" | sed -n 's/.* Reason=\(.*\)$/\1/p')
