@@ -126,7 +126,7 @@ INSTANCE_BOOT = Minutes(3, 10, ESTIMATE, (
     "driver); EC2 publishes no launch-to-boot time"))
 NODE_PROGRAM = Minutes(1, 5, ESTIMATE, (
     "fmcluster's node program: the instance-store RAID, LNet, the file systems mounted, the readiness "
-    "check (fmcluster.node.bootstrap bounds each wait: a mount is retried for up to 5 minutes)"))
+    "check (the node program bounds each wait: a mount is retried for up to 5 minutes)"))
 DEEP_CHECK = Minutes(health.DEEP_CHECK_MINUTES, health.DEEP_CHECK_MINUTES, ESTIMATE, (
     f"fmcluster's deep check: DCGM level {health.DEEP_DCGM_LEVEL}, \"normally lasting approximately two "
     "minutes\" (NVIDIA, DCGM reference, dcgmi diag), and a node-local NCCL all-reduce, about a minute "
