@@ -185,3 +185,20 @@ def test_an_extended_block_moves_the_reservation_and_returns_the_nodes(world):
     for node in ("node1", "node2"):  # drained by the program: back in service
         info = cluster.node(node)
         assert "DRAIN" not in info["State"] and "Reason" not in info, info
+
+
+def test_an_end_ec2_does_not_give_drains_nothing(world):
+    """EC2's EndDate empty or odd, and no earlier answer kept (a node new to the block): no end is
+    read (`date -d ""` would be today's midnight, long past: every node drained at once)."""
+    cluster, now = world["cluster"], world["now"]
+    for answer in ("", "None", "tomorrow"):
+        fresh = world["tmp"] / f"fresh-{answer or 'empty'}"
+        fresh.mkdir()
+        block(fresh, now)
+        data = json.loads((fresh / "answer.json").read_text())
+        data["CapacityReservations"][0]["EndDate"] = answer
+        (fresh / "answer.json").write_text(json.dumps(data))
+        result = run(cluster, fresh, "node1", now + 12 * 60)
+        assert result.returncode == 1 and "no end for the Capacity Block" in result.stderr, result.stderr
+        info = cluster.node("node1")
+        assert "DRAIN" not in info["State"], (answer, info)

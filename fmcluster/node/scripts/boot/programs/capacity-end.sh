@@ -75,9 +75,12 @@ block_end() {
         --query 'Reservations[].Instances[].CapacityReservationId' --output text)
     fi
     if [[ "$id" =~ ^cr-[0-9a-f]+$ ]]; then
+      # only a full ISO 8601 time is read: `date -d ""` is today's midnight, and an empty or odd
+      # answer must never read as an end that has come (the nodes would drain now)
       end=$(aws ec2 describe-capacity-reservations --region "$region" --capacity-reservation-ids "$id" \
-        --query 'CapacityReservations[0].EndDate' --output text) && end=$(date -d "$end" +%s 2>/dev/null) &&
-        printf '%s %s\n' "$id" "$end" >"$STATE/end"
+        --query 'CapacityReservations[0].EndDate' --output text) &&
+        [[ "$end" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:?[0-9]{2})$ ]] &&
+        end=$(date -d "$end" +%s 2>/dev/null) && printf '%s %s\n' "$id" "$end" >"$STATE/end"
     fi
   fi
   [[ -s "$STATE/end" ]] && cat "$STATE/end"
@@ -143,7 +146,7 @@ main() {
   node=$(slurm_node)
   [[ -n "$node" ]] || { log "Slurm does not answer, or knows no node of this host"; return 1; }
   read -r id end < <(block_end) || true
-  [[ -n "${end:-}" ]] || { log "no end for the Capacity Block from EC2 (yet)"; return 1; }
+  [[ "${end:-}" =~ ^[0-9]+$ ]] || { log "no end for the Capacity Block from EC2 (yet)"; return 1; }
   reclaim=$((end - TERMINATION_MINUTES * 60)) signal_at=$((end - (TERMINATION_MINUTES + SIGNAL_MINUTES) * 60))
   name="fmcluster-end-$id"
   if ((NOW < reclaim)); then
