@@ -39,6 +39,8 @@ Description=fmcluster: the Capacity Block's end checked every ${CAPACITY_END_SEC
 OnActiveSec=60s
 OnUnitInactiveSec=${CAPACITY_END_SECONDS}s
 AccuracySec=10s
+# the group's nodes boot together: spread their EC2 reads over a minute (EC2 throttles per account)
+RandomizedDelaySec=60s
 
 [Install]
 WantedBy=timers.target

@@ -41,6 +41,9 @@ ROOT=${FMCLUSTER_ROOT:-}
 # shellcheck source=/dev/null
 source "${1:?usage: capacity-end SETTINGS_FILE}"
 export PATH="${FMCLUSTER_ROOT:+$PATH:}$SLURM_BIN:$PATH"
+# scontrol reads and shows times in local time: in UTC, an hour repeated at a daylight-saving change
+# never reads back as another time (and the reservation moved again on every run)
+export TZ=UTC
 # shellcheck source=/dev/null
 source "$ROOT${FMCLUSTER_LIB:-/usr/local/lib/fmcluster}/slurm-node.sh"
 REASON="fmcluster-capacity-end"
@@ -109,7 +112,10 @@ reserve() {
   nodes=$(field Nodes "$line")
   start=$(date -d "$(field StartTime "$line")" +%s) end=$(date -d "$(field EndTime "$line")" +%s)
   if ! in_list "$2" "$nodes"; then
-    scontrol update reservationname="$1" nodes="$nodes,$2" flags=ignore_jobs >/dev/null || return 1
+    # Nodes+= (Slurm 23.02 and later: PCS's releases) adds under slurmctld's lock, so nodes adding
+    # themselves at once lose none of each other; an older Slurm refuses it, and gets the list back
+    scontrol update reservationname="$1" nodes+="$2" flags=ignore_jobs >/dev/null 2>&1 \
+      || scontrol update reservationname="$1" nodes="$nodes,$2" flags=ignore_jobs >/dev/null || return 1
     log "reservation $1: $2 added"
   fi
   if ((start != $3 || end != $4)); then
