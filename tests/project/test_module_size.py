@@ -3,9 +3,8 @@ that grows past it is split along its seams into a package whose __init__ says w
 
 from __future__ import annotations
 
-from pathlib import Path
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("fmcluster", "fmcluster_cdk")
 LIMIT = 500
 
