@@ -27,7 +27,7 @@ import pytest
 
 from fmcluster.facts.node import FMCLUSTER_LIB
 from tests.support.paths import ROOT
-from tests.support.slurm_cluster import SlurmCluster, require_slurm
+from tests.support.slurm_cluster import RELEASES, SlurmCluster, release_id, require_slurm
 
 PROGRAM = ROOT / "fmcluster" / "node" / "scripts" / "boot" / "programs" / "capacity-end.sh"
 BLOCK = "cr-0123456789abcdef0"
@@ -110,25 +110,30 @@ def field(line: str, key: str) -> str:
     return next(word.split("=", 1)[1] for word in line.split() if word.startswith(f"{key}="))
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    """The cluster, a job that traps SIGUSR1 in its step running on node1, Slurm's time at its
-    submission, and the block ending 50 minutes after (reclaimed from 20, the signal from 10)."""
-    require_slurm()
+@pytest.fixture(params=RELEASES, ids=release_id)
+def world(request, tmp_path_factory):
+    """The cluster (the suite's Slurm, which refuses Nodes+= and takes the program's other way,
+    and each AWS PCS release, laid out as PCS lays it out), a job that traps SIGUSR1 in its step
+    running on node1, Slurm's time at its submission, and the block ending 50 minutes after
+    (reclaimed from 20, the signal from 10)."""
+    require_slurm(request.param)
     tmp_path = tmp_path_factory.mktemp("capacity-end")
-    with SlurmCluster(tmp_path / "slurm", nodes=2) as cluster:
-        marker = tmp_path / "checkpointed"
-        script = (f"#!/bin/bash\nsrun bash -c 'trap \"echo USR1 >{marker}; exit 0\" USR1; "
+    with SlurmCluster(tmp_path / "slurm", nodes=2, release=request.param) as cluster:
+        # in the cluster's directory, which a job sees at its own path; srun where the node keeps it
+        # (AWS PCS: /opt/aws/pcs/scheduler/slurm-RELEASE/bin, on no default PATH)
+        marker = cluster.dir / "checkpointed"
+        script = (f"#!/bin/bash\n{cluster.node_bin}/srun bash -c 'trap \"echo USR1 >{marker}; exit 0\" USR1; "
                   "while :; do sleep 0.2; done'\n")
         job = cluster.sbatch(script, "-w", "node1", "-n1")
         info = cluster.wait_job(job, until=lambda j: j.get("JobState") == "RUNNING")
         now = epoch(info["SubmitTime"])
         block(tmp_path, now + 50 * 60)
-        yield {"cluster": cluster, "tmp": tmp_path, "job": job, "now": now, "marker": marker}
+        yield {"cluster": cluster, "tmp": tmp_path, "job": job, "now": now, "marker": marker,
+               "release": request.param}
         cluster.run("scancel", job, check=False)
 
 
-def test_nothing_starts_that_the_end_would_cut(world):
+def nothing_starts_that_the_end_would_cut(world):
     cluster, tmp_path, now = world["cluster"], world["tmp"], world["now"]
     for node in ("node1", "node2"):
         result = run(cluster, tmp_path, node, now)
@@ -144,10 +149,13 @@ def test_nothing_starts_that_the_end_would_cut(world):
     held = cluster.job(long)
     assert held["JobState"] == "PENDING", held  # 60 minutes would reach into the reservation
     cluster.run("scancel", long)
-    assert {n: cluster.node(n)["State"] for n in ("node1", "node2")} == {"node1": "MIXED", "node2": "IDLE"}
+    # not drained, nothing else running; Slurm 24.11 and later flag a node the backfill scheduler had
+    # planned for the cancelled job PLANNED until its next pass
+    assert {n: cluster.node(n)["State"].removesuffix("+PLANNED") for n in ("node1", "node2")} == \
+        {"node1": "MIXED", "node2": "IDLE"}
 
 
-def test_running_twice_changes_nothing(world):
+def running_twice_changes_nothing(world):
     cluster, tmp_path, now = world["cluster"], world["tmp"], world["now"]
     before = reservation(cluster)
     result = run(cluster, tmp_path, "node2", now + 60)
@@ -155,7 +163,7 @@ def test_running_twice_changes_nothing(world):
     assert reservation(cluster) == before
 
 
-def test_jobs_are_signalled_and_the_nodes_drained_before_the_end(world):
+def jobs_are_signalled_and_the_nodes_drained_before_the_end(world):
     cluster, tmp_path, now = world["cluster"], world["tmp"], world["now"]
     at = now + 11 * 60  # past the signal's time: the block is reclaimed from now + 20 minutes
     for node in ("node1", "node2"):
@@ -172,7 +180,7 @@ def test_jobs_are_signalled_and_the_nodes_drained_before_the_end(world):
     assert again.returncode == 0 and again.stderr == "", again.stderr
 
 
-def test_an_extended_block_moves_the_reservation_and_returns_the_nodes(world):
+def an_extended_block_moves_the_reservation_and_returns_the_nodes(world):
     cluster, tmp_path, now = world["cluster"], world["tmp"], world["now"]
     block(tmp_path, now + 50 * 60 + 3600)  # `fmcluster capacity extend`: an hour more
     at = now + 12 * 60
@@ -184,10 +192,14 @@ def test_an_extended_block_moves_the_reservation_and_returns_the_nodes(world):
     assert field(line, "Nodes") == "node[1-2]"
     for node in ("node1", "node2"):  # drained by the program: back in service
         info = cluster.node(node)
-        assert "DRAIN" not in info["State"] and "Reason" not in info, info
+        assert "DRAIN" not in info["State"], info
+        # Slurm 24.11 keeps a resumed node's last reason, whatever the update says (resume with an
+        # empty reason, undrain); this machine's Slurm and 26.05 clear it
+        if world["release"] != "24.11":
+            assert "Reason" not in info, info
 
 
-def test_an_end_ec2_does_not_give_drains_nothing(world):
+def an_end_ec2_does_not_give_drains_nothing(world):
     """EC2's EndDate empty or odd, and no earlier answer kept (a node new to the block): no end is
     read (`date -d ""` would be today's midnight, long past: every node drained at once)."""
     cluster, now = world["cluster"], world["now"]
@@ -202,3 +214,14 @@ def test_an_end_ec2_does_not_give_drains_nothing(world):
         assert result.returncode == 1 and "no end for the Capacity Block" in result.stderr, result.stderr
         info = cluster.node("node1")
         assert "DRAIN" not in info["State"], (answer, info)
+
+
+def test_the_end_of_a_block_on_slurm(world):
+    """The steps of one block's end, in order, on one cluster: each starts where the one before
+    left Slurm (a test each would be split between the run's workers, each with a cluster of its
+    own, and start from nothing)."""
+    nothing_starts_that_the_end_would_cut(world)
+    running_twice_changes_nothing(world)
+    jobs_are_signalled_and_the_nodes_drained_before_the_end(world)
+    an_extended_block_moves_the_reservation_and_returns_the_nodes(world)
+    an_end_ec2_does_not_give_drains_nothing(world)
