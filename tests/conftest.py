@@ -88,6 +88,8 @@ def pytest_collection_modifyitems(config, items):
             uses[item.path] = {name for name, pattern in USES.items() if pattern.search(text)}
         if "corpus" in getattr(item, "fixturenames", ()):
             uses[item.path].add("synth")
+        # a module that says what it uses (pytestmark = pytest.mark.synth) is slow too, whatever its text
+        uses[item.path] |= {name for name in USES if item.get_closest_marker(name)}
     for item in items:
         for name in sorted(uses[item.path]):
             item.add_marker(name)
