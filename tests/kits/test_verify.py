@@ -178,6 +178,36 @@ def test_nccl_failure_lines_are_errors():
     assert any("Test CUDA failure" in e for e in result.errors) and not result.complete
 
 
+_DROPPED = "srun: error: eio_message_socket_accept: slurm_receive_msg[10.1.2.3:41234]: Zero Bytes were transmitted or received\n"
+
+
+@pytest.mark.parametrize("where", ["before", "inside", "after"])
+def test_a_connection_srun_dropped_is_not_a_failure_of_the_run(where):
+    """Slurm's eio_message_socket_accept logs a connection that brought no message and serves the next
+    (its senders retry): a busy node leaves one anywhere in a job's output, the table included."""
+    text = read(A3)
+    head, table = text.split("#       size", 1)
+    rows = table.split("\n")
+    texts = {"before": _DROPPED + text, "inside": head + "#       size" + "\n".join(rows[:6] + [_DROPPED.strip()] + rows[6:]),
+             "after": text + _DROPPED}
+    result = verify.parse_nccl_tests(texts[where])
+    assert result.complete and not result.errors and result.busbw == verify.parse_nccl_tests(text).busbw
+
+
+@pytest.mark.parametrize("line", [
+    "srun: error: p5-st-1-1: task 3: Exited with exit code 1",
+    "srun: error: p5-st-1-[1-2]: tasks 0-15: Killed",
+    "srun: error: p5-st-1-2: task 9: Segmentation fault (core dumped)",
+    "srun: error: Timed out waiting for job step to complete",
+    "srun: error: Error on msg accept socket: Too many open files",
+    "slurmstepd: error: *** STEP 12.0 ON p5-st-1-1 CANCELLED AT 2026-01-01T00:00:00 DUE TO TIME LIMIT ***",
+    "srun: error: eio_message_socket_accept: something else: Zero Bytes were transmitted or received",
+])
+def test_srun_errors_other_than_a_dropped_connection_fail_the_run(line):
+    result = verify.parse_nccl_tests(read(A3) + line + "\n")
+    assert any(line[:40] in e for e in result.errors)
+
+
 # ---------------------------------------------------------------------------------------------
 # DCGM
 

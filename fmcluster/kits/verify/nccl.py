@@ -37,6 +37,13 @@ _NCCL_BINARY = re.compile(r"\b([a-z][a-z_]*?)_perf(?:_mpi)?\b")
 _NCCL_FAILURE = re.compile(r"Test (?:NCCL |CUDA )?failure|NCCL failure|unhandled (?:system|cuda) error|"
                            r"Test timeout|^(?:srun|slurmstepd): error:|mpirun noticed|Primary job +terminated|"
                            r"exited on signal|Segmentation fault|Bus error|core dumped", re.IGNORECASE)
+# One launcher error that is not a failure of the run: a connection to srun's message socket that
+# brought no message (Slurm's src/common/eio.c, eio_message_socket_accept: it logs the receive error,
+# drops that connection and serves the next). A busy node or network can leave one; slurmstepd sends
+# srun's messages and waits for a reply, retrying (src/slurmd/slurmstepd/mgr.c, _send_srun_resp_msg),
+# and a message lost for good still shows as a failure (a task's exit status, a step that times out, a
+# table cut short). Any other srun error, "Error on msg accept socket" included, stays a failure.
+_SRUN_DROPPED_CONNECTION = re.compile(r"^srun: error: eio_message_socket_accept: slurm_receive_msg\[[^\]]*\]: ")
 # NCCL's own log lines ("HOST:PID:TID [DEV] NCCL INFO ...", WARN, TRACE) and libfabric's
 # ("libfabric:PID:TIME::efa:..."): any rank may print them at any time, the table's included
 _NCCL_LOG = re.compile(r"\bNCCL (?:INFO|WARN|TRACE)\b|^libfabric:\d+:")
@@ -432,6 +439,8 @@ def parse_nccl_runs(text: str) -> tuple[NcclResult, ...]:
             continue
         if (ver := _PLAIN_VERSION.match(stripped)) is not None:
             run.nccl_version = ver.group(1)
+            continue
+        if _SRUN_DROPPED_CONNECTION.match(stripped):
             continue
         if _NCCL_FAILURE.search(stripped):
             if len(run.failures) < 10:
