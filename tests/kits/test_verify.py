@@ -178,7 +178,8 @@ def test_nccl_failure_lines_are_errors():
     assert any("Test CUDA failure" in e for e in result.errors) and not result.complete
 
 
-_DROPPED = "srun: error: eio_message_socket_accept: slurm_receive_msg[10.1.2.3:41234]: Zero Bytes were transmitted or received\n"
+_DROPPED = ("srun: error: eio_message_socket_accept: slurm_receive_msg[10.1.2.3:41234]: "
+            "Zero Bytes were transmitted or received\n")
 
 
 @pytest.mark.parametrize("where", ["before", "inside", "after"])
@@ -188,8 +189,8 @@ def test_a_connection_srun_dropped_is_not_a_failure_of_the_run(where):
     text = read(A3)
     head, table = text.split("#       size", 1)
     rows = table.split("\n")
-    texts = {"before": _DROPPED + text, "inside": head + "#       size" + "\n".join(rows[:6] + [_DROPPED.strip()] + rows[6:]),
-             "after": text + _DROPPED}
+    inside = head + "#       size" + "\n".join(rows[:6] + [_DROPPED.strip()] + rows[6:])
+    texts = {"before": _DROPPED + text, "inside": inside, "after": text + _DROPPED}
     result = verify.parse_nccl_tests(texts[where])
     assert result.complete and not result.errors and result.busbw == verify.parse_nccl_tests(text).busbw
 
