@@ -118,7 +118,10 @@ def world(request, tmp_path_factory):
     (reclaimed from 20, the signal from 10)."""
     require_slurm(request.param)
     tmp_path = tmp_path_factory.mktemp("capacity-end")
-    with SlurmCluster(tmp_path / "slurm", nodes=2, release=request.param) as cluster:
+    # the backfill scheduler starts the job that ends before the block's reservation, the first
+    # pending one being held by it: every second, not Slurm's default of 30 (slurm.conf, bf_interval)
+    with SlurmCluster(tmp_path / "slurm", nodes=2, release=request.param,
+                      extra=["SchedulerParameters=bf_interval=1"]) as cluster:
         # in the cluster's directory, which a job sees at its own path; srun where the node keeps it
         # (AWS PCS: /opt/aws/pcs/scheduler/slurm-RELEASE/bin, on no default PATH)
         marker = cluster.dir / "checkpointed"
@@ -148,6 +151,7 @@ def nothing_starts_that_the_end_would_cut(world):
     assert cluster.wait_job(short)["JobState"] == "COMPLETED"  # it ends before the block is reclaimed
     held = cluster.job(long)
     assert held["JobState"] == "PENDING", held  # 60 minutes would reach into the reservation
+    assert held["Reason"] == "ReqNodeNotAvail,_Reserved_for_maintenance", held  # held by the block's reservation
     cluster.run("scancel", long)
     # not drained, nothing else running; Slurm 24.11 and later flag a node the backfill scheduler had
     # planned for the cancelled job PLANNED until its next pass
