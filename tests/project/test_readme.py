@@ -4,7 +4,7 @@ The command blocks (```console, `$ ` prompts) of the sections in RUN (per markdo
 as scripts (but the commands that need AWS, NEEDS_AWS), one bash per block with a clean
 environment (no venv or node_modules on PATH, no CDK or AWS variables but
 AWS_EC2_METADATA_DISABLED), in a copy of the repository as a fresh clone has it. The copy shares
-this checkout's .venv and node_modules (links), dated so that `make install` there has nothing to
+this checkout's .venv, .venv-scan and node_modules (links), dated so that `make install` there has nothing to
 do: what is tested is the commands, not a second installation (.ci/run installs from scratch).
 Output a page shows under a command must be in what it prints (`...` skips lines).
 
@@ -140,16 +140,19 @@ def fresh_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def clone(tmp_path_factory) -> Path:
-    """The repository as a fresh clone of this working tree has it, sharing .venv and node_modules."""
-    stamps = [ROOT / ".venv/.installed", ROOT / "node_modules/.installed", ROOT / ".venv/bin/node"]
+    """The repository as a fresh clone of this working tree has it, sharing .venv, .venv-scan and
+    node_modules."""
+    stamps = [ROOT / ".venv/.installed", ROOT / "node_modules/.installed", ROOT / ".venv-scan/.installed",
+              ROOT / ".venv/bin/node"]
     if not all(p.exists() for p in stamps):
         if os.environ.get("CI"):
             pytest.fail("make install first")
         pytest.skip("make install first")
     if subprocess.run(["make", "-q", "install"], cwd=ROOT, capture_output=True).returncode != 0:
         pytest.skip("the installation is older than its inputs: make install first")
-    inputs = ["requirements.txt", "pyproject.toml", "package.json", "package-lock.json", ".nvmrc"]
-    oldest = min(p.stat().st_mtime for p in stamps[:2])
+    inputs = ["requirements.txt", "requirements-scan.txt", "pyproject.toml", "package.json", "package-lock.json",
+              ".nvmrc"]
+    oldest = min(p.stat().st_mtime for p in stamps[:3])
     copy = tmp_path_factory.mktemp("clone") / "fmcluster"
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True,
                            text=True, check=True).stdout.split("\n")
@@ -158,7 +161,7 @@ def clone(tmp_path_factory) -> Path:
         if source.is_file():
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, copy / name)
-    for shared in (".venv", "node_modules"):
+    for shared in (".venv", "node_modules", ".venv-scan"):
         (copy / shared).symlink_to(ROOT / shared)
     for name in inputs:  # as old as the installation, so that make install has nothing to do
         os.utime(copy / name, (oldest - 60, oldest - 60))
