@@ -23,6 +23,13 @@ BLOCK_TERMINATION_MINUTES = 30
 ULTRASERVER_BLOCK_TERMINATION_MINUTES = 60
 # and their EKS node groups go to 0 this long before the end (the same 15 minutes of margin)
 ULTRASERVER_BLOCK_DRAIN_MINUTES = 75
+# SageMaker terminates a training plan's instances from 30 minutes before the end of its reserved
+# capacity (SageMaker Developer Guide, "Training plans utilization for SageMaker training jobs":
+# "Reserved Capacity termination process")
+TRAINING_PLAN_TERMINATION_MINUTES = 30
+# EC2 interrupts a Spot Instance two minutes after its interruption notice (EC2 User Guide, "Spot
+# Instance interruption notices"; none for hibernation, which begins at once)
+SPOT_NOTICE_MINUTES = 2
 # The Slurm partition of an UltraServer node group: whole nodes per job (slurm.conf(5)
 # OverSubscribe=EXCLUSIVE; AWS PCS takes OverSubscribe as a queue setting)
 ULTRASERVER_PARTITION_SETTINGS = {"OverSubscribe": "EXCLUSIVE"}

@@ -26,6 +26,7 @@ from fmcluster.facts.controlplanes import (
     BLOCK_TERMINATION_MINUTES,
     CAPACITY_BLOCK,
     RESERVATION,
+    TRAINING_PLAN_TERMINATION_MINUTES,
     ULTRASERVER_BLOCK_TERMINATION_MINUTES,
 )
 from fmcluster.model import cluster as model
@@ -36,7 +37,6 @@ EVERY_MINUTES = 5  # how often the countdown function reads the ends
 PERIOD_MINUTES = 15  # the alarms' period: three readings each, so that one missed run raises nothing
 LAST_DAY_HOURS = 24  # the first alarm: a day left, to extend the block or plan the last checkpoint
 ENDING_MARGIN_MINUTES = 60  # the second alarm: this long before the instances start to be terminated
-TRAINING_PLAN_TERMINATION_MINUTES = 30  # SageMaker terminates a training plan's instances from this long before
 
 
 @dataclass(frozen=True)

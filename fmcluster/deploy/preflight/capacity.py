@@ -22,9 +22,10 @@ from fmcluster.facts.controlplanes import (
     BLOCK_TERMINATION_MINUTES,
     CAPACITY_BLOCK,
     RESERVATION,
+    TRAINING_PLAN_TERMINATION_MINUTES,
     ULTRASERVER_BLOCK_TERMINATION_MINUTES,
 )
-from fmcluster.observability.capacity import TRAINING_PLAN_TERMINATION_MINUTES, plan_name
+from fmcluster.observability.capacity import plan_name
 from fmcluster.spec.models import NodeGroupSpec
 
 NOT_FOUND = {"InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed",
