@@ -74,24 +74,118 @@ SMOKE_PY = '''"""fmcluster's PyTorch smoke test: a few FSDP steps of a small tra
 job, to show the whole path works (CUDA, NCCL over NVLink and EFA, torchrun's rendezvous). Rank 0
 prints `fmcluster-smoke step=N loss=L tokens_per_s=T host=H rank=0` per step and a last line
 `fmcluster-smoke ok world_size=W steps=N` (or `fmcluster-smoke failed reason=...`), which
-`fmcluster verify` reads."""
+`fmcluster verify` reads.
+
+With --checkpoint-dir DIR (the job's own directory on the shared file system) it also shows that a
+job stopped by a signal resumes where it stopped. On SIGTERM, or the signal --signal names (what
+the cluster sends before a Capacity Block ends), every rank finishes its step and they agree to
+stop (an all_reduce of their flags: one rank's signal stops them all at the same step); they save
+the model's and optimizer's state and the step with torch.distributed.checkpoint (DCP: each rank
+writes its own shard, rank 0 the metadata) into DIR/.step-N.partial, which rank 0 renames to
+DIR/step-N once every rank's part is written, prints `fmcluster-smoke checkpoint step=N seconds=S
+bytes=B path=P`, and leaves DIR/stopped (what the job's script reads: run it again); then they
+exit. A run resumes from the newest DIR/step-N (one cut short keeps its .partial name and is never
+read) and prints `fmcluster-smoke resumed step=N seconds=S bytes=B path=P` (the figures of the
+checkpoint it read); a run that completes removes DIR. PyTorch's recipe ("Getting Started with
+Distributed Checkpoint (DCP)"): get_state_dict / set_state_dict (FSDP's sharded state dicts) and
+dcp.save / dcp.load; in a world of one GPU the same calls, the collectives over one rank."""
 
 import argparse
+import json
 import math
 import os
+import re
+import shutil
+import signal
 import socket
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+STOP = []  # the signals that came: the run stops after its step
+
+
+def stop(signum, frame):
+    STOP.append(signum)
+
+
+def arguments():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--checkpoint-dir", default="", help="the job's checkpoints (none: no checkpoint)")
+    parser.add_argument("--signal", default="USR1", help="besides TERM, the signal that stops the run (USR1, ...)")
+    return parser.parse_args()
+
+
+def newest(directory):
+    """The newest complete checkpoint of the job's directory: (its step, its path), or None."""
+    steps = [int(found.group(1)) for found in map(re.compile(r"step-(\\d+)").fullmatch, os.listdir(directory))
+             if found]
+    return (max(steps), os.path.join(directory, f"step-{max(steps):06d}")) if steps else None
+
+
+def resume(model, optimizer, directory, rank):
+    """The step the run goes on from: the newest checkpoint's, loaded into the model and optimizer;
+    0 without one. Rank 0 first removes what a run cut short left (.partial directories)."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    if rank == 0:
+        os.makedirs(directory, exist_ok=True)
+        for name in os.listdir(directory):
+            if name.endswith(".partial"):
+                shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+    dist.barrier()
+    found = newest(directory)
+    if found is None:
+        return 0
+    model_state, optim_state = get_state_dict(model, optimizer)
+    state = {"model": model_state, "optim": optim_state, "step": 0}
+    dcp.load(state, checkpoint_id=found[1])
+    set_state_dict(model, optimizer, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    if rank == 0:
+        with open(os.path.join(found[1], "fmcluster.json")) as source:
+            saved = json.load(source)
+        print(f"fmcluster-smoke resumed step={state['step']} seconds={saved['seconds']:.3f} bytes={saved['bytes']} "
+              f"path={found[1]}", flush=True)
+    return state["step"]
+
+
+def save(model, optimizer, step, directory, rank):
+    """A checkpoint of the step, from every rank: written under a temporary name, renamed once whole."""
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict
+    start = time.time()
+    partial = os.path.join(directory, f".step-{step:06d}.partial")
+    final = os.path.join(directory, f"step-{step:06d}")
+    model_state, optim_state = get_state_dict(model, optimizer)
+    dcp.save({"model": model_state, "optim": optim_state, "step": step}, checkpoint_id=partial)
+    dist.barrier()
+    if rank == 0:
+        seconds = float(f"{time.time() - start:.3f}")  # as the line prints it, and the resumed line after it
+        size = sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(partial) for name in names)
+        with open(os.path.join(partial, "fmcluster.json"), "w") as out:
+            json.dump({"step": step, "seconds": seconds, "bytes": size}, out)
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(partial, final)
+        for name in os.listdir(directory):  # the older checkpoints: the newest is the one a run reads
+            if name.startswith("step-") and name != os.path.basename(final):
+                shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+        with open(os.path.join(directory, "stopped"), "w") as out:
+            out.write(f"{step}\\n")
+        print(f"fmcluster-smoke checkpoint step={step} seconds={seconds:.3f} bytes={size} path={final}", flush=True)
+    dist.barrier()
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=20)
-    args = parser.parse_args()
+    args = arguments()
+    if args.checkpoint_dir:  # caught before torch loads (seconds), so an early signal is not lost
+        for name in {"TERM", args.signal.upper().removeprefix("SIG")}:
+            signal.signal(getattr(signal, "SIG" + name), stop)
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+
     dist.init_process_group("nccl")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
@@ -103,7 +197,8 @@ def main() -> int:
     data = torch.randn(batch, length, 1024, device="cuda")
     target = torch.randn(batch, length, 1024, device="cuda")
     host = socket.gethostname()
-    for step in range(1, args.steps + 1):
+    done = resume(model, optimizer, args.checkpoint_dir, rank) if args.checkpoint_dir else 0
+    for step in range(done + 1, args.steps + 1):
         start = time.time()
         optimizer.zero_grad()
         loss = torch.nn.functional.mse_loss(model(data), target)
@@ -121,8 +216,17 @@ def main() -> int:
             if rank == 0:
                 print("fmcluster-smoke failed reason=loss-not-finite", flush=True)
             return 1
+        if args.checkpoint_dir and step < args.steps:
+            flag = torch.tensor([1.0 if STOP else 0.0], device="cuda")
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)  # one rank's signal stops every rank here
+            if flag.item() > 0:
+                save(model, optimizer, step, args.checkpoint_dir, rank)
+                dist.destroy_process_group()
+                return 0
     if rank == 0:
         print(f"fmcluster-smoke ok world_size={world} steps={args.steps}", flush=True)
+        if args.checkpoint_dir:
+            shutil.rmtree(args.checkpoint_dir, ignore_errors=True)
     dist.destroy_process_group()
     return 0
 

@@ -75,7 +75,7 @@ regroup() {
 '''
 
 
-def _header(model: ClusterModel, group: NodeGroup, test: str, hours: int) -> list[str]:
+def _header(model: ClusterModel, group: NodeGroup, test: str, hours: int, minutes: int = 0) -> list[str]:
     return ["#!/bin/bash",
             f"# fmcluster acceptance job {test} of node group {group.name} ({group.max_count} x "
             f"{group.instance_type}) of cluster {model.name}: `sbatch {group.name}/{test}.sbatch` from the kit's",
@@ -85,7 +85,7 @@ def _header(model: ClusterModel, group: NodeGroup, test: str, hours: int) -> lis
             f"#SBATCH --nodes={group.max_count}",
             "#SBATCH --exclusive",
             "#SBATCH --wait-all-nodes=1",
-            f"#SBATCH --time={hours:02d}:00:00",
+            "#SBATCH --time={:02d}:{:02d}:00".format(*divmod(hours * 60 + minutes, 60)),
             f"#SBATCH --output={RESULTS}/%x-%j.out",
             "set -uo pipefail",
             f"GROUP='{group.name}'",  # a node group name: [a-z][a-z0-9-]*
@@ -240,19 +240,75 @@ def fio_sbatch(model: ClusterModel, group: NodeGroup) -> str:
     return "\n".join(lines)
 
 
+# The smoke job's own end: the cluster's end_signal (node_groups[].capacity: what fmcluster's nodes
+# send the running jobs end_signal_minutes before a Capacity Block, a training plan or a spot
+# instance ends, fmcluster/node/scripts/boot/programs/capacity-end.sh), asked for with sbatch
+# --signal as a job would ask for it itself, that long before its time limit, so Slurm signals it the
+# same way at the end of its own time too; --requeue and --open-mode=append: the run that resumes
+# is the same job, its output after the first run's. torchrun (PyTorch 2.6, the container's:
+# torch/distributed/elastic/multiprocessing/api.py, PContext.start) catches SIGTERM, SIGINT,
+# SIGHUP and SIGQUIT and passes them on to its workers (then gives them 30 s); any other signal
+# has its default action on torchrun, which for SIGUSR1 ends it at once, and Slurm then kills its
+# workers mid-checkpoint (a step's processes go with its task). So torchrun runs with any other end
+# signal ignored, which its workers inherit (an ignored signal stays ignored across execve and
+# Python's subprocess), and smoke.py catches it itself. With B: only the batch shell gets the
+# signal; it passes it on to the step through srun, which forwards signals to the step's tasks
+# (srun(1), SIGNALS).
+TORCHRUN_SIGNALS = ("TERM", "INT", "HUP", "QUIT")
+CHECKPOINTS = "checkpoints"  # beside results/: the smoke job's, one directory a job (CHECKPOINTS/JOBID)
+
+
+def end_signal(group: NodeGroup) -> tuple[str, bool]:
+    """The group's end signal (capacity.end_signal) by its name without SIG (USR1), and whether it
+    goes to the batch shell only (B:)."""
+    raw = group.capacity.end_signal
+    batch = raw.startswith("B:")
+    name = raw[2:] if batch else raw
+    return (name[3:] if name.startswith("SIG") else name), batch
+
+
 def smoke_sbatch(model: ClusterModel, group: NodeGroup) -> str:
-    lines = _header(model, group, "smoke", 1)
-    lines.insert(7, "#SBATCH --ntasks-per-node=1")
+    name, batch = end_signal(group)
+    seconds = group.capacity.end_signal_minutes * 60
+    lines = _header(model, group, "smoke", 1, group.capacity.end_signal_minutes)
+    lines[7:7] = ["#SBATCH --ntasks-per-node=1", "#SBATCH --requeue", "#SBATCH --open-mode=append",
+                  f"#SBATCH --signal={group.capacity.end_signal}@{seconds}"]
     lines += _nccl_environment()
+    torchrun = (f'torchrun --nnodes="$SLURM_NNODES" --nproc-per-node={group.gpus} --rdzv-backend=c10d \\\n'
+                '  --rdzv-endpoint="$head:29500" --rdzv-id="$SLURM_JOB_ID" /kit/smoke.py --steps "$SMOKE_STEPS" \\\n'
+                f'  --checkpoint-dir "$CHECKPOINTS" --signal {name} 2>&1 &')
+    if name not in TORCHRUN_SIGNALS:
+        torchrun = f"bash -c 'trap \"\" {name}; exec \"$@\"' torchrun " + torchrun
     lines += [f"PYTORCH_IMAGE=${{PYTORCH_IMAGE:-{PYTORCH_IMAGE}}}",
+              f"SMOKE_STEPS=${{SMOKE_STEPS:-{SMOKE_STEPS}}}",
               'head=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
+              "# this job's checkpoints, on the shared file system beside results/ (a requeued run keeps the job's id)",
+              f'CHECKPOINTS="$SLURM_SUBMIT_DIR/{CHECKPOINTS}/$SLURM_JOB_ID"',
+              'mkdir -p "$CHECKPOINTS"',
               'echo "==> fmcluster node=all group=$GROUP test=smoke <=="',
-              "# one torchrun per node, every GPU a rank; rendezvous on the first node",
-              'srun --ntasks-per-node=1 --container-image="$PYTORCH_IMAGE" '
-              '--container-mounts="$SLURM_SUBMIT_DIR:/kit" \\',
-              f'  torchrun --nnodes="$SLURM_NNODES" --nproc-per-node={group.gpus} --rdzv-backend=c10d \\',
-              '  --rdzv-endpoint="$head:29500" --rdzv-id="$SLURM_JOB_ID" '
-              f'/kit/smoke.py --steps {SMOKE_STEPS} 2>&1', ""]
+              "# one torchrun per node, every GPU a rank; rendezvous on the first node. On SIGTERM or "
+              f"SIG{name} every rank",
+              "# finishes its step, they save a checkpoint and end; smoke.py leaves $CHECKPOINTS/stopped"]
+    if batch:
+        lines += [f"# SIG{name} comes to this shell only (--signal=B:{name}): passed on to the step's tasks",
+                  f"trap 'kill -{name} \"${{step:-}}\" 2>/dev/null' {name}"]
+    if name not in TORCHRUN_SIGNALS:
+        lines += [f"# torchrun passes on only SIGTERM, SIGINT, SIGHUP and SIGQUIT and would end at once on SIG{name}:",
+                  f"# it runs with SIG{name} ignored, which its workers inherit and smoke.py catches",
+                  "# shellcheck disable=SC2016  # expanded in the step"]
+    lines += ['srun --ntasks-per-node=1 --container-image="$PYTORCH_IMAGE" '
+              '--container-mounts="$SLURM_SUBMIT_DIR:/kit,$CHECKPOINTS:$CHECKPOINTS" \\',
+              "  " + torchrun,
+              "step=$!",
+              'wait "$step"; rc=$?',
+              'while kill -0 "$step" 2>/dev/null; do wait "$step"; rc=$?; done  # a trapped signal ends wait early',
+              'if [[ -e "$CHECKPOINTS/stopped" ]]; then',
+              '  rm -f "$CHECKPOINTS/stopped"',
+              '  echo "fmcluster: smoke stopped on a signal, its checkpoint saved: job $SLURM_JOB_ID requeued"',
+              '  scontrol requeue "$SLURM_JOB_ID" && exit 0',
+              "fi",
+              'rmdir "$CHECKPOINTS" 2>/dev/null  # smoke.py removes it once it completes',
+              'exit "$rc"', ""]
     return "\n".join(lines)
 
 
