@@ -20,6 +20,7 @@ from fmcluster.facts.catalog import InstanceType
 from fmcluster.facts.controlplanes import (
     BLOCK_TERMINATION_MINUTES,
     CAPACITY_BLOCK,
+    TRAINING_PLAN_TERMINATION_MINUTES,
     ULTRASERVER_BLOCK_TERMINATION_MINUTES,
     ControlPlane,
 )
@@ -178,28 +179,39 @@ class HealthCheck:
     plane: str
 
 
+BLOCK_END, PLAN_END = "capacity-block", "training-plan"  # CapacityEnd.source
+
+
 @dataclass(frozen=True)
 class CapacityEnd:
-    """The end of a node group's Capacity Block, handled on its Slurm nodes (programs/capacity-end.sh):
-    `reservation_id` ("" where the group names a resource group: the node asks EC2 for its own),
-    EC2's `termination_minutes` before the end, the jobs signalled with `signal` (as sbatch
-    --signal names it) `signal_minutes` before that and the nodes drained."""
+    """The end of a compute group's capacity, handled on its Slurm nodes. `source`, where a node
+    learns it: BLOCK_END, its Capacity Block's EndDate from EC2 (`reservation_id`; "" where the group
+    names a resource group: the node asks EC2 for its own), or PLAN_END, its training plan's reserved
+    capacity from SageMaker (`training_plan_arn`), both read by programs/capacity-end.sh, which
+    reserves the nodes from `termination_minutes` before the end (when EC2 or SageMaker starts
+    terminating the instances), signals the jobs with `signal` (as sbatch --signal names it) and
+    drains the nodes `signal_minutes` before that."""
 
     reservation_id: str
     termination_minutes: int
     signal_minutes: int
     signal: str
+    source: str = BLOCK_END
+    training_plan_arn: str = ""
 
 
 def capacity_end_of(cp: ControlPlane, capacity: CapacitySpec) -> Optional[CapacityEnd]:
-    """The end handled on the nodes of a compute group on a Capacity Block of AWS PCS; None elsewhere
-    (HyperPod's training plans and the Kubernetes planes: not yet)."""
-    if cp.type != PCS or capacity.type != CAPACITY_BLOCK:
-        return None
-    return CapacityEnd(capacity.reservation_id or "",
-                       ULTRASERVER_BLOCK_TERMINATION_MINUTES if capacity.ultraserver_type
-                       else BLOCK_TERMINATION_MINUTES,
-                       capacity.end_signal_minutes, capacity.end_signal)
+    """The end handled on the nodes of a compute group: on a Capacity Block of AWS PCS and on a
+    training plan of SageMaker HyperPod Slurm; None elsewhere (the Kubernetes planes: not yet)."""
+    if cp.type == PCS and capacity.type == CAPACITY_BLOCK:
+        return CapacityEnd(capacity.reservation_id or "",
+                           ULTRASERVER_BLOCK_TERMINATION_MINUTES if capacity.ultraserver_type
+                           else BLOCK_TERMINATION_MINUTES,
+                           capacity.end_signal_minutes, capacity.end_signal)
+    if cp.type == HYPERPOD_SLURM and capacity.training_plan_arn:
+        return CapacityEnd("", TRAINING_PLAN_TERMINATION_MINUTES, capacity.end_signal_minutes, capacity.end_signal,
+                           PLAN_END, capacity.training_plan_arn)
+    return None
 
 
 @dataclass(frozen=True)
@@ -221,7 +233,7 @@ class NodeSetup:
     health: Optional[HealthCheck]  # the continuous health check (GPU compute nodes)
     network_features: bool  # the node publishes its place in EC2's network as Slurm node features
     slurm_metrics: bool  # the node runs the Slurm collector (the PCS login nodes, the HyperPod controller)
-    capacity_end: Optional[CapacityEnd] = None  # the block's end handled (PCS Capacity Block compute groups)
+    capacity_end: Optional[CapacityEnd] = None  # the capacity's end handled (capacity_end_of)
 
 
 class Group(Protocol):

@@ -57,8 +57,9 @@ def entry_script(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> str:
     image's home directories copied into the shared home HyperPod mounted, the hooks, LNet over EFA
     for an EFA-enabled file system the node's pods mount (HyperPod EKS), /scratch; Enroot and Pyxis
     on the controller and the login nodes (slurm_runtime); on the Slurm compute groups the readiness
-    check, whose failure drains the node, the container runtime and the health check of GPU nodes
-    (its replacement requests to `refs.replacement_queue`)."""
+    check, whose failure drains the node, the container runtime, the health check of GPU nodes
+    (its replacement requests to `refs.replacement_queue`) and the end of a training plan's capacity
+    (NodeProgram.capacity_end)."""
     setup = model.node(group)
     program = NodeProgram(group.instance, NODE_GROUP=group.name).protect().nccl(setup.efa)
     if setup.home is not None:
@@ -78,6 +79,8 @@ def entry_script(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> str:
         program.add("gate-drain.sh", "gate_drain")
         if setup.health is not None:
             install_health(program, model, setup, refs)
+        if setup.capacity_end is not None and setup.slurm is not None:
+            program.capacity_end(setup.capacity_end, setup.slurm.bin, setup.slurm.slurmd_units)
     return program.render(header(COMMENT))
 
 

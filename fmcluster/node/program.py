@@ -71,9 +71,9 @@ NETWORK_FEATURES_LEAVE_SECONDS = 30
 NETWORK_FEATURES_RESTORE_SECONDS = 180
 NETWORK_FEATURES_RESTORE_SPREAD_SECONDS = 120
 COLLECT_INTERVAL_SECONDS = 30
-# capacity-end (programs/capacity-end.sh): how often a Capacity Block node reads its block's end and
-# acts on it; the signal comes at most this late (hence end_signal_minutes of at least 5). At 1,000
-# nodes, some 8 DescribeCapacityReservations a second, within EC2's request rates for Describe calls.
+# capacity-end (programs/capacity-end.sh): how often a node reads its Capacity Block's or training
+# plan's end and acts on it; the signal comes at most this late (hence end_signal_minutes of at least
+# 5). At 1,000 nodes, some 8 DescribeCapacityReservations (or DescribeTrainingPlan) a second.
 CAPACITY_END_SECONDS = 120
 CAPACITY_END_STATE_DIR = "/var/lib/fmcluster/capacity-end"
 METRICS_PATHS = {"FMCLUSTER_ETC": FMCLUSTER_ETC, "SYSTEMD_DIR": "/etc/systemd/system",
@@ -340,17 +340,20 @@ class NodeProgram:
                         SLURMD_UNITS=slurmd_units)
 
     def capacity_end(self, end: CapacityEnd, slurm_bin: str, slurmd_units: str = SLURMD_UNIT) -> "NodeProgram":
-        """The end of the node's Capacity Block handled (capacity-end.sh; programs/capacity-end.sh): a
-        Slurm maintenance reservation from the time EC2 terminates the block's instances, the jobs
-        signalled and the node drained `end.signal_minutes` before it, with Slurm's commands in
-        `slurm_bin`; run after slurmd (whichever of `slurmd_units`) and every CAPACITY_END_SECONDS."""
+        """The end of the node's Capacity Block or training plan handled (capacity-end.sh;
+        programs/capacity-end.sh, reading the end where `end.source` says): a Slurm maintenance
+        reservation from the time EC2 or SageMaker terminates the instances, the jobs signalled and
+        the node drained `end.signal_minutes` before it, with Slurm's commands in `slurm_bin`; run
+        after slurmd (whichever of `slurmd_units`) and every CAPACITY_END_SECONDS."""
         if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
             raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
         self.programs["capacity_end"] = PROGRAMS / "capacity-end.sh"
         self.programs["slurm_node"] = PROGRAMS / "slurm-node.sh"
+        self.programs["slurm_jobs"] = PROGRAMS / "slurm-jobs.sh"
         return self.add("capacity-end.sh", "install_capacity_end", FMCLUSTER_LIB=FMCLUSTER_LIB,
                         FMCLUSTER_ETC=FMCLUSTER_ETC, CAPACITY_END_SLURM_BIN=slurm_bin,
-                        CAPACITY_END_RESERVATION_ID=end.reservation_id,
+                        CAPACITY_END_SOURCE=end.source, CAPACITY_END_RESERVATION_ID=end.reservation_id,
+                        CAPACITY_END_TRAINING_PLAN_ARN=end.training_plan_arn,
                         CAPACITY_END_TERMINATION_MINUTES=end.termination_minutes,
                         CAPACITY_END_SIGNAL_MINUTES=end.signal_minutes, CAPACITY_END_SIGNAL=end.signal,
                         CAPACITY_END_STATE_DIR=CAPACITY_END_STATE_DIR, CAPACITY_END_SECONDS=CAPACITY_END_SECONDS,

@@ -30,6 +30,7 @@ from fmcluster.facts.controlplanes import (
     ULTRASERVER_BLOCK_TERMINATION_MINUTES,
 )
 from fmcluster.model import cluster as model
+from fmcluster.model.node import CapacityEnd
 
 NAMESPACE = "fmcluster"  # the custom metrics' namespace (the node replacer's NodesReplaced too)
 METRIC = "HoursToCapacityEnd"
@@ -127,10 +128,23 @@ def alarm_names(cluster: str, item: Counted) -> list[str]:
     return [alarm_name(cluster, item.capacity, t.suffix) for t in item.thresholds()]
 
 
+def drained_before(end: CapacityEnd, minutes: int) -> str:
+    """What the Slurm nodes of a group whose end they handle do before their instances are terminated,
+    `minutes` before the end (programs/capacity-end.sh)."""
+    signal = end.signal.removeprefix("B:").removeprefix("SIG")
+    return (f"a Slurm maintenance reservation on the group's nodes from {minutes} minutes before the end keeps "
+            f"jobs that would run into it from starting; {end.signal_minutes} minutes before it begins, the "
+            f"running jobs get SIG{signal} (to checkpoint) and the nodes drain")
+
+
 def at_end(m: model.ClusterModel, group: model.NodeGroup) -> Optional[str]:
     """What happens to a node group at the end of its reserved capacity, on its control plane,
     today; None for a group on no reserved capacity (On-Demand, spot)."""
     capacity, cp = group.capacity, m.control_plane
+    end = m.node(group).capacity_end
+    if cp.hyperpod and capacity.training_plan_arn and end is not None:
+        return (f"SageMaker terminates the training plan's instances from {TRAINING_PLAN_TERMINATION_MINUTES} "
+                "minutes before its end; " + drained_before(end, TRAINING_PLAN_TERMINATION_MINUTES))
     if cp.hyperpod and capacity.training_plan_arn:
         return (f"SageMaker terminates the training plan's instances from {TRAINING_PLAN_TERMINATION_MINUTES} "
                 "minutes before its end: they leave the cluster, and the jobs running on them end with them; "
@@ -145,13 +159,8 @@ def at_end(m: model.ClusterModel, group: model.NodeGroup) -> Optional[str]:
         return (f"the CapacityBlockScaler scales the node group to 0 from {group.drain_minutes} minutes before "
                 "the end (EKS cordons and drains the nodes, evicting the pods that have not finished); EC2 "
                 f"terminates what is left from {minutes} minutes before the end")
-    end = m.node(group).capacity_end
     if end is not None:
-        signal = end.signal.removeprefix("B:").removeprefix("SIG")
-        return (f"a Slurm maintenance reservation on the group's nodes from {minutes} minutes before the end keeps "
-                f"jobs that would run into it from starting; {end.signal_minutes} minutes before it begins, the "
-                f"running jobs get SIG{signal} (to checkpoint) and the nodes drain; EC2 terminates the instances "
-                f"from {minutes} minutes before the end")
+        return drained_before(end, minutes) + f"; EC2 terminates the instances from {minutes} minutes before the end"
     if cp.scheduler == "slurm":
         return (f"EC2 terminates the instances from {minutes} minutes before the end: their Slurm nodes go down "
                 "and the jobs running on them end with them (resubmit them with --requeue, or from a "

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any, Optional, Sequence
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
@@ -208,6 +209,7 @@ class HyperPodSlurmStack(cdk.Stack):
                                        instance_groups=self.groups.instance_groups, subnet_ids=subnets,
                                        security_group_ids=security_groups, node_provisioning_mode=mode,
                                        node_recovery=node_recovery(model))
+        self.plan_reads = self._training_plan_reads(model)
         # The AMIs come from NAME-images by weak references, which CloudFormation reads only when this
         # stack changes: each image's identity on the cluster changes it with the image.
         for image in model.images:
@@ -235,6 +237,22 @@ class HyperPodSlurmStack(cdk.Stack):
                 ("ExecutionRoleArn", self.groups.role.role_arn, "execution role of the instance groups"),
                 ("Partitions", partitions, "Slurm partitions (one per node group)")):
             cdk.CfnOutput(self, output_id, value=value, description=description)
+
+    def _training_plan_reads(self, model: ClusterModel) -> Optional[iam.Policy]:
+        """The execution role's sagemaker:DescribeTrainingPlan on the plans of the compute groups that
+        handle their plan's end (fmcluster.model.node.capacity_end_of: each node reads the end of its
+        plan's reserved capacity, programs/capacity-end.sh), and nothing else: its resource type is
+        training-plan (Service Authorization Reference). The cluster waits for it, so that a node never
+        starts without it. None where no group does."""
+        plans = sorted({end.training_plan_arn for end in (model.node(g).capacity_end for g in model.node_groups)
+                        if end is not None and end.training_plan_arn})
+        if not plans:
+            return None
+        policy = iam.Policy(self, "TrainingPlanReads", roles=[self.groups.role.role], statements=[
+            iam.PolicyStatement(sid="ReadTrainingPlanEnds", actions=["sagemaker:DescribeTrainingPlan"],
+                                resources=plans)])
+        self.cluster.node.add_dependency(policy)
+        return policy
 
     def _metrics(self, spec: ClusterSpec, observability: ObservabilityRefs) -> dict[str, Any]:
         """The SSM parameter with the remote-write URL, which every group's `50-metrics.sh` hook

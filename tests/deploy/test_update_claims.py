@@ -214,6 +214,9 @@ SAMPLES: list[Sample] = [
     Sample("node_groups[].capacity.end_signal_minutes", PCS, put("node_groups[0].capacity.end_signal_minutes", 20),
            start=gb200),
     Sample("node_groups[].capacity.end_signal", PCS, put("node_groups[0].capacity.end_signal", "B:USR1"), start=gb200),
+    Sample("node_groups[].capacity.end_signal_minutes", HPS, put("node_groups[0].capacity.end_signal_minutes", 20),
+           before=put("node_groups[0].capacity", {"type": "capacity-block", "training_plan_arn":
+                                                   "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p"})),
     *[Sample("node_groups[].capacity.ultraserver_count", plane, put("node_groups[0].capacity.ultraserver_count", 2),
              start=gb200) for plane in (PCS, EKS)],
     *each("node_groups[].placement_group", ALL, put("node_groups[0].placement_group", "none")),

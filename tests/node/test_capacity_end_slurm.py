@@ -15,99 +15,43 @@ and the nodes drained, then the block is extended)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from fmcluster.facts.node import FMCLUSTER_LIB
-from tests.support.paths import ROOT
+from tests.support import node_end
+from tests.support.node_end import epoch, field
 from tests.support.slurm_cluster import RELEASES, SlurmCluster, release_id, require_slurm
 
-PROGRAM = ROOT / "fmcluster" / "node" / "scripts" / "boot" / "programs" / "capacity-end.sh"
 BLOCK = "cr-0123456789abcdef0"
 NAME = f"fmcluster-end-{BLOCK}"
 TERMINATION, LEAD = 30, 10  # minutes: EC2 terminates from 30 minutes before the end; the signal 10 before that
 
-CURL = """#!/bin/bash
-case "$*" in
-  *api/token*) printf token ;;
-  *meta-data/instance-id*) printf i-0a1b2c3d4e5f6000{index} ;;
-  *meta-data/placement/region*) printf us-east-1 ;;
-  *) exit 22 ;;
-esac
-"""
-HOSTNAME = "#!/bin/sh\necho {name}\n"
-# The AWS CLI: `aws ec2 describe-capacity-reservations --region R --capacity-reservation-ids ID
-# --query Q --output text` answered from ANSWER (DescribeCapacityReservations' response, as the CLI
-# parses it: EndDate in ISO 8601), Q applied with JMESPath, a scalar printed as it is.
-AWS = """#!{python}
-import json, sys
-import jmespath
-args = sys.argv[1:]
-assert args[:2] == ["ec2", "describe-capacity-reservations"], args
-option = dict(zip(args[2::2], args[3::2]))
-assert option["--output"] == "text" and option["--region"] == "us-east-1", args
-answer = json.load(open({answer!r}))
-wanted = option["--capacity-reservation-ids"]
-found = [r for r in answer["CapacityReservations"] if r["CapacityReservationId"] == wanted]
-if not found:
-    sys.exit("An error occurred (InvalidCapacityReservationId.NotFound)")
-print(jmespath.search(option["--query"], {{"CapacityReservations": found}}))
-"""
 
-
-def settings(tmp_path: Path, cluster: SlurmCluster, signal: str) -> Path:
-    path = tmp_path / "capacity-end.env"
-    path.write_text(f"SLURM_BIN={cluster.bin}\nRESERVATION_ID={BLOCK}\nTERMINATION_MINUTES={TERMINATION}\n"
-                    f"SIGNAL_MINUTES={LEAD}\nSIGNAL={signal}\nSTATE_DIR=/var/lib/fmcluster/capacity-end\n"
-                    f"FMCLUSTER_LIB={FMCLUSTER_LIB}\n")
-    return path
+def settings(cluster: SlurmCluster, signal: str) -> str:
+    return (f"SLURM_BIN={cluster.bin}\nEND_SOURCE=capacity-block\nRESERVATION_ID={BLOCK}\nTRAINING_PLAN_ARN=\n"
+            f"PLAN_INSTANCE_TYPE=ml.p5.48xlarge\nTERMINATION_MINUTES={TERMINATION}\nSIGNAL_MINUTES={LEAD}\n"
+            f"SIGNAL={signal}\nSTATE_DIR=/var/lib/fmcluster/capacity-end\nFMCLUSTER_LIB={FMCLUSTER_LIB}\n")
 
 
 def block(tmp_path: Path, end: int) -> None:
     """EC2's answer: the block, active, ending at `end` (seconds since the epoch)."""
     when = datetime.fromtimestamp(end, timezone.utc).isoformat()
-    (tmp_path / "answer.json").write_text(json.dumps({"CapacityReservations": [{
+    node_end.answer(tmp_path, {"CapacityReservations": [{
         "CapacityReservationId": BLOCK, "InstanceType": "p5.48xlarge", "AvailabilityZoneId": "use1-az6",
         "TotalInstanceCount": 2, "AvailableInstanceCount": 0, "State": "active", "EndDateType": "limited",
-        "ReservationType": "capacity-block", "StartDate": "2025-01-01T11:30:00+00:00", "EndDate": when}]}))
+        "ReservationType": "capacity-block", "StartDate": "2025-01-01T11:30:00+00:00", "EndDate": when}]})
 
 
-def run(cluster: SlurmCluster, tmp_path: Path, node: str, now: int,
-        signal: str = "USR1") -> subprocess.CompletedProcess:
+def run(cluster: SlurmCluster, tmp_path: Path, node: str, now: int, signal: str = "USR1"):
     """capacity-end on node `node` (node1 or node2) at `now`, as its unit runs it."""
-    root, bin_dir = tmp_path / node / "root", tmp_path / node / "bin"
-    lib = root / FMCLUSTER_LIB.lstrip("/")
-    lib.mkdir(parents=True, exist_ok=True)
-    shutil.copy(PROGRAM.parent / "slurm-node.sh", lib / "slurm-node.sh")
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    for command, text in (("curl", CURL.format(index=node[-1])), ("hostname", HOSTNAME.format(name=node)),
-                          ("aws", AWS.format(python=sys.executable, answer=str(tmp_path / "answer.json")))):
-        (bin_dir / command).write_text(text)
-        (bin_dir / command).chmod(0o755)
-    env = {**cluster.env, "FMCLUSTER_ROOT": str(root), "FMCLUSTER_NOW": str(now),
-           "PATH": f"{bin_dir}:{cluster.bin}:{os.environ['PATH']}"}
-    return subprocess.run(["bash", str(PROGRAM), str(settings(tmp_path, cluster, signal))], env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
-def epoch(slurm_time: str) -> int:
-    """A time as Slurm shows it (local time, no zone) in seconds since the epoch."""
-    return int(time.mktime(time.strptime(slurm_time, "%Y-%m-%dT%H:%M:%S")))
+    return node_end.run(cluster, tmp_path, "capacity-end.sh", node, settings(cluster, signal), now=now)
 
 
 def reservation(cluster: SlurmCluster) -> str:
-    return cluster.run("scontrol", "-o", "show", "reservation", NAME).stdout.strip()
-
-
-def field(line: str, key: str) -> str:
-    return next(word.split("=", 1)[1] for word in line.split() if word.startswith(f"{key}="))
+    return node_end.reservation(cluster, NAME)
 
 
 @pytest.fixture(params=RELEASES, ids=release_id)
@@ -122,14 +66,7 @@ def world(request, tmp_path_factory):
     # pending one being held by it: every second, not Slurm's default of 30 (slurm.conf, bf_interval)
     with SlurmCluster(tmp_path / "slurm", nodes=2, release=request.param,
                       extra=["SchedulerParameters=bf_interval=1"]) as cluster:
-        # in the cluster's directory, which a job sees at its own path; srun where the node keeps it
-        # (AWS PCS: /opt/aws/pcs/scheduler/slurm-RELEASE/bin, on no default PATH)
-        marker = cluster.dir / "checkpointed"
-        script = (f"#!/bin/bash\n{cluster.node_bin}/srun bash -c 'trap \"echo USR1 >{marker}; exit 0\" USR1; "
-                  "while :; do sleep 0.2; done'\n")
-        job = cluster.sbatch(script, "-w", "node1", "-n1")
-        info = cluster.wait_job(job, until=lambda j: j.get("JobState") == "RUNNING")
-        now = epoch(info["SubmitTime"])
+        job, now, marker = node_end.trapping_job(cluster)
         block(tmp_path, now + 50 * 60)
         yield {"cluster": cluster, "tmp": tmp_path, "job": job, "now": now, "marker": marker,
                "release": request.param}

@@ -183,7 +183,7 @@ def test_scripts_ship_as_package_data():
     assert {p.name for p in node_shell.PROGRAMS.glob("*.sh")} == {"node-ready.sh", "lnet-efa.sh", "deep-check.sh",
                                                                  "node-health.sh", "request-replacement.sh",
                                                                  "network-features.sh", "slurm-node.sh",
-                                                                 "capacity-end.sh"}
+                                                                 "capacity-end.sh", "slurm-jobs.sh"}
     pyproject = (ROOT / "pyproject.toml").read_text()
     for pattern in (
             "scripts/boot/*.sh", "scripts/boot/collectors/*.sh", "scripts/boot/programs/*.sh", "scripts/slurm/*.sh"):

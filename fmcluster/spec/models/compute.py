@@ -93,9 +93,10 @@ class CapacitySpec(Model):
     ultraserver_count: int = Field(default=1, ge=1, description=(
         "how many UltraServers the block holds; the group's count is at most this many UltraServers' instances"))
     end_signal_minutes: int = Field(default=15, ge=5, le=120, description=(
-        "Slurm, a Capacity Block: the running jobs are signalled and the nodes drained this many minutes "
-        "before EC2 starts terminating the block's instances (30 minutes before its end, 60 for an "
-        "UltraServer block); from then on nothing starts that the end would cut"))
+        "Slurm, a Capacity Block (AWS PCS) or a training plan (SageMaker HyperPod): the running jobs are "
+        "signalled and the nodes drained this many minutes before the instances start to be terminated "
+        "(EC2: 30 minutes before the block's end, 60 for an UltraServer block; SageMaker: 30 minutes before "
+        "the end of the plan's reserved capacity); from then on nothing starts that the end would cut"))
     end_signal: SlurmSignal = Field(default="USR1", description=(
         "the signal the jobs get then, as sbatch --signal names it: USR1 (every job step) or B:USR1 "
         "(the batch shell only)"))

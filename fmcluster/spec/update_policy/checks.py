@@ -131,6 +131,13 @@ def on_capacity_block(old: ClusterSpec, new: ClusterSpec) -> bool:
     return any(g.name in before and g.capacity.type == "capacity-block" for g in new.node_groups)
 
 
+def on_training_plan(old: ClusterSpec, new: ClusterSpec) -> bool:
+    """A node group that stays is on a training plan before and after (on HyperPod Slurm its nodes
+    run capacity-end)."""
+    before = {g.name for g in old.node_groups if g.capacity.training_plan_arn}
+    return any(g.name in before and g.capacity.training_plan_arn for g in new.node_groups)
+
+
 def observed(old: ClusterSpec, new: ClusterSpec) -> bool:
     return new.observability.prometheus or new.observability.grafana
 

@@ -63,6 +63,7 @@ from fmcluster.spec.update_policy.checks import (
     metrics_go,
     observed,
     on_capacity_block,
+    on_training_plan,
     placement_changes,
     plane_data_goes,
     reference_goes,
@@ -235,7 +236,8 @@ POLICIES: dict[str, Policy] = {
         Case(NOTHING, "HyperPod reserves capacity with training plans", planes=HYPERPOD),
         Case(ROLL, "the launch template names it: new nodes only (EKS rolls the group)", nodes=(PCS, EKS))),
     "node_groups[].capacity.training_plan_arn": _only_for("node_groups[].capacity.training_plan_arn", Case(
-        IN_PLACE, "the instance group takes the plan")),
+        ROLL, "the instance group takes the plan, and its lifecycle scripts the plan's end: new nodes only",
+        planes=(HYPERPOD_SLURM,), nodes=(HYPERPOD_SLURM,)), Case(IN_PLACE, "the instance group takes the plan")),
     "node_groups[].capacity.ultraserver_type": _policy(Case(NOTHING, "read by validate and the plan: what the "
                                                                      "group's count may be")),
     "node_groups[].capacity.ultraserver_count": _policy(Case(NOTHING, "read by validate and the plan: what the "
@@ -243,11 +245,15 @@ POLICIES: dict[str, Policy] = {
     "node_groups[].capacity.end_signal_minutes": _policy(
         Case(ROLL, "the Capacity Block group's lifecycle scripts carry it: new nodes only", planes=(PCS,),
              when="the group is on a Capacity Block", check=on_capacity_block, nodes=(PCS,)),
-        Case(NOTHING, "read by the nodes of AWS PCS Capacity Block groups only (so far)")),
+        Case(ROLL, "the training-plan group's lifecycle scripts carry it: new nodes only", planes=(HYPERPOD_SLURM,),
+             when="the group is on a training plan", check=on_training_plan, nodes=(HYPERPOD_SLURM,)),
+        Case(NOTHING, "read by the nodes of AWS PCS Capacity Block and HyperPod Slurm training-plan groups only")),
     "node_groups[].capacity.end_signal": _policy(
         Case(ROLL, "the Capacity Block group's lifecycle scripts carry it: new nodes only", planes=(PCS,),
              when="the group is on a Capacity Block", check=on_capacity_block, nodes=(PCS,)),
-        Case(NOTHING, "read by the nodes of AWS PCS Capacity Block groups only (so far)")),
+        Case(ROLL, "the training-plan group's lifecycle scripts carry it: new nodes only", planes=(HYPERPOD_SLURM,),
+             when="the group is on a training plan", check=on_training_plan, nodes=(HYPERPOD_SLURM,)),
+        Case(NOTHING, "read by the nodes of AWS PCS Capacity Block and HyperPod Slurm training-plan groups only")),
     "node_groups[].placement_group": _policy(
         Case(NOTHING, "HyperPod places the instances itself", planes=HYPERPOD),
         Case(ROLL, "the launch template names the placement group: new nodes only (EKS rolls the group)",

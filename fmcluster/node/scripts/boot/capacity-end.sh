@@ -1,19 +1,24 @@
 # shellcheck shell=bash
-# The end of the node's Capacity Block (programs/capacity-end.sh, embedded as program_capacity_end,
-# with the slurm-node.sh it sources), on the compute nodes of an AWS PCS Capacity Block group: its
-# settings file FMCLUSTER_ETC/capacity-end.env, and fmcluster-capacity-end.service, run after slurmd
-# at every boot and every CAPACITY_END_SECONDS by fmcluster-capacity-end.timer (the block's end can
-# move: an extension). Its journal keeps what changed (the program is silent otherwise).
+# The end of the node's reserved capacity (programs/capacity-end.sh, embedded as program_capacity_end,
+# with the slurm-node.sh and slurm-jobs.sh it sources), on the compute nodes of an AWS PCS Capacity
+# Block group or a SageMaker HyperPod training-plan group: its settings file
+# FMCLUSTER_ETC/capacity-end.env, and fmcluster-capacity-end.service, run after slurmd at every boot
+# and every CAPACITY_END_SECONDS by fmcluster-capacity-end.timer (the end can move: an extension).
+# Its journal keeps what changed (the program is silent otherwise).
 
 install_capacity_end() {
   install -d -m 0755 "$ROOT$FMCLUSTER_LIB" "$ROOT$FMCLUSTER_ETC" "$ROOT/etc/systemd/system"
   program_capacity_end >"$ROOT$FMCLUSTER_LIB/capacity-end"
   program_slurm_node >"$ROOT$FMCLUSTER_LIB/slurm-node.sh"
+  program_slurm_jobs >"$ROOT$FMCLUSTER_LIB/slurm-jobs.sh"
   chmod 0755 "$ROOT$FMCLUSTER_LIB/capacity-end"
   {
     printf '# fmcluster capacity-end settings, for %s nodes\n' "$INSTANCE_TYPE"
     printf 'SLURM_BIN=%q\n' "$CAPACITY_END_SLURM_BIN"
+    printf 'END_SOURCE=%q\n' "$CAPACITY_END_SOURCE"
     printf 'RESERVATION_ID=%q\n' "$CAPACITY_END_RESERVATION_ID"
+    printf 'TRAINING_PLAN_ARN=%q\n' "$CAPACITY_END_TRAINING_PLAN_ARN"
+    printf 'PLAN_INSTANCE_TYPE=%q\n' "ml.$INSTANCE_TYPE"
     printf 'TERMINATION_MINUTES=%s\n' "$CAPACITY_END_TERMINATION_MINUTES"
     printf 'SIGNAL_MINUTES=%s\n' "$CAPACITY_END_SIGNAL_MINUTES"
     printf 'SIGNAL=%q\n' "$CAPACITY_END_SIGNAL"
@@ -22,7 +27,7 @@ install_capacity_end() {
   } >"$ROOT$FMCLUSTER_ETC/capacity-end.env"
   cat >"$ROOT/etc/systemd/system/fmcluster-capacity-end.service" <<UNIT
 [Unit]
-Description=fmcluster: the Capacity Block's end (a Slurm reservation, the jobs signalled, the node drained)
+Description=fmcluster: the capacity's end (a Slurm reservation, the jobs signalled, the node drained)
 After=network-online.target ${SLURMD_UNITS:-slurmd.service}
 Wants=network-online.target
 
@@ -33,7 +38,7 @@ TimeoutStartSec=300
 UNIT
   cat >"$ROOT/etc/systemd/system/fmcluster-capacity-end.timer" <<UNIT
 [Unit]
-Description=fmcluster: the Capacity Block's end checked every ${CAPACITY_END_SECONDS}s
+Description=fmcluster: the capacity's end checked every ${CAPACITY_END_SECONDS}s
 
 [Timer]
 OnActiveSec=60s

@@ -1,0 +1,167 @@
+"""Running the node programs that take a Slurm node out of service before its instance goes
+(fmcluster/node/scripts/boot/programs/capacity-end.sh: the end of a Capacity Block or training plan;
+interruption.sh: a spot interruption notice) on a real Slurm (tests/support/slurm_cluster.py), with
+the real scontrol, squeue and scancel, and stand-ins only for the instance metadata service, the
+host's name and the AWS CLI. Not a test module. Shared by tests/node/test_capacity_end*.py and
+tests/node/test_interruption*.py.
+
+- `IMDS`, the stand-in curl: IMDSv2 as EC2 answers it (PUT latest/api/token gives a token; a GET
+  without it is 401), each path of latest/meta-data/ answered from a file under the node's metadata
+  folder (absent: 404; PATH.status beside it: that status instead; a file `down` there: no
+  connection at all), with -f, -o, -w '%{http_code}' and --max-time as curl takes them; every
+  request is a line of requests.log there.
+- `AWS`, the stand-in AWS CLI: DescribeCapacityReservations and DescribeTrainingPlan answered from
+  answer.json (the API's shape: times in ISO 8601, as the CLI parses them), the program's --query
+  applied with JMESPath and printed as the CLI's text output prints it.
+- `run`: a program on node1 or node2 at a given time (FMCLUSTER_NOW), as its unit runs it.
+- `trapping_job`: a job whose step traps a signal, running on node1; Slurm's time at its
+  submission (a job's SubmitTime: no test reads the clock itself).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Mapping, Optional
+
+from fmcluster.facts.node import FMCLUSTER_LIB
+from tests.support.paths import ROOT
+from tests.support.slurm_cluster import SlurmCluster
+
+PROGRAMS = ROOT / "fmcluster" / "node" / "scripts" / "boot" / "programs"
+SHARED = ("slurm-node.sh", "slurm-jobs.sh")  # what the programs source from FMCLUSTER_LIB
+
+IMDS = '''#!{python}
+import os, sys
+folder = {folder!r}
+args, method, headers, out, form, url = sys.argv[1:], "GET", [], None, "", ""
+fail = any(a.startswith("-") and not a.startswith("--") and "f" in a for a in args)
+i = 0
+while i < len(args):
+    a = args[i]
+    if a == "-X": method = args[i + 1]; i += 1
+    elif a == "-H": headers.append(args[i + 1]); i += 1
+    elif a == "-o": out = args[i + 1]; i += 1
+    elif a == "-w": form = args[i + 1]; i += 1
+    elif a == "--max-time": i += 1
+    elif not a.startswith("-"): url = a
+    i += 1
+path = url.split("/latest/", 1)[1]
+with open(os.path.join(folder, "requests.log"), "a") as log:
+    log.write(f"{{method}} {{path}}\\n")
+if os.path.exists(os.path.join(folder, "down")):
+    sys.exit(7)  # curl: failed to connect
+token = any(h.startswith("X-aws-ec2-metadata-token:") for h in headers)
+if path == "api/token":
+    status, body = (200, "token") if method == "PUT" else (405, "")
+elif not token:
+    status, body = 401, ""
+else:
+    name = os.path.join(folder, path.removeprefix("meta-data/"))
+    status, body = (200, open(name).read()) if os.path.isfile(name) else (404, "")
+    if os.path.isfile(name + ".status"):
+        status = int(open(name + ".status").read())
+if status >= 400 and fail:
+    sys.exit(22)
+if out:
+    open(out, "w").write(body if status < 400 else "")
+else:
+    sys.stdout.write(body if status < 400 else "")
+sys.stdout.write(form.replace("%{{http_code}}", str(status)).replace("\\\\n", "\\n"))
+'''
+
+AWS = '''#!{python}
+import json, sys
+import jmespath
+args = sys.argv[1:]
+option = dict(zip(args[2::2], args[3::2]))
+assert option["--output"] == "text" and option["--region"] == "us-east-1", args
+answer = json.load(open({answer!r}))
+if args[:2] == ["ec2", "describe-capacity-reservations"]:
+    wanted = option["--capacity-reservation-ids"]
+    found = [r for r in answer["CapacityReservations"] if r["CapacityReservationId"] == wanted]
+    if not found:
+        sys.exit("An error occurred (InvalidCapacityReservationId.NotFound)")
+    answer = {{"CapacityReservations": found}}
+else:
+    assert args[:2] == ["sagemaker", "describe-training-plan"], args
+    if option["--training-plan-name"] != answer["TrainingPlanName"]:
+        sys.exit("An error occurred (ResourceNotFound)")
+result = jmespath.search(option["--query"], answer)
+# the CLI's text output: a list of lists a row each, its values tab-separated; a scalar as it is
+rows = result if isinstance(result, list) else [result]
+for row in rows:
+    print("\\t".join(map(str, row)) if isinstance(row, list) else row)
+'''
+
+HOSTNAME = "#!/bin/sh\necho {name}\n"
+
+
+def epoch(slurm_time: str) -> int:
+    """A time as Slurm shows it (local time, no zone) in seconds since the epoch."""
+    return int(time.mktime(time.strptime(slurm_time, "%Y-%m-%dT%H:%M:%S")))
+
+
+def field(line: str, key: str) -> str:
+    return next(word.split("=", 1)[1] for word in line.split() if word.startswith(f"{key}="))
+
+
+def reservation(cluster: SlurmCluster, name: str) -> str:
+    return cluster.run("scontrol", "-o", "show", "reservation", name).stdout.strip()
+
+
+def answer(tmp_path: Path, data: Mapping) -> None:
+    """What EC2 or SageMaker answers the node programs of `tmp_path` (answer.json)."""
+    (tmp_path / "answer.json").write_text(json.dumps(data))
+
+
+def metadata(tmp_path: Path, node: str) -> Path:
+    """The folder the stand-in metadata service of `node` answers from (made, with its region and instance id)."""
+    folder = tmp_path / node / "imds"
+    (folder / "placement").mkdir(parents=True, exist_ok=True)
+    (folder / "placement" / "region").write_text("us-east-1")
+    (folder / "instance-id").write_text(f"i-0a1b2c3d4e5f6000{node[-1]}")
+    return folder
+
+
+def run(cluster: SlurmCluster, tmp_path: Path, program: str, node: str, settings: str, *,
+        now: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
+        timeout: float = 120) -> subprocess.CompletedProcess:
+    """`program` (a file of PROGRAMS) on node `node` (node1 or node2), with the settings file's text
+    `settings`, as its unit runs it, at `now` (FMCLUSTER_NOW) where given."""
+    root, bin_dir = tmp_path / node / "root", tmp_path / node / "bin"
+    lib = root / FMCLUSTER_LIB.lstrip("/")
+    lib.mkdir(parents=True, exist_ok=True)
+    for shared in SHARED:
+        shutil.copy(PROGRAMS / shared, lib / shared)
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    folder = metadata(tmp_path, node)
+    for command, text in (("curl", IMDS.format(python=sys.executable, folder=str(folder))),
+                          ("hostname", HOSTNAME.format(name=node)),
+                          ("aws", AWS.format(python=sys.executable, answer=str(tmp_path / "answer.json")))):
+        (bin_dir / command).write_text(text)
+        (bin_dir / command).chmod(0o755)
+    path = tmp_path / node / f"{program}.env"
+    path.write_text(settings)
+    environment = {**cluster.env, "FMCLUSTER_ROOT": str(root), **({"FMCLUSTER_NOW": str(now)} if now else {}),
+                   "PATH": f"{bin_dir}:{cluster.bin}:{os.environ['PATH']}", **(env or {})}
+    return subprocess.run(["bash", str(PROGRAMS / program), str(path)], env=environment,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def trapping_job(cluster: SlurmCluster, signal: str = "USR1") -> tuple[str, int, Path]:
+    """A job on node1 whose step traps SIG`signal` (writing it to the file `marker` and ending),
+    running: its id, Slurm's time at its submission and the marker."""
+    # in the cluster's directory, which a job sees at its own path; srun where the node keeps it
+    # (AWS PCS: /opt/aws/pcs/scheduler/slurm-RELEASE/bin, on no default PATH)
+    marker = cluster.dir / "checkpointed"
+    script = (f"#!/bin/bash\n{cluster.node_bin}/srun bash -c 'trap \"echo {signal} >{marker}; exit 0\" {signal}; "
+              "while :; do sleep 0.2; done'\n")
+    job = cluster.sbatch(script, "-w", "node1", "-n1")
+    info = cluster.wait_job(job, until=lambda j: j.get("JobState") == "RUNNING")
+    return job, epoch(info["SubmitTime"]), marker
