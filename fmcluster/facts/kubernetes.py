@@ -64,6 +64,11 @@ GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": GPU_TAIN
 NOT_READY_TAINT = LABEL_PREFIX + "not-ready"
 NOT_READY_TOLERATION = {"key": NOT_READY_TAINT, "operator": "Exists", "effect": "NoSchedule"}
 
+# The end of a group's Capacity Block or training plan (fmcluster/kubernetes/capacity_end.py): its nodes
+# and its Kueue ResourceFlavor get this taint (value: the group, NoSchedule), and the Kueue workloads
+# requeued from there this label (value: the group) until they are reactivated.
+CAPACITY_END_TAINT = LABEL_PREFIX + "capacity-end"
+
 
 def system_node_selector() -> dict[str, str]:
     """A nodeSelector for the system nodes (the `system` node group's NODE_GROUP_LABEL)."""

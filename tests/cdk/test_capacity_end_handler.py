@@ -1,0 +1,403 @@
+"""The capacity-end function (fmcluster_cdk/constructs/compute/handlers/capacity_end): its decisions as
+pure functions of the capacity, the clock and the objects it reads, and the function against a
+Kubernetes API in memory (tests/support/fake_kubernetes.py: schemas, authorization by the
+ClusterRole fmcluster applies, merge patches with resourceVersion preconditions, the Eviction API's
+answers, Kueue's stop of a deactivated workload) and EC2 / SageMaker answers in their service
+models' shapes (botocore's Stubber). No test reads the clock: each passes `now`."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import json
+import sys
+import threading
+import urllib.parse
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from fmcluster.kubernetes import capacity_end as end_model
+from fmcluster.model.cluster import resolve
+from fmcluster.spec import loader
+from tests.support import fake_kubernetes as fake
+from tests.support.clock import frozen_at
+from tests.support.paths import EXAMPLES_DIR, ROOT
+
+HANDLER = ROOT / "fmcluster_cdk/constructs/compute/handlers/capacity_end/index.py"
+spec = importlib.util.spec_from_file_location("capacity_end_handler", HANDLER)
+handler = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = handler  # its dataclasses look their module up
+spec.loader.exec_module(handler)
+
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
+RID = "cr-0123456789abcdef0"
+TAINT = {"key": "fmcluster.dev/capacity-end", "value": "gpu", "effect": "NoSchedule"}
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+ENV = {"CLUSTER": "p5en-eks", "GROUP": "gpu", "FLAVOR": "gpu", "NODE_LABEL": "fmcluster.dev/node-group",
+       "TAINT_KEY": "fmcluster.dev/capacity-end", "SIGNAL_MINUTES": "60", "RESERVATION": RID}
+SETTINGS = handler.settings_of(ENV)
+OURS = {"fmcluster.dev/capacity-end": "gpu"}
+
+
+def rules() -> list[dict]:
+    """The ClusterRole's rules fmcluster applies to the p5en-eks example (its gpu group's flavor)."""
+    (role, _binding) = end_model.rbac_manifests(resolve(loader.load(EXAMPLES_DIR / "p5en-eks.yaml").spec))
+    return role["rules"]
+
+
+RULES = rules()
+
+
+# --- the decisions ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("state, left, expected", [
+    ("active", timedelta(days=2), "open"), ("active", timedelta(minutes=61), "open"),
+    ("active", timedelta(minutes=60), "ending"), ("active", timedelta(minutes=10), "ending"),
+    ("active", None, "open"), ("scheduled", timedelta(days=2), "waiting"),
+    ("payment-pending", timedelta(days=2), "waiting"), ("expired", None, "ending"),
+    ("cancelled", timedelta(days=1), "ending"), ("not found", None, "ending")])
+def test_the_phase_follows_the_capacity_and_the_clock(state, left, expected):
+    """SIGNAL_MINUTES before the end (here 60: the scaler's 45 and end_signal_minutes' 15) it ends."""
+    current, why = handler.phase(state, NOW + left if left else None, NOW, 60)
+    assert current == expected
+    if expected == "ending" and state == "active":
+        assert why == f"the capacity ends at {NOW + left:%Y-%m-%d %H:%MZ}: signalled 60 minutes before"
+
+
+def test_a_taint_is_added_once_and_removed_by_its_key():
+    assert handler.tainted([GPU_TAINT], TAINT, True) == [GPU_TAINT, TAINT]
+    assert handler.tainted([TAINT, GPU_TAINT], TAINT, True) is None  # as wanted, wherever it is
+    assert handler.tainted([GPU_TAINT, {**TAINT, "value": "other"}], TAINT, True) == [GPU_TAINT, TAINT]
+    assert handler.tainted([TAINT, GPU_TAINT], TAINT, False) == [GPU_TAINT]
+    assert handler.tainted([{**TAINT, "value": "old-block"}], TAINT, False) == []
+    assert handler.tainted([GPU_TAINT], TAINT, False) is None
+    assert handler.tainted([{**TAINT, "effect": "NoExecute"}], TAINT, False) is None  # not ours
+
+
+def summary(workload: dict) -> dict:
+    return handler._workload_summary(workload)
+
+
+def test_workloads_admitted_on_the_flavor_are_requeued_at_the_end():
+    workloads = [summary(w) for w in (
+        fake.workload("on-gpu", "gpu"), fake.workload("on-cpu", "cpu"), fake.workload("pending", None),
+        fake.workload("done", "gpu", finished=True), fake.workload("held", "gpu", active=False),
+        fake.workload("stopping", "gpu", active=False, labels=OURS),
+        fake.workload("released", None, active=False, labels=OURS),
+        fake.workload("resumed", "cpu", labels=OURS),
+        fake.workload("ours-done", None, active=False, labels=OURS, finished=True))]
+    assert handler.requeued(workloads, SETTINGS, ending=True) == {
+        "deactivate": [("default", "on-gpu")], "reactivate": [("default", "released")],
+        "let_go": [("default", "resumed"), ("default", "ours-done")], "stopping": [("default", "stopping")]}
+    # before the end nothing is deactivated, but what was is still reactivated
+    assert handler.requeued(workloads, SETTINGS, ending=False)["deactivate"] == []
+    assert handler.requeued(workloads, SETTINGS, ending=False)["reactivate"] == [("default", "released")]
+
+
+def test_what_the_eviction_api_stops():
+    kept = {("default", "w1")}
+    assert handler.evictable(fake.pod("plain", "n1"), kept)
+    assert handler.evictable(fake.pod("other-workload", "n1", workload="w2"), kept)
+    assert not handler.evictable(fake.pod("left-to-kueue", "n1", workload="w1"), kept)
+    assert handler.evictable(fake.pod("same-name-elsewhere", "n1", namespace="team-a", workload="w1"), kept)
+    assert not handler.evictable(fake.pod("agent", "n1", owner="DaemonSet"), kept)
+    assert not handler.evictable(fake.pod("done", "n1", phase="Succeeded"), kept)
+    terminating = fake.pod("going", "n1")
+    terminating["metadata"]["deletionTimestamp"] = fake.TIME
+    assert not handler.evictable(terminating, kept)
+    mirror = fake.pod("static", "n1")
+    mirror["metadata"]["annotations"] = {handler.MIRROR_ANNOTATION: "abc"}
+    assert not handler.evictable(mirror, kept)
+
+
+# --- the function against the API ---------------------------------------------------------------
+
+def cluster(*extra: dict) -> fake.FakeKubernetes:
+    """Two gpu nodes and a cpu node; the gpu and cpu flavors; a job admitted on gpu with a pod on
+    each gpu node; a plain pod, a DaemonSet's and a job pod on the cpu node."""
+    api = fake.FakeKubernetes(handler.KubeError, RULES)
+    api.add(fake.node("gpu-1", "gpu", [GPU_TAINT]), fake.node("gpu-2", "gpu", [GPU_TAINT]), fake.node("cpu-1", "cpu"),
+            fake.flavor("gpu"), fake.flavor("cpu"), fake.workload("train", "gpu"), fake.workload("prep", "cpu"),
+            fake.pod("train-0", "gpu-1", workload="train"), fake.pod("train-1", "gpu-2", workload="train"),
+            fake.pod("notebook", "gpu-1"), fake.pod("exporter-gpu-1", "gpu-1", owner="DaemonSet"),
+            fake.pod("prep-0", "cpu-1", workload="prep"), *extra)
+    return api
+
+
+def run(api: fake.FakeKubernetes, left: timedelta | None = timedelta(minutes=50), state: str = "active") -> dict:
+    return handler.reconcile(handler.Kube(api.send), SETTINGS, state, NOW + left if left else None, NOW)
+
+
+def writes(api: fake.FakeKubernetes) -> list[tuple[str, str]]:
+    return [c for c in api.calls if c[0] != "GET"]
+
+
+def test_an_open_capacity_changes_nothing():
+    api = cluster()
+    result = run(api, timedelta(days=2))
+    assert (result["phase"], result["nodes"]) == ("open", 2) and writes(api) == []
+    # the workloads are asked for by the label only: the whole list is read at the end alone
+    assert ("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads?limit=100&labelSelector=fmcluster.dev%2Fcapacity-end%3Dgpu"
+            ) in api.calls
+
+
+def test_the_end_taints_closes_requeues_and_evicts():
+    api = cluster()
+    result = run(api)
+    assert result["phase"] == "ending"
+    assert result["flavor closed"] == ["gpu"] and result["tainted"] == ["gpu-1", "gpu-2"]
+    assert api.taints("Node", "gpu-1") == [GPU_TAINT, TAINT] and api.taints("Node", "cpu-1") == []
+    assert api.taints("ResourceFlavor", "gpu") == [TAINT] and api.taints("ResourceFlavor", "cpu") == []
+    train = api.get("Workload", "train", "default")
+    assert train["spec"]["active"] is False and train["metadata"]["labels"] == OURS
+    assert api.get("Workload", "prep", "default")["spec"]["active"] is True
+    # the job's pods are Kueue's to stop (the job suspended); the plain pod is evicted; the DaemonSet's stays
+    assert result["evicted"] == ["default/notebook"]
+    assert not api.get("Pod", "train-0", "default")["metadata"].get("deletionTimestamp")
+    assert api.get("Pod", "notebook", "default")["metadata"]["deletionGracePeriodSeconds"] == 600
+    assert not api.get("Pod", "exporter-gpu-1", "default")["metadata"].get("deletionTimestamp")
+
+    # Kueue stops the job and releases its quota: the next run reactivates the workload
+    api.kueue_stops()
+    assert api.get("Pod", "train-0", "default")["metadata"]["deletionTimestamp"]
+    second = run(api, timedelta(minutes=48))
+    assert second["reactivated"] == ["default/train"] and "deactivated" not in second and "evicted" not in second
+    train = api.get("Workload", "train", "default")
+    assert train["spec"]["active"] is True and not train["metadata"].get("labels")
+    api.kubelet_removes()
+    third = run(api, timedelta(minutes=46))
+    assert [k for k in third if k not in ("phase", "why", "nodes")] == []  # nothing left to do
+
+
+def test_a_stopping_workloads_pods_are_left_to_kueue():
+    """Deactivated by an earlier run, its quota still held: its pods are not evicted beside Kueue."""
+    api = cluster()
+    run(api)
+    assert "evicted" not in run(api, timedelta(minutes=48))
+    assert not api.get("Pod", "train-1", "default")["metadata"].get("deletionTimestamp")
+
+
+def test_a_disruption_budget_holds_a_pod_until_a_later_run():
+    api = cluster()
+    api.budget.add(("default", "notebook"))
+    assert run(api)["blocked"] == ["default/notebook"]
+    assert not api.get("Pod", "notebook", "default")["metadata"].get("deletionTimestamp")
+    api.budget.clear()
+    assert run(api, timedelta(minutes=48))["evicted"] == ["default/notebook"]
+
+
+def test_a_pod_gone_before_its_eviction_is_no_error():
+    api = cluster()
+    send = api.send
+
+    def vanishing(method, path, body, content_type):
+        if path.endswith("/pods/notebook/eviction"):
+            del api.objects[("Pod", "default", "notebook")]
+        return send(method, path, body, content_type)
+
+    result = handler.reconcile(handler.Kube(vanishing), SETTINGS, "active", NOW + timedelta(minutes=50), NOW)
+    assert result["gone"] == ["default/notebook"] and "errors" not in result
+
+
+def test_a_concurrent_change_of_a_node_is_retried_on_the_next_run():
+    """The patch carries the resourceVersion read: another writer in between answers 409."""
+    api = cluster()
+    send = api.send
+
+    def racing(method, path, body, content_type):
+        if method == "PATCH" and path == "/api/v1/nodes/gpu-2":
+            api.touch("Node", "gpu-2")
+        return send(method, path, body, content_type)
+
+    result = handler.reconcile(handler.Kube(racing), SETTINGS, "active", NOW + timedelta(minutes=50), NOW)
+    assert result["conflict"] == ["gpu-2"] and result["tainted"] == ["gpu-1"]
+    assert api.taints("Node", "gpu-2") == [GPU_TAINT]
+    assert run(api, timedelta(minutes=48))["tainted"] == ["gpu-2"]
+
+
+def test_an_extension_undoes_the_end():
+    """The end moves later (fmcluster capacity extend): the taints go, the requeued work is let go."""
+    api = cluster()
+    run(api)
+    api.kueue_stops()
+    result = run(api, timedelta(days=1))
+    assert result["phase"] == "open" and result["flavor opened"] == ["gpu"]
+    assert result["untainted"] == ["gpu-1", "gpu-2"] and result["reactivated"] == ["default/train"]
+    assert api.taints("Node", "gpu-1") == [GPU_TAINT] and api.taints("ResourceFlavor", "gpu") == []
+
+
+def test_before_the_capacity_starts_the_flavor_is_closed_and_nothing_else_changes():
+    api = cluster()
+    result = run(api, timedelta(days=3), state="scheduled")
+    assert result["phase"] == "waiting" and result["flavor closed"] == ["gpu"]
+    assert [w for w in writes(api) if "/resourceflavors/" not in w[1]] == []
+    assert run(api, timedelta(days=3), state="active")["flavor opened"] == ["gpu"]
+
+
+def test_every_workload_is_read_page_by_page(monkeypatch):
+    monkeypatch.setattr(handler, "PAGE", 2)
+    api = cluster(*(fake.workload(f"job-{i}", "gpu") for i in range(5)))
+    assert len(run(api)["deactivated"]) == 6
+
+
+def test_a_call_that_fails_otherwise_fails_the_run():
+    """A 500 (a pod under two disruption budgets, which the Eviction API refuses) is kept, the rest
+    done, and the handler fails after its log line: the function's Errors metric counts it."""
+    api = cluster()
+    send = api.send
+
+    def two_budgets(method, path, body, content_type):
+        if path.endswith("/pods/notebook/eviction"):
+            raise handler.KubeError(500, "This pod has more than one PodDisruptionBudget")
+        return send(method, path, body, content_type)
+
+    result = handler.reconcile(handler.Kube(two_budgets), SETTINGS, "active", NOW + timedelta(minutes=50), NOW)
+    assert result["errors"] == ["evicted default/notebook: 500: This pod has more than one PodDisruptionBudget"]
+    assert result["deactivated"] == ["default/train"]
+
+
+def test_the_cluster_role_is_all_it_needs_and_is_enforced():
+    """Every call above is authorized by the ClusterRole's rules; a flavor it does not name, or a
+    change of a pod, is refused."""
+    api = cluster(fake.flavor("other"))
+    kube = handler.Kube(api.send)
+    for refused_call in (lambda: kube.get("/apis/kueue.x-k8s.io/v1beta2/resourceflavors/other"),
+                         lambda: kube.patch("/api/v1/namespaces/default/pods/notebook", {"metadata": {}}),
+                         lambda: kube.get("/api/v1/namespaces/default/pods/notebook")):
+        with pytest.raises(handler.KubeError) as refused:
+            refused_call()
+        assert refused.value.status == 403
+
+
+# --- the handler: the capacity's end from EC2 or SageMaker ---------------------------------------
+
+@pytest.fixture
+def ec2():
+    client = boto3.client("ec2", region_name="us-east-2", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        yield client, stub
+        stub.assert_no_pending_responses()
+
+
+def test_the_handler_reads_the_blocks_end_at_every_run(ec2, monkeypatch, capsys):
+    client, stub = ec2
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(handler, "datetime", frozen_at(NOW))  # the handler reads the clock
+    stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
+        {"CapacityReservationId": RID, "State": "active", "EndDate": NOW + timedelta(minutes=50)}]},
+        {"CapacityReservationIds": [RID]})
+    api = cluster()
+    result = handler.handler({"detail-type": "Capacity Block Reservation Expiration Warning"}, None,
+                             clients={"ec2": client}, kube=handler.Kube(api.send))
+    assert (result["phase"], result["capacity"], result["trigger"]) == (
+        "ending", RID, "Capacity Block Reservation Expiration Warning")
+    assert json.loads(capsys.readouterr().out)["tainted"] == ["gpu-1", "gpu-2"]
+
+
+def test_the_handler_fails_after_its_log_line_when_a_call_failed(ec2, monkeypatch, capsys):
+    client, stub = ec2
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(handler, "datetime", frozen_at(NOW))
+    stub.add_response("describe_capacity_reservations", {"CapacityReservations": [
+        {"CapacityReservationId": RID, "State": "expired"}]}, {"CapacityReservationIds": [RID]})
+    api = cluster()
+    send = api.send
+
+    def failing(method, path, body, content_type):
+        if method == "POST":
+            raise handler.KubeError(500, "internal error")
+        return send(method, path, body, content_type)
+
+    with pytest.raises(RuntimeError, match="1 Kubernetes calls failed: evicted default/notebook: 500"):
+        handler.handler({}, None, clients={"ec2": client}, kube=handler.Kube(failing))
+    assert json.loads(capsys.readouterr().out)["phase"] == "ending"
+
+
+def test_a_training_plan_is_read_from_sagemaker(monkeypatch):
+    """HyperPod EKS: DescribeTrainingPlan (which takes the ARN) gives the plan's Status and EndTime."""
+    plan = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-pretrain"
+    env = {**{k: v for k, v in ENV.items() if k != "RESERVATION"}, "TRAINING_PLAN": plan, "SIGNAL_MINUTES": "45"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("RESERVATION", raising=False)
+    monkeypatch.setattr(handler, "datetime", frozen_at(NOW))
+    client = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stub:
+        stub.add_response("describe_training_plan", {
+            "TrainingPlanArn": plan, "TrainingPlanName": "p5-pretrain", "Status": "Active",
+            "EndTime": NOW + timedelta(minutes=40)}, {"TrainingPlanName": plan})
+        api = cluster()
+        result = handler.handler({}, None, clients={"sagemaker": client}, kube=handler.Kube(api.send))
+    assert (result["phase"], result["capacity"]) == ("ending", plan)
+    assert result["why"] == "the capacity ends at 2026-12-01 12:40Z: signalled 45 minutes before"
+
+
+# --- signing in, and the wire ---------------------------------------------------------------------
+
+def test_the_token_is_aws_iam_authenticators(monkeypatch):
+    """k8s-aws-v1. + unpadded URL-safe base64 of a presigned GetCallerIdentity URL of the region's STS
+    endpoint, signed with the x-k8s-aws-id header (pkg/token/token.go)."""
+    monkeypatch.setattr("botocore.auth.get_current_datetime",
+                        lambda remove_tzinfo=True: NOW.replace(tzinfo=None))
+    session = boto3.Session(aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret", region_name="us-east-2")
+    token = handler.eks_token(session, "p5en-eks", "us-east-2")
+    assert token.startswith("k8s-aws-v1.") and "=" not in token and len(token) < 4096
+    encoded = token.removeprefix("k8s-aws-v1.")
+    url = urllib.parse.urlsplit(base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode())
+    query = dict(urllib.parse.parse_qsl(url.query))
+    assert (url.scheme, url.netloc, url.path) == ("https", "sts.us-east-2.amazonaws.com", "/")
+    assert query["Action"] == "GetCallerIdentity" and query["Version"] == "2011-06-15"
+    assert query["X-Amz-SignedHeaders"] == "host;x-k8s-aws-id" and query["X-Amz-Expires"] == "60"
+    assert query["X-Amz-Date"] == "20261201T120000Z"
+    assert query["X-Amz-Credential"] == "AKIDEXAMPLE/20261201/us-east-2/sts/aws4_request"
+
+
+class Recorder(BaseHTTPRequestHandler):
+    seen: list[dict] = []
+
+    def log_message(self, *args):
+        pass
+
+    def _answer(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        Recorder.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
+                              "body": json.loads(self.rfile.read(length)) if length else None})
+        status = 429 if self.path.endswith("/eviction") else 200
+        body = {"kind": "Status", "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+                "code": 429} if status == 429 else {"items": []}
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_PATCH = do_POST = _answer
+
+
+def test_the_transport_sends_the_token_and_the_patch_type_and_reads_the_status():
+    server = HTTPServer(("127.0.0.1", 0), Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        kube = handler.Kube(handler.https_transport(f"http://127.0.0.1:{server.server_port}", "k8s-aws-v1.abc", ""))
+        assert list(kube.items("/api/v1/nodes", labelSelector="fmcluster.dev/node-group=gpu")) == []
+        kube.patch("/api/v1/nodes/gpu-1", {"spec": {"taints": []}})
+        with pytest.raises(handler.KubeError) as blocked:
+            kube.evict("default", "notebook")
+    finally:
+        server.shutdown()
+    assert blocked.value.status == 429 and "disruption budget" in str(blocked.value)
+    listed, patched, evicted = Recorder.seen[-3:]
+    assert listed["path"] == "/api/v1/nodes?limit=100&labelSelector=fmcluster.dev%2Fnode-group%3Dgpu"
+    assert listed["headers"]["Authorization"] == "Bearer k8s-aws-v1.abc"
+    assert patched["headers"]["Content-Type"] == "application/merge-patch+json"
+    assert evicted["body"] == {"apiVersion": "policy/v1", "kind": "Eviction",
+                               "metadata": {"name": "notebook", "namespace": "default"}}
+    fake.validate(evicted["body"])
