@@ -102,6 +102,11 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "aws_eks_v2 runs the kubectl provider in the cluster's VPC (private endpoint); AWS's policy for "
         "the Lambda network interfaces. Role made by aws-cdk-lib."),
     Suppression(
+        _iam4("service-role/AWSLambdaVPCAccessExecutionRole"), ("*/CapacityEnd*/Handler/ServiceRole/Resource",),
+        "The function that handles a capacity's end in a Kubernetes cluster runs in the cluster's VPC, to "
+        "reach the API server's private endpoint (fmcluster_cdk/constructs/compute/capacity_end.py): AWS's "
+        "policy for the Lambda network interfaces, which aws_lambda attaches to a function in a VPC."),
+    Suppression(
         _iam4("AmazonEC2ContainerRegistryReadOnly"), (KUBECTL_PROVIDER,),
         "aws_eks_v2's kubectl provider reads Helm charts from ECR (OCI). Role made by aws-cdk-lib."),
     Suppression(
@@ -137,6 +142,11 @@ SUPPRESSIONS: tuple[Suppression, ...] = (
         "ec2:DescribeCapacityReservations only, which has no resource types (Service Authorization "
         "Reference): the Capacity Block scaler reads its block's state and end. It may scale its one node "
         "group and read its one hold parameter, each by ARN."),
+    Suppression(
+        _iam5("*"), ("*/CapacityEnd*/Handler/ServiceRole/DefaultPolicy/Resource",),
+        "ec2:DescribeCapacityReservations only, which has no resource types (Service Authorization "
+        "Reference): the function that handles a Capacity Block's end in the Kubernetes cluster reads the "
+        "block's state and end. It may describe its one cluster, by ARN; a training plan's is read by ARN."),
     Suppression(
         _iam5("*"), ("*/CapacityCountdown/Handler/ServiceRole/DefaultPolicy/Resource",),
         "ec2:DescribeCapacityReservations, which has no resource types (Service Authorization Reference), "

@@ -21,6 +21,7 @@ from fmcluster.facts.kubernetes import (
 )
 from fmcluster.facts.node import TEXTFILE_DIR
 from fmcluster.kubernetes import kueue
+from fmcluster.kubernetes.capacity_end import rbac_manifests, with_kubernetes_ends
 from fmcluster.kubernetes.manifests import FSX_CSI, FileSystem, home_manifests, lustre_manifests
 from fmcluster.model.cluster import ClusterModel
 
@@ -439,6 +440,8 @@ INSTALLS: tuple[Install, ...] = (
     Release("DcgmExporter", DCGM_EXPORTER, lambda m: dcgm_exporter_values(), when=(on_kubernetes, observed)),
     Release("EfaNodeExporter", EFA_NODE_EXPORTER, lambda m: efa_node_exporter_values(),
             when=(on_kubernetes, observed)),
+    # what the functions that handle the end of a Capacity Block or training plan may do (capacity_end)
+    Manifests("CapacityEndAccess", lambda m, _: rbac_manifests(m), when=(on_kubernetes, with_kubernetes_ends)),
 )
 
 

@@ -22,7 +22,7 @@ from fmcluster.facts import health as health_facts
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.facts import naming
 from fmcluster.facts.controlplanes import EKS_AMI_TYPES
-from fmcluster.kubernetes import charts
+from fmcluster.kubernetes import capacity_end, charts
 from fmcluster.kubernetes import kueue as kueue_queues
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model.cluster import SYSTEM, ClusterModel, NodeGroup
@@ -30,6 +30,7 @@ from fmcluster.node import eks as eks_node
 from fmcluster.node.refs import ClusterDetails
 from fmcluster.spec.models import EVERYONE, ClusterSpec, OrchestratorSpec
 from fmcluster_cdk.constructs.compute.capacity_blocks import CapacityBlockScaler
+from fmcluster_cdk.constructs.compute.capacity_end import KubernetesCapacityEnd
 from fmcluster_cdk.constructs.compute.launch_template import (
     AMAZON_LINUX_ROOT_DEVICE,
     LaunchTemplateProps,
@@ -132,6 +133,7 @@ class EksClusterStack(cdk.Stack):
             self._add_addon(addon)
         self.node_groups: dict[str, ManagedNodeGroup] = {}
         self.launch_templates: dict[str, NodeLaunchTemplate] = {}
+        self.capacity_ends: dict[str, KubernetesCapacityEnd] = {}  # by node group (_add_capacity_end)
         if model.login is None:
             raise ConstructError(self, "an EKS cluster needs its system nodes (orchestrator.login.count of 1 or more)")
         self._add_node_group(model.login, Construct(self, "SystemNodes"))
@@ -261,8 +263,20 @@ class EksClusterStack(cdk.Stack):
                 hold_parameter=naming.hold_parameter(self.spec.name, group.name),
                 drain_minutes=group.drain_minutes, node_repair=repair if repair.enabled else None,
                 block_guard_minutes=self.model.health.block_guard_minutes)
+        self._add_capacity_end(group, scope, "CapacityEnd")
         self.launch_templates[group.name] = template
         self.node_groups[group.name] = made
+
+    def _add_capacity_end(self, group: NodeGroup, scope: Construct, construct_id: str) -> None:
+        """The function that handles the end of the group's Capacity Block or training plan inside
+        the cluster (fmcluster.kubernetes.capacity_end), where it has one: in the cluster's VPC and
+        security group, which reach the API server's private endpoint whatever the public one admits."""
+        end = capacity_end.kubernetes_end(self.model, group)
+        if end is not None:
+            self.capacity_ends[group.name] = KubernetesCapacityEnd(
+                scope, construct_id, cluster_name=self.cluster.cluster_name, vpc=self.cluster.vpc,
+                subnets=self.cluster_subnets, security_groups=[self.cluster.cluster_security_group],
+                **capacity_end.handler_settings(end))
 
     def _team_access(self) -> dict[str, GroupAccessEntry]:
         """An access entry per IAM member of the teams, putting it in each of its teams' Kubernetes

@@ -59,6 +59,8 @@ class HyperPodEksStack(EksClusterStack):
             security_group_ids=security_groups, eks_cluster_arn=self.cluster.cluster_arn,
             description=f"SageMaker HyperPod instance groups of {spec.name} (EKS)",
             image_repository_arns=reference_repository_arns(self, model))
+        for group in model.node_groups:  # a training plan's end, handled inside the cluster
+            self._add_capacity_end(group, self, f"CapacityEnd-{group.name}")
         spot = any(g.capacity.type == SPOT for g in model.node_groups)
         mode = CONTINUOUS if spot else provisioning_mode(spec)
         # A faulty node leaves the pool through HyperPod itself: its health-monitoring agent and the

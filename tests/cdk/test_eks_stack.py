@@ -288,7 +288,9 @@ def test_access_entries(templates):
     assert policy["AccessScope"] == {"Type": "cluster"}
     assert policy["PolicyArn"]["Fn::Join"][1][-1].endswith(
         ":eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy")
-    assert len(entries) == 2  # the admin role and the kubectl provider's role
+    # the admin role, the kubectl provider's role, and the function that handles the end of the
+    # p5en group's Capacity Block (tests/cdk/test_capacity_end_stacks.py)
+    assert len(entries) == 3
     bare = [p["PrincipalArn"] for p in resources(templates["bare"], "AWS::EKS::AccessEntry").values()]
     assert len(bare) == 1 and ADMIN not in json.dumps(bare)
 
@@ -906,7 +908,8 @@ def test_flavor_per_node_group_cpu_first(main):
     assert flavor["apiVersion"] == "kueue.x-k8s.io/v1beta2"
     assert flavor["spec"] == {"nodeLabels": {"fmcluster.dev/node-group": "p5en"},
                               "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
-                              "topologyName": "network-3"}  # placed by the EC2 network's layers
+                              "topologyName": "network-3",  # placed by the EC2 network's layers
+                              "nodeTaints": []}  # open: closed at its Capacity Block's end (capacity_end)
     assert documents[("ResourceFlavor", "cpu")]["spec"] == {"nodeLabels": {"fmcluster.dev/node-group": "cpu"}}
     assert queue["namespaceSelector"] == {}
 
@@ -937,7 +940,7 @@ def test_team_members_get_an_access_entry_in_their_teams_group(templates):
     member = entries[json.dumps("arn:aws:iam::111122223333:role/pretrain-engineers")]
     assert member["KubernetesGroups"] == ["fmcluster:team:pretrain"] and member["Type"] == "STANDARD"
     assert "AccessPolicies" not in member
-    assert len(entries) == 3  # the admin, the kubectl provider's role, the member
+    assert len(entries) == 4  # the admin, the kubectl provider's role, the member, the block's end function
     documents = by_kind(manifest_documents(templates["example"], "TeamNamespaces"))
     binding = documents[("RoleBinding", "fmcluster-team-edit")]  # pretrain's: research binds its group only
     assert {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "fmcluster:team:pretrain"} in [

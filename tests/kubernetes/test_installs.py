@@ -18,6 +18,7 @@ QUEUES = ["Kueue", "KueueQueues", "LeaderWorkerSet"]
 TEAMS = ["TeamNamespaces"]  # where the spec has teams, before Kueue
 OPERATORS = ["mpi-operator", "training-operators"]
 EXPORTERS = ["NodeExporter", "DcgmExporter", "EfaNodeExporter"]
+END = ["CapacityEndAccess"]  # a group on a Capacity Block or training plan (fmcluster.kubernetes.capacity_end)
 
 
 def model(name: str, **edits: dict) -> ClusterModel:
@@ -35,10 +36,10 @@ def names(m: ClusterModel) -> list[str]:
 
 
 @pytest.mark.parametrize("example, expected", [
-    ("p5en-eks", PLUGINS + TEAMS + QUEUES + OPERATORS + ["LustreVolume", "HomeVolume"] + EXPORTERS),
-    ("p6e-gb200-eks", PLUGINS + NVLINK + QUEUES + OPERATORS + ["LustreVolume"] + EXPORTERS),
+    ("p5en-eks", PLUGINS + TEAMS + QUEUES + OPERATORS + ["LustreVolume", "HomeVolume"] + EXPORTERS + END),
+    ("p6e-gb200-eks", PLUGINS + NVLINK + QUEUES + OPERATORS + ["LustreVolume"] + EXPORTERS + END),
     # HyperPod's dependencies chart brings the device plugins and the operators
-    ("p5-hyperpod-eks", TEAMS + QUEUES + ["LustreVolume"] + EXPORTERS),
+    ("p5-hyperpod-eks", TEAMS + QUEUES + ["LustreVolume"] + EXPORTERS + END),
     ("p5-pcs", []), ("p5en-reservation-pcs", []), ("p6-b200-hyperpod-slurm", []), ("p6-b300-pcs", []),
     ("p6e-gb200-pcs", []),
 ])
@@ -56,7 +57,7 @@ def test_without_observability_or_lustre():
     """The exporters only where NAME-observability exists; the volume only with a file system."""
     unobserved = model("p5en-eks", observability={"prometheus": False, "grafana": False})
     assert not unobserved.observed and names(unobserved) == PLUGINS + TEAMS + QUEUES + OPERATORS + [
-        "LustreVolume", "HomeVolume"]
+        "LustreVolume", "HomeVolume"] + END
     spec = model("p5en-eks").spec
     storage = spec.storage.model_copy(update={"lustre": None})
     no_lustre = resolve(spec.model_copy(update={"storage": storage}))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from fmcluster.facts.kubernetes import GPU_TOLERATION, NODE_GROUP_LABEL
+from fmcluster.kubernetes.capacity_end import kubernetes_end
 from fmcluster.kubernetes.kueue.config import IMEX_CHANNEL_RESOURCE, KUEUE_API
 from fmcluster.kubernetes.kueue.topology import group_topology
 from fmcluster.model.cluster import ClusterModel, NodeGroup
@@ -35,6 +36,8 @@ class FlavorQuota:
     # IMEX_CHANNEL_RESOURCE: None where the ClusterQueue does not cover it (no UltraServer group in the
     # cluster); else one a node of an UltraServer group, 0 elsewhere (channel_quota)
     imex_channels: Optional[int] = None
+    # the group's capacity ends and fmcluster closes the flavor then (spec.nodeTaints: capacity_end)
+    closable: bool = False
 
     def covered(self) -> tuple[str, ...]:
         return COVERED_RESOURCES + ((IMEX_CHANNEL_RESOURCE,) if self.imex_channels is not None else ())
@@ -77,7 +80,8 @@ def flavor_quotas(model: ClusterModel) -> list[FlavorQuota]:
             name=group.name, cpu=instance.vcpus * nodes, memory_gib=instance.memory_gib * nodes,
             gpus=instance.gpu_count * nodes, efa=group.efa_interfaces * nodes,
             node_labels=flavor_labels(group), tolerations=flavor_tolerations(group),
-            topology=group_topology(group), imex_channels=channel_quota(model, group)))
+            topology=group_topology(group), imex_channels=channel_quota(model, group),
+            closable=kubernetes_end(model, group) is not None))
     return sorted(quotas, key=lambda q: q.gpus > 0)
 
 
@@ -103,7 +107,10 @@ def total_gpus(model: ClusterModel) -> int:
 
 
 def flavor_manifests(quotas: list[FlavorQuota]) -> list[dict[str, Any]]:
-    """A ResourceFlavor per flavor quota."""
+    """A ResourceFlavor per flavor quota. A closable flavor says `nodeTaints: []` (open): the
+    function that closes it at the end of the group's capacity adds its taint there, and kubectl
+    apply's three-way merge clears it again whenever the manifest is applied, or when the field
+    leaves the manifest (a group no longer on such capacity), rather than keep it for good."""
     flavors: list[dict[str, Any]] = []
     for q in quotas:
         flavor_spec: dict[str, Any] = {"nodeLabels": dict(q.node_labels)}
@@ -111,6 +118,8 @@ def flavor_manifests(quotas: list[FlavorQuota]) -> list[dict[str, Any]]:
             flavor_spec["tolerations"] = [dict(t) for t in q.tolerations]
         if q.topology:
             flavor_spec["topologyName"] = q.topology
+        if q.closable:
+            flavor_spec["nodeTaints"] = []
         flavors.append({"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": q.name},
                         "spec": flavor_spec})
     return flavors
