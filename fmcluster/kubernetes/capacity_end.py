@@ -15,7 +15,8 @@ nothing new starts there, and the work is requeued; an extension moves it all ba
   Amazon EKS lets Auto Scaling continue the forced termination"), and does not touch Kueue: the
   signal comes first, `end_signal_minutes` before the scale-in.
 - `hyperpod-eks`, a group on a SageMaker training plan: SageMaker terminates its instances
-  TRAINING_PLAN_TERMINATION_MINUTES before the plan's end; fmcluster does not scale them.
+  TRAINING_PLAN_TERMINATION_MINUTES before the end of the plan's reserved capacity of their type
+  (the end the Slurm nodes read too); fmcluster does not scale them.
 
 Sources and details: docs/research-notes.md, "fmcluster/kubernetes/capacity_end.py"."""
 
@@ -44,6 +45,7 @@ class KubernetesEnd:
     training_plan_arn: str  # "" for a Capacity Block
     leave_minutes: int
     end_signal_minutes: int
+    plan_instance_type: str = ""  # a training plan's: the group's instance type as the plan names it
 
     @property
     def signal_minutes(self) -> int:
@@ -63,7 +65,7 @@ def kubernetes_end(model: ClusterModel, group: NodeGroup) -> Optional[Kubernetes
         return None
     if cp.hyperpod and capacity.training_plan_arn:
         return KubernetesEnd(group.name, "", capacity.training_plan_arn, TRAINING_PLAN_TERMINATION_MINUTES,
-                             capacity.end_signal_minutes)
+                             capacity.end_signal_minutes, f"ml.{group.instance_type}")
     if not cp.hyperpod and group.follows_block and capacity.type == CAPACITY_BLOCK:
         return KubernetesEnd(group.name, str(capacity.reservation_id), "", group.drain_minutes,
                              capacity.end_signal_minutes)
@@ -106,4 +108,4 @@ def handler_settings(end: KubernetesEnd) -> dict[str, Any]:
     return {"group": end.group, "flavor": end.flavor, "node_label": NODE_GROUP_LABEL,
             "taint_key": CAPACITY_END_TAINT, "signal_minutes": end.signal_minutes,
             "kubernetes_group": KUBERNETES_GROUP, "reservation_id": end.reservation_id or None,
-            "training_plan_arn": end.training_plan_arn or None}
+            "training_plan_arn": end.training_plan_arn or None, "plan_instance_type": end.plan_instance_type or None}

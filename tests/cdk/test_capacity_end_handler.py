@@ -319,22 +319,58 @@ def test_the_handler_fails_after_its_log_line_when_a_call_failed(ec2, monkeypatc
     assert json.loads(capsys.readouterr().out)["phase"] == "ending"
 
 
+PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-pretrain"
+
+
+def reserved(start: timedelta, end: timedelta, instance_type: str = "ml.p5.48xlarge") -> dict:
+    """A reserved capacity of the plan, from NOW + start to NOW + end."""
+    return {"ReservedCapacityArn": f"{PLAN}/rc-{int(start.total_seconds())}", "InstanceType": instance_type,
+            "TotalInstanceCount": 4, "Status": "Active", "StartTime": NOW + start, "EndTime": NOW + end}
+
+
+def plan(status: str = "Active", *summaries: dict) -> dict:
+    return {"TrainingPlanArn": PLAN, "TrainingPlanName": "p5-pretrain", "Status": status,
+            "StartTime": NOW - timedelta(days=1), "EndTime": NOW + timedelta(days=9),
+            "ReservedCapacitySummaries": list(summaries)}
+
+
+H = timedelta(hours=1)
+
+
+@pytest.mark.parametrize("answer, expected", [
+    # the reserved capacity of the group's type that holds now ends the window
+    (plan("Active", reserved(-H, 2 * H), reserved(5 * H, 9 * H)), ("active", NOW + 2 * H)),
+    # one that starts as it ends carries it on (an extension), through the next
+    (plan("Active", reserved(-H, 2 * H), reserved(2 * H, 3 * H), reserved(3 * H, 4 * H)), ("active", NOW + 4 * H)),
+    # another type's capacity is not this group's
+    (plan("Active", reserved(-H, 2 * H), reserved(-H, 8 * H, "ml.p5e.48xlarge")), ("active", NOW + 2 * H)),
+    # in a gap between two: waiting for the next; after the last: over
+    (plan("Active", reserved(-3 * H, -H), reserved(H, 2 * H)), ("scheduled", None)),
+    (plan("Active", reserved(-3 * H, -H)), ("expired", None)),
+    # no reserved capacity listed: the plan's own times
+    (plan("Active"), ("active", NOW + timedelta(days=9))),
+    (plan("Scheduled", reserved(H, 2 * H)), ("scheduled", None)), (plan("Expired"), ("expired", None)),
+])
+def test_a_training_plans_window_is_its_reserved_capacity_of_the_groups_type(answer, expected):
+    assert handler.plan_window(answer, "ml.p5.48xlarge", NOW) == expected
+
+
 def test_a_training_plan_is_read_from_sagemaker(monkeypatch):
-    """HyperPod EKS: DescribeTrainingPlan (which takes the ARN) gives the plan's Status and EndTime."""
-    plan = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-pretrain"
-    env = {**{k: v for k, v in ENV.items() if k != "RESERVATION"}, "TRAINING_PLAN": plan, "SIGNAL_MINUTES": "45"}
+    """HyperPod EKS: DescribeTrainingPlan (which takes the ARN) gives the plan's Status and its
+    reserved capacities."""
+    env = {**{k: v for k, v in ENV.items() if k != "RESERVATION"}, "TRAINING_PLAN": PLAN,
+           "PLAN_INSTANCE_TYPE": "ml.p5.48xlarge", "SIGNAL_MINUTES": "45"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("RESERVATION", raising=False)
     monkeypatch.setattr(handler, "datetime", frozen_at(NOW))
     client = boto3.client("sagemaker", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(client) as stub:
-        stub.add_response("describe_training_plan", {
-            "TrainingPlanArn": plan, "TrainingPlanName": "p5-pretrain", "Status": "Active",
-            "EndTime": NOW + timedelta(minutes=40)}, {"TrainingPlanName": plan})
+        stub.add_response("describe_training_plan", plan("Active", reserved(-H, timedelta(minutes=40))),
+                          {"TrainingPlanName": PLAN})
         api = cluster()
         result = handler.handler({}, None, clients={"sagemaker": client}, kube=handler.Kube(api.send))
-    assert (result["phase"], result["capacity"]) == ("ending", plan)
+    assert (result["phase"], result["capacity"]) == ("ending", PLAN)
     assert result["why"] == "the capacity ends at 2026-12-01 12:40Z: signalled 45 minutes before"
 
 

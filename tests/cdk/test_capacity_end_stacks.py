@@ -38,7 +38,8 @@ def test_one_function_per_group_whose_end_is_handled(case):
     (end,) = capacity_end.kubernetes_ends(model)
     (lid, function), = of_type(template, "AWS::Lambda::Function", CASES[example]).items()
     assert all("CapacityEnd" not in other for other in of_type(template, "AWS::Lambda::Function") if other != lid)
-    source = {"RESERVATION": end.reservation_id} if end.reservation_id else {"TRAINING_PLAN": end.training_plan_arn}
+    source = ({"RESERVATION": end.reservation_id} if end.reservation_id else
+              {"TRAINING_PLAN": end.training_plan_arn, "PLAN_INSTANCE_TYPE": "ml.p5.48xlarge"})
     assert function["Environment"]["Variables"] == {
         "CLUSTER": {"Ref": "ClusterEB0386A7"}, "GROUP": end.group, "FLAVOR": end.group,
         "NODE_LABEL": "fmcluster.dev/node-group", "TAINT_KEY": "fmcluster.dev/capacity-end",

@@ -141,3 +141,4 @@ def test_the_construct_settings_are_what_the_handler_reads():
         assert handler.settings_of(env) == handler.Settings(end.group, end.group, NODE_GROUP_LABEL,
                                                             CAPACITY_END_TAINT, end.signal_minutes)
         assert (props["reservation_id"] is None) == (props["training_plan_arn"] is not None)
+        assert props["plan_instance_type"] == (None if props["reservation_id"] else "ml.p5.48xlarge")

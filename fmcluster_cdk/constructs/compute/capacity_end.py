@@ -68,6 +68,9 @@ class KubernetesCapacityEnd(Construct):
             @default None: `training_plan_arn` is required
         training_plan_arn: the SageMaker training plan.
             @default None: `reservation_id` is required
+        plan_instance_type: the group's instance type as the training plan names it (``ml.TYPE``): the
+            end is that of the plan's reserved capacity of this type.
+            @default None: required with `training_plan_arn`
         every_minutes: how often the function runs (the signal comes at most this late).
             @default 2
 
@@ -81,18 +84,20 @@ class KubernetesCapacityEnd(Construct):
                  flavor: str, node_label: str, taint_key: str, signal_minutes: int, kubernetes_group: str,
                  vpc: ec2.IVpc, subnets: Sequence[ec2.ISubnet], security_groups: Sequence[ec2.ISecurityGroup],
                  reservation_id: Optional[str] = None, training_plan_arn: Optional[str] = None,
-                 every_minutes: int = 2) -> None:
+                 plan_instance_type: Optional[str] = None, every_minutes: int = 2) -> None:
         super().__init__(scope, construct_id)
-        if (reservation_id is None) == (training_plan_arn is None):
+        if (reservation_id is None) == (training_plan_arn is None) or (
+                (training_plan_arn is None) != (plan_instance_type is None)):
             raise ConstructError(self, "give the Capacity Block (reservation_id) or the training plan "
-                                       "(training_plan_arn), not both")
+                                       "(training_plan_arn, with plan_instance_type), not both")
         if signal_minutes < 1 or every_minutes < 1 or not subnets:
             raise ConstructError(self, "a signal a minute or more before the end, a schedule of a minute or more, "
                                        "and subnets to run in")
         capacity = reservation_id or str(training_plan_arn)
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
                                   removal_policy=cdk.RemovalPolicy.DESTROY)
-        source = {"RESERVATION": reservation_id} if reservation_id else {"TRAINING_PLAN": str(training_plan_arn)}
+        source = ({"RESERVATION": reservation_id} if reservation_id else
+                  {"TRAINING_PLAN": str(training_plan_arn), "PLAN_INSTANCE_TYPE": str(plan_instance_type)})
         self.function = lambda_.Function(
             self, "Handler", runtime=lambda_.Runtime.PYTHON_3_14, handler="index.handler",
             code=handler_code(HANDLER), timeout=cdk.Duration.minutes(2), memory_size=256, log_group=log_group,

@@ -5,8 +5,9 @@ flavor, and the workloads that ran there are requeued.
 
 Run by EventBridge every few minutes (and on a Capacity Block's own events), it reads the end of the
 capacity at every run, so that an extension moves everything with it: a Capacity Block's `State`
-and `EndDate` (EC2 DescribeCapacityReservations, RESERVATION) or a training plan's `Status` and
-`EndTime` (SageMaker DescribeTrainingPlan, TRAINING_PLAN). SIGNAL = the end - SIGNAL_MINUTES. The
+and `EndDate` (EC2 DescribeCapacityReservations, RESERVATION) or a training plan's `Status` and the
+end of its reserved capacity of the group's instance type (SageMaker DescribeTrainingPlan,
+TRAINING_PLAN: plan_window). SIGNAL = the end - SIGNAL_MINUTES. The
 cluster is then reconciled, through the Kubernetes API, with one of three phases:
 
 - open (the capacity is active and SIGNAL is ahead): no taint TAINT_KEY on the group's nodes (label
@@ -36,7 +37,7 @@ server from the cluster's VPC; the role's EKS access entry puts it in a Kubernet
 ClusterRole allows exactly these calls (fmcluster/kubernetes/capacity_end.py).
 
 Environment: CLUSTER, GROUP, FLAVOR, NODE_LABEL, TAINT_KEY, SIGNAL_MINUTES, and RESERVATION (cr-...)
-or TRAINING_PLAN (its ARN).
+or TRAINING_PLAN (its ARN) with PLAN_INSTANCE_TYPE (the group's, as the plan names it: ml.TYPE).
 """
 
 from __future__ import annotations
@@ -335,7 +336,32 @@ def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime
 
 # --- the capacity's end, and the handler -----------------------------------------------------------
 
-def capacity_of(env: dict[str, str], clients: dict[str, Any]) -> tuple[str, Optional[datetime], str]:
+def plan_window(plan: dict[str, Any], instance_type: str, now: datetime) -> tuple[str, Optional[datetime]]:
+    """(state, end) of a training plan for the group's instances, as DescribeTrainingPlan gives it:
+    the end of the plan's reserved capacity of `instance_type` that holds now, carried on through each
+    that starts by its end (SageMaker returns a plan to Scheduled in a gap between its reserved
+    capacities; back to back, the instances stay), or the plan's own times where it lists none, as
+    the Slurm nodes read it (programs/capacity-end.sh). Active with nothing holding now: scheduled
+    while one is still ahead, else expired."""
+    status = str(plan.get("Status", "unknown")).lower()
+    spans = [(s["StartTime"], s["EndTime"]) for s in plan.get("ReservedCapacitySummaries", [])
+             if s.get("InstanceType") == instance_type and s.get("StartTime") and s.get("EndTime")]
+    if not spans and plan.get("StartTime") and plan.get("EndTime"):
+        spans = [(plan["StartTime"], plan["EndTime"])]
+    if status != "active":
+        return status, None
+    at, found = now, False
+    while True:
+        later = [end for start, end in spans if start <= at < end]
+        if not later:
+            break
+        at, found = max(later), True
+    if found:
+        return "active", at
+    return ("scheduled" if any(start > now for start, _ in spans) else "expired"), None
+
+
+def capacity_of(env: dict[str, str], clients: dict[str, Any], now: datetime) -> tuple[str, Optional[datetime], str]:
     """(state in EC2's words, end, what) of the Capacity Block or the training plan."""
     if env.get("RESERVATION"):
         found: list[Any] = clients["ec2"].describe_capacity_reservations(
@@ -343,7 +369,7 @@ def capacity_of(env: dict[str, str], clients: dict[str, Any]) -> tuple[str, Opti
         block: dict[str, Any] = found[0] if found else {"State": "not found"}
         return block.get("State", "unknown"), block.get("EndDate"), env["RESERVATION"]
     plan: dict[str, Any] = clients["sagemaker"].describe_training_plan(TrainingPlanName=env["TRAINING_PLAN"])
-    return plan.get("Status", "unknown").lower(), plan.get("EndTime"), env["TRAINING_PLAN"]
+    return (*plan_window(plan, env["PLAN_INSTANCE_TYPE"], now), env["TRAINING_PLAN"])
 
 
 def cluster_kube(eks: Any, session: Any, cluster: str) -> Kube:
@@ -363,11 +389,12 @@ def handler(event: dict[str, Any], context: Any, clients: Optional[dict[str, Any
         clients = {"session": session, "eks": session.client("eks"),
                    **({"ec2": session.client("ec2")} if env.get("RESERVATION") else
                       {"sagemaker": session.client("sagemaker")})}
-    state, end, capacity = capacity_of(env, clients)
+    now = datetime.now(timezone.utc)
+    state, end, capacity = capacity_of(env, clients, now)
     if kube is None:
         kube = cluster_kube(clients["eks"], clients["session"], env["CLUSTER"])
     result = {"cluster": env["CLUSTER"], "group": env["GROUP"], "capacity": capacity,
-              **reconcile(kube, settings_of(env), state, end, datetime.now(timezone.utc)),
+              **reconcile(kube, settings_of(env), state, end, now),
               "trigger": event.get("detail-type", "schedule")}
     print(json.dumps(result, default=str))
     if result.get("errors"):
