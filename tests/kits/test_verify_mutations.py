@@ -51,6 +51,19 @@ def smoke_output(prefix: str = "") -> str:
     return "\n".join([*lines, f"{prefix}fmcluster-smoke ok world_size=16 steps=5", ""])
 
 
+def requeued_smoke_output() -> str:
+    """The kit's smoke job stopped by the end signal after step 3 and run again (requeued): its
+    output file holds both runs, each under the marker, the second resuming from the checkpoint
+    (fmcluster.kits.common.SMOKE_PY, fmcluster.kits.jobs.smoke_sbatch: --open-mode=append)."""
+    lines = [line for line in smoke_output("[default0]:").splitlines() if line]
+    path = "/fsx/acceptance/checkpoints/10/step-000003"
+    figures = f"step=3 seconds=2.481 bytes=1210123456 path={path}"
+    return marked("smoke", [("all", "\n".join([*lines[:3], f"[default0]:fmcluster-smoke checkpoint {figures}",
+                                               "fmcluster: smoke stopped on a signal, its checkpoint saved: job 10 "
+                                               "requeued", ""])),
+                            ("all", "\n".join([f"[default0]:fmcluster-smoke resumed {figures}", *lines[3:], ""]))])
+
+
 def fio_document(direction: str, mb_per_s: float) -> str:
     """fio 3.26's JSON of the kit's run (FIO_WRITE, with the keys verify reads: its options,
     latencies and disks left out), `direction` moving `mb_per_s`, its bytes over its time as fio
@@ -83,7 +96,8 @@ def kit_files() -> dict[str, str]:
     fio = "".join(marked(test, [(host, fio_document("write", mb) + fio_document("read", mb)) for host in HOSTS])
                   for test, mb in (("fio-fsx", 600.0), ("fio-scratch", 1500.0)))
     return {"gpu-nccl-7.out": nccl, "gpu-dcgm-8.out": marked("dcgm", [(host, DCGM_TEXT) for host in HOSTS]),
-            "gpu-fio-9.out": fio, "gpu-smoke-10.out": marked("smoke", [("all", smoke_output("[default0]:"))])}
+            "gpu-fio-9.out": fio, "gpu-smoke-10.out": marked("smoke", [("all", smoke_output("[default0]:"))]),
+            "gpu-smoke-11.out": requeued_smoke_output()}
 
 
 # name -> (the results path, relative: a plain fio output's file system comes from it; its text)

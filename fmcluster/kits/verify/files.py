@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from dataclasses import dataclass, field, replace
+from typing import Collection, Mapping, Optional
 
 from fmcluster.kits.verify.reading import Refusal, lines_of
 
@@ -81,6 +81,24 @@ def split_by_node(text: str) -> tuple[NodePart, ...]:
     if not parts:
         parts.append(NodePart(None, None, None, text, tuple(range(1, text.count("\n") + 2))))
     return tuple(parts)
+
+
+def joined(parts: tuple[NodePart, ...], tests: Collection[str]) -> tuple[NodePart, ...]:
+    """The parts, those of one marker (node, group and a test of `tests`) joined into its first: a
+    job that requeues itself appends its next run, under its marker again, to its own output file
+    (the kit's smoke job: sbatch --open-mode=append), and its runs are read as one."""
+    out: list[NodePart] = []
+    first: dict[tuple[Optional[str], Optional[str], Optional[str]], int] = {}
+    for part in parts:
+        key = (part.host, part.group, part.test)
+        if part.test not in tests or key not in first:
+            if part.test in tests:
+                first[key] = len(out)
+            out.append(part)
+            continue
+        earlier = out[first[key]]
+        out[first[key]] = replace(earlier, text=earlier.text + part.text, lines=earlier.lines + part.lines)
+    return tuple(out)
 
 
 def marker_refusals(text: str) -> tuple[Refusal, ...]:

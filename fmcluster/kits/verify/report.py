@@ -52,6 +52,32 @@ _ROW_FIELDS = tuple(f.name for f in fields(Row) if f.name != "group")
 
 
 @dataclass(frozen=True)
+class Checkpoint:
+    """A checkpoint of the smoke test (its `smoke-checkpoint` row): its write time (rank 0's, from
+    the step's end to the checkpoint whole) and size; reported, not judged."""
+
+    group: str
+    node: str
+    source: str  # the results file
+    step: int
+    seconds: float
+    bytes: int
+    path: str  # where smoke.py wrote it, on the shared file system
+    resumed: bool  # a run of the output went on from it
+    line: str  # the smoke line that tells it: "checkpoint" (the run that saved it), or "resumed" (the run
+    # that read it, where the output of the one that saved it is not there: a pod's logs go with the pod)
+
+    @property
+    def bytes_per_s(self) -> Optional[float]:
+        return self.bytes / self.seconds if self.seconds > 0 else None
+
+    def as_dict(self) -> dict[str, object]:
+        return {"group": self.group, "node": self.node, "source": self.source, "step": self.step,
+                "seconds": self.seconds, "bytes": self.bytes, "bytes_per_s": self.bytes_per_s, "path": self.path,
+                "resumed": self.resumed, "line": self.line}
+
+
+@dataclass(frozen=True)
 class VerifyReport:
     cluster: str
     rows: tuple[Row, ...]
@@ -61,6 +87,7 @@ class VerifyReport:
     # (file, why) of each result that cannot be judged: a file or directory that cannot be read, a
     # line a parser does not understand ("line N: ..."); any makes the command exit 2
     refused: tuple[tuple[str, str], ...] = ()
+    checkpoints: tuple[Checkpoint, ...] = ()  # the smoke test's, as its smoke-checkpoint rows report them
 
     @property
     def verdict(self) -> Verdict:
@@ -86,7 +113,8 @@ class VerifyReport:
             "groups": {g: {"verdict": worst([Verdict(r["verdict"]) for r in rows]).value,
                            "results": rows} for g, rows in groups.items()},
             "not_judged": [{"file": source, "reason": why} for source, why in self.not_judged],
-            "refused": [{"file": source, "reason": why} for source, why in self.refused]}
+            "refused": [{"file": source, "reason": why} for source, why in self.refused],
+            "checkpoints": [checkpoint.as_dict() for checkpoint in self.checkpoints]}
         if self.error is not None:
             out["error"] = self.error
         return out

@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Optional, Protoco
 
 from fmcluster.kits.verify.dcgm import DcgmResult, parse_dcgm_runs
 from fmcluster.kits.verify.detect import detect
-from fmcluster.kits.verify.files import NodePart, kit_groups, marker_refusals, not_a_result, split_by_node
+from fmcluster.kits.verify.files import NodePart, joined, kit_groups, marker_refusals, not_a_result, split_by_node
 from fmcluster.kits.verify.fio import FioResult, parse_fio_any
 from fmcluster.kits.verify.gpus import dcgm_gpus, nccl_gpus
 from fmcluster.kits.verify.judging import Verdict, judge_expected, slow_nodes, worst
 from fmcluster.kits.verify.nccl import NcclResult, parse_nccl_runs
 from fmcluster.kits.verify.placing import NOT_A_TOOL, place_plain
 from fmcluster.kits.verify.reading import Refusal
-from fmcluster.kits.verify.report import Row, VerifyReport, number_text
+from fmcluster.kits.verify.report import Checkpoint, Row, VerifyReport, number_text
 from fmcluster.kits.verify.smoke import SmokeResult, parse_smoke_runs
 from fmcluster.model import expected
 
@@ -124,12 +124,37 @@ def _smoke(group: NodeGroup, node: str, result: SmokeResult, source: str) -> Row
     if not note:
         note = (f"{len(result.steps)} steps, loss {result.losses[0]:.4g} -> {result.losses[-1]:.4g}"
                 if result.steps else "no step")
+        resumed = [str(c.step) for c in result.checkpoints if c.resumed]
+        if resumed:
+            note += f"; stopped by a signal, resumed from its checkpoint of step {', '.join(resumed)}"
         if verdict is Verdict.FAIL and result.errors:
             note = "; ".join(result.errors)[:300]
     rate = result.tokens_per_s
     return Row(group.name, "smoke", node, verdict, rate, unit="tokens/s", note=note, source=source,
-               basis=f"finite, falling loss; world size {world}", ceiling="none: the rate is reported, not judged",
+               basis=f"finite, falling loss; world size {world}; a run stopped by a signal resumed from its checkpoint",
+               ceiling="none: the rate is reported, not judged",
                unmeasured="" if rate is not None else "no step line gives a rate")
+
+
+CHECKPOINT_BASIS = "the checkpoint's write time and size, reported, not judged: no sourced figure to hold them to"
+
+
+def _checkpoints(group: NodeGroup, node: str, result: SmokeResult, source: str) -> list[Checkpoint]:
+    return [Checkpoint(group.name, node, source, c.step, c.seconds, c.bytes, c.path, c.resumed,
+                       "checkpoint" if c.saved_here else "resumed") for c in result.checkpoints]
+
+
+def _checkpoint_row(checkpoint: Checkpoint) -> Row:
+    rate = checkpoint.bytes_per_s
+    after = ("the run that saved it is not in this output: told by the run that resumed from it"
+             if checkpoint.line == "resumed" else "the next run resumed from it" if checkpoint.resumed
+             else "no run resumed from it")
+    note = (f"{checkpoint.bytes:,} bytes in {checkpoint.seconds:g} s"
+            + (f" ({rate / 1e6:,.1f} MB/s)" if rate is not None else "")
+            + f" at step {checkpoint.step}, {checkpoint.path}; {after}")
+    return Row(checkpoint.group, "smoke-checkpoint", checkpoint.node, Verdict.PASS, checkpoint.seconds, unit="s",
+               note=note, source=checkpoint.source, basis=CHECKPOINT_BASIS,
+               ceiling="none: the write time is reported, not judged")
 
 
 @dataclass(frozen=True)
@@ -272,6 +297,7 @@ class _Judging:
     judged_files: set[str] = field(default_factory=set)
     why: dict[str, list[str]] = field(default_factory=dict)
     refused: list[tuple[str, str]] = field(default_factory=list)
+    checkpoints: list[Checkpoint] = field(default_factory=list)
 
     def refuse(self, source: str, part: NodePart, refusals: Iterable[Refusal], what: str) -> None:
         for refusal in list(refusals)[:5]:
@@ -311,8 +337,12 @@ def _judge_part(judging: _Judging, model: ClusterModel, group: NodeGroup, test: 
         _each(judging, source, part, parse_dcgm_runs(part.text), lambda result: _dcgm(group, node, result, source),
               f"the dcgmi diag result of {where}", "result")
     elif test == "smoke":
-        _each(judging, source, part, parse_smoke_runs(part.text), lambda run: _smoke(group, node, run, source),
+        runs = parse_smoke_runs(part.text)
+        _each(judging, source, part, runs, lambda run: _smoke(group, node, run, source),
               f"the smoke test of {where}", "run")
+        saved = [c for run in runs if not run.refused for c in _checkpoints(group, node, run, source)]
+        judging.checkpoints += saved
+        judging.rows += [_checkpoint_row(c) for c in saved]
     else:  # fio
         measured = parse_fio_any(part.text)
         if measured.refused:
@@ -363,7 +393,7 @@ def judge_results(model: ClusterModel, files: Mapping[str, str],
             judging.refused += [(source, f"{r.text()} (the file is not judged)") for r in bad[:5]]
             continue
         marked: list[tuple[str, str, str]] = []
-        for part in split_by_node(text):
+        for part in joined(split_by_node(text), ("smoke",)):
             if part.host is None and part.group is None and part.test is None:
                 _plain(judging, model, figures, groups, source, part)
                 continue
@@ -420,4 +450,4 @@ def judge_results(model: ClusterModel, files: Mapping[str, str],
             # lines before the first marker) is no result and goes unsaid
             not_judged.append((source, "a part of it: " + "; ".join(noted)))
     return VerifyReport(model.name, tuple(rows), judged=len(judging.judged_files), not_judged=tuple(not_judged),
-                        refused=tuple(refused))
+                        refused=tuple(refused), checkpoints=tuple(judging.checkpoints))
