@@ -30,9 +30,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -119,11 +121,12 @@ def kit(spec_path: Path, out: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def example_cluster(tmp_path: Path, example: str, pyxis: Path, kit_dir: Path,
-                    release: str | None = None) -> tuple[SlurmCluster, dict]:
+def example_cluster(tmp_path: Path, example: str | Path, pyxis: Path, kit_dir: Path,
+                    release: str | None = None, extra: tuple[str, ...] = ()) -> tuple[SlurmCluster, dict]:
     """A localhost cluster of the example's GPU groups at full size, a partition each (named as the
     kit's), with the Pyxis stand-in, each node its own /scratch; and its groups' node names.
-    `release`: Slurm of that AWS PCS release (the test's directory and the stand-in's visible)."""
+    `example`: an example's name, or a spec's path; `release`: Slurm of that AWS PCS release (the
+    test's directory and the stand-in's visible); `extra`: more lines of slurm.conf."""
     resolved = cluster_model.resolve(loader.load(EXAMPLES_DIR / example).spec)
     groups = [g for g in resolved.node_groups if g.instance.gpu_count]
     members, first = {}, 1
@@ -146,7 +149,7 @@ def example_cluster(tmp_path: Path, example: str, pyxis: Path, kit_dir: Path,
     gpus = max(g.instance.gpu_count for g in groups)
     cluster = SlurmCluster(tmp_path / "slurm", first - 1, cpus=max(gpus, 2), gres=f"gpu:{gpus}",
                            extra=[f"PlugStackConfig={tmp_path}/plugstack.conf", "SlurmdParameters=config_overrides",
-                                  "MpiDefault=none"],
+                                  "MpiDefault=none", *extra],
                            partitions=members, partition_settings={g.name: g.partition_settings for g in groups},
                            binds={"/fsx": str(fsx), "/kit": str(kit_dir)}, node_binds=node_scratch,
                            release=release, shared=(str(tmp_path), str(pyxis.parent)))
@@ -175,7 +178,9 @@ def kit_environment(cluster: SlurmCluster, tmp_path: Path, env: dict[str, str] |
     return {**cluster.env, "PATH": f"{STANDINS}:{PYXIS_STANDIN.parent}:{aws}:{os.environ['PATH']}",
             "ENROOT_DATA_PATH": ENROOT_DATA_PATH,  # the stand-ins' (Pyxis passes the job's environment to Enroot)
             "STANDIN_FIO_RECORD": str(tmp_path / "fio.record"), "STANDIN_FIO_SCALE": str(FIO_SCALE),
-            "PYTHONDONTWRITEBYTECODE": "1", "NCCL_TESTS": str(STANDINS), **(env or {})}
+            "PYTHONDONTWRITEBYTECODE": "1", "NCCL_TESTS": str(STANDINS),
+            "STANDIN_TORCH_DIR": str(tmp_path / "torchrun"),  # the torch stand-in's rendezvous, the test's own
+            **(env or {})}
 
 
 def check_scripts(cluster: SlurmCluster, kit_dir: Path, environment: dict[str, str]) -> None:
@@ -323,3 +328,93 @@ def test_fio_wrote_within_the_file_system_and_left_nothing(ran):
     assert [p.relative_to(base).as_posix() for p in (base / "fsx").rglob("*")] == ["fsx/fmcluster-fio"]
     assert not [p for p in (base / "scratch").rglob("*") if p.is_file()]
     assert not [p for p in (base / "scratch").glob("*/enroot/data/*")]  # the containers
+
+
+# The smoke job's end: the kit's smoke job on a cluster of 2 x p5 (16 ranks of the torch stand-in,
+# each step a quarter of a second), signalled as fmcluster's capacity-end does before a Capacity
+# Block ends: its nodes drained (nothing starts there again) and the job signalled with the group's
+# end_signal (`scancel --signal=USR1`, or `--batch` for B:USR1). It saves a checkpoint, requeues
+# itself and waits for nodes; once they are back it resumes from the checkpoint and completes, and
+# verify passes it, the checkpoint's write time reported.
+def two_node_spec(tmp_path: Path, end_signal: str) -> Path:
+    """examples/p5-pcs.yaml with 2 nodes, without its teams (their guarantees are of 16), and `end_signal`."""
+    spec = tmp_path / "p5-2.yaml"
+    text = (EXAMPLES_DIR / "p5-pcs.yaml").read_text().split("\nteams:")[0]
+    text = re.sub(r"(\n    count:) 16\b", r"\1 2", text, count=1)
+    text, found = re.subn(r"\n      type: capacity-block\b.*\n",
+                          lambda m: f"{m.group(0)}      end_signal: '{end_signal}'\n", text, count=1)
+    assert found == 1
+    spec.write_text(text)
+    return spec
+
+
+def wait_for(what: str, check, timeout: float = 60.0):
+    """check()'s first true answer, asked every 0.2 s; bounded."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if answer := check():
+            return answer
+        time.sleep(0.2)
+    raise TimeoutError(what)
+
+
+@pytest.mark.parametrize("end_signal", ["USR1", "B:USR1"])
+def test_the_smoke_job_saves_on_the_end_signal_and_resumes_when_run_again(end_signal, tmp_path, pyxis_standin,
+                                                                          node_paths):
+    spec = two_node_spec(tmp_path, end_signal)
+    kit_dir = tmp_path / "kit"
+    kit(spec, kit_dir)
+    script = (kit_dir / "gpu/smoke.sbatch").read_text()
+    assert f"#SBATCH --signal={end_signal}@900" in script and "#SBATCH --requeue" in script
+    cluster, members = example_cluster(tmp_path, spec, pyxis_standin, kit_dir)
+    nodes = ",".join(members["gpu"])
+    environment = kit_environment(cluster, tmp_path, {"SMOKE_STEPS": "60", "STANDIN_STEP_SECONDS": "0.25"})
+    (kit_dir / "results").mkdir()  # as submit-all.sh makes it: Slurm opens the job's output file there
+    with cluster:
+        submitted = subprocess.run([cluster.client("sbatch"), "--parsable", "gpu/smoke.sbatch"], cwd=kit_dir,
+                                   env=environment, capture_output=True, text=True, timeout=30)
+        assert submitted.returncode == 0, submitted.stderr
+        job = submitted.stdout.strip().split(";")[0]
+        output = kit_dir / "results" / f"gpu-smoke-{job}.out"
+        wait_for("a step", lambda: output.exists() and "fmcluster-smoke step=2 " in output.read_text())
+        cluster.run("scontrol", "update", f"nodename={nodes}", "state=drain", "reason=fmcluster-capacity-end: test")
+        batch = ["--batch"] if end_signal.startswith("B:") else []
+        cluster.run("scancel", *batch, f"--signal={end_signal.removeprefix('B:')}", job)
+        state = cluster.wait_job(job, timeout=60, until=lambda j: j.get("JobState") == "PENDING"
+                                 and int(j.get("Restarts", "0")) == 1)
+        assert state["JobState"] == "PENDING", (state, cluster.logs())
+        first = output.read_text()
+        saved = re.findall(r"^fmcluster-smoke checkpoint step=(\d+) seconds=(\S+) bytes=(\d+) path=(\S+)$", first,
+                           re.MULTILINE)
+        assert len(saved) == 1, first
+        step, seconds, size, path = saved[0]
+        checkpoint = Path(path)
+        assert checkpoint == kit_dir / "checkpoints" / job / f"step-{int(step):06d}"
+        assert sorted(p.name for p in checkpoint.iterdir()) == sorted(
+            [".metadata", "fmcluster.json", *(f"__{rank}_0.distcp" for rank in range(16))])  # DCP's: a file a rank
+        assert json.loads((checkpoint / "fmcluster.json").read_text()) == {
+            "step": int(step), "seconds": float(seconds), "bytes": int(size)}
+        assert not (checkpoint.parent / "stopped").exists()  # read by the job's script, which requeued it
+        assert f"step={int(step) + 1} " not in first and "fmcluster-smoke ok" not in first
+        # the nodes back (the next block); Slurm holds a requeued job back for AuthInfo's cred_expire
+        # (slurm.conf(5): "also controls how long a requeued job must wait before starting again", 120 s
+        # by default): the test lets it start now
+        cluster.run("scontrol", "update", f"nodename={nodes}", "state=resume")
+        cluster.run("scontrol", "update", f"jobid={job}", "starttime=now")
+        state = cluster.wait_job(job, timeout=120)
+        assert state["JobState"] == "COMPLETED", (state, cluster.logs())
+    text = output.read_text()
+    assert text.startswith(first) and text.count("==> fmcluster node=all group=gpu test=smoke <==") == 2
+    assert f"\nfmcluster-smoke resumed step={step} seconds={seconds} bytes={size} path={path}\n" in text
+    assert "fmcluster-smoke ok world_size=16 steps=60" in text
+    assert not (kit_dir / "checkpoints" / job).exists()  # removed once the run completed
+    report = json.loads(subprocess.run([sys.executable, "-m", "fmcluster", "verify", str(spec), str(output),
+                                        "--format", "json"], cwd=ROOT, capture_output=True, text=True).stdout)
+    rows = {row["test"]: row for row in report["groups"]["gpu"]["results"] if row["node"] == "all"}
+    assert rows["smoke"]["verdict"] == "PASS", rows["smoke"]
+    assert rows["smoke-checkpoint"]["measured"] == float(seconds), rows["smoke-checkpoint"]
+    assert report["checkpoints"] == [{"group": "gpu", "node": "all", "source": str(output), "step": int(step),
+                                      "seconds": float(seconds), "bytes": int(size),
+                                      "bytes_per_s": int(size) / float(seconds) if float(seconds) else None,
+                                      "path": path, "resumed": True,
+                                      "line": "checkpoint"}]
