@@ -25,7 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from fmcluster.facts.controlplanes import CAPACITY_BLOCK, TRAINING_PLAN_TERMINATION_MINUTES
+from fmcluster.facts.controlplanes import (
+    BLOCK_TERMINATION_MINUTES,
+    CAPACITY_BLOCK,
+    TRAINING_PLAN_TERMINATION_MINUTES,
+    ULTRASERVER_BLOCK_TERMINATION_MINUTES,
+)
 from fmcluster.facts.kubernetes import CAPACITY_END_TAINT, NODE_GROUP_LABEL
 from fmcluster.model.cluster import ClusterModel, NodeGroup
 
@@ -100,6 +105,27 @@ def rbac_manifests(model: ClusterModel) -> list[dict[str, Any]]:
             {"apiVersion": RBAC_API, "kind": "ClusterRoleBinding", "metadata": {"name": CLUSTER_ROLE},
              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": CLUSTER_ROLE},
              "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": KUBERNETES_GROUP}]}]
+
+
+def at_end(model: ClusterModel, group: NodeGroup) -> Optional[str]:
+    """What happens in the cluster at the end of a group's capacity, where fmcluster handles it (the
+    plan's "at its end"); None elsewhere."""
+    end = kubernetes_end(model, group)
+    if end is None:
+        return None
+    done = ("the group's nodes are tainted so that nothing new lands there, Kueue admits nothing more onto its "
+            "flavor, the workloads admitted there are requeued and the other pods evicted, each pod getting "
+            "SIGTERM and its terminationGracePeriodSeconds to checkpoint")
+    if end.training_plan_arn:
+        return (f"SageMaker terminates the training plan's instances from {end.leave_minutes} minutes before the end "
+                f"of its reserved capacity; {end.end_signal_minutes} minutes before that ({end.signal_minutes} "
+                f"minutes before the end) {done}. An extension undoes it; fmcluster does not scale the instance "
+                "group")
+    terminated = ULTRASERVER_BLOCK_TERMINATION_MINUTES if group.capacity.ultraserver_type else BLOCK_TERMINATION_MINUTES
+    return (f"the CapacityBlockScaler scales the node group to 0 from {end.leave_minutes} minutes before the end, "
+            f"and {end.end_signal_minutes} minutes before that ({end.signal_minutes} minutes before the end) {done}; "
+            f"EKS drains what is left as the group scales in, and EC2 terminates the instances from {terminated} "
+            "minutes before the end. An extension undoes it")
 
 
 def handler_settings(end: KubernetesEnd) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The node groups' reserved capacity in the plan: each Capacity Block's, reservation's or training
 plan's window and cost as `fmcluster preflight` read them (the plan itself reads no account: offline
 it says where to read them), what happens at its end on the control plane
-(fmcluster.observability.capacity) and the alarms that count down to it; the records
+(fmcluster.kubernetes.capacity_end where fmcluster handles it in a Kubernetes cluster,
+fmcluster.observability.capacity elsewhere) and the alarms that count down to it; the records
 (fmcluster.plan.shape.capacity) and their rows for the text and markdown plans.
 
 A Capacity Block's price is its upfront fee, paid at purchase, which EC2 does not report once the
@@ -16,6 +17,7 @@ from typing import Any, Mapping, Optional
 
 from fmcluster.facts.controlplanes import CAPACITY_BLOCK, RESERVATION
 from fmcluster.facts.prices import PriceTable
+from fmcluster.kubernetes import capacity_end as kubernetes_end
 from fmcluster.model import cluster as model
 from fmcluster.observability import capacity as capacity_end
 from fmcluster.plan.figures import num, usd
@@ -93,7 +95,7 @@ def capacities(m: model.ClusterModel, read: Mapping[str, Mapping[str, Any]], tab
     hyperpod = m.control_plane.hyperpod
     out = []
     for group in m.node_groups:
-        at_end = capacity_end.at_end(m, group)
+        at_end = kubernetes_end.at_end(m, group) or capacity_end.at_end(m, group)
         if at_end is None:
             continue
         kind = _kind(group, hyperpod)

@@ -142,3 +142,27 @@ def test_the_construct_settings_are_what_the_handler_reads():
                                                             CAPACITY_END_TAINT, end.signal_minutes)
         assert (props["reservation_id"] is None) == (props["training_plan_arn"] is not None)
         assert props["plan_instance_type"] == (None if props["reservation_id"] else "ml.p5.48xlarge")
+
+
+@pytest.mark.parametrize("example, says", [
+    ("p5en-eks.yaml", ("to 0 from 45 minutes before the end, and 15 minutes before that (60 minutes before the end) "
+                       "the group's nodes are tainted", "EC2 terminates the instances from 30 minutes before")),
+    ("p6e-gb200-eks.yaml", ("to 0 from 75 minutes before the end, and 15 minutes before that (90 minutes",
+                            "EC2 terminates the instances from 60 minutes before")),
+    ("p5-hyperpod-eks.yaml", ("SageMaker terminates the training plan's instances from 30 minutes before the end "
+                              "of its reserved capacity; 15 minutes before that (45 minutes before the end)",
+                              "fmcluster does not scale the instance group")),
+])
+def test_what_the_plan_says_at_the_end(example, says):
+    """The plan's "at its end" of the group is this text (fmcluster.plan.capacity asks it first)."""
+    from fmcluster.facts import prices
+    from fmcluster.plan import capacity as plan_capacity
+
+    m = model(example)
+    text = capacity_end.at_end(m, m.node_groups[0])
+    assert all(part in text for part in says), text
+    assert "Kueue admits nothing more onto its flavor" in text and text.endswith(
+        "fmcluster does not scale the instance group" if "hyperpod" in example else "An extension undoes it")
+    assert [c.at_end for c in plan_capacity.capacities(m, {}, prices.table())][0] == text
+    assert [capacity_end.at_end(m, g) for g in m.node_groups[1:]] == [None] * (len(m.node_groups) - 1)
+    assert all(capacity_end.at_end(model("p5-pcs.yaml"), g) is None for g in model("p5-pcs.yaml").node_groups)
