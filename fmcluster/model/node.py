@@ -20,6 +20,8 @@ from fmcluster.facts.catalog import InstanceType
 from fmcluster.facts.controlplanes import (
     BLOCK_TERMINATION_MINUTES,
     CAPACITY_BLOCK,
+    SPOT,
+    SPOT_NOTICE_MINUTES,
     TRAINING_PLAN_TERMINATION_MINUTES,
     ULTRASERVER_BLOCK_TERMINATION_MINUTES,
     ControlPlane,
@@ -179,7 +181,7 @@ class HealthCheck:
     plane: str
 
 
-BLOCK_END, PLAN_END = "capacity-block", "training-plan"  # CapacityEnd.source
+BLOCK_END, PLAN_END, SPOT_NOTICE = "capacity-block", "training-plan", "spot"  # CapacityEnd.source
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,9 @@ class CapacityEnd:
     capacity from SageMaker (`training_plan_arn`), both read by programs/capacity-end.sh, which
     reserves the nodes from `termination_minutes` before the end (when EC2 or SageMaker starts
     terminating the instances), signals the jobs with `signal` (as sbatch --signal names it) and
-    drains the nodes `signal_minutes` before that."""
+    drains the nodes `signal_minutes` before that; or SPOT_NOTICE, EC2's interruption notice in the
+    instance metadata (programs/interruption.sh): `termination_minutes` after it the instance is
+    interrupted, and the jobs are signalled and the node drained at once (`signal_minutes` 0)."""
 
     reservation_id: str
     termination_minutes: int
@@ -201,8 +205,9 @@ class CapacityEnd:
 
 
 def capacity_end_of(cp: ControlPlane, capacity: CapacitySpec) -> Optional[CapacityEnd]:
-    """The end handled on the nodes of a compute group: on a Capacity Block of AWS PCS and on a
-    training plan of SageMaker HyperPod Slurm; None elsewhere (the Kubernetes planes: not yet)."""
+    """The end handled on the nodes of a compute group: on a Capacity Block of AWS PCS, on a training
+    plan of SageMaker HyperPod Slurm, and on spot instances of a Slurm plane (only AWS PCS takes
+    them); None elsewhere (the Kubernetes planes: not yet)."""
     if cp.type == PCS and capacity.type == CAPACITY_BLOCK:
         return CapacityEnd(capacity.reservation_id or "",
                            ULTRASERVER_BLOCK_TERMINATION_MINUTES if capacity.ultraserver_type
@@ -211,6 +216,8 @@ def capacity_end_of(cp: ControlPlane, capacity: CapacitySpec) -> Optional[Capaci
     if cp.type == HYPERPOD_SLURM and capacity.training_plan_arn:
         return CapacityEnd("", TRAINING_PLAN_TERMINATION_MINUTES, capacity.end_signal_minutes, capacity.end_signal,
                            PLAN_END, capacity.training_plan_arn)
+    if cp.scheduler == "slurm" and capacity.type == SPOT:
+        return CapacityEnd("", SPOT_NOTICE_MINUTES, 0, capacity.end_signal, SPOT_NOTICE)
     return None
 
 

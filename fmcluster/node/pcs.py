@@ -114,7 +114,7 @@ PHASES = (
     Phase("fmcluster configure", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, TERMINATE,
           ("install_slurm_prolog", "enable_imex", "install_node_ready", "gate_slurmd", "protect_running_jobs",
            "write_nccl_env", "install_node_health", "install_request_replacement", "clear_network_features",
-           "install_capacity_end")),
+           "install_capacity_end", "install_interruption")),
     Phase("fmcluster storage", NODE_BOOTSTRAPPED, EVERY_BOOT, CONTINUE,
           ("setup_scratch", "setup_lnet_efa", "mount_lustre", "mount_home")),
     Phase("fmcluster containers", NODE_BOOTSTRAPPED, FIRST_BOOT_ONLY, CONTINUE, ("setup_containers",)),

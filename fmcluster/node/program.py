@@ -19,7 +19,7 @@ from fmcluster.facts import openzfs
 from fmcluster.facts.catalog import InstanceType
 from fmcluster.facts.node import DLAMI_NVME_PATH, FMCLUSTER_LIB, HOME_PATH, IMEX_PROLOG, SCRATCH_PATH, TEXTFILE_DIR
 from fmcluster.model import expected
-from fmcluster.model.node import SLURMD_UNIT, CapacityEnd, Containers, NodeSetup
+from fmcluster.model.node import SLURMD_UNIT, SPOT_NOTICE, CapacityEnd, Containers, NodeSetup
 from fmcluster.node import runtime
 from fmcluster.node.nccl import NCCL_ENV_FILE, nccl_environment
 from fmcluster.node.refs import NodeRefs
@@ -76,6 +76,13 @@ COLLECT_INTERVAL_SECONDS = 30
 # 5). At 1,000 nodes, some 8 DescribeCapacityReservations (or DescribeTrainingPlan) a second.
 CAPACITY_END_SECONDS = 120
 CAPACITY_END_STATE_DIR = "/var/lib/fmcluster/capacity-end"
+# interruption (programs/interruption.sh): how often a spot node looks for EC2's interruption notice
+# (aws-node-termination-handler's 2 seconds; EC2 recommends 5), the longest wait while the instance
+# metadata service fails, and the IMDSv2 token's lifetime (its most: 6 hours)
+INTERRUPTION_POLL_SECONDS = 2
+INTERRUPTION_BACKOFF_SECONDS = 60
+INTERRUPTION_TOKEN_SECONDS = 21600
+INTERRUPTION_STATE_DIR = "/var/lib/fmcluster/interruption"
 METRICS_PATHS = {"FMCLUSTER_ETC": FMCLUSTER_ETC, "SYSTEMD_DIR": "/etc/systemd/system",
                  "METRICS_LIB": FMCLUSTER_LIB, "METRICS_STATE": "/var/lib/fmcluster",
                  "NODE_EXPORTER_DEFAULTS": "/etc/default/prometheus-node-exporter", "OS_RELEASE": "/etc/os-release"}
@@ -347,6 +354,8 @@ class NodeProgram:
         after slurmd (whichever of `slurmd_units`) and every CAPACITY_END_SECONDS."""
         if not re.fullmatch(r"/[A-Za-z0-9._/-]+", slurm_bin):
             raise ValueError(f"Slurm's bin directory {slurm_bin!r} is not a plain absolute path")
+        if end.source == SPOT_NOTICE:
+            return self.interruption(end, slurm_bin, slurmd_units)
         self.programs["capacity_end"] = PROGRAMS / "capacity-end.sh"
         self.programs["slurm_node"] = PROGRAMS / "slurm-node.sh"
         self.programs["slurm_jobs"] = PROGRAMS / "slurm-jobs.sh"
@@ -358,6 +367,21 @@ class NodeProgram:
                         CAPACITY_END_SIGNAL_MINUTES=end.signal_minutes, CAPACITY_END_SIGNAL=end.signal,
                         CAPACITY_END_STATE_DIR=CAPACITY_END_STATE_DIR, CAPACITY_END_SECONDS=CAPACITY_END_SECONDS,
                         SLURMD_UNITS=slurmd_units)
+
+    def interruption(self, end: CapacityEnd, slurm_bin: str, slurmd_units: str = SLURMD_UNIT) -> "NodeProgram":
+        """EC2's interruption notice of a spot node handled (interruption.sh; programs/interruption.sh):
+        looked for every INTERRUPTION_POLL_SECONDS, and on it the node drained and its jobs signalled
+        with `end.signal` at once, with Slurm's commands in `slurm_bin`; the service starts after
+        slurmd (whichever of `slurmd_units`) and runs as long as the node."""
+        self.programs["interruption"] = PROGRAMS / "interruption.sh"
+        self.programs["slurm_node"] = PROGRAMS / "slurm-node.sh"
+        self.programs["slurm_jobs"] = PROGRAMS / "slurm-jobs.sh"
+        return self.add("interruption.sh", "install_interruption", FMCLUSTER_LIB=FMCLUSTER_LIB,
+                        FMCLUSTER_ETC=FMCLUSTER_ETC, INTERRUPTION_SLURM_BIN=slurm_bin, INTERRUPTION_SIGNAL=end.signal,
+                        INTERRUPTION_POLL_SECONDS=INTERRUPTION_POLL_SECONDS,
+                        INTERRUPTION_BACKOFF_SECONDS=INTERRUPTION_BACKOFF_SECONDS,
+                        INTERRUPTION_TOKEN_SECONDS=INTERRUPTION_TOKEN_SECONDS,
+                        INTERRUPTION_STATE_DIR=INTERRUPTION_STATE_DIR, SLURMD_UNITS=slurmd_units)
 
     def scratch(self, path: str = SCRATCH_PATH) -> "NodeProgram":
         return self.add("scratch.sh", "setup_scratch", NVME_DISK_COUNT=self.instance.nvme_disks, SCRATCH_PATH=path,

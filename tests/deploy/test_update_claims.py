@@ -214,6 +214,8 @@ SAMPLES: list[Sample] = [
     Sample("node_groups[].capacity.end_signal_minutes", PCS, put("node_groups[0].capacity.end_signal_minutes", 20),
            start=gb200),
     Sample("node_groups[].capacity.end_signal", PCS, put("node_groups[0].capacity.end_signal", "B:USR1"), start=gb200),
+    Sample("node_groups[].capacity.end_signal", PCS, put("node_groups[0].capacity.end_signal", "B:USR1"),
+           before=put("node_groups[0].capacity.type", "spot")),
     Sample("node_groups[].capacity.end_signal_minutes", HPS, put("node_groups[0].capacity.end_signal_minutes", 20),
            before=put("node_groups[0].capacity", {"type": "capacity-block", "training_plan_arn":
                                                    "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p"})),

@@ -99,13 +99,8 @@ def jobs_are_signalled_and_the_nodes_drained(world):
     for node in ("node1", "node2"):
         result = run(world, node, now + 11 * 60)
         assert result.returncode == 0, result.stderr
-    job = cluster.wait_job(world["job"])
-    assert job["JobState"] == "COMPLETED", job  # its step trapped SIGUSR1 and ended
-    assert world["marker"].read_text() == "USR1\n"
-    for node in ("node1", "node2"):
-        info = cluster.node(node)
-        assert "DRAIN" in info["State"], info
-        assert info["Reason"].startswith(f"fmcluster-capacity-end: {PLAN}-p6-b200.48xlarge is reclaimed from"), info
+    node_end.assert_signalled_and_drained(cluster, world["job"], world["marker"],
+                                          f"fmcluster-capacity-end: {PLAN}-p6-b200.48xlarge is reclaimed from")
 
 
 def an_extended_plan_moves_the_reservation_and_returns_the_nodes(world):

@@ -110,12 +110,8 @@ def jobs_are_signalled_and_the_nodes_drained_before_the_end(world):
     for node in ("node1", "node2"):
         result = run(cluster, tmp_path, node, at)
         assert result.returncode == 0, result.stderr
-    job = cluster.wait_job(world["job"])
-    assert job["JobState"] == "COMPLETED", job  # its step trapped SIGUSR1 and ended
-    assert world["marker"].read_text() == "USR1\n"
-    for node in ("node1", "node2"):
-        info = cluster.node(node)
-        assert "DRAIN" in info["State"] and info["Reason"].startswith("fmcluster-capacity-end: "), info
+    # its step trapped SIGUSR1 and ended
+    node_end.assert_signalled_and_drained(cluster, world["job"], world["marker"], "fmcluster-capacity-end: ")
     # again: no signal twice, no new drain, nothing said
     again = run(cluster, tmp_path, "node1", at + 60)
     assert again.returncode == 0 and again.stderr == "", again.stderr

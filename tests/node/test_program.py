@@ -179,11 +179,12 @@ def test_scripts_ship_as_package_data():
         "header.sh", "common.sh", "nccl.sh", "protect.sh", "apt.sh", "ready.sh", "gate-slurmd.sh", "gate-kubelet.sh",
         "gate-drain.sh", "scratch.sh", "lnet.sh", "lustre.sh", "metrics.sh", "textfile.sh", "prolog.sh",
         "containers.sh", "arguments.sh", "lustre-client.sh", "home.sh", "health.sh", "replacement.sh",
-        "network-features.sh", "capacity-end.sh"}
+        "network-features.sh", "capacity-end.sh", "interruption.sh"}
     assert {p.name for p in node_shell.PROGRAMS.glob("*.sh")} == {"node-ready.sh", "lnet-efa.sh", "deep-check.sh",
                                                                  "node-health.sh", "request-replacement.sh",
                                                                  "network-features.sh", "slurm-node.sh",
-                                                                 "capacity-end.sh", "slurm-jobs.sh"}
+                                                                 "capacity-end.sh", "slurm-jobs.sh",
+                                                                 "interruption.sh"}
     pyproject = (ROOT / "pyproject.toml").read_text()
     for pattern in (
             "scripts/boot/*.sh", "scripts/boot/collectors/*.sh", "scripts/boot/programs/*.sh", "scripts/slurm/*.sh"):

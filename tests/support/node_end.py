@@ -8,12 +8,14 @@ tests/node/test_interruption*.py.
 - `IMDS`, the stand-in curl: IMDSv2 as EC2 answers it (PUT latest/api/token gives a token; a GET
   without it is 401), each path of latest/meta-data/ answered from a file under the node's metadata
   folder (absent: 404; PATH.status beside it: that status instead; a file `down` there: no
-  connection at all), with -f, -o, -w '%{http_code}' and --max-time as curl takes them; every
-  request is a line of requests.log there.
+  connection at all; a file `expire-token`: the next GET is refused, 401, as with an expired
+  token, once), with -f, -o, -w '%{http_code}' and --max-time as curl takes them; every request is
+  a line of requests.log there.
 - `AWS`, the stand-in AWS CLI: DescribeCapacityReservations and DescribeTrainingPlan answered from
   answer.json (the API's shape: times in ISO 8601, as the CLI parses them), the program's --query
   applied with JMESPath and printed as the CLI's text output prints it.
-- `run`: a program on node1 or node2 at a given time (FMCLUSTER_NOW), as its unit runs it.
+- `run`: a program on node1 or node2 at a given time (FMCLUSTER_NOW), as its unit runs it; without
+  a cluster, with the test's own stand-ins for Slurm's commands (in `bin_dir`).
 - `trapping_job`: a job whose step traps a signal, running on node1; Slurm's time at its
   submission (a job's SubmitTime: no test reads the clock itself).
 """
@@ -60,6 +62,9 @@ token = any(h.startswith("X-aws-ec2-metadata-token:") for h in headers)
 if path == "api/token":
     status, body = (200, "token") if method == "PUT" else (405, "")
 elif not token:
+    status, body = 401, ""
+elif os.path.exists(os.path.join(folder, "expire-token")):
+    os.remove(os.path.join(folder, "expire-token"))
     status, body = 401, ""
 else:
     name = os.path.join(folder, path.removeprefix("meta-data/"))
@@ -129,11 +134,17 @@ def metadata(tmp_path: Path, node: str) -> Path:
     return folder
 
 
-def run(cluster: SlurmCluster, tmp_path: Path, program: str, node: str, settings: str, *,
+def bin_dir(tmp_path: Path, node: str) -> Path:
+    """Where the stand-ins of `node`'s commands are (first on its PATH)."""
+    return tmp_path / node / "bin"
+
+
+def run(cluster: Optional[SlurmCluster], tmp_path: Path, program: str, node: str, settings: str, *,
         now: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
         timeout: float = 120) -> subprocess.CompletedProcess:
     """`program` (a file of PROGRAMS) on node `node` (node1 or node2), with the settings file's text
-    `settings`, as its unit runs it, at `now` (FMCLUSTER_NOW) where given."""
+    `settings`, as its unit runs it, at `now` (FMCLUSTER_NOW) where given; on `cluster`'s Slurm, or
+    with none Slurm's commands are the test's stand-ins in `bin_dir`."""
     root, bin_dir = tmp_path / node / "root", tmp_path / node / "bin"
     lib = root / FMCLUSTER_LIB.lstrip("/")
     lib.mkdir(parents=True, exist_ok=True)
@@ -148,8 +159,9 @@ def run(cluster: SlurmCluster, tmp_path: Path, program: str, node: str, settings
         (bin_dir / command).chmod(0o755)
     path = tmp_path / node / f"{program}.env"
     path.write_text(settings)
-    environment = {**cluster.env, "FMCLUSTER_ROOT": str(root), **({"FMCLUSTER_NOW": str(now)} if now else {}),
-                   "PATH": f"{bin_dir}:{cluster.bin}:{os.environ['PATH']}", **(env or {})}
+    slurm = {**cluster.env, "PATH": f"{bin_dir}:{cluster.bin}:{os.environ['PATH']}"} if cluster else {
+        "PATH": f"{bin_dir}:/usr/bin:/bin"}
+    environment = {**slurm, "FMCLUSTER_ROOT": str(root), **({"FMCLUSTER_NOW": str(now)} if now else {}), **(env or {})}
     return subprocess.run(["bash", str(PROGRAMS / program), str(path)], env=environment,
                           capture_output=True, text=True, timeout=timeout)
 
@@ -165,3 +177,15 @@ def trapping_job(cluster: SlurmCluster, signal: str = "USR1") -> tuple[str, int,
     job = cluster.sbatch(script, "-w", "node1", "-n1")
     info = cluster.wait_job(job, until=lambda j: j.get("JobState") == "RUNNING")
     return job, epoch(info["SubmitTime"]), marker
+
+
+def assert_signalled_and_drained(cluster: SlurmCluster, job: str, marker: Path, reason: str,
+                                 nodes: tuple[str, ...] = ("node1", "node2"), signal: str = "USR1") -> None:
+    """The job's step trapped SIG`signal` and ended (COMPLETED, `marker` written), and `nodes` are
+    drained with a reason that starts with `reason`."""
+    info = cluster.wait_job(job)
+    assert info["JobState"] == "COMPLETED", info
+    assert marker.read_text() == f"{signal}\n"
+    for node in nodes:
+        found = cluster.node(node)
+        assert "DRAIN" in found["State"] and found["Reason"].startswith(reason), found

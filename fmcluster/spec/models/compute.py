@@ -96,10 +96,12 @@ class CapacitySpec(Model):
         "Slurm, a Capacity Block (AWS PCS) or a training plan (SageMaker HyperPod): the running jobs are "
         "signalled and the nodes drained this many minutes before the instances start to be terminated "
         "(EC2: 30 minutes before the block's end, 60 for an UltraServer block; SageMaker: 30 minutes before "
-        "the end of the plan's reserved capacity); from then on nothing starts that the end would cut"))
+        "the end of the plan's reserved capacity); from then on nothing starts that the end would cut. "
+        "Spot (AWS PCS) does not use it: there the jobs are signalled and the node drained at EC2's "
+        "interruption notice, two minutes before the instance is interrupted"))
     end_signal: SlurmSignal = Field(default="USR1", description=(
-        "the signal the jobs get then, as sbatch --signal names it: USR1 (every job step) or B:USR1 "
-        "(the batch shell only)"))
+        "the signal the jobs get then (on spot, at the interruption notice), as sbatch --signal names it: "
+        "USR1 (every job step) or B:USR1 (the batch shell only)"))
 
 
 class NodeGroupSpec(Model):

@@ -138,6 +138,22 @@ def on_training_plan(old: ClusterSpec, new: ClusterSpec) -> bool:
     return any(g.name in before and g.capacity.training_plan_arn for g in new.node_groups)
 
 
+def _spot(spec: ClusterSpec) -> dict[str, bool]:
+    return {g.name: g.capacity.type == "spot" for g in spec.node_groups}
+
+
+def spot_changes(old: ClusterSpec, new: ClusterSpec) -> bool:
+    """A node group that stays goes to or from spot (on AWS PCS its nodes run the interruption program)."""
+    before, after = _spot(old), _spot(new)
+    return any(name in before and before[name] != spot for name, spot in after.items())
+
+
+def on_spot(old: ClusterSpec, new: ClusterSpec) -> bool:
+    """A node group that stays is on spot before and after."""
+    before, after = _spot(old), _spot(new)
+    return any(spot and before.get(name, False) for name, spot in after.items())
+
+
 def observed(old: ClusterSpec, new: ClusterSpec) -> bool:
     return new.observability.prometheus or new.observability.grafana
 

@@ -63,10 +63,12 @@ from fmcluster.spec.update_policy.checks import (
     metrics_go,
     observed,
     on_capacity_block,
+    on_spot,
     on_training_plan,
     placement_changes,
     plane_data_goes,
     reference_goes,
+    spot_changes,
     team_volume_goes,
 )
 
@@ -228,6 +230,8 @@ POLICIES: dict[str, Policy] = {
              nodes=(EKS,), resources=(NODEGROUP,)),
         Case(ROLL, "its placement group comes or goes: new nodes only (EKS rolls the group)", when="the group gets "
              "or loses its cluster placement group", check=placement_changes, nodes=(PCS, EKS)),
+        Case(ROLL, "the group's lifecycle scripts start or stop watching for spot interruption notices: new nodes "
+             "only", planes=(PCS,), when="it goes to or from spot", check=spot_changes, nodes=(PCS,)),
         Case(IN_PLACE)),
     "node_groups[].capacity.reservation_id": _policy(
         Case(NOTHING, "HyperPod reserves capacity with training plans", planes=HYPERPOD),
@@ -251,9 +255,12 @@ POLICIES: dict[str, Policy] = {
     "node_groups[].capacity.end_signal": _policy(
         Case(ROLL, "the Capacity Block group's lifecycle scripts carry it: new nodes only", planes=(PCS,),
              when="the group is on a Capacity Block", check=on_capacity_block, nodes=(PCS,)),
+        Case(ROLL, "the spot group's lifecycle scripts carry it: new nodes only", planes=(PCS,),
+             when="the group is on spot", check=on_spot, nodes=(PCS,)),
         Case(ROLL, "the training-plan group's lifecycle scripts carry it: new nodes only", planes=(HYPERPOD_SLURM,),
              when="the group is on a training plan", check=on_training_plan, nodes=(HYPERPOD_SLURM,)),
-        Case(NOTHING, "read by the nodes of AWS PCS Capacity Block and HyperPod Slurm training-plan groups only")),
+        Case(NOTHING, "read by the nodes of AWS PCS Capacity Block and spot groups and HyperPod Slurm training-plan "
+                      "groups only")),
     "node_groups[].placement_group": _policy(
         Case(NOTHING, "HyperPod places the instances itself", planes=HYPERPOD),
         Case(ROLL, "the launch template names the placement group: new nodes only (EKS rolls the group)",
