@@ -207,7 +207,8 @@ class CapacityEnd:
 def capacity_end_of(cp: ControlPlane, capacity: CapacitySpec) -> Optional[CapacityEnd]:
     """The end handled on the nodes of a compute group: on a Capacity Block of AWS PCS, on a training
     plan of SageMaker HyperPod Slurm, and on spot instances of a Slurm plane (only AWS PCS takes
-    them); None elsewhere (the Kubernetes planes: not yet)."""
+    them); None elsewhere (on the Kubernetes planes a function in the cluster handles a Capacity Block's
+    or training plan's end: fmcluster.kubernetes.capacity_end)."""
     if cp.type == PCS and capacity.type == CAPACITY_BLOCK:
         return CapacityEnd(capacity.reservation_id or "",
                            ULTRASERVER_BLOCK_TERMINATION_MINUTES if capacity.ultraserver_type

@@ -98,10 +98,15 @@ class CapacitySpec(Model):
         "(EC2: 30 minutes before the block's end, 60 for an UltraServer block; SageMaker: 30 minutes before "
         "the end of the plan's reserved capacity); from then on nothing starts that the end would cut. "
         "Spot (AWS PCS) does not use it: there the jobs are signalled and the node drained at EC2's "
-        "interruption notice, two minutes before the instance is interrupted"))
+        "interruption notice, two minutes before the instance is interrupted. Kubernetes, a Capacity Block "
+        "(EKS) or a training plan (HyperPod EKS): this many minutes before the nodes go (EKS: the node group "
+        "is scaled to 0 45 minutes before the block's end, 75 for an UltraServer block; SageMaker: as above) "
+        "the group's nodes are tainted NoSchedule, Kueue admits nothing more onto its flavor, its workloads "
+        "are requeued and the other pods evicted: each pod gets SIGTERM and its terminationGracePeriodSeconds"))
     end_signal: SlurmSignal = Field(default="USR1", description=(
-        "the signal the jobs get then (on spot, at the interruption notice), as sbatch --signal names it: "
-        "USR1 (every job step) or B:USR1 (the batch shell only)"))
+        "Slurm: the signal the jobs get then (on spot, at the interruption notice), as sbatch --signal names "
+        "it: USR1 (every job step) or B:USR1 (the batch shell only). Kubernetes does not use it: a pod gets "
+        "its container's stop signal (SIGTERM unless the image names another)"))
 
 
 class NodeGroupSpec(Model):
