@@ -219,6 +219,12 @@ SAMPLES: list[Sample] = [
     Sample("node_groups[].capacity.end_signal_minutes", HPS, put("node_groups[0].capacity.end_signal_minutes", 20),
            before=put("node_groups[0].capacity", {"type": "capacity-block", "training_plan_arn":
                                                    "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p"})),
+    # Kubernetes: the group's capacity-end function (fmcluster.kubernetes.capacity_end) reads it
+    Sample("node_groups[].capacity.end_signal_minutes", EKS, put("node_groups[0].capacity.end_signal_minutes", 20),
+           start=gb200),
+    Sample("node_groups[].capacity.end_signal_minutes", HPE, put("node_groups[0].capacity.end_signal_minutes", 20),
+           before=put("node_groups[0].capacity", {"type": "capacity-block", "training_plan_arn":
+                                                   "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p"})),
     *[Sample("node_groups[].capacity.ultraserver_count", plane, put("node_groups[0].capacity.ultraserver_count", 2),
              start=gb200) for plane in (PCS, EKS)],
     *each("node_groups[].placement_group", ALL, put("node_groups[0].placement_group", "none")),

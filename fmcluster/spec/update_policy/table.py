@@ -251,7 +251,12 @@ POLICIES: dict[str, Policy] = {
              when="the group is on a Capacity Block", check=on_capacity_block, nodes=(PCS,)),
         Case(ROLL, "the training-plan group's lifecycle scripts carry it: new nodes only", planes=(HYPERPOD_SLURM,),
              when="the group is on a training plan", check=on_training_plan, nodes=(HYPERPOD_SLURM,)),
-        Case(NOTHING, "read by the nodes of AWS PCS Capacity Block and HyperPod Slurm training-plan groups only")),
+        Case(IN_PLACE, "the group's capacity-end function takes it (its environment)", planes=(EKS,),
+             when="the group is on a Capacity Block", check=on_capacity_block),
+        Case(IN_PLACE, "the group's capacity-end function takes it (its environment)", planes=(HYPERPOD_EKS,),
+             when="the group is on a training plan", check=on_training_plan),
+        Case(NOTHING, "read by the nodes of AWS PCS Capacity Block and HyperPod Slurm training-plan groups, and by "
+                      "the capacity-end functions of EKS Capacity Block and HyperPod EKS training-plan groups, only")),
     "node_groups[].capacity.end_signal": _policy(
         Case(ROLL, "the Capacity Block group's lifecycle scripts carry it: new nodes only", planes=(PCS,),
              when="the group is on a Capacity Block", check=on_capacity_block, nodes=(PCS,)),
