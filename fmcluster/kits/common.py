@@ -70,6 +70,21 @@ def instance_store_gib(group: NodeGroup) -> float:
     return group.instance.nvme_total_gb * 1e9 / GIB
 
 
+# What a checkpoint of smoke.py holds (DCP: each rank its shard, together the whole): the weights of
+# its model, 8 TransformerEncoderLayers of d_model 1024 and feed-forward 4096 (each: the attention's
+# in- and out-projections 4d^2 + 4d, the feed-forward's two layers 2df + d + f, two LayerNorms 4d),
+# and AdamW's two moments of each, all fp32: 12 bytes a parameter (about 1.2 GB).
+SMOKE_PARAMETERS = 8 * (4 * 1024 ** 2 + 4 * 1024 + 2 * 1024 * 4096 + 1024 + 4096 + 4 * 1024)
+SMOKE_CHECKPOINT_BYTES = SMOKE_PARAMETERS * 12
+
+
+def checkpoint_seconds(model: ClusterModel) -> Optional[float]:
+    """How long smoke.py's checkpoint takes at the Lustre file system's baseline throughput (None
+    without one)."""
+    lustre = model.spec.storage.lustre
+    return None if lustre is None else SMOKE_CHECKPOINT_BYTES / (lustre.throughput_mbps * 1e6)
+
+
 SMOKE_PY = '''"""fmcluster's PyTorch smoke test: a few FSDP steps of a small transformer on every GPU of the
 job, to show the whole path works (CUDA, NCCL over NVLink and EFA, torchrun's rendezvous). Rank 0
 prints `fmcluster-smoke step=N loss=L tokens_per_s=T host=H rank=0` per step and a last line
@@ -125,7 +140,8 @@ def newest(directory):
 
 def resume(model, optimizer, directory, rank):
     """The step the run goes on from: the newest checkpoint's, loaded into the model and optimizer;
-    0 without one. Rank 0 first removes what a run cut short left (.partial directories)."""
+    0 without one. Rank 0 first removes what a run cut short left (.partial directories) and the
+    stopped mark of the run before."""
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
@@ -134,6 +150,8 @@ def resume(model, optimizer, directory, rank):
         for name in os.listdir(directory):
             if name.endswith(".partial"):
                 shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
+        if os.path.exists(os.path.join(directory, "stopped")):
+            os.remove(os.path.join(directory, "stopped"))
     dist.barrier()
     found = newest(directory)
     if found is None:

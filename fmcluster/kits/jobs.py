@@ -8,6 +8,7 @@ Sources and details: docs/research-notes.md, "fmcluster/kits/jobs.py"."""
 from __future__ import annotations
 
 import shlex
+import textwrap
 
 from fmcluster.facts import node as node_facts
 from fmcluster.kits import kubernetes as jobs_kubernetes
@@ -16,6 +17,7 @@ from fmcluster.kits.common import (
     FIO_JOBS,
     PYTORCH_IMAGE_REF,
     RESULTS,
+    SMOKE_CHECKPOINT_BYTES,
     SMOKE_PY,
     SMOKE_STEPS,
     FioTarget,
@@ -312,13 +314,32 @@ def smoke_sbatch(model: ClusterModel, group: NodeGroup) -> str:
     return "\n".join(lines)
 
 
+def smoke_end_lines(model: ClusterModel, groups: tuple[NodeGroup, ...]) -> list[str]:
+    """The README's paragraph on the smoke job living through the end of its capacity."""
+    if not groups:
+        return []
+    name, batch = end_signal(groups[0])
+    scancel = f"scancel {'--batch ' if batch else ''}--signal={name} JOBID"
+    text = ("The smoke job also shows a job living through the end of its capacity. On SIGTERM, or its group's end "
+            "signal (node_groups[].capacity.end_signal: what fmcluster's nodes send the running jobs before a "
+            "Capacity Block, a training plan or a spot instance ends; the job asks for it itself, sbatch's "
+            "`--signal`, end_signal_minutes before its own time limit), every rank finishes its step, smoke.py saves "
+            f"a checkpoint into `{CHECKPOINTS}/JOBID/` beside `{RESULTS}/` (about "
+            f"{SMOKE_CHECKPOINT_BYTES / 1e9:.1f} GB), the job requeues itself, and its next run resumes from it; "
+            "`fmcluster verify` reports the checkpoint's write time. To see it without an end, signal the job "
+            f"while it runs: `{scancel}` (`SMOKE_STEPS=2000 sbatch {groups[0].name}/smoke.sbatch` runs long "
+            "enough). Slurm starts a requeued job again once AuthInfo's cred_expire has passed (120 s by default).")
+    return [*textwrap.wrap(text, 100, break_long_words=False, break_on_hyphens=False), ""]
+
+
 def readme(model: ClusterModel, team: Team | None = None) -> str:
     mount = model.spec.storage.lustre.mount_path if model.spec.storage.lustre else "a shared directory"
     lines = [f"# Acceptance kit of {model.name} ({model.control_plane.type})", "",
              f"Written by `fmcluster jobs`. Copy this directory to {mount} (the jobs write `results/` next to",
              "it, from every node), then on a login node:", "", "```", "./submit-all.sh", "```", "",
              f"and when the jobs are done, where fmcluster is installed: `fmcluster verify SPEC {RESULTS}/*`.", "",
-             *reference.readme_lines(model, kit_groups(model, team)[0], slurm=True)]
+             *reference.readme_lines(model, kit_groups(model, team)[0], slurm=True),
+             *smoke_end_lines(model, kit_groups(model, team)[0])]
     placed = [g for g in kit_groups(model, team)[0] if g.max_count > 1 and placement.placed(model, g)]
     if placed and topology.placement_plane(model) == "features":
         lines += ["`submit-all.sh` submits each multi-node group's jobs through `placement.sh NODES PARTITION`, "

@@ -6,6 +6,7 @@ Sources and details: docs/research-notes.md, "fmcluster/kits/kubernetes.py"."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 from typing import Any, Optional
 
@@ -18,10 +19,11 @@ from fmcluster.kits.common import (
     FIO_JOBS,
     PYTORCH_IMAGE_REF,
     RESULTS,
-    SMOKE_PY,
+    SMOKE_CHECKPOINT_BYTES,
     SMOKE_STEPS,
     FioTarget,
     KitFile,
+    checkpoint_seconds,
     claim_channel,
     compute_domain,
     environment,
@@ -33,9 +35,9 @@ from fmcluster.kits.common import (
     left_out_lines,
     shm,
 )
+from fmcluster.kits.kubernetes_scripts import NODE_NAME_FILE, TORCHRUN_STOP_S, scripts
 from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
-from fmcluster.model import expected
 from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.model.teams import Team
 
@@ -55,8 +57,6 @@ IMAGE_PLACEHOLDER = "fmcluster.invalid/set-IMAGE-to-the-reference-image:latest"
 # nvcr.io/nvidia/cloud-native. Its entry point is nv-hostengine; the job runs dcgmi beside it.
 DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.4.1-2-ubuntu22.04"
 NODE_NAME_ENV = {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
-NODE_NAME_FILE = "/tmp/fmcluster-node"  # nosec B108: inside the worker container, read by the launcher
-MPI_PREFIX = "/opt/amazon/openmpi"  # the reference image's Open MPI (the EFA installer's)
 COMPLETE_CONDITIONS = ("Succeeded", "Complete", "Failed")
 LOG_LABELS = {  # the labels of the pods whose logs are a job's output
     "MPIJob": "training.kubeflow.org/job-name={name},training.kubeflow.org/job-role=launcher",
@@ -118,95 +118,6 @@ def _template(group: NodeGroup, pod: dict[str, Any]) -> dict[str, Any]:
     if annotations:
         return {"metadata": {"annotations": annotations}, "spec": pod}
     return {"spec": pod}
-
-
-# --- the scripts (the ConfigMap) ---------------------------------------------------------------
-
-NCCL_SH = r'''#!/bin/bash
-# fmcluster acceptance: nccl-tests on the MPI operator's launcher. Each worker wrote its node's
-# name to NODE_NAME_FILE; each step's output is marked with the node it ran on.
-# Environment: GROUP, GPUS (per node), SIZE (largest message), NCCL_VARS (the variables to pass).
-set -uo pipefail
-: "${GROUP:?}" "${GPUS:?}" "${SIZE:?}"
-read -ra vars <<<"${NCCL_VARS:-}"
-mpi=(mpirun --allow-run-as-root --prefix MPI_PREFIX --bind-to none -x NCCL_DEBUG=INFO)
-for var in "${vars[@]}"; do mpi+=(-x "$var"); done
-# the operator's hostfile: one worker a line, "HOST slots=N"; it names it in the launcher's environment
-mapfile -t hosts < <(awk '{print $1}' "${OMPI_MCA_orte_default_hostfile:-/etc/mpi/hostfile}")
-# every worker answers over ssh (its sshd may still be starting) before anything is measured;
-# one that never does fails the launcher, which the operator restarts
-declare -A node
-for host in "${hosts[@]}"; do
-  for (( try = 1; try <= ${WORKER_WAIT_TRIES:-30}; try++ )); do
-    node[$host]=$("${mpi[@]}" -H "$host:1" -np 1 cat NODE_NAME_FILE 2>/dev/null) && [[ -n ${node[$host]} ]] && break
-    node[$host]=""
-    sleep "${WORKER_WAIT_SECONDS:-10}"
-  done
-  [[ -n ${node[$host]} ]] || { echo "worker $host does not answer over ssh" >&2; exit 1; }
-done
-tmp=$(mktemp -d)
-for op in OPERATIONS; do
-  for host in "${hosts[@]}"; do
-    "${mpi[@]}" -H "$host:$GPUS" -np "$GPUS" "${op}_perf" -b 8 -e "$SIZE" -f 2 -g 1 -c 1 -n 20 \
-      >"$tmp/$host.$op" 2>&1 &
-  done
-  wait
-  for host in "${hosts[@]}"; do
-    echo "==> fmcluster node=${node[$host]} group=$GROUP test=nccl-$op-node <=="
-    awk 1 "$tmp/$host.$op"
-  done
-  if (( ${#hosts[@]} > 1 )); then
-    echo "==> fmcluster node=all group=$GROUP test=nccl-$op-nodes <=="
-    "${mpi[@]}" -np $(( ${#hosts[@]} * GPUS )) -npernode "$GPUS" "${op}_perf" -b 8 -e "$SIZE" -f 2 -g 1 -c 1 \
-      -n 50 2>&1
-  fi
-done
-rm -rf "$tmp"
-'''.replace("MPI_PREFIX", MPI_PREFIX).replace("NODE_NAME_FILE", NODE_NAME_FILE).replace(
-    "OPERATIONS", " ".join(expected.NCCL_OPERATIONS))
-DCGM_SH = r'''#!/bin/bash
-# fmcluster acceptance: DCGM diagnostics (level 2, JSON) of this pod's node, beside a host engine
-# of its own. Environment: GROUP, NODE_NAME.
-set -uo pipefail
-nv-hostengine -n -f /dev/null &
-for _ in $(seq 30); do dcgmi discovery -l >/dev/null 2>&1 && break; sleep 2; done
-echo "==> fmcluster node=${NODE_NAME:?} group=${GROUP:?} test=dcgm <=="
-dcgmi diag -r 2 -j 2>&1 || true
-'''
-FIO_SH = r'''#!/bin/bash
-# fmcluster acceptance: fio on each TARGET (test:directory:MiB, space-separated), this pod's node's
-# share: FIO_JOBS jobs of MiB each (fio's --size is per job), written, then the same files read back
-# (the same job name, size and count: fio lays out nothing new), the read pass only after a complete
-# write; the node's files deleted after each target and on any exit (a failure, the pod's SIGTERM),
-# and fmcluster-fio above them once it is empty. Environment: GROUP, NODE_NAME, TARGETS, FIO_JOBS.
-set -uo pipefail
-dir=""
-remove() {
-  if [[ -n "$dir" ]]; then rm -rf "$dir"; rmdir "${dir%/*}" 2>/dev/null; fi
-  dir=""
-}
-trap remove EXIT
-trap 'exit 143' TERM INT HUP
-for target in ${TARGETS:?}; do
-  IFS=: read -r test directory mib <<<"$target"
-  echo "==> fmcluster node=${NODE_NAME:?} group=${GROUP:?} test=$test <=="
-  dir="$directory/fmcluster-fio/$NODE_NAME"
-  mkdir -p "$dir" || exit 1
-  for rw in write read; do
-    if ! fio --name=fmcluster --directory="$dir" --rw="$rw" --bs=1M --size="${mib}M" --numjobs="${FIO_JOBS:?}" \
-      --ioengine=libaio --direct=1 --group_reporting --output-format=json 2>&1; then
-      echo "fio $rw failed on $NODE_NAME"
-      break
-    fi
-  done
-  remove
-done
-'''
-
-
-def scripts() -> dict[str, str]:
-    """The kit's scripts, by file name (the ConfigMap's keys)."""
-    return {"nccl.sh": NCCL_SH, "dcgm.sh": DCGM_SH, "fio.sh": FIO_SH, "smoke.py": SMOKE_PY}
 
 
 def kit_config_map(model: ClusterModel, team: Optional[Team] = None) -> dict[str, Any]:
@@ -319,28 +230,55 @@ def fio_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] = 
     return [_per_node_job(model, group, "fio", container, [kit_volume, *(v for _, v in targets)], 1, team)]
 
 
+# The smoke pods end as smoke.sh passes their SIGTERM on (kubernetes_scripts.SMOKE_SH): the
+# checkpoint gets torchrun's TORCHRUN_STOP_S, then torchrun and the shell end; the grace period is
+# those and Kubernetes' default 30 s more (terminationGracePeriodSeconds' default) for them to end.
+# A pod ended so exits 143 and the job restarts it (ExitCode, at most SMOKE_RESTARTS times: each is
+# a failure the job's backoffLimit counts); a failure of the test itself (exit 1) fails the job.
+SMOKE_GRACE_S = TORCHRUN_STOP_S + 30
+SMOKE_RESTARTS = 3
+
+
+def smoke_checkpoints(model: ClusterModel, group: NodeGroup, team: Optional[Team] = None) -> str:
+    """Where the group's smoke job keeps its checkpoints: its own directory on the Lustre file
+    system ("" without one: the job saves none)."""
+    lustre = model.spec.storage.lustre
+    if lustre is None:
+        return ""
+    namespace, _, _ = kueue.job_queue(model, team)
+    return f"{lustre.mount_path}/fmcluster-checkpoints/{namespace}/{_name(group, 'smoke')}"
+
+
 def smoke_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] = None) -> list[dict[str, Any]]:
     name = _name(group, "smoke")
     kit_volume, kit_mount = _kit_volume()
     shm_volume, shm_mount = shm()
+    checkpoints = smoke_checkpoints(model, group, team)
+    volumes, mounts = [kit_volume, shm_volume], [kit_mount, shm_mount]
+    if checkpoints:
+        lustre = model.spec.storage.lustre
+        assert lustre is not None
+        volumes.append({"name": "fsx", "persistentVolumeClaim": {"claimName": kubernetes.LUSTRE_CLAIM}})
+        mounts.append({"name": "fsx", "mountPath": lustre.mount_path})
 
     def replica(count: int) -> dict[str, Any]:
         # the training operator sets torchrun's PET_* variables (nodes, rank, rendezvous); the
         # container must be named "pytorch"
-        container = {"name": "pytorch", "image": PYTORCH_IMAGE_REF,
-                     "command": ["bash", "-c", f'echo "==> fmcluster node=all group={group.name} test=smoke <=="; '
-                                 f'exec torchrun {KIT_MOUNT}/smoke.py --steps {SMOKE_STEPS}'],
-                     "env": environment(group), "resources": _accelerators(group),
-                     "volumeMounts": [kit_mount, shm_mount]}
-        pod = {**_placement(group), "containers": [container], "volumes": [kit_volume, shm_volume]}
+        container = {"name": "pytorch", "image": PYTORCH_IMAGE_REF, "command": ["bash", f"{KIT_MOUNT}/smoke.sh"],
+                     "env": [{"name": "GROUP", "value": group.name}, {"name": "STEPS", "value": str(SMOKE_STEPS)},
+                             {"name": "CHECKPOINTS", "value": checkpoints}, *environment(group)],
+                     "resources": _accelerators(group), "volumeMounts": [dict(m) for m in mounts]}
+        pod = {**_placement(group), "terminationGracePeriodSeconds": SMOKE_GRACE_S, "containers": [container],
+               "volumes": [dict(v) for v in volumes]}
         claim_channel(group, name, pod, container)
-        return {"replicas": count, "restartPolicy": "Never", "template": _template(group, pod)}
+        return {"replicas": count, "restartPolicy": "ExitCode", "template": _template(group, pod)}
 
     specs = {"Master": replica(1)}
     if group.max_count > 1:
         specs["Worker"] = replica(group.max_count - 1)
     job = {"apiVersion": charts.PYTORCHJOB_API, "kind": "PyTorchJob", "metadata": _metadata(model, name, "smoke", team),
-           "spec": {"nprocPerNode": str(group.gpus), "runPolicy": {"backoffLimit": 0, "activeDeadlineSeconds": 3600},
+           "spec": {"nprocPerNode": str(group.gpus),
+                    "runPolicy": {"backoffLimit": SMOKE_RESTARTS, "activeDeadlineSeconds": 3600},
                     "pytorchReplicaSpecs": specs}}
     return [*compute_domain(group, name), job]
 
@@ -428,6 +366,27 @@ def collect(model: ClusterModel, jobs: list[tuple[str, str]], team: Optional[Tea
     return "\n".join(lines) + "\n"
 
 
+def _smoke_end_lines(model: ClusterModel, team: Optional[Team]) -> list[str]:
+    """The README's paragraph on the smoke job living through the end of its capacity."""
+    seconds = checkpoint_seconds(model)
+    lustre = model.spec.storage.lustre
+    if seconds is None or lustre is None:
+        text = ("The smoke job saves no checkpoint: the spec has no Lustre file system to keep one on. Its pods' "
+                "SIGTERM (an eviction) ends them, and the job runs them again from the start.")
+    else:
+        namespace, _, _ = kueue.job_queue(model, team)
+        text = ("The smoke job also shows a job living through the end of its capacity. On its pods' SIGTERM (an "
+                "eviction, as before a Capacity Block ends, or a preemption) every rank finishes its step and "
+                f"smoke.py saves a checkpoint into `{lustre.mount_path}/fmcluster-checkpoints/{namespace}/GROUP-smoke` "
+                f"on the Lustre claim (about {SMOKE_CHECKPOINT_BYTES / 1e9:.1f} GB: about {math.ceil(seconds)} s at "
+                f"the file system's baseline of {lustre.throughput_mbps:,.0f} MB/s, within the {TORCHRUN_STOP_S} s "
+                f"torchrun gives its workers after a SIGTERM; the pods' grace period is {SMOKE_GRACE_S} s). The pods "
+                "then exit 143, which the job's ExitCode restart policy restarts, and the next run resumes from "
+                "the checkpoint; `collect.sh` writes the restarted pods' logs, whose resumed line gives "
+                "`fmcluster verify` the checkpoint's write time.")
+    return [*textwrap.wrap(text, 100, break_long_words=False, break_on_hyphens=False), ""]
+
+
 def readme(model: ClusterModel, team: Optional[Team] = None) -> str:
     groups, left = kit_groups(model, team)
     namespace, queue, priority = kueue.job_queue(model, team)
@@ -442,7 +401,7 @@ def readme(model: ClusterModel, team: Optional[Team] = None) -> str:
              "as quota frees up (each asks for every node of its group). `collect.sh` waits for each job and",
              "writes its logs to `results/`; then, where fmcluster is installed:",
              "`fmcluster verify SPEC results/*`.", "",
-             *reference.readme_lines(model, groups, slurm=False),
+             *reference.readme_lines(model, groups, slurm=False), *_smoke_end_lines(model, team),
              *as_team, *left_out_lines(left), *figures_table(model, groups)]
     return "\n".join(lines) + "\n"
 

@@ -19,7 +19,7 @@ import yaml
 
 from fmcluster.cli import main as cli
 from fmcluster.facts import kubernetes as k8s
-from fmcluster.kits import common, verify
+from fmcluster.kits import common, kubernetes_scripts, verify
 from fmcluster.kits import kubernetes as jobs_kubernetes
 from fmcluster.kubernetes import kueue
 from fmcluster.kubernetes import manifests as kubernetes
@@ -287,7 +287,7 @@ def test_the_nccl_launcher_marks_each_nodes_output_for_verify(tmp_path):
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "GROUP": group.name, "GPUS": str(group.gpus), "SIZE": "16G",
            "NCCL_VARS": "FI_PROVIDER NCCL_BUFFSIZE", "OMPI_MCA_orte_default_hostfile": str(hostfile)}
     script = tmp_path / "nccl.sh"
-    script.write_text(jobs_kubernetes.NCCL_SH)
+    script.write_text(kubernetes_scripts.NCCL_SH)
     result = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     parts = verify.split_by_node(result.stdout)
@@ -315,7 +315,7 @@ def test_the_nccl_launcher_fails_when_a_worker_never_answers(tmp_path):
     hostfile = tmp_path / "hostfile"
     hostfile.write_text("w-worker-0.w.ns.svc slots=8\nw-worker-1.w.ns.svc slots=8\n")
     script = tmp_path / "nccl.sh"
-    script.write_text(jobs_kubernetes.NCCL_SH)
+    script.write_text(kubernetes_scripts.NCCL_SH)
     result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=60, env={
         "PATH": f"{bin_dir}:/usr/bin:/bin", "GROUP": "gpu", "GPUS": "8", "SIZE": "16G",
         "OMPI_MCA_orte_default_hostfile": str(hostfile), "WORKER_WAIT_TRIES": "3"})
@@ -394,9 +394,11 @@ def test_the_smoke_log_is_marked_for_its_group(kit):
     model, out = kit
     for group in expected.gpu_groups(model):
         job = documents(out / group.name / "smoke.yaml")[-1]
-        command = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"]
-        assert f"group={group.name} test=smoke" in command[-1]
-        assert "exec torchrun" in command[-1]
+        container = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+        assert container["command"] == ["bash", "/kit/smoke.sh"]
+        assert {"name": "GROUP", "value": group.name} in container["env"]
+        assert 'echo "==> fmcluster node=all group=${GROUP:?} test=smoke <=="' in kubernetes_scripts.SMOKE_SH
+        assert "\ntorchrun " in kubernetes_scripts.SMOKE_SH
 
 
 def test_fio_writes_a_tenth_of_each_capacity(kit):
