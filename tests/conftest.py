@@ -31,6 +31,13 @@ from tests.support.paths import ROOT  # noqa: E402
 
 os.environ.setdefault("CDK_VALIDATION", "false")
 
+# moto's EC2 loads its AMIs into every region's backend as it starts it, in every test that uses EC2:
+# 44 of its own and about 1,300 "latest" ones a region (moto/ec2/models/amis.py), a second of work
+# each time, and what an unfiltered DescribeImages or DescribeSnapshots then serializes. With
+# MOTO_AMIS_PATH (moto's documented setting, read when moto is imported: after this file) it loads
+# only the one AMI of tests/data/moto-amis.json, one of its own definitions; no test needs another.
+os.environ.setdefault("MOTO_AMIS_PATH", str(ROOT / "tests" / "data" / "moto-amis.json"))
+
 for _variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
                   "AWS_DEFAULT_PROFILE", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
                   "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
