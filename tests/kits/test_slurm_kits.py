@@ -397,8 +397,8 @@ def test_the_smoke_job_saves_on_the_end_signal_and_resumes_when_run_again(end_si
         assert not (checkpoint.parent / "stopped").exists()  # read by the job's script, which requeued it
         assert f"step={int(step) + 1} " not in first and "fmcluster-smoke ok" not in first
         # the nodes back (the next block); Slurm holds a requeued job back for AuthInfo's cred_expire
-        # (slurm.conf(5): "also controls how long a requeued job must wait before starting again", 120 s
-        # by default): the test lets it start now
+        # (slurm.conf(5), 120 s by default: its EligibleTime the requeue's plus 121 s here), which the
+        # test does not wait for: it lets the job start now
         cluster.run("scontrol", "update", f"nodename={nodes}", "state=resume")
         cluster.run("scontrol", "update", f"jobid={job}", "starttime=now")
         state = cluster.wait_job(job, timeout=120)
