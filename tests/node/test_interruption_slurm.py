@@ -7,7 +7,8 @@ is a stand-in that returns at once: nothing waits for a time to come.
 
 One scenario on one cluster, its steps in order: a job of both nodes whose tasks trap SIGUSR1 and
 go on; no notice; a drain of an earlier instance returned to service (and another's drain kept);
-the notice on both nodes (each drained, the job signalled once); nothing new starts there."""
+the notice on both nodes (each drained, the job signalled once); nothing new starts there; a
+signal Slurm could not be asked for is sent at the next look."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, release_id, 
 
 NOTICE = '{"action": "terminate", "time": "2026-12-03T11:32:00Z"}'
 REASON = "fmcluster-interruption: spot terminate at 2026-12-03T11:32:00Z"
+LATER = '{"action": "terminate", "time": "2026-12-03T13:02:00Z"}'
 SLEEP = "#!/bin/sh\necho \"$1\" >>\"${0%/*}/sleeps\"\n"
 
 
@@ -116,8 +118,32 @@ def nothing_new_starts_on_the_nodes(world):
     cluster.run("scancel", new)
 
 
+def a_signal_slurm_could_not_be_asked_for_is_sent_at_the_next_look(world):
+    """A new job on node1 and a new notice for it; squeue fails once (slurmctld busy, as when many
+    spot nodes go at once): the node is drained, and the job is signalled at the next look."""
+    cluster, tmp = world["cluster"], world["tmp"]
+    for node in ("node1", "node2"):
+        (node_end.metadata(tmp, node) / "spot" / "instance-action").unlink()
+        cluster.run("scontrol", "update", f"nodename={node}", "state=resume")
+    job, _, marker = node_end.trapping_job(cluster)
+    (node_end.metadata(tmp, "node1") / "spot" / "instance-action").write_text(LATER)
+    squeue = node_end.bin_dir(tmp, "node1") / "squeue"
+    squeue.write_text(f'#!/bin/sh\n[ -e "$0.failed" ] || {{ touch "$0.failed"; exit 1; }}\n'
+                      f'exec {cluster.bin}/squeue "$@"\n')
+    squeue.chmod(0o755)
+    try:
+        result = run(world, "node1", polls=2)
+    finally:
+        squeue.unlink()
+    assert "node1 drained" in result.stderr and "trying again" in result.stderr, result.stderr
+    assert f"job {job} signalled (USR1)" in result.stderr, result.stderr
+    node_end.assert_signalled_and_drained(cluster, job, marker, "fmcluster-interruption: spot terminate at "
+                                          "2026-12-03T13:02:00Z", nodes=("node1",))
+
+
 def test_a_spot_interruption_notice_on_slurm(world):
     without_a_notice_nothing_changes(world)
     a_drain_of_an_earlier_instance_is_lifted_and_anothers_kept(world)
     a_notice_drains_each_node_and_signals_the_job_once(world)
     nothing_new_starts_on_the_nodes(world)
+    a_signal_slurm_could_not_be_asked_for_is_sent_at_the_next_look(world)

@@ -104,7 +104,8 @@ act() {
       || return 1
     log "$node drained: EC2 interrupts its spot instance ($action) at $time"
   fi
-  signal_jobs "$(going)" "$node" "$STATE/signalled-$action-$time" "EC2 interrupts the spot instance at $time"
+  signal_jobs "$(going)" "$node" "$STATE/signalled-$action-$time" "EC2 interrupts the spot instance at $time" \
+    || return 1
   HANDLED="$action-$time"
 }
 

@@ -25,11 +25,14 @@ in_list() {
 # signal_jobs GOING NODE SENT WHY: signal the running jobs of NODE once each (their ids kept in the
 # file SENT), each by the first of its nodes that is in GOING (a Slurm host list: the nodes whose
 # instances go), so that a job of many nodes gets one signal; NODE when none is. WHY ends the log line.
+# Fails when squeue or a scancel failed (a job left unsignalled: the caller may try again).
 signal_jobs() {
-  local job list first n args=(--signal="${SIGNAL#B:}")
+  local job list first n jobs failed=0 args=(--signal="${SIGNAL#B:}")
   [[ "$SIGNAL" != B:* ]] || args=(--batch "${args[@]}")
   touch "$3"
-  squeue -h -w "$2" -t RUNNING -o '%i %N' | while read -r job list; do
+  jobs=$(squeue -h -w "$2" -t RUNNING -o '%i %N') || return 1
+  while read -r job list <&3; do
+    [[ -n "$job" ]] || continue
     grep -qx "$job" "$3" && continue
     first=""
     for n in $(scontrol show hostnames "$list"); do
@@ -39,6 +42,9 @@ signal_jobs() {
     if scancel "${args[@]}" "$job"; then
       printf '%s\n' "$job" >>"$3"
       log "job $job signalled ($SIGNAL): $4"
+    else
+      failed=1
     fi
-  done
+  done 3<<<"$jobs"
+  return "$failed"
 }
