@@ -8,7 +8,8 @@ is a stand-in that returns at once: nothing waits for a time to come.
 One scenario on one cluster, its steps in order: a job of both nodes whose tasks trap SIGUSR1 and
 go on; no notice; a drain of an earlier instance returned to service (and another's drain kept);
 the notice on both nodes (each drained, the job signalled once); nothing new starts there; a
-signal Slurm could not be asked for is sent at the next look."""
+signal Slurm could not be asked for is sent at the next look; an instance that hibernated and
+resumed is returned to service."""
 
 from __future__ import annotations
 
@@ -21,7 +22,11 @@ from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, release_id, 
 NOTICE = '{"action": "terminate", "time": "2026-12-03T11:32:00Z"}'
 REASON = "fmcluster-interruption: spot terminate at 2026-12-03T11:32:00Z"
 LATER = '{"action": "terminate", "time": "2026-12-03T13:02:00Z"}'
-SLEEP = "#!/bin/sh\necho \"$1\" >>\"${0%/*}/sleeps\"\n"
+HIBERNATE = '{"action": "hibernate", "time": "2026-12-03T14:00:00Z"}'
+# sleep records its seconds and returns at once; after its Nth wait it runs the file after-N beside
+# it, where there is one (the world changing while the program waits)
+SLEEP = ('#!/bin/sh\necho "$1" >>"${0%/*}/sleeps"\nn=$(wc -l <"${0%/*}/sleeps")\n'
+         '[ ! -x "${0%/*}/after-$n" ] || "${0%/*}/after-$n"\n')
 
 
 def run(world, node: str, polls: int = 1):
@@ -141,9 +146,32 @@ def a_signal_slurm_could_not_be_asked_for_is_sent_at_the_next_look(world):
                                           "2026-12-03T13:02:00Z", nodes=("node1",))
 
 
+def after(world, node: str, wait: int, command: str) -> None:
+    """`command`, run by `node`'s stand-in sleep after its `wait`th wait of the next run."""
+    path = node_end.bin_dir(world["tmp"], node) / f"after-{wait}"
+    path.write_text(f"#!/bin/sh\n{command}\n")
+    path.chmod(0o755)
+
+
+def an_instance_that_hibernated_and_resumed_returns_to_service(world):
+    """node2, in service, its program running: no notice, then a hibernation's (EC2 hibernates the
+    instance at once), then none again: the instance resumed, and so did the program, which drained
+    the node; the node is returned to service."""
+    cluster, tmp = world["cluster"], world["tmp"]
+    notice = node_end.metadata(tmp, "node2") / "spot" / "instance-action"
+    node_end.bin_dir(tmp, "node2").joinpath("sleeps").unlink(missing_ok=True)
+    after(world, "node2", 1, f"echo '{HIBERNATE}' >{notice}")
+    after(world, "node2", 2, f"rm {notice}")
+    result = run(world, "node2", polls=3)
+    assert result.returncode == 0, result.stderr
+    assert "node2 drained" in result.stderr and "node2 back in service" in result.stderr, result.stderr
+    assert "DRAIN" not in cluster.node("node2")["State"], cluster.node("node2")
+
+
 def test_a_spot_interruption_notice_on_slurm(world):
     without_a_notice_nothing_changes(world)
     a_drain_of_an_earlier_instance_is_lifted_and_anothers_kept(world)
     a_notice_drains_each_node_and_signals_the_job_once(world)
     nothing_new_starts_on_the_nodes(world)
     a_signal_slurm_could_not_be_asked_for_is_sent_at_the_next_look(world)
+    an_instance_that_hibernated_and_resumed_returns_to_service(world)

@@ -34,8 +34,10 @@
 # would have asked with --signal: a job that checkpoints on the signal has the two minutes. With no
 # notice at start (404), a node this program drained is returned to service: its instance was
 # stopped and started again, or AWS PCS launched another instance under the node's Slurm name
-# (slurmctld keeps a drain and its reason across instances: node-health.sh says where in Slurm); a
-# powered-down node's drain Slurm clears itself. Exit status: none while it runs.
+# (slurmctld keeps a drain and its reason across instances: node-health.sh says where in Slurm); so
+# too when a notice other than terminate's goes while this runs (a hibernated instance resumed,
+# and this program with it); a powered-down node's drain Slurm clears itself. Exit status: none
+# while it runs.
 set -uo pipefail
 ROOT=${FMCLUSTER_ROOT:-}
 # shellcheck source=/dev/null
@@ -132,9 +134,14 @@ main() {
         failing=0 delay=$POLL_SECONDS
         if [[ "$CODE" == 200 ]]; then
           act || log "could not drain the node or signal its jobs: trying again"
-        elif ((!checked && SECONDS >= retry)); then
-          # Slurm may not answer yet (slurmd starts after this): again in 30 seconds, not every look
-          if back_in_service; then checked=1; else retry=$((SECONDS + 30)); fi
+        else
+          # a notice gone while this runs: the instance hibernated and resumed, and this with it (a
+          # stopped one starts this again; a terminated one does not come back): look again
+          [[ -z "$HANDLED" || "$HANDLED" == terminate-* ]] || HANDLED="" checked=0 retry=0
+          if ((!checked && SECONDS >= retry)); then
+            # Slurm may not answer yet (slurmd starts after this): again in 30 seconds, not every look
+            if back_in_service; then checked=1; else retry=$((SECONDS + 30)); fi
+          fi
         fi
         ;;
       *)
