@@ -31,14 +31,19 @@ TERMINATION, LEAD = 30, 10  # minutes: SageMaker terminates from 30 minutes befo
 RELEASES = [r for r in controlplanes.get("hyperpod-slurm").versions if r in PCS_RELEASES]
 
 
-def iso(seconds: int | str) -> str:
-    """A time in seconds since the epoch as the API gives it (ISO 8601); a string as it is."""
+Time = int | float | str
+
+
+def iso(seconds: Time) -> float | str:
+    """A time in seconds since the epoch (an int) as the AWS CLI v2 prints it (ISO 8601); a float as
+    the CLI v1 prints it by default (as SageMaker's JSON protocol sends it: seconds since the epoch);
+    a string as it is."""
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat() if isinstance(seconds, int) else seconds
 
 
-def plan(tmp_path: Path, spans: list[tuple[str, int | str, int | str]], start: int | str, end: int | str) -> None:
+def plan(tmp_path: Path, spans: list[tuple[str, Time, Time]], start: Time, end: Time) -> None:
     """SageMaker's answer: the plan, from `start` to `end`, with a reserved capacity per (instance
-    type, start, end) of `spans` (seconds since the epoch, or a string as it is)."""
+    type, start, end) of `spans` (times as `iso` takes them)."""
     node_end.answer(tmp_path, {
         "TrainingPlanArn": ARN, "TrainingPlanName": PLAN, "Status": "Active", "StartTime": iso(start),
         "EndTime": iso(end), "TotalInstanceCount": 16, "TargetResources": ["hyperpod-cluster"],
@@ -130,7 +135,7 @@ def no_end_from_sagemaker_drains_nothing(world):
     """No capacity that holds now, or a time that is not one, and no earlier answer kept (a node new
     to the plan): no end is read, nothing drains."""
     cluster, now = world["cluster"], world["now"]
-    cases: dict[str, list[tuple[str, int | str, int | str]]] = {
+    cases: dict[str, list[tuple[str, Time, Time]]] = {
         "gap": [(TYPE, now + 3600, now + 7200)], "odd": [(TYPE, now - 3600, "None")], "other type": [
             ("ml.p5.48xlarge", now - 3600, now + 7200)]}
     for case, spans in cases.items():
@@ -142,9 +147,26 @@ def no_end_from_sagemaker_drains_nothing(world):
         assert "DRAIN" not in cluster.node("node1")["State"], case
 
 
+def an_answer_in_seconds_since_the_epoch_is_the_same_end(world):
+    """The AWS CLI v1 prints a time as it comes over the wire (cli_timestamp_format's default), and
+    SageMaker's JSON protocol sends seconds since the epoch: the end read so is the same (here the
+    one the reservation has already), for a node new to the plan."""
+    cluster, now = world["cluster"], world["now"]
+    fresh = world["tmp"] / "fresh-wire"
+    fresh.mkdir()
+    plan(fresh, [(TYPE, now - 3600.5, float(now + 170 * 60))], now - 3600.5, float(now + 170 * 60))
+    result = run(world, "node1", now + 12 * 60, fresh)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    kept = fresh / "node1" / "root" / "var" / "lib" / "fmcluster" / "capacity-end" / "end"
+    assert kept.read_text() == f"{PLAN}-p6-b200.48xlarge {now + 170 * 60}\n"
+    line = node_end.reservation(cluster, NAME)
+    assert epoch(field(line, "StartTime")) == now + 140 * 60 and epoch(field(line, "EndTime")) == now + 170 * 60
+
+
 def test_the_end_of_a_training_plan_on_slurm(world):
     reserved_until_the_stretch_of_capacity_that_holds_now_ends(world)
     jobs_are_signalled_and_the_nodes_drained(world)
     an_extended_plan_moves_the_reservation_and_returns_the_nodes(world)
     a_plan_that_lists_no_capacities_ends_at_its_end(world)
     no_end_from_sagemaker_drains_nothing(world)
+    an_answer_in_seconds_since_the_epoch_is_the_same_end(world)

@@ -93,6 +93,14 @@ epoch() {
   [[ "$1" =~ $ISO ]] && date -d "$1" +%s 2>/dev/null
 }
 
+# plan_time TIME: a time of SageMaker's answer in seconds since the epoch: ISO 8601 (the AWS CLI v2's
+# default) or the seconds themselves, as SageMaker's JSON protocol sends them and the AWS CLI v1
+# prints them by default (cli_timestamp_format: wire, awscli/customizations/scalarparse.py); ten
+# digits, so that no odd number reads as an end long past
+plan_time() {
+  if [[ "$1" =~ ^[0-9]{10}(\.[0-9]+)?$ ]]; then printf '%s\n' "${1%%.*}"; else epoch "$1"; fi
+}
+
 # block_end: "ID END" (END in seconds since the epoch), from EC2, else the last answer kept
 block_end() {
   local region instance id="$RESERVATION_ID" end
@@ -119,7 +127,7 @@ plan_end() {
   if rows=$(aws sagemaker describe-training-plan --region "$region" --training-plan-name "$name" --output text \
     --query "ReservedCapacitySummaries[?InstanceType=='$PLAN_INSTANCE_TYPE'].[StartTime,EndTime] || [[StartTime,EndTime]]"); then
     while read -r start end; do
-      start=$(epoch "$start") && end=$(epoch "$end") && spans+=("$start $end")
+      start=$(plan_time "$start") && end=$(plan_time "$end") && spans+=("$start $end")
     done <<<"$rows"
     # the reserved capacity that holds now, then each that starts by the end reached
     while ((more)); do
