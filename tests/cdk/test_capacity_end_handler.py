@@ -78,8 +78,8 @@ def test_a_taint_is_added_once_and_removed_by_its_key():
     assert handler.tainted([{**TAINT, "effect": "NoExecute"}], TAINT, False) is None  # not ours
 
 
-def summary(workload: dict) -> dict:
-    return handler._workload_summary(workload)
+def summary(workload: dict, flavor_tolerations: tuple = ()) -> dict:
+    return handler._workload_summary(workload, TAINT, list(flavor_tolerations))
 
 
 def test_workloads_admitted_on_the_flavor_are_requeued_at_the_end():
@@ -92,7 +92,8 @@ def test_workloads_admitted_on_the_flavor_are_requeued_at_the_end():
         fake.workload("ours-done", None, active=False, labels=OURS, finished=True))]
     assert handler.requeued(workloads, SETTINGS, ending=True) == {
         "deactivate": [("default", "on-gpu")], "reactivate": [("default", "released")],
-        "let_go": [("default", "resumed"), ("default", "ours-done")], "stopping": [("default", "stopping")]}
+        "let_go": [("default", "resumed"), ("default", "ours-done")], "stopping": [("default", "stopping")],
+        "tolerates": []}
     # before the end nothing is deactivated, but what was is still reactivated
     assert handler.requeued(workloads, SETTINGS, ending=False)["deactivate"] == []
     assert handler.requeued(workloads, SETTINGS, ending=False)["reactivate"] == [("default", "released")]
@@ -100,18 +101,54 @@ def test_workloads_admitted_on_the_flavor_are_requeued_at_the_end():
 
 def test_what_the_eviction_api_stops():
     kept = {("default", "w1")}
-    assert handler.evictable(fake.pod("plain", "n1"), kept)
-    assert handler.evictable(fake.pod("other-workload", "n1", workload="w2"), kept)
-    assert not handler.evictable(fake.pod("left-to-kueue", "n1", workload="w1"), kept)
-    assert handler.evictable(fake.pod("same-name-elsewhere", "n1", namespace="team-a", workload="w1"), kept)
-    assert not handler.evictable(fake.pod("agent", "n1", owner="DaemonSet"), kept)
-    assert not handler.evictable(fake.pod("done", "n1", phase="Succeeded"), kept)
+    assert handler.evictable(fake.pod("plain", "n1"), kept, TAINT)
+    assert handler.evictable(fake.pod("other-workload", "n1", workload="w2"), kept, TAINT)
+    assert not handler.evictable(fake.pod("left-to-kueue", "n1", workload="w1"), kept, TAINT)
+    assert handler.evictable(fake.pod("same-name-elsewhere", "n1", namespace="team-a", workload="w1"), kept, TAINT)
+    assert not handler.evictable(fake.pod("agent", "n1", owner="DaemonSet"), kept, TAINT)
+    assert not handler.evictable(fake.pod("done", "n1", phase="Succeeded"), kept, TAINT)
     terminating = fake.pod("going", "n1")
     terminating["metadata"]["deletionTimestamp"] = fake.TIME
-    assert not handler.evictable(terminating, kept)
+    assert not handler.evictable(terminating, kept, TAINT)
     mirror = fake.pod("static", "n1")
     mirror["metadata"]["annotations"] = {handler.MIRROR_ANNOTATION: "abc"}
-    assert not handler.evictable(mirror, kept)
+    assert not handler.evictable(mirror, kept, TAINT)
+    # a pod that tolerates the taint would be placed on the node again: it stays, as a DaemonSet's does
+    assert not handler.evictable(fake.pod("anywhere", "n1", tolerations=[{"operator": "Exists"}]), kept, TAINT)
+    assert handler.evictable(fake.pod("gpu-only", "n1", tolerations=[GPU_TOLERATION]), kept, TAINT)
+
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize("toleration, expected", [
+    ({"operator": "Exists"}, True),  # no key, Exists: every taint
+    ({"operator": "Exists", "effect": "NoSchedule"}, True), ({"operator": "Exists", "effect": "NoExecute"}, False),
+    ({"key": "fmcluster.dev/capacity-end", "operator": "Exists"}, True),
+    ({"key": "fmcluster.dev/capacity-end", "value": "gpu"}, True),  # Equal, the default
+    ({"key": "fmcluster.dev/capacity-end", "operator": "Equal", "value": "other"}, False),
+    ({"key": "fmcluster.dev/capacity-end", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}, True),
+    (GPU_TOLERATION, False), ({"key": "fmcluster.dev/capacity-end", "operator": "Lt", "value": "9"}, False),
+])
+def test_a_toleration_is_weighed_as_kubernetes_weighs_it(toleration, expected):
+    """k8s.io/api core/v1 Toleration.ToleratesTaint, which the scheduler and Kueue's flavor assigner use."""
+    assert handler.tolerates([GPU_TOLERATION, toleration], TAINT) is expected
+
+
+def test_a_workload_that_tolerates_the_taint_stays_on_the_flavor():
+    """Its pod set assigned the flavor tolerates the taint (or the flavor's own tolerations do): Kueue
+    would admit it there again once reactivated, so it is not requeued."""
+    anywhere = fake.workload("anywhere", "gpu", tolerations=[{"operator": "Exists"}])
+    plain = fake.workload("plain", "gpu", tolerations=[GPU_TOLERATION])
+    assert summary(anywhere)["tolerant"] == ["main"] and summary(plain)["tolerant"] == []
+    assert summary(plain, [{"key": "fmcluster.dev/capacity-end", "operator": "Exists"}])["tolerant"] == ["main"]
+    assert handler.requeued([summary(anywhere), summary(plain)], SETTINGS, ending=True) == {
+        "deactivate": [("default", "plain")], "reactivate": [], "let_go": [], "stopping": [],
+        "tolerates": [("default", "anywhere")]}
+    # a pod set that tolerates it, but on another flavor, does not keep the workload here
+    elsewhere = fake.workload("elsewhere", "gpu", tolerations=[{"operator": "Exists"}])
+    elsewhere["status"]["admission"]["podSetAssignments"][0]["name"] = "other"
+    assert handler.requeued([summary(elsewhere)], SETTINGS, ending=True)["deactivate"] == [("default", "elsewhere")]
 
 
 # --- the function against the API ---------------------------------------------------------------
@@ -171,6 +208,25 @@ def test_the_end_taints_closes_requeues_and_evicts():
     api.kubelet_removes()
     third = run(api, timedelta(minutes=46))
     assert [k for k in third if k not in ("phase", "why", "nodes")] == []  # nothing left to do
+
+
+def test_what_tolerates_the_taint_is_neither_requeued_nor_evicted():
+    """A workload whose pods tolerate every taint, and a pod that tolerates this one: requeued or
+    evicted, they would be placed on the ending nodes again, and stopped again at every run."""
+    anywhere = [{"operator": "Exists"}]
+    api = cluster(fake.workload("anywhere", "gpu", tolerations=anywhere),
+                  fake.pod("anywhere-0", "gpu-2", workload="anywhere", tolerations=anywhere),
+                  fake.pod("agent", "gpu-2", owner="ReplicaSet",
+                           tolerations=[{"key": "fmcluster.dev/capacity-end", "operator": "Exists"}]))
+    result = run(api)
+    assert result["deactivated"] == ["default/train"] and result["tolerates"] == ["default/anywhere"]
+    assert result["evicted"] == ["default/notebook"]
+    assert api.get("Workload", "anywhere", "default")["spec"]["active"] is True
+    assert not any(api.get("Pod", name, "default")["metadata"].get("deletionTimestamp")
+                   for name in ("anywhere-0", "agent"))
+    api.kueue_stops()
+    second = run(api, timedelta(minutes=48))
+    assert "deactivated" not in second and "evicted" not in second and second["tolerates"] == ["default/anywhere"]
 
 
 def test_a_stopping_workloads_pods_are_left_to_kueue():

@@ -69,17 +69,18 @@ def node(name: str, group: str, taints: Optional[list[dict[str, str]]] = None) -
 
 
 def pod(name: str, node_name: str, namespace: str = "default", *, workload: str = "", owner: str = "Job",
-        phase: str = "Running") -> dict[str, Any]:
+        phase: str = "Running", tolerations: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": namespace,
                             "ownerReferences": [{"apiVersion": "apps/v1" if owner == "DaemonSet" else "batch/v1",
                                                  "kind": owner, "name": f"{name}-owner", "uid": f"uid-{name}",
                                                  "controller": True}]}
     if workload:
         meta["annotations"] = {WORKLOAD_ANNOTATION: workload}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
-            "spec": {"nodeName": node_name, "terminationGracePeriodSeconds": 600,
-                     "containers": [{"name": "main", "image": "train:1"}]},
-            "status": {"phase": phase}}
+    spec: dict[str, Any] = {"nodeName": node_name, "terminationGracePeriodSeconds": 600,
+                            "containers": [{"name": "main", "image": "train:1"}]}
+    if tolerations:
+        spec["tolerations"] = [dict(t) for t in tolerations]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": {"phase": phase}}
 
 
 def flavor(name: str, node_taints: Optional[list[dict[str, str]]] = None) -> dict[str, Any]:
@@ -88,8 +89,10 @@ def flavor(name: str, node_taints: Optional[list[dict[str, str]]] = None) -> dic
 
 
 def workload(name: str, flavor_name: Optional[str], namespace: str = "default", *, active: bool = True,
-             labels: Optional[dict[str, str]] = None, finished: bool = False) -> dict[str, Any]:
-    """A workload of one pod set, with quota reserved (and admitted) on `flavor_name`; None: pending."""
+             labels: Optional[dict[str, str]] = None, finished: bool = False,
+             tolerations: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+    """A workload of one pod set (its pods' `tolerations`), with quota reserved (and admitted) on
+    `flavor_name`; None: pending."""
     status: dict[str, Any] = {"conditions": []}
     if flavor_name is not None:
         status["admission"] = {"clusterQueue": "cluster-queue", "podSetAssignments": [
@@ -102,11 +105,13 @@ def workload(name: str, flavor_name: Optional[str], namespace: str = "default", 
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
     if labels:
         meta["labels"] = dict(labels)
+    pod_spec: dict[str, Any] = {"containers": [{"name": "main", "image": "train:1",
+                                                "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}
+    if tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in tolerations]
     return {"apiVersion": KUEUE, "kind": "Workload", "metadata": meta,
             "spec": {"active": active, "queueName": "user-queue", "podSets": [
-                {"name": "main", "count": 2, "template": {"spec": {
-                    "containers": [{"name": "main", "image": "train:1",
-                                    "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}}}]},
+                {"name": "main", "count": 2, "template": {"spec": pod_spec}}]},
             "status": status}
 
 

@@ -26,6 +26,11 @@ cluster is then reconciled, through the Kubernetes API, with one of three phases
      disruption answers 429 and the pod is tried again on the next run; a pod gone answers 404; the
      pod gets SIGTERM, then its terminationGracePeriodSeconds.
 
+What tolerates the taint stays, as a DaemonSet's pods do: a workload a pod set of which, assigned
+the flavor, tolerates it (with the flavor's own tolerations, as Kueue's flavor assigner weighs them)
+would be admitted there again once reactivated, and a pod that tolerates it would be placed there
+again by its controller; requeued or evicted, they would be at every run until the nodes go.
+
 In every phase, a workload this function deactivated whose quota Kueue has released is reactivated
 (spec.active true, the label removed): Kueue requeues it (Requeued, reason Reactivated), in the
 order of its creation, for a flavor it can still use. Node and flavor patches carry the object's
@@ -104,6 +109,21 @@ def tainted(taints: list[dict[str, Any]], taint: dict[str, str], wanted: bool) -
     return others + [dict(taint)] if wanted else others
 
 
+def tolerates(tolerations: list[dict[str, Any]], taint: dict[str, str]) -> bool:
+    """One of `tolerations` tolerates `taint`, as Kubernetes decides it (k8s.io/api core/v1
+    Toleration.ToleratesTaint): its effect, if any, is the taint's; its key, if any, is the taint's
+    (none, with Exists: every key); Exists takes any value, Equal (the default) the taint's."""
+    for toleration in tolerations:
+        if toleration.get("effect") and toleration["effect"] != taint["effect"]:
+            continue
+        if toleration.get("key") and toleration["key"] != taint["key"]:
+            continue
+        operator = toleration.get("operator") or "Equal"
+        if operator == "Exists" or (operator == "Equal" and toleration.get("value", "") == taint["value"]):
+            return True
+    return False
+
+
 def _conditions(workload: dict[str, Any]) -> dict[str, str]:
     return {c.get("type", ""): c.get("status", "") for c in workload.get("status", {}).get("conditions", [])}
 
@@ -125,6 +145,14 @@ def admitted_on(workload: dict[str, Any], flavor: str) -> bool:
     return any(flavor in (a.get("flavors") or {}).values() for a in assignments)
 
 
+def tolerated_on(workload: dict[str, Any], flavor: str) -> bool:
+    """A pod set of the workload assigned `flavor` tolerates the taint (`tolerant`: the pod sets that
+    do, _workload_summary): Kueue would assign it the closed flavor again."""
+    tolerant = set(workload.get("tolerant", ()))
+    assignments = (workload.get("status", {}).get("admission") or {}).get("podSetAssignments", [])
+    return any(a.get("name") in tolerant and flavor in (a.get("flavors") or {}).values() for a in assignments)
+
+
 def ours(workload: dict[str, Any], settings: Settings) -> bool:
     return workload.get("metadata", {}).get("labels", {}).get(settings.taint_key) == settings.group
 
@@ -137,8 +165,10 @@ def released(workload: dict[str, Any]) -> bool:
 def requeued(workloads: list[dict[str, Any]], settings: Settings, ending: bool) -> dict[str, list[tuple[str, str]]]:
     """The workloads to deactivate (admitted on the flavor, while ending), to reactivate (ours,
     deactivated and released) and to let go of (ours, but made active again by someone else, or
-    finished: the label only is removed); `stopping`: ours, deactivated, Kueue still stopping them."""
-    out: dict[str, list[tuple[str, str]]] = {"deactivate": [], "reactivate": [], "let_go": [], "stopping": []}
+    finished: the label only is removed); `stopping`: ours, deactivated, Kueue still stopping them;
+    `tolerates`: admitted on the flavor, but tolerating its taint there (tolerated_on), left alone."""
+    out: dict[str, list[tuple[str, str]]] = {"deactivate": [], "reactivate": [], "let_go": [], "stopping": [],
+                                             "tolerates": []}
     for workload in workloads:
         if ours(workload, settings):
             inactive = workload.get("spec", {}).get("active") is False
@@ -149,13 +179,14 @@ def requeued(workloads: list[dict[str, Any]], settings: Settings, ending: bool) 
             else:
                 out["stopping"].append(key(workload))
         elif ending and admitted_on(workload, settings.flavor):
-            out["deactivate"].append(key(workload))
+            out["tolerates" if tolerated_on(workload, settings.flavor) else "deactivate"].append(key(workload))
     return out
 
 
-def evictable(pod: dict[str, Any], left_to_kueue: set[tuple[str, str]]) -> bool:
+def evictable(pod: dict[str, Any], left_alone: set[tuple[str, str]], taint: dict[str, str]) -> bool:
     """A pod that the Eviction API stops: not a DaemonSet's (its controller would place it again) or
-    a static pod's mirror, not terminating or finished, not of a workload Kueue is stopping."""
+    a static pod's mirror, not terminating or finished, not tolerating `taint` (it would be placed
+    there again), not of a workload Kueue is stopping or that is left where it is."""
     meta = pod.get("metadata", {})
     if meta.get("deletionTimestamp") or pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
         return False
@@ -163,8 +194,10 @@ def evictable(pod: dict[str, Any], left_to_kueue: set[tuple[str, str]]) -> bool:
         return False
     if any(owner.get("kind") == "DaemonSet" for owner in meta.get("ownerReferences", [])):
         return False
+    if tolerates(pod.get("spec", {}).get("tolerations") or [], taint):
+        return False
     workload = meta.get("annotations", {}).get(WORKLOAD_ANNOTATION)
-    return not (workload and (meta.get("namespace", ""), workload) in left_to_kueue)
+    return not (workload and (meta.get("namespace", ""), workload) in left_alone)
 
 
 # --- the Kubernetes API ----------------------------------------------------------------------------
@@ -246,11 +279,17 @@ class Kube:
                    "metadata": {"name": name, "namespace": namespace}}, "application/json")
 
 
-def _workload_summary(workload: dict[str, Any]) -> dict[str, Any]:
-    """What the decisions read of a workload (a page of them carries whole pod templates)."""
-    meta, status = workload.get("metadata", {}), workload.get("status", {})
+def _workload_summary(workload: dict[str, Any], taint: dict[str, str],
+                      flavor_tolerations: list[dict[str, Any]]) -> dict[str, Any]:
+    """What the decisions read of a workload (a page of them carries whole pod templates), with the
+    names of its pod sets that tolerate `taint`, their own tolerations and the flavor's together
+    (Kueue's flavor assigner: pkg/scheduler/flavorassigner/flavorassigner.go, checkFlavorForPodSets)."""
+    meta, spec, status = workload.get("metadata", {}), workload.get("spec", {}), workload.get("status", {})
+    tolerant = [ps.get("name") for ps in spec.get("podSets", [])
+                if tolerates(((ps.get("template") or {}).get("spec") or {}).get("tolerations", []) + flavor_tolerations,
+                             taint)]
     return {"metadata": {k: meta[k] for k in ("name", "namespace", "labels") if k in meta},
-            "spec": {"active": workload.get("spec", {}).get("active", True)},
+            "spec": {"active": spec.get("active", True)}, "tolerant": tolerant,
             "status": {"conditions": status.get("conditions", []), "admission": status.get("admission")}}
 
 
@@ -297,6 +336,7 @@ def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime
     outcome = Outcome()
     taint = settings.taint
     flavor_path = f"{KUEUE}/resourceflavors/{settings.flavor}"
+    flavor_tolerations: list[dict[str, Any]] = []
     try:
         flavor = kube.get(flavor_path)
     except KubeError as error:
@@ -304,6 +344,7 @@ def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime
             raise
         outcome.add("no flavor", settings.flavor)
     else:
+        flavor_tolerations = flavor.get("spec", {}).get("tolerations") or []
         _retaint(kube, outcome, flavor_path, flavor, ("spec", "nodeTaints"), taint, closing,
                  "flavor closed" if closing else "flavor opened")
     nodes = list(kube.items("/api/v1/nodes", labelSelector=f"{settings.node_label}={settings.group}"))
@@ -311,8 +352,10 @@ def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime
         _retaint(kube, outcome, f"/api/v1/nodes/{node['metadata']['name']}", node, ("spec", "taints"), taint,
                  ending, "tainted" if ending else "untainted")
     selector = {} if ending else {"labelSelector": f"{settings.taint_key}={settings.group}"}
-    workloads = [_workload_summary(w) for w in kube.items(f"{KUEUE}/workloads", **selector)]
+    workloads = [_workload_summary(w, taint, flavor_tolerations) for w in kube.items(f"{KUEUE}/workloads", **selector)]
     plan = requeued(workloads, settings, ending)
+    for namespace, name in plan["tolerates"]:
+        outcome.add("tolerates", f"{namespace}/{name}")
     unlabelled = {"metadata": {"labels": {settings.taint_key: None}}}
     patches = (("deactivated", "deactivate", {"metadata": {"labels": {settings.taint_key: settings.group}},
                                               "spec": {"active": False}}),
@@ -323,11 +366,11 @@ def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime
             path = f"{KUEUE}/namespaces/{namespace}/workloads/{name}"
             outcome.attempt(what, f"{namespace}/{name}", functools.partial(kube.patch, path, body))
     if ending:
-        left_to_kueue = set(plan["deactivate"]) | set(plan["stopping"])
+        left_alone = set(plan["deactivate"]) | set(plan["stopping"]) | set(plan["tolerates"])
         for node in nodes:
             pods = kube.items("/api/v1/pods", fieldSelector=f"spec.nodeName={node['metadata']['name']}")
             for pod in pods:
-                if evictable(pod, left_to_kueue):
+                if evictable(pod, left_alone, taint):
                     namespace, name = key(pod)
                     outcome.attempt("evicted", f"{namespace}/{name}", functools.partial(kube.evict, namespace, name))
     return {"phase": current, "why": why, "nodes": len(nodes), **outcome.done,
