@@ -259,20 +259,47 @@ def test_a_pod_gone_before_its_eviction_is_no_error():
     assert result["gone"] == ["default/notebook"] and "errors" not in result
 
 
-def test_a_concurrent_change_of_a_node_is_retried_on_the_next_run():
-    """The patch carries the resourceVersion read: another writer in between answers 409."""
-    api = cluster()
+def racing(api: fake.FakeKubernetes, path: str):
+    """The API, where another writer changes the object at `path` just before each patch of it."""
     send = api.send
 
-    def racing(method, path, body, content_type):
-        if method == "PATCH" and path == "/api/v1/nodes/gpu-2":
-            api.touch("Node", "gpu-2")
-        return send(method, path, body, content_type)
+    def send_racing(method, sent_path, body, content_type):
+        if method == "PATCH" and sent_path == path:
+            kind, name = ("Node", path.rsplit("/", 1)[-1]) if "/nodes/" in path else ("ResourceFlavor", "gpu")
+            api.touch(kind, name)
+        return send(method, sent_path, body, content_type)
 
-    result = handler.reconcile(handler.Kube(racing), SETTINGS, "active", NOW + timedelta(minutes=50), NOW)
+    return handler.Kube(send_racing)
+
+
+def test_a_concurrent_change_of_a_node_is_retried_on_the_next_run():
+    """The patch carries the resourceVersion read: another writer in between answers 409. The node's
+    pods wait for its taint: evicted from an untainted node, they could be placed there again."""
+    api = cluster(fake.pod("shell", "gpu-2", owner="ReplicaSet"))
+    result = handler.reconcile(racing(api, "/api/v1/nodes/gpu-2"), SETTINGS, "active", NOW + timedelta(minutes=50),
+                               NOW)
     assert result["conflict"] == ["gpu-2"] and result["tainted"] == ["gpu-1"]
     assert api.taints("Node", "gpu-2") == [GPU_TAINT]
-    assert run(api, timedelta(minutes=48))["tainted"] == ["gpu-2"]
+    assert result["evicted"] == ["default/notebook"]  # on gpu-1; not shell, on gpu-2
+    assert not api.get("Pod", "shell", "default")["metadata"].get("deletionTimestamp")
+    second = run(api, timedelta(minutes=48))
+    assert second["tainted"] == ["gpu-2"] and second["evicted"] == ["default/shell"]
+
+
+def test_a_workload_is_reactivated_once_the_flavor_is_closed():
+    """While the flavor's patch answers 409 it is still open: a workload reactivated then could be
+    admitted onto it again, so it waits for a run that closes it."""
+    api = cluster()
+    flavor = racing(api, "/apis/kueue.x-k8s.io/v1beta2/resourceflavors/gpu")
+    first = handler.reconcile(flavor, SETTINGS, "active", NOW + timedelta(minutes=50), NOW)
+    assert first["conflict"] == ["gpu"] and first["deactivated"] == ["default/train"]
+    api.kueue_stops()
+    second = handler.reconcile(flavor, SETTINGS, "active", NOW + timedelta(minutes=48), NOW)
+    assert "reactivated" not in second and second["kept until the flavor closes"] == ["default/train"]
+    assert api.get("Workload", "train", "default")["spec"]["active"] is False
+    assert api.taints("ResourceFlavor", "gpu") == []
+    third = run(api, timedelta(minutes=46))
+    assert third["flavor closed"] == ["gpu"] and third["reactivated"] == ["default/train"]
 
 
 def test_an_extension_undoes_the_end():

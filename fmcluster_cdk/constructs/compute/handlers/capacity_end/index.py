@@ -34,7 +34,8 @@ again by its controller; requeued or evicted, they would be at every run until t
 In every phase, a workload this function deactivated whose quota Kueue has released is reactivated
 (spec.active true, the label removed): Kueue requeues it (Requeued, reason Reactivated), in the
 order of its creation, for a flavor it can still use. Node and flavor patches carry the object's
-resourceVersion: a concurrent change answers 409 and the next run tries again.
+resourceVersion: a concurrent change answers 409 and the next run tries again; until then the
+node's pods are not evicted, nor, while the flavor should be closed, a workload reactivated.
 
 The function signs in as its own IAM role, with the token aws-iam-authenticator makes (a presigned
 STS GetCallerIdentity request with the signed header x-k8s-aws-id: CLUSTER), and reaches the API
@@ -320,23 +321,30 @@ class Outcome:
 
 
 def _retaint(kube: Kube, outcome: Outcome, path: str, obj: dict[str, Any], taints_path: tuple[str, str],
-             taint: dict[str, str], wanted: bool, what: str) -> None:
+             taint: dict[str, str], wanted: bool, what: str) -> bool:
+    """Whether the object's taints are now as `wanted` (already, or patched)."""
     section, name = taints_path
     current = obj.get(section, {}).get(name) or []
     changed = tainted(current, taint, wanted)
-    if changed is not None:
-        body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, section: {name: changed}}
-        outcome.attempt(what, obj["metadata"]["name"], lambda: kube.patch(path, body))
+    if changed is None:
+        return True
+    body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]}, section: {name: changed}}
+    return outcome.attempt(what, obj["metadata"]["name"], lambda: kube.patch(path, body))
 
 
 def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime], now: datetime) -> dict[str, Any]:
-    """One run against the cluster; the result says the phase and what was done."""
+    """One run against the cluster; the result says the phase and what was done. What rests on a
+    taint waits for a run that finds it in place (a patch answered 409 is tried again): a node's
+    pods are evicted once the node is tainted (else their controllers could place them there again),
+    and, while the flavor should be closed, a workload is reactivated once it is (else Kueue could
+    admit it there again)."""
     current, why = phase(state, end, now, settings.signal_minutes)
     closing, ending = current != OPEN, current == ENDING
     outcome = Outcome()
     taint = settings.taint
     flavor_path = f"{KUEUE}/resourceflavors/{settings.flavor}"
     flavor_tolerations: list[dict[str, Any]] = []
+    flavor_as_wanted = True  # or gone: Kueue admits nothing onto a flavor it does not have
     try:
         flavor = kube.get(flavor_path)
     except KubeError as error:
@@ -345,17 +353,21 @@ def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime
         outcome.add("no flavor", settings.flavor)
     else:
         flavor_tolerations = flavor.get("spec", {}).get("tolerations") or []
-        _retaint(kube, outcome, flavor_path, flavor, ("spec", "nodeTaints"), taint, closing,
-                 "flavor closed" if closing else "flavor opened")
+        flavor_as_wanted = _retaint(kube, outcome, flavor_path, flavor, ("spec", "nodeTaints"), taint, closing,
+                                    "flavor closed" if closing else "flavor opened")
     nodes = list(kube.items("/api/v1/nodes", labelSelector=f"{settings.node_label}={settings.group}"))
-    for node in nodes:
-        _retaint(kube, outcome, f"/api/v1/nodes/{node['metadata']['name']}", node, ("spec", "taints"), taint,
-                 ending, "tainted" if ending else "untainted")
+    held = [node for node in nodes
+            if _retaint(kube, outcome, f"/api/v1/nodes/{node['metadata']['name']}", node, ("spec", "taints"), taint,
+                        ending, "tainted" if ending else "untainted")]
     selector = {} if ending else {"labelSelector": f"{settings.taint_key}={settings.group}"}
     workloads = [_workload_summary(w, taint, flavor_tolerations) for w in kube.items(f"{KUEUE}/workloads", **selector)]
     plan = requeued(workloads, settings, ending)
     for namespace, name in plan["tolerates"]:
         outcome.add("tolerates", f"{namespace}/{name}")
+    if closing and not flavor_as_wanted:
+        for namespace, name in plan.pop("reactivate"):
+            outcome.add("kept until the flavor closes", f"{namespace}/{name}")
+        plan["reactivate"] = []
     unlabelled = {"metadata": {"labels": {settings.taint_key: None}}}
     patches = (("deactivated", "deactivate", {"metadata": {"labels": {settings.taint_key: settings.group}},
                                               "spec": {"active": False}}),
@@ -367,7 +379,7 @@ def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime
             outcome.attempt(what, f"{namespace}/{name}", functools.partial(kube.patch, path, body))
     if ending:
         left_alone = set(plan["deactivate"]) | set(plan["stopping"]) | set(plan["tolerates"])
-        for node in nodes:
+        for node in held:
             pods = kube.items("/api/v1/pods", fieldSelector=f"spec.nodeName={node['metadata']['name']}")
             for pod in pods:
                 if evictable(pod, left_alone, taint):
