@@ -30,7 +30,7 @@ from fmcluster.facts.controlplanes import (
     ULTRASERVER_BLOCK_TERMINATION_MINUTES,
 )
 from fmcluster.model import cluster as model
-from fmcluster.model.node import CapacityEnd
+from fmcluster.model.node import BLOCK_END, PLAN_END, CapacityEnd
 
 NAMESPACE = "fmcluster"  # the custom metrics' namespace (the node replacer's NodesReplaced too)
 METRIC = "HoursToCapacityEnd"
@@ -138,32 +138,21 @@ def drained_before(end: CapacityEnd, minutes: int) -> str:
 
 
 def at_end(m: model.ClusterModel, group: model.NodeGroup) -> Optional[str]:
-    """What happens to a node group at the end of its reserved capacity, on its control plane,
-    today; None for a group on no reserved capacity (On-Demand, spot)."""
-    capacity, cp = group.capacity, m.control_plane
+    """What happens to a node group at the end of its reserved capacity where its nodes handle it
+    (the Slurm planes: a Capacity Block of AWS PCS, a training plan of HyperPod Slurm) or EC2 does
+    alone (an On-Demand Capacity Reservation); None for a group on no reserved capacity (On-Demand,
+    spot), and for a Capacity Block or training plan of a Kubernetes plane, whose end a function in
+    the cluster handles (fmcluster.kubernetes.capacity_end.at_end says what it does; the plan asks
+    it first)."""
+    capacity = group.capacity
     end = m.node(group).capacity_end
-    if cp.hyperpod and capacity.training_plan_arn and end is not None:
+    if end is not None and end.source == PLAN_END:
         return (f"SageMaker terminates the training plan's instances from {TRAINING_PLAN_TERMINATION_MINUTES} "
                 "minutes before its end; " + drained_before(end, TRAINING_PLAN_TERMINATION_MINUTES))
-    if cp.hyperpod and capacity.training_plan_arn:
-        return (f"SageMaker terminates the training plan's instances from {TRAINING_PLAN_TERMINATION_MINUTES} "
-                "minutes before its end: they leave the cluster, and the jobs running on them end with them; "
-                "fmcluster does not scale the instance group")
-    if capacity.type == RESERVATION:
+    if end is not None and end.source == BLOCK_END:
+        minutes = end.termination_minutes
+        return drained_before(end, minutes) + f"; EC2 terminates the instances from {minutes} minutes before the end"
+    if capacity.type == RESERVATION and not capacity.training_plan_arn:
         return ("at its end date, if it has one, the reservation expires: EC2 keeps the running instances as "
                 "On-Demand instances, billed at On-Demand rates, and new launches are no longer reserved")
-    if capacity.type != CAPACITY_BLOCK:
-        return None
-    minutes = termination_minutes(group, cp.hyperpod)
-    if group.follows_block:
-        return (f"the CapacityBlockScaler scales the node group to 0 from {group.drain_minutes} minutes before "
-                "the end (EKS cordons and drains the nodes, evicting the pods that have not finished); EC2 "
-                f"terminates what is left from {minutes} minutes before the end")
-    if end is not None:
-        return drained_before(end, minutes) + f"; EC2 terminates the instances from {minutes} minutes before the end"
-    if cp.scheduler == "slurm":
-        return (f"EC2 terminates the instances from {minutes} minutes before the end: their Slurm nodes go down "
-                "and the jobs running on them end with them (resubmit them with --requeue, or from a "
-                "checkpoint); fmcluster does not drain them first")
-    return (f"EC2 terminates the instances from {minutes} minutes before the end, and the pods running on "
-            "them end with them")
+    return None

@@ -71,9 +71,9 @@ def test_a_cluster_without_observability_counts_nothing():
 @pytest.mark.parametrize(("example", "says"), [
     ("p5-pcs.yaml", "a Slurm maintenance reservation on the group's nodes from 30 minutes before the end"),
     ("p5-pcs.yaml", "15 minutes before it begins, the running jobs get SIGUSR1 (to checkpoint) and the nodes drain"),
-    ("p5en-eks.yaml", "the CapacityBlockScaler scales the node group to 0 from 45 minutes before the end"),
+    ("p5-pcs.yaml", "; EC2 terminates the instances from 30 minutes before the end"),
     ("p6-b200-hyperpod-slurm.yaml", "SageMaker terminates the training plan's instances from 30 minutes before"),
-    ("p5-hyperpod-eks.yaml", "SageMaker terminates the training plan's instances from 30 minutes before"),
+    ("p6-b200-hyperpod-slurm.yaml", "a Slurm maintenance reservation on the group's nodes from 30 minutes before"),
     ("p5en-reservation-pcs.yaml", "EC2 keeps the running instances as On-Demand instances"),
 ])
 def test_what_happens_at_the_end_on_each_plane(example, says):
@@ -81,12 +81,30 @@ def test_what_happens_at_the_end_on_each_plane(example, says):
     assert says in capacity_end.at_end(m, m.node_groups[0])
 
 
-def test_at_the_end_of_an_ultraserver_block_eks_drains_from_75_minutes_and_ec2_terminates_from_60():
-    m = resolve(validated(gb200(orchestrator_type="eks", version="1.33")))
+@pytest.mark.parametrize("example", ["p5en-eks.yaml", "p6e-gb200-eks.yaml", "p5-hyperpod-eks.yaml"])
+def test_the_kubernetes_planes_ends_are_said_by_the_function_that_handles_them(example):
+    """A Capacity Block of EKS or a training plan of HyperPod EKS: a function in the cluster handles
+    its end, and the plan says what it does (fmcluster.kubernetes.capacity_end.at_end), not this."""
+    from fmcluster.facts import prices
+    from fmcluster.kubernetes import capacity_end as kubernetes_end
+    from fmcluster.plan import capacity as plan_capacity
+
+    m = model_of(example)
+    group = m.node_groups[0]
+    assert capacity_end.at_end(m, group) is None
+    said = kubernetes_end.at_end(m, group)
+    assert said and [c.at_end for c in plan_capacity.capacities(m, {}, prices.table())][0] == said
+
+
+def test_at_the_end_of_an_ultraserver_block_pcs_reserves_and_ec2_terminates_from_60_minutes():
+    m = resolve(validated(gb200()))
     text = capacity_end.at_end(m, m.node_groups[0])
-    assert "to 0 from 75 minutes before the end" in text and "terminates what is left from 60 minutes" in text
+    assert "a Slurm maintenance reservation on the group's nodes from 60 minutes before the end" in text
+    assert text.endswith("; EC2 terminates the instances from 60 minutes before the end")
 
 
 def test_on_demand_and_spot_groups_have_no_end():
-    m = model_of("p5-hyperpod-eks.yaml")
+    m = model_of("p6-b200-hyperpod-slurm.yaml")
     assert [capacity_end.at_end(m, g) is None for g in m.node_groups] == [False, True]
+    m = model_of("p5-hyperpod-eks.yaml")  # a spot group, with no Slurm to signal its jobs
+    assert capacity_end.at_end(m, m.node_groups[1]) is None
