@@ -90,13 +90,13 @@ def test_workloads_admitted_on_the_flavor_are_requeued_at_the_end():
         fake.workload("released", None, active=False, labels=OURS),
         fake.workload("resumed", "cpu", labels=OURS),
         fake.workload("ours-done", None, active=False, labels=OURS, finished=True))]
-    assert handler.requeued(workloads, SETTINGS, ending=True) == {
+    assert handler.requeued(workloads, SETTINGS, closing=True) == {
         "deactivate": [("default", "on-gpu")], "reactivate": [("default", "released")],
         "let_go": [("default", "resumed"), ("default", "ours-done")], "stopping": [("default", "stopping")],
         "tolerates": []}
-    # before the end nothing is deactivated, but what was is still reactivated
-    assert handler.requeued(workloads, SETTINGS, ending=False)["deactivate"] == []
-    assert handler.requeued(workloads, SETTINGS, ending=False)["reactivate"] == [("default", "released")]
+    # while the flavor is open nothing is deactivated, but what was is still reactivated
+    assert handler.requeued(workloads, SETTINGS, closing=False)["deactivate"] == []
+    assert handler.requeued(workloads, SETTINGS, closing=False)["reactivate"] == [("default", "released")]
 
 
 def test_what_the_eviction_api_stops():
@@ -142,13 +142,13 @@ def test_a_workload_that_tolerates_the_taint_stays_on_the_flavor():
     plain = fake.workload("plain", "gpu", tolerations=[GPU_TOLERATION])
     assert summary(anywhere)["tolerant"] == ["main"] and summary(plain)["tolerant"] == []
     assert summary(plain, [{"key": "fmcluster.dev/capacity-end", "operator": "Exists"}])["tolerant"] == ["main"]
-    assert handler.requeued([summary(anywhere), summary(plain)], SETTINGS, ending=True) == {
+    assert handler.requeued([summary(anywhere), summary(plain)], SETTINGS, closing=True) == {
         "deactivate": [("default", "plain")], "reactivate": [], "let_go": [], "stopping": [],
         "tolerates": [("default", "anywhere")]}
     # a pod set that tolerates it, but on another flavor, does not keep the workload here
     elsewhere = fake.workload("elsewhere", "gpu", tolerations=[{"operator": "Exists"}])
     elsewhere["status"]["admission"]["podSetAssignments"][0]["name"] = "other"
-    assert handler.requeued([summary(elsewhere)], SETTINGS, ending=True)["deactivate"] == [("default", "elsewhere")]
+    assert handler.requeued([summary(elsewhere)], SETTINGS, closing=True)["deactivate"] == [("default", "elsewhere")]
 
 
 # --- the function against the API ---------------------------------------------------------------
@@ -315,10 +315,24 @@ def test_an_extension_undoes_the_end():
 
 def test_before_the_capacity_starts_the_flavor_is_closed_and_nothing_else_changes():
     api = cluster()
+    del api.objects[("Workload", "default", "train")]  # nothing admitted on the flavor
     result = run(api, timedelta(days=3), state="scheduled")
     assert result["phase"] == "waiting" and result["flavor closed"] == ["gpu"]
     assert [w for w in writes(api) if "/resourceflavors/" not in w[1]] == []
     assert run(api, timedelta(days=3), state="active")["flavor opened"] == ["gpu"]
+
+
+def test_a_workload_admitted_before_the_capacity_starts_is_requeued():
+    """The manifests applied again open the flavor until the next run closes it: Kueue may admit a
+    workload there meanwhile, whose pods would wait for the block (days, maybe) holding its quota.
+    It is requeued; no node is tainted and no pod evicted (there are none yet)."""
+    api = cluster()
+    result = run(api, timedelta(days=3), state="scheduled")
+    assert result["phase"] == "waiting" and result["deactivated"] == ["default/train"]
+    assert "tainted" not in result and "evicted" not in result
+    api.kueue_stops()
+    assert run(api, timedelta(days=3), state="scheduled")["reactivated"] == ["default/train"]
+    assert api.taints("ResourceFlavor", "gpu") == [TAINT] and api.taints("Node", "gpu-1") == [GPU_TAINT]
 
 
 def test_every_workload_is_read_page_by_page(monkeypatch):

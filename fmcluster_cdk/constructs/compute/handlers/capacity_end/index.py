@@ -13,7 +13,9 @@ cluster is then reconciled, through the Kubernetes API, with one of three phases
 - open (the capacity is active and SIGNAL is ahead): no taint TAINT_KEY on the group's nodes (label
   NODE_LABEL=GROUP) nor in the ResourceFlavor FLAVOR's spec.nodeTaints;
 - waiting (the capacity has not started): the flavor carries the taint, so that Kueue admits nothing
-  onto nodes that do not exist yet (it reopens when the capacity is active);
+  onto nodes that do not exist yet (it reopens when the capacity is active), and a workload Kueue
+  admitted there all the same (while a re-apply of the manifests opened the flavor) is requeued as
+  in step 3 below: its pods could not run before the capacity starts;
 - ending (from SIGNAL, or the capacity is over):
   1. each node of the group gets the taint TAINT_KEY=GROUP:NoSchedule: nothing new is placed there;
   2. so does the flavor: Kueue assigns it to no workload whose pods do not tolerate the taint, and
@@ -163,8 +165,8 @@ def released(workload: dict[str, Any]) -> bool:
     return _conditions(workload).get("QuotaReserved") != "True"
 
 
-def requeued(workloads: list[dict[str, Any]], settings: Settings, ending: bool) -> dict[str, list[tuple[str, str]]]:
-    """The workloads to deactivate (admitted on the flavor, while ending), to reactivate (ours,
+def requeued(workloads: list[dict[str, Any]], settings: Settings, closing: bool) -> dict[str, list[tuple[str, str]]]:
+    """The workloads to deactivate (admitted on the flavor, while it closes), to reactivate (ours,
     deactivated and released) and to let go of (ours, but made active again by someone else, or
     finished: the label only is removed); `stopping`: ours, deactivated, Kueue still stopping them;
     `tolerates`: admitted on the flavor, but tolerating its taint there (tolerated_on), left alone."""
@@ -179,7 +181,7 @@ def requeued(workloads: list[dict[str, Any]], settings: Settings, ending: bool) 
                 out["reactivate"].append(key(workload))
             else:
                 out["stopping"].append(key(workload))
-        elif ending and admitted_on(workload, settings.flavor):
+        elif closing and admitted_on(workload, settings.flavor):
             out["tolerates" if tolerated_on(workload, settings.flavor) else "deactivate"].append(key(workload))
     return out
 
@@ -359,9 +361,9 @@ def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime
     held = [node for node in nodes
             if _retaint(kube, outcome, f"/api/v1/nodes/{node['metadata']['name']}", node, ("spec", "taints"), taint,
                         ending, "tainted" if ending else "untainted")]
-    selector = {} if ending else {"labelSelector": f"{settings.taint_key}={settings.group}"}
+    selector = {} if closing else {"labelSelector": f"{settings.taint_key}={settings.group}"}
     workloads = [_workload_summary(w, taint, flavor_tolerations) for w in kube.items(f"{KUEUE}/workloads", **selector)]
-    plan = requeued(workloads, settings, ending)
+    plan = requeued(workloads, settings, closing)
     for namespace, name in plan["tolerates"]:
         outcome.add("tolerates", f"{namespace}/{name}")
     if closing and not flavor_as_wanted:
