@@ -99,15 +99,18 @@ done
 # preemption: kubelet signals a container's first process only) comes to it; it passes the signal on
 # to torchrun, which passes it on to its workers and gives them TORCHRUN_STOP_S to end; smoke.py
 # saves a checkpoint. A pod so ended exits 143 (128 + SIGTERM, as a shell reports a process the
-# signal ended), which the job's ExitCode restart policy retries (kubeflow/training-operator:
+# signal ended), and so does every other pod of the job whose run stopped with it (smoke.py's
+# stopped mark: the ranks agree to stop; a pod that exited 0 would be a succeeded replica, and a
+# succeeded Master the whole job succeeded: pkg/controller.v1/pytorch/pytorchjob_controller.go
+# UpdateJobStatus), which the job's ExitCode restart policy retries (kubeflow/training-operator:
 # pkg/util/train IsRetryableExitCode, 128 and over; pkg/controller.v1/common/pod.go ReconcilePods
 # deletes the failed pod and makes it anew), and its next run resumes.
 SMOKE_SH = r'''#!/bin/bash
 # fmcluster acceptance: the PyTorch smoke test on this pod's node, torchrun on every GPU (the
 # training operator gives it its PET_* settings). The pod's SIGTERM is passed on to torchrun, and so
 # to smoke.py, which saves a checkpoint into CHECKPOINTS (on the shared file system; "" none) and
-# resumes from it when the pod runs again; a pod ended so exits 143 (restarted: the job's ExitCode
-# policy). Environment: GROUP, STEPS, CHECKPOINTS.
+# resumes from it when the pod runs again; a pod ended so, or whose run stopped so on another pod's
+# SIGTERM, exits 143 (restarted: the job's ExitCode policy). Environment: GROUP, STEPS, CHECKPOINTS.
 set -uo pipefail
 echo "==> fmcluster node=all group=${GROUP:?} test=smoke <=="
 args=(/kit/smoke.py --steps "${STEPS:?}")
@@ -118,7 +121,9 @@ torchrun "${args[@]}" &
 pid=$!
 wait "$pid"; rc=$?
 while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done  # a trapped signal ends wait early
-if (( ended )); then exit 143; fi
+# 143 too where the run stopped with its checkpoint saved on another pod's SIGTERM (every rank stops
+# at the same step): a pod that ended 0 has succeeded, and is never run again (the Master's: the job)
+if (( ended )) || [[ -n ${CHECKPOINTS:-} && -e $CHECKPOINTS/stopped ]]; then exit 143; fi
 exit "$rc"
 '''
 

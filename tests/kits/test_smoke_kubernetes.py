@@ -135,3 +135,26 @@ def test_a_failing_smoke_test_is_not_restarted(tmp_path):
     pod = Pod(tmp_path, "nan", STANDIN_LOSS="nan")
     assert pod.process.wait(timeout=60) == 1
     assert "fmcluster-smoke failed reason=loss-not-finite" in pod.log.read_text()
+
+
+def test_every_pod_of_a_run_stopped_by_one_pods_eviction_exits_to_be_restarted(tmp_path):
+    """Two nodes, a Master and a Worker: only the Worker is evicted (kubelet signals its pod alone).
+    Every rank stops at the same step and the checkpoint is saved; the Master's pod, which got no
+    signal, must still exit 143: had it exited 0 the operator would count the Master succeeded,
+    the whole job with it, and nothing would resume. Both pods, made anew, resume and complete."""
+    nodes = {"master": "0", "worker": "1"}
+    pods = {name: Pod(tmp_path, name, PET_NNODES="2", PET_NODE_RANK=rank, PET_RDZV_ID="run-1")
+            for name, rank in nodes.items()}
+    pods["master"].wait_for("fmcluster-smoke step=2 ")
+    pods["worker"].process.send_signal(signal.SIGTERM)
+    assert {name: pod.process.wait(timeout=60) for name, pod in pods.items()} == {"master": 143, "worker": 143}
+    (step, seconds, size, path), = CHECKPOINT.findall(pods["master"].log.read_text())
+
+    again = {name: Pod(tmp_path, f"{name}-again", PET_NNODES="2", PET_NODE_RANK=rank, PET_RDZV_ID="run-2")
+             for name, rank in nodes.items()}
+    assert {name: pod.process.wait(timeout=60) for name, pod in again.items()} == {"master": 0, "worker": 0}
+    log = again["master"].log.read_text()
+    assert f"\nfmcluster-smoke resumed step={step} seconds={seconds} bytes={size} path={path}\n" in log
+    assert "fmcluster-smoke ok world_size=4 steps=40" in log
+    (result,) = verify.parse_smoke_runs(log)
+    assert result.verdict is verify.Verdict.PASS and result.resumed_from == int(step)
