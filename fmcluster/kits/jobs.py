@@ -291,9 +291,13 @@ def smoke_sbatch(model: ClusterModel, group: NodeGroup) -> str:
               "# one torchrun per node, every GPU a rank; rendezvous on the first node. On SIGTERM or "
               f"SIG{name} every rank",
               "# finishes its step, they save a checkpoint and end; smoke.py leaves $CHECKPOINTS/stopped"]
+    # A B: signal goes on through scancel, not srun: srun SIGKILLs its tasks on SIGTERM, SIGHUP and SIGQUIT,
+    # prints their status on SIGINT and keeps SIGALRM and SIGCONT (Slurm src/srun/signals.c _forward_signal,
+    # 24.11's srun_job.c alike); scancel without --batch signals the job's steps, not the batch shell.
     if batch:
-        lines += [f"# SIG{name} comes to this shell only (--signal=B:{name}): passed on to the step's tasks",
-                  f"trap 'kill -{name} \"${{step:-}}\" 2>/dev/null' {name}"]
+        lines += [f"# SIG{name} comes to this shell only (--signal=B:{name}): scancel passes it on to the job's step",
+                  "# (to every process of it, as --signal without B: does; not to this shell: scancel(1) --batch)",
+                  f"trap 'scancel --signal={name} \"$SLURM_JOB_ID\"' {name}"]
     if name not in TORCHRUN_SIGNALS:
         lines += [f"# torchrun passes on only SIGTERM, SIGINT, SIGHUP and SIGQUIT and would end at once on SIG{name}:",
                   f"# it runs with SIG{name} ignored, which its workers inherit and smoke.py catches",

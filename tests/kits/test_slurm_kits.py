@@ -358,7 +358,8 @@ def wait_for(what: str, check, timeout: float = 60.0):
     raise TimeoutError(what)
 
 
-@pytest.mark.parametrize("end_signal", ["USR1", "B:USR1"])
+# B:TERM: the batch shell passes it on, not through srun (which would SIGKILL the tasks on a SIGTERM)
+@pytest.mark.parametrize("end_signal", ["USR1", "B:USR1", "B:TERM"])
 def test_the_smoke_job_saves_on_the_end_signal_and_resumes_when_run_again(end_signal, tmp_path, pyxis_standin,
                                                                           node_paths):
     spec = two_node_spec(tmp_path, end_signal)
