@@ -104,13 +104,18 @@ done
 # succeeded Master the whole job succeeded: pkg/controller.v1/pytorch/pytorchjob_controller.go
 # UpdateJobStatus), which the job's ExitCode restart policy retries (kubeflow/training-operator:
 # pkg/util/train IsRetryableExitCode, 128 and over; pkg/controller.v1/common/pod.go ReconcilePods
-# deletes the failed pod and makes it anew), and its next run resumes.
+# deletes the failed pod and makes it anew), and its next run resumes. Any other end exits 0, a
+# failure of the test too (verify FAILs its output): the pinned operator (v1-855e096, 2023-08) marks
+# an ExitCode job Restarting, not Failed, when a pod exits 1 to 127 (pytorchjob_controller.go
+# UpdateJobStatus: any failure of a policy other than Never; kubeflow/training-operator issue 2044,
+# fixed after the pin by pull request 2071), and it would hold its quota until activeDeadlineSeconds.
 SMOKE_SH = r'''#!/bin/bash
 # fmcluster acceptance: the PyTorch smoke test on this pod's node, torchrun on every GPU (the
 # training operator gives it its PET_* settings). The pod's SIGTERM is passed on to torchrun, and so
 # to smoke.py, which saves a checkpoint into CHECKPOINTS (on the shared file system; "" none) and
 # resumes from it when the pod runs again; a pod ended so, or whose run stopped so on another pod's
-# SIGTERM, exits 143 (restarted: the job's ExitCode policy). Environment: GROUP, STEPS, CHECKPOINTS.
+# SIGTERM, exits 143 (restarted: the job's ExitCode policy), any other 0 (the job completes, a failed
+# test's too: verify judges the output). Environment: GROUP, STEPS, CHECKPOINTS.
 set -uo pipefail
 echo "==> fmcluster node=all group=${GROUP:?} test=smoke <=="
 args=(/kit/smoke.py --steps "${STEPS:?}")
@@ -124,7 +129,11 @@ while kill -0 "$pid" 2>/dev/null; do wait "$pid"; rc=$?; done  # a trapped signa
 # 143 too where the run stopped with its checkpoint saved on another pod's SIGTERM (every rank stops
 # at the same step): a pod that ended 0 has succeeded, and is never run again (the Master's: the job)
 if (( ended )) || [[ -n ${CHECKPOINTS:-} && -e $CHECKPOINTS/stopped ]]; then exit 143; fi
-exit "$rc"
+# any other end is the pod's success, a failed test's too (fmcluster verify judges the output: its failed
+# line, or no ok line): the job's operator leaves an ExitCode job whose pod exited 1 to 127 Restarting,
+# not Failed, until its activeDeadlineSeconds, its quota held the while
+if (( rc != 0 )); then echo "fmcluster: torchrun exited $rc (the pod exits 0: only a stopped run restarts)"; fi
+exit 0
 '''
 
 

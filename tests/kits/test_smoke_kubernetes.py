@@ -129,12 +129,17 @@ def test_an_evicted_pod_saves_exits_to_be_restarted_and_its_next_run_resumes(tmp
     assert (read.step, read.seconds, read.bytes, read.saved_here) == (int(step), float(seconds), int(size), False)
 
 
-def test_a_failing_smoke_test_is_not_restarted(tmp_path):
-    """A loss that is not finite fails the test: smoke.sh exits with torchrun's status (1), which the
-    ExitCode policy does not retry."""
+def test_a_failing_smoke_test_is_not_restarted_and_ends_the_job(tmp_path):
+    """A loss that is not finite fails the test (torchrun exits 1): smoke.sh exits 0, which ends the
+    job, and verify FAILs the output. Not 1: the pinned training operator would leave an ExitCode
+    job whose pod exited 1 Restarting, not Failed, until activeDeadlineSeconds (its issue 2044)."""
     pod = Pod(tmp_path, "nan", STANDIN_LOSS="nan")
-    assert pod.process.wait(timeout=60) == 1
-    assert "fmcluster-smoke failed reason=loss-not-finite" in pod.log.read_text()
+    assert pod.process.wait(timeout=60) == 0
+    log = pod.log.read_text()
+    assert "fmcluster-smoke failed reason=loss-not-finite" in log
+    assert "fmcluster: torchrun exited 1 (the pod exits 0: only a stopped run restarts)" in log
+    (result,) = verify.parse_smoke_runs(log)
+    assert result.verdict is verify.Verdict.FAIL and "smoke test failed: loss-not-finite" in result.errors
 
 
 def test_every_pod_of_a_run_stopped_by_one_pods_eviction_exits_to_be_restarted(tmp_path):
