@@ -242,14 +242,26 @@ SMOKE_GRACE_S = TORCHRUN_STOP_S + 30
 SMOKE_RESTARTS = 3
 
 
+# The last part of a smoke job's checkpoint directory, which submit-all.sh replaces with the
+# submission's own (SUBMISSION_LINES): a job submitted again (its name the same) never resumes from
+# a checkpoint an earlier submission left, one stopped and then deleted, or failed, before it resumed.
+# The pods cannot tell one submission of a name from another themselves (the downward API gives no
+# owner's uid, and neither the training operator nor Kueue labels the pods with one).
+SUBMISSION = "fmcluster-submission"
+SUBMISSION_LINES = [
+    "# the smoke jobs' checkpoints: a directory of this submission's own (never an earlier one's)",
+    "submission=$(date -u +%Y%m%dT%H%M%SZ)-$$",
+    f'edit="${{edit:+$edit;}}s|/{SUBMISSION}|/$submission|"']
+
+
 def smoke_checkpoints(model: ClusterModel, group: NodeGroup, team: Optional[Team] = None) -> str:
     """Where the group's smoke job keeps its checkpoints: its own directory on the Lustre file
-    system ("" without one: the job saves none)."""
+    system, one a submission (SUBMISSION; "" without one: the job saves none)."""
     lustre = model.spec.storage.lustre
     if lustre is None:
         return ""
     namespace, _, _ = kueue.job_queue(model, team)
-    return f"{lustre.mount_path}/fmcluster-checkpoints/{namespace}/{_name(group, 'smoke')}"
+    return f"{lustre.mount_path}/fmcluster-checkpoints/{namespace}/{_name(group, 'smoke')}/{SUBMISSION}"
 
 
 def smoke_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] = None) -> list[dict[str, Any]]:
@@ -324,7 +336,7 @@ def submit_all(model: ClusterModel, jobs: list[tuple[str, str]], team: Optional[
     images = sorted({image(model, g) for g in kit_groups(model, team)[0]})
     lines = ["#!/bin/bash", "# Create every acceptance job of the kit (from its directory), with its images.",
              "set -euo pipefail", 'cd "$(dirname "$0")"',
-             *reference.kubernetes_images(model, images, IMAGE_PLACEHOLDER)]
+             *reference.kubernetes_images(model, images, IMAGE_PLACEHOLDER), *SUBMISSION_LINES]
     lines += ["kubectl apply -f kit.yaml",
               f"mkdir -p {RESULTS} && cp expected.json {RESULTS}/  # the groups fmcluster verify expects results of",
               "submit() {  # FILE: replace an earlier run, then create it with the images",
@@ -380,9 +392,12 @@ def _smoke_end_lines(model: ClusterModel, team: Optional[Team]) -> list[str]:
         namespace, _, _ = kueue.job_queue(model, team)
         text = ("The smoke job also shows a job living through the end of its capacity. On its pods' SIGTERM (an "
                 "eviction, as before a Capacity Block ends, or a preemption) every rank finishes its step and "
-                f"smoke.py saves a checkpoint into `{lustre.mount_path}/fmcluster-checkpoints/{namespace}/GROUP-smoke` "
-                f"on the Lustre claim (about {SMOKE_CHECKPOINT_BYTES / 1e9:.1f} GB: about {math.ceil(seconds)} s at "
-                f"the file system's baseline of {lustre.throughput_mbps:,.0f} MB/s, within the {TORCHRUN_STOP_S} s "
+                f"smoke.py saves a checkpoint into `{lustre.mount_path}/fmcluster-checkpoints/{namespace}/GROUP-smoke/"
+                "SUBMISSION` (SUBMISSION: when `submit-all.sh` ran, so a job submitted again starts afresh; "
+                f"`{SUBMISSION}` for a job created without it; the directory of a run that never completed stays "
+                f"there) on the Lustre claim (about {SMOKE_CHECKPOINT_BYTES / 1e9:.1f} GB: about "
+                f"{math.ceil(seconds)} s at the file system's baseline of {lustre.throughput_mbps:,.0f} MB/s, within "
+                f"the {TORCHRUN_STOP_S} s "
                 f"torchrun gives its workers after a SIGTERM; the pods' grace period is {SMOKE_GRACE_S} s). The pods "
                 "then exit 143, which the job's ExitCode restart policy restarts, and the next run resumes from "
                 "the checkpoint; `collect.sh` writes the restarted pods' logs, whose resumed line gives "

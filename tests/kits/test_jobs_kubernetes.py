@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -368,6 +369,31 @@ def test_submit_puts_image_in(tmp_path):
     assert jobs_kubernetes.IMAGE_PLACEHOLDER not in text and text.count(f"image: {image}") >= 3
     assert "dkr.ecr.us-east-2.amazonaws.com/fmcluster/" not in text
     assert jobs_kubernetes.DCGM_IMAGE in text and common.PYTORCH_IMAGE_REF in text
+
+
+def test_each_submission_keeps_its_smoke_checkpoints_apart(tmp_path):
+    """The smoke job's checkpoints are a directory of its submission's own: submitted again (by
+    submit-all.sh, which deletes the earlier job of the name), it never resumes from a checkpoint
+    an earlier submission left behind (stopped, then deleted or failed before it resumed)."""
+    model, out = written_kit(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake(bin_dir, "kubectl", 'if [[ $1 == create ]]; then cat >>"$CREATED"; elif [[ " $* " == *" - "* ]]; '
+          'then cat >/dev/null; fi\n')
+    directories = []
+    for submission in ("first", "second"):
+        created = tmp_path / submission
+        ran = subprocess.run(["bash", str(out / "submit-all.sh")], capture_output=True, text=True,
+                             env={"PATH": f"{bin_dir}:/usr/bin:/bin", "IMAGE": "image:1", "CREATED": str(created)})
+        assert ran.returncode == 0, ran.stderr
+        jobs = [d for d in yaml.safe_load_all(created.read_text()) if d and d["kind"] == "PyTorchJob"]
+        found = {e["value"] for job in jobs for replica in job["spec"]["pytorchReplicaSpecs"].values()
+                 for e in replica["template"]["spec"]["containers"][0]["env"] if e["name"] == "CHECKPOINTS"}
+        (directory,) = found  # every pod of the job the same
+        base = jobs_kubernetes.smoke_checkpoints(model, expected.gpu_groups(model)[0]).rsplit("/", 1)[0]
+        assert directory.startswith(base + "/") and re.fullmatch(r"\d{8}T\d{6}Z-\d+", directory[len(base) + 1:])
+        directories.append(directory)
+    assert directories[0] != directories[1]
 
 
 def test_fio_measures_the_file_system_and_the_nodes_nvme(kit):

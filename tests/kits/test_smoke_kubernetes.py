@@ -57,7 +57,7 @@ def test_the_smoke_pods_save_on_the_lustre_claim_and_restart_on_their_end(exampl
                 continue
             assert env["CHECKPOINTS"] == jobs_kubernetes.smoke_checkpoints(model, group)
             assert env["CHECKPOINTS"].startswith(f"{lustre.mount_path}/fmcluster-checkpoints/")
-            assert env["CHECKPOINTS"].endswith(f"/{group.name}-smoke")
+            assert env["CHECKPOINTS"].endswith(f"/{group.name}-smoke/{jobs_kubernetes.SUBMISSION}")  # submit-all's
             assert mounts["fsx"] == lustre.mount_path
             assert volumes["fsx"]["persistentVolumeClaim"]["claimName"] == kubernetes.LUSTRE_CLAIM
 
