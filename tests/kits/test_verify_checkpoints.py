@@ -116,6 +116,8 @@ LINE = "fmcluster-smoke checkpoint step=3 seconds=2.500 bytes=1210000000 path=/f
     (LINE.replace("seconds=2.500", "seconds=nan"), "a smoke checkpoint line the kit does not print"),
     (LINE.replace("seconds=2.500", "seconds=inf"), "a smoke checkpoint line the kit does not print"),
     (LINE.replace("seconds=2.500", "seconds=2.5s"), "a smoke checkpoint line the kit does not print"),
+    (LINE.replace("seconds=2.500", "seconds=1e-320"), "a smoke checkpoint line the kit does not print"),
+    (LINE.replace("seconds=2.500", "seconds=2.5"), "a smoke checkpoint line the kit does not print"),
     (LINE.replace("bytes=1210000000", "bytes=-1"), "a smoke checkpoint line the kit does not print"),
     (LINE.replace("bytes=1210000000", "bytes=1.2e9"), "a smoke checkpoint line the kit does not print"),
     (LINE.replace("step=3", "step=0"), "a smoke checkpoint line the kit does not print"),
@@ -174,3 +176,14 @@ def test_a_refused_checkpoint_line_is_not_judged(model, tmp_path):
     assert verify.exit_code(report) == 2 and not report.checkpoints
     assert not [r for r in report.rows if r.test.startswith("smoke") and r.source]
     assert "line 5: a smoke checkpoint line the kit does not print" in report.refused[0][1]
+
+
+def test_a_checkpoint_of_no_time_to_speak_of_leaves_the_json_strict(model, tmp_path):
+    """seconds=1e-320 is no figure smoke.py prints ({:.3f}); read as one, the throughput of the
+    checkpoint was infinite and `--format json` ended in a traceback (strict JSON has no Infinity)."""
+    source = tmp_path / "gpu-smoke-42.out"
+    source.write_text(REQUEUED.replace("seconds=2.500", "seconds=1e-320"))
+    report = command.run(model, [str(source)])
+    assert verify.exit_code(report) == 2 and not report.checkpoints
+    out, _ = command.render(report, "json")
+    assert json.loads(out, parse_constant=lambda c: pytest.fail(f"not strict JSON: {c}"))["checkpoints"] == []

@@ -97,6 +97,9 @@ class SmokeResult:
 
 _STEP_KEYS = {"step", "loss", "tokens_per_s", "host", "rank"}
 _CHECKPOINT_KEYS = {"step", "seconds", "bytes", "path"}
+# seconds= as smoke.py prints it ({:.3f}): 0, or at least a millisecond, so bytes / seconds is finite
+# (bytes= has at most 19 digits); 1e-320 would make the throughput infinite, which strict JSON refuses
+_SECONDS = re.compile(r"\d+\.\d{3}")
 
 
 def _fields(rest: str) -> tuple[list[str], dict[str, str], list[str]]:
@@ -120,7 +123,8 @@ def _checkpoint(at: int, fields: dict[str, str]) -> Optional[SmokeCheckpoint]:
     step, seconds, size, path = whole(fields.get("step", "")), number(fields.get("seconds", "")), \
         whole(fields.get("bytes", "")), fields.get("path", "")
     if (set(fields) != _CHECKPOINT_KEYS or step is None or step < 1 or seconds is None or not math.isfinite(seconds)
-            or seconds < 0 or size is None or size < 0 or not path or len(path) > MAX_PATH):
+            or not _SECONDS.fullmatch(fields["seconds"]) or size is None or size < 0 or not path
+            or len(path) > MAX_PATH):
         return None
     return SmokeCheckpoint(step, seconds, size, path, at)
 
