@@ -43,7 +43,7 @@ def test_the_smoke_pods_save_on_the_lustre_claim_and_restart_on_their_end(exampl
         job = jobs_kubernetes.smoke_manifests(model, group)[-1]
         assert job["spec"]["runPolicy"]["backoffLimit"] == jobs_kubernetes.SMOKE_RESTARTS > 0
         for replica in job["spec"]["pytorchReplicaSpecs"].values():
-            assert replica["restartPolicy"] == "ExitCode"  # 143 (the pod's SIGTERM) restarts, 1 fails the job
+            assert replica["restartPolicy"] == "ExitCode"  # 143 (a run stopped on a signal) restarts it
             pod = replica["template"]["spec"]
             assert pod["terminationGracePeriodSeconds"] == jobs_kubernetes.SMOKE_GRACE_S > TORCHRUN_STOP_S
             (container,) = pod["containers"]
