@@ -27,6 +27,17 @@ ULTRASERVER_BLOCK_DRAIN_MINUTES = 75
 # capacity (SageMaker Developer Guide, "Training plans utilization for SageMaker training jobs":
 # "Reserved Capacity termination process")
 TRAINING_PLAN_TERMINATION_MINUTES = 30
+
+
+def termination_minutes(training_plan: bool, ultraserver: bool) -> int:
+    """How long before the end of a group's reserved capacity its instances start to be terminated:
+    an UltraServer block's 60 minutes (a HyperPod training plan of UltraServers too: it reserves such
+    blocks, and no SageMaker page gives it a shorter lead, so the earlier one is taken), a training
+    plan's 30, a Capacity Block's 30."""
+    if ultraserver:
+        return ULTRASERVER_BLOCK_TERMINATION_MINUTES
+    return TRAINING_PLAN_TERMINATION_MINUTES if training_plan else BLOCK_TERMINATION_MINUTES
+
 # EC2 interrupts a Spot Instance two minutes after its interruption notice (EC2 User Guide, "Spot
 # Instance interruption notices"; none for hibernation, which begins at once)
 SPOT_NOTICE_MINUTES = 2

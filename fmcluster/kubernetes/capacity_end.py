@@ -15,7 +15,8 @@ nothing new starts there, and the work is requeued; an extension moves it all ba
   Amazon EKS lets Auto Scaling continue the forced termination"), and does not touch Kueue: the
   signal comes first, `end_signal_minutes` before the scale-in.
 - `hyperpod-eks`, a group on a SageMaker training plan: SageMaker terminates its instances
-  TRAINING_PLAN_TERMINATION_MINUTES before the end of the plan's reserved capacity of their type
+  from termination_minutes (fmcluster.facts.controlplanes: 30, 60 for UltraServers) before the end of
+  the plan's reserved capacity of their type
   (the end the Slurm nodes read too); fmcluster does not scale them.
 
 Sources and details: docs/research-notes.md, "fmcluster/kubernetes/capacity_end.py"."""
@@ -26,10 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from fmcluster.facts.controlplanes import (
-    BLOCK_TERMINATION_MINUTES,
     CAPACITY_BLOCK,
-    TRAINING_PLAN_TERMINATION_MINUTES,
-    ULTRASERVER_BLOCK_TERMINATION_MINUTES,
+    termination_minutes,
 )
 from fmcluster.facts.kubernetes import CAPACITY_END_TAINT, NODE_GROUP_LABEL
 from fmcluster.model.cluster import ClusterModel, NodeGroup
@@ -69,7 +68,8 @@ def kubernetes_end(model: ClusterModel, group: NodeGroup) -> Optional[Kubernetes
     if cp.scheduler != "kubernetes":
         return None
     if cp.hyperpod and capacity.training_plan_arn:
-        return KubernetesEnd(group.name, "", capacity.training_plan_arn, TRAINING_PLAN_TERMINATION_MINUTES,
+        return KubernetesEnd(group.name, "", capacity.training_plan_arn,
+                             termination_minutes(True, bool(capacity.ultraserver_type)),
                              capacity.end_signal_minutes, f"ml.{group.instance_type}")
     if not cp.hyperpod and group.follows_block and capacity.type == CAPACITY_BLOCK:
         return KubernetesEnd(group.name, str(capacity.reservation_id), "", group.drain_minutes,
@@ -121,7 +121,7 @@ def at_end(model: ClusterModel, group: NodeGroup) -> Optional[str]:
                 f"of its reserved capacity; {end.end_signal_minutes} minutes before that ({end.signal_minutes} "
                 f"minutes before the end) {done}. An extension undoes it; fmcluster does not scale the instance "
                 "group")
-    terminated = ULTRASERVER_BLOCK_TERMINATION_MINUTES if group.capacity.ultraserver_type else BLOCK_TERMINATION_MINUTES
+    terminated = termination_minutes(False, bool(group.capacity.ultraserver_type))
     return (f"the CapacityBlockScaler scales the node group to 0 from {end.leave_minutes} minutes before the end, "
             f"and {end.end_signal_minutes} minutes before that ({end.signal_minutes} minutes before the end) {done}; "
             f"EKS drains what is left as the group scales in, and EC2 terminates the instances from {terminated} "

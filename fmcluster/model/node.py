@@ -18,13 +18,11 @@ from fmcluster.facts import images as image_facts
 from fmcluster.facts import node as node_facts
 from fmcluster.facts.catalog import InstanceType
 from fmcluster.facts.controlplanes import (
-    BLOCK_TERMINATION_MINUTES,
     CAPACITY_BLOCK,
     SPOT,
     SPOT_NOTICE_MINUTES,
-    TRAINING_PLAN_TERMINATION_MINUTES,
-    ULTRASERVER_BLOCK_TERMINATION_MINUTES,
     ControlPlane,
+    termination_minutes,
 )
 from fmcluster.spec.models import CapacitySpec, ClusterSpec
 
@@ -210,12 +208,11 @@ def capacity_end_of(cp: ControlPlane, capacity: CapacitySpec) -> Optional[Capaci
     them); None elsewhere (on the Kubernetes planes a function in the cluster handles a Capacity Block's
     or training plan's end: fmcluster.kubernetes.capacity_end)."""
     if cp.type == PCS and capacity.type == CAPACITY_BLOCK:
-        return CapacityEnd(capacity.reservation_id or "",
-                           ULTRASERVER_BLOCK_TERMINATION_MINUTES if capacity.ultraserver_type
-                           else BLOCK_TERMINATION_MINUTES,
+        return CapacityEnd(capacity.reservation_id or "", termination_minutes(False, bool(capacity.ultraserver_type)),
                            capacity.end_signal_minutes, capacity.end_signal)
     if cp.type == HYPERPOD_SLURM and capacity.training_plan_arn:
-        return CapacityEnd("", TRAINING_PLAN_TERMINATION_MINUTES, capacity.end_signal_minutes, capacity.end_signal,
+        return CapacityEnd("", termination_minutes(True, bool(capacity.ultraserver_type)), capacity.end_signal_minutes,
+                           capacity.end_signal,
                            PLAN_END, capacity.training_plan_arn)
     if cp.scheduler == "slurm" and capacity.type == SPOT:
         return CapacityEnd("", SPOT_NOTICE_MINUTES, 0, capacity.end_signal, SPOT_NOTICE)

@@ -22,13 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from fmcluster.facts.controlplanes import (
-    BLOCK_TERMINATION_MINUTES,
-    CAPACITY_BLOCK,
-    RESERVATION,
-    TRAINING_PLAN_TERMINATION_MINUTES,
-    ULTRASERVER_BLOCK_TERMINATION_MINUTES,
-)
+from fmcluster.facts.controlplanes import CAPACITY_BLOCK, RESERVATION, termination_minutes
 from fmcluster.model import cluster as model
 from fmcluster.model.node import BLOCK_END, PLAN_END, CapacityEnd
 
@@ -81,12 +75,11 @@ class Counted:
         )
 
 
-def termination_minutes(group: model.NodeGroup, hyperpod: bool) -> int:
+def group_termination_minutes(group: model.NodeGroup, hyperpod: bool) -> int:
     """How long before its end the instances of a group's Capacity Block or training plan are
     terminated."""
-    if hyperpod and group.capacity.training_plan_arn:
-        return TRAINING_PLAN_TERMINATION_MINUTES
-    return ULTRASERVER_BLOCK_TERMINATION_MINUTES if group.capacity.ultraserver_type else BLOCK_TERMINATION_MINUTES
+    capacity = group.capacity
+    return termination_minutes(hyperpod and bool(capacity.training_plan_arn), bool(capacity.ultraserver_type))
 
 
 def plan_name(arn: str) -> str:
@@ -105,10 +98,10 @@ def counted(m: model.ClusterModel) -> list[Counted]:
         capacity = group.capacity
         if capacity.training_plan_arn and hyperpod:
             key, kind = capacity.training_plan_arn, "training-plan"
-            item = Counted(plan_name(key), kind, None, key, (), termination_minutes(group, hyperpod))
+            item = Counted(plan_name(key), kind, None, key, (), group_termination_minutes(group, hyperpod))
         elif capacity.type == CAPACITY_BLOCK and capacity.reservation_id:
             key = capacity.reservation_id
-            item = Counted(key, CAPACITY_BLOCK, key, None, (), termination_minutes(group, hyperpod))
+            item = Counted(key, CAPACITY_BLOCK, key, None, (), group_termination_minutes(group, hyperpod))
         else:
             continue
         before = found.get(key, item)
@@ -147,8 +140,8 @@ def at_end(m: model.ClusterModel, group: model.NodeGroup) -> Optional[str]:
     capacity = group.capacity
     end = m.node(group).capacity_end
     if end is not None and end.source == PLAN_END:
-        return (f"SageMaker terminates the training plan's instances from {TRAINING_PLAN_TERMINATION_MINUTES} "
-                "minutes before its end; " + drained_before(end, TRAINING_PLAN_TERMINATION_MINUTES))
+        return (f"SageMaker terminates the training plan's instances from {end.termination_minutes} "
+                "minutes before its end; " + drained_before(end, end.termination_minutes))
     if end is not None and end.source == BLOCK_END:
         minutes = end.termination_minutes
         return drained_before(end, minutes) + f"; EC2 terminates the instances from {minutes} minutes before the end"

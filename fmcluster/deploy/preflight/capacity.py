@@ -19,11 +19,9 @@ from fmcluster.deploy.preflight.guard import ec2_found, guard
 from fmcluster.deploy.preflight.shapes import CapacityReservation, TrainingPlan, read_reservation, read_training_plan
 from fmcluster.deploy.preflight.ultraserver import block_statuses, ultraserver_blocks
 from fmcluster.facts.controlplanes import (
-    BLOCK_TERMINATION_MINUTES,
     CAPACITY_BLOCK,
     RESERVATION,
-    TRAINING_PLAN_TERMINATION_MINUTES,
-    ULTRASERVER_BLOCK_TERMINATION_MINUTES,
+    termination_minutes,
 )
 from fmcluster.observability.capacity import plan_name
 from fmcluster.spec.models import NodeGroupSpec
@@ -115,8 +113,7 @@ def reservation_checks(group: NodeGroupSpec, r: CapacityReservation, az_id: str,
                     f"set capacity.type: {wanted}")
     terminated = None
     if block:
-        terminated = timedelta(minutes=ULTRASERVER_BLOCK_TERMINATION_MINUTES if group.capacity.ultraserver_type
-                               else BLOCK_TERMINATION_MINUTES)
+        terminated = timedelta(minutes=termination_minutes(False, bool(group.capacity.ultraserver_type)))
     yield from state_checks(name, rid, kind, r.get("State", ""), r.get("StartDate"), r.get("EndDate"), now, window,
                             (RESERVATION_OK_STATES, RESERVATION_WAIT_STATES), terminated)
     if r.get("InstanceType") != group.instance_type:
@@ -182,7 +179,8 @@ def _training_plan(ctx: Context, arn: str, groups: list[NodeGroupSpec], name: st
     pid = plan_name(arn)
     yield from state_checks(name, pid, "training plan", plan.get("Status", ""), plan.get("StartTime"),
                             plan.get("EndTime"), ctx.now, ctx.window, (PLAN_OK_STATES, PLAN_WAIT_STATES),
-                            timedelta(minutes=TRAINING_PLAN_TERMINATION_MINUTES))
+                            timedelta(minutes=termination_minutes(True, any(g.capacity.ultraserver_type
+                                                                            for g in groups))))
     targets = plan.get("TargetResources", [])
     if HYPERPOD_TARGET not in targets:
         yield Check(f"{name}: target", FAIL, f"{pid} reserves capacity for {', '.join(targets) or 'nothing'}, not "
