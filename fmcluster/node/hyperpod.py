@@ -80,7 +80,8 @@ def entry_script(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> str:
         if setup.health is not None:
             install_health(program, model, setup, refs)
         if setup.capacity_end is not None and setup.slurm is not None:
-            program.capacity_end(setup.capacity_end, setup.slurm.bin, setup.slurm.slurmd_units)
+            program.capacity_end(setup.capacity_end, setup.slurm.bin, setup.slurm.slurmd_units,
+                                 partition=group.name)  # the group's partition
     return program.render(header(COMMENT))
 
 

@@ -209,7 +209,7 @@ def node_program(model: ClusterModel, group: NodeGroup, refs: NodeRefs) -> NodeP
     if setup.network_features:
         program.network_features(slurm.bin, slurm.slurmd_units)
     if setup.capacity_end is not None:
-        program.capacity_end(setup.capacity_end, slurm.bin, slurm.slurmd_units)
+        program.capacity_end(setup.capacity_end, slurm.bin, slurm.slurmd_units, partition=group.name)  # its queue
     program.steps.append("check_node_ready")
     return program
 

@@ -56,8 +56,9 @@ def plan(tmp_path: Path, spans: list[tuple[str, Time, Time]], start: Time, end: 
 def run(world, node: str, at: int, tmp_path: Path | None = None):
     cluster = world["cluster"]
     settings = (f"SLURM_BIN={cluster.bin}\nEND_SOURCE=training-plan\nRESERVATION_ID=\nTRAINING_PLAN_ARN={ARN}\n"
-                f"PLAN_INSTANCE_TYPE={TYPE}\nTERMINATION_MINUTES={TERMINATION}\nSIGNAL_MINUTES={LEAD}\n"
-                f"SIGNAL=USR1\nSTATE_DIR=/var/lib/fmcluster/capacity-end\nFMCLUSTER_LIB={FMCLUSTER_LIB}\n")
+                f"PLAN_INSTANCE_TYPE={TYPE}\nPARTITION=debug\nTERMINATION_MINUTES={TERMINATION}\n"
+                f"SIGNAL_MINUTES={LEAD}\nSIGNAL=USR1\nREAD_MINUTES=30\nNEAR_MINUTES=10\nGRACE_SECONDS=240\n"
+                f"STATE_DIR=/var/lib/fmcluster/capacity-end\nFMCLUSTER_LIB={FMCLUSTER_LIB}\n")
     return node_end.run(cluster, tmp_path or world["tmp"], "capacity-end.sh", node, settings, now=at)
 
 
@@ -123,10 +124,16 @@ def an_extended_plan_moves_the_reservation_and_returns_the_nodes(world):
 
 
 def a_plan_that_lists_no_capacities_ends_at_its_end(world):
+    """Seen once the answer node1 keeps is due again (READ_MINUTES after it was read, at the latest):
+    before, far from the signal, SageMaker is not asked."""
     cluster, now = world["cluster"], world["now"]
     plan(world["tmp"], [], now - 3600, now + 170 * 60)
-    result = run(world, "node1", now + 12 * 60)
+    asked = len(node_end.aws_calls(world["tmp"]))
+    result = run(world, "node1", now + 13 * 60)
+    assert result.returncode == 0 and node_end.aws_calls(world["tmp"])[asked:] == [], result.stderr
+    result = run(world, "node1", now + (12 + 30) * 60)
     assert result.returncode == 0, result.stderr
+    assert node_end.aws_calls(world["tmp"])[asked:] == ["sagemaker describe-training-plan"]
     line = node_end.reservation(cluster, NAME)
     assert epoch(field(line, "StartTime")) == now + 140 * 60 and epoch(field(line, "EndTime")) == now + 170 * 60
 
@@ -157,8 +164,8 @@ def an_answer_in_seconds_since_the_epoch_is_the_same_end(world):
     plan(fresh, [(TYPE, now - 3600.5, float(now + 170 * 60))], now - 3600.5, float(now + 170 * 60))
     result = run(world, "node1", now + 12 * 60, fresh)
     assert result.returncode == 0 and result.stderr == "", result.stderr
-    kept = fresh / "node1" / "root" / "var" / "lib" / "fmcluster" / "capacity-end" / "end"
-    assert kept.read_text() == f"{PLAN}-p6-b200.48xlarge {now + 170 * 60}\n"
+    kept = fresh / "node1" / "root" / "var" / "lib" / "fmcluster" / "capacity-end" / f"end-{PLAN}-p6-b200.48xlarge"
+    assert kept.read_text().split()[0] == f"{now + 170 * 60}"  # the end, then when it is read again
     line = node_end.reservation(cluster, NAME)
     assert epoch(field(line, "StartTime")) == now + 140 * 60 and epoch(field(line, "EndTime")) == now + 170 * 60
 

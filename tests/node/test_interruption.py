@@ -151,3 +151,23 @@ def test_errors_back_off_and_an_answer_brings_the_two_seconds_back(tmp_path):
     assert requests == ["PUT api/token"] + ["GET meta-data/spot/instance-action"] * 6  # the token kept
     assert sleeps == [4, 8, 16, 2, 2]
     assert "does not answer (HTTP 500)" in result.stderr and "answers again" in result.stderr, result.stderr
+
+
+def test_a_notice_while_slurm_does_not_answer_is_bounded(tmp_path):
+    """A notice; Slurm answers the node's drain, then sinfo and squeue hang (slurmctld busy, as when
+    many spot nodes go at once): each is cut at SLURM_SECONDS, the look ends and the next one comes."""
+    spot_dir = node_end.metadata(tmp_path, "node1") / "spot"
+    spot_dir.mkdir()
+    (spot_dir / "instance-action").write_text('{"action": "terminate", "time": "2026-12-03T11:32:00Z"}')
+    log = node_end.stand_in_slurm(tmp_path)
+    folder = node_end.bin_dir(tmp_path, "node1")
+    for command in ("sinfo", "squeue"):
+        (folder / command).write_text('#!/bin/sh\necho "${0##*/} $*" >>"${0%/*}/slurm.log"\nexec /bin/sleep 600\n')
+    (folder / "sleep").write_text(SLEEP)
+    (folder / "sleep").chmod(0o755)
+    result = node_end.run(None, tmp_path, "interruption.sh", "node1", SETTINGS + "SLURM_SECONDS=1\n",
+                          env={"FMCLUSTER_POLLS": "2"}, timeout=60)
+    assert result.returncode == 0 and "node1 drained" in result.stderr, result.stderr
+    assert result.stderr.count("could not ask Slurm for the running jobs") == 2, result.stderr  # at each look
+    assert [line.split()[0] for line in log.read_text().splitlines()].count("squeue") == 2
+

@@ -101,10 +101,12 @@ def a_notice_drains_each_node_and_signals_the_job_once(world):
         info = cluster.node(node)
         assert "DRAIN" in info["State"], info
         assert info["Reason"].startswith(f"{REASON} [i-0a1b2c3d4e5f6000{node[-1]}]"), info
-    # one signal, by node1 (the first of the job's nodes drained for it), to each of its two tasks
+    # one signal, by node1 (the first of the job's nodes drained for it), to each of its two tasks,
+    # recorded in the job's AdminComment for every node to read
     assert f"job {world['job']} signalled (USR1)" in said["node1"] and "signalled" not in said["node2"], said
     cluster.wait_job(world["job"], until=lambda j: len(signals(world)) >= 2)
     assert signals(world) == ["USR1", "USR1"]
+    assert cluster.job(world["job"])["AdminComment"] == "fmcluster-interruption USR1 by node1"
     assert cluster.job(world["job"])["JobState"] == "RUNNING"  # it traps the signal and goes on
     # looked at again (a new process: the service restarted): no second signal, no new drain
     again = run(world, "node1", polls=2)

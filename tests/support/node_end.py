@@ -11,11 +11,13 @@ tests/node/test_interruption*.py.
   connection at all; a file `expire-token`: the next GET is refused, 401, as with an expired
   token, once), with -f, -o, -w '%{http_code}' and --max-time as curl takes them; every request is
   a line of requests.log there.
-- `AWS`, the stand-in AWS CLI: DescribeCapacityReservations and DescribeTrainingPlan answered from
-  answer.json (the API's shape: times in ISO 8601, as the CLI parses them), the program's --query
-  applied with JMESPath and printed as the CLI's text output prints it.
+- `AWS`, the stand-in AWS CLI: DescribeCapacityReservations, DescribeInstances (by an instance-id
+  filter) and DescribeTrainingPlan answered from answer.json (the API's shape: times in ISO 8601, as
+  the CLI parses them), the program's --query applied with JMESPath and printed as the CLI's text
+  output prints it; each call a line of aws.log beside answer.json (`aws_calls`).
 - `run`: a program on node1 or node2 at a given time (FMCLUSTER_NOW), as its unit runs it; without
-  a cluster, with the test's own stand-ins for Slurm's commands (in `bin_dir`).
+  a cluster, with the test's own stand-ins for Slurm's commands (in `bin_dir`; `SLURM` answers as a
+  one-node partition `gpu` that has no job and no reservation, and records what it is asked).
 - `trapping_job`: a job whose step traps a signal, running on node1; Slurm's time at its
   submission (a job's SubmitTime: no test reads the clock itself).
 """
@@ -84,10 +86,16 @@ AWS = '''#!{python}
 import json, sys
 import jmespath
 args = sys.argv[1:]
+with open({answer!r}.replace("answer.json", "aws.log"), "a") as log:
+    log.write(" ".join(args[:2]) + "\\n")
 option = dict(zip(args[2::2], args[3::2]))
 assert option["--output"] == "text" and option["--region"] == "us-east-1", args
 answer = json.load(open({answer!r}))
-if args[:2] == ["ec2", "describe-capacity-reservations"]:
+if args[:2] == ["ec2", "describe-instances"]:
+    wanted = option["--filters"].removeprefix("Name=instance-id,Values=")
+    found = [i for r in answer.get("Reservations", []) for i in r["Instances"] if i["InstanceId"] == wanted]
+    answer = {{"Reservations": [{{"Instances": found}}] if found else []}}
+elif args[:2] == ["ec2", "describe-capacity-reservations"]:
     wanted = option["--capacity-reservation-ids"]
     found = [r for r in answer["CapacityReservations"] if r["CapacityReservationId"] == wanted]
     if not found:
@@ -105,6 +113,20 @@ for row in rows:
 '''
 
 HOSTNAME = "#!/bin/sh\necho {name}\n"
+
+# Slurm's commands as a one-node partition `gpu` (node1, idle) with no job and no reservation would
+# answer them; each call a line of slurm.log beside them
+SLURM = """#!/bin/bash
+echo "${0##*/} $*" >>"${0%/*}/slurm.log"
+case "${0##*/} $*" in
+  "scontrol -o show node node1") echo "NodeName=node1 State=IDLE Partitions=gpu" ;;
+  "scontrol -o show partition gpu") echo "PartitionName=gpu Nodes=node1" ;;
+  "scontrol -o show reservation"*) echo "No reservations in the system" ;;
+  "scontrol show hostnames "*) tr , '\\n' <<<"$3" ;;
+  "scontrol show hostlist "*) echo "$3" ;;
+esac
+"""
+SLURM_COMMANDS = ("scontrol", "squeue", "sinfo", "scancel")
 
 
 def epoch(slurm_time: str) -> int:
@@ -139,12 +161,29 @@ def bin_dir(tmp_path: Path, node: str) -> Path:
     return tmp_path / node / "bin"
 
 
+def aws_calls(tmp_path: Path) -> list[str]:
+    """What the stand-in AWS CLI of `tmp_path` was asked so far ("ec2 describe-capacity-reservations", ...)."""
+    log = tmp_path / "aws.log"
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def stand_in_slurm(tmp_path: Path, node: str = "node1") -> Path:
+    """`SLURM` as Slurm's commands of `node` (in its `bin_dir`); the file they record their calls in."""
+    folder = bin_dir(tmp_path, node)
+    folder.mkdir(parents=True, exist_ok=True)
+    for command in SLURM_COMMANDS:
+        (folder / command).write_text(SLURM)
+        (folder / command).chmod(0o755)
+    return folder / "slurm.log"
+
+
 def run(cluster: Optional[SlurmCluster], tmp_path: Path, program: str, node: str, settings: str, *,
         now: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
-        timeout: float = 120) -> subprocess.CompletedProcess:
+        timeout: float = 120, aws: bool = True) -> subprocess.CompletedProcess:
     """`program` (a file of PROGRAMS) on node `node` (node1 or node2), with the settings file's text
     `settings`, as its unit runs it, at `now` (FMCLUSTER_NOW) where given; on `cluster`'s Slurm, or
-    with none Slurm's commands are the test's stand-ins in `bin_dir`."""
+    with none Slurm's commands are the test's stand-ins in `bin_dir`; `aws`: with the stand-in AWS
+    CLI (else none: the PATH then has no other)."""
     root, bin_dir = tmp_path / node / "root", tmp_path / node / "bin"
     lib = root / FMCLUSTER_LIB.lstrip("/")
     lib.mkdir(parents=True, exist_ok=True)
@@ -157,6 +196,8 @@ def run(cluster: Optional[SlurmCluster], tmp_path: Path, program: str, node: str
                           ("aws", AWS.format(python=sys.executable, answer=str(tmp_path / "answer.json")))):
         (bin_dir / command).write_text(text)
         (bin_dir / command).chmod(0o755)
+    if not aws:
+        (bin_dir / "aws").unlink()
     path = tmp_path / node / f"{program}.env"
     path.write_text(settings)
     slurm = {**cluster.env, "PATH": f"{bin_dir}:{cluster.bin}:{os.environ['PATH']}"} if cluster else {

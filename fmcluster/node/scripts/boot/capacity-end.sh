@@ -3,8 +3,9 @@
 # with the slurm-node.sh and slurm-jobs.sh it sources), on the compute nodes of an AWS PCS Capacity
 # Block group or a SageMaker HyperPod training-plan group: its settings file
 # FMCLUSTER_ETC/capacity-end.env, and fmcluster-capacity-end.service, run after slurmd at every boot
-# and every CAPACITY_END_SECONDS by fmcluster-capacity-end.timer (the end can move: an extension).
-# Its journal keeps what changed (the program is silent otherwise).
+# and every CAPACITY_END_SECONDS by fmcluster-capacity-end.timer (the end can move: an extension;
+# the program asks EC2 or SageMaker far less often: READ_MINUTES, NEAR_MINUTES). Its journal keeps
+# what changed (the program is silent otherwise).
 
 install_capacity_end() {
   install -d -m 0755 "$ROOT$FMCLUSTER_LIB" "$ROOT$FMCLUSTER_ETC" "$ROOT/etc/systemd/system"
@@ -19,9 +20,13 @@ install_capacity_end() {
     printf 'RESERVATION_ID=%q\n' "$CAPACITY_END_RESERVATION_ID"
     printf 'TRAINING_PLAN_ARN=%q\n' "$CAPACITY_END_TRAINING_PLAN_ARN"
     printf 'PLAN_INSTANCE_TYPE=%q\n' "ml.$INSTANCE_TYPE"
+    printf 'PARTITION=%q\n' "$CAPACITY_END_PARTITION"
     printf 'TERMINATION_MINUTES=%s\n' "$CAPACITY_END_TERMINATION_MINUTES"
     printf 'SIGNAL_MINUTES=%s\n' "$CAPACITY_END_SIGNAL_MINUTES"
     printf 'SIGNAL=%q\n' "$CAPACITY_END_SIGNAL"
+    printf 'READ_MINUTES=%s\n' "$CAPACITY_END_READ_MINUTES"
+    printf 'NEAR_MINUTES=%s\n' "$CAPACITY_END_NEAR_MINUTES"
+    printf 'GRACE_SECONDS=%s\n' "$CAPACITY_END_GRACE_SECONDS"
     printf 'STATE_DIR=%q\n' "$CAPACITY_END_STATE_DIR"
     printf 'FMCLUSTER_LIB=%q\n' "$FMCLUSTER_LIB"
   } >"$ROOT$FMCLUSTER_ETC/capacity-end.env"

@@ -3,7 +3,8 @@
 # its settings: every GPU of the instance type visible (EXPECTED_GPUS), REQUIRED_MOUNTS mounted,
 # LNet over EFA where the file system uses it (LNET_EFA), the container runtime where the node has
 # one (READY_ENROOT_VERSION and the Pyxis plugin, containers.sh; empty: none), nvidia-imex.service
-# enabled on UltraServer Slurm nodes (READY_IMEX, prolog.sh); with DEEP_CHECK=1, the deep check
+# enabled on UltraServer Slurm nodes (READY_IMEX, prolog.sh), the AWS CLI where capacity-end reads
+# the end with it (READY_AWS_CLI, capacity-end.sh); with DEEP_CHECK=1, the deep check
 # (programs/deep-check.sh, embedded as program_deep_check) once per instance. The control plane's gate (gate-*.sh)
 # decides what a node that is not ready does: it never takes a job.
 
@@ -24,6 +25,7 @@ install_node_ready() {
     printf 'SLURMD_PLUGSTACK=%q\n' "$READY_PLUGSTACK"
     printf 'ENROOT_DIRS=%q\n' "$READY_ENROOT_DIRS"
     printf 'IMEX=%s\n' "$READY_IMEX"
+    printf 'AWS_CLI=%s\n' "${READY_AWS_CLI:-0}"
     if ((${DEEP_CHECK:-0})); then
       printf 'DEEP_CHECK=1\n'
       printf 'DEEP_CHECK_PROGRAM=%q\n' "$FMCLUSTER_LIB/deep-check"

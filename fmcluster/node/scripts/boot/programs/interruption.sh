@@ -10,6 +10,7 @@
 #   POLL_SECONDS     how often the notice is looked for (2)
 #   BACKOFF_SECONDS  the longest wait between looks while the metadata service fails (60)
 #   TOKEN_SECONDS    how long an IMDSv2 token is asked for (21600, its most)
+#   SLURM_SECONDS    each Slurm command's bound (slurm-jobs.sh; 30 when unset)
 #   STATE_DIR        where the jobs signalled for a notice are kept
 #   FMCLUSTER_LIB    where slurm-node.sh and slurm-jobs.sh are
 # Under test: FMCLUSTER_ROOT (files under it), FMCLUSTER_POLLS (return after that many looks).
@@ -28,10 +29,12 @@
 #
 # On a notice (each once): the node is drained at once, reason "fmcluster-interruption: spot ACTION
 # at TIME [i-...]" (its instance), unless something else drained it, so that no job starts there
-# again; then its running jobs are signalled once each with SIGNAL (by the first of their nodes that
-# this program drained for an interruption, so that a job of many nodes interrupted together gets
-# one signal as a rule: two nodes that drain in the same instant may each signal it), as the job
-# would have asked with --signal: a job that checkpoints on the signal has the two minutes. With no
+# again; then its running jobs are signalled once each with SIGNAL (slurm-jobs.sh signal_jobs: by the
+# first of their nodes that this program drained for an interruption, so that a job of many nodes
+# interrupted together gets one signal as a rule; the signal is recorded in the job's AdminComment,
+# "fmcluster-interruption SIGNAL by NODE", and a job that holds it is not signalled again by another
+# node's notice; two nodes that drain in the same instant may each signal it), as the job would have
+# asked with --signal: a job that checkpoints on the signal has the two minutes. With no
 # notice at start (404), a node this program drained is returned to service: its instance was
 # stopped and started again, or AWS PCS launched another instance under the node's Slurm name
 # (slurmctld keeps a drain and its reason across instances: node-health.sh says where in Slurm); so
@@ -54,10 +57,6 @@ TOKEN="" TOKEN_AT=0 INSTANCE="" HANDLED="" CODE="" NOTICE=""
 
 log() {
   printf 'fmcluster-interruption: %s\n' "$*" >&2
-}
-
-scontrol() {
-  timeout 30 scontrol "$@"
 }
 
 # token: an IMDSv2 token in TOKEN, asked for again a minute before it expires
@@ -86,11 +85,6 @@ instance() {
     "$IMDS/meta-data/instance-id") || INSTANCE=""
 }
 
-# going: the nodes drained for an interruption (by this program on each of them), a Slurm host list
-going() {
-  sinfo -h -N -o '%N|%E' | awk -F'|' -v r="$REASON:" 'index($2, r) == 1 { print $1 }' | sort -u | paste -sd, -
-}
-
 # act: the notice in NOTICE handled, once
 act() {
   local action time node line
@@ -106,8 +100,8 @@ act() {
       || return 1
     log "$node drained: EC2 interrupts its spot instance ($action) at $time"
   fi
-  signal_jobs "$(going)" "$node" "$STATE/signalled-$action-$time" "EC2 interrupts the spot instance at $time" \
-    || return 1
+  signal_jobs "$node" "$STATE/signalled-$action-$time" "$REASON" "EC2 interrupts the spot instance at $time" \
+    "$(drained_by "$REASON:")" || return 1
   HANDLED="$action-$time"
 }
 

@@ -19,6 +19,9 @@
 #                       files cached in /var/spool/slurmd/conf-cache; it must include PYXIS_CONF by name
 #   IMEX                1: nvidia-imex.service must be enabled (UltraServer Slurm nodes: the IMEX
 #                       prolog restarts it for each job; missing or not enabled, every job fails)
+#   AWS_CLI             1: the AWS CLI (aws) must be installed (the Slurm nodes of a Capacity Block
+#                       or training plan: capacity-end reads the end with it; without it the end
+#                       would cut their jobs unwarned)
 #   DEEP_CHECK          1: once every other check passed, the deep check (DEEP_CHECK_PROGRAM: a DCGM
 #                       diagnostic and a node-local NCCL test) runs once per instance; its verdict is
 #                       kept in DEEP_CHECK_MARKER (the instance ID, then its reasons, one a line), so
@@ -64,6 +67,9 @@ check() {
   fi
   if ((${IMEX:-0})) && ! systemctl is-enabled --quiet nvidia-imex.service; then
     REASONS+=("imex nvidia-imex.service is missing or not enabled")
+  fi
+  if ((${AWS_CLI:-0})) && ! command -v aws >/dev/null; then
+    REASONS+=("aws-cli the AWS CLI (aws) is not installed: the capacity's end could not be read")
   fi
   if ((LNET_EFA)); then
     efa=$({ lnetctl net show --net efa 2>/dev/null || true; } | grep -c '@efa' || true)
