@@ -69,10 +69,12 @@ def exporter_pins() -> dict[str, dict[str, str]]:
     return found
 
 
-def own_image_needs(plane: str, slurm_prefix: str, *, containers: bool, metrics: bool) -> tuple[str, ...]:
+def own_image_needs(plane: str, slurm_prefix: str, *, containers: bool, metrics: bool,
+                    aws_cli: bool = False) -> tuple[str, ...]:
     """What a node group's own image (its `ami_id`) must have on a Slurm plane, as the boot checks
-    it (containers.sh, metrics.sh; on AWS PCS the agent that runs node lifecycle actions): a node
-    without any of it is not ready and never takes a job."""
+    it (containers.sh, metrics.sh; on AWS PCS the agent that runs node lifecycle actions; with
+    `aws_cli`, the readiness check of a group whose nodes read their capacity's end): a node without
+    any of it is not ready and never takes a job."""
     needs = []
     if containers:
         needs += [f"Enroot {runtime.ENROOT_VERSION} (/usr/bin/enroot)",
@@ -84,6 +86,9 @@ def own_image_needs(plane: str, slurm_prefix: str, *, containers: bool, metrics:
             needs.append(f"{package} ({pinned})")
     if plane == image_facts.PCS:
         needs.append(f"the AWS PCS agent {image_facts.PCS_AGENT_MIN} or later (node lifecycle actions)")
+    if aws_cli:
+        needs.append("the AWS CLI (`aws` on root's PATH: capacity-end reads the Capacity Block's or training "
+                     "plan's end with it)")
     return tuple(needs)
 
 

@@ -10,6 +10,7 @@ from typing import Callable, Optional
 from fmcluster.facts import images as image_facts
 from fmcluster.facts import prices
 from fmcluster.model import cluster as model
+from fmcluster.model.node import SPOT_NOTICE
 from fmcluster.node import image as node_image
 from fmcluster.plan.shape.estimates import ImagePlan, ImagesPlan, OwnImagePlan, ReferenceImagePlan, ReferenceImagesPlan
 from fmcluster.text.table import Table
@@ -31,7 +32,15 @@ def own_images(m: model.ClusterModel) -> list[OwnImagePlan]:
         return []
     prefix = image_facts.slurm_prefix(cp.type, m.spec.orchestrator.version or "")
     return [OwnImagePlan(group=g.name, ami_id=g.ami_id, needs=list(node_image.own_image_needs(
-        cp.type, prefix, containers=m.runs_containers(g), metrics=m.observed))) for g in m.all_groups if g.ami_id]
+        cp.type, prefix, containers=m.runs_containers(g), metrics=m.observed, aws_cli=_reads_its_end(m, g))))
+            for g in m.all_groups if g.ami_id]
+
+
+def _reads_its_end(m: model.ClusterModel, group: model.NodeGroup) -> bool:
+    """The group's nodes read their capacity's end with the AWS CLI (capacity-end; not a spot notice,
+    which comes from the instance metadata service)."""
+    end = m.node(group).capacity_end
+    return end is not None and end.source != SPOT_NOTICE
 
 
 def _stack(m: model.ClusterModel, key: str) -> str:

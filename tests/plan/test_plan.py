@@ -673,3 +673,16 @@ def test_hyperpod_teams_cost_is_unknown_and_dedicated_groups_are_shown():
 def test_a_spec_without_teams_has_no_teams_section():
     made = plan_of("examples/p5en-reservation-pcs.yaml")
     assert made.teams == [] and "Teams" not in plan_render.render_text(made)
+
+
+def test_a_groups_own_image_needs_the_aws_cli_where_its_nodes_read_their_end():
+    """capacity-end reads a Capacity Block's end with the AWS CLI, and the readiness check of such a
+    group wants it; a spot group's notice comes from the instance metadata service."""
+    gpu = {"name": "gpu", "instance_type": "p5.48xlarge", "min_count": 2, "max_count": 2,
+           "ami_id": "ami-0123456789abcdef0",
+           "capacity": {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}}
+    block = plan_of_dict(with_(base_spec(), "node_groups", [gpu]))
+    (own,) = block.own_images
+    assert own.needs[-1].startswith("the AWS CLI (`aws` on root's PATH")
+    spot = plan_of_dict(with_(base_spec(), "node_groups", [{**gpu, "capacity": {"type": "spot"}}]))
+    assert not any("AWS CLI" in n for o in spot.own_images for n in o.needs)
