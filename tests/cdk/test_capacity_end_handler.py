@@ -93,10 +93,63 @@ def test_workloads_admitted_on_the_flavor_are_requeued_at_the_end():
     assert handler.requeued(workloads, SETTINGS, closing=True) == {
         "deactivate": [("default", "on-gpu")], "reactivate": [("default", "released")],
         "let_go": [("default", "resumed"), ("default", "ours-done")], "stopping": [("default", "stopping")],
-        "tolerates": []}
+        "tolerates": [], "hold": [], "held": []}
     # while the flavor is open nothing is deactivated, but what was is still reactivated
     assert handler.requeued(workloads, SETTINGS, closing=False)["deactivate"] == []
     assert handler.requeued(workloads, SETTINGS, closing=False)["reactivate"] == [("default", "released")]
+
+
+SIGNAL = NOW + timedelta(hours=2)  # the end 3 hours ahead, signalled 60 minutes before
+M = timedelta(minutes=1)
+
+
+@pytest.mark.parametrize("declared, admitted, past, expected", [
+    (None, NOW, None, False),  # no declared run time: nothing to go by
+    (7200, NOW, None, False), (7201, NOW, None, True),  # from its admission, up to the signal and past it
+    (7200 + 600, NOW - 10 * M, None, False),  # admitted 10 minutes ago: Kueue counts from then
+    (7200 + 601, NOW - 10 * M, None, True),
+    (7200 + 600, NOW, 600, False), (7200 + 601, NOW, 600, True),  # its past admissions count as well
+    (7200, None, None, False), (7201, None, None, True),  # quota reserved, not admitted yet: from now
+])
+def test_a_workload_overruns_the_signal_as_kueue_counts_its_time(declared, admitted, past, expected):
+    """Kueue deactivates a workload once maximumExecutionTimeSeconds - accumulatedPastExecutionTimeSeconds
+    have passed since its Admitted condition's transition (workload_controller.go, reconcileMaxExecutionTime)."""
+    workload = fake.workload("w", "gpu", max_seconds=declared, past_seconds=past,
+                             admitted=stamp(admitted) if admitted else None)
+    assert handler.overruns(summary(workload), SIGNAL, NOW) is expected
+
+
+def stamp(at: datetime) -> str:
+    return at.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_a_workload_that_would_not_finish_before_the_signal_is_held_back():
+    """While the flavor is open: a workload just admitted there whose declared run reaches past the
+    signal is deactivated (hold); one that fits, one that declares nothing, one that has run longer
+    than STARTING (left to the signal), one that tolerates the taint and one on another flavor are
+    left; ours, released, stay inactive while they would still overrun (held), else are reactivated."""
+    workloads = [summary(w) for w in (
+        fake.workload("fits", "gpu", max_seconds=3600), fake.workload("long", "gpu", max_seconds=4 * 3600),
+        fake.workload("undeclared", "gpu"),
+        fake.workload("checks-pending", "gpu", max_seconds=4 * 3600, admitted=None),
+        fake.workload("running", "gpu", max_seconds=8 * 3600, admitted=stamp(NOW - 11 * M)),
+        fake.workload("just-started", "gpu", max_seconds=8 * 3600, admitted=stamp(NOW - 10 * M)),
+        fake.workload("anywhere", "gpu", max_seconds=4 * 3600, tolerations=[{"operator": "Exists"}]),
+        fake.workload("on-cpu", "cpu", max_seconds=4 * 3600),
+        fake.workload("waiting", None, active=False, labels=OURS, max_seconds=4 * 3600),
+        fake.workload("fits-now", None, active=False, labels=OURS, max_seconds=3600, past_seconds=60),
+        fake.workload("requeued", None, active=False, labels=OURS))]
+    plan = handler.requeued(workloads, SETTINGS, False, SIGNAL, NOW)
+    assert plan == {"deactivate": [], "reactivate": [("default", "fits-now"), ("default", "requeued")],
+                    "let_go": [], "stopping": [], "tolerates": [],
+                    "hold": [("default", "long"), ("default", "checks-pending"), ("default", "just-started")],
+                    "held": [("default", "waiting")]}
+    # closing (the signal, or before the capacity starts), the gate is off: every one is requeued
+    closing = handler.requeued(workloads, SETTINGS, True, SIGNAL, NOW)
+    assert closing["hold"] == closing["held"] == []
+    assert ("default", "waiting") in closing["reactivate"] and ("default", "long") in closing["deactivate"]
+    # without an end, nothing is held back
+    assert handler.requeued(workloads, SETTINGS, False)["hold"] == []
 
 
 def test_what_the_eviction_api_stops():
@@ -144,7 +197,7 @@ def test_a_workload_that_tolerates_the_taint_stays_on_the_flavor():
     assert summary(plain, [{"key": "fmcluster.dev/capacity-end", "operator": "Exists"}])["tolerant"] == ["main"]
     assert handler.requeued([summary(anywhere), summary(plain)], SETTINGS, closing=True) == {
         "deactivate": [("default", "plain")], "reactivate": [], "let_go": [], "stopping": [],
-        "tolerates": [("default", "anywhere")]}
+        "tolerates": [("default", "anywhere")], "hold": [], "held": []}
     # a pod set that tolerates it, but on another flavor, does not keep the workload here
     elsewhere = fake.workload("elsewhere", "gpu", tolerations=[{"operator": "Exists"}])
     elsewhere["status"]["admission"]["podSetAssignments"][0]["name"] = "other"
@@ -177,7 +230,11 @@ def test_an_open_capacity_changes_nothing():
     api = cluster()
     result = run(api, timedelta(days=2))
     assert (result["phase"], result["nodes"]) == ("open", 2) and writes(api) == []
-    # the workloads are asked for by the label only: the whole list is read at the end alone
+    # with the end known, every workload is read (a job that would not finish is held back)
+    assert ("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads?limit=100") in api.calls
+    # without it (no EndDate), the workloads are asked for by the label only
+    api.calls.clear()
+    assert run(api, None)["phase"] == "open" and writes(api) == []
     assert ("GET", "/apis/kueue.x-k8s.io/v1beta2/workloads?limit=100&labelSelector=fmcluster.dev%2Fcapacity-end%3Dgpu"
             ) in api.calls
 
@@ -355,6 +412,67 @@ def test_a_call_that_fails_otherwise_fails_the_run():
     result = handler.reconcile(handler.Kube(two_budgets), SETTINGS, "active", NOW + timedelta(minutes=50), NOW)
     assert result["errors"] == ["evicted default/notebook: 500: This pod has more than one PodDisruptionBudget"]
     assert result["deactivated"] == ["default/train"]
+
+
+def gated(api: fake.FakeKubernetes, left: timedelta, now: datetime = NOW) -> dict:
+    return handler.reconcile(handler.Kube(api.send), SETTINGS, "active", now + left, now)
+
+
+HOLD_REASON = ("held back from flavor gpu: its maximum execution time runs past 2026-12-01 14:00Z, "
+               "the capacity's end signal")
+
+
+def test_a_job_that_would_not_finish_is_held_back_until_the_signal():
+    """The end 3 hours ahead (the signal in 2): a job admitted on the flavor that declares 4 hours is
+    held back (deactivated, labelled and annotated why) and stays so, its quota released, until the
+    signal closes the flavor; then it is reactivated, for another flavor or an extension. One that
+    declares 1 hour, and one that declares nothing, run on; at the signal they are requeued as ever."""
+    api = cluster(fake.workload("fits", "gpu", max_seconds=3600), fake.workload("long", "gpu", max_seconds=4 * 3600),
+                  fake.pod("long-0", "gpu-1", workload="long"))
+    first = gated(api, timedelta(hours=3))
+    assert first["phase"] == "open" and first["held back"] == ["default/long"]
+    assert "deactivated" not in first and "evicted" not in first
+    long = api.get("Workload", "long", "default")
+    assert long["spec"]["active"] is False and long["metadata"]["labels"] == OURS
+    assert long["metadata"]["annotations"] == {"fmcluster.dev/capacity-end": HOLD_REASON}
+    assert all(api.get("Workload", name, "default")["spec"]["active"] for name in ("fits", "train"))
+    assert api.taints("ResourceFlavor", "gpu") == [] and api.taints("Node", "gpu-1") == [GPU_TAINT]
+
+    api.kueue_stops()  # Kueue stops the job (its pods terminate) and releases its quota
+    assert api.get("Pod", "long-0", "default")["metadata"]["deletionTimestamp"]
+    written = len(writes(api))
+    for minutes in (2, 4, 60):  # it would still run past the signal: kept inactive, not admitted again
+        result = gated(api, timedelta(hours=3) - minutes * M, NOW + minutes * M)
+        assert result["kept held back"] == ["default/long"] and "reactivated" not in result
+        assert len(writes(api)) == written  # nothing written
+    assert api.get("Workload", "long", "default")["spec"]["active"] is False
+
+    # the signal: the flavor closes, the others are requeued, the held-back one let go into the queue
+    at_signal = gated(api, timedelta(minutes=60), NOW + 2 * timedelta(hours=1))
+    assert at_signal["phase"] == "ending" and at_signal["flavor closed"] == ["gpu"]
+    assert at_signal["reactivated"] == ["default/long"]
+    assert at_signal["deactivated"] == ["default/fits", "default/train"]
+    long = api.get("Workload", "long", "default")
+    assert long["spec"]["active"] is True and not long["metadata"].get("labels")
+    assert not long["metadata"].get("annotations")
+
+
+def test_a_held_back_job_goes_when_an_extension_makes_room():
+    api = cluster(fake.workload("long", "gpu", max_seconds=4 * 3600))
+    assert gated(api, timedelta(hours=3))["held back"] == ["default/long"]
+    api.kueue_stops()
+    assert gated(api, timedelta(hours=3) - 2 * M, NOW + 2 * M)["kept held back"] == ["default/long"]
+    extended = gated(api, timedelta(days=1), NOW + 4 * M)  # the block extended by a day
+    assert extended["reactivated"] == ["default/long"] and "held back" not in extended
+    assert api.get("Workload", "long", "default")["spec"]["active"] is True
+
+
+def test_a_long_running_or_undeclared_job_is_left_to_the_signal():
+    """Admitted more than STARTING ago (it ran before this function saw it), or declaring no run
+    time: not held back; the signal stops it with its grace period as before."""
+    api = cluster(fake.workload("running", "gpu", max_seconds=8 * 3600, admitted=stamp(NOW - 30 * M)))
+    result = gated(api, timedelta(hours=3))
+    assert result["phase"] == "open" and "held back" not in result and writes(api) == []
 
 
 def test_the_cluster_role_is_all_it_needs_and_is_enforced():

@@ -17,7 +17,8 @@ relies on. Not a test module.
   otherwise the pod gets a deletionTimestamp and its grace period (terminating until `kubelet_removes`).
 - `kueue_stops` does what Kueue's controllers do with a deactivated workload (pkg/controller/core/
   workload_controller.go, pkg/controller/jobframework/reconciler.go): Evicted (reason Deactivated),
-  the job stopped (its pods terminating), then the quota released (QuotaReserved False, no admission).
+  the job stopped (its pods terminating), then the quota released (QuotaReserved False, no admission),
+  the time it was admitted, until TIME, added to its accumulatedPastExecutionTimeSeconds.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import copy
 import json
 import urllib.parse
+from datetime import datetime
 from typing import Any, Callable, Optional
 
 import jsonschema
@@ -90,16 +92,22 @@ def flavor(name: str, node_taints: Optional[list[dict[str, str]]] = None) -> dic
 
 def workload(name: str, flavor_name: Optional[str], namespace: str = "default", *, active: bool = True,
              labels: Optional[dict[str, str]] = None, finished: bool = False,
-             tolerations: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
-    """A workload of one pod set (its pods' `tolerations`), with quota reserved (and admitted) on
-    `flavor_name`; None: pending."""
+             tolerations: Optional[list[dict[str, Any]]] = None, max_seconds: Optional[int] = None,
+             admitted: Optional[str] = TIME, past_seconds: Optional[int] = None) -> dict[str, Any]:
+    """A workload of one pod set (its pods' `tolerations`), with quota reserved on `flavor_name` (None:
+    pending), and admitted at `admitted` (None: not yet, its admission checks pending); its declared
+    maximum execution time `max_seconds` (its job's label kueue.x-k8s.io/max-exec-time-seconds), and
+    the time it was admitted before (`past_seconds`, Kueue's accumulatedPastExecutionTimeSeconds)."""
     status: dict[str, Any] = {"conditions": []}
     if flavor_name is not None:
         status["admission"] = {"clusterQueue": "cluster-queue", "podSetAssignments": [
             {"name": "main", "count": 2, "flavors": {"nvidia.com/gpu": flavor_name, "cpu": flavor_name},
              "resourceUsage": {"nvidia.com/gpu": "16", "cpu": "64"}}]}
         status["conditions"] = [condition("QuotaReserved", "True", "QuotaReserved"),
-                                condition("Admitted", "True", "Admitted")]
+                                {**condition("Admitted", "True", "Admitted"), "lastTransitionTime": admitted}
+                                if admitted else condition("Admitted", "False", "UnsatisfiedChecks")]
+    if past_seconds is not None:
+        status["accumulatedPastExecutionTimeSeconds"] = past_seconds
     if finished:
         status["conditions"].append(condition("Finished", "True", "Succeeded"))
     meta: dict[str, Any] = {"name": name, "namespace": namespace}
@@ -109,10 +117,11 @@ def workload(name: str, flavor_name: Optional[str], namespace: str = "default", 
                                                 "resources": {"requests": {"nvidia.com/gpu": "8"}}}]}
     if tolerations:
         pod_spec["tolerations"] = [dict(t) for t in tolerations]
-    return {"apiVersion": KUEUE, "kind": "Workload", "metadata": meta,
-            "spec": {"active": active, "queueName": "user-queue", "podSets": [
-                {"name": "main", "count": 2, "template": {"spec": pod_spec}}]},
-            "status": status}
+    spec: dict[str, Any] = {"active": active, "queueName": "user-queue", "podSets": [
+        {"name": "main", "count": 2, "template": {"spec": pod_spec}}]}
+    if max_seconds is not None:
+        spec["maximumExecutionTimeSeconds"] = max_seconds
+    return {"apiVersion": KUEUE, "kind": "Workload", "metadata": meta, "spec": spec, "status": status}
 
 
 class FakeKubernetes:
@@ -234,11 +243,16 @@ class FakeKubernetes:
             if found["spec"].get("active", True) or conditions.get("QuotaReserved", {}).get("status") != "True":
                 continue
             changed = copy.deepcopy(found)
+            past = found["status"].get("accumulatedPastExecutionTimeSeconds")
+            if conditions.get("Admitted", {}).get("status") == "True":  # pkg/workload/admissionchecks.go
+                admitted = datetime.fromisoformat(conditions["Admitted"]["lastTransitionTime"])
+                past = (past or 0) + int((datetime.fromisoformat(TIME) - admitted).total_seconds())
             conditions["Evicted"] = condition("Evicted", "True", "Deactivated")
             conditions["QuotaReserved"] = condition("QuotaReserved", "False", "Pending")
             conditions["Admitted"] = condition("Admitted", "False", "NoReservation")
             conditions["Requeued"] = condition("Requeued", "False", "Deactivated")
-            changed["status"] = {"conditions": list(conditions.values())}
+            changed["status"] = {"conditions": list(conditions.values()),
+                                 **({"accumulatedPastExecutionTimeSeconds": past} if past is not None else {})}
             self._store(changed)
             for one in self.of("Pod"):
                 meta = one["metadata"]

@@ -7,11 +7,15 @@ Run by EventBridge every few minutes (and on a Capacity Block's own events), it 
 capacity at every run, so that an extension moves everything with it: a Capacity Block's `State`
 and `EndDate` (EC2 DescribeCapacityReservations, RESERVATION) or a training plan's `Status` and the
 end of its reserved capacity of the group's instance type (SageMaker DescribeTrainingPlan,
-TRAINING_PLAN: plan_window). SIGNAL = the end - SIGNAL_MINUTES. The
-cluster is then reconciled, through the Kubernetes API, with one of three phases:
+TRAINING_PLAN: plan_window). SIGNAL = the end - SIGNAL_MINUTES. The cluster is then reconciled,
+through the Kubernetes API, with one of three phases:
 
 - open (the capacity is active and SIGNAL is ahead): no taint TAINT_KEY on the group's nodes (label
-  NODE_LABEL=GROUP) nor in the ResourceFlavor FLAVOR's spec.nodeTaints;
+  NODE_LABEL=GROUP) nor in the ResourceFlavor FLAVOR's spec.nodeTaints; a job that would not finish
+  is held back, as Slurm's reservation holds it: a workload Kueue admitted there at most STARTING
+  ago that declares its run time (spec.maximumExecutionTimeSeconds, its job's label
+  kueue.x-k8s.io/max-exec-time-seconds) and would run past SIGNAL is deactivated as in step 3, its
+  annotation TAINT_KEY saying why;
 - waiting (the capacity has not started): the flavor carries the taint, so that Kueue admits nothing
   onto nodes that do not exist yet (it reopens when the capacity is active), and a workload Kueue
   admitted there all the same (while a re-apply of the manifests opened the flavor) is requeued as
@@ -35,7 +39,8 @@ again by its controller; requeued or evicted, they would be at every run until t
 
 In every phase, a workload this function deactivated whose quota Kueue has released is reactivated
 (spec.active true, the label removed): Kueue requeues it (Requeued, reason Reactivated), in the
-order of its creation, for a flavor it can still use. Node and flavor patches carry the object's
+order of its creation, for a flavor it can still use; not, while the flavor is open, one that would
+still run past SIGNAL (Kueue would admit it there again). Node and flavor patches carry the object's
 resourceVersion: a concurrent change answers 409 and the next run tries again; until then the
 node's pods are not evicted, nor, while the flavor should be closed, a workload reactivated.
 
@@ -69,6 +74,7 @@ MERGE_PATCH = "application/merge-patch+json"
 PAGE = 100  # workloads a list page: each carries its pod templates
 WAITING = ("scheduled", "payment-pending", "pending", "assessing", "delayed")  # not started yet
 OPEN, WAITING_PHASE, ENDING = "open", "waiting", "ending"
+STARTING = timedelta(minutes=10)  # admitted this recently, a workload is still held back (5 runs)
 
 
 @dataclass(frozen=True)
@@ -148,6 +154,26 @@ def admitted_on(workload: dict[str, Any], flavor: str) -> bool:
     return any(flavor in (a.get("flavors") or {}).values() for a in assignments)
 
 
+def admitted_at(workload: dict[str, Any]) -> Optional[datetime]:
+    """When Kueue admitted the workload (its Admitted condition's lastTransitionTime); None: not."""
+    for c in workload.get("status", {}).get("conditions", []):
+        if c.get("type") == "Admitted" and c.get("status") == "True" and c.get("lastTransitionTime"):
+            return datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00"))
+    return None
+
+
+def overruns(workload: dict[str, Any], signal: datetime, now: datetime) -> bool:
+    """The workload declares a maximum execution time and Kueue would let it run past `signal`: Kueue
+    deactivates it once its time admitted, since its Admitted condition's transition (from `now`, not
+    admitted yet) and in its past admissions (status.accumulatedPastExecutionTimeSeconds), exceeds it
+    (pkg/controller/core/workload_controller.go: reconcileMaxExecutionTime)."""
+    declared = workload.get("spec", {}).get("maximumExecutionTimeSeconds")
+    if not declared:
+        return False
+    left = timedelta(seconds=declared - (workload.get("status", {}).get("accumulatedPastExecutionTimeSeconds") or 0))
+    return (admitted_at(workload) or now) + left > signal
+
+
 def tolerated_on(workload: dict[str, Any], flavor: str) -> bool:
     """A pod set of the workload assigned `flavor` tolerates the taint (`tolerant`: the pod sets that
     do, _workload_summary): Kueue would assign it the closed flavor again."""
@@ -165,24 +191,33 @@ def released(workload: dict[str, Any]) -> bool:
     return _conditions(workload).get("QuotaReserved") != "True"
 
 
-def requeued(workloads: list[dict[str, Any]], settings: Settings, closing: bool) -> dict[str, list[tuple[str, str]]]:
+def requeued(workloads: list[dict[str, Any]], settings: Settings, closing: bool, signal: Optional[datetime] = None,
+             now: Optional[datetime] = None) -> dict[str, list[tuple[str, str]]]:
     """The workloads to deactivate (admitted on the flavor, while it closes), to reactivate (ours,
     deactivated and released) and to let go of (ours, but made active again by someone else, or
     finished: the label only is removed); `stopping`: ours, deactivated, Kueue still stopping them;
-    `tolerates`: admitted on the flavor, but tolerating its taint there (tolerated_on), left alone."""
+    `tolerates`: admitted on the flavor, but tolerating its taint there (tolerated_on), left alone.
+    While the flavor is open, before `signal` (at `now`): `hold`, to deactivate, a workload on the
+    flavor, admitted at most STARTING ago, that overruns the signal (a workload running longer is
+    left to the signal); `held`: ours, released, not reactivated while it would."""
     out: dict[str, list[tuple[str, str]]] = {"deactivate": [], "reactivate": [], "let_go": [], "stopping": [],
-                                             "tolerates": []}
+                                             "tolerates": [], "hold": [], "held": []}
+    gate = (signal, now) if signal is not None and now is not None and not closing else None
     for workload in workloads:
         if ours(workload, settings):
             inactive = workload.get("spec", {}).get("active") is False
             if not inactive or _conditions(workload).get("Finished") == "True":
                 out["let_go"].append(key(workload))
-            elif released(workload):
-                out["reactivate"].append(key(workload))
-            else:
+            elif not released(workload):
                 out["stopping"].append(key(workload))
-        elif closing and admitted_on(workload, settings.flavor):
+            else:
+                out["held" if gate and overruns(workload, *gate) else "reactivate"].append(key(workload))
+        elif not admitted_on(workload, settings.flavor) or tolerated_on(workload, settings.flavor) and not closing:
+            continue
+        elif closing:
             out["tolerates" if tolerated_on(workload, settings.flavor) else "deactivate"].append(key(workload))
+        elif gate and (admitted_at(workload) or gate[1]) >= gate[1] - STARTING and overruns(workload, *gate):
+            out["hold"].append(key(workload))
     return out
 
 
@@ -292,8 +327,10 @@ def _workload_summary(workload: dict[str, Any], taint: dict[str, str],
                 if tolerates(((ps.get("template") or {}).get("spec") or {}).get("tolerations", []) + flavor_tolerations,
                              taint)]
     return {"metadata": {k: meta[k] for k in ("name", "namespace", "labels") if k in meta},
-            "spec": {"active": spec.get("active", True)}, "tolerant": tolerant,
-            "status": {"conditions": status.get("conditions", []), "admission": status.get("admission")}}
+            "spec": {"active": spec.get("active", True), "maximumExecutionTimeSeconds":
+                     spec.get("maximumExecutionTimeSeconds")}, "tolerant": tolerant,
+            "status": {"conditions": status.get("conditions", []),
+                       **{k: status.get(k) for k in ("admission", "accumulatedPastExecutionTimeSeconds")}}}
 
 
 @dataclass
@@ -336,10 +373,9 @@ def _retaint(kube: Kube, outcome: Outcome, path: str, obj: dict[str, Any], taint
 
 def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime], now: datetime) -> dict[str, Any]:
     """One run against the cluster; the result says the phase and what was done. What rests on a
-    taint waits for a run that finds it in place (a patch answered 409 is tried again): a node's
-    pods are evicted once the node is tainted (else their controllers could place them there again),
-    and, while the flavor should be closed, a workload is reactivated once it is (else Kueue could
-    admit it there again)."""
+    taint waits for a run that finds it in place (a 409 is tried again): a node's pods are evicted
+    once it is tainted (else their controllers could place them there again), and, while the flavor
+    should be closed, a workload is reactivated once it is (else Kueue could admit it there again)."""
     current, why = phase(state, end, now, settings.signal_minutes)
     closing, ending = current != OPEN, current == ENDING
     outcome = Outcome()
@@ -361,18 +397,23 @@ def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime
     held = [node for node in nodes
             if _retaint(kube, outcome, f"/api/v1/nodes/{node['metadata']['name']}", node, ("spec", "taints"), taint,
                         ending, "tainted" if ending else "untainted")]
-    selector = {} if closing else {"labelSelector": f"{settings.taint_key}={settings.group}"}
+    signal = end - timedelta(minutes=settings.signal_minutes) if end is not None and not closing else None
+    selector = {} if closing or signal else {"labelSelector": f"{settings.taint_key}={settings.group}"}
     workloads = [_workload_summary(w, taint, flavor_tolerations) for w in kube.items(f"{KUEUE}/workloads", **selector)]
-    plan = requeued(workloads, settings, closing)
-    for namespace, name in plan["tolerates"]:
-        outcome.add("tolerates", f"{namespace}/{name}")
+    plan = requeued(workloads, settings, closing, signal, now)
+    for what, which in (("kept held back", "held"), ("tolerates", "tolerates")):
+        for namespace, name in plan[which]:
+            outcome.add(what, f"{namespace}/{name}")
     if closing and not flavor_as_wanted:
         for namespace, name in plan.pop("reactivate"):
             outcome.add("kept until the flavor closes", f"{namespace}/{name}")
         plan["reactivate"] = []
-    unlabelled = {"metadata": {"labels": {settings.taint_key: None}}}
-    patches = (("deactivated", "deactivate", {"metadata": {"labels": {settings.taint_key: settings.group}},
-                                              "spec": {"active": False}}),
+    unlabelled = {"metadata": {"labels": {settings.taint_key: None}, "annotations": {settings.taint_key: None}}}
+    labelled = {"labels": {settings.taint_key: settings.group}}
+    reason = {"annotations": {settings.taint_key: f"held back from flavor {settings.flavor}: its maximum execution "
+                           f"time runs past {signal:%Y-%m-%d %H:%MZ}, the capacity's end signal"}} if signal else {}
+    patches = (("deactivated", "deactivate", {"metadata": labelled, "spec": {"active": False}}),
+               ("held back", "hold", {"metadata": {**labelled, **reason}, "spec": {"active": False}}),
                ("reactivated", "reactivate", {**unlabelled, "spec": {"active": True}}),
                ("let go", "let_go", unlabelled))
     for what, which, body in patches:
