@@ -38,6 +38,7 @@ from fmcluster.kits.common import (
 from fmcluster.kits.kubernetes_scripts import NODE_NAME_FILE, TORCHRUN_STOP_S, scripts
 from fmcluster.kubernetes import charts, kueue
 from fmcluster.kubernetes import manifests as kubernetes
+from fmcluster.kubernetes.capacity_end import MAX_EXEC_TIME_LABEL, with_kubernetes_ends
 from fmcluster.model.cluster import ClusterModel, NodeGroup
 from fmcluster.model.teams import Team
 
@@ -78,16 +79,20 @@ def _name(group: NodeGroup, test: str) -> str:
     return f"{group.name}-{test}"
 
 
-def _metadata(model: ClusterModel, name: str, test: str, team: Optional[Team], *, queued: bool = True
-              ) -> dict[str, Any]:
+def _metadata(model: ClusterModel, name: str, test: str, team: Optional[Team], *, queued: bool = True,
+              seconds: Optional[int] = None) -> dict[str, Any]:
     """A kit object's metadata: in the namespace kueue.job_queue gives (the team's, where there are
-    teams), and a job there in its LocalQueue at the team's own priority class."""
+    teams), and a job there in its LocalQueue at the team's own priority class, declaring to Kueue
+    the `seconds` it runs at most, where known (its activeDeadlineSeconds: MAX_EXEC_TIME_LABEL, which
+    holds it back from a group whose capacity ends sooner)."""
     namespace, queue, priority = kueue.job_queue(model, team)
     labels = {ACCEPTANCE_LABEL: test}
     if queued:
         labels[kueue.QUEUE_NAME_LABEL] = queue
         if priority is not None:
             labels[kueue.PRIORITY_CLASS_LABEL] = priority
+    if seconds is not None:
+        labels[MAX_EXEC_TIME_LABEL] = str(seconds)
     return {"name": name, "namespace": namespace, "labels": labels}
 
 
@@ -174,7 +179,8 @@ def _per_node_job(model: ClusterModel, group: NodeGroup, test: str, container: d
                {"labelSelector": {"matchLabels": {"batch.kubernetes.io/job-name": name}},
                 "topologyKey": kueue.HOSTNAME_LABEL}]}},
            "containers": [container], "volumes": volumes}
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": _metadata(model, name, test, team),
+    return {"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": _metadata(model, name, test, team, seconds=hours * 3600),
             "spec": {"completionMode": "Indexed", "completions": group.max_count,
                      "parallelism": group.max_count, "backoffLimit": 0,
                      "activeDeadlineSeconds": hours * 3600, "template": _template(group, pod)}}
@@ -240,6 +246,7 @@ def fio_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] = 
 # It must not be 0, which fails the job at its first failed pod, the 143 one too (common/job.go).
 SMOKE_GRACE_S = TORCHRUN_STOP_S + 30
 SMOKE_RESTARTS = 3
+SMOKE_DEADLINE_S = 3600
 
 
 # The last part of a smoke job's checkpoint directory, which submit-all.sh replaces with the
@@ -291,9 +298,10 @@ def smoke_manifests(model: ClusterModel, group: NodeGroup, team: Optional[Team] 
     specs = {"Master": replica(1)}
     if group.max_count > 1:
         specs["Worker"] = replica(group.max_count - 1)
-    job = {"apiVersion": charts.PYTORCHJOB_API, "kind": "PyTorchJob", "metadata": _metadata(model, name, "smoke", team),
+    job = {"apiVersion": charts.PYTORCHJOB_API, "kind": "PyTorchJob",
+           "metadata": _metadata(model, name, "smoke", team, seconds=SMOKE_DEADLINE_S),
            "spec": {"nprocPerNode": str(group.gpus),
-                    "runPolicy": {"backoffLimit": SMOKE_RESTARTS, "activeDeadlineSeconds": 3600},
+                    "runPolicy": {"backoffLimit": SMOKE_RESTARTS, "activeDeadlineSeconds": SMOKE_DEADLINE_S},
                     "pytorchReplicaSpecs": specs}}
     return [*compute_domain(group, name), job]
 
@@ -381,6 +389,19 @@ def collect(model: ClusterModel, jobs: list[tuple[str, str]], team: Optional[Tea
     return "\n".join(lines) + "\n"
 
 
+def _run_time_lines(model: ClusterModel) -> list[str]:
+    """The README's paragraph on the jobs' declared run times (MAX_EXEC_TIME_LABEL)."""
+    text = (f"The dcgm, fio and smoke jobs declare their run time to Kueue (label `{MAX_EXEC_TIME_LABEL}`, their "
+            "activeDeadlineSeconds; Kueue stops a job that runs longer); the nccl job declares none.")
+    if with_kubernetes_ends(model):
+        text += (" On a group whose Capacity Block or training plan ends before such a job could finish (before "
+                 "the end's signal), fmcluster holds it back: deactivated as soon as Kueue admits it there, it "
+                 "stays so until an extension makes room or the signal comes, then Kueue admits it onto another "
+                 "group or it waits for the capacity. Declare the label on your own jobs to have them held back "
+                 "the same way.")
+    return [*textwrap.wrap(text, 100, break_long_words=False, break_on_hyphens=False), ""]
+
+
 def _smoke_end_lines(model: ClusterModel, team: Optional[Team]) -> list[str]:
     """The README's paragraph on the smoke job living through the end of its capacity."""
     seconds = checkpoint_seconds(model)
@@ -419,7 +440,8 @@ def readme(model: ClusterModel, team: Optional[Team] = None) -> str:
              "as quota frees up (each asks for every node of its group). `collect.sh` waits for each job and",
              "writes its logs to `results/`; then, where fmcluster is installed:",
              "`fmcluster verify SPEC results/*`.", "",
-             *reference.readme_lines(model, groups, slurm=False), *_smoke_end_lines(model, team),
+             *reference.readme_lines(model, groups, slurm=False), *_run_time_lines(model),
+             *_smoke_end_lines(model, team),
              *as_team, *left_out_lines(left), *figures_table(model, groups)]
     return "\n".join(lines) + "\n"
 

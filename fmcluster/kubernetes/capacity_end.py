@@ -36,6 +36,10 @@ from fmcluster.model.cluster import ClusterModel, NodeGroup
 KUBERNETES_GROUP = "fmcluster:capacity-end"  # the functions' access entries put their roles in it
 CLUSTER_ROLE = "fmcluster-capacity-end"
 RBAC_API = "rbac.authorization.k8s.io/v1"
+# Kueue's label of a job's declared run time, in seconds (v0.18.3 pkg/controller/constants/constants.go:59):
+# its workload's spec.maximumExecutionTimeSeconds, after which Kueue deactivates it; a job that declares
+# it is held back from a group whose capacity's end signal comes sooner (handlers/capacity_end)
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 
 
 @dataclass(frozen=True)
@@ -115,7 +119,9 @@ def at_end(model: ClusterModel, group: NodeGroup) -> Optional[str]:
         return None
     done = ("the group's nodes are tainted so that nothing new lands there, Kueue admits nothing more onto its "
             "flavor, the workloads admitted there are requeued and the other pods evicted, each pod getting "
-            "SIGTERM and its terminationGracePeriodSeconds to checkpoint")
+            "SIGTERM and its terminationGracePeriodSeconds to checkpoint; before that, a job Kueue admits there "
+            f"whose declared run time (label {MAX_EXEC_TIME_LABEL}) would reach past that time is held back until "
+            "then or an extension")
     if end.training_plan_arn:
         return (f"SageMaker terminates the training plan's instances from {end.leave_minutes} minutes before the end "
                 f"of its reserved capacity; {end.end_signal_minutes} minutes before that ({end.signal_minutes} "

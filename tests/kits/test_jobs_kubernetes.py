@@ -22,6 +22,7 @@ from fmcluster.cli import main as cli
 from fmcluster.facts import kubernetes as k8s
 from fmcluster.kits import common, kubernetes_scripts, verify
 from fmcluster.kits import kubernetes as jobs_kubernetes
+from fmcluster.kubernetes import capacity_end as end_model
 from fmcluster.kubernetes import kueue
 from fmcluster.kubernetes import manifests as kubernetes
 from fmcluster.model import expected
@@ -170,6 +171,32 @@ def test_every_pod_with_gpus_asks_for_the_whole_node(kit):
                 pods = spec["parallelism"]
                 assert spec["completions"] == pods and spec["completionMode"] == "Indexed"
             assert pods == group.max_count, (group.name, test)
+
+
+def test_a_job_with_a_deadline_declares_its_run_time_to_kueue(kit):
+    """Kueue's label kueue.x-k8s.io/max-exec-time-seconds (a positive int32, else Kueue ignores it:
+    pkg/controller/jobframework/utils.go) is the job's activeDeadlineSeconds: the capacity-end
+    function holds such a job back from a group whose capacity ends before it could finish. The
+    nccl job has no deadline, and declares none; the README says which do."""
+    model, out = kit
+    label = "kueue.x-k8s.io/max-exec-time-seconds"
+    declared = set()
+    for group in expected.gpu_groups(model):
+        for path in sorted((out / group.name).glob("*.yaml")):
+            for job in documents(path):
+                if job["kind"] not in ("Job", "MPIJob", "PyTorchJob"):
+                    continue
+                deadline = (job["spec"] if job["kind"] == "Job" else job["spec"]["runPolicy"]).get(
+                    "activeDeadlineSeconds")
+                value = job["metadata"]["labels"].get(label)
+                assert value == (str(deadline) if deadline else None), (path, value, deadline)
+                if value is not None:
+                    assert re.fullmatch(r"[1-9][0-9]*", value) and int(value) < 2 ** 31
+                    declared.add(path.stem)
+    assert declared >= {"dcgm", "smoke"} and "nccl" not in declared
+    readme = " ".join((out / "README.md").read_text().split())
+    assert f"The dcgm, fio and smoke jobs declare their run time to Kueue (label `{label}`" in readme
+    assert ("fmcluster holds it back" in readme) is bool(end_model.kubernetes_ends(model))
 
 
 def test_ranks_get_the_node_bootstraps_environment(kit):

@@ -161,6 +161,9 @@ def test_what_the_plan_says_at_the_end(example, says):
     m = model(example)
     text = capacity_end.at_end(m, m.node_groups[0])
     assert all(part in text for part in says), text
+    # before the signal, a job whose declared run time would reach past it is held back
+    assert ("a job Kueue admits there whose declared run time (label kueue.x-k8s.io/max-exec-time-seconds) "
+            "would reach past that time is held back until then or an extension") in text
     assert "Kueue admits nothing more onto its flavor" in text and text.endswith(
         "fmcluster does not scale the instance group" if "hyperpod" in example else "An extension undoes it")
     assert [c.at_end for c in plan_capacity.capacities(m, {}, prices.table())][0] == text
