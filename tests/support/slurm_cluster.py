@@ -445,7 +445,34 @@ class SlurmCluster:
                     pass
                 process.wait(timeout=5)
         self.processes.clear()
+        self._end_leftovers()
         shutil.rmtree(self.sockets, ignore_errors=True)
+
+    def _end_leftovers(self) -> None:
+        """End what the daemons leave behind: slurmstepd starts a session of its own for each job
+        step (and the batch script), so a step still running when slurmd ends outlives it, and its
+        tasks with it (a test's `while :; do sleep 0.2; done` would run on through the rest of the
+        suite). Each of them has this cluster's SLURM_CONF in its environment, as slurmd passed it on."""
+        marker = f"SLURM_CONF={self.conf}".encode()
+        for _ in range(3):  # a step may start a task while its parent is being killed
+            found = []
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                    continue
+                try:
+                    environ = (entry / "environ").read_bytes()
+                except OSError:  # gone, or not ours to read
+                    continue
+                if marker in environ.split(b"\0"):
+                    found.append(int(entry.name))
+            if not found:
+                return
+            for pid in found:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
 
     def start_controller(self) -> None:
         """Start slurmctld (-i: its saved state ignored) and wait until it answers."""
