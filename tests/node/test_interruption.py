@@ -7,6 +7,7 @@ test_interruption_slurm.py."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -171,3 +172,50 @@ def test_a_notice_while_slurm_does_not_answer_is_bounded(tmp_path):
     assert result.stderr.count("could not ask Slurm for the running jobs") == 2, result.stderr  # at each look
     assert [line.split()[0] for line in log.read_text().splitlines()].count("squeue") == 2
 
+
+
+# Slurm as it answers for job 7 on node1, requeued RESTARTS times, whose AdminComment holds the
+# record of an interruption of an earlier run (Slurm keeps a job's AdminComment when it requeues it:
+# job_mgr.c clears it nowhere; the requeue adds one to Restarts, which `scontrol show job` prints)
+REQUEUED_SLURM = """#!/bin/bash
+echo "${0##*/} $*" >>"${0%/*}/slurm.log"
+case "${0##*/} $*" in
+  "scontrol -o show node node1") echo "NodeName=node1 State=IDLE Partitions=gpu" ;;
+  "scontrol show hostnames "*) tr , '\\n' <<<"$3" ;;
+  "scontrol show job 7") printf '%s\\n' "JobId=7 JobName=train" \\
+    "   Requeue=1 Restarts=$RESTARTS BatchFlag=1 Reboot=0" "   WorkDir=/home/u" \\
+    "   AdminComment=fmcluster-interruption USR1 by node1 " ;;
+  "squeue -h -w node1 -t RUNNING -o %i %N") echo "7 node1" ;;
+  "sinfo -h -N -o %N|%E") echo "node1|fmcluster-interruption: spot terminate at 2026-12-03T11:32:00Z" ;;
+esac
+"""
+
+
+def test_a_requeued_job_is_signalled_for_its_new_runs_interruption(tmp_path):
+    """A spot job whose node went is requeued by Slurm, with its AdminComment (the record of the
+    signal of its first run) kept: a notice during its next run signals it again and records that
+    run's (KEY#RESTARTS); the record of that same run is still read as signalled."""
+    spot_dir = node_end.metadata(tmp_path, "node1") / "spot"
+    spot_dir.mkdir(parents=True)
+    (spot_dir / "instance-action").write_text('{"action": "terminate", "time": "2026-12-03T11:32:00Z"}')
+    folder = node_end.bin_dir(tmp_path, "node1")
+    folder.mkdir(parents=True, exist_ok=True)
+    for command in node_end.SLURM_COMMANDS:
+        (folder / command).write_text(REQUEUED_SLURM)
+        (folder / command).chmod(0o755)
+    (folder / "sleep").write_text(SLEEP)
+    (folder / "sleep").chmod(0o755)
+    calls = {}
+    for restarts in ("0", "1"):
+        (folder / "slurm.log").unlink(missing_ok=True)
+        shutil.rmtree(tmp_path / "node1" / "root", ignore_errors=True)  # a fresh node: nothing sent yet
+        result = node_end.run(None, tmp_path, "interruption.sh", "node1", SETTINGS,
+                              env={"FMCLUSTER_POLLS": "1", "RESTARTS": restarts}, timeout=60)
+        assert result.returncode == 0, result.stderr
+        calls[restarts] = (folder / "slurm.log").read_text().splitlines()
+    # its first run's record: not signalled again
+    assert not [c for c in calls["0"] if c.startswith("scancel")], calls["0"]
+    # its second run: signalled, and recorded beside the first run's record
+    assert "scancel --batch --signal=USR1 7" in calls["1"], calls["1"]
+    assert ("scontrol update jobid=7 admincomment=fmcluster-interruption USR1 by node1; "
+            "fmcluster-interruption#1 B:USR1 by node1") in calls["1"], calls["1"]

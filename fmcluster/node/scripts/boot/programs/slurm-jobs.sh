@@ -41,12 +41,14 @@ drained_by() {
   sinfo -h -N -o '%N|%E' | awk -F'|' -v r="$1" 'index($2, r) == 1 { print $1 }' | sort -u | paste -sd, -
 }
 
-# admin_comment JOB: the job's AdminComment ("" when it has none); fails when Slurm does not know the
-# job. `scontrol show job` (not -o) prints it on a line of its own, so that its spaces are kept
-# (before Slurm 26.05 with a space after it).
+# admin_comment JOB: the job's Restarts (how often Slurm requeued it) on a line, then its
+# AdminComment ("" when it has none); fails when Slurm does not know the job. `scontrol show job`
+# (not -o) prints the comment on a line of its own, so that its spaces are kept (before Slurm 26.05
+# with a space after it).
 admin_comment() {
   local out
   out=$(scontrol show job "$1") || return 1
+  field Restarts "$(tr '\n' ' ' <<<"$out")"
   sed -n 's/^ *AdminComment=\(.*\)$/\1/p' <<<"$out" | sed 's/ $//'
 }
 
@@ -56,12 +58,14 @@ admin_comment() {
 # nodes in BACKUP: the one that speaks for a first node that is gone, down or not running the program.
 # Either records the signal in the job's AdminComment (KEY SIGNAL by NODE: visible to every node, and
 # an administrator's field, which the job's owner cannot change): a job whose AdminComment holds KEY
-# is not signalled again, by any node. Each job is asked about once (its id kept in the file SENT).
+# is not signalled again, by any node. Slurm keeps a job's AdminComment when it requeues the job (a
+# node failed: the spot instance went), so a job requeued N times records KEY#N, and its new run is
+# signalled for a new interruption or end. Each job is asked about once (its id kept in the file SENT).
 # Two nodes that act in the same second may each signal a job: for a job that checkpoints on the
 # signal a second checkpoint costs little, a missing one the work since the last. WHY ends the log
 # line. Fails when squeue or a scancel failed (a job left unsignalled: the caller may try again).
 signal_jobs() {
-  local node=$1 sent=$2 key=$3 why=$4 job list n first backup comment jobs failed=0
+  local node=$1 sent=$2 key=$3 why=$4 job list n first backup comment restarts mark jobs failed=0
   local args=(--signal="${SIGNAL#B:}")
   local -A going=() spare=()
   [[ "$SIGNAL" != B:* ]] || args=(--batch "${args[@]}")
@@ -82,7 +86,10 @@ signal_jobs() {
     done
     [[ "${first:-$node}" == "$node" || "$backup" == "$node" ]] || continue
     comment=$(admin_comment "$job") || continue  # gone meanwhile
-    if [[ "$comment" == *"$key "* ]]; then
+    restarts=$(head -1 <<<"$comment") comment=$(tail -n +2 <<<"$comment")
+    mark=$key
+    [[ ! "$restarts" =~ ^[1-9][0-9]*$ ]] || mark="$key#$restarts"
+    if [[ "$comment" == *"$mark "* ]]; then
       printf '%s\n' "$job" >>"$sent"
       continue
     fi
@@ -90,7 +97,7 @@ signal_jobs() {
       failed=1
       continue
     fi
-    scontrol update jobid="$job" admincomment="${comment:+$comment; }$key $SIGNAL by $node" \
+    scontrol update jobid="$job" admincomment="${comment:+$comment; }$mark $SIGNAL by $node" \
       || log "job $job: its AdminComment could not be written (another of its nodes may signal it too)"
     printf '%s\n' "$job" >>"$sent"
     log "job $job signalled ($SIGNAL): $why"
