@@ -79,12 +79,21 @@ def _name(group: NodeGroup, test: str) -> str:
     return f"{group.name}-{test}"
 
 
+# What a job declares to Kueue (MAX_EXEC_TIME_LABEL) beyond its activeDeadlineSeconds. Kueue counts
+# from its Admitted transition (v0.18.3 workload_controller.go reconcileMaxExecutionTime), before it
+# unsuspends the job, whose deadline counts from its startTime, set at the unsuspension; the job is
+# Failed only once its pods have ended (their grace period: SMOKE_GRACE_S at most). Declared equal,
+# Kueue would stop the job first, by deactivating it: suspended, never Failed, collect.sh would wait
+# for it until its TIMEOUT. With this margin the job's own deadline ends it, Kueue's is a backstop.
+DEADLINE_MARGIN_S = 300
+
+
 def _metadata(model: ClusterModel, name: str, test: str, team: Optional[Team], *, queued: bool = True,
               seconds: Optional[int] = None) -> dict[str, Any]:
     """A kit object's metadata: in the namespace kueue.job_queue gives (the team's, where there are
     teams), and a job there in its LocalQueue at the team's own priority class, declaring to Kueue
-    the `seconds` it runs at most, where known (its activeDeadlineSeconds: MAX_EXEC_TIME_LABEL, which
-    holds it back from a group whose capacity ends sooner)."""
+    the `seconds` it runs at most, where known (its activeDeadlineSeconds, and DEADLINE_MARGIN_S:
+    MAX_EXEC_TIME_LABEL, which holds it back from a group whose capacity ends sooner)."""
     namespace, queue, priority = kueue.job_queue(model, team)
     labels = {ACCEPTANCE_LABEL: test}
     if queued:
@@ -92,7 +101,7 @@ def _metadata(model: ClusterModel, name: str, test: str, team: Optional[Team], *
         if priority is not None:
             labels[kueue.PRIORITY_CLASS_LABEL] = priority
     if seconds is not None:
-        labels[MAX_EXEC_TIME_LABEL] = str(seconds)
+        labels[MAX_EXEC_TIME_LABEL] = str(seconds + DEADLINE_MARGIN_S)
     return {"name": name, "namespace": namespace, "labels": labels}
 
 
@@ -392,7 +401,8 @@ def collect(model: ClusterModel, jobs: list[tuple[str, str]], team: Optional[Tea
 def _run_time_lines(model: ClusterModel) -> list[str]:
     """The README's paragraph on the jobs' declared run times (MAX_EXEC_TIME_LABEL)."""
     text = (f"The dcgm, fio and smoke jobs declare their run time to Kueue (label `{MAX_EXEC_TIME_LABEL}`, their "
-            "activeDeadlineSeconds; Kueue stops a job that runs longer); the nccl job declares none.")
+            f"activeDeadlineSeconds and {DEADLINE_MARGIN_S} s more: the job's own deadline fails it first, "
+            "Kueue would stop one that ran longer); the nccl job declares none.")
     if with_kubernetes_ends(model):
         text += (" On a group whose Capacity Block or training plan ends before such a job could finish (before "
                  "the end's signal), fmcluster holds it back: deactivated as soon as Kueue admits it there, it "

@@ -175,9 +175,12 @@ def test_every_pod_with_gpus_asks_for_the_whole_node(kit):
 
 def test_a_job_with_a_deadline_declares_its_run_time_to_kueue(kit):
     """Kueue's label kueue.x-k8s.io/max-exec-time-seconds (a positive int32, else Kueue ignores it:
-    pkg/controller/jobframework/utils.go) is the job's activeDeadlineSeconds: the capacity-end
-    function holds such a job back from a group whose capacity ends before it could finish. The
-    nccl job has no deadline, and declares none; the README says which do."""
+    pkg/controller/jobframework/utils.go) is the job's activeDeadlineSeconds and a margin: the
+    capacity-end function holds such a job back from a group whose capacity ends before it could
+    finish. Kueue counts from its admission, before the job's deadline starts, and would stop the job
+    by suspending it (never Failed: collect.sh would wait its TIMEOUT), so the label exceeds the
+    deadline by more than the pods' grace period and a minute. The nccl job has no deadline, and
+    declares none; the README says which do."""
     model, out = kit
     label = "kueue.x-k8s.io/max-exec-time-seconds"
     declared = set()
@@ -189,9 +192,14 @@ def test_a_job_with_a_deadline_declares_its_run_time_to_kueue(kit):
                 deadline = (job["spec"] if job["kind"] == "Job" else job["spec"]["runPolicy"]).get(
                     "activeDeadlineSeconds")
                 value = job["metadata"]["labels"].get(label)
-                assert value == (str(deadline) if deadline else None), (path, value, deadline)
+                assert (value is None) is (deadline is None), (path, value, deadline)
                 if value is not None:
                     assert re.fullmatch(r"[1-9][0-9]*", value) and int(value) < 2 ** 31
+                    templates = ([job["spec"]["template"]] if job["kind"] == "Job" else
+                                 [r["template"] for r in job["spec"]["pytorchReplicaSpecs"].values()])
+                    grace = max(t["spec"].get("terminationGracePeriodSeconds", 30) for t in templates)
+                    assert int(value) >= deadline + grace + 60, (path, value, deadline, grace)
+                    assert int(value) <= deadline + 600, (path, value, deadline)
                     declared.add(path.stem)
     assert declared >= {"dcgm", "smoke"} and "nccl" not in declared
     readme = " ".join((out / "README.md").read_text().split())
