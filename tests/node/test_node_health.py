@@ -403,8 +403,9 @@ def test_a_mounted_file_system_whose_stat_fails_fails(tmp_path):
 
 def test_a_file_system_that_answers_after_the_timeout_does_not_answer(tmp_path):
     """The real `timeout` (2 s) and the real `sleep`: the FUSE file system answers each stat after
-    2.5 s. `timeout` signals the probe at 2 s, but the probe sleeps in the kernel until the answer
-    comes and only then dies of the signal (timeout's status 124): that file system did not
+    4 s (2 s past the timeout, so that a loaded machine's late `timeout` still comes first: with
+    0.5 s the answer sometimes won). `timeout` signals the probe at 2 s, but the probe sleeps in the
+    kernel until the answer comes and only then dies of the signal (timeout's status 124): that file system did not
     answer in time. It is never reported "not mounted"."""
     frozen_fs.require()
     fs = FrozenFs(tmp_path / "unused")
@@ -414,7 +415,7 @@ def test_a_file_system_that_answers_after_the_timeout_does_not_answer(tmp_path):
     env = sandbox.root / node_shell.FMCLUSTER_ETC.lstrip("/") / "node-health.env"
     env.write_text(env.read_text().replace("COMMAND_TIMEOUT=30", "COMMAND_TIMEOUT=2"))
     with fs:
-        fs.freeze(2.5)
+        fs.freeze(4)
         result = check(sandbox, "--slurm")
         assert fs.blocked() >= 1
         assert result.stdout.splitlines() == ["filesystem /fsx does not answer (2s)"], result.stderr
