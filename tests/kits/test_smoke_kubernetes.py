@@ -88,10 +88,11 @@ class Pod:
 
     def __init__(self, tmp_path: Path, name: str, **more: str) -> None:
         kit = tmp_path / "kit"
-        kit.mkdir(exist_ok=True)
-        (kit / "smoke.py").write_text(common.SMOKE_PY)
         script = kit / "smoke.sh"
-        script.write_text(SMOKE_SH.replace("/kit/", f"{kit}/"))
+        if not kit.exists():  # once per test: rewriting smoke.sh would truncate it under a pod's bash, which reads
+            kit.mkdir()       # its script as it runs (the next pod's start made the first one's script empty)
+            (kit / "smoke.py").write_text(common.SMOKE_PY)
+            script.write_text(SMOKE_SH.replace("/kit/", f"{kit}/"))
         self.checkpoints = tmp_path / "fsx" / "fmcluster-checkpoints" / "default" / "gpu-smoke"
         self.log = tmp_path / f"{name}.log"
         env = {**os.environ, "PATH": f"{SUPPORT / 'gpu_standins'}:{os.environ['PATH']}", "GROUP": "gpu",
