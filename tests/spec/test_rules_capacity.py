@@ -291,3 +291,14 @@ def test_capacity_block_with_a_range_is_still_refused():
     spec = without(cap(type="capacity-block", reservation_id=CR), f"{G0}.count")
     spec = with_(with_(spec, f"{G0}.min_count", 2), f"{G0}.max_count", 4)
     assert f"{G0}.min_count" in paths(spec)
+
+
+# ---- end_signal_minutes -------------------------------------------------------------------
+
+@pytest.mark.parametrize("minutes, valid", [(9, False), (10, True), (120, True), (121, False)])
+def test_the_end_signal_leaves_a_job_time_to_checkpoint(minutes, valid):
+    """At least 10 minutes: a node acts at most 2 minutes late and a job whose first node is gone is
+    signalled by another 4 minutes after the signal time, which must still leave it time to save."""
+    spec = cap(type="capacity-block", reservation_id=CR, end_signal_minutes=minutes)
+    wrong = f"{G0}.capacity.end_signal_minutes" in paths(spec)
+    assert wrong is not valid
