@@ -53,6 +53,7 @@ class Counted:
     training_plan_arn: Optional[str]
     groups: tuple[str, ...]  # the node groups that run on it
     termination_minutes: int  # its instances are terminated from this long before its end
+    instance_types: tuple[str, ...] = ()  # a training plan: its groups' instance types (ml.TYPE), each once
 
     @property
     def label(self) -> str:
@@ -98,7 +99,8 @@ def counted(m: model.ClusterModel) -> list[Counted]:
         capacity = group.capacity
         if capacity.training_plan_arn and hyperpod:
             key, kind = capacity.training_plan_arn, "training-plan"
-            item = Counted(plan_name(key), kind, None, key, (), group_termination_minutes(group, hyperpod))
+            item = Counted(plan_name(key), kind, None, key, (), group_termination_minutes(group, hyperpod),
+                           (f"ml.{group.instance_type}",))
         elif capacity.type == CAPACITY_BLOCK and capacity.reservation_id:
             key = capacity.reservation_id
             item = Counted(key, CAPACITY_BLOCK, key, None, (), group_termination_minutes(group, hyperpod))
@@ -107,7 +109,8 @@ def counted(m: model.ClusterModel) -> list[Counted]:
         before = found.get(key, item)
         found[key] = Counted(before.capacity, before.kind, before.reservation_id, before.training_plan_arn,
                              before.groups + (group.name,),
-                             max(before.termination_minutes, item.termination_minutes))
+                             max(before.termination_minutes, item.termination_minutes),
+                             tuple(dict.fromkeys(before.instance_types + item.instance_types)))
     return list(found.values())
 
 

@@ -81,6 +81,7 @@ class ObservabilityStack(cdk.Stack):
         name = model.spec.name
         capacities = [CountedCapacity(
             capacity=c.capacity, label=c.label, reservation_id=c.reservation_id, training_plan_arn=c.training_plan_arn,
+            instance_types=c.instance_types,
             alarms=tuple(CountdownAlarm(name=capacity_end.alarm_name(name, c.capacity, t.suffix), hours=t.hours,
                                         description=t.meaning) for t in c.thresholds()))
             for c in counted]

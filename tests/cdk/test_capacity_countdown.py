@@ -5,7 +5,6 @@ CloudWatch (moto, read back). Every run is given its time; none reads the clock.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -15,11 +14,11 @@ from botocore.stub import Stubber
 
 from fmcluster.observability import capacity as capacity_end
 from fmcluster_cdk.constructs.observability import capacity
+from tests.support import lambda_handlers
+from tests.support import training_plans as plans
 from tests.support.moto_aws import mocked_aws
 
-spec = importlib.util.spec_from_file_location("capacity_countdown", capacity.HANDLER / "index.py")
-handler = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(handler)
+handler = lambda_handlers.load(capacity.HANDLER / "index.py", "capacity_countdown")
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 RID = "cr-0123456789abcdef0"
@@ -101,6 +100,26 @@ def test_a_training_plan_is_read_by_its_name(clients):
     result = run(made, TRAINING_PLAN)
     assert result["readings"][0]["hours"] == 1.5
     assert put(made, PLAN) == [1.5]
+
+
+@pytest.mark.parametrize("summaries, reading", [
+    # each group's type has its window; the first to end is counted (its nodes go first)
+    ([("ml.p6-b200.48xlarge", -24, 30), ("ml.p5.48xlarge", -24, 6)], ("active", 6.0)),
+    # the B200 window is carried on by an extension that starts as it ends; the P5 one is over: the
+    # active window counts, not the one that has ended
+    ([("ml.p6-b200.48xlarge", -24, 2), ("ml.p6-b200.48xlarge", 2, 50), ("ml.p5.48xlarge", -24, -1)], ("active", 50.0)),
+    # another type's capacity, on no group of the cluster, is not counted
+    ([("ml.p6-b200.48xlarge", -24, 30), ("ml.p4d.24xlarge", -24, 1), ("ml.p5.48xlarge", -24, 40)], ("active", 30.0)),
+])
+def test_a_training_plan_counts_to_the_first_end_of_its_groups_windows(clients, summaries, reading):
+    """The plan's own EndTime (9 days on) is not when the nodes go: each group's reserved capacity of
+    its type is (training_plans.plan_window, as the nodes read it)."""
+    made, stubs = clients
+    plan_is(stubs, plans.plan("Active", *[plans.reserved(timedelta(hours=start), timedelta(hours=end), kind)
+                                          for kind, start, end in summaries], arn=PLAN_ARN))
+    counted = {**TRAINING_PLAN, "instance_types": ["ml.p5.48xlarge", "ml.p6-b200.48xlarge"]}
+    (found,) = run(made, counted)["readings"]
+    assert (found["state"], found["hours"]) == reading
 
 
 def test_a_scheduled_block_counts_to_its_end_and_a_past_end_is_zero(clients):

@@ -8,9 +8,7 @@ models' shapes (botocore's Stubber). No test reads the clock: each passes `now`.
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
-import sys
 import threading
 import urllib.parse
 from datetime import datetime, timedelta, timezone
@@ -24,14 +22,13 @@ from fmcluster.kubernetes import capacity_end as end_model
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
 from tests.support import fake_kubernetes as fake
+from tests.support import lambda_handlers, training_plans
 from tests.support.clock import frozen_at
 from tests.support.paths import EXAMPLES_DIR, ROOT
+from tests.support.training_plans import plan, reserved
 
 HANDLER = ROOT / "fmcluster_cdk/constructs/compute/handlers/capacity_end/index.py"
-spec = importlib.util.spec_from_file_location("capacity_end_handler", HANDLER)
-handler = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = handler  # its dataclasses look their module up
-spec.loader.exec_module(handler)
+handler = lambda_handlers.load(HANDLER, "capacity_end_handler")
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 RID = "cr-0123456789abcdef0"
@@ -534,40 +531,10 @@ def test_the_handler_fails_after_its_log_line_when_a_call_failed(ec2, monkeypatc
     assert json.loads(capsys.readouterr().out)["phase"] == "ending"
 
 
-PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-pretrain"
-
-
-def reserved(start: timedelta, end: timedelta, instance_type: str = "ml.p5.48xlarge") -> dict:
-    """A reserved capacity of the plan, from NOW + start to NOW + end."""
-    return {"ReservedCapacityArn": f"{PLAN}/rc-{int(start.total_seconds())}", "InstanceType": instance_type,
-            "TotalInstanceCount": 4, "Status": "Active", "StartTime": NOW + start, "EndTime": NOW + end}
-
-
-def plan(status: str = "Active", *summaries: dict) -> dict:
-    return {"TrainingPlanArn": PLAN, "TrainingPlanName": "p5-pretrain", "Status": status,
-            "StartTime": NOW - timedelta(days=1), "EndTime": NOW + timedelta(days=9),
-            "ReservedCapacitySummaries": list(summaries)}
+PLAN = training_plans.ARN
 
 
 H = timedelta(hours=1)
-
-
-@pytest.mark.parametrize("answer, expected", [
-    # the reserved capacity of the group's type that holds now ends the window
-    (plan("Active", reserved(-H, 2 * H), reserved(5 * H, 9 * H)), ("active", NOW + 2 * H)),
-    # one that starts as it ends carries it on (an extension), through the next
-    (plan("Active", reserved(-H, 2 * H), reserved(2 * H, 3 * H), reserved(3 * H, 4 * H)), ("active", NOW + 4 * H)),
-    # another type's capacity is not this group's
-    (plan("Active", reserved(-H, 2 * H), reserved(-H, 8 * H, "ml.p5e.48xlarge")), ("active", NOW + 2 * H)),
-    # in a gap between two: waiting for the next; after the last: over
-    (plan("Active", reserved(-3 * H, -H), reserved(H, 2 * H)), ("scheduled", None)),
-    (plan("Active", reserved(-3 * H, -H)), ("expired", None)),
-    # no reserved capacity listed: the plan's own times
-    (plan("Active"), ("active", NOW + timedelta(days=9))),
-    (plan("Scheduled", reserved(H, 2 * H)), ("scheduled", None)), (plan("Expired"), ("expired", None)),
-])
-def test_a_training_plans_window_is_its_reserved_capacity_of_the_groups_type(answer, expected):
-    assert handler.plan_window(answer, "ml.p5.48xlarge", NOW) == expected
 
 
 def test_a_training_plan_is_read_from_sagemaker(monkeypatch):

@@ -7,9 +7,7 @@ and SageMaker HyperPod Slurm stacks synthesize: the queue, the schedule and leas
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
-import sys
 from datetime import datetime, timedelta, timezone
 
 import boto3
@@ -17,13 +15,11 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from fmcluster_cdk.constructs.compute import node_replacer
+from tests.support import lambda_handlers
 from tests.support.clock import frozen_at
 from tests.support.moto_aws import mocked_aws
 
-spec = importlib.util.spec_from_file_location("node_replacer_handler", node_replacer.HANDLER / "index.py")
-handler = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = handler  # its dataclass looks its module up
-spec.loader.exec_module(handler)
+handler = lambda_handlers.load(node_replacer.HANDLER / "index.py", "node_replacer_handler")
 
 REGION = "us-east-2"
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
@@ -201,11 +197,12 @@ def test_never_in_a_capacity_blocks_last_hour(aws, left, action):
 
 HP = "b200-train"
 PLAN = "arn:aws:sagemaker:us-east-2:111122223333:training-plan/b200-plan"
+B200 = "ml.p6-b200.48xlarge"  # its nodes' type, as ListClusterNodes names it
 
 
 def nodes(stub: Stubber, *entries: tuple[str, str, str]) -> None:
     stub.add_response("list_cluster_nodes", {"ClusterNodeSummaries": [{
-        "InstanceGroupName": group, "InstanceId": instance, "InstanceType": "ml.p6-b200.48xlarge",
+        "InstanceGroupName": group, "InstanceId": instance, "InstanceType": B200,
         "LaunchTime": NOW - timedelta(days=1), "InstanceStatus": {"Status": status},
         "PrivateDnsHostname": f"ip-10-1-0-{instance[-2:]}.us-east-2.compute.internal"}
         for group, instance, status in entries]}, {"ClusterName": HP})
@@ -246,17 +243,38 @@ def test_hyperpod_finds_a_node_without_an_instance_id_by_its_host_name(aws):
     assert (decision["action"], decision["instance"]) == ("replaced", "i-0aaaaaaaaaaaaaa42")
 
 
-def test_hyperpod_keeps_a_node_in_its_training_plans_last_hour(aws):
+def training_plan(*windows: tuple[str, timedelta, timedelta]) -> dict:
+    """DescribeTrainingPlan's answer: a plan that ends in 3 days, its reserved capacities (instance
+    type, start and end from NOW) as given."""
+    return {"TrainingPlanArn": PLAN, "TrainingPlanName": "b200-plan", "Status": "Active",
+            "StartTime": NOW - timedelta(days=1), "EndTime": NOW + timedelta(days=3),
+            "ReservedCapacitySummaries": [
+                {"ReservedCapacityArn": f"{PLAN}/rc-{i}", "InstanceType": instance_type, "TotalInstanceCount": 2,
+                 "Status": "Active", "StartTime": NOW + start, "EndTime": NOW + end}
+                for i, (instance_type, start, end) in enumerate(windows)]}
+
+
+@pytest.mark.parametrize("windows, action", [
+    # the node's type's reserved capacity ends in 30 minutes, though the plan runs 3 days: kept
+    ([(B200, -timedelta(days=1), timedelta(minutes=30)), (B200, timedelta(days=1), timedelta(days=3))], "kept"),
+    # another type's capacity ends soon; the node's runs on (an extension back to back): replaced
+    ([(B200, -timedelta(days=1), timedelta(minutes=30)), (B200, timedelta(minutes=30), timedelta(days=3)),
+      ("ml.p5.48xlarge", -timedelta(days=1), timedelta(minutes=20))], "replaced"),
+])
+def test_hyperpod_keeps_a_node_in_the_last_hour_of_its_training_plans_window(aws, windows, action):
+    """The window the node's instance type runs in (training_plans.plan_window, as the nodes read it),
+    not the plan's own EndTime, is what ends."""
     made, queue_url = aws
     ask(made["sqs"], queue_url, "i-0aaaaaaaaaaaaaa42", cluster=HP)
 
     def setup(stub):
         nodes(stub, ("gpu", "i-0aaaaaaaaaaaaaa42", "Running"))
-        stub.add_response("describe_training_plan", {"TrainingPlanArn": PLAN, "TrainingPlanName": "b200-plan",
-                                                     "Status": "Active", "EndTime": NOW + timedelta(minutes=30)},
-                          {"TrainingPlanName": "b200-plan"})
+        stub.add_response("describe_training_plan", training_plan(*windows), {"TrainingPlanName": "b200-plan"})
+        if action == "replaced":
+            stub.add_response("batch_replace_cluster_nodes", {"Successful": ["i-0aaaaaaaaaaaaaa42"]},
+                              {"ClusterName": HP, "NodeIds": ["i-0aaaaaaaaaaaaaa42"]})
     [decision] = hyperpod(made, queue_url, setup, TRAINING_PLANS=json.dumps({"gpu": PLAN}))
-    assert decision["action"] == "kept"
+    assert decision["action"] == action
 
 
 def test_hyperpod_refuses_a_node_it_does_not_list_and_defers_one_in_use(aws):

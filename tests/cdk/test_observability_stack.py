@@ -277,7 +277,8 @@ def test_the_countdown_reads_each_capacitys_end_and_may_do_nothing_else(synthesi
     group = next(g for g in spec.node_groups if g.name == counted.groups[0])
     if kind == "hyperpod-slurm":
         plan = group.capacity.training_plan_arn
-        assert json.loads(env["CAPACITIES"]) == [{"capacity": plan.rsplit("/", 1)[1],
+        types = sorted({f"ml.{g.instance_type}" for g in spec.node_groups if g.capacity.training_plan_arn == plan})
+        assert json.loads(env["CAPACITIES"]) == [{"capacity": plan.rsplit("/", 1)[1], "instance_types": types,
                                                   "training_plan": plan.rsplit("/", 1)[1]}]
         read = {"Sid": "ReadTrainingPlans", "Effect": "Allow", "Action": "sagemaker:DescribeTrainingPlan",
                 "Resource": plan}

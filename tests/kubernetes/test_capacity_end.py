@@ -6,9 +6,7 @@ Node schema), and the function's settings, read back the way its handler reads t
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 
 import jsonschema
 import kubernetes_validate
@@ -19,6 +17,7 @@ from fmcluster.facts.kubernetes import CAPACITY_END_TAINT, NODE_GROUP_LABEL
 from fmcluster.kubernetes import capacity_end, kueue
 from fmcluster.model.cluster import resolve
 from fmcluster.spec import loader
+from tests.support import lambda_handlers
 from tests.support.crds import crds, validate
 from tests.support.paths import EXAMPLES_DIR, ROOT
 
@@ -30,11 +29,7 @@ def model(name: str):
 
 
 def handler_module():
-    spec = importlib.util.spec_from_file_location("capacity_end_handler_settings", HANDLER)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return lambda_handlers.load(HANDLER, "capacity_end_handler_settings")
 
 
 @pytest.mark.parametrize("example, expected", [

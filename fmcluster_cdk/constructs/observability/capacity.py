@@ -59,8 +59,11 @@ class CountedCapacity:
             @default required
         reservation_id: the Capacity Block (``cr-...``): its EndDate is read.
             @default None
-        training_plan_arn: the training plan: its EndTime is read (the function may describe it only).
+        training_plan_arn: the training plan: the end of its reserved capacity of each of
+            `instance_types` is read, the first to end counted (the function may describe it only).
             @default None
+        instance_types: the training plan's instance types that node groups run on (``ml.TYPE``).
+            @default ()
     """
 
     capacity: str
@@ -68,6 +71,7 @@ class CountedCapacity:
     alarms: tuple[CountdownAlarm, ...]
     reservation_id: Optional[str] = None
     training_plan_arn: Optional[str] = None
+    instance_types: tuple[str, ...] = ()
 
 
 class CapacityCountdown(Construct):
@@ -114,7 +118,8 @@ class CapacityCountdown(Construct):
         log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
                                   removal_policy=cdk.RemovalPolicy.DESTROY)
         read = [{"capacity": c.capacity, **({"reservation_id": c.reservation_id} if c.reservation_id else
-                                            {"training_plan": str(c.training_plan_arn).rsplit("/", 1)[-1]})}
+                                            {"training_plan": str(c.training_plan_arn).rsplit("/", 1)[-1],
+                                             "instance_types": sorted(set(c.instance_types))})}
                 for c in capacities]
         self.function = lambda_.Function(
             self, "Handler", runtime=lambda_.Runtime.PYTHON_3_14, handler="index.handler",

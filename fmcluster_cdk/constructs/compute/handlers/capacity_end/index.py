@@ -7,7 +7,7 @@ Run by EventBridge every few minutes (and on a Capacity Block's own events), it 
 capacity at every run, so that an extension moves everything with it: a Capacity Block's `State`
 and `EndDate` (EC2 DescribeCapacityReservations, RESERVATION) or a training plan's `Status` and the
 end of its reserved capacity of the group's instance type (SageMaker DescribeTrainingPlan,
-TRAINING_PLAN: plan_window). SIGNAL = the end - SIGNAL_MINUTES. The cluster is then reconciled,
+TRAINING_PLAN: training_plans.plan_window). SIGNAL = the end - SIGNAL_MINUTES. The cluster is then reconciled,
 through the Kubernetes API, with one of three phases:
 
 - open (the capacity is active and SIGNAL is ahead): no taint TAINT_KEY on the group's nodes (label
@@ -66,6 +66,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator, Optional
+
+from training_plans import plan_window  # this function's code holds it (the asset's root, on sys.path)
 
 KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
 WORKLOAD_ANNOTATION = "kueue.x-k8s.io/workload"  # Kueue's, on the pods of an admitted workload
@@ -433,31 +435,6 @@ def reconcile(kube: Kube, settings: Settings, state: str, end: Optional[datetime
 
 
 # --- the capacity's end, and the handler -----------------------------------------------------------
-
-def plan_window(plan: dict[str, Any], instance_type: str, now: datetime) -> tuple[str, Optional[datetime]]:
-    """(state, end) of a training plan for the group's instances, as DescribeTrainingPlan gives it:
-    the end of the plan's reserved capacity of `instance_type` that holds now, carried on through each
-    that starts by its end (SageMaker returns a plan to Scheduled in a gap between its reserved
-    capacities; back to back, the instances stay), or the plan's own times where it lists none, as
-    the Slurm nodes read it (programs/capacity-end.sh). Active with nothing holding now: scheduled
-    while one is still ahead, else expired."""
-    status = str(plan.get("Status", "unknown")).lower()
-    spans = [(s["StartTime"], s["EndTime"]) for s in plan.get("ReservedCapacitySummaries", [])
-             if s.get("InstanceType") == instance_type and s.get("StartTime") and s.get("EndTime")]
-    if not spans and plan.get("StartTime") and plan.get("EndTime"):
-        spans = [(plan["StartTime"], plan["EndTime"])]
-    if status != "active":
-        return status, None
-    at, found = now, False
-    while True:
-        later = [end for start, end in spans if start <= at < end]
-        if not later:
-            break
-        at, found = max(later), True
-    if found:
-        return "active", at
-    return ("scheduled" if any(start > now for start, _ in spans) else "expired"), None
-
 
 def capacity_of(env: dict[str, str], clients: dict[str, Any], now: datetime) -> tuple[str, Optional[datetime], str]:
     """(state in EC2's words, end, what) of the Capacity Block or the training plan."""

@@ -8,8 +8,9 @@ never retried), decides for each request and acts:
 
 - refused: the message is not one, names another cluster, or the instance is not one of the
   cluster's (EC2: tag fmcluster:cluster=CLUSTER and running; HyperPod: ListClusterNodes);
-- kept: the node is in a Capacity Block (HyperPod: a training plan) that ends within
-  BLOCK_GUARD_MINUTES: a new instance would not be ready before EC2 ends the block;
+- kept: the node is in a Capacity Block (HyperPod: a training plan's reserved capacity of the node's
+  type, training_plans.plan_window) that ends within BLOCK_GUARD_MINUTES: a new instance would not be
+  ready before EC2 ends the block;
 - deferred: MAX_REPLACING replacements started within WINDOW_MINUTES (the ledger, one SSM
   parameter): the message stays in the queue (hidden until a place frees up), nothing else;
 - replaced: PLANE hyperpod-slurm: SageMaker BatchReplaceClusterNodes (new hardware, same
@@ -37,6 +38,8 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
+
+from training_plans import plan_window  # this function's code holds it (the asset's root, on sys.path)
 
 CLUSTER_TAG = "fmcluster:cluster"  # fmcluster.facts.naming.CLUSTER_TAG
 NAMESPACE = "fmcluster"
@@ -166,12 +169,14 @@ def hyperpod_member(nodes: list[dict[str, Any]], request: Request) -> tuple[tupl
     return (True, "the cluster's running node"), node
 
 
-def plan_end(sagemaker: Any, plans: dict[str, str], group: str) -> Optional[datetime]:
-    """The end of the training plan the node's instance group runs on (None: none)."""
-    arn = plans.get(group)
+def plan_end(sagemaker: Any, plans: dict[str, str], node: dict[str, Any], now: datetime) -> Optional[datetime]:
+    """The end of the training plan's window the node runs in (its instance group's plan, the node's
+    instance type: training_plans.plan_window, as the nodes read it); None: no plan, or no window."""
+    arn = plans.get(node.get("InstanceGroupName", ""))
     if not arn:
         return None
-    return sagemaker.describe_training_plan(TrainingPlanName=arn.rsplit("/", 1)[-1]).get("EndTime")
+    plan = sagemaker.describe_training_plan(TrainingPlanName=arn.rsplit("/", 1)[-1])
+    return plan_window(plan, node.get("InstanceType", ""), now)[1]
 
 
 def load_ledger(ssm: Any, name: str) -> list[dict[str, str]]:
@@ -259,7 +264,7 @@ def run(clients: dict[str, Any], env: dict[str, str], now: datetime) -> list[dic
             member, node = hyperpod_member(nodes, request)
             if node is not None:
                 request.instance_id = request.instance_id or node["InstanceId"]
-                end = plan_end(clients["sagemaker"], plans, node.get("InstanceGroupName", "")) if member[0] else None
+                end = plan_end(clients["sagemaker"], plans, node, now) if member[0] else None
         action, why = decide(request, cluster, member, end, ledger, now, max_replacing=max_replacing,
                              window=window, guard=guard)
         if action == REPLACED:

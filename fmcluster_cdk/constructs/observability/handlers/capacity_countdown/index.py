@@ -6,7 +6,9 @@ the metric METRIC (namespace NAMESPACE, dimensions Cluster and Capacity), whose 
 a day before the end and again shortly before the instances are terminated:
 
 - a Capacity Block (`reservation_id`): DescribeCapacityReservations' EndDate and State;
-- a training plan (`training_plan`, its name): DescribeTrainingPlan's EndTime and Status.
+- a training plan (`training_plan`, its name): DescribeTrainingPlan's Status and the end of the
+  reserved capacity of its groups' instance types (`instance_types`, ml.TYPE) that holds now, as the
+  nodes read it (training_plans.plan_window): the first of them to end.
 
 Hours left are those to the end, 0 once it is past, and 0 for a capacity that can take no
 instances any more (expired, cancelled, failed, payment-failed, not found): its alarms stay in
@@ -15,7 +17,7 @@ One capacity that cannot be read stops neither the others nor their readings; th
 afterwards, so that the failure shows in the function's Errors metric and its log.
 
 Environment: CLUSTER, NAMESPACE, METRIC, CAPACITIES (JSON: [{"capacity": dimension value,
-"reservation_id": cr-...} or {"capacity": ..., "training_plan": NAME}]).
+"reservation_id": cr-...} or {"capacity": ..., "training_plan": NAME, "instance_types": [ml.TYPE]}]).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import json
 import os
 from datetime import datetime, timezone
 from typing import Any, Optional
+
+from training_plans import plan_window  # this function's code holds it (the asset's root, on sys.path)
 
 # States (EC2's CapacityReservationState, SageMaker's TrainingPlanStatus) whose capacity has an
 # end to count to; any other has none left
@@ -43,12 +47,22 @@ def _error_code(exc: Exception) -> Optional[str]:
     return response.get("Error", {}).get("Code") if isinstance(response, dict) else None
 
 
-def _read(ec2: Any, sagemaker: Any, capacity: dict[str, str]) -> tuple[Optional[str], Optional[datetime]]:
+def plan_reading(plan: dict[str, Any], instance_types: list[str], now: datetime) -> tuple[str, Optional[datetime]]:
+    """(state, end) of a training plan for the node groups on it: the window of each group's instance
+    type (training_plans.plan_window, as the nodes read it), the first to end of those active, else
+    the first to end of the others (a gap, or not started)."""
+    windows = [plan_window(plan, instance_type, now) for instance_type in instance_types or [""]]
+    far = datetime.max.replace(tzinfo=timezone.utc)
+    return min(windows, key=lambda w: (w[0] != "active", w[1] or far))
+
+
+def _read(ec2: Any, sagemaker: Any, capacity: dict[str, Any], now: datetime
+          ) -> tuple[Optional[str], Optional[datetime]]:
     """(its state, its end) as EC2 or SageMaker describes it; ("not found", None) where it does not exist."""
     try:
         if "training_plan" in capacity:
             found = sagemaker.describe_training_plan(TrainingPlanName=capacity["training_plan"])
-            return found.get("Status"), found.get("EndTime")
+            return plan_reading(found, capacity.get("instance_types", []), now)
         reservations = ec2.describe_capacity_reservations(
             CapacityReservationIds=[capacity["reservation_id"]])["CapacityReservations"]
     except Exception as exc:  # botocore's ClientError, without importing botocore in the tests' stand-ins
@@ -60,7 +74,7 @@ def _read(ec2: Any, sagemaker: Any, capacity: dict[str, str]) -> tuple[Optional[
     return reservations[0].get("State"), reservations[0].get("EndDate")
 
 
-def readings(ec2: Any, sagemaker: Any, capacities: list[dict[str, str]], now: datetime
+def readings(ec2: Any, sagemaker: Any, capacities: list[dict[str, Any]], now: datetime
              ) -> tuple[list[dict[str, Any]], list[str]]:
     """Each capacity's reading ({capacity, state, end, hours}: hours None where there is none to
     put) and the errors of those that could not be read."""
@@ -68,7 +82,7 @@ def readings(ec2: Any, sagemaker: Any, capacities: list[dict[str, str]], now: da
     errors: list[str] = []
     for capacity in capacities:
         try:
-            state, end = _read(ec2, sagemaker, capacity)
+            state, end = _read(ec2, sagemaker, capacity, now)
         except Exception as exc:
             errors.append(f"{capacity['capacity']}: {exc}")
             continue

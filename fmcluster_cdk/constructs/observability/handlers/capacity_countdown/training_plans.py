@@ -1,0 +1,1 @@
+../../../handler_lib/training_plans.py
