@@ -369,7 +369,8 @@ def test_the_smoke_job_saves_on_the_end_signal_and_resumes_when_run_again(end_si
     assert f"#SBATCH --signal={end_signal}@900" in script and "#SBATCH --requeue" in script
     cluster, members = example_cluster(tmp_path, spec, pyxis_standin, kit_dir)
     nodes = ",".join(members["gpu"])
-    environment = kit_environment(cluster, tmp_path, {"SMOKE_STEPS": "60", "STANDIN_STEP_SECONDS": "0.25"})
+    environment = kit_environment(cluster, tmp_path, {"SMOKE_STEPS": "60", "STANDIN_STEP_SECONDS": "0.25",
+                                                            "STANDIN_RESUMED_STEP_SECONDS": "0"})
     (kit_dir / "results").mkdir()  # as submit-all.sh makes it: Slurm opens the job's output file there
     with cluster:
         submitted = subprocess.run([cluster.client("sbatch"), "--parsable", "gpu/smoke.sbatch"], cwd=kit_dir,

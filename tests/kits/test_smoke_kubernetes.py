@@ -98,7 +98,8 @@ class Pod:
         env = {**os.environ, "PATH": f"{SUPPORT / 'gpu_standins'}:{os.environ['PATH']}", "GROUP": "gpu",
                "STEPS": "40", "CHECKPOINTS": str(self.checkpoints), "PET_NNODES": "1", "PET_NPROC_PER_NODE": "2",
                "PET_RDZV_ID": name, "STANDIN_TORCH_DIR": str(tmp_path / "rendezvous"),
-               "STANDIN_STEP_SECONDS": "0.1", "PYTHONDONTWRITEBYTECODE": "1", **more}
+               "STANDIN_STEP_SECONDS": "0.1", "STANDIN_RESUMED_STEP_SECONDS": "0", "PYTHONDONTWRITEBYTECODE": "1",
+               **more}
         with self.log.open("w") as out:
             self.process = subprocess.Popen(["bash", str(script)], stdout=out, stderr=subprocess.STDOUT, env=env)
 

@@ -6,7 +6,8 @@ checkpoint (torch.distributed.checkpoint) holds each rank's state in a file of i
 complete once rank 0 wrote its .metadata. Rank, world size and local rank come from torchrun's
 environment (the torchrun stand-in beside this package). STANDIN_LOSS=nan makes the loss not
 finite; STANDIN_STEP_SECONDS makes each step take that long (a GPU's work, so a test can signal a
-run while it trains)."""
+run while it trains), and STANDIN_RESUMED_STEP_SECONDS, where set, each step of a run that resumed
+from a checkpoint (torch.distributed.checkpoint.load: a run nobody signals need not be slow)."""
 import os
 import random as _random
 import time as _time
@@ -14,6 +15,7 @@ import time as _time
 from . import cuda, distributed, nn, optim  # noqa: F401
 
 _state = {"loss": 1.0}  # the model's weight (nn.Module.state_dict)
+_run = {"resumed": False}  # set by torch.distributed.checkpoint.load
 
 
 class Tensor:
@@ -27,7 +29,10 @@ class Tensor:
         return self.value
 
     def backward(self):
-        _time.sleep(float(os.environ.get("STANDIN_STEP_SECONDS", "0")))
+        seconds = os.environ.get("STANDIN_STEP_SECONDS", "0")
+        if _run["resumed"]:
+            seconds = os.environ.get("STANDIN_RESUMED_STEP_SECONDS", seconds)
+        _time.sleep(float(seconds))
         _state["loss"] *= 0.97
 
     def cuda(self):

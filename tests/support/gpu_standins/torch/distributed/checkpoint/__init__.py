@@ -67,3 +67,6 @@ def load(state_dict, *, checkpoint_id):
     with open(os.path.join(checkpoint_id, f"__{get_rank()}_0.distcp")) as source:
         _decoded_into(state_dict, json.load(source))
     _collective(get_rank(), len)
+    from ... import _run
+
+    _run["resumed"] = True
