@@ -16,7 +16,6 @@ from fmcluster.deploy import cfn_schemas, diff
 from fmcluster.plan import report as plan
 from fmcluster.spec import loader
 from tests.support.docs import readme_output
-from tests.support.examples import in_process
 from tests.support.paths import EXAMPLES, ROOT
 from tests.support.specs import validated
 from tests.support.templates import fsx
@@ -91,7 +90,7 @@ def cached(corpus):
     def synthesize(spec):
         key = json.dumps(spec.resolved(), sort_keys=True)
         if key not in cache:
-            cache[key] = in_process(spec)
+            cache[key] = corpus.in_process(spec)
         return cache[key]
 
     return synthesize

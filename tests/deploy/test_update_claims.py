@@ -10,7 +10,6 @@ control planes."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -21,7 +20,6 @@ from fmcluster.deploy import diff
 from fmcluster.spec import loader
 from fmcluster.spec import update_policy as policy
 from fmcluster.spec.models import ClusterSpec
-from tests.support.examples import in_process
 from tests.support.paths import ROOT
 from tests.support.specs import base_spec, on, with_, without
 
@@ -278,17 +276,10 @@ SAMPLES: list[Sample] = [
 
 
 @pytest.fixture(scope="module")
-def synthesize():
-    """diff.run's synthesizer, each spec synthesized once for the module."""
-    cache: dict[str, dict] = {}
-
-    def run(spec: ClusterSpec) -> dict:
-        key = json.dumps(spec.resolved(), sort_keys=True)
-        if key not in cache:
-            cache[key] = in_process(spec)
-        return cache[key]
-
-    return run
+def synthesize(corpus):
+    """diff.run's synthesizer, each spec synthesized once a run (the corpus's, shared by the workers:
+    the base specs recur in every worker's share of the samples)."""
+    return corpus.in_process
 
 
 @dataclass(frozen=True)

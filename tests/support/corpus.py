@@ -92,6 +92,27 @@ class Corpus:
         if result.returncode != 0 or "Traceback" in result.stderr:
             raise SynthesisError(f"{spec}: the app exited {result.returncode}\n{result.stderr}")
 
+    # --- templates synthesized in process ------------------------------------------------------
+
+    def in_process(self, spec: object) -> dict[str, dict]:
+        """The templates of a spec model (a ClusterSpec) as tests.support.examples.in_process
+        synthesizes them in the asking process (fmcluster_cdk.synthesis.build_app, without cdk-nag:
+        what `fmcluster diff` compares): once a run per resolved spec, whichever worker asks first,
+        so that the base specs that several modules and every worker diff against are built once."""
+        from tests.support.examples import in_process
+
+        resolved = json.dumps(spec.resolved(), sort_keys=True)  # type: ignore[attr-defined]
+        key = _digest(resolved, "in-process")
+        cache = self.root / "in-process" / f"{key}.json"
+        if not cache.exists():
+            with locked(self.root / "in-process" / f"{key}.lock"):
+                if not cache.exists():
+                    partial = cache.with_suffix(f".{os.getpid()}.tmp")
+                    partial.write_text(json.dumps(in_process(spec)))
+                    partial.replace(cache)
+        templates: dict[str, dict] = json.loads(cache.read_text())
+        return templates
+
     # --- cfn-lint ----------------------------------------------------------------------------
 
     def lint_errors(self, template: Path) -> list[str]:
