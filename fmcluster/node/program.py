@@ -72,7 +72,8 @@ NETWORK_FEATURES_RESTORE_SECONDS = 180
 NETWORK_FEATURES_RESTORE_SPREAD_SECONDS = 120
 COLLECT_INTERVAL_SECONDS = 30
 # capacity-end (programs/capacity-end.sh): how often a node acts on its Capacity Block's or training
-# plan's end; the signal comes at most this late (hence end_signal_minutes of at least 10). It reads
+# plan's end; with its timer's random delay of up to a minute, the signal comes at most about 3 minutes
+# late, a backup node's GRACE later still (hence end_signal_minutes of at least 12). It reads
 # the end again only once the answer kept is older than a random half to whole of READ_MINUTES, and
 # at every run from NEAR_MINUTES before the signal to the reclaim: at 1,000 nodes 0.74
 # DescribeCapacityReservations (or DescribeTrainingPlan) a second instead of 8.3, against EC2's 20 a

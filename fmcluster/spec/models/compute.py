@@ -92,13 +92,15 @@ class CapacitySpec(Model):
         "an UltraServer Capacity Block (or HyperPod training plan): its UltraServer type, such as u-p6e-gb200x72"))
     ultraserver_count: int = Field(default=1, ge=1, description=(
         "how many UltraServers the block holds; the group's count is at most this many UltraServers' instances"))
-    end_signal_minutes: int = Field(default=15, ge=10, le=120, description=(
+    end_signal_minutes: int = Field(default=15, ge=12, le=120, description=(
         "Slurm, a Capacity Block (AWS PCS) or a training plan (SageMaker HyperPod): the running jobs are "
         "signalled and the nodes drained this many minutes before the instances start to be terminated "
         "(EC2: 30 minutes before the block's end, 60 for an UltraServer block; SageMaker: 30 minutes before "
         "the end of the plan's reserved capacity); from then on nothing starts that the end would cut. "
-        "At least 10: the nodes look every 2 minutes, and a job whose first node is gone is signalled by "
-        "another 4 minutes later, which leaves it 4 minutes at the least to write its checkpoint. "
+        "At least 12: a node acts on the end up to about 3 minutes late (it looks 2 minutes after its last "
+        "look, and up to a minute more at random), and a job whose first node is gone is signalled by another "
+        "4 minutes after the signal time, so up to about 7 minutes late, which leaves it about 5 minutes to "
+        "write its checkpoint. "
         "Spot (AWS PCS) does not use it: there the jobs are signalled and the node drained at EC2's "
         "interruption notice, two minutes before the instance is interrupted. Kubernetes, a Capacity Block "
         "(EKS) or a training plan (HyperPod EKS): this many minutes before the nodes go (EKS: the node group "
