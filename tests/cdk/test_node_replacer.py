@@ -260,6 +260,8 @@ def training_plan(*windows: tuple[str, timedelta, timedelta]) -> dict:
     # another type's capacity ends soon; the node's runs on (an extension back to back): replaced
     ([(B200, -timedelta(days=1), timedelta(minutes=30)), (B200, timedelta(minutes=30), timedelta(days=3)),
       ("ml.p5.48xlarge", -timedelta(days=1), timedelta(minutes=20))], "replaced"),
+    # in a gap between two windows of its type (the node not yet gone): a new instance would not run
+    ([(B200, -timedelta(days=1), -timedelta(hours=1)), (B200, timedelta(hours=2), timedelta(days=3))], "kept"),
 ])
 def test_hyperpod_keeps_a_node_in_the_last_hour_of_its_training_plans_window(aws, windows, action):
     """The window the node's instance type runs in (training_plans.plan_window, as the nodes read it),

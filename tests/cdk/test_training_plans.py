@@ -7,38 +7,19 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from tests.support import lambda_handlers
 from tests.support.paths import ROOT
-from tests.support.training_plans import NOW, P5, plan, reserved
+from tests.support.training_plans import CASES, NOW, P5
 
 LIB = ROOT / "fmcluster_cdk/constructs/handler_lib/training_plans.py"
 training_plans = lambda_handlers.load(LIB, "training_plans_lib")
-H = timedelta(hours=1)
 
 
-@pytest.mark.parametrize("answer, expected", [
-    # the reserved capacity of the group's type that holds now ends the window
-    (plan("Active", reserved(-H, 2 * H), reserved(5 * H, 9 * H)), ("active", NOW + 2 * H)),
-    # one that starts as it ends carries it on (an extension), through the next
-    (plan("Active", reserved(-H, 2 * H), reserved(2 * H, 3 * H), reserved(3 * H, 4 * H)), ("active", NOW + 4 * H)),
-    # another type's capacity is not this group's
-    (plan("Active", reserved(-H, 2 * H), reserved(-H, 8 * H, "ml.p5e.48xlarge")), ("active", NOW + 2 * H)),
-    # in a gap between two: waiting for the next, which ends the window it opens (carried on)
-    (plan("Active", reserved(-3 * H, -H), reserved(H, 2 * H), reserved(2 * H, 5 * H)), ("scheduled", NOW + 5 * H)),
-    # after the last: over
-    (plan("Active", reserved(-3 * H, -H)), ("expired", None)),
-    # no reserved capacity listed: the plan's own times
-    (plan("Active"), ("active", NOW + timedelta(days=9))),
-    (plan("Scheduled", reserved(H, 2 * H)), ("scheduled", NOW + 2 * H)),
-    (plan("Pending", reserved(H, 2 * H)), ("pending", NOW + 2 * H)),
-    # gone, or never came: no end to count to
-    (plan("Expired"), ("expired", None)), (plan("Failed", reserved(H, 2 * H)), ("failed", None)),
-])
+@pytest.mark.parametrize("answer, expected", CASES)
 def test_a_training_plans_window_is_its_reserved_capacity_of_the_groups_type(answer, expected):
     assert training_plans.plan_window(answer, P5, NOW) == expected
 

@@ -7,20 +7,25 @@ behaviour on a real Slurm: test_capacity_end_slurm.py (blocks), test_capacity_en
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from datetime import datetime, timezone
+
+import pytest
 
 from fmcluster.facts.images import HYPERPOD_SLURM_PREFIX
 from fmcluster.facts.node import FMCLUSTER_LIB
 from fmcluster.model import cluster as cluster_model
 from fmcluster.model.node import PLAN_END, CapacityEnd
-from fmcluster.node import hyperpod, pcs
+from fmcluster.node import hyperpod, pcs, program
 from fmcluster.node.program import NodeProgram
 from fmcluster.node.refs import NodeRefs
 from fmcluster.node.shell import FMCLUSTER_ETC, PROGRAMS, header, without_comments
 from fmcluster.spec import loader
+from fmcluster.spec.models.compute import CapacitySpec
 from tests.support import node_end
+from tests.support import training_plans as plans
 from tests.support.paths import ROOT
 from tests.support.tools import assert_shellcheck_clean
 
@@ -263,3 +268,42 @@ def test_the_readiness_check_wants_the_aws_cli_where_capacity_end_runs(tmp_path)
     (bin_dir / "aws").write_text("#!/bin/sh\n")
     (bin_dir / "aws").chmod(0o755)
     assert ready().returncode == 0
+
+
+def _wire(value):
+    """The answer as SageMaker's JSON protocol sends it: times in seconds since the epoch."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, dict):
+        return {k: _wire(v) for k, v in value.items()}
+    return [_wire(v) for v in value] if isinstance(value, list) else value
+
+
+@pytest.mark.parametrize("answer, window", plans.CASES)
+def test_the_nodes_read_a_training_plans_end_as_the_functions_do(tmp_path, answer, window):
+    """plan_read of programs/capacity-end.sh, under the AWS CLI stand-in (which runs the query with
+    jmespath), against the functions' reader's cases (tests/support/training_plans.py): where a
+    window of the node's type holds now, its end; else nothing (the node waits, or the plan is over)."""
+    node_end.answer(tmp_path, _wire(answer))
+    settings = (f"SLURM_BIN=/usr/bin\nEND_SOURCE=training-plan\nRESERVATION_ID=\nTRAINING_PLAN_ARN={plans.ARN}\n"
+                f"PLAN_INSTANCE_TYPE={plans.P5}\nPARTITION=gpu\nTERMINATION_MINUTES=30\nSIGNAL_MINUTES=15\n"
+                "SIGNAL=USR1\nREAD_MINUTES=30\nNEAR_MINUTES=10\nGRACE_SECONDS=240\n"
+                f"STATE_DIR=/var/lib/fmcluster/capacity-end\nFMCLUSTER_LIB={FMCLUSTER_LIB}\n")
+    result = node_end.run(None, tmp_path, "capacity-end.sh", "node1", settings, now=int(plans.NOW.timestamp()),
+                          call="plan_read")
+    state, end = window
+    expected = f"{int(end.timestamp())}\n" if state == "active" else ""
+    assert (result.stdout, result.returncode == 0, result.stderr) == (expected, bool(expected), "")
+
+
+def test_the_shortest_end_signal_leaves_a_job_time_to_checkpoint():
+    """capacity.end_signal_minutes' minimum against the nodes' timer (its interval after the last run,
+    its random delay and accuracy, as the boot script writes the unit) and the backup node's grace:
+    a job whose first node is gone is still signalled 4 minutes or more before its nodes go."""
+    (minimum,) = [m.ge for m in CapacitySpec.model_fields["end_signal_minutes"].metadata if hasattr(m, "ge")]
+    unit = (PROGRAMS.parent / "capacity-end.sh").read_text()
+    delay = int(re.search(r"^RandomizedDelaySec=(\d+)s$", unit, re.MULTILINE).group(1))
+    accuracy = int(re.search(r"^AccuracySec=(\d+)s$", unit, re.MULTILINE).group(1))
+    assert "OnUnitInactiveSec=${CAPACITY_END_SECONDS}s" in unit
+    late = program.CAPACITY_END_GRACE_SECONDS + program.CAPACITY_END_SECONDS + delay + accuracy
+    assert minimum * 60 - late >= 240 > (minimum - 1) * 60 - late

@@ -179,11 +179,12 @@ def stand_in_slurm(tmp_path: Path, node: str = "node1") -> Path:
 
 def run(cluster: Optional[SlurmCluster], tmp_path: Path, program: str, node: str, settings: str, *,
         now: Optional[int] = None, env: Optional[Mapping[str, str]] = None,
-        timeout: float = 120, aws: bool = True) -> subprocess.CompletedProcess:
+        timeout: float = 120, aws: bool = True, call: str = "main") -> subprocess.CompletedProcess:
     """`program` (a file of PROGRAMS) on node `node` (node1 or node2), with the settings file's text
     `settings`, as its unit runs it, at `now` (FMCLUSTER_NOW) where given; on `cluster`'s Slurm, or
     with none Slurm's commands are the test's stand-ins in `bin_dir`; `aws`: with the stand-in AWS
-    CLI (else none: the PATH then has no other)."""
+    CLI (else none: the PATH then has no other). `call`: what the program's last line runs, its
+    `main` unless another of its functions is asked for alone."""
     root, bin_dir = tmp_path / node / "root", tmp_path / node / "bin"
     lib = root / FMCLUSTER_LIB.lstrip("/")
     lib.mkdir(parents=True, exist_ok=True)
@@ -203,7 +204,13 @@ def run(cluster: Optional[SlurmCluster], tmp_path: Path, program: str, node: str
     slurm = {**cluster.env, "PATH": f"{bin_dir}:{cluster.bin}:{os.environ['PATH']}"} if cluster else {
         "PATH": f"{bin_dir}:/usr/bin:/bin"}
     environment = {**slurm, "FMCLUSTER_ROOT": str(root), **({"FMCLUSTER_NOW": str(now)} if now else {}), **(env or {})}
-    return subprocess.run(["bash", str(PROGRAMS / program), str(path)], env=environment,
+    script = PROGRAMS / program
+    if call != "main":
+        text = script.read_text()
+        assert text.endswith("\nmain\n"), program
+        script = tmp_path / node / program
+        script.write_text(text.removesuffix("main\n") + call + "\n")
+    return subprocess.run(["bash", str(script), str(path)], env=environment,
                           capture_output=True, text=True, timeout=timeout)
 
 

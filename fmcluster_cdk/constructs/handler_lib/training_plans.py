@@ -7,12 +7,19 @@ A plan holds reserved capacities (DescribeTrainingPlan's ReservedCapacitySummari
 instance type, with a StartTime and an EndTime); SageMaker runs a group's instances in the one of
 the group's type that holds now, and terminates them 30 minutes before its end unless another of
 that type starts by then (an extension: back to back, the instances stay; in a gap between two it
-returns the plan to Scheduled). A plan that lists none is read by its own StartTime and EndTime."""
+returns the plan to Scheduled); one Pending its payment, or Failed, is not counted on. A plan that
+lists none is read by its own StartTime, EndTime and Status. Two of the type that hold at once (two
+blocks bought for one group) are read as one window, to the later end: the nodes of the one that
+ends first go before it. The node's own reader,
+fmcluster/node/scripts/boot/programs/capacity-end.sh (plan_read), reads it the same way."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any, Optional
+
+USABLE = ("Active", "Scheduled")  # a reserved capacity's Status that runs instances or will: not Pending
+# (its payment), Expired or Failed, whose instances SageMaker would not keep
 
 
 def plan_window(plan: dict[str, Any], instance_type: str, now: datetime) -> tuple[str, Optional[datetime]]:
@@ -25,10 +32,11 @@ def plan_window(plan: dict[str, Any], instance_type: str, now: datetime) -> tupl
     status = str(plan.get("Status", "unknown")).lower()
     if status in ("expired", "failed"):  # TrainingPlanStatus: its capacity is gone, or never came
         return status, None
-    spans = [(s["StartTime"], s["EndTime"]) for s in plan.get("ReservedCapacitySummaries", [])
-             if s.get("InstanceType") == instance_type and s.get("StartTime") and s.get("EndTime")]
-    if not spans and plan.get("StartTime") and plan.get("EndTime"):
-        spans = [(plan["StartTime"], plan["EndTime"])]
+    summaries = plan.get("ReservedCapacitySummaries") or [
+        {"InstanceType": instance_type, "Status": plan.get("Status"), "StartTime": plan.get("StartTime"),
+         "EndTime": plan.get("EndTime")}]  # none listed: the plan's own
+    spans = [(s["StartTime"], s["EndTime"]) for s in summaries if s.get("InstanceType") == instance_type
+             and s.get("Status") in USABLE and s.get("StartTime") and s.get("EndTime")]
     holding = any(start <= now < end for start, end in spans)
     ahead = sorted(start for start, _ in spans if start > now)
     at: Optional[datetime] = now if holding else (ahead[0] if ahead else None)

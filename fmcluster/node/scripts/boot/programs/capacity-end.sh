@@ -185,16 +185,20 @@ block_read() {
   epoch "$end"
 }
 
-# plan_read: the end from SageMaker (the reserved capacities of this node's type, or the plan's own
-# times where it lists none), in seconds since the epoch
+# plan_read: the end from SageMaker (the reserved capacities of this node's type that are Active or
+# Scheduled: not one Pending payment, Expired or Failed; or the plan's own times and Status where it
+# lists none), in seconds since the epoch, as the functions of the cluster read it
+# (fmcluster_cdk/constructs/handler_lib/training_plans.py)
 plan_read() {
-  local region name rows start end span s e at=$NOW found=0 more=1 spans=()
+  local region name rows kind status start end span s e at=$NOW found=0 more=1 spans=()
   IFS=: read -r _ _ _ region _ <<<"$TRAINING_PLAN_ARN"
   name=${TRAINING_PLAN_ARN##*/}
   rows=$(aws sagemaker describe-training-plan --region "$region" --training-plan-name "$name" --output text \
-    --query "ReservedCapacitySummaries[?InstanceType=='$PLAN_INSTANCE_TYPE'].[StartTime,EndTime] || [[StartTime,EndTime]]") \
+    --query "ReservedCapacitySummaries[].[InstanceType,Status,StartTime,EndTime] || [['*',Status,StartTime,EndTime]]") \
     || return 1
-  while read -r start end; do
+  while read -r kind status start end; do
+    [[ "$kind" == "$PLAN_INSTANCE_TYPE" || "$kind" == "*" ]] || continue
+    [[ "$status" == Active || "$status" == Scheduled ]] || continue
     start=$(plan_time "$start") && end=$(plan_time "$end") && spans+=("$start $end")
   done <<<"$rows"
   # the reserved capacity that holds now, then each that starts by the end reached

@@ -171,12 +171,14 @@ def hyperpod_member(nodes: list[dict[str, Any]], request: Request) -> tuple[tupl
 
 def plan_end(sagemaker: Any, plans: dict[str, str], node: dict[str, Any], now: datetime) -> Optional[datetime]:
     """The end of the training plan's window the node runs in (its instance group's plan, the node's
-    instance type: training_plans.plan_window, as the nodes read it); None: no plan, or no window."""
+    instance type: training_plans.plan_window, as the nodes read it): `now` where none of its type
+    holds now (a gap, the plan over or failed: a new instance would not run); None: no plan."""
     arn = plans.get(node.get("InstanceGroupName", ""))
     if not arn:
         return None
     plan = sagemaker.describe_training_plan(TrainingPlanName=arn.rsplit("/", 1)[-1])
-    return plan_window(plan, node.get("InstanceType", ""), now)[1]
+    state, end = plan_window(plan, node.get("InstanceType", ""), now)
+    return end if state == "active" and end is not None else now
 
 
 def load_ledger(ssm: Any, name: str) -> list[dict[str, str]]:

@@ -8,7 +8,8 @@ a day before the end and again shortly before the instances are terminated:
 - a Capacity Block (`reservation_id`): DescribeCapacityReservations' EndDate and State;
 - a training plan (`training_plan`, its name): DescribeTrainingPlan's Status and the end of the
   reserved capacity of its groups' instance types (`instance_types`, ml.TYPE) that holds now, as the
-  nodes read it (training_plans.plan_window): the first of them to end.
+  nodes read it (training_plans.plan_window): the first of them to end (of the next to start where
+  none holds now).
 
 Hours left are those to the end, 0 once it is past, and 0 for a capacity that can take no
 instances any more (expired, cancelled, failed, payment-failed, not found): its alarms stay in
@@ -49,8 +50,8 @@ def _error_code(exc: Exception) -> Optional[str]:
 
 def plan_reading(plan: dict[str, Any], instance_types: list[str], now: datetime) -> tuple[str, Optional[datetime]]:
     """(state, end) of a training plan for the node groups on it: the window of each group's instance
-    type (training_plans.plan_window, as the nodes read it), the first to end of those active, else
-    the first to end of the others (a gap, or not started)."""
+    type (training_plans.plan_window, as the nodes read it), the first to end of those that hold now
+    (the running nodes that go first), else the first to end of the others (a gap, or not started)."""
     windows = [plan_window(plan, instance_type, now) for instance_type in instance_types or [""]]
     far = datetime.max.replace(tzinfo=timezone.utc)
     return min(windows, key=lambda w: (w[0] != "active", w[1] or far))
