@@ -19,8 +19,8 @@ LIB = ROOT / "fmcluster_cdk/constructs/handler_lib/training_plans.py"
 training_plans = lambda_handlers.load(LIB, "training_plans_lib")
 
 
-@pytest.mark.parametrize("answer, expected", CASES)
-def test_a_training_plans_window_is_its_reserved_capacity_of_the_groups_type(answer, expected):
+@pytest.mark.parametrize("answer, expected, _nodes", CASES)
+def test_a_training_plans_window_is_its_reserved_capacity_of_the_groups_type(answer, expected, _nodes):
     assert training_plans.plan_window(answer, P5, NOW) == expected
 
 

@@ -270,40 +270,46 @@ def test_the_readiness_check_wants_the_aws_cli_where_capacity_end_runs(tmp_path)
     assert ready().returncode == 0
 
 
-def _wire(value):
-    """The answer as SageMaker's JSON protocol sends it: times in seconds since the epoch."""
+def _wire(value, epoch: bool):
+    """The answer as the AWS CLI prints its times: seconds since the epoch (v1) or ISO 8601 (v2)."""
     if isinstance(value, datetime):
-        return value.timestamp()
+        return value.timestamp() if epoch else value.isoformat()
     if isinstance(value, dict):
-        return {k: _wire(v) for k, v in value.items()}
-    return [_wire(v) for v in value] if isinstance(value, list) else value
+        return {k: _wire(v, epoch) for k, v in value.items()}
+    return [_wire(v, epoch) for v in value] if isinstance(value, list) else value
 
 
-@pytest.mark.parametrize("answer, window", plans.CASES)
-def test_the_nodes_read_a_training_plans_end_as_the_functions_do(tmp_path, answer, window):
+@pytest.mark.parametrize("wire", [True, False], ids=["epoch", "iso"])
+@pytest.mark.parametrize("answer, window, nodes", plans.CASES)
+def test_the_nodes_read_a_training_plans_end_as_the_functions_do(tmp_path, answer, window, nodes, wire):
     """plan_read of programs/capacity-end.sh, under the AWS CLI stand-in (which runs the query with
     jmespath), against the functions' reader's cases (tests/support/training_plans.py): where a
-    window of the node's type holds now, its end; else nothing (the node waits, or the plan is over)."""
-    node_end.answer(tmp_path, _wire(answer))
+    window of the node's type holds now, its end, the functions' (the AWS CLI v1 prints SageMaker's
+    times as the seconds they are sent as, v2 as ISO 8601); else nothing (the node waits, or the plan
+    is over)."""
+    node_end.answer(tmp_path, _wire(answer, wire))
     settings = (f"SLURM_BIN=/usr/bin\nEND_SOURCE=training-plan\nRESERVATION_ID=\nTRAINING_PLAN_ARN={plans.ARN}\n"
                 f"PLAN_INSTANCE_TYPE={plans.P5}\nPARTITION=gpu\nTERMINATION_MINUTES=30\nSIGNAL_MINUTES=15\n"
                 "SIGNAL=USR1\nREAD_MINUTES=30\nNEAR_MINUTES=10\nGRACE_SECONDS=240\n"
                 f"STATE_DIR=/var/lib/fmcluster/capacity-end\nFMCLUSTER_LIB={FMCLUSTER_LIB}\n")
     result = node_end.run(None, tmp_path, "capacity-end.sh", "node1", settings, now=int(plans.NOW.timestamp()),
                           call="plan_read")
-    state, end = window
-    expected = f"{int(end.timestamp())}\n" if state == "active" else ""
+    if nodes is not None:
+        assert window[1] == nodes  # the functions read the same end
+    expected = f"{int(nodes.timestamp())}\n" if nodes is not None else ""
     assert (result.stdout, result.returncode == 0, result.stderr) == (expected, bool(expected), "")
 
 
 def test_the_shortest_end_signal_leaves_a_job_time_to_checkpoint():
-    """capacity.end_signal_minutes' minimum against the nodes' timer (its interval after the last run,
-    its random delay and accuracy, as the boot script writes the unit) and the backup node's grace:
-    a job whose first node is gone is still signalled 4 minutes or more before its nodes go."""
+    """capacity.end_signal_minutes' minimum against the nodes' timer (its interval after the last run
+    ended, its random delay and accuracy, as the boot script writes the unit), a run's read of the end
+    (bounded by the program's `timeout 60 aws`) and the backup node's grace: a job whose first node is
+    gone is signalled 3 minutes or more before its nodes go, even then."""
     (minimum,) = [m.ge for m in CapacitySpec.model_fields["end_signal_minutes"].metadata if hasattr(m, "ge")]
     unit = (PROGRAMS.parent / "capacity-end.sh").read_text()
     delay = int(re.search(r"^RandomizedDelaySec=(\d+)s$", unit, re.MULTILINE).group(1))
     accuracy = int(re.search(r"^AccuracySec=(\d+)s$", unit, re.MULTILINE).group(1))
     assert "OnUnitInactiveSec=${CAPACITY_END_SECONDS}s" in unit
-    late = program.CAPACITY_END_GRACE_SECONDS + program.CAPACITY_END_SECONDS + delay + accuracy
-    assert minimum * 60 - late >= 240 > (minimum - 1) * 60 - late
+    read = int(re.search(r"^  timeout (\d+) aws ", (PROGRAMS / "capacity-end.sh").read_text(), re.MULTILINE).group(1))
+    late = program.CAPACITY_END_GRACE_SECONDS + program.CAPACITY_END_SECONDS + delay + accuracy + read
+    assert minimum * 60 - late >= 180 > (minimum - 1) * 60 - late

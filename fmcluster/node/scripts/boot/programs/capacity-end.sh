@@ -185,22 +185,35 @@ block_read() {
   epoch "$end"
 }
 
-# plan_read: the end from SageMaker (the reserved capacities of this node's type that are Active or
-# Scheduled: not one Pending payment, Expired or Failed; or the plan's own times and Status where it
-# lists none), in seconds since the epoch, as the functions of the cluster read it
-# (fmcluster_cdk/constructs/handler_lib/training_plans.py)
+# plan_read: the end from SageMaker, in seconds since the epoch, as the functions of the cluster read
+# it (fmcluster_cdk/constructs/handler_lib/training_plans.py): none once the plan is Expired or
+# Failed; else of the reserved capacities of this node's type that are Active or Scheduled (not one
+# Pending its payment, Expired or Failed), or of the plan's own times and Status where it lists none.
+# The answer's first row is the plan's own (plan, Status, StartTime, EndTime), a row a capacity after.
 plan_read() {
-  local region name rows kind status start end span s e at=$NOW found=0 more=1 spans=()
+  local region name rows kind status start end span s e at=$NOW found=0 more=1 listed=0 own="" spans=()
   IFS=: read -r _ _ _ region _ <<<"$TRAINING_PLAN_ARN"
   name=${TRAINING_PLAN_ARN##*/}
   rows=$(aws sagemaker describe-training-plan --region "$region" --training-plan-name "$name" --output text \
-    --query "ReservedCapacitySummaries[].[InstanceType,Status,StartTime,EndTime] || [['*',Status,StartTime,EndTime]]") \
+    --query "[[['plan',Status,StartTime,EndTime]], ReservedCapacitySummaries[].[InstanceType,Status,StartTime,EndTime]][]") \
     || return 1
   while read -r kind status start end; do
-    [[ "$kind" == "$PLAN_INSTANCE_TYPE" || "$kind" == "*" ]] || continue
+    if [[ "$kind" == plan && -z "$own" ]]; then
+      [[ "$status" != Expired && "$status" != Failed ]] || return 1
+      own="$status $start $end"
+      continue
+    fi
+    listed=1
+    [[ "$kind" == "$PLAN_INSTANCE_TYPE" ]] || continue
     [[ "$status" == Active || "$status" == Scheduled ]] || continue
     start=$(plan_time "$start") && end=$(plan_time "$end") && spans+=("$start $end")
   done <<<"$rows"
+  if ((!listed)) && [[ -n "$own" ]]; then
+    read -r status start end <<<"$own"
+    if [[ "$status" == Active || "$status" == Scheduled ]]; then
+      start=$(plan_time "$start") && end=$(plan_time "$end") && spans+=("$start $end")
+    fi
+  fi
   # the reserved capacity that holds now, then each that starts by the end reached
   while ((more)); do
     more=0
