@@ -41,7 +41,8 @@ def test_each_handler_that_reads_a_plan_holds_the_one_module(handler):
 def test_the_functions_code_holds_the_module_and_imports_as_lambda_runs_it(corpus, example):
     """Each staged asset of a handler that imports the module (the countdown, and the node replacer of
     HyperPod Slurm or the capacity-end function of HyperPod EKS) holds it as a file of its own, and its
-    index imports in a fresh interpreter from the asset's root, as Lambda's Python runtime runs it."""
+    index imports in a fresh interpreter from the asset's root, as Lambda's Python runtime runs it
+    (writing no bytecode there: the corpus's assemblies are read-only)."""
     assembly = corpus.assembly(f"examples/{example}")
     importing = [d for d in sorted(assembly.glob("asset.*")) if (d / "index.py").is_file()
                  and "from training_plans import" in (d / "index.py").read_text()]
@@ -52,6 +53,6 @@ def test_the_functions_code_holds_the_module_and_imports_as_lambda_runs_it(corpu
     for asset in importing:
         copied = asset / "training_plans.py"
         assert not copied.is_symlink() and copied.read_bytes() == LIB.read_bytes()
-        done = subprocess.run([sys.executable, "-E", "-s", "-c", "import index"], cwd=asset, capture_output=True,
+        done = subprocess.run([sys.executable, "-E", "-s", "-B", "-c", "import index"], cwd=asset, capture_output=True,
                               text=True)
         assert done.returncode == 0, done.stderr
