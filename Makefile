@@ -148,8 +148,9 @@ test: install tools bytecode
 	$(PYTEST) -n $(WORKERS)
 
 # The lane to run between commits (about a minute): every test but those that synthesize with
-# the CDK, run a real Slurm, run node scripts in the sandbox or build the whole project (the
-# markers tests/conftest.py sets from what each module uses). `make test` runs them all.
+# the CDK, run a real Slurm, run node scripts in the sandbox, build the whole project or shellcheck
+# the rendered node scripts (the markers tests/conftest.py sets from what each module, or each test,
+# uses). `make test` runs them all.
 test-fast: install bytecode
 	$(PYTEST) -n auto -m "not slow"
 

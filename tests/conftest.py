@@ -16,6 +16,8 @@ would set CDK_DEFAULT_ACCOUNT, and the app refuses the examples' placeholders wh
 boto3 no profile, and nothing probes the instance metadata service. moto's mocks set their own.
 """
 
+import functools
+import inspect
 import os
 import re
 import sys
@@ -60,9 +62,9 @@ def corpus(tmp_path_factory, worker_id):
 
 
 # What a test module uses, read from its source: each a marker, so that a lane can leave it out
-# (`make test-fast` runs `-m "not slow"`; `slow` is any of the four). A module is marked whole:
-# its tests share the module's fixtures and helpers, and a pure test in a slow module is cheap
-# to run along.
+# (`make test-fast` runs `-m "not slow"`; `slow` is any of the four, or a test's own: TEST_USES).
+# A module is marked whole: its tests share the module's fixtures and helpers, and a pure test in
+# a slow module is cheap to run along.
 USES = {
     # the CDK: an app or stack built in-process, `fmcluster synth` or the CDK CLI run, the corpus read
     "synth": re.compile(r"\baws_cdk\b|\bbuild_app\b|\bnew_app\b|fmcluster_synth|tests\.support\.(stacks|corpus)"
@@ -76,12 +78,28 @@ USES = {
 }
 
 
+# What a test itself runs, read from its function's source: a marker of that test alone (its module's
+# other tests share nothing with it). shellcheck over the rendered node scripts takes seconds a test
+# (each script carries the node library: megabytes a run), more than the rest of a pure module.
+TEST_USES = {"lint": re.compile(r"\bassert_shellcheck_clean\(")}
+
+
 # The order of the run: the modules that use the longest-running tools first (a type check or a
 # wheel build of a minute is a single test; a real Slurm kit run, half a minute), the pure ones
 # last. `--dist worksteal` gives each worker half of this list and lets one that runs dry take
 # tests from the end of the other's: with the long tests at the front and many short ones at the
 # end, the two workers end together.
 FIRST = ("toolchain", "slurm", "synth", "sandbox")
+
+
+@functools.cache
+def _own_uses(function) -> frozenset[str]:
+    """TEST_USES that a test function's source shows (once a function: its parameters share it)."""
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):
+        return frozenset()
+    return frozenset(name for name, pattern in TEST_USES.items() if pattern.search(source))
 
 
 @pytest.hookimpl(wrapper=True)
@@ -98,9 +116,11 @@ def pytest_collection_modifyitems(config, items):
         # a module that says what it uses (pytestmark = pytest.mark.synth) is slow too, whatever its text
         uses[item.path] |= {name for name in USES if item.get_closest_marker(name)}
     for item in items:
-        for name in sorted(uses[item.path]):
+        function = getattr(item, "function", None)  # none: a doctest, a file of another kind
+        own = _own_uses(function) if function is not None else frozenset()
+        for name in sorted(uses[item.path] | own):
             item.add_marker(name)
-        if uses[item.path]:
+        if uses[item.path] or own:
             item.add_marker("slow")
     result = yield
     rank = {path: min((i for i, name in enumerate(FIRST) if name in used), default=len(FIRST))
