@@ -416,11 +416,11 @@ def test_the_oidc_role_is_cfn_lint_clean_and_trusts_the_project_s_environment_al
     trusted only by jobs of one repository in the deploy job's environment: GitHub gives a job in
     an environment the subject repo:OWNER/NAME:environment:ENV (not the branch's), and the
     environment's required reviewers and deployment branches (main) are what the deploy passes."""
-    from cfnlint.api import lint_file
+    from tests.support.cfn_lint import findings
 
     files = project_files("pcs", name, region)
     (tmp_path / "oidc-role.yaml").write_text(files[init.ROLE_FILE])
-    found = [m for m in lint_file(tmp_path / "oidc-role.yaml") if m.rule.id[0] in "EW"]
+    found = [m for m in findings(tmp_path / "oidc-role.yaml") if m.rule.id[0] in "EW"]
     assert not found, "; ".join(str(m) for m in found)
     template = role_template(files[init.ROLE_FILE], tmp_path)
     parameters = template["Parameters"]
