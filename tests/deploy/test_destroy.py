@@ -11,6 +11,7 @@ import json
 import re
 from datetime import datetime, timezone
 
+import boto3
 import pytest
 
 from fmcluster.cli import main
@@ -593,6 +594,9 @@ def test_without_credentials_it_says_so_in_one_error_and_exits_1(monkeypatch, ca
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    # boto3's default session as a new process has it: none yet. One an earlier test of this worker
+    # made outside moto's mock (which restores the session it found) keeps the credentials it read
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
     assert main(["destroy", str(ROOT / HYPERPOD_EXAMPLE)]) == 1
     captured = capsys.readouterr()
     assert captured.out == "", captured
