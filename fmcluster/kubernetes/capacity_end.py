@@ -74,7 +74,7 @@ def kubernetes_end(model: ClusterModel, group: NodeGroup) -> Optional[Kubernetes
     if cp.hyperpod and capacity.training_plan_arn:
         return KubernetesEnd(group.name, "", capacity.training_plan_arn,
                              termination_minutes(True, bool(capacity.ultraserver_type)),
-                             capacity.end_signal_minutes, f"ml.{group.instance_type}")
+                             capacity.end_signal_minutes, group.sagemaker_instance_type)
     if not cp.hyperpod and group.follows_block and capacity.type == CAPACITY_BLOCK:
         return KubernetesEnd(group.name, str(capacity.reservation_id), "", group.drain_minutes,
                              capacity.end_signal_minutes)

@@ -86,6 +86,11 @@ class NodeGroup:
         return self.instance.name
 
     @property
+    def sagemaker_instance_type(self) -> str:
+        """The type as SageMaker names it (HyperPod's instance groups, a training plan's capacities)."""
+        return f"ml.{self.instance.name}"
+
+    @property
     def efa_interfaces(self) -> int:
         """EFA interfaces per node (what the EFA device plugin advertises on Kubernetes)."""
         return sum(1 for i in self.interfaces if i.is_efa)

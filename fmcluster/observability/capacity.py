@@ -100,7 +100,7 @@ def counted(m: model.ClusterModel) -> list[Counted]:
         if capacity.training_plan_arn and hyperpod:
             key, kind = capacity.training_plan_arn, "training-plan"
             item = Counted(plan_name(key), kind, None, key, (), group_termination_minutes(group, hyperpod),
-                           (f"ml.{group.instance_type}",))
+                           (group.sagemaker_instance_type,))
         elif capacity.type == CAPACITY_BLOCK and capacity.reservation_id:
             key = capacity.reservation_id
             item = Counted(key, CAPACITY_BLOCK, key, None, (), group_termination_minutes(group, hyperpod))
