@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 from tests.support.examples import CLEAN_ENV
 from tests.support.locks import locked
@@ -92,7 +93,19 @@ class Corpus:
         if result.returncode != 0 or "Traceback" in result.stderr:
             raise SynthesisError(f"{spec}: the app exited {result.returncode}\n{result.stderr}")
 
-    # --- templates synthesized in process ------------------------------------------------------
+    # --- results kept as JSON ----------------------------------------------------------------
+
+    def _kept(self, kind: str, key: str, make: Callable[[], Any]) -> Any:
+        """What `make` returns, made once a run for `key` under `kind`, whichever worker asks first,
+        and kept as JSON (written whole, then renamed: a reader never sees half of it)."""
+        cache = self.root / kind / f"{key}.json"
+        if not cache.exists():
+            with locked(self.root / kind / f"{key}.lock"):
+                if not cache.exists():
+                    partial = cache.with_suffix(f".{os.getpid()}.tmp")
+                    partial.write_text(json.dumps(make()))
+                    partial.replace(cache)
+        return json.loads(cache.read_text())
 
     def in_process(self, spec: object) -> dict[str, dict]:
         """The templates of a spec model (a ClusterSpec) as tests.support.examples.in_process
@@ -102,16 +115,7 @@ class Corpus:
         from tests.support.examples import in_process
 
         resolved = json.dumps(spec.resolved(), sort_keys=True)  # type: ignore[attr-defined]
-        key = _digest(resolved, "in-process")
-        cache = self.root / "in-process" / f"{key}.json"
-        if not cache.exists():
-            with locked(self.root / "in-process" / f"{key}.lock"):
-                if not cache.exists():
-                    partial = cache.with_suffix(f".{os.getpid()}.tmp")
-                    partial.write_text(json.dumps(in_process(spec)))
-                    partial.replace(cache)
-        templates: dict[str, dict] = json.loads(cache.read_text())
-        return templates
+        return self._kept("in-process", _digest(resolved, "in-process"), lambda: in_process(spec))
 
     # --- cfn-lint ----------------------------------------------------------------------------
 
@@ -121,15 +125,8 @@ class Corpus:
         from cfnlint.version import __version__ as cfn_lint_version
 
         key = _digest(hashlib.sha256(template.read_bytes()).hexdigest(), cfn_lint_version)
-        cache = self.root / "cfn-lint" / f"{key}.json"
-        if not cache.exists():
-            with locked(self.root / "cfn-lint" / f"{key}.lock"):
-                if not cache.exists():
-                    found = _lint(template)
-                    partial = cache.with_suffix(f".{os.getpid()}.tmp")
-                    partial.write_text(json.dumps(found))
-                    partial.replace(cache)
-        return [line.replace("{template}", template.name) for line in json.loads(cache.read_text())]
+        found = self._kept("cfn-lint", key, lambda: _lint(template))
+        return [line.replace("{template}", template.name) for line in found]
 
 
 def _lint(template: Path) -> list[str]:
