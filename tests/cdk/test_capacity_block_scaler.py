@@ -4,7 +4,6 @@ EKS managed node group's desired size with its Capacity Block's state and end.""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from datetime import datetime, timedelta, timezone
 
@@ -13,11 +12,10 @@ import pytest
 from botocore.stub import Stubber
 
 from fmcluster_cdk.constructs.compute import capacity_blocks
+from tests.support import lambda_handlers
 from tests.support.clock import frozen_at
 
-spec = importlib.util.spec_from_file_location("capacity_block_scaler", capacity_blocks.HANDLER / "index.py")
-handler = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(handler)
+handler = lambda_handlers.load(capacity_blocks.HANDLER / "index.py", "capacity_block_scaler")
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=timezone.utc)
 RID = "cr-0123456789abcdef0"

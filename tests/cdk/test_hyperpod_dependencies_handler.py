@@ -4,7 +4,6 @@ network, no cluster."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import tarfile
@@ -12,10 +11,9 @@ import tarfile
 import pytest
 
 from fmcluster_cdk.constructs.hyperpod import dependencies as deps
+from tests.support import lambda_handlers
 
-spec = importlib.util.spec_from_file_location("hyperpod_dependencies_handler", deps.HANDLER / "index.py")
-handler = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(handler)
+handler = lambda_handlers.load(deps.HANDLER / "index.py", "hyperpod_dependencies_handler")
 
 PROPS = {"ClusterName": "hp-eks", "ArchiveUrl": deps.ARCHIVE_URL, "Commit": deps.COMMIT, "Release": deps.RELEASE,
          "Namespace": deps.NAMESPACE, "Values": json.dumps({"health-monitoring-agent": {"region": "us-east-1"}})}
