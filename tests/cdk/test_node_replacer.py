@@ -16,6 +16,7 @@ from botocore.stub import ANY, Stubber
 
 from fmcluster_cdk.constructs.compute import node_replacer
 from tests.support import lambda_handlers
+from tests.support import training_plans as plans
 from tests.support.clock import frozen_at
 from tests.support.moto_aws import mocked_aws
 
@@ -243,19 +244,8 @@ def test_hyperpod_finds_a_node_without_an_instance_id_by_its_host_name(aws):
     assert (decision["action"], decision["instance"]) == ("replaced", "i-0aaaaaaaaaaaaaa42")
 
 
-def training_plan(*windows: tuple[str, timedelta, timedelta]) -> dict:
-    """DescribeTrainingPlan's answer: a plan that ends in 3 days, its reserved capacities (instance
-    type, start and end from NOW) as given."""
-    return {"TrainingPlanArn": PLAN, "TrainingPlanName": "b200-plan", "Status": "Active",
-            "StartTime": NOW - timedelta(days=1), "EndTime": NOW + timedelta(days=3),
-            "ReservedCapacitySummaries": [
-                {"ReservedCapacityArn": f"{PLAN}/rc-{i}", "InstanceType": instance_type, "TotalInstanceCount": 2,
-                 "Status": "Active", "StartTime": NOW + start, "EndTime": NOW + end}
-                for i, (instance_type, start, end) in enumerate(windows)]}
-
-
 @pytest.mark.parametrize("windows, action", [
-    # the node's type's reserved capacity ends in 30 minutes, though the plan runs 3 days: kept
+    # the node's type's reserved capacity ends in 30 minutes, though the plan runs 9 days: kept
     ([(B200, -timedelta(days=1), timedelta(minutes=30)), (B200, timedelta(days=1), timedelta(days=3))], "kept"),
     # another type's capacity ends soon; the node's runs on (an extension back to back): replaced
     ([(B200, -timedelta(days=1), timedelta(minutes=30)), (B200, timedelta(minutes=30), timedelta(days=3)),
@@ -271,7 +261,8 @@ def test_hyperpod_keeps_a_node_in_the_last_hour_of_its_training_plans_window(aws
 
     def setup(stub):
         nodes(stub, ("gpu", "i-0aaaaaaaaaaaaaa42", "Running"))
-        stub.add_response("describe_training_plan", training_plan(*windows), {"TrainingPlanName": "b200-plan"})
+        answer = plans.plan("Active", *(plans.reserved(start, end, kind) for kind, start, end in windows), arn=PLAN)
+        stub.add_response("describe_training_plan", answer, {"TrainingPlanName": "b200-plan"})
         if action == "replaced":
             stub.add_response("batch_replace_cluster_nodes", {"Successful": ["i-0aaaaaaaaaaaaaa42"]},
                               {"ClusterName": HP, "NodeIds": ["i-0aaaaaaaaaaaaaa42"]})
