@@ -14,6 +14,7 @@ documented here. The digest is the image's identity: a changed recipe is a new d
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -155,15 +156,22 @@ def component(name: str, description: str, phase: str, step: str, script: str, t
     must not hold `{{`: AWSTOE reads that as a variable)."""
     if "{{" in script:
         raise ValueError(f"the {phase} script of {name} holds '{{{{', which AWSTOE would expand")
-    document = {"name": name, "description": description, "schemaVersion": SCHEMA_VERSION,
-                "phases": [{"name": phase, "steps": [{"name": step, "action": "ExecuteBash",
-                                                      "timeoutSeconds": timeout, "onFailure": "Abort",
-                                                      "inputs": {"commands": [script]}}]}]}
-    text = yaml.dump(document, Dumper=_BlockDumper, sort_keys=False, width=1000)
+    text = _component_text(name, description, phase, step, script, timeout)
     if len(text) > COMPONENT_DATA_LIMIT:
         raise ValueError(f"the {phase} document of {name} is {len(text)} characters, over Image Builder's "
                          f"{COMPONENT_DATA_LIMIT}")
     return text
+
+
+@functools.lru_cache(maxsize=64)
+def _component_text(name: str, description: str, phase: str, step: str, script: str, timeout: int) -> str:
+    """The document's YAML. Kept per input: PyYAML's emitter takes tens of milliseconds over a
+    script, and a process that synthesizes several specs (diff, the tests) writes the same again."""
+    document = {"name": name, "description": description, "schemaVersion": SCHEMA_VERSION,
+                "phases": [{"name": phase, "steps": [{"name": step, "action": "ExecuteBash",
+                                                      "timeoutSeconds": timeout, "onFailure": "Abort",
+                                                      "inputs": {"commands": [script]}}]}]}
+    return yaml.dump(document, Dumper=_BlockDumper, sort_keys=False, width=1000)
 
 
 def _documents(image: NodeImage, digest: str) -> tuple[str, str]:

@@ -10,6 +10,7 @@ Sources and details: docs/research-notes.md, "The node kit (fmcluster/node/)".""
 from __future__ import annotations
 
 import base64
+import functools
 import lzma
 import re
 import shlex
@@ -108,9 +109,12 @@ source "$ROOT{BODY_FILE}"
 """
 
 
+@functools.lru_cache(maxsize=128)
 def pack(body: str) -> str:
     """`body` as a compact script carries it: xz (no mtime or name in the stream, so the same body
-    gives the same bytes), then base85."""
+    gives the same bytes), then base85. Kept per body: xz at its strongest takes tens of
+    milliseconds, and a process that synthesizes several specs (diff, the tests) packs the same
+    body again and again."""
     return base64.b85encode(lzma.compress(body.encode("utf-8"), preset=9 | lzma.PRESET_EXTREME)).decode("ascii")
 
 
