@@ -78,7 +78,7 @@ class LifecycleAction:
         if len(self.arguments) > SCRIPT_ARGUMENTS:
             found.append(f"{len(self.arguments)} arguments: at most {SCRIPT_ARGUMENTS}")
         found += [f"an argument of {len(a)} characters: at most {SCRIPT_ARGUMENT_LENGTH}" for a in self.arguments
-                  if not cdk.Token.is_unresolved(a) and len(a) > SCRIPT_ARGUMENT_LENGTH]
+                  if len(a) > SCRIPT_ARGUMENT_LENGTH and not cdk.Token.is_unresolved(a)]
         return found
 
     def property(self) -> pcs.CfnComputeNodeGroup.NodeLifecycleScriptProperty:

@@ -50,6 +50,8 @@ class NodeScripts(Construct):
         stage = cdk.Stage.of(self)
         assert stage is not None  # every construct of an app is in a Stage (the App is one)
         synthesizer = cdk.Stack.of(self).synthesizer
+        # each read of a construct's property is a round trip to the jsii runtime: once, not per script
+        asset_outdir, outdir, partition = Path(stage.asset_outdir), stage.outdir, cdk.Aws.PARTITION
         self.locations: dict[str, str] = {}
         self.checksums: dict[str, str] = {}
         self.object_arns: dict[str, str] = {}
@@ -59,15 +61,15 @@ class NodeScripts(Construct):
             data = text.encode("utf-8")
             digest = hashlib.sha256(data).hexdigest()
             _, extension = os.path.splitext(name)
-            path = Path(stage.asset_outdir) / f"asset.{PREFIX}.{digest}{extension}"
+            path = asset_outdir / f"asset.{PREFIX}.{digest}{extension}"
             if not path.exists() or path.read_bytes() != data:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
             location = synthesizer.add_file_asset(
-                file_name=os.path.relpath(path, stage.outdir), packaging=cdk.FileAssetPackaging.FILE,
+                file_name=os.path.relpath(path, outdir), packaging=cdk.FileAssetPackaging.FILE,
                 source_hash=digest, display_name=f"node script {name} ({digest[:12]})")
             self.locations[name] = f"s3://{location.bucket_name}/{location.object_key}"
             self.checksums[name] = digest
-            self.object_arns[name] = f"arn:{cdk.Aws.PARTITION}:s3:::{location.bucket_name}/{location.object_key}"
+            self.object_arns[name] = f"arn:{partition}:s3:::{location.bucket_name}/{location.object_key}"
         self.policy = iam.Policy(self, "Read", roles=[role], statements=[iam.PolicyStatement(
             sid="NodeScriptsRead", actions=["s3:GetObject"], resources=sorted(self.object_arns.values()))])

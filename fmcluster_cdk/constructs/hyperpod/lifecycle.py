@@ -61,6 +61,7 @@ class LifecycleScripts(Construct):
         assert stage is not None  # every construct of an app is in a Stage (the App is one)
         staged = Path(stage.asset_outdir) / f"asset.{PREFIX_ROOT}.{digest}"
         synthesizer = cdk.Stack.of(self).synthesizer
+        outdir = stage.outdir  # a round trip to the jsii runtime: once, not per file
         self.object_keys: dict[str, str] = {}
         location = None
         for name, text in sorted(bundle.files.items()):
@@ -70,7 +71,7 @@ class LifecycleScripts(Construct):
                 path.write_text(text, encoding="utf-8")
             stem, _ = os.path.splitext(name)
             location = synthesizer.add_file_asset(
-                file_name=os.path.relpath(path, stage.outdir), packaging=cdk.FileAssetPackaging.FILE,
+                file_name=os.path.relpath(path, outdir), packaging=cdk.FileAssetPackaging.FILE,
                 source_hash=f"{self.prefix}{stem}", display_name=f"lifecycle {name} ({digest[:12]})")
             self.object_keys[name] = location.object_key
         assert location is not None  # the bundle has a file (checked above)
