@@ -107,17 +107,20 @@ def pytest_collection_modifyitems(config, items):
     """Before the other implementations (-m selects by them): the markers of what each module
     uses. After them (pytest has grouped the items by their fixtures' scopes): the order."""
     uses: dict[Path, set[str]] = {}
+    tested: set[Path] = set()  # the modules whose text shows one of TEST_USES: only their tests' sources are read
     for item in items:
         if item.path not in uses:
             text = item.path.read_text() if item.path.suffix == ".py" else ""
             uses[item.path] = {name for name, pattern in USES.items() if pattern.search(text)}
+            if any(pattern.search(text) for pattern in TEST_USES.values()):
+                tested.add(item.path)
         if "corpus" in getattr(item, "fixturenames", ()):
             uses[item.path].add("synth")
         # a module that says what it uses (pytestmark = pytest.mark.synth) is slow too, whatever its text
         uses[item.path] |= {name for name in USES if item.get_closest_marker(name)}
     for item in items:
         function = getattr(item, "function", None)  # none: a doctest, a file of another kind
-        own = _own_uses(function) if function is not None else frozenset()
+        own = _own_uses(function) if function is not None and item.path in tested else frozenset()
         for name in sorted(uses[item.path] | own):
             item.add_marker(name)
         if uses[item.path] or own:
