@@ -1,12 +1,14 @@
 """`fmcluster verify SPEC RESULTS...` on what users have: plain outputs of nccl-tests, dcgmi diag and
-fio (recognized by their content), alone, in a directory, or mixed with the kit's grouped files; run
-as a user runs it, `python -m fmcluster verify`, for each exit code.
+fio (recognized by their content), alone, in a directory, or mixed with the kit's grouped files. Each exit code is
+seen as a user runs it, `python -m fmcluster verify`; the other tests call the same `main` in-process.
 
 Fixtures: tests/data/verify-plain/ (written after NVIDIA/nccl-tests' src/common.cu and fio's normal
 report, see its PROVENANCE.md) and the real outputs of tests/data/verify/."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from fmcluster.cli import main
 from fmcluster.kits import jobs, verify
 from tests.support.paths import DATA, ROOT
 
@@ -33,11 +36,21 @@ DCGM_FAIL = REAL / "dcgm-diag-r3-8x-h100-fail.txt"
 TABLE_ONLY = REAL / "nccl-all_reduce-2x-p5-slurm-srun-label-table-only.txt"
 
 
-def verify_cli(*results, fmt="text", spec=SPEC):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "fmcluster", "verify", spec, *map(str, results), "--format", fmt],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    return done.returncode, done.stdout, done.stderr
+def verify_cli(*results, fmt="text", spec=SPEC, process=False):
+    """`fmcluster verify SPEC RESULTS... --format FMT`: its exit code, standard output and error. With
+    `process`, as a user runs it, `python -m fmcluster` in a process of its own (the tests of each exit
+    code, and those a hang would stop: it has a timeout); else the same `main` in this process, which
+    saves a Python start and the spec's imports a call."""
+    args = ["verify", spec, *map(str, results), "--format", fmt]
+    if process:
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        done = subprocess.run([sys.executable, "-m", "fmcluster", *args], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=120)
+        return done.returncode, done.stdout, done.stderr
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(args)
+    return code, out.getvalue(), err.getvalue()
 
 
 def results(stdout):
@@ -48,7 +61,7 @@ def results(stdout):
 def test_garbage_is_not_judged_and_exits_2(tmp_path):
     garbage = tmp_path / "results.txt"
     garbage.write_text("garbage\n")
-    code, out, err = verify_cli(garbage)
+    code, out, err = verify_cli(garbage, process=True)
     assert code == 2 and out == ""
     assert f"{garbage}: not judged: not an output of nccl-tests" in err and "nothing judged" in err
 
@@ -58,13 +71,13 @@ def test_an_empty_directory_exits_2(tmp_path):
 
 
 def test_a_healthy_2_node_all_reduce_passes_with_its_nodes_named():
-    code, out, err = verify_cli(HEALTHY, fmt="json")
+    code, out, err = verify_cli(HEALTHY, fmt="json", process=True)
     assert code == 0, err
     assert results(out) == [("nccl-all_reduce-nodes", "ip-10-1-0-11,ip-10-1-0-12", "PASS", 479.71)]
 
 
 def test_a_slow_2_node_all_reduce_fails_and_exits_1():
-    code, out, _ = verify_cli(SLOW)
+    code, out, _ = verify_cli(SLOW, process=True)
     assert code == 1
     assert [line.split()[:4] for line in out.splitlines() if line.startswith("FAIL")] == \
         [["FAIL", "gpu", "nccl-all_reduce-nodes", "ip-10-1-0-11,ip-10-1-0-12"]]
@@ -181,19 +194,13 @@ def test_the_kit_s_own_files_are_not_judged(tmp_path, spec, source):
     expected.json are listed as not judged, never a FAIL; the results beside them are judged. Their
     content alone (renamed, without the #! line) is no result either."""
     kit = tmp_path / "acc"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    assert subprocess.run([sys.executable, "-m", "fmcluster", "jobs", spec, "-o", str(kit)], cwd=ROOT,
-                          env=env, capture_output=True).returncode == 0
+    with contextlib.chdir(ROOT), contextlib.redirect_stdout(io.StringIO()):
+        assert main(["jobs", spec, "-o", str(kit)]) == 0
     sources = sorted(str(p) for p in kit.rglob("*") if p.is_file())
     assert str(kit / source) in sources and str(kit / "expected.json") in sources
     assert "fmcluster-smoke ok world_size" in (kit / source).read_text()
 
-    def verify_cli(*results, fmt="text"):
-        done = subprocess.run([sys.executable, "-m", "fmcluster", "verify", spec, *map(str, results), "--format",
-                               fmt], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-        return done.returncode, done.stdout, done.stderr
-
-    code, out, err = verify_cli(kit, fmt="json")
+    code, out, err = verify_cli(kit, fmt="json", spec=spec)
     assert code == 2, err
     report = json.loads(out)
     assert report["verdict"] is None and report["judged"] == 0
@@ -201,17 +208,17 @@ def test_the_kit_s_own_files_are_not_judged(tmp_path, spec, source):
     assert not [r for g in report["groups"].values() for r in g["results"] if r["verdict"] == "FAIL"]
     (kit / "results").mkdir()
     shutil.copy(HEALTHY, kit / "results" / "gpu-nccl-7.out")
-    code, out, _ = verify_cli(kit)
+    code, out, _ = verify_cli(kit, spec=spec)
     assert code == 0 and "FAIL" not in out and "  " + str(kit / source) in out.splitlines()
-    assert results(verify_cli(kit, fmt="json")[1]) == [("nccl-all_reduce-nodes", "ip-10-1-0-11,ip-10-1-0-12",
-                                                       "PASS", 479.71)]
+    assert results(verify_cli(kit, fmt="json", spec=spec)[1]) == [
+        ("nccl-all_reduce-nodes", "ip-10-1-0-11,ip-10-1-0-12", "PASS", 479.71)]
     bare = tmp_path / "bare"
     bare.mkdir()
     for path in map(Path, sources):
         text = path.read_text()
         name = path.relative_to(kit).as_posix().replace("/", "-") + ".txt"
         (bare / name).write_text(text.split("\n", 1)[1] if text.startswith("#!") else text)
-    code, out, err = verify_cli(bare)
+    code, out, err = verify_cli(bare, spec=spec)
     assert code == 2 and out == "" and err.count(": not judged: not an output of") == len(sources), err
 
 
@@ -238,12 +245,12 @@ def test_a_fifo_or_socket_in_the_results_is_not_opened(tmp_path):
     os.mkfifo(tmp_path / "pipe")
     with socket.socket(socket.AF_UNIX) as sock:
         sock.bind(str(tmp_path / "sock"))
-        code, out, err = verify_cli(tmp_path, fmt="json")
+        code, out, err = verify_cli(tmp_path, fmt="json", process=True)
         assert code == 0, err
         assert json.loads(out)["not_judged"] == [
             {"file": str(tmp_path / "pipe"), "reason": "a FIFO, not a regular file: not opened"},
             {"file": str(tmp_path / "sock"), "reason": "a socket, not a regular file: not opened"}]
-        code, out, err = verify_cli(tmp_path / "pipe", fmt="json")
+        code, out, err = verify_cli(tmp_path / "pipe", fmt="json", process=True)
         assert code == 2 and json.loads(out)["not_judged"][0]["reason"].startswith("a FIFO")
 
 
