@@ -37,24 +37,39 @@ EXIT_CODES = """exit codes (what each means for a command: fmcluster COMMAND --h
   130  interrupted (Ctrl-C)"""
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command line. With `only` (a command's name), the other commands are
+    named with their one-line help (what `fmcluster --help` lists) but their arguments, description
+    and epilog are left out: a command line of `only` parses as with the whole parser, and a run
+    builds no more than it reads (some commands' arguments import their choices)."""
     parser = argparse.ArgumentParser(
         prog="fmcluster", description="Validate, review and synthesize GPU cluster specs for AWS.",
         formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXIT_CODES)
     parser.add_argument("--version", action="version", version=f"fmcluster {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in COMMANDS.items():
+        if only is not None and name != only:
+            sub.add_parser(name, help=command.help)
+            continue
         command.add_arguments(sub.add_parser(
             name, help=command.help, description=textwrap.fill(command.description, 79),
             epilog=command.epilog(), formatter_class=argparse.RawDescriptionHelpFormatter))
     return parser
 
 
+def _command_of(argv: list[str]) -> str | None:
+    """The command a command line names: its first word that is not an option (fmcluster's own
+    options, --version and --help, take no value), where that is a command."""
+    first = next((word for word in argv if not word.startswith("-")), None)
+    return first if first in COMMANDS else None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run a command line; without `argv`, that of this process (the `fmcluster` program and
     `python -m fmcluster`)."""
     try:
-        args = build_parser().parse_args(argv)
+        words = sys.argv[1:] if argv is None else argv
+        args = build_parser(_command_of(words)).parse_args(words)
         command: Callable[[argparse.Namespace], int] = args.func  # set_defaults(func=...) of each command
         return command(args)
     except BrokenPipeError:  # `fmcluster schema | head`: the reader has gone, so has stdout

@@ -99,6 +99,23 @@ def test_every_format_is_explained(name):
 def test_every_example_parses(name, example):
     args = build_parser().parse_args(command_line(example))
     assert args.command == name
+    # main builds only the named command's arguments: the same command line, the same namespace
+    assert vars(build_parser(name).parse_args(command_line(example))) == vars(args)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_the_parser_of_one_command_lists_every_command(name, capsys):
+    """`fmcluster --help` and a misspelt command read the same with main's parser of one command."""
+    for parser in (build_parser(), build_parser(name)):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--help"])
+        with pytest.raises(SystemExit):
+            parser.parse_args(["nosuch"])
+    out, err = capsys.readouterr()
+    helps = out.split("usage: fmcluster [-h]")[1:]
+    assert len(helps) == 2 and helps[0] == helps[1] and all(n in helps[0] for n in COMMANDS)
+    refusals = [line for line in err.splitlines() if "invalid choice" in line]
+    assert len(refusals) == 2 and refusals[0] == refusals[1]
 
 
 def test_the_command_lines_help_lists_the_exit_codes(capsys):
