@@ -92,6 +92,25 @@ TEST_USES = {"lint": re.compile(r"\bassert_shellcheck_clean\(")}
 FIRST = ("toolchain", "slurm", "synth", "sandbox")
 
 
+# A mark a module or one of its tests is given in its own text: it makes the whole module slow, as
+# in pytest_collection_modifyitems (`uses[item.path] |= ...`)
+OWN_MARK = re.compile(r"\bpytest\.mark\.(?:" + "|".join(USES) + r")\b")
+
+
+def pytest_ignore_collect(collection_path, config):
+    """`make test-fast` (-m "not slow") does not import the modules whose text makes every test of
+    theirs slow (USES, or a mark of USES in the module): pytest_collection_modifyitems would mark
+    them all slow and -m would deselect them, after their imports (aws_cdk and its Node.js process,
+    cfn-lint, moto: seconds a worker) had been paid. None: pytest decides as usual."""
+    if config.getoption("markexpr", "") != "not slow" or collection_path.suffix != ".py" \
+            or not collection_path.name.startswith("test_"):
+        return None
+    text = collection_path.read_text()
+    if OWN_MARK.search(text) or any(pattern.search(text) for pattern in USES.values()):
+        return True
+    return None
+
+
 @functools.cache
 def _own_uses(function) -> frozenset[str]:
     """TEST_USES that a test function's source shows (once a function: its parameters share it)."""
