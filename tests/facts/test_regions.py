@@ -41,9 +41,15 @@ def test_every_region_is_botocores_and_pseudo_regions_are_not_regions():
     assert {"us-east-1", "cn-north-1", "us-gov-west-1"} <= set(regions.region_names())
 
 
+@pytest.fixture(scope="module")
+def botocore_session():
+    """One botocore session for the module: each new one loads botocore's endpoint data again."""
+    return botocore.session.get_session()
+
+
 @pytest.mark.parametrize("region", [*regions.region_names(), "eu-faraway-9", "cn-south-7", "us-gov-north-3"])
-def test_partition_is_botocores(region):
-    assert regions.partition(region) == botocore.session.get_session().get_partition_for_region(region)
+def test_partition_is_botocores(region, botocore_session):
+    assert regions.partition(region) == botocore_session.get_partition_for_region(region)
 
 
 def test_partition_of_a_name_no_partition_matches_is_the_first():
