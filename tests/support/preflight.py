@@ -7,8 +7,10 @@ tests/deploy/test_preflight_ultraserver.py and tests/deploy/test_preflight_capac
 from __future__ import annotations
 
 import hashlib
+import os
 import sys
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import boto3
 from botocore.stub import Stubber
@@ -60,11 +62,42 @@ def shown(spec, fmt: str = "text", **run) -> int:
     return preflight.exit_code(report)
 
 
+# Clients kept for the test process: (service, region, stubbed) -> the clients made so far, and
+# for each its Stubber (None: a client of moto's). boto3 builds a client's class anew for every
+# client (EC2's has some 700 methods: tens of milliseconds), and a preflight test makes about ten.
+_KEPT: dict[tuple[str, str, bool], list[tuple[Any, Stubber | None]]] = {}
+_HANDED: dict[tuple[str, str, bool], int] = {}  # how many of each the current test has
+_TEST: list[str] = [""]
+
+
+def client(service: str, region: str, *, stub: bool = False) -> tuple[Any, Stubber | None]:
+    """A client of `service` in `region` (moto answers it, or with `stub` a new, active Stubber
+    given back with it), none that the current test already has: the first, second... asked for in
+    a test are the kept first, second..., their previous test's Stubbers deactivated."""
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]  # pytest's: "NODEID (PHASE)"
+    if test != _TEST[0]:
+        _TEST[0] = test
+        _HANDED.clear()
+    key = (service, region, stub)
+    kept = _KEPT.setdefault(key, [])
+    n = _HANDED.get(key, 0)
+    _HANDED[key] = n + 1
+    if n == len(kept):
+        kept.append((boto3.client(service, region_name=region), None))
+    made, previous = kept[n]
+    if previous is not None:
+        previous.deactivate()
+    stubber = None
+    if stub:
+        stubber = Stubber(made)
+        stubber.activate()
+    kept[n] = (made, stubber)
+    return made, stubber
+
+
 def stubbed(service: str, region: str):
-    client = boto3.client(service, region_name=region)
-    stubber = Stubber(client)
-    stubber.activate()
-    return client, stubber
+    """A client of `service` in `region` and its active Stubber, which answers every call."""
+    return client(service, region, stub=True)
 
 
 def reservation(spec_group, az_id="use1-az4", *, block=True, state="active", start=NOW - timedelta(days=1),
@@ -127,7 +160,7 @@ class Clients:
         for name in named if not spec.orchestrator.control_plane.hyperpod else ():
             self.reservations.add_response("describe_placement_groups", {"PlacementGroups": [
                 {"GroupName": name, "State": "available", "Strategy": "cluster"}]}, {"GroupNames": [name]})
-        self.ec2 = Split(boto3.client("ec2", region_name=region), ec2_stub,
+        self.ec2 = Split(client("ec2", region)[0], ec2_stub,
                          ("describe_capacity_reservations", "describe_placement_groups"))
         # moto lacks DescribeCapacityBlocks and DescribeCapacityBlockStatus: for each UltraServer
         # group on a reservation, its block (matching the spec) with a healthy interconnect
@@ -196,7 +229,7 @@ class Clients:
         if service == "imagebuilder":
             return self.imagebuilder
         if service not in self.moto:
-            self.moto[service] = boto3.client(service, region_name=self.region)
+            self.moto[service] = client(service, self.region)[0]
             if service == "sagemaker":
                 self.moto[service] = Split(self.moto[service], self.plans_client, ("describe_training_plan",))
         return self.moto[service]
