@@ -10,14 +10,13 @@ import sys
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 
-import boto3
 import pytest
 
 from fmcluster.deploy import capacity
 from fmcluster.deploy.capacity.report import Request
 from fmcluster.spec import loader
 from tests.support.paths import ROOT
-from tests.support.preflight import Split, stubbed
+from tests.support.preflight import Split, client, stubbed
 
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)  # the time every capacity test runs at
@@ -95,8 +94,8 @@ class Clients:
     def __init__(self, region: str = "us-east-1") -> None:
         stub_ec2, self.ec2 = stubbed("ec2", region)
         self.sagemaker_client, self.sagemaker = stubbed("sagemaker", region)
-        self._ec2 = Split(boto3.client("ec2", region_name=region), stub_ec2, EC2_CALLS)
-        self._sts = boto3.client("sts", region_name=region)
+        self._ec2 = Split(client("ec2", region)[0], stub_ec2, EC2_CALLS)
+        self._sts = client("sts", region)[0]
 
     def __call__(self, service: str):
         return {"ec2": self._ec2, "sagemaker": self.sagemaker_client, "sts": self._sts}[service]
