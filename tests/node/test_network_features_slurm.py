@@ -194,10 +194,10 @@ def test_features_come_back_when_slurmctld_comes_back(cluster, tmp_path):
     next run (every few seconds) sets them again from /run's cache as soon as slurmctld answers,
     without EC2; while slurmctld is down it changes nothing and fails no unit for good."""
     before = cluster.node("node2")["AvailableFeatures"]
-    cluster.stop_controller()
-    down = run_program(cluster, tmp_path, "node2", "i-0a1b2c3d4e5f60002", aws="#!/bin/sh\nexit 1\n", mode="--restore")
-    assert down.returncode != 0  # no answer: tried again at the timer's next run
-    cluster.start_controller()
+    with cluster.controller_down():
+        down = run_program(cluster, tmp_path, "node2", "i-0a1b2c3d4e5f60002", aws="#!/bin/sh\nexit 1\n",
+                           mode="--restore")
+        assert down.returncode != 0  # no answer: tried again at the timer's next run
     assert cluster.node("node2")["AvailableFeatures"] != before  # forgotten
     result = run_program(cluster, tmp_path, "node2", "i-0a1b2c3d4e5f60002", aws="#!/bin/sh\nexit 1\n",
                          mode="--restore")

@@ -205,11 +205,7 @@ def test_slurm_powers_down_a_dynamic_node_reboots_for_a_reset_and_asks_for_a_sta
         # the instance reboots: a new boot, a clean kernel log, slurmd registering with a new boot time
         (nodes / "node1" / "xids").unlink()
         (nodes / "node1" / "proc/sys/kernel/random/boot_id").write_text("boot-2\n")
-        old = next(p for p in cluster.processes if "node1" in p.args and any("slurmd" in a for a in p.args))
-        old.terminate()
-        old.wait(timeout=20)
-        cluster.processes.remove(old)
-        cluster._spawn(cluster._slurmd_argv("node1") + ["-b"], "slurmd-node1-rebooted.out")
+        cluster.restart_slurmd("node1", "-b")
         until(lambda: cluster.node_states().get("node1") == "idle" and "node1" not in reasons(cluster),
               "node1 back and resumed", cluster)
         assert not (tmp_path / "requests.log").exists()

@@ -231,6 +231,6 @@ def test_slurm_collector_against_a_real_slurm(tmp_path):
         good = collect()
         assert (good["slurm_nodes_drain"], good["slurm_nodes_down"], good["slurm_nodes_idle"]) == (1, 1, 1)
         assert good["slurm_scrape_success"] == 1
-        cluster.stop_controller()
-        failed = collect()
+        with cluster.controller_down():
+            failed = collect()
         assert failed == {**good, "slurm_scrape_success": 0.0}

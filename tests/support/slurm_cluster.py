@@ -179,6 +179,20 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
+def _listening(port: int) -> bool:
+    """Whether a socket listens on TCP `port` (the kernel's tables: nothing connects to it)."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+
 def parse(line: str) -> dict[str, str]:
     """One `scontrol -o show ...` line as KEY -> value (values with spaces, like Reason, kept whole)."""
     fields: dict[str, str] = {}
@@ -290,7 +304,8 @@ class SlurmCluster:
             "SlurmctldDebug=info", "SlurmdDebug=info", "KillWait=2", "MinJobAge=600",
             *([f"GresTypes={gres_type}"] if gres_type else []), *self.extra,
         ]
-        for node, port in zip(self.names, node_ports, strict=True):
+        self.node_ports = dict(zip(self.names, node_ports, strict=True))
+        for node, port in self.node_ports.items():
             gres = f" Gres={self.gres}" if self.gres else ""
             lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr={self.addresses[node]} Port={port} "
                          f"CPUs={self.cpus} RealMemory=1000 State=UNKNOWN{gres}")
@@ -484,6 +499,29 @@ class SlurmCluster:
         self.controller.terminate()
         self.controller.wait(timeout=10)
         self.processes.remove(self.controller)
+
+    @contextmanager
+    def controller_down(self) -> Iterator[None]:
+        """slurmctld ended for the block, then started again (without its saved state). The start lock
+        is held meanwhile: a cluster that another test process starts beside this one would
+        otherwise take slurmctld's port while it is free (free_ports)."""
+        with start_lock():
+            self.stop_controller()
+            try:
+                yield
+            finally:
+                self.start_controller()
+
+    def restart_slurmd(self, node: str, *args: str) -> None:
+        """End `node`'s slurmd and start it again, with `args` (-b: a new boot), under the start lock
+        until it listens on its port again (as controller_down, for the node's port)."""
+        with start_lock():
+            old = next(p for p in self.processes if node in p.args and any("slurmd" in str(a) for a in p.args))
+            old.terminate()
+            old.wait(timeout=20)
+            self.processes.remove(old)
+            self._spawn(self._slurmd_argv(node) + list(args), f"slurmd-{node}-restarted.out")
+            self._until(lambda: _listening(self.node_ports[node]), f"{node}'s slurmd to listen again")
 
     def __enter__(self) -> "SlurmCluster":
         return self.start()
