@@ -64,7 +64,7 @@ def shown(spec, fmt: str = "text", **run) -> int:
 
 # Clients kept for the test process: (service, region, stubbed) -> the clients made so far, and
 # for each its Stubber (None: a client of moto's). boto3 builds a client's class anew for every
-# client (EC2's has some 700 methods: tens of milliseconds), and a preflight test makes about ten.
+# client (EC2's has some 830 methods: tens of milliseconds), and a preflight test makes about ten.
 _KEPT: dict[tuple[str, str, bool], list[tuple[Any, Stubber | None]]] = {}
 _HANDED: dict[tuple[str, str, bool], int] = {}  # how many of each the current test has
 _TEST: list[str] = [""]
