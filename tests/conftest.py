@@ -97,6 +97,15 @@ FIRST = ("toolchain", "slurm", "synth", "sandbox")
 OWN_MARK = re.compile(r"\bpytest\.mark\.(?:" + "|".join(USES) + r")\b")
 
 
+@functools.cache
+def _shown(path: Path) -> frozenset[str]:
+    """The names of USES and TEST_USES whose pattern a module's text shows, and "mark" where it
+    shows OWN_MARK: the file read once, by whichever hook asks first."""
+    text = path.read_text() if path.suffix == ".py" else ""
+    patterns = {**USES, **TEST_USES, "mark": OWN_MARK}
+    return frozenset(name for name, pattern in patterns.items() if pattern.search(text))
+
+
 def pytest_ignore_collect(collection_path, config):
     """`make test-fast` (-m "not slow") does not import the modules whose text makes every test of
     theirs slow (USES, or a mark of USES in the module): pytest_collection_modifyitems would mark
@@ -105,10 +114,7 @@ def pytest_ignore_collect(collection_path, config):
     if config.getoption("markexpr", "") != "not slow" or collection_path.suffix != ".py" \
             or not collection_path.name.startswith("test_"):
         return None
-    text = collection_path.read_text()
-    if OWN_MARK.search(text) or any(pattern.search(text) for pattern in USES.values()):
-        return True
-    return None
+    return True if _shown(collection_path) & {*USES, "mark"} else None
 
 
 @functools.cache
@@ -126,20 +132,18 @@ def pytest_collection_modifyitems(config, items):
     """Before the other implementations (-m selects by them): the markers of what each module
     uses. After them (pytest has grouped the items by their fixtures' scopes): the order."""
     uses: dict[Path, set[str]] = {}
-    tested: set[Path] = set()  # the modules whose text shows one of TEST_USES: only their tests' sources are read
     for item in items:
         if item.path not in uses:
-            text = item.path.read_text() if item.path.suffix == ".py" else ""
-            uses[item.path] = {name for name, pattern in USES.items() if pattern.search(text)}
-            if any(pattern.search(text) for pattern in TEST_USES.values()):
-                tested.add(item.path)
+            uses[item.path] = set(_shown(item.path) & USES.keys())
         if "corpus" in getattr(item, "fixturenames", ()):
             uses[item.path].add("synth")
         # a module that says what it uses (pytestmark = pytest.mark.synth) is slow too, whatever its text
         uses[item.path] |= {name for name in USES if item.get_closest_marker(name)}
     for item in items:
         function = getattr(item, "function", None)  # none: a doctest, a file of another kind
-        own = _own_uses(function) if function is not None and item.path in tested else frozenset()
+        # only the tests of a module whose text shows one of TEST_USES have their own sources read
+        tested = function is not None and _shown(item.path) & TEST_USES.keys()
+        own = _own_uses(function) if tested else frozenset()
         for name in sorted(uses[item.path] | own):
             item.add_marker(name)
         if uses[item.path] or own:
