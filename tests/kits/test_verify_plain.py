@@ -36,12 +36,11 @@ DCGM_FAIL = REAL / "dcgm-diag-r3-8x-h100-fail.txt"
 TABLE_ONLY = REAL / "nccl-all_reduce-2x-p5-slurm-srun-label-table-only.txt"
 
 
-def verify_cli(*results, fmt="text", spec=SPEC, process=False):
-    """`fmcluster verify SPEC RESULTS... --format FMT`: its exit code, standard output and error. With
+def fmcluster_cli(*args: str, process=False):
+    """`fmcluster ARGS...` from the repository's root: its exit code, standard output and error. With
     `process`, as a user runs it, `python -m fmcluster` in a process of its own (the tests of each exit
     code, and those a hang would stop: it has a timeout); else the same `main` in this process, which
     saves a Python start and the spec's imports a call."""
-    args = ["verify", spec, *map(str, results), "--format", fmt]
     if process:
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         done = subprocess.run([sys.executable, "-m", "fmcluster", *args], cwd=ROOT, env=env, capture_output=True,
@@ -49,8 +48,13 @@ def verify_cli(*results, fmt="text", spec=SPEC, process=False):
         return done.returncode, done.stdout, done.stderr
     out, err = io.StringIO(), io.StringIO()
     with contextlib.chdir(ROOT), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(args)
+        code = main(list(args))
     return code, out.getvalue(), err.getvalue()
+
+
+def verify_cli(*results, fmt="text", spec=SPEC, process=False):
+    """`fmcluster verify SPEC RESULTS... --format FMT` (fmcluster_cli)."""
+    return fmcluster_cli("verify", spec, *map(str, results), "--format", fmt, process=process)
 
 
 def results(stdout):
@@ -157,15 +161,13 @@ def test_runs_one_after_the_other_in_one_log_are_each_judged(tmp_path):
 @pytest.mark.parametrize("spec, group", [("examples/p6-b200-hyperpod-slurm.yaml", "eval"),  # B200 and H100 groups
                                          ("examples/p5-hyperpod-eks.yaml", "train")])  # 8 and 1 H100 a node
 def test_on_several_gpu_groups_nccl_finds_its_group_and_the_rest_is_not_judged(spec, group):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    done = subprocess.run([sys.executable, "-m", "fmcluster", "verify", spec, str(HEALTHY), str(DCGM_PASS),
-                           "--format", "json"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    judged = [(g, r["test"]) for g, rows in json.loads(done.stdout)["groups"].items() for r in rows["results"]
+    code, out, err = verify_cli(HEALTHY, DCGM_PASS, fmt="json", spec=spec, process=True)
+    assert code == 0, err
+    judged = [(g, r["test"]) for g, rows in json.loads(out)["groups"].items() for r in rows["results"]
               if r["measured"] is not None]
     assert judged == [(group, "nccl-all_reduce-nodes")]
     assert f"{DCGM_PASS}: not judged: a dcgm output without the kit's marker, and the cluster has 2 GPU groups" \
-        in done.stderr
+        in err
 
 
 def test_the_text_table_fits_100_columns():
@@ -194,8 +196,7 @@ def test_the_kit_s_own_files_are_not_judged(tmp_path, spec, source):
     expected.json are listed as not judged, never a FAIL; the results beside them are judged. Their
     content alone (renamed, without the #! line) is no result either."""
     kit = tmp_path / "acc"
-    with contextlib.chdir(ROOT), contextlib.redirect_stdout(io.StringIO()):
-        assert main(["jobs", spec, "-o", str(kit)]) == 0
+    assert fmcluster_cli("jobs", spec, "-o", str(kit))[0] == 0
     sources = sorted(str(p) for p in kit.rglob("*") if p.is_file())
     assert str(kit / source) in sources and str(kit / "expected.json") in sources
     assert "fmcluster-smoke ok world_size" in (kit / source).read_text()
