@@ -11,6 +11,11 @@ PROGRESS_FD = "FMCLUSTER_PROGRESS_FD"
 # specs' warnings itself (it validates them first): the app then prints their errors only.
 WARNED = "FMCLUSTER_WARNED"
 
+# The environment variable through which `fmcluster diff` asks the CDK app for each spec's assembly
+# apart: spec N (from 1) an App of its own, written to CDK_OUTDIR/N, and each step of its own said
+# as "N: STEP". One app run synthesizes OLD and NEW, as two runs would each write them.
+APART = "FMCLUSTER_APART"
+
 # The variable the CDK CLI sets, for the app, to the account of the credentials it found: a deploy
 # cannot run without it, so where it is set the app refuses a spec's placeholders
 # (fmcluster_cdk.synthesis.deploying). `fmcluster synth` and `fmcluster diff` write templates to

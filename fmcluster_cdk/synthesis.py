@@ -11,7 +11,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from fmcluster import DEPLOY_ACCOUNT, PROGRESS_FD, WARNED
+from fmcluster import APART, DEPLOY_ACCOUNT, PROGRESS_FD, WARNED
 from fmcluster.facts import nodejs
 from fmcluster.spec.loader import load_specs
 from fmcluster.spec.models import ClusterSpec
@@ -168,12 +168,22 @@ def _main() -> int:
               file=sys.stderr)
         return 2
     _step(f"reading {', '.join(paths)}")
-    specs, diagnostics = load_specs(paths, deploying=may_deploy)
+    apart = bool(os.environ.get(APART))
+    specs, diagnostics = load_specs(paths, deploying=may_deploy, apart=apart)
     _report(diagnostics)
     if specs is None or not _node_runs():
         return 2
     from fmcluster_cdk.stacks.app import build
 
+    if apart:  # `fmcluster diff`: each spec's assembly as the app alone writes it
+        root = os.environ.get("CDK_OUTDIR") or "cdk.out"
+        for n, spec in enumerate(specs, 1):
+            app = new_app(os.path.join(root, str(n)))
+            _step(f"{n}: building the stacks of {spec.name}")
+            build(app, spec)
+            _step(f"{n}: writing the templates")
+            app.synth()
+        return 0
     app = new_app()
     for spec in specs:
         _step(f"building the stacks of {spec.name}")

@@ -70,14 +70,23 @@ def _node_unusable() -> bool:
 def _synthesizer(progress: Progress,
                  files: dict[int, tuple[str, str]]) -> Callable[[ClusterSpec], dict[str, dict[str, Any]]]:
     """What `diff` synthesizes a spec with: the CDK app on the spec's file (`files`: the spec's
-    id -> its role, OLD or NEW, and its path), its steps shown on a terminal under its role."""
+    id -> its role, OLD or NEW, and its path), its steps shown on a terminal under its role. The
+    first call runs the app once for every file of `files`, each spec's assembly apart
+    (fmcluster.deploy.synth.apart): one start of the CDK for both specs of a diff."""
     from fmcluster.deploy import synth
 
+    roles = list(files.values())
+    made: dict[int, dict[str, dict[str, Any]]] = {}
+
+    def said(index: int, text: str) -> None:
+        progress.step(f"{roles[index][0]}: {text}" if index >= 0 else text)
+
     def synthesize(spec: ClusterSpec) -> dict[str, dict[str, Any]]:
-        role, path = files[id(spec)]
-        progress.step(f"{role}: starting the CDK app")
-        steps = (lambda text: progress.step(f"{role}: {text}")) if progress.on else None
-        return synth.templates(path, steps)
+        if not made:
+            progress.step("starting the CDK app")
+            found = synth.apart([path for _, path in roles], said if progress.on else None)
+            made.update(zip(files, found, strict=True))
+        return made[id(spec)]
 
     return synthesize
 

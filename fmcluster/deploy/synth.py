@@ -22,9 +22,9 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
-from fmcluster import DEPLOY_ACCOUNT, PROGRESS_FD, WARNED
+from fmcluster import APART, DEPLOY_ACCOUNT, PROGRESS_FD, WARNED
 from fmcluster.deploy import assembly
 from fmcluster.facts import nodejs
 
@@ -53,18 +53,22 @@ def app_context(config: Mapping[str, Any]) -> dict[str, Any]:
 Steps = Callable[[str], None]  # told each step of the CDK app as it starts ("building the stacks of ...")
 
 
-def run_app(context: Mapping[str, Any], outdir: str, steps: Steps | None = None, warned: bool = False) -> int:
+def run_app(context: Mapping[str, Any], outdir: str, steps: Steps | None = None, warned: bool = False,
+            apart: bool = False) -> int:
     """Run the CDK app with cdk.json's context and `context`, into `outdir`: its exit code. jsii
     runs on the venv's Node.js where there is one, unless the caller names one (fmcluster.facts.nodejs.pin).
     With `steps`, the app says each step it starts on a pipe of its own (PROGRESS_FD), and each
     is passed on as it comes; without, the app says nothing more than it would to `cdk synth`.
-    `warned`: the caller has printed the specs' warnings (WARNED), so the app says their errors only."""
+    `warned`: the caller has printed the specs' warnings (WARNED), so the app says their errors only.
+    `apart`: each spec of the context an assembly of its own, in `outdir`/N (APART)."""
     # without DEPLOY_ACCOUNT: these templates are to read and compare, not to deploy, so a spec's
     # placeholders stay warnings here (the app refuses them where the CDK CLI found credentials)
     env = {**{k: v for k, v in os.environ.items() if k != DEPLOY_ACCOUNT}, "CDK_OUTDIR": str(outdir),
            "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json()), **context})}
     if warned:
         env[WARNED] = "1"
+    if apart:
+        env[APART] = "1"
     nodejs.pin(env)
     # The app runs in a session of its own, so that Ctrl-C reaches this process alone (the app
     # and jsii's Node.js would each die mid-call, with a traceback); on any interrupt the
@@ -232,24 +236,42 @@ class SynthesisFailed(Exception):
         self.code = code
 
 
-def templates(path: str, steps: Steps | None = None) -> dict[str, dict[str, Any]]:
-    """Stack name -> template of the spec file `path` (nested stacks as `PARENT/ID`), synthesized
-    by the app in a throwaway directory (`-`: the standard input already read):
-    what `fmcluster diff` hands to fmcluster.deploy.diff, which has validated the spec and said its
-    warnings (the app does not say them again)."""
+def apart(paths: Sequence[str], steps: Callable[[int, str], None] | None = None) -> list[dict[str, dict[str, Any]]]:
+    """The templates of each spec file of `paths` (stack name -> template, nested stacks as
+    `PARENT/ID`), each spec an assembly of its own, as the app writes it alone: all of them
+    synthesized by one run of the app (APART), in a throwaway directory (`-`: the standard input
+    already read). What `fmcluster diff` hands to fmcluster.deploy.diff, which has validated the
+    specs and said their warnings (the app does not say them again). `steps` is told each step
+    with the index in `paths` of the spec it is for (-1: for them all)."""
     from fmcluster.spec import loader  # the spec's models: the app's to import, not each caller's
 
     with tempfile.TemporaryDirectory(prefix="fmcluster-synth-") as root:
         outdir = os.path.join(root, "cdk.out")
-        if path == loader.STDIN:  # the app reads a file: standard input was read once, by the caller
+        files = list(paths)
+        if loader.STDIN in files:  # the app reads a file: standard input was read once, by the caller
             text = loader.stdin_text()
-            path = os.path.join(root, "stdin.yaml")
-            with open(path, "w", encoding="utf-8") as handle:
+            stdin = os.path.join(root, "stdin.yaml")
+            with open(stdin, "w", encoding="utf-8") as handle:
                 handle.write(text if isinstance(text, str) else "")
-        code = run_app({"spec": path}, outdir, steps, warned=True)
+            files = [stdin if p == loader.STDIN else p for p in files]
+        code = run_app({"spec": ",".join(files)}, outdir, _numbered(steps) if steps is not None else None,
+                       warned=True, apart=True)
         if code != 0:
             raise SynthesisFailed(code)
-        return assembly.templates(outdir)
+        return [assembly.templates(os.path.join(outdir, str(n))) for n in range(1, len(files) + 1)]
+
+
+def _numbered(steps: Callable[[int, str], None]) -> Steps:
+    """The app's steps under APART ("N: STEP", spec N counted from 1; a step for all specs has no
+    number) to `steps`, with the spec's index."""
+    def step(line: str) -> None:
+        number, _, text = line.partition(": ")
+        if number.isdigit():
+            steps(int(number) - 1, text)
+        else:
+            steps(-1, line)
+
+    return step
 
 
 # ---- the command ---------------------------------------------------------------------------

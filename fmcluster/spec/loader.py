@@ -252,11 +252,13 @@ def _stdin_or_file(file: str) -> str:
     return FsPath(file).read_text(encoding="utf-8")
 
 
-def load_specs(paths: Iterable[str], deploying: bool = False) -> tuple[Optional[list[ClusterSpec]], list[Diagnostic]]:
+def load_specs(paths: Iterable[str], deploying: bool = False,
+               apart: bool = False) -> tuple[Optional[list[ClusterSpec]], list[Diagnostic]]:
     """Every spec validated, and no two naming the same cluster (their stacks would clash): the
     specs, or None when one fails; the diagnostics of all of them in either case. The app's:
     `fmcluster synth` itself validates nothing (the app does). `deploying`: the templates may be
-    deployed, so a placeholder is an error (fmcluster.spec.placeholders)."""
+    deployed, so a placeholder is an error (fmcluster.spec.placeholders). `apart`: each spec is
+    synthesized in an app of its own (`fmcluster diff`'s OLD and NEW), so names may repeat."""
     paths = list(paths)
     specs: list[ClusterSpec] = []
     diagnostics: list[Diagnostic] = []
@@ -269,7 +271,7 @@ def load_specs(paths: Iterable[str], deploying: bool = False) -> tuple[Optional[
     if len(specs) != len(paths):
         return None, diagnostics
     seen: dict[str, str] = {}
-    for path, spec in zip(paths, specs, strict=True):
+    for path, spec in zip(paths, specs, strict=True) if not apart else ():
         if spec.name in seen:
             line, column = _name_at(path)
             diagnostics.append(Diagnostic(

@@ -391,6 +391,25 @@ def test_the_corpus_is_what_fmcluster_synth_writes(corpus, tmp_path):
     assert templates(tmp_path / "cdk.out") == expected
 
 
+def test_specs_apart_are_each_what_fmcluster_synth_writes_of_it(corpus, tmp_path):
+    """`fmcluster diff` synthesizes OLD and NEW in one run of the app, each spec an App of its own
+    (fmcluster.deploy.synth.apart): each assembly holds the same template bytes as the corpus's of
+    that spec alone, also a spec after another control plane's and the same spec twice (the same
+    stack names, which one App could not hold); each step names its spec's number."""
+    from fmcluster.deploy import synth
+
+    pcs, eks = "examples/p5-pcs.yaml", "examples/p6e-gb200-eks.yaml"
+    steps: list[str] = []
+    code = synth.run_app({"spec": ",".join([pcs, eks, pcs])}, str(tmp_path / "out"), steps.append, warned=True,
+                         apart=True)
+    assert code == 0
+    for n, example in enumerate([pcs, eks, pcs], 1):
+        assert templates(tmp_path / "out" / str(n)) == templates(corpus.assembly(example)), example
+    assert [s for s in steps if s.endswith(" building the stacks of llm-pretrain")] == [
+        "1: building the stacks of llm-pretrain", "3: building the stacks of llm-pretrain"]
+    assert sorted(os.listdir(tmp_path / "out")) == ["1", "2", "3"]
+
+
 def test_invalid_spec_writes_nothing(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\n")

@@ -98,7 +98,7 @@ def cached(corpus):
 
 def run_diff(synthesize, old, new, *flags: str) -> int:
     """`fmcluster diff OLD NEW FLAGS` with `synthesize` handed in (the command line hands in
-    fmcluster.deploy.synth.templates, which runs the CDK app: test_the_command_line_runs_the_app)."""
+    fmcluster.deploy.synth.apart, which runs the CDK app: test_the_command_line_runs_the_app)."""
     a, b = (loader.load(path).spec for path in (old, new))
     fmt = flags[flags.index("--format") + 1] if "--format" in flags else "text"
     return shown(diff.run(a, b, "--allow-data-loss" in flags, names=(str(old), str(new)), synthesize=synthesize), fmt)
@@ -119,7 +119,7 @@ def cli(cached, monkeypatch, capsys):
     command line does): (exit code, stdout)."""
     from fmcluster.deploy import synth
 
-    monkeypatch.setattr(synth, "templates", lambda path, steps=None: cached(loader.load(path).spec))
+    monkeypatch.setattr(synth, "apart", lambda paths, steps=None: [cached(loader.load(path).spec) for path in paths])
 
     def run(*args) -> tuple[int, str]:
         code = main(["diff", *map(str, args)])
@@ -300,7 +300,7 @@ def test_invalid_spec_exits_2(tmp_path, capsys):
 
 
 def test_the_command_line_runs_the_app(specs, capfd):
-    """`fmcluster diff` synthesizes both specs by running the CDK app (fmcluster.deploy.synth.templates):
+    """`fmcluster diff` synthesizes both specs in one run of the CDK app (fmcluster.deploy.synth.apart):
     the same program `cdk synth` runs."""
     assert main(["diff", str(specs["base"]), str(specs["grow"])]) == 0
     out = capfd.readouterr().out

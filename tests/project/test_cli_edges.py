@@ -387,9 +387,10 @@ def test_diff_says_each_warning_once(tmp_path, monkeypatch):
     """`diff` validates both specs and prints their warnings; the CDK app it runs for each does not
     print them again (FMCLUSTER_WARNED), but would print an error."""
     ran = []
-    monkeypatch.setattr(synth, "run_app", lambda context, outdir, steps=None, warned=False: ran.append(warned) or 1)
+    monkeypatch.setattr(synth, "run_app", lambda context, outdir, steps=None, warned=False, apart=False:
+                        ran.append(warned) or 1)
     with pytest.raises(synth.SynthesisFailed):
-        synth.templates(str(ROOT / "examples/p5-pcs.yaml"))
+        synth.apart([str(ROOT / "examples/p5-pcs.yaml"), str(ROOT / "examples/p5-pcs.yaml")])
     assert ran == [True]
     env = {**os.environ, "CDK_OUTDIR": str(tmp_path / "out"), "CDK_CONTEXT_JSON": '{"spec": "examples/p5-pcs.yaml"}',
            "JSII_NODE": str(tmp_path / "no-node")}

@@ -36,7 +36,7 @@ def no_app(monkeypatch):
     """The CDK app must not start: with a HOME under /proc, Node.js's recursive mkdir of jsii's
     package cache never returns."""
     monkeypatch.setattr(synth, "run_app", lambda *a, **k: pytest.fail("the CDK app ran"))
-    monkeypatch.setattr(synth, "templates", lambda *a, **k: pytest.fail("the CDK app ran"))
+    monkeypatch.setattr(synth, "apart", lambda *a, **k: pytest.fail("the CDK app ran"))
 
 
 # ---- the environment of jsii's Node.js -------------------------------------------------------

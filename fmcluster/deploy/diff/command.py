@@ -87,7 +87,7 @@ def run_deployed(spec: ClusterSpec, allow_data_loss: bool = False, name: str = "
 def run(old: ClusterSpec, new: ClusterSpec, allow_data_loss: bool = False, names: Iterable[str] = ("OLD", "NEW"),
         *, synthesize: Synthesizer) -> DiffReport:
     """`fmcluster diff OLD NEW`. `synthesize` gives a spec's templates (the command line's runs the
-    CDK app: fmcluster.deploy.synth.templates); it is handed in, so that nothing here imports the CDK side."""
+    CDK app: fmcluster.deploy.synth.apart); it is handed in, so that nothing here imports the CDK side."""
     old_name, new_name = names
     if not cfn_schemas.available():
         return NO_SCHEMAS
