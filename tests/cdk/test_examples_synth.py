@@ -392,10 +392,11 @@ def test_the_corpus_is_what_fmcluster_synth_writes(corpus, tmp_path):
 
 
 def test_specs_apart_are_each_what_fmcluster_synth_writes_of_it(corpus, tmp_path):
-    """`fmcluster diff` synthesizes OLD and NEW in one run of the app, each spec an App of its own
-    (fmcluster.deploy.synth.apart): each assembly holds the same template bytes as the corpus's of
-    that spec alone, also a spec after another control plane's and the same spec twice (the same
-    stack names, which one App could not hold); each step names its spec's number."""
+    """`fmcluster diff` (and the corpus) synthesize several specs in one run of the app, each spec an
+    App of its own (fmcluster.deploy.synth.apart): each assembly holds the same template bytes as
+    the corpus's of that spec (which the test above holds to `fmcluster synth`'s), also a spec
+    after another control plane's and the same spec twice (the same stack names, which one App
+    could not hold); each step names its spec's number."""
     from fmcluster.deploy import synth
 
     pcs, eks = "examples/p5-pcs.yaml", "examples/p6e-gb200-eks.yaml"

@@ -84,6 +84,8 @@ def synthesized(corpus, case: str) -> Synth:
     it left and the ones a suppression acknowledged, read from the cloud assembly."""
     if case not in _SYNTHS:
         spec, text = load(case)
+        if text is not None:  # the variants together, in one run of the app (tests/support/corpus.py)
+            corpus.assemblies([(variant, load(variant)[1]) for variant in VARIANTS])
         outdir = corpus.assembly(case, text=text) if text is not None else corpus.assembly(case)
         metadata = stack_metadata(outdir)
         findings = {level: [f"{path}: {entry['data']}" for path, entry in metadata

@@ -59,6 +59,8 @@ def test_the_models_dependencies_are_the_assemblys(example, variant, corpus):
     result = loader.load_text(text) if text is not None else loader.load(ROOT / example)
     assert result.ok, [d.format() for d in result.diagnostics]
     m = cluster.resolve(result.spec)
+    if text is not None:  # the variants together, in one run of the app (tests/support/corpus.py)
+        corpus.assemblies([(f"variants/{name}.yaml", spec_text(name)) for name in VARIANTS])
     manifest = json.loads((corpus.assembly(example, text=text) / "manifest.json").read_text())
     stacks = {name: sorted(d for d in artifact.get("dependencies", ()) if not d.endswith(".assets"))
               for name, artifact in manifest["artifacts"].items() if artifact["type"] == "aws:cloudformation:stack"}

@@ -12,9 +12,18 @@ shares, each made under a file lock by whichever worker asks first (the pattern 
 documents for session data), and are read-only by contract: a test that changes files copies
 the assembly first.
 
+Specs asked for together are made together: the first example asked for brings every example not
+made yet, and a module can ask for its variants at once (`assemblies`). They are synthesized by
+one run of the app, each spec an App of its own written apart (as `fmcluster diff` runs OLD and
+NEW: fmcluster.deploy.synth.run_app with `apart`), which writes each assembly byte for byte as
+the app alone does (tests/cdk/test_examples_synth.py and tests/project/test_wheel.py hold the
+corpus to `fmcluster synth`'s): the app's start (Python, aws_cdk, Node.js, the aws-cdk-lib
+modules) is paid once, not once a spec, about two thirds of the CPU of the eight examples.
+
 An unsuppressed cdk-nag error stops the app (CDK refuses to write an assembly with an error
 annotation): every test that reads that example then fails with nag's message, which is recorded
-so that the synthesis is not tried again in the same run.
+so that the synthesis is not tried again in the same run. Where a run of several specs fails, each
+is made again alone, so that the failure is recorded for the spec that fails.
 
 cfn-lint's verdict on a template is memoized the same way, by the template's bytes: a template
 that two specs or two modules synthesize alike is linted once a run.
@@ -28,17 +37,19 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from tests.support.examples import CLEAN_ENV
 from tests.support.locks import locked
-from tests.support.paths import ROOT
+from tests.support.paths import EXAMPLES, ROOT
 
 NAG = {"nag": "true"}  # the context every corpus assembly is synthesized with
-# fmcluster synth's own call of the app, with a context of the caller's: CONTEXT_JSON OUTDIR
+# fmcluster synth's own call of the app, with a context of the caller's: CONTEXT_JSON OUTDIR [apart]
+# (`apart`: each spec of the context written apart, to OUTDIR/N, as `fmcluster diff` runs the app)
 RUN_APP = ("import json, sys; from fmcluster.deploy.synth import run_app; "
-           "sys.exit(run_app(json.loads(sys.argv[1]), sys.argv[2]))")
+           "sys.exit(run_app(json.loads(sys.argv[1]), sys.argv[2], apart=sys.argv[3:] == ['apart']))")
 
 
 class SynthesisError(AssertionError):
@@ -59,39 +70,91 @@ class Corpus:
 
     def assembly(self, spec: str, *, text: str | None = None) -> Path:
         """The cloud assembly of `spec` (a path relative to the repository, examples/NAME.yaml) or,
-        with `text`, of that spec text named `spec` (a variant of an example). Made on first use."""
+        with `text`, of that spec text named `spec` (a variant of an example). Made on first use;
+        an example together with every other example not made yet."""
+        together = [(e, None) for e in EXAMPLES] if text is None and spec in EXAMPLES else [(spec, text)]
+        self.assemblies(together)
+        key = self._key(spec, text)
+        failed = self._failed(key)
+        if failed.exists():
+            raise SynthesisError(failed.read_text())
+        return self._folder(key) / "cdk.out"
+
+    def assemblies(self, specs: Sequence[tuple[str, str | None]]) -> None:
+        """Make the assemblies of `specs` (each a spec and its text, as `assembly` takes them) that
+        are not made yet, in one run of the app. Each spec's lock is taken in the order of the keys,
+        so two workers asking for overlapping sets never wait on each other."""
+        wanted = {self._key(spec, text): (spec, text) for spec, text in specs}
+        with ExitStack() as held:
+            todo = []
+            for key in sorted(wanted):
+                if self._done(key).exists():
+                    continue
+                held.enter_context(locked(self.root / "assemblies" / f"{key}.lock"))
+                if not self._done(key).exists() and not self._failed(key).exists():
+                    todo.append((key, *wanted[key]))
+            if len(todo) > 1 and self._synthesize_apart(todo):
+                return
+            for key, spec, text in todo:  # alone: the one that fails is recorded as failing
+                try:
+                    self._synthesize(spec, text, self._folder(key))
+                except SynthesisError as error:
+                    self._failed(key).write_text(str(error))
+                    continue
+                self._done(key).write_text(spec + "\n")
+
+    def _key(self, spec: str, text: str | None) -> str:
         content = text if text is not None else (ROOT / spec).read_text()
-        key = _digest(spec, content, json.dumps(NAG, sort_keys=True))
-        folder = self.root / "assemblies" / key
-        done, failed = folder / ".complete", self.root / "assemblies" / f"{key}.failed"
-        if not done.exists():
-            with locked(self.root / "assemblies" / f"{key}.lock"):
-                if failed.exists():  # once a run: every reader of a spec that fails says why, at once
-                    raise SynthesisError(failed.read_text())
-                if not done.exists():
-                    try:
-                        self._synthesize(spec, text, folder)
-                    except SynthesisError as error:
-                        failed.write_text(str(error))
-                        raise
-                    done.write_text(spec + "\n")
-        return folder / "cdk.out"
+        return _digest(spec, content, json.dumps(NAG, sort_keys=True))
+
+    def _folder(self, key: str) -> Path:
+        return self.root / "assemblies" / key
+
+    def _done(self, key: str) -> Path:
+        return self._folder(key) / ".complete"
+
+    def _failed(self, key: str) -> Path:
+        return self.root / "assemblies" / f"{key}.failed"
 
     @staticmethod
-    def _synthesize(spec: str, text: str | None, folder: Path) -> None:
-        """The app run by the function `fmcluster synth` runs it with (fmcluster.deploy.synth.run_app:
-        cdk.json's context, the venv's Node.js), in a process of its own without AWS credentials."""
+    def _spec_file(spec: str, text: str | None, folder: Path) -> str:
+        """The file the app reads for `spec`: the spec itself, or the variant's text written into
+        the assembly's folder under the name it is known by."""
         shutil.rmtree(folder, ignore_errors=True)  # a worker that died half-way
         folder.mkdir(parents=True)
-        path = spec
-        if text is not None:  # the app reads a file: the variant's text, under the name it is known by
-            path = str(folder / Path(spec.partition("+")[0]).name)
-            Path(path).write_text(text)
-        context = json.dumps({**NAG, "spec": path})
+        if text is None:
+            return spec
+        path = folder / Path(spec.partition("+")[0]).name
+        path.write_text(text)
+        return str(path)
+
+    @classmethod
+    def _synthesize(cls, spec: str, text: str | None, folder: Path) -> None:
+        """The app run by the function `fmcluster synth` runs it with (fmcluster.deploy.synth.run_app:
+        cdk.json's context, the venv's Node.js), in a process of its own without AWS credentials."""
+        context = json.dumps({**NAG, "spec": cls._spec_file(spec, text, folder)})
         result = subprocess.run([sys.executable, "-c", RUN_APP, context, str(folder / "cdk.out")], cwd=ROOT,
                                 env=CLEAN_ENV, capture_output=True, text=True)
         if result.returncode != 0 or "Traceback" in result.stderr:
             raise SynthesisError(f"{spec}: the app exited {result.returncode}\n{result.stderr}")
+
+    def _synthesize_apart(self, todo: list[tuple[str, str, str | None]]) -> bool:
+        """The specs of `todo` (key, spec, text) in one run of the app, each written apart and then
+        moved to its own folder, marked made. False, with nothing marked, when the run fails."""
+        files = [self._spec_file(spec, text, self._folder(key)) for key, spec, text in todo]
+        out = self.root / "assemblies" / f"apart-{os.getpid()}"
+        shutil.rmtree(out, ignore_errors=True)
+        context = json.dumps({**NAG, "spec": ",".join(files)})
+        result = subprocess.run([sys.executable, "-c", RUN_APP, context, str(out), "apart"], cwd=ROOT,
+                                env=CLEAN_ENV, capture_output=True, text=True)
+        if result.returncode != 0 or "Traceback" in result.stderr:
+            shutil.rmtree(out, ignore_errors=True)
+            return False
+        for n, (key, spec, _) in enumerate(todo, 1):
+            (out / str(n)).rename(self._folder(key) / "cdk.out")
+            self._done(key).write_text(spec + "\n")
+        shutil.rmtree(out, ignore_errors=True)
+        return True
 
     # --- results kept as JSON ----------------------------------------------------------------
 
