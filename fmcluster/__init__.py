@@ -12,8 +12,9 @@ PROGRESS_FD = "FMCLUSTER_PROGRESS_FD"
 WARNED = "FMCLUSTER_WARNED"
 
 # The environment variable through which `fmcluster diff` asks the CDK app for each spec's assembly
-# apart: spec N (from 1) an App of its own, written to CDK_OUTDIR/N, and each step of its own said
-# as "N: STEP". One app run synthesizes OLD and NEW, as two runs would each write them.
+# apart (set to 1): spec N (from 1) an App of its own, written to CDK_OUTDIR/N, and each step of its
+# own said as "N: STEP". One app run synthesizes OLD and NEW, as two runs would each write them.
+# fmcluster.deploy.synth.run_app sets it only when asked, whatever the caller's environment holds.
 APART = "FMCLUSTER_APART"
 
 # The variable the CDK CLI sets, for the app, to the account of the credentials it found: a deploy

@@ -168,7 +168,7 @@ def _main() -> int:
               file=sys.stderr)
         return 2
     _step(f"reading {', '.join(paths)}")
-    apart = bool(os.environ.get(APART))
+    apart = os.environ.get(APART) == "1"
     specs, diagnostics = load_specs(paths, deploying=may_deploy, apart=apart)
     _report(diagnostics)
     if specs is None or not _node_runs():

@@ -63,7 +63,7 @@ def run_app(context: Mapping[str, Any], outdir: str, steps: Steps | None = None,
     `apart`: each spec of the context an assembly of its own, in `outdir`/N (APART)."""
     # without DEPLOY_ACCOUNT: these templates are to read and compare, not to deploy, so a spec's
     # placeholders stay warnings here (the app refuses them where the CDK CLI found credentials)
-    env = {**{k: v for k, v in os.environ.items() if k != DEPLOY_ACCOUNT}, "CDK_OUTDIR": str(outdir),
+    env = {**{k: v for k, v in os.environ.items() if k not in (DEPLOY_ACCOUNT, APART)}, "CDK_OUTDIR": str(outdir),
            "CDK_CONTEXT_JSON": json.dumps({**app_context(cdk_json()), **context})}
     if warned:
         env[WARNED] = "1"

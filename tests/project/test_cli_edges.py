@@ -384,14 +384,15 @@ def test_the_cdk_app_refuses_placeholders_where_it_may_deploy(tmp_path):
 
 
 def test_diff_says_each_warning_once(tmp_path, monkeypatch):
-    """`diff` validates both specs and prints their warnings; the CDK app it runs for each does not
-    print them again (FMCLUSTER_WARNED), but would print an error."""
+    """`diff` validates both specs and prints their warnings; the CDK app it runs once for both does
+    not print them again (FMCLUSTER_WARNED), but would print an error."""
     ran = []
     monkeypatch.setattr(synth, "run_app", lambda context, outdir, steps=None, warned=False, apart=False:
-                        ran.append(warned) or 1)
+                        ran.append((context["spec"], warned, apart)) or 1)
+    spec = str(ROOT / "examples/p5-pcs.yaml")
     with pytest.raises(synth.SynthesisFailed):
-        synth.apart([str(ROOT / "examples/p5-pcs.yaml"), str(ROOT / "examples/p5-pcs.yaml")])
-    assert ran == [True]
+        synth.apart([spec, spec])
+    assert ran == [(f"{spec},{spec}", True, True)]
     env = {**os.environ, "CDK_OUTDIR": str(tmp_path / "out"), "CDK_CONTEXT_JSON": '{"spec": "examples/p5-pcs.yaml"}',
            "JSII_NODE": str(tmp_path / "no-node")}
     env.pop("CDK_DEFAULT_ACCOUNT", None)
@@ -412,3 +413,17 @@ def test_fmcluster_synth_runs_the_app_as_a_review_never_a_deploy(tmp_path, monke
     err = capfd.readouterr().err
     assert code == 2 and ": error: " not in err and err.count("[placeholder-values]") == 2, err
     assert err.splitlines()[-1].startswith("error: Node.js not found"), err
+
+
+def test_only_diff_asks_the_app_for_specs_apart(tmp_path, monkeypatch, capfd):
+    """FMCLUSTER_APART (each spec an App of its own, names may repeat) reaches the app only where
+    synth.run_app is asked for it (`fmcluster diff`), not from the caller's environment: two specs
+    of one name are refused as stacks that would clash, or pass on to Node.js (none here)."""
+    monkeypatch.setenv("FMCLUSTER_APART", "1")
+    monkeypatch.setenv("JSII_NODE", str(tmp_path / "no-node"))
+    spec = str(ROOT / "examples/p5-pcs.yaml")
+    assert synth.run_app({"spec": f"{spec},{spec}"}, str(tmp_path / "together")) == 2
+    assert "their stacks would clash" in capfd.readouterr().err
+    assert synth.run_app({"spec": f"{spec},{spec}"}, str(tmp_path / "apart"), apart=True) == 2
+    err = capfd.readouterr().err
+    assert "would clash" not in err and err.splitlines()[-1].startswith("error: Node.js not found"), err

@@ -37,6 +37,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -83,7 +84,7 @@ class Corpus:
     def assemblies(self, specs: Sequence[tuple[str, str | None]]) -> None:
         """Make the assemblies of `specs` (each a spec and its text, as `assembly` takes them) that
         are not made yet, in one run of the app. Each spec's lock is taken in the order of the keys,
-        so two workers asking for overlapping sets never wait on each other."""
+        so two workers asking for overlapping sets never deadlock (one waits for the other's run)."""
         wanted = {self._key(spec, text): (spec, text) for spec, text in specs}
         with ExitStack() as held:
             todo = []
@@ -140,21 +141,25 @@ class Corpus:
 
     def _synthesize_apart(self, todo: list[tuple[str, str, str | None]]) -> bool:
         """The specs of `todo` (key, spec, text) in one run of the app, each written apart and then
-        moved to its own folder, marked made. False, with nothing marked, when the run fails."""
+        moved to its own folder, marked made. False, with nothing marked, when the run fails (said
+        in a warning: a failure of the run alone would otherwise pass unseen, only slower)."""
         files = [self._spec_file(spec, text, self._folder(key)) for key, spec, text in todo]
         out = self.root / "assemblies" / f"apart-{os.getpid()}"
         shutil.rmtree(out, ignore_errors=True)
         context = json.dumps({**NAG, "spec": ",".join(files)})
-        result = subprocess.run([sys.executable, "-c", RUN_APP, context, str(out), "apart"], cwd=ROOT,
-                                env=CLEAN_ENV, capture_output=True, text=True)
-        if result.returncode != 0 or "Traceback" in result.stderr:
+        try:
+            result = subprocess.run([sys.executable, "-c", RUN_APP, context, str(out), "apart"], cwd=ROOT,
+                                    env=CLEAN_ENV, capture_output=True, text=True)
+            if result.returncode != 0 or "Traceback" in result.stderr:
+                warnings.warn(f"the app exited {result.returncode} on {len(todo)} specs at once; each is made "
+                              f"alone:\n{result.stderr[-4000:]}", stacklevel=2)
+                return False
+            for n, (key, spec, _) in enumerate(todo, 1):
+                (out / str(n)).rename(self._folder(key) / "cdk.out")
+                self._done(key).write_text(spec + "\n")
+            return True
+        finally:
             shutil.rmtree(out, ignore_errors=True)
-            return False
-        for n, (key, spec, _) in enumerate(todo, 1):
-            (out / str(n)).rename(self._folder(key) / "cdk.out")
-            self._done(key).write_text(spec + "\n")
-        shutil.rmtree(out, ignore_errors=True)
-        return True
 
     # --- results kept as JSON ----------------------------------------------------------------
 
