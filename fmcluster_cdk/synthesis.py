@@ -175,21 +175,18 @@ def _main() -> int:
         return 2
     from fmcluster_cdk.stacks.app import build
 
-    if apart:  # `fmcluster diff`: each spec's assembly as the app alone writes it
-        root = os.environ.get("CDK_OUTDIR") or "cdk.out"
-        for n, spec in enumerate(specs, 1):
-            app = new_app(os.path.join(root, str(n)))
-            _step(f"{n}: building the stacks of {spec.name}")
+    # (output directory, its specs, the steps' prefix): one App of every spec, or under APART
+    # (`fmcluster diff`) an App of each, in CDK_OUTDIR/N, as the app alone writes it
+    root = os.environ.get("CDK_OUTDIR") or "cdk.out"
+    apps = [(os.path.join(root, str(n)), [spec], f"{n}: ") for n, spec in enumerate(specs, 1)] if apart \
+        else [(None, specs, "")]
+    for outdir, built, prefix in apps:
+        app = new_app(outdir)
+        for spec in built:
+            _step(f"{prefix}building the stacks of {spec.name}")
             build(app, spec)
-            _step(f"{n}: writing the templates")
-            app.synth()
-        return 0
-    app = new_app()
-    for spec in specs:
-        _step(f"building the stacks of {spec.name}")
-        build(app, spec)
-    _step("writing the templates")
-    app.synth()
+        _step(f"{prefix}writing the templates")
+        app.synth()
     return 0
 
 

@@ -270,17 +270,25 @@ def load_specs(paths: Iterable[str], deploying: bool = False,
             specs.append(result.spec)
     if len(specs) != len(paths):
         return None, diagnostics
-    seen: dict[str, str] = {}
-    for path, spec in zip(paths, specs, strict=True) if not apart else ():
-        if spec.name in seen:
-            line, column = _name_at(path)
-            diagnostics.append(Diagnostic(
-                f"cluster {spec.name!r} is named by {seen[spec.name]} too: their stacks would clash", ("name",),
-                "give each cluster its own name", "error", _shown(path), line, column))
-        seen.setdefault(spec.name, _shown(path))
+    if not apart:
+        diagnostics += _clashes(paths, specs)
     if any(d.is_error for d in diagnostics):
         return None, diagnostics
     return specs, diagnostics
+
+
+def _clashes(paths: list[str], specs: list[ClusterSpec]) -> list[Diagnostic]:
+    """An error at each spec whose cluster name an earlier one has: in one app their stacks would clash."""
+    found: list[Diagnostic] = []
+    seen: dict[str, str] = {}
+    for path, spec in zip(paths, specs, strict=True):
+        if spec.name in seen:
+            line, column = _name_at(path)
+            found.append(Diagnostic(
+                f"cluster {spec.name!r} is named by {seen[spec.name]} too: their stacks would clash", ("name",),
+                "give each cluster its own name", "error", _shown(path), line, column))
+        seen.setdefault(spec.name, _shown(path))
+    return found
 
 
 def _accepted(data: dict[str, typing.Any]) -> list[AcceptedWarning]:

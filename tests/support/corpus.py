@@ -129,15 +129,23 @@ class Corpus:
         path.write_text(text)
         return str(path)
 
+    @staticmethod
+    def _run_app(files: list[str], outdir: Path, apart: bool = False) -> subprocess.CompletedProcess[str] | None:
+        """The app on the spec files, run by the function `fmcluster synth` runs it with
+        (fmcluster.deploy.synth.run_app: cdk.json's context, the venv's Node.js; `apart`: as
+        `fmcluster diff` runs it), in a process of its own without AWS credentials: None when it
+        wrote its assemblies, else its run (an exit code, or a traceback on its stderr)."""
+        context = json.dumps({**NAG, "spec": ",".join(files)})
+        result = subprocess.run([sys.executable, "-c", RUN_APP, context, str(outdir), *(["apart"] if apart else [])],
+                                cwd=ROOT, env=CLEAN_ENV, capture_output=True, text=True)
+        return result if result.returncode != 0 or "Traceback" in result.stderr else None
+
     @classmethod
     def _synthesize(cls, spec: str, text: str | None, folder: Path) -> None:
-        """The app run by the function `fmcluster synth` runs it with (fmcluster.deploy.synth.run_app:
-        cdk.json's context, the venv's Node.js), in a process of its own without AWS credentials."""
-        context = json.dumps({**NAG, "spec": cls._spec_file(spec, text, folder)})
-        result = subprocess.run([sys.executable, "-c", RUN_APP, context, str(folder / "cdk.out")], cwd=ROOT,
-                                env=CLEAN_ENV, capture_output=True, text=True)
-        if result.returncode != 0 or "Traceback" in result.stderr:
-            raise SynthesisError(f"{spec}: the app exited {result.returncode}\n{result.stderr}")
+        """The assembly of one spec, by a run of the app of its own."""
+        failed = cls._run_app([cls._spec_file(spec, text, folder)], folder / "cdk.out")
+        if failed is not None:
+            raise SynthesisError(f"{spec}: the app exited {failed.returncode}\n{failed.stderr}")
 
     def _synthesize_apart(self, todo: list[tuple[str, str, str | None]]) -> bool:
         """The specs of `todo` (key, spec, text) in one run of the app, each written apart and then
@@ -146,13 +154,11 @@ class Corpus:
         files = [self._spec_file(spec, text, self._folder(key)) for key, spec, text in todo]
         out = self.root / "assemblies" / f"apart-{os.getpid()}"
         shutil.rmtree(out, ignore_errors=True)
-        context = json.dumps({**NAG, "spec": ",".join(files)})
         try:
-            result = subprocess.run([sys.executable, "-c", RUN_APP, context, str(out), "apart"], cwd=ROOT,
-                                    env=CLEAN_ENV, capture_output=True, text=True)
-            if result.returncode != 0 or "Traceback" in result.stderr:
-                warnings.warn(f"the app exited {result.returncode} on {len(todo)} specs at once; each is made "
-                              f"alone:\n{result.stderr[-4000:]}", stacklevel=2)
+            failed = self._run_app(files, out, apart=True)
+            if failed is not None:
+                warnings.warn(f"the app exited {failed.returncode} on {len(todo)} specs at once; each is made "
+                              f"alone:\n{failed.stderr[-4000:]}", stacklevel=2)
                 return False
             for n, (key, spec, _) in enumerate(todo, 1):
                 (out / str(n)).rename(self._folder(key) / "cdk.out")
