@@ -4,6 +4,7 @@ observability, and the resolved spec as YAML with its defaults marked."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import yaml
@@ -209,6 +210,17 @@ def observability_line(plan: Plan) -> str:
 # ---- the resolved spec as YAML with the defaults marked ------------------------------------
 
 def _scalar(value: Any) -> str:
+    """A value of the resolved spec as YAML on one line. A plan has a hundred and more of them, and
+    the same few again and again (true, 0, a type name): each scalar is written once a process."""
+    return _dumped(value) if isinstance(value, (list, dict)) else _dumped_scalar(value)
+
+
+@functools.lru_cache(maxsize=1024, typed=True)  # typed: True and 1 are written apart
+def _dumped_scalar(value: Any) -> str:
+    return _dumped(value)
+
+
+def _dumped(value: Any) -> str:
     return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("\n...").strip()
 
 
