@@ -37,7 +37,7 @@ import yaml
 from fmcluster.spec import loader
 from tests.support.corpus import Corpus
 from tests.support.paths import EXAMPLES_DIR, ROOT
-from tests.support.specs import leaves, replaced
+from tests.support.specs import SAFE_DUMPER, leaves, replaced
 
 EXAMPLES = sorted((EXAMPLES_DIR).glob("*.yaml"))
 TIMEOUT_S = 240
@@ -148,11 +148,11 @@ def mutants(tmp_path_factory) -> dict[Path, str]:
         data = yaml.safe_load(text)
         for i, (label, mutated) in enumerate(value_mutations(data)):
             path = root / f"{example.stem}-v{i:04d}.yaml"
-            path.write_text(yaml.safe_dump(mutated, sort_keys=False, allow_unicode=True))
+            path.write_text(yaml.dump(mutated, Dumper=SAFE_DUMPER, sort_keys=False, allow_unicode=True))
             files[path] = f"{example.name}: {label}"
         for i, (label, mutated) in enumerate(semantic_mutations(data)):
             path = root / f"{example.stem}-s{i:04d}.yaml"
-            path.write_text(yaml.safe_dump(mutated, sort_keys=False, allow_unicode=True))
+            path.write_text(yaml.dump(mutated, Dumper=SAFE_DUMPER, sort_keys=False, allow_unicode=True))
             files[path] = f"{example.name}: {label}"
         for label, content in whole_document_mutations(text, data):
             path = root / f"{example.stem}-{label}.yaml"
