@@ -25,6 +25,11 @@ def _rules() -> Any:
 
 def findings(template: Path, regions: Optional[list[str]] = None) -> list[Any]:
     """cfn-lint's matches on the template file (JSON or YAML), in `regions` (its default: us-east-1)."""
+    return text_findings(template.read_text(), regions)
+
+
+def text_findings(text: str, regions: Optional[list[str]] = None) -> list[Any]:
+    """cfn-lint's matches on a template's text, as `findings` on a file of it."""
     from cfnlint.api import lint
 
-    return lint(template.read_text(), rules=_rules(), regions=regions)
+    return lint(text, rules=_rules(), regions=regions)
