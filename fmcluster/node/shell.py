@@ -44,6 +44,7 @@ def embed(name: str, path: Path, text: str | None = None, *, note: bool = True) 
     return source + f"program_{name}() {{\n  cat <<'{EMBED_END}'\n{text.rstrip()}\n{EMBED_END}\n}}\n"
 
 
+@functools.lru_cache(maxsize=256)
 def without_comments(text: str) -> str:
     """`text` without its whole-line comments (a first `#!` line and `# shellcheck` directives
     stay): the scripts are documented in the repository, and EC2 user data is limited to 16 KiB.
@@ -54,8 +55,12 @@ def without_comments(text: str) -> str:
                            if not line.lstrip().startswith("#") or line.lstrip().startswith("# shellcheck ")])
 
 
+@functools.lru_cache(maxsize=256)
 def fragment(path: Path) -> str:
-    """A script fragment, without its `# shellcheck shell=bash` line (only for editors on the file)."""
+    """A script fragment, without its `# shellcheck shell=bash` line (only for editors on the file).
+    Read once a process (the fragments are package data): a synthesis composes a script from the
+    same fragments for each node group and lifecycle phase, and `fmcluster diff` and the tests
+    synthesize again and again."""
     text = path.read_text(encoding="utf-8")
     return "".join(line for line in text.splitlines(keepends=True) if not line.startswith("# shellcheck shell="))
 
