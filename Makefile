@@ -140,8 +140,9 @@ synth: install
 # that its rewritten test modules are compiled once, not again in every worker of every run.
 # make test runs one worker more than the machine has cores: much of the whole suite is spent
 # waiting (on a Slurm job, on the CDK app in another process, on the corpus's lock), and the
-# extra worker fills those waits (on 2 CPUs: 423 s with 3 workers, 457 s with 2). The fast lane
-# waits on nothing and runs one worker a core. WORKERS=N sets another number.
+# extra worker fills those waits (on 2 CPUs: 423 s with 3 workers, 457 s with 2). So does the fast
+# lane's: its tests of what is bounded wait out their bounds, and its kit jobs on their programs
+# (on 2 CPUs: 60 s with 3 workers, 71 s with 2). WORKERS=N sets another number.
 PYTEST := PYTHONDONTWRITEBYTECODE= $(VPY) -m pytest -q --dist worksteal
 WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 test: install tools bytecode
@@ -152,7 +153,7 @@ test: install tools bytecode
 # the rendered node scripts (the markers tests/conftest.py sets from what each module, or each test,
 # uses). `make test` runs them all.
 test-fast: install bytecode
-	$(PYTEST) -n auto -m "not slow"
+	$(PYTEST) -n $(WORKERS) -m "not slow"
 
 # Prints every target with its figure and exits 1 when one is missed; writes bench/results/.
 bench: install bytecode
