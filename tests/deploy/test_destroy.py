@@ -31,13 +31,13 @@ WHEN = datetime(2026, 1, 19, tzinfo=timezone.utc)
 @pytest.fixture
 def aws(monkeypatch):
     """moto, with CloudFormation as the service behaves (moto_stacks.as_the_service)."""
-    from moto import mock_aws
+    from tests.support.moto_aws import mocked_aws
 
     for var, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
                        ("AWS_SESSION_TOKEN", "testing"), ("AWS_DEFAULT_REGION", "us-east-1")):
         monkeypatch.setenv(var, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
+    with mocked_aws():
         moto_stacks.as_the_service(monkeypatch)
         yield
 
