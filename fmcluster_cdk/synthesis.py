@@ -61,13 +61,21 @@ def _step(text: str) -> None:
             pass
 
 
-def _report(diagnostics: Sequence[Any]) -> None:
-    """Each diagnostic on stderr; warnings only where the caller has not said them (WARNED). On a
-    terminal that shows the steps (PROGRESS_FD) each starts on a cleared line, not after a step."""
+def _say(text: str) -> None:
+    """`text` as a line on stderr. On a terminal that shows the steps (PROGRESS_FD) it starts on a
+    cleared line, not after a step, and is written whole, its newline with it: the CLI draws its
+    steps on the same terminal meanwhile, and a step drawn between a line's text and its newline
+    (print writes them apart) would stay on the screen, or clear the text."""
     clear = "\r\x1b[K" if os.environ.get(PROGRESS_FD, "").isdigit() else ""
+    sys.stderr.write(f"{clear}{text}\n")
+    sys.stderr.flush()
+
+
+def _report(diagnostics: Sequence[Any]) -> None:
+    """Each diagnostic on stderr (`_say`); warnings only where the caller has not said them (WARNED)."""
     for diagnostic in diagnostics:
         if diagnostic.is_error or not os.environ.get(WARNED):
-            print(clear + diagnostic.format(), file=sys.stderr)
+            _say(diagnostic.format())
 
 
 def _pipeline(path: str, deploying: bool) -> int:
@@ -124,7 +132,7 @@ def _node_runs() -> bool:
     nodejs.pin(os.environ)
     problem = nodejs.problem()
     if problem is not None:
-        print(f"error: {problem}", file=sys.stderr)
+        _say(f"error: {problem}")
     return problem is None
 
 
@@ -144,9 +152,8 @@ def main() -> int:
         message = str(exc).splitlines()[0] if str(exc) else ""
         if not FILE_SYSTEM_ERROR.match(message):
             raise
-        print(f"error: {outdir or 'cdk.out'}: cannot write the cloud assembly ({message})\n"
-              "  hint: name a directory you can write: fmcluster synth SPEC -o DIR, or cdk synth -o DIR",
-              file=sys.stderr)
+        _say(f"error: {outdir or 'cdk.out'}: cannot write the cloud assembly ({message})\n"
+             "  hint: name a directory you can write: fmcluster synth SPEC -o DIR, or cdk synth -o DIR")
         code = 2
     finally:
         if code != 0 and fresh:  # the App made the output directory: a failed synthesis leaves nothing
@@ -164,8 +171,7 @@ def _main() -> int:
         return _pipeline(str(pipeline_file), may_deploy)
     paths = [p for p in str(context.get("spec") or "").split(",") if p]
     if not paths:
-        print("error: no spec given: cdk synth -c spec=examples/p5-pcs.yaml (or fmcluster synth SPEC)",
-              file=sys.stderr)
+        _say("error: no spec given: cdk synth -c spec=examples/p5-pcs.yaml (or fmcluster synth SPEC)")
         return 2
     _step(f"reading {', '.join(paths)}")
     apart = os.environ.get(APART) == "1"

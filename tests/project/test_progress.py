@@ -104,6 +104,35 @@ def test_synth_asks_the_app_for_its_steps_only_on_a_terminal(terminal, monkeypat
     assert (asked[0] is not None) is terminal
 
 
+class _Writes(io.StringIO):
+    """A stream that keeps each write apart: what a terminal can receive between two of them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[str] = []
+
+    def write(self, text: str) -> int:
+        self.writes.append(text)
+        return len(text)
+
+
+def test_the_app_writes_each_diagnostic_whole_where_steps_are_drawn(monkeypatch):
+    """The CLI draws its steps on the terminal the app writes its diagnostics to: a step drawn
+    between a diagnostic's text and its newline would stay on the screen (as seen under load). So
+    the app writes each diagnostic in one write, from a cleared line to its newline."""
+    from fmcluster.spec import loader
+    from fmcluster_cdk import synthesis
+
+    diagnostics = loader.load(ROOT / SPEC).diagnostics
+    assert len(diagnostics) >= 2 and all(not d.is_error for d in diagnostics)  # the example's placeholders
+    stream = _Writes()
+    monkeypatch.setattr(sys, "stderr", stream)
+    monkeypatch.setenv(synthesis.PROGRESS_FD, "9")
+    monkeypatch.delenv(synthesis.WARNED, raising=False)
+    synthesis._report(diagnostics)
+    assert stream.writes == [f"{CLEAR}{d.format()}\n" for d in diagnostics]
+
+
 def _on_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, str, str]:
     """The program with its standard error on a pseudo-terminal (stdout a pipe, as in
     `fmcluster synth ... > summary.txt`): exit code, stdout, what the terminal received."""
