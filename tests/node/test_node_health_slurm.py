@@ -202,7 +202,11 @@ def test_slurm_powers_down_a_dynamic_node_reboots_for_a_reset_and_asks_for_a_sta
         (nodes / "node1" / "xids").write_text("NVRM: Xid (PCI:0000:53:00): 94, pid=1, Contained ECC error\n")
         until(lambda: (tmp_path / "reboot.log").exists(), "node1's reboot", cluster)
         assert cluster.node("node1").get("Reason", "").startswith(f"{health_facts.REASON_PREFIX}: xid-reset: XID 94")
-        # the instance reboots: a new boot, a clean kernel log, slurmd registering with a new boot time
+        # the instance reboots: a new boot, a clean kernel log, slurmd registering with a new boot time.
+        # A reboot takes an instance a minute or more; here it takes a second at least, so that the
+        # new boot is in a later second than the reboot request (Slurm keeps both in whole seconds;
+        # a restart in the same second, under load, once left the node waiting for its reboot)
+        time.sleep(1.1)
         (nodes / "node1" / "xids").unlink()
         (nodes / "node1" / "proc/sys/kernel/random/boot_id").write_text("boot-2\n")
         cluster.restart_slurmd("node1", "-b")
