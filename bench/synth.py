@@ -5,8 +5,8 @@
 Each figure is the median of N round-robin runs in fresh processes, same venv, same cdk.json
 context:
 - floor: a minimal CDK app (one stack, one S3 bucket) with the same context and App settings as
-  fmcluster's own synthesis (CDK's built-in CloudFormation validation off, as in
-  `fmcluster_cdk.synthesis.new_app`; cfn-lint checks fmcluster's templates in the tests), importing
+  fmcluster's own synthesis (CDK's built-in CloudFormation validation off and no creation stack
+  traces, as in `fmcluster_cdk.synthesis.new_app`; cfn-lint checks fmcluster's templates in the tests), importing
   nothing of fmcluster;
 - for reference, the same minimal app with CDK's default App settings (validation on);
 - `fmcluster synth` of the default example (cdk.json's spec);
@@ -38,7 +38,7 @@ from common import ENV, exit_code, medians, report, target  # noqa: E402
 
 from fmcluster.deploy.synth import app_context, cdk_json  # noqa: E402
 from fmcluster_cdk.feature_flags import FEATURE_FLAGS  # noqa: E402
-from fmcluster_cdk.synthesis import APP_SETTINGS  # noqa: E402
+from fmcluster_cdk.synthesis import APP_SETTINGS, DEFAULT_CONTEXT  # noqa: E402
 
 # The floor imports nothing of fmcluster's. Its context (cdk.json's, as `fmcluster synth` gives
 # its app), the feature flags fmcluster's apps set (fmcluster_cdk.feature_flags) and its App
@@ -111,7 +111,7 @@ def measure(runs: int) -> dict:
         one, many = Path(tmp, "one.yaml"), Path(tmp, "many.yaml")
         one.write_text(spec_with_groups(1))
         many.write_text(spec_with_groups(64))
-        context = app_context(cdk_json(ROOT))
+        context = {**DEFAULT_CONTEXT, **app_context(cdk_json(ROOT))}
         same, defaults = Path(tmp, "fmcluster-settings.json"), Path(tmp, "cdk-defaults.json")
         flags = dict(FEATURE_FLAGS)
         same.write_text(json.dumps({"context": context, "flags": flags, "settings": APP_SETTINGS}))

@@ -24,18 +24,25 @@ if TYPE_CHECKING:  # imported where an app is made: importing aws_cdk starts Nod
 # than the rest of a cluster's synthesis), and cfn-lint already checks every template of every
 # example in the test suite, with more rules. The templates are the same either way.
 APP_SETTINGS: Mapping[str, Any] = {"builtin_cloud_formation_validation": False}
+# Context every fmcluster app starts from; cdk.json, the app's environment and `-c` override it.
+# No creation stack trace in the stacks' metadata: CDK captures one for every resource (an Error
+# made and parsed, about a tenth of the Node.js CPU of a synthesis), and under jsii it holds only
+# frames of the jsii runtime, never a line of Python. CDK documents the key as a switch for speed;
+# the CDK CLI's --debug (CDK_DEBUG) captures them again. The templates are the same either way.
+DEFAULT_CONTEXT: Mapping[str, Any] = {"aws:cdk:disable-creation-stack-traces": True}
 
 
 def new_app(outdir: Optional[str] = None, context: Optional[Mapping[str, Any]] = None) -> cdk.App:
     """A CDK app as fmcluster makes them. Without arguments, the output directory and context
-    come from the environment the CDK CLI (or `fmcluster synth`) sets. The feature flags are
-    post-CLI context: they win over `context`, cdk.json and `-c`."""
+    come from the environment the CDK CLI (or `fmcluster synth`) sets. DEFAULT_CONTEXT is the
+    context's start: `context`, cdk.json and `-c` win over it. The feature flags are post-CLI
+    context: they win over all of them."""
     import aws_cdk as cdk
 
     from fmcluster_cdk.feature_flags import FEATURE_FLAGS
 
     kwargs: dict[str, Any] = {"outdir": outdir} if outdir else {}
-    return cdk.App(context=dict(context) if context is not None else None, post_cli_context=dict(FEATURE_FLAGS),
+    return cdk.App(context={**DEFAULT_CONTEXT, **(context or {})}, post_cli_context=dict(FEATURE_FLAGS),
                    **APP_SETTINGS, **kwargs)
 
 

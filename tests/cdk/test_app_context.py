@@ -113,3 +113,23 @@ def test_the_flags_make_the_templates(tmp_path):
     assert FEATURE_FLAGS[WEAK] == "weak"
     assert "Fn::GetStackOutput" in ours_text and "Fn::GetStackOutput" not in plain_text
     assert plain_text.count("Fn::ImportValue") > ours_text.count("Fn::ImportValue")
+
+
+CREATION_STACK = "aws:cdk:creationStack"  # the metadata entry of a resource's creation stack trace
+NO_CREATION_STACKS = "aws:cdk:disable-creation-stack-traces"
+
+
+def test_the_assembly_holds_no_creation_stack_traces(reference):
+    """CDK would keep each resource's creation stack in the stacks' metadata: under jsii only frames
+    of its runtime, at a tenth of the synthesis's Node.js CPU (fmcluster_cdk.synthesis.DEFAULT_CONTEXT)."""
+    metadata = [name for name in reference if name.endswith(".metadata.json")]
+    assert metadata and not [name for name in metadata if CREATION_STACK.encode() in reference[name]]
+
+
+@pytest.mark.parametrize(("context", "traced"), [(None, False), ({NO_CREATION_STACKS: False}, True)])
+def test_a_context_of_the_callers_asks_for_them_again(tmp_path, context, traced):
+    """The default is context's start: the caller's (cdk.json, `-c`) wins over it."""
+    app = new_app(str(tmp_path), context)
+    cdk.CfnResource(cdk.Stack(app, "S"), "Topic", type="AWS::SNS::Topic")
+    stack = app.synth().get_stack_artifact("S")
+    assert bool(stack.find_metadata_by_type(CREATION_STACK)) == traced
