@@ -28,7 +28,7 @@ from tests.support import nodes
 from tests.support.nodes import NO_METRICS, REFS
 from tests.support.paths import ROOT
 from tests.support.specs import paths
-from tests.support.tools import assert_shellcheck_clean
+from tests.support.tools import assert_shellcheck_clean, phase_scripts
 
 VARIANTS = {  # name: (instance type, the file system: None, over "tcp" or "efa", metrics, the group)
     "p5-lustre": ("p5.48xlarge", "tcp", True, "gpu"),
@@ -260,6 +260,47 @@ def test_rendered_scripts_are_shellcheck_clean(tmp_path):
     made["loader"] = "#!/bin/bash\nROOT=\nFMCLUSTER_BOOTSTRAP=H4sI\n" + node_shell.BODY_LOADER
     made.update({f"program-{p.stem}": p.read_text() for p in node_shell.PROGRAMS.glob("*.sh")})
     assert_shellcheck_clean(tmp_path, made)
+
+
+def test_the_phases_of_each_variant_are_checked_as_one_script():
+    """What the shellcheck test above merges: every variant's phases, which differ only in their
+    main's steps, into one script that steps through all of them (tests.support.tools.phase_scripts)."""
+    made = {f"{name}-{s.file_name}": s.text for name in VARIANTS for s in scripts(name)}
+    texts, phases = phase_scripts(made)
+    assert sorted(phases) == sorted(f"{name}-{scripts(name)[0].file_name}+phases" for name in VARIANTS)
+    assert sorted(n for names in phases.values() for n in names) == sorted(made)
+    for name, members in phases.items():
+        merged = texts[name].splitlines()
+        for member in members:  # each phase: the merged script but for its main's steps, and those among them
+            lines = made[member].splitlines()
+            assert [line for line in lines if not line.startswith("  step ")] == \
+                [line for line in merged if not line.startswith("  step ")]
+            assert {line for line in lines if line.startswith("  step ")} <= set(merged)
+
+
+TOY_HEAD = '#!/bin/bash\nstep() { "$1"; }\nfinish() { :; }\none() { :; }\ntwo() { :; }\n'
+
+
+def toy(head: str, *steps: str) -> str:
+    return "\n".join([head.rstrip("\n"), "main() {", *(f"  step {s}" for s in steps), "  finish", "}", "",
+                      'main "$@"', ""])
+
+
+def test_a_finding_in_one_phase_is_found_and_named(tmp_path):
+    """A phase whose text before its main differs from the others' is checked on its own; a finding
+    in the text they share names the merged script and its phases."""
+    for run in ("clean", "one", "shared"):
+        (tmp_path / run).mkdir()
+    clean = {"toy-one": toy(TOY_HEAD, "one"), "toy-two": toy(TOY_HEAD, "two")}
+    assert_shellcheck_clean(tmp_path / "clean", clean)
+    assert len(phase_scripts(clean)[0]) == 1
+    faulty = {**clean, "toy-two": toy(TOY_HEAD + "echo $1\n", "two")}
+    assert len(phase_scripts(faulty)[0]) == 2
+    with pytest.raises(AssertionError, match=r"(?s)toy-two\.sh.*SC2086"):
+        assert_shellcheck_clean(tmp_path / "one", faulty)
+    shared = {name: text.replace("two() { :; }", "two() { :; }\necho $1") for name, text in clean.items()}
+    with pytest.raises(AssertionError, match=r"(?s)toy-one\+phases\.sh.*SC2086.*the phases toy-one, toy-two"):
+        assert_shellcheck_clean(tmp_path / "shared", shared)
 
 
 def test_container_runtime_scripts_are_shellcheck_clean(tmp_path):

@@ -11,6 +11,7 @@ package.json, so `make install` brings it).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,16 +32,56 @@ def shellcheck() -> str:
     pytest.skip("shellcheck is not installed (apt-get install shellcheck); CI=true makes this a failure")
 
 
+# The end of a node script that fmcluster.node.shell.compose writes verbatim: its `main`, which runs
+# each step of its phase by name, then `finish`.
+PHASE_MAIN = re.compile(r'\nmain\(\) \{\n((?:  step [A-Za-z0-9_]+\n)*)  finish\n\}\n\nmain "\$@"\n\Z')
+
+
 def assert_shellcheck_clean(tmp_path: Path, scripts: dict[str, str]) -> None:
-    """shellcheck (every severity down to style) finds nothing in the scripts (name -> text)."""
+    """shellcheck (every severity down to style) finds nothing in the scripts (name -> text), in
+    one run.
+
+    The phases of one node script (`phase_scripts`) are checked as one file: their common text
+    with a `main` that steps through every phase's steps. That file is clean exactly when each
+    phase is: the text before `main` is the same bytes in each, and a line `step NAME` (a command
+    of literal words, the function named as a string) is one shellcheck finds nothing in. The
+    phases of a script are nearly all of its text five times over, and shellcheck's time grows
+    with the text."""
     binary = shellcheck()
     files = []
-    for name, text in scripts.items():
+    texts, phases = phase_scripts(scripts)
+    for name, text in texts.items():
         path = tmp_path / f"{name}.sh"
         path.write_text(text)
         files.append(str(path))
     result = subprocess.run([binary, "--shell=bash", "--severity=style", *files], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    merged = "".join(f"\n{name}.sh: the phases {', '.join(names)}" for name, names in phases.items())
+    assert result.returncode == 0, result.stdout + result.stderr + merged
+
+
+def phase_scripts(scripts: dict[str, str]) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """`scripts` (name -> text) with the phases of each node script merged, and the names merged
+    into each. The scripts that differ only in the steps of their `main` (PHASE_MAIN) become one,
+    named after the first with `+phases`, whose main steps through the steps of all of them, each
+    step once; every other script is kept as it is."""
+    groups: dict[str, list[tuple[str, list[str]]]] = {}
+    texts: dict[str, str] = {}
+    for name, text in scripts.items():
+        found = PHASE_MAIN.search(text)
+        if found is None:
+            texts[name] = text
+        else:
+            groups.setdefault(text[:found.start()], []).append((name, found.group(1).splitlines()))
+    phases: dict[str, list[str]] = {}
+    for head, members in groups.items():
+        if len(members) == 1:
+            texts[members[0][0]] = scripts[members[0][0]]
+            continue
+        steps = list(dict.fromkeys(step for _, lines in members for step in lines))
+        name = f"{members[0][0]}+phases"
+        texts[name] = "\n".join([head, "main() {", *steps, "  finish", "}", "", 'main "$@"', ""])
+        phases[name] = [member for member, _ in members]
+    return texts, phases
 
 
 def promtool() -> str:
