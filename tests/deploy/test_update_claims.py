@@ -21,7 +21,7 @@ from fmcluster.spec import loader
 from fmcluster.spec import update_policy as policy
 from fmcluster.spec.models import ClusterSpec
 from tests.support.paths import ROOT
-from tests.support.specs import base_spec, on, with_, without
+from tests.support.specs import base_spec, on, to_yaml, with_, without
 
 pytestmark = pytest.mark.synth
 
@@ -69,7 +69,7 @@ class Sample:
 
 
 def valid(data: dict) -> ClusterSpec:
-    result = loader.load_text(yaml.safe_dump(data, sort_keys=False), "spec.yaml")
+    result = loader.load_text(to_yaml(data), "spec.yaml")
     assert result.ok, [d.message for d in result.diagnostics if d.severity == "error"]
     return result.spec
 
