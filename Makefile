@@ -6,7 +6,7 @@
 #                   of the project (or its wheel) gives the runtime alone and its `fmcluster` command
 #   make synth      cdk synth (app and default spec come from cdk.json) into cdk.out/
 #   make test       pytest, in parallel (pytest-xdist); `make tools` first
-#   make test-fast  the tests that need no CDK synthesis, Slurm, sandbox or build (about a minute)
+#   make test-fast  the tests that need no CDK synthesis, Slurm, sandbox or build (one to two minutes)
 #   make bench      the speed targets of issue 9 (validate, synth, fresh-clone make test); BENCH=--quick skips the last
 #   make tools      test tools from Debian (promtool, shellcheck, Slurm, munge, gcc, fio, ...) as root when missing
 #   make lock       regenerate requirements.txt (the runtime and every extra) and requirements-scan.txt (pins
@@ -148,7 +148,7 @@ WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
 test: install tools bytecode
 	$(PYTEST) -n $(WORKERS)
 
-# The lane to run between commits (about a minute): every test but those that synthesize with
+# The lane to run between commits (one to two minutes): every test but those that synthesize with
 # the CDK, run a real Slurm, run node scripts in the sandbox, build the whole project or shellcheck
 # the rendered node scripts (the markers tests/conftest.py sets from what each module, or each test,
 # uses). `make test` runs them all.
