@@ -137,7 +137,7 @@ def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str 
     fmcluster.node.hyperpod; tests) the body verbatim, or without `comments` (the AWS PCS node
     lifecycle scripts, fmcluster.node.pcs: the header and the fragments without their comment
     lines; `extra` as given). All run the same code."""
-    main = ["main() {", *(f"  step {step}" for step in steps), "  finish", "}", "", 'main "$@"', ""]
+    main = main_lines(steps)
     if not compact:
         if not comments:
             return "\n".join([without_comments(header) + settings_block(settings),
@@ -148,6 +148,12 @@ def compose(header: str, settings: Mapping[str, str | int], parts: Sequence[str 
     body = "\n".join([settings_block(inner).lstrip("\n").split("\n", 1)[1],
                       *(without_comments(read(name)) for name in parts), *extra, *main])
     return without_comments(header) + settings_block({**plain, "FMCLUSTER_BOOTSTRAP": pack(body)}) + BODY_LOADER
+
+
+def main_lines(steps: Sequence[str]) -> list[str]:
+    """The lines that end a composed script, its last one empty: a `main` that runs each of `steps`
+    with `step`, then `finish`, and the call of it."""
+    return ["main() {", *(f"  step {step}" for step in steps), "  finish", "}", "", 'main "$@"', ""]
 
 
 TOKEN_MARK = re.compile(r"[$#]\{Token\[")  # how CDK writes a string or list token into a string

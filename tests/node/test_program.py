@@ -282,8 +282,7 @@ TOY_HEAD = '#!/bin/bash\nstep() { "$1"; }\nfinish() { :; }\none() { :; }\ntwo() 
 
 
 def toy(head: str, *steps: str) -> str:
-    return "\n".join([head.rstrip("\n"), "main() {", *(f"  step {s}" for s in steps), "  finish", "}", "",
-                      'main "$@"', ""])
+    return "\n".join([head.rstrip("\n"), *node_shell.main_lines(steps)])
 
 
 def test_a_finding_in_one_phase_is_found_and_named(tmp_path):

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from fmcluster.node.shell import main_lines
 from tests.support.paths import ROOT
 
 
@@ -32,8 +33,8 @@ def shellcheck() -> str:
     pytest.skip("shellcheck is not installed (apt-get install shellcheck); CI=true makes this a failure")
 
 
-# The end of a node script that fmcluster.node.shell.compose writes verbatim: its `main`, which runs
-# each step of its phase by name, then `finish`.
+# The end of a node script that fmcluster.node.shell.compose writes verbatim (main_lines): its
+# `main`, which runs each step of its phase by name, then `finish`.
 PHASE_MAIN = re.compile(r'\nmain\(\) \{\n((?:  step [A-Za-z0-9_]+\n)*)  finish\n\}\n\nmain "\$@"\n\Z')
 
 
@@ -71,15 +72,16 @@ def phase_scripts(scripts: dict[str, str]) -> tuple[dict[str, str], dict[str, li
         if found is None:
             texts[name] = text
         else:
-            groups.setdefault(text[:found.start()], []).append((name, found.group(1).splitlines()))
+            steps = [line.split()[1] for line in found.group(1).splitlines()]
+            groups.setdefault(text[:found.start()], []).append((name, steps))
     phases: dict[str, list[str]] = {}
     for head, members in groups.items():
         if len(members) == 1:
             texts[members[0][0]] = scripts[members[0][0]]
             continue
-        steps = list(dict.fromkeys(step for _, lines in members for step in lines))
+        steps = list(dict.fromkeys(step for _, names in members for step in names))
         name = f"{members[0][0]}+phases"
-        texts[name] = "\n".join([head, "main() {", *steps, "  finish", "}", "", 'main "$@"', ""])
+        texts[name] = "\n".join([head, *main_lines(steps)])
         phases[name] = [member for member, _ in members]
     return texts, phases
 
