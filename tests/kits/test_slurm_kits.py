@@ -43,6 +43,7 @@ from fmcluster.model import cluster as cluster_model
 from fmcluster.model import expected
 from fmcluster.spec import loader
 from tests.support import slurm_roots
+from tests.support.locks import host_directories
 from tests.support.paths import EXAMPLES_DIR, ROOT, SUPPORT
 from tests.support.slurm_cluster import PCS_RELEASES, SlurmCluster, release_id, require_slurm
 
@@ -102,17 +103,11 @@ def pyxis_of(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def node_paths():
-    """NODE_PATHS exist as mount points (empty; created when missing and removed after), so
-    each slurmd can bind the test's directories over them in its own namespace."""
-    made = [path for path in NODE_PATHS if not os.path.exists(path)]
-    for path in made:
-        os.mkdir(path)
-    yield
-    for path in made:
-        try:
-            os.rmdir(path)
-        except OSError:
-            pass
+    """NODE_PATHS exist as mount points (empty; made when missing, removed when no worker holds
+    them any more: tests.support.locks.host_directories), so each slurmd can bind the test's
+    directories over them in its own namespace."""
+    with host_directories(NODE_PATHS):
+        yield
 
 
 def kit(spec_path: Path, out: Path) -> None:
