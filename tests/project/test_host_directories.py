@@ -15,8 +15,9 @@ from tests.support.paths import ROOT
 # Another process holds `host_directories(PATHS, REGISTRY)` until its standard input closes.
 HOLDER = """
 import sys
+from pathlib import Path
 from tests.support.locks import host_directories
-with host_directories(sys.argv[2:], __import__("pathlib").Path(sys.argv[1])):
+with host_directories(sys.argv[2:], Path(sys.argv[1])):
     print("held", flush=True)
     sys.stdin.read()
 """
@@ -41,7 +42,7 @@ def test_the_directories_stay_until_the_last_holder_leaves(tmp_path):
     assert not kit.exists() and fsx.is_dir()
 
 
-def test_the_first_holder_leaving_last_removes_them(tmp_path):
+def test_the_first_holder_leaving_first_leaves_them_to_the_other(tmp_path):
     registry, kit = tmp_path / "registry", tmp_path / "kit"
     with host_directories([str(kit)], registry):
         other = holder(registry, kit)
