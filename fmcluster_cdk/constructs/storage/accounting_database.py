@@ -96,7 +96,7 @@ class AccountingDatabase(Construct):
             copy_tags_to_snapshot=True, auto_minor_version_upgrade=True, delete_automated_backups=False,
             enable_cloudwatch_logs_exports=["error"])
         self.instance.apply_removal_policy(retain, apply_to_update_replace_policy=True)
-        self.instance.add_dependency(ingress)
+        self.instance.add_resource_dependency(ingress)
         self.endpoint = self.instance.attr_endpoint_address
         self.port = PORT
         self.security_group_id = group.attr_group_id
