@@ -32,6 +32,10 @@ pytest.register_assert_rewrite("tests.support")
 from tests.support.paths import ROOT  # noqa: E402
 
 os.environ.setdefault("CDK_VALIDATION", "false")
+# A deprecated API of the CDK (jsii's deprecation check, in aws-cdk-lib's own code) fails the synthesis
+# that calls it, in this process's apps and in every app or CLI started from it, where a user's synthesis
+# prints a "[WARNING] ... is deprecated, and will be removed in the next major release" and goes on.
+os.environ["JSII_DEPRECATED"] = "fail"
 
 # moto's EC2 loads its AMIs into every region's backend as it starts it, in every test that uses EC2:
 # 44 of its own and about 1,300 "latest" ones a region (moto/ec2/models/amis.py), a second of work

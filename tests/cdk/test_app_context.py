@@ -133,3 +133,13 @@ def test_a_context_of_the_callers_asks_for_them_again(tmp_path, context, traced)
     cdk.CfnResource(cdk.Stack(app, "S"), "Topic", type="AWS::SNS::Topic")
     stack = app.synth().get_stack_artifact("S")
     assert bool(stack.find_metadata_by_type(CREATION_STACK)) == traced
+
+
+def test_an_api_the_cdk_deprecates_fails_the_synthesis_that_calls_it(tmp_path):
+    """tests/conftest.py sets jsii's JSII_DEPRECATED=fail for every app of a run, in process and
+    started from it: a call of an API that aws-cdk-lib will remove (a user's synthesis would print
+    "[WARNING] ... is deprecated" and go on) fails the test that reaches it."""
+    stack = cdk.Stack(new_app(str(tmp_path)), "S")
+    first, second = (cdk.CfnResource(stack, name, type="AWS::SNS::Topic") for name in ("A", "B"))
+    with pytest.raises(RuntimeError, match=r"^DeprecationError: aws-cdk-lib\.CfnResource#addDependsOn is deprecated"):
+        first.add_depends_on(second)
